@@ -1,0 +1,118 @@
+# goldminer — plain Makefile. All outputs go under build/ (or $(B)).
+#   make            library (build/libgoldminer.a/.so) and CLI (build/goldminer)
+#   make test       every cmocka binary (+ python tests), one closing line
+#   make sanitize   the same tests under ASan+UBSan (build-san/)
+#   make bench      benchmarks in tests/bench/ (PHOTOS=dir for the real-photo set)
+#   make demo       synthetic dataset + the pipeline on it, images/s
+#   make plots      gnuplot figures from sim output
+#   make deps       install missing Debian packages
+#   make CUDA=0     build without the CUDA runtime (pinning skipped)
+
+B ?= build
+CC ?= cc
+CFLAGS ?= -O2 -g
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread
+PKGS := liburing libjpeg
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luring -ljpeg)
+override CFLAGS += $(PKG_CFLAGS)
+LDLIBS := $(PKG_LIBS) -lm -pthread
+
+# CUDA: on when the toolkit is found, unless CUDA=0.
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(CUDA),)
+CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
+endif
+ifeq ($(CUDA),1)
+override CFLAGS += -DGM_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+LIB_SRCS := $(sort $(filter-out core/cli.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+CLI_OBJS := $(B)/core/cli.o
+TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
+BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
+
+.PHONY: all test sanitize bench demo plots clean deps check-deps sim-experiments format
+all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/libgoldminer.a: $(LIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/libgoldminer.so: $(LIB_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# Tests may declare extra link flags in a comment line: "// LDFLAGS: -Wl,--wrap=..."
+$(B)/tests/%: tests/%.c $(B)/libgoldminer.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
+		$(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) -lcmocka
+
+$(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BENCH   $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+
+test: all $(TEST_BINS) $(BENCH_BINS)
+	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS)
+
+sanitize:
+	$(Q)$(MAKE) --no-print-directory B=build-san CUDA=$(CUDA) \
+		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		LDFLAGS="-fsanitize=address,undefined" test
+
+PHOTOS ?=
+bench: all $(BENCH_BINS)
+	$(Q)B=$(B) PHOTOS="$(PHOTOS)" sh tests/bench/run.sh
+
+DEMO_DATA ?= $(B)/demo-data
+demo: deps all
+	$(Q)[ -d "$(DEMO_DATA)" ] || $(B)/goldminer synth "$(DEMO_DATA)" --images 1000
+	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 2
+
+plots:
+	$(Q)sh plots/make-plots.sh
+
+sim-experiments: all
+	$(Q)sh sim/experiments.sh
+
+DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config
+deps:
+	$(Q)missing=""; for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then s=""; else s=sudo; fi; \
+		$$s apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$s apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+format:
+	clang-format -i core/*.c sim/*.c include/goldminer/*.h tests/*.c
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)

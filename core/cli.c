@@ -1,0 +1,52 @@
+/*
+ * cli.c - `goldminer` entry point: dispatch to a subcommand (see cli.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "goldminer/cli.h"
+
+/* Weak while the subcommands are being written: a missing one says so. */
+#pragma weak gm_cli_synth
+#pragma weak gm_cli_bench
+#pragma weak gm_cli_sim
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+} cmds[] = {
+	{"bench", gm_cli_bench, "run the data pipeline on a dataset and report images/s"},
+	{"sim", gm_cli_sim, "replay a cluster trace under a CPU allocation policy"},
+	{"synth", gm_cli_synth, "write a synthetic JPEG ImageFolder dataset"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: goldminer COMMAND [ARGS...]   (goldminer COMMAND --help)\n\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name)) {
+			if (!cmds[i].fn) {
+				fprintf(stderr, "goldminer: '%s' is not built\n", argv[1]);
+				return 2;
+			}
+			return cmds[i].fn(argc - 1, argv + 1);
+		}
+	fprintf(stderr, "goldminer: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,45 @@
+/*
+ * dataset.h - the sample index: sample id -> (path, size, label).
+ *
+ * ImageFolder trees: root/<class>/**/*.jpg|jpeg (case-insensitive extension),
+ * classes sorted by byte order of their names as torchvision sorts them, files
+ * sorted within a class, label = class index. Built once by the coordinator and
+ * then only read (workers inherit it across fork). Deterministic: the same tree
+ * gives the same index.
+ */
+#ifndef GOLDMINER_DATASET_H
+#define GOLDMINER_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gm_dataset;
+
+/*
+ * Index the tree at root. 0, or -ENOENT (missing root), -ENOTDIR, -EACCES
+ * (unreadable), -ENODATA (no class directory / no JPEG anywhere), -ENOMEM; on error
+ * err (errlen bytes, may be NULL) gets a message naming the offending path.
+ */
+int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen);
+
+/* Free the index; NULL is a no-op. */
+void gm_dataset_close(struct gm_dataset *d);
+
+uint32_t gm_dataset_count(const struct gm_dataset *d);       /* samples */
+uint32_t gm_dataset_num_classes(const struct gm_dataset *d); /* classes */
+const char *gm_dataset_class_name(const struct gm_dataset *d, uint32_t cls);
+const char *gm_dataset_root(const struct gm_dataset *d);
+
+/* Full path of sample id (id < count). Valid until gm_dataset_close. */
+const char *gm_dataset_path(const struct gm_dataset *d, uint32_t id);
+/* File size in bytes as seen when indexing (a hint for the reader's buffers). */
+uint64_t gm_dataset_file_size(const struct gm_dataset *d, uint32_t id);
+/* Class index of sample id. */
+uint32_t gm_dataset_label(const struct gm_dataset *d, uint32_t id);
+/* Largest file size in the index. */
+uint64_t gm_dataset_max_file_size(const struct gm_dataset *d);
+/* 64-bit hash of (relative path, size, label) of every sample, in order: identifies
+ * the index for checkpoints and cross-process checks. */
+uint64_t gm_dataset_fingerprint(const struct gm_dataset *d);
+
+#endif

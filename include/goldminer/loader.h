@@ -1,0 +1,128 @@
+/*
+ * loader.h - the consumer API: a trainer's view of goldminer.
+ *
+ * gm_loader_open() indexes the dataset, creates the shared-memory ring (memfd,
+ * pre-faulted, pinned with cudaHostRegister when a GPU is present) and starts the
+ * worker processes. gm_loader_next() returns a zero-copy view of the next batch in
+ * order k = 0, 1, 2, ... of the seeded per-epoch permutation; its bytes depend only
+ * on (dataset, spec, seed, epoch, k), never on the number of workers or crashes
+ * (DESIGN.md contracts 1, 2). Errors are 0 / -errno with a per-handle message
+ * (gm_loader_errmsg) that starts with the function name.
+ *
+ * Thread-safety: one thread uses a handle at a time (the handle runs a private
+ * coordinator thread of its own that reaps and replaces workers).
+ */
+#ifndef GOLDMINER_LOADER_H
+#define GOLDMINER_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "goldminer/ops.h"
+
+struct gm_loader;
+
+enum gm_on_error {
+	GM_ON_ERROR_SKIP = 0, /* count, report, fill from the next sample deterministically */
+	GM_ON_ERROR_FAIL = 1, /* gm_loader_next returns -EBADMSG naming the file */
+};
+
+struct gm_loader_opts {
+	const char *root;	  /* ImageFolder root (required) */
+	const char *pipeline;	  /* pipeline spec text; NULL: use `aug` as given */
+	struct gm_aug_spec aug;	  /* per-sample transform (gm_aug_spec_default) */
+	uint32_t batch_size;	  /* samples per batch (default 64) */
+	int workers;		  /* worker processes (default 2; 0 = auto) */
+	uint64_t seed;		  /* shuffling and augmentation seed */
+	uint32_t epoch;		  /* first epoch to deliver (default 0) */
+	uint32_t epochs;	  /* epochs to deliver, 0 = unlimited */
+	uint64_t start_batch;	  /* resume: first batch index within `epoch` */
+	uint32_t slots;		  /* ring slots (power of two; 0 = automatic) */
+	enum gm_on_error on_error;
+	bool drop_last;		  /* drop the last short batch of an epoch */
+	bool shuffle;		  /* per-epoch permutation (default true) */
+	bool no_pin;		  /* never cudaHostRegister the ring */
+};
+
+/* One delivered batch: a view into a ring slot, valid until the next
+ * gm_loader_next() or gm_loader_release() on the same handle. */
+struct gm_batch {
+	uint64_t epoch;		    /* epoch of this batch */
+	uint64_t index;		    /* k within the epoch */
+	uint32_t size;		    /* samples (the last batch may be short) */
+	uint32_t n_errors;	    /* samples replaced because their file was bad */
+	void *data;		    /* size * sample_bytes, layout as the spec says */
+	size_t sample_bytes;	    /* bytes of one sample */
+	const int32_t *labels;	    /* size labels */
+	const uint32_t *sample_ids; /* size dataset ids actually delivered */
+	uint32_t slot;		    /* internal */
+};
+
+struct gm_loader_stats {
+	uint64_t batches, samples; /* delivered */
+	double elapsed_s;	   /* since the first batch was delivered */
+	double img_per_s;	   /* steady state: samples after the first batch / elapsed_s */
+	/* Stage times summed over the delivered batches (worker CPU-side wall time). */
+	uint64_t read_ns, decode_ns, augment_ns, write_ns;
+	uint64_t wait_ns;	   /* consumer time blocked in gm_loader_next */
+	uint64_t errors;	   /* bad samples met in delivered batches */
+	uint32_t workers;	   /* worker processes alive now */
+	uint64_t worker_deaths;	   /* workers that died without being asked to */
+	uint64_t reissued;	   /* tasks re-issued after a worker died */
+	uint32_t batches_per_epoch;
+	uint32_t dataset_size;
+	uint32_t num_classes;
+	bool pinned;		   /* the ring is registered with CUDA */
+};
+
+/* Defaults as documented in struct gm_loader_opts. */
+void gm_loader_opts_default(struct gm_loader_opts *o);
+
+/*
+ * Open a loader. On failure returns -errno and, if errbuf is not NULL, writes a
+ * message naming the cause (path, bad option) into errbuf (errlen bytes).
+ */
+int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char *errbuf,
+		   size_t errlen);
+
+/*
+ * Next batch, blocking (futex wait) until it is ready. Releases the previous batch
+ * if it was not released. Returns 0 (batch filled), GM_LOADER_END_OF_EPOCH (1,
+ * returned once after the last batch of each epoch; the next call starts the next
+ * epoch), GM_LOADER_END (2, all requested epochs delivered), or -errno:
+ * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file), -EIO.
+ */
+#define GM_LOADER_END_OF_EPOCH 1
+#define GM_LOADER_END 2
+int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
+
+/* Give the batch's slot back to the workers early. 0 or -EINVAL. */
+int gm_loader_release(struct gm_loader *l, struct gm_batch *b);
+
+/* Snapshot of the counters. */
+void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s);
+
+/* Bad samples met so far (in delivered batches, each once): i < errors. Returns
+ * the dataset path and a message; pointers valid until close. */
+int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg);
+
+/* Change the number of worker processes (>= 1). 0 or -EINVAL. */
+int gm_loader_scale(struct gm_loader *l, int workers);
+
+/* Position to resume from: the epoch and batch the next gm_loader_next returns. */
+void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *batch);
+
+/* Copy a delivered batch to GPU memory dst (cudaMemcpy, DMA when pinned).
+ * -ENODEV without a usable GPU. */
+int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void *dst);
+
+/* Message of the last error on this handle ("" if none). */
+const char *gm_loader_errmsg(const struct gm_loader *l);
+
+/* Stop the workers, unmap and free everything; NULL is a no-op. */
+void gm_loader_close(struct gm_loader *l);
+
+
+
+#endif

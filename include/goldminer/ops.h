@@ -1,0 +1,74 @@
+/*
+ * ops.h - per-sample augmentation: JPEG bytes in, one finished sample out.
+ *
+ * A struct gm_aug is one worker's decoder + scratch buffers (allocated once,
+ * reused for every sample). gm_aug_sample() runs the stateless per-sample part of
+ * the pipeline: header -> (train) RandomResizedCrop parameters drawn from the
+ * counter-based RNG keyed by (seed, epoch, sample id) -> partial decode of only the
+ * crop window at the largest DCT scale that keeps the output resolution -> resize
+ * -> flip -> output layout (uint8 HWC, or float32 CHW normalised). Eval mode is
+ * resize-shorter-side + center-crop. Not thread-safe per handle: one per worker.
+ */
+#ifndef GOLDMINER_OPS_H
+#define GOLDMINER_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum gm_aug_mode {
+	GM_AUG_TRAIN = 0, /* random-resized-crop + horizontal flip */
+	GM_AUG_EVAL = 1,  /* resize shorter side to `resize`, center-crop `size` */
+};
+
+enum gm_out_type {
+	GM_OUT_U8_HWC = 0,  /* uint8, H x W x 3 (RGB) */
+	GM_OUT_F32_CHW = 1, /* float32, 3 x H x W, (x/255 - mean) / std */
+};
+
+struct gm_aug_spec {
+	enum gm_aug_mode mode;
+	uint32_t size;		    /* output side in pixels (square), default 224 */
+	float scale_min, scale_max; /* RRC area fraction, default 0.08 .. 1 */
+	float ratio_min, ratio_max; /* RRC aspect ratio, default 3/4 .. 4/3 */
+	float flip_p;		    /* probability of a horizontal flip, default 0.5 */
+	uint32_t resize;	    /* eval: shorter side before center crop, default 256 */
+	enum gm_out_type out;
+	float mean[3], std[3]; /* normalisation in [0,1] units, default ImageNet */
+	uint64_t max_pixels;   /* decompression-bomb limit (w*h), default 64e6 */
+};
+
+/* Per-sample timings a worker accumulates for its stats. */
+struct gm_aug_times {
+	uint64_t decode_ns;  /* header + entropy decode + IDCT + colour conversion */
+	uint64_t augment_ns; /* resize, flip, layout/normalise */
+};
+
+struct gm_aug;
+
+/* Fill *s with the defaults above (train mode, 224, uint8 HWC, ImageNet mean/std). */
+void gm_aug_spec_default(struct gm_aug_spec *s);
+
+/* Bytes one output sample occupies (size*size*3 * 1 or 4). */
+size_t gm_aug_out_bytes(const struct gm_aug_spec *s);
+
+/* Create a handle for spec *s (copied). 0 or -EINVAL (bad spec) / -ENOMEM. */
+int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s);
+
+/* Destroy; NULL is a no-op. */
+void gm_aug_destroy(struct gm_aug *a);
+
+/*
+ * Decode and augment one sample. jpeg/len: the whole file. out: gm_aug_out_bytes()
+ * bytes, written completely on success. t (may be NULL): timings are ADDED to it.
+ * Returns 0, or -EBADMSG (corrupt/truncated/not a JPEG), -ENODATA (empty file),
+ * -E2BIG (over max_pixels, detected before any pixel allocation), -ENOMEM.
+ * On error, gm_aug_errmsg() says what was wrong (without the file name, which the
+ * caller knows) and *out holds unspecified bytes.
+ */
+int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
+		  uint64_t sample_id, void *out, struct gm_aug_times *t);
+
+/* Message of the last error on this handle ("" if none). */
+const char *gm_aug_errmsg(const struct gm_aug *a);
+
+#endif

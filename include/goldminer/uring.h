@@ -1,0 +1,47 @@
+/*
+ * uring.h - batch file reader on io_uring, one per worker.
+ *
+ * For a batch, every file read is submitted at once as a linked chain
+ * OPENAT(direct) -> READ(fixed file, into a reused buffer) -> CLOSE(direct),
+ * and the caller's callback runs for each file as soon as its read completes, so
+ * decoding of early completions overlaps the I/O of the rest. Buffers are owned by
+ * the reader, allocated once (grown only when a larger file appears) and reused.
+ * Not thread-safe per handle.
+ */
+#ifndef GOLDMINER_URING_H
+#define GOLDMINER_URING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gm_reader;
+
+/*
+ * Called once per file, in completion order. i: index into the paths array.
+ * data/len: the whole file contents (valid only during the call); err: 0 or -errno
+ * of the failed open/read (data NULL then). A non-zero return stops the batch
+ * (remaining completions are drained, not delivered) and is returned by
+ * gm_reader_read().
+ */
+typedef int (*gm_reader_fn)(void *arg, unsigned i, const void *data, size_t len, int err);
+
+/* Create a reader able to have up to `depth` files in flight. 0 or -errno (e.g.
+ * -ENOSYS when io_uring is unavailable); errors name the failing call. */
+int gm_reader_create(struct gm_reader **out, unsigned depth);
+
+/* Destroy; NULL is a no-op. */
+void gm_reader_destroy(struct gm_reader *r);
+
+/*
+ * Read n whole files (n may exceed depth: they go in waves). size_hint[i] (may be
+ * NULL) is the expected size; a file larger than its hint is still read whole.
+ * Returns 0 when every file was delivered to fn (with data or with err), a
+ * non-zero fn return, or -errno for a ring failure (gm_reader_errmsg says which).
+ */
+int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
+		   unsigned n, gm_reader_fn fn, void *arg);
+
+/* Message of the last error ("" if none). */
+const char *gm_reader_errmsg(const struct gm_reader *r);
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Run test binaries (cmocka, TAP output) and scripts (tests/*.sh or .py that print
+# TAP) and end with one line: "N passed, N failed, N skipped".
+# A binary that dies without reporting, or exits non-zero with no failing case,
+# counts as one failure.
+pass=0 fail=0 skip=0
+log=${B:-build}/test-logs
+mkdir -p "$log"
+for t in "$@"; do
+	name=$(basename "$t")
+	start=$(date +%s)
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout 600 "$t" >"$log/$name.out" 2>&1
+	rc=$?
+	p=$(grep -c '^ok ' "$log/$name.out")
+	s=$(grep -c '^not ok [0-9]* # SKIP' "$log/$name.out")
+	f=$(grep '^not ok [0-9]' "$log/$name.out" | grep -vc '# SKIP')
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+	if [ "$rc" = 0 ] && [ "$p" = 0 ] && [ "$s" = 0 ]; then f=$((f + 1)); fi
+	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+	el=$(( $(date +%s) - start ))
+	if [ "$f" != 0 ]; then
+		echo "FAIL $name ($p passed, $f failed, $s skipped, ${el}s, exit $rc)"
+		sed 's/^/    /' "$log/$name.out" | grep -v '^    ok ' | tail -40
+	else
+		echo "ok   $name ($p passed, $s skipped, ${el}s)"
+		grep '^not ok [0-9]* # SKIP' "$log/$name.out" | sed 's/^/    /'
+	fi
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]
