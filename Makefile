@@ -75,8 +75,10 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
+# Script tests (TAP on stdout): tests/*.sh and the Python suite.
+SCRIPT_TESTS := $(sort $(wildcard tests/test_*.sh))
 test: all $(TEST_BINS) $(BENCH_BINS)
-	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS)
+	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
 sanitize:
 	$(Q)$(MAKE) --no-print-directory B=build-san CUDA=$(CUDA) \

@@ -10,6 +10,7 @@
 #pragma weak gm_cli_synth
 #pragma weak gm_cli_bench
 #pragma weak gm_cli_sim
+#pragma weak gm_cli_plan
 
 static const struct {
 	const char *name;
@@ -17,6 +18,7 @@ static const struct {
 	const char *help;
 } cmds[] = {
 	{"bench", gm_cli_bench, "run the data pipeline on a dataset and report images/s"},
+	{"plan", gm_cli_plan, "show how a pipeline spec splits between workers and consumer"},
 	{"sim", gm_cli_sim, "replay a cluster trace under a CPU allocation policy"},
 	{"synth", gm_cli_synth, "write a synthetic JPEG ImageFolder dataset"},
 };
