@@ -1,7 +1,7 @@
 /*
  * dataset.h - the sample index: sample id -> (path, size, label).
  *
- * ImageFolder trees: root/<class>/**/*.jpg|jpeg (case-insensitive extension),
+ * ImageFolder trees: root/<class>/[subdirs/]NAME.jpg|jpeg (case-insensitive extension),
  * classes sorted by byte order of their names as torchvision sorts them, files
  * sorted within a class, label = class index. Built once by the coordinator and
  * then only read (workers inherit it across fork). Deterministic: the same tree

@@ -120,6 +120,11 @@ int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void
 /* Message of the last error on this handle ("" if none). */
 const char *gm_loader_errmsg(const struct gm_loader *l);
 
+/* Checksum of delivered bytes: FNV-1a 64 over 8-byte little-endian words, then the
+ * tail bytes; chain calls starting from h = GM_FNV_INIT. */
+#define GM_FNV_INIT 0xcbf29ce484222325ull
+uint64_t gm_fnv1a64(uint64_t h, const void *p, size_t n);
+
 /* Stop the workers, unmap and free everything; NULL is a no-op. */
 void gm_loader_close(struct gm_loader *l);
 

@@ -1,0 +1,421 @@
+/*
+ * jpeg.c - per-worker JPEG decoder over libjpeg-turbo's libjpeg API (see jpeg.h).
+ *
+ * Design: one jpeg_decompress_struct per handle, created once and reset with
+ * jpeg_abort_decompress() between images, so libjpeg's permanent state (source
+ * manager, error manager) is reused. Errors longjmp back to the public function
+ * that called into libjpeg; the handler formats libjpeg's message into the handle.
+ * Warnings that mean pixel data is missing (premature end of file/segment, bad
+ * entropy code) are promoted to errors: libjpeg would otherwise pad the image
+ * with grey and report success. Other warnings (e.g. extraneous bytes before a
+ * marker, common in real photo collections) are counted and kept.
+ *
+ * The crop-window path is the reason this uses the libjpeg API rather than
+ * TurboJPEG (2.1): DCT scaling + jpeg_crop_scanline + jpeg_skip_scanlines, and
+ * jpeg_abort_decompress() right after the last needed row.
+ *
+ * CMYK/YCCK is hand-converted (libjpeg has no CMYK->RGB conversion). Files with an
+ * Adobe APP14 marker store inverted CMYK (Photoshop convention); others plain.
+ *
+ * Not done here: 12-bit or lossless JPEG (rejected by libjpeg as corrupt), colour
+ * management (ICC profiles are ignored), EXIF orientation (pixels as stored).
+ */
+#include "goldminer/jpeg.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h> /* first: jerror.h depends on the jconfig.h it includes */
+#include <jerror.h>
+
+struct gm_jpeg_errmgr {
+	struct jpeg_error_mgr pub; /* first: libjpeg casts cinfo->err to this */
+	jmp_buf jb;
+	struct gm_jpeg *owner;
+};
+
+struct gm_jpeg {
+	struct jpeg_decompress_struct cinfo;
+	struct gm_jpeg_errmgr err;
+	uint64_t max_pixels;
+	bool open;  /* a header has been read and not yet decoded/aborted */
+	bool cmyk;  /* source is CMYK/YCCK: decode as CMYK, convert by hand */
+	int errnum; /* -errno of the failure being unwound */
+	const char *where; /* public function running, for messages */
+	uint8_t *buf;  /* window pixels (RGB), grown on demand */
+	size_t buf_cap;
+	uint8_t *row4; /* one CMYK row, grown on demand */
+	size_t row4_cap;
+	JSAMPROW *rows; /* row pointers into buf */
+	size_t rows_cap;
+	uint32_t nwarn;
+	char errmsg[256];
+	char warnmsg[JMSG_LENGTH_MAX];
+};
+
+static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(j->errmsg, sizeof(j->errmsg), "%s: ", j->where);
+	if (n < 0 || (size_t)n >= sizeof(j->errmsg))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(j->errmsg + n, sizeof(j->errmsg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	j->errnum = errnum;
+}
+
+/* libjpeg fatal error: record and unwind to the setjmp in the public function. */
+static void on_error_exit(j_common_ptr cinfo)
+{
+	struct gm_jpeg_errmgr *e = (struct gm_jpeg_errmgr *)cinfo->err;
+	char msg[JMSG_LENGTH_MAX];
+
+	(*cinfo->err->format_message)(cinfo, msg);
+	if (cinfo->err->msg_code == JERR_OUT_OF_MEMORY)
+		set_err(e->owner, -ENOMEM, "out of memory: %s", msg);
+	else
+		set_err(e->owner, -EBADMSG, "corrupt or not a JPEG: %s", msg);
+	longjmp(e->jb, 1);
+}
+
+/* Warnings that mean pixels were lost: data ended early or entropy data is bad. */
+static bool warning_is_fatal(int code)
+{
+	return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE ||
+	       code == JWRN_ARITH_BAD_CODE || code == JWRN_MUST_RESYNC;
+}
+
+static void on_emit_message(j_common_ptr cinfo, int msg_level)
+{
+	struct gm_jpeg_errmgr *e = (struct gm_jpeg_errmgr *)cinfo->err;
+	char msg[JMSG_LENGTH_MAX];
+
+	if (msg_level >= 0)
+		return; /* trace messages */
+	(*cinfo->err->format_message)(cinfo, msg);
+	if (warning_is_fatal(cinfo->err->msg_code)) {
+		set_err(e->owner, -EBADMSG, "truncated or corrupt JPEG data: %s", msg);
+		longjmp(e->jb, 1);
+	}
+	e->owner->nwarn++;
+	memcpy(e->owner->warnmsg, msg, sizeof(msg));
+}
+
+/* Silence libjpeg's default stderr output (messages are kept in the handle). */
+static void on_output_message(j_common_ptr cinfo)
+{
+	(void)cinfo;
+}
+
+int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
+{
+	struct gm_jpeg *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
+	j->where = "gm_jpeg_create";
+	j->cinfo.err = jpeg_std_error(&j->err.pub);
+	j->err.pub.error_exit = on_error_exit;
+	j->err.pub.emit_message = on_emit_message;
+	j->err.pub.output_message = on_output_message;
+	j->err.owner = j;
+	if (setjmp(j->err.jb)) {
+		/* Only an allocation failure inside libjpeg gets here. */
+		free(j);
+		return -ENOMEM;
+	}
+	jpeg_create_decompress(&j->cinfo);
+	*out = j;
+	return 0;
+}
+
+void gm_jpeg_destroy(struct gm_jpeg *j)
+{
+	if (!j)
+		return;
+	jpeg_destroy_decompress(&j->cinfo);
+	free(j->rows);
+	free(j->row4);
+	free(j->buf);
+	free(j);
+}
+
+const char *gm_jpeg_errmsg(const struct gm_jpeg *j)
+{
+	return j->errmsg;
+}
+
+uint32_t gm_jpeg_warnings(const struct gm_jpeg *j)
+{
+	return j->nwarn;
+}
+
+const char *gm_jpeg_warnmsg(const struct gm_jpeg *j)
+{
+	return j->warnmsg;
+}
+
+void gm_jpeg_abort(struct gm_jpeg *j)
+{
+	if (j->open)
+		jpeg_abort_decompress(&j->cinfo);
+	j->open = false;
+}
+
+/* Grow *p to at least n bytes (never shrinks; contents not kept). */
+static int grow(void **p, size_t *cap, size_t n)
+{
+	if (n <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 4096;
+	while (c < n)
+		c *= 2;
+	void *q = malloc(c);
+	if (!q)
+		return -ENOMEM;
+	free(*p);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+
+	gm_jpeg_abort(j);
+	j->where = "gm_jpeg_open";
+	j->errmsg[0] = '\0';
+	j->warnmsg[0] = '\0';
+	j->nwarn = 0;
+	if (len == 0) {
+		set_err(j, -ENODATA, "empty file (0 bytes)");
+		return -ENODATA;
+	}
+	if (!data)
+		return -EINVAL;
+	if (setjmp(j->err.jb))
+		goto out_abort;
+	j->open = true;
+	jpeg_mem_src(ci, (const unsigned char *)data, (unsigned long)len);
+	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK) {
+		set_err(j, -EBADMSG, "corrupt JPEG: tables only, no image");
+		goto out_abort;
+	}
+	if ((uint64_t)ci->image_width * ci->image_height > j->max_pixels) {
+		set_err(j, -E2BIG, "image %ux%u is over the pixel limit %llu", ci->image_width,
+			ci->image_height, (unsigned long long)j->max_pixels);
+		goto out_abort;
+	}
+	j->cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+	if (info) {
+		info->width = ci->image_width;
+		info->height = ci->image_height;
+		info->components = (uint32_t)ci->num_components;
+		info->progressive = ci->progressive_mode;
+		info->cmyk = j->cmyk;
+	}
+	return 0;
+
+out_abort:
+	gm_jpeg_abort(j);
+	return j->errnum;
+}
+
+uint32_t gm_jpeg_pick_scale(double crop_w, double crop_h, uint32_t min_w, uint32_t min_h)
+{
+	for (uint32_t n = 1; n < 8; n++)
+		if (crop_w * n >= 8.0 * min_w && crop_h * n >= 8.0 * min_h)
+			return n;
+	return 8;
+}
+
+uint32_t gm_jpeg_scaled_dim(uint32_t dim, uint32_t scale_num)
+{
+	return (uint32_t)(((uint64_t)dim * scale_num + 7) / 8);
+}
+
+/* Convert n CMYK pixels to RGB (inverted: Adobe/Photoshop convention). */
+static void cmyk_to_rgb(uint8_t *restrict rgb, const uint8_t *restrict cmyk, uint32_t n,
+			bool inverted)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = cmyk[4 * i], m = cmyk[4 * i + 1], y = cmyk[4 * i + 2],
+			 k = cmyk[4 * i + 3];
+		if (!inverted) {
+			c = 255 - c;
+			m = 255 - m;
+			y = 255 - y;
+			k = 255 - k;
+		}
+		/* x*k/255 rounded, exact for 8-bit inputs */
+		uint32_t r = c * k + 128, g = m * k + 128, b = y * k + 128;
+		rgb[3 * i] = (uint8_t)((r + (r >> 8)) >> 8);
+		rgb[3 * i + 1] = (uint8_t)((g + (g >> 8)) >> 8);
+		rgb[3 * i + 2] = (uint8_t)((b + (b >> 8)) >> 8);
+	}
+}
+
+int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y,
+			  uint32_t w, uint32_t h, struct gm_jpeg_image *img)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	JDIMENSION xoff, cw;
+	uint32_t sw, sh, x0, x1;
+	int ret;
+
+	j->where = "gm_jpeg_decode_region";
+	if (!j->open) {
+		set_err(j, -EINVAL, "no image open");
+		return -EINVAL;
+	}
+	sw = gm_jpeg_scaled_dim(ci->image_width, scale_num);
+	sh = gm_jpeg_scaled_dim(ci->image_height, scale_num);
+	if (scale_num < 1 || scale_num > 8 || w == 0 || h == 0 || x >= sw || y >= sh ||
+	    w > sw - x || h > sh - y) {
+		set_err(j, -EINVAL, "window %ux%u+%u+%u outside the %ux%u image at scale %u/8", w,
+			h, x, y, sw, sh, scale_num);
+		ret = -EINVAL;
+		goto out_abort;
+	}
+	if (setjmp(j->err.jb)) {
+		ret = j->errnum;
+		goto out_abort;
+	}
+	ci->scale_num = scale_num;
+	ci->scale_denom = 8;
+	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
+	jpeg_start_decompress(ci);
+	if (ci->output_width != sw || ci->output_height != sh) {
+		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
+			ci->output_width, ci->output_height, sw, sh);
+		ret = -EBADMSG;
+		goto out_abort;
+	}
+	/*
+	 * Ask for 2 extra columns each side when the image has them: fancy chroma
+	 * upsampling treats the edges of a cropped row like image edges, so the
+	 * outermost pixels can differ from a full decode; the margin keeps that
+	 * difference outside the window we return.
+	 */
+	x0 = x >= 2 ? x - 2 : 0;
+	x1 = x + w + 2 <= sw ? x + w + 2 : sw;
+	xoff = x0;
+	cw = x1 - x0;
+	if (cw < sw)
+		jpeg_crop_scanline(ci, &xoff, &cw);
+	else
+		xoff = 0, cw = sw;
+	if (ci->output_width != cw || xoff > x || xoff + cw < x + w) {
+		set_err(j, -EBADMSG, "crop_scanline gave %u+%u for window %u+%u", cw, xoff, w, x);
+		ret = -EBADMSG;
+		goto out_abort;
+	}
+	size_t stride = (size_t)cw * 3;
+	if (grow((void **)&j->buf, &j->buf_cap, stride * h) ||
+	    grow((void **)&j->rows, &j->rows_cap, sizeof(JSAMPROW) * h) ||
+	    (j->cmyk && grow((void **)&j->row4, &j->row4_cap, (size_t)cw * 4))) {
+		set_err(j, -ENOMEM, "out of memory for a %ux%u window", cw, h);
+		ret = -ENOMEM;
+		goto out_abort;
+	}
+	if (y > 0 && jpeg_skip_scanlines(ci, y) != y) {
+		set_err(j, -EBADMSG, "could not skip %u rows", y);
+		ret = -EBADMSG;
+		goto out_abort;
+	}
+	if (!j->cmyk) {
+		for (uint32_t r = 0; r < h; r++)
+			j->rows[r] = j->buf + r * stride;
+		while (ci->output_scanline < y + h) {
+			uint32_t r = ci->output_scanline - y;
+			if (jpeg_read_scanlines(ci, j->rows + r, h - r) == 0) {
+				set_err(j, -EBADMSG, "no progress reading row %u", r + y);
+				ret = -EBADMSG;
+				goto out_abort;
+			}
+		}
+	} else {
+		bool inverted = ci->saw_Adobe_marker;
+		JSAMPROW row = j->row4;
+		for (uint32_t r = 0; r < h; r++) {
+			if (jpeg_read_scanlines(ci, &row, 1) != 1) {
+				set_err(j, -EBADMSG, "no progress reading row %u", r + y);
+				ret = -EBADMSG;
+				goto out_abort;
+			}
+			cmyk_to_rgb(j->buf + r * stride, j->row4, cw, inverted);
+		}
+	}
+	img->stride = stride;
+	img->pixels = j->buf + (size_t)(x - xoff) * 3;
+	img->x = x;
+	img->y = y;
+	img->width = w;
+	img->height = h;
+	img->scale_num = scale_num;
+	img->scaled_width = sw;
+	img->scaled_height = sh;
+	ret = 0;
+	/* Stop here: the rows below the window are never read. */
+
+out_abort:
+	gm_jpeg_abort(j);
+	return ret;
+}
+
+int gm_jpeg_decode_crop(struct gm_jpeg *j, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+			uint32_t min_w, uint32_t min_h, struct gm_jpeg_image *img)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	uint32_t n, sx0, sy0, sx1, sy1;
+
+	if (!j->open) {
+		j->where = "gm_jpeg_decode_crop";
+		set_err(j, -EINVAL, "no image open");
+		return -EINVAL;
+	}
+	if (w == 0 || h == 0 || x >= ci->image_width || y >= ci->image_height ||
+	    w > ci->image_width - x || h > ci->image_height - y) {
+		j->where = "gm_jpeg_decode_crop";
+		set_err(j, -EINVAL, "crop %ux%u+%u+%u outside the %ux%u image", w, h, x, y,
+			ci->image_width, ci->image_height);
+		gm_jpeg_abort(j);
+		return -EINVAL;
+	}
+	n = gm_jpeg_pick_scale(w, h, min_w, min_h);
+	/* Map outwards: floor the top-left, ceil the bottom-right, clamp to the image. */
+	sx0 = (uint32_t)((uint64_t)x * n / 8);
+	sy0 = (uint32_t)((uint64_t)y * n / 8);
+	sx1 = (uint32_t)(((uint64_t)(x + w) * n + 7) / 8);
+	sy1 = (uint32_t)(((uint64_t)(y + h) * n + 7) / 8);
+	if (sx1 > gm_jpeg_scaled_dim(ci->image_width, n))
+		sx1 = gm_jpeg_scaled_dim(ci->image_width, n);
+	if (sy1 > gm_jpeg_scaled_dim(ci->image_height, n))
+		sy1 = gm_jpeg_scaled_dim(ci->image_height, n);
+	return gm_jpeg_decode_region(j, n, sx0, sy0, sx1 - sx0, sy1 - sy0, img);
+}
+
+int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_image *img)
+{
+	if (!j->open || scale_num < 1 || scale_num > 8) {
+		j->where = "gm_jpeg_decode_full";
+		if (j->open)
+			set_err(j, -EINVAL, "bad scale %u/8", scale_num);
+		else
+			set_err(j, -EINVAL, "no image open");
+		gm_jpeg_abort(j);
+		return -EINVAL;
+	}
+	return gm_jpeg_decode_region(j, scale_num, 0, 0,
+				     gm_jpeg_scaled_dim(j->cinfo.image_width, scale_num),
+				     gm_jpeg_scaled_dim(j->cinfo.image_height, scale_num), img);
+}

@@ -1,0 +1,702 @@
+/*
+ * loader.c - consumer API and the embedded coordinator (see loader.h).
+ *
+ * The consumer reads batches from the ring in task order; the coordinator is a
+ * private thread that forks the worker processes, watches them through pidfds
+ * (poll, no polling loop), and when one dies re-issues its leased tasks
+ * (gm_ring_reclaim) and starts a replacement. Workers are forked from that thread
+ * so that PR_SET_PDEATHSIG (tied to the forking thread) kills them if the
+ * consumer process dies. Everything a worker needs (the index, the spec) is
+ * inherited across fork; the ring is a shared memfd mapping.
+ *
+ * Task t is batch (epoch0 + t / batches_per_epoch, t % batches_per_epoch).
+ * It does not decode (worker.c), move leases (ring.c) or plan pipelines.
+ */
+#include "goldminer/loader.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/cuda.h"
+#include "goldminer/dataset.h"
+#include "goldminer/pipeline.h"
+#include "goldminer/ring.h"
+#include "goldminer/worker.h"
+
+#define MAX_WORKERS 256
+#define WAIT_SLICE_MS 100
+#define MAX_CONSECUTIVE_DEATHS 8
+
+struct wk {
+	pid_t pid;
+	int pidfd;
+	bool retiring;
+};
+
+struct err_rec {
+	uint32_t sample;
+	char msg[GM_RING_MSG];
+};
+
+struct gm_loader {
+	struct gm_loader_opts o;
+	char errmsg[512];
+	struct gm_dataset *ds;
+	struct gm_ring *ring;
+	struct gm_worker_cfg wcfg;
+	size_t sample_bytes;
+	uint32_t bpe;	   /* batches per epoch */
+	uint64_t next;	   /* next task to deliver */
+	uint64_t end;	   /* GM_RING_NO_END or one past the last task */
+	int held;	   /* slot of the batch the user holds, or -1 */
+	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
+	bool pinned;
+
+	/* counters (consumer thread) */
+	uint64_t batches, samples, first_samples;
+	uint64_t t_first, t_last;
+	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
+	struct err_rec *errs;
+	uint64_t n_errs, cap_errs;
+
+	/* coordinator */
+	pthread_t coord;
+	bool coord_started;
+	int evfd;
+	pthread_mutex_t mu;
+	int target;	      /* wanted workers (under mu) */
+	bool closing;	      /* under mu */
+	struct wk wk[MAX_WORKERS];
+	int nwk;	      /* coordinator thread only */
+	_Atomic uint32_t alive;
+	_Atomic uint64_t deaths, reissued;
+	_Atomic int fatal;    /* -errno once the pool cannot run */
+	char fatal_msg[300];  /* written before fatal is stored (release) */
+	int consecutive_deaths;
+	uint64_t consumed_at_last_death;
+	struct {
+		uint32_t sample, count;
+	} crash[64];
+	_Atomic int started;  /* coordinator spawned its first workers: 1 ok, <0 err */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(l->errmsg, sizeof(l->errmsg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void gm_loader_opts_default(struct gm_loader_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	gm_aug_spec_default(&o->aug);
+	o->batch_size = 64;
+	o->workers = 2;
+	o->shuffle = true;
+	o->on_error = GM_ON_ERROR_SKIP;
+}
+
+/* ---- coordinator ------------------------------------------------------------ */
+
+static void fatal(struct gm_loader *l, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fatal(struct gm_loader *l, int err, const char *fmt, ...)
+{
+	int zero = 0;
+	va_list ap;
+	if (atomic_load(&l->fatal))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(l->fatal_msg, sizeof(l->fatal_msg), fmt, ap);
+	va_end(ap);
+	/* pairs with the acquire load in check_fatal */
+	atomic_compare_exchange_strong_explicit(&l->fatal, &zero, err, memory_order_release,
+						memory_order_relaxed);
+}
+
+static int spawn(struct gm_loader *l)
+{
+	pid_t parent = getpid();
+	pid_t pid;
+	int pidfd;
+
+	if (l->nwk >= MAX_WORKERS)
+		return -EAGAIN;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Child: die with the coordinator thread; Ctrl-C is the consumer's. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
+		sigset_t all;
+		sigemptyset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, NULL);
+		close(l->evfd);
+		for (int i = 0; i < l->nwk; i++)
+			close(l->wk[i].pidfd);
+		_exit(gm_worker_main(&l->wcfg) ? 1 : 0);
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		int err = -errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return err;
+	}
+	l->wk[l->nwk].pid = pid;
+	l->wk[l->nwk].pidfd = pidfd;
+	l->wk[l->nwk].retiring = false;
+	l->nwk++;
+	atomic_fetch_add(&l->alive, 1);
+	return 0;
+}
+
+static bool crash_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+/* A worker exited: reap it, re-issue its tasks, decide about a replacement. */
+static void on_exit_of(struct gm_loader *l, int i)
+{
+	struct wk w = l->wk[i];
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
+	close(w.pidfd);
+	l->wk[i] = l->wk[--l->nwk];
+	atomic_fetch_sub(&l->alive, 1);
+
+	uint32_t crash_sample;
+	uint32_t n = gm_ring_reclaim(l->ring, (uint32_t)w.pid, &crash_sample);
+	atomic_fetch_add(&l->reissued, n);
+	bool clean = si.si_code == CLD_EXITED && si.si_status == 0;
+	if (w.retiring && clean)
+		return;
+	if (clean && atomic_load(&gm_ring_hdr(l->ring)->stop))
+		return;
+	atomic_fetch_add(&l->deaths, 1);
+
+	/* A sample that crashed two workers is quarantined (SIGKILL is not a crash:
+	 * chaos tests and the OOM killer kill without the sample being at fault). */
+	if (si.si_code != CLD_EXITED && crash_signal(si.si_status) && crash_sample != UINT32_MAX) {
+		for (int k = 0; k < 64; k++) {
+			if (l->crash[k].count == 0 || l->crash[k].sample == crash_sample) {
+				l->crash[k].sample = crash_sample;
+				if (++l->crash[k].count >= 2)
+					gm_ring_quarantine(l->ring, crash_sample);
+				break;
+			}
+		}
+	}
+	/* Progress since the last death resets the storm counter. */
+	uint64_t c = atomic_load(&gm_ring_hdr(l->ring)->consumed);
+	if (c != l->consumed_at_last_death)
+		l->consecutive_deaths = 0;
+	l->consumed_at_last_death = c;
+	if (++l->consecutive_deaths >= MAX_CONSECUTIVE_DEATHS) {
+		struct gm_ring_hdr *h = gm_ring_hdr(l->ring);
+		/* pairs with the release store in the worker's set_fatal */
+		if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
+			fatal(l, -EIO, "workers cannot run: %s", h->fatal);
+		else if (si.si_code == CLD_EXITED)
+			fatal(l, -EIO, "workers keep dying (last exit status %d)", si.si_status);
+		else
+			fatal(l, -EIO, "workers keep dying (last killed by signal %d, %s)",
+			      si.si_status, strsignal(si.si_status));
+	}
+}
+
+static void adjust_pool(struct gm_loader *l, int target)
+{
+	int active = 0;
+	for (int i = 0; i < l->nwk; i++)
+		active += !l->wk[i].retiring;
+	while (active < target && !atomic_load(&l->fatal)) {
+		int err = spawn(l);
+		if (err) {
+			fatal(l, err, "cannot start a worker process: %s", strerror(-err));
+			break;
+		}
+		active++;
+	}
+	for (int i = l->nwk - 1; i >= 0 && active > target; i--) {
+		if (l->wk[i].retiring)
+			continue;
+		l->wk[i].retiring = true;
+		kill(l->wk[i].pid, SIGUSR1);
+		active--;
+	}
+}
+
+static void *coordinator(void *arg)
+{
+	struct gm_loader *l = arg;
+	struct pollfd pfd[MAX_WORKERS + 1];
+	bool first = true;
+
+	for (;;) {
+		pthread_mutex_lock(&l->mu);
+		int target = l->target;
+		bool closing = l->closing;
+		pthread_mutex_unlock(&l->mu);
+		if (closing)
+			break;
+		adjust_pool(l, target);
+		if (first) {
+			atomic_store(&l->started, atomic_load(&l->fatal) ? -1 : 1);
+			first = false;
+		}
+		pfd[0].fd = l->evfd;
+		pfd[0].events = POLLIN;
+		for (int i = 0; i < l->nwk; i++) {
+			pfd[i + 1].fd = l->wk[i].pidfd;
+			pfd[i + 1].events = POLLIN;
+		}
+		int n = poll(pfd, (nfds_t)l->nwk + 1, -1);
+		if (n < 0)
+			continue;
+		if (pfd[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(l->evfd, &v, sizeof(v)) < 0) {
+				/* nothing to do: the next loop re-reads the target */
+			}
+		}
+		/* Walk backwards: on_exit_of moves the last worker into slot i. */
+		for (int i = l->nwk - 1; i >= 0; i--)
+			if (pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+				on_exit_of(l, i);
+	}
+	/* Shut down: ask, then insist. */
+	gm_ring_stop(l->ring);
+	uint64_t deadline = now_ns() + 2000000000ull;
+	while (l->nwk > 0) {
+		for (int i = 0; i < l->nwk; i++) {
+			pfd[i].fd = l->wk[i].pidfd;
+			pfd[i].events = POLLIN;
+		}
+		int left = (int)((deadline > now_ns() ? deadline - now_ns() : 0) / 1000000);
+		int n = poll(pfd, (nfds_t)l->nwk, left);
+		if (n <= 0) {
+			for (int i = 0; i < l->nwk; i++)
+				kill(l->wk[i].pid, SIGKILL);
+			deadline = now_ns() + 5000000000ull;
+			continue;
+		}
+		for (int i = l->nwk - 1; i >= 0; i--) {
+			if (pfd[i].revents) {
+				waitpid(l->wk[i].pid, NULL, 0);
+				close(l->wk[i].pidfd);
+				l->wk[i] = l->wk[--l->nwk];
+				atomic_fetch_sub(&l->alive, 1);
+			}
+		}
+	}
+	return NULL;
+}
+
+static void poke(struct gm_loader *l)
+{
+	uint64_t one = 1;
+	if (write(l->evfd, &one, sizeof(one)) < 0) {
+		/* eventfd counter full: the coordinator is awake anyway */
+	}
+}
+
+/* ---- open / close -------------------------------------------------------------- */
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, char *errbuf,
+		   size_t errlen)
+{
+	struct gm_loader *l;
+	char why[512];
+	int err;
+
+	*out = NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen, "gm_loader_open: out of memory");
+		return -ENOMEM;
+	}
+	l->o = *opts;
+	l->held = -1;
+	l->evfd = -1;
+	pthread_mutex_init(&l->mu, NULL);
+
+	if (!opts->root || !*opts->root) {
+		err = set_err(l, -EINVAL, "gm_loader_open: no dataset root given");
+		goto out_free;
+	}
+	if (opts->pipeline && *opts->pipeline) {
+		struct gm_pipeline *p;
+		err = gm_pipeline_parse(opts->pipeline, &p, why, sizeof(why));
+		if (err) {
+			err = set_err(l, err, "gm_loader_open: %s", why);
+			goto out_free;
+		}
+		l->o.aug = *gm_pipeline_aug(p);
+		if (gm_pipeline_batch_size(p))
+			l->o.batch_size = gm_pipeline_batch_size(p);
+		gm_pipeline_free(p);
+	}
+	if (l->o.workers < 0 || l->o.workers > MAX_WORKERS) {
+		err = set_err(l, -EINVAL, "gm_loader_open: workers must be 0..%d, not %d",
+			      MAX_WORKERS, l->o.workers);
+		goto out_free;
+	}
+	if (l->o.workers == 0)
+		l->o.workers = 2; /* TODO(issue 4): elastic sizing; until then a fixed pool */
+	if (!l->o.batch_size || l->o.batch_size > 65536) {
+		err = set_err(l, -EINVAL, "gm_loader_open: batch_size must be 1..65536, not %u",
+			      l->o.batch_size);
+		goto out_free;
+	}
+	l->sample_bytes = gm_aug_out_bytes(&l->o.aug);
+	{
+		struct gm_aug *probe;
+		err = gm_aug_create(&probe, &l->o.aug);
+		if (err) {
+			err = set_err(l, err, "gm_loader_open: invalid transform spec (size %u)",
+				      l->o.aug.size);
+			goto out_free;
+		}
+		gm_aug_destroy(probe);
+	}
+
+	err = gm_dataset_open(&l->ds, l->o.root, why, sizeof(why));
+	if (err) {
+		err = set_err(l, err, "gm_loader_open: %s", why);
+		goto out_free;
+	}
+	uint32_t n = gm_dataset_count(l->ds);
+	l->bpe = l->o.drop_last ? n / l->o.batch_size : (n + l->o.batch_size - 1) / l->o.batch_size;
+	if (l->bpe == 0) {
+		err = set_err(l, -EINVAL,
+			      "gm_loader_open: %s: %u samples make no full batch of %u (drop_last)",
+			      l->o.root, n, l->o.batch_size);
+		goto out_dataset;
+	}
+	if (l->o.start_batch >= l->bpe) {
+		err = set_err(l, -EINVAL, "gm_loader_open: start_batch %llu >= %u batches per epoch",
+			      (unsigned long long)l->o.start_batch, l->bpe);
+		goto out_dataset;
+	}
+	l->next = l->o.start_batch;
+	l->end = l->o.epochs ? (uint64_t)l->o.epochs * l->bpe : GM_RING_NO_END;
+	if (l->end <= l->next) {
+		err = set_err(l, -EINVAL, "gm_loader_open: nothing to deliver");
+		goto out_dataset;
+	}
+
+	uint32_t slots = l->o.slots ? l->o.slots : pow2_at_least((uint32_t)l->o.workers * 2);
+	if (slots < 4)
+		slots = 4;
+	if (slots & (slots - 1) || slots > 1024) {
+		err = set_err(l, -EINVAL, "gm_loader_open: slots must be a power of two <= 1024");
+		goto out_dataset;
+	}
+	err = gm_ring_create(&l->ring, slots, l->o.batch_size, l->sample_bytes, l->next, l->end);
+	if (err) {
+		err = set_err(l, err, "gm_loader_open: ring of %u slots x %u x %zu bytes: %s", slots,
+			      l->o.batch_size, l->sample_bytes, strerror(-err));
+		goto out_dataset;
+	}
+	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
+		l->pinned = gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
+
+	l->wcfg.ring = l->ring;
+	l->wcfg.ds = l->ds;
+	l->wcfg.aug = l->o.aug;
+	l->wcfg.seed = l->o.seed;
+	l->wcfg.epoch0 = l->o.epoch;
+	l->wcfg.batch_size = l->o.batch_size;
+	l->wcfg.batches_per_epoch = l->bpe;
+	l->wcfg.shuffle = l->o.shuffle;
+	l->wcfg.on_error = l->o.on_error;
+
+	l->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->evfd < 0) {
+		err = set_err(l, -errno, "gm_loader_open: eventfd: %s", strerror(errno));
+		goto out_ring;
+	}
+	l->target = l->o.workers;
+	/* The coordinator runs with all signals blocked; workers unblock them. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&l->coord, NULL, coordinator, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		set_err(l, err, "gm_loader_open: pthread_create: %s", strerror(-err));
+		goto out_evfd;
+	}
+	l->coord_started = true;
+	while (!atomic_load(&l->started))
+		usleep(200);
+	if (atomic_load(&l->started) < 0) {
+		err = set_err(l, atomic_load(&l->fatal), "gm_loader_open: %s", l->fatal_msg);
+		goto out_close;
+	}
+	*out = l;
+	return 0;
+
+out_close:
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", l->errmsg);
+	gm_loader_close(l);
+	return err;
+out_evfd:
+	close(l->evfd);
+out_ring:
+	if (l->pinned)
+		gm_cuda_host_unregister(gm_ring_base(l->ring));
+	gm_ring_destroy(l->ring);
+out_dataset:
+	gm_dataset_close(l->ds);
+out_free:
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", l->errmsg);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+	return err;
+}
+
+void gm_loader_close(struct gm_loader *l)
+{
+	if (!l)
+		return;
+	if (l->coord_started) {
+		pthread_mutex_lock(&l->mu);
+		l->closing = true;
+		pthread_mutex_unlock(&l->mu);
+		poke(l);
+		pthread_join(l->coord, NULL);
+	}
+	close(l->evfd);
+	if (l->pinned)
+		gm_cuda_host_unregister(gm_ring_base(l->ring));
+	gm_ring_destroy(l->ring);
+	gm_dataset_close(l->ds);
+	free(l->errs);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* ---- consumer -------------------------------------------------------------------- */
+
+static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
+{
+	if (l->n_errs == l->cap_errs) {
+		uint64_t cap = l->cap_errs ? l->cap_errs * 2 : 16;
+		struct err_rec *p = realloc(l->errs, cap * sizeof(*p));
+		if (!p)
+			return; /* the count in stats stays exact; only the listing is short */
+		l->errs = p;
+		l->cap_errs = cap;
+	}
+	l->errs[l->n_errs].sample = e->sample;
+	snprintf(l->errs[l->n_errs].msg, sizeof(l->errs[l->n_errs].msg), "%s", e->msg);
+	l->n_errs++;
+}
+
+int gm_loader_release(struct gm_loader *l, struct gm_batch *b)
+{
+	if (l->held < 0 || (b && b->slot != (uint32_t)l->held))
+		return set_err(l, -EINVAL, "gm_loader_release: no such batch is held");
+	gm_ring_release(l->ring, (uint32_t)l->held);
+	l->held = -1;
+	return 0;
+}
+
+int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
+{
+	uint64_t t0, t1;
+	int fe;
+
+	if (l->held >= 0)
+		gm_loader_release(l, NULL);
+	if (l->eoe_pending) {
+		l->eoe_pending = false;
+		return GM_LOADER_END_OF_EPOCH;
+	}
+	if (l->next >= l->end)
+		return GM_LOADER_END;
+
+	t0 = now_ns();
+	for (;;) {
+		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
+		if (rc == 0)
+			break;
+		/* pairs with the release CAS in fatal() */
+		fe = atomic_load_explicit(&l->fatal, memory_order_acquire);
+		if (fe)
+			return set_err(l, fe, "gm_loader_next: %s", l->fatal_msg);
+	}
+	t1 = now_ns();
+	l->wait_ns += t1 - t0;
+
+	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
+	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
+	uint32_t nerr = ctl->n_errors;
+	for (uint32_t i = 0; i < nerr && i < GM_RING_MAX_ERRS; i++)
+		keep_error(l, &ctl->errs[i]);
+	if (ctl->status) {
+		/* on_error=fail: the batch is not delivered; the loader stays at it. */
+		const struct gm_slot_err *e = &ctl->errs[0];
+		int st = ctl->status;
+		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_path(l->ds, e->sample), e->msg);
+		return st;
+	}
+
+	uint32_t epoch;
+	uint64_t k;
+	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	b->epoch = epoch;
+	b->index = k;
+	b->size = ctl->n;
+	b->n_errors = nerr;
+	b->data = gm_ring_data(l->ring, slot);
+	b->sample_bytes = l->sample_bytes;
+	b->labels = gm_ring_labels(l->ring, slot);
+	b->sample_ids = gm_ring_ids(l->ring, slot);
+	b->slot = slot;
+	l->held = (int)slot;
+
+	l->read_ns += ctl->read_ns;
+	l->decode_ns += ctl->decode_ns;
+	l->augment_ns += ctl->augment_ns;
+	l->write_ns += ctl->write_ns;
+	if (l->batches == 0) {
+		l->t_first = t1;
+		l->first_samples = ctl->n;
+	}
+	l->t_last = t1;
+	l->batches++;
+	l->samples += ctl->n;
+	l->next++;
+	if (k == l->bpe - 1)
+		l->eoe_pending = true;
+	return 0;
+}
+
+void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->batches = l->batches;
+	s->samples = l->samples;
+	s->elapsed_s = l->batches ? (double)(l->t_last - l->t_first) / 1e9 : 0;
+	if (s->elapsed_s > 0)
+		s->img_per_s = (double)(l->samples - l->first_samples) / s->elapsed_s;
+	s->read_ns = l->read_ns;
+	s->decode_ns = l->decode_ns;
+	s->augment_ns = l->augment_ns;
+	s->write_ns = l->write_ns;
+	s->wait_ns = l->wait_ns;
+	s->errors = l->n_errs;
+	s->workers = atomic_load(&((struct gm_loader *)l)->alive);
+	s->worker_deaths = atomic_load(&((struct gm_loader *)l)->deaths);
+	s->reissued = atomic_load(&((struct gm_loader *)l)->reissued);
+	s->batches_per_epoch = l->bpe;
+	s->dataset_size = gm_dataset_count(l->ds);
+	s->num_classes = gm_dataset_num_classes(l->ds);
+	s->pinned = l->pinned;
+}
+
+int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)
+{
+	if (i >= l->n_errs)
+		return -ERANGE;
+	*path = gm_dataset_path(l->ds, l->errs[i].sample);
+	*msg = l->errs[i].msg;
+	return 0;
+}
+
+int gm_loader_scale(struct gm_loader *l, int workers)
+{
+	if (workers < 1 || workers > MAX_WORKERS)
+		return set_err(l, -EINVAL, "gm_loader_scale: workers must be 1..%d, not %d",
+			       MAX_WORKERS, workers);
+	pthread_mutex_lock(&l->mu);
+	l->target = workers;
+	pthread_mutex_unlock(&l->mu);
+	poke(l);
+	return 0;
+}
+
+void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *batch)
+{
+	uint64_t k;
+	gm_worker_task_pos(&l->wcfg, l->next, epoch, &k);
+	*batch = k;
+}
+
+int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void *dst)
+{
+	int err = gm_cuda_memcpy_h2d(dst, b->data, (size_t)b->size * b->sample_bytes);
+	if (err)
+		return set_err(l, err, "gm_loader_copy_to_device: %s",
+			       err == -ENODEV ? "no usable CUDA device" : strerror(-err));
+	return 0;
+}
+
+const char *gm_loader_errmsg(const struct gm_loader *l)
+{
+	return l->errmsg;
+}
+
+uint64_t gm_fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	/* FNV-1a over 64-bit little-endian words (8x fewer multiplies than bytewise;
+	 * a batch is megabytes), then the tail byte by byte. */
+	const unsigned char *s = p;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h ^= w;
+		h *= 0x100000001b3ull;
+	}
+	for (; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}

@@ -1,0 +1,425 @@
+/*
+ * policy.c - elastic data-worker allocation by marginal throughput gain (policy.h).
+ *
+ * The math. Job j with w workers trains at f(w) = min(R, w d). The gain of its
+ * (w+1)-th worker is
+ *
+ *     g(w) = v * clamp(R - w d, 0, d)
+ *
+ * which takes at most three values as w grows: v d for the first nf = floor(R/d)
+ * workers ("full" units), v (R - nf d) for one "partial" unit when R/d is not whole,
+ * then 0. g is non-increasing, so each f is concave, and for a sum of concave
+ * separable functions under one budget the greedy rule "give the next worker to the
+ * job whose next worker gains most" is optimal (the classic water-filling argument:
+ * an allocation is optimal iff no worker can move from job a to job b with
+ * g_b(w_b) > g_a(w_a - 1)). max_workers cuts the curve (gain 0 beyond it) and
+ * min_workers are granted first and never taken back.
+ *
+ * The state keeps that optimality condition incrementally with two indexed heaps:
+ * "want" holds jobs whose next worker has positive gain, largest gain first; "have"
+ * holds jobs above their minimum, smallest last-worker gain first. A rebalance
+ * (1) takes workers back from "have" while more are allocated than the budget,
+ * (2) hands free workers to the top of "want", (3) moves workers from the bottom of
+ * "have" to the top of "want" while that strictly raises the objective. Because a
+ * job's gains are constant over a "level" (all full units, or the single partial
+ * unit), each step moves a whole level at once, so a step is O(log n) and the
+ * number of steps is bounded by the number of jobs whose allocation changes, not by
+ * the number of jobs or workers. Ties go to the smaller tag (older job) so the
+ * result is deterministic; moves need a strict gain so equal jobs never thrash.
+ *
+ * It does not know about nodes, locality or time: the caller turns per-node and
+ * remote costs into (R, d, min, max) and calls again when they change.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/policy.h"
+
+#define NOPOS UINT32_MAX
+
+struct pslot {
+	double g_full, g_part; /* gain of a full unit and of the partial unit */
+	uint64_t tag;
+	uint32_t nf;   /* full units: min(floor(R/d), max) */
+	uint32_t need; /* units with positive gain: nf (+1 partial), <= max */
+	uint32_t min, w;
+	uint32_t want_pos, have_pos;
+	bool live, changed;
+};
+
+struct gm_policy {
+	struct pslot *s;
+	uint32_t nslots, cap;
+	uint32_t *freel; /* free slot stack */
+	uint32_t nfree;
+	uint32_t *want, *have; /* heaps of slot ids */
+	uint32_t nwant, nhave;
+	uint32_t *chg; /* changed slots */
+	uint32_t nchg;
+	uint64_t budget, used;
+};
+
+/* Gain of the worker that would take the job from w to w+1. */
+static double gain_up(const struct pslot *s, uint32_t w)
+{
+	if (w < s->nf)
+		return s->g_full;
+	return w < s->need ? s->g_part : 0.0;
+}
+
+/* Workers that can be added at gain_up(w) before the gain drops. */
+static uint32_t level_up(const struct pslot *s, uint32_t w)
+{
+	if (w < s->nf)
+		return s->nf - w;
+	return w < s->need ? 1 : 0;
+}
+
+/* Workers that can be removed (down to min) at gain_up(w - 1); requires w > min. */
+static uint32_t level_down(const struct pslot *s, uint32_t w)
+{
+	uint32_t u = w - 1;
+	if (u >= s->need)
+		return w - (s->need > s->min ? s->need : s->min);
+	if (u >= s->nf)
+		return 1;
+	return u + 1 - s->min;
+}
+
+/* want: larger gain first, then smaller tag. */
+static bool want_before(const struct gm_policy *p, uint32_t a, uint32_t b)
+{
+	double ga = gain_up(&p->s[a], p->s[a].w), gb = gain_up(&p->s[b], p->s[b].w);
+	if (ga != gb)
+		return ga > gb;
+	return p->s[a].tag < p->s[b].tag;
+}
+
+/* have: smaller last-worker gain first, then larger tag (newest gives back first). */
+static bool have_before(const struct gm_policy *p, uint32_t a, uint32_t b)
+{
+	double ga = gain_up(&p->s[a], p->s[a].w - 1), gb = gain_up(&p->s[b], p->s[b].w - 1);
+	if (ga != gb)
+		return ga < gb;
+	return p->s[a].tag > p->s[b].tag;
+}
+
+/* One indexed binary heap, parameterised by which array/position field it uses. */
+struct heapdesc {
+	uint32_t **arr;
+	uint32_t *n;
+	size_t posoff;
+	bool (*before)(const struct gm_policy *, uint32_t, uint32_t);
+};
+
+static uint32_t *posof(struct gm_policy *p, const struct heapdesc *h, uint32_t slot)
+{
+	return (uint32_t *)((char *)&p->s[slot] + h->posoff);
+}
+
+static void heap_set(struct gm_policy *p, const struct heapdesc *h, uint32_t i, uint32_t slot)
+{
+	(*h->arr)[i] = slot;
+	*posof(p, h, slot) = i;
+}
+
+static void heap_fix(struct gm_policy *p, const struct heapdesc *h, uint32_t i)
+{
+	uint32_t *a = *h->arr, n = *h->n, x = a[i];
+	while (i > 0) { /* sift up */
+		uint32_t par = (i - 1) / 2;
+		if (!h->before(p, x, a[par]))
+			break;
+		heap_set(p, h, i, a[par]);
+		i = par;
+	}
+	for (;;) { /* sift down */
+		uint32_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && h->before(p, a[c + 1], a[c]))
+			c++;
+		if (!h->before(p, a[c], x))
+			break;
+		heap_set(p, h, i, a[c]);
+		i = c;
+	}
+	heap_set(p, h, i, x);
+}
+
+static void heap_del(struct gm_policy *p, const struct heapdesc *h, uint32_t slot)
+{
+	uint32_t i = *posof(p, h, slot);
+	uint32_t last = --*h->n;
+	*posof(p, h, slot) = NOPOS;
+	if (i != last) {
+		heap_set(p, h, i, (*h->arr)[last]);
+		heap_fix(p, h, i);
+	}
+}
+
+static void heap_put(struct gm_policy *p, const struct heapdesc *h, uint32_t slot)
+{
+	uint32_t i = (*h->n)++;
+	heap_set(p, h, i, slot);
+	heap_fix(p, h, i);
+}
+
+/* Re-file a slot in both heaps after its w or parameters changed. */
+static void refile(struct gm_policy *p, uint32_t slot)
+{
+	const struct heapdesc hw = {&p->want, &p->nwant, offsetof(struct pslot, want_pos),
+				    want_before};
+	const struct heapdesc hh = {&p->have, &p->nhave, offsetof(struct pslot, have_pos),
+				    have_before};
+	struct pslot *s = &p->s[slot];
+	bool in_w = s->live && s->w < s->need, in_h = s->live && s->w > s->min;
+
+	if (s->want_pos != NOPOS && !in_w)
+		heap_del(p, &hw, slot);
+	else if (s->want_pos != NOPOS)
+		heap_fix(p, &hw, s->want_pos);
+	else if (in_w)
+		heap_put(p, &hw, slot);
+	if (s->have_pos != NOPOS && !in_h)
+		heap_del(p, &hh, slot);
+	else if (s->have_pos != NOPOS)
+		heap_fix(p, &hh, s->have_pos);
+	else if (in_h)
+		heap_put(p, &hh, slot);
+}
+
+static void set_w(struct gm_policy *p, uint32_t slot, uint32_t w)
+{
+	struct pslot *s = &p->s[slot];
+	p->used = p->used - s->w + w;
+	s->w = w;
+	if (!s->changed) {
+		s->changed = true;
+		p->chg[p->nchg++] = slot;
+	}
+	refile(p, slot);
+}
+
+static int check_job(const struct gm_policy_job *j)
+{
+	if (!(j->worker_rate > 0) || !(j->gpu_rate >= 0) || !(j->weight > 0) ||
+	    j->max_workers < j->min_workers || !isfinite(j->gpu_rate) ||
+	    !isfinite(j->worker_rate) || !isfinite(j->weight))
+		return -EINVAL;
+	return 0;
+}
+
+/* Derive the gain curve (nf, need, g_full, g_part) from the job's rates. */
+static void set_params(struct pslot *s, const struct gm_policy_job *j)
+{
+	double q = j->gpu_rate / j->worker_rate;
+	double nfull = floor(q + 1e-9);
+	double rem = j->gpu_rate - nfull * j->worker_rate;
+	uint32_t nf, need;
+
+	if (rem < 1e-9 * j->worker_rate)
+		rem = 0;
+	nf = nfull >= (double)j->max_workers ? j->max_workers : (uint32_t)nfull;
+	need = nf;
+	if (rem > 0 && nf < j->max_workers)
+		need = nf + 1;
+	s->nf = nf;
+	s->need = need;
+	s->g_full = j->weight * j->worker_rate;
+	s->g_part = j->weight * rem;
+	s->min = j->min_workers;
+	s->tag = j->tag;
+}
+
+int gm_policy_create(struct gm_policy **out, uint64_t budget)
+{
+	struct gm_policy *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->budget = budget;
+	*out = p;
+	return 0;
+}
+
+void gm_policy_destroy(struct gm_policy *p)
+{
+	if (!p)
+		return;
+	free(p->s);
+	free(p->freel);
+	free(p->want);
+	free(p->have);
+	free(p->chg);
+	free(p);
+}
+
+void gm_policy_set_budget(struct gm_policy *p, uint64_t budget)
+{
+	p->budget = budget;
+}
+
+static int grow(struct gm_policy *p)
+{
+	uint32_t nc = p->cap ? p->cap * 2 : 64;
+	void *a;
+
+	if (!(a = realloc(p->s, nc * sizeof(*p->s))))
+		return -ENOMEM;
+	p->s = a;
+	if (!(a = realloc(p->freel, nc * sizeof(uint32_t))))
+		return -ENOMEM;
+	p->freel = a;
+	if (!(a = realloc(p->want, nc * sizeof(uint32_t))))
+		return -ENOMEM;
+	p->want = a;
+	if (!(a = realloc(p->have, nc * sizeof(uint32_t))))
+		return -ENOMEM;
+	p->have = a;
+	if (!(a = realloc(p->chg, nc * sizeof(uint32_t))))
+		return -ENOMEM;
+	p->chg = a;
+	p->cap = nc;
+	return 0;
+}
+
+int gm_policy_add(struct gm_policy *p, const struct gm_policy_job *j, uint32_t *slot_out)
+{
+	uint32_t slot;
+	int rc = check_job(j);
+
+	if (rc)
+		return rc;
+	if (p->nfree) {
+		slot = p->freel[--p->nfree];
+	} else {
+		if (p->nslots == p->cap && (rc = grow(p)))
+			return rc;
+		slot = p->nslots++;
+		p->s[slot].changed = false;
+	}
+	struct pslot *s = &p->s[slot];
+	set_params(s, j);
+	s->w = 0;
+	s->want_pos = s->have_pos = NOPOS;
+	s->live = true;
+	set_w(p, slot, j->min_workers);
+	*slot_out = slot;
+	return 0;
+}
+
+void gm_policy_remove(struct gm_policy *p, uint32_t slot)
+{
+	struct pslot *s = &p->s[slot];
+	p->used -= s->w;
+	s->w = 0;
+	s->live = false;
+	refile(p, slot);
+	p->freel[p->nfree++] = slot;
+}
+
+int gm_policy_update(struct gm_policy *p, uint32_t slot, const struct gm_policy_job *j)
+{
+	struct pslot *s = &p->s[slot];
+	uint32_t w = s->w;
+	int rc = check_job(j);
+
+	if (rc)
+		return rc;
+	set_params(s, j);
+	if (w < j->min_workers)
+		w = j->min_workers;
+	if (w > j->max_workers)
+		w = j->max_workers;
+	if (w != s->w) {
+		set_w(p, slot, w);
+	} else {
+		refile(p, slot);
+	}
+	return 0;
+}
+
+int gm_policy_rebalance(struct gm_policy *p)
+{
+	for (;;) {
+		if (p->used > p->budget) { /* over budget: take back the least useful */
+			if (!p->nhave)
+				return -ENOSPC;
+			uint32_t h = p->have[0], k = level_down(&p->s[h], p->s[h].w);
+			uint64_t over = p->used - p->budget;
+			if (k > over)
+				k = (uint32_t)over;
+			set_w(p, h, p->s[h].w - k);
+			continue;
+		}
+		if (!p->nwant)
+			break;
+		uint32_t t = p->want[0], k = level_up(&p->s[t], p->s[t].w);
+		if (p->used < p->budget) { /* free workers: to the largest gain */
+			uint64_t fr = p->budget - p->used;
+			if (k > fr)
+				k = (uint32_t)fr;
+			set_w(p, t, p->s[t].w + k);
+			continue;
+		}
+		if (!p->nhave)
+			break;
+		uint32_t h = p->have[0];
+		if (h == t ||
+		    !(gain_up(&p->s[t], p->s[t].w) > gain_up(&p->s[h], p->s[h].w - 1)))
+			break;
+		uint32_t kd = level_down(&p->s[h], p->s[h].w);
+		if (k > kd)
+			k = kd;
+		set_w(p, h, p->s[h].w - k); /* full budget: move a level, gain strictly up */
+		set_w(p, t, p->s[t].w + k);
+	}
+	return 0;
+}
+
+uint32_t gm_policy_workers(const struct gm_policy *p, uint32_t slot)
+{
+	return p->s[slot].w;
+}
+
+size_t gm_policy_changed(struct gm_policy *p, const uint32_t **slots)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->nchg; i++) {
+		uint32_t sl = p->chg[i];
+		p->s[sl].changed = false;
+		if (p->s[sl].live)
+			p->chg[n++] = sl;
+	}
+	p->nchg = 0;
+	*slots = p->chg;
+	return n;
+}
+
+uint64_t gm_policy_used(const struct gm_policy *p)
+{
+	return p->used;
+}
+
+int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budget,
+		       uint32_t *workers)
+{
+	struct gm_policy *p;
+	uint32_t slot;
+	int rc = gm_policy_create(&p, budget);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = gm_policy_add(p, &jobs[i], &slot)))
+			goto out_destroy;
+	rc = gm_policy_rebalance(p);
+	for (size_t i = 0; i < n; i++)
+		workers[i] = gm_policy_workers(p, (uint32_t)i);
+out_destroy:
+	gm_policy_destroy(p);
+	return rc;
+}

@@ -1,0 +1,415 @@
+/*
+ * uring.c - batch whole-file reader on io_uring (see uring.h).
+ *
+ * Purpose: read the n files of a batch with as few system calls as possible and
+ * hand each one to the caller the moment its data is in memory, so decoding the
+ * first files overlaps the I/O of the rest.
+ *
+ * Design:
+ *  - One ring per reader, a sparse registered file table of `depth` slots and one
+ *    reusable buffer per slot. A file in flight owns a slot: its chain is
+ *      OPENAT(direct, into the slot) -IO_LINK-> READ(fixed file, slot buffer)
+ *        -IO_HARDLINK-> CLOSE(direct slot).
+ *    IO_LINK after the open cancels read and close when the open fails (they then
+ *    complete with -ECANCELED; the file's error is delivered once). The read ->
+ *    close link is a hard link because the kernel treats a short read (every file
+ *    smaller than the buffer) as a failure that would otherwise cancel the close.
+ *  - A rolling window, not lock-step waves: the window starts with min(n, depth)
+ *    chains; every time a slot's chain has fully completed (three CQEs) the next file
+ *    is queued into it, and everything queued is submitted together with the wait for
+ *    the next completion: one io_uring_submit_and_wait() per loop turn.
+ *  - The callback runs on the READ completion (the close may still be pending).
+ *  - Buffers are mmap'd with MAP_POPULATE (first touch of a page costs ~25 us on our
+ *    VMs), sized from the hint plus one page, and grown with mremap only when a
+ *    larger file arrives. A read that fills the buffer may mean the file grew since
+ *    indexing: the buffer grows and a further chain (open, read at the offset,
+ *    close) fetches the rest. A read that stops before the hinted size is continued
+ *    the same way, until it reaches the hint or returns 0 (end of file), so a short
+ *    read is never taken for the end of the file while more was expected.
+ *  - -EAGAIN/-EINTR from open or read re-issue the chain (bounded retries).
+ *  - The CQ is twice the SQ (3 * depth rounded up): at most 3 * depth CQEs are ever
+ *    outstanding, so the CQ cannot overflow; -EBUSY from submit (an overflow backlog
+ *    on old kernels) is handled by reaping first.
+ *  - Setup flags are probed at run time: SINGLE_ISSUER|DEFER_TASKRUN (6.1+), else
+ *    COOP_TASKRUN (5.19+), else none. With SINGLE_ISSUER the reader must be used by
+ *    one thread (the first that calls gm_reader_read) for its whole life.
+ *
+ * Registered buffers (READ_FIXED) are not used: on page-cache-warm JPEG-sized files
+ * the cost is dominated by open/close and the copy, and registration would have to
+ * be redone whenever a buffer grows (see the report in tests/bench/reader_bench.c).
+ *
+ * What it does not do: O_DIRECT, reading byte ranges of shard files, thread safety.
+ * After a ring failure (-errno from gm_reader_read that is not a callback value) the
+ * reader is broken: later reads fail fast with the same error; destroy it.
+ */
+#include "goldminer/uring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define OP_OPEN 0u
+#define OP_READ 1u
+#define OP_CLOSE 2u
+#define UD(slot, op) (((uint64_t)(slot) << 2) | (op))
+
+#define PAGE 4096u
+#define MIN_BUF (64u * 1024u)		     /* smallest buffer, hint or not */
+#define MAX_FILE ((size_t)1 << 30)	     /* a larger file is delivered as -EFBIG */
+#define MAX_READ ((size_t)1 << 30)	     /* bytes asked of one READ */
+#define MAX_RETRIES 16			     /* for -EAGAIN / -EINTR chains */
+
+struct slot {
+	char *buf;	/* mmap'd, cap bytes; NULL until first use */
+	size_t cap;
+	size_t len;	/* bytes read so far */
+	uint64_t hint;	/* expected size */
+	unsigned file;	/* index into the paths array */
+	unsigned pending; /* CQEs still to come for the current chain */
+	int err;	/* first real error of the file (not -ECANCELED) */
+	bool cancelled;	/* some op of the chain was cancelled */
+	bool need_more; /* the read was short of the hint, or filled the buffer */
+	bool delivered;
+	unsigned retries;
+};
+
+struct gm_reader {
+	struct io_uring ring;
+	unsigned depth;
+	unsigned setup_flags; /* what the ring was created with */
+	struct slot *slots;
+	unsigned *free_slots; /* stack */
+	unsigned nfree;
+	int broken; /* 0, or the -errno of a ring failure */
+	char msg[256];
+};
+
+/* Message of the last failed gm_reader_create in this thread (no handle exists). */
+static _Thread_local char create_msg[256];
+
+static void set_msg(char *buf, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, 256, fmt, ap);
+	va_end(ap);
+}
+
+static size_t round_up(size_t v, size_t to)
+{
+	return (v + to - 1) / to * to;
+}
+
+int gm_reader_create(struct gm_reader **out, unsigned depth)
+{
+	static const unsigned flag_sets[] = {
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER |
+			IORING_SETUP_DEFER_TASKRUN,
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
+		0,
+	};
+	struct io_uring_params p;
+	struct gm_reader *r;
+	unsigned entries = 1;
+	int ret = -EINVAL;
+
+	create_msg[0] = '\0';
+	if (!out || !depth || depth > 4096) {
+		set_msg(create_msg, "gm_reader_create: depth %u out of range 1..4096", depth);
+		return -EINVAL;
+	}
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		set_msg(create_msg, "gm_reader_create: out of memory");
+		return -ENOMEM;
+	}
+	r->depth = depth;
+	r->slots = calloc(depth, sizeof(*r->slots));
+	r->free_slots = calloc(depth, sizeof(*r->free_slots));
+	if (!r->slots || !r->free_slots) {
+		ret = -ENOMEM;
+		set_msg(create_msg, "gm_reader_create: out of memory");
+		goto out_free;
+	}
+	for (unsigned i = 0; i < depth; i++)
+		r->free_slots[i] = depth - 1 - i;
+	r->nfree = depth;
+
+	while (entries < 3 * depth)
+		entries *= 2;
+	/* Newest flags first; -EINVAL means "this kernel does not know a flag". */
+	for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		p.flags = flag_sets[i];
+		ret = io_uring_queue_init_params(entries, &r->ring, &p);
+		if (ret != -EINVAL)
+			break;
+	}
+	if (ret) {
+		set_msg(create_msg, "gm_reader_create: io_uring_queue_init_params(%u): %s%s",
+			entries, strerror(-ret),
+			ret == -ENOSYS || ret == -EPERM ? " (io_uring unavailable or disabled)"
+							: "");
+		goto out_free;
+	}
+	r->setup_flags = p.flags;
+	ret = io_uring_register_files_sparse(&r->ring, depth);
+	if (ret) {
+		set_msg(create_msg, "gm_reader_create: io_uring_register_files_sparse(%u): %s",
+			depth, strerror(-ret));
+		goto out_exit_ring;
+	}
+	*out = r;
+	return 0;
+
+out_exit_ring:
+	io_uring_queue_exit(&r->ring);
+out_free:
+	free(r->free_slots);
+	free(r->slots);
+	free(r);
+	return ret;
+}
+
+void gm_reader_destroy(struct gm_reader *r)
+{
+	if (!r)
+		return;
+	/* Exiting the ring first: no request can still target a buffer we unmap. */
+	io_uring_queue_exit(&r->ring);
+	for (unsigned i = 0; i < r->depth; i++)
+		if (r->slots[i].buf)
+			munmap(r->slots[i].buf, r->slots[i].cap);
+	free(r->free_slots);
+	free(r->slots);
+	free(r);
+}
+
+const char *gm_reader_errmsg(const struct gm_reader *r)
+{
+	return r ? r->msg : create_msg;
+}
+
+/* Make s->buf hold at least need bytes, keeping its contents. 0 or -errno. */
+static int slot_reserve(struct slot *s, size_t need)
+{
+	size_t cap;
+	void *p;
+
+	if (need <= s->cap)
+		return 0;
+	cap = round_up(need < MIN_BUF ? MIN_BUF : need, PAGE);
+	if (s->cap && cap < s->cap + s->cap / 2)
+		cap = round_up(s->cap + s->cap / 2, PAGE); /* geometric growth */
+	if (!s->buf) {
+		p = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+	} else {
+		p = mremap(s->buf, s->cap, cap, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED)
+			return -errno;
+#ifdef MADV_POPULATE_WRITE
+		/* Pre-fault the new tail; an old kernel's -EINVAL just means lazily. */
+		(void)madvise((char *)p + s->cap, cap - s->cap, MADV_POPULATE_WRITE);
+#endif
+	}
+	s->buf = p;
+	s->cap = cap;
+	return 0;
+}
+
+/* Queue the open/read/close chain for slot si at its current offset. Cannot fail:
+ * the SQ has room for 3 * depth entries and at most depth chains are queued. */
+static void queue_chain(struct gm_reader *r, unsigned si, const char *path)
+{
+	struct slot *s = &r->slots[si];
+	size_t want = s->cap - s->len;
+	struct io_uring_sqe *sqe;
+
+	if (want > MAX_READ)
+		want = MAX_READ;
+	s->pending = 3;
+	s->cancelled = false;
+	s->need_more = false;
+
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_openat_direct(sqe, AT_FDCWD, path, O_RDONLY, 0, si);
+	sqe->flags |= IOSQE_IO_LINK;
+	io_uring_sqe_set_data64(sqe, UD(si, OP_OPEN));
+
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_read(sqe, (int)si, s->buf + s->len, (unsigned)want, s->len);
+	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+	io_uring_sqe_set_data64(sqe, UD(si, OP_READ));
+
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_close_direct(sqe, si);
+	io_uring_sqe_set_data64(sqe, UD(si, OP_CLOSE));
+}
+
+/* Per-call state of gm_reader_read. */
+struct batch {
+	const char *const *paths;
+	const uint64_t *hint;
+	unsigned n, next, inflight;
+	gm_reader_fn fn;
+	void *arg;
+	int stop; /* non-zero callback return */
+};
+
+/* Give slot si the next file of the batch, or return it to the free stack. */
+static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
+{
+	struct slot *s = &r->slots[si];
+	uint64_t hint = b->hint ? b->hint[b->next] : 0;
+	int ret;
+
+	s->file = b->next++;
+	s->len = 0;
+	s->hint = hint;
+	s->err = 0;
+	s->delivered = false;
+	s->retries = 0;
+	ret = slot_reserve(s, hint >= MAX_FILE ? MAX_FILE : (size_t)hint + PAGE);
+	if (ret) {
+		/* No memory for this file: its own error, the batch goes on. */
+		r->free_slots[r->nfree++] = si;
+		return b->fn(b->arg, s->file, NULL, 0, ret);
+	}
+	queue_chain(r, si, b->paths[s->file]);
+	b->inflight++;
+	return 0;
+}
+
+/* The chain of slot si has fully completed: deliver an error, continue, or free. */
+static int chain_done(struct gm_reader *r, struct batch *b, unsigned si)
+{
+	struct slot *s = &r->slots[si];
+	int err = s->err ? s->err : (s->cancelled ? -ECANCELED : 0);
+	int ret = 0;
+
+	if (!b->stop && !s->delivered) {
+		if ((err == -EAGAIN || err == -EINTR) && s->retries < MAX_RETRIES) {
+			s->retries++;
+			s->err = 0;
+			queue_chain(r, si, b->paths[s->file]);
+			return 0;
+		}
+		if (!err && s->need_more) {
+			if (s->len == s->cap) {
+				err = s->cap >= MAX_FILE ? -EFBIG : slot_reserve(s, s->cap + 1);
+			}
+			if (!err) {
+				queue_chain(r, si, b->paths[s->file]);
+				return 0;
+			}
+		}
+		/* Successful reads were delivered at their READ completion. */
+		ret = b->fn(b->arg, s->file, NULL, 0, err ? err : -EIO);
+	}
+	b->inflight--;
+	r->free_slots[r->nfree++] = si;
+	return ret;
+}
+
+/* Handle one CQE. Returns a callback's non-zero value, else 0. */
+static int handle_cqe(struct gm_reader *r, struct batch *b, const struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+	unsigned si = (unsigned)(ud >> 2), op = (unsigned)(ud & 3);
+	struct slot *s;
+	int res = cqe->res;
+	int ret = 0;
+
+	if (si >= r->depth || !r->slots[si].pending)
+		return 0; /* not ours (cannot happen); ignore rather than corrupt state */
+	s = &r->slots[si];
+	if (res == -ECANCELED)
+		s->cancelled = true;
+	else if (res < 0 && op != OP_CLOSE && !s->err)
+		s->err = res;
+	if (op == OP_READ && res >= 0 && !b->stop) {
+		s->len += (size_t)res;
+		if (res > 0 && (s->len == s->cap || s->len < s->hint)) {
+			s->need_more = true; /* may have more: continue after the close */
+		} else {
+			s->delivered = true;
+			ret = b->fn(b->arg, s->file, s->buf, s->len, 0);
+		}
+	}
+	if (--s->pending == 0) {
+		int r2 = chain_done(r, b, si);
+
+		if (!ret)
+			ret = r2;
+	}
+	return ret;
+}
+
+/* Reap every CQE that is ready. */
+static void reap(struct gm_reader *r, struct batch *b)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+
+	io_uring_for_each_cqe(&r->ring, head, cqe) {
+		int ret = handle_cqe(r, b, cqe);
+
+		if (ret && !b->stop)
+			b->stop = ret;
+		seen++;
+	}
+	io_uring_cq_advance(&r->ring, seen);
+}
+
+int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
+		   unsigned n, gm_reader_fn fn, void *arg)
+{
+	struct batch b = { .paths = paths, .hint = size_hint, .n = n, .fn = fn, .arg = arg };
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	if (r->broken) {
+		set_msg(r->msg, "gm_reader_read: reader broken by an earlier ring failure (%s);"
+				" destroy it", strerror(-r->broken));
+		return r->broken;
+	}
+	if ((n && (!paths || !fn))) {
+		set_msg(r->msg, "gm_reader_read: NULL paths or callback");
+		return -EINVAL;
+	}
+	r->msg[0] = '\0';
+
+	for (;;) {
+		/* Fill free slots (all of them at the start: one submission per turn). */
+		while (!b.stop && b.next < b.n && r->nfree) {
+			ret = start_file(r, &b, r->free_slots[--r->nfree]);
+			if (ret && !b.stop)
+				b.stop = ret;
+		}
+		if (!b.inflight)
+			break;
+		ret = io_uring_submit_and_wait(&r->ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
+		    ret != -ETIME) {
+			r->broken = ret;
+			set_msg(r->msg, "gm_reader_read: io_uring_submit_and_wait: %s",
+				strerror(-ret));
+			return ret;
+		}
+		reap(r, &b);
+	}
+	return b.stop;
+}

@@ -1,0 +1,327 @@
+/*
+ * worker.c - data worker loop (see worker.h).
+ *
+ * Determinism (contract 1): a batch is a pure function of (index, spec, seed,
+ * epoch, k). Sample ids come from the (seed, epoch) permutation, augmentation
+ * randomness from (seed, epoch, sample id), and a bad sample at epoch position p
+ * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
+ * substitute is the same whichever worker makes the batch, however often.
+ *
+ * I/O overlaps compute: all reads of a batch go to io_uring at once, and each
+ * sample is decoded into its place in the slot from inside the completion
+ * callback while the other reads are still in flight.
+ */
+#include "goldminer/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/dataset.h"
+#include "goldminer/rng.h"
+#include "goldminer/ring.h"
+#include "goldminer/uring.h"
+
+#define MAX_SUBSTITUTE_TRIES 64
+
+struct gm_worker {
+	struct gm_worker_cfg c;
+	struct gm_reader *rd;
+	struct gm_aug *aug;
+	uint32_t pid;
+	uint32_t n;		  /* dataset size */
+	size_t sample_bytes;
+	uint32_t *perm;		  /* permutation of perm_epoch (recomputable cache) */
+	uint32_t perm_epoch;
+	bool perm_valid;
+	const char **paths;	  /* batch_size entries, reused */
+	uint64_t *sizes;
+	int32_t *fail;		  /* per position: 0 or -errno */
+	char (*fail_msg)[GM_RING_MSG];
+	/* per-batch context for the callback */
+	struct gm_slot_ctl *ctl;
+	uint8_t *data;
+	uint32_t *ids;
+	uint32_t epoch;
+	struct gm_aug_times t;
+	uint64_t cb_ns;
+};
+
+static volatile sig_atomic_t retire_flag;
+
+static void on_retire(int sig)
+{
+	(void)sig;
+	retire_flag = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const uint32_t *perm_for(struct gm_worker *w, uint32_t epoch)
+{
+	if (!w->c.shuffle)
+		return NULL;
+	if (!w->perm_valid || w->perm_epoch != epoch) {
+		gm_rng_permutation(w->perm, w->n, w->c.seed, epoch);
+		w->perm_epoch = epoch;
+		w->perm_valid = true;
+	}
+	return w->perm;
+}
+
+static uint32_t sample_at(const uint32_t *perm, uint64_t pos)
+{
+	return perm ? perm[pos] : (uint32_t)pos;
+}
+
+/* Decode one sample into position i of the slot; 0 or -errno with msg filled. */
+static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void *data, size_t len,
+		       int rerr, char *msg)
+{
+	if (rerr) {
+		snprintf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
+		return rerr;
+	}
+	if (gm_ring_quarantined(w->c.ring, id)) {
+		snprintf(msg, GM_RING_MSG, "quarantined: crashed workers repeatedly");
+		return -EBADMSG;
+	}
+	/* pairs with the acquire-free read in gm_ring_reclaim (crash attribution only) */
+	atomic_store_explicit(&w->ctl->cur_sample, id, memory_order_relaxed);
+	int err = gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id,
+				w->data + (size_t)i * w->sample_bytes, &w->t);
+	if (err)
+		snprintf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
+	return err;
+}
+
+static int on_read(void *arg, unsigned i, const void *data, size_t len, int err)
+{
+	struct gm_worker *w = arg;
+	uint64_t t0 = now_ns();
+	w->fail[i] = make_sample(w, i, w->ids[i], data, len, err, w->fail_msg[i]);
+	w->cb_ns += now_ns() - t0;
+	return 0;
+}
+
+static void add_err(struct gm_slot_ctl *ctl, uint32_t sample, int err, const char *msg)
+{
+	uint32_t k = ctl->n_errors++;
+	if (k < GM_RING_MAX_ERRS) {
+		ctl->errs[k].sample = sample;
+		ctl->errs[k].err = err;
+		snprintf(ctl->errs[k].msg, sizeof(ctl->errs[k].msg), "%s", msg);
+	}
+}
+
+/* Replace the bad sample at position i (epoch position pos) by the first good
+ * one after it in epoch order. */
+static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm,
+		       int32_t *labels)
+{
+	for (uint32_t j = 1; j <= MAX_SUBSTITUTE_TRIES && j < w->n; j++) {
+		uint32_t id = sample_at(perm, (pos + j) % w->n);
+		const char *path = gm_dataset_path(w->c.ds, id);
+		uint64_t size = gm_dataset_file_size(w->c.ds, id);
+		w->ids[i] = id;
+		w->fail[i] = 0;
+		uint64_t t0 = now_ns(), cb0 = w->cb_ns;
+		int rc = gm_reader_read(w->rd, &path, &size, 1, on_read, w);
+		w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
+		if (rc == 0 && w->fail[i] == 0) {
+			labels[i] = (int32_t)gm_dataset_label(w->c.ds, id);
+			return;
+		}
+	}
+	/* Nothing good nearby: deliver zeros, still counted as an error. */
+	memset(w->data + (size_t)i * w->sample_bytes, 0, w->sample_bytes);
+	labels[i] = -1;
+}
+
+int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
+{
+	struct gm_ring *r = w->c.ring;
+	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
+	int32_t *labels = gm_ring_labels(r, slot);
+	uint64_t k, t0, t1;
+	uint32_t epoch, nb;
+
+	gm_worker_task_pos(&w->c, task, &epoch, &k);
+	const uint32_t *perm = perm_for(w, epoch);
+	uint64_t first = k * w->c.batch_size;
+	nb = (uint32_t)((w->n - first) < w->c.batch_size ? (w->n - first) : w->c.batch_size);
+
+	w->ctl = ctl;
+	w->data = gm_ring_data(r, slot);
+	w->ids = gm_ring_ids(r, slot);
+	w->epoch = epoch;
+	memset(&w->t, 0, sizeof(w->t));
+	w->cb_ns = 0;
+	ctl->n = nb;
+	ctl->n_errors = 0;
+	ctl->status = 0;
+	ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+
+	for (uint32_t i = 0; i < nb; i++) {
+		uint32_t id = sample_at(perm, first + i);
+		w->ids[i] = id;
+		w->paths[i] = gm_dataset_path(w->c.ds, id);
+		w->sizes[i] = gm_dataset_file_size(w->c.ds, id);
+		w->fail[i] = 0;
+	}
+	t0 = now_ns();
+	int rc = gm_reader_read(w->rd, w->paths, w->sizes, nb, on_read, w);
+	t1 = now_ns();
+	if (rc < 0)
+		return rc;
+	ctl->read_ns += t1 - t0 - w->cb_ns;
+
+	for (uint32_t i = 0; i < nb; i++) {
+		if (!w->fail[i]) {
+			labels[i] = (int32_t)gm_dataset_label(w->c.ds, w->ids[i]);
+			continue;
+		}
+		add_err(ctl, w->ids[i], w->fail[i], w->fail_msg[i]);
+		if (w->c.on_error == GM_ON_ERROR_FAIL) {
+			ctl->status = -EBADMSG;
+			break;
+		}
+		substitute(w, i, first + i, perm, labels);
+	}
+	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
+	ctl->decode_ns = w->t.decode_ns;
+	ctl->augment_ns = w->t.augment_ns;
+	uint64_t t2 = now_ns();
+	ctl->write_ns = t2 - t1; /* bookkeeping after the last sample landed */
+	return 0;
+}
+
+int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, char *err,
+		     size_t errlen)
+{
+	struct gm_worker *w;
+	int rc;
+	uint32_t b = cfg->batch_size;
+
+	*out = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->c = *cfg;
+	w->n = gm_dataset_count(cfg->ds);
+	w->sample_bytes = gm_aug_out_bytes(&cfg->aug);
+	w->pid = (uint32_t)getpid();
+	w->perm = malloc((size_t)w->n * sizeof(*w->perm));
+	w->paths = calloc(b, sizeof(*w->paths));
+	w->sizes = calloc(b, sizeof(*w->sizes));
+	w->fail = calloc(b, sizeof(*w->fail));
+	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
+	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "worker: out of memory");
+		goto out_free;
+	}
+	rc = gm_reader_create(&w->rd, b);
+	if (rc) {
+		snprintf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
+			 w->rd ? gm_reader_errmsg(w->rd) : "gm_reader_create");
+		goto out_free;
+	}
+	rc = gm_aug_create(&w->aug, &cfg->aug);
+	if (rc) {
+		snprintf(err, errlen, "worker: augmentation spec: %s", strerror(-rc));
+		goto out_reader;
+	}
+	*out = w;
+	return 0;
+
+out_reader:
+	gm_reader_destroy(w->rd);
+out_free:
+	free(w->fail_msg);
+	free(w->fail);
+	free(w->sizes);
+	free(w->paths);
+	free(w->perm);
+	free(w);
+	return rc;
+}
+
+void gm_worker_destroy(struct gm_worker *w)
+{
+	if (!w)
+		return;
+	gm_aug_destroy(w->aug);
+	gm_reader_destroy(w->rd);
+	free(w->fail_msg);
+	free(w->fail);
+	free(w->sizes);
+	free(w->paths);
+	free(w->perm);
+	free(w);
+}
+
+static void set_fatal(struct gm_ring *r, const char *msg)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	uint32_t zero = 0;
+	/* first writer wins; pairs with the acquire load in the loader */
+	if (atomic_compare_exchange_strong(&h->fatal_set, &zero, 1)) {
+		snprintf(h->fatal, sizeof(h->fatal), "%s", msg);
+		atomic_store_explicit(&h->fatal_set, 2, memory_order_release);
+	}
+}
+
+int gm_worker_main(const struct gm_worker_cfg *cfg)
+{
+	struct gm_worker *w;
+	struct gm_ring *r = cfg->ring;
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	char err[256];
+	struct sigaction sa;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_retire; /* no SA_RESTART: a futex wait returns EINTR */
+	sigaction(SIGUSR1, &sa, NULL);
+	/* Pre-fault our view of the ring: inherited shared mappings fault lazily. */
+#ifdef MADV_POPULATE_WRITE
+	madvise(gm_ring_base(r), gm_ring_bytes(r), MADV_POPULATE_WRITE);
+#endif
+	rc = gm_worker_create(&w, cfg, err, sizeof(err));
+	if (rc) {
+		set_fatal(r, err);
+		return rc;
+	}
+	while (!retire_flag && !atomic_load_explicit(&h->stop, memory_order_acquire)) {
+		/* read the sequence before looking, so a release after the look wakes us */
+		uint32_t seq = atomic_load_explicit(&h->work_seq, memory_order_acquire);
+		uint64_t task;
+		int slot = gm_ring_claim(r, w->pid, &task);
+		if (slot < 0) {
+			gm_ring_wait_work(r, seq, 200);
+			continue;
+		}
+		rc = gm_worker_produce(w, (uint32_t)slot, task);
+		if (rc) {
+			snprintf(err, sizeof(err), "worker: reading batch %llu: %s (%s)",
+				 (unsigned long long)task, strerror(-rc), gm_reader_errmsg(w->rd));
+			set_fatal(r, err);
+			break;
+		}
+		gm_ring_publish(r, (uint32_t)slot);
+	}
+	gm_worker_destroy(w);
+	return rc;
+}

@@ -1,0 +1,124 @@
+/*
+ * jpeg.h - one JPEG decoder per worker, with partial (crop-window) decode.
+ *
+ * A struct gm_jpeg wraps one libjpeg-turbo decompressor (libjpeg API) with its own
+ * error manager: a fatal libjpeg error returns -errno with a message kept in the
+ * handle, never exit(). Warnings are counted apart; the few that mean "pixels were
+ * lost" (premature end of file or data segment, bad Huffman code) are treated as
+ * errors so that a truncated file is rejected rather than padded with grey.
+ *
+ * Use: gm_jpeg_open() reads the header from memory and checks the pixel limit
+ * before anything sized by the image is allocated; then ONE of gm_jpeg_decode_region()
+ * / gm_jpeg_decode_crop() / gm_jpeg_decode_full() decodes pixels, or gm_jpeg_abort()
+ * drops the image. The region decode uses DCT scaling (scale_num/8, 1..8), decodes
+ * only the columns of the window (jpeg_crop_scanline), skips the rows above it
+ * (jpeg_skip_scanlines) and stops after its last row without reading the rest.
+ * Output is always 8-bit RGB: grayscale is expanded, CMYK/YCCK is converted here.
+ *
+ * Pixel memory belongs to the handle, grows only when a larger window is needed
+ * and is reused for every image. libjpeg's own per-image working memory is
+ * allocated and freed by libjpeg itself (its memory manager; not replaceable
+ * through the libjpeg API).
+ *
+ * Not thread-safe per handle: one handle per worker thread/process.
+ */
+#ifndef GOLDMINER_JPEG_H
+#define GOLDMINER_JPEG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Default decompression-bomb limit (width * height). */
+#define GM_JPEG_DEFAULT_MAX_PIXELS 64000000ull
+
+struct gm_jpeg;
+
+/* What gm_jpeg_open() learned from the header. */
+struct gm_jpeg_info {
+	uint32_t width, height; /* full image size in pixels */
+	uint32_t components;	/* 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK */
+	bool progressive;
+	bool cmyk;		/* CMYK or YCCK (converted to RGB by the decoder) */
+};
+
+/*
+ * A decoded window: RGB, 3 bytes per pixel. pixels points at the window's top-left
+ * pixel; rows are `stride` bytes apart. Owned by the handle; valid until the next
+ * gm_jpeg_open() / gm_jpeg_destroy() on it.
+ */
+struct gm_jpeg_image {
+	const uint8_t *pixels;
+	size_t stride;
+	uint32_t x, y;			/* window's top-left in the scaled image */
+	uint32_t width, height;		/* window size */
+	uint32_t scale_num;		/* DCT scale scale_num/8 */
+	uint32_t scaled_width, scaled_height; /* whole image at that scale */
+};
+
+/*
+ * Create a decoder. max_pixels: width*height limit (0 means the default 64 Mpx).
+ * Returns 0 or -ENOMEM. *out is set on success only.
+ */
+int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels);
+
+/* Destroy; NULL is a no-op. */
+void gm_jpeg_destroy(struct gm_jpeg *j);
+
+/*
+ * Read the header of the JPEG in data[0..len). The bytes are NOT copied: they must
+ * stay valid until the decode (or gm_jpeg_abort()) that follows. Any image still
+ * open on the handle is dropped first. info may be NULL.
+ * Returns 0; -ENODATA (len == 0); -EBADMSG (not a JPEG, corrupt or truncated
+ * header); -E2BIG (width*height over the limit: nothing sized by the image has been
+ * allocated yet); -ENOMEM. On error no image is open and gm_jpeg_errmsg() says why.
+ */
+int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info);
+
+/*
+ * Largest DCT reduction for a crop: the smallest n in 1..8 such that
+ * crop_w*n/8 >= min_w and crop_h*n/8 >= min_h (8 when even full scale is smaller,
+ * i.e. the crop will be upsampled). Pure function.
+ */
+uint32_t gm_jpeg_pick_scale(double crop_w, double crop_h, uint32_t min_w, uint32_t min_h);
+
+/* Size of the whole image at DCT scale n/8 (libjpeg's rounding: ceil(dim*n/8)). */
+uint32_t gm_jpeg_scaled_dim(uint32_t dim, uint32_t scale_num);
+
+/*
+ * Decode the window [x, x+w) x [y, y+h) of the image scaled by scale_num/8
+ * (coordinates in the scaled image; the window must lie inside it, w, h > 0).
+ * Only the rows and (iMCU-aligned) columns covering the window are decoded; the
+ * rest of the file is not read. Closes the image (success or not).
+ * Returns 0 (*img filled); -EINVAL (no image open, bad scale or window);
+ * -EBADMSG (corrupt or truncated data inside the needed rows); -ENOMEM.
+ */
+int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y,
+			  uint32_t w, uint32_t h, struct gm_jpeg_image *img);
+
+/*
+ * Decode the crop (x, y, w, h), given in FULL-image pixels, at the largest DCT
+ * reduction that keeps it at least min_w x min_h (gm_jpeg_pick_scale). The window
+ * decoded is the crop mapped into the scaled image, rounded outwards. Same returns
+ * as gm_jpeg_decode_region(); -EINVAL if the crop is empty or outside the image.
+ */
+int gm_jpeg_decode_crop(struct gm_jpeg *j, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+			uint32_t min_w, uint32_t min_h, struct gm_jpeg_image *img);
+
+/* Decode the whole image at scale_num/8 (8 = full size). Returns as above. */
+int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_image *img);
+
+/* Drop the open image without decoding it (no-op if none). */
+void gm_jpeg_abort(struct gm_jpeg *j);
+
+/* Message of the last error ("" if none); it starts with the function name. */
+const char *gm_jpeg_errmsg(const struct gm_jpeg *j);
+
+/*
+ * Warnings (non-fatal libjpeg messages, e.g. extraneous bytes before a marker)
+ * seen since the last gm_jpeg_open(), and the text of the last one ("" if none).
+ */
+uint32_t gm_jpeg_warnings(const struct gm_jpeg *j);
+const char *gm_jpeg_warnmsg(const struct gm_jpeg *j);
+
+#endif

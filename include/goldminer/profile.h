@@ -1,0 +1,40 @@
+/*
+ * profile.h - the model-class profile table of the simulator: per class, the
+ * GPU-bound training rate (samples/s per GPU) and the pre-processing rate
+ * (samples/s per vCPU), the share of trace jobs drawn into the class, and the
+ * source of each figure. The table lives in traces/profile.tsv; a built-in copy of
+ * it is used when no --profile is given (test_trace checks that they agree).
+ */
+#ifndef GOLDMINER_PROFILE_H
+#define GOLDMINER_PROFILE_H
+
+#include <stddef.h>
+
+#define GM_PROFILE_MAX 32
+
+struct gm_profile_class {
+	char name[32];
+	double gpu_rate; /* samples/s per GPU when GPU-bound, > 0 */
+	double cpu_rate; /* pre-processing samples/s per vCPU, > 0 */
+	double share;    /* weight of the class in the seeded draw, >= 0 */
+	char source[512];
+};
+
+struct gm_profile {
+	int n;
+	struct gm_profile_class c[GM_PROFILE_MAX];
+};
+
+/* Fill p with the built-in table (the contents of traces/profile.tsv). */
+void gm_profile_default(struct gm_profile *p);
+
+/*
+ * Read a profile TSV (lines "class gpu_rate cpu_rate share source", '#' comments).
+ * Returns 0, -errno when unreadable, -EBADMSG with "FILE:LINE: what" in err.
+ */
+int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen);
+
+/* Index of a class by name, or -1. */
+int gm_profile_find(const struct gm_profile *p, const char *name);
+
+#endif

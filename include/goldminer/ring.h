@@ -1,0 +1,135 @@
+/*
+ * ring.h - the shared-memory batch ring between workers and the consumer.
+ *
+ * One memfd region: a header page, then N slots. Slot k mod N carries batch
+ * (task) k. Each slot has a control block whose 32-bit `state` word is both the
+ * lease and the futex: FREE (waiting to be produced for task slot.task),
+ * CLAIMED|pid (a worker holds the lease), READY (published). Workers claim with a
+ * CAS FREE -> CLAIMED|pid, so a claim and its lease are one atomic step; if that
+ * worker dies, the coordinator CASes CLAIMED|pid back to FREE and any worker makes
+ * the batch again (same bytes, contract 1). Backpressure: only tasks in
+ * [consumed, consumed + N) exist as FREE slots. Indices are free-running u64,
+ * masked on access, published with release stores and read with acquire loads.
+ *
+ * The ring neither knows what a batch contains nor spawns anyone: worker.c fills
+ * slots, loader.c consumes and coordinates.
+ */
+#ifndef GOLDMINER_RING_H
+#define GOLDMINER_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_RING_MAGIC 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
+#define GM_RING_VERSION 1
+#define GM_RING_MAX_ERRS 8   /* error records kept per batch (count is exact) */
+#define GM_RING_MSG 112	     /* bytes of one error message */
+#define GM_RING_NO_END UINT64_MAX
+
+enum gm_slot_state {
+	GM_SLOT_FREE = 0,
+	GM_SLOT_CLAIMED = 1,
+	GM_SLOT_READY = 2,
+};
+#define GM_SLOT_STATE(w) ((w) >> 24)
+#define GM_SLOT_PID(w) ((w)&0xffffffu)
+#define GM_SLOT_WORD(st, pid) (((uint32_t)(st) << 24) | ((uint32_t)(pid)&0xffffffu))
+
+struct gm_slot_err {
+	uint32_t sample; /* dataset id of the bad sample */
+	int32_t err;	 /* -errno */
+	char msg[GM_RING_MSG];
+};
+
+/* Per-slot control block, at the start of each slot (one page). */
+struct gm_slot_ctl {
+	_Atomic uint32_t state;	  /* lease + futex word, see above */
+	uint32_t attempts;	  /* times this task was re-issued after a death */
+	_Atomic uint64_t task;	  /* task this slot currently carries */
+	_Atomic uint32_t cur_sample; /* sample being decoded (crash attribution) */
+	uint32_t n;		  /* samples in the batch */
+	uint32_t n_errors;	  /* bad samples replaced (or the failing one) */
+	int32_t status;		  /* 0, or -EBADMSG when on_error=fail hit a bad sample */
+	uint64_t read_ns, decode_ns, augment_ns, write_ns;
+	struct gm_slot_err errs[GM_RING_MAX_ERRS];
+};
+
+/* The header page. Fields above `consumed` are written once at creation. */
+struct gm_ring_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_bytes;
+	uint32_t nslots;       /* power of two */
+	uint32_t batch_size;
+	uint64_t sample_bytes; /* bytes per sample */
+	uint64_t slot_bytes;   /* bytes per slot including its control page */
+	uint64_t data_offset;  /* offset of pixels within a slot */
+	uint64_t total_bytes;  /* whole region */
+	uint64_t first_task;
+	uint64_t end_task; /* GM_RING_NO_END when unlimited */
+	_Alignas(64) _Atomic uint64_t consumed; /* next task the consumer takes */
+	_Alignas(64) _Atomic uint32_t work_seq; /* futex: bumped when work appears */
+	_Atomic uint32_t stop;			/* all workers: exit now */
+	_Alignas(64) _Atomic uint32_t fatal_set; /* a worker could not start */
+	char fatal[256];			 /* ... and why (first one wins) */
+	_Alignas(64) _Atomic uint32_t quarantine_n;
+	uint32_t quarantine[64]; /* samples that crashed workers twice */
+};
+
+struct gm_ring;
+
+/* Create a ring region (memfd, sized, pre-faulted). 0 or -errno (-EINVAL, -ENOMEM). */
+int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
+		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task);
+
+/* Map a ring from a memfd another process created, validating the header (magic,
+ * version, sizes vs the fd's size). Takes no ownership of fd (it is dup'ed).
+ * -EBADMSG for a header that does not validate. */
+int gm_ring_attach(struct gm_ring **out, int fd);
+
+/* Unmap and close; NULL is a no-op. */
+void gm_ring_destroy(struct gm_ring *r);
+
+int gm_ring_fd(const struct gm_ring *r);
+struct gm_ring_hdr *gm_ring_hdr(const struct gm_ring *r);
+void *gm_ring_base(const struct gm_ring *r);
+size_t gm_ring_bytes(const struct gm_ring *r);
+struct gm_slot_ctl *gm_ring_ctl(const struct gm_ring *r, uint32_t slot);
+int32_t *gm_ring_labels(const struct gm_ring *r, uint32_t slot);
+uint32_t *gm_ring_ids(const struct gm_ring *r, uint32_t slot);
+void *gm_ring_data(const struct gm_ring *r, uint32_t slot);
+
+/*
+ * Worker: claim the lowest-numbered free task with a lease for pid. Returns the
+ * slot index (>= 0) with *task set, -EAGAIN if none is free now, -ENODATA if every
+ * task has been handed out (end reached) or stop is set.
+ */
+int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task);
+
+/* Worker: publish a filled slot (release store of READY) and wake the consumer. */
+void gm_ring_publish(struct gm_ring *r, uint32_t slot);
+
+/* Worker: sleep until work_seq differs from seq (futex), or timeout_ms passes. */
+void gm_ring_wait_work(struct gm_ring *r, uint32_t seq, int timeout_ms);
+
+/* Consumer: wait until task's slot is READY. 0, or -ETIMEDOUT after timeout_ms. */
+int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
+
+/* Consumer: hand the slot of task `consumed` back for task consumed + N. */
+void gm_ring_release(struct gm_ring *r, uint32_t slot);
+
+/* Coordinator: return every slot leased to pid to FREE (its task is re-issued).
+ * Records the sample it was decoding in *crash_sample (UINT32_MAX if unknown) for
+ * the first such slot. Returns the number of tasks re-issued. */
+uint32_t gm_ring_reclaim(struct gm_ring *r, uint32_t pid, uint32_t *crash_sample);
+
+/* Coordinator: ask all workers to stop and wake them. */
+void gm_ring_stop(struct gm_ring *r);
+
+/* Quarantine a sample (workers then treat it as bad without decoding it). */
+void gm_ring_quarantine(struct gm_ring *r, uint32_t sample);
+bool gm_ring_quarantined(const struct gm_ring *r, uint32_t sample);
+
+#endif

@@ -1,0 +1,212 @@
+"""_abi - ctypes mirror of the C consumer API (include/goldminer/loader.h, ops.h).
+
+Design: the structures are declared field for field in header order with the
+ctypes type of the same size and alignment (C enums are `int`, `bool` is
+`_Bool`), so ctypes lays them out exactly as gcc does on the same ABI. The
+library is found once (env GOLDMINER_LIB, then ../../build/libgoldminer.so next
+to this package, then the system search path) and its prototypes are declared
+here, so the rest of the package never calls an undeclared function.
+
+What it does not do: no policy, no Python objects beyond the raw structures;
+goldminer.loader builds the user-facing Loader on top of this.
+
+A layout check runs at load time when the library exports
+`size_t gm_loader_abi_size(int which)` (0 aug spec, 1 loader opts, 2 batch,
+3 loader stats); tests/python/test_abi.py also compiles the header with cc and
+compares every field offset.
+"""
+import ctypes
+import ctypes.util
+import os
+
+# enum gm_aug_mode, gm_out_type, gm_on_error
+GM_AUG_TRAIN, GM_AUG_EVAL = 0, 1
+GM_OUT_U8_HWC, GM_OUT_F32_CHW = 0, 1
+GM_ON_ERROR_SKIP, GM_ON_ERROR_FAIL = 0, 1
+# gm_loader_next results besides 0 / -errno
+GM_LOADER_END_OF_EPOCH = 1
+GM_LOADER_END = 2
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+_enum = ctypes.c_int
+
+
+class AugSpec(ctypes.Structure):
+    """struct gm_aug_spec"""
+    _fields_ = [
+        ("mode", _enum),
+        ("size", ctypes.c_uint32),
+        ("scale_min", ctypes.c_float),
+        ("scale_max", ctypes.c_float),
+        ("ratio_min", ctypes.c_float),
+        ("ratio_max", ctypes.c_float),
+        ("flip_p", ctypes.c_float),
+        ("resize", ctypes.c_uint32),
+        ("out", _enum),
+        ("mean", ctypes.c_float * 3),
+        ("std", ctypes.c_float * 3),
+        ("max_pixels", ctypes.c_uint64),
+    ]
+
+
+class LoaderOpts(ctypes.Structure):
+    """struct gm_loader_opts"""
+    _fields_ = [
+        ("root", ctypes.c_char_p),
+        ("pipeline", ctypes.c_char_p),
+        ("aug", AugSpec),
+        ("batch_size", ctypes.c_uint32),
+        ("workers", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint32),
+        ("epochs", ctypes.c_uint32),
+        ("start_batch", ctypes.c_uint64),
+        ("slots", ctypes.c_uint32),
+        ("on_error", _enum),
+        ("drop_last", ctypes.c_bool),
+        ("shuffle", ctypes.c_bool),
+        ("no_pin", ctypes.c_bool),
+    ]
+
+
+class Batch(ctypes.Structure):
+    """struct gm_batch"""
+    _fields_ = [
+        ("epoch", ctypes.c_uint64),
+        ("index", ctypes.c_uint64),
+        ("size", ctypes.c_uint32),
+        ("n_errors", ctypes.c_uint32),
+        ("data", ctypes.c_void_p),
+        ("sample_bytes", ctypes.c_size_t),
+        ("labels", ctypes.POINTER(ctypes.c_int32)),
+        ("sample_ids", ctypes.POINTER(ctypes.c_uint32)),
+        ("slot", ctypes.c_uint32),
+    ]
+
+
+class LoaderStats(ctypes.Structure):
+    """struct gm_loader_stats"""
+    _fields_ = [
+        ("batches", ctypes.c_uint64),
+        ("samples", ctypes.c_uint64),
+        ("elapsed_s", ctypes.c_double),
+        ("img_per_s", ctypes.c_double),
+        ("read_ns", ctypes.c_uint64),
+        ("decode_ns", ctypes.c_uint64),
+        ("augment_ns", ctypes.c_uint64),
+        ("write_ns", ctypes.c_uint64),
+        ("wait_ns", ctypes.c_uint64),
+        ("errors", ctypes.c_uint64),
+        ("workers", ctypes.c_uint32),
+        ("worker_deaths", ctypes.c_uint64),
+        ("reissued", ctypes.c_uint64),
+        ("batches_per_epoch", ctypes.c_uint32),
+        ("dataset_size", ctypes.c_uint32),
+        ("num_classes", ctypes.c_uint32),
+        ("pinned", ctypes.c_bool),
+    ]
+
+
+# Order of gm_loader_abi_size(which).
+ABI_STRUCTS = (("gm_aug_spec", AugSpec), ("gm_loader_opts", LoaderOpts),
+               ("gm_batch", Batch), ("gm_loader_stats", LoaderStats))
+
+_P = ctypes.c_void_p
+_PROTOS = {
+    # name: (restype, argtypes)
+    "gm_aug_spec_default": (None, [ctypes.POINTER(AugSpec)]),
+    "gm_aug_out_bytes": (ctypes.c_size_t, [ctypes.POINTER(AugSpec)]),
+    "gm_loader_opts_default": (None, [ctypes.POINTER(LoaderOpts)]),
+    "gm_loader_open": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(LoaderOpts),
+                                      ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_loader_next": (ctypes.c_int, [_P, ctypes.POINTER(Batch)]),
+    "gm_loader_release": (ctypes.c_int, [_P, ctypes.POINTER(Batch)]),
+    "gm_loader_stats": (None, [_P, ctypes.POINTER(LoaderStats)]),
+    "gm_loader_error": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.POINTER(ctypes.c_char_p),
+                                       ctypes.POINTER(ctypes.c_char_p)]),
+    "gm_loader_scale": (ctypes.c_int, [_P, ctypes.c_int]),
+    "gm_loader_position": (None, [_P, ctypes.POINTER(ctypes.c_uint32),
+                                  ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_loader_copy_to_device": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P]),
+    "gm_loader_errmsg": (ctypes.c_char_p, [_P]),
+    "gm_loader_close": (None, [_P]),
+    # Optional helpers (asked of the lead; used when present).
+    "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
+    "gm_fnv1a64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
+}
+REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
+            "gm_loader_open", "gm_loader_next", "gm_loader_release", "gm_loader_stats",
+            "gm_loader_position", "gm_loader_errmsg", "gm_loader_close")
+
+
+class LibraryError(ImportError):
+    """libgoldminer.so was not found, lacks the loader, or its ABI differs."""
+
+
+def candidate_paths():
+    """Where the library is looked for, in order."""
+    env = os.environ.get("GOLDMINER_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.normpath(os.path.join(here, "..", "..", "build", "libgoldminer.so"))]
+    found = ctypes.util.find_library("goldminer")
+    if found:
+        out.append(found)
+    return out
+
+
+class _Lib:
+    """The loaded library with declared prototypes; `has(name)` for optional ones."""
+
+    def __init__(self, path):
+        self.path = path
+        self.dll = ctypes.CDLL(path)  # CDLL releases the GIL during every call
+        self._have = set()
+        for name, (res, args) in _PROTOS.items():
+            try:
+                fn = getattr(self.dll, name)
+            except AttributeError:
+                continue
+            fn.restype, fn.argtypes = res, args
+            setattr(self, name, fn)
+            self._have.add(name)
+        missing = [n for n in REQUIRED if n not in self._have]
+        if missing:
+            raise LibraryError("%s lacks %s (library built before core/loader.c?)"
+                               % (path, ", ".join(missing)))
+        if self.has("gm_loader_abi_size"):
+            for i, (cname, cls) in enumerate(ABI_STRUCTS):
+                n = self.gm_loader_abi_size(i)
+                if n != ctypes.sizeof(cls):
+                    raise LibraryError("%s: sizeof(struct %s) is %d in C, %d in the binding;"
+                                       " rebuild or update goldminer/_abi.py"
+                                       % (path, cname, n, ctypes.sizeof(cls)))
+
+    def has(self, name):
+        return name in self._have
+
+
+_lib = None
+
+
+def lib():
+    """Load (once) and return the library wrapper; raises LibraryError."""
+    global _lib
+    if _lib is None:
+        errs = []
+        for p in candidate_paths():
+            if os.sep in p and not os.path.exists(p):
+                errs.append("%s: not found" % p)
+                continue
+            try:
+                _lib = _Lib(p)
+                break
+            except OSError as e:
+                errs.append("%s: %s" % (p, e))
+        else:
+            raise LibraryError("libgoldminer.so not loadable (set GOLDMINER_LIB or run make): "
+                               + "; ".join(errs or ["no candidate"]))
+    return _lib

@@ -1,0 +1,429 @@
+"""loader - goldminer.Loader, the Python face of gm_loader_* (include/goldminer/loader.h).
+
+Design: one Loader owns one C handle (its worker processes, its memfd ring).
+Iterating it with `for` delivers one epoch, like torch's DataLoader; the next
+`for` delivers the next epoch. A batch's pixels are a zero-copy view of its ring
+slot (a NumPy array when NumPy is importable, else a typed memoryview); labels and
+sample ids are small copies. The handle is closed by close(), by leaving a `with`
+block, by garbage collection, or at interpreter exit, whichever comes first, and
+only in the process that opened it (a fork()ed child never closes its parent's
+workers).
+
+VIEW LIFETIME: batch.data is valid until the next batch is requested from the
+same Loader (the slot then goes back to the workers and is overwritten), and
+never after close(). Keep `batch.data.copy()` (or pass copy=True) to hold a batch
+longer. A view keeps the Loader object alive, so garbage collection never unmaps
+memory a live view points to.
+
+What it does not do: no threads of its own, no prefetching (the C workers already
+run ahead by the ring's depth), no GPU (see goldminer.torch for device="cuda").
+One thread uses a Loader at a time.
+"""
+import ctypes
+import os
+import weakref
+
+from . import _abi
+from ._abi import lib
+
+try:
+    import numpy as _np
+except ImportError:  # pure standard library fallback: memoryviews
+    _np = None
+
+_OUTPUTS = {"uint8": _abi.GM_OUT_U8_HWC, "float32": _abi.GM_OUT_F32_CHW}
+_ON_ERROR = {"skip": _abi.GM_ON_ERROR_SKIP, "fail": _abi.GM_ON_ERROR_FAIL}
+_MODES = {"train": _abi.GM_AUG_TRAIN, "eval": _abi.GM_AUG_EVAL}
+_ERRLEN = 1024
+
+
+class GoldminerError(OSError):
+    """An error reported by libgoldminer: .errno is the C error (e.g. ENOENT,
+    EBADMSG), str() is the C library's message, which names the cause."""
+
+
+def _raise(rc, msg, fn):
+    err = -rc
+    if not msg:
+        msg = "%s: %s" % (fn, os.strerror(err))
+    e = GoldminerError(err, msg)
+    raise e
+
+
+def _close_handle(L, handle, pid):
+    # weakref.finalize callback: must not reference the Loader.
+    if handle and os.getpid() == pid:
+        L.gm_loader_close(handle)
+
+
+class Batch:
+    """One delivered batch. Unpacks as (data, labels).
+
+    data: view of the ring slot, shape (size, S, S, 3) uint8 (HWC, RGB) or
+          (size, 3, S, S) float32 (CHW, normalised); valid until the next batch.
+    labels, sample_ids: copies (int32 / uint32 arrays).
+    epoch, index: position of this batch; n_errors: samples replaced (on_error=skip).
+    """
+    __slots__ = ("data", "labels", "sample_ids", "epoch", "index", "n_errors", "_raw")
+
+    def __iter__(self):
+        return iter((self.data, self.labels))
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __repr__(self):
+        return "<goldminer.Batch epoch=%d index=%d size=%d>" % (self.epoch, self.index,
+                                                                len(self.labels))
+
+
+class Loader:
+    """Batches of an ImageFolder tree decoded and augmented by goldminer workers.
+
+    Loader(root, pipeline=None, batch_size=64, workers="auto"|N, seed=0, epoch=0,
+           output="uint8"|"float32", on_error="skip"|"fail", ...)
+
+    root       ImageFolder root (root/<class>/*.jpg), classes sorted like torchvision.
+    pipeline   pipeline spec text (see `goldminer plan`); None: the keyword transform.
+    batch_size samples per batch; workers: worker processes ("auto" = policy).
+    seed       shuffling and augmentation seed; same seed -> same bytes.
+    epoch      first epoch; epochs: how many to deliver (0 = unlimited).
+    output     "uint8" (N,S,S,3 HWC) or "float32" (N,3,S,S normalised CHW).
+    on_error   "skip" (replace a bad sample deterministically, see errors())
+               or "fail" (iteration raises GoldminerError naming the file).
+    size, mode ("train": RandomResizedCrop+flip, "eval": resize+center crop),
+    scale, ratio, flip_p, resize, mean, std, max_pixels: the transform.
+    shuffle, drop_last, slots, start_batch, pin: as in struct gm_loader_opts.
+    copy       True: yield owned copies instead of ring views.
+
+    Raises GoldminerError (an OSError with the C message) when the dataset or an
+    option is rejected, ValueError for options the binding itself rejects.
+    """
+
+    def __init__(self, root, pipeline=None, batch_size=64, workers="auto", seed=0, epoch=0,
+                 output="uint8", on_error="skip", *, epochs=0, size=224, mode="train",
+                 scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
+                 max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
+                 pin=True, copy=False):
+        self._h = None
+        if output not in _OUTPUTS:
+            raise ValueError("output must be 'uint8' or 'float32', not %r" % (output,))
+        if on_error not in _ON_ERROR:
+            raise ValueError("on_error must be 'skip' or 'fail', not %r" % (on_error,))
+        if mode not in _MODES:
+            raise ValueError("mode must be 'train' or 'eval', not %r" % (mode,))
+        if workers == "auto":
+            nworkers = 0
+        elif isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
+            nworkers = workers
+        else:
+            raise ValueError("workers must be 'auto' or an int >= 1, not %r" % (workers,))
+        for name, v in (("batch_size", batch_size), ("size", size)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError("%s must be an int >= 1, not %r" % (name, v))
+        self._L = lib()
+        self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
+                        workers=workers, seed=seed, epoch=epoch, output=output,
+                        on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
+                        ratio=ratio, flip_p=flip_p, resize=resize, mean=mean, std=std,
+                        max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
+                        slots=slots, start_batch=start_batch, pin=pin, copy=copy)
+        self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
+        self._nworkers = nworkers
+        self._open(epoch, epochs, start_batch)
+
+    # --- opening and closing ------------------------------------------------
+    def _opts(self, epoch, epochs, start_batch):
+        kw, L = self._kw, self._L
+        o = _abi.LoaderOpts()
+        L.gm_loader_opts_default(ctypes.byref(o))
+        if o.aug.size == 0:  # opts_default left the transform empty: fill it
+            L.gm_aug_spec_default(ctypes.byref(o.aug))
+        o.root = kw["root"].encode()
+        o.pipeline = kw["pipeline"].encode() if kw["pipeline"] is not None else None
+        o.batch_size = kw["batch_size"]
+        o.workers = self._nworkers
+        o.seed = kw["seed"]
+        o.epoch = epoch
+        o.epochs = epochs
+        o.start_batch = start_batch
+        o.slots = kw["slots"]
+        o.on_error = _ON_ERROR[kw["on_error"]]
+        o.drop_last = bool(kw["drop_last"])
+        o.shuffle = bool(kw["shuffle"])
+        o.no_pin = not kw["pin"]
+        a = o.aug
+        a.mode = _MODES[kw["mode"]]
+        a.size = kw["size"]
+        a.out = _OUTPUTS[kw["output"]]
+        if kw["scale"] is not None:
+            a.scale_min, a.scale_max = kw["scale"]
+        if kw["ratio"] is not None:
+            a.ratio_min, a.ratio_max = kw["ratio"]
+        if kw["flip_p"] is not None:
+            a.flip_p = kw["flip_p"]
+        if kw["resize"] is not None:
+            a.resize = kw["resize"]
+        if kw["mean"] is not None:
+            a.mean[:] = list(kw["mean"])
+        if kw["std"] is not None:
+            a.std[:] = list(kw["std"])
+        if kw["max_pixels"] is not None:
+            a.max_pixels = kw["max_pixels"]
+        return o
+
+    def _open(self, epoch, epochs, start_batch):
+        o = self._opts(epoch, epochs, start_batch)
+        h = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERRLEN)
+        rc = self._L.gm_loader_open(ctypes.byref(h), ctypes.byref(o), err, _ERRLEN)
+        if rc < 0:
+            _raise(rc, err.value.decode(errors="replace"), "gm_loader_open")
+        self._h = h.value
+        self._fin = weakref.finalize(self, _close_handle, self._L, self._h, os.getpid())
+        self._epoch0, self._epochs = epoch, epochs
+        self._raw = _abi.Batch()
+        self._finished = False
+        self._skip_eoe = False  # an epoch's last batch was delivered, its end marker not yet
+        self._sample_bytes = _abi_out_bytes(self._L, o.aug)
+        self._side = o.aug.size
+        st = self._stats_raw()
+        self._bpe = st.batches_per_epoch
+        self.num_classes, self.dataset_size = st.num_classes, st.dataset_size
+
+    def close(self):
+        """Stop the workers and unmap the ring. Idempotent. Views die with it."""
+        if self._h is not None:
+            self._h = None
+            self._fin()
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("goldminer.Loader is closed")
+        return self._h
+
+    def _errmsg(self):
+        m = self._L.gm_loader_errmsg(self._h)
+        return m.decode(errors="replace") if m else ""
+
+    # --- iteration ------------------------------------------------------------
+    def __len__(self):
+        """Batches per epoch."""
+        return self._bpe
+
+    def __iter__(self):
+        """One epoch of Batch objects (the next epoch on the next `for`). A loop
+        left early continues where it stopped on the next `for`."""
+        self._handle()
+        return self._epoch_iter(self._wrap)
+
+    def _epoch_iter(self, convert, before_next=None):
+        # One epoch of convert(raw batch); before_next() runs before each request
+        # (the torch adapter waits there for the device copy of the previous batch).
+        yielded = 0
+        while not self._finished:
+            skip = self._skip_eoe and yielded == 0
+            if before_next is not None:
+                before_next()
+            raw = self._next_raw()
+            if raw is None:
+                if skip and not self._finished:
+                    continue  # the end marker of the epoch a previous loop finished
+                return
+            yielded += 1
+            yield convert(raw)
+
+    def next_batch(self):
+        """The next Batch, or None at the end of an epoch or of all epochs (then
+        `finished` is True). Releases the previous batch. Raises GoldminerError."""
+        raw = self._next_raw()
+        return None if raw is None else self._wrap(raw)
+
+    def _next_raw(self):
+        # The struct gm_batch just filled (reused on every call), or None.
+        h = self._handle()
+        if self._finished:
+            return None
+        raw = self._raw
+        rc = self._L.gm_loader_next(h, ctypes.byref(raw))
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_next")
+        if rc == _abi.GM_LOADER_END_OF_EPOCH:
+            self._skip_eoe = False
+            return None
+        if rc == _abi.GM_LOADER_END:
+            self._finished = True
+            return None
+        if rc != 0:
+            raise GoldminerError(0, "gm_loader_next: unexpected result %d" % rc)
+        # After an epoch's last batch an END_OF_EPOCH is still due; a new `for`
+        # begun right there must not see it as an empty epoch.
+        self._skip_eoe = bool(self._bpe) and raw.index + 1 >= self._bpe
+        return raw
+
+    def _wrap(self, raw):
+        n = raw.size
+        b = Batch()
+        b.epoch, b.index, b.n_errors, b._raw = raw.epoch, raw.index, raw.n_errors, raw
+        nbytes = n * raw.sample_bytes
+        buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
+        buf._owner = self  # a live view keeps the handle (and its mapping) alive
+        b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy)
+        lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
+        ids = (ctypes.c_uint32 * n).from_address(
+            ctypes.cast(raw.sample_ids, ctypes.c_void_p).value) if raw.sample_ids else None
+        if _np is not None:
+            b.labels = _np.array(lab, dtype=_np.int32)
+            b.sample_ids = _np.array(ids, dtype=_np.uint32) if ids is not None else None
+        else:
+            b.labels = list(lab)
+            b.sample_ids = list(ids) if ids is not None else None
+        return b
+
+    def release(self):
+        """Give the current batch's slot back to the workers now (its view dies)."""
+        rc = self._L.gm_loader_release(self._handle(), ctypes.byref(self._raw))
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_release")
+
+    @property
+    def finished(self):
+        """True once all requested epochs were delivered."""
+        return self._finished
+
+    # --- control and introspection --------------------------------------------
+    def _stats_raw(self):
+        s = _abi.LoaderStats()
+        self._L.gm_loader_stats(self._handle(), ctypes.byref(s))
+        return s
+
+    def stats(self):
+        """Counters of struct gm_loader_stats as a dict."""
+        s = self._stats_raw()
+        return {name: (list(getattr(s, name)) if hasattr(getattr(s, name), "__len__")
+                       else getattr(s, name)) for name, _ in s._fields_}
+
+    def errors(self):
+        """Bad samples met so far: list of (path, message)."""
+        out = []
+        if not self._L.has("gm_loader_error"):
+            return out
+        h = self._handle()
+        n = self._stats_raw().errors
+        for i in range(n):
+            p, m = ctypes.c_char_p(), ctypes.c_char_p()
+            if self._L.gm_loader_error(h, i, ctypes.byref(p), ctypes.byref(m)) == 0:
+                out.append(((p.value or b"").decode(errors="replace"),
+                            (m.value or b"").decode(errors="replace")))
+        return out
+
+    def scale(self, n):
+        """Set the number of worker processes (int >= 1)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError("scale(n) needs an int >= 1, not %r" % (n,))
+        if not self._L.has("gm_loader_scale"):
+            raise NotImplementedError("libgoldminer has no gm_loader_scale")
+        rc = self._L.gm_loader_scale(self._handle(), n)
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_scale")
+        self._nworkers = n
+
+    def position(self):
+        """(epoch, batch) that the next batch will have."""
+        e, k = ctypes.c_uint32(), ctypes.c_uint64()
+        self._L.gm_loader_position(self._handle(), ctypes.byref(e), ctypes.byref(k))
+        e, k = e.value, k.value
+        if self._bpe and k >= self._bpe:
+            e, k = e + 1, 0
+        return e, k
+
+    def state_dict(self):
+        """Where to resume: the batch after the last one delivered, plus what must
+        match for the bytes to be the same (root, seed, batch size, transform)."""
+        e, k = self.position()
+        kw = self._kw
+        return {"epoch": e, "batch": k,
+                "epochs_end": (self._epoch0 + self._epochs) if self._epochs else 0,
+                "root": kw["root"], "seed": kw["seed"], "batch_size": kw["batch_size"],
+                "output": kw["output"], "size": kw["size"], "mode": kw["mode"],
+                "pipeline": kw["pipeline"], "shuffle": kw["shuffle"],
+                "drop_last": kw["drop_last"], "dataset_size": self.dataset_size}
+
+    _MUST_MATCH = ("seed", "batch_size", "output", "size", "mode", "pipeline", "shuffle",
+                   "drop_last")
+
+    def load_state_dict(self, sd):
+        """Continue from state_dict() sd: the workers restart at sd's position, and
+        the following batches are byte-identical to those of an uninterrupted run."""
+        bad = [k for k in self._MUST_MATCH if k in sd and sd[k] != self._kw[k]]
+        if "dataset_size" in sd and sd["dataset_size"] != self.dataset_size:
+            bad.append("dataset_size")
+        if bad:
+            raise ValueError("state_dict does not match this Loader: " + ", ".join(
+                "%s=%r (loader has %r)" % (k, sd[k], self._kw.get(k, self.dataset_size))
+                for k in bad))
+        epoch, batch = int(sd["epoch"]), int(sd["batch"])
+        end = int(sd.get("epochs_end", 0))
+        if end and epoch >= end:
+            epochs = None  # nothing left
+        else:
+            epochs = (end - epoch) if end else 0
+        self._handle()
+        self.close()
+        if epochs is None:
+            self._open(epoch, 1, 0)
+            self._finished = True
+        else:
+            self._open(epoch, epochs, batch)
+
+    def copy_to_device(self, batch, dst):
+        """gm_loader_copy_to_device: copy batch's bytes to the device pointer dst
+        (an int). Raises GoldminerError (ENODEV without a GPU)."""
+        rc = self._L.gm_loader_copy_to_device(self._handle(), ctypes.byref(batch._raw), dst)
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_copy_to_device")
+
+    def __repr__(self):
+        return "<goldminer.Loader %r batch_size=%d %s%s>" % (
+            self._kw["root"], self.batch_size, self.output, " closed" if self.closed else "")
+
+
+def _abi_out_bytes(L, aug):
+    return L.gm_aug_out_bytes(ctypes.byref(aug))
+
+
+def _shape(buf, n, sample_bytes, output, copy):
+    """View (or copy) of n samples of sample_bytes in buf with the layout's shape."""
+    if output == "uint8":
+        elem, code = 1, "B"
+        side = _isqrt_exact(sample_bytes // 3) if sample_bytes % 3 == 0 else None
+        shape = (n, side, side, 3) if side else (n, sample_bytes)
+    else:
+        elem, code = 4, "f"
+        side = _isqrt_exact(sample_bytes // 12) if sample_bytes % 12 == 0 else None
+        shape = (n, 3, side, side) if side else (n, sample_bytes // elem)
+    if _np is not None:
+        a = _np.frombuffer(buf, dtype=_np.uint8 if elem == 1 else _np.float32).reshape(shape)
+        return a.copy() if copy else a
+    mv = memoryview(buf).cast(code, shape)
+    if copy:
+        cp = bytearray(mv.tobytes())
+        return memoryview(cp).cast(code, shape)
+    return mv
+
+
+def _isqrt_exact(v):
+    import math
+    r = math.isqrt(v)
+    return r if r * r == v and r > 0 else None

@@ -1,0 +1,152 @@
+"""goldminer.torch - a drop-in for DataLoader(ImageFolder(root, transform)) in PyTorch.
+
+    from goldminer.torch import Loader
+    loader = Loader("/data/train", batch_size=64, workers=2, output="float32",
+                    device="cuda")
+    for epoch in range(epochs):
+        for images, labels in loader:      # (64,3,224,224) on the GPU, labels int64
+            loss = criterion(model(images), labels)
+
+Design: images are built over the ring slot without a copy (torch.frombuffer).
+uint8 output is stored HWC in the ring, so the (N,3,H,W) tensor is a permuted view:
+the same shape DataLoader+PILToTensor gives, in channels_last memory format, which
+convolutions accept directly (images.contiguous() makes a plain NCHW copy). float32
+output is normalised CHW, exactly what ToTensor()+Normalize() give. Labels are int64
+copies, as DataLoader returns them.
+
+device="cuda": the slot's bytes are copied with non_blocking=True (DMA when the C
+library registered the ring with cudaHostRegister, see stats()["pinned"]); a CUDA
+event is recorded after the copy, and the slot goes back to the workers only once
+that event has completed (the adapter waits on it before asking for the next
+batch, and before close). The layout permutation is then done on the device.
+
+VIEW LIFETIME (device=None): images are valid until the next batch is requested
+and never after close(); use images.clone() (or copy=True) to keep one.
+
+What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
+already the pinned staging buffer), no multi-GPU placement beyond `device`.
+"""
+import ctypes
+
+import torch as _torch
+
+from .loader import Loader as _GmLoader
+
+_DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32}
+
+
+class Loader:
+    """Yields (images, labels) like torch.utils.data.DataLoader over a torchvision
+    ImageFolder with RandomResizedCrop(size) + RandomHorizontalFlip() (+ ToTensor +
+    Normalize for output="float32"; PILToTensor for output="uint8").
+
+    Loader(root, batch_size=64, workers=2, seed=0, output="float32", device=None,
+           copy=False, **goldminer_kwargs)
+
+    Every keyword of goldminer.Loader is accepted (pipeline, epoch, epochs,
+    on_error, size, mode, shuffle, drop_last, ...). len() is batches per epoch;
+    each `for` is one epoch. stats(), scale(n), state_dict(), load_state_dict(),
+    errors() and close() are those of goldminer.Loader.
+    """
+
+    def __init__(self, root, batch_size=64, workers=2, seed=0, output="float32", device=None,
+                 copy=False, **kw):
+        self.device = _torch.device(device) if device is not None else None
+        if self.device is not None and self.device.type == "cuda" and \
+                not _torch.cuda.is_available():
+            raise RuntimeError("goldminer.torch.Loader: device=%r but torch has no CUDA device"
+                               % (device,))
+        self._copy = copy
+        self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
+                             output=output, **kw)
+        self._dtype = _DTYPES[output]
+        self._pending = None  # CUDA event of the copy out of the current slot
+        self.batch_size = batch_size
+
+    # DataLoader-like surface ---------------------------------------------------
+    def __len__(self):
+        return len(self._gm)
+
+    def __iter__(self):
+        self._gm._handle()
+        return self._gm._epoch_iter(self._convert, self._wait_copy)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Wait for an in-flight device copy, then stop the workers and unmap."""
+        if not self._gm.closed:
+            self._wait_copy()
+        self._gm.close()
+
+    @property
+    def loader(self):
+        """The underlying goldminer.Loader."""
+        return self._gm
+
+    def stats(self):
+        return self._gm.stats()
+
+    def errors(self):
+        return self._gm.errors()
+
+    def scale(self, n):
+        self._gm.scale(n)
+
+    def state_dict(self):
+        return self._gm.state_dict()
+
+    def load_state_dict(self, sd):
+        self._wait_copy()
+        self._gm.load_state_dict(sd)
+
+    @property
+    def num_classes(self):
+        return self._gm.num_classes
+
+    # Batches ---------------------------------------------------------------------
+    def _wait_copy(self):
+        ev, self._pending = self._pending, None
+        if ev is not None:
+            ev.synchronize()  # the DMA out of the slot is done: the slot may be reused
+
+    def _convert(self, raw):
+        n = raw.size
+        nbytes = n * raw.sample_bytes
+        buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
+        buf._owner = self._gm  # the view keeps the handle and its mapping alive
+        flat = _torch.frombuffer(buf, dtype=self._dtype)
+        side, hwc = self._side(raw.sample_bytes)
+        if side:
+            x = flat.view(n, side, side, 3) if hwc else flat.view(n, 3, side, side)
+        else:
+            x = flat.view(n, -1)
+        lab_addr = ctypes.cast(raw.labels, ctypes.c_void_p).value
+        labels = _torch.frombuffer((ctypes.c_int32 * n).from_address(lab_addr),
+                                   dtype=_torch.int32).to(_torch.int64)  # a copy
+        if self.device is not None and self.device.type != "cpu":
+            x = x.to(self.device, non_blocking=True)
+            if self.device.type == "cuda":
+                ev = _torch.cuda.Event()
+                ev.record()
+                self._pending = ev
+            labels = labels.to(self.device, non_blocking=True)
+        elif self._copy:
+            x = x.clone()
+        if side and hwc:
+            x = x.permute(0, 3, 1, 2)  # (N,3,H,W) in channels_last memory format
+        return x, labels
+
+    def _side(self, sample_bytes):
+        hwc = self._dtype == _torch.uint8
+        per = 3 if hwc else 12
+        if sample_bytes % per:
+            return None, hwc
+        v = sample_bytes // per
+        r = int(round(v ** 0.5))
+        return (r if r * r == v else None), hwc

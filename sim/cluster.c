@@ -1,0 +1,190 @@
+/*
+ * cluster.c - cluster readers (cluster.h): synthetic shapes, the openb node list
+ * and the PAI machine list. Only GPUs and vCPUs are kept; GPU models are ignored
+ * (the profile table gives one GPU-bound rate per model class).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/cluster.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu)
+{
+	if (c->n == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 64;
+		void *a = realloc(c->gpus, nc * sizeof(uint32_t)), *b;
+		if (!a)
+			return -ENOMEM;
+		c->gpus = a;
+		if (!(b = realloc(c->cpus, nc * sizeof(uint32_t))))
+			return -ENOMEM;
+		c->cpus = b;
+		*cap = nc;
+	}
+	c->gpus[c->n] = g;
+	c->cpus[c->n] = cpu;
+	c->n++;
+	c->total_gpus += g;
+	c->total_cpus += cpu;
+	if (g > c->max_gpus)
+		c->max_gpus = g;
+	return 0;
+}
+
+static bool field_num(const char *s, double *v)
+{
+	char *end;
+	if (!*s)
+		return false;
+	*v = strtod(s, &end);
+	return (*end == 0 || *end == '\n' || *end == '\r') && isfinite(*v) && *v >= 0;
+}
+
+static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t lcap = 0;
+	uint32_t cap = 0;
+	unsigned lineno = 0;
+	int rc = 0, openb = -1;
+
+	if (!f) {
+		rc = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	while (getline(&line, &lcap, f) >= 0) {
+		char *fld[6], *s = line;
+		int nf = 0;
+		double cpu, g;
+
+		lineno++;
+		line[strcspn(line, "\r\n")] = 0;
+		if (openb < 0) {
+			openb = !strcmp(line, "sn,cpu_milli,memory_mib,gpu,model");
+			if (openb)
+				continue;
+		}
+		if (!line[0])
+			continue;
+		while (nf < 6) {
+			fld[nf++] = s;
+			char *cm = strchr(s, ',');
+			if (!cm)
+				break;
+			*cm = 0;
+			s = cm + 1;
+		}
+		if (nf != 5) {
+			seterr(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
+			       lineno,
+			       openb ? "sn,cpu_milli,memory_mib,gpu,model"
+				     : "machine,gpu_type,cap_cpu,cap_mem,cap_gpu");
+			rc = -EBADMSG;
+			goto out_close;
+		}
+		if (openb ? !field_num(fld[1], &cpu) || !field_num(fld[3], &g)
+			  : !field_num(fld[2], &cpu) || !field_num(fld[4], &g)) {
+			seterr(err, errlen, "%s:%u: bad CPU or GPU count", path, lineno);
+			rc = -EBADMSG;
+			goto out_close;
+		}
+		if (openb)
+			cpu /= 1000.0;
+		if (g != floor(g) || g > 1024 || cpu > 1e6) {
+			seterr(err, errlen, "%s:%u: GPU count not a whole number <= 1024", path,
+			       lineno);
+			rc = -EBADMSG;
+			goto out_close;
+		}
+		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu)))) {
+			seterr(err, errlen, "%s: out of memory", path);
+			goto out_close;
+		}
+	}
+	if (!c->n) {
+		seterr(err, errlen, "%s:%u: no nodes", path, lineno);
+		rc = -EBADMSG;
+	}
+out_close:
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)" */
+static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t errlen)
+{
+	const char *s = spec;
+	uint32_t cap = 0;
+	for (;;) {
+		unsigned long n;
+		unsigned g, cpu;
+		int used = 0;
+		if (sscanf(s, "%lux(%ugpu,%ucpu)%n", &n, &g, &cpu, &used) != 3 || !used || !n ||
+		    n > 10000000 || g > 1024 || cpu > 1000000) {
+			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))", spec);
+			return -EBADMSG;
+		}
+		for (unsigned long i = 0; i < n; i++)
+			if (add_node(c, &cap, g, cpu)) {
+				seterr(err, errlen, "%s: out of memory", spec);
+				return -ENOMEM;
+			}
+		s += used;
+		if (!*s)
+			return 0;
+		if (*s++ != '+') {
+			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))", spec);
+			return -EBADMSG;
+		}
+	}
+}
+
+int gm_cluster_load(struct gm_cluster **out, const char *spec, char *err, size_t errlen)
+{
+	struct gm_cluster *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	if (strchr(spec, '(') && spec[0] >= '0' && spec[0] <= '9')
+		rc = parse_shape(c, spec, err, errlen);
+	else
+		rc = read_nodes(c, spec, err, errlen);
+	if (!rc && !c->total_gpus) {
+		seterr(err, errlen, "%s: cluster has no GPUs", spec);
+		rc = -EBADMSG;
+	}
+	if (rc) {
+		gm_cluster_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void gm_cluster_destroy(struct gm_cluster *c)
+{
+	if (!c)
+		return;
+	free(c->gpus);
+	free(c->cpus);
+	free(c);
+}

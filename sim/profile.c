@@ -1,0 +1,127 @@
+/*
+ * profile.c - the profile table (profile.h): a built-in copy of
+ * traces/profile.tsv and a reader for tables in that format.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/profile.h"
+
+static const struct gm_profile_class builtin[] = {
+	{"resnet50", 1200, 150, 0.25,
+	 "GPU: NVIDIA DeepLearningExamples ResNet-50 v1.5 PyTorch training, V100 AMP, order of 1.2k img/s/GPU (approx.); CPU: ImageNet JPEG decode + RandomResizedCrop + flip on one core, order of 100-200 img/s (CoorDL, Mohan et al. VLDB'21; derived) => ~8 vCPU/GPU"},
+	{"cv-light", 3000, 150, 0.15,
+	 "ResNet-18/AlexNet/ShuffleNet-class vision: GPU several k img/s on V100 (CoorDL reports these models need the most CPU per GPU; approx.); same per-core prep as resnet50 => ~20 vCPU/GPU (derived)"},
+	{"vit", 300, 100, 0.10,
+	 "ViT-B/16 at 224px, V100 AMP ~300 img/s/GPU (derived from A100 figures ~3x); heavier augmentation (RandAugment, mixup) ~100 img/s/vCPU (assumption) => ~3 vCPU/GPU"},
+	{"nlp", 400, 4000, 0.20,
+	 "BERT-class fine-tuning, seq 128, V100 AMP: a few hundred seq/s/GPU (NVIDIA DeepLearningExamples BERT tables, approx.); pre-tokenised input needs only collation, thousands of seq/s/vCPU (assumption) => ~0.1 vCPU/GPU"},
+	{"speech", 200, 25, 0.10,
+	 "ASR (Jasper/QuartzNet-class) with on-the-fly spectrogram + SpecAugment: GPU ~200 utt/s (approx.), CPU ~25 utt/s/vCPU (assumption) => ~8 vCPU/GPU"},
+	{"recsys", 100000, 8000, 0.20,
+	 "CTR/recommendation (DLRM/DeepFM-class): GPU ~1e5 samples/s (approx.); feature parsing/hashing ~8k samples/s/vCPU; the GoldMiner paper reports such PAI jobs are pre-processing bound (derived) => ~12.5 vCPU/GPU"},
+};
+
+void gm_profile_default(struct gm_profile *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->n = (int)(sizeof(builtin) / sizeof(builtin[0]));
+	memcpy(p->c, builtin, sizeof(builtin));
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t lcap = 0;
+	unsigned lineno = 0;
+	double share_sum = 0;
+	int rc = 0;
+
+	if (!f) {
+		rc = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	memset(p, 0, sizeof(*p));
+	while (getline(&line, &lcap, f) >= 0) {
+		char *fld[5], *s = line, *end[3];
+		int nf = 0;
+		lineno++;
+		line[strcspn(line, "\r\n")] = 0;
+		if (!line[0] || line[0] == '#')
+			continue;
+		while (nf < 5) {
+			fld[nf++] = s;
+			char *t = strchr(s, '\t');
+			if (!t || nf == 5)
+				break;
+			*t = 0;
+			s = t + 1;
+		}
+		struct gm_profile_class *c = &p->c[p->n];
+		if (nf != 5) {
+			seterr(err, errlen, "%s:%u: expected 5 tab-separated fields "
+					    "(class gpu_rate cpu_rate share source)", path, lineno);
+			goto bad;
+		}
+		if (p->n == GM_PROFILE_MAX) {
+			seterr(err, errlen, "%s:%u: more than %d classes", path, lineno,
+			       GM_PROFILE_MAX);
+			goto bad;
+		}
+		if (!fld[0][0] || strlen(fld[0]) >= sizeof(c->name) ||
+		    gm_profile_find(p, fld[0]) >= 0) {
+			seterr(err, errlen, "%s:%u: class name empty, too long or repeated", path,
+			       lineno);
+			goto bad;
+		}
+		c->gpu_rate = strtod(fld[1], &end[0]);
+		c->cpu_rate = strtod(fld[2], &end[1]);
+		c->share = strtod(fld[3], &end[2]);
+		if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
+		    !(c->gpu_rate > 0) || !(c->cpu_rate > 0) || !(c->share >= 0) ||
+		    !isfinite(c->gpu_rate) || !isfinite(c->cpu_rate) || !isfinite(c->share)) {
+			seterr(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0", path,
+			       lineno);
+			goto bad;
+		}
+		snprintf(c->name, sizeof(c->name), "%s", fld[0]);
+		snprintf(c->source, sizeof(c->source), "%s", fld[4]);
+		share_sum += c->share;
+		p->n++;
+	}
+	if (!p->n || !(share_sum > 0)) {
+		seterr(err, errlen, "%s:%u: no classes, or all shares are 0", path, lineno);
+		goto bad;
+	}
+	goto out_close;
+bad:
+	rc = -EBADMSG;
+out_close:
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+int gm_profile_find(const struct gm_profile *p, const char *name)
+{
+	for (int i = 0; i < p->n; i++)
+		if (!strcmp(p->c[i].name, name))
+			return i;
+	return -1;
+}

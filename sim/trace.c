@@ -1,0 +1,477 @@
+/*
+ * trace.c - trace readers and the seeded synthetic generator (trace.h).
+ *
+ * Every reader turns rows into struct gm_job, rejects a malformed row with
+ * "FILE:LINE: what is wrong" (-EBADMSG) and finally sorts jobs by submit time
+ * (stable, so equal submits keep file order) and shifts time so the first submit is
+ * 0. The mapping of each public format is in traces/README.md.
+ *
+ * The generator draws every attribute of job i from its own counter-based RNG
+ * stream (seed, GM_TRACE_STREAM, i), so a job does not change when the trace is made
+ * longer. It does not model diurnal load or job dependencies.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/rng.h"
+#include "goldminer/trace.h"
+
+#define GM_TRACE_STREAM 0x54524143ull /* "TRAC" */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int push(struct gm_trace *t, size_t *cap, const struct gm_job *j)
+{
+	if (t->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 1024;
+		void *a = realloc(t->jobs, nc * sizeof(*t->jobs));
+		if (!a)
+			return -ENOMEM;
+		t->jobs = a;
+		*cap = nc;
+	}
+	t->jobs[t->n++] = *j;
+	return 0;
+}
+
+static int cmp_job(const void *a, const void *b)
+{
+	const struct gm_job *x = a, *y = b;
+	if (x->submit != y->submit)
+		return x->submit < y->submit ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* Sort by submit (stable via the line number) and start time at 0. */
+static void finish(struct gm_trace *t)
+{
+	int stable = 1;
+	for (size_t i = 1; i < t->n; i++)
+		if (cmp_job(&t->jobs[i - 1], &t->jobs[i]) > 0) {
+			stable = 0;
+			break;
+		}
+	if (!stable)
+		qsort(t->jobs, t->n, sizeof(*t->jobs), cmp_job);
+	double t0 = t->n ? t->jobs[0].submit : 0;
+	for (size_t i = 0; i < t->n; i++)
+		t->jobs[i].submit -= t0;
+}
+
+/* Split a line in place on sep; empty fields are kept. Returns the field count. */
+static int split(char *s, char sep, char **f, int max)
+{
+	int n = 0;
+	s[strcspn(s, "\r\n")] = 0;
+	for (;;) {
+		if (n == max)
+			return max + 1;
+		f[n++] = s;
+		char *c = strchr(s, sep);
+		if (!c)
+			return n;
+		*c = 0;
+		s = c + 1;
+	}
+}
+
+/* Strict number parsing: the whole field must be a finite number. */
+static bool num(const char *s, double *v)
+{
+	char *end;
+	if (!*s)
+		return false;
+	*v = strtod(s, &end);
+	return *end == 0 && isfinite(*v);
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
+static long days_from_civil(long y, long m, long d)
+{
+	y -= m <= 2;
+	long era = (y >= 0 ? y : y - 399) / 400;
+	long yoe = y - era * 400;
+	long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static bool parse_stamp(const char *s, double *v)
+{
+	int y, mo, d, h, mi, se, n = 0;
+	if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 ||
+	    s[n] || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+		return false;
+	*v = (double)days_from_civil(y, mo, d) * 86400.0 + h * 3600 + mi * 60 + se;
+	return true;
+}
+
+enum fmt { F_OPENB, F_PHILLY, F_GM };
+
+static int read_file(struct gm_trace *t, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL, *fld[16];
+	size_t lcap = 0, cap = 0;
+	unsigned lineno = 0;
+	enum fmt fm;
+	int rc = 0;
+
+	if (!f) {
+		rc = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (getline(&line, &lcap, f) < 0) {
+		seterr(err, errlen, "%s:1: empty file", path);
+		rc = -EBADMSG;
+		goto out_close;
+	}
+	lineno = 1;
+	line[strcspn(line, "\r\n")] = 0;
+	if (!strcmp(line, "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+			  "creation_time,deletion_time,scheduled_time")) {
+		fm = F_OPENB;
+	} else if (!strncmp(line, "name,cpu_milli,", 15)) {
+		seterr(err, errlen, "%s:1: openb pod list without creation/deletion/"
+				    "scheduled times (e.g. multigpu variants) cannot be replayed",
+		       path);
+		rc = -EBADMSG;
+		goto out_close;
+	} else if (!strcmp(line, "timestamp,duration,num_gpus,gpu_time,cluster")) {
+		fm = F_PHILLY;
+	} else if (!strcmp(line, "# goldminer-trace v1")) {
+		fm = F_GM;
+	} else {
+		seterr(err, errlen, "%s:1: unknown trace header (expected an openb pod list, "
+				    "the Philly csv or '# goldminer-trace v1')",
+		       path);
+		rc = -EBADMSG;
+		goto out_close;
+	}
+	snprintf(t->format, sizeof(t->format), "%s",
+		 fm == F_OPENB ? "openb" : fm == F_PHILLY ? "philly" : "gm");
+
+	while (getline(&line, &lcap, f) >= 0) {
+		struct gm_job j = {.cls = GM_TRACE_CLASS_AUTO, .line = ++lineno};
+		double v[8];
+		const char *what = NULL;
+		int nf;
+
+		if (line[0] == '\n' || line[0] == 0 || line[0] == '#')
+			continue;
+		if (fm == F_OPENB) {
+			nf = split(line, ',', fld, 11);
+			if (nf != 11) {
+				what = "expected 11 comma-separated fields";
+			} else if (!num(fld[1], &v[0]) || !num(fld[3], &v[1]) ||
+				   !num(fld[4], &v[2]) || v[0] < 0 || v[1] < 0 || v[2] < 0 ||
+				   v[1] != floor(v[1]) || v[2] > 1000) {
+				what = "bad cpu_milli, num_gpu or gpu_milli";
+			} else if (!num(fld[8], &v[3]) || !num(fld[9], &v[4]) || v[3] < 0) {
+				what = "bad creation_time or deletion_time";
+			} else if (fld[10][0] && !num(fld[10], &v[5])) {
+				what = "bad scheduled_time";
+			} else if (v[1] == 0) {
+				t->skipped_cpu_only++;
+				continue;
+			} else if (!fld[10][0]) {
+				t->skipped_never_ran++;
+				continue;
+			} else if (v[4] <= v[5]) {
+				t->skipped_bad_time++;
+				continue;
+			} else {
+				if (v[2] < 1000)
+					t->rounded_fraction++;
+				j.gpus = (uint32_t)v[1];
+				j.vcpu = (float)(v[0] / 1000.0);
+				j.submit = v[3];
+				j.duration = v[4] - v[5];
+			}
+		} else if (fm == F_PHILLY) {
+			nf = split(line, ',', fld, 5);
+			if (nf != 5) {
+				what = "expected 5 comma-separated fields";
+			} else if (!parse_stamp(fld[0], &v[0])) {
+				what = "bad timestamp (want YYYY-MM-DD HH:MM:SS)";
+			} else if (!num(fld[1], &v[1]) || !num(fld[2], &v[2]) || v[1] < 0 ||
+				   v[2] < 0 || v[2] != floor(v[2])) {
+				what = "bad duration or num_gpus";
+			} else if (v[2] == 0) {
+				t->skipped_cpu_only++;
+				continue;
+			} else if (v[1] <= 0) {
+				t->skipped_bad_time++;
+				continue;
+			} else {
+				j.submit = v[0];
+				j.duration = v[1];
+				j.gpus = (uint32_t)v[2];
+				j.vcpu = 0;
+			}
+		} else {
+			nf = split(line, '\t', fld, 5);
+			if (nf != 5) {
+				what = "expected 5 tab-separated fields "
+				       "(submit duration gpus vcpu class)";
+			} else if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) ||
+				   !num(fld[2], &v[2]) || !num(fld[3], &v[3]) || !num(fld[4], &v[4]) ||
+				   v[0] < 0 || v[1] <= 0 || v[2] < 1 || v[2] != floor(v[2]) ||
+				   v[2] > 1e6 || v[3] < 0 || v[4] < -1 || v[4] != floor(v[4])) {
+				what = "bad number (submit>=0, duration>0, gpus>=1, vcpu>=0, "
+				       "class>=-1)";
+			} else {
+				j.submit = v[0];
+				j.duration = v[1];
+				j.gpus = (uint32_t)v[2];
+				j.vcpu = (float)v[3];
+				j.cls = (int32_t)v[4];
+			}
+		}
+		if (what) {
+			seterr(err, errlen, "%s:%u: %s", path, lineno, what);
+			rc = -EBADMSG;
+			goto out_close;
+		}
+		if ((rc = push(t, &cap, &j))) {
+			seterr(err, errlen, "%s: out of memory", path);
+			goto out_close;
+		}
+	}
+	if (ferror(f)) {
+		rc = -EIO;
+		seterr(err, errlen, "%s: read error", path);
+	}
+out_close:
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+void gm_trace_synth_defaults(struct gm_synth_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->seed = 1;
+	o->jobs = 1000;
+	o->interarrival = 60;
+	o->load = 0.9;
+	o->cluster_gpus = 64;
+	o->dur_median = 3600;
+	o->dur_sigma = 1.0;
+	o->dur_max = 7 * 86400;
+	/* GPU-count mix of the openb trace's whole-GPU pods, rounded (most are 1-GPU). */
+	const uint32_t gn[] = {1, 2, 4, 8};
+	const double gp[] = {0.70, 0.10, 0.10, 0.10};
+	for (int i = 0; i < 4; i++) {
+		o->gpu_n[i] = gn[i];
+		o->gpu_p[i] = gp[i];
+	}
+	o->gpu_k = 4;
+	/* Requested vCPU per GPU, spread like openb (p10 ~3, median ~11, p90 16). */
+	const double vc[] = {4, 6, 8, 12, 12, 16};
+	for (int i = 0; i < 6; i++)
+		o->vcpu_per_gpu[i] = vc[i];
+	o->vcpu_k = 6;
+}
+
+int gm_trace_synth(struct gm_trace **out, const struct gm_synth_opts *o)
+{
+	struct gm_trace *t;
+	double gsum = 0, mean_gpus = 0, ia = o->interarrival, now = 0;
+
+	if (!o->jobs || o->gpu_k < 1 || o->gpu_k > 8 || o->vcpu_k < 1 || o->vcpu_k > 8 ||
+	    !(o->dur_median > 0) || !(o->dur_sigma >= 0) || !(o->dur_max > 0))
+		return -EINVAL;
+	for (int i = 0; i < o->gpu_k; i++) {
+		if (!(o->gpu_p[i] >= 0) || !o->gpu_n[i])
+			return -EINVAL;
+		gsum += o->gpu_p[i];
+		mean_gpus += o->gpu_p[i] * o->gpu_n[i];
+	}
+	if (!(gsum > 0))
+		return -EINVAL;
+	mean_gpus /= gsum;
+	if (!(ia > 0)) {
+		/* Offered load = arrival rate x mean GPU-seconds per job / cluster GPUs. */
+		double mean_dur = o->dur_median * exp(o->dur_sigma * o->dur_sigma / 2);
+		if (!(o->load > 0) || !o->cluster_gpus)
+			return -EINVAL;
+		ia = mean_gpus * mean_dur / (o->load * (double)o->cluster_gpus);
+	}
+	if (!(t = calloc(1, sizeof(*t))))
+		return -ENOMEM;
+	if (!(t->jobs = malloc(o->jobs * sizeof(*t->jobs)))) {
+		free(t);
+		return -ENOMEM;
+	}
+	snprintf(t->format, sizeof(t->format), "synth");
+	for (size_t i = 0; i < o->jobs; i++) {
+		struct gm_rng r;
+		struct gm_job *j = &t->jobs[i];
+		gm_rng_init(&r, o->seed, GM_TRACE_STREAM, i, 0);
+		double u = gm_rng_uniform(&r);
+		now += -ia * log1p(-u); /* exponential interarrival */
+		double x = gm_rng_uniform(&r) * gsum;
+		int k = 0;
+		while (k < o->gpu_k - 1 && x >= o->gpu_p[k]) {
+			x -= o->gpu_p[k];
+			k++;
+		}
+		/* Box-Muller normal for the lognormal duration. */
+		double u1 = 1.0 - gm_rng_uniform(&r), u2 = gm_rng_uniform(&r);
+		double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+		double d = o->dur_median * exp(o->dur_sigma * z);
+		if (d > o->dur_max)
+			d = o->dur_max;
+		if (d < 1)
+			d = 1;
+		j->submit = floor(now);
+		j->duration = floor(d);
+		j->gpus = o->gpu_n[k];
+		j->vcpu = (float)(o->vcpu_per_gpu[gm_rng_below(&r, (uint64_t)o->vcpu_k)] * j->gpus);
+		j->cls = GM_TRACE_CLASS_AUTO;
+		j->line = 0;
+	}
+	t->n = o->jobs;
+	*out = t;
+	return 0;
+}
+
+/* Parse "synth:k=v,k=v". */
+static int parse_synth(struct gm_synth_opts *o, const char *spec, char *err, size_t errlen)
+{
+	char buf[512], *save = NULL;
+	gm_trace_synth_defaults(o);
+	o->interarrival = 0;
+	if (strlen(spec) >= sizeof(buf)) {
+		seterr(err, errlen, "%s: spec too long", spec);
+		return -EBADMSG;
+	}
+	snprintf(buf, sizeof(buf), "%s", spec + 6);
+	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		double v;
+		if (!eq)
+			goto bad;
+		*eq++ = 0;
+		if (!strcmp(kv, "gpumix") || !strcmp(kv, "vcpu")) {
+			char *s2 = NULL;
+			int n = 0;
+			for (char *it = strtok_r(eq, "/", &s2); it; it = strtok_r(NULL, "/", &s2)) {
+				if (n == 8)
+					goto bad;
+				if (!strcmp(kv, "vcpu")) {
+					if (!num(it, &v) || v < 0)
+						goto bad;
+					o->vcpu_per_gpu[n++] = v;
+				} else {
+					unsigned g;
+					double p;
+					int used = 0;
+					if (sscanf(it, "%u:%lf%n", &g, &p, &used) != 2 || it[used] ||
+					    !g || p < 0)
+						goto bad;
+					o->gpu_n[n] = g;
+					o->gpu_p[n++] = p;
+				}
+			}
+			if (!n)
+				goto bad;
+			if (!strcmp(kv, "vcpu"))
+				o->vcpu_k = n;
+			else
+				o->gpu_k = n;
+			continue;
+		}
+		if (!num(eq, &v) || v < 0)
+			goto bad;
+		if (!strcmp(kv, "jobs") && v >= 1)
+			o->jobs = (size_t)v;
+		else if (!strcmp(kv, "seed"))
+			o->seed = (uint64_t)v;
+		else if (!strcmp(kv, "ia") && v > 0)
+			o->interarrival = v;
+		else if (!strcmp(kv, "load") && v > 0)
+			o->load = v;
+		else if (!strcmp(kv, "gpus") && v >= 1)
+			o->cluster_gpus = (uint64_t)v;
+		else if (!strcmp(kv, "median") && v > 0)
+			o->dur_median = v;
+		else if (!strcmp(kv, "sigma"))
+			o->dur_sigma = v;
+		else if (!strcmp(kv, "max") && v > 0)
+			o->dur_max = v;
+		else
+			goto bad;
+	}
+	return 0;
+bad:
+	seterr(err, errlen, "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
+			    "sigma max gpumix=1:70/8:30 vcpu=4/8)",
+	       spec);
+	return -EBADMSG;
+}
+
+int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t errlen)
+{
+	struct gm_trace *t;
+	int rc;
+
+	if (!strncmp(spec, "synth:", 6) || !strcmp(spec, "synth")) {
+		struct gm_synth_opts o;
+		if ((rc = parse_synth(&o, spec[5] ? spec : "synth:", err, errlen)))
+			return rc;
+		if ((rc = gm_trace_synth(out, &o)))
+			seterr(err, errlen, "%s: cannot generate (%s)", spec, strerror(-rc));
+		return rc;
+	}
+	if (!(t = calloc(1, sizeof(*t))))
+		return -ENOMEM;
+	if ((rc = read_file(t, spec, err, errlen))) {
+		gm_trace_destroy(t);
+		return rc;
+	}
+	finish(t);
+	*out = t;
+	return 0;
+}
+
+int gm_trace_write(const struct gm_trace *t, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	int rc = 0;
+	if (!f)
+		return -errno;
+	fprintf(f, "# goldminer-trace v1\n");
+	fprintf(f, "#submit_s\tduration_s\tgpus\tvcpu\tclass\n");
+	for (size_t i = 0; i < t->n; i++) {
+		const struct gm_job *j = &t->jobs[i];
+		fprintf(f, "%.17g\t%.17g\t%u\t%.9g\t%d\n", j->submit, j->duration, j->gpus,
+			(double)j->vcpu, j->cls);
+	}
+	if (fclose(f))
+		rc = -errno;
+	return rc;
+}
+
+void gm_trace_destroy(struct gm_trace *t)
+{
+	if (!t)
+		return;
+	free(t->jobs);
+	free(t);
+}
