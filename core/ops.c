@@ -1,0 +1,467 @@
+/*
+ * ops.c - per-sample augmentation (see ops.h): crop choice, partial decode,
+ * antialiased resize, flip, output layout.
+ *
+ * Design:
+ * - The crop is chosen before any pixel is decoded, from the header's size only:
+ *   train = torchvision RandomResizedCrop.get_params (10 tries, log-uniform ratio,
+ *   fallback to a ratio-clamped centre crop); eval = Resize(resize) + CenterCrop(size)
+ *   expressed as a (fractional) box of the original image. The decoder then decodes
+ *   only that box, at the largest DCT reduction that keeps it >= size x size.
+ * - Resize is separable triangle (bilinear with antialias, as PIL / torchvision
+ *   antialias=True): coefficients are computed once per image per axis in float,
+ *   stored as 14-bit fixed point with a constant tap count per axis (zero padded),
+ *   so the inner loops are fixed-length integer multiply-adds. The vertical pass
+ *   runs first (it is the long, contiguous loop over the window's width) and the
+ *   horizontal pass then only touches size rows.
+ * - Flip costs nothing: the horizontal coefficient table is written mirrored.
+ * - float32 CHW output goes through a 256-entry table per channel, so it equals
+ *   (u8/255 - mean)/std of the uint8 result (torchvision's ToTensor+Normalize of the
+ *   PIL image), computed once per handle.
+ * - All scratch (coefficients, intermediate rows) lives in the handle and only
+ *   grows; nothing is allocated per sample once the largest shape has been seen.
+ *
+ * RNG use per sample (stream GM_RNG_STREAM_SAMPLE, key (seed, epoch, sample id)):
+ * draw 0 = flip (always taken, also when flip_p is 0 or 1), then the RRC draws.
+ *
+ * Not done here: colour jitter and other photometric ops, float16 output, EXIF
+ * orientation, padding when an eval image is smaller than the crop (the shorter
+ * side is always resized to `resize` >= size, so it cannot be).
+ */
+#include "goldminer/ops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "goldminer/jpeg.h"
+#include "goldminer/rng.h"
+
+#define COEF_BITS 14
+#define COEF_ONE (1 << COEF_BITS)
+#define MAX_SIZE 8192u
+
+/* One axis of the resize: for output i, taps src[min[i] .. min[i]+taps). */
+struct axis {
+	int32_t *min;
+	int16_t *coef; /* out * taps */
+	size_t min_cap, coef_cap;
+	uint32_t taps;
+};
+
+struct gm_aug {
+	struct gm_aug_spec spec;
+	struct gm_jpeg *dec;
+	struct axis ax, ay;
+	uint8_t *tmp; /* vertical pass result: size rows x window width x 3 */
+	size_t tmp_cap;
+	int32_t *acc; /* one row of vertical accumulators */
+	size_t acc_cap;
+	uint8_t *row; /* one output row (u8 HWC) for the float path */
+	float lut[3][256];
+	char errmsg[320];
+};
+
+void gm_aug_spec_default(struct gm_aug_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->mode = GM_AUG_TRAIN;
+	s->size = 224;
+	s->scale_min = 0.08f;
+	s->scale_max = 1.0f;
+	s->ratio_min = 3.0f / 4.0f;
+	s->ratio_max = 4.0f / 3.0f;
+	s->flip_p = 0.5f;
+	s->resize = 256;
+	s->out = GM_OUT_U8_HWC;
+	s->mean[0] = 0.485f, s->mean[1] = 0.456f, s->mean[2] = 0.406f;
+	s->std[0] = 0.229f, s->std[1] = 0.224f, s->std[2] = 0.225f;
+	s->max_pixels = GM_JPEG_DEFAULT_MAX_PIXELS;
+}
+
+size_t gm_aug_out_bytes(const struct gm_aug_spec *s)
+{
+	return (size_t)s->size * s->size * 3 * (s->out == GM_OUT_F32_CHW ? 4 : 1);
+}
+
+static bool spec_ok(const struct gm_aug_spec *s)
+{
+	if (s->mode != GM_AUG_TRAIN && s->mode != GM_AUG_EVAL)
+		return false;
+	if (s->out != GM_OUT_U8_HWC && s->out != GM_OUT_F32_CHW)
+		return false;
+	if (s->size == 0 || s->size > MAX_SIZE)
+		return false;
+	if (s->mode == GM_AUG_TRAIN &&
+	    !(s->scale_min > 0 && s->scale_min <= s->scale_max && s->ratio_min > 0 &&
+	      s->ratio_min <= s->ratio_max && s->flip_p >= 0 && s->flip_p <= 1))
+		return false;
+	if (s->mode == GM_AUG_EVAL && (s->resize < s->size || s->resize > 4 * MAX_SIZE))
+		return false;
+	for (int c = 0; c < 3; c++)
+		if (!(s->std[c] != 0) || !isfinite(s->mean[c]) || !isfinite(s->std[c]))
+			return false;
+	return true;
+}
+
+int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
+{
+	struct gm_aug *a;
+	int ret;
+
+	if (!out || !s || !spec_ok(s))
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->spec = *s;
+	ret = gm_jpeg_create(&a->dec, s->max_pixels);
+	if (ret)
+		goto out_free;
+	a->row = malloc((size_t)s->size * 3);
+	if (!a->row) {
+		ret = -ENOMEM;
+		goto out_jpeg;
+	}
+	for (int c = 0; c < 3; c++)
+		for (int v = 0; v < 256; v++)
+			a->lut[c][v] = (float)(((double)v / 255.0 - s->mean[c]) / s->std[c]);
+	*out = a;
+	return 0;
+
+out_jpeg:
+	gm_jpeg_destroy(a->dec);
+out_free:
+	free(a);
+	return ret;
+}
+
+void gm_aug_destroy(struct gm_aug *a)
+{
+	if (!a)
+		return;
+	free(a->ax.min);
+	free(a->ax.coef);
+	free(a->ay.min);
+	free(a->ay.coef);
+	free(a->tmp);
+	free(a->acc);
+	free(a->row);
+	gm_jpeg_destroy(a->dec);
+	free(a);
+}
+
+const char *gm_aug_errmsg(const struct gm_aug *a)
+{
+	return a->errmsg;
+}
+
+/* Grow *p to at least n bytes; contents are not kept. */
+static int grow(void **p, size_t *cap, size_t n)
+{
+	if (n <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 1024;
+	while (c < n)
+		c *= 2;
+	void *q = malloc(c);
+	if (!q)
+		return -ENOMEM;
+	free(*p);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- crop choice --------------------------------------------------------------- */
+
+struct box {
+	double x0, y0, x1, y1; /* in full-image pixels */
+};
+
+/* torchvision RandomResizedCrop.get_params, draws from r. */
+static struct box rrc_box(const struct gm_aug_spec *s, struct gm_rng *r, uint32_t W, uint32_t H)
+{
+	double area = (double)W * H;
+	double lr0 = log(s->ratio_min), lr1 = log(s->ratio_max);
+	struct box b;
+
+	for (int attempt = 0; attempt < 10; attempt++) {
+		double target = area * (s->scale_min + (s->scale_max - s->scale_min) *
+							    gm_rng_uniform(r));
+		double ar = exp(lr0 + (lr1 - lr0) * gm_rng_uniform(r));
+		double w = nearbyint(sqrt(target * ar));
+		double h = nearbyint(sqrt(target / ar));
+		if (w > 0 && w <= W && h > 0 && h <= H) {
+			uint64_t i = gm_rng_below(r, (uint64_t)(H - h) + 1);
+			uint64_t j = gm_rng_below(r, (uint64_t)(W - w) + 1);
+			b.x0 = (double)j, b.y0 = (double)i, b.x1 = (double)j + w,
+			b.y1 = (double)i + h;
+			return b;
+		}
+	}
+	/* Fallback: centre crop, aspect ratio clamped to the range. */
+	double in_ratio = (double)W / H, w = W, h = H;
+	if (in_ratio < s->ratio_min)
+		h = nearbyint(w / s->ratio_min);
+	else if (in_ratio > s->ratio_max)
+		w = nearbyint(h * s->ratio_max);
+	if (h < 1)
+		h = 1;
+	if (w < 1)
+		w = 1;
+	b.y0 = floor((H - h) / 2);
+	b.x0 = floor((W - w) / 2);
+	b.x1 = b.x0 + w;
+	b.y1 = b.y0 + h;
+	return b;
+}
+
+/* torchvision Resize(resize) (shorter side) + CenterCrop(size), as a box of the original. */
+static struct box eval_box(const struct gm_aug_spec *s, uint32_t W, uint32_t H)
+{
+	double nw, nh;
+	struct box b;
+	if (W <= H) {
+		nw = s->resize;
+		nh = floor((double)s->resize * H / W);
+	} else {
+		nh = s->resize;
+		nw = floor((double)s->resize * W / H);
+	}
+	double top = nearbyint((nh - s->size) / 2.0), left = nearbyint((nw - s->size) / 2.0);
+	double fx = W / nw, fy = H / nh;
+	b.x0 = left * fx;
+	b.x1 = (left + s->size) * fx;
+	b.y0 = top * fy;
+	b.y1 = (top + s->size) * fy;
+	return b;
+}
+
+/* ---- resampling ------------------------------------------------------------------ */
+
+/*
+ * Triangle-filter coefficients mapping the source interval [b0, b1) of a row of
+ * `in` samples onto `out` samples (PIL's antialiased bilinear: the filter widens
+ * with the downscale factor). mirror: output i is written at out-1-i (flip).
+ */
+static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out,
+		      bool mirror)
+{
+	double scale = (b1 - b0) / out;
+	double fscale = scale > 1.0 ? scale : 1.0;
+	double support = fscale; /* triangle support 1, widened */
+	uint32_t taps = (uint32_t)ceil(support) * 2 + 1;
+	double w[64 + 3];
+	double *wp = w;
+	int ret = 0;
+
+	if (taps > in)
+		taps = in;
+	if (taps > 64) {
+		wp = malloc(sizeof(double) * (taps + 3));
+		if (!wp)
+			return -ENOMEM;
+	}
+	if (grow((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out) ||
+	    grow((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ax->taps = taps;
+	for (uint32_t i = 0; i < out; i++) {
+		double center = b0 + (i + 0.5) * scale;
+		double lo = center - support + 0.5, hi = center + support + 0.5;
+		int64_t xmin = lo < 0 ? 0 : (int64_t)lo;
+		int64_t xmax = hi > in ? (int64_t)in : (int64_t)hi;
+		if (xmax > xmin + taps)
+			xmax = xmin + taps;
+		if (xmax <= xmin) { /* degenerate: nearest sample */
+			xmin = center < 0 ? 0 : center >= in ? in - 1 : (int64_t)center;
+			xmax = xmin + 1;
+		}
+		double sum = 0;
+		int64_t n = xmax - xmin;
+		for (int64_t k = 0; k < n; k++) {
+			double t = fabs((k + xmin - center + 0.5) / fscale);
+			wp[k] = t < 1.0 ? 1.0 - t : 0.0;
+			sum += wp[k];
+		}
+		/* Start of the fixed-length tap run, kept inside [0, in). */
+		int64_t start = xmin + taps > in ? (int64_t)in - taps : xmin;
+		int64_t off = xmin - start;
+		uint32_t slot = mirror ? out - 1 - i : i;
+		int16_t *c = ax->coef + (size_t)slot * taps;
+		memset(c, 0, sizeof(int16_t) * taps);
+		int32_t total = 0, big = 0;
+		for (int64_t k = 0; k < n; k++) {
+			double v = sum > 0 ? wp[k] / sum : (k == 0 ? 1.0 : 0.0);
+			c[off + k] = (int16_t)lrint(v * COEF_ONE);
+			total += c[off + k];
+			if (c[off + k] > c[big])
+				big = (int32_t)(off + k);
+		}
+		c[big] = (int16_t)(c[big] + COEF_ONE - total); /* weights sum to exactly 1 */
+		ax->min[slot] = (int32_t)start;
+	}
+out:
+	if (wp != w)
+		free(wp);
+	return ret;
+}
+
+/* Vertical pass: out_h rows of nbytes from src rows (stride) into dst (nbytes per row). */
+static void vpass(uint8_t *restrict dst, const uint8_t *restrict src, size_t stride,
+		  size_t nbytes, const struct axis *ay, uint32_t out_h, int32_t *restrict acc)
+{
+	uint32_t taps = ay->taps;
+	for (uint32_t oy = 0; oy < out_h; oy++) {
+		const int16_t *c = ay->coef + (size_t)oy * taps;
+		const uint8_t *s = src + (size_t)ay->min[oy] * stride;
+		uint8_t *d = dst + (size_t)oy * nbytes;
+		int32_t c0 = c[0];
+		for (size_t x = 0; x < nbytes; x++)
+			acc[x] = (1 << (COEF_BITS - 1)) + s[x] * c0;
+		for (uint32_t k = 1; k < taps; k++) {
+			const uint8_t *sk = s + k * stride;
+			int32_t ck = c[k];
+			if (ck == 0)
+				continue;
+			for (size_t x = 0; x < nbytes; x++)
+				acc[x] += sk[x] * ck;
+		}
+		for (size_t x = 0; x < nbytes; x++)
+			d[x] = (uint8_t)(acc[x] >> COEF_BITS);
+	}
+}
+
+/* Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). */
+static void hpass_row(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
+		      uint32_t out_w)
+{
+	uint32_t taps = ax->taps;
+	for (uint32_t ox = 0; ox < out_w; ox++) {
+		const int16_t *c = ax->coef + (size_t)ox * taps;
+		const uint8_t *s = src + (size_t)ax->min[ox] * 3;
+		int32_t r = 1 << (COEF_BITS - 1), g = r, b = r;
+		for (uint32_t k = 0; k < taps; k++) {
+			r += s[3 * k] * c[k];
+			g += s[3 * k + 1] * c[k];
+			b += s[3 * k + 2] * c[k];
+		}
+		dst[3 * ox] = (uint8_t)(r >> COEF_BITS);
+		dst[3 * ox + 1] = (uint8_t)(g >> COEF_BITS);
+		dst[3 * ox + 2] = (uint8_t)(b >> COEF_BITS);
+	}
+}
+
+/* ---- the sample ------------------------------------------------------------------- */
+
+static int fail(struct gm_aug *a, int ret, const char *what)
+{
+	snprintf(a->errmsg, sizeof(a->errmsg), "gm_aug_sample: %s", what);
+	return ret;
+}
+
+int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
+		  uint64_t sample_id, void *out, struct gm_aug_times *t)
+{
+	const struct gm_aug_spec *s = &a->spec;
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image img;
+	struct gm_rng r;
+	struct box b;
+	bool flip = false;
+	uint32_t size = s->size;
+	uint64_t t0 = now_ns(), t1, t2;
+	int ret;
+
+	a->errmsg[0] = '\0';
+	if (!out)
+		return fail(a, -EINVAL, "no output buffer");
+	ret = gm_jpeg_open(a->dec, jpeg, len, &info);
+	if (ret)
+		return fail(a, ret, gm_jpeg_errmsg(a->dec));
+	if (s->mode == GM_AUG_TRAIN) {
+		gm_rng_init(&r, seed, GM_RNG_STREAM_SAMPLE, epoch, sample_id);
+		flip = gm_rng_uniform(&r) < s->flip_p;
+		b = rrc_box(s, &r, info.width, info.height);
+	} else {
+		b = eval_box(s, info.width, info.height);
+	}
+
+	/* Window of the DCT-scaled image covering the box, rounded outwards. */
+	uint32_t n = gm_jpeg_pick_scale(b.x1 - b.x0, b.y1 - b.y0, size, size);
+	uint32_t sw = gm_jpeg_scaled_dim(info.width, n), sh = gm_jpeg_scaled_dim(info.height, n);
+	double f = n / 8.0;
+	double sx0 = b.x0 * f, sy0 = b.y0 * f, sx1 = b.x1 * f, sy1 = b.y1 * f;
+	uint32_t wx0 = (uint32_t)floor(sx0), wy0 = (uint32_t)floor(sy0);
+	uint32_t wx1 = (uint32_t)ceil(sx1), wy1 = (uint32_t)ceil(sy1);
+	if (wx1 > sw)
+		wx1 = sw;
+	if (wy1 > sh)
+		wy1 = sh;
+	if (wx0 >= wx1)
+		wx0 = wx1 - 1;
+	if (wy0 >= wy1)
+		wy0 = wy1 - 1;
+	ret = gm_jpeg_decode_region(a->dec, n, wx0, wy0, wx1 - wx0, wy1 - wy0, &img);
+	if (ret)
+		return fail(a, ret, gm_jpeg_errmsg(a->dec));
+	t1 = now_ns();
+
+	/* Coefficients for this image, box relative to the decoded window. */
+	if (axis_build(&a->ax, sx0 - wx0, sx1 - wx0, img.width, size, flip) ||
+	    axis_build(&a->ay, sy0 - wy0, sy1 - wy0, img.height, size, false))
+		return fail(a, -ENOMEM, "out of memory for resize coefficients");
+	/* Only the columns the horizontal taps reach go through the vertical pass. */
+	uint32_t lo = UINT32_MAX, hi = 0;
+	for (uint32_t i = 0; i < size; i++) {
+		uint32_t m = (uint32_t)a->ax.min[i];
+		lo = m < lo ? m : lo;
+		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
+	}
+	size_t nbytes = (size_t)(hi - lo) * 3;
+	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes * size) ||
+	    grow((void **)&a->acc, &a->acc_cap, sizeof(int32_t) * nbytes))
+		return fail(a, -ENOMEM, "out of memory for resize buffers");
+	for (uint32_t i = 0; i < size; i++)
+		a->ax.min[i] -= (int32_t)lo;
+	vpass(a->tmp, img.pixels + (size_t)lo * 3, img.stride, nbytes, &a->ay, size, a->acc);
+
+	if (s->out == GM_OUT_U8_HWC) {
+		uint8_t *o = out;
+		for (uint32_t y = 0; y < size; y++)
+			hpass_row(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax,
+				  size);
+	} else {
+		float *o = out;
+		size_t plane = (size_t)size * size;
+		for (uint32_t y = 0; y < size; y++) {
+			hpass_row(a->row, a->tmp + (size_t)y * nbytes, &a->ax, size);
+			float *p0 = o + (size_t)y * size, *p1 = p0 + plane, *p2 = p1 + plane;
+			for (uint32_t x = 0; x < size; x++) {
+				p0[x] = a->lut[0][a->row[3 * x]];
+				p1[x] = a->lut[1][a->row[3 * x + 1]];
+				p2[x] = a->lut[2][a->row[3 * x + 2]];
+			}
+		}
+	}
+	t2 = now_ns();
+	if (t) {
+		t->decode_ns += t1 - t0;
+		t->augment_ns += t2 - t1;
+	}
+	return 0;
+}

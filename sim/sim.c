@@ -1,0 +1,971 @@
+/*
+ * sim.c - the discrete-event cluster simulator (sim.h).
+ *
+ * Engine (ROSS-like): an indexed binary min-heap of events keyed by (time, sequence
+ * number), so equal times pop in scheduling order and every run is deterministic.
+ * There are three event types with one handler each (the callback table below):
+ * ARRIVAL (only the next trace job is ever in the heap), FINISH (one per running job;
+ * an allocation change re-keys it in place, O(log n)) and SAMPLE (time series on a
+ * fixed period, never per event).
+ *
+ * Job model: a job of class k with G GPUs has GPU-bound rate R = G * gpu_rate_k and
+ * gets d = cpu_rate_k samples/s per data vCPU. Its work (samples) is calibrated so
+ * that with its requested vCPUs it runs exactly its traced duration:
+ * work = duration * min(R, vreq * d). Whenever its vCPUs change, the work done so
+ * far is booked at the old rate and its FINISH is moved to now + left / new rate.
+ *
+ * Policies: placement is FIFO with best-fit packing onto the node with the fewest
+ * free GPUs that fits (optional backfill window); jobs larger than a node span the
+ * emptiest nodes. CPUs: static = requested vCPUs on the job's nodes; proportional =
+ * node vCPUs x the job's GPU share; goldminer = a local share (local_min per GPU)
+ * plus pool workers on idle vCPUs anywhere, allocated by core/policy.c and each
+ * paying remote_cost of its rate (all pool workers are charged, conservatively,
+ * even those that happen to sit on the job's own node); unlimited-cpu = R always.
+ * Pool workers are one vCPU each and fungible, so "pool used <= idle vCPUs" is
+ * exactly the condition for a per-node placement without over-commit.
+ *
+ * Utilisation integrals and counters are updated incrementally at each event; no
+ * work is O(running jobs) per event. Invariants (time never goes back, no node
+ * over-committed, pool within idle vCPUs, each job's work done exactly once) are
+ * checked at every change; opts.check adds a full audit after each event.
+ *
+ * Not modelled: GPU types, memory, network topology, preemption of GPUs, job
+ * failures, CPU-only pods.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "goldminer/policy.h"
+#include "goldminer/rng.h"
+#include "goldminer/sim.h"
+
+#define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
+#define NOPOS UINT32_MAX
+
+enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
+enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_DROPPED };
+
+struct ev {
+	double t;
+	uint64_t seq;
+	uint32_t type, id, pos; /* pos: index in the heap or NOPOS */
+};
+
+struct place {
+	uint32_t node, g, c; /* GPUs and reserved vCPUs on that node */
+};
+
+struct sjob {
+	double R, d;         /* GPU-bound rate, per-vCPU data rate */
+	double work0, left;  /* samples in total, samples left at t_last */
+	double rate, t_last; /* current samples/s, time of last booking */
+	double start, end;
+	double busy_g, busy_c; /* this job's share of the utilisation sums */
+	float vreq;            /* requested vCPUs (filled when the trace has none) */
+	uint32_t gpus, local, extra, pslot;
+	uint32_t place_off, nplace;
+	int16_t cls;
+	uint8_t state;
+};
+
+struct sim {
+	const struct gm_cluster *c;
+	const struct gm_trace *t;
+	const struct gm_profile *prof;
+	struct gm_sim_opts o;
+	char *err;
+	size_t errlen;
+	/* engine */
+	struct ev *ev; /* [0, n) FINISH of job i, n = ARRIVAL, n+1 = SAMPLE */
+	uint32_t *heap, nheap;
+	uint64_t seq, events;
+	double now;
+	/* jobs */
+	struct sjob *j;
+	size_t n, next_arrival, ndone, nqueued, nrunning;
+	uint32_t *queue, qhead, qtail;
+	struct place *pl;
+	size_t npl, plcap;
+	/* nodes: free resources and buckets of nodes by free GPU count */
+	int64_t *free_g, *free_c;
+	uint32_t *bk_head, *bk_next, *bk_prev;
+	uint64_t free_gpus;
+	/* goldminer */
+	struct gm_policy *pol;
+	uint32_t *slot2job;
+	uint32_t slotcap;
+	uint64_t reserved_cpu;
+	/* metrics */
+	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
+	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;
+	double interval;
+	uint64_t realloc;
+	size_t unplaceable;
+	FILE *ts;
+	int rc;
+};
+
+static void fail(struct sim *s, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	if (s->rc)
+		return;
+	s->rc = rc;
+	va_start(ap, fmt);
+	if (s->err && s->errlen)
+		vsnprintf(s->err, s->errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- engine: indexed heap on (t, seq) ---- */
+
+static bool ev_before(const struct sim *s, uint32_t a, uint32_t b)
+{
+	const struct ev *x = &s->ev[a], *y = &s->ev[b];
+	if (x->t != y->t)
+		return x->t < y->t;
+	return x->seq < y->seq;
+}
+
+static void hset(struct sim *s, uint32_t i, uint32_t id)
+{
+	s->heap[i] = id;
+	s->ev[id].pos = i;
+}
+
+static void hfix(struct sim *s, uint32_t i)
+{
+	uint32_t x = s->heap[i];
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+		if (!ev_before(s, x, s->heap[p]))
+			break;
+		hset(s, i, s->heap[p]);
+		i = p;
+	}
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+		if (c >= s->nheap)
+			break;
+		if (c + 1 < s->nheap && ev_before(s, s->heap[c + 1], s->heap[c]))
+			c++;
+		if (!ev_before(s, s->heap[c], x))
+			break;
+		hset(s, i, s->heap[c]);
+		i = c;
+	}
+	hset(s, i, x);
+}
+
+/* Schedule event id at time t, or move it there if already scheduled. */
+static void ev_at(struct sim *s, uint32_t id, double t)
+{
+	struct ev *e = &s->ev[id];
+	if (t < s->now) {
+		fail(s, -ENOTRECOVERABLE, "invariant: event scheduled in the past (%.17g < %.17g)",
+		     t, s->now);
+		t = s->now;
+	}
+	e->t = t;
+	e->seq = s->seq++;
+	if (e->pos == NOPOS) {
+		s->heap[s->nheap] = id;
+		e->pos = s->nheap++;
+	}
+	hfix(s, e->pos);
+}
+
+static void ev_cancel(struct sim *s, uint32_t id)
+{
+	uint32_t i = s->ev[id].pos;
+	if (i == NOPOS)
+		return;
+	s->ev[id].pos = NOPOS;
+	uint32_t last = s->heap[--s->nheap];
+	if (i != s->nheap) {
+		hset(s, i, last);
+		hfix(s, i);
+	}
+}
+
+static uint32_t ev_pop(struct sim *s)
+{
+	uint32_t id = s->heap[0];
+	ev_cancel(s, id);
+	return id;
+}
+
+/* ---- metrics ---- */
+
+/* Integrate the utilisation sums up to now (called before any of them changes). */
+static void integrate(struct sim *s)
+{
+	double dt = s->now - s->t_int;
+	if (dt > 0) {
+		s->int_alloc_g += s->sum_alloc_g * dt;
+		s->int_busy_g += s->sum_busy_g * dt;
+		s->int_alloc_c += s->sum_alloc_c * dt;
+		s->int_busy_c += s->sum_busy_c * dt;
+	}
+	s->t_int = s->now;
+}
+
+/* ---- nodes ---- */
+
+static void bk_del(struct sim *s, uint32_t n)
+{
+	uint32_t k = (uint32_t)s->free_g[n];
+	if (s->bk_prev[n] != NOPOS)
+		s->bk_next[s->bk_prev[n]] = s->bk_next[n];
+	else
+		s->bk_head[k] = s->bk_next[n];
+	if (s->bk_next[n] != NOPOS)
+		s->bk_prev[s->bk_next[n]] = s->bk_prev[n];
+}
+
+static void bk_add(struct sim *s, uint32_t n)
+{
+	uint32_t k = (uint32_t)s->free_g[n];
+	s->bk_prev[n] = NOPOS;
+	s->bk_next[n] = s->bk_head[k];
+	if (s->bk_head[k] != NOPOS)
+		s->bk_prev[s->bk_head[k]] = n;
+	s->bk_head[k] = n;
+}
+
+static void node_take(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
+{
+	bk_del(s, n);
+	s->free_g[n] -= g;
+	s->free_c[n] -= c;
+	s->free_gpus -= g;
+	s->reserved_cpu += c;
+	if (s->free_g[n] < 0 || s->free_c[n] < 0)
+		fail(s, -ENOTRECOVERABLE, "invariant: node %u over-committed (%lld GPUs, %lld "
+					  "vCPUs free)",
+		     n, (long long)s->free_g[n], (long long)s->free_c[n]);
+	else
+		bk_add(s, n);
+}
+
+static void node_give(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
+{
+	bk_del(s, n);
+	s->free_g[n] += g;
+	s->free_c[n] += c;
+	s->free_gpus += g;
+	s->reserved_cpu -= c;
+	if (s->free_g[n] > s->c->gpus[n] || s->free_c[n] > s->c->cpus[n])
+		fail(s, -ENOTRECOVERABLE, "invariant: node %u freed more than it has", n);
+	else
+		bk_add(s, n);
+}
+
+/* vCPUs a job reserves on a node for t of its g GPUs, by policy. */
+static uint32_t cpu_need(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
+{
+	double want;
+	switch (s->o.policy) {
+	case GM_SIM_STATIC:
+		want = ceil((double)j->vreq * t / j->gpus - 1e-9);
+		break;
+	case GM_SIM_PROPORTIONAL:
+		return (uint32_t)((uint64_t)s->c->cpus[n] * t / s->c->gpus[n]);
+	case GM_SIM_GOLDMINER: {
+		double l = s->o.local_min * j->gpus;
+		if (l > j->vreq)
+			l = j->vreq;
+		if (l < 1)
+			l = 1;
+		want = ceil(l * t / j->gpus - 1e-9);
+		break;
+	}
+	default:
+		return 0;
+	}
+	if (want < 1)
+		want = 1;
+	if (want > s->c->cpus[n])
+		want = s->c->cpus[n]; /* a request no node can hold is capped to the node */
+	return (uint32_t)want;
+}
+
+static int push_place(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
+{
+	if (s->npl == s->plcap) {
+		size_t nc = s->plcap ? s->plcap * 2 : 1024;
+		void *a = realloc(s->pl, nc * sizeof(*s->pl));
+		if (!a)
+			return -ENOMEM;
+		s->pl = a;
+		s->plcap = nc;
+	}
+	s->pl[s->npl++] = (struct place){n, g, c};
+	return 0;
+}
+
+/* Place job ji: best fit on one node, else spread over the emptiest nodes. */
+static bool place(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	uint32_t maxg = s->c->max_gpus;
+
+	if (s->free_gpus < j->gpus)
+		return false;
+	if (j->gpus <= maxg) {
+		for (uint32_t k = j->gpus; k <= maxg; k++)
+			for (uint32_t n = s->bk_head[k]; n != NOPOS; n = s->bk_next[n]) {
+				uint32_t c = cpu_need(s, j, n, j->gpus);
+				if (s->free_c[n] < c)
+					continue;
+				if (push_place(s, n, j->gpus, c)) {
+					fail(s, -ENOMEM, "out of memory");
+					return false;
+				}
+				j->place_off = (uint32_t)(s->npl - 1);
+				j->nplace = 1;
+				node_take(s, n, j->gpus, c);
+				j->local = c;
+				return true;
+			}
+		if (j->gpus < maxg)
+			return false;
+	}
+	/* Larger than any node's free GPUs: take whole free GPUs of the emptiest nodes. */
+	size_t off = s->npl;
+	uint32_t left = j->gpus, local = 0;
+	for (uint32_t k = maxg; k >= 1 && left; k--)
+		for (uint32_t n = s->bk_head[k], nx; n != NOPOS && left; n = nx) {
+			nx = s->bk_next[n];
+			uint32_t t = k < left ? k : left;
+			uint32_t c = cpu_need(s, j, n, t);
+			if (s->free_c[n] < c)
+				continue;
+			if (push_place(s, n, t, c)) {
+				fail(s, -ENOMEM, "out of memory");
+				return false;
+			}
+			left -= t;
+			local += c;
+		}
+	if (left) { /* did not fit: forget the tentative records */
+		s->npl = off;
+		return false;
+	}
+	j->place_off = (uint32_t)off;
+	j->nplace = (uint32_t)(s->npl - off);
+	for (size_t i = off; i < s->npl; i++)
+		node_take(s, s->pl[i].node, s->pl[i].g, s->pl[i].c);
+	j->local = local;
+	return true;
+}
+
+/* ---- job rates ---- */
+
+/* Book work done since t_last at the current rate. */
+static void book(struct sim *s, struct sjob *j)
+{
+	j->left -= j->rate * (s->now - j->t_last);
+	j->t_last = s->now;
+}
+
+/* The data rate and vCPUs busy for the job's current allocation. */
+static double data_rate(const struct sim *s, const struct sjob *j, double *busy)
+{
+	double lr, er, r;
+	switch (s->o.policy) {
+	case GM_SIM_STATIC:
+		lr = (j->local < j->vreq ? j->local : j->vreq) * j->d;
+		r = lr < j->R ? lr : j->R;
+		*busy = r / j->d;
+		return r;
+	case GM_SIM_PROPORTIONAL: {
+		/* exact share (the reservation is rounded down to whole vCPUs) */
+		double share = 0;
+		for (uint32_t i = 0; i < j->nplace; i++) {
+			const struct place *p = &s->pl[j->place_off + i];
+			share += (double)s->c->cpus[p->node] * p->g / s->c->gpus[p->node];
+		}
+		lr = share * j->d;
+		r = lr < j->R ? lr : j->R;
+		*busy = r / j->d;
+		return r;
+	}
+	case GM_SIM_GOLDMINER:
+		lr = j->local * j->d;
+		er = j->extra * j->d * (1 - s->o.remote_cost);
+		if (lr >= j->R) {
+			*busy = j->R / j->d;
+			return j->R;
+		}
+		if (lr + er >= j->R) {
+			*busy = j->local + (j->R - lr) / (j->d * (1 - s->o.remote_cost));
+			return j->R;
+		}
+		*busy = (double)j->local + j->extra;
+		return lr + er;
+	default:
+		*busy = j->R / j->d;
+		return j->R;
+	}
+}
+
+/* Recompute a running job's rate and move its FINISH. */
+static void set_rate(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	double busy, r;
+
+	book(s, j);
+	r = data_rate(s, j, &busy);
+	s->sum_busy_g -= j->busy_g;
+	s->sum_busy_c -= j->busy_c;
+	s->sum_alloc_c -= j->local + j->extra; /* re-added below */
+	j->rate = r;
+	j->busy_g = j->gpus * r / j->R;
+	j->busy_c = busy;
+	s->sum_busy_g += j->busy_g;
+	s->sum_busy_c += j->busy_c;
+	s->sum_alloc_c += j->local + j->extra;
+	if (s->o.policy == GM_SIM_UNLIMITED)
+		s->sum_alloc_c += 0;
+	if (r > 0)
+		ev_at(s, ji, s->now + (j->left > 0 ? j->left : 0) / r);
+	else
+		ev_cancel(s, ji);
+}
+
+static int grow_slots(struct sim *s, uint32_t slot)
+{
+	if (slot < s->slotcap)
+		return 0;
+	uint32_t nc = s->slotcap ? s->slotcap : 1024;
+	while (nc <= slot)
+		nc *= 2;
+	void *a = realloc(s->slot2job, nc * sizeof(uint32_t));
+	if (!a)
+		return -ENOMEM;
+	s->slot2job = a;
+	s->slotcap = nc;
+	return 0;
+}
+
+static void start_job(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	j->state = J_RUNNING;
+	j->start = s->now;
+	j->t_last = s->now;
+	j->rate = 0;
+	j->extra = 0;
+	s->nqueued--;
+	s->nrunning++;
+	s->sum_alloc_g += j->gpus;
+	s->sum_alloc_c += 0;
+	if (s->o.policy == GM_SIM_GOLDMINER) {
+		/* The pool sees what the local share leaves of the GPU-bound rate. */
+		double rest = j->R - j->local * j->d;
+		struct gm_policy_job pj = {
+			.gpu_rate = rest > 0 ? rest : 0,
+			.worker_rate = j->d * (1 - s->o.remote_cost),
+			.weight = j->gpus / j->R, /* objective: GPUs kept busy */
+			.min_workers = 0,
+			.max_workers = UINT32_MAX,
+			.tag = ji,
+		};
+		uint32_t slot;
+		int rc = gm_policy_add(s->pol, &pj, &slot);
+		if (!rc)
+			rc = grow_slots(s, slot);
+		if (rc) {
+			fail(s, rc, "policy: cannot add job %u (%s)", ji, strerror(-rc));
+			return;
+		}
+		j->pslot = slot;
+		s->slot2job[slot] = ji;
+	}
+	set_rate(s, ji);
+}
+
+/* FIFO (with an optional backfill window) over the queue. */
+static void schedule(struct sim *s)
+{
+	while (s->qhead < s->qtail && s->j[s->queue[s->qhead]].state != J_QUEUED)
+		s->qhead++;
+	uint32_t tried = 0, window = s->o.backfill + 1;
+	for (uint32_t q = s->qhead; q < s->qtail && tried < window && !s->rc; q++) {
+		uint32_t ji = s->queue[q];
+		if (s->j[ji].state != J_QUEUED)
+			continue;
+		tried++;
+		if (place(s, ji)) {
+			start_job(s, ji);
+			if (q == s->qhead)
+				tried = 0; /* the head moved on: the window starts again */
+		} else if (!s->o.backfill) {
+			break;
+		}
+		if (!s->free_gpus)
+			break;
+	}
+}
+
+/* Apply the goldminer policy's changes to job rates. */
+static void rebalance(struct sim *s)
+{
+	const uint32_t *ch;
+	size_t n;
+
+	if (s->o.policy != GM_SIM_GOLDMINER || s->rc)
+		return;
+	uint64_t total = s->c->total_cpus;
+	gm_policy_set_budget(s->pol, total > s->reserved_cpu ? total - s->reserved_cpu : 0);
+	if (gm_policy_rebalance(s->pol))
+		fail(s, -ENOTRECOVERABLE, "invariant: pool over budget");
+	n = gm_policy_changed(s->pol, &ch);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ji = s->slot2job[ch[i]];
+		s->j[ji].extra = gm_policy_workers(s->pol, ch[i]);
+		set_rate(s, ji);
+		s->realloc++;
+	}
+	if (gm_policy_used(s->pol) + s->reserved_cpu > total)
+		fail(s, -ENOTRECOVERABLE, "invariant: vCPUs over-committed (%llu pool + %llu "
+					  "local > %llu)",
+		     (unsigned long long)gm_policy_used(s->pol),
+		     (unsigned long long)s->reserved_cpu, (unsigned long long)total);
+}
+
+/* ---- event handlers (the callback table) ---- */
+
+static void on_arrival(struct sim *s, uint32_t id)
+{
+	(void)id;
+	uint32_t ji = (uint32_t)s->next_arrival++;
+	struct sjob *j = &s->j[ji];
+
+	if (s->next_arrival < s->n)
+		ev_at(s, (uint32_t)s->n, s->t->jobs[s->next_arrival].submit / s->o.arrival_scale);
+	if (j->gpus > s->c->total_gpus) {
+		j->state = J_DROPPED;
+		s->unplaceable++;
+		s->ndone++;
+		return;
+	}
+	j->state = J_QUEUED;
+	s->nqueued++;
+	s->queue[s->qtail++] = ji;
+	schedule(s);
+	rebalance(s);
+}
+
+static void on_finish(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+
+	if (j->state != J_RUNNING) {
+		fail(s, -ENOTRECOVERABLE, "invariant: job %u finished twice", ji);
+		return;
+	}
+	book(s, j);
+	if (fabs(j->left) > 1e-6 * j->work0 + 1e-6) {
+		fail(s, -ENOTRECOVERABLE, "invariant: job %u finished with %.9g of %.9g samples "
+					  "left",
+		     ji, j->left, j->work0);
+		return;
+	}
+	j->left = 0;
+	j->state = J_DONE;
+	j->end = s->now;
+	s->nrunning--;
+	s->ndone++;
+	s->sum_alloc_g -= j->gpus;
+	s->sum_busy_g -= j->busy_g;
+	s->sum_busy_c -= j->busy_c;
+	s->sum_alloc_c -= j->local + j->extra;
+	j->busy_g = j->busy_c = 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		const struct place *p = &s->pl[j->place_off + i];
+		node_give(s, p->node, p->g, p->c);
+	}
+	if (s->o.policy == GM_SIM_GOLDMINER)
+		gm_policy_remove(s->pol, j->pslot);
+	j->extra = 0;
+	schedule(s);
+	rebalance(s);
+}
+
+static void write_sample(struct sim *s)
+{
+	if (!s->ts)
+		return;
+	double G = (double)s->c->total_gpus, C = (double)s->c->total_cpus;
+	fprintf(s->ts, "%.0f\t%.4f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\n", s->now, s->sum_alloc_g / G,
+		s->sum_busy_g / G, s->sum_alloc_c / C, s->sum_busy_c / C, s->nrunning,
+		s->nqueued);
+}
+
+static void on_sample(struct sim *s, uint32_t id)
+{
+	write_sample(s);
+	if (s->ndone < s->n)
+		ev_at(s, id, s->now + s->interval);
+}
+
+static void (*const handlers[EV_NTYPES])(struct sim *, uint32_t) = {
+	[EV_ARRIVAL] = on_arrival,
+	[EV_FINISH] = on_finish,
+	[EV_SAMPLE] = on_sample,
+};
+
+/* Full audit (opts.check): recompute every node's use from the running jobs. */
+static void audit(struct sim *s)
+{
+	uint32_t N = s->c->n;
+	int64_t *ug = calloc(N, sizeof(int64_t)), *uc = calloc(N, sizeof(int64_t));
+	uint64_t pool = 0;
+	if (!ug || !uc) {
+		fail(s, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		const struct sjob *j = &s->j[i];
+		if (j->state != J_RUNNING)
+			continue;
+		pool += j->extra;
+		for (uint32_t k = 0; k < j->nplace; k++) {
+			ug[s->pl[j->place_off + k].node] += s->pl[j->place_off + k].g;
+			uc[s->pl[j->place_off + k].node] += s->pl[j->place_off + k].c;
+		}
+	}
+	for (uint32_t n = 0; n < N; n++)
+		if (ug[n] > s->c->gpus[n] || uc[n] > s->c->cpus[n] ||
+		    ug[n] + s->free_g[n] != s->c->gpus[n] || uc[n] + s->free_c[n] != s->c->cpus[n]) {
+			fail(s, -ENOTRECOVERABLE, "invariant: node %u accounting (%lld/%u GPUs, "
+						  "%lld/%u vCPUs)",
+			     n, (long long)ug[n], s->c->gpus[n], (long long)uc[n], s->c->cpus[n]);
+			break;
+		}
+	if (pool + s->reserved_cpu > s->c->total_cpus)
+		fail(s, -ENOTRECOVERABLE, "invariant: pool workers exceed idle vCPUs");
+out_free:
+	free(ug);
+	free(uc);
+}
+
+/* ---- setup and reports ---- */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	size_t k = (size_t)ceil(p * (double)n) - 1; /* nearest rank */
+	if (k >= n)
+		k = n - 1;
+	return v[k];
+}
+
+void gm_sim_opts_defaults(struct gm_sim_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->policy = GM_SIM_STATIC;
+	o->seed = 1;
+	o->arrival_scale = 1;
+	o->remote_cost = 0.1;
+	o->local_min = 1;
+}
+
+static const char *const pnames[GM_SIM_NPOLICY] = {"static", "proportional", "goldminer",
+						   "unlimited-cpu"};
+
+const char *gm_sim_policy_name(enum gm_sim_policy p)
+{
+	return (unsigned)p < GM_SIM_NPOLICY ? pnames[p] : "?";
+}
+
+int gm_sim_policy_parse(const char *name)
+{
+	for (int i = 0; i < GM_SIM_NPOLICY; i++)
+		if (!strcmp(name, pnames[i]))
+			return i;
+	return -EINVAL;
+}
+
+int gm_sim_summary_json(const struct gm_sim_summary *m, int with_wall, char *buf, size_t len)
+{
+	int k = snprintf(buf, len,
+			 "{\"policy\":\"%s\",\"jobs\":%zu,\"unplaceable\":%zu,\"avg_jct\":%.1f,"
+			 "\"p50_jct\":%.1f,\"p95_jct\":%.1f,\"p99_jct\":%.1f,\"avg_queue\":%.1f,"
+			 "\"makespan\":%.1f,\"gpu_util\":%.4f,\"gpu_alloc\":%.4f,\"cpu_util\":%.4f,"
+			 "\"cpu_alloc\":%.4f,\"events\":%llu,\"reallocations\":%llu",
+			 m->policy, m->jobs, m->unplaceable, m->avg_jct, m->p50_jct, m->p95_jct,
+			 m->p99_jct, m->avg_queue, m->makespan, m->gpu_util, m->gpu_alloc,
+			 m->cpu_util, m->cpu_alloc, (unsigned long long)m->events,
+			 (unsigned long long)m->realloc);
+	if (k < 0 || (size_t)k >= len)
+		return k;
+	if (with_wall)
+		k += snprintf(buf + k, len - (size_t)k, ",\"wall_s\":%.3f,\"max_rss_mib\":%.1f}",
+			      m->wall_s, m->max_rss_mib);
+	else
+		k += snprintf(buf + k, len - (size_t)k, "}");
+	return k;
+}
+
+/* Build the per-job model: class, rates, calibrated work. */
+static int init_jobs(struct sim *s)
+{
+	const struct gm_profile *p = s->prof;
+	double share_sum = 0;
+	double cpg = (double)s->c->total_cpus / (double)s->c->total_gpus;
+
+	for (int k = 0; k < p->n; k++)
+		share_sum += p->c[k].share;
+	if (!(share_sum > 0))
+		return -EINVAL;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct gm_job *tj = &s->t->jobs[i];
+		struct sjob *j = &s->j[i];
+		int cls = tj->cls;
+		if (cls >= p->n)
+			return -EINVAL;
+		if (cls < 0) {
+			struct gm_rng r;
+			gm_rng_init(&r, s->o.seed, GM_SIM_STREAM_CLASS, i, 0);
+			double x = gm_rng_uniform(&r) * share_sum;
+			cls = 0;
+			while (cls < p->n - 1 && x >= p->c[cls].share) {
+				x -= p->c[cls].share;
+				cls++;
+			}
+		}
+		j->cls = (int16_t)cls;
+		j->gpus = tj->gpus;
+		/* No CPU request in the trace (Philly): the cluster's vCPU-per-GPU ratio. */
+		j->vreq = tj->vcpu > 0 ? tj->vcpu : (float)(cpg * tj->gpus);
+		if (j->vreq < 1)
+			j->vreq = 1;
+		j->R = p->c[cls].gpu_rate * tj->gpus;
+		j->d = p->c[cls].cpu_rate;
+		double r0 = j->vreq * j->d < j->R ? j->vreq * j->d : j->R;
+		j->work0 = j->left = tj->duration * r0;
+		j->pslot = NOPOS;
+		j->state = J_PENDING;
+		s->ev[i] = (struct ev){.pos = NOPOS, .type = EV_FINISH, .id = (uint32_t)i};
+	}
+	return 0;
+}
+
+static int write_outputs(struct sim *s, struct gm_sim_summary *m)
+{
+	char path[4096];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s/jobs.tsv", s->o.out_dir);
+	if (!(f = fopen(path, "w")))
+		goto out_errno;
+	fprintf(f, "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run"
+		   "\tspeedup\n");
+	for (size_t i = 0; i < s->n; i++) {
+		const struct sjob *j = &s->j[i];
+		double sub = s->t->jobs[i].submit / s->o.arrival_scale;
+		if (j->state != J_DONE)
+			continue;
+		fprintf(f, "%zu\t%s\t%u\t%.3g\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.4f\n", i,
+			s->prof->c[j->cls].name, j->gpus, (double)j->vreq, sub, j->start, j->end,
+			j->end - sub, j->start - sub, j->end - j->start, s->t->jobs[i].duration,
+			j->end > j->start ? s->t->jobs[i].duration / (j->end - j->start) : 0.0);
+	}
+	if (fclose(f))
+		goto out_errno;
+	snprintf(path, sizeof(path), "%s/summary.json", s->o.out_dir);
+	if (!(f = fopen(path, "w")))
+		goto out_errno;
+	char buf[1024];
+	gm_sim_summary_json(m, 0, buf, sizeof(buf));
+	fprintf(f, "%s\n", buf);
+	if (fclose(f))
+		goto out_errno;
+	return 0;
+out_errno:
+	rc = -errno;
+	fail(s, rc, "%s: %s", path, strerror(errno));
+	return rc;
+}
+
+int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
+	       const struct gm_profile *prof, const struct gm_sim_opts *o,
+	       struct gm_sim_summary *m, char *err, size_t errlen)
+{
+	struct sim S = {.c = c, .t = t, .prof = prof, .o = *o, .err = err, .errlen = errlen};
+	struct sim *s = &S;
+	struct timespec w0, w1;
+	double *jct = NULL;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	memset(m, 0, sizeof(*m));
+	if ((unsigned)o->policy >= GM_SIM_NPOLICY || !(o->arrival_scale > 0) ||
+	    !(o->remote_cost >= 0) || !(o->remote_cost < 1) || !(o->local_min >= 0) ||
+	    !(o->sample_interval >= 0) || !c->n || !c->total_gpus || !prof->n) {
+		fail(s, -EINVAL, "gm_sim_run: bad options");
+		return -EINVAL;
+	}
+	s->n = t->n;
+	s->j = calloc(s->n ? s->n : 1, sizeof(*s->j));
+	s->ev = calloc(s->n + 2, sizeof(*s->ev));
+	s->heap = calloc(s->n + 2, sizeof(uint32_t));
+	s->queue = calloc(s->n ? s->n : 1, sizeof(uint32_t));
+	s->free_g = calloc(c->n, sizeof(int64_t));
+	s->free_c = calloc(c->n, sizeof(int64_t));
+	s->bk_head = malloc((c->max_gpus + 1) * sizeof(uint32_t));
+	s->bk_next = calloc(c->n, sizeof(uint32_t));
+	s->bk_prev = calloc(c->n, sizeof(uint32_t));
+	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c ||
+	    !s->bk_head || !s->bk_next || !s->bk_prev) {
+		fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		goto out_free;
+	}
+	if (o->policy == GM_SIM_GOLDMINER && (rc = gm_policy_create(&s->pol, c->total_cpus))) {
+		fail(s, rc, "gm_sim_run: out of memory");
+		goto out_free;
+	}
+	if (init_jobs(s)) {
+		fail(s, -EINVAL, "gm_sim_run: a job's class is not in the profile");
+		goto out_free;
+	}
+	for (uint32_t k = 0; k <= c->max_gpus; k++)
+		s->bk_head[k] = NOPOS;
+	for (uint32_t n = c->n; n-- > 0;) { /* so bucket lists start in node order */
+		s->free_g[n] = c->gpus[n];
+		s->free_c[n] = c->cpus[n];
+		bk_add(s, n);
+	}
+	s->free_gpus = c->total_gpus;
+	s->ev[s->n] = (struct ev){.pos = NOPOS, .type = EV_ARRIVAL};
+	s->ev[s->n + 1] = (struct ev){.pos = NOPOS, .type = EV_SAMPLE};
+	if (o->out_dir) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/timeseries.tsv", o->out_dir);
+		if (!(s->ts = fopen(path, "w"))) {
+			fail(s, -errno, "%s: %s", path, strerror(errno));
+			goto out_free;
+		}
+		fprintf(s->ts, "time\tgpu_alloc\tgpu_util\tcpu_alloc\tcpu_util\trunning\tqueued\n");
+	}
+	if (s->n) {
+		double last = t->jobs[s->n - 1].submit / o->arrival_scale;
+		s->interval = o->sample_interval > 0 ? o->sample_interval : last / 500;
+		if (s->interval < 60)
+			s->interval = 60;
+		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / o->arrival_scale);
+		ev_at(s, (uint32_t)s->n + 1, 0);
+	}
+
+	while (s->nheap && !s->rc) {
+		uint32_t id = ev_pop(s);
+		double tn = s->ev[id].t;
+		if (tn < s->now) {
+			fail(s, -ENOTRECOVERABLE, "invariant: time went back (%.17g < %.17g)", tn,
+			     s->now);
+			break;
+		}
+		s->now = tn;
+		integrate(s);
+		handlers[s->ev[id].type](s, id);
+		s->events++;
+		if (o->check && !s->rc)
+			audit(s);
+		if (s->ndone == s->n && id != s->n + 1) {
+			write_sample(s); /* the final state */
+			ev_cancel(s, (uint32_t)s->n + 1);
+		}
+	}
+	if (s->rc)
+		goto out_free;
+	if (s->ndone != s->n || s->nqueued || s->nrunning) {
+		fail(s, -ENOTRECOVERABLE, "invariant: %zu of %zu jobs never finished",
+		     s->n - s->ndone, s->n);
+		goto out_free;
+	}
+
+	/* Summary. */
+	snprintf(m->policy, sizeof(m->policy), "%s", gm_sim_policy_name(o->policy));
+	if (!(jct = malloc((s->n ? s->n : 1) * sizeof(double)))) {
+		fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		goto out_free;
+	}
+	size_t nj = 0;
+	double sq = 0, sj = 0, first = INFINITY, lastend = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct sjob *j = &s->j[i];
+		double sub = t->jobs[i].submit / o->arrival_scale;
+		if (j->state != J_DONE)
+			continue;
+		jct[nj++] = j->end - sub;
+		sj += j->end - sub;
+		sq += j->start - sub;
+		if (sub < first)
+			first = sub;
+		if (j->end > lastend)
+			lastend = j->end;
+	}
+	qsort(jct, nj, sizeof(double), cmp_dbl);
+	m->jobs = nj;
+	m->unplaceable = s->unplaceable;
+	if (nj) {
+		m->avg_jct = sj / (double)nj;
+		m->avg_queue = sq / (double)nj;
+		m->p50_jct = pct(jct, nj, 0.50);
+		m->p95_jct = pct(jct, nj, 0.95);
+		m->p99_jct = pct(jct, nj, 0.99);
+		m->makespan = lastend - first;
+	}
+	if (m->makespan > 0) {
+		double span = lastend; /* integrals run from t = 0 (the first submit) */
+		m->gpu_util = s->int_busy_g / (span * (double)c->total_gpus);
+		m->gpu_alloc = s->int_alloc_g / (span * (double)c->total_gpus);
+		m->cpu_util = s->int_busy_c / (span * (double)c->total_cpus);
+		m->cpu_alloc = s->int_alloc_c / (span * (double)c->total_cpus);
+	}
+	m->events = s->events;
+	m->realloc = s->realloc;
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	m->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+	struct rusage ru;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		m->max_rss_mib = (double)ru.ru_maxrss / 1024.0;
+	if (o->out_dir)
+		write_outputs(s, m);
+out_free:
+	if (s->ts && fclose(s->ts) && !s->rc)
+		fail(s, -EIO, "timeseries.tsv: write error");
+	free(jct);
+	gm_policy_destroy(s->pol);
+	free(s->slot2job);
+	free(s->pl);
+	free(s->bk_prev);
+	free(s->bk_next);
+	free(s->bk_head);
+	free(s->free_c);
+	free(s->free_g);
+	free(s->queue);
+	free(s->heap);
+	free(s->ev);
+	free(s->j);
+	return s->rc;
+}

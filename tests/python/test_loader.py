@@ -1,0 +1,277 @@
+"""goldminer.Loader: the C API's bytes, one epoch per `for`, zero-copy views, errors,
+resume, scaling."""
+import errno
+import os
+import subprocess
+import sys
+import time
+
+import helpers
+from helpers import GmTest, c_reference, dataset, pyfnv_batches
+
+import goldminer
+
+SIZE, BATCH, SEED = 32, 8, 7
+
+
+def epoch_hashes(loader, epochs):
+    return [pyfnv_batches(loader) for _ in range(epochs)]
+
+
+class TestBytes(GmTest):
+    needs = ("lib", "numpy", "cc")
+
+    def _compare(self, output, out_code):
+        root = dataset()
+        ref = c_reference(root, BATCH, 2, SEED, 2, SIZE, out_code)
+        self.assertEqual(len(ref), 2)
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, epochs=2,
+                              size=SIZE, output=output) as l:
+            got = epoch_hashes(l, 2)
+            self.assertTrue(l.finished)
+        for e in range(2):
+            self.assertEqual(got[e][0], ref[e][1], "epoch %d data bytes differ from C" % e)
+            self.assertEqual(got[e][1], ref[e][2], "epoch %d labels differ from C" % e)
+        self.assertNotEqual(got[0][0], got[1][0], "two epochs gave the same bytes")
+
+    def test_uint8_batches_equal_the_c_api(self):
+        self._compare("uint8", 0)
+
+    def test_float32_batches_equal_the_c_api(self):
+        self._compare("float32", 1)
+
+    def test_resume_from_state_dict_gives_the_same_bytes(self):
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=2, seed=SEED, epochs=2,
+                              size=SIZE) as l:
+            full = [(b.epoch, b.index, goldminer.fnv1a64(b.data)) for _ in range(2) for b in l]
+        with goldminer.Loader(root, batch_size=BATCH, workers=2, seed=SEED, epochs=2,
+                              size=SIZE) as l:
+            it = iter(l)
+            for _ in range(3):
+                next(it)
+            sd = l.state_dict()
+        self.assertEqual((sd["epoch"], sd["batch"]), (0, 3))
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, epochs=2,
+                              size=SIZE) as l:
+            l.load_state_dict(sd)
+            rest, chained = [], []
+            for _ in range(2):
+                h = goldminer.checksum.FNV_OFFSET
+                for b in l:
+                    rest.append((b.epoch, b.index, goldminer.fnv1a64(b.data)))
+                    h = goldminer.fnv1a64(b.data, h)
+                chained.append(goldminer.hexdigest(h))
+            self.assertTrue(l.finished)
+        self.assertEqual(rest, full[3:])
+        # the C API, opened at the same position, delivers the same bytes
+        ref = c_reference(root, BATCH, 2, SEED, 2, SIZE, 0, start=(0, 3))
+        self.assertEqual([r[1] for r in ref], chained)
+        self.assertEqual(ref[0][4], len(l) - 3)
+
+    def test_state_dict_from_another_seed_is_refused(self):
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=1, size=SIZE) as a, \
+                goldminer.Loader(root, batch_size=BATCH, workers=1, seed=2, size=SIZE) as b:
+            with self.assertRaisesRegex(ValueError, "seed"):
+                b.load_state_dict(a.state_dict())
+
+
+class TestIteration(GmTest):
+    needs = ("lib", "numpy")
+
+    def test_epochs_len_shapes_and_permutation(self):
+        import numpy as np
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=2, seed=3, epochs=2,
+                              size=SIZE) as l:
+            self.assertEqual(len(l), (36 + BATCH - 1) // BATCH)
+            self.assertEqual(l.dataset_size, 36)
+            self.assertEqual(l.num_classes, 3)
+            for epoch in range(2):
+                ids, n = [], 0
+                for k, b in enumerate(l):
+                    self.assertEqual((b.epoch, b.index), (epoch, k))
+                    self.assertEqual(b.data.dtype, np.uint8)
+                    self.assertEqual(b.data.shape, (len(b), SIZE, SIZE, 3))
+                    self.assertTrue(((b.labels >= 0) & (b.labels < 3)).all())
+                    ids += list(b.sample_ids)
+                    n += 1
+                self.assertEqual(n, len(l))
+                self.assertEqual(sorted(ids), list(range(36)))
+            self.assertEqual(list(l), [])  # all epochs delivered
+            self.assertTrue(l.finished)
+            st = l.stats()
+            self.assertEqual(st["batches"], 2 * len(l))
+            self.assertEqual(st["samples"], 72)
+
+    def test_float32_is_normalised_chw(self):
+        import numpy as np
+        with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, size=SIZE,
+                              output="float32") as l:
+            b = l.next_batch()
+            self.assertEqual(b.data.dtype, np.float32)
+            self.assertEqual(b.data.shape, (BATCH, 3, SIZE, SIZE))
+            self.assertTrue(np.isfinite(b.data).all())
+            self.assertLess(abs(float(b.data.mean())), 2.5)
+            self.assertGreater(float(b.data.std()), 0.05)
+
+    def test_loop_left_early_continues_in_the_next_loop(self):
+        with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, size=SIZE) as l:
+            seen = []
+            for b in l:
+                seen.append((b.epoch, b.index))
+                if b.index == 1:
+                    break
+            for b in l:
+                seen.append((b.epoch, b.index))
+            self.assertEqual(seen, [(0, k) for k in range(len(l))])
+            # a loop left right after an epoch's last batch: the next loop is the next epoch
+            for b in l:
+                last = b
+            self.assertEqual((last.epoch, last.index), (1, len(l) - 1))
+            nxt = [(b.epoch, b.index) for b in l]
+            self.assertEqual(nxt, [(2, k) for k in range(len(l))])
+
+    def test_same_seed_same_bytes_other_seed_other_bytes(self):
+        def run(seed, workers):
+            with goldminer.Loader(dataset(), batch_size=BATCH, workers=workers, seed=seed,
+                                  size=SIZE) as l:
+                return pyfnv_batches(l)
+        a = run(5, 1)
+        self.assertEqual(a, run(5, 2))
+        self.assertNotEqual(a[0], run(6, 1)[0])
+
+    def test_batch_is_a_view_of_the_ring_and_copies_survive(self):
+        with goldminer.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE) as l:
+            self.assertGreater(len(l), 5)
+            it = iter(l)
+            b0 = next(it)
+            # zero-copy: the array's memory is the slot gm_loader_next returned
+            self.assertEqual(b0.data.__array_interface__["data"][0], b0._raw.data)
+            self.assertFalse(b0.data.flags.owndata)
+            kept = b0.data.copy()
+            h0 = goldminer.fnv1a64(kept)
+            for b in it:   # the whole epoch: every slot is reused
+                pass
+            self.assertEqual(goldminer.fnv1a64(kept), h0, "a kept copy was modified")
+            # the old view now shows a later batch: that is why copies are needed
+            self.assertNotEqual(goldminer.fnv1a64(b0.data), h0)
+
+    def test_copy_option_gives_owned_arrays(self):
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE,
+                              copy=True) as l:
+            bs = list(l)
+            self.assertTrue(all(b.data.flags.owndata for b in bs))
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE) as l:
+            hs = [goldminer.fnv1a64(b.data) for b in l]
+        self.assertEqual([goldminer.fnv1a64(b.data) for b in bs], hs)
+
+    def test_scale_changes_the_worker_count(self):
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as l:
+            l.scale(3)
+            deadline = time.monotonic() + 20
+            while l.stats()["workers"] != 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(l.stats()["workers"], 3)
+            self.assertEqual(len(list(l)), len(l))
+            with self.assertRaises(ValueError):
+                l.scale(0)
+            with self.assertRaises(goldminer.GoldminerError) as cm:
+                l.scale(100000)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertIn("gm_loader_scale", str(cm.exception))
+
+    def test_eval_mode_is_deterministic_across_seeds_without_shuffle(self):
+        def run(seed):
+            with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, seed=seed,
+                                  size=SIZE, mode="eval", resize=40, shuffle=False) as l:
+                return [(goldminer.fnv1a64(b.data), list(b.sample_ids)) for b in l]
+        self.assertEqual(run(1), run(2))
+
+    def test_without_numpy_batches_are_memoryviews(self):
+        code = r"""
+import sys
+sys.modules["numpy"] = None          # make `import numpy` fail
+sys.path.insert(0, sys.argv[1])
+import goldminer
+with goldminer.Loader(sys.argv[2], batch_size=4, workers=1, size=16) as l:
+    b = l.next_batch()
+    assert isinstance(b.data, memoryview), type(b.data)
+    assert b.data.shape == (4, 16, 16, 3), b.data.shape
+    assert isinstance(b.labels, list) and len(b.labels) == 4
+    h = goldminer.fnv1a64(b.data)
+print("OK %016x" % h)
+"""
+        r = subprocess.run([sys.executable, "-c", code, os.path.join(helpers.REPO, "python"),
+                            dataset()], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, size=16) as l:
+            h = goldminer.fnv1a64(l.next_batch().data)
+        self.assertIn("OK %016x" % h, r.stdout)
+
+
+class TestErrors(GmTest):
+    needs = ("lib",)
+
+    def test_missing_root_raises_with_the_c_message(self):
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            goldminer.Loader("/nonexistent/gm-root", workers=1)
+        e = cm.exception
+        self.assertIsInstance(e, OSError)
+        self.assertEqual(e.errno, errno.ENOENT)
+        self.assertIn("gm_loader_open", str(e))
+        self.assertIn("/nonexistent/gm-root", str(e))
+
+    def test_empty_root_raises(self):
+        d = os.path.join(helpers.tmpdir(), "empty")
+        os.makedirs(d, exist_ok=True)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            goldminer.Loader(d, workers=1)
+        self.assertIn(d, str(cm.exception))
+
+    def test_bad_options_raise(self):
+        root = dataset()
+        for kw in (dict(output="int8"), dict(on_error="ignore"), dict(workers=0),
+                   dict(workers="many"), dict(batch_size=0), dict(mode="test"), dict(size=-1)):
+            with self.assertRaises(ValueError, msg=str(kw)):
+                goldminer.Loader(root, **kw)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            goldminer.Loader(root, workers=1, batch_size=1 << 20)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.assertIn("batch_size", str(cm.exception))
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            goldminer.Loader(root, workers=1, pipeline="no-such-op(3) | ???")
+        self.assertIn("gm_loader_open", str(cm.exception))
+
+    def test_closed_loader_raises(self):
+        l = goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE)
+        l.close()
+        l.close()  # idempotent
+        self.assertTrue(l.closed)
+        for f in (l.next_batch, l.stats, lambda: iter(l), l.state_dict):
+            with self.assertRaisesRegex(ValueError, "closed"):
+                f()
+
+    def test_on_error_skip_counts_and_names_the_bad_files(self):
+        root = dataset("bad", bad=True)
+        with goldminer.Loader(root, batch_size=4, workers=2, size=SIZE, seed=2) as l:
+            n = sum(len(b) for b in l)
+            self.assertEqual(n, 38)
+            st = l.stats()
+            self.assertEqual(st["errors"], 2)
+            errs = l.errors()
+            self.assertEqual(sorted(os.path.basename(p) for p, _ in errs),
+                             ["zz_garbage.jpg", "zz_truncated.jpg"])
+            self.assertTrue(all(m for _, m in errs))
+
+    def test_on_error_fail_raises_naming_the_file(self):
+        root = dataset("bad", bad=True)
+        with goldminer.Loader(root, batch_size=4, workers=2, size=SIZE, seed=2,
+                              on_error="fail") as l:
+            with self.assertRaises(goldminer.GoldminerError) as cm:
+                for _ in l:
+                    pass
+            self.assertEqual(cm.exception.errno, errno.EBADMSG)
+            self.assertRegex(str(cm.exception), "zz_(garbage|truncated).jpg")

@@ -1,0 +1,465 @@
+/*
+ * test_loader.c - the consumer API end to end with real worker processes:
+ * contract 1 (same bytes with 1, 2 and 4 workers), order and epoch boundaries,
+ * bad files (skip and fail), a worker SIGKILLed mid-run, scaling, resume, errors.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/loader.h"
+#include "goldminer/synth.h"
+
+#define N_IMAGES 90
+#define BATCH 16
+
+static char good_dir[64];
+static char bad_dir[64];
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	char err[256];
+	strcpy(good_dir, "/tmp/gm-loader-XXXXXX");
+	if (!mkdtemp(good_dir))
+		return -1;
+	if (gm_synth_write(good_dir, N_IMAGES, 3, 7, 0, NULL, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	/* a dataset with one bad file of every kind among good ones */
+	strcpy(bad_dir, "/tmp/gm-loaderbad-XXXXXX");
+	if (!mkdtemp(bad_dir))
+		return -1;
+	if (gm_synth_write(bad_dir, 40, 2, 9, 0, NULL, err, sizeof(err)))
+		return -1;
+	static const char *names[] = {"empty", "truncated", "corrupt", "notjpeg", "bomb"};
+	for (int k = 0; k < 5; k++) {
+		char p[256];
+		snprintf(p, sizeof(p), "%s/class_%02d/bad_%s.jpg", bad_dir, k % 2, names[k]);
+		if (gm_synth_write_bad(p, (enum gm_synth_bad)k, 3))
+			return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nftw(good_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	nftw(bad_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static void small_opts(struct gm_loader_opts *o, const char *root, int workers)
+{
+	gm_loader_opts_default(o);
+	o->root = root;
+	o->workers = workers;
+	o->batch_size = BATCH;
+	o->aug.size = 48;
+	o->seed = 42;
+	o->epochs = 2;
+	o->no_pin = true;
+}
+
+/* Hash of every batch (data + labels + ids) in delivery order; checks the order. */
+static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, int *n_out,
+		   struct gm_loader_stats *st)
+{
+	struct gm_loader *l;
+	char err[512];
+	int rc = gm_loader_open(&l, o, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "open: %s\n", err);
+		return rc;
+	}
+	struct gm_batch b;
+	int n = 0, eoe = 0;
+	uint64_t expect_k = o->start_batch;
+	uint64_t expect_e = o->epoch;
+	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		if (rc == GM_LOADER_END_OF_EPOCH) {
+			eoe++;
+			expect_e++;
+			expect_k = 0;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		assert_int_equal(b.epoch, expect_e);
+		assert_int_equal(b.index, expect_k);
+		expect_k++;
+		uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_fnv1a64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		if (n < max)
+			hashes[n] = h;
+		n++;
+	}
+	if (st)
+		gm_loader_stats(l, st);
+	gm_loader_close(l);
+	*n_out = n;
+	return rc < 0 ? rc : 0;
+}
+
+static void test_same_bytes_with_1_2_4_workers(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	uint64_t h1[32], h[32];
+	int n1, n;
+	small_opts(&o, good_dir, 1);
+	assert_int_equal(run_all(&o, h1, 32, &n1, NULL), 0);
+	assert_int_equal(n1, 2 * ((N_IMAGES + BATCH - 1) / BATCH));
+	for (int w = 2; w <= 4; w *= 2) {
+		small_opts(&o, good_dir, w);
+		assert_int_equal(run_all(&o, h, 32, &n, NULL), 0);
+		assert_int_equal(n, n1);
+		assert_memory_equal(h, h1, (size_t)n * sizeof(h[0]));
+	}
+	/* another seed gives other bytes; the two epochs differ from each other */
+	small_opts(&o, good_dir, 2);
+	o.seed = 43;
+	assert_int_equal(run_all(&o, h, 32, &n, NULL), 0);
+	assert_memory_not_equal(h, h1, sizeof(h[0]) * 2);
+	assert_true(h1[0] != h1[n1 / 2]);
+}
+
+static void test_epoch_contents_and_labels(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	small_opts(&o, good_dir, 2);
+	o.epochs = 1;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	uint8_t seen[N_IMAGES] = {0};
+	int total = 0, rc;
+	while ((rc = gm_loader_next(l, &b)) == 0) {
+		assert_true(b.size == BATCH || b.index == (N_IMAGES - 1) / BATCH);
+		assert_int_equal(b.sample_bytes, 48 * 48 * 3);
+		for (uint32_t i = 0; i < b.size; i++) {
+			assert_true(b.sample_ids[i] < N_IMAGES);
+			seen[b.sample_ids[i]]++;
+			assert_in_range(b.labels[i], 0, 2);
+		}
+		total += (int)b.size;
+	}
+	assert_int_equal(rc, GM_LOADER_END_OF_EPOCH);
+	assert_int_equal(gm_loader_next(l, &b), GM_LOADER_END);
+	assert_int_equal(total, N_IMAGES);
+	for (int i = 0; i < N_IMAGES; i++)
+		assert_int_equal(seen[i], 1); /* every sample exactly once */
+	struct gm_loader_stats st;
+	gm_loader_stats(l, &st);
+	assert_int_equal(st.samples, N_IMAGES);
+	assert_int_equal(st.dataset_size, N_IMAGES);
+	assert_int_equal(st.num_classes, 3);
+	assert_int_equal(st.errors, 0);
+	assert_true(st.decode_ns > 0);
+	gm_loader_close(l);
+}
+
+static void test_float32_output(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	small_opts(&o, good_dir, 1);
+	o.aug.out = GM_OUT_F32_CHW;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	assert_int_equal(gm_loader_next(l, &b), 0);
+	assert_int_equal(b.sample_bytes, 48 * 48 * 3 * 4);
+	const float *f = b.data;
+	for (size_t i = 0; i < (size_t)b.size * 48 * 48 * 3; i++)
+		assert_true(f[i] > -2.2f && f[i] < 2.7f); /* normalised ImageNet range */
+	gm_loader_close(l);
+}
+
+static void test_bad_files_skip(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	uint64_t h1[16], h2[16];
+	int n1, n2;
+	struct gm_loader_stats st;
+	small_opts(&o, bad_dir, 1);
+	o.epochs = 1;
+	assert_int_equal(run_all(&o, h1, 16, &n1, &st), 0);
+	assert_int_equal(st.errors, 5);
+	assert_int_equal(st.samples, 45); /* every slot still filled */
+	small_opts(&o, bad_dir, 3);
+	o.epochs = 1;
+	assert_int_equal(run_all(&o, h2, 16, &n2, &st), 0);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0])); /* substitutes deterministic */
+
+	/* the report names each bad file */
+	struct gm_loader *l;
+	char err[256];
+	small_opts(&o, bad_dir, 2);
+	o.epochs = 1;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	while (gm_loader_next(l, &b) == 0)
+		for (uint32_t i = 0; i < b.size; i++)
+			assert_in_range(b.labels[i], 0, 1);
+	gm_loader_stats(l, &st);
+	assert_int_equal(st.errors, 5);
+	int found = 0;
+	for (uint64_t i = 0; i < st.errors; i++) {
+		const char *path, *msg;
+		assert_int_equal(gm_loader_error(l, i, &path, &msg), 0);
+		assert_non_null(strstr(path, "/bad_"));
+		assert_true(strlen(msg) > 0);
+		found |= strstr(path, "bomb") ? 1 : 0;
+	}
+	assert_true(found);
+	const char *p, *m;
+	assert_int_equal(gm_loader_error(l, 5, &p, &m), -ERANGE);
+	gm_loader_close(l);
+}
+
+static void test_bad_files_fail(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	small_opts(&o, bad_dir, 2);
+	o.on_error = GM_ON_ERROR_FAIL;
+	o.epochs = 1;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	int rc;
+	while ((rc = gm_loader_next(l, &b)) == 0)
+		;
+	assert_int_equal(rc, -EBADMSG);
+	assert_non_null(strstr(gm_loader_errmsg(l), "gm_loader_next: "));
+	assert_non_null(strstr(gm_loader_errmsg(l), "/bad_"));
+	gm_loader_close(l);
+}
+
+static void test_open_errors(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	small_opts(&o, "/nonexistent/goldminer-data", 1);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -ENOENT);
+	assert_null(l);
+	assert_non_null(strstr(err, "/nonexistent/goldminer-data"));
+	small_opts(&o, good_dir, 1);
+	o.batch_size = 0;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "batch_size"));
+	small_opts(&o, good_dir, 1);
+	o.slots = 6;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	small_opts(&o, good_dir, 1);
+	o.start_batch = 1000;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "start_batch"));
+	small_opts(&o, good_dir, 1);
+	o.aug.size = 0;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	small_opts(&o, good_dir, 1);
+	o.pipeline = "read | decode | bogus_op 3";
+	assert_true(gm_loader_open(&l, &o, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "bogus_op"));
+	gm_loader_close(NULL);
+}
+
+static int count_children(void)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
+	int n = 0;
+	/* children of every thread of this process */
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+		FILE *f = fopen(path, "r");
+		int pid;
+		while (f && fscanf(f, "%d", &pid) == 1)
+			n++;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_sigkill_worker_loses_nothing(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	uint64_t ref[32];
+	int nref;
+	small_opts(&o, good_dir, 2);
+	assert_int_equal(run_all(&o, ref, 32, &nref, NULL), 0);
+
+	struct gm_loader *l;
+	char err[256];
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	int n = 0, rc, kills = 0;
+	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		if (rc == GM_LOADER_END_OF_EPOCH)
+			continue;
+		assert_int_equal(rc, 0);
+		uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_fnv1a64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		assert_true(n < nref);
+		assert_int_equal(h, ref[n]);
+		n++;
+		if (n % 3 == 1) {
+			/* kill some worker of ours */
+			char path[320];
+			snprintf(path, sizeof(path), "/proc/self/task");
+			DIR *d = opendir(path);
+			struct dirent *e;
+			int victim = 0;
+			while (d && !victim && (e = readdir(d))) {
+				char cp[320];
+				if (e->d_name[0] == '.')
+					continue;
+				snprintf(cp, sizeof(cp), "/proc/self/task/%s/children", e->d_name);
+				FILE *f = fopen(cp, "r");
+				if (f && fscanf(f, "%d", &victim) != 1)
+					victim = 0;
+				if (f)
+					fclose(f);
+			}
+			if (d)
+				closedir(d);
+			if (victim > 0 && kill(victim, SIGKILL) == 0)
+				kills++;
+		}
+	}
+	assert_int_equal(n, nref);
+	assert_true(kills > 0);
+	struct gm_loader_stats st;
+	gm_loader_stats(l, &st);
+	assert_true(st.worker_deaths >= 1);
+	gm_loader_close(l);
+	assert_int_equal(count_children(), 0);
+}
+
+static void test_scale_and_close_reaps(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	struct gm_loader_stats st;
+	small_opts(&o, good_dir, 1);
+	o.epochs = 0; /* unlimited */
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	struct gm_batch b;
+	assert_int_equal(gm_loader_next(l, &b), 0);
+	assert_int_equal(gm_loader_scale(l, 0), -EINVAL);
+	assert_non_null(strstr(gm_loader_errmsg(l), "gm_loader_scale"));
+	assert_int_equal(gm_loader_scale(l, 3), 0);
+	for (int i = 0; i < 200; i++) {
+		gm_loader_stats(l, &st);
+		if (st.workers == 3)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(st.workers, 3);
+	assert_int_equal(count_children(), 3);
+	for (int i = 0; i < 8; i++)
+		assert_true(gm_loader_next(l, &b) >= 0);
+	assert_int_equal(gm_loader_scale(l, 1), 0);
+	for (int i = 0; i < 300; i++) {
+		gm_loader_stats(l, &st);
+		if (st.workers == 1)
+			break;
+		assert_true(gm_loader_next(l, &b) >= 0);
+		usleep(10000);
+	}
+	assert_int_equal(st.workers, 1);
+	assert_int_equal(st.worker_deaths, 0); /* retiring is not dying */
+	gm_loader_close(l);
+	assert_int_equal(count_children(), 0);
+}
+
+static void test_resume_gives_same_remaining_batches(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	uint64_t all[32], rest[32];
+	int nall, nrest;
+	small_opts(&o, good_dir, 2);
+	assert_int_equal(run_all(&o, all, 32, &nall, NULL), 0);
+	/* stop after batch 3 of epoch 0, remember the position, resume */
+	struct gm_loader *l;
+	char err[256];
+	struct gm_batch b;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gm_loader_next(l, &b), 0);
+	uint32_t ep;
+	uint64_t k;
+	gm_loader_position(l, &ep, &k);
+	assert_int_equal(ep, 0);
+	assert_int_equal(k, 3);
+	gm_loader_close(l);
+	small_opts(&o, good_dir, 1);
+	o.epoch = ep;
+	o.start_batch = k;
+	assert_int_equal(run_all(&o, rest, 32, &nrest, NULL), 0);
+	assert_int_equal(nrest, nall - 3);
+	assert_memory_equal(rest, all + 3, (size_t)nrest * sizeof(rest[0]));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_files_fail),
+		cmocka_unit_test(test_bad_files_skip),
+		cmocka_unit_test(test_epoch_contents_and_labels),
+		cmocka_unit_test(test_float32_output),
+		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_resume_gives_same_remaining_batches),
+		cmocka_unit_test(test_same_bytes_with_1_2_4_workers),
+		cmocka_unit_test(test_scale_and_close_reaps),
+		cmocka_unit_test(test_sigkill_worker_loses_nothing),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,213 @@
+/*
+ * test_ring.c - the shared-memory ring protocol: layout validation, claim order,
+ * backpressure, lease reclaim, end of tasks, and a real second process.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "goldminer/ring.h"
+
+static void test_create_validates(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	assert_int_equal(gm_ring_create(&r, 3, 4, 16, 0, 10), -EINVAL);  /* not pow2 */
+	assert_int_equal(gm_ring_create(&r, 4, 0, 16, 0, 10), -EINVAL);  /* batch 0 */
+	assert_int_equal(gm_ring_create(&r, 4, 4, 0, 0, 10), -EINVAL);   /* sample 0 */
+	assert_int_equal(gm_ring_create(&r, 4, 4, 16, 10, 10), -EINVAL); /* no task */
+	assert_null(r);
+	assert_int_equal(gm_ring_create(&r, 4, 8, 100, 0, 10), 0);
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	assert_int_equal(h->nslots, 4);
+	assert_int_equal(h->batch_size, 8);
+	/* slots do not overlap and data is page aligned */
+	assert_true((uintptr_t)gm_ring_data(r, 1) % 4096 == 0);
+	assert_true((char *)gm_ring_data(r, 0) + 8 * 100 <= (char *)gm_ring_ctl(r, 1));
+	assert_true((char *)(gm_ring_ids(r, 0) + 8) <= (char *)gm_ring_data(r, 0));
+	gm_ring_destroy(r);
+	gm_ring_destroy(NULL);
+}
+
+static void test_attach_validates_header(void **state)
+{
+	(void)state;
+	struct gm_ring *r, *a;
+	assert_int_equal(gm_ring_create(&r, 4, 2, 64, 0, 100), 0);
+	int fd = gm_ring_fd(r);
+	assert_int_equal(gm_ring_attach(&a, fd), 0);
+	/* the attached view sees the same memory */
+	((char *)gm_ring_data(r, 2))[5] = 42;
+	assert_int_equal(((char *)gm_ring_data(a, 2))[5], 42);
+	gm_ring_destroy(a);
+
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	uint64_t magic = h->magic;
+	h->magic ^= 1;
+	assert_int_equal(gm_ring_attach(&a, fd), -EBADMSG);
+	h->magic = magic;
+	uint64_t sb = h->slot_bytes;
+	h->slot_bytes = 4096; /* inconsistent with batch x sample bytes */
+	assert_int_equal(gm_ring_attach(&a, fd), -EBADMSG);
+	h->slot_bytes = sb;
+	uint32_t ns = h->nslots;
+	h->nslots = 1024; /* claims more memory than the fd holds */
+	assert_int_equal(gm_ring_attach(&a, fd), -EBADMSG);
+	h->nslots = ns;
+	assert_int_equal(gm_ring_attach(&a, fd), 0);
+	gm_ring_destroy(a);
+
+	/* an fd that is not a ring at all */
+	int mfd = memfd_create("x", 0);
+	assert_true(mfd >= 0);
+	assert_int_equal(gm_ring_attach(&a, mfd), -EBADMSG);
+	assert_int_equal(ftruncate(mfd, 8192), 0);
+	assert_int_equal(gm_ring_attach(&a, mfd), -EBADMSG);
+	close(mfd);
+	gm_ring_destroy(r);
+}
+
+static void test_claim_order_backpressure_release(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	uint64_t t;
+	assert_int_equal(gm_ring_create(&r, 4, 1, 8, 10, 100), 0);
+	/* tasks come lowest first, 10..13, then nothing until the consumer releases */
+	for (uint64_t want = 10; want < 14; want++) {
+		int s = gm_ring_claim(r, 1234, &t);
+		assert_true(s >= 0);
+		assert_int_equal(t, want);
+		assert_int_equal(s, want & 3);
+		struct gm_slot_ctl *c = gm_ring_ctl(r, (uint32_t)s);
+		assert_int_equal(GM_SLOT_STATE(atomic_load(&c->state)), GM_SLOT_CLAIMED);
+		assert_int_equal(GM_SLOT_PID(atomic_load(&c->state)), 1234);
+	}
+	assert_int_equal(gm_ring_claim(r, 1234, &t), -EAGAIN);
+	/* publish 11 first: the consumer still waits for 10 */
+	gm_ring_publish(r, 11 & 3);
+	assert_int_equal(gm_ring_wait_ready(r, 10, 20), -ETIMEDOUT);
+	assert_int_equal(gm_ring_wait_ready(r, 11, 20), 0);
+	gm_ring_publish(r, 10 & 3);
+	assert_int_equal(gm_ring_wait_ready(r, 10, 20), 0);
+	gm_ring_release(r, 10 & 3);
+	assert_int_equal(atomic_load(&gm_ring_hdr(r)->consumed), 11);
+	int s = gm_ring_claim(r, 1234, &t);
+	assert_int_equal(t, 14);
+	assert_int_equal(s, 14 & 3);
+	gm_ring_destroy(r);
+}
+
+static void test_reclaim_reissues_only_that_pid(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	uint64_t t;
+	uint32_t crash;
+	assert_int_equal(gm_ring_create(&r, 4, 1, 8, 0, 100), 0);
+	assert_int_equal(gm_ring_claim(r, 111, &t), 0);
+	atomic_store(&gm_ring_ctl(r, 0)->cur_sample, 77);
+	assert_int_equal(gm_ring_claim(r, 222, &t), 1);
+	assert_int_equal(gm_ring_reclaim(r, 333, &crash), 0);
+	assert_int_equal(crash, UINT32_MAX);
+	assert_int_equal(gm_ring_reclaim(r, 111, &crash), 1);
+	assert_int_equal(crash, 77);
+	assert_int_equal(gm_ring_ctl(r, 0)->attempts, 1);
+	/* task 0 is the lowest free task again */
+	assert_int_equal(gm_ring_claim(r, 222, &t), 0);
+	assert_int_equal(t, 0);
+	gm_ring_destroy(r);
+}
+
+static void test_end_of_tasks(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	uint64_t t;
+	assert_int_equal(gm_ring_create(&r, 8, 1, 8, 0, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gm_ring_claim(r, 5, &t), i);
+	assert_int_equal(gm_ring_claim(r, 5, &t), -EAGAIN);
+	for (uint32_t i = 0; i < 3; i++) {
+		gm_ring_publish(r, i);
+		gm_ring_release(r, i);
+	}
+	assert_int_equal(gm_ring_claim(r, 5, &t), -ENODATA);
+	gm_ring_destroy(r);
+}
+
+static void test_quarantine_and_stop(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	uint64_t t;
+	assert_int_equal(gm_ring_create(&r, 4, 1, 8, 0, 100), 0);
+	assert_false(gm_ring_quarantined(r, 9));
+	gm_ring_quarantine(r, 9);
+	gm_ring_quarantine(r, 9);
+	assert_true(gm_ring_quarantined(r, 9));
+	assert_int_equal(atomic_load(&gm_ring_hdr(r)->quarantine_n), 1);
+	gm_ring_stop(r);
+	assert_int_equal(gm_ring_claim(r, 5, &t), -ENODATA);
+	gm_ring_destroy(r);
+}
+
+/* A child process produces every task; the parent consumes in order. */
+static void test_two_processes(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	const uint64_t n = 200;
+	assert_int_equal(gm_ring_create(&r, 4, 1, 8, 0, n), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (;;) {
+			uint32_t seq = atomic_load(&gm_ring_hdr(r)->work_seq);
+			uint64_t t;
+			int s = gm_ring_claim(r, (uint32_t)getpid(), &t);
+			if (s == -ENODATA)
+				_exit(0);
+			if (s < 0) {
+				gm_ring_wait_work(r, seq, 100);
+				continue;
+			}
+			memcpy(gm_ring_data(r, (uint32_t)s), &t, sizeof(t));
+			gm_ring_publish(r, (uint32_t)s);
+		}
+	}
+	for (uint64_t t = 0; t < n; t++) {
+		assert_int_equal(gm_ring_wait_ready(r, t, 5000), 0);
+		uint64_t got;
+		memcpy(&got, gm_ring_data(r, (uint32_t)(t & 3)), sizeof(got));
+		assert_int_equal(got, t);
+		gm_ring_release(r, (uint32_t)(t & 3));
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	gm_ring_destroy(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_attach_validates_header),
+		cmocka_unit_test(test_claim_order_backpressure_release),
+		cmocka_unit_test(test_create_validates),
+		cmocka_unit_test(test_end_of_tasks),
+		cmocka_unit_test(test_quarantine_and_stop),
+		cmocka_unit_test(test_reclaim_reissues_only_that_pid),
+		cmocka_unit_test(test_two_processes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,438 @@
+/*
+ * test_uring.c - the io_uring batch reader: whole-file contents for files of every
+ * size class (0 bytes, page boundaries, larger and smaller than their hint), per-file
+ * errors, more files than depth, streaming delivery, early stop, and ring failures
+ * injected by link-time wrapping. Skips when io_uring is unavailable.
+ */
+// LDFLAGS: -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=io_uring_queue_init_params -Wl,--wrap=io_uring_register_files_sparse
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "goldminer/uring.h"
+
+/* ---- fault injection: each counter > 0 fails that many upcoming calls ---- */
+int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
+int __real_io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+				      struct io_uring_params *p);
+int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+				      struct io_uring_params *p);
+int __real_io_uring_register_files_sparse(struct io_uring *ring, unsigned nr);
+int __wrap_io_uring_register_files_sparse(struct io_uring *ring, unsigned nr);
+
+static int fail_submit_n, fail_submit_err;
+static int fail_init_n, fail_init_err, init_calls;
+static int fail_reg_n, fail_reg_err;
+
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	if (fail_submit_n > 0) {
+		fail_submit_n--;
+		return fail_submit_err;
+	}
+	return __real_io_uring_submit_and_wait(ring, wait_nr);
+}
+
+int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+				      struct io_uring_params *p)
+{
+	init_calls++;
+	if (fail_init_n > 0) {
+		fail_init_n--;
+		return fail_init_err;
+	}
+	return __real_io_uring_queue_init_params(entries, ring, p);
+}
+
+int __wrap_io_uring_register_files_sparse(struct io_uring *ring, unsigned nr)
+{
+	if (fail_reg_n > 0) {
+		fail_reg_n--;
+		return fail_reg_err;
+	}
+	return __real_io_uring_register_files_sparse(ring, nr);
+}
+
+/* ---- test files ---- */
+static char dir[64];
+static int uring_ok; /* 0 when io_uring works here, else the -errno that says why not */
+
+static unsigned char byte_at(unsigned file, size_t k)
+{
+	return (unsigned char)(file * 131u + k * 7u + (k >> 9) + (k >> 17));
+}
+
+static void write_file(const char *path, unsigned id, size_t size)
+{
+	unsigned char *b = malloc(size ? size : 1);
+	int fd;
+
+	assert_non_null(b);
+	for (size_t k = 0; k < size; k++)
+		b[k] = byte_at(id, k);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b, size), (ssize_t)size);
+	close(fd);
+	free(b);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int group_setup(void **state)
+{
+	struct gm_reader *r;
+
+	(void)state;
+	strcpy(dir, "/tmp/gm-test-uring-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	uring_ok = gm_reader_create(&r, 4);
+	gm_reader_destroy(r);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+#define NEED_URING()                                                                   \
+	do {                                                                           \
+		if (uring_ok) {                                                        \
+			print_message("io_uring unavailable: %s\n", strerror(-uring_ok)); \
+			skip();                                                        \
+		}                                                                      \
+	} while (0)
+
+/* What the callback saw, per file. */
+struct seen {
+	unsigned n;
+	unsigned calls[512];
+	int err[512];
+	size_t len[512];
+	int bad[512]; /* content mismatch */
+	size_t expect[512];
+	unsigned ids[512];
+	int stop_after; /* return 42 on this call number (1-based); 0 never */
+	unsigned ncalls;
+	char create_on_first[256]; /* create this file during the first callback */
+};
+
+static int check_cb(void *arg, unsigned i, const void *data, size_t len, int err)
+{
+	struct seen *s = arg;
+	const unsigned char *p = data;
+
+	assert_true(i < s->n);
+	s->ncalls++;
+	s->calls[i]++;
+	s->err[i] = err;
+	s->len[i] = len;
+	if (!err) {
+		assert_non_null(data);
+		for (size_t k = 0; k < len; k++)
+			if (p[k] != byte_at(s->ids[i], k)) {
+				s->bad[i] = 1;
+				break;
+			}
+	} else {
+		assert_null(data);
+	}
+	if (s->ncalls == 1 && s->create_on_first[0])
+		write_file(s->create_on_first, s->ids[s->n - 1], s->expect[s->n - 1]);
+	if (s->stop_after && (int)s->ncalls == s->stop_after)
+		return 42;
+	return 0;
+}
+
+/* Sizes around every boundary the reader cares about. */
+static const size_t sizes[] = { 0,	1,	 100,	 4095,	  4096,	   4097,   65535,
+				65536, 65537,	 69632,	 200000,  1048579, 38000,  12345 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static void make_set(struct seen *s, char (*paths)[128], const char **pp, uint64_t *hints,
+		     unsigned n, const char *tag)
+{
+	memset(s, 0, sizeof(*s));
+	s->n = n;
+	for (unsigned i = 0; i < n; i++) {
+		size_t size = sizes[i % NSIZES] + (i / NSIZES) * 3;
+
+		snprintf(paths[i], 128, "%s/%s-%u.bin", dir, tag, i);
+		write_file(paths[i], i, size);
+		s->ids[i] = i;
+		s->expect[i] = size;
+		pp[i] = paths[i];
+		/* Hints: exact, too small (file grew), too large (file shrank), none. */
+		switch (i % 4) {
+		case 0: hints[i] = size; break;
+		case 1: hints[i] = size / 3; break;
+		case 2: hints[i] = size * 2 + 10; break;
+		default: hints[i] = 0; break;
+		}
+	}
+}
+
+static void test_read_many_sizes(void **state)
+{
+	static char paths[100][128];
+	static const char *pp[100];
+	static uint64_t hints[100];
+	static struct seen s;
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 100, "many");
+	assert_int_equal(gm_reader_create(&r, 8), 0); /* 100 files through 8 slots */
+	for (int round = 0; round < 3; round++) { /* reuse: buffers already grown */
+		memset(s.calls, 0, sizeof(s.calls));
+		s.ncalls = 0;
+		assert_int_equal(gm_reader_read(r, pp, round == 2 ? NULL : hints, 100, check_cb, &s),
+				 0);
+		assert_int_equal(s.ncalls, 100);
+		for (unsigned i = 0; i < 100; i++) {
+			assert_int_equal(s.calls[i], 1);
+			assert_int_equal(s.err[i], 0);
+			assert_int_equal(s.len[i], s.expect[i]);
+			assert_int_equal(s.bad[i], 0);
+		}
+	}
+	assert_string_equal(gm_reader_errmsg(r), "");
+	gm_reader_destroy(r);
+}
+
+static void test_errors_per_file(void **state)
+{
+	static char paths[40][128];
+	static const char *pp[40];
+	static uint64_t hints[40];
+	static struct seen s;
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 40, "err");
+	/* Every 5th file is missing, file 7 is a directory. */
+	for (unsigned i = 0; i < 40; i += 5)
+		assert_int_equal(unlink(paths[i]), 0);
+	snprintf(paths[7], 128, "%s", dir);
+	assert_int_equal(gm_reader_create(&r, 3), 0);
+	assert_int_equal(gm_reader_read(r, pp, hints, 40, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 40);
+	for (unsigned i = 0; i < 40; i++) {
+		assert_int_equal(s.calls[i], 1);
+		if (i % 5 == 0) {
+			assert_int_equal(s.err[i], -ENOENT);
+		} else if (i == 7) {
+			assert_int_equal(s.err[i], -EISDIR);
+		} else {
+			assert_int_equal(s.err[i], 0);
+			assert_int_equal(s.len[i], s.expect[i]);
+			assert_int_equal(s.bad[i], 0);
+		}
+	}
+	gm_reader_destroy(r);
+}
+
+static void test_streaming_delivery(void **state)
+{
+	/* The last file does not exist when the batch starts; the first callback
+	 * creates it. It can only be read if callbacks run while later files are
+	 * still to be submitted, i.e. delivery is streamed, not after the batch. */
+	static char paths[20][128];
+	static const char *pp[20];
+	static uint64_t hints[20];
+	static struct seen s;
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 20, "stream");
+	assert_int_equal(unlink(paths[19]), 0);
+	snprintf(s.create_on_first, sizeof(s.create_on_first), "%s", paths[19]);
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	assert_int_equal(gm_reader_read(r, pp, hints, 20, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 20);
+	assert_int_equal(s.err[19], 0);
+	assert_int_equal(s.len[19], s.expect[19]);
+	assert_int_equal(s.bad[19], 0);
+	gm_reader_destroy(r);
+}
+
+static void test_early_stop(void **state)
+{
+	static char paths[30][128];
+	static const char *pp[30];
+	static uint64_t hints[30];
+	static struct seen s;
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 30, "stop");
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	s.stop_after = 5;
+	assert_int_equal(gm_reader_read(r, pp, hints, 30, check_cb, &s), 42);
+	assert_int_equal(s.ncalls, 5); /* nothing delivered after the stop */
+	/* The reader drained and is reusable. */
+	memset(s.calls, 0, sizeof(s.calls));
+	s.ncalls = 0;
+	s.stop_after = 0;
+	assert_int_equal(gm_reader_read(r, pp, hints, 30, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 30);
+	for (unsigned i = 0; i < 30; i++) {
+		assert_int_equal(s.calls[i], 1);
+		assert_int_equal(s.bad[i], 0);
+	}
+	gm_reader_destroy(r);
+}
+
+static void test_empty_batch_and_bad_args(void **state)
+{
+	struct gm_reader *r;
+	static struct seen s;
+	const char *p = "x";
+
+	(void)state;
+	NEED_URING();
+	assert_int_equal(gm_reader_create(&r, 0), -EINVAL);
+	assert_non_null(strstr(gm_reader_errmsg(NULL), "gm_reader_create"));
+	assert_int_equal(gm_reader_create(&r, 2), 0);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(gm_reader_read(r, NULL, NULL, 0, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 0);
+	assert_int_equal(gm_reader_read(r, &p, NULL, 1, NULL, &s), -EINVAL);
+	assert_non_null(strstr(gm_reader_errmsg(r), "gm_reader_read"));
+	gm_reader_destroy(r);
+	gm_reader_destroy(NULL);
+}
+
+static void test_init_failure(void **state)
+{
+	struct gm_reader *r = (struct gm_reader *)1;
+	int errs[] = { -ENOSYS, -EPERM, -ENOMEM };
+
+	(void)state;
+	for (unsigned k = 0; k < 3; k++) {
+		fail_init_n = 1;
+		fail_init_err = errs[k];
+		assert_int_equal(gm_reader_create(&r, 8), errs[k]);
+		assert_null(r);
+		assert_non_null(strstr(gm_reader_errmsg(NULL), "io_uring_queue_init_params"));
+		assert_non_null(strstr(gm_reader_errmsg(NULL), strerror(-errs[k])));
+	}
+	fail_init_n = 0;
+}
+
+static void test_init_flag_fallback(void **state)
+{
+	struct gm_reader *r;
+	static char paths[6][128];
+	static const char *pp[6];
+	static uint64_t hints[6];
+	static struct seen s;
+
+	(void)state;
+	NEED_URING();
+	/* A kernel that rejects the newer setup flags answers -EINVAL: fall back. */
+	fail_init_n = 2;
+	fail_init_err = -EINVAL;
+	init_calls = 0;
+	assert_int_equal(gm_reader_create(&r, 2), 0);
+	assert_int_equal(init_calls, 3);
+	make_set(&s, paths, pp, hints, 6, "fallback");
+	assert_int_equal(gm_reader_read(r, pp, hints, 6, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 6);
+	gm_reader_destroy(r);
+	/* -EINVAL for every flag set is a failure, not a loop. */
+	fail_init_n = 3;
+	init_calls = 0;
+	assert_int_equal(gm_reader_create(&r, 2), -EINVAL);
+	assert_int_equal(init_calls, 3);
+	fail_init_n = 0;
+}
+
+static void test_register_failure(void **state)
+{
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	fail_reg_n = 1;
+	fail_reg_err = -EMFILE;
+	assert_int_equal(gm_reader_create(&r, 8), -EMFILE);
+	assert_non_null(strstr(gm_reader_errmsg(NULL), "io_uring_register_files_sparse"));
+	fail_reg_n = 0;
+}
+
+static void test_submit_failure(void **state)
+{
+	static char paths[10][128];
+	static const char *pp[10];
+	static uint64_t hints[10];
+	static struct seen s;
+	struct gm_reader *r;
+
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 10, "submit");
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	/* -EINTR is not a failure: the batch still completes. */
+	fail_submit_n = 1;
+	fail_submit_err = -EINTR;
+	assert_int_equal(gm_reader_read(r, pp, hints, 10, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 10);
+	gm_reader_destroy(r);
+
+	/* A real ring failure is -errno with a message, and the reader stays failed. */
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	fail_submit_n = 1;
+	fail_submit_err = -EFAULT;
+	s.ncalls = 0;
+	assert_int_equal(gm_reader_read(r, pp, hints, 10, check_cb, &s), -EFAULT);
+	assert_int_equal(s.ncalls, 0);
+	assert_non_null(strstr(gm_reader_errmsg(r), "io_uring_submit_and_wait"));
+	assert_int_equal(gm_reader_read(r, pp, hints, 10, check_cb, &s), -EFAULT);
+	assert_non_null(strstr(gm_reader_errmsg(r), "broken"));
+	gm_reader_destroy(r);
+	fail_submit_n = 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_read_many_sizes),
+		cmocka_unit_test(test_errors_per_file),
+		cmocka_unit_test(test_streaming_delivery),
+		cmocka_unit_test(test_early_stop),
+		cmocka_unit_test(test_empty_batch_and_bad_args),
+		cmocka_unit_test(test_init_failure),
+		cmocka_unit_test(test_init_flag_fallback),
+		cmocka_unit_test(test_register_failure),
+		cmocka_unit_test(test_submit_failure),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
