@@ -67,7 +67,7 @@ struct sjob {
 	double work0, left;  /* samples in total, samples left at t_last */
 	double rate, t_last; /* current samples/s, time of last booking */
 	double start, end;
-	double busy_g, busy_c; /* this job's share of the utilisation sums */
+	double busy_g, busy_c, alloc_c; /* this job's share of the utilisation sums */
 	float vreq;            /* requested vCPUs (filled when the trace has none) */
 	uint32_t gpus, local, extra, pslot;
 	uint32_t place_off, nplace;
@@ -335,8 +335,7 @@ static bool place(struct sim *s, uint32_t ji)
 				j->local = c;
 				return true;
 			}
-		if (j->gpus < maxg)
-			return false;
+		return false; /* fits one node: wait for one rather than spread */
 	}
 	/* Larger than any node's free GPUs: take whole free GPUs of the emptiest nodes. */
 	size_t off = s->npl;
@@ -427,15 +426,15 @@ static void set_rate(struct sim *s, uint32_t ji)
 	r = data_rate(s, j, &busy);
 	s->sum_busy_g -= j->busy_g;
 	s->sum_busy_c -= j->busy_c;
-	s->sum_alloc_c -= j->local + j->extra; /* re-added below */
+	s->sum_alloc_c -= j->alloc_c;
 	j->rate = r;
 	j->busy_g = j->gpus * r / j->R;
 	j->busy_c = busy;
+	/* unlimited-cpu reserves nothing: count the vCPUs it would need */
+	j->alloc_c = s->o.policy == GM_SIM_UNLIMITED ? busy : (double)j->local + j->extra;
 	s->sum_busy_g += j->busy_g;
 	s->sum_busy_c += j->busy_c;
-	s->sum_alloc_c += j->local + j->extra;
-	if (s->o.policy == GM_SIM_UNLIMITED)
-		s->sum_alloc_c += 0;
+	s->sum_alloc_c += j->alloc_c;
 	if (r > 0)
 		ev_at(s, ji, s->now + (j->left > 0 ? j->left : 0) / r);
 	else
@@ -468,7 +467,6 @@ static void start_job(struct sim *s, uint32_t ji)
 	s->nqueued--;
 	s->nrunning++;
 	s->sum_alloc_g += j->gpus;
-	s->sum_alloc_c += 0;
 	if (s->o.policy == GM_SIM_GOLDMINER) {
 		/* The pool sees what the local share leaves of the GPU-bound rate. */
 		double rest = j->R - j->local * j->d;
@@ -499,21 +497,15 @@ static void schedule(struct sim *s)
 {
 	while (s->qhead < s->qtail && s->j[s->queue[s->qhead]].state != J_QUEUED)
 		s->qhead++;
-	uint32_t tried = 0, window = s->o.backfill + 1;
-	for (uint32_t q = s->qhead; q < s->qtail && tried < window && !s->rc; q++) {
+	uint32_t fails = 0;
+	for (uint32_t q = s->qhead; q < s->qtail && s->free_gpus && !s->rc; q++) {
 		uint32_t ji = s->queue[q];
 		if (s->j[ji].state != J_QUEUED)
 			continue;
-		tried++;
-		if (place(s, ji)) {
+		if (place(s, ji))
 			start_job(s, ji);
-			if (q == s->qhead)
-				tried = 0; /* the head moved on: the window starts again */
-		} else if (!s->o.backfill) {
-			break;
-		}
-		if (!s->free_gpus)
-			break;
+		else if (++fails > s->o.backfill)
+			break; /* strict FIFO stops at the head; backfill tries a few more */
 	}
 }
 
@@ -589,8 +581,8 @@ static void on_finish(struct sim *s, uint32_t ji)
 	s->sum_alloc_g -= j->gpus;
 	s->sum_busy_g -= j->busy_g;
 	s->sum_busy_c -= j->busy_c;
-	s->sum_alloc_c -= j->local + j->extra;
-	j->busy_g = j->busy_c = 0;
+	s->sum_alloc_c -= j->alloc_c;
+	j->busy_g = j->busy_c = j->alloc_c = 0;
 	for (uint32_t i = 0; i < j->nplace; i++) {
 		const struct place *p = &s->pl[j->place_off + i];
 		node_give(s, p->node, p->g, p->c);

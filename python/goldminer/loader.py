@@ -185,6 +185,7 @@ class Loader:
         self._raw = _abi.Batch()
         self._finished = False
         self._skip_eoe = False  # an epoch's last batch was delivered, its end marker not yet
+        self._last_epoch = epoch
         self._sample_bytes = _abi_out_bytes(self._L, o.aug)
         self._side = o.aug.size
         st = self._stats_raw()
@@ -261,6 +262,8 @@ class Loader:
             _raise(rc, self._errmsg(), "gm_loader_next")
         if rc == _abi.GM_LOADER_END_OF_EPOCH:
             self._skip_eoe = False
+            if self._epochs and self._last_epoch + 1 >= self._epoch0 + self._epochs:
+                self._finished = True  # the next call could only say GM_LOADER_END
             return None
         if rc == _abi.GM_LOADER_END:
             self._finished = True
@@ -270,6 +273,7 @@ class Loader:
         # After an epoch's last batch an END_OF_EPOCH is still due; a new `for`
         # begun right there must not see it as an empty epoch.
         self._skip_eoe = bool(self._bpe) and raw.index + 1 >= self._bpe
+        self._last_epoch = raw.epoch
         return raw
 
     def _wrap(self, raw):

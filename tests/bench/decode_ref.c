@@ -12,7 +12,9 @@
  * and prints one JSON line on stdout (details on stderr). The crop parameters
  * repeat ops.c's draw order (flip draw first, then torchvision's RRC draws).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

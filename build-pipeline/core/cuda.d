@@ -1,0 +1,2 @@
+build-pipeline/core/cuda.o: core/cuda.c include/goldminer/cuda.h
+include/goldminer/cuda.h:

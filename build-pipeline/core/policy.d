@@ -1,0 +1,2 @@
+build-pipeline/core/policy.o: core/policy.c include/goldminer/policy.h
+include/goldminer/policy.h:

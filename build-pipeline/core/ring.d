@@ -1,0 +1,2 @@
+build-pipeline/core/ring.o: core/ring.c include/goldminer/ring.h
+include/goldminer/ring.h:

@@ -1,0 +1,2 @@
+build-reader-san/core/cuda.o: core/cuda.c include/goldminer/cuda.h
+include/goldminer/cuda.h:

@@ -1,0 +1,3 @@
+build-reader-san/core/dataset.o: core/dataset.c \
+ include/goldminer/dataset.h
+include/goldminer/dataset.h:

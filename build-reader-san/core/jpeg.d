@@ -1,0 +1,2 @@
+build-reader-san/core/jpeg.o: core/jpeg.c include/goldminer/jpeg.h
+include/goldminer/jpeg.h:

@@ -1,0 +1,2 @@
+build-reader-san/sim/cluster.o: sim/cluster.c include/goldminer/cluster.h
+include/goldminer/cluster.h:

@@ -1,0 +1,2 @@
+build-reader/core/policy.o: core/policy.c include/goldminer/policy.h
+include/goldminer/policy.h:

@@ -1,0 +1,2 @@
+build-reader/core/uring.o: core/uring.c include/goldminer/uring.h
+include/goldminer/uring.h:

@@ -1,0 +1,2 @@
+build-sim/core/jpeg.o: core/jpeg.c include/goldminer/jpeg.h
+include/goldminer/jpeg.h:

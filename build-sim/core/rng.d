@@ -1,0 +1,2 @@
+build-sim/core/rng.o: core/rng.c include/goldminer/rng.h
+include/goldminer/rng.h:

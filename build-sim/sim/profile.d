@@ -1,0 +1,2 @@
+build-sim/sim/profile.o: sim/profile.c include/goldminer/profile.h
+include/goldminer/profile.h:

@@ -1,0 +1,4 @@
+build-sim/sim/trace.o: sim/trace.c include/goldminer/rng.h \
+ include/goldminer/trace.h
+include/goldminer/rng.h:
+include/goldminer/trace.h:

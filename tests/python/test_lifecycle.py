@@ -1,0 +1,176 @@
+"""No worker process, memfd or mapping outlives a Loader: after close(), after
+garbage collection, after KeyboardInterrupt (caught or not), after the consumer is
+SIGKILLed. The interrupt cases run in a child /usr/bin/python3 and are checked
+from outside through /proc."""
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import helpers
+from helpers import GmTest, alive, children, dataset, memfd_fds, memfd_maps
+
+import goldminer
+
+WAIT_S = 20  # generous bound for processes to disappear (never a performance check)
+
+
+def wait_gone(pids):
+    """The pids still alive after up to WAIT_S seconds (reaping our own zombies)."""
+    deadline = time.monotonic() + WAIT_S
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if alive(p)]
+        if left:
+            time.sleep(0.05)
+    return left
+
+
+CHILD = r"""
+import json, os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+import goldminer
+from helpers import children, memfd_maps, memfd_fds
+mode, root = sys.argv[3], sys.argv[4]
+
+def report(tag, **kw):
+    print(json.dumps(dict(tag=tag, **kw)), flush=True)
+
+if mode == "caught":
+    try:
+        with goldminer.Loader(root, batch_size=4, workers=2, size=32) as l:
+            for i, b in enumerate(l):
+                if i == 2:
+                    report("workers", pids=[p for p, _ in children()], maps=len(memfd_maps()))
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(5)   # the interrupt lands here
+    except KeyboardInterrupt:
+        report("after", children=children(), maps=len(memfd_maps()), fds=len(memfd_fds()))
+        sys.exit(0)
+    sys.exit(3)
+elif mode in ("uncaught", "kill"):
+    # No `with`, no close(): the interpreter exits on the interrupt.
+    l = goldminer.Loader(root, batch_size=4, workers=2, size=128, epochs=0)
+    it = iter(l)
+    next(it)
+    report("workers", pids=[p for p, _ in children()], maps=len(memfd_maps()))
+    while True:          # keep consuming until the parent interrupts or kills us
+        for b in l:
+            pass
+"""
+
+
+class TestLifecycle(GmTest):
+    needs = ("lib",)
+
+    def assertClean(self, before):
+        now = set(children())
+        self.assertEqual(now - before, set(), "processes left behind (pid, state)")
+        self.assertEqual(memfd_maps(), [], "memfd still mapped")
+        self.assertEqual(memfd_fds(), [], "memfd fd still open")
+
+    def _open(self, **kw):
+        l = goldminer.Loader(dataset(), batch_size=4, workers=2, size=32, **kw)
+        self.assertEqual(l.stats()["workers"], 2)
+        return l
+
+    def test_close_stops_workers_and_unmaps(self):
+        before = set(children())
+        l = self._open()
+        next(iter(l))
+        workers = set(children()) - before
+        self.assertEqual(len(workers), 2, "the loader's worker processes")
+        self.assertNotEqual(memfd_maps(), [])
+        l.close()
+        self.assertClean(before)
+
+    def test_garbage_collection_closes(self):
+        before = set(children())
+        l = self._open()
+        kept = next(iter(l)).data.copy()
+        del l
+        gc.collect()
+        self.assertClean(before)
+        self.assertEqual(kept.shape[0], 4)
+
+    def test_a_live_view_keeps_the_loader_open(self):
+        before = set(children())
+        l = self._open()
+        b = next(iter(l))
+        h = goldminer.fnv1a64(b.data)
+        del l
+        gc.collect()
+        self.assertEqual(len(set(children()) - before), 2, "closed under a live view")
+        self.assertEqual(goldminer.fnv1a64(b.data), h)
+        del b
+        gc.collect()
+        self.assertClean(before)
+
+    def test_many_open_close_cycles_leak_nothing(self):
+        before = set(children())
+        nfd = len(os.listdir("/proc/self/fd"))
+        for _ in range(5):
+            with self._open() as l:
+                next(iter(l))
+        self.assertClean(before)
+        self.assertEqual(len(os.listdir("/proc/self/fd")), nfd, "file descriptors leaked")
+
+    def _child(self, mode):
+        return subprocess.Popen([sys.executable, "-c", CHILD,
+                                 os.path.join(helpers.REPO, "python"),
+                                 os.path.dirname(os.path.abspath(helpers.__file__)), mode,
+                                 dataset()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+    def _workers_line(self, p):
+        line = p.stdout.readline()
+        if not line:
+            p.kill()
+            self.fail("child died before reporting: " + p.stderr.read())
+        d = json.loads(line)
+        self.assertEqual(d["tag"], "workers")
+        self.assertEqual(len(d["pids"]), 2, "child's workers")
+        self.assertGreater(d["maps"], 0)
+        return d["pids"]
+
+    def test_keyboard_interrupt_in_with_block_cleans_up(self):
+        p = self._child("caught")
+        try:
+            pids = self._workers_line(p)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 0, err)
+        d = json.loads(out.splitlines()[0])
+        self.assertEqual(d["tag"], "after")
+        self.assertEqual(d["children"], [], "workers left after the with block")
+        self.assertEqual((d["maps"], d["fds"]), (0, 0), "memfd left after the with block")
+        self.assertEqual(wait_gone(pids), [])
+
+    def test_uncaught_keyboard_interrupt_kills_workers(self):
+        p = self._child("uncaught")
+        try:
+            pids = self._workers_line(p)
+            p.send_signal(signal.SIGINT)  # lands in gm_loader_next or in Python code
+            _, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertIn("KeyboardInterrupt", err)
+        self.assertEqual(wait_gone(pids), [], "workers survived the interrupted consumer")
+
+    def test_sigkilled_consumer_takes_its_workers_along(self):
+        p = self._child("kill")
+        try:
+            pids = self._workers_line(p)
+            p.kill()
+            p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(wait_gone(pids), [], "workers survived a SIGKILLed consumer")

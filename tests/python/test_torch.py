@@ -1,0 +1,132 @@
+"""goldminer.torch.Loader: (images, labels) like DataLoader over ImageFolder, tensors
+over the ring without a copy, the same bytes as the plain binding, the GPU path."""
+import gc
+
+from helpers import GmTest, children, dataset, memfd_maps
+
+import goldminer
+
+SIZE, BATCH, SEED = 32, 8, 11
+
+
+class TestTorchAdapter(GmTest):
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        import torch
+        import goldminer.torch as gt
+        self.torch, self.gt = torch, gt
+
+    def test_uint8_batches_look_like_dataloader_and_match_the_binding(self):
+        torch = self.torch
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE) as l:
+            ref = [(goldminer.fnv1a64(b.data), list(b.labels)) for b in l]
+        with self.gt.Loader(root, batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
+                            output="uint8") as tl:
+            self.assertEqual(len(tl), len(ref))
+            got = []
+            for x, y in tl:
+                self.assertEqual(x.dtype, torch.uint8)
+                self.assertEqual(tuple(x.shape), (y.shape[0], 3, SIZE, SIZE))
+                self.assertTrue(x.is_contiguous(memory_format=torch.channels_last))
+                self.assertEqual(y.dtype, torch.int64)
+                # NHWC bytes as the ring holds them
+                got.append((goldminer.fnv1a64(x.permute(0, 2, 3, 1)), y.tolist()))
+        self.assertEqual(got, ref)
+
+    def test_float32_batches_are_normalised_nchw(self):
+        torch = self.torch
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
+                              output="float32") as l:
+            ref = [goldminer.fnv1a64(b.data) for b in l]
+        with self.gt.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE) as tl:
+            got = []
+            for x, y in tl:
+                self.assertEqual(x.dtype, torch.float32)
+                self.assertTrue(x.is_contiguous())
+                self.assertEqual(tuple(x.shape), (y.shape[0], 3, SIZE, SIZE))
+                got.append(goldminer.fnv1a64(x))
+        self.assertEqual(got, ref)
+
+    def test_tensors_are_views_of_the_ring_and_clones_survive(self):
+        with self.gt.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE,
+                            output="uint8") as tl:
+            it = iter(tl)
+            x0, _ = next(it)
+            self.assertEqual(x0.data_ptr(), tl.loader._raw.data)  # no copy was made
+            kept = x0.clone()
+            h = goldminer.fnv1a64(kept)
+            for _ in it:
+                pass
+            self.assertEqual(goldminer.fnv1a64(kept), h)
+            self.assertNotEqual(goldminer.fnv1a64(x0.permute(0, 2, 3, 1)),
+                                goldminer.fnv1a64(kept.permute(0, 2, 3, 1)))
+
+    def test_labels_are_imagefolder_targets(self):
+        if not __import__("helpers").have("torchvision"):
+            self.skipTest("torchvision is not importable")
+        from torchvision import datasets
+        root = dataset()
+        ds = datasets.ImageFolder(root)
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE) as l:
+            self.assertEqual(l.num_classes, len(ds.classes))
+            for b in l:
+                for sid, lab in zip(b.sample_ids, b.labels):
+                    self.assertEqual(ds.samples[sid][1], lab)
+
+    def test_training_step_runs_on_the_batches(self):
+        torch = self.torch
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
+                                    torch.nn.Flatten(), torch.nn.Linear(4, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with self.gt.Loader(dataset(), batch_size=BATCH, workers=2, seed=1, size=SIZE,
+                            output="uint8") as tl:
+            for x, y in tl:
+                loss = torch.nn.functional.cross_entropy(model(x.float() / 255), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        self.assertTrue(torch.isfinite(loss))
+
+    def test_gc_and_close_leave_nothing(self):
+        before = set(children())
+        tl = self.gt.Loader(dataset(), batch_size=4, workers=2, size=SIZE)
+        x, y = next(iter(tl))
+        del x, y, tl
+        gc.collect()
+        self.assertEqual(set(children()) - before, set())
+        self.assertEqual(memfd_maps(), [])
+
+    def test_cuda_device_without_cuda_raises(self):
+        if self.torch.cuda.is_available():
+            self.skipTest("a CUDA device is present")
+        with self.assertRaisesRegex(RuntimeError, "CUDA"):
+            self.gt.Loader(dataset(), batch_size=4, workers=1, size=SIZE, device="cuda")
+
+
+class TestTorchCuda(GmTest):
+    needs = ("lib", "torch", "numpy", "cuda")
+
+    def test_cuda_batches_have_the_ring_bytes(self):
+        import torch
+        import goldminer.torch as gt
+        root = dataset()
+        for output in ("uint8", "float32"):
+            with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
+                                  output=output) as l:
+                ref = [goldminer.fnv1a64(b.data) for b in l]
+            with gt.Loader(root, batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
+                           output=output, device="cuda") as tl:
+                got = []
+                for x, y in tl:
+                    self.assertEqual(x.device.type, "cuda")
+                    self.assertEqual(y.device.type, "cuda")
+                    if output == "uint8":
+                        x = x.permute(0, 2, 3, 1)
+                    got.append(goldminer.fnv1a64(x.contiguous().cpu()))
+                st = tl.stats()
+            self.assertEqual(got, ref, output)
+        self.assertTrue(st["pinned"], "the ring was not registered with CUDA")
