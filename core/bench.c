@@ -53,6 +53,7 @@ static void usage(FILE *f)
 		"  --slots N            ring slots (power of two; default 2 x workers, >= 4)\n"
 		"  --checksum           print a hash of all delivered batch bytes per epoch\n"
 		"  --device-copy        copy every batch to the GPU (needs a CUDA device)\n"
+		"  --chaos-kill-ms N    SIGKILL a random worker every N ms (crash-safety demo)\n"
 		"  --quiet              no progress line\n");
 }
 
@@ -80,7 +81,7 @@ int gm_cli_bench(int argc, char **argv)
 		{"pipeline", required_argument, NULL, 'p'}, {"on-error", required_argument, NULL, 'E'},
 		{"slots", required_argument, NULL, 'S'},   {"checksum", no_argument, NULL, 'c'},
 		{"eval", no_argument, NULL, 'v'},	   {"device-copy", no_argument, NULL, 'd'},
-		{"quiet", no_argument, NULL, 'q'},	   {"help", no_argument, NULL, 'h'},
+		{"quiet", no_argument, NULL, 'q'},	   {"chaos-kill-ms", required_argument, NULL, 'K'},	   {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	struct gm_loader_opts o;
 	uint64_t v, epochs = 1;
@@ -157,6 +158,11 @@ int gm_cli_bench(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			break;
+		case 'K':
+			if (parse_u64(optarg, "--chaos-kill-ms", 1, 3600000, &v))
+				return 2;
+			o.chaos_kill_ms = (uint32_t)v;
 			break;
 		case 'h':
 			usage(stdout);
@@ -290,6 +296,11 @@ int gm_cli_bench(int argc, char **argv)
 	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
 	       st.pinned ? "true" : "false",
 	       cuda ? gm_cuda_build() : "unavailable");
+	if (o.chaos_kill_ms)
+		printf(", \"chaos_kills\": %" PRIu64 ", \"detect_ms_mean\": %.2f, \"detect_ms_max\": %.2f",
+		       st.chaos_kills,
+		       st.chaos_kills ? st.detect_ns_sum / 1e6 / (double)st.chaos_kills : 0,
+		       st.detect_ns_max / 1e6);
 	if (dev)
 		printf(", \"h2d_gb_per_s\": %.2f", dev_s > 0 ? (double)dev_bytes / dev_s / 1e9 : 0);
 	if (checksum) {

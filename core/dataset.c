@@ -274,7 +274,8 @@ static int walk(struct walker *w, int fd, size_t rel)
 	}
 
 	sort_base = w->tmp;
-	qsort(w->files + first, w->nfiles - first, sizeof(*w->files), cmp_file);
+	if (w->nfiles - first > 1)
+		qsort(w->files + first, w->nfiles - first, sizeof(*w->files), cmp_file);
 	if (grow((void **)&w->dirs, &w->dirs_cap, (size_t)w->ndirs + 1, sizeof(*w->dirs))) {
 		ret = -ENOMEM;
 		goto out_closedir;
@@ -286,7 +287,8 @@ static int walk(struct walker *w, int fd, size_t rel)
 
 	/* Subdirectories in sorted order, so errors are reported deterministically. */
 	sort_base = w->tmp;
-	qsort(subs, nsubs, sizeof(*subs), cmp_off);
+	if (nsubs > 1)
+		qsort(subs, nsubs, sizeof(*subs), cmp_off);
 	for (size_t i = 0; i < nsubs; i++) {
 		size_t rl = strlen(w->tmp + rel), nl = strlen(w->tmp + subs[i]);
 		size_t sub_rel;
@@ -342,7 +344,8 @@ static int emit_class(struct gm_dataset *ds, struct walker *w, uint32_t label)
 	bool sep = ds->root_len && ds->root[ds->root_len - 1] != '/';
 
 	sort_base = w->tmp;
-	qsort(w->dirs, w->ndirs, sizeof(*w->dirs), cmp_dir);
+	if (w->ndirs > 1)
+		qsort(w->dirs, w->ndirs, sizeof(*w->dirs), cmp_dir);
 	for (uint32_t di = 0; di < w->ndirs; di++) {
 		const struct walk_dir *dir = &w->dirs[di];
 		const char *rel = w->tmp + dir->rel;
@@ -476,7 +479,7 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 		names_len += len + 1;
 	}
 	closedir(d);
-	if (!ret) {
+	if (!ret && ds->nclasses > 1) {
 		sort_base = ds->class_names;
 		qsort(ds->class_off, ds->nclasses, sizeof(*ds->class_off), cmp_off);
 	}
@@ -493,11 +496,12 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 
 	if (err && errlen)
 		err[0] = '\0';
+	if (out)
+		*out = NULL;
 	if (!out || !root || !root[0]) {
 		set_err(err, errlen, "gm_dataset_open: empty root path");
 		return -EINVAL;
 	}
-	*out = NULL;
 	ds = calloc(1, sizeof(*ds));
 	if (!ds)
 		return -ENOMEM;

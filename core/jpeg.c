@@ -232,7 +232,8 @@ out_abort:
 
 uint32_t gm_jpeg_pick_scale(double crop_w, double crop_h, uint32_t min_w, uint32_t min_h)
 {
-	for (uint32_t n = 1; n < 8; n++)
+	/* Power-of-two scales only: see jpeg.h for the measurement behind this. */
+	for (uint32_t n = 1; n < 8; n *= 2)
 		if (crop_w * n >= 8.0 * min_w && crop_h * n >= 8.0 * min_h)
 			return n;
 	return 8;

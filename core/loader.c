@@ -91,6 +91,11 @@ struct gm_loader {
 		uint32_t sample, count;
 	} crash[64];
 	_Atomic int started;  /* coordinator spawned its first workers: 1 ok, <0 err */
+	/* chaos testing (coordinator thread writes, stats reads) */
+	uint64_t chaos_state;
+	pid_t chaos_victim;
+	uint64_t chaos_t;
+	_Atomic uint64_t chaos_kills, detect_max, detect_sum;
 };
 
 static uint64_t now_ns(void)
@@ -189,6 +194,14 @@ static bool crash_signal(int sig)
 static void on_exit_of(struct gm_loader *l, int i)
 {
 	struct wk w = l->wk[i];
+	bool chaos = w.pid == l->chaos_victim;
+	if (chaos) {
+		uint64_t d = now_ns() - l->chaos_t;
+		atomic_fetch_add(&l->detect_sum, d);
+		if (d > atomic_load(&l->detect_max))
+			atomic_store(&l->detect_max, d);
+		l->chaos_victim = 0;
+	}
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
 	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
@@ -218,6 +231,8 @@ static void on_exit_of(struct gm_loader *l, int i)
 			}
 		}
 	}
+	if (chaos)
+		return; /* deliberate: not a sign that workers cannot run */
 	/* Progress since the last death resets the storm counter. */
 	uint64_t c = atomic_load(&gm_ring_hdr(l->ring)->consumed);
 	if (c != l->consumed_at_last_death)
@@ -258,6 +273,23 @@ static void adjust_pool(struct gm_loader *l, int target)
 	}
 }
 
+/* Chaos testing: SIGKILL one live worker chosen by a seeded generator. The kill
+ * lands wherever the worker is: decoding, half-way through writing a slot, idle. */
+static void chaos_kill(struct gm_loader *l)
+{
+	l->chaos_t = now_ns();
+	if (l->nwk == 0 || l->chaos_victim)
+		return;
+	l->chaos_state = l->chaos_state * 6364136223846793005ull + 1442695040888963407ull;
+	int i = (int)((l->chaos_state >> 33) % (uint64_t)l->nwk);
+	if (l->wk[i].retiring)
+		return;
+	if (kill(l->wk[i].pid, SIGKILL) == 0) {
+		l->chaos_victim = l->wk[i].pid;
+		atomic_fetch_add(&l->chaos_kills, 1);
+	}
+}
+
 static void *coordinator(void *arg)
 {
 	struct gm_loader *l = arg;
@@ -282,9 +314,18 @@ static void *coordinator(void *arg)
 			pfd[i + 1].fd = l->wk[i].pidfd;
 			pfd[i + 1].events = POLLIN;
 		}
-		int n = poll(pfd, (nfds_t)l->nwk + 1, -1);
+		int timeout = -1;
+		if (l->o.chaos_kill_ms) {
+			uint64_t now = now_ns(), due = l->chaos_t + l->o.chaos_kill_ms * 1000000ull;
+			timeout = due > now ? (int)((due - now) / 1000000) : 0;
+		}
+		int n = poll(pfd, (nfds_t)l->nwk + 1, timeout);
 		if (n < 0)
 			continue;
+		if (n == 0 && l->o.chaos_kill_ms) {
+			chaos_kill(l);
+			continue;
+		}
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(l->evfd, &v, sizeof(v)) < 0) {
@@ -458,6 +499,8 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 		goto out_ring;
 	}
 	l->target = l->o.workers;
+	l->chaos_state = l->o.seed ^ 0x9e3779b97f4a7c15ull;
+	l->chaos_t = now_ns();
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -638,6 +681,9 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->dataset_size = gm_dataset_count(l->ds);
 	s->num_classes = gm_dataset_num_classes(l->ds);
 	s->pinned = l->pinned;
+	s->chaos_kills = atomic_load(&((struct gm_loader *)l)->chaos_kills);
+	s->detect_ns_max = atomic_load(&((struct gm_loader *)l)->detect_max);
+	s->detect_ns_sum = atomic_load(&((struct gm_loader *)l)->detect_sum);
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)

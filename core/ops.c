@@ -41,6 +41,10 @@
 #include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #define COEF_BITS 14
 #define COEF_ONE (1 << COEF_BITS)
 #define MAX_SIZE 8192u
@@ -53,18 +57,27 @@ struct axis {
 	uint32_t taps;
 };
 
+typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		     const int16_t *c, uint32_t taps);
+typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
+		     const int16_t *hv, uint32_t out_w);
+
 struct gm_aug {
 	struct gm_aug_spec spec;
 	struct gm_jpeg *dec;
 	struct axis ax, ay;
 	uint8_t *tmp; /* vertical pass result: size rows x window width x 3 */
 	size_t tmp_cap;
-	int32_t *acc; /* one row of vertical accumulators */
-	size_t acc_cap;
+	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
+	size_t hv_cap;
+	vrow_fn *vrow;
+	hrow_fn *hrow;
 	uint8_t *row; /* one output row (u8 HWC) for the float path */
 	float lut[3][256];
 	char errmsg[320];
 };
+
+static void pick_kernels(struct gm_aug *a);
 
 void gm_aug_spec_default(struct gm_aug_spec *s)
 {
@@ -127,6 +140,7 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 		ret = -ENOMEM;
 		goto out_jpeg;
 	}
+	pick_kernels(a);
 	for (int c = 0; c < 3; c++)
 		for (int v = 0; v < 256; v++)
 			a->lut[c][v] = (float)(((double)v / 255.0 - s->mean[c]) / s->std[c]);
@@ -149,7 +163,7 @@ void gm_aug_destroy(struct gm_aug *a)
 	free(a->ay.min);
 	free(a->ay.coef);
 	free(a->tmp);
-	free(a->acc);
+	free(a->hv);
 	free(a->row);
 	gm_jpeg_destroy(a->dec);
 	free(a);
@@ -321,36 +335,27 @@ out:
 	return ret;
 }
 
-/* Vertical pass: out_h rows of nbytes from src rows (stride) into dst (nbytes per row). */
-static void vpass(uint8_t *restrict dst, const uint8_t *restrict src, size_t stride,
-		  size_t nbytes, const struct axis *ay, uint32_t out_h, int32_t *restrict acc)
+/*
+ * Vertical pass, one output row: d[x] = sum_k s[k*stride + x] * c[k] over n bytes.
+ * Scalar version (any CPU); the SIMD versions below compute the same integers.
+ */
+static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		   const int16_t *c, uint32_t taps)
 {
-	uint32_t taps = ay->taps;
-	for (uint32_t oy = 0; oy < out_h; oy++) {
-		const int16_t *c = ay->coef + (size_t)oy * taps;
-		const uint8_t *s = src + (size_t)ay->min[oy] * stride;
-		uint8_t *d = dst + (size_t)oy * nbytes;
-		int32_t c0 = c[0];
-		for (size_t x = 0; x < nbytes; x++)
-			acc[x] = (1 << (COEF_BITS - 1)) + s[x] * c0;
-		for (uint32_t k = 1; k < taps; k++) {
-			const uint8_t *sk = s + k * stride;
-			int32_t ck = c[k];
-			if (ck == 0)
-				continue;
-			for (size_t x = 0; x < nbytes; x++)
-				acc[x] += sk[x] * ck;
-		}
-		for (size_t x = 0; x < nbytes; x++)
-			d[x] = (uint8_t)(acc[x] >> COEF_BITS);
+	for (size_t x = 0; x < n; x++) {
+		int32_t acc = 1 << (COEF_BITS - 1);
+		for (uint32_t k = 0; k < taps; k++)
+			acc += s[k * stride + x] * c[k];
+		d[x] = (uint8_t)(acc >> COEF_BITS);
 	}
 }
 
-/* Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). */
-static void hpass_row(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
-		      uint32_t out_w)
+/* Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. */
+static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
+		   const int16_t *hv, uint32_t out_w)
 {
 	uint32_t taps = ax->taps;
+	(void)hv;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
 		const int16_t *c = ax->coef + (size_t)ox * taps;
 		const uint8_t *s = src + (size_t)ax->min[ox] * 3;
@@ -363,6 +368,143 @@ static void hpass_row(uint8_t *restrict dst, const uint8_t *restrict src, const 
 		dst[3 * ox] = (uint8_t)(r >> COEF_BITS);
 		dst[3 * ox + 1] = (uint8_t)(g >> COEF_BITS);
 		dst[3 * ox + 2] = (uint8_t)(b >> COEF_BITS);
+	}
+}
+
+#if defined(__x86_64__)
+/*
+ * x86 versions (hand-written because gcc -O2 does not vectorise these loops).
+ * Vertical: two taps at a time, bytes of the two source rows interleaved and
+ * widened to 16 bits so one pmaddwd does 2 multiply-adds per lane.
+ */
+static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		      const int16_t *c, uint32_t taps)
+{
+	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1)), z = _mm_setzero_si128();
+	size_t x = 0;
+	for (; x + 16 <= n; x += 16) {
+		__m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+		for (uint32_t k = 0; k < taps; k += 2) {
+			const uint8_t *p = s + k * stride + x;
+			__m128i v0 = _mm_loadu_si128((const __m128i *)p), v1 = v0, cc;
+			if (k + 1 < taps) {
+				v1 = _mm_loadu_si128((const __m128i *)(p + stride));
+				cc = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
+							      ((uint32_t)(uint16_t)c[k + 1] << 16)));
+			} else {
+				cc = _mm_set1_epi32((int32_t)(uint16_t)c[k]);
+			}
+			__m128i lo = _mm_unpacklo_epi8(v0, v1), hi = _mm_unpackhi_epi8(v0, v1);
+			a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), cc));
+			a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), cc));
+			a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), cc));
+			a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), cc));
+		}
+		a0 = _mm_srai_epi32(a0, COEF_BITS);
+		a1 = _mm_srai_epi32(a1, COEF_BITS);
+		a2 = _mm_srai_epi32(a2, COEF_BITS);
+		a3 = _mm_srai_epi32(a3, COEF_BITS);
+		__m128i r = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+		_mm_storeu_si128((__m128i *)(d + x), r);
+	}
+	if (x < n)
+		vrow_c(d + x, s + x, stride, n - x, c, taps);
+}
+
+__attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
+						       const uint8_t *restrict s, size_t stride,
+						       size_t n, const int16_t *c, uint32_t taps)
+{
+	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1)), z = _mm256_setzero_si256();
+	size_t x = 0;
+	/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
+	for (; x + 32 <= n; x += 32) {
+		__m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+		for (uint32_t k = 0; k < taps; k += 2) {
+			const uint8_t *p = s + k * stride + x;
+			__m256i v0 = _mm256_loadu_si256((const __m256i *)p), v1 = v0, cc;
+			if (k + 1 < taps) {
+				v1 = _mm256_loadu_si256((const __m256i *)(p + stride));
+				cc = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
+								 ((uint32_t)(uint16_t)c[k + 1] << 16)));
+			} else {
+				cc = _mm256_set1_epi32((int32_t)(uint16_t)c[k]);
+			}
+			__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
+			a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), cc));
+			a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), cc));
+			a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), cc));
+			a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), cc));
+		}
+		a0 = _mm256_srai_epi32(a0, COEF_BITS);
+		a1 = _mm256_srai_epi32(a1, COEF_BITS);
+		a2 = _mm256_srai_epi32(a2, COEF_BITS);
+		a3 = _mm256_srai_epi32(a3, COEF_BITS);
+		__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
+						_mm256_packs_epi32(a2, a3));
+		_mm256_storeu_si256((__m256i *)(d + x), r);
+	}
+	if (x < n)
+		vrow_sse2(d + x, s + x, stride, n - x, c, taps);
+}
+
+/*
+ * Horizontal, SSSE3: per output pixel and pair of taps, one 8-byte load, a pshufb
+ * to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one pmaddwd with the prepared
+ * (c0 c1 c0 c1 c0 c1 0 0) vector (hv, built by hv_build). Reads up to 8 bytes
+ * past the last tap: the source buffer has slack for that.
+ */
+__attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
+							 const uint8_t *restrict src,
+							 const struct axis *ax, const int16_t *hv,
+							 uint32_t out_w)
+{
+	const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1));
+	uint32_t pairs = (ax->taps + 1) / 2;
+	const __m128i *cv = (const __m128i *)hv;
+	for (uint32_t ox = 0; ox < out_w; ox++) {
+		const uint8_t *s = src + (size_t)ax->min[ox] * 3;
+		__m128i acc = rnd;
+		for (uint32_t p = 0; p < pairs; p++) {
+			__m128i v = _mm_loadl_epi64((const __m128i *)(s + 6 * p));
+			acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(v, shuf), cv[p]));
+		}
+		cv += pairs;
+		acc = _mm_srai_epi32(acc, COEF_BITS);
+		acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
+		uint32_t px = (uint32_t)_mm_cvtsi128_si32(acc);
+		memcpy(dst + 3 * ox, &px, 3);
+	}
+}
+#endif
+
+/* Choose the fastest kernels this CPU runs. */
+static void pick_kernels(struct gm_aug *a)
+{
+	a->vrow = vrow_c;
+	a->hrow = hrow_c;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	a->vrow = __builtin_cpu_supports("avx2") ? vrow_avx2 : vrow_sse2;
+	if (__builtin_cpu_supports("ssse3"))
+		a->hrow = hrow_ssse3;
+#endif
+}
+
+/* Lay out the horizontal coefficients as SSSE3 pmaddwd operands (8 int16 per pair). */
+static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w)
+{
+	uint32_t taps = ax->taps, pairs = (taps + 1) / 2;
+	for (uint32_t ox = 0; ox < out_w; ox++) {
+		const int16_t *c = ax->coef + (size_t)ox * taps;
+		for (uint32_t p = 0; p < pairs; p++) {
+			int16_t c0 = c[2 * p], c1 = 2 * p + 1 < taps ? c[2 * p + 1] : 0;
+			int16_t *o = hv + ((size_t)ox * pairs + p) * 8;
+			o[0] = o[2] = o[4] = c0;
+			o[1] = o[3] = o[5] = c1;
+			o[6] = o[7] = 0;
+		}
 	}
 }
 
@@ -433,23 +575,30 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
 	}
 	size_t nbytes = (size_t)(hi - lo) * 3;
-	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes * size) ||
-	    grow((void **)&a->acc, &a->acc_cap, sizeof(int32_t) * nbytes))
+	uint32_t pairs = (a->ax.taps + 1) / 2;
+	/* +32: the SIMD horizontal pass may read a few bytes past its last tap */
+	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes * size + 32) ||
+	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 8 * pairs * size))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] -= (int32_t)lo;
-	vpass(a->tmp, img.pixels + (size_t)lo * 3, img.stride, nbytes, &a->ay, size, a->acc);
+	if (a->hrow != hrow_c)
+		hv_build(a->hv, &a->ax, size);
+	const uint8_t *src = img.pixels + (size_t)lo * 3;
+	for (uint32_t y = 0; y < size; y++)
+		a->vrow(a->tmp + (size_t)y * nbytes, src + (size_t)a->ay.min[y] * img.stride,
+			img.stride, nbytes, a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
 
 	if (s->out == GM_OUT_U8_HWC) {
 		uint8_t *o = out;
 		for (uint32_t y = 0; y < size; y++)
-			hpass_row(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax,
-				  size);
+			a->hrow(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax, a->hv,
+				size);
 	} else {
 		float *o = out;
 		size_t plane = (size_t)size * size;
 		for (uint32_t y = 0; y < size; y++) {
-			hpass_row(a->row, a->tmp + (size_t)y * nbytes, &a->ax, size);
+			a->hrow(a->row, a->tmp + (size_t)y * nbytes, &a->ax, a->hv, size);
 			float *p0 = o + (size_t)y * size, *p1 = p0 + plane, *p2 = p1 + plane;
 			for (uint32_t x = 0; x < size; x++) {
 				p0[x] = a->lut[0][a->row[3 * x]];

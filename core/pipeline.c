@@ -26,7 +26,7 @@
 #include "goldminer/cli.h"
 
 #define MAX_ARGS 3
-#define TOK_MAX 64	  /* longest argument token we accept */
+#define TOK_MAX	 64   /* longest argument token we accept */
 #define SPEC_MAX 4096 /* longest spec we accept */
 
 enum op_id {
@@ -71,6 +71,7 @@ struct op_def {
 };
 
 /* The one table of ops. Defaults are text so that they read like user input. */
+// clang-format off
 static const struct op_def ops[OP_COUNT] = {
 	[OP_READ] = {"read", GM_PIPELINE_PER_SAMPLE, false, 0, {{0}},
 		     "read one sample's encoded bytes by dataset index",
@@ -89,8 +90,8 @@ static const struct op_def ops[OP_COUNT] = {
 		       {{"n", ARG_UINT, NULL, 1, 16384, false}},
 		       "scale the shorter side to N (eval)", "a pure function of the pixels"},
 	[OP_CENTER_CROP] = {"center_crop", GM_PIPELINE_PER_SAMPLE, true, 1,
-			    {{"n", ARG_UINT, NULL, 1, 16384, false}},
-			    "cut the central N x N window (eval; after resize)",
+			    {{"n", ARG_UINT, NULL, 1, 8192, false}},
+			    "cut the central N x N window (eval; after resize; no flip)",
 			    "a pure function of the pixels"},
 	[OP_FLIP] = {"flip", GM_PIPELINE_PER_SAMPLE, true, 1,
 		     {{"p", ARG_FLOAT, "0.5", 0, 1, false}},
@@ -121,11 +122,12 @@ static const struct op_def ops[OP_COUNT] = {
 		      "it keeps samples across epochs: later epochs read what earlier ones "
 		      "stored"},
 };
+// clang-format on
 
 struct arg_val {
-	double v[6];	     /* FLOAT: v[0]; RANGE: v[0..1]; NORM: mean v[0..2], std v[3..5] */
-	uint64_t u;	     /* UINT */
-	bool given;	     /* by the user (else the default) */
+	double v[6];	    /* FLOAT: v[0]; RANGE: v[0..1]; NORM: mean v[0..2], std v[3..5] */
+	uint64_t u;	    /* UINT */
+	bool given;	    /* by the user (else the default) */
 	char text[TOK_MAX]; /* the value as written (lower case), for the canonical form */
 };
 
@@ -163,7 +165,7 @@ static bool is_blank(char c)
 
 /* Format "pipeline:OPNO (col COL): ..." into the caller's buffer; returns -EINVAL. */
 __attribute__((format(printf, 4, 5))) static int fail(struct parse *ps, size_t opno, size_t col,
-						       const char *fmt, ...)
+						      const char *fmt, ...)
 {
 	if (ps->err && ps->errlen) {
 		int k = snprintf(ps->err, ps->errlen, "pipeline:%zu (col %zu): ", opno, col);
@@ -372,8 +374,8 @@ static int parse_value(struct parse *ps, size_t opno, size_t col, const struct o
 			return fail(ps, opno, col, "%s %s '%s' is out of range %s", d->name,
 				    a->name, buf, rng);
 		if (out->v[0] > out->v[1])
-			return fail(ps, opno, col, "%s %s '%s': MIN %g > MAX %g", d->name,
-				    a->name, buf, out->v[0], out->v[1]);
+			return fail(ps, opno, col, "%s %s '%s': MIN %g > MAX %g", d->name, a->name,
+				    buf, out->v[0], out->v[1]);
 		break;
 	case ARG_NORM: {
 		if (!strcmp(buf, "imagenet")) {
@@ -431,21 +433,21 @@ static bool positional(const struct op_def *d, int i)
 	return !a->def || (d->nargs == 1 && (a->type == ARG_FLOAT || a->type == ARG_NORM));
 }
 
-
 static void make_text(struct op_inst *o)
 {
 	const struct op_def *d = &ops[o->id];
-	size_t k = 0, len = sizeof(o->text);
-	int w = snprintf(o->text, len, "%s", d->name);
+	char buf[sizeof(o->text)]; /* built apart: o->text and o->a[] share *o */
+	size_t k = 0, len = sizeof(buf);
+	int w = snprintf(buf, len, "%s", d->name);
 	for (int i = 0; i < d->nargs && w >= 0 && (k += (size_t)w) < len; i++)
-		w = positional(d, i) ? snprintf(o->text + k, len - k, " %s", o->a[i].text)
-				     : snprintf(o->text + k, len - k, " %s=%s", d->args[i].name,
-						o->a[i].text);
+		w = positional(d, i)
+			? snprintf(buf + k, len - k, " %s", o->a[i].text)
+			: snprintf(buf + k, len - k, " %s=%s", d->args[i].name, o->a[i].text);
+	memcpy(o->text, buf, sizeof(buf));
 }
 
 /* Pass 1 for one stage [s, e): op name and arguments. */
-static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t e,
-		       const int *seen)
+static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t e, const int *seen)
 {
 	const char *t = ps->spec;
 	size_t opno = p->n + 1;
@@ -512,12 +514,11 @@ static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t
 				if (tok_eq(a, keylen, d->args[j].name))
 					slot = j;
 			if (slot < 0)
-				return fail(ps, opno, acol,
-					    "%s has no argument '%.*s'; usage: %s", d->name,
-					    (int)(keylen > 40 ? 40 : keylen), a, gram);
+				return fail(ps, opno, acol, "%s has no argument '%.*s'; usage: %s",
+					    d->name, (int)(keylen > 40 ? 40 : keylen), a, gram);
 			if (o->a[slot].given)
-				return fail(ps, opno, acol, "%s %s given twice; usage: %s",
-					    d->name, d->args[slot].name, gram);
+				return fail(ps, opno, acol, "%s %s given twice; usage: %s", d->name,
+					    d->args[slot].name, gram);
 			acol += keylen + 1;
 			alen -= keylen + 1;
 			a = eq + 1;
@@ -564,9 +565,10 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 		size_t opno = i + 1;
 		if (i == 0 && o->id != OP_READ) {
 			if (at[OP_READ] >= 0)
-				return fail(ps, opno, o->col,
-					    "'%s' before 'read' (op %d): 'read' must be the first op",
-					    d->name, at[OP_READ] + 1);
+				return fail(
+				    ps, opno, o->col,
+				    "'%s' before 'read' (op %d): 'read' must be the first op",
+				    d->name, at[OP_READ] + 1);
 			return fail(ps, opno, o->col, "the first op must be 'read', got '%s'",
 				    d->name);
 		}
@@ -574,8 +576,7 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 			return fail(ps, opno, o->col,
 				    "'%s' needs decoded pixels: 'decode' must come before it",
 				    d->name);
-		if ((d->pixels || o->id == OP_DECODE) && at[OP_BATCH] >= 0 &&
-		    at[OP_BATCH] < (int)i)
+		if ((d->pixels || o->id == OP_DECODE) && at[OP_BATCH] >= 0 && at[OP_BATCH] < (int)i)
 			return fail(ps, opno, o->col,
 				    "per-sample op '%s' after 'batch' (op %d): samples are already "
 				    "batched; move it before 'batch'",
@@ -600,8 +601,12 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 			}
 			break;
 		case OP_RRC:
-			if (at[OP_RESIZE] >= 0 || at[OP_CENTER_CROP] >= 0) {
-				int other = at[OP_RESIZE] >= 0 ? at[OP_RESIZE] : at[OP_CENTER_CROP];
+			if ((at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i) ||
+			    (at[OP_CENTER_CROP] >= 0 && at[OP_CENTER_CROP] < (int)i)) {
+				/* the first of them; a later one is reported at its own op */
+				int other = at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i
+						? at[OP_RESIZE]
+						: at[OP_CENTER_CROP];
 				return fail(ps, opno, o->col,
 					    "'random_resized_crop' with '%s' (op %d): choose train "
 					    "(random_resized_crop) or eval (resize + center_crop)",
@@ -613,10 +618,11 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 			if (at[OP_NORMALIZE] >= 0 && at[OP_TO_HWC_U8] >= 0 &&
 			    (int)i == (at[OP_NORMALIZE] > at[OP_TO_HWC_U8] ? at[OP_NORMALIZE]
 									   : at[OP_TO_HWC_U8]))
-				return fail(ps, opno, o->col,
-					    "'normalize' (op %d) with 'to_hwc_u8' (op %d): uint8 "
-					    "output cannot hold normalised values; use 'to_chw_f32'",
-					    at[OP_NORMALIZE] + 1, at[OP_TO_HWC_U8] + 1);
+				return fail(
+				    ps, opno, o->col,
+				    "'normalize' (op %d) with 'to_hwc_u8' (op %d): uint8 "
+				    "output cannot hold normalised values; use 'to_chw_f32'",
+				    at[OP_NORMALIZE] + 1, at[OP_TO_HWC_U8] + 1);
 			if (o->id == OP_TO_HWC_U8 && at[OP_TO_CHW_F32] >= 0 &&
 			    at[OP_TO_CHW_F32] < (int)i)
 				return fail(ps, opno, o->col,
@@ -652,6 +658,10 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 		return fail(ps, end_op, end_col,
 			    "no op fixes the sample size: add 'random_resized_crop N' or "
 			    "'resize N | center_crop N'");
+	if (at[OP_FLIP] >= 0 && at[OP_RRC] < 0)
+		return fail(ps, (size_t)at[OP_FLIP] + 1, p->op[at[OP_FLIP]].col,
+			    "'flip' needs 'random_resized_crop': the eval transform (resize + "
+			    "center_crop) never flips");
 	if (at[OP_NORMALIZE] >= 0 && at[OP_TO_CHW_F32] < 0)
 		return fail(ps, (size_t)at[OP_NORMALIZE] + 1, p->op[at[OP_NORMALIZE]].col,
 			    "'normalize' needs 'to_chw_f32' (uint8 output cannot hold "
@@ -927,10 +937,10 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 		fprintf(f, "note: stateless ops after the cut run in the consumer; move stateful "
 			   "ops to the end to give them to the workers\n");
 	if (s->mode == GM_AUG_TRAIN)
-		fprintf(f, "mode: train (random_resized_crop %u, scale %g..%g, ratio %g..%g), "
-			   "flip p=%g\n",
-			s->size, s->scale_min, s->scale_max, s->ratio_min, s->ratio_max,
-			s->flip_p);
+		fprintf(f,
+			"mode: train (random_resized_crop %u, scale %g..%g, ratio %g..%g), "
+			"flip p=%g\n",
+			s->size, s->scale_min, s->scale_max, s->ratio_min, s->ratio_max, s->flip_p);
 	else
 		fprintf(f, "mode: eval (resize %u, center_crop %u), flip p=%g\n", s->resize,
 			s->size, s->flip_p);
@@ -1007,10 +1017,12 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 		s->out == GM_OUT_F32_CHW ? "f32_chw" : "u8_hwc", s->mean[0], s->mean[1], s->mean[2],
 		s->std[0], s->std[1], s->std[2], (unsigned long long)s->max_pixels);
 	if (s->out == GM_OUT_F32_CHW)
-		fprintf(f, ",\"sample\":{\"dtype\":\"float32\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
+		fprintf(f,
+			",\"sample\":{\"dtype\":\"float32\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->size, s->size);
 	else
-		fprintf(f, ",\"sample\":{\"dtype\":\"uint8\",\"layout\":\"HWC\",\"shape\":[%u,%u,3]",
+		fprintf(f,
+			",\"sample\":{\"dtype\":\"uint8\",\"layout\":\"HWC\",\"shape\":[%u,%u,3]",
 			s->size, s->size);
 	fprintf(f, ",\"bytes\":%zu},\"batch_size\":%u,\"batch_bytes\":%llu}\n", sb, p->batch,
 		(unsigned long long)((uint64_t)sb * p->batch));
@@ -1062,14 +1074,15 @@ int gm_pipeline_list_ops(FILE *f)
 
 static void plan_usage(FILE *f)
 {
-	fprintf(f, "usage: goldminer plan [--json] SPEC...   (the words are joined by spaces)\n"
-		   "       goldminer plan [--json] --train | --eval   (the default specs)\n"
-		   "       goldminer plan --ops                      (the op table)\n"
-		   "Shows which ops run in the workers and which in the consumer, and why.\n"
-		   "Exit status: 0 ok, 2 bad spec or usage, 1 runtime error.\n"
-		   "default train: %s\n"
-		   "default eval:  %s\n",
-		   GM_PIPELINE_TRAIN_DEFAULT, GM_PIPELINE_EVAL_DEFAULT);
+	fprintf(f,
+		"usage: goldminer plan [--json] SPEC...   (the words are joined by spaces)\n"
+		"       goldminer plan [--json] --train | --eval   (the default specs)\n"
+		"       goldminer plan --ops                      (the op table)\n"
+		"Shows which ops run in the workers and which in the consumer, and why.\n"
+		"Exit status: 0 ok, 2 bad spec or usage, 1 runtime error.\n"
+		"default train: %s\n"
+		"default eval:  %s\n",
+		GM_PIPELINE_TRAIN_DEFAULT, GM_PIPELINE_EVAL_DEFAULT);
 }
 
 int gm_cli_plan(int argc, char **argv)

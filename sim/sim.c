@@ -105,6 +105,7 @@ struct sim {
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
 	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;
+	double win_alloc_g, win_busy_g, win_alloc_c, win_busy_c, t_win; /* at last submit */
 	double interval;
 	uint64_t realloc;
 	size_t unplaceable;
@@ -543,8 +544,15 @@ static void on_arrival(struct sim *s, uint32_t id)
 	uint32_t ji = (uint32_t)s->next_arrival++;
 	struct sjob *j = &s->j[ji];
 
-	if (s->next_arrival < s->n)
+	if (s->next_arrival < s->n) {
 		ev_at(s, (uint32_t)s->n, s->t->jobs[s->next_arrival].submit / s->o.arrival_scale);
+	} else { /* the arrival window closes: keep its integrals */
+		s->win_alloc_g = s->int_alloc_g;
+		s->win_busy_g = s->int_busy_g;
+		s->win_alloc_c = s->int_alloc_c;
+		s->win_busy_c = s->int_busy_c;
+		s->t_win = s->now;
+	}
 	if (j->gpus > s->c->total_gpus) {
 		j->state = J_DROPPED;
 		s->unplaceable++;
@@ -701,10 +709,10 @@ int gm_sim_summary_json(const struct gm_sim_summary *m, int with_wall, char *buf
 	int k = snprintf(buf, len,
 			 "{\"policy\":\"%s\",\"jobs\":%zu,\"unplaceable\":%zu,\"avg_jct\":%.1f,"
 			 "\"p50_jct\":%.1f,\"p95_jct\":%.1f,\"p99_jct\":%.1f,\"avg_queue\":%.1f,"
-			 "\"makespan\":%.1f,\"gpu_util\":%.4f,\"gpu_alloc\":%.4f,\"cpu_util\":%.4f,"
-			 "\"cpu_alloc\":%.4f,\"events\":%llu,\"reallocations\":%llu",
+			 "\"makespan\":%.1f,\"gpu_util\":%.4f,\"gpu_busy\":%.4f,\"gpu_alloc\":%.4f,"
+			 "\"cpu_util\":%.4f,\"cpu_alloc\":%.4f,\"events\":%llu,\"reallocations\":%llu",
 			 m->policy, m->jobs, m->unplaceable, m->avg_jct, m->p50_jct, m->p95_jct,
-			 m->p99_jct, m->avg_queue, m->makespan, m->gpu_util, m->gpu_alloc,
+			 m->p99_jct, m->avg_queue, m->makespan, m->gpu_util, m->gpu_busy, m->gpu_alloc,
 			 m->cpu_util, m->cpu_alloc, (unsigned long long)m->events,
 			 (unsigned long long)m->realloc);
 	if (k < 0 || (size_t)k >= len)
@@ -927,12 +935,18 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 		m->p99_jct = pct(jct, nj, 0.99);
 		m->makespan = lastend - first;
 	}
-	if (m->makespan > 0) {
-		double span = lastend; /* integrals run from t = 0 (the first submit) */
-		m->gpu_util = s->int_busy_g / (span * (double)c->total_gpus);
-		m->gpu_alloc = s->int_alloc_g / (span * (double)c->total_gpus);
-		m->cpu_util = s->int_busy_c / (span * (double)c->total_cpus);
-		m->cpu_alloc = s->int_alloc_c / (span * (double)c->total_cpus);
+	m->gpu_util = s->int_alloc_g > 0 ? s->int_busy_g / s->int_alloc_g : 0;
+	if (s->t_win > 0) {
+		/*
+		 * Cluster-wide shares are averaged over the arrival window [0, last submit]:
+		 * over the whole run the GPU-busy integral is the same for every policy (the
+		 * work is fixed), and a long tail would dilute it.
+		 */
+		double w = s->t_win;
+		m->gpu_busy = s->win_busy_g / (w * (double)c->total_gpus);
+		m->gpu_alloc = s->win_alloc_g / (w * (double)c->total_gpus);
+		m->cpu_util = s->win_busy_c / (w * (double)c->total_cpus);
+		m->cpu_alloc = s->win_alloc_c / (w * (double)c->total_cpus);
 	}
 	m->events = s->events;
 	m->realloc = s->realloc;

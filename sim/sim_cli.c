@@ -195,11 +195,11 @@ int gm_cli_sim(int argc, char **argv)
 	}
 	fprintf(stderr,
 		"goldminer sim: cluster %u nodes, %llu GPUs, %llu vCPUs; trace %s, %zu jobs "
-		"(left out: %zu CPU-only, %zu never ran, %zu bad times; %zu fractional-GPU "
-		"pods run on one GPU)\n",
+		"(left out: %zu CPU-only, %zu never ran, %zu bad times, %zu still running at "
+		"the end; %zu fractional-GPU pods run on one GPU)\n",
 		c->n, (unsigned long long)c->total_gpus, (unsigned long long)c->total_cpus,
 		t->format, t->n, t->skipped_cpu_only, t->skipped_never_ran, t->skipped_bad_time,
-		t->rounded_fraction);
+		t->skipped_censored, t->rounded_fraction);
 	if (val[O_WRITE] && (rc = gm_trace_write(t, val[O_WRITE]))) {
 		snprintf(err, sizeof(err), "%s: %s", val[O_WRITE], strerror(-rc));
 		goto out_err;

@@ -125,8 +125,9 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL, *fld[16];
-	size_t lcap = 0, cap = 0;
+	size_t lcap = 0, cap = 0, ncens = 0, ccap = 0;
 	unsigned lineno = 0;
+	double *cens = NULL, tmax = 0; /* deletion times of pods Running at the end */
 	enum fmt fm;
 	int rc = 0;
 
@@ -201,6 +202,23 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 				j.vcpu = (float)(v[0] / 1000.0);
 				j.submit = v[3];
 				j.duration = v[4] - v[5];
+				if (v[4] > tmax)
+					tmax = v[4];
+				if (!strcmp(fld[7], "Running")) {
+					if (ncens == ccap) {
+						size_t nc = ccap ? 2 * ccap : 256;
+						void *a = realloc(cens, nc * sizeof(double));
+						if (!a) {
+							rc = -ENOMEM;
+							seterr(err, errlen, "%s: out of memory", path);
+							goto out_close;
+						}
+						cens = a;
+						ccap = nc;
+					}
+					cens[ncens++] = v[4];
+					j.cls = -2; /* marker, resolved below */
+				}
 			}
 		} else if (fm == F_PHILLY) {
 			nf = split(line, ',', fld, 5);
@@ -255,8 +273,31 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 	if (ferror(f)) {
 		rc = -EIO;
 		seterr(err, errlen, "%s: read error", path);
+		goto out_close;
+	}
+	/*
+	 * openb: a pod still Running when the trace ends has deletion_time = the end of
+	 * the trace, so its duration is censored (unknown) and it is mostly a
+	 * long-lived service. Such pods are left out and counted.
+	 */
+	if (fm == F_OPENB) {
+		size_t k = 0, c = 0;
+		for (size_t i = 0; i < t->n; i++) {
+			struct gm_job *j = &t->jobs[i];
+			if (j->cls == -2) {
+				bool censored = cens[c++] >= tmax;
+				j->cls = GM_TRACE_CLASS_AUTO;
+				if (censored) {
+					t->skipped_censored++;
+					continue;
+				}
+			}
+			t->jobs[k++] = *j;
+		}
+		t->n = k;
 	}
 out_close:
+	free(cens);
 	free(line);
 	fclose(f);
 	return rc;

@@ -43,6 +43,7 @@ struct gm_loader_opts {
 	bool drop_last;		  /* drop the last short batch of an epoch */
 	bool shuffle;		  /* per-epoch permutation (default true) */
 	bool no_pin;		  /* never cudaHostRegister the ring */
+	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
 };
 
 /* One delivered batch: a view into a ring slot, valid until the next
@@ -74,6 +75,9 @@ struct gm_loader_stats {
 	uint32_t dataset_size;
 	uint32_t num_classes;
 	bool pinned;		   /* the ring is registered with CUDA */
+	uint64_t chaos_kills;	   /* workers killed by chaos_kill_ms */
+	uint64_t detect_ns_max;	   /* worst time from a kill to its reap + re-issue */
+	uint64_t detect_ns_sum;	   /* ... summed over chaos kills (mean = sum / kills) */
 };
 
 /* Defaults as documented in struct gm_loader_opts. */

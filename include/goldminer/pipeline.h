@@ -4,7 +4,7 @@
  * One string describes the whole pre-processing pipeline, the same for the CLI,
  * the C API (gm_loader_opts.pipeline) and Python:
  *
- *   read | decode | random_resized_crop 224 | flip 0.5 | normalize imagenet | to_chw_f32 | batch 256
+ *   read | decode | random_resized_crop 224 | flip 0.5 | to_chw_f32 | batch 256
  *
  * Stages are separated by '|'; a stage is an op name and its arguments, separated
  * by blanks (spaces, tabs, newlines; any amount). Arguments are positional, or
@@ -23,7 +23,7 @@
  * arguments, ranges and order; every error names the op's position (1-based op
  * index and 1-based character column of the offending token) and quotes it:
  *
- *   pipeline:3 (col 17): unknown op 'random_crop' (did you mean 'random_resized_crop'?); known: ...
+ *   pipeline:3 (col 17): unknown op 'random_crop' (did you mean 'random_resized_crop'?); ...
  *
  * Not here: running the ops (ops.c does the per-sample part, the loader the rest).
  */
@@ -47,7 +47,8 @@
 	"read | decode | random_resized_crop 224 | flip 0.5 | normalize imagenet | to_chw_f32 | "  \
 	"batch 256"
 #define GM_PIPELINE_EVAL_DEFAULT                                                                   \
-	"read | decode | resize 256 | center_crop 224 | normalize imagenet | to_chw_f32 | batch 256"
+	"read | decode | resize 256 | center_crop 224 | normalize imagenet | to_chw_f32 | "        \
+	"batch 256"
 
 /* What an op may depend on, which decides where it can run. */
 enum gm_pipeline_kind {

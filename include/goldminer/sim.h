@@ -42,10 +42,12 @@ struct gm_sim_summary {
 	char policy[16];
 	size_t jobs, unplaceable;
 	double avg_jct, p50_jct, p95_jct, p99_jct, avg_queue, makespan;
-	double gpu_util;  /* time-averaged fraction of GPUs doing useful work */
-	double gpu_alloc; /* time-averaged fraction of GPUs allocated to jobs */
-	double cpu_util;  /* time-averaged fraction of vCPUs busy pre-processing */
-	double cpu_alloc; /* time-averaged fraction of vCPUs allocated */
+	double gpu_util;  /* useful fraction of allocated GPU time, whole run (as nvidia-smi) */
+	/* Time averages over the arrival window [0, last submit]: */
+	double gpu_busy;  /* fraction of all GPUs doing useful work */
+	double gpu_alloc; /* fraction of all GPUs allocated to jobs */
+	double cpu_util;  /* fraction of vCPUs busy pre-processing */
+	double cpu_alloc; /* fraction of vCPUs allocated */
 	uint64_t events, realloc; /* events handled, job-rate changes by the policy */
 	double wall_s;
 	double max_rss_mib; /* of the process, at the end of the run */

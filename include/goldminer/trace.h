@@ -30,6 +30,7 @@ struct gm_trace {
 	size_t skipped_cpu_only;  /* openb pods with no GPU */
 	size_t skipped_never_ran; /* openb pods never scheduled (Pending) */
 	size_t skipped_bad_time;  /* deletion <= scheduled, or duration <= 0 */
+	size_t skipped_censored;  /* openb pods still Running at the trace's end */
 	size_t rounded_fraction;  /* shared (fractional) GPU pods run as one GPU */
 	char format[16];          /* "openb", "philly", "gm", "synth" */
 };

@@ -68,6 +68,7 @@ class LoaderOpts(ctypes.Structure):
         ("drop_last", ctypes.c_bool),
         ("shuffle", ctypes.c_bool),
         ("no_pin", ctypes.c_bool),
+        ("chaos_kill_ms", ctypes.c_uint32),
     ]
 
 
@@ -106,6 +107,9 @@ class LoaderStats(ctypes.Structure):
         ("dataset_size", ctypes.c_uint32),
         ("num_classes", ctypes.c_uint32),
         ("pinned", ctypes.c_bool),
+        ("chaos_kills", ctypes.c_uint64),
+        ("detect_ns_max", ctypes.c_uint64),
+        ("detect_ns_sum", ctypes.c_uint64),
     ]
 
 

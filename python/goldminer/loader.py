@@ -95,6 +95,7 @@ class Loader:
     scale, ratio, flip_p, resize, mean, std, max_pixels: the transform.
     shuffle, drop_last, slots, start_batch, pin: as in struct gm_loader_opts.
     copy       True: yield owned copies instead of ring views.
+    chaos_kill_ms  testing: SIGKILL a random worker every N ms (batches stay the same).
 
     Raises GoldminerError (an OSError with the C message) when the dataset or an
     option is rejected, ValueError for options the binding itself rejects.
@@ -104,7 +105,7 @@ class Loader:
                  output="uint8", on_error="skip", *, epochs=0, size=224, mode="train",
                  scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
-                 pin=True, copy=False):
+                 pin=True, copy=False, chaos_kill_ms=0):
         self._h = None
         if output not in _OUTPUTS:
             raise ValueError("output must be 'uint8' or 'float32', not %r" % (output,))
@@ -127,7 +128,8 @@ class Loader:
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
                         ratio=ratio, flip_p=flip_p, resize=resize, mean=mean, std=std,
                         max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
-                        slots=slots, start_batch=start_batch, pin=pin, copy=copy)
+                        slots=slots, start_batch=start_batch, pin=pin, copy=copy,
+                        chaos_kill_ms=chaos_kill_ms)
         self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
         self._nworkers = nworkers
         self._open(epoch, epochs, start_batch)
@@ -152,6 +154,7 @@ class Loader:
         o.drop_last = bool(kw["drop_last"])
         o.shuffle = bool(kw["shuffle"])
         o.no_pin = not kw["pin"]
+        o.chaos_kill_ms = kw["chaos_kill_ms"]
         a = o.aug
         a.mode = _MODES[kw["mode"]]
         a.size = kw["size"]
@@ -420,11 +423,10 @@ def _shape(buf, n, sample_bytes, output, copy):
     if _np is not None:
         a = _np.frombuffer(buf, dtype=_np.uint8 if elem == 1 else _np.float32).reshape(shape)
         return a.copy() if copy else a
-    mv = memoryview(buf).cast(code, shape)
+    raw = memoryview(buf).cast("B")  # ctypes says "<B"; cast() wants plain bytes first
     if copy:
-        cp = bytearray(mv.tobytes())
-        return memoryview(cp).cast(code, shape)
-    return mv
+        raw = memoryview(bytearray(raw))
+    return raw.cast(code, shape)
 
 
 def _isqrt_exact(v):

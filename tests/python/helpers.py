@@ -7,6 +7,7 @@ exit. A reference consumer written in C against loader.h is compiled on demand
 with the C API's for the same options. /proc helpers find worker processes and
 memfd mappings for the leak tests.
 """
+import array
 import atexit
 import ctypes
 import json
@@ -185,6 +186,7 @@ int main(void)
 	F(gm_loader_opts, seed) F(gm_loader_opts, epoch) F(gm_loader_opts, epochs)
 	F(gm_loader_opts, start_batch) F(gm_loader_opts, slots) F(gm_loader_opts, on_error)
 	F(gm_loader_opts, drop_last) F(gm_loader_opts, shuffle) F(gm_loader_opts, no_pin)
+	F(gm_loader_opts, chaos_kill_ms)
 	S(gm_batch) F(gm_batch, epoch) F(gm_batch, index) F(gm_batch, size)
 	F(gm_batch, n_errors) F(gm_batch, data) F(gm_batch, sample_bytes) F(gm_batch, labels)
 	F(gm_batch, sample_ids) F(gm_batch, slot)
@@ -195,7 +197,8 @@ int main(void)
 	F(gm_loader_stats, workers) F(gm_loader_stats, worker_deaths)
 	F(gm_loader_stats, reissued) F(gm_loader_stats, batches_per_epoch)
 	F(gm_loader_stats, dataset_size) F(gm_loader_stats, num_classes)
-	F(gm_loader_stats, pinned)
+	F(gm_loader_stats, pinned) F(gm_loader_stats, chaos_kills)
+	F(gm_loader_stats, detect_ns_max) F(gm_loader_stats, detect_ns_sum)
 	return 0;
 }
 """
@@ -305,6 +308,11 @@ def memfd_fds(pid="self"):
     return out
 
 
+def copy_of(data):
+    """An owned copy of a batch's data (NumPy array or memoryview)."""
+    return data.copy() if hasattr(data, "copy") else bytes(data)
+
+
 def json_line(text, key):
     """The first JSON object in text that has key."""
     for line in text.splitlines():
@@ -325,7 +333,8 @@ def pyfnv_batches(batches):
     hd = hl = goldminer.checksum.FNV_OFFSET
     for b in batches:
         hd = goldminer.fnv1a64(b.data, hd)
-        hl = goldminer.fnv1a64(b.labels, hl)
+        lab = b.labels if not isinstance(b.labels, list) else array.array("i", b.labels)
+        hl = goldminer.fnv1a64(lab, hl)
     return goldminer.hexdigest(hd), goldminer.hexdigest(hl)
 
 

@@ -19,7 +19,7 @@ def epoch_hashes(loader, epochs):
 
 
 class TestBytes(GmTest):
-    needs = ("lib", "numpy", "cc")
+    needs = ("lib", "cc")
 
     def _compare(self, output, out_code):
         root = dataset()
@@ -39,6 +39,25 @@ class TestBytes(GmTest):
 
     def test_float32_batches_equal_the_c_api(self):
         self._compare("float32", 1)
+
+    def test_epoch_checksums_equal_goldminer_bench_checksum(self):
+        exe = os.path.join(helpers.BUILD, "goldminer")
+        if not os.access(exe, os.X_OK):
+            self.skipTest("no %s to compare with" % exe)
+        root = dataset()
+        for output in ("uint8", "float32"):
+            r = subprocess.run([exe, "bench", root, "--workers", "2", "--batch", str(BATCH),
+                                "--epochs", "2", "--size", str(SIZE), "--seed", str(SEED),
+                                "--output", output, "--checksum", "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cli = helpers.json_line(r.stdout, "checksum")
+            self.assertIsNotNone(cli, r.stdout)
+            with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, epochs=2,
+                                  size=SIZE, output=output) as l:
+                got = [h for h, _ in epoch_hashes(l, 2)]
+            self.assertEqual(got, cli["checksum"], output)
 
     def test_resume_from_state_dict_gives_the_same_bytes(self):
         root = dataset()
@@ -116,6 +135,34 @@ class TestIteration(GmTest):
             self.assertLess(abs(float(b.data.mean())), 2.5)
             self.assertGreater(float(b.data.std()), 0.05)
 
+    def test_batch_is_a_view_of_the_ring_and_copies_survive(self):
+        with goldminer.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE) as l:
+            self.assertGreater(len(l), 5)
+            it = iter(l)
+            b0 = next(it)
+            # zero-copy: the array's memory is the slot gm_loader_next returned
+            self.assertEqual(b0.data.__array_interface__["data"][0], b0._raw.data)
+            self.assertFalse(b0.data.flags.owndata)
+            kept = b0.data.copy()
+            h0 = goldminer.fnv1a64(kept)
+            for b in it:   # the whole epoch: every slot is reused
+                pass
+            self.assertEqual(goldminer.fnv1a64(kept), h0, "a kept copy was modified")
+            # the old view now shows a later batch: that is why copies are needed
+            self.assertNotEqual(goldminer.fnv1a64(b0.data), h0)
+
+    def test_copy_option_gives_owned_arrays(self):
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE,
+                              copy=True) as l:
+            bs = list(l)
+            self.assertTrue(all(b.data.flags.owndata for b in bs))
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE) as l:
+            hs = [goldminer.fnv1a64(b.data) for b in l]
+        self.assertEqual([goldminer.fnv1a64(b.data) for b in bs], hs)
+
+class TestControl(GmTest):
+    needs = ("lib",)
+
     def test_loop_left_early_continues_in_the_next_loop(self):
         with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, size=SIZE) as l:
             seen = []
@@ -142,30 +189,17 @@ class TestIteration(GmTest):
         self.assertEqual(a, run(5, 2))
         self.assertNotEqual(a[0], run(6, 1)[0])
 
-    def test_batch_is_a_view_of_the_ring_and_copies_survive(self):
-        with goldminer.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE) as l:
-            self.assertGreater(len(l), 5)
-            it = iter(l)
-            b0 = next(it)
-            # zero-copy: the array's memory is the slot gm_loader_next returned
-            self.assertEqual(b0.data.__array_interface__["data"][0], b0._raw.data)
-            self.assertFalse(b0.data.flags.owndata)
-            kept = b0.data.copy()
-            h0 = goldminer.fnv1a64(kept)
-            for b in it:   # the whole epoch: every slot is reused
-                pass
-            self.assertEqual(goldminer.fnv1a64(kept), h0, "a kept copy was modified")
-            # the old view now shows a later batch: that is why copies are needed
-            self.assertNotEqual(goldminer.fnv1a64(b0.data), h0)
-
-    def test_copy_option_gives_owned_arrays(self):
-        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE,
-                              copy=True) as l:
-            bs = list(l)
-            self.assertTrue(all(b.data.flags.owndata for b in bs))
-        with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE) as l:
-            hs = [goldminer.fnv1a64(b.data) for b in l]
-        self.assertEqual([goldminer.fnv1a64(b.data) for b in bs], hs)
+    def test_killed_workers_do_not_change_the_bytes(self):
+        root = dataset()
+        kw = dict(batch_size=4, workers=2, seed=3, size=96)
+        with goldminer.Loader(root, **kw) as ref, \
+                goldminer.Loader(root, chaos_kill_ms=5, **kw) as chaos:
+            for epoch in range(60):
+                self.assertEqual(pyfnv_batches(chaos), pyfnv_batches(ref), "epoch %d" % epoch)
+                if chaos.stats()["chaos_kills"] >= 3:
+                    break
+            st = chaos.stats()
+        self.assertGreaterEqual(st["chaos_kills"], 3, "the chaos option killed nobody")
 
     def test_scale_changes_the_worker_count(self):
         with goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as l:
@@ -189,6 +223,10 @@ class TestIteration(GmTest):
                 return [(goldminer.fnv1a64(b.data), list(b.sample_ids)) for b in l]
         self.assertEqual(run(1), run(2))
 
+
+class TestErrors(GmTest):
+    needs = ("lib",)
+
     def test_without_numpy_batches_are_memoryviews(self):
         code = r"""
 import sys
@@ -211,9 +249,6 @@ print("OK %016x" % h)
             h = goldminer.fnv1a64(l.next_batch().data)
         self.assertIn("OK %016x" % h, r.stdout)
 
-
-class TestErrors(GmTest):
-    needs = ("lib",)
 
     def test_missing_root_raises_with_the_c_message(self):
         with self.assertRaises(goldminer.GoldminerError) as cm:

@@ -1,5 +1,0 @@
-build-jpeg/core/pipeline.o: core/pipeline.c include/goldminer/pipeline.h \
- include/goldminer/ops.h include/goldminer/cli.h
-include/goldminer/pipeline.h:
-include/goldminer/ops.h:
-include/goldminer/cli.h:

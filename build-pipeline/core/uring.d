@@ -1,2 +1,0 @@
-build-pipeline/core/uring.o: core/uring.c include/goldminer/uring.h
-include/goldminer/uring.h:

@@ -1,2 +1,0 @@
-build-pipeline/sim/cluster.o: sim/cluster.c include/goldminer/cluster.h
-include/goldminer/cluster.h:

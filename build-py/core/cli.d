@@ -1,2 +1,0 @@
-build-py/core/cli.o: core/cli.c include/goldminer/cli.h
-include/goldminer/cli.h:

@@ -1,2 +1,0 @@
-build-py/core/cuda.o: core/cuda.c include/goldminer/cuda.h
-include/goldminer/cuda.h:

@@ -1,2 +1,0 @@
-build-py/core/jpeg.o: core/jpeg.c include/goldminer/jpeg.h
-include/goldminer/jpeg.h:

@@ -1,5 +1,0 @@
-build-py/core/ops.o: core/ops.c include/goldminer/ops.h \
- include/goldminer/jpeg.h include/goldminer/rng.h
-include/goldminer/ops.h:
-include/goldminer/jpeg.h:
-include/goldminer/rng.h:

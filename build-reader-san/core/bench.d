@@ -1,7 +1,0 @@
-build-reader-san/core/bench.o: core/bench.c include/goldminer/cli.h \
- include/goldminer/cuda.h include/goldminer/loader.h \
- include/goldminer/ops.h
-include/goldminer/cli.h:
-include/goldminer/cuda.h:
-include/goldminer/loader.h:
-include/goldminer/ops.h:

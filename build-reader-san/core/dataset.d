@@ -1,3 +1,0 @@
-build-reader-san/core/dataset.o: core/dataset.c \
- include/goldminer/dataset.h
-include/goldminer/dataset.h:

@@ -1,2 +1,0 @@
-build-reader-san/core/policy.o: core/policy.c include/goldminer/policy.h
-include/goldminer/policy.h:

@@ -1,3 +1,0 @@
-build-reader-san/tests/test_uring: tests/test_uring.c \
- include/goldminer/uring.h
-include/goldminer/uring.h:

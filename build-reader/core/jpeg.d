@@ -1,2 +1,0 @@
-build-reader/core/jpeg.o: core/jpeg.c include/goldminer/jpeg.h
-include/goldminer/jpeg.h:

@@ -1,6 +1,0 @@
-build-reader/core/pipeline.o: core/pipeline.c \
- include/goldminer/pipeline.h include/goldminer/ops.h \
- include/goldminer/cli.h
-include/goldminer/pipeline.h:
-include/goldminer/ops.h:
-include/goldminer/cli.h:

@@ -1,2 +1,0 @@
-build-reader/core/ring.o: core/ring.c include/goldminer/ring.h
-include/goldminer/ring.h:

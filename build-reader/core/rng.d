@@ -1,2 +1,0 @@
-build-reader/core/rng.o: core/rng.c include/goldminer/rng.h
-include/goldminer/rng.h:

@@ -1,2 +1,0 @@
-build-sim/core/cli.o: core/cli.c include/goldminer/cli.h
-include/goldminer/cli.h:

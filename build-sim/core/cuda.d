@@ -1,2 +1,0 @@
-build-sim/core/cuda.o: core/cuda.c include/goldminer/cuda.h
-include/goldminer/cuda.h:

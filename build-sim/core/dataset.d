@@ -1,2 +1,0 @@
-build-sim/core/dataset.o: core/dataset.c include/goldminer/dataset.h
-include/goldminer/dataset.h:

@@ -1,2 +1,0 @@
-build-sim/core/ring.o: core/ring.c include/goldminer/ring.h
-include/goldminer/ring.h:

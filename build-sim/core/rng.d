@@ -1,2 +1,0 @@
-build-sim/core/rng.o: core/rng.c include/goldminer/rng.h
-include/goldminer/rng.h:

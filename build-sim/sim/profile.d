@@ -1,2 +1,0 @@
-build-sim/sim/profile.o: sim/profile.c include/goldminer/profile.h
-include/goldminer/profile.h:

@@ -1,0 +1,420 @@
+/*
+ * test_dataset.c - the ImageFolder index: torchvision's class and file order
+ * (byte order, os.walk directory order), extension rules, labels, sizes, the
+ * fingerprint, every error path (message names the path) and no fd leaks.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "goldminer/dataset.h"
+
+static char base[64]; /* mkdtemp dir; each test works in its own subdirectory */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	chmod(p, 0755); /* undo the permission tests */
+	return remove(p);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	strcpy(base, "/tmp/gm-test-dataset-XXXXXX");
+	return mkdtemp(base) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Create base/rel (and its parent directories) holding `size` bytes. */
+static void mkfile(const char *rel, size_t size)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	for (char *p = path + strlen(base) + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		assert_true(mkdir(path, 0755) == 0 || errno == EEXIST);
+		*p = '/';
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	for (size_t i = 0; i < size; i++)
+		assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+}
+
+static void mkdir_rel(const char *rel)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
+static char *full(const char *rel)
+{
+	static char buf[4][512];
+	static int k;
+
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", base, rel);
+	return buf[k];
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void test_class_byte_order(void **state)
+{
+	/* Byte order, not locale or natural order: "B" < "Z_x" < "a"; "class10" < "class2". */
+	static const char *const want[] = { "B", "Z_x", "a", "class10", "class2" };
+	struct gm_dataset *d;
+	char err[256];
+
+	(void)state;
+	mkfile("order/class2/a.jpg", 1);
+	mkfile("order/a/a.jpg", 2);
+	mkfile("order/class10/a.jpg", 3);
+	mkfile("order/B/a.jpg", 4);
+	mkfile("order/Z_x/a.jpg", 5);
+	mkfile("order/not-a-class.jpg", 1); /* files at the root are not classes */
+	assert_int_equal(gm_dataset_open(&d, full("order"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_num_classes(d), 5);
+	assert_int_equal(gm_dataset_count(d), 5);
+	for (uint32_t c = 0; c < 5; c++) {
+		char rel[64];
+
+		assert_string_equal(gm_dataset_class_name(d, c), want[c]);
+		assert_int_equal(gm_dataset_label(d, c), c);
+		snprintf(rel, sizeof(rel), "order/%s/a.jpg", want[c]);
+		assert_string_equal(gm_dataset_path(d, c), full(rel));
+	}
+	/* Paths are root/class/file, and the label matches the class in the path. */
+	assert_string_equal(gm_dataset_path(d, 0), full("order/B/a.jpg"));
+	assert_string_equal(gm_dataset_path(d, 3), full("order/class10/a.jpg"));
+	assert_string_equal(gm_dataset_path(d, 4), full("order/class2/a.jpg"));
+	assert_int_equal(gm_dataset_file_size(d, 0), 4);
+	assert_int_equal(gm_dataset_file_size(d, 4), 1);
+	assert_int_equal(gm_dataset_max_file_size(d), 5);
+	assert_string_equal(gm_dataset_root(d), full("order"));
+	assert_null(gm_dataset_class_name(d, 5));
+	assert_null(gm_dataset_path(d, 5));
+	gm_dataset_close(d);
+	gm_dataset_close(NULL);
+}
+
+static void test_nested_walk_order(void **state)
+{
+	/* torchvision sorts os.walk's directories by full path string, then the files
+	 * of each: "cls" < "cls/a" < "cls/a-b" < "cls/a/b" ('-' < '/'), which is not
+	 * the order of sorting the file paths themselves. */
+	static const char *const want[] = {
+		"nest/cls/top.JPG", "nest/cls/zz.jpg", "nest/cls/a/z.jpg", "nest/cls/a-b/y.jpeg",
+		"nest/cls/a/b/x.jpg", "nest/cls/a/b/c/w.jpg",
+	};
+	struct gm_dataset *d;
+	char err[256];
+
+	(void)state;
+	mkfile("nest/cls/a/b/x.jpg", 1);
+	mkfile("nest/cls/a/b/c/w.jpg", 1);
+	mkfile("nest/cls/a-b/y.jpeg", 1);
+	mkfile("nest/cls/a/z.jpg", 1);
+	mkfile("nest/cls/zz.jpg", 1);
+	mkfile("nest/cls/top.JPG", 1);
+	assert_int_equal(gm_dataset_open(&d, full("nest/"), err, sizeof(err)), 0);
+	assert_string_equal(gm_dataset_root(d), full("nest")); /* trailing '/' dropped */
+	assert_int_equal(gm_dataset_count(d), 6);
+	for (uint32_t i = 0; i < 6; i++) {
+		assert_string_equal(gm_dataset_path(d, i), full(want[i]));
+		assert_int_equal(gm_dataset_label(d, i), 0);
+	}
+	gm_dataset_close(d);
+}
+
+static void test_extensions_and_special_entries(void **state)
+{
+	struct gm_dataset *d;
+	char err[256];
+
+	(void)state;
+	mkfile("ext/c/a.jpg", 1);
+	mkfile("ext/c/b.JPG", 1);
+	mkfile("ext/c/c.jpeg", 1);
+	mkfile("ext/c/d.JPEG", 1);
+	mkfile("ext/c/e.JpEg", 1);
+	mkfile("ext/c/.hidden.jpg", 1); /* kept, as torchvision keeps it */
+	mkfile("ext/c/f.png", 1);
+	mkfile("ext/c/g.jpg.txt", 1);
+	mkfile("ext/c/hjpg", 1);
+	mkfile("ext/c/i.jpe", 1);
+	mkfile("ext/c/README", 1);
+	mkfile("ext/c/dir.jpg/inner.jpg", 1); /* a directory with a JPEG name is walked */
+	assert_int_equal(symlink("nowhere", full("ext/c/broken.jpg")), 0);
+	assert_int_equal(symlink("a.jpg", full("ext/c/link.jpg")), 0);
+	assert_int_equal(symlink("..", full("ext/c/loop")), 0); /* cycle: not re-entered */
+	assert_int_equal(mkfifo(full("ext/c/fifo.jpg"), 0644), 0);
+	assert_int_equal(gm_dataset_open(&d, full("ext"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 8);
+	assert_string_equal(gm_dataset_path(d, 0), full("ext/c/.hidden.jpg"));
+	assert_string_equal(gm_dataset_path(d, 1), full("ext/c/a.jpg"));
+	assert_string_equal(gm_dataset_path(d, 2), full("ext/c/b.JPG"));
+	assert_string_equal(gm_dataset_path(d, 3), full("ext/c/c.jpeg"));
+	assert_string_equal(gm_dataset_path(d, 4), full("ext/c/d.JPEG"));
+	assert_string_equal(gm_dataset_path(d, 5), full("ext/c/e.JpEg"));
+	assert_string_equal(gm_dataset_path(d, 6), full("ext/c/link.jpg"));
+	assert_string_equal(gm_dataset_path(d, 7), full("ext/c/dir.jpg/inner.jpg"));
+	gm_dataset_close(d);
+}
+
+static void test_symlinked_class_and_dir(void **state)
+{
+	struct gm_dataset *d;
+	char err[256];
+
+	(void)state;
+	mkfile("real/x/p.jpg", 7);
+	mkfile("sym/k/q.jpg", 1);
+	assert_int_equal(symlink(full("real/x"), full("sym/j")), 0);   /* class dir */
+	assert_int_equal(symlink(full("real/x"), full("sym/k/sub")), 0); /* nested */
+	assert_int_equal(gm_dataset_open(&d, full("sym"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_num_classes(d), 2);
+	assert_int_equal(gm_dataset_count(d), 3);
+	assert_string_equal(gm_dataset_path(d, 0), full("sym/j/p.jpg"));
+	assert_int_equal(gm_dataset_file_size(d, 0), 7);
+	assert_string_equal(gm_dataset_path(d, 1), full("sym/k/q.jpg"));
+	assert_string_equal(gm_dataset_path(d, 2), full("sym/k/sub/p.jpg"));
+	assert_int_equal(gm_dataset_label(d, 2), 1);
+	gm_dataset_close(d);
+}
+
+/* The fingerprint, recomputed here from its definition: FNV-1a 64 over, per sample,
+ * the path relative to root with its NUL, the size (8 bytes LE), the label (4 LE). */
+static uint64_t ref_fingerprint(const struct gm_dataset *d)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t skip = strlen(gm_dataset_root(d)) + 1;
+
+	for (uint32_t i = 0; i < gm_dataset_count(d); i++) {
+		const char *rel = gm_dataset_path(d, i) + skip;
+		uint64_t size = gm_dataset_file_size(d, i);
+		uint32_t label = gm_dataset_label(d, i);
+		unsigned char b[12];
+
+		for (size_t k = 0; k <= strlen(rel); k++) {
+			h ^= (unsigned char)rel[k];
+			h *= 0x100000001b3ull;
+		}
+		for (int k = 0; k < 8; k++)
+			b[k] = (unsigned char)(size >> (8 * k));
+		for (int k = 0; k < 4; k++)
+			b[8 + k] = (unsigned char)(label >> (8 * k));
+		for (int k = 0; k < 12; k++) {
+			h ^= b[k];
+			h *= 0x100000001b3ull;
+		}
+	}
+	return h;
+}
+
+static void test_fingerprint(void **state)
+{
+	struct gm_dataset *d;
+	uint64_t f0, f1, f2, f3;
+	char err[256];
+
+	(void)state;
+	for (int c = 0; c < 3; c++)
+		for (int i = 0; i < 4; i++) {
+			char rel[64];
+
+			snprintf(rel, sizeof(rel), "fp/c%d/%d.jpg", c, i);
+			mkfile(rel, (size_t)(c * 4 + i));
+		}
+	assert_int_equal(gm_dataset_open(&d, full("fp"), err, sizeof(err)), 0);
+	f0 = gm_dataset_fingerprint(d);
+	assert_true(f0 == ref_fingerprint(d));
+	gm_dataset_close(d);
+	/* Same tree, same fingerprint (also through a different spelling of root). */
+	assert_int_equal(gm_dataset_open(&d, full("fp//"), err, sizeof(err)), 0);
+	assert_true(gm_dataset_fingerprint(d) == f0);
+	gm_dataset_close(d);
+	/* A file changing size changes it. */
+	mkfile("fp/c1/2.jpg", 100);
+	assert_int_equal(gm_dataset_open(&d, full("fp"), err, sizeof(err)), 0);
+	f1 = gm_dataset_fingerprint(d);
+	assert_true(f1 != f0);
+	gm_dataset_close(d);
+	/* A rename (same size) changes it. */
+	assert_int_equal(rename(full("fp/c1/2.jpg"), full("fp/c1/2b.jpg")), 0);
+	assert_int_equal(gm_dataset_open(&d, full("fp"), err, sizeof(err)), 0);
+	f2 = gm_dataset_fingerprint(d);
+	assert_true(f2 != f1 && f2 != f0);
+	gm_dataset_close(d);
+	/* A new class shifts labels: changes it. */
+	mkfile("fp/b0/0.jpg", 0);
+	assert_int_equal(gm_dataset_open(&d, full("fp"), err, sizeof(err)), 0);
+	f3 = gm_dataset_fingerprint(d);
+	assert_true(f3 != f2);
+	assert_true(f3 == ref_fingerprint(d));
+	gm_dataset_close(d);
+}
+
+static void test_many_files(void **state)
+{
+	struct gm_dataset *d;
+	char err[256];
+
+	(void)state;
+	mkdir_rel("many");
+	for (int c = 0; c < 20; c++) {
+		char rel[64];
+
+		for (int i = 0; i < 20; i++) {
+			snprintf(rel, sizeof(rel), "many/n%02d/img_%03d.JPEG", 19 - c, 19 - i);
+			mkfile(rel, 0);
+		}
+	}
+	assert_int_equal(gm_dataset_open(&d, full("many"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 400);
+	assert_int_equal(gm_dataset_num_classes(d), 20);
+	for (uint32_t i = 0; i < 400; i++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "many/n%02u/img_%03u.JPEG", i / 20, i % 20);
+		assert_string_equal(gm_dataset_path(d, i), full(rel));
+		assert_int_equal(gm_dataset_label(d, i), i / 20);
+	}
+	gm_dataset_close(d);
+}
+
+/* Expect gm_dataset_open(root) to fail with want and a message containing needle. */
+static void expect_fail(const char *root, int want, const char *needle)
+{
+	struct gm_dataset *d = (struct gm_dataset *)1;
+	char err[512];
+	int fds = count_fds();
+
+	assert_int_equal(gm_dataset_open(&d, root, err, sizeof(err)), want);
+	assert_null(d);
+	if (!strstr(err, needle))
+		fail_msg("message \"%s\" does not name \"%s\"", err, needle);
+	assert_non_null(strstr(err, "gm_dataset_open"));
+	assert_int_equal(count_fds(), fds);
+	/* A NULL message buffer is allowed. */
+	assert_int_equal(gm_dataset_open(&d, root, NULL, 0), want);
+}
+
+static void test_error_paths(void **state)
+{
+	(void)state;
+	expect_fail(full("does-not-exist"), -ENOENT, full("does-not-exist"));
+	mkfile("plainfile", 3);
+	expect_fail(full("plainfile"), -ENOTDIR, full("plainfile"));
+	mkfile("noclass/a.jpg", 3); /* only files at the root */
+	expect_fail(full("noclass"), -ENODATA, full("noclass"));
+	mkfile("nojpeg/a/x.png", 3);
+	mkfile("nojpeg/b/y.txt", 3);
+	expect_fail(full("nojpeg"), -ENODATA, full("nojpeg"));
+	mkfile("oneempty/a/x.jpg", 3);
+	mkfile("oneempty/b/y.png", 3);
+	mkfile("oneempty/c/z.jpg", 3);
+	expect_fail(full("oneempty"), -ENODATA, full("oneempty/b"));
+	expect_fail("", -EINVAL, "empty");
+}
+
+/* Run expect_fail for an unreadable directory. Root reads everything, so as root
+ * this runs in a child that has dropped to an unprivileged uid. */
+static void expect_eacces(const char *root, const char *needle)
+{
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0) {
+		expect_fail(root, -EACCES, needle);
+		return;
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct gm_dataset *d;
+		char err[512];
+		int ret;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(77);
+		ret = gm_dataset_open(&d, root, err, sizeof(err));
+		_exit(ret == -EACCES && strstr(err, needle) ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		skip(); /* cannot drop privileges here */
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_unreadable(void **state)
+{
+	(void)state;
+	assert_int_equal(chmod(base, 0755), 0); /* let an unprivileged child in */
+	mkfile("perm/a/x.jpg", 1);
+	mkfile("perm/b/sub/y.jpg", 1);
+	mkfile("perm/c/z.jpg", 1);
+	assert_int_equal(chmod(full("perm/b/sub"), 0), 0);
+	expect_eacces(full("perm"), full("perm/b/sub"));
+	assert_int_equal(chmod(full("perm/b/sub"), 0755), 0);
+	assert_int_equal(chmod(full("perm/c"), 0), 0);
+	expect_eacces(full("perm"), full("perm/c"));
+	assert_int_equal(chmod(full("perm/c"), 0755), 0);
+	assert_int_equal(chmod(full("perm"), 0), 0);
+	expect_eacces(full("perm"), full("perm"));
+	assert_int_equal(chmod(full("perm"), 0755), 0);
+	assert_int_equal(chmod(base, 0700), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_class_byte_order),
+		cmocka_unit_test(test_nested_walk_order),
+		cmocka_unit_test(test_extensions_and_special_entries),
+		cmocka_unit_test(test_symlinked_class_and_dir),
+		cmocka_unit_test(test_fingerprint),
+		cmocka_unit_test(test_many_files),
+		cmocka_unit_test(test_error_paths),
+		cmocka_unit_test(test_unreadable),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
