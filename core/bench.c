@@ -205,8 +205,7 @@ int gm_cli_bench(int argc, char **argv)
 			fprintf(stderr, "goldminer bench: --device-copy: %s\n", why);
 			goto out_close;
 		}
-		size_t bytes = (size_t)o.batch_size * (o.aug.out == GM_OUT_F32_CHW ? 4 : 1) *
-			       o.aug.size * o.aug.size * 3;
+		size_t bytes = (size_t)st.batch_size * st.sample_bytes;
 		if (gm_cuda_malloc(&dev, bytes)) {
 			fprintf(stderr, "goldminer bench: cudaMalloc of %zu bytes failed\n", bytes);
 			goto out_close;
@@ -288,9 +287,8 @@ int gm_cli_bench(int argc, char **argv)
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
 	       ", \"pinned\": %s, \"cuda\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, epochs, st.dataset_size, st.num_classes,
-	       o.workers, o.batch_size, o.aug.size,
-	       o.aug.out == GM_OUT_F32_CHW ? "float32" : "uint8",
-	       o.aug.mode == GM_AUG_EVAL ? "eval" : "train", wall, open_s, st.read_ns / 1e6,
+	       o.workers, st.batch_size, st.size, st.out == GM_OUT_F32_CHW ? "float32" : "uint8",
+	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, open_s, st.read_ns / 1e6,
 	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
 	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,

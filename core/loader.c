@@ -413,6 +413,16 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 			err = set_err(l, err, "gm_loader_open: %s", why);
 			goto out_free;
 		}
+		if (gm_pipeline_n_consumer_ops(p)) {
+			size_t i = gm_pipeline_n_worker_ops(p);
+			err = set_err(l, -EOPNOTSUPP,
+				      "gm_loader_open: op %zu '%s' would run in the consumer (%s); "
+				      "the loader does not run consumer-side ops yet: drop it (the "
+				      "loader already shuffles every epoch)",
+				      i + 1, gm_pipeline_op_name(p, i), gm_pipeline_cut_reason(p));
+			gm_pipeline_free(p);
+			goto out_free;
+		}
 		l->o.aug = *gm_pipeline_aug(p);
 		if (gm_pipeline_batch_size(p))
 			l->o.batch_size = gm_pipeline_batch_size(p);
@@ -684,6 +694,11 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->chaos_kills = atomic_load(&((struct gm_loader *)l)->chaos_kills);
 	s->detect_ns_max = atomic_load(&((struct gm_loader *)l)->detect_max);
 	s->detect_ns_sum = atomic_load(&((struct gm_loader *)l)->detect_sum);
+	s->batch_size = l->o.batch_size;
+	s->size = l->o.aug.size;
+	s->out = l->o.aug.out;
+	s->mode = l->o.aug.mode;
+	s->sample_bytes = l->sample_bytes;
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)

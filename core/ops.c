@@ -53,7 +53,9 @@
 struct axis {
 	int32_t *min;
 	int16_t *coef; /* out * taps */
-	size_t min_cap, coef_cap;
+	double *w;     /* scratch: float weights, out * (2*ceil(support)+1) */
+	int32_t *first, *count; /* scratch: first nonzero tap and span per output */
+	size_t min_cap, coef_cap, w_cap, first_cap, count_cap;
 	uint32_t taps;
 };
 
@@ -154,14 +156,21 @@ out_free:
 	return ret;
 }
 
+static void axis_free(struct axis *ax)
+{
+	free(ax->min);
+	free(ax->coef);
+	free(ax->w);
+	free(ax->first);
+	free(ax->count);
+}
+
 void gm_aug_destroy(struct gm_aug *a)
 {
 	if (!a)
 		return;
-	free(a->ax.min);
-	free(a->ax.coef);
-	free(a->ay.min);
-	free(a->ay.coef);
+	axis_free(&a->ax);
+	axis_free(&a->ay);
 	free(a->tmp);
 	free(a->hv);
 	free(a->row);
@@ -268,7 +277,10 @@ static struct box eval_box(const struct gm_aug_spec *s, uint32_t W, uint32_t H)
 /*
  * Triangle-filter coefficients mapping the source interval [b0, b1) of a row of
  * `in` samples onto `out` samples (PIL's antialiased bilinear: the filter widens
- * with the downscale factor). mirror: output i is written at out-1-i (flip).
+ * with the downscale factor; taps outside [0, in) are dropped and the rest
+ * renormalised). The tap count is the widest span of NONZERO weights (PIL's window
+ * is up to 2 taps wider), so a 1..2x downscale needs at most 4.
+ * mirror: output i is stored at out-1-i (horizontal flip for free).
  */
 static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out,
 		      bool mirror)
@@ -276,52 +288,59 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 	double scale = (b1 - b0) / out;
 	double fscale = scale > 1.0 ? scale : 1.0;
 	double support = fscale; /* triangle support 1, widened */
-	uint32_t taps = (uint32_t)ceil(support) * 2 + 1;
-	double w[64 + 3];
-	double *wp = w;
-	int ret = 0;
+	uint32_t kmax = (uint32_t)ceil(support) * 2 + 1, taps = 1;
 
-	if (taps > in)
-		taps = in;
-	if (taps > 64) {
-		wp = malloc(sizeof(double) * (taps + 3));
-		if (!wp)
-			return -ENOMEM;
-	}
-	if (grow((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out) ||
-	    grow((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps)) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	ax->taps = taps;
+	if (grow((void **)&ax->w, &ax->w_cap, sizeof(double) * out * kmax) ||
+	    grow((void **)&ax->first, &ax->first_cap, sizeof(int32_t) * out) ||
+	    grow((void **)&ax->count, &ax->count_cap, sizeof(int32_t) * out) ||
+	    grow((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out))
+		return -ENOMEM;
 	for (uint32_t i = 0; i < out; i++) {
-		double center = b0 + (i + 0.5) * scale;
+		double center = b0 + (i + 0.5) * scale, *w = ax->w + (size_t)i * kmax;
 		double lo = center - support + 0.5, hi = center + support + 0.5;
 		int64_t xmin = lo < 0 ? 0 : (int64_t)lo;
 		int64_t xmax = hi > in ? (int64_t)in : (int64_t)hi;
-		if (xmax > xmin + taps)
-			xmax = xmin + taps;
-		if (xmax <= xmin) { /* degenerate: nearest sample */
-			xmin = center < 0 ? 0 : center >= in ? in - 1 : (int64_t)center;
-			xmax = xmin + 1;
-		}
+		int64_t f = -1, l = -1;
 		double sum = 0;
-		int64_t n = xmax - xmin;
-		for (int64_t k = 0; k < n; k++) {
-			double t = fabs((k + xmin - center + 0.5) / fscale);
-			wp[k] = t < 1.0 ? 1.0 - t : 0.0;
-			sum += wp[k];
+		if (xmax > xmin + kmax)
+			xmax = xmin + kmax;
+		for (int64_t x = xmin; x < xmax; x++) {
+			double t = fabs((x - center + 0.5) / fscale);
+			double v = t < 1.0 ? 1.0 - t : 0.0;
+			if (v > 0) {
+				if (f < 0)
+					f = x;
+				l = x;
+				w[x - f] = v;
+				sum += v;
+			}
 		}
-		/* Start of the fixed-length tap run, kept inside [0, in). */
-		int64_t start = xmin + taps > in ? (int64_t)in - taps : xmin;
-		int64_t off = xmin - start;
+		if (f < 0) { /* no sample under the filter: nearest one */
+			f = l = center < 0 ? 0 : center >= in ? (int64_t)in - 1 : (int64_t)center;
+			w[0] = sum = 1.0;
+		}
+		for (int64_t k = 0; k <= l - f; k++)
+			w[k] /= sum;
+		ax->first[i] = (int32_t)f;
+		ax->count[i] = (int32_t)(l - f + 1);
+		if ((uint32_t)ax->count[i] > taps)
+			taps = (uint32_t)ax->count[i];
+	}
+	if (grow((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps))
+		return -ENOMEM;
+	ax->taps = taps;
+	for (uint32_t i = 0; i < out; i++) {
+		const double *w = ax->w + (size_t)i * kmax;
+		int64_t f = ax->first[i], n = ax->count[i];
+		/* Fixed-length run of taps kept inside [0, in) (taps <= in always holds). */
+		int64_t start = f + taps > in ? (int64_t)in - taps : f;
+		int64_t off = f - start;
 		uint32_t slot = mirror ? out - 1 - i : i;
 		int16_t *c = ax->coef + (size_t)slot * taps;
+		int32_t total = 0, big = (int32_t)off;
 		memset(c, 0, sizeof(int16_t) * taps);
-		int32_t total = 0, big = 0;
 		for (int64_t k = 0; k < n; k++) {
-			double v = sum > 0 ? wp[k] / sum : (k == 0 ? 1.0 : 0.0);
-			c[off + k] = (int16_t)lrint(v * COEF_ONE);
+			c[off + k] = (int16_t)lrint(w[k] * COEF_ONE);
 			total += c[off + k];
 			if (c[off + k] > c[big])
 				big = (int32_t)(off + k);
@@ -329,10 +348,7 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 		c[big] = (int16_t)(c[big] + COEF_ONE - total); /* weights sum to exactly 1 */
 		ax->min[slot] = (int32_t)start;
 	}
-out:
-	if (wp != w)
-		free(wp);
-	return ret;
+	return 0;
 }
 
 /*

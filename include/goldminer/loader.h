@@ -78,6 +78,12 @@ struct gm_loader_stats {
 	uint64_t chaos_kills;	   /* workers killed by chaos_kill_ms */
 	uint64_t detect_ns_max;	   /* worst time from a kill to its reap + re-issue */
 	uint64_t detect_ns_sum;	   /* ... summed over chaos kills (mean = sum / kills) */
+	/* the effective transform (after a pipeline spec, if one was given) */
+	uint32_t batch_size;
+	uint32_t size;		   /* output side */
+	uint32_t out;		   /* enum gm_out_type */
+	uint32_t mode;		   /* enum gm_aug_mode */
+	uint64_t sample_bytes;
 };
 
 /* Defaults as documented in struct gm_loader_opts. */
