@@ -629,7 +629,7 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
 	uint32_t nerr = ctl->n_errors;
-	for (uint32_t i = 0; i < nerr && i < GM_RING_MAX_ERRS; i++)
+	for (uint32_t i = 0; i < ctl->n_recs && i < GM_RING_MAX_ERRS; i++)
 		keep_error(l, &ctl->errs[i]);
 	if (ctl->status) {
 		/* on_error=fail: the batch is not delivered; the loader stays at it. */

@@ -61,6 +61,8 @@ struct axis {
 
 typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
 		     const int16_t *c, uint32_t taps);
+typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
+		     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
 typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
 		     const int16_t *hv, uint32_t out_w);
 
@@ -73,9 +75,11 @@ struct gm_aug {
 	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
 	size_t hv_cap;
 	vrow_fn *vrow;
-	hrow_fn *hrow;
+	hrow_fn *hrow;	/* any tap count */
+	hrow_fn *hrow4; /* 3 or 4 taps, or NULL */
+	frow_fn *frow;
 	uint8_t *row; /* one output row (u8 HWC) for the float path */
-	float lut[3][256];
+	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
 };
 
@@ -143,9 +147,10 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 		goto out_jpeg;
 	}
 	pick_kernels(a);
-	for (int c = 0; c < 3; c++)
-		for (int v = 0; v < 256; v++)
-			a->lut[c][v] = (float)(((double)v / 255.0 - s->mean[c]) / s->std[c]);
+	for (int c = 0; c < 3; c++) {
+		a->scale[c] = (float)(1.0 / (255.0 * s->std[c]));
+		a->bias[c] = (float)(-(double)s->mean[c] / s->std[c]);
+	}
 	*out = a;
 	return 0;
 
@@ -493,18 +498,122 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 		memcpy(dst + 3 * ox, &px, 3);
 	}
 }
+
+/*
+ * Horizontal, AVX2, for 3 or 4 taps (every 1..2x downscale): one 16-byte load
+ * broadcast to both lanes, one vpshufb giving taps 0-1 in the low lane and 2-3 in
+ * the high lane, one vpmaddwd with hv (the same two pairs as the SSSE3 layout);
+ * two output pixels share the lane reduction and the packing.
+ */
+__attribute__((target("avx2"))) static void hrow_avx2(uint8_t *restrict dst,
+						       const uint8_t *restrict src,
+						       const struct axis *ax, const int16_t *hv,
+						       uint32_t out_w)
+{
+	const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
+					      -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1,
+					      -1, -1, -1);
+	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
+	const __m256i *cv = (const __m256i *)hv;
+	const int32_t *m = ax->min;
+	uint32_t ox = 0;
+	for (; ox + 2 <= out_w; ox += 2) {
+		__m256i a = _mm256_broadcastsi128_si256(
+			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox] * 3)));
+		__m256i b = _mm256_broadcastsi128_si256(
+			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox + 1] * 3)));
+		a = _mm256_madd_epi16(_mm256_shuffle_epi8(a, shuf), _mm256_loadu_si256(cv + ox));
+		b = _mm256_madd_epi16(_mm256_shuffle_epi8(b, shuf),
+				      _mm256_loadu_si256(cv + ox + 1));
+		__m256i t = _mm256_permute2x128_si256(a, b, 0x20);
+		__m256i u = _mm256_permute2x128_si256(a, b, 0x31);
+		__m256i v = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(t, u), rnd),
+					      COEF_BITS);
+		v = _mm256_packs_epi32(v, v);
+		v = _mm256_packus_epi16(v, v);
+		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+		uint32_t pb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+		memcpy(dst + 3 * ox, &pa, 4); /* 4th byte is rewritten just below */
+		memcpy(dst + 3 * ox + 3, &pb, 3);
+	}
+	if (ox < out_w) {
+		__m256i a = _mm256_broadcastsi128_si256(
+			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox] * 3)));
+		a = _mm256_madd_epi16(_mm256_shuffle_epi8(a, shuf), _mm256_loadu_si256(cv + ox));
+		__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+		v = _mm_srai_epi32(_mm_add_epi32(v, _mm256_castsi256_si128(rnd)), COEF_BITS);
+		v = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(v);
+		memcpy(dst + 3 * ox, &pa, 3);
+	}
+}
+
+/* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
+__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
+						       float *restrict p2,
+						       const uint8_t *restrict rgb, uint32_t n,
+						       const float *scale, const float *bias)
+{
+	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gl = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m256 s0 = _mm256_set1_ps(scale[0]), s1 = _mm256_set1_ps(scale[1]),
+		     s2 = _mm256_set1_ps(scale[2]);
+	const __m256 b0 = _mm256_set1_ps(bias[0]), b1 = _mm256_set1_ps(bias[1]),
+		     b2 = _mm256_set1_ps(bias[2]);
+	uint32_t x = 0;
+	for (; x + 8 <= n; x += 8) {
+		__m128i lo = _mm_loadu_si128((const __m128i *)(rgb + 3 * x));
+		__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 3 * x + 16));
+		__m128i r = _mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh));
+		__m128i g = _mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh));
+		__m128i b = _mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh));
+		__m256 fr = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(r));
+		__m256 fg = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g));
+		__m256 fb = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+		_mm256_storeu_ps(p0 + x, _mm256_add_ps(_mm256_mul_ps(fr, s0), b0));
+		_mm256_storeu_ps(p1 + x, _mm256_add_ps(_mm256_mul_ps(fg, s1), b1));
+		_mm256_storeu_ps(p2 + x, _mm256_add_ps(_mm256_mul_ps(fb, s2), b2));
+	}
+	for (; x < n; x++) {
+		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
+		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
+		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
+	}
+}
 #endif
+
+/* Scalar twin of frow_avx2 (same float operations, so the same bits). */
+static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
+		   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
+{
+	for (uint32_t x = 0; x < n; x++) {
+		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
+		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
+		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
+	}
+}
 
 /* Choose the fastest kernels this CPU runs. */
 static void pick_kernels(struct gm_aug *a)
 {
 	a->vrow = vrow_c;
 	a->hrow = hrow_c;
+	a->hrow4 = NULL;
+	a->frow = frow_c;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
-	a->vrow = __builtin_cpu_supports("avx2") ? vrow_avx2 : vrow_sse2;
+	a->vrow = vrow_sse2;
 	if (__builtin_cpu_supports("ssse3"))
 		a->hrow = hrow_ssse3;
+	if (__builtin_cpu_supports("avx2")) {
+		a->vrow = vrow_avx2;
+		a->hrow4 = hrow_avx2;
+		a->frow = frow_avx2;
+	}
 #endif
 }
 
@@ -605,22 +714,19 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		a->vrow(a->tmp + (size_t)y * nbytes, src + (size_t)a->ay.min[y] * img.stride,
 			img.stride, nbytes, a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
 
+	hrow_fn *hrow = a->hrow4 && (a->ax.taps == 3 || a->ax.taps == 4) ? a->hrow4 : a->hrow;
 	if (s->out == GM_OUT_U8_HWC) {
 		uint8_t *o = out;
 		for (uint32_t y = 0; y < size; y++)
-			a->hrow(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax, a->hv,
-				size);
+			hrow(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax, a->hv,
+			     size);
 	} else {
 		float *o = out;
 		size_t plane = (size_t)size * size;
 		for (uint32_t y = 0; y < size; y++) {
-			a->hrow(a->row, a->tmp + (size_t)y * nbytes, &a->ax, a->hv, size);
-			float *p0 = o + (size_t)y * size, *p1 = p0 + plane, *p2 = p1 + plane;
-			for (uint32_t x = 0; x < size; x++) {
-				p0[x] = a->lut[0][a->row[3 * x]];
-				p1[x] = a->lut[1][a->row[3 * x + 1]];
-				p2[x] = a->lut[2][a->row[3 * x + 2]];
-			}
+			float *p0 = o + (size_t)y * size;
+			hrow(a->row, a->tmp + (size_t)y * nbytes, &a->ax, a->hv, size);
+			a->frow(p0, p0 + plane, p0 + 2 * plane, a->row, size, a->scale, a->bias);
 		}
 	}
 	t2 = now_ns();

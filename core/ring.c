@@ -55,8 +55,8 @@ static void futex_wake(_Atomic uint32_t *addr, int n)
 
 static void layout(uint32_t batch, uint64_t sample_bytes, uint64_t *data_off, uint64_t *slot_bytes)
 {
-	/* control page, then labels and ids, then pixels on a page boundary */
-	*data_off = round_up(PAGE + (uint64_t)batch * 8, PAGE);
+	/* control page, labels, ids, two progress bitmaps, pixels on a page boundary */
+	*data_off = round_up(PAGE + (uint64_t)batch * 8 + 16 * (((uint64_t)batch + 63) / 64), PAGE);
 	*slot_bytes = round_up(*data_off + (uint64_t)batch * sample_bytes, PAGE);
 }
 
@@ -239,6 +239,16 @@ uint32_t *gm_ring_ids(const struct gm_ring *r, uint32_t slot)
 	return (uint32_t *)(slot_base(r, slot) + PAGE + (uint64_t)r->hdr->batch_size * 4);
 }
 
+_Atomic uint64_t *gm_ring_done_bits(const struct gm_ring *r, uint32_t slot)
+{
+	return (_Atomic uint64_t *)(slot_base(r, slot) + PAGE + (uint64_t)r->hdr->batch_size * 8);
+}
+
+_Atomic uint64_t *gm_ring_err_bits(const struct gm_ring *r, uint32_t slot)
+{
+	return gm_ring_done_bits(r, slot) + (r->hdr->batch_size + 63) / 64;
+}
+
 void *gm_ring_data(const struct gm_ring *r, uint32_t slot)
 {
 	return slot_base(r, slot) + r->hdr->data_offset;
@@ -328,6 +338,7 @@ void gm_ring_release(struct gm_ring *r, uint32_t slot)
 
 	ctl->attempts = 0;
 	ctl->n_errors = 0;
+	ctl->n_recs = 0;
 	ctl->status = 0;
 	/* pairs with the acquire loads of task in gm_ring_claim */
 	atomic_store_explicit(&ctl->task, t + h->nslots, memory_order_release);

@@ -43,6 +43,9 @@ struct gm_worker {
 	const char **paths;	  /* batch_size entries, reused */
 	uint64_t *sizes;
 	int32_t *fail;		  /* per position: 0 or -errno */
+	uint32_t *pos_of;	  /* read index -> batch position */
+	int32_t *labels;
+	_Atomic uint64_t *done, *err;
 	char (*fail_msg)[GM_RING_MSG];
 	/* per-batch context for the callback */
 	struct gm_slot_ctl *ctl;
@@ -106,56 +109,79 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 	return err;
 }
 
-static int on_read(void *arg, unsigned i, const void *data, size_t len, int err)
+static void set_bit(_Atomic uint64_t *bits, uint32_t i)
+{
+	/* pairs with the acquire loads in produce() of a worker that resumes the task */
+	atomic_fetch_or_explicit(&bits[i / 64], 1ull << (i % 64), memory_order_release);
+}
+
+static bool test_bit(_Atomic uint64_t *bits, uint32_t i)
+{
+	return atomic_load_explicit(&bits[i / 64], memory_order_acquire) >> (i % 64) & 1;
+}
+
+/* Sample at batch position i is complete: label, then the done bit. */
+static void finish(struct gm_worker *w, uint32_t i)
+{
+	w->labels[i] = (int32_t)gm_dataset_label(w->c.ds, w->ids[i]);
+	set_bit(w->done, i);
+}
+
+static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 {
 	struct gm_worker *w = arg;
+	uint32_t i = w->pos_of[j];
 	uint64_t t0 = now_ns();
 	w->fail[i] = make_sample(w, i, w->ids[i], data, len, err, w->fail_msg[i]);
+	if (!w->fail[i])
+		finish(w, i);
 	w->cb_ns += now_ns() - t0;
 	return 0;
 }
 
+/* Record a bad sample once, however often its task is re-issued. */
 static void add_err(struct gm_slot_ctl *ctl, uint32_t sample, int err, const char *msg)
 {
-	uint32_t k = ctl->n_errors++;
-	if (k < GM_RING_MAX_ERRS) {
-		ctl->errs[k].sample = sample;
-		ctl->errs[k].err = err;
-		snprintf(ctl->errs[k].msg, sizeof(ctl->errs[k].msg), "%s", msg);
+	uint32_t n = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
+	for (uint32_t k = 0; k < n; k++)
+		if (ctl->errs[k].sample == sample)
+			return;
+	if (n < GM_RING_MAX_ERRS) {
+		ctl->errs[n].sample = sample;
+		ctl->errs[n].err = err;
+		snprintf(ctl->errs[n].msg, sizeof(ctl->errs[n].msg), "%s", msg);
+		ctl->n_recs = n + 1;
 	}
 }
 
 /* Replace the bad sample at position i (epoch position pos) by the first good
- * one after it in epoch order. */
-static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm,
-		       int32_t *labels)
+ * one after it in epoch order; zeros and label -1 when none is found. */
+static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm)
 {
 	for (uint32_t j = 1; j <= MAX_SUBSTITUTE_TRIES && j < w->n; j++) {
 		uint32_t id = sample_at(perm, (pos + j) % w->n);
 		const char *path = gm_dataset_path(w->c.ds, id);
 		uint64_t size = gm_dataset_file_size(w->c.ds, id);
 		w->ids[i] = id;
-		w->fail[i] = 0;
+		w->pos_of[0] = i;
 		uint64_t t0 = now_ns(), cb0 = w->cb_ns;
 		int rc = gm_reader_read(w->rd, &path, &size, 1, on_read, w);
 		w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
-		if (rc == 0 && w->fail[i] == 0) {
-			labels[i] = (int32_t)gm_dataset_label(w->c.ds, id);
-			return;
-		}
+		if (rc == 0 && w->fail[i] == 0)
+			return; /* on_read finished it */
 	}
-	/* Nothing good nearby: deliver zeros, still counted as an error. */
 	memset(w->data + (size_t)i * w->sample_bytes, 0, w->sample_bytes);
-	labels[i] = -1;
+	w->labels[i] = -1;
+	set_bit(w->done, i);
 }
 
 int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 {
 	struct gm_ring *r = w->c.ring;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
-	int32_t *labels = gm_ring_labels(r, slot);
+	uint32_t words = (w->c.batch_size + 63) / 64;
 	uint64_t k, t0, t1;
-	uint32_t epoch, nb;
+	uint32_t epoch, nb, m = 0;
 
 	gm_worker_task_pos(&w->c, task, &epoch, &k);
 	const uint32_t *perm = perm_for(w, epoch);
@@ -165,45 +191,69 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	w->ctl = ctl;
 	w->data = gm_ring_data(r, slot);
 	w->ids = gm_ring_ids(r, slot);
+	w->labels = gm_ring_labels(r, slot);
+	w->done = gm_ring_done_bits(r, slot);
+	w->err = gm_ring_err_bits(r, slot);
 	w->epoch = epoch;
 	memset(&w->t, 0, sizeof(w->t));
 	w->cb_ns = 0;
+	if (ctl->attempts == 0) {
+		/* A fresh task: forget the slot's previous batch. A re-issued one keeps
+		 * what the dead worker finished (same bytes by contract 1). */
+		for (uint32_t q = 0; q < words; q++) {
+			atomic_store_explicit(&w->done[q], 0, memory_order_relaxed);
+			atomic_store_explicit(&w->err[q], 0, memory_order_relaxed);
+		}
+		ctl->n_errors = 0;
+		ctl->n_recs = 0;
+		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+	}
 	ctl->n = nb;
-	ctl->n_errors = 0;
 	ctl->status = 0;
-	ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
 
 	for (uint32_t i = 0; i < nb; i++) {
+		if (test_bit(w->done, i))
+			continue;
 		uint32_t id = sample_at(perm, first + i);
 		w->ids[i] = id;
-		w->paths[i] = gm_dataset_path(w->c.ds, id);
-		w->sizes[i] = gm_dataset_file_size(w->c.ds, id);
+		w->paths[m] = gm_dataset_path(w->c.ds, id);
+		w->sizes[m] = gm_dataset_file_size(w->c.ds, id);
+		w->pos_of[m] = i;
 		w->fail[i] = 0;
+		m++;
 	}
 	t0 = now_ns();
-	int rc = gm_reader_read(w->rd, w->paths, w->sizes, nb, on_read, w);
+	int rc = m ? gm_reader_read(w->rd, w->paths, w->sizes, m, on_read, w) : 0;
 	t1 = now_ns();
 	if (rc < 0)
 		return rc;
 	ctl->read_ns += t1 - t0 - w->cb_ns;
 
-	for (uint32_t i = 0; i < nb; i++) {
-		if (!w->fail[i]) {
-			labels[i] = (int32_t)gm_dataset_label(w->c.ds, w->ids[i]);
+	/* Bad samples, in position order (the pass over pos_of is in that order). */
+	uint32_t n_bad = m;
+	for (uint32_t j = 0; j < n_bad; j++) {
+		uint32_t i = w->pos_of[j];
+		if (!w->fail[i])
 			continue;
-		}
+		set_bit(w->err, i);
 		add_err(ctl, w->ids[i], w->fail[i], w->fail_msg[i]);
 		if (w->c.on_error == GM_ON_ERROR_FAIL) {
 			ctl->status = -EBADMSG;
 			break;
 		}
-		substitute(w, i, first + i, perm, labels);
+		/* substitute() reuses pos_of[0]: remember where we are */
+		uint32_t saved = w->pos_of[0];
+		substitute(w, i, first + i, perm);
+		w->pos_of[0] = saved;
 	}
+	uint32_t nerr = 0;
+	for (uint32_t q = 0; q < words; q++)
+		nerr += (uint32_t)__builtin_popcountll(atomic_load(&w->err[q]));
+	ctl->n_errors = nerr;
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
-	ctl->decode_ns = w->t.decode_ns;
-	ctl->augment_ns = w->t.augment_ns;
-	uint64_t t2 = now_ns();
-	ctl->write_ns = t2 - t1; /* bookkeeping after the last sample landed */
+	ctl->decode_ns += w->t.decode_ns;
+	ctl->augment_ns += w->t.augment_ns;
+	ctl->write_ns += now_ns() - t1; /* bookkeeping after the last sample landed */
 	return 0;
 }
 
@@ -226,8 +276,9 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->paths = calloc(b, sizeof(*w->paths));
 	w->sizes = calloc(b, sizeof(*w->sizes));
 	w->fail = calloc(b, sizeof(*w->fail));
+	w->pos_of = calloc(b, sizeof(*w->pos_of));
 	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
-	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg) {
+	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg || !w->pos_of) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "worker: out of memory");
 		goto out_free;
@@ -250,6 +301,7 @@ out_reader:
 	gm_reader_destroy(w->rd);
 out_free:
 	free(w->fail_msg);
+	free(w->pos_of);
 	free(w->fail);
 	free(w->sizes);
 	free(w->paths);
@@ -265,6 +317,7 @@ void gm_worker_destroy(struct gm_worker *w)
 	gm_aug_destroy(w->aug);
 	gm_reader_destroy(w->rd);
 	free(w->fail_msg);
+	free(w->pos_of);
 	free(w->fail);
 	free(w->sizes);
 	free(w->paths);

@@ -873,7 +873,7 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 		if (s->interval < 60)
 			s->interval = 60;
 		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / o->arrival_scale);
-		ev_at(s, (uint32_t)s->n + 1, 0);
+		ev_at(s, (uint32_t)s->n + 1, s->interval); /* samples at k x interval */
 	}
 
 	while (s->nheap && !s->rc) {

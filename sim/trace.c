@@ -388,6 +388,7 @@ int gm_trace_synth(struct gm_trace **out, const struct gm_synth_opts *o)
 		j->line = 0;
 	}
 	t->n = o->jobs;
+	finish(t); /* already sorted; starts time at 0 like the readers */
 	*out = t;
 	return 0;
 }

@@ -126,7 +126,7 @@ static void test_incremental_moves(void **st)
 	assert_int_equal(gm_policy_used(p), 4);
 	assert_int_equal(gm_policy_changed(p, &ch), 2);
 
-	/* Budget shrinks: the least useful go first (all equal here: newest tag... ) */
+	/* Budget shrinks: over-budget workers come back from the least useful unit. */
 	gm_policy_set_budget(p, 2);
 	assert_int_equal(gm_policy_rebalance(p), 0);
 	assert_int_equal(gm_policy_workers(p, a), 2);
@@ -141,7 +141,7 @@ static void test_incremental_moves(void **st)
 	assert_int_equal(n, 1); /* the removed slot is not listed */
 	assert_int_equal(ch[0], b);
 
-	/* Update: B's GPU-bound rate doubles; it takes two more full units and a partial. */
+	/* Update: B's GPU-bound rate doubles (500 = 5 full units): two more. */
 	jb.gpu_rate = 500;
 	assert_int_equal(gm_policy_update(p, b, &jb), 0);
 	assert_int_equal(gm_policy_rebalance(p), 0);

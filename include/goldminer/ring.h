@@ -52,6 +52,7 @@ struct gm_slot_ctl {
 	uint32_t n;		  /* samples in the batch */
 	uint32_t n_errors;	  /* bad samples replaced (or the failing one) */
 	int32_t status;		  /* 0, or -EBADMSG when on_error=fail hit a bad sample */
+	uint32_t n_recs;	  /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
 };
@@ -100,6 +101,12 @@ struct gm_slot_ctl *gm_ring_ctl(const struct gm_ring *r, uint32_t slot);
 int32_t *gm_ring_labels(const struct gm_ring *r, uint32_t slot);
 uint32_t *gm_ring_ids(const struct gm_ring *r, uint32_t slot);
 void *gm_ring_data(const struct gm_ring *r, uint32_t slot);
+/* Per-sample progress of a slot's batch, ceil(batch/64) words each: bit i of
+ * `done` is set (release) once sample i's bytes, label and id are complete, so a
+ * re-issued task resumes where the dead worker stopped; `err` marks positions
+ * whose own sample was bad (replaced or failing). Valid for the slot's current task. */
+_Atomic uint64_t *gm_ring_done_bits(const struct gm_ring *r, uint32_t slot);
+_Atomic uint64_t *gm_ring_err_bits(const struct gm_ring *r, uint32_t slot);
 
 /*
  * Worker: claim the lowest-numbered free task with a lease for pid. Returns the

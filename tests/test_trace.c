@@ -1,0 +1,322 @@
+/*
+ * test_trace.c - trace, cluster and profile readers (sim/trace.c, sim/cluster.c,
+ * sim/profile.c): the mapping of each format, the generator, and an error naming
+ * file and line for every kind of malformed input.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "goldminer/cluster.h"
+#include "goldminer/profile.h"
+#include "goldminer/trace.h"
+
+static char dir[64];
+
+static int setup(void **st)
+{
+	(void)st;
+	snprintf(dir, sizeof(dir), "/tmp/gm-test-trace-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
+/* Write text to dir/name and return the path (static buffer). */
+static const char *put(const char *name, const char *text)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+#define OPENB_HDR                                                                           \
+	"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"  \
+	"deletion_time,scheduled_time\n"
+
+static void test_openb_mapping(void **st)
+{
+	(void)st;
+	struct gm_trace *t;
+	char err[512];
+	const char *p = put("pods.csv", OPENB_HDR
+			    "p0,12000,1,2,1000,,LS,Succeeded,100,400,150\n"  /* 2 GPUs, 250 s */
+			    "p1,4000,1,0,0,,BE,Running,50,900,60\n"          /* CPU only */
+			    "p2,6000,1,1,460,,LS,Failed,90,200,100\n"        /* fractional */
+			    "p3,8000,1,1,1000,,LS,Pending,80,1000,\n"        /* never ran */
+			    "p4,8000,1,1,1000,,LS,Running,70,1000,75\n"      /* censored */
+			    "p5,8000,1,1,1000,,LS,Running,120,500,130\n"     /* ran, ended */
+			    "p6,8000,1,1,1000,,LS,Succeeded,130,130,130\n"); /* zero length */
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
+	assert_string_equal(t->format, "openb");
+	assert_int_equal(t->n, 3);
+	assert_int_equal(t->skipped_cpu_only, 1);
+	assert_int_equal(t->skipped_never_ran, 1);
+	assert_int_equal(t->skipped_censored, 1);
+	assert_int_equal(t->skipped_bad_time, 1);
+	assert_int_equal(t->rounded_fraction, 1);
+	/* sorted by submit and shifted so the first is 0 */
+	assert_true(t->jobs[0].submit == 0 && t->jobs[0].gpus == 1);
+	assert_true(t->jobs[0].duration == 100 && t->jobs[0].vcpu == 6.0f);
+	assert_true(t->jobs[1].submit == 10 && t->jobs[1].gpus == 2);
+	assert_true(t->jobs[1].duration == 250 && t->jobs[1].vcpu == 12.0f);
+	assert_true(t->jobs[2].submit == 30 && t->jobs[2].duration == 370);
+	assert_int_equal(t->jobs[2].line, 7);
+	assert_int_equal(t->jobs[0].cls, GM_TRACE_CLASS_AUTO);
+	gm_trace_destroy(t);
+	gm_trace_destroy(NULL);
+}
+
+static void test_philly_mapping(void **st)
+{
+	(void)st;
+	struct gm_trace *t;
+	char err[512];
+	const char *p = put("philly.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n"
+					  "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+					  "2017-10-09 06:13:03,2951.0,8,23608.0,6214e9\n"
+					  "2017-10-09 06:13:04,10.0,0,0,6214e9\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
+	assert_string_equal(t->format, "philly");
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->skipped_cpu_only, 1);
+	assert_true(t->jobs[0].submit == 0 && t->jobs[0].gpus == 8);
+	assert_true(t->jobs[0].duration == 2951 && t->jobs[0].vcpu == 0);
+	assert_true(t->jobs[1].submit == 48 * 60 + 52 && t->jobs[1].duration == 66);
+	gm_trace_destroy(t);
+}
+
+static void test_gm_roundtrip_and_synth(void **st)
+{
+	(void)st;
+	struct gm_trace *a, *b, *c;
+	char err[512], path[256];
+	assert_int_equal(gm_trace_load(&a, "synth:jobs=500,seed=3,ia=30,gpumix=1:3/4:1,vcpu=2/6",
+				       err, sizeof(err)),
+			 0);
+	assert_int_equal(a->n, 500);
+	size_t g4 = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		assert_true(a->jobs[i].gpus == 1 || a->jobs[i].gpus == 4);
+		assert_true(a->jobs[i].vcpu == 2.0f * a->jobs[i].gpus ||
+			    a->jobs[i].vcpu == 6.0f * a->jobs[i].gpus);
+		assert_true(a->jobs[i].duration >= 1);
+		if (i)
+			assert_true(a->jobs[i].submit >= a->jobs[i - 1].submit);
+		g4 += a->jobs[i].gpus == 4;
+	}
+	assert_in_range(g4, 80, 170); /* ~25% of 500 */
+	/* mean interarrival ~30 s */
+	assert_true(a->jobs[499].submit > 500 * 30 * 0.8 && a->jobs[499].submit < 500 * 30 * 1.2);
+	snprintf(path, sizeof(path), "%s/a.tsv", dir);
+	assert_int_equal(gm_trace_write(a, path), 0);
+	assert_int_equal(gm_trace_load(&b, path, err, sizeof(err)), 0);
+	assert_string_equal(b->format, "gm");
+	assert_int_equal(b->n, a->n);
+	for (size_t i = 0; i < a->n; i++) {
+		assert_true(a->jobs[i].submit == b->jobs[i].submit);
+		assert_true(a->jobs[i].duration == b->jobs[i].duration);
+		assert_true(a->jobs[i].gpus == b->jobs[i].gpus);
+		assert_true(a->jobs[i].vcpu == b->jobs[i].vcpu);
+	}
+	/* A longer trace starts with the same jobs (one RNG stream per job). */
+	assert_int_equal(gm_trace_load(&c, "synth:jobs=800,seed=3,ia=30,gpumix=1:3/4:1,vcpu=2/6",
+				       err, sizeof(err)),
+			 0);
+	assert_memory_equal(c->jobs, a->jobs, a->n * sizeof(*a->jobs));
+	gm_trace_destroy(c);
+	gm_trace_destroy(b);
+	gm_trace_destroy(a);
+	/* load-driven interarrival: 1-GPU, fixed 100 s jobs at load 0.5 on 10 GPUs = 20 s */
+	assert_int_equal(gm_trace_load(&a, "synth:jobs=2000,gpumix=1:1,median=100,sigma=0,"
+					   "load=0.5,gpus=10",
+				       err, sizeof(err)),
+			 0);
+	assert_true(fabs(a->jobs[1999].submit / 2000 - 20) < 2);
+	gm_trace_destroy(a);
+}
+
+/* Each malformed input gives -EBADMSG and "FILE:LINE: ..." (or the spec). */
+static void test_malformed_traces(void **st)
+{
+	(void)st;
+	static const struct {
+		const char *name, *text;
+		int line;
+	} cases[] = {
+		{"short.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,2\n", 2},
+		{"num.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,1\np1,x,1,1,1000,,LS,Running,1,2,1\n", 3},
+		{"frac.csv", OPENB_HDR "p0,1000,1,1.5,1000,,LS,Running,1,2,1\n", 2},
+		{"time.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,zz,1\n", 2},
+		{"sched.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,q\n", 2},
+		{"multigpu.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1000\n", 1},
+		{"philly1.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,1,1,1,c\n", 2},
+		{"philly2.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,-1,1,c\n", 2},
+		{"philly3.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1\n", 2},
+		{"gm.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t-1\n5\t0\t1\t4\t-1\n", 3},
+		{"gm2.tsv", "# goldminer-trace v1\n0\t10\t1\t4\n", 2},
+		{"unknown.csv", "a,b,c\n", 1},
+		{"empty.csv", "", 1},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gm_trace *t = NULL;
+		char err[512], want[300];
+		const char *p = put(cases[i].name, cases[i].text);
+		assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+		assert_null(t);
+		snprintf(want, sizeof(want), "%s:%d: ", p, cases[i].line);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("case %s: got '%s', want prefix '%s'", cases[i].name, err, want);
+	}
+	struct gm_trace *t = NULL;
+	char err[512];
+	assert_int_equal(gm_trace_load(&t, "/nonexistent/trace.csv", err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/trace.csv"));
+	assert_int_equal(gm_trace_load(&t, "synth:jobs=10,bogus=1", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_trace_load(&t, "synth:jobs", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_trace_load(&t, "synth:gpumix=1:x", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_trace_load(&t, "synth:jobs=0", err, sizeof(err)), -EBADMSG);
+	struct gm_synth_opts o;
+	gm_trace_synth_defaults(&o);
+	o.gpu_k = 0;
+	assert_int_equal(gm_trace_synth(&t, &o), -EINVAL);
+	assert_int_equal(gm_trace_write(NULL == t ? &(struct gm_trace){0} : t, "/nonexistent/x"),
+			 -ENOENT);
+}
+
+static void test_clusters(void **st)
+{
+	(void)st;
+	struct gm_cluster *c;
+	char err[512];
+	assert_int_equal(gm_cluster_load(&c, "8x(8gpu,96cpu)+2x(0gpu,64cpu)", err, sizeof(err)), 0);
+	assert_int_equal(c->n, 10);
+	assert_int_equal(c->total_gpus, 64);
+	assert_int_equal(c->total_cpus, 8 * 96 + 128);
+	assert_int_equal(c->max_gpus, 8);
+	assert_int_equal(c->gpus[9], 0);
+	gm_cluster_destroy(c);
+	gm_cluster_destroy(NULL);
+
+	const char *p = put("nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+					 "n0,96000,1,8,V100\nn1,32000,1,0,\nn2,64500,1,2,P100\n");
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(c->n, 3);
+	assert_int_equal(c->total_gpus, 10);
+	assert_int_equal(c->cpus[2], 64); /* whole vCPUs */
+	gm_cluster_destroy(c);
+
+	p = put("pai.csv", "m0,V100,96,512,8\nm1,CPU,96,512,0\n");
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(c->n, 2);
+	assert_int_equal(c->total_gpus, 8);
+	assert_int_equal(c->total_cpus, 192);
+	gm_cluster_destroy(c);
+
+	static const struct {
+		const char *name, *text;
+		int line;
+	} bad[] = {
+		{"n1.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8\n", 2},
+		{"n2.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8,V\nn1,x,1,8,V\n", 3},
+		{"n3.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,2.5,V\n", 2},
+		{"p1.csv", "m0,V100,96,512\n", 1},
+		{"p2.csv", "m0,V100,96,512,8\nm1,CPU,-4,512,0\n", 2},
+		{"cpuonly.csv", "m0,CPU,96,512,0\n", 0},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[300];
+		c = NULL;
+		p = put(bad[i].name, bad[i].text);
+		assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), -EBADMSG);
+		assert_null(c);
+		if (bad[i].line)
+			snprintf(want, sizeof(want), "%s:%d: ", p, bad[i].line);
+		else
+			snprintf(want, sizeof(want), "%s: ", p);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("case %s: got '%s', want prefix '%s'", bad[i].name, err, want);
+	}
+	assert_int_equal(gm_cluster_load(&c, "8x(8gpu)", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_cluster_load(&c, "8x(8gpu,96cpu)+", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_cluster_load(&c, "0x(8gpu,96cpu)", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_cluster_load(&c, "/nonexistent/nodes.csv", err, sizeof(err)), -ENOENT);
+}
+
+static void test_profile(void **st)
+{
+	(void)st;
+	struct gm_profile a, b;
+	char err[512];
+	gm_profile_default(&a);
+	assert_true(a.n >= 5);
+	assert_true(gm_profile_find(&a, "resnet50") >= 0);
+	assert_int_equal(gm_profile_find(&a, "nope"), -1);
+	/* The committed table and the built-in copy agree (run from the repo root). */
+	if (access("traces/profile.tsv", R_OK) == 0) {
+		assert_int_equal(gm_profile_load(&b, "traces/profile.tsv", err, sizeof(err)), 0);
+		assert_int_equal(a.n, b.n);
+		for (int i = 0; i < a.n; i++) {
+			assert_string_equal(a.c[i].name, b.c[i].name);
+			assert_true(a.c[i].gpu_rate == b.c[i].gpu_rate);
+			assert_true(a.c[i].cpu_rate == b.c[i].cpu_rate);
+			assert_true(a.c[i].share == b.c[i].share);
+			assert_string_equal(a.c[i].source, b.c[i].source);
+		}
+	}
+	const char *p = put("prof.tsv", "# c\nx\t100\t10\t1\tmade up\n");
+	assert_int_equal(gm_profile_load(&b, p, err, sizeof(err)), 0);
+	assert_int_equal(b.n, 1);
+	assert_true(b.c[0].gpu_rate == 100 && b.c[0].cpu_rate == 10);
+	static const struct {
+		const char *text;
+		int line;
+	} bad[] = {
+		{"x\t100\t10\t1\n", 1},
+		{"# c\nx\t100\t0\t1\ts\n", 2},
+		{"x\t100\t10\t1\ts\nx\t100\t10\t1\ts\n", 2},
+		{"x\t1e\t10\t1\ts\n", 1},
+		{"x\t100\t10\t0\ts\n", 1},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[300];
+		p = put("bad.tsv", bad[i].text);
+		assert_int_equal(gm_profile_load(&b, p, err, sizeof(err)), -EBADMSG);
+		snprintf(want, sizeof(want), "%s:%d: ", p, bad[i].line);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("case %zu: got '%s', want prefix '%s'", i, err, want);
+	}
+	assert_int_equal(gm_profile_load(&b, "/nonexistent/p.tsv", err, sizeof(err)), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_openb_mapping),
+		cmocka_unit_test(test_philly_mapping),
+		cmocka_unit_test(test_gm_roundtrip_and_synth),
+		cmocka_unit_test(test_malformed_traces),
+		cmocka_unit_test(test_clusters),
+		cmocka_unit_test(test_profile),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
