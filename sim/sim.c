@@ -865,13 +865,13 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 			fail(s, -errno, "%s: %s", path, strerror(errno));
 			goto out_free;
 		}
-		fprintf(s->ts, "time\tgpu_alloc\tgpu_util\tcpu_alloc\tcpu_util\trunning\tqueued\n");
+		fprintf(s->ts, "time\tgpu_alloc\tgpu_busy\tcpu_alloc\tcpu_busy\trunning\tqueued\n");
 	}
 	if (s->n) {
 		double last = t->jobs[s->n - 1].submit / o->arrival_scale;
-		s->interval = o->sample_interval > 0 ? o->sample_interval : last / 500;
-		if (s->interval < 60)
-			s->interval = 60;
+		s->interval = o->sample_interval;
+		if (!(s->interval > 0)) /* auto: ~500 rows over the arrivals, >= 1 min */
+			s->interval = last / 500 > 60 ? last / 500 : 60;
 		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / o->arrival_scale);
 		ev_at(s, (uint32_t)s->n + 1, s->interval); /* samples at k x interval */
 	}
