@@ -41,7 +41,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: goldminer bench DATA [options]\n"
 		"  DATA                 ImageFolder root (DATA/<class>/*.jpg)\n"
-		"  --workers N          worker processes (default 2)\n"
+		"  --workers N|auto     worker processes (default 2); auto: sized by the policy\n"
+		"  --cpus N             auto: most workers to use (default: online CPUs)\n"
+		"  --consumer-rate R    act as a trainer that takes R batches/s (a GPU stand-in)\n"
 		"  --batch B            samples per batch (default 64)\n"
 		"  --epochs E           epochs to run (default 1)\n"
 		"  --size S             output side in pixels (default 224)\n"
@@ -81,11 +83,14 @@ int gm_cli_bench(int argc, char **argv)
 		{"pipeline", required_argument, NULL, 'p'}, {"on-error", required_argument, NULL, 'E'},
 		{"slots", required_argument, NULL, 'S'},   {"checksum", no_argument, NULL, 'c'},
 		{"eval", no_argument, NULL, 'v'},	   {"device-copy", no_argument, NULL, 'd'},
-		{"quiet", no_argument, NULL, 'q'},	   {"chaos-kill-ms", required_argument, NULL, 'K'},	   {"help", no_argument, NULL, 'h'},
+		{"quiet", no_argument, NULL, 'q'},	   {"chaos-kill-ms", required_argument, NULL, 'K'},
+		{"cpus", required_argument, NULL, 'C'},	   {"consumer-rate", required_argument, NULL, 'R'},	   {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	struct gm_loader_opts o;
 	uint64_t v, epochs = 1;
 	bool checksum = false, quiet = false, device_copy = false;
+	double rate = 0; /* synthetic trainer: batches/s, 0 = as fast as delivered */
+	char *endp;
 	char err[512];
 	int c, rc = 1;
 
@@ -94,9 +99,26 @@ int gm_cli_bench(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
+			if (!strcmp(optarg, "auto")) {
+				o.workers = 0;
+				break;
+			}
 			if (parse_u64(optarg, "--workers", 1, 256, &v))
 				return 2;
 			o.workers = (int)v;
+			break;
+		case 'C':
+			if (parse_u64(optarg, "--cpus", 1, 256, &v))
+				return 2;
+			o.max_workers = (uint32_t)v;
+			break;
+		case 'R':
+			rate = strtod(optarg, &endp);
+			if (*endp || !(rate > 0)) {
+				fprintf(stderr, "goldminer bench: --consumer-rate is batches/s > 0, not '%s'\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'b':
 			if (parse_u64(optarg, "--batch", 1, 65536, &v))
@@ -243,6 +265,19 @@ int gm_cli_bench(int argc, char **argv)
 		}
 		if (checksum)
 			h = gm_fnv1a64(h, b.data, (size_t)b.size * b.sample_bytes);
+		if (rate > 0) {
+			/* the trainer's step: a GPU works while this CPU sleeps */
+			static double due;
+			double tn = now_s();
+			if (due < tn)
+				due = tn;
+			due += 1.0 / rate;
+			if (due > tn) {
+				struct timespec ts = {(time_t)(due - tn),
+						      (long)((due - tn - (double)(time_t)(due - tn)) * 1e9)};
+				nanosleep(&ts, NULL);
+			}
+		}
 		if (dev) {
 			double d0 = now_s();
 			if (gm_loader_copy_to_device(l, &b, dev)) {
@@ -257,10 +292,10 @@ int gm_cli_bench(int argc, char **argv)
 			gm_loader_stats(l, &st);
 			fprintf(stderr,
 				"\r  epoch %" PRIu64 "/%" PRIu64 "  batch %" PRIu64 "/%u  %8.0f img/s  "
-				"wait %4.1f%%  errors %" PRIu64 "  workers %u   ",
+				"wait %4.1f%%  errors %" PRIu64 "  workers %u/%u   ",
 				b.epoch - o.epoch + 1, epochs, b.index + 1, st.batches_per_epoch,
 				st.img_per_s, 100.0 * (double)st.wait_ns / 1e9 / (t - t0), st.errors,
-				st.workers);
+				st.workers, st.target_workers);
 			last = t;
 		}
 	}
@@ -287,13 +322,19 @@ int gm_cli_bench(int argc, char **argv)
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
 	       ", \"pinned\": %s, \"cuda\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, epochs, st.dataset_size, st.num_classes,
-	       o.workers, st.batch_size, st.size, st.out == GM_OUT_F32_CHW ? "float32" : "uint8",
+	       o.workers ? o.workers : (int)st.workers, st.batch_size, st.size, st.out == GM_OUT_F32_CHW ? "float32" : "uint8",
 	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, open_s, st.read_ns / 1e6,
 	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
 	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
 	       st.pinned ? "true" : "false",
 	       cuda ? gm_cuda_build() : "unavailable");
+	if (o.workers == 0 || rate > 0)
+		printf(", \"auto\": %s, \"target_workers\": %u, \"consumer_rate\": %.1f"
+		       ", \"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f"
+		       ", \"stall_pct\": %.2f",
+		       o.workers == 0 ? "true" : "false", st.target_workers, rate,
+		       st.demand_img_per_s, st.worker_img_per_s, 100.0 * st.wait_ns / 1e9 / wall);
 	if (o.chaos_kill_ms)
 		printf(", \"chaos_kills\": %" PRIu64 ", \"detect_ms_mean\": %.2f, \"detect_ms_max\": %.2f",
 		       st.chaos_kills,

@@ -33,6 +33,7 @@
 #include "goldminer/cuda.h"
 #include "goldminer/dataset.h"
 #include "goldminer/pipeline.h"
+#include "goldminer/policy.h"
 #include "goldminer/ring.h"
 #include "goldminer/worker.h"
 
@@ -96,6 +97,13 @@ struct gm_loader {
 	pid_t chaos_victim;
 	uint64_t chaos_t;
 	_Atomic uint64_t chaos_kills, detect_max, detect_sum;
+	/* elastic controller (workers = auto) */
+	bool autoscale;
+	uint32_t budget;
+	uint64_t ctl_t, ctl_samples, ctl_wait, ctl_work;
+	int ctl_want, ctl_streak;
+	_Atomic uint64_t demand_mrate, worker_mrate; /* milli-images/s, for stats */
+	_Atomic uint64_t work_ns; /* worker time of delivered batches (consumer writes) */
 };
 
 static uint64_t now_ns(void)
@@ -273,11 +281,77 @@ static void adjust_pool(struct gm_loader *l, int target)
 	}
 }
 
+/*
+ * Elastic controller, every CTL_PERIOD: from the last window's numbers
+ *   demand  D = samples / (window - consumer wait)   (how fast the trainer would eat)
+ *   worker  d = samples / worker time                 (one worker's rate)
+ * ask the shared policy (the one the simulator evaluates) how many workers this
+ * job deserves within the CPU budget, with 10% headroom on D so the consumer's
+ * stall stays under ~5%. Grow at once, shrink only after two windows agree, one
+ * worker at a time: a retired worker finishes its batch first, nothing is lost.
+ */
+#define CTL_PERIOD_MS 250
+#define CTL_HEADROOM 1.10
+
+static void controller_tick(struct gm_loader *l)
+{
+	uint64_t now = now_ns();
+	uint64_t samples = __atomic_load_n(&l->samples, __ATOMIC_RELAXED);
+	uint64_t wait = __atomic_load_n(&l->wait_ns, __ATOMIC_RELAXED);
+	uint64_t work = atomic_load_explicit(&l->work_ns, memory_order_relaxed);
+	uint64_t dt = now - l->ctl_t, ds = samples - l->ctl_samples;
+	uint64_t dw = wait - l->ctl_wait, dk = work - l->ctl_work;
+
+	if (ds < 2 * l->o.batch_size && dt < 4000000000ull)
+		return; /* too little evidence yet; keep accumulating */
+	l->ctl_t = now;
+	l->ctl_samples = samples;
+	l->ctl_wait = wait;
+	l->ctl_work = work;
+	if (!ds || !dk)
+		return;
+	double busy = (double)(dt > dw ? dt - dw : 0) / 1e9;
+	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
+	double per_worker = (double)ds / ((double)dk / 1e9);
+	atomic_store(&l->demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
+	atomic_store(&l->worker_mrate, (uint64_t)(per_worker * 1000));
+
+	struct gm_policy_job job = {
+		.gpu_rate = demand * CTL_HEADROOM,
+		.worker_rate = per_worker,
+		.weight = 1,
+		.min_workers = 1,
+		.max_workers = l->budget,
+		.tag = 0,
+	};
+	uint32_t want = 1;
+	if (gm_policy_allocate(&job, 1, l->budget, &want) < 0)
+		return;
+	pthread_mutex_lock(&l->mu);
+	int cur = l->target;
+	if ((int)want > cur) {
+		l->target = (int)want;
+		l->ctl_streak = 0;
+	} else if ((int)want < cur) {
+		if (l->ctl_want == (int)want && ++l->ctl_streak >= 2) {
+			l->target = cur - 1;
+			l->ctl_streak = 0;
+		} else if (l->ctl_want != (int)want) {
+			l->ctl_streak = 1;
+		}
+	} else {
+		l->ctl_streak = 0;
+	}
+	l->ctl_want = (int)want;
+	pthread_mutex_unlock(&l->mu);
+}
+
 /* Chaos testing: SIGKILL one live worker chosen by a seeded generator. The kill
  * lands wherever the worker is: decoding, half-way through writing a slot, idle. */
 static void chaos_kill(struct gm_loader *l)
 {
 	l->chaos_t = now_ns();
+	l->ctl_t = now_ns();
 	if (l->nwk == 0 || l->chaos_victim)
 		return;
 	l->chaos_state = l->chaos_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -300,6 +374,7 @@ static void *coordinator(void *arg)
 		pthread_mutex_lock(&l->mu);
 		int target = l->target;
 		bool closing = l->closing;
+		bool autoscale = l->autoscale;
 		pthread_mutex_unlock(&l->mu);
 		if (closing)
 			break;
@@ -314,18 +389,21 @@ static void *coordinator(void *arg)
 			pfd[i + 1].fd = l->wk[i].pidfd;
 			pfd[i + 1].events = POLLIN;
 		}
-		int timeout = -1;
+		int timeout = autoscale ? CTL_PERIOD_MS : -1;
+		uint64_t now = now_ns();
 		if (l->o.chaos_kill_ms) {
-			uint64_t now = now_ns(), due = l->chaos_t + l->o.chaos_kill_ms * 1000000ull;
-			timeout = due > now ? (int)((due - now) / 1000000) : 0;
+			uint64_t due = l->chaos_t + l->o.chaos_kill_ms * 1000000ull;
+			int c = due > now ? (int)((due - now) / 1000000) : 0;
+			timeout = timeout < 0 || c < timeout ? c : timeout;
 		}
 		int n = poll(pfd, (nfds_t)l->nwk + 1, timeout);
 		if (n < 0)
 			continue;
-		if (n == 0 && l->o.chaos_kill_ms) {
+		now = now_ns();
+		if (l->o.chaos_kill_ms && now >= l->chaos_t + l->o.chaos_kill_ms * 1000000ull)
 			chaos_kill(l);
-			continue;
-		}
+		if (autoscale && now >= l->ctl_t + CTL_PERIOD_MS * 1000000ull)
+			controller_tick(l);
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(l->evfd, &v, sizeof(v)) < 0) {
@@ -433,8 +511,17 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 			      MAX_WORKERS, l->o.workers);
 		goto out_free;
 	}
-	if (l->o.workers == 0)
-		l->o.workers = 2; /* TODO(issue 4): elastic sizing; until then a fixed pool */
+	l->budget = l->o.max_workers;
+	if (!l->budget) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		l->budget = c > 0 ? (uint32_t)c : 1;
+	}
+	if (l->budget > MAX_WORKERS)
+		l->budget = MAX_WORKERS;
+	if (l->o.workers == 0) {
+		l->autoscale = true;
+		l->o.workers = l->budget < 2 ? (int)l->budget : 2; /* then measured */
+	}
 	if (!l->o.batch_size || l->o.batch_size > 65536) {
 		err = set_err(l, -EINVAL, "gm_loader_open: batch_size must be 1..65536, not %u",
 			      l->o.batch_size);
@@ -511,6 +598,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 	l->target = l->o.workers;
 	l->chaos_state = l->o.seed ^ 0x9e3779b97f4a7c15ull;
 	l->chaos_t = now_ns();
+	l->ctl_t = now_ns();
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -624,7 +712,7 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 			return set_err(l, fe, "gm_loader_next: %s", l->fatal_msg);
 	}
 	t1 = now_ns();
-	l->wait_ns += t1 - t0;
+	__atomic_store_n(&l->wait_ns, l->wait_ns + (t1 - t0), __ATOMIC_RELAXED);
 
 	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
@@ -663,7 +751,11 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	}
 	l->t_last = t1;
 	l->batches++;
-	l->samples += ctl->n;
+	atomic_fetch_add_explicit(&l->work_ns,
+				  ctl->read_ns + ctl->decode_ns + ctl->augment_ns + ctl->write_ns,
+				  memory_order_relaxed);
+	/* the controller thread reads samples (relaxed): a counter, not a handshake */
+	__atomic_store_n(&l->samples, l->samples + ctl->n, __ATOMIC_RELAXED);
 	l->next++;
 	if (k == l->bpe - 1)
 		l->eoe_pending = true;
@@ -699,6 +791,11 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->out = l->o.aug.out;
 	s->mode = l->o.aug.mode;
 	s->sample_bytes = l->sample_bytes;
+	pthread_mutex_lock(&((struct gm_loader *)l)->mu);
+	s->target_workers = (uint32_t)l->target;
+	pthread_mutex_unlock(&((struct gm_loader *)l)->mu);
+	s->demand_img_per_s = (double)atomic_load(&((struct gm_loader *)l)->demand_mrate) / 1000;
+	s->worker_img_per_s = (double)atomic_load(&((struct gm_loader *)l)->worker_mrate) / 1000;
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)
@@ -717,6 +814,7 @@ int gm_loader_scale(struct gm_loader *l, int workers)
 			       MAX_WORKERS, workers);
 	pthread_mutex_lock(&l->mu);
 	l->target = workers;
+	l->autoscale = false; /* an explicit size wins over the controller */
 	pthread_mutex_unlock(&l->mu);
 	poke(l);
 	return 0;

@@ -597,7 +597,7 @@ static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
 	}
 }
 
-/* Choose the fastest kernels this CPU runs. */
+/* Choose the fastest kernels this CPU runs; GM_NO_SIMD=1 forces the portable ones. */
 static void pick_kernels(struct gm_aug *a)
 {
 	a->vrow = vrow_c;
@@ -605,6 +605,9 @@ static void pick_kernels(struct gm_aug *a)
 	a->hrow4 = NULL;
 	a->frow = frow_c;
 #if defined(__x86_64__)
+	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
+	if (no && no[0] == '1')
+		return;
 	__builtin_cpu_init();
 	a->vrow = vrow_sse2;
 	if (__builtin_cpu_supports("ssse3"))

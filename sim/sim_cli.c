@@ -235,6 +235,7 @@ out_free:
 	gm_cluster_destroy(c);
 	return ret;
 out_usage:
-	usage(stderr);
+	fprintf(stderr, "usage: goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]"
+			"  (goldminer sim --help)\n");
 	return 2;
 }

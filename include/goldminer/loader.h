@@ -33,7 +33,7 @@ struct gm_loader_opts {
 	const char *pipeline;	  /* pipeline spec text; NULL: use `aug` as given */
 	struct gm_aug_spec aug;	  /* per-sample transform (gm_aug_spec_default) */
 	uint32_t batch_size;	  /* samples per batch (default 64) */
-	int workers;		  /* worker processes (default 2; 0 = auto) */
+	int workers;		  /* worker processes (default 2; 0 = auto: elastic) */
 	uint64_t seed;		  /* shuffling and augmentation seed */
 	uint32_t epoch;		  /* first epoch to deliver (default 0) */
 	uint32_t epochs;	  /* epochs to deliver, 0 = unlimited */
@@ -44,6 +44,7 @@ struct gm_loader_opts {
 	bool shuffle;		  /* per-epoch permutation (default true) */
 	bool no_pin;		  /* never cudaHostRegister the ring */
 	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t max_workers;	  /* auto: CPU budget in workers (0: online CPUs) */
 };
 
 /* One delivered batch: a view into a ring slot, valid until the next
@@ -84,6 +85,9 @@ struct gm_loader_stats {
 	uint32_t out;		   /* enum gm_out_type */
 	uint32_t mode;		   /* enum gm_aug_mode */
 	uint64_t sample_bytes;
+	uint32_t target_workers;   /* what the pool is being sized to (auto or scale) */
+	double demand_img_per_s;   /* auto: consumer's measured demand (0 before a window) */
+	double worker_img_per_s;   /* auto: measured rate of one worker */
 };
 
 /* Defaults as documented in struct gm_loader_opts. */

@@ -84,7 +84,10 @@ class Loader:
            output="uint8"|"float32", on_error="skip"|"fail", ...)
 
     root       ImageFolder root (root/<class>/*.jpg), classes sorted like torchvision.
-    pipeline   pipeline spec text (see `goldminer plan`); None: the keyword transform.
+    pipeline   pipeline spec text (see `goldminer plan`), e.g. "read | decode |
+               random_resized_crop 224 | flip 0.5 | to_chw_f32 | batch 64"; it then
+               decides the transform, the output layout and the batch size (the
+               keyword arguments for those are ignored). None: the keywords decide.
     batch_size samples per batch; workers: worker processes ("auto" = policy).
     seed       shuffling and augmentation seed; same seed -> same bytes.
     epoch      first epoch; epochs: how many to deliver (0 = unlimited).
@@ -123,6 +126,14 @@ class Loader:
             if not isinstance(v, int) or v < 1:
                 raise ValueError("%s must be an int >= 1, not %r" % (name, v))
         self._L = lib()
+        if pipeline is not None:
+            # The spec decides the transform, the layout and maybe the batch size.
+            spec = _parse_pipeline(self._L, pipeline)
+            if spec is not None:
+                aug, bs = spec
+                output = "float32" if aug.out == _abi.GM_OUT_F32_CHW else "uint8"
+                size = aug.size
+                batch_size = bs or batch_size
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
@@ -404,6 +415,24 @@ class Loader:
     def __repr__(self):
         return "<goldminer.Loader %r batch_size=%d %s%s>" % (
             self._kw["root"], self.batch_size, self.output, " closed" if self.closed else "")
+
+
+def _parse_pipeline(L, text):
+    """(struct gm_aug_spec copy, batch size or 0) of a pipeline spec, or None when
+    the library cannot parse specs; a bad spec raises GoldminerError."""
+    if not L.has("gm_pipeline_parse"):
+        return None
+    p = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(_ERRLEN)
+    rc = L.gm_pipeline_parse(text.encode(), ctypes.byref(p), err, _ERRLEN)
+    if rc < 0:
+        _raise(rc, "gm_loader_open: " + err.value.decode(errors="replace"), "gm_loader_open")
+    try:
+        aug = _abi.AugSpec()
+        ctypes.pointer(aug)[0] = L.gm_pipeline_aug(p)[0]
+        return aug, L.gm_pipeline_batch_size(p)
+    finally:
+        L.gm_pipeline_free(p)
 
 
 def _abi_out_bytes(L, aug):

@@ -135,6 +135,19 @@ class TestIteration(GmTest):
             self.assertLess(abs(float(b.data.mean())), 2.5)
             self.assertGreater(float(b.data.std()), 0.05)
 
+    def test_pipeline_spec_decides_layout_and_batch_size(self):
+        import numpy as np
+        spec = ("read | decode | random_resized_crop %d | flip 0.5 | normalize imagenet |"
+                " to_chw_f32 | batch 6" % SIZE)
+        with goldminer.Loader(dataset(), pipeline=spec, workers=1, seed=4) as l:
+            self.assertEqual(l.output, "float32")
+            self.assertEqual(len(l), 6)
+            bs = [(b.data.shape, b.data.dtype, goldminer.fnv1a64(b.data)) for b in l]
+        self.assertEqual(bs[0][:2], ((6, 3, SIZE, SIZE), np.float32))
+        with goldminer.Loader(dataset(), batch_size=6, workers=1, seed=4, size=SIZE,
+                              output="float32") as l:
+            self.assertEqual([goldminer.fnv1a64(b.data) for b in l], [h for _, _, h in bs])
+
     def test_batch_is_a_view_of_the_ring_and_copies_survive(self):
         with goldminer.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE) as l:
             self.assertGreater(len(l), 5)
@@ -277,8 +290,9 @@ print("OK %016x" % h)
         self.assertEqual(cm.exception.errno, errno.EINVAL)
         self.assertIn("batch_size", str(cm.exception))
         with self.assertRaises(goldminer.GoldminerError) as cm:
-            goldminer.Loader(root, workers=1, pipeline="no-such-op(3) | ???")
+            goldminer.Loader(root, workers=1, pipeline="read | decode | random_crop 3")
         self.assertIn("gm_loader_open", str(cm.exception))
+        self.assertIn("random_crop", str(cm.exception))
 
     def test_closed_loader_raises(self):
         l = goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE)

@@ -1,0 +1,523 @@
+/*
+ * test_sim.c - the cluster simulator (sim/sim.c, sim/sim_cli.c): golden output of
+ * tiny hand-computed traces, determinism, invariants under every policy, and
+ * errors. The hand computations are in the comments next to each golden file.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "goldminer/cli.h"
+#include "goldminer/cluster.h"
+#include "goldminer/profile.h"
+#include "goldminer/sim.h"
+#include "goldminer/trace.h"
+
+static char dir[64];
+
+static int setup(void **st)
+{
+	(void)st;
+	snprintf(dir, sizeof(dir), "/tmp/gm-test-sim-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
+static const char *path_of(const char *name)
+{
+	static char p[4][256];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+	return p[k];
+}
+
+static const char *put(const char *name, const char *text)
+{
+	const char *p = path_of(name);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return p;
+}
+
+/* Whole file into a malloc'd string (NULL if missing). */
+static char *slurp(const char *p)
+{
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *b = malloc((size_t)n + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+	b[n] = 0;
+	fclose(f);
+	return b;
+}
+
+static void mkdir_in(const char *name)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/%s'", dir, name);
+	assert_int_equal(system(cmd), 0);
+}
+
+/*
+ * Class a: GPU-bound 100 samples/s per GPU, 10 per vCPU (needs 10 vCPUs per GPU).
+ * Class b: 100 and 100 (needs 1 vCPU per GPU).
+ */
+static const char *PROFILE = "# test\na\t100\t10\t1\tmade up\nb\t100\t100\t0\tmade up\n";
+
+/*
+ * One node, 4 GPUs, 8 vCPUs. j0 (a, 2 vCPU, 100 s) and j1 (b, 4 vCPU, 100 s) at 0,
+ * j2 (a, 2 vCPU, 100 s) at 10. Work: j0 = j2 = 100 s x min(100, 2 x 10) = 2000
+ * samples; j1 = 100 x 100 = 10000.
+ */
+static const char *GOLD_TRACE = "# goldminer-trace v1\n0\t100\t1\t2\t0\n0\t100\t1\t4\t1\n"
+				"10\t100\t1\t2\t0\n";
+
+/* static and proportional (8/4 = 2 vCPUs per GPU): every job runs its trace time. */
+static const char *GOLD_STATIC =
+	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+	"0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	"2\ta\t1\t2\t10.0\t10.0\t110.0\t100.0\t0.0\t100.0\t100\t1.0000\n";
+
+/*
+ * goldminer, remote cost 0, 1 local vCPU per GPU. t=0: locals 1+1, pool 6; j1 is
+ * saturated by its local vCPU, so j0 gets all 6: 10 + 60 = 70/s. t=10: j0 has done
+ * 700; j2 takes 1 local, pool 5: j0 gives one back (60/s); j2 ties j0 on gain and
+ * loses the tie to the older job, so it runs on its local vCPU (10/s). j0 ends at
+ * 10 + 1300/60 = 31.67. Then j2 (216.7 done) gets 6 workers: 70/s, ends at
+ * 31.67 + 1783.3/70 = 57.14. j1 runs 100 s.
+ */
+static const char *GOLD_GM =
+	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+	"0\ta\t1\t2\t0.0\t0.0\t31.7\t31.7\t0.0\t31.7\t100\t3.1579\n"
+	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	"2\ta\t1\t2\t10.0\t10.0\t57.1\t47.1\t0.0\t47.1\t100\t2.1212\n";
+
+/*
+ * Every 20 s: at 20, 3 jobs on 3 GPUs, busy 0.6 + 1 + 0.1 = 1.7 of 4 GPUs, all 8 vCPUs
+ * allocated and busy; at 40, j1 and j2 (70/s): 1.7 busy, 2 local + 6 pool vCPUs; at
+ * 60 and 80 only j1 (1 GPU, 1 vCPU); the final row at 100 is empty.
+ */
+static const char *GOLD_GM_TS = "time\tgpu_alloc\tgpu_busy\tcpu_alloc\tcpu_busy\trunning\tqueued\n"
+				"20\t0.7500\t0.4250\t1.0000\t1.0000\t3\t0\n"
+				"40\t0.5000\t0.4250\t1.0000\t1.0000\t2\t0\n"
+				"60\t0.2500\t0.2500\t0.1250\t0.1250\t1\t0\n"
+				"80\t0.2500\t0.2500\t0.1250\t0.1250\t1\t0\n"
+				"100\t0.0000\t0.0000\t0.0000\t0.0000\t0\t0\n";
+
+/* unlimited-cpu: class a at 100/s: 2000 samples in 20 s. */
+static const char *GOLD_UNL =
+	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+	"0\ta\t1\t2\t0.0\t0.0\t20.0\t20.0\t0.0\t20.0\t100\t5.0000\n"
+	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	"2\ta\t1\t2\t10.0\t10.0\t30.0\t20.0\t0.0\t20.0\t100\t5.0000\n";
+
+struct world {
+	struct gm_cluster *c;
+	struct gm_trace *t;
+	struct gm_profile p;
+};
+
+static void load(struct world *w, const char *cluster, const char *trace, const char *prof)
+{
+	char err[512];
+	if (gm_cluster_load(&w->c, cluster, err, sizeof(err)) ||
+	    gm_trace_load(&w->t, trace, err, sizeof(err)))
+		fail_msg("%s", err);
+	if (prof) {
+		if (gm_profile_load(&w->p, put("prof.tsv", prof), err, sizeof(err)))
+			fail_msg("%s", err);
+	} else {
+		gm_profile_default(&w->p);
+	}
+}
+
+static void unload(struct world *w)
+{
+	gm_trace_destroy(w->t);
+	gm_cluster_destroy(w->c);
+}
+
+/* Run one policy into dir/name; returns the summary. */
+static struct gm_sim_summary run(struct world *w, struct gm_sim_opts *o, const char *name)
+{
+	struct gm_sim_summary m;
+	char err[512];
+	mkdir_in(name);
+	o->out_dir = path_of(name);
+	int rc = gm_sim_run(w->c, w->t, &w->p, o, &m, err, sizeof(err));
+	if (rc)
+		fail_msg("gm_sim_run %s: %d %s", name, rc, err);
+	return m;
+}
+
+static void assert_file(const char *name, const char *want)
+{
+	char *got = slurp(path_of(name));
+	assert_non_null(got);
+	if (strcmp(got, want))
+		fail_msg("%s differs:\n--- got\n%s--- want\n%s", name, got, want);
+	free(got);
+}
+
+static void test_golden(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+
+	load(&w, "1x(4gpu,8cpu)", put("gold.tsv", GOLD_TRACE), PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.remote_cost = 0;
+	o.sample_interval = 20;
+	o.check = 1;
+
+	o.policy = GM_SIM_STATIC;
+	m = run(&w, &o, "g-static");
+	assert_file("g-static/jobs.tsv", GOLD_STATIC);
+	assert_true(m.avg_jct == 100 && m.makespan == 110 && m.jobs == 3);
+
+	o.policy = GM_SIM_PROPORTIONAL;
+	run(&w, &o, "g-prop");
+	assert_file("g-prop/jobs.tsv", GOLD_STATIC);
+
+	o.policy = GM_SIM_GOLDMINER;
+	m = run(&w, &o, "g-gm");
+	assert_file("g-gm/jobs.tsv", GOLD_GM);
+	assert_file("g-gm/timeseries.tsv", GOLD_GM_TS);
+	/* avg JCT = (31.667 + 100 + 47.143) / 3; busy/alloc GPU = 140 / 178.81 */
+	double e0 = 10 + 1300.0 / 60, e2 = e0 + (2000 - 10 * (e0 - 10)) / 70;
+	assert_true(fabs(m.avg_jct - (e0 + 100 + (e2 - 10)) / 3) < 0.05);
+	/* GPU-s busy = work / R = 20 + 100 + 20; allocated = the three run times */
+	assert_true(fabs(m.gpu_util - 140.0 / (e0 + 100 + (e2 - 10))) < 1e-4);
+	assert_true(m.makespan == 100);
+	char *js = slurp(path_of("g-gm/summary.json"));
+	assert_non_null(js);
+	assert_non_null(strstr(js, "\"policy\":\"goldminer\",\"jobs\":3,"));
+	assert_null(strstr(js, "wall_s")); /* the file is deterministic */
+	free(js);
+
+	o.policy = GM_SIM_UNLIMITED;
+	run(&w, &o, "g-unl");
+	assert_file("g-unl/jobs.tsv", GOLD_UNL);
+
+	/*
+	 * With a remote cost of 0.5 a pool worker gives 5/s: j0 runs at 10 + 6 x 5 = 40/s
+	 * until j2 arrives (400 done), then 10 + 5 x 5 = 35/s: ends 10 + 1600/35 = 55.71.
+	 */
+	o.policy = GM_SIM_GOLDMINER;
+	o.remote_cost = 0.5;
+	run(&w, &o, "g-gm-remote");
+	char *got = slurp(path_of("g-gm-remote/jobs.tsv"));
+	assert_non_null(strstr(got, "\n0\ta\t1\t2\t0.0\t0.0\t55.7\t"));
+	free(got);
+	unload(&w);
+}
+
+/*
+ * FIFO and backfill (static): j0 (1 GPU, 100 s) at 0; j1 needs all 4 GPUs at 5 and
+ * waits for j0 (start 100); j2 (1 GPU, 10 s) at 6 waits behind j1 under FIFO (110 ->
+ * 120) but starts at once with backfill (6 -> 16).
+ */
+static void test_fifo_backfill(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	const char *hdr =
+		"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+		"0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+		"1\tb\t4\t4\t5.0\t100.0\t110.0\t105.0\t95.0\t10.0\t10\t1.0000\n";
+	char want[1024];
+
+	load(&w, "1x(4gpu,8cpu)",
+	     put("q.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n5\t10\t4\t4\t1\n6\t10\t1\t2\t0\n"),
+	     PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	m = run(&w, &o, "q-fifo");
+	snprintf(want, sizeof(want), "%s%s", hdr,
+		 "2\ta\t1\t2\t6.0\t110.0\t120.0\t114.0\t104.0\t10.0\t10\t1.0000\n");
+	assert_file("q-fifo/jobs.tsv", want);
+	assert_true(fabs(m.avg_queue - (95.0 + 104.0) / 3) < 0.05);
+	o.backfill = 1;
+	run(&w, &o, "q-bf");
+	snprintf(want, sizeof(want), "%s%s", hdr,
+		 "2\ta\t1\t2\t6.0\t6.0\t16.0\t10.0\t0.0\t10.0\t10\t1.0000\n");
+	assert_file("q-bf/jobs.tsv", want);
+	/* arrival scale 2 halves submit times: j1 at 2.5, j2 at 3 */
+	o.backfill = 0;
+	o.arrival_scale = 2;
+	run(&w, &o, "q-scale");
+	char *got = slurp(path_of("q-scale/jobs.tsv"));
+	assert_non_null(strstr(got, "\n1\tb\t4\t4\t2.5\t100.0\t110.0\t107.5\t97.5\t"));
+	free(got);
+	unload(&w);
+}
+
+/* Jobs larger than a node span nodes; larger than the cluster are counted out. */
+static void test_spread_and_unplaceable(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	load(&w, "3x(2gpu,8cpu)",
+	     put("big.tsv", "# goldminer-trace v1\n0\t10\t5\t5\t1\n1\t10\t7\t7\t1\n2\t10\t1\t1\t1\n"),
+	     PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
+		o.policy = (enum gm_sim_policy)p;
+		m = run(&w, &o, "spread");
+		assert_int_equal(m.jobs, 2);
+		assert_int_equal(m.unplaceable, 1);
+		char *got = slurp(path_of("spread/jobs.tsv"));
+		/* the 5-GPU job runs at once on three nodes; the 1-GPU job uses the 6th GPU */
+		assert_non_null(strstr(got, "\n0\tb\t5\t5\t0.0\t0.0\t10.0\t"));
+		assert_non_null(strstr(got, "\n2\tb\t1\t1\t2.0\t2.0\t12.0\t"));
+		free(got);
+	}
+	unload(&w);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	char *x = slurp(path_of(a)), *y = slurp(path_of(b));
+	int eq = x && y && !strcmp(x, y);
+	free(x);
+	free(y);
+	return eq;
+}
+
+static void test_determinism(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	load(&w, "3x(8gpu,32cpu)+1x(4gpu,16cpu)", "synth:jobs=3000,seed=5,load=1.1,gpus=28", NULL);
+	gm_sim_opts_defaults(&o);
+	o.backfill = 4;
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
+		char a[64], b[64], fa[80], fb[80];
+		o.policy = (enum gm_sim_policy)p;
+		o.seed = 1;
+		snprintf(a, sizeof(a), "det-a-%d", p);
+		snprintf(b, sizeof(b), "det-b-%d", p);
+		struct gm_sim_summary ma = run(&w, &o, a), mb = run(&w, &o, b);
+		assert_int_equal(ma.events, mb.events);
+		const char *files[] = {"jobs.tsv", "timeseries.tsv", "summary.json"};
+		for (int f = 0; f < 3; f++) {
+			snprintf(fa, sizeof(fa), "%s/%s", a, files[f]);
+			snprintf(fb, sizeof(fb), "%s/%s", b, files[f]);
+			if (!files_equal(fa, fb))
+				fail_msg("%s and %s differ", fa, fb);
+		}
+		/* another seed draws other model classes: other results */
+		o.seed = 2;
+		run(&w, &o, b);
+		snprintf(fa, sizeof(fa), "%s/jobs.tsv", a);
+		snprintf(fb, sizeof(fb), "%s/jobs.tsv", b);
+		assert_false(files_equal(fa, fb));
+	}
+	unload(&w);
+}
+
+/* Read column col (0-based) of every row of a jobs.tsv. */
+static double *column(const char *name, int col, size_t *n)
+{
+	char *s = slurp(path_of(name)), *save = NULL;
+	double *v = malloc(100000 * sizeof(double));
+	assert_non_null(s);
+	assert_non_null(v);
+	*n = 0;
+	for (char *l = strtok_r(s, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (l[0] == 'i')
+			continue;
+		char *f = l;
+		for (int k = 0; k < col; k++)
+			f = strchr(f, '\t') + 1;
+		v[(*n)++] = strtod(f, NULL);
+	}
+	free(s);
+	return v;
+}
+
+/*
+ * Invariants on a contended heterogeneous cluster with multi-node jobs, every
+ * policy, the full audit after every event: the run must finish without the engine
+ * reporting a broken invariant; static runs reproduce trace durations exactly (the
+ * calibration) and no job anywhere runs faster than under unlimited-cpu.
+ */
+static void test_invariants(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double *run_t[GM_SIM_NPOLICY], *trace_t;
+	size_t n[GM_SIM_NPOLICY], nt;
+	char name[64];
+
+	load(&w, "3x(4gpu,16cpu)+1x(2gpu,8cpu)+1x(0gpu,32cpu)",
+	     "synth:jobs=400,seed=9,load=1.3,gpus=14,gpumix=1:6/2:2/4:1/8:1,vcpu=2/3", NULL);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.backfill = 3;
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
+		o.policy = (enum gm_sim_policy)p;
+		snprintf(name, sizeof(name), "inv-%d", p);
+		struct gm_sim_summary m = run(&w, &o, name);
+		assert_int_equal(m.jobs, 400);
+		assert_true(m.gpu_util > 0 && m.gpu_util <= 1 + 1e-9);
+		assert_true(m.gpu_alloc <= 1 + 1e-9 && m.gpu_busy <= m.gpu_alloc + 1e-9);
+		if (p != GM_SIM_UNLIMITED)
+			assert_true(m.cpu_alloc <= 1 + 1e-9);
+		snprintf(name, sizeof(name), "inv-%d/jobs.tsv", p);
+		run_t[p] = column(name, 9, &n[p]);
+		assert_int_equal(n[p], 400);
+	}
+	trace_t = column("inv-0/jobs.tsv", 10, &nt);
+	for (size_t i = 0; i < nt; i++) {
+		assert_true(fabs(run_t[GM_SIM_STATIC][i] - trace_t[i]) <= 0.051);
+		for (int p = 0; p < GM_SIM_NPOLICY; p++)
+			assert_true(run_t[p][i] + 0.051 >= run_t[GM_SIM_UNLIMITED][i]);
+	}
+	free(trace_t);
+	for (int p = 0; p < GM_SIM_NPOLICY; p++)
+		free(run_t[p]);
+	unload(&w);
+}
+
+static void test_errors(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	char err[512];
+
+	load(&w, "1x(4gpu,8cpu)", put("e.tsv", "# goldminer-trace v1\n0\t10\t1\t2\t5\n"), PROFILE);
+	gm_sim_opts_defaults(&o);
+	/* class 5 is not in a 2-class profile */
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "class"));
+	w.t->jobs[0].cls = 0;
+	o.arrival_scale = 0;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	o.arrival_scale = 1;
+	o.remote_cost = 1;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	o.remote_cost = 0;
+	o.policy = GM_SIM_NPOLICY;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	o.policy = GM_SIM_STATIC;
+	o.out_dir = "/nonexistent/dir";
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/dir"));
+	o.out_dir = NULL;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.jobs, 1);
+	/* an empty trace is a valid, empty run */
+	w.t->n = 0;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.jobs, 0);
+	w.t->n = 1;
+	unload(&w);
+
+	assert_int_equal(gm_sim_policy_parse("goldminer"), GM_SIM_GOLDMINER);
+	assert_int_equal(gm_sim_policy_parse("unlimited-cpu"), GM_SIM_UNLIMITED);
+	assert_int_equal(gm_sim_policy_parse("nope"), -EINVAL);
+	assert_string_equal(gm_sim_policy_name(GM_SIM_PROPORTIONAL), "proportional");
+}
+
+static int cli(int n, ...)
+{
+	char *argv[32];
+	va_list ap;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	argv[n] = NULL;
+	return gm_cli_sim(n, argv);
+}
+
+static void test_cli(void **st)
+{
+	(void)st;
+	const char *tr = put("cli.tsv", GOLD_TRACE);
+	const char *prof = put("cliprof.tsv", PROFILE);
+	const char *bad = put("clibad.tsv", "# goldminer-trace v1\n0\t10\t1\n");
+	char out[256], f[300];
+
+	snprintf(out, sizeof(out), "%s/cli-out", dir);
+	assert_int_equal(cli(2, "sim", "--help"), 0);
+	assert_int_equal(cli(1, "sim"), 2);
+	assert_int_equal(cli(5, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr), 2);
+	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "nope"),
+			 2);
+	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--bogus"),
+			 2);
+	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr,
+			     "--policy=static", "--arrival-scale=0", "--seed=1"),
+			 2);
+	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", bad, "--policy",
+			     "static"),
+			 1);
+	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu)", "--trace", tr, "--policy",
+			     "static"),
+			 1);
+	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--out", out, "--remote-cost", "0"),
+			 0);
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
+		snprintf(f, sizeof(f), "%s/%s/summary.json", out, gm_sim_policy_name(p));
+		assert_int_equal(access(f, R_OK), 0);
+	}
+	snprintf(f, sizeof(f), "%s/goldminer/jobs.tsv", out);
+	char *got = slurp(f);
+	assert_non_null(strstr(got, "\t31.7\t")); /* the golden goldminer run */
+	free(got);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_golden),
+		cmocka_unit_test(test_fifo_backfill),
+		cmocka_unit_test(test_spread_and_unplaceable),
+		cmocka_unit_test(test_determinism),
+		cmocka_unit_test(test_invariants),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_cli),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
