@@ -19,8 +19,8 @@ for cpus in 96 32; do
 	fi
 	echo "$out" | awk -v cpus="$cpus" '{
 		match($0, /"events":[0-9]+/); ev = substr($0, RSTART + 9, RLENGTH - 9);
-		match($0, /"wall_s":[0-9.]+/); w = substr($0, RSTART + 9, RLENGTH - 9);
-		match($0, /"max_rss_mib":[0-9.]+/); m = substr($0, RSTART + 14, RLENGTH - 14);
+		match($0, /"wall_s":[0-9.]+/); w = substr($0, RSTART + 9, RLENGTH - 9) + 0;
+		match($0, /"max_rss_mib":[0-9.]+/); m = substr($0, RSTART + 14, RLENGTH - 14) + 0;
 		match($0, /"reallocations":[0-9]+/); r = substr($0, RSTART + 16, RLENGTH - 16);
 		printf "sim 1M jobs, 10000x(8gpu,%scpu), goldminer: %d events in %.2f s = %.0f events/s, %s reallocations, peak RSS %.0f MiB%s\n",
 			cpus, ev, w, ev / w, r, m, (w > 60 || m > 2048) ? "  OVER BUDGET (60 s, 2 GiB)" : "";

@@ -1,0 +1,434 @@
+/*
+ * test_ops.c - per-sample augmentation (core/ops.c).
+ *
+ * The crop parameters are internal, so they are observed through the pixels: a
+ * "coordinate image" stores x in red and y in green (256x256, quality 100, 4:4:4),
+ * and the corners of an output tell which window of the source it shows.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "goldminer/ops.h"
+#include "goldminer/synth.h"
+
+/* Encode w x h RGB pixels at quality 100, no subsampling. *out is malloc'ed. */
+static void encode(const uint8_t *rgb, uint32_t w, uint32_t h, uint8_t **out, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr err;
+	unsigned char *mem = NULL;
+	unsigned long ml = 0;
+	c.err = jpeg_std_error(&err);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &mem, &ml);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 3;
+	c.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&c);
+	jpeg_set_quality(&c, 100, TRUE);
+	c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 1;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < h) {
+		JSAMPROW row = (JSAMPROW)(rgb + (size_t)c.next_scanline * w * 3);
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	*out = mem;
+	*len = ml;
+}
+
+static uint8_t *coord_jpeg(size_t *len)
+{
+	uint8_t *rgb = malloc(256 * 256 * 3), *out;
+	assert_non_null(rgb);
+	for (int y = 0; y < 256; y++)
+		for (int x = 0; x < 256; x++) {
+			rgb[(y * 256 + x) * 3] = (uint8_t)x;
+			rgb[(y * 256 + x) * 3 + 1] = (uint8_t)y;
+			rgb[(y * 256 + x) * 3 + 2] = 128;
+		}
+	encode(rgb, 256, 256, &out, len);
+	free(rgb);
+	return out;
+}
+
+static uint8_t *synth(uint32_t w, uint32_t h, uint64_t seed, unsigned flags, size_t *len)
+{
+	uint8_t *buf;
+	assert_int_equal(gm_synth_jpeg_mem(w, h, seed, flags, 90, &buf, len), 0);
+	return buf;
+}
+
+static struct gm_aug *make_aug(enum gm_aug_mode mode, enum gm_out_type out, float flip_p)
+{
+	struct gm_aug_spec s;
+	struct gm_aug *a;
+	gm_aug_spec_default(&s);
+	s.mode = mode;
+	s.out = out;
+	s.flip_p = flip_p;
+	assert_int_equal(gm_aug_create(&a, &s), 0);
+	return a;
+}
+
+static void test_defaults_and_out_bytes(void **state)
+{
+	struct gm_aug_spec s;
+	(void)state;
+	gm_aug_spec_default(&s);
+	assert_int_equal(s.mode, GM_AUG_TRAIN);
+	assert_int_equal(s.size, 224);
+	assert_int_equal(s.resize, 256);
+	assert_int_equal(s.out, GM_OUT_U8_HWC);
+	assert_true(fabsf(s.mean[0] - 0.485f) < 1e-6f && fabsf(s.std[2] - 0.225f) < 1e-6f);
+	assert_int_equal(gm_aug_out_bytes(&s), 224 * 224 * 3);
+	s.out = GM_OUT_F32_CHW;
+	assert_int_equal(gm_aug_out_bytes(&s), 224 * 224 * 3 * 4);
+	s.size = 32;
+	assert_int_equal(gm_aug_out_bytes(&s), 32 * 32 * 12);
+}
+
+static void test_bad_specs(void **state)
+{
+	struct gm_aug_spec s;
+	struct gm_aug *a = NULL;
+	(void)state;
+	gm_aug_spec_default(&s);
+	s.size = 0;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.scale_min = 0.9f, s.scale_max = 0.5f;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.ratio_min = 0;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.flip_p = 1.5f;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.std[1] = 0;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.mode = GM_AUG_EVAL;
+	s.resize = 200; /* smaller than the 224 crop */
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.mode = (enum gm_aug_mode)7;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	gm_aug_spec_default(&s);
+	s.out = (enum gm_out_type)9;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	assert_null(a);
+	gm_aug_destroy(NULL);
+}
+
+static void test_deterministic(void **state)
+{
+	size_t len;
+	uint8_t *jpg = synth(500, 375, 1, 0, &len);
+	struct gm_aug *a = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.5f);
+	struct gm_aug *b = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.5f);
+	size_t n = 224 * 224 * 3;
+	uint8_t *o1 = malloc(n), *o2 = malloc(n), *o3 = malloc(n);
+	(void)state;
+	assert_int_equal(gm_aug_sample(a, jpg, len, 42, 3, 17, o1, NULL), 0);
+	/* another sample in between must not matter */
+	assert_int_equal(gm_aug_sample(b, jpg, len, 42, 3, 99, o2, NULL), 0);
+	assert_int_equal(gm_aug_sample(b, jpg, len, 42, 3, 17, o2, NULL), 0);
+	assert_memory_equal(o1, o2, n);
+	/* different sample id, epoch or seed: different crop */
+	assert_int_equal(gm_aug_sample(a, jpg, len, 42, 3, 18, o3, NULL), 0);
+	assert_memory_not_equal(o1, o3, n);
+	assert_int_equal(gm_aug_sample(a, jpg, len, 42, 4, 17, o3, NULL), 0);
+	assert_memory_not_equal(o1, o3, n);
+	assert_int_equal(gm_aug_sample(a, jpg, len, 43, 3, 17, o3, NULL), 0);
+	assert_memory_not_equal(o1, o3, n);
+	gm_aug_destroy(a);
+	gm_aug_destroy(b);
+	free(o1);
+	free(o2);
+	free(o3);
+	free(jpg);
+}
+
+/* Read the source window an output shows, from the coordinate image's corners. */
+static void window_of(const uint8_t *o, double *x0, double *y0, double *x1, double *y1)
+{
+	const uint8_t *tl = o, *br = o + (223 * 224 + 223) * 3;
+	/* pixel centres: the first/last output pixels sit half a step inside */
+	double sx = (br[0] - tl[0]) / 223.0, sy = (br[1] - tl[1]) / 223.0;
+	*x0 = tl[0] - sx / 2, *x1 = br[0] + sx / 2 + 1;
+	*y0 = tl[1] - sy / 2, *y1 = br[1] + sy / 2 + 1;
+}
+
+static void test_rrc_within_bounds(void **state)
+{
+	size_t len;
+	uint8_t *jpg = coord_jpeg(&len);
+	struct gm_aug *a = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.0f);
+	uint8_t *o = malloc(224 * 224 * 3);
+	double amin = 2, amax = 0;
+	(void)state;
+	for (uint64_t id = 0; id < 300; id++) {
+		double x0, y0, x1, y1;
+		assert_int_equal(gm_aug_sample(a, jpg, len, 5, 0, id, o, NULL), 0);
+		window_of(o, &x0, &y0, &x1, &y1);
+		double w = x1 - x0, h = y1 - y0;
+		double area = w * h / (256.0 * 256.0), ratio = w / h;
+		/* tolerance: JPEG error and the filter blur the corner readings */
+		assert_true(area > 0.08 * 0.8 && area < 1.0 * 1.1);
+		if (w > 60 && h > 60)
+			assert_true(ratio > 0.75 * 0.9 && ratio < 4.0 / 3.0 * 1.1);
+		assert_true(x0 > -3 && y0 > -3 && x1 < 259 && y1 < 259);
+		/* not flipped: red grows to the right */
+		assert_true(o[(112 * 224 + 200) * 3] > o[(112 * 224 + 20) * 3]);
+		amin = area < amin ? area : amin;
+		amax = area > amax ? area : amax;
+	}
+	/* the draws cover the scale range */
+	assert_true(amin < 0.2);
+	assert_true(amax > 0.8);
+	gm_aug_destroy(a);
+	free(o);
+	free(jpg);
+}
+
+static void test_flip_mirrors(void **state)
+{
+	size_t len, n = 224 * 224 * 3;
+	uint8_t *jpg = synth(500, 375, 8, 0, &len);
+	struct gm_aug *a = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.0f);
+	struct gm_aug *b = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 1.0f);
+	struct gm_aug *c = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.5f);
+	uint8_t *o1 = malloc(n), *o2 = malloc(n), *o3 = malloc(n);
+	int flips = 0;
+	(void)state;
+	for (uint64_t id = 0; id < 40; id++) {
+		assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, id, o1, NULL), 0);
+		assert_int_equal(gm_aug_sample(b, jpg, len, 1, 0, id, o2, NULL), 0);
+		for (int y = 0; y < 224; y++)
+			for (int x = 0; x < 224; x++)
+				assert_memory_equal(o1 + (y * 224 + x) * 3,
+						    o2 + (y * 224 + 223 - x) * 3, 3);
+		assert_memory_not_equal(o1, o2, n);
+		/* p = 0.5: each output is one of the two */
+		assert_int_equal(gm_aug_sample(c, jpg, len, 1, 0, id, o3, NULL), 0);
+		if (memcmp(o3, o2, n) == 0)
+			flips++;
+		else
+			assert_memory_equal(o3, o1, n);
+	}
+	assert_in_range(flips, 8, 32);
+	gm_aug_destroy(a);
+	gm_aug_destroy(b);
+	gm_aug_destroy(c);
+	free(o1);
+	free(o2);
+	free(o3);
+	free(jpg);
+}
+
+static void test_float_normalisation(void **state)
+{
+	size_t len;
+	uint8_t *jpg = synth(320, 240, 3, 0, &len);
+	struct gm_aug *a = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.5f);
+	struct gm_aug *f = make_aug(GM_AUG_TRAIN, GM_OUT_F32_CHW, 0.5f);
+	uint8_t *o = malloc(224 * 224 * 3);
+	float *p = malloc(224 * 224 * 3 * sizeof(float));
+	static const double mean[3] = {0.485, 0.456, 0.406}, sd[3] = {0.229, 0.224, 0.225};
+	(void)state;
+	for (uint64_t id = 0; id < 4; id++) {
+		assert_int_equal(gm_aug_sample(a, jpg, len, 2, 1, id, o, NULL), 0);
+		assert_int_equal(gm_aug_sample(f, jpg, len, 2, 1, id, p, NULL), 0);
+		for (int c = 0; c < 3; c++)
+			for (int i = 0; i < 224 * 224; i++) {
+				double want = (o[i * 3 + c] / 255.0 - mean[c]) / sd[c];
+				if (fabs(p[c * 224 * 224 + i] - want) > 1e-5)
+					fail_msg("c %d i %d: %f want %f", c, i,
+						 p[c * 224 * 224 + i], want);
+			}
+	}
+	/* a known value: 255 in channel 0 */
+	assert_true(fabs((255 / 255.0 - 0.485) / 0.229 - 2.2489083) < 1e-6);
+	gm_aug_destroy(a);
+	gm_aug_destroy(f);
+	free(o);
+	free(p);
+	free(jpg);
+}
+
+static void test_eval_center_crop(void **state)
+{
+	size_t len;
+	uint8_t *jpg = coord_jpeg(&len);
+	struct gm_aug *a = make_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, 0.5f);
+	uint8_t *o1 = malloc(224 * 224 * 3), *o2 = malloc(224 * 224 * 3);
+	(void)state;
+	/* 256x256 resized to 256 is itself; the centre 224 starts at 16 */
+	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o1, NULL), 0);
+	assert_in_range(o1[0], 14, 18);
+	assert_in_range(o1[1], 14, 18);
+	assert_in_range(o1[(223 * 224 + 223) * 3], 237, 241);
+	assert_in_range(o1[(223 * 224 + 223) * 3 + 1], 237, 241);
+	/* eval ignores the key */
+	assert_int_equal(gm_aug_sample(a, jpg, len, 9, 9, 9, o2, NULL), 0);
+	assert_memory_equal(o1, o2, 224 * 224 * 3);
+	gm_aug_destroy(a);
+	free(o1);
+	free(o2);
+	free(jpg);
+}
+
+static void test_eval_matches_resize_then_crop(void **state)
+{
+	/* 512x384 -> shorter side 256 (341x256, a 1.5x downscale) -> centre 224 */
+	size_t len;
+	uint8_t *rgb = malloc(512 * 384 * 3), *jpg;
+	(void)state;
+	for (int y = 0; y < 384; y++)
+		for (int x = 0; x < 512; x++) {
+			rgb[(y * 512 + x) * 3] = (uint8_t)(x / 2);
+			rgb[(y * 512 + x) * 3 + 1] = (uint8_t)(y * 2 / 3);
+			rgb[(y * 512 + x) * 3 + 2] = 50;
+		}
+	encode(rgb, 512, 384, &jpg, &len);
+	struct gm_aug *a = make_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, 0.5f);
+	uint8_t *o = malloc(224 * 224 * 3);
+	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o, NULL), 0);
+	/* resized width 341: left = round((341-224)/2) = 58 -> source x 58*1.5 = 87 */
+	double x_at0 = (87 + 0.75) / 2.0, y_at0 = (16 * 1.5 + 0.75) * 2.0 / 3.0;
+	assert_true(fabs(o[0] - x_at0) <= 2.0);
+	assert_true(fabs(o[1] - y_at0) <= 2.0);
+	gm_aug_destroy(a);
+	free(o);
+	free(rgb);
+	free(jpg);
+}
+
+static void test_simd_equals_portable(void **state)
+{
+	size_t len, blen;
+	uint8_t *jpg = synth(640, 480, 21, 0, &len);
+	uint8_t *big = synth(2400, 1800, 22, GM_SYNTH_FLAT, &blen); /* 1/2 and 1/4 scales */
+	(void)state;
+	for (int out = 0; out < 2; out++)
+		for (int mode = 0; mode < 2; mode++) {
+			struct gm_aug *s = make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out,
+						    0.5f);
+			setenv("GM_NO_SIMD", "1", 1);
+			struct gm_aug *p = make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out,
+						    0.5f);
+			unsetenv("GM_NO_SIMD");
+			size_t n = 224 * 224 * 3 * (out ? 4 : 1);
+			uint8_t *o1 = malloc(n), *o2 = malloc(n);
+			for (uint64_t id = 0; id < 12; id++) {
+				const uint8_t *src = id % 4 == 3 ? big : jpg;
+				size_t l = id % 4 == 3 ? blen : len;
+				assert_int_equal(gm_aug_sample(s, src, l, 1, 0, id, o1, NULL), 0);
+				assert_int_equal(gm_aug_sample(p, src, l, 1, 0, id, o2, NULL), 0);
+				assert_memory_equal(o1, o2, n);
+			}
+			gm_aug_destroy(s);
+			gm_aug_destroy(p);
+			free(o1);
+			free(o2);
+		}
+	free(jpg);
+	free(big);
+}
+
+static void test_odd_inputs(void **state)
+{
+	/* tiny, thin, gray, CMYK, progressive, upsampled: all produce output */
+	static const struct {
+		uint32_t w, h;
+		unsigned flags;
+	} in[] = {
+		{1, 1, 0},    {7, 5, 0},	    {2000, 16, 0},	      {16, 900, 0},
+		{100, 80, 0}, {300, 200, GM_SYNTH_GRAY}, {300, 200, GM_SYNTH_CMYK},
+		{300, 200, GM_SYNTH_PROGRESSIVE},
+	};
+	uint8_t *o = malloc(224 * 224 * 3);
+	(void)state;
+	for (int mode = 0; mode < 2; mode++) {
+		struct gm_aug *a = make_aug((enum gm_aug_mode)mode, GM_OUT_U8_HWC, 0.5f);
+		for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+			size_t len;
+			uint8_t *jpg = synth(in[i].w, in[i].h, i, in[i].flags, &len);
+			struct gm_aug_times t = {0, 0};
+			memset(o, 0xa5, 224 * 224 * 3);
+			if (gm_aug_sample(a, jpg, len, 1, 0, i, o, &t) != 0)
+				fail_msg("%ux%u flags %#x: %s", in[i].w, in[i].h, in[i].flags,
+					 gm_aug_errmsg(a));
+			assert_true(t.decode_ns > 0);
+			assert_true(t.augment_ns > 0);
+			if (in[i].flags & GM_SYNTH_GRAY)
+				for (int k = 0; k < 224 * 224; k++) {
+					assert_int_equal(o[3 * k], o[3 * k + 1]);
+					assert_int_equal(o[3 * k], o[3 * k + 2]);
+				}
+			free(jpg);
+		}
+		gm_aug_destroy(a);
+	}
+	free(o);
+}
+
+static void test_errors(void **state)
+{
+	struct gm_aug *a = make_aug(GM_AUG_TRAIN, GM_OUT_U8_HWC, 0.5f);
+	uint8_t *o = malloc(224 * 224 * 3), *bomb;
+	size_t len;
+	(void)state;
+	assert_int_equal(gm_aug_sample(a, "", 0, 1, 0, 0, o, NULL), -ENODATA);
+	assert_int_equal(strncmp(gm_aug_errmsg(a), "gm_aug_sample: ", 15), 0);
+	assert_non_null(strstr(gm_aug_errmsg(a), "empty"));
+	assert_int_equal(gm_aug_sample(a, "GIF89a....", 10, 1, 0, 0, o, NULL), -EBADMSG);
+	assert_non_null(strstr(gm_aug_errmsg(a), "Not a JPEG"));
+	assert_int_equal(gm_synth_bomb_mem(30000, 30000, &bomb, &len), 0);
+	assert_int_equal(gm_aug_sample(a, bomb, len, 1, 0, 0, o, NULL), -E2BIG);
+	assert_non_null(strstr(gm_aug_errmsg(a), "pixel limit"));
+	free(bomb);
+	uint8_t *jpg = synth(400, 300, 1, 0, &len);
+	assert_int_equal(gm_aug_sample(a, jpg, len / 3, 1, 0, 0, o, NULL), -EBADMSG);
+	assert_non_null(strstr(gm_aug_errmsg(a), "truncated"));
+	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, NULL, NULL), -EINVAL);
+	/* and the handle recovers */
+	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o, NULL), 0);
+	assert_string_equal(gm_aug_errmsg(a), "");
+	gm_aug_destroy(a);
+	free(jpg);
+	free(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults_and_out_bytes),
+		cmocka_unit_test(test_bad_specs),
+		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_rrc_within_bounds),
+		cmocka_unit_test(test_flip_mirrors),
+		cmocka_unit_test(test_float_normalisation),
+		cmocka_unit_test(test_eval_center_crop),
+		cmocka_unit_test(test_eval_matches_resize_then_crop),
+		cmocka_unit_test(test_simd_equals_portable),
+		cmocka_unit_test(test_odd_inputs),
+		cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
