@@ -76,7 +76,7 @@ struct gm_aug {
 	size_t hv_cap;
 	vrow_fn *vrow;
 	hrow_fn *hrow;	/* any tap count */
-	hrow_fn *hrow4; /* 3 or 4 taps, or NULL */
+	hrow_fn *hrow4; /* 1 to 4 taps (hv built with 2 pairs), or NULL */
 	frow_fn *frow;
 	uint8_t *row; /* one output row (u8 HWC) for the float path */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
@@ -432,41 +432,79 @@ static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t str
 		vrow_c(d + x, s + x, stride, n - x, c, taps);
 }
 
+/* One pair of taps on 32 bytes: interleave rows a and b, widen, pmaddwd into a0..a3. */
+__attribute__((target("avx2"))) static inline void
+vpair_avx2(const uint8_t *a, const uint8_t *b, __m256i cc, __m256i *a0, __m256i *a1, __m256i *a2,
+	   __m256i *a3)
+{
+	const __m256i z = _mm256_setzero_si256();
+	__m256i v0 = _mm256_loadu_si256((const __m256i *)a);
+	__m256i v1 = _mm256_loadu_si256((const __m256i *)b);
+	__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
+	*a0 = _mm256_add_epi32(*a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), cc));
+	*a1 = _mm256_add_epi32(*a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), cc));
+	*a2 = _mm256_add_epi32(*a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), cc));
+	*a3 = _mm256_add_epi32(*a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), cc));
+}
+
+#define VROW_MAX_PAIRS 16
+
+/*
+ * Vertical, AVX2: 32 bytes a step. Row pointers and broadcast coefficient pairs
+ * are set up once per output row (an odd last tap pairs with itself at weight 0);
+ * 1 and 2 pairs (upscales, 1..2x downscales) get straight-line loops.
+ */
 __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
 						       const uint8_t *restrict s, size_t stride,
 						       size_t n, const int16_t *c, uint32_t taps)
 {
-	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1)), z = _mm256_setzero_si256();
+	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
+	uint32_t np = (taps + 1) / 2;
+	const uint8_t *r0[VROW_MAX_PAIRS], *r1[VROW_MAX_PAIRS];
+	__m256i cc[VROW_MAX_PAIRS];
 	size_t x = 0;
-	/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
-	for (; x + 32 <= n; x += 32) {
+
+	if (np > VROW_MAX_PAIRS) {
+		vrow_sse2(d, s, stride, n, c, taps);
+		return;
+	}
+	for (uint32_t p = 0; p < np; p++) {
+		bool two = 2 * p + 1 < taps;
+		r0[p] = s + 2 * p * stride;
+		r1[p] = two ? r0[p] + stride : r0[p];
+		cc[p] = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)c[2 * p] |
+						    (two ? (uint32_t)(uint16_t)c[2 * p + 1] << 16 : 0)));
+	}
+	if (n < 32) {
+		vrow_sse2(d, s, stride, n, c, taps);
+		return;
+	}
+	for (;;) {
+		/* a ragged end redoes the last full 32 bytes (same inputs, same bytes) */
+		if (x + 32 > n)
+			x = n - 32;
 		__m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
-		for (uint32_t k = 0; k < taps; k += 2) {
-			const uint8_t *p = s + k * stride + x;
-			__m256i v0 = _mm256_loadu_si256((const __m256i *)p), v1 = v0, cc;
-			if (k + 1 < taps) {
-				v1 = _mm256_loadu_si256((const __m256i *)(p + stride));
-				cc = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
-								 ((uint32_t)(uint16_t)c[k + 1] << 16)));
-			} else {
-				cc = _mm256_set1_epi32((int32_t)(uint16_t)c[k]);
-			}
-			__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
-			a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), cc));
-			a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), cc));
-			a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), cc));
-			a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), cc));
+		if (np == 1) {
+			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
+		} else if (np == 2) {
+			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
+			vpair_avx2(r0[1] + x, r1[1] + x, cc[1], &a0, &a1, &a2, &a3);
+		} else {
+			for (uint32_t p = 0; p < np; p++)
+				vpair_avx2(r0[p] + x, r1[p] + x, cc[p], &a0, &a1, &a2, &a3);
 		}
 		a0 = _mm256_srai_epi32(a0, COEF_BITS);
 		a1 = _mm256_srai_epi32(a1, COEF_BITS);
 		a2 = _mm256_srai_epi32(a2, COEF_BITS);
 		a3 = _mm256_srai_epi32(a3, COEF_BITS);
+		/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
 		__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
 						_mm256_packs_epi32(a2, a3));
 		_mm256_storeu_si256((__m256i *)(d + x), r);
+		x += 32;
+		if (x >= n)
+			break;
 	}
-	if (x < n)
-		vrow_sse2(d + x, s + x, stride, n - x, c, taps);
 }
 
 /*
@@ -500,7 +538,8 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 }
 
 /*
- * Horizontal, AVX2, for 3 or 4 taps (every 1..2x downscale): one 16-byte load
+ * Horizontal, AVX2, for up to 4 taps (every upscale and 1..2x downscale; hv padded
+ * to two pairs): one 16-byte load
  * broadcast to both lanes, one vpshufb giving taps 0-1 in the low lane and 2-3 in
  * the high lane, one vpmaddwd with hv (the same two pairs as the SSSE3 layout);
  * two output pixels share the lane reduction and the packing.
@@ -516,7 +555,53 @@ __attribute__((target("avx2"))) static void hrow_avx2(uint8_t *restrict dst,
 	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
 	const __m256i *cv = (const __m256i *)hv;
 	const int32_t *m = ax->min;
+	/* gathers the RGB of four RGBx dwords into 12 bytes */
+	const __m128i pack12 = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	uint32_t ox = 0;
+	for (; ox + 4 <= out_w; ox += 4) {
+		/* written out (not a loop over an array) so everything stays in registers */
+		const uint8_t *sa = src + (size_t)m[ox] * 3, *sb = src + (size_t)m[ox + 1] * 3;
+		const uint8_t *sc = src + (size_t)m[ox + 2] * 3, *sd = src + (size_t)m[ox + 3] * 3;
+		__m256i va = _mm256_madd_epi16(
+			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
+						    _mm_loadu_si128((const __m128i *)sa)),
+					    shuf),
+			_mm256_loadu_si256(cv + ox));
+		__m256i vb = _mm256_madd_epi16(
+			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
+						    _mm_loadu_si128((const __m128i *)sb)),
+					    shuf),
+			_mm256_loadu_si256(cv + ox + 1));
+		__m256i vc = _mm256_madd_epi16(
+			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
+						    _mm_loadu_si128((const __m128i *)sc)),
+					    shuf),
+			_mm256_loadu_si256(cv + ox + 2));
+		__m256i vd = _mm256_madd_epi16(
+			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
+						    _mm_loadu_si128((const __m128i *)sd)),
+					    shuf),
+			_mm256_loadu_si256(cv + ox + 3));
+		/* lane sums: ab = (A, B), cd = (C, D) */
+		__m256i ab = _mm256_add_epi32(_mm256_permute2x128_si256(va, vb, 0x20),
+					      _mm256_permute2x128_si256(va, vb, 0x31));
+		__m256i cd = _mm256_add_epi32(_mm256_permute2x128_si256(vc, vd, 0x20),
+					      _mm256_permute2x128_si256(vc, vd, 0x31));
+		ab = _mm256_srai_epi32(_mm256_add_epi32(ab, rnd), COEF_BITS);
+		cd = _mm256_srai_epi32(_mm256_add_epi32(cd, rnd), COEF_BITS);
+		/* dwords after packing: lane 0 = A C A C, lane 1 = B D B D */
+		__m256i p = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), _mm256_setzero_si256());
+		p = _mm256_permutevar8x32_epi32(p, order); /* A B C D ... */
+		__m128i q = _mm_shuffle_epi8(_mm256_castsi256_si128(p), pack12);
+		if (ox + 6 <= out_w) { /* the 4 extra bytes land where later pixels go */
+			_mm_storeu_si128((__m128i *)(dst + 3 * ox), q);
+		} else {
+			uint8_t last[16];
+			_mm_storeu_si128((__m128i *)last, q);
+			memcpy(dst + 3 * ox, last, 12);
+		}
+	}
 	for (; ox + 2 <= out_w; ox += 2) {
 		__m256i a = _mm256_broadcastsi128_si256(
 			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox] * 3)));
@@ -620,14 +705,18 @@ static void pick_kernels(struct gm_aug *a)
 #endif
 }
 
-/* Lay out the horizontal coefficients as SSSE3 pmaddwd operands (8 int16 per pair). */
-static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w)
+/*
+ * Lay out the horizontal coefficients as pmaddwd operands: 8 int16 per pair of
+ * taps, `pairs` pairs per output (zero-padded beyond the taps).
+ */
+static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs)
 {
-	uint32_t taps = ax->taps, pairs = (taps + 1) / 2;
+	uint32_t taps = ax->taps;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
 		const int16_t *c = ax->coef + (size_t)ox * taps;
 		for (uint32_t p = 0; p < pairs; p++) {
-			int16_t c0 = c[2 * p], c1 = 2 * p + 1 < taps ? c[2 * p + 1] : 0;
+			int16_t c0 = 2 * p < taps ? c[2 * p] : 0;
+			int16_t c1 = 2 * p + 1 < taps ? c[2 * p + 1] : 0;
 			int16_t *o = hv + ((size_t)ox * pairs + p) * 8;
 			o[0] = o[2] = o[4] = c0;
 			o[1] = o[3] = o[5] = c1;
@@ -703,7 +792,9 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
 	}
 	size_t nbytes = (size_t)(hi - lo) * 3;
-	uint32_t pairs = (a->ax.taps + 1) / 2;
+	/* 1..4 taps go to the AVX2 kernel, which always takes two pairs */
+	bool four = a->hrow4 && a->ax.taps <= 4;
+	uint32_t pairs = four ? 2 : (a->ax.taps + 1) / 2;
 	/* +32: the SIMD horizontal pass may read a few bytes past its last tap */
 	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes * size + 32) ||
 	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 8 * pairs * size))
@@ -711,13 +802,13 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] -= (int32_t)lo;
 	if (a->hrow != hrow_c)
-		hv_build(a->hv, &a->ax, size);
+		hv_build(a->hv, &a->ax, size, pairs);
 	const uint8_t *src = img.pixels + (size_t)lo * 3;
 	for (uint32_t y = 0; y < size; y++)
 		a->vrow(a->tmp + (size_t)y * nbytes, src + (size_t)a->ay.min[y] * img.stride,
 			img.stride, nbytes, a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
 
-	hrow_fn *hrow = a->hrow4 && (a->ax.taps == 3 || a->ax.taps == 4) ? a->hrow4 : a->hrow;
+	hrow_fn *hrow = four ? a->hrow4 : a->hrow;
 	if (s->out == GM_OUT_U8_HWC) {
 		uint8_t *o = out;
 		for (uint32_t y = 0; y < size; y++)

@@ -368,8 +368,7 @@ int gm_policy_rebalance(struct gm_policy *p)
 		if (!p->nhave)
 			break;
 		uint32_t h = p->have[0];
-		if (h == t ||
-		    !(gain_up(&p->s[t], p->s[t].w) > gain_up(&p->s[h], p->s[h].w - 1)))
+		if (h == t || !(gain_up(&p->s[t], p->s[t].w) > gain_up(&p->s[h], p->s[h].w - 1)))
 			break;
 		uint32_t kd = level_down(&p->s[h], p->s[h].w);
 		if (k > kd)

@@ -31,8 +31,9 @@
  *    outstanding, so the CQ cannot overflow; -EBUSY from submit (an overflow backlog
  *    on old kernels) is handled by reaping first.
  *  - Setup flags are probed at run time: SINGLE_ISSUER|DEFER_TASKRUN (6.1+), else
- *    COOP_TASKRUN (5.19+), else none. With SINGLE_ISSUER the reader must be used by
- *    one thread (the first that calls gm_reader_read) for its whole life.
+ *    COOP_TASKRUN (5.19+), else none. With SINGLE_ISSUER the kernel binds the ring
+ *    to the creating thread: create the reader in the thread (and, after a fork, the
+ *    process) that reads with it; any other gets -EEXIST.
  *
  * Registered buffers (READ_FIXED) are not used: on page-cache-warm JPEG-sized files
  * the cost is dominated by open/close and the copy, and registration would have to
@@ -281,9 +282,10 @@ static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
 	s->err = 0;
 	s->delivered = false;
 	s->retries = 0;
-	ret = slot_reserve(s, hint >= MAX_FILE ? MAX_FILE : (size_t)hint + PAGE);
+	/* A hint past the limit fails the file up front rather than mapping 1 GiB. */
+	ret = hint >= MAX_FILE ? -EFBIG : slot_reserve(s, (size_t)hint + PAGE);
 	if (ret) {
-		/* No memory for this file: its own error, the batch goes on. */
+		/* No memory for this file, or too large: its own error, the batch goes on. */
 		r->free_slots[r->nfree++] = si;
 		return b->fn(b->arg, s->file, NULL, 0, ret);
 	}
@@ -405,8 +407,11 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
 		    ret != -ETIME) {
 			r->broken = ret;
-			set_msg(r->msg, "gm_reader_read: io_uring_submit_and_wait: %s",
-				strerror(-ret));
+			set_msg(r->msg, "gm_reader_read: io_uring_submit_and_wait: %s%s",
+				strerror(-ret),
+				ret == -EEXIST ? " (reader used by a thread or process other"
+						 " than the one that created it)"
+					       : "");
 			return ret;
 		}
 		reap(r, &b);

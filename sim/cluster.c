@@ -139,7 +139,8 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 		int used = 0;
 		if (sscanf(s, "%lux(%ugpu,%ucpu)%n", &n, &g, &cpu, &used) != 3 || !used || !n ||
 		    n > 10000000 || g > 1024 || cpu > 1000000) {
-			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))", spec);
+			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
+			       spec);
 			return -EBADMSG;
 		}
 		for (unsigned long i = 0; i < n; i++)
@@ -151,7 +152,8 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 		if (!*s)
 			return 0;
 		if (*s++ != '+') {
-			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))", spec);
+			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
+			       spec);
 			return -EBADMSG;
 		}
 	}

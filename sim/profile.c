@@ -12,18 +12,28 @@
 #include "goldminer/profile.h"
 
 static const struct gm_profile_class builtin[] = {
-	{"resnet50", 1200, 150, 0.25,
-	 "GPU: NVIDIA DeepLearningExamples ResNet-50 v1.5 PyTorch training, V100 AMP, order of 1.2k img/s/GPU (approx.); CPU: ImageNet JPEG decode + RandomResizedCrop + flip on one core, order of 100-200 img/s (CoorDL, Mohan et al. VLDB'21; derived) => ~8 vCPU/GPU"},
-	{"cv-light", 3000, 150, 0.15,
-	 "ResNet-18/AlexNet/ShuffleNet-class vision: GPU several k img/s on V100 (CoorDL reports these models need the most CPU per GPU; approx.); same per-core prep as resnet50 => ~20 vCPU/GPU (derived)"},
-	{"vit", 300, 100, 0.10,
-	 "ViT-B/16 at 224px, V100 AMP ~300 img/s/GPU (derived from A100 figures ~3x); heavier augmentation (RandAugment, mixup) ~100 img/s/vCPU (assumption) => ~3 vCPU/GPU"},
-	{"nlp", 400, 4000, 0.20,
-	 "BERT-class fine-tuning, seq 128, V100 AMP: a few hundred seq/s/GPU (NVIDIA DeepLearningExamples BERT tables, approx.); pre-tokenised input needs only collation, thousands of seq/s/vCPU (assumption) => ~0.1 vCPU/GPU"},
-	{"speech", 200, 25, 0.10,
-	 "ASR (Jasper/QuartzNet-class) with on-the-fly spectrogram + SpecAugment: GPU ~200 utt/s (approx.), CPU ~25 utt/s/vCPU (assumption) => ~8 vCPU/GPU"},
-	{"recsys", 100000, 8000, 0.20,
-	 "CTR/recommendation (DLRM/DeepFM-class): GPU ~1e5 samples/s (approx.); feature parsing/hashing ~8k samples/s/vCPU; the GoldMiner paper reports such PAI jobs are pre-processing bound (derived) => ~12.5 vCPU/GPU"},
+    {"resnet50", 1200, 150, 0.25,
+     "GPU: NVIDIA DeepLearningExamples ResNet-50 v1.5 PyTorch training, V100 AMP, order of 1.2k "
+     "img/s/GPU (approx.); CPU: ImageNet JPEG decode + RandomResizedCrop + flip on one core, order "
+     "of 100-200 img/s (CoorDL, Mohan et al. VLDB'21; derived) => ~8 vCPU/GPU"},
+    {"cv-light", 3000, 150, 0.15,
+     "ResNet-18/AlexNet/ShuffleNet-class vision: GPU several k img/s on V100 (CoorDL reports these "
+     "models need the most CPU per GPU; approx.); same per-core prep as resnet50 => ~20 vCPU/GPU "
+     "(derived)"},
+    {"vit", 300, 100, 0.10,
+     "ViT-B/16 at 224px, V100 AMP ~300 img/s/GPU (derived from A100 figures ~3x); heavier "
+     "augmentation (RandAugment, mixup) ~100 img/s/vCPU (assumption) => ~3 vCPU/GPU"},
+    {"nlp", 400, 4000, 0.20,
+     "BERT-class fine-tuning, seq 128, V100 AMP: a few hundred seq/s/GPU (NVIDIA "
+     "DeepLearningExamples BERT tables, approx.); pre-tokenised input needs only collation, "
+     "thousands of seq/s/vCPU (assumption) => ~0.1 vCPU/GPU"},
+    {"speech", 200, 25, 0.10,
+     "ASR (Jasper/QuartzNet-class) with on-the-fly spectrogram + SpecAugment: GPU ~200 utt/s "
+     "(approx.), CPU ~25 utt/s/vCPU (assumption) => ~8 vCPU/GPU"},
+    {"recsys", 100000, 8000, 0.20,
+     "CTR/recommendation (DLRM/DeepFM-class): GPU ~1e5 samples/s (approx.); feature "
+     "parsing/hashing ~8k samples/s/vCPU; the GoldMiner paper reports such PAI jobs are "
+     "pre-processing bound (derived) => ~12.5 vCPU/GPU"},
 };
 
 void gm_profile_default(struct gm_profile *p)
@@ -75,8 +85,10 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		}
 		struct gm_profile_class *c = &p->c[p->n];
 		if (nf != 5) {
-			seterr(err, errlen, "%s:%u: expected 5 tab-separated fields "
-					    "(class gpu_rate cpu_rate share source)", path, lineno);
+			seterr(err, errlen,
+			       "%s:%u: expected 5 tab-separated fields "
+			       "(class gpu_rate cpu_rate share source)",
+			       path, lineno);
 			goto bad;
 		}
 		if (p->n == GM_PROFILE_MAX) {

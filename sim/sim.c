@@ -47,7 +47,7 @@
 #include "goldminer/sim.h"
 
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
-#define NOPOS UINT32_MAX
+#define NOPOS		    UINT32_MAX
 
 enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
 enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_DROPPED };
@@ -63,12 +63,12 @@ struct place {
 };
 
 struct sjob {
-	double R, d;         /* GPU-bound rate, per-vCPU data rate */
+	double R, d;	     /* GPU-bound rate, per-vCPU data rate */
 	double work0, left;  /* samples in total, samples left at t_last */
 	double rate, t_last; /* current samples/s, time of last booking */
 	double start, end;
 	double busy_g, busy_c, alloc_c; /* this job's share of the utilisation sums */
-	float vreq;            /* requested vCPUs (filled when the trace has none) */
+	float vreq;			/* requested vCPUs (filled when the trace has none) */
 	uint32_t gpus, local, extra, pslot;
 	uint32_t place_off, nplace;
 	int16_t cls;
@@ -97,6 +97,7 @@ struct sim {
 	int64_t *free_g, *free_c;
 	uint32_t *bk_head, *bk_next, *bk_prev;
 	uint64_t free_gpus;
+	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
 	/* goldminer */
 	struct gm_policy *pol;
 	uint32_t *slot2job;
@@ -105,7 +106,9 @@ struct sim {
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
 	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;
-	double win_alloc_g, win_busy_g, win_alloc_c, win_busy_c, t_win; /* at last submit */
+	/* integrals at the start [0] and end [1] of the window of the middle 90% of submits */
+	double win_alloc_g[2], win_busy_g[2], win_alloc_c[2], win_busy_c[2], t_win[2];
+	size_t win_idx[2];
 	double interval;
 	uint64_t realloc;
 	size_t unplaceable;
@@ -249,8 +252,9 @@ static void node_take(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 	s->free_gpus -= g;
 	s->reserved_cpu += c;
 	if (s->free_g[n] < 0 || s->free_c[n] < 0)
-		fail(s, -ENOTRECOVERABLE, "invariant: node %u over-committed (%lld GPUs, %lld "
-					  "vCPUs free)",
+		fail(s, -ENOTRECOVERABLE,
+		     "invariant: node %u over-committed (%lld GPUs, %lld "
+		     "vCPUs free)",
 		     n, (long long)s->free_g[n], (long long)s->free_c[n]);
 	else
 		bk_add(s, n);
@@ -324,7 +328,7 @@ static bool place(struct sim *s, uint32_t ji)
 		for (uint32_t k = j->gpus; k <= maxg; k++)
 			for (uint32_t n = s->bk_head[k]; n != NOPOS; n = s->bk_next[n]) {
 				uint32_t c = cpu_need(s, j, n, j->gpus);
-				if (s->free_c[n] < c)
+				if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
 					continue;
 				if (push_place(s, n, j->gpus, c)) {
 					fail(s, -ENOMEM, "out of memory");
@@ -346,7 +350,7 @@ static bool place(struct sim *s, uint32_t ji)
 			nx = s->bk_next[n];
 			uint32_t t = k < left ? k : left;
 			uint32_t c = cpu_need(s, j, n, t);
-			if (s->free_c[n] < c)
+			if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
 				continue;
 			if (push_place(s, n, t, c)) {
 				fail(s, -ENOMEM, "out of memory");
@@ -472,12 +476,12 @@ static void start_job(struct sim *s, uint32_t ji)
 		/* The pool sees what the local share leaves of the GPU-bound rate. */
 		double rest = j->R - j->local * j->d;
 		struct gm_policy_job pj = {
-			.gpu_rate = rest > 0 ? rest : 0,
-			.worker_rate = j->d * (1 - s->o.remote_cost),
-			.weight = j->gpus / j->R, /* objective: GPUs kept busy */
-			.min_workers = 0,
-			.max_workers = UINT32_MAX,
-			.tag = ji,
+		    .gpu_rate = rest > 0 ? rest : 0,
+		    .worker_rate = j->d * (1 - s->o.remote_cost),
+		    .weight = j->gpus / j->R, /* objective: GPUs kept busy */
+		    .min_workers = 0,
+		    .max_workers = UINT32_MAX,
+		    .tag = ji,
 		};
 		uint32_t slot;
 		int rc = gm_policy_add(s->pol, &pj, &slot);
@@ -493,20 +497,48 @@ static void start_job(struct sim *s, uint32_t ji)
 	set_rate(s, ji);
 }
 
-/* FIFO (with an optional backfill window) over the queue. */
+/*
+ * Hold a node for a blocked head so backfill cannot starve it: the node with the
+ * most free GPUs among those big enough (first in bucket order). Only jobs that fit
+ * one node get a hold; the head then waits at most for that node's jobs to end.
+ */
+static void hold_for(struct sim *s, uint32_t ji)
+{
+	const struct sjob *j = &s->j[ji];
+	if (s->resv_job == ji || j->gpus > s->c->max_gpus)
+		return;
+	s->resv_job = ji;
+	s->resv_node = NOPOS;
+	for (uint32_t k = s->c->max_gpus + 1; k-- > 0 && s->resv_node == NOPOS;)
+		for (uint32_t n = s->bk_head[k]; n != NOPOS; n = s->bk_next[n])
+			if (s->c->gpus[n] >= j->gpus) {
+				s->resv_node = n;
+				break;
+			}
+}
+
+/* FIFO (with an optional backfill window and a node held for the head). */
 static void schedule(struct sim *s)
 {
 	while (s->qhead < s->qtail && s->j[s->queue[s->qhead]].state != J_QUEUED)
 		s->qhead++;
+	if (s->resv_job != NOPOS && s->j[s->resv_job].state != J_QUEUED)
+		s->resv_job = s->resv_node = NOPOS; /* the head it was held for has started */
 	uint32_t fails = 0;
 	for (uint32_t q = s->qhead; q < s->qtail && s->free_gpus && !s->rc; q++) {
 		uint32_t ji = s->queue[q];
 		if (s->j[ji].state != J_QUEUED)
 			continue;
-		if (place(s, ji))
+		if (place(s, ji)) {
 			start_job(s, ji);
-		else if (++fails > s->o.backfill)
+			if (ji == s->resv_job)
+				s->resv_job = s->resv_node = NOPOS;
+			continue;
+		}
+		if (++fails > s->o.backfill)
 			break; /* strict FIFO stops at the head; backfill tries a few more */
+		if (fails == 1)
+			hold_for(s, ji);
 	}
 }
 
@@ -530,8 +562,9 @@ static void rebalance(struct sim *s)
 		s->realloc++;
 	}
 	if (gm_policy_used(s->pol) + s->reserved_cpu > total)
-		fail(s, -ENOTRECOVERABLE, "invariant: vCPUs over-committed (%llu pool + %llu "
-					  "local > %llu)",
+		fail(s, -ENOTRECOVERABLE,
+		     "invariant: vCPUs over-committed (%llu pool + %llu "
+		     "local > %llu)",
 		     (unsigned long long)gm_policy_used(s->pol),
 		     (unsigned long long)s->reserved_cpu, (unsigned long long)total);
 }
@@ -544,15 +577,16 @@ static void on_arrival(struct sim *s, uint32_t id)
 	uint32_t ji = (uint32_t)s->next_arrival++;
 	struct sjob *j = &s->j[ji];
 
-	if (s->next_arrival < s->n) {
+	if (s->next_arrival < s->n)
 		ev_at(s, (uint32_t)s->n, s->t->jobs[s->next_arrival].submit / s->o.arrival_scale);
-	} else { /* the arrival window closes: keep its integrals */
-		s->win_alloc_g = s->int_alloc_g;
-		s->win_busy_g = s->int_busy_g;
-		s->win_alloc_c = s->int_alloc_c;
-		s->win_busy_c = s->int_busy_c;
-		s->t_win = s->now;
-	}
+	for (int k = 0; k < 2; k++)
+		if (ji == s->win_idx[k]) { /* window edge: keep the integrals (up to now) */
+			s->win_alloc_g[k] = s->int_alloc_g;
+			s->win_busy_g[k] = s->int_busy_g;
+			s->win_alloc_c[k] = s->int_alloc_c;
+			s->win_busy_c[k] = s->int_busy_c;
+			s->t_win[k] = s->now;
+		}
 	if (j->gpus > s->c->total_gpus) {
 		j->state = J_DROPPED;
 		s->unplaceable++;
@@ -576,8 +610,9 @@ static void on_finish(struct sim *s, uint32_t ji)
 	}
 	book(s, j);
 	if (fabs(j->left) > 1e-6 * j->work0 + 1e-6) {
-		fail(s, -ENOTRECOVERABLE, "invariant: job %u finished with %.9g of %.9g samples "
-					  "left",
+		fail(s, -ENOTRECOVERABLE,
+		     "invariant: job %u finished with %.9g of %.9g samples "
+		     "left",
 		     ji, j->left, j->work0);
 		return;
 	}
@@ -608,8 +643,7 @@ static void write_sample(struct sim *s)
 		return;
 	double G = (double)s->c->total_gpus, C = (double)s->c->total_cpus;
 	fprintf(s->ts, "%.0f\t%.4f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\n", s->now, s->sum_alloc_g / G,
-		s->sum_busy_g / G, s->sum_alloc_c / C, s->sum_busy_c / C, s->nrunning,
-		s->nqueued);
+		s->sum_busy_g / G, s->sum_alloc_c / C, s->sum_busy_c / C, s->nrunning, s->nqueued);
 }
 
 static void on_sample(struct sim *s, uint32_t id)
@@ -620,9 +654,9 @@ static void on_sample(struct sim *s, uint32_t id)
 }
 
 static void (*const handlers[EV_NTYPES])(struct sim *, uint32_t) = {
-	[EV_ARRIVAL] = on_arrival,
-	[EV_FINISH] = on_finish,
-	[EV_SAMPLE] = on_sample,
+    [EV_ARRIVAL] = on_arrival,
+    [EV_FINISH] = on_finish,
+    [EV_SAMPLE] = on_sample,
 };
 
 /* Full audit (opts.check): recompute every node's use from the running jobs. */
@@ -647,9 +681,11 @@ static void audit(struct sim *s)
 	}
 	for (uint32_t n = 0; n < N; n++)
 		if (ug[n] > s->c->gpus[n] || uc[n] > s->c->cpus[n] ||
-		    ug[n] + s->free_g[n] != s->c->gpus[n] || uc[n] + s->free_c[n] != s->c->cpus[n]) {
-			fail(s, -ENOTRECOVERABLE, "invariant: node %u accounting (%lld/%u GPUs, "
-						  "%lld/%u vCPUs)",
+		    ug[n] + s->free_g[n] != s->c->gpus[n] ||
+		    uc[n] + s->free_c[n] != s->c->cpus[n]) {
+			fail(s, -ENOTRECOVERABLE,
+			     "invariant: node %u accounting (%lld/%u GPUs, "
+			     "%lld/%u vCPUs)",
 			     n, (long long)ug[n], s->c->gpus[n], (long long)uc[n], s->c->cpus[n]);
 			break;
 		}
@@ -706,15 +742,17 @@ int gm_sim_policy_parse(const char *name)
 
 int gm_sim_summary_json(const struct gm_sim_summary *m, int with_wall, char *buf, size_t len)
 {
-	int k = snprintf(buf, len,
-			 "{\"policy\":\"%s\",\"jobs\":%zu,\"unplaceable\":%zu,\"avg_jct\":%.1f,"
-			 "\"p50_jct\":%.1f,\"p95_jct\":%.1f,\"p99_jct\":%.1f,\"avg_queue\":%.1f,"
-			 "\"makespan\":%.1f,\"gpu_util\":%.4f,\"gpu_busy\":%.4f,\"gpu_alloc\":%.4f,"
-			 "\"cpu_util\":%.4f,\"cpu_alloc\":%.4f,\"events\":%llu,\"reallocations\":%llu",
-			 m->policy, m->jobs, m->unplaceable, m->avg_jct, m->p50_jct, m->p95_jct,
-			 m->p99_jct, m->avg_queue, m->makespan, m->gpu_util, m->gpu_busy, m->gpu_alloc,
-			 m->cpu_util, m->cpu_alloc, (unsigned long long)m->events,
-			 (unsigned long long)m->realloc);
+	int k =
+	    snprintf(buf, len,
+		     "{\"policy\":\"%s\",\"jobs\":%zu,\"unplaceable\":%zu,\"avg_jct\":%.1f,"
+		     "\"p50_jct\":%.1f,\"p95_jct\":%.1f,\"p99_jct\":%.1f,\"avg_queue\":%.1f,"
+		     "\"makespan\":%.1f,\"offered_load\":%.4f,\"gpu_util\":%.4f,\"gpu_busy\":%.4f,"
+		     "\"gpu_alloc\":%.4f,"
+		     "\"cpu_util\":%.4f,\"cpu_alloc\":%.4f,\"events\":%llu,\"reallocations\":%llu",
+		     m->policy, m->jobs, m->unplaceable, m->avg_jct, m->p50_jct, m->p95_jct,
+		     m->p99_jct, m->avg_queue, m->makespan, m->offered_load, m->gpu_util,
+		     m->gpu_busy, m->gpu_alloc, m->cpu_util, m->cpu_alloc,
+		     (unsigned long long)m->events, (unsigned long long)m->realloc);
 	if (k < 0 || (size_t)k >= len)
 		return k;
 	if (with_wall)
@@ -807,9 +845,8 @@ out_errno:
 	return rc;
 }
 
-int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
-	       const struct gm_profile *prof, const struct gm_sim_opts *o,
-	       struct gm_sim_summary *m, char *err, size_t errlen)
+int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
+	       const struct gm_sim_opts *o, struct gm_sim_summary *m, char *err, size_t errlen)
 {
 	struct sim S = {.c = c, .t = t, .prof = prof, .o = *o, .err = err, .errlen = errlen};
 	struct sim *s = &S;
@@ -835,8 +872,8 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 	s->bk_head = malloc((c->max_gpus + 1) * sizeof(uint32_t));
 	s->bk_next = calloc(c->n, sizeof(uint32_t));
 	s->bk_prev = calloc(c->n, sizeof(uint32_t));
-	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c ||
-	    !s->bk_head || !s->bk_next || !s->bk_prev) {
+	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c || !s->bk_head ||
+	    !s->bk_next || !s->bk_prev) {
 		fail(s, -ENOMEM, "gm_sim_run: out of memory");
 		goto out_free;
 	}
@@ -856,6 +893,7 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 		bk_add(s, n);
 	}
 	s->free_gpus = c->total_gpus;
+	s->resv_job = s->resv_node = NOPOS;
 	s->ev[s->n] = (struct ev){.pos = NOPOS, .type = EV_ARRIVAL};
 	s->ev[s->n + 1] = (struct ev){.pos = NOPOS, .type = EV_SAMPLE};
 	if (o->out_dir) {
@@ -868,6 +906,8 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 		fprintf(s->ts, "time\tgpu_alloc\tgpu_busy\tcpu_alloc\tcpu_busy\trunning\tqueued\n");
 	}
 	if (s->n) {
+		s->win_idx[0] = (size_t)floor(0.05 * (double)s->n);
+		s->win_idx[1] = (size_t)ceil(0.95 * (double)s->n) - 1;
 		double last = t->jobs[s->n - 1].submit / o->arrival_scale;
 		s->interval = o->sample_interval;
 		if (!(s->interval > 0)) /* auto: ~500 rows over the arrivals, >= 1 min */
@@ -936,17 +976,23 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
 		m->makespan = lastend - first;
 	}
 	m->gpu_util = s->int_alloc_g > 0 ? s->int_busy_g / s->int_alloc_g : 0;
-	if (s->t_win > 0) {
+	if (s->t_win[1] > s->t_win[0]) {
 		/*
-		 * Cluster-wide shares are averaged over the arrival window [0, last submit]:
-		 * over the whole run the GPU-busy integral is the same for every policy (the
-		 * work is fixed), and a long tail would dilute it.
+		 * Cluster-wide shares are averaged over the window of the middle 90% of
+		 * submits: over the whole run the GPU-busy integral is the same for every
+		 * policy (the work is fixed), and a sparse head or a long tail of the trace
+		 * would dilute it. offered_load is the traced GPU time of the jobs submitted
+		 * in the window over the window's GPU time (> 1: overloaded as traced).
 		 */
-		double w = s->t_win;
-		m->gpu_busy = s->win_busy_g / (w * (double)c->total_gpus);
-		m->gpu_alloc = s->win_alloc_g / (w * (double)c->total_gpus);
-		m->cpu_util = s->win_busy_c / (w * (double)c->total_cpus);
-		m->cpu_alloc = s->win_alloc_c / (w * (double)c->total_cpus);
+		double w = s->t_win[1] - s->t_win[0], G = (double)c->total_gpus;
+		double C = (double)c->total_cpus, gs = 0;
+		m->gpu_busy = (s->win_busy_g[1] - s->win_busy_g[0]) / (w * G);
+		m->gpu_alloc = (s->win_alloc_g[1] - s->win_alloc_g[0]) / (w * G);
+		m->cpu_util = (s->win_busy_c[1] - s->win_busy_c[0]) / (w * C);
+		m->cpu_alloc = (s->win_alloc_c[1] - s->win_alloc_c[0]) / (w * C);
+		for (size_t i = s->win_idx[0]; i <= s->win_idx[1]; i++)
+			gs += t->jobs[i].gpus * t->jobs[i].duration;
+		m->offered_load = gs / (w * G);
 	}
 	m->events = s->events;
 	m->realloc = s->realloc;

@@ -40,21 +40,21 @@ enum {
 static const struct {
 	const char *name, *arg, *help;
 } opts[O_N] = {
-	[O_CLUSTER] = {"cluster", "SPEC", "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
-	[O_TRACE] = {"trace", "SPEC", "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
-	[O_POLICY] = {"policy", "NAME", "static|proportional|goldminer|unlimited-cpu|all"},
-	[O_PROFILE] = {"profile", "FILE", "profile table TSV (default: built-in traces/profile.tsv)"},
-	[O_SEED] = {"seed", "N", "seed of the model-class draw (default 1)"},
-	[O_OUT] = {"out", "DIR", "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
-	[O_SCALE] = {"arrival-scale", "F", "divide submit times by F to load a small cluster (1)"},
-	[O_REMOTE] = {"remote-cost", "F", "fraction of a pool worker's rate lost remotely (0.1)"},
-	[O_LOCAL] = {"local-min", "F", "goldminer: local vCPUs kept per GPU (1)"},
-	[O_INTERVAL] = {"sample-interval", "S", "time-series period in s (last submit / 500)"},
-	[O_BACKFILL] = {"backfill", "N", "try N queued jobs behind a blocked head (0 = FIFO)"},
-	[O_MAXJOBS] = {"max-jobs", "N", "replay only the first N jobs of the trace"},
-	[O_WRITE] = {"write-trace", "FILE", "also write the loaded trace as a goldminer TSV"},
-	[O_CHECK] = {"check", NULL, "audit every node after every event (slow)"},
-	[O_HELP] = {"help", NULL, "this help"},
+    [O_CLUSTER] = {"cluster", "SPEC", "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
+    [O_TRACE] = {"trace", "SPEC", "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
+    [O_POLICY] = {"policy", "NAME", "static|proportional|goldminer|unlimited-cpu|all"},
+    [O_PROFILE] = {"profile", "FILE", "profile table TSV (default: built-in traces/profile.tsv)"},
+    [O_SEED] = {"seed", "N", "seed of the model-class draw (default 1)"},
+    [O_OUT] = {"out", "DIR", "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
+    [O_SCALE] = {"arrival-scale", "F", "divide submit times by F to load a small cluster (1)"},
+    [O_REMOTE] = {"remote-cost", "F", "fraction of a pool worker's rate lost remotely (0.1)"},
+    [O_LOCAL] = {"local-min", "F", "goldminer: local vCPUs kept per GPU (1)"},
+    [O_INTERVAL] = {"sample-interval", "S", "time-series period in s (last submit / 500)"},
+    [O_BACKFILL] = {"backfill", "N", "try N queued jobs behind a blocked head (0 = FIFO)"},
+    [O_MAXJOBS] = {"max-jobs", "N", "replay only the first N jobs of the trace"},
+    [O_WRITE] = {"write-trace", "FILE", "also write the loaded trace as a goldminer TSV"},
+    [O_CHECK] = {"check", NULL, "audit every node after every event (slow)"},
+    [O_HELP] = {"help", NULL, "this help"},
 };
 
 static void usage(FILE *f)
@@ -132,7 +132,8 @@ int gm_cli_sim(int argc, char **argv)
 		} else if (i + 1 < argc) {
 			val[k] = argv[++i];
 		} else {
-			fprintf(stderr, "goldminer sim: --%s needs %s\n", opts[k].name, opts[k].arg);
+			fprintf(stderr, "goldminer sim: --%s needs %s\n", opts[k].name,
+				opts[k].arg);
 			goto out_usage;
 		}
 	}
@@ -158,8 +159,8 @@ int gm_cli_sim(int argc, char **argv)
 	}
 	if (val[O_SCALE] && getnum("arrival-scale", val[O_SCALE], 1e-9, &o.arrival_scale))
 		goto out_usage;
-	if (val[O_REMOTE] && (getnum("remote-cost", val[O_REMOTE], 0, &o.remote_cost) ||
-			      o.remote_cost >= 1)) {
+	if (val[O_REMOTE] &&
+	    (getnum("remote-cost", val[O_REMOTE], 0, &o.remote_cost) || o.remote_cost >= 1)) {
 		fprintf(stderr, "goldminer sim: --remote-cost must be in [0, 1)\n");
 		goto out_usage;
 	}
@@ -211,7 +212,8 @@ int gm_cli_sim(int argc, char **argv)
 		o.out_dir = NULL;
 		if (val[O_OUT]) {
 			if (first != last)
-				snprintf(dir, sizeof(dir), "%s/%s", val[O_OUT], gm_sim_policy_name(o.policy));
+				snprintf(dir, sizeof(dir), "%s/%s", val[O_OUT],
+					 gm_sim_policy_name(o.policy));
 			else
 				snprintf(dir, sizeof(dir), "%s", val[O_OUT]);
 			if ((rc = mkdirs(dir))) {

@@ -112,8 +112,8 @@ static long days_from_civil(long y, long m, long d)
 static bool parse_stamp(const char *s, double *v)
 {
 	int y, mo, d, h, mi, se, n = 0;
-	if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 ||
-	    s[n] || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+	if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || s[n] ||
+	    mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
 		return false;
 	*v = (double)days_from_civil(y, mo, d) * 86400.0 + h * 3600 + mi * 60 + se;
 	return true;
@@ -147,8 +147,9 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			  "creation_time,deletion_time,scheduled_time")) {
 		fm = F_OPENB;
 	} else if (!strncmp(line, "name,cpu_milli,", 15)) {
-		seterr(err, errlen, "%s:1: openb pod list without creation/deletion/"
-				    "scheduled times (e.g. multigpu variants) cannot be replayed",
+		seterr(err, errlen,
+		       "%s:1: openb pod list without creation/deletion/"
+		       "scheduled times (e.g. multigpu variants) cannot be replayed",
 		       path);
 		rc = -EBADMSG;
 		goto out_close;
@@ -157,14 +158,17 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 	} else if (!strcmp(line, "# goldminer-trace v1")) {
 		fm = F_GM;
 	} else {
-		seterr(err, errlen, "%s:1: unknown trace header (expected an openb pod list, "
-				    "the Philly csv or '# goldminer-trace v1')",
+		seterr(err, errlen,
+		       "%s:1: unknown trace header (expected an openb pod list, "
+		       "the Philly csv or '# goldminer-trace v1')",
 		       path);
 		rc = -EBADMSG;
 		goto out_close;
 	}
 	snprintf(t->format, sizeof(t->format), "%s",
-		 fm == F_OPENB ? "openb" : fm == F_PHILLY ? "philly" : "gm");
+		 fm == F_OPENB	  ? "openb"
+		 : fm == F_PHILLY ? "philly"
+				  : "gm");
 
 	while (getline(&line, &lcap, f) >= 0) {
 		struct gm_job j = {.cls = GM_TRACE_CLASS_AUTO, .line = ++lineno};
@@ -210,7 +214,8 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 						void *a = realloc(cens, nc * sizeof(double));
 						if (!a) {
 							rc = -ENOMEM;
-							seterr(err, errlen, "%s: out of memory", path);
+							seterr(err, errlen, "%s: out of memory",
+							       path);
 							goto out_close;
 						}
 						cens = a;
@@ -247,9 +252,10 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 				what = "expected 5 tab-separated fields "
 				       "(submit duration gpus vcpu class)";
 			} else if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) ||
-				   !num(fld[2], &v[2]) || !num(fld[3], &v[3]) || !num(fld[4], &v[4]) ||
-				   v[0] < 0 || v[1] <= 0 || v[2] < 1 || v[2] != floor(v[2]) ||
-				   v[2] > 1e6 || v[3] < 0 || v[4] < -1 || v[4] != floor(v[4])) {
+				   !num(fld[2], &v[2]) || !num(fld[3], &v[3]) ||
+				   !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
+				   v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[4] < -1 ||
+				   v[4] != floor(v[4])) {
 				what = "bad number (submit>=0, duration>0, gpus>=1, vcpu>=0, "
 				       "class>=-1)";
 			} else {
@@ -424,8 +430,8 @@ static int parse_synth(struct gm_synth_opts *o, const char *spec, char *err, siz
 					unsigned g;
 					double p;
 					int used = 0;
-					if (sscanf(it, "%u:%lf%n", &g, &p, &used) != 2 || it[used] ||
-					    !g || p < 0)
+					if (sscanf(it, "%u:%lf%n", &g, &p, &used) != 2 ||
+					    it[used] || !g || p < 0)
 						goto bad;
 					o->gpu_n[n] = g;
 					o->gpu_p[n++] = p;
@@ -462,8 +468,9 @@ static int parse_synth(struct gm_synth_opts *o, const char *spec, char *err, siz
 	}
 	return 0;
 bad:
-	seterr(err, errlen, "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
-			    "sigma max gpumix=1:70/8:30 vcpu=4/8)",
+	seterr(err, errlen,
+	       "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
+	       "sigma max gpumix=1:70/8:30 vcpu=4/8)",
 	       spec);
 	return -EBADMSG;
 }

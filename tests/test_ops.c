@@ -319,6 +319,33 @@ static void test_eval_matches_resize_then_crop(void **state)
 	free(jpg);
 }
 
+static void test_flat_colour_kept(void **state)
+{
+	/* the filter weights sum to one: a flat picture stays exactly flat */
+	uint8_t *rgb = malloc(300 * 200 * 3), *jpg, *o = malloc(224 * 224 * 3);
+	size_t len;
+	(void)state;
+	for (int i = 0; i < 300 * 200; i++)
+		rgb[3 * i] = 255, rgb[3 * i + 1] = 100, rgb[3 * i + 2] = 50;
+	encode(rgb, 300, 200, &jpg, &len);
+	for (int mode = 0; mode < 2; mode++) {
+		struct gm_aug *a = make_aug((enum gm_aug_mode)mode, GM_OUT_U8_HWC, 0.5f);
+		for (uint64_t id = 0; id < 5; id++) {
+			assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, id, o, NULL), 0);
+			for (int i = 0; i < 224 * 224; i++) {
+				assert_int_equal(o[3 * i], 255);
+				assert_in_range(o[3 * i + 1], 99, 101);
+				assert_in_range(o[3 * i + 2], 49, 51);
+				assert_memory_equal(o + 3 * i, o, 3);
+			}
+		}
+		gm_aug_destroy(a);
+	}
+	free(rgb);
+	free(jpg);
+	free(o);
+}
+
 static void test_simd_equals_portable(void **state)
 {
 	size_t len, blen;
@@ -426,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_float_normalisation),
 		cmocka_unit_test(test_eval_center_crop),
 		cmocka_unit_test(test_eval_matches_resize_then_crop),
+		cmocka_unit_test(test_flat_colour_kept),
 		cmocka_unit_test(test_simd_equals_portable),
 		cmocka_unit_test(test_odd_inputs),
 		cmocka_unit_test(test_errors),

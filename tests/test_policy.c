@@ -177,8 +177,9 @@ static double brute(const struct gm_policy_job *j, size_t n, uint64_t budget)
 		for (size_t i = 0; i < n; i++) {
 			if (w[i] >= j[i].max_workers)
 				continue;
-			double g = j[i].weight * (fmin(j[i].gpu_rate, (w[i] + 1) * j[i].worker_rate) -
-						  fmin(j[i].gpu_rate, w[i] * j[i].worker_rate));
+			double g =
+			    j[i].weight * (fmin(j[i].gpu_rate, (w[i] + 1) * j[i].worker_rate) -
+					   fmin(j[i].gpu_rate, w[i] * j[i].worker_rate));
 			if (g > best + 1e-12) {
 				best = g;
 				bi = i;
@@ -207,13 +208,12 @@ static void test_incremental_matches_optimum(void **st)
 		assert_int_equal(gm_policy_create(&p, budget), 0);
 		for (int step = 0; step < 40; step++) {
 			int i = (int)gm_rng_below(&r, 16), op = (int)gm_rng_below(&r, 4);
-			struct gm_policy_job nj = job((double)(gm_rng_below(&r, 1000) + 1),
-						      (double)(gm_rng_below(&r, 90) + 10),
-						      (double)(gm_rng_below(&r, 4) + 1) / 4.0,
-						      (uint32_t)gm_rng_below(&r, 2),
-						      (uint32_t)(gm_rng_below(&r, 3) ? UINT32_MAX
-										    : 2 + gm_rng_below(&r, 8)),
-						      (uint64_t)i);
+			struct gm_policy_job nj = job(
+			    (double)(gm_rng_below(&r, 1000) + 1),
+			    (double)(gm_rng_below(&r, 90) + 10),
+			    (double)(gm_rng_below(&r, 4) + 1) / 4.0, (uint32_t)gm_rng_below(&r, 2),
+			    (uint32_t)(gm_rng_below(&r, 3) ? UINT32_MAX : 2 + gm_rng_below(&r, 8)),
+			    (uint64_t)i);
 			if (op == 0 && !live[i]) {
 				assert_int_equal(gm_policy_add(p, &nj, &slot[i]), 0);
 				j[i] = nj;
@@ -267,8 +267,8 @@ static void test_changes_are_local(void **st)
 	const uint32_t *ch;
 	assert_int_equal(gm_policy_create(&p, 1000 * 3 + 2), 0);
 	for (int i = 0; i < 1000; i++) {
-		struct gm_policy_job j = job(300 + (i == 999 ? 200 : 0), 100, 1, 0, UINT32_MAX,
-					     (uint64_t)i);
+		struct gm_policy_job j =
+		    job(300 + (i == 999 ? 200 : 0), 100, 1, 0, UINT32_MAX, (uint64_t)i);
 		assert_int_equal(gm_policy_add(p, &j, &slot[i]), 0);
 	}
 	assert_int_equal(gm_policy_rebalance(p), 0);
@@ -286,14 +286,14 @@ static void test_changes_are_local(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_enough_budget),
-		cmocka_unit_test(test_short_budget_ties_to_older),
-		cmocka_unit_test(test_weight_orders),
-		cmocka_unit_test(test_min_and_max),
-		cmocka_unit_test(test_bad_input),
-		cmocka_unit_test(test_incremental_moves),
-		cmocka_unit_test(test_incremental_matches_optimum),
-		cmocka_unit_test(test_changes_are_local),
+	    cmocka_unit_test(test_enough_budget),
+	    cmocka_unit_test(test_short_budget_ties_to_older),
+	    cmocka_unit_test(test_weight_orders),
+	    cmocka_unit_test(test_min_and_max),
+	    cmocka_unit_test(test_bad_input),
+	    cmocka_unit_test(test_incremental_moves),
+	    cmocka_unit_test(test_incremental_matches_optimum),
+	    cmocka_unit_test(test_changes_are_local),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,10 +98,10 @@ static const char *GOLD_TRACE = "# goldminer-trace v1\n0\t100\t1\t2\t0\n0\t100\t
 
 /* static and proportional (8/4 = 2 vCPUs per GPU): every job runs its trace time. */
 static const char *GOLD_STATIC =
-	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
-	"0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
-	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
-	"2\ta\t1\t2\t10.0\t10.0\t110.0\t100.0\t0.0\t100.0\t100\t1.0000\n";
+    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+    "0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+    "1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+    "2\ta\t1\t2\t10.0\t10.0\t110.0\t100.0\t0.0\t100.0\t100\t1.0000\n";
 
 /*
  * goldminer, remote cost 0, 1 local vCPU per GPU. t=0: locals 1+1, pool 6; j1 is
@@ -112,10 +112,10 @@ static const char *GOLD_STATIC =
  * 31.67 + 1783.3/70 = 57.14. j1 runs 100 s.
  */
 static const char *GOLD_GM =
-	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
-	"0\ta\t1\t2\t0.0\t0.0\t31.7\t31.7\t0.0\t31.7\t100\t3.1579\n"
-	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
-	"2\ta\t1\t2\t10.0\t10.0\t57.1\t47.1\t0.0\t47.1\t100\t2.1212\n";
+    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+    "0\ta\t1\t2\t0.0\t0.0\t31.7\t31.7\t0.0\t31.7\t100\t3.1579\n"
+    "1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+    "2\ta\t1\t2\t10.0\t10.0\t57.1\t47.1\t0.0\t47.1\t100\t2.1212\n";
 
 /*
  * Every 20 s: at 20, 3 jobs on 3 GPUs, busy 0.6 + 1 + 0.1 = 1.7 of 4 GPUs, all 8 vCPUs
@@ -131,10 +131,10 @@ static const char *GOLD_GM_TS = "time\tgpu_alloc\tgpu_busy\tcpu_alloc\tcpu_busy\
 
 /* unlimited-cpu: class a at 100/s: 2000 samples in 20 s. */
 static const char *GOLD_UNL =
-	"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
-	"0\ta\t1\t2\t0.0\t0.0\t20.0\t20.0\t0.0\t20.0\t100\t5.0000\n"
-	"1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
-	"2\ta\t1\t2\t10.0\t10.0\t30.0\t20.0\t0.0\t20.0\t100\t5.0000\n";
+    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+    "0\ta\t1\t2\t0.0\t0.0\t20.0\t20.0\t0.0\t20.0\t100\t5.0000\n"
+    "1\tb\t1\t4\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+    "2\ta\t1\t2\t10.0\t10.0\t30.0\t20.0\t0.0\t20.0\t100\t5.0000\n";
 
 struct world {
 	struct gm_cluster *c;
@@ -242,7 +242,8 @@ static void test_golden(void **st)
 /*
  * FIFO and backfill (static): j0 (1 GPU, 100 s) at 0; j1 needs all 4 GPUs at 5 and
  * waits for j0 (start 100); j2 (1 GPU, 10 s) at 6 waits behind j1 under FIFO (110 ->
- * 120) but starts at once with backfill (6 -> 16).
+ * 120). With backfill, node 0 is held for the blocked j1, so on one node j2 still
+ * waits; given a second node it starts at once (6 -> 16).
  */
 static void test_fifo_backfill(void **st)
 {
@@ -251,14 +252,15 @@ static void test_fifo_backfill(void **st)
 	struct gm_sim_opts o;
 	struct gm_sim_summary m;
 	const char *hdr =
-		"id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
-		"0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
-		"1\tb\t4\t4\t5.0\t100.0\t110.0\t105.0\t95.0\t10.0\t10\t1.0000\n";
+	    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+	    "0\ta\t1\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	    "1\tb\t4\t4\t5.0\t100.0\t110.0\t105.0\t95.0\t10.0\t10\t1.0000\n";
 	char want[1024];
 
-	load(&w, "1x(4gpu,8cpu)",
-	     put("q.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n5\t10\t4\t4\t1\n6\t10\t1\t2\t0\n"),
-	     PROFILE);
+	load(
+	    &w, "1x(4gpu,8cpu)",
+	    put("q.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n5\t10\t4\t4\t1\n6\t10\t1\t2\t0\n"),
+	    PROFILE);
 	gm_sim_opts_defaults(&o);
 	o.check = 1;
 	m = run(&w, &o, "q-fifo");
@@ -268,9 +270,27 @@ static void test_fifo_backfill(void **st)
 	assert_true(fabs(m.avg_queue - (95.0 + 104.0) / 3) < 0.05);
 	o.backfill = 1;
 	run(&w, &o, "q-bf");
-	snprintf(want, sizeof(want), "%s%s", hdr,
+	assert_file("q-fifo/jobs.tsv", want); /* held node: same as FIFO */
+	unload(&w);
+	/* j0 now takes 2 GPUs, so only node 0 fits it; node 1 has one GPU for j2. */
+	load(&w, "1x(4gpu,8cpu)+1x(1gpu,8cpu)",
+	     put("q2.tsv",
+		 "# goldminer-trace v1\n0\t100\t2\t2\t0\n5\t10\t4\t4\t1\n6\t10\t1\t2\t0\n"),
+	     PROFILE);
+	const char *hdr2 =
+	    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n"
+	    "0\ta\t2\t2\t0.0\t0.0\t100.0\t100.0\t0.0\t100.0\t100\t1.0000\n"
+	    "1\tb\t4\t4\t5.0\t100.0\t110.0\t105.0\t95.0\t10.0\t10\t1.0000\n";
+	o.arrival_scale = 1;
+	run(&w, &o, "q-bf2");
+	snprintf(want, sizeof(want), "%s%s", hdr2,
 		 "2\ta\t1\t2\t6.0\t6.0\t16.0\t10.0\t0.0\t10.0\t10\t1.0000\n");
-	assert_file("q-bf/jobs.tsv", want);
+	assert_file("q-bf2/jobs.tsv", want);
+	o.backfill = 0; /* FIFO: j2 starts with j1, on the other node */
+	run(&w, &o, "q-fifo2");
+	snprintf(want, sizeof(want), "%s%s", hdr2,
+		 "2\ta\t1\t2\t6.0\t100.0\t110.0\t104.0\t94.0\t10.0\t10\t1.0000\n");
+	assert_file("q-fifo2/jobs.tsv", want);
 	/* arrival scale 2 halves submit times: j1 at 2.5, j2 at 3 */
 	o.backfill = 0;
 	o.arrival_scale = 2;
@@ -289,7 +309,8 @@ static void test_spread_and_unplaceable(void **st)
 	struct gm_sim_opts o;
 	struct gm_sim_summary m;
 	load(&w, "3x(2gpu,8cpu)",
-	     put("big.tsv", "# goldminer-trace v1\n0\t10\t5\t5\t1\n1\t10\t7\t7\t1\n2\t10\t1\t1\t1\n"),
+	     put("big.tsv",
+		 "# goldminer-trace v1\n0\t10\t5\t5\t1\n1\t10\t7\t7\t1\n2\t10\t1\t1\t1\n"),
 	     PROFILE);
 	gm_sim_opts_defaults(&o);
 	o.check = 1;
@@ -480,21 +501,18 @@ static void test_cli(void **st)
 	assert_int_equal(cli(2, "sim", "--help"), 0);
 	assert_int_equal(cli(1, "sim"), 2);
 	assert_int_equal(cli(5, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr), 2);
-	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
-			     "nope"),
-			 2);
+	assert_int_equal(
+	    cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy", "nope"), 2);
 	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
 			     "static", "--bogus"),
 			 2);
 	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr,
 			     "--policy=static", "--arrival-scale=0", "--seed=1"),
 			 2);
-	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", bad, "--policy",
-			     "static"),
-			 1);
-	assert_int_equal(cli(7, "sim", "--cluster", "1x(4gpu)", "--trace", tr, "--policy",
-			     "static"),
-			 1);
+	assert_int_equal(
+	    cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", bad, "--policy", "static"), 1);
+	assert_int_equal(
+	    cli(7, "sim", "--cluster", "1x(4gpu)", "--trace", tr, "--policy", "static"), 1);
 	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
 			     "all", "--profile", prof, "--out", out, "--remote-cost", "0"),
 			 0);
@@ -511,13 +529,13 @@ static void test_cli(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_golden),
-		cmocka_unit_test(test_fifo_backfill),
-		cmocka_unit_test(test_spread_and_unplaceable),
-		cmocka_unit_test(test_determinism),
-		cmocka_unit_test(test_invariants),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_golden),
+	    cmocka_unit_test(test_fifo_backfill),
+	    cmocka_unit_test(test_spread_and_unplaceable),
+	    cmocka_unit_test(test_determinism),
+	    cmocka_unit_test(test_invariants),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_cli),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

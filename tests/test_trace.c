@@ -49,8 +49,8 @@ static const char *put(const char *name, const char *text)
 	return path;
 }
 
-#define OPENB_HDR                                                                           \
-	"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"  \
+#define OPENB_HDR                                                                                  \
+	"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"        \
 	"deletion_time,scheduled_time\n"
 
 static void test_openb_mapping(void **st)
@@ -60,10 +60,10 @@ static void test_openb_mapping(void **st)
 	char err[512];
 	const char *p = put("pods.csv", OPENB_HDR
 			    "p0,12000,1,2,1000,,LS,Succeeded,100,400,150\n"  /* 2 GPUs, 250 s */
-			    "p1,4000,1,0,0,,BE,Running,50,900,60\n"          /* CPU only */
-			    "p2,6000,1,1,460,,LS,Failed,90,200,100\n"        /* fractional */
-			    "p3,8000,1,1,1000,,LS,Pending,80,1000,\n"        /* never ran */
-			    "p4,8000,1,1,1000,,LS,Running,70,1000,75\n"      /* censored */
+			    "p1,4000,1,0,0,,BE,Running,50,900,60\n"	     /* CPU only */
+			    "p2,6000,1,1,460,,LS,Failed,90,200,100\n"	     /* fractional */
+			    "p3,8000,1,1,1000,,LS,Pending,80,1000,\n"	     /* never ran */
+			    "p4,8000,1,1,1000,,LS,Running,70,1000,75\n"	     /* censored */
 			    "p5,8000,1,1,1000,,LS,Running,120,500,130\n"     /* ran, ended */
 			    "p6,8000,1,1,1000,,LS,Succeeded,130,130,130\n"); /* zero length */
 	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
@@ -147,8 +147,9 @@ static void test_gm_roundtrip_and_synth(void **st)
 	gm_trace_destroy(b);
 	gm_trace_destroy(a);
 	/* load-driven interarrival: 1-GPU, fixed 100 s jobs at load 0.5 on 10 GPUs = 20 s */
-	assert_int_equal(gm_trace_load(&a, "synth:jobs=2000,gpumix=1:1,median=100,sigma=0,"
-					   "load=0.5,gpus=10",
+	assert_int_equal(gm_trace_load(&a,
+				       "synth:jobs=2000,gpumix=1:1,median=100,sigma=0,"
+				       "load=0.5,gpus=10",
 				       err, sizeof(err)),
 			 0);
 	assert_true(fabs(a->jobs[1999].submit / 2000 - 20) < 2);
@@ -163,19 +164,23 @@ static void test_malformed_traces(void **st)
 		const char *name, *text;
 		int line;
 	} cases[] = {
-		{"short.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,2\n", 2},
-		{"num.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,1\np1,x,1,1,1000,,LS,Running,1,2,1\n", 3},
-		{"frac.csv", OPENB_HDR "p0,1000,1,1.5,1000,,LS,Running,1,2,1\n", 2},
-		{"time.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,zz,1\n", 2},
-		{"sched.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,q\n", 2},
-		{"multigpu.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1000\n", 1},
-		{"philly1.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,1,1,1,c\n", 2},
-		{"philly2.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,-1,1,c\n", 2},
-		{"philly3.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1\n", 2},
-		{"gm.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t-1\n5\t0\t1\t4\t-1\n", 3},
-		{"gm2.tsv", "# goldminer-trace v1\n0\t10\t1\t4\n", 2},
-		{"unknown.csv", "a,b,c\n", 1},
-		{"empty.csv", "", 1},
+	    {"short.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,2\n", 2},
+	    {"num.csv",
+	     OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,1\np1,x,1,1,1000,,LS,Running,1,2,1\n", 3},
+	    {"frac.csv", OPENB_HDR "p0,1000,1,1.5,1000,,LS,Running,1,2,1\n", 2},
+	    {"time.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,zz,1\n", 2},
+	    {"sched.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,5,q\n", 2},
+	    {"multigpu.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1000\n", 1},
+	    {"philly1.csv",
+	     "timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,1,1,1,c\n", 2},
+	    {"philly2.csv",
+	     "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,-1,1,c\n", 2},
+	    {"philly3.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1\n",
+	     2},
+	    {"gm.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t-1\n5\t0\t1\t4\t-1\n", 3},
+	    {"gm2.tsv", "# goldminer-trace v1\n0\t10\t1\t4\n", 2},
+	    {"unknown.csv", "a,b,c\n", 1},
+	    {"empty.csv", "", 1},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct gm_trace *t = NULL;
@@ -236,12 +241,12 @@ static void test_clusters(void **st)
 		const char *name, *text;
 		int line;
 	} bad[] = {
-		{"n1.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8\n", 2},
-		{"n2.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8,V\nn1,x,1,8,V\n", 3},
-		{"n3.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,2.5,V\n", 2},
-		{"p1.csv", "m0,V100,96,512\n", 1},
-		{"p2.csv", "m0,V100,96,512,8\nm1,CPU,-4,512,0\n", 2},
-		{"cpuonly.csv", "m0,CPU,96,512,0\n", 0},
+	    {"n1.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8\n", 2},
+	    {"n2.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,8,V\nn1,x,1,8,V\n", 3},
+	    {"n3.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1,2.5,V\n", 2},
+	    {"p1.csv", "m0,V100,96,512\n", 1},
+	    {"p2.csv", "m0,V100,96,512,8\nm1,CPU,-4,512,0\n", 2},
+	    {"cpuonly.csv", "m0,CPU,96,512,0\n", 0},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char want[300];
@@ -291,11 +296,11 @@ static void test_profile(void **st)
 		const char *text;
 		int line;
 	} bad[] = {
-		{"x\t100\t10\t1\n", 1},
-		{"# c\nx\t100\t0\t1\ts\n", 2},
-		{"x\t100\t10\t1\ts\nx\t100\t10\t1\ts\n", 2},
-		{"x\t1e\t10\t1\ts\n", 1},
-		{"x\t100\t10\t0\ts\n", 1},
+	    {"x\t100\t10\t1\n", 1},
+	    {"# c\nx\t100\t0\t1\ts\n", 2},
+	    {"x\t100\t10\t1\ts\nx\t100\t10\t1\ts\n", 2},
+	    {"x\t1e\t10\t1\ts\n", 1},
+	    {"x\t100\t10\t0\ts\n", 1},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char want[300];
@@ -311,12 +316,12 @@ static void test_profile(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_openb_mapping),
-		cmocka_unit_test(test_philly_mapping),
-		cmocka_unit_test(test_gm_roundtrip_and_synth),
-		cmocka_unit_test(test_malformed_traces),
-		cmocka_unit_test(test_clusters),
-		cmocka_unit_test(test_profile),
+	    cmocka_unit_test(test_openb_mapping),
+	    cmocka_unit_test(test_philly_mapping),
+	    cmocka_unit_test(test_gm_roundtrip_and_synth),
+	    cmocka_unit_test(test_malformed_traces),
+	    cmocka_unit_test(test_clusters),
+	    cmocka_unit_test(test_profile),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

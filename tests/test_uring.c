@@ -234,10 +234,11 @@ static void test_errors_per_file(void **state)
 	(void)state;
 	NEED_URING();
 	make_set(&s, paths, pp, hints, 40, "err");
-	/* Every 5th file is missing, file 7 is a directory. */
+	/* Every 5th file is missing, file 7 is a directory, file 9 claims 2 GiB. */
 	for (unsigned i = 0; i < 40; i += 5)
 		assert_int_equal(unlink(paths[i]), 0);
 	snprintf(paths[7], 128, "%s", dir);
+	hints[9] = 2ull << 30;
 	assert_int_equal(gm_reader_create(&r, 3), 0);
 	assert_int_equal(gm_reader_read(r, pp, hints, 40, check_cb, &s), 0);
 	assert_int_equal(s.ncalls, 40);
@@ -247,6 +248,8 @@ static void test_errors_per_file(void **state)
 			assert_int_equal(s.err[i], -ENOENT);
 		} else if (i == 7) {
 			assert_int_equal(s.err[i], -EISDIR);
+		} else if (i == 9) {
+			assert_int_equal(s.err[i], -EFBIG);
 		} else {
 			assert_int_equal(s.err[i], 0);
 			assert_int_equal(s.len[i], s.expect[i]);

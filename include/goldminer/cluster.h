@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 struct gm_cluster {
-	uint32_t n;     /* nodes */
+	uint32_t n;	/* nodes */
 	uint32_t *gpus; /* per node */
 	uint32_t *cpus; /* vCPUs per node */
 	uint64_t total_gpus, total_cpus;

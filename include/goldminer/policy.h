@@ -30,10 +30,10 @@ struct gm_policy;
 struct gm_policy_job {
 	double gpu_rate;      /* R: samples/s when GPU-bound (all its GPUs), >= 0 */
 	double worker_rate;   /* d: samples/s one data worker produces, > 0 */
-	double weight;        /* v: value of one sample/s, > 0 (e.g. gpus / gpu_rate) */
+	double weight;	      /* v: value of one sample/s, > 0 (e.g. gpus / gpu_rate) */
 	uint32_t min_workers; /* always granted, counted in the budget */
 	uint32_t max_workers; /* never exceeded (UINT32_MAX: no cap), >= min_workers */
-	uint64_t tag;         /* caller's id; ties in gain go to the smaller tag */
+	uint64_t tag;	      /* caller's id; ties in gain go to the smaller tag */
 };
 
 /*

@@ -16,7 +16,7 @@ struct gm_profile_class {
 	char name[32];
 	double gpu_rate; /* samples/s per GPU when GPU-bound, > 0 */
 	double cpu_rate; /* pre-processing samples/s per vCPU, > 0 */
-	double share;    /* weight of the class in the seeded draw, >= 0 */
+	double share;	 /* weight of the class in the seeded draw, >= 0 */
 	char source[512];
 };
 

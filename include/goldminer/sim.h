@@ -19,7 +19,7 @@
 #include "goldminer/trace.h"
 
 enum gm_sim_policy {
-	GM_SIM_STATIC,       /* requested vCPUs on the job's own nodes (today) */
+	GM_SIM_STATIC,	     /* requested vCPUs on the job's own nodes (today) */
 	GM_SIM_PROPORTIONAL, /* each node's vCPUs split by GPU share */
 	GM_SIM_GOLDMINER,    /* minimal local share + elastic pool (core/policy.c) */
 	GM_SIM_UNLIMITED,    /* every job at its GPU-bound rate (upper bound) */
@@ -28,26 +28,27 @@ enum gm_sim_policy {
 
 struct gm_sim_opts {
 	enum gm_sim_policy policy;
-	uint64_t seed;          /* seeds the class draw of jobs without a class */
-	double arrival_scale;   /* submit times are divided by this (> 0; 1 = as traced) */
-	double remote_cost;     /* fraction of a pool worker's rate lost to the network */
-	double local_min;       /* goldminer: local vCPUs kept per GPU (>= 1 per job) */
+	uint64_t seed;		/* seeds the class draw of jobs without a class */
+	double arrival_scale;	/* submit times are divided by this (> 0; 1 = as traced) */
+	double remote_cost;	/* fraction of a pool worker's rate lost to the network */
+	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
 	double sample_interval; /* time-series period in s; 0 = last submit / 500 */
-	uint32_t backfill;      /* 0 = strict FIFO; else jobs behind the head tried */
-	int check;              /* 1 = audit every node after every event (slow) */
-	const char *out_dir;    /* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
+	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
+	int check;		/* 1 = audit every node after every event (slow) */
+	const char *out_dir;	/* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
 };
 
 struct gm_sim_summary {
 	char policy[16];
 	size_t jobs, unplaceable;
 	double avg_jct, p50_jct, p95_jct, p99_jct, avg_queue, makespan;
-	double gpu_util;  /* useful fraction of allocated GPU time, whole run (as nvidia-smi) */
-	/* Time averages over the arrival window [0, last submit]: */
-	double gpu_busy;  /* fraction of all GPUs doing useful work */
-	double gpu_alloc; /* fraction of all GPUs allocated to jobs */
-	double cpu_util;  /* fraction of vCPUs busy pre-processing */
-	double cpu_alloc; /* fraction of vCPUs allocated */
+	double gpu_util; /* useful fraction of allocated GPU time, whole run (as nvidia-smi) */
+	/* Time averages over the window of the middle 90% of submits: */
+	double offered_load;	  /* traced GPU time submitted in it / its GPU time */
+	double gpu_busy;	  /* fraction of all GPUs doing useful work */
+	double gpu_alloc;	  /* fraction of all GPUs allocated to jobs */
+	double cpu_util;	  /* fraction of vCPUs busy pre-processing */
+	double cpu_alloc;	  /* fraction of vCPUs allocated */
 	uint64_t events, realloc; /* events handled, job-rate changes by the policy */
 	double wall_s;
 	double max_rss_mib; /* of the process, at the end of the run */
@@ -67,9 +68,8 @@ int gm_sim_policy_parse(const char *name);
  * -errno when an output file cannot be written, -ENOTRECOVERABLE when an internal
  * invariant breaks (a bug; err says which). err gets a message on any error.
  */
-int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t,
-	       const struct gm_profile *prof, const struct gm_sim_opts *o,
-	       struct gm_sim_summary *sum, char *err, size_t errlen);
+int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
+	       const struct gm_sim_opts *o, struct gm_sim_summary *sum, char *err, size_t errlen);
 
 /* Format the summary as one JSON object (no newline). Returns snprintf's count. */
 int gm_sim_summary_json(const struct gm_sim_summary *s, int with_wall, char *buf, size_t len);

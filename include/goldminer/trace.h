@@ -15,12 +15,12 @@
 #define GM_TRACE_CLASS_AUTO (-1) /* model class drawn by the simulator (seeded) */
 
 struct gm_job {
-	double submit;   /* s since the first submit of the trace */
+	double submit;	 /* s since the first submit of the trace */
 	double duration; /* s of running time observed under the trace's own CPUs */
-	float vcpu;      /* requested vCPUs in total; 0 = unknown (filled by the sim) */
-	uint32_t gpus;   /* whole GPUs, >= 1 */
-	int32_t cls;     /* profile class index, or GM_TRACE_CLASS_AUTO */
-	uint32_t line;   /* source line (0 for generated jobs) */
+	float vcpu;	 /* requested vCPUs in total; 0 = unknown (filled by the sim) */
+	uint32_t gpus;	 /* whole GPUs, >= 1 */
+	int32_t cls;	 /* profile class index, or GM_TRACE_CLASS_AUTO */
+	uint32_t line;	 /* source line (0 for generated jobs) */
 };
 
 struct gm_trace {
@@ -32,7 +32,7 @@ struct gm_trace {
 	size_t skipped_bad_time;  /* deletion <= scheduled, or duration <= 0 */
 	size_t skipped_censored;  /* openb pods still Running at the trace's end */
 	size_t rounded_fraction;  /* shared (fractional) GPU pods run as one GPU */
-	char format[16];          /* "openb", "philly", "gm", "synth" */
+	char format[16];	  /* "openb", "philly", "gm", "synth" */
 };
 
 /* Options of the synthetic generator; gm_trace_synth_defaults() fills them. */
@@ -40,14 +40,14 @@ struct gm_synth_opts {
 	uint64_t seed;
 	size_t jobs;
 	double interarrival;   /* mean s between submits (Poisson); 0 = from load */
-	double load;           /* offered GPU load used when interarrival == 0 */
+	double load;	       /* offered GPU load used when interarrival == 0 */
 	uint64_t cluster_gpus; /* GPUs the load refers to */
 	double dur_median;     /* lognormal duration: median s */
 	double dur_sigma;      /* ... and sigma of log(duration) */
-	double dur_max;        /* durations are capped here (s) */
+	double dur_max;	       /* durations are capped here (s) */
 	uint32_t gpu_n[8];     /* GPU-count mix: values ... */
 	double gpu_p[8];       /* ... and their weights */
-	int gpu_k;             /* entries used */
+	int gpu_k;	       /* entries used */
 	double vcpu_per_gpu[8];
 	int vcpu_k;
 };

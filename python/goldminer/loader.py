@@ -132,6 +132,7 @@ class Loader:
             if spec is not None:
                 aug, bs = spec
                 output = "float32" if aug.out == _abi.GM_OUT_F32_CHW else "uint8"
+                mode = "eval" if aug.mode == _abi.GM_AUG_EVAL else "train"
                 size = aug.size
                 batch_size = bs or batch_size
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,

@@ -7,14 +7,14 @@
 # C and Python runs alternate ROUNDS times (best of each kept) so that drift of a
 # shared machine hits both alike. Targets: Python >= 0.95 x C, Python >= 5x DataLoader.
 # Env: B (build dir), PHOTOS (ImageFolder; without it a synthetic set is made with
-# $B/goldminer synth), EPOCHS (default 3), ROUNDS (default 2).
+# $B/goldminer synth), EPOCHS (default 3), ROUNDS (default 3).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$(dirname "$here")")
 B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 EPOCHS=${EPOCHS:-3}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 PY=${GM_PYTHON:-/usr/bin/python3}
 TORCH=$repo/../shared/bench/torch_loader.py
 out=$(mktemp -d)
