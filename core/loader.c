@@ -24,7 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +35,7 @@
 
 #include "goldminer/cuda.h"
 #include "goldminer/dataset.h"
+#include "goldminer/node.h"
 #include "goldminer/pipeline.h"
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
@@ -52,8 +56,16 @@ struct err_rec {
 	char msg[GM_RING_MSG];
 };
 
+enum mode {
+	MODE_LOCAL,  /* consumer + coordinator + workers of this process */
+	MODE_CLIENT, /* consumer here; coordinator and workers in the node agent */
+	MODE_SERVE,  /* coordinator + workers for a consumer in another process */
+};
+
 struct gm_loader {
 	struct gm_loader_opts o;
+	enum mode mode;
+	int sock; /* MODE_CLIENT: connection to the agent, else -1 */
 	char errmsg[512];
 	struct gm_dataset *ds;
 	struct gm_ring *ring;
@@ -82,10 +94,7 @@ struct gm_loader {
 	bool closing;	      /* under mu */
 	struct wk wk[MAX_WORKERS];
 	int nwk;	      /* coordinator thread only */
-	_Atomic uint32_t alive;
-	_Atomic uint64_t deaths, reissued;
-	_Atomic int fatal;    /* -errno once the pool cannot run */
-	char fatal_msg[300];  /* written before fatal is stored (release) */
+	struct gm_ring_hdr *h; /* shared counters and the pool's fatal error */
 	int consecutive_deaths;
 	uint64_t consumed_at_last_death;
 	struct {
@@ -96,14 +105,11 @@ struct gm_loader {
 	uint64_t chaos_state;
 	pid_t chaos_victim;
 	uint64_t chaos_t;
-	_Atomic uint64_t chaos_kills, detect_max, detect_sum;
 	/* elastic controller (workers = auto) */
 	bool autoscale;
 	uint32_t budget;
 	uint64_t ctl_t, ctl_samples, ctl_wait, ctl_work;
 	int ctl_want, ctl_streak;
-	_Atomic uint64_t demand_mrate, worker_mrate; /* milli-images/s, for stats */
-	_Atomic uint64_t work_ns; /* worker time of delivered batches (consumer writes) */
 };
 
 static uint64_t now_ns(void)
@@ -140,16 +146,14 @@ static void fatal(struct gm_loader *l, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void fatal(struct gm_loader *l, int err, const char *fmt, ...)
 {
-	int zero = 0;
 	va_list ap;
-	if (atomic_load(&l->fatal))
+	if (atomic_load(&l->h->p_fatal))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(l->fatal_msg, sizeof(l->fatal_msg), fmt, ap);
+	vsnprintf(l->h->p_fatal_msg, sizeof(l->h->p_fatal_msg), fmt, ap);
 	va_end(ap);
-	/* pairs with the acquire load in check_fatal */
-	atomic_compare_exchange_strong_explicit(&l->fatal, &zero, err, memory_order_release,
-						memory_order_relaxed);
+	/* pairs with the acquire load in gm_loader_next */
+	atomic_store_explicit(&l->h->p_fatal, err, memory_order_release);
 }
 
 static int spawn(struct gm_loader *l)
@@ -173,10 +177,18 @@ static int spawn(struct gm_loader *l)
 		sigset_t all;
 		sigemptyset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, NULL);
-		close(l->evfd);
-		for (int i = 0; i < l->nwk; i++)
-			close(l->wk[i].pidfd);
-		_exit(gm_worker_main(&l->wcfg) ? 1 : 0);
+		/* Keep stdio and the ring only: no other job's ring, socket or pidfd
+		 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
+		 * so the worker maps its own ring afresh from the fd. */
+		if (dup2(gm_ring_fd(l->ring), 3) < 0)
+			_exit(1);
+		syscall(SYS_close_range, 4, ~0u, 0);
+		struct gm_ring *mine;
+		if (gm_ring_attach(&mine, 3) < 0)
+			_exit(1);
+		struct gm_worker_cfg c = l->wcfg;
+		c.ring = mine;
+		_exit(gm_worker_main(&c) ? 1 : 0);
 	}
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
@@ -189,7 +201,7 @@ static int spawn(struct gm_loader *l)
 	l->wk[l->nwk].pidfd = pidfd;
 	l->wk[l->nwk].retiring = false;
 	l->nwk++;
-	atomic_fetch_add(&l->alive, 1);
+	atomic_fetch_add(&l->h->p_alive, 1);
 	return 0;
 }
 
@@ -205,9 +217,9 @@ static void on_exit_of(struct gm_loader *l, int i)
 	bool chaos = w.pid == l->chaos_victim;
 	if (chaos) {
 		uint64_t d = now_ns() - l->chaos_t;
-		atomic_fetch_add(&l->detect_sum, d);
-		if (d > atomic_load(&l->detect_max))
-			atomic_store(&l->detect_max, d);
+		atomic_fetch_add(&l->h->p_detect_sum, d);
+		if (d > atomic_load(&l->h->p_detect_max))
+			atomic_store(&l->h->p_detect_max, d);
 		l->chaos_victim = 0;
 	}
 	siginfo_t si;
@@ -215,17 +227,17 @@ static void on_exit_of(struct gm_loader *l, int i)
 	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
 	close(w.pidfd);
 	l->wk[i] = l->wk[--l->nwk];
-	atomic_fetch_sub(&l->alive, 1);
+	atomic_fetch_sub(&l->h->p_alive, 1);
 
 	uint32_t crash_sample;
 	uint32_t n = gm_ring_reclaim(l->ring, (uint32_t)w.pid, &crash_sample);
-	atomic_fetch_add(&l->reissued, n);
+	atomic_fetch_add(&l->h->p_reissued, n);
 	bool clean = si.si_code == CLD_EXITED && si.si_status == 0;
 	if (w.retiring && clean)
 		return;
 	if (clean && atomic_load(&gm_ring_hdr(l->ring)->stop))
 		return;
-	atomic_fetch_add(&l->deaths, 1);
+	atomic_fetch_add(&l->h->p_deaths, 1);
 
 	/* A sample that crashed two workers is quarantined (SIGKILL is not a crash:
 	 * chaos tests and the OOM killer kill without the sample being at fault). */
@@ -264,7 +276,7 @@ static void adjust_pool(struct gm_loader *l, int target)
 	int active = 0;
 	for (int i = 0; i < l->nwk; i++)
 		active += !l->wk[i].retiring;
-	while (active < target && !atomic_load(&l->fatal)) {
+	while (active < target && !atomic_load(&l->h->p_fatal)) {
 		int err = spawn(l);
 		if (err) {
 			fatal(l, err, "cannot start a worker process: %s", strerror(-err));
@@ -293,28 +305,64 @@ static void adjust_pool(struct gm_loader *l, int target)
 #define CTL_PERIOD_MS 250
 #define CTL_HEADROOM 1.10
 
-static void controller_tick(struct gm_loader *l)
+static void poke(struct gm_loader *l)
+{
+	uint64_t one = 1;
+	if (write(l->evfd, &one, sizeof(one)) < 0) {
+		/* eventfd counter full: the coordinator is awake anyway */
+	}
+}
+
+int gm_loader_measure(struct gm_loader *l, double *demand_out, double *worker_out)
 {
 	uint64_t now = now_ns();
-	uint64_t samples = __atomic_load_n(&l->samples, __ATOMIC_RELAXED);
-	uint64_t wait = __atomic_load_n(&l->wait_ns, __ATOMIC_RELAXED);
-	uint64_t work = atomic_load_explicit(&l->work_ns, memory_order_relaxed);
+	uint64_t samples = atomic_load_explicit(&l->h->c_samples, memory_order_relaxed);
+	uint64_t wait = atomic_load_explicit(&l->h->c_wait_ns, memory_order_relaxed);
+	uint64_t work = atomic_load_explicit(&l->h->c_work_ns, memory_order_relaxed);
 	uint64_t dt = now - l->ctl_t, ds = samples - l->ctl_samples;
 	uint64_t dw = wait - l->ctl_wait, dk = work - l->ctl_work;
 
 	if (ds < 2 * l->o.batch_size && dt < 4000000000ull)
-		return; /* too little evidence yet; keep accumulating */
+		return 0; /* too little evidence yet; keep accumulating */
 	l->ctl_t = now;
 	l->ctl_samples = samples;
 	l->ctl_wait = wait;
 	l->ctl_work = work;
 	if (!ds || !dk)
-		return;
+		return 0;
 	double busy = (double)(dt > dw ? dt - dw : 0) / 1e9;
 	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
 	double per_worker = (double)ds / ((double)dk / 1e9);
-	atomic_store(&l->demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
-	atomic_store(&l->worker_mrate, (uint64_t)(per_worker * 1000));
+	atomic_store(&l->h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
+	atomic_store(&l->h->p_worker_mrate, (uint64_t)(per_worker * 1000));
+	*demand_out = demand;
+	*worker_out = per_worker;
+	return 1;
+}
+
+static void set_target_locked(struct gm_loader *l, int n)
+{
+	l->target = n;
+	atomic_store(&l->h->p_target, (uint32_t)n);
+}
+
+void gm_loader_set_target(struct gm_loader *l, int workers)
+{
+	if (workers < 1)
+		workers = 1;
+	if (workers > MAX_WORKERS)
+		workers = MAX_WORKERS;
+	pthread_mutex_lock(&l->mu);
+	set_target_locked(l, workers);
+	pthread_mutex_unlock(&l->mu);
+	poke(l);
+}
+
+static void controller_tick(struct gm_loader *l)
+{
+	double demand, per_worker;
+	if (!gm_loader_measure(l, &demand, &per_worker))
+		return;
 
 	struct gm_policy_job job = {
 		.gpu_rate = demand * CTL_HEADROOM,
@@ -330,11 +378,11 @@ static void controller_tick(struct gm_loader *l)
 	pthread_mutex_lock(&l->mu);
 	int cur = l->target;
 	if ((int)want > cur) {
-		l->target = (int)want;
+		set_target_locked(l, (int)want);
 		l->ctl_streak = 0;
 	} else if ((int)want < cur) {
 		if (l->ctl_want == (int)want && ++l->ctl_streak >= 2) {
-			l->target = cur - 1;
+			set_target_locked(l, cur - 1);
 			l->ctl_streak = 0;
 		} else if (l->ctl_want != (int)want) {
 			l->ctl_streak = 1;
@@ -360,7 +408,7 @@ static void chaos_kill(struct gm_loader *l)
 		return;
 	if (kill(l->wk[i].pid, SIGKILL) == 0) {
 		l->chaos_victim = l->wk[i].pid;
-		atomic_fetch_add(&l->chaos_kills, 1);
+		atomic_fetch_add(&l->h->p_chaos_kills, 1);
 	}
 }
 
@@ -380,7 +428,7 @@ static void *coordinator(void *arg)
 			break;
 		adjust_pool(l, target);
 		if (first) {
-			atomic_store(&l->started, atomic_load(&l->fatal) ? -1 : 1);
+			atomic_store(&l->started, atomic_load(&l->h->p_fatal) ? -1 : 1);
 			first = false;
 		}
 		pfd[0].fd = l->evfd;
@@ -436,20 +484,13 @@ static void *coordinator(void *arg)
 				waitpid(l->wk[i].pid, NULL, 0);
 				close(l->wk[i].pidfd);
 				l->wk[i] = l->wk[--l->nwk];
-				atomic_fetch_sub(&l->alive, 1);
+				atomic_fetch_sub(&l->h->p_alive, 1);
 			}
 		}
 	}
 	return NULL;
 }
 
-static void poke(struct gm_loader *l)
-{
-	uint64_t one = 1;
-	if (write(l->evfd, &one, sizeof(one)) < 0) {
-		/* eventfd counter full: the coordinator is awake anyway */
-	}
-}
 
 /* ---- open / close -------------------------------------------------------------- */
 
@@ -461,8 +502,10 @@ static uint32_t pow2_at_least(uint32_t v)
 	return p;
 }
 
-int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, char *errbuf,
-		   size_t errlen)
+static int client_attach(struct gm_loader *l);
+
+static int do_open(struct gm_loader **out, const struct gm_loader_opts *opts, enum mode mode,
+		   char *errbuf, size_t errlen)
 {
 	struct gm_loader *l;
 	char why[512];
@@ -476,8 +519,10 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 		return -ENOMEM;
 	}
 	l->o = *opts;
+	l->mode = mode;
 	l->held = -1;
 	l->evfd = -1;
+	l->sock = -1;
 	pthread_mutex_init(&l->mu, NULL);
 
 	if (!opts->root || !*opts->root) {
@@ -518,10 +563,12 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 	}
 	if (l->budget > MAX_WORKERS)
 		l->budget = MAX_WORKERS;
-	if (l->o.workers == 0) {
+	if (l->o.workers == 0 && mode == MODE_LOCAL) {
 		l->autoscale = true;
 		l->o.workers = l->budget < 2 ? (int)l->budget : 2; /* then measured */
 	}
+	if (mode == MODE_SERVE)
+		l->o.workers = 1; /* the agent sizes the pool */
 	if (!l->o.batch_size || l->o.batch_size > 65536) {
 		err = set_err(l, -EINVAL, "gm_loader_open: batch_size must be 1..65536, not %u",
 			      l->o.batch_size);
@@ -564,7 +611,15 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 		goto out_dataset;
 	}
 
-	uint32_t slots = l->o.slots ? l->o.slots : pow2_at_least((uint32_t)l->o.workers * 2);
+	if (mode == MODE_CLIENT) {
+		err = client_attach(l);
+		if (err)
+			goto out_dataset;
+		*out = l;
+		return 0;
+	}
+	uint32_t slots = l->o.slots ? l->o.slots
+				    : pow2_at_least((uint32_t)(l->o.workers ? l->o.workers : 2) * 2);
 	if (slots < 4)
 		slots = 4;
 	if (slots & (slots - 1) || slots > 1024) {
@@ -577,7 +632,10 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 			      l->o.batch_size, l->sample_bytes, strerror(-err));
 		goto out_dataset;
 	}
-	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
+	l->h = gm_ring_hdr(l->ring);
+	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
+	madvise(gm_ring_base(l->ring), gm_ring_bytes(l->ring), MADV_DONTFORK);
+	if (mode == MODE_LOCAL && !l->o.no_pin && gm_cuda_available(NULL, 0))
 		l->pinned = gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
 
 	l->wcfg.ring = l->ring;
@@ -595,7 +653,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 		err = set_err(l, -errno, "gm_loader_open: eventfd: %s", strerror(errno));
 		goto out_ring;
 	}
-	l->target = l->o.workers;
+	set_target_locked(l, l->o.workers);
 	l->chaos_state = l->o.seed ^ 0x9e3779b97f4a7c15ull;
 	l->chaos_t = now_ns();
 	l->ctl_t = now_ns();
@@ -613,7 +671,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 	while (!atomic_load(&l->started))
 		usleep(200);
 	if (atomic_load(&l->started) < 0) {
-		err = set_err(l, atomic_load(&l->fatal), "gm_loader_open: %s", l->fatal_msg);
+		err = set_err(l, atomic_load(&l->h->p_fatal), "gm_loader_open: %s", l->h->p_fatal_msg);
 		goto out_close;
 	}
 	*out = l;
@@ -640,6 +698,185 @@ out_free:
 	return err;
 }
 
+
+int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char *errbuf,
+		   size_t errlen)
+{
+	return do_open(out, o, o->node && *o->node ? MODE_CLIENT : MODE_LOCAL, errbuf, errlen);
+}
+
+int gm_loader_serve(struct gm_loader **out, const struct gm_loader_opts *o, char *errbuf,
+		    size_t errlen)
+{
+	return do_open(out, o, MODE_SERVE, errbuf, errlen);
+}
+
+int gm_loader_ring_fd(const struct gm_loader *l)
+{
+	return gm_ring_fd(l->ring);
+}
+
+uint64_t gm_loader_fingerprint(const struct gm_loader *l)
+{
+	return gm_dataset_fingerprint(l->ds);
+}
+
+/* ---- client of a node agent --------------------------------------------------- */
+
+static int node_connect(struct gm_loader *l, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return set_err(l, -ENAMETOOLONG, "gm_loader_open: socket path too long: %s", path);
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return set_err(l, -errno, "gm_loader_open: socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return set_err(l, e,
+			       "gm_loader_open: cannot reach the node agent at %s: %s (start one "
+			       "with 'goldminer node')",
+			       path, strerror(-e));
+	}
+	return fd;
+}
+
+/* Send req, receive the reply and at most one fd. */
+static int node_call(struct gm_loader *l, int fd, const struct gm_node_req *req,
+		     struct gm_node_reply *rep, int *fd_out)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {rep, sizeof(*rep)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd_out)
+		*fd_out = -1;
+	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+		return set_err(l, -EPIPE, "%s: the node agent closed the connection",
+			       req->type == GM_NODE_SCALE ? "gm_loader_scale" : "gm_loader_open");
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int got;
+			memcpy(&got, CMSG_DATA(c), sizeof(got));
+			if (fd_out && *fd_out < 0)
+				*fd_out = got;
+			else
+				close(got);
+		}
+	}
+	/* Validate what the other process sent before trusting any of it. */
+	if (n != (ssize_t)sizeof(*rep) || rep->magic != GM_NODE_MAGIC ||
+	    rep->version != GM_NODE_VERSION) {
+		if (fd_out && *fd_out >= 0)
+			close(*fd_out);
+		return set_err(l, -EPROTO, "gm_loader_open: malformed reply from the node agent");
+	}
+	rep->msg[sizeof(rep->msg) - 1] = 0;
+	return 0;
+}
+
+static int client_attach(struct gm_loader *l)
+{
+	struct gm_node_req req;
+	struct gm_node_reply rep;
+	int fd, ring_fd, err;
+
+	if (strlen(l->o.root) >= sizeof(req.root))
+		return set_err(l, -ENAMETOOLONG, "gm_loader_open: dataset path too long");
+	fd = node_connect(l, l->o.node);
+	if (fd < 0)
+		return fd;
+	memset(&req, 0, sizeof(req));
+	req.magic = GM_NODE_MAGIC;
+	req.version = GM_NODE_VERSION;
+	req.type = GM_NODE_ATTACH;
+	req.workers = l->o.workers;
+	/* an absolute root, so the agent (another cwd) indexes the same tree */
+	if (!realpath(l->o.root, req.root))
+		snprintf(req.root, sizeof(req.root), "%s", l->o.root);
+	req.aug = l->o.aug;
+	req.seed = l->o.seed;
+	req.start_batch = l->o.start_batch;
+	req.batch_size = l->o.batch_size;
+	req.epoch = l->o.epoch;
+	req.epochs = l->o.epochs;
+	req.slots = l->o.slots;
+	req.on_error = l->o.on_error;
+	req.shuffle = l->o.shuffle;
+	req.drop_last = l->o.drop_last;
+	req.chaos_kill_ms = l->o.chaos_kill_ms;
+	err = node_call(l, fd, &req, &rep, &ring_fd);
+	if (err)
+		goto out_close;
+	if (rep.status) {
+		err = set_err(l, rep.status, "gm_loader_open: node agent: %s", rep.msg);
+		goto out_ring_fd;
+	}
+	if (ring_fd < 0) {
+		err = set_err(l, -EPROTO, "gm_loader_open: the node agent sent no ring");
+		goto out_close;
+	}
+	err = gm_ring_attach(&l->ring, ring_fd);
+	if (err) {
+		err = set_err(l, err, "gm_loader_open: the ring from the node agent is invalid: %s",
+			      strerror(-err));
+		goto out_ring_fd;
+	}
+	close(ring_fd);
+	ring_fd = -1;
+	l->h = gm_ring_hdr(l->ring);
+	if (l->h->batch_size != l->o.batch_size || l->h->sample_bytes != l->sample_bytes ||
+	    l->h->first_task != l->next || l->h->end_task != l->end ||
+	    rep.batches_per_epoch != l->bpe) {
+		err = set_err(l, -EPROTO, "gm_loader_open: the node agent's ring does not match "
+					  "the request (batch, sample size or range)");
+		goto out_ring;
+	}
+	if (rep.fingerprint != gm_dataset_fingerprint(l->ds)) {
+		err = set_err(l, -ESTALE,
+			      "gm_loader_open: %s: the node agent sees other files than this "
+			      "process (dataset changed, or another mount)",
+			      l->o.root);
+		goto out_ring;
+	}
+	l->wcfg.batch_size = l->o.batch_size;
+	l->wcfg.batches_per_epoch = l->bpe;
+	l->wcfg.epoch0 = l->o.epoch;
+	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
+		l->pinned = gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
+	l->sock = fd;
+	return 0;
+
+out_ring:
+	gm_ring_destroy(l->ring);
+	l->ring = NULL;
+out_ring_fd:
+	if (ring_fd >= 0)
+		close(ring_fd);
+out_close:
+	close(fd);
+	return err;
+}
+
+/* MODE_CLIENT: has the agent gone away? (It never writes unasked.) */
+static int client_check(struct gm_loader *l)
+{
+	if (l->sock < 0)
+		return 0;
+	struct pollfd p = {l->sock, POLLIN, 0};
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+		return set_err(l, -EPIPE, "gm_loader_next: the node agent went away");
+	return 0;
+}
+
 void gm_loader_close(struct gm_loader *l)
 {
 	if (!l)
@@ -651,7 +888,10 @@ void gm_loader_close(struct gm_loader *l)
 		poke(l);
 		pthread_join(l->coord, NULL);
 	}
-	close(l->evfd);
+	if (l->evfd >= 0)
+		close(l->evfd);
+	if (l->sock >= 0)
+		close(l->sock); /* the agent detaches the job and stops its workers */
 	if (l->pinned)
 		gm_cuda_host_unregister(gm_ring_base(l->ring));
 	gm_ring_destroy(l->ring);
@@ -706,13 +946,17 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
-		/* pairs with the release CAS in fatal() */
-		fe = atomic_load_explicit(&l->fatal, memory_order_acquire);
+		/* pairs with the release store in fatal() */
+		fe = atomic_load_explicit(&l->h->p_fatal, memory_order_acquire);
 		if (fe)
-			return set_err(l, fe, "gm_loader_next: %s", l->fatal_msg);
+			return set_err(l, fe, "gm_loader_next: %s", l->h->p_fatal_msg);
+		fe = client_check(l);
+		if (fe)
+			return fe;
 	}
 	t1 = now_ns();
-	__atomic_store_n(&l->wait_ns, l->wait_ns + (t1 - t0), __ATOMIC_RELAXED);
+	l->wait_ns += t1 - t0;
+	atomic_fetch_add_explicit(&l->h->c_wait_ns, t1 - t0, memory_order_relaxed);
 
 	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
@@ -751,11 +995,12 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	}
 	l->t_last = t1;
 	l->batches++;
-	atomic_fetch_add_explicit(&l->work_ns,
+	/* counters for the controller, which may run in another process (relaxed) */
+	atomic_fetch_add_explicit(&l->h->c_work_ns,
 				  ctl->read_ns + ctl->decode_ns + ctl->augment_ns + ctl->write_ns,
 				  memory_order_relaxed);
-	/* the controller thread reads samples (relaxed): a counter, not a handshake */
-	__atomic_store_n(&l->samples, l->samples + ctl->n, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&l->h->c_samples, ctl->n, memory_order_relaxed);
+	l->samples += ctl->n;
 	l->next++;
 	if (k == l->bpe - 1)
 		l->eoe_pending = true;
@@ -776,26 +1021,24 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->write_ns = l->write_ns;
 	s->wait_ns = l->wait_ns;
 	s->errors = l->n_errs;
-	s->workers = atomic_load(&((struct gm_loader *)l)->alive);
-	s->worker_deaths = atomic_load(&((struct gm_loader *)l)->deaths);
-	s->reissued = atomic_load(&((struct gm_loader *)l)->reissued);
+	s->workers = atomic_load(&l->h->p_alive);
+	s->worker_deaths = atomic_load(&l->h->p_deaths);
+	s->reissued = atomic_load(&l->h->p_reissued);
 	s->batches_per_epoch = l->bpe;
 	s->dataset_size = gm_dataset_count(l->ds);
 	s->num_classes = gm_dataset_num_classes(l->ds);
 	s->pinned = l->pinned;
-	s->chaos_kills = atomic_load(&((struct gm_loader *)l)->chaos_kills);
-	s->detect_ns_max = atomic_load(&((struct gm_loader *)l)->detect_max);
-	s->detect_ns_sum = atomic_load(&((struct gm_loader *)l)->detect_sum);
+	s->chaos_kills = atomic_load(&l->h->p_chaos_kills);
+	s->detect_ns_max = atomic_load(&l->h->p_detect_max);
+	s->detect_ns_sum = atomic_load(&l->h->p_detect_sum);
 	s->batch_size = l->o.batch_size;
 	s->size = l->o.aug.size;
 	s->out = l->o.aug.out;
 	s->mode = l->o.aug.mode;
 	s->sample_bytes = l->sample_bytes;
-	pthread_mutex_lock(&((struct gm_loader *)l)->mu);
-	s->target_workers = (uint32_t)l->target;
-	pthread_mutex_unlock(&((struct gm_loader *)l)->mu);
-	s->demand_img_per_s = (double)atomic_load(&((struct gm_loader *)l)->demand_mrate) / 1000;
-	s->worker_img_per_s = (double)atomic_load(&((struct gm_loader *)l)->worker_mrate) / 1000;
+	s->target_workers = atomic_load(&l->h->p_target);
+	s->demand_img_per_s = (double)atomic_load(&l->h->p_demand_mrate) / 1000;
+	s->worker_img_per_s = (double)atomic_load(&l->h->p_worker_mrate) / 1000;
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)
@@ -812,8 +1055,23 @@ int gm_loader_scale(struct gm_loader *l, int workers)
 	if (workers < 1 || workers > MAX_WORKERS)
 		return set_err(l, -EINVAL, "gm_loader_scale: workers must be 1..%d, not %d",
 			       MAX_WORKERS, workers);
+	if (l->mode == MODE_CLIENT) {
+		struct gm_node_req req;
+		struct gm_node_reply rep;
+		memset(&req, 0, sizeof(req));
+		req.magic = GM_NODE_MAGIC;
+		req.version = GM_NODE_VERSION;
+		req.type = GM_NODE_SCALE;
+		req.workers = workers;
+		int err = node_call(l, l->sock, &req, &rep, NULL);
+		if (err)
+			return err;
+		if (rep.status)
+			return set_err(l, rep.status, "gm_loader_scale: node agent: %s", rep.msg);
+		return 0;
+	}
 	pthread_mutex_lock(&l->mu);
-	l->target = workers;
+	set_target_locked(l, workers);
 	l->autoscale = false; /* an explicit size wins over the controller */
 	pthread_mutex_unlock(&l->mu);
 	poke(l);

@@ -11,9 +11,10 @@
  * - Resize is separable triangle (bilinear with antialias, as PIL / torchvision
  *   antialias=True): coefficients are computed once per image per axis in float,
  *   stored as 14-bit fixed point with a constant tap count per axis (zero padded),
- *   so the inner loops are fixed-length integer multiply-adds. The vertical pass
- *   runs first (it is the long, contiguous loop over the window's width) and the
- *   horizontal pass then only touches size rows.
+ *   so the inner loops are fixed-length integer multiply-adds. For each output row
+ *   the vertical pass runs first (the long, contiguous loop over the window's
+ *   width) into one L1-resident row, then the horizontal pass makes the output row.
+ *   Hand-written SSE2/SSSE3/AVX2 kernels (chosen at run time) do both passes.
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
  * - float32 CHW output goes through a 256-entry table per channel, so it equals
  *   (u8/255 - mean)/std of the uint8 result (torchvision's ToTensor+Normalize of the
@@ -70,7 +71,7 @@ struct gm_aug {
 	struct gm_aug_spec spec;
 	struct gm_jpeg *dec;
 	struct axis ax, ay;
-	uint8_t *tmp; /* vertical pass result: size rows x window width x 3 */
+	uint8_t *tmp; /* one vertical-pass row (window width x 3, + slack) */
 	size_t tmp_cap;
 	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
 	size_t hv_cap;
@@ -795,31 +796,27 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 	/* 1..4 taps go to the AVX2 kernel, which always takes two pairs */
 	bool four = a->hrow4 && a->ax.taps <= 4;
 	uint32_t pairs = four ? 2 : (a->ax.taps + 1) / 2;
-	/* +32: the SIMD horizontal pass may read a few bytes past its last tap */
-	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes * size + 32) ||
+	/* One intermediate row (+32: the SIMD horizontal pass reads past its last tap). */
+	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes + 32) ||
 	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 8 * pairs * size))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
+	memset(a->tmp + nbytes, 0, 32);
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] -= (int32_t)lo;
 	if (a->hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs);
 	const uint8_t *src = img.pixels + (size_t)lo * 3;
-	for (uint32_t y = 0; y < size; y++)
-		a->vrow(a->tmp + (size_t)y * nbytes, src + (size_t)a->ay.min[y] * img.stride,
-			img.stride, nbytes, a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
-
 	hrow_fn *hrow = four ? a->hrow4 : a->hrow;
-	if (s->out == GM_OUT_U8_HWC) {
-		uint8_t *o = out;
-		for (uint32_t y = 0; y < size; y++)
-			hrow(o + (size_t)y * size * 3, a->tmp + (size_t)y * nbytes, &a->ax, a->hv,
-			     size);
-	} else {
-		float *o = out;
-		size_t plane = (size_t)size * size;
-		for (uint32_t y = 0; y < size; y++) {
-			float *p0 = o + (size_t)y * size;
-			hrow(a->row, a->tmp + (size_t)y * nbytes, &a->ax, a->hv, size);
+	size_t plane = (size_t)size * size;
+	/* Row by row, vertical then horizontal: the intermediate stays in L1. */
+	for (uint32_t y = 0; y < size; y++) {
+		a->vrow(a->tmp, src + (size_t)a->ay.min[y] * img.stride, img.stride, nbytes,
+			a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
+		if (s->out == GM_OUT_U8_HWC) {
+			hrow((uint8_t *)out + (size_t)y * size * 3, a->tmp, &a->ax, a->hv, size);
+		} else {
+			float *p0 = (float *)out + (size_t)y * size;
+			hrow(a->row, a->tmp, &a->ax, a->hv, size);
 			a->frow(p0, p0 + plane, p0 + 2 * plane, a->row, size, a->scale, a->bias);
 		}
 	}

@@ -89,6 +89,7 @@ struct gm_reader {
 	unsigned *free_slots; /* stack */
 	unsigned nfree;
 	int broken; /* 0, or the -errno of a ring failure */
+	bool busy;  /* inside gm_reader_read: a callback may not re-enter */
 	char msg[256];
 };
 
@@ -392,7 +393,12 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 		set_msg(r->msg, "gm_reader_read: NULL paths or callback");
 		return -EINVAL;
 	}
+	if (r->busy) {
+		set_msg(r->msg, "gm_reader_read: called from its own callback");
+		return -EBUSY;
+	}
 	r->msg[0] = '\0';
+	r->busy = true;
 
 	for (;;) {
 		/* Fill free slots (all of them at the start: one submission per turn). */
@@ -407,6 +413,7 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
 		    ret != -ETIME) {
 			r->broken = ret;
+			r->busy = false;
 			set_msg(r->msg, "gm_reader_read: io_uring_submit_and_wait: %s%s",
 				strerror(-ret),
 				ret == -EEXIST ? " (reader used by a thread or process other"
@@ -416,5 +423,6 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 		}
 		reap(r, &b);
 	}
+	r->busy = false;
 	return b.stop;
 }

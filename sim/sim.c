@@ -95,7 +95,13 @@ struct sim {
 	size_t npl, plcap;
 	/* nodes: free resources and buckets of nodes by free GPU count */
 	int64_t *free_g, *free_c;
-	uint32_t *bk_head, *bk_next, *bk_prev;
+	/*
+	 * Buckets of nodes by free GPU count; each bucket is a max-heap on free vCPUs
+	 * (ties: lower node id), so "a node with >= g free GPUs and c free vCPUs" is
+	 * answered from the heap tops in O(max GPUs per node), not O(nodes).
+	 */
+	uint32_t **bh, *bn, *bcap, *bpos;
+	uint32_t min_cpus; /* fewest vCPUs of a GPU node (where capped requests differ) */
 	uint64_t free_gpus;
 	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
 	/* goldminer */
@@ -223,25 +229,67 @@ static void integrate(struct sim *s)
 
 /* ---- nodes ---- */
 
+static bool node_before(const struct sim *s, uint32_t a, uint32_t b)
+{
+	if (s->free_c[a] != s->free_c[b])
+		return s->free_c[a] > s->free_c[b];
+	return a < b;
+}
+
+static void bset(struct sim *s, uint32_t k, uint32_t i, uint32_t n)
+{
+	s->bh[k][i] = n;
+	s->bpos[n] = i;
+}
+
+static void bfix(struct sim *s, uint32_t k, uint32_t i)
+{
+	uint32_t *h = s->bh[k], x = h[i];
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+		if (!node_before(s, x, h[p]))
+			break;
+		bset(s, k, i, h[p]);
+		i = p;
+	}
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+		if (c >= s->bn[k])
+			break;
+		if (c + 1 < s->bn[k] && node_before(s, h[c + 1], h[c]))
+			c++;
+		if (!node_before(s, h[c], x))
+			break;
+		bset(s, k, i, h[c]);
+		i = c;
+	}
+	bset(s, k, i, x);
+}
+
 static void bk_del(struct sim *s, uint32_t n)
 {
-	uint32_t k = (uint32_t)s->free_g[n];
-	if (s->bk_prev[n] != NOPOS)
-		s->bk_next[s->bk_prev[n]] = s->bk_next[n];
-	else
-		s->bk_head[k] = s->bk_next[n];
-	if (s->bk_next[n] != NOPOS)
-		s->bk_prev[s->bk_next[n]] = s->bk_prev[n];
+	uint32_t k = (uint32_t)s->free_g[n], i = s->bpos[n], last = --s->bn[k];
+	if (i != last) {
+		bset(s, k, i, s->bh[k][last]);
+		bfix(s, k, i);
+	}
 }
 
 static void bk_add(struct sim *s, uint32_t n)
 {
 	uint32_t k = (uint32_t)s->free_g[n];
-	s->bk_prev[n] = NOPOS;
-	s->bk_next[n] = s->bk_head[k];
-	if (s->bk_head[k] != NOPOS)
-		s->bk_prev[s->bk_head[k]] = n;
-	s->bk_head[k] = n;
+	if (s->bn[k] == s->bcap[k]) {
+		uint32_t nc = s->bcap[k] ? 2 * s->bcap[k] : 16;
+		void *a = realloc(s->bh[k], nc * sizeof(uint32_t));
+		if (!a) {
+			fail(s, -ENOMEM, "gm_sim_run: out of memory");
+			return;
+		}
+		s->bh[k] = a;
+		s->bcap[k] = nc;
+	}
+	bset(s, k, s->bn[k]++, n);
+	bfix(s, k, s->bn[k] - 1);
 }
 
 static void node_take(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
@@ -273,33 +321,78 @@ static void node_give(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 		bk_add(s, n);
 }
 
-/* vCPUs a job reserves on a node for t of its g GPUs, by policy. */
-static uint32_t cpu_need(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
+/* static/goldminer: vCPUs wanted for t of the job's GPUs before the cap to a node. */
+static double cpu_want(const struct sim *s, const struct sjob *j, uint32_t t)
 {
 	double want;
-	switch (s->o.policy) {
-	case GM_SIM_STATIC:
+	if (s->o.policy == GM_SIM_STATIC) {
 		want = ceil((double)j->vreq * t / j->gpus - 1e-9);
-		break;
-	case GM_SIM_PROPORTIONAL:
-		return (uint32_t)((uint64_t)s->c->cpus[n] * t / s->c->gpus[n]);
-	case GM_SIM_GOLDMINER: {
+	} else {
 		double l = s->o.local_min * j->gpus;
 		if (l > j->vreq)
 			l = j->vreq;
 		if (l < 1)
 			l = 1;
 		want = ceil(l * t / j->gpus - 1e-9);
-		break;
 	}
+	return want < 1 ? 1 : want;
+}
+
+/* vCPUs a job reserves on node n for t of its GPUs, by policy. */
+static uint32_t cpu_need(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
+{
+	double want;
+	switch (s->o.policy) {
+	case GM_SIM_STATIC:
+	case GM_SIM_GOLDMINER:
+		want = cpu_want(s, j, t);
+		break;
+	case GM_SIM_PROPORTIONAL: /* always free while the GPUs are (floor of the share) */
+		return (uint32_t)((uint64_t)s->c->cpus[n] * t / s->c->gpus[n]);
 	default:
 		return 0;
 	}
-	if (want < 1)
-		want = 1;
 	if (want > s->c->cpus[n])
 		want = s->c->cpus[n]; /* a request no node can hold is capped to the node */
 	return (uint32_t)want;
+}
+
+/*
+ * The preferred node of bucket k that can take the job's g GPUs: the one with the
+ * most free vCPUs (skipping a node held for another job). Where the need is the
+ * same on every node this is the heap top, or its better child when the top is
+ * held; where capped requests make it depend on the node, the bucket is scanned.
+ */
+static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
+{
+	const struct sjob *j = &s->j[ji];
+	const uint32_t *h = s->bh[k];
+	uint32_t m = s->bn[k], best = NOPOS;
+	bool held = s->resv_node != NOPOS && ji != s->resv_job;
+
+	if ((s->o.policy == GM_SIM_STATIC || s->o.policy == GM_SIM_GOLDMINER) &&
+	    cpu_want(s, j, j->gpus) > s->min_cpus) {
+		for (uint32_t i = 0; i < m; i++) {
+			uint32_t n = h[i];
+			if ((held && n == s->resv_node) || s->free_c[n] < cpu_need(s, j, n, j->gpus))
+				continue;
+			if (best == NOPOS || node_before(s, n, best))
+				best = n;
+		}
+		return best;
+	}
+	for (uint32_t i = 0; i < m && i < 3; i++) {
+		uint32_t n = h[i];
+		if (held && n == s->resv_node)
+			continue;
+		if (i > 0 && h[0] != s->resv_node)
+			break; /* the top was usable: children only stand in for a held top */
+		if (best == NOPOS || node_before(s, n, best))
+			best = n;
+	}
+	if (best != NOPOS && s->free_c[best] < cpu_need(s, j, best, j->gpus))
+		best = NOPOS;
+	return best;
 }
 
 static int push_place(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
@@ -325,29 +418,29 @@ static bool place(struct sim *s, uint32_t ji)
 	if (s->free_gpus < j->gpus)
 		return false;
 	if (j->gpus <= maxg) {
-		for (uint32_t k = j->gpus; k <= maxg; k++)
-			for (uint32_t n = s->bk_head[k]; n != NOPOS; n = s->bk_next[n]) {
-				uint32_t c = cpu_need(s, j, n, j->gpus);
-				if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
-					continue;
-				if (push_place(s, n, j->gpus, c)) {
-					fail(s, -ENOMEM, "out of memory");
-					return false;
-				}
-				j->place_off = (uint32_t)(s->npl - 1);
-				j->nplace = 1;
-				node_take(s, n, j->gpus, c);
-				j->local = c;
-				return true;
+		for (uint32_t k = j->gpus; k <= maxg; k++) {
+			uint32_t n = s->bn[k] ? pick(s, ji, k) : NOPOS;
+			if (n == NOPOS)
+				continue;
+			uint32_t c = cpu_need(s, j, n, j->gpus);
+			if (push_place(s, n, j->gpus, c)) {
+				fail(s, -ENOMEM, "out of memory");
+				return false;
 			}
+			j->place_off = (uint32_t)(s->npl - 1);
+			j->nplace = 1;
+			node_take(s, n, j->gpus, c);
+			j->local = c;
+			return true;
+		}
 		return false; /* fits one node: wait for one rather than spread */
 	}
 	/* Larger than any node's free GPUs: take whole free GPUs of the emptiest nodes. */
 	size_t off = s->npl;
 	uint32_t left = j->gpus, local = 0;
 	for (uint32_t k = maxg; k >= 1 && left; k--)
-		for (uint32_t n = s->bk_head[k], nx; n != NOPOS && left; n = nx) {
-			nx = s->bk_next[n];
+		for (uint32_t i = 0; i < s->bn[k] && left; i++) {
+			uint32_t n = s->bh[k][i];
 			uint32_t t = k < left ? k : left;
 			uint32_t c = cpu_need(s, j, n, t);
 			if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
@@ -510,9 +603,9 @@ static void hold_for(struct sim *s, uint32_t ji)
 	s->resv_job = ji;
 	s->resv_node = NOPOS;
 	for (uint32_t k = s->c->max_gpus + 1; k-- > 0 && s->resv_node == NOPOS;)
-		for (uint32_t n = s->bk_head[k]; n != NOPOS; n = s->bk_next[n])
-			if (s->c->gpus[n] >= j->gpus) {
-				s->resv_node = n;
+		for (uint32_t i = 0; i < s->bn[k]; i++)
+			if (s->c->gpus[s->bh[k][i]] >= j->gpus) {
+				s->resv_node = s->bh[k][i];
 				break;
 			}
 }
@@ -869,11 +962,12 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 	s->queue = calloc(s->n ? s->n : 1, sizeof(uint32_t));
 	s->free_g = calloc(c->n, sizeof(int64_t));
 	s->free_c = calloc(c->n, sizeof(int64_t));
-	s->bk_head = malloc((c->max_gpus + 1) * sizeof(uint32_t));
-	s->bk_next = calloc(c->n, sizeof(uint32_t));
-	s->bk_prev = calloc(c->n, sizeof(uint32_t));
-	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c || !s->bk_head ||
-	    !s->bk_next || !s->bk_prev) {
+	s->bh = calloc(c->max_gpus + 1, sizeof(uint32_t *));
+	s->bn = calloc(c->max_gpus + 1, sizeof(uint32_t));
+	s->bcap = calloc(c->max_gpus + 1, sizeof(uint32_t));
+	s->bpos = calloc(c->n, sizeof(uint32_t));
+	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c || !s->bh ||
+	    !s->bn || !s->bcap || !s->bpos) {
 		fail(s, -ENOMEM, "gm_sim_run: out of memory");
 		goto out_free;
 	}
@@ -885,13 +979,16 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		fail(s, -EINVAL, "gm_sim_run: a job's class is not in the profile");
 		goto out_free;
 	}
-	for (uint32_t k = 0; k <= c->max_gpus; k++)
-		s->bk_head[k] = NOPOS;
-	for (uint32_t n = c->n; n-- > 0;) { /* so bucket lists start in node order */
+	s->min_cpus = UINT32_MAX;
+	for (uint32_t n = 0; n < c->n && !s->rc; n++) {
 		s->free_g[n] = c->gpus[n];
 		s->free_c[n] = c->cpus[n];
 		bk_add(s, n);
+		if (c->gpus[n] && c->cpus[n] < s->min_cpus)
+			s->min_cpus = c->cpus[n];
 	}
+	if (s->rc)
+		goto out_free;
 	s->free_gpus = c->total_gpus;
 	s->resv_job = s->resv_node = NOPOS;
 	s->ev[s->n] = (struct ev){.pos = NOPOS, .type = EV_ARRIVAL};
@@ -1010,9 +1107,12 @@ out_free:
 	gm_policy_destroy(s->pol);
 	free(s->slot2job);
 	free(s->pl);
-	free(s->bk_prev);
-	free(s->bk_next);
-	free(s->bk_head);
+	for (uint32_t k = 0; s->bh && k <= c->max_gpus; k++)
+		free(s->bh[k]);
+	free(s->bh);
+	free(s->bn);
+	free(s->bcap);
+	free(s->bpos);
 	free(s->free_c);
 	free(s->free_g);
 	free(s->queue);

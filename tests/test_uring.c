@@ -135,6 +135,8 @@ struct seen {
 	size_t expect[512];
 	unsigned ids[512];
 	int stop_after; /* return 42 on this call number (1-based); 0 never */
+	struct gm_reader *reenter; /* call gm_reader_read on this from the first callback */
+	int reenter_ret;
 	unsigned ncalls;
 	char create_on_first[256]; /* create this file during the first callback */
 };
@@ -159,6 +161,9 @@ static int check_cb(void *arg, unsigned i, const void *data, size_t len, int err
 	} else {
 		assert_null(data);
 	}
+	if (s->ncalls == 1 && s->reenter)
+		s->reenter_ret = gm_reader_read(s->reenter, (const char *const *)&data, NULL, 0,
+						check_cb, NULL);
 	if (s->ncalls == 1 && s->create_on_first[0])
 		write_file(s->create_on_first, s->ids[s->n - 1], s->expect[s->n - 1]);
 	if (s->stop_after && (int)s->ncalls == s->stop_after)
@@ -328,6 +333,23 @@ static void test_empty_batch_and_bad_args(void **state)
 	assert_int_equal(s.ncalls, 0);
 	assert_int_equal(gm_reader_read(r, &p, NULL, 1, NULL, &s), -EINVAL);
 	assert_non_null(strstr(gm_reader_errmsg(r), "gm_reader_read"));
+	/* A callback may not re-enter its reader; the outer batch is unharmed. */
+	{
+		char path[128];
+		const char *pp = path;
+
+		snprintf(path, sizeof(path), "%s/reenter.bin", dir);
+		write_file(path, 0, 100);
+		memset(&s, 0, sizeof(s));
+		s.n = 1;
+		s.expect[0] = 100;
+		s.reenter = r;
+		assert_int_equal(gm_reader_read(r, &pp, NULL, 1, check_cb, &s), 0);
+		assert_int_equal(s.reenter_ret, -EBUSY);
+		assert_int_equal(s.ncalls, 1);
+		assert_int_equal(s.len[0], 100);
+		assert_int_equal(s.bad[0], 0);
+	}
 	gm_reader_destroy(r);
 	gm_reader_destroy(NULL);
 }

@@ -45,6 +45,7 @@ struct gm_loader_opts {
 	bool no_pin;		  /* never cudaHostRegister the ring */
 	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
 	uint32_t max_workers;	  /* auto: CPU budget in workers (0: online CPUs) */
+	const char *node;	  /* node agent socket: workers run in the agent (NULL: here) */
 };
 
 /* One delivered batch: a view into a ring slot, valid until the next
@@ -133,6 +134,20 @@ int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void
 
 /* Message of the last error on this handle ("" if none). */
 const char *gm_loader_errmsg(const struct gm_loader *l);
+
+/*
+ * For the node agent (node.c): a loader whose coordinator and workers run here
+ * while its consumer is another process that maps the ring (gm_loader_ring_fd).
+ * Its pool size is set from outside with gm_loader_set_target(); gm_loader_measure()
+ * returns the last window's demand and one worker's rate (1 when a new estimate is
+ * ready, 0 when too little was delivered since the last one).
+ */
+int gm_loader_serve(struct gm_loader **out, const struct gm_loader_opts *o, char *errbuf,
+		    size_t errlen);
+int gm_loader_ring_fd(const struct gm_loader *l);
+uint64_t gm_loader_fingerprint(const struct gm_loader *l);
+void gm_loader_set_target(struct gm_loader *l, int workers);
+int gm_loader_measure(struct gm_loader *l, double *demand, double *worker_rate);
 
 /* Checksum of delivered bytes: FNV-1a 64 over 8-byte little-endian words, then the
  * tail bytes; chain calls starting from h = GM_FNV_INIT. */

@@ -73,6 +73,16 @@ struct gm_ring_hdr {
 	_Alignas(64) _Atomic uint64_t consumed; /* next task the consumer takes */
 	_Alignas(64) _Atomic uint32_t work_seq; /* futex: bumped when work appears */
 	_Atomic uint32_t stop;			/* all workers: exit now */
+	/* consumer -> coordinator, for the elastic controller (relaxed counters) */
+	_Alignas(64) _Atomic uint64_t c_samples; /* samples delivered */
+	_Atomic uint64_t c_wait_ns;		 /* consumer time blocked in next() */
+	_Atomic uint64_t c_work_ns;		 /* worker time of delivered batches */
+	/* coordinator -> consumer, for stats (the consumer may be another process) */
+	_Alignas(64) _Atomic uint32_t p_alive, p_target;
+	_Atomic uint64_t p_deaths, p_reissued, p_chaos_kills, p_detect_max, p_detect_sum;
+	_Atomic uint64_t p_demand_mrate, p_worker_mrate; /* milli-images/s */
+	_Atomic int32_t p_fatal;			 /* -errno once the pool cannot run */
+	char p_fatal_msg[256];				 /* written before p_fatal (release) */
 	_Alignas(64) _Atomic uint32_t fatal_set; /* a worker could not start */
 	char fatal[256];			 /* ... and why (first one wins) */
 	_Alignas(64) _Atomic uint32_t quarantine_n;

@@ -46,6 +46,7 @@ def main(argv=None):
     n = n0 = 0
     first = last = None
     by_epoch = []
+    cpu0 = time.process_time()  # this process: Python consumer + coordinator thread
     with loader:
         for _ in range(a.epochs):
             en, efirst, en0 = 0, None, 0
@@ -62,6 +63,8 @@ def main(argv=None):
             if efirst is not None and last > efirst:
                 by_epoch.append((en - en0) / (last - efirst))
         st = loader.stats()
+    cpu = time.process_time() - cpu0
+    worker_ns = st["read_ns"] + st["decode_ns"] + st["augment_ns"] + st["write_ns"]
     rate = (n - n0) / (last - first) if last and last > first else 0.0
     print(json.dumps({
         "peer": "goldminer.Loader" if plain else "goldminer.torch.Loader",
@@ -72,6 +75,10 @@ def main(argv=None):
         "img_per_s_by_epoch": [round(r, 1) for r in by_epoch],
         "c_stats_img_per_s": round(st["img_per_s"], 1),
         "consumer_wait_s": round(st["wait_ns"] / 1e9, 3),
+        # CPU the consuming process spent per image, and as a share of the workers'
+        # per-image time: the cost of the Python path, independent of other load.
+        "consumer_cpu_us_per_img": round(cpu * 1e6 / max(n, 1), 2),
+        "consumer_cpu_share": round(cpu * 1e9 / worker_ns, 4) if worker_ns else None,
         "errors": st["errors"], "pinned": bool(st["pinned"])}))
     return 0
 

@@ -58,16 +58,13 @@ done
 "$PY" - "$out" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-def rates(name):
+def rows(name):
     p = os.path.join(d, name)
     if not os.path.exists(p):
         return []
-    out = []
-    for line in open(p):
-        line = line.strip()
-        if line.startswith("{"):
-            out.append(json.loads(line)["img_per_s"])
-    return out
+    return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
+def rates(name):
+    return [r["img_per_s"] for r in rows(name)]
 print("== summary: Python path (same run, 2 workers, batch 64)")
 for t in ("uint8", "float32"):
     c, py, tv = rates("c_%s.json" % t), rates("py_%s.json" % t), rates("torch_%s.json" % t)
@@ -80,6 +77,12 @@ for t in ("uint8", "float32"):
     print("%-8s Python (torch)  %9.1f img/s   (runs: %s)" % (t, pb, ", ".join("%.1f" % x for x in py)))
     print("%-8s Python / C = %.3f   loss %.1f%% (target < 5%%) %s"
           % (t, r, 100 * (1 - r), "ok" if r >= 0.95 else "MISSED"))
+    share = sorted(r.get("consumer_cpu_share") or 0 for r in rows("py_%s.json" % t))
+    us = sorted(r.get("consumer_cpu_us_per_img") or 0 for r in rows("py_%s.json" % t))
+    if share:
+        print("%-8s Python consumer CPU %.1f us/img = %.2f%% of the workers' CPU per image"
+              " (median; the load-independent cost of the Python path)"
+              % (t, us[len(us) // 2], 100 * share[len(share) // 2]))
     if tv:
         print("%-8s DataLoader      %9.1f img/s" % (t, tv[0]))
         print("%-8s Python / DataLoader = %.2fx (target >= 5x) %s"
