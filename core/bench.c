@@ -43,6 +43,7 @@ static void usage(FILE *f)
 		"  DATA                 ImageFolder root (DATA/<class>/*.jpg)\n"
 		"  --workers N|auto     worker processes (default 2); auto: sized by the policy\n"
 		"  --cpus N             auto: most workers to use (default: online CPUs)\n"
+		"  --node PATH          let the node agent at PATH run the workers\n"
 		"  --consumer-rate R    act as a trainer that takes R batches/s (a GPU stand-in)\n"
 		"  --batch B            samples per batch (default 64)\n"
 		"  --epochs E           epochs to run (default 1)\n"
@@ -84,7 +85,7 @@ int gm_cli_bench(int argc, char **argv)
 		{"slots", required_argument, NULL, 'S'},   {"checksum", no_argument, NULL, 'c'},
 		{"eval", no_argument, NULL, 'v'},	   {"device-copy", no_argument, NULL, 'd'},
 		{"quiet", no_argument, NULL, 'q'},	   {"chaos-kill-ms", required_argument, NULL, 'K'},
-		{"cpus", required_argument, NULL, 'C'},	   {"consumer-rate", required_argument, NULL, 'R'},	   {"help", no_argument, NULL, 'h'},
+		{"cpus", required_argument, NULL, 'C'},	   {"node", required_argument, NULL, 'N'},	   {"consumer-rate", required_argument, NULL, 'R'},	   {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	struct gm_loader_opts o;
 	uint64_t v, epochs = 1;
@@ -106,6 +107,9 @@ int gm_cli_bench(int argc, char **argv)
 			if (parse_u64(optarg, "--workers", 1, 256, &v))
 				return 2;
 			o.workers = (int)v;
+			break;
+		case 'N':
+			o.node = optarg;
 			break;
 		case 'C':
 			if (parse_u64(optarg, "--cpus", 1, 256, &v))

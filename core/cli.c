@@ -11,6 +11,7 @@
 #pragma weak gm_cli_bench
 #pragma weak gm_cli_sim
 #pragma weak gm_cli_plan
+#pragma weak gm_cli_node
 
 static const struct {
 	const char *name;
@@ -18,6 +19,7 @@ static const struct {
 	const char *help;
 } cmds[] = {
 	{"bench", gm_cli_bench, "run the data pipeline on a dataset and report images/s"},
+	{"node", gm_cli_node, "run the node agent that shares this host's CPUs between jobs"},
 	{"plan", gm_cli_plan, "show how a pipeline spec splits between workers and consumer"},
 	{"sim", gm_cli_sim, "replay a cluster trace under a CPU allocation policy"},
 	{"synth", gm_cli_synth, "write a synthetic JPEG ImageFolder dataset"},

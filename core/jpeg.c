@@ -200,8 +200,10 @@ int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg
 		set_err(j, -ENODATA, "empty file (0 bytes)");
 		return -ENODATA;
 	}
-	if (!data)
+	if (!data) {
+		set_err(j, -EINVAL, "no data");
 		return -EINVAL;
+	}
 	if (setjmp(j->err.jb))
 		goto out_abort;
 	j->open = true;

@@ -16,9 +16,12 @@
  *   width) into one L1-resident row, then the horizontal pass makes the output row.
  *   Hand-written SSE2/SSSE3/AVX2 kernels (chosen at run time) do both passes.
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
- * - float32 CHW output goes through a 256-entry table per channel, so it equals
- *   (u8/255 - mean)/std of the uint8 result (torchvision's ToTensor+Normalize of the
- *   PIL image), computed once per handle.
+ * - float32 CHW output is computed from the uint8 result as x * (1/(255 std)) +
+ *   (-mean/std) (torchvision's ToTensor+Normalize of the resized PIL image, to
+ *   ~1e-7), deinterleaving RGB into planes 8 pixels a step with AVX2.
+ * - The largest DCT reduction is chosen among 1/8, 1/4, 1/2, 1 (gm_jpeg_pick_scale
+ *   says why), so the resize is at most a ~2x downscale (4 taps) for any crop of
+ *   a normal photo; bigger factors use the general kernels.
  * - All scratch (coefficients, intermediate rows) lives in the handle and only
  *   grows; nothing is allocated per sample once the largest shape has been seen.
  *

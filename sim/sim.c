@@ -101,7 +101,7 @@ struct sim {
 	 * answered from the heap tops in O(max GPUs per node), not O(nodes).
 	 */
 	uint32_t **bh, *bn, *bcap, *bpos;
-	uint32_t min_cpus; /* fewest vCPUs of a GPU node (where capped requests differ) */
+	uint32_t min_cpus, max_cpus; /* of GPU nodes: capped requests differ between them */
 	uint64_t free_gpus;
 	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
 	/* goldminer */
@@ -371,7 +371,7 @@ static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
 	bool held = s->resv_node != NOPOS && ji != s->resv_job;
 
 	if ((s->o.policy == GM_SIM_STATIC || s->o.policy == GM_SIM_GOLDMINER) &&
-	    cpu_want(s, j, j->gpus) > s->min_cpus) {
+	    s->min_cpus != s->max_cpus && cpu_want(s, j, j->gpus) > s->min_cpus) {
 		for (uint32_t i = 0; i < m; i++) {
 			uint32_t n = h[i];
 			if ((held && n == s->resv_node) || s->free_c[n] < cpu_need(s, j, n, j->gpus))
@@ -986,6 +986,8 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		bk_add(s, n);
 		if (c->gpus[n] && c->cpus[n] < s->min_cpus)
 			s->min_cpus = c->cpus[n];
+		if (c->gpus[n] && c->cpus[n] > s->max_cpus)
+			s->max_cpus = c->cpus[n];
 	}
 	if (s->rc)
 		goto out_free;

@@ -69,6 +69,8 @@ class LoaderOpts(ctypes.Structure):
         ("shuffle", ctypes.c_bool),
         ("no_pin", ctypes.c_bool),
         ("chaos_kill_ms", ctypes.c_uint32),
+        ("max_workers", ctypes.c_uint32),
+        ("node", ctypes.c_char_p),
     ]
 
 
@@ -110,6 +112,14 @@ class LoaderStats(ctypes.Structure):
         ("chaos_kills", ctypes.c_uint64),
         ("detect_ns_max", ctypes.c_uint64),
         ("detect_ns_sum", ctypes.c_uint64),
+        ("batch_size", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("out", ctypes.c_uint32),
+        ("mode", ctypes.c_uint32),
+        ("sample_bytes", ctypes.c_uint64),
+        ("target_workers", ctypes.c_uint32),
+        ("demand_img_per_s", ctypes.c_double),
+        ("worker_img_per_s", ctypes.c_double),
     ]
 
 
@@ -136,12 +146,6 @@ _PROTOS = {
     "gm_loader_copy_to_device": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P]),
     "gm_loader_errmsg": (ctypes.c_char_p, [_P]),
     "gm_loader_close": (None, [_P]),
-    # pipeline.h: lets the binding learn the output layout a pipeline spec selects.
-    "gm_pipeline_parse": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P), ctypes.c_char_p,
-                                         ctypes.c_size_t]),
-    "gm_pipeline_free": (None, [_P]),
-    "gm_pipeline_aug": (ctypes.POINTER(AugSpec), [_P]),
-    "gm_pipeline_batch_size": (ctypes.c_uint32, [_P]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
     "gm_fnv1a64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),

@@ -88,7 +88,9 @@ class Loader:
                random_resized_crop 224 | flip 0.5 | to_chw_f32 | batch 64"; it then
                decides the transform, the output layout and the batch size (the
                keyword arguments for those are ignored). None: the keywords decide.
-    batch_size samples per batch; workers: worker processes ("auto" = policy).
+    batch_size samples per batch.
+    workers    worker processes, or "auto": elastic, sized by the library's policy
+               from measured rates within max_workers (0: the online CPUs).
     seed       shuffling and augmentation seed; same seed -> same bytes.
     epoch      first epoch; epochs: how many to deliver (0 = unlimited).
     output     "uint8" (N,S,S,3 HWC) or "float32" (N,3,S,S normalised CHW).
@@ -99,6 +101,8 @@ class Loader:
     shuffle, drop_last, slots, start_batch, pin: as in struct gm_loader_opts.
     copy       True: yield owned copies instead of ring views.
     chaos_kill_ms  testing: SIGKILL a random worker every N ms (batches stay the same).
+    node       path of a node agent's socket (`goldminer node`): the workers run in
+               the agent; None: here, as children of this process.
 
     Raises GoldminerError (an OSError with the C message) when the dataset or an
     option is rejected, ValueError for options the binding itself rejects.
@@ -108,7 +112,7 @@ class Loader:
                  output="uint8", on_error="skip", *, epochs=0, size=224, mode="train",
                  scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
-                 pin=True, copy=False, chaos_kill_ms=0):
+                 pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None):
         self._h = None
         if output not in _OUTPUTS:
             raise ValueError("output must be 'uint8' or 'float32', not %r" % (output,))
@@ -126,22 +130,13 @@ class Loader:
             if not isinstance(v, int) or v < 1:
                 raise ValueError("%s must be an int >= 1, not %r" % (name, v))
         self._L = lib()
-        if pipeline is not None:
-            # The spec decides the transform, the layout and maybe the batch size.
-            spec = _parse_pipeline(self._L, pipeline)
-            if spec is not None:
-                aug, bs = spec
-                output = "float32" if aug.out == _abi.GM_OUT_F32_CHW else "uint8"
-                mode = "eval" if aug.mode == _abi.GM_AUG_EVAL else "train"
-                size = aug.size
-                batch_size = bs or batch_size
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
                         ratio=ratio, flip_p=flip_p, resize=resize, mean=mean, std=std,
                         max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
                         slots=slots, start_batch=start_batch, pin=pin, copy=copy,
-                        chaos_kill_ms=chaos_kill_ms)
+                        chaos_kill_ms=chaos_kill_ms, max_workers=max_workers, node=node)
         self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
         self._nworkers = nworkers
         self._open(epoch, epochs, start_batch)
@@ -167,6 +162,8 @@ class Loader:
         o.shuffle = bool(kw["shuffle"])
         o.no_pin = not kw["pin"]
         o.chaos_kill_ms = kw["chaos_kill_ms"]
+        o.max_workers = kw["max_workers"]
+        o.node = os.fsencode(kw["node"]) if kw["node"] is not None else None
         a = o.aug
         a.mode = _MODES[kw["mode"]]
         a.size = kw["size"]
@@ -204,6 +201,14 @@ class Loader:
         self._sample_bytes = _abi_out_bytes(self._L, o.aug)
         self._side = o.aug.size
         st = self._stats_raw()
+        if st.sample_bytes:
+            # The transform in effect (a pipeline spec may have chosen the layout,
+            # the size and the batch size): the views are shaped from it.
+            self.output = "float32" if st.out == _abi.GM_OUT_F32_CHW else "uint8"
+            self.batch_size = st.batch_size
+            self._sample_bytes, self._side = st.sample_bytes, st.size
+            self._kw.update(output=self.output, batch_size=st.batch_size, size=st.size,
+                            mode="eval" if st.mode == _abi.GM_AUG_EVAL else "train")
         self._bpe = st.batches_per_epoch
         self.num_classes, self.dataset_size = st.num_classes, st.dataset_size
 
@@ -416,24 +421,6 @@ class Loader:
     def __repr__(self):
         return "<goldminer.Loader %r batch_size=%d %s%s>" % (
             self._kw["root"], self.batch_size, self.output, " closed" if self.closed else "")
-
-
-def _parse_pipeline(L, text):
-    """(struct gm_aug_spec copy, batch size or 0) of a pipeline spec, or None when
-    the library cannot parse specs; a bad spec raises GoldminerError."""
-    if not L.has("gm_pipeline_parse"):
-        return None
-    p = ctypes.c_void_p()
-    err = ctypes.create_string_buffer(_ERRLEN)
-    rc = L.gm_pipeline_parse(text.encode(), ctypes.byref(p), err, _ERRLEN)
-    if rc < 0:
-        _raise(rc, "gm_loader_open: " + err.value.decode(errors="replace"), "gm_loader_open")
-    try:
-        aug = _abi.AugSpec()
-        ctypes.pointer(aug)[0] = L.gm_pipeline_aug(p)[0]
-        return aug, L.gm_pipeline_batch_size(p)
-    finally:
-        L.gm_pipeline_free(p)
 
 
 def _abi_out_bytes(L, aug):
