@@ -400,6 +400,13 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+/*
+ * The fingerprint, defined so that any language can recompute it: 64-bit FNV-1a
+ * (offset basis 0xcbf29ce484222325, prime 0x100000001b3) over, for each sample in
+ * id order, its path relative to root (e.g. "cls/sub/x.jpg") with its terminating
+ * NUL, then its size as 8 bytes little-endian, then its label as 4 bytes
+ * little-endian. The root itself is not hashed, so a moved tree keeps its value.
+ */
 static uint64_t compute_fingerprint(const struct gm_dataset *ds)
 {
 	uint64_t h = 0xcbf29ce484222325ull;

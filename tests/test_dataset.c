@@ -351,6 +351,10 @@ static void test_error_paths(void **state)
 	mkfile("oneempty/b/y.png", 3);
 	mkfile("oneempty/c/z.jpg", 3);
 	expect_fail(full("oneempty"), -ENODATA, full("oneempty/b"));
+	/* Hidden directories are classes, as in torchvision: an empty one is an error. */
+	mkfile("hidden/a/x.jpg", 3);
+	mkdir_rel("hidden/.ipynb_checkpoints");
+	expect_fail(full("hidden"), -ENODATA, full("hidden/.ipynb_checkpoints"));
 	expect_fail("", -EINVAL, "empty");
 }
 
