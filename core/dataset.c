@@ -92,7 +92,10 @@ struct walker {
 	struct walk_dir *dirs;
 	uint32_t ndirs;
 	size_t dirs_cap;
-	struct { dev_t dev; ino_t ino; } *anc; /* ancestors, for cycle detection */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} * anc; /* ancestors, for cycle detection */
 	size_t nanc, anc_cap;
 	const char *class_path; /* full path of the class dir, for messages */
 	char *err;
@@ -188,8 +191,8 @@ static int walk(struct walker *w, int fd, size_t rel)
 	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);
-		set_err(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path,
-			w->tmp + rel, strerror(-ret));
+		set_err(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
+			strerror(-ret));
 		return ret;
 	}
 	for (unsigned i = 0; i < w->nanc; i++)
@@ -234,7 +237,8 @@ static int walk(struct walker *w, int fd, size_t rel)
 			isdir = true;
 		} else if (de->d_type == DT_REG && !is_jpeg_name(name, len)) {
 			continue;
-		} else if (de->d_type == DT_REG || de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
+		} else if (de->d_type == DT_REG || de->d_type == DT_LNK ||
+			   de->d_type == DT_UNKNOWN) {
 			struct stat fst;
 
 			if (fstatat(dirfd(d), name, &fst, 0)) {
@@ -495,7 +499,7 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 
 int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen)
 {
-	struct walker w = { .err = err, .errlen = errlen };
+	struct walker w = {.err = err, .errlen = errlen};
 	struct gm_dataset *ds;
 	char *class_path = NULL;
 	uint32_t first_empty = UINT32_MAX, nempty = 0;

@@ -226,15 +226,29 @@ static void on_request(struct agent *a, struct job *j)
 	case GM_NODE_ATTACH:
 		attach(a, j, &req);
 		break;
-	case GM_NODE_SCALE:
-		if (!j->l || req.workers < 0 || (uint32_t)req.workers > a->budget) {
+	case GM_NODE_SCALE: {
+		struct job *t = j;
+		if (req.pid) {
+			t = NULL;
+			for (int i = 0; i < MAX_JOBS; i++)
+				if (a->jobs[i].l && a->jobs[i].pid == req.pid)
+					t = &a->jobs[i];
+			if (!t) {
+				reply(j->fd, -ESRCH, -1, 0, 0, "no job with consumer pid %d", req.pid);
+				break;
+			}
+		}
+		if (!t->l || req.workers < 0 || (uint32_t)req.workers > a->budget) {
 			reply(j->fd, -EINVAL, -1, 0, 0, "scale needs an attached job and 0..%u workers",
 			      a->budget);
 			break;
 		}
-		j->fixed = (uint32_t)req.workers;
+		t->fixed = (uint32_t)req.workers;
+		logf_(a, "job pid %d: pool %s %d by request", (int)t->pid,
+		      req.workers ? "fixed at" : "back to the policy, was", req.workers);
 		reply(j->fd, 0, -1, 0, 0, "ok");
 		break;
+	}
 	case GM_NODE_STATUS: {
 		char buf[2048];
 		status_json(a, buf, sizeof(buf));
@@ -444,14 +458,15 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 	return 0;
 }
 
-int gm_node_status(const char *socket_path, char *out, size_t outlen)
+static int call(const char *socket_path, struct gm_node_req *req, char *out, size_t outlen)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct gm_node_req req;
 	struct gm_node_reply rep;
 	const char *path = socket_path ? socket_path : gm_node_default_socket();
-	if (strlen(path) >= sizeof(sa.sun_path))
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(out, outlen, "socket path too long: %s", path);
 		return -ENAMETOOLONG;
+	}
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -462,12 +477,10 @@ int gm_node_status(const char *socket_path, char *out, size_t outlen)
 		close(fd);
 		return e;
 	}
-	memset(&req, 0, sizeof(req));
-	req.magic = GM_NODE_MAGIC;
-	req.version = GM_NODE_VERSION;
-	req.type = GM_NODE_STATUS;
+	req->magic = GM_NODE_MAGIC;
+	req->version = GM_NODE_VERSION;
 	ssize_t n = -1;
-	if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) == (ssize_t)sizeof(req))
+	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) == (ssize_t)sizeof(*req))
 		n = recv(fd, &rep, sizeof(rep), 0);
 	close(fd);
 	if (n != (ssize_t)sizeof(rep) || rep.magic != GM_NODE_MAGIC) {
@@ -477,6 +490,24 @@ int gm_node_status(const char *socket_path, char *out, size_t outlen)
 	rep.msg[sizeof(rep.msg) - 1] = 0;
 	snprintf(out, outlen, "%s", rep.msg);
 	return rep.status;
+}
+
+int gm_node_status(const char *socket_path, char *out, size_t outlen)
+{
+	struct gm_node_req req;
+	memset(&req, 0, sizeof(req));
+	req.type = GM_NODE_STATUS;
+	return call(socket_path, &req, out, outlen);
+}
+
+int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen)
+{
+	struct gm_node_req req;
+	memset(&req, 0, sizeof(req));
+	req.type = GM_NODE_SCALE;
+	req.pid = pid;
+	req.workers = workers;
+	return call(socket_path, &req, out, outlen);
 }
 
 static volatile sig_atomic_t node_stop;
@@ -492,12 +523,13 @@ int gm_cli_node(int argc, char **argv)
 	static const struct option lopts[] = {{"cpus", required_argument, NULL, 'c'},
 					      {"socket", required_argument, NULL, 's'},
 					      {"status", no_argument, NULL, 'S'},
+					      {"scale", required_argument, NULL, 'k'},
 					      {"quiet", no_argument, NULL, 'q'},
 					      {"help", no_argument, NULL, 'h'},
 					      {NULL, 0, NULL, 0}};
 	struct gm_node_opts o = {.socket_path = NULL, .cpus = 0, .verbose = 1};
 	bool status = false;
-	int c;
+	int c, scale_pid = 0, scale_n = -1;
 	char err[2048];
 
 	optind = 1;
@@ -519,12 +551,22 @@ int gm_cli_node(int argc, char **argv)
 		case 'S':
 			status = true;
 			break;
+		case 'k':
+			if (sscanf(optarg, "%d=%d", &scale_pid, &scale_n) != 2 || scale_pid <= 0 ||
+			    scale_n < 0) {
+				fprintf(stderr, "goldminer node: --scale takes PID=N (N = 0: the policy "
+						"decides again), not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'q':
 			o.verbose = 0;
 			break;
 		case 'h':
 			printf("usage: goldminer node [--cpus N] [--socket PATH] [--quiet]\n"
 			       "       goldminer node --status [--socket PATH]\n"
+			       "       goldminer node --scale PID=N [--socket PATH]\n"
 			       "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
 			       "attach to it and share its N CPUs (default: online CPUs).\n"
 			       "Default socket: %s\n",
@@ -537,6 +579,14 @@ int gm_cli_node(int argc, char **argv)
 	if (optind != argc) {
 		fprintf(stderr, "goldminer node: unexpected argument '%s'\n", argv[optind]);
 		return 2;
+	}
+	if (scale_n >= 0) {
+		int rc = gm_node_scale(o.socket_path, scale_pid, scale_n, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "goldminer node: %s\n", err);
+			return 1;
+		}
+		return 0;
 	}
 	if (status) {
 		int rc = gm_node_status(o.socket_path, err, sizeof(err));

@@ -56,27 +56,27 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define OP_OPEN 0u
-#define OP_READ 1u
-#define OP_CLOSE 2u
+#define OP_OPEN	     0u
+#define OP_READ	     1u
+#define OP_CLOSE     2u
 #define UD(slot, op) (((uint64_t)(slot) << 2) | (op))
 
-#define PAGE 4096u
-#define MIN_BUF (64u * 1024u)		     /* smallest buffer, hint or not */
-#define MAX_FILE ((size_t)1 << 30)	     /* a larger file is delivered as -EFBIG */
-#define MAX_READ ((size_t)1 << 30)	     /* bytes asked of one READ */
-#define MAX_RETRIES 16			     /* for -EAGAIN / -EINTR chains */
+#define PAGE	    4096u
+#define MIN_BUF	    (64u * 1024u)     /* smallest buffer, hint or not */
+#define MAX_FILE    ((size_t)1 << 30) /* a larger file is delivered as -EFBIG */
+#define MAX_READ    ((size_t)1 << 30) /* bytes asked of one READ */
+#define MAX_RETRIES 16		      /* for -EAGAIN / -EINTR chains */
 
 struct slot {
-	char *buf;	/* mmap'd, cap bytes; NULL until first use */
+	char *buf; /* mmap'd, cap bytes; NULL until first use */
 	size_t cap;
-	size_t len;	/* bytes read so far */
-	uint64_t hint;	/* expected size */
-	unsigned file;	/* index into the paths array */
+	size_t len;	  /* bytes read so far */
+	uint64_t hint;	  /* expected size */
+	unsigned file;	  /* index into the paths array */
 	unsigned pending; /* CQEs still to come for the current chain */
-	int err;	/* first real error of the file (not -ECANCELED) */
-	bool cancelled;	/* some op of the chain was cancelled */
-	bool need_more; /* the read was short of the hint, or filled the buffer */
+	int err;	  /* first real error of the file (not -ECANCELED) */
+	bool cancelled;	  /* some op of the chain was cancelled */
+	bool need_more;	  /* the read was short of the hint, or filled the buffer */
 	bool delivered;
 	unsigned retries;
 };
@@ -113,10 +113,9 @@ static size_t round_up(size_t v, size_t to)
 int gm_reader_create(struct gm_reader **out, unsigned depth)
 {
 	static const unsigned flag_sets[] = {
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER |
-			IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
-		0,
+	    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+	    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
+	    0,
 	};
 	struct io_uring_params p;
 	struct gm_reader *r;
@@ -366,7 +365,8 @@ static void reap(struct gm_reader *r, struct batch *b)
 	struct io_uring_cqe *cqe;
 	unsigned head, seen = 0;
 
-	io_uring_for_each_cqe(&r->ring, head, cqe) {
+	io_uring_for_each_cqe(&r->ring, head, cqe)
+	{
 		int ret = handle_cqe(r, b, cqe);
 
 		if (ret && !b->stop)
@@ -379,14 +379,16 @@ static void reap(struct gm_reader *r, struct batch *b)
 int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
 		   unsigned n, gm_reader_fn fn, void *arg)
 {
-	struct batch b = { .paths = paths, .hint = size_hint, .n = n, .fn = fn, .arg = arg };
+	struct batch b = {.paths = paths, .hint = size_hint, .n = n, .fn = fn, .arg = arg};
 	int ret;
 
 	if (!r)
 		return -EINVAL;
 	if (r->broken) {
-		set_msg(r->msg, "gm_reader_read: reader broken by an earlier ring failure (%s);"
-				" destroy it", strerror(-r->broken));
+		set_msg(r->msg,
+			"gm_reader_read: reader broken by an earlier ring failure (%s);"
+			" destroy it",
+			strerror(-r->broken));
 		return r->broken;
 	}
 	if ((n && (!paths || !fn))) {
@@ -410,8 +412,7 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 		if (!b.inflight)
 			break;
 		ret = io_uring_submit_and_wait(&r->ring, 1);
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
-		    ret != -ETIME) {
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
 			r->broken = ret;
 			r->busy = false;
 			set_msg(r->msg, "gm_reader_read: io_uring_submit_and_wait: %s%s",

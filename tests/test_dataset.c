@@ -98,7 +98,7 @@ static int count_fds(void)
 static void test_class_byte_order(void **state)
 {
 	/* Byte order, not locale or natural order: "B" < "Z_x" < "a"; "class10" < "class2". */
-	static const char *const want[] = { "B", "Z_x", "a", "class10", "class2" };
+	static const char *const want[] = {"B", "Z_x", "a", "class10", "class2"};
 	struct gm_dataset *d;
 	char err[256];
 
@@ -140,8 +140,8 @@ static void test_nested_walk_order(void **state)
 	 * of each: "cls" < "cls/a" < "cls/a-b" < "cls/a/b" ('-' < '/'), which is not
 	 * the order of sorting the file paths themselves. */
 	static const char *const want[] = {
-		"nest/cls/top.JPG", "nest/cls/zz.jpg", "nest/cls/a/z.jpg", "nest/cls/a-b/y.jpeg",
-		"nest/cls/a/b/x.jpg", "nest/cls/a/b/c/w.jpg",
+	    "nest/cls/top.JPG",	   "nest/cls/zz.jpg",	 "nest/cls/a/z.jpg",
+	    "nest/cls/a-b/y.jpeg", "nest/cls/a/b/x.jpg", "nest/cls/a/b/c/w.jpg",
 	};
 	struct gm_dataset *d;
 	char err[256];
@@ -206,7 +206,7 @@ static void test_symlinked_class_and_dir(void **state)
 	(void)state;
 	mkfile("real/x/p.jpg", 7);
 	mkfile("sym/k/q.jpg", 1);
-	assert_int_equal(symlink(full("real/x"), full("sym/j")), 0);   /* class dir */
+	assert_int_equal(symlink(full("real/x"), full("sym/j")), 0);	 /* class dir */
 	assert_int_equal(symlink(full("real/x"), full("sym/k/sub")), 0); /* nested */
 	assert_int_equal(gm_dataset_open(&d, full("sym"), err, sizeof(err)), 0);
 	assert_int_equal(gm_dataset_num_classes(d), 2);
@@ -410,14 +410,14 @@ static void test_unreadable(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_class_byte_order),
-		cmocka_unit_test(test_nested_walk_order),
-		cmocka_unit_test(test_extensions_and_special_entries),
-		cmocka_unit_test(test_symlinked_class_and_dir),
-		cmocka_unit_test(test_fingerprint),
-		cmocka_unit_test(test_many_files),
-		cmocka_unit_test(test_error_paths),
-		cmocka_unit_test(test_unreadable),
+	    cmocka_unit_test(test_class_byte_order),
+	    cmocka_unit_test(test_nested_walk_order),
+	    cmocka_unit_test(test_extensions_and_special_entries),
+	    cmocka_unit_test(test_symlinked_class_and_dir),
+	    cmocka_unit_test(test_fingerprint),
+	    cmocka_unit_test(test_many_files),
+	    cmocka_unit_test(test_error_paths),
+	    cmocka_unit_test(test_unreadable),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

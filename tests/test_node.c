@@ -195,6 +195,20 @@ static void test_two_jobs_share_the_budget(void **state)
 	assert_non_null(strstr(gm_loader_errmsg(a), "node agent"));
 	gm_loader_close(a);
 	assert_int_equal(wait_jobs(1), 1);
+	/* the CLI path: fix the remaining job's pool by its consumer pid */
+	char msg[2048];
+	assert_int_equal(gm_node_scale(sock, 999999, 1, msg, sizeof(msg)), -ESRCH);
+	assert_non_null(strstr(msg, "999999"));
+	assert_int_equal(gm_node_scale(sock, getpid(), 3, msg, sizeof(msg)), 0);
+	for (int i = 0; i < 200; i++) {
+		assert_true(gm_loader_next(b, &x) >= 0);
+		gm_loader_stats(b, &sb);
+		if (sb.target_workers == 3 && sb.workers == 3)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(sb.target_workers, 3);
+	assert_int_equal(sb.workers, 3);
 	gm_loader_close(b);
 	assert_int_equal(wait_jobs(0), 0);
 }

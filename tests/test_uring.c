@@ -4,7 +4,9 @@
  * errors, more files than depth, streaming delivery, early stop, and ring failures
  * injected by link-time wrapping. Skips when io_uring is unavailable.
  */
+// clang-format off
 // LDFLAGS: -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=io_uring_queue_init_params -Wl,--wrap=io_uring_register_files_sparse
+// clang-format on
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -117,12 +119,12 @@ static int group_teardown(void **state)
 	return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-#define NEED_URING()                                                                   \
-	do {                                                                           \
-		if (uring_ok) {                                                        \
-			print_message("io_uring unavailable: %s\n", strerror(-uring_ok)); \
-			skip();                                                        \
-		}                                                                      \
+#define NEED_URING()                                                                               \
+	do {                                                                                       \
+		if (uring_ok) {                                                                    \
+			print_message("io_uring unavailable: %s\n", strerror(-uring_ok));          \
+			skip();                                                                    \
+		}                                                                                  \
 	} while (0)
 
 /* What the callback saw, per file. */
@@ -134,7 +136,7 @@ struct seen {
 	int bad[512]; /* content mismatch */
 	size_t expect[512];
 	unsigned ids[512];
-	int stop_after; /* return 42 on this call number (1-based); 0 never */
+	int stop_after;		   /* return 42 on this call number (1-based); 0 never */
 	struct gm_reader *reenter; /* call gm_reader_read on this from the first callback */
 	int reenter_ret;
 	unsigned ncalls;
@@ -162,8 +164,8 @@ static int check_cb(void *arg, unsigned i, const void *data, size_t len, int err
 		assert_null(data);
 	}
 	if (s->ncalls == 1 && s->reenter)
-		s->reenter_ret = gm_reader_read(s->reenter, (const char *const *)&data, NULL, 0,
-						check_cb, NULL);
+		s->reenter_ret =
+		    gm_reader_read(s->reenter, (const char *const *)&data, NULL, 0, check_cb, NULL);
 	if (s->ncalls == 1 && s->create_on_first[0])
 		write_file(s->create_on_first, s->ids[s->n - 1], s->expect[s->n - 1]);
 	if (s->stop_after && (int)s->ncalls == s->stop_after)
@@ -172,8 +174,8 @@ static int check_cb(void *arg, unsigned i, const void *data, size_t len, int err
 }
 
 /* Sizes around every boundary the reader cares about. */
-static const size_t sizes[] = { 0,	1,	 100,	 4095,	  4096,	   4097,   65535,
-				65536, 65537,	 69632,	 200000,  1048579, 38000,  12345 };
+static const size_t sizes[] = {0,     1,     100,   4095,   4096,    4097,  65535,
+			       65536, 65537, 69632, 200000, 1048579, 38000, 12345};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static void make_set(struct seen *s, char (*paths)[128], const char **pp, uint64_t *hints,
@@ -191,10 +193,18 @@ static void make_set(struct seen *s, char (*paths)[128], const char **pp, uint64
 		pp[i] = paths[i];
 		/* Hints: exact, too small (file grew), too large (file shrank), none. */
 		switch (i % 4) {
-		case 0: hints[i] = size; break;
-		case 1: hints[i] = size / 3; break;
-		case 2: hints[i] = size * 2 + 10; break;
-		default: hints[i] = 0; break;
+		case 0:
+			hints[i] = size;
+			break;
+		case 1:
+			hints[i] = size / 3;
+			break;
+		case 2:
+			hints[i] = size * 2 + 10;
+			break;
+		default:
+			hints[i] = 0;
+			break;
 		}
 	}
 }
@@ -211,11 +221,11 @@ static void test_read_many_sizes(void **state)
 	NEED_URING();
 	make_set(&s, paths, pp, hints, 100, "many");
 	assert_int_equal(gm_reader_create(&r, 8), 0); /* 100 files through 8 slots */
-	for (int round = 0; round < 3; round++) { /* reuse: buffers already grown */
+	for (int round = 0; round < 3; round++) {     /* reuse: buffers already grown */
 		memset(s.calls, 0, sizeof(s.calls));
 		s.ncalls = 0;
-		assert_int_equal(gm_reader_read(r, pp, round == 2 ? NULL : hints, 100, check_cb, &s),
-				 0);
+		assert_int_equal(
+		    gm_reader_read(r, pp, round == 2 ? NULL : hints, 100, check_cb, &s), 0);
 		assert_int_equal(s.ncalls, 100);
 		for (unsigned i = 0; i < 100; i++) {
 			assert_int_equal(s.calls[i], 1);
@@ -357,7 +367,7 @@ static void test_empty_batch_and_bad_args(void **state)
 static void test_init_failure(void **state)
 {
 	struct gm_reader *r = (struct gm_reader *)1;
-	int errs[] = { -ENOSYS, -EPERM, -ENOMEM };
+	int errs[] = {-ENOSYS, -EPERM, -ENOMEM};
 
 	(void)state;
 	for (unsigned k = 0; k < 3; k++) {
@@ -448,15 +458,15 @@ static void test_submit_failure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_read_many_sizes),
-		cmocka_unit_test(test_errors_per_file),
-		cmocka_unit_test(test_streaming_delivery),
-		cmocka_unit_test(test_early_stop),
-		cmocka_unit_test(test_empty_batch_and_bad_args),
-		cmocka_unit_test(test_init_failure),
-		cmocka_unit_test(test_init_flag_fallback),
-		cmocka_unit_test(test_register_failure),
-		cmocka_unit_test(test_submit_failure),
+	    cmocka_unit_test(test_read_many_sizes),
+	    cmocka_unit_test(test_errors_per_file),
+	    cmocka_unit_test(test_streaming_delivery),
+	    cmocka_unit_test(test_early_stop),
+	    cmocka_unit_test(test_empty_batch_and_bad_args),
+	    cmocka_unit_test(test_init_failure),
+	    cmocka_unit_test(test_init_flag_fallback),
+	    cmocka_unit_test(test_register_failure),
+	    cmocka_unit_test(test_submit_failure),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -35,6 +35,7 @@ enum gm_node_msg {
 struct gm_node_req {
 	uint32_t magic, version, type;
 	int32_t workers;     /* ATTACH: cap (0 = policy decides); SCALE: fixed size */
+	int32_t pid;	     /* SCALE from another connection: the job's consumer pid */
 	char root[4096];
 	struct gm_aug_spec aug;
 	uint64_t seed, start_batch;
@@ -67,7 +68,10 @@ const char *gm_node_default_socket(void);
 int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
 		size_t errlen);
 
-/* Client side: one request/reply exchange on a fresh connection (STATUS). */
+/* Client side: one request/reply exchange on a fresh connection. STATUS writes the
+ * agent's JSON line into out; SCALE fixes the pool of the job whose consumer is
+ * `pid` to `workers` (0: back to the policy). 0 or -errno (message in out). */
 int gm_node_status(const char *socket_path, char *out, size_t outlen);
+int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen);
 
 #endif

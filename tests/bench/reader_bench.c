@@ -69,8 +69,8 @@ static int on_file(void *arg, unsigned i, const void *data, size_t len, int err)
 	return 0;
 }
 
-static int run_uring(struct gm_reader *r, const char **paths, const uint64_t *hints,
-		     unsigned n, unsigned batch, struct sum *s)
+static int run_uring(struct gm_reader *r, const char **paths, const uint64_t *hints, unsigned n,
+		     unsigned batch, struct sum *s)
 {
 	for (unsigned i = 0; i < n; i += batch) {
 		unsigned k = n - i < batch ? n - i : batch;
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 {
 	unsigned depth = 64, batch = 256, reps = 5, cold = 0;
 	double best_u = 1e30, best_p = 1e30, cpu_u = 1e30, cpu_p = 1e30;
-	struct sum su = { 0 }, sp = { 0 };
+	struct sum su = {0}, sp = {0};
 	struct gm_dataset *ds;
 	struct gm_reader *r;
 	const char **paths;
@@ -157,7 +157,8 @@ int main(int argc, char **argv)
 	int ret;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s DIR [--depth N] [--batch N] [--reps N] [--cold]\n", argv[0]);
+		fprintf(stderr, "usage: %s DIR [--depth N] [--batch N] [--reps N] [--cold]\n",
+			argv[0]);
 		return 2;
 	}
 	for (int i = 2; i < argc; i += 2) {
@@ -206,7 +207,7 @@ int main(int argc, char **argv)
 	if (run_uring(r, paths, hints, n, batch, &su) || run_plain(paths, hints, n, &sp))
 		return 1;
 	for (unsigned k = 0; k < reps; k++) {
-		struct sum a = { 0 }, b = { 0 };
+		struct sum a = {0}, b = {0};
 		double c0, t0, t1, t2, c1, c2, tp, cp;
 
 		if (cold)
@@ -230,8 +231,9 @@ int main(int argc, char **argv)
 		if (c2 - cp < cpu_p)
 			cpu_p = c2 - cp;
 		if (a.check != b.check || a.bytes != b.bytes || a.errors || b.errors) {
-			fprintf(stderr, "reader_bench: readers disagree (%" PRIu64 "/%" PRIu64
-					" bytes, %" PRIu64 "/%" PRIu64 " errors)\n",
+			fprintf(stderr,
+				"reader_bench: readers disagree (%" PRIu64 "/%" PRIu64
+				" bytes, %" PRIu64 "/%" PRIu64 " errors)\n",
 				a.bytes, b.bytes, a.errors, b.errors);
 			return 1;
 		}
@@ -241,14 +243,15 @@ int main(int argc, char **argv)
 		if (t2 - tp < best_p)
 			best_p = t2 - tp;
 	}
-	printf("{\"bench\":\"reader\",\"dir\":\"%s\",\"files\":%u,\"bytes\":%" PRIu64
-	       ",\"cold\":%s,\"depth\":%u,\"batch\":%u,\"reps\":%u,"
-	       "\"uring_files_s\":%.0f,\"uring_mb_s\":%.1f,"
-	       "\"plain_files_s\":%.0f,\"plain_mb_s\":%.1f,\"ratio\":%.3f,"
-	       "\"uring_cpu_us_per_file\":%.2f,\"plain_cpu_us_per_file\":%.2f,\"cpu_ratio\":%.3f}\n",
-	       argv[1], n, su.bytes, cold ? "true" : "false", depth, batch, reps, n / best_u, su.bytes / best_u / 1e6,
-	       n / best_p, su.bytes / best_p / 1e6, best_p / best_u, cpu_u / n * 1e6,
-	       cpu_p / n * 1e6, cpu_p / cpu_u);
+	printf(
+	    "{\"bench\":\"reader\",\"dir\":\"%s\",\"files\":%u,\"bytes\":%" PRIu64
+	    ",\"cold\":%s,\"depth\":%u,\"batch\":%u,\"reps\":%u,"
+	    "\"uring_files_s\":%.0f,\"uring_mb_s\":%.1f,"
+	    "\"plain_files_s\":%.0f,\"plain_mb_s\":%.1f,\"ratio\":%.3f,"
+	    "\"uring_cpu_us_per_file\":%.2f,\"plain_cpu_us_per_file\":%.2f,\"cpu_ratio\":%.3f}\n",
+	    argv[1], n, su.bytes, cold ? "true" : "false", depth, batch, reps, n / best_u,
+	    su.bytes / best_u / 1e6, n / best_p, su.bytes / best_p / 1e6, best_p / best_u,
+	    cpu_u / n * 1e6, cpu_p / n * 1e6, cpu_p / cpu_u);
 	gm_reader_destroy(r);
 	free(paths);
 	free(hints);

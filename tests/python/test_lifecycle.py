@@ -120,7 +120,7 @@ class TestLifecycle(GmTest):
         self.assertEqual(len(os.listdir("/proc/self/fd")), nfd, "file descriptors leaked")
 
     def _child(self, mode):
-        return subprocess.Popen([sys.executable, "-c", CHILD,
+        return subprocess.Popen([sys.executable, "-B", "-c", CHILD,
                                  os.path.join(helpers.REPO, "python"),
                                  os.path.dirname(os.path.abspath(helpers.__file__)), mode,
                                  dataset()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -229,6 +229,15 @@ class TestControl(GmTest):
             self.assertEqual(cm.exception.errno, errno.EINVAL)
             self.assertIn("gm_loader_scale", str(cm.exception))
 
+    def test_auto_workers_deliver_the_same_bytes(self):
+        with goldminer.Loader(dataset(), batch_size=BATCH, workers="auto", seed=9, size=SIZE,
+                              max_workers=2) as l:
+            auto = pyfnv_batches(l)
+            st = l.stats()
+        self.assertTrue(1 <= st["target_workers"] <= 2, st["target_workers"])
+        with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, seed=9, size=SIZE) as l:
+            self.assertEqual(pyfnv_batches(l), auto)
+
     def test_eval_mode_is_deterministic_across_seeds_without_shuffle(self):
         def run(seed):
             with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, seed=seed,
@@ -254,7 +263,7 @@ with goldminer.Loader(sys.argv[2], batch_size=4, workers=1, size=16) as l:
     h = goldminer.fnv1a64(b.data)
 print("OK %016x" % h)
 """
-        r = subprocess.run([sys.executable, "-c", code, os.path.join(helpers.REPO, "python"),
+        r = subprocess.run([sys.executable, "-B", "-c", code, os.path.join(helpers.REPO, "python"),
                             dataset()], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout)

@@ -91,6 +91,20 @@ class TestTorchAdapter(GmTest):
                 opt.step()
         self.assertTrue(torch.isfinite(loss))
 
+    def test_state_dict_resumes_with_the_same_tensors(self):
+        kw = dict(batch_size=4, workers=2, seed=5, size=SIZE, output="float32", epochs=2)
+        with self.gt.Loader(dataset(), **kw) as tl:
+            full = [goldminer.fnv1a64(x) for _ in range(2) for x, _ in tl]
+        with self.gt.Loader(dataset(), **kw) as tl:
+            it = iter(tl)
+            for _ in range(5):
+                next(it)
+            sd = tl.state_dict()
+        with self.gt.Loader(dataset(), **kw) as tl:
+            tl.load_state_dict(sd)
+            rest = [goldminer.fnv1a64(x) for _ in range(2) for x, _ in tl]
+        self.assertEqual(rest, full[5:])
+
     def test_gc_and_close_leave_nothing(self):
         before = set(children())
         tl = self.gt.Loader(dataset(), batch_size=4, workers=2, size=SIZE)
