@@ -286,7 +286,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	rc = gm_reader_create(&w->rd, b);
 	if (rc) {
 		snprintf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
-			 w->rd ? gm_reader_errmsg(w->rd) : "gm_reader_create");
+			 gm_reader_errmsg(w->rd));
 		goto out_free;
 	}
 	rc = gm_aug_create(&w->aug, &cfg->aug);

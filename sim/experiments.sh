@@ -192,10 +192,16 @@ EOF
 
 ## (c) Philly trace on the PAI machine list (1,897 nodes, 6,742 GPUs)
 
-Philly has no CPU request: each job is given the cluster's vCPU-per-GPU ratio as
-its request. Compressed $SPH x to offered load $LOAD:
+Philly has no CPU request: each job is given the cluster's vCPU-per-GPU ratio
+($(awk -v c=156576 -v g=6742 'BEGIN { printf "%.1f", c / g }') per GPU) as its request. Compressed $SPH x to offered load $LOAD:
 
 $(table philly-pai)
+
+Read with care: that request is generous, so under \`static\` few jobs are
+input-bound (GPU util close to 1), but it is more than the 8-GPU, 96-vCPU
+machines can give to all of their GPUs, so \`static\` also strands GPUs at
+placement. Most of the JCT gain here comes from that placement effect, not from
+faster jobs.
 EOF
 	fi
 	cat <<EOF

@@ -15,9 +15,11 @@
  * far is booked at the old rate and its FINISH is moved to now + left / new rate.
  *
  * Policies: placement is FIFO with best-fit packing onto the node with the fewest
- * free GPUs that fits (optional backfill window); jobs larger than a node span the
- * emptiest nodes. CPUs: static = requested vCPUs on the job's nodes; proportional =
- * node vCPUs x the job's GPU share; goldminer = a local share (local_min per GPU)
+ * free GPUs that fits, among those the one with the most free vCPUs; with a backfill
+ * window, jobs behind a blocked head may start, but never on the node held for the
+ * head (so it cannot starve); jobs larger than a node span the emptiest nodes.
+ * CPUs: static = requested vCPUs on the job's nodes; proportional = node vCPUs x
+ * the job's GPU share; goldminer = a local share (local_min per GPU)
  * plus pool workers on idle vCPUs anywhere, allocated by core/policy.c and each
  * paying remote_cost of its rate (all pool workers are charged, conservatively,
  * even those that happen to sit on the job's own node); unlimited-cpu = R always.

@@ -313,6 +313,47 @@ static void test_profile(void **st)
 	assert_int_equal(gm_profile_load(&b, "/nonexistent/p.tsv", err, sizeof(err)), -ENOENT);
 }
 
+/* The public traces, when the shared copy is there: the counts traces/README.md gives. */
+static void test_public_traces(void **st)
+{
+	(void)st;
+	const char *root = "../shared/traces";
+	char p[256], err[512];
+	struct gm_cluster *c;
+	struct gm_trace *t;
+
+	snprintf(p, sizeof(p), "%s/alibaba-gpu-v2023/openb_pod_list_default.csv", root);
+	if (access(p, R_OK))
+		skip();
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
+	assert_int_equal(t->n, 6171);
+	assert_int_equal(t->skipped_cpu_only, 1088);
+	assert_int_equal(t->skipped_never_ran, 861);
+	assert_int_equal(t->skipped_censored, 32);
+	assert_int_equal(t->rounded_fraction, 2573);
+	gm_trace_destroy(t);
+	snprintf(p, sizeof(p), "%s/alibaba-gpu-v2023/openb_pod_list_multigpu20.csv", root);
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+	snprintf(p, sizeof(p), "%s/alibaba-gpu-v2023/openb_node_list_all_node.csv", root);
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(c->n, 1523);
+	assert_int_equal(c->total_gpus, 6212);
+	assert_int_equal(c->total_cpus, 125514);
+	gm_cluster_destroy(c);
+	snprintf(p, sizeof(p), "%s/alibaba-gpu-v2020/pai_machine_spec.csv", root);
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(c->n, 1897);
+	assert_int_equal(c->total_gpus, 6742);
+	assert_int_equal(c->total_cpus, 156576);
+	gm_cluster_destroy(c);
+	snprintf(p, sizeof(p), "%s/philly-pollux/philly.csv", root);
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
+	assert_int_equal(t->n, 82247);
+	for (size_t i = 1; i < t->n; i++)
+		assert_true(t->jobs[i].submit >= t->jobs[i - 1].submit);
+	gm_trace_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +363,7 @@ int main(void)
 	    cmocka_unit_test(test_malformed_traces),
 	    cmocka_unit_test(test_clusters),
 	    cmocka_unit_test(test_profile),
+	    cmocka_unit_test(test_public_traces),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

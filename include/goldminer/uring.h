@@ -25,8 +25,9 @@ struct gm_reader;
  */
 typedef int (*gm_reader_fn)(void *arg, unsigned i, const void *data, size_t len, int err);
 
-/* Create a reader able to have up to `depth` files in flight. 0 or -errno (e.g.
- * -ENOSYS when io_uring is unavailable); errors name the failing call. */
+/* Create a reader able to have up to `depth` (1..4096) files in flight. 0 or
+ * -errno (e.g. -ENOSYS when io_uring is unavailable); the message, naming the
+ * failing call, is then gm_reader_errmsg(NULL) (per thread). */
 int gm_reader_create(struct gm_reader **out, unsigned depth);
 
 /* Destroy; NULL is a no-op. */
@@ -41,7 +42,10 @@ void gm_reader_destroy(struct gm_reader *r);
 int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
 		   unsigned n, gm_reader_fn fn, void *arg);
 
-/* Message of the last error ("" if none). */
+/* Message of the last error ("" if none); NULL: this thread's last failed create.
+ * Other returns of gm_reader_read: -EBUSY when called from its own callback; a
+ * file over 1 GiB is delivered with -EFBIG; after a ring failure the reader is
+ * broken (every later read fails the same way) and must be destroyed. */
 const char *gm_reader_errmsg(const struct gm_reader *r);
 
 #endif

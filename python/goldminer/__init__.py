@@ -20,7 +20,7 @@ from .checksum import fnv1a64, hexdigest
 from .loader import Batch, GoldminerError, Loader
 
 __all__ = ["Loader", "Batch", "GoldminerError", "LibraryError", "fnv1a64", "hexdigest",
-           "library_path"]
+           "library_path", "candidate_paths"]
 
 
 def library_path():

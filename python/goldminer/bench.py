@@ -30,15 +30,17 @@ def main(argv=None):
     ap.add_argument("--plain", action="store_true", help="goldminer.Loader, no torch")
     a = ap.parse_args(argv)
 
-    plain = a.plain
-    if not plain:
+    Loader = None
+    if not a.plain:
         try:
-            import torch  # noqa: F401
-            from .torch import Loader
-        except ImportError:
-            plain = True
+            from . import torch as gm_torch
+            Loader = gm_torch.Loader
+        except ImportError:  # no torch for this interpreter
+            pass
+    plain = Loader is None
     if plain:
-        from .loader import Loader
+        from . import loader as gm_loader
+        Loader = gm_loader.Loader
     t_open = time.perf_counter()
     loader = Loader(a.root, batch_size=a.batch, workers=a.workers, seed=a.seed,
                     epochs=a.epochs, output=a.output, size=a.size)

@@ -413,7 +413,11 @@ class Loader:
 
     def copy_to_device(self, batch, dst):
         """gm_loader_copy_to_device: copy batch's bytes to the device pointer dst
-        (an int). Raises GoldminerError (ENODEV without a GPU)."""
+        (an int). Only the current batch can be copied (ValueError otherwise).
+        Raises GoldminerError (ENODEV without a GPU)."""
+        if (batch.epoch, batch.index) != (self._raw.epoch, self._raw.index):
+            raise ValueError("copy_to_device: batch %d of epoch %d is no longer current"
+                             % (batch.index, batch.epoch))
         rc = self._L.gm_loader_copy_to_device(self._handle(), ctypes.byref(batch._raw), dst)
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_copy_to_device")

@@ -9,7 +9,6 @@ memfd mappings for the leak tests.
 """
 import array
 import atexit
-import ctypes
 import json
 import os
 import random

@@ -303,6 +303,19 @@ print("OK %016x" % h)
         self.assertIn("gm_loader_open", str(cm.exception))
         self.assertIn("random_crop", str(cm.exception))
 
+    def test_copy_to_device_without_a_gpu_raises_enodev(self):
+        if not helpers.need_problem("cuda") and __import__("torch").cuda.is_available():
+            self.skipTest("a CUDA device is present")
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as l:
+            b0 = l.next_batch()
+            with self.assertRaises(goldminer.GoldminerError) as cm:
+                l.copy_to_device(b0, 0)
+            self.assertEqual(cm.exception.errno, errno.ENODEV)
+            self.assertIn("gm_loader_copy_to_device", str(cm.exception))
+            l.next_batch()
+            with self.assertRaisesRegex(ValueError, "no longer current"):
+                l.copy_to_device(b0, 0)
+
     def test_closed_loader_raises(self):
         l = goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE)
         l.close()

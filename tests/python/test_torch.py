@@ -125,7 +125,6 @@ class TestTorchCuda(GmTest):
     needs = ("lib", "torch", "numpy", "cuda")
 
     def test_cuda_batches_have_the_ring_bytes(self):
-        import torch
         import goldminer.torch as gt
         root = dataset()
         for output in ("uint8", "float32"):
