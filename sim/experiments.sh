@@ -193,7 +193,7 @@ EOF
 ## (c) Philly trace on the PAI machine list (1,897 nodes, 6,742 GPUs)
 
 Philly has no CPU request: each job is given the cluster's vCPU-per-GPU ratio
-($(awk -v c=156576 -v g=6742 'BEGIN { printf "%.1f", c / g }') per GPU) as its request. Compressed $SPH x to offered load $LOAD:
+($(sed -n 's/.* \([0-9]*\) GPUs, \([0-9]*\) vCPUs;.*/\2 \1/p' "$OUT/philly-pai.log" | awk '{ printf "%.1f", $1 / $2 }') per GPU) as its request. Compressed $SPH x to offered load $LOAD:
 
 $(table philly-pai)
 
