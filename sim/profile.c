@@ -13,27 +13,31 @@
 
 static const struct gm_profile_class builtin[] = {
     {"resnet50", 1200, 150, 0.25,
-     "GPU: NVIDIA DeepLearningExamples ResNet-50 v1.5 PyTorch training, V100 AMP, order of 1.2k "
-     "img/s/GPU (approx.); CPU: ImageNet JPEG decode + RandomResizedCrop + flip on one core, order "
-     "of 100-200 img/s (CoorDL, Mohan et al. VLDB'21; derived) => ~8 vCPU/GPU"},
+     "NVIDIA DeepLearningExamples, ResNet-50 v1.5 PyTorch training performance table, V100 mixed "
+     "precision: order of 1.2k images/s per GPU (approx.)",
+     "ImageNet JPEG decode + RandomResizedCrop + flip, one core: order of 100-200 images/s (Mohan "
+     "et al., \"Analyzing and mitigating data stalls in DNN training\", VLDB'21; derived) => ~8 "
+     "vCPU/GPU"},
     {"cv-light", 3000, 150, 0.15,
-     "ResNet-18/AlexNet/ShuffleNet-class vision: GPU several k img/s on V100 (CoorDL reports these "
-     "models need the most CPU per GPU; approx.); same per-core prep as resnet50 => ~20 vCPU/GPU "
-     "(derived)"},
+     "ResNet-18/AlexNet/ShuffleNet-class vision models: several k images/s per V100 (Mohan et al. "
+     "VLDB'21 single out these models as needing the most CPU per GPU; approx.)",
+     "same per-core ImageNet pipeline as resnet50 (derived) => ~20 vCPU/GPU"},
     {"vit", 300, 100, 0.10,
-     "ViT-B/16 at 224px, V100 AMP ~300 img/s/GPU (derived from A100 figures ~3x); heavier "
-     "augmentation (RandAugment, mixup) ~100 img/s/vCPU (assumption) => ~3 vCPU/GPU"},
+     "ViT-B/16 at 224 px, mixed precision: ~300 images/s per V100 (derived from A100 figures at "
+     "~3x)",
+     "heavier augmentation (RandAugment, mixup) at ~100 images/s per vCPU (assumption) => ~3 "
+     "vCPU/GPU"},
     {"nlp", 400, 4000, 0.20,
-     "BERT-class fine-tuning, seq 128, V100 AMP: a few hundred seq/s/GPU (NVIDIA "
-     "DeepLearningExamples BERT tables, approx.); pre-tokenised input needs only collation, "
-     "thousands of seq/s/vCPU (assumption) => ~0.1 vCPU/GPU"},
-    {"speech", 200, 25, 0.10,
-     "ASR (Jasper/QuartzNet-class) with on-the-fly spectrogram + SpecAugment: GPU ~200 utt/s "
-     "(approx.), CPU ~25 utt/s/vCPU (assumption) => ~8 vCPU/GPU"},
+     "BERT-class fine-tuning, sequence 128, V100 mixed precision: a few hundred sequences/s per "
+     "GPU (NVIDIA DeepLearningExamples BERT tables; approx.)",
+     "pre-tokenised input needs only batching/collation: thousands of sequences/s per vCPU "
+     "(assumption) => ~0.1 vCPU/GPU"},
+    {"speech", 200, 25, 0.10, "ASR (Jasper/QuartzNet-class): ~200 utterances/s per GPU (approx.)",
+     "on-the-fly spectrogram + SpecAugment: ~25 utterances/s per vCPU (assumption) => ~8 vCPU/GPU"},
     {"recsys", 100000, 8000, 0.20,
-     "CTR/recommendation (DLRM/DeepFM-class): GPU ~1e5 samples/s (approx.); feature "
-     "parsing/hashing ~8k samples/s/vCPU; the GoldMiner paper reports such PAI jobs are "
-     "pre-processing bound (derived) => ~12.5 vCPU/GPU"},
+     "CTR/recommendation (DLRM/DeepFM-class): ~1e5 samples/s per GPU (approx.)",
+     "feature parsing and hashing ~8k samples/s per vCPU; the GoldMiner paper (SIGMOD'23) reports "
+     "such PAI jobs as pre-processing bound (derived) => ~12.5 vCPU/GPU"},
 };
 
 void gm_profile_default(struct gm_profile *p)
@@ -69,25 +73,29 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 	}
 	memset(p, 0, sizeof(*p));
 	while (getline(&line, &lcap, f) >= 0) {
-		char *fld[5], *s = line, *end[3];
+		char *fld[6], *s = line, *end[3];
 		int nf = 0;
 		lineno++;
 		line[strcspn(line, "\r\n")] = 0;
 		if (!line[0] || line[0] == '#')
 			continue;
-		while (nf < 5) {
+		for (;;) { /* exactly six fields; nf = 7 flags a seventh */
+			if (nf == 6) {
+				nf = 7;
+				break;
+			}
 			fld[nf++] = s;
 			char *t = strchr(s, '\t');
-			if (!t || nf == 5)
+			if (!t)
 				break;
 			*t = 0;
 			s = t + 1;
 		}
 		struct gm_profile_class *c = &p->c[p->n];
-		if (nf != 5) {
+		if (nf != 6) {
 			seterr(err, errlen,
-			       "%s:%u: expected 5 tab-separated fields "
-			       "(class gpu_rate cpu_rate share source)",
+			       "%s:%u: expected 6 tab-separated fields "
+			       "(class gpu_rate cpu_rate share gpu_source cpu_source)",
 			       path, lineno);
 			goto bad;
 		}
@@ -113,7 +121,8 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 			goto bad;
 		}
 		snprintf(c->name, sizeof(c->name), "%s", fld[0]);
-		snprintf(c->source, sizeof(c->source), "%s", fld[4]);
+		snprintf(c->gpu_source, sizeof(c->gpu_source), "%s", fld[4]);
+		snprintf(c->cpu_source, sizeof(c->cpu_source), "%s", fld[5]);
 		share_sum += c->share;
 		p->n++;
 	}

@@ -376,7 +376,8 @@ static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
 	    s->min_cpus != s->max_cpus && cpu_want(s, j, j->gpus) > s->min_cpus) {
 		for (uint32_t i = 0; i < m; i++) {
 			uint32_t n = h[i];
-			if ((held && n == s->resv_node) || s->free_c[n] < cpu_need(s, j, n, j->gpus))
+			if ((held && n == s->resv_node) ||
+			    s->free_c[n] < cpu_need(s, j, n, j->gpus))
 				continue;
 			if (best == NOPOS || node_before(s, n, best))
 				best = n;

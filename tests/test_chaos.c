@@ -23,6 +23,7 @@
 #include "goldminer/loader.h"
 #include "goldminer/ops.h"
 #include "goldminer/synth.h"
+#include "testutil.h"
 
 static char dir[64];
 /* The sample whose decode segfaults (UINT64_MAX: none). Set before the loader
@@ -43,20 +44,11 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	char err[256];
-	strcpy(dir, "/tmp/gm-chaos-XXXXXX");
-	if (!mkdtemp(dir))
+	if (gm_test_tmpdir(dir, sizeof(dir), "gm-chaos"))
 		return -1;
 	return gm_synth_write(dir, 120, 4, 11, 0, NULL, err, sizeof(err)) ? -1 : 0;
 }
@@ -64,7 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	gm_test_rm_tree(dir);
 	return 0;
 }
 

@@ -21,23 +21,15 @@
 
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
+#include "testutil.h"
 
 static char dir[64];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
 
 static int setup(void **state)
 {
 	(void)state;
 	char err[256];
-	strcpy(dir, "/tmp/gm-elastic-XXXXXX");
-	if (!mkdtemp(dir))
+	if (gm_test_tmpdir(dir, sizeof(dir), "gm-elastic"))
 		return -1;
 	return gm_synth_write(dir, 64, 2, 3, 0, NULL, err, sizeof(err)) ? -1 : 0;
 }
@@ -45,7 +37,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	gm_test_rm_tree(dir);
 	return 0;
 }
 

@@ -23,6 +23,7 @@
 
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
+#include "testutil.h"
 
 #define N_IMAGES 90
 #define BATCH 16
@@ -30,28 +31,18 @@
 static char good_dir[64];
 static char bad_dir[64];
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	char err[256];
-	strcpy(good_dir, "/tmp/gm-loader-XXXXXX");
-	if (!mkdtemp(good_dir))
+	if (gm_test_tmpdir(good_dir, sizeof(good_dir), "gm-loader"))
 		return -1;
 	if (gm_synth_write(good_dir, N_IMAGES, 3, 7, 0, NULL, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		return -1;
 	}
 	/* a dataset with one bad file of every kind among good ones */
-	strcpy(bad_dir, "/tmp/gm-loaderbad-XXXXXX");
-	if (!mkdtemp(bad_dir))
+	if (gm_test_tmpdir(bad_dir, sizeof(bad_dir), "gm-loaderbad"))
 		return -1;
 	if (gm_synth_write(bad_dir, 40, 2, 9, 0, NULL, err, sizeof(err)))
 		return -1;
@@ -68,8 +59,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(good_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	nftw(bad_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	gm_test_rm_tree(good_dir);
+	gm_test_rm_tree(bad_dir);
 	return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "goldminer/loader.h"
 #include "goldminer/node.h"
 #include "goldminer/synth.h"
+#include "testutil.h"
 
 static char dir[64];
 static char sock[96];
@@ -35,14 +36,6 @@ static void on_term(int sig)
 {
 	(void)sig;
 	agent_stop = 1;
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
 }
 
 static pid_t start_agent(uint32_t cpus)
@@ -72,8 +65,7 @@ static int setup(void **state)
 {
 	(void)state;
 	char err[256];
-	strcpy(dir, "/tmp/gm-node-XXXXXX");
-	if (!mkdtemp(dir))
+	if (gm_test_tmpdir(dir, sizeof(dir), "gm-node"))
 		return -1;
 	if (gm_synth_write(dir, 60, 3, 21, 0, NULL, err, sizeof(err)))
 		return -1;
@@ -88,7 +80,7 @@ static int teardown(void **state)
 	int st;
 	kill(agent, SIGTERM);
 	waitpid(agent, &st, 0);
-	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	gm_test_rm_tree(dir);
 	return 0;
 }
 

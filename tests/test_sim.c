@@ -86,7 +86,8 @@ static void mkdir_in(const char *name)
  * Class a: GPU-bound 100 samples/s per GPU, 10 per vCPU (needs 10 vCPUs per GPU).
  * Class b: 100 and 100 (needs 1 vCPU per GPU).
  */
-static const char *PROFILE = "# test\na\t100\t10\t1\tmade up\nb\t100\t100\t0\tmade up\n";
+static const char *PROFILE =
+    "# test\na\t100\t10\t1\tmade up\tmade up\nb\t100\t100\t0\tmade up\tmade up\n";
 
 /*
  * One node, 4 GPUs, 8 vCPUs. j0 (a, 2 vCPU, 100 s) and j1 (b, 4 vCPU, 100 s) at 0,

@@ -285,10 +285,11 @@ static void test_profile(void **st)
 			assert_true(a.c[i].gpu_rate == b.c[i].gpu_rate);
 			assert_true(a.c[i].cpu_rate == b.c[i].cpu_rate);
 			assert_true(a.c[i].share == b.c[i].share);
-			assert_string_equal(a.c[i].source, b.c[i].source);
+			assert_string_equal(a.c[i].gpu_source, b.c[i].gpu_source);
+			assert_string_equal(a.c[i].cpu_source, b.c[i].cpu_source);
 		}
 	}
-	const char *p = put("prof.tsv", "# c\nx\t100\t10\t1\tmade up\n");
+	const char *p = put("prof.tsv", "# c\nx\t100\t10\t1\tmade up\t\n");
 	assert_int_equal(gm_profile_load(&b, p, err, sizeof(err)), 0);
 	assert_int_equal(b.n, 1);
 	assert_true(b.c[0].gpu_rate == 100 && b.c[0].cpu_rate == 10);
@@ -297,10 +298,11 @@ static void test_profile(void **st)
 		int line;
 	} bad[] = {
 	    {"x\t100\t10\t1\n", 1},
-	    {"# c\nx\t100\t0\t1\ts\n", 2},
-	    {"x\t100\t10\t1\ts\nx\t100\t10\t1\ts\n", 2},
-	    {"x\t1e\t10\t1\ts\n", 1},
-	    {"x\t100\t10\t0\ts\n", 1},
+	    {"# c\nx\t100\t0\t1\ts\ts\n", 2},
+	    {"x\t100\t10\t1\ts\ts\nx\t100\t10\t1\ts\ts\n", 2},
+	    {"x\t1e\t10\t1\ts\ts\n", 1},
+	    {"x\t100\t10\t1\ts\ts\textra\n", 1},
+	    {"x\t100\t10\t0\ts\ts\n", 1},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char want[300];

@@ -2,7 +2,7 @@
  * profile.h - the model-class profile table of the simulator: per class, the
  * GPU-bound training rate (samples/s per GPU) and the pre-processing rate
  * (samples/s per vCPU), the share of trace jobs drawn into the class, and the
- * source of each figure. The table lives in traces/profile.tsv; a built-in copy of
+ * source of each rate. The table lives in traces/profile.tsv; a built-in copy of
  * it is used when no --profile is given (test_trace checks that they agree).
  */
 #ifndef GOLDMINER_PROFILE_H
@@ -14,10 +14,11 @@
 
 struct gm_profile_class {
 	char name[32];
-	double gpu_rate; /* samples/s per GPU when GPU-bound, > 0 */
-	double cpu_rate; /* pre-processing samples/s per vCPU, > 0 */
-	double share;	 /* weight of the class in the seeded draw, >= 0 */
-	char source[512];
+	double gpu_rate;      /* samples/s per GPU when GPU-bound, > 0 */
+	double cpu_rate;      /* pre-processing samples/s per vCPU, > 0 */
+	double share;	      /* weight of the class in the seeded draw, >= 0 */
+	char gpu_source[320]; /* where gpu_rate comes from */
+	char cpu_source[320]; /* where cpu_rate comes from */
 };
 
 struct gm_profile {
@@ -29,7 +30,8 @@ struct gm_profile {
 void gm_profile_default(struct gm_profile *p);
 
 /*
- * Read a profile TSV (lines "class gpu_rate cpu_rate share source", '#' comments).
+ * Read a profile TSV (lines "class gpu_rate cpu_rate share gpu_source cpu_source",
+ * tab-separated, '#' comments; a source may be empty but its tab must be there).
  * Returns 0, -errno when unreadable, -EBADMSG with "FILE:LINE: what" in err.
  */
 int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen);

@@ -26,4 +26,21 @@ for cpus in 96 32; do
 			cpus, ev, w, ev / w, r, m, (w > 60 || m > 2048) ? "  OVER BUDGET (60 s, 2 GiB)" : "";
 		if (w > 60 || m > 2048) exit 1 }' || rc=1
 done
+
+# The openb trace (7,064 GPU pods, 6,171 replayed) on 128 GPUs, every policy: the
+# issue cites ~2-3 minutes for Synergy's Python simulator on this replay (a figure
+# from the issue, not measured here).
+OPENB=${TRACES:-../shared/traces}/alibaba-gpu-v2023/openb_pod_list_default.csv
+if [ -f "$OPENB" ]; then
+	t0=$(date +%s.%N)
+	n=$("$G" sim --cluster "16x(8gpu,96cpu)" --trace "$OPENB" --policy all --arrival-scale 2 \
+		--backfill 32 2>/dev/null | wc -l)
+	t1=$(date +%s.%N)
+	awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN {
+		w = b - a;
+		printf "sim openb trace on 128 GPUs, %d policies: %.2f s in all (%.3f s per policy); Synergy (issue figure): ~150 s per replay, ~%.0fx slower\n",
+			n, w, w / n, 150 / (w / n) }'
+else
+	echo "sim openb replay: skipped ($OPENB not found; set TRACES)"
+fi
 exit $rc

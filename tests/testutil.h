@@ -1,0 +1,35 @@
+/*
+ * testutil.h - small helpers shared by the test binaries: a scratch directory
+ * under /tmp and its removal. Header-only (static functions) so each test binary
+ * stays one file plus the library.
+ */
+#ifndef GOLDMINER_TESTUTIL_H
+#define GOLDMINER_TESTUTIL_H
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static int gm_test_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+/* Remove a directory tree (no symlinks followed). */
+static inline void gm_test_rm_tree(const char *dir)
+{
+	nftw(dir, gm_test_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* mkdtemp("/tmp/<prefix>-XXXXXX") into buf; 0 or -1. */
+static inline int gm_test_tmpdir(char *buf, size_t len, const char *prefix)
+{
+	snprintf(buf, len, "/tmp/%s-XXXXXX", prefix);
+	return mkdtemp(buf) ? 0 : -1;
+}
+
+#endif
