@@ -95,10 +95,10 @@ demo: deps all
 	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 2
 
 plots:
-	$(Q)sh plots/make-plots.sh
+	$(Q)SIM_OUT=$(B)/sim-experiments sh plots/make-plots.sh
 
 sim-experiments: all
-	$(Q)sh sim/experiments.sh
+	$(Q)B=$(B) sh sim/experiments.sh
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config
 deps:

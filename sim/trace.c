@@ -309,7 +309,7 @@ out_close:
 	return rc;
 }
 
-void gm_trace_synth_defaults(struct gm_synth_opts *o)
+void gm_trace_synth_defaults(struct gm_trace_synth_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->seed = 1;
@@ -335,7 +335,7 @@ void gm_trace_synth_defaults(struct gm_synth_opts *o)
 	o->vcpu_k = 6;
 }
 
-int gm_trace_synth(struct gm_trace **out, const struct gm_synth_opts *o)
+int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o)
 {
 	struct gm_trace *t;
 	double gsum = 0, mean_gpus = 0, ia = o->interarrival, now = 0;
@@ -400,7 +400,7 @@ int gm_trace_synth(struct gm_trace **out, const struct gm_synth_opts *o)
 }
 
 /* Parse "synth:k=v,k=v". */
-static int parse_synth(struct gm_synth_opts *o, const char *spec, char *err, size_t errlen)
+static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *err, size_t errlen)
 {
 	char buf[512], *save = NULL;
 	gm_trace_synth_defaults(o);
@@ -481,7 +481,7 @@ int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t err
 	int rc;
 
 	if (!strncmp(spec, "synth:", 6) || !strcmp(spec, "synth")) {
-		struct gm_synth_opts o;
+		struct gm_trace_synth_opts o;
 		if ((rc = parse_synth(&o, spec[5] ? spec : "synth:", err, errlen)))
 			return rc;
 		if ((rc = gm_trace_synth(out, &o)))

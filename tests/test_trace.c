@@ -200,7 +200,7 @@ static void test_malformed_traces(void **st)
 	assert_int_equal(gm_trace_load(&t, "synth:jobs", err, sizeof(err)), -EBADMSG);
 	assert_int_equal(gm_trace_load(&t, "synth:gpumix=1:x", err, sizeof(err)), -EBADMSG);
 	assert_int_equal(gm_trace_load(&t, "synth:jobs=0", err, sizeof(err)), -EBADMSG);
-	struct gm_synth_opts o;
+	struct gm_trace_synth_opts o;
 	gm_trace_synth_defaults(&o);
 	o.gpu_k = 0;
 	assert_int_equal(gm_trace_synth(&t, &o), -EINVAL);

@@ -36,7 +36,7 @@ struct gm_trace {
 };
 
 /* Options of the synthetic generator; gm_trace_synth_defaults() fills them. */
-struct gm_synth_opts {
+struct gm_trace_synth_opts {
 	uint64_t seed;
 	size_t jobs;
 	double interarrival;   /* mean s between submits (Poisson); 0 = from load */
@@ -52,7 +52,7 @@ struct gm_synth_opts {
 	int vcpu_k;
 };
 
-void gm_trace_synth_defaults(struct gm_synth_opts *o);
+void gm_trace_synth_defaults(struct gm_trace_synth_opts *o);
 
 /*
  * Load a trace named by spec:
@@ -67,7 +67,7 @@ void gm_trace_synth_defaults(struct gm_synth_opts *o);
 int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t errlen);
 
 /* Generate a synthetic trace (no I/O). Returns 0, -EINVAL, -ENOMEM. */
-int gm_trace_synth(struct gm_trace **out, const struct gm_synth_opts *o);
+int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o);
 
 /* Write a trace in the project's TSV format. Returns 0 or -errno. */
 int gm_trace_write(const struct gm_trace *t, const char *path);
