@@ -16,6 +16,10 @@ for t in "$@"; do
 	f=$(grep '^not ok [0-9]' "$log/$name.out" | grep -vc '# SKIP')
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	if [ "$rc" = 0 ] && [ "$p" = 0 ] && [ "$s" = 0 ]; then f=$((f + 1)); fi
+	# Sanitizer reports from forked workers do not fail the parent's cases: count them.
+	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$log/$name.out"; then
+		f=$((f + 1))
+	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	el=$(( $(date +%s) - start ))
 	if [ "$f" != 0 ]; then

@@ -114,6 +114,32 @@ class TestTorchAdapter(GmTest):
         self.assertEqual(set(children()) - before, set())
         self.assertEqual(memfd_maps(), [])
 
+    def test_slot_is_given_back_only_after_the_device_copy_completed(self):
+        # The order the adapter must keep with device="cuda": wait for the copy
+        # event of batch k, then ask for batch k+1 (which releases slot k).
+        order = []
+
+        class Event:
+            def synchronize(self):
+                order.append("sync")
+
+        with self.gt.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as tl:
+            real = tl.loader._next_raw
+
+            def next_raw():
+                order.append("next")
+                return real()
+            tl.loader._next_raw = next_raw
+            it = iter(tl)
+            next(it)
+            tl._pending = Event()  # as _convert leaves it after a non_blocking copy
+            next(it)
+            self.assertEqual(order, ["next", "sync", "next"])
+            tl._pending = Event()
+            order.clear()
+            tl.close()  # close waits for the copy too
+            self.assertEqual(order, ["sync"])
+
     def test_cuda_device_without_cuda_raises(self):
         if self.torch.cuda.is_available():
             self.skipTest("a CUDA device is present")
