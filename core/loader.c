@@ -1094,6 +1094,22 @@ int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void
 	return 0;
 }
 
+size_t gm_loader_abi_size(int which)
+{
+	switch (which) {
+	case 0:
+		return sizeof(struct gm_aug_spec);
+	case 1:
+		return sizeof(struct gm_loader_opts);
+	case 2:
+		return sizeof(struct gm_batch);
+	case 3:
+		return sizeof(struct gm_loader_stats);
+	default:
+		return 0;
+	}
+}
+
 const char *gm_loader_errmsg(const struct gm_loader *l)
 {
 	return l->errmsg;

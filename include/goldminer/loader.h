@@ -132,6 +132,11 @@ void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *ba
  * -ENODEV without a usable GPU. */
 int gm_loader_copy_to_device(struct gm_loader *l, const struct gm_batch *b, void *dst);
 
+/* sizeof of the public structs as this library was built (0 aug spec, 1 loader
+ * opts, 2 batch, 3 stats; 0 for another value): lets a binding (Python ctypes)
+ * refuse a library whose layout differs from the one it mirrors. */
+size_t gm_loader_abi_size(int which);
+
 /* Message of the last error on this handle ("" if none). */
 const char *gm_loader_errmsg(const struct gm_loader *l);
 
