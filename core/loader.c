@@ -75,6 +75,7 @@ struct gm_loader {
 	uint64_t next;	   /* next task to deliver */
 	uint64_t end;	   /* GM_RING_NO_END or one past the last task */
 	int held;	   /* slot of the batch the user holds, or -1 */
+	bool stopped;	   /* gm_loader_stop: no workers, mapping kept */
 	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
 	bool pinned;
 
@@ -877,21 +878,32 @@ static int client_check(struct gm_loader *l)
 	return 0;
 }
 
-void gm_loader_close(struct gm_loader *l)
+void gm_loader_stop(struct gm_loader *l)
 {
-	if (!l)
+	if (!l || l->stopped)
 		return;
+	l->stopped = true;
 	if (l->coord_started) {
 		pthread_mutex_lock(&l->mu);
 		l->closing = true;
 		pthread_mutex_unlock(&l->mu);
 		poke(l);
 		pthread_join(l->coord, NULL);
+		l->coord_started = false;
 	}
+	if (l->sock >= 0) {
+		close(l->sock); /* the agent detaches the job and stops its workers */
+		l->sock = -1;
+	}
+}
+
+void gm_loader_close(struct gm_loader *l)
+{
+	if (!l)
+		return;
+	gm_loader_stop(l);
 	if (l->evfd >= 0)
 		close(l->evfd);
-	if (l->sock >= 0)
-		close(l->sock); /* the agent detaches the job and stops its workers */
 	if (l->pinned)
 		gm_cuda_host_unregister(gm_ring_base(l->ring));
 	gm_ring_destroy(l->ring);
@@ -932,6 +944,8 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	uint64_t t0, t1;
 	int fe;
 
+	if (l->stopped)
+		return set_err(l, -ECANCELED, "gm_loader_next: the loader was stopped");
 	if (l->held >= 0)
 		gm_loader_release(l, NULL);
 	if (l->eoe_pending) {

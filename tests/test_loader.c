@@ -410,6 +410,27 @@ static void test_scale_and_close_reaps(void **state)
 	assert_int_equal(count_children(), 0);
 }
 
+static void test_stop_keeps_views_readable(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	struct gm_batch b;
+	small_opts(&o, good_dir, 2);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	assert_int_equal(gm_loader_next(l, &b), 0);
+	uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
+	gm_loader_stop(l);
+	gm_loader_stop(l); /* idempotent */
+	assert_int_equal(count_children(), 0);
+	/* the view is still mapped and unchanged */
+	assert_int_equal(gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes), h);
+	assert_int_equal(gm_loader_next(l, &b), -ECANCELED);
+	assert_non_null(strstr(gm_loader_errmsg(l), "stopped"));
+	gm_loader_close(l);
+}
+
 static void test_resume_gives_same_remaining_batches(void **state)
 {
 	(void)state;
@@ -450,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),
 		cmocka_unit_test(test_same_bytes_with_1_2_4_workers),
 		cmocka_unit_test(test_scale_and_close_reaps),
+		cmocka_unit_test(test_stop_keeps_views_readable),
 		cmocka_unit_test(test_sigkill_worker_loses_nothing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

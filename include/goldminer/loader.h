@@ -159,6 +159,12 @@ int gm_loader_measure(struct gm_loader *l, double *demand, double *worker_rate);
 #define GM_FNV_INIT 0xcbf29ce484222325ull
 uint64_t gm_fnv1a64(uint64_t h, const void *p, size_t n);
 
+/* Stop the workers (and the coordinator, or detach from the node agent) but keep
+ * the ring mapped, so views handed out stay readable (stale, never refilled)
+ * until gm_loader_close. Later gm_loader_next calls return -ECANCELED. Idempotent;
+ * NULL is a no-op. */
+void gm_loader_stop(struct gm_loader *l);
+
 /* Stop the workers, unmap and free everything; NULL is a no-op. */
 void gm_loader_close(struct gm_loader *l);
 

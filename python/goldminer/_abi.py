@@ -146,6 +146,7 @@ _PROTOS = {
     "gm_loader_copy_to_device": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P]),
     "gm_loader_errmsg": (ctypes.c_char_p, [_P]),
     "gm_loader_close": (None, [_P]),
+    "gm_loader_stop": (None, [_P]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
     "gm_fnv1a64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),

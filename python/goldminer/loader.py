@@ -114,6 +114,7 @@ class Loader:
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
                  pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None):
         self._h = None
+        self._live = []  # weak references to the buffers of views handed out
         if output not in _OUTPUTS:
             raise ValueError("output must be 'uint8' or 'float32', not %r" % (output,))
         if on_error not in _ON_ERROR:
@@ -212,11 +213,25 @@ class Loader:
         self._bpe = st.batches_per_epoch
         self.num_classes, self.dataset_size = st.num_classes, st.dataset_size
 
+    def _view_died(self, ref):
+        try:
+            self._live.remove(ref)
+        except ValueError:
+            pass
+        if self._h is None and not self._live and self._fin.alive:
+            self._fin()  # closed earlier with views alive: the last one is gone now
+
     def close(self):
-        """Stop the workers and unmap the ring. Idempotent. Views die with it."""
+        """Stop the workers and unmap the ring. Idempotent. If views of batches are
+        still alive, the workers stop now and the ring is unmapped when the last
+        view dies, so a view read after close() shows stale bytes, never a crash."""
         if self._h is not None:
-            self._h = None
-            self._fin()
+            h, self._h = self._h, None
+            self._live = [r for r in self._live if r() is not None]
+            if self._live and self._L.has("gm_loader_stop"):
+                self._L.gm_loader_stop(h)
+            else:
+                self._fin()
 
     @property
     def closed(self):
@@ -303,6 +318,7 @@ class Loader:
         nbytes = n * raw.sample_bytes
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
         buf._owner = self  # a live view keeps the handle (and its mapping) alive
+        self._live.append(weakref.ref(buf, self._view_died))
         b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy)
         lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
         ids = (ctypes.c_uint32 * n).from_address(
