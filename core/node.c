@@ -167,7 +167,13 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		return;
 	}
 	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
-	j->workers = 1;
+	/* Start with the idle part of the budget (at least one worker), so a job does
+	 * not ramp up from one worker; the next rebalance corrects it by measurement. */
+	uint32_t used = used_workers(a), idle = used < a->budget ? a->budget - used : 0;
+	j->workers = idle ? idle : 1;
+	if (j->cap && j->workers > j->cap)
+		j->workers = j->cap;
+	gm_loader_set_target(j->l, (int)j->workers);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	struct gm_loader_stats st;
 	gm_loader_stats(j->l, &st);
