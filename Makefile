@@ -92,7 +92,7 @@ bench: all $(BENCH_BINS)
 DEMO_DATA ?= $(B)/demo-data
 demo: deps all
 	$(Q)[ -d "$(DEMO_DATA)" ] || $(B)/goldminer synth "$(DEMO_DATA)" --images 1000
-	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 2
+	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 5
 
 plots:
 	$(Q)SIM_OUT=$(B)/sim-experiments sh plots/make-plots.sh
