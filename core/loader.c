@@ -39,6 +39,7 @@
 #include "goldminer/pipeline.h"
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
+#include "goldminer/rng.h"
 #include "goldminer/worker.h"
 
 #define MAX_WORKERS 256
@@ -76,6 +77,21 @@ struct gm_loader {
 	uint64_t end;	   /* GM_RING_NO_END or one past the last task */
 	int held;	   /* slot of the batch the user holds, or -1 */
 	bool stopped;	   /* gm_loader_stop: no workers, mapping kept */
+
+	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
+	uint32_t shuf_cap;	/* N; 0 = no shuffle buffer */
+	uint32_t shuf_n;	/* samples in the pool */
+	uint8_t *shuf_px;	/* pool: shuf_cap samples, then labels and ids */
+	int32_t *shuf_lab;
+	uint32_t *shuf_id;
+	uint8_t *out_px;	/* the delivered batch (a copy: the pool reorders) */
+	int32_t *out_lab;
+	uint32_t *out_id;
+	size_t shuf_bytes;	/* mapping size of shuf_px + out_px */
+	struct gm_batch up;	/* upstream ring batch being drained */
+	uint32_t up_pos;	/* next sample of `up` to take */
+	bool up_valid, up_epoch_done, up_end, shuf_eoe;
+	uint64_t out_k, out_epoch, out_draws;
 	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
 	bool pinned;
 
@@ -505,6 +521,35 @@ static uint32_t pow2_at_least(uint32_t v)
 
 static int client_attach(struct gm_loader *l);
 
+/* Pool and output batch, allocated once and pre-faulted (contract 7). */
+static int shuf_alloc(struct gm_loader *l)
+{
+	size_t sb = l->sample_bytes, B = l->o.batch_size, N = l->shuf_cap;
+	size_t meta = sizeof(int32_t) + sizeof(uint32_t);
+	l->shuf_bytes = (N + B) * (sb + meta);
+	void *p = mmap(NULL, l->shuf_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p == MAP_FAILED) {
+		l->shuf_bytes = 0;
+		return set_err(l, -ENOMEM, "gm_loader_open: shuffle_buffer %u x %zu bytes: %s", l->shuf_cap,
+			       sb, strerror(errno));
+	}
+	l->shuf_px = p;
+	l->out_px = l->shuf_px + N * sb;
+	l->shuf_lab = (int32_t *)(l->out_px + B * sb);
+	l->out_lab = l->shuf_lab + N;
+	l->shuf_id = (uint32_t *)(l->out_lab + B);
+	l->out_id = l->shuf_id + N;
+	return 0;
+}
+
+static void shuf_free(struct gm_loader *l)
+{
+	if (l->shuf_bytes)
+		munmap(l->shuf_px, l->shuf_bytes);
+	l->shuf_bytes = 0;
+}
+
 static int do_open(struct gm_loader **out, const struct gm_loader_opts *opts, enum mode mode,
 		   char *errbuf, size_t errlen)
 {
@@ -537,15 +582,22 @@ static int do_open(struct gm_loader **out, const struct gm_loader_opts *opts, en
 			err = set_err(l, err, "gm_loader_open: %s", why);
 			goto out_free;
 		}
-		if (gm_pipeline_n_consumer_ops(p)) {
-			size_t i = gm_pipeline_n_worker_ops(p);
-			err = set_err(l, -EOPNOTSUPP,
-				      "gm_loader_open: op %zu '%s' would run in the consumer (%s); "
-				      "the loader does not run consumer-side ops yet: drop it (the "
-				      "loader already shuffles every epoch)",
-				      i + 1, gm_pipeline_op_name(p, i), gm_pipeline_cut_reason(p));
-			gm_pipeline_free(p);
-			goto out_free;
+		/* The consumer runs shuffle_buffer (and the batch op after it) itself;
+		 * anything else past the cut has no consumer implementation. */
+		for (size_t i = gm_pipeline_n_worker_ops(p); i < gm_pipeline_n_ops(p); i++) {
+			const char *name = gm_pipeline_op_name(p, i);
+			if (!strcmp(name, "shuffle_buffer")) {
+				uint64_t n = gm_pipeline_op_arg(p, i);
+				l->shuf_cap = n > 0 && n <= (1u << 24) ? (uint32_t)n : 1;
+			} else if (strcmp(name, "batch")) {
+				err = set_err(l, -EOPNOTSUPP,
+					      "gm_loader_open: op %zu '%s' would run in the consumer "
+					      "(%s); the consumer runs only shuffle_buffer and batch: "
+					      "move '%s' before the stateful op or drop it",
+					      i + 1, name, gm_pipeline_cut_reason(p), name);
+				gm_pipeline_free(p);
+				goto out_free;
+			}
 		}
 		l->o.aug = *gm_pipeline_aug(p);
 		if (gm_pipeline_batch_size(p))
@@ -612,6 +664,19 @@ static int do_open(struct gm_loader **out, const struct gm_loader_opts *opts, en
 		goto out_dataset;
 	}
 
+	/* The pool drains every epoch: more than an epoch's samples would never fill. */
+	if (l->shuf_cap > n)
+		l->shuf_cap = n;
+	if (l->shuf_cap && mode != MODE_SERVE) {
+		if (l->o.start_batch) {
+			err = set_err(l, -EINVAL, "gm_loader_open: with shuffle_buffer a loader "
+						  "resumes at an epoch start only (start_batch 0)");
+			goto out_dataset;
+		}
+		err = shuf_alloc(l);
+		if (err)
+			goto out_dataset;
+	}
 	if (mode == MODE_CLIENT) {
 		err = client_attach(l);
 		if (err)
@@ -690,6 +755,7 @@ out_ring:
 		gm_cuda_host_unregister(gm_ring_base(l->ring));
 	gm_ring_destroy(l->ring);
 out_dataset:
+	shuf_free(l);
 	gm_dataset_close(l->ds);
 out_free:
 	if (errbuf && errlen)
@@ -907,6 +973,7 @@ void gm_loader_close(struct gm_loader *l)
 	if (l->pinned)
 		gm_cuda_host_unregister(gm_ring_base(l->ring));
 	gm_ring_destroy(l->ring);
+	shuf_free(l);
 	gm_dataset_close(l->ds);
 	free(l->errs);
 	pthread_mutex_destroy(&l->mu);
@@ -932,6 +999,8 @@ static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
 
 int gm_loader_release(struct gm_loader *l, struct gm_batch *b)
 {
+	if (b && b->slot == UINT32_MAX)
+		return 0; /* a shuffled batch is a private copy: nothing to give back */
 	if (l->held < 0 || (b && b->slot != (uint32_t)l->held))
 		return set_err(l, -EINVAL, "gm_loader_release: no such batch is held");
 	gm_ring_release(l->ring, (uint32_t)l->held);
@@ -939,13 +1008,11 @@ int gm_loader_release(struct gm_loader *l, struct gm_batch *b)
 	return 0;
 }
 
-int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
+static int ring_next(struct gm_loader *l, struct gm_batch *b)
 {
 	uint64_t t0, t1;
 	int fe;
 
-	if (l->stopped)
-		return set_err(l, -ECANCELED, "gm_loader_next: the loader was stopped");
 	if (l->held >= 0)
 		gm_loader_release(l, NULL);
 	if (l->eoe_pending) {
@@ -1021,6 +1088,100 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	return 0;
 }
 
+/*
+ * shuffle_buffer N: samples from the ring batches (already in epoch permutation
+ * order) enter a pool of N; each output position takes a pool sample chosen by
+ * the counter-based RNG keyed (seed, epoch, draw) and the last pool entry fills
+ * its place. The pool drains at the end of each epoch, so epochs stay separate and
+ * the output stays a pure function of (index, spec, seed, epoch) (contract 1).
+ * Batches are copies here: the pool reorders samples across ring slots.
+ */
+static int shuf_next(struct gm_loader *l, struct gm_batch *b)
+{
+	size_t sb = l->sample_bytes;
+	uint32_t k = 0, B = l->o.batch_size;
+
+	if (l->shuf_eoe) {
+		l->shuf_eoe = false;
+		return GM_LOADER_END_OF_EPOCH;
+	}
+	if (l->up_end && !l->shuf_n)
+		return GM_LOADER_END;
+	while (k < B) {
+		/* refill the pool from upstream until it is full or the epoch ends */
+		while (l->shuf_n < l->shuf_cap && !l->up_epoch_done && !l->up_end) {
+			if (!l->up_valid || l->up_pos == l->up.size) {
+				int rc = ring_next(l, &l->up);
+				if (rc == GM_LOADER_END_OF_EPOCH) {
+					l->up_valid = false;
+					l->up_epoch_done = true;
+					break;
+				}
+				if (rc == GM_LOADER_END) {
+					l->up_valid = false;
+					l->up_end = true;
+					break;
+				}
+				if (rc < 0)
+					return rc;
+				l->up_valid = true;
+				l->up_pos = 0;
+				l->out_epoch = l->up.epoch;
+			}
+			uint32_t n = l->shuf_n++;
+			memcpy(l->shuf_px + n * sb, (uint8_t *)l->up.data + (size_t)l->up_pos * sb, sb);
+			l->shuf_lab[n] = l->up.labels[l->up_pos];
+			l->shuf_id[n] = l->up.sample_ids[l->up_pos];
+			l->up_pos++;
+		}
+		if (!l->shuf_n)
+			break;
+		struct gm_rng r;
+		gm_rng_init(&r, l->o.seed, GM_RNG_STREAM_SHUFFLE, l->out_epoch, l->out_draws++);
+		uint32_t i = (uint32_t)gm_rng_below(&r, l->shuf_n), last = --l->shuf_n;
+		memcpy(l->out_px + (size_t)k * sb, l->shuf_px + (size_t)i * sb, sb);
+		l->out_lab[k] = l->shuf_lab[i];
+		l->out_id[k] = l->shuf_id[i];
+		if (i != last) {
+			memcpy(l->shuf_px + (size_t)i * sb, l->shuf_px + (size_t)last * sb, sb);
+			l->shuf_lab[i] = l->shuf_lab[last];
+			l->shuf_id[i] = l->shuf_id[last];
+		}
+		k++;
+	}
+	if (k == 0) {
+		/* epoch drained */
+		l->up_epoch_done = false;
+		l->out_k = 0;
+		l->out_draws = 0;
+		return l->up_end ? GM_LOADER_END : GM_LOADER_END_OF_EPOCH;
+	}
+	b->epoch = l->out_epoch;
+	b->index = l->out_k++;
+	b->size = k;
+	b->n_errors = 0;
+	b->data = l->out_px;
+	b->sample_bytes = sb;
+	b->labels = l->out_lab;
+	b->sample_ids = l->out_id;
+	b->slot = UINT32_MAX;
+	/* the last output batch of an epoch: report the end right after it */
+	if (l->up_epoch_done && !l->shuf_n) {
+		l->up_epoch_done = false;
+		l->out_k = 0;
+		l->out_draws = 0;
+		l->shuf_eoe = true;
+	}
+	return 0;
+}
+
+int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
+{
+	if (l->stopped)
+		return set_err(l, -ECANCELED, "gm_loader_next: the loader was stopped");
+	return l->shuf_cap ? shuf_next(l, b) : ring_next(l, b);
+}
+
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -1094,6 +1255,12 @@ int gm_loader_scale(struct gm_loader *l, int workers)
 
 void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *batch)
 {
+	if (l->shuf_cap) {
+		/* the pool holds samples of batches already taken from the ring */
+		*epoch = (uint32_t)l->out_epoch + (l->shuf_eoe ? 1 : 0);
+		*batch = l->shuf_eoe ? 0 : l->out_k;
+		return;
+	}
 	uint64_t k;
 	gm_worker_task_pos(&l->wcfg, l->next, epoch, &k);
 	*batch = k;

@@ -11,17 +11,21 @@
  * - Resize is separable triangle (bilinear with antialias, as PIL / torchvision
  *   antialias=True): coefficients are computed once per image per axis in float,
  *   stored as 14-bit fixed point with a constant tap count per axis (zero padded),
- *   so the inner loops are fixed-length integer multiply-adds. For each output row
- *   the vertical pass runs first (the long, contiguous loop over the window's
- *   width) into one L1-resident row, then the horizontal pass makes the output row.
- *   Hand-written SSE2/SSSE3/AVX2 kernels (chosen at run time) do both passes.
+ *   so the inner loops are fixed-length integer multiply-adds. For each pair of
+ *   output rows the vertical pass runs first (the long, contiguous loop over the
+ *   window's width, over each row's nonzero taps only) into two L1-resident rows,
+ *   then one horizontal pass makes both output rows (same taps and weights, one
+ *   row per 128-bit lane). Hand-written SSE2/SSSE3/AVX2 kernels (chosen at run
+ *   time) do both passes. The coefficients are built in two cheap passes (span
+ *   from the filter support, then weights) with no libm calls per tap.
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
  * - float32 CHW output is computed from the uint8 result as x * (1/(255 std)) +
  *   (-mean/std) (torchvision's ToTensor+Normalize of the resized PIL image, to
  *   ~1e-7), deinterleaving RGB into planes 8 pixels a step with AVX2.
  * - The largest DCT reduction is chosen among 1/8, 1/4, 1/2, 1 (gm_jpeg_pick_scale
- *   says why), so the resize is at most a ~2x downscale (4 taps) for any crop of
- *   a normal photo; bigger factors use the general kernels.
+ *   says why), so the resize is at most a ~2x downscale (4 taps) for most crops of
+ *   a normal photo (up to ~3x, 6 taps, for elongated ones); bigger factors use the
+ *   general kernels.
  * - All scratch (coefficients, intermediate rows) lives in the handle and only
  *   grows; nothing is allocated per sample once the largest shape has been seen.
  *
@@ -53,11 +57,14 @@
 #define COEF_ONE (1 << COEF_BITS)
 #define MAX_SIZE 8192u
 
-/* One axis of the resize: for output i, taps src[min[i] .. min[i]+taps). */
+/*
+ * One axis of the resize: for output i, taps src[min[i] .. min[i]+taps) (pixels;
+ * for the horizontal axis gm_aug_sample turns min into byte offsets).
+ */
 struct axis {
 	int32_t *min;
 	int16_t *coef; /* out * taps */
-	double *w;     /* scratch: float weights, out * (2*ceil(support)+1) */
+	double *w;     /* scratch: one output's float weights (2*ceil(support)+1) */
 	int32_t *first, *count; /* scratch: first nonzero tap and span per output */
 	size_t min_cap, coef_cap, w_cap, first_cap, count_cap;
 	uint32_t taps;
@@ -69,6 +76,9 @@ typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
 		     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
 typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
 		     const int16_t *hv, uint32_t out_w);
+typedef void hrow2_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+		      const uint8_t *src1, const struct axis *ax, const int16_t *hv,
+		      uint32_t out_w);
 
 struct gm_aug {
 	struct gm_aug_spec spec;
@@ -80,9 +90,9 @@ struct gm_aug {
 	size_t hv_cap;
 	vrow_fn *vrow;
 	hrow_fn *hrow;	/* any tap count */
-	hrow_fn *hrow4; /* 1 to 4 taps (hv built with 2 pairs), or NULL */
+	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	frow_fn *frow;
-	uint8_t *row; /* one output row (u8 HWC) for the float path */
+	uint8_t *row; /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
 };
@@ -145,7 +155,7 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 	ret = gm_jpeg_create(&a->dec, s->max_pixels);
 	if (ret)
 		goto out_free;
-	a->row = malloc((size_t)s->size * 3);
+	a->row = malloc((size_t)s->size * 6 + 32);
 	if (!a->row) {
 		ret = -ENOMEM;
 		goto out_jpeg;
@@ -283,6 +293,13 @@ static struct box eval_box(const struct gm_aug_spec *s, uint32_t W, uint32_t H)
 
 /* ---- resampling ------------------------------------------------------------------ */
 
+/* floor() of a double well inside the int64 range, without a libm call. */
+static inline int64_t ifloor(double v)
+{
+	int64_t t = (int64_t)v;
+	return t - (v < (double)t);
+}
+
 /*
  * Triangle-filter coefficients mapping the source interval [b0, b1) of a row of
  * `in` samples onto `out` samples (PIL's antialiased bilinear: the filter widens
@@ -295,64 +312,56 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 		      bool mirror)
 {
 	double scale = (b1 - b0) / out;
-	double fscale = scale > 1.0 ? scale : 1.0;
-	double support = fscale; /* triangle support 1, widened */
-	uint32_t kmax = (uint32_t)ceil(support) * 2 + 1, taps = 1;
+	double fscale = scale > 1.0 ? scale : 1.0; /* triangle support 1, widened */
+	double inv = 1.0 / fscale; /* multiply, not divide, in the per-tap loop */
+	uint32_t kmax = (uint32_t)ceil(fscale) * 2 + 1, taps = 1;
 
-	if (grow((void **)&ax->w, &ax->w_cap, sizeof(double) * out * kmax) ||
+	if (grow((void **)&ax->w, &ax->w_cap, sizeof(double) * kmax) ||
 	    grow((void **)&ax->first, &ax->first_cap, sizeof(int32_t) * out) ||
 	    grow((void **)&ax->count, &ax->count_cap, sizeof(int32_t) * out) ||
 	    grow((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out))
 		return -ENOMEM;
+	/* Pass 1: the span of nonzero weights, |x + 0.5 - center| < fscale, per output. */
 	for (uint32_t i = 0; i < out; i++) {
-		double center = b0 + (i + 0.5) * scale, *w = ax->w + (size_t)i * kmax;
-		double lo = center - support + 0.5, hi = center + support + 0.5;
-		int64_t xmin = lo < 0 ? 0 : (int64_t)lo;
-		int64_t xmax = hi > in ? (int64_t)in : (int64_t)hi;
-		int64_t f = -1, l = -1;
-		double sum = 0;
-		if (xmax > xmin + kmax)
-			xmax = xmin + kmax;
-		for (int64_t x = xmin; x < xmax; x++) {
-			double t = fabs((x - center + 0.5) / fscale);
-			double v = t < 1.0 ? 1.0 - t : 0.0;
-			if (v > 0) {
-				if (f < 0)
-					f = x;
-				l = x;
-				w[x - f] = v;
-				sum += v;
-			}
-		}
-		if (f < 0) { /* no sample under the filter: nearest one */
+		double center = b0 + (i + 0.5) * scale;
+		int64_t f = ifloor(center - fscale - 0.5) + 1;
+		int64_t l = -ifloor(-(center + fscale - 0.5)) - 1; /* ceil - 1 */
+		f = f < 0 ? 0 : f;
+		l = l > (int64_t)in - 1 ? (int64_t)in - 1 : l;
+		l = l - f + 1 > (int64_t)kmax ? f + kmax - 1 : l;
+		if (l < f) /* no sample under the filter: nearest one */
 			f = l = center < 0 ? 0 : center >= in ? (int64_t)in - 1 : (int64_t)center;
-			w[0] = sum = 1.0;
-		}
-		for (int64_t k = 0; k <= l - f; k++)
-			w[k] /= sum;
 		ax->first[i] = (int32_t)f;
 		ax->count[i] = (int32_t)(l - f + 1);
-		if ((uint32_t)ax->count[i] > taps)
-			taps = (uint32_t)ax->count[i];
+		taps = (uint32_t)ax->count[i] > taps ? (uint32_t)ax->count[i] : taps;
 	}
 	if (grow((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps))
 		return -ENOMEM;
 	ax->taps = taps;
+	/* Pass 2: weights, normalised, in fixed point, in a run of `taps` inside [0, in). */
 	for (uint32_t i = 0; i < out; i++) {
-		const double *w = ax->w + (size_t)i * kmax;
+		double center = b0 + (i + 0.5) * scale, *w = ax->w, sum = 0;
 		int64_t f = ax->first[i], n = ax->count[i];
-		/* Fixed-length run of taps kept inside [0, in) (taps <= in always holds). */
-		int64_t start = f + taps > in ? (int64_t)in - taps : f;
+		int64_t start = f + taps > in ? (int64_t)in - taps : f; /* taps <= in holds */
 		int64_t off = f - start;
 		uint32_t slot = mirror ? out - 1 - i : i;
 		int16_t *c = ax->coef + (size_t)slot * taps;
-		int32_t total = 0, big = (int32_t)off;
-		memset(c, 0, sizeof(int16_t) * taps);
+		int32_t total = 0, big = (int32_t)off, bigv = -1;
 		for (int64_t k = 0; k < n; k++) {
-			c[off + k] = (int16_t)lrint(w[k] * COEF_ONE);
-			total += c[off + k];
-			if (c[off + k] > c[big])
-				big = (int32_t)(off + k);
+			double v = 1.0 - fabs((f + k - center + 0.5) * inv);
+			v = v > 0 ? v : 0; /* a rounding zero at the span's edge */
+			w[k] = v;
+			sum += v;
+		}
+		double rs = sum > 0 ? COEF_ONE / sum : 0; /* normalised, scaled to fixed point */
+		for (uint32_t k = 0; k < taps; k++)
+			c[k] = 0;
+		for (int64_t k = 0; k < n; k++) {
+			int32_t v = (int32_t)(w[k] * rs + 0.5); /* w >= 0: round */
+			c[off + k] = (int16_t)v;
+			total += v;
+			big = v > bigv ? (int32_t)(off + k) : big;
+			bigv = v > bigv ? v : bigv;
 		}
 		c[big] = (int16_t)(c[big] + COEF_ONE - total); /* weights sum to exactly 1 */
 		ax->min[slot] = (int32_t)start;
@@ -375,7 +384,10 @@ static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s, size_t stride
 	}
 }
 
-/* Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. */
+/*
+ * Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. Here and
+ * in the SIMD versions ax->min holds byte offsets into src (gm_aug_sample converts).
+ */
 static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
 		   const int16_t *hv, uint32_t out_w)
 {
@@ -383,7 +395,7 @@ static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src, const str
 	(void)hv;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
 		const int16_t *c = ax->coef + (size_t)ox * taps;
-		const uint8_t *s = src + (size_t)ax->min[ox] * 3;
+		const uint8_t *s = src + ax->min[ox];
 		int32_t r = 1 << (COEF_BITS - 1), g = r, b = r;
 		for (uint32_t k = 0; k < taps; k++) {
 			r += s[3 * k] * c[k];
@@ -527,7 +539,7 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 	uint32_t pairs = (ax->taps + 1) / 2;
 	const __m128i *cv = (const __m128i *)hv;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
-		const uint8_t *s = src + (size_t)ax->min[ox] * 3;
+		const uint8_t *s = src + ax->min[ox];
 		__m128i acc = rnd;
 		for (uint32_t p = 0; p < pairs; p++) {
 			__m128i v = _mm_loadl_epi64((const __m128i *)(s + 6 * p));
@@ -542,99 +554,109 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 }
 
 /*
- * Horizontal, AVX2, for up to 4 taps (every upscale and 1..2x downscale; hv padded
- * to two pairs): one 16-byte load
- * broadcast to both lanes, one vpshufb giving taps 0-1 in the low lane and 2-3 in
- * the high lane, one vpmaddwd with hv (the same two pairs as the SSSE3 layout);
- * two output pixels share the lane reduction and the packing.
+ * Horizontal, AVX2, two output rows at once, for up to 6 taps (every upscale and
+ * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights, so one pixel of row 0
+ * goes in the low lane and the same pixel of row 1 in the high lane: per pair of
+ * taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one vpmaddwd
+ * with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The packs keep
+ * the lanes apart, so no cross-lane step is needed: after packing four pixels the
+ * low lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a
+ * constant after inlining). Reads up to 20 bytes from each pixel's first tap:
+ * the rows have slack for that. Offsets in ax->min are in bytes.
  */
-__attribute__((target("avx2"))) static void hrow_avx2(uint8_t *restrict dst,
-						       const uint8_t *restrict src,
-						       const struct axis *ax, const int16_t *hv,
-						       uint32_t out_w)
+__attribute__((target("avx2"))) static inline __m256i hpix2_avx2(const uint8_t *s0,
+								  const uint8_t *s1,
+								  const __m256i *cv, int pairs)
 {
-	const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
-					      -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1,
+	const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
+					      -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1,
 					      -1, -1, -1);
+	const __m256i sh23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1,
+					      -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1,
+					      -1, -1, -1, -1);
+	__m256i v, acc;
+	if (pairs == 1)
+		v = _mm256_inserti128_si256(
+			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)s0)),
+			_mm_loadl_epi64((const __m128i *)s1), 1);
+	else
+		v = _mm256_inserti128_si256(
+			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+			_mm_loadu_si128((const __m128i *)s1), 1);
+	acc = _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01), _mm256_loadu_si256(cv));
+	if (pairs >= 2)
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh23),
+							      _mm256_loadu_si256(cv + 1)));
+	if (pairs == 3) { /* taps 4 and 5 start at byte 12 */
+		v = _mm256_inserti128_si256(
+			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(s0 + 12))),
+			_mm_loadl_epi64((const __m128i *)(s1 + 12)), 1);
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01),
+							      _mm256_loadu_si256(cv + 2)));
+	}
+	return acc;
+}
+
+__attribute__((target("avx2"))) static inline void
+hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
+	   const int32_t *m, const __m256i *cv, uint32_t out_w, int pairs)
+{
 	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
-	const __m256i *cv = (const __m256i *)hv;
-	const int32_t *m = ax->min;
-	/* gathers the RGB of four RGBx dwords into 12 bytes */
-	const __m128i pack12 = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	/* gathers the RGB of four RGBx dwords into 12 bytes, in each lane */
+	const __m256i pack12 = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
+						-1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
+						-1, -1);
 	uint32_t ox = 0;
 	for (; ox + 4 <= out_w; ox += 4) {
-		/* written out (not a loop over an array) so everything stays in registers */
-		const uint8_t *sa = src + (size_t)m[ox] * 3, *sb = src + (size_t)m[ox + 1] * 3;
-		const uint8_t *sc = src + (size_t)m[ox + 2] * 3, *sd = src + (size_t)m[ox + 3] * 3;
-		__m256i va = _mm256_madd_epi16(
-			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
-						    _mm_loadu_si128((const __m128i *)sa)),
-					    shuf),
-			_mm256_loadu_si256(cv + ox));
-		__m256i vb = _mm256_madd_epi16(
-			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
-						    _mm_loadu_si128((const __m128i *)sb)),
-					    shuf),
-			_mm256_loadu_si256(cv + ox + 1));
-		__m256i vc = _mm256_madd_epi16(
-			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
-						    _mm_loadu_si128((const __m128i *)sc)),
-					    shuf),
-			_mm256_loadu_si256(cv + ox + 2));
-		__m256i vd = _mm256_madd_epi16(
-			_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(
-						    _mm_loadu_si128((const __m128i *)sd)),
-					    shuf),
-			_mm256_loadu_si256(cv + ox + 3));
-		/* lane sums: ab = (A, B), cd = (C, D) */
-		__m256i ab = _mm256_add_epi32(_mm256_permute2x128_si256(va, vb, 0x20),
-					      _mm256_permute2x128_si256(va, vb, 0x31));
-		__m256i cd = _mm256_add_epi32(_mm256_permute2x128_si256(vc, vd, 0x20),
-					      _mm256_permute2x128_si256(vc, vd, 0x31));
-		ab = _mm256_srai_epi32(_mm256_add_epi32(ab, rnd), COEF_BITS);
-		cd = _mm256_srai_epi32(_mm256_add_epi32(cd, rnd), COEF_BITS);
-		/* dwords after packing: lane 0 = A C A C, lane 1 = B D B D */
-		__m256i p = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), _mm256_setzero_si256());
-		p = _mm256_permutevar8x32_epi32(p, order); /* A B C D ... */
-		__m128i q = _mm_shuffle_epi8(_mm256_castsi256_si128(p), pack12);
+		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
+		__m256i b = hpix2_avx2(s0 + m[ox + 1], s1 + m[ox + 1],
+				       cv + (size_t)(ox + 1) * pairs, pairs);
+		__m256i c = hpix2_avx2(s0 + m[ox + 2], s1 + m[ox + 2],
+				       cv + (size_t)(ox + 2) * pairs, pairs);
+		__m256i d = hpix2_avx2(s0 + m[ox + 3], s1 + m[ox + 3],
+				       cv + (size_t)(ox + 3) * pairs, pairs);
+		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
+		b = _mm256_srai_epi32(_mm256_add_epi32(b, rnd), COEF_BITS);
+		c = _mm256_srai_epi32(_mm256_add_epi32(c, rnd), COEF_BITS);
+		d = _mm256_srai_epi32(_mm256_add_epi32(d, rnd), COEF_BITS);
+		/* per lane: A B C D as RGBx bytes, then 12 packed bytes */
+		__m256i p = _mm256_packus_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+		p = _mm256_shuffle_epi8(p, pack12);
+		__m128i q0 = _mm256_castsi256_si128(p), q1 = _mm256_extracti128_si256(p, 1);
 		if (ox + 6 <= out_w) { /* the 4 extra bytes land where later pixels go */
-			_mm_storeu_si128((__m128i *)(dst + 3 * ox), q);
+			_mm_storeu_si128((__m128i *)(d0 + 3 * ox), q0);
+			_mm_storeu_si128((__m128i *)(d1 + 3 * ox), q1);
 		} else {
-			uint8_t last[16];
-			_mm_storeu_si128((__m128i *)last, q);
-			memcpy(dst + 3 * ox, last, 12);
+			uint8_t last[32];
+			_mm256_storeu_si256((__m256i *)last, p);
+			memcpy(d0 + 3 * ox, last, 12);
+			memcpy(d1 + 3 * ox, last + 16, 12);
 		}
 	}
-	for (; ox + 2 <= out_w; ox += 2) {
-		__m256i a = _mm256_broadcastsi128_si256(
-			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox] * 3)));
-		__m256i b = _mm256_broadcastsi128_si256(
-			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox + 1] * 3)));
-		a = _mm256_madd_epi16(_mm256_shuffle_epi8(a, shuf), _mm256_loadu_si256(cv + ox));
-		b = _mm256_madd_epi16(_mm256_shuffle_epi8(b, shuf),
-				      _mm256_loadu_si256(cv + ox + 1));
-		__m256i t = _mm256_permute2x128_si256(a, b, 0x20);
-		__m256i u = _mm256_permute2x128_si256(a, b, 0x31);
-		__m256i v = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(t, u), rnd),
-					      COEF_BITS);
-		v = _mm256_packs_epi32(v, v);
-		v = _mm256_packus_epi16(v, v);
-		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
-		uint32_t pb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
-		memcpy(dst + 3 * ox, &pa, 4); /* 4th byte is rewritten just below */
-		memcpy(dst + 3 * ox + 3, &pb, 3);
+	for (; ox < out_w; ox++) {
+		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
+		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
+		a = _mm256_packus_epi16(_mm256_packs_epi32(a, a), a);
+		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(a));
+		uint32_t pb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(a, 1));
+		memcpy(d0 + 3 * ox, &pa, 3);
+		memcpy(d1 + 3 * ox, &pb, 3);
 	}
-	if (ox < out_w) {
-		__m256i a = _mm256_broadcastsi128_si256(
-			_mm_loadu_si128((const __m128i *)(src + (size_t)m[ox] * 3)));
-		a = _mm256_madd_epi16(_mm256_shuffle_epi8(a, shuf), _mm256_loadu_si256(cv + ox));
-		__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-		v = _mm_srai_epi32(_mm_add_epi32(v, _mm256_castsi256_si128(rnd)), COEF_BITS);
-		v = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
-		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(v);
-		memcpy(dst + 3 * ox, &pa, 3);
-	}
+}
+
+/* Two rows src0/src1 -> dst0/dst1 with the same horizontal taps (see above). */
+__attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
+							uint8_t *restrict dst1,
+							const uint8_t *src0, const uint8_t *src1,
+							const struct axis *ax, const int16_t *hv,
+							uint32_t out_w)
+{
+	if (ax->taps <= 2)
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 1);
+	else if (ax->taps <= 4)
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 2);
+	else
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
 
 /* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
@@ -691,7 +713,7 @@ static void pick_kernels(struct gm_aug *a)
 {
 	a->vrow = vrow_c;
 	a->hrow = hrow_c;
-	a->hrow4 = NULL;
+	a->hrow2 = NULL;
 	a->frow = frow_c;
 #if defined(__x86_64__)
 	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
@@ -703,7 +725,7 @@ static void pick_kernels(struct gm_aug *a)
 		a->hrow = hrow_ssse3;
 	if (__builtin_cpu_supports("avx2")) {
 		a->vrow = vrow_avx2;
-		a->hrow4 = hrow_avx2;
+		a->hrow2 = hrow2_avx2;
 		a->frow = frow_avx2;
 	}
 #endif
@@ -711,22 +733,44 @@ static void pick_kernels(struct gm_aug *a)
 
 /*
  * Lay out the horizontal coefficients as pmaddwd operands: 8 int16 per pair of
- * taps, `pairs` pairs per output (zero-padded beyond the taps).
+ * taps (c0 c1 c0 c1 c0 c1 0 0), `pairs` pairs per output (zero-padded beyond the
+ * taps); dup: each 8 written twice (both lanes of a 256-bit operand).
  */
-static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs)
+static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs,
+		     bool dup)
 {
-	uint32_t taps = ax->taps;
+	uint32_t taps = ax->taps, n = dup ? 16 : 8;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
 		const int16_t *c = ax->coef + (size_t)ox * taps;
 		for (uint32_t p = 0; p < pairs; p++) {
 			int16_t c0 = 2 * p < taps ? c[2 * p] : 0;
 			int16_t c1 = 2 * p + 1 < taps ? c[2 * p + 1] : 0;
-			int16_t *o = hv + ((size_t)ox * pairs + p) * 8;
-			o[0] = o[2] = o[4] = c0;
-			o[1] = o[3] = o[5] = c1;
-			o[6] = o[7] = 0;
+			int16_t *o = hv + ((size_t)ox * pairs + p) * n;
+			for (uint32_t k = 0; k < n; k += 8) {
+				o[k] = o[k + 2] = o[k + 4] = c0;
+				o[k + 1] = o[k + 3] = o[k + 5] = c1;
+				o[k + 6] = o[k + 7] = 0;
+			}
 		}
 	}
+}
+
+/*
+ * Vertical pass of output row y over the nonzero taps only: the tap count is the
+ * axis maximum, and rows with fewer weights (often every other row) have zeros at
+ * one end, which would cost a whole pair of source rows. Same sums either way.
+ */
+static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride,
+		  size_t nbytes, uint32_t y)
+{
+	const int16_t *c = a->ay.coef + (size_t)y * a->ay.taps;
+	uint32_t k0 = 0, k1 = a->ay.taps - 1;
+	while (k0 < k1 && c[k0] == 0)
+		k0++;
+	while (k1 > k0 && c[k1] == 0)
+		k1--;
+	a->vrow(d, src + ((size_t)a->ay.min[y] + k0) * stride, stride, nbytes, c + k0,
+		k1 - k0 + 1);
 }
 
 /* ---- the sample ------------------------------------------------------------------- */
@@ -795,32 +839,51 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		lo = m < lo ? m : lo;
 		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
 	}
-	size_t nbytes = (size_t)(hi - lo) * 3;
-	/* 1..4 taps go to the AVX2 kernel, which always takes two pairs */
-	bool four = a->hrow4 && a->ax.taps <= 4;
-	uint32_t pairs = four ? 2 : (a->ax.taps + 1) / 2;
-	/* One intermediate row (+32: the SIMD horizontal pass reads past its last tap). */
-	if (grow((void **)&a->tmp, &a->tmp_cap, nbytes + 32) ||
-	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 8 * pairs * size))
+	size_t nbytes = (size_t)(hi - lo) * 3, rowcap = nbytes + 32;
+	/* 1..6 taps: the two-row AVX2 kernel (1, 2 or 3 pairs, lanes doubled) */
+	bool two = a->hrow2 && a->ax.taps <= 6;
+	uint32_t pairs = (a->ax.taps + 1) / 2;
+	/* Two intermediate rows (+32 each: the SIMD horizontal pass reads past its last tap). */
+	if (grow((void **)&a->tmp, &a->tmp_cap, 2 * rowcap) ||
+	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
-	memset(a->tmp + nbytes, 0, 32);
+	uint8_t *tmp0 = a->tmp, *tmp1 = a->tmp + rowcap;
+	memset(tmp0 + nbytes, 0, 32);
+	memset(tmp1 + nbytes, 0, 32);
+	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
-		a->ax.min[i] -= (int32_t)lo;
+		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
 	if (a->hrow != hrow_c)
-		hv_build(a->hv, &a->ax, size, pairs);
+		hv_build(a->hv, &a->ax, size, pairs, two);
 	const uint8_t *src = img.pixels + (size_t)lo * 3;
-	hrow_fn *hrow = four ? a->hrow4 : a->hrow;
-	size_t plane = (size_t)size * size;
-	/* Row by row, vertical then horizontal: the intermediate stays in L1. */
-	for (uint32_t y = 0; y < size; y++) {
-		a->vrow(a->tmp, src + (size_t)a->ay.min[y] * img.stride, img.stride, nbytes,
-			a->ay.coef + (size_t)y * a->ay.taps, a->ay.taps);
+	size_t plane = (size_t)size * size, orow = (size_t)size * 3;
+	/*
+	 * Two rows at a time, vertical then horizontal: the intermediates stay in L1.
+	 * An odd last row is paired with itself, its twin going to scratch.
+	 */
+	for (uint32_t y = 0; y < size; y += 2) {
+		bool pair = y + 1 < size;
+		vpass(a, tmp0, src, img.stride, nbytes, y);
+		if (pair)
+			vpass(a, tmp1, src, img.stride, nbytes, y + 1);
+		uint8_t *d0 = a->row, *d1 = a->row + orow;
 		if (s->out == GM_OUT_U8_HWC) {
-			hrow((uint8_t *)out + (size_t)y * size * 3, a->tmp, &a->ax, a->hv, size);
+			d0 = (uint8_t *)out + y * orow;
+			d1 = pair ? d0 + orow : a->row;
+		}
+		if (two) {
+			a->hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
 		} else {
+			a->hrow(d0, tmp0, &a->ax, a->hv, size);
+			if (pair)
+				a->hrow(d1, tmp1, &a->ax, a->hv, size);
+		}
+		if (s->out == GM_OUT_F32_CHW) {
 			float *p0 = (float *)out + (size_t)y * size;
-			hrow(a->row, a->tmp, &a->ax, a->hv, size);
-			a->frow(p0, p0 + plane, p0 + 2 * plane, a->row, size, a->scale, a->bias);
+			a->frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+			if (pair)
+				a->frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
+					size, a->scale, a->bias);
 		}
 	}
 	t2 = now_ns();

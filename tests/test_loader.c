@@ -410,6 +410,76 @@ static void test_scale_and_close_reaps(void **state)
 	assert_int_equal(count_children(), 0);
 }
 
+static void test_shuffle_buffer_in_the_consumer(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	uint64_t plain[32], h1[32], h2[32];
+	int np, n1, n2;
+	struct gm_loader_stats st;
+	const char *spec = "read | decode | random_resized_crop 48 | flip | batch 16 | "
+			   "shuffle_buffer 40";
+	small_opts(&o, good_dir, 2);
+	o.pipeline = "read | decode | random_resized_crop 48 | flip | batch 16";
+	assert_int_equal(run_all(&o, plain, 32, &np, NULL), 0);
+	small_opts(&o, good_dir, 1);
+	o.pipeline = spec;
+	assert_int_equal(run_all(&o, h1, 32, &n1, &st), 0);
+	small_opts(&o, good_dir, 3);
+	o.pipeline = spec;
+	assert_int_equal(run_all(&o, h2, 32, &n2, NULL), 0);
+	assert_int_equal(n1, np); /* same batches per epoch, 2 epochs */
+	assert_int_equal(n1, n2);
+	assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0])); /* deterministic */
+	assert_memory_not_equal(h1, plain, sizeof(h1[0]) * 2);	  /* but reordered */
+
+	/* every sample once per epoch, labels travel with their samples */
+	struct gm_loader *l, *ref;
+	char err[256];
+	struct gm_batch b;
+	small_opts(&o, good_dir, 2);
+	o.pipeline = spec;
+	o.epochs = 1;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	o.pipeline = "read | decode | random_resized_crop 48 | flip | batch 1";
+	o.shuffle = false;
+	assert_int_equal(gm_loader_open(&ref, &o, err, sizeof(err)), 0);
+	int32_t label_of[N_IMAGES];
+	struct gm_batch r;
+	while (gm_loader_next(ref, &r) == 0)
+		label_of[r.sample_ids[0]] = r.labels[0];
+	gm_loader_close(ref);
+	uint8_t seen[N_IMAGES] = {0};
+	int rc, total = 0;
+	uint64_t k = 0;
+	while ((rc = gm_loader_next(l, &b)) == 0) {
+		assert_int_equal(b.index, k++);
+		assert_int_equal(gm_loader_release(l, &b), 0);
+		for (uint32_t i = 0; i < b.size; i++) {
+			seen[b.sample_ids[i]]++;
+			assert_int_equal(b.labels[i], label_of[b.sample_ids[i]]);
+		}
+		total += (int)b.size;
+	}
+	assert_int_equal(rc, GM_LOADER_END_OF_EPOCH);
+	assert_int_equal(gm_loader_next(l, &b), GM_LOADER_END);
+	assert_int_equal(total, N_IMAGES);
+	for (int i = 0; i < N_IMAGES; i++)
+		assert_int_equal(seen[i], 1);
+	gm_loader_close(l);
+
+	/* mid-epoch resume is refused, other consumer ops too */
+	small_opts(&o, good_dir, 1);
+	o.pipeline = spec;
+	o.start_batch = 2;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "epoch start"));
+	small_opts(&o, good_dir, 1);
+	o.pipeline = "read | decode | random_resized_crop 48 | cache | batch 16";
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EOPNOTSUPP);
+	assert_non_null(strstr(err, "'cache'"));
+}
+
 static void test_stop_keeps_views_readable(void **state)
 {
 	(void)state;
@@ -471,6 +541,7 @@ int main(void)
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),
 		cmocka_unit_test(test_same_bytes_with_1_2_4_workers),
 		cmocka_unit_test(test_scale_and_close_reaps),
+		cmocka_unit_test(test_shuffle_buffer_in_the_consumer),
 		cmocka_unit_test(test_stop_keeps_views_readable),
 		cmocka_unit_test(test_sigkill_worker_loses_nothing),
 	};

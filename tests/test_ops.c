@@ -378,6 +378,141 @@ static void test_simd_equals_portable(void **state)
 	free(big);
 }
 
+/* Decode a whole JPEG with libjpeg (defaults, as core/jpeg.c uses) to RGB. */
+static uint8_t *decode_all(const uint8_t *jpg, size_t len, uint32_t *w, uint32_t *h)
+{
+	struct jpeg_decompress_struct d;
+	struct jpeg_error_mgr err;
+	uint8_t *rgb;
+	d.err = jpeg_std_error(&err);
+	jpeg_create_decompress(&d);
+	jpeg_mem_src(&d, jpg, (unsigned long)len);
+	assert_int_equal(jpeg_read_header(&d, TRUE), JPEG_HEADER_OK);
+	d.out_color_space = JCS_RGB;
+	jpeg_start_decompress(&d);
+	*w = d.output_width, *h = d.output_height;
+	rgb = malloc((size_t)*w * *h * 3);
+	assert_non_null(rgb);
+	while (d.output_scanline < *h) {
+		JSAMPROW row = (JSAMPROW)(rgb + (size_t)d.output_scanline * *w * 3);
+		jpeg_read_scanlines(&d, &row, 1);
+	}
+	jpeg_finish_decompress(&d);
+	jpeg_destroy_decompress(&d);
+	return rgb;
+}
+
+/*
+ * Normalised triangle weights of output i for the source box [b0, b0 + out*scale)
+ * over the `in` samples, taking only samples inside the box (crop, then resize).
+ */
+static void ref_weights(double b0, double scale, uint32_t in, uint32_t i, double *w)
+{
+	double center = b0 + (i + 0.5) * scale, sup = scale > 1 ? scale : 1, sum = 0;
+	for (uint32_t x = 0; x < in; x++) {
+		double v = 1 - fabs(x + 0.5 - center) / sup;
+		if (x < b0 || x >= b0 + 224 * scale)
+			v = 0;
+		w[x] = v > 0 ? v : 0;
+		sum += w[x];
+	}
+	for (uint32_t x = 0; x < in; x++)
+		w[x] /= sum;
+}
+
+static void test_resize_accuracy(void **state)
+{
+	/*
+	 * Eval mode on 448x448 (a 1.75x downscale of the box [28, 420) on both axes,
+	 * decoded at full size) against a double-precision separable triangle filter
+	 * of the same decoded pixels inside the box, with no intermediate rounding. The fixed-point
+	 * path rounds twice (after each pass), so it may be 1 off, rarely.
+	 */
+	uint32_t W = 448, w, h;
+	uint8_t *rgb = malloc((size_t)W * W * 3), *jpg, *o = malloc(224 * 224 * 3);
+	size_t len;
+	(void)state;
+	uint64_t x = 12345;
+	for (uint32_t i = 0; i < W * W * 3; i++) { /* smooth ramps + noise: all levels */
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t p = i / 3, px = p % W, py = p / W;
+		rgb[i] = (uint8_t)((px * (i % 3 + 1) / 2 + py / 2 + (x >> 59)) & 255);
+	}
+	encode(rgb, W, W, &jpg, &len);
+	uint8_t *dec = decode_all(jpg, len, &w, &h);
+	assert_int_equal(w, W);
+	double *wx = malloc(sizeof(double) * 224 * W), *tmp = malloc(sizeof(double) * W * 224 * 3);
+	for (uint32_t i = 0; i < 224; i++)
+		ref_weights(28, 1.75, W, i, wx + (size_t)i * W);
+	struct gm_aug *a = make_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, 0.5f);
+	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o, NULL), 0);
+	/* vertical first (as ops.c), both in double */
+	for (uint32_t oy = 0; oy < 224; oy++)
+		for (uint32_t sx = 0; sx < W * 3; sx++) {
+			double acc = 0;
+			for (uint32_t sy = 0; sy < W; sy++)
+				if (wx[(size_t)oy * W + sy] != 0)
+					acc += wx[(size_t)oy * W + sy] * dec[((size_t)sy * W) * 3 + sx];
+			tmp[(size_t)oy * W * 3 + sx] = acc;
+		}
+	double sum_err = 0, max_err = 0;
+	for (uint32_t oy = 0; oy < 224; oy++)
+		for (uint32_t ox = 0; ox < 224; ox++)
+			for (uint32_t c = 0; c < 3; c++) {
+				double acc = 0;
+				for (uint32_t sx = 0; sx < W; sx++)
+					acc += wx[(size_t)ox * W + sx] *
+					       tmp[((size_t)oy * W + sx) * 3 + c];
+				double e = fabs(o[(oy * 224 + ox) * 3 + c] - acc);
+				sum_err += e;
+				max_err = e > max_err ? e : max_err;
+			}
+	double mean_err = sum_err / (224.0 * 224 * 3);
+	print_message("resize vs double reference: mean |err| %.4f, max %.4f\n", mean_err, max_err);
+	assert_true(max_err < 1.0 + 1e-9);
+	assert_true(mean_err < 0.3);
+	gm_aug_destroy(a);
+	free(wx);
+	free(tmp);
+	free(dec);
+	free(rgb);
+	free(jpg);
+	free(o);
+}
+
+static void test_odd_sizes_simd_equals_portable(void **state)
+{
+	/* odd output sides (the two-row kernel's lone last row) and big downscales */
+	static const uint32_t sizes[] = {1, 7, 33, 99, 224};
+	size_t len;
+	uint8_t *jpg = synth(640, 480, 31, 0, &len);
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (int out = 0; out < 2; out++) {
+			struct gm_aug_spec sp;
+			struct gm_aug *s, *p;
+			gm_aug_spec_default(&sp);
+			sp.size = sizes[k];
+			sp.out = (enum gm_out_type)out;
+			assert_int_equal(gm_aug_create(&s, &sp), 0);
+			setenv("GM_NO_SIMD", "1", 1);
+			assert_int_equal(gm_aug_create(&p, &sp), 0);
+			unsetenv("GM_NO_SIMD");
+			size_t n = gm_aug_out_bytes(&sp);
+			uint8_t *o1 = malloc(n), *o2 = malloc(n);
+			for (uint64_t id = 0; id < 16; id++) {
+				assert_int_equal(gm_aug_sample(s, jpg, len, 3, 0, id, o1, NULL), 0);
+				assert_int_equal(gm_aug_sample(p, jpg, len, 3, 0, id, o2, NULL), 0);
+				assert_memory_equal(o1, o2, n);
+			}
+			gm_aug_destroy(s);
+			gm_aug_destroy(p);
+			free(o1);
+			free(o2);
+		}
+	free(jpg);
+}
+
 static void test_odd_inputs(void **state)
 {
 	/* tiny, thin, gray, CMYK, progressive, upsampled: all produce output */
@@ -455,6 +590,8 @@ int main(void)
 		cmocka_unit_test(test_eval_matches_resize_then_crop),
 		cmocka_unit_test(test_flat_colour_kept),
 		cmocka_unit_test(test_simd_equals_portable),
+		cmocka_unit_test(test_odd_sizes_simd_equals_portable),
+		cmocka_unit_test(test_resize_accuracy),
 		cmocka_unit_test(test_odd_inputs),
 		cmocka_unit_test(test_errors),
 	};

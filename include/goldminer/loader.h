@@ -125,7 +125,8 @@ int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, co
 /* Change the number of worker processes (>= 1). 0 or -EINVAL. */
 int gm_loader_scale(struct gm_loader *l, int workers);
 
-/* Position to resume from: the epoch and batch the next gm_loader_next returns. */
+/* Position to resume from: the epoch and batch the next gm_loader_next returns.
+ * With a shuffle_buffer op a loader can only be reopened at batch 0 of an epoch. */
 void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *batch);
 
 /* Copy a delivered batch to GPU memory dst (cudaMemcpy, DMA when pinned).
