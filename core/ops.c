@@ -555,18 +555,17 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 
 /*
  * Horizontal, AVX2, two output rows at once, for up to 6 taps (every upscale and
- * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights, so one pixel of row 0
- * goes in the low lane and the same pixel of row 1 in the high lane: per pair of
- * taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one vpmaddwd
- * with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The packs keep
+ * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights,
+ * so one pixel of row 0 goes in the low lane and the same pixel of row 1 in the
+ * high lane: per pair of taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit
+ * lanes and one vpmaddwd with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The packs keep
  * the lanes apart, so no cross-lane step is needed: after packing four pixels the
  * low lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a
  * constant after inlining). Reads up to 20 bytes from each pixel's first tap:
  * the rows have slack for that. Offsets in ax->min are in bytes.
  */
-__attribute__((target("avx2"))) static inline __m256i hpix2_avx2(const uint8_t *s0,
-								  const uint8_t *s1,
-								  const __m256i *cv, int pairs)
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+hpix2_avx2(const uint8_t *s0, const uint8_t *s1, const __m256i *cv, int pairs)
 {
 	const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
 					      -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1,
@@ -597,7 +596,8 @@ __attribute__((target("avx2"))) static inline __m256i hpix2_avx2(const uint8_t *
 	return acc;
 }
 
-__attribute__((target("avx2"))) static inline void
+/* always inlined, so that each PAIRS gets its own straight-line loop */
+__attribute__((target("avx2"), always_inline)) static inline void
 hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
 	   const int32_t *m, const __m256i *cv, uint32_t out_w, int pairs)
 {
