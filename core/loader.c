@@ -6,11 +6,16 @@
  * (poll, no polling loop), and when one dies re-issues its leased tasks
  * (gm_ring_reclaim) and starts a replacement. Workers are forked from that thread
  * so that PR_SET_PDEATHSIG (tied to the forking thread) kills them if the
- * consumer process dies. Everything a worker needs (the index, the spec) is
- * inherited across fork; the ring is a shared memfd mapping.
+ * coordinator's process dies. A worker inherits the index and the spec; it keeps
+ * only its own ring's fd and maps it afresh (rings are MADV_DONTFORK), so no
+ * worker pins another job's ring, socket or pidfd.
  *
- * Task t is batch (epoch0 + t / batches_per_epoch, t % batches_per_epoch).
- * It does not decode (worker.c), move leases (ring.c) or plan pipelines.
+ * Three modes share this code: local (consumer, coordinator and workers here),
+ * client (consumer here, the rest in the node agent, ring received as a memfd) and
+ * serve (the agent's side of a client). Task t is batch
+ * (epoch0 + t / batches_per_epoch, t % batches_per_epoch). A shuffle_buffer op is
+ * run here, in the consumer, on copies (contract 4).
+ * It does not decode (worker.c), move leases (ring.c) or parse pipelines.
  */
 #include "goldminer/loader.h"
 

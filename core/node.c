@@ -154,7 +154,15 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	o.batch_size = req->batch_size;
 	o.epoch = req->epoch;
 	o.epochs = req->epochs;
+	/* Enough slots for every worker the job may get (two in flight each). */
+	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget ? (uint32_t)req->workers
+										: a->budget;
 	o.slots = req->slots;
+	if (!o.slots) {
+		o.slots = 4;
+		while (o.slots < 2 * most && o.slots < 64)
+			o.slots *= 2;
+	}
 	o.on_error = req->on_error ? GM_ON_ERROR_FAIL : GM_ON_ERROR_SKIP;
 	o.shuffle = req->shuffle != 0;
 	o.drop_last = req->drop_last != 0;
