@@ -7,6 +7,10 @@
  * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
  * substitute is the same whichever worker makes the batch, however often.
  *
+ * Crash safety (contract 2): each finished sample sets its bit in the slot's
+ * `done` bitmap (release), so a worker that takes over a re-issued task skips
+ * what the dead one finished; what it redoes, it redoes with the same bytes.
+ *
  * I/O overlaps compute: all reads of a batch go to io_uring at once, and each
  * sample is decoded into its place in the slot from inside the completion
  * callback while the other reads are still in flight.
