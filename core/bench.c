@@ -104,7 +104,7 @@ int gm_cli_bench(int argc, char **argv)
 				o.workers = 0;
 				break;
 			}
-			if (parse_u64(optarg, "--workers", 1, 256, &v))
+			if (parse_u64(optarg, "--workers (or auto)", 1, 256, &v))
 				return 2;
 			o.workers = (int)v;
 			break;
