@@ -106,7 +106,9 @@ static void test_random_sigkill_every_20ms(void **state)
 	assert_int_equal(epoch_sum(&o, &ref, &st), 0);
 	assert_int_equal(st.worker_deaths, 0);
 	uint64_t kills = 0;
-	for (int round = 0; round < 3; round++) {
+	/* rounds until enough kills landed (a fast machine finishes an epoch in few
+	 * kill periods); every round must give the reference bytes */
+	for (int round = 0; round < 12 && (round < 3 || kills < 3); round++) {
 		opts(&o, 2 + round % 2);
 		o.chaos_kill_ms = 20;
 		o.seed = 5;
@@ -120,7 +122,7 @@ static void test_random_sigkill_every_20ms(void **state)
 			assert_true(st.detect_ns_max < 1000000000ull); /* a loose bound, not a timing test */
 		}
 	}
-	printf("# chaos: %llu kills over 3 epochs\n", (unsigned long long)kills);
+	printf("# chaos: %llu kills\n", (unsigned long long)kills);
 	assert_true(kills >= 3);
 }
 
