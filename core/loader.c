@@ -350,8 +350,17 @@ int gm_loader_measure(struct gm_loader *l, double *demand_out, double *worker_ou
 	l->ctl_samples = samples;
 	l->ctl_wait = wait;
 	l->ctl_work = work;
+	if (!ds && !atomic_load_explicit(&l->h->c_waiting, memory_order_relaxed) &&
+	    dt >= 4000000000ull) {
+		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
+		 * checkpointing). Its demand is 0; one worker's rate is as last seen. */
+		atomic_store(&l->h->p_demand_mrate, 0);
+		*demand_out = 0;
+		*worker_out = (double)atomic_load(&l->h->p_worker_mrate) / 1000;
+		return *worker_out > 0;
+	}
 	if (!ds || !dk)
-		return 0;
+		return 0; /* starving (waiting for a first batch): no estimate */
 	double busy = (double)(dt > dw ? dt - dw : 0) / 1e9;
 	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
 	double per_worker = (double)ds / ((double)dk / 1e9);
@@ -1028,18 +1037,24 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 		return GM_LOADER_END;
 
 	t0 = now_ns();
+	atomic_store_explicit(&l->h->c_waiting, 1, memory_order_relaxed);
 	for (;;) {
 		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
 		/* pairs with the release store in fatal() */
 		fe = atomic_load_explicit(&l->h->p_fatal, memory_order_acquire);
-		if (fe)
+		if (fe) {
+			atomic_store_explicit(&l->h->c_waiting, 0, memory_order_relaxed);
 			return set_err(l, fe, "gm_loader_next: %s", l->h->p_fatal_msg);
-		fe = client_check(l);
-		if (fe)
+		}
+		fe = client_check(l); /* sets the message */
+		if (fe) {
+			atomic_store_explicit(&l->h->c_waiting, 0, memory_order_relaxed);
 			return fe;
+		}
 	}
+	atomic_store_explicit(&l->h->c_waiting, 0, memory_order_relaxed);
 	t1 = now_ns();
 	l->wait_ns += t1 - t0;
 	atomic_fetch_add_explicit(&l->h->c_wait_ns, t1 - t0, memory_order_relaxed);

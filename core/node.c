@@ -311,7 +311,7 @@ static void rebalance(struct agent *a)
 	struct gm_policy_job pj[MAX_JOBS];
 	uint32_t w[MAX_JOBS];
 	int idx[MAX_JOBS], n = 0;
-	uint64_t budget = a->budget, fixed_total = 0;
+	uint64_t budget = a->budget;
 
 	for (int i = 0; i < MAX_JOBS; i++) {
 		struct job *j = &a->jobs[i];
@@ -324,14 +324,19 @@ static void rebalance(struct agent *a)
 		}
 		uint32_t cap = j->cap && j->cap < a->budget ? j->cap : a->budget;
 		pj[n].tag = (uint64_t)i;
-		if (j->fixed || !j->rate) {
-			/* fixed by the user, or not measured yet: keep it as it is */
-			uint32_t keep = j->fixed ? j->fixed : (j->workers ? j->workers : 1);
-			pj[n].min_workers = pj[n].max_workers = keep;
+		if (j->fixed) {
+			pj[n].min_workers = pj[n].max_workers = j->fixed;
 			pj[n].gpu_rate = 1;
 			pj[n].worker_rate = 1;
 			pj[n].weight = 1;
-			fixed_total += keep;
+		} else if (!j->rate) {
+			/* Not measured yet: it may keep what it has, but only from what the
+			 * measured jobs leave (tiny weight), and never less than one. */
+			pj[n].min_workers = 1;
+			pj[n].max_workers = j->workers > 1 ? (j->workers < cap ? j->workers : cap) : 1;
+			pj[n].gpu_rate = 1e9;
+			pj[n].worker_rate = 1;
+			pj[n].weight = 1e-12;
 		} else {
 			double demand = j->demand > 1e9 ? 1e9 : j->demand;
 			pj[n].gpu_rate = demand * HEADROOM;
@@ -344,14 +349,18 @@ static void rebalance(struct agent *a)
 	}
 	if (!n)
 		return;
-	(void)fixed_total;
 	gm_policy_allocate(pj, (size_t)n, budget, w); /* -ENOSPC still fills the minimums */
 	for (int k = 0; k < n; k++) {
 		struct job *j = &a->jobs[idx[k]];
 		uint32_t want = w[k] ? w[k] : 1;
 		if (want != j->workers) {
-			logf_(a, "job pid %d: %u -> %u workers (demand %.0f img/s, one worker %.0f img/s)",
-			      (int)j->pid, j->workers, want, j->demand, j->rate);
+			if (j->rate)
+				logf_(a, "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
+					 "%.0f img/s)",
+				      (int)j->pid, j->workers, want, j->demand, j->rate);
+			else
+				logf_(a, "job pid %d: %u -> %u workers (not measured yet)", (int)j->pid,
+				      j->workers, want);
 			j->workers = want;
 		}
 		gm_loader_set_target(j->l, (int)want);

@@ -47,7 +47,7 @@ static pid_t start_agent(uint32_t cpus)
 		sa.sa_handler = on_term;
 		sigaction(SIGTERM, &sa, NULL);
 		signal(SIGPIPE, SIG_IGN);
-		struct gm_node_opts o = {.socket_path = sock, .cpus = cpus, .verbose = 0};
+		struct gm_node_opts o = {.socket_path = sock, .cpus = cpus, .verbose = getenv("GM_TEST_VERBOSE") != NULL};
 		char err[256];
 		_exit(gm_node_run(&o, &agent_stop, err, sizeof(err)) ? 1 : 0);
 	}
@@ -172,13 +172,19 @@ static void test_two_jobs_share_the_budget(void **state)
 	assert_int_equal(gm_loader_open(&a, &o, err, sizeof(err)), 0);
 	assert_int_equal(gm_loader_open(&b, &o, err, sizeof(err)), 0);
 	assert_int_equal(wait_jobs(2), 2);
-	for (int i = 0; i < 30; i++) {
+	/* both consume; the agent's tick (250 ms) brings the pools within its budget */
+	struct gm_loader_stats sa, sb;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0;; i++) {
 		assert_int_equal(gm_loader_next(a, &x), i % 6 == 5 ? GM_LOADER_END_OF_EPOCH : 0);
 		assert_int_equal(gm_loader_next(b, &x), i % 6 == 5 ? GM_LOADER_END_OF_EPOCH : 0);
+		gm_loader_stats(a, &sa);
+		gm_loader_stats(b, &sb);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((i > 30 && sa.target_workers + sb.target_workers <= 3) || t1.tv_sec - t0.tv_sec > 20)
+			break;
 	}
-	struct gm_loader_stats sa, sb;
-	gm_loader_stats(a, &sa);
-	gm_loader_stats(b, &sb);
 	assert_true(sa.target_workers >= 1 && sb.target_workers >= 1);
 	assert_true(sa.target_workers + sb.target_workers <= 3); /* the agent's budget */
 	/* a fixed size asked by one job */
@@ -202,6 +208,39 @@ static void test_two_jobs_share_the_budget(void **state)
 	assert_int_equal(sb.target_workers, 3);
 	assert_int_equal(sb.workers, 3);
 	gm_loader_close(b);
+	assert_int_equal(wait_jobs(0), 0);
+}
+
+/* A job that attached and then sits idle cannot keep the budget from a newcomer. */
+static void test_idle_job_yields_to_a_newcomer(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *idle, *busy;
+	struct gm_loader_stats si, sb;
+	struct gm_batch x;
+	char err[512];
+	opts(&o, sock);
+	o.epochs = 0;
+	o.workers = 0; /* no cap: the agent decides (a client's N is its cap) */
+	assert_int_equal(gm_loader_open(&idle, &o, err, sizeof(err)), 0);
+	gm_loader_stats(idle, &si);
+	assert_int_equal(si.target_workers, 3); /* the whole idle budget at attach */
+	assert_int_equal(gm_loader_open(&busy, &o, err, sizeof(err)), 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		assert_true(gm_loader_next(busy, &x) >= 0);
+		gm_loader_stats(idle, &si);
+		gm_loader_stats(busy, &sb);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while ((si.target_workers + sb.target_workers > 3 || sb.target_workers < 2) &&
+		 t1.tv_sec - t0.tv_sec < 20);
+	assert_true(si.target_workers >= 1);
+	assert_true(si.target_workers + sb.target_workers <= 3);
+	assert_true(sb.target_workers >= 2); /* the consuming job got the spare workers */
+	gm_loader_close(busy);
+	gm_loader_close(idle);
 	assert_int_equal(wait_jobs(0), 0);
 }
 
@@ -300,6 +339,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dead_client_frees_its_job),
+		cmocka_unit_test(test_idle_job_yields_to_a_newcomer),
 		cmocka_unit_test(test_malformed_request_and_missing_agent),
 		cmocka_unit_test(test_other_uid_refused),
 		cmocka_unit_test(test_same_bytes_as_a_local_loader),

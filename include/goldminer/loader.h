@@ -45,7 +45,8 @@ struct gm_loader_opts {
 	bool no_pin;		  /* never cudaHostRegister the ring */
 	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
 	uint32_t max_workers;	  /* auto: CPU budget in workers (0: online CPUs) */
-	const char *node;	  /* node agent socket: workers run in the agent (NULL: here) */
+	const char *node;	  /* node agent socket: workers run in the agent (NULL: here);
+				   * then `workers` is the most the agent may give (0: no cap) */
 };
 
 /* One delivered batch: a view into a ring slot, valid until the next
