@@ -309,11 +309,15 @@ int gm_cli_bench(int argc, char **argv)
 	double wall = now_s() - t0;
 
 	/* The final report: bad files first (stderr), then the JSON line. */
-	for (uint64_t i = 0; i < st.errors; i++) {
-		const char *path, *msg;
-		if (gm_loader_error(l, i, &path, &msg) == 0)
-			fprintf(stderr, "goldminer: skipped %s: %s\n", path, msg);
+	uint64_t listed = 0;
+	const char *path, *msg;
+	while (gm_loader_error(l, listed, &path, &msg) == 0) {
+		fprintf(stderr, "goldminer: skipped %s: %s\n", path, msg);
+		listed++;
 	}
+	if (st.errors > listed)
+		fprintf(stderr, "goldminer: ... and %" PRIu64 " more bad samples (8 are listed per batch)\n",
+			st.errors - listed);
 	double n = (double)(st.samples ? st.samples : 1);
 	printf("{\"img_per_s\": %.1f, \"images\": %" PRIu64 ", \"batches\": %" PRIu64
 	       ", \"epochs\": %" PRIu64 ", \"dataset\": %u, \"classes\": %u, \"workers\": %d"

@@ -106,6 +106,7 @@ struct gm_loader {
 	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
 	struct err_rec *errs;
 	uint64_t n_errs, cap_errs;
+	uint64_t errors; /* exact count; the listing keeps GM_RING_MAX_ERRS a batch */
 
 	/* coordinator */
 	pthread_t coord;
@@ -1079,6 +1080,7 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	b->index = k;
 	b->size = ctl->n;
 	b->n_errors = nerr;
+	l->errors += nerr;
 	b->data = gm_ring_data(l->ring, slot);
 	b->sample_bytes = l->sample_bytes;
 	b->labels = gm_ring_labels(l->ring, slot);
@@ -1215,7 +1217,7 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->augment_ns = l->augment_ns;
 	s->write_ns = l->write_ns;
 	s->wait_ns = l->wait_ns;
-	s->errors = l->n_errs;
+	s->errors = l->errors;
 	s->workers = atomic_load(&l->h->p_alive);
 	s->worker_deaths = atomic_load(&l->h->p_deaths);
 	s->reissued = atomic_load(&l->h->p_reissued);

@@ -239,6 +239,30 @@ static void test_bad_files_skip(void **state)
 	gm_loader_close(l);
 }
 
+static void test_many_bad_files_in_one_batch_counted_exactly(void **state)
+{
+	(void)state;
+	char dir[64], p[128], err[256];
+	struct gm_loader_opts o;
+	struct gm_loader_stats st;
+	uint64_t h[4];
+	int n;
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-loadermany"), 0);
+	assert_int_equal(gm_synth_write(dir, 6, 1, 4, 0, NULL, err, sizeof(err)), 0);
+	for (int i = 0; i < 12; i++) {
+		snprintf(p, sizeof(p), "%s/class_00/bad_%02d.jpg", dir, i);
+		assert_int_equal(gm_synth_write_bad(p, GM_SYNTH_BAD_EMPTY, 0), 0);
+	}
+	small_opts(&o, dir, 2);
+	o.batch_size = 18; /* all 18 files, 12 of them bad, in one batch */
+	o.epochs = 1;
+	assert_int_equal(run_all(&o, h, 4, &n, &st), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(st.errors, 12); /* exact, though 8 are listed */
+	assert_int_equal(st.samples, 18);
+	gm_test_rm_tree(dir);
+}
+
 static void test_bad_files_fail(void **state)
 {
 	(void)state;
@@ -537,6 +561,7 @@ int main(void)
 		cmocka_unit_test(test_bad_files_skip),
 		cmocka_unit_test(test_epoch_contents_and_labels),
 		cmocka_unit_test(test_float32_output),
+		cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
 		cmocka_unit_test(test_open_errors),
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),
 		cmocka_unit_test(test_same_bytes_with_1_2_4_workers),

@@ -119,8 +119,10 @@ int gm_loader_release(struct gm_loader *l, struct gm_batch *b);
 /* Snapshot of the counters. */
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s);
 
-/* Bad samples met so far (in delivered batches, each once): i < errors. Returns
- * the dataset path and a message; pointers valid until close. */
+/* Bad samples met so far (in delivered batches, each once), i = 0, 1, ...; the
+ * listing keeps the first GM_RING_MAX_ERRS (8) of each batch, the count in
+ * stats.errors is exact. Returns 0 with the dataset path and a message (valid
+ * until close), or -ERANGE past the listing. */
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg);
 
 /* Change the number of worker processes (>= 1). 0 or -EINVAL. */
