@@ -285,32 +285,24 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg || !w->pos_of) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "worker: out of memory");
-		goto out_free;
+		goto out_destroy;
 	}
 	rc = gm_reader_create(&w->rd, b);
 	if (rc) {
 		snprintf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
 			 gm_reader_errmsg(w->rd));
-		goto out_free;
+		goto out_destroy;
 	}
 	rc = gm_aug_create(&w->aug, &cfg->aug);
 	if (rc) {
 		snprintf(err, errlen, "worker: augmentation spec: %s", strerror(-rc));
-		goto out_reader;
+		goto out_destroy;
 	}
 	*out = w;
 	return 0;
 
-out_reader:
-	gm_reader_destroy(w->rd);
-out_free:
-	free(w->fail_msg);
-	free(w->pos_of);
-	free(w->fail);
-	free(w->sizes);
-	free(w->paths);
-	free(w->perm);
-	free(w);
+out_destroy:
+	gm_worker_destroy(w); /* frees whatever was made; NULL members are fine */
 	return rc;
 }
 
