@@ -4,7 +4,7 @@
  * batch arrives once, in order, with the bytes of a run without kills. And a
  * sample that crashes workers is quarantined instead of killing them forever.
  */
-// LDFLAGS: -Wl,--wrap=gm_aug_sample
+// LDFLAGS: -Wl,--wrap=gm_aug_sample -Wl,--wrap=gm_reader_create
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,12 +23,26 @@
 #include "goldminer/loader.h"
 #include "goldminer/ops.h"
 #include "goldminer/synth.h"
+#include "goldminer/uring.h"
 #include "testutil.h"
 
 static char dir[64];
 /* The sample whose decode segfaults (UINT64_MAX: none). Set before the loader
  * forks, so the workers inherit it. */
 static uint64_t crash_id = UINT64_MAX;
+/* When set, a worker's io_uring cannot be created (as where io_uring is off). */
+static int reader_fails;
+
+int __real_gm_reader_create(struct gm_reader **out, unsigned depth);
+int __wrap_gm_reader_create(struct gm_reader **out, unsigned depth);
+int __wrap_gm_reader_create(struct gm_reader **out, unsigned depth)
+{
+	if (reader_fails) {
+		*out = NULL;
+		return -ENOSYS;
+	}
+	return __real_gm_reader_create(out, depth);
+}
 
 int __real_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 			 uint64_t epoch, uint64_t sample_id, void *out, struct gm_aug_times *t);
@@ -158,11 +172,38 @@ static void test_crashing_sample_is_quarantined(void **state)
 	crash_id = UINT64_MAX;
 }
 
+/* Workers that cannot start are a clear error from gm_loader_next, not a hang
+ * and not an endless respawn. */
+static void test_workers_that_cannot_start(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	char err[512];
+	opts(&o, 2);
+	reader_fails = 1;
+	int rc = gm_loader_open(&l, &o, err, sizeof(err));
+	if (rc == 0) {
+		rc = gm_loader_next(l, &b);
+		snprintf(err, sizeof(err), "%s", gm_loader_errmsg(l));
+		struct gm_loader_stats st;
+		gm_loader_stats(l, &st);
+		assert_true(st.worker_deaths >= 8);
+		gm_loader_close(l);
+	}
+	reader_fails = 0;
+	assert_int_equal(rc, -EIO);
+	assert_non_null(strstr(err, "workers cannot run"));
+	assert_non_null(strstr(err, "io_uring reader"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crashing_sample_is_quarantined),
 		cmocka_unit_test(test_random_sigkill_every_20ms),
+		cmocka_unit_test(test_workers_that_cannot_start),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
