@@ -158,6 +158,28 @@ static void test_socket_is_private(void **state)
 	char err[256];
 	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), -EADDRINUSE);
 	assert_non_null(strstr(err, "another goldminer node agent"));
+	/* a path that holds something else is never replaced */
+	char file[128];
+	snprintf(file, sizeof(file), "%s/not-a-socket", dir);
+	FILE *f = fopen(file, "w");
+	assert_non_null(f);
+	fclose(f);
+	o.socket_path = file;
+	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "not a socket"));
+	struct stat fst;
+	assert_int_equal(stat(file, &fst), 0);
+	assert_true(S_ISREG(fst.st_mode));
+	/* a stale socket file (no agent behind it) is replaced */
+	char stale[128];
+	snprintf(stale, sizeof(stale), "%s/stale.sock", dir);
+	int sfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, stale);
+	assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(sfd);
+	o.socket_path = stale;
+	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), 0); /* stop is set: returns */
 }
 
 static void test_two_jobs_share_the_budget(void **state)
