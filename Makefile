@@ -43,7 +43,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 
-.PHONY: all test sanitize bench demo plots clean deps check-deps sim-experiments format
+.PHONY: all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
 
 $(B)/%.o: %.c
@@ -77,7 +77,10 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 
 # Script tests (TAP on stdout): tests/*.sh and the Python suite.
 SCRIPT_TESTS := $(sort $(wildcard tests/test_*.sh))
-test: all $(TEST_BINS) $(BENCH_BINS)
+# test installs what is missing first (a sub-make, so pkg-config sees it).
+test: deps
+	$(Q)$(MAKE) --no-print-directory test-run
+test-run: all $(TEST_BINS) $(BENCH_BINS)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
 sanitize:
@@ -90,7 +93,8 @@ bench: all $(BENCH_BINS)
 	$(Q)B=$(B) PHOTOS="$(PHOTOS)" sh tests/bench/run.sh
 
 DEMO_DATA ?= $(B)/demo-data
-demo: deps all
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)[ -d "$(DEMO_DATA)" ] || $(B)/goldminer synth "$(DEMO_DATA)" --images 1000
 	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 5
 
