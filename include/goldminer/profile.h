@@ -17,8 +17,8 @@ struct gm_profile_class {
 	double gpu_rate;      /* samples/s per GPU when GPU-bound, > 0 */
 	double cpu_rate;      /* pre-processing samples/s per vCPU, > 0 */
 	double share;	      /* weight of the class in the seeded draw, >= 0 */
-	char gpu_source[320]; /* where gpu_rate comes from */
-	char cpu_source[320]; /* where cpu_rate comes from */
+	char gpu_source[512]; /* where gpu_rate comes from */
+	char cpu_source[512]; /* where cpu_rate comes from */
 };
 
 struct gm_profile {
