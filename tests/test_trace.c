@@ -19,22 +19,21 @@
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
 #include "goldminer/trace.h"
+#include "testutil.h"
 
 static char dir[64];
 
 static int setup(void **st)
 {
 	(void)st;
-	snprintf(dir, sizeof(dir), "/tmp/gm-test-trace-XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
+	return gm_test_tmpdir(dir, sizeof(dir), "gm-test-trace");
 }
 
 static int teardown(void **st)
 {
 	(void)st;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd);
+	gm_test_rm_tree(dir);
+	return 0;
 }
 
 /* Write text to dir/name and return the path (static buffer). */
