@@ -42,8 +42,13 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
+# Fuzz targets: replayed over their corpus by make test, explored by make fuzz.
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
+FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format
+.PHONY: all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
+	fuzz fuzz-build fuzz-seeds
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
 
 $(B)/%.o: %.c
@@ -75,12 +80,20 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
+# Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
+		$(B)/libgoldminer.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)$(CC) $(CFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c tests/fuzz/util.c \
+		$(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+
 # Script tests (TAP on stdout): tests/*.sh and the Python suite.
 SCRIPT_TESTS := $(sort $(wildcard tests/test_*.sh))
 # test installs what is missing first (a sub-make, so pkg-config sees it).
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
-test-run: all $(TEST_BINS) $(BENCH_BINS)
+test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
 sanitize:
@@ -97,6 +110,39 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)[ -d "$(DEMO_DATA)" ] || $(B)/goldminer synth "$(DEMO_DATA)" --images 1000
 	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 5
+
+# libFuzzer (clang): every target explores for FUZZ_SECONDS from a copy of its
+# committed corpus (tests/fuzz/corpus/NAME); crashes land in $(FUZZ_B)/crash-NAME/.
+# Add a crash input to the corpus once fixed: make test then replays it.
+FUZZ_B ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+fuzz-build:
+	$(Q)$(MAKE) --no-print-directory B=$(FUZZ_B) CUDA=0 CC=clang \
+		CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" $(FUZZ_B)/libgoldminer.a
+	$(Q)for n in $(FUZZ_NAMES); do \
+		echo "  FUZZ    $(FUZZ_B)/libfuzzer/$$n"; mkdir -p $(FUZZ_B)/libfuzzer; \
+		clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -std=c11 -D_GNU_SOURCE -Iinclude -Itests/fuzz \
+			-o $(FUZZ_B)/libfuzzer/$$n tests/fuzz/$$n.c tests/fuzz/util.c \
+			$(FUZZ_B)/libgoldminer.a $(LDLIBS) || exit 1; \
+	done
+fuzz: deps fuzz-build
+	$(Q)rc=0; for n in $(FUZZ_NAMES); do \
+		c=$${n#fuzz_}; w=$(FUZZ_B)/corpus/$$c; mkdir -p $$w $(FUZZ_B)/crash-$$c; \
+		cp -n tests/fuzz/corpus/$$c/* $$w/ 2>/dev/null; \
+		echo "== $$n: $(FUZZ_SECONDS) s from tests/fuzz/corpus/$$c"; \
+		$(FUZZ_B)/libfuzzer/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_B)/crash-$$c/ $$w tests/fuzz/corpus/$$c \
+			2>$(FUZZ_B)/$$n.log || { rc=1; echo "!! $$n found a failure:"; \
+			grep -A30 'ERROR\|==ERROR\|deadly\|SUMMARY' $(FUZZ_B)/$$n.log | head -40; }; \
+		grep -E '^stat::(number_of_executed_units|new_units_added)' $(FUZZ_B)/$$n.log; \
+	done; exit $$rc
+fuzz-seeds: $(B)/libgoldminer.a
+	$(Q)$(CC) $(CFLAGS) -o $(B)/gen-jpeg-seeds tests/fuzz/gen-jpeg-seeds.c $(B)/libgoldminer.a \
+		$(LDFLAGS) $(LDLIBS)
+	$(Q)mkdir -p tests/fuzz/corpus/jpeg && $(B)/gen-jpeg-seeds tests/fuzz/corpus/jpeg
 
 plots:
 	$(Q)SIM_OUT=$(B)/sim-experiments sh plots/make-plots.sh
@@ -119,6 +165,6 @@ format:
 	clang-format -i core/*.c sim/*.c include/goldminer/*.h tests/*.c
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

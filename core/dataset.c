@@ -38,6 +38,7 @@
  * the tree for changes. The index is built once and then only read.
  */
 #include "goldminer/dataset.h"
+#include "goldminer/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -101,17 +102,6 @@ struct walker {
 	char *err;
 	size_t errlen;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Grow *p (elements of size sz) so that it can hold need elements. 0 or -ENOMEM. */
 static int grow(void **p, size_t *cap, size_t need, size_t sz)
@@ -191,7 +181,7 @@ static int walk(struct walker *w, int fd, size_t rel)
 	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);
-		set_err(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
+		gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
 			strerror(-ret));
 		return ret;
 	}
@@ -316,7 +306,7 @@ static int walk(struct walker *w, int fd, size_t rel)
 			if (errno == ENOENT)
 				continue; /* raced away */
 			ret = -errno;
-			set_err(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path,
+			gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path,
 				w->tmp + sub_rel, strerror(-ret));
 			goto out_closedir;
 		}
@@ -330,7 +320,7 @@ out_err_path_closedir:
 	closedir(d);
 	d = NULL;
 out_err_path:
-	set_err(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
+	gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
 		strerror(-ret));
 out_closedir:
 	if (d)
@@ -445,7 +435,7 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 		ret = -errno;
 		if (fd >= 0)
 			close(fd);
-		set_err(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
 		return ret;
 	}
 	for (;;) {
@@ -458,7 +448,7 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 		if (!de) {
 			if (errno) {
 				ret = -errno;
-				set_err(err, errlen, "gm_dataset_open: %s: %s", ds->root,
+				gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root,
 					strerror(-ret));
 			}
 			break;
@@ -510,7 +500,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 	if (out)
 		*out = NULL;
 	if (!out || !root || !root[0]) {
-		set_err(err, errlen, "gm_dataset_open: empty root path");
+		gm_errf(err, errlen, "gm_dataset_open: empty root path");
 		return -EINVAL;
 	}
 	ds = calloc(1, sizeof(*ds));
@@ -528,7 +518,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 	rfd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0) {
 		ret = -errno;
-		set_err(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
 		goto out_free;
 	}
 	ret = find_classes(ds, rfd, err, errlen);
@@ -536,7 +526,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 		goto out_close_root;
 	if (!ds->nclasses) {
 		ret = -ENODATA;
-		set_err(err, errlen, "gm_dataset_open: %s: no class directories", ds->root);
+		gm_errf(err, errlen, "gm_dataset_open: %s: no class directories", ds->root);
 		goto out_close_root;
 	}
 
@@ -565,7 +555,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 		cfd = openat(rfd, cname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (cfd < 0) {
 			ret = -errno;
-			set_err(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
+			gm_errf(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
 			goto out_walker;
 		}
 		ret = walk(&w, cfd, rel);
@@ -573,7 +563,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 			goto out_walker;
 		ret = emit_class(ds, &w, c);
 		if (ret) {
-			set_err(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
+			gm_errf(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
 			goto out_walker;
 		}
 		if (ds->count == before) {
@@ -584,13 +574,13 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 	}
 	if (!ds->count) {
 		ret = -ENODATA;
-		set_err(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg files in any class",
+		gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg files in any class",
 			ds->root);
 		goto out_walker;
 	}
 	if (nempty) {
 		ret = -ENODATA;
-		set_err(err, errlen,
+		gm_errf(err, errlen,
 			"gm_dataset_open: %s%s%s: class directory has no .jpg/.jpeg files"
 			" (%u empty class%s)",
 			ds->root, ds->root[ds->root_len - 1] == '/' ? "" : "/",
@@ -614,7 +604,7 @@ out_close_root:
 		return 0;
 out_free:
 	if (ret == -ENOMEM && err && errlen && !err[0])
-		set_err(err, errlen, "gm_dataset_open: %s: out of memory", root);
+		gm_errf(err, errlen, "gm_dataset_open: %s: out of memory", root);
 	gm_dataset_close(ds);
 	return ret;
 }

@@ -21,6 +21,7 @@
  * management (ICC profiles are ignored), EXIF orientation (pixels as stored).
  */
 #include "goldminer/jpeg.h"
+#include "goldminer/util.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -170,23 +171,6 @@ void gm_jpeg_abort(struct gm_jpeg *j)
 	j->open = false;
 }
 
-/* Grow *p to at least n bytes (never shrinks; contents not kept). */
-static int grow(void **p, size_t *cap, size_t n)
-{
-	if (n <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 4096;
-	while (c < n)
-		c *= 2;
-	void *q = malloc(c);
-	if (!q)
-		return -ENOMEM;
-	free(*p);
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info)
 {
 	struct jpeg_decompress_struct *ci = &j->cinfo;
@@ -323,9 +307,9 @@ int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uin
 		goto out_abort;
 	}
 	size_t stride = (size_t)cw * 3;
-	if (grow((void **)&j->buf, &j->buf_cap, stride * h) ||
-	    grow((void **)&j->rows, &j->rows_cap, sizeof(JSAMPROW) * h) ||
-	    (j->cmyk && grow((void **)&j->row4, &j->row4_cap, (size_t)cw * 4))) {
+	if (gm_grow_scratch((void **)&j->buf, &j->buf_cap, stride * h, 4096) ||
+	    gm_grow_scratch((void **)&j->rows, &j->rows_cap, sizeof(JSAMPROW) * h, 4096) ||
+	    (j->cmyk && gm_grow_scratch((void **)&j->row4, &j->row4_cap, (size_t)cw * 4, 4096))) {
 		set_err(j, -ENOMEM, "out of memory for a %ux%u window", cw, h);
 		ret = -ENOMEM;
 		goto out_abort;

@@ -48,6 +48,7 @@
 
 #include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
+#include "goldminer/util.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -202,23 +203,6 @@ const char *gm_aug_errmsg(const struct gm_aug *a)
 	return a->errmsg;
 }
 
-/* Grow *p to at least n bytes; contents are not kept. */
-static int grow(void **p, size_t *cap, size_t n)
-{
-	if (n <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 1024;
-	while (c < n)
-		c *= 2;
-	void *q = malloc(c);
-	if (!q)
-		return -ENOMEM;
-	free(*p);
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -316,10 +300,10 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 	double inv = 1.0 / fscale; /* multiply, not divide, in the per-tap loop */
 	uint32_t kmax = (uint32_t)ceil(fscale) * 2 + 1, taps = 1;
 
-	if (grow((void **)&ax->w, &ax->w_cap, sizeof(double) * kmax) ||
-	    grow((void **)&ax->first, &ax->first_cap, sizeof(int32_t) * out) ||
-	    grow((void **)&ax->count, &ax->count_cap, sizeof(int32_t) * out) ||
-	    grow((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out))
+	if (gm_grow_scratch((void **)&ax->w, &ax->w_cap, sizeof(double) * kmax, 1024) ||
+	    gm_grow_scratch((void **)&ax->first, &ax->first_cap, sizeof(int32_t) * out, 1024) ||
+	    gm_grow_scratch((void **)&ax->count, &ax->count_cap, sizeof(int32_t) * out, 1024) ||
+	    gm_grow_scratch((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out, 1024))
 		return -ENOMEM;
 	/* Pass 1: the span of nonzero weights, |x + 0.5 - center| < fscale, per output. */
 	for (uint32_t i = 0; i < out; i++) {
@@ -335,7 +319,7 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 		ax->count[i] = (int32_t)(l - f + 1);
 		taps = (uint32_t)ax->count[i] > taps ? (uint32_t)ax->count[i] : taps;
 	}
-	if (grow((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps))
+	if (gm_grow_scratch((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps, 1024))
 		return -ENOMEM;
 	ax->taps = taps;
 	/* Pass 2: weights, normalised, in fixed point, in a run of `taps` inside [0, in). */
@@ -844,8 +828,8 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 	bool two = a->hrow2 && a->ax.taps <= 6;
 	uint32_t pairs = (a->ax.taps + 1) / 2;
 	/* Two intermediate rows (+32 each: the SIMD horizontal pass reads past its last tap). */
-	if (grow((void **)&a->tmp, &a->tmp_cap, 2 * rowcap) ||
-	    grow((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size))
+	if (gm_grow_scratch((void **)&a->tmp, &a->tmp_cap, 2 * rowcap, 1024) ||
+	    gm_grow_scratch((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size, 1024))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
 	uint8_t *tmp0 = a->tmp, *tmp1 = a->tmp + rowcap;
 	memset(tmp0 + nbytes, 0, 32);

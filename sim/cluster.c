@@ -12,16 +12,7 @@
 #include <string.h>
 
 #include "goldminer/cluster.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
+#include "goldminer/util.h"
 
 static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu)
 {
@@ -66,7 +57,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 
 	if (!f) {
 		rc = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
 		return rc;
 	}
 	while (getline(&line, &lcap, f) >= 0) {
@@ -92,7 +83,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			s = cm + 1;
 		}
 		if (nf != 5) {
-			seterr(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
+			gm_errf(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
 			       lineno,
 			       openb ? "sn,cpu_milli,memory_mib,gpu,model"
 				     : "machine,gpu_type,cap_cpu,cap_mem,cap_gpu");
@@ -101,25 +92,25 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		}
 		if (openb ? !field_num(fld[1], &cpu) || !field_num(fld[3], &g)
 			  : !field_num(fld[2], &cpu) || !field_num(fld[4], &g)) {
-			seterr(err, errlen, "%s:%u: bad CPU or GPU count", path, lineno);
+			gm_errf(err, errlen, "%s:%u: bad CPU or GPU count", path, lineno);
 			rc = -EBADMSG;
 			goto out_close;
 		}
 		if (openb)
 			cpu /= 1000.0;
 		if (g != floor(g) || g > 1024 || cpu > 1e6) {
-			seterr(err, errlen, "%s:%u: GPU count not a whole number <= 1024", path,
+			gm_errf(err, errlen, "%s:%u: GPU count not a whole number <= 1024", path,
 			       lineno);
 			rc = -EBADMSG;
 			goto out_close;
 		}
 		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu)))) {
-			seterr(err, errlen, "%s: out of memory", path);
+			gm_errf(err, errlen, "%s: out of memory", path);
 			goto out_close;
 		}
 	}
 	if (!c->n) {
-		seterr(err, errlen, "%s:%u: no nodes", path, lineno);
+		gm_errf(err, errlen, "%s:%u: no nodes", path, lineno);
 		rc = -EBADMSG;
 	}
 out_close:
@@ -139,20 +130,20 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 		int used = 0;
 		if (sscanf(s, "%lux(%ugpu,%ucpu)%n", &n, &g, &cpu, &used) != 3 || !used || !n ||
 		    n > 10000000 || g > 1024 || cpu > 1000000) {
-			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
+			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
 			       spec);
 			return -EBADMSG;
 		}
 		for (unsigned long i = 0; i < n; i++)
 			if (add_node(c, &cap, g, cpu)) {
-				seterr(err, errlen, "%s: out of memory", spec);
+				gm_errf(err, errlen, "%s: out of memory", spec);
 				return -ENOMEM;
 			}
 		s += used;
 		if (!*s)
 			return 0;
 		if (*s++ != '+') {
-			seterr(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
+			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
 			       spec);
 			return -EBADMSG;
 		}
@@ -171,7 +162,7 @@ int gm_cluster_load(struct gm_cluster **out, const char *spec, char *err, size_t
 	else
 		rc = read_nodes(c, spec, err, errlen);
 	if (!rc && !c->total_gpus) {
-		seterr(err, errlen, "%s: cluster has no GPUs", spec);
+		gm_errf(err, errlen, "%s: cluster has no GPUs", spec);
 		rc = -EBADMSG;
 	}
 	if (rc) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "goldminer/profile.h"
+#include "goldminer/util.h"
 
 static const struct gm_profile_class builtin[] = {
     {"resnet50", 1200, 150, 0.25,
@@ -50,16 +51,6 @@ void gm_profile_default(struct gm_profile *p)
 	memcpy(p->c, builtin, sizeof(builtin));
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -71,7 +62,7 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 
 	if (!f) {
 		rc = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
 		return rc;
 	}
 	memset(p, 0, sizeof(*p));
@@ -96,20 +87,20 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		}
 		struct gm_profile_class *c = &p->c[p->n];
 		if (nf != 6) {
-			seterr(err, errlen,
+			gm_errf(err, errlen,
 			       "%s:%u: expected 6 tab-separated fields "
 			       "(class gpu_rate cpu_rate share gpu_source cpu_source)",
 			       path, lineno);
 			goto bad;
 		}
 		if (p->n == GM_PROFILE_MAX) {
-			seterr(err, errlen, "%s:%u: more than %d classes", path, lineno,
+			gm_errf(err, errlen, "%s:%u: more than %d classes", path, lineno,
 			       GM_PROFILE_MAX);
 			goto bad;
 		}
 		if (!fld[0][0] || strlen(fld[0]) >= sizeof(c->name) ||
 		    gm_profile_find(p, fld[0]) >= 0) {
-			seterr(err, errlen, "%s:%u: class name empty, too long or repeated", path,
+			gm_errf(err, errlen, "%s:%u: class name empty, too long or repeated", path,
 			       lineno);
 			goto bad;
 		}
@@ -119,7 +110,7 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
 		    !(c->gpu_rate > 0) || !(c->cpu_rate > 0) || !(c->share >= 0) ||
 		    !isfinite(c->gpu_rate) || !isfinite(c->cpu_rate) || !isfinite(c->share)) {
-			seterr(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0", path,
+			gm_errf(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0", path,
 			       lineno);
 			goto bad;
 		}
@@ -130,7 +121,7 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		p->n++;
 	}
 	if (!p->n || !(share_sum > 0)) {
-		seterr(err, errlen, "%s:%u: no classes, or all shares are 0", path, lineno);
+		gm_errf(err, errlen, "%s:%u: no classes, or all shares are 0", path, lineno);
 		goto bad;
 	}
 	goto out_close;

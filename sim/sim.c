@@ -860,7 +860,7 @@ int gm_sim_summary_json(const struct gm_sim_summary *m, int with_wall, char *buf
 }
 
 /* Build the per-job model: class, rates, calibrated work. */
-static int init_jobs(struct sim *s)
+static int init_jobs(struct sim *s, size_t *bad)
 {
 	const struct gm_profile *p = s->prof;
 	double share_sum = 0;
@@ -868,14 +868,17 @@ static int init_jobs(struct sim *s)
 
 	for (int k = 0; k < p->n; k++)
 		share_sum += p->c[k].share;
+	*bad = SIZE_MAX;
 	if (!(share_sum > 0))
 		return -EINVAL;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct gm_job *tj = &s->t->jobs[i];
 		struct sjob *j = &s->j[i];
 		int cls = tj->cls;
-		if (cls >= p->n)
+		if (cls >= p->n) {
+			*bad = i;
 			return -EINVAL;
+		}
 		if (cls < 0) {
 			struct gm_rng r;
 			gm_rng_init(&r, s->o.seed, GM_SIM_STREAM_CLASS, i, 0);
@@ -978,8 +981,17 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		fail(s, rc, "gm_sim_run: out of memory");
 		goto out_free;
 	}
-	if (init_jobs(s)) {
-		fail(s, -EINVAL, "gm_sim_run: a job's class is not in the profile");
+	size_t bad;
+	if (init_jobs(s, &bad)) {
+		if (bad == SIZE_MAX)
+			fail(s, -EINVAL, "profile: no class has a share > 0, so trace jobs without a"
+					 " class cannot be given one");
+		else if (t->jobs[bad].line)
+			fail(s, -EINVAL, "trace line %u: class %d is not in the profile (classes"
+					 " 0..%d)", t->jobs[bad].line, t->jobs[bad].cls, prof->n - 1);
+		else
+			fail(s, -EINVAL, "trace job %zu: class %d is not in the profile (classes"
+					 " 0..%d)", bad, t->jobs[bad].cls, prof->n - 1);
 		goto out_free;
 	}
 	s->min_cpus = UINT32_MAX;

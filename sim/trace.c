@@ -18,20 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goldminer/profile.h"
 #include "goldminer/rng.h"
 #include "goldminer/trace.h"
+#include "goldminer/util.h"
 
 #define GM_TRACE_STREAM 0x54524143ull /* "TRAC" */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int push(struct gm_trace *t, size_t *cap, const struct gm_job *j)
 {
@@ -133,11 +125,11 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 
 	if (!f) {
 		rc = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
 		return rc;
 	}
 	if (getline(&line, &lcap, f) < 0) {
-		seterr(err, errlen, "%s:1: empty file", path);
+		gm_errf(err, errlen, "%s:1: empty file", path);
 		rc = -EBADMSG;
 		goto out_close;
 	}
@@ -147,7 +139,7 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			  "creation_time,deletion_time,scheduled_time")) {
 		fm = F_OPENB;
 	} else if (!strncmp(line, "name,cpu_milli,", 15)) {
-		seterr(err, errlen,
+		gm_errf(err, errlen,
 		       "%s:1: openb pod list without creation/deletion/"
 		       "scheduled times (e.g. multigpu variants) cannot be replayed",
 		       path);
@@ -158,7 +150,7 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 	} else if (!strcmp(line, "# goldminer-trace v1")) {
 		fm = F_GM;
 	} else {
-		seterr(err, errlen,
+		gm_errf(err, errlen,
 		       "%s:1: unknown trace header (expected an openb pod list, "
 		       "the Philly csv or '# goldminer-trace v1')",
 		       path);
@@ -183,12 +175,14 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			if (nf != 11) {
 				what = "expected 11 comma-separated fields";
 			} else if (!num(fld[1], &v[0]) || !num(fld[3], &v[1]) ||
-				   !num(fld[4], &v[2]) || v[0] < 0 || v[1] < 0 || v[2] < 0 ||
-				   v[1] != floor(v[1]) || v[2] > 1000) {
-				what = "bad cpu_milli, num_gpu or gpu_milli";
-			} else if (!num(fld[8], &v[3]) || !num(fld[9], &v[4]) || v[3] < 0) {
+				   !num(fld[4], &v[2]) || v[0] < 0 || v[0] > 1e10 || v[1] < 0 ||
+				   v[1] > 1e6 || v[2] < 0 || v[1] != floor(v[1]) || v[2] > 1000) {
+				what = "bad cpu_milli (0..1e10), num_gpu (0..1e6) or gpu_milli "
+				       "(0..1000)";
+			} else if (!num(fld[8], &v[3]) || !num(fld[9], &v[4]) || v[3] < 0 ||
+				   v[4] < 0) {
 				what = "bad creation_time or deletion_time";
-			} else if (fld[10][0] && !num(fld[10], &v[5])) {
+			} else if (fld[10][0] && (!num(fld[10], &v[5]) || v[5] < 0)) {
 				what = "bad scheduled_time";
 			} else if (v[1] == 0) {
 				t->skipped_cpu_only++;
@@ -214,7 +208,7 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 						void *a = realloc(cens, nc * sizeof(double));
 						if (!a) {
 							rc = -ENOMEM;
-							seterr(err, errlen, "%s: out of memory",
+							gm_errf(err, errlen, "%s: out of memory",
 							       path);
 							goto out_close;
 						}
@@ -232,8 +226,8 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			} else if (!parse_stamp(fld[0], &v[0])) {
 				what = "bad timestamp (want YYYY-MM-DD HH:MM:SS)";
 			} else if (!num(fld[1], &v[1]) || !num(fld[2], &v[2]) || v[1] < 0 ||
-				   v[2] < 0 || v[2] != floor(v[2])) {
-				what = "bad duration or num_gpus";
+				   v[2] < 0 || v[2] > 1e6 || v[2] != floor(v[2])) {
+				what = "bad duration or num_gpus (0..1e6)";
 			} else if (v[2] == 0) {
 				t->skipped_cpu_only++;
 				continue;
@@ -254,10 +248,10 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			} else if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) ||
 				   !num(fld[2], &v[2]) || !num(fld[3], &v[3]) ||
 				   !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
-				   v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[4] < -1 ||
-				   v[4] != floor(v[4])) {
-				what = "bad number (submit>=0, duration>0, gpus>=1, vcpu>=0, "
-				       "class>=-1)";
+				   v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[3] > 1e7 ||
+				   v[4] < -1 || v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
+				what = "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, "
+				       "class -1..31)";
 			} else {
 				j.submit = v[0];
 				j.duration = v[1];
@@ -267,18 +261,18 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 			}
 		}
 		if (what) {
-			seterr(err, errlen, "%s:%u: %s", path, lineno, what);
+			gm_errf(err, errlen, "%s:%u: %s", path, lineno, what);
 			rc = -EBADMSG;
 			goto out_close;
 		}
 		if ((rc = push(t, &cap, &j))) {
-			seterr(err, errlen, "%s: out of memory", path);
+			gm_errf(err, errlen, "%s: out of memory", path);
 			goto out_close;
 		}
 	}
 	if (ferror(f)) {
 		rc = -EIO;
-		seterr(err, errlen, "%s: read error", path);
+		gm_errf(err, errlen, "%s: read error", path);
 		goto out_close;
 	}
 	/*
@@ -406,7 +400,7 @@ static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *er
 	gm_trace_synth_defaults(o);
 	o->interarrival = 0;
 	if (strlen(spec) >= sizeof(buf)) {
-		seterr(err, errlen, "%s: spec too long", spec);
+		gm_errf(err, errlen, "%s: spec too long", spec);
 		return -EBADMSG;
 	}
 	snprintf(buf, sizeof(buf), "%s", spec + 6);
@@ -468,7 +462,7 @@ static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *er
 	}
 	return 0;
 bad:
-	seterr(err, errlen,
+	gm_errf(err, errlen,
 	       "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
 	       "sigma max gpumix=1:70/8:30 vcpu=4/8)",
 	       spec);
@@ -485,7 +479,7 @@ int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t err
 		if ((rc = parse_synth(&o, spec[5] ? spec : "synth:", err, errlen)))
 			return rc;
 		if ((rc = gm_trace_synth(out, &o)))
-			seterr(err, errlen, "%s: cannot generate (%s)", spec, strerror(-rc));
+			gm_errf(err, errlen, "%s: cannot generate (%s)", spec, strerror(-rc));
 		return rc;
 	}
 	if (!(t = calloc(1, sizeof(*t))))

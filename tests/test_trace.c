@@ -178,6 +178,15 @@ static void test_malformed_traces(void **st)
 	     2},
 	    {"gm.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t-1\n5\t0\t1\t4\t-1\n", 3},
 	    {"gm2.tsv", "# goldminer-trace v1\n0\t10\t1\t4\n", 2},
+	    /* found by tests/fuzz/fuzz_trace: numbers too large for the job fields */
+	    {"gm3.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t333333333330\n", 2},
+	    {"gm4.tsv", "# goldminer-trace v1\n0\t10\t1\t1e300\t0\n", 2},
+	    {"gm5.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t32\n", 2},
+	    {"huge.csv", OPENB_HDR "p0,1000,1,5e9,1000,,LS,Running,1,5,1\n", 2},
+	    {"hugecpu.csv", OPENB_HDR "p0,1e300,1,1,1000,,LS,Running,1,5,1\n", 2},
+	    {"negsched.csv", OPENB_HDR "p0,1000,1,1,1000,,LS,Running,1,1e308,-1e308\n", 2},
+	    {"philly4.csv",
+	     "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,5e9,1,c\n", 2},
 	    {"unknown.csv", "a,b,c\n", 1},
 	    {"empty.csv", "", 1},
 	};

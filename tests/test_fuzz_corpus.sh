@@ -1,0 +1,32 @@
+#!/bin/sh
+# Every committed fuzz input (tests/fuzz/corpus/NAME/*) through its target once,
+# with the replay build of the target ($B/fuzz/fuzz_NAME; under make sanitize with
+# ASan+UBSan). A crash or a sanitizer report fails. TAP on stdout.
+here=$(cd "$(dirname "$0")" && pwd)
+B=${B:-build}
+n=0 rc=0
+for src in "$here"/fuzz/fuzz_*.c; do
+	t=$(basename "$src" .c)
+	c=${t#fuzz_}
+	n=$((n + 1))
+	if [ ! -x "$B/fuzz/$t" ]; then
+		echo "not ok $n - $t: $B/fuzz/$t was not built"
+		rc=1
+		continue
+	fi
+	files=$(ls "$here/fuzz/corpus/$c" 2>/dev/null | wc -l)
+	if [ "$files" = 0 ]; then
+		echo "not ok $n - $t: no corpus in tests/fuzz/corpus/$c"
+		rc=1
+		continue
+	fi
+	if out=$("$B/fuzz/$t" "$here/fuzz/corpus/$c" 2>&1); then
+		echo "ok $n - $t: $files corpus inputs, no crash"
+	else
+		echo "not ok $n - $t: failed on the corpus"
+		printf '%s\n' "$out" | grep -v '^ok ' | tail -30 | sed 's/^/# /'
+		rc=1
+	fi
+done
+echo "1..$n"
+exit $rc
