@@ -29,6 +29,11 @@ static void on_int(int sig)
 	interrupted = 1;
 }
 
+static const char *out_name(int out)
+{
+	return out == GM_OUT_F32_CHW ? "float32" : out == GM_OUT_F16_CHW ? "float16" : "uint8";
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -48,7 +53,7 @@ static void usage(FILE *f)
 		"  --batch B            samples per batch (default 64)\n"
 		"  --epochs E           epochs to run (default 1)\n"
 		"  --size S             output side in pixels (default 224)\n"
-		"  --output T           uint8 (HWC, default) or float32 (CHW, normalised)\n"
+		"  --output T           uint8 (HWC, default), float32 or float16 (CHW, normalised)\n"
 		"  --eval               resize 256 + center crop instead of random-resized-crop\n"
 		"  --pipeline SPEC      a pipeline spec (see goldminer plan); overrides the above\n"
 		"  --seed X             shuffle/augmentation seed (default 0)\n"
@@ -143,8 +148,12 @@ int gm_cli_bench(int argc, char **argv)
 				o.aug.out = GM_OUT_U8_HWC;
 			else if (!strcmp(optarg, "float32"))
 				o.aug.out = GM_OUT_F32_CHW;
+			else if (!strcmp(optarg, "float16"))
+				o.aug.out = GM_OUT_F16_CHW;
 			else {
-				fprintf(stderr, "goldminer bench: --output is uint8 or float32, not '%s'\n",
+				fprintf(stderr,
+					"goldminer bench: --output is uint8, float32 or float16, not "
+					"'%s'\n",
 					optarg);
 				return 2;
 			}
@@ -330,7 +339,7 @@ int gm_cli_bench(int argc, char **argv)
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
 	       ", \"pinned\": %s, \"cuda\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, epochs, st.dataset_size, st.num_classes,
-	       o.workers ? o.workers : (int)st.workers, st.batch_size, st.size, st.out == GM_OUT_F32_CHW ? "float32" : "uint8",
+	       o.workers ? o.workers : (int)st.workers, st.batch_size, st.size, out_name(st.out),
 	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, open_s, st.read_ns / 1e6,
 	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,

@@ -22,6 +22,10 @@
  * - float32 CHW output is computed from the uint8 result as x * (1/(255 std)) +
  *   (-mean/std) (torchvision's ToTensor+Normalize of the resized PIL image, to
  *   ~1e-7), deinterleaving RGB into planes 8 pixels a step with AVX2.
+ * - float16 CHW output is the float32 value rounded to nearest-even half (F16C
+ *   vcvtps2ph where the CPU has it, else a scalar conversion with the same bits):
+ *   half the ring bytes and half the host-to-device copy, for mixed-precision
+ *   training.
  * - The largest DCT reduction is chosen among 1/8, 1/4, 1/2, 1 (gm_jpeg_pick_scale
  *   says why), so the resize is at most a ~2x downscale (4 taps) for most crops of
  *   a normal photo (up to ~3x, 6 taps, for elongated ones); bigger factors use the
@@ -32,7 +36,7 @@
  * RNG use per sample (stream GM_RNG_STREAM_SAMPLE, key (seed, epoch, sample id)):
  * draw 0 = flip (always taken, also when flip_p is 0 or 1), then the RRC draws.
  *
- * Not done here: colour jitter and other photometric ops, float16 output, EXIF
+ * Not done here: colour jitter and other photometric ops, bfloat16 output, EXIF
  * orientation, padding when an eval image is smaller than the crop (the shorter
  * side is always resized to `resize` >= size, so it cannot be).
  */
@@ -75,6 +79,9 @@ typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stri
 		     const int16_t *c, uint32_t taps);
 typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
 		     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
+typedef void hfrow_fn(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+		      const uint8_t *restrict rgb, uint32_t n, const float *scale,
+		      const float *bias);
 typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
 		     const int16_t *hv, uint32_t out_w);
 typedef void hrow2_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
@@ -93,6 +100,7 @@ struct gm_aug {
 	hrow_fn *hrow;	/* any tap count */
 	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	frow_fn *frow;
+	hfrow_fn *hfrow; /* float16 output */
 	uint8_t *row; /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
@@ -119,14 +127,15 @@ void gm_aug_spec_default(struct gm_aug_spec *s)
 
 size_t gm_aug_out_bytes(const struct gm_aug_spec *s)
 {
-	return (size_t)s->size * s->size * 3 * (s->out == GM_OUT_F32_CHW ? 4 : 1);
+	size_t elem = s->out == GM_OUT_F32_CHW ? 4 : s->out == GM_OUT_F16_CHW ? 2 : 1;
+	return (size_t)s->size * s->size * 3 * elem;
 }
 
 static bool spec_ok(const struct gm_aug_spec *s)
 {
 	if (s->mode != GM_AUG_TRAIN && s->mode != GM_AUG_EVAL)
 		return false;
-	if (s->out != GM_OUT_U8_HWC && s->out != GM_OUT_F32_CHW)
+	if (s->out != GM_OUT_U8_HWC && s->out != GM_OUT_F32_CHW && s->out != GM_OUT_F16_CHW)
 		return false;
 	if (s->size == 0 || s->size > MAX_SIZE)
 		return false;
@@ -643,11 +652,9 @@ __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
 
-/* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
-__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
-						       float *restrict p2,
-						       const uint8_t *restrict rgb, uint32_t n,
-						       const float *scale, const float *bias)
+/* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
+__attribute__((target("avx2"), always_inline)) static inline void
+rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
 {
 	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
 	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -655,28 +662,66 @@ __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float 
 	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
 	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
 	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m256 s0 = _mm256_set1_ps(scale[0]), s1 = _mm256_set1_ps(scale[1]),
-		     s2 = _mm256_set1_ps(scale[2]);
-	const __m256 b0 = _mm256_set1_ps(bias[0]), b1 = _mm256_set1_ps(bias[1]),
-		     b2 = _mm256_set1_ps(bias[2]);
+	__m128i lo = _mm_loadu_si128((const __m128i *)rgb);
+	__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 16));
+	__m128i c[3] = {_mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh)),
+			_mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh)),
+			_mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh))};
+	for (int k = 0; k < 3; k++)
+		o[k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c[k])),
+						   s[k]),
+				     b[k]);
+}
+
+/* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
+__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
+						       float *restrict p2,
+						       const uint8_t *restrict rgb, uint32_t n,
+						       const float *scale, const float *bias)
+{
+	const __m256 s[3] = {_mm256_set1_ps(scale[0]), _mm256_set1_ps(scale[1]),
+			     _mm256_set1_ps(scale[2])};
+	const __m256 b[3] = {_mm256_set1_ps(bias[0]), _mm256_set1_ps(bias[1]),
+			     _mm256_set1_ps(bias[2])};
 	uint32_t x = 0;
 	for (; x + 8 <= n; x += 8) {
-		__m128i lo = _mm_loadu_si128((const __m128i *)(rgb + 3 * x));
-		__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 3 * x + 16));
-		__m128i r = _mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh));
-		__m128i g = _mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh));
-		__m128i b = _mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh));
-		__m256 fr = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(r));
-		__m256 fg = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g));
-		__m256 fb = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-		_mm256_storeu_ps(p0 + x, _mm256_add_ps(_mm256_mul_ps(fr, s0), b0));
-		_mm256_storeu_ps(p1 + x, _mm256_add_ps(_mm256_mul_ps(fg, s1), b1));
-		_mm256_storeu_ps(p2 + x, _mm256_add_ps(_mm256_mul_ps(fb, s2), b2));
+		__m256 o[3];
+		rgb8_ps(rgb + 3 * x, s, b, o);
+		_mm256_storeu_ps(p0 + x, o[0]);
+		_mm256_storeu_ps(p1 + x, o[1]);
+		_mm256_storeu_ps(p2 + x, o[2]);
 	}
 	for (; x < n; x++) {
 		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
 		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
 		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
+	}
+}
+
+/* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
+__attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p0,
+							      uint16_t *restrict p1,
+							      uint16_t *restrict p2,
+							      const uint8_t *restrict rgb,
+							      uint32_t n, const float *scale,
+							      const float *bias)
+{
+	const __m256 s[3] = {_mm256_set1_ps(scale[0]), _mm256_set1_ps(scale[1]),
+			     _mm256_set1_ps(scale[2])};
+	const __m256 b[3] = {_mm256_set1_ps(bias[0]), _mm256_set1_ps(bias[1]),
+			     _mm256_set1_ps(bias[2])};
+	uint32_t x = 0;
+	for (; x + 8 <= n; x += 8) {
+		__m256 o[3];
+		rgb8_ps(rgb + 3 * x, s, b, o);
+		_mm_storeu_si128((__m128i *)(p0 + x), _mm256_cvtps_ph(o[0], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p1 + x), _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p2 + x), _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
+	}
+	for (; x < n; x++) {
+		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);
+		p1[x] = gm_f32_to_f16((float)rgb[3 * x + 1] * scale[1] + bias[1]);
+		p2[x] = gm_f32_to_f16((float)rgb[3 * x + 2] * scale[2] + bias[2]);
 	}
 }
 #endif
@@ -692,6 +737,54 @@ static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
 	}
 }
 
+/* Scalar twin of hfrow_avx2. */
+static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
+{
+	for (uint32_t x = 0; x < n; x++) {
+		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);
+		p1[x] = gm_f32_to_f16((float)rgb[3 * x + 1] * scale[1] + bias[1]);
+		p2[x] = gm_f32_to_f16((float)rgb[3 * x + 2] * scale[2] + bias[2]);
+	}
+}
+
+/*
+ * IEEE float -> half, round to nearest even, the result vcvtps2ph gives (NaN kept
+ * quiet with the top payload bits). Written out because C11 has no half type and
+ * gcc 12 / clang 14 disagree on _Float16 for x86; tests compare it with F16C.
+ */
+uint16_t gm_f32_to_f16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, sizeof(x));
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+	uint32_t ax = x & 0x7fffffffu;
+	if (ax >= 0x7f800000u) /* inf, NaN */
+		return (uint16_t)(sign | 0x7c00u |
+				  (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+	if (ax >= 0x477ff000u) /* >= 65520: rounds past the largest half, 65504 */
+		return (uint16_t)(sign | 0x7c00u);
+	if (ax < 0x38800000u) {
+		/*
+		 * Below 2^-14, a half subnormal (or zero): units of 2^-24. Adding 0.5f
+		 * puts the value's 2^-24 bit at the float's last mantissa bit, so the FPU's
+		 * own round-to-nearest-even does the rounding; what is above 0.5 is the
+		 * result.
+		 */
+		float v, half = 0.5f;
+		memcpy(&v, &ax, sizeof(v));
+		v += half;
+		uint32_t r, h;
+		memcpy(&r, &v, sizeof(r));
+		memcpy(&h, &half, sizeof(h));
+		return (uint16_t)(sign | (r - h));
+	}
+	/* Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to even. */
+	uint32_t odd = (ax >> 13) & 1u;
+	ax += 0xc8000fffu + odd; /* (15 - 127) << 23, + just under half an ulp, + odd */
+	return (uint16_t)(sign | (ax >> 13));
+}
+
 /* Choose the fastest kernels this CPU runs; GM_NO_SIMD=1 forces the portable ones. */
 static void pick_kernels(struct gm_aug *a)
 {
@@ -699,6 +792,7 @@ static void pick_kernels(struct gm_aug *a)
 	a->hrow = hrow_c;
 	a->hrow2 = NULL;
 	a->frow = frow_c;
+	a->hfrow = hfrow_c;
 #if defined(__x86_64__)
 	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
 	if (no && no[0] == '1')
@@ -711,6 +805,8 @@ static void pick_kernels(struct gm_aug *a)
 		a->vrow = vrow_avx2;
 		a->hrow2 = hrow2_avx2;
 		a->frow = frow_avx2;
+		if (__builtin_cpu_supports("f16c"))
+			a->hfrow = hfrow_avx2;
 	}
 #endif
 }
@@ -868,6 +964,12 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 			if (pair)
 				a->frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
 					size, a->scale, a->bias);
+		} else if (s->out == GM_OUT_F16_CHW) {
+			uint16_t *p0 = (uint16_t *)out + (size_t)y * size;
+			a->hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+			if (pair)
+				a->hfrow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
+					 size, a->scale, a->bias);
 		}
 	}
 	t2 = now_ns();

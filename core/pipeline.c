@@ -38,6 +38,7 @@ enum op_id {
 	OP_FLIP,
 	OP_NORMALIZE,
 	OP_TO_CHW_F32,
+	OP_TO_CHW_F16,
 	OP_TO_HWC_U8,
 	OP_BATCH,
 	OP_SHUFFLE_BUFFER,
@@ -104,6 +105,10 @@ static const struct op_def ops[OP_COUNT] = {
 			  "a per-pixel affine map"},
 	[OP_TO_CHW_F32] = {"to_chw_f32", GM_PIPELINE_PER_SAMPLE, true, 0, {{0}},
 			   "output float32, 3 x H x W (x/255 unless normalize)",
+			   "a layout change of one sample"},
+	[OP_TO_CHW_F16] = {"to_chw_f16", GM_PIPELINE_PER_SAMPLE, true, 0, {{0}},
+			   "output float16, 3 x H x W (to_chw_f32's values rounded to nearest "
+			   "even; half the bytes)",
 			   "a layout change of one sample"},
 	[OP_TO_HWC_U8] = {"to_hwc_u8", GM_PIPELINE_PER_SAMPLE, true, 0, {{0}},
 			  "output uint8, H x W x 3 (the default layout)",
@@ -615,27 +620,29 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 			break;
 		case OP_NORMALIZE:
 		case OP_TO_HWC_U8:
+		case OP_TO_CHW_F32:
+		case OP_TO_CHW_F16:
 			if (at[OP_NORMALIZE] >= 0 && at[OP_TO_HWC_U8] >= 0 &&
 			    (int)i == (at[OP_NORMALIZE] > at[OP_TO_HWC_U8] ? at[OP_NORMALIZE]
 									   : at[OP_TO_HWC_U8]))
 				return fail(
 				    ps, opno, o->col,
 				    "'normalize' (op %d) with 'to_hwc_u8' (op %d): uint8 "
-				    "output cannot hold normalised values; use 'to_chw_f32'",
+				    "output cannot hold normalised values; use 'to_chw_f32' or "
+				    "'to_chw_f16'",
 				    at[OP_NORMALIZE] + 1, at[OP_TO_HWC_U8] + 1);
-			if (o->id == OP_TO_HWC_U8 && at[OP_TO_CHW_F32] >= 0 &&
-			    at[OP_TO_CHW_F32] < (int)i)
-				return fail(ps, opno, o->col,
-					    "two output layouts: 'to_chw_f32' (op %d) and "
-					    "'to_hwc_u8'",
-					    at[OP_TO_CHW_F32] + 1);
-			break;
-		case OP_TO_CHW_F32:
-			if (at[OP_TO_HWC_U8] >= 0 && at[OP_TO_HWC_U8] < (int)i)
-				return fail(ps, opno, o->col,
-					    "two output layouts: 'to_hwc_u8' (op %d) and "
-					    "'to_chw_f32'",
-					    at[OP_TO_HWC_U8] + 1);
+			if (o->id != OP_NORMALIZE) {
+				static const enum op_id outs[] = {OP_TO_HWC_U8, OP_TO_CHW_F32,
+								  OP_TO_CHW_F16};
+				for (size_t k = 0; k < 3; k++)
+					if (outs[k] != o->id && at[outs[k]] >= 0 &&
+					    at[outs[k]] < (int)i)
+						return fail(ps, opno, o->col,
+							    "two output layouts: '%s' (op %d) and "
+							    "'%s'",
+							    ops[outs[k]].name, at[outs[k]] + 1,
+							    ops[o->id].name);
+			}
 			break;
 		case OP_BATCH:
 			if (at[OP_RRC] < 0 && at[OP_CENTER_CROP] < 0)
@@ -662,10 +669,10 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 		return fail(ps, (size_t)at[OP_FLIP] + 1, p->op[at[OP_FLIP]].col,
 			    "'flip' needs 'random_resized_crop': the eval transform (resize + "
 			    "center_crop) never flips");
-	if (at[OP_NORMALIZE] >= 0 && at[OP_TO_CHW_F32] < 0)
+	if (at[OP_NORMALIZE] >= 0 && at[OP_TO_CHW_F32] < 0 && at[OP_TO_CHW_F16] < 0)
 		return fail(ps, (size_t)at[OP_NORMALIZE] + 1, p->op[at[OP_NORMALIZE]].col,
-			    "'normalize' needs 'to_chw_f32' (uint8 output cannot hold "
-			    "normalised values)");
+			    "'normalize' needs 'to_chw_f32' or 'to_chw_f16' (uint8 output "
+			    "cannot hold normalised values)");
 	return 0;
 }
 
@@ -694,12 +701,14 @@ static void build_aug(struct gm_pipeline *p)
 	s->ratio_max = (float)o[OP_RRC]->a[2].v[1];
 	s->flip_p = have[OP_FLIP] ? (float)o[OP_FLIP]->a[0].v[0] : 0.0f;
 	s->resize = have[OP_RESIZE] ? (uint32_t)o[OP_RESIZE]->a[0].u : 256;
-	s->out = have[OP_TO_CHW_F32] ? GM_OUT_F32_CHW : GM_OUT_U8_HWC;
+	s->out = have[OP_TO_CHW_F32]   ? GM_OUT_F32_CHW
+		 : have[OP_TO_CHW_F16] ? GM_OUT_F16_CHW
+				       : GM_OUT_U8_HWC;
 	for (int c = 0; c < 3; c++) {
 		if (have[OP_NORMALIZE]) {
 			s->mean[c] = (float)o[OP_NORMALIZE]->a[0].v[c];
 			s->std[c] = (float)o[OP_NORMALIZE]->a[0].v[3 + c];
-		} else if (have[OP_TO_CHW_F32]) {
+		} else if (have[OP_TO_CHW_F32] || have[OP_TO_CHW_F16]) {
 			s->mean[c] = 0.0f; /* plain x/255 */
 			s->std[c] = 1.0f;
 		} else {
@@ -814,7 +823,9 @@ size_t gm_pipeline_sample_bytes(const struct gm_pipeline *p)
 	/* Same formula as gm_aug_out_bytes; kept here so that the planner does not
 	 * need the decoder linked in. */
 	size_t px = (size_t)p->aug.size * p->aug.size * 3;
-	return p->aug.out == GM_OUT_F32_CHW ? px * sizeof(float) : px;
+	return p->aug.out == GM_OUT_F32_CHW   ? px * sizeof(float)
+	       : p->aug.out == GM_OUT_F16_CHW ? px * sizeof(uint16_t)
+					      : px;
 }
 
 size_t gm_pipeline_n_ops(const struct gm_pipeline *p)
@@ -900,7 +911,9 @@ static void op_reason(const struct gm_pipeline *p, size_t i, char *buf, size_t l
 
 static const char *layout_name(const struct gm_aug_spec *s)
 {
-	return s->out == GM_OUT_F32_CHW ? "float32 CHW" : "uint8 HWC";
+	return s->out == GM_OUT_F32_CHW	  ? "float32 CHW"
+	       : s->out == GM_OUT_F16_CHW ? "float16 CHW"
+					  : "uint8 HWC";
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t len)
@@ -945,7 +958,7 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 		fprintf(f, "mode: eval (resize %u, center_crop %u), flip p=%g\n", s->resize,
 			s->size, s->flip_p);
 	human_bytes(sb, hb, sizeof(hb));
-	if (s->out == GM_OUT_F32_CHW)
+	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, "sample: %s 3x%ux%u, mean %g,%g,%g std %g,%g,%g = %zu bytes (%s)\n",
 			layout_name(s), s->size, s->size, s->mean[0], s->mean[1], s->mean[2],
 			s->std[0], s->std[1], s->std[2], sb, hb);
@@ -1014,12 +1027,15 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu}",
 		s->mode == GM_AUG_TRAIN ? "train" : "eval", s->size, s->scale_min, s->scale_max,
 		s->ratio_min, s->ratio_max, s->flip_p, s->resize,
-		s->out == GM_OUT_F32_CHW ? "f32_chw" : "u8_hwc", s->mean[0], s->mean[1], s->mean[2],
+		s->out == GM_OUT_F32_CHW   ? "f32_chw"
+		: s->out == GM_OUT_F16_CHW ? "f16_chw"
+					   : "u8_hwc",
+		s->mean[0], s->mean[1], s->mean[2],
 		s->std[0], s->std[1], s->std[2], (unsigned long long)s->max_pixels);
-	if (s->out == GM_OUT_F32_CHW)
+	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f,
-			",\"sample\":{\"dtype\":\"float32\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
-			s->size, s->size);
+			",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
+			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);
 	else
 		fprintf(f,
 			",\"sample\":{\"dtype\":\"uint8\",\"layout\":\"HWC\",\"shape\":[%u,%u,3]",

@@ -195,6 +195,41 @@ static void test_float32_output(void **state)
 	gm_loader_close(l);
 }
 
+/* float16 batches (2 workers) are float32 batches (1 worker) rounded to half. */
+static void test_float16_output(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l32, *l16;
+	char err[256];
+	small_opts(&o, good_dir, 1);
+	o.aug.out = GM_OUT_F32_CHW;
+	assert_int_equal(gm_loader_open(&l32, &o, err, sizeof(err)), 0);
+	small_opts(&o, good_dir, 2);
+	o.aug.out = GM_OUT_F16_CHW;
+	assert_int_equal(gm_loader_open(&l16, &o, err, sizeof(err)), 0);
+	struct gm_loader_stats st;
+	gm_loader_stats(l16, &st);
+	assert_int_equal(st.out, GM_OUT_F16_CHW);
+	for (int k = 0; k < 3; k++) {
+		struct gm_batch a, b;
+		assert_int_equal(gm_loader_next(l32, &a), 0);
+		assert_int_equal(gm_loader_next(l16, &b), 0);
+		assert_int_equal(b.sample_bytes, 48 * 48 * 3 * 2);
+		assert_int_equal(a.size, b.size);
+		const float *f = a.data;
+		const uint16_t *h = b.data;
+		for (size_t i = 0; i < (size_t)a.size * 48 * 48 * 3; i++)
+			if (h[i] != gm_f32_to_f16(f[i]))
+				fail_msg("batch %d value %zu: %04x, want %04x", k, i, h[i],
+					 gm_f32_to_f16(f[i]));
+		gm_loader_release(l32, &a);
+		gm_loader_release(l16, &b);
+	}
+	gm_loader_close(l16);
+	gm_loader_close(l32);
+}
+
 static void test_bad_files_skip(void **state)
 {
 	(void)state;
@@ -561,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_bad_files_skip),
 		cmocka_unit_test(test_epoch_contents_and_labels),
 		cmocka_unit_test(test_float32_output),
+		cmocka_unit_test(test_float16_output),
 		cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
 		cmocka_unit_test(test_open_errors),
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),

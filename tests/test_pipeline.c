@@ -572,11 +572,48 @@ static void test_error_order(void **state)
 	expect_error(PFX "random_resized_crop 8 | to_hwc_u8 | normalize",
 		     "pipeline:5 (col 53): ", "'normalize' (op 5) with 'to_hwc_u8' (op 4)");
 	expect_error(PFX "random_resized_crop 8 | normalize imagenet",
-		     "pipeline:4 (col 41): ", "'normalize' needs 'to_chw_f32'");
+		     "pipeline:4 (col 41): ", "'normalize' needs 'to_chw_f32' or 'to_chw_f16'");
 	expect_error(PFX "random_resized_crop 8 | to_chw_f32 | to_hwc_u8", "pipeline:5 (col 54): ",
 		     "two output layouts: 'to_chw_f32' (op 4) and 'to_hwc_u8'");
 	expect_error(PFX "random_resized_crop 8 | to_hwc_u8 | to_chw_f32", "pipeline:5 (col 53): ",
 		     "two output layouts: 'to_hwc_u8' (op 4) and 'to_chw_f32'");
+	expect_error(PFX "random_resized_crop 8 | to_chw_f32 | to_chw_f16", "pipeline:5 (col 54): ",
+		     "two output layouts: 'to_chw_f32' (op 4) and 'to_chw_f16'");
+	expect_error(PFX "random_resized_crop 8 | to_chw_f16 | to_hwc_u8", "pipeline:5 (col 54): ",
+		     "two output layouts: 'to_chw_f16' (op 4) and 'to_hwc_u8'");
+	expect_error(PFX "random_resized_crop 8 | to_hwc_u8 | normalize | to_chw_f16",
+		     "pipeline:5 (col 53): ", "'normalize' (op 5) with 'to_hwc_u8' (op 4)");
+}
+
+/* float16 output: the float32 transform, stored as half. */
+static void test_float16_output(void **state)
+{
+	(void)state;
+	struct gm_pipeline *p = parse_ok(PFX "random_resized_crop 96 | normalize imagenet | "
+					     "to_chw_f16 | batch 4");
+	struct gm_pipeline *q = parse_ok(PFX "random_resized_crop 96 | normalize imagenet | "
+					     "to_chw_f32 | batch 4");
+	struct gm_aug_spec a = *gm_pipeline_aug(p), b = *gm_pipeline_aug(q);
+	assert_int_equal(a.out, GM_OUT_F16_CHW);
+	assert_int_equal(gm_pipeline_sample_bytes(p), 3 * 96 * 96 * 2);
+	assert_int_equal(gm_pipeline_sample_bytes(p), gm_aug_out_bytes(&a));
+	a.out = b.out;
+	assert_memory_equal(&a, &b, sizeof(a)); /* same transform otherwise */
+	gm_pipeline_free(q);
+	gm_pipeline_free(p);
+	/* without normalize: plain x/255, as to_chw_f32 */
+	p = parse_ok(PFX "random_resized_crop 8 | to_chw_f16");
+	assert_float_eq(gm_pipeline_aug(p)->mean[0], 0.0f);
+	assert_float_eq(gm_pipeline_aug(p)->std[2], 1.0f);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_int_equal(gm_pipeline_describe_json(p, f), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "\"out\":\"f16_chw\""));
+	assert_non_null(strstr(buf, "\"dtype\":\"float16\",\"layout\":\"CHW\""));
+	free(buf);
+	gm_pipeline_free(p);
 }
 
 static void test_error_api(void **state)
@@ -799,6 +836,7 @@ int main(void)
 	    cmocka_unit_test(test_error_ranges),
 	    cmocka_unit_test(test_error_syntax),
 	    cmocka_unit_test(test_error_order),
+	    cmocka_unit_test(test_float16_output),
 	    cmocka_unit_test(test_error_api),
 	    cmocka_unit_test(test_error_enomem),
 	    cmocka_unit_test(test_op_table),

@@ -6,7 +6,7 @@
  * the pipeline: header -> (train) RandomResizedCrop parameters drawn from the
  * counter-based RNG keyed by (seed, epoch, sample id) -> partial decode of only the
  * crop window at the largest DCT scale that keeps the output resolution -> resize
- * -> flip -> output layout (uint8 HWC, or float32 CHW normalised). Eval mode is
+ * -> flip -> output layout (uint8 HWC, or float32/float16 CHW normalised). Eval mode is
  * resize-shorter-side + center-crop. Not thread-safe per handle: one per worker.
  */
 #ifndef GOLDMINER_OPS_H
@@ -23,6 +23,7 @@ enum gm_aug_mode {
 enum gm_out_type {
 	GM_OUT_U8_HWC = 0,  /* uint8, H x W x 3 (RGB) */
 	GM_OUT_F32_CHW = 1, /* float32, 3 x H x W, (x/255 - mean) / std */
+	GM_OUT_F16_CHW = 2, /* float16 (IEEE half), the float32 value rounded to nearest even */
 };
 
 struct gm_aug_spec {
@@ -48,7 +49,7 @@ struct gm_aug;
 /* Fill *s with the defaults above (train mode, 224, uint8 HWC, ImageNet mean/std). */
 void gm_aug_spec_default(struct gm_aug_spec *s);
 
-/* Bytes one output sample occupies (size*size*3 * 1 or 4). */
+/* Bytes one output sample occupies (size*size*3 * 1, 4 or 2). */
 size_t gm_aug_out_bytes(const struct gm_aug_spec *s);
 
 /* Create a handle for spec *s (copied). 0 or -EINVAL (bad spec) / -ENOMEM. */
@@ -67,6 +68,9 @@ void gm_aug_destroy(struct gm_aug *a);
  */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t);
+
+/* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
+uint16_t gm_f32_to_f16(float f);
 
 /* Message of the last error on this handle ("" if none). */
 const char *gm_aug_errmsg(const struct gm_aug *a);

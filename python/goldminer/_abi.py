@@ -21,7 +21,7 @@ import os
 
 # enum gm_aug_mode, gm_out_type, gm_on_error
 GM_AUG_TRAIN, GM_AUG_EVAL = 0, 1
-GM_OUT_U8_HWC, GM_OUT_F32_CHW = 0, 1
+GM_OUT_U8_HWC, GM_OUT_F32_CHW, GM_OUT_F16_CHW = 0, 1, 2
 GM_ON_ERROR_SKIP, GM_ON_ERROR_FAIL = 0, 1
 # gm_loader_next results besides 0 / -errno
 GM_LOADER_END_OF_EPOCH = 1

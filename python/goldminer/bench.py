@@ -1,7 +1,7 @@
 """goldminer.bench - images/s of the Python path, one JSON line (make bench).
 
     /usr/bin/python3 -m goldminer.bench ROOT [--workers 2] [--batch 64] [--epochs 3]
-                     [--output uint8|float32] [--size 224] [--seed 0] [--plain]
+                     [--output uint8|float32|float16] [--size 224] [--seed 0] [--plain]
 
 Consumes every batch through goldminer.torch.Loader (tensors over the ring, as a
 training script gets them), or through goldminer.Loader with --plain or when torch
@@ -24,7 +24,7 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--output", choices=("uint8", "float32"), default="uint8")
+    ap.add_argument("--output", choices=("uint8", "float32", "float16"), default="uint8")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plain", action="store_true", help="goldminer.Loader, no torch")

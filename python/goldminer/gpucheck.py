@@ -6,7 +6,7 @@ On a machine with an NVIDIA GPU and a library built with CUDA (make CUDA=1):
   1. the ring is registered with CUDA: stats()["pinned"], and the CUDA runtime's
      own cudaPointerGetAttributes says "host (registered)" for a batch's address;
   2. batches copied to the device (gm_loader_copy_to_device) come back (device ->
-     host) with the same FNV-1a hash as the ring slot, uint8 and float32;
+     host) with the same FNV-1a hash as the ring slot, uint8, float32 and float16;
   3. host-to-device GB/s from the ring slot vs from pageable memory of the same
      size (malloc'ed, touched), cudaMemcpy both, `reps` copies each;
   4. if torch sees CUDA: goldminer.torch.Loader(device="cuda") tensors hold the
@@ -97,7 +97,7 @@ def main(argv=None):
         failed += not ok
 
     cudart = _cudart()
-    for output in ("uint8", "float32"):
+    for output in ("uint8", "float32", "float16"):
         with Loader(a.data, batch_size=a.batch, workers=a.workers, seed=1, output=output,
                     epochs=0) as l:
             st = l.stats()
@@ -160,7 +160,7 @@ def main(argv=None):
         have_torch_cuda = False
     if have_torch_cuda:
         from .torch import Loader as TorchLoader
-        for output in ("uint8", "float32"):
+        for output in ("uint8", "float32", "float16"):
             with Loader(a.data, batch_size=a.batch, workers=a.workers, seed=3,
                         output=output, epochs=1) as l:
                 ref = [fnv1a64(b.data) for _, b in zip(range(a.batches), l)]

@@ -31,7 +31,9 @@ try:
 except ImportError:  # pure standard library fallback: memoryviews
     _np = None
 
-_OUTPUTS = {"uint8": _abi.GM_OUT_U8_HWC, "float32": _abi.GM_OUT_F32_CHW}
+_OUTPUTS = {"uint8": _abi.GM_OUT_U8_HWC, "float32": _abi.GM_OUT_F32_CHW,
+            "float16": _abi.GM_OUT_F16_CHW}
+_OUT_NAMES = {v: k for k, v in _OUTPUTS.items()}
 _ON_ERROR = {"skip": _abi.GM_ON_ERROR_SKIP, "fail": _abi.GM_ON_ERROR_FAIL}
 _MODES = {"train": _abi.GM_AUG_TRAIN, "eval": _abi.GM_AUG_EVAL}
 _ERRLEN = 1024
@@ -60,7 +62,8 @@ class Batch:
     """One delivered batch. Unpacks as (data, labels).
 
     data: view of the ring slot, shape (size, S, S, 3) uint8 (HWC, RGB) or
-          (size, 3, S, S) float32 (CHW, normalised); valid until the next batch.
+          (size, 3, S, S) float32 or float16 (CHW, normalised); valid until the
+          next batch. Without NumPy a float16 view is a memoryview of code "e".
     labels, sample_ids: copies (int32 / uint32 arrays).
     epoch, index: position of this batch; n_errors: samples replaced (on_error=skip).
     """
@@ -81,7 +84,7 @@ class Loader:
     """Batches of an ImageFolder tree decoded and augmented by goldminer workers.
 
     Loader(root, pipeline=None, batch_size=64, workers="auto"|N, seed=0, epoch=0,
-           output="uint8"|"float32", on_error="skip"|"fail", ...)
+           output="uint8"|"float32"|"float16", on_error="skip"|"fail", ...)
 
     root       ImageFolder root (root/<class>/*.jpg), classes sorted like torchvision.
     pipeline   pipeline spec text (see `goldminer plan`), e.g. "read | decode |
@@ -93,7 +96,9 @@ class Loader:
                from measured rates within max_workers (0: the online CPUs).
     seed       shuffling and augmentation seed; same seed -> same bytes.
     epoch      first epoch; epochs: how many to deliver (0 = unlimited).
-    output     "uint8" (N,S,S,3 HWC) or "float32" (N,3,S,S normalised CHW).
+    output     "uint8" (N,S,S,3 HWC), "float32" (N,3,S,S normalised CHW) or
+               "float16" (the float32 values rounded to nearest even: half the
+               ring and half the host-to-device copy, for mixed precision).
     on_error   "skip" (replace a bad sample deterministically, see errors())
                or "fail" (iteration raises GoldminerError naming the file).
     size, mode ("train": RandomResizedCrop+flip, "eval": resize+center crop),
@@ -116,7 +121,8 @@ class Loader:
         self._h = None
         self._live = []  # weak references to the buffers of views handed out
         if output not in _OUTPUTS:
-            raise ValueError("output must be 'uint8' or 'float32', not %r" % (output,))
+            raise ValueError("output must be 'uint8', 'float32' or 'float16', not %r"
+                             % (output,))
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'skip' or 'fail', not %r" % (on_error,))
         if mode not in _MODES:
@@ -205,7 +211,7 @@ class Loader:
         if st.sample_bytes:
             # The transform in effect (a pipeline spec may have chosen the layout,
             # the size and the batch size): the views are shaped from it.
-            self.output = "float32" if st.out == _abi.GM_OUT_F32_CHW else "uint8"
+            self.output = _OUT_NAMES.get(st.out, "uint8")
             self.batch_size = st.batch_size
             self._sample_bytes, self._side = st.sample_bytes, st.size
             self._kw.update(output=self.output, batch_size=st.batch_size, size=st.size,
@@ -454,11 +460,13 @@ def _shape(buf, n, sample_bytes, output, copy):
         side = _isqrt_exact(sample_bytes // 3) if sample_bytes % 3 == 0 else None
         shape = (n, side, side, 3) if side else (n, sample_bytes)
     else:
-        elem, code = 4, "f"
-        side = _isqrt_exact(sample_bytes // 12) if sample_bytes % 12 == 0 else None
+        elem, code = (2, "e") if output == "float16" else (4, "f")
+        per = 3 * elem
+        side = _isqrt_exact(sample_bytes // per) if sample_bytes % per == 0 else None
         shape = (n, 3, side, side) if side else (n, sample_bytes // elem)
     if _np is not None:
-        a = _np.frombuffer(buf, dtype=_np.uint8 if elem == 1 else _np.float32).reshape(shape)
+        dt = {1: _np.uint8, 2: _np.float16, 4: _np.float32}[elem]
+        a = _np.frombuffer(buf, dtype=dt).reshape(shape)
         return a.copy() if copy else a
     raw = memoryview(buf).cast("B")  # ctypes says "<B"; cast() wants plain bytes first
     if copy:

@@ -11,7 +11,8 @@ Design: images are built over the ring slot without a copy (torch.frombuffer).
 uint8 output is stored HWC in the ring, so the (N,3,H,W) tensor is a permuted view:
 the same shape DataLoader+PILToTensor gives, in channels_last memory format, which
 convolutions accept directly (images.contiguous() makes a plain NCHW copy). float32
-output is normalised CHW, exactly what ToTensor()+Normalize() give. Labels are int64
+output is normalised CHW, exactly what ToTensor()+Normalize() give; float16 is that
+rounded to half (for autocast/AMP training: half the bytes to copy). Labels are int64
 copies, as DataLoader returns them.
 
 device="cuda": the slot's bytes are copied with non_blocking=True (DMA when the C
@@ -32,7 +33,7 @@ import torch as _torch
 
 from .loader import Loader as _GmLoader
 
-_DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32}
+_DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}
 
 
 class Loader:
@@ -59,7 +60,7 @@ class Loader:
         self._copy = copy
         self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
                              output=output, **kw)
-        self._dtype = _DTYPES[output]
+        self._dtype = _DTYPES[self._gm.output]  # a pipeline spec may have chosen it
         self._pending = None  # CUDA event of the copy out of the current slot
         self.batch_size = batch_size
 
@@ -144,7 +145,7 @@ class Loader:
 
     def _side(self, sample_bytes):
         hwc = self._dtype == _torch.uint8
-        per = 3 if hwc else 12
+        per = 3 * _torch.tensor([], dtype=self._dtype).element_size()
         if sample_bytes % per:
             return None, hwc
         v = sample_bytes // per

@@ -128,7 +128,7 @@ int main(int argc, char **argv)
 	o.seed = strtoull(argv[4], NULL, 0);
 	o.epochs = (uint32_t)atoi(argv[5]);
 	o.aug.size = (uint32_t)atoi(argv[6]);
-	o.aug.out = atoi(argv[7]) ? GM_OUT_F32_CHW : GM_OUT_U8_HWC;
+	o.aug.out = (enum gm_out_type)atoi(argv[7]);
 	if (argc > 9) {
 		o.epoch = (uint32_t)atoi(argv[8]);
 		o.start_batch = strtoull(argv[9], NULL, 0);

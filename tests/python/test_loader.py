@@ -40,12 +40,15 @@ class TestBytes(GmTest):
     def test_float32_batches_equal_the_c_api(self):
         self._compare("float32", 1)
 
+    def test_float16_batches_equal_the_c_api(self):
+        self._compare("float16", 2)
+
     def test_epoch_checksums_equal_goldminer_bench_checksum(self):
         exe = os.path.join(helpers.BUILD, "goldminer")
         if not os.access(exe, os.X_OK):
             self.skipTest("no %s to compare with" % exe)
         root = dataset()
-        for output in ("uint8", "float32"):
+        for output in ("uint8", "float32", "float16"):
             r = subprocess.run([exe, "bench", root, "--workers", "2", "--batch", str(BATCH),
                                 "--epochs", "2", "--size", str(SIZE), "--seed", str(SEED),
                                 "--output", output, "--checksum", "--quiet"],
@@ -134,6 +137,22 @@ class TestIteration(GmTest):
             self.assertTrue(np.isfinite(b.data).all())
             self.assertLess(abs(float(b.data.mean())), 2.5)
             self.assertGreater(float(b.data.std()), 0.05)
+
+    def test_float16_is_float32_rounded_to_half(self):
+        import numpy as np
+        kw = dict(batch_size=BATCH, workers=1, seed=2, size=SIZE, epochs=1)
+        with goldminer.Loader(dataset(), output="float32", **kw) as l:
+            f32 = [b.data.copy() for b in l]
+        with goldminer.Loader(dataset(), output="float16", workers=2,
+                              **{k: v for k, v in kw.items() if k != "workers"}) as l:
+            self.assertEqual(l.output, "float16")
+            f16 = [b.data.copy() for b in l]
+        self.assertEqual(len(f16), len(f32))
+        for a, h in zip(f32, f16):
+            self.assertEqual(h.dtype, np.float16)
+            self.assertEqual(h.shape, a.shape)
+            # numpy's float32 -> float16 is IEEE round-to-nearest-even, as the C side
+            self.assertTrue((a.astype(np.float16).view(np.uint16) == h.view(np.uint16)).all())
 
     def test_pipeline_spec_decides_layout_and_batch_size(self):
         import numpy as np

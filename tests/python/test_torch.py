@@ -51,6 +51,24 @@ class TestTorchAdapter(GmTest):
                 got.append(goldminer.fnv1a64(x))
         self.assertEqual(got, ref)
 
+    def test_float16_batches_are_half_nchw(self):
+        torch = self.torch
+        root = dataset()
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
+                              output="float16") as l:
+            ref = [goldminer.fnv1a64(b.data) for b in l]
+        spec = ("read | decode | random_resized_crop %d | flip 0.5 | normalize imagenet |"
+                " to_chw_f16 | batch %d" % (SIZE, BATCH))
+        for kw in (dict(output="float16", batch_size=BATCH, size=SIZE), dict(pipeline=spec)):
+            with self.gt.Loader(root, workers=1, seed=SEED, **kw) as tl:
+                got = []
+                for x, y in tl:
+                    self.assertEqual(x.dtype, torch.float16)
+                    self.assertTrue(x.is_contiguous())
+                    self.assertEqual(tuple(x.shape), (y.shape[0], 3, SIZE, SIZE))
+                    got.append(goldminer.fnv1a64(x))
+            self.assertEqual(got, ref, kw)
+
     def test_tensors_are_views_of_the_ring_and_clones_survive(self):
         with self.gt.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE,
                             output="uint8") as tl:
