@@ -34,7 +34,9 @@
  *    (broken symlinks, FIFOs, sockets) are skipped: they cannot be read as images;
  *  - symlink cycles (a directory that is its own ancestor) are not re-entered.
  *
- * What it does not do: tar shards (WebDataset), other image extensions, watching
+ * Tar shards (WebDataset): see the section before gm_dataset_open.
+ *
+ * What it does not do: compressed shards (.tar.gz), other image extensions, watching
  * the tree for changes. The index is built once and then only read.
  */
 #include "goldminer/dataset.h"
@@ -53,8 +55,10 @@
 #include <unistd.h>
 
 struct gm_sample {
-	size_t path;   /* offset of the full path in the arena */
-	uint64_t size; /* bytes, from stat at indexing time */
+	size_t path;	 /* offset of the full path in the arena (a shard: the .tar file) */
+	size_t name;	 /* offset of the display name ("SHARD.tar:member" for shards) */
+	uint64_t offset; /* of the bytes in that file (0 for whole files) */
+	uint64_t size;	 /* bytes, from stat / the tar header at indexing time */
 	uint32_t label;
 };
 
@@ -71,6 +75,8 @@ struct gm_dataset {
 	uint32_t nclasses;
 	uint64_t max_size;
 	uint64_t fingerprint;
+	size_t rel_skip; /* chars of a display name before its root-relative part */
+	bool sharded;
 };
 
 /* Scratch state of one class walk: reused across classes, freed at the end. */
@@ -371,6 +377,8 @@ static int emit_class(struct gm_dataset *ds, struct walker *w, uint32_t label)
 			*p++ = '/';
 			memcpy(p, name, nlen + 1);
 			ds->samples[ds->count].path = ds->arena_len;
+			ds->samples[ds->count].name = ds->arena_len;
+			ds->samples[ds->count].offset = 0;
 			ds->samples[ds->count].size = f->size;
 			ds->samples[ds->count].label = label;
 			if (f->size > ds->max_size)
@@ -404,11 +412,10 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 static uint64_t compute_fingerprint(const struct gm_dataset *ds)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
-	size_t skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
 
 	for (uint32_t i = 0; i < ds->count; i++) {
 		const struct gm_sample *s = &ds->samples[i];
-		const char *rel = ds->arena + s->path + skip;
+		const char *rel = ds->arena + s->name + ds->rel_skip;
 		unsigned char num[12];
 
 		/* Fixed little-endian encoding so the hash is the same on every host. */
@@ -487,6 +494,454 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 	return ret;
 }
 
+/* --- WebDataset tar shards ---------------------------------------------------------
+ *
+ * A shard is a POSIX tar (ustar, GNU or pax) whose members are grouped into samples
+ * by key: the member's path up to the first '.' of its file name ("a/000017.jpg" and
+ * "a/000017.cls" are sample "a/000017"), members of one sample being consecutive, as
+ * WebDataset writes them. A sample is kept when it has a .jpg/.jpeg member; its label
+ * is the decimal integer in its .cls member (required). Other members (.json, .txt,
+ * ...) are ignored, and so are keys with no image. Samples keep shard order, shards
+ * sort by name.
+ *
+ * The tar headers are parsed here rather than through libarchive because the index
+ * needs each member's byte offset in the shard, for the workers' io_uring reads at
+ * offsets; a streaming extractor hands out bytes, not offsets. Each header's checksum
+ * is verified, so a file that is not a tar (or a corrupt header) is an error naming
+ * the shard and the offset, never a garbage index.
+ */
+#define TAR_BLOCK 512u
+#define TAR_MAX_NAME 4096u     /* longest member path accepted (GNU 'L' / pax path) */
+#define TAR_MAX_PAX (1u << 20) /* largest pax header read */
+#define MAX_LABEL (1u << 20)   /* largest class number in a .cls member */
+
+static bool tar_octal(const unsigned char *f, size_t n, uint64_t *v)
+{
+	size_t i = 0;
+	uint64_t x = 0;
+
+	if (f[0] & 0x80) { /* GNU base-256: big-endian, first byte's top bit set */
+		if (f[0] != 0x80)
+			return false; /* negative or > 2^56: not a size we accept */
+		for (i = 1; i < n; i++) {
+			if (x >> 56)
+				return false;
+			x = (x << 8) | f[i];
+		}
+		*v = x;
+		return true;
+	}
+	while (i < n && f[i] == ' ')
+		i++;
+	if (i == n || f[i] < '0' || f[i] > '7')
+		return false;
+	for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
+		if (x >> 60)
+			return false;
+		x = x * 8 + (uint64_t)(f[i] - '0');
+	}
+	for (; i < n; i++)
+		if (f[i] != ' ' && f[i] != 0)
+			return false;
+	*v = x;
+	return true;
+}
+
+static bool tar_checksum_ok(const unsigned char *h)
+{
+	uint64_t want, sum = 0;
+
+	if (!tar_octal(h + 148, 8, &want))
+		return false;
+	for (unsigned i = 0; i < TAR_BLOCK; i++)
+		sum += (i >= 148 && i < 156) ? ' ' : h[i];
+	return sum == want;
+}
+
+static bool all_zero(const unsigned char *h)
+{
+	for (unsigned i = 0; i < TAR_BLOCK; i++)
+		if (h[i])
+			return false;
+	return true;
+}
+
+/* pread exactly n bytes; 0, -errno, or -ENODATA at end of file. */
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ENODATA;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* The sample being assembled from consecutive members of one key. */
+struct tar_sample {
+	char key[TAR_MAX_NAME + 1];
+	char img[TAR_MAX_NAME + 1]; /* member name of the image, "" if none yet */
+	uint64_t img_off, img_size;
+	int64_t label; /* -1: no .cls yet */
+};
+
+/* Append "SHARD:member" and the sample for ts (if it has an image). */
+static int tar_flush(struct gm_dataset *ds, struct tar_sample *ts, size_t shard_path,
+		     const char *shard, uint32_t *max_label, char *err, size_t errlen)
+{
+	if (!ts->img[0])
+		return 0; /* a key with no image (other modalities): not a sample */
+	if (ts->label < 0) {
+		gm_errf(err, errlen,
+			"gm_dataset_open: %s: sample '%s' (%s) has no .cls member: WebDataset "
+			"shards need one holding the class number",
+			shard, ts->key, ts->img);
+		return -EBADMSG;
+	}
+	size_t slen = strlen(shard), mlen = strlen(ts->img), need = slen + 1 + mlen + 1;
+	if (ds->count == UINT32_MAX)
+		return -EOVERFLOW;
+	if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + need, 1) ||
+	    grow((void **)&ds->samples, &ds->samples_cap, (size_t)ds->count + 1,
+		 sizeof(*ds->samples)))
+		return -ENOMEM;
+	char *p = ds->arena + ds->arena_len;
+	memcpy(p, shard, slen);
+	p[slen] = ':';
+	memcpy(p + slen + 1, ts->img, mlen + 1);
+	struct gm_sample *s = &ds->samples[ds->count++];
+	s->path = shard_path;
+	s->name = ds->arena_len;
+	s->offset = ts->img_off;
+	s->size = ts->img_size;
+	s->label = (uint32_t)ts->label;
+	ds->arena_len += need;
+	if (s->size > ds->max_size)
+		ds->max_size = s->size;
+	if (s->label > *max_label)
+		*max_label = s->label;
+	return 0;
+}
+
+/* Pull "path" and "size" out of a pax extended header's records. */
+static bool pax_parse(char *rec, size_t n, char *path, bool *have_path, uint64_t *size,
+		      bool *have_size)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t len = 0, j = i;
+		while (j < n && rec[j] >= '0' && rec[j] <= '9' && len < n)
+			len = len * 10 + (size_t)(rec[j++] - '0');
+		if (j >= n || rec[j] != ' ' || len <= j - i + 1 || len > n - i ||
+		    rec[i + len - 1] != '\n')
+			return false;
+		char *kv = rec + j + 1, *end = rec + i + len - 1; /* end: the '\n' */
+		char *eq = memchr(kv, '=', (size_t)(end - kv));
+		if (!eq)
+			return false;
+		size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
+		if (klen == 4 && !memcmp(kv, "path", 4)) {
+			if (vlen == 0 || vlen > TAR_MAX_NAME)
+				return false;
+			memcpy(path, eq + 1, vlen);
+			path[vlen] = 0;
+			*have_path = true;
+		} else if (klen == 4 && !memcmp(kv, "size", 4)) {
+			uint64_t v = 0;
+			if (vlen == 0 || vlen > 19)
+				return false;
+			for (size_t k = 0; k < vlen; k++) {
+				char c = eq[1 + k];
+				if (c < '0' || c > '9')
+					return false;
+				v = v * 10 + (uint64_t)(c - '0');
+			}
+			*size = v;
+			*have_size = true;
+		}
+		i += len;
+	}
+	return true;
+}
+
+/* Index one shard (full path `shard`, already in the arena at shard_path). */
+static int tar_index(struct gm_dataset *ds, const char *shard, size_t shard_path,
+		     uint32_t *max_label, char *err, size_t errlen)
+{
+	unsigned char h[TAR_BLOCK];
+	struct tar_sample *ts = calloc(1, sizeof(*ts));
+	char *name = malloc(TAR_MAX_NAME + 1), *longname = malloc(TAR_MAX_NAME + 1);
+	char *pax = NULL;
+	bool have_long = false, pax_have_size = false;
+	uint64_t pax_size = 0, off = 0;
+	int ret = 0;
+	struct stat st;
+
+	int fd = open(shard, O_RDONLY | O_CLOEXEC);
+	if (!ts || !name || !longname) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		ret = -errno;
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard, strerror(-ret));
+		goto out;
+	}
+	ts->label = -1;
+#define TAR_BAD(...)                                                                       \
+	do {                                                                               \
+		char what_[700];                                                           \
+		snprintf(what_, sizeof(what_), __VA_ARGS__);                               \
+		gm_errf(err, errlen, "gm_dataset_open: %s: offset %llu: %s", shard,        \
+			(unsigned long long)off, what_);                                   \
+		ret = -EBADMSG;                                                            \
+		goto out;                                                                  \
+	} while (0)
+	for (;;) {
+		if (off + TAR_BLOCK > (uint64_t)st.st_size) {
+			if (off == (uint64_t)st.st_size && off > 0)
+				break; /* no end-of-archive blocks: accepted */
+			TAR_BAD("%s", off ? "truncated tar header (shard cut short?)"
+					  : "not a tar file (shorter than one header)");
+		}
+		if ((ret = pread_all(fd, h, TAR_BLOCK, off))) {
+			gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard, strerror(-ret));
+			goto out;
+		}
+		if (all_zero(h))
+			break; /* end of archive */
+		if (!tar_checksum_ok(h))
+			TAR_BAD("%s", off ? "bad tar header checksum (corrupt shard?)"
+					  : "not a tar file (bad header checksum)");
+		uint64_t size;
+		if (!tar_octal(h + 124, 12, &size))
+			TAR_BAD("bad size field in the tar header");
+		if (pax_have_size)
+			size = pax_size;
+		char type = (char)h[156];
+		/* the member's name: GNU long name or pax path, else ustar prefix/name */
+		if (have_long) {
+			memcpy(name, longname, TAR_MAX_NAME + 1);
+		} else {
+			size_t nl = strnlen((const char *)h, 100), pl = 0;
+			name[0] = 0;
+			if (!memcmp(h + 257, "ustar", 5) && h[345]) {
+				pl = strnlen((const char *)h + 345, 155);
+				memcpy(name, h + 345, pl);
+				name[pl++] = '/';
+			}
+			memcpy(name + pl, h, nl);
+			name[pl + nl] = 0;
+		}
+		uint64_t data = off + TAR_BLOCK;
+		if (size > (uint64_t)st.st_size - data)
+			TAR_BAD("member '%.200s' of %llu bytes runs past the end of the shard"
+				" (truncated?)",
+				name, (unsigned long long)size);
+		uint64_t next = data + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
+		if (type == 'L' || type == 'x') {
+			/* metadata for the next member */
+			if (type == 'L' && (size == 0 || size > TAR_MAX_NAME))
+				TAR_BAD("GNU long name of %llu bytes", (unsigned long long)size);
+			if (type == 'x' && size > TAR_MAX_PAX)
+				TAR_BAD("pax header of %llu bytes", (unsigned long long)size);
+			char *buf = type == 'L' ? longname : (pax = realloc(pax, size + 1));
+			if (!buf) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			if ((ret = pread_all(fd, buf, size, data))) {
+				gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard,
+					strerror(-ret));
+				goto out;
+			}
+			buf[size] = 0;
+			if (type == 'L') {
+				longname[strnlen(longname, size)] = 0;
+				have_long = true;
+			} else {
+				bool hp = false;
+				if (!pax_parse(pax, size, longname, &hp, &pax_size, &pax_have_size))
+					TAR_BAD("malformed pax extended header");
+				have_long = have_long || hp;
+			}
+			off = next;
+			continue;
+		}
+		have_long = false;
+		pax_have_size = false;
+		off = next;
+		if (type != '0' && type != '\0' && type != '7')
+			continue; /* directories, links, global pax headers, ... */
+		/* key = path up to the first '.' of the file name; ext = the rest */
+		char *base = strrchr(name, '/');
+		base = base ? base + 1 : name;
+		char *dot = strchr(base, '.');
+		const char *ext = dot ? dot + 1 : "";
+		size_t klen = dot ? (size_t)(dot - name) : strlen(name);
+		if (klen != strlen(ts->key) || memcmp(ts->key, name, klen)) {
+			if ((ret = tar_flush(ds, ts, shard_path, shard, max_label, err, errlen)))
+				goto out;
+			memcpy(ts->key, name, klen);
+			ts->key[klen] = 0;
+			ts->img[0] = 0;
+			ts->label = -1;
+		}
+		if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg")) {
+			if (ts->img[0])
+				TAR_BAD("sample '%.200s' has two images ('%.200s' and '%.200s')",
+					ts->key, ts->img, name);
+			strcpy(ts->img, name);
+			ts->img_off = data;
+			ts->img_size = size;
+		} else if (!strcmp(ext, "cls")) {
+			char num[32];
+			size_t n = size < sizeof(num) - 1 ? (size_t)size : sizeof(num) - 1;
+			if ((ret = pread_all(fd, num, n, data))) {
+				gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard,
+					strerror(-ret));
+				goto out;
+			}
+			num[n] = 0;
+			char *e;
+			errno = 0;
+			long v = strtol(num, &e, 10);
+			while (*e == ' ' || *e == '\n' || *e == '\r' || *e == '\t')
+				e++;
+			if (size >= sizeof(num) - 1 || e == num || *e || errno || v < 0 ||
+			    v >= (long)MAX_LABEL)
+				TAR_BAD("'%.200s': label '%.31s' is not a class number 0..%u", name,
+					num, MAX_LABEL - 1);
+			ts->label = v;
+		}
+	}
+#undef TAR_BAD
+	ret = tar_flush(ds, ts, shard_path, shard, max_label, err, errlen);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(ts);
+	free(name);
+	free(longname);
+	free(pax);
+	return ret;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Index the shards: root itself (one .tar file) or every *.tar file directly in
+ * the root directory (rfd >= 0), in name order. -ENODATA when there is none.
+ */
+static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+	uint32_t max_label = 0;
+
+	if (rfd < 0) {
+		names = malloc(sizeof(*names));
+		if (!names || !(names[0] = strdup(ds->root)))
+			ret = -ENOMEM;
+		else
+			n = 1;
+		const char *slash = strrchr(ds->root, '/');
+		ds->rel_skip = slash ? (size_t)(slash - ds->root) + 1 : 0;
+	} else {
+		int fd = dup(rfd);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!d) {
+			ret = -errno;
+			if (fd >= 0)
+				close(fd);
+			gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
+			return ret;
+		}
+		struct dirent *de;
+		rewinddir(d); /* the fd's offset is shared with find_classes' dup */
+		while (!ret && (de = readdir(d))) {
+			size_t len = strlen(de->d_name);
+			struct stat st;
+			if (len < 5 || strcasecmp(de->d_name + len - 4, ".tar") ||
+			    fstatat(dirfd(d), de->d_name, &st, 0) || !S_ISREG(st.st_mode))
+				continue;
+			if (grow((void **)&names, &cap, n + 1, sizeof(*names)) ||
+			    asprintf(&names[n], "%s%s%s", ds->root,
+				     ds->root[ds->root_len - 1] == '/' ? "" : "/", de->d_name) < 0)
+				ret = -ENOMEM;
+			else
+				n++;
+		}
+		closedir(d);
+		qsort(names, n, sizeof(*names), cmp_str);
+		ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
+	}
+	if (!ret && !n) {
+		ret = -ENODATA;
+		gm_errf(err, errlen,
+			"gm_dataset_open: %s: no class directories (ImageFolder) and no .tar "
+			"shards (WebDataset)",
+			ds->root);
+	}
+	for (size_t i = 0; !ret && i < n; i++) {
+		size_t len = strlen(names[i]);
+		if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + len + 1, 1)) {
+			ret = -ENOMEM;
+			break;
+		}
+		size_t at = ds->arena_len;
+		memcpy(ds->arena + at, names[i], len + 1);
+		ds->arena_len += len + 1;
+		uint32_t before = ds->count;
+		ret = tar_index(ds, names[i], at, &max_label, err, errlen);
+		if (!ret && ds->count == before && n == 1) {
+			ret = -ENODATA;
+			gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members", names[i]);
+		}
+	}
+	if (!ret && !ds->count) {
+		ret = -ENODATA;
+		gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members in any shard",
+			ds->root);
+	}
+	/* classes: 0 .. max label, named by their number */
+	if (!ret) {
+		size_t names_cap = 0, len = 0;
+		ds->nclasses = max_label + 1;
+		ds->class_off = malloc(ds->nclasses * sizeof(*ds->class_off));
+		if (!ds->class_off)
+			ret = -ENOMEM;
+		for (uint32_t c = 0; !ret && c < ds->nclasses; c++) {
+			char num[16];
+			int k = snprintf(num, sizeof(num), "%u", c);
+			if (grow((void **)&ds->class_names, &names_cap, len + (size_t)k + 1, 1)) {
+				ret = -ENOMEM;
+				break;
+			}
+			memcpy(ds->class_names + len, num, (size_t)k + 1);
+			ds->class_off[c] = len;
+			len += (size_t)k + 1;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (!ret)
+		ds->sharded = true;
+	return ret;
+}
+
 int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen)
 {
 	struct walker w = {.err = err, .errlen = errlen};
@@ -516,18 +971,35 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 		ds->root[--ds->root_len] = '\0';
 
 	rfd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 && errno == ENOTDIR && ds->root_len > 4 &&
+	    !strcasecmp(ds->root + ds->root_len - 4, ".tar")) {
+		ret = open_shards(ds, -1, err, errlen); /* root is one shard */
+		if (ret)
+			goto out_free;
+		ds->fingerprint = compute_fingerprint(ds);
+		*out = ds;
+		return 0;
+	}
 	if (rfd < 0) {
 		ret = -errno;
-		gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s%s", ds->root, strerror(-ret),
+			ret == -ENOTDIR ? " (want an ImageFolder directory, a directory of .tar"
+					  " shards, or one .tar shard)"
+					: "");
 		goto out_free;
 	}
 	ret = find_classes(ds, rfd, err, errlen);
 	if (ret)
 		goto out_close_root;
 	if (!ds->nclasses) {
-		ret = -ENODATA;
-		gm_errf(err, errlen, "gm_dataset_open: %s: no class directories", ds->root);
-		goto out_close_root;
+		/* no class directories: a directory of WebDataset shards? */
+		ret = open_shards(ds, rfd, err, errlen);
+		if (ret)
+			goto out_close_root;
+		ds->fingerprint = compute_fingerprint(ds);
+		close(rfd);
+		*out = ds;
+		return 0;
 	}
 
 	for (uint32_t c = 0; c < ds->nclasses; c++) {
@@ -588,6 +1060,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 			nempty == 1 ? "" : "es");
 		goto out_walker;
 	}
+	ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
 	ds->fingerprint = compute_fingerprint(ds);
 	*out = ds;
 	ret = 0;
@@ -619,6 +1092,21 @@ void gm_dataset_close(struct gm_dataset *d)
 	free(d->class_names);
 	free(d->class_off);
 	free(d);
+}
+
+bool gm_dataset_sharded(const struct gm_dataset *d)
+{
+	return d->sharded;
+}
+
+const char *gm_dataset_name(const struct gm_dataset *d, uint32_t id)
+{
+	return id < d->count ? d->arena + d->samples[id].name : NULL;
+}
+
+uint64_t gm_dataset_offset(const struct gm_dataset *d, uint32_t id)
+{
+	return id < d->count ? d->samples[id].offset : 0;
 }
 
 uint32_t gm_dataset_count(const struct gm_dataset *d)

@@ -1069,7 +1069,7 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 		/* on_error=fail: the batch is not delivered; the loader stays at it. */
 		const struct gm_slot_err *e = &ctl->errs[0];
 		int st = ctl->status;
-		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_path(l->ds, e->sample), e->msg);
+		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
 		return st;
 	}
 
@@ -1242,7 +1242,7 @@ int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, co
 {
 	if (i >= l->n_errs)
 		return -ERANGE;
-	*path = gm_dataset_path(l->ds, l->errs[i].sample);
+	*path = gm_dataset_name(l->ds, l->errs[i].sample);
 	*msg = l->errs[i].msg;
 	return 0;
 }

@@ -487,13 +487,122 @@ out_err:
 	return ret;
 }
 
+/* One ustar header + data + padding for member `name` (< 100 chars). */
+static int tar_put(FILE *f, const char *name, const void *data, size_t len)
+{
+	unsigned char h[512] = {0};
+	unsigned sum = 0;
+	static const unsigned char zeros[512];
+
+	snprintf((char *)h, 100, "%s", name);
+	memcpy(h + 100, "0000644", 8);
+	memcpy(h + 108, "0000000", 8);
+	memcpy(h + 116, "0000000", 8);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)len);
+	memcpy(h + 136, "00000000000", 12);
+	memset(h + 148, ' ', 8);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	for (int k = 0; k < 512; k++)
+		sum += h[k];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	size_t pad = (512 - len % 512) % 512;
+	if (fwrite(h, 1, 512, f) != 512 || fwrite(data, 1, len, f) != len ||
+	    fwrite(zeros, 1, pad, f) != pad)
+		return -EIO;
+	return 0;
+}
+
+int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
+			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
+			  size_t errlen)
+{
+	char path[PATH_MAX], name[100], cls[16];
+	uint64_t total = 0;
+	uint32_t k = 0, width = 2;
+	FILE *f = NULL;
+	int ret = 0;
+
+	if (errlen)
+		errbuf[0] = '\0';
+	if (quality == 0)
+		quality = 90;
+	if (!dir || !*dir || classes == 0 || per_shard == 0 || quality < 1 || quality > 100) {
+		if (errlen)
+			snprintf(errbuf, errlen, "gm_synth_write_shards: bad arguments");
+		return -EINVAL;
+	}
+	for (uint32_t c = classes - 1; c >= 100; c /= 10)
+		width++;
+	snprintf(path, sizeof(path), "%s", dir);
+	if ((ret = mkdirs(path)))
+		goto out_err;
+	/* ImageFolder order of gm_synth_write's tree: class-major, then image number */
+	for (uint32_t c = 0; c < classes && c < n; c++)
+		for (uint32_t i = c; i < n; i += classes, k++) {
+			uint32_t w, h;
+			unsigned flags;
+			uint8_t *buf;
+			size_t len;
+			if (k % per_shard == 0) {
+				if (f && (fwrite((char[1024]){0}, 1, 1024, f) != 1024 || fclose(f))) {
+					f = NULL;
+					ret = -EIO;
+					goto out_err;
+				}
+				if (snprintf(path, sizeof(path), "%s/shard-%06u.tar", dir,
+					     k / per_shard) >= (int)sizeof(path)) {
+					f = NULL;
+					ret = -ENAMETOOLONG;
+					goto out_err;
+				}
+				if (!(f = fopen(path, "wb"))) {
+					ret = -errno;
+					goto out_err;
+				}
+			}
+			pick_image(seed, i, &w, &h, &flags);
+			ret = gm_synth_jpeg_mem(w, h, seed ^ ((uint64_t)i << 20) ^ i, flags, quality,
+						&buf, &len);
+			if (ret)
+				goto out_err;
+			snprintf(name, sizeof(name), "class_%0*u/img_%06u.jpg", (int)width, c, i);
+			ret = tar_put(f, name, buf, len);
+			free(buf);
+			int cl = snprintf(cls, sizeof(cls), "%u\n", c);
+			snprintf(name, sizeof(name), "class_%0*u/img_%06u.cls", (int)width, c, i);
+			if (ret || (ret = tar_put(f, name, cls, (size_t)cl)))
+				goto out_err;
+			total += len;
+		}
+	if (f && (fwrite((char[1024]){0}, 1, 1024, f) != 1024 || fclose(f))) {
+		f = NULL;
+		ret = -EIO;
+		goto out_err;
+	}
+	if (bytes_out)
+		*bytes_out = total;
+	return 0;
+
+out_err:
+	if (f)
+		fclose(f);
+	if (errlen)
+		snprintf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path, strerror(-ret));
+	return ret;
+}
+
 /* ---- command line ------------------------------------------------------------- */
 
 static void synth_usage(FILE *f)
 {
 	fprintf(f, "usage: goldminer synth DIR --images N [--classes C] [--seed X] "
-		   "[--quality Q] [--force]\n"
+		   "[--quality Q] [--shards S] [--force]\n"
 		   "  Write N synthetic JPEGs as DIR/class_XX/img_XXXXXX.jpg (ImageFolder).\n"
+		   "  --shards S   instead, WebDataset tar shards of S samples each:\n"
+		   "               DIR/shard-NNNNNN.tar with class_XX/img_XXXXXX.jpg + .cls,\n"
+		   "               the same images in the same (ImageFolder) order\n"
 		   "  --classes C  number of classes (default 10)\n"
 		   "  --seed X     content seed (default 0); same seed, same bytes\n"
 		   "  --quality Q  JPEG quality 1..100 (default 90)\n"
@@ -533,7 +642,7 @@ static bool dir_nonempty(const char *path)
 int gm_cli_synth(int argc, char **argv)
 {
 	const char *dir = NULL;
-	uint64_t n = 0, classes = 10, seed = 0, quality = 90, bytes = 0;
+	uint64_t n = 0, classes = 10, seed = 0, quality = 90, bytes = 0, shards = 0;
 	bool have_n = false, force = false;
 	char err[PATH_MAX + 128];
 	struct timespec t0, t1;
@@ -556,6 +665,8 @@ int gm_cli_synth(int argc, char **argv)
 			dst = &seed;
 		} else if (!strcmp(a, "--quality")) {
 			dst = &quality;
+		} else if (!strcmp(a, "--shards")) {
+			dst = &shards;
 		} else if (a[0] == '-' && a[1]) {
 			fprintf(stderr, "goldminer synth: unknown option %s\n", a);
 			synth_usage(stderr);
@@ -579,9 +690,10 @@ int gm_cli_synth(int argc, char **argv)
 		synth_usage(stderr);
 		return 2;
 	}
-	if (n > UINT32_MAX || classes == 0 || classes > 100000 || quality < 1 || quality > 100) {
+	if (n > UINT32_MAX || classes == 0 || classes > 100000 || quality < 1 || quality > 100 ||
+	    shards > UINT32_MAX) {
 		fprintf(stderr, "goldminer synth: --images up to 2^32-1, --classes 1..100000, "
-				"--quality 1..100\n");
+				"--quality 1..100, --shards up to 2^32-1\n");
 		return 2;
 	}
 	if (!force && dir_nonempty(dir)) {
@@ -590,16 +702,19 @@ int gm_cli_synth(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int ret = gm_synth_write(dir, (uint32_t)n, (uint32_t)classes, seed, (int)quality, &bytes,
-				 err, sizeof(err));
+	int ret = shards ? gm_synth_write_shards(dir, (uint32_t)n, (uint32_t)classes, seed,
+						 (int)quality, (uint32_t)shards, &bytes, err,
+						 sizeof(err))
+			 : gm_synth_write(dir, (uint32_t)n, (uint32_t)classes, seed, (int)quality,
+					  &bytes, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (ret) {
 		fprintf(stderr, "goldminer synth: %s\n", err);
 		return 1;
 	}
 	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	printf("synth: wrote %llu images in %llu classes to %s: %.1f MB, %.2f s\n",
+	printf("synth: wrote %llu images in %llu classes to %s%s: %.1f MB, %.2f s\n",
 	       (unsigned long long)n, (unsigned long long)(n < classes ? n : classes), dir,
-	       (double)bytes / 1e6, s);
+	       shards ? " (tar shards)" : "", (double)bytes / 1e6, s);
 	return 0;
 }

@@ -39,7 +39,14 @@
  * the cost is dominated by open/close and the copy, and registration would have to
  * be redone whenever a buffer grows (see the report in tests/bench/reader_bench.c).
  *
- * What it does not do: O_DIRECT, reading byte ranges of shard files, thread safety.
+ * Byte ranges (gm_reader_read_at, for tar shards): the same chain, the READ at the
+ * member's offset for exactly its length; continued while short, and an end of file
+ * before the range's end is the file's -ENODATA (a truncated shard). Each range
+ * opens and closes its shard like a whole file: on a warm page cache that costs what
+ * an ImageFolder read costs; keeping shards open in registered slots would save the
+ * open/close pair (not done).
+ *
+ * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.
  */
@@ -71,7 +78,9 @@ struct slot {
 	char *buf; /* mmap'd, cap bytes; NULL until first use */
 	size_t cap;
 	size_t len;	  /* bytes read so far */
-	uint64_t hint;	  /* expected size */
+	uint64_t hint;	  /* expected size (exact: the range's length) */
+	uint64_t base;	  /* file offset of byte 0 of the buffer */
+	bool exact;	  /* a byte range: read exactly hint bytes from base */
 	unsigned file;	  /* index into the paths array */
 	unsigned pending; /* CQEs still to come for the current chain */
 	int err;	  /* first real error of the file (not -ECANCELED) */
@@ -235,7 +244,7 @@ static int slot_reserve(struct slot *s, size_t need)
 static void queue_chain(struct gm_reader *r, unsigned si, const char *path)
 {
 	struct slot *s = &r->slots[si];
-	size_t want = s->cap - s->len;
+	size_t want = s->exact ? (size_t)s->hint - s->len : s->cap - s->len;
 	struct io_uring_sqe *sqe;
 
 	if (want > MAX_READ)
@@ -250,7 +259,7 @@ static void queue_chain(struct gm_reader *r, unsigned si, const char *path)
 	io_uring_sqe_set_data64(sqe, UD(si, OP_OPEN));
 
 	sqe = io_uring_get_sqe(&r->ring);
-	io_uring_prep_read(sqe, (int)si, s->buf + s->len, (unsigned)want, s->len);
+	io_uring_prep_read(sqe, (int)si, s->buf + s->len, (unsigned)want, s->base + s->len);
 	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
 	io_uring_sqe_set_data64(sqe, UD(si, OP_READ));
 
@@ -263,6 +272,7 @@ static void queue_chain(struct gm_reader *r, unsigned si, const char *path)
 struct batch {
 	const char *const *paths;
 	const uint64_t *hint;
+	const uint64_t *off; /* NULL: whole files */
 	unsigned n, next, inflight;
 	gm_reader_fn fn;
 	void *arg;
@@ -279,6 +289,8 @@ static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
 	s->file = b->next++;
 	s->len = 0;
 	s->hint = hint;
+	s->base = b->off ? b->off[s->file] : 0;
+	s->exact = b->off != NULL;
 	s->err = 0;
 	s->delivered = false;
 	s->retries = 0;
@@ -341,7 +353,17 @@ static int handle_cqe(struct gm_reader *r, struct batch *b, const struct io_urin
 		s->cancelled = true;
 	else if (res < 0 && op != OP_CLOSE && !s->err)
 		s->err = res;
-	if (op == OP_READ && res >= 0 && !b->stop) {
+	if (op == OP_READ && res >= 0 && !b->stop && s->exact) {
+		s->len += (size_t)res;
+		if (s->len >= s->hint) {
+			s->delivered = true;
+			ret = b->fn(b->arg, s->file, s->buf, (size_t)s->hint, 0);
+		} else if (res > 0) {
+			s->need_more = true;
+		} else if (!s->err) {
+			s->err = -ENODATA; /* the file ends inside the range */
+		}
+	} else if (op == OP_READ && res >= 0 && !b->stop) {
 		s->len += (size_t)res;
 		if (res > 0 && (s->len == s->cap || s->len < s->hint)) {
 			s->need_more = true; /* may have more: continue after the close */
@@ -379,7 +401,14 @@ static void reap(struct gm_reader *r, struct batch *b)
 int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
 		   unsigned n, gm_reader_fn fn, void *arg)
 {
-	struct batch b = {.paths = paths, .hint = size_hint, .n = n, .fn = fn, .arg = arg};
+	return gm_reader_read_at(r, paths, NULL, size_hint, n, fn, arg);
+}
+
+int gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
+		      const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg)
+{
+	struct batch b = {
+	    .paths = paths, .hint = lengths, .off = offsets, .n = n, .fn = fn, .arg = arg};
 	int ret;
 
 	if (!r)
@@ -391,8 +420,8 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 			strerror(-r->broken));
 		return r->broken;
 	}
-	if ((n && (!paths || !fn))) {
-		set_msg(r->msg, "gm_reader_read: NULL paths or callback");
+	if ((n && (!paths || !fn || (offsets && !lengths)))) {
+		set_msg(r->msg, "gm_reader_read: NULL paths, lengths or callback");
 		return -EINVAL;
 	}
 	if (r->busy) {

@@ -46,6 +46,7 @@ struct gm_worker {
 	bool perm_valid;
 	const char **paths;	  /* batch_size entries, reused */
 	uint64_t *sizes;
+	uint64_t *offs;	  /* shard member offsets, or NULL (whole files) */
 	int32_t *fail;		  /* per position: 0 or -errno */
 	uint32_t *pos_of;	  /* read index -> batch position */
 	int32_t *labels;
@@ -97,7 +98,12 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 		       int rerr, char *msg)
 {
 	if (rerr) {
-		snprintf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
+		if (rerr == -ENODATA && gm_dataset_sharded(w->c.ds))
+			snprintf(msg, GM_RING_MSG,
+				 "read failed: the shard ends inside this member (truncated since"
+				 " indexing?)");
+		else
+			snprintf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
 		return rerr;
 	}
 	if (gm_ring_quarantined(w->c.ring, id)) {
@@ -166,10 +172,12 @@ static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint
 		uint32_t id = sample_at(perm, (pos + j) % w->n);
 		const char *path = gm_dataset_path(w->c.ds, id);
 		uint64_t size = gm_dataset_file_size(w->c.ds, id);
+		uint64_t off = gm_dataset_offset(w->c.ds, id);
 		w->ids[i] = id;
 		w->pos_of[0] = i;
 		uint64_t t0 = now_ns(), cb0 = w->cb_ns;
-		int rc = gm_reader_read(w->rd, &path, &size, 1, on_read, w);
+		int rc = gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read,
+					   w);
 		w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
 		if (rc == 0 && w->fail[i] == 0)
 			return; /* on_read finished it */
@@ -222,12 +230,14 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 		w->ids[i] = id;
 		w->paths[m] = gm_dataset_path(w->c.ds, id);
 		w->sizes[m] = gm_dataset_file_size(w->c.ds, id);
+		if (w->offs)
+			w->offs[m] = gm_dataset_offset(w->c.ds, id);
 		w->pos_of[m] = i;
 		w->fail[i] = 0;
 		m++;
 	}
 	t0 = now_ns();
-	int rc = m ? gm_reader_read(w->rd, w->paths, w->sizes, m, on_read, w) : 0;
+	int rc = m ? gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w) : 0;
 	t1 = now_ns();
 	if (rc < 0)
 		return rc;
@@ -279,6 +289,11 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->perm = malloc((size_t)w->n * sizeof(*w->perm));
 	w->paths = calloc(b, sizeof(*w->paths));
 	w->sizes = calloc(b, sizeof(*w->sizes));
+	if (gm_dataset_sharded(cfg->ds) && !(w->offs = calloc(b, sizeof(*w->offs)))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "worker: out of memory");
+		goto out_destroy;
+	}
 	w->fail = calloc(b, sizeof(*w->fail));
 	w->pos_of = calloc(b, sizeof(*w->pos_of));
 	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
@@ -316,6 +331,7 @@ void gm_worker_destroy(struct gm_worker *w)
 	free(w->pos_of);
 	free(w->fail);
 	free(w->sizes);
+	free(w->offs);
 	free(w->paths);
 	free(w->perm);
 	free(w);

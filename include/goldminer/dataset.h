@@ -6,10 +6,17 @@
  * sorted within a class, label = class index. Built once by the coordinator and
  * then only read (workers inherit it across fork). Deterministic: the same tree
  * gives the same index.
+ *
+ * WebDataset tar shards: root is one .tar file, or a directory with *.tar files and
+ * no class directories (shards in name order). Members are grouped into samples by
+ * key (path up to the first '.' of the file name); a sample is its .jpg/.jpeg member,
+ * labelled by the decimal number in its .cls member. Classes are 0..max label, named
+ * by their number. Workers read each member at its offset in the shard.
  */
 #ifndef GOLDMINER_DATASET_H
 #define GOLDMINER_DATASET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,7 +24,8 @@ struct gm_dataset;
 
 /*
  * Index the tree at root. 0, or -ENOENT (missing root), -ENOTDIR, -EACCES
- * (unreadable), -ENODATA (no class directory / no JPEG anywhere), -ENOMEM; on error
+ * (unreadable), -ENODATA (no class directory / no JPEG anywhere), -EBADMSG (a
+ * malformed shard: not a tar, truncated, a sample without .cls), -ENOMEM; on error
  * err (errlen bytes, may be NULL) gets a message naming the offending path.
  */
 int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen);
@@ -30,9 +38,17 @@ uint32_t gm_dataset_num_classes(const struct gm_dataset *d); /* classes */
 const char *gm_dataset_class_name(const struct gm_dataset *d, uint32_t cls);
 const char *gm_dataset_root(const struct gm_dataset *d);
 
-/* Full path of sample id (id < count). Valid until gm_dataset_close. */
+/* Full path of the file holding sample id (id < count): the JPEG, or its shard.
+ * Valid until gm_dataset_close. */
 const char *gm_dataset_path(const struct gm_dataset *d, uint32_t id);
-/* File size in bytes as seen when indexing (a hint for the reader's buffers). */
+/* The sample's name for messages: its path, or "SHARD.tar:member.jpg". */
+const char *gm_dataset_name(const struct gm_dataset *d, uint32_t id);
+/* Byte offset of the sample in gm_dataset_path (0 unless sharded). */
+uint64_t gm_dataset_offset(const struct gm_dataset *d, uint32_t id);
+/* true when the samples are members of tar shards (read at offsets). */
+bool gm_dataset_sharded(const struct gm_dataset *d);
+/* File size in bytes as seen when indexing (a hint for the reader's buffers; for a
+ * shard member, its exact length). */
 uint64_t gm_dataset_file_size(const struct gm_dataset *d, uint32_t id);
 /* Class index of sample id. */
 uint32_t gm_dataset_label(const struct gm_dataset *d, uint32_t id);

@@ -66,4 +66,14 @@ int gm_synth_write_bad(const char *path, enum gm_synth_bad kind, uint64_t seed);
 int gm_synth_write(const char *dir, uint32_t n, uint32_t classes, uint64_t seed, int quality,
 		   uint64_t *bytes_out, char *errbuf, size_t errlen);
 
+/*
+ * The same n images as gm_synth_write (same bytes), as WebDataset tar shards:
+ * dir/shard-NNNNNN.tar, per_shard samples each, members class_XX/img_XXXXXX.jpg and
+ * .cls (the class number), in the ImageFolder order of gm_synth_write's tree, so
+ * both layouts index to the same samples, labels and ids.
+ */
+int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
+			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
+			  size_t errlen);
+
 #endif

@@ -42,6 +42,14 @@ void gm_reader_destroy(struct gm_reader *r);
 int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t *size_hint,
 		   unsigned n, gm_reader_fn fn, void *arg);
 
+/*
+ * Read byte ranges: file i's lengths[i] bytes from offsets[i] (tar shard members).
+ * offsets NULL: whole files, lengths being size hints, as gm_reader_read. A file
+ * that ends inside its range is delivered with -ENODATA. Same returns otherwise.
+ */
+int gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
+		      const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg);
+
 /* Message of the last error ("" if none); NULL: this thread's last failed create.
  * Other returns of gm_reader_read: -EBUSY when called from its own callback; a
  * file over 1 GiB is delivered with -EFBIG; after a ring failure the reader is
