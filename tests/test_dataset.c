@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "goldminer/dataset.h"
+#include "goldminer/synth.h"
 
 static char base[64]; /* mkdtemp dir; each test works in its own subdirectory */
 
@@ -336,6 +337,200 @@ static void expect_fail(const char *root, int want, const char *needle)
 	assert_int_equal(gm_dataset_open(&d, root, NULL, 0), want);
 }
 
+/* --- WebDataset tar shards ----------------------------------------------------- */
+
+/* Append one ustar member to an open file (the test's own writer). */
+static void tar_member(FILE *f, const char *name, const void *data, size_t len)
+{
+	unsigned char h[512] = {0};
+	unsigned sum = 0;
+	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h + 100, 8, "%07o", 0644);
+	snprintf((char *)h + 124, 12, "%011o", (unsigned)len);
+	memset(h + 148, ' ', 8);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	for (int k = 0; k < 512; k++)
+		sum += h[k];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	assert_int_equal(fwrite(h, 1, 512, f), 512);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	static const char zeros[512];
+	size_t pad = (512 - len % 512) % 512;
+	assert_int_equal(fwrite(zeros, 1, pad, f), pad);
+}
+
+/* A shard at base/rel from (name, content) pairs; NULL name ends the list. */
+static void mktar(const char *rel, const char *const *members)
+{
+	FILE *f = fopen(full(rel), "wb");
+	assert_non_null(f);
+	for (size_t i = 0; members[i]; i += 2)
+		tar_member(f, members[i], members[i + 1], strlen(members[i + 1]));
+	static const char end[1024];
+	assert_int_equal(fwrite(end, 1, sizeof(end), f), sizeof(end));
+	fclose(f);
+}
+
+static void test_shards_index_like_imagefolder(void **state)
+{
+	(void)state;
+	char err[512], want[600];
+	struct gm_dataset *a, *b, *one;
+	assert_int_equal(gm_synth_write(full("wds-f"), 40, 3, 1, 50, NULL, err, sizeof(err)), 0);
+	assert_int_equal(
+	    gm_synth_write_shards(full("wds-s"), 40, 3, 1, 50, 16, NULL, err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open(&a, full("wds-f"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open(&b, full("wds-s"), err, sizeof(err)), 0);
+	assert_false(gm_dataset_sharded(a));
+	assert_true(gm_dataset_sharded(b));
+	assert_int_equal(gm_dataset_count(b), 40);
+	assert_int_equal(gm_dataset_num_classes(b), 3);
+	assert_string_equal(gm_dataset_class_name(b, 2), "2");
+	for (uint32_t i = 0; i < 40; i++) {
+		assert_int_equal(gm_dataset_label(a, i), gm_dataset_label(b, i));
+		assert_int_equal(gm_dataset_file_size(a, i), gm_dataset_file_size(b, i));
+		/* the member's bytes at its offset are the ImageFolder file's bytes */
+		size_t n = gm_dataset_file_size(a, i);
+		char *x = malloc(n), *y = malloc(n);
+		int fa = open(gm_dataset_path(a, i), O_RDONLY), fb = open(gm_dataset_path(b, i), O_RDONLY);
+		assert_int_equal(pread(fa, x, n, 0), (ssize_t)n);
+		assert_int_equal(pread(fb, y, n, (off_t)gm_dataset_offset(b, i)), (ssize_t)n);
+		assert_memory_equal(x, y, n);
+		close(fa);
+		close(fb);
+		free(x);
+		free(y);
+	}
+	assert_string_equal(gm_dataset_path(b, 17), full("wds-s/shard-000001.tar"));
+	snprintf(want, sizeof(want), "%s:class_00/img_000000.jpg", full("wds-s/shard-000000.tar"));
+	assert_string_equal(gm_dataset_name(b, 0), want);
+	assert_string_equal(gm_dataset_name(a, 0), gm_dataset_path(a, 0));
+	assert_int_equal(gm_dataset_offset(b, 0), 512);
+	assert_int_equal(gm_dataset_offset(a, 0), 0);
+	/* one shard as the root */
+	assert_int_equal(gm_dataset_open(&one, full("wds-s/shard-000002.tar"), err, sizeof(err)),
+			 0);
+	assert_int_equal(gm_dataset_count(one), 8);
+	assert_int_equal(gm_dataset_label(one, 0), gm_dataset_label(b, 32));
+	assert_int_equal(gm_dataset_offset(one, 3), gm_dataset_offset(b, 35));
+	/* a fingerprint that survives moving the shards, differs from the folder's */
+	assert_int_not_equal(gm_dataset_fingerprint(a), gm_dataset_fingerprint(b));
+	assert_int_equal(rename(full("wds-s"), full("wds-moved")), 0);
+	struct gm_dataset *c;
+	assert_int_equal(gm_dataset_open(&c, full("wds-moved"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_fingerprint(c), gm_dataset_fingerprint(b));
+	gm_dataset_close(c);
+	gm_dataset_close(one);
+	gm_dataset_close(b);
+	gm_dataset_close(a);
+}
+
+/* GNU long names and pax path records, as GNU tar and Python's tarfile write them. */
+static void test_shards_long_names(void **state)
+{
+	(void)state;
+	char cmd[2048], err[512], lng[200];
+	memset(lng, 'n', 150);
+	lng[150] = 0;
+	static const char *const fmts[] = {"gnu", "pax", "ustar"};
+	for (int k = 0; k < 3; k++) {
+		char dir[64], rel[300];
+		snprintf(dir, sizeof(dir), "long-%s", fmts[k]);
+		snprintf(rel, sizeof(rel), "%s/src/d/%s.jpg", dir, lng);
+		mkfile(rel, 1000);
+		snprintf(rel, sizeof(rel), "%s/src/d/%s.cls", dir, lng);
+		mkfile(rel, 0);
+		FILE *f = fopen(full(rel), "w");
+		fputs(" 4\n", f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "cd %s/src && tar --format=%s -cf ../a.tar d 2>/dev/null",
+			 full(dir), fmts[k]);
+		int rc = system(cmd);
+		if (k == 2) { /* ustar cannot store a 150-character file name */
+			if (rc == 0)
+				fail_msg("tar --format=ustar stored a 150-character name");
+			continue;
+		}
+		if (rc != 0)
+			skip(); /* no GNU tar here */
+		struct gm_dataset *d;
+		snprintf(rel, sizeof(rel), "%s/a.tar", dir);
+		if (gm_dataset_open(&d, full(rel), err, sizeof(err)))
+			fail_msg("%s: %s", fmts[k], err);
+		assert_int_equal(gm_dataset_count(d), 1);
+		assert_int_equal(gm_dataset_label(d, 0), 4);
+		assert_int_equal(gm_dataset_num_classes(d), 5);
+		assert_int_equal(gm_dataset_file_size(d, 0), 1000);
+		char want[600];
+		snprintf(want, sizeof(want), "%s:d/%s.jpg", full(rel), lng);
+		assert_string_equal(gm_dataset_name(d, 0), want);
+		int fd = open(full(rel), O_RDONLY);
+		char x[1000];
+		assert_int_equal(pread(fd, x, 1000, (off_t)gm_dataset_offset(d, 0)), 1000);
+		for (int i = 0; i < 1000; i++)
+			assert_int_equal(x[i], 'x');
+		close(fd);
+		gm_dataset_close(d);
+	}
+}
+
+static void test_shard_errors(void **state)
+{
+	(void)state;
+	char path[600], err[512];
+	struct gm_dataset *d;
+	mkdir_rel("bad-shards");
+	/* not a tar */
+	mkfile("bad-shards/random.tar", 3000);
+	expect_fail(full("bad-shards/random.tar"), -EBADMSG, "not a tar file (bad header checksum)");
+	mkfile("bad-shards/tiny.tar", 10);
+	expect_fail(full("bad-shards/tiny.tar"), -EBADMSG, "shorter than one header");
+	/* samples without a label, a bad label, two images under one key */
+	mktar("bad-shards/nocls.tar", (const char *[]){"a.jpg", "JPEG", "a.txt", "hi", NULL});
+	expect_fail(full("bad-shards/nocls.tar"), -EBADMSG, "sample 'a' (a.jpg) has no .cls");
+	mktar("bad-shards/badcls.tar",
+	      (const char *[]){"k/a.jpg", "JPEG", "k/a.cls", "seven", NULL});
+	expect_fail(full("bad-shards/badcls.tar"), -EBADMSG,
+		    "'k/a.cls': label 'seven' is not a class number");
+	mktar("bad-shards/neg.tar", (const char *[]){"a.jpg", "J", "a.cls", "-1", NULL});
+	expect_fail(full("bad-shards/neg.tar"), -EBADMSG, "label '-1' is not a class number");
+	mktar("bad-shards/two.tar",
+	      (const char *[]){"a.jpg", "J", "a.jpeg", "K", "a.cls", "1", NULL});
+	expect_fail(full("bad-shards/two.tar"), -EBADMSG, "has two images ('a.jpg' and 'a.jpeg')");
+	mktar("bad-shards/noimg.tar", (const char *[]){"a.txt", "x", "a.cls", "1", NULL});
+	expect_fail(full("bad-shards/noimg.tar"), -ENODATA, "no .jpg/.jpeg members");
+	/* a good shard, then cut short, then with a corrupt second header */
+	mktar("bad-shards/good.tar", (const char *[]){"a.jpg", "JPEGDATA", "a.cls", "2",
+						      "b.JPEG", "MORE", "b.cls", "0\n", NULL});
+	assert_int_equal(gm_dataset_open(&d, full("bad-shards/good.tar"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 2);
+	assert_int_equal(gm_dataset_label(d, 0), 2);
+	assert_int_equal(gm_dataset_label(d, 1), 0);
+	assert_int_equal(gm_dataset_file_size(d, 1), 4);
+	gm_dataset_close(d);
+	snprintf(path, sizeof(path), "cp %s %s && truncate -s 700 %s", full("bad-shards/good.tar"),
+		 full("bad-shards/cut.tar"), full("bad-shards/cut.tar"));
+	assert_int_equal(system(path), 0);
+	expect_fail(full("bad-shards/cut.tar"), -EBADMSG, "offset 1024: truncated tar header");
+	snprintf(path, sizeof(path), "cp %s %s && truncate -s 514 %s", full("bad-shards/good.tar"),
+		 full("bad-shards/cut2.tar"), full("bad-shards/cut2.tar"));
+	assert_int_equal(system(path), 0);
+	expect_fail(full("bad-shards/cut2.tar"), -EBADMSG,
+		    "offset 0: member 'a.jpg' of 8 bytes runs past the end");
+	snprintf(path, sizeof(path), "cp %s %s && printf Z | dd of=%s bs=1 seek=1030 conv=notrunc"
+		 " 2>/dev/null", full("bad-shards/good.tar"), full("bad-shards/flip.tar"),
+		 full("bad-shards/flip.tar"));
+	assert_int_equal(system(path), 0);
+	expect_fail(full("bad-shards/flip.tar"), -EBADMSG, "offset 1024: bad tar header checksum");
+	/* a directory of shards: the first bad one is named */
+	mkdir_rel("shard-dir");
+	assert_int_equal(rename(full("bad-shards/good.tar"), full("shard-dir/a.tar")), 0);
+	assert_int_equal(rename(full("bad-shards/badcls.tar"), full("shard-dir/b.tar")), 0);
+	expect_fail(full("shard-dir"), -EBADMSG, full("shard-dir/b.tar"));
+}
+
 static void test_error_paths(void **state)
 {
 	(void)state;
@@ -418,6 +613,9 @@ int main(void)
 	    cmocka_unit_test(test_many_files),
 	    cmocka_unit_test(test_error_paths),
 	    cmocka_unit_test(test_unreadable),
+	    cmocka_unit_test(test_shards_index_like_imagefolder),
+	    cmocka_unit_test(test_shards_long_names),
+	    cmocka_unit_test(test_shard_errors),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

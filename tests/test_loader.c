@@ -230,6 +230,67 @@ static void test_float16_output(void **state)
 	gm_loader_close(l32);
 }
 
+/* Tar shards of the same images: the same batches as the ImageFolder tree. */
+static void test_shards_same_batches(void **state)
+{
+	(void)state;
+	char dir[128], err[256];
+	struct gm_loader_opts o;
+	uint64_t h1[32], h2[32], h3[32];
+	int n1, n2, n3;
+	struct gm_loader_stats st;
+	snprintf(dir, sizeof(dir), "%s-shards", good_dir);
+	assert_int_equal(gm_synth_write_shards(dir, N_IMAGES, 3, 7, 0, 25, NULL, err, sizeof(err)),
+			 0);
+	small_opts(&o, good_dir, 1);
+	assert_int_equal(run_all(&o, h1, 32, &n1, &st), 0);
+	small_opts(&o, dir, 1);
+	assert_int_equal(run_all(&o, h2, 32, &n2, &st), 0);
+	small_opts(&o, dir, 3);
+	assert_int_equal(run_all(&o, h3, 32, &n3, &st), 0);
+	assert_int_equal(n1, n2);
+	assert_int_equal(n1, n3);
+	assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0]));
+	assert_memory_equal(h1, h3, (size_t)n1 * sizeof(h1[0]));
+	assert_int_equal(st.errors, 0);
+
+	/* A shard cut short after indexing: its samples fail by name, the run goes on
+	 * (skip) or stops naming "SHARD:member" (fail). */
+	struct gm_loader *l, *lf;
+	char shard[160];
+	small_opts(&o, dir, 2);
+	o.epochs = 1;
+	o.shuffle = false; /* shard 3's samples come last, */
+	o.slots = 1;	   /* and nothing gets that far before the cut */
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	o.on_error = GM_ON_ERROR_FAIL;
+	assert_int_equal(gm_loader_open(&lf, &o, err, sizeof(err)), 0);
+	snprintf(shard, sizeof(shard), "%s/shard-000003.tar", dir);
+	assert_int_equal(truncate(shard, 1024), 0);
+	struct gm_batch b;
+	int rc;
+	while ((rc = gm_loader_next(l, &b)) == 0)
+		gm_loader_release(l, &b);
+	assert_true(rc > 0); /* end of epoch / of the run */
+	gm_loader_stats(l, &st);
+	assert_int_equal(st.errors, 15); /* shard 3 held samples 75..89: none is left */
+	const char *path, *msg;
+	assert_int_equal(gm_loader_error(l, 0, &path, &msg), 0);
+	assert_non_null(strstr(path, "shard-000003.tar:class_"));
+	if (!strstr(msg, "shard ends inside this member"))
+		fail_msg("message: %s", msg);
+	gm_loader_close(l);
+	while ((rc = gm_loader_next(lf, &b)) == 0)
+		gm_loader_release(lf, &b);
+	assert_int_equal(rc, -EBADMSG);
+	assert_non_null(strstr(gm_loader_errmsg(lf), "shard-000003.tar:class_"));
+	gm_loader_close(lf);
+	/* opened now, the index itself refuses the cut shard */
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "shard-000003.tar: offset 0: member 'class_"));
+	gm_test_rm_tree(dir);
+}
+
 static void test_bad_files_skip(void **state)
 {
 	(void)state;
@@ -597,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_epoch_contents_and_labels),
 		cmocka_unit_test(test_float32_output),
 		cmocka_unit_test(test_float16_output),
+		cmocka_unit_test(test_shards_same_batches),
 		cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
 		cmocka_unit_test(test_open_errors),
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),

@@ -274,6 +274,70 @@ static void test_errors_per_file(void **state)
 	gm_reader_destroy(r);
 }
 
+/* Byte ranges of one big file (tar shard members): exact lengths at offsets, and a
+ * range past the end of the file is -ENODATA. */
+struct ranges {
+	unsigned n, calls;
+	int err[64];
+	size_t len[64];
+	uint64_t off[64];
+	int bad[64];
+};
+
+static int range_cb(void *arg, unsigned i, const void *data, size_t len, int err)
+{
+	struct ranges *g = arg;
+	const unsigned char *p = data;
+	assert_true(i < g->n);
+	g->calls++;
+	g->err[i] = err;
+	g->len[i] = len;
+	for (size_t k = 0; !err && k < len; k++)
+		if (p[k] != byte_at(5, g->off[i] + k)) {
+			g->bad[i] = 1;
+			break;
+		}
+	return 0;
+}
+
+static void test_read_ranges(void **state)
+{
+	static struct ranges g;
+	static const char *pp[64];
+	static uint64_t lens[64];
+	char path[128];
+	struct gm_reader *r;
+	const size_t fsize = 3u << 20;
+	(void)state;
+	NEED_URING();
+	snprintf(path, sizeof(path), "%s/shard.bin", dir);
+	write_file(path, 5, fsize);
+	g.n = 40;
+	for (unsigned i = 0; i < g.n; i++) {
+		pp[i] = path;
+		g.off[i] = (uint64_t)i * 77777 % (fsize - 300000);
+		lens[i] = sizes[i % NSIZES] > 250000 ? 250000 : sizes[i % NSIZES];
+	}
+	g.off[38] = fsize - 10; /* 10 bytes left: short */
+	lens[38] = 4096;
+	g.off[39] = fsize + 5; /* past the end */
+	lens[39] = 10;
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	assert_int_equal(gm_reader_read_at(r, pp, g.off, lens, g.n, range_cb, &g), 0);
+	assert_int_equal(g.calls, g.n);
+	for (unsigned i = 0; i < 38; i++) {
+		assert_int_equal(g.err[i], 0);
+		assert_int_equal(g.len[i], lens[i]);
+		assert_int_equal(g.bad[i], 0);
+	}
+	assert_int_equal(g.err[38], -ENODATA);
+	assert_int_equal(g.err[39], -ENODATA);
+	/* lengths are required with offsets */
+	assert_int_equal(gm_reader_read_at(r, pp, g.off, NULL, 1, range_cb, &g), -EINVAL);
+	gm_reader_destroy(r);
+	unlink(path);
+}
+
 static void test_streaming_delivery(void **state)
 {
 	/* The last file does not exist when the batch starts; the first callback
@@ -460,6 +524,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_read_many_sizes),
 	    cmocka_unit_test(test_errors_per_file),
+	    cmocka_unit_test(test_read_ranges),
 	    cmocka_unit_test(test_streaming_delivery),
 	    cmocka_unit_test(test_early_stop),
 	    cmocka_unit_test(test_empty_batch_and_bad_args),
