@@ -12,6 +12,7 @@
 #pragma weak gm_cli_sim
 #pragma weak gm_cli_plan
 #pragma weak gm_cli_node
+#pragma weak gm_cli_pack
 
 static const struct {
 	const char *name;
@@ -20,6 +21,7 @@ static const struct {
 } cmds[] = {
 	{"bench", gm_cli_bench, "run the data pipeline on a dataset and report images/s"},
 	{"node", gm_cli_node, "run the node agent that shares this host's CPUs between jobs"},
+	{"pack", gm_cli_pack, "pack an ImageFolder tree into WebDataset tar shards"},
 	{"plan", gm_cli_plan, "show how a pipeline spec splits between workers and consumer"},
 	{"sim", gm_cli_sim, "replay a cluster trace under a CPU allocation policy"},
 	{"synth", gm_cli_synth, "write a synthetic JPEG ImageFolder dataset"},

@@ -15,6 +15,7 @@
  * Not done: EXIF, ICC profiles, restart markers, arithmetic coding, 12-bit.
  */
 #include "goldminer/synth.h"
+#include "goldminer/pack.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -487,33 +488,6 @@ out_err:
 	return ret;
 }
 
-/* One ustar header + data + padding for member `name` (< 100 chars). */
-static int tar_put(FILE *f, const char *name, const void *data, size_t len)
-{
-	unsigned char h[512] = {0};
-	unsigned sum = 0;
-	static const unsigned char zeros[512];
-
-	snprintf((char *)h, 100, "%s", name);
-	memcpy(h + 100, "0000644", 8);
-	memcpy(h + 108, "0000000", 8);
-	memcpy(h + 116, "0000000", 8);
-	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)len);
-	memcpy(h + 136, "00000000000", 12);
-	memset(h + 148, ' ', 8);
-	h[156] = '0';
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	for (int k = 0; k < 512; k++)
-		sum += h[k];
-	snprintf((char *)h + 148, 8, "%06o", sum);
-	size_t pad = (512 - len % 512) % 512;
-	if (fwrite(h, 1, 512, f) != 512 || fwrite(data, 1, len, f) != len ||
-	    fwrite(zeros, 1, pad, f) != pad)
-		return -EIO;
-	return 0;
-}
-
 int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
 			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
 			  size_t errlen)
@@ -546,7 +520,7 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			uint8_t *buf;
 			size_t len;
 			if (k % per_shard == 0) {
-				if (f && (fwrite((char[1024]){0}, 1, 1024, f) != 1024 || fclose(f))) {
+				if (f && (gm_tar_write_end(f) | fclose(f))) {
 					f = NULL;
 					ret = -EIO;
 					goto out_err;
@@ -568,15 +542,15 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			if (ret)
 				goto out_err;
 			snprintf(name, sizeof(name), "class_%0*u/img_%06u.jpg", (int)width, c, i);
-			ret = tar_put(f, name, buf, len);
+			ret = gm_tar_write_member(f, name, buf, len);
 			free(buf);
 			int cl = snprintf(cls, sizeof(cls), "%u\n", c);
 			snprintf(name, sizeof(name), "class_%0*u/img_%06u.cls", (int)width, c, i);
-			if (ret || (ret = tar_put(f, name, cls, (size_t)cl)))
+			if (ret || (ret = gm_tar_write_member(f, name, cls, (size_t)cl)))
 				goto out_err;
 			total += len;
 		}
-	if (f && (fwrite((char[1024]){0}, 1, 1024, f) != 1024 || fclose(f))) {
+	if (f && (gm_tar_write_end(f) | fclose(f))) {
 		f = NULL;
 		ret = -EIO;
 		goto out_err;
