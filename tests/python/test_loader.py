@@ -1,6 +1,7 @@
 """goldminer.Loader: the C API's bytes, one epoch per `for`, zero-copy views, errors,
 resume, scaling."""
 import errno
+import io
 import os
 import subprocess
 import sys
@@ -61,6 +62,34 @@ class TestBytes(GmTest):
                                   size=SIZE, output=output) as l:
                 got = [h for h, _ in epoch_hashes(l, 2)]
             self.assertEqual(got, cli["checksum"], output)
+
+    def test_webdataset_shards_from_python_tarfile_give_the_same_bytes(self):
+        # Shards as Python's tarfile writes them (pax headers: a long member name
+        # forces one), in the tree's order: the same batches as the tree itself.
+        import tarfile
+        root = dataset()
+        out = os.path.join(helpers.tmpdir(), "wds-pax")
+        os.makedirs(out, exist_ok=True)
+        files = [(c, f) for c in sorted(os.listdir(root))
+                 for f in sorted(os.listdir(os.path.join(root, c)))]
+        for k in range(0, len(files), 10):
+            with tarfile.open(os.path.join(out, "s%03d.tar" % (k // 10)), "w",
+                              format=tarfile.PAX_FORMAT) as t:
+                for c, f in files[k:k + 10]:
+                    label = sorted(os.listdir(root)).index(c)
+                    stem = f.rsplit(".", 1)[0].replace(".", "_") + "_" + "x" * 120
+                    t.add(os.path.join(root, c, f), arcname="%s/%s.jpg" % (c, stem))
+                    info = tarfile.TarInfo("%s/%s.cls" % (c, stem))
+                    data = b"%d\n" % label
+                    info.size = len(data)
+                    t.addfile(info, io.BytesIO(data))
+        kw = dict(batch_size=BATCH, workers=2, seed=SEED, epochs=2, size=SIZE)
+        with goldminer.Loader(root, **kw) as l:
+            ref = epoch_hashes(l, 2)
+        with goldminer.Loader(out, **kw) as l:
+            self.assertEqual(l.dataset_size, len(files))
+            got = epoch_hashes(l, 2)
+        self.assertEqual(got, ref)
 
     def test_resume_from_state_dict_gives_the_same_bytes(self):
         root = dataset()
