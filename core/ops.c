@@ -55,6 +55,7 @@
 #include "goldminer/util.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -805,7 +806,8 @@ static void pick_kernels(struct gm_aug *a)
 		a->vrow = vrow_avx2;
 		a->hrow2 = hrow2_avx2;
 		a->frow = frow_avx2;
-		if (__builtin_cpu_supports("f16c"))
+		unsigned eax, ebx, ecx, edx; /* clang 14's builtin does not know "f16c" */
+		if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C))
 			a->hfrow = hfrow_avx2;
 	}
 #endif
