@@ -13,6 +13,7 @@
 #pragma weak gm_cli_plan
 #pragma weak gm_cli_node
 #pragma weak gm_cli_pack
+#pragma weak gm_cli_profile
 
 static const struct {
 	const char *name;
@@ -23,6 +24,7 @@ static const struct {
 	{"node", gm_cli_node, "run the node agent that shares this host's CPUs between jobs"},
 	{"pack", gm_cli_pack, "pack an ImageFolder tree into WebDataset tar shards"},
 	{"plan", gm_cli_plan, "show how a pipeline spec splits between workers and consumer"},
+	{"profile", gm_cli_profile, "measure pre-processing samples/s per vCPU into a sim profile"},
 	{"sim", gm_cli_sim, "replay a cluster trace under a CPU allocation policy"},
 	{"synth", gm_cli_synth, "write a synthetic JPEG ImageFolder dataset"},
 };

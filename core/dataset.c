@@ -884,7 +884,8 @@ static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 				n++;
 		}
 		closedir(d);
-		qsort(names, n, sizeof(*names), cmp_str);
+		if (n > 1)
+			qsort(names, n, sizeof(*names), cmp_str);
 		ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
 	}
 	if (!ret && !n) {

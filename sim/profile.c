@@ -140,3 +140,48 @@ int gm_profile_find(const struct gm_profile *p, const char *name)
 			return i;
 	return -1;
 }
+
+/* A source text for one TSV field: tabs and line breaks become spaces. */
+static void put_field(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+}
+
+int gm_profile_write(const struct gm_profile *p, const char *path, const char *comment,
+		     char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		int rc = -errno;
+		gm_errf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	fputs("# goldminer-profile v1\n", f);
+	if (comment && *comment) {
+		fputs("# ", f);
+		for (const char *c = comment; *c; c++) {
+			fputc(*c == '\r' ? ' ' : *c, f);
+			if (*c == '\n' && c[1])
+				fputs("# ", f);
+		}
+		if (comment[strlen(comment) - 1] != '\n')
+			fputc('\n', f);
+	}
+	fputs("#class\tgpu_rate\tcpu_rate\tshare\tgpu_source\tcpu_source\n", f);
+	for (int i = 0; i < p->n; i++) {
+		const struct gm_profile_class *c = &p->c[i];
+		fprintf(f, "%s\t%.10g\t%.10g\t%.10g\t", c->name, c->gpu_rate, c->cpu_rate,
+			c->share);
+		put_field(f, c->gpu_source);
+		fputc('\t', f);
+		put_field(f, c->cpu_source);
+		fputc('\n', f);
+	}
+	int rc = ferror(f) ? -EIO : 0;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	if (rc)
+		gm_errf(err, errlen, "%s: write failed: %s", path, strerror(-rc));
+	return rc;
+}

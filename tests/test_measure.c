@@ -1,0 +1,134 @@
+/*
+ * test_measure.c - `goldminer profile` (core/measure.c) and gm_profile_write:
+ * the measured rate lands in the chosen classes of a profile the simulator loads.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "goldminer/cli.h"
+#include "goldminer/profile.h"
+#include "goldminer/synth.h"
+#include "testutil.h"
+
+static char base[64];
+
+static char *at(const char *rel)
+{
+	static char buf[4][256];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", base, rel);
+	return buf[k];
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	char err[256];
+	if (gm_test_tmpdir(base, sizeof(base), "gm-measure"))
+		return -1;
+	return gm_synth_write(at("data"), 24, 2, 3, 50, NULL, err, sizeof(err)) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gm_test_rm_tree(base);
+	return 0;
+}
+
+static void test_profile_writes_measured_rate(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_profile def, got;
+	gm_profile_default(&def);
+	char *argv[] = {"profile", at("data"), "--class", "resnet50", "--images", "30",
+			"--batch", "8", "--out", at("p.tsv")};
+	assert_int_equal(gm_cli_profile(10, argv), 0);
+	if (gm_profile_load(&got, at("p.tsv"), err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(got.n, def.n);
+	int r = gm_profile_find(&got, "resnet50");
+	assert_true(r >= 0);
+	assert_true(got.c[r].cpu_rate > 0);
+	assert_true(got.c[r].cpu_rate != def.c[r].cpu_rate);
+	assert_non_null(strstr(got.c[r].cpu_source, "measured: goldminer profile"));
+	assert_non_null(strstr(got.c[r].cpu_source, "48 samples (2 of 24)")); /* whole epochs */
+	assert_true(got.c[r].gpu_rate == def.c[r].gpu_rate);
+	for (int i = 0; i < def.n; i++) {
+		if (i == r)
+			continue;
+		assert_string_equal(got.c[i].name, def.c[i].name);
+		assert_true(got.c[i].cpu_rate == def.c[i].cpu_rate);
+		assert_true(got.c[i].share == def.c[i].share);
+		assert_string_equal(got.c[i].cpu_source, def.c[i].cpu_source);
+	}
+	/* from a base file: only that file's classes */
+	char *argv2[] = {"profile", at("data"), "--base", "traces/samples/tiny-profile.tsv",
+			 "--class", "a,b", "--images", "1", "--out", at("q.tsv")};
+	assert_int_equal(gm_cli_profile(10, argv2), 0);
+	assert_int_equal(gm_profile_load(&got, at("q.tsv"), err, sizeof(err)), 0);
+	assert_int_equal(got.n, 2);
+	assert_true(got.c[0].cpu_rate == got.c[1].cpu_rate && got.c[0].cpu_rate != 10);
+}
+
+static void test_profile_errors(void **state)
+{
+	(void)state;
+	char *unknown[] = {"profile", at("data"), "--class", "nosuch"};
+	assert_int_equal(gm_cli_profile(4, unknown), 2);
+	char *nodata[] = {"profile", at("missing"), "--out", at("x.tsv")};
+	assert_int_equal(gm_cli_profile(4, nodata), 1);
+	assert_int_not_equal(access(at("x.tsv"), F_OK), 0); /* nothing written */
+	char *zero[] = {"profile", at("data"), "--images", "0"};
+	assert_int_equal(gm_cli_profile(4, zero), 2);
+	char *nobase[] = {"profile", at("data"), "--base", at("none.tsv")};
+	assert_int_equal(gm_cli_profile(4, nobase), 1);
+	char *noarg[] = {"profile"};
+	assert_int_equal(gm_cli_profile(1, noarg), 2);
+	char *badout[] = {"profile", at("data"), "--images", "1", "--out", at("no/dir/p.tsv")};
+	assert_int_equal(gm_cli_profile(6, badout), 1);
+}
+
+static void test_profile_write_round_trip(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_profile p, q;
+	gm_profile_default(&p);
+	snprintf(p.c[0].gpu_source, sizeof(p.c[0].gpu_source), "with\ta tab\nand a newline");
+	p.c[1].cpu_rate = 1234.5678;
+	assert_int_equal(gm_profile_write(&p, at("rt.tsv"), "two\nlines", err, sizeof(err)), 0);
+	if (gm_profile_load(&q, at("rt.tsv"), err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(q.n, p.n);
+	assert_string_equal(q.c[0].gpu_source, "with a tab and a newline");
+	assert_true(q.c[1].cpu_rate == 1234.5678);
+	for (int i = 0; i < p.n; i++) {
+		assert_string_equal(q.c[i].name, p.c[i].name);
+		assert_true(q.c[i].gpu_rate == p.c[i].gpu_rate);
+	}
+	assert_int_equal(gm_profile_write(&p, at("no/dir/x.tsv"), NULL, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "no/dir/x.tsv"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_profile_writes_measured_rate),
+	    cmocka_unit_test(test_profile_errors),
+	    cmocka_unit_test(test_profile_write_round_trip),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
