@@ -653,6 +653,9 @@ __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
 
+static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
+
 /* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
 __attribute__((target("avx2"), always_inline)) static inline void
 rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
@@ -719,11 +722,8 @@ __attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p
 		_mm_storeu_si128((__m128i *)(p1 + x), _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
 		_mm_storeu_si128((__m128i *)(p2 + x), _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
 	}
-	for (; x < n; x++) {
-		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);
-		p1[x] = gm_f32_to_f16((float)rgb[3 * x + 1] * scale[1] + bias[1]);
-		p2[x] = gm_f32_to_f16((float)rgb[3 * x + 2] * scale[2] + bias[2]);
-	}
+	if (x < n)
+		hfrow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
 }
 #endif
 

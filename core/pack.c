@@ -120,6 +120,18 @@ out:
 	return ret;
 }
 
+/* End and close the shard being written. 0 or -EIO with a message. */
+static int close_shard(FILE **f, const char *path, char *err, size_t errlen)
+{
+	int ret = gm_tar_write_end(*f);
+	if (fclose(*f) && !ret)
+		ret = -EIO;
+	*f = NULL;
+	if (ret)
+		gm_errf(err, errlen, "pack: %s: write failed", path);
+	return ret;
+}
+
 int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *bytes_out,
 	    uint32_t *shards_out, char *err, size_t errlen)
 {
@@ -164,16 +176,8 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 	for (uint32_t id = 0; id < n; id++) {
 		const char *file = gm_dataset_path(ds, id);
 		if (id % per_shard == 0) {
-			if (f) {
-				ret = gm_tar_write_end(f);
-				if (fclose(f) && !ret)
-					ret = -EIO;
-				f = NULL;
-				if (ret) {
-					gm_errf(err, errlen, "pack: %s: write failed", path);
-					goto out;
-				}
-			}
+			if (f && (ret = close_shard(&f, path, err, errlen)))
+				goto out;
 			sprintf(path, "%s/shard-%06u.tar", dst, nshards++);
 			if (!(f = fopen(path, "wbx"))) {
 				ret = -errno;
@@ -217,16 +221,8 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 		}
 		total += len;
 	}
-	if (f) {
-		ret = gm_tar_write_end(f);
-		if (fclose(f) && !ret)
-			ret = -EIO;
-		f = NULL;
-		if (ret) {
-			gm_errf(err, errlen, "pack: %s: write failed", path);
-			goto out;
-		}
-	}
+	if (f && (ret = close_shard(&f, path, err, errlen)))
+		goto out;
 	/* Check what was written: same samples, labels, sizes, in the same order. */
 	if ((ret = gm_dataset_open(&chk, dst, err, errlen)))
 		goto out;
