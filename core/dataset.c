@@ -60,6 +60,7 @@ struct gm_sample {
 	uint64_t offset; /* of the bytes in that file (0 for whole files) */
 	uint64_t size;	 /* bytes, from stat / the tar header at indexing time */
 	uint32_t label;
+	uint32_t shard; /* index of its shard (sharded datasets) */
 };
 
 struct gm_dataset {
@@ -77,6 +78,8 @@ struct gm_dataset {
 	uint64_t fingerprint;
 	size_t rel_skip; /* chars of a display name before its root-relative part */
 	bool sharded;
+	size_t *shard_off; /* arena offsets of the shard paths */
+	uint32_t nshards;
 };
 
 /* Scratch state of one class walk: reused across classes, freed at the end. */
@@ -622,6 +625,7 @@ static int tar_flush(struct gm_dataset *ds, struct tar_sample *ts, size_t shard_
 	s->offset = ts->img_off;
 	s->size = ts->img_size;
 	s->label = (uint32_t)ts->label;
+	s->shard = ds->nshards - 1;
 	ds->arena_len += need;
 	if (s->size > ds->max_size)
 		ds->max_size = s->size;
@@ -904,6 +908,11 @@ static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 		size_t at = ds->arena_len;
 		memcpy(ds->arena + at, names[i], len + 1);
 		ds->arena_len += len + 1;
+		if (!ds->shard_off && !(ds->shard_off = malloc(n * sizeof(*ds->shard_off)))) {
+			ret = -ENOMEM;
+			break;
+		}
+		ds->shard_off[ds->nshards++] = at;
 		uint32_t before = ds->count;
 		ret = tar_index(ds, names[i], at, &max_label, err, errlen);
 		if (!ret && ds->count == before && n == 1) {
@@ -1092,7 +1101,23 @@ void gm_dataset_close(struct gm_dataset *d)
 	free(d->samples);
 	free(d->class_names);
 	free(d->class_off);
+	free(d->shard_off);
 	free(d);
+}
+
+uint32_t gm_dataset_num_shards(const struct gm_dataset *d)
+{
+	return d->nshards;
+}
+
+const char *gm_dataset_shard_path(const struct gm_dataset *d, uint32_t k)
+{
+	return k < d->nshards ? d->arena + d->shard_off[k] : NULL;
+}
+
+uint32_t gm_dataset_shard(const struct gm_dataset *d, uint32_t id)
+{
+	return id < d->count && d->sharded ? d->samples[id].shard : UINT32_MAX;
 }
 
 bool gm_dataset_sharded(const struct gm_dataset *d)

@@ -43,8 +43,9 @@
  * member's offset for exactly its length; continued while short, and an end of file
  * before the range's end is the file's -ENODATA (a truncated shard). Each range
  * opens and closes its shard like a whole file: on a warm page cache that costs what
- * an ImageFolder read costs; keeping shards open in registered slots would save the
- * open/close pair (not done).
+ * an ImageFolder read costs. Shards registered with gm_reader_create_files (kept
+ * open in the file table after the depth slots) are read with one READ per range
+ * instead: no open or close, one CQE (gm_reader_read_fixed).
  *
  * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
@@ -99,6 +100,8 @@ struct gm_reader {
 	unsigned nfree;
 	int broken; /* 0, or the -errno of a ring failure */
 	bool busy;  /* inside gm_reader_read: a callback may not re-enter */
+	unsigned nfixed; /* files registered after the depth slots (shards), or 0 */
+	int *fixed_err;	 /* per registered file: 0, or the -errno its open gave */
 	char msg[256];
 };
 
@@ -120,6 +123,38 @@ static size_t round_up(size_t v, size_t to)
 }
 
 int gm_reader_create(struct gm_reader **out, unsigned depth)
+{
+	return gm_reader_create_files(out, depth, NULL, 0);
+}
+
+/* Open files[] and put them in the table after the depth slots. 0, or -errno of the
+ * table update (the reader then reads by path); a file that cannot be opened only
+ * records its error, delivered with each of its reads. */
+static int register_fixed(struct gm_reader *r, const char *const *files, unsigned nfiles)
+{
+	r->fixed_err = calloc(nfiles ? nfiles : 1, sizeof(*r->fixed_err));
+	if (!r->fixed_err)
+		return -ENOMEM;
+	for (unsigned i = 0; i < nfiles; i++) {
+		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			r->fixed_err[i] = -errno;
+			continue;
+		}
+		int ret = io_uring_register_files_update(&r->ring, r->depth + i, &fd, 1);
+		close(fd); /* the table holds its own reference */
+		if (ret < 0) {
+			free(r->fixed_err);
+			r->fixed_err = NULL;
+			return ret;
+		}
+	}
+	r->nfixed = nfiles;
+	return 0;
+}
+
+int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *const *files,
+			   unsigned nfiles)
 {
 	static const unsigned flag_sets[] = {
 	    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
@@ -172,7 +207,19 @@ int gm_reader_create(struct gm_reader **out, unsigned depth)
 		goto out_free;
 	}
 	r->setup_flags = p.flags;
-	ret = io_uring_register_files_sparse(&r->ring, depth);
+	/* Room for the registered files too; a kernel or RLIMIT_NOFILE that refuses
+	 * that many gets the plain table, and the files are read by path. */
+	if (nfiles && nfiles <= (1u << 20) &&
+	    !io_uring_register_files_sparse(&r->ring, depth + nfiles)) {
+		if (register_fixed(r, files, nfiles)) {
+			io_uring_unregister_files(&r->ring);
+			ret = io_uring_register_files_sparse(&r->ring, depth);
+		} else {
+			ret = 0;
+		}
+	} else {
+		ret = io_uring_register_files_sparse(&r->ring, depth);
+	}
 	if (ret) {
 		set_msg(create_msg, "gm_reader_create: io_uring_register_files_sparse(%u): %s",
 			depth, strerror(-ret));
@@ -196,6 +243,7 @@ void gm_reader_destroy(struct gm_reader *r)
 		return;
 	/* Exiting the ring first: no request can still target a buffer we unmap. */
 	io_uring_queue_exit(&r->ring);
+	free(r->fixed_err);
 	for (unsigned i = 0; i < r->depth; i++)
 		if (r->slots[i].buf)
 			munmap(r->slots[i].buf, r->slots[i].cap);
@@ -241,7 +289,29 @@ static int slot_reserve(struct slot *s, size_t need)
 
 /* Queue the open/read/close chain for slot si at its current offset. Cannot fail:
  * the SQ has room for 3 * depth entries and at most depth chains are queued. */
-static void queue_chain(struct gm_reader *r, unsigned si, const char *path)
+struct batch;
+static void queue_chain(struct gm_reader *r, unsigned si, const struct batch *b);
+
+/* Queue one READ of a registered file (a shard kept open): no open, no close. */
+static void queue_fixed_read(struct gm_reader *r, unsigned si, unsigned file)
+{
+	struct slot *s = &r->slots[si];
+	size_t want = (size_t)s->hint - s->len;
+	struct io_uring_sqe *sqe;
+
+	if (want > MAX_READ)
+		want = MAX_READ;
+	s->pending = 1;
+	s->cancelled = false;
+	s->need_more = false;
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_read(sqe, (int)(r->depth + file), s->buf + s->len, (unsigned)want,
+			   s->base + s->len);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(sqe, UD(si, OP_READ));
+}
+
+static void queue_path_chain(struct gm_reader *r, unsigned si, const char *path)
 {
 	struct slot *s = &r->slots[si];
 	size_t want = s->exact ? (size_t)s->hint - s->len : s->cap - s->len;
@@ -273,11 +343,21 @@ struct batch {
 	const char *const *paths;
 	const uint64_t *hint;
 	const uint64_t *off; /* NULL: whole files */
+	const unsigned *fidx; /* registered file of each range, or NULL: by path */
 	unsigned n, next, inflight;
 	gm_reader_fn fn;
 	void *arg;
 	int stop; /* non-zero callback return */
 };
+
+static void queue_chain(struct gm_reader *r, unsigned si, const struct batch *b)
+{
+	unsigned file = r->slots[si].file;
+	if (b->fidx)
+		queue_fixed_read(r, si, b->fidx[file]);
+	else
+		queue_path_chain(r, si, b->paths[file]);
+}
 
 /* Give slot si the next file of the batch, or return it to the free stack. */
 static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
@@ -296,12 +376,14 @@ static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
 	s->retries = 0;
 	/* A hint past the limit fails the file up front rather than mapping 1 GiB. */
 	ret = hint >= MAX_FILE ? -EFBIG : slot_reserve(s, (size_t)hint + PAGE);
+	if (!ret && b->fidx)
+		ret = b->fidx[s->file] >= r->nfixed ? -EBADF : r->fixed_err[b->fidx[s->file]];
 	if (ret) {
 		/* No memory for this file, or too large: its own error, the batch goes on. */
 		r->free_slots[r->nfree++] = si;
 		return b->fn(b->arg, s->file, NULL, 0, ret);
 	}
-	queue_chain(r, si, b->paths[s->file]);
+	queue_chain(r, si, b);
 	b->inflight++;
 	return 0;
 }
@@ -317,7 +399,7 @@ static int chain_done(struct gm_reader *r, struct batch *b, unsigned si)
 		if ((err == -EAGAIN || err == -EINTR) && s->retries < MAX_RETRIES) {
 			s->retries++;
 			s->err = 0;
-			queue_chain(r, si, b->paths[s->file]);
+			queue_chain(r, si, b);
 			return 0;
 		}
 		if (!err && s->need_more) {
@@ -325,7 +407,7 @@ static int chain_done(struct gm_reader *r, struct batch *b, unsigned si)
 				err = s->cap >= MAX_FILE ? -EFBIG : slot_reserve(s, s->cap + 1);
 			}
 			if (!err) {
-				queue_chain(r, si, b->paths[s->file]);
+				queue_chain(r, si, b);
 				return 0;
 			}
 		}
@@ -404,11 +486,40 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
 	return gm_reader_read_at(r, paths, NULL, size_hint, n, fn, arg);
 }
 
+static int read_batch(struct gm_reader *r, struct batch b);
+
 int gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
 		      const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg)
 {
+	if (r && n && !paths) {
+		set_msg(r->msg, "gm_reader_read: NULL paths");
+		return -EINVAL;
+	}
 	struct batch b = {
 	    .paths = paths, .hint = lengths, .off = offsets, .n = n, .fn = fn, .arg = arg};
+	return read_batch(r, b);
+}
+
+unsigned gm_reader_fixed_files(const struct gm_reader *r)
+{
+	return r ? r->nfixed : 0;
+}
+
+int gm_reader_read_fixed(struct gm_reader *r, const unsigned *files, const uint64_t *offsets,
+			 const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg)
+{
+	if (r && (!r->nfixed || (n && (!files || !offsets)))) {
+		set_msg(r->msg, r->nfixed ? "gm_reader_read_fixed: NULL files or offsets"
+					  : "gm_reader_read_fixed: no registered files");
+		return r->nfixed ? -EINVAL : -ENOTSUP;
+	}
+	struct batch b = {
+	    .fidx = files, .hint = lengths, .off = offsets, .n = n, .fn = fn, .arg = arg};
+	return read_batch(r, b);
+}
+
+static int read_batch(struct gm_reader *r, struct batch b)
+{
 	int ret;
 
 	if (!r)
@@ -420,8 +531,8 @@ int gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint6
 			strerror(-r->broken));
 		return r->broken;
 	}
-	if ((n && (!paths || !fn || (offsets && !lengths)))) {
-		set_msg(r->msg, "gm_reader_read: NULL paths, lengths or callback");
+	if ((b.n && (!b.fn || (b.off && !b.hint)))) {
+		set_msg(r->msg, "gm_reader_read: NULL lengths or callback");
 		return -EINVAL;
 	}
 	if (r->busy) {

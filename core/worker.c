@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ struct gm_worker {
 	const char **paths;	  /* batch_size entries, reused */
 	uint64_t *sizes;
 	uint64_t *offs;	  /* shard member offsets, or NULL (whole files) */
+	unsigned *fidx;	  /* shard of each read, when the shards are registered */
 	int32_t *fail;		  /* per position: 0 or -errno */
 	uint32_t *pos_of;	  /* read index -> batch position */
 	int32_t *labels;
@@ -176,8 +178,10 @@ static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint
 		w->ids[i] = id;
 		w->pos_of[0] = i;
 		uint64_t t0 = now_ns(), cb0 = w->cb_ns;
-		int rc = gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read,
-					   w);
+		unsigned fi = gm_dataset_shard(w->c.ds, id);
+		int rc = w->fidx ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
+				 : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1,
+						     on_read, w);
 		w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
 		if (rc == 0 && w->fail[i] == 0)
 			return; /* on_read finished it */
@@ -232,12 +236,16 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 		w->sizes[m] = gm_dataset_file_size(w->c.ds, id);
 		if (w->offs)
 			w->offs[m] = gm_dataset_offset(w->c.ds, id);
+		if (w->fidx)
+			w->fidx[m] = gm_dataset_shard(w->c.ds, id);
 		w->pos_of[m] = i;
 		w->fail[i] = 0;
 		m++;
 	}
 	t0 = now_ns();
-	int rc = m ? gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w) : 0;
+	int rc = !m     ? 0
+		 : w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_read, w)
+			   : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w);
 	t1 = now_ns();
 	if (rc < 0)
 		return rc;
@@ -271,6 +279,18 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	return 0;
 }
 
+/* The ring's file table may not exceed RLIMIT_NOFILE: raise the soft limit towards
+ * need (up to the hard limit) in this worker process; failure just means the
+ * shards are read by path. */
+static void raise_nofile(uint64_t need)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= need)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, char *err,
 		     size_t errlen)
 {
@@ -302,7 +322,29 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 		snprintf(err, errlen, "worker: out of memory");
 		goto out_destroy;
 	}
-	rc = gm_reader_create(&w->rd, b);
+	uint32_t ns = gm_dataset_num_shards(cfg->ds);
+	if (ns) {
+		/* Keep the shards open in the ring's file table: one READ per sample. */
+		const char **sp = malloc(ns * sizeof(*sp));
+		if (!sp) {
+			rc = -ENOMEM;
+			snprintf(err, errlen, "worker: out of memory");
+			goto out_destroy;
+		}
+		for (uint32_t k = 0; k < ns; k++)
+			sp[k] = gm_dataset_shard_path(cfg->ds, k);
+		raise_nofile(ns + b + 64);
+		rc = gm_reader_create_files(&w->rd, b, sp, ns);
+		free(sp);
+		if (!rc && gm_reader_fixed_files(w->rd) &&
+		    !(w->fidx = calloc(b, sizeof(*w->fidx)))) {
+			rc = -ENOMEM;
+			snprintf(err, errlen, "worker: out of memory");
+			goto out_destroy;
+		}
+	} else {
+		rc = gm_reader_create(&w->rd, b);
+	}
 	if (rc) {
 		snprintf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
 			 gm_reader_errmsg(w->rd));
@@ -332,6 +374,7 @@ void gm_worker_destroy(struct gm_worker *w)
 	free(w->fail);
 	free(w->sizes);
 	free(w->offs);
+	free(w->fidx);
 	free(w->paths);
 	free(w->perm);
 	free(w);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "goldminer/uring.h"
@@ -338,6 +340,87 @@ static void test_read_ranges(void **state)
 	unlink(path);
 }
 
+/* Registered files (shards kept open): ranges by file index, a file that could not
+ * be opened fails its own reads, and a table RLIMIT_NOFILE refuses means by path. */
+static void test_read_fixed(void **state)
+{
+	static struct ranges g;
+	static uint64_t lens[64];
+	static unsigned fi[64];
+	char p0[128], p1[128], p2[128];
+	struct gm_reader *r;
+	const size_t fsize = 1u << 20;
+	(void)state;
+	NEED_URING();
+	snprintf(p0, sizeof(p0), "%s/fixed0.bin", dir);
+	snprintf(p1, sizeof(p1), "%s/fixed-missing.bin", dir);
+	snprintf(p2, sizeof(p2), "%s/fixed2.bin", dir);
+	write_file(p0, 5, fsize);
+	write_file(p2, 5, fsize);
+	const char *files[] = {p0, p1, p2};
+	assert_int_equal(gm_reader_create_files(&r, 3, files, 3), 0);
+	assert_int_equal(gm_reader_fixed_files(r), 3);
+	memset(&g, 0, sizeof(g));
+	g.n = 30;
+	for (unsigned i = 0; i < g.n; i++) {
+		fi[i] = i % 3;
+		g.off[i] = (uint64_t)i * 30011 % (fsize - 70000);
+		lens[i] = sizes[i % NSIZES] > 65537 ? 65537 : sizes[i % NSIZES];
+	}
+	g.off[29] = fsize - 100; /* in file 2: runs past its end */
+	lens[29] = 4096;
+	assert_int_equal(gm_reader_read_fixed(r, fi, g.off, lens, g.n, range_cb, &g), 0);
+	assert_int_equal(g.calls, g.n);
+	for (unsigned i = 0; i < 29; i++) {
+		if (fi[i] == 1) {
+			assert_int_equal(g.err[i], -ENOENT);
+			continue;
+		}
+		assert_int_equal(g.err[i], 0);
+		assert_int_equal(g.len[i], lens[i]);
+		assert_int_equal(g.bad[i], 0);
+	}
+	assert_int_equal(g.err[29], -ENODATA);
+	/* a truncated file is seen through the registered descriptor too */
+	assert_int_equal(truncate(p0, 1000), 0);
+	memset(&g, 0, sizeof(g));
+	g.n = 1;
+	fi[0] = 0;
+	g.off[0] = 500;
+	lens[0] = 600;
+	assert_int_equal(gm_reader_read_fixed(r, fi, g.off, lens, 1, range_cb, &g), 0);
+	assert_int_equal(g.err[0], -ENODATA);
+	fi[0] = 7; /* not registered */
+	assert_int_equal(gm_reader_read_fixed(r, fi, g.off, lens, 1, range_cb, &g), 0);
+	assert_int_equal(g.err[0], -EBADF);
+	gm_reader_destroy(r);
+	/* without registered files */
+	assert_int_equal(gm_reader_create(&r, 2), 0);
+	assert_int_equal(gm_reader_fixed_files(r), 0);
+	assert_int_equal(gm_reader_read_fixed(r, fi, g.off, lens, 1, range_cb, &g), -ENOTSUP);
+	gm_reader_destroy(r);
+	/* a table larger than RLIMIT_NOFILE: created anyway, reading by path */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = {32, 32};
+		static const char *many[100];
+		for (int i = 0; i < 100; i++)
+			many[i] = p2;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(3);
+		if (gm_reader_create_files(&r, 2, many, 100))
+			_exit(1);
+		_exit(gm_reader_fixed_files(r) == 0 ? 0 : 2);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	unlink(p0);
+	unlink(p2);
+}
+
 static void test_streaming_delivery(void **state)
 {
 	/* The last file does not exist when the batch starts; the first callback
@@ -525,6 +608,7 @@ int main(void)
 	    cmocka_unit_test(test_read_many_sizes),
 	    cmocka_unit_test(test_errors_per_file),
 	    cmocka_unit_test(test_read_ranges),
+	    cmocka_unit_test(test_read_fixed),
 	    cmocka_unit_test(test_streaming_delivery),
 	    cmocka_unit_test(test_early_stop),
 	    cmocka_unit_test(test_empty_batch_and_bad_args),

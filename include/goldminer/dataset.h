@@ -47,6 +47,11 @@ const char *gm_dataset_name(const struct gm_dataset *d, uint32_t id);
 uint64_t gm_dataset_offset(const struct gm_dataset *d, uint32_t id);
 /* true when the samples are members of tar shards (read at offsets). */
 bool gm_dataset_sharded(const struct gm_dataset *d);
+/* Sharded datasets: the shard files in order, and the shard of sample id
+ * (UINT32_MAX for ImageFolder datasets, which have 0 shards). */
+uint32_t gm_dataset_num_shards(const struct gm_dataset *d);
+const char *gm_dataset_shard_path(const struct gm_dataset *d, uint32_t k);
+uint32_t gm_dataset_shard(const struct gm_dataset *d, uint32_t id);
 /* File size in bytes as seen when indexing (a hint for the reader's buffers; for a
  * shard member, its exact length). */
 uint64_t gm_dataset_file_size(const struct gm_dataset *d, uint32_t id);

@@ -30,6 +30,19 @@ typedef int (*gm_reader_fn)(void *arg, unsigned i, const void *data, size_t len,
  * failing call, is then gm_reader_errmsg(NULL) (per thread). */
 int gm_reader_create(struct gm_reader **out, unsigned depth);
 
+/*
+ * gm_reader_create, plus files[] (tar shards) opened now and kept in the ring's
+ * registered file table, so that gm_reader_read_fixed reads them at offsets with one
+ * READ each, no open or close. If the kernel or RLIMIT_NOFILE refuses a table that
+ * large, the reader is created without them (gm_reader_fixed_files() == 0: read by
+ * path). A file that cannot be opened here fails each of its reads with its errno.
+ */
+int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *const *files,
+			   unsigned nfiles);
+
+/* Files registered by gm_reader_create_files (0: none, read by path). */
+unsigned gm_reader_fixed_files(const struct gm_reader *r);
+
 /* Destroy; NULL is a no-op. */
 void gm_reader_destroy(struct gm_reader *r);
 
@@ -49,6 +62,14 @@ int gm_reader_read(struct gm_reader *r, const char *const *paths, const uint64_t
  */
 int gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
 		      const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg);
+
+/*
+ * Byte ranges of registered files: range i is lengths[i] bytes at offsets[i] of
+ * registered file files[i]. As gm_reader_read_at otherwise; -ENOTSUP when the
+ * reader has no registered files.
+ */
+int gm_reader_read_fixed(struct gm_reader *r, const unsigned *files, const uint64_t *offsets,
+			 const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg);
 
 /* Message of the last error ("" if none); NULL: this thread's last failed create.
  * Other returns of gm_reader_read: -EBUSY when called from its own callback; a
