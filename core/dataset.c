@@ -756,10 +756,14 @@ static int tar_index(struct gm_dataset *ds, const char *shard, size_t shard_path
 				TAR_BAD("GNU long name of %llu bytes", (unsigned long long)size);
 			if (type == 'x' && size > TAR_MAX_PAX)
 				TAR_BAD("pax header of %llu bytes", (unsigned long long)size);
-			char *buf = type == 'L' ? longname : (pax = realloc(pax, size + 1));
-			if (!buf) {
-				ret = -ENOMEM;
-				goto out;
+			char *buf = longname;
+			if (type == 'x') {
+				char *np = realloc(pax, size + 1);
+				if (!np) {
+					ret = -ENOMEM;
+					goto out;
+				}
+				buf = pax = np;
 			}
 			if ((ret = pread_all(fd, buf, size, data))) {
 				gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard,

@@ -142,6 +142,10 @@ int gm_cli_profile(int argc, char **argv)
 	}
 	int idx[GM_PROFILE_MAX], nidx = 0;
 	char *list = strdup(classes), *save = NULL;
+	if (!list) {
+		fprintf(stderr, "goldminer profile: out of memory\n");
+		return 1;
+	}
 	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int k = gm_profile_find(&prof, t);
 		if (k < 0) {
