@@ -317,6 +317,7 @@ int gm_synth_bomb_mem(uint32_t w, uint32_t h, uint8_t **out, size_t *len)
 	size_t sof = find_marker(*out, *len, 0xc0);
 	if (!sof) {
 		free(*out);
+		*out = NULL; /* callers free(*out) on any return */
 		return -EINVAL;
 	}
 	/* SOF0: FF C0, length(2), precision(1), height(2), width(2) */
