@@ -48,7 +48,7 @@ FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
-	fuzz fuzz-build fuzz-seeds
+	fuzz fuzz-build fuzz-seeds gpu-bundle
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
 
 $(B)/%.o: %.c
@@ -143,6 +143,16 @@ fuzz-seeds: $(B)/libgoldminer.a
 	$(Q)$(CC) $(CFLAGS) -o $(B)/gen-jpeg-seeds tests/fuzz/gen-jpeg-seeds.c $(B)/libgoldminer.a \
 		$(LDFLAGS) $(LDLIBS)
 	$(Q)mkdir -p tests/fuzz/corpus/jpeg && $(B)/gen-jpeg-seeds tests/fuzz/corpus/jpeg
+
+# A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
+# CUDA on, and the Debian shared libraries it links (liburing, libjpeg, libcudart)
+# copied into $(GPU_B)/lib, found through an $$ORIGIN/lib run path.
+GPU_B ?= build-gpu
+gpu-bundle: deps
+	$(Q)$(MAKE) --no-print-directory B=$(GPU_B) CUDA=1 LDFLAGS='-Wl,-rpath,\$$$$ORIGIN/lib' all
+	$(Q)mkdir -p $(GPU_B)/lib && for f in $$(ldd $(GPU_B)/goldminer | \
+		awk '/liburing|libjpeg|libcudart/ {print $$3}'); do cp -L "$$f" $(GPU_B)/lib/; done
+	$(Q)ls $(GPU_B)/lib && readelf -d $(GPU_B)/libgoldminer.so | grep -i 'runpath\|rpath'
 
 plots:
 	$(Q)SIM_OUT=$(B)/sim-experiments sh plots/make-plots.sh

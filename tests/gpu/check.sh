@@ -3,26 +3,52 @@
 # (pinned), that device copies carry the ring's bytes, and host-to-device GB/s from
 # the ring against pageable memory. Run on a machine with an NVIDIA GPU:
 #     sh tests/gpu/check.sh
+# On a GPU machine with no package registry (no liburing/libjpeg headers there),
+# build the bundle where the packages are (`make gpu-bundle`: build-gpu/ with the
+# shared libraries it needs in build-gpu/lib) and bring build-gpu/ along: an existing
+# bundle is used as it is.
 # Exit 0 ok, 1 failure, 77 skipped (no GPU or no toolkit here).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build-gpu}
-PY=${GM_PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || PY=python3
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
 	echo "SKIP: no NVIDIA GPU here (nvidia-smi is missing or lists no GPU)"
 	exit 77
 fi
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
-	echo "SKIP: no CUDA toolkit at CUDA_HOME=$CUDA_HOME"
-	exit 77
+nvidia-smi -L
+if [ -x "$B/goldminer" ] && [ -f "$B/libgoldminer.so" ] && [ -d "$B/lib" ]; then
+	echo "# using the prebuilt bundle in $B (make gpu-bundle)"
+else
+	CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+	if [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
+		echo "SKIP: no CUDA toolkit at CUDA_HOME=$CUDA_HOME"
+		exit 77
+	fi
+	make -s B="$B" CUDA=1 CUDA_HOME="$CUDA_HOME" "$B/libgoldminer.so" "$B/goldminer" || exit 1
 fi
-make -s B="$B" CUDA=1 CUDA_HOME="$CUDA_HOME" "$B/libgoldminer.so" "$B/goldminer" || exit 1
+# Python: the first of GM_PYTHON, python3, /usr/bin/python3 whose torch sees CUDA;
+# else the first that runs (the torch device="cuda" part is then skipped).
+PY=""
+for p in ${GM_PYTHON:-} python3 /usr/bin/python3; do
+	command -v "$p" >/dev/null 2>&1 || continue
+	[ -n "$PY" ] || PY=$p
+	if "$p" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+		2>/dev/null; then
+		PY=$p
+		break
+	fi
+done
+[ -n "$PY" ] || { echo "FAIL - no python3 here"; exit 1; }
+echo "# python: $PY"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT INT TERM
 "$B/goldminer" synth "$data/set" --images 1024 --classes 8 >/dev/null || exit 1
 # The C path too: every batch copied to the device, with the H2D rate.
-"$B/goldminer" bench "$data/set" --workers 2 --epochs 1 --device-copy --quiet || exit 1
+rc=0
+for out in uint8 float16 float32; do
+	"$B/goldminer" bench "$data/set" --workers 4 --epochs 1 --output $out --device-copy \
+		--quiet || rc=1
+done
 GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
-	"$PY" -B -m goldminer.gpucheck "$data/set" "$@"
+	"$PY" -B -m goldminer.gpucheck "$data/set" "$@" || rc=$?
+exit $rc
