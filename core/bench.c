@@ -20,6 +20,7 @@
 #include "goldminer/cli.h"
 #include "goldminer/cuda.h"
 #include "goldminer/loader.h"
+#include "goldminer/uring.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -248,6 +249,17 @@ int gm_cli_bench(int argc, char **argv)
 	} else if (!cuda && !quiet) {
 		fprintf(stderr, "goldminer: %s; pinning skipped\n", why);
 	}
+	/* How the workers will read (they set up the same way in their processes). */
+	const char *reader = "io_uring";
+	struct gm_reader *probe;
+	if (gm_reader_create(&probe, 1) == 0) {
+		reader = gm_reader_mode(probe);
+		if (strcmp(reader, "io_uring") != 0 && !quiet)
+			fprintf(stderr, "goldminer: io_uring is not usable here (%s); workers read "
+					"with pread, file by file\n",
+				gm_reader_why(probe));
+		gm_reader_destroy(probe);
+	}
 
 	bool tty = !quiet && isatty(2);
 	uint64_t *sums = calloc(epochs, sizeof(*sums));
@@ -337,7 +349,7 @@ int gm_cli_bench(int argc, char **argv)
 	       ", \"stage_us_per_img\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
 	       ", \"write\": %.2f}"
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
-	       ", \"pinned\": %s, \"cuda\": \"%s\"",
+	       ", \"pinned\": %s, \"cuda\": \"%s\", \"reader\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, epochs, st.dataset_size, st.num_classes,
 	       o.workers ? o.workers : (int)st.workers, st.batch_size, st.size, out_name(st.out),
 	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, open_s, st.read_ns / 1e6,
@@ -345,7 +357,7 @@ int gm_cli_bench(int argc, char **argv)
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
 	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
 	       st.pinned ? "true" : "false",
-	       cuda ? gm_cuda_build() : "unavailable");
+	       cuda ? gm_cuda_build() : "unavailable", reader);
 	if (o.workers == 0 || rate > 0)
 		printf(", \"auto\": %s, \"target_workers\": %u, \"consumer_rate\": %.1f"
 		       ", \"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f"

@@ -47,6 +47,11 @@
  * open in the file table after the depth slots) are read with one READ per range
  * instead: no open or close, one CQE (gm_reader_read_fixed).
  *
+ * Without io_uring (the kernel lacks it or the ops used, a container's seccomp
+ * profile blocks it, gVisor) the reader falls back to open/pread/close file by file
+ * in the caller's thread, with the same callbacks and results: slower, never
+ * broken. gm_reader_mode/gm_reader_why say so; GM_READER=io_uring forbids it.
+ *
  * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.
@@ -62,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define OP_OPEN	     0u
@@ -102,6 +108,9 @@ struct gm_reader {
 	bool busy;  /* inside gm_reader_read: a callback may not re-enter */
 	unsigned nfixed; /* files registered after the depth slots (shards), or 0 */
 	int *fixed_err;	 /* per registered file: 0, or the -errno its open gave */
+	bool sync;	 /* no io_uring here: plain open/pread/close, file by file */
+	int *fds;	 /* sync: the registered files' descriptors (-1: failed) */
+	char why[256];	 /* sync: why io_uring is not used */
 	char msg[256];
 };
 
@@ -153,8 +162,9 @@ static int register_fixed(struct gm_reader *r, const char *const *files, unsigne
 	return 0;
 }
 
-int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *const *files,
-			   unsigned nfiles)
+/* The io_uring part of creation: ring, flags, file table. 0 or -errno with the
+ * message in create_msg; on failure nothing of the ring is left. */
+static int setup_ring(struct gm_reader *r, const char *const *files, unsigned nfiles)
 {
 	static const unsigned flag_sets[] = {
 	    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
@@ -162,9 +172,85 @@ int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *c
 	    0,
 	};
 	struct io_uring_params p;
-	struct gm_reader *r;
-	unsigned entries = 1;
+	unsigned entries = 1, depth = r->depth;
 	int ret = -EINVAL;
+
+	while (entries < 3 * depth)
+		entries *= 2;
+	/* Newest flags first; -EINVAL means "this kernel does not know a flag". */
+	for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		p.flags = flag_sets[i];
+		ret = io_uring_queue_init_params(entries, &r->ring, &p);
+		if (ret != -EINVAL)
+			break;
+	}
+	if (ret) {
+		set_msg(create_msg, "gm_reader_create: io_uring_queue_init_params(%u): %s%s",
+			entries, strerror(-ret),
+			ret == -ENOSYS || ret == -EPERM ? " (io_uring unavailable or disabled)"
+							: "");
+		return ret;
+	}
+	r->setup_flags = p.flags;
+	/* Room for the registered files too; a kernel or RLIMIT_NOFILE that refuses
+	 * that many gets the plain table, and the files are read by path. */
+	if (nfiles && nfiles <= (1u << 20) &&
+	    !io_uring_register_files_sparse(&r->ring, depth + nfiles)) {
+		if (register_fixed(r, files, nfiles)) {
+			io_uring_unregister_files(&r->ring);
+			ret = io_uring_register_files_sparse(&r->ring, depth);
+		} else {
+			ret = 0;
+		}
+	} else {
+		ret = io_uring_register_files_sparse(&r->ring, depth);
+	}
+	if (ret) {
+		set_msg(create_msg, "gm_reader_create: io_uring_register_files_sparse(%u): %s",
+			depth, strerror(-ret));
+		free(r->fixed_err);
+		r->fixed_err = NULL;
+		r->nfixed = 0;
+		io_uring_queue_exit(&r->ring);
+	}
+	return ret;
+}
+
+/* Sync mode's "registered" files: descriptors kept open. Running out of
+ * descriptors means none are kept (read by path), as a refused table does. */
+static int open_fixed_sync(struct gm_reader *r, const char *const *files, unsigned nfiles)
+{
+	r->fds = malloc((nfiles ? nfiles : 1) * sizeof(*r->fds));
+	r->fixed_err = calloc(nfiles ? nfiles : 1, sizeof(*r->fixed_err));
+	if (!r->fds || !r->fixed_err)
+		return -ENOMEM;
+	for (unsigned i = 0; i < nfiles; i++) {
+		r->fds[i] = open(files[i], O_RDONLY | O_CLOEXEC);
+		if (r->fds[i] >= 0)
+			continue;
+		r->fixed_err[i] = -errno;
+		if (errno == EMFILE || errno == ENFILE) {
+			for (unsigned k = 0; k < i; k++)
+				if (r->fds[k] >= 0)
+					close(r->fds[k]);
+			free(r->fds);
+			free(r->fixed_err);
+			r->fds = NULL;
+			r->fixed_err = NULL;
+			return 0;
+		}
+	}
+	r->nfixed = nfiles;
+	return 0;
+}
+
+int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *const *files,
+			   unsigned nfiles)
+{
+	struct gm_reader *r;
+	int ret = -EINVAL;
+	const char *mode = getenv("GM_READER"); /* io_uring | pread | unset: auto */
 
 	create_msg[0] = '\0';
 	if (!out || !depth || depth > 4096) {
@@ -189,47 +275,34 @@ int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *c
 		r->free_slots[i] = depth - 1 - i;
 	r->nfree = depth;
 
-	while (entries < 3 * depth)
-		entries *= 2;
-	/* Newest flags first; -EINVAL means "this kernel does not know a flag". */
-	for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
-		memset(&p, 0, sizeof(p));
-		p.flags = flag_sets[i];
-		ret = io_uring_queue_init_params(entries, &r->ring, &p);
-		if (ret != -EINVAL)
-			break;
-	}
-	if (ret) {
-		set_msg(create_msg, "gm_reader_create: io_uring_queue_init_params(%u): %s%s",
-			entries, strerror(-ret),
-			ret == -ENOSYS || ret == -EPERM ? " (io_uring unavailable or disabled)"
-							: "");
-		goto out_free;
-	}
-	r->setup_flags = p.flags;
-	/* Room for the registered files too; a kernel or RLIMIT_NOFILE that refuses
-	 * that many gets the plain table, and the files are read by path. */
-	if (nfiles && nfiles <= (1u << 20) &&
-	    !io_uring_register_files_sparse(&r->ring, depth + nfiles)) {
-		if (register_fixed(r, files, nfiles)) {
-			io_uring_unregister_files(&r->ring);
-			ret = io_uring_register_files_sparse(&r->ring, depth);
-		} else {
-			ret = 0;
-		}
+	if (mode && !strcmp(mode, "pread")) {
+		ret = -ENOTSUP;
+		set_msg(create_msg, "GM_READER=pread");
 	} else {
-		ret = io_uring_register_files_sparse(&r->ring, depth);
+		ret = setup_ring(r, files, nfiles);
 	}
+	if (ret && mode && !strcmp(mode, "io_uring"))
+		goto out_free; /* io_uring required: its error */
 	if (ret) {
-		set_msg(create_msg, "gm_reader_create: io_uring_register_files_sparse(%u): %s",
-			depth, strerror(-ret));
-		goto out_exit_ring;
+		/*
+		 * No io_uring here (a kernel without it, a container whose seccomp profile
+		 * blocks it, as Docker's default does since 25.0, gVisor, a kernel too old
+		 * for the ops used): read with open/pread/close, file by file. Same
+		 * results, more system calls, no overlap of I/O with decoding.
+		 */
+		r->sync = true;
+		snprintf(r->why, sizeof(r->why), "%s", create_msg);
+		create_msg[0] = '\0';
+		if (nfiles && (ret = open_fixed_sync(r, files, nfiles))) {
+			set_msg(create_msg, "gm_reader_create: out of memory");
+			free(r->fds);
+			free(r->fixed_err);
+			goto out_free;
+		}
 	}
 	*out = r;
 	return 0;
 
-out_exit_ring:
-	io_uring_queue_exit(&r->ring);
 out_free:
 	free(r->free_slots);
 	free(r->slots);
@@ -237,12 +310,28 @@ out_free:
 	return ret;
 }
 
+const char *gm_reader_mode(const struct gm_reader *r)
+{
+	return r && r->sync ? "pread" : "io_uring";
+}
+
+const char *gm_reader_why(const struct gm_reader *r)
+{
+	return r && r->sync ? r->why : "";
+}
+
 void gm_reader_destroy(struct gm_reader *r)
 {
 	if (!r)
 		return;
 	/* Exiting the ring first: no request can still target a buffer we unmap. */
-	io_uring_queue_exit(&r->ring);
+	if (!r->sync)
+		io_uring_queue_exit(&r->ring);
+	if (r->fds)
+		for (unsigned i = 0; i < r->nfixed; i++)
+			if (r->fds[i] >= 0)
+				close(r->fds[i]);
+	free(r->fds);
 	free(r->fixed_err);
 	for (unsigned i = 0; i < r->depth; i++)
 		if (r->slots[i].buf)
@@ -518,6 +607,80 @@ int gm_reader_read_fixed(struct gm_reader *r, const unsigned *files, const uint6
 	return read_batch(r, b);
 }
 
+/* One file (or range) the plain way into slot 0's buffer. 0 or -errno; *len set. */
+static int sync_one(struct gm_reader *r, const struct batch *b, unsigned i, size_t *len)
+{
+	struct slot *s = &r->slots[0];
+	uint64_t hint = b->hint ? b->hint[i] : 0, off = b->off ? b->off[i] : 0;
+	int fd = -1, err = 0, tries = 0;
+	bool own = false;
+
+	*len = 0;
+	if (hint >= MAX_FILE)
+		return -EFBIG;
+	if (b->fidx) {
+		unsigned k = b->fidx[i];
+		if (k >= r->nfixed)
+			return -EBADF;
+		if (r->fixed_err[k])
+			return r->fixed_err[k];
+		fd = r->fds[k];
+	} else {
+		fd = open(b->paths[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		own = true;
+	}
+	if (!b->off) { /* a whole file: its size now, as the ring path finds it */
+		struct stat st;
+		if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > hint)
+			hint = (uint64_t)st.st_size;
+		if (hint >= MAX_FILE)
+			err = -EFBIG;
+	}
+	if (!err)
+		err = slot_reserve(s, (size_t)hint + PAGE);
+	while (!err) {
+		size_t want = b->off ? (size_t)hint - *len : s->cap - *len;
+		if (b->off && !want)
+			break;
+		if (!b->off && !want) { /* grew since the fstat: make room */
+			err = s->cap >= MAX_FILE ? -EFBIG : slot_reserve(s, s->cap + 1);
+			continue;
+		}
+		ssize_t got = pread(fd, s->buf + *len, want > MAX_READ ? MAX_READ : want,
+				    (off_t)(off + *len));
+		if (got < 0) {
+			if ((errno == EINTR || errno == EAGAIN) && tries++ < MAX_RETRIES)
+				continue;
+			err = -errno;
+		} else if (got == 0) {
+			if (b->off)
+				err = -ENODATA; /* the file ends inside the range */
+			break;
+		} else {
+			*len += (size_t)got;
+		}
+	}
+	if (own)
+		close(fd);
+	return err;
+}
+
+static int read_batch(struct gm_reader *r, struct batch b);
+
+static int sync_batch(struct gm_reader *r, const struct batch *b)
+{
+	for (unsigned i = 0; i < b->n; i++) {
+		size_t len;
+		int err = sync_one(r, b, i, &len);
+		int ret = err ? b->fn(b->arg, i, NULL, 0, err) : b->fn(b->arg, i, r->slots[0].buf, len, 0);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int read_batch(struct gm_reader *r, struct batch b)
 {
 	int ret;
@@ -541,6 +704,11 @@ static int read_batch(struct gm_reader *r, struct batch b)
 	}
 	r->msg[0] = '\0';
 	r->busy = true;
+	if (r->sync) {
+		ret = sync_batch(r, &b);
+		r->busy = false;
+		return ret;
+	}
 
 	for (;;) {
 		/* Fill free slots (all of them at the start: one submission per turn). */

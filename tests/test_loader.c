@@ -291,6 +291,35 @@ static void test_shards_same_batches(void **state)
 	gm_test_rm_tree(dir);
 }
 
+/* Workers that cannot use io_uring (GM_READER=pread forces what a seccomp profile
+ * or gVisor would) deliver the same bytes, from a tree and from shards. */
+static void test_pread_reader_same_batches(void **state)
+{
+	(void)state;
+	char dir[128], err[256];
+	struct gm_loader_opts o;
+	uint64_t h1[32], h2[32];
+	int n1, n2;
+	struct gm_loader_stats st;
+	snprintf(dir, sizeof(dir), "%s-pshards", good_dir);
+	assert_int_equal(gm_synth_write_shards(dir, N_IMAGES, 3, 7, 0, 40, NULL, err, sizeof(err)),
+			 0);
+	const char *roots[] = {good_dir, dir};
+	for (int k = 0; k < 2; k++) {
+		small_opts(&o, roots[k], 2);
+		unsetenv("GM_READER");
+		assert_int_equal(run_all(&o, h1, 32, &n1, &st), 0);
+		setenv("GM_READER", "pread", 1);
+		assert_int_equal(run_all(&o, h2, 32, &n2, &st), 0);
+		unsetenv("GM_READER");
+		assert_int_equal(n1, n2);
+		assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0]));
+		assert_int_equal(st.errors, 0);
+		assert_int_equal(st.worker_deaths, 0);
+	}
+	gm_test_rm_tree(dir);
+}
+
 static void test_bad_files_skip(void **state)
 {
 	(void)state;
@@ -659,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_float32_output),
 		cmocka_unit_test(test_float16_output),
 		cmocka_unit_test(test_shards_same_batches),
+		cmocka_unit_test(test_pread_reader_same_batches),
 		cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
 		cmocka_unit_test(test_open_errors),
 		cmocka_unit_test(test_resume_gives_same_remaining_batches),

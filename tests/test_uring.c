@@ -314,6 +314,7 @@ static void test_read_ranges(void **state)
 	NEED_URING();
 	snprintf(path, sizeof(path), "%s/shard.bin", dir);
 	write_file(path, 5, fsize);
+	memset(&g, 0, sizeof(g));
 	g.n = 40;
 	for (unsigned i = 0; i < g.n; i++) {
 		pp[i] = path;
@@ -517,6 +518,7 @@ static void test_init_failure(void **state)
 	int errs[] = {-ENOSYS, -EPERM, -ENOMEM};
 
 	(void)state;
+	setenv("GM_READER", "io_uring", 1); /* required: no pread fallback */
 	for (unsigned k = 0; k < 3; k++) {
 		fail_init_n = 1;
 		fail_init_err = errs[k];
@@ -526,6 +528,50 @@ static void test_init_failure(void **state)
 		assert_non_null(strstr(gm_reader_errmsg(NULL), strerror(-errs[k])));
 	}
 	fail_init_n = 0;
+	unsetenv("GM_READER");
+}
+
+/* Where io_uring cannot be set up (a seccomp profile, gVisor, an old kernel), the
+ * reader falls back to pread and says why; reads give the same results. */
+static void test_pread_fallback(void **state)
+{
+	static char paths[12][128];
+	static const char *pp[12];
+	static uint64_t hints[12];
+	static struct seen s;
+	struct gm_reader *r;
+	(void)state;
+	unsetenv("GM_READER");
+	fail_init_n = 1;
+	fail_init_err = -EPERM;
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	fail_init_n = 0;
+	assert_string_equal(gm_reader_mode(r), "pread");
+	assert_non_null(strstr(gm_reader_why(r), "io_uring_queue_init_params"));
+	assert_non_null(strstr(gm_reader_why(r), strerror(EPERM)));
+	make_set(&s, paths, pp, hints, 12, "pfall");
+	assert_int_equal(gm_reader_read(r, pp, hints, 12, check_cb, &s), 0);
+	assert_int_equal(s.ncalls, 12);
+	for (unsigned i = 0; i < 12; i++) {
+		assert_int_equal(s.err[i], 0);
+		assert_int_equal(s.len[i], s.expect[i]);
+		assert_int_equal(s.bad[i], 0);
+	}
+	gm_reader_destroy(r);
+	/* a file table the kernel refuses (too old for sparse tables): the same */
+	fail_reg_n = 1;
+	fail_reg_err = -EINVAL;
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	fail_reg_n = 0;
+	assert_string_equal(gm_reader_mode(r), "pread");
+	assert_non_null(strstr(gm_reader_why(r), "io_uring_register_files_sparse"));
+	gm_reader_destroy(r);
+	if (!uring_ok) {
+		assert_int_equal(gm_reader_create(&r, 4), 0);
+		assert_string_equal(gm_reader_mode(r), "io_uring");
+		assert_string_equal(gm_reader_why(r), "");
+		gm_reader_destroy(r);
+	}
 }
 
 static void test_init_flag_fallback(void **state)
@@ -548,12 +594,14 @@ static void test_init_flag_fallback(void **state)
 	assert_int_equal(gm_reader_read(r, pp, hints, 6, check_cb, &s), 0);
 	assert_int_equal(s.ncalls, 6);
 	gm_reader_destroy(r);
-	/* -EINVAL for every flag set is a failure, not a loop. */
+	/* -EINVAL for every flag set is a failure, not a loop (io_uring required). */
+	setenv("GM_READER", "io_uring", 1);
 	fail_init_n = 3;
 	init_calls = 0;
 	assert_int_equal(gm_reader_create(&r, 2), -EINVAL);
 	assert_int_equal(init_calls, 3);
 	fail_init_n = 0;
+	unsetenv("GM_READER");
 }
 
 static void test_register_failure(void **state)
@@ -562,11 +610,13 @@ static void test_register_failure(void **state)
 
 	(void)state;
 	NEED_URING();
+	setenv("GM_READER", "io_uring", 1);
 	fail_reg_n = 1;
 	fail_reg_err = -EMFILE;
 	assert_int_equal(gm_reader_create(&r, 8), -EMFILE);
 	assert_non_null(strstr(gm_reader_errmsg(NULL), "io_uring_register_files_sparse"));
 	fail_reg_n = 0;
+	unsetenv("GM_READER");
 }
 
 static void test_submit_failure(void **state)
@@ -602,6 +652,22 @@ static void test_submit_failure(void **state)
 	fail_submit_n = 0;
 }
 
+/* The behaviour tests again with the pread reader (GM_READER=pread). */
+#define PREAD_TWIN(name)                                                                   \
+	static void name##_pread(void **state)                                             \
+	{                                                                                  \
+		setenv("GM_READER", "pread", 1);                                           \
+		name(state);                                                               \
+		unsetenv("GM_READER");                                                     \
+	}
+PREAD_TWIN(test_read_many_sizes)
+PREAD_TWIN(test_errors_per_file)
+PREAD_TWIN(test_read_ranges)
+PREAD_TWIN(test_read_fixed)
+PREAD_TWIN(test_streaming_delivery)
+PREAD_TWIN(test_early_stop)
+PREAD_TWIN(test_empty_batch_and_bad_args)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -613,6 +679,14 @@ int main(void)
 	    cmocka_unit_test(test_early_stop),
 	    cmocka_unit_test(test_empty_batch_and_bad_args),
 	    cmocka_unit_test(test_init_failure),
+	    cmocka_unit_test(test_pread_fallback),
+	    cmocka_unit_test(test_read_many_sizes_pread),
+	    cmocka_unit_test(test_errors_per_file_pread),
+	    cmocka_unit_test(test_read_ranges_pread),
+	    cmocka_unit_test(test_read_fixed_pread),
+	    cmocka_unit_test(test_streaming_delivery_pread),
+	    cmocka_unit_test(test_early_stop_pread),
+	    cmocka_unit_test(test_empty_batch_and_bad_args_pread),
 	    cmocka_unit_test(test_init_flag_fallback),
 	    cmocka_unit_test(test_register_failure),
 	    cmocka_unit_test(test_submit_failure),

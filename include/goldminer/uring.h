@@ -26,7 +26,8 @@ struct gm_reader;
 typedef int (*gm_reader_fn)(void *arg, unsigned i, const void *data, size_t len, int err);
 
 /* Create a reader able to have up to `depth` (1..4096) files in flight. 0 or
- * -errno (e.g. -ENOSYS when io_uring is unavailable); the message, naming the
+ * -errno (-EINVAL: bad depth; with GM_READER=io_uring also the io_uring setup's
+ * error, e.g. -ENOSYS, instead of falling back to pread); the message, naming the
  * failing call, is then gm_reader_errmsg(NULL) (per thread). */
 int gm_reader_create(struct gm_reader **out, unsigned depth);
 
@@ -39,6 +40,16 @@ int gm_reader_create(struct gm_reader **out, unsigned depth);
  */
 int gm_reader_create_files(struct gm_reader **out, unsigned depth, const char *const *files,
 			   unsigned nfiles);
+
+/*
+ * How this reader reads: "io_uring", or "pread" when io_uring could not be set up
+ * here (no io_uring in the kernel, blocked by a container's seccomp profile, gVisor,
+ * a kernel too old for the ops used; gm_reader_why says which call failed and how)
+ * or GM_READER=pread is set. Same results either way; pread reads file by file.
+ * GM_READER=io_uring makes the io_uring failure an error of gm_reader_create.
+ */
+const char *gm_reader_mode(const struct gm_reader *r);
+const char *gm_reader_why(const struct gm_reader *r);
 
 /* Files registered by gm_reader_create_files (0: none, read by path). */
 unsigned gm_reader_fixed_files(const struct gm_reader *r);
