@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "goldminer/cli.h"
+#include "goldminer/dataset.h"
 #include "goldminer/loader.h"
 #include "goldminer/pipeline.h"
 #include "goldminer/profile.h"
@@ -173,17 +174,15 @@ int gm_cli_profile(int argc, char **argv)
 	struct gm_loader *l;
 	struct rusage r0, r1;
 	struct timespec w0, w1;
-	getrusage(RUSAGE_CHILDREN, &r0);
-	clock_gettime(CLOCK_MONOTONIC, &w0);
-	/* first open: learn the dataset size, then the whole-epoch count */
-	if (gm_loader_open(&l, &o, err, sizeof(err))) {
+	/* whole epochs: the index alone gives the dataset size (no workers started) */
+	struct gm_dataset *ds;
+	if (gm_dataset_open(&ds, data, err, sizeof(err))) {
 		fprintf(stderr, "goldminer profile: %s\n", err);
 		return 1;
 	}
-	struct gm_loader_stats st;
-	gm_loader_stats(l, &st);
-	gm_loader_close(l);
-	uint32_t epochs = (uint32_t)((images + st.dataset_size - 1) / st.dataset_size);
+	uint32_t count = gm_dataset_count(ds);
+	gm_dataset_close(ds);
+	uint32_t epochs = (uint32_t)((images + count - 1) / count);
 	o.epochs = epochs;
 	getrusage(RUSAGE_CHILDREN, &r0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
@@ -192,6 +191,7 @@ int gm_cli_profile(int argc, char **argv)
 		return 1;
 	}
 	struct gm_batch b;
+	struct gm_loader_stats st;
 	int rc;
 	while ((rc = gm_loader_next(l, &b)) >= 0) {
 		if (rc == GM_LOADER_END)

@@ -653,6 +653,8 @@ __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
 
+static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
+		   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
 static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
 		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
 
@@ -677,16 +679,24 @@ rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
 				     b[k]);
 }
 
+/* The per-channel scale and bias as vectors. */
+__attribute__((target("avx2"), always_inline)) static inline void
+splat3(const float *scale, const float *bias, __m256 *s, __m256 *b)
+{
+	for (int c = 0; c < 3; c++) {
+		s[c] = _mm256_set1_ps(scale[c]);
+		b[c] = _mm256_set1_ps(bias[c]);
+	}
+}
+
 /* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
 __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
 						       float *restrict p2,
 						       const uint8_t *restrict rgb, uint32_t n,
 						       const float *scale, const float *bias)
 {
-	const __m256 s[3] = {_mm256_set1_ps(scale[0]), _mm256_set1_ps(scale[1]),
-			     _mm256_set1_ps(scale[2])};
-	const __m256 b[3] = {_mm256_set1_ps(bias[0]), _mm256_set1_ps(bias[1]),
-			     _mm256_set1_ps(bias[2])};
+	__m256 s[3], b[3];
+	splat3(scale, bias, s, b);
 	uint32_t x = 0;
 	for (; x + 8 <= n; x += 8) {
 		__m256 o[3];
@@ -695,11 +705,8 @@ __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float 
 		_mm256_storeu_ps(p1 + x, o[1]);
 		_mm256_storeu_ps(p2 + x, o[2]);
 	}
-	for (; x < n; x++) {
-		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
-		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
-		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
-	}
+	if (x < n)
+		frow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
 }
 
 /* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
@@ -710,10 +717,8 @@ __attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p
 							      uint32_t n, const float *scale,
 							      const float *bias)
 {
-	const __m256 s[3] = {_mm256_set1_ps(scale[0]), _mm256_set1_ps(scale[1]),
-			     _mm256_set1_ps(scale[2])};
-	const __m256 b[3] = {_mm256_set1_ps(bias[0]), _mm256_set1_ps(bias[1]),
-			     _mm256_set1_ps(bias[2])};
+	__m256 s[3], b[3];
+	splat3(scale, bias, s, b);
 	uint32_t x = 0;
 	for (; x + 8 <= n; x += 8) {
 		__m256 o[3];

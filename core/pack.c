@@ -120,15 +120,93 @@ out:
 	return ret;
 }
 
-/* End and close the shard being written. 0 or -EIO with a message. */
-static int close_shard(FILE **f, const char *path, char *err, size_t errlen)
+struct gm_shard_writer {
+	char *dir, *path; /* path: the shard being written, for messages */
+	uint32_t per_shard, in_shard, shards;
+	bool exclusive;
+	FILE *f;
+	char *name;
+};
+
+int gm_shard_writer_open(struct gm_shard_writer **out, const char *dir, uint32_t per_shard,
+			 bool exclusive)
 {
-	int ret = gm_tar_write_end(*f);
-	if (fclose(*f) && !ret)
+	struct gm_shard_writer *w = calloc(1, sizeof(*w));
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->per_shard = per_shard ? per_shard : 1;
+	w->exclusive = exclusive;
+	w->dir = strdup(dir);
+	w->path = malloc(strlen(dir) + 32);
+	w->name = malloc(TAR_MAX_NAME + 32);
+	if (!w->dir || !w->path || !w->name) {
+		gm_shard_writer_close(w);
+		return -ENOMEM;
+	}
+	snprintf(w->path, strlen(dir) + 32, "%s", dir);
+	*out = w;
+	return 0;
+}
+
+/* End the shard being written (two zero blocks) and close it. 0 or -EIO. */
+static int end_shard(struct gm_shard_writer *w)
+{
+	int ret = gm_tar_write_end(w->f);
+	if (fclose(w->f) && !ret)
 		ret = -EIO;
-	*f = NULL;
-	if (ret)
-		gm_errf(err, errlen, "pack: %s: write failed", path);
+	w->f = NULL;
+	return ret;
+}
+
+int gm_shard_writer_add(struct gm_shard_writer *w, const char *key, const char *ext,
+			const void *data, size_t len, uint32_t label)
+{
+	int ret;
+	if (strlen(key) + strlen(ext) + 2 > TAR_MAX_NAME)
+		return -ENAMETOOLONG;
+	if (w->f && w->in_shard == w->per_shard && (ret = end_shard(w)))
+		return ret;
+	if (!w->f) {
+		sprintf(w->path, "%s/shard-%06u.tar", w->dir, w->shards);
+		if (!(w->f = fopen(w->path, w->exclusive ? "wbx" : "wb")))
+			return -errno;
+		w->shards++;
+		w->in_shard = 0;
+	}
+	char cls[16];
+	int cl = snprintf(cls, sizeof(cls), "%u\n", label);
+	sprintf(w->name, "%s.%s", key, ext);
+	if ((ret = gm_tar_write_member(w->f, w->name, data, len)))
+		return ret;
+	sprintf(w->name, "%s.cls", key);
+	if ((ret = gm_tar_write_member(w->f, w->name, cls, (size_t)cl)))
+		return ret;
+	w->in_shard++;
+	return 0;
+}
+
+const char *gm_shard_writer_path(const struct gm_shard_writer *w)
+{
+	return w->path;
+}
+
+uint32_t gm_shard_writer_shards(const struct gm_shard_writer *w)
+{
+	return w->shards;
+}
+
+int gm_shard_writer_close(struct gm_shard_writer *w)
+{
+	int ret = 0;
+	if (!w)
+		return 0;
+	if (w->f)
+		ret = end_shard(w);
+	free(w->dir);
+	free(w->path);
+	free(w->name);
+	free(w);
 	return ret;
 }
 
@@ -136,11 +214,10 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 	    uint32_t *shards_out, char *err, size_t errlen)
 {
 	struct gm_dataset *ds = NULL, *chk = NULL;
-	char *buf = NULL, *key = NULL, *prev = NULL, *member = NULL, *path = NULL;
+	struct gm_shard_writer *sw = NULL;
+	char *buf = NULL, *key = NULL, *prev = NULL;
 	size_t cap = 0;
 	uint64_t total = 0;
-	uint32_t nshards = 0;
-	FILE *f = NULL;
 	int ret;
 
 	if (err && errlen)
@@ -166,26 +243,13 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 		skip++; /* the '/' after the root */
 	key = malloc(TAR_MAX_NAME + 1);
 	prev = calloc(1, TAR_MAX_NAME + 1);
-	member = malloc(TAR_MAX_NAME + 16);
-	path = malloc(strlen(dst) + 32);
-	if (!key || !prev || !member || !path) {
+	if (!key || !prev || (ret = gm_shard_writer_open(&sw, dst, per_shard, true))) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	uint32_t n = gm_dataset_count(ds);
 	for (uint32_t id = 0; id < n; id++) {
 		const char *file = gm_dataset_path(ds, id);
-		if (id % per_shard == 0) {
-			if (f && (ret = close_shard(&f, path, err, errlen)))
-				goto out;
-			sprintf(path, "%s/shard-%06u.tar", dst, nshards++);
-			if (!(f = fopen(path, "wbx"))) {
-				ret = -errno;
-				gm_errf(err, errlen, "pack: %s: %s%s", path, strerror(-ret),
-					ret == -EEXIST ? " (pack into an empty directory)" : "");
-				goto out;
-			}
-		}
 		/* KEY = relative path without extension, dots of the file name -> '_' */
 		const char *rel = file + skip, *dot = strrchr(rel, '.');
 		const char *base = strrchr(rel, '/');
@@ -208,21 +272,22 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 			gm_errf(err, errlen, "pack: %s: %s", file, strerror(-ret));
 			goto out;
 		}
-		char cls[16];
-		int cl = snprintf(cls, sizeof(cls), "%u\n", gm_dataset_label(ds, id));
-		snprintf(member, TAR_MAX_NAME + 16, "%s%s", key, dot);
-		if (!(ret = gm_tar_write_member(f, member, buf, len))) {
-			snprintf(member, TAR_MAX_NAME + 16, "%s.cls", key);
-			ret = gm_tar_write_member(f, member, cls, (size_t)cl);
-		}
-		if (ret) {
-			gm_errf(err, errlen, "pack: %s: write failed (%s)", path, strerror(-ret));
+		if ((ret = gm_shard_writer_add(sw, key, dot + 1, buf, len,
+					       gm_dataset_label(ds, id)))) {
+			gm_errf(err, errlen, "pack: %s: %s%s", gm_shard_writer_path(sw),
+				strerror(-ret),
+				ret == -EEXIST ? " (pack into an empty directory)" : "");
 			goto out;
 		}
 		total += len;
 	}
-	if (f && (ret = close_shard(&f, path, err, errlen)))
+	uint32_t nshards = gm_shard_writer_shards(sw);
+	ret = gm_shard_writer_close(sw);
+	sw = NULL;
+	if (ret) {
+		gm_errf(err, errlen, "pack: %s: write failed (%s)", dst, strerror(-ret));
 		goto out;
+	}
 	/* Check what was written: same samples, labels, sizes, in the same order. */
 	if ((ret = gm_dataset_open(&chk, dst, err, errlen)))
 		goto out;
@@ -245,15 +310,12 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 	if (shards_out)
 		*shards_out = nshards;
 out:
-	if (f)
-		fclose(f);
+	gm_shard_writer_close(sw);
 	gm_dataset_close(chk);
 	gm_dataset_close(ds);
 	free(buf);
 	free(key);
 	free(prev);
-	free(member);
-	free(path);
 	return ret;
 }
 

@@ -493,11 +493,11 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
 			  size_t errlen)
 {
-	char path[PATH_MAX], name[100], cls[16];
+	char path[PATH_MAX], key[64];
+	struct gm_shard_writer *w = NULL;
 	uint64_t total = 0;
-	uint32_t k = 0, width = 2;
-	FILE *f = NULL;
-	int ret = 0;
+	uint32_t width = 2;
+	int ret;
 
 	if (errlen)
 		errbuf[0] = '\0';
@@ -511,58 +511,39 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 	for (uint32_t c = classes - 1; c >= 100; c /= 10)
 		width++;
 	snprintf(path, sizeof(path), "%s", dir);
-	if ((ret = mkdirs(path)))
+	if ((ret = mkdirs(path)) || (ret = gm_shard_writer_open(&w, dir, per_shard, false)))
 		goto out_err;
 	/* ImageFolder order of gm_synth_write's tree: class-major, then image number */
 	for (uint32_t c = 0; c < classes && c < n; c++)
-		for (uint32_t i = c; i < n; i += classes, k++) {
-			uint32_t w, h;
+		for (uint32_t i = c; i < n; i += classes) {
+			uint32_t iw, ih;
 			unsigned flags;
 			uint8_t *buf;
 			size_t len;
-			if (k % per_shard == 0) {
-				if (f && (gm_tar_write_end(f) | fclose(f))) {
-					f = NULL;
-					ret = -EIO;
-					goto out_err;
-				}
-				if (snprintf(path, sizeof(path), "%s/shard-%06u.tar", dir,
-					     k / per_shard) >= (int)sizeof(path)) {
-					f = NULL;
-					ret = -ENAMETOOLONG;
-					goto out_err;
-				}
-				if (!(f = fopen(path, "wb"))) {
-					ret = -errno;
-					goto out_err;
-				}
-			}
-			pick_image(seed, i, &w, &h, &flags);
-			ret = gm_synth_jpeg_mem(w, h, seed ^ ((uint64_t)i << 20) ^ i, flags, quality,
+			pick_image(seed, i, &iw, &ih, &flags);
+			ret = gm_synth_jpeg_mem(iw, ih, seed ^ ((uint64_t)i << 20) ^ i, flags, quality,
 						&buf, &len);
 			if (ret)
 				goto out_err;
-			snprintf(name, sizeof(name), "class_%0*u/img_%06u.jpg", (int)width, c, i);
-			ret = gm_tar_write_member(f, name, buf, len);
+			snprintf(key, sizeof(key), "class_%0*u/img_%06u", (int)width, c, i);
+			ret = gm_shard_writer_add(w, key, "jpg", buf, len, c);
 			free(buf);
-			int cl = snprintf(cls, sizeof(cls), "%u\n", c);
-			snprintf(name, sizeof(name), "class_%0*u/img_%06u.cls", (int)width, c, i);
-			if (ret || (ret = gm_tar_write_member(f, name, cls, (size_t)cl)))
+			if (ret) {
+				snprintf(path, sizeof(path), "%s", gm_shard_writer_path(w));
 				goto out_err;
+			}
 			total += len;
 		}
-	if (f && (gm_tar_write_end(f) | fclose(f))) {
-		f = NULL;
-		ret = -EIO;
+	ret = gm_shard_writer_close(w);
+	w = NULL;
+	if (ret)
 		goto out_err;
-	}
 	if (bytes_out)
 		*bytes_out = total;
 	return 0;
 
 out_err:
-	if (f)
-		fclose(f);
+	gm_shard_writer_close(w);
 	if (errlen)
 		snprintf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path, strerror(-ret));
 	return ret;
