@@ -1,7 +1,8 @@
 #!/bin/sh
-# GPU check (issue 5, item 6): build with CUDA, verify the ring is registered
-# (pinned), that device copies carry the ring's bytes, and host-to-device GB/s from
-# the ring against pageable memory. Run on a machine with an NVIDIA GPU:
+# GPU check: build with CUDA, verify the ring is registered (pinned), that device
+# copies carry the ring's bytes, host-to-device GB/s from the ring against pageable
+# memory and a cudaMallocHost buffer, the torch device path, and how bench
+# --device-copy scales with workers up to the core count. Run on a machine with an NVIDIA GPU:
 #     sh tests/gpu/check.sh
 # On a GPU machine with no package registry (no liburing/libjpeg headers there),
 # build the bundle where the packages are (`make gpu-bundle`: build-gpu/ with the
@@ -51,4 +52,33 @@ for out in uint8 float16 float32; do
 done
 GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
 	"$PY" -B -m goldminer.gpucheck "$data/set" "$@" || rc=$?
+
+# How far the data plane scales on this host: bench --device-copy with 1, 2, 4, ...
+# workers up to the core count (SCALE_WORKERS overrides), img/s and img/s per
+# worker, every batch copied to the device. Target: per-worker rate at the most
+# workers >= 85% of that at 1 worker (printed, not a failure of the check).
+ncpu=$(nproc 2>/dev/null || echo 2)
+if [ -z "${SCALE_WORKERS:-}" ]; then
+	SCALE_WORKERS=1
+	w=2
+	while [ "$w" -le "$ncpu" ]; do
+		SCALE_WORKERS="$SCALE_WORKERS $w"
+		w=$((w * 2))
+	done
+fi
+"$B/goldminer" synth "$data/scale" --images "${SCALE_IMAGES:-4096}" --classes 16 >/dev/null || exit 1
+echo "# scaling: bench --device-copy, ${SCALE_IMAGES:-4096} synthetic images, $ncpu cores"
+one=""
+for w in $SCALE_WORKERS; do
+	ep=$((w < 4 ? 1 : w / 2))
+	"$B/goldminer" bench "$data/scale" --workers "$w" --epochs "$ep" --device-copy --quiet \
+		>"$data/scale.json" || { rc=1; continue; }
+	ips=$(sed -n 's/.*"img_per_s": *\([0-9.]*\).*/\1/p' "$data/scale.json")
+	h2d=$(sed -n 's/.*"h2d_gb_per_s": *\([0-9.]*\).*/\1/p' "$data/scale.json")
+	[ -n "$one" ] || one=$ips
+	awk -v w="$w" -v r="$ips" -v one="$one" -v h="$h2d" -v ep="$ep" 'BEGIN {
+		printf "scale workers=%d epochs=%d img_per_s=%.0f per_worker=%.0f efficiency=%.2f h2d_gb_per_s=%s\n",
+			w, ep, r, r / w, (r / w) / one, h }'
+	cat "$data/scale.json"
+done
 exit $rc
