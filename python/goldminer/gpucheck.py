@@ -142,7 +142,10 @@ def main(argv=None):
                 check(good == a.batches, "%s: %d/%d batches read back from the device with"
                       " the ring's bytes" % (output, good, a.batches))
                 if cudart is not None and b is not None:
-                    attr = (ctypes.c_int * 16)()
+                    # Room to spare: the struct grew across CUDA versions (CUDA 13
+                    # appends reserved words past 64 bytes; a 64-byte buffer was
+                    # overrun and crashed the check on an H200).
+                    attr = (ctypes.c_int * 256)()
                     f = cudart.cudaPointerGetAttributes
                     f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]
                     rc = f(attr, ctypes.c_void_p(b._raw.data))
