@@ -35,9 +35,12 @@ else
 Q := @
 endif
 
-LIB_SRCS := $(sort $(filter-out core/cli.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
+# The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
+# its clients and are not in libgoldminer.
+LIB_SRCS := $(sort $(wildcard core/*.c) $(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
-CLI_OBJS := $(B)/core/cli.o
+CLI_SRCS := $(sort $(wildcard cmd/*.c))
+CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
@@ -172,7 +175,7 @@ deps:
 	fi
 
 format:
-	clang-format -i core/*.c sim/*.c include/goldminer/*.h tests/*.c
+	clang-format -i core/*.c sim/*.c cmd/*.c cmd/*.h include/goldminer/*.h tests/*.c
 
 clean:
 	rm -rf build build-san build-fuzz

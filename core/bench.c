@@ -19,8 +19,9 @@
 
 #include "goldminer/cli.h"
 #include "goldminer/cuda.h"
+#include "goldminer/checksum.h"
 #include "goldminer/loader.h"
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -263,7 +264,7 @@ int gm_cli_bench(int argc, char **argv)
 
 	bool tty = !quiet && isatty(2);
 	uint64_t *sums = calloc(epochs, sizeof(*sums));
-	uint64_t h = GM_FNV_INIT, ep = 0, dev_bytes = 0;
+	uint64_t h = GM_CHECKSUM_INIT, ep = 0, dev_bytes = 0;
 	double last = 0, t0 = now_s(), dev_s = 0;
 	struct gm_batch b;
 	if (!sums)
@@ -279,7 +280,7 @@ int gm_cli_bench(int argc, char **argv)
 			break;
 		if (e == GM_LOADER_END_OF_EPOCH) {
 			sums[ep++] = h;
-			h = GM_FNV_INIT;
+			h = GM_CHECKSUM_INIT;
 			continue;
 		}
 		if (e < 0) {
@@ -289,7 +290,7 @@ int gm_cli_bench(int argc, char **argv)
 			goto out_free;
 		}
 		if (checksum)
-			h = gm_fnv1a64(h, b.data, (size_t)b.size * b.sample_bytes);
+			h = gm_checksum64(h, b.data, (size_t)b.size * b.sample_bytes);
 		if (rate > 0) {
 			/* the trainer's step: a GPU works while this CPU sleeps */
 			static double due;

@@ -1317,22 +1317,3 @@ const char *gm_loader_errmsg(const struct gm_loader *l)
 {
 	return l->errmsg;
 }
-
-uint64_t gm_fnv1a64(uint64_t h, const void *p, size_t n)
-{
-	/* FNV-1a over 64-bit little-endian words (8x fewer multiplies than bytewise;
-	 * a batch is megabytes), then the tail byte by byte. */
-	const unsigned char *s = p;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
-		memcpy(&w, s + i, 8);
-		h ^= w;
-		h *= 0x100000001b3ull;
-	}
-	for (; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}

@@ -31,7 +31,7 @@
 #include "goldminer/dataset.h"
 #include "goldminer/rng.h"
 #include "goldminer/ring.h"
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 
 #define MAX_SUBSTITUTE_TRIES 64
 

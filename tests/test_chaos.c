@@ -20,10 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "goldminer/checksum.h"
 #include "goldminer/loader.h"
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 #include "goldminer/synth.h"
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 #include "testutil.h"
 
 static char dir[64];
@@ -95,13 +96,13 @@ static int epoch_sum(const struct gm_loader_opts *o, uint64_t *sum, struct gm_lo
 	if (rc)
 		return rc;
 	struct gm_batch b;
-	uint64_t h = GM_FNV_INIT, k = 0;
+	uint64_t h = GM_CHECKSUM_INIT, k = 0;
 	while ((rc = gm_loader_next(l, &b)) == 0) {
 		assert_int_equal(b.index, k);
 		k++;
-		h = gm_fnv1a64(h, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
-		h = gm_fnv1a64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		h = gm_checksum64(h, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
 	}
 	gm_loader_stats(l, st);
 	assert_int_equal(k, st->batches_per_epoch);

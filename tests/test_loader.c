@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
@@ -103,9 +104,9 @@ static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, in
 		assert_int_equal(b.epoch, expect_e);
 		assert_int_equal(b.index, expect_k);
 		expect_k++;
-		uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
-		h = gm_fnv1a64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
 		if (n < max)
 			hashes[n] = h;
 		n++;
@@ -481,9 +482,9 @@ static void test_sigkill_worker_loses_nothing(void **state)
 		if (rc == GM_LOADER_END_OF_EPOCH)
 			continue;
 		assert_int_equal(rc, 0);
-		uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
-		h = gm_fnv1a64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
 		assert_true(n < nref);
 		assert_int_equal(h, ref[n]);
 		n++;
@@ -639,12 +640,12 @@ static void test_stop_keeps_views_readable(void **state)
 	small_opts(&o, good_dir, 2);
 	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
 	assert_int_equal(gm_loader_next(l, &b), 0);
-	uint64_t h = gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes);
+	uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
 	gm_loader_stop(l);
 	gm_loader_stop(l); /* idempotent */
 	assert_int_equal(count_children(), 0);
 	/* the view is still mapped and unchanged */
-	assert_int_equal(gm_fnv1a64(GM_FNV_INIT, b.data, (size_t)b.size * b.sample_bytes), h);
+	assert_int_equal(gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes), h);
 	assert_int_equal(gm_loader_next(l, &b), -ECANCELED);
 	assert_non_null(strstr(gm_loader_errmsg(l), "stopped"));
 	gm_loader_close(l);

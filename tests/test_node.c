@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 #include "goldminer/node.h"
 #include "goldminer/synth.h"
@@ -105,11 +106,11 @@ static uint64_t epoch_sum(const struct gm_loader_opts *o)
 		fprintf(stderr, "# %s\n", err);
 	assert_int_equal(rc, 0);
 	struct gm_batch b;
-	uint64_t h = GM_FNV_INIT, k = 0;
+	uint64_t h = GM_CHECKSUM_INIT, k = 0;
 	while ((rc = gm_loader_next(l, &b)) == 0) {
 		assert_int_equal(b.index, k++);
-		h = gm_fnv1a64(h, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_fnv1a64(h, b.labels, b.size * sizeof(int32_t));
+		h = gm_checksum64(h, b.data, (size_t)b.size * b.sample_bytes);
+		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
 	}
 	assert_int_equal(rc, GM_LOADER_END_OF_EPOCH);
 	assert_int_equal(k, 5);

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "goldminer/cli.h"
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 #include "goldminer/pipeline.h"
 
 /* --- fault injection ----------------------------------------------------------- */
@@ -48,7 +48,7 @@ FILE *__wrap_open_memstream(char **buf, size_t *len)
 	return __real_open_memstream(buf, len);
 }
 
-/* gm_aug_spec_default lives in ops.c; compare against it when it is linked. */
+/* gm_aug_spec_default lives in aug.c; compare against it when it is linked. */
 #pragma weak gm_aug_spec_default
 #pragma weak gm_aug_out_bytes
 #pragma weak gm_aug_create
@@ -185,7 +185,7 @@ static void test_matches_aug_default(void **state)
 	gm_pipeline_free(p);
 }
 
-/* ops.c accepts every aug spec the parser produces, at the edges of the ranges too. */
+/* aug.c accepts every aug spec the parser produces, at the edges of the ranges too. */
 static void test_aug_create_accepts(void **state)
 {
 	(void)state;

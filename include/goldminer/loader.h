@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 struct gm_loader;
 
@@ -157,11 +157,6 @@ int gm_loader_ring_fd(const struct gm_loader *l);
 uint64_t gm_loader_fingerprint(const struct gm_loader *l);
 void gm_loader_set_target(struct gm_loader *l, int workers);
 int gm_loader_measure(struct gm_loader *l, double *demand, double *worker_rate);
-
-/* Checksum of delivered bytes: FNV-1a 64 over 8-byte little-endian words, then the
- * tail bytes; chain calls starting from h = GM_FNV_INIT. */
-#define GM_FNV_INIT 0xcbf29ce484222325ull
-uint64_t gm_fnv1a64(uint64_t h, const void *p, size_t n);
 
 /* Stop the workers (and the coordinator, or detach from the node agent) but keep
  * the ring mapped, so views handed out stay readable (stale, never refilled)

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 #define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
 #define GM_NODE_VERSION 1

@@ -18,14 +18,14 @@
  * the rest in the consumer: the first stateful op cuts the pipeline, and every op
  * after it stays in the consumer even when stateless (DESIGN.md contracts 3, 4).
  *
- * The per-sample ops become one struct gm_aug_spec (ops.h): random_resized_crop
+ * The per-sample ops become one struct gm_aug_spec (aug.h): random_resized_crop
  * selects train mode, resize + center_crop eval mode. The parser checks names,
  * arguments, ranges and order; every error names the op's position (1-based op
  * index and 1-based character column of the offending token) and quotes it:
  *
  *   pipeline:3 (col 17): unknown op 'random_crop' (did you mean 'random_resized_crop'?); ...
  *
- * Not here: running the ops (ops.c does the per-sample part, the loader the rest).
+ * Not here: running the ops (aug.c does the per-sample part, the loader the rest).
  */
 #ifndef GOLDMINER_PIPELINE_H
 #define GOLDMINER_PIPELINE_H
@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 /*
  * Default specs. Train: the usual ImageNet recipe. No shuffle_buffer: the

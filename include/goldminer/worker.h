@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "goldminer/loader.h"
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 struct gm_ring;
 struct gm_dataset;

@@ -16,10 +16,10 @@ build/libgoldminer.so of the source tree this package sits in, else the system
 library path. NumPy is optional; without it batches are typed memoryviews.
 """
 from ._abi import LibraryError, candidate_paths
-from .checksum import fnv1a64, hexdigest
+from .checksum import checksum64, fnv1a64, hexdigest
 from .loader import Batch, GoldminerError, Loader
 
-__all__ = ["Loader", "Batch", "GoldminerError", "LibraryError", "fnv1a64", "hexdigest",
+__all__ = ["Loader", "Batch", "GoldminerError", "LibraryError", "checksum64", "fnv1a64", "hexdigest",
            "library_path", "candidate_paths"]
 
 

@@ -1,4 +1,4 @@
-"""_abi - ctypes mirror of the C consumer API (include/goldminer/loader.h, ops.h).
+"""_abi - ctypes mirror of the C consumer API (include/goldminer/loader.h, aug.h).
 
 Design: the structures are declared field for field in header order with the
 ctypes type of the same size and alignment (C enums are `int`, `bool` is
@@ -149,7 +149,7 @@ _PROTOS = {
     "gm_loader_stop": (None, [_P]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
-    "gm_fnv1a64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
+    "gm_checksum64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
 }
 REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
             "gm_loader_open", "gm_loader_next", "gm_loader_release", "gm_loader_stats",

@@ -73,7 +73,7 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args(argv)
 
-    from . import Loader, fnv1a64
+    from . import Loader, checksum64
     from ._abi import lib
     L = lib()
     for name, res, args in (
@@ -133,11 +133,11 @@ def main(argv=None):
                     if b is None:
                         b = l.next_batch()  # end of an epoch: go on with the next one
                     n = len(b) * l._sample_bytes
-                    want = fnv1a64((b._raw.data, n))
+                    want = checksum64((b._raw.data, n))
                     l.copy_to_device(b, dptr.value)
                     ctypes.memset(back, 0, n)
                     if dll.gm_cuda_memcpy_d2h(ctypes.addressof(back), dptr, n) == 0 and \
-                            fnv1a64((ctypes.addressof(back), n)) == want:
+                            checksum64((ctypes.addressof(back), n)) == want:
                         good += 1
                 check(good == a.batches, "%s: %d/%d batches read back from the device with"
                       " the ring's bytes" % (output, good, a.batches))
@@ -200,14 +200,14 @@ def main(argv=None):
         for output in ("uint8", "float32", "float16"):
             with Loader(a.data, batch_size=a.batch, workers=a.workers, seed=3,
                         output=output, epochs=1) as l:
-                ref = [fnv1a64(b.data) for _, b in zip(range(a.batches), l)]
+                ref = [checksum64(b.data) for _, b in zip(range(a.batches), l)]
             with TorchLoader(a.data, batch_size=a.batch, workers=a.workers, seed=3,
                              output=output, epochs=1, device="cuda") as tl:
                 got = []
                 for _, (x, _y) in zip(range(a.batches), tl):
                     if output == "uint8":
                         x = x.permute(0, 2, 3, 1)
-                    got.append(fnv1a64(x.contiguous().cpu()))
+                    got.append(checksum64(x.contiguous().cpu()))
             check(got == ref, "%s: goldminer.torch.Loader(device='cuda') tensors hold the"
                   " ring's bytes (%d batches)" % (output, len(ref)))
     else:

@@ -12,7 +12,7 @@
  * and prints one JSON line on stdout (details on stderr). Rates are images per
  * second of this thread's CPU time (robust on a shared machine); wall_* fields
  * give the same per wall-clock second. The crop parameters
- * repeat ops.c's draw order (flip draw first, then torchvision's RRC draws).
+ * repeat aug.c's draw order (flip draw first, then torchvision's RRC draws).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "goldminer/jpeg.h"
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 #include "goldminer/rng.h"
 
 struct file {
@@ -98,7 +98,7 @@ static double now_s(void)
 	return clock_s(CLOCK_MONOTONIC);
 }
 
-/* torchvision RRC as ops.c draws it (flip draw first). Integer box. */
+/* torchvision RRC as aug.c draws it (flip draw first). Integer box. */
 static void rrc(uint64_t id, uint32_t W, uint32_t H, uint32_t *x, uint32_t *y, uint32_t *w,
 		uint32_t *h)
 {

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "goldminer/dataset.h"
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 
 static double clock_s(clockid_t id)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz.h"
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 static struct gm_aug *augs[4];
 

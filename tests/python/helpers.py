@@ -110,6 +110,7 @@ REF_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 /* usage: ref ROOT BATCH WORKERS SEED EPOCHS SIZE OUT(0|1) [START_EPOCH START_BATCH]
  * prints per epoch: "<epoch> <data hash> <label hash> <id hash> <batches> <samples>" */
@@ -138,7 +139,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
-	uint64_t hd = GM_FNV_INIT, hl = GM_FNV_INIT, hi = GM_FNV_INIT, nb = 0, ns = 0, ep = 0;
+	uint64_t hd = GM_CHECKSUM_INIT, hl = GM_CHECKSUM_INIT, hi = GM_CHECKSUM_INIT, nb = 0, ns = 0, ep = 0;
 	for (;;) {
 		rc = gm_loader_next(l, &b);
 		if (rc < 0) {
@@ -152,14 +153,14 @@ int main(int argc, char **argv)
 			printf("%llu %016llx %016llx %016llx %llu %llu\n", (unsigned long long)ep,
 			       (unsigned long long)hd, (unsigned long long)hl, (unsigned long long)hi,
 			       (unsigned long long)nb, (unsigned long long)ns);
-			hd = hl = hi = GM_FNV_INIT;
+			hd = hl = hi = GM_CHECKSUM_INIT;
 			nb = ns = 0;
 			continue;
 		}
 		ep = b.epoch;
-		hd = gm_fnv1a64(hd, b.data, (size_t)b.size * b.sample_bytes);
-		hl = gm_fnv1a64(hl, b.labels, (size_t)b.size * sizeof(int32_t));
-		hi = gm_fnv1a64(hi, b.sample_ids, (size_t)b.size * sizeof(uint32_t));
+		hd = gm_checksum64(hd, b.data, (size_t)b.size * b.sample_bytes);
+		hl = gm_checksum64(hl, b.labels, (size_t)b.size * sizeof(int32_t));
+		hi = gm_checksum64(hi, b.sample_ids, (size_t)b.size * sizeof(uint32_t));
 		nb++;
 		ns += b.size;
 	}
@@ -335,9 +336,9 @@ def pyfnv_batches(batches):
     import goldminer
     hd = hl = goldminer.checksum.FNV_OFFSET
     for b in batches:
-        hd = goldminer.fnv1a64(b.data, hd)
+        hd = goldminer.checksum64(b.data, hd)
         lab = b.labels if not isinstance(b.labels, list) else array.array("i", b.labels)
-        hl = goldminer.fnv1a64(lab, hl)
+        hl = goldminer.checksum64(lab, hl)
     return goldminer.hexdigest(hd), goldminer.hexdigest(hl)
 
 

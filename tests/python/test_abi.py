@@ -1,4 +1,4 @@
-"""The ctypes structures of goldminer/_abi.py have gcc's layout of loader.h/ops.h."""
+"""The ctypes structures of goldminer/_abi.py have gcc's layout of loader.h/aug.h."""
 import ctypes
 import os
 
@@ -24,7 +24,7 @@ class TestAbi(GmTest):
                                  "offsetof(struct %s, %s)" % (cname, f))
 
     def test_constants_match_the_header(self):
-        # The C reference prints GM_FNV_INIT-seeded hashes; the enums are fixed.
+        # The C reference prints GM_CHECKSUM_INIT-seeded hashes; the enums are fixed.
         with open(os.path.join(REPO, "include", "goldminer", "loader.h")) as f:
             src = f.read()
         self.assertIn("#define GM_LOADER_END_OF_EPOCH %d" % _abi.GM_LOADER_END_OF_EPOCH, src)

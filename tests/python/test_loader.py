@@ -95,7 +95,7 @@ class TestBytes(GmTest):
         root = dataset()
         with goldminer.Loader(root, batch_size=BATCH, workers=2, seed=SEED, epochs=2,
                               size=SIZE) as l:
-            full = [(b.epoch, b.index, goldminer.fnv1a64(b.data)) for _ in range(2) for b in l]
+            full = [(b.epoch, b.index, goldminer.checksum64(b.data)) for _ in range(2) for b in l]
         with goldminer.Loader(root, batch_size=BATCH, workers=2, seed=SEED, epochs=2,
                               size=SIZE) as l:
             it = iter(l)
@@ -110,8 +110,8 @@ class TestBytes(GmTest):
             for _ in range(2):
                 h = goldminer.checksum.FNV_OFFSET
                 for b in l:
-                    rest.append((b.epoch, b.index, goldminer.fnv1a64(b.data)))
-                    h = goldminer.fnv1a64(b.data, h)
+                    rest.append((b.epoch, b.index, goldminer.checksum64(b.data)))
+                    h = goldminer.checksum64(b.data, h)
                 chained.append(goldminer.hexdigest(h))
             self.assertTrue(l.finished)
         self.assertEqual(rest, full[3:])
@@ -190,11 +190,11 @@ class TestIteration(GmTest):
         with goldminer.Loader(dataset(), pipeline=spec, workers=1, seed=4) as l:
             self.assertEqual(l.output, "float32")
             self.assertEqual(len(l), 6)
-            bs = [(b.data.shape, b.data.dtype, goldminer.fnv1a64(b.data)) for b in l]
+            bs = [(b.data.shape, b.data.dtype, goldminer.checksum64(b.data)) for b in l]
         self.assertEqual(bs[0][:2], ((6, 3, SIZE, SIZE), np.float32))
         with goldminer.Loader(dataset(), batch_size=6, workers=1, seed=4, size=SIZE,
                               output="float32") as l:
-            self.assertEqual([goldminer.fnv1a64(b.data) for b in l], [h for _, _, h in bs])
+            self.assertEqual([goldminer.checksum64(b.data) for b in l], [h for _, _, h in bs])
 
     def test_batch_is_a_view_of_the_ring_and_copies_survive(self):
         with goldminer.Loader(dataset(), batch_size=4, workers=2, seed=1, size=SIZE) as l:
@@ -205,12 +205,12 @@ class TestIteration(GmTest):
             self.assertEqual(b0.data.__array_interface__["data"][0], b0._raw.data)
             self.assertFalse(b0.data.flags.owndata)
             kept = b0.data.copy()
-            h0 = goldminer.fnv1a64(kept)
+            h0 = goldminer.checksum64(kept)
             for b in it:   # the whole epoch: every slot is reused
                 pass
-            self.assertEqual(goldminer.fnv1a64(kept), h0, "a kept copy was modified")
+            self.assertEqual(goldminer.checksum64(kept), h0, "a kept copy was modified")
             # the old view now shows a later batch: that is why copies are needed
-            self.assertNotEqual(goldminer.fnv1a64(b0.data), h0)
+            self.assertNotEqual(goldminer.checksum64(b0.data), h0)
 
     def test_copy_option_gives_owned_arrays(self):
         with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE,
@@ -218,8 +218,8 @@ class TestIteration(GmTest):
             bs = list(l)
             self.assertTrue(all(b.data.flags.owndata for b in bs))
         with goldminer.Loader(dataset(), batch_size=4, workers=1, seed=1, size=SIZE) as l:
-            hs = [goldminer.fnv1a64(b.data) for b in l]
-        self.assertEqual([goldminer.fnv1a64(b.data) for b in bs], hs)
+            hs = [goldminer.checksum64(b.data) for b in l]
+        self.assertEqual([goldminer.checksum64(b.data) for b in bs], hs)
 
 class TestControl(GmTest):
     needs = ("lib",)
@@ -290,7 +290,7 @@ class TestControl(GmTest):
         def run(seed):
             with goldminer.Loader(dataset(), batch_size=BATCH, workers=1, seed=seed,
                                   size=SIZE, mode="eval", resize=40, shuffle=False) as l:
-                return [(goldminer.fnv1a64(b.data), list(b.sample_ids)) for b in l]
+                return [(goldminer.checksum64(b.data), list(b.sample_ids)) for b in l]
         self.assertEqual(run(1), run(2))
 
 
@@ -308,7 +308,7 @@ with goldminer.Loader(sys.argv[2], batch_size=4, workers=1, size=16) as l:
     assert isinstance(b.data, memoryview), type(b.data)
     assert b.data.shape == (4, 16, 16, 3), b.data.shape
     assert isinstance(b.labels, list) and len(b.labels) == 4
-    h = goldminer.fnv1a64(b.data)
+    h = goldminer.checksum64(b.data)
 print("OK %016x" % h)
 """
         r = subprocess.run([sys.executable, "-B", "-c", code, os.path.join(helpers.REPO, "python"),
@@ -316,7 +316,7 @@ print("OK %016x" % h)
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout)
         with goldminer.Loader(dataset(), batch_size=4, workers=1, size=16) as l:
-            h = goldminer.fnv1a64(l.next_batch().data)
+            h = goldminer.checksum64(l.next_batch().data)
         self.assertIn("OK %016x" % h, r.stdout)
 
 

@@ -22,7 +22,7 @@ class TestTorchAdapter(GmTest):
         torch = self.torch
         root = dataset()
         with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE) as l:
-            ref = [(goldminer.fnv1a64(b.data), list(b.labels)) for b in l]
+            ref = [(goldminer.checksum64(b.data), list(b.labels)) for b in l]
         with self.gt.Loader(root, batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
                             output="uint8") as tl:
             self.assertEqual(len(tl), len(ref))
@@ -33,7 +33,7 @@ class TestTorchAdapter(GmTest):
                 self.assertTrue(x.is_contiguous(memory_format=torch.channels_last))
                 self.assertEqual(y.dtype, torch.int64)
                 # NHWC bytes as the ring holds them
-                got.append((goldminer.fnv1a64(x.permute(0, 2, 3, 1)), y.tolist()))
+                got.append((goldminer.checksum64(x.permute(0, 2, 3, 1)), y.tolist()))
         self.assertEqual(got, ref)
 
     def test_float32_batches_are_normalised_nchw(self):
@@ -41,14 +41,14 @@ class TestTorchAdapter(GmTest):
         root = dataset()
         with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
                               output="float32") as l:
-            ref = [goldminer.fnv1a64(b.data) for b in l]
+            ref = [goldminer.checksum64(b.data) for b in l]
         with self.gt.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE) as tl:
             got = []
             for x, y in tl:
                 self.assertEqual(x.dtype, torch.float32)
                 self.assertTrue(x.is_contiguous())
                 self.assertEqual(tuple(x.shape), (y.shape[0], 3, SIZE, SIZE))
-                got.append(goldminer.fnv1a64(x))
+                got.append(goldminer.checksum64(x))
         self.assertEqual(got, ref)
 
     def test_float16_batches_are_half_nchw(self):
@@ -56,7 +56,7 @@ class TestTorchAdapter(GmTest):
         root = dataset()
         with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
                               output="float16") as l:
-            ref = [goldminer.fnv1a64(b.data) for b in l]
+            ref = [goldminer.checksum64(b.data) for b in l]
         spec = ("read | decode | random_resized_crop %d | flip 0.5 | normalize imagenet |"
                 " to_chw_f16 | batch %d" % (SIZE, BATCH))
         for kw in (dict(output="float16", batch_size=BATCH, size=SIZE), dict(pipeline=spec)):
@@ -66,7 +66,7 @@ class TestTorchAdapter(GmTest):
                     self.assertEqual(x.dtype, torch.float16)
                     self.assertTrue(x.is_contiguous())
                     self.assertEqual(tuple(x.shape), (y.shape[0], 3, SIZE, SIZE))
-                    got.append(goldminer.fnv1a64(x))
+                    got.append(goldminer.checksum64(x))
             self.assertEqual(got, ref, kw)
 
     def test_tensors_are_views_of_the_ring_and_clones_survive(self):
@@ -76,12 +76,12 @@ class TestTorchAdapter(GmTest):
             x0, _ = next(it)
             self.assertEqual(x0.data_ptr(), tl.loader._raw.data)  # no copy was made
             kept = x0.clone()
-            h = goldminer.fnv1a64(kept)
+            h = goldminer.checksum64(kept)
             for _ in it:
                 pass
-            self.assertEqual(goldminer.fnv1a64(kept), h)
-            self.assertNotEqual(goldminer.fnv1a64(x0.permute(0, 2, 3, 1)),
-                                goldminer.fnv1a64(kept.permute(0, 2, 3, 1)))
+            self.assertEqual(goldminer.checksum64(kept), h)
+            self.assertNotEqual(goldminer.checksum64(x0.permute(0, 2, 3, 1)),
+                                goldminer.checksum64(kept.permute(0, 2, 3, 1)))
 
     def test_labels_are_imagefolder_targets(self):
         if not __import__("helpers").have("torchvision"):
@@ -112,7 +112,7 @@ class TestTorchAdapter(GmTest):
     def test_state_dict_resumes_with_the_same_tensors(self):
         kw = dict(batch_size=4, workers=2, seed=5, size=SIZE, output="float32", epochs=2)
         with self.gt.Loader(dataset(), **kw) as tl:
-            full = [goldminer.fnv1a64(x) for _ in range(2) for x, _ in tl]
+            full = [goldminer.checksum64(x) for _ in range(2) for x, _ in tl]
         with self.gt.Loader(dataset(), **kw) as tl:
             it = iter(tl)
             for _ in range(5):
@@ -120,7 +120,7 @@ class TestTorchAdapter(GmTest):
             sd = tl.state_dict()
         with self.gt.Loader(dataset(), **kw) as tl:
             tl.load_state_dict(sd)
-            rest = [goldminer.fnv1a64(x) for _ in range(2) for x, _ in tl]
+            rest = [goldminer.checksum64(x) for _ in range(2) for x, _ in tl]
         self.assertEqual(rest, full[5:])
 
     def test_gc_and_close_leave_nothing(self):
@@ -174,7 +174,7 @@ class TestTorchCuda(GmTest):
         for output in ("uint8", "float32"):
             with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, size=SIZE,
                                   output=output) as l:
-                ref = [goldminer.fnv1a64(b.data) for b in l]
+                ref = [goldminer.checksum64(b.data) for b in l]
             with gt.Loader(root, batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
                            output=output, device="cuda") as tl:
                 got = []
@@ -183,7 +183,7 @@ class TestTorchCuda(GmTest):
                     self.assertEqual(y.device.type, "cuda")
                     if output == "uint8":
                         x = x.permute(0, 2, 3, 1)
-                    got.append(goldminer.fnv1a64(x.contiguous().cpu()))
+                    got.append(goldminer.checksum64(x.contiguous().cpu()))
                 st = tl.stats()
             self.assertEqual(got, ref, output)
         self.assertTrue(st["pinned"], "the ring was not registered with CUDA")

@@ -1,5 +1,5 @@
 /*
- * ops.h - per-sample augmentation: JPEG bytes in, one finished sample out.
+ * aug.h - per-sample augmentation: JPEG bytes in, one finished sample out.
  *
  * A struct gm_aug is one worker's decoder + scratch buffers (allocated once,
  * reused for every sample). gm_aug_sample() runs the stateless per-sample part of

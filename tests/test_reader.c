@@ -1,5 +1,5 @@
 /*
- * test_uring.c - the io_uring batch reader: whole-file contents for files of every
+ * test_reader.c - the io_uring batch reader: whole-file contents for files of every
  * size class (0 bytes, page boundaries, larger and smaller than their hint), per-file
  * errors, more files than depth, streaming delivery, early stop, and ring failures
  * injected by link-time wrapping. Skips when io_uring is unavailable.
@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 
 /* ---- fault injection: each counter > 0 fails that many upcoming calls ---- */
 int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);

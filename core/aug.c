@@ -1,5 +1,5 @@
 /*
- * ops.c - per-sample augmentation (see ops.h): crop choice, partial decode,
+ * aug.c - per-sample augmentation (see aug.h): crop choice, partial decode,
  * antialiased resize, flip, output layout.
  *
  * Design:
@@ -40,7 +40,7 @@
  * orientation, padding when an eval image is smaller than the crop (the shorter
  * side is always resized to `resize` >= size, so it cannot be).
  */
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * uring.h - batch file reader on io_uring, one per worker.
+ * reader.h - batch file reader on io_uring, one per worker.
  *
  * For a batch, every file read is submitted at once as a linked chain
  * OPENAT(direct) -> READ(fixed file, into a reused buffer) -> CLOSE(direct),

@@ -1,5 +1,5 @@
 /*
- * uring.c - batch whole-file reader on io_uring (see uring.h).
+ * reader.c - batch whole-file reader: io_uring, or pread where io_uring cannot run (see reader.h).
  *
  * Purpose: read the n files of a batch with as few system calls as possible and
  * hand each one to the caller the moment its data is in memory, so decoding the
@@ -56,7 +56,7 @@
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.
  */
-#include "goldminer/uring.h"
+#include "goldminer/reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * test_ops.c - per-sample augmentation (core/ops.c).
+ * test_aug.c - per-sample augmentation (core/aug.c).
  *
  * The crop parameters are internal, so they are observed through the pixels: a
  * "coordinate image" stores x in red and y in green (256x256, quality 100, 4:4:4),
@@ -19,7 +19,7 @@
 
 #include <jpeglib.h>
 
-#include "goldminer/ops.h"
+#include "goldminer/aug.h"
 #include "goldminer/synth.h"
 
 /* Encode w x h RGB pixels at quality 100, no subsampling. *out is malloc'ed. */
@@ -539,7 +539,7 @@ static void test_resize_accuracy(void **state)
 		ref_weights(28, 1.75, W, i, wx + (size_t)i * W);
 	struct gm_aug *a = make_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, 0.5f);
 	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o, NULL), 0);
-	/* vertical first (as ops.c), both in double */
+	/* vertical first (as aug.c), both in double */
 	for (uint32_t oy = 0; oy < 224; oy++)
 		for (uint32_t sx = 0; sx < W * 3; sx++) {
 			double acc = 0;

@@ -1,0 +1,65 @@
+/*
+ * cmd.h - the subcommands of the `goldminer` binary and the option parser they
+ * share. Nothing here is part of libgoldminer: the commands are clients of the
+ * library's public headers, like any user program.
+ *
+ * Every command returns the process exit status (0 ok, 1 runtime error, 2 usage
+ * error) and prints its own errors, prefixed "goldminer COMMAND: ".
+ */
+#ifndef GOLDMINER_CMD_H
+#define GOLDMINER_CMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+int gm_cmd_bench(int argc, char **argv);   /* cmd/bench.c */
+int gm_cmd_node(int argc, char **argv);    /* cmd/node.c */
+int gm_cmd_pack(int argc, char **argv);    /* cmd/pack.c */
+int gm_cmd_plan(int argc, char **argv);    /* cmd/plan.c */
+int gm_cmd_profile(int argc, char **argv); /* cmd/profile.c */
+int gm_cmd_sim(int argc, char **argv);     /* cmd/sim.c */
+int gm_cmd_synth(int argc, char **argv);   /* cmd/synth.c */
+
+/*
+ * One option of a command: "--name ARG" (arg names the value in the help; NULL
+ * for a flag), a one-letter alias or 0, and the help line. A command declares a
+ * table of them; the help text and the parsing both come from that table.
+ */
+struct cmd_opt {
+	const char *name;
+	const char *arg;
+	char alias;
+	const char *help;
+};
+
+struct cmd_args {
+	const char **val; /* val[i]: the last value given for option i, "" for a flag
+			   * given, NULL when absent (caller's array, n entries) */
+	char **pos;	  /* positional arguments, in order (points into argv) */
+	int npos;
+};
+
+/*
+ * Parse argv[1..argc) against opts[0..n): "--name V", "--name=V", unique prefixes
+ * of a name, and "-a V" for an alias (getopt_long rules: options and positional
+ * arguments may be mixed; "--" ends options). a->val must have n entries and
+ * a->pos room for argc pointers. Returns 0, or 2 after printing
+ * "goldminer CMD: ..." and a hint to --help on stderr.
+ */
+int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
+	      struct cmd_args *a);
+
+/* Print "usage: SYNOPSIS" then one aligned line per option of the table. */
+void cmd_usage(FILE *f, const char *synopsis, const struct cmd_opt *opts, int n);
+
+/*
+ * Number conversions with the command's error message: an unsigned integer in
+ * lo..hi (decimal, 0x hex or 0 octal; no sign), or a finite double >= lo.
+ * 0, or -EINVAL after printing "goldminer CMD: --what must be ...".
+ */
+int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi,
+	    uint64_t *out);
+int cmd_double(const char *cmd, const char *what, const char *s, double lo, double *out);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * main.c - the `goldminer` binary: dispatch to a subcommand (cmd.h). Each command
+ * lives in a file of its own under cmd/ and uses only the library's public
+ * headers; none of this is in libgoldminer.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+} cmds[] = {
+	{"bench", gm_cmd_bench, "run the data pipeline on a dataset and report images/s"},
+	{"node", gm_cmd_node, "run the node agent that shares this host's CPUs between jobs"},
+	{"pack", gm_cmd_pack, "pack an ImageFolder tree into WebDataset tar shards"},
+	{"plan", gm_cmd_plan, "show how a pipeline spec splits between workers and consumer"},
+	{"profile", gm_cmd_profile, "measure pre-processing samples/s per vCPU into a sim profile"},
+	{"sim", gm_cmd_sim, "replay a cluster trace under a CPU allocation policy"},
+	{"synth", gm_cmd_synth, "write a synthetic JPEG ImageFolder dataset"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: goldminer COMMAND [ARGS...]   (goldminer COMMAND --help)\n\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "goldminer: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
