@@ -29,4 +29,5 @@ class TestAbi(GmTest):
             src = f.read()
         self.assertIn("#define GM_LOADER_END_OF_EPOCH %d" % _abi.GM_LOADER_END_OF_EPOCH, src)
         self.assertIn("#define GM_LOADER_END %d" % _abi.GM_LOADER_END, src)
-        self.assertIn("0x%x" % _abi.FNV_OFFSET, src.lower())
+        with open(os.path.join(REPO, "include", "goldminer", "checksum.h")) as f:
+            self.assertIn("0x%x" % _abi.FNV_OFFSET, f.read().lower())
