@@ -41,6 +41,8 @@ LIB_SRCS := $(sort $(wildcard core/*.c) $(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
+# The commands without main(), for tests that call a command in-process.
+CMD_LIB := $(B)/libgoldminer-cmd.a
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
@@ -67,16 +69,19 @@ $(B)/libgoldminer.so: $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 # Tests may declare extra link flags in a comment line: "// LDFLAGS: -Wl,--wrap=..."
-$(B)/tests/%: tests/%.c $(B)/libgoldminer.a
+$(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
-		$(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(CFLAGS) -Icmd -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
+		$(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) -lcmocka
 
 $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
