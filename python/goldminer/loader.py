@@ -63,7 +63,10 @@ class Batch:
 
     data: view of the ring slot, shape (size, S, S, 3) uint8 (HWC, RGB) or
           (size, 3, S, S) float32 or float16 (CHW, normalised); valid until the
-          next batch. Without NumPy a float16 view is a memoryview of code "e".
+          next batch. Without NumPy the views are memoryviews; float16 ones hold
+          the raw half-precision bit patterns as format "H" (uint16), readable
+          with struct.unpack("<%de" % n, view) (Python's memoryview cannot cast to
+          half floats).
     labels, sample_ids: copies (int32 / uint32 arrays).
     epoch, index: position of this batch; n_errors: samples replaced (on_error=skip).
     """
@@ -460,7 +463,11 @@ def _shape(buf, n, sample_bytes, output, copy):
         side = _isqrt_exact(sample_bytes // 3) if sample_bytes % 3 == 0 else None
         shape = (n, side, side, 3) if side else (n, sample_bytes)
     else:
-        elem, code = (2, "e") if output == "float16" else (4, "f")
+        # float16 without NumPy: memoryview cannot cast to "e" (half), so the
+        # view holds the raw IEEE half bit patterns as "H" (uint16), same shape
+        # and bytes; struct.unpack("<%de" % n, view) or numpy.frombuffer(view,
+        # numpy.float16) read them as numbers.
+        elem, code = (2, "H") if output == "float16" else (4, "f")
         per = 3 * elem
         side = _isqrt_exact(sample_bytes // per) if sample_bytes % per == 0 else None
         shape = (n, 3, side, side) if side else (n, sample_bytes // elem)
