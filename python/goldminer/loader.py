@@ -20,6 +20,7 @@ run ahead by the ring's depth), no GPU (see goldminer.torch for device="cuda").
 One thread uses a Loader at a time.
 """
 import ctypes
+import errno
 import os
 import weakref
 
@@ -202,7 +203,8 @@ class Loader:
         if rc < 0:
             _raise(rc, err.value.decode(errors="replace"), "gm_loader_open")
         self._h = h.value
-        self._fin = weakref.finalize(self, _close_handle, self._L, self._h, os.getpid())
+        self._pid = os.getpid()
+        self._fin = weakref.finalize(self, _close_handle, self._L, self._h, self._pid)
         self._epoch0, self._epochs = epoch, epochs
         self._raw = _abi.Batch()
         self._finished = False
@@ -256,7 +258,21 @@ class Loader:
     def _handle(self):
         if self._h is None:
             raise ValueError("goldminer.Loader is closed")
+        if os.getpid() != self._pid:
+            # A fork()ed child shares the parent's ring mapping but not its
+            # coordinator thread or its workers: using the handle there would
+            # race the parent on the ring (or crash). Open a Loader in the child.
+            raise GoldminerError(errno.ECHILD, "goldminer.Loader: this loader belongs to"
+                                 " process %d; a fork()ed child (pid %d) cannot use it:"
+                                 " open a new Loader in the child" % (self._pid, os.getpid()))
         return self._h
+
+    def _keep_alive_while(self, buf):
+        # buf is a ctypes array over a ring slot that a view (NumPy array, memoryview
+        # or torch tensor) holds: while it lives, close() only stops the workers and
+        # the ring stays mapped; the last one to die unmaps it (_view_died).
+        buf._owner = self
+        self._live.append(weakref.ref(buf, self._view_died))
 
     def _errmsg(self):
         m = self._L.gm_loader_errmsg(self._h)
@@ -326,8 +342,7 @@ class Loader:
         b.epoch, b.index, b.n_errors, b._raw = raw.epoch, raw.index, raw.n_errors, raw
         nbytes = n * raw.sample_bytes
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
-        buf._owner = self  # a live view keeps the handle (and its mapping) alive
-        self._live.append(weakref.ref(buf, self._view_died))
+        self._keep_alive_while(buf)
         b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy)
         lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
         ids = (ctypes.c_uint32 * n).from_address(

@@ -120,7 +120,9 @@ class Loader:
         n = raw.size
         nbytes = n * raw.sample_bytes
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
-        buf._owner = self._gm  # the view keeps the handle and its mapping alive
+        # The tensor keeps buf alive; buf keeps the ring mapped after close()
+        # until the last tensor over it dies (stale bytes, never a crash).
+        self._gm._keep_alive_while(buf)
         flat = _torch.frombuffer(buf, dtype=self._dtype)
         side, hwc = self._side(raw.sample_bytes)
         if side:

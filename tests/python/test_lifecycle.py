@@ -2,6 +2,7 @@
 garbage collection, after KeyboardInterrupt (caught or not), after the consumer is
 SIGKILLed. The interrupt cases run in a child /usr/bin/python3 and are checked
 from outside through /proc."""
+import errno
 import gc
 import json
 import os
@@ -116,6 +117,28 @@ class TestLifecycle(GmTest):
         del b
         gc.collect()
         self.assertClean(before)
+
+    def test_a_forked_child_gets_a_clear_error_and_the_parent_goes_on(self):
+        l = self._open()
+        it = iter(l)
+        first = goldminer.checksum64(next(it).data)
+        pid = os.fork()
+        if pid == 0:  # the child: every use of the parent's loader must raise
+            code = 4
+            try:
+                l.next_batch()
+            except goldminer.GoldminerError as e:
+                code = 0 if e.errno == errno.ECHILD and "fork" in str(e) else 2
+            except BaseException:
+                code = 3
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status), "the child crashed (status %#x)" % status)
+        self.assertEqual(os.WEXITSTATUS(status), 0, "child: 4 no error, 2 wrong error, 3 other")
+        self.assertIsNotNone(next(it).data, "the parent's loader goes on after the fork")
+        self.assertEqual(l.stats()["workers"], 2)
+        self.assertNotEqual(first, None)
+        l.close()
 
     def test_many_open_close_cycles_leak_nothing(self):
         before = set(children())

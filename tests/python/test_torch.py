@@ -132,6 +132,19 @@ class TestTorchAdapter(GmTest):
         self.assertEqual(set(children()) - before, set())
         self.assertEqual(memfd_maps(), [])
 
+    def test_a_tensor_read_after_close_is_stale_not_a_crash(self):
+        before = set(children())
+        tl = self.gt.Loader(dataset(), batch_size=4, workers=2, size=SIZE)
+        x, _ = next(iter(tl))
+        h = goldminer.checksum64(x.contiguous())
+        tl.close()
+        self.assertEqual(set(children()) - before, set(), "workers left after close()")
+        self.assertNotEqual(memfd_maps(), [], "the ring stays mapped under a live tensor")
+        self.assertEqual(goldminer.checksum64(x.contiguous()), h)
+        del x
+        gc.collect()
+        self.assertEqual(memfd_maps(), [], "the last tensor unmaps the ring")
+
     def test_slot_is_given_back_only_after_the_device_copy_completed(self):
         # The order the adapter must keep with device="cuda": wait for the copy
         # event of batch k, then ask for batch k+1 (which releases slot k).
