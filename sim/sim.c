@@ -14,17 +14,14 @@
  * work = duration * min(R, vreq * d). Whenever its vCPUs change, the work done so
  * far is booked at the old rate and its FINISH is moved to now + left / new rate.
  *
- * Policies: placement is FIFO with best-fit packing onto the node with the fewest
- * free GPUs that fits, among those the one with the most free vCPUs; with a backfill
- * window, jobs behind a blocked head may start, but never on the node held for the
- * head (so it cannot starve); jobs larger than a node span the emptiest nodes.
- * CPUs: static = requested vCPUs on the job's nodes; proportional = node vCPUs x
- * the job's GPU share; goldminer = a local share (local_min per GPU)
- * plus pool workers on idle vCPUs anywhere, allocated by core/policy.c and each
- * paying remote_cost of its rate (all pool workers are charged, conservatively,
- * even those that happen to sit on the job's own node); unlimited-cpu = R always.
- * Pool workers are one vCPU each and fungible, so "pool used <= idle vCPUs" is
- * exactly the condition for a per-node placement without over-commit.
+ * Placement (the same under every policy): FIFO with best-fit packing onto the
+ * node with the fewest free GPUs that fits, among those the one with the most free
+ * vCPUs; with a backfill window, jobs behind a blocked head may start, but never
+ * on the node held for the head (so it cannot starve); jobs larger than a node span
+ * the emptiest nodes.
+ * How many vCPUs a job reserves, how fast it then runs and what it is charged is
+ * the CPU policy's, one row of operations in policies.c (sim_policy.h): the engine
+ * calls through s->policy and never tests which policy runs.
  *
  * Utilisation integrals and counters are updated incrementally at each event; no
  * work is O(running jobs) per event. Invariants (time never goes back, no node
