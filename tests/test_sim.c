@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
 #include "goldminer/sim.h"
@@ -486,7 +486,7 @@ static int cli(int n, ...)
 		argv[i] = va_arg(ap, char *);
 	va_end(ap);
 	argv[n] = NULL;
-	return gm_cli_sim(n, argv);
+	return gm_cmd_sim(n, argv);
 }
 
 static void test_cli(void **st)
