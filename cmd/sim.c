@@ -42,12 +42,16 @@ enum {
 };
 
 static const struct cmd_opt opts[O_N] = {
-    [O_CLUSTER] = {"cluster", "SPEC", 0, "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
-    [O_TRACE] = {"trace", "SPEC", 0, "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
+    [O_CLUSTER] = {"cluster", "SPEC", 0,
+		   "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
+    [O_TRACE] = {"trace", "SPEC", 0,
+		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0, "static|proportional|goldminer|unlimited-cpu|all"},
-    [O_PROFILE] = {"profile", "FILE", 0, "profile table TSV (default: built-in traces/profile.tsv)"},
+    [O_PROFILE] = {"profile", "FILE", 0,
+		   "profile table TSV (default: built-in traces/profile.tsv)"},
     [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
-    [O_OUT] = {"out", "DIR", 0, "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
+    [O_OUT] = {"out", "DIR", 0,
+	       "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
     [O_SCALE] = {"arrival-scale", "F", 0, "divide submit times by F to load a small cluster (1)"},
     [O_REMOTE] = {"remote-cost", "F", 0, "fraction of a pool worker's rate lost remotely (0.1)"},
     [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
@@ -168,7 +172,8 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 		o->out_dir = NULL;
 		if (out) {
 			if (a->first != a->last)
-				snprintf(dir, sizeof(dir), "%s/%s", out, gm_sim_policy_name(o->policy));
+				snprintf(dir, sizeof(dir), "%s/%s", out,
+					 gm_sim_policy_name(o->policy));
 			else
 				snprintf(dir, sizeof(dir), "%s", out);
 			if ((rc = mkdirs(dir))) {

@@ -56,14 +56,12 @@ static uint32_t capped(const struct sim *s, uint32_t n, double want)
 	return (uint32_t)want;
 }
 
-static uint32_t reserve_requested(const struct sim *s, const struct sjob *j, uint32_t n,
-				  uint32_t t)
+static uint32_t reserve_requested(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
 {
 	return capped(s, n, want_requested(s, j, t));
 }
 
-static uint32_t reserve_local_min(const struct sim *s, const struct sjob *j, uint32_t n,
-				  uint32_t t)
+static uint32_t reserve_local_min(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
 {
 	return capped(s, n, want_local_min(s, j, t));
 }

@@ -107,8 +107,8 @@ static void ev_at(struct sim *s, uint32_t id, double t)
 {
 	struct ev *e = &s->ev[id];
 	if (t < s->now) {
-		sim_fail(s, -ENOTRECOVERABLE, "invariant: event scheduled in the past (%.17g < %.17g)",
-		     t, s->now);
+		sim_fail(s, -ENOTRECOVERABLE,
+			 "invariant: event scheduled in the past (%.17g < %.17g)", t, s->now);
 		t = s->now;
 	}
 	e->t = t;
@@ -229,9 +229,9 @@ static void node_take(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 	s->reserved_cpu += c;
 	if (s->free_g[n] < 0 || s->free_c[n] < 0)
 		sim_fail(s, -ENOTRECOVERABLE,
-		     "invariant: node %u over-committed (%lld GPUs, %lld "
-		     "vCPUs free)",
-		     n, (long long)s->free_g[n], (long long)s->free_c[n]);
+			 "invariant: node %u over-committed (%lld GPUs, %lld "
+			 "vCPUs free)",
+			 n, (long long)s->free_g[n], (long long)s->free_c[n]);
 	else
 		bk_add(s, n);
 }
@@ -499,9 +499,9 @@ static void on_finish(struct sim *s, uint32_t ji)
 	book(s, j);
 	if (fabs(j->left) > 1e-6 * j->work0 + 1e-6) {
 		sim_fail(s, -ENOTRECOVERABLE,
-		     "invariant: job %u finished with %.9g of %.9g samples "
-		     "left",
-		     ji, j->left, j->work0);
+			 "invariant: job %u finished with %.9g of %.9g samples "
+			 "left",
+			 ji, j->left, j->work0);
 		return;
 	}
 	j->left = 0;
@@ -572,9 +572,10 @@ static void audit(struct sim *s)
 		    ug[n] + s->free_g[n] != s->c->gpus[n] ||
 		    uc[n] + s->free_c[n] != s->c->cpus[n]) {
 			sim_fail(s, -ENOTRECOVERABLE,
-			     "invariant: node %u accounting (%lld/%u GPUs, "
-			     "%lld/%u vCPUs)",
-			     n, (long long)ug[n], s->c->gpus[n], (long long)uc[n], s->c->cpus[n]);
+				 "invariant: node %u accounting (%lld/%u GPUs, "
+				 "%lld/%u vCPUs)",
+				 n, (long long)ug[n], s->c->gpus[n], (long long)uc[n],
+				 s->c->cpus[n]);
 			break;
 		}
 	if (pool + s->reserved_cpu > s->c->total_cpus)
@@ -796,14 +797,19 @@ static int load_jobs(struct sim *s)
 	if (!init_jobs(s, &bad))
 		return 0;
 	if (bad == SIZE_MAX)
-		sim_fail(s, -EINVAL, "profile: no class has a share > 0, so trace jobs without a"
-				     " class cannot be given one");
+		sim_fail(s, -EINVAL,
+			 "profile: no class has a share > 0, so trace jobs without a"
+			 " class cannot be given one");
 	else if (t->jobs[bad].line)
-		sim_fail(s, -EINVAL, "trace line %u: class %d is not in the profile (classes"
-				     " 0..%d)", t->jobs[bad].line, t->jobs[bad].cls, s->prof->n - 1);
+		sim_fail(s, -EINVAL,
+			 "trace line %u: class %d is not in the profile (classes"
+			 " 0..%d)",
+			 t->jobs[bad].line, t->jobs[bad].cls, s->prof->n - 1);
 	else
-		sim_fail(s, -EINVAL, "trace job %zu: class %d is not in the profile (classes"
-				     " 0..%d)", bad, t->jobs[bad].cls, s->prof->n - 1);
+		sim_fail(s, -EINVAL,
+			 "trace job %zu: class %d is not in the profile (classes"
+			 " 0..%d)",
+			 bad, t->jobs[bad].cls, s->prof->n - 1);
 	return -EINVAL;
 }
 

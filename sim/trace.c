@@ -120,9 +120,9 @@ static bool parse_stamp(const char *s, double *v)
  */
 struct reader {
 	struct gm_trace *t;
-	double *cens;		  /* openb: deletion times of pods Running at the end */
+	double *cens; /* openb: deletion times of pods Running at the end */
 	size_t ncens, ccap;
-	double tmax;		  /* openb: the latest deletion time */
+	double tmax; /* openb: the latest deletion time */
 };
 
 static int row_openb(struct reader *r, char *line, struct gm_job *j, const char **what)
@@ -255,7 +255,8 @@ static int row_gm(struct reader *r, char *line, struct gm_job *j, const char **w
 	    !num(fld[3], &v[3]) || !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
 	    v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[3] > 1e7 || v[4] < -1 ||
 	    v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
-		*what = "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, class -1..31)";
+		*what =
+		    "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, class -1..31)";
 		return -EBADMSG;
 	}
 	j->submit = v[0];
@@ -530,9 +531,9 @@ static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *er
 	return 0;
 bad:
 	gm_errf(err, errlen,
-	       "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
-	       "sigma max gpumix=1:70/8:30 vcpu=4/8)",
-	       spec);
+		"%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
+		"sigma max gpumix=1:70/8:30 vcpu=4/8)",
+		spec);
 	return -EBADMSG;
 }
 
