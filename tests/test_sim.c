@@ -509,6 +509,13 @@ static void test_cli(void **st)
 	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr,
 			     "--policy=static", "--arrival-scale=0", "--seed=1"),
 			 2);
+	/* a stray argument and a seed that is not a whole number are usage errors */
+	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "extra"),
+			 2);
+	assert_int_equal(cli(9, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--seed", "1.5"),
+			 2);
 	assert_int_equal(
 	    cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", bad, "--policy", "static"), 1);
 	assert_int_equal(
