@@ -1,7 +1,8 @@
 /*
  * test_sim.c - the cluster simulator (sim/sim.c, sim/policies.c, cmd/sim.c):
  * golden output of tiny hand-computed traces, determinism, invariants under every
- * policy, and errors. The hand computations are in the comments next to each golden file.
+ * policy, and errors. The hand computations are in the comments next to each
+ * golden file.
  */
 #include <stdarg.h>
 #include <stddef.h>
