@@ -84,9 +84,9 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		}
 		if (nf != 5) {
 			gm_errf(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
-			       lineno,
-			       openb ? "sn,cpu_milli,memory_mib,gpu,model"
-				     : "machine,gpu_type,cap_cpu,cap_mem,cap_gpu");
+				lineno,
+				openb ? "sn,cpu_milli,memory_mib,gpu,model"
+				      : "machine,gpu_type,cap_cpu,cap_mem,cap_gpu");
 			rc = -EBADMSG;
 			goto out_close;
 		}
@@ -100,7 +100,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			cpu /= 1000.0;
 		if (g != floor(g) || g > 1024 || cpu > 1e6) {
 			gm_errf(err, errlen, "%s:%u: GPU count not a whole number <= 1024", path,
-			       lineno);
+				lineno);
 			rc = -EBADMSG;
 			goto out_close;
 		}
@@ -131,7 +131,7 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 		if (sscanf(s, "%lux(%ugpu,%ucpu)%n", &n, &g, &cpu, &used) != 3 || !used || !n ||
 		    n > 10000000 || g > 1024 || cpu > 1000000) {
 			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
-			       spec);
+				spec);
 			return -EBADMSG;
 		}
 		for (unsigned long i = 0; i < n; i++)
@@ -144,7 +144,7 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 			return 0;
 		if (*s++ != '+') {
 			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
-			       spec);
+				spec);
 			return -EBADMSG;
 		}
 	}

@@ -88,20 +88,20 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		struct gm_profile_class *c = &p->c[p->n];
 		if (nf != 6) {
 			gm_errf(err, errlen,
-			       "%s:%u: expected 6 tab-separated fields "
-			       "(class gpu_rate cpu_rate share gpu_source cpu_source)",
-			       path, lineno);
+				"%s:%u: expected 6 tab-separated fields "
+				"(class gpu_rate cpu_rate share gpu_source cpu_source)",
+				path, lineno);
 			goto bad;
 		}
 		if (p->n == GM_PROFILE_MAX) {
 			gm_errf(err, errlen, "%s:%u: more than %d classes", path, lineno,
-			       GM_PROFILE_MAX);
+				GM_PROFILE_MAX);
 			goto bad;
 		}
 		if (!fld[0][0] || strlen(fld[0]) >= sizeof(c->name) ||
 		    gm_profile_find(p, fld[0]) >= 0) {
 			gm_errf(err, errlen, "%s:%u: class name empty, too long or repeated", path,
-			       lineno);
+				lineno);
 			goto bad;
 		}
 		c->gpu_rate = strtod(fld[1], &end[0]);
@@ -110,8 +110,8 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
 		    !(c->gpu_rate > 0) || !(c->cpu_rate > 0) || !(c->share >= 0) ||
 		    !isfinite(c->gpu_rate) || !isfinite(c->cpu_rate) || !isfinite(c->share)) {
-			gm_errf(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0", path,
-			       lineno);
+			gm_errf(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0",
+				path, lineno);
 			goto bad;
 		}
 		snprintf(c->name, sizeof(c->name), "%s", fld[0]);
@@ -148,8 +148,8 @@ static void put_field(FILE *f, const char *s)
 		fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
 }
 
-int gm_profile_write(const struct gm_profile *p, const char *path, const char *comment,
-		     char *err, size_t errlen)
+int gm_profile_write(const struct gm_profile *p, const char *path, const char *comment, char *err,
+		     size_t errlen)
 {
 	FILE *f = fopen(path, "w");
 	if (!f) {

@@ -14,17 +14,14 @@
  * work = duration * min(R, vreq * d). Whenever its vCPUs change, the work done so
  * far is booked at the old rate and its FINISH is moved to now + left / new rate.
  *
- * Policies: placement is FIFO with best-fit packing onto the node with the fewest
- * free GPUs that fits, among those the one with the most free vCPUs; with a backfill
- * window, jobs behind a blocked head may start, but never on the node held for the
- * head (so it cannot starve); jobs larger than a node span the emptiest nodes.
- * CPUs: static = requested vCPUs on the job's nodes; proportional = node vCPUs x
- * the job's GPU share; goldminer = a local share (local_min per GPU)
- * plus pool workers on idle vCPUs anywhere, allocated by core/policy.c and each
- * paying remote_cost of its rate (all pool workers are charged, conservatively,
- * even those that happen to sit on the job's own node); unlimited-cpu = R always.
- * Pool workers are one vCPU each and fungible, so "pool used <= idle vCPUs" is
- * exactly the condition for a per-node placement without over-commit.
+ * Placement (the same under every policy): FIFO with best-fit packing onto the
+ * node with the fewest free GPUs that fits, among those the one with the most free
+ * vCPUs; with a backfill window, jobs behind a blocked head may start, but never
+ * on the node held for the head (so it cannot starve); jobs larger than a node span
+ * the emptiest nodes.
+ * How many vCPUs a job reserves, how fast it then runs and what it is charged is
+ * the CPU policy's, one row of operations in policies.c (sim_policy.h): the engine
+ * calls through s->policy and never tests which policy runs.
  *
  * Utilisation integrals and counters are updated incrementally at each event; no
  * work is O(running jobs) per event. Invariants (time never goes back, no node
@@ -44,87 +41,16 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "goldminer/policy.h"
 #include "goldminer/rng.h"
 #include "goldminer/sim.h"
+#include "sim_policy.h"
 
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
-#define NOPOS		    UINT32_MAX
 
 enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
 enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_DROPPED };
 
-struct ev {
-	double t;
-	uint64_t seq;
-	uint32_t type, id, pos; /* pos: index in the heap or NOPOS */
-};
-
-struct place {
-	uint32_t node, g, c; /* GPUs and reserved vCPUs on that node */
-};
-
-struct sjob {
-	double R, d;	     /* GPU-bound rate, per-vCPU data rate */
-	double work0, left;  /* samples in total, samples left at t_last */
-	double rate, t_last; /* current samples/s, time of last booking */
-	double start, end;
-	double busy_g, busy_c, alloc_c; /* this job's share of the utilisation sums */
-	float vreq;			/* requested vCPUs (filled when the trace has none) */
-	uint32_t gpus, local, extra, pslot;
-	uint32_t place_off, nplace;
-	int16_t cls;
-	uint8_t state;
-};
-
-struct sim {
-	const struct gm_cluster *c;
-	const struct gm_trace *t;
-	const struct gm_profile *prof;
-	struct gm_sim_opts o;
-	char *err;
-	size_t errlen;
-	/* engine */
-	struct ev *ev; /* [0, n) FINISH of job i, n = ARRIVAL, n+1 = SAMPLE */
-	uint32_t *heap, nheap;
-	uint64_t seq, events;
-	double now;
-	/* jobs */
-	struct sjob *j;
-	size_t n, next_arrival, ndone, nqueued, nrunning;
-	uint32_t *queue, qhead, qtail;
-	struct place *pl;
-	size_t npl, plcap;
-	/* nodes: free resources and buckets of nodes by free GPU count */
-	int64_t *free_g, *free_c;
-	/*
-	 * Buckets of nodes by free GPU count; each bucket is a max-heap on free vCPUs
-	 * (ties: lower node id), so "a node with >= g free GPUs and c free vCPUs" is
-	 * answered from the heap tops in O(max GPUs per node), not O(nodes).
-	 */
-	uint32_t **bh, *bn, *bcap, *bpos;
-	uint32_t min_cpus, max_cpus; /* of GPU nodes: capped requests differ between them */
-	uint64_t free_gpus;
-	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
-	/* goldminer */
-	struct gm_policy *pol;
-	uint32_t *slot2job;
-	uint32_t slotcap;
-	uint64_t reserved_cpu;
-	/* metrics */
-	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
-	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;
-	/* integrals at the start [0] and end [1] of the window of the middle 90% of submits */
-	double win_alloc_g[2], win_busy_g[2], win_alloc_c[2], win_busy_c[2], t_win[2];
-	size_t win_idx[2];
-	double interval;
-	uint64_t realloc;
-	size_t unplaceable;
-	FILE *ts;
-	int rc;
-};
-
-static void fail(struct sim *s, int rc, const char *fmt, ...)
+void sim_fail(struct sim *s, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	if (s->rc)
@@ -181,8 +107,8 @@ static void ev_at(struct sim *s, uint32_t id, double t)
 {
 	struct ev *e = &s->ev[id];
 	if (t < s->now) {
-		fail(s, -ENOTRECOVERABLE, "invariant: event scheduled in the past (%.17g < %.17g)",
-		     t, s->now);
+		sim_fail(s, -ENOTRECOVERABLE,
+			 "invariant: event scheduled in the past (%.17g < %.17g)", t, s->now);
 		t = s->now;
 	}
 	e->t = t;
@@ -284,7 +210,7 @@ static void bk_add(struct sim *s, uint32_t n)
 		uint32_t nc = s->bcap[k] ? 2 * s->bcap[k] : 16;
 		void *a = realloc(s->bh[k], nc * sizeof(uint32_t));
 		if (!a) {
-			fail(s, -ENOMEM, "gm_sim_run: out of memory");
+			sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
 			return;
 		}
 		s->bh[k] = a;
@@ -302,10 +228,10 @@ static void node_take(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 	s->free_gpus -= g;
 	s->reserved_cpu += c;
 	if (s->free_g[n] < 0 || s->free_c[n] < 0)
-		fail(s, -ENOTRECOVERABLE,
-		     "invariant: node %u over-committed (%lld GPUs, %lld "
-		     "vCPUs free)",
-		     n, (long long)s->free_g[n], (long long)s->free_c[n]);
+		sim_fail(s, -ENOTRECOVERABLE,
+			 "invariant: node %u over-committed (%lld GPUs, %lld "
+			 "vCPUs free)",
+			 n, (long long)s->free_g[n], (long long)s->free_c[n]);
 	else
 		bk_add(s, n);
 }
@@ -318,45 +244,9 @@ static void node_give(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 	s->free_gpus += g;
 	s->reserved_cpu -= c;
 	if (s->free_g[n] > s->c->gpus[n] || s->free_c[n] > s->c->cpus[n])
-		fail(s, -ENOTRECOVERABLE, "invariant: node %u freed more than it has", n);
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: node %u freed more than it has", n);
 	else
 		bk_add(s, n);
-}
-
-/* static/goldminer: vCPUs wanted for t of the job's GPUs before the cap to a node. */
-static double cpu_want(const struct sim *s, const struct sjob *j, uint32_t t)
-{
-	double want;
-	if (s->o.policy == GM_SIM_STATIC) {
-		want = ceil((double)j->vreq * t / j->gpus - 1e-9);
-	} else {
-		double l = s->o.local_min * j->gpus;
-		if (l > j->vreq)
-			l = j->vreq;
-		if (l < 1)
-			l = 1;
-		want = ceil(l * t / j->gpus - 1e-9);
-	}
-	return want < 1 ? 1 : want;
-}
-
-/* vCPUs a job reserves on node n for t of its GPUs, by policy. */
-static uint32_t cpu_need(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t)
-{
-	double want;
-	switch (s->o.policy) {
-	case GM_SIM_STATIC:
-	case GM_SIM_GOLDMINER:
-		want = cpu_want(s, j, t);
-		break;
-	case GM_SIM_PROPORTIONAL: /* always free while the GPUs are (floor of the share) */
-		return (uint32_t)((uint64_t)s->c->cpus[n] * t / s->c->gpus[n]);
-	default:
-		return 0;
-	}
-	if (want > s->c->cpus[n])
-		want = s->c->cpus[n]; /* a request no node can hold is capped to the node */
-	return (uint32_t)want;
 }
 
 /*
@@ -372,12 +262,11 @@ static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
 	uint32_t m = s->bn[k], best = NOPOS;
 	bool held = s->resv_node != NOPOS && ji != s->resv_job;
 
-	if ((s->o.policy == GM_SIM_STATIC || s->o.policy == GM_SIM_GOLDMINER) &&
-	    s->min_cpus != s->max_cpus && cpu_want(s, j, j->gpus) > s->min_cpus) {
+	if (s->policy->reserve_varies && s->policy->reserve_varies(s, j)) {
 		for (uint32_t i = 0; i < m; i++) {
 			uint32_t n = h[i];
 			if ((held && n == s->resv_node) ||
-			    s->free_c[n] < cpu_need(s, j, n, j->gpus))
+			    s->free_c[n] < s->policy->reserve(s, j, n, j->gpus))
 				continue;
 			if (best == NOPOS || node_before(s, n, best))
 				best = n;
@@ -393,7 +282,7 @@ static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
 		if (best == NOPOS || node_before(s, n, best))
 			best = n;
 	}
-	if (best != NOPOS && s->free_c[best] < cpu_need(s, j, best, j->gpus))
+	if (best != NOPOS && s->free_c[best] < s->policy->reserve(s, j, best, j->gpus))
 		best = NOPOS;
 	return best;
 }
@@ -425,9 +314,9 @@ static bool place(struct sim *s, uint32_t ji)
 			uint32_t n = s->bn[k] ? pick(s, ji, k) : NOPOS;
 			if (n == NOPOS)
 				continue;
-			uint32_t c = cpu_need(s, j, n, j->gpus);
+			uint32_t c = s->policy->reserve(s, j, n, j->gpus);
 			if (push_place(s, n, j->gpus, c)) {
-				fail(s, -ENOMEM, "out of memory");
+				sim_fail(s, -ENOMEM, "out of memory");
 				return false;
 			}
 			j->place_off = (uint32_t)(s->npl - 1);
@@ -445,11 +334,11 @@ static bool place(struct sim *s, uint32_t ji)
 		for (uint32_t i = 0; i < s->bn[k] && left; i++) {
 			uint32_t n = s->bh[k][i];
 			uint32_t t = k < left ? k : left;
-			uint32_t c = cpu_need(s, j, n, t);
+			uint32_t c = s->policy->reserve(s, j, n, t);
 			if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
 				continue;
 			if (push_place(s, n, t, c)) {
-				fail(s, -ENOMEM, "out of memory");
+				sim_fail(s, -ENOMEM, "out of memory");
 				return false;
 			}
 			left -= t;
@@ -476,63 +365,21 @@ static void book(struct sim *s, struct sjob *j)
 	j->t_last = s->now;
 }
 
-/* The data rate and vCPUs busy for the job's current allocation. */
-static double data_rate(const struct sim *s, const struct sjob *j, double *busy)
-{
-	double lr, er, r;
-	switch (s->o.policy) {
-	case GM_SIM_STATIC:
-		lr = (j->local < j->vreq ? j->local : j->vreq) * j->d;
-		r = lr < j->R ? lr : j->R;
-		*busy = r / j->d;
-		return r;
-	case GM_SIM_PROPORTIONAL: {
-		/* exact share (the reservation is rounded down to whole vCPUs) */
-		double share = 0;
-		for (uint32_t i = 0; i < j->nplace; i++) {
-			const struct place *p = &s->pl[j->place_off + i];
-			share += (double)s->c->cpus[p->node] * p->g / s->c->gpus[p->node];
-		}
-		lr = share * j->d;
-		r = lr < j->R ? lr : j->R;
-		*busy = r / j->d;
-		return r;
-	}
-	case GM_SIM_GOLDMINER:
-		lr = j->local * j->d;
-		er = j->extra * j->d * (1 - s->o.remote_cost);
-		if (lr >= j->R) {
-			*busy = j->R / j->d;
-			return j->R;
-		}
-		if (lr + er >= j->R) {
-			*busy = j->local + (j->R - lr) / (j->d * (1 - s->o.remote_cost));
-			return j->R;
-		}
-		*busy = (double)j->local + j->extra;
-		return lr + er;
-	default:
-		*busy = j->R / j->d;
-		return j->R;
-	}
-}
-
 /* Recompute a running job's rate and move its FINISH. */
-static void set_rate(struct sim *s, uint32_t ji)
+void sim_set_rate(struct sim *s, uint32_t ji)
 {
 	struct sjob *j = &s->j[ji];
 	double busy, r;
 
 	book(s, j);
-	r = data_rate(s, j, &busy);
+	r = s->policy->rate(s, j, &busy);
 	s->sum_busy_g -= j->busy_g;
 	s->sum_busy_c -= j->busy_c;
 	s->sum_alloc_c -= j->alloc_c;
 	j->rate = r;
 	j->busy_g = j->gpus * r / j->R;
 	j->busy_c = busy;
-	/* unlimited-cpu reserves nothing: count the vCPUs it would need */
-	j->alloc_c = s->o.policy == GM_SIM_UNLIMITED ? busy : (double)j->local + j->extra;
+	j->alloc_c = s->policy->charge(j, busy);
 	s->sum_busy_g += j->busy_g;
 	s->sum_busy_c += j->busy_c;
 	s->sum_alloc_c += j->alloc_c;
@@ -540,21 +387,6 @@ static void set_rate(struct sim *s, uint32_t ji)
 		ev_at(s, ji, s->now + (j->left > 0 ? j->left : 0) / r);
 	else
 		ev_cancel(s, ji);
-}
-
-static int grow_slots(struct sim *s, uint32_t slot)
-{
-	if (slot < s->slotcap)
-		return 0;
-	uint32_t nc = s->slotcap ? s->slotcap : 1024;
-	while (nc <= slot)
-		nc *= 2;
-	void *a = realloc(s->slot2job, nc * sizeof(uint32_t));
-	if (!a)
-		return -ENOMEM;
-	s->slot2job = a;
-	s->slotcap = nc;
-	return 0;
 }
 
 static void start_job(struct sim *s, uint32_t ji)
@@ -568,29 +400,9 @@ static void start_job(struct sim *s, uint32_t ji)
 	s->nqueued--;
 	s->nrunning++;
 	s->sum_alloc_g += j->gpus;
-	if (s->o.policy == GM_SIM_GOLDMINER) {
-		/* The pool sees what the local share leaves of the GPU-bound rate. */
-		double rest = j->R - j->local * j->d;
-		struct gm_policy_job pj = {
-		    .gpu_rate = rest > 0 ? rest : 0,
-		    .worker_rate = j->d * (1 - s->o.remote_cost),
-		    .weight = j->gpus / j->R, /* objective: GPUs kept busy */
-		    .min_workers = 0,
-		    .max_workers = UINT32_MAX,
-		    .tag = ji,
-		};
-		uint32_t slot;
-		int rc = gm_policy_add(s->pol, &pj, &slot);
-		if (!rc)
-			rc = grow_slots(s, slot);
-		if (rc) {
-			fail(s, rc, "policy: cannot add job %u (%s)", ji, strerror(-rc));
-			return;
-		}
-		j->pslot = slot;
-		s->slot2job[slot] = ji;
-	}
-	set_rate(s, ji);
+	if (s->policy->start && s->policy->start(s, ji))
+		return;
+	sim_set_rate(s, ji);
 }
 
 /*
@@ -638,31 +450,11 @@ static void schedule(struct sim *s)
 	}
 }
 
-/* Apply the goldminer policy's changes to job rates. */
+/* Let the policy share out its pool again after an event (a no-op without one). */
 static void rebalance(struct sim *s)
 {
-	const uint32_t *ch;
-	size_t n;
-
-	if (s->o.policy != GM_SIM_GOLDMINER || s->rc)
-		return;
-	uint64_t total = s->c->total_cpus;
-	gm_policy_set_budget(s->pol, total > s->reserved_cpu ? total - s->reserved_cpu : 0);
-	if (gm_policy_rebalance(s->pol))
-		fail(s, -ENOTRECOVERABLE, "invariant: pool over budget");
-	n = gm_policy_changed(s->pol, &ch);
-	for (size_t i = 0; i < n; i++) {
-		uint32_t ji = s->slot2job[ch[i]];
-		s->j[ji].extra = gm_policy_workers(s->pol, ch[i]);
-		set_rate(s, ji);
-		s->realloc++;
-	}
-	if (gm_policy_used(s->pol) + s->reserved_cpu > total)
-		fail(s, -ENOTRECOVERABLE,
-		     "invariant: vCPUs over-committed (%llu pool + %llu "
-		     "local > %llu)",
-		     (unsigned long long)gm_policy_used(s->pol),
-		     (unsigned long long)s->reserved_cpu, (unsigned long long)total);
+	if (s->policy->rebalance && !s->rc)
+		s->policy->rebalance(s);
 }
 
 /* ---- event handlers (the callback table) ---- */
@@ -701,15 +493,15 @@ static void on_finish(struct sim *s, uint32_t ji)
 	struct sjob *j = &s->j[ji];
 
 	if (j->state != J_RUNNING) {
-		fail(s, -ENOTRECOVERABLE, "invariant: job %u finished twice", ji);
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: job %u finished twice", ji);
 		return;
 	}
 	book(s, j);
 	if (fabs(j->left) > 1e-6 * j->work0 + 1e-6) {
-		fail(s, -ENOTRECOVERABLE,
-		     "invariant: job %u finished with %.9g of %.9g samples "
-		     "left",
-		     ji, j->left, j->work0);
+		sim_fail(s, -ENOTRECOVERABLE,
+			 "invariant: job %u finished with %.9g of %.9g samples "
+			 "left",
+			 ji, j->left, j->work0);
 		return;
 	}
 	j->left = 0;
@@ -726,8 +518,8 @@ static void on_finish(struct sim *s, uint32_t ji)
 		const struct place *p = &s->pl[j->place_off + i];
 		node_give(s, p->node, p->g, p->c);
 	}
-	if (s->o.policy == GM_SIM_GOLDMINER)
-		gm_policy_remove(s->pol, j->pslot);
+	if (s->policy->stop)
+		s->policy->stop(s, ji);
 	j->extra = 0;
 	schedule(s);
 	rebalance(s);
@@ -762,7 +554,7 @@ static void audit(struct sim *s)
 	int64_t *ug = calloc(N, sizeof(int64_t)), *uc = calloc(N, sizeof(int64_t));
 	uint64_t pool = 0;
 	if (!ug || !uc) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_fail(s, -ENOMEM, "out of memory");
 		goto out_free;
 	}
 	for (size_t i = 0; i < s->n; i++) {
@@ -779,14 +571,15 @@ static void audit(struct sim *s)
 		if (ug[n] > s->c->gpus[n] || uc[n] > s->c->cpus[n] ||
 		    ug[n] + s->free_g[n] != s->c->gpus[n] ||
 		    uc[n] + s->free_c[n] != s->c->cpus[n]) {
-			fail(s, -ENOTRECOVERABLE,
-			     "invariant: node %u accounting (%lld/%u GPUs, "
-			     "%lld/%u vCPUs)",
-			     n, (long long)ug[n], s->c->gpus[n], (long long)uc[n], s->c->cpus[n]);
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: node %u accounting (%lld/%u GPUs, "
+				 "%lld/%u vCPUs)",
+				 n, (long long)ug[n], s->c->gpus[n], (long long)uc[n],
+				 s->c->cpus[n]);
 			break;
 		}
 	if (pool + s->reserved_cpu > s->c->total_cpus)
-		fail(s, -ENOTRECOVERABLE, "invariant: pool workers exceed idle vCPUs");
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: pool workers exceed idle vCPUs");
 out_free:
 	free(ug);
 	free(uc);
@@ -820,18 +613,15 @@ void gm_sim_opts_defaults(struct gm_sim_opts *o)
 	o->local_min = 1;
 }
 
-static const char *const pnames[GM_SIM_NPOLICY] = {"static", "proportional", "goldminer",
-						   "unlimited-cpu"};
-
 const char *gm_sim_policy_name(enum gm_sim_policy p)
 {
-	return (unsigned)p < GM_SIM_NPOLICY ? pnames[p] : "?";
+	return (unsigned)p < GM_SIM_NPOLICY ? sim_policies[p].name : "?";
 }
 
 int gm_sim_policy_parse(const char *name)
 {
 	for (int i = 0; i < GM_SIM_NPOLICY; i++)
-		if (!strcmp(name, pnames[i]))
+		if (!strcmp(name, sim_policies[i].name))
 			return i;
 	return -EINVAL;
 }
@@ -940,28 +730,24 @@ static int write_outputs(struct sim *s, struct gm_sim_summary *m)
 	return 0;
 out_errno:
 	rc = -errno;
-	fail(s, rc, "%s: %s", path, strerror(errno));
+	sim_fail(s, rc, "%s: %s", path, strerror(errno));
 	return rc;
 }
 
-int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
-	       const struct gm_sim_opts *o, struct gm_sim_summary *m, char *err, size_t errlen)
+/* Check the options, allocate the run's arrays and open the policy's state. */
+static int sim_open(struct sim *s)
 {
-	struct sim S = {.c = c, .t = t, .prof = prof, .o = *o, .err = err, .errlen = errlen};
-	struct sim *s = &S;
-	struct timespec w0, w1;
-	double *jct = NULL;
-	int rc;
+	const struct gm_sim_opts *o = &s->o;
+	const struct gm_cluster *c = s->c;
 
-	clock_gettime(CLOCK_MONOTONIC, &w0);
-	memset(m, 0, sizeof(*m));
 	if ((unsigned)o->policy >= GM_SIM_NPOLICY || !(o->arrival_scale > 0) ||
 	    !(o->remote_cost >= 0) || !(o->remote_cost < 1) || !(o->local_min >= 0) ||
-	    !(o->sample_interval >= 0) || !c->n || !c->total_gpus || !prof->n) {
-		fail(s, -EINVAL, "gm_sim_run: bad options");
+	    !(o->sample_interval >= 0) || !c->n || !c->total_gpus || !s->prof->n) {
+		sim_fail(s, -EINVAL, "gm_sim_run: bad options");
 		return -EINVAL;
 	}
-	s->n = t->n;
+	s->policy = &sim_policies[o->policy];
+	s->n = s->t->n;
 	s->j = calloc(s->n ? s->n : 1, sizeof(*s->j));
 	s->ev = calloc(s->n + 2, sizeof(*s->ev));
 	s->heap = calloc(s->n + 2, sizeof(uint32_t));
@@ -974,26 +760,64 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 	s->bpos = calloc(c->n, sizeof(uint32_t));
 	if (!s->j || !s->ev || !s->heap || !s->queue || !s->free_g || !s->free_c || !s->bh ||
 	    !s->bn || !s->bcap || !s->bpos) {
-		fail(s, -ENOMEM, "gm_sim_run: out of memory");
-		goto out_free;
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return -ENOMEM;
 	}
-	if (o->policy == GM_SIM_GOLDMINER && (rc = gm_policy_create(&s->pol, c->total_cpus))) {
-		fail(s, rc, "gm_sim_run: out of memory");
-		goto out_free;
-	}
+	return s->policy->open ? s->policy->open(s) : 0;
+}
+
+/* Free what sim_open and the run allocated; closes the time series. */
+static void sim_close(struct sim *s)
+{
+	if (s->ts && fclose(s->ts) && !s->rc)
+		sim_fail(s, -EIO, "timeseries.tsv: write error");
+	if (s->policy && s->policy->close)
+		s->policy->close(s);
+	free(s->pl);
+	for (uint32_t k = 0; s->bh && k <= s->c->max_gpus; k++)
+		free(s->bh[k]);
+	free(s->bh);
+	free(s->bn);
+	free(s->bcap);
+	free(s->bpos);
+	free(s->free_c);
+	free(s->free_g);
+	free(s->queue);
+	free(s->heap);
+	free(s->ev);
+	free(s->j);
+}
+
+/* init_jobs with the message that names the trace line or the profile at fault. */
+static int load_jobs(struct sim *s)
+{
+	const struct gm_trace *t = s->t;
 	size_t bad;
-	if (init_jobs(s, &bad)) {
-		if (bad == SIZE_MAX)
-			fail(s, -EINVAL, "profile: no class has a share > 0, so trace jobs without a"
-					 " class cannot be given one");
-		else if (t->jobs[bad].line)
-			fail(s, -EINVAL, "trace line %u: class %d is not in the profile (classes"
-					 " 0..%d)", t->jobs[bad].line, t->jobs[bad].cls, prof->n - 1);
-		else
-			fail(s, -EINVAL, "trace job %zu: class %d is not in the profile (classes"
-					 " 0..%d)", bad, t->jobs[bad].cls, prof->n - 1);
-		goto out_free;
-	}
+
+	if (!init_jobs(s, &bad))
+		return 0;
+	if (bad == SIZE_MAX)
+		sim_fail(s, -EINVAL,
+			 "profile: no class has a share > 0, so trace jobs without a"
+			 " class cannot be given one");
+	else if (t->jobs[bad].line)
+		sim_fail(s, -EINVAL,
+			 "trace line %u: class %d is not in the profile (classes"
+			 " 0..%d)",
+			 t->jobs[bad].line, t->jobs[bad].cls, s->prof->n - 1);
+	else
+		sim_fail(s, -EINVAL,
+			 "trace job %zu: class %d is not in the profile (classes"
+			 " 0..%d)",
+			 bad, t->jobs[bad].cls, s->prof->n - 1);
+	return -EINVAL;
+}
+
+/* Every node free, in its bucket; the vCPU range of GPU nodes. */
+static int init_nodes(struct sim *s)
+{
+	const struct gm_cluster *c = s->c;
+
 	s->min_cpus = UINT32_MAX;
 	for (uint32_t n = 0; n < c->n && !s->rc; n++) {
 		s->free_g[n] = c->gpus[n];
@@ -1004,45 +828,56 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		if (c->gpus[n] && c->cpus[n] > s->max_cpus)
 			s->max_cpus = c->cpus[n];
 	}
-	if (s->rc)
-		goto out_free;
 	s->free_gpus = c->total_gpus;
 	s->resv_job = s->resv_node = NOPOS;
+	return s->rc;
+}
+
+/* The time series file and the first ARRIVAL and SAMPLE events. */
+static int init_events(struct sim *s)
+{
+	const struct gm_trace *t = s->t;
+
 	s->ev[s->n] = (struct ev){.pos = NOPOS, .type = EV_ARRIVAL};
 	s->ev[s->n + 1] = (struct ev){.pos = NOPOS, .type = EV_SAMPLE};
-	if (o->out_dir) {
+	if (s->o.out_dir) {
 		char path[4096];
-		snprintf(path, sizeof(path), "%s/timeseries.tsv", o->out_dir);
+		snprintf(path, sizeof(path), "%s/timeseries.tsv", s->o.out_dir);
 		if (!(s->ts = fopen(path, "w"))) {
-			fail(s, -errno, "%s: %s", path, strerror(errno));
-			goto out_free;
+			sim_fail(s, -errno, "%s: %s", path, strerror(errno));
+			return s->rc;
 		}
 		fprintf(s->ts, "time\tgpu_alloc\tgpu_busy\tcpu_alloc\tcpu_busy\trunning\tqueued\n");
 	}
 	if (s->n) {
 		s->win_idx[0] = (size_t)floor(0.05 * (double)s->n);
 		s->win_idx[1] = (size_t)ceil(0.95 * (double)s->n) - 1;
-		double last = t->jobs[s->n - 1].submit / o->arrival_scale;
-		s->interval = o->sample_interval;
+		double last = t->jobs[s->n - 1].submit / s->o.arrival_scale;
+		s->interval = s->o.sample_interval;
 		if (!(s->interval > 0)) /* auto: ~500 rows over the arrivals, >= 1 min */
 			s->interval = last / 500 > 60 ? last / 500 : 60;
-		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / o->arrival_scale);
+		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / s->o.arrival_scale);
 		ev_at(s, (uint32_t)s->n + 1, s->interval); /* samples at k x interval */
 	}
+	return 0;
+}
 
+/* The event loop: pop, advance time, integrate, handle; until no event is left. */
+static int run_events(struct sim *s)
+{
 	while (s->nheap && !s->rc) {
 		uint32_t id = ev_pop(s);
 		double tn = s->ev[id].t;
 		if (tn < s->now) {
-			fail(s, -ENOTRECOVERABLE, "invariant: time went back (%.17g < %.17g)", tn,
-			     s->now);
+			sim_fail(s, -ENOTRECOVERABLE, "invariant: time went back (%.17g < %.17g)",
+				 tn, s->now);
 			break;
 		}
 		s->now = tn;
 		integrate(s);
 		handlers[s->ev[id].type](s, id);
 		s->events++;
-		if (o->check && !s->rc)
+		if (s->o.check && !s->rc)
 			audit(s);
 		if (s->ndone == s->n && id != s->n + 1) {
 			write_sample(s); /* the final state */
@@ -1050,24 +885,28 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		}
 	}
 	if (s->rc)
-		goto out_free;
-	if (s->ndone != s->n || s->nqueued || s->nrunning) {
-		fail(s, -ENOTRECOVERABLE, "invariant: %zu of %zu jobs never finished",
-		     s->n - s->ndone, s->n);
-		goto out_free;
-	}
+		return s->rc;
+	if (s->ndone != s->n || s->nqueued || s->nrunning)
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: %zu of %zu jobs never finished",
+			 s->n - s->ndone, s->n);
+	return s->rc;
+}
 
-	/* Summary. */
-	snprintf(m->policy, sizeof(m->policy), "%s", gm_sim_policy_name(o->policy));
-	if (!(jct = malloc((s->n ? s->n : 1) * sizeof(double)))) {
-		fail(s, -ENOMEM, "gm_sim_run: out of memory");
-		goto out_free;
-	}
+/* Job completion times of the finished jobs: average, percentiles, makespan. */
+static int summarize_jobs(struct sim *s, struct gm_sim_summary *m)
+{
+	const struct gm_trace *t = s->t;
+	double *jct = malloc((s->n ? s->n : 1) * sizeof(double));
 	size_t nj = 0;
 	double sq = 0, sj = 0, first = INFINITY, lastend = 0;
+
+	if (!jct) {
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		const struct sjob *j = &s->j[i];
-		double sub = t->jobs[i].submit / o->arrival_scale;
+		double sub = t->jobs[i].submit / s->o.arrival_scale;
 		if (j->state != J_DONE)
 			continue;
 		jct[nj++] = j->end - sub;
@@ -1089,6 +928,15 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		m->p99_jct = pct(jct, nj, 0.99);
 		m->makespan = lastend - first;
 	}
+	free(jct);
+	return 0;
+}
+
+/* Utilisation: of allocated GPUs over the run, cluster-wide shares over the window. */
+static void summarize_use(const struct sim *s, struct gm_sim_summary *m)
+{
+	const struct gm_trace *t = s->t;
+
 	m->gpu_util = s->int_alloc_g > 0 ? s->int_busy_g / s->int_alloc_g : 0;
 	if (s->t_win[1] > s->t_win[0]) {
 		/*
@@ -1098,8 +946,8 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 		 * would dilute it. offered_load is the traced GPU time of the jobs submitted
 		 * in the window over the window's GPU time (> 1: overloaded as traced).
 		 */
-		double w = s->t_win[1] - s->t_win[0], G = (double)c->total_gpus;
-		double C = (double)c->total_cpus, gs = 0;
+		double w = s->t_win[1] - s->t_win[0], G = (double)s->c->total_gpus;
+		double C = (double)s->c->total_cpus, gs = 0;
 		m->gpu_busy = (s->win_busy_g[1] - s->win_busy_g[0]) / (w * G);
 		m->gpu_alloc = (s->win_alloc_g[1] - s->win_alloc_g[0]) / (w * G);
 		m->cpu_util = (s->win_busy_c[1] - s->win_busy_c[0]) / (w * C);
@@ -1110,31 +958,31 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 	}
 	m->events = s->events;
 	m->realloc = s->realloc;
+}
+
+int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
+	       const struct gm_sim_opts *o, struct gm_sim_summary *m, char *err, size_t errlen)
+{
+	struct sim S = {.c = c, .t = t, .prof = prof, .o = *o, .err = err, .errlen = errlen};
+	struct sim *s = &S;
+	struct timespec w0, w1;
+	struct rusage ru;
+
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	memset(m, 0, sizeof(*m));
+	if (sim_open(s) || load_jobs(s) || init_nodes(s) || init_events(s) || run_events(s))
+		goto out_close;
+	snprintf(m->policy, sizeof(m->policy), "%s", s->policy->name);
+	if (summarize_jobs(s, m))
+		goto out_close;
+	summarize_use(s, m);
 	clock_gettime(CLOCK_MONOTONIC, &w1);
 	m->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
-	struct rusage ru;
 	if (!getrusage(RUSAGE_SELF, &ru))
 		m->max_rss_mib = (double)ru.ru_maxrss / 1024.0;
 	if (o->out_dir)
 		write_outputs(s, m);
-out_free:
-	if (s->ts && fclose(s->ts) && !s->rc)
-		fail(s, -EIO, "timeseries.tsv: write error");
-	free(jct);
-	gm_policy_destroy(s->pol);
-	free(s->slot2job);
-	free(s->pl);
-	for (uint32_t k = 0; s->bh && k <= c->max_gpus; k++)
-		free(s->bh[k]);
-	free(s->bh);
-	free(s->bn);
-	free(s->bcap);
-	free(s->bpos);
-	free(s->free_c);
-	free(s->free_g);
-	free(s->queue);
-	free(s->heap);
-	free(s->ev);
-	free(s->j);
+out_close:
+	sim_close(s);
 	return s->rc;
 }

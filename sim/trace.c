@@ -1,10 +1,13 @@
 /*
  * trace.c - trace readers and the seeded synthetic generator (trace.h).
  *
- * Every reader turns rows into struct gm_job, rejects a malformed row with
- * "FILE:LINE: what is wrong" (-EBADMSG) and finally sorts jobs by submit time
- * (stable, so equal submits keep file order) and shifts time so the first submit is
- * 0. The mapping of each public format is in traces/README.md.
+ * A file's first line picks its format from a table (header, row parser, what to
+ * do after the last row); one shared line loop then hands every row to that
+ * format's parser, which turns it into a struct gm_job, leaves it out (counted), or
+ * rejects it, and the loop reports "FILE:LINE: what is wrong" (-EBADMSG). Finally
+ * jobs are sorted by submit time (stable, so equal submits keep file order) and
+ * time is shifted so the first submit is 0. The mapping of each public format is
+ * in traces/README.md.
  *
  * The generator draws every attribute of job i from its own counter-based RNG
  * stream (seed, GM_TRACE_STREAM, i), so a job does not change when the trace is made
@@ -111,16 +114,213 @@ static bool parse_stamp(const char *s, double *v)
 	return true;
 }
 
-enum fmt { F_OPENB, F_PHILLY, F_GM };
+/*
+ * One file being read. Row parsers return 1 for a job, 0 for a row left out (and
+ * counted), -EBADMSG with *what set for a malformed row, or -ENOMEM.
+ */
+struct reader {
+	struct gm_trace *t;
+	double *cens; /* openb: deletion times of pods Running at the end */
+	size_t ncens, ccap;
+	double tmax; /* openb: the latest deletion time */
+};
 
+static int row_openb(struct reader *r, char *line, struct gm_job *j, const char **what)
+{
+	struct gm_trace *t = r->t;
+	char *fld[16];
+	double v[8];
+
+	if (split(line, ',', fld, 11) != 11) {
+		*what = "expected 11 comma-separated fields";
+		return -EBADMSG;
+	}
+	if (!num(fld[1], &v[0]) || !num(fld[3], &v[1]) || !num(fld[4], &v[2]) || v[0] < 0 ||
+	    v[0] > 1e10 || v[1] < 0 || v[1] > 1e6 || v[2] < 0 || v[1] != floor(v[1]) ||
+	    v[2] > 1000) {
+		*what = "bad cpu_milli (0..1e10), num_gpu (0..1e6) or gpu_milli (0..1000)";
+		return -EBADMSG;
+	}
+	if (!num(fld[8], &v[3]) || !num(fld[9], &v[4]) || v[3] < 0 || v[4] < 0) {
+		*what = "bad creation_time or deletion_time";
+		return -EBADMSG;
+	}
+	if (fld[10][0] && (!num(fld[10], &v[5]) || v[5] < 0)) {
+		*what = "bad scheduled_time";
+		return -EBADMSG;
+	}
+	if (v[1] == 0) {
+		t->skipped_cpu_only++;
+		return 0;
+	}
+	if (!fld[10][0]) {
+		t->skipped_never_ran++;
+		return 0;
+	}
+	if (v[4] <= v[5]) {
+		t->skipped_bad_time++;
+		return 0;
+	}
+	if (v[2] < 1000)
+		t->rounded_fraction++;
+	j->gpus = (uint32_t)v[1];
+	j->vcpu = (float)(v[0] / 1000.0);
+	j->submit = v[3];
+	j->duration = v[4] - v[5];
+	if (v[4] > r->tmax)
+		r->tmax = v[4];
+	if (!strcmp(fld[7], "Running")) {
+		if (r->ncens == r->ccap) {
+			size_t nc = r->ccap ? 2 * r->ccap : 256;
+			void *a = realloc(r->cens, nc * sizeof(double));
+			if (!a)
+				return -ENOMEM;
+			r->cens = a;
+			r->ccap = nc;
+		}
+		r->cens[r->ncens++] = v[4];
+		j->cls = -2; /* marker, resolved by drop_censored */
+	}
+	return 1;
+}
+
+/*
+ * openb: a pod still Running when the trace ends has deletion_time = the end of
+ * the trace, so its duration is censored (unknown) and it is mostly a
+ * long-lived service. Such pods are left out and counted.
+ */
+static void drop_censored(struct reader *r)
+{
+	struct gm_trace *t = r->t;
+	size_t k = 0, c = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		struct gm_job *j = &t->jobs[i];
+		if (j->cls == -2) {
+			bool censored = r->cens[c++] >= r->tmax;
+			j->cls = GM_TRACE_CLASS_AUTO;
+			if (censored) {
+				t->skipped_censored++;
+				continue;
+			}
+		}
+		t->jobs[k++] = *j;
+	}
+	t->n = k;
+}
+
+static int row_philly(struct reader *r, char *line, struct gm_job *j, const char **what)
+{
+	char *fld[16];
+	double v[8];
+
+	if (split(line, ',', fld, 5) != 5) {
+		*what = "expected 5 comma-separated fields";
+		return -EBADMSG;
+	}
+	if (!parse_stamp(fld[0], &v[0])) {
+		*what = "bad timestamp (want YYYY-MM-DD HH:MM:SS)";
+		return -EBADMSG;
+	}
+	if (!num(fld[1], &v[1]) || !num(fld[2], &v[2]) || v[1] < 0 || v[2] < 0 || v[2] > 1e6 ||
+	    v[2] != floor(v[2])) {
+		*what = "bad duration or num_gpus (0..1e6)";
+		return -EBADMSG;
+	}
+	if (v[2] == 0) {
+		r->t->skipped_cpu_only++;
+		return 0;
+	}
+	if (v[1] <= 0) {
+		r->t->skipped_bad_time++;
+		return 0;
+	}
+	j->submit = v[0];
+	j->duration = v[1];
+	j->gpus = (uint32_t)v[2];
+	j->vcpu = 0;
+	return 1;
+}
+
+static int row_gm(struct reader *r, char *line, struct gm_job *j, const char **what)
+{
+	char *fld[16];
+	double v[8];
+
+	(void)r;
+	if (split(line, '\t', fld, 5) != 5) {
+		*what = "expected 5 tab-separated fields (submit duration gpus vcpu class)";
+		return -EBADMSG;
+	}
+	if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) || !num(fld[2], &v[2]) ||
+	    !num(fld[3], &v[3]) || !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
+	    v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[3] > 1e7 || v[4] < -1 ||
+	    v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
+		*what =
+		    "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, class -1..31)";
+		return -EBADMSG;
+	}
+	j->submit = v[0];
+	j->duration = v[1];
+	j->gpus = (uint32_t)v[2];
+	j->vcpu = (float)v[3];
+	j->cls = (int32_t)v[4];
+	return 1;
+}
+
+/*
+ * The trace formats, chosen once by the file's first line: the first row whose
+ * header matches (exactly, or as a prefix) wins. A row without a parser is a
+ * format recognised only to be refused with its message.
+ */
+static const struct format {
+	const char *name; /* gm_trace.format */
+	const char *header;
+	bool prefix;
+	int (*row)(struct reader *r, char *line, struct gm_job *j, const char **what);
+	void (*done)(struct reader *r); /* after the last row; NULL: nothing */
+	const char *refusal;
+} formats[] = {
+    {"openb",
+     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+     "creation_time,deletion_time,scheduled_time",
+     false, row_openb, drop_censored, NULL},
+    {"openb", "name,cpu_milli,", true, NULL, NULL,
+     "openb pod list without creation/deletion/scheduled times (e.g. multigpu variants) "
+     "cannot be replayed"},
+    {"philly", "timestamp,duration,num_gpus,gpu_time,cluster", false, row_philly, NULL, NULL},
+    {"gm", "# goldminer-trace v1", false, row_gm, NULL, NULL},
+};
+
+/* The format of a header line, or NULL after a message in err. */
+static const struct format *pick_format(const char *path, const char *header, char *err,
+					size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		const struct format *fm = &formats[i];
+		if (fm->prefix ? strncmp(header, fm->header, strlen(fm->header))
+			       : strcmp(header, fm->header))
+			continue;
+		if (fm->row)
+			return fm;
+		gm_errf(err, errlen, "%s:1: %s", path, fm->refusal);
+		return NULL;
+	}
+	gm_errf(err, errlen,
+		"%s:1: unknown trace header (expected an openb pod list, "
+		"the Philly csv or '# goldminer-trace v1')",
+		path);
+	return NULL;
+}
+
+/* Read a trace file: pick the format from its header, then one row parser per line. */
 static int read_file(struct gm_trace *t, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
-	char *line = NULL, *fld[16];
-	size_t lcap = 0, cap = 0, ncens = 0, ccap = 0;
-	unsigned lineno = 0;
-	double *cens = NULL, tmax = 0; /* deletion times of pods Running at the end */
-	enum fmt fm;
+	struct reader r = {.t = t};
+	const struct format *fm;
+	char *line = NULL;
+	size_t lcap = 0, cap = 0;
+	unsigned lineno = 1;
 	int rc = 0;
 
 	if (!f) {
@@ -133,139 +333,26 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 		rc = -EBADMSG;
 		goto out_close;
 	}
-	lineno = 1;
 	line[strcspn(line, "\r\n")] = 0;
-	if (!strcmp(line, "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-			  "creation_time,deletion_time,scheduled_time")) {
-		fm = F_OPENB;
-	} else if (!strncmp(line, "name,cpu_milli,", 15)) {
-		gm_errf(err, errlen,
-		       "%s:1: openb pod list without creation/deletion/"
-		       "scheduled times (e.g. multigpu variants) cannot be replayed",
-		       path);
-		rc = -EBADMSG;
-		goto out_close;
-	} else if (!strcmp(line, "timestamp,duration,num_gpus,gpu_time,cluster")) {
-		fm = F_PHILLY;
-	} else if (!strcmp(line, "# goldminer-trace v1")) {
-		fm = F_GM;
-	} else {
-		gm_errf(err, errlen,
-		       "%s:1: unknown trace header (expected an openb pod list, "
-		       "the Philly csv or '# goldminer-trace v1')",
-		       path);
+	if (!(fm = pick_format(path, line, err, errlen))) {
 		rc = -EBADMSG;
 		goto out_close;
 	}
-	snprintf(t->format, sizeof(t->format), "%s",
-		 fm == F_OPENB	  ? "openb"
-		 : fm == F_PHILLY ? "philly"
-				  : "gm");
-
+	snprintf(t->format, sizeof(t->format), "%s", fm->name);
 	while (getline(&line, &lcap, f) >= 0) {
 		struct gm_job j = {.cls = GM_TRACE_CLASS_AUTO, .line = ++lineno};
-		double v[8];
 		const char *what = NULL;
-		int nf;
 
 		if (line[0] == '\n' || line[0] == 0 || line[0] == '#')
 			continue;
-		if (fm == F_OPENB) {
-			nf = split(line, ',', fld, 11);
-			if (nf != 11) {
-				what = "expected 11 comma-separated fields";
-			} else if (!num(fld[1], &v[0]) || !num(fld[3], &v[1]) ||
-				   !num(fld[4], &v[2]) || v[0] < 0 || v[0] > 1e10 || v[1] < 0 ||
-				   v[1] > 1e6 || v[2] < 0 || v[1] != floor(v[1]) || v[2] > 1000) {
-				what = "bad cpu_milli (0..1e10), num_gpu (0..1e6) or gpu_milli "
-				       "(0..1000)";
-			} else if (!num(fld[8], &v[3]) || !num(fld[9], &v[4]) || v[3] < 0 ||
-				   v[4] < 0) {
-				what = "bad creation_time or deletion_time";
-			} else if (fld[10][0] && (!num(fld[10], &v[5]) || v[5] < 0)) {
-				what = "bad scheduled_time";
-			} else if (v[1] == 0) {
-				t->skipped_cpu_only++;
-				continue;
-			} else if (!fld[10][0]) {
-				t->skipped_never_ran++;
-				continue;
-			} else if (v[4] <= v[5]) {
-				t->skipped_bad_time++;
-				continue;
-			} else {
-				if (v[2] < 1000)
-					t->rounded_fraction++;
-				j.gpus = (uint32_t)v[1];
-				j.vcpu = (float)(v[0] / 1000.0);
-				j.submit = v[3];
-				j.duration = v[4] - v[5];
-				if (v[4] > tmax)
-					tmax = v[4];
-				if (!strcmp(fld[7], "Running")) {
-					if (ncens == ccap) {
-						size_t nc = ccap ? 2 * ccap : 256;
-						void *a = realloc(cens, nc * sizeof(double));
-						if (!a) {
-							rc = -ENOMEM;
-							gm_errf(err, errlen, "%s: out of memory",
-							       path);
-							goto out_close;
-						}
-						cens = a;
-						ccap = nc;
-					}
-					cens[ncens++] = v[4];
-					j.cls = -2; /* marker, resolved below */
-				}
-			}
-		} else if (fm == F_PHILLY) {
-			nf = split(line, ',', fld, 5);
-			if (nf != 5) {
-				what = "expected 5 comma-separated fields";
-			} else if (!parse_stamp(fld[0], &v[0])) {
-				what = "bad timestamp (want YYYY-MM-DD HH:MM:SS)";
-			} else if (!num(fld[1], &v[1]) || !num(fld[2], &v[2]) || v[1] < 0 ||
-				   v[2] < 0 || v[2] > 1e6 || v[2] != floor(v[2])) {
-				what = "bad duration or num_gpus (0..1e6)";
-			} else if (v[2] == 0) {
-				t->skipped_cpu_only++;
-				continue;
-			} else if (v[1] <= 0) {
-				t->skipped_bad_time++;
-				continue;
-			} else {
-				j.submit = v[0];
-				j.duration = v[1];
-				j.gpus = (uint32_t)v[2];
-				j.vcpu = 0;
-			}
-		} else {
-			nf = split(line, '\t', fld, 5);
-			if (nf != 5) {
-				what = "expected 5 tab-separated fields "
-				       "(submit duration gpus vcpu class)";
-			} else if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) ||
-				   !num(fld[2], &v[2]) || !num(fld[3], &v[3]) ||
-				   !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
-				   v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[3] > 1e7 ||
-				   v[4] < -1 || v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
-				what = "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, "
-				       "class -1..31)";
-			} else {
-				j.submit = v[0];
-				j.duration = v[1];
-				j.gpus = (uint32_t)v[2];
-				j.vcpu = (float)v[3];
-				j.cls = (int32_t)v[4];
-			}
-		}
-		if (what) {
+		rc = fm->row(&r, line, &j, &what);
+		if (rc == -EBADMSG) {
 			gm_errf(err, errlen, "%s:%u: %s", path, lineno, what);
-			rc = -EBADMSG;
 			goto out_close;
 		}
-		if ((rc = push(t, &cap, &j))) {
+		if (rc == 1)
+			rc = push(t, &cap, &j);
+		if (rc < 0) {
 			gm_errf(err, errlen, "%s: out of memory", path);
 			goto out_close;
 		}
@@ -275,29 +362,10 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 		gm_errf(err, errlen, "%s: read error", path);
 		goto out_close;
 	}
-	/*
-	 * openb: a pod still Running when the trace ends has deletion_time = the end of
-	 * the trace, so its duration is censored (unknown) and it is mostly a
-	 * long-lived service. Such pods are left out and counted.
-	 */
-	if (fm == F_OPENB) {
-		size_t k = 0, c = 0;
-		for (size_t i = 0; i < t->n; i++) {
-			struct gm_job *j = &t->jobs[i];
-			if (j->cls == -2) {
-				bool censored = cens[c++] >= tmax;
-				j->cls = GM_TRACE_CLASS_AUTO;
-				if (censored) {
-					t->skipped_censored++;
-					continue;
-				}
-			}
-			t->jobs[k++] = *j;
-		}
-		t->n = k;
-	}
+	if (fm->done)
+		fm->done(&r);
 out_close:
-	free(cens);
+	free(r.cens);
 	free(line);
 	fclose(f);
 	return rc;
@@ -463,9 +531,9 @@ static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *er
 	return 0;
 bad:
 	gm_errf(err, errlen,
-	       "%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
-	       "sigma max gpumix=1:70/8:30 vcpu=4/8)",
-	       spec);
+		"%s: bad synthetic trace spec (keys: jobs seed ia load gpus median "
+		"sigma max gpumix=1:70/8:30 vcpu=4/8)",
+		spec);
 	return -EBADMSG;
 }
 

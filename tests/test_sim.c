@@ -1,7 +1,8 @@
 /*
- * test_sim.c - the cluster simulator (sim/sim.c, sim/sim_cli.c): golden output of
- * tiny hand-computed traces, determinism, invariants under every policy, and
- * errors. The hand computations are in the comments next to each golden file.
+ * test_sim.c - the cluster simulator (sim/sim.c, sim/policies.c, cmd/sim.c):
+ * golden output of tiny hand-computed traces, determinism, invariants under every
+ * policy, and errors. The hand computations are in the comments next to each
+ * golden file.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
 #include "goldminer/sim.h"
@@ -486,7 +487,7 @@ static int cli(int n, ...)
 		argv[i] = va_arg(ap, char *);
 	va_end(ap);
 	argv[n] = NULL;
-	return gm_cli_sim(n, argv);
+	return gm_cmd_sim(n, argv);
 }
 
 static void test_cli(void **st)
@@ -508,6 +509,13 @@ static void test_cli(void **st)
 			 2);
 	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr,
 			     "--policy=static", "--arrival-scale=0", "--seed=1"),
+			 2);
+	/* a stray argument and a seed that is not a whole number are usage errors */
+	assert_int_equal(cli(8, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "extra"),
+			 2);
+	assert_int_equal(cli(9, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--seed", "1.5"),
 			 2);
 	assert_int_equal(
 	    cli(7, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", bad, "--policy", "static"), 1);

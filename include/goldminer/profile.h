@@ -40,8 +40,8 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
  * Write p as a profile TSV that gm_profile_load reads back (comment: optional
  * header text, one '#' line per line of it). 0, or -errno with "PATH: ..." in err.
  */
-int gm_profile_write(const struct gm_profile *p, const char *path, const char *comment,
-		     char *err, size_t errlen);
+int gm_profile_write(const struct gm_profile *p, const char *path, const char *comment, char *err,
+		     size_t errlen);
 
 /* Index of a class by name, or -1. */
 int gm_profile_find(const struct gm_profile *p, const char *name);

@@ -1,0 +1,239 @@
+/*
+ * sim.c - `goldminer sim`: load a cluster, a trace and a profile, run one policy
+ * (or all of them on the same input) and print one JSON summary line each.
+ *
+ * Options come from one declared table (name, argument, help) as in ROSS; the
+ * shared parser (cmd.h) reads argv and writes the help text from it. The simulator
+ * itself is the library's (sim.h); this file only turns options into
+ * struct gm_sim_opts and files into inputs. Input errors ("FILE:LINE: what") exit
+ * 1, usage errors 2.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "goldminer/cluster.h"
+#include "goldminer/profile.h"
+#include "goldminer/sim.h"
+#include "goldminer/trace.h"
+
+#define SYNOPSIS "goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]"
+
+enum {
+	O_CLUSTER,
+	O_TRACE,
+	O_POLICY,
+	O_PROFILE,
+	O_SEED,
+	O_OUT,
+	O_SCALE,
+	O_REMOTE,
+	O_LOCAL,
+	O_INTERVAL,
+	O_BACKFILL,
+	O_MAXJOBS,
+	O_WRITE,
+	O_CHECK,
+	O_HELP,
+	O_N
+};
+
+static const struct cmd_opt opts[O_N] = {
+    [O_CLUSTER] = {"cluster", "SPEC", 0,
+		   "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
+    [O_TRACE] = {"trace", "SPEC", 0,
+		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
+    [O_POLICY] = {"policy", "NAME", 0, "static|proportional|goldminer|unlimited-cpu|all"},
+    [O_PROFILE] = {"profile", "FILE", 0,
+		   "profile table TSV (default: built-in traces/profile.tsv)"},
+    [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
+    [O_OUT] = {"out", "DIR", 0,
+	       "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
+    [O_SCALE] = {"arrival-scale", "F", 0, "divide submit times by F to load a small cluster (1)"},
+    [O_REMOTE] = {"remote-cost", "F", 0, "fraction of a pool worker's rate lost remotely (0.1)"},
+    [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
+    [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
+    [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},
+    [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
+    [O_WRITE] = {"write-trace", "FILE", 0, "also write the loaded trace as a goldminer TSV"},
+    [O_CHECK] = {"check", NULL, 0, "audit every node after every event (slow)"},
+    [O_HELP] = {"help", NULL, 0, "this help"},
+};
+
+/* What the command line asks for. */
+struct sim_args {
+	const char *val[O_N];
+	struct gm_sim_opts o;
+	int first, last; /* policies to run */
+	uint64_t max_jobs;
+};
+
+static int mkdirs(const char *dir)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(buf, 0777) && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	if (mkdir(buf, 0777) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Turn the option values into simulator options; -EINVAL after a message. */
+static int get_numbers(struct sim_args *a)
+{
+	const char **v = a->val;
+	struct gm_sim_opts *o = &a->o;
+	uint64_t x;
+
+	if (v[O_SEED] && cmd_u64("sim", "--seed", v[O_SEED], 0, UINT64_MAX, &o->seed))
+		return -EINVAL;
+	if (v[O_SCALE] && cmd_double("sim", "--arrival-scale", v[O_SCALE], 1e-9, &o->arrival_scale))
+		return -EINVAL;
+	if (v[O_REMOTE] && (cmd_double("sim", "--remote-cost", v[O_REMOTE], 0, &o->remote_cost) ||
+			    o->remote_cost >= 1)) {
+		fprintf(stderr, "goldminer sim: --remote-cost must be in [0, 1)\n");
+		return -EINVAL;
+	}
+	if (v[O_LOCAL] && cmd_double("sim", "--local-min", v[O_LOCAL], 0, &o->local_min))
+		return -EINVAL;
+	if (v[O_INTERVAL] &&
+	    cmd_double("sim", "--sample-interval", v[O_INTERVAL], 0, &o->sample_interval))
+		return -EINVAL;
+	if (v[O_BACKFILL]) {
+		if (cmd_u64("sim", "--backfill", v[O_BACKFILL], 0, UINT32_MAX, &x))
+			return -EINVAL;
+		o->backfill = (uint32_t)x;
+	}
+	a->max_jobs = UINT64_MAX;
+	if (v[O_MAXJOBS] && cmd_u64("sim", "--max-jobs", v[O_MAXJOBS], 0, UINT64_MAX, &a->max_jobs))
+		return -EINVAL;
+	o->check = v[O_CHECK] != NULL;
+	return 0;
+}
+
+/* Parse argv into *a: 0 to run, 1 after printing the help, 2 after a usage error. */
+static int parse_args(struct sim_args *a, int argc, char **argv)
+{
+	char *pos[argc > 0 ? argc : 1];
+	struct cmd_args ca = {.val = a->val, .pos = pos};
+	int rc;
+
+	gm_sim_opts_defaults(&a->o);
+	if ((rc = cmd_parse("sim", opts, O_N, argc, argv, &ca)))
+		return rc;
+	if (a->val[O_HELP]) {
+		cmd_usage(stdout, SYNOPSIS, opts, O_N);
+		return 1;
+	}
+	if (ca.npos) {
+		fprintf(stderr, "goldminer sim: unexpected argument '%s'\n", ca.pos[0]);
+		goto out_usage;
+	}
+	if (!a->val[O_CLUSTER] || !a->val[O_TRACE] || !a->val[O_POLICY]) {
+		fprintf(stderr, "goldminer sim: --cluster, --trace and --policy are required\n");
+		goto out_usage;
+	}
+	if (!strcmp(a->val[O_POLICY], "all")) {
+		a->first = 0;
+		a->last = GM_SIM_NPOLICY - 1;
+	} else if ((a->first = a->last = gm_sim_policy_parse(a->val[O_POLICY])) < 0) {
+		fprintf(stderr, "goldminer sim: unknown policy '%s'\n", a->val[O_POLICY]);
+		goto out_usage;
+	}
+	if (get_numbers(a))
+		goto out_usage;
+	return 0;
+out_usage:
+	fprintf(stderr, "usage: " SYNOPSIS "  (goldminer sim --help)\n");
+	return 2;
+}
+
+/* Run the policies asked for, one JSON line each; 0 or -1 with err filled. */
+static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
+			const struct gm_profile *prof, struct sim_args *a, char *err, size_t errlen)
+{
+	struct gm_sim_opts *o = &a->o;
+	const char *out = a->val[O_OUT];
+	int rc;
+
+	for (int p = a->first; p <= a->last; p++) {
+		struct gm_sim_summary sum;
+		char dir[4096], line[1024];
+		o->policy = (enum gm_sim_policy)p;
+		o->out_dir = NULL;
+		if (out) {
+			if (a->first != a->last)
+				snprintf(dir, sizeof(dir), "%s/%s", out,
+					 gm_sim_policy_name(o->policy));
+			else
+				snprintf(dir, sizeof(dir), "%s", out);
+			if ((rc = mkdirs(dir))) {
+				snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+				return -1;
+			}
+			o->out_dir = dir;
+		}
+		if (gm_sim_run(c, t, prof, o, &sum, err, errlen))
+			return -1;
+		gm_sim_summary_json(&sum, 1, line, sizeof(line));
+		printf("%s\n", line);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+int gm_cmd_sim(int argc, char **argv)
+{
+	struct sim_args a = {0};
+	struct gm_profile prof;
+	struct gm_cluster *c = NULL;
+	struct gm_trace *t = NULL;
+	char err[8192] = "";
+	int ret, rc;
+
+	if ((ret = parse_args(&a, argc, argv)))
+		return ret == 1 ? 0 : ret;
+	ret = 1;
+	if (a.val[O_PROFILE]) {
+		if (gm_profile_load(&prof, a.val[O_PROFILE], err, sizeof(err)))
+			goto out_err;
+	} else {
+		gm_profile_default(&prof);
+	}
+	if (gm_cluster_load(&c, a.val[O_CLUSTER], err, sizeof(err)))
+		goto out_err;
+	if (gm_trace_load(&t, a.val[O_TRACE], err, sizeof(err)))
+		goto out_err;
+	if (a.max_jobs < t->n)
+		t->n = (size_t)a.max_jobs;
+	fprintf(stderr,
+		"goldminer sim: cluster %u nodes, %llu GPUs, %llu vCPUs; trace %s, %zu jobs "
+		"(left out: %zu CPU-only, %zu never ran, %zu bad times, %zu still running at "
+		"the end; %zu fractional-GPU pods run on one GPU)\n",
+		c->n, (unsigned long long)c->total_gpus, (unsigned long long)c->total_cpus,
+		t->format, t->n, t->skipped_cpu_only, t->skipped_never_ran, t->skipped_bad_time,
+		t->skipped_censored, t->rounded_fraction);
+	if (a.val[O_WRITE] && (rc = gm_trace_write(t, a.val[O_WRITE]))) {
+		snprintf(err, sizeof(err), "%s: %s", a.val[O_WRITE], strerror(-rc));
+		goto out_err;
+	}
+	if (run_policies(c, t, &prof, &a, err, sizeof(err)))
+		goto out_err;
+	ret = 0;
+	goto out_free;
+out_err:
+	fprintf(stderr, "goldminer sim: %s\n", err);
+out_free:
+	gm_trace_destroy(t);
+	gm_cluster_destroy(c);
+	return ret;
+}
