@@ -18,8 +18,8 @@
 enum { O_PER_SHARD, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_PER_SHARD] = {"per-shard", "N", 0, "samples per shard (default 1000)"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_PER_SHARD] = {"per-shard", "N", 0, "samples per shard (default 1000)"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static void pack_usage(FILE *f)
@@ -53,8 +53,7 @@ int gm_cmd_pack(int argc, char **argv)
 		pack_usage(stdout);
 		return 0;
 	}
-	if (val[O_PER_SHARD] &&
-	    cmd_u64(CMD, "--per-shard", val[O_PER_SHARD], 1, UINT32_MAX, &per))
+	if (val[O_PER_SHARD] && cmd_u64(CMD, "--per-shard", val[O_PER_SHARD], 1, UINT32_MAX, &per))
 		return 2;
 	if (a.npos != 2) {
 		pack_usage(stderr);

@@ -68,7 +68,7 @@ struct gm_aug {
 	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
 	size_t hv_cap;
 	struct aug_kernels k; /* row kernels (aug_simd.h) */
-	uint8_t *row; /* two output rows (u8 HWC, + slack) for the float path / odd size */
+	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
 };
@@ -200,8 +200,8 @@ static struct box rrc_box(const struct gm_aug_spec *s, struct gm_rng *r, uint32_
 	struct box b;
 
 	for (int attempt = 0; attempt < 10; attempt++) {
-		double target = area * (s->scale_min + (s->scale_max - s->scale_min) *
-							    gm_rng_uniform(r));
+		double target =
+		    area * (s->scale_min + (s->scale_max - s->scale_min) * gm_rng_uniform(r));
 		double ar = exp(lr0 + (lr1 - lr0) * gm_rng_uniform(r));
 		double w = nearbyint(sqrt(target * ar));
 		double h = nearbyint(sqrt(target / ar));
@@ -268,12 +268,11 @@ static inline int64_t ifloor(double v)
  * is up to 2 taps wider), so a 1..2x downscale needs at most 4.
  * mirror: output i is stored at out-1-i (horizontal flip for free).
  */
-static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out,
-		      bool mirror)
+static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror)
 {
 	double scale = (b1 - b0) / out;
 	double fscale = scale > 1.0 ? scale : 1.0; /* triangle support 1, widened */
-	double inv = 1.0 / fscale; /* multiply, not divide, in the per-tap loop */
+	double inv = 1.0 / fscale;		   /* multiply, not divide, in the per-tap loop */
 	uint32_t kmax = (uint32_t)ceil(fscale) * 2 + 1, taps = 1;
 
 	if (gm_grow_scratch((void **)&ax->w, &ax->w_cap, sizeof(double) * kmax, 1024) ||
@@ -385,8 +384,7 @@ static void pick_kernels(struct gm_aug *a)
  * taps (c0 c1 c0 c1 c0 c1 0 0), `pairs` pairs per output (zero-padded beyond the
  * taps); dup: each 8 written twice (both lanes of a 256-bit operand).
  */
-static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs,
-		     bool dup)
+static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs, bool dup)
 {
 	uint32_t taps = ax->taps, n = dup ? 16 : 8;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
@@ -409,8 +407,8 @@ static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_
  * axis maximum, and rows with fewer weights (often every other row) have zeros at
  * one end, which would cost a whole pair of source rows. Same sums either way.
  */
-static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride,
-		  size_t nbytes, uint32_t y)
+static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride, size_t nbytes,
+		  uint32_t y)
 {
 	const int16_t *c = a->ay.coef + (size_t)y * a->ay.taps;
 	uint32_t k0 = 0, k1 = a->ay.taps - 1;
@@ -419,7 +417,7 @@ static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t strid
 	while (k1 > k0 && c[k1] == 0)
 		k1--;
 	a->k.vrow(d, src + ((size_t)a->ay.min[y] + k0) * stride, stride, nbytes, c + k0,
-		k1 - k0 + 1);
+		  k1 - k0 + 1);
 }
 
 /* ---- the sample ------------------------------------------------------------------- */
@@ -503,8 +501,8 @@ struct resize_plan {
  * the scratch rows; turn the horizontal offsets into bytes from the first column
  * used. 0 or -ENOMEM with the message set.
  */
-static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img,
-		       const struct window *win, struct resize_plan *p)
+static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const struct window *win,
+		       struct resize_plan *p)
 {
 	uint32_t size = a->spec.size;
 

@@ -39,8 +39,9 @@ static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t str
 			__m128i v0 = _mm_loadu_si128((const __m128i *)p), v1 = v0, cc;
 			if (k + 1 < taps) {
 				v1 = _mm_loadu_si128((const __m128i *)(p + stride));
-				cc = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
-							      ((uint32_t)(uint16_t)c[k + 1] << 16)));
+				cc =
+				    _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
+							     ((uint32_t)(uint16_t)c[k + 1] << 16)));
 			} else {
 				cc = _mm_set1_epi32((int32_t)(uint16_t)c[k]);
 			}
@@ -62,9 +63,9 @@ static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t str
 }
 
 /* One pair of taps on 32 bytes: interleave rows a and b, widen, pmaddwd into a0..a3. */
-__attribute__((target("avx2"))) static inline void
-vpair_avx2(const uint8_t *a, const uint8_t *b, __m256i cc, __m256i *a0, __m256i *a1, __m256i *a2,
-	   __m256i *a3)
+__attribute__((target("avx2"))) static inline void vpair_avx2(const uint8_t *a, const uint8_t *b,
+							      __m256i cc, __m256i *a0, __m256i *a1,
+							      __m256i *a2, __m256i *a3)
 {
 	const __m256i z = _mm256_setzero_si256();
 	__m256i v0 = _mm256_loadu_si256((const __m256i *)a);
@@ -84,8 +85,8 @@ vpair_avx2(const uint8_t *a, const uint8_t *b, __m256i cc, __m256i *a0, __m256i 
  * 1 and 2 pairs (upscales, 1..2x downscales) get straight-line loops.
  */
 __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
-						       const uint8_t *restrict s, size_t stride,
-						       size_t n, const int16_t *c, uint32_t taps)
+						      const uint8_t *restrict s, size_t stride,
+						      size_t n, const int16_t *c, uint32_t taps)
 {
 	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
 	uint32_t np = (taps + 1) / 2;
@@ -101,8 +102,9 @@ __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
 		bool two = 2 * p + 1 < taps;
 		r0[p] = s + 2 * p * stride;
 		r1[p] = two ? r0[p] + stride : r0[p];
-		cc[p] = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)c[2 * p] |
-						    (two ? (uint32_t)(uint16_t)c[2 * p + 1] << 16 : 0)));
+		cc[p] = _mm256_set1_epi32(
+		    (int32_t)((uint32_t)(uint16_t)c[2 * p] |
+			      (two ? (uint32_t)(uint16_t)c[2 * p + 1] << 16 : 0)));
 	}
 	if (n < 32) {
 		vrow_sse2(d, s, stride, n, c, taps);
@@ -127,8 +129,8 @@ __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
 		a2 = _mm256_srai_epi32(a2, COEF_BITS);
 		a3 = _mm256_srai_epi32(a3, COEF_BITS);
 		/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
-		__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
-						_mm256_packs_epi32(a2, a3));
+		__m256i r =
+		    _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
 		_mm256_storeu_si256((__m256i *)(d + x), r);
 		x += 32;
 		if (x >= n)
@@ -143,11 +145,12 @@ __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
  * past the last tap: the source buffer has slack for that.
  */
 __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
-							 const uint8_t *restrict src,
-							 const struct axis *ax, const int16_t *hv,
-							 uint32_t out_w)
+							const uint8_t *restrict src,
+							const struct axis *ax, const int16_t *hv,
+							uint32_t out_w)
 {
-	const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m128i shuf =
+	    _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
 	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1));
 	uint32_t pairs = (ax->taps + 1) / 2;
 	const __m128i *cv = (const __m128i *)hv;
@@ -171,38 +174,38 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
  * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights,
  * so one pixel of row 0 goes in the low lane and the same pixel of row 1 in the
  * high lane: per pair of taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit
- * lanes and one vpmaddwd with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The packs keep
- * the lanes apart, so no cross-lane step is needed: after packing four pixels the
- * low lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a
- * constant after inlining). Reads up to 20 bytes from each pixel's first tap:
- * the rows have slack for that. Offsets in ax->min are in bytes.
+ * lanes and one vpmaddwd with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The
+ * packs keep the lanes apart, so no cross-lane step is needed: after packing four pixels the low
+ * lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a constant after
+ * inlining). Reads up to 20 bytes from each pixel's first tap: the rows have slack for that.
+ * Offsets in ax->min are in bytes.
  */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 hpix2_avx2(const uint8_t *s0, const uint8_t *s1, const __m256i *cv, int pairs)
 {
-	const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
-					      -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1,
-					      -1, -1, -1);
-	const __m256i sh23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1,
-					      -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1,
-					      -1, -1, -1, -1);
+	const __m256i sh01 =
+	    _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
+			     1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m256i sh23 =
+	    _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9,
+			     -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	__m256i v, acc;
 	if (pairs == 1)
 		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)s0)),
-			_mm_loadl_epi64((const __m128i *)s1), 1);
+		    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)s0)),
+		    _mm_loadl_epi64((const __m128i *)s1), 1);
 	else
 		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
-			_mm_loadu_si128((const __m128i *)s1), 1);
+		    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+		    _mm_loadu_si128((const __m128i *)s1), 1);
 	acc = _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01), _mm256_loadu_si256(cv));
 	if (pairs >= 2)
 		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh23),
 							      _mm256_loadu_si256(cv + 1)));
 	if (pairs == 3) { /* taps 4 and 5 start at byte 12 */
 		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(s0 + 12))),
-			_mm_loadl_epi64((const __m128i *)(s1 + 12)), 1);
+		    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(s0 + 12))),
+		    _mm_loadl_epi64((const __m128i *)(s1 + 12)), 1);
 		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01),
 							      _mm256_loadu_si256(cv + 2)));
 	}
@@ -216,9 +219,9 @@ hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const 
 {
 	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
 	/* gathers the RGB of four RGBx dwords into 12 bytes, in each lane */
-	const __m256i pack12 = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
-						-1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
-						-1, -1);
+	const __m256i pack12 =
+	    _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5,
+			     6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
 	uint32_t ox = 0;
 	for (; ox + 4 <= out_w; ox += 4) {
 		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
@@ -259,10 +262,9 @@ hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const 
 
 /* Two rows src0/src1 -> dst0/dst1 with the same horizontal taps (see above). */
 __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
-							uint8_t *restrict dst1,
-							const uint8_t *src0, const uint8_t *src1,
-							const struct axis *ax, const int16_t *hv,
-							uint32_t out_w)
+						       uint8_t *restrict dst1, const uint8_t *src0,
+						       const uint8_t *src1, const struct axis *ax,
+						       const int16_t *hv, uint32_t out_w)
 {
 	if (ax->taps <= 2)
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 1);
@@ -272,26 +274,30 @@ __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
 
-
 /* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
 __attribute__((target("avx2"), always_inline)) static inline void
 rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
 {
-	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i gl = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i rl =
+	    _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i rh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gl =
+	    _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bl =
+	    _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
 	__m128i lo = _mm_loadu_si128((const __m128i *)rgb);
 	__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 16));
 	__m128i c[3] = {_mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh)),
 			_mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh)),
 			_mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh))};
 	for (int k = 0; k < 3; k++)
-		o[k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c[k])),
-						   s[k]),
-				     b[k]);
+		o[k] = _mm256_add_ps(
+		    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c[k])), s[k]), b[k]);
 }
 
 /* The per-channel scale and bias as vectors. */
@@ -306,9 +312,9 @@ splat3(const float *scale, const float *bias, __m256 *s, __m256 *b)
 
 /* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
 __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
-						       float *restrict p2,
-						       const uint8_t *restrict rgb, uint32_t n,
-						       const float *scale, const float *bias)
+						      float *restrict p2,
+						      const uint8_t *restrict rgb, uint32_t n,
+						      const float *scale, const float *bias)
 {
 	__m256 s[3], b[3];
 	splat3(scale, bias, s, b);
@@ -325,12 +331,9 @@ __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float 
 }
 
 /* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
-__attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p0,
-							      uint16_t *restrict p1,
-							      uint16_t *restrict p2,
-							      const uint8_t *restrict rgb,
-							      uint32_t n, const float *scale,
-							      const float *bias)
+__attribute__((target("avx2,f16c"))) static void
+hfrow_avx2(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+	   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
 {
 	__m256 s[3], b[3];
 	splat3(scale, bias, s, b);
@@ -338,9 +341,12 @@ __attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p
 	for (; x + 8 <= n; x += 8) {
 		__m256 o[3];
 		rgb8_ps(rgb + 3 * x, s, b, o);
-		_mm_storeu_si128((__m128i *)(p0 + x), _mm256_cvtps_ph(o[0], _MM_FROUND_TO_NEAREST_INT));
-		_mm_storeu_si128((__m128i *)(p1 + x), _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
-		_mm_storeu_si128((__m128i *)(p2 + x), _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p0 + x),
+				 _mm256_cvtps_ph(o[0], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p1 + x),
+				 _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p2 + x),
+				 _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
 	}
 	if (x < n)
 		hfrow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);

@@ -21,7 +21,7 @@
 #include "goldminer/aug.h"
 
 #define COEF_BITS 14
-#define COEF_ONE (1 << COEF_BITS)
+#define COEF_ONE  (1 << COEF_BITS)
 
 /*
  * One axis of the resize: for output i, taps src[min[i] .. min[i]+taps) (pixels;
@@ -29,8 +29,8 @@
  */
 struct axis {
 	int32_t *min;
-	int16_t *coef; /* out * taps */
-	double *w;     /* scratch: one output's float weights (2*ceil(support)+1) */
+	int16_t *coef;		/* out * taps */
+	double *w;		/* scratch: one output's float weights (2*ceil(support)+1) */
 	int32_t *first, *count; /* scratch: first nonzero tap and span per output */
 	size_t min_cap, coef_cap, w_cap, first_cap, count_cap;
 	uint32_t taps;
@@ -39,7 +39,8 @@ struct axis {
 typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
 		     const int16_t *c, uint32_t taps);
 typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
-		     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
+		     const uint8_t *restrict rgb, uint32_t n, const float *scale,
+		     const float *bias);
 typedef void hfrow_fn(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
 		      const uint8_t *restrict rgb, uint32_t n, const float *scale,
 		      const float *bias);
@@ -71,8 +72,8 @@ __attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *
  * Vertical pass, one output row: d[x] = sum_k s[k*stride + x] * c[k] over n bytes.
  * Scalar version (any CPU); the SIMD versions below compute the same integers.
  */
-__attribute__((unused)) static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
-		   const int16_t *c, uint32_t taps)
+__attribute__((unused)) static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s,
+					   size_t stride, size_t n, const int16_t *c, uint32_t taps)
 {
 	for (size_t x = 0; x < n; x++) {
 		int32_t acc = 1 << (COEF_BITS - 1);
@@ -86,8 +87,8 @@ __attribute__((unused)) static void vrow_c(uint8_t *restrict d, const uint8_t *r
  * Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. Here and
  * in the SIMD versions ax->min holds byte offsets into src (gm_aug_sample converts).
  */
-__attribute__((unused)) static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
-		   const int16_t *hv, uint32_t out_w)
+__attribute__((unused)) static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src,
+					   const struct axis *ax, const int16_t *hv, uint32_t out_w)
 {
 	uint32_t taps = ax->taps;
 	(void)hv;
@@ -107,8 +108,10 @@ __attribute__((unused)) static void hrow_c(uint8_t *restrict dst, const uint8_t 
 }
 
 /* Scalar twin of frow_avx2 (same float operations, so the same bits). */
-__attribute__((unused, noinline)) static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
-		   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
+__attribute__((unused, noinline)) static void frow_c(float *restrict p0, float *restrict p1,
+						     float *restrict p2,
+						     const uint8_t *restrict rgb, uint32_t n,
+						     const float *scale, const float *bias)
 {
 	for (uint32_t x = 0; x < n; x++) {
 		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
@@ -118,8 +121,10 @@ __attribute__((unused, noinline)) static void frow_c(float *restrict p0, float *
 }
 
 /* Scalar twin of hfrow_avx2. */
-__attribute__((unused, noinline)) static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
-		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
+__attribute__((unused, noinline)) static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1,
+						      uint16_t *restrict p2,
+						      const uint8_t *restrict rgb, uint32_t n,
+						      const float *scale, const float *bias)
 {
 	for (uint32_t x = 0; x < n; x++) {
 		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);

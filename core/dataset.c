@@ -479,7 +479,8 @@ static uint64_t compute_fingerprint(const struct gm_dataset *ds)
 			num[k] = (unsigned char)(s->size >> (8 * k));
 		for (int k = 0; k < 4; k++)
 			num[8 + k] = (unsigned char)(s->label >> (8 * k));
-		h = fingerprint_fnv1a64(h, rel, strlen(rel) + 1); /* the NUL separates path from numbers */
+		h = fingerprint_fnv1a64(h, rel,
+					strlen(rel) + 1); /* the NUL separates path from numbers */
 		h = fingerprint_fnv1a64(h, num, sizeof(num));
 	}
 	return h;
@@ -675,7 +676,8 @@ static int index_shards(struct gm_dataset *ds, char **names, size_t n, uint32_t 
 		ret = gm_tar_index(names[i], "gm_dataset_open", add_shard_sample, &c, err, errlen);
 		if (!ret && ds->count == before && n == 1) {
 			ret = -ENODATA;
-			gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members", names[i]);
+			gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members",
+				names[i]);
 		}
 	}
 	return ret;
@@ -752,8 +754,8 @@ static int walk_class(struct gm_dataset *ds, struct walker *w, int rfd, uint32_t
 	int cfd, ret;
 
 	free(*class_path);
-	if (asprintf(class_path, "%s%s%s", ds->root,
-		     ds->root[ds->root_len - 1] == '/' ? "" : "/", cname) < 0) {
+	if (asprintf(class_path, "%s%s%s", ds->root, ds->root[ds->root_len - 1] == '/' ? "" : "/",
+		     cname) < 0) {
 		*class_path = NULL;
 		return -ENOMEM;
 	}

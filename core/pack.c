@@ -93,7 +93,8 @@ static int pack_key(char *key, char *prev, const char *rel, uint32_t id)
 static int pack_samples(const struct gm_dataset *ds, struct gm_tar_writer *sw, uint64_t *total,
 			char *err, size_t errlen)
 {
-	char *buf = NULL, *key = malloc(GM_TAR_MAX_NAME + 1), *prev = calloc(1, GM_TAR_MAX_NAME + 1);
+	char *buf = NULL, *key = malloc(GM_TAR_MAX_NAME + 1),
+	     *prev = calloc(1, GM_TAR_MAX_NAME + 1);
 	size_t cap = 0, skip = strlen(gm_dataset_root(ds));
 	uint32_t n = gm_dataset_count(ds);
 	int ret = 0;
@@ -110,7 +111,7 @@ static int pack_samples(const struct gm_dataset *ds, struct gm_tar_writer *sw, u
 		} else if ((ret = slurp(file, &buf, &cap, &len))) {
 			gm_errf(err, errlen, "pack: %s: %s", file, strerror(-ret));
 		} else if ((ret = gm_tar_writer_add(sw, key, strrchr(rel, '.') + 1, buf, len,
-						     gm_dataset_label(ds, id)))) {
+						    gm_dataset_label(ds, id)))) {
 			gm_errf(err, errlen, "pack: %s: %s%s", gm_tar_writer_path(sw),
 				strerror(-ret),
 				ret == -EEXIST ? " (pack into an empty directory)" : "");
@@ -134,8 +135,9 @@ static int pack_check(const struct gm_dataset *ds, const char *dst, char *err, s
 	if ((ret = gm_dataset_open(&chk, dst, err, errlen)))
 		return ret;
 	if (gm_dataset_count(chk) != n) {
-		gm_errf(err, errlen, "pack: %s indexes %u samples, not %u (other .tar files there?)",
-			dst, gm_dataset_count(chk), n);
+		gm_errf(err, errlen,
+			"pack: %s indexes %u samples, not %u (other .tar files there?)", dst,
+			gm_dataset_count(chk), n);
 		ret = -EIO;
 	}
 	for (uint32_t id = 0; !ret && id < n; id++)

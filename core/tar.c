@@ -35,10 +35,10 @@
 
 #include "goldminer/util.h"
 
-#define TAR_BLOCK 512u
+#define TAR_BLOCK    512u
 #define TAR_MAX_NAME (GM_TAR_MAX_NAME + 1) /* longest member path read (GNU 'L' / pax) */
-#define TAR_MAX_PAX (1u << 20)		   /* largest pax header read */
-#define MAX_LABEL (1u << 20)		   /* largest class number in a .cls member */
+#define TAR_MAX_PAX  (1u << 20)		   /* largest pax header read */
+#define MAX_LABEL    (1u << 20)		   /* largest class number in a .cls member */
 
 /* ---- reading: header fields --------------------------------------------------- */
 
@@ -210,16 +210,18 @@ static int read_header(struct tar_reader *t, unsigned char *h, uint64_t *size)
 	if (t->off + TAR_BLOCK > t->file_size) {
 		if (t->off == t->file_size && t->off > 0)
 			return 1; /* no end-of-archive blocks: accepted */
-		return bad(t, "%s", t->off ? "truncated tar header (shard cut short?)"
-					   : "not a tar file (shorter than one header)");
+		return bad(t, "%s",
+			   t->off ? "truncated tar header (shard cut short?)"
+				  : "not a tar file (shorter than one header)");
 	}
 	if ((ret = pread_all(t->fd, h, TAR_BLOCK, t->off)))
 		return io_error(t, ret);
 	if (all_zero(h))
 		return 1; /* end of archive */
 	if (!tar_checksum_ok(h))
-		return bad(t, "%s", t->off ? "bad tar header checksum (corrupt shard?)"
-					   : "not a tar file (bad header checksum)");
+		return bad(t, "%s",
+			   t->off ? "bad tar header checksum (corrupt shard?)"
+				  : "not a tar file (bad header checksum)");
 	if (!tar_octal(h + 124, 12, size))
 		return bad(t, "bad size field in the tar header");
 	if (t->pax_have_size)
@@ -394,8 +396,12 @@ int gm_tar_index(const char *path, const char *who,
 		 int (*on_sample)(void *ctx, const struct gm_tar_sample *s), void *ctx, char *err,
 		 size_t errlen)
 {
-	struct tar_reader t = {.shard = path, .who = who, .on_sample = on_sample, .ctx = ctx,
-			       .err = err, .errlen = errlen};
+	struct tar_reader t = {.shard = path,
+			       .who = who,
+			       .on_sample = on_sample,
+			       .ctx = ctx,
+			       .err = err,
+			       .errlen = errlen};
 	struct stat st;
 	int ret;
 
@@ -519,8 +525,8 @@ static int end_shard(struct gm_tar_writer *w)
 	return ret;
 }
 
-int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext,
-		      const void *data, size_t len, uint32_t label)
+int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext, const void *data,
+		      size_t len, uint32_t label)
 {
 	int ret;
 	if (strlen(key) + strlen(ext) + 2 > GM_TAR_MAX_NAME)

@@ -74,8 +74,8 @@ int gm_tar_write_end(FILE *f);
 struct gm_tar_writer;
 int gm_tar_writer_open(struct gm_tar_writer **out, const char *dir, uint32_t per_shard,
 		       bool exclusive);
-int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext,
-		      const void *data, size_t len, uint32_t label);
+int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext, const void *data,
+		      size_t len, uint32_t label);
 const char *gm_tar_writer_path(const struct gm_tar_writer *w);
 uint32_t gm_tar_writer_shards(const struct gm_tar_writer *w);
 int gm_tar_writer_close(struct gm_tar_writer *w);
