@@ -15,8 +15,9 @@
  *   output rows the vertical pass runs first (the long, contiguous loop over the
  *   window's width, over each row's nonzero taps only) into two L1-resident rows,
  *   then one horizontal pass makes both output rows (same taps and weights, one
- *   row per 128-bit lane). Hand-written SSE2/SSSE3/AVX2 kernels (chosen at run
- *   time) do both passes. The coefficients are built in two cheap passes (span
+ *   row per 128-bit lane). Hand-written SSE2/SSSE3/AVX2 kernels (aug_simd.c,
+ *   chosen at run time) do both passes; their scalar twins (aug_simd.h) are the
+ *   reference they reproduce bit for bit. The coefficients are built in two cheap passes (span
  *   from the filter support, then weights) with no libm calls per tap.
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
  * - float32 CHW output is computed from the uint8 result as x * (1/(255 std)) +
@@ -54,40 +55,9 @@
 #include "goldminer/rng.h"
 #include "goldminer/util.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
+#include "aug_simd.h"
 
-#define COEF_BITS 14
-#define COEF_ONE (1 << COEF_BITS)
 #define MAX_SIZE 8192u
-
-/*
- * One axis of the resize: for output i, taps src[min[i] .. min[i]+taps) (pixels;
- * for the horizontal axis gm_aug_sample turns min into byte offsets).
- */
-struct axis {
-	int32_t *min;
-	int16_t *coef; /* out * taps */
-	double *w;     /* scratch: one output's float weights (2*ceil(support)+1) */
-	int32_t *first, *count; /* scratch: first nonzero tap and span per output */
-	size_t min_cap, coef_cap, w_cap, first_cap, count_cap;
-	uint32_t taps;
-};
-
-typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
-		     const int16_t *c, uint32_t taps);
-typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
-		     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
-typedef void hfrow_fn(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
-		      const uint8_t *restrict rgb, uint32_t n, const float *scale,
-		      const float *bias);
-typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
-		     const int16_t *hv, uint32_t out_w);
-typedef void hrow2_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
-		      const uint8_t *src1, const struct axis *ax, const int16_t *hv,
-		      uint32_t out_w);
 
 struct gm_aug {
 	struct gm_aug_spec spec;
@@ -97,12 +67,8 @@ struct gm_aug {
 	size_t tmp_cap;
 	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
 	size_t hv_cap;
-	vrow_fn *vrow;
-	hrow_fn *hrow;	/* any tap count */
-	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
-	frow_fn *frow;
-	hfrow_fn *hfrow; /* float16 output */
-	uint8_t *row; /* two output rows (u8 HWC, + slack) for the float path / odd size */
+	struct aug_kernels k; /* row kernels (aug_simd.h) */
+	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
 };
@@ -234,8 +200,8 @@ static struct box rrc_box(const struct gm_aug_spec *s, struct gm_rng *r, uint32_
 	struct box b;
 
 	for (int attempt = 0; attempt < 10; attempt++) {
-		double target = area * (s->scale_min + (s->scale_max - s->scale_min) *
-							    gm_rng_uniform(r));
+		double target =
+		    area * (s->scale_min + (s->scale_max - s->scale_min) * gm_rng_uniform(r));
 		double ar = exp(lr0 + (lr1 - lr0) * gm_rng_uniform(r));
 		double w = nearbyint(sqrt(target * ar));
 		double h = nearbyint(sqrt(target / ar));
@@ -302,12 +268,11 @@ static inline int64_t ifloor(double v)
  * is up to 2 taps wider), so a 1..2x downscale needs at most 4.
  * mirror: output i is stored at out-1-i (horizontal flip for free).
  */
-static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out,
-		      bool mirror)
+static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror)
 {
 	double scale = (b1 - b0) / out;
 	double fscale = scale > 1.0 ? scale : 1.0; /* triangle support 1, widened */
-	double inv = 1.0 / fscale; /* multiply, not divide, in the per-tap loop */
+	double inv = 1.0 / fscale;		   /* multiply, not divide, in the per-tap loop */
 	uint32_t kmax = (uint32_t)ceil(fscale) * 2 + 1, taps = 1;
 
 	if (gm_grow_scratch((void **)&ax->w, &ax->w_cap, sizeof(double) * kmax, 1024) ||
@@ -364,397 +329,6 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 }
 
 /*
- * Vertical pass, one output row: d[x] = sum_k s[k*stride + x] * c[k] over n bytes.
- * Scalar version (any CPU); the SIMD versions below compute the same integers.
- */
-static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
-		   const int16_t *c, uint32_t taps)
-{
-	for (size_t x = 0; x < n; x++) {
-		int32_t acc = 1 << (COEF_BITS - 1);
-		for (uint32_t k = 0; k < taps; k++)
-			acc += s[k * stride + x] * c[k];
-		d[x] = (uint8_t)(acc >> COEF_BITS);
-	}
-}
-
-/*
- * Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. Here and
- * in the SIMD versions ax->min holds byte offsets into src (gm_aug_sample converts).
- */
-static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
-		   const int16_t *hv, uint32_t out_w)
-{
-	uint32_t taps = ax->taps;
-	(void)hv;
-	for (uint32_t ox = 0; ox < out_w; ox++) {
-		const int16_t *c = ax->coef + (size_t)ox * taps;
-		const uint8_t *s = src + ax->min[ox];
-		int32_t r = 1 << (COEF_BITS - 1), g = r, b = r;
-		for (uint32_t k = 0; k < taps; k++) {
-			r += s[3 * k] * c[k];
-			g += s[3 * k + 1] * c[k];
-			b += s[3 * k + 2] * c[k];
-		}
-		dst[3 * ox] = (uint8_t)(r >> COEF_BITS);
-		dst[3 * ox + 1] = (uint8_t)(g >> COEF_BITS);
-		dst[3 * ox + 2] = (uint8_t)(b >> COEF_BITS);
-	}
-}
-
-#if defined(__x86_64__)
-/*
- * x86 versions (hand-written because gcc -O2 does not vectorise these loops).
- * Vertical: two taps at a time, bytes of the two source rows interleaved and
- * widened to 16 bits so one pmaddwd does 2 multiply-adds per lane.
- */
-static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
-		      const int16_t *c, uint32_t taps)
-{
-	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1)), z = _mm_setzero_si128();
-	size_t x = 0;
-	for (; x + 16 <= n; x += 16) {
-		__m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
-		for (uint32_t k = 0; k < taps; k += 2) {
-			const uint8_t *p = s + k * stride + x;
-			__m128i v0 = _mm_loadu_si128((const __m128i *)p), v1 = v0, cc;
-			if (k + 1 < taps) {
-				v1 = _mm_loadu_si128((const __m128i *)(p + stride));
-				cc = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
-							      ((uint32_t)(uint16_t)c[k + 1] << 16)));
-			} else {
-				cc = _mm_set1_epi32((int32_t)(uint16_t)c[k]);
-			}
-			__m128i lo = _mm_unpacklo_epi8(v0, v1), hi = _mm_unpackhi_epi8(v0, v1);
-			a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), cc));
-			a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), cc));
-			a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), cc));
-			a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), cc));
-		}
-		a0 = _mm_srai_epi32(a0, COEF_BITS);
-		a1 = _mm_srai_epi32(a1, COEF_BITS);
-		a2 = _mm_srai_epi32(a2, COEF_BITS);
-		a3 = _mm_srai_epi32(a3, COEF_BITS);
-		__m128i r = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
-		_mm_storeu_si128((__m128i *)(d + x), r);
-	}
-	if (x < n)
-		vrow_c(d + x, s + x, stride, n - x, c, taps);
-}
-
-/* One pair of taps on 32 bytes: interleave rows a and b, widen, pmaddwd into a0..a3. */
-__attribute__((target("avx2"))) static inline void
-vpair_avx2(const uint8_t *a, const uint8_t *b, __m256i cc, __m256i *a0, __m256i *a1, __m256i *a2,
-	   __m256i *a3)
-{
-	const __m256i z = _mm256_setzero_si256();
-	__m256i v0 = _mm256_loadu_si256((const __m256i *)a);
-	__m256i v1 = _mm256_loadu_si256((const __m256i *)b);
-	__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
-	*a0 = _mm256_add_epi32(*a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), cc));
-	*a1 = _mm256_add_epi32(*a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), cc));
-	*a2 = _mm256_add_epi32(*a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), cc));
-	*a3 = _mm256_add_epi32(*a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), cc));
-}
-
-#define VROW_MAX_PAIRS 16
-
-/*
- * Vertical, AVX2: 32 bytes a step. Row pointers and broadcast coefficient pairs
- * are set up once per output row (an odd last tap pairs with itself at weight 0);
- * 1 and 2 pairs (upscales, 1..2x downscales) get straight-line loops.
- */
-__attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
-						       const uint8_t *restrict s, size_t stride,
-						       size_t n, const int16_t *c, uint32_t taps)
-{
-	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
-	uint32_t np = (taps + 1) / 2;
-	const uint8_t *r0[VROW_MAX_PAIRS], *r1[VROW_MAX_PAIRS];
-	__m256i cc[VROW_MAX_PAIRS];
-	size_t x = 0;
-
-	if (np > VROW_MAX_PAIRS) {
-		vrow_sse2(d, s, stride, n, c, taps);
-		return;
-	}
-	for (uint32_t p = 0; p < np; p++) {
-		bool two = 2 * p + 1 < taps;
-		r0[p] = s + 2 * p * stride;
-		r1[p] = two ? r0[p] + stride : r0[p];
-		cc[p] = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)c[2 * p] |
-						    (two ? (uint32_t)(uint16_t)c[2 * p + 1] << 16 : 0)));
-	}
-	if (n < 32) {
-		vrow_sse2(d, s, stride, n, c, taps);
-		return;
-	}
-	for (;;) {
-		/* a ragged end redoes the last full 32 bytes (same inputs, same bytes) */
-		if (x + 32 > n)
-			x = n - 32;
-		__m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
-		if (np == 1) {
-			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
-		} else if (np == 2) {
-			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
-			vpair_avx2(r0[1] + x, r1[1] + x, cc[1], &a0, &a1, &a2, &a3);
-		} else {
-			for (uint32_t p = 0; p < np; p++)
-				vpair_avx2(r0[p] + x, r1[p] + x, cc[p], &a0, &a1, &a2, &a3);
-		}
-		a0 = _mm256_srai_epi32(a0, COEF_BITS);
-		a1 = _mm256_srai_epi32(a1, COEF_BITS);
-		a2 = _mm256_srai_epi32(a2, COEF_BITS);
-		a3 = _mm256_srai_epi32(a3, COEF_BITS);
-		/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
-		__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
-						_mm256_packs_epi32(a2, a3));
-		_mm256_storeu_si256((__m256i *)(d + x), r);
-		x += 32;
-		if (x >= n)
-			break;
-	}
-}
-
-/*
- * Horizontal, SSSE3: per output pixel and pair of taps, one 8-byte load, a pshufb
- * to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one pmaddwd with the prepared
- * (c0 c1 c0 c1 c0 c1 0 0) vector (hv, built by hv_build). Reads up to 8 bytes
- * past the last tap: the source buffer has slack for that.
- */
-__attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
-							 const uint8_t *restrict src,
-							 const struct axis *ax, const int16_t *hv,
-							 uint32_t out_w)
-{
-	const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1));
-	uint32_t pairs = (ax->taps + 1) / 2;
-	const __m128i *cv = (const __m128i *)hv;
-	for (uint32_t ox = 0; ox < out_w; ox++) {
-		const uint8_t *s = src + ax->min[ox];
-		__m128i acc = rnd;
-		for (uint32_t p = 0; p < pairs; p++) {
-			__m128i v = _mm_loadl_epi64((const __m128i *)(s + 6 * p));
-			acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(v, shuf), cv[p]));
-		}
-		cv += pairs;
-		acc = _mm_srai_epi32(acc, COEF_BITS);
-		acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
-		uint32_t px = (uint32_t)_mm_cvtsi128_si32(acc);
-		memcpy(dst + 3 * ox, &px, 3);
-	}
-}
-
-/*
- * Horizontal, AVX2, two output rows at once, for up to 6 taps (every upscale and
- * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights,
- * so one pixel of row 0 goes in the low lane and the same pixel of row 1 in the
- * high lane: per pair of taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit
- * lanes and one vpmaddwd with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The packs keep
- * the lanes apart, so no cross-lane step is needed: after packing four pixels the
- * low lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a
- * constant after inlining). Reads up to 20 bytes from each pixel's first tap:
- * the rows have slack for that. Offsets in ax->min are in bytes.
- */
-__attribute__((target("avx2"), always_inline)) static inline __m256i
-hpix2_avx2(const uint8_t *s0, const uint8_t *s1, const __m256i *cv, int pairs)
-{
-	const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
-					      -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1,
-					      -1, -1, -1);
-	const __m256i sh23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1,
-					      -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1,
-					      -1, -1, -1, -1);
-	__m256i v, acc;
-	if (pairs == 1)
-		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)s0)),
-			_mm_loadl_epi64((const __m128i *)s1), 1);
-	else
-		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
-			_mm_loadu_si128((const __m128i *)s1), 1);
-	acc = _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01), _mm256_loadu_si256(cv));
-	if (pairs >= 2)
-		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh23),
-							      _mm256_loadu_si256(cv + 1)));
-	if (pairs == 3) { /* taps 4 and 5 start at byte 12 */
-		v = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(s0 + 12))),
-			_mm_loadl_epi64((const __m128i *)(s1 + 12)), 1);
-		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01),
-							      _mm256_loadu_si256(cv + 2)));
-	}
-	return acc;
-}
-
-/* always inlined, so that each PAIRS gets its own straight-line loop */
-__attribute__((target("avx2"), always_inline)) static inline void
-hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
-	   const int32_t *m, const __m256i *cv, uint32_t out_w, int pairs)
-{
-	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
-	/* gathers the RGB of four RGBx dwords into 12 bytes, in each lane */
-	const __m256i pack12 = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
-						-1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
-						-1, -1);
-	uint32_t ox = 0;
-	for (; ox + 4 <= out_w; ox += 4) {
-		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
-		__m256i b = hpix2_avx2(s0 + m[ox + 1], s1 + m[ox + 1],
-				       cv + (size_t)(ox + 1) * pairs, pairs);
-		__m256i c = hpix2_avx2(s0 + m[ox + 2], s1 + m[ox + 2],
-				       cv + (size_t)(ox + 2) * pairs, pairs);
-		__m256i d = hpix2_avx2(s0 + m[ox + 3], s1 + m[ox + 3],
-				       cv + (size_t)(ox + 3) * pairs, pairs);
-		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
-		b = _mm256_srai_epi32(_mm256_add_epi32(b, rnd), COEF_BITS);
-		c = _mm256_srai_epi32(_mm256_add_epi32(c, rnd), COEF_BITS);
-		d = _mm256_srai_epi32(_mm256_add_epi32(d, rnd), COEF_BITS);
-		/* per lane: A B C D as RGBx bytes, then 12 packed bytes */
-		__m256i p = _mm256_packus_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
-		p = _mm256_shuffle_epi8(p, pack12);
-		__m128i q0 = _mm256_castsi256_si128(p), q1 = _mm256_extracti128_si256(p, 1);
-		if (ox + 6 <= out_w) { /* the 4 extra bytes land where later pixels go */
-			_mm_storeu_si128((__m128i *)(d0 + 3 * ox), q0);
-			_mm_storeu_si128((__m128i *)(d1 + 3 * ox), q1);
-		} else {
-			uint8_t last[32];
-			_mm256_storeu_si256((__m256i *)last, p);
-			memcpy(d0 + 3 * ox, last, 12);
-			memcpy(d1 + 3 * ox, last + 16, 12);
-		}
-	}
-	for (; ox < out_w; ox++) {
-		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
-		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
-		a = _mm256_packus_epi16(_mm256_packs_epi32(a, a), a);
-		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(a));
-		uint32_t pb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(a, 1));
-		memcpy(d0 + 3 * ox, &pa, 3);
-		memcpy(d1 + 3 * ox, &pb, 3);
-	}
-}
-
-/* Two rows src0/src1 -> dst0/dst1 with the same horizontal taps (see above). */
-__attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
-							uint8_t *restrict dst1,
-							const uint8_t *src0, const uint8_t *src1,
-							const struct axis *ax, const int16_t *hv,
-							uint32_t out_w)
-{
-	if (ax->taps <= 2)
-		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 1);
-	else if (ax->taps <= 4)
-		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 2);
-	else
-		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
-}
-
-static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
-		   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
-static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
-		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias);
-
-/* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
-__attribute__((target("avx2"), always_inline)) static inline void
-rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
-{
-	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i gl = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
-	__m128i lo = _mm_loadu_si128((const __m128i *)rgb);
-	__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 16));
-	__m128i c[3] = {_mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh)),
-			_mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh)),
-			_mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh))};
-	for (int k = 0; k < 3; k++)
-		o[k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c[k])),
-						   s[k]),
-				     b[k]);
-}
-
-/* The per-channel scale and bias as vectors. */
-__attribute__((target("avx2"), always_inline)) static inline void
-splat3(const float *scale, const float *bias, __m256 *s, __m256 *b)
-{
-	for (int c = 0; c < 3; c++) {
-		s[c] = _mm256_set1_ps(scale[c]);
-		b[c] = _mm256_set1_ps(bias[c]);
-	}
-}
-
-/* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
-__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
-						       float *restrict p2,
-						       const uint8_t *restrict rgb, uint32_t n,
-						       const float *scale, const float *bias)
-{
-	__m256 s[3], b[3];
-	splat3(scale, bias, s, b);
-	uint32_t x = 0;
-	for (; x + 8 <= n; x += 8) {
-		__m256 o[3];
-		rgb8_ps(rgb + 3 * x, s, b, o);
-		_mm256_storeu_ps(p0 + x, o[0]);
-		_mm256_storeu_ps(p1 + x, o[1]);
-		_mm256_storeu_ps(p2 + x, o[2]);
-	}
-	if (x < n)
-		frow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
-}
-
-/* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
-__attribute__((target("avx2,f16c"))) static void hfrow_avx2(uint16_t *restrict p0,
-							      uint16_t *restrict p1,
-							      uint16_t *restrict p2,
-							      const uint8_t *restrict rgb,
-							      uint32_t n, const float *scale,
-							      const float *bias)
-{
-	__m256 s[3], b[3];
-	splat3(scale, bias, s, b);
-	uint32_t x = 0;
-	for (; x + 8 <= n; x += 8) {
-		__m256 o[3];
-		rgb8_ps(rgb + 3 * x, s, b, o);
-		_mm_storeu_si128((__m128i *)(p0 + x), _mm256_cvtps_ph(o[0], _MM_FROUND_TO_NEAREST_INT));
-		_mm_storeu_si128((__m128i *)(p1 + x), _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
-		_mm_storeu_si128((__m128i *)(p2 + x), _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
-	}
-	if (x < n)
-		hfrow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
-}
-#endif
-
-/* Scalar twin of frow_avx2 (same float operations, so the same bits). */
-static void frow_c(float *restrict p0, float *restrict p1, float *restrict p2,
-		   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
-{
-	for (uint32_t x = 0; x < n; x++) {
-		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
-		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
-		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
-	}
-}
-
-/* Scalar twin of hfrow_avx2. */
-static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
-		    const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
-{
-	for (uint32_t x = 0; x < n; x++) {
-		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);
-		p1[x] = gm_f32_to_f16((float)rgb[3 * x + 1] * scale[1] + bias[1]);
-		p2[x] = gm_f32_to_f16((float)rgb[3 * x + 2] * scale[2] + bias[2]);
-	}
-}
-
-/*
  * IEEE float -> half, round to nearest even, the result vcvtps2ph gives (NaN kept
  * quiet with the top payload bits). Written out because C11 has no half type and
  * gcc 12 / clang 14 disagree on _Float16 for x86; tests compare it with F16C.
@@ -794,28 +368,15 @@ uint16_t gm_f32_to_f16(float f)
 /* Choose the fastest kernels this CPU runs; GM_NO_SIMD=1 forces the portable ones. */
 static void pick_kernels(struct gm_aug *a)
 {
-	a->vrow = vrow_c;
-	a->hrow = hrow_c;
-	a->hrow2 = NULL;
-	a->frow = frow_c;
-	a->hfrow = hfrow_c;
-#if defined(__x86_64__)
+	a->k.vrow = vrow_c;
+	a->k.hrow = hrow_c;
+	a->k.hrow2 = NULL;
+	a->k.frow = frow_c;
+	a->k.hfrow = hfrow_c;
 	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
 	if (no && no[0] == '1')
 		return;
-	__builtin_cpu_init();
-	a->vrow = vrow_sse2;
-	if (__builtin_cpu_supports("ssse3"))
-		a->hrow = hrow_ssse3;
-	if (__builtin_cpu_supports("avx2")) {
-		a->vrow = vrow_avx2;
-		a->hrow2 = hrow2_avx2;
-		a->frow = frow_avx2;
-		unsigned eax, ebx, ecx, edx; /* clang 14's builtin does not know "f16c" */
-		if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C))
-			a->hfrow = hfrow_avx2;
-	}
-#endif
+	gm_aug_simd_pick(&a->k);
 }
 
 /*
@@ -823,8 +384,7 @@ static void pick_kernels(struct gm_aug *a)
  * taps (c0 c1 c0 c1 c0 c1 0 0), `pairs` pairs per output (zero-padded beyond the
  * taps); dup: each 8 written twice (both lanes of a 256-bit operand).
  */
-static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs,
-		     bool dup)
+static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_t pairs, bool dup)
 {
 	uint32_t taps = ax->taps, n = dup ? 16 : 8;
 	for (uint32_t ox = 0; ox < out_w; ox++) {
@@ -847,8 +407,8 @@ static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_
  * axis maximum, and rows with fewer weights (often every other row) have zeros at
  * one end, which would cost a whole pair of source rows. Same sums either way.
  */
-static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride,
-		  size_t nbytes, uint32_t y)
+static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride, size_t nbytes,
+		  uint32_t y)
 {
 	const int16_t *c = a->ay.coef + (size_t)y * a->ay.taps;
 	uint32_t k0 = 0, k1 = a->ay.taps - 1;
@@ -856,8 +416,8 @@ static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t strid
 		k0++;
 	while (k1 > k0 && c[k1] == 0)
 		k1--;
-	a->vrow(d, src + ((size_t)a->ay.min[y] + k0) * stride, stride, nbytes, c + k0,
-		k1 - k0 + 1);
+	a->k.vrow(d, src + ((size_t)a->ay.min[y] + k0) * stride, stride, nbytes, c + k0,
+		  k1 - k0 + 1);
 }
 
 /* ---- the sample ------------------------------------------------------------------- */
@@ -868,28 +428,37 @@ static int fail(struct gm_aug *a, int ret, const char *what)
 	return ret;
 }
 
-int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
-		  uint64_t sample_id, void *out, struct gm_aug_times *t)
+/* Where the crop lies in the decoded window (scaled pixels, window-relative after
+ * decode_window), and whether it is flipped. */
+struct window {
+	double x0, y0, x1, y1; /* the crop box in DCT-scaled pixels */
+	uint32_t wx0, wy0;     /* the decoded window's top-left, scaled pixels */
+	bool flip;
+};
+
+/*
+ * Choose the crop from the header (train: RNG draws keyed by seed, epoch, sample
+ * id; eval: the centre crop), then decode only the window of the DCT-scaled image
+ * that covers it, rounded outwards, into *img. 0 or -errno with the message set.
+ */
+static int decode_window(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
+			 uint64_t epoch, uint64_t sample_id, struct gm_jpeg_image *img,
+			 struct window *win)
 {
 	const struct gm_aug_spec *s = &a->spec;
 	struct gm_jpeg_info info;
-	struct gm_jpeg_image img;
 	struct gm_rng r;
 	struct box b;
-	bool flip = false;
 	uint32_t size = s->size;
-	uint64_t t0 = now_ns(), t1, t2;
 	int ret;
 
-	a->errmsg[0] = '\0';
-	if (!out)
-		return fail(a, -EINVAL, "no output buffer");
+	win->flip = false;
 	ret = gm_jpeg_open(a->dec, jpeg, len, &info);
 	if (ret)
 		return fail(a, ret, gm_jpeg_errmsg(a->dec));
 	if (s->mode == GM_AUG_TRAIN) {
 		gm_rng_init(&r, seed, GM_RNG_STREAM_SAMPLE, epoch, sample_id);
-		flip = gm_rng_uniform(&r) < s->flip_p;
+		win->flip = gm_rng_uniform(&r) < s->flip_p;
 		b = rrc_box(s, &r, info.width, info.height);
 	} else {
 		b = eval_box(s, info.width, info.height);
@@ -899,9 +468,9 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 	uint32_t n = gm_jpeg_pick_scale(b.x1 - b.x0, b.y1 - b.y0, size, size);
 	uint32_t sw = gm_jpeg_scaled_dim(info.width, n), sh = gm_jpeg_scaled_dim(info.height, n);
 	double f = n / 8.0;
-	double sx0 = b.x0 * f, sy0 = b.y0 * f, sx1 = b.x1 * f, sy1 = b.y1 * f;
-	uint32_t wx0 = (uint32_t)floor(sx0), wy0 = (uint32_t)floor(sy0);
-	uint32_t wx1 = (uint32_t)ceil(sx1), wy1 = (uint32_t)ceil(sy1);
+	win->x0 = b.x0 * f, win->y0 = b.y0 * f, win->x1 = b.x1 * f, win->y1 = b.y1 * f;
+	uint32_t wx0 = (uint32_t)floor(win->x0), wy0 = (uint32_t)floor(win->y0);
+	uint32_t wx1 = (uint32_t)ceil(win->x1), wy1 = (uint32_t)ceil(win->y1);
 	if (wx1 > sw)
 		wx1 = sw;
 	if (wy1 > sh)
@@ -910,14 +479,36 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		wx0 = wx1 - 1;
 	if (wy0 >= wy1)
 		wy0 = wy1 - 1;
-	ret = gm_jpeg_decode_region(a->dec, n, wx0, wy0, wx1 - wx0, wy1 - wy0, &img);
+	win->wx0 = wx0;
+	win->wy0 = wy0;
+	ret = gm_jpeg_decode_region(a->dec, n, wx0, wy0, wx1 - wx0, wy1 - wy0, img);
 	if (ret)
 		return fail(a, ret, gm_jpeg_errmsg(a->dec));
-	t1 = now_ns();
+	return 0;
+}
 
-	/* Coefficients for this image, box relative to the decoded window. */
-	if (axis_build(&a->ax, sx0 - wx0, sx1 - wx0, img.width, size, flip) ||
-	    axis_build(&a->ay, sy0 - wy0, sy1 - wy0, img.height, size, false))
+/* What the row loop needs once the coefficients are built. */
+struct resize_plan {
+	const uint8_t *src; /* first column the horizontal taps reach, row 0 */
+	size_t stride;	    /* of the decoded window */
+	size_t nbytes;	    /* bytes of a row the vertical pass makes */
+	size_t rowcap;	    /* nbytes + slack: the distance of the two scratch rows */
+	bool two;	    /* the two-row horizontal kernel applies */
+};
+
+/*
+ * Build this image's coefficients (box relative to the decoded window) and size
+ * the scratch rows; turn the horizontal offsets into bytes from the first column
+ * used. 0 or -ENOMEM with the message set.
+ */
+static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const struct window *win,
+		       struct resize_plan *p)
+{
+	uint32_t size = a->spec.size;
+
+	if (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, img->width, size,
+		       win->flip) ||
+	    axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, img->height, size, false))
 		return fail(a, -ENOMEM, "out of memory for resize coefficients");
 	/* Only the columns the horizontal taps reach go through the vertical pass. */
 	uint32_t lo = UINT32_MAX, hi = 0;
@@ -926,59 +517,92 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		lo = m < lo ? m : lo;
 		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
 	}
-	size_t nbytes = (size_t)(hi - lo) * 3, rowcap = nbytes + 32;
+	p->nbytes = (size_t)(hi - lo) * 3;
+	p->rowcap = p->nbytes + 32;
 	/* 1..6 taps: the two-row AVX2 kernel (1, 2 or 3 pairs, lanes doubled) */
-	bool two = a->hrow2 && a->ax.taps <= 6;
+	p->two = a->k.hrow2 && a->ax.taps <= 6;
 	uint32_t pairs = (a->ax.taps + 1) / 2;
 	/* Two intermediate rows (+32 each: the SIMD horizontal pass reads past its last tap). */
-	if (gm_grow_scratch((void **)&a->tmp, &a->tmp_cap, 2 * rowcap, 1024) ||
+	if (gm_grow_scratch((void **)&a->tmp, &a->tmp_cap, 2 * p->rowcap, 1024) ||
 	    gm_grow_scratch((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size, 1024))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
-	uint8_t *tmp0 = a->tmp, *tmp1 = a->tmp + rowcap;
-	memset(tmp0 + nbytes, 0, 32);
-	memset(tmp1 + nbytes, 0, 32);
+	memset(a->tmp + p->nbytes, 0, 32);
+	memset(a->tmp + p->rowcap + p->nbytes, 0, 32);
 	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
-	if (a->hrow != hrow_c)
-		hv_build(a->hv, &a->ax, size, pairs, two);
-	const uint8_t *src = img.pixels + (size_t)lo * 3;
+	if (a->k.hrow != hrow_c)
+		hv_build(a->hv, &a->ax, size, pairs, p->two);
+	p->src = img->pixels + (size_t)lo * 3;
+	p->stride = img->stride;
+	return 0;
+}
+
+/*
+ * Resize into out, two rows at a time, vertical then horizontal: the intermediates
+ * stay in L1. An odd last row is paired with itself, its twin going to scratch.
+ * float outputs are laid out from the uint8 rows as they are made.
+ */
+static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
+{
+	const struct gm_aug_spec *s = &a->spec;
+	uint32_t size = s->size;
+	uint8_t *tmp0 = a->tmp, *tmp1 = a->tmp + p->rowcap;
 	size_t plane = (size_t)size * size, orow = (size_t)size * 3;
-	/*
-	 * Two rows at a time, vertical then horizontal: the intermediates stay in L1.
-	 * An odd last row is paired with itself, its twin going to scratch.
-	 */
+
 	for (uint32_t y = 0; y < size; y += 2) {
 		bool pair = y + 1 < size;
-		vpass(a, tmp0, src, img.stride, nbytes, y);
+		vpass(a, tmp0, p->src, p->stride, p->nbytes, y);
 		if (pair)
-			vpass(a, tmp1, src, img.stride, nbytes, y + 1);
+			vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1);
 		uint8_t *d0 = a->row, *d1 = a->row + orow;
 		if (s->out == GM_OUT_U8_HWC) {
 			d0 = (uint8_t *)out + y * orow;
 			d1 = pair ? d0 + orow : a->row;
 		}
-		if (two) {
-			a->hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
+		if (p->two) {
+			a->k.hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
 		} else {
-			a->hrow(d0, tmp0, &a->ax, a->hv, size);
+			a->k.hrow(d0, tmp0, &a->ax, a->hv, size);
 			if (pair)
-				a->hrow(d1, tmp1, &a->ax, a->hv, size);
+				a->k.hrow(d1, tmp1, &a->ax, a->hv, size);
 		}
 		if (s->out == GM_OUT_F32_CHW) {
 			float *p0 = (float *)out + (size_t)y * size;
-			a->frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+			a->k.frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
 			if (pair)
-				a->frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
-					size, a->scale, a->bias);
+				a->k.frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
+					  size, a->scale, a->bias);
 		} else if (s->out == GM_OUT_F16_CHW) {
 			uint16_t *p0 = (uint16_t *)out + (size_t)y * size;
-			a->hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+			a->k.hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
 			if (pair)
-				a->hfrow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
-					 size, a->scale, a->bias);
+				a->k.hfrow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
+					   size, a->scale, a->bias);
 		}
 	}
+}
+
+int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
+		  uint64_t sample_id, void *out, struct gm_aug_times *t)
+{
+	struct gm_jpeg_image img;
+	struct resize_plan plan;
+	struct window win;
+	uint64_t t0 = now_ns(), t1, t2;
+	int ret;
+
+	a->errmsg[0] = '\0';
+	if (!out)
+		return fail(a, -EINVAL, "no output buffer");
+	ret = decode_window(a, jpeg, len, seed, epoch, sample_id, &img, &win);
+	if (ret)
+		return ret;
+	t1 = now_ns();
+	ret = plan_resize(a, &img, &win, &plan);
+	if (ret)
+		return ret;
+	resample(a, &plan, out);
 	t2 = now_ns();
 	if (t) {
 		t->decode_ns += t1 - t0;

@@ -1,5 +1,6 @@
 /*
- * dataset.c - ImageFolder sample index (see dataset.h).
+ * dataset.c - the sample index of an ImageFolder tree or of WebDataset tar shards
+ * (see dataset.h).
  *
  * Purpose: map sample id -> (full path, size hint, label) for a tree laid out as
  * root/CLASS/[SUBDIRS/]NAME.jpg, in exactly the order torchvision's ImageFolder lists it, so
@@ -34,12 +35,19 @@
  *    (broken symlinks, FIFOs, sockets) are skipped: they cannot be read as images;
  *  - symlink cycles (a directory that is its own ancestor) are not re-entered.
  *
- * Tar shards (WebDataset): see the section before gm_dataset_open.
+ * Tar shards (WebDataset): root is one .tar file, or a directory of them with no
+ * class directory. tar.c reads the format and hands out each sample (its member
+ * name, offset, size and label); this file stores them like the files of a tree.
  *
- * What it does not do: compressed shards (.tar.gz), other image extensions, watching
- * the tree for changes. The index is built once and then only read.
+ * The fingerprint (compute_fingerprint) is a byte-wise FNV-1a over every sample's
+ * relative path, size and label, defined so that any language can recompute it.
+ *
+ * What it does not do: parse tar (tar.c does), compressed shards (.tar.gz), other
+ * image extensions, watching the tree for changes. The index is built once and then
+ * only read.
  */
 #include "goldminer/dataset.h"
+#include "goldminer/tar.h"
 #include "goldminer/util.h"
 
 #include <dirent.h>
@@ -172,32 +180,32 @@ static int cmp_off(const void *a, const void *b)
 	return strcmp(sort_base + *x, sort_base + *y);
 }
 
-/*
- * Walk the directory open at fd (ownership taken), whose path relative to the class
- * dir is tmp[rel] ("" for the class dir itself). Records the directory, its sorted
- * JPEG files, then recurses into its subdirectories.
- */
-static int walk(struct walker *w, int fd, size_t rel)
+/* A directory error, naming the directory (tmp[rel], relative to the class). */
+static int path_error(struct walker *w, size_t rel, int ret)
 {
-	size_t *subs = NULL, nsubs = 0, subs_cap = 0;
-	struct walk_dir *dir;
-	struct dirent *de;
+	gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
+		strerror(-ret));
+	return ret;
+}
+
+/*
+ * Enter the directory open at fd: push it on the ancestor stack unless it is already
+ * there (a symlink cycle). 0 (pushed), 1 (a cycle: fd closed, skip it), or -errno
+ * (fd closed).
+ */
+static int enter_dir(struct walker *w, int fd, size_t rel)
+{
 	struct stat st;
-	uint32_t first = w->nfiles;
-	int ret = 0;
-	DIR *d;
 
 	if (fstat(fd, &st)) {
-		ret = -errno;
+		int ret = -errno;
 		close(fd);
-		gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
-			strerror(-ret));
-		return ret;
+		return path_error(w, rel, ret);
 	}
 	for (unsigned i = 0; i < w->nanc; i++)
 		if (w->anc[i].dev == st.st_dev && w->anc[i].ino == st.st_ino) {
 			close(fd); /* a symlink cycle: already being walked above */
-			return 0;
+			return 1;
 		}
 	if (grow((void **)&w->anc, &w->anc_cap, w->nanc + 1, sizeof(*w->anc))) {
 		close(fd);
@@ -206,135 +214,176 @@ static int walk(struct walker *w, int fd, size_t rel)
 	w->anc[w->nanc].dev = st.st_dev;
 	w->anc[w->nanc].ino = st.st_ino;
 	w->nanc++;
+	return 0;
+}
 
-	d = fdopendir(fd);
-	if (!d) {
-		ret = -errno;
-		close(fd);
-		goto out_err_path;
+enum entry_kind { ENTRY_SKIP, ENTRY_DIR, ENTRY_JPEG };
+
+/*
+ * What entry de of directory d is: a subdirectory, a JPEG regular file (*size set)
+ * or something to skip, symlinks followed. d_type saves a stat for plain
+ * directories and for regular files that are not JPEGs. 0 or -errno.
+ */
+static int classify(DIR *d, const struct dirent *de, size_t len, enum entry_kind *kind,
+		    uint64_t *size)
+{
+	const char *name = de->d_name;
+	struct stat fst;
+
+	*kind = ENTRY_SKIP;
+	if (de->d_type == DT_DIR) {
+		*kind = ENTRY_DIR;
+		return 0;
 	}
+	if (de->d_type == DT_REG && !is_jpeg_name(name, len))
+		return 0;
+	if (de->d_type != DT_REG && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+		return 0; /* FIFO, socket, device: never an image */
+	if (fstatat(dirfd(d), name, &fst, 0)) {
+		if (errno == ENOENT || errno == ELOOP)
+			return 0; /* broken symlink, or raced away */
+		return -errno;
+	}
+	if (S_ISDIR(fst.st_mode))
+		*kind = ENTRY_DIR;
+	else if (S_ISREG(fst.st_mode) && is_jpeg_name(name, len))
+		*kind = ENTRY_JPEG;
+	*size = (uint64_t)fst.st_size;
+	return 0;
+}
+
+/* Subdirectory names of one directory, as offsets in the walker's tmp. */
+struct subdirs {
+	size_t *off;
+	size_t n, cap;
+};
+
+/*
+ * Read directory d (tmp[rel]): its JPEG files appended to w->files, its
+ * subdirectories to subs. 0 or -errno (a read error names the directory).
+ */
+static int read_entries(struct walker *w, DIR *d, size_t rel, struct subdirs *subs)
+{
+	struct dirent *de;
+
 	for (;;) {
-		const char *name;
-		size_t len, off;
-		bool isdir = false, isreg = false, have_size = false;
+		enum entry_kind kind;
 		uint64_t size = 0;
+		size_t len, off;
+		int ret;
 
 		errno = 0;
 		de = readdir(d);
-		if (!de) {
-			if (errno) {
-				ret = -errno;
-				goto out_err_path_closedir;
-			}
-			break;
-		}
-		name = de->d_name;
-		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+		if (!de)
+			return errno ? path_error(w, rel, -errno) : 0;
+		if (de->d_name[0] == '.' &&
+		    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
 			continue;
-		len = strlen(name);
-		if (de->d_type == DT_DIR) {
-			isdir = true;
-		} else if (de->d_type == DT_REG && !is_jpeg_name(name, len)) {
+		len = strlen(de->d_name);
+		if ((ret = classify(d, de, len, &kind, &size)))
+			return path_error(w, rel, ret);
+		if (kind == ENTRY_SKIP)
 			continue;
-		} else if (de->d_type == DT_REG || de->d_type == DT_LNK ||
-			   de->d_type == DT_UNKNOWN) {
-			struct stat fst;
-
-			if (fstatat(dirfd(d), name, &fst, 0)) {
-				if (errno == ENOENT || errno == ELOOP)
-					continue; /* broken symlink, or raced away */
-				ret = -errno;
-				goto out_err_path_closedir;
-			}
-			isdir = S_ISDIR(fst.st_mode);
-			isreg = S_ISREG(fst.st_mode);
-			size = (uint64_t)fst.st_size;
-			have_size = true;
-		} else {
-			continue; /* FIFO, socket, device: never an image */
-		}
-		if (isdir) {
-			off = tmp_put(w, name, len);
-			if (off == (size_t)-1 ||
-			    grow((void **)&subs, &subs_cap, nsubs + 1, sizeof(*subs))) {
-				ret = -ENOMEM;
-				goto out_closedir;
-			}
-			subs[nsubs++] = off;
+		off = tmp_put(w, de->d_name, len);
+		if (off == (size_t)-1)
+			return -ENOMEM;
+		if (kind == ENTRY_DIR) {
+			if (grow((void **)&subs->off, &subs->cap, subs->n + 1, sizeof(*subs->off)))
+				return -ENOMEM;
+			subs->off[subs->n++] = off;
 			continue;
 		}
-		if (!isreg || !is_jpeg_name(name, len) || !have_size)
-			continue;
-		off = tmp_put(w, name, len);
-		if (off == (size_t)-1 || grow((void **)&w->files, &w->files_cap,
-					      (size_t)w->nfiles + 1, sizeof(*w->files))) {
-			ret = -ENOMEM;
-			goto out_closedir;
-		}
+		if (grow((void **)&w->files, &w->files_cap, (size_t)w->nfiles + 1,
+			 sizeof(*w->files)))
+			return -ENOMEM;
 		w->files[w->nfiles].name = off;
 		w->files[w->nfiles].size = size;
 		w->nfiles++;
 	}
+}
+
+/* Record directory tmp[rel] with its files w->files[first..], sorted. 0 or -ENOMEM. */
+static int record_dir(struct walker *w, size_t rel, uint32_t first)
+{
+	struct walk_dir *dir;
 
 	sort_base = w->tmp;
 	if (w->nfiles - first > 1)
 		qsort(w->files + first, w->nfiles - first, sizeof(*w->files), cmp_file);
-	if (grow((void **)&w->dirs, &w->dirs_cap, (size_t)w->ndirs + 1, sizeof(*w->dirs))) {
-		ret = -ENOMEM;
-		goto out_closedir;
-	}
+	if (grow((void **)&w->dirs, &w->dirs_cap, (size_t)w->ndirs + 1, sizeof(*w->dirs)))
+		return -ENOMEM;
 	dir = &w->dirs[w->ndirs++];
 	dir->rel = rel;
 	dir->first = first;
 	dir->nfiles = w->nfiles - first;
+	return 0;
+}
 
-	/* Subdirectories in sorted order, so errors are reported deterministically. */
+static int walk(struct walker *w, int fd, size_t rel);
+
+/* Walk the subdirectories of d (tmp[rel]) in sorted order, so that errors are
+ * reported deterministically. 0 or -errno. */
+static int walk_subdirs(struct walker *w, DIR *d, size_t rel, struct subdirs *subs)
+{
 	sort_base = w->tmp;
-	if (nsubs > 1)
-		qsort(subs, nsubs, sizeof(*subs), cmp_off);
-	for (size_t i = 0; i < nsubs; i++) {
-		size_t rl = strlen(w->tmp + rel), nl = strlen(w->tmp + subs[i]);
+	if (subs->n > 1)
+		qsort(subs->off, subs->n, sizeof(*subs->off), cmp_off);
+	for (size_t i = 0; i < subs->n; i++) {
+		size_t rl = strlen(w->tmp + rel), nl = strlen(w->tmp + subs->off[i]);
 		size_t sub_rel;
 		char *p;
-		int sfd;
+		int sfd, ret;
 
 		/* Build "<rel>/<name>" at the end of tmp (tmp may move: offsets only). */
-		if (grow((void **)&w->tmp, &w->tmp_cap, w->tmp_len + rl + nl + 2, 1)) {
-			ret = -ENOMEM;
-			goto out_closedir;
-		}
+		if (grow((void **)&w->tmp, &w->tmp_cap, w->tmp_len + rl + nl + 2, 1))
+			return -ENOMEM;
 		sub_rel = w->tmp_len;
 		p = w->tmp + sub_rel;
 		memcpy(p, w->tmp + rel, rl);
 		p[rl] = '/';
-		memcpy(p + rl + 1, w->tmp + subs[i], nl + 1);
+		memcpy(p + rl + 1, w->tmp + subs->off[i], nl + 1);
 		w->tmp_len += rl + nl + 2;
 
-		sfd = openat(dirfd(d), w->tmp + subs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		sfd = openat(dirfd(d), w->tmp + subs->off[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (sfd < 0) {
 			if (errno == ENOENT)
 				continue; /* raced away */
-			ret = -errno;
-			gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path,
-				w->tmp + sub_rel, strerror(-ret));
-			goto out_closedir;
+			return path_error(w, sub_rel, -errno);
 		}
-		ret = walk(w, sfd, sub_rel);
-		if (ret)
-			goto out_closedir;
+		if ((ret = walk(w, sfd, sub_rel)))
+			return ret;
 	}
-	goto out_closedir;
+	return 0;
+}
 
-out_err_path_closedir:
-	closedir(d);
-	d = NULL;
-out_err_path:
-	gm_errf(w->err, w->errlen, "gm_dataset_open: %s%s: %s", w->class_path, w->tmp + rel,
-		strerror(-ret));
-out_closedir:
-	if (d)
+/*
+ * Walk the directory open at fd (ownership taken), whose path relative to the class
+ * dir is tmp[rel] ("" for the class dir itself). Records the directory, its sorted
+ * JPEG files, then recurses into its subdirectories.
+ */
+static int walk(struct walker *w, int fd, size_t rel)
+{
+	struct subdirs subs = {0};
+	uint32_t first = w->nfiles;
+	int ret;
+	DIR *d;
+
+	ret = enter_dir(w, fd, rel);
+	if (ret)
+		return ret > 0 ? 0 : ret;
+	d = fdopendir(fd);
+	if (!d) {
+		ret = path_error(w, rel, -errno);
+		close(fd);
+	} else {
+		ret = read_entries(w, d, rel, &subs);
+		if (!ret)
+			ret = record_dir(w, rel, first);
+		if (!ret)
+			ret = walk_subdirs(w, d, rel, &subs);
 		closedir(d);
-	free(subs);
+	}
+	free(subs.off);
 	w->nanc--;
 	return ret;
 }
@@ -393,8 +442,12 @@ static int emit_class(struct gm_dataset *ds, struct walker *w, uint32_t label)
 	return 0;
 }
 
-/* FNV-1a, 64-bit, over the bytes given; h is the running state. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+/*
+ * The standard 64-bit FNV-1a, byte by byte, over the bytes given; h is the running
+ * state. Used for the dataset fingerprint only. (The batch checksum is another hash,
+ * word-wise and not FNV-1a: gm_checksum64 in checksum.c.)
+ */
+static uint64_t fingerprint_fnv1a64(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
 
@@ -426,8 +479,9 @@ static uint64_t compute_fingerprint(const struct gm_dataset *ds)
 			num[k] = (unsigned char)(s->size >> (8 * k));
 		for (int k = 0; k < 4; k++)
 			num[8 + k] = (unsigned char)(s->label >> (8 * k));
-		h = fnv1a(h, rel, strlen(rel) + 1); /* the NUL separates path from numbers */
-		h = fnv1a(h, num, sizeof(num));
+		h = fingerprint_fnv1a64(h, rel,
+					strlen(rel) + 1); /* the NUL separates path from numbers */
+		h = fingerprint_fnv1a64(h, num, sizeof(num));
 	}
 	return h;
 }
@@ -499,116 +553,32 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 
 /* --- WebDataset tar shards ---------------------------------------------------------
  *
- * A shard is a POSIX tar (ustar, GNU or pax) whose members are grouped into samples
- * by key: the member's path up to the first '.' of its file name ("a/000017.jpg" and
- * "a/000017.cls" are sample "a/000017"), members of one sample being consecutive, as
- * WebDataset writes them. A sample is kept when it has a .jpg/.jpeg member; its label
- * is the decimal integer in its .cls member (required). Other members (.json, .txt,
- * ...) are ignored, and so are keys with no image. Samples keep shard order, shards
- * sort by name.
- *
- * The tar headers are parsed here rather than through libarchive because the index
- * needs each member's byte offset in the shard, for the workers' io_uring reads at
- * offsets; a streaming extractor hands out bytes, not offsets. Each header's checksum
- * is verified, so a file that is not a tar (or a corrupt header) is an error naming
- * the shard and the offset, never a garbage index.
+ * The tar format (headers, long names, grouping members into samples by key, .cls
+ * labels) is tar.c's; this section keeps what the index needs from each sample:
+ * "SHARD:member" as its name, the shard as its path, its offset and size. Samples
+ * keep shard order, shards sort by name; classes are 0..max label.
  */
-#define TAR_BLOCK 512u
-#define TAR_MAX_NAME 4096u     /* longest member path accepted (GNU 'L' / pax path) */
-#define TAR_MAX_PAX (1u << 20) /* largest pax header read */
-#define MAX_LABEL (1u << 20)   /* largest class number in a .cls member */
 
-static bool tar_octal(const unsigned char *f, size_t n, uint64_t *v)
+static int cmp_str(const void *a, const void *b)
 {
-	size_t i = 0;
-	uint64_t x = 0;
-
-	if (f[0] & 0x80) { /* GNU base-256: big-endian, first byte's top bit set */
-		if (f[0] != 0x80)
-			return false; /* negative or > 2^56: not a size we accept */
-		for (i = 1; i < n; i++) {
-			if (x >> 56)
-				return false;
-			x = (x << 8) | f[i];
-		}
-		*v = x;
-		return true;
-	}
-	while (i < n && f[i] == ' ')
-		i++;
-	if (i == n || f[i] < '0' || f[i] > '7')
-		return false;
-	for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
-		if (x >> 60)
-			return false;
-		x = x * 8 + (uint64_t)(f[i] - '0');
-	}
-	for (; i < n; i++)
-		if (f[i] != ' ' && f[i] != 0)
-			return false;
-	*v = x;
-	return true;
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool tar_checksum_ok(const unsigned char *h)
-{
-	uint64_t want, sum = 0;
-
-	if (!tar_octal(h + 148, 8, &want))
-		return false;
-	for (unsigned i = 0; i < TAR_BLOCK; i++)
-		sum += (i >= 148 && i < 156) ? ' ' : h[i];
-	return sum == want;
-}
-
-static bool all_zero(const unsigned char *h)
-{
-	for (unsigned i = 0; i < TAR_BLOCK; i++)
-		if (h[i])
-			return false;
-	return true;
-}
-
-/* pread exactly n bytes; 0, -errno, or -ENODATA at end of file. */
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ENODATA;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-/* The sample being assembled from consecutive members of one key. */
-struct tar_sample {
-	char key[TAR_MAX_NAME + 1];
-	char img[TAR_MAX_NAME + 1]; /* member name of the image, "" if none yet */
-	uint64_t img_off, img_size;
-	int64_t label; /* -1: no .cls yet */
+/* The shard being indexed, for add_shard_sample. */
+struct shard_ctx {
+	struct gm_dataset *ds;
+	const char *shard; /* its full path */
+	size_t shard_path; /* the same, in the arena */
+	uint32_t *max_label;
 };
 
-/* Append "SHARD:member" and the sample for ts (if it has an image). */
-static int tar_flush(struct gm_dataset *ds, struct tar_sample *ts, size_t shard_path,
-		     const char *shard, uint32_t *max_label, char *err, size_t errlen)
+/* gm_tar_index's callback: append "SHARD:member" and the sample. 0 or -errno. */
+static int add_shard_sample(void *ctx, const struct gm_tar_sample *ts)
 {
-	if (!ts->img[0])
-		return 0; /* a key with no image (other modalities): not a sample */
-	if (ts->label < 0) {
-		gm_errf(err, errlen,
-			"gm_dataset_open: %s: sample '%s' (%s) has no .cls member: WebDataset "
-			"shards need one holding the class number",
-			shard, ts->key, ts->img);
-		return -EBADMSG;
-	}
-	size_t slen = strlen(shard), mlen = strlen(ts->img), need = slen + 1 + mlen + 1;
+	struct shard_ctx *c = ctx;
+	struct gm_dataset *ds = c->ds;
+	size_t slen = strlen(c->shard), mlen = strlen(ts->member), need = slen + 1 + mlen + 1;
+
 	if (ds->count == UINT32_MAX)
 		return -EOVERFLOW;
 	if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + need, 1) ||
@@ -616,235 +586,122 @@ static int tar_flush(struct gm_dataset *ds, struct tar_sample *ts, size_t shard_
 		 sizeof(*ds->samples)))
 		return -ENOMEM;
 	char *p = ds->arena + ds->arena_len;
-	memcpy(p, shard, slen);
+	memcpy(p, c->shard, slen);
 	p[slen] = ':';
-	memcpy(p + slen + 1, ts->img, mlen + 1);
+	memcpy(p + slen + 1, ts->member, mlen + 1);
 	struct gm_sample *s = &ds->samples[ds->count++];
-	s->path = shard_path;
+	s->path = c->shard_path;
 	s->name = ds->arena_len;
-	s->offset = ts->img_off;
-	s->size = ts->img_size;
-	s->label = (uint32_t)ts->label;
+	s->offset = ts->offset;
+	s->size = ts->size;
+	s->label = ts->label;
 	s->shard = ds->nshards - 1;
 	ds->arena_len += need;
 	if (s->size > ds->max_size)
 		ds->max_size = s->size;
-	if (s->label > *max_label)
-		*max_label = s->label;
+	if (s->label > *c->max_label)
+		*c->max_label = s->label;
 	return 0;
 }
 
-/* Pull "path" and "size" out of a pax extended header's records. */
-static bool pax_parse(char *rec, size_t n, char *path, bool *have_path, uint64_t *size,
-		      bool *have_size)
+/*
+ * The shard paths (malloc'd, *names, *n): root itself when rfd < 0 (root is one
+ * .tar file), else every *.tar regular file directly in the root directory open at
+ * rfd, in name order. Sets ds->rel_skip. 0 or -errno.
+ */
+static int list_shards(struct gm_dataset *ds, int rfd, char ***names, size_t *n, char *err,
+		       size_t errlen)
 {
-	size_t i = 0;
-	while (i < n) {
-		size_t len = 0, j = i;
-		while (j < n && rec[j] >= '0' && rec[j] <= '9' && len < n)
-			len = len * 10 + (size_t)(rec[j++] - '0');
-		if (j >= n || rec[j] != ' ' || len <= j - i + 1 || len > n - i ||
-		    rec[i + len - 1] != '\n')
-			return false;
-		char *kv = rec + j + 1, *end = rec + i + len - 1; /* end: the '\n' */
-		char *eq = memchr(kv, '=', (size_t)(end - kv));
-		if (!eq)
-			return false;
-		size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
-		if (klen == 4 && !memcmp(kv, "path", 4)) {
-			if (vlen == 0 || vlen > TAR_MAX_NAME)
-				return false;
-			memcpy(path, eq + 1, vlen);
-			path[vlen] = 0;
-			*have_path = true;
-		} else if (klen == 4 && !memcmp(kv, "size", 4)) {
-			uint64_t v = 0;
-			if (vlen == 0 || vlen > 19)
-				return false;
-			for (size_t k = 0; k < vlen; k++) {
-				char c = eq[1 + k];
-				if (c < '0' || c > '9')
-					return false;
-				v = v * 10 + (uint64_t)(c - '0');
-			}
-			*size = v;
-			*have_size = true;
-		}
-		i += len;
-	}
-	return true;
-}
-
-/* Index one shard (full path `shard`, already in the arena at shard_path). */
-static int tar_index(struct gm_dataset *ds, const char *shard, size_t shard_path,
-		     uint32_t *max_label, char *err, size_t errlen)
-{
-	unsigned char h[TAR_BLOCK];
-	struct tar_sample *ts = calloc(1, sizeof(*ts));
-	char *name = malloc(TAR_MAX_NAME + 1), *longname = malloc(TAR_MAX_NAME + 1);
-	char *pax = NULL;
-	bool have_long = false, pax_have_size = false;
-	uint64_t pax_size = 0, off = 0;
+	size_t cap = 0;
 	int ret = 0;
-	struct stat st;
 
-	int fd = open(shard, O_RDONLY | O_CLOEXEC);
-	if (!ts || !name || !longname) {
-		ret = -ENOMEM;
-		goto out;
+	if (rfd < 0) {
+		const char *slash = strrchr(ds->root, '/');
+		ds->rel_skip = slash ? (size_t)(slash - ds->root) + 1 : 0;
+		*names = malloc(sizeof(**names));
+		if (!*names || !((*names)[0] = strdup(ds->root)))
+			return -ENOMEM;
+		*n = 1;
+		return 0;
 	}
-	if (fd < 0 || fstat(fd, &st) != 0) {
+	int fd = dup(rfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
 		ret = -errno;
-		gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard, strerror(-ret));
-		goto out;
+		if (fd >= 0)
+			close(fd);
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
+		return ret;
 	}
-	ts->label = -1;
-#define TAR_BAD(...)                                                                       \
-	do {                                                                               \
-		char what_[700];                                                           \
-		snprintf(what_, sizeof(what_), __VA_ARGS__);                               \
-		gm_errf(err, errlen, "gm_dataset_open: %s: offset %llu: %s", shard,        \
-			(unsigned long long)off, what_);                                   \
-		ret = -EBADMSG;                                                            \
-		goto out;                                                                  \
-	} while (0)
-	for (;;) {
-		if (off + TAR_BLOCK > (uint64_t)st.st_size) {
-			if (off == (uint64_t)st.st_size && off > 0)
-				break; /* no end-of-archive blocks: accepted */
-			TAR_BAD("%s", off ? "truncated tar header (shard cut short?)"
-					  : "not a tar file (shorter than one header)");
-		}
-		if ((ret = pread_all(fd, h, TAR_BLOCK, off))) {
-			gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard, strerror(-ret));
-			goto out;
-		}
-		if (all_zero(h))
-			break; /* end of archive */
-		if (!tar_checksum_ok(h))
-			TAR_BAD("%s", off ? "bad tar header checksum (corrupt shard?)"
-					  : "not a tar file (bad header checksum)");
-		uint64_t size;
-		if (!tar_octal(h + 124, 12, &size))
-			TAR_BAD("bad size field in the tar header");
-		if (pax_have_size)
-			size = pax_size;
-		char type = (char)h[156];
-		/* the member's name: GNU long name or pax path, else ustar prefix/name */
-		if (have_long) {
-			memcpy(name, longname, TAR_MAX_NAME + 1);
-		} else {
-			size_t nl = strnlen((const char *)h, 100), pl = 0;
-			name[0] = 0;
-			if (!memcmp(h + 257, "ustar", 5) && h[345]) {
-				pl = strnlen((const char *)h + 345, 155);
-				memcpy(name, h + 345, pl);
-				name[pl++] = '/';
-			}
-			memcpy(name + pl, h, nl);
-			name[pl + nl] = 0;
-		}
-		uint64_t data = off + TAR_BLOCK;
-		if (size > (uint64_t)st.st_size - data)
-			TAR_BAD("member '%.200s' of %llu bytes runs past the end of the shard"
-				" (truncated?)",
-				name, (unsigned long long)size);
-		uint64_t next = data + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-		if (type == 'L' || type == 'x') {
-			/* metadata for the next member */
-			if (type == 'L' && (size == 0 || size > TAR_MAX_NAME))
-				TAR_BAD("GNU long name of %llu bytes", (unsigned long long)size);
-			if (type == 'x' && size > TAR_MAX_PAX)
-				TAR_BAD("pax header of %llu bytes", (unsigned long long)size);
-			char *buf = longname;
-			if (type == 'x') {
-				char *np = realloc(pax, size + 1);
-				if (!np) {
-					ret = -ENOMEM;
-					goto out;
-				}
-				buf = pax = np;
-			}
-			if ((ret = pread_all(fd, buf, size, data))) {
-				gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard,
-					strerror(-ret));
-				goto out;
-			}
-			buf[size] = 0;
-			if (type == 'L') {
-				longname[strnlen(longname, size)] = 0;
-				have_long = true;
-			} else {
-				bool hp = false;
-				if (!pax_parse(pax, size, longname, &hp, &pax_size, &pax_have_size))
-					TAR_BAD("malformed pax extended header");
-				have_long = have_long || hp;
-			}
-			off = next;
+	struct dirent *de;
+	rewinddir(d); /* the fd's offset is shared with find_classes' dup */
+	while (!ret && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		struct stat st;
+		if (len < 5 || strcasecmp(de->d_name + len - 4, ".tar") ||
+		    fstatat(dirfd(d), de->d_name, &st, 0) || !S_ISREG(st.st_mode))
 			continue;
-		}
-		have_long = false;
-		pax_have_size = false;
-		off = next;
-		if (type != '0' && type != '\0' && type != '7')
-			continue; /* directories, links, global pax headers, ... */
-		/* key = path up to the first '.' of the file name; ext = the rest */
-		char *base = strrchr(name, '/');
-		base = base ? base + 1 : name;
-		char *dot = strchr(base, '.');
-		const char *ext = dot ? dot + 1 : "";
-		size_t klen = dot ? (size_t)(dot - name) : strlen(name);
-		if (klen != strlen(ts->key) || memcmp(ts->key, name, klen)) {
-			if ((ret = tar_flush(ds, ts, shard_path, shard, max_label, err, errlen)))
-				goto out;
-			memcpy(ts->key, name, klen);
-			ts->key[klen] = 0;
-			ts->img[0] = 0;
-			ts->label = -1;
-		}
-		if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg")) {
-			if (ts->img[0])
-				TAR_BAD("sample '%.200s' has two images ('%.200s' and '%.200s')",
-					ts->key, ts->img, name);
-			strcpy(ts->img, name);
-			ts->img_off = data;
-			ts->img_size = size;
-		} else if (!strcmp(ext, "cls")) {
-			char num[32];
-			size_t n = size < sizeof(num) - 1 ? (size_t)size : sizeof(num) - 1;
-			if ((ret = pread_all(fd, num, n, data))) {
-				gm_errf(err, errlen, "gm_dataset_open: %s: %s", shard,
-					strerror(-ret));
-				goto out;
-			}
-			num[n] = 0;
-			char *e;
-			errno = 0;
-			long v = strtol(num, &e, 10);
-			while (*e == ' ' || *e == '\n' || *e == '\r' || *e == '\t')
-				e++;
-			if (size >= sizeof(num) - 1 || e == num || *e || errno || v < 0 ||
-			    v >= (long)MAX_LABEL)
-				TAR_BAD("'%.200s': label '%.31s' is not a class number 0..%u", name,
-					num, MAX_LABEL - 1);
-			ts->label = v;
-		}
+		if (grow((void **)names, &cap, *n + 1, sizeof(**names)) ||
+		    asprintf(&(*names)[*n], "%s%s%s", ds->root,
+			     ds->root[ds->root_len - 1] == '/' ? "" : "/", de->d_name) < 0)
+			ret = -ENOMEM;
+		else
+			(*n)++;
 	}
-#undef TAR_BAD
-	ret = tar_flush(ds, ts, shard_path, shard, max_label, err, errlen);
-out:
-	if (fd >= 0)
-		close(fd);
-	free(ts);
-	free(name);
-	free(longname);
-	free(pax);
+	closedir(d);
+	if (*n > 1)
+		qsort(*names, *n, sizeof(**names), cmp_str);
+	ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
 	return ret;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* Index the n shards in order, each path copied into the arena. 0 or -errno. */
+static int index_shards(struct gm_dataset *ds, char **names, size_t n, uint32_t *max_label,
+			char *err, size_t errlen)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < n; i++) {
+		size_t len = strlen(names[i]);
+		if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + len + 1, 1))
+			return -ENOMEM;
+		size_t at = ds->arena_len;
+		memcpy(ds->arena + at, names[i], len + 1);
+		ds->arena_len += len + 1;
+		if (!ds->shard_off && !(ds->shard_off = malloc(n * sizeof(*ds->shard_off))))
+			return -ENOMEM;
+		ds->shard_off[ds->nshards++] = at;
+		uint32_t before = ds->count;
+		struct shard_ctx c = {ds, names[i], at, max_label};
+		ret = gm_tar_index(names[i], "gm_dataset_open", add_shard_sample, &c, err, errlen);
+		if (!ret && ds->count == before && n == 1) {
+			ret = -ENODATA;
+			gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members",
+				names[i]);
+		}
+	}
+	return ret;
+}
+
+/* Classes of a sharded dataset: 0 .. max_label, named by their number. */
+static int number_classes(struct gm_dataset *ds, uint32_t max_label)
+{
+	size_t names_cap = 0, len = 0;
+
+	ds->nclasses = max_label + 1;
+	ds->class_off = malloc(ds->nclasses * sizeof(*ds->class_off));
+	if (!ds->class_off)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < ds->nclasses; c++) {
+		char num[16];
+		int k = snprintf(num, sizeof(num), "%u", c);
+		if (grow((void **)&ds->class_names, &names_cap, len + (size_t)k + 1, 1))
+			return -ENOMEM;
+		memcpy(ds->class_names + len, num, (size_t)k + 1);
+		ds->class_off[c] = len;
+		len += (size_t)k + 1;
+	}
+	return 0;
 }
 
 /*
@@ -854,48 +711,11 @@ static int cmp_str(const void *a, const void *b)
 static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 {
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int ret = 0;
+	size_t n = 0;
 	uint32_t max_label = 0;
+	int ret;
 
-	if (rfd < 0) {
-		names = malloc(sizeof(*names));
-		if (!names || !(names[0] = strdup(ds->root)))
-			ret = -ENOMEM;
-		else
-			n = 1;
-		const char *slash = strrchr(ds->root, '/');
-		ds->rel_skip = slash ? (size_t)(slash - ds->root) + 1 : 0;
-	} else {
-		int fd = dup(rfd);
-		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-		if (!d) {
-			ret = -errno;
-			if (fd >= 0)
-				close(fd);
-			gm_errf(err, errlen, "gm_dataset_open: %s: %s", ds->root, strerror(-ret));
-			return ret;
-		}
-		struct dirent *de;
-		rewinddir(d); /* the fd's offset is shared with find_classes' dup */
-		while (!ret && (de = readdir(d))) {
-			size_t len = strlen(de->d_name);
-			struct stat st;
-			if (len < 5 || strcasecmp(de->d_name + len - 4, ".tar") ||
-			    fstatat(dirfd(d), de->d_name, &st, 0) || !S_ISREG(st.st_mode))
-				continue;
-			if (grow((void **)&names, &cap, n + 1, sizeof(*names)) ||
-			    asprintf(&names[n], "%s%s%s", ds->root,
-				     ds->root[ds->root_len - 1] == '/' ? "" : "/", de->d_name) < 0)
-				ret = -ENOMEM;
-			else
-				n++;
-		}
-		closedir(d);
-		if (n > 1)
-			qsort(names, n, sizeof(*names), cmp_str);
-		ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
-	}
+	ret = list_shards(ds, rfd, &names, &n, err, errlen);
 	if (!ret && !n) {
 		ret = -ENODATA;
 		gm_errf(err, errlen,
@@ -903,51 +723,15 @@ static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 			"shards (WebDataset)",
 			ds->root);
 	}
-	for (size_t i = 0; !ret && i < n; i++) {
-		size_t len = strlen(names[i]);
-		if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + len + 1, 1)) {
-			ret = -ENOMEM;
-			break;
-		}
-		size_t at = ds->arena_len;
-		memcpy(ds->arena + at, names[i], len + 1);
-		ds->arena_len += len + 1;
-		if (!ds->shard_off && !(ds->shard_off = malloc(n * sizeof(*ds->shard_off)))) {
-			ret = -ENOMEM;
-			break;
-		}
-		ds->shard_off[ds->nshards++] = at;
-		uint32_t before = ds->count;
-		ret = tar_index(ds, names[i], at, &max_label, err, errlen);
-		if (!ret && ds->count == before && n == 1) {
-			ret = -ENODATA;
-			gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members", names[i]);
-		}
-	}
+	if (!ret)
+		ret = index_shards(ds, names, n, &max_label, err, errlen);
 	if (!ret && !ds->count) {
 		ret = -ENODATA;
 		gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg members in any shard",
 			ds->root);
 	}
-	/* classes: 0 .. max label, named by their number */
-	if (!ret) {
-		size_t names_cap = 0, len = 0;
-		ds->nclasses = max_label + 1;
-		ds->class_off = malloc(ds->nclasses * sizeof(*ds->class_off));
-		if (!ds->class_off)
-			ret = -ENOMEM;
-		for (uint32_t c = 0; !ret && c < ds->nclasses; c++) {
-			char num[16];
-			int k = snprintf(num, sizeof(num), "%u", c);
-			if (grow((void **)&ds->class_names, &names_cap, len + (size_t)k + 1, 1)) {
-				ret = -ENOMEM;
-				break;
-			}
-			memcpy(ds->class_names + len, num, (size_t)k + 1);
-			ds->class_off[c] = len;
-			len += (size_t)k + 1;
-		}
-	}
+	if (!ret)
+		ret = number_classes(ds, max_label);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -956,12 +740,92 @@ static int open_shards(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 	return ret;
 }
 
-int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen)
+/* --- ImageFolder trees ------------------------------------------------------------ */
+
+/*
+ * Walk class c (root/CLASS, root open at rfd) and append its files to the index.
+ * *class_path: the class's full path (replaced; the caller frees). 0 or -errno.
+ */
+static int walk_class(struct gm_dataset *ds, struct walker *w, int rfd, uint32_t c,
+		      char **class_path, char *err, size_t errlen)
+{
+	const char *cname = ds->class_names + ds->class_off[c];
+	size_t rel;
+	int cfd, ret;
+
+	free(*class_path);
+	if (asprintf(class_path, "%s%s%s", ds->root, ds->root[ds->root_len - 1] == '/' ? "" : "/",
+		     cname) < 0) {
+		*class_path = NULL;
+		return -ENOMEM;
+	}
+	w->class_path = *class_path;
+	w->tmp_len = 0;
+	w->nfiles = 0;
+	w->ndirs = 0;
+	rel = tmp_put(w, "", 0);
+	if (rel == (size_t)-1)
+		return -ENOMEM;
+	cfd = openat(rfd, cname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cfd < 0) {
+		ret = -errno;
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", *class_path, strerror(-ret));
+		return ret;
+	}
+	ret = walk(w, cfd, rel);
+	if (ret)
+		return ret;
+	ret = emit_class(ds, w, c);
+	if (ret)
+		gm_errf(err, errlen, "gm_dataset_open: %s: %s", *class_path, strerror(-ret));
+	return ret;
+}
+
+/*
+ * Index the classes found by find_classes, in label order. -ENODATA when there is
+ * no JPEG at all or a class has none (torchvision raises for empty classes too).
+ */
+static int walk_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 {
 	struct walker w = {.err = err, .errlen = errlen};
-	struct gm_dataset *ds;
 	char *class_path = NULL;
 	uint32_t first_empty = UINT32_MAX, nempty = 0;
+	int ret = 0;
+
+	for (uint32_t c = 0; !ret && c < ds->nclasses; c++) {
+		uint32_t before = ds->count;
+		ret = walk_class(ds, &w, rfd, c, &class_path, err, errlen);
+		if (!ret && ds->count == before) {
+			if (first_empty == UINT32_MAX)
+				first_empty = c;
+			nempty++;
+		}
+	}
+	if (!ret && !ds->count) {
+		ret = -ENODATA;
+		gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg files in any class",
+			ds->root);
+	} else if (!ret && nempty) {
+		ret = -ENODATA;
+		gm_errf(err, errlen,
+			"gm_dataset_open: %s%s%s: class directory has no .jpg/.jpeg files"
+			" (%u empty class%s)",
+			ds->root, ds->root[ds->root_len - 1] == '/' ? "" : "/",
+			ds->class_names + ds->class_off[first_empty], nempty,
+			nempty == 1 ? "" : "es");
+	}
+	ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
+	free(class_path);
+	free(w.tmp);
+	free(w.files);
+	free(w.dirs);
+	free(w.anc);
+	return ret;
+}
+
+int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen)
+{
+	struct gm_dataset *ds;
 	int ret, rfd;
 
 	if (err && errlen)
@@ -988,107 +852,26 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 	if (rfd < 0 && errno == ENOTDIR && ds->root_len > 4 &&
 	    !strcasecmp(ds->root + ds->root_len - 4, ".tar")) {
 		ret = open_shards(ds, -1, err, errlen); /* root is one shard */
-		if (ret)
-			goto out_free;
-		ds->fingerprint = compute_fingerprint(ds);
-		*out = ds;
-		return 0;
-	}
-	if (rfd < 0) {
+	} else if (rfd < 0) {
 		ret = -errno;
 		gm_errf(err, errlen, "gm_dataset_open: %s: %s%s", ds->root, strerror(-ret),
 			ret == -ENOTDIR ? " (want an ImageFolder directory, a directory of .tar"
 					  " shards, or one .tar shard)"
 					: "");
-		goto out_free;
-	}
-	ret = find_classes(ds, rfd, err, errlen);
-	if (ret)
-		goto out_close_root;
-	if (!ds->nclasses) {
+	} else {
+		ret = find_classes(ds, rfd, err, errlen);
 		/* no class directories: a directory of WebDataset shards? */
-		ret = open_shards(ds, rfd, err, errlen);
-		if (ret)
-			goto out_close_root;
-		ds->fingerprint = compute_fingerprint(ds);
+		if (!ret)
+			ret = ds->nclasses ? walk_classes(ds, rfd, err, errlen)
+					   : open_shards(ds, rfd, err, errlen);
 		close(rfd);
-		*out = ds;
-		return 0;
 	}
-
-	for (uint32_t c = 0; c < ds->nclasses; c++) {
-		const char *cname = ds->class_names + ds->class_off[c];
-		uint32_t before = ds->count;
-		size_t rel;
-		int cfd;
-
-		free(class_path);
-		if (asprintf(&class_path, "%s%s%s", ds->root,
-			     ds->root[ds->root_len - 1] == '/' ? "" : "/", cname) < 0) {
-			class_path = NULL;
-			ret = -ENOMEM;
-			goto out_walker;
-		}
-		w.class_path = class_path;
-		w.tmp_len = 0;
-		w.nfiles = 0;
-		w.ndirs = 0;
-		rel = tmp_put(&w, "", 0);
-		if (rel == (size_t)-1) {
-			ret = -ENOMEM;
-			goto out_walker;
-		}
-		cfd = openat(rfd, cname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (cfd < 0) {
-			ret = -errno;
-			gm_errf(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
-			goto out_walker;
-		}
-		ret = walk(&w, cfd, rel);
-		if (ret)
-			goto out_walker;
-		ret = emit_class(ds, &w, c);
-		if (ret) {
-			gm_errf(err, errlen, "gm_dataset_open: %s: %s", class_path, strerror(-ret));
-			goto out_walker;
-		}
-		if (ds->count == before) {
-			if (first_empty == UINT32_MAX)
-				first_empty = c;
-			nempty++;
-		}
-	}
-	if (!ds->count) {
-		ret = -ENODATA;
-		gm_errf(err, errlen, "gm_dataset_open: %s: no .jpg/.jpeg files in any class",
-			ds->root);
-		goto out_walker;
-	}
-	if (nempty) {
-		ret = -ENODATA;
-		gm_errf(err, errlen,
-			"gm_dataset_open: %s%s%s: class directory has no .jpg/.jpeg files"
-			" (%u empty class%s)",
-			ds->root, ds->root[ds->root_len - 1] == '/' ? "" : "/",
-			ds->class_names + ds->class_off[first_empty], nempty,
-			nempty == 1 ? "" : "es");
-		goto out_walker;
-	}
-	ds->rel_skip = ds->root_len + (ds->root[ds->root_len - 1] != '/');
+	if (ret)
+		goto out_free;
 	ds->fingerprint = compute_fingerprint(ds);
 	*out = ds;
-	ret = 0;
+	return 0;
 
-out_walker:
-	free(class_path);
-	free(w.tmp);
-	free(w.files);
-	free(w.dirs);
-	free(w.anc);
-out_close_root:
-	close(rfd);
-	if (!ret)
-		return 0;
 out_free:
 	if (ret == -ENOMEM && err && errlen && !err[0])
 		gm_errf(err, errlen, "gm_dataset_open: %s: out of memory", root);

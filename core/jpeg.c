@@ -43,11 +43,11 @@ struct gm_jpeg {
 	struct jpeg_decompress_struct cinfo;
 	struct gm_jpeg_errmgr err;
 	uint64_t max_pixels;
-	bool open;  /* a header has been read and not yet decoded/aborted */
-	bool cmyk;  /* source is CMYK/YCCK: decode as CMYK, convert by hand */
-	int errnum; /* -errno of the failure being unwound */
+	bool open;	   /* a header has been read and not yet decoded/aborted */
+	bool cmyk;	   /* source is CMYK/YCCK: decode as CMYK, convert by hand */
+	int errnum;	   /* -errno of the failure being unwound */
 	const char *where; /* public function running, for messages */
-	uint8_t *buf;  /* window pixels (RGB), grown on demand */
+	uint8_t *buf;	   /* window pixels (RGB), grown on demand */
 	size_t buf_cap;
 	uint8_t *row4; /* one CMYK row, grown on demand */
 	size_t row4_cap;
@@ -59,7 +59,7 @@ struct gm_jpeg {
 };
 
 static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
 {
@@ -251,12 +251,96 @@ static void cmyk_to_rgb(uint8_t *restrict rgb, const uint8_t *restrict cmyk, uin
 	}
 }
 
-int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y,
-			  uint32_t w, uint32_t h, struct gm_jpeg_image *img)
+/*
+ * Start decompressing at scale_num/8 (sw x sh) and crop the scanlines to the
+ * columns around x..x+w (*xoff, *cw). Runs under the caller's setjmp: a libjpeg
+ * error longjmps there. 0 or -EBADMSG with the message set.
+ */
+static int start_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t w, uint32_t sw,
+			uint32_t sh, JDIMENSION *xoff, JDIMENSION *cw)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	uint32_t x0, x1;
+
+	ci->scale_num = scale_num;
+	ci->scale_denom = 8;
+	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
+	jpeg_start_decompress(ci);
+	if (ci->output_width != sw || ci->output_height != sh) {
+		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
+			ci->output_width, ci->output_height, sw, sh);
+		return -EBADMSG;
+	}
+	/*
+	 * Ask for 2 extra columns each side when the image has them: fancy chroma
+	 * upsampling treats the edges of a cropped row like image edges, so the
+	 * outermost pixels can differ from a full decode; the margin keeps that
+	 * difference outside the window we return.
+	 */
+	x0 = x >= 2 ? x - 2 : 0;
+	x1 = x + w + 2 <= sw ? x + w + 2 : sw;
+	*xoff = x0;
+	*cw = x1 - x0;
+	if (*cw < sw)
+		jpeg_crop_scanline(ci, xoff, cw);
+	else
+		*xoff = 0, *cw = sw;
+	if (ci->output_width != *cw || *xoff > x || *xoff + *cw < x + w) {
+		set_err(j, -EBADMSG, "crop_scanline gave %u+%u for window %u+%u", *cw, *xoff, w, x);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/*
+ * Read rows y..y+h of the cropped scanlines (cw pixels) into j->buf as RGB,
+ * stride bytes apart (CMYK converted row by row). Under the caller's setjmp, like
+ * start_window. 0, or -ENOMEM / -EBADMSG with the message set.
+ */
+static int read_window(struct gm_jpeg *j, uint32_t y, uint32_t h, JDIMENSION cw, size_t stride)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+
+	if (gm_grow_scratch((void **)&j->buf, &j->buf_cap, stride * h, 4096) ||
+	    gm_grow_scratch((void **)&j->rows, &j->rows_cap, sizeof(JSAMPROW) * h, 4096) ||
+	    (j->cmyk && gm_grow_scratch((void **)&j->row4, &j->row4_cap, (size_t)cw * 4, 4096))) {
+		set_err(j, -ENOMEM, "out of memory for a %ux%u window", cw, h);
+		return -ENOMEM;
+	}
+	if (y > 0 && jpeg_skip_scanlines(ci, y) != y) {
+		set_err(j, -EBADMSG, "could not skip %u rows", y);
+		return -EBADMSG;
+	}
+	if (!j->cmyk) {
+		for (uint32_t r = 0; r < h; r++)
+			j->rows[r] = j->buf + r * stride;
+		while (ci->output_scanline < y + h) {
+			uint32_t r = ci->output_scanline - y;
+			if (jpeg_read_scanlines(ci, j->rows + r, h - r) == 0) {
+				set_err(j, -EBADMSG, "no progress reading row %u", r + y);
+				return -EBADMSG;
+			}
+		}
+		return 0;
+	}
+	bool inverted = ci->saw_Adobe_marker;
+	JSAMPROW row = j->row4;
+	for (uint32_t r = 0; r < h; r++) {
+		if (jpeg_read_scanlines(ci, &row, 1) != 1) {
+			set_err(j, -EBADMSG, "no progress reading row %u", r + y);
+			return -EBADMSG;
+		}
+		cmyk_to_rgb(j->buf + r * stride, j->row4, cw, inverted);
+	}
+	return 0;
+}
+
+int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			  uint32_t h, struct gm_jpeg_image *img)
 {
 	struct jpeg_decompress_struct *ci = &j->cinfo;
 	JDIMENSION xoff, cw;
-	uint32_t sw, sh, x0, x1;
+	uint32_t sw, sh;
 	int ret;
 
 	j->where = "gm_jpeg_decode_region";
@@ -273,75 +357,18 @@ int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uin
 		ret = -EINVAL;
 		goto out_abort;
 	}
+	/* libjpeg errors in start_window and read_window longjmp here */
 	if (setjmp(j->err.jb)) {
 		ret = j->errnum;
 		goto out_abort;
 	}
-	ci->scale_num = scale_num;
-	ci->scale_denom = 8;
-	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
-	jpeg_start_decompress(ci);
-	if (ci->output_width != sw || ci->output_height != sh) {
-		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
-			ci->output_width, ci->output_height, sw, sh);
-		ret = -EBADMSG;
+	ret = start_window(j, scale_num, x, w, sw, sh, &xoff, &cw);
+	if (ret)
 		goto out_abort;
-	}
-	/*
-	 * Ask for 2 extra columns each side when the image has them: fancy chroma
-	 * upsampling treats the edges of a cropped row like image edges, so the
-	 * outermost pixels can differ from a full decode; the margin keeps that
-	 * difference outside the window we return.
-	 */
-	x0 = x >= 2 ? x - 2 : 0;
-	x1 = x + w + 2 <= sw ? x + w + 2 : sw;
-	xoff = x0;
-	cw = x1 - x0;
-	if (cw < sw)
-		jpeg_crop_scanline(ci, &xoff, &cw);
-	else
-		xoff = 0, cw = sw;
-	if (ci->output_width != cw || xoff > x || xoff + cw < x + w) {
-		set_err(j, -EBADMSG, "crop_scanline gave %u+%u for window %u+%u", cw, xoff, w, x);
-		ret = -EBADMSG;
-		goto out_abort;
-	}
 	size_t stride = (size_t)cw * 3;
-	if (gm_grow_scratch((void **)&j->buf, &j->buf_cap, stride * h, 4096) ||
-	    gm_grow_scratch((void **)&j->rows, &j->rows_cap, sizeof(JSAMPROW) * h, 4096) ||
-	    (j->cmyk && gm_grow_scratch((void **)&j->row4, &j->row4_cap, (size_t)cw * 4, 4096))) {
-		set_err(j, -ENOMEM, "out of memory for a %ux%u window", cw, h);
-		ret = -ENOMEM;
+	ret = read_window(j, y, h, cw, stride);
+	if (ret)
 		goto out_abort;
-	}
-	if (y > 0 && jpeg_skip_scanlines(ci, y) != y) {
-		set_err(j, -EBADMSG, "could not skip %u rows", y);
-		ret = -EBADMSG;
-		goto out_abort;
-	}
-	if (!j->cmyk) {
-		for (uint32_t r = 0; r < h; r++)
-			j->rows[r] = j->buf + r * stride;
-		while (ci->output_scanline < y + h) {
-			uint32_t r = ci->output_scanline - y;
-			if (jpeg_read_scanlines(ci, j->rows + r, h - r) == 0) {
-				set_err(j, -EBADMSG, "no progress reading row %u", r + y);
-				ret = -EBADMSG;
-				goto out_abort;
-			}
-		}
-	} else {
-		bool inverted = ci->saw_Adobe_marker;
-		JSAMPROW row = j->row4;
-		for (uint32_t r = 0; r < h; r++) {
-			if (jpeg_read_scanlines(ci, &row, 1) != 1) {
-				set_err(j, -EBADMSG, "no progress reading row %u", r + y);
-				ret = -EBADMSG;
-				goto out_abort;
-			}
-			cmyk_to_rgb(j->buf + r * stride, j->row4, cw, inverted);
-		}
-	}
 	img->stride = stride;
 	img->pixels = j->buf + (size_t)(x - xoff) * 3;
 	img->x = x;
@@ -351,7 +378,6 @@ int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uin
 	img->scale_num = scale_num;
 	img->scaled_width = sw;
 	img->scaled_height = sh;
-	ret = 0;
 	/* Stop here: the rows below the window are never read. */
 
 out_abort:

@@ -52,6 +52,12 @@
  * in the caller's thread, with the same callbacks and results: slower, never
  * broken. gm_reader_mode/gm_reader_why say so; GM_READER=io_uring forbids it.
  *
+ * One file, both backends: the pread fallback (open_fixed_sync, sync_one,
+ * sync_batch) is about a hundred lines that share the handle, the slot buffers,
+ * the batch and the callback contract with the io_uring path, and read_batch
+ * chooses between them per call; apart, they would need an internal header
+ * exposing all of that, for no gain in clarity.
+ *
  * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.
@@ -104,8 +110,8 @@ struct gm_reader {
 	struct slot *slots;
 	unsigned *free_slots; /* stack */
 	unsigned nfree;
-	int broken; /* 0, or the -errno of a ring failure */
-	bool busy;  /* inside gm_reader_read: a callback may not re-enter */
+	int broken;	 /* 0, or the -errno of a ring failure */
+	bool busy;	 /* inside gm_reader_read: a callback may not re-enter */
 	unsigned nfixed; /* files registered after the depth slots (shards), or 0 */
 	int *fixed_err;	 /* per registered file: 0, or the -errno its open gave */
 	bool sync;	 /* no io_uring here: plain open/pread/close, file by file */
@@ -431,7 +437,7 @@ static void queue_path_chain(struct gm_reader *r, unsigned si, const char *path)
 struct batch {
 	const char *const *paths;
 	const uint64_t *hint;
-	const uint64_t *off; /* NULL: whole files */
+	const uint64_t *off;  /* NULL: whole files */
 	const unsigned *fidx; /* registered file of each range, or NULL: by path */
 	unsigned n, next, inflight;
 	gm_reader_fn fn;
@@ -607,6 +613,8 @@ int gm_reader_read_fixed(struct gm_reader *r, const unsigned *files, const uint6
 	return read_batch(r, b);
 }
 
+/* ---- the pread fallback ------------------------------------------------------- */
+
 /* One file (or range) the plain way into slot 0's buffer. 0 or -errno; *len set. */
 static int sync_one(struct gm_reader *r, const struct batch *b, unsigned i, size_t *len)
 {
@@ -674,7 +682,8 @@ static int sync_batch(struct gm_reader *r, const struct batch *b)
 	for (unsigned i = 0; i < b->n; i++) {
 		size_t len;
 		int err = sync_one(r, b, i, &len);
-		int ret = err ? b->fn(b->arg, i, NULL, 0, err) : b->fn(b->arg, i, r->slots[0].buf, len, 0);
+		int ret = err ? b->fn(b->arg, i, NULL, 0, err)
+			      : b->fn(b->arg, i, r->slots[0].buf, len, 0);
 		if (ret)
 			return ret;
 	}

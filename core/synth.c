@@ -15,7 +15,7 @@
  * Not done: EXIF, ICC profiles, restart markers, arithmetic coding, 12-bit.
  */
 #include "goldminer/synth.h"
-#include "goldminer/pack.h"
+#include "goldminer/tar.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -494,7 +494,7 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			  size_t errlen)
 {
 	char path[PATH_MAX], key[64];
-	struct gm_shard_writer *w = NULL;
+	struct gm_tar_writer *w = NULL;
 	uint64_t total = 0;
 	uint32_t width = 2;
 	int ret;
@@ -511,7 +511,7 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 	for (uint32_t c = classes - 1; c >= 100; c /= 10)
 		width++;
 	snprintf(path, sizeof(path), "%s", dir);
-	if ((ret = mkdirs(path)) || (ret = gm_shard_writer_open(&w, dir, per_shard, false)))
+	if ((ret = mkdirs(path)) || (ret = gm_tar_writer_open(&w, dir, per_shard, false)))
 		goto out_err;
 	/* ImageFolder order of gm_synth_write's tree: class-major, then image number */
 	for (uint32_t c = 0; c < classes && c < n; c++)
@@ -526,15 +526,15 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			if (ret)
 				goto out_err;
 			snprintf(key, sizeof(key), "class_%0*u/img_%06u", (int)width, c, i);
-			ret = gm_shard_writer_add(w, key, "jpg", buf, len, c);
+			ret = gm_tar_writer_add(w, key, "jpg", buf, len, c);
 			free(buf);
 			if (ret) {
-				snprintf(path, sizeof(path), "%s", gm_shard_writer_path(w));
+				snprintf(path, sizeof(path), "%s", gm_tar_writer_path(w));
 				goto out_err;
 			}
 			total += len;
 		}
-	ret = gm_shard_writer_close(w);
+	ret = gm_tar_writer_close(w);
 	w = NULL;
 	if (ret)
 		goto out_err;
@@ -543,7 +543,7 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 	return 0;
 
 out_err:
-	gm_shard_writer_close(w);
+	gm_tar_writer_close(w);
 	if (errlen)
 		snprintf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path, strerror(-ret));
 	return ret;

@@ -1,5 +1,5 @@
 /*
- * test_pack.c - `goldminer pack` (core/pack.c): ImageFolder -> WebDataset shards
+ * test_pack.c - `goldminer pack` (core/pack.c, cmd/pack.c): ImageFolder -> WebDataset shards
  * that index to the same samples; awkward names; errors; byte-identical reruns.
  */
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/dataset.h"
 #include "goldminer/pack.h"
 #include "goldminer/synth.h"
@@ -165,13 +165,13 @@ static void test_pack_errors(void **state)
 	assert_non_null(strstr(err, at("notadir/x")));
 	/* the command line */
 	char *usage[] = {"pack", at("tree")};
-	assert_int_equal(gm_cli_pack(2, usage), 2);
+	assert_int_equal(gm_cmd_pack(2, usage), 2);
 	char *badn[] = {"pack", at("tree"), at("o4"), "--per-shard", "0"};
-	assert_int_equal(gm_cli_pack(5, badn), 2);
+	assert_int_equal(gm_cmd_pack(5, badn), 2);
 	char *ok[] = {"pack", at("tree"), at("o5"), "--per-shard", "100"};
-	assert_int_equal(gm_cli_pack(5, ok), 0);
+	assert_int_equal(gm_cmd_pack(5, ok), 0);
 	char *again[] = {"pack", at("tree"), at("o5")};
-	assert_int_equal(gm_cli_pack(3, again), 1);
+	assert_int_equal(gm_cmd_pack(3, again), 1);
 }
 
 int main(void)

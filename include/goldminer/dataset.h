@@ -33,7 +33,7 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 /* Free the index; NULL is a no-op. */
 void gm_dataset_close(struct gm_dataset *d);
 
-uint32_t gm_dataset_count(const struct gm_dataset *d);       /* samples */
+uint32_t gm_dataset_count(const struct gm_dataset *d);	     /* samples */
 uint32_t gm_dataset_num_classes(const struct gm_dataset *d); /* classes */
 const char *gm_dataset_class_name(const struct gm_dataset *d, uint32_t cls);
 const char *gm_dataset_root(const struct gm_dataset *d);

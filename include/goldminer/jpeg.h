@@ -39,7 +39,7 @@ struct gm_jpeg_info {
 	uint32_t width, height; /* full image size in pixels */
 	uint32_t components;	/* 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK */
 	bool progressive;
-	bool cmyk;		/* CMYK or YCCK (converted to RGB by the decoder) */
+	bool cmyk; /* CMYK or YCCK (converted to RGB by the decoder) */
 };
 
 /*
@@ -50,9 +50,9 @@ struct gm_jpeg_info {
 struct gm_jpeg_image {
 	const uint8_t *pixels;
 	size_t stride;
-	uint32_t x, y;			/* window's top-left in the scaled image */
-	uint32_t width, height;		/* window size */
-	uint32_t scale_num;		/* DCT scale scale_num/8 */
+	uint32_t x, y;			      /* window's top-left in the scaled image */
+	uint32_t width, height;		      /* window size */
+	uint32_t scale_num;		      /* DCT scale scale_num/8 */
 	uint32_t scaled_width, scaled_height; /* whole image at that scale */
 };
 
@@ -100,8 +100,8 @@ uint32_t gm_jpeg_scaled_dim(uint32_t dim, uint32_t scale_num);
  * Returns 0 (*img filled); -EINVAL (no image open, bad scale or window);
  * -EBADMSG (corrupt or truncated data inside the needed rows); -ENOMEM.
  */
-int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y,
-			  uint32_t w, uint32_t h, struct gm_jpeg_image *img);
+int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			  uint32_t h, struct gm_jpeg_image *img);
 
 /*
  * Decode the crop (x, y, w, h), given in FULL-image pixels, at the largest DCT

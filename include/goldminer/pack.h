@@ -1,40 +1,12 @@
 /*
- * pack.h - write WebDataset tar shards (`goldminer pack`, and synth --shards).
+ * pack.h - convert an ImageFolder tree into WebDataset tar shards (`goldminer
+ * pack`). The shard writer itself (also used by synth --shards) is tar.h's.
  */
 #ifndef GOLDMINER_PACK_H
 #define GOLDMINER_PACK_H
 
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-
-/*
- * Append one regular-file member to a tar stream: a ustar header (mode 0644, owner
- * 0, mtime 0, so the same input gives the same bytes), preceded by a GNU long-name
- * record when name has 100 characters or more, then data padded to 512 bytes.
- * 0 or -EIO / -ENAMETOOLONG (name over 4095 characters).
- */
-int gm_tar_write_member(FILE *f, const char *name, const void *data, size_t len);
-
-/* End a tar stream (two zero blocks). 0 or -EIO. */
-int gm_tar_write_end(FILE *f);
-
-/*
- * Writes samples into dir/shard-000000.tar, shard-000001.tar, ..., per_shard
- * samples a shard: KEY.EXT (the bytes) then KEY.cls (the label), the layout
- * dataset.c indexes. exclusive: an existing shard file is -EEXIST rather than
- * overwritten. Functions return 0 or -errno; gm_shard_writer_path names the shard
- * being written, for messages. close ends the last shard and frees (NULL: 0).
- */
-struct gm_shard_writer;
-int gm_shard_writer_open(struct gm_shard_writer **out, const char *dir, uint32_t per_shard,
-			 bool exclusive);
-int gm_shard_writer_add(struct gm_shard_writer *w, const char *key, const char *ext,
-			const void *data, size_t len, uint32_t label);
-const char *gm_shard_writer_path(const struct gm_shard_writer *w);
-uint32_t gm_shard_writer_shards(const struct gm_shard_writer *w);
-int gm_shard_writer_close(struct gm_shard_writer *w);
+#include <stddef.h>
 
 /*
  * Pack the ImageFolder tree src into dst/shard-NNNNNN.tar, per_shard samples a

@@ -8,8 +8,7 @@
 #include <stddef.h>
 
 /* printf into err[errlen] when err is non-NULL and errlen > 0; else nothing. */
-void gm_errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+void gm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Make the scratch buffer *p hold at least n bytes (doubling from min_cap; never
  * shrinks; old contents are NOT kept). 0, or -ENOMEM with *p and *cap unchanged. */

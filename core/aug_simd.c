@@ -1,0 +1,375 @@
+/*
+ * aug_simd.c - the x86 SIMD row kernels of the resize and the output layout
+ * (SSE2, SSSE3, AVX2, F16C), and the run-time choice among them (cpuid).
+ *
+ * Each kernel computes exactly what its scalar twin in aug_simd.h computes (the
+ * same integers for the resize, the same float bits for the layout), so batches
+ * are byte-identical whichever kernels a CPU gets; test_aug compares them. Each
+ * function carries its own target attribute, so this file is compiled with the
+ * library's flags like any other and only runs an instruction set after cpuid
+ * says the CPU has it.
+ *
+ * What it does not do: choose crops or build coefficients (aug.c), ARM NEON (the
+ * scalar kernels run there).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "aug_simd.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+/*
+ * x86 versions (hand-written because gcc -O2 does not vectorise these loops).
+ * Vertical: two taps at a time, bytes of the two source rows interleaved and
+ * widened to 16 bits so one pmaddwd does 2 multiply-adds per lane.
+ */
+static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		      const int16_t *c, uint32_t taps)
+{
+	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1)), z = _mm_setzero_si128();
+	size_t x = 0;
+	for (; x + 16 <= n; x += 16) {
+		__m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+		for (uint32_t k = 0; k < taps; k += 2) {
+			const uint8_t *p = s + k * stride + x;
+			__m128i v0 = _mm_loadu_si128((const __m128i *)p), v1 = v0, cc;
+			if (k + 1 < taps) {
+				v1 = _mm_loadu_si128((const __m128i *)(p + stride));
+				cc =
+				    _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)c[k] |
+							     ((uint32_t)(uint16_t)c[k + 1] << 16)));
+			} else {
+				cc = _mm_set1_epi32((int32_t)(uint16_t)c[k]);
+			}
+			__m128i lo = _mm_unpacklo_epi8(v0, v1), hi = _mm_unpackhi_epi8(v0, v1);
+			a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), cc));
+			a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), cc));
+			a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), cc));
+			a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), cc));
+		}
+		a0 = _mm_srai_epi32(a0, COEF_BITS);
+		a1 = _mm_srai_epi32(a1, COEF_BITS);
+		a2 = _mm_srai_epi32(a2, COEF_BITS);
+		a3 = _mm_srai_epi32(a3, COEF_BITS);
+		__m128i r = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+		_mm_storeu_si128((__m128i *)(d + x), r);
+	}
+	if (x < n)
+		vrow_c(d + x, s + x, stride, n - x, c, taps);
+}
+
+/* One pair of taps on 32 bytes: interleave rows a and b, widen, pmaddwd into a0..a3. */
+__attribute__((target("avx2"))) static inline void vpair_avx2(const uint8_t *a, const uint8_t *b,
+							      __m256i cc, __m256i *a0, __m256i *a1,
+							      __m256i *a2, __m256i *a3)
+{
+	const __m256i z = _mm256_setzero_si256();
+	__m256i v0 = _mm256_loadu_si256((const __m256i *)a);
+	__m256i v1 = _mm256_loadu_si256((const __m256i *)b);
+	__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
+	*a0 = _mm256_add_epi32(*a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), cc));
+	*a1 = _mm256_add_epi32(*a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), cc));
+	*a2 = _mm256_add_epi32(*a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), cc));
+	*a3 = _mm256_add_epi32(*a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), cc));
+}
+
+#define VROW_MAX_PAIRS 16
+
+/*
+ * Vertical, AVX2: 32 bytes a step. Row pointers and broadcast coefficient pairs
+ * are set up once per output row (an odd last tap pairs with itself at weight 0);
+ * 1 and 2 pairs (upscales, 1..2x downscales) get straight-line loops.
+ */
+__attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
+						      const uint8_t *restrict s, size_t stride,
+						      size_t n, const int16_t *c, uint32_t taps)
+{
+	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
+	uint32_t np = (taps + 1) / 2;
+	const uint8_t *r0[VROW_MAX_PAIRS], *r1[VROW_MAX_PAIRS];
+	__m256i cc[VROW_MAX_PAIRS];
+	size_t x = 0;
+
+	if (np > VROW_MAX_PAIRS) {
+		vrow_sse2(d, s, stride, n, c, taps);
+		return;
+	}
+	for (uint32_t p = 0; p < np; p++) {
+		bool two = 2 * p + 1 < taps;
+		r0[p] = s + 2 * p * stride;
+		r1[p] = two ? r0[p] + stride : r0[p];
+		cc[p] = _mm256_set1_epi32(
+		    (int32_t)((uint32_t)(uint16_t)c[2 * p] |
+			      (two ? (uint32_t)(uint16_t)c[2 * p + 1] << 16 : 0)));
+	}
+	if (n < 32) {
+		vrow_sse2(d, s, stride, n, c, taps);
+		return;
+	}
+	for (;;) {
+		/* a ragged end redoes the last full 32 bytes (same inputs, same bytes) */
+		if (x + 32 > n)
+			x = n - 32;
+		__m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+		if (np == 1) {
+			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
+		} else if (np == 2) {
+			vpair_avx2(r0[0] + x, r1[0] + x, cc[0], &a0, &a1, &a2, &a3);
+			vpair_avx2(r0[1] + x, r1[1] + x, cc[1], &a0, &a1, &a2, &a3);
+		} else {
+			for (uint32_t p = 0; p < np; p++)
+				vpair_avx2(r0[p] + x, r1[p] + x, cc[p], &a0, &a1, &a2, &a3);
+		}
+		a0 = _mm256_srai_epi32(a0, COEF_BITS);
+		a1 = _mm256_srai_epi32(a1, COEF_BITS);
+		a2 = _mm256_srai_epi32(a2, COEF_BITS);
+		a3 = _mm256_srai_epi32(a3, COEF_BITS);
+		/* unpack and pack both work within 128-bit lanes, so byte order round-trips */
+		__m256i r =
+		    _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
+		_mm256_storeu_si256((__m256i *)(d + x), r);
+		x += 32;
+		if (x >= n)
+			break;
+	}
+}
+
+/*
+ * Horizontal, SSSE3: per output pixel and pair of taps, one 8-byte load, a pshufb
+ * to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one pmaddwd with the prepared
+ * (c0 c1 c0 c1 c0 c1 0 0) vector (hv, built by hv_build). Reads up to 8 bytes
+ * past the last tap: the source buffer has slack for that.
+ */
+__attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
+							const uint8_t *restrict src,
+							const struct axis *ax, const int16_t *hv,
+							uint32_t out_w)
+{
+	const __m128i shuf =
+	    _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1));
+	uint32_t pairs = (ax->taps + 1) / 2;
+	const __m128i *cv = (const __m128i *)hv;
+	for (uint32_t ox = 0; ox < out_w; ox++) {
+		const uint8_t *s = src + ax->min[ox];
+		__m128i acc = rnd;
+		for (uint32_t p = 0; p < pairs; p++) {
+			__m128i v = _mm_loadl_epi64((const __m128i *)(s + 6 * p));
+			acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(v, shuf), cv[p]));
+		}
+		cv += pairs;
+		acc = _mm_srai_epi32(acc, COEF_BITS);
+		acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
+		uint32_t px = (uint32_t)_mm_cvtsi128_si32(acc);
+		memcpy(dst + 3 * ox, &px, 3);
+	}
+}
+
+/*
+ * Horizontal, AVX2, two output rows at once, for up to 6 taps (every upscale and
+ * 1..2x downscale, and most up to 3x). Both rows use the same taps and weights,
+ * so one pixel of row 0 goes in the low lane and the same pixel of row 1 in the
+ * high lane: per pair of taps one vpshufb to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit
+ * lanes and one vpmaddwd with hv (c0 c1 c0 c1 c0 c1 0 0 in both lanes, hv_build with dup). The
+ * packs keep the lanes apart, so no cross-lane step is needed: after packing four pixels the low
+ * lane is row 0's 12 bytes and the high lane row 1's. PAIRS is 1, 2 or 3 (a constant after
+ * inlining). Reads up to 20 bytes from each pixel's first tap: the rows have slack for that.
+ * Offsets in ax->min are in bytes.
+ */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+hpix2_avx2(const uint8_t *s0, const uint8_t *s1, const __m256i *cv, int pairs)
+{
+	const __m256i sh01 =
+	    _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
+			     1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m256i sh23 =
+	    _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9,
+			     -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+	__m256i v, acc;
+	if (pairs == 1)
+		v = _mm256_inserti128_si256(
+		    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)s0)),
+		    _mm_loadl_epi64((const __m128i *)s1), 1);
+	else
+		v = _mm256_inserti128_si256(
+		    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+		    _mm_loadu_si128((const __m128i *)s1), 1);
+	acc = _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01), _mm256_loadu_si256(cv));
+	if (pairs >= 2)
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh23),
+							      _mm256_loadu_si256(cv + 1)));
+	if (pairs == 3) { /* taps 4 and 5 start at byte 12 */
+		v = _mm256_inserti128_si256(
+		    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(s0 + 12))),
+		    _mm_loadl_epi64((const __m128i *)(s1 + 12)), 1);
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, sh01),
+							      _mm256_loadu_si256(cv + 2)));
+	}
+	return acc;
+}
+
+/* always inlined, so that each PAIRS gets its own straight-line loop */
+__attribute__((target("avx2"), always_inline)) static inline void
+hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
+	   const int32_t *m, const __m256i *cv, uint32_t out_w, int pairs)
+{
+	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
+	/* gathers the RGB of four RGBx dwords into 12 bytes, in each lane */
+	const __m256i pack12 =
+	    _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5,
+			     6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	uint32_t ox = 0;
+	for (; ox + 4 <= out_w; ox += 4) {
+		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
+		__m256i b = hpix2_avx2(s0 + m[ox + 1], s1 + m[ox + 1],
+				       cv + (size_t)(ox + 1) * pairs, pairs);
+		__m256i c = hpix2_avx2(s0 + m[ox + 2], s1 + m[ox + 2],
+				       cv + (size_t)(ox + 2) * pairs, pairs);
+		__m256i d = hpix2_avx2(s0 + m[ox + 3], s1 + m[ox + 3],
+				       cv + (size_t)(ox + 3) * pairs, pairs);
+		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
+		b = _mm256_srai_epi32(_mm256_add_epi32(b, rnd), COEF_BITS);
+		c = _mm256_srai_epi32(_mm256_add_epi32(c, rnd), COEF_BITS);
+		d = _mm256_srai_epi32(_mm256_add_epi32(d, rnd), COEF_BITS);
+		/* per lane: A B C D as RGBx bytes, then 12 packed bytes */
+		__m256i p = _mm256_packus_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+		p = _mm256_shuffle_epi8(p, pack12);
+		__m128i q0 = _mm256_castsi256_si128(p), q1 = _mm256_extracti128_si256(p, 1);
+		if (ox + 6 <= out_w) { /* the 4 extra bytes land where later pixels go */
+			_mm_storeu_si128((__m128i *)(d0 + 3 * ox), q0);
+			_mm_storeu_si128((__m128i *)(d1 + 3 * ox), q1);
+		} else {
+			uint8_t last[32];
+			_mm256_storeu_si256((__m256i *)last, p);
+			memcpy(d0 + 3 * ox, last, 12);
+			memcpy(d1 + 3 * ox, last + 16, 12);
+		}
+	}
+	for (; ox < out_w; ox++) {
+		__m256i a = hpix2_avx2(s0 + m[ox], s1 + m[ox], cv + (size_t)ox * pairs, pairs);
+		a = _mm256_srai_epi32(_mm256_add_epi32(a, rnd), COEF_BITS);
+		a = _mm256_packus_epi16(_mm256_packs_epi32(a, a), a);
+		uint32_t pa = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(a));
+		uint32_t pb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(a, 1));
+		memcpy(d0 + 3 * ox, &pa, 3);
+		memcpy(d1 + 3 * ox, &pb, 3);
+	}
+}
+
+/* Two rows src0/src1 -> dst0/dst1 with the same horizontal taps (see above). */
+__attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
+						       uint8_t *restrict dst1, const uint8_t *src0,
+						       const uint8_t *src1, const struct axis *ax,
+						       const int16_t *hv, uint32_t out_w)
+{
+	if (ax->taps <= 2)
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 1);
+	else if (ax->taps <= 4)
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 2);
+	else
+		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
+}
+
+/* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
+__attribute__((target("avx2"), always_inline)) static inline void
+rgb8_ps(const uint8_t *rgb, const __m256 *s, const __m256 *b, __m256 *o)
+{
+	const __m128i rl =
+	    _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i rh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gl =
+	    _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bl =
+	    _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bh =
+	    _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+	__m128i lo = _mm_loadu_si128((const __m128i *)rgb);
+	__m128i hi = _mm_loadl_epi64((const __m128i *)(rgb + 16));
+	__m128i c[3] = {_mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh)),
+			_mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh)),
+			_mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh))};
+	for (int k = 0; k < 3; k++)
+		o[k] = _mm256_add_ps(
+		    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c[k])), s[k]), b[k]);
+}
+
+/* The per-channel scale and bias as vectors. */
+__attribute__((target("avx2"), always_inline)) static inline void
+splat3(const float *scale, const float *bias, __m256 *s, __m256 *b)
+{
+	for (int c = 0; c < 3; c++) {
+		s[c] = _mm256_set1_ps(scale[c]);
+		b[c] = _mm256_set1_ps(bias[c]);
+	}
+}
+
+/* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
+__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
+						      float *restrict p2,
+						      const uint8_t *restrict rgb, uint32_t n,
+						      const float *scale, const float *bias)
+{
+	__m256 s[3], b[3];
+	splat3(scale, bias, s, b);
+	uint32_t x = 0;
+	for (; x + 8 <= n; x += 8) {
+		__m256 o[3];
+		rgb8_ps(rgb + 3 * x, s, b, o);
+		_mm256_storeu_ps(p0 + x, o[0]);
+		_mm256_storeu_ps(p1 + x, o[1]);
+		_mm256_storeu_ps(p2 + x, o[2]);
+	}
+	if (x < n)
+		frow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
+}
+
+/* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
+__attribute__((target("avx2,f16c"))) static void
+hfrow_avx2(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+	   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
+{
+	__m256 s[3], b[3];
+	splat3(scale, bias, s, b);
+	uint32_t x = 0;
+	for (; x + 8 <= n; x += 8) {
+		__m256 o[3];
+		rgb8_ps(rgb + 3 * x, s, b, o);
+		_mm_storeu_si128((__m128i *)(p0 + x),
+				 _mm256_cvtps_ph(o[0], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p1 + x),
+				 _mm256_cvtps_ph(o[1], _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p2 + x),
+				 _mm256_cvtps_ph(o[2], _MM_FROUND_TO_NEAREST_INT));
+	}
+	if (x < n)
+		hfrow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
+}
+
+void gm_aug_simd_pick(struct aug_kernels *k)
+{
+	__builtin_cpu_init();
+	k->vrow = vrow_sse2;
+	if (__builtin_cpu_supports("ssse3"))
+		k->hrow = hrow_ssse3;
+	if (__builtin_cpu_supports("avx2")) {
+		k->vrow = vrow_avx2;
+		k->hrow2 = hrow2_avx2;
+		k->frow = frow_avx2;
+		unsigned eax, ebx, ecx, edx; /* clang 14's builtin does not know "f16c" */
+		if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C))
+			k->hfrow = hfrow_avx2;
+	}
+}
+#else
+void gm_aug_simd_pick(struct aug_kernels *k)
+{
+	(void)k; /* no SIMD kernels for this architecture: the portable ones stay */
+}
+#endif

@@ -1,0 +1,136 @@
+/*
+ * aug_simd.h - internal to aug.c and aug_simd.c: the resize axis, the signatures
+ * of the row kernels, their portable (scalar) versions, and the x86 kernel picker.
+ *
+ * The scalar kernels are the reference: every SIMD kernel in aug_simd.c computes
+ * the same integers (resize) or the same float bits (layout), and falls back on
+ * them for short or ragged rows. They are defined here, static, so that both files
+ * compile them as before the split: vrow_c may be inlined into the SSE2 tail, and
+ * frow_c/hfrow_c are noinline because the AVX2 layout kernels called them (a tail
+ * call) when they shared a file with the dispatch; inlined, the hot loops would be
+ * register-allocated differently. Both SIMD files then compile to the same code.
+ *
+ * Not a public header: nothing outside core/aug*.c includes it.
+ */
+#ifndef GOLDMINER_AUG_SIMD_H
+#define GOLDMINER_AUG_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "goldminer/aug.h"
+
+#define COEF_BITS 14
+#define COEF_ONE  (1 << COEF_BITS)
+
+/*
+ * One axis of the resize: for output i, taps src[min[i] .. min[i]+taps) (pixels;
+ * for the horizontal axis gm_aug_sample turns min into byte offsets).
+ */
+struct axis {
+	int32_t *min;
+	int16_t *coef;		/* out * taps */
+	double *w;		/* scratch: one output's float weights (2*ceil(support)+1) */
+	int32_t *first, *count; /* scratch: first nonzero tap and span per output */
+	size_t min_cap, coef_cap, w_cap, first_cap, count_cap;
+	uint32_t taps;
+};
+
+typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		     const int16_t *c, uint32_t taps);
+typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
+		     const uint8_t *restrict rgb, uint32_t n, const float *scale,
+		     const float *bias);
+typedef void hfrow_fn(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
+		      const uint8_t *restrict rgb, uint32_t n, const float *scale,
+		      const float *bias);
+typedef void hrow_fn(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
+		     const int16_t *hv, uint32_t out_w);
+typedef void hrow2_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+		      const uint8_t *src1, const struct axis *ax, const int16_t *hv,
+		      uint32_t out_w);
+
+/* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
+struct aug_kernels {
+	vrow_fn *vrow;
+	hrow_fn *hrow;	 /* any tap count */
+	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
+	frow_fn *frow;
+	hfrow_fn *hfrow; /* float16 output */
+};
+
+/*
+ * Replace the kernels of k with the fastest ones this CPU runs (cpuid): SSE2 and
+ * SSSE3, AVX2, F16C. Does nothing on other architectures. aug.c calls it unless
+ * GM_NO_SIMD=1.
+ */
+__attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *k);
+
+/* ---- the portable kernels -------------------------------------------------------- */
+
+/*
+ * Vertical pass, one output row: d[x] = sum_k s[k*stride + x] * c[k] over n bytes.
+ * Scalar version (any CPU); the SIMD versions below compute the same integers.
+ */
+__attribute__((unused)) static void vrow_c(uint8_t *restrict d, const uint8_t *restrict s,
+					   size_t stride, size_t n, const int16_t *c, uint32_t taps)
+{
+	for (size_t x = 0; x < n; x++) {
+		int32_t acc = 1 << (COEF_BITS - 1);
+		for (uint32_t k = 0; k < taps; k++)
+			acc += s[k * stride + x] * c[k];
+		d[x] = (uint8_t)(acc >> COEF_BITS);
+	}
+}
+
+/*
+ * Horizontal pass of one row: src (RGB) -> dst (out_w RGB pixels). Scalar. Here and
+ * in the SIMD versions ax->min holds byte offsets into src (gm_aug_sample converts).
+ */
+__attribute__((unused)) static void hrow_c(uint8_t *restrict dst, const uint8_t *restrict src,
+					   const struct axis *ax, const int16_t *hv, uint32_t out_w)
+{
+	uint32_t taps = ax->taps;
+	(void)hv;
+	for (uint32_t ox = 0; ox < out_w; ox++) {
+		const int16_t *c = ax->coef + (size_t)ox * taps;
+		const uint8_t *s = src + ax->min[ox];
+		int32_t r = 1 << (COEF_BITS - 1), g = r, b = r;
+		for (uint32_t k = 0; k < taps; k++) {
+			r += s[3 * k] * c[k];
+			g += s[3 * k + 1] * c[k];
+			b += s[3 * k + 2] * c[k];
+		}
+		dst[3 * ox] = (uint8_t)(r >> COEF_BITS);
+		dst[3 * ox + 1] = (uint8_t)(g >> COEF_BITS);
+		dst[3 * ox + 2] = (uint8_t)(b >> COEF_BITS);
+	}
+}
+
+/* Scalar twin of frow_avx2 (same float operations, so the same bits). */
+__attribute__((unused, noinline)) static void frow_c(float *restrict p0, float *restrict p1,
+						     float *restrict p2,
+						     const uint8_t *restrict rgb, uint32_t n,
+						     const float *scale, const float *bias)
+{
+	for (uint32_t x = 0; x < n; x++) {
+		p0[x] = (float)rgb[3 * x] * scale[0] + bias[0];
+		p1[x] = (float)rgb[3 * x + 1] * scale[1] + bias[1];
+		p2[x] = (float)rgb[3 * x + 2] * scale[2] + bias[2];
+	}
+}
+
+/* Scalar twin of hfrow_avx2. */
+__attribute__((unused, noinline)) static void hfrow_c(uint16_t *restrict p0, uint16_t *restrict p1,
+						      uint16_t *restrict p2,
+						      const uint8_t *restrict rgb, uint32_t n,
+						      const float *scale, const float *bias)
+{
+	for (uint32_t x = 0; x < n; x++) {
+		p0[x] = gm_f32_to_f16((float)rgb[3 * x] * scale[0] + bias[0]);
+		p1[x] = gm_f32_to_f16((float)rgb[3 * x + 1] * scale[1] + bias[1]);
+		p2[x] = gm_f32_to_f16((float)rgb[3 * x + 2] * scale[2] + bias[2]);
+	}
+}
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * test_tar.c - the tar format (core/tar.c): what the shard writer writes, the
+ * indexer reads back (offsets, sizes, labels, long names, key grouping), and
+ * malformed shards are refused with a message naming the shard and the fault.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/tar.h"
+#include "testutil.h"
+
+static char base[64];
+
+static char *at(const char *rel)
+{
+	static char buf[4][800];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", base, rel);
+	return buf[k];
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return gm_test_tmpdir(base, sizeof(base), "gm-test-tar");
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gm_test_rm_tree(base);
+	return 0;
+}
+
+#define MAX_SEEN 16
+
+/* What gm_tar_index handed out, copied. */
+struct seen {
+	int n;
+	char key[MAX_SEEN][300], member[MAX_SEEN][300];
+	uint64_t offset[MAX_SEEN], size[MAX_SEEN];
+	uint32_t label[MAX_SEEN];
+};
+
+static int record(void *ctx, const struct gm_tar_sample *s)
+{
+	struct seen *v = ctx;
+	if (v->n == MAX_SEEN)
+		return -ERANGE;
+	snprintf(v->key[v->n], sizeof(v->key[0]), "%s", s->key);
+	snprintf(v->member[v->n], sizeof(v->member[0]), "%s", s->member);
+	v->offset[v->n] = s->offset;
+	v->size[v->n] = s->size;
+	v->label[v->n] = s->label;
+	v->n++;
+	return 0;
+}
+
+/* The bytes of the shard at path from offset off, len of them, equal data? */
+static void assert_bytes_at(const char *path, uint64_t off, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	char buf[256];
+	assert_non_null(f);
+	assert_true(len <= sizeof(buf));
+	assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
+	assert_int_equal(fread(buf, 1, len, f), len);
+	fclose(f);
+	assert_memory_equal(buf, data, len);
+}
+
+static void test_written_samples_index_back_at_their_offsets(void **state)
+{
+	(void)state;
+	struct gm_tar_writer *w = NULL;
+	char longkey[200], err[1024];
+	struct seen v = {0};
+
+	memset(longkey, 'k', sizeof(longkey) - 1); /* > 100 chars: a GNU long name */
+	longkey[sizeof(longkey) - 1] = 0;
+	assert_int_equal(gm_tar_writer_open(&w, base, 2, true), 0);
+	assert_int_equal(gm_tar_writer_add(w, "a/one", "jpg", "JPEG-1", 6, 3), 0);
+	assert_int_equal(gm_tar_writer_add(w, longkey, "jpeg", "J2", 2, 0), 0);
+	assert_int_equal(gm_tar_writer_add(w, "b/three", "jpg", "third!", 6, 7), 0);
+	assert_int_equal(gm_tar_writer_shards(w), 2);
+	assert_non_null(strstr(gm_tar_writer_path(w), "shard-000001.tar"));
+	assert_int_equal(gm_tar_writer_close(w), 0);
+	/* exclusive: the shards exist now */
+	assert_int_equal(gm_tar_writer_open(&w, base, 2, true), 0);
+	assert_int_equal(gm_tar_writer_add(w, "x", "jpg", "x", 1, 0), -EEXIST);
+	assert_int_equal(gm_tar_writer_close(w), 0);
+
+	assert_int_equal(gm_tar_index(at("shard-000000.tar"), "t", record, &v, err, sizeof(err)),
+			 0);
+	assert_int_equal(v.n, 2);
+	assert_string_equal(v.key[0], "a/one");
+	assert_string_equal(v.member[0], "a/one.jpg");
+	assert_int_equal(v.size[0], 6);
+	assert_int_equal(v.label[0], 3);
+	assert_int_equal(v.offset[0] % 512, 0);
+	assert_bytes_at(at("shard-000000.tar"), v.offset[0], "JPEG-1", 6);
+	assert_string_equal(v.key[1], longkey);
+	assert_int_equal(v.size[1], 2);
+	assert_int_equal(v.label[1], 0);
+	assert_bytes_at(at("shard-000000.tar"), v.offset[1], "J2", 2);
+
+	v.n = 0;
+	assert_int_equal(gm_tar_index(at("shard-000001.tar"), "t", record, &v, err, sizeof(err)),
+			 0);
+	assert_int_equal(v.n, 1);
+	assert_string_equal(v.member[0], "b/three.jpg");
+	assert_int_equal(v.label[0], 7);
+	assert_bytes_at(at("shard-000001.tar"), v.offset[0], "third!", 6);
+}
+
+static int stop(void *ctx, const struct gm_tar_sample *s)
+{
+	(void)ctx;
+	(void)s;
+	return -ECANCELED;
+}
+
+static void test_callback_value_ends_the_index(void **state)
+{
+	(void)state;
+	struct gm_tar_writer *w = NULL;
+	char err[64] = "";
+	assert_int_equal(gm_tar_writer_open(&w, base, 10, false), 0);
+	assert_int_equal(gm_tar_writer_add(w, "s", "jpg", "s", 1, 1), 0);
+	assert_int_equal(gm_tar_writer_close(w), 0);
+	assert_int_equal(gm_tar_index(at("shard-000000.tar"), "t", stop, NULL, err, sizeof(err)),
+			 -ECANCELED);
+	assert_string_equal(err, ""); /* the callback's own value, no message */
+}
+
+static void test_malformed_shards_name_the_fault(void **state)
+{
+	(void)state;
+	char err[1024];
+	struct seen v = {0};
+	FILE *f;
+
+	/* not a tar: shorter than one header */
+	f = fopen(at("short.tar"), "wb");
+	assert_non_null(f);
+	fputs("hello", f);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("short.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "who: "));
+	assert_non_null(strstr(err, at("short.tar")));
+	assert_non_null(strstr(err, "not a tar file"));
+
+	/* an image without its .cls member */
+	f = fopen(at("nocls.tar"), "wb");
+	assert_non_null(f);
+	assert_int_equal(gm_tar_write_member(f, "k/img.jpg", "abc", 3), 0);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("nocls.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "has no .cls member"));
+
+	/* a label out of range */
+	f = fopen(at("badcls.tar"), "wb");
+	assert_non_null(f);
+	assert_int_equal(gm_tar_write_member(f, "k.jpg", "abc", 3), 0);
+	assert_int_equal(gm_tar_write_member(f, "k.cls", "-1\n", 3), 0);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("badcls.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "is not a class number"));
+
+	/* a corrupt header checksum after the first member */
+	f = fopen(at("corrupt.tar"), "wb");
+	assert_non_null(f);
+	assert_int_equal(gm_tar_write_member(f, "k.jpg", "abc", 3), 0);
+	assert_int_equal(gm_tar_write_member(f, "k.cls", "1\n", 2), 0);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	fclose(f);
+	f = fopen(at("corrupt.tar"), "r+b");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 1024, SEEK_SET), 0); /* the .cls header's name */
+	fputc('X', f);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("corrupt.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "offset 1024: bad tar header checksum"));
+
+	/* names too long for the writer */
+	char name[GM_TAR_MAX_NAME + 2];
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	f = fopen(at("long.tar"), "wb");
+	assert_non_null(f);
+	assert_int_equal(gm_tar_write_member(f, name, "", 0), -ENAMETOOLONG);
+	fclose(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_written_samples_index_back_at_their_offsets),
+	    cmocka_unit_test(test_callback_value_ends_the_index),
+	    cmocka_unit_test(test_malformed_shards_name_the_fault),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
