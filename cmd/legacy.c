@@ -3,6 +3,5 @@
 #include "goldminer/cli.h"
 int gm_cmd_node(int argc, char **argv) { return gm_cli_node(argc, argv); }
 int gm_cmd_pack(int argc, char **argv) { return gm_cli_pack(argc, argv); }
-int gm_cmd_plan(int argc, char **argv) { return gm_cli_plan(argc, argv); }
 int gm_cmd_sim(int argc, char **argv) { return gm_cli_sim(argc, argv); }
 int gm_cmd_synth(int argc, char **argv) { return gm_cli_synth(argc, argv); }
