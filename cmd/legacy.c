@@ -4,4 +4,3 @@
 int gm_cmd_node(int argc, char **argv) { return gm_cli_node(argc, argv); }
 int gm_cmd_pack(int argc, char **argv) { return gm_cli_pack(argc, argv); }
 int gm_cmd_sim(int argc, char **argv) { return gm_cli_sim(argc, argv); }
-int gm_cmd_synth(int argc, char **argv) { return gm_cli_synth(argc, argv); }

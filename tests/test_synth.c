@@ -1,6 +1,6 @@
 /*
  * test_synth.c - synthetic datasets and bad files (core/synth.c), and the
- * `goldminer synth` command. Everything is written under a mkdtemp() directory.
+ * `goldminer synth` command (cmd/synth.c). Everything is written under a mkdtemp() directory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/jpeg.h"
 #include "goldminer/synth.h"
 
@@ -233,24 +233,24 @@ static void test_cli(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s/cli", root);
 	char *ok[] = {"synth", dir, "--images", "5", "--classes", "2", "--seed", "3", NULL};
-	assert_int_equal(gm_cli_synth(8, ok), 0);
+	assert_int_equal(gm_cmd_synth(8, ok), 0);
 	snprintf(path, sizeof(path), "%s/class_01/img_000003.jpg", dir);
 	assert_int_equal(access(path, R_OK), 0);
 	/* non-empty DIR needs --force */
-	assert_int_equal(gm_cli_synth(8, ok), 1);
+	assert_int_equal(gm_cmd_synth(8, ok), 1);
 	char *force[] = {"synth", dir, "--images", "5", "--classes", "2", "--force", NULL};
-	assert_int_equal(gm_cli_synth(7, force), 0);
+	assert_int_equal(gm_cmd_synth(7, force), 0);
 	/* usage errors */
 	char *noimg[] = {"synth", dir, NULL};
-	assert_int_equal(gm_cli_synth(2, noimg), 2);
+	assert_int_equal(gm_cmd_synth(2, noimg), 2);
 	char *badnum[] = {"synth", dir, "--images", "x5", NULL};
-	assert_int_equal(gm_cli_synth(4, badnum), 2);
+	assert_int_equal(gm_cmd_synth(4, badnum), 2);
 	char *badopt[] = {"synth", dir, "--images", "5", "--bogus", NULL};
-	assert_int_equal(gm_cli_synth(5, badopt), 2);
+	assert_int_equal(gm_cmd_synth(5, badopt), 2);
 	char *badq[] = {"synth", dir, "--images", "5", "--quality", "0", NULL};
-	assert_int_equal(gm_cli_synth(6, badq), 2);
+	assert_int_equal(gm_cmd_synth(6, badq), 2);
 	char *help[] = {"synth", "--help", NULL};
-	assert_int_equal(gm_cli_synth(2, help), 0);
+	assert_int_equal(gm_cmd_synth(2, help), 0);
 }
 
 int main(void)

@@ -5,7 +5,6 @@
 #ifndef GOLDMINER_CLI_H
 #define GOLDMINER_CLI_H
 
-int gm_cli_synth(int argc, char **argv); /* core/synth.c */
 int gm_cli_sim(int argc, char **argv);   /* sim/sim_cli.c */
 int gm_cli_node(int argc, char **argv);  /* core/node.c */
 int gm_cli_pack(int argc, char **argv);  /* core/pack.c */
