@@ -43,11 +43,11 @@ struct bench {
 	const char *reader; /* how the workers read: io_uring or pread */
 	double open_s;
 
-	bool tty;	 /* progress line on stderr */
-	uint64_t *sums;	 /* checksum of each finished epoch */
-	uint64_t ep;	 /* epochs finished */
-	double due;	 /* --consumer-rate: when the next step may start */
-	double dev_s;	 /* time in device copies */
+	bool tty;	/* progress line on stderr */
+	uint64_t *sums; /* checksum of each finished epoch */
+	uint64_t ep;	/* epochs finished */
+	double due;	/* --consumer-rate: when the next step may start */
+	double dev_s;	/* time in device copies */
 	uint64_t dev_bytes;
 };
 
@@ -94,34 +94,33 @@ enum {
 };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_WORKERS] = {"workers", "N|auto", 0,
-		       "worker processes (default 2); auto: sized by the policy"},
-	[O_CPUS] = {"cpus", "N", 0, "auto: most workers to use (default: online CPUs)"},
-	[O_NODE] = {"node", "PATH", 0, "let the node agent at PATH run the workers"},
-	[O_RATE] = {"consumer-rate", "R", 0,
-		    "act as a trainer that takes R batches/s (a GPU stand-in)"},
-	[O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
-	[O_EPOCHS] = {"epochs", "E", 0, "epochs to run (default 1)"},
-	[O_SIZE] = {"size", "S", 0, "output side in pixels (default 224)"},
-	[O_OUTPUT] = {"output", "T", 0,
-		      "uint8 (HWC, default), float32 or float16 (CHW, normalised)"},
-	[O_EVAL] = {"eval", NULL, 0, "resize 256 + center crop instead of random-resized-crop"},
-	[O_PIPELINE] = {"pipeline", "SPEC", 0,
-			"a pipeline spec (see goldminer plan); overrides the above"},
-	[O_SEED] = {"seed", "X", 0, "shuffle/augmentation seed (default 0)"},
-	[O_ON_ERROR] = {"on-error", "P", 0, "skip (default) or fail on a bad sample"},
-	[O_SLOTS] = {"slots", "N", 0, "ring slots (power of two; default 2 x workers, >= 4)"},
-	[O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
-	[O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
-	[O_CHAOS] = {"chaos-kill-ms", "N", 0, "SIGKILL a random worker every N ms (crash-safety demo)"},
-	[O_QUIET] = {"quiet", NULL, 0, "no progress line"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_WORKERS] = {"workers", "N|auto", 0,
+		   "worker processes (default 2); auto: sized by the policy"},
+    [O_CPUS] = {"cpus", "N", 0, "auto: most workers to use (default: online CPUs)"},
+    [O_NODE] = {"node", "PATH", 0, "let the node agent at PATH run the workers"},
+    [O_RATE] = {"consumer-rate", "R", 0,
+		"act as a trainer that takes R batches/s (a GPU stand-in)"},
+    [O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
+    [O_EPOCHS] = {"epochs", "E", 0, "epochs to run (default 1)"},
+    [O_SIZE] = {"size", "S", 0, "output side in pixels (default 224)"},
+    [O_OUTPUT] = {"output", "T", 0, "uint8 (HWC, default), float32 or float16 (CHW, normalised)"},
+    [O_EVAL] = {"eval", NULL, 0, "resize 256 + center crop instead of random-resized-crop"},
+    [O_PIPELINE] = {"pipeline", "SPEC", 0,
+		    "a pipeline spec (see goldminer plan); overrides the above"},
+    [O_SEED] = {"seed", "X", 0, "shuffle/augmentation seed (default 0)"},
+    [O_ON_ERROR] = {"on-error", "P", 0, "skip (default) or fail on a bad sample"},
+    [O_SLOTS] = {"slots", "N", 0, "ring slots (power of two; default 2 x workers, >= 4)"},
+    [O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
+    [O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
+    [O_CHAOS] = {"chaos-kill-ms", "N", 0, "SIGKILL a random worker every N ms (crash-safety demo)"},
+    [O_QUIET] = {"quiet", NULL, 0, "no progress line"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static const char synopsis[] =
-	"goldminer bench DATA [options]\n"
-	"  DATA: an ImageFolder root (DATA/<class>/*.jpg), or WebDataset tar shards\n"
-	"  (one .tar, or a directory of them)";
+    "goldminer bench DATA [options]\n"
+    "  DATA: an ImageFolder root (DATA/<class>/*.jpg), or WebDataset tar shards\n"
+    "  (one .tar, or a directory of them)";
 
 /* An unsigned option value into *out (a uint32_t field); false after a message. */
 static bool u32_opt(const char *what, const char *s, uint64_t lo, uint64_t hi, uint32_t *out)
@@ -145,8 +144,10 @@ static bool keyword_opts(struct bench *b, const char **val)
 		else if (!strcmp(s, "float16"))
 			b->o.aug.out = GM_OUT_F16_CHW;
 		else {
-			fprintf(stderr, "goldminer bench: --output is uint8, float32 or float16, not '%s'\n",
-				s);
+			fprintf(
+			    stderr,
+			    "goldminer bench: --output is uint8, float32 or float16, not '%s'\n",
+			    s);
 			return false;
 		}
 	}
@@ -157,7 +158,8 @@ static bool keyword_opts(struct bench *b, const char **val)
 		else if (!strcmp(s, "fail"))
 			b->o.on_error = GM_ON_ERROR_FAIL;
 		else {
-			fprintf(stderr, "goldminer bench: --on-error is skip or fail, not '%s'\n", s);
+			fprintf(stderr, "goldminer bench: --on-error is skip or fail, not '%s'\n",
+				s);
 			return false;
 		}
 	}
@@ -178,8 +180,10 @@ static bool number_opts(struct bench *b, const char **val)
 	}
 	if ((val[O_CPUS] && !u32_opt("--cpus", val[O_CPUS], 1, GM_MAX_WORKERS, &o->max_workers)) ||
 	    (val[O_BATCH] && !u32_opt("--batch", val[O_BATCH], 1, GM_MAX_BATCH, &o->batch_size)) ||
-	    (val[O_SIZE] && !u32_opt("--size", val[O_SIZE], GM_MIN_SIZE, GM_MAX_SIZE, &o->aug.size)) ||
-	    (val[O_SLOTS] && !u32_opt("--slots", val[O_SLOTS], GM_MIN_SLOTS, GM_MAX_SLOTS, &o->slots)) ||
+	    (val[O_SIZE] &&
+	     !u32_opt("--size", val[O_SIZE], GM_MIN_SIZE, GM_MAX_SIZE, &o->aug.size)) ||
+	    (val[O_SLOTS] &&
+	     !u32_opt("--slots", val[O_SLOTS], GM_MIN_SLOTS, GM_MAX_SLOTS, &o->slots)) ||
 	    (val[O_CHAOS] &&
 	     !u32_opt("--chaos-kill-ms", val[O_CHAOS], 1, GM_MAX_CHAOS_MS, &o->chaos_kill_ms)))
 		return false;
@@ -245,8 +249,9 @@ static const char *probe_reader(bool quiet)
 	if (gm_reader_create(&probe, 1) == 0) {
 		reader = gm_reader_mode(probe);
 		if (strcmp(reader, "io_uring") != 0 && !quiet)
-			fprintf(stderr, "goldminer: io_uring is not usable here (%s); workers read "
-					"with pread, file by file\n",
+			fprintf(stderr,
+				"goldminer: io_uring is not usable here (%s); workers read "
+				"with pread, file by file\n",
 				gm_reader_why(probe));
 		gm_reader_destroy(probe);
 	}
@@ -377,7 +382,9 @@ static void report_errors(const struct bench *b, const struct gm_loader_stats *s
 		listed++;
 	}
 	if (st->errors > listed)
-		fprintf(stderr, "goldminer: ... and %" PRIu64 " more bad samples (8 are listed per batch)\n",
+		fprintf(stderr,
+			"goldminer: ... and %" PRIu64
+			" more bad samples (8 are listed per batch)\n",
 			st->errors - listed);
 }
 
@@ -390,9 +397,11 @@ static void report_extras(const struct bench *b, const struct gm_loader_stats *s
 		       ", \"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f"
 		       ", \"stall_pct\": %.2f",
 		       o->workers == 0 ? "true" : "false", st->target_workers, b->rate,
-		       st->demand_img_per_s, st->worker_img_per_s, 100.0 * st->wait_ns / 1e9 / wall);
+		       st->demand_img_per_s, st->worker_img_per_s,
+		       100.0 * st->wait_ns / 1e9 / wall);
 	if (o->chaos_kill_ms)
-		printf(", \"chaos_kills\": %" PRIu64 ", \"detect_ms_mean\": %.2f, \"detect_ms_max\": %.2f",
+		printf(", \"chaos_kills\": %" PRIu64
+		       ", \"detect_ms_mean\": %.2f, \"detect_ms_max\": %.2f",
 		       st->chaos_kills,
 		       st->chaos_kills ? st->detect_ns_sum / 1e6 / (double)st->chaos_kills : 0,
 		       st->detect_ns_max / 1e6);
@@ -430,8 +439,8 @@ static void bench_report(const struct bench *b, double wall)
 	       st.read_ns / 1e6, st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6,
 	       st.wait_ns / 1e6, st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n,
 	       st.augment_ns / 1e3 / n, st.write_ns / 1e3 / n, st.errors, st.worker_deaths,
-	       st.reissued, st.pinned ? "true" : "false",
-	       b->cuda ? gm_cuda_build() : "unavailable", b->reader);
+	       st.reissued, st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable",
+	       b->reader);
 	report_extras(b, &st, wall);
 	printf("}\n");
 	fflush(stdout);

@@ -26,8 +26,8 @@
 
 /* Options of the table whose name starts with the n bytes of s; *exact: the one
  * whose name is exactly those bytes, or -1. Returns the number of matches. */
-static int prefix_matches(const struct cmd_opt *opts, int n, const char *s, size_t len,
-			  int *exact, int *first)
+static int prefix_matches(const struct cmd_opt *opts, int n, const char *s, size_t len, int *exact,
+			  int *first)
 {
 	int k = 0;
 	*exact = -1;
@@ -45,8 +45,7 @@ static int prefix_matches(const struct cmd_opt *opts, int n, const char *s, size
 
 /* The message for an argument getopt_long refused (c is '?' or ':'); arg is the
  * argument getopt_long last stepped over, the refused one for a long option. */
-static void refused(const char *cmd, const struct cmd_opt *opts, int n, int c,
-		    const char *arg)
+static void refused(const char *cmd, const struct cmd_opt *opts, int n, int c, const char *arg)
 {
 	if (optopt > 0 && optopt < 256) {
 		/* a short option: "-x", or a letter inside a cluster "-qx" (glibc sets
@@ -153,7 +152,8 @@ int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint6
 	v = s ? strtoull(s, &end, 0) : 0;
 	if (!s || errno || end == s || *end || v < lo || v > hi || *s == '-' || *s == '+') {
 		fprintf(stderr,
-			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
+			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64
+			", not '%s'\n",
 			cmd, what, lo, hi, s ? s : "");
 		return -EINVAL;
 	}

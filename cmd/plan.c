@@ -25,11 +25,11 @@
 enum { O_JSON, O_OPS, O_TRAIN, O_EVAL, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_JSON] = {"json", NULL, 0, "one JSON object instead of text"},
-	[O_OPS] = {"ops", NULL, 0, "list the op table (grammar, kind, ranges, why)"},
-	[O_TRAIN] = {"train", NULL, 0, "plan the default train spec"},
-	[O_EVAL] = {"eval", NULL, 0, "plan the default eval spec"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_JSON] = {"json", NULL, 0, "one JSON object instead of text"},
+    [O_OPS] = {"ops", NULL, 0, "list the op table (grammar, kind, ranges, why)"},
+    [O_TRAIN] = {"train", NULL, 0, "plan the default train spec"},
+    [O_EVAL] = {"eval", NULL, 0, "plan the default eval spec"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static void plan_usage(FILE *f)

@@ -54,24 +54,25 @@ struct run {
 enum { O_CLASS, O_BASE, O_OUT, O_IMAGES, O_PIPELINE, O_BATCH, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_CLASS] = {"class", "NAME,...", 0,
-		     "classes to update (default resnet50,cv-light: the ImageNet JPEG "
-		     "pipeline); each must exist in the base profile"},
-	[O_BASE] = {"base", "FILE", 0,
-		    "profile TSV to start from (default: the built-in table, traces/profile.tsv)"},
-	[O_OUT] = {"out", "FILE", 0, "where to write the profile (default: stdout)"},
-	[O_IMAGES] = {"images", "N", 0, "at least this many samples, in whole epochs (default 2000)"},
-	[O_PIPELINE] = {"pipeline", "SPEC", 0, "pipeline spec (default: the train transform, uint8 output)"},
-	[O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_CLASS] = {"class", "NAME,...", 0,
+		 "classes to update (default resnet50,cv-light: the ImageNet JPEG "
+		 "pipeline); each must exist in the base profile"},
+    [O_BASE] = {"base", "FILE", 0,
+		"profile TSV to start from (default: the built-in table, traces/profile.tsv)"},
+    [O_OUT] = {"out", "FILE", 0, "where to write the profile (default: stdout)"},
+    [O_IMAGES] = {"images", "N", 0, "at least this many samples, in whole epochs (default 2000)"},
+    [O_PIPELINE] = {"pipeline", "SPEC", 0,
+		    "pipeline spec (default: the train transform, uint8 output)"},
+    [O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static const char synopsis[] =
-	"goldminer profile DATA [--class NAME[,NAME...]] [--base FILE] [--out FILE]\n"
-	"                         [--images N] [--pipeline SPEC] [--batch B]\n"
-	"  Measure the pre-processing rate per vCPU (1 worker, CPU time) of the\n"
-	"  pipeline on DATA and write a simulator profile (for goldminer sim\n"
-	"  --profile) whose classes NAME get it as cpu_rate.";
+    "goldminer profile DATA [--class NAME[,NAME...]] [--base FILE] [--out FILE]\n"
+    "                         [--images N] [--pipeline SPEC] [--batch B]\n"
+    "  Measure the pre-processing rate per vCPU (1 worker, CPU time) of the\n"
+    "  pipeline on DATA and write a simulator profile (for goldminer sim\n"
+    "  --profile) whose classes NAME get it as cpu_rate.";
 
 static double tv_s(struct timeval t)
 {
@@ -150,8 +151,8 @@ static int profile_classes(struct run *r)
 	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int k = gm_profile_find(&r->prof, t);
 		if (k < 0) {
-			fprintf(stderr, "goldminer profile: class '%s' is not in the %s profile\n", t,
-				r->base ? r->base : "built-in");
+			fprintf(stderr, "goldminer profile: class '%s' is not in the %s profile\n",
+				t, r->base ? r->base : "built-in");
 			free(list);
 			return 2;
 		}
@@ -258,8 +259,8 @@ static int profile_write(struct run *r, const char *day)
 	fprintf(stderr,
 		"profile: %s: %llu samples in %.2f s wall, worker CPU %.2f s: %.1f samples/s per "
 		"vCPU (%.0f us each); written to class%s",
-		r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate,
-		1e6 / r->rate, r->nidx > 1 ? "es" : "");
+		r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate, 1e6 / r->rate,
+		r->nidx > 1 ? "es" : "");
 	for (int k = 0; k < r->nidx; k++)
 		fprintf(stderr, " %s", r->prof.c[r->idx[k]].name);
 	fprintf(stderr, "\n");

@@ -24,22 +24,22 @@
 enum { O_IMAGES, O_CLASSES, O_SEED, O_QUALITY, O_SHARDS, O_FORCE, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_IMAGES] = {"images", "N", 0, "number of images (required)"},
-	[O_CLASSES] = {"classes", "C", 0, "number of classes (default 10)"},
-	[O_SEED] = {"seed", "X", 0, "content seed (default 0); same seed, same bytes"},
-	[O_QUALITY] = {"quality", "Q", 0, "JPEG quality 1..100 (default 90)"},
-	[O_SHARDS] = {"shards", "S", 0,
-		      "instead, WebDataset tar shards of S samples each: DIR/shard-NNNNNN.tar "
-		      "with class_XX/img_XXXXXX.jpg + .cls, the same images in the same "
-		      "(ImageFolder) order"},
-	[O_FORCE] = {"force", NULL, 0, "write into a non-empty DIR (same-named files are replaced)"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_IMAGES] = {"images", "N", 0, "number of images (required)"},
+    [O_CLASSES] = {"classes", "C", 0, "number of classes (default 10)"},
+    [O_SEED] = {"seed", "X", 0, "content seed (default 0); same seed, same bytes"},
+    [O_QUALITY] = {"quality", "Q", 0, "JPEG quality 1..100 (default 90)"},
+    [O_SHARDS] = {"shards", "S", 0,
+		  "instead, WebDataset tar shards of S samples each: DIR/shard-NNNNNN.tar "
+		  "with class_XX/img_XXXXXX.jpg + .cls, the same images in the same "
+		  "(ImageFolder) order"},
+    [O_FORCE] = {"force", NULL, 0, "write into a non-empty DIR (same-named files are replaced)"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static const char synopsis[] =
-	"goldminer synth DIR --images N [--classes C] [--seed X] [--quality Q] [--shards S] "
-	"[--force]\n"
-	"  Write N synthetic JPEGs as DIR/class_XX/img_XXXXXX.jpg (ImageFolder).";
+    "goldminer synth DIR --images N [--classes C] [--seed X] [--quality Q] [--shards S] "
+    "[--force]\n"
+    "  Write N synthetic JPEGs as DIR/class_XX/img_XXXXXX.jpg (ImageFolder).";
 
 struct synth {
 	const char *dir;
@@ -109,8 +109,9 @@ int gm_cmd_synth(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (!s.force && dir_nonempty(s.dir)) {
-		fprintf(stderr, "goldminer synth: %s exists and is not empty (use --force to "
-				"write into it)\n",
+		fprintf(stderr,
+			"goldminer synth: %s exists and is not empty (use --force to "
+			"write into it)\n",
 			s.dir);
 		return 1;
 	}

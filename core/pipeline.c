@@ -617,8 +617,9 @@ static int check_geometry(struct parse *ps, const struct gm_pipeline *p, const i
 		if ((at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i) ||
 		    (at[OP_CENTER_CROP] >= 0 && at[OP_CENTER_CROP] < (int)i)) {
 			/* the first of them; a later one is reported at its own op */
-			int other = at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i ? at[OP_RESIZE]
-										   : at[OP_CENTER_CROP];
+			int other = at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i
+					? at[OP_RESIZE]
+					: at[OP_CENTER_CROP];
 			return fail(ps, opno, o->col,
 				    "'random_resized_crop' with '%s' (op %d): choose train "
 				    "(random_resized_crop) or eval (resize + center_crop)",
@@ -1081,11 +1082,10 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 		s->out == GM_OUT_F32_CHW   ? "f32_chw"
 		: s->out == GM_OUT_F16_CHW ? "f16_chw"
 					   : "u8_hwc",
-		s->mean[0], s->mean[1], s->mean[2],
-		s->std[0], s->std[1], s->std[2], (unsigned long long)s->max_pixels);
+		s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2],
+		(unsigned long long)s->max_pixels);
 	if (s->out != GM_OUT_U8_HWC)
-		fprintf(f,
-			",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
+		fprintf(f, ",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);
 	else
 		fprintf(f,

@@ -33,9 +33,9 @@
 
 #include "goldminer/rng.h"
 
-#define STREAM_SYNTH_IMAGE 0x53594e49ull /* per-image choices of gm_synth_write */
+#define STREAM_SYNTH_IMAGE  0x53594e49ull /* per-image choices of gm_synth_write */
 #define STREAM_SYNTH_PIXELS 0x53594e50ull /* content of one picture */
-#define JPEG_MAX_DIM 65500u
+#define JPEG_MAX_DIM	    65500u
 
 /* ---- content ---------------------------------------------------------------- */
 
@@ -72,8 +72,8 @@ static void paint_gradient(uint8_t *rgb, uint32_t w, uint32_t h, struct gm_rng *
 		for (uint32_t x = 0; x < w; x++) {
 			int64_t fx = w > 1 ? ((int64_t)x << 8) / (w - 1) : 0;
 			for (int c = 0; c < 3; c++)
-				row[3 * x + c] = clamp8(
-					(int)((left[c] * (256 - fx) + right[c] * fx) >> 16));
+				row[3 * x + c] =
+				    clamp8((int)((left[c] * (256 - fx) + right[c] * fx) >> 16));
 		}
 	}
 }
@@ -96,7 +96,8 @@ static void paint_shapes(uint8_t *rgb, uint32_t w, uint32_t h, struct gm_rng *r)
 			for (int64_t x = x0; x <= x1; x++) {
 				if (ellipse) {
 					int64_t dx = x - cx, dy = y - cy;
-					if (dx * dx * ry * ry + dy * dy * rx * rx > rx * rx * ry * ry)
+					if (dx * dx * ry * ry + dy * dy * rx * rx >
+					    rx * rx * ry * ry)
 						continue;
 				}
 				memcpy(rgb + ((size_t)y * w + (size_t)x) * 3, col, 3);
@@ -231,8 +232,9 @@ static int encode(const uint8_t *rgb, uint32_t w, uint32_t h, unsigned flags, in
 				int mx = r > g ? (r > b ? r : b) : (g > b ? g : b);
 				for (int k = 0; k < 3; k++) {
 					int v = src[3 * x + k];
-					row[4 * x + k] = (uint8_t)(mx ? 255 - ((mx - v) * 255 + mx / 2) / mx
-								      : 255);
+					row[4 * x + k] =
+					    (uint8_t)(mx ? 255 - ((mx - v) * 255 + mx / 2) / mx
+							 : 255);
 				}
 				row[4 * x + 3] = (uint8_t)mx;
 			} else {
@@ -342,9 +344,9 @@ int gm_synth_bomb_mem(uint32_t w, uint32_t h, uint8_t **out, size_t *len)
 
 int gm_synth_write_bad(const char *path, enum gm_synth_bad kind, uint64_t seed)
 {
-	static const uint8_t png[] = {0x89, 'P',  'N',	'G',  0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0,
-				      13,   'I',  'H',	'D',  'R',  0,	  0,	1,    0,    0, 0,
-				      1,    0,	  8,	2,    0,    0,	  0};
+	static const uint8_t png[] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0,
+				      0,    13,	 'I', 'H', 'D',	 'R',  0,    0,	   1, 0,
+				      0,    0,	 1,   0,   8,	 2,    0,    0,	   0};
 	uint8_t *buf = NULL;
 	size_t len = 0, at;
 	int ret;
@@ -435,7 +437,7 @@ static void pick_image(uint64_t seed, uint32_t i, uint32_t *w, uint32_t *h, unsi
 			*w = shrt, *h = lng;
 	}
 	double v = gm_rng_uniform(&r);
-	*flags = v < 0.03 ? GM_SYNTH_GRAY
+	*flags = v < 0.03   ? GM_SYNTH_GRAY
 		 : v < 0.08 ? GM_SYNTH_PROGRESSIVE
 		 : v < 0.13 ? GM_SYNTH_444
 		 : v < 0.14 ? GM_SYNTH_CMYK
@@ -501,9 +503,8 @@ out_err:
 	return ret;
 }
 
-int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
-			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
-			  size_t errlen)
+int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed, int quality,
+			  uint32_t per_shard, uint64_t *bytes_out, char *errbuf, size_t errlen)
 {
 	char path[PATH_MAX], key[64];
 	struct gm_shard_writer *w = NULL;
@@ -533,8 +534,8 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			uint8_t *buf;
 			size_t len;
 			pick_image(seed, i, &iw, &ih, &flags);
-			ret = gm_synth_jpeg_mem(iw, ih, seed ^ ((uint64_t)i << 20) ^ i, flags, quality,
-						&buf, &len);
+			ret = gm_synth_jpeg_mem(iw, ih, seed ^ ((uint64_t)i << 20) ^ i, flags,
+						quality, &buf, &len);
 			if (ret)
 				goto out_err;
 			snprintf(key, sizeof(key), "class_%0*u/img_%06u", (int)width, c, i);

@@ -52,8 +52,8 @@ static void test_profile_writes_measured_rate(void **state)
 	char err[512];
 	struct gm_profile def, got;
 	gm_profile_default(&def);
-	char *argv[] = {"profile", at("data"), "--class", "resnet50", "--images", "30",
-			"--batch", "8", "--out", at("p.tsv")};
+	char *argv[] = {"profile", at("data"), "--class", "resnet50", "--images",
+			"30",	   "--batch",  "8",	  "--out",    at("p.tsv")};
 	assert_int_equal(gm_cmd_profile(10, argv), 0);
 	if (gm_profile_load(&got, at("p.tsv"), err, sizeof(err)))
 		fail_msg("%s", err);
@@ -74,8 +74,9 @@ static void test_profile_writes_measured_rate(void **state)
 		assert_string_equal(got.c[i].cpu_source, def.c[i].cpu_source);
 	}
 	/* from a base file: only that file's classes */
-	char *argv2[] = {"profile", at("data"), "--base", "traces/samples/tiny-profile.tsv",
-			 "--class", "a,b", "--images", "1", "--out", at("q.tsv")};
+	char *argv2[] = {"profile", at("data"), "--base",   "traces/samples/tiny-profile.tsv",
+			 "--class", "a,b",	"--images", "1",
+			 "--out",   at("q.tsv")};
 	assert_int_equal(gm_cmd_profile(10, argv2), 0);
 	assert_int_equal(gm_profile_load(&got, at("q.tsv"), err, sizeof(err)), 0);
 	assert_int_equal(got.n, 2);
@@ -118,8 +119,7 @@ static void test_profile_write_round_trip(void **state)
 		assert_string_equal(q.c[i].name, p.c[i].name);
 		assert_true(q.c[i].gpu_rate == p.c[i].gpu_rate);
 	}
-	assert_int_equal(gm_profile_write(&p, at("no/dir/x.tsv"), NULL, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(gm_profile_write(&p, at("no/dir/x.tsv"), NULL, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "no/dir/x.tsv"));
 }
 

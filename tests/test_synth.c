@@ -1,6 +1,7 @@
 /*
  * test_synth.c - synthetic datasets and bad files (core/synth.c), and the
- * `goldminer synth` command (cmd/synth.c). Everything is written under a mkdtemp() directory.
+ * `goldminer synth` command (cmd/synth.c). Everything is written under a
+ * mkdtemp() directory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,9 +181,9 @@ static void test_bad_files(void **state)
 		enum gm_synth_bad kind;
 		int open_ret, decode_ret;
 	} k[] = {
-		{GM_SYNTH_BAD_EMPTY, -ENODATA, 0},	 {GM_SYNTH_BAD_TRUNCATED, 0, -EBADMSG},
-		{GM_SYNTH_BAD_CORRUPT, -EBADMSG, 0}, {GM_SYNTH_BAD_NOT_JPEG, -EBADMSG, 0},
-		{GM_SYNTH_BAD_BOMB, -E2BIG, 0},
+	    {GM_SYNTH_BAD_EMPTY, -ENODATA, 0},	 {GM_SYNTH_BAD_TRUNCATED, 0, -EBADMSG},
+	    {GM_SYNTH_BAD_CORRUPT, -EBADMSG, 0}, {GM_SYNTH_BAD_NOT_JPEG, -EBADMSG, 0},
+	    {GM_SYNTH_BAD_BOMB, -E2BIG, 0},
 	};
 	char path[PATH_MAX];
 	struct gm_jpeg *j;
@@ -256,12 +257,12 @@ static void test_cli(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_dataset_layout_and_decode),
-		cmocka_unit_test(test_deterministic),
-		cmocka_unit_test(test_single_file_kinds),
-		cmocka_unit_test(test_bad_files),
-		cmocka_unit_test(test_write_errors),
-		cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_dataset_layout_and_decode),
+	    cmocka_unit_test(test_deterministic),
+	    cmocka_unit_test(test_single_file_kinds),
+	    cmocka_unit_test(test_bad_files),
+	    cmocka_unit_test(test_write_errors),
+	    cmocka_unit_test(test_cli),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
