@@ -14,11 +14,11 @@
 #include <stdio.h>
 
 int gm_cmd_bench(int argc, char **argv);   /* cmd/bench.c */
-int gm_cmd_node(int argc, char **argv);    /* cmd/node.c */
-int gm_cmd_pack(int argc, char **argv);    /* cmd/pack.c */
-int gm_cmd_plan(int argc, char **argv);    /* cmd/plan.c */
+int gm_cmd_node(int argc, char **argv);	   /* cmd/node.c */
+int gm_cmd_pack(int argc, char **argv);	   /* cmd/pack.c */
+int gm_cmd_plan(int argc, char **argv);	   /* cmd/plan.c */
 int gm_cmd_profile(int argc, char **argv); /* cmd/profile.c */
-int gm_cmd_sim(int argc, char **argv);     /* cmd/sim.c */
+int gm_cmd_sim(int argc, char **argv);	   /* cmd/sim.c */
 int gm_cmd_synth(int argc, char **argv);   /* cmd/synth.c */
 
 /*
@@ -43,9 +43,12 @@ struct cmd_args {
 /*
  * Parse argv[1..argc) against opts[0..n): "--name V", "--name=V", unique prefixes
  * of a name, and "-a V" for an alias (getopt_long rules: options and positional
- * arguments may be mixed; "--" ends options). a->val must have n entries and
- * a->pos room for argc pointers. Returns 0, or 2 after printing
- * "goldminer CMD: ..." and a hint to --help on stderr.
+ * arguments may be mixed, and argv is permuted so that the positional ones come
+ * last, in their order; "--" ends options). a->val must have n entries and a->pos
+ * room for argc pointers. Returns 0, or 2 after printing on stderr
+ * "goldminer CMD: " and what was wrong (unknown option, ambiguous prefix and its
+ * candidates, a value missing, a value given to a flag), then a hint to --help.
+ * No state is kept between calls: commands may be run in-process one after another.
  */
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
 	      struct cmd_args *a);

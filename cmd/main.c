@@ -13,13 +13,13 @@ static const struct {
 	int (*fn)(int argc, char **argv);
 	const char *help;
 } cmds[] = {
-	{"bench", gm_cmd_bench, "run the data pipeline on a dataset and report images/s"},
-	{"node", gm_cmd_node, "run the node agent that shares this host's CPUs between jobs"},
-	{"pack", gm_cmd_pack, "pack an ImageFolder tree into WebDataset tar shards"},
-	{"plan", gm_cmd_plan, "show how a pipeline spec splits between workers and consumer"},
-	{"profile", gm_cmd_profile, "measure pre-processing samples/s per vCPU into a sim profile"},
-	{"sim", gm_cmd_sim, "replay a cluster trace under a CPU allocation policy"},
-	{"synth", gm_cmd_synth, "write a synthetic JPEG ImageFolder dataset"},
+    {"bench", gm_cmd_bench, "run the data pipeline on a dataset and report images/s"},
+    {"node", gm_cmd_node, "run the node agent that shares this host's CPUs between jobs"},
+    {"pack", gm_cmd_pack, "pack an ImageFolder tree into WebDataset tar shards"},
+    {"plan", gm_cmd_plan, "show how a pipeline spec splits between workers and consumer"},
+    {"profile", gm_cmd_profile, "measure pre-processing samples/s per vCPU into a sim profile"},
+    {"sim", gm_cmd_sim, "replay a cluster trace under a CPU allocation policy"},
+    {"synth", gm_cmd_synth, "write a synthetic JPEG ImageFolder dataset"},
 };
 
 static void usage(FILE *f)

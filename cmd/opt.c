@@ -2,10 +2,16 @@
  * opt.c - the option parser every command shares (see cmd.h).
  *
  * A command declares its options as a table; this file turns the table into
- * getopt_long's struct option array (glibc's parser: prefixes, --name=value,
- * options mixed with positional arguments) and into the help text, so that the
- * two never disagree. It does not interpret values beyond the two number
- * conversions every command needs.
+ * getopt_long's struct option array (glibc's parser: unique prefixes,
+ * --name=value, options mixed with positional arguments) and into the help text,
+ * so that the two never disagree. When getopt_long refuses an argument, the
+ * message is written here from the table, naming the command, the option and
+ * what was wrong (unknown, ambiguous with its candidates, a value missing or not
+ * allowed), instead of getopt's own.
+ *
+ * It does not interpret values beyond the two number conversions every command
+ * needs, and keeps no state between calls (each call restarts getopt), so a test
+ * may run several commands in one process.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +23,59 @@
 #include "cmd.h"
 
 #define MAX_OPTS 64
+
+/* Options of the table whose name starts with the n bytes of s; *exact: the one
+ * whose name is exactly those bytes, or -1. Returns the number of matches. */
+static int prefix_matches(const struct cmd_opt *opts, int n, const char *s, size_t len, int *exact,
+			  int *first)
+{
+	int k = 0;
+	*exact = -1;
+	*first = -1;
+	for (int i = 0; i < n; i++) {
+		if (strncmp(opts[i].name, s, len))
+			continue;
+		if (opts[i].name[len] == '\0')
+			*exact = i;
+		if (k++ == 0)
+			*first = i;
+	}
+	return k;
+}
+
+/* The message for an argument getopt_long refused (c is '?' or ':'); arg is the
+ * argument getopt_long last stepped over, the refused one for a long option. */
+static void refused(const char *cmd, const struct cmd_opt *opts, int n, int c, const char *arg)
+{
+	if (optopt > 0 && optopt < 256) {
+		/* a short option: "-x", or a letter inside a cluster "-qx" (glibc sets
+		 * optopt to the letter; to 0 or the option's val for a long one) */
+		if (c == ':')
+			fprintf(stderr, "goldminer %s: -%c needs a value\n", cmd, optopt);
+		else
+			fprintf(stderr, "goldminer %s: unknown option '-%c'\n", cmd, optopt);
+		return;
+	}
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	int exact, first, k = prefix_matches(opts, n, name, len, &exact, &first);
+	int i = exact >= 0 ? exact : first;
+	if (c == ':' && i >= 0)
+		fprintf(stderr, "goldminer %s: --%s needs a value\n", cmd, opts[i].name);
+	else if (k == 0)
+		fprintf(stderr, "goldminer %s: unknown option '%s'\n", cmd, arg);
+	else if (exact < 0 && k > 1) {
+		fprintf(stderr, "goldminer %s: ambiguous option '%.*s' (could be", cmd,
+			(int)(len + 2), arg);
+		for (int j = 0; j < n; j++)
+			if (!strncmp(opts[j].name, name, len))
+				fprintf(stderr, " --%s", opts[j].name);
+		fprintf(stderr, ")\n");
+	} else if (eq && !opts[i].arg)
+		fprintf(stderr, "goldminer %s: --%s takes no value\n", cmd, opts[i].name);
+	else
+		fprintf(stderr, "goldminer %s: bad option '%s'\n", cmd, arg);
+}
 
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
 	      struct cmd_args *a)
@@ -43,19 +102,16 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 	*sp = 0;
 	lo[n] = (struct option){0};
 	a->npos = 0;
-	optind = 1;
+	/* 0, not 1: glibc then forgets the rest of an earlier parse (a half-read
+	 * cluster of short options), which matters when tests run commands in-process */
+	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
 		int k = -1;
 		if (c >= 256 && c < 256 + n) {
 			k = c - 256;
 		} else if (c == '?' || c == ':') {
-			const char *what = argv[optind - 1];
-			if (c == ':')
-				fprintf(stderr, "goldminer %s: %s needs a value\n", cmd, what);
-			else
-				fprintf(stderr, "goldminer %s: unknown or ambiguous option '%s'\n", cmd,
-					what);
+			refused(cmd, opts, n, c, argv[optind - 1]);
 			fprintf(stderr, "(goldminer %s --help lists the options)\n", cmd);
 			return 2;
 		} else {
@@ -86,7 +142,6 @@ void cmd_usage(FILE *f, const char *synopsis, const struct cmd_opt *opts, int n)
 		fprintf(f, "  %-24s %s\n", lhs, opts[i].help);
 	}
 }
-
 int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi,
 	    uint64_t *out)
 {
@@ -97,7 +152,8 @@ int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint6
 	v = s ? strtoull(s, &end, 0) : 0;
 	if (!s || errno || end == s || *end || v < lo || v > hi || *s == '-' || *s == '+') {
 		fprintf(stderr,
-			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
+			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64
+			", not '%s'\n",
 			cmd, what, lo, hi, s ? s : "");
 		return -EINVAL;
 	}

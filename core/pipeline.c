@@ -1,6 +1,7 @@
 /*
  * pipeline.c - parse a textual pipeline spec, check it, and split it between the
- * workers and the consumer (see pipeline.h); also `goldminer plan`.
+ * workers and the consumer (see pipeline.h). `goldminer plan` (cmd/plan.c) is a
+ * thin client of gm_pipeline_describe and gm_pipeline_list_ops.
  *
  * Design: every op is one row of `ops[]` - name, argument grammar (type, range,
  * default given as text and parsed by the same code as user input), kind, and why
@@ -22,8 +23,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "goldminer/cli.h"
 
 #define MAX_ARGS 3
 #define TOK_MAX	 64   /* longest argument token we accept */
@@ -451,15 +450,12 @@ static void make_text(struct op_inst *o)
 	memcpy(o->text, buf, sizeof(buf));
 }
 
-/* Pass 1 for one stage [s, e): op name and arguments. */
-static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t e, const int *seen)
+/* Tokens of stage [s, e): maximal runs of non-blanks, as (start, length). An op
+ * takes at most MAX_ARGS arguments, and each token past them is an error reported
+ * by parse_args, so tokens beyond 2 + MAX_ARGS are never looked at. */
+static size_t tokenize(const char *t, size_t s, size_t e, size_t tok[][2], size_t max)
 {
-	const char *t = ps->spec;
-	size_t opno = p->n + 1;
-	/* Tokens: maximal runs of non-blanks. An op takes at most MAX_ARGS arguments,
-	 * and each token past them is an error reported below, so tokens beyond
-	 * 2 + MAX_ARGS are never looked at. */
-	size_t tok[2 + MAX_ARGS][2], ntok = 0;
+	size_t ntok = 0;
 	for (size_t i = s; i < e;) {
 		while (i < e && is_blank(t[i]))
 			i++;
@@ -468,47 +464,46 @@ static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t
 		size_t b = i;
 		while (i < e && !is_blank(t[i]))
 			i++;
-		if (ntok < sizeof(tok) / sizeof(tok[0])) {
+		if (ntok < max) {
 			tok[ntok][0] = b;
 			tok[ntok][1] = i - b;
 			ntok++;
 		}
 	}
-	if (!ntok)
-		return fail(ps, opno, s + 1, "empty stage (nothing between '|' separators)");
+	return ntok;
+}
 
-	const char *name = t + tok[0][0];
-	size_t nlen = tok[0][1], col = tok[0][0] + 1;
+/* The op named by the nlen bytes at name (column col): its index in ops[], or
+ * -EINVAL with "unknown op" and a suggestion. */
+static int find_op(struct parse *ps, size_t opno, size_t col, const char *name, size_t nlen)
+{
 	int id = -1;
 	for (int i = 0; i < OP_COUNT; i++)
 		if (tok_eq(name, nlen, ops[i].name))
 			id = i;
-	if (id < 0) {
-		char known[512];
-		const char *hint = suggest(name, nlen);
-		known_ops(known, sizeof(known));
-		if (hint)
-			return fail(ps, opno, col,
-				    "unknown op '%.*s' (did you mean '%s'?); known: %s",
-				    (int)(nlen > 40 ? 40 : nlen), name, hint, known);
-		return fail(ps, opno, col, "unknown op '%.*s'; known: %s",
-			    (int)(nlen > 40 ? 40 : nlen), name, known);
-	}
-	const struct op_def *d = &ops[id];
-	if (seen[id] >= 0)
-		return fail(ps, opno, col, "'%s' given twice (first at op %d)", d->name,
-			    seen[id] + 1);
+	if (id >= 0)
+		return id;
+	char known[512];
+	const char *hint = suggest(name, nlen);
+	known_ops(known, sizeof(known));
+	if (hint)
+		return fail(ps, opno, col, "unknown op '%.*s' (did you mean '%s'?); known: %s",
+			    (int)(nlen > 40 ? 40 : nlen), name, hint, known);
+	return fail(ps, opno, col, "unknown op '%.*s'; known: %s", (int)(nlen > 40 ? 40 : nlen),
+		    name, known);
+}
 
-	struct op_inst *o = &p->op[p->n];
-	o->id = (enum op_id)id;
-	o->col = col;
-	set_defaults(o);
-
+/* The argument tokens tok[1..ntok) of op o: positional or NAME=VALUE, each parsed
+ * into its slot; then every required argument must have been given. */
+static int parse_args(struct parse *ps, size_t opno, struct op_inst *o, size_t tok[][2],
+		      size_t ntok)
+{
+	const struct op_def *d = &ops[o->id];
 	char gram[160];
 	op_grammar(d, gram, sizeof(gram));
 	int pos = 0;
 	for (size_t k = 1; k < ntok; k++) {
-		const char *a = t + tok[k][0];
+		const char *a = ps->spec + tok[k][0];
 		size_t alen = tok[k][1], acol = tok[k][0] + 1;
 		const char *eq = memchr(a, '=', alen);
 		int slot;
@@ -547,115 +542,133 @@ static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t
 	}
 	for (int j = 0; j < d->nargs; j++)
 		if (!d->args[j].def && !o->a[j].given)
-			return fail(ps, opno, col, "'%s' is missing its %s argument; usage: %s",
+			return fail(ps, opno, o->col, "'%s' is missing its %s argument; usage: %s",
 				    d->name, d->args[j].name, gram);
+	return 0;
+}
+
+/* Pass 1 for one stage [s, e): op name and arguments. */
+static int parse_stage(struct parse *ps, struct gm_pipeline *p, size_t s, size_t e, const int *seen)
+{
+	size_t opno = p->n + 1;
+	size_t tok[2 + MAX_ARGS][2];
+	size_t ntok = tokenize(ps->spec, s, e, tok, sizeof(tok) / sizeof(tok[0]));
+	if (!ntok)
+		return fail(ps, opno, s + 1, "empty stage (nothing between '|' separators)");
+
+	size_t col = tok[0][0] + 1;
+	int id = find_op(ps, opno, col, ps->spec + tok[0][0], tok[0][1]);
+	if (id < 0)
+		return id;
+	if (seen[id] >= 0)
+		return fail(ps, opno, col, "'%s' given twice (first at op %d)", ops[id].name,
+			    seen[id] + 1);
+
+	struct op_inst *o = &p->op[p->n];
+	o->id = (enum op_id)id;
+	o->col = col;
+	set_defaults(o);
+	int r = parse_args(ps, opno, o, tok, ntok);
+	if (r)
+		return r;
 	make_text(o);
 	p->n++;
 	return 0;
 }
 
-/* Pass 2: does the order make sense? */
-static int check_order(struct parse *ps, const struct gm_pipeline *p)
-{
-	int at[OP_COUNT]; /* index of each op, -1 if absent */
-	size_t end_op = p->n + 1, end_col = ps->len + 1;
-	for (int i = 0; i < OP_COUNT; i++)
-		at[i] = -1;
-	for (size_t i = 0; i < p->n; i++)
-		at[p->op[i].id] = (int)i;
+/*
+ * Pass 2: does the order make sense? Each check_* below looks at op i given at[],
+ * the index of each op in the spec (-1 if absent), and returns 0 or fails at that
+ * op; check_missing then reports what is found missing only at the end.
+ */
 
-	for (size_t i = 0; i < p->n; i++) {
-		const struct op_inst *o = &p->op[i];
-		const struct op_def *d = &ops[o->id];
-		size_t opno = i + 1;
-		if (i == 0 && o->id != OP_READ) {
-			if (at[OP_READ] >= 0)
-				return fail(
-				    ps, opno, o->col,
+/* Rules for every op: read first, decoded pixels before pixel ops, nothing
+ * per-sample after batch. */
+static int check_common(struct parse *ps, const struct gm_pipeline *p, const int *at, size_t i)
+{
+	const struct op_inst *o = &p->op[i];
+	const struct op_def *d = &ops[o->id];
+	size_t opno = i + 1;
+	if (i == 0 && o->id != OP_READ) {
+		if (at[OP_READ] >= 0)
+			return fail(ps, opno, o->col,
 				    "'%s' before 'read' (op %d): 'read' must be the first op",
 				    d->name, at[OP_READ] + 1);
-			return fail(ps, opno, o->col, "the first op must be 'read', got '%s'",
-				    d->name);
-		}
-		if (d->pixels && (at[OP_DECODE] < 0 || at[OP_DECODE] > (int)i))
-			return fail(ps, opno, o->col,
-				    "'%s' needs decoded pixels: 'decode' must come before it",
-				    d->name);
-		if ((d->pixels || o->id == OP_DECODE) && at[OP_BATCH] >= 0 && at[OP_BATCH] < (int)i)
-			return fail(ps, opno, o->col,
-				    "per-sample op '%s' after 'batch' (op %d): samples are already "
-				    "batched; move it before 'batch'",
-				    d->name, at[OP_BATCH] + 1);
-		switch (o->id) {
-		case OP_RESIZE:
-		case OP_CENTER_CROP:
-			if (at[OP_RRC] >= 0 && at[OP_RRC] < (int)i)
-				return fail(ps, opno, o->col,
-					    "'%s' with 'random_resized_crop' (op %d): choose train "
-					    "(random_resized_crop) or eval (resize + center_crop)",
-					    d->name, at[OP_RRC] + 1);
-			if (o->id == OP_CENTER_CROP) {
-				if (at[OP_RESIZE] < 0 || at[OP_RESIZE] > (int)i)
-					return fail(ps, opno, o->col,
-						    "'center_crop' needs 'resize N' before it");
-				uint64_t r = p->op[at[OP_RESIZE]].a[0].u;
-				if (o->a[0].u > r)
-					return fail(ps, opno, o->col,
-						    "center_crop '%s' is larger than resize %llu",
-						    o->a[0].text, (unsigned long long)r);
-			}
-			break;
-		case OP_RRC:
-			if ((at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i) ||
-			    (at[OP_CENTER_CROP] >= 0 && at[OP_CENTER_CROP] < (int)i)) {
-				/* the first of them; a later one is reported at its own op */
-				int other = at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i
-						? at[OP_RESIZE]
-						: at[OP_CENTER_CROP];
-				return fail(ps, opno, o->col,
-					    "'random_resized_crop' with '%s' (op %d): choose train "
-					    "(random_resized_crop) or eval (resize + center_crop)",
-					    ops[p->op[other].id].name, other + 1);
-			}
-			break;
-		case OP_NORMALIZE:
-		case OP_TO_HWC_U8:
-		case OP_TO_CHW_F32:
-		case OP_TO_CHW_F16:
-			if (at[OP_NORMALIZE] >= 0 && at[OP_TO_HWC_U8] >= 0 &&
-			    (int)i == (at[OP_NORMALIZE] > at[OP_TO_HWC_U8] ? at[OP_NORMALIZE]
-									   : at[OP_TO_HWC_U8]))
-				return fail(
-				    ps, opno, o->col,
-				    "'normalize' (op %d) with 'to_hwc_u8' (op %d): uint8 "
-				    "output cannot hold normalised values; use 'to_chw_f32' or "
-				    "'to_chw_f16'",
-				    at[OP_NORMALIZE] + 1, at[OP_TO_HWC_U8] + 1);
-			if (o->id != OP_NORMALIZE) {
-				static const enum op_id outs[] = {OP_TO_HWC_U8, OP_TO_CHW_F32,
-								  OP_TO_CHW_F16};
-				for (size_t k = 0; k < 3; k++)
-					if (outs[k] != o->id && at[outs[k]] >= 0 &&
-					    at[outs[k]] < (int)i)
-						return fail(ps, opno, o->col,
-							    "two output layouts: '%s' (op %d) and "
-							    "'%s'",
-							    ops[outs[k]].name, at[outs[k]] + 1,
-							    ops[o->id].name);
-			}
-			break;
-		case OP_BATCH:
-			if (at[OP_RRC] < 0 && at[OP_CENTER_CROP] < 0)
-				return fail(ps, opno, o->col,
-					    "'batch' needs fixed-size samples: put "
-					    "'random_resized_crop N' or 'resize N | center_crop N' "
-					    "before it");
-			break;
-		default:
-			break;
-		}
+		return fail(ps, opno, o->col, "the first op must be 'read', got '%s'", d->name);
 	}
-	/* Things found missing only at the end. */
+	if (d->pixels && (at[OP_DECODE] < 0 || at[OP_DECODE] > (int)i))
+		return fail(ps, opno, o->col,
+			    "'%s' needs decoded pixels: 'decode' must come before it", d->name);
+	if ((d->pixels || o->id == OP_DECODE) && at[OP_BATCH] >= 0 && at[OP_BATCH] < (int)i)
+		return fail(ps, opno, o->col,
+			    "per-sample op '%s' after 'batch' (op %d): samples are already "
+			    "batched; move it before 'batch'",
+			    d->name, at[OP_BATCH] + 1);
+	return 0;
+}
+
+/* One geometry: train (random_resized_crop) or eval (resize + center_crop). */
+static int check_geometry(struct parse *ps, const struct gm_pipeline *p, const int *at, size_t i)
+{
+	const struct op_inst *o = &p->op[i];
+	const struct op_def *d = &ops[o->id];
+	size_t opno = i + 1;
+	if (o->id == OP_RRC) {
+		if ((at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i) ||
+		    (at[OP_CENTER_CROP] >= 0 && at[OP_CENTER_CROP] < (int)i)) {
+			/* the first of them; a later one is reported at its own op */
+			int other = at[OP_RESIZE] >= 0 && at[OP_RESIZE] < (int)i
+					? at[OP_RESIZE]
+					: at[OP_CENTER_CROP];
+			return fail(ps, opno, o->col,
+				    "'random_resized_crop' with '%s' (op %d): choose train "
+				    "(random_resized_crop) or eval (resize + center_crop)",
+				    ops[p->op[other].id].name, other + 1);
+		}
+		return 0;
+	}
+	if (at[OP_RRC] >= 0 && at[OP_RRC] < (int)i)
+		return fail(ps, opno, o->col,
+			    "'%s' with 'random_resized_crop' (op %d): choose train "
+			    "(random_resized_crop) or eval (resize + center_crop)",
+			    d->name, at[OP_RRC] + 1);
+	if (o->id == OP_CENTER_CROP) {
+		if (at[OP_RESIZE] < 0 || at[OP_RESIZE] > (int)i)
+			return fail(ps, opno, o->col, "'center_crop' needs 'resize N' before it");
+		uint64_t r = p->op[at[OP_RESIZE]].a[0].u;
+		if (o->a[0].u > r)
+			return fail(ps, opno, o->col, "center_crop '%s' is larger than resize %llu",
+				    o->a[0].text, (unsigned long long)r);
+	}
+	return 0;
+}
+
+/* One output layout, and normalize only with a float one. */
+static int check_layout(struct parse *ps, const struct gm_pipeline *p, const int *at, size_t i)
+{
+	static const enum op_id outs[] = {OP_TO_HWC_U8, OP_TO_CHW_F32, OP_TO_CHW_F16};
+	const struct op_inst *o = &p->op[i];
+	size_t opno = i + 1;
+	if (at[OP_NORMALIZE] >= 0 && at[OP_TO_HWC_U8] >= 0 &&
+	    (int)i == (at[OP_NORMALIZE] > at[OP_TO_HWC_U8] ? at[OP_NORMALIZE] : at[OP_TO_HWC_U8]))
+		return fail(ps, opno, o->col,
+			    "'normalize' (op %d) with 'to_hwc_u8' (op %d): uint8 "
+			    "output cannot hold normalised values; use 'to_chw_f32' or "
+			    "'to_chw_f16'",
+			    at[OP_NORMALIZE] + 1, at[OP_TO_HWC_U8] + 1);
+	if (o->id == OP_NORMALIZE)
+		return 0;
+	for (size_t k = 0; k < 3; k++)
+		if (outs[k] != o->id && at[outs[k]] >= 0 && at[outs[k]] < (int)i)
+			return fail(ps, opno, o->col, "two output layouts: '%s' (op %d) and '%s'",
+				    ops[outs[k]].name, at[outs[k]] + 1, ops[o->id].name);
+	return 0;
+}
+
+/* What is found missing only at the end of the spec. */
+static int check_missing(struct parse *ps, const struct gm_pipeline *p, const int *at)
+{
+	size_t end_op = p->n + 1, end_col = ps->len + 1;
 	if (at[OP_DECODE] < 0)
 		return fail(ps, end_op, end_col, "no 'decode': add it after 'read'");
 	if (at[OP_RESIZE] >= 0 && at[OP_CENTER_CROP] < 0)
@@ -674,6 +687,45 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 			    "'normalize' needs 'to_chw_f32' or 'to_chw_f16' (uint8 output "
 			    "cannot hold normalised values)");
 	return 0;
+}
+
+static int check_order(struct parse *ps, const struct gm_pipeline *p)
+{
+	int at[OP_COUNT], r = 0;
+	for (int i = 0; i < OP_COUNT; i++)
+		at[i] = -1;
+	for (size_t i = 0; i < p->n; i++)
+		at[p->op[i].id] = (int)i;
+
+	for (size_t i = 0; i < p->n && !r; i++) {
+		const struct op_inst *o = &p->op[i];
+		r = check_common(ps, p, at, i);
+		if (r)
+			break;
+		switch (o->id) {
+		case OP_RESIZE:
+		case OP_CENTER_CROP:
+		case OP_RRC:
+			r = check_geometry(ps, p, at, i);
+			break;
+		case OP_NORMALIZE:
+		case OP_TO_HWC_U8:
+		case OP_TO_CHW_F32:
+		case OP_TO_CHW_F16:
+			r = check_layout(ps, p, at, i);
+			break;
+		case OP_BATCH:
+			if (at[OP_RRC] < 0 && at[OP_CENTER_CROP] < 0)
+				r = fail(ps, i + 1, o->col,
+					 "'batch' needs fixed-size samples: put "
+					 "'random_resized_crop N' or 'resize N | center_crop N' "
+					 "before it");
+			break;
+		default:
+			break;
+		}
+	}
+	return r ? r : check_missing(ps, p, at);
 }
 
 /* The per-sample transform of the whole spec (see gm_pipeline_aug). */
@@ -1030,11 +1082,10 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 		s->out == GM_OUT_F32_CHW   ? "f32_chw"
 		: s->out == GM_OUT_F16_CHW ? "f16_chw"
 					   : "u8_hwc",
-		s->mean[0], s->mean[1], s->mean[2],
-		s->std[0], s->std[1], s->std[2], (unsigned long long)s->max_pixels);
+		s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2],
+		(unsigned long long)s->max_pixels);
 	if (s->out != GM_OUT_U8_HWC)
-		fprintf(f,
-			",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
+		fprintf(f, ",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);
 	else
 		fprintf(f,
@@ -1086,87 +1137,4 @@ int gm_pipeline_list_ops(FILE *f)
 			d->why);
 	}
 	return ferror(f) ? -EIO : 0;
-}
-
-static void plan_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: goldminer plan [--json] SPEC...   (the words are joined by spaces)\n"
-		"       goldminer plan [--json] --train | --eval   (the default specs)\n"
-		"       goldminer plan --ops                      (the op table)\n"
-		"Shows which ops run in the workers and which in the consumer, and why.\n"
-		"Exit status: 0 ok, 2 bad spec or usage, 1 runtime error.\n"
-		"default train: %s\n"
-		"default eval:  %s\n",
-		GM_PIPELINE_TRAIN_DEFAULT, GM_PIPELINE_EVAL_DEFAULT);
-}
-
-int gm_cli_plan(int argc, char **argv)
-{
-	bool json = false, list = false;
-	const char *preset = NULL;
-	char *spec = NULL, err[1024];
-	size_t len = 0;
-	struct gm_pipeline *p = NULL;
-	int rc = 2, r;
-
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			plan_usage(stdout);
-			rc = 0;
-			goto out_free_spec;
-		} else if (!strcmp(a, "--json")) {
-			json = true;
-		} else if (!strcmp(a, "--ops")) {
-			list = true;
-		} else if (!strcmp(a, "--train")) {
-			preset = GM_PIPELINE_TRAIN_DEFAULT;
-		} else if (!strcmp(a, "--eval")) {
-			preset = GM_PIPELINE_EVAL_DEFAULT;
-		} else if (a[0] == '-' && a[1] == '-') {
-			fprintf(stderr, "goldminer plan: unknown option '%s'\n", a);
-			plan_usage(stderr);
-			goto out_free_spec;
-		} else {
-			size_t n = strlen(a);
-			char *s = realloc(spec, len + n + 2);
-			if (!s) {
-				fprintf(stderr, "goldminer plan: out of memory\n");
-				rc = 1;
-				goto out_free_spec;
-			}
-			spec = s;
-			if (len)
-				spec[len++] = ' ';
-			memcpy(spec + len, a, n + 1);
-			len += n;
-		}
-	}
-	if (list) {
-		rc = gm_pipeline_list_ops(stdout) ? 1 : 0;
-		goto out_free_spec;
-	}
-	if ((spec != NULL) == (preset != NULL)) {
-		fprintf(stderr, "goldminer plan: give one SPEC, or --train, or --eval\n");
-		plan_usage(stderr);
-		goto out_free_spec;
-	}
-	r = gm_pipeline_parse(spec ? spec : preset, &p, err, sizeof(err));
-	if (r) {
-		fprintf(stderr, "goldminer plan: %s\n", err);
-		if (json) {
-			fputs("{\"error\":", stdout);
-			json_str(stdout, err);
-			fputs("}\n", stdout);
-		}
-		rc = r == -EINVAL ? 2 : 1;
-		goto out_free_spec;
-	}
-	r = json ? gm_pipeline_describe_json(p, stdout) : gm_pipeline_describe(p, stdout);
-	rc = r ? 1 : 0;
-	gm_pipeline_free(p);
-out_free_spec:
-	free(spec);
-	return rc;
 }

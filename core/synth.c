@@ -1,5 +1,5 @@
 /*
- * synth.c - synthetic JPEG datasets (see synth.h) and `goldminer synth`.
+ * synth.c - synthetic JPEG datasets (see synth.h); `goldminer synth` is cmd/synth.c.
  *
  * Design: every image is painted from its own counter-based RNG stream (seed,
  * image index), so any file can be regenerated alone and the dataset does not
@@ -17,7 +17,6 @@
 #include "goldminer/synth.h"
 #include "goldminer/tar.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,18 +26,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jpeglib.h> /* before jerror.h, which needs its jconfig.h */
 #include <jerror.h>
 
-#include "goldminer/cli.h"
 #include "goldminer/rng.h"
 
-#define STREAM_SYNTH_IMAGE 0x53594e49ull /* per-image choices of gm_synth_write */
+#define STREAM_SYNTH_IMAGE  0x53594e49ull /* per-image choices of gm_synth_write */
 #define STREAM_SYNTH_PIXELS 0x53594e50ull /* content of one picture */
-#define JPEG_MAX_DIM 65500u
+#define JPEG_MAX_DIM	    65500u
 
 /* ---- content ---------------------------------------------------------------- */
 
@@ -57,17 +54,13 @@ static uint32_t xs32(uint32_t *s)
 	return *s = x;
 }
 
-/* Paint w x h RGB pixels into rgb (w*h*3 bytes). */
-static void paint(uint8_t *rgb, uint32_t w, uint32_t h, uint64_t seed, unsigned flags)
+/* Gradient background from four random corner colours, 16.16 fixed point bilinear. */
+static void paint_gradient(uint8_t *rgb, uint32_t w, uint32_t h, struct gm_rng *r)
 {
-	struct gm_rng r;
 	int corner[4][3];
-	gm_rng_init(&r, seed, STREAM_SYNTH_PIXELS, w, h);
-
 	for (int k = 0; k < 4; k++)
 		for (int c = 0; c < 3; c++)
-			corner[k][c] = (int)gm_rng_below(&r, 256);
-	/* Gradient background, 16.16 fixed point bilinear. */
+			corner[k][c] = (int)gm_rng_below(r, 256);
 	for (uint32_t y = 0; y < h; y++) {
 		int64_t fy = h > 1 ? ((int64_t)y << 16) / (h - 1) : 0;
 		int left[3], right[3];
@@ -79,46 +72,54 @@ static void paint(uint8_t *rgb, uint32_t w, uint32_t h, uint64_t seed, unsigned 
 		for (uint32_t x = 0; x < w; x++) {
 			int64_t fx = w > 1 ? ((int64_t)x << 8) / (w - 1) : 0;
 			for (int c = 0; c < 3; c++)
-				row[3 * x + c] = clamp8(
-					(int)((left[c] * (256 - fx) + right[c] * fx) >> 16));
+				row[3 * x + c] =
+				    clamp8((int)((left[c] * (256 - fx) + right[c] * fx) >> 16));
 		}
 	}
-	/* Flat shapes: ellipses and rectangles. */
-	uint32_t nshapes = 3 + (uint32_t)gm_rng_below(&r, 10);
+}
+
+/* Flat shapes: 3..12 ellipses and rectangles of random colour. */
+static void paint_shapes(uint8_t *rgb, uint32_t w, uint32_t h, struct gm_rng *r)
+{
+	uint32_t nshapes = 3 + (uint32_t)gm_rng_below(r, 10);
 	for (uint32_t s = 0; s < nshapes; s++) {
-		bool ellipse = gm_rng_below(&r, 2);
-		int64_t cx = (int64_t)gm_rng_below(&r, w), cy = (int64_t)gm_rng_below(&r, h);
-		int64_t rx = 4 + (int64_t)gm_rng_below(&r, w / 3 + 1);
-		int64_t ry = 4 + (int64_t)gm_rng_below(&r, h / 3 + 1);
+		bool ellipse = gm_rng_below(r, 2);
+		int64_t cx = (int64_t)gm_rng_below(r, w), cy = (int64_t)gm_rng_below(r, h);
+		int64_t rx = 4 + (int64_t)gm_rng_below(r, w / 3 + 1);
+		int64_t ry = 4 + (int64_t)gm_rng_below(r, h / 3 + 1);
 		uint8_t col[3];
 		for (int c = 0; c < 3; c++)
-			col[c] = (uint8_t)gm_rng_below(&r, 256);
+			col[c] = (uint8_t)gm_rng_below(r, 256);
 		int64_t y0 = cy - ry < 0 ? 0 : cy - ry, y1 = cy + ry >= h ? h - 1 : cy + ry;
 		int64_t x0 = cx - rx < 0 ? 0 : cx - rx, x1 = cx + rx >= w ? w - 1 : cx + rx;
 		for (int64_t y = y0; y <= y1; y++)
 			for (int64_t x = x0; x <= x1; x++) {
 				if (ellipse) {
 					int64_t dx = x - cx, dy = y - cy;
-					if (dx * dx * ry * ry + dy * dy * rx * rx > rx * rx * ry * ry)
+					if (dx * dx * ry * ry + dy * dy * rx * rx >
+					    rx * rx * ry * ry)
 						continue;
 				}
 				memcpy(rgb + ((size_t)y * w + (size_t)x) * 3, col, 3);
 			}
 	}
-	if (flags & GM_SYNTH_FLAT)
-		return;
-	/* Value noise: a coarse random grid, bilinearly interpolated (luma + some chroma). */
-	uint32_t cell = 6 + (uint32_t)gm_rng_below(&r, 35);
-	int amp = 8 + (int)gm_rng_below(&r, 28);
-	int grain = 3 + (int)gm_rng_below(&r, 8);
+}
+
+/* Value noise (a coarse random grid, bilinearly interpolated; luma + some chroma)
+ * and per-pixel grain. Without memory for the grid, grain only. */
+static void paint_texture(uint8_t *rgb, uint32_t w, uint32_t h, struct gm_rng *r)
+{
+	uint32_t cell = 6 + (uint32_t)gm_rng_below(r, 35);
+	int amp = 8 + (int)gm_rng_below(r, 28);
+	int grain = 3 + (int)gm_rng_below(r, 8);
 	uint32_t gw = w / cell + 2, gh = h / cell + 2;
 	int16_t *grid = malloc(sizeof(int16_t) * gw * gh * 3);
-	uint32_t st = (uint32_t)gm_rng_next(&r) | 1u;
+	uint32_t st = (uint32_t)gm_rng_next(r) | 1u;
 	if (grid) {
 		for (size_t i = 0; i < (size_t)gw * gh; i++) {
-			int l = (int)gm_rng_below(&r, (uint64_t)(2 * amp + 1)) - amp;
+			int l = (int)gm_rng_below(r, (uint64_t)(2 * amp + 1)) - amp;
 			for (int c = 0; c < 3; c++)
-				grid[3 * i + c] = (int16_t)(l + (int)gm_rng_below(&r, 9) - 4);
+				grid[3 * i + c] = (int16_t)(l + (int)gm_rng_below(r, 9) - 4);
 		}
 	}
 	for (uint32_t y = 0; y < h; y++) {
@@ -142,6 +143,18 @@ static void paint(uint8_t *rgb, uint32_t w, uint32_t h, uint64_t seed, unsigned 
 		}
 	}
 	free(grid);
+}
+
+/* Paint w x h RGB pixels into rgb (w*h*3 bytes): the layers in order, all drawn
+ * from one stream, so the order of the draws is part of the dataset's bytes. */
+static void paint(uint8_t *rgb, uint32_t w, uint32_t h, uint64_t seed, unsigned flags)
+{
+	struct gm_rng r;
+	gm_rng_init(&r, seed, STREAM_SYNTH_PIXELS, w, h);
+	paint_gradient(rgb, w, h, &r);
+	paint_shapes(rgb, w, h, &r);
+	if (!(flags & GM_SYNTH_FLAT))
+		paint_texture(rgb, w, h, &r);
 }
 
 /* ---- encoding --------------------------------------------------------------- */
@@ -219,8 +232,9 @@ static int encode(const uint8_t *rgb, uint32_t w, uint32_t h, unsigned flags, in
 				int mx = r > g ? (r > b ? r : b) : (g > b ? g : b);
 				for (int k = 0; k < 3; k++) {
 					int v = src[3 * x + k];
-					row[4 * x + k] = (uint8_t)(mx ? 255 - ((mx - v) * 255 + mx / 2) / mx
-								      : 255);
+					row[4 * x + k] =
+					    (uint8_t)(mx ? 255 - ((mx - v) * 255 + mx / 2) / mx
+							 : 255);
 				}
 				row[4 * x + 3] = (uint8_t)mx;
 			} else {
@@ -330,9 +344,9 @@ int gm_synth_bomb_mem(uint32_t w, uint32_t h, uint8_t **out, size_t *len)
 
 int gm_synth_write_bad(const char *path, enum gm_synth_bad kind, uint64_t seed)
 {
-	static const uint8_t png[] = {0x89, 'P',  'N',	'G',  0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0,
-				      13,   'I',  'H',	'D',  'R',  0,	  0,	1,    0,    0, 0,
-				      1,    0,	  8,	2,    0,    0,	  0};
+	static const uint8_t png[] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0,
+				      0,    13,	 'I', 'H', 'D',	 'R',  0,    0,	   1, 0,
+				      0,    0,	 1,   0,   8,	 2,    0,    0,	   0};
 	uint8_t *buf = NULL;
 	size_t len = 0, at;
 	int ret;
@@ -423,7 +437,7 @@ static void pick_image(uint64_t seed, uint32_t i, uint32_t *w, uint32_t *h, unsi
 			*w = shrt, *h = lng;
 	}
 	double v = gm_rng_uniform(&r);
-	*flags = v < 0.03 ? GM_SYNTH_GRAY
+	*flags = v < 0.03   ? GM_SYNTH_GRAY
 		 : v < 0.08 ? GM_SYNTH_PROGRESSIVE
 		 : v < 0.13 ? GM_SYNTH_444
 		 : v < 0.14 ? GM_SYNTH_CMYK
@@ -489,9 +503,8 @@ out_err:
 	return ret;
 }
 
-int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
-			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
-			  size_t errlen)
+int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed, int quality,
+			  uint32_t per_shard, uint64_t *bytes_out, char *errbuf, size_t errlen)
 {
 	char path[PATH_MAX], key[64];
 	struct gm_tar_writer *w = NULL;
@@ -521,8 +534,8 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			uint8_t *buf;
 			size_t len;
 			pick_image(seed, i, &iw, &ih, &flags);
-			ret = gm_synth_jpeg_mem(iw, ih, seed ^ ((uint64_t)i << 20) ^ i, flags, quality,
-						&buf, &len);
+			ret = gm_synth_jpeg_mem(iw, ih, seed ^ ((uint64_t)i << 20) ^ i, flags,
+						quality, &buf, &len);
 			if (ret)
 				goto out_err;
 			snprintf(key, sizeof(key), "class_%0*u/img_%06u", (int)width, c, i);
@@ -547,130 +560,4 @@ out_err:
 	if (errlen)
 		snprintf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path, strerror(-ret));
 	return ret;
-}
-
-/* ---- command line ------------------------------------------------------------- */
-
-static void synth_usage(FILE *f)
-{
-	fprintf(f, "usage: goldminer synth DIR --images N [--classes C] [--seed X] "
-		   "[--quality Q] [--shards S] [--force]\n"
-		   "  Write N synthetic JPEGs as DIR/class_XX/img_XXXXXX.jpg (ImageFolder).\n"
-		   "  --shards S   instead, WebDataset tar shards of S samples each:\n"
-		   "               DIR/shard-NNNNNN.tar with class_XX/img_XXXXXX.jpg + .cls,\n"
-		   "               the same images in the same (ImageFolder) order\n"
-		   "  --classes C  number of classes (default 10)\n"
-		   "  --seed X     content seed (default 0); same seed, same bytes\n"
-		   "  --quality Q  JPEG quality 1..100 (default 90)\n"
-		   "  --force      write into a non-empty DIR (same-named files are replaced)\n");
-}
-
-static int parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long x = strtoull(s, &end, 0);
-	if (errno || *end)
-		return -EINVAL;
-	*v = x;
-	return 0;
-}
-
-/* true if path is a directory with an entry other than . and .. */
-static bool dir_nonempty(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	bool found = false;
-	if (!d)
-		return false;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			found = true;
-			break;
-		}
-	closedir(d);
-	return found;
-}
-
-int gm_cli_synth(int argc, char **argv)
-{
-	const char *dir = NULL;
-	uint64_t n = 0, classes = 10, seed = 0, quality = 90, bytes = 0, shards = 0;
-	bool have_n = false, force = false;
-	char err[PATH_MAX + 128];
-	struct timespec t0, t1;
-
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		uint64_t *dst = NULL;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			synth_usage(stdout);
-			return 0;
-		} else if (!strcmp(a, "--force")) {
-			force = true;
-			continue;
-		} else if (!strcmp(a, "--images")) {
-			dst = &n;
-			have_n = true;
-		} else if (!strcmp(a, "--classes")) {
-			dst = &classes;
-		} else if (!strcmp(a, "--seed")) {
-			dst = &seed;
-		} else if (!strcmp(a, "--quality")) {
-			dst = &quality;
-		} else if (!strcmp(a, "--shards")) {
-			dst = &shards;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "goldminer synth: unknown option %s\n", a);
-			synth_usage(stderr);
-			return 2;
-		} else if (!dir) {
-			dir = a;
-			continue;
-		} else {
-			fprintf(stderr, "goldminer synth: unexpected argument %s\n", a);
-			synth_usage(stderr);
-			return 2;
-		}
-		if (i + 1 >= argc || parse_u64(argv[i + 1], dst)) {
-			fprintf(stderr, "goldminer synth: %s needs a non-negative integer\n", a);
-			return 2;
-		}
-		i++;
-	}
-	if (!dir || !have_n) {
-		fprintf(stderr, "goldminer synth: DIR and --images N are required\n");
-		synth_usage(stderr);
-		return 2;
-	}
-	if (n > UINT32_MAX || classes == 0 || classes > 100000 || quality < 1 || quality > 100 ||
-	    shards > UINT32_MAX) {
-		fprintf(stderr, "goldminer synth: --images up to 2^32-1, --classes 1..100000, "
-				"--quality 1..100, --shards up to 2^32-1\n");
-		return 2;
-	}
-	if (!force && dir_nonempty(dir)) {
-		fprintf(stderr, "goldminer synth: %s exists and is not empty (use --force to "
-				"write into it)\n", dir);
-		return 1;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int ret = shards ? gm_synth_write_shards(dir, (uint32_t)n, (uint32_t)classes, seed,
-						 (int)quality, (uint32_t)shards, &bytes, err,
-						 sizeof(err))
-			 : gm_synth_write(dir, (uint32_t)n, (uint32_t)classes, seed, (int)quality,
-					  &bytes, err, sizeof(err));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (ret) {
-		fprintf(stderr, "goldminer synth: %s\n", err);
-		return 1;
-	}
-	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	printf("synth: wrote %llu images in %llu classes to %s%s: %.1f MB, %.2f s\n",
-	       (unsigned long long)n, (unsigned long long)(n < classes ? n : classes), dir,
-	       shards ? " (tar shards)" : "", (double)bytes / 1e6, s);
-	return 0;
 }

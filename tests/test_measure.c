@@ -1,5 +1,5 @@
 /*
- * test_measure.c - `goldminer profile` (core/measure.c) and gm_profile_write:
+ * test_measure.c - `goldminer profile` (cmd/profile.c) and gm_profile_write:
  * the measured rate lands in the chosen classes of a profile the simulator loads.
  */
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/profile.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
@@ -52,9 +52,9 @@ static void test_profile_writes_measured_rate(void **state)
 	char err[512];
 	struct gm_profile def, got;
 	gm_profile_default(&def);
-	char *argv[] = {"profile", at("data"), "--class", "resnet50", "--images", "30",
-			"--batch", "8", "--out", at("p.tsv")};
-	assert_int_equal(gm_cli_profile(10, argv), 0);
+	char *argv[] = {"profile", at("data"), "--class", "resnet50", "--images",
+			"30",	   "--batch",  "8",	  "--out",    at("p.tsv")};
+	assert_int_equal(gm_cmd_profile(10, argv), 0);
 	if (gm_profile_load(&got, at("p.tsv"), err, sizeof(err)))
 		fail_msg("%s", err);
 	assert_int_equal(got.n, def.n);
@@ -74,9 +74,10 @@ static void test_profile_writes_measured_rate(void **state)
 		assert_string_equal(got.c[i].cpu_source, def.c[i].cpu_source);
 	}
 	/* from a base file: only that file's classes */
-	char *argv2[] = {"profile", at("data"), "--base", "traces/samples/tiny-profile.tsv",
-			 "--class", "a,b", "--images", "1", "--out", at("q.tsv")};
-	assert_int_equal(gm_cli_profile(10, argv2), 0);
+	char *argv2[] = {"profile", at("data"), "--base",   "traces/samples/tiny-profile.tsv",
+			 "--class", "a,b",	"--images", "1",
+			 "--out",   at("q.tsv")};
+	assert_int_equal(gm_cmd_profile(10, argv2), 0);
 	assert_int_equal(gm_profile_load(&got, at("q.tsv"), err, sizeof(err)), 0);
 	assert_int_equal(got.n, 2);
 	assert_true(got.c[0].cpu_rate == got.c[1].cpu_rate && got.c[0].cpu_rate != 10);
@@ -86,18 +87,18 @@ static void test_profile_errors(void **state)
 {
 	(void)state;
 	char *unknown[] = {"profile", at("data"), "--class", "nosuch"};
-	assert_int_equal(gm_cli_profile(4, unknown), 2);
+	assert_int_equal(gm_cmd_profile(4, unknown), 2);
 	char *nodata[] = {"profile", at("missing"), "--out", at("x.tsv")};
-	assert_int_equal(gm_cli_profile(4, nodata), 1);
+	assert_int_equal(gm_cmd_profile(4, nodata), 1);
 	assert_int_not_equal(access(at("x.tsv"), F_OK), 0); /* nothing written */
 	char *zero[] = {"profile", at("data"), "--images", "0"};
-	assert_int_equal(gm_cli_profile(4, zero), 2);
+	assert_int_equal(gm_cmd_profile(4, zero), 2);
 	char *nobase[] = {"profile", at("data"), "--base", at("none.tsv")};
-	assert_int_equal(gm_cli_profile(4, nobase), 1);
+	assert_int_equal(gm_cmd_profile(4, nobase), 1);
 	char *noarg[] = {"profile"};
-	assert_int_equal(gm_cli_profile(1, noarg), 2);
+	assert_int_equal(gm_cmd_profile(1, noarg), 2);
 	char *badout[] = {"profile", at("data"), "--images", "1", "--out", at("no/dir/p.tsv")};
-	assert_int_equal(gm_cli_profile(6, badout), 1);
+	assert_int_equal(gm_cmd_profile(6, badout), 1);
 }
 
 static void test_profile_write_round_trip(void **state)
@@ -118,8 +119,7 @@ static void test_profile_write_round_trip(void **state)
 		assert_string_equal(q.c[i].name, p.c[i].name);
 		assert_true(q.c[i].gpu_rate == p.c[i].gpu_rate);
 	}
-	assert_int_equal(gm_profile_write(&p, at("no/dir/x.tsv"), NULL, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(gm_profile_write(&p, at("no/dir/x.tsv"), NULL, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "no/dir/x.tsv"));
 }
 

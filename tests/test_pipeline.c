@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/aug.h"
 #include "goldminer/pipeline.h"
 
@@ -722,7 +722,7 @@ static int teardown(void **state)
 	return rmdir(tmpdir);
 }
 
-/* Run gm_cli_plan with stdout+stderr captured into *text (malloc'd). */
+/* Run gm_cmd_plan with stdout+stderr captured into *text (malloc'd). */
 static int run_plan(char **text, int argc, char **argv)
 {
 	char path[128];
@@ -734,7 +734,7 @@ static int run_plan(char **text, int argc, char **argv)
 	int o1 = dup(1), o2 = dup(2);
 	dup2(fd, 1);
 	dup2(fd, 2);
-	int rc = gm_cli_plan(argc, argv);
+	int rc = gm_cmd_plan(argc, argv);
 	fflush(stdout);
 	fflush(stderr);
 	dup2(o1, 1);

@@ -1,6 +1,7 @@
 /*
  * test_synth.c - synthetic datasets and bad files (core/synth.c), and the
- * `goldminer synth` command. Everything is written under a mkdtemp() directory.
+ * `goldminer synth` command (cmd/synth.c). Everything is written under a
+ * mkdtemp() directory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
+#include "cmd.h"
 #include "goldminer/jpeg.h"
 #include "goldminer/synth.h"
 
@@ -180,9 +181,9 @@ static void test_bad_files(void **state)
 		enum gm_synth_bad kind;
 		int open_ret, decode_ret;
 	} k[] = {
-		{GM_SYNTH_BAD_EMPTY, -ENODATA, 0},	 {GM_SYNTH_BAD_TRUNCATED, 0, -EBADMSG},
-		{GM_SYNTH_BAD_CORRUPT, -EBADMSG, 0}, {GM_SYNTH_BAD_NOT_JPEG, -EBADMSG, 0},
-		{GM_SYNTH_BAD_BOMB, -E2BIG, 0},
+	    {GM_SYNTH_BAD_EMPTY, -ENODATA, 0},	 {GM_SYNTH_BAD_TRUNCATED, 0, -EBADMSG},
+	    {GM_SYNTH_BAD_CORRUPT, -EBADMSG, 0}, {GM_SYNTH_BAD_NOT_JPEG, -EBADMSG, 0},
+	    {GM_SYNTH_BAD_BOMB, -E2BIG, 0},
 	};
 	char path[PATH_MAX];
 	struct gm_jpeg *j;
@@ -233,35 +234,35 @@ static void test_cli(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s/cli", root);
 	char *ok[] = {"synth", dir, "--images", "5", "--classes", "2", "--seed", "3", NULL};
-	assert_int_equal(gm_cli_synth(8, ok), 0);
+	assert_int_equal(gm_cmd_synth(8, ok), 0);
 	snprintf(path, sizeof(path), "%s/class_01/img_000003.jpg", dir);
 	assert_int_equal(access(path, R_OK), 0);
 	/* non-empty DIR needs --force */
-	assert_int_equal(gm_cli_synth(8, ok), 1);
+	assert_int_equal(gm_cmd_synth(8, ok), 1);
 	char *force[] = {"synth", dir, "--images", "5", "--classes", "2", "--force", NULL};
-	assert_int_equal(gm_cli_synth(7, force), 0);
+	assert_int_equal(gm_cmd_synth(7, force), 0);
 	/* usage errors */
 	char *noimg[] = {"synth", dir, NULL};
-	assert_int_equal(gm_cli_synth(2, noimg), 2);
+	assert_int_equal(gm_cmd_synth(2, noimg), 2);
 	char *badnum[] = {"synth", dir, "--images", "x5", NULL};
-	assert_int_equal(gm_cli_synth(4, badnum), 2);
+	assert_int_equal(gm_cmd_synth(4, badnum), 2);
 	char *badopt[] = {"synth", dir, "--images", "5", "--bogus", NULL};
-	assert_int_equal(gm_cli_synth(5, badopt), 2);
+	assert_int_equal(gm_cmd_synth(5, badopt), 2);
 	char *badq[] = {"synth", dir, "--images", "5", "--quality", "0", NULL};
-	assert_int_equal(gm_cli_synth(6, badq), 2);
+	assert_int_equal(gm_cmd_synth(6, badq), 2);
 	char *help[] = {"synth", "--help", NULL};
-	assert_int_equal(gm_cli_synth(2, help), 0);
+	assert_int_equal(gm_cmd_synth(2, help), 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_dataset_layout_and_decode),
-		cmocka_unit_test(test_deterministic),
-		cmocka_unit_test(test_single_file_kinds),
-		cmocka_unit_test(test_bad_files),
-		cmocka_unit_test(test_write_errors),
-		cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_dataset_layout_and_decode),
+	    cmocka_unit_test(test_deterministic),
+	    cmocka_unit_test(test_single_file_kinds),
+	    cmocka_unit_test(test_bad_files),
+	    cmocka_unit_test(test_write_errors),
+	    cmocka_unit_test(test_cli),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

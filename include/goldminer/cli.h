@@ -5,10 +5,6 @@
 #ifndef GOLDMINER_CLI_H
 #define GOLDMINER_CLI_H
 
-int gm_cli_synth(int argc, char **argv); /* core/synth.c */
-int gm_cli_bench(int argc, char **argv); /* core/bench.c */
-int gm_cli_plan(int argc, char **argv);  /* core/pipeline.c */
 int gm_cli_node(int argc, char **argv);  /* core/node.c */
-int gm_cli_profile(int argc, char **argv); /* core/measure.c */
 
 #endif

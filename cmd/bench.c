@@ -1,0 +1,471 @@
+/*
+ * bench.c - `goldminer bench`: run the data pipeline on a dataset as a trainer
+ * would (consume every batch, touch nothing) and report images/s, stage times,
+ * errors and, on request, a checksum of every delivered byte per epoch.
+ *
+ * It is a consumer of the public loader API only, so what it measures is what a
+ * user of the library gets. The run is five steps, one function each: the
+ * options (into struct bench), opening the loader and the optional GPU buffer,
+ * the consume loop, the progress line (stderr, when it is a terminal) and the
+ * report (bad files on stderr, then one JSON line on stdout, its fields in a
+ * fixed order that scripts rely on).
+ *
+ * It does not retry, tune or interpret: a loader error ends the run with status 1.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "goldminer/checksum.h"
+#include "goldminer/cuda.h"
+#include "goldminer/limits.h"
+#include "goldminer/loader.h"
+#include "goldminer/reader.h"
+
+#define CMD "bench"
+
+/* One run: the options, then what the run opened and measured. */
+struct bench {
+	struct gm_loader_opts o;
+	uint64_t epochs;
+	bool checksum, quiet, device_copy;
+	double rate; /* synthetic trainer: batches/s, 0 = as fast as delivered */
+
+	struct gm_loader *l;
+	void *dev;	    /* device buffer of one batch (--device-copy) */
+	bool cuda;	    /* a CUDA device is usable */
+	const char *reader; /* how the workers read: io_uring or pread */
+	double open_s;
+
+	bool tty;	/* progress line on stderr */
+	uint64_t *sums; /* checksum of each finished epoch */
+	uint64_t ep;	/* epochs finished */
+	double due;	/* --consumer-rate: when the next step may start */
+	double dev_s;	/* time in device copies */
+	uint64_t dev_bytes;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_int(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static const char *out_name(int out)
+{
+	return out == GM_OUT_F32_CHW ? "float32" : out == GM_OUT_F16_CHW ? "float16" : "uint8";
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+enum {
+	O_WORKERS,
+	O_CPUS,
+	O_NODE,
+	O_RATE,
+	O_BATCH,
+	O_EPOCHS,
+	O_SIZE,
+	O_OUTPUT,
+	O_EVAL,
+	O_PIPELINE,
+	O_SEED,
+	O_ON_ERROR,
+	O_SLOTS,
+	O_CHECKSUM,
+	O_DEVICE_COPY,
+	O_CHAOS,
+	O_QUIET,
+	O_HELP,
+	O_N
+};
+
+static const struct cmd_opt opts[O_N] = {
+    [O_WORKERS] = {"workers", "N|auto", 0,
+		   "worker processes (default 2); auto: sized by the policy"},
+    [O_CPUS] = {"cpus", "N", 0, "auto: most workers to use (default: online CPUs)"},
+    [O_NODE] = {"node", "PATH", 0, "let the node agent at PATH run the workers"},
+    [O_RATE] = {"consumer-rate", "R", 0,
+		"act as a trainer that takes R batches/s (a GPU stand-in)"},
+    [O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
+    [O_EPOCHS] = {"epochs", "E", 0, "epochs to run (default 1)"},
+    [O_SIZE] = {"size", "S", 0, "output side in pixels (default 224)"},
+    [O_OUTPUT] = {"output", "T", 0, "uint8 (HWC, default), float32 or float16 (CHW, normalised)"},
+    [O_EVAL] = {"eval", NULL, 0, "resize 256 + center crop instead of random-resized-crop"},
+    [O_PIPELINE] = {"pipeline", "SPEC", 0,
+		    "a pipeline spec (see goldminer plan); overrides the above"},
+    [O_SEED] = {"seed", "X", 0, "shuffle/augmentation seed (default 0)"},
+    [O_ON_ERROR] = {"on-error", "P", 0, "skip (default) or fail on a bad sample"},
+    [O_SLOTS] = {"slots", "N", 0, "ring slots (power of two; default 2 x workers, >= 4)"},
+    [O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
+    [O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
+    [O_CHAOS] = {"chaos-kill-ms", "N", 0, "SIGKILL a random worker every N ms (crash-safety demo)"},
+    [O_QUIET] = {"quiet", NULL, 0, "no progress line"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
+};
+
+static const char synopsis[] =
+    "goldminer bench DATA [options]\n"
+    "  DATA: an ImageFolder root (DATA/<class>/*.jpg), or WebDataset tar shards\n"
+    "  (one .tar, or a directory of them)";
+
+/* An unsigned option value into *out (a uint32_t field); false after a message. */
+static bool u32_opt(const char *what, const char *s, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	uint64_t v;
+	if (cmd_u64(CMD, what, s, lo, hi, &v))
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* The keyword options: --output, --on-error. false after a message. */
+static bool keyword_opts(struct bench *b, const char **val)
+{
+	const char *s = val[O_OUTPUT];
+	if (s) {
+		if (!strcmp(s, "uint8"))
+			b->o.aug.out = GM_OUT_U8_HWC;
+		else if (!strcmp(s, "float32"))
+			b->o.aug.out = GM_OUT_F32_CHW;
+		else if (!strcmp(s, "float16"))
+			b->o.aug.out = GM_OUT_F16_CHW;
+		else {
+			fprintf(
+			    stderr,
+			    "goldminer bench: --output is uint8, float32 or float16, not '%s'\n",
+			    s);
+			return false;
+		}
+	}
+	s = val[O_ON_ERROR];
+	if (s) {
+		if (!strcmp(s, "skip"))
+			b->o.on_error = GM_ON_ERROR_SKIP;
+		else if (!strcmp(s, "fail"))
+			b->o.on_error = GM_ON_ERROR_FAIL;
+		else {
+			fprintf(stderr, "goldminer bench: --on-error is skip or fail, not '%s'\n",
+				s);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The numeric options. false after a message. */
+static bool number_opts(struct bench *b, const char **val)
+{
+	struct gm_loader_opts *o = &b->o;
+	if (val[O_WORKERS] && !strcmp(val[O_WORKERS], "auto"))
+		o->workers = 0;
+	else if (val[O_WORKERS]) {
+		uint32_t w;
+		if (!u32_opt("--workers (or auto)", val[O_WORKERS], 1, GM_MAX_WORKERS, &w))
+			return false;
+		o->workers = (int)w;
+	}
+	if ((val[O_CPUS] && !u32_opt("--cpus", val[O_CPUS], 1, GM_MAX_WORKERS, &o->max_workers)) ||
+	    (val[O_BATCH] && !u32_opt("--batch", val[O_BATCH], 1, GM_MAX_BATCH, &o->batch_size)) ||
+	    (val[O_SIZE] &&
+	     !u32_opt("--size", val[O_SIZE], GM_MIN_SIZE, GM_MAX_SIZE, &o->aug.size)) ||
+	    (val[O_SLOTS] &&
+	     !u32_opt("--slots", val[O_SLOTS], GM_MIN_SLOTS, GM_MAX_SLOTS, &o->slots)) ||
+	    (val[O_CHAOS] &&
+	     !u32_opt("--chaos-kill-ms", val[O_CHAOS], 1, GM_MAX_CHAOS_MS, &o->chaos_kill_ms)))
+		return false;
+	if (val[O_EPOCHS] && cmd_u64(CMD, "--epochs", val[O_EPOCHS], 1, GM_MAX_EPOCHS, &b->epochs))
+		return false;
+	if (val[O_SEED] && cmd_u64(CMD, "--seed", val[O_SEED], 0, UINT64_MAX, &o->seed))
+		return false;
+	if (val[O_RATE]) {
+		if (cmd_double(CMD, "--consumer-rate (batches/s)", val[O_RATE], 0, &b->rate))
+			return false;
+		if (!(b->rate > 0)) {
+			fprintf(stderr,
+				"goldminer bench: --consumer-rate (batches/s): bad value '%s' (a "
+				"number > 0)\n",
+				val[O_RATE]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* argv into *b. -1 to run, else the exit status (0 after --help, 2 usage). */
+static int bench_options(struct bench *b, int argc, char **argv)
+{
+	const char *val[O_N];
+	char *pos[argc > 0 ? argc : 1];
+	struct cmd_args a = {val, pos, 0};
+
+	gm_loader_opts_default(&b->o);
+	b->epochs = 1;
+	if (cmd_parse(CMD, opts, O_N, argc, argv, &a))
+		return 2;
+	if (val[O_HELP]) {
+		cmd_usage(stdout, synopsis, opts, O_N);
+		return 0;
+	}
+	if (!number_opts(b, val) || !keyword_opts(b, val))
+		return 2;
+	b->o.node = val[O_NODE];
+	b->o.pipeline = val[O_PIPELINE];
+	b->checksum = val[O_CHECKSUM] != NULL;
+	b->device_copy = val[O_DEVICE_COPY] != NULL;
+	b->quiet = val[O_QUIET] != NULL;
+	if (val[O_EVAL]) {
+		b->o.aug.mode = GM_AUG_EVAL;
+		b->o.aug.flip_p = 0;
+	}
+	if (a.npos != 1) {
+		fprintf(stderr, "goldminer bench: expected one DATA directory\n");
+		cmd_usage(stderr, synopsis, opts, O_N);
+		return 2;
+	}
+	b->o.root = a.pos[0];
+	b->o.epochs = (uint32_t)b->epochs;
+	return -1;
+}
+
+/* How the workers will read (they set up the same way in their processes). */
+static const char *probe_reader(bool quiet)
+{
+	const char *reader = "io_uring";
+	struct gm_reader *probe;
+	if (gm_reader_create(&probe, 1) == 0) {
+		reader = gm_reader_mode(probe);
+		if (strcmp(reader, "io_uring") != 0 && !quiet)
+			fprintf(stderr,
+				"goldminer: io_uring is not usable here (%s); workers read "
+				"with pread, file by file\n",
+				gm_reader_why(probe));
+		gm_reader_destroy(probe);
+	}
+	return reader;
+}
+
+/* Open the loader, the signal handlers, the device buffer. 0, or 1 after a message
+ * (b->l may then be open: the caller closes it). */
+static int bench_open(struct bench *b)
+{
+	char err[512], why[200] = "";
+	double t_open = now_s();
+	if (gm_loader_open(&b->l, &b->o, err, sizeof(err))) {
+		fprintf(stderr, "goldminer bench: %s\n", err);
+		b->l = NULL;
+		return 1;
+	}
+	b->open_s = now_s() - t_open;
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_int;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	struct gm_loader_stats st;
+	gm_loader_stats(b->l, &st);
+	b->cuda = gm_cuda_available(why, sizeof(why));
+	if (b->device_copy) {
+		if (!b->cuda) {
+			fprintf(stderr, "goldminer bench: --device-copy: %s\n", why);
+			return 1;
+		}
+		size_t bytes = (size_t)st.batch_size * st.sample_bytes;
+		if (gm_cuda_malloc(&b->dev, bytes)) {
+			fprintf(stderr, "goldminer bench: cudaMalloc of %zu bytes failed\n", bytes);
+			return 1;
+		}
+	} else if (!b->cuda && !b->quiet) {
+		fprintf(stderr, "goldminer: %s; pinning skipped\n", why);
+	}
+	b->reader = probe_reader(b->quiet);
+	b->tty = !b->quiet && isatty(2);
+	b->sums = calloc(b->epochs, sizeof(*b->sums));
+	return b->sums ? 0 : 1;
+}
+
+/* The trainer's step of --consumer-rate: a GPU works while this CPU sleeps. */
+static void trainer_step(struct bench *b)
+{
+	double tn = now_s();
+	if (b->due < tn)
+		b->due = tn;
+	b->due += 1.0 / b->rate;
+	if (b->due > tn) {
+		double d = b->due - tn;
+		struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The progress line: rewritten in place on stderr, at most every 0.2 s. */
+static void progress(struct bench *b, const struct gm_batch *bt, double t, double t0)
+{
+	struct gm_loader_stats st;
+	gm_loader_stats(b->l, &st);
+	fprintf(stderr,
+		"\r  epoch %" PRIu64 "/%" PRIu64 "  batch %" PRIu64 "/%u  %8.0f img/s  "
+		"wait %4.1f%%  errors %" PRIu64 "  workers %u/%u   ",
+		bt->epoch - b->o.epoch + 1, b->epochs, bt->index + 1, st.batches_per_epoch,
+		st.img_per_s, 100.0 * (double)st.wait_ns / 1e9 / (t - t0), st.errors, st.workers,
+		st.target_workers);
+}
+
+/* Consume every batch. 0 at the end, 1 on a loader error, 130 when interrupted. */
+static int bench_consume(struct bench *b, double t0)
+{
+	uint64_t h = GM_CHECKSUM_INIT;
+	double last = 0;
+	struct gm_batch bt;
+	for (;;) {
+		if (interrupted) {
+			fprintf(stderr, "\ngoldminer bench: interrupted\n");
+			return 130;
+		}
+		int e = gm_loader_next(b->l, &bt);
+		if (e == GM_LOADER_END)
+			return 0;
+		if (e == GM_LOADER_END_OF_EPOCH) {
+			b->sums[b->ep++] = h;
+			h = GM_CHECKSUM_INIT;
+			continue;
+		}
+		if (e < 0) {
+			if (b->tty)
+				fputc('\n', stderr);
+			fprintf(stderr, "goldminer bench: %s\n", gm_loader_errmsg(b->l));
+			return 1;
+		}
+		if (b->checksum)
+			h = gm_checksum64(h, bt.data, (size_t)bt.size * bt.sample_bytes);
+		if (b->rate > 0)
+			trainer_step(b);
+		if (b->dev) {
+			double d0 = now_s();
+			if (gm_loader_copy_to_device(b->l, &bt, b->dev)) {
+				fprintf(stderr, "goldminer bench: %s\n", gm_loader_errmsg(b->l));
+				return 1;
+			}
+			b->dev_s += now_s() - d0;
+			b->dev_bytes += (uint64_t)bt.size * bt.sample_bytes;
+		}
+		double t = now_s();
+		if (b->tty && t - last > 0.2) {
+			progress(b, &bt, t, t0);
+			last = t;
+		}
+	}
+}
+
+/* The bad samples, on stderr, before the JSON line. */
+static void report_errors(const struct bench *b, const struct gm_loader_stats *st)
+{
+	uint64_t listed = 0;
+	const char *path, *msg;
+	while (gm_loader_error(b->l, listed, &path, &msg) == 0) {
+		fprintf(stderr, "goldminer: skipped %s: %s\n", path, msg);
+		listed++;
+	}
+	if (st->errors > listed)
+		fprintf(stderr,
+			"goldminer: ... and %" PRIu64
+			" more bad samples (8 are listed per batch)\n",
+			st->errors - listed);
+}
+
+/* The JSON line's optional fields, in their fixed order after "reader". */
+static void report_extras(const struct bench *b, const struct gm_loader_stats *st, double wall)
+{
+	const struct gm_loader_opts *o = &b->o;
+	if (o->workers == 0 || b->rate > 0)
+		printf(", \"auto\": %s, \"target_workers\": %u, \"consumer_rate\": %.1f"
+		       ", \"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f"
+		       ", \"stall_pct\": %.2f",
+		       o->workers == 0 ? "true" : "false", st->target_workers, b->rate,
+		       st->demand_img_per_s, st->worker_img_per_s,
+		       100.0 * st->wait_ns / 1e9 / wall);
+	if (o->chaos_kill_ms)
+		printf(", \"chaos_kills\": %" PRIu64
+		       ", \"detect_ms_mean\": %.2f, \"detect_ms_max\": %.2f",
+		       st->chaos_kills,
+		       st->chaos_kills ? st->detect_ns_sum / 1e6 / (double)st->chaos_kills : 0,
+		       st->detect_ns_max / 1e6);
+	if (b->dev)
+		printf(", \"h2d_gb_per_s\": %.2f",
+		       b->dev_s > 0 ? (double)b->dev_bytes / b->dev_s / 1e9 : 0);
+	if (b->checksum) {
+		printf(", \"checksum\": [");
+		for (uint64_t i = 0; i < b->ep; i++)
+			printf("%s\"%016" PRIx64 "\"", i ? ", " : "", b->sums[i]);
+		printf("]");
+	}
+}
+
+/* The report: bad files first (stderr), then the JSON line (stdout). */
+static void bench_report(const struct bench *b, double wall)
+{
+	struct gm_loader_stats st;
+	gm_loader_stats(b->l, &st);
+	report_errors(b, &st);
+	double n = (double)(st.samples ? st.samples : 1);
+	printf("{\"img_per_s\": %.1f, \"images\": %" PRIu64 ", \"batches\": %" PRIu64
+	       ", \"epochs\": %" PRIu64 ", \"dataset\": %u, \"classes\": %u, \"workers\": %d"
+	       ", \"batch\": %u, \"size\": %u, \"output\": \"%s\", \"mode\": \"%s\""
+	       ", \"wall_s\": %.3f, \"open_s\": %.3f"
+	       ", \"stage_ms\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
+	       ", \"write\": %.1f, \"consumer_wait\": %.1f}"
+	       ", \"stage_us_per_img\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
+	       ", \"write\": %.2f}"
+	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
+	       ", \"pinned\": %s, \"cuda\": \"%s\", \"reader\": \"%s\"",
+	       st.img_per_s, st.samples, st.batches, b->epochs, st.dataset_size, st.num_classes,
+	       b->o.workers ? b->o.workers : (int)st.workers, st.batch_size, st.size,
+	       out_name(st.out), st.mode == GM_AUG_EVAL ? "eval" : "train", wall, b->open_s,
+	       st.read_ns / 1e6, st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6,
+	       st.wait_ns / 1e6, st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n,
+	       st.augment_ns / 1e3 / n, st.write_ns / 1e3 / n, st.errors, st.worker_deaths,
+	       st.reissued, st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable",
+	       b->reader);
+	report_extras(b, &st, wall);
+	printf("}\n");
+	fflush(stdout);
+}
+
+int gm_cmd_bench(int argc, char **argv)
+{
+	struct bench b;
+	memset(&b, 0, sizeof(b));
+	interrupted = 0;
+	int rc = bench_options(&b, argc, argv);
+	if (rc >= 0)
+		return rc;
+	rc = bench_open(&b);
+	if (rc == 0) {
+		double t0 = now_s();
+		rc = bench_consume(&b, t0);
+		if (rc == 0) {
+			if (b.tty)
+				fputc('\n', stderr);
+			bench_report(&b, now_s() - t0);
+		}
+	}
+	free(b.sums);
+	gm_cuda_free(b.dev);
+	gm_loader_close(b.l);
+	return rc;
+}
