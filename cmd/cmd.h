@@ -58,7 +58,7 @@ void cmd_usage(FILE *f, const char *synopsis, const struct cmd_opt *opts, int n)
 
 /*
  * Number conversions with the command's error message: an unsigned integer in
- * lo..hi (decimal, 0x hex or 0 octal; no sign), or a finite double >= lo.
+ * lo..hi (decimal or 0x hex, never octal; no sign), or a finite double >= lo.
  * 0, or -EINVAL after printing "goldminer CMD: --what must be ...".
  */
 int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi,

@@ -149,7 +149,8 @@ int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint6
 	unsigned long long v;
 
 	errno = 0;
-	v = s ? strtoull(s, &end, 0) : 0;
+	/* decimal, or hex after 0x; never octal: "010" is ten, as a user means it */
+	v = s ? strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10) : 0;
 	if (!s || errno || end == s || *end || v < lo || v > hi || *s == '-' || *s == '+') {
 		fprintf(stderr,
 			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64

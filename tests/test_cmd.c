@@ -1,0 +1,124 @@
+/*
+ * test_cmd.c - the option parser every command shares (cmd/opt.c): long names,
+ * prefixes, --name=value, aliases, positional arguments anywhere, and a clear
+ * refusal (exit status 2) for each way a command line can be wrong; the number
+ * conversions refuse signs, junk and out-of-range values and never read octal.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+enum { O_WORKERS, O_WORDS, O_QUIET, O_SEED, O_N };
+static const struct cmd_opt opts[O_N] = {
+    [O_WORKERS] = {"workers", "N", 'w', "worker processes"},
+    [O_WORDS] = {"words", "W", 0, "a second option sharing the prefix 'wor'"},
+    [O_QUIET] = {"quiet", NULL, 'q', "no progress line"},
+    [O_SEED] = {"seed", "X", 0, "seed"},
+};
+
+/* Parse a NULL-terminated list of words (argv[0] = "cmd"). */
+static int parse(struct cmd_args *a, const char **val, char **pos, const char *w0, ...)
+{
+	static char buf[16][64];
+	char *argv[16];
+	int argc = 0;
+	va_list ap;
+	va_start(ap, w0);
+	argv[argc++] = "cmd";
+	for (const char *w = w0; w && argc < 15; w = va_arg(ap, const char *)) {
+		snprintf(buf[argc], sizeof(buf[argc]), "%s", w);
+		argv[argc] = buf[argc];
+		argc++;
+	}
+	va_end(ap);
+	argv[argc] = NULL;
+	a->val = val;
+	a->pos = pos;
+	return cmd_parse("test", opts, O_N, argc, argv, a);
+}
+
+static void test_names_prefixes_aliases_and_positionals_anywhere(void **state)
+{
+	const char *val[O_N];
+	char *pos[16];
+	struct cmd_args a;
+	(void)state;
+	assert_int_equal(parse(&a, val, pos, "DIR", "--work", "3", "--seed=7", "-q", "MORE", NULL),
+			 0);
+	assert_string_equal(val[O_WORKERS], "3");
+	assert_string_equal(val[O_SEED], "7");
+	assert_string_equal(val[O_QUIET], "");
+	assert_null(val[O_WORDS]);
+	assert_int_equal(a.npos, 2);
+	assert_string_equal(a.pos[0], "DIR");
+	assert_string_equal(a.pos[1], "MORE");
+	/* the last value given wins; "--" ends options */
+	assert_int_equal(parse(&a, val, pos, "-w", "1", "--workers", "2", "--", "--seed", NULL), 0);
+	assert_string_equal(val[O_WORKERS], "2");
+	assert_null(val[O_SEED]);
+	assert_int_equal(a.npos, 1);
+	assert_string_equal(a.pos[0], "--seed");
+}
+
+static void test_every_bad_command_line_is_refused_with_2(void **state)
+{
+	const char *val[O_N];
+	char *pos[16];
+	struct cmd_args a;
+	(void)state;
+	assert_int_equal(parse(&a, val, pos, "--bogus", NULL), 2);     /* unknown */
+	assert_int_equal(parse(&a, val, pos, "--wor", "3", NULL), 2);  /* ambiguous */
+	assert_int_equal(parse(&a, val, pos, "--workers", NULL), 2);   /* value missing */
+	assert_int_equal(parse(&a, val, pos, "--quiet=yes", NULL), 2); /* flag with a value */
+	assert_int_equal(parse(&a, val, pos, "-x", NULL), 2);	       /* unknown alias */
+	/* and a good line right after bad ones parses (no state kept) */
+	assert_int_equal(parse(&a, val, pos, "--seed", "1", NULL), 0);
+	assert_string_equal(val[O_SEED], "1");
+}
+
+static void test_numbers_are_decimal_or_hex_in_range(void **state)
+{
+	uint64_t v = 99;
+	double d = 0;
+	(void)state;
+	assert_int_equal(cmd_u64("test", "--n", "010", 0, 100, &v), 0);
+	assert_int_equal(v, 10); /* never octal */
+	assert_int_equal(cmd_u64("test", "--n", "0x10", 0, 100, &v), 0);
+	assert_int_equal(v, 16);
+	assert_int_equal(cmd_u64("test", "--n", "0", 0, 100, &v), 0);
+	assert_int_equal(v, 0);
+	v = 5;
+	assert_int_equal(cmd_u64("test", "--n", "101", 0, 100, &v), -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "-1", 0, 100, &v), -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "+1", 0, 100, &v), -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "1.5", 0, 100, &v), -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "", 0, 100, &v), -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "99999999999999999999999", 0, UINT64_MAX, &v),
+			 -EINVAL);
+	assert_int_equal(cmd_u64("test", "--n", "3", 4, 100, &v), -EINVAL);
+	assert_int_equal(v, 5); /* untouched on error */
+	assert_int_equal(cmd_double("test", "--f", "0.25", 0, &d), 0);
+	assert_true(d == 0.25);
+	assert_int_equal(cmd_double("test", "--f", "nan", 0, &d), -EINVAL);
+	assert_int_equal(cmd_double("test", "--f", "inf", 0, &d), -EINVAL);
+	assert_int_equal(cmd_double("test", "--f", "-1", 0, &d), -EINVAL);
+	assert_int_equal(cmd_double("test", "--f", "1x", 0, &d), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_names_prefixes_aliases_and_positionals_anywhere),
+	    cmocka_unit_test(test_every_bad_command_line_is_refused_with_2),
+	    cmocka_unit_test(test_numbers_are_decimal_or_hex_in_range),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
