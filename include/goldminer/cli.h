@@ -9,7 +9,6 @@ int gm_cli_synth(int argc, char **argv); /* core/synth.c */
 int gm_cli_bench(int argc, char **argv); /* core/bench.c */
 int gm_cli_sim(int argc, char **argv);   /* sim/sim_cli.c */
 int gm_cli_plan(int argc, char **argv);  /* core/pipeline.c */
-int gm_cli_node(int argc, char **argv);  /* core/node.c */
 int gm_cli_pack(int argc, char **argv);  /* core/pack.c */
 int gm_cli_profile(int argc, char **argv); /* core/measure.c */
 

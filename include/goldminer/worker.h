@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "goldminer/loader.h"
 #include "goldminer/aug.h"
+#include "goldminer/job.h" /* enum gm_on_error */
 
 struct gm_ring;
 struct gm_dataset;
