@@ -20,12 +20,12 @@
 enum { O_CPUS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
-	[O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
-	[O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},
-	[O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
-	[O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
-	[O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
-	[O_HELP] = {"help", NULL, 'h', "this help"},
+    [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
+    [O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},
+    [O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
+    [O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
+    [O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static void node_usage(FILE *f)
@@ -105,8 +105,9 @@ int gm_cmd_node(int argc, char **argv)
 	o.verbose = !val[O_QUIET];
 	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
 			     scale_pid <= 0 || scale_n < 0)) {
-		fprintf(stderr, "goldminer " CMD ": --scale takes PID=N (N = 0: the policy "
-				"decides again), not '%s'\n",
+		fprintf(stderr,
+			"goldminer " CMD ": --scale takes PID=N (N = 0: the policy "
+			"decides again), not '%s'\n",
 			val[O_SCALE]);
 		return 2;
 	}

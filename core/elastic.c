@@ -72,12 +72,12 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 int gm_elastic_want(double demand, double worker_rate, uint32_t budget, uint32_t *want)
 {
 	struct gm_policy_job job = {
-		.gpu_rate = demand * GM_ELASTIC_HEADROOM,
-		.worker_rate = worker_rate,
-		.weight = 1,
-		.min_workers = 1,
-		.max_workers = budget,
-		.tag = 0,
+	    .gpu_rate = demand * GM_ELASTIC_HEADROOM,
+	    .worker_rate = worker_rate,
+	    .weight = 1,
+	    .min_workers = 1,
+	    .max_workers = budget,
+	    .tag = 0,
 	};
 	*want = 1;
 	return gm_policy_allocate(&job, 1, budget, want) < 0 ? -EINVAL : 0;

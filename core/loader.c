@@ -48,34 +48,34 @@ struct gm_loader {
 	struct gm_loader_opts o;
 	char errmsg[512];
 	struct gm_dataset *ds;
-	struct gm_pool *pool;  /* workers in this process, else NULL */
-	int sock;	       /* workers in the node agent: the connection, else -1 */
-	struct gm_ring *ring;  /* the pool's, or the agent's mapped here (then ours) */
-	struct gm_ring_hdr *h; /* shared counters and the pool's fatal error */
+	struct gm_pool *pool;	   /* workers in this process, else NULL */
+	int sock;		   /* workers in the node agent: the connection, else -1 */
+	struct gm_ring *ring;	   /* the pool's, or the agent's mapped here (then ours) */
+	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;	   /* batches per epoch */
-	uint64_t next;	   /* next task to deliver */
-	uint64_t end;	   /* GM_RING_NO_END or one past the last task */
-	int held;	   /* slot of the batch the user holds, or -1 */
-	bool stopped;	   /* gm_loader_stop: no workers, mapping kept */
+	uint32_t bpe;  /* batches per epoch */
+	uint64_t next; /* next task to deliver */
+	uint64_t end;  /* GM_RING_NO_END or one past the last task */
+	int held;      /* slot of the batch the user holds, or -1 */
+	bool stopped;  /* gm_loader_stop: no workers, mapping kept */
 	bool pinned;
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
-	uint32_t shuf_cap;	/* N; 0 = no shuffle buffer */
-	uint32_t shuf_n;	/* samples in the pool */
-	uint8_t *shuf_px;	/* pool: shuf_cap samples, then labels and ids */
+	uint32_t shuf_cap; /* N; 0 = no shuffle buffer */
+	uint32_t shuf_n;   /* samples in the pool */
+	uint8_t *shuf_px;  /* pool: shuf_cap samples, then labels and ids */
 	int32_t *shuf_lab;
 	uint32_t *shuf_id;
-	uint8_t *out_px;	/* the delivered batch (a copy: the pool reorders) */
+	uint8_t *out_px; /* the delivered batch (a copy: the pool reorders) */
 	int32_t *out_lab;
 	uint32_t *out_id;
-	size_t shuf_bytes;	/* mapping size of shuf_px + out_px */
-	struct gm_batch up;	/* upstream ring batch being drained */
-	uint32_t up_pos;	/* next sample of `up` to take */
+	size_t shuf_bytes;  /* mapping size of shuf_px + out_px */
+	struct gm_batch up; /* upstream ring batch being drained */
+	uint32_t up_pos;    /* next sample of `up` to take */
 	bool up_valid, up_epoch_done, up_end, shuf_eoe;
 	uint64_t out_k, out_epoch, out_draws;
-	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
+	bool eoe_pending; /* END_OF_EPOCH owed before the next batch */
 
 	/* counters (consumer thread) */
 	uint64_t batches, samples, first_samples;
@@ -94,7 +94,7 @@ static uint64_t now_ns(void)
 }
 
 static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -126,8 +126,8 @@ static int shuf_alloc(struct gm_loader *l)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED) {
 		l->shuf_bytes = 0;
-		return set_err(l, -ENOMEM, "gm_loader_open: shuffle_buffer %u x %zu bytes: %s", l->shuf_cap,
-			       sb, strerror(errno));
+		return set_err(l, -ENOMEM, "gm_loader_open: shuffle_buffer %u x %zu bytes: %s",
+			       l->shuf_cap, sb, strerror(errno));
 	}
 	l->shuf_px = p;
 	l->out_px = l->shuf_px + N * sb;
@@ -144,7 +144,6 @@ static void shuf_free(struct gm_loader *l)
 		munmap(l->shuf_px, l->shuf_bytes);
 	l->shuf_bytes = 0;
 }
-
 
 /* A pipeline spec: the workers' transform and batch size; the consumer runs
  * shuffle_buffer (and the batch op after it) itself; anything else past the cut
@@ -219,8 +218,9 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 		l->shuf_cap = n;
 	if (l->shuf_cap) {
 		if (l->o.start_batch)
-			return set_err(l, -EINVAL, "gm_loader_open: with shuffle_buffer a loader "
-						   "resumes at an epoch start only (start_batch 0)");
+			return set_err(l, -EINVAL,
+				       "gm_loader_open: with shuffle_buffer a loader "
+				       "resumes at an epoch start only (start_batch 0)");
 		return shuf_alloc(l);
 	}
 	return 0;
@@ -249,7 +249,8 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 	l->ring = gm_pool_ring(l->pool);
 	l->h = gm_ring_hdr(l->ring);
 	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
-		l->pinned = gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
+		l->pinned =
+		    gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
 	err = gm_pool_start(l->pool, why, sizeof(why));
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
@@ -298,8 +299,9 @@ static int check_agent_ring(struct gm_loader *l, const struct gm_node_reply *rep
 	if (l->h->batch_size != l->o.batch_size || l->h->sample_bytes != l->sample_bytes ||
 	    l->h->first_task != l->next || l->h->end_task != l->end ||
 	    rep->batches_per_epoch != l->bpe)
-		return set_err(l, -EPROTO, "gm_loader_open: the node agent's ring does not match "
-					   "the request (batch, sample size or range)");
+		return set_err(l, -EPROTO,
+			       "gm_loader_open: the node agent's ring does not match "
+			       "the request (batch, sample size or range)");
 	if (rep->fingerprint != gm_dataset_fingerprint(l->ds))
 		return set_err(l, -ESTALE,
 			       "gm_loader_open: %s: the node agent sees other files than this "
@@ -354,7 +356,8 @@ static int client_attach(struct gm_loader *l)
 	if (err)
 		return err; /* gm_loader_close unmaps the ring and hangs up */
 	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
-		l->pinned = gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
+		l->pinned =
+		    gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
 	return 0;
 
 out_ring_fd:
@@ -574,7 +577,8 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 				l->out_epoch = l->up.epoch;
 			}
 			uint32_t n = l->shuf_n++;
-			memcpy(l->shuf_px + n * sb, (uint8_t *)l->up.data + (size_t)l->up_pos * sb, sb);
+			memcpy(l->shuf_px + n * sb, (uint8_t *)l->up.data + (size_t)l->up_pos * sb,
+			       sb);
 			l->shuf_lab[n] = l->up.labels[l->up_pos];
 			l->shuf_id[n] = l->up.sample_ids[l->up_pos];
 			l->up_pos++;

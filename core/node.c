@@ -38,16 +38,16 @@
 #define MAX_JOBS GM_ELASTIC_MAX_JOBS
 
 struct job {
-	int fd;			/* connection; -1 = free entry */
-	struct gm_pool *pool;	/* NULL until attached */
-	struct gm_dataset *ds;	/* the job's index (the pool's workers read it) */
-	uint32_t bpe;		/* batches per epoch */
+	int fd;		       /* connection; -1 = free entry */
+	struct gm_pool *pool;  /* NULL until attached */
+	struct gm_dataset *ds; /* the job's index (the pool's workers read it) */
+	uint32_t bpe;	       /* batches per epoch */
 	uint32_t batch_size;
-	pid_t pid;		/* the consumer's pid (SO_PEERCRED) */
-	uint32_t cap;		/* most workers (0: budget) */
-	uint32_t fixed;		/* pool size fixed by SCALE (0: policy) */
-	uint32_t workers;	/* what the agent last gave it */
-	double demand, rate;	/* last measurement (0 = none yet) */
+	pid_t pid;	     /* the consumer's pid (SO_PEERCRED) */
+	uint32_t cap;	     /* most workers (0: budget) */
+	uint32_t fixed;	     /* pool size fixed by SCALE (0: policy) */
+	uint32_t workers;    /* what the agent last gave it */
+	double demand, rate; /* last measurement (0 = none yet) */
 	char root[4096];
 };
 
@@ -86,8 +86,10 @@ static void logf_(struct agent *a, const char *fmt, ...)
 static void detach(struct agent *a, struct job *j, const char *why)
 {
 	if (j->pool) {
-		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root, why);
-		gm_pool_destroy(j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
+		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root,
+		      why);
+		gm_pool_destroy(
+		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
 		gm_dataset_close(j->ds);
 	}
 	close(j->fd);
@@ -158,8 +160,9 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	}
 	gm_wire_request_opts(req, &o);
 	/* Enough slots for every worker the job may get (two in flight each). */
-	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget ? (uint32_t)req->workers
-										: a->budget;
+	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget
+			    ? (uint32_t)req->workers
+			    : a->budget;
 	if (!o.slots) {
 		o.slots = 4;
 		while (o.slots < 2 * most && o.slots < 64)
@@ -181,8 +184,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
-	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers in use", (int)j->pid,
-	      j->root, j->batch_size, used_workers(a), a->budget);
+	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers in use", (int)j->pid, j->root,
+	      j->batch_size, used_workers(a), a->budget);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
@@ -192,8 +195,8 @@ static void status_json(struct agent *a, char *buf, size_t len)
 	for (int i = 0; i < MAX_JOBS; i++)
 		n += a->jobs[i].pool != NULL;
 	off += (size_t)snprintf(buf + off, len - off,
-				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"job\": [", a->budget,
-				n, used_workers(a));
+				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"job\": [",
+				a->budget, n, used_workers(a));
 	int k = 0;
 	for (int i = 0; i < MAX_JOBS && off < len; i++) {
 		struct job *j = &a->jobs[i];
@@ -203,8 +206,8 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		off += (size_t)snprintf(buf + off, len - off,
 					"%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, "
 					"\"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f}",
-					k++ ? ", " : "", (int)j->pid, j->workers, alive,
-					j->demand, j->rate);
+					k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand,
+					j->rate);
 	}
 	if (off < len)
 		snprintf(buf + off, len - off, "]}");
@@ -220,7 +223,8 @@ static void scale(struct agent *a, struct job *j, const struct gm_node_req *req)
 			if (a->jobs[i].pool && a->jobs[i].pid == req->pid)
 				t = &a->jobs[i];
 		if (!t) {
-			gm_wire_reply(j->fd, -ESRCH, -1, 0, 0, "no job with consumer pid %d", req->pid);
+			gm_wire_reply(j->fd, -ESRCH, -1, 0, 0, "no job with consumer pid %d",
+				      req->pid);
 			return;
 		}
 	}
@@ -286,8 +290,8 @@ static void on_accept(struct agent *a)
 		logf_(a, "refused pid %d: uid %u is not the agent's uid %u", (int)cr.pid,
 		      (unsigned)cr.uid, (unsigned)a->uid);
 		gm_wire_reply(fd, -EACCES, -1, 0, 0,
-		      "refused: uid %u may not use this agent (it serves uid %u and root)",
-		      (unsigned)cr.uid, (unsigned)a->uid);
+			      "refused: uid %u may not use this agent (it serves uid %u and root)",
+			      (unsigned)cr.uid, (unsigned)a->uid);
 		close(fd);
 		return;
 	}
@@ -333,12 +337,13 @@ static void rebalance(struct agent *a)
 		uint32_t want = w[k];
 		if (want != j->workers) {
 			if (j->rate)
-				logf_(a, "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
-					 "%.0f img/s)",
+				logf_(a,
+				      "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
+				      "%.0f img/s)",
 				      (int)j->pid, j->workers, want, j->demand, j->rate);
 			else
-				logf_(a, "job pid %d: %u -> %u workers (not measured yet)", (int)j->pid,
-				      j->workers, want);
+				logf_(a, "job pid %d: %u -> %u workers (not measured yet)",
+				      (int)j->pid, j->workers, want);
 			j->workers = want;
 		}
 		gm_pool_set_target(j->pool, (int)want);
@@ -368,7 +373,8 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	struct stat st;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket; not touching it", path);
+			snprintf(err, errlen, "%s exists and is not a socket; not touching it",
+				 path);
 			return -EEXIST;
 		}
 		unlink(path);
@@ -390,8 +396,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
-		size_t errlen)
+int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
 	struct agent *a;
 	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();

@@ -55,8 +55,8 @@ struct gm_pool {
 	bool coord_started;
 	int evfd;
 	pthread_mutex_t mu;
-	int target;	 /* wanted workers (under mu) */
-	bool closing;	 /* under mu */
+	int target;	/* wanted workers (under mu) */
+	bool closing;	/* under mu */
 	bool autoscale; /* under mu: the elastic controller sizes the pool */
 	struct wk wk[GM_MAX_WORKERS];
 	int nwk; /* coordinator thread only */
@@ -85,7 +85,7 @@ static uint64_t now_ns(void)
 /* ---- the coordinator ------------------------------------------------------------ */
 
 static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -294,7 +294,6 @@ static void chaos_kill(struct gm_pool *p)
 	}
 }
 
-
 /* How long the coordinator may sleep: until the controller's tick or the next
  * chaos kill, or until a worker exits or the eventfd is poked (-1). */
 static int poll_timeout(const struct gm_pool *p, bool autoscale)
@@ -413,8 +412,8 @@ int gm_pool_tasks(const struct gm_loader_opts *o, const struct gm_dataset *ds, u
 	uint32_t n = gm_dataset_count(ds);
 	*bpe = o->drop_last ? n / o->batch_size : (n + o->batch_size - 1) / o->batch_size;
 	if (*bpe == 0) {
-		snprintf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)", o->root,
-			 n, o->batch_size);
+		snprintf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)",
+			 o->root, n, o->batch_size);
 		return -EINVAL;
 	}
 	if (o->start_batch >= *bpe) {
@@ -466,7 +465,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 
 	*out = NULL;
 	uint32_t slots =
-		c->slots ? c->slots : pow2_at_least((uint32_t)(c->workers ? c->workers : 2) * 2);
+	    c->slots ? c->slots : pow2_at_least((uint32_t)(c->workers ? c->workers : 2) * 2);
 	if (slots < GM_MIN_SLOTS)
 		slots = GM_MIN_SLOTS;
 	if (slots & (slots - 1) || slots > GM_MAX_SLOTS) {

@@ -69,16 +69,26 @@ enum kind {
 	K_AUG,	    /* struct gm_aug_spec, as bytes (checked by the agent) */
 };
 
+// clang-format off
 #define ROW(f, k) {offsetof(struct gm_loader_opts, f), offsetof(struct gm_node_req, f), k}
 static const struct {
 	size_t opt, req;
 	enum kind kind;
 } fields[] = {
-	ROW(workers, K_I32),	    ROW(aug, K_AUG),	   ROW(seed, K_U64),
-	ROW(start_batch, K_U64),    ROW(batch_size, K_U32), ROW(epoch, K_U32),
-	ROW(epochs, K_U32),	    ROW(slots, K_U32),	   ROW(on_error, K_ON_ERROR),
-	ROW(shuffle, K_BOOL),	    ROW(drop_last, K_BOOL), ROW(chaos_kill_ms, K_U32),
+	ROW(workers, K_I32),
+	ROW(aug, K_AUG),
+	ROW(seed, K_U64),
+	ROW(start_batch, K_U64),
+	ROW(batch_size, K_U32),
+	ROW(epoch, K_U32),
+	ROW(epochs, K_U32),
+	ROW(slots, K_U32),
+	ROW(on_error, K_ON_ERROR),
+	ROW(shuffle, K_BOOL),
+	ROW(drop_last, K_BOOL),
+	ROW(chaos_kill_ms, K_U32),
 };
+// clang-format on
 #undef ROW
 
 /* One field from the options (to_req) or into them. */

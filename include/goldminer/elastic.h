@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_ELASTIC_TICK_MS 250	 /* period of the control loop (pool and node agent) */
+#define GM_ELASTIC_TICK_MS  250	 /* period of the control loop (pool and node agent) */
 #define GM_ELASTIC_HEADROOM 1.10 /* asked rate = measured demand x this */
 #define GM_ELASTIC_MAX_JOBS 64	 /* jobs one division sizes (the node agent's table) */
 

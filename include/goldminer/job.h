@@ -23,24 +23,24 @@ enum gm_on_error {
 };
 
 struct gm_loader_opts {
-	const char *root;	  /* dataset: ImageFolder tree or tar shards (required) */
-	const char *pipeline;	  /* pipeline spec text; NULL: use `aug` as given */
-	struct gm_aug_spec aug;	  /* per-sample transform (gm_aug_spec_default) */
-	uint32_t batch_size;	  /* samples per batch (default 64) */
-	int workers;		  /* worker processes (default 2; 0 = auto: elastic) */
-	uint64_t seed;		  /* shuffling and augmentation seed */
-	uint32_t epoch;		  /* first epoch to deliver (default 0) */
-	uint32_t epochs;	  /* epochs to deliver, 0 = unlimited */
-	uint64_t start_batch;	  /* resume: first batch index within `epoch` */
-	uint32_t slots;		  /* ring slots (power of two; 0 = automatic) */
+	const char *root;	/* dataset: ImageFolder tree or tar shards (required) */
+	const char *pipeline;	/* pipeline spec text; NULL: use `aug` as given */
+	struct gm_aug_spec aug; /* per-sample transform (gm_aug_spec_default) */
+	uint32_t batch_size;	/* samples per batch (default 64) */
+	int workers;		/* worker processes (default 2; 0 = auto: elastic) */
+	uint64_t seed;		/* shuffling and augmentation seed */
+	uint32_t epoch;		/* first epoch to deliver (default 0) */
+	uint32_t epochs;	/* epochs to deliver, 0 = unlimited */
+	uint64_t start_batch;	/* resume: first batch index within `epoch` */
+	uint32_t slots;		/* ring slots (power of two; 0 = automatic) */
 	enum gm_on_error on_error;
-	bool drop_last;		  /* drop the last short batch of an epoch */
-	bool shuffle;		  /* per-epoch permutation (default true) */
-	bool no_pin;		  /* never cudaHostRegister the ring */
-	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
-	uint32_t max_workers;	  /* auto: CPU budget in workers (0: online CPUs) */
-	const char *node;	  /* node agent socket: workers run in the agent (NULL: here);
-				   * then `workers` is the most the agent may give (0: no cap) */
+	bool drop_last;		/* drop the last short batch of an epoch */
+	bool shuffle;		/* per-epoch permutation (default true) */
+	bool no_pin;		/* never cudaHostRegister the ring */
+	uint32_t chaos_kill_ms; /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t max_workers;	/* auto: CPU budget in workers (0: online CPUs) */
+	const char *node;	/* node agent socket: workers run in the agent (NULL: here);
+				 * then `workers` is the most the agent may give (0: no cap) */
 };
 
 #endif

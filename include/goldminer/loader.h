@@ -51,27 +51,27 @@ struct gm_loader_stats {
 	double img_per_s;	   /* steady state: samples after the first batch / elapsed_s */
 	/* Stage times summed over the delivered batches (worker CPU-side wall time). */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
-	uint64_t wait_ns;	   /* consumer time blocked in gm_loader_next */
-	uint64_t errors;	   /* bad samples met in delivered batches */
-	uint32_t workers;	   /* worker processes alive now */
-	uint64_t worker_deaths;	   /* workers that died without being asked to */
-	uint64_t reissued;	   /* tasks re-issued after a worker died */
+	uint64_t wait_ns;	/* consumer time blocked in gm_loader_next */
+	uint64_t errors;	/* bad samples met in delivered batches */
+	uint32_t workers;	/* worker processes alive now */
+	uint64_t worker_deaths; /* workers that died without being asked to */
+	uint64_t reissued;	/* tasks re-issued after a worker died */
 	uint32_t batches_per_epoch;
 	uint32_t dataset_size;
 	uint32_t num_classes;
-	bool pinned;		   /* the ring is registered with CUDA */
-	uint64_t chaos_kills;	   /* workers killed by chaos_kill_ms */
-	uint64_t detect_ns_max;	   /* worst time from a kill to its reap + re-issue */
-	uint64_t detect_ns_sum;	   /* ... summed over chaos kills (mean = sum / kills) */
+	bool pinned;		/* the ring is registered with CUDA */
+	uint64_t chaos_kills;	/* workers killed by chaos_kill_ms */
+	uint64_t detect_ns_max; /* worst time from a kill to its reap + re-issue */
+	uint64_t detect_ns_sum; /* ... summed over chaos kills (mean = sum / kills) */
 	/* the effective transform (after a pipeline spec, if one was given) */
 	uint32_t batch_size;
-	uint32_t size;		   /* output side */
-	uint32_t out;		   /* enum gm_out_type */
-	uint32_t mode;		   /* enum gm_aug_mode */
+	uint32_t size; /* output side */
+	uint32_t out;  /* enum gm_out_type */
+	uint32_t mode; /* enum gm_aug_mode */
 	uint64_t sample_bytes;
-	uint32_t target_workers;   /* what the pool is being sized to (auto or scale) */
-	double demand_img_per_s;   /* auto: consumer's measured demand (0 before a window) */
-	double worker_img_per_s;   /* auto: measured rate of one worker */
+	uint32_t target_workers; /* what the pool is being sized to (auto or scale) */
+	double demand_img_per_s; /* auto: consumer's measured demand (0 before a window) */
+	double worker_img_per_s; /* auto: measured rate of one worker */
 };
 
 /* Defaults as documented in struct gm_loader_opts. */
@@ -92,7 +92,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char 
  * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file), -EIO.
  */
 #define GM_LOADER_END_OF_EPOCH 1
-#define GM_LOADER_END 2
+#define GM_LOADER_END	       2
 int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
 
 /* Give the batch's slot back to the workers early. 0 or -EINVAL. */

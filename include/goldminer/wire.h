@@ -23,7 +23,7 @@
 #include "goldminer/aug.h"
 #include "goldminer/job.h"
 
-#define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
+#define GM_NODE_MAGIC	0x444e4d47u /* "GMND" */
 #define GM_NODE_VERSION 1
 
 enum gm_node_msg {
@@ -34,8 +34,8 @@ enum gm_node_msg {
 
 struct gm_node_req {
 	uint32_t magic, version, type;
-	int32_t workers;     /* ATTACH: cap (0 = policy decides); SCALE: fixed size */
-	int32_t pid;	     /* SCALE from another connection: the job's consumer pid */
+	int32_t workers; /* ATTACH: cap (0 = policy decides); SCALE: fixed size */
+	int32_t pid;	 /* SCALE from another connection: the job's consumer pid */
 	char root[4096];
 	struct gm_aug_spec aug;
 	uint64_t seed, start_batch;
