@@ -7,7 +7,7 @@
  *   demand  D = samples / (window - consumer wait)   (how fast the trainer would eat)
  *   worker  d = samples / worker time                 (one worker's rate)
  * from the consumer's counters in the ring header, and asks the shared policy
- * (core/policy.c, the one the simulator evaluates) for a pool size, with
+ * (core/policy.c, the one the simulator evaluates: contract 8) for a pool size, with
  * GM_ELASTIC_HEADROOM on D so that the consumer's stall stays under ~5%. Two
  * owners use it: the in-process pool of a loader with workers = auto (one job:
  * gm_elastic_want + the hysteresis of gm_elastic_next) and the node agent (all

@@ -92,7 +92,8 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char 
  * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file), -EIO.
  */
 #define GM_LOADER_END_OF_EPOCH 1
-#define GM_LOADER_END	       2
+/* (python/goldminer/_abi.py mirrors both; test_abi.py reads them as written) */
+#define GM_LOADER_END 2
 int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
 
 /* Give the batch's slot back to the workers early. 0 or -EINVAL. */
