@@ -74,7 +74,7 @@ struct gm_loader_stats {
 	double worker_img_per_s; /* auto: measured rate of one worker */
 };
 
-/* Defaults as documented in struct gm_loader_opts. */
+/* Defaults as documented in struct gm_loader_opts (job.h). */
 void gm_loader_opts_default(struct gm_loader_opts *o);
 
 /*
