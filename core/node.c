@@ -1,26 +1,25 @@
 /*
- * node.c - the node agent daemon (see node.h) and `goldminer node`.
+ * node.c - the node agent daemon (see node.h).
  *
  * One thread, one poll loop: the listening socket, one connection per job, and a
- * 250 ms tick that re-divides the CPU budget. Each job is a gm_loader in serve
- * mode (its own coordinator thread forks, watches and replaces its workers); the
- * agent only decides how many workers each job gets. The division is the shared
- * policy (core/policy.c) with, per job, the GPU-bound rate replaced by the
- * consumer's measured demand D (+10% headroom), d = one worker's measured rate and
- * weight 1/D, so one worker is worth "the fraction of this trainer's demand it
- * covers": the budget goes first to the jobs that are furthest from being fed.
- * A job not yet measured keeps what it has (at least one worker).
+ * GM_ELASTIC_GM_ELASTIC_TICK_MS tick that re-divides the CPU budget. Each job is a worker
+ * pool (pool.h: its own coordinator thread forks, watches and replaces its
+ * workers) over the job's own index; the agent only decides how many workers each
+ * job gets, with the elastic controller's division (gm_elastic_divide: the shared
+ * policy with the measured demand in place of the GPU-bound rate). A job not yet
+ * measured keeps what it has (at least one worker).
  *
- * It does not authenticate beyond uid (SO_PEERCRED), and it does not persist
- * anything: a restarted agent starts with no jobs.
+ * It does not authenticate beyond uid (SO_PEERCRED), it does not persist anything
+ * (a restarted agent starts with no jobs), and it does not parse command lines
+ * (cmd/node.c) or encode messages (wire.c).
  */
 #include "goldminer/node.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,22 +30,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "goldminer/cli.h"
-#include "goldminer/loader.h"
-#include "goldminer/policy.h"
+#include "goldminer/dataset.h"
+#include "goldminer/elastic.h"
+#include "goldminer/pool.h"
+#include "goldminer/ring.h"
 
-#define MAX_JOBS 64
-#define TICK_MS 250
-#define HEADROOM 1.10
+#define MAX_JOBS GM_ELASTIC_MAX_JOBS
 
 struct job {
-	int fd;			/* connection; -1 = free entry */
-	struct gm_loader *l;	/* NULL until attached */
-	pid_t pid;		/* the consumer's pid (SO_PEERCRED) */
-	uint32_t cap;		/* most workers (0: budget) */
-	uint32_t fixed;		/* pool size fixed by SCALE (0: policy) */
-	uint32_t workers;	/* what the agent last gave it */
-	double demand, rate;	/* last measurement (0 = none yet) */
+	int fd;		       /* connection; -1 = free entry */
+	struct gm_pool *pool;  /* NULL until attached */
+	struct gm_dataset *ds; /* the job's index (the pool's workers read it) */
+	uint32_t bpe;	       /* batches per epoch */
+	uint32_t batch_size;
+	pid_t pid;	     /* the consumer's pid (SO_PEERCRED) */
+	uint32_t cap;	     /* most workers (0: budget) */
+	uint32_t fixed;	     /* pool size fixed by SCALE (0: policy) */
+	uint32_t workers;    /* what the agent last gave it */
+	double demand, rate; /* last measurement (0 = none yet) */
 	char root[4096];
 };
 
@@ -82,45 +83,14 @@ static void logf_(struct agent *a, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fp, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
-static void reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fp, const char *fmt, ...)
-{
-	struct gm_node_reply r;
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {&r, sizeof(r)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	va_list ap;
-
-	memset(&r, 0, sizeof(r));
-	r.magic = GM_NODE_MAGIC;
-	r.version = GM_NODE_VERSION;
-	r.status = status;
-	r.batches_per_epoch = bpe;
-	r.fingerprint = fp;
-	va_start(ap, fmt);
-	vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
-	va_end(ap);
-	if (ring_fd >= 0) {
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &ring_fd, sizeof(int));
-	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
-		/* the client is gone: its hang-up is handled by the poll loop */
-	}
-}
-
 static void detach(struct agent *a, struct job *j, const char *why)
 {
-	if (j->l) {
-		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root, why);
-		gm_loader_close(j->l); /* stops workers, unmaps; the memfd dies with the client's map */
+	if (j->pool) {
+		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root,
+		      why);
+		gm_pool_destroy(
+		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
+		gm_dataset_close(j->ds);
 	}
 	close(j->fd);
 	memset(j, 0, sizeof(*j));
@@ -131,47 +101,76 @@ static uint32_t used_workers(const struct agent *a)
 {
 	uint32_t n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
-		if (a->jobs[i].l)
+		if (a->jobs[i].pool)
 			n += a->jobs[i].workers;
 	return n;
+}
+
+/* The job's index and pool, as a local loader would make them (messages are the
+ * client's: they start "gm_loader_open: "). 0 or -errno with err filled. */
+static int open_job(struct job *j, const struct gm_loader_opts *o, char *err, size_t errlen)
+{
+	struct gm_pool_cfg c;
+	uint64_t first, end;
+	char why[512];
+	int rc;
+
+	if (!o->root || !*o->root) {
+		snprintf(err, errlen, "gm_loader_open: no dataset root given");
+		return -EINVAL;
+	}
+	rc = gm_pool_check(o, why, sizeof(why));
+	if (!rc)
+		rc = gm_dataset_open(&j->ds, o->root, why, sizeof(why));
+	if (rc)
+		goto out;
+	rc = gm_pool_tasks(o, j->ds, &j->bpe, &first, &end, why, sizeof(why));
+	if (rc)
+		goto out_dataset;
+	gm_pool_cfg_init(&c, o, j->ds, j->bpe, first, end);
+	c.workers = 1; /* the agent sizes the pool */
+	rc = gm_pool_create(&j->pool, &c, why, sizeof(why));
+	if (rc)
+		goto out_dataset;
+	rc = gm_pool_start(j->pool, why, sizeof(why));
+	if (rc)
+		goto out_pool;
+	j->batch_size = o->batch_size;
+	return 0;
+
+out_pool:
+	gm_pool_destroy(j->pool);
+	j->pool = NULL;
+out_dataset:
+	gm_dataset_close(j->ds);
+	j->ds = NULL;
+out:
+	snprintf(err, errlen, "gm_loader_open: %s", why);
+	return rc;
 }
 
 static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 {
 	struct gm_loader_opts o;
-	char err[512];
+	char err[1024];
 
-	if (j->l) {
-		reply(j->fd, -EISCONN, -1, 0, 0, "this connection already has a job");
+	if (j->pool) {
+		gm_wire_reply(j->fd, -EISCONN, -1, 0, 0, "this connection already has a job");
 		return;
 	}
-	req->root[sizeof(req->root) - 1] = 0;
-	gm_loader_opts_default(&o);
-	o.root = req->root;
-	o.aug = req->aug;
-	o.seed = req->seed;
-	o.start_batch = req->start_batch;
-	o.batch_size = req->batch_size;
-	o.epoch = req->epoch;
-	o.epochs = req->epochs;
+	gm_wire_request_opts(req, &o);
 	/* Enough slots for every worker the job may get (two in flight each). */
-	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget ? (uint32_t)req->workers
-										: a->budget;
-	o.slots = req->slots;
+	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget
+			    ? (uint32_t)req->workers
+			    : a->budget;
 	if (!o.slots) {
 		o.slots = 4;
 		while (o.slots < 2 * most && o.slots < 64)
 			o.slots *= 2;
 	}
-	o.on_error = req->on_error ? GM_ON_ERROR_FAIL : GM_ON_ERROR_SKIP;
-	o.shuffle = req->shuffle != 0;
-	o.drop_last = req->drop_last != 0;
-	o.chaos_kill_ms = req->chaos_kill_ms;
-	o.no_pin = true; /* the consumer pins its own mapping */
-	int rc = gm_loader_serve(&j->l, &o, err, sizeof(err));
+	int rc = open_job(j, &o, err, sizeof(err));
 	if (rc) {
-		reply(j->fd, rc, -1, 0, 0, "%s", err);
-		j->l = NULL;
+		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", err);
 		return;
 	}
 	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
@@ -181,14 +180,12 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	j->workers = idle ? idle : 1;
 	if (j->cap && j->workers > j->cap)
 		j->workers = j->cap;
-	gm_loader_set_target(j->l, (int)j->workers);
+	gm_pool_set_target(j->pool, (int)j->workers);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
-	struct gm_loader_stats st;
-	gm_loader_stats(j->l, &st);
-	reply(j->fd, 0, gm_loader_ring_fd(j->l), st.batches_per_epoch, gm_loader_fingerprint(j->l),
-	      "ok");
-	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers in use", (int)j->pid,
-	      j->root, st.batch_size, used_workers(a), a->budget);
+	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
+		      gm_dataset_fingerprint(j->ds), "ok");
+	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers in use", (int)j->pid, j->root,
+	      j->batch_size, used_workers(a), a->budget);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
@@ -196,25 +193,50 @@ static void status_json(struct agent *a, char *buf, size_t len)
 	size_t off = 0;
 	int n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
-		n += a->jobs[i].l != NULL;
+		n += a->jobs[i].pool != NULL;
 	off += (size_t)snprintf(buf + off, len - off,
-				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"job\": [", a->budget,
-				n, used_workers(a));
+				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"job\": [",
+				a->budget, n, used_workers(a));
 	int k = 0;
 	for (int i = 0; i < MAX_JOBS && off < len; i++) {
 		struct job *j = &a->jobs[i];
-		if (!j->l)
+		if (!j->pool)
 			continue;
-		struct gm_loader_stats st;
-		gm_loader_stats(j->l, &st);
+		uint32_t alive = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
 		off += (size_t)snprintf(buf + off, len - off,
 					"%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, "
 					"\"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f}",
-					k++ ? ", " : "", (int)j->pid, j->workers, st.workers,
-					j->demand, j->rate);
+					k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand,
+					j->rate);
 	}
 	if (off < len)
 		snprintf(buf + off, len - off, "]}");
+}
+
+/* SCALE: fix a job's pool (this connection's, or the one of consumer req->pid). */
+static void scale(struct agent *a, struct job *j, const struct gm_node_req *req)
+{
+	struct job *t = j;
+	if (req->pid) {
+		t = NULL;
+		for (int i = 0; i < MAX_JOBS; i++)
+			if (a->jobs[i].pool && a->jobs[i].pid == req->pid)
+				t = &a->jobs[i];
+		if (!t) {
+			gm_wire_reply(j->fd, -ESRCH, -1, 0, 0, "no job with consumer pid %d",
+				      req->pid);
+			return;
+		}
+	}
+	if (!t->pool || req->workers < 0 || (uint32_t)req->workers > a->budget) {
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0,
+			      "scale needs an attached job and 0..%u workers", a->budget);
+		return;
+	}
+	t->fixed = (uint32_t)req->workers;
+	logf_(a, "job pid %d: pool %s %d by request", (int)t->pid,
+	      req->workers ? "fixed at" : "back to the policy, was", req->workers);
+	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
 }
 
 static void on_request(struct agent *a, struct job *j)
@@ -228,11 +250,10 @@ static void on_request(struct agent *a, struct job *j)
 	if (n < 0)
 		return;
 	/* Validate everything a client sent before using it. */
-	if (n != (ssize_t)sizeof(req) || req.magic != GM_NODE_MAGIC ||
-	    req.version != GM_NODE_VERSION) {
-		reply(j->fd, -EPROTO, -1, 0, 0,
-		      "malformed request (%zd bytes; expected a goldminer %d request)", n,
-		      GM_NODE_VERSION);
+	if (!gm_wire_request_valid(&req, n)) {
+		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
+			      "malformed request (%zd bytes; expected a goldminer %d request)", n,
+			      GM_NODE_VERSION);
 		detach(a, j, "malformed request");
 		return;
 	}
@@ -240,37 +261,17 @@ static void on_request(struct agent *a, struct job *j)
 	case GM_NODE_ATTACH:
 		attach(a, j, &req);
 		break;
-	case GM_NODE_SCALE: {
-		struct job *t = j;
-		if (req.pid) {
-			t = NULL;
-			for (int i = 0; i < MAX_JOBS; i++)
-				if (a->jobs[i].l && a->jobs[i].pid == req.pid)
-					t = &a->jobs[i];
-			if (!t) {
-				reply(j->fd, -ESRCH, -1, 0, 0, "no job with consumer pid %d", req.pid);
-				break;
-			}
-		}
-		if (!t->l || req.workers < 0 || (uint32_t)req.workers > a->budget) {
-			reply(j->fd, -EINVAL, -1, 0, 0, "scale needs an attached job and 0..%u workers",
-			      a->budget);
-			break;
-		}
-		t->fixed = (uint32_t)req.workers;
-		logf_(a, "job pid %d: pool %s %d by request", (int)t->pid,
-		      req.workers ? "fixed at" : "back to the policy, was", req.workers);
-		reply(j->fd, 0, -1, 0, 0, "ok");
+	case GM_NODE_SCALE:
+		scale(a, j, &req);
 		break;
-	}
 	case GM_NODE_STATUS: {
 		char buf[2048];
 		status_json(a, buf, sizeof(buf));
-		reply(j->fd, 0, -1, 0, 0, "%s", buf);
+		gm_wire_reply(j->fd, 0, -1, 0, 0, "%s", buf);
 		break;
 	}
 	default:
-		reply(j->fd, -EINVAL, -1, 0, 0, "unknown request type %u", req.type);
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0, "unknown request type %u", req.type);
 	}
 }
 
@@ -288,9 +289,9 @@ static void on_accept(struct agent *a)
 	if (cr.uid != a->uid && cr.uid != 0) {
 		logf_(a, "refused pid %d: uid %u is not the agent's uid %u", (int)cr.pid,
 		      (unsigned)cr.uid, (unsigned)a->uid);
-		reply(fd, -EACCES, -1, 0, 0,
-		      "refused: uid %u may not use this agent (it serves uid %u and root)",
-		      (unsigned)cr.uid, (unsigned)a->uid);
+		gm_wire_reply(fd, -EACCES, -1, 0, 0,
+			      "refused: uid %u may not use this agent (it serves uid %u and root)",
+			      (unsigned)cr.uid, (unsigned)a->uid);
 		close(fd);
 		return;
 	}
@@ -301,69 +302,51 @@ static void on_accept(struct agent *a)
 			return;
 		}
 	}
-	reply(fd, -EBUSY, -1, 0, 0, "the agent already serves %d connections", MAX_JOBS);
+	gm_wire_reply(fd, -EBUSY, -1, 0, 0, "the agent already serves %d connections", MAX_JOBS);
 	close(fd);
 }
 
 /* Re-divide the budget among the attached jobs (see the file comment). */
 static void rebalance(struct agent *a)
 {
-	struct gm_policy_job pj[MAX_JOBS];
+	struct gm_elastic_share sh[MAX_JOBS];
 	uint32_t w[MAX_JOBS];
 	int idx[MAX_JOBS], n = 0;
-	uint64_t budget = a->budget;
 
 	for (int i = 0; i < MAX_JOBS; i++) {
 		struct job *j = &a->jobs[i];
-		if (!j->l)
+		if (!j->pool)
 			continue;
 		double d, r;
-		if (gm_loader_measure(j->l, &d, &r)) {
+		if (gm_pool_measure(j->pool, &d, &r)) {
 			j->demand = d;
 			j->rate = r;
 		}
-		uint32_t cap = j->cap && j->cap < a->budget ? j->cap : a->budget;
-		pj[n].tag = (uint64_t)i;
-		if (j->fixed) {
-			pj[n].min_workers = pj[n].max_workers = j->fixed;
-			pj[n].gpu_rate = 1;
-			pj[n].worker_rate = 1;
-			pj[n].weight = 1;
-		} else if (!j->rate) {
-			/* Not measured yet: it may keep what it has, but only from what the
-			 * measured jobs leave (tiny weight), and never less than one. */
-			pj[n].min_workers = 1;
-			pj[n].max_workers = j->workers > 1 ? (j->workers < cap ? j->workers : cap) : 1;
-			pj[n].gpu_rate = 1e9;
-			pj[n].worker_rate = 1;
-			pj[n].weight = 1e-12;
-		} else {
-			double demand = j->demand > 1e9 ? 1e9 : j->demand;
-			pj[n].gpu_rate = demand * HEADROOM;
-			pj[n].worker_rate = j->rate;
-			pj[n].weight = 1.0 / (demand > 1 ? demand : 1);
-			pj[n].min_workers = 1;
-			pj[n].max_workers = cap;
-		}
+		sh[n] = (struct gm_elastic_share){.fixed = j->fixed,
+						  .cap = j->cap,
+						  .workers = j->workers,
+						  .demand = j->demand,
+						  .rate = j->rate};
 		idx[n++] = i;
 	}
 	if (!n)
 		return;
-	gm_policy_allocate(pj, (size_t)n, budget, w); /* -ENOSPC still fills the minimums */
+	gm_elastic_divide(sh, (size_t)n, a->budget, w);
 	for (int k = 0; k < n; k++) {
 		struct job *j = &a->jobs[idx[k]];
-		uint32_t want = w[k] ? w[k] : 1;
+		uint32_t want = w[k];
 		if (want != j->workers) {
 			if (j->rate)
-				logf_(a, "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
-					 "%.0f img/s)",
+				logf_(a,
+				      "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
+				      "%.0f img/s)",
 				      (int)j->pid, j->workers, want, j->demand, j->rate);
 			else
-				logf_(a, "job pid %d: %u -> %u workers (not measured yet)", (int)j->pid,
-				      j->workers, want);
+				logf_(a, "job pid %d: %u -> %u workers (not measured yet)",
+				      (int)j->pid, j->workers, want);
 			j->workers = want;
 		}
-		gm_loader_set_target(j->l, (int)want);
+		gm_pool_set_target(j->pool, (int)want);
 	}
 }
 
@@ -390,7 +373,8 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	struct stat st;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket; not touching it", path);
+			snprintf(err, errlen, "%s exists and is not a socket; not touching it",
+				 path);
 			return -EEXIST;
 		}
 		unlink(path);
@@ -412,8 +396,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
-		size_t errlen)
+int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
 	struct agent *a;
 	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
@@ -455,7 +438,7 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 			pfd[n].events = POLLIN;
 			map[n++] = i;
 		}
-		int r = poll(pfd, (nfds_t)n, TICK_MS);
+		int r = poll(pfd, (nfds_t)n, GM_ELASTIC_TICK_MS);
 		if (r > 0) {
 			for (int k = 1; k < n; k++)
 				if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
@@ -466,7 +449,7 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if ((now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000 >=
-		    TICK_MS) {
+		    GM_ELASTIC_TICK_MS) {
 			rebalance(a);
 			last = now;
 		}
@@ -481,36 +464,20 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 	return 0;
 }
 
+/* One request/reply exchange on a fresh connection (STATUS, SCALE). */
 static int call(const char *socket_path, struct gm_node_req *req, char *out, size_t outlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct gm_node_reply rep;
 	const char *path = socket_path ? socket_path : gm_node_default_socket();
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(out, outlen, "socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = gm_wire_connect(path, out, outlen);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
-		snprintf(out, outlen, "cannot reach the node agent at %s: %s", path, strerror(-e));
-		close(fd);
-		return e;
-	}
-	req->magic = GM_NODE_MAGIC;
-	req->version = GM_NODE_VERSION;
-	ssize_t n = -1;
-	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) == (ssize_t)sizeof(*req))
-		n = recv(fd, &rep, sizeof(rep), 0);
+		return fd;
+	int rc = gm_wire_call(fd, req, &rep, NULL);
 	close(fd);
-	if (n != (ssize_t)sizeof(rep) || rep.magic != GM_NODE_MAGIC) {
+	if (rc) {
 		snprintf(out, outlen, "no valid reply from the node agent at %s", path);
 		return -EPROTO;
 	}
-	rep.msg[sizeof(rep.msg) - 1] = 0;
 	snprintf(out, outlen, "%s", rep.msg);
 	return rep.status;
 }
@@ -518,118 +485,15 @@ static int call(const char *socket_path, struct gm_node_req *req, char *out, siz
 int gm_node_status(const char *socket_path, char *out, size_t outlen)
 {
 	struct gm_node_req req;
-	memset(&req, 0, sizeof(req));
-	req.type = GM_NODE_STATUS;
+	gm_wire_request(&req, GM_NODE_STATUS);
 	return call(socket_path, &req, out, outlen);
 }
 
 int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen)
 {
 	struct gm_node_req req;
-	memset(&req, 0, sizeof(req));
-	req.type = GM_NODE_SCALE;
+	gm_wire_request(&req, GM_NODE_SCALE);
 	req.pid = pid;
 	req.workers = workers;
 	return call(socket_path, &req, out, outlen);
-}
-
-static volatile sig_atomic_t node_stop;
-
-static void on_term(int sig)
-{
-	(void)sig;
-	node_stop = 1;
-}
-
-int gm_cli_node(int argc, char **argv)
-{
-	static const struct option lopts[] = {{"cpus", required_argument, NULL, 'c'},
-					      {"socket", required_argument, NULL, 's'},
-					      {"status", no_argument, NULL, 'S'},
-					      {"scale", required_argument, NULL, 'k'},
-					      {"quiet", no_argument, NULL, 'q'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
-	struct gm_node_opts o = {.socket_path = NULL, .cpus = 0, .verbose = 1};
-	bool status = false;
-	int c, scale_pid = 0, scale_n = -1;
-	char err[2048];
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'c': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 256) {
-				fprintf(stderr, "goldminer node: --cpus is 1..256, not '%s'\n", optarg);
-				return 2;
-			}
-			o.cpus = (uint32_t)v;
-			break;
-		}
-		case 's':
-			o.socket_path = optarg;
-			break;
-		case 'S':
-			status = true;
-			break;
-		case 'k':
-			if (sscanf(optarg, "%d=%d", &scale_pid, &scale_n) != 2 || scale_pid <= 0 ||
-			    scale_n < 0) {
-				fprintf(stderr, "goldminer node: --scale takes PID=N (N = 0: the policy "
-						"decides again), not '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'q':
-			o.verbose = 0;
-			break;
-		case 'h':
-			printf("usage: goldminer node [--cpus N] [--socket PATH] [--quiet]\n"
-			       "       goldminer node --status [--socket PATH]\n"
-			       "       goldminer node --scale PID=N [--socket PATH]\n"
-			       "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
-			       "attach to it and share its N CPUs (default: online CPUs).\n"
-			       "Default socket: %s\n",
-			       gm_node_default_socket());
-			return 0;
-		default:
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "goldminer node: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
-	if (scale_n >= 0) {
-		int rc = gm_node_scale(o.socket_path, scale_pid, scale_n, err, sizeof(err));
-		if (rc) {
-			fprintf(stderr, "goldminer node: %s\n", err);
-			return 1;
-		}
-		return 0;
-	}
-	if (status) {
-		int rc = gm_node_status(o.socket_path, err, sizeof(err));
-		if (rc) {
-			fprintf(stderr, "goldminer node: %s\n", err);
-			return 1;
-		}
-		printf("%s\n", err);
-		return 0;
-	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_term;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	int rc = gm_node_run(&o, &node_stop, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "goldminer node: %s\n", err);
-		return 1;
-	}
-	return 0;
 }

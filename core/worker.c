@@ -14,6 +14,9 @@
  * I/O overlaps compute: all reads of a batch go to io_uring at once, and each
  * sample is decoded into its place in the slot from inside the completion
  * callback while the other reads are still in flight.
+ *
+ * It does not fork, reap or replace workers (pool.c), and it talks to no one but
+ * the ring: a worker neither knows the consumer nor the node agent.
  */
 #include "goldminer/worker.h"
 
@@ -40,17 +43,17 @@ struct gm_worker {
 	struct gm_reader *rd;
 	struct gm_aug *aug;
 	uint32_t pid;
-	uint32_t n;		  /* dataset size */
+	uint32_t n; /* dataset size */
 	size_t sample_bytes;
-	uint32_t *perm;		  /* permutation of perm_epoch (recomputable cache) */
+	uint32_t *perm; /* permutation of perm_epoch (recomputable cache) */
 	uint32_t perm_epoch;
 	bool perm_valid;
-	const char **paths;	  /* batch_size entries, reused */
+	const char **paths; /* batch_size entries, reused */
 	uint64_t *sizes;
 	uint64_t *offs;	  /* shard member offsets, or NULL (whole files) */
 	unsigned *fidx;	  /* shard of each read, when the shards are registered */
-	int32_t *fail;		  /* per position: 0 or -errno */
-	uint32_t *pos_of;	  /* read index -> batch position */
+	int32_t *fail;	  /* per position: 0 or -errno */
+	uint32_t *pos_of; /* read index -> batch position */
 	int32_t *labels;
 	_Atomic uint64_t *done, *err;
 	char (*fail_msg)[GM_RING_MSG];
@@ -191,18 +194,12 @@ static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint
 	set_bit(w->done, i);
 }
 
-int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
+/* Point the callback context at slot; a fresh task forgets the slot's last batch. */
+static void begin_task(struct gm_worker *w, uint32_t slot, uint32_t epoch, uint32_t nb)
 {
 	struct gm_ring *r = w->c.ring;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
 	uint32_t words = (w->c.batch_size + 63) / 64;
-	uint64_t k, t0, t1;
-	uint32_t epoch, nb, m = 0;
-
-	gm_worker_task_pos(&w->c, task, &epoch, &k);
-	const uint32_t *perm = perm_for(w, epoch);
-	uint64_t first = k * w->c.batch_size;
-	nb = (uint32_t)((w->n - first) < w->c.batch_size ? (w->n - first) : w->c.batch_size);
 
 	w->ctl = ctl;
 	w->data = gm_ring_data(r, slot);
@@ -226,34 +223,16 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	}
 	ctl->n = nb;
 	ctl->status = 0;
+}
 
-	for (uint32_t i = 0; i < nb; i++) {
-		if (test_bit(w->done, i))
-			continue;
-		uint32_t id = sample_at(perm, first + i);
-		w->ids[i] = id;
-		w->paths[m] = gm_dataset_path(w->c.ds, id);
-		w->sizes[m] = gm_dataset_file_size(w->c.ds, id);
-		if (w->offs)
-			w->offs[m] = gm_dataset_offset(w->c.ds, id);
-		if (w->fidx)
-			w->fidx[m] = gm_dataset_shard(w->c.ds, id);
-		w->pos_of[m] = i;
-		w->fail[i] = 0;
-		m++;
-	}
-	t0 = now_ns();
-	int rc = !m     ? 0
-		 : w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_read, w)
-			   : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w);
-	t1 = now_ns();
-	if (rc < 0)
-		return rc;
-	ctl->read_ns += t1 - t0 - w->cb_ns;
+/* Bad samples of the m reads, in position order (the pass over pos_of is in that
+ * order): record each, then fail the batch or substitute it. */
+static void handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const uint32_t *perm)
+{
+	struct gm_slot_ctl *ctl = w->ctl;
+	uint32_t words = (w->c.batch_size + 63) / 64;
 
-	/* Bad samples, in position order (the pass over pos_of is in that order). */
-	uint32_t n_bad = m;
-	for (uint32_t j = 0; j < n_bad; j++) {
+	for (uint32_t j = 0; j < m; j++) {
 		uint32_t i = w->pos_of[j];
 		if (!w->fail[i])
 			continue;
@@ -272,6 +251,45 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	for (uint32_t q = 0; q < words; q++)
 		nerr += (uint32_t)__builtin_popcountll(atomic_load(&w->err[q]));
 	ctl->n_errors = nerr;
+}
+
+int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
+{
+	struct gm_slot_ctl *ctl;
+	uint64_t k, t0, t1;
+	uint32_t epoch, nb, m = 0;
+
+	gm_worker_task_pos(&w->c, task, &epoch, &k);
+	const uint32_t *perm = perm_for(w, epoch);
+	uint64_t first = k * w->c.batch_size;
+	nb = (uint32_t)((w->n - first) < w->c.batch_size ? (w->n - first) : w->c.batch_size);
+	begin_task(w, slot, epoch, nb);
+	ctl = w->ctl;
+
+	for (uint32_t i = 0; i < nb; i++) {
+		if (test_bit(w->done, i))
+			continue;
+		uint32_t id = sample_at(perm, first + i);
+		w->ids[i] = id;
+		w->paths[m] = gm_dataset_path(w->c.ds, id);
+		w->sizes[m] = gm_dataset_file_size(w->c.ds, id);
+		if (w->offs)
+			w->offs[m] = gm_dataset_offset(w->c.ds, id);
+		if (w->fidx)
+			w->fidx[m] = gm_dataset_shard(w->c.ds, id);
+		w->pos_of[m] = i;
+		w->fail[i] = 0;
+		m++;
+	}
+	t0 = now_ns();
+	int rc = !m	   ? 0
+		 : w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_read, w)
+			   : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w);
+	t1 = now_ns();
+	if (rc < 0)
+		return rc;
+	ctl->read_ns += t1 - t0 - w->cb_ns;
+	handle_bad(w, m, first, perm);
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	ctl->decode_ns += w->t.decode_ns;
 	ctl->augment_ns += w->t.augment_ns;
@@ -384,7 +402,7 @@ static void set_fatal(struct gm_ring *r, const char *msg)
 {
 	struct gm_ring_hdr *h = gm_ring_hdr(r);
 	uint32_t zero = 0;
-	/* first writer wins; pairs with the acquire load in the loader */
+	/* first writer wins; pairs with the acquire load in on_exit_of (pool.c) */
 	if (atomic_compare_exchange_strong(&h->fatal_set, &zero, 1)) {
 		snprintf(h->fatal, sizeof(h->fatal), "%s", msg);
 		atomic_store_explicit(&h->fatal_set, 2, memory_order_release);

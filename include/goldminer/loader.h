@@ -9,8 +9,12 @@
  * (DESIGN.md contracts 1, 2). Errors are 0 / -errno with a per-handle message
  * (gm_loader_errmsg) that starts with the function name.
  *
- * Thread-safety: one thread uses a handle at a time (the handle runs a private
- * coordinator thread of its own that reaps and replaces workers).
+ * The workers run in a pool of this process (pool.h: a private coordinator thread
+ * forks, reaps and replaces them) or, with opts.node, in the node agent (node.h),
+ * reached over the wire protocol (wire.h) and sharing only the ring. Either way
+ * the consumer side below is the same code: it only reads the ring.
+ *
+ * Thread-safety: one thread uses a handle at a time.
  */
 #ifndef GOLDMINER_LOADER_H
 #define GOLDMINER_LOADER_H
@@ -20,34 +24,12 @@
 #include <stdint.h>
 
 #include "goldminer/aug.h"
+#include "goldminer/job.h"
 
 struct gm_loader;
 
-enum gm_on_error {
-	GM_ON_ERROR_SKIP = 0, /* count, report, fill from the next sample deterministically */
-	GM_ON_ERROR_FAIL = 1, /* gm_loader_next returns -EBADMSG naming the file */
-};
-
-struct gm_loader_opts {
-	const char *root;	  /* ImageFolder root (required) */
-	const char *pipeline;	  /* pipeline spec text; NULL: use `aug` as given */
-	struct gm_aug_spec aug;	  /* per-sample transform (gm_aug_spec_default) */
-	uint32_t batch_size;	  /* samples per batch (default 64) */
-	int workers;		  /* worker processes (default 2; 0 = auto: elastic) */
-	uint64_t seed;		  /* shuffling and augmentation seed */
-	uint32_t epoch;		  /* first epoch to deliver (default 0) */
-	uint32_t epochs;	  /* epochs to deliver, 0 = unlimited */
-	uint64_t start_batch;	  /* resume: first batch index within `epoch` */
-	uint32_t slots;		  /* ring slots (power of two; 0 = automatic) */
-	enum gm_on_error on_error;
-	bool drop_last;		  /* drop the last short batch of an epoch */
-	bool shuffle;		  /* per-epoch permutation (default true) */
-	bool no_pin;		  /* never cudaHostRegister the ring */
-	uint32_t chaos_kill_ms;	  /* testing: SIGKILL a random worker every N ms (0: off) */
-	uint32_t max_workers;	  /* auto: CPU budget in workers (0: online CPUs) */
-	const char *node;	  /* node agent socket: workers run in the agent (NULL: here);
-				   * then `workers` is the most the agent may give (0: no cap) */
-};
+/* The options (struct gm_loader_opts) and enum gm_on_error are in job.h, below
+ * the worker, pool and wire modules that read them too. */
 
 /* One delivered batch: a view into a ring slot, valid until the next
  * gm_loader_next() or gm_loader_release() on the same handle. */
@@ -69,30 +51,30 @@ struct gm_loader_stats {
 	double img_per_s;	   /* steady state: samples after the first batch / elapsed_s */
 	/* Stage times summed over the delivered batches (worker CPU-side wall time). */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
-	uint64_t wait_ns;	   /* consumer time blocked in gm_loader_next */
-	uint64_t errors;	   /* bad samples met in delivered batches */
-	uint32_t workers;	   /* worker processes alive now */
-	uint64_t worker_deaths;	   /* workers that died without being asked to */
-	uint64_t reissued;	   /* tasks re-issued after a worker died */
+	uint64_t wait_ns;	/* consumer time blocked in gm_loader_next */
+	uint64_t errors;	/* bad samples met in delivered batches */
+	uint32_t workers;	/* worker processes alive now */
+	uint64_t worker_deaths; /* workers that died without being asked to */
+	uint64_t reissued;	/* tasks re-issued after a worker died */
 	uint32_t batches_per_epoch;
 	uint32_t dataset_size;
 	uint32_t num_classes;
-	bool pinned;		   /* the ring is registered with CUDA */
-	uint64_t chaos_kills;	   /* workers killed by chaos_kill_ms */
-	uint64_t detect_ns_max;	   /* worst time from a kill to its reap + re-issue */
-	uint64_t detect_ns_sum;	   /* ... summed over chaos kills (mean = sum / kills) */
+	bool pinned;		/* the ring is registered with CUDA */
+	uint64_t chaos_kills;	/* workers killed by chaos_kill_ms */
+	uint64_t detect_ns_max; /* worst time from a kill to its reap + re-issue */
+	uint64_t detect_ns_sum; /* ... summed over chaos kills (mean = sum / kills) */
 	/* the effective transform (after a pipeline spec, if one was given) */
 	uint32_t batch_size;
-	uint32_t size;		   /* output side */
-	uint32_t out;		   /* enum gm_out_type */
-	uint32_t mode;		   /* enum gm_aug_mode */
+	uint32_t size; /* output side */
+	uint32_t out;  /* enum gm_out_type */
+	uint32_t mode; /* enum gm_aug_mode */
 	uint64_t sample_bytes;
-	uint32_t target_workers;   /* what the pool is being sized to (auto or scale) */
-	double demand_img_per_s;   /* auto: consumer's measured demand (0 before a window) */
-	double worker_img_per_s;   /* auto: measured rate of one worker */
+	uint32_t target_workers; /* what the pool is being sized to (auto or scale) */
+	double demand_img_per_s; /* auto: consumer's measured demand (0 before a window) */
+	double worker_img_per_s; /* auto: measured rate of one worker */
 };
 
-/* Defaults as documented in struct gm_loader_opts. */
+/* Defaults as documented in struct gm_loader_opts (job.h). */
 void gm_loader_opts_default(struct gm_loader_opts *o);
 
 /*
@@ -110,6 +92,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char 
  * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file), -EIO.
  */
 #define GM_LOADER_END_OF_EPOCH 1
+/* (python/goldminer/_abi.py mirrors both; test_abi.py reads them as written) */
 #define GM_LOADER_END 2
 int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
 
@@ -144,20 +127,6 @@ size_t gm_loader_abi_size(int which);
 /* Message of the last error on this handle ("" if none). */
 const char *gm_loader_errmsg(const struct gm_loader *l);
 
-/*
- * For the node agent (node.c): a loader whose coordinator and workers run here
- * while its consumer is another process that maps the ring (gm_loader_ring_fd).
- * Its pool size is set from outside with gm_loader_set_target(); gm_loader_measure()
- * returns the last window's demand and one worker's rate (1 when a new estimate is
- * ready, 0 when too little was delivered since the last one).
- */
-int gm_loader_serve(struct gm_loader **out, const struct gm_loader_opts *o, char *errbuf,
-		    size_t errlen);
-int gm_loader_ring_fd(const struct gm_loader *l);
-uint64_t gm_loader_fingerprint(const struct gm_loader *l);
-void gm_loader_set_target(struct gm_loader *l, int workers);
-int gm_loader_measure(struct gm_loader *l, double *demand, double *worker_rate);
-
 /* Stop the workers (and the coordinator, or detach from the node agent) but keep
  * the ring mapped, so views handed out stay readable (stale, never refilled)
  * until gm_loader_close. Later gm_loader_next calls return -ECANCELED. Idempotent;
@@ -166,7 +135,5 @@ void gm_loader_stop(struct gm_loader *l);
 
 /* Stop the workers, unmap and free everything; NULL is a no-op. */
 void gm_loader_close(struct gm_loader *l);
-
-
 
 #endif

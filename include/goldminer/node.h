@@ -6,13 +6,11 @@
  * the peer's uid is checked with SO_PEERCRED: only the agent's own uid and root
  * are served). Each attach creates the job's ring and workers in the agent; the
  * ring travels back as a memfd over SCM_RIGHTS and the loader maps and validates
- * it. Every 250 ms the agent measures each job's demand and per-worker rate from
- * its ring and sizes all pools with the shared policy (core/policy.c) under one
- * CPU budget. A job whose connection closes (detach, exit, crash) loses its
- * workers and its ring at once.
- *
- * The wire format below is private to this version of goldminer (the version field
- * is checked on both sides); it is not a stable protocol.
+ * it. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each job's demand and
+ * per-worker rate from its ring and sizes all pools with the elastic controller
+ * (elastic.h, over the shared policy of core/policy.c) under one CPU budget. A
+ * job whose connection closes (detach, exit, crash) loses its workers and its
+ * ring at once. Each job is a worker pool (pool.h); the messages are wire.h's.
  */
 #ifndef GOLDMINER_NODE_H
 #define GOLDMINER_NODE_H
@@ -21,35 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "goldminer/aug.h"
-
-#define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
-#define GM_NODE_VERSION 1
-
-enum gm_node_msg {
-	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
-	GM_NODE_SCALE = 2,  /* fix this job's pool size (workers), 0 = back to the policy */
-	GM_NODE_STATUS = 3, /* reply.msg holds one JSON line about the agent */
-};
-
-struct gm_node_req {
-	uint32_t magic, version, type;
-	int32_t workers;     /* ATTACH: cap (0 = policy decides); SCALE: fixed size */
-	int32_t pid;	     /* SCALE from another connection: the job's consumer pid */
-	char root[4096];
-	struct gm_aug_spec aug;
-	uint64_t seed, start_batch;
-	uint32_t batch_size, epoch, epochs, slots;
-	uint32_t on_error, shuffle, drop_last, chaos_kill_ms;
-};
-
-struct gm_node_reply {
-	uint32_t magic, version;
-	int32_t status; /* 0 or -errno */
-	uint32_t batches_per_epoch;
-	uint64_t fingerprint; /* of the agent's dataset index */
-	char msg[2048];
-};
+#include "goldminer/wire.h" /* the request and reply structs */
 
 struct gm_node_opts {
 	const char *socket_path; /* NULL: gm_node_default_socket() */

@@ -14,18 +14,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "goldminer/loader.h"
 #include "goldminer/aug.h"
+#include "goldminer/job.h" /* enum gm_on_error */
 
 struct gm_ring;
 struct gm_dataset;
 
 struct gm_worker_cfg {
-	struct gm_ring *ring;		/* mapped ring (inherited or attached) */
-	const struct gm_dataset *ds;	/* the index, read-only */
-	struct gm_aug_spec aug;		/* per-sample transform */
+	struct gm_ring *ring;	     /* mapped ring (inherited or attached) */
+	const struct gm_dataset *ds; /* the index, read-only */
+	struct gm_aug_spec aug;	     /* per-sample transform */
 	uint64_t seed;
-	uint32_t epoch0;		/* epoch of task 0 */
+	uint32_t epoch0; /* epoch of task 0 */
 	uint32_t batch_size;
 	uint32_t batches_per_epoch;
 	bool shuffle;

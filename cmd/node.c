@@ -1,0 +1,123 @@
+/*
+ * node.c - `goldminer node`: run the node agent (gm_node_run, core/node.c) until
+ * SIGINT/SIGTERM, or ask a running one for its status or to fix a job's pool.
+ *
+ * It only reads the command line, installs the signal handlers and prints: the
+ * agent, its protocol and its decisions are the library's.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "goldminer/limits.h"
+#include "goldminer/node.h"
+
+#define CMD "node"
+
+enum { O_CPUS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_HELP, O_N };
+
+static const struct cmd_opt opts[O_N] = {
+    [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
+    [O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},
+    [O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
+    [O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
+    [O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
+    [O_HELP] = {"help", NULL, 'h', "this help"},
+};
+
+static void node_usage(FILE *f)
+{
+	cmd_usage(f,
+		  "goldminer node [--cpus N] [--socket PATH] [--quiet]\n"
+		  "       goldminer node --status [--socket PATH]\n"
+		  "       goldminer node --scale PID=N [--socket PATH]\n"
+		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
+		  "attach to it and share its N CPUs (default: online CPUs).",
+		  opts, O_N);
+	fprintf(f, "\nDefault socket: %s\n", gm_node_default_socket());
+}
+
+static volatile sig_atomic_t node_stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	node_stop = 1;
+}
+
+/* Run the agent in the foreground until SIGINT or SIGTERM. */
+static int run_agent(const struct gm_node_opts *o)
+{
+	char err[2048];
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (gm_node_run(o, &node_stop, err, sizeof(err))) {
+		fprintf(stderr, "goldminer " CMD ": %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
+/* --status or --scale: one exchange with a running agent. */
+static int ask_agent(const char *socket_path, bool status, int pid, int n)
+{
+	char out[2048];
+	int rc = status ? gm_node_status(socket_path, out, sizeof(out))
+			: gm_node_scale(socket_path, pid, n, out, sizeof(out));
+	if (rc) {
+		fprintf(stderr, "goldminer " CMD ": %s\n", out);
+		return 1;
+	}
+	if (status)
+		printf("%s\n", out);
+	return 0;
+}
+
+int gm_cmd_node(int argc, char **argv)
+{
+	const char *val[O_N];
+	char *pos[argc > 0 ? argc : 1];
+	struct cmd_args a = {val, pos, 0};
+	struct gm_node_opts o = {.socket_path = NULL, .cpus = 0, .verbose = 1};
+	int scale_pid = 0, scale_n = -1;
+	uint64_t v;
+
+	if (cmd_parse(CMD, opts, O_N, argc, argv, &a))
+		return 2;
+	if (val[O_HELP]) {
+		node_usage(stdout);
+		return 0;
+	}
+	if (val[O_CPUS]) {
+		if (cmd_u64(CMD, "--cpus", val[O_CPUS], 1, GM_MAX_WORKERS, &v))
+			return 2;
+		o.cpus = (uint32_t)v;
+	}
+	o.socket_path = val[O_SOCKET];
+	o.verbose = !val[O_QUIET];
+	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
+			     scale_pid <= 0 || scale_n < 0)) {
+		fprintf(stderr,
+			"goldminer " CMD ": --scale takes PID=N (N = 0: the policy "
+			"decides again), not '%s'\n",
+			val[O_SCALE]);
+		return 2;
+	}
+	if (a.npos) {
+		fprintf(stderr, "goldminer " CMD ": unexpected argument '%s'\n", pos[0]);
+		return 2;
+	}
+	if (scale_n >= 0)
+		return ask_agent(o.socket_path, false, scale_pid, scale_n);
+	if (val[O_STATUS])
+		return ask_agent(o.socket_path, true, 0, 0);
+	return run_agent(&o);
+}

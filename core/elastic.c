@@ -1,0 +1,149 @@
+/*
+ * elastic.c - the elastic controller (see elastic.h): measurement windows over a
+ * ring's consumer counters, and their translation into the shared policy's terms.
+ *
+ * The numbers come from counters the consumer adds to with relaxed atomics
+ * (c_samples, c_wait_ns, c_work_ns): they are statistics, read here from another
+ * thread or process, and an estimate one batch off is harmless. A window closes
+ * only on evidence (two batches, or 4 s), so a slow trainer is not judged on one
+ * batch. The policy is core/policy.c, the same one the simulator evaluates.
+ *
+ * It holds no pool: it does not fork, signal, lock or sleep.
+ */
+#include "goldminer/elastic.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "goldminer/policy.h"
+#include "goldminer/ring.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void gm_elastic_meter_restart(struct gm_elastic_meter *m)
+{
+	m->t = now_ns();
+}
+
+int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32_t batch_size,
+		       double *demand_out, double *worker_out)
+{
+	uint64_t now = now_ns();
+	uint64_t samples = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
+	uint64_t wait = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
+	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
+	uint64_t dt = now - m->t, ds = samples - m->samples;
+	uint64_t dw = wait - m->wait, dk = work - m->work;
+
+	if (ds < 2 * batch_size && dt < 4000000000ull)
+		return 0; /* too little evidence yet; keep accumulating */
+	m->t = now;
+	m->samples = samples;
+	m->wait = wait;
+	m->work = work;
+	if (!ds && !atomic_load_explicit(&h->c_waiting, memory_order_relaxed) &&
+	    dt >= 4000000000ull) {
+		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
+		 * checkpointing). Its demand is 0; one worker's rate is as last seen. */
+		atomic_store(&h->p_demand_mrate, 0);
+		*demand_out = 0;
+		*worker_out = (double)atomic_load(&h->p_worker_mrate) / 1000;
+		return *worker_out > 0;
+	}
+	if (!ds || !dk)
+		return 0; /* starving (waiting for a first batch): no estimate */
+	double busy = (double)(dt > dw ? dt - dw : 0) / 1e9;
+	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
+	double per_worker = (double)ds / ((double)dk / 1e9);
+	atomic_store(&h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
+	atomic_store(&h->p_worker_mrate, (uint64_t)(per_worker * 1000));
+	*demand_out = demand;
+	*worker_out = per_worker;
+	return 1;
+}
+
+int gm_elastic_want(double demand, double worker_rate, uint32_t budget, uint32_t *want)
+{
+	struct gm_policy_job job = {
+	    .gpu_rate = demand * GM_ELASTIC_HEADROOM,
+	    .worker_rate = worker_rate,
+	    .weight = 1,
+	    .min_workers = 1,
+	    .max_workers = budget,
+	    .tag = 0,
+	};
+	*want = 1;
+	return gm_policy_allocate(&job, 1, budget, want) < 0 ? -EINVAL : 0;
+}
+
+int gm_elastic_next(struct gm_elastic *e, int want, int cur)
+{
+	int target = cur;
+	if (want > cur) {
+		target = want;
+		e->streak = 0;
+	} else if (want < cur) {
+		if (e->want == want && ++e->streak >= 2) {
+			target = cur - 1;
+			e->streak = 0;
+		} else if (e->want != want) {
+			e->streak = 1;
+		}
+	} else {
+		e->streak = 0;
+	}
+	e->want = want;
+	return target;
+}
+
+/* The policy's view of one agent job (see gm_elastic_divide). */
+static void share_to_policy(const struct gm_elastic_share *j, uint32_t budget,
+			    struct gm_policy_job *pj)
+{
+	uint32_t cap = j->cap && j->cap < budget ? j->cap : budget;
+	if (j->fixed) {
+		pj->min_workers = pj->max_workers = j->fixed;
+		pj->gpu_rate = 1;
+		pj->worker_rate = 1;
+		pj->weight = 1;
+	} else if (!j->rate) {
+		/* Not measured yet: it may keep what it has, but only from what the
+		 * measured jobs leave (tiny weight), and never less than one. */
+		pj->min_workers = 1;
+		pj->max_workers = j->workers > 1 ? (j->workers < cap ? j->workers : cap) : 1;
+		pj->gpu_rate = 1e9;
+		pj->worker_rate = 1;
+		pj->weight = 1e-12;
+	} else {
+		double demand = j->demand > 1e9 ? 1e9 : j->demand;
+		pj->gpu_rate = demand * GM_ELASTIC_HEADROOM;
+		pj->worker_rate = j->rate;
+		pj->weight = 1.0 / (demand > 1 ? demand : 1);
+		pj->min_workers = 1;
+		pj->max_workers = cap;
+	}
+}
+
+void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t budget,
+		       uint32_t *want)
+{
+	struct gm_policy_job pj[GM_ELASTIC_MAX_JOBS];
+	uint32_t w[GM_ELASTIC_MAX_JOBS];
+	size_t m = n < GM_ELASTIC_MAX_JOBS ? n : GM_ELASTIC_MAX_JOBS;
+
+	for (size_t k = 0; k < m; k++) {
+		share_to_policy(&jobs[k], budget, &pj[k]);
+		pj[k].tag = (uint64_t)k; /* only compared: the array order breaks ties */
+	}
+	if (m)
+		gm_policy_allocate(pj, m, budget, w); /* -ENOSPC still fills the minimums */
+	for (size_t k = 0; k < n; k++)
+		want[k] = k < m && w[k] ? w[k] : 1;
+}

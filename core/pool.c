@@ -1,0 +1,576 @@
+/*
+ * pool.c - the worker pool of one job (see pool.h): its ring, and the coordinator
+ * thread that forks, watches, reaps and replaces the job's workers.
+ *
+ * Workers are forked from the coordinator thread so that PR_SET_PDEATHSIG (tied
+ * to the forking thread) kills them if the coordinator's process dies. A worker
+ * inherits the index and the spec; it keeps only its own ring's fd and maps it
+ * afresh (rings are MADV_DONTFORK), so no worker pins another job's ring, socket
+ * or pidfd. The coordinator sleeps in poll() on the workers' pidfds and an
+ * eventfd (target changes, close), waking for the elastic controller's tick or a
+ * chaos kill only when they are on. A worker's death re-issues its leased tasks
+ * at once (contract 2); a sample that crashed two workers is quarantined
+ * (contract 9); a storm of deaths without progress becomes the pool's fatal error.
+ *
+ * It does not read batches (loader.c), decode (worker.c), move leases (ring.c) or
+ * decide pool sizes (elastic.c, policy.c): it applies the target it is given.
+ */
+#include "goldminer/pool.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/dataset.h"
+#include "goldminer/elastic.h"
+#include "goldminer/limits.h"
+#include "goldminer/ring.h"
+
+#define MAX_CONSECUTIVE_DEATHS 8
+
+struct wk {
+	pid_t pid;
+	int pidfd;
+	bool retiring;
+};
+
+struct gm_pool {
+	struct gm_pool_cfg c;
+	struct gm_ring *ring;
+	struct gm_ring_hdr *h; /* shared counters and the pool's fatal error */
+	pthread_t coord;
+	bool coord_started;
+	int evfd;
+	pthread_mutex_t mu;
+	int target;	/* wanted workers (under mu) */
+	bool closing;	/* under mu */
+	bool autoscale; /* under mu: the elastic controller sizes the pool */
+	struct wk wk[GM_MAX_WORKERS];
+	int nwk; /* coordinator thread only */
+	int consecutive_deaths;
+	uint64_t consumed_at_last_death;
+	struct {
+		uint32_t sample, count;
+	} crash[64];
+	_Atomic int started; /* coordinator spawned its first workers: 1 ok, <0 err */
+	/* chaos testing (coordinator thread writes, stats read the ring header) */
+	uint64_t chaos_state;
+	pid_t chaos_victim;
+	uint64_t chaos_t;
+	/* elastic controller: the coordinator's (autoscale) or the owner's (measure) */
+	struct gm_elastic_meter meter;
+	struct gm_elastic ctl;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the coordinator ------------------------------------------------------------ */
+
+static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
+{
+	va_list ap;
+	if (atomic_load(&p->h->p_fatal))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->h->p_fatal_msg, sizeof(p->h->p_fatal_msg), fmt, ap);
+	va_end(ap);
+	/* pairs with the acquire load in gm_loader_next (loader.c, ring_next) */
+	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
+}
+
+static int spawn(struct gm_pool *p)
+{
+	pid_t parent = getpid();
+	pid_t pid;
+	int pidfd;
+
+	if (p->nwk >= GM_MAX_WORKERS)
+		return -EAGAIN;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Child: die with the coordinator thread; Ctrl-C is the consumer's. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
+		sigset_t all;
+		sigemptyset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, NULL);
+		/* Keep stdio and the ring only: no other job's ring, socket or pidfd
+		 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
+		 * so the worker maps its own ring afresh from the fd. */
+		if (dup2(gm_ring_fd(p->ring), 3) < 0)
+			_exit(1);
+		syscall(SYS_close_range, 4, ~0u, 0);
+		struct gm_ring *mine;
+		if (gm_ring_attach(&mine, 3) < 0)
+			_exit(1);
+		struct gm_worker_cfg c = p->c.w;
+		c.ring = mine;
+		_exit(gm_worker_main(&c) ? 1 : 0);
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		int err = -errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return err;
+	}
+	p->wk[p->nwk].pid = pid;
+	p->wk[p->nwk].pidfd = pidfd;
+	p->wk[p->nwk].retiring = false;
+	p->nwk++;
+	atomic_fetch_add(&p->h->p_alive, 1);
+	return 0;
+}
+
+static bool crash_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+/* A worker exited: reap it, re-issue its tasks, decide about a replacement. */
+static void on_exit_of(struct gm_pool *p, int i)
+{
+	struct wk w = p->wk[i];
+	bool chaos = w.pid == p->chaos_victim;
+	if (chaos) {
+		uint64_t d = now_ns() - p->chaos_t;
+		atomic_fetch_add(&p->h->p_detect_sum, d);
+		if (d > atomic_load(&p->h->p_detect_max))
+			atomic_store(&p->h->p_detect_max, d);
+		p->chaos_victim = 0;
+	}
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
+	close(w.pidfd);
+	p->wk[i] = p->wk[--p->nwk];
+	atomic_fetch_sub(&p->h->p_alive, 1);
+
+	uint32_t crash_sample;
+	uint32_t n = gm_ring_reclaim(p->ring, (uint32_t)w.pid, &crash_sample);
+	atomic_fetch_add(&p->h->p_reissued, n);
+	bool clean = si.si_code == CLD_EXITED && si.si_status == 0;
+	if (w.retiring && clean)
+		return;
+	if (clean && atomic_load(&gm_ring_hdr(p->ring)->stop))
+		return;
+	atomic_fetch_add(&p->h->p_deaths, 1);
+
+	/* A sample that crashed two workers is quarantined (SIGKILL is not a crash:
+	 * chaos tests and the OOM killer kill without the sample being at fault). */
+	if (si.si_code != CLD_EXITED && crash_signal(si.si_status) && crash_sample != UINT32_MAX) {
+		for (int k = 0; k < 64; k++) {
+			if (p->crash[k].count == 0 || p->crash[k].sample == crash_sample) {
+				p->crash[k].sample = crash_sample;
+				if (++p->crash[k].count >= 2)
+					gm_ring_quarantine(p->ring, crash_sample);
+				break;
+			}
+		}
+	}
+	if (chaos)
+		return; /* deliberate: not a sign that workers cannot run */
+	/* Progress since the last death resets the storm counter. */
+	uint64_t c = atomic_load(&gm_ring_hdr(p->ring)->consumed);
+	if (c != p->consumed_at_last_death)
+		p->consecutive_deaths = 0;
+	p->consumed_at_last_death = c;
+	if (++p->consecutive_deaths >= MAX_CONSECUTIVE_DEATHS) {
+		struct gm_ring_hdr *h = gm_ring_hdr(p->ring);
+		/* pairs with the release store in the worker's set_fatal */
+		if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
+			fatal(p, -EIO, "workers cannot run: %s", h->fatal);
+		else if (si.si_code == CLD_EXITED)
+			fatal(p, -EIO, "workers keep dying (last exit status %d)", si.si_status);
+		else
+			fatal(p, -EIO, "workers keep dying (last killed by signal %d, %s)",
+			      si.si_status, strsignal(si.si_status));
+	}
+}
+
+static void adjust_pool(struct gm_pool *p, int target)
+{
+	int active = 0;
+	for (int i = 0; i < p->nwk; i++)
+		active += !p->wk[i].retiring;
+	while (active < target && !atomic_load(&p->h->p_fatal)) {
+		int err = spawn(p);
+		if (err) {
+			fatal(p, err, "cannot start a worker process: %s", strerror(-err));
+			break;
+		}
+		active++;
+	}
+	for (int i = p->nwk - 1; i >= 0 && active > target; i--) {
+		if (p->wk[i].retiring)
+			continue;
+		p->wk[i].retiring = true;
+		kill(p->wk[i].pid, SIGUSR1);
+		active--;
+	}
+}
+
+static void poke(struct gm_pool *p)
+{
+	uint64_t one = 1;
+	if (write(p->evfd, &one, sizeof(one)) < 0) {
+		/* eventfd counter full: the coordinator is awake anyway */
+	}
+}
+
+static void set_target_locked(struct gm_pool *p, int n)
+{
+	p->target = n;
+	atomic_store(&p->h->p_target, (uint32_t)n);
+}
+
+void gm_pool_set_target(struct gm_pool *p, int workers)
+{
+	if (workers < 1)
+		workers = 1;
+	if (workers > GM_MAX_WORKERS)
+		workers = GM_MAX_WORKERS;
+	pthread_mutex_lock(&p->mu);
+	set_target_locked(p, workers);
+	pthread_mutex_unlock(&p->mu);
+	poke(p);
+}
+/* workers = auto: one window of the elastic controller (elastic.h). */
+static void controller_tick(struct gm_pool *p)
+{
+	double demand, per_worker;
+	uint32_t want;
+	if (!gm_elastic_measure(&p->meter, p->h, p->c.w.batch_size, &demand, &per_worker))
+		return;
+	if (gm_elastic_want(demand, per_worker, p->c.budget, &want) < 0)
+		return;
+	pthread_mutex_lock(&p->mu);
+	int next = gm_elastic_next(&p->ctl, (int)want, p->target);
+	if (next != p->target)
+		set_target_locked(p, next);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Chaos testing: SIGKILL one live worker chosen by a seeded generator. The kill
+ * lands wherever the worker is: decoding, half-way through writing a slot, idle. */
+static void chaos_kill(struct gm_pool *p)
+{
+	p->chaos_t = now_ns();
+	gm_elastic_meter_restart(&p->meter); /* as always: a kill restarts the window clock */
+	if (p->nwk == 0 || p->chaos_victim)
+		return;
+	p->chaos_state = p->chaos_state * 6364136223846793005ull + 1442695040888963407ull;
+	int i = (int)((p->chaos_state >> 33) % (uint64_t)p->nwk);
+	if (p->wk[i].retiring)
+		return;
+	if (kill(p->wk[i].pid, SIGKILL) == 0) {
+		p->chaos_victim = p->wk[i].pid;
+		atomic_fetch_add(&p->h->p_chaos_kills, 1);
+	}
+}
+
+/* How long the coordinator may sleep: until the controller's tick or the next
+ * chaos kill, or until a worker exits or the eventfd is poked (-1). */
+static int poll_timeout(const struct gm_pool *p, bool autoscale)
+{
+	int timeout = autoscale ? GM_ELASTIC_TICK_MS : -1;
+	uint64_t now = now_ns();
+	if (p->c.chaos_kill_ms) {
+		uint64_t due = p->chaos_t + p->c.chaos_kill_ms * 1000000ull;
+		int c = due > now ? (int)((due - now) / 1000000) : 0;
+		timeout = timeout < 0 || c < timeout ? c : timeout;
+	}
+	return timeout;
+}
+
+/* Shut down: ask, then insist. */
+static void reap_all(struct gm_pool *p, struct pollfd *pfd)
+{
+	gm_ring_stop(p->ring);
+	uint64_t deadline = now_ns() + 2000000000ull;
+	while (p->nwk > 0) {
+		for (int i = 0; i < p->nwk; i++) {
+			pfd[i].fd = p->wk[i].pidfd;
+			pfd[i].events = POLLIN;
+		}
+		int left = (int)((deadline > now_ns() ? deadline - now_ns() : 0) / 1000000);
+		int n = poll(pfd, (nfds_t)p->nwk, left);
+		if (n <= 0) {
+			for (int i = 0; i < p->nwk; i++)
+				kill(p->wk[i].pid, SIGKILL);
+			deadline = now_ns() + 5000000000ull;
+			continue;
+		}
+		for (int i = p->nwk - 1; i >= 0; i--) {
+			if (pfd[i].revents) {
+				waitpid(p->wk[i].pid, NULL, 0);
+				close(p->wk[i].pidfd);
+				p->wk[i] = p->wk[--p->nwk];
+				atomic_fetch_sub(&p->h->p_alive, 1);
+			}
+		}
+	}
+}
+
+static void *coordinator(void *arg)
+{
+	struct gm_pool *p = arg;
+	struct pollfd pfd[GM_MAX_WORKERS + 1];
+	bool first = true;
+
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		int target = p->target;
+		bool closing = p->closing;
+		bool autoscale = p->autoscale;
+		pthread_mutex_unlock(&p->mu);
+		if (closing)
+			break;
+		adjust_pool(p, target);
+		if (first) {
+			atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
+			first = false;
+		}
+		pfd[0].fd = p->evfd;
+		pfd[0].events = POLLIN;
+		for (int i = 0; i < p->nwk; i++) {
+			pfd[i + 1].fd = p->wk[i].pidfd;
+			pfd[i + 1].events = POLLIN;
+		}
+		int n = poll(pfd, (nfds_t)p->nwk + 1, poll_timeout(p, autoscale));
+		if (n < 0)
+			continue;
+		uint64_t now = now_ns();
+		if (p->c.chaos_kill_ms && now >= p->chaos_t + p->c.chaos_kill_ms * 1000000ull)
+			chaos_kill(p);
+		if (autoscale && now >= p->meter.t + GM_ELASTIC_TICK_MS * 1000000ull)
+			controller_tick(p);
+		if (pfd[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(p->evfd, &v, sizeof(v)) < 0) {
+				/* nothing to do: the next loop re-reads the target */
+			}
+		}
+		/* Walk backwards: on_exit_of moves the last worker into slot i. */
+		for (int i = p->nwk - 1; i >= 0; i--)
+			if (pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+				on_exit_of(p, i);
+	}
+	reap_all(p, pfd);
+	return NULL;
+}
+
+/* ---- set-up and the owner's controls ------------------------------------------ */
+
+int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
+{
+	struct gm_aug *probe;
+	int rc;
+
+	if (!o->batch_size || o->batch_size > GM_MAX_BATCH) {
+		snprintf(err, errlen, "batch_size must be 1..%d, not %u", GM_MAX_BATCH,
+			 o->batch_size);
+		return -EINVAL;
+	}
+	rc = gm_aug_create(&probe, &o->aug);
+	if (rc) {
+		snprintf(err, errlen, "invalid transform spec (size %u)", o->aug.size);
+		return rc;
+	}
+	gm_aug_destroy(probe);
+	return 0;
+}
+
+int gm_pool_tasks(const struct gm_loader_opts *o, const struct gm_dataset *ds, uint32_t *bpe,
+		  uint64_t *first, uint64_t *end, char *err, size_t errlen)
+{
+	uint32_t n = gm_dataset_count(ds);
+	*bpe = o->drop_last ? n / o->batch_size : (n + o->batch_size - 1) / o->batch_size;
+	if (*bpe == 0) {
+		snprintf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)",
+			 o->root, n, o->batch_size);
+		return -EINVAL;
+	}
+	if (o->start_batch >= *bpe) {
+		snprintf(err, errlen, "start_batch %llu >= %u batches per epoch",
+			 (unsigned long long)o->start_batch, *bpe);
+		return -EINVAL;
+	}
+	*first = o->start_batch;
+	*end = o->epochs ? (uint64_t)o->epochs * *bpe : GM_RING_NO_END;
+	if (*end <= *first) {
+		snprintf(err, errlen, "nothing to deliver");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
+		      const struct gm_dataset *ds, uint32_t bpe, uint64_t first, uint64_t end)
+{
+	memset(c, 0, sizeof(*c));
+	c->w.ds = ds;
+	c->w.aug = o->aug;
+	c->w.seed = o->seed;
+	c->w.epoch0 = o->epoch;
+	c->w.batch_size = o->batch_size;
+	c->w.batches_per_epoch = bpe;
+	c->w.shuffle = o->shuffle;
+	c->w.on_error = o->on_error;
+	c->first_task = first;
+	c->end_task = end;
+	c->slots = o->slots;
+	c->workers = o->workers;
+	c->chaos_kill_ms = o->chaos_kill_ms;
+}
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
+{
+	struct gm_pool *p;
+	size_t sample_bytes = gm_aug_out_bytes(&c->w.aug);
+	int rc;
+
+	*out = NULL;
+	uint32_t slots =
+	    c->slots ? c->slots : pow2_at_least((uint32_t)(c->workers ? c->workers : 2) * 2);
+	if (slots < GM_MIN_SLOTS)
+		slots = GM_MIN_SLOTS;
+	if (slots & (slots - 1) || slots > GM_MAX_SLOTS) {
+		snprintf(err, errlen, "slots must be a power of two <= %d", GM_MAX_SLOTS);
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	p->c = *c;
+	p->evfd = -1;
+	pthread_mutex_init(&p->mu, NULL);
+	rc = gm_ring_create(&p->ring, slots, c->w.batch_size, sample_bytes, c->first_task,
+			    c->end_task);
+	if (rc) {
+		snprintf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
+			 c->w.batch_size, sample_bytes, strerror(-rc));
+		pthread_mutex_destroy(&p->mu);
+		free(p);
+		return rc;
+	}
+	p->h = gm_ring_hdr(p->ring);
+	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
+	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
+	p->c.w.ring = p->ring;
+	*out = p;
+	return 0;
+}
+
+struct gm_ring *gm_pool_ring(const struct gm_pool *p)
+{
+	return p->ring;
+}
+
+int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
+{
+	int rc;
+
+	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->evfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		return rc;
+	}
+	set_target_locked(p, p->c.workers);
+	p->autoscale = p->c.autoscale;
+	p->chaos_state = p->c.w.seed ^ 0x9e3779b97f4a7c15ull;
+	p->chaos_t = now_ns();
+	gm_elastic_meter_restart(&p->meter);
+	/* The coordinator runs with all signals blocked; workers unblock them. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&p->coord, NULL, coordinator, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		snprintf(err, errlen, "pthread_create: %s", strerror(-rc));
+		return rc;
+	}
+	p->coord_started = true;
+	while (!atomic_load(&p->started))
+		usleep(200);
+	if (atomic_load(&p->started) < 0) {
+		snprintf(err, errlen, "%s", p->h->p_fatal_msg);
+		return atomic_load(&p->h->p_fatal);
+	}
+	return 0;
+}
+
+void gm_pool_fix(struct gm_pool *p, int workers)
+{
+	pthread_mutex_lock(&p->mu);
+	set_target_locked(p, workers);
+	p->autoscale = false; /* an explicit size wins over the controller */
+	pthread_mutex_unlock(&p->mu);
+	poke(p);
+}
+
+int gm_pool_measure(struct gm_pool *p, double *demand, double *worker_rate)
+{
+	return gm_elastic_measure(&p->meter, p->h, p->c.w.batch_size, demand, worker_rate);
+}
+
+void gm_pool_stop(struct gm_pool *p)
+{
+	if (!p->coord_started)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->closing = true;
+	pthread_mutex_unlock(&p->mu);
+	poke(p);
+	pthread_join(p->coord, NULL);
+	p->coord_started = false;
+}
+
+void gm_pool_destroy(struct gm_pool *p)
+{
+	if (!p)
+		return;
+	gm_pool_stop(p);
+	if (p->evfd >= 0)
+		close(p->evfd);
+	gm_ring_destroy(p->ring);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}

@@ -1,0 +1,261 @@
+/*
+ * wire.c - the node wire protocol (see wire.h): connect, the request/reply codec
+ * and the table that carries a job's options.
+ *
+ * Everything that crosses the socket is checked on arrival before use (size,
+ * magic, version; the option values later by gm_pool_check, the ring by
+ * gm_ring_attach): the peer is another process. A reply's fd is taken with
+ * MSG_CMSG_CLOEXEC and closed whenever the reply is refused, so a bad peer cannot
+ * leak descriptors into a loader.
+ *
+ * It does not listen or accept (node.c), and it holds no state.
+ */
+#include "goldminer/wire.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int gm_wire_connect(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = -errno;
+		snprintf(err, errlen, "socket: %s", strerror(-e));
+		return e;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		snprintf(err, errlen,
+			 "cannot reach the node agent at %s: %s (start one with 'goldminer node')",
+			 path, strerror(-e));
+		return e;
+	}
+	return fd;
+}
+
+void gm_wire_request(struct gm_node_req *req, enum gm_node_msg type)
+{
+	memset(req, 0, sizeof(*req));
+	req->magic = GM_NODE_MAGIC;
+	req->version = GM_NODE_VERSION;
+	req->type = type;
+}
+
+/*
+ * The options a job sends: one row per field, named alike in struct
+ * gm_loader_opts and struct gm_node_req. The root travels apart (it is made
+ * absolute); pipeline, no_pin, max_workers and node are the client's own.
+ */
+enum kind {
+	K_I32,	    /* int <-> int32_t */
+	K_U32,	    /* uint32_t */
+	K_U64,	    /* uint64_t */
+	K_BOOL,	    /* bool <-> uint32_t 0/1 */
+	K_ON_ERROR, /* enum gm_on_error <-> uint32_t; anything but 0 is FAIL */
+	K_AUG,	    /* struct gm_aug_spec, as bytes (checked by the agent) */
+};
+
+// clang-format off
+#define ROW(f, k) {offsetof(struct gm_loader_opts, f), offsetof(struct gm_node_req, f), k}
+static const struct {
+	size_t opt, req;
+	enum kind kind;
+} fields[] = {
+	ROW(workers, K_I32),
+	ROW(aug, K_AUG),
+	ROW(seed, K_U64),
+	ROW(start_batch, K_U64),
+	ROW(batch_size, K_U32),
+	ROW(epoch, K_U32),
+	ROW(epochs, K_U32),
+	ROW(slots, K_U32),
+	ROW(on_error, K_ON_ERROR),
+	ROW(shuffle, K_BOOL),
+	ROW(drop_last, K_BOOL),
+	ROW(chaos_kill_ms, K_U32),
+};
+// clang-format on
+#undef ROW
+
+/* One field from the options (to_req) or into them. */
+static void carry(enum kind k, void *opt, void *req, bool to_req)
+{
+	uint32_t u;
+	int32_t i;
+	int v;
+	bool b;
+	enum gm_on_error e;
+
+	switch (k) {
+	case K_I32:
+		if (to_req) {
+			memcpy(&v, opt, sizeof(v));
+			i = v;
+			memcpy(req, &i, sizeof(i));
+		} else {
+			memcpy(&i, req, sizeof(i));
+			v = i;
+			memcpy(opt, &v, sizeof(v));
+		}
+		break;
+	case K_U32:
+		memcpy(to_req ? req : opt, to_req ? opt : req, sizeof(uint32_t));
+		break;
+	case K_U64:
+		memcpy(to_req ? req : opt, to_req ? opt : req, sizeof(uint64_t));
+		break;
+	case K_AUG:
+		memcpy(to_req ? req : opt, to_req ? opt : req, sizeof(struct gm_aug_spec));
+		break;
+	case K_BOOL:
+		if (to_req) {
+			memcpy(&b, opt, sizeof(b));
+			u = b;
+			memcpy(req, &u, sizeof(u));
+		} else {
+			memcpy(&u, req, sizeof(u));
+			b = u != 0;
+			memcpy(opt, &b, sizeof(b));
+		}
+		break;
+	case K_ON_ERROR:
+		if (to_req) {
+			memcpy(&e, opt, sizeof(e));
+			u = (uint32_t)e;
+			memcpy(req, &u, sizeof(u));
+		} else {
+			memcpy(&u, req, sizeof(u));
+			e = u ? GM_ON_ERROR_FAIL : GM_ON_ERROR_SKIP;
+			memcpy(opt, &e, sizeof(e));
+		}
+		break;
+	}
+}
+
+static void carry_all(struct gm_loader_opts *o, struct gm_node_req *req, bool to_req)
+{
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		carry(fields[i].kind, (char *)o + fields[i].opt, (char *)req + fields[i].req,
+		      to_req);
+}
+
+int gm_wire_attach_request(struct gm_node_req *req, const struct gm_loader_opts *o)
+{
+	struct gm_loader_opts copy = *o;
+
+	if (strlen(o->root) >= sizeof(req->root))
+		return -ENAMETOOLONG;
+	gm_wire_request(req, GM_NODE_ATTACH);
+	/* an absolute root, so the agent (another cwd) indexes the same tree */
+	if (!realpath(o->root, req->root))
+		snprintf(req->root, sizeof(req->root), "%s", o->root);
+	carry_all(&copy, req, true);
+	return 0;
+}
+
+void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	req->root[sizeof(req->root) - 1] = 0;
+	o->root = req->root;
+	carry_all(o, req, false);
+}
+
+bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n)
+{
+	return n == (ssize_t)sizeof(*req) && req->magic == GM_NODE_MAGIC &&
+	       req->version == GM_NODE_VERSION;
+}
+
+/* The fds of a received message: the first into *fd_out (if wanted), the rest closed. */
+static void take_fds(struct msghdr *mh, int *fd_out)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int got;
+			memcpy(&got, CMSG_DATA(c), sizeof(got));
+			if (fd_out && *fd_out < 0)
+				*fd_out = got;
+			else
+				close(got);
+		}
+	}
+}
+
+int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *rep, int *fd_out)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {rep, sizeof(*rep)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd_out)
+		*fd_out = -1;
+	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+		return -EPIPE;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		take_fds(&mh, fd_out);
+	/* Validate what the other process sent before trusting any of it. */
+	if (n != (ssize_t)sizeof(*rep) || rep->magic != GM_NODE_MAGIC ||
+	    rep->version != GM_NODE_VERSION) {
+		if (fd_out && *fd_out >= 0) {
+			close(*fd_out);
+			*fd_out = -1;
+		}
+		return -EPROTO;
+	}
+	rep->msg[sizeof(rep->msg) - 1] = 0;
+	return 0;
+}
+
+void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
+		   const char *fmt, ...)
+{
+	struct gm_node_reply r;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&r, sizeof(r)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	va_list ap;
+
+	memset(&r, 0, sizeof(r));
+	r.magic = GM_NODE_MAGIC;
+	r.version = GM_NODE_VERSION;
+	r.status = status;
+	r.batches_per_epoch = bpe;
+	r.fingerprint = fingerprint;
+	va_start(ap, fmt);
+	vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
+	va_end(ap);
+	if (ring_fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &ring_fd, sizeof(int));
+	}
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
+		/* the client is gone: its hang-up is handled by the poll loop */
+	}
+}

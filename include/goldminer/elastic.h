@@ -1,0 +1,84 @@
+/*
+ * elastic.h - the one elastic controller: how many data workers a job deserves,
+ * from what its ring says about the consumer.
+ *
+ * Every GM_ELASTIC_TICK_MS the owner of a pool measures, over the window since
+ * the last estimate,
+ *   demand  D = samples / (window - consumer wait)   (how fast the trainer would eat)
+ *   worker  d = samples / worker time                 (one worker's rate)
+ * from the consumer's counters in the ring header, and asks the shared policy
+ * (core/policy.c, the one the simulator evaluates: contract 8) for a pool size, with
+ * GM_ELASTIC_HEADROOM on D so that the consumer's stall stays under ~5%. Two
+ * owners use it: the in-process pool of a loader with workers = auto (one job:
+ * gm_elastic_want + the hysteresis of gm_elastic_next) and the node agent (all
+ * the host's jobs under one budget: gm_elastic_divide).
+ *
+ * It does not fork, signal or lock: it returns numbers; the pool applies them.
+ */
+#ifndef GOLDMINER_ELASTIC_H
+#define GOLDMINER_ELASTIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_ELASTIC_TICK_MS  250	 /* period of the control loop (pool and node agent) */
+#define GM_ELASTIC_HEADROOM 1.10 /* asked rate = measured demand x this */
+#define GM_ELASTIC_MAX_JOBS 64	 /* jobs one division sizes (the node agent's table) */
+
+struct gm_ring_hdr;
+
+/* The measurement window of one job (zeroed, then gm_elastic_meter_restart). */
+struct gm_elastic_meter {
+	uint64_t t, samples, wait, work; /* clock and ring counters at the window start */
+};
+
+/* Start the window's clock now (the counts stay where they are). */
+void gm_elastic_meter_restart(struct gm_elastic_meter *m);
+
+/*
+ * Close the window if it holds enough evidence (two batches of batch_size, or 4 s)
+ * and estimate: *demand (samples/s the consumer would take; 0 when it has been
+ * idle for 4 s) and *worker_rate (one worker's samples/s). Publishes both in h
+ * (p_demand_mrate, p_worker_mrate) for the stats. Returns 1 when a new estimate is
+ * ready, 0 when not (too little delivered, or starving for a first batch).
+ * The caller owns m; h is the ring header the consumer counts into.
+ */
+int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32_t batch_size,
+		       double *demand, double *worker_rate);
+
+/* One job alone under a budget of `budget` workers: the policy's pool size in
+ * *want. 0, or the policy's -errno (then keep the pool as it is). */
+int gm_elastic_want(double demand, double worker_rate, uint32_t budget, uint32_t *want);
+
+/* Hysteresis of an in-process pool: grow at once, shrink only after two windows
+ * agree, one worker at a time (a retired worker finishes its batch first, nothing
+ * is lost). Zero-initialised state. */
+struct gm_elastic {
+	int want;   /* last window's wish */
+	int streak; /* windows in a row with that wish below the pool */
+};
+
+/* The new target given this window's wish and the current target `cur`. */
+int gm_elastic_next(struct gm_elastic *e, int want, int cur);
+
+/* One job of a node agent, as the division sees it. */
+struct gm_elastic_share {
+	uint32_t fixed;	     /* pool size fixed by request (0: the policy decides) */
+	uint32_t cap;	     /* most workers (0: the budget) */
+	uint32_t workers;    /* what it has now */
+	double demand, rate; /* last estimate; rate 0: not measured yet */
+};
+
+/*
+ * Divide `budget` workers among n jobs (array order breaks ties: older first).
+ * Per job the GPU-bound rate is replaced by the measured demand D (+ headroom),
+ * d = one worker's measured rate and weight 1/D, so that one worker is worth "the
+ * fraction of this trainer's demand it covers": the budget goes first to the jobs
+ * furthest from being fed. A job not yet measured keeps what it has (at least
+ * one worker), from what the measured jobs leave. Writes want[0..n), each >= 1.
+ * n <= GM_ELASTIC_MAX_JOBS (more are left out, each wanting 1).
+ */
+void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t budget,
+		       uint32_t *want);
+
+#endif

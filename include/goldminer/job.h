@@ -1,0 +1,46 @@
+/*
+ * job.h - what defines one training job's batches: the options a trainer gives
+ * (struct gm_loader_opts) and what to do about a bad sample (enum gm_on_error).
+ *
+ * The types live here, below every module that needs them, so that the worker,
+ * the worker pool, the node wire protocol and the consumer each include one
+ * header that points down: the consumer API (loader.h) re-exports them; the
+ * worker and the pool never include loader.h. No functions: gm_loader_opts_default
+ * is the consumer's (loader.h). The layout of struct gm_loader_opts is mirrored by
+ * the Python binding (python/goldminer/_abi.py): change both or neither.
+ */
+#ifndef GOLDMINER_JOB_H
+#define GOLDMINER_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "goldminer/aug.h"
+
+enum gm_on_error {
+	GM_ON_ERROR_SKIP = 0, /* count, report, fill from the next sample deterministically */
+	GM_ON_ERROR_FAIL = 1, /* gm_loader_next returns -EBADMSG naming the file */
+};
+
+struct gm_loader_opts {
+	const char *root;	/* dataset: ImageFolder tree or tar shards (required) */
+	const char *pipeline;	/* pipeline spec text; NULL: use `aug` as given */
+	struct gm_aug_spec aug; /* per-sample transform (gm_aug_spec_default) */
+	uint32_t batch_size;	/* samples per batch (default 64) */
+	int workers;		/* worker processes (default 2; 0 = auto: elastic) */
+	uint64_t seed;		/* shuffling and augmentation seed */
+	uint32_t epoch;		/* first epoch to deliver (default 0) */
+	uint32_t epochs;	/* epochs to deliver, 0 = unlimited */
+	uint64_t start_batch;	/* resume: first batch index within `epoch` */
+	uint32_t slots;		/* ring slots (power of two; 0 = automatic) */
+	enum gm_on_error on_error;
+	bool drop_last;		/* drop the last short batch of an epoch */
+	bool shuffle;		/* per-epoch permutation (default true) */
+	bool no_pin;		/* never cudaHostRegister the ring */
+	uint32_t chaos_kill_ms; /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t max_workers;	/* auto: CPU budget in workers (0: online CPUs) */
+	const char *node;	/* node agent socket: workers run in the agent (NULL: here);
+				 * then `workers` is the most the agent may give (0: no cap) */
+};
+
+#endif

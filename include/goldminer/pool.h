@@ -1,0 +1,89 @@
+/*
+ * pool.h - the worker pool of one job: the coordinator that forks the data
+ * workers, watches them, re-issues a dead worker's tasks and replaces it.
+ *
+ * gm_pool_create() makes the job's ring (memfd, pre-faulted); gm_pool_start()
+ * starts a private coordinator thread that forks the workers from itself (so that
+ * PR_SET_PDEATHSIG, which is tied to the forking thread, kills them if this
+ * process dies), waits on their pidfds (poll, no polling loop), reaps them, hands
+ * a dead worker's leased tasks back (gm_ring_reclaim) and forks a replacement.
+ * The pool is sized by gm_pool_set_target/gm_pool_fix, or, with cfg.autoscale, by
+ * the elastic controller (elastic.h) every GM_ELASTIC_TICK_MS. Two owners: a
+ * loader with its workers in this process (loader.c), and the node agent, one
+ * pool per attached job (node.c). The consumer side of the ring is not here.
+ *
+ * Errors are 0 / -errno with a message in the caller's buffer; the messages do
+ * not name a function (the caller prefixes its own). A pool that cannot keep
+ * workers alive says why in the ring header (p_fatal, p_fatal_msg), where the
+ * consumer finds it. Thread-safety: set_target, fix, measure and the ring
+ * accessors may be called from any one thread while the coordinator runs.
+ */
+#ifndef GOLDMINER_POOL_H
+#define GOLDMINER_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "goldminer/job.h"
+#include "goldminer/worker.h"
+
+struct gm_pool;
+struct gm_dataset;
+
+struct gm_pool_cfg {
+	struct gm_worker_cfg w;	       /* what the workers make; w.ring is set by gm_pool_create */
+	uint64_t first_task, end_task; /* the tasks of the ring (end: GM_RING_NO_END) */
+	uint32_t slots;		       /* ring slots, a power of two; 0: twice the first pool */
+	int workers;		       /* first pool size (>= 1) */
+	bool autoscale;		       /* the elastic controller sizes the pool (workers = auto) */
+	uint32_t budget;	       /* ... within this many workers */
+	uint32_t chaos_kill_ms;	       /* testing: SIGKILL a random worker every N ms (0: off) */
+};
+
+/* Checks of a job's options that need no index: the batch size is
+ * 1..GM_MAX_BATCH and the workers can build the transform. 0 or -errno. */
+int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen);
+
+/* The job's tasks over index ds: batches per epoch (drop_last), the first task
+ * (start_batch) and one past the last (GM_RING_NO_END when epochs is 0).
+ * -EINVAL with a message when the options deliver nothing. */
+int gm_pool_tasks(const struct gm_loader_opts *o, const struct gm_dataset *ds, uint32_t *bpe,
+		  uint64_t *first, uint64_t *end, char *err, size_t errlen);
+
+/* A configuration from the options and gm_pool_tasks' results: the worker config
+ * (ds borrowed: it must outlive the pool), slots, chaos, workers = o->workers;
+ * no autoscale. The caller adjusts what its mode needs. */
+void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
+		      const struct gm_dataset *ds, uint32_t bpe, uint64_t first, uint64_t end);
+
+/* Create the ring of the job (no workers yet). 0, -EINVAL (slots), or the ring's
+ * -errno, with a message in err. Destroy with gm_pool_destroy. */
+int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen);
+
+/* The job's ring (owned by the pool) and its memfd, for a consumer elsewhere. */
+struct gm_ring *gm_pool_ring(const struct gm_pool *p);
+
+/* Start the coordinator and wait until it has forked the first cfg.workers
+ * workers. 0, or -errno with a message (then gm_pool_destroy the pool). */
+int gm_pool_start(struct gm_pool *p, char *err, size_t errlen);
+
+/* Size the pool to `workers` (clamped to 1..GM_MAX_WORKERS); the controller, if
+ * any, may change it again. gm_pool_fix sets the size and turns the controller
+ * off (an explicit size wins). */
+void gm_pool_set_target(struct gm_pool *p, int workers);
+void gm_pool_fix(struct gm_pool *p, int workers);
+
+/* For an owner that runs the elastic controller itself (the node agent): the
+ * pool's measurement window, see gm_elastic_measure. 1 when a new estimate is in
+ * *demand and *worker_rate, else 0. */
+int gm_pool_measure(struct gm_pool *p, double *demand, double *worker_rate);
+
+/* Stop the coordinator: ask the workers to stop, then SIGKILL stragglers after
+ * 2 s, and reap all. The ring stays mapped. Idempotent. */
+void gm_pool_stop(struct gm_pool *p);
+
+/* Stop, then unmap the ring and free; NULL is a no-op. */
+void gm_pool_destroy(struct gm_pool *p);
+
+#endif

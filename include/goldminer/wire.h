@@ -1,0 +1,85 @@
+/*
+ * wire.h - the node wire protocol: what a loader and the node agent say to each
+ * other over the agent's Unix SOCK_SEQPACKET socket, written once for both sides.
+ *
+ * One request, one reply, each one fixed-size packet; an ATTACH reply carries the
+ * job's ring as a memfd (SCM_RIGHTS). Magic and version are filled in by
+ * gm_wire_request/gm_wire_reply and checked by gm_wire_request_valid/gm_wire_call,
+ * here and nowhere else; a job's options travel through one table (wire.c) in
+ * both directions, so that a new option is one row. The format is private to this
+ * version of goldminer (the version is checked on both sides); it is not a stable
+ * protocol.
+ *
+ * It does not listen, accept, check credentials or decide anything: node.c does.
+ */
+#ifndef GOLDMINER_WIRE_H
+#define GOLDMINER_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "goldminer/aug.h"
+#include "goldminer/job.h"
+
+#define GM_NODE_MAGIC	0x444e4d47u /* "GMND" */
+#define GM_NODE_VERSION 1
+
+enum gm_node_msg {
+	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
+	GM_NODE_SCALE = 2,  /* fix this job's pool size (workers), 0 = back to the policy */
+	GM_NODE_STATUS = 3, /* reply.msg holds one JSON line about the agent */
+};
+
+struct gm_node_req {
+	uint32_t magic, version, type;
+	int32_t workers; /* ATTACH: cap (0 = policy decides); SCALE: fixed size */
+	int32_t pid;	 /* SCALE from another connection: the job's consumer pid */
+	char root[4096];
+	struct gm_aug_spec aug;
+	uint64_t seed, start_batch;
+	uint32_t batch_size, epoch, epochs, slots;
+	uint32_t on_error, shuffle, drop_last, chaos_kill_ms;
+};
+
+struct gm_node_reply {
+	uint32_t magic, version;
+	int32_t status; /* 0 or -errno */
+	uint32_t batches_per_epoch;
+	uint64_t fingerprint; /* of the agent's dataset index */
+	char msg[2048];
+};
+
+/* Connect to the agent at path. The socket, or -errno with "cannot reach the
+ * node agent at PATH: why" (or what else failed) in err. */
+int gm_wire_connect(const char *path, char *err, size_t errlen);
+
+/* A request of `type`: magic and version set, everything else 0. */
+void gm_wire_request(struct gm_node_req *req, enum gm_node_msg type);
+
+/* An ATTACH request for a job with options o: the option fields through the
+ * table, the root made absolute (the agent runs in another directory).
+ * 0, or -ENAMETOOLONG when the root does not fit. */
+int gm_wire_attach_request(struct gm_node_req *req, const struct gm_loader_opts *o);
+
+/* The agent's side: the options of an ATTACH request (o->root points into req;
+ * root is NUL-terminated here). Fields not sent are 0. The values are not yet
+ * checked: they come from another process (gm_pool_check does). */
+void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o);
+
+/* Is what recv() returned (n bytes into req) a request of this version? */
+bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n);
+
+/* Client: send req on fd, then wait for the reply and at most one fd (into
+ * *fd_out when fd_out is not NULL, else closed; -1 when none came). 0 with
+ * rep->msg NUL-terminated; -EPIPE when the request could not be sent; -EPROTO
+ * when the reply is not one (size, magic or version). */
+int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *rep, int *fd_out);
+
+/* Agent: send a reply (status 0 or -errno; ring_fd >= 0 travels with it). A peer
+ * that is gone is not an error here: the agent's poll loop sees its hang-up. */
+void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
+		   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#endif
