@@ -17,7 +17,8 @@ for t in "$@"; do
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	if [ "$rc" = 0 ] && [ "$p" = 0 ] && [ "$s" = 0 ]; then f=$((f + 1)); fi
 	# Sanitizer reports from forked workers do not fail the parent's cases: count them.
-	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$log/$name.out"; then
+	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer' \
+		"$log/$name.out"; then
 		f=$((f + 1))
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
