@@ -126,7 +126,7 @@ tsan: deps
 		CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_TESTS)
 	$(Q)TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 $(TSAN_OPTIONS)" \
-		B=$(TSAN_B) sh tests/run.sh $(TSAN_TESTS)
+		B=$(TSAN_B) TEST_TIMEOUT=300 sh tests/run.sh $(TSAN_TESTS)
 
 PHOTOS ?=
 bench: all $(BENCH_BINS)

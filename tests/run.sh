@@ -2,14 +2,15 @@
 # Run test binaries (cmocka, TAP output) and scripts (tests/*.sh or .py that print
 # TAP) and end with one line: "N passed, N failed, N skipped".
 # A binary that dies without reporting, or exits non-zero with no failing case,
-# counts as one failure.
+# counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
+# binary may run, default 600).
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
 for t in "$@"; do
 	name=$(basename "$t")
 	start=$(date +%s)
-	CMOCKA_MESSAGE_OUTPUT=TAP timeout 600 "$t" >"$log/$name.out" 2>&1
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
 	rc=$?
 	p=$(grep -c '^ok ' "$log/$name.out")
 	s=$(grep -c '^not ok [0-9]* # SKIP' "$log/$name.out")
