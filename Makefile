@@ -118,6 +118,9 @@ sanitize:
 # cannot follow a multi-threaded fork), so what is checked is the parent's
 # threads; the ring's cross-process accesses are invisible to it.
 # tests/tsan.supp: the reports known to be false, one reason per entry.
+# TEST_TIMEOUT=120 (each binary takes ~20 s under TSan): a child that TSan's own
+# runtime deadlocks after a multi-threaded fork (a known TSan limitation, seen
+# once in ~40 runs of test_loader) fails in 2 minutes instead of hanging CI.
 TSAN_B := build-tsan
 TSAN_TESTS := $(TSAN_B)/tests/test_ring $(TSAN_B)/tests/test_loader $(TSAN_B)/tests/test_node \
 	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos
@@ -126,7 +129,7 @@ tsan: deps
 		CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_TESTS)
 	$(Q)TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 $(TSAN_OPTIONS)" \
-		B=$(TSAN_B) TEST_TIMEOUT=300 sh tests/run.sh $(TSAN_TESTS)
+		B=$(TSAN_B) TEST_TIMEOUT=120 sh tests/run.sh $(TSAN_TESTS)
 
 PHOTOS ?=
 bench: all $(BENCH_BINS)
