@@ -3,7 +3,8 @@
 # TAP) and end with one line: "N passed, N failed, N skipped".
 # A binary that dies without reporting, or exits non-zero with no failing case,
 # counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
-# binary may run, default 600).
+# binary may run, default 600), TEST_RETRY_TIMEOUT (how many times a binary that
+# timed out runs again, default 0).
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
@@ -12,6 +13,17 @@ for t in "$@"; do
 	start=$(date +%s)
 	CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
 	rc=$?
+	# A binary that timed out runs again, up to TEST_RETRY_TIMEOUT more times (make
+	# tsan: a worker forked from a multi-threaded process can deadlock inside TSan's
+	# own runtime). The log of the last timeout is kept as NAME.timeout.out.
+	tries=0
+	while [ "$rc" = 124 ] && [ "$tries" -lt "${TEST_RETRY_TIMEOUT:-0}" ]; do
+		tries=$((tries + 1))
+		echo "note $name timed out after ${TEST_TIMEOUT:-600}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
+		mv "$log/$name.out" "$log/$name.timeout.out"
+		CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
+		rc=$?
+	done
 	p=$(grep -c '^ok ' "$log/$name.out")
 	s=$(grep -c '^not ok [0-9]* # SKIP' "$log/$name.out")
 	f=$(grep '^not ok [0-9]' "$log/$name.out" | grep -vc '# SKIP')
