@@ -11,6 +11,8 @@ if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then term=pngcairo; else t
 
 if [ $# = 0 ]; then
 	root=${SIM_OUT:-build/sim-experiments}
+	# Split on purpose (POSIX sh has no arrays): one experiment directory per word.
+	# shellcheck disable=SC2046
 	set -- $(find "$root" -name summary.json 2>/dev/null | sed 's#/[^/]*/summary.json$##' | sort -u)
 	[ $# = 0 ] && { echo "make-plots: no simulator output under $root (make sim-experiments)" >&2; exit 1; }
 fi

@@ -119,8 +119,10 @@ for seed in 1 2 3 4 5; do
 done
 rm -f "$OUT/.probe.json" "$OUT/.sweep.jsonl"
 
+philly=""
+[ -d "$OUT/philly-pai" ] && philly="$OUT/philly-pai"
 sh plots/make-plots.sh "$OUT"/openb-64 "$OUT"/openb-64-fifo "$OUT"/openb-64-cpu48 \
-	"$OUT"/openb-full $( [ -d "$OUT/philly-pai" ] && echo "$OUT/philly-pai") >&2
+	"$OUT"/openb-full ${philly:+"$philly"} >&2
 
 # ---- sim/RESULTS.md ----
 {

@@ -2,22 +2,36 @@
 # Run test binaries (cmocka, TAP output) and scripts (tests/*.sh or .py that print
 # TAP) and end with one line: "N passed, N failed, N skipped".
 # A binary that dies without reporting, or exits non-zero with no failing case,
-# counts as one failure.
+# counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
+# binary may run, default 600), TEST_RETRY_TIMEOUT (how many times a binary that
+# timed out runs again, default 0).
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
 for t in "$@"; do
 	name=$(basename "$t")
 	start=$(date +%s)
-	CMOCKA_MESSAGE_OUTPUT=TAP timeout 600 "$t" >"$log/$name.out" 2>&1
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
 	rc=$?
+	# A binary that timed out runs again, up to TEST_RETRY_TIMEOUT more times (make
+	# tsan: a worker forked from a multi-threaded process can deadlock inside TSan's
+	# own runtime). The log of the last timeout is kept as NAME.timeout.out.
+	tries=0
+	while [ "$rc" = 124 ] && [ "$tries" -lt "${TEST_RETRY_TIMEOUT:-0}" ]; do
+		tries=$((tries + 1))
+		echo "note $name timed out after ${TEST_TIMEOUT:-600}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
+		mv "$log/$name.out" "$log/$name.timeout.out"
+		CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
+		rc=$?
+	done
 	p=$(grep -c '^ok ' "$log/$name.out")
 	s=$(grep -c '^not ok [0-9]* # SKIP' "$log/$name.out")
 	f=$(grep '^not ok [0-9]' "$log/$name.out" | grep -vc '# SKIP')
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	if [ "$rc" = 0 ] && [ "$p" = 0 ] && [ "$s" = 0 ]; then f=$((f + 1)); fi
 	# Sanitizer reports from forked workers do not fail the parent's cases: count them.
-	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$log/$name.out"; then
+	if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer' \
+		"$log/$name.out"; then
 		f=$((f + 1))
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))

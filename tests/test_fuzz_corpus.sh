@@ -14,7 +14,7 @@ for src in "$here"/fuzz/fuzz_*.c; do
 		rc=1
 		continue
 	fi
-	files=$(ls "$here/fuzz/corpus/$c" 2>/dev/null | wc -l)
+	files=$(find "$here/fuzz/corpus/$c" -mindepth 1 -maxdepth 1 ! -name '.*' 2>/dev/null | wc -l)
 	if [ "$files" = 0 ]; then
 		echo "not ok $n - $t: no corpus in tests/fuzz/corpus/$c"
 		rc=1

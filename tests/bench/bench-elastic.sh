@@ -12,17 +12,18 @@ G="$B/goldminer"
 out=$(mktemp -d)
 sock="$out/agent.sock"
 trap 'kill $agent 2>/dev/null; rm -rf "$out"' EXIT
-common="--batch 64 --epochs 2 --quiet --checksum"
+# The options common to the three compared runs, as the positional parameters.
+set -- --batch 64 --epochs 2 --quiet --checksum
 
 echo "-- in-process, 2 workers"
-"$G" bench "$PHOTOS" --workers 2 $common | tee "$out/plain.json"
+"$G" bench "$PHOTOS" --workers 2 "$@" | tee "$out/plain.json"
 echo "-- chaos: SIGKILL a random worker every 50 ms"
-"$G" bench "$PHOTOS" --workers 2 $common --chaos-kill-ms 50 | tee "$out/chaos.json"
+"$G" bench "$PHOTOS" --workers 2 "$@" --chaos-kill-ms 50 | tee "$out/chaos.json"
 "$G" node --cpus 2 --socket "$sock" --quiet &
 agent=$!
 sleep 0.5
 echo "-- through the node agent (--cpus 2)"
-"$G" bench "$PHOTOS" --node "$sock" $common | tee "$out/node.json"
+"$G" bench "$PHOTOS" --node "$sock" "$@" | tee "$out/node.json"
 kill $agent
 echo "-- workers=auto (budget 4), trainer at 15 batches/s of 64"
 "$G" bench "$PHOTOS" --workers auto --cpus 4 --consumer-rate 15 --batch 64 --epochs 2 --quiet |
