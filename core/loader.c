@@ -327,7 +327,7 @@ static int agent_call(struct gm_loader *l, const char *fn, const struct gm_node_
 static int client_attach(struct gm_loader *l)
 {
 	struct gm_node_req req;
-	struct gm_node_reply rep;
+	struct gm_node_reply rep = {0};
 	char why[512];
 	int ring_fd = -1, err;
 
@@ -681,7 +681,7 @@ int gm_loader_scale(struct gm_loader *l, int workers)
 			       GM_MAX_WORKERS, workers);
 	if (l->sock >= 0) {
 		struct gm_node_req req;
-		struct gm_node_reply rep;
+		struct gm_node_reply rep = {0};
 		gm_wire_request(&req, GM_NODE_SCALE);
 		req.workers = workers;
 		return agent_call(l, "gm_loader_scale", &req, &rep, NULL);

@@ -467,7 +467,7 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 /* One request/reply exchange on a fresh connection (STATUS, SCALE). */
 static int call(const char *socket_path, struct gm_node_req *req, char *out, size_t outlen)
 {
-	struct gm_node_reply rep;
+	struct gm_node_reply rep = {0};
 	const char *path = socket_path ? socket_path : gm_node_default_socket();
 	int fd = gm_wire_connect(path, out, outlen);
 	if (fd < 0)

@@ -263,7 +263,7 @@ static void op_grammar(const struct op_def *d, char *buf, size_t len)
 		if (!a->def) {
 			char up[32];
 			size_t j;
-			for (j = 0; a->name[j] && j < sizeof(up) - 1; j++)
+			for (j = 0; j < sizeof(up) - 1 && a->name[j]; j++)
 				up[j] = (char)toupper((unsigned char)a->name[j]);
 			up[j] = '\0';
 			w = snprintf(buf + k, len - k, " %s", up);

@@ -24,7 +24,7 @@
 _Static_assert(sizeof(struct gm_ring_hdr) <= 4096, "ring header must fit one page");
 _Static_assert(sizeof(struct gm_slot_ctl) <= 4096 - 64, "slot control must fit one page");
 
-#define PAGE 4096u
+#define PAGE	  4096u
 #define HDR_BYTES PAGE
 
 struct gm_ring {
@@ -272,10 +272,9 @@ int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task)
 		if (atomic_load_explicit(&ctl->state, memory_order_relaxed) != want)
 			continue;
 		/* The claim and the lease are this one CAS. */
-		if (!atomic_compare_exchange_strong_explicit(&ctl->state, &want,
-							     GM_SLOT_WORD(GM_SLOT_CLAIMED, pid),
-							     memory_order_acq_rel,
-							     memory_order_relaxed))
+		if (!atomic_compare_exchange_strong_explicit(
+			&ctl->state, &want, GM_SLOT_WORD(GM_SLOT_CLAIMED, pid),
+			memory_order_acq_rel, memory_order_relaxed))
 			continue;
 		/* The slot may have moved on to t + k*N while we looked: trust what it
 		 * says now (the task store precedes the FREE store we CASed). */
@@ -321,7 +320,8 @@ int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms)
 		int left = timeout_ms;
 		if (timeout_ms >= 0) {
 			clock_gettime(CLOCK_MONOTONIC, &t1);
-			long el = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+			long el =
+			    (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
 			if (el >= timeout_ms)
 				return -ETIMEDOUT;
 			left = (int)(timeout_ms - el);
@@ -360,12 +360,12 @@ uint32_t gm_ring_reclaim(struct gm_ring *r, uint32_t pid, uint32_t *crash_sample
 		if (atomic_load_explicit(&ctl->state, memory_order_acquire) != want)
 			continue;
 		if (crash_sample && *crash_sample == UINT32_MAX)
-			*crash_sample = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
+			*crash_sample =
+			    atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
 		ctl->attempts++;
-		if (atomic_compare_exchange_strong_explicit(&ctl->state, &want,
-							    GM_SLOT_WORD(GM_SLOT_FREE, 0),
-							    memory_order_acq_rel,
-							    memory_order_relaxed))
+		if (atomic_compare_exchange_strong_explicit(
+			&ctl->state, &want, GM_SLOT_WORD(GM_SLOT_FREE, 0), memory_order_acq_rel,
+			memory_order_relaxed))
 			n++;
 	}
 	if (n) {
@@ -396,8 +396,8 @@ void gm_ring_quarantine(struct gm_ring *r, uint32_t sample)
 bool gm_ring_quarantined(const struct gm_ring *r, uint32_t sample)
 {
 	const struct gm_ring_hdr *h = r->hdr;
-	uint32_t n = atomic_load_explicit(&((struct gm_ring_hdr *)h)->quarantine_n,
-					  memory_order_acquire);
+	uint32_t n =
+	    atomic_load_explicit(&((struct gm_ring_hdr *)h)->quarantine_n, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++)
 		if (h->quarantine[i] == sample)
 			return true;

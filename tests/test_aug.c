@@ -378,24 +378,35 @@ static void test_f32_to_f16(void **state)
 		float f;
 		uint16_t h;
 	} known[] = {
-	    {0.0f, 0x0000},	    {-0.0f, 0x8000},	      {1.0f, 0x3c00},
-	    {-2.0f, 0xc000},	    {0.1f, 0x2e66},	      {65504.0f, 0x7bff},
-	    {65519.0f, 0x7bff},	    {65520.0f, 0x7c00},	      {1e10f, 0x7c00},
-	    {-1e10f, 0xfc00},	    {0x1p-24f, 0x0001},	      {0x1p-25f, 0x0000}, /* tie: even */
-	    {0x1.8p-25f, 0x0001},   {0x1.8p-24f, 0x0002},     /* tie 1.5 ulp: up to even */
-	    {0x1p-14f, 0x0400},	    {0x1.ff8p-15f, 0x03ff},   /* largest subnormal */
-	    {0x1.ffcp-15f, 0x0400},   /* tie between it and 2^-14: even */
+	    {0.0f, 0x0000},
+	    {-0.0f, 0x8000},
+	    {1.0f, 0x3c00},
+	    {-2.0f, 0xc000},
+	    {0.1f, 0x2e66},
+	    {65504.0f, 0x7bff},
+	    {65519.0f, 0x7bff},
+	    {65520.0f, 0x7c00},
+	    {1e10f, 0x7c00},
+	    {-1e10f, 0xfc00},
+	    {0x1p-24f, 0x0001},
+	    {0x1p-25f, 0x0000}, /* tie: even */
+	    {0x1.8p-25f, 0x0001},
+	    {0x1.8p-24f, 0x0002}, /* tie 1.5 ulp: up to even */
+	    {0x1p-14f, 0x0400},
+	    {0x1.ff8p-15f, 0x03ff},    /* largest subnormal */
+	    {0x1.ffcp-15f, 0x0400},    /* tie between it and 2^-14: even */
 	    {1.0f + 0x1p-11f, 0x3c00}, /* tie: down to even */
 	    {1.0f + 0x3p-11f, 0x3c02}, /* tie: up to even */
-	    {2.2489083f, 0x407f},	    {-2.117904f, 0xc03c},
+	    {2.2489083f, 0x407f},
+	    {-2.117904f, 0xc03c},
 	};
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (gm_f32_to_f16(known[i].f) != known[i].h)
 			fail_msg("%a: got %04x want %04x", (double)known[i].f,
 				 gm_f32_to_f16(known[i].f), known[i].h);
-	assert_int_equal(gm_f32_to_f16(bits_f32(0x7f800000u)), 0x7c00);	   /* inf */
-	assert_int_equal(gm_f32_to_f16(bits_f32(0xff800000u)), 0xfc00);	   /* -inf */
-	assert_int_equal(gm_f32_to_f16(bits_f32(0x7fc00000u)), 0x7e00);	   /* qNaN */
+	assert_int_equal(gm_f32_to_f16(bits_f32(0x7f800000u)), 0x7c00);		 /* inf */
+	assert_int_equal(gm_f32_to_f16(bits_f32(0xff800000u)), 0xfc00);		 /* -inf */
+	assert_int_equal(gm_f32_to_f16(bits_f32(0x7fc00000u)), 0x7e00);		 /* qNaN */
 	assert_int_equal(gm_f32_to_f16(bits_f32(0x7f800001u)) & 0x7e00, 0x7e00); /* quieted */
 #if defined(__x86_64__)
 	/* Every 4099th bit pattern (about a million, all classes) against the CPU's
@@ -447,11 +458,11 @@ static void test_simd_equals_portable(void **state)
 	(void)state;
 	for (int out = 0; out < 3; out++)
 		for (int mode = 0; mode < 2; mode++) {
-			struct gm_aug *s = make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out,
-						    0.5f);
+			struct gm_aug *s =
+			    make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out, 0.5f);
 			setenv("GM_NO_SIMD", "1", 1);
-			struct gm_aug *p = make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out,
-						    0.5f);
+			struct gm_aug *p =
+			    make_aug((enum gm_aug_mode)mode, (enum gm_out_type)out, 0.5f);
 			unsetenv("GM_NO_SIMD");
 			size_t n = 224 * 224 * 3 * (out == 1 ? 4 : out == 2 ? 2 : 1);
 			uint8_t *o1 = malloc(n), *o2 = malloc(n);
@@ -545,7 +556,8 @@ static void test_resize_accuracy(void **state)
 			double acc = 0;
 			for (uint32_t sy = 0; sy < W; sy++)
 				if (wx[(size_t)oy * W + sy] != 0)
-					acc += wx[(size_t)oy * W + sy] * dec[((size_t)sy * W) * 3 + sx];
+					acc += wx[(size_t)oy * W + sy] *
+					       dec[((size_t)sy * W) * 3 + sx];
 			tmp[(size_t)oy * W * 3 + sx] = acc;
 		}
 	double sum_err = 0, max_err = 0;
@@ -613,9 +625,14 @@ static void test_odd_inputs(void **state)
 		uint32_t w, h;
 		unsigned flags;
 	} in[] = {
-		{1, 1, 0},    {7, 5, 0},	    {2000, 16, 0},	      {16, 900, 0},
-		{100, 80, 0}, {300, 200, GM_SYNTH_GRAY}, {300, 200, GM_SYNTH_CMYK},
-		{300, 200, GM_SYNTH_PROGRESSIVE},
+	    {1, 1, 0},
+	    {7, 5, 0},
+	    {2000, 16, 0},
+	    {16, 900, 0},
+	    {100, 80, 0},
+	    {300, 200, GM_SYNTH_GRAY},
+	    {300, 200, GM_SYNTH_CMYK},
+	    {300, 200, GM_SYNTH_PROGRESSIVE},
 	};
 	uint8_t *o = malloc(224 * 224 * 3);
 	(void)state;
@@ -673,22 +690,22 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults_and_out_bytes),
-		cmocka_unit_test(test_bad_specs),
-		cmocka_unit_test(test_deterministic),
-		cmocka_unit_test(test_rrc_within_bounds),
-		cmocka_unit_test(test_flip_mirrors),
-		cmocka_unit_test(test_float_normalisation),
-		cmocka_unit_test(test_eval_center_crop),
-		cmocka_unit_test(test_eval_matches_resize_then_crop),
-		cmocka_unit_test(test_flat_colour_kept),
-		cmocka_unit_test(test_f32_to_f16),
-		cmocka_unit_test(test_f16_output_is_rounded_f32),
-		cmocka_unit_test(test_simd_equals_portable),
-		cmocka_unit_test(test_odd_sizes_simd_equals_portable),
-		cmocka_unit_test(test_resize_accuracy),
-		cmocka_unit_test(test_odd_inputs),
-		cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_defaults_and_out_bytes),
+	    cmocka_unit_test(test_bad_specs),
+	    cmocka_unit_test(test_deterministic),
+	    cmocka_unit_test(test_rrc_within_bounds),
+	    cmocka_unit_test(test_flip_mirrors),
+	    cmocka_unit_test(test_float_normalisation),
+	    cmocka_unit_test(test_eval_center_crop),
+	    cmocka_unit_test(test_eval_matches_resize_then_crop),
+	    cmocka_unit_test(test_flat_colour_kept),
+	    cmocka_unit_test(test_f32_to_f16),
+	    cmocka_unit_test(test_f16_output_is_rounded_f32),
+	    cmocka_unit_test(test_simd_equals_portable),
+	    cmocka_unit_test(test_odd_sizes_simd_equals_portable),
+	    cmocka_unit_test(test_resize_accuracy),
+	    cmocka_unit_test(test_odd_inputs),
+	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

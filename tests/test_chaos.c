@@ -134,7 +134,8 @@ static void test_random_sigkill_every_20ms(void **state)
 		kills += st.chaos_kills;
 		if (st.chaos_kills) {
 			assert_true(st.worker_deaths >= 1);
-			assert_true(st.detect_ns_max < 1000000000ull); /* a loose bound, not a timing test */
+			assert_true(st.detect_ns_max <
+				    1000000000ull); /* a loose bound, not a timing test */
 		}
 	}
 	printf("# chaos: %llu kills\n", (unsigned long long)kills);
@@ -202,9 +203,9 @@ static void test_workers_that_cannot_start(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_crashing_sample_is_quarantined),
-		cmocka_unit_test(test_random_sigkill_every_20ms),
-		cmocka_unit_test(test_workers_that_cannot_start),
+	    cmocka_unit_test(test_crashing_sample_is_quarantined),
+	    cmocka_unit_test(test_random_sigkill_every_20ms),
+	    cmocka_unit_test(test_workers_that_cannot_start),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,7 +24,10 @@ static const struct cmd_opt opts[O_N] = {
     [O_SEED] = {"seed", "X", 0, "seed"},
 };
 
-/* Parse a NULL-terminated list of words (argv[0] = "cmd"). */
+/* The end of a word list: a pointer, not a bare NULL (which may be an int). */
+#define END ((const char *)0)
+
+/* Parse an END-terminated list of words (argv[0] = "cmd"). */
 static int parse(struct cmd_args *a, const char **val, char **pos, const char *w0, ...)
 {
 	static char buf[16][64];
@@ -51,7 +54,7 @@ static void test_names_prefixes_aliases_and_positionals_anywhere(void **state)
 	char *pos[16];
 	struct cmd_args a;
 	(void)state;
-	assert_int_equal(parse(&a, val, pos, "DIR", "--work", "3", "--seed=7", "-q", "MORE", NULL),
+	assert_int_equal(parse(&a, val, pos, "DIR", "--work", "3", "--seed=7", "-q", "MORE", END),
 			 0);
 	assert_string_equal(val[O_WORKERS], "3");
 	assert_string_equal(val[O_SEED], "7");
@@ -61,7 +64,7 @@ static void test_names_prefixes_aliases_and_positionals_anywhere(void **state)
 	assert_string_equal(a.pos[0], "DIR");
 	assert_string_equal(a.pos[1], "MORE");
 	/* the last value given wins; "--" ends options */
-	assert_int_equal(parse(&a, val, pos, "-w", "1", "--workers", "2", "--", "--seed", NULL), 0);
+	assert_int_equal(parse(&a, val, pos, "-w", "1", "--workers", "2", "--", "--seed", END), 0);
 	assert_string_equal(val[O_WORKERS], "2");
 	assert_null(val[O_SEED]);
 	assert_int_equal(a.npos, 1);
@@ -74,13 +77,13 @@ static void test_every_bad_command_line_is_refused_with_2(void **state)
 	char *pos[16];
 	struct cmd_args a;
 	(void)state;
-	assert_int_equal(parse(&a, val, pos, "--bogus", NULL), 2);     /* unknown */
-	assert_int_equal(parse(&a, val, pos, "--wor", "3", NULL), 2);  /* ambiguous */
-	assert_int_equal(parse(&a, val, pos, "--workers", NULL), 2);   /* value missing */
-	assert_int_equal(parse(&a, val, pos, "--quiet=yes", NULL), 2); /* flag with a value */
-	assert_int_equal(parse(&a, val, pos, "-x", NULL), 2);	       /* unknown alias */
+	assert_int_equal(parse(&a, val, pos, "--bogus", END), 2);     /* unknown */
+	assert_int_equal(parse(&a, val, pos, "--wor", "3", END), 2);  /* ambiguous */
+	assert_int_equal(parse(&a, val, pos, "--workers", END), 2);   /* value missing */
+	assert_int_equal(parse(&a, val, pos, "--quiet=yes", END), 2); /* flag with a value */
+	assert_int_equal(parse(&a, val, pos, "-x", END), 2);	      /* unknown alias */
 	/* and a good line right after bad ones parses (no state kept) */
-	assert_int_equal(parse(&a, val, pos, "--seed", "1", NULL), 0);
+	assert_int_equal(parse(&a, val, pos, "--seed", "1", END), 0);
 	assert_string_equal(val[O_SEED], "1");
 }
 
@@ -120,5 +123,5 @@ int main(void)
 	    cmocka_unit_test(test_every_bad_command_line_is_refused_with_2),
 	    cmocka_unit_test(test_numbers_are_decimal_or_hex_in_range),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, END);
 }

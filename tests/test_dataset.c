@@ -394,7 +394,8 @@ static void test_shards_index_like_imagefolder(void **state)
 		/* the member's bytes at its offset are the ImageFolder file's bytes */
 		size_t n = gm_dataset_file_size(a, i);
 		char *x = malloc(n), *y = malloc(n);
-		int fa = open(gm_dataset_path(a, i), O_RDONLY), fb = open(gm_dataset_path(b, i), O_RDONLY);
+		int fa = open(gm_dataset_path(a, i), O_RDONLY),
+		    fb = open(gm_dataset_path(b, i), O_RDONLY);
 		assert_int_equal(pread(fa, x, n, 0), (ssize_t)n);
 		assert_int_equal(pread(fb, y, n, (off_t)gm_dataset_offset(b, i)), (ssize_t)n);
 		assert_memory_equal(x, y, n);
@@ -445,8 +446,9 @@ static void test_shards_long_names(void **state)
 		FILE *f = fopen(full(rel), "w");
 		fputs(" 4\n", f);
 		fclose(f);
-		snprintf(cmd, sizeof(cmd), "cd %s/src && tar --format=%s -cf ../a.tar d 2>/dev/null",
-			 full(dir), fmts[k]);
+		snprintf(cmd, sizeof(cmd),
+			 "cd %s/src && tar --format=%s -cf ../a.tar d 2>/dev/null", full(dir),
+			 fmts[k]);
 		int rc = system(cmd);
 		if (k == 2) { /* ustar cannot store a 150-character file name */
 			if (rc == 0)
@@ -484,7 +486,8 @@ static void test_shard_errors(void **state)
 	mkdir_rel("bad-shards");
 	/* not a tar */
 	mkfile("bad-shards/random.tar", 3000);
-	expect_fail(full("bad-shards/random.tar"), -EBADMSG, "not a tar file (bad header checksum)");
+	expect_fail(full("bad-shards/random.tar"), -EBADMSG,
+		    "not a tar file (bad header checksum)");
 	mkfile("bad-shards/tiny.tar", 10);
 	expect_fail(full("bad-shards/tiny.tar"), -EBADMSG, "shorter than one header");
 	/* samples without a label, a bad label, two images under one key */
@@ -502,8 +505,8 @@ static void test_shard_errors(void **state)
 	mktar("bad-shards/noimg.tar", (const char *[]){"a.txt", "x", "a.cls", "1", NULL});
 	expect_fail(full("bad-shards/noimg.tar"), -ENODATA, "no .jpg/.jpeg members");
 	/* a good shard, then cut short, then with a corrupt second header */
-	mktar("bad-shards/good.tar", (const char *[]){"a.jpg", "JPEGDATA", "a.cls", "2",
-						      "b.JPEG", "MORE", "b.cls", "0\n", NULL});
+	mktar("bad-shards/good.tar", (const char *[]){"a.jpg", "JPEGDATA", "a.cls", "2", "b.JPEG",
+						      "MORE", "b.cls", "0\n", NULL});
 	assert_int_equal(gm_dataset_open(&d, full("bad-shards/good.tar"), err, sizeof(err)), 0);
 	assert_int_equal(gm_dataset_count(d), 2);
 	assert_int_equal(gm_dataset_label(d, 0), 2);
@@ -519,8 +522,10 @@ static void test_shard_errors(void **state)
 	assert_int_equal(system(path), 0);
 	expect_fail(full("bad-shards/cut2.tar"), -EBADMSG,
 		    "offset 0: member 'a.jpg' of 8 bytes runs past the end");
-	snprintf(path, sizeof(path), "cp %s %s && printf Z | dd of=%s bs=1 seek=1030 conv=notrunc"
-		 " 2>/dev/null", full("bad-shards/good.tar"), full("bad-shards/flip.tar"),
+	snprintf(path, sizeof(path),
+		 "cp %s %s && printf Z | dd of=%s bs=1 seek=1030 conv=notrunc"
+		 " 2>/dev/null",
+		 full("bad-shards/good.tar"), full("bad-shards/flip.tar"),
 		 full("bad-shards/flip.tar"));
 	assert_int_equal(system(path), 0);
 	expect_fail(full("bad-shards/flip.tar"), -EBADMSG, "offset 1024: bad tar header checksum");

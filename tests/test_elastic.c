@@ -96,7 +96,7 @@ static void test_grow_then_shrink(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_grow_then_shrink),
+	    cmocka_unit_test(test_grow_then_shrink),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

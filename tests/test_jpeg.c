@@ -70,10 +70,10 @@ static void check_region_equals_full(unsigned flags, uint32_t w, uint32_t h)
 		uint32_t sw = full.width, sh = full.height;
 		/* windows: unaligned interior, left/top edge, right/bottom edge, 1x1 */
 		const uint32_t win[][4] = {
-			{sw / 3 + 1, sh / 4 + 3, sw / 2, sh / 2},
-			{0, 0, sw / 2 + 1, sh / 3 + 1},
-			{sw - sw / 3, sh - sh / 5, sw / 3, sh / 5},
-			{sw / 2, sh / 2, 1, 1},
+		    {sw / 3 + 1, sh / 4 + 3, sw / 2, sh / 2},
+		    {0, 0, sw / 2 + 1, sh / 3 + 1},
+		    {sw - sw / 3, sh - sh / 5, sw / 3, sh / 5},
+		    {sw / 2, sh / 2, 1, 1},
 		};
 		for (size_t k = 0; k < sizeof(win) / sizeof(win[0]); k++) {
 			uint32_t x = win[k][0], y = win[k][1], ww = win[k][2], wh = win[k][3];
@@ -88,8 +88,9 @@ static void check_region_equals_full(unsigned flags, uint32_t w, uint32_t h)
 			int maxd = 0;
 			for (uint32_t r = 0; r < wh; r++)
 				for (uint32_t c = 0; c < ww * 3; c++) {
-					int d = abs((int)part.pixels[r * part.stride + c] -
-						    (int)ref[((size_t)(y + r) * sw) * 3 + x * 3 + c]);
+					int d =
+					    abs((int)part.pixels[r * part.stride + c] -
+						(int)ref[((size_t)(y + r) * sw) * 3 + x * 3 + c]);
 					maxd = d > maxd ? d : maxd;
 				}
 			/*
@@ -423,18 +424,18 @@ static void test_warnings_kept_apart(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_region_equals_full_420),
-		cmocka_unit_test(test_region_equals_full_other_layouts),
-		cmocka_unit_test(test_pick_scale),
-		cmocka_unit_test(test_decode_crop_maps_window),
-		cmocka_unit_test(test_gray_to_rgb),
-		cmocka_unit_test(test_cmyk_and_progressive_to_rgb),
-		cmocka_unit_test(test_empty_and_not_jpeg),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_corrupt),
-		cmocka_unit_test(test_bomb_refused_before_allocation),
-		cmocka_unit_test(test_bad_calls),
-		cmocka_unit_test(test_warnings_kept_apart),
+	    cmocka_unit_test(test_region_equals_full_420),
+	    cmocka_unit_test(test_region_equals_full_other_layouts),
+	    cmocka_unit_test(test_pick_scale),
+	    cmocka_unit_test(test_decode_crop_maps_window),
+	    cmocka_unit_test(test_gray_to_rgb),
+	    cmocka_unit_test(test_cmyk_and_progressive_to_rgb),
+	    cmocka_unit_test(test_empty_and_not_jpeg),
+	    cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_corrupt),
+	    cmocka_unit_test(test_bomb_refused_before_allocation),
+	    cmocka_unit_test(test_bad_calls),
+	    cmocka_unit_test(test_warnings_kept_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,7 @@
 #include "testutil.h"
 
 #define N_IMAGES 90
-#define BATCH 16
+#define BATCH	 16
 
 static char good_dir[64];
 static char bad_dir[64];
@@ -104,7 +104,8 @@ static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, in
 		assert_int_equal(b.epoch, expect_e);
 		assert_int_equal(b.index, expect_k);
 		expect_k++;
-		uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		uint64_t h =
+		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
 		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
 		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
 		if (n < max)
@@ -482,7 +483,8 @@ static void test_sigkill_worker_loses_nothing(void **state)
 		if (rc == GM_LOADER_END_OF_EPOCH)
 			continue;
 		assert_int_equal(rc, 0);
-		uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		uint64_t h =
+		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
 		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
 		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
 		assert_true(n < nref);
@@ -581,7 +583,7 @@ static void test_shuffle_buffer_in_the_consumer(void **state)
 	assert_int_equal(n1, np); /* same batches per epoch, 2 epochs */
 	assert_int_equal(n1, n2);
 	assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0])); /* deterministic */
-	assert_memory_not_equal(h1, plain, sizeof(h1[0]) * 2);	  /* but reordered */
+	assert_memory_not_equal(h1, plain, sizeof(h1[0]) * 2);	 /* but reordered */
 
 	/* every sample once per epoch, labels travel with their samples */
 	struct gm_loader *l, *ref;
@@ -645,7 +647,8 @@ static void test_stop_keeps_views_readable(void **state)
 	gm_loader_stop(l); /* idempotent */
 	assert_int_equal(count_children(), 0);
 	/* the view is still mapped and unchanged */
-	assert_int_equal(gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes), h);
+	assert_int_equal(gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes),
+			 h);
 	assert_int_equal(gm_loader_next(l, &b), -ECANCELED);
 	assert_non_null(strstr(gm_loader_errmsg(l), "stopped"));
 	gm_loader_close(l);
@@ -683,21 +686,21 @@ static void test_resume_gives_same_remaining_batches(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_files_fail),
-		cmocka_unit_test(test_bad_files_skip),
-		cmocka_unit_test(test_epoch_contents_and_labels),
-		cmocka_unit_test(test_float32_output),
-		cmocka_unit_test(test_float16_output),
-		cmocka_unit_test(test_shards_same_batches),
-		cmocka_unit_test(test_pread_reader_same_batches),
-		cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
-		cmocka_unit_test(test_open_errors),
-		cmocka_unit_test(test_resume_gives_same_remaining_batches),
-		cmocka_unit_test(test_same_bytes_with_1_2_4_workers),
-		cmocka_unit_test(test_scale_and_close_reaps),
-		cmocka_unit_test(test_shuffle_buffer_in_the_consumer),
-		cmocka_unit_test(test_stop_keeps_views_readable),
-		cmocka_unit_test(test_sigkill_worker_loses_nothing),
+	    cmocka_unit_test(test_bad_files_fail),
+	    cmocka_unit_test(test_bad_files_skip),
+	    cmocka_unit_test(test_epoch_contents_and_labels),
+	    cmocka_unit_test(test_float32_output),
+	    cmocka_unit_test(test_float16_output),
+	    cmocka_unit_test(test_shards_same_batches),
+	    cmocka_unit_test(test_pread_reader_same_batches),
+	    cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
+	    cmocka_unit_test(test_open_errors),
+	    cmocka_unit_test(test_resume_gives_same_remaining_batches),
+	    cmocka_unit_test(test_same_bytes_with_1_2_4_workers),
+	    cmocka_unit_test(test_scale_and_close_reaps),
+	    cmocka_unit_test(test_shuffle_buffer_in_the_consumer),
+	    cmocka_unit_test(test_stop_keeps_views_readable),
+	    cmocka_unit_test(test_sigkill_worker_loses_nothing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

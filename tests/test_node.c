@@ -48,7 +48,9 @@ static pid_t start_agent(uint32_t cpus)
 		sa.sa_handler = on_term;
 		sigaction(SIGTERM, &sa, NULL);
 		signal(SIGPIPE, SIG_IGN);
-		struct gm_node_opts o = {.socket_path = sock, .cpus = cpus, .verbose = getenv("GM_TEST_VERBOSE") != NULL};
+		struct gm_node_opts o = {.socket_path = sock,
+					 .cpus = cpus,
+					 .verbose = getenv("GM_TEST_VERBOSE") != NULL};
 		char err[256];
 		_exit(gm_node_run(&o, &agent_stop, err, sizeof(err)) ? 1 : 0);
 	}
@@ -205,7 +207,8 @@ static void test_two_jobs_share_the_budget(void **state)
 		gm_loader_stats(a, &sa);
 		gm_loader_stats(b, &sb);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((i > 30 && sa.target_workers + sb.target_workers <= 3) || t1.tv_sec - t0.tv_sec > 20)
+		if ((i > 30 && sa.target_workers + sb.target_workers <= 3) ||
+		    t1.tv_sec - t0.tv_sec > 20)
 			break;
 	}
 	assert_true(sa.target_workers >= 1 && sb.target_workers >= 1);
@@ -317,9 +320,9 @@ static void test_other_uid_refused(void **state)
 		struct gm_node_reply rep;
 		ssize_t n = recv(fd, &rep, sizeof(rep), 0);
 		_exit(n == (ssize_t)sizeof(rep) && rep.status == -EACCES &&
-				      strstr(rep.msg, "refused: uid 65534")
-			      ? 0
-			      : 1);
+			      strstr(rep.msg, "refused: uid 65534")
+			  ? 0
+			  : 1);
 	}
 	int st;
 	waitpid(pid, &st, 0);
@@ -361,13 +364,13 @@ static void test_malformed_request_and_missing_agent(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_dead_client_frees_its_job),
-		cmocka_unit_test(test_idle_job_yields_to_a_newcomer),
-		cmocka_unit_test(test_malformed_request_and_missing_agent),
-		cmocka_unit_test(test_other_uid_refused),
-		cmocka_unit_test(test_same_bytes_as_a_local_loader),
-		cmocka_unit_test(test_socket_is_private),
-		cmocka_unit_test(test_two_jobs_share_the_budget),
+	    cmocka_unit_test(test_dead_client_frees_its_job),
+	    cmocka_unit_test(test_idle_job_yields_to_a_newcomer),
+	    cmocka_unit_test(test_malformed_request_and_missing_agent),
+	    cmocka_unit_test(test_other_uid_refused),
+	    cmocka_unit_test(test_same_bytes_as_a_local_loader),
+	    cmocka_unit_test(test_socket_is_private),
+	    cmocka_unit_test(test_two_jobs_share_the_budget),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -653,12 +653,12 @@ static void test_submit_failure(void **state)
 }
 
 /* The behaviour tests again with the pread reader (GM_READER=pread). */
-#define PREAD_TWIN(name)                                                                   \
-	static void name##_pread(void **state)                                             \
-	{                                                                                  \
-		setenv("GM_READER", "pread", 1);                                           \
-		name(state);                                                               \
-		unsetenv("GM_READER");                                                     \
+#define PREAD_TWIN(name)                                                                           \
+	static void name##_pread(void **state)                                                     \
+	{                                                                                          \
+		setenv("GM_READER", "pread", 1);                                                   \
+		name(state);                                                                       \
+		unsetenv("GM_READER");                                                             \
 	}
 PREAD_TWIN(test_read_many_sizes)
 PREAD_TWIN(test_errors_per_file)

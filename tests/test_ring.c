@@ -21,9 +21,9 @@ static void test_create_validates(void **state)
 {
 	(void)state;
 	struct gm_ring *r;
-	assert_int_equal(gm_ring_create(&r, 3, 4, 16, 0, 10), -EINVAL);  /* not pow2 */
-	assert_int_equal(gm_ring_create(&r, 4, 0, 16, 0, 10), -EINVAL);  /* batch 0 */
-	assert_int_equal(gm_ring_create(&r, 4, 4, 0, 0, 10), -EINVAL);   /* sample 0 */
+	assert_int_equal(gm_ring_create(&r, 3, 4, 16, 0, 10), -EINVAL);	 /* not pow2 */
+	assert_int_equal(gm_ring_create(&r, 4, 0, 16, 0, 10), -EINVAL);	 /* batch 0 */
+	assert_int_equal(gm_ring_create(&r, 4, 4, 0, 0, 10), -EINVAL);	 /* sample 0 */
 	assert_int_equal(gm_ring_create(&r, 4, 4, 16, 10, 10), -EINVAL); /* no task */
 	assert_null(r);
 	assert_int_equal(gm_ring_create(&r, 4, 8, 100, 0, 10), 0);
@@ -201,13 +201,13 @@ static void test_two_processes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_attach_validates_header),
-		cmocka_unit_test(test_claim_order_backpressure_release),
-		cmocka_unit_test(test_create_validates),
-		cmocka_unit_test(test_end_of_tasks),
-		cmocka_unit_test(test_quarantine_and_stop),
-		cmocka_unit_test(test_reclaim_reissues_only_that_pid),
-		cmocka_unit_test(test_two_processes),
+	    cmocka_unit_test(test_attach_validates_header),
+	    cmocka_unit_test(test_claim_order_backpressure_release),
+	    cmocka_unit_test(test_create_validates),
+	    cmocka_unit_test(test_end_of_tasks),
+	    cmocka_unit_test(test_quarantine_and_stop),
+	    cmocka_unit_test(test_reclaim_reissues_only_that_pid),
+	    cmocka_unit_test(test_two_processes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,11 +137,11 @@ static void test_permutation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_same_key_same_stream),
-		cmocka_unit_test(test_keys_differ),
-		cmocka_unit_test(test_uniform_range_and_mean),
-		cmocka_unit_test(test_below_bounds),
-		cmocka_unit_test(test_permutation),
+	    cmocka_unit_test(test_same_key_same_stream),
+	    cmocka_unit_test(test_keys_differ),
+	    cmocka_unit_test(test_uniform_range_and_mean),
+	    cmocka_unit_test(test_below_bounds),
+	    cmocka_unit_test(test_permutation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

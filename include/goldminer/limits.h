@@ -10,13 +10,13 @@
 #ifndef GOLDMINER_LIMITS_H
 #define GOLDMINER_LIMITS_H
 
-#define GM_MAX_WORKERS 256	    /* worker processes of one job, and --cpus */
-#define GM_MAX_BATCH 65536	    /* samples per batch */
-#define GM_MIN_SIZE 8		    /* output image side, px */
-#define GM_MAX_SIZE 4096
-#define GM_MIN_SLOTS 4		    /* ring slots */
-#define GM_MAX_SLOTS 1024
-#define GM_MAX_EPOCHS 1000000	    /* bench --epochs */
-#define GM_MAX_CHAOS_MS 3600000	    /* bench --chaos-kill-ms */
+#define GM_MAX_WORKERS	256   /* worker processes of one job, and --cpus */
+#define GM_MAX_BATCH	65536 /* samples per batch */
+#define GM_MIN_SIZE	8     /* output image side, px */
+#define GM_MAX_SIZE	4096
+#define GM_MIN_SLOTS	4 /* ring slots */
+#define GM_MAX_SLOTS	1024
+#define GM_MAX_EPOCHS	1000000 /* bench --epochs */
+#define GM_MAX_CHAOS_MS 3600000 /* bench --chaos-kill-ms */
 
 #endif

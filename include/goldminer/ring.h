@@ -22,19 +22,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RING_MAGIC 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
-#define GM_RING_VERSION 1
+#define GM_RING_MAGIC	 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
+#define GM_RING_VERSION	 1
 #define GM_RING_MAX_ERRS 8   /* error records kept per batch (count is exact) */
-#define GM_RING_MSG 112	     /* bytes of one error message */
-#define GM_RING_NO_END UINT64_MAX
+#define GM_RING_MSG	 112 /* bytes of one error message */
+#define GM_RING_NO_END	 UINT64_MAX
 
 enum gm_slot_state {
 	GM_SLOT_FREE = 0,
 	GM_SLOT_CLAIMED = 1,
 	GM_SLOT_READY = 2,
 };
-#define GM_SLOT_STATE(w) ((w) >> 24)
-#define GM_SLOT_PID(w) ((w)&0xffffffu)
+#define GM_SLOT_STATE(w)      ((w) >> 24)
+#define GM_SLOT_PID(w)	      ((w)&0xffffffu)
 #define GM_SLOT_WORD(st, pid) (((uint32_t)(st) << 24) | ((uint32_t)(pid)&0xffffffu))
 
 struct gm_slot_err {
@@ -45,14 +45,14 @@ struct gm_slot_err {
 
 /* Per-slot control block, at the start of each slot (one page). */
 struct gm_slot_ctl {
-	_Atomic uint32_t state;	  /* lease + futex word, see above */
-	uint32_t attempts;	  /* times this task was re-issued after a death */
-	_Atomic uint64_t task;	  /* task this slot currently carries */
+	_Atomic uint32_t state;	     /* lease + futex word, see above */
+	uint32_t attempts;	     /* times this task was re-issued after a death */
+	_Atomic uint64_t task;	     /* task this slot currently carries */
 	_Atomic uint32_t cur_sample; /* sample being decoded (crash attribution) */
-	uint32_t n;		  /* samples in the batch */
-	uint32_t n_errors;	  /* bad samples replaced (or the failing one) */
-	int32_t status;		  /* 0, or -EBADMSG when on_error=fail hit a bad sample */
-	uint32_t n_recs;	  /* valid entries of errs[] */
+	uint32_t n;		     /* samples in the batch */
+	uint32_t n_errors;	     /* bad samples replaced (or the failing one) */
+	int32_t status;		     /* 0, or -EBADMSG when on_error=fail hit a bad sample */
+	uint32_t n_recs;	     /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
 };
@@ -62,14 +62,14 @@ struct gm_ring_hdr {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t hdr_bytes;
-	uint32_t nslots;       /* power of two */
+	uint32_t nslots; /* power of two */
 	uint32_t batch_size;
 	uint64_t sample_bytes; /* bytes per sample */
 	uint64_t slot_bytes;   /* bytes per slot including its control page */
 	uint64_t data_offset;  /* offset of pixels within a slot */
 	uint64_t total_bytes;  /* whole region */
 	uint64_t first_task;
-	uint64_t end_task; /* GM_RING_NO_END when unlimited */
+	uint64_t end_task;			/* GM_RING_NO_END when unlimited */
 	_Alignas(64) _Atomic uint64_t consumed; /* next task the consumer takes */
 	_Alignas(64) _Atomic uint32_t work_seq; /* futex: bumped when work appears */
 	_Atomic uint32_t stop;			/* all workers: exit now */
@@ -84,8 +84,8 @@ struct gm_ring_hdr {
 	_Atomic uint64_t p_demand_mrate, p_worker_mrate; /* milli-images/s */
 	_Atomic int32_t p_fatal;			 /* -errno once the pool cannot run */
 	char p_fatal_msg[256];				 /* written before p_fatal (release) */
-	_Alignas(64) _Atomic uint32_t fatal_set; /* a worker could not start */
-	char fatal[256];			 /* ... and why (first one wins) */
+	_Alignas(64) _Atomic uint32_t fatal_set;	 /* a worker could not start */
+	char fatal[256];				 /* ... and why (first one wins) */
 	_Alignas(64) _Atomic uint32_t quarantine_n;
 	uint32_t quarantine[64]; /* samples that crashed workers twice */
 };

@@ -18,8 +18,8 @@ struct gm_rng {
 };
 
 /* Stream ids that keep independent uses of one seed apart. */
-#define GM_RNG_STREAM_SAMPLE 0x53414d50ull /* per-sample augmentation */
-#define GM_RNG_STREAM_PERM 0x5045524dull   /* per-epoch permutation */
+#define GM_RNG_STREAM_SAMPLE  0x53414d50ull /* per-sample augmentation */
+#define GM_RNG_STREAM_PERM    0x5045524dull /* per-epoch permutation */
 #define GM_RNG_STREAM_SHUFFLE 0x53485546ull /* consumer shuffle_buffer draws */
 
 /* Key the generator by (seed, stream, a, b); the counter starts at 0. */

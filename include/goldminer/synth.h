@@ -18,12 +18,12 @@
 #include <stdint.h>
 
 /* Flags for gm_synth_jpeg_mem() / gm_synth_write_jpeg(). Default: YCbCr 4:2:0 baseline. */
-#define GM_SYNTH_GRAY 0x1u	  /* one grayscale component */
-#define GM_SYNTH_PROGRESSIVE 0x2u /* progressive scan script */
-#define GM_SYNTH_CMYK 0x4u	  /* 4 components, Adobe (inverted) CMYK, no transform */
-#define GM_SYNTH_444 0x8u	  /* no chroma subsampling */
-#define GM_SYNTH_422 0x10u	  /* 2x1 chroma subsampling */
-#define GM_SYNTH_FLAT 0x20u	  /* smooth content only (no noise): compresses small */
+#define GM_SYNTH_GRAY	     0x1u  /* one grayscale component */
+#define GM_SYNTH_PROGRESSIVE 0x2u  /* progressive scan script */
+#define GM_SYNTH_CMYK	     0x4u  /* 4 components, Adobe (inverted) CMYK, no transform */
+#define GM_SYNTH_444	     0x8u  /* no chroma subsampling */
+#define GM_SYNTH_422	     0x10u /* 2x1 chroma subsampling */
+#define GM_SYNTH_FLAT	     0x20u /* smooth content only (no noise): compresses small */
 
 /* Kinds of bad file for gm_synth_write_bad(). */
 enum gm_synth_bad {
@@ -72,8 +72,7 @@ int gm_synth_write(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
  * .cls (the class number), in the ImageFolder order of gm_synth_write's tree, so
  * both layouts index to the same samples, labels and ids.
  */
-int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
-			  int quality, uint32_t per_shard, uint64_t *bytes_out, char *errbuf,
-			  size_t errlen);
+int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_t seed, int quality,
+			  uint32_t per_shard, uint64_t *bytes_out, char *errbuf, size_t errlen);
 
 #endif

@@ -54,10 +54,12 @@ static int visit(const char *path, const struct stat *st, int type, struct FTW *
 	if (type != FTW_F || !has_jpeg_ext(path))
 		return 0;
 	if (nfiles == capfiles) {
-		capfiles = capfiles ? capfiles * 2 : 1024;
-		files = realloc(files, capfiles * sizeof(*files));
-		if (!files)
-			return -1;
+		size_t cap = capfiles ? capfiles * 2 : 1024;
+		struct file *grown = realloc(files, cap * sizeof(*files));
+		if (!grown)
+			return -1; /* files stays valid; main frees it */
+		files = grown;
+		capfiles = cap;
 	}
 	struct file *f = &files[nfiles];
 	f->path = strdup(path);
@@ -144,8 +146,10 @@ static double measure(enum kind k, double secs, struct gm_jpeg *dec, struct gm_a
 				rrc(i, info.width, info.height, &x, &y, &w, &h);
 				ret = gm_jpeg_decode_crop(dec, x, y, w, h, 224, 224, &img);
 			}
-		} else {
+		} else if (aug) {
 			ret = gm_aug_sample(aug, f->data, f->len, 1, 0, i, out, tm);
+		} else {
+			ret = -EINVAL;
 		}
 		if (ret && (*errors)++ == 0)
 			fprintf(stderr, "decode_ref: %s: %s\n", f->path,
@@ -183,11 +187,12 @@ int main(int argc, char **argv)
 	qsort(files, nfiles, sizeof(*files), by_path);
 	gm_aug_spec_default(&spec);
 	void *out = malloc(gm_aug_out_bytes(&spec) * 4);
+	int rc = 1;
 	if (!out || gm_jpeg_create(&dec, 0) || gm_aug_create(&au8, &spec))
-		return 1;
+		goto out_free;
 	spec.out = GM_OUT_F32_CHW;
 	if (gm_aug_create(&af32, &spec))
-		return 1;
+		goto out_free;
 
 	size_t c[4];
 	double w[4];
@@ -208,6 +213,8 @@ int main(int argc, char **argv)
 	       "\"clock\":\"thread_cpu\",\"wall_full\":%.1f,\"wall_crop\":%.1f,"
 	       "\"wall_aug_u8\":%.1f,\"wall_aug_f32\":%.1f}\n",
 	       full, crop, u8, f32, nfiles, w[0], w[1], w[2], w[3]);
+	rc = 0;
+out_free:
 	gm_aug_destroy(af32);
 	gm_aug_destroy(au8);
 	gm_jpeg_destroy(dec);
@@ -217,5 +224,5 @@ int main(int argc, char **argv)
 		free(files[i].data);
 	}
 	free(files);
-	return 0;
+	return rc;
 }
