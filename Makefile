@@ -55,7 +55,7 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
+.PHONY: traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
 
@@ -191,7 +191,16 @@ plots:
 	$(Q)SIM_OUT=$(B)/sim-experiments sh plots/make-plots.sh
 
 sim-experiments: all
+	$(Q)[ -n "$(TRACES)" ] || [ -f traces/public/alibaba-gpu-v2023/openb_pod_list_default.csv ] || \
+		$(MAKE) --no-print-directory traces
 	$(Q)B=$(B) sh sim/experiments.sh
+
+# The public traces into traces/public, verified against traces/SHA256SUMS: from a
+# local mirror when one sits beside the clone (TRACES_FROM; the project's machines
+# have ../shared/traces), else from the network.
+TRACES_FROM ?= $(if $(wildcard ../shared/traces/SHA256SUMS),../shared/traces,)
+traces:
+	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config
 deps:

@@ -10,9 +10,9 @@
 # regenerates sim/RESULTS.md.
 #
 # Environment: B (build dir, default build), SIM_OUT, TRACES (directory holding
-# alibaba-gpu-v2023/ etc.; default ../shared/traces, then traces/public as
-# fetched by traces/download.sh), BACKFILL (backfill window, default 32), LOAD
-# (target offered load, default 0.9), RESULTS (default sim/RESULTS.md).
+# alibaba-gpu-v2023/ etc.; default traces/public, as `make traces` puts them),
+# BACKFILL (backfill window, default 32), LOAD (target offered load, default
+# 0.9), RESULTS (default sim/RESULTS.md).
 set -e
 B=${B:-build}
 G="$B/goldminer"
@@ -22,13 +22,13 @@ LOAD=${LOAD:-0.9}
 RESULTS=${RESULTS:-sim/RESULTS.md}
 [ -x "$G" ] || { echo "sim-experiments: $G not built (make)" >&2; exit 1; }
 TR=""
-for d in "${TRACES:-}" ../shared/traces traces/public; do
+for d in "${TRACES:-}" traces/public; do
 	if [ -n "$d" ] && [ -f "$d/alibaba-gpu-v2023/openb_pod_list_default.csv" ]; then
 		TR=$d
 		break
 	fi
 done
-[ -n "$TR" ] || { echo "sim-experiments: public traces not found; run sh traces/download.sh or set TRACES" >&2; exit 1; }
+[ -n "$TR" ] || { echo "sim-experiments: public traces not found in traces/public; run make traces (or set TRACES=DIR)" >&2; exit 1; }
 OPENB="$TR/alibaba-gpu-v2023/openb_pod_list_default.csv"
 NODES="$TR/alibaba-gpu-v2023/openb_node_list_all_node.csv"
 PAI="$TR/alibaba-gpu-v2020/pai_machine_spec.csv"

@@ -2,14 +2,14 @@
 # Node data plane vs its peers, all in this one run on $PHOTOS:
 #   - 1-core decode-only reference (libjpeg-turbo full decode, crop-window decode)
 #   - goldminer bench, 2 workers, uint8 and float32
-#   - ../shared/bench/torch_loader.py (PyTorch DataLoader), 2 workers, uint8, float32
+#   - tests/bench/torch_loader.py (PyTorch DataLoader), 2 workers, uint8, float32
 # Prints every figure and the ratios (targets: >= 5x DataLoader; >= 0.65 of 2 x the
 # 1-core crop-window decode rate).
 set -u
 B=${B:-build}
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
 EPOCHS=${EPOCHS:-3}
-TORCH=../shared/bench/torch_loader.py
+TORCH=tests/bench/torch_loader.py
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -3,7 +3,7 @@
 # batch 64, RandomResizedCrop 224 + flip, for uint8 and float32 output:
 #   - goldminer.torch.Loader (python/goldminer, ctypes over $B/libgoldminer.so)
 #   - the C consumer: $B/goldminer bench
-#   - torch.utils.data.DataLoader: ../shared/bench/torch_loader.py (--uint8 for uint8)
+#   - torch.utils.data.DataLoader: tests/bench/torch_loader.py (--uint8 for uint8)
 # C and Python runs alternate ROUNDS times (best of each kept) so that drift of a
 # shared machine hits both alike. Targets: Python >= 0.95 x C, Python >= 5x DataLoader.
 # Env: B (build dir), PHOTOS (ImageFolder; without it a synthetic set is made with
@@ -16,7 +16,7 @@ case $B in /*) ;; *) B=$repo/$B ;; esac
 EPOCHS=${EPOCHS:-3}
 ROUNDS=${ROUNDS:-3}
 PY=${GM_PYTHON:-/usr/bin/python3}
-TORCH=$repo/../shared/bench/torch_loader.py
+TORCH=$repo/tests/bench/torch_loader.py
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT INT TERM
 

@@ -30,7 +30,7 @@ done
 # The openb trace (7,064 GPU pods, 6,171 replayed) on 128 GPUs, every policy: the
 # issue cites ~2-3 minutes for Synergy's Python simulator on this replay (a figure
 # from the issue, not measured here).
-OPENB=${TRACES:-../shared/traces}/alibaba-gpu-v2023/openb_pod_list_default.csv
+OPENB=${TRACES:-traces/public}/alibaba-gpu-v2023/openb_pod_list_default.csv
 if [ -f "$OPENB" ]; then
 	t0=$(date +%s.%N)
 	n=$("$G" sim --cluster "16x(8gpu,96cpu)" --trace "$OPENB" --policy all --arrival-scale 2 \

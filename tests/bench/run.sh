@@ -1,7 +1,7 @@
 #!/bin/sh
 # make bench: every tests/bench/bench-*.sh in order, with B (build dir) and PHOTOS
-# (the real-photo ImageFolder; built with ../shared/datasets/make-photos.sh when
-# missing and the script exists) in the environment. Each prints its figures and
+# (the real-photo ImageFolder; built with tests/bench/make-photos.sh from Debian
+# packages when missing) in the environment. Each prints its figures and
 # the ratios against its peer measured in the same run.
 set -u
 B=${B:-build}
@@ -10,14 +10,9 @@ if [ -z "${PHOTOS:-}" ]; then
 	PHOTOS=${GM_PHOTOS:-/var/tmp/goldminer-photos}
 fi
 if [ ! -d "$PHOTOS" ]; then
-	mk=../shared/datasets/make-photos.sh
-	if [ -x "$mk" ] || [ -f "$mk" ]; then
-		echo "== building the real-photo set into $PHOTOS ($mk)"
-		bash "$mk" "$PHOTOS" || { echo "make-photos.sh failed"; exit 1; }
-	else
-		echo "PHOTOS=$PHOTOS does not exist and $mk is not here; pass PHOTOS=DIR"
-		exit 1
-	fi
+	mk=tests/bench/make-photos.sh
+	echo "== building the real-photo set into $PHOTOS ($mk)"
+	bash "$mk" "$PHOTOS" || { echo "make-photos.sh failed; or pass PHOTOS=DIR"; exit 1; }
 fi
 export PHOTOS
 rc=0
