@@ -12,10 +12,14 @@
 #   make CUDA=0     build without the CUDA runtime (pinning skipped)
 
 B ?= build
+# The release: the library's version, its SONAME major (libgoldminer.so.0) and
+# what `goldminer --version` and goldminer.pc say.
+VERSION := 0.1.0
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 CC ?= cc
 CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
-	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread
+	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread -DGM_VERSION='"$(VERSION)"'
 PKGS := liburing libjpeg
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luring -ljpeg)
@@ -55,7 +59,7 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
+.PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
 
@@ -70,7 +74,7 @@ $(B)/libgoldminer.a: $(LIB_OBJS)
 
 $(B)/libgoldminer.so: $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,libgoldminer.so.$(SOMAJOR) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -250,6 +254,42 @@ lint: lint-deps
 LINT_PKGS := cppcheck shellcheck clang-format
 lint-deps:
 	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS="$(LINT_PKGS)"
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the command, the shared library
+# (libgoldminer.so.VERSION, SONAME libgoldminer.so.MAJOR, the dev symlink), the
+# static library, the headers, goldminer.pc and the goldminer(1) man page.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PC_LIBS_PRIVATE := -lm -pthread $(if $(filter 1,$(CUDA)),-L$(CUDA_HOME)/lib64 -lcudart)
+$(B)/goldminer.pc: Makefile
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: goldminer' \
+		'Description: stateless JPEG data workers feeding shared-memory rings pinned for GPU DMA' \
+		'Version: $(VERSION)' 'Requires.private: $(PKGS)' \
+		'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lgoldminer' \
+		'Libs.private: $(PC_LIBS_PRIVATE)' 'Cflags: -I$${includedir}' >$@
+$(B)/goldminer.1: $(B)/goldminer cmd/mkman.sh
+	$(Q)sh cmd/mkman.sh $(B)/goldminer >$@
+install: all $(B)/goldminer.pc $(B)/goldminer.1
+	$(Q)d="$(DESTDIR)"; set -e; \
+	install -d "$$d$(PREFIX)/bin" "$$d$(LIBDIR)/pkgconfig" "$$d$(INCLUDEDIR)/goldminer" \
+		"$$d$(MANDIR)/man1"; \
+	install -m 755 $(B)/goldminer "$$d$(PREFIX)/bin/goldminer"; \
+	install -m 755 $(B)/libgoldminer.so "$$d$(LIBDIR)/libgoldminer.so.$(VERSION)"; \
+	ln -sf libgoldminer.so.$(VERSION) "$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)"; \
+	ln -sf libgoldminer.so.$(SOMAJOR) "$$d$(LIBDIR)/libgoldminer.so"; \
+	install -m 644 $(B)/libgoldminer.a "$$d$(LIBDIR)/libgoldminer.a"; \
+	install -m 644 include/goldminer/*.h "$$d$(INCLUDEDIR)/goldminer/"; \
+	install -m 644 $(B)/goldminer.pc "$$d$(LIBDIR)/pkgconfig/goldminer.pc"; \
+	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
+	echo "installed goldminer $(VERSION) under $$d$(PREFIX)"
+uninstall:
+	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \
+		"$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)" "$$d$(LIBDIR)/libgoldminer.so.$(VERSION)" \
+		"$$d$(LIBDIR)/libgoldminer.a" "$$d$(LIBDIR)/pkgconfig/goldminer.pc" \
+		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer"
 
 clean:
 	rm -rf build build-san build-fuzz build-tsan

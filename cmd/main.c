@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "goldminer/version.h"
 
 static const struct {
 	const char *name;
@@ -24,7 +25,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: goldminer COMMAND [ARGS...]   (goldminer COMMAND --help)\n\n");
+	fprintf(f, "usage: goldminer COMMAND [ARGS...]   (goldminer help COMMAND, goldminer "
+		   "--version)\n\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].help);
 }
@@ -35,7 +37,17 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("goldminer %s\n", gm_version());
+		return 0;
+	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		/* goldminer help CMD is CMD --help */
+		for (size_t i = 0; argc > 2 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
+			if (!strcmp(argv[2], cmds[i].name)) {
+				char *av[] = {argv[2], "--help", NULL};
+				return cmds[i].fn(2, av);
+			}
 		usage(stdout);
 		return 0;
 	}
