@@ -75,6 +75,7 @@ $(B)/libgoldminer.a: $(LIB_OBJS)
 $(B)/libgoldminer.so: $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,libgoldminer.so.$(SOMAJOR) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)ln -sf libgoldminer.so $(B)/libgoldminer.so.$(SOMAJOR) # what programs linked here load
 
 $(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
 	$(Q)rm -f $@ && ar rcs $@ $^
