@@ -3,8 +3,8 @@
 Design: the structures are declared field for field in header order with the
 ctypes type of the same size and alignment (C enums are `int`, `bool` is
 `_Bool`), so ctypes lays them out exactly as gcc does on the same ABI. The
-library is found once (env GOLDMINER_LIB, then ../../build/libgoldminer.so next
-to this package, then the system search path) and its prototypes are declared
+library is found once (env GOLDMINER_LIB, then the installed library by its
+SONAME, then ../../build/libgoldminer.so next to this package) and its prototypes are declared
 here, so the rest of the package never calls an undeclared function.
 
 What it does not do: no policy, no Python objects beyond the raw structures;
@@ -149,6 +149,7 @@ _PROTOS = {
     "gm_loader_stop": (None, [_P]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
+    "gm_version": (ctypes.c_char_p, []),
     "gm_checksum64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
 }
 REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
@@ -161,15 +162,18 @@ class LibraryError(ImportError):
 
 
 def candidate_paths():
-    """Where the library is looked for, in order."""
+    """Where the library is looked for, in order: GOLDMINER_LIB (alone, when set),
+    the installed library (`make install`: found by the dynamic linker by its
+    SONAME, or by ldconfig's cache), then the build tree this package sits in."""
     env = os.environ.get("GOLDMINER_LIB")
     if env:
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.normpath(os.path.join(here, "..", "..", "build", "libgoldminer.so"))]
+    out = ["libgoldminer.so.0"]
     found = ctypes.util.find_library("goldminer")
-    if found:
+    if found and found not in out:
         out.append(found)
+    here = os.path.dirname(os.path.abspath(__file__))
+    out.append(os.path.normpath(os.path.join(here, "..", "..", "build", "libgoldminer.so")))
     return out
 
 
@@ -219,9 +223,11 @@ def lib():
             try:
                 _lib = _Lib(p)
                 break
-            except OSError as e:
+            except (OSError, LibraryError) as e:  # absent, or built for another ABI
                 errs.append("%s: %s" % (p, e))
         else:
-            raise LibraryError("libgoldminer.so not loadable (set GOLDMINER_LIB or run make): "
-                               + "; ".join(errs or ["no candidate"]))
+            raise LibraryError("libgoldminer.so not loadable; tried, in order: "
+                               + "; ".join(errs or ["no candidate"])
+                               + " (set GOLDMINER_LIB=PATH, `make install`, or run make in"
+                               " the source tree)")
     return _lib
