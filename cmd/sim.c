@@ -187,6 +187,12 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 		gm_sim_summary_json(&sum, 1, line, sizeof(line));
 		printf("%s\n", line);
 		fflush(stdout);
+		if (sum.samples_capped && out)
+			fprintf(stderr,
+				"goldminer sim: %s: the time series stopped at %u rows, before the "
+				"run ended (its last row is the final state); pass a larger "
+				"--sample-interval\n",
+				sum.policy, GM_SIM_MAX_SAMPLES);
 	}
 	return 0;
 }
@@ -215,6 +221,17 @@ int gm_cmd_sim(int argc, char **argv)
 		goto out_err;
 	if (a.max_jobs < t->n)
 		t->n = (size_t)a.max_jobs;
+	double least = gm_sim_min_sample_interval(t, &a.o);
+	if (a.o.sample_interval > 0 && a.o.sample_interval < least) {
+		fprintf(
+		    stderr,
+		    "goldminer sim: --sample-interval: %g s gives more than %u time-series rows "
+		    "over the trace's %.6g s; the accepted range is >= %.6g s (or 0: "
+		    "automatic)\n",
+		    a.o.sample_interval, GM_SIM_MAX_SAMPLES, least * GM_SIM_MAX_SAMPLES, least);
+		ret = 2;
+		goto out_free;
+	}
 	fprintf(stderr,
 		"goldminer sim: cluster %u nodes, %llu GPUs, %llu vCPUs; trace %s, %zu jobs "
 		"(left out: %zu CPU-only, %zu never ran, %zu bad times, %zu still running at "

@@ -14,15 +14,18 @@
 #include "goldminer/cluster.h"
 #include "goldminer/util.h"
 
+/* Append a node: 0, -E2BIG past GM_CLUSTER_MAX_NODES, -ENOMEM. */
 static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu)
 {
+	if (c->n >= GM_CLUSTER_MAX_NODES)
+		return -E2BIG;
 	if (c->n == *cap) {
-		uint32_t nc = *cap ? *cap * 2 : 64;
-		void *a = realloc(c->gpus, nc * sizeof(uint32_t)), *b;
+		uint32_t nc = *cap ? *cap * 2 : 64; /* <= 2 x GM_CLUSTER_MAX_NODES: no wrap */
+		void *a = realloc(c->gpus, (size_t)nc * sizeof(uint32_t)), *b;
 		if (!a)
 			return -ENOMEM;
 		c->gpus = a;
-		if (!(b = realloc(c->cpus, nc * sizeof(uint32_t))))
+		if (!(b = realloc(c->cpus, (size_t)nc * sizeof(uint32_t))))
 			return -ENOMEM;
 		c->cpus = b;
 		*cap = nc;
@@ -35,6 +38,13 @@ static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cp
 	if (g > c->max_gpus)
 		c->max_gpus = g;
 	return 0;
+}
+
+/* The message of add_node's error. */
+static const char *add_node_error(int rc)
+{
+	return rc == -E2BIG ? "more than 10000000 nodes (the accepted range is 1..10000000)"
+			    : "out of memory";
 }
 
 static bool field_num(const char *s, double *v)
@@ -98,14 +108,22 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		}
 		if (openb)
 			cpu /= 1000.0;
-		if (g != floor(g) || g > 1024 || cpu > 1e6) {
-			gm_errf(err, errlen, "%s:%u: GPU count not a whole number <= 1024", path,
-				lineno);
+		if (g != floor(g) || g > GM_CLUSTER_MAX_NODE_GPUS) {
+			gm_errf(err, errlen,
+				"%s:%u: GPU count %.17g is not a whole number in 0..%u", path,
+				lineno, g, GM_CLUSTER_MAX_NODE_GPUS);
+			rc = -EBADMSG;
+			goto out_close;
+		}
+		if (cpu > GM_CLUSTER_MAX_NODE_CPUS) {
+			gm_errf(err, errlen, "%s:%u: %.17g vCPUs is beyond the accepted 0..%u",
+				path, lineno, cpu, GM_CLUSTER_MAX_NODE_CPUS);
 			rc = -EBADMSG;
 			goto out_close;
 		}
 		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu)))) {
-			gm_errf(err, errlen, "%s: out of memory", path);
+			gm_errf(err, errlen, "%s:%u: %s", path, lineno, add_node_error(rc));
+			rc = rc == -E2BIG ? -EBADMSG : rc;
 			goto out_close;
 		}
 	}
@@ -119,35 +137,59 @@ out_close:
 	return rc;
 }
 
+/*
+ * A whole number of at most max at *s (digits only: no sign, no space, no
+ * exponent), followed by the text want; advances *s past both. Out of range or
+ * malformed: false.
+ */
+static bool shape_num(const char **s, uint64_t max, const char *want, uint64_t *v)
+{
+	const char *p = *s;
+	uint64_t x = 0;
+
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		x = x * 10 + (uint64_t)(*p - '0');
+		if (x > max)
+			return false; /* also stops before x * 10 can wrap */
+	}
+	if (strncmp(p, want, strlen(want)))
+		return false;
+	*s = p + strlen(want);
+	*v = x;
+	return true;
+}
+
 /* "8x(8gpu,96cpu)+2x(0gpu,64cpu)" */
 static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t errlen)
 {
 	const char *s = spec;
 	uint32_t cap = 0;
+	int rc;
+
 	for (;;) {
-		unsigned long n;
-		unsigned g, cpu;
-		int used = 0;
-		if (sscanf(s, "%lux(%ugpu,%ucpu)%n", &n, &g, &cpu, &used) != 3 || !used || !n ||
-		    n > 10000000 || g > 1024 || cpu > 1000000) {
-			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
-				spec);
-			return -EBADMSG;
-		}
-		for (unsigned long i = 0; i < n; i++)
-			if (add_node(c, &cap, g, cpu)) {
-				gm_errf(err, errlen, "%s: out of memory", spec);
-				return -ENOMEM;
+		uint64_t n, g, cpu;
+		if (!shape_num(&s, GM_CLUSTER_MAX_NODES, "x(", &n) || !n ||
+		    !shape_num(&s, GM_CLUSTER_MAX_NODE_GPUS, "gpu,", &g) ||
+		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu)", &cpu))
+			goto bad;
+		for (uint64_t i = 0; i < n; i++)
+			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu))) {
+				gm_errf(err, errlen, "%s: %s", spec, add_node_error(rc));
+				return rc == -E2BIG ? -EBADMSG : rc;
 			}
-		s += used;
 		if (!*s)
 			return 0;
-		if (*s++ != '+') {
-			gm_errf(err, errlen, "%s: bad cluster shape (want e.g. 8x(8gpu,96cpu))",
-				spec);
-			return -EBADMSG;
-		}
+		if (*s++ != '+')
+			goto bad;
 	}
+bad:
+	gm_errf(err, errlen,
+		"%s: bad cluster shape at '%.32s' (want NxSHAPE[+NxSHAPE...], e.g. "
+		"8x(8gpu,96cpu), with whole numbers N 1..%u, GPUs 0..%u, vCPUs 0..%u per node)",
+		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS);
+	return -EBADMSG;
 }
 
 int gm_cluster_load(struct gm_cluster **out, const char *spec, char *err, size_t errlen)
@@ -163,6 +205,13 @@ int gm_cluster_load(struct gm_cluster **out, const char *spec, char *err, size_t
 		rc = read_nodes(c, spec, err, errlen);
 	if (!rc && !c->total_gpus) {
 		gm_errf(err, errlen, "%s: cluster has no GPUs", spec);
+		rc = -EBADMSG;
+	}
+	if (!rc && !c->total_cpus) {
+		gm_errf(err, errlen,
+			"%s: cluster has no vCPUs, so no job's data pipeline can run "
+			"(give its nodes vCPUs)",
+			spec);
 		rc = -EBADMSG;
 	}
 	if (rc) {

@@ -246,6 +246,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
     [GM_SIM_STATIC] =
 	{
 	    .name = "static",
+	    .no_cpu_node = "a job's data pipeline runs on the vCPUs of its own nodes",
 	    .reserve = reserve_requested,
 	    .reserve_varies = varies_requested,
 	    .rate = rate_requested,
@@ -254,6 +255,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
     [GM_SIM_PROPORTIONAL] =
 	{
 	    .name = "proportional",
+	    .no_cpu_node = "a job's data pipeline runs on its share of its own nodes' vCPUs",
 	    .reserve = reserve_share,
 	    .rate = rate_share,
 	    .charge = charge_held,

@@ -108,10 +108,14 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 		c->cpu_rate = strtod(fld[2], &end[1]);
 		c->share = strtod(fld[3], &end[2]);
 		if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
-		    !(c->gpu_rate > 0) || !(c->cpu_rate > 0) || !(c->share >= 0) ||
-		    !isfinite(c->gpu_rate) || !isfinite(c->cpu_rate) || !isfinite(c->share)) {
-			gm_errf(err, errlen, "%s:%u: rates must be numbers > 0 and share >= 0",
-				path, lineno);
+		    !(c->gpu_rate >= GM_PROFILE_MIN_RATE && c->gpu_rate <= GM_PROFILE_MAX_RATE) ||
+		    !(c->cpu_rate >= GM_PROFILE_MIN_RATE && c->cpu_rate <= GM_PROFILE_MAX_RATE) ||
+		    !(c->share >= 0 && c->share <= GM_PROFILE_MAX_RATE)) {
+			gm_errf(err, errlen,
+				"%s:%u: gpu_rate and cpu_rate must be numbers %g..%g (samples/s) "
+				"and share 0..%g",
+				path, lineno, GM_PROFILE_MIN_RATE, GM_PROFILE_MAX_RATE,
+				GM_PROFILE_MAX_RATE);
 			goto bad;
 		}
 		snprintf(c->name, sizeof(c->name), "%s", fld[0]);

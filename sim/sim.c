@@ -534,10 +534,11 @@ static void write_sample(struct sim *s)
 		s->sum_busy_g / G, s->sum_alloc_c / C, s->sum_busy_c / C, s->nrunning, s->nqueued);
 }
 
+/* One row; the next one unless every job is done or the cap is reached. */
 static void on_sample(struct sim *s, uint32_t id)
 {
 	write_sample(s);
-	if (s->ndone < s->n)
+	if (s->ndone < s->n && ++s->samples < GM_SIM_MAX_SAMPLES)
 		ev_at(s, id, s->now + s->interval);
 }
 
@@ -734,19 +735,133 @@ out_errno:
 	return rc;
 }
 
-/* Check the options, allocate the run's arrays and open the policy's state. */
-static int sim_open(struct sim *s)
+double gm_sim_min_sample_interval(const struct gm_trace *t, const struct gm_sim_opts *o)
+{
+	double longest = 0;
+
+	if (!t->n || !(o->arrival_scale > 0))
+		return 0;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->jobs[i].duration > longest)
+			longest = t->jobs[i].duration;
+	return (t->jobs[t->n - 1].submit / o->arrival_scale + longest) / GM_SIM_MAX_SAMPLES;
+}
+
+/*
+ * The cluster in the loader's ranges, and no GPU node that the policy could never
+ * feed (sim_policy.no_cpu_node says why).
+ */
+static int check_cluster(struct sim *s)
+{
+	const struct gm_cluster *c = s->c;
+
+	if (!c->n || c->n > GM_CLUSTER_MAX_NODES || c->max_gpus > GM_CLUSTER_MAX_NODE_GPUS ||
+	    !c->total_gpus || !c->total_cpus) {
+		sim_fail(s, -EINVAL,
+			 "gm_sim_run: the cluster needs 1..%u nodes of 0..%u GPUs, and some GPUs "
+			 "and vCPUs in total",
+			 GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS);
+		return -EINVAL;
+	}
+	if (!s->policy->no_cpu_node)
+		return 0;
+	for (uint32_t n = 0; n < c->n; n++)
+		if (c->gpus[n] && !c->cpus[n]) {
+			sim_fail(s, -EINVAL,
+				 "gm_sim_run: cluster node %u (0-based, in file order) has %u GPUs "
+				 "but 0 vCPUs: under %s %s, so a job placed there could never run;"
+				 " give the node vCPUs or leave it out (goldminer and "
+				 "unlimited-cpu accept it)",
+				 n, c->gpus[n], s->policy->name, s->policy->no_cpu_node);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/* Rates and shares in the profile loader's ranges. */
+static int check_profile(struct sim *s)
+{
+	const struct gm_profile *p = s->prof;
+
+	if (p->n < 1 || p->n > GM_PROFILE_MAX) {
+		sim_fail(s, -EINVAL, "gm_sim_run: the profile needs 1..%d classes", GM_PROFILE_MAX);
+		return -EINVAL;
+	}
+	for (int k = 0; k < p->n; k++) {
+		const struct gm_profile_class *pc = &p->c[k];
+		if (!(pc->gpu_rate >= GM_PROFILE_MIN_RATE && pc->gpu_rate <= GM_PROFILE_MAX_RATE &&
+		      pc->cpu_rate >= GM_PROFILE_MIN_RATE && pc->cpu_rate <= GM_PROFILE_MAX_RATE &&
+		      pc->share >= 0 && pc->share <= GM_PROFILE_MAX_RATE)) {
+			sim_fail(s, -EINVAL,
+				 "gm_sim_run: profile class %d: rates must be %g..%g samples/s and "
+				 "the share 0..%g",
+				 k, GM_PROFILE_MIN_RATE, GM_PROFILE_MAX_RATE, GM_PROFILE_MAX_RATE);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Every job in the readers' ranges, sorted by submit (trace.h). */
+static int check_trace(struct sim *s)
+{
+	const struct gm_trace *t = s->t;
+
+	if (t->n > GM_TRACE_MAX_JOBS) {
+		sim_fail(s, -EINVAL, "gm_sim_run: %zu jobs; the accepted range is 0..%u", t->n,
+			 GM_TRACE_MAX_JOBS);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		const struct gm_job *j = &t->jobs[i];
+		if (j->submit >= 0 && j->submit <= GM_TRACE_MAX_SECONDS && j->duration > 0 &&
+		    j->duration <= GM_TRACE_MAX_SECONDS && j->gpus >= 1 && j->vcpu >= 0 &&
+		    j->vcpu <= 1e7 && (!i || j->submit >= t->jobs[i - 1].submit))
+			continue;
+		sim_fail(s, -EINVAL,
+			 "gm_sim_run: trace job %zu (line %u): want submit 0..%.0f s in order, "
+			 "duration > 0 and <= %.0f s, gpus >= 1, vcpu 0..1e7",
+			 i, j->line, GM_TRACE_MAX_SECONDS, GM_TRACE_MAX_SECONDS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The options; then the inputs against them. */
+static int check_inputs(struct sim *s)
 {
 	const struct gm_sim_opts *o = &s->o;
-	const struct gm_cluster *c = s->c;
+	double least;
 
 	if ((unsigned)o->policy >= GM_SIM_NPOLICY || !(o->arrival_scale > 0) ||
 	    !(o->remote_cost >= 0) || !(o->remote_cost < 1) || !(o->local_min >= 0) ||
-	    !(o->sample_interval >= 0) || !c->n || !c->total_gpus || !s->prof->n) {
+	    !isfinite(o->arrival_scale) || !isfinite(o->local_min) || !(o->sample_interval >= 0) ||
+	    !isfinite(o->sample_interval)) {
 		sim_fail(s, -EINVAL, "gm_sim_run: bad options");
 		return -EINVAL;
 	}
 	s->policy = &sim_policies[o->policy];
+	if (check_cluster(s) || check_profile(s) || check_trace(s))
+		return -EINVAL;
+	least = gm_sim_min_sample_interval(s->t, o);
+	if (o->sample_interval > 0 && o->sample_interval < least) {
+		sim_fail(s, -EINVAL,
+			 "gm_sim_run: a sample interval of %g s gives more than %u time-series "
+			 "rows over the trace's %.6g s; the accepted range is >= %.6g s (0: "
+			 "automatic)",
+			 o->sample_interval, GM_SIM_MAX_SAMPLES, least * GM_SIM_MAX_SAMPLES, least);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Check the options, allocate the run's arrays and open the policy's state. */
+static int sim_open(struct sim *s)
+{
+	const struct gm_cluster *c = s->c;
+
+	if (check_inputs(s))
+		return -EINVAL;
 	s->n = s->t->n;
 	s->j = calloc(s->n ? s->n : 1, sizeof(*s->j));
 	s->ev = calloc(s->n + 2, sizeof(*s->ev));
@@ -854,12 +969,42 @@ static int init_events(struct sim *s)
 		s->win_idx[1] = (size_t)ceil(0.95 * (double)s->n) - 1;
 		double last = t->jobs[s->n - 1].submit / s->o.arrival_scale;
 		s->interval = s->o.sample_interval;
-		if (!(s->interval > 0)) /* auto: ~500 rows over the arrivals, >= 1 min */
+		if (!(s->interval > 0)) { /* auto: ~500 rows over the arrivals, >= 1 min */
+			double least = gm_sim_min_sample_interval(t, &s->o);
 			s->interval = last / 500 > 60 ? last / 500 : 60;
+			if (s->interval < least) /* a long job after the last submit */
+				s->interval = least;
+		}
 		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / s->o.arrival_scale);
 		ev_at(s, (uint32_t)s->n + 1, s->interval); /* samples at k x interval */
 	}
 	return 0;
+}
+
+/*
+ * No ARRIVAL or FINISH is left but jobs are unfinished: nothing can change any
+ * more (a job at rate 0 that no event will speed up, or a queue no finish will
+ * unblock). Inputs are checked so that this cannot happen; should it, the run
+ * stops naming the first such job rather than sampling forever.
+ */
+static bool stalled(struct sim *s)
+{
+	uint32_t pending = s->nheap - (s->ev[s->n + 1].pos != NOPOS);
+
+	if (pending || s->ndone == s->n)
+		return false;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct sjob *j = &s->j[i];
+		if (j->state != J_QUEUED && j->state != J_RUNNING)
+			continue;
+		sim_fail(s, -EDEADLK,
+			 "gm_sim_run: %zu of %zu jobs can never finish under %s: job %zu "
+			 "(trace line %u, %u GPUs) is %s at %.3g samples/s and no event is left",
+			 s->n - s->ndone, s->n, s->policy->name, i, s->t->jobs[i].line, j->gpus,
+			 j->state == J_QUEUED ? "queued" : "running", j->rate);
+		break;
+	}
+	return true;
 }
 
 /* The event loop: pop, advance time, integrate, handle; until no event is left. */
@@ -883,6 +1028,8 @@ static int run_events(struct sim *s)
 			write_sample(s); /* the final state */
 			ev_cancel(s, (uint32_t)s->n + 1);
 		}
+		if (!s->rc && stalled(s))
+			break;
 	}
 	if (s->rc)
 		return s->rc;
@@ -958,6 +1105,8 @@ static void summarize_use(const struct sim *s, struct gm_sim_summary *m)
 	}
 	m->events = s->events;
 	m->realloc = s->realloc;
+	m->samples = s->samples;
+	m->samples_capped = s->samples >= GM_SIM_MAX_SAMPLES;
 }
 
 int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,

@@ -59,6 +59,11 @@ struct sim;
  */
 struct sim_policy {
 	const char *name; /* as gm_sim_policy_name() and --policy spell it */
+	/*
+	 * Why a GPU node with 0 vCPUs can never run a job under this policy, or NULL
+	 * where it can (gm_sim_run refuses such a cluster with this reason).
+	 */
+	const char *no_cpu_node;
 	/* vCPUs job j reserves on node n for t of its GPUs (placement; n fits them). */
 	uint32_t (*reserve)(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t);
 	/*
@@ -126,6 +131,7 @@ struct sim {
 	double win_alloc_g[2], win_busy_g[2], win_alloc_c[2], win_busy_c[2], t_win[2];
 	size_t win_idx[2];
 	double interval;
+	uint64_t samples; /* SAMPLE events handled; none re-armed past GM_SIM_MAX_SAMPLES */
 	uint64_t realloc;
 	size_t unplaceable;
 	FILE *ts;

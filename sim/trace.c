@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,11 @@
 
 #define GM_TRACE_STREAM 0x54524143ull /* "TRAC" */
 
+/* Append a job: 0, -E2BIG past GM_TRACE_MAX_JOBS, -ENOMEM. */
 static int push(struct gm_trace *t, size_t *cap, const struct gm_job *j)
 {
+	if (t->n >= GM_TRACE_MAX_JOBS)
+		return -E2BIG;
 	if (t->n == *cap) {
 		size_t nc = *cap ? *cap * 2 : 1024;
 		void *a = realloc(t->jobs, nc * sizeof(*t->jobs));
@@ -50,8 +54,12 @@ static int cmp_job(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* Sort by submit (stable via the line number) and start time at 0. */
-static void finish(struct gm_trace *t)
+/*
+ * Sort by submit (stable via the line number) and start time at 0. Refuses a span
+ * of submits beyond GM_TRACE_MAX_SECONDS, naming the last job's line (what: the
+ * source, a path or a synth spec).
+ */
+static int finish(struct gm_trace *t, const char *what, char *err, size_t errlen)
 {
 	int stable = 1;
 	for (size_t i = 1; i < t->n; i++)
@@ -64,6 +72,15 @@ static void finish(struct gm_trace *t)
 	double t0 = t->n ? t->jobs[0].submit : 0;
 	for (size_t i = 0; i < t->n; i++)
 		t->jobs[i].submit -= t0;
+	if (t->n && t->jobs[t->n - 1].submit > GM_TRACE_MAX_SECONDS) {
+		const struct gm_job *j = &t->jobs[t->n - 1];
+		gm_errf(err, errlen,
+			"%s:%u: submitted %.6g s after the first job; the accepted span of "
+			"submits is 0..%.0f s (100 years)",
+			what, j->line, j->submit, GM_TRACE_MAX_SECONDS);
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 /* Split a line in place on sep; empty fields are kept. Returns the field count. */
@@ -161,6 +178,11 @@ static int row_openb(struct reader *r, char *line, struct gm_job *j, const char 
 		t->skipped_bad_time++;
 		return 0;
 	}
+	if (v[4] - v[5] > GM_TRACE_MAX_SECONDS) {
+		*what = "deletion_time - scheduled_time (the duration) beyond the accepted "
+			"0..3155760000 s (100 years)";
+		return -EBADMSG;
+	}
 	if (v[2] < 1000)
 		t->rounded_fraction++;
 	j->gpus = (uint32_t)v[1];
@@ -234,6 +256,10 @@ static int row_philly(struct reader *r, char *line, struct gm_job *j, const char
 		r->t->skipped_bad_time++;
 		return 0;
 	}
+	if (v[1] > GM_TRACE_MAX_SECONDS) {
+		*what = "duration beyond the accepted 0..3155760000 s (100 years)";
+		return -EBADMSG;
+	}
 	j->submit = v[0];
 	j->duration = v[1];
 	j->gpus = (uint32_t)v[2];
@@ -252,11 +278,11 @@ static int row_gm(struct reader *r, char *line, struct gm_job *j, const char **w
 		return -EBADMSG;
 	}
 	if (!num(fld[0], &v[0]) || !num(fld[1], &v[1]) || !num(fld[2], &v[2]) ||
-	    !num(fld[3], &v[3]) || !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 || v[2] < 1 ||
-	    v[2] != floor(v[2]) || v[2] > 1e6 || v[3] < 0 || v[3] > 1e7 || v[4] < -1 ||
-	    v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
-		*what =
-		    "bad number (submit>=0, duration>0, gpus 1..1e6, vcpu 0..1e7, class -1..31)";
+	    !num(fld[3], &v[3]) || !num(fld[4], &v[4]) || v[0] < 0 || v[1] <= 0 ||
+	    v[1] > GM_TRACE_MAX_SECONDS || v[2] < 1 || v[2] != floor(v[2]) || v[2] > 1e6 ||
+	    v[3] < 0 || v[3] > 1e7 || v[4] < -1 || v[4] >= GM_PROFILE_MAX || v[4] != floor(v[4])) {
+		*what = "bad number (submit>=0, duration 0..3155760000 s (100 years) and > 0, "
+			"gpus 1..1e6, vcpu 0..1e7, class -1..31)";
 		return -EBADMSG;
 	}
 	j->submit = v[0];
@@ -352,6 +378,12 @@ static int read_file(struct gm_trace *t, const char *path, char *err, size_t err
 		}
 		if (rc == 1)
 			rc = push(t, &cap, &j);
+		if (rc == -E2BIG) {
+			gm_errf(err, errlen, "%s:%u: more than %u jobs (the accepted range)", path,
+				lineno, GM_TRACE_MAX_JOBS);
+			rc = -EBADMSG;
+			goto out_close;
+		}
 		if (rc < 0) {
 			gm_errf(err, errlen, "%s: out of memory", path);
 			goto out_close;
@@ -397,30 +429,89 @@ void gm_trace_synth_defaults(struct gm_trace_synth_opts *o)
 	o->vcpu_k = 6;
 }
 
-int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o)
-{
-	struct gm_trace *t;
-	double gsum = 0, mean_gpus = 0, ia = o->interarrival, now = 0;
+/* Accepted ranges of the generator's list parameters (the scalars are in keys[]). */
+#define SYNTH_MAX_GPUS	 1e6  /* GPUs of one job, as the trace readers */
+#define SYNTH_MAX_VCPU	 1024 /* requested vCPUs per GPU */
+#define SYNTH_MAX_WEIGHT 1e9  /* one gpumix weight */
 
-	if (!o->jobs || o->gpu_k < 1 || o->gpu_k > 8 || o->vcpu_k < 1 || o->vcpu_k > 8 ||
-	    !(o->dur_median > 0) || !(o->dur_sigma >= 0) || !(o->dur_max > 0))
+/*
+ * Check o and derive the mean interarrival *ia and the sum of the GPU-mix weights:
+ * 0, or -EINVAL with what is wrong in err (which may be NULL). The ranges keep
+ * every derived number finite: with sigma <= 10 the lognormal's mean stays below
+ * e^50 times its median, so NaN or infinity can only come from a derived
+ * interarrival beyond 100 years, which is refused here.
+ */
+static int synth_check(const struct gm_trace_synth_opts *o, double *ia, double *gsum, char *err,
+		       size_t errlen)
+{
+	double mean_gpus = 0, mean_dur;
+
+	*gsum = 0;
+	if (o->gpu_k < 1 || o->gpu_k > 8 || o->vcpu_k < 1 || o->vcpu_k > 8) {
+		gm_errf(err, errlen, "gpumix and vcpu take 1..8 entries");
 		return -EINVAL;
+	}
 	for (int i = 0; i < o->gpu_k; i++) {
-		if (!(o->gpu_p[i] >= 0) || !o->gpu_n[i])
+		if (!o->gpu_n[i] || o->gpu_n[i] > SYNTH_MAX_GPUS ||
+		    !(o->gpu_p[i] >= 0 && o->gpu_p[i] <= SYNTH_MAX_WEIGHT)) {
+			gm_errf(err, errlen,
+				"gpumix entry %d: GPUs must be 1..1000000 and the weight 0..1e9",
+				i + 1);
 			return -EINVAL;
-		gsum += o->gpu_p[i];
+		}
+		*gsum += o->gpu_p[i];
 		mean_gpus += o->gpu_p[i] * o->gpu_n[i];
 	}
-	if (!(gsum > 0))
-		return -EINVAL;
-	mean_gpus /= gsum;
-	if (!(ia > 0)) {
-		/* Offered load = arrival rate x mean GPU-seconds per job / cluster GPUs. */
-		double mean_dur = o->dur_median * exp(o->dur_sigma * o->dur_sigma / 2);
-		if (!(o->load > 0) || !o->cluster_gpus)
+	for (int i = 0; i < o->vcpu_k; i++)
+		if (!(o->vcpu_per_gpu[i] >= 0 && o->vcpu_per_gpu[i] <= SYNTH_MAX_VCPU)) {
+			gm_errf(err, errlen, "vcpu entry %d: must be 0..%d vCPUs per GPU", i + 1,
+				SYNTH_MAX_VCPU);
 			return -EINVAL;
-		ia = mean_gpus * mean_dur / (o->load * (double)o->cluster_gpus);
+		}
+	if (!(*gsum > 0)) {
+		gm_errf(err, errlen, "gpumix: the weights must not all be 0");
+		return -EINVAL;
 	}
+	if (o->jobs < 1 || o->jobs > GM_TRACE_MAX_JOBS || !(o->dur_median > 0) ||
+	    !(o->dur_median <= GM_TRACE_MAX_SECONDS) || !(o->dur_sigma >= 0) ||
+	    !(o->dur_sigma <= 10) || !(o->dur_max > 0) || !(o->dur_max <= GM_TRACE_MAX_SECONDS) ||
+	    !(o->interarrival >= 0) || !(o->interarrival <= GM_TRACE_MAX_SECONDS)) {
+		gm_errf(err, errlen,
+			"jobs, median, sigma, max or ia out of range (jobs 1..%u, median, max "
+			"and ia 0..%.0f s, sigma 0..10)",
+			GM_TRACE_MAX_JOBS, GM_TRACE_MAX_SECONDS);
+		return -EINVAL;
+	}
+	*ia = o->interarrival;
+	if (*ia > 0)
+		return 0;
+	/* Offered load = arrival rate x mean GPU-seconds per job / cluster GPUs. */
+	mean_dur = o->dur_median * exp(o->dur_sigma * o->dur_sigma / 2);
+	if (!(o->load > 0) || !o->cluster_gpus) {
+		gm_errf(err, errlen, "load must be > 0 and gpus >= 1");
+		return -EINVAL;
+	}
+	*ia = mean_gpus / *gsum * mean_dur / (o->load * (double)o->cluster_gpus);
+	if (!(*ia > 0 && *ia <= GM_TRACE_MAX_SECONDS)) {
+		gm_errf(err, errlen,
+			"load, gpus, median and sigma give a mean interarrival of %g s, outside "
+			"the accepted (0, %.0f] s: raise load or gpus, or lower median or sigma",
+			*ia, GM_TRACE_MAX_SECONDS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* gm_trace_synth with what is wrong in err (NULL: no message). */
+static int synth(struct gm_trace **out, const struct gm_trace_synth_opts *o, char *err,
+		 size_t errlen)
+{
+	struct gm_trace *t;
+	double gsum, ia, now = 0;
+	int rc;
+
+	if ((rc = synth_check(o, &ia, &gsum, err, errlen)))
+		return rc;
 	if (!(t = calloc(1, sizeof(*t))))
 		return -ENOMEM;
 	if (!(t->jobs = malloc(o->jobs * sizeof(*t->jobs)))) {
@@ -456,77 +547,166 @@ int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o)
 		j->line = 0;
 	}
 	t->n = o->jobs;
-	finish(t); /* already sorted; starts time at 0 like the readers */
+	if (!(now <= GM_TRACE_MAX_SECONDS)) {
+		gm_errf(err, errlen,
+			"the last of %zu jobs would be submitted at %g s, past the accepted span "
+			"of %.0f s (100 years): lower jobs or ia, or raise load",
+			o->jobs, now, GM_TRACE_MAX_SECONDS);
+		gm_trace_destroy(t);
+		return -EINVAL;
+	}
+	finish(t, "synth", NULL, 0); /* already sorted; starts time at 0 like the readers */
 	*out = t;
 	return 0;
+}
+
+int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o)
+{
+	return synth(out, o, NULL, 0);
+}
+
+/*
+ * The scalar keys of "synth:k=v" and their accepted ranges: a whole number for
+ * the integer ones, and lo itself excluded where lo_open. A value outside is
+ * refused with the range, never rounded or clamped.
+ */
+enum key_type { KEY_SIZE, KEY_U64, KEY_DOUBLE };
+static const struct synth_key {
+	const char *name;
+	enum key_type type;
+	size_t off;
+	double lo, hi;
+	bool lo_open;
+	const char *range; /* lo..hi as the message gives it */
+} synth_keys[] = {
+    {"jobs", KEY_SIZE, offsetof(struct gm_trace_synth_opts, jobs), 1, GM_TRACE_MAX_JOBS, false,
+     "a whole number 1..100000000"},
+    {"seed", KEY_U64, offsetof(struct gm_trace_synth_opts, seed), 0, 18446744073709551615.0, false,
+     "a whole number 0..18446744073709551615"},
+    {"ia", KEY_DOUBLE, offsetof(struct gm_trace_synth_opts, interarrival), 0, GM_TRACE_MAX_SECONDS,
+     true, "0 < ia <= 3155760000 s (100 years)"},
+    {"load", KEY_DOUBLE, offsetof(struct gm_trace_synth_opts, load), 0, 1e6, true,
+     "0 < load <= 1e6"},
+    {"gpus", KEY_U64, offsetof(struct gm_trace_synth_opts, cluster_gpus), 1, 1e10, false,
+     "a whole number 1..1e10"},
+    {"median", KEY_DOUBLE, offsetof(struct gm_trace_synth_opts, dur_median), 0,
+     GM_TRACE_MAX_SECONDS, true, "0 < median <= 3155760000 s (100 years)"},
+    {"sigma", KEY_DOUBLE, offsetof(struct gm_trace_synth_opts, dur_sigma), 0, 10, false, "0..10"},
+    {"max", KEY_DOUBLE, offsetof(struct gm_trace_synth_opts, dur_max), 0, GM_TRACE_MAX_SECONDS,
+     true, "0 < max <= 3155760000 s (100 years)"},
+};
+
+/* Set one scalar key from text: 0, or -EBADMSG with the accepted range in err. */
+static int set_key(struct gm_trace_synth_opts *o, const struct synth_key *k, const char *val,
+		   const char *spec, char *err, size_t errlen)
+{
+	char *p = (char *)o + k->off, *end;
+	double v;
+	uint64_t u = 0;
+	bool whole = k->type != KEY_DOUBLE;
+
+	if (whole && val[0] >= '0' && val[0] <= '9' && strspn(val, "0123456789") == strlen(val)) {
+		errno = 0;
+		u = strtoull(val, &end, 10); /* all 64 bits, which a double cannot hold */
+		v = (double)u;
+		if (errno == ERANGE)
+			goto bad;
+	} else if (!num(val, &v) || (whole && (v != floor(v) || v >= 9007199254740992.0))) {
+		goto bad;
+	} else if (whole && v >= 0) {
+		u = (uint64_t)v;
+	}
+	if (v < k->lo || v > k->hi || (k->lo_open && v == k->lo))
+		goto bad;
+	if (k->type == KEY_SIZE)
+		*(size_t *)(void *)p = (size_t)u;
+	else if (k->type == KEY_U64)
+		*(uint64_t *)(void *)p = u;
+	else
+		*(double *)(void *)p = v;
+	return 0;
+bad:
+	gm_errf(err, errlen, "%s: %s=%s: the accepted range is %s", spec, k->name, val, k->range);
+	return -EBADMSG;
+}
+
+/* One list key (gpumix=1:70/8:30, vcpu=4/8): 0 or -EBADMSG with the range in err. */
+static int set_list(struct gm_trace_synth_opts *o, const char *key, char *val, const char *spec,
+		    char *err, size_t errlen)
+{
+	bool vcpu = !strcmp(key, "vcpu");
+	char *save = NULL;
+	int n = 0;
+
+	for (char *it = strtok_r(val, "/", &save); it; it = strtok_r(NULL, "/", &save)) {
+		double v, p;
+		char *colon = strchr(it, ':');
+		if (n == 8)
+			goto bad;
+		if (vcpu) {
+			if (!num(it, &v) || v < 0 || v > SYNTH_MAX_VCPU)
+				goto bad;
+			o->vcpu_per_gpu[n++] = v;
+			continue;
+		}
+		if (!colon)
+			goto bad;
+		*colon = 0;
+		if (!num(it, &v) || !num(colon + 1, &p) || v < 1 || v > SYNTH_MAX_GPUS ||
+		    v != floor(v) || p < 0 || p > SYNTH_MAX_WEIGHT)
+			goto bad;
+		o->gpu_n[n] = (uint32_t)v;
+		o->gpu_p[n++] = p;
+	}
+	if (!n)
+		goto bad;
+	if (vcpu)
+		o->vcpu_k = n;
+	else
+		o->gpu_k = n;
+	return 0;
+bad:
+	gm_errf(err, errlen,
+		vcpu ? "%s: vcpu: want 1..8 numbers 0..1024 (vCPUs per GPU) joined by '/', "
+		       "e.g. vcpu=4/8"
+		     : "%s: gpumix: want 1..8 GPUS:WEIGHT joined by '/' (GPUS a whole number "
+		       "1..1000000, WEIGHT 0..1e9), e.g. gpumix=1:70/8:30",
+		spec);
+	return -EBADMSG;
 }
 
 /* Parse "synth:k=v,k=v". */
 static int parse_synth(struct gm_trace_synth_opts *o, const char *spec, char *err, size_t errlen)
 {
 	char buf[512], *save = NULL;
+	int rc;
+
 	gm_trace_synth_defaults(o);
 	o->interarrival = 0;
 	if (strlen(spec) >= sizeof(buf)) {
-		gm_errf(err, errlen, "%s: spec too long", spec);
+		gm_errf(err, errlen, "%.64s...: spec too long (at most %zu characters)", spec,
+			sizeof(buf) - 1);
 		return -EBADMSG;
 	}
 	snprintf(buf, sizeof(buf), "%s", spec + 6);
 	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(kv, '=');
-		double v;
+		size_t i = 0;
 		if (!eq)
 			goto bad;
 		*eq++ = 0;
 		if (!strcmp(kv, "gpumix") || !strcmp(kv, "vcpu")) {
-			char *s2 = NULL;
-			int n = 0;
-			for (char *it = strtok_r(eq, "/", &s2); it; it = strtok_r(NULL, "/", &s2)) {
-				if (n == 8)
-					goto bad;
-				if (!strcmp(kv, "vcpu")) {
-					if (!num(it, &v) || v < 0)
-						goto bad;
-					o->vcpu_per_gpu[n++] = v;
-				} else {
-					unsigned g;
-					double p;
-					int used = 0;
-					if (sscanf(it, "%u:%lf%n", &g, &p, &used) != 2 ||
-					    it[used] || !g || p < 0)
-						goto bad;
-					o->gpu_n[n] = g;
-					o->gpu_p[n++] = p;
-				}
-			}
-			if (!n)
-				goto bad;
-			if (!strcmp(kv, "vcpu"))
-				o->vcpu_k = n;
-			else
-				o->gpu_k = n;
+			if ((rc = set_list(o, kv, eq, spec, err, errlen)))
+				return rc;
 			continue;
 		}
-		if (!num(eq, &v) || v < 0)
+		while (i < sizeof(synth_keys) / sizeof(synth_keys[0]) &&
+		       strcmp(kv, synth_keys[i].name))
+			i++;
+		if (i == sizeof(synth_keys) / sizeof(synth_keys[0]))
 			goto bad;
-		if (!strcmp(kv, "jobs") && v >= 1)
-			o->jobs = (size_t)v;
-		else if (!strcmp(kv, "seed"))
-			o->seed = (uint64_t)v;
-		else if (!strcmp(kv, "ia") && v > 0)
-			o->interarrival = v;
-		else if (!strcmp(kv, "load") && v > 0)
-			o->load = v;
-		else if (!strcmp(kv, "gpus") && v >= 1)
-			o->cluster_gpus = (uint64_t)v;
-		else if (!strcmp(kv, "median") && v > 0)
-			o->dur_median = v;
-		else if (!strcmp(kv, "sigma"))
-			o->dur_sigma = v;
-		else if (!strcmp(kv, "max") && v > 0)
-			o->dur_max = v;
-		else
-			goto bad;
+		if ((rc = set_key(o, &synth_keys[i], eq, spec, err, errlen)))
+			return rc;
 	}
 	return 0;
 bad:
@@ -544,19 +724,21 @@ int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t err
 
 	if (!strncmp(spec, "synth:", 6) || !strcmp(spec, "synth")) {
 		struct gm_trace_synth_opts o;
+		char what[512];
 		if ((rc = parse_synth(&o, spec[5] ? spec : "synth:", err, errlen)))
 			return rc;
-		if ((rc = gm_trace_synth(out, &o)))
+		if ((rc = synth(out, &o, what, sizeof(what))) == -EINVAL)
+			gm_errf(err, errlen, "%s: %s", spec, what);
+		else if (rc)
 			gm_errf(err, errlen, "%s: cannot generate (%s)", spec, strerror(-rc));
-		return rc;
+		return rc == -EINVAL ? -EBADMSG : rc;
 	}
 	if (!(t = calloc(1, sizeof(*t))))
 		return -ENOMEM;
-	if ((rc = read_file(t, spec, err, errlen))) {
+	if ((rc = read_file(t, spec, err, errlen)) || (rc = finish(t, spec, err, errlen))) {
 		gm_trace_destroy(t);
 		return rc;
 	}
-	finish(t);
 	*out = t;
 	return 0;
 }

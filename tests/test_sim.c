@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -534,6 +535,149 @@ static void test_cli(void **st)
 	free(got);
 }
 
+/*
+ * gm_sim_run in a forked child with alarm() as a safety net: a run that never
+ * ends is killed by SIGALRM and fails the test instead of hanging it. Nothing is
+ * timed: callers check the result and the events counted.
+ */
+struct bounded {
+	int rc;
+	struct gm_sim_summary sum;
+	char err[512];
+};
+
+static void run_bounded(const struct world *w, const struct gm_sim_opts *o, struct bounded *b)
+{
+	int fd[2], status;
+	pid_t pid;
+
+	memset(b, 0, sizeof(*b));
+	assert_int_equal(pipe(fd), 0);
+	assert_true((pid = fork()) >= 0);
+	if (pid == 0) {
+		close(fd[0]);
+		alarm(60);
+		b->rc = gm_sim_run(w->c, w->t, &w->p, o, &b->sum, b->err, sizeof(b->err));
+		_exit(write(fd[1], b, sizeof(*b)) == (ssize_t)sizeof(*b) ? 0 : 3);
+	}
+	close(fd[1]);
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof(*b) && (k = read(fd[0], (char *)b + got, sizeof(*b) - got)) > 0)
+		got += (size_t)k;
+	close(fd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the run did not end: killed by signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(got, sizeof(*b));
+}
+
+/*
+ * A GPU node with 0 vCPUs: refused under static and proportional (a job placed
+ * there would run at 0 samples/s for ever: before, the run looped on its samples),
+ * run under goldminer (pool workers from the CPU node feed it) and unlimited-cpu.
+ */
+static void test_zero_vcpu_node_never_hangs(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct bounded b;
+
+	load(&w, "2x(8gpu,0cpu)+1x(0gpu,16cpu)", "synth:jobs=20,seed=4", NULL);
+	gm_sim_opts_defaults(&o);
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
+		o.policy = (enum gm_sim_policy)p;
+		run_bounded(&w, &o, &b);
+		if (p == GM_SIM_STATIC || p == GM_SIM_PROPORTIONAL) {
+			assert_int_equal(b.rc, -EINVAL);
+			assert_non_null(strstr(b.err, "node 0"));
+			assert_non_null(strstr(b.err, "0 vCPUs"));
+			assert_non_null(strstr(b.err, gm_sim_policy_name(o.policy)));
+			continue;
+		}
+		if (b.rc)
+			fail_msg("%s: %s", gm_sim_policy_name(o.policy), b.err);
+		assert_int_equal(b.sum.jobs, 20);
+		assert_true(b.sum.events <= 2 * 20 + b.sum.samples + 1);
+	}
+	unload(&w);
+}
+
+/*
+ * A job slowed 4x by its capped vCPUs runs 3.79 simulated centuries: before, that
+ * was 2e8 samples at the automatic 60 s interval; now the interval follows the
+ * trace's span and samples stop at GM_SIM_MAX_SAMPLES, so events stay bounded.
+ */
+static void test_long_run_samples_bounded(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct bounded b;
+
+	load(&w, "1x(8gpu,1cpu)", put("long.tsv", "# goldminer-trace v1\n0\t3e9\t1\t4\t-1\n"),
+	     NULL);
+	gm_sim_opts_defaults(&o);
+	run_bounded(&w, &o, &b);
+	if (b.rc)
+		fail_msg("%s", b.err);
+	assert_int_equal(b.sum.jobs, 1);
+	assert_true(b.sum.samples <= GM_SIM_MAX_SAMPLES);
+	assert_true(b.sum.events <= 2 + GM_SIM_MAX_SAMPLES + 1);
+	assert_int_equal(b.sum.samples_capped, 1);
+	/* an explicit interval that would write 3e12 rows is refused up front */
+	o.sample_interval = 0.001;
+	run_bounded(&w, &o, &b);
+	assert_int_equal(b.rc, -EINVAL);
+	assert_non_null(strstr(b.err, "the accepted range is >= 3000 s"));
+	o.sample_interval = 3000; /* the least accepted */
+	run_bounded(&w, &o, &b);
+	assert_int_equal(b.rc, 0);
+	unload(&w);
+}
+
+/* Inputs built by hand are held to the loaders' ranges. */
+static void test_hand_built_inputs_checked(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	char err[512];
+
+	load(&w, "1x(4gpu,8cpu)", put("h.tsv", "# goldminer-trace v1\n0\t10\t1\t2\t-1\n"), NULL);
+	gm_sim_opts_defaults(&o);
+	w.t->jobs[0].duration = 1e300;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "line 2"));
+	w.t->jobs[0].duration = 10;
+	w.p.c[0].cpu_rate = 1e-300;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "profile class 0"));
+	gm_profile_default(&w.p);
+	w.c->max_gpus = UINT32_MAX; /* would size the buckets at 0 */
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	w.c->max_gpus = 4;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), 0);
+	unload(&w);
+}
+
+static void test_cli_bounds(void **st)
+{
+	(void)st;
+	const char *tr = put("clilong.tsv", "# goldminer-trace v1\n0\t3e9\t1\t4\t-1\n");
+	assert_int_equal(cli(8, "sim", "--cluster", "1x(8gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--sample-interval=0.5"),
+			 2);
+	assert_int_equal(
+	    cli(7, "sim", "--cluster", "1x(8gpu,0cpu)", "--trace", tr, "--policy", "static"), 1);
+	assert_int_equal(cli(7, "sim", "--cluster", "1x(8gpu,4294967304cpu)", "--trace", tr,
+			     "--policy", "static"),
+			 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +688,10 @@ int main(void)
 	    cmocka_unit_test(test_invariants),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_zero_vcpu_node_never_hangs),
+	    cmocka_unit_test(test_long_run_samples_bounded),
+	    cmocka_unit_test(test_hand_built_inputs_checked),
+	    cmocka_unit_test(test_cli_bounds),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -364,6 +364,137 @@ static void test_public_traces(void **st)
 	gm_trace_destroy(t);
 }
 
+/*
+ * Counts beyond 32 bits (and other out-of-range numbers) are refused with the
+ * accepted range; before, sscanf's %u wrapped 4294967304 GPUs to 8.
+ */
+static void test_cluster_ranges(void **st)
+{
+	(void)st;
+	struct gm_cluster *c = NULL;
+	char err[512];
+	static const char *const bad[] = {
+	    "1x(4294967304gpu,8cpu)", "1x(8gpu,4294967297cpu)", "4294967297x(1gpu,1cpu)",
+	    "1x(1025gpu,8cpu)",	      "1x(8gpu,1000001cpu)",	"1x(-8gpu,8cpu)",
+	    "1x(8gpu,8cpu)+",	      "1x(8gpu,0cpu)",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		if (gm_cluster_load(&c, bad[i], err, sizeof(err)) != -EBADMSG)
+			fail_msg("%s: accepted", bad[i]);
+		assert_non_null(strstr(err, bad[i]));
+	}
+	assert_non_null(strstr(err, "no vCPUs"));
+	assert_int_equal(gm_cluster_load(&c, "1x(4294967304gpu,8cpu)", err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "GPUs 0..1024"));
+	/* a node list: the range and the line */
+	const char *p = put("big.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+				       "n0,96000,1,8,V100\nn1,96000,1,4294967304,V100\n");
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, ":3: GPU count 4294967304 is not a whole number in 0..1024"));
+	p = put("bigcpu.csv", "m0,V100,4294967297,512,8\n");
+	assert_int_equal(gm_cluster_load(&c, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, ":1: 4294967297 vCPUs is beyond the accepted 0..1000000"));
+	/* the edges are accepted */
+	assert_int_equal(
+	    gm_cluster_load(&c, "2x(1024gpu,1000000cpu)+1x(0gpu,0cpu)", err, sizeof(err)), 0);
+	assert_int_equal(c->total_gpus, 2048);
+	gm_cluster_destroy(c);
+}
+
+/* Durations and spans of submits beyond 100 years are refused with the line. */
+static void test_time_bounds(void **st)
+{
+	(void)st;
+	struct gm_trace *t = NULL;
+	char err[512];
+	const char *p =
+	    put("dur.tsv", "# goldminer-trace v1\n0\t10\t1\t2\t-1\n0\t1e300\t1\t2\t-1\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "dur.tsv:3: "));
+	assert_non_null(strstr(err, "100 years"));
+	p = put("span.tsv", "# goldminer-trace v1\n5\t10\t1\t2\t-1\n4e9\t10\t1\t2\t-1\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "span.tsv:3: submitted"));
+	p = put("philly-long.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n"
+				   "2017-10-01 00:00:00,4e9,1,1,x\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "philly-long.csv:2: duration"));
+	p = put("philly-span.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n"
+				   "2017-10-01 00:00:00,10,1,1,x\n9999-10-01 00:00:00,10,1,1,x\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "philly-span.csv:3: "));
+	p = put("edge.tsv", "# goldminer-trace v1\n0\t3155760000\t1\t2\t-1\n"
+			    "3155760000\t1\t1\t2\t-1\n");
+	assert_int_equal(gm_trace_load(&t, p, err, sizeof(err)), 0);
+	gm_trace_destroy(t);
+}
+
+/*
+ * synth:k=v parameters out of range, or ones that made NaN or infinite submit
+ * times (sigma=1e308, an infinite weight, a load that gives an interarrival past
+ * 100 years), are refused with the range; before, several loaded.
+ */
+static void test_synth_ranges(void **st)
+{
+	(void)st;
+	struct gm_trace *t = NULL;
+	char err[512];
+	static const char *const bad[] = {
+	    "synth:sigma=1e308",     "synth:gpumix=1:inf",
+	    "synth:gpumix=1:nan",    "synth:gpumix=4294967297:1",
+	    "synth:gpumix=1:0",	     "synth:jobs=1e30",
+	    "synth:jobs=1.5",	     "synth:seed=18446744073709551616",
+	    "synth:seed=-1",	     "synth:load=1e-300",
+	    "synth:ia=1e9,jobs=100", "synth:vcpu=1e300",
+	    "synth:median=1e300",    "synth:max=1e300",
+	    "synth:gpus=1e300",	     "synth:jobs=2,ia=1e300",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t = NULL;
+		err[0] = 0;
+		if (gm_trace_load(&t, bad[i], err, sizeof(err)) != -EBADMSG)
+			fail_msg("%s: accepted", bad[i]);
+		assert_null(t);
+		assert_non_null(strstr(err, bad[i]));
+	}
+	assert_int_equal(gm_trace_load(&t, "synth:sigma=11", err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "sigma=11: the accepted range is 0..10"));
+	assert_int_equal(gm_trace_load(&t, "synth:load=1e-300", err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "raise load or gpus"));
+	/* the whole 64-bit seed range, and whole numbers written as reals, are accepted */
+	assert_int_equal(
+	    gm_trace_load(&t, "synth:jobs=1e1,seed=18446744073709551615", err, sizeof(err)), 0);
+	assert_int_equal(t->n, 10);
+	for (size_t i = 0; i < t->n; i++)
+		assert_true(isfinite(t->jobs[i].submit) && isfinite(t->jobs[i].duration));
+	gm_trace_destroy(t);
+	/* the API refuses what the spec refuses */
+	struct gm_trace_synth_opts o;
+	gm_trace_synth_defaults(&o);
+	o.gpu_p[0] = INFINITY;
+	assert_int_equal(gm_trace_synth(&t, &o), -EINVAL);
+	gm_trace_synth_defaults(&o);
+	o.jobs = (size_t)GM_TRACE_MAX_JOBS + 1;
+	assert_int_equal(gm_trace_synth(&t, &o), -EINVAL);
+}
+
+/* Profile rates outside 1e-6..1e12 samples/s are refused with the line. */
+static void test_profile_ranges(void **st)
+{
+	(void)st;
+	static struct gm_profile prof;
+	char err[512];
+	static const char *const bad[] = {"a\t1e300\t10\t1\t\t\n", "a\t100\t1e-300\t1\t\t\n",
+					  "a\t100\t10\t1e300\t\t\n", "a\t100\tnan\t1\t\t\n"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *p = put("pr.tsv", bad[i]);
+		assert_int_equal(gm_profile_load(&prof, p, err, sizeof(err)), -EBADMSG);
+		assert_non_null(strstr(err, "pr.tsv:1: "));
+		assert_non_null(strstr(err, "1e-06..1e+12"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -374,6 +505,10 @@ int main(void)
 	    cmocka_unit_test(test_clusters),
 	    cmocka_unit_test(test_profile),
 	    cmocka_unit_test(test_public_traces),
+	    cmocka_unit_test(test_cluster_ranges),
+	    cmocka_unit_test(test_time_bounds),
+	    cmocka_unit_test(test_synth_ranges),
+	    cmocka_unit_test(test_profile_ranges),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

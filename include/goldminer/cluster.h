@@ -11,6 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Accepted ranges, checked at load time (and by gm_sim_run for a cluster built by
+ * hand). 1,024 GPUs and 1,000,000 vCPUs per node are far past any machine and keep
+ * the simulator's per-GPU-count buckets small; 10,000,000 nodes keeps node ids and
+ * totals far from 32-bit overflow (the largest public list has ~6,000 nodes).
+ */
+#define GM_CLUSTER_MAX_NODES	 10000000u
+#define GM_CLUSTER_MAX_NODE_GPUS 1024u
+#define GM_CLUSTER_MAX_NODE_CPUS 1000000u
+
 struct gm_cluster {
 	uint32_t n;	/* nodes */
 	uint32_t *gpus; /* per node */
@@ -25,6 +35,10 @@ struct gm_cluster {
  *   PATH                  openb_node_list_*.csv (header "sn,cpu_milli,...") or the
  *                         PAI machine list (no header: machine,gpu_type,cap_cpu,
  *                         cap_mem,cap_gpu)
+ * Counts are whole numbers in the ranges above (the message names the range); a
+ * cluster without GPUs or without any vCPU is refused (no job could run). A node
+ * with GPUs but 0 vCPUs is accepted here: whether it is usable depends on the CPU
+ * policy (gm_sim_run refuses it under static and proportional).
  * Returns 0 and *out, -errno when the file cannot be read, -EBADMSG for a malformed
  * line or spec ("FILE:LINE: what" in err), -ENOMEM.
  */

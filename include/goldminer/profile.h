@@ -12,6 +12,14 @@
 
 #define GM_PROFILE_MAX 32
 
+/*
+ * Accepted range of a rate (samples/s per GPU or per vCPU) and of a share: wide
+ * enough for any model, narrow enough that a job's slowdown under a small CPU share
+ * (at most its GPU rate over one vCPU's rate) stays finite in a double.
+ */
+#define GM_PROFILE_MIN_RATE 1e-6
+#define GM_PROFILE_MAX_RATE 1e12
+
 struct gm_profile_class {
 	char name[32];
 	double gpu_rate;      /* samples/s per GPU when GPU-bound, > 0 */

@@ -18,6 +18,15 @@
 #include "goldminer/profile.h"
 #include "goldminer/trace.h"
 
+/*
+ * At most this many time-series rows per run (plus the header and the final-state
+ * row): ~50 MB of timeseries.tsv. An explicit sample interval that would exceed it
+ * over the trace's span is refused (gm_sim_min_sample_interval); a run that outlasts
+ * that span (jobs slowed by their CPU share) stops sampling at the cap and says so
+ * in gm_sim_summary.samples_capped, so output and events stay bounded either way.
+ */
+#define GM_SIM_MAX_SAMPLES 1000000u
+
 enum gm_sim_policy {
 	GM_SIM_STATIC,	     /* requested vCPUs on the job's own nodes (today) */
 	GM_SIM_PROPORTIONAL, /* each node's vCPUs split by GPU share */
@@ -32,7 +41,7 @@ struct gm_sim_opts {
 	double arrival_scale;	/* submit times are divided by this (> 0; 1 = as traced) */
 	double remote_cost;	/* fraction of a pool worker's rate lost to the network */
 	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
-	double sample_interval; /* time-series period in s; 0 = last submit / 500 */
+	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
 	int check;		/* 1 = audit every node after every event (slow) */
 	const char *out_dir;	/* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
@@ -52,6 +61,8 @@ struct gm_sim_summary {
 	uint64_t events, realloc; /* events handled, job-rate changes by the policy */
 	double wall_s;
 	double max_rss_mib; /* of the process, at the end of the run */
+	uint64_t samples;   /* time-series samples taken (rows without the final one) */
+	int samples_capped; /* 1: sampling stopped at GM_SIM_MAX_SAMPLES before the end */
 };
 
 /* Fill defaults: static, seed 1, scale 1, remote cost 0.1, local_min 1. */
@@ -64,9 +75,24 @@ const char *gm_sim_policy_name(enum gm_sim_policy p);
 int gm_sim_policy_parse(const char *name);
 
 /*
- * Run one simulation. Returns 0 with *sum filled; -EINVAL for bad options, -ENOMEM,
- * -errno when an output file cannot be written, -ENOTRECOVERABLE when an internal
- * invariant breaks (a bug; err says which). err gets a message on any error.
+ * The smallest sample interval (s) that keeps t's time series within
+ * GM_SIM_MAX_SAMPLES rows over its span (last scaled submit + longest duration);
+ * the automatic interval is max(last submit / 500, 60 s, this).
+ */
+double gm_sim_min_sample_interval(const struct gm_trace *t, const struct gm_sim_opts *o);
+
+/*
+ * Run one simulation. Inputs are checked first (a loader has checked them already;
+ * a hand-built cluster, trace or profile gets the same ranges): a GPU node with 0
+ * vCPUs is refused under static and proportional, whose jobs pre-process only on
+ * their own nodes' vCPUs (goldminer feeds such a node's jobs from its pool, and
+ * unlimited-cpu does not need vCPUs); a sample interval below
+ * gm_sim_min_sample_interval() is refused. A run handles at most 2 events per job
+ * plus its samples; should no event be left while jobs are unfinished, it stops
+ * with -EDEADLK naming one, instead of waiting forever.
+ * Returns 0 with *sum filled; -EINVAL for bad options or inputs, -ENOMEM, -errno
+ * when an output file cannot be written, -EDEADLK (above), -ENOTRECOVERABLE when an
+ * internal invariant breaks (a bug; err says which). err gets a message on any error.
  */
 int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
 	       const struct gm_sim_opts *o, struct gm_sim_summary *sum, char *err, size_t errlen);

@@ -14,6 +14,16 @@
 
 #define GM_TRACE_CLASS_AUTO (-1) /* model class drawn by the simulator (seeded) */
 
+/*
+ * Accepted ranges, checked by every reader and the generator. 100 years of
+ * simulated time (365.25-day years) bounds a duration and the span of submits, so
+ * a run's clock stays where a double counts seconds exactly and its time series
+ * stays finite; 100,000,000 jobs keeps job ids 32-bit with room for the
+ * simulator's own events (the largest public trace has ~100,000 jobs).
+ */
+#define GM_TRACE_MAX_SECONDS 3155760000.0 /* 100 years */
+#define GM_TRACE_MAX_JOBS    100000000u
+
 struct gm_job {
 	double submit;	 /* s since the first submit of the trace */
 	double duration; /* s of running time observed under the trace's own CPUs */
@@ -61,12 +71,19 @@ void gm_trace_synth_defaults(struct gm_trace_synth_opts *o);
  *   PATH                  a file; its header picks the reader: openb pod list
  *                         ("name,cpu_milli,..."), Philly ("timestamp,duration,...")
  *                         or the project's TSV ("# goldminer-trace v1").
+ * Numbers must lie in their accepted ranges (durations and the span of submits at
+ * most GM_TRACE_MAX_SECONDS, at most GM_TRACE_MAX_JOBS jobs, synth keys as in
+ * traces/README.md); the message names the range.
  * Returns 0 and *out, -ENOENT/-errno when the file cannot be read, -EBADMSG for a
  * malformed row or spec, -ENOMEM. On error err gets "FILE:LINE: what is wrong".
  */
 int gm_trace_load(struct gm_trace **out, const char *spec, char *err, size_t errlen);
 
-/* Generate a synthetic trace (no I/O). Returns 0, -EINVAL, -ENOMEM. */
+/*
+ * Generate a synthetic trace (no I/O). Returns 0, -EINVAL for a parameter out of
+ * the ranges in traces/README.md (or one whose derived interarrival or last submit
+ * passes GM_TRACE_MAX_SECONDS), -ENOMEM. gm_trace_load says which parameter.
+ */
 int gm_trace_synth(struct gm_trace **out, const struct gm_trace_synth_opts *o);
 
 /* Write a trace in the project's TSV format. Returns 0 or -errno. */
