@@ -200,6 +200,42 @@ static int io_error(struct tar_reader *t, int ret)
 }
 
 /*
+ * A zero block at t->off: the end-of-archive marker, provided that nothing but
+ * zeros follows it to the end of the file. POSIX ends an archive with two zero
+ * blocks; GNU tar stops at the first one (warning "A lone zero block" when the
+ * second is missing or not zero) and ignores the rest, and writers pad the last
+ * record with zeros. So zeros to EOF (one zero block or two, and any record
+ * padding) end the archive: 1. Anything else after a zero block is a member that
+ * would be dropped without a word (a zeroed header, or tars concatenated with cat),
+ * so it is refused with its offset: -EBADMSG.
+ */
+static int end_of_archive(struct tar_reader *t)
+{
+	unsigned char buf[16 * TAR_BLOCK];
+	uint64_t zero = t->off;
+	int ret;
+
+	for (uint64_t off = zero + TAR_BLOCK; off < t->file_size;) {
+		size_t n = t->file_size - off < sizeof(buf) ? (size_t)(t->file_size - off)
+							     : sizeof(buf);
+		if ((ret = pread_all(t->fd, buf, n, off)))
+			return io_error(t, ret);
+		for (size_t i = 0; i < n; i++)
+			if (buf[i]) {
+				t->off = (off + i) / TAR_BLOCK * TAR_BLOCK;
+				return bad(t,
+					   "data after the zero block at offset %llu: only zeros "
+					   "may follow an end-of-archive block, and members past "
+					   "it would be lost (a zeroed header, or tars joined with "
+					   "cat? repack the shard)",
+					   (unsigned long long)zero);
+			}
+		off += n;
+	}
+	return 1;
+}
+
+/*
  * Read and check the header at t->off into h, with its member's size (a pax size
  * overrides the header's). 0, 1 at the end of the archive, or -errno.
  */
@@ -217,7 +253,7 @@ static int read_header(struct tar_reader *t, unsigned char *h, uint64_t *size)
 	if ((ret = pread_all(t->fd, h, TAR_BLOCK, t->off)))
 		return io_error(t, ret);
 	if (all_zero(h))
-		return 1; /* end of archive */
+		return end_of_archive(t);
 	if (!tar_checksum_ok(h))
 		return bad(t, "%s",
 			   t->off ? "bad tar header checksum (corrupt shard?)"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "goldminer/tar.h"
 #include "testutil.h"
@@ -207,12 +208,115 @@ static void test_malformed_shards_name_the_fault(void **state)
 	fclose(f);
 }
 
+/* Write k.jpg + k.cls for each key in keys to f (no end marker). */
+static void put_samples(FILE *f, const char *const *keys, int n)
+{
+	char name[64];
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s.jpg", keys[i]);
+		assert_int_equal(gm_tar_write_member(f, name, "img", 3), 0);
+		snprintf(name, sizeof(name), "%s.cls", keys[i]);
+		assert_int_equal(gm_tar_write_member(f, name, "2\n", 2), 0);
+	}
+}
+
+static void put_zero_blocks(FILE *f, int n)
+{
+	static const unsigned char zero[512];
+	for (int i = 0; i < n; i++)
+		assert_int_equal(fwrite(zero, 1, sizeof(zero), f), sizeof(zero));
+}
+
+static void test_zero_block_mid_archive_is_refused_with_its_offset(void **state)
+{
+	(void)state;
+	static const char *const before[] = {"a", "b"}, *const after[] = {"c", "d"};
+	char err[1024];
+	struct seen v = {0};
+	FILE *f;
+
+	/* a, b, one zero block at 4 * 1024 = 4096, then c, d: c and d would be lost */
+	f = fopen(at("hole.tar"), "wb");
+	assert_non_null(f);
+	put_samples(f, before, 2);
+	put_zero_blocks(f, 1);
+	put_samples(f, after, 2);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("hole.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, at("hole.tar")));
+	assert_non_null(strstr(err, "offset 4608: data after the zero block at offset 4096"));
+
+	/* two zero blocks, then another tar (cat a.tar b.tar): refused too */
+	f = fopen(at("joined.tar"), "wb");
+	assert_non_null(f);
+	put_samples(f, before, 2);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	put_samples(f, after, 2);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	fclose(f);
+	assert_int_equal(gm_tar_index(at("joined.tar"), "who", record, &v, err, sizeof(err)),
+			 -EBADMSG);
+	assert_non_null(strstr(err, "offset 5120: data after the zero block at offset 4096"));
+
+	/* the end marker written as it should be, with a record's zero padding, or
+	 * cut after its first block: the same two samples */
+	const int zeros[] = {2, 18, 1};
+	for (int k = 0; k < 3; k++) {
+		f = fopen(at("ok.tar"), "wb");
+		assert_non_null(f);
+		put_samples(f, before, 2);
+		put_zero_blocks(f, zeros[k]);
+		fclose(f);
+		memset(&v, 0, sizeof(v));
+		assert_int_equal(gm_tar_index(at("ok.tar"), "who", record, &v, err, sizeof(err)),
+				 0);
+		assert_int_equal(v.n, 2);
+		assert_string_equal(v.member[0], "a.jpg");
+		assert_string_equal(v.member[1], "b.jpg");
+		assert_int_equal(v.offset[1], 2048 + 512);
+	}
+}
+
+static void test_shard_from_gnu_tar_indexes(void **state)
+{
+	(void)state;
+	char err[1024], cmd[2048];
+	struct seen v = {0};
+	FILE *f;
+
+	/* GNU tar pads to a 10 KiB record after its two zero blocks */
+	const char *files[] = {"g/x1.jpg", "g/x1.cls", "g/x2.jpg", "g/x2.cls"};
+	assert_int_equal(mkdir(at("g"), 0755), 0);
+	for (int i = 0; i < 4; i++) {
+		f = fopen(at(files[i]), "wb");
+		assert_non_null(f);
+		fputs(strstr(files[i], "cls") ? "5\n" : "JPEGDATA", f);
+		fclose(f);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && tar --format=gnu -cf gnu.tar g/x1.jpg g/x1.cls g/x2.jpg g/x2.cls "
+		 "2>/dev/null",
+		 base);
+	if (system(cmd) != 0)
+		skip(); /* no GNU tar on this machine */
+	assert_int_equal(gm_tar_index(at("gnu.tar"), "who", record, &v, err, sizeof(err)), 0);
+	assert_int_equal(v.n, 2);
+	assert_string_equal(v.key[0], "g/x1");
+	assert_string_equal(v.key[1], "g/x2");
+	assert_int_equal(v.label[1], 5);
+	assert_bytes_at(at("gnu.tar"), v.offset[1], "JPEGDATA", 8);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_written_samples_index_back_at_their_offsets),
 	    cmocka_unit_test(test_callback_value_ends_the_index),
 	    cmocka_unit_test(test_malformed_shards_name_the_fault),
+	    cmocka_unit_test(test_zero_block_mid_archive_is_refused_with_its_offset),
+	    cmocka_unit_test(test_shard_from_gnu_tar_indexes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,7 +42,9 @@ struct gm_tar_sample {
  * global pax headers are ignored. Every header's checksum is verified.
  * Returns 0, the first nonzero value on_sample returns (no message is written for
  * it), -errno from open/read, or -EBADMSG for a malformed shard (not a tar,
- * truncated, two images under one key, a sample without .cls, a bad label); then
+ * truncated, two images under one key, a sample without .cls, a bad label, or
+ * anything but zeros after a zero block: only an end-of-archive marker, one or two
+ * zero blocks then zeros to the end of the file, may end the archive); then
  * err gets "WHO: SHARD: ..." (who: the caller's name, for the message) naming the
  * offset of the fault.
  */
