@@ -93,7 +93,11 @@ static void test_written_samples_index_back_at_their_offsets(void **state)
 	assert_int_equal(gm_tar_writer_add(w, longkey, "jpeg", "J2", 2, 0), 0);
 	assert_int_equal(gm_tar_writer_add(w, "b/three", "jpg", "third!", 6, 7), 0);
 	assert_int_equal(gm_tar_writer_shards(w), 2);
-	assert_non_null(strstr(gm_tar_writer_path(w), "shard-000001.tar"));
+	assert_non_null(strstr(gm_tar_writer_path(w), ".shard-000001.tar.tmp"));
+	/* nothing has its name before the commit */
+	FILE *f = fopen(at("shard-000000.tar"), "rb");
+	assert_null(f);
+	assert_int_equal(gm_tar_writer_commit(w), 0);
 	assert_int_equal(gm_tar_writer_close(w), 0);
 	/* exclusive: the shards exist now */
 	assert_int_equal(gm_tar_writer_open(&w, base, 2, true), 0);
@@ -137,6 +141,7 @@ static void test_callback_value_ends_the_index(void **state)
 	char err[64] = "";
 	assert_int_equal(gm_tar_writer_open(&w, base, 10, false), 0);
 	assert_int_equal(gm_tar_writer_add(w, "s", "jpg", "s", 1, 1), 0);
+	assert_int_equal(gm_tar_writer_commit(w), 0);
 	assert_int_equal(gm_tar_writer_close(w), 0);
 	assert_int_equal(gm_tar_index(at("shard-000000.tar"), "t", stop, NULL, err, sizeof(err)),
 			 -ECANCELED);
@@ -309,6 +314,49 @@ static void test_shard_from_gnu_tar_indexes(void **state)
 	assert_bytes_at(at("gnu.tar"), v.offset[1], "JPEGDATA", 8);
 }
 
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+static void test_writer_is_all_or_nothing(void **state)
+{
+	(void)state;
+	struct gm_tar_writer *w = NULL;
+
+	/* closed without commit: the temporaries are removed, nothing is named */
+	assert_int_equal(mkdir(at("aon"), 0755), 0);
+	assert_int_equal(gm_tar_writer_open(&w, at("aon"), 1, true), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gm_tar_writer_add(w, "k", "jpg", "x", 1, 0), 0);
+	assert_int_equal(gm_tar_writer_end(w), 0);
+	assert_int_equal(gm_tar_writer_add(w, "k", "jpg", "x", 1, 0), -EINVAL);
+	assert_string_equal(gm_tar_writer_shard(w, 2), at("aon/.shard-000002.tar.tmp"));
+	assert_true(exists(at("aon/.shard-000002.tar.tmp")));
+	assert_null(gm_tar_writer_shard(w, 3));
+	assert_int_equal(gm_tar_writer_close(w), 0);
+	assert_false(exists(at("aon/.shard-000000.tar.tmp")));
+	assert_false(exists(at("aon/.shard-000002.tar.tmp")));
+	assert_false(exists(at("aon/shard-000000.tar")));
+
+	/* a final name taken between add and commit: the commit takes back the
+	 * shards it renamed already, and leaves the stranger's file alone */
+	assert_int_equal(gm_tar_writer_open(&w, at("aon"), 1, true), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gm_tar_writer_add(w, "k", "jpg", "x", 1, 0), 0);
+	FILE *f = fopen(at("aon/shard-000001.tar"), "wb");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(gm_tar_writer_commit(w), -EEXIST);
+	assert_string_equal(gm_tar_writer_path(w), at("aon/shard-000001.tar"));
+	assert_int_equal(gm_tar_writer_close(w), 0);
+	assert_false(exists(at("aon/shard-000000.tar")));
+	assert_true(exists(at("aon/shard-000001.tar")));
+	assert_false(exists(at("aon/shard-000002.tar")));
+	assert_false(exists(at("aon/.shard-000002.tar.tmp")));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +365,7 @@ int main(void)
 	    cmocka_unit_test(test_malformed_shards_name_the_fault),
 	    cmocka_unit_test(test_zero_block_mid_archive_is_refused_with_its_offset),
 	    cmocka_unit_test(test_shard_from_gnu_tar_indexes),
+	    cmocka_unit_test(test_writer_is_all_or_nothing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
