@@ -500,7 +500,7 @@ int gm_synth_write(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
 
 out_err:
 	if (errlen)
-		snprintf(errbuf, errlen, "gm_synth_write: %s: %s", path, strerror(-ret));
+		gm_errf(errbuf, errlen, "gm_synth_write: %s: %s", path, strerror(-ret));
 	return ret;
 }
 

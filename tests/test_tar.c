@@ -357,6 +357,45 @@ static void test_writer_is_all_or_nothing(void **state)
 	assert_false(exists(at("aon/.shard-000002.tar.tmp")));
 }
 
+/* A directory nested under base to a path of about 4000 characters, into buf. */
+static void deep_dir(char *buf, size_t len)
+{
+	char part[241];
+	memset(part, 'd', sizeof(part) - 1);
+	part[sizeof(part) - 1] = 0;
+	snprintf(buf, len, "%s", base);
+	while (strlen(buf) + sizeof(part) + 20 < 4000) {
+		size_t k = strlen(buf);
+		snprintf(buf + k, len - k, "/%s", part);
+		assert_true(mkdir(buf, 0755) == 0 || errno == EEXIST);
+	}
+}
+
+static void test_long_path_keeps_the_cause_in_the_message(void **state)
+{
+	(void)state;
+	char dir[4096], path[4200], err[512];
+	struct seen v = {0};
+
+	deep_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/corrupt.tar", dir);
+	assert_in_range(strlen(path), 3800, 4000);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(gm_tar_write_member(f, "k.jpg", "abc", 3), 0);
+	assert_int_equal(gm_tar_write_member(f, "k.cls", "1\n", 2), 0);
+	assert_int_equal(gm_tar_write_end(f), 0);
+	assert_int_equal(fseek(f, 1024, SEEK_SET), 0);
+	fputc('X', f);
+	fclose(f);
+	assert_int_equal(gm_tar_index(path, "who", record, &v, err, sizeof(err)), -EBADMSG);
+	/* the function, the start of the path, the file name and the cause */
+	assert_int_equal(strncmp(err, "who: /tmp/gm-test-tar-", 22), 0);
+	assert_non_null(strstr(err, "..."));
+	assert_non_null(strstr(err, "dd/corrupt.tar: offset 1024: bad tar header checksum"));
+	assert_in_range(strlen(err), sizeof(err) - 8, sizeof(err) - 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -366,6 +405,7 @@ int main(void)
 	    cmocka_unit_test(test_zero_block_mid_archive_is_refused_with_its_offset),
 	    cmocka_unit_test(test_shard_from_gnu_tar_indexes),
 	    cmocka_unit_test(test_writer_is_all_or_nothing),
+	    cmocka_unit_test(test_long_path_keeps_the_cause_in_the_message),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
