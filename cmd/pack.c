@@ -28,7 +28,9 @@ static void pack_usage(FILE *f)
 		  "goldminer pack SRC DST [--per-shard N]\n"
 		  "Pack the ImageFolder tree SRC into WebDataset tar shards\n"
 		  "DST/shard-NNNNNN.tar (KEY.jpg + KEY.cls, in the tree's order), then\n"
-		  "check them. Loading DST then gives the same batches as loading SRC.",
+		  "check them. Loading DST then gives the same batches as loading SRC.\n"
+		  "All or nothing: the shards get their names only once all of them are\n"
+		  "written and checked; a failure (a full disk) leaves nothing in DST.",
 		  opts, O_N);
 }
 

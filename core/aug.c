@@ -98,24 +98,33 @@ size_t gm_aug_out_bytes(const struct gm_aug_spec *s)
 	return (size_t)s->size * s->size * 3 * elem;
 }
 
-static bool spec_ok(const struct gm_aug_spec *s)
+int gm_aug_spec_check(const struct gm_aug_spec *s, char *err, size_t errlen)
 {
+	const char *why = NULL;
+
 	if (s->mode != GM_AUG_TRAIN && s->mode != GM_AUG_EVAL)
-		return false;
-	if (s->out != GM_OUT_U8_HWC && s->out != GM_OUT_F32_CHW && s->out != GM_OUT_F16_CHW)
-		return false;
-	if (s->size == 0 || s->size > MAX_SIZE)
-		return false;
-	if (s->mode == GM_AUG_TRAIN &&
-	    !(s->scale_min > 0 && s->scale_min <= s->scale_max && s->ratio_min > 0 &&
-	      s->ratio_min <= s->ratio_max && s->flip_p >= 0 && s->flip_p <= 1))
-		return false;
-	if (s->mode == GM_AUG_EVAL && (s->resize < s->size || s->resize > 4 * MAX_SIZE))
-		return false;
-	for (int c = 0; c < 3; c++)
+		why = "mode must be GM_AUG_TRAIN or GM_AUG_EVAL";
+	else if (s->out != GM_OUT_U8_HWC && s->out != GM_OUT_F32_CHW && s->out != GM_OUT_F16_CHW)
+		why = "out must be GM_OUT_U8_HWC, GM_OUT_F32_CHW or GM_OUT_F16_CHW";
+	else if (s->size == 0 || s->size > MAX_SIZE)
+		why = "size must be 1..8192";
+	else if (s->mode == GM_AUG_TRAIN && !(s->scale_min > 0 && s->scale_min <= s->scale_max &&
+					      s->ratio_min > 0 && s->ratio_min <= s->ratio_max))
+		why = "scale and ratio must be MIN,MAX with 0 < MIN <= MAX";
+	else if (s->mode == GM_AUG_TRAIN && !(s->flip_p >= 0 && s->flip_p <= 1))
+		why = "flip_p must be in [0, 1]";
+	else if (s->mode == GM_AUG_EVAL && (s->resize < s->size || s->resize > 4 * MAX_SIZE))
+		why = "resize must be size..32768 in eval mode";
+	else if (s->max_pixels > GM_JPEG_MAX_MAX_PIXELS)
+		why = "max_pixels must be 0 (the default) .. 1000000000000";
+	for (int c = 0; !why && c < 3; c++)
 		if (!(s->std[c] != 0) || !isfinite(s->mean[c]) || !isfinite(s->std[c]))
-			return false;
-	return true;
+			why = "mean and std must be finite, std nonzero";
+	if (!why)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "invalid transform spec: %s", why);
+	return -EINVAL;
 }
 
 int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
@@ -123,7 +132,7 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 	struct gm_aug *a;
 	int ret;
 
-	if (!out || !s || !spec_ok(s))
+	if (!out || !s || gm_aug_spec_check(s, NULL, 0))
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)

@@ -118,8 +118,10 @@ static void on_output_message(j_common_ptr cinfo)
 
 int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 {
-	struct gm_jpeg *j = calloc(1, sizeof(*j));
-	if (!j)
+	struct gm_jpeg *j;
+	if (max_pixels > GM_JPEG_MAX_MAX_PIXELS)
+		return -EINVAL; /* never a silent "no limit" from a negative number */
+	if (!(j = calloc(1, sizeof(*j))))
 		return -ENOMEM;
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
 	j->where = "gm_jpeg_create";

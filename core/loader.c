@@ -35,6 +35,7 @@
 #include "goldminer/ring.h"
 #include "goldminer/rng.h"
 #include "goldminer/wire.h"
+#include "goldminer/util.h"
 #include "goldminer/worker.h"
 
 #define WAIT_SLICE_MS 100
@@ -99,7 +100,7 @@ static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(l->errmsg, sizeof(l->errmsg), fmt, ap);
+	gm_verrf(l->errmsg, sizeof(l->errmsg), fmt, ap); /* a long path loses its middle */
 	va_end(ap);
 	return err;
 }
@@ -185,7 +186,7 @@ static int check_opts(struct gm_loader *l)
 
 	if (!l->o.root || !*l->o.root)
 		return set_err(l, -EINVAL, "gm_loader_open: no dataset root given");
-	if (l->o.pipeline && *l->o.pipeline) {
+	if (l->o.pipeline) { /* "" is an error (the parser says so), not the default */
 		err = apply_pipeline(l);
 		if (err)
 			return err;

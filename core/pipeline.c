@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goldminer/jpeg.h" /* GM_JPEG_MAX_MAX_PIXELS: decode's range */
+
 #define MAX_ARGS 3
 #define TOK_MAX	 64   /* longest argument token we accept */
 #define SPEC_MAX 4096 /* longest spec we accept */
@@ -77,7 +79,8 @@ static const struct op_def ops[OP_COUNT] = {
 		     "read one sample's encoded bytes by dataset index",
 		     "depends only on the sample id"},
 	[OP_DECODE] = {"decode", GM_PIPELINE_PER_SAMPLE, false, 1,
-		       {{"max_pixels", ARG_UINT, "64000000", 1, 1e12, false}},
+		       {{"max_pixels", ARG_UINT, "64000000", 1,
+			(double)GM_JPEG_MAX_MAX_PIXELS, false}},
 		       "JPEG -> RGB pixels; refuses images over max_pixels (w*h)",
 		       "a pure function of the file bytes"},
 	[OP_RRC] = {"random_resized_crop", GM_PIPELINE_PER_SAMPLE, true, 3,
@@ -117,7 +120,7 @@ static const struct op_def ops[OP_COUNT] = {
 		      "group N consecutive samples of the epoch's permutation",
 		      "batch k is a function of (seed, epoch, k) only"},
 	[OP_SHUFFLE_BUFFER] = {"shuffle_buffer", GM_PIPELINE_STATEFUL, false, 1,
-			       {{"n", ARG_UINT, NULL, 1, 1u << 26, false}},
+			       {{"n", ARG_UINT, NULL, 1, 1u << 24, false}}, /* the loader's pool limit */
 			       "emit a random element of a buffer of the last N inputs",
 			       "it reads earlier samples: its output depends on what passed "
 			       "through the buffer before"},

@@ -397,6 +397,9 @@ int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 			 o->batch_size);
 		return -EINVAL;
 	}
+	rc = gm_aug_spec_check(&o->aug, err, errlen); /* names the field and its range */
+	if (rc)
+		return rc;
 	rc = gm_aug_create(&probe, &o->aug);
 	if (rc) {
 		snprintf(err, errlen, "invalid transform spec (size %u)", o->aug.size);

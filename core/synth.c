@@ -32,6 +32,7 @@
 #include <jerror.h>
 
 #include "goldminer/rng.h"
+#include "goldminer/util.h"
 
 #define STREAM_SYNTH_IMAGE  0x53594e49ull /* per-image choices of gm_synth_write */
 #define STREAM_SYNTH_PIXELS 0x53594e50ull /* content of one picture */
@@ -499,7 +500,7 @@ int gm_synth_write(const char *dir, uint32_t n, uint32_t classes, uint64_t seed,
 
 out_err:
 	if (errlen)
-		snprintf(errbuf, errlen, "gm_synth_write: %s: %s", path, strerror(-ret));
+		gm_errf(errbuf, errlen, "gm_synth_write: %s: %s", path, strerror(-ret));
 	return ret;
 }
 
@@ -547,17 +548,22 @@ int gm_synth_write_shards(const char *dir, uint32_t n, uint32_t classes, uint64_
 			}
 			total += len;
 		}
-	ret = gm_tar_writer_close(w);
-	w = NULL;
-	if (ret)
+	ret = gm_tar_writer_commit(w); /* the shards get their names only now */
+	if (ret) {
+		snprintf(path, sizeof(path), "%s", gm_tar_writer_path(w));
 		goto out_err;
+	}
+	gm_tar_writer_close(w);
 	if (bytes_out)
 		*bytes_out = total;
 	return 0;
 
 out_err:
-	gm_tar_writer_close(w);
-	if (errlen)
-		snprintf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path, strerror(-ret));
+	if (errlen) {
+		char cause[200];
+		gm_errf(errbuf, errlen, "gm_synth_write_shards: %s: %s", path,
+			gm_write_cause(ret, dir, cause, sizeof(cause)));
+	}
+	gm_tar_writer_close(w); /* not committed: removes the temporaries */
 	return ret;
 }

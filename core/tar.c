@@ -200,6 +200,42 @@ static int io_error(struct tar_reader *t, int ret)
 }
 
 /*
+ * A zero block at t->off: the end-of-archive marker, provided that nothing but
+ * zeros follows it to the end of the file. POSIX ends an archive with two zero
+ * blocks; GNU tar stops at the first one (warning "A lone zero block" when the
+ * second is missing or not zero) and ignores the rest, and writers pad the last
+ * record with zeros. So zeros to EOF (one zero block or two, and any record
+ * padding) end the archive: 1. Anything else after a zero block is a member that
+ * would be dropped without a word (a zeroed header, or tars concatenated with cat),
+ * so it is refused with its offset: -EBADMSG.
+ */
+static int end_of_archive(struct tar_reader *t)
+{
+	unsigned char buf[16 * TAR_BLOCK];
+	uint64_t zero = t->off;
+	int ret;
+
+	for (uint64_t off = zero + TAR_BLOCK; off < t->file_size;) {
+		size_t n =
+		    t->file_size - off < sizeof(buf) ? (size_t)(t->file_size - off) : sizeof(buf);
+		if ((ret = pread_all(t->fd, buf, n, off)))
+			return io_error(t, ret);
+		for (size_t i = 0; i < n; i++)
+			if (buf[i]) {
+				t->off = (off + i) / TAR_BLOCK * TAR_BLOCK;
+				return bad(t,
+					   "data after the zero block at offset %llu: only zeros "
+					   "may follow an end-of-archive block, and members past "
+					   "it would be lost (a zeroed header, or tars joined with "
+					   "cat? repack the shard)",
+					   (unsigned long long)zero);
+			}
+		off += n;
+	}
+	return 1;
+}
+
+/*
  * Read and check the header at t->off into h, with its member's size (a pax size
  * overrides the header's). 0, 1 at the end of the archive, or -errno.
  */
@@ -217,7 +253,7 @@ static int read_header(struct tar_reader *t, unsigned char *h, uint64_t *size)
 	if ((ret = pread_all(t->fd, h, TAR_BLOCK, t->off)))
 		return io_error(t, ret);
 	if (all_zero(h))
-		return 1; /* end of archive */
+		return end_of_archive(t);
 	if (!tar_checksum_ok(h))
 		return bad(t, "%s",
 			   t->off ? "bad tar header checksum (corrupt shard?)"
@@ -432,6 +468,13 @@ out:
 
 /* ---- writing ------------------------------------------------------------------ */
 
+/* The error of a failed stdio write: errno when it says (ENOSPC, EDQUOT, ...),
+ * else -EIO. */
+static int stdio_error(void)
+{
+	return errno > 0 ? -errno : -EIO;
+}
+
 static int put_header(FILE *f, const char *name, size_t namelen, char type, uint64_t size)
 {
 	unsigned char h[512] = {0};
@@ -450,7 +493,7 @@ static int put_header(FILE *f, const char *name, size_t namelen, char type, uint
 	for (int k = 0; k < 512; k++)
 		sum += h[k];
 	snprintf((char *)h + 148, 8, "%06o", sum);
-	return fwrite(h, 1, 512, f) == 512 ? 0 : -EIO;
+	return fwrite(h, 1, 512, f) == 512 ? 0 : stdio_error();
 }
 
 static int put_data(FILE *f, const void *data, size_t len)
@@ -458,7 +501,7 @@ static int put_data(FILE *f, const void *data, size_t len)
 	static const unsigned char zeros[512];
 	size_t pad = (512 - len % 512) % 512;
 	if (fwrite(data, 1, len, f) != len || fwrite(zeros, 1, pad, f) != pad)
-		return -EIO;
+		return stdio_error();
 	return 0;
 }
 
@@ -483,13 +526,21 @@ int gm_tar_write_member(FILE *f, const char *name, const void *data, size_t len)
 int gm_tar_write_end(FILE *f)
 {
 	static const unsigned char zeros[1024];
-	return fwrite(zeros, 1, sizeof(zeros), f) == sizeof(zeros) ? 0 : -EIO;
+	return fwrite(zeros, 1, sizeof(zeros), f) == sizeof(zeros) ? 0 : stdio_error();
 }
 
+/*
+ * The shard writer. Each shard is written as DIR/.shard-NNNNNN.tar.tmp (a name the
+ * dataset index never reads: it takes *.tar only) and renamed to shard-NNNNNN.tar
+ * by commit, all of them, only once every one is complete and on disk. Until then
+ * a failure (a full disk half-way, a killed pack) leaves no shard that would load
+ * as a smaller dataset; close without commit removes the temporaries.
+ */
 struct gm_tar_writer {
-	char *dir, *path; /* path: the shard being written, for messages */
+	char *dir, *path; /* path: the file named by messages */
+	size_t path_cap;
 	uint32_t per_shard, in_shard, shards;
-	bool exclusive;
+	bool exclusive, ended, committed;
 	FILE *f;
 	char *name;
 };
@@ -504,42 +555,78 @@ int gm_tar_writer_open(struct gm_tar_writer **out, const char *dir, uint32_t per
 	w->per_shard = per_shard ? per_shard : 1;
 	w->exclusive = exclusive;
 	w->dir = strdup(dir);
-	w->path = malloc(strlen(dir) + 32);
+	w->path_cap = strlen(dir) + 32;
+	w->path = malloc(w->path_cap);
 	w->name = malloc(GM_TAR_MAX_NAME + 32);
 	if (!w->dir || !w->path || !w->name) {
 		gm_tar_writer_close(w);
 		return -ENOMEM;
 	}
-	snprintf(w->path, strlen(dir) + 32, "%s", dir);
+	snprintf(w->path, w->path_cap, "%s", dir);
 	*out = w;
 	return 0;
 }
 
-/* End the shard being written (two zero blocks) and close it. 0 or -EIO. */
+/* Shard i's temporary (tmp) or final name into w->path; returns w->path. */
+static const char *shard_name(struct gm_tar_writer *w, uint32_t i, bool tmp)
+{
+	snprintf(w->path, w->path_cap, tmp ? "%s/.shard-%06u.tar.tmp" : "%s/shard-%06u.tar", w->dir,
+		 i);
+	return w->path;
+}
+
+/* End the shard being written (two zero blocks), flush it to the disk and close
+ * it: a full disk or quota shows here at the latest. 0 or -errno. */
 static int end_shard(struct gm_tar_writer *w)
 {
 	int ret = gm_tar_write_end(w->f);
-	if (fclose(w->f) && !ret)
-		ret = -EIO;
+	if (!ret && fflush(w->f) != 0)
+		ret = stdio_error();
+	if (!ret && fsync(fileno(w->f)) != 0)
+		ret = -errno;
+	if (fclose(w->f) != 0 && !ret)
+		ret = stdio_error();
 	w->f = NULL;
+	shard_name(w, w->shards - 1, true);
 	return ret;
+}
+
+/* Start shard w->shards: its temporary file, created. 0 or -errno (-EEXIST: an
+ * exclusive writer found the final name taken, or a temporary of another pack). */
+static int start_shard(struct gm_tar_writer *w)
+{
+	struct stat st;
+	int fd;
+
+	if (w->exclusive && stat(shard_name(w, w->shards, false), &st) == 0)
+		return -EEXIST;
+	fd = open(shard_name(w, w->shards, true),
+		  O_WRONLY | O_CREAT | O_CLOEXEC | (w->exclusive ? O_EXCL : O_TRUNC), 0644);
+	if (fd < 0)
+		return -errno;
+	if (!(w->f = fdopen(fd, "wb"))) {
+		int ret = -errno;
+		close(fd);
+		unlink(w->path);
+		return ret;
+	}
+	w->shards++;
+	w->in_shard = 0;
+	return 0;
 }
 
 int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext, const void *data,
 		      size_t len, uint32_t label)
 {
 	int ret;
+	if (w->ended)
+		return -EINVAL;
 	if (strlen(key) + strlen(ext) + 2 > GM_TAR_MAX_NAME)
 		return -ENAMETOOLONG;
 	if (w->f && w->in_shard == w->per_shard && (ret = end_shard(w)))
 		return ret;
-	if (!w->f) {
-		sprintf(w->path, "%s/shard-%06u.tar", w->dir, w->shards);
-		if (!(w->f = fopen(w->path, w->exclusive ? "wbx" : "wb")))
-			return -errno;
-		w->shards++;
-		w->in_shard = 0;
-	}
+	if (!w->f && (ret = start_shard(w)))
+		return ret;
 	char cls[16];
 	int cl = snprintf(cls, sizeof(cls), "%u\n", label);
 	sprintf(w->name, "%s.%s", key, ext);
@@ -552,9 +639,83 @@ int gm_tar_writer_add(struct gm_tar_writer *w, const char *key, const char *ext,
 	return 0;
 }
 
-const char *gm_tar_writer_path(const struct gm_tar_writer *w)
+int gm_tar_writer_end(struct gm_tar_writer *w)
 {
-	return w->path;
+	int ret = 0;
+	if (w->ended)
+		return 0;
+	if (w->f)
+		ret = end_shard(w);
+	w->ended = true;
+	return ret;
+}
+
+const char *gm_tar_writer_shard(struct gm_tar_writer *w, uint32_t i)
+{
+	return i < w->shards ? shard_name(w, i, !w->committed) : NULL;
+}
+
+/* Rename shard i from its temporary to its final name; an exclusive writer never
+ * replaces a file that appeared meanwhile (-EEXIST). 0 or -errno, w->path naming
+ * the file. */
+static int rename_shard(struct gm_tar_writer *w, uint32_t i)
+{
+	char *tmp = strdup(shard_name(w, i, true));
+	int ret = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	shard_name(w, i, false);
+	if (!w->exclusive) {
+		if (rename(tmp, w->path) != 0)
+			ret = -errno;
+	} else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, w->path, RENAME_NOREPLACE) != 0) {
+		ret = -errno;
+		/* a file system without RENAME_NOREPLACE: link() does not replace either */
+		if ((ret == -EINVAL || ret == -ENOSYS) &&
+		    (ret = link(tmp, w->path) ? -errno : 0) == 0)
+			unlink(tmp);
+	}
+	free(tmp);
+	return ret;
+}
+
+/* Make the renames durable: fsync the directory (best effort; some file systems
+ * refuse it). */
+static void sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+int gm_tar_writer_commit(struct gm_tar_writer *w)
+{
+	int ret;
+	uint32_t i;
+
+	if (w->committed)
+		return 0;
+	if ((ret = gm_tar_writer_end(w)))
+		return ret;
+	for (i = 0; i < w->shards; i++)
+		if ((ret = rename_shard(w, i)))
+			break;
+	if (ret) {
+		/* all or nothing: take back the shards renamed already */
+		char *failed = strdup(w->path);
+		for (uint32_t k = 0; k < i; k++)
+			unlink(shard_name(w, k, false));
+		if (failed)
+			snprintf(w->path, w->path_cap, "%s", failed);
+		free(failed);
+		return ret;
+	}
+	sync_dir(w->dir);
+	w->committed = true;
+	return 0;
 }
 
 uint32_t gm_tar_writer_shards(const struct gm_tar_writer *w)
@@ -562,16 +723,22 @@ uint32_t gm_tar_writer_shards(const struct gm_tar_writer *w)
 	return w->shards;
 }
 
+const char *gm_tar_writer_path(const struct gm_tar_writer *w)
+{
+	return w->path;
+}
+
 int gm_tar_writer_close(struct gm_tar_writer *w)
 {
-	int ret = 0;
 	if (!w)
 		return 0;
 	if (w->f)
-		ret = end_shard(w);
+		fclose(w->f);
+	for (uint32_t i = 0; !w->committed && i < w->shards; i++)
+		unlink(shard_name(w, i, true)); /* not committed: leave nothing */
 	free(w->dir);
 	free(w->path);
 	free(w->name);
 	free(w);
-	return ret;
+	return 0;
 }

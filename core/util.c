@@ -5,17 +5,62 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
 
 #include "goldminer/util.h"
+
+/*
+ * full (n bytes) into err[errlen] without its middle: the head, "...", and as much
+ * of the tail as fits. Messages read "WHO: PATH: CAUSE", so a long path loses its
+ * middle and the function, the file name and the cause survive. UTF-8 sequences
+ * are not split.
+ */
+static void elide_middle(char *err, size_t errlen, const char *full, size_t n)
+{
+	size_t keep = errlen - 1, head, tail;
+
+	if (keep < 16) {
+		memcpy(err, full + n - keep, keep); /* too small for a head: the cause */
+		err[keep] = 0;
+		return;
+	}
+	head = keep / 5;
+	tail = keep - head - 3;
+	while (head > 0 && ((unsigned char)full[head] & 0xC0) == 0x80)
+		head--; /* full[head] starts a character: cut before it */
+	while (tail > 0 && ((unsigned char)full[n - tail] & 0xC0) == 0x80)
+		tail--;
+	memcpy(err, full, head);
+	memcpy(err + head, "...", 3);
+	memcpy(err + head + 3, full + n - tail, tail);
+	err[head + 3 + tail] = 0;
+}
+
+void gm_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	va_list again;
+	char *full;
+	int n;
+
+	if (!err || !errlen)
+		return;
+	va_copy(again, ap);
+	n = vsnprintf(err, errlen, fmt, ap);
+	if (n >= 0 && (size_t)n >= errlen && (full = malloc((size_t)n + 1))) {
+		vsnprintf(full, (size_t)n + 1, fmt, again);
+		elide_middle(err, errlen, full, (size_t)n);
+		free(full);
+	} /* else it fitted, or no memory: cut at the end as vsnprintf does */
+	va_end(again);
+}
 
 void gm_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!err || !errlen)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	gm_verrf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -36,4 +81,28 @@ int gm_grow_scratch(void **p, size_t *cap, size_t n, size_t min_cap)
 	*p = q;
 	*cap = c;
 	return 0;
+}
+
+const char *gm_write_cause(int err, const char *dir, char *buf, size_t len)
+{
+	struct statvfs vfs;
+
+	if (err == -ENOSPC && dir && statvfs(dir, &vfs) == 0 && vfs.f_files > 0 &&
+	    vfs.f_favail == 0)
+		snprintf(buf, len,
+			 "no space left on device (ENOSPC: the file system has no free inodes;"
+			 " remove files there or use another file system)");
+	else if (err == -ENOSPC)
+		snprintf(buf, len,
+			 "no space left on device (ENOSPC: the file system is full; free space"
+			 " or write elsewhere)");
+	else if (err == -EDQUOT)
+		snprintf(buf, len,
+			 "disk quota exceeded (EDQUOT: your quota of blocks or inodes there is"
+			 " used up)");
+	else if (err == -EFBIG)
+		snprintf(buf, len, "file too large (EFBIG: over the file size limit)");
+	else
+		snprintf(buf, len, "%s", strerror(-err));
+	return buf;
 }

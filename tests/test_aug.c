@@ -137,6 +137,35 @@ static void test_bad_specs(void **state)
 	gm_aug_destroy(NULL);
 }
 
+/* A negative max_pixels cast to uint64_t is refused, never "no limit"; the check
+ * names the field and its range. */
+static void test_max_pixels_out_of_range_is_refused(void **state)
+{
+	struct gm_aug_spec s;
+	struct gm_aug *a = NULL;
+	char err[200];
+	(void)state;
+	gm_aug_spec_default(&s);
+	s.max_pixels = (uint64_t)-1;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	assert_null(a);
+	assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), -EINVAL);
+	assert_string_equal(
+	    err, "invalid transform spec: max_pixels must be 0 (the default) .. 1000000000000");
+	s.max_pixels = 1000000000001ull;
+	assert_int_equal(gm_aug_create(&a, &s), -EINVAL);
+	for (int k = 0; k < 2; k++) {
+		s.max_pixels = k ? 1000000000000ull : 0; /* the largest, and the default */
+		assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), 0);
+		assert_int_equal(gm_aug_create(&a, &s), 0);
+		gm_aug_destroy(a);
+	}
+	gm_aug_spec_default(&s);
+	s.flip_p = 1.5f;
+	assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "invalid transform spec: flip_p must be in [0, 1]");
+}
+
 static void test_deterministic(void **state)
 {
 	size_t len;
@@ -692,6 +721,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults_and_out_bytes),
 	    cmocka_unit_test(test_bad_specs),
+	    cmocka_unit_test(test_max_pixels_out_of_range_is_refused),
 	    cmocka_unit_test(test_deterministic),
 	    cmocka_unit_test(test_rrc_within_bounds),
 	    cmocka_unit_test(test_flip_mirrors),

@@ -252,6 +252,19 @@ static void test_cmyk_and_progressive_to_rgb(void **state)
 	free(prog);
 }
 
+/* A limit past GM_JPEG_MAX_MAX_PIXELS (a negative number cast) is refused, not
+ * taken as no limit at all. */
+static void test_create_refuses_a_limit_out_of_range(void **state)
+{
+	struct gm_jpeg *j = NULL;
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&j, (uint64_t)-1), -EINVAL);
+	assert_null(j);
+	assert_int_equal(gm_jpeg_create(&j, GM_JPEG_MAX_MAX_PIXELS + 1), -EINVAL);
+	assert_int_equal(gm_jpeg_create(&j, GM_JPEG_MAX_MAX_PIXELS), 0);
+	gm_jpeg_destroy(j);
+}
+
 static void test_empty_and_not_jpeg(void **state)
 {
 	struct gm_jpeg *j;
@@ -427,6 +440,7 @@ int main(void)
 	    cmocka_unit_test(test_region_equals_full_420),
 	    cmocka_unit_test(test_region_equals_full_other_layouts),
 	    cmocka_unit_test(test_pick_scale),
+	    cmocka_unit_test(test_create_refuses_a_limit_out_of_range),
 	    cmocka_unit_test(test_decode_crop_maps_window),
 	    cmocka_unit_test(test_gray_to_rgb),
 	    cmocka_unit_test(test_cmyk_and_progressive_to_rgb),

@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,12 +176,117 @@ static void test_pack_errors(void **state)
 	assert_int_equal(gm_cmd_pack(3, again), 1);
 }
 
+/* A tmpfs of the given options mounted at at(rel); 0, or -errno (-EPERM: not root). */
+static int mount_tmpfs(const char *rel, const char *opts)
+{
+	if (mkdir(at(rel), 0755) != 0 && errno != EEXIST)
+		return -errno;
+	if (mount("tmpfs", at(rel), "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+		return -errno;
+	return 0;
+}
+
+static int unmount_small(void **state)
+{
+	(void)state;
+	umount2(at("small"), MNT_DETACH);
+	rmdir(at("small"));
+	return 0;
+}
+
+/* Entries of the directory at path, "." and ".." aside. */
+static int entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+/* Pack the tree into small/wds on a file system too small for it: the error names
+ * the cause (want in the message) and the file, and nothing is left behind. */
+static void pack_runs_out(const char *want)
+{
+	char err[1024], msg[1100];
+	struct gm_dataset *ds = NULL;
+
+	assert_int_equal(gm_pack(at("tree"), at("small/wds"), 3, NULL, NULL, err, sizeof(err)),
+			 -ENOSPC);
+	snprintf(msg, sizeof(msg), "%s", err);
+	assert_non_null(strstr(msg, "ENOSPC"));
+	assert_non_null(strstr(msg, want));
+	assert_non_null(strstr(msg, at("small/wds/.shard-"))); /* the file */
+	assert_null(strstr(msg, "Input/output error"));
+	/* nothing that indexes as a dataset, nor anything else, is left */
+	assert_int_equal(entries(at("small")), 0);
+	assert_true(gm_dataset_open(&ds, at("small/wds"), err, sizeof(err)) < 0);
+	assert_null(ds);
+	/* the command fails too */
+	char *argv[] = {"pack", at("tree"), at("small/wds"), "--per-shard", "3"};
+	assert_int_equal(gm_cmd_pack(5, argv), 1);
+	assert_int_equal(entries(at("small")), 0);
+}
+
+static void test_pack_on_a_full_disk_leaves_nothing(void **state)
+{
+	(void)state;
+	struct gm_dataset *ds = NULL;
+	char err[512], opts[64];
+	uint64_t bytes = 0;
+
+	assert_int_equal(gm_dataset_open(&ds, at("tree"), err, sizeof(err)), 0);
+	for (uint32_t i = 0; i < gm_dataset_count(ds); i++)
+		bytes += gm_dataset_file_size(ds, i);
+	gm_dataset_close(ds);
+	/* room for about half of the images: the disk fills half-way */
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=1000",
+		 (unsigned long long)(bytes / 2 + 4095) / 4096 * 4096);
+	int r = mount_tmpfs("small", opts);
+	if (r == -EPERM)
+		skip(); /* mounting a tmpfs needs root */
+	assert_int_equal(r, 0);
+	pack_runs_out("the file system is full");
+}
+
+static void test_pack_out_of_inodes_leaves_nothing(void **state)
+{
+	(void)state;
+	/* the root, wds and two shards: the third shard finds no inode */
+	int r = mount_tmpfs("small", "size=4m,nr_inodes=4");
+	if (r == -EPERM)
+		skip(); /* mounting a tmpfs needs root */
+	assert_int_equal(r, 0);
+	pack_runs_out("no free inodes");
+}
+
+static void test_pack_refuses_a_directory_with_tar_files(void **state)
+{
+	(void)state;
+	char err[512];
+	struct stat st;
+	assert_int_equal(mkdir(at("other"), 0755), 0);
+	put("other/mine.TAR", "x");
+	assert_int_equal(gm_pack(at("tree"), at("other"), 7, NULL, NULL, err, sizeof(err)),
+			 -EEXIST);
+	assert_non_null(strstr(err, "other/mine.TAR"));
+	assert_non_null(strstr(err, "pack into an empty directory"));
+	assert_int_equal(stat(at("other/shard-000000.tar"), &st), -1);
+	assert_int_equal(stat(at("other/.shard-000000.tar.tmp"), &st), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pack_indexes_the_same),
 	    cmocka_unit_test(test_pack_is_deterministic),
 	    cmocka_unit_test(test_pack_errors),
+	    cmocka_unit_test_teardown(test_pack_on_a_full_disk_leaves_nothing, unmount_small),
+	    cmocka_unit_test_teardown(test_pack_out_of_inodes_leaves_nothing, unmount_small),
+	    cmocka_unit_test(test_pack_refuses_a_directory_with_tar_files),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

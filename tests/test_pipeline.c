@@ -19,6 +19,7 @@
 
 #include "cmd.h"
 #include "goldminer/aug.h"
+#include "goldminer/loader.h"
 #include "goldminer/pipeline.h"
 
 /* --- fault injection ----------------------------------------------------------- */
@@ -496,11 +497,38 @@ static void test_error_ranges(void **state)
 		     "pipeline:4 (col 58): ", "shuffle_buffer n '0' is out of range");
 	expect_error("read | decode 0 | random_resized_crop 8",
 		     "pipeline:2 (col 15): ", "decode max_pixels '0' is out of range");
+	expect_error("read | decode 1000000000001 | random_resized_crop 8",
+		     "pipeline:2 (col 15): ", "'1000000000001' is out of range [1, 1000000000000]");
+	expect_error("read | decode -1 | random_resized_crop 8",
+		     "pipeline:2 (col 15): ", "decode max_pixels '-1' is not a whole number");
+	/* the loader's pool holds at most 2^24 samples: more is refused, not made 1 */
+	expect_error(PFX "random_resized_crop 224 | shuffle_buffer 16777217",
+		     "pipeline:4 (col 58): ", "'16777217' is out of range [1, 16777216]");
+	gm_pipeline_free(parse_ok(PFX "random_resized_crop 224 | shuffle_buffer 16777216"));
 	expect_error(PFX "random_resized_crop 8 | normalize 123,116,103/58,57,57 | to_chw_f32",
 		     "pipeline:4 (col 51): ",
 		     "'123,116,103/58,57,57': mean must be in [0, 1] and std in (0, 1]");
 	expect_error(PFX "random_resized_crop 8 | normalize 0.5,0.5,0.5/0.2,0,0.2 | to_chw_f32",
 		     "pipeline:4 (col 51): ", "std in (0, 1]");
+}
+
+/* An empty spec given to the loader is an error, not "no spec" (the default). */
+static void test_loader_refuses_an_empty_spec(void **state)
+{
+	(void)state;
+	const char *specs[] = {"", "  \t"};
+	for (int i = 0; i < 2; i++) {
+		struct gm_loader_opts o;
+		struct gm_loader *l = NULL;
+		char err[512] = "";
+		gm_loader_opts_default(&o);
+		o.root = "/nonexistent/gm-root"; /* the spec is checked first */
+		o.pipeline = specs[i];
+		o.workers = 1;
+		assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+		assert_null(l);
+		assert_non_null(strstr(err, "gm_loader_open: pipeline:1 (col 1): empty pipeline"));
+	}
 }
 
 static void test_error_syntax(void **state)
@@ -834,6 +862,7 @@ int main(void)
 	    cmocka_unit_test(test_error_unknown_op),
 	    cmocka_unit_test(test_error_arguments),
 	    cmocka_unit_test(test_error_ranges),
+	    cmocka_unit_test(test_loader_refuses_an_empty_spec),
 	    cmocka_unit_test(test_error_syntax),
 	    cmocka_unit_test(test_error_order),
 	    cmocka_unit_test(test_float16_output),

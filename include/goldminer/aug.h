@@ -52,6 +52,14 @@ void gm_aug_spec_default(struct gm_aug_spec *s);
 /* Bytes one output sample occupies (size*size*3 * 1, 4 or 2). */
 size_t gm_aug_out_bytes(const struct gm_aug_spec *s);
 
+/*
+ * Is *s a spec gm_aug_create accepts? 0, or -EINVAL with "invalid transform spec:
+ * FIELD must be RANGE" in err[errlen] (err may be NULL). max_pixels over
+ * GM_JPEG_MAX_MAX_PIXELS (a negative number cast to uint64_t) is refused, never
+ * taken as "no limit".
+ */
+int gm_aug_spec_check(const struct gm_aug_spec *s, char *err, size_t errlen);
+
 /* Create a handle for spec *s (copied). 0 or -EINVAL (bad spec) / -ENOMEM. */
 int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s);
 

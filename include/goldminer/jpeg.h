@@ -31,6 +31,9 @@
 
 /* Default decompression-bomb limit (width * height). */
 #define GM_JPEG_DEFAULT_MAX_PIXELS 64000000ull
+/* The largest limit accepted (past any JPEG's 65535^2): larger is an error, as a
+ * negative number cast to uint64_t would be. */
+#define GM_JPEG_MAX_MAX_PIXELS 1000000000000ull
 
 struct gm_jpeg;
 
@@ -57,8 +60,9 @@ struct gm_jpeg_image {
 };
 
 /*
- * Create a decoder. max_pixels: width*height limit (0 means the default 64 Mpx).
- * Returns 0 or -ENOMEM. *out is set on success only.
+ * Create a decoder. max_pixels: width*height limit (0 means the default 64 Mpx;
+ * at most GM_JPEG_MAX_MAX_PIXELS). Returns 0, -EINVAL (max_pixels over that) or
+ * -ENOMEM. *out is set on success only.
  */
 int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels);
 

@@ -39,6 +39,69 @@ _ON_ERROR = {"skip": _abi.GM_ON_ERROR_SKIP, "fail": _abi.GM_ON_ERROR_FAIL}
 _MODES = {"train": _abi.GM_AUG_TRAIN, "eval": _abi.GM_AUG_EVAL}
 _ERRLEN = 1024
 
+# include/goldminer/limits.h (tests/python/test_loader.py checks these against it)
+GM_MAX_WORKERS = 256
+GM_MAX_BATCH = 65536
+GM_MAX_SLOTS = 1024
+GM_MAX_CHAOS_MS = 3600000
+_MAX_SIDE = 8192  # core/aug.c MAX_SIZE: the largest output side the library takes
+_MAX_PIXELS = 10 ** 12  # the range of the pipeline's `decode max_pixels`
+_U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
+_F32_MAX = 3.4028234663852886e38
+
+# Integer keywords: (lowest, highest, note). The C fields are fixed-width, so a
+# value outside them would be silently wrapped by ctypes; each is refused instead,
+# naming the range the library accepts.
+_INT_ARGS = {
+    "batch_size": (1, GM_MAX_BATCH, "GM_MAX_BATCH"),
+    "seed": (0, _U64, "64 bits"),
+    "epoch": (0, _U32, "32 bits"),
+    "epochs": (0, _U32, "0: unlimited"),
+    "start_batch": (0, _U64, "64 bits"),
+    "size": (1, _MAX_SIDE, "output side in px"),
+    "resize": (1, 4 * _MAX_SIDE, "shorter side before the center crop"),
+    "max_pixels": (0, _MAX_PIXELS, "0: the default 64000000"),
+    "slots": (0, GM_MAX_SLOTS, "0: sized from the workers"),
+    "chaos_kill_ms": (0, GM_MAX_CHAOS_MS, "0: off"),
+    "max_workers": (0, GM_MAX_WORKERS, "0: the online CPUs"),
+}
+
+
+def _int_arg(name, v, lo=None, hi=None, note=None):
+    """v as an int within [lo, hi] (from _INT_ARGS when not given), else ValueError
+    naming the accepted range. bool and float are refused, any int-like accepted."""
+    if lo is None:
+        lo, hi, note = _INT_ARGS[name]
+    rng = "%d..%d%s" % (lo, hi, " (%s)" % note if note else "")
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise ValueError("%s must be an int in %s, not %r" % (name, rng, v))
+    i = v.__index__()
+    if not lo <= i <= hi:
+        raise ValueError("%s must be an int in %s, not %d" % (name, rng, i))
+    return i
+
+
+def _float_arg(name, v, lo=-_F32_MAX, hi=_F32_MAX):
+    """v as a float within [lo, hi] that a C float holds as it is (finite), else
+    ValueError naming the range (ctypes would turn 1e39 into inf silently)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = None
+    if isinstance(v, bool) or f is None or not lo <= f <= hi:  # NaN fails too
+        raise ValueError("%s must be a finite number in [%g, %g], not %r" % (name, lo, hi, v))
+    return f
+
+
+def _floats_arg(name, v, n, lo=-_F32_MAX, hi=_F32_MAX):
+    try:
+        vals = list(v)
+    except TypeError:
+        vals = None
+    if vals is None or len(vals) != n:
+        raise ValueError("%s must be %d numbers, not %r" % (name, n, v))
+    return [_float_arg("%s[%d]" % (name, k), x, lo, hi) for k, x in enumerate(vals)]
+
 
 class GoldminerError(OSError):
     """An error reported by libgoldminer: .errno is the C error (e.g. ENOENT,
@@ -114,7 +177,10 @@ class Loader:
                the agent; None: here, as children of this process.
 
     Raises GoldminerError (an OSError with the C message) when the dataset or an
-    option is rejected, ValueError for options the binding itself rejects.
+    option is rejected, ValueError for options the binding itself rejects: a
+    number outside the range its C field (or the library) accepts, never wrapped
+    or rounded to fit (seed 0..2**64-1, batch_size 1..GM_MAX_BATCH, max_pixels
+    0..10**12, a float that a C float cannot hold, ...), and an empty pipeline.
     """
 
     def __init__(self, root, pipeline=None, batch_size=64, workers="auto", seed=0, epoch=0,
@@ -134,12 +200,37 @@ class Loader:
         if workers == "auto":
             nworkers = 0
         elif isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
-            nworkers = workers
+            nworkers = _int_arg("workers", workers, 1, GM_MAX_WORKERS, "or 'auto'")
         else:
             raise ValueError("workers must be 'auto' or an int >= 1, not %r" % (workers,))
-        for name, v in (("batch_size", batch_size), ("size", size)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError("%s must be an int >= 1, not %r" % (name, v))
+        if pipeline is not None and not isinstance(pipeline, str):
+            raise ValueError("pipeline must be a spec (str) or None, not %r" % (pipeline,))
+        if pipeline is not None and not pipeline.strip():
+            raise ValueError("pipeline must not be empty: give a spec (see `goldminer plan`),"
+                             " or None for the keyword arguments")
+        ints = dict(batch_size=batch_size, seed=seed, epoch=epoch, epochs=epochs,
+                    start_batch=start_batch, size=size, slots=slots,
+                    chaos_kill_ms=chaos_kill_ms, max_workers=max_workers)
+        if resize is not None:
+            ints["resize"] = resize
+        if max_pixels is not None:
+            ints["max_pixels"] = max_pixels
+        ints = {k: _int_arg(k, v) for k, v in ints.items()}
+        batch_size, seed, size = ints["batch_size"], ints["seed"], ints["size"]
+        epoch, epochs, start_batch = ints["epoch"], ints["epochs"], ints["start_batch"]
+        slots, chaos_kill_ms, max_workers = ints["slots"], ints["chaos_kill_ms"], \
+            ints["max_workers"]
+        resize, max_pixels = ints.get("resize"), ints.get("max_pixels")
+        if scale is not None:
+            scale = tuple(_floats_arg("scale", scale, 2))
+        if ratio is not None:
+            ratio = tuple(_floats_arg("ratio", ratio, 2))
+        if flip_p is not None:
+            flip_p = _float_arg("flip_p", flip_p, 0.0, 1.0)
+        if mean is not None:
+            mean = _floats_arg("mean", mean, 3)
+        if std is not None:
+            std = _floats_arg("std", std, 3)
         self._L = lib()
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
@@ -396,6 +487,7 @@ class Loader:
         """Set the number of worker processes (int >= 1)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError("scale(n) needs an int >= 1, not %r" % (n,))
+        n = _int_arg("scale(n)", n, 1, GM_MAX_WORKERS, "GM_MAX_WORKERS")
         if not self._L.has("gm_loader_scale"):
             raise NotImplementedError("libgoldminer has no gm_loader_scale")
         rc = self._L.gm_loader_scale(self._handle(), n)
@@ -437,12 +529,14 @@ class Loader:
             raise ValueError("state_dict does not match this Loader: " + ", ".join(
                 "%s=%r (loader has %r)" % (k, sd[k], self._kw.get(k, self.dataset_size))
                 for k in bad))
-        epoch, batch = int(sd["epoch"]), int(sd["batch"])
-        end = int(sd.get("epochs_end", 0))
+        epoch = _int_arg("state_dict epoch", sd["epoch"], 0, _U32, "32 bits")
+        batch = _int_arg("state_dict batch", sd["batch"], 0, _U64, "64 bits")
+        end = _int_arg("state_dict epochs_end", sd.get("epochs_end", 0), 0, 2 * _U32, "")
         if end and epoch >= end:
             epochs = None  # nothing left
         else:
-            epochs = (end - epoch) if end else 0
+            epochs = _int_arg("state_dict epochs", (end - epoch) if end else 0, 0, _U32,
+                              "epochs_end - epoch")
         self._handle()
         self.close()
         if epochs is None:
