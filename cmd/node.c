@@ -22,8 +22,9 @@ enum { O_CPUS, O_MEM, O_IDLE, O_CONNS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_H
 
 static const struct cmd_opt opts[O_N] = {
     [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
-    [O_MEM] = {"mem", "SIZE", 0, "memory budget of all jobs' rings, e.g. 8G (default: half "
-				 "of MemTotal or of the cgroup's limit)"},
+    [O_MEM] = {"mem", "SIZE", 0,
+	       "memory budget of all jobs' rings, e.g. 8G (default: half "
+	       "of MemTotal or of the cgroup's limit)"},
     [O_IDLE] = {"idle-ms", "N", 0, "close a connection that sends no request for N ms (5000)"},
     [O_CONNS] = {"max-conns", "N", 0, "connections (each job is one) held at once (64)"},
     [O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},

@@ -607,8 +607,8 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 		return rc;
 	}
 	human(mem, sizeof(mem), a->mem);
-	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path,
-	      a->budget, mem);
+	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
+	      mem);
 	int64_t last = now_ms();
 	while (!*stop)
 		serve(a, pfd, map, &last);

@@ -23,6 +23,7 @@
  */
 #include "goldminer/ring.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -132,12 +133,10 @@ int gm_ring_parse_bytes(const char *s, uint64_t *out)
 	v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return -EINVAL;
-	switch (*end) {
-	case 'T': case 't': shift += 10; /* fall through */
-	case 'G': case 'g': shift += 10; /* fall through */
-	case 'M': case 'm': shift += 10; /* fall through */
-	case 'K': case 'k': shift += 10; end++; break;
-	default: break;
+	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (u) {
+		shift = 10 * (int)(u - units + 1);
+		end++;
 	}
 	if (*end == 'i' && shift) /* "64MiB" too */
 		end++;
@@ -251,8 +250,8 @@ static void cgroup_walk(struct cg_bound *b, const char *base, bool v2)
 				b->room = room;
 				human(l, sizeof(l), lim);
 				human(u, sizeof(u), use);
-				snprintf(b->src, sizeof(b->src), "memory cgroup %.200s: %s %s, %s in use",
-					 cg, lim_f, l, u);
+				snprintf(b->src, sizeof(b->src),
+					 "memory cgroup %.200s: %s %s, %s in use", cg, lim_f, l, u);
 			}
 		}
 		char *slash = strrchr(cg, '/');
@@ -271,7 +270,7 @@ static void cgroup_bounds(struct cg_bound *b)
 	b->limit = b->room = UINT64_MAX;
 	b->src[0] = 0;
 	cgroup_walk(b, "/sys/fs/cgroup/memory", false);
-	cgroup_walk(b, "/sys/fs/cgroup", true);	 /* v2 only (unified) */
+	cgroup_walk(b, "/sys/fs/cgroup", true);		/* v2 only (unified) */
 	cgroup_walk(b, "/sys/fs/cgroup/unified", true); /* hybrid */
 }
 

@@ -123,8 +123,10 @@ int gm_wire_socket_dir(const char *path, bool create, char *err, size_t errlen)
 	}
 	if (lstat(dir, &st) < 0) {
 		int e = -errno;
-		snprintf(err, errlen, "socket directory %s: %s (start the agent first: "
-			 "'goldminer node' creates it)", dir, strerror(-e));
+		snprintf(err, errlen,
+			 "socket directory %s: %s (start the agent first: "
+			 "'goldminer node' creates it)",
+			 dir, strerror(-e));
 		return e;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -307,7 +309,6 @@ int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *re
 	struct iovec iov = {rep, sizeof(*rep)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
-
 	int flags = MSG_CMSG_CLOEXEC;
 
 	if (fd_out)

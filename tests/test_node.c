@@ -490,7 +490,7 @@ static void test_refusal_is_read_whatever_the_order(void **state)
 	for (int unread = 0; unread < 2; unread++) {
 		int sv[2];
 		struct gm_node_req req;
-		struct gm_node_reply rep;
+		struct gm_node_reply rep = {0};
 		assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
 		gm_wire_reply(sv[1], -EBUSY, -1, 0, 0, "refused: busy");
 		if (unread) /* hang up with the request unread */
@@ -646,7 +646,8 @@ static void test_default_socket_directory_is_checked(void **state)
 	struct gm_node_opts o = {.socket_path = NULL, .cpus = 1};
 	struct stat st;
 
-	assert_int_equal(gm_test_tmpdir(top, sizeof(top), "gm-node-xdg"), 0); /* not in the dataset */
+	assert_int_equal(gm_test_tmpdir(top, sizeof(top), "gm-node-xdg"),
+			 0); /* not in the dataset */
 	snprintf(xdg, sizeof(xdg), "%s/xdg", top);
 	snprintf(gdir, sizeof(gdir), "%s/goldminer", xdg);
 	assert_int_equal(mkdir(xdg, 0700), 0);

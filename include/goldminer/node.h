@@ -10,8 +10,8 @@
  * travels back as a sealed memfd over SCM_RIGHTS and the loader maps and
  * validates it. A connection that sends no request for idle_ms without holding a
  * job is closed, and when the table is full the oldest such one makes room: idle
- * connections cannot lock clients out. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each job's demand and
- * per-worker rate from its ring and sizes all pools with the elastic controller
+ * connections cannot lock clients out. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each
+ * job's demand and per-worker rate from its ring and sizes all pools with the elastic controller
  * (elastic.h, over the shared policy of core/policy.c) under one CPU budget. A
  * job whose connection closes (detach, exit, crash) loses its workers and its
  * ring at once. Each job is a worker pool (pool.h); the messages are wire.h's.
@@ -25,7 +25,7 @@
 
 #include "goldminer/wire.h" /* the request and reply structs */
 
-#define GM_NODE_IDLE_MS   5000 /* default: close a connection silent this long */
+#define GM_NODE_IDLE_MS	  5000 /* default: close a connection silent this long */
 #define GM_NODE_MAX_CONNS 64   /* connections (each job is one) held at once */
 
 struct gm_node_opts {
