@@ -14,13 +14,19 @@
 #include "cmd.h"
 #include "goldminer/limits.h"
 #include "goldminer/node.h"
+#include "goldminer/ring.h"
 
 #define CMD "node"
 
-enum { O_CPUS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_HELP, O_N };
+enum { O_CPUS, O_MEM, O_IDLE, O_CONNS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
     [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
+    [O_MEM] = {"mem", "SIZE", 0,
+	       "memory budget of all jobs' rings, e.g. 8G (default: half "
+	       "of MemTotal or of the cgroup's limit)"},
+    [O_IDLE] = {"idle-ms", "N", 0, "close a connection that sends no request for N ms (5000)"},
+    [O_CONNS] = {"max-conns", "N", 0, "connections (each job is one) held at once (64)"},
     [O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},
     [O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
     [O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
@@ -31,13 +37,18 @@ static const struct cmd_opt opts[O_N] = {
 static void node_usage(FILE *f)
 {
 	cmd_usage(f,
-		  "goldminer node [--cpus N] [--socket PATH] [--quiet]\n"
+		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
-		  "attach to it and share its N CPUs (default: online CPUs).",
+		  "attach to it and share its N CPUs (default: online CPUs) and its\n"
+		  "memory budget: a job whose ring does not fit is refused.",
 		  opts, O_N);
-	fprintf(f, "\nDefault socket: %s\n", gm_node_default_socket());
+	fprintf(f,
+		"\nDefault socket: %s\n(in a directory of the agent's uid with mode 0700; "
+		"clients accept only an agent\nof their own uid, or root with "
+		"GM_NODE_TRUST_ROOT=1)\n",
+		gm_node_default_socket());
 }
 
 static volatile sig_atomic_t node_stop;
@@ -100,6 +111,23 @@ int gm_cmd_node(int argc, char **argv)
 		if (cmd_u64(CMD, "--cpus", val[O_CPUS], 1, GM_MAX_WORKERS, &v))
 			return 2;
 		o.cpus = (uint32_t)v;
+	}
+	if (val[O_MEM] && (gm_ring_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
+		fprintf(stderr,
+			"goldminer " CMD ": --mem takes a size of at least 1M, like 512M or 8G, "
+			"not '%s'\n",
+			val[O_MEM]);
+		return 2;
+	}
+	if (val[O_IDLE]) {
+		if (cmd_u64(CMD, "--idle-ms", val[O_IDLE], 1, 86400000, &v))
+			return 2;
+		o.idle_ms = (uint32_t)v;
+	}
+	if (val[O_CONNS]) {
+		if (cmd_u64(CMD, "--max-conns", val[O_CONNS], 1, GM_NODE_MAX_CONNS, &v))
+			return 2;
+		o.max_conns = (uint32_t)v;
 	}
 	o.socket_path = val[O_SOCKET];
 	o.verbose = !val[O_QUIET];

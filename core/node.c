@@ -2,12 +2,23 @@
  * node.c - the node agent daemon (see node.h).
  *
  * One thread, one poll loop: the listening socket, one connection per job, and a
- * GM_ELASTIC_GM_ELASTIC_TICK_MS tick that re-divides the CPU budget. Each job is a worker
+ * GM_ELASTIC_TICK_MS tick that re-divides the CPU budget. Each job is a worker
  * pool (pool.h: its own coordinator thread forks, watches and replaces its
  * workers) over the job's own index; the agent only decides how many workers each
  * job gets, with the elastic controller's division (gm_elastic_divide: the shared
  * policy with the measured demand in place of the GPU-bound rate). A job not yet
  * measured keeps what it has (at least one worker).
+ *
+ * No client can stall the loop or lock others out: sockets are non-blocking (a
+ * request is one packet, read only when poll says it is there; replies are sent
+ * with MSG_DONTWAIT), a connection without a job that sends nothing for idle_ms
+ * is closed, and when the table is full the oldest job-less connection is closed
+ * to make room; only a table full of jobs refuses a newcomer, in words.
+ *
+ * Memory: every job's ring is counted against one budget (--mem, default half of
+ * the machine or of the cgroup's limit); a job whose ring does not fit is refused
+ * before anything is allocated, and the others are not touched. The ring's own
+ * admission (gm_ring_admit) still compares it with what the machine has left.
  *
  * It does not authenticate beyond uid (SO_PEERCRED), it does not persist anything
  * (a restarted agent starts with no jobs), and it does not parse command lines
@@ -16,6 +27,7 @@
 #include "goldminer/node.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,10 +47,13 @@
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
 
-#define MAX_JOBS GM_ELASTIC_MAX_JOBS
+#define MAX_JOBS GM_NODE_MAX_CONNS
+_Static_assert(GM_NODE_MAX_CONNS <= GM_ELASTIC_MAX_JOBS, "the division sizes every job");
 
 struct job {
 	int fd;		       /* connection; -1 = free entry */
+	int64_t last_ms;       /* accept or last request (monotonic): the idle clock */
+	uint64_t ring_bytes;   /* counted against the memory budget while attached */
 	struct gm_pool *pool;  /* NULL until attached */
 	struct gm_dataset *ds; /* the job's index (the pool's workers read it) */
 	uint32_t bpe;	       /* batches per epoch */
@@ -56,18 +71,29 @@ struct agent {
 	uint32_t budget;
 	int verbose;
 	uid_t uid;
+	uint64_t mem;	    /* memory budget of all rings, bytes */
+	uint32_t idle_ms;   /* close a job-less connection silent this long */
+	uint32_t max_conns; /* entries of jobs[] in use at most */
 	struct job jobs[MAX_JOBS];
 };
 
 const char *gm_node_default_socket(void)
 {
-	static char path[108];
-	const char *rt = getenv("XDG_RUNTIME_DIR");
-	if (rt && *rt && strlen(rt) + sizeof("/goldminer.sock") <= sizeof(path))
-		snprintf(path, sizeof(path), "%s/goldminer.sock", rt);
-	else
-		snprintf(path, sizeof(path), "/tmp/goldminer-%u.sock", (unsigned)getuid());
-	return path;
+	static char path[4200];
+	return gm_wire_default_socket(path, sizeof(path));
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* "12.3 MiB" */
+static void human(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%.1f MiB", (double)v / (1 << 20));
 }
 
 static void logf_(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -106,13 +132,52 @@ static uint32_t used_workers(const struct agent *a)
 	return n;
 }
 
+static uint64_t used_mem(const struct agent *a, int *njobs)
+{
+	uint64_t m = 0;
+	*njobs = 0;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool) {
+			m += a->jobs[i].ring_bytes;
+			++*njobs;
+		}
+	return m;
+}
+
+/* Does the job's ring fit in what the budget has left? 0, or -ENOMEM with why.
+ * Sizes the pool would refuse (gm_ring_size 0) are left to it. */
+static int admit_job(struct agent *a, struct job *j, const struct gm_loader_opts *o, char *why,
+		     size_t len)
+{
+	uint64_t sb = gm_aug_out_bytes(&o->aug);
+	int n;
+	uint64_t used = used_mem(a, &n);
+
+	j->ring_bytes = gm_ring_size(o->slots, o->batch_size, sb);
+	if (!j->ring_bytes || (used <= a->mem && j->ring_bytes <= a->mem - used))
+		return 0;
+	char need[32], have[32], busy[32];
+	human(need, sizeof(need), j->ring_bytes);
+	human(have, sizeof(have), a->mem);
+	human(busy, sizeof(busy), used);
+	snprintf(why, len,
+		 "the ring of %u slots x %u samples x %" PRIu64 " bytes needs %s; the node "
+		 "agent's memory budget is %s, %s of it taken by %d job%s; lower the batch "
+		 "size, the image size or the slots (--batch, --size, --slots), or start "
+		 "the agent with a larger --mem",
+		 o->slots, o->batch_size, sb, need, have, busy, n, n == 1 ? "" : "s");
+	j->ring_bytes = 0;
+	return -ENOMEM;
+}
+
 /* The job's index and pool, as a local loader would make them (messages are the
  * client's: they start "gm_loader_open: "). 0 or -errno with err filled. */
-static int open_job(struct job *j, const struct gm_loader_opts *o, char *err, size_t errlen)
+static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts *o, char *err,
+		    size_t errlen)
 {
 	struct gm_pool_cfg c;
 	uint64_t first, end;
-	char why[512];
+	char why[768];
 	int rc;
 
 	if (!o->root || !*o->root) {
@@ -120,6 +185,8 @@ static int open_job(struct job *j, const struct gm_loader_opts *o, char *err, si
 		return -EINVAL;
 	}
 	rc = gm_pool_check(o, why, sizeof(why));
+	if (!rc)
+		rc = admit_job(a, j, o, why, sizeof(why));
 	if (!rc)
 		rc = gm_dataset_open(&j->ds, o->root, why, sizeof(why));
 	if (rc)
@@ -145,6 +212,7 @@ out_dataset:
 	gm_dataset_close(j->ds);
 	j->ds = NULL;
 out:
+	j->ring_bytes = 0;
 	snprintf(err, errlen, "gm_loader_open: %s", why);
 	return rc;
 }
@@ -168,7 +236,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		while (o.slots < 2 * most && o.slots < 64)
 			o.slots *= 2;
 	}
-	int rc = open_job(j, &o, err, sizeof(err));
+	int rc = open_job(a, j, &o, err, sizeof(err));
 	if (rc) {
 		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", err);
 		return;
@@ -184,8 +252,11 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
-	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers in use", (int)j->pid, j->root,
-	      j->batch_size, used_workers(a), a->budget);
+	int n;
+	char mem[32];
+	human(mem, sizeof(mem), used_mem(a, &n));
+	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers, %s of memory in use",
+	      (int)j->pid, j->root, j->batch_size, used_workers(a), a->budget, mem);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
@@ -194,9 +265,12 @@ static void status_json(struct agent *a, char *buf, size_t len)
 	int n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
 		n += a->jobs[i].pool != NULL;
+	int nj;
+	uint64_t mem = used_mem(a, &nj);
 	off += (size_t)snprintf(buf + off, len - off,
-				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"job\": [",
-				a->budget, n, used_workers(a));
+				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"mem_budget\": "
+				"%" PRIu64 ", \"mem_used\": %" PRIu64 ", \"job\": [",
+				a->budget, n, used_workers(a), a->mem, mem);
 	int k = 0;
 	for (int i = 0; i < MAX_JOBS && off < len; i++) {
 		struct job *j = &a->jobs[i];
@@ -249,6 +323,7 @@ static void on_request(struct agent *a, struct job *j)
 	}
 	if (n < 0)
 		return;
+	j->last_ms = now_ms();
 	/* Validate everything a client sent before using it. */
 	if (!gm_wire_request_valid(&req, n)) {
 		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
@@ -275,9 +350,31 @@ static void on_request(struct agent *a, struct job *j)
 	}
 }
 
+/* A free entry of the table, else the one of the oldest connection without a job
+ * (closed, told why); NULL when every entry holds a job. */
+static struct job *free_entry(struct agent *a)
+{
+	struct job *oldest = NULL;
+	for (uint32_t i = 0; i < a->max_conns; i++) {
+		struct job *j = &a->jobs[i];
+		if (j->fd < 0)
+			return j;
+		if (!j->pool && (!oldest || j->last_ms < oldest->last_ms))
+			oldest = j;
+	}
+	if (oldest) {
+		gm_wire_reply(oldest->fd, -ETIMEDOUT, -1, 0, 0,
+			      "closed: no request yet, and a newer connection needed the place "
+			      "(the agent holds %u connections)",
+			      a->max_conns);
+		detach(a, oldest, "idle connection evicted for a newcomer");
+	}
+	return oldest;
+}
+
 static void on_accept(struct agent *a)
 {
-	int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
 	struct ucred cr;
@@ -295,15 +392,40 @@ static void on_accept(struct agent *a)
 		close(fd);
 		return;
 	}
+	struct job *j = free_entry(a);
+	if (!j) {
+		logf_(a, "refused pid %d: %u jobs already attached", (int)cr.pid, a->max_conns);
+		gm_wire_reply(fd, -EBUSY, -1, 0, 0,
+			      "refused: the agent already serves %u jobs, its most; wait for one "
+			      "to end, or start it with a larger --max-conns (at most %d)",
+			      a->max_conns, GM_NODE_MAX_CONNS);
+		close(fd);
+		return;
+	}
+	j->fd = fd;
+	j->pid = cr.pid;
+	j->last_ms = now_ms();
+}
+
+/* Close the connections without a job that have been silent for idle_ms; the ms
+ * until the next one would be due (at most `cap`). */
+static int close_idle(struct agent *a, int cap)
+{
+	int64_t now = now_ms(), next = cap;
 	for (int i = 0; i < MAX_JOBS; i++) {
-		if (a->jobs[i].fd < 0) {
-			a->jobs[i].fd = fd;
-			a->jobs[i].pid = cr.pid;
-			return;
+		struct job *j = &a->jobs[i];
+		if (j->fd < 0 || j->pool)
+			continue;
+		int64_t left = j->last_ms + a->idle_ms - now;
+		if (left <= 0) {
+			gm_wire_reply(j->fd, -ETIMEDOUT, -1, 0, 0,
+				      "closed: no request within %u ms", a->idle_ms);
+			detach(a, j, "idle");
+		} else if (left < next) {
+			next = left;
 		}
 	}
-	gm_wire_reply(fd, -EBUSY, -1, 0, 0, "the agent already serves %d connections", MAX_JOBS);
-	close(fd);
+	return (int)next;
 }
 
 /* Re-divide the budget among the attached jobs (see the file comment). */
@@ -363,7 +485,8 @@ static int listen_on(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -errno;
 	}
-	/* A live agent answers; a dead one left a stale file we may replace. */
+	/* A live agent answers; a dead one left a stale file we may replace. (Under
+	 * this uid's own directory, or a path the user chose.) */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		close(fd);
 		snprintf(err, errlen, "%s: another goldminer node agent is running there", path);
@@ -379,7 +502,8 @@ static int listen_on(const char *path, char *err, size_t errlen)
 		}
 		unlink(path);
 	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	/* non-blocking: a client that hung up before accept cannot stall the loop */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -errno;
@@ -396,13 +520,18 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+/* The agent's state from its options (budgets, limits, defaults). 0 or -errno
+ * with err filled. */
+static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err, size_t errlen)
 {
 	struct agent *a;
-	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
-	struct pollfd pfd[MAX_JOBS + 1];
-	int map[MAX_JOBS + 1];
 
+	*out = NULL;
+	if (o->max_conns > GM_NODE_MAX_CONNS) {
+		snprintf(err, errlen, "max_conns must be 1..%d, not %u", GM_NODE_MAX_CONNS,
+			 o->max_conns);
+		return -EINVAL;
+	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
 		snprintf(err, errlen, "out of memory");
@@ -417,43 +546,72 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		a->budget = c > 0 ? (uint32_t)c : 1;
 	}
-	a->lfd = listen_on(path, err, errlen);
-	if (a->lfd < 0) {
-		int e = a->lfd;
-		free(a);
-		return e;
+	a->mem = o->mem;
+	if (!a->mem) {
+		uint64_t total = gm_ring_mem_total();
+		a->mem = total == UINT64_MAX ? UINT64_MAX : total / 2;
 	}
-	logf_(a, "listening on %s (mode 0600), budget %u workers", path, a->budget);
-	struct timespec last;
-	clock_gettime(CLOCK_MONOTONIC, &last);
-	while (!*stop) {
-		int n = 0;
-		pfd[n].fd = a->lfd;
+	a->idle_ms = o->idle_ms ? o->idle_ms : GM_NODE_IDLE_MS;
+	a->max_conns = o->max_conns ? o->max_conns : GM_NODE_MAX_CONNS;
+	*out = a;
+	return 0;
+}
+
+/* One round of the loop: wait for a request, a connection or the next deadline. */
+static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
+{
+	int n = 0;
+	pfd[n].fd = a->lfd;
+	pfd[n].events = POLLIN;
+	map[n++] = -1;
+	for (int i = 0; i < MAX_JOBS; i++) {
+		if (a->jobs[i].fd < 0)
+			continue;
+		pfd[n].fd = a->jobs[i].fd;
 		pfd[n].events = POLLIN;
-		map[n++] = -1;
-		for (int i = 0; i < MAX_JOBS; i++) {
-			if (a->jobs[i].fd < 0)
-				continue;
-			pfd[n].fd = a->jobs[i].fd;
-			pfd[n].events = POLLIN;
-			map[n++] = i;
-		}
-		int r = poll(pfd, (nfds_t)n, GM_ELASTIC_TICK_MS);
-		if (r > 0) {
-			for (int k = 1; k < n; k++)
-				if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
-					on_request(a, &a->jobs[map[k]]);
-			if (pfd[0].revents & POLLIN)
-				on_accept(a);
-		}
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000 >=
-		    GM_ELASTIC_TICK_MS) {
-			rebalance(a);
-			last = now;
-		}
+		map[n++] = i;
 	}
+	int wait = close_idle(a, GM_ELASTIC_TICK_MS);
+	if (poll(pfd, (nfds_t)n, wait) > 0) {
+		for (int k = 1; k < n; k++)
+			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+				on_request(a, &a->jobs[map[k]]);
+		if (pfd[0].revents & POLLIN)
+			on_accept(a);
+	}
+	int64_t now = now_ms();
+	if (now - *last >= GM_ELASTIC_TICK_MS) {
+		rebalance(a);
+		*last = now;
+	}
+}
+
+int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+	struct agent *a;
+	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
+	struct pollfd pfd[MAX_JOBS + 1];
+	int map[MAX_JOBS + 1];
+	char mem[32];
+	int rc;
+
+	rc = agent_new(&a, o, err, errlen);
+	if (rc)
+		return rc;
+	/* the default socket's directory: this uid's own, 0700, made if absent */
+	rc = o->socket_path ? 0 : gm_wire_socket_dir(path, true, err, errlen);
+	if (!rc)
+		rc = a->lfd = listen_on(path, err, errlen);
+	if (rc < 0) {
+		free(a);
+		return rc;
+	}
+	human(mem, sizeof(mem), a->mem);
+	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
+	      mem);
+	int64_t last = now_ms();
+	while (!*stop)
+		serve(a, pfd, map, &last);
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].fd >= 0)
 			detach(a, &a->jobs[i], "agent stopping");
@@ -469,11 +627,19 @@ static int call(const char *socket_path, struct gm_node_req *req, char *out, siz
 {
 	struct gm_node_reply rep = {0};
 	const char *path = socket_path ? socket_path : gm_node_default_socket();
-	int fd = gm_wire_connect(path, out, outlen);
+	int fd = socket_path ? 0 : gm_wire_socket_dir(path, false, out, outlen);
+	if (fd < 0)
+		return fd;
+	fd = gm_wire_connect(path, out, outlen);
 	if (fd < 0)
 		return fd;
 	int rc = gm_wire_call(fd, req, &rep, NULL);
 	close(fd);
+	if (rc == -EPIPE) {
+		snprintf(out, outlen, "the node agent at %s closed the connection without a reply",
+			 path);
+		return rc;
+	}
 	if (rc) {
 		snprintf(out, outlen, "no valid reply from the node agent at %s", path);
 		return -EPROTO;

@@ -475,6 +475,10 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 		snprintf(err, errlen, "slots must be a power of two <= %d", GM_MAX_SLOTS);
 		return -EINVAL;
 	}
+	/* the ring's bytes against the memory left, with the sizes in the message */
+	rc = gm_ring_admit(slots, c->w.batch_size, sample_bytes, err, errlen);
+	if (rc)
+		return rc;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");

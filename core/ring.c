@@ -5,14 +5,31 @@
  * mapping), sized with ftruncate and pre-faulted with MAP_POPULATE so neither the
  * workers nor the consumer pay first-touch faults on the hot path. Waiting is on
  * futexes in the shared region (not FUTEX_PRIVATE: waiters are other processes).
+ *
+ * Two defences for a consumer that maps a ring it did not create: the region is
+ * sealed (F_SEAL_SHRINK|F_SEAL_GROW) as soon as it is sized, and attach checks the
+ * seals, so no one can ftruncate pages away under a mapping (SIGBUS); and the
+ * header is validated before any size in it is used. Seals do not stop writes:
+ * the creator's workers write the pixels, so whoever created the ring can change
+ * them (docs/DESIGN.md section 6 says why that is the trust boundary).
+ *
+ * Admission: the ring's bytes are known before anything is allocated, and are
+ * compared with what /proc/meminfo and the memory cgroups above this process (v1
+ * and v2, every level up to the root) can still give. fallocate alone is not
+ * enough: a memfd's pages are charged to the cgroup, and when it is full the OOM
+ * killer picks a victim, often another process than the one that asked.
+ *
  * This file does not allocate batches, decode or spawn: it only moves leases.
  */
 #include "goldminer/ring.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +43,9 @@ _Static_assert(sizeof(struct gm_slot_ctl) <= 4096 - 64, "slot control must fit o
 
 #define PAGE	  4096u
 #define HDR_BYTES PAGE
+#define SEALS	  (F_SEAL_SHRINK | F_SEAL_GROW)
+/* cgroup v1 writes "no limit" as the largest page multiple below 2^63 */
+#define NO_LIMIT (UINT64_C(1) << 62)
 
 struct gm_ring {
 	int fd;
@@ -72,6 +92,262 @@ static int map_region(struct gm_ring *r, int fd, size_t bytes, bool populate)
 	return 0;
 }
 
+uint64_t gm_ring_size(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes)
+{
+	uint64_t data_off, slot_bytes;
+
+	if (!nslots || (nslots & (nslots - 1)) || nslots > 1024 || !batch_size ||
+	    batch_size > (1u << 20) || !sample_bytes || sample_bytes > (UINT64_C(1) << 32))
+		return 0;
+	layout(batch_size, sample_bytes, &data_off, &slot_bytes);
+	if (slot_bytes > (UINT64_MAX - HDR_BYTES) / nslots)
+		return 0;
+	return HDR_BYTES + slot_bytes * nslots;
+}
+
+/* "12.3 MiB" */
+static void human(char *buf, size_t len, uint64_t v)
+{
+	static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double d = (double)v;
+	int u = 0;
+	while (d >= 1024 && u < 6) {
+		d /= 1024;
+		u++;
+	}
+	if (u)
+		snprintf(buf, len, "%.1f %s", d, unit[u]);
+	else
+		snprintf(buf, len, "%" PRIu64 " bytes", v);
+}
+
+int gm_ring_parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (u) {
+		shift = 10 * (int)(u - units + 1);
+		end++;
+	}
+	if (*end == 'i' && shift) /* "64MiB" too */
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* One number from a file: a decimal, or "max" (cgroup v2) as UINT64_MAX. */
+static bool read_u64(const char *path, uint64_t *v)
+{
+	char buf[64];
+	FILE *f = fopen(path, "re");
+	bool ok = false;
+
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f)) {
+		if (!strncmp(buf, "max", 3)) {
+			*v = UINT64_MAX;
+			ok = true;
+		} else {
+			ok = sscanf(buf, "%" SCNu64, v) == 1;
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+/* A /proc/meminfo line ("MemAvailable:   23761024 kB") in bytes; UINT64_MAX if absent. */
+static uint64_t meminfo(const char *key)
+{
+	char line[256];
+	uint64_t v = UINT64_MAX, kb;
+	size_t kl = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':' &&
+		    sscanf(line + kl + 1, "%" SCNu64, &kb) == 1 && kb < UINT64_MAX / 1024) {
+			v = kb * 1024;
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* This process's cgroup path in the v1 "memory" hierarchy (v2: the "0::" line). */
+static bool own_cgroup(bool v2, char *out, size_t len)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
+		if (!p)
+			continue;
+		*c = 0;
+		*p++ = 0;
+		p[strcspn(p, "\n")] = 0;
+		if (v2 ? !strcmp(line, "0") && c[1] == 0 : strstr(c + 1, "memory") != NULL) {
+			snprintf(out, len, "%s", p);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* The bounds of the memory cgroups above this process: the least limit and the
+ * least room (limit less usage), each level up to the root, in the v1 memory
+ * hierarchy and in v2; src names the level that gives the least room. */
+struct cg_bound {
+	uint64_t limit, room;
+	char src[320];
+};
+
+static void cgroup_walk(struct cg_bound *b, const char *base, bool v2)
+{
+	const char *lim_f = v2 ? "memory.max" : "memory.limit_in_bytes";
+	const char *use_f = v2 ? "memory.current" : "memory.usage_in_bytes";
+	char cg[512], path[1024];
+	struct stat st;
+
+	if (!own_cgroup(v2, cg, sizeof(cg)) || cg[0] != '/')
+		return;
+	snprintf(path, sizeof(path), "%s%s", base, cg);
+	if (stat(path, &st) < 0) /* a cgroup namespace: the mount's root is our cgroup */
+		snprintf(cg, sizeof(cg), "/");
+	for (;;) {
+		uint64_t lim, use;
+		snprintf(path, sizeof(path), "%s%s/%s", base, strcmp(cg, "/") ? cg : "", lim_f);
+		if (read_u64(path, &lim) && lim < NO_LIMIT) {
+			snprintf(path, sizeof(path), "%s%s/%s", base, strcmp(cg, "/") ? cg : "",
+				 use_f);
+			if (!read_u64(path, &use))
+				use = 0;
+			uint64_t room = use < lim ? lim - use : 0;
+			if (lim < b->limit)
+				b->limit = lim;
+			if (room < b->room) {
+				char l[32], u[32];
+				b->room = room;
+				human(l, sizeof(l), lim);
+				human(u, sizeof(u), use);
+				snprintf(b->src, sizeof(b->src),
+					 "memory cgroup %.200s: %s %s, %s in use", cg, lim_f, l, u);
+			}
+		}
+		char *slash = strrchr(cg, '/');
+		if (!slash || slash == cg) {
+			if (!strcmp(cg, "/"))
+				break;
+			snprintf(cg, sizeof(cg), "/");
+		} else {
+			*slash = 0;
+		}
+	}
+}
+
+static void cgroup_bounds(struct cg_bound *b)
+{
+	b->limit = b->room = UINT64_MAX;
+	b->src[0] = 0;
+	cgroup_walk(b, "/sys/fs/cgroup/memory", false);
+	cgroup_walk(b, "/sys/fs/cgroup", true);		/* v2 only (unified) */
+	cgroup_walk(b, "/sys/fs/cgroup/unified", true); /* hybrid */
+}
+
+/* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset or unreadable. */
+static uint64_t env_limit(void)
+{
+	uint64_t v;
+	const char *s = getenv("GM_MEM_LIMIT");
+	return s && *s && !gm_ring_parse_bytes(s, &v) ? v : UINT64_MAX;
+}
+
+uint64_t gm_ring_mem_room(char *src, size_t srclen)
+{
+	struct cg_bound b;
+	char h[32];
+	uint64_t room = meminfo("MemAvailable"), env = env_limit();
+
+	if (src && srclen) {
+		human(h, sizeof(h), room);
+		snprintf(src, srclen, "MemAvailable %s", h);
+	}
+	cgroup_bounds(&b);
+	if (b.room < room) {
+		room = b.room;
+		if (src && srclen)
+			snprintf(src, srclen, "%s", b.src);
+	}
+	if (env < room) {
+		room = env;
+		if (src && srclen)
+			snprintf(src, srclen, "GM_MEM_LIMIT=%s", getenv("GM_MEM_LIMIT"));
+	}
+	return room;
+}
+
+uint64_t gm_ring_mem_total(void)
+{
+	struct cg_bound b;
+	uint64_t total = meminfo("MemTotal"), env = env_limit();
+
+	cgroup_bounds(&b);
+	if (b.limit < total)
+		total = b.limit;
+	return env < total ? env : total;
+}
+
+int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, char *err,
+		  size_t errlen)
+{
+	char src[384], need[32], have[32];
+	uint64_t bytes = gm_ring_size(nslots, batch_size, sample_bytes);
+	uint64_t room;
+
+	if (!bytes) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "a ring of %u slots x %u samples x %" PRIu64
+				 " bytes is out of range (slots: a power of two up to 1024)",
+				 nslots, batch_size, sample_bytes);
+		return -EINVAL;
+	}
+	room = gm_ring_mem_room(src, sizeof(src));
+	if (bytes <= room)
+		return 0;
+	if (err && errlen) {
+		human(need, sizeof(need), bytes);
+		human(have, sizeof(have), room);
+		snprintf(err, errlen,
+			 "a ring of %u slots x %u samples x %" PRIu64
+			 " bytes needs %s, more than the %s of memory this process may still take "
+			 "(%s); lower the batch size, the image size or the slots (--batch, "
+			 "--size, --slots)",
+			 nslots, batch_size, sample_bytes, need, have, src);
+	}
+	return -ENOMEM;
+}
+
 int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task)
 {
@@ -80,18 +356,18 @@ int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 	int err;
 
 	*out = NULL;
-	if (!nslots || (nslots & (nslots - 1)) || nslots > 1024 || !batch_size ||
-	    batch_size > (1u << 20) || !sample_bytes || end_task <= first_task)
+	total = gm_ring_size(nslots, batch_size, sample_bytes);
+	if (!total || end_task <= first_task)
 		return -EINVAL;
 	layout(batch_size, sample_bytes, &data_off, &slot_bytes);
-	if (slot_bytes > (UINT64_MAX - HDR_BYTES) / nslots)
-		return -EINVAL;
-	total = HDR_BYTES + slot_bytes * nslots;
+	err = gm_ring_admit(nslots, batch_size, sample_bytes, NULL, 0);
+	if (err)
+		return err;
 
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->fd = memfd_create("goldminer-ring", MFD_CLOEXEC);
+	r->fd = memfd_create("goldminer-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r->fd < 0) {
 		err = -errno;
 		goto out_free;
@@ -102,6 +378,11 @@ int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 	}
 	/* Reserve the pages now so a full tmpfs fails here, not with SIGBUS later. */
 	if (fallocate(r->fd, 0, 0, (off_t)total) < 0 && errno != EOPNOTSUPP) {
+		err = -errno;
+		goto out_close;
+	}
+	/* The size is final: no one (this process included) may shrink or grow it. */
+	if (fcntl(r->fd, F_ADD_SEALS, SEALS) < 0) {
 		err = -errno;
 		goto out_close;
 	}
@@ -167,6 +448,10 @@ int gm_ring_attach(struct gm_ring **out, int fd)
 	    h.total_bytes != HDR_BYTES + slot_bytes * h.nslots ||
 	    h.total_bytes > (uint64_t)st.st_size)
 		return -EBADMSG;
+	/* Not sealed: its creator could shrink it under our mapping (SIGBUS). */
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & SEALS) != SEALS)
+		return -EPERM;
 
 	r = calloc(1, sizeof(*r));
 	if (!r)

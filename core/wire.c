@@ -8,6 +8,10 @@
  * MSG_CMSG_CLOEXEC and closed whenever the reply is refused, so a bad peer cannot
  * leak descriptors into a loader.
  *
+ * Who is at the other end is checked here for the client (SO_PEERCRED of the
+ * agent, before a request is sent), and the default socket's directory is
+ * checked (and made) here for both sides.
+ *
  * It does not listen or accept (node.c), and it holds no state.
  */
 #include "goldminer/wire.h"
@@ -19,8 +23,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* The agent writes every batch this process reads: it must be this uid (or root,
+ * when the user said so). SO_PEERCRED gives the uid the agent had at listen(). */
+static int check_agent(int fd, const char *path, char *err, size_t errlen)
+{
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	uid_t me = geteuid();
+	const char *trust = getenv(GM_NODE_TRUST_ROOT_ENV);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+		int e = -errno;
+		snprintf(err, errlen, "node agent at %s: cannot read its credentials: %s", path,
+			 strerror(-e));
+		return e;
+	}
+	if (cr.uid == me || (cr.uid == 0 && trust && !strcmp(trust, "1")))
+		return 0;
+	if (cr.uid == 0)
+		snprintf(err, errlen,
+			 "refusing the node agent at %s: it runs as root (uid 0, pid %d), this "
+			 "process as uid %u; set " GM_NODE_TRUST_ROOT_ENV "=1 to trust an agent "
+			 "run by root",
+			 path, (int)cr.pid, (unsigned)me);
+	else
+		snprintf(err, errlen,
+			 "refusing the node agent at %s: it runs as uid %u (pid %d), not as this "
+			 "process's uid %u, and it would write every batch this process reads; "
+			 "start your own with 'goldminer node'",
+			 path, (unsigned)cr.uid, (int)cr.pid, (unsigned)me);
+	return -EACCES;
+}
 
 int gm_wire_connect(const char *path, char *err, size_t errlen)
 {
@@ -44,7 +81,77 @@ int gm_wire_connect(const char *path, char *err, size_t errlen)
 			 path, strerror(-e));
 		return e;
 	}
+	int rc = check_agent(fd, path, err, errlen);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
 	return fd;
+}
+
+const char *gm_wire_default_socket(char *buf, size_t len)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	if (rt && *rt == '/')
+		snprintf(buf, len, "%s/goldminer/goldminer.sock", rt);
+	else
+		snprintf(buf, len, "/run/goldminer-%u/goldminer.sock", (unsigned)geteuid());
+	return buf;
+}
+
+int gm_wire_socket_dir(const char *path, bool create, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	uid_t me = geteuid();
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir) {
+		snprintf(err, errlen, "%s: the socket needs a directory of its own", path);
+		return -EINVAL;
+	}
+	*slash = 0;
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int e = -errno;
+		snprintf(err, errlen,
+			 "cannot create the socket directory %s: %s (set XDG_RUNTIME_DIR to a "
+			 "directory of yours, or pass --socket PATH in a directory only you can "
+			 "write)",
+			 dir, strerror(-e));
+		return e;
+	}
+	if (lstat(dir, &st) < 0) {
+		int e = -errno;
+		snprintf(err, errlen,
+			 "socket directory %s: %s (start the agent first: "
+			 "'goldminer node' creates it)",
+			 dir, strerror(-e));
+		return e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen,
+			 "socket directory %s is not a directory (a symlink or a file); remove it "
+			 "and let 'goldminer node' create it",
+			 dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != me) {
+		snprintf(err, errlen,
+			 "socket directory %s belongs to uid %u, not to uid %u: someone else "
+			 "could serve its socket; remove it, or set XDG_RUNTIME_DIR to a "
+			 "directory of yours",
+			 dir, (unsigned)st.st_uid, (unsigned)me);
+		return -EPERM;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "socket directory %s has mode %04o: others may enter it; run "
+			 "'chmod 700 %s'",
+			 dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
 }
 
 void gm_wire_request(struct gm_node_req *req, enum gm_node_msg type)
@@ -202,18 +309,34 @@ int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *re
 	struct iovec iov = {rep, sizeof(*rep)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
+	int flags = MSG_CMSG_CLOEXEC;
 
 	if (fd_out)
 		*fd_out = -1;
-	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
-		return -EPIPE;
+	do
+		n = send(fd, req, sizeof(*req), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	/* An agent that refused this connection (a limit) replied and hung up before
+	 * reading: take the reply it left, which says why, without waiting. */
+	if (n != (ssize_t)sizeof(*req))
+		flags |= MSG_DONTWAIT;
 	mh.msg_control = cbuf;
 	mh.msg_controllen = sizeof(cbuf);
-	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	for (int reset = 0;;) {
+		n = recvmsg(fd, &mh, flags);
+		if (n >= 0 || (errno != EINTR && errno != ECONNRESET) || reset)
+			break;
+		/* A peer that closes with our request unread resets the connection, and
+		 * the kernel reports that before the reply it left: read that next. */
+		if (errno == ECONNRESET) {
+			reset = 1;
+			flags |= MSG_DONTWAIT;
+		}
+	}
 	if (n > 0)
 		take_fds(&mh, fd_out);
+	if (n <= 0) /* hung up (or reset) without a reply */
+		return -EPIPE;
 	/* Validate what the other process sent before trusting any of it. */
 	if (n != (ssize_t)sizeof(*rep) || rep->magic != GM_NODE_MAGIC ||
 	    rep->version != GM_NODE_VERSION) {
@@ -255,7 +378,8 @@ void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t finge
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &ring_fd, sizeof(int));
 	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
-		/* the client is gone: its hang-up is handled by the poll loop */
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the client is gone (its hang-up is handled by the poll loop) or does not
+		 * read its replies (full buffer): either way the agent goes on */
 	}
 }

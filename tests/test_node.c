@@ -1,8 +1,13 @@
 /*
  * test_node.c - the node agent: loaders in other processes attach over the Unix
  * socket and get the same bytes as a local loader; several jobs share the budget;
- * a job that detaches or dies frees its workers; other uids are refused.
+ * a job that detaches or dies frees its workers; other uids are refused, both
+ * ways (an agent of another uid is refused by the client); the default socket's
+ * directory is checked; idle connections cannot lock clients out; a refusal for a
+ * limit is said in words; the memory budget refuses a job without disturbing the
+ * others.
  */
+// LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,11 +15,14 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,7 +33,9 @@
 #include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 #include "goldminer/node.h"
+#include "goldminer/ring.h"
 #include "goldminer/synth.h"
+#include "goldminer/wire.h"
 #include "testutil.h"
 
 static char dir[64];
@@ -39,7 +49,10 @@ static void on_term(int sig)
 	agent_stop = 1;
 }
 
-static pid_t start_agent(uint32_t cpus)
+#define IDLE_MS 1000 /* the test agent's idle deadline */
+
+/* An agent with options o (o->socket_path set), answering once this returns. */
+static pid_t start_agent_with(struct gm_node_opts *o)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -48,20 +61,31 @@ static pid_t start_agent(uint32_t cpus)
 		sa.sa_handler = on_term;
 		sigaction(SIGTERM, &sa, NULL);
 		signal(SIGPIPE, SIG_IGN);
-		struct gm_node_opts o = {.socket_path = sock,
-					 .cpus = cpus,
-					 .verbose = getenv("GM_TEST_VERBOSE") != NULL};
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test leaves no agent behind */
+		o->verbose = getenv("GM_TEST_VERBOSE") != NULL;
 		char err[256];
-		_exit(gm_node_run(&o, &agent_stop, err, sizeof(err)) ? 1 : 0);
+		_exit(gm_node_run(o, &agent_stop, err, sizeof(err)) ? 1 : 0);
 	}
 	/* wait until it answers */
 	char buf[2048];
 	for (int i = 0; i < 500; i++) {
-		if (gm_node_status(sock, buf, sizeof(buf)) == 0)
+		if (gm_node_status(o->socket_path, buf, sizeof(buf)) == 0)
 			break;
 		usleep(10000);
 	}
 	return pid;
+}
+
+static pid_t start_agent(uint32_t cpus)
+{
+	struct gm_node_opts o = {.socket_path = sock, .cpus = cpus, .idle_ms = IDLE_MS};
+	return start_agent_with(&o);
+}
+
+static void stop_agent(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
 }
 
 static int setup(void **state)
@@ -80,9 +104,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	int st;
-	kill(agent, SIGTERM);
-	waitpid(agent, &st, 0);
+	stop_agent(agent);
 	gm_test_rm_tree(dir);
 	return 0;
 }
@@ -361,13 +383,323 @@ static void test_malformed_request_and_missing_agent(void **state)
 	assert_non_null(strstr(err, "/nonexistent/data"));
 }
 
+/* A raw connection to the agent that sends nothing. */
+static int idle_connection(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Has the agent closed fd (EOF, or its "closed: ..." reply then EOF)? Waits up to
+ * deadline_ms for it. */
+static bool closed_by_agent(int fd, int deadline_ms)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	struct gm_node_reply rep;
+	if (poll(&p, 1, deadline_ms) != 1)
+		return false;
+	ssize_t n = recv(fd, &rep, sizeof(rep), MSG_DONTWAIT);
+	if (n == (ssize_t)sizeof(rep))
+		return rep.status == -ETIMEDOUT && strstr(rep.msg, "closed: ") &&
+		       recv(fd, &rep, sizeof(rep), 0) == 0;
+	return n == 0;
+}
+
+/* Fifty silent connections: a real client still attaches and gets its batches,
+ * and the silent ones are closed after the idle deadline. */
+static void test_idle_connections_do_not_lock_others_out(void **state)
+{
+	(void)state;
+	int idle[50];
+	for (int i = 0; i < 50; i++)
+		idle[i] = idle_connection(sock);
+	struct gm_loader_opts o;
+	opts(&o, NULL);
+	uint64_t local = epoch_sum(&o);
+	opts(&o, sock);
+	assert_int_equal(epoch_sum(&o), local); /* attached, five batches */
+	for (int i = 0; i < 50; i++) {
+		assert_true(closed_by_agent(idle[i], 10 * IDLE_MS));
+		close(idle[i]);
+	}
+	/* a full table of silent connections: the oldest makes room for a newcomer */
+	int full[GM_NODE_MAX_CONNS];
+	for (int i = 0; i < GM_NODE_MAX_CONNS; i++)
+		full[i] = idle_connection(sock);
+	char buf[2048];
+	assert_int_equal(gm_node_status(sock, buf, sizeof(buf)), 0);
+	assert_true(closed_by_agent(full[0], 10 * IDLE_MS)); /* the one evicted */
+	for (int i = 0; i < GM_NODE_MAX_CONNS; i++)
+		close(full[i]);
+}
+
+/* At its connection limit, every slot holding a job, the agent says so in words;
+ * the job it serves goes on. */
+static void test_refusal_at_the_limit_is_said_in_words(void **state)
+{
+	(void)state;
+	char path[128], err[1024];
+	struct gm_loader *a, *b;
+	struct gm_loader_opts o;
+	struct gm_batch x;
+	snprintf(path, sizeof(path), "%s/one.sock", dir);
+	struct gm_node_opts no = {.socket_path = path, .cpus = 1, .max_conns = 1};
+	pid_t pid = start_agent_with(&no);
+	opts(&o, path);
+	o.epochs = 0;
+	assert_int_equal(gm_loader_open(&a, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 20; i++) { /* the refusal races the request: both orders */
+		assert_int_equal(gm_loader_open(&b, &o, err, sizeof(err)), -EBUSY);
+		assert_non_null(strstr(err, "refused: the agent already serves 1 jobs, its most"));
+		assert_null(strstr(err, "malformed"));
+		assert_int_equal(gm_loader_next(a, &x), i % 6 == 5 ? GM_LOADER_END_OF_EPOCH : 0);
+	}
+	char msg[2048];
+	assert_int_equal(gm_node_status(path, msg, sizeof(msg)), -EBUSY);
+	assert_non_null(strstr(msg, "already serves 1 jobs"));
+	gm_loader_close(a);
+	stop_agent(pid);
+}
+
+/* Fault injection: the agent's end of a socket pair, closed just before the
+ * client's next recvmsg (after its request was sent), as an agent that refuses a
+ * connection may do. */
+static int hang_up_before_recv = -1;
+ssize_t __real_recvmsg(int fd, struct msghdr *m, int flags);
+ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags);
+ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	if (hang_up_before_recv >= 0) {
+		close(hang_up_before_recv);
+		hang_up_before_recv = -1;
+	}
+	return __real_recvmsg(fd, m, flags);
+}
+
+/* The two orders in which an agent's refusal meets the request, made
+ * deterministic on a socket pair: the agent replied and hung up before the
+ * request came (the send fails), or after it came but unread (the kernel reports
+ * a reset before the reply). Either way the client reads the refusal's words. */
+static void test_refusal_is_read_whatever_the_order(void **state)
+{
+	(void)state;
+	for (int unread = 0; unread < 2; unread++) {
+		int sv[2];
+		struct gm_node_req req;
+		struct gm_node_reply rep = {0};
+		assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+		gm_wire_reply(sv[1], -EBUSY, -1, 0, 0, "refused: busy");
+		if (unread) /* hang up with the request unread */
+			hang_up_before_recv = sv[1];
+		else
+			close(sv[1]);
+		gm_wire_request(&req, GM_NODE_STATUS);
+		assert_int_equal(gm_wire_call(sv[0], &req, &rep, NULL), 0);
+		assert_int_equal(rep.status, -EBUSY);
+		assert_string_equal(rep.msg, "refused: busy");
+		/* and with nothing left to read, a hang-up is said as one */
+		assert_int_equal(gm_wire_call(sv[0], &req, &rep, NULL), -EPIPE);
+		close(sv[0]);
+	}
+}
+
+/* An agent with room for one job's ring refuses a second, in words, and keeps
+ * serving the first to the end of its epoch with the same bytes. */
+static void test_memory_budget_refuses_a_job_and_keeps_the_others(void **state)
+{
+	(void)state;
+	char path[128], err[1024], msg[2048];
+	struct gm_loader *a, *b;
+	struct gm_loader_opts o;
+	struct gm_batch x;
+	opts(&o, NULL);
+	uint64_t local = epoch_sum(&o);
+	/* cpus 1: the agent gives a job 4 slots; 12 x 40x40x3 bytes per slot */
+	uint64_t one = gm_ring_size(4, 12, 40 * 40 * 3);
+	assert_true(one > 0);
+	snprintf(path, sizeof(path), "%s/small.sock", dir);
+	struct gm_node_opts no = {.socket_path = path, .cpus = 1, .mem = one + one / 2};
+	pid_t pid = start_agent_with(&no);
+	opts(&o, path);
+	assert_int_equal(gm_loader_open(&a, &o, err, sizeof(err)), 0);
+	assert_int_equal(gm_loader_open(&b, &o, err, sizeof(err)), -ENOMEM);
+	assert_non_null(strstr(err, "the node agent's memory budget is"));
+	assert_non_null(strstr(err, "taken by 1 job;"));
+	assert_non_null(strstr(err, "--batch, --size, --slots"));
+	assert_non_null(strstr(err, "larger --mem"));
+	/* the first job is untouched: a whole epoch, the same bytes as a local loader */
+	uint64_t h = GM_CHECKSUM_INIT, k = 0;
+	int rc;
+	while ((rc = gm_loader_next(a, &x)) == 0) {
+		assert_int_equal(x.index, k++);
+		h = gm_checksum64(h, x.data, (size_t)x.size * x.sample_bytes);
+		h = gm_checksum64(h, x.labels, x.size * sizeof(int32_t));
+	}
+	assert_int_equal(rc, GM_LOADER_END_OF_EPOCH);
+	assert_int_equal(h, local);
+	assert_int_equal(gm_node_status(path, msg, sizeof(msg)), 0);
+	assert_non_null(strstr(msg, "\"jobs\": 1,"));
+	gm_loader_close(a);
+	/* its memory is given back: another job fits now */
+	for (int i = 0; i < 300; i++) {
+		rc = gm_loader_open(&b, &o, err, sizeof(err));
+		if (rc != -ENOMEM)
+			break;
+		usleep(10000); /* the agent sees the first hang up */
+	}
+	assert_int_equal(rc, 0);
+	gm_loader_close(b);
+	stop_agent(pid);
+}
+
+/* A fake agent: listens at path as uid 65534 and accepts one connection. Exits 3
+ * when this sandbox cannot switch uid. */
+static pid_t fake_agent(const char *path, int ready)
+{
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		_exit(2);
+	/* SO_PEERCRED reports the uid at listen() */
+	if (setgid(65534) || setuid(65534))
+		_exit(3);
+	if (listen(fd, 4) || write(ready, "x", 1) != 1)
+		_exit(2);
+	struct pollfd p = {fd, POLLIN, 0};
+	while (poll(&p, 1, 10000) == 1) /* until killed, or 10 s without a client */
+		close(accept(fd, NULL, NULL));
+	_exit(0);
+}
+
+static void test_agent_of_another_uid_is_refused_by_the_client(void **state)
+{
+	(void)state;
+	char path[128], err[1024], c;
+	int p[2], st;
+	if (geteuid() != 0)
+		skip(); /* needs root to become another uid */
+	snprintf(path, sizeof(path), "%s/fake.sock", dir);
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fake_agent(path, p[1]);
+	close(p[1]);
+	if (read(p[0], &c, 1) != 1) {
+		close(p[0]);
+		waitpid(pid, &st, 0);
+		unlink(path);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+			skip(); /* this sandbox cannot switch uid */
+		fail_msg("the fake agent did not start");
+	}
+	close(p[0]);
+	assert_int_equal(gm_wire_connect(path, err, sizeof(err)), -EACCES);
+	assert_non_null(strstr(err, "refusing the node agent at"));
+	assert_non_null(strstr(err, "it runs as uid 65534"));
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	opts(&o, path);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EACCES);
+	assert_non_null(strstr(err, "uid 65534"));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+
+	/* the other way round: a client of uid 65534 and an agent run by root */
+	chmod(dir, 0711);
+	chmod(sock, 0666);
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		int fd = gm_wire_connect(sock, err, sizeof(err));
+		if (fd != -EACCES || !strstr(err, "it runs as root (uid 0") ||
+		    !strstr(err, GM_NODE_TRUST_ROOT_ENV "=1"))
+			_exit(1);
+		setenv(GM_NODE_TRUST_ROOT_ENV, "1", 1); /* asked for explicitly */
+		fd = gm_wire_connect(sock, err, sizeof(err));
+		_exit(fd >= 0 ? 0 : 2);
+	}
+	waitpid(pid, &st, 0);
+	chmod(sock, 0600);
+	chmod(dir, 0700);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* The default socket's directory: made 0700 when absent; refused, saying which
+ * check failed and the fix, when its mode, owner or type is wrong. */
+static void test_default_socket_directory_is_checked(void **state)
+{
+	(void)state;
+	char top[64], xdg[128], gdir[160], err[1024], msg[2048];
+	const char *old = getenv("XDG_RUNTIME_DIR");
+	char *saved = old ? strdup(old) : NULL;
+	volatile sig_atomic_t stop = 1;
+	struct gm_node_opts o = {.socket_path = NULL, .cpus = 1};
+	struct stat st;
+
+	assert_int_equal(gm_test_tmpdir(top, sizeof(top), "gm-node-xdg"),
+			 0); /* not in the dataset */
+	snprintf(xdg, sizeof(xdg), "%s/xdg", top);
+	snprintf(gdir, sizeof(gdir), "%s/goldminer", xdg);
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	assert_int_equal(setenv("XDG_RUNTIME_DIR", xdg, 1), 0);
+	assert_non_null(strstr(gm_node_default_socket(), "/xdg/goldminer/goldminer.sock"));
+	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), 0); /* stop set: returns */
+	assert_int_equal(lstat(gdir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+
+	assert_int_equal(chmod(gdir, 0755), 0);
+	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "has mode 0755"));
+	assert_non_null(strstr(err, "chmod 700"));
+	assert_int_equal(gm_node_status(NULL, msg, sizeof(msg)), -EPERM); /* the client too */
+	assert_non_null(strstr(msg, "has mode 0755"));
+	assert_int_equal(chmod(gdir, 0700), 0);
+	if (geteuid() == 0) { /* another owner */
+		assert_int_equal(chown(gdir, 65534, 65534), 0);
+		assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), -EPERM);
+		assert_non_null(strstr(err, "belongs to uid 65534"));
+		assert_int_equal(chown(gdir, 0, 0), 0);
+	}
+	/* a symlink to a good directory is not the directory */
+	char real[160];
+	snprintf(real, sizeof(real), "%s/real", top);
+	assert_int_equal(mkdir(real, 0700), 0);
+	assert_int_equal(rmdir(gdir), 0);
+	assert_int_equal(symlink(real, gdir), 0);
+	assert_int_equal(gm_node_run(&o, &stop, err, sizeof(err)), -ENOTDIR);
+	assert_non_null(strstr(err, "is not a directory"));
+	if (saved)
+		setenv("XDG_RUNTIME_DIR", saved, 1);
+	else
+		unsetenv("XDG_RUNTIME_DIR");
+	free(saved);
+	gm_test_rm_tree(top);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),
 	    cmocka_unit_test(test_dead_client_frees_its_job),
+	    cmocka_unit_test(test_default_socket_directory_is_checked),
+	    cmocka_unit_test(test_idle_connections_do_not_lock_others_out),
 	    cmocka_unit_test(test_idle_job_yields_to_a_newcomer),
 	    cmocka_unit_test(test_malformed_request_and_missing_agent),
+	    cmocka_unit_test(test_memory_budget_refuses_a_job_and_keeps_the_others),
 	    cmocka_unit_test(test_other_uid_refused),
+	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
+	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),
 	    cmocka_unit_test(test_same_bytes_as_a_local_loader),
 	    cmocka_unit_test(test_socket_is_private),
 	    cmocka_unit_test(test_two_jobs_share_the_budget),

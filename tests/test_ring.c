@@ -1,6 +1,8 @@
 /*
  * test_ring.c - the shared-memory ring protocol: layout validation, claim order,
- * backpressure, lease reclaim, end of tasks, and a real second process.
+ * backpressure, lease reclaim, end of tasks, and a real second process; the seals
+ * that keep a ring's size fixed, and admission against the memory left (an
+ * injected GM_MEM_LIMIT, and a real small memory cgroup when root).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,9 +11,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +204,147 @@ static void test_two_processes(void **state)
 	gm_ring_destroy(r);
 }
 
+/* The size of a ring's region is fixed for good, and attach refuses one that is not. */
+static void test_ring_is_sealed_and_unsealed_rings_are_refused(void **state)
+{
+	(void)state;
+	struct gm_ring *r, *a;
+	assert_int_equal(gm_ring_create(&r, 4, 2, 64, 0, 100), 0);
+	int fd = gm_ring_fd(r);
+	int seals = fcntl(fd, F_GET_SEALS);
+	assert_true(seals >= 0);
+	assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW), F_SEAL_SHRINK | F_SEAL_GROW);
+	size_t bytes = gm_ring_bytes(r);
+	assert_int_equal(ftruncate(fd, 4096), -1); /* the SIGBUS an agent could cause */
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(fd, (off_t)bytes * 2), -1);
+
+	/* the same header and size in a memfd that is not sealed */
+	int mfd = memfd_create("unsealed", MFD_ALLOW_SEALING);
+	assert_true(mfd >= 0);
+	assert_int_equal(ftruncate(mfd, (off_t)bytes), 0);
+	assert_int_equal(pwrite(mfd, gm_ring_base(r), 4096, 0), 4096);
+	assert_int_equal(gm_ring_attach(&a, mfd), -EPERM);
+	assert_null(a);
+	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	assert_int_equal(gm_ring_attach(&a, mfd), -EPERM); /* growing is not enough either */
+	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_GROW), 0);
+	assert_int_equal(gm_ring_attach(&a, mfd), 0); /* now it is a ring as created */
+	gm_ring_destroy(a);
+	close(mfd);
+	/* a memfd that cannot be sealed at all */
+	mfd = memfd_create("no-sealing", 0);
+	assert_int_equal(ftruncate(mfd, (off_t)bytes), 0);
+	assert_int_equal(pwrite(mfd, gm_ring_base(r), 4096, 0), 4096);
+	assert_int_equal(gm_ring_attach(&a, mfd), -EPERM);
+	close(mfd);
+	gm_ring_destroy(r);
+}
+
+static void test_size_and_parse_bytes(void **state)
+{
+	(void)state;
+	uint64_t v;
+	/* header page + 4 x (control page, labels/ids/bits page, 2 x 64 bytes -> 1 page) */
+	assert_int_equal(gm_ring_size(4, 2, 64), 4096 + 4 * 3 * 4096);
+	assert_int_equal(gm_ring_size(3, 2, 64), 0);
+	assert_int_equal(gm_ring_size(4, 0, 64), 0);
+	assert_int_equal(gm_ring_parse_bytes("123", &v), 0);
+	assert_int_equal(v, 123);
+	assert_int_equal(gm_ring_parse_bytes("64M", &v), 0);
+	assert_int_equal(v, 64ull << 20);
+	assert_int_equal(gm_ring_parse_bytes("2GiB", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(gm_ring_parse_bytes("1t", &v), 0);
+	assert_int_equal(v, 1ull << 40);
+	assert_int_equal(gm_ring_parse_bytes("", &v), -EINVAL);
+	assert_int_equal(gm_ring_parse_bytes("-1G", &v), -EINVAL);
+	assert_int_equal(gm_ring_parse_bytes("12Q", &v), -EINVAL);
+	assert_int_equal(gm_ring_parse_bytes("99999999999T", &v), -EINVAL);
+}
+
+/* A ring larger than the memory left is refused before anything is allocated. */
+static void test_ring_larger_than_the_limit_is_refused(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	char err[1024];
+	assert_int_equal(setenv("GM_MEM_LIMIT", "1M", 1), 0);
+	assert_int_equal(gm_ring_create(&r, 4, 8, 65536, 0, 100), -ENOMEM);
+	assert_null(r);
+	assert_int_equal(gm_ring_admit(4, 8, 65536, err, sizeof(err)), -ENOMEM);
+	assert_non_null(strstr(err, "4 slots x 8 samples x 65536 bytes needs 2.0 MiB"));
+	assert_non_null(strstr(err, "GM_MEM_LIMIT=1M"));
+	assert_non_null(strstr(err, "--batch, --size, --slots"));
+	assert_true(gm_ring_mem_total() <= (1u << 20));
+	/* one that fits is made */
+	assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), 0);
+	assert_int_equal(gm_ring_create(&r, 4, 1, 64, 0, 100), 0);
+	gm_ring_destroy(r);
+	assert_int_equal(unsetenv("GM_MEM_LIMIT"), 0);
+	assert_int_equal(gm_ring_admit(4, 8, 65536, err, sizeof(err)), 0);
+}
+
+/* In a child moved into a new 32 MiB memory cgroup (v1) under this process's own:
+ * a 64 MiB ring is refused, naming the cgroup and its limit; the machine's OOM
+ * killer is never involved because nothing is allocated. Exit status = result. */
+static int admit_in_cgroup(const char *cg)
+{
+	char path[512], err[1024];
+	struct gm_ring *r;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f))
+		return 2;
+	if (gm_ring_admit(16, 64, 65536, err, sizeof(err)) != -ENOMEM)
+		return 3;
+	if (!strstr(err, "needs 64.1 MiB") || !strstr(err, "memory.limit_in_bytes 32.0 MiB") ||
+	    !strstr(err, "/gm-test-ring-"))
+		return 4;
+	if (gm_ring_create(&r, 16, 64, 65536, 0, 100) != -ENOMEM)
+		return 5;
+	return gm_ring_admit(4, 1, 64, err, sizeof(err)) == 0 ? 0 : 6;
+}
+
+static void test_ring_larger_than_the_cgroup_is_refused(void **state)
+{
+	(void)state;
+	char own[512] = "", line[1024], cg[768];
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	struct stat st;
+
+	if (geteuid() != 0 || !f)
+		skip(); /* needs root to make a memory cgroup */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*d:memory:%511s", own) == 1)
+			break;
+	fclose(f);
+	snprintf(cg, sizeof(cg), "/sys/fs/cgroup/memory%s", strcmp(own, "/") ? own : "");
+	if (!own[0] || stat(cg, &st) < 0)
+		skip(); /* no cgroup v1 memory hierarchy here */
+	snprintf(cg + strlen(cg), sizeof(cg) - strlen(cg), "/gm-test-ring-%d", (int)getpid());
+	if (mkdir(cg, 0755) < 0)
+		skip(); /* cannot make a child cgroup (read-only, delegated elsewhere) */
+	char lim[800];
+	snprintf(lim, sizeof(lim), "%s/memory.limit_in_bytes", cg);
+	f = fopen(lim, "w");
+	int ok = f && fprintf(f, "%d\n", 32 << 20) > 0;
+	if (f)
+		ok = !fclose(f) && ok;
+	pid_t pid = ok ? fork() : -1;
+	if (pid == 0)
+		_exit(admit_in_cgroup(cg));
+	int status = -1;
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	rmdir(cg); /* the child has exited: the cgroup is empty */
+	assert_true(ok);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +354,10 @@ int main(void)
 	    cmocka_unit_test(test_end_of_tasks),
 	    cmocka_unit_test(test_quarantine_and_stop),
 	    cmocka_unit_test(test_reclaim_reissues_only_that_pid),
+	    cmocka_unit_test(test_ring_is_sealed_and_unsealed_rings_are_refused),
+	    cmocka_unit_test(test_ring_larger_than_the_cgroup_is_refused),
+	    cmocka_unit_test(test_ring_larger_than_the_limit_is_refused),
+	    cmocka_unit_test(test_size_and_parse_bytes),
 	    cmocka_unit_test(test_two_processes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

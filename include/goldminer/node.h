@@ -2,12 +2,16 @@
  * node.h - the node agent: one daemon per host that owns the data workers of
  * every training job on it and divides the host's CPUs between them.
  *
- * Loaders in other processes attach over a Unix SOCK_SEQPACKET socket (mode 0600;
- * the peer's uid is checked with SO_PEERCRED: only the agent's own uid and root
- * are served). Each attach creates the job's ring and workers in the agent; the
- * ring travels back as a memfd over SCM_RIGHTS and the loader maps and validates
- * it. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each job's demand and
- * per-worker rate from its ring and sizes all pools with the elastic controller
+ * Loaders in other processes attach over a Unix SOCK_SEQPACKET socket (mode 0600,
+ * by default in a directory of its own with mode 0700; the peer's uid is checked
+ * with SO_PEERCRED: only the agent's own uid and root are served, and the client
+ * checks the agent's uid the same way). Each attach creates the job's ring and
+ * workers in the agent, if the ring fits in the agent's memory budget; the ring
+ * travels back as a sealed memfd over SCM_RIGHTS and the loader maps and
+ * validates it. A connection that sends no request for idle_ms without holding a
+ * job is closed, and when the table is full the oldest such one makes room: idle
+ * connections cannot lock clients out. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each
+ * job's demand and per-worker rate from its ring and sizes all pools with the elastic controller
  * (elastic.h, over the shared policy of core/policy.c) under one CPU budget. A
  * job whose connection closes (detach, exit, crash) loses its workers and its
  * ring at once. Each job is a worker pool (pool.h); the messages are wire.h's.
@@ -21,26 +25,39 @@
 
 #include "goldminer/wire.h" /* the request and reply structs */
 
+#define GM_NODE_IDLE_MS	  5000 /* default: close a connection silent this long */
+#define GM_NODE_MAX_CONNS 64   /* connections (each job is one) held at once */
+
 struct gm_node_opts {
-	const char *socket_path; /* NULL: gm_node_default_socket() */
+	const char *socket_path; /* NULL: gm_node_default_socket(), directory made 0700 */
 	uint32_t cpus;		 /* worker budget; 0 = online CPUs */
 	int verbose;		 /* log attach/detach/rebalance lines to stderr */
+	uint64_t mem;		 /* memory budget of all rings, bytes; 0 = half of
+				    gm_ring_mem_total() (MemTotal or the cgroup limit) */
+	uint32_t idle_ms;	 /* close a job-less connection silent this long;
+				    0 = GM_NODE_IDLE_MS */
+	uint32_t max_conns;	 /* 1..GM_NODE_MAX_CONNS; 0 = GM_NODE_MAX_CONNS */
 };
 
-/* $XDG_RUNTIME_DIR/goldminer.sock, else /tmp/goldminer-<uid>.sock (static buffer). */
+/* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock
+ * (gm_wire_default_socket; a static buffer). */
 const char *gm_node_default_socket(void);
 
 /*
  * Run the agent until *stop becomes non-zero (e.g. set by a SIGTERM handler) or an
  * unrecoverable error. Returns 0, or -errno with a message in err: -EADDRINUSE when
- * another agent answers on the socket, bind/listen errors naming the path.
+ * another agent answers on the socket, bind/listen errors naming the path, the
+ * default socket directory's check (gm_wire_socket_dir), -EINVAL for options out
+ * of range.
  */
 int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
 		size_t errlen);
 
-/* Client side: one request/reply exchange on a fresh connection. STATUS writes the
- * agent's JSON line into out; SCALE fixes the pool of the job whose consumer is
- * `pid` to `workers` (0: back to the policy). 0 or -errno (message in out). */
+/* Client side: one request/reply exchange on a fresh connection (socket_path NULL:
+ * the default, whose directory is checked first; the agent's uid is checked by
+ * gm_wire_connect). STATUS writes the agent's JSON line into out; SCALE fixes the
+ * pool of the job whose consumer is `pid` to `workers` (0: back to the policy).
+ * 0 or -errno (message in out). */
 int gm_node_status(const char *socket_path, char *out, size_t outlen);
 int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen);
 

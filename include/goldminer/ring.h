@@ -11,6 +11,14 @@
  * [consumed, consumed + N) exist as FREE slots. Indices are free-running u64,
  * masked on access, published with release stores and read with acquire loads.
  *
+ * The region is sealed against shrinking and growing (F_SEAL_SHRINK|F_SEAL_GROW)
+ * once sized, and gm_ring_attach refuses a region without those seals: whoever
+ * created it cannot cut pages out from under a mapping (SIGBUS in the consumer).
+ * A ring is admitted before it is created: its bytes are compared with what the
+ * machine and the process's memory cgroup can still give (gm_ring_admit), so a
+ * too-large --batch/--size/--slots is an error naming the sizes, not the OOM
+ * killer's choice of victim.
+ *
  * The ring neither knows what a batch contains nor spawns anyone: worker.c fills
  * slots, loader.c consumes and coordinates.
  */
@@ -92,13 +100,46 @@ struct gm_ring_hdr {
 
 struct gm_ring;
 
-/* Create a ring region (memfd, sized, pre-faulted). 0 or -errno (-EINVAL, -ENOMEM). */
+/* Bytes of the region of a ring of nslots slots of batch_size samples of
+ * sample_bytes each (header page, control pages, labels, pixels); 0 when the
+ * sizes are out of range (what gm_ring_create refuses with -EINVAL). Pure. */
+uint64_t gm_ring_size(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes);
+
+/*
+ * Memory this process may still take, in bytes: the least of MemAvailable
+ * (/proc/meminfo), every memory cgroup limit above it less that cgroup's usage
+ * (v1 memory.limit_in_bytes - memory.usage_in_bytes, v2 memory.max -
+ * memory.current, up to the root), and $GM_MEM_LIMIT (bytes, or with a K/M/G/T
+ * suffix: a cap an operator or a test sets). UINT64_MAX when nothing is known.
+ * src (may be NULL) names the bound that decided, in words. Thread-safe.
+ */
+uint64_t gm_ring_mem_room(char *src, size_t srclen);
+
+/* The memory of the machine as this process sees it: the least of MemTotal, the
+ * cgroup limits above it and $GM_MEM_LIMIT (UINT64_MAX when nothing is known).
+ * The node agent's default budget is half of it. Thread-safe. */
+uint64_t gm_ring_mem_total(void);
+
+/* Admission: 0 when a ring of these sizes fits in gm_ring_mem_room(), else
+ * -ENOMEM with a message in err giving the ring's size, the room and its source,
+ * and the options that lower it; -EINVAL (message too) for sizes out of range. */
+int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, char *err,
+		  size_t errlen);
+
+/* "123", "64K", "512M", "2G", "1T" (powers of 1024) -> bytes. 0, or -EINVAL for
+ * anything else (empty, negative, trailing junk, overflow). */
+int gm_ring_parse_bytes(const char *s, uint64_t *out);
+
+/* Create a ring region (memfd, sized, sealed against shrink/grow, pre-faulted),
+ * after gm_ring_admit. 0 or -errno (-EINVAL, -ENOMEM: does not fit in memory). */
 int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task);
 
 /* Map a ring from a memfd another process created, validating the header (magic,
- * version, sizes vs the fd's size). Takes no ownership of fd (it is dup'ed).
- * -EBADMSG for a header that does not validate. */
+ * version, sizes vs the fd's size) and its seals. Takes no ownership of fd (it is
+ * dup'ed). -EBADMSG for a header that does not validate; -EPERM for a region
+ * that is not sealed against shrinking and growing (its creator could cut pages
+ * out from under the mapping). */
 int gm_ring_attach(struct gm_ring **out, int fd);
 
 /* Unmap and close; NULL is a no-op. */

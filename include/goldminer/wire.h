@@ -10,7 +10,12 @@
  * version of goldminer (the version is checked on both sides); it is not a stable
  * protocol.
  *
- * It does not listen, accept, check credentials or decide anything: node.c does.
+ * Both sides check who is at the other end: the agent the client's uid (node.c),
+ * the client the agent's (gm_wire_connect: SO_PEERCRED, same effective uid, root
+ * only when GM_NODE_TRUST_ROOT=1 says so). The default socket lives in a
+ * directory of its own that only its user can enter (gm_wire_socket_dir).
+ *
+ * It does not listen, accept or decide anything: node.c does.
  */
 #ifndef GOLDMINER_WIRE_H
 #define GOLDMINER_WIRE_H
@@ -51,9 +56,31 @@ struct gm_node_reply {
 	char msg[2048];
 };
 
-/* Connect to the agent at path. The socket, or -errno with "cannot reach the
- * node agent at PATH: why" (or what else failed) in err. */
+/* The environment variable that lets a client trust an agent run by root. */
+#define GM_NODE_TRUST_ROOT_ENV "GM_NODE_TRUST_ROOT"
+
+/*
+ * Connect to the agent at path and check who it is: its SO_PEERCRED uid must be
+ * this process's effective uid, or 0 when $GM_NODE_TRUST_ROOT is "1" (the agent
+ * writes every batch the client reads, so it is trusted as the client itself).
+ * The socket, or -errno with the reason in err: "cannot reach the node agent at
+ * PATH: why"; -EACCES "refusing the node agent at PATH: it runs as uid U ...".
+ */
 int gm_wire_connect(const char *path, char *err, size_t errlen);
+
+/* The default socket path into buf: $XDG_RUNTIME_DIR/goldminer/goldminer.sock,
+ * else /run/goldminer-<euid>/goldminer.sock. Returns buf. */
+const char *gm_wire_default_socket(char *buf, size_t len);
+
+/*
+ * The directory of the socket `path` must be a directory (not a symlink) owned by
+ * this effective uid with no group or other permissions (0700), so that no one
+ * else can put a socket there first. create: make it (mode 0700; its parent must
+ * exist) when it is absent. 0, or -errno with the check that failed and how to
+ * fix it in err: -ENOTDIR (not a directory, or a symlink), -EPERM (another
+ * owner, or group/other permissions), or mkdir's error.
+ */
+int gm_wire_socket_dir(const char *path, bool create, char *err, size_t errlen);
 
 /* A request of `type`: magic and version set, everything else 0. */
 void gm_wire_request(struct gm_node_req *req, enum gm_node_msg type);
@@ -73,12 +100,16 @@ bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n);
 
 /* Client: send req on fd, then wait for the reply and at most one fd (into
  * *fd_out when fd_out is not NULL, else closed; -1 when none came). 0 with
- * rep->msg NUL-terminated; -EPIPE when the request could not be sent; -EPROTO
+ * rep->msg NUL-terminated (an agent that refused the connection before reading
+ * the request, e.g. at its connection limit, still gets its reply read: status
+ * and words are in rep); -EPIPE when the agent hung up without a reply; -EPROTO
  * when the reply is not one (size, magic or version). */
 int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *rep, int *fd_out);
 
-/* Agent: send a reply (status 0 or -errno; ring_fd >= 0 travels with it). A peer
- * that is gone is not an error here: the agent's poll loop sees its hang-up. */
+/* Agent: send a reply (status 0 or -errno; ring_fd >= 0 travels with it), never
+ * blocking (MSG_DONTWAIT): a peer that does not read its replies loses them, it
+ * cannot stall the agent. A peer that is gone is not an error here either: the
+ * agent's poll loop sees its hang-up. */
 void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
 		   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
