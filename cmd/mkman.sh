@@ -41,7 +41,7 @@ done
 cat <<'TAIL'
 .SH FILES
 .TP
-.I $XDG_RUNTIME_DIR/goldminer.sock
+.I $XDG_RUNTIME_DIR/goldminer/goldminer.sock
 the node agent's socket (goldminer node; see --socket)
 .SH SEE ALSO
 The README and docs/DESIGN.md of the source tree; the C API in
