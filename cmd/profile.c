@@ -287,13 +287,17 @@ int gm_cmd_profile(int argc, char **argv)
 		return 1;
 	}
 	rc = profile_options(r, argc, argv);
-	if (rc < 0)
-		rc = profile_classes(r);
+	if (rc >= 0) { /* --help (0) or a usage error (2): nothing to measure */
+		free(r);
+		return rc;
+	}
+	rc = profile_classes(r);
 	if (rc == 0)
 		rc = profile_measure(r);
 	if (rc == 0) {
 		time_t now = time(NULL);
-		strftime(day, sizeof(day), "%Y-%m-%d", gmtime(&now));
+		struct tm tm;
+		strftime(day, sizeof(day), "%Y-%m-%d", gmtime_r(&now, &tm));
 		profile_update(r, day);
 		rc = profile_write(r, day);
 	}

@@ -116,12 +116,28 @@ static void test_numbers_are_decimal_or_hex_in_range(void **state)
 	assert_int_equal(cmd_double("test", "--f", "1x", 0, &d), -EINVAL);
 }
 
+/* Every command answers --help with its usage on stdout and exit status 0 (profile
+ * used to go on and measure an empty path: exit 1). */
+static void test_every_command_answers_help_with_0(void **state)
+{
+	static int (*const cmds[])(int, char **) = {gm_cmd_bench, gm_cmd_node,	  gm_cmd_pack,
+						    gm_cmd_plan,  gm_cmd_profile, gm_cmd_sim,
+						    gm_cmd_synth};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char a0[] = "cmd", a1[] = "--help";
+		char *argv[] = {a0, a1, NULL};
+		assert_int_equal(cmds[i](2, argv), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_names_prefixes_aliases_and_positionals_anywhere),
 	    cmocka_unit_test(test_every_bad_command_line_is_refused_with_2),
 	    cmocka_unit_test(test_numbers_are_decimal_or_hex_in_range),
+	    cmocka_unit_test(test_every_command_answers_help_with_0),
 	};
-	return cmocka_run_group_tests(tests, NULL, END);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
