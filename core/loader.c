@@ -446,6 +446,14 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
+		if (rc == -EINTR) {
+			/* A signal handler ran (Ctrl-C, SIGTERM): the caller decides. */
+			fe = set_err(l, -EINTR,
+				     "gm_loader_next: interrupted by a signal while waiting "
+				     "for batch %llu (call again to go on)",
+				     (unsigned long long)l->next);
+			break;
+		}
 		/* pairs with the release store in fatal() (pool.c) */
 		fe = atomic_load_explicit(&l->h->p_fatal, memory_order_acquire);
 		if (fe) {
@@ -487,6 +495,35 @@ static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint
 	l->samples += ctl->n;
 }
 
+/* A batch the workers could not make: on_error=fail met a bad sample (-EBADMSG),
+ * or no good sample was left to replace a bad one (-ENODATA). It is not
+ * delivered; the loader stays at it. */
+static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
+{
+	const struct gm_slot_err *e = &ctl->errs[0];
+	int st = ctl->status;
+	if (st != -ENODATA) {
+		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample),
+			e->msg);
+		return st;
+	}
+	/* name the batch's bad files, as many as the message holds */
+	uint32_t epoch, nrec = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
+	uint64_t k;
+	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	int n = snprintf(l->errmsg, sizeof(l->errmsg),
+			 "gm_loader_next: no good sample left: batch %llu of epoch %u has %u bad "
+			 "sample%s and none of the %d after one of them in epoch order is good "
+			 "(is every file of %s bad?):",
+			 (unsigned long long)k, epoch, ctl->n_errors, ctl->n_errors == 1 ? "" : "s",
+			 GM_WORKER_SUBSTITUTE_TRIES, l->o.root);
+	for (uint32_t i = 0; i < nrec && n > 0 && (size_t)n < sizeof(l->errmsg); i++)
+		n += snprintf(l->errmsg + n, sizeof(l->errmsg) - (size_t)n, "%s %s: %s",
+			      i ? ";" : "", gm_dataset_name(l->ds, ctl->errs[i].sample),
+			      ctl->errs[i].msg);
+	return st;
+}
+
 static int ring_next(struct gm_loader *l, struct gm_batch *b)
 {
 	if (l->held >= 0)
@@ -507,13 +544,8 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	uint32_t nerr = ctl->n_errors;
 	for (uint32_t i = 0; i < ctl->n_recs && i < GM_RING_MAX_ERRS; i++)
 		keep_error(l, &ctl->errs[i]);
-	if (ctl->status) {
-		/* on_error=fail: the batch is not delivered; the loader stays at it. */
-		const struct gm_slot_err *e = &ctl->errs[0];
-		int st = ctl->status;
-		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
-		return st;
-	}
+	if (ctl->status)
+		return batch_failed(l, ctl);
 
 	uint32_t epoch;
 	uint64_t k;

@@ -39,6 +39,8 @@ struct gm_pool_cfg {
 	bool autoscale;		       /* the elastic controller sizes the pool (workers = auto) */
 	uint32_t budget;	       /* ... within this many workers */
 	uint32_t chaos_kill_ms;	       /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t lease_timeout_ms;     /* kill a lease holder that finishes no sample for this
+					* long and re-issue its batch (0: not watched) */
 };
 
 /* Checks of a job's options that need no index: the batch size is
