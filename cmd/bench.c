@@ -56,10 +56,14 @@ struct bench {
  * the consume loop ends with status 128 + the signal after the loader is closed
  * (workers gone, ring unmapped). */
 static volatile sig_atomic_t interrupted;
+static struct gm_loader *volatile interrupt_loader; /* set while it is open */
 
 static void on_int(int sig)
 {
 	interrupted = sig;
+	struct gm_loader *l = interrupt_loader;
+	if (l)
+		gm_loader_interrupt(l); /* even when the signal misses the futex */
 }
 
 static const char *out_name(int out)
@@ -283,6 +287,7 @@ static int bench_open(struct bench *b)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_int;
+	interrupt_loader = b->l;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
@@ -479,6 +484,7 @@ int gm_cmd_bench(int argc, char **argv)
 	}
 	free(b.sums);
 	gm_cuda_free(b.dev);
+	interrupt_loader = NULL;
 	gm_loader_close(b.l);
 	return rc;
 }

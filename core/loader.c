@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@ struct gm_loader {
 	uint64_t next; /* next task to deliver */
 	uint64_t end;  /* GM_RING_NO_END or one past the last task */
 	int held;      /* slot of the batch the user holds, or -1 */
+	volatile sig_atomic_t interrupt; /* gm_loader_interrupt: the next wait returns -EINTR */
 	bool stopped;  /* gm_loader_stop: no workers, mapping kept */
 	bool pinned;
 
@@ -377,6 +379,11 @@ static int client_check(struct gm_loader *l)
 	return 0;
 }
 
+void gm_loader_interrupt(struct gm_loader *l)
+{
+	l->interrupt = 1;
+}
+
 void gm_loader_stop(struct gm_loader *l)
 {
 	if (!l || l->stopped)
@@ -443,10 +450,14 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 
 	atomic_store_explicit(&l->h->c_waiting, 1, memory_order_relaxed);
 	for (;;) {
-		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
+		/* A signal that lands just outside the futex (between two slices, or as
+		 * one times out) gives no EINTR: the handler's gm_loader_interrupt is
+		 * seen here, at the latest one slice later. */
+		int rc = l->interrupt ? -EINTR : gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
 		if (rc == -EINTR) {
+			l->interrupt = 0;
 			/* A signal handler ran (Ctrl-C, SIGTERM): the caller decides. */
 			fe = set_err(l, -EINTR,
 				     "gm_loader_next: interrupted by a signal while waiting "
