@@ -35,7 +35,8 @@
  *    (broken symlinks, FIFOs, sockets) are skipped: they cannot be read as images;
  *  - symlink cycles (a directory that is its own ancestor) are not re-entered.
  *
- * Tar shards (WebDataset): root is one .tar file, or a directory of them with no
+ * Tar shards (WebDataset): root is one .tar file (a regular file: a FIFO or device
+ * named there is refused before anything opens it), or a directory of them with no
  * class directory. tar.c reads the format and hands out each sample (its member
  * name, offset, size and label); this file stores them like the files of a tree.
  *

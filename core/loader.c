@@ -55,12 +55,12 @@ struct gm_loader {
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;  /* batches per epoch */
-	uint64_t next; /* next task to deliver */
-	uint64_t end;  /* GM_RING_NO_END or one past the last task */
-	int held;      /* slot of the batch the user holds, or -1 */
+	uint32_t bpe;			 /* batches per epoch */
+	uint64_t next;			 /* next task to deliver */
+	uint64_t end;			 /* GM_RING_NO_END or one past the last task */
+	int held;			 /* slot of the batch the user holds, or -1 */
 	volatile sig_atomic_t interrupt; /* gm_loader_interrupt: the next wait returns -EINTR */
-	bool stopped;  /* gm_loader_stop: no workers, mapping kept */
+	bool stopped;			 /* gm_loader_stop: no workers, mapping kept */
 	bool pinned;
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
@@ -453,7 +453,8 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 		/* A signal that lands just outside the futex (between two slices, or as
 		 * one times out) gives no EINTR: the handler's gm_loader_interrupt is
 		 * seen here, at the latest one slice later. */
-		int rc = l->interrupt ? -EINTR : gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
+		int rc =
+		    l->interrupt ? -EINTR : gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
 		if (rc == -EINTR) {
@@ -514,8 +515,7 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 	const struct gm_slot_err *e = &ctl->errs[0];
 	int st = ctl->status;
 	if (st != -ENODATA) {
-		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample),
-			e->msg);
+		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
 		return st;
 	}
 	/* name the batch's bad files, as many as the message holds */

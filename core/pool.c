@@ -11,6 +11,9 @@
  * chaos kill only when they are on. A worker's death re-issues its leased tasks
  * at once (contract 2); a sample that crashed two workers is quarantined
  * (contract 9); a storm of deaths without progress becomes the pool's fatal error.
+ * A lease that makes no progress for lease_timeout_ms (a stopped or stuck worker)
+ * is ended the same way: the holder is SIGKILLed and its batch re-issued (see
+ * "the lease watch" below); a sample that stalls workers twice is quarantined.
  *
  * It does not read batches (loader.c), decode (worker.c), move leases (ring.c) or
  * decide pool sizes (elastic.c, policy.c): it applies the target it is given.
@@ -57,11 +60,11 @@ struct strikes {
 
 /* What the lease watch saw of one slot, and since when it has not changed. */
 struct lease_seen {
-	uint32_t word;	  /* state word (CLAIMED|pid) */
-	uint64_t task;	  /* its task */
-	uint64_t done;	  /* samples finished (popcount of the done bits) */
-	uint32_t cur;	  /* sample being decoded */
-	uint64_t since;	  /* when this was first seen */
+	uint32_t word;	/* state word (CLAIMED|pid) */
+	uint64_t task;	/* its task */
+	uint64_t done;	/* samples finished (popcount of the done bits) */
+	uint32_t cur;	/* sample being decoded */
+	uint64_t since; /* when this was first seen */
 };
 
 struct gm_pool {
@@ -80,9 +83,9 @@ struct gm_pool {
 	int consecutive_deaths;
 	uint64_t consumed_at_last_death;
 	struct strikes crash[64], stall[64]; /* samples that crashed / stalled workers */
-	uint64_t lease_ns;	  /* progress deadline of a lease (0: not watched) */
-	struct lease_seen *seen;  /* per slot */
-	char last_stall[512];	  /* the last stall, for the storm message */
+	uint64_t lease_ns;		     /* progress deadline of a lease (0: not watched) */
+	struct lease_seen *seen;	     /* per slot */
+	char last_stall[512];		     /* the last stall, for the storm message */
 	_Atomic int started; /* coordinator spawned its first workers: 1 ok, <0 err */
 	/* chaos testing (coordinator thread writes, stats read the ring header) */
 	uint64_t chaos_state;

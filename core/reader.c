@@ -58,6 +58,13 @@
  * chooses between them per call; apart, they would need an internal header
  * exposing all of that, for no gain in clarity.
  *
+ * Only regular files are read: a path is stat'ed before its chain is queued (an
+ * io_uring OPENAT of a FIFO would wait for a writer for ever, a device may never
+ * end), and the descriptors opened here (pread, registered shards) are opened
+ * O_NONBLOCK, checked with fstat and made blocking again. Anything else is the
+ * file's -ESPIPE (-EISDIR for a directory). A file swapped for a FIFO between the
+ * stat and the OPENAT still blocks that read: the pool's lease deadline ends it.
+ *
  * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.

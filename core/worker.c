@@ -5,11 +5,19 @@
  * epoch, k). Sample ids come from the (seed, epoch) permutation, augmentation
  * randomness from (seed, epoch, sample id), and a bad sample at epoch position p
  * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
- * substitute is the same whichever worker makes the batch, however often.
+ * substitute is the same whichever worker makes the batch, however often. When
+ * none of the next GM_WORKER_SUBSTITUTE_TRIES is good the batch fails (-ENODATA
+ * in the slot's status) rather than carry zeros labelled -1. Only the sample's own
+ * bytes make it bad: a read that fails for want of memory or descriptors, or is
+ * interrupted, is read again (with a pause), and a worker for which that keeps
+ * failing gives the batch up to another, so timing never changes a batch.
  *
  * Crash safety (contract 2): each finished sample sets its bit in the slot's
  * `done` bitmap (release), so a worker that takes over a re-issued task skips
- * what the dead one finished; what it redoes, it redoes with the same bytes.
+ * what the dead one finished; what it redoes, it redoes with the same bytes. The
+ * bits count only for the task named in the slot's bits_task, which a worker
+ * sets after clearing them: one killed between its claim and that point leaves
+ * the previous batch's bits, and the next worker clears them again.
  *
  * I/O overlaps compute: all reads of a batch go to io_uring at once, and each
  * sample is decoded into its place in the slot from inside the completion
@@ -36,8 +44,8 @@
 #include "goldminer/ring.h"
 #include "goldminer/reader.h"
 
-#define TRANSIENT_TRIES	     8 /* re-reads of a sample after a transient error ... */
-#define TRANSIENT_WAIT_MS    4 /* ... after 4, 8, 16, ... ms (about 1 s in all) */
+#define TRANSIENT_TRIES	  8 /* re-reads of a sample after a transient error ... */
+#define TRANSIENT_WAIT_MS 4 /* ... after 4, 8, 16, ... ms (about 1 s in all) */
 
 struct gm_worker {
 	struct gm_worker_cfg c;
@@ -200,9 +208,9 @@ static int read_one(struct gm_worker *w, uint32_t i, uint32_t id)
 	w->ids[i] = id;
 	w->pos_of[0] = i;
 	w->fail[i] = 0;
-	int rc = w->fidx ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
-			 : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read,
-					     w);
+	int rc = w->fidx
+		     ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
+		     : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read, w);
 	w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
 	return rc;
 }

@@ -48,8 +48,8 @@ static char dir[64];
 static char marker[128]; /* a hook meant to fire once fires for whoever creates it */
 
 /* Hooks, set before the loader forks so the workers inherit them. */
-static uint64_t stop_id = UINT64_MAX; /* SIGSTOP the worker decoding this sample */
-static bool stop_once;		      /* ... the first time only */
+static uint64_t stop_id = UINT64_MAX;	/* SIGSTOP the worker decoding this sample */
+static bool stop_once;			/* ... the first time only */
 static uint64_t kill_task = UINT64_MAX; /* SIGKILL the worker right after claiming it */
 static const char *enomem_path;		/* deliver this file's first read as -ENOMEM */
 
@@ -99,15 +99,12 @@ static int shim_cb(void *arg, unsigned i, const void *data, size_t len, int err)
 	return s->fn(s->arg, i, data, len, err);
 }
 
-int __real_gm_reader_read_at(struct gm_reader *r, const char *const *paths,
-			     const uint64_t *offsets, const uint64_t *lengths, unsigned n,
-			     gm_reader_fn fn, void *arg);
-int __wrap_gm_reader_read_at(struct gm_reader *r, const char *const *paths,
-			     const uint64_t *offsets, const uint64_t *lengths, unsigned n,
-			     gm_reader_fn fn, void *arg);
-int __wrap_gm_reader_read_at(struct gm_reader *r, const char *const *paths,
-			     const uint64_t *offsets, const uint64_t *lengths, unsigned n,
-			     gm_reader_fn fn, void *arg)
+int __real_gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
+			     const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg);
+int __wrap_gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
+			     const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg);
+int __wrap_gm_reader_read_at(struct gm_reader *r, const char *const *paths, const uint64_t *offsets,
+			     const uint64_t *lengths, unsigned n, gm_reader_fn fn, void *arg)
 {
 	struct shim s = {fn, arg, paths};
 	return __real_gm_reader_read_at(r, paths, offsets, lengths, n, shim_cb, &s);
@@ -183,7 +180,8 @@ static int run(const struct gm_loader_opts *o, uint64_t *h, int max, int *n,
 			continue;
 		if (rc < 0)
 			break;
-		uint64_t x = gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
+		uint64_t x =
+		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
 		x = gm_checksum64(x, b.labels, b.size * sizeof(int32_t));
 		x = gm_checksum64(x, b.sample_ids, b.size * sizeof(uint32_t));
 		if (*n < max)
@@ -385,9 +383,10 @@ static void bench_interrupted(int sig)
 		alarm(0);
 		int fd = open("/dev/null", O_WRONLY);
 		dup2(fd, 1);
-		char *argv[] = {"bench", root, "--workers", "2", "--epochs", "100000", "--batch",
-				"8", "--size", "32", "--quiet", "--lease-timeout-ms", "3600000",
-				NULL};
+		char *argv[] = {"bench",    root,     "--workers", "2",
+				"--epochs", "100000", "--batch",   "8",
+				"--size",   "32",     "--quiet",   "--lease-timeout-ms",
+				"3600000",  NULL};
 		_exit(gm_cmd_bench(13, argv));
 	}
 	pid_t wk[8];
@@ -443,8 +442,8 @@ static void test_bench_terminated_while_workers_are_stuck_exits_143(void **state
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_bench_interrupted_while_workers_are_stuck_exits_130,
-					    arm, disarm),
+	    cmocka_unit_test_setup_teardown(
+		test_bench_interrupted_while_workers_are_stuck_exits_130, arm, disarm),
 	    cmocka_unit_test_setup_teardown(test_bench_terminated_while_workers_are_stuck_exits_143,
 					    arm, disarm),
 	    cmocka_unit_test_setup_teardown(test_kill_between_claim_and_start_loses_nothing, arm,

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define GM_RING_MAGIC	 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
-#define GM_RING_VERSION	 2 /* 2: gm_slot_ctl.bits_task */
+#define GM_RING_VERSION	 2
 #define GM_RING_MAX_ERRS 8   /* error records kept per batch (count is exact) */
 #define GM_RING_MSG	 112 /* bytes of one error message */
 #define GM_RING_NO_END	 UINT64_MAX
@@ -55,7 +55,7 @@ struct gm_slot_ctl {
 	uint32_t n_recs;	     /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
-	/* worker.c (issue 10): 1 + the task whose progress the done/err bits hold
+	/* (version 2) worker.c, issue 10: 1 + the task whose progress the done/err bits hold
 	 * (0: none). A worker clears the bits before it stores this, so a worker
 	 * killed between its claim and that clearing never lets the next one trust
 	 * the previous task's bits. Written by the lease holder only. */
