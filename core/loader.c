@@ -77,7 +77,8 @@ struct gm_loader {
 	uint32_t up_pos;    /* next sample of `up` to take */
 	bool up_valid, up_epoch_done, up_end, shuf_eoe;
 	uint64_t out_k, out_epoch, out_draws;
-	bool eoe_pending; /* END_OF_EPOCH owed before the next batch */
+	uint32_t out_fill; /* samples of out_* drawn by a call that then failed (-EINTR) */
+	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
 
 	/* counters (consumer thread) */
 	uint64_t batches, samples, first_samples;
@@ -590,13 +591,13 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 {
 	size_t sb = l->sample_bytes;
-	uint32_t k = 0, B = l->o.batch_size;
+	uint32_t k = l->out_fill, B = l->o.batch_size;
 
 	if (l->shuf_eoe) {
 		l->shuf_eoe = false;
 		return GM_LOADER_END_OF_EPOCH;
 	}
-	if (l->up_end && !l->shuf_n)
+	if (l->up_end && !l->shuf_n && !k)
 		return GM_LOADER_END;
 	while (k < B) {
 		/* refill the pool from upstream until it is full or the epoch ends */
@@ -613,8 +614,10 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 					l->up_end = true;
 					break;
 				}
-				if (rc < 0)
+				if (rc < 0) {
+					l->out_fill = k; /* a call again goes on (-EINTR) */
 					return rc;
+				}
 				l->up_valid = true;
 				l->up_pos = 0;
 				l->out_epoch = l->up.epoch;
@@ -641,6 +644,7 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 		}
 		k++;
 	}
+	l->out_fill = 0;
 	if (k == 0) {
 		/* epoch drained */
 		l->up_epoch_done = false;
