@@ -51,12 +51,19 @@ struct bench {
 	uint64_t dev_bytes;
 };
 
+/* The signal (SIGINT, SIGTERM) that asked the run to end, or 0. The handler only
+ * records it; gm_loader_next returns -EINTR when it lands during its wait, and
+ * the consume loop ends with status 128 + the signal after the loader is closed
+ * (workers gone, ring unmapped). */
 static volatile sig_atomic_t interrupted;
+static struct gm_loader *volatile interrupt_loader; /* set while it is open */
 
 static void on_int(int sig)
 {
-	(void)sig;
-	interrupted = 1;
+	interrupted = sig;
+	struct gm_loader *l = interrupt_loader;
+	if (l)
+		gm_loader_interrupt(l); /* even when the signal misses the futex */
 }
 
 static const char *out_name(int out)
@@ -88,6 +95,7 @@ enum {
 	O_CHECKSUM,
 	O_DEVICE_COPY,
 	O_CHAOS,
+	O_LEASE,
 	O_QUIET,
 	O_HELP,
 	O_N
@@ -113,6 +121,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
     [O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
     [O_CHAOS] = {"chaos-kill-ms", "N", 0, "SIGKILL a random worker every N ms (crash-safety demo)"},
+    [O_LEASE] = {"lease-timeout-ms", "N", 0,
+		 "kill a worker whose batch makes no progress for N ms and make the batch"
+		 " again (default 5000)"},
     [O_QUIET] = {"quiet", NULL, 0, "no progress line"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
@@ -185,7 +196,9 @@ static bool number_opts(struct bench *b, const char **val)
 	    (val[O_SLOTS] &&
 	     !u32_opt("--slots", val[O_SLOTS], GM_MIN_SLOTS, GM_MAX_SLOTS, &o->slots)) ||
 	    (val[O_CHAOS] &&
-	     !u32_opt("--chaos-kill-ms", val[O_CHAOS], 1, GM_MAX_CHAOS_MS, &o->chaos_kill_ms)))
+	     !u32_opt("--chaos-kill-ms", val[O_CHAOS], 1, GM_MAX_CHAOS_MS, &o->chaos_kill_ms)) ||
+	    (val[O_LEASE] && !u32_opt("--lease-timeout-ms", val[O_LEASE], 1, GM_MAX_LEASE_MS,
+				      &o->lease_timeout_ms)))
 		return false;
 	if (val[O_EPOCHS] && cmd_u64(CMD, "--epochs", val[O_EPOCHS], 1, GM_MAX_EPOCHS, &b->epochs))
 		return false;
@@ -274,6 +287,7 @@ static int bench_open(struct bench *b)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_int;
+	interrupt_loader = b->l;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
@@ -326,7 +340,8 @@ static void progress(struct bench *b, const struct gm_batch *bt, double t, doubl
 		st.target_workers);
 }
 
-/* Consume every batch. 0 at the end, 1 on a loader error, 130 when interrupted. */
+/* Consume every batch. 0 at the end, 1 on a loader error, 128 + the signal (130
+ * SIGINT, 143 SIGTERM) when interrupted. */
 static int bench_consume(struct bench *b, double t0)
 {
 	uint64_t h = GM_CHECKSUM_INIT;
@@ -334,10 +349,13 @@ static int bench_consume(struct bench *b, double t0)
 	struct gm_batch bt;
 	for (;;) {
 		if (interrupted) {
-			fprintf(stderr, "\ngoldminer bench: interrupted\n");
-			return 130;
+			fprintf(stderr, "\ngoldminer bench: interrupted (%s)\n",
+				interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+			return 128 + interrupted;
 		}
 		int e = gm_loader_next(b->l, &bt);
+		if (e == -EINTR)
+			continue; /* a handler ran: the loop's first test looks at it */
 		if (e == GM_LOADER_END)
 			return 0;
 		if (e == GM_LOADER_END_OF_EPOCH) {
@@ -466,6 +484,7 @@ int gm_cmd_bench(int argc, char **argv)
 	}
 	free(b.sums);
 	gm_cuda_free(b.dev);
+	interrupt_loader = NULL;
 	gm_loader_close(b.l);
 	return rc;
 }

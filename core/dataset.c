@@ -35,7 +35,8 @@
  *    (broken symlinks, FIFOs, sockets) are skipped: they cannot be read as images;
  *  - symlink cycles (a directory that is its own ancestor) are not re-entered.
  *
- * Tar shards (WebDataset): root is one .tar file, or a directory of them with no
+ * Tar shards (WebDataset): root is one .tar file (a regular file: a FIFO or device
+ * named there is refused before anything opens it), or a directory of them with no
  * class directory. tar.c reads the format and hands out each sample (its member
  * name, offset, size and label); this file stores them like the files of a tree.
  *
@@ -616,6 +617,19 @@ static int list_shards(struct gm_dataset *ds, int rfd, char ***names, size_t *n,
 	int ret = 0;
 
 	if (rfd < 0) {
+		/* Before anything opens it: opening a FIFO for reading blocks until
+		 * someone writes, a device may never end. */
+		struct stat st;
+		if (stat(ds->root, &st) == 0 && !S_ISREG(st.st_mode)) {
+			gm_errf(err, errlen,
+				"gm_dataset_open: %s: not a regular file (%s); a .tar shard must "
+				"be a regular file",
+				ds->root,
+				S_ISFIFO(st.st_mode)   ? "a FIFO"
+				: S_ISSOCK(st.st_mode) ? "a socket"
+						       : "a device or other special file");
+			return -EINVAL;
+		}
 		const char *slash = strrchr(ds->root, '/');
 		ds->rel_skip = slash ? (size_t)(slash - ds->root) + 1 : 0;
 		*names = malloc(sizeof(**names));

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,11 +56,12 @@ struct gm_loader {
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;  /* batches per epoch */
-	uint64_t next; /* next task to deliver */
-	uint64_t end;  /* GM_RING_NO_END or one past the last task */
-	int held;      /* slot of the batch the user holds, or -1 */
-	bool stopped;  /* gm_loader_stop: no workers, mapping kept */
+	uint32_t bpe;			 /* batches per epoch */
+	uint64_t next;			 /* next task to deliver */
+	uint64_t end;			 /* GM_RING_NO_END or one past the last task */
+	int held;			 /* slot of the batch the user holds, or -1 */
+	volatile sig_atomic_t interrupt; /* gm_loader_interrupt: the next wait returns -EINTR */
+	bool stopped;			 /* gm_loader_stop: no workers, mapping kept */
 	bool pinned;
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
@@ -76,7 +78,8 @@ struct gm_loader {
 	uint32_t up_pos;    /* next sample of `up` to take */
 	bool up_valid, up_epoch_done, up_end, shuf_eoe;
 	uint64_t out_k, out_epoch, out_draws;
-	bool eoe_pending; /* END_OF_EPOCH owed before the next batch */
+	uint32_t out_fill; /* samples of out_* drawn by a call that then failed (-EINTR) */
+	bool eoe_pending;  /* END_OF_EPOCH owed before the next batch */
 
 	/* counters (consumer thread) */
 	uint64_t batches, samples, first_samples;
@@ -378,6 +381,11 @@ static int client_check(struct gm_loader *l)
 	return 0;
 }
 
+void gm_loader_interrupt(struct gm_loader *l)
+{
+	l->interrupt = 1;
+}
+
 void gm_loader_stop(struct gm_loader *l)
 {
 	if (!l || l->stopped)
@@ -444,9 +452,22 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 
 	atomic_store_explicit(&l->h->c_waiting, 1, memory_order_relaxed);
 	for (;;) {
-		int rc = gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
+		/* A signal that lands just outside the futex (between two slices, or as
+		 * one times out) gives no EINTR: the handler's gm_loader_interrupt is
+		 * seen here, at the latest one slice later. */
+		int rc =
+		    l->interrupt ? -EINTR : gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
 		if (rc == 0)
 			break;
+		if (rc == -EINTR) {
+			l->interrupt = 0;
+			/* A signal handler ran (Ctrl-C, SIGTERM): the caller decides. */
+			fe = set_err(l, -EINTR,
+				     "gm_loader_next: interrupted by a signal while waiting "
+				     "for batch %llu (call again to go on)",
+				     (unsigned long long)l->next);
+			break;
+		}
 		/* pairs with the release store in fatal() (pool.c) */
 		fe = atomic_load_explicit(&l->h->p_fatal, memory_order_acquire);
 		if (fe) {
@@ -488,6 +509,34 @@ static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint
 	l->samples += ctl->n;
 }
 
+/* A batch the workers could not make: on_error=fail met a bad sample (-EBADMSG),
+ * or no good sample was left to replace a bad one (-ENODATA). It is not
+ * delivered; the loader stays at it. */
+static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
+{
+	const struct gm_slot_err *e = &ctl->errs[0];
+	int st = ctl->status;
+	if (st != -ENODATA) {
+		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
+		return st;
+	}
+	/* name the batch's bad files, as many as the message holds */
+	uint32_t epoch, nrec = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
+	uint64_t k;
+	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	int n = snprintf(l->errmsg, sizeof(l->errmsg),
+			 "gm_loader_next: no good sample left: batch %llu of epoch %u has %u bad "
+			 "sample%s and none of the %d after one of them in epoch order is good "
+			 "(is every file of %s bad?):",
+			 (unsigned long long)k, epoch, ctl->n_errors, ctl->n_errors == 1 ? "" : "s",
+			 GM_WORKER_SUBSTITUTE_TRIES, l->o.root);
+	for (uint32_t i = 0; i < nrec && n > 0 && (size_t)n < sizeof(l->errmsg); i++)
+		n += snprintf(l->errmsg + n, sizeof(l->errmsg) - (size_t)n, "%s %s: %s",
+			      i ? ";" : "", gm_dataset_name(l->ds, ctl->errs[i].sample),
+			      ctl->errs[i].msg);
+	return st;
+}
+
 static int ring_next(struct gm_loader *l, struct gm_batch *b)
 {
 	if (l->held >= 0)
@@ -508,13 +557,8 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	uint32_t nerr = ctl->n_errors;
 	for (uint32_t i = 0; i < ctl->n_recs && i < GM_RING_MAX_ERRS; i++)
 		keep_error(l, &ctl->errs[i]);
-	if (ctl->status) {
-		/* on_error=fail: the batch is not delivered; the loader stays at it. */
-		const struct gm_slot_err *e = &ctl->errs[0];
-		int st = ctl->status;
-		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
-		return st;
-	}
+	if (ctl->status)
+		return batch_failed(l, ctl);
 
 	uint32_t epoch;
 	uint64_t k;
@@ -548,13 +592,13 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 {
 	size_t sb = l->sample_bytes;
-	uint32_t k = 0, B = l->o.batch_size;
+	uint32_t k = l->out_fill, B = l->o.batch_size;
 
 	if (l->shuf_eoe) {
 		l->shuf_eoe = false;
 		return GM_LOADER_END_OF_EPOCH;
 	}
-	if (l->up_end && !l->shuf_n)
+	if (l->up_end && !l->shuf_n && !k)
 		return GM_LOADER_END;
 	while (k < B) {
 		/* refill the pool from upstream until it is full or the epoch ends */
@@ -571,8 +615,10 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 					l->up_end = true;
 					break;
 				}
-				if (rc < 0)
+				if (rc < 0) {
+					l->out_fill = k; /* a call again goes on (-EINTR) */
 					return rc;
+				}
 				l->up_valid = true;
 				l->up_pos = 0;
 				l->out_epoch = l->up.epoch;
@@ -599,6 +645,7 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 		}
 		k++;
 	}
+	l->out_fill = 0;
 	if (k == 0) {
 		/* epoch drained */
 		l->up_epoch_done = false;

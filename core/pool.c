@@ -11,6 +11,9 @@
  * chaos kill only when they are on. A worker's death re-issues its leased tasks
  * at once (contract 2); a sample that crashed two workers is quarantined
  * (contract 9); a storm of deaths without progress becomes the pool's fatal error.
+ * A lease that makes no progress for lease_timeout_ms (a stopped or stuck worker)
+ * is ended the same way: the holder is SIGKILLed and its batch re-issued (see
+ * "the lease watch" below); a sample that stalls workers twice is quarantined.
  *
  * It does not read batches (loader.c), decode (worker.c), move leases (ring.c) or
  * decide pool sizes (elastic.c, policy.c): it applies the target it is given.
@@ -45,6 +48,23 @@ struct wk {
 	pid_t pid;
 	int pidfd;
 	bool retiring;
+	bool stalled;	   /* killed by the lease watch */
+	bool reclaimed;	   /* ... and its leases taken back before it was reaped */
+	uint64_t stall_ns; /* when it was killed */
+};
+
+/* How often a sample was the culprit (quarantined at 2). */
+struct strikes {
+	uint32_t sample, count;
+};
+
+/* What the lease watch saw of one slot, and since when it has not changed. */
+struct lease_seen {
+	uint32_t word;	/* state word (CLAIMED|pid) */
+	uint64_t task;	/* its task */
+	uint64_t done;	/* samples finished (popcount of the done bits) */
+	uint32_t cur;	/* sample being decoded */
+	uint64_t since; /* when this was first seen */
 };
 
 struct gm_pool {
@@ -62,9 +82,10 @@ struct gm_pool {
 	int nwk; /* coordinator thread only */
 	int consecutive_deaths;
 	uint64_t consumed_at_last_death;
-	struct {
-		uint32_t sample, count;
-	} crash[64];
+	struct strikes crash[64], stall[64]; /* samples that crashed / stalled workers */
+	uint64_t lease_ns;		     /* progress deadline of a lease (0: not watched) */
+	struct lease_seen *seen;	     /* per slot */
+	char last_stall[512];		     /* the last stall, for the storm message */
 	_Atomic int started; /* coordinator spawned its first workers: 1 ok, <0 err */
 	/* chaos testing (coordinator thread writes, stats read the ring header) */
 	uint64_t chaos_state;
@@ -147,6 +168,19 @@ static int spawn(struct gm_pool *p)
 	return 0;
 }
 
+/* One more strike for sample in table t (64 entries): its count now (0 when
+ * the table is full). */
+static uint32_t strike(struct strikes *t, uint32_t sample)
+{
+	for (int k = 0; k < 64; k++) {
+		if (t[k].count == 0 || t[k].sample == sample) {
+			t[k].sample = sample;
+			return ++t[k].count;
+		}
+	}
+	return 0;
+}
+
 static bool crash_signal(int sig)
 {
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
@@ -183,16 +217,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 
 	/* A sample that crashed two workers is quarantined (SIGKILL is not a crash:
 	 * chaos tests and the OOM killer kill without the sample being at fault). */
-	if (si.si_code != CLD_EXITED && crash_signal(si.si_status) && crash_sample != UINT32_MAX) {
-		for (int k = 0; k < 64; k++) {
-			if (p->crash[k].count == 0 || p->crash[k].sample == crash_sample) {
-				p->crash[k].sample = crash_sample;
-				if (++p->crash[k].count >= 2)
-					gm_ring_quarantine(p->ring, crash_sample);
-				break;
-			}
-		}
-	}
+	if (si.si_code != CLD_EXITED && crash_signal(si.si_status) && crash_sample != UINT32_MAX &&
+	    strike(p->crash, crash_sample) >= 2)
+		gm_ring_quarantine(p->ring, crash_sample);
 	if (chaos)
 		return; /* deliberate: not a sign that workers cannot run */
 	/* Progress since the last death resets the storm counter. */
@@ -203,7 +230,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 	if (++p->consecutive_deaths >= MAX_CONSECUTIVE_DEATHS) {
 		struct gm_ring_hdr *h = gm_ring_hdr(p->ring);
 		/* pairs with the release store in the worker's set_fatal */
-		if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
+		if (w.stalled)
+			fatal(p, -EIO, "workers keep stalling (the last: %s)", p->last_stall);
+		else if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
 			fatal(p, -EIO, "workers cannot run: %s", h->fatal);
 		else if (si.si_code == CLD_EXITED)
 			fatal(p, -EIO, "workers keep dying (last exit status %d)", si.si_status);
@@ -294,11 +323,137 @@ static void chaos_kill(struct gm_pool *p)
 	}
 }
 
-/* How long the coordinator may sleep: until the controller's tick or the next
- * chaos kill, or until a worker exits or the eventfd is poked (-1). */
+/* ---- the lease watch: a leased batch must make progress ---------------------------
+ *
+ * A worker that holds a lease and finishes no sample for lease_ns (SIGSTOPped, a
+ * hung network file system, a file swapped for a FIFO after the reader looked at
+ * it) would stall the run for ever: the consumer waits for batches in order. The
+ * coordinator looks at every leased slot at least four times a deadline; when
+ * neither its done bits nor the sample being decoded changed for a deadline, it
+ * SIGKILLs the holder and says which sample it was stuck on; the death re-issues
+ * the batch (contract 2: same bytes). A sample that stalls workers twice is
+ * quarantined, like one that crashes them. A killed worker that is still not gone
+ * a deadline later (stuck in the kernel) can no longer write: its leases are
+ * taken back then without waiting for its exit.
+ */
+
+/* The sample a stuck batch waits on: the one being decoded, else the only one of
+ * the batch not finished; UINT32_MAX when that is not known (several reads in
+ * flight). *left: samples of the batch not finished. */
+static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t task, uint32_t *left)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
+	_Atomic uint64_t *done = gm_ring_done_bits(p->ring, slot);
+	const uint32_t *ids = gm_ring_ids(p->ring, slot);
+	uint32_t count = gm_dataset_count(p->c.w.ds);
+	uint32_t n = ctl->n < p->c.w.batch_size ? ctl->n : p->c.w.batch_size, last = 0;
+
+	*left = n;
+	/* pairs with the release store in begin_task (worker.c): the bits are this task's */
+	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1)
+		return UINT32_MAX; /* stuck before the batch began */
+	*left = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		/* pairs with set_bit in worker.c (relaxed is enough: a hint, re-read later) */
+		if (!(atomic_load_explicit(&done[i / 64], memory_order_relaxed) >> (i % 64) & 1)) {
+			(*left)++;
+			last = i;
+		}
+	}
+	uint32_t cur = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
+	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 ? ids[last] : UINT32_MAX;
+	return id < count ? id : UINT32_MAX;
+}
+
+/* The holder of slot's lease, pid, made no progress for a deadline: kill it. */
+static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
+{
+	int i = 0;
+	while (i < p->nwk && p->wk[i].pid != pid)
+		i++;
+	if (i == p->nwk)
+		return; /* not (or no longer) ours */
+	struct wk *w = &p->wk[i];
+	if (w->stalled) {
+		if (!w->reclaimed) {
+			uint32_t n = gm_ring_reclaim(p->ring, (uint32_t)pid, NULL);
+			atomic_fetch_add(&p->h->p_reissued, n);
+			w->reclaimed = true;
+		}
+		return;
+	}
+	uint64_t task = atomic_load(&gm_ring_ctl(p->ring, slot)->task), k;
+	uint32_t epoch, left, id = stuck_sample(p, slot, task, &left);
+	char what[320];
+	gm_worker_task_pos(&p->c.w, task, &epoch, &k);
+	if (id != UINT32_MAX)
+		snprintf(what, sizeof(what), "stuck on %s (sample %u)",
+			 gm_dataset_name(p->c.w.ds, id), id);
+	else
+		snprintf(what, sizeof(what), "%u of its samples not read", left);
+	snprintf(p->last_stall, sizeof(p->last_stall),
+		 "worker %d made no progress on batch %llu of epoch %u for %llu ms, %s", (int)pid,
+		 (unsigned long long)k, epoch, (unsigned long long)(p->lease_ns / 1000000), what);
+	fprintf(stderr, "goldminer: %s: killed it, the batch is made again\n", p->last_stall);
+	if (id != UINT32_MAX && strike(p->stall, id) == 2) {
+		gm_ring_quarantine(p->ring, id);
+		fprintf(stderr,
+			"goldminer: %s stalled workers twice: quarantined, it is replaced like a "
+			"bad file\n",
+			gm_dataset_name(p->c.w.ds, id));
+	}
+	kill(pid, SIGKILL);
+	w->stalled = true;
+	w->stall_ns = now;
+	w->retiring = true; /* a replacement starts now, not when this one is reaped */
+}
+
+/* Look at every leased slot: progress since the last look, or a stall. */
+static void watch_leases(struct gm_pool *p, uint64_t now)
+{
+	uint32_t words = (p->c.w.batch_size + 63) / 64;
+	for (uint32_t s = 0; s < p->h->nslots; s++) {
+		struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, s);
+		struct lease_seen *e = &p->seen[s];
+		/* pairs with the CAS in gm_ring_claim */
+		uint32_t word = atomic_load_explicit(&ctl->state, memory_order_acquire);
+		if (GM_SLOT_STATE(word) != GM_SLOT_CLAIMED) {
+			e->word = word;
+			continue;
+		}
+		struct lease_seen now_seen = {
+		    .word = word,
+		    .task = atomic_load_explicit(&ctl->task, memory_order_relaxed),
+		    .cur = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed),
+		    .since = now,
+		};
+		_Atomic uint64_t *done = gm_ring_done_bits(p->ring, s);
+		for (uint32_t q = 0; q < words; q++)
+			now_seen.done += (uint64_t)__builtin_popcountll(
+			    atomic_load_explicit(&done[q], memory_order_relaxed));
+		if (now_seen.word != e->word || now_seen.task != e->task ||
+		    now_seen.done != e->done || now_seen.cur != e->cur) {
+			*e = now_seen;
+			continue;
+		}
+		if (now - e->since < p->lease_ns)
+			continue;
+		e->since = now; /* the next look at this lease is a deadline from now */
+		stall(p, s, (pid_t)GM_SLOT_PID(word), now);
+	}
+}
+
+/* How long the coordinator may sleep: until the controller's tick, the next
+ * chaos kill or the next look at the leases, or until a worker exits or the
+ * eventfd is poked (-1). */
 static int poll_timeout(const struct gm_pool *p, bool autoscale)
 {
 	int timeout = autoscale ? GM_ELASTIC_TICK_MS : -1;
+	if (p->lease_ns) {
+		int look = (int)(p->lease_ns / 4000000);
+		look = look < 10 ? 10 : look;
+		timeout = timeout < 0 || look < timeout ? look : timeout;
+	}
 	uint64_t now = now_ns();
 	if (p->c.chaos_kill_ms) {
 		uint64_t due = p->chaos_t + p->c.chaos_kill_ms * 1000000ull;
@@ -370,6 +525,8 @@ static void *coordinator(void *arg)
 			chaos_kill(p);
 		if (autoscale && now >= p->meter.t + GM_ELASTIC_TICK_MS * 1000000ull)
 			controller_tick(p);
+		if (p->lease_ns)
+			watch_leases(p, now);
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(p->evfd, &v, sizeof(v)) < 0) {
@@ -400,6 +557,11 @@ int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 	rc = gm_aug_spec_check(&o->aug, err, errlen); /* names the field and its range */
 	if (rc)
 		return rc;
+	if (o->lease_timeout_ms > GM_MAX_LEASE_MS) {
+		snprintf(err, errlen, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
+			 GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, o->lease_timeout_ms);
+		return -EINVAL;
+	}
 	rc = gm_aug_create(&probe, &o->aug);
 	if (rc) {
 		snprintf(err, errlen, "invalid transform spec (size %u)", o->aug.size);
@@ -450,6 +612,7 @@ void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
 	c->slots = o->slots;
 	c->workers = o->workers;
 	c->chaos_kill_ms = o->chaos_kill_ms;
+	c->lease_timeout_ms = o->lease_timeout_ms ? o->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
 }
 
 static uint32_t pow2_at_least(uint32_t v)
@@ -497,6 +660,15 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 		return rc;
 	}
 	p->h = gm_ring_hdr(p->ring);
+	p->lease_ns = (uint64_t)c->lease_timeout_ms * 1000000ull;
+	p->seen = calloc(slots, sizeof(*p->seen));
+	if (!p->seen) {
+		snprintf(err, errlen, "out of memory");
+		gm_ring_destroy(p->ring);
+		pthread_mutex_destroy(&p->mu);
+		free(p);
+		return -ENOMEM;
+	}
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
@@ -579,5 +751,6 @@ void gm_pool_destroy(struct gm_pool *p)
 		close(p->evfd);
 	gm_ring_destroy(p->ring);
 	pthread_mutex_destroy(&p->mu);
+	free(p->seen);
 	free(p);
 }

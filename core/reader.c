@@ -58,6 +58,13 @@
  * chooses between them per call; apart, they would need an internal header
  * exposing all of that, for no gain in clarity.
  *
+ * Only regular files are read: a path is stat'ed before its chain is queued (an
+ * io_uring OPENAT of a FIFO would wait for a writer for ever, a device may never
+ * end), and the descriptors opened here (pread, registered shards) are opened
+ * O_NONBLOCK, checked with fstat and made blocking again. Anything else is the
+ * file's -ESPIPE (-EISDIR for a directory). A file swapped for a FIFO between the
+ * stat and the OPENAT still blocks that read: the pool's lease deadline ends it.
+ *
  * What it does not do: O_DIRECT, thread safety.
  * After a ring failure (-errno from gm_reader_read that is not a callback value) the
  * reader is broken: later reads fail fast with the same error; destroy it.
@@ -120,6 +127,42 @@ struct gm_reader {
 	char msg[256];
 };
 
+/* Only regular files are read: a FIFO would block the reader (an io_uring OPENAT
+ * of a FIFO waits for a writer, in the kernel, for ever), a device could be
+ * endless. 0, -ESPIPE for any other type (-EISDIR for a directory), or the
+ * stat's -errno. By path before a chain is queued; the file could still be
+ * swapped between this look and the OPENAT: the pool's lease deadline covers
+ * that window (a worker stuck there is killed and its batch re-issued). */
+static int regular_type(mode_t m)
+{
+	return S_ISREG(m) ? 0 : S_ISDIR(m) ? -EISDIR : -ESPIPE;
+}
+
+static int check_regular_path(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) ? -errno : regular_type(st.st_mode);
+}
+
+/* open() that never blocks on a FIFO and refuses what is not a regular file; the
+ * descriptor it returns is blocking again (io_uring must not see O_NONBLOCK on a
+ * regular file: some file systems then fail reads with -EAGAIN). fd or -errno. */
+static int open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	int err = fstat(fd, &st) ? -errno : regular_type(st.st_mode);
+	if (!err && fcntl(fd, F_SETFL, 0) < 0)
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 /* Message of the last failed gm_reader_create in this thread (no handle exists). */
 static _Thread_local char create_msg[256];
 
@@ -151,9 +194,9 @@ static int register_fixed(struct gm_reader *r, const char *const *files, unsigne
 	if (!r->fixed_err)
 		return -ENOMEM;
 	for (unsigned i = 0; i < nfiles; i++) {
-		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		int fd = open_regular(files[i]);
 		if (fd < 0) {
-			r->fixed_err[i] = -errno;
+			r->fixed_err[i] = fd;
 			continue;
 		}
 		int ret = io_uring_register_files_update(&r->ring, r->depth + i, &fd, 1);
@@ -232,11 +275,11 @@ static int open_fixed_sync(struct gm_reader *r, const char *const *files, unsign
 	if (!r->fds || !r->fixed_err)
 		return -ENOMEM;
 	for (unsigned i = 0; i < nfiles; i++) {
-		r->fds[i] = open(files[i], O_RDONLY | O_CLOEXEC);
+		r->fds[i] = open_regular(files[i]);
 		if (r->fds[i] >= 0)
 			continue;
-		r->fixed_err[i] = -errno;
-		if (errno == EMFILE || errno == ENFILE) {
+		r->fixed_err[i] = r->fds[i];
+		if (r->fds[i] == -EMFILE || r->fds[i] == -ENFILE) {
 			for (unsigned k = 0; k < i; k++)
 				if (r->fds[k] >= 0)
 					close(r->fds[k]);
@@ -473,6 +516,8 @@ static int start_file(struct gm_reader *r, struct batch *b, unsigned si)
 	ret = hint >= MAX_FILE ? -EFBIG : slot_reserve(s, (size_t)hint + PAGE);
 	if (!ret && b->fidx)
 		ret = b->fidx[s->file] >= r->nfixed ? -EBADF : r->fixed_err[b->fidx[s->file]];
+	else if (!ret)
+		ret = check_regular_path(b->paths[s->file]);
 	if (ret) {
 		/* No memory for this file, or too large: its own error, the batch goes on. */
 		r->free_slots[r->nfree++] = si;
@@ -634,9 +679,9 @@ static int sync_one(struct gm_reader *r, const struct batch *b, unsigned i, size
 			return r->fixed_err[k];
 		fd = r->fds[k];
 	} else {
-		fd = open(b->paths[i], O_RDONLY | O_CLOEXEC);
+		fd = open_regular(b->paths[i]);
 		if (fd < 0)
-			return -errno;
+			return fd;
 		own = true;
 	}
 	if (!b->off) { /* a whole file: its size now, as the ring path finds it */

@@ -611,7 +611,8 @@ int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms)
 				return -ETIMEDOUT;
 			left = (int)(timeout_ms - el);
 		}
-		futex_wait(&ctl->state, w, left);
+		if (futex_wait(&ctl->state, w, left) == -EINTR)
+			return -EINTR; /* a signal handler ran: let the caller look */
 	}
 }
 

@@ -5,11 +5,19 @@
  * epoch, k). Sample ids come from the (seed, epoch) permutation, augmentation
  * randomness from (seed, epoch, sample id), and a bad sample at epoch position p
  * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
- * substitute is the same whichever worker makes the batch, however often.
+ * substitute is the same whichever worker makes the batch, however often. When
+ * none of the next GM_WORKER_SUBSTITUTE_TRIES is good the batch fails (-ENODATA
+ * in the slot's status) rather than carry zeros labelled -1. Only the sample's own
+ * bytes make it bad: a read that fails for want of memory or descriptors, or is
+ * interrupted, is read again (with a pause), and a worker for which that keeps
+ * failing gives the batch up to another, so timing never changes a batch.
  *
  * Crash safety (contract 2): each finished sample sets its bit in the slot's
  * `done` bitmap (release), so a worker that takes over a re-issued task skips
- * what the dead one finished; what it redoes, it redoes with the same bytes.
+ * what the dead one finished; what it redoes, it redoes with the same bytes. The
+ * bits count only for the task named in the slot's bits_task, which a worker
+ * sets after clearing them: one killed between its claim and that point leaves
+ * the previous batch's bits, and the next worker clears them again.
  *
  * I/O overlaps compute: all reads of a batch go to io_uring at once, and each
  * sample is decoded into its place in the slot from inside the completion
@@ -36,7 +44,8 @@
 #include "goldminer/ring.h"
 #include "goldminer/reader.h"
 
-#define MAX_SUBSTITUTE_TRIES 64
+#define TRANSIENT_TRIES	  8 /* re-reads of a sample after a transient error ... */
+#define TRANSIENT_WAIT_MS 4 /* ... after 4, 8, 16, ... ms (about 1 s in all) */
 
 struct gm_worker {
 	struct gm_worker_cfg c;
@@ -64,6 +73,7 @@ struct gm_worker {
 	uint32_t epoch;
 	struct gm_aug_times t;
 	uint64_t cb_ns;
+	char why[200]; /* why this worker gave a batch up (a persistent transient error) */
 };
 
 static volatile sig_atomic_t retire_flag;
@@ -107,18 +117,25 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 			snprintf(msg, GM_RING_MSG,
 				 "read failed: the shard ends inside this member (truncated since"
 				 " indexing?)");
+		else if (rerr == -ESPIPE)
+			snprintf(msg, GM_RING_MSG,
+				 "not a regular file (a FIFO, socket or device): refused without"
+				 " reading it");
 		else
 			snprintf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
 		return rerr;
 	}
 	if (gm_ring_quarantined(w->c.ring, id)) {
-		snprintf(msg, GM_RING_MSG, "quarantined: crashed workers repeatedly");
+		snprintf(msg, GM_RING_MSG, "quarantined: it crashed or stalled workers twice");
 		return -EBADMSG;
 	}
-	/* pairs with the acquire-free read in gm_ring_reclaim (crash attribution only) */
+	/* Read by gm_ring_reclaim (crash attribution) and the pool's lease watch
+	 * (stall attribution): set while this sample decodes, UINT32_MAX otherwise,
+	 * so a worker stuck in I/O is not blamed on the last sample it decoded. */
 	atomic_store_explicit(&w->ctl->cur_sample, id, memory_order_relaxed);
 	int err = gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id,
 				w->data + (size_t)i * w->sample_bytes, &w->t);
+	atomic_store_explicit(&w->ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	if (err)
 		snprintf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
 	return err;
@@ -169,33 +186,73 @@ static void add_err(struct gm_slot_ctl *ctl, uint32_t sample, int err, const cha
 	}
 }
 
-/* Replace the bad sample at position i (epoch position pos) by the first good
- * one after it in epoch order; zeros and label -1 when none is found. */
-static void substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm)
+/* An error of the read (not of the sample's bytes) that says nothing about the
+ * file: the machine was short of memory or descriptors, or the read was
+ * interrupted. Substituting such a sample would make the batch depend on timing
+ * (contract 1), so it is read again instead. */
+static bool transient(int err)
 {
-	for (uint32_t j = 1; j <= MAX_SUBSTITUTE_TRIES && j < w->n; j++) {
-		uint32_t id = sample_at(perm, (pos + j) % w->n);
-		const char *path = gm_dataset_path(w->c.ds, id);
-		uint64_t size = gm_dataset_file_size(w->c.ds, id);
-		uint64_t off = gm_dataset_offset(w->c.ds, id);
-		w->ids[i] = id;
-		w->pos_of[0] = i;
-		uint64_t t0 = now_ns(), cb0 = w->cb_ns;
-		unsigned fi = gm_dataset_shard(w->c.ds, id);
-		int rc = w->fidx ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
-				 : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1,
-						     on_read, w);
-		w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
-		if (rc == 0 && w->fail[i] == 0)
-			return; /* on_read finished it */
+	return err == -EAGAIN || err == -EINTR || err == -ENOMEM || err == -ENFILE ||
+	       err == -EMFILE || err == -ENOBUFS || err == -ECANCELED;
+}
+
+/* Read sample id into position i (one file through the reader; on_read decodes
+ * it). 0 (w->fail[i] says how the sample went) or the reader's -errno. */
+static int read_one(struct gm_worker *w, uint32_t i, uint32_t id)
+{
+	const char *path = gm_dataset_path(w->c.ds, id);
+	uint64_t size = gm_dataset_file_size(w->c.ds, id);
+	uint64_t off = gm_dataset_offset(w->c.ds, id);
+	unsigned fi = gm_dataset_shard(w->c.ds, id);
+	uint64_t t0 = now_ns(), cb0 = w->cb_ns;
+	w->ids[i] = id;
+	w->pos_of[0] = i;
+	w->fail[i] = 0;
+	int rc = w->fidx
+		     ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
+		     : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read, w);
+	w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
+	return rc;
+}
+
+/* Read sample id into position i, again while the read fails transiently, with
+ * a growing pause. 0 with w->fail[i] set for a real (or no) error of the sample,
+ * or -errno when the error persists: then this worker gives the batch up (it is
+ * re-issued) rather than substitute a good sample. */
+static int read_retrying(struct gm_worker *w, uint32_t i, uint32_t id, bool first_done)
+{
+	int rc = first_done ? 0 : read_one(w, i, id);
+	for (int k = 0; !rc && transient(w->fail[i]) && k < TRANSIENT_TRIES; k++) {
+		struct timespec ts = {0, (long)(TRANSIENT_WAIT_MS << k) * 1000000L};
+		nanosleep(&ts, NULL);
+		rc = read_one(w, i, id);
 	}
-	memset(w->data + (size_t)i * w->sample_bytes, 0, w->sample_bytes);
-	w->labels[i] = -1;
-	set_bit(w->done, i);
+	if (!rc && transient(w->fail[i])) {
+		rc = w->fail[i];
+		snprintf(w->why, sizeof(w->why), "%s: %s (still after %d tries)",
+			 gm_dataset_name(w->c.ds, id), strerror(-rc), TRANSIENT_TRIES + 1);
+	}
+	return rc;
+}
+
+/* Replace the bad sample at position i (epoch position pos) by the first good
+ * one after it in epoch order. 0; -ENODATA when none of the next
+ * GM_WORKER_SUBSTITUTE_TRIES is good; or a reader's (or a persistent transient) -errno. */
+static int substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm)
+{
+	for (uint32_t j = 1; j <= GM_WORKER_SUBSTITUTE_TRIES && j < w->n; j++) {
+		int rc = read_retrying(w, i, sample_at(perm, (pos + j) % w->n), false);
+		if (rc)
+			return rc;
+		if (w->fail[i] == 0)
+			return 0; /* on_read finished it */
+	}
+	return -ENODATA;
 }
 
 /* Point the callback context at slot; a fresh task forgets the slot's last batch. */
-static void begin_task(struct gm_worker *w, uint32_t slot, uint32_t epoch, uint32_t nb)
+static void begin_task(struct gm_worker *w, uint32_t slot, uint64_t task, uint32_t epoch,
+		       uint32_t nb)
 {
 	struct gm_ring *r = w->c.ring;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
@@ -210,9 +267,12 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint32_t epoch, uint3
 	w->epoch = epoch;
 	memset(&w->t, 0, sizeof(w->t));
 	w->cb_ns = 0;
-	if (ctl->attempts == 0) {
-		/* A fresh task: forget the slot's previous batch. A re-issued one keeps
-		 * what the dead worker finished (same bytes by contract 1). */
+	/* pairs with the release store below, by a worker that held this lease before */
+	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1) {
+		/* The bits are not this task's (a fresh task, or one whose first worker
+		 * died before it got here): forget the slot's previous batch. A task
+		 * re-issued after that keeps what the dead worker finished (same bytes
+		 * by contract 1). The bits are cleared before they are claimed. */
 		for (uint32_t q = 0; q < words; q++) {
 			atomic_store_explicit(&w->done[q], 0, memory_order_relaxed);
 			atomic_store_explicit(&w->err[q], 0, memory_order_relaxed);
@@ -220,21 +280,31 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint32_t epoch, uint3
 		ctl->n_errors = 0;
 		ctl->n_recs = 0;
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
+	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	ctl->n = nb;
 	ctl->status = 0;
 }
 
 /* Bad samples of the m reads, in position order (the pass over pos_of is in that
- * order): record each, then fail the batch or substitute it. */
-static void handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const uint32_t *perm)
+ * order): a transient failure is read again; a real one is recorded, then the
+ * batch fails (on_error=fail, or no good substitute: the slot's status) or the
+ * sample is substituted. 0, or -errno when this worker must give the batch up. */
+static int handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const uint32_t *perm)
 {
 	struct gm_slot_ctl *ctl = w->ctl;
 	uint32_t words = (w->c.batch_size + 63) / 64;
+	int rc = 0;
 
-	for (uint32_t j = 0; j < m; j++) {
+	for (uint32_t j = 0; j < m && !rc; j++) {
 		uint32_t i = w->pos_of[j];
-		if (!w->fail[i])
+		/* read_retrying() and substitute() reuse pos_of[0]: remember it */
+		uint32_t saved = w->pos_of[0];
+		if (transient(w->fail[i]))
+			rc = read_retrying(w, i, w->ids[i], true);
+		w->pos_of[0] = saved;
+		if (rc || !w->fail[i])
 			continue;
 		set_bit(w->err, i);
 		add_err(ctl, w->ids[i], w->fail[i], w->fail_msg[i]);
@@ -242,15 +312,19 @@ static void handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const ui
 			ctl->status = -EBADMSG;
 			break;
 		}
-		/* substitute() reuses pos_of[0]: remember where we are */
-		uint32_t saved = w->pos_of[0];
-		substitute(w, i, first + i, perm);
+		rc = substitute(w, i, first + i, perm);
 		w->pos_of[0] = saved;
+		if (rc == -ENODATA) {
+			ctl->status = -ENODATA; /* no good sample left near it: an error */
+			rc = 0;
+			break;
+		}
 	}
 	uint32_t nerr = 0;
 	for (uint32_t q = 0; q < words; q++)
 		nerr += (uint32_t)__builtin_popcountll(atomic_load(&w->err[q]));
 	ctl->n_errors = nerr;
+	return rc;
 }
 
 int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
@@ -263,7 +337,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	const uint32_t *perm = perm_for(w, epoch);
 	uint64_t first = k * w->c.batch_size;
 	nb = (uint32_t)((w->n - first) < w->c.batch_size ? (w->n - first) : w->c.batch_size);
-	begin_task(w, slot, epoch, nb);
+	begin_task(w, slot, task, epoch, nb);
 	ctl = w->ctl;
 
 	for (uint32_t i = 0; i < nb; i++) {
@@ -289,8 +363,9 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	if (rc < 0)
 		return rc;
 	ctl->read_ns += t1 - t0 - w->cb_ns;
-	handle_bad(w, m, first, perm);
-	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
+	rc = handle_bad(w, m, first, perm);
+	if (rc < 0)
+		return rc;
 	ctl->decode_ns += w->t.decode_ns;
 	ctl->augment_ns += w->t.augment_ns;
 	ctl->write_ns += now_ns() - t1; /* bookkeeping after the last sample landed */
@@ -442,7 +517,8 @@ int gm_worker_main(const struct gm_worker_cfg *cfg)
 		rc = gm_worker_produce(w, (uint32_t)slot, task);
 		if (rc) {
 			snprintf(err, sizeof(err), "worker: reading batch %llu: %s (%s)",
-				 (unsigned long long)task, strerror(-rc), gm_reader_errmsg(w->rd));
+				 (unsigned long long)task, strerror(-rc),
+				 w->why[0] ? w->why : gm_reader_errmsg(w->rd));
 			set_fatal(r, err);
 			break;
 		}

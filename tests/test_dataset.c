@@ -536,6 +536,20 @@ static void test_shard_errors(void **state)
 	expect_fail(full("shard-dir"), -EBADMSG, full("shard-dir/b.tar"));
 }
 
+/* A .tar named as the dataset that is a FIFO is refused before it is opened
+ * (opening it would wait for a writer for ever); a deadline turns a hang into a
+ * failure. */
+static void test_fifo_tar_refused(void **state)
+{
+	(void)state;
+	mkdir_rel("fifo");
+	assert_int_equal(mkfifo(full("fifo/x.tar"), 0600), 0);
+	alarm(20);
+	expect_fail(full("fifo/x.tar"), -EINVAL, full("fifo/x.tar"));
+	expect_fail(full("fifo/x.tar"), -EINVAL, "not a regular file (a FIFO)");
+	alarm(0);
+}
+
 static void test_error_paths(void **state)
 {
 	(void)state;
@@ -617,6 +631,7 @@ int main(void)
 	    cmocka_unit_test(test_fingerprint),
 	    cmocka_unit_test(test_many_files),
 	    cmocka_unit_test(test_error_paths),
+	    cmocka_unit_test(test_fifo_tar_refused),
 	    cmocka_unit_test(test_unreadable),
 	    cmocka_unit_test(test_shards_index_like_imagefolder),
 	    cmocka_unit_test(test_shards_long_names),

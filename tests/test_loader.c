@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
@@ -77,6 +79,22 @@ static void small_opts(struct gm_loader_opts *o, const char *root, int workers)
 	o->no_pin = true;
 }
 
+/* run_all: gm_loader_interrupt before every gm_loader_next, which then returns
+ * -EINTR at its first wait and is called again. */
+static bool interrupt_each;
+
+static int next_batch(struct gm_loader *l, struct gm_batch *b)
+{
+	if (interrupt_each) {
+		gm_loader_interrupt(l);
+		int rc = gm_loader_next(l, b);
+		if (rc != -EINTR)
+			return rc; /* no wait in this call: the next one returns -EINTR */
+		assert_non_null(strstr(gm_loader_errmsg(l), "interrupted by a signal"));
+	}
+	return gm_loader_next(l, b);
+}
+
 /* Hash of every batch (data + labels + ids) in delivery order; checks the order. */
 static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, int *n_out,
 		   struct gm_loader_stats *st)
@@ -92,7 +110,7 @@ static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, in
 	int n = 0, eoe = 0;
 	uint64_t expect_k = o->start_batch;
 	uint64_t expect_e = o->epoch;
-	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+	while ((rc = next_batch(l, &b)) != GM_LOADER_END) {
 		if (rc == GM_LOADER_END_OF_EPOCH) {
 			eoe++;
 			expect_e++;
@@ -410,6 +428,118 @@ static void test_bad_files_fail(void **state)
 	gm_loader_close(l);
 }
 
+/* A file replaced by a FIFO after indexing is a per-sample error naming it, not a
+ * worker blocked for ever on the open; the run finishes. A deadline turns a hang
+ * into a failure. */
+static void test_fifo_in_the_tree_is_a_per_sample_error(void **state)
+{
+	(void)state;
+	char dir[64], p[160], q[160], err[512];
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_loader_stats st;
+	struct gm_batch b;
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-loaderfifo"), 0);
+	assert_int_equal(gm_synth_write(dir, 30, 2, 4, 0, NULL, err, sizeof(err)), 0);
+	small_opts(&o, dir, 2);
+	/* The reader refuses the FIFO without opening it. Only a read that had looked
+	 * at the file just before the swap opens the FIFO: the lease deadline ends
+	 * that one (the batch is made again and then sees the FIFO). */
+	o.lease_timeout_ms = 1000;
+	alarm(60);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/class_01/fifo", dir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(q, sizeof(q), "%s/class_01/img_000007.jpg", dir);
+	assert_int_equal(rename(p, q), 0); /* atomically: the reader sees a file or a FIFO */
+	int rc, batches = 0;
+	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		assert_true(rc >= 0);
+		batches += rc == 0;
+	}
+	assert_int_equal(batches, 2 * 2); /* 30 samples, 16 a batch, 2 epochs */
+	gm_loader_stats(l, &st);
+	assert_true(st.errors >= 1); /* epoch 1 at least (epoch 0 may have read it before) */
+	assert_in_range(st.worker_deaths, 0, 1);
+	const char *path, *msg;
+	int named = 0;
+	for (uint64_t i = 0; gm_loader_error(l, i, &path, &msg) == 0; i++)
+		named |= !strcmp(path, q) && strstr(msg, "not a regular file");
+	gm_loader_close(l);
+	assert_true(named);
+	alarm(0);
+	gm_test_rm_tree(dir);
+}
+
+/* A dataset of only bad files is an error, not batches of zeros labelled -1:
+ * gm_loader_next says so naming files, and bench exits non-zero. */
+static void test_all_bad_dataset_is_an_error(void **state)
+{
+	(void)state;
+	char dir[64], p[160];
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-loaderallbad"), 0);
+	for (int c = 0; c < 2; c++) {
+		snprintf(p, sizeof(p), "%s/class_%d", dir, c);
+		assert_int_equal(mkdir(p, 0755), 0);
+		for (int i = 0; i < 5; i++) {
+			snprintf(p, sizeof(p), "%s/class_%d/bad_%d.jpg", dir, c, i);
+			assert_int_equal(gm_synth_write_bad(p, (enum gm_synth_bad)(i % 5), 1), 0);
+		}
+	}
+	small_opts(&o, dir, 2);
+	o.batch_size = 4;
+	assert_int_equal(gm_loader_open(&l, &o, p, sizeof(p)), 0);
+	assert_int_equal(gm_loader_next(l, &b), -ENODATA);
+	const char *m = gm_loader_errmsg(l);
+	assert_non_null(strstr(m, "gm_loader_next: no good sample left"));
+	assert_non_null(strstr(m, "/bad_"));
+	assert_int_equal(gm_loader_next(l, &b), -ENODATA); /* it stays there */
+	gm_loader_close(l);
+	/* bench: non-zero */
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		char *argv[] = {"bench", dir, "--batch", "4", "--size", "32", "--quiet", NULL};
+		_exit(gm_cmd_bench(7, argv));
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
+	gm_test_rm_tree(dir);
+}
+
+/* An interrupted wait (-EINTR) loses nothing: called again, the loader goes on
+ * with the same batches, with and without a consumer-side shuffle_buffer (whose
+ * output batch may be half drawn when the wait is interrupted). */
+static void test_interrupted_waits_lose_nothing(void **state)
+{
+	(void)state;
+	static const char *specs[] = {NULL, "read | decode | random_resized_crop 48 | flip | "
+					    "batch 16 | shuffle_buffer 40"};
+	for (int k = 0; k < 2; k++) {
+		struct gm_loader_opts o;
+		uint64_t h1[32], h2[32];
+		int n1, n2;
+		small_opts(&o, good_dir, 2);
+		o.pipeline = specs[k];
+		assert_int_equal(run_all(&o, h1, 32, &n1, NULL), 0);
+		interrupt_each = true;
+		int rc = run_all(&o, h2, 32, &n2, NULL);
+		interrupt_each = false;
+		assert_int_equal(rc, 0);
+		assert_int_equal(n1, n2);
+		assert_memory_equal(h1, h2, (size_t)n1 * sizeof(h1[0]));
+	}
+}
+
 static void test_open_errors(void **state)
 {
 	(void)state;
@@ -686,9 +816,12 @@ static void test_resume_gives_same_remaining_batches(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_all_bad_dataset_is_an_error),
 	    cmocka_unit_test(test_bad_files_fail),
 	    cmocka_unit_test(test_bad_files_skip),
 	    cmocka_unit_test(test_epoch_contents_and_labels),
+	    cmocka_unit_test(test_fifo_in_the_tree_is_a_per_sample_error),
+	    cmocka_unit_test(test_interrupted_waits_lose_nothing),
 	    cmocka_unit_test(test_float32_output),
 	    cmocka_unit_test(test_float16_output),
 	    cmocka_unit_test(test_shards_same_batches),

@@ -422,6 +422,49 @@ static void test_read_fixed(void **state)
 	unlink(p2);
 }
 
+/* A FIFO (or a device) among the files is refused without being opened for
+ * reading, which would wait for a writer for ever (an io_uring OPENAT as much as
+ * open()): -ESPIPE for it, the other files read as usual. By path and as a
+ * registered file. A deadline turns a hang into a failure. */
+static void test_fifo_never_blocks(void **state)
+{
+	static struct seen s;
+	static char paths[4][128];
+	static const char *pp[4];
+	static uint64_t hints[4];
+	static struct ranges g;
+	struct gm_reader *r;
+	(void)state;
+	NEED_URING();
+	make_set(&s, paths, pp, hints, 4, "fifo");
+	assert_int_equal(unlink(paths[1]), 0);
+	assert_int_equal(mkfifo(paths[1], 0600), 0);
+	pp[2] = "/dev/zero";
+	alarm(20);
+	assert_int_equal(gm_reader_create(&r, 4), 0);
+	assert_int_equal(gm_reader_read(r, pp, hints, 4, check_cb, &s), 0);
+	assert_int_equal(s.err[1], -ESPIPE);
+	assert_int_equal(s.err[2], -ESPIPE);
+	assert_int_equal(s.err[0], 0);
+	assert_int_equal(s.err[3], 0);
+	assert_int_equal(s.bad[3], 0);
+	gm_reader_destroy(r);
+	/* a shard kept open in the file table */
+	const char *files[] = {paths[1], paths[0]};
+	unsigned fi[2] = {0, 1};
+	uint64_t lens[2] = {10, 10};
+	memset(&g, 0, sizeof(g));
+	g.n = 2;
+	assert_int_equal(gm_reader_create_files(&r, 2, files, 2), 0);
+	if (gm_reader_fixed_files(r)) {
+		assert_int_equal(gm_reader_read_fixed(r, fi, g.off, lens, 2, range_cb, &g), 0);
+		assert_int_equal(g.err[0], -ESPIPE);
+	}
+	gm_reader_destroy(r);
+	alarm(0);
+	unlink(paths[1]);
+}
+
 static void test_streaming_delivery(void **state)
 {
 	/* The last file does not exist when the batch starts; the first callback
@@ -667,6 +710,7 @@ PREAD_TWIN(test_read_fixed)
 PREAD_TWIN(test_streaming_delivery)
 PREAD_TWIN(test_early_stop)
 PREAD_TWIN(test_empty_batch_and_bad_args)
+PREAD_TWIN(test_fifo_never_blocks)
 
 int main(void)
 {
@@ -687,6 +731,8 @@ int main(void)
 	    cmocka_unit_test(test_streaming_delivery_pread),
 	    cmocka_unit_test(test_early_stop_pread),
 	    cmocka_unit_test(test_empty_batch_and_bad_args_pread),
+	    cmocka_unit_test(test_fifo_never_blocks),
+	    cmocka_unit_test(test_fifo_never_blocks_pread),
 	    cmocka_unit_test(test_init_flag_fallback),
 	    cmocka_unit_test(test_register_failure),
 	    cmocka_unit_test(test_submit_failure),

@@ -34,13 +34,22 @@ struct gm_loader_opts {
 	uint64_t start_batch;	/* resume: first batch index within `epoch` */
 	uint32_t slots;		/* ring slots (power of two; 0 = automatic) */
 	enum gm_on_error on_error;
-	bool drop_last;		/* drop the last short batch of an epoch */
-	bool shuffle;		/* per-epoch permutation (default true) */
-	bool no_pin;		/* never cudaHostRegister the ring */
-	uint32_t chaos_kill_ms; /* testing: SIGKILL a random worker every N ms (0: off) */
-	uint32_t max_workers;	/* auto: CPU budget in workers (0: online CPUs) */
-	const char *node;	/* node agent socket: workers run in the agent (NULL: here);
-				 * then `workers` is the most the agent may give (0: no cap) */
+	bool drop_last;		   /* drop the last short batch of an epoch */
+	bool shuffle;		   /* per-epoch permutation (default true) */
+	bool no_pin;		   /* never cudaHostRegister the ring */
+	uint32_t chaos_kill_ms;	   /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t max_workers;	   /* auto: CPU budget in workers (0: online CPUs) */
+	const char *node;	   /* node agent socket: workers run in the agent (NULL: here);
+				    * then `workers` is the most the agent may give (0: no cap) */
+	uint32_t lease_timeout_ms; /* a worker whose batch makes no progress (no sample
+				    * finished) for this long is killed and the batch
+				    * re-issued; 0: GM_LEASE_TIMEOUT_MS */
 };
+
+/* Default lease progress deadline: long enough for one sample to be read and
+ * decoded on a loaded machine, short enough that a stuck worker (SIGSTOP, a hung
+ * network file system) is replaced within seconds. At most GM_MAX_LEASE_MS. */
+#define GM_LEASE_TIMEOUT_MS 5000u
+#define GM_MAX_LEASE_MS	    86400000u /* one day */
 
 #endif

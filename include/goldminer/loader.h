@@ -89,12 +89,26 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char 
  * if it was not released. Returns 0 (batch filled), GM_LOADER_END_OF_EPOCH (1,
  * returned once after the last batch of each epoch; the next call starts the next
  * epoch), GM_LOADER_END (2, all requested epochs delivered), or -errno:
- * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file), -EIO.
+ * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file),
+ * -ENODATA (a bad sample and no good one to replace it: every file bad, or all
+ * of the next 64 in epoch order; errmsg names files), -EIO (the workers cannot
+ * run, or keep stalling), -EINTR (a signal, see gm_loader_interrupt).
  */
 #define GM_LOADER_END_OF_EPOCH 1
 /* (python/goldminer/_abi.py mirrors both; test_abi.py reads them as written) */
 #define GM_LOADER_END 2
 int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
+
+/*
+ * A wait in gm_loader_next for a batch that is not ready returns -EINTR (the
+ * loader stays at that batch; call again to go on) when a signal handler runs
+ * during it, so Ctrl-C or SIGTERM is seen even while every worker is stuck. A
+ * signal that lands just outside the kernel's wait gives no EINTR: a handler that
+ * must not be missed also calls gm_loader_interrupt(l), which is
+ * async-signal-safe; the wait under way, or the next one, then returns -EINTR
+ * within 100 ms.
+ */
+void gm_loader_interrupt(struct gm_loader *l);
 
 /* Give the batch's slot back to the workers early. 0 or -EINVAL. */
 int gm_loader_release(struct gm_loader *l, struct gm_batch *b);

@@ -7,6 +7,10 @@
  * PR_SET_PDEATHSIG, which is tied to the forking thread, kills them if this
  * process dies), waits on their pidfds (poll, no polling loop), reaps them, hands
  * a dead worker's leased tasks back (gm_ring_reclaim) and forks a replacement.
+ * It also watches every lease: a worker that finishes no sample of its batch for
+ * cfg.lease_timeout_ms is SIGKILLed (and a line on stderr names the sample it
+ * was stuck on), so its batch is made again; a sample that stalls workers twice
+ * is quarantined like one that crashes them.
  * The pool is sized by gm_pool_set_target/gm_pool_fix, or, with cfg.autoscale, by
  * the elastic controller (elastic.h) every GM_ELASTIC_TICK_MS. Two owners: a
  * loader with its workers in this process (loader.c), and the node agent, one
@@ -39,6 +43,8 @@ struct gm_pool_cfg {
 	bool autoscale;		       /* the elastic controller sizes the pool (workers = auto) */
 	uint32_t budget;	       /* ... within this many workers */
 	uint32_t chaos_kill_ms;	       /* testing: SIGKILL a random worker every N ms (0: off) */
+	uint32_t lease_timeout_ms;     /* kill a lease holder that finishes no sample for this
+					* long and re-issue its batch (0: not watched) */
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -19,7 +19,9 @@ struct gm_reader;
 /*
  * Called once per file, in completion order. i: index into the paths array.
  * data/len: the whole file contents (valid only during the call); err: 0 or -errno
- * of the failed open/read (data NULL then). A non-zero return stops the batch
+ * of the failed open/read (data NULL then); -ESPIPE for a path that is not a
+ * regular file (a FIFO, socket or device: refused without being opened for
+ * reading, so it never blocks), -EISDIR for a directory. A non-zero return stops the batch
  * (remaining completions are drained, not delivered) and is returned by
  * gm_reader_read().
  */

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define GM_RING_MAGIC	 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
-#define GM_RING_VERSION	 1
+#define GM_RING_VERSION	 2
 #define GM_RING_MAX_ERRS 8   /* error records kept per batch (count is exact) */
 #define GM_RING_MSG	 112 /* bytes of one error message */
 #define GM_RING_NO_END	 UINT64_MAX
@@ -63,6 +63,11 @@ struct gm_slot_ctl {
 	uint32_t n_recs;	     /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
+	/* (version 2) worker.c, issue 10: 1 + the task whose progress the done/err bits hold
+	 * (0: none). A worker clears the bits before it stores this, so a worker
+	 * killed between its claim and that clearing never lets the next one trust
+	 * the previous task's bits. Written by the lease holder only. */
+	_Atomic uint64_t bits_task;
 };
 
 /* The header page. Fields above `consumed` are written once at creation. */
@@ -173,7 +178,8 @@ void gm_ring_publish(struct gm_ring *r, uint32_t slot);
 /* Worker: sleep until work_seq differs from seq (futex), or timeout_ms passes. */
 void gm_ring_wait_work(struct gm_ring *r, uint32_t seq, int timeout_ms);
 
-/* Consumer: wait until task's slot is READY. 0, or -ETIMEDOUT after timeout_ms. */
+/* Consumer: wait until task's slot is READY. 0, -ETIMEDOUT after timeout_ms, or
+ * -EINTR when a signal handler ran during the wait (the caller decides). */
 int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
 
 /* Consumer: hand the slot of task `consumed` back for task consumed + N. */

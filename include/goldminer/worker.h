@@ -20,6 +20,11 @@
 struct gm_ring;
 struct gm_dataset;
 
+/* A bad sample is replaced by the first good one among the next this many in
+ * epoch order; when all of them are bad too, the batch fails with -ENODATA
+ * (its slot's status) instead of carrying a made-up sample. */
+#define GM_WORKER_SUBSTITUTE_TRIES 64
+
 struct gm_worker_cfg {
 	struct gm_ring *ring;	     /* mapped ring (inherited or attached) */
 	const struct gm_dataset *ds; /* the index, read-only */

@@ -71,6 +71,7 @@ class LoaderOpts(ctypes.Structure):
         ("chaos_kill_ms", ctypes.c_uint32),
         ("max_workers", ctypes.c_uint32),
         ("node", ctypes.c_char_p),
+        ("lease_timeout_ms", ctypes.c_uint32),
     ]
 
 

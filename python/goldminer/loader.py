@@ -116,6 +116,14 @@ def _raise(rc, msg, fn):
     raise e
 
 
+def _check_signals():
+    # PyErr_CheckSignals through ctypes.pythonapi (which keeps the GIL and raises
+    # what the handlers raised).
+    f = ctypes.pythonapi.PyErr_CheckSignals
+    f.restype, f.argtypes = ctypes.c_int, []
+    f()
+
+
 def _close_handle(L, handle, pid):
     # weakref.finalize callback: must not reference the Loader.
     if handle and os.getpid() == pid:
@@ -175,6 +183,8 @@ class Loader:
     chaos_kill_ms  testing: SIGKILL a random worker every N ms (batches stay the same).
     node       path of a node agent's socket (`goldminer node`): the workers run in
                the agent; None: here, as children of this process.
+    lease_timeout_ms  a worker whose batch makes no progress this long is killed
+               and the batch made again (0: the library's default, 5000).
 
     Raises GoldminerError (an OSError with the C message) when the dataset or an
     option is rejected, ValueError for options the binding itself rejects: a
@@ -187,7 +197,8 @@ class Loader:
                  output="uint8", on_error="skip", *, epochs=0, size=224, mode="train",
                  scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
-                 pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None):
+                 pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None,
+                 lease_timeout_ms=0):
         self._h = None
         self._live = []  # weak references to the buffers of views handed out
         if output not in _OUTPUTS:
@@ -231,6 +242,8 @@ class Loader:
             mean = _floats_arg("mean", mean, 3)
         if std is not None:
             std = _floats_arg("std", std, 3)
+        lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms, 0, 86400000,
+                                    "(0: the library's default)")
         self._L = lib()
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
@@ -238,7 +251,8 @@ class Loader:
                         ratio=ratio, flip_p=flip_p, resize=resize, mean=mean, std=std,
                         max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
                         slots=slots, start_batch=start_batch, pin=pin, copy=copy,
-                        chaos_kill_ms=chaos_kill_ms, max_workers=max_workers, node=node)
+                        chaos_kill_ms=chaos_kill_ms, max_workers=max_workers, node=node,
+                        lease_timeout_ms=lease_timeout_ms)
         self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
         self._nworkers = nworkers
         self._open(epoch, epochs, start_batch)
@@ -265,6 +279,7 @@ class Loader:
         o.no_pin = not kw["pin"]
         o.chaos_kill_ms = kw["chaos_kill_ms"]
         o.max_workers = kw["max_workers"]
+        o.lease_timeout_ms = kw["lease_timeout_ms"]
         o.node = os.fsencode(kw["node"]) if kw["node"] is not None else None
         a = o.aug
         a.mode = _MODES[kw["mode"]]
@@ -409,6 +424,11 @@ class Loader:
             return None
         raw = self._raw
         rc = self._L.gm_loader_next(h, ctypes.byref(raw))
+        while rc == -errno.EINTR:
+            # A signal arrived while the C library waited: run Python's handlers
+            # now (Ctrl-C raises KeyboardInterrupt here), then wait on (PEP 475).
+            _check_signals()
+            rc = self._L.gm_loader_next(h, ctypes.byref(raw))
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_next")
         if rc == _abi.GM_LOADER_END_OF_EPOCH:
