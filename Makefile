@@ -25,6 +25,10 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luring -ljpeg)
 override CFLAGS += $(PKG_CFLAGS)
 LDLIBS := $(PKG_LIBS) -lm -pthread
+# libmicrohttpd serves `goldminer node --metrics`: the binary links it, the
+# library (what Python loads) does not.
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 # CUDA: on when the toolkit is found, unless CUDA=0.
 CUDA_HOME ?= /usr/local/cuda
@@ -80,16 +84,18 @@ $(B)/libgoldminer.so: $(LIB_OBJS)
 $(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(B)/cmd/%.o: override CFLAGS += $(MHD_CFLAGS)
+
 $(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(MHD_LIBS)
 
 # Tests may declare extra link flags in a comment line: "// LDFLAGS: -Wl,--wrap=..."
 $(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) -Icmd -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
-		$(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) -lcmocka
+		$(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) $(MHD_LIBS) -lcmocka
 
 $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
@@ -188,8 +194,9 @@ fuzz-seeds: $(B)/libgoldminer.a
 GPU_B ?= build-gpu
 gpu-bundle: deps
 	$(Q)$(MAKE) --no-print-directory B=$(GPU_B) CUDA=1 LDFLAGS='-Wl,-rpath,\$$$$ORIGIN/lib' all
-	$(Q)mkdir -p $(GPU_B)/lib && for f in $$(ldd $(GPU_B)/goldminer | \
-		awk '/liburing|libjpeg|libcudart/ {print $$3}'); do cp -L "$$f" $(GPU_B)/lib/; done
+	$(Q)mkdir -p $(GPU_B)/lib && for f in $$(ldd $(GPU_B)/goldminer | awk '$$3 ~ /^\// && \
+		$$1 !~ /^(libc|libm|libpthread|libdl|librt|ld-linux[^ ]*)\.so/ {print $$3}'); do \
+		cp -L "$$f" $(GPU_B)/lib/; done
 	$(Q)ls $(GPU_B)/lib && readelf -d $(GPU_B)/libgoldminer.so | grep -i 'runpath\|rpath'
 
 plots:
@@ -208,6 +215,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
+	libmicrohttpd-dev \
 	python3-venv python3-setuptools python3-wheel
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \

@@ -12,13 +12,26 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "metrics.h"
 #include "goldminer/limits.h"
 #include "goldminer/node.h"
 #include "goldminer/ring.h"
 
 #define CMD "node"
 
-enum { O_CPUS, O_MEM, O_IDLE, O_CONNS, O_SOCKET, O_STATUS, O_SCALE, O_QUIET, O_HELP, O_N };
+enum {
+	O_CPUS,
+	O_MEM,
+	O_IDLE,
+	O_CONNS,
+	O_SOCKET,
+	O_METRICS,
+	O_STATUS,
+	O_SCALE,
+	O_QUIET,
+	O_HELP,
+	O_N
+};
 
 static const struct cmd_opt opts[O_N] = {
     [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
@@ -28,6 +41,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_IDLE] = {"idle-ms", "N", 0, "close a connection that sends no request for N ms (5000)"},
     [O_CONNS] = {"max-conns", "N", 0, "connections (each job is one) held at once (64)"},
     [O_SOCKET] = {"socket", "PATH", 0, "the agent's socket (default below)"},
+    [O_METRICS] = {"metrics", "ADDR", 0,
+		   "serve Prometheus metrics at http://ADDR/metrics: PORT (127.0.0.1), "
+		   "HOST:PORT; off by default"},
     [O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
     [O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
     [O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
@@ -59,11 +75,30 @@ static void on_term(int sig)
 	node_stop = 1;
 }
 
-/* Run the agent in the foreground until SIGINT or SIGTERM. */
-static int run_agent(const struct gm_node_opts *o)
+static void publish(void *arg, const char *text, size_t len)
+{
+	gm_metrics_publish(arg, text, len); /* -ENOMEM keeps the last snapshot */
+}
+
+/* Run the agent in the foreground until SIGINT or SIGTERM; with metrics_addr,
+ * its state is served over HTTP from a snapshot taken every tick. */
+static int run_agent(struct gm_node_opts *o, const char *metrics_addr)
 {
 	char err[2048];
 	struct sigaction sa;
+	struct gm_metrics *m = NULL;
+	int rc = 0;
+
+	if (metrics_addr) {
+		if (gm_metrics_start(&m, metrics_addr, err, sizeof(err))) {
+			fprintf(stderr, "goldminer " CMD ": --metrics: %s\n", err);
+			return 1;
+		}
+		o->on_tick = publish;
+		o->tick_arg = m;
+		fprintf(stderr, "goldminer " CMD ": metrics on port %u (GET /metrics)\n",
+			gm_metrics_port(m));
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
@@ -72,9 +107,10 @@ static int run_agent(const struct gm_node_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	if (gm_node_run(o, &node_stop, err, sizeof(err))) {
 		fprintf(stderr, "goldminer " CMD ": %s\n", err);
-		return 1;
+		rc = 1;
 	}
-	return 0;
+	gm_metrics_stop(m);
+	return rc;
 }
 
 /* --status or --scale: one exchange with a running agent. */
@@ -147,5 +183,5 @@ int gm_cmd_node(int argc, char **argv)
 		return ask_agent(o.socket_path, false, scale_pid, scale_n);
 	if (val[O_STATUS])
 		return ask_agent(o.socket_path, true, 0, 0);
-	return run_agent(&o);
+	return run_agent(&o, val[O_METRICS]);
 }

@@ -568,6 +568,8 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	b->size = ctl->n;
 	b->n_errors = nerr;
 	l->errors += nerr;
+	/* for the node agent's metrics (relaxed counter, like c_samples) */
+	atomic_fetch_add_explicit(&l->h->c_errors, nerr, memory_order_relaxed);
 	b->data = gm_ring_data(l->ring, slot);
 	b->sample_bytes = l->sample_bytes;
 	b->labels = gm_ring_labels(l->ring, slot);

@@ -63,6 +63,10 @@ struct job {
 	uint32_t fixed;	     /* pool size fixed by SCALE (0: policy) */
 	uint32_t workers;    /* what the agent last gave it */
 	double demand, rate; /* last measurement (0 = none yet) */
+	/* metrics: the ring's consumer counters at the previous tick */
+	uint64_t m_samples, m_wait_ns;
+	int64_t m_ms;
+	double m_rate, m_stall; /* delivered img/s and blocked share over that tick */
 	char root[4096];
 };
 
@@ -74,6 +78,8 @@ struct agent {
 	uint64_t mem;	    /* memory budget of all rings, bytes */
 	uint32_t idle_ms;   /* close a job-less connection silent this long */
 	uint32_t max_conns; /* entries of jobs[] in use at most */
+	void (*on_tick)(void *arg, const char *text, size_t len);
+	void *tick_arg;
 	struct job jobs[MAX_JOBS];
 };
 
@@ -285,6 +291,135 @@ static void status_json(struct agent *a, char *buf, size_t len)
 	}
 	if (off < len)
 		snprintf(buf + off, len - off, "]}");
+}
+
+/* Delivered img/s and the consumer's blocked share since the last tick, from the
+ * ring's consumer counters (relaxed: a tick's figures, not a transaction). */
+static void sample_rates(struct job *j, int64_t now)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+	uint64_t s = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
+	if (j->m_ms && now > j->m_ms) {
+		double dt = (double)(now - j->m_ms) / 1e3;
+		j->m_rate = (double)(s - j->m_samples) / dt;
+		j->m_stall = (double)(w - j->m_wait_ns) / 1e9 / dt;
+		j->m_stall = j->m_stall < 0 ? 0 : j->m_stall > 1 ? 1 : j->m_stall;
+	}
+	j->m_samples = s;
+	j->m_wait_ns = w;
+	j->m_ms = now;
+}
+
+/* One metric family's header, then one sample per job. */
+#define FAMILY(name, type, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
+
+static size_t job_metrics(struct agent *a, char *buf, size_t len)
+{
+	static const struct {
+		const char *head;
+		int what;
+	} fam[] = {
+	    {FAMILY("goldminer_job_img_per_s", "gauge",
+		    "Samples delivered per second over the last tick."),
+	     0},
+	    {FAMILY("goldminer_job_stall_ratio", "gauge",
+		    "Share of the last tick the consumer spent waiting for a batch."),
+	     1},
+	    {FAMILY("goldminer_job_samples_total", "counter", "Samples delivered to the consumer."),
+	     2},
+	    {FAMILY("goldminer_job_workers_granted", "gauge", "Workers the agent gives the job."),
+	     3},
+	    {FAMILY("goldminer_job_workers_alive", "gauge",
+		    "Worker processes of the job alive now."),
+	     4},
+	    {FAMILY("goldminer_job_worker_deaths_total", "counter",
+		    "Workers that died without being asked to."),
+	     5},
+	    {FAMILY("goldminer_job_bad_samples_total", "counter",
+		    "Bad samples met in delivered batches."),
+	     6},
+	};
+	size_t off = 0;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]) && off < len; f++) {
+		off += (size_t)snprintf(buf + off, len - off, "%s", fam[f].head);
+		for (int i = 0; i < MAX_JOBS && off < len; i++) {
+			struct job *j = &a->jobs[i];
+			if (!j->pool)
+				continue;
+			struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+			double v[] = {j->m_rate,
+				      j->m_stall,
+				      (double)atomic_load(&h->c_samples),
+				      j->workers,
+				      atomic_load(&h->p_alive),
+				      (double)atomic_load(&h->p_deaths),
+				      (double)atomic_load(&h->c_errors)};
+			off += (size_t)snprintf(
+			    buf + off, len - off, "%.*s{pid=\"%d\"} %.6g\n",
+			    (int)(strchr(fam[f].head + 7, ' ') - (fam[f].head + 7)),
+			    fam[f].head + 7, (int)j->pid, v[fam[f].what]);
+		}
+	}
+	return off < len ? off : len;
+}
+
+/* The agent's state in the Prometheus text format (node, then per job). */
+static size_t metrics_text(struct agent *a, char *buf, size_t len)
+{
+	int nj;
+	uint64_t mem = used_mem(a, &nj);
+	uint32_t alive = 0;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			alive += atomic_load(&gm_ring_hdr(gm_pool_ring(a->jobs[i].pool))->p_alive);
+	size_t off = (size_t)snprintf(
+	    buf, len,
+	    FAMILY("goldminer_node_cpu_budget", "gauge", "Worker processes the agent may run (its CPU budget).") "goldminer_node_cpu_budget %u\n" FAMILY(
+		"goldminer_node_workers_granted", "gauge",
+		"Workers granted to jobs now (CPU use).") "goldminer_node_workers_granted "
+							  "%u\n" FAMILY("goldminer_node_workers_"
+									"alive",
+									"gauge",
+									"Worker processes alive "
+									"now.") "goldminer_node_"
+										"workers_alive "
+										"%u\n" FAMILY("gold"
+											      "mine"
+											      "r_"
+											      "node"
+											      "_job"
+											      "s",
+											      "gaug"
+											      "e",
+											      "Jobs"
+											      " att"
+											      "ache"
+											      "d.") "goldminer_node_jobs %d\n" FAMILY("goldminer_node_mem_budget_bytes",
+																      "gauge",
+																      "Memory budget of all rings.") "goldminer_node_mem_budget_bytes %" PRIu64
+																				     "\n" FAMILY(
+																					 "goldminer_node_mem_used_bytes",
+																					 "gauge",
+																					 "Memory of the rings of attached jobs.") "goldminer_node_mem_used_bytes %" PRIu64
+																										  "\n",
+	    a->budget, used_workers(a), alive, nj, a->mem, mem);
+	if (off >= len)
+		return len;
+	return off + job_metrics(a, buf + off, len - off);
+}
+
+static void publish_metrics(struct agent *a)
+{
+	static char buf[64 * 1024];
+	int64_t now = now_ms();
+	if (!a->on_tick)
+		return;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			sample_rates(&a->jobs[i], now);
+	size_t n = metrics_text(a, buf, sizeof(buf));
+	a->on_tick(a->tick_arg, buf, n);
 }
 
 /* SCALE: fix a job's pool (this connection's, or the one of consumer req->pid). */
@@ -553,6 +688,8 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 	}
 	a->idle_ms = o->idle_ms ? o->idle_ms : GM_NODE_IDLE_MS;
 	a->max_conns = o->max_conns ? o->max_conns : GM_NODE_MAX_CONNS;
+	a->on_tick = o->on_tick;
+	a->tick_arg = o->tick_arg;
 	*out = a;
 	return 0;
 }
@@ -582,6 +719,7 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 	int64_t now = now_ms();
 	if (now - *last >= GM_ELASTIC_TICK_MS) {
 		rebalance(a);
+		publish_metrics(a);
 		*last = now;
 	}
 }

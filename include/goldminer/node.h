@@ -37,6 +37,11 @@ struct gm_node_opts {
 	uint32_t idle_ms;	 /* close a job-less connection silent this long;
 				    0 = GM_NODE_IDLE_MS */
 	uint32_t max_conns;	 /* 1..GM_NODE_MAX_CONNS; 0 = GM_NODE_MAX_CONNS */
+	/* Called from the agent's loop after every tick (GM_ELASTIC_TICK_MS) with the
+	 * agent's state in the Prometheus text format (text[len], valid during the
+	 * call); NULL: not formatted. `goldminer node --metrics` serves it over HTTP. */
+	void (*on_tick)(void *arg, const char *text, size_t len);
+	void *tick_arg;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

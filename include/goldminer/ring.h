@@ -91,6 +91,7 @@ struct gm_ring_hdr {
 	_Atomic uint64_t c_wait_ns;		 /* consumer time blocked in next() */
 	_Atomic uint64_t c_work_ns;		 /* worker time of delivered batches */
 	_Atomic uint64_t c_waiting;		 /* 1 while the consumer is blocked in next() */
+	_Atomic uint64_t c_errors;		 /* (v2) bad samples in delivered batches */
 	/* coordinator -> consumer, for stats (the consumer may be another process) */
 	_Alignas(64) _Atomic uint32_t p_alive, p_target;
 	_Atomic uint64_t p_deaths, p_reissued, p_chaos_kills, p_detect_max, p_detect_sum;
