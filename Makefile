@@ -137,7 +137,7 @@ sanitize:
 # loaded one). A real deadlock times out every time and fails.
 TSAN_B := build-tsan
 TSAN_TESTS := $(TSAN_B)/tests/test_ring $(TSAN_B)/tests/test_loader $(TSAN_B)/tests/test_node \
-	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos
+	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos $(TSAN_B)/tests/test_lease
 tsan: deps
 	$(Q)$(MAKE) --no-print-directory B=$(TSAN_B) CUDA=0 \
 		CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \

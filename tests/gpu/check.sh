@@ -19,6 +19,10 @@ fi
 nvidia-smi -L
 if [ -x "$B/goldminer" ] && [ -f "$B/libgoldminer.so" ] && [ -d "$B/lib" ]; then
 	echo "# using the prebuilt bundle in $B (make gpu-bundle)"
+	# The bundle's libraries find each other here too (libmicrohttpd's own
+	# dependencies have no run path of their own).
+	LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export LD_LIBRARY_PATH
 else
 	CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 	if [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
