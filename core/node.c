@@ -311,102 +311,95 @@ static void sample_rates(struct job *j, int64_t now)
 	j->m_ms = now;
 }
 
-/* One metric family's header, then one sample per job. */
-#define FAMILY(name, type, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
-
-static size_t job_metrics(struct agent *a, char *buf, size_t len)
+/* Append to buf[*off..len) like snprintf; *off stays <= len. */
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
 {
-	static const struct {
-		const char *head;
-		int what;
-	} fam[] = {
-	    {FAMILY("goldminer_job_img_per_s", "gauge",
-		    "Samples delivered per second over the last tick."),
-	     0},
-	    {FAMILY("goldminer_job_stall_ratio", "gauge",
-		    "Share of the last tick the consumer spent waiting for a batch."),
-	     1},
-	    {FAMILY("goldminer_job_samples_total", "counter", "Samples delivered to the consumer."),
-	     2},
-	    {FAMILY("goldminer_job_workers_granted", "gauge", "Workers the agent gives the job."),
-	     3},
-	    {FAMILY("goldminer_job_workers_alive", "gauge",
-		    "Worker processes of the job alive now."),
-	     4},
-	    {FAMILY("goldminer_job_worker_deaths_total", "counter",
-		    "Workers that died without being asked to."),
-	     5},
-	    {FAMILY("goldminer_job_bad_samples_total", "counter",
-		    "Bad samples met in delivered batches."),
-	     6},
-	};
-	size_t off = 0;
-	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]) && off < len; f++) {
-		off += (size_t)snprintf(buf + off, len - off, "%s", fam[f].head);
-		for (int i = 0; i < MAX_JOBS && off < len; i++) {
-			struct job *j = &a->jobs[i];
-			if (!j->pool)
-				continue;
-			struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
-			double v[] = {j->m_rate,
-				      j->m_stall,
-				      (double)atomic_load(&h->c_samples),
-				      j->workers,
-				      atomic_load(&h->p_alive),
-				      (double)atomic_load(&h->p_deaths),
-				      (double)atomic_load(&h->c_errors)};
-			off += (size_t)snprintf(
-			    buf + off, len - off, "%.*s{pid=\"%d\"} %.6g\n",
-			    (int)(strchr(fam[f].head + 7, ' ') - (fam[f].head + 7)),
-			    fam[f].head + 7, (int)j->pid, v[fam[f].what]);
-		}
-	}
-	return off < len ? off : len;
+	va_list ap;
+	if (*off >= len)
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	*off = n < 0 ? len : (size_t)n >= len - *off ? len : *off + (size_t)n;
 }
 
-/* The agent's state in the Prometheus text format (node, then per job). */
+struct family {
+	const char *name, *type, *help;
+};
+
+static void put_family(char *buf, size_t len, size_t *off, const struct family *f)
+{
+	put(buf, len, off, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
+}
+
+/* One value of a per-job family (index into job_families). */
+static double job_value(const struct job *j, int what)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+	switch (what) {
+	case 0:
+		return j->m_rate;
+	case 1:
+		return j->m_stall;
+	case 2:
+		return (double)atomic_load(&h->c_samples);
+	case 3:
+		return j->workers;
+	case 4:
+		return atomic_load(&h->p_alive);
+	case 5:
+		return (double)atomic_load(&h->p_deaths);
+	default:
+		return (double)atomic_load(&h->c_errors);
+	}
+}
+
+static const struct family job_families[] = {
+    {"goldminer_job_img_per_s", "gauge", "Samples delivered per second over the last tick."},
+    {"goldminer_job_stall_ratio", "gauge",
+     "Share of the last tick the consumer spent waiting for a batch."},
+    {"goldminer_job_samples_total", "counter", "Samples delivered to the consumer."},
+    {"goldminer_job_workers_granted", "gauge", "Workers the agent gives the job."},
+    {"goldminer_job_workers_alive", "gauge", "Worker processes of the job alive now."},
+    {"goldminer_job_worker_deaths_total", "counter", "Workers that died without being asked to."},
+    {"goldminer_job_bad_samples_total", "counter", "Bad samples met in delivered batches."},
+};
+
+static const struct family node_families[] = {
+    {"goldminer_node_cpu_budget", "gauge", "Worker processes the agent may run (its CPU budget)."},
+    {"goldminer_node_workers_granted", "gauge", "Workers granted to jobs now (CPU use)."},
+    {"goldminer_node_workers_alive", "gauge", "Worker processes alive now."},
+    {"goldminer_node_jobs", "gauge", "Jobs attached."},
+    {"goldminer_node_mem_budget_bytes", "gauge", "Memory budget of all rings."},
+    {"goldminer_node_mem_used_bytes", "gauge", "Memory of the rings of attached jobs."},
+};
+
+/* The agent's state in the Prometheus text format: node families, then one
+ * sample per job of each job family (label pid = the consumer's pid). */
 static size_t metrics_text(struct agent *a, char *buf, size_t len)
 {
 	int nj;
 	uint64_t mem = used_mem(a, &nj);
 	uint32_t alive = 0;
+	size_t off = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].pool)
 			alive += atomic_load(&gm_ring_hdr(gm_pool_ring(a->jobs[i].pool))->p_alive);
-	size_t off = (size_t)snprintf(
-	    buf, len,
-	    FAMILY("goldminer_node_cpu_budget", "gauge", "Worker processes the agent may run (its CPU budget).") "goldminer_node_cpu_budget %u\n" FAMILY(
-		"goldminer_node_workers_granted", "gauge",
-		"Workers granted to jobs now (CPU use).") "goldminer_node_workers_granted "
-							  "%u\n" FAMILY("goldminer_node_workers_"
-									"alive",
-									"gauge",
-									"Worker processes alive "
-									"now.") "goldminer_node_"
-										"workers_alive "
-										"%u\n" FAMILY("gold"
-											      "mine"
-											      "r_"
-											      "node"
-											      "_job"
-											      "s",
-											      "gaug"
-											      "e",
-											      "Jobs"
-											      " att"
-											      "ache"
-											      "d.") "goldminer_node_jobs %d\n" FAMILY("goldminer_node_mem_budget_bytes",
-																      "gauge",
-																      "Memory budget of all rings.") "goldminer_node_mem_budget_bytes %" PRIu64
-																				     "\n" FAMILY(
-																					 "goldminer_node_mem_used_bytes",
-																					 "gauge",
-																					 "Memory of the rings of attached jobs.") "goldminer_node_mem_used_bytes %" PRIu64
-																										  "\n",
-	    a->budget, used_workers(a), alive, nj, a->mem, mem);
-	if (off >= len)
-		return len;
-	return off + job_metrics(a, buf + off, len - off);
+	double node[] = {a->budget, used_workers(a), alive, nj, (double)a->mem, (double)mem};
+	for (size_t f = 0; f < sizeof(node_families) / sizeof(node_families[0]); f++) {
+		put_family(buf, len, &off, &node_families[f]);
+		put(buf, len, &off, "%s %.17g\n", node_families[f].name, node[f]);
+	}
+	for (size_t f = 0; f < sizeof(job_families) / sizeof(job_families[0]); f++) {
+		put_family(buf, len, &off, &job_families[f]);
+		for (int i = 0; i < MAX_JOBS; i++)
+			if (a->jobs[i].pool)
+				put(buf, len, &off, "%s{pid=\"%d\"} %.6g\n", job_families[f].name,
+				    (int)a->jobs[i].pid, job_value(&a->jobs[i], (int)f));
+	}
+	return off;
 }
 
 static void publish_metrics(struct agent *a)
