@@ -3,7 +3,8 @@
  * two processes over TCP loopback (UCX_TLS=tcp): the bytes a parent puts land
  * in the child's mapping; a put outside the registered range is refused by
  * gm_ucx_put before UCX sees it (the bytes beside the region stay zero); a put
- * to a killed peer fails within its deadline; a connect to a closed port and
+ * to a killed peer fails within its deadline, one to a stopped peer ends at
+ * its deadline with the endpoint closed; a connect to a closed port and
  * a corrupt region blob are refused.
  *
  * The child (forked before either side creates UCX) maps a memfd, registers
@@ -317,6 +318,46 @@ static void test_put_to_dead_peer_fails_in_deadline(void **state)
 #endif
 }
 
+/* A peer that stops progressing (SIGSTOP): the delivered put cannot complete,
+ * so it ends at its deadline, the endpoint closed by force (src free again). */
+static void test_put_to_stopped_peer_times_out(void **state)
+{
+	(void)state;
+#ifndef GM_HAVE_UCX
+	skip();
+#else
+	struct peer pe;
+	struct gm_ucx *u;
+	struct gm_ucx_ep *ep;
+	struct gm_ucx_rkey *k;
+	peer_start(&pe);
+	connect_peer(&pe, &u, &ep, &k);
+	uint8_t *src = calloc(1, PUT_LEN);
+	assert_non_null(src);
+	assert_int_equal(gm_ucx_put(ep, k, 0, src, PUT_LEN, 0, TMO), 0);
+	kill(pe.pid, SIGSTOP);
+	int tmo = 500;
+	double t0 = now_ms();
+	int rc = gm_ucx_put(ep, k, 0, src, PUT_LEN, 0, tmo);
+	double dt = now_ms() - t0;
+	print_message("put to a stopped peer: %d after %.0f ms: %s\n", rc, dt, gm_ucx_errmsg(u));
+	assert_int_equal(rc, -ETIMEDOUT);
+	assert_in_range((long)dt, tmo - 5, tmo + 1500);
+	assert_false(gm_ucx_ep_alive(ep));
+	assert_non_null(strstr(gm_ucx_errmsg(u), "deadline passed"));
+	memset(src, 0xab, PUT_LEN); /* ours again: UCX let go of it */
+	free(src);
+	gm_ucx_rkey_destroy(k);
+	gm_ucx_ep_close(ep, 1000);
+	gm_ucx_destroy(u);
+	kill(pe.pid, SIGKILL);
+	waitpid(pe.pid, NULL, 0);
+	live_child = 0;
+	close(pe.from_child);
+	close(pe.to_child);
+#endif
+}
+
 static void test_connect_refused_and_bad_blob(void **state)
 {
 	(void)state;
@@ -385,6 +426,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_put_lands_in_peer_memfd, teardown_child),
 	    cmocka_unit_test_teardown(test_put_outside_region_refused, teardown_child),
 	    cmocka_unit_test_teardown(test_put_to_dead_peer_fails_in_deadline, teardown_child),
+	    cmocka_unit_test_teardown(test_put_to_stopped_peer_times_out, teardown_child),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
