@@ -10,6 +10,7 @@
 #   make plots      gnuplot figures from sim output
 #   make deps       install missing Debian packages
 #   make CUDA=0     build without the CUDA runtime (pinning skipped)
+#   make UCX=0      build without UCX (core/ucx.c left out; its tests skip)
 
 B ?= build
 # The release: the library's version, its SONAME major (libgoldminer.so.0) and
@@ -40,6 +41,16 @@ override CFLAGS += -DGM_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
 
+# UCX (RMA puts into a peer's ring, core/ucx.c): on when pkg-config finds it,
+# unless UCX=0.
+ifeq ($(UCX),)
+UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1 || echo 0)
+endif
+ifeq ($(UCX),1)
+override CFLAGS += -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
+LDLIBS += $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
+endif
+
 ifeq ($(V),1)
 Q :=
 else
@@ -48,7 +59,8 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(wildcard core/*.c) $(wildcard sim/*.c))
+LIB_SRCS := $(sort $(filter-out $(if $(filter 1,$(UCX)),,core/ucx.c),$(wildcard core/*.c)) \
+	$(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -119,7 +131,7 @@ test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
 sanitize:
-	$(Q)$(MAKE) --no-print-directory B=build-san CUDA=$(CUDA) \
+	$(Q)$(MAKE) --no-print-directory B=build-san CUDA=$(CUDA) UCX=$(UCX) \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
@@ -273,11 +285,12 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PC_LIBS_PRIVATE := -lm -pthread $(if $(filter 1,$(CUDA)),-L$(CUDA_HOME)/lib64 -lcudart)
+PC_REQUIRES_PRIVATE := $(PKGS) $(if $(filter 1,$(UCX)),ucx)
 $(B)/goldminer.pc: Makefile
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: goldminer' \
 		'Description: stateless JPEG data workers feeding shared-memory rings pinned for GPU DMA' \
-		'Version: $(VERSION)' 'Requires.private: $(PKGS)' \
+		'Version: $(VERSION)' 'Requires.private: $(PC_REQUIRES_PRIVATE)' \
 		'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lgoldminer' \
 		'Libs.private: $(PC_LIBS_PRIVATE)' 'Cflags: -I$${includedir}' >$@
 $(B)/goldminer.1: $(B)/goldminer cmd/mkman.sh
