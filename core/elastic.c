@@ -147,3 +147,40 @@ void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t b
 	for (size_t k = 0; k < n; k++)
 		want[k] = k < m && w[k] ? w[k] : 1;
 }
+
+static uint32_t held(uint32_t target, uint32_t retiring, uint32_t alive)
+{
+	return target + retiring > alive ? target + retiring : alive;
+}
+
+/* One more worker for job k if the capacity allows it; true when given. */
+static bool grant_one(const uint32_t *retiring, const uint32_t *alive, size_t k, uint32_t capacity,
+		      uint32_t *used, uint32_t *target)
+{
+	uint32_t before = held(target[k], retiring[k], alive[k]);
+	uint32_t after = held(target[k] + 1, retiring[k], alive[k]);
+	if (*used + (after - before) > capacity)
+		return false;
+	*used += after - before;
+	target[k]++;
+	return true;
+}
+
+uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const uint32_t *alive,
+			  size_t n, uint32_t capacity, uint32_t *target)
+{
+	uint32_t used = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (want[k] < target[k])
+			target[k] = want[k];
+		used += held(target[k], retiring[k], alive[k]);
+	}
+	for (size_t k = 0; k < n; k++)
+		if (!target[k] && want[k])
+			grant_one(retiring, alive, k, capacity, &used, target);
+	for (size_t k = 0; k < n; k++)
+		while (target[k] < want[k] &&
+		       grant_one(retiring, alive, k, capacity, &used, target))
+			;
+	return used;
+}

@@ -81,4 +81,21 @@ struct gm_elastic_share {
 void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t budget,
 		       uint32_t *want);
 
+/*
+ * Move the pools of n jobs towards a division without ever holding more than
+ * `capacity` workers. Job k now has target[k] (what its pool is sized to),
+ * retiring[k] workers asked to go but not yet reaped, and alive[k] worker
+ * processes; from now on it can have at most held_k = max(target + retiring,
+ * alive) alive until its target is raised (see gm_pool_retiring). Shrinks are
+ * applied at once (target[k] = want[k]); a job grows only by what the others'
+ * held workers leave of the capacity, first one worker to every job that has
+ * none (a newcomer starts as soon as one worker is free), then in array order.
+ * target[] is updated in place; a job short of its want gets the rest on a later
+ * call, once retiring workers have exited (a retiring worker finishes its batch).
+ * Returns the sum of held_k after the update: <= capacity whenever it was
+ * before. Pure: no I/O.
+ */
+uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const uint32_t *alive,
+			  size_t n, uint32_t capacity, uint32_t *target);
+
 #endif
