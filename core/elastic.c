@@ -144,8 +144,23 @@ void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t b
 	}
 	if (m)
 		gm_policy_allocate(pj, m, budget, w); /* -ENOSPC still fills the minimums */
-	for (size_t k = 0; k < n; k++)
+	uint32_t sum = 0;
+	for (size_t k = 0; k < n; k++) {
 		want[k] = k < m && w[k] ? w[k] : 1;
+		sum += want[k];
+	}
+	/* Fixed sizes with the others' minimums may not fit: trim the largest wishes
+	 * (the youngest job first among equals) until the sum is max(budget, n),
+	 * which every job's one worker allows. */
+	uint32_t most = budget > n ? budget : (uint32_t)n;
+	while (sum > most) {
+		size_t big = 0;
+		for (size_t k = 1; k < n; k++)
+			if (want[k] >= want[big])
+				big = k;
+		want[big]--;
+		sum--;
+	}
 }
 
 static uint32_t held(uint32_t target, uint32_t retiring, uint32_t alive)

@@ -147,9 +147,31 @@ static void test_grant_counts_retirees_and_serves_empty_jobs_first(void **state)
 	assert_int_equal(t2[1], 0);
 }
 
+/* Two pools fixed at the whole budget (3) and a newcomer: the division never asks
+ * for more than the budget (else the newcomer would wait for ever for a CPU no
+ * one gives back); with more jobs than the budget, one worker each. */
+static void test_divide_never_exceeds_the_budget(void **state)
+{
+	(void)state;
+	struct gm_elastic_share sh[3] = {
+	    {.fixed = 3, .workers = 3}, {.fixed = 3, .workers = 0}, {.workers = 1}};
+	uint32_t w[3];
+	gm_elastic_divide(sh, 3, 3, w);
+	assert_int_equal(w[0] + w[1] + w[2], 3);
+	assert_int_equal(w[0], 1);
+	assert_int_equal(w[1], 1);
+	assert_int_equal(w[2], 1);
+	gm_elastic_divide(sh, 2, 3, w);
+	assert_int_equal(w[0], 2); /* the older keeps more among equals */
+	assert_int_equal(w[1], 1);
+	gm_elastic_divide(sh, 3, 2, w);
+	assert_int_equal(w[0] + w[1] + w[2], 3); /* max(budget 2, 3 jobs) */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_divide_never_exceeds_the_budget),
 	    cmocka_unit_test(test_grant_counts_retirees_and_serves_empty_jobs_first),
 	    cmocka_unit_test(test_grant_shrinks_first_then_grows_into_freed_cpus),
 	    cmocka_unit_test(test_grow_then_shrink),

@@ -75,8 +75,10 @@ struct gm_elastic_share {
  * d = one worker's measured rate and weight 1/D, so that one worker is worth "the
  * fraction of this trainer's demand it covers": the budget goes first to the jobs
  * furthest from being fed. A job not yet measured keeps what it has (at least
- * one worker), from what the measured jobs leave. Writes want[0..n), each >= 1.
- * n <= GM_ELASTIC_MAX_JOBS (more are left out, each wanting 1).
+ * one worker), from what the measured jobs leave. Writes want[0..n), each >= 1,
+ * summing to at most max(budget, n): fixed sizes that do not fit beside the
+ * others' one worker each are trimmed, the largest first (the youngest job among
+ * equals). n <= GM_ELASTIC_MAX_JOBS (more are left out, each wanting 1).
  */
 void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t budget,
 		       uint32_t *want);
