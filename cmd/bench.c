@@ -441,8 +441,17 @@ static void bench_report(const struct bench *b, double wall)
 	gm_loader_stats(b->l, &st);
 	report_errors(b, &st);
 	double n = (double)(st.samples ? st.samples : 1);
+	/* With --node the agent decides: report what it granted (the pool's size in
+	 * the ring header at the end of the run) and, apart, what was asked (0: no
+	 * cap, the agent's policy). Locally the pool is what was asked (auto: alive). */
+	int workers = b->o.workers ? b->o.workers : (int)st.workers;
+	char requested[48] = "";
+	if (b->o.node) {
+		workers = (int)st.target_workers;
+		snprintf(requested, sizeof(requested), ", \"workers_requested\": %d", b->o.workers);
+	}
 	printf("{\"img_per_s\": %.1f, \"images\": %" PRIu64 ", \"batches\": %" PRIu64
-	       ", \"epochs\": %" PRIu64 ", \"dataset\": %u, \"classes\": %u, \"workers\": %d"
+	       ", \"epochs\": %" PRIu64 ", \"dataset\": %u, \"classes\": %u, \"workers\": %d%s"
 	       ", \"batch\": %u, \"size\": %u, \"output\": \"%s\", \"mode\": \"%s\""
 	       ", \"wall_s\": %.3f, \"open_s\": %.3f"
 	       ", \"stage_ms\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
@@ -452,13 +461,12 @@ static void bench_report(const struct bench *b, double wall)
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
 	       ", \"pinned\": %s, \"cuda\": \"%s\", \"reader\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, b->epochs, st.dataset_size, st.num_classes,
-	       b->o.workers ? b->o.workers : (int)st.workers, st.batch_size, st.size,
-	       out_name(st.out), st.mode == GM_AUG_EVAL ? "eval" : "train", wall, b->open_s,
-	       st.read_ns / 1e6, st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6,
-	       st.wait_ns / 1e6, st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n,
-	       st.augment_ns / 1e3 / n, st.write_ns / 1e3 / n, st.errors, st.worker_deaths,
-	       st.reissued, st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable",
-	       b->reader);
+	       workers, requested, st.batch_size, st.size, out_name(st.out),
+	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, b->open_s, st.read_ns / 1e6,
+	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
+	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
+	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
+	       st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable", b->reader);
 	report_extras(b, &st, wall);
 	printf("}\n");
 	fflush(stdout);

@@ -144,6 +144,58 @@ void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t b
 	}
 	if (m)
 		gm_policy_allocate(pj, m, budget, w); /* -ENOSPC still fills the minimums */
-	for (size_t k = 0; k < n; k++)
+	uint32_t sum = 0;
+	for (size_t k = 0; k < n; k++) {
 		want[k] = k < m && w[k] ? w[k] : 1;
+		sum += want[k];
+	}
+	/* Fixed sizes with the others' minimums may not fit: trim the largest wishes
+	 * (the youngest job first among equals) until the sum is max(budget, n),
+	 * which every job's one worker allows. */
+	uint32_t most = budget > n ? budget : (uint32_t)n;
+	while (sum > most) {
+		size_t big = 0;
+		for (size_t k = 1; k < n; k++)
+			if (want[k] >= want[big])
+				big = k;
+		want[big]--;
+		sum--;
+	}
+}
+
+static uint32_t held(uint32_t target, uint32_t retiring, uint32_t alive)
+{
+	return target + retiring > alive ? target + retiring : alive;
+}
+
+/* One more worker for job k if the capacity allows it; true when given. */
+static bool grant_one(const uint32_t *retiring, const uint32_t *alive, size_t k, uint32_t capacity,
+		      uint32_t *used, uint32_t *target)
+{
+	uint32_t before = held(target[k], retiring[k], alive[k]);
+	uint32_t after = held(target[k] + 1, retiring[k], alive[k]);
+	if (*used + (after - before) > capacity)
+		return false;
+	*used += after - before;
+	target[k]++;
+	return true;
+}
+
+uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const uint32_t *alive,
+			  size_t n, uint32_t capacity, uint32_t *target)
+{
+	uint32_t used = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (want[k] < target[k])
+			target[k] = want[k];
+		used += held(target[k], retiring[k], alive[k]);
+	}
+	for (size_t k = 0; k < n; k++)
+		if (!target[k] && want[k])
+			grant_one(retiring, alive, k, capacity, &used, target);
+	for (size_t k = 0; k < n; k++)
+		while (target[k] < want[k] &&
+		       grant_one(retiring, alive, k, capacity, &used, target))
+			;
+	return used;
 }

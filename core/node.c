@@ -9,6 +9,19 @@
  * policy with the measured demand in place of the GPU-bound rate). A job not yet
  * measured keeps what it has (at least one worker).
  *
+ * The budget holds at every moment, not only once pools have settled. A division
+ * is a wish (job.want); apply_grants moves the pools towards it: shrinks at once,
+ * growth only into CPUs no worker holds any more (gm_elastic_grant). A retired
+ * worker finishes its batch before it exits, so a newcomer that arrives while the
+ * others hold the whole budget starts with no worker and gets its first one when
+ * a retiree has been reaped (within one batch of the others'; the agent looks
+ * every GRANT_POLL_MS while a job is short, and the lease watch bounds a stuck
+ * retiree). Invariant: the worker processes of all pools (p_alive) never number
+ * more than max(budget, jobs attached): every job holds at least one worker, so
+ * with more jobs than the budget each has exactly one. The one exception is a
+ * worker the lease watch kills between two looks of the agent: its replacement
+ * starts at once (pool.c), and the two overlap until the killed one is reaped.
+ *
  * No client can stall the loop or lock others out: sockets are non-blocking (a
  * request is one packet, read only when poll says it is there; replies are sent
  * with MSG_DONTWAIT), a connection without a job that sends nothing for idle_ms
@@ -61,7 +74,9 @@ struct job {
 	pid_t pid;	     /* the consumer's pid (SO_PEERCRED) */
 	uint32_t cap;	     /* most workers (0: budget) */
 	uint32_t fixed;	     /* pool size fixed by SCALE (0: policy) */
-	uint32_t workers;    /* what the agent last gave it */
+	uint32_t want;	     /* what the division last gave it (the agent's wish) */
+	uint32_t workers;    /* what its pool is sized to: want, or less while the
+			      * budget is still held by other jobs' workers */
 	double demand, rate; /* last measurement (0 = none yet) */
 	/* metrics: the ring's consumer counters at the previous tick */
 	uint64_t m_samples, m_wait_ns;
@@ -78,6 +93,7 @@ struct agent {
 	uint64_t mem;	    /* memory budget of all rings, bytes */
 	uint32_t idle_ms;   /* close a job-less connection silent this long */
 	uint32_t max_conns; /* entries of jobs[] in use at most */
+	bool short_;	    /* a job has fewer workers than its wish: look often */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
 	struct job jobs[MAX_JOBS];
@@ -129,6 +145,40 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	j->fd = -1;
 }
 
+#define GRANT_POLL_MS 5 /* how often the agent looks while a job is short of workers */
+
+/* Move every pool towards the division within the budget (see the file comment):
+ * true while some job still has fewer workers than it was given. */
+static bool apply_grants(struct agent *a)
+{
+	uint32_t want[MAX_JOBS], retiring[MAX_JOBS], alive[MAX_JOBS], target[MAX_JOBS];
+	int idx[MAX_JOBS], n = 0;
+	bool short_ = false;
+
+	for (int i = 0; i < MAX_JOBS; i++) {
+		struct job *j = &a->jobs[i];
+		if (!j->pool)
+			continue;
+		want[n] = j->want;
+		target[n] = j->workers;
+		/* retiring first, then p_alive (pool.h: a worker counted twice at worst) */
+		retiring[n] = gm_pool_retiring(j->pool);
+		alive[n] = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
+		idx[n++] = i;
+	}
+	uint32_t cap = a->budget > (uint32_t)n ? a->budget : (uint32_t)n;
+	gm_elastic_grant(want, retiring, alive, (size_t)n, cap, target);
+	for (int k = 0; k < n; k++) {
+		struct job *j = &a->jobs[idx[k]];
+		if (target[k] != j->workers) {
+			j->workers = target[k];
+			gm_pool_set_target(j->pool, (int)j->workers);
+		}
+		short_ |= j->workers < j->want;
+	}
+	return short_;
+}
+
 static uint32_t used_workers(const struct agent *a)
 {
 	uint32_t n = 0;
@@ -137,6 +187,17 @@ static uint32_t used_workers(const struct agent *a)
 			n += a->jobs[i].workers;
 	return n;
 }
+
+static uint32_t wanted_workers(const struct agent *a)
+{
+	uint32_t n = 0;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			n += a->jobs[i].want;
+	return n;
+}
+
+static bool divide(struct agent *a);
 
 static uint64_t used_mem(const struct agent *a, int *njobs)
 {
@@ -201,7 +262,7 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 	if (rc)
 		goto out_dataset;
 	gm_pool_cfg_init(&c, o, j->ds, j->bpe, first, end);
-	c.workers = 1; /* the agent sizes the pool */
+	c.workers = 0; /* the agent sizes the pool (apply_grants), within its budget */
 	rc = gm_pool_create(&j->pool, &c, why, sizeof(why));
 	if (rc)
 		goto out_dataset;
@@ -248,21 +309,26 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		return;
 	}
 	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
-	/* Start with the idle part of the budget (at least one worker), so a job does
-	 * not ramp up from one worker; the next rebalance corrects it by measurement. */
-	uint32_t used = used_workers(a), idle = used < a->budget ? a->budget - used : 0;
-	j->workers = idle ? idle : 1;
-	if (j->cap && j->workers > j->cap)
-		j->workers = j->cap;
-	gm_pool_set_target(j->pool, (int)j->workers);
+	/* Wish for the idle part of the budget (at least one worker), so a job does
+	 * not ramp up from one worker; the next rebalance corrects it by measurement.
+	 * The division makes room for it now (the others shrink), and its pool grows
+	 * only as the others' retired workers exit: it may start with none. */
+	uint32_t used = wanted_workers(a), idle = used < a->budget ? a->budget - used : 0;
+	j->want = idle ? idle : 1;
+	if (j->cap && j->want > j->cap)
+		j->want = j->cap;
+	j->workers = 0;
+	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
 	int n;
 	char mem[32];
 	human(mem, sizeof(mem), used_mem(a, &n));
-	logf_(a, "job pid %d attached: %s, batch %u; %u of %u workers, %s of memory in use",
-	      (int)j->pid, j->root, j->batch_size, used_workers(a), a->budget, mem);
+	logf_(a,
+	      "job pid %d attached: %s, batch %u; %u of %u workers in use (%u given to it so "
+	      "far), %s of memory in use",
+	      (int)j->pid, j->root, j->batch_size, used_workers(a), a->budget, j->workers, mem);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
@@ -273,10 +339,15 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		n += a->jobs[i].pool != NULL;
 	int nj;
 	uint64_t mem = used_mem(a, &nj);
-	off += (size_t)snprintf(buf + off, len - off,
-				"{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"mem_budget\": "
-				"%" PRIu64 ", \"mem_used\": %" PRIu64 ", \"job\": [",
-				a->budget, n, used_workers(a), a->mem, mem);
+	uint32_t all = 0;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			all += atomic_load(&gm_ring_hdr(gm_pool_ring(a->jobs[i].pool))->p_alive);
+	off +=
+	    (size_t)snprintf(buf + off, len - off,
+			     "{\"budget\": %u, \"jobs\": %d, \"workers\": %u, \"alive\": %u, "
+			     "\"mem_budget\": %" PRIu64 ", \"mem_used\": %" PRIu64 ", \"job\": [",
+			     a->budget, n, used_workers(a), all, a->mem, mem);
 	int k = 0;
 	for (int i = 0; i < MAX_JOBS && off < len; i++) {
 		struct job *j = &a->jobs[i];
@@ -556,8 +627,10 @@ static int close_idle(struct agent *a, int cap)
 	return (int)next;
 }
 
-/* Re-divide the budget among the attached jobs (see the file comment). */
-static void rebalance(struct agent *a)
+/* Re-divide the budget among the attached jobs with their last measurements
+ * (see the file comment), then apply what the budget allows: true while a job is
+ * short of its share. */
+static bool divide(struct agent *a)
 {
 	struct gm_elastic_share sh[MAX_JOBS];
 	uint32_t w[MAX_JOBS];
@@ -567,37 +640,46 @@ static void rebalance(struct agent *a)
 		struct job *j = &a->jobs[i];
 		if (!j->pool)
 			continue;
-		double d, r;
-		if (gm_pool_measure(j->pool, &d, &r)) {
-			j->demand = d;
-			j->rate = r;
-		}
 		sh[n] = (struct gm_elastic_share){.fixed = j->fixed,
 						  .cap = j->cap,
-						  .workers = j->workers,
+						  .workers = j->want,
 						  .demand = j->demand,
 						  .rate = j->rate};
 		idx[n++] = i;
 	}
 	if (!n)
-		return;
+		return false;
 	gm_elastic_divide(sh, (size_t)n, a->budget, w);
 	for (int k = 0; k < n; k++) {
 		struct job *j = &a->jobs[idx[k]];
 		uint32_t want = w[k];
-		if (want != j->workers) {
+		if (want != j->want) {
 			if (j->rate)
 				logf_(a,
 				      "job pid %d: %u -> %u workers (demand %.0f img/s, one worker "
 				      "%.0f img/s)",
-				      (int)j->pid, j->workers, want, j->demand, j->rate);
+				      (int)j->pid, j->want, want, j->demand, j->rate);
 			else
 				logf_(a, "job pid %d: %u -> %u workers (not measured yet)",
-				      (int)j->pid, j->workers, want);
-			j->workers = want;
+				      (int)j->pid, j->want, want);
+			j->want = want;
 		}
-		gm_pool_set_target(j->pool, (int)want);
 	}
+	return apply_grants(a);
+}
+
+/* Measure every job, then re-divide (the tick). */
+static void rebalance(struct agent *a)
+{
+	for (int i = 0; i < MAX_JOBS; i++) {
+		struct job *j = &a->jobs[i];
+		double d, r;
+		if (j->pool && gm_pool_measure(j->pool, &d, &r)) {
+			j->demand = d;
+			j->rate = r;
+		}
+	}
+	a->short_ = divide(a);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -701,7 +783,7 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		pfd[n].events = POLLIN;
 		map[n++] = i;
 	}
-	int wait = close_idle(a, GM_ELASTIC_TICK_MS);
+	int wait = close_idle(a, a->short_ ? GRANT_POLL_MS : GM_ELASTIC_TICK_MS);
 	if (poll(pfd, (nfds_t)n, wait) > 0) {
 		for (int k = 1; k < n; k++)
 			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
@@ -714,6 +796,8 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		rebalance(a);
 		publish_metrics(a);
 		*last = now;
+	} else if (a->short_) {
+		a->short_ = apply_grants(a);
 	}
 }
 

@@ -80,6 +80,9 @@ struct gm_pool {
 	bool autoscale; /* under mu: the elastic controller sizes the pool */
 	struct wk wk[GM_MAX_WORKERS];
 	int nwk; /* coordinator thread only */
+	/* workers asked to go (retired, or killed by the lease watch) and not yet
+	 * reaped: written by the coordinator, read by gm_pool_retiring */
+	_Atomic uint32_t retiring;
 	int consecutive_deaths;
 	uint64_t consumed_at_last_death;
 	struct strikes crash[64], stall[64]; /* samples that crashed / stalled workers */
@@ -203,7 +206,11 @@ static void on_exit_of(struct gm_pool *p, int i)
 	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
 	close(w.pidfd);
 	p->wk[i] = p->wk[--p->nwk];
+	/* p_alive goes down before retiring: a reader that loads retiring first, then
+	 * p_alive (node.c, apply_grants) may count a worker twice, never not at all */
 	atomic_fetch_sub(&p->h->p_alive, 1);
+	if (w.retiring)
+		atomic_fetch_sub(&p->retiring, 1);
 
 	uint32_t crash_sample;
 	uint32_t n = gm_ring_reclaim(p->ring, (uint32_t)w.pid, &crash_sample);
@@ -259,6 +266,7 @@ static void adjust_pool(struct gm_pool *p, int target)
 		if (p->wk[i].retiring)
 			continue;
 		p->wk[i].retiring = true;
+		atomic_fetch_add(&p->retiring, 1);
 		kill(p->wk[i].pid, SIGUSR1);
 		active--;
 	}
@@ -280,8 +288,8 @@ static void set_target_locked(struct gm_pool *p, int n)
 
 void gm_pool_set_target(struct gm_pool *p, int workers)
 {
-	if (workers < 1)
-		workers = 1;
+	if (workers < 0)
+		workers = 0;
 	if (workers > GM_MAX_WORKERS)
 		workers = GM_MAX_WORKERS;
 	pthread_mutex_lock(&p->mu);
@@ -405,6 +413,8 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	kill(pid, SIGKILL);
 	w->stalled = true;
 	w->stall_ns = now;
+	if (!w->retiring)
+		atomic_fetch_add(&p->retiring, 1);
 	w->retiring = true; /* a replacement starts now, not when this one is reaped */
 }
 
@@ -485,8 +495,11 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 			if (pfd[i].revents) {
 				waitpid(p->wk[i].pid, NULL, 0);
 				close(p->wk[i].pidfd);
+				bool retiring = p->wk[i].retiring;
 				p->wk[i] = p->wk[--p->nwk];
 				atomic_fetch_sub(&p->h->p_alive, 1);
+				if (retiring)
+					atomic_fetch_sub(&p->retiring, 1);
 			}
 		}
 	}
@@ -723,6 +736,11 @@ void gm_pool_fix(struct gm_pool *p, int workers)
 	p->autoscale = false; /* an explicit size wins over the controller */
 	pthread_mutex_unlock(&p->mu);
 	poke(p);
+}
+
+uint32_t gm_pool_retiring(struct gm_pool *p)
+{
+	return atomic_load(&p->retiring);
 }
 
 int gm_pool_measure(struct gm_pool *p, double *demand, double *worker_rate)

@@ -4,6 +4,8 @@
  * (core/policy.c). A greedy consumer grows the pool to the CPU budget; a slow one
  * (a trainer whose GPU step takes 40 ms) shrinks it to the one worker that keeps
  * its stall low. Assertions are on the pool size reached, with generous deadlines.
+ * gm_elastic_grant (the node agent's way to a division within its budget) is
+ * checked by hand on small cases.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/elastic.h"
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
@@ -93,9 +96,84 @@ static void test_grow_then_shrink(void **state)
 	gm_loader_close(l);
 }
 
+/* Hand-checked: job 0 holds the whole budget of 2, newcomer 1 wants 1. The shrink
+ * is applied at once, the newcomer waits while job 0's retiree is alive, then
+ * starts; never more than 2 held. */
+static void test_grant_shrinks_first_then_grows_into_freed_cpus(void **state)
+{
+	(void)state;
+	uint32_t want[2] = {1, 1}, retiring[2] = {0, 0}, alive[2] = {2, 0}, t[2] = {2, 0};
+	/* job 0 not yet retired (its coordinator has not acted): 2 alive, held 2 */
+	assert_int_equal(gm_elastic_grant(want, retiring, alive, 2, 2, t), 2);
+	assert_int_equal(t[0], 1);
+	assert_int_equal(t[1], 0);
+	/* retired, not yet exited: 1 active + 1 retiring, held still 2 */
+	retiring[0] = 1;
+	assert_int_equal(gm_elastic_grant(want, retiring, alive, 2, 2, t), 2);
+	assert_int_equal(t[1], 0);
+	/* the retiree exited: one CPU free, the newcomer starts */
+	retiring[0] = 0;
+	alive[0] = 1;
+	assert_int_equal(gm_elastic_grant(want, retiring, alive, 2, 2, t), 2);
+	assert_int_equal(t[0], 1);
+	assert_int_equal(t[1], 1);
+}
+
+/* Hand-checked: a job's own retiree counts against its growth (target 1, one
+ * retiring, alive 2: raising it to 2 would run 3); jobs without workers come
+ * first; a shrink never waits. */
+static void test_grant_counts_retirees_and_serves_empty_jobs_first(void **state)
+{
+	(void)state;
+	uint32_t want[3] = {3, 1, 0}, retiring[3] = {1, 0, 0}, alive[3] = {2, 0, 1},
+		 t[3] = {1, 0, 1};
+	/* capacity 4: held 2 + 0 + 0 (job 2 shrinks to 0, but its worker is alive: 1) = 3 */
+	assert_int_equal(gm_elastic_grant(want, retiring, alive, 3, 4, t), 4);
+	assert_int_equal(t[2], 0);
+	assert_int_equal(t[1], 1); /* the empty job got the one free CPU, not job 0 */
+	assert_int_equal(t[0], 1);
+	/* job 2's worker and job 0's retiree exit: two free, job 0 grows to 3 */
+	retiring[0] = 0;
+	alive[0] = 1;
+	alive[1] = 1;
+	alive[2] = 0;
+	assert_int_equal(gm_elastic_grant(want, retiring, alive, 3, 4, t), 4);
+	assert_int_equal(t[0], 3);
+	assert_int_equal(t[1], 1);
+	/* already over (a lease-watch overlap): no growth, shrinks still apply */
+	uint32_t w2[2] = {2, 1}, r2[2] = {1, 0}, a2[2] = {3, 0}, t2[2] = {3, 0};
+	assert_int_equal(gm_elastic_grant(w2, r2, a2, 2, 2, t2), 3);
+	assert_int_equal(t2[0], 2);
+	assert_int_equal(t2[1], 0);
+}
+
+/* Two pools fixed at the whole budget (3) and a newcomer: the division never asks
+ * for more than the budget (else the newcomer would wait for ever for a CPU no
+ * one gives back); with more jobs than the budget, one worker each. */
+static void test_divide_never_exceeds_the_budget(void **state)
+{
+	(void)state;
+	struct gm_elastic_share sh[3] = {
+	    {.fixed = 3, .workers = 3}, {.fixed = 3, .workers = 0}, {.workers = 1}};
+	uint32_t w[3];
+	gm_elastic_divide(sh, 3, 3, w);
+	assert_int_equal(w[0] + w[1] + w[2], 3);
+	assert_int_equal(w[0], 1);
+	assert_int_equal(w[1], 1);
+	assert_int_equal(w[2], 1);
+	gm_elastic_divide(sh, 2, 3, w);
+	assert_int_equal(w[0], 2); /* the older keeps more among equals */
+	assert_int_equal(w[1], 1);
+	gm_elastic_divide(sh, 3, 2, w);
+	assert_int_equal(w[0] + w[1] + w[2], 3); /* max(budget 2, 3 jobs) */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_divide_never_exceeds_the_budget),
+	    cmocka_unit_test(test_grant_counts_retirees_and_serves_empty_jobs_first),
+	    cmocka_unit_test(test_grant_shrinks_first_then_grows_into_freed_cpus),
 	    cmocka_unit_test(test_grow_then_shrink),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

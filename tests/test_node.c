@@ -5,7 +5,9 @@
  * ways (an agent of another uid is refused by the client); the default socket's
  * directory is checked; idle connections cannot lock clients out; a refusal for a
  * limit is said in words; the memory budget refuses a job without disturbing the
- * others.
+ * others; a job that attaches while another holds the whole budget starts within
+ * it (the worker processes never outnumber the budget, polled every 2 ms), and
+ * `bench --node` reports the workers the agent granted.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -30,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "goldminer/checksum.h"
 #include "goldminer/loader.h"
 #include "goldminer/node.h"
@@ -687,16 +690,136 @@ static void test_default_socket_directory_is_checked(void **state)
 	gm_test_rm_tree(top);
 }
 
+/* The worker processes of all jobs in one --status snapshot (the sum of the jobs'
+ * "alive", read by the agent's thread in one pass), and the jobs; -1 on error. */
+static int alive_now(const char *path, int *jobs)
+{
+	char buf[2048];
+	if (gm_node_status(path, buf, sizeof(buf)))
+		return -1;
+	const char *p = strstr(buf, "\"jobs\": "), *q = strstr(buf, "\"job\": [");
+	if (!p || !q)
+		return -1;
+	*jobs = atoi(p + 8);
+	int n = 0;
+	while ((q = strstr(q, "\"alive\": ")))
+		n += atoi(q += 9);
+	return n;
+}
+
+/* Job A holds the whole budget (2) when job B attaches: at no moment may the
+ * worker processes of both outnumber it (the agent used to start B's pool with
+ * one worker before A's shrank: "3 of 2 workers in use"); B still gets a worker,
+ * once A's retiree has finished its batch, and delivers. */
+static void test_newcomer_starts_within_the_budget(void **state)
+{
+	(void)state;
+	char path[128], err[1024];
+	struct gm_loader *a, *b;
+	struct gm_loader_opts o;
+	struct gm_batch x;
+	int jobs, p[2];
+	snprintf(path, sizeof(path), "%s/two.sock", dir);
+	struct gm_node_opts no = {.socket_path = path, .cpus = 2, .idle_ms = IDLE_MS};
+	pid_t pid = start_agent_with(&no);
+	opts(&o, path);
+	o.epochs = 0;
+	o.workers = 0; /* no cap: A takes the whole idle budget */
+	assert_int_equal(gm_loader_open(&a, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 300 && alive_now(path, &jobs) != 2; i++)
+		usleep(10000);
+	assert_int_equal(alive_now(path, &jobs), 2);
+
+	/* the watcher: --status every 2 ms for 3 s; the most alive seen, and how
+	 * often both jobs were attached with 2 alive (B got its worker) */
+	assert_int_equal(pipe(p), 0);
+	pid_t w = fork();
+	if (w == 0) {
+		int most = 0, both = 0, polls = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			int n = alive_now(path, &jobs);
+			most = n > most ? n : most;
+			both += jobs == 2 && n == 2;
+			polls++;
+			usleep(2000);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		} while (t1.tv_sec - t0.tv_sec < 3);
+		int r[3] = {most, both, polls};
+		_exit(write(p[1], r, sizeof(r)) == sizeof(r) ? 0 : 1);
+	}
+	usleep(100000);
+	alarm(30); /* the deadline of the waits below: B must get a worker */
+	assert_int_equal(gm_loader_open(&b, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 12; i++) {
+		assert_true(gm_loader_next(b, &x) >= 0);
+		assert_true(gm_loader_next(a, &x) >= 0);
+	}
+	alarm(0);
+	int r[3];
+	assert_int_equal(read(p[0], r, sizeof(r)), sizeof(r));
+	waitpid(w, NULL, 0);
+	close(p[0]);
+	close(p[1]);
+	printf("# %d polls in 3 s: at most %d workers alive (budget 2); both jobs with 2 "
+	       "alive in %d\n",
+	       r[2], r[0], r[1]);
+	assert_true(r[2] > 100);
+	assert_in_range(r[0], 1, 2); /* the invariant */
+	assert_true(r[1] > 0);	     /* B did get its worker within the budget */
+	gm_loader_close(b);
+	gm_loader_close(a);
+	stop_agent(pid);
+}
+
+/* `bench --node` reports what the agent granted (2, its budget), not the 3 asked,
+ * which it reports apart. */
+static void test_bench_reports_the_workers_granted(void **state)
+{
+	(void)state;
+	char path[128], out[128], buf[4096] = "";
+	snprintf(path, sizeof(path), "%s/bench.sock", dir);
+	snprintf(out, sizeof(out), "%s/bench.json", dir);
+	struct gm_node_opts no = {.socket_path = path, .cpus = 2, .idle_ms = IDLE_MS};
+	pid_t pid = start_agent_with(&no);
+	pid_t c = fork();
+	if (c == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(1);
+		char *argv[] = {"bench",   dir,	 "--node", path, "--workers", "3", "--epochs", "1",
+				"--batch", "12", "--size", "40", "--quiet",   NULL};
+		_exit(gm_cmd_bench(13, argv));
+	}
+	int st;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	FILE *f = fopen(out, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	printf("# %s", buf);
+	const char *w = strstr(buf, "\"workers\": "), *q = strstr(buf, "\"workers_requested\": ");
+	assert_non_null(w);
+	assert_non_null(q);
+	assert_in_range(atoi(w + 11), 1, 2);
+	assert_int_equal(atoi(q + 21), 3);
+	stop_agent(pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),
+	    cmocka_unit_test(test_bench_reports_the_workers_granted),
 	    cmocka_unit_test(test_dead_client_frees_its_job),
 	    cmocka_unit_test(test_default_socket_directory_is_checked),
 	    cmocka_unit_test(test_idle_connections_do_not_lock_others_out),
 	    cmocka_unit_test(test_idle_job_yields_to_a_newcomer),
 	    cmocka_unit_test(test_malformed_request_and_missing_agent),
 	    cmocka_unit_test(test_memory_budget_refuses_a_job_and_keeps_the_others),
+	    cmocka_unit_test(test_newcomer_starts_within_the_budget),
 	    cmocka_unit_test(test_other_uid_refused),
 	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
 	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),

@@ -75,10 +75,29 @@ struct gm_elastic_share {
  * d = one worker's measured rate and weight 1/D, so that one worker is worth "the
  * fraction of this trainer's demand it covers": the budget goes first to the jobs
  * furthest from being fed. A job not yet measured keeps what it has (at least
- * one worker), from what the measured jobs leave. Writes want[0..n), each >= 1.
- * n <= GM_ELASTIC_MAX_JOBS (more are left out, each wanting 1).
+ * one worker), from what the measured jobs leave. Writes want[0..n), each >= 1,
+ * summing to at most max(budget, n): fixed sizes that do not fit beside the
+ * others' one worker each are trimmed, the largest first (the youngest job among
+ * equals). n <= GM_ELASTIC_MAX_JOBS (more are left out, each wanting 1).
  */
 void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t budget,
 		       uint32_t *want);
+
+/*
+ * Move the pools of n jobs towards a division without ever holding more than
+ * `capacity` workers. Job k now has target[k] (what its pool is sized to),
+ * retiring[k] workers asked to go but not yet reaped, and alive[k] worker
+ * processes; from now on it can have at most held_k = max(target + retiring,
+ * alive) alive until its target is raised (see gm_pool_retiring). Shrinks are
+ * applied at once (target[k] = want[k]); a job grows only by what the others'
+ * held workers leave of the capacity, first one worker to every job that has
+ * none (a newcomer starts as soon as one worker is free), then in array order.
+ * target[] is updated in place; a job short of its want gets the rest on a later
+ * call, once retiring workers have exited (a retiring worker finishes its batch).
+ * Returns the sum of held_k after the update: <= capacity whenever it was
+ * before. Pure: no I/O.
+ */
+uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const uint32_t *alive,
+			  size_t n, uint32_t capacity, uint32_t *target);
 
 #endif

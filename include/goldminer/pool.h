@@ -39,7 +39,7 @@ struct gm_pool_cfg {
 	struct gm_worker_cfg w;	       /* what the workers make; w.ring is set by gm_pool_create */
 	uint64_t first_task, end_task; /* the tasks of the ring (end: GM_RING_NO_END) */
 	uint32_t slots;		       /* ring slots, a power of two; 0: twice the first pool */
-	int workers;		       /* first pool size (>= 1) */
+	int workers;		       /* first pool size (>= 0; 0: none until a target) */
 	bool autoscale;		       /* the elastic controller sizes the pool (workers = auto) */
 	uint32_t budget;	       /* ... within this many workers */
 	uint32_t chaos_kill_ms;	       /* testing: SIGKILL a random worker every N ms (0: off) */
@@ -71,14 +71,23 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 struct gm_ring *gm_pool_ring(const struct gm_pool *p);
 
 /* Start the coordinator and wait until it has forked the first cfg.workers
- * workers. 0, or -errno with a message (then gm_pool_destroy the pool). */
+ * workers (0: none; the ring's consumer waits until gm_pool_set_target). 0, or -errno with a
+ * message (then gm_pool_destroy the pool). */
 int gm_pool_start(struct gm_pool *p, char *err, size_t errlen);
 
-/* Size the pool to `workers` (clamped to 1..GM_MAX_WORKERS); the controller, if
- * any, may change it again. gm_pool_fix sets the size and turns the controller
- * off (an explicit size wins). */
+/* Size the pool to `workers` (clamped to 0..GM_MAX_WORKERS; 0 parks the job: its
+ * workers retire and none starts); the controller, if any, may change it again.
+ * A smaller size retires workers: each finishes its batch, then exits. gm_pool_fix sets the size
+ * and turns the controller off (an explicit size wins). */
 void gm_pool_set_target(struct gm_pool *p, int workers);
 void gm_pool_fix(struct gm_pool *p, int workers);
+
+/* Workers asked to go (retired by a smaller size, or killed by the lease watch)
+ * that are not reaped yet: they still hold a CPU. With the ring header's p_alive
+ * (load this first, then p_alive: a worker is then counted twice at worst, never
+ * missed), the most workers the pool can have alive from now on, until its size is
+ * raised, is max(target + retiring, p_alive). Any thread. */
+uint32_t gm_pool_retiring(struct gm_pool *p);
 
 /* For an owner that runs the elastic controller itself (the node agent): the
  * pool's measurement window, see gm_elastic_measure. 1 when a new estimate is in
