@@ -42,13 +42,20 @@ LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
 
 # UCX (RMA puts into a peer's ring, core/ucx.c): on when pkg-config finds it,
-# unless UCX=0.
+# unless UCX=0. It is NOT in libgoldminer: loading UCX installs its memory hooks
+# (libucm patches mmap/madvise process-wide), which a trainer that only consumes
+# batches must not get (they also crash TSan builds). core/ucx.c goes into
+# libgoldminer-ucx.a, for the node agent's future remote workers and its tests.
 ifeq ($(UCX),)
 UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1 || echo 0)
 endif
+UCX_CFLAGS :=
+UCX_LIBS :=
+UCX_LIB :=
 ifeq ($(UCX),1)
-override CFLAGS += -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
-LDLIBS += $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
+UCX_CFLAGS := -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
+UCX_LIBS := $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
+UCX_LIB := $(B)/libgoldminer-ucx.a
 endif
 
 ifeq ($(V),1)
@@ -59,8 +66,7 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out $(if $(filter 1,$(UCX)),,core/ucx.c),$(wildcard core/*.c)) \
-	$(wildcard sim/*.c))
+LIB_SRCS := $(sort $(filter-out core/ucx.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -107,12 +113,20 @@ $(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) -Icmd -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
-		$(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) $(MHD_LIBS) -lcmocka
+		$(EXTRA_LIBS) $(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) $(MHD_LIBS) -lcmocka
 
 $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  BENCH   $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXTRA_LIBS) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+
+# The UCX transport and the two programs that use it (see UCX above).
+$(B)/core/ucx.o: override CFLAGS += $(UCX_CFLAGS)
+$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(B)/tests/test_ucx $(B)/bench/ucx_bench: override CFLAGS += $(UCX_CFLAGS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench: $(UCX_LIB)
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
@@ -285,7 +299,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PC_LIBS_PRIVATE := -lm -pthread $(if $(filter 1,$(CUDA)),-L$(CUDA_HOME)/lib64 -lcudart)
-PC_REQUIRES_PRIVATE := $(PKGS) $(if $(filter 1,$(UCX)),ucx)
+PC_REQUIRES_PRIVATE := $(PKGS)
 $(B)/goldminer.pc: Makefile
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: goldminer' \
