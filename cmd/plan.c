@@ -19,6 +19,7 @@
 
 #include "cmd.h"
 #include "goldminer/pipeline.h"
+#include "goldminer/util.h"
 
 #define CMD "plan"
 
@@ -74,21 +75,6 @@ static char *join_words(char **w, int n, bool *oom)
 	return spec;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 /* Parse, plan and print one spec. The exit status. */
 static int plan_spec(const char *spec, bool json)
 {
@@ -99,7 +85,7 @@ static int plan_spec(const char *spec, bool json)
 		fprintf(stderr, "goldminer plan: %s\n", err);
 		if (json) {
 			fputs("{\"error\":", stdout);
-			json_str(stdout, err);
+			gm_json_str(stdout, err);
 			fputs("}\n", stdout);
 		}
 		return r == -EINVAL ? 2 : 1;

@@ -16,6 +16,7 @@
  * alone, never by timing, so it is the same on every machine).
  */
 #include "goldminer/pipeline.h"
+#include "goldminer/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1031,21 +1032,6 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 	return ferror(f) ? -EIO : 0;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 {
 	const struct gm_aug_spec *s = &p->aug;
@@ -1053,18 +1039,18 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 	size_t sb = gm_pipeline_sample_bytes(p);
 
 	fputs("{\"spec\":", f);
-	json_str(f, p->canonical);
+	gm_json_str(f, p->canonical);
 	fputs(",\"ops\":[", f);
 	for (size_t i = 0; i < p->n; i++) {
 		op_reason(p, i, why, sizeof(why));
 		fprintf(f, "%s{\"index\":%zu,\"op\":", i ? "," : "", i + 1);
-		json_str(f, ops[p->op[i].id].name);
+		gm_json_str(f, ops[p->op[i].id].name);
 		fputs(",\"text\":", f);
-		json_str(f, p->op[i].text);
+		gm_json_str(f, p->op[i].text);
 		fprintf(f, ",\"kind\":\"%s\",\"where\":\"%s\",\"why\":",
 			gm_pipeline_kind_name(ops[p->op[i].id].kind),
 			i < p->n_worker ? "workers" : "consumer");
-		json_str(f, why);
+		gm_json_str(f, why);
 		fputc('}', f);
 	}
 	fprintf(f, "],\"n_worker_ops\":%zu,\"n_consumer_ops\":%zu,\"cut\":", p->n_worker,
@@ -1074,7 +1060,7 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 	else
 		fprintf(f, "%zu", p->n_worker + 1);
 	fputs(",\"cut_reason\":", f);
-	json_str(f, p->cut_reason);
+	gm_json_str(f, p->cut_reason);
 	fprintf(f, ",\"worker_complete\":%s", gm_pipeline_worker_complete(p) ? "true" : "false");
 	fprintf(f,
 		",\"aug\":{\"mode\":\"%s\",\"size\":%u,\"scale\":[%.9g,%.9g],\"ratio\":[%.9g,%.9g],"

@@ -106,3 +106,18 @@ const char *gm_write_cause(int err, const char *dir, char *buf, size_t len)
 		snprintf(buf, len, "%s", strerror(-err));
 	return buf;
 }
+
+void gm_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}

@@ -1,5 +1,5 @@
 /*
- * util.h - small helpers shared by core/ and sim/ (internal; not part of the
+ * util.h - small helpers shared by core/, sim/ and cmd/ (internal; not part of the
  * public API, no stability promise).
  */
 #ifndef GOLDMINER_UTIL_H
@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /*
  * printf into err[errlen] when err is non-NULL and errlen > 0; else nothing. A
@@ -29,5 +30,9 @@ int gm_grow_scratch(void **p, size_t *cap, size_t n, size_t min_cap);
  * strerror. Written into buf[len]; returns buf.
  */
 const char *gm_write_cause(int err, const char *dir, char *buf, size_t len);
+
+/* s as a JSON string literal on f: quotes, backslash and control characters
+ * escaped (\\u00XX); bytes >= 0x80 pass through (UTF-8 stays UTF-8). */
+void gm_json_str(FILE *f, const char *s);
 
 #endif
