@@ -684,17 +684,10 @@ static void rebalance(struct agent *a)
 
 static int listen_on(const char *path, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -errno;
-	}
+	struct sockaddr_un sa;
+	int fd = gm_wire_socket(path, &sa, err, errlen);
+	if (fd < 0)
+		return fd;
 	/* A live agent answers; a dead one left a stale file we may replace. (Under
 	 * this uid's own directory, or a path the user chose.) */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {

@@ -59,20 +59,30 @@ static int check_agent(int fd, const char *path, char *err, size_t errlen)
 	return -EACCES;
 }
 
-int gm_wire_connect(const char *path, char *err, size_t errlen)
+int gm_wire_socket(const char *path, struct sockaddr_un *sa, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path)) {
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path)) {
 		snprintf(err, errlen, "socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
-	strcpy(sa.sun_path, path);
+	strcpy(sa->sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		int e = -errno;
 		snprintf(err, errlen, "socket: %s", strerror(-e));
 		return e;
 	}
+	return fd;
+}
+
+int gm_wire_connect(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa;
+	int fd = gm_wire_socket(path, &sa, err, errlen);
+	if (fd < 0)
+		return fd;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = -errno;
 		close(fd);

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "goldminer/aug.h"
 #include "goldminer/job.h"
@@ -67,6 +68,11 @@ struct gm_node_reply {
  * PATH: why"; -EACCES "refusing the node agent at PATH: it runs as uid U ...".
  */
 int gm_wire_connect(const char *path, char *err, size_t errlen);
+
+/* A SOCK_SEQPACKET socket (close-on-exec) and path's address in *sa, for both the
+ * agent's listener and the client: the fd, or -ENAMETOOLONG / -errno with a
+ * message in err. */
+int gm_wire_socket(const char *path, struct sockaddr_un *sa, char *err, size_t errlen);
 
 /* The default socket path into buf: $XDG_RUNTIME_DIR/goldminer/goldminer.sock,
  * else /run/goldminer-<euid>/goldminer.sock. Returns buf. */
