@@ -204,6 +204,7 @@ static const struct {
 	ROW(shuffle, K_BOOL),
 	ROW(drop_last, K_BOOL),
 	ROW(chaos_kill_ms, K_U32),
+	ROW(lease_timeout_ms, K_U32),
 };
 // clang-format on
 #undef ROW

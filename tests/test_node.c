@@ -808,11 +808,53 @@ static void test_bench_reports_the_workers_granted(void **state)
 	stop_agent(pid);
 }
 
+/* Every loader option the agent needs crosses the wire and comes back equal (one
+ * table in wire.c maps both ways; lease_timeout_ms was not carried before). */
+static void test_options_survive_the_wire(void **state)
+{
+	struct gm_loader_opts o, back;
+	struct gm_node_req req;
+	(void)state;
+	gm_loader_opts_default(&o);
+	o.root = "/nonexistent/root";
+	o.workers = 3;
+	o.seed = 0x1234567890abcdefull;
+	o.start_batch = 7;
+	o.batch_size = 48;
+	o.epoch = 2;
+	o.epochs = 5;
+	o.slots = 8;
+	o.on_error = GM_ON_ERROR_FAIL;
+	o.shuffle = false;
+	o.drop_last = true;
+	o.chaos_kill_ms = 11;
+	o.lease_timeout_ms = 1234;
+	o.aug.size = 96;
+	assert_int_equal(gm_wire_attach_request(&req, &o), 0);
+	assert_true(gm_wire_request_valid(&req, (ssize_t)sizeof(req)));
+	gm_wire_request_opts(&req, &back);
+	assert_string_equal(back.root, "/nonexistent/root");
+	assert_int_equal(back.workers, 3);
+	assert_true(back.seed == o.seed);
+	assert_int_equal(back.start_batch, 7);
+	assert_int_equal(back.batch_size, 48);
+	assert_int_equal(back.epoch, 2);
+	assert_int_equal(back.epochs, 5);
+	assert_int_equal(back.slots, 8);
+	assert_int_equal(back.on_error, GM_ON_ERROR_FAIL);
+	assert_false(back.shuffle);
+	assert_true(back.drop_last);
+	assert_int_equal(back.chaos_kill_ms, 11);
+	assert_int_equal(back.lease_timeout_ms, 1234);
+	assert_memory_equal(&back.aug, &o.aug, sizeof(o.aug));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),
 	    cmocka_unit_test(test_bench_reports_the_workers_granted),
+	    cmocka_unit_test(test_options_survive_the_wire),
 	    cmocka_unit_test(test_dead_client_frees_its_job),
 	    cmocka_unit_test(test_default_socket_directory_is_checked),
 	    cmocka_unit_test(test_idle_connections_do_not_lock_others_out),

@@ -30,7 +30,7 @@
 #include "goldminer/job.h"
 
 #define GM_NODE_MAGIC	0x444e4d47u /* "GMND" */
-#define GM_NODE_VERSION 1
+#define GM_NODE_VERSION 2
 
 enum gm_node_msg {
 	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
@@ -47,6 +47,7 @@ struct gm_node_req {
 	uint64_t seed, start_batch;
 	uint32_t batch_size, epoch, epochs, slots;
 	uint32_t on_error, shuffle, drop_last, chaos_kill_ms;
+	uint32_t lease_timeout_ms; /* (version 2) the job's lease deadline, 0: default */
 };
 
 struct gm_node_reply {
