@@ -180,10 +180,7 @@ static int run(const struct gm_loader_opts *o, uint64_t *h, int max, int *n,
 			continue;
 		if (rc < 0)
 			break;
-		uint64_t x =
-		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
-		x = gm_checksum64(x, b.labels, b.size * sizeof(int32_t));
-		x = gm_checksum64(x, b.sample_ids, b.size * sizeof(uint32_t));
+		uint64_t x = gm_test_batch_hash(&b);
 		if (*n < max)
 			h[*n] = x;
 		(*n)++;

@@ -122,10 +122,7 @@ static int run_all(const struct gm_loader_opts *o, uint64_t *hashes, int max, in
 		assert_int_equal(b.epoch, expect_e);
 		assert_int_equal(b.index, expect_k);
 		expect_k++;
-		uint64_t h =
-		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
-		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		uint64_t h = gm_test_batch_hash(&b);
 		if (n < max)
 			hashes[n] = h;
 		n++;
@@ -613,10 +610,7 @@ static void test_sigkill_worker_loses_nothing(void **state)
 		if (rc == GM_LOADER_END_OF_EPOCH)
 			continue;
 		assert_int_equal(rc, 0);
-		uint64_t h =
-		    gm_checksum64(GM_CHECKSUM_INIT, b.data, (size_t)b.size * b.sample_bytes);
-		h = gm_checksum64(h, b.labels, b.size * sizeof(int32_t));
-		h = gm_checksum64(h, b.sample_ids, b.size * sizeof(uint32_t));
+		uint64_t h = gm_test_batch_hash(&b);
 		assert_true(n < nref);
 		assert_int_equal(h, ref[n]);
 		n++;

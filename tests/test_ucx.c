@@ -196,6 +196,20 @@ static void connect_peer(struct peer *pe, struct gm_ucx **u, struct gm_ucx_ep **
 		fail_msg("%s", gm_ucx_errmsg(*u));
 	assert_int_equal(gm_ucx_rkey_length(*k), REGION);
 }
+
+/* Undo connect_peer (the endpoint closed with a 1 s deadline). */
+static void disconnect_peer(struct gm_ucx *u, struct gm_ucx_ep *ep, struct gm_ucx_rkey *k)
+{
+	gm_ucx_rkey_destroy(k);
+	gm_ucx_ep_close(ep, 1000);
+	gm_ucx_destroy(u);
+}
+
+static void close_pipes(struct peer *pe)
+{
+	close(pe->from_child);
+	close(pe->to_child);
+}
 #endif
 
 static int setup(void **state)
@@ -228,12 +242,9 @@ static void test_put_lands_in_peer_memfd(void **state)
 		fail_msg("%s", gm_ucx_errmsg(u));
 	assert_true(gm_ucx_ep_alive(ep));
 	free(src);
-	gm_ucx_rkey_destroy(k);
-	gm_ucx_ep_close(ep, 1000);
-	gm_ucx_destroy(u);
+	disconnect_peer(u, ep, k);
 	assert_int_equal(peer_finish(&pe), 0);
-	close(pe.from_child);
-	close(pe.to_child);
+	close_pipes(&pe);
 #endif
 }
 
@@ -265,12 +276,9 @@ static void test_put_outside_region_refused(void **state)
 		src[i] = pattern(i);
 	assert_int_equal(gm_ucx_put(ep, k, PUT_OFF, src, PUT_LEN, 0, TMO), 0);
 	free(src);
-	gm_ucx_rkey_destroy(k);
-	gm_ucx_ep_close(ep, 1000);
-	gm_ucx_destroy(u);
+	disconnect_peer(u, ep, k);
 	assert_int_equal(peer_finish(&pe), 0);
-	close(pe.from_child);
-	close(pe.to_child);
+	close_pipes(&pe);
 #endif
 }
 
@@ -310,11 +318,8 @@ static void test_put_to_dead_peer_fails_in_deadline(void **state)
 	assert_int_equal(gm_ucx_put(ep, k, 0, buf, 8, 0, tmo), rc == -ETIMEDOUT ? -ETIMEDOUT : rc);
 	assert_true(now_ms() - t0 < tmo); /* not a wait for its deadline (no timing figure) */
 	assert_non_null(strstr(gm_ucx_errmsg(u), "endpoint dead"));
-	gm_ucx_rkey_destroy(k);
-	gm_ucx_ep_close(ep, 1000);
-	gm_ucx_destroy(u);
-	close(pe.from_child);
-	close(pe.to_child);
+	disconnect_peer(u, ep, k);
+	close_pipes(&pe);
 #endif
 }
 
@@ -347,14 +352,11 @@ static void test_put_to_stopped_peer_times_out(void **state)
 	assert_non_null(strstr(gm_ucx_errmsg(u), "deadline passed"));
 	memset(src, 0xab, PUT_LEN); /* ours again: UCX let go of it */
 	free(src);
-	gm_ucx_rkey_destroy(k);
-	gm_ucx_ep_close(ep, 1000);
-	gm_ucx_destroy(u);
+	disconnect_peer(u, ep, k);
 	kill(pe.pid, SIGKILL);
 	waitpid(pe.pid, NULL, 0);
 	live_child = 0;
-	close(pe.from_child);
-	close(pe.to_child);
+	close_pipes(&pe);
 #endif
 }
 
@@ -397,12 +399,9 @@ static void test_connect_refused_and_bad_blob(void **state)
 		src[i] = pattern(i);
 	assert_int_equal(gm_ucx_put(ep, k, PUT_OFF, src, PUT_LEN, 0, TMO), 0);
 	free(src);
-	gm_ucx_rkey_destroy(k);
-	gm_ucx_ep_close(ep, 1000);
-	gm_ucx_destroy(u);
+	disconnect_peer(u, ep, k);
 	assert_int_equal(peer_finish(&pe), 0);
-	close(pe.from_child);
-	close(pe.to_child);
+	close_pipes(&pe);
 #endif
 }
 

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "goldminer/checksum.h"
+#include "goldminer/loader.h"
+
 static int gm_test_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;
@@ -30,6 +33,15 @@ static inline int gm_test_tmpdir(char *buf, size_t len, const char *prefix)
 {
 	snprintf(buf, len, "/tmp/%s-XXXXXX", prefix);
 	return mkdtemp(buf) ? 0 : -1;
+}
+
+/* Hash of one delivered batch: its pixels, then its labels and sample ids (what the
+ * loader, lease, chaos and node tests compare between runs). */
+static inline uint64_t gm_test_batch_hash(const struct gm_batch *b)
+{
+	uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b->data, (size_t)b->size * b->sample_bytes);
+	h = gm_checksum64(h, b->labels, b->size * sizeof(int32_t));
+	return gm_checksum64(h, b->sample_ids, b->size * sizeof(uint32_t));
 }
 
 #endif
