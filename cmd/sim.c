@@ -20,6 +20,9 @@
 #include "goldminer/sim.h"
 #include "goldminer/trace.h"
 
+#define STR_(x) #x
+#define STR(x)	STR_(x)
+
 #define SYNOPSIS "goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]"
 
 enum {
@@ -53,7 +56,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_OUT] = {"out", "DIR", 0,
 	       "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
     [O_SCALE] = {"arrival-scale", "F", 0, "divide submit times by F to load a small cluster (1)"},
-    [O_REMOTE] = {"remote-cost", "F", 0, "fraction of a pool worker's rate lost remotely (0.1)"},
+    [O_REMOTE] = {"remote-cost", "F", 0,
+		  "fraction of a remote data worker's rate lost; local ones lose nothing "
+		  "(" STR(GM_SIM_REMOTE_COST) ", an assumption until measured)"},
     [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
     [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
     [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},

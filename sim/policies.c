@@ -7,9 +7,12 @@
  *   proportional   a job gets its nodes' vCPUs in proportion to its GPUs there;
  *   goldminer      a job keeps a small local share (local_min vCPUs per GPU) and
  *                  the idle vCPUs of the whole cluster form a pool of data workers
- *                  shared out by core/policy.c; a pool worker delivers
- *                  (1 - remote_cost) of a local one's rate, and every pool worker is
- *                  charged so, conservatively, even one on the job's own node;
+ *                  shared out by core/policy.c; a job's pool workers sit on idle
+ *                  vCPUs of its own nodes first (local: full rate), the rest on
+ *                  other nodes (remote: (1 - remote_cost) of the rate). The
+ *                  allocation plans with the remote rate (core/policy.c knows one
+ *                  rate per job, not where workers land), so a job whose workers
+ *                  land locally may hold a few it does not need (held, not busy);
  *   unlimited-cpu  every job runs at its GPU-bound rate R (the upper bound); it
  *                  reserves nothing and is charged the vCPUs it would need.
  *
@@ -115,21 +118,28 @@ static double rate_share(const struct sim *s, const struct sjob *j, double *busy
 	return r;
 }
 
-/* Local vCPUs first, then pool workers at (1 - remote_cost) of their rate. */
+/*
+ * Its reserved vCPUs, then its local pool workers at the full rate d, then its
+ * remote ones at (1 - remote_cost) d. At no remote cost where a worker sits does
+ * not change its rate: lw is then left out, so such runs keep their exact bytes.
+ */
 static double rate_pool(const struct sim *s, const struct sjob *j, double *busy)
 {
+	double rc = s->o.remote_cost, rr = j->d * (1 - rc);
+	uint32_t lw = rc > 0 ? j->lw : 0;
 	double lr = j->local * j->d;
-	double er = j->extra * j->d * (1 - s->o.remote_cost);
+	double pr = j->extra * rr + lw * j->d * rc; /* each local worker wins back rc */
 	if (lr >= j->R) {
 		*busy = j->R / j->d;
 		return j->R;
 	}
-	if (lr + er >= j->R) {
-		*busy = j->local + (j->R - lr) / (j->d * (1 - s->o.remote_cost));
+	if (lr + pr >= j->R) {
+		double x = (j->R - lr) / j->d; /* local workers that would be enough */
+		*busy = x <= lw ? j->local + x : j->local + lw + (j->R - lr - lw * j->d) / rr;
 		return j->R;
 	}
 	*busy = (double)j->local + j->extra;
-	return lr + er;
+	return lr + pr;
 }
 
 static double rate_unlimited(const struct sim *s, const struct sjob *j, double *busy)
@@ -153,13 +163,216 @@ static double charge_busy(const struct sjob *j, double busy)
 	return busy;
 }
 
+/* ---- where pool workers sit: local first ---- */
+
+/*
+ * A pool job's workers sit on its own nodes while those have idle vCPUs (local,
+ * full rate), the rest anywhere else (remote). Per node, lpool counts the local
+ * pool workers there; the node's spare = free_c - lpool. Remote workers are only
+ * counted: they fit in the spare of all nodes taken together (pool used <= idle
+ * vCPUs, checked by the engine), and since a job has remote workers only while its
+ * own nodes have no spare (kept by the four moves below), any spare vCPU is remote
+ * to every job that has remote workers, so a per-node placement of them exists.
+ * The moves touch one job's places or one node's residents (at most its GPUs), so
+ * no event costs O(running jobs):
+ *   fill    a job takes spare on its nodes for its remote workers;
+ *   shrink  a job with fewer workers gives back remote ones first, then local
+ *           ones, and the node's other residents fill the spare (wake);
+ *   evict   a job reserving vCPUs on a node with too little spare pushes local
+ *           workers of its residents to remote (they then fill elsewhere);
+ *   leave   a finishing job's local workers free their node's spare (wake).
+ */
+static int64_t spare(const struct sim *s, uint32_t n)
+{
+	return s->free_c[n] - s->lpool[n];
+}
+
+/* The rate of job ji changed because workers moved between local and remote. */
+static void moved(struct sim *s, uint32_t ji)
+{
+	if (s->o.remote_cost > 0) { /* else the move does not change its rate */
+		sim_set_rate(s, ji);
+		s->realloc++;
+	}
+}
+
+static void take_local(struct sim *s, struct place *p, int64_t k)
+{
+	p->w = (uint32_t)((int64_t)p->w + k);
+	s->lpool[p->node] += k;
+	s->j[p->job].lw = (uint32_t)((int64_t)s->j[p->job].lw + k);
+}
+
+/* Move remote workers of ji onto spare vCPUs of its nodes; true if any moved. */
+static bool fill(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	bool any = false;
+	for (uint32_t i = 0; i < j->nplace && j->lw < j->extra; i++) {
+		struct place *p = &s->pl[j->place_off + i];
+		int64_t a = spare(s, p->node), want = (int64_t)j->extra - j->lw;
+		if (a <= 0)
+			continue;
+		take_local(s, p, a < want ? a : want);
+		any = true;
+	}
+	return any;
+}
+
+/* Spare on node n went up: its residents with remote workers move them there. */
+static void wake(struct sim *s, uint32_t n)
+{
+	for (uint32_t pi = s->res_head[n]; pi != NOPOS && spare(s, n) > 0; pi = s->pl[pi].next) {
+		struct place *p = &s->pl[pi];
+		struct sjob *j = &s->j[p->job];
+		if (j->lw >= j->extra)
+			continue;
+		int64_t a = spare(s, n), want = (int64_t)j->extra - j->lw;
+		take_local(s, p, a < want ? a : want);
+		moved(s, p->job);
+	}
+}
+
+/* Job ji now has fewer workers than local ones: give back local ones, last node first. */
+static void shrink(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	for (uint32_t i = j->nplace; i-- > 0 && j->lw > j->extra;) {
+		struct place *p = &s->pl[j->place_off + i];
+		int64_t over = (int64_t)j->lw - j->extra;
+		if (!p->w)
+			continue;
+		take_local(s, p, -(p->w < over ? (int64_t)p->w : over));
+		wake(s, p->node);
+	}
+}
+
+/* Node n has negative spare (a new reservation): push residents' local workers out. */
+static void evict(struct sim *s, uint32_t n)
+{
+	for (uint32_t pi = s->res_head[n]; pi != NOPOS && spare(s, n) < 0; pi = s->pl[pi].next) {
+		struct place *p = &s->pl[pi];
+		if (!p->w)
+			continue;
+		int64_t over = -spare(s, n);
+		take_local(s, p, -(p->w < over ? (int64_t)p->w : over));
+		fill(s, p->job); /* its other nodes, if it spans several */
+		moved(s, p->job);
+	}
+}
+
+/* Job ji starts: its places join their nodes' residents; make room for its reservation. */
+static void join_nodes(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	j->lw = 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		uint32_t pi = j->place_off + i;
+		struct place *p = &s->pl[pi];
+		p->w = 0;
+		p->prev = NOPOS;
+		p->next = s->res_head[p->node];
+		if (p->next != NOPOS)
+			s->pl[p->next].prev = pi;
+		s->res_head[p->node] = pi;
+	}
+	for (uint32_t i = 0; i < j->nplace; i++)
+		if (spare(s, s->pl[j->place_off + i].node) < 0)
+			evict(s, s->pl[j->place_off + i].node);
+}
+
+/* Job ji ends (its vCPUs are already given back): its places leave their nodes. */
+static void leave_nodes(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		uint32_t pi = j->place_off + i;
+		struct place *p = &s->pl[pi];
+		take_local(s, p, -(int64_t)p->w);
+		if (p->prev != NOPOS)
+			s->pl[p->prev].next = p->next;
+		else
+			s->res_head[p->node] = p->next;
+		if (p->next != NOPOS)
+			s->pl[p->next].prev = p->prev;
+		p->prev = p->next = NOPOS;
+	}
+	for (uint32_t i = 0; i < j->nplace; i++)
+		wake(s, s->pl[j->place_off + i].node);
+}
+
+/* Job ji's worker count changed to j->extra: place the difference, local first. */
+static void replace_workers(struct sim *s, uint32_t ji)
+{
+	if (s->j[ji].lw > s->j[ji].extra)
+		shrink(s, ji);
+	else
+		fill(s, ji);
+}
+
+/*
+ * opts.check: recount every node's local workers from the running jobs' places,
+ * and check that remote workers fit in the spare and that no job has remote
+ * workers while one of its nodes has spare.
+ */
+static void audit_places(struct sim *s)
+{
+	uint32_t N = s->c->n;
+	int64_t *lp = calloc(N, sizeof(int64_t)), remote = 0, room = 0;
+	if (!lp) {
+		sim_fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < s->n && !s->rc; i++) {
+		const struct sjob *j = &s->j[i];
+		int64_t lw = 0;
+		if (j->state != J_RUNNING || j->pslot == NOPOS)
+			continue;
+		for (uint32_t k = 0; k < j->nplace; k++) {
+			const struct place *p = &s->pl[j->place_off + k];
+			lp[p->node] += p->w;
+			lw += p->w;
+			if (j->lw < j->extra && spare(s, p->node) > 0)
+				sim_fail(s, -ENOTRECOVERABLE,
+					 "invariant: job %zu has remote workers while its node %u "
+					 "has %lld spare vCPUs",
+					 i, p->node, (long long)spare(s, p->node));
+		}
+		if (lw != j->lw || j->lw > j->extra)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: job %zu has %lld local of %u workers, counted %u", i,
+				 (long long)lw, j->extra, j->lw);
+		remote += (int64_t)j->extra - j->lw;
+	}
+	for (uint32_t n = 0; n < N && !s->rc; n++) {
+		if (lp[n] != s->lpool[n] || lp[n] > s->free_c[n])
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: node %u has %lld local pool workers, counted %lld, "
+				 "%lld vCPUs free",
+				 n, (long long)lp[n], (long long)s->lpool[n],
+				 (long long)s->free_c[n]);
+		room += spare(s, n);
+	}
+	if (!s->rc && remote > room)
+		sim_fail(s, -ENOTRECOVERABLE,
+			 "invariant: %lld remote pool workers, %lld spare vCPUs", (long long)remote,
+			 (long long)room);
+	free(lp);
+}
+
 /* ---- the goldminer pool ---- */
 
 static int pool_open(struct sim *s)
 {
-	int rc = gm_policy_create(&s->pol, s->c->total_cpus);
+	int rc = -ENOMEM;
+	s->lpool = calloc(s->c->n, sizeof(int64_t));
+	s->res_head = malloc(s->c->n * sizeof(uint32_t));
+	if (s->lpool && s->res_head)
+		rc = gm_policy_create(&s->pol, s->c->total_cpus);
 	if (rc)
 		sim_fail(s, rc, "gm_sim_run: out of memory");
+	else
+		memset(s->res_head, 0xff, s->c->n * sizeof(uint32_t)); /* NOPOS */
 	return rc;
 }
 
@@ -167,6 +380,8 @@ static void pool_close(struct sim *s)
 {
 	gm_policy_destroy(s->pol);
 	free(s->slot2job);
+	free(s->lpool);
+	free(s->res_head);
 }
 
 static int grow_slots(struct sim *s, uint32_t slot)
@@ -207,12 +422,15 @@ static int pool_start(struct sim *s, uint32_t ji)
 	}
 	j->pslot = slot;
 	s->slot2job[slot] = ji;
+	join_nodes(s, ji);
 	return 0;
 }
 
 static void pool_stop(struct sim *s, uint32_t ji)
 {
 	gm_policy_remove(s->pol, s->j[ji].pslot);
+	leave_nodes(s, ji);
+	s->j[ji].pslot = NOPOS;
 }
 
 /* Share the idle vCPUs out again and apply the changes to job rates. */
@@ -229,6 +447,7 @@ static void pool_rebalance(struct sim *s)
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ji = s->slot2job[ch[i]];
 		s->j[ji].extra = gm_policy_workers(s->pol, ch[i]);
+		replace_workers(s, ji);
 		sim_set_rate(s, ji);
 		s->realloc++;
 	}
@@ -272,6 +491,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .start = pool_start,
 	    .stop = pool_stop,
 	    .rebalance = pool_rebalance,
+	    .audit = audit_places,
 	},
     [GM_SIM_UNLIMITED] =
 	{

@@ -48,7 +48,6 @@
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
 
 enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
-enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_DROPPED };
 
 void sim_fail(struct sim *s, int rc, const char *fmt, ...)
 {
@@ -287,7 +286,7 @@ static uint32_t pick(const struct sim *s, uint32_t ji, uint32_t k)
 	return best;
 }
 
-static int push_place(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
+static int push_place(struct sim *s, uint32_t ji, uint32_t n, uint32_t g, uint32_t c)
 {
 	if (s->npl == s->plcap) {
 		size_t nc = s->plcap ? s->plcap * 2 : 1024;
@@ -297,7 +296,7 @@ static int push_place(struct sim *s, uint32_t n, uint32_t g, uint32_t c)
 		s->pl = a;
 		s->plcap = nc;
 	}
-	s->pl[s->npl++] = (struct place){n, g, c};
+	s->pl[s->npl++] = (struct place){n, g, c, ji, 0, NOPOS, NOPOS};
 	return 0;
 }
 
@@ -315,7 +314,7 @@ static bool place(struct sim *s, uint32_t ji)
 			if (n == NOPOS)
 				continue;
 			uint32_t c = s->policy->reserve(s, j, n, j->gpus);
-			if (push_place(s, n, j->gpus, c)) {
+			if (push_place(s, ji, n, j->gpus, c)) {
 				sim_fail(s, -ENOMEM, "out of memory");
 				return false;
 			}
@@ -337,7 +336,7 @@ static bool place(struct sim *s, uint32_t ji)
 			uint32_t c = s->policy->reserve(s, j, n, t);
 			if (s->free_c[n] < c || (n == s->resv_node && ji != s->resv_job))
 				continue;
-			if (push_place(s, n, t, c)) {
+			if (push_place(s, ji, n, t, c)) {
 				sim_fail(s, -ENOMEM, "out of memory");
 				return false;
 			}
@@ -581,6 +580,8 @@ static void audit(struct sim *s)
 		}
 	if (pool + s->reserved_cpu > s->c->total_cpus)
 		sim_fail(s, -ENOTRECOVERABLE, "invariant: pool workers exceed idle vCPUs");
+	if (s->policy->audit && !s->rc)
+		s->policy->audit(s);
 out_free:
 	free(ug);
 	free(uc);
@@ -610,7 +611,7 @@ void gm_sim_opts_defaults(struct gm_sim_opts *o)
 	o->policy = GM_SIM_STATIC;
 	o->seed = 1;
 	o->arrival_scale = 1;
-	o->remote_cost = 0.1;
+	o->remote_cost = GM_SIM_REMOTE_COST;
 	o->local_min = 1;
 }
 

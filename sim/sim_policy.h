@@ -34,9 +34,20 @@ struct ev {
 	uint32_t type, id, pos; /* pos: index in the heap or NOPOS */
 };
 
+/*
+ * One node of a running job: its GPUs and reserved vCPUs there, the pool workers it
+ * has there (local: full rate), and its links in that node's list of resident
+ * places (place indices, NOPOS-terminated; only policies with a pool link them).
+ */
 struct place {
-	uint32_t node, g, c; /* GPUs and reserved vCPUs on that node */
+	uint32_t node, g, c;
+	uint32_t job;	     /* the job it belongs to */
+	uint32_t w;	     /* pool workers of the job on this node */
+	uint32_t prev, next; /* the node's residents (policies.c) */
 };
+
+/* A job's state (struct sjob.state). */
+enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_DROPPED };
 
 struct sjob {
 	double R, d;	     /* GPU-bound rate, per-vCPU data rate */
@@ -46,6 +57,8 @@ struct sjob {
 	double busy_g, busy_c, alloc_c; /* this job's share of the utilisation sums */
 	float vreq;			/* requested vCPUs (filled when the trace has none) */
 	uint32_t gpus, local, extra, pslot;
+	uint32_t lw; /* of its extra pool workers, those on its own nodes (the rest remote) */
+	uint32_t fifo_prev, fifo_next; /* cachew/pecan: running pool jobs in start order */
 	uint32_t place_off, nplace;
 	int16_t cls;
 	uint8_t state;
@@ -84,6 +97,8 @@ struct sim_policy {
 	void (*stop)(struct sim *s, uint32_t ji);
 	/* and after every event the pool is shared out again (rates moved by sim_set_rate). */
 	void (*rebalance)(struct sim *s);
+	/* Optional: check the policy's own books (opts.check); sim_fail on a mismatch. */
+	void (*audit)(struct sim *s);
 };
 
 /* The policies, indexed by enum gm_sim_policy (policies.c). */
@@ -124,6 +139,14 @@ struct sim {
 	uint32_t *slot2job;
 	uint32_t slotcap;
 	uint64_t reserved_cpu;
+	/*
+	 * Placement of pool workers (policies.c): per node, the pool workers that sit
+	 * there as local workers of its resident jobs (never above free_c), and the
+	 * first of its resident places. Remote workers are counted, not placed: they
+	 * fit in the idle vCPUs the local ones leave (see policies.c).
+	 */
+	int64_t *lpool;
+	uint32_t *res_head;
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
 	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;

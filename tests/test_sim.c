@@ -229,15 +229,60 @@ static void test_golden(void **st)
 	assert_file("g-unl/jobs.tsv", GOLD_UNL);
 
 	/*
-	 * With a remote cost of 0.5 a pool worker gives 5/s: j0 runs at 10 + 6 x 5 = 40/s
-	 * until j2 arrives (400 done), then 10 + 5 x 5 = 35/s: ends 10 + 1600/35 = 55.71.
+	 * A remote cost of 0.5 changes nothing here: with one node every pool worker
+	 * sits next to the job's GPUs (local, full rate), so the run is the one above.
 	 */
 	o.policy = GM_SIM_GOLDMINER;
 	o.remote_cost = 0.5;
 	run(&w, &o, "g-gm-remote");
-	char *got = slurp(path_of("g-gm-remote/jobs.tsv"));
-	assert_non_null(strstr(got, "\n0\ta\t1\t2\t0.0\t0.0\t55.7\t"));
-	free(got);
+	assert_file("g-gm-remote/jobs.tsv", GOLD_GM);
+	unload(&w);
+}
+
+/*
+ * Placement-aware pool workers: node 0 has 2 GPUs and 4 vCPUs, node 1 no GPU and
+ * 4 vCPUs; remote cost 0.5, so a local worker gives 10/s, a remote one 5/s. Both
+ * jobs are class a (R = 100/s, 2000 samples), 1 GPU, 1 local vCPU reserved.
+ *   t=0   j0 alone: pool budget 8 - 1 = 7 workers, all to j0 (it could use 18):
+ *         node 0's 3 spare vCPUs local, 4 remote: 10 + 3 x 10 + 4 x 5 = 60/s.
+ *         (Charged as remote everywhere, the old model, it ran at 10 + 7 x 5 = 45/s.)
+ *   t=10  j0 has done 600. j1 reserves node 0's 1 vCPU: one of j0's local workers
+ *         goes remote; budget 6: j0 keeps 6 (a tie with j1, the older job wins),
+ *         2 local + 4 remote: 10 + 20 + 20 = 50/s; j1 10/s on its own vCPU.
+ *         j0 ends at 10 + 1400 / 50 = 38.
+ *   t=38  j1 has done 280; it gets 7 workers, 3 local + 4 remote: 60/s, ends at
+ *         38 + 1720 / 60 = 66.67.
+ * With remote cost 0 every worker gives 10/s: j0 80/s, then 70/s from t=10, ends
+ * at 10 + 1200 / 70 = 27.14; j1 (171.4 done) then 80/s, ends at 50.0.
+ */
+static void test_local_and_remote_workers(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	const char *hdr =
+	    "id\tclass\tgpus\tvcpu_req\tsubmit\tstart\tend\tjct\tqueue\trun\ttrace_run\tspeedup\n";
+	char want[1024];
+
+	load(&w, "1x(2gpu,4cpu)+1x(0gpu,4cpu)",
+	     put("lr.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n10\t100\t1\t2\t0\n"), PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_GOLDMINER;
+	o.remote_cost = 0.5;
+	m = run(&w, &o, "lr-half");
+	snprintf(want, sizeof(want), "%s%s%s", hdr,
+		 "0\ta\t1\t2\t0.0\t0.0\t38.0\t38.0\t0.0\t38.0\t100\t2.6316\n",
+		 "1\ta\t1\t2\t10.0\t10.0\t66.7\t56.7\t0.0\t56.7\t100\t1.7647\n");
+	assert_file("lr-half/jobs.tsv", want);
+	assert_true(fabs(m.avg_jct - (38 + (38 + 1720.0 / 60 - 10)) / 2) < 1e-6);
+	o.remote_cost = 0;
+	run(&w, &o, "lr-zero");
+	snprintf(want, sizeof(want), "%s%s%s", hdr,
+		 "0\ta\t1\t2\t0.0\t0.0\t27.1\t27.1\t0.0\t27.1\t100\t3.6842\n",
+		 "1\ta\t1\t2\t10.0\t10.0\t50.0\t40.0\t0.0\t40.0\t100\t2.5000\n");
+	assert_file("lr-zero/jobs.tsv", want);
 	unload(&w);
 }
 
@@ -682,6 +727,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_golden),
+	    cmocka_unit_test(test_local_and_remote_workers),
 	    cmocka_unit_test(test_fifo_backfill),
 	    cmocka_unit_test(test_spread_and_unplaceable),
 	    cmocka_unit_test(test_determinism),

@@ -27,6 +27,15 @@
  */
 #define GM_SIM_MAX_SAMPLES 1000000u
 
+/*
+ * The default remote cost: the fraction of a data worker's rate lost when it runs
+ * on another node than the job's GPUs (a local worker loses nothing). A STATED
+ * ASSUMPTION, not a measurement, until the remote-workers issue (12) measures it;
+ * then put the figure here with its source. --help, RESULTS.md and the docs
+ * take it from here.
+ */
+#define GM_SIM_REMOTE_COST 0.1 /* source: assumption (unmeasured; issue 12 measures it) */
+
 enum gm_sim_policy {
 	GM_SIM_STATIC,	     /* requested vCPUs on the job's own nodes (today) */
 	GM_SIM_PROPORTIONAL, /* each node's vCPUs split by GPU share */
@@ -39,7 +48,7 @@ struct gm_sim_opts {
 	enum gm_sim_policy policy;
 	uint64_t seed;		/* seeds the class draw of jobs without a class */
 	double arrival_scale;	/* submit times are divided by this (> 0; 1 = as traced) */
-	double remote_cost;	/* fraction of a pool worker's rate lost to the network */
+	double remote_cost;	/* fraction of a remote pool worker's rate lost (0..1) */
 	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
 	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
@@ -65,7 +74,7 @@ struct gm_sim_summary {
 	int samples_capped; /* 1: sampling stopped at GM_SIM_MAX_SAMPLES before the end */
 };
 
-/* Fill defaults: static, seed 1, scale 1, remote cost 0.1, local_min 1. */
+/* Fill defaults: static, seed 1, scale 1, remote cost GM_SIM_REMOTE_COST, local_min 1. */
 void gm_sim_opts_defaults(struct gm_sim_opts *o);
 
 /* Policy names: "static", "proportional", "goldminer", "unlimited-cpu". */
