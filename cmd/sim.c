@@ -18,6 +18,7 @@
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
 #include "goldminer/sim.h"
+#include "goldminer/sim_stats.h"
 #include "goldminer/trace.h"
 
 #define STR_(x) #x
@@ -31,6 +32,7 @@ enum {
 	O_POLICY,
 	O_PROFILE,
 	O_SEED,
+	O_SEEDS,
 	O_OUT,
 	O_SCALE,
 	O_REMOTE,
@@ -53,6 +55,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_PROFILE] = {"profile", "FILE", 0,
 		   "profile table TSV (default: built-in traces/profile.tsv)"},
     [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
+    [O_SEEDS] = {"seeds", "N", 0,
+		 "run seeds SEED..SEED+N-1; report mean and 95% CI (Student t) of each figure "
+		 "(1)"},
     [O_OUT] = {"out", "DIR", 0,
 	       "write jobs.tsv, timeseries.tsv, summary.json (DIR/POLICY with all)"},
     [O_SCALE] = {"arrival-scale", "F", 0, "divide submit times by F to load a small cluster (1)"},
@@ -68,12 +73,15 @@ static const struct cmd_opt opts[O_N] = {
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
+#define SIM_MAX_SEEDS 1000 /* --seeds: runs per policy */
+
 /* What the command line asks for. */
 struct sim_args {
 	const char *val[O_N];
 	struct gm_sim_opts o;
 	int first, last; /* policies to run */
 	uint64_t max_jobs;
+	uint64_t seeds; /* runs per policy, seeds o.seed .. o.seed + seeds - 1 */
 };
 
 static int mkdirs(const char *dir)
@@ -117,6 +125,13 @@ static int get_numbers(struct sim_args *a)
 		if (cmd_u64("sim", "--backfill", v[O_BACKFILL], 0, UINT32_MAX, &x))
 			return -EINVAL;
 		o->backfill = (uint32_t)x;
+	}
+	a->seeds = 1;
+	if (v[O_SEEDS] && cmd_u64("sim", "--seeds", v[O_SEEDS], 1, SIM_MAX_SEEDS, &a->seeds))
+		return -EINVAL;
+	if (a->seeds - 1 > UINT64_MAX - o->seed) {
+		fprintf(stderr, "goldminer sim: --seed + --seeds - 1 passes 2^64 - 1\n");
+		return -EINVAL;
 	}
 	a->max_jobs = UINT64_MAX;
 	if (v[O_MAXJOBS] && cmd_u64("sim", "--max-jobs", v[O_MAXJOBS], 0, UINT64_MAX, &a->max_jobs))
@@ -162,6 +177,71 @@ out_usage:
 	return 2;
 }
 
+/* Write text + newline to DIR/summary.json; 0 or -1 with err filled. */
+static int write_summary(const char *dir, const char *text, char *err, size_t errlen)
+{
+	char path[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/summary.json", dir);
+	if (!(f = fopen(path, "w")))
+		goto out_err;
+	int bad = fprintf(f, "%s\n", text) < 0;
+	if (fclose(f) || bad)
+		goto out_err;
+	return 0;
+out_err:
+	snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+	return -1;
+}
+
+/*
+ * Run policy o->policy once per seed (into DIR/seed-K with --out), then print the
+ * mean and 95% CI of every figure: JSON on stdout (and DIR/summary.json), text on
+ * stderr. 0 or -1 with err filled.
+ */
+static int run_seeds(const struct gm_cluster *c, const struct gm_trace *t,
+		     const struct gm_profile *prof, struct sim_args *a, const char *dir, char *err,
+		     size_t errlen)
+{
+	struct gm_sim_opts o = a->o;
+	struct gm_sim_summary *runs = calloc(a->seeds, sizeof(*runs));
+	char sub[4200], line[2048];
+	int rc = -1;
+
+	if (!runs) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint64_t k = 0; k < a->seeds; k++) {
+		o.seed = a->o.seed + k;
+		o.out_dir = NULL;
+		if (dir) {
+			snprintf(sub, sizeof(sub), "%s/seed-%llu", dir, (unsigned long long)o.seed);
+			if ((rc = mkdirs(sub))) {
+				snprintf(err, errlen, "%s: %s", sub, strerror(-rc));
+				goto out_free;
+			}
+			o.out_dir = sub;
+		}
+		if ((rc = gm_sim_run(c, t, prof, &o, &runs[k], err, errlen)))
+			goto out_free;
+	}
+	if (gm_sim_seeds_json(runs, a->seeds, (unsigned long long)a->o.seed, line, sizeof(line)) <
+	    0) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	printf("%s\n", line);
+	fflush(stdout);
+	rc = dir ? write_summary(dir, line, err, errlen) : 0;
+	gm_sim_seeds_text(runs, a->seeds, line, sizeof(line));
+	fprintf(stderr, "goldminer sim: %s\n", line);
+out_free:
+	free(runs);
+	return rc ? -1 : 0;
+}
+
 /* Run the policies asked for, one JSON line each; 0 or -1 with err filled. */
 static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 			const struct gm_profile *prof, struct sim_args *a, char *err, size_t errlen)
@@ -186,6 +266,11 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 				return -1;
 			}
 			o->out_dir = dir;
+		}
+		if (a->seeds > 1) {
+			if (run_seeds(c, t, prof, a, o->out_dir, err, errlen))
+				return -1;
+			continue;
 		}
 		if (gm_sim_run(c, t, prof, o, &sum, err, errlen))
 			return -1;

@@ -46,6 +46,7 @@
 #include "sim_policy.h"
 
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
+#define GM_SIM_STREAM_JOBID 0x4a4f4249ull /* "JOBI": a job's identity from its content */
 
 enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
 
@@ -651,6 +652,28 @@ int gm_sim_summary_json(const struct gm_sim_summary *m, int with_wall, char *buf
 	return k;
 }
 
+/*
+ * A trace job's identity: a hash of what the trace says about it (submit time
+ * relative to the trace's first, duration, GPUs, vCPU request), so it does not
+ * depend on the job's position: inserting, dropping or reordering other jobs
+ * leaves it, and a trace written by --write-trace and read back keeps it. Jobs
+ * whose four numbers are equal are indistinguishable and share it.
+ */
+static uint64_t job_id(const struct gm_job *tj)
+{
+	double sub = tj->submit + 0.0, dur = tj->duration + 0.0; /* -0 as 0 */
+	float vc = tj->vcpu + 0.0f;
+	uint64_t a, b;
+	uint32_t v;
+	struct gm_rng r;
+
+	memcpy(&a, &sub, sizeof(a));
+	memcpy(&b, &dur, sizeof(b));
+	memcpy(&v, &vc, sizeof(v));
+	gm_rng_init(&r, a, GM_SIM_STREAM_JOBID, b, (uint64_t)tj->gpus << 32 | v);
+	return gm_rng_next(&r);
+}
+
 /* Build the per-job model: class, rates, calibrated work. */
 static int init_jobs(struct sim *s, size_t *bad)
 {
@@ -673,7 +696,7 @@ static int init_jobs(struct sim *s, size_t *bad)
 		}
 		if (cls < 0) {
 			struct gm_rng r;
-			gm_rng_init(&r, s->o.seed, GM_SIM_STREAM_CLASS, i, 0);
+			gm_rng_init(&r, s->o.seed, GM_SIM_STREAM_CLASS, job_id(tj), 0);
 			double x = gm_rng_uniform(&r) * share_sum;
 			cls = 0;
 			while (cls < p->n - 1 && x >= p->c[cls].share) {

@@ -46,7 +46,7 @@ enum gm_sim_policy {
 
 struct gm_sim_opts {
 	enum gm_sim_policy policy;
-	uint64_t seed;		/* seeds the class draw of jobs without a class */
+	uint64_t seed;		/* class draw of a job without one: hash(seed, job's identity) */
 	double arrival_scale;	/* submit times are divided by this (> 0; 1 = as traced) */
 	double remote_cost;	/* fraction of a remote pool worker's rate lost (0..1) */
 	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
