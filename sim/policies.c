@@ -14,10 +14,17 @@
  *                  rate per job, not where workers land), so a job whose workers
  *                  land locally may hold a few it does not need (held, not busy);
  *   unlimited-cpu  every job runs at its GPU-bound rate R (the upper bound); it
- *                  reserves nothing and is charged the vCPUs it would need.
+ *                  reserves nothing and is charged the vCPUs it would need;
+ * and three baselines from the literature (rules and sources in traces/README.md):
+ *   synergy-tune   Synergy (OSDI'22): own nodes' vCPUs, each job its ideal where
+ *                  a node's ideals fit, else those above fair share trimmed to it;
+ *   cachew         Cachew (ATC'22): remote workers autoscaled to each job's
+ *                  throughput target, first come first served, no priority;
+ *   pecan          Pecan (ATC'24): cachew with local idle vCPUs first.
  *
- * Pool workers are one vCPU each and fungible, so "pool used <= idle vCPUs" is
- * exactly the condition for a per-node placement without over-commit.
+ * Pool workers are one vCPU each; where they sit is kept per node (local first,
+ * see "where pool workers sit"), and "pool used <= idle vCPUs" is the condition
+ * for placing the remote ones without over-commit.
  *
  * Not here: placement (best fit, backfill, spreading are the same for every policy
  * and live in the engine), events, metrics.
@@ -150,16 +157,16 @@ static double rate_unlimited(const struct sim *s, const struct sjob *j, double *
 }
 
 /* What it holds: its local reservation and its pool workers. */
-static double charge_held(const struct sjob *j, double busy)
+static double charge_held(const struct sim *s, const struct sjob *j, double busy)
 {
-	(void)busy;
+	(void)s, (void)busy;
 	return (double)j->local + j->extra;
 }
 
 /* unlimited-cpu reserves nothing: count the vCPUs it would need */
-static double charge_busy(const struct sjob *j, double busy)
+static double charge_busy(const struct sim *s, const struct sjob *j, double busy)
 {
-	(void)j;
+	(void)s, (void)j;
 	return busy;
 }
 
@@ -261,20 +268,37 @@ static void evict(struct sim *s, uint32_t n)
 	}
 }
 
+/* Place pi joins / leaves its node's residents. */
+static void res_link(struct sim *s, uint32_t pi)
+{
+	struct place *p = &s->pl[pi];
+	p->prev = NOPOS;
+	p->next = s->res_head[p->node];
+	if (p->next != NOPOS)
+		s->pl[p->next].prev = pi;
+	s->res_head[p->node] = pi;
+}
+
+static void res_unlink(struct sim *s, uint32_t pi)
+{
+	struct place *p = &s->pl[pi];
+	if (p->prev != NOPOS)
+		s->pl[p->prev].next = p->next;
+	else
+		s->res_head[p->node] = p->next;
+	if (p->next != NOPOS)
+		s->pl[p->next].prev = p->prev;
+	p->prev = p->next = NOPOS;
+}
+
 /* Job ji starts: its places join their nodes' residents; make room for its reservation. */
 static void join_nodes(struct sim *s, uint32_t ji)
 {
 	struct sjob *j = &s->j[ji];
 	j->lw = 0;
 	for (uint32_t i = 0; i < j->nplace; i++) {
-		uint32_t pi = j->place_off + i;
-		struct place *p = &s->pl[pi];
-		p->w = 0;
-		p->prev = NOPOS;
-		p->next = s->res_head[p->node];
-		if (p->next != NOPOS)
-			s->pl[p->next].prev = pi;
-		s->res_head[p->node] = pi;
+		s->pl[j->place_off + i].w = 0;
+		res_link(s, j->place_off + i);
 	}
 	for (uint32_t i = 0; i < j->nplace; i++)
 		if (spare(s, s->pl[j->place_off + i].node) < 0)
@@ -286,16 +310,9 @@ static void leave_nodes(struct sim *s, uint32_t ji)
 {
 	struct sjob *j = &s->j[ji];
 	for (uint32_t i = 0; i < j->nplace; i++) {
-		uint32_t pi = j->place_off + i;
-		struct place *p = &s->pl[pi];
+		struct place *p = &s->pl[j->place_off + i];
 		take_local(s, p, -(int64_t)p->w);
-		if (p->prev != NOPOS)
-			s->pl[p->prev].next = p->next;
-		else
-			s->res_head[p->node] = p->next;
-		if (p->next != NOPOS)
-			s->pl[p->next].prev = p->prev;
-		p->prev = p->next = NOPOS;
+		res_unlink(s, j->place_off + i);
 	}
 	for (uint32_t i = 0; i < j->nplace; i++)
 		wake(s, s->pl[j->place_off + i].node);
@@ -326,7 +343,7 @@ static void audit_places(struct sim *s)
 	for (size_t i = 0; i < s->n && !s->rc; i++) {
 		const struct sjob *j = &s->j[i];
 		int64_t lw = 0;
-		if (j->state != J_RUNNING || j->pslot == NOPOS)
+		if (j->state != J_RUNNING)
 			continue;
 		for (uint32_t k = 0; k < j->nplace; k++) {
 			const struct place *p = &s->pl[j->place_off + k];
@@ -362,17 +379,24 @@ static void audit_places(struct sim *s)
 
 /* ---- the goldminer pool ---- */
 
-static int pool_open(struct sim *s)
+/* The per-node books of placement-aware pools (freed by their close). */
+static int placement_open(struct sim *s)
 {
-	int rc = -ENOMEM;
 	s->lpool = calloc(s->c->n, sizeof(int64_t));
 	s->res_head = malloc(s->c->n * sizeof(uint32_t));
-	if (s->lpool && s->res_head)
-		rc = gm_policy_create(&s->pol, s->c->total_cpus);
-	if (rc)
+	if (!s->lpool || !s->res_head) {
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return -ENOMEM;
+	}
+	memset(s->res_head, 0xff, s->c->n * sizeof(uint32_t)); /* NOPOS */
+	return 0;
+}
+
+static int pool_open(struct sim *s)
+{
+	int rc = placement_open(s);
+	if (!rc && (rc = gm_policy_create(&s->pol, s->c->total_cpus)))
 		sim_fail(s, rc, "gm_sim_run: out of memory");
-	else
-		memset(s->res_head, 0xff, s->c->n * sizeof(uint32_t)); /* NOPOS */
 	return rc;
 }
 
@@ -459,6 +483,266 @@ static void pool_rebalance(struct sim *s)
 			 (unsigned long long)s->reserved_cpu, (unsigned long long)total);
 }
 
+/* ---- synergy-tune (Synergy, OSDI'22) ---- */
+
+/*
+ * A job's data workers run on the vCPUs of its own nodes only. On each node it
+ * would take its ideal: the vCPUs that saturate its GPUs there (its measured
+ * sensitivity; here the profile's exact rates; at most the node's vCPUs). Where the ideals of a
+ * node's jobs fit its vCPUs every job gets its ideal; where they do not, a job whose ideal is above
+ * its GPU-proportional fair share is trimmed to that share, the others keep their ideal (so the
+ * node never over-commits: every job is at most its share). It reserves its fair share at placement
+ * (as proportional, always free while the GPUs are); the allocation changes only when the node's
+ * jobs change, and then only where the node crosses from fitting to not fitting or back. vCPUs left
+ * by the trimming stay idle until the node's jobs change (Synergy re-plans at its scheduling
+ * rounds; it never lends them to another server's jobs).
+ */
+/* Whole vCPUs that saturate j's GPUs on place p: at least 1, at most the node's. */
+static double ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	double v = ceil(j->R * p->g / j->gpus / j->d - 1e-9);
+	if (v > s->c->cpus[p->node])
+		v = s->c->cpus[p->node];
+	return v < 1 ? 1 : v;
+}
+
+/* The vCPUs job j has on place p under Synergy-TUNE's rule. */
+static double synergy_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	uint32_t n = p->node;
+	double ideal = ideal_at(s, j, p), fair = (double)s->c->cpus[n] * p->g / s->c->gpus[n];
+	if (s->ideal[n] <= (int64_t)s->c->cpus[n] || ideal <= fair)
+		return ideal;
+	return fair;
+}
+
+static double synergy_held(const struct sim *s, const struct sjob *j)
+{
+	double v = 0;
+	for (uint32_t i = 0; i < j->nplace; i++)
+		v += synergy_at(s, j, &s->pl[j->place_off + i]);
+	return v;
+}
+
+static double rate_synergy(const struct sim *s, const struct sjob *j, double *busy)
+{
+	double r = synergy_held(s, j) * j->d;
+	if (r > j->R)
+		r = j->R;
+	*busy = r / j->d;
+	return r;
+}
+
+static double charge_synergy(const struct sim *s, const struct sjob *j, double busy)
+{
+	(void)busy;
+	return synergy_held(s, j);
+}
+
+static int synergy_open(struct sim *s)
+{
+	s->ideal = calloc(s->c->n, sizeof(int64_t));
+	s->res_head = malloc(s->c->n * sizeof(uint32_t));
+	if (!s->ideal || !s->res_head) {
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return -ENOMEM;
+	}
+	memset(s->res_head, 0xff, s->c->n * sizeof(uint32_t)); /* NOPOS */
+	return 0;
+}
+
+static void synergy_close(struct sim *s)
+{
+	free(s->ideal);
+	free(s->res_head);
+}
+
+/*
+ * Job ji joins (sign 1) or leaves (-1) its nodes: each node's sum of ideals moves,
+ * and where the node crosses its vCPUs the other jobs there are re-rated.
+ */
+static void synergy_move(struct sim *s, uint32_t ji, int sign)
+{
+	struct sjob *j = &s->j[ji];
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		uint32_t pi = j->place_off + i, n = s->pl[pi].node;
+		int64_t cpus = s->c->cpus[n];
+		bool fit = s->ideal[n] <= cpus;
+		s->ideal[n] += sign * (int64_t)ideal_at(s, j, &s->pl[pi]);
+		if (sign > 0)
+			res_link(s, pi);
+		else
+			res_unlink(s, pi);
+		if ((s->ideal[n] <= cpus) == fit)
+			continue;
+		for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next)
+			if (s->pl[q].job != ji) {
+				sim_set_rate(s, s->pl[q].job);
+				s->realloc++;
+			}
+	}
+}
+
+static int synergy_start(struct sim *s, uint32_t ji)
+{
+	synergy_move(s, ji, 1);
+	return 0;
+}
+
+static void synergy_stop(struct sim *s, uint32_t ji)
+{
+	synergy_move(s, ji, -1);
+}
+
+/* ---- cachew (Cachew, ATC'22) and pecan (Pecan, ATC'24): first come, first served ---- */
+
+/*
+ * Both keep local_min vCPUs per GPU on the job's nodes (as goldminer) and get
+ * data workers from the idle vCPUs of the cluster. Each job's autoscaler asks for
+ * the workers that reach its GPU-bound rate (its throughput target) and no more;
+ * there is no priority between jobs: workers go to jobs in the order they started,
+ * a job keeps what it got, and when reservations shrink the pool the youngest
+ * holder gives back first. So jobs in start order are: all served, one partly,
+ * the rest none (fifo_bound is the first not served in full).
+ *   cachew  every worker is a remote tf.data service worker: (1 - remote_cost).
+ *   pecan   AutoPlacement: workers take the job's own nodes' idle vCPUs first
+ *           (full rate), then remote ones, as goldminer's do; its target counts
+ *           the local idle vCPUs its nodes had when it started.
+ */
+static uint32_t fifo_target(const struct sim *s, const struct sjob *j, bool local_first)
+{
+	double rest = j->R - j->local * j->d, rr = j->d * (1 - s->o.remote_cost), avail = 0;
+	if (rest <= 0)
+		return 0;
+	for (uint32_t i = 0; local_first && i < j->nplace; i++) {
+		int64_t a = spare(s, s->pl[j->place_off + i].node);
+		avail += a > 0 ? (double)a : 0;
+	}
+	if (rest <= avail * j->d)
+		return (uint32_t)ceil(rest / j->d - 1e-9);
+	double w = avail + ceil((rest - avail * j->d) / rr - 1e-9);
+	return w < (double)UINT32_MAX ? (uint32_t)w : UINT32_MAX;
+}
+
+/* Give job ji k more (k > 0) or fewer (k < 0) workers and re-rate it. */
+static void fifo_give(struct sim *s, uint32_t ji, int64_t k)
+{
+	struct sjob *j = &s->j[ji];
+	j->extra = (uint32_t)((int64_t)j->extra + k);
+	s->pool_used = (uint64_t)((int64_t)s->pool_used + k);
+	if (s->policy->local_first) /* pecan: place them, local first */
+		replace_workers(s, ji);
+	sim_set_rate(s, ji);
+	s->realloc++;
+}
+
+/* The first job from ji on (in start order) not served in full, or NOPOS. */
+static uint32_t fifo_unserved(const struct sim *s, uint32_t ji)
+{
+	while (ji != NOPOS && s->j[ji].extra >= s->j[ji].want)
+		ji = s->j[ji].fifo_next;
+	return ji;
+}
+
+static int fifo_open(struct sim *s)
+{
+	s->fifo_head = s->fifo_tail = s->fifo_bound = NOPOS;
+	if (s->policy->local_first) /* pecan places its workers */
+		return placement_open(s);
+	return 0;
+}
+
+static void fifo_close(struct sim *s)
+{
+	free(s->lpool);
+	free(s->res_head);
+}
+
+static int fifo_start(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	bool pecan = s->policy->local_first;
+	if (pecan)
+		join_nodes(s, ji);
+	j->extra = 0;
+	j->want = fifo_target(s, j, pecan);
+	j->fifo_next = NOPOS;
+	j->fifo_prev = s->fifo_tail;
+	if (s->fifo_tail != NOPOS)
+		s->j[s->fifo_tail].fifo_next = ji;
+	else
+		s->fifo_head = ji;
+	s->fifo_tail = ji;
+	if (s->fifo_bound == NOPOS)
+		s->fifo_bound = fifo_unserved(s, ji);
+	return 0;
+}
+
+static void fifo_stop(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	if (s->policy->local_first)
+		leave_nodes(s, ji);
+	s->pool_used -= j->extra;
+	if (s->fifo_bound == ji)
+		s->fifo_bound = fifo_unserved(s, j->fifo_next);
+	if (j->fifo_prev != NOPOS)
+		s->j[j->fifo_prev].fifo_next = j->fifo_next;
+	else
+		s->fifo_head = j->fifo_next;
+	if (j->fifo_next != NOPOS)
+		s->j[j->fifo_next].fifo_prev = j->fifo_prev;
+	else
+		s->fifo_tail = j->fifo_prev;
+}
+
+/* Take back from the youngest holders while over budget, then serve in start order. */
+static void fifo_rebalance(struct sim *s)
+{
+	uint64_t total = s->c->total_cpus;
+	uint64_t budget = total > s->reserved_cpu ? total - s->reserved_cpu : 0;
+	uint32_t ji = s->fifo_bound != NOPOS ? s->fifo_bound : s->fifo_tail;
+
+	while (s->pool_used > budget && ji != NOPOS) {
+		uint64_t over = s->pool_used - budget, has = s->j[ji].extra;
+		if (has) {
+			fifo_give(s, ji, -(int64_t)(has < over ? has : over));
+			s->fifo_bound = ji; /* now short of its target; all after it hold none */
+		}
+		ji = s->j[ji].fifo_prev;
+	}
+	while (s->pool_used < budget && s->fifo_bound != NOPOS) {
+		struct sjob *j = &s->j[s->fifo_bound];
+		uint64_t room = budget - s->pool_used, need = j->want - j->extra;
+		fifo_give(s, s->fifo_bound, (int64_t)(need < room ? need : room));
+		s->fifo_bound = fifo_unserved(s, s->fifo_bound);
+	}
+	if (s->pool_used + s->reserved_cpu > total)
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: pool over budget");
+}
+
+/* opts.check: the start-order invariant and the pool count (and pecan's places). */
+static void fifo_audit(struct sim *s)
+{
+	uint64_t used = 0;
+	bool past = false;
+	for (uint32_t ji = s->fifo_head; ji != NOPOS; ji = s->j[ji].fifo_next) {
+		const struct sjob *j = &s->j[ji];
+		past |= ji == s->fifo_bound;
+		if ((!past && j->extra < j->want) || (past && ji != s->fifo_bound && j->extra) ||
+		    j->extra > j->want)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: job %u holds %u of %u workers out of start order", ji,
+				 j->extra, j->want);
+		used += j->extra;
+	}
+	if (used != s->pool_used)
+		sim_fail(s, -ENOTRECOVERABLE, "invariant: pool holds %llu workers, counted %llu",
+			 (unsigned long long)used, (unsigned long long)s->pool_used);
+	if (s->policy->local_first && !s->rc)
+		audit_places(s);
+}
+
 /* ---- the table ---- */
 
 const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
@@ -482,6 +766,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
     [GM_SIM_GOLDMINER] =
 	{
 	    .name = "goldminer",
+	    .local_first = true,
 	    .reserve = reserve_local_min,
 	    .reserve_varies = varies_local_min,
 	    .rate = rate_pool,
@@ -499,5 +784,46 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .reserve = reserve_none,
 	    .rate = rate_unlimited,
 	    .charge = charge_busy,
+	},
+    [GM_SIM_SYNERGY] =
+	{
+	    .name = "synergy-tune",
+	    .no_cpu_node = "a job's data pipeline runs on the vCPUs of its own nodes",
+	    .reserve = reserve_share,
+	    .rate = rate_synergy,
+	    .charge = charge_synergy,
+	    .open = synergy_open,
+	    .close = synergy_close,
+	    .start = synergy_start,
+	    .stop = synergy_stop,
+	},
+    [GM_SIM_CACHEW] =
+	{
+	    .name = "cachew",
+	    .reserve = reserve_local_min,
+	    .reserve_varies = varies_local_min,
+	    .rate = rate_pool,
+	    .charge = charge_held,
+	    .open = fifo_open,
+	    .close = fifo_close,
+	    .start = fifo_start,
+	    .stop = fifo_stop,
+	    .rebalance = fifo_rebalance,
+	    .audit = fifo_audit,
+	},
+    [GM_SIM_PECAN] =
+	{
+	    .name = "pecan",
+	    .local_first = true,
+	    .reserve = reserve_local_min,
+	    .reserve_varies = varies_local_min,
+	    .rate = rate_pool,
+	    .charge = charge_held,
+	    .open = fifo_open,
+	    .close = fifo_close,
+	    .start = fifo_start,
+	    .stop = fifo_stop,
+	    .rebalance = fifo_rebalance,
+	    .audit = fifo_audit,
 	},
 };

@@ -379,7 +379,7 @@ void sim_set_rate(struct sim *s, uint32_t ji)
 	j->rate = r;
 	j->busy_g = j->gpus * r / j->R;
 	j->busy_c = busy;
-	j->alloc_c = s->policy->charge(j, busy);
+	j->alloc_c = s->policy->charge(s, j, busy);
 	s->sum_busy_g += j->busy_g;
 	s->sum_busy_c += j->busy_c;
 	s->sum_alloc_c += j->alloc_c;
@@ -794,8 +794,8 @@ static int check_cluster(struct sim *s)
 			sim_fail(s, -EINVAL,
 				 "gm_sim_run: cluster node %u (0-based, in file order) has %u GPUs "
 				 "but 0 vCPUs: under %s %s, so a job placed there could never run;"
-				 " give the node vCPUs or leave it out (goldminer and "
-				 "unlimited-cpu accept it)",
+				 " give the node vCPUs or leave it out (goldminer, "
+				 "unlimited-cpu, cachew and pecan accept it)",
 				 n, c->gpus[n], s->policy->name, s->policy->no_cpu_node);
 			return -EINVAL;
 		}

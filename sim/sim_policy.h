@@ -57,7 +57,8 @@ struct sjob {
 	double busy_g, busy_c, alloc_c; /* this job's share of the utilisation sums */
 	float vreq;			/* requested vCPUs (filled when the trace has none) */
 	uint32_t gpus, local, extra, pslot;
-	uint32_t lw; /* of its extra pool workers, those on its own nodes (the rest remote) */
+	uint32_t lw;   /* of its extra pool workers, those on its own nodes (the rest remote) */
+	uint32_t want; /* cachew/pecan: the autoscaler's worker target */
 	uint32_t fifo_prev, fifo_next; /* cachew/pecan: running pool jobs in start order */
 	uint32_t place_off, nplace;
 	int16_t cls;
@@ -77,6 +78,8 @@ struct sim_policy {
 	 * where it can (gm_sim_run refuses such a cluster with this reason).
 	 */
 	const char *no_cpu_node;
+	/* Pool workers sit on the job's own nodes first (local, full rate), then remote. */
+	bool local_first;
 	/* vCPUs job j reserves on node n for t of its GPUs (placement; n fits them). */
 	uint32_t (*reserve)(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t t);
 	/*
@@ -88,7 +91,7 @@ struct sim_policy {
 	/* Samples/s of running job j under its allocation; *busy: vCPUs it keeps busy. */
 	double (*rate)(const struct sim *s, const struct sjob *j, double *busy);
 	/* vCPUs counted as allocated to j (the utilisation books), given rate()'s busy. */
-	double (*charge)(const struct sjob *j, double busy);
+	double (*charge)(const struct sim *s, const struct sjob *j, double busy);
 	/* Optional pool of idle vCPUs: create/destroy its state (close(NULL state) ok), */
 	int (*open)(struct sim *s);
 	void (*close)(struct sim *s);
@@ -147,6 +150,13 @@ struct sim {
 	 */
 	int64_t *lpool;
 	uint32_t *res_head;
+	/*
+	 * cachew/pecan: running jobs in start order; every job before fifo_bound has
+	 * its target, fifo_bound (NOPOS: none) has fewer, every job after it none.
+	 */
+	uint32_t fifo_head, fifo_tail, fifo_bound;
+	uint64_t pool_used;
+	int64_t *ideal; /* synergy-tune: per node, its residents' ideal vCPUs summed */
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
 	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;

@@ -437,6 +437,97 @@ static double *column(const char *name, int col, size_t *n)
 	return v;
 }
 
+/* The end times (column 6 of jobs.tsv) of a run, checked to 0.01 s. */
+static void assert_ends(const char *name, const double *want, size_t n)
+{
+	size_t got_n;
+	double *got = column(name, 6, &got_n);
+	assert_int_equal(got_n, n);
+	for (size_t i = 0; i < n; i++)
+		if (fabs(got[i] - want[i]) > 0.051)
+			fail_msg("%s: job %zu ends at %.3f, want %.3f", name, i, got[i], want[i]);
+	free(got);
+}
+
+/*
+ * synergy-tune on one node of 4 GPUs and 8 vCPUs (fair share 2 per GPU). j0
+ * (class a: ideal 10 vCPUs, capped at the node's 8; 2000 samples) at 0, j1
+ * (class b: ideal 1; 20 s, 2000 samples) at 10.
+ *   t=0   ideals 8 <= 8: j0 gets 8, 80/s.
+ *   t=10  j0 has done 800; ideals 8 + 1 > 8: j0 is trimmed to its fair share 2
+ *         (20/s), j1 keeps its ideal 1 (100/s), 5 vCPUs idle. j1 ends at 30.
+ *   t=30  j0 has done 1200; alone again, 8 vCPUs: 800 / 80 = 10 s, ends at 40.
+ */
+static void test_synergy_tune_by_hand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(4gpu,8cpu)",
+	     put("syn.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n10\t20\t1\t4\t1\n"), PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	struct gm_sim_summary m = run(&w, &o, "syn");
+	assert_ends("syn/jobs.tsv", (const double[]){40, 30}, 2);
+	assert_true(m.makespan == 40);
+	/* the window of the middle submits is 0..10 s, where j0 holds all 8 vCPUs */
+	assert_true(fabs(m.cpu_alloc - 1) < 1e-9);
+	unload(&w);
+}
+
+/*
+ * The pool policies against each other. Node 0: 2 GPUs, 4 vCPUs; node 1: no GPU,
+ * 4 vCPUs; remote cost 0.5, 1 local vCPU per GPU. j0 (class a: R = 100/s, 10/s
+ * per vCPU, needs 18 remote workers; 2000 samples) at 0; j1 (class c: 50/s per
+ * vCPU, its local vCPU gives 50/s and 2 remote workers the other 50/s; 10000
+ * samples) at 10.
+ *   t=0 (all three)  j0 gets the 7 idle vCPUs.
+ *   goldminer  j0: 3 local + 4 remote = 10 + 30 + 20 = 60/s; at 10 (600 done) j1
+ *              reserves node 0's last spare vCPU and gains 5x more per worker, so
+ *              it gets its 2 (remote: no spare left) and j0 keeps 4 (2 local):
+ *              10 + 20 + 10 = 40/s, ends at 10 + 1400 / 40 = 45; j1 at 100/s
+ *              ends at 110.
+ *   pecan      the same until 10; then no priority: j0 keeps 6 (2 local + 4
+ *              remote, 50/s), j1 runs on its own vCPU (50/s). j0 ends at
+ *              10 + 1400 / 50 = 38; j1 (1400 done) then gets 2 local workers:
+ *              100/s, ends at 38 + 86 = 124.
+ *   cachew     every worker remote: j0 10 + 7 x 5 = 45/s, at 10 (450 done) 6
+ *              workers, 40/s: ends at 10 + 1550 / 40 = 48.75; j1 at 50/s until
+ *              then (1937.5 done), then 2 workers, 100/s: ends at 129.375.
+ */
+static void test_pool_policies_by_hand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(2gpu,4cpu)+1x(0gpu,4cpu)",
+	     put("pools.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n10\t100\t1\t2\t2\n"),
+	     "a\t100\t10\t1\tmade up\tmade up\nb\t100\t100\t0\tmade up\tmade up\n"
+	     "c\t100\t50\t0\tmade up\tmade up\n");
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.remote_cost = 0.5;
+	o.policy = GM_SIM_GOLDMINER;
+	run(&w, &o, "pool-gm");
+	assert_ends("pool-gm/jobs.tsv", (const double[]){45, 110}, 2);
+	o.policy = GM_SIM_PECAN;
+	run(&w, &o, "pool-pecan");
+	assert_ends("pool-pecan/jobs.tsv", (const double[]){38, 124}, 2);
+	o.policy = GM_SIM_CACHEW;
+	run(&w, &o, "pool-cachew");
+	assert_ends("pool-cachew/jobs.tsv", (const double[]){48.75, 129.375}, 2);
+	/* at no remote cost cachew and pecan are one policy */
+	o.remote_cost = 0;
+	run(&w, &o, "pool-cachew0");
+	o.policy = GM_SIM_PECAN;
+	run(&w, &o, "pool-pecan0");
+	assert_true(files_equal("pool-cachew0/jobs.tsv", "pool-pecan0/jobs.tsv"));
+	unload(&w);
+}
+
 /*
  * Invariants on a contended heterogeneous cluster with multi-node jobs, every
  * policy, the full audit after every event: the run must finish without the engine
@@ -520,6 +611,9 @@ static void test_errors(void **st)
 
 	assert_int_equal(gm_sim_policy_parse("goldminer"), GM_SIM_GOLDMINER);
 	assert_int_equal(gm_sim_policy_parse("unlimited-cpu"), GM_SIM_UNLIMITED);
+	assert_int_equal(gm_sim_policy_parse("synergy-tune"), GM_SIM_SYNERGY);
+	assert_int_equal(gm_sim_policy_parse("cachew"), GM_SIM_CACHEW);
+	assert_int_equal(gm_sim_policy_parse("pecan"), GM_SIM_PECAN);
 	assert_int_equal(gm_sim_policy_parse("nope"), -EINVAL);
 	assert_string_equal(gm_sim_policy_name(GM_SIM_PROPORTIONAL), "proportional");
 }
@@ -761,7 +855,7 @@ static void test_zero_vcpu_node_never_hangs(void **st)
 	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
 		o.policy = (enum gm_sim_policy)p;
 		run_bounded(&w, &o, &b);
-		if (p == GM_SIM_STATIC || p == GM_SIM_PROPORTIONAL) {
+		if (p == GM_SIM_STATIC || p == GM_SIM_PROPORTIONAL || p == GM_SIM_SYNERGY) {
 			assert_int_equal(b.rc, -EINVAL);
 			assert_non_null(strstr(b.err, "node 0"));
 			assert_non_null(strstr(b.err, "0 vCPUs"));
@@ -858,6 +952,8 @@ int main(void)
 	    cmocka_unit_test(test_spread_and_unplaceable),
 	    cmocka_unit_test(test_determinism),
 	    cmocka_unit_test(test_invariants),
+	    cmocka_unit_test(test_synergy_tune_by_hand),
+	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
 	    cmocka_unit_test(test_class_independent_of_order),

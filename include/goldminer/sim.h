@@ -41,6 +41,9 @@ enum gm_sim_policy {
 	GM_SIM_PROPORTIONAL, /* each node's vCPUs split by GPU share */
 	GM_SIM_GOLDMINER,    /* minimal local share + elastic pool (core/policy.c) */
 	GM_SIM_UNLIMITED,    /* every job at its GPU-bound rate (upper bound) */
+	GM_SIM_SYNERGY,	     /* Synergy-TUNE (OSDI'22): own nodes' vCPUs by sensitivity */
+	GM_SIM_CACHEW, /* Cachew (ATC'22): remote workers autoscaled, first come first served */
+	GM_SIM_PECAN,  /* Pecan (ATC'24): Cachew with local idle vCPUs first */
 	GM_SIM_NPOLICY
 };
 
@@ -77,7 +80,10 @@ struct gm_sim_summary {
 /* Fill defaults: static, seed 1, scale 1, remote cost GM_SIM_REMOTE_COST, local_min 1. */
 void gm_sim_opts_defaults(struct gm_sim_opts *o);
 
-/* Policy names: "static", "proportional", "goldminer", "unlimited-cpu". */
+/*
+ * Policy names: "static", "proportional", "goldminer", "unlimited-cpu",
+ * "synergy-tune", "cachew", "pecan" (rules and sources in traces/README.md).
+ */
 const char *gm_sim_policy_name(enum gm_sim_policy p);
 
 /* Parse a policy name; returns the policy or -EINVAL. */
@@ -93,14 +99,13 @@ double gm_sim_min_sample_interval(const struct gm_trace *t, const struct gm_sim_
 /*
  * Run one simulation. Inputs are checked first (a loader has checked them already;
  * a hand-built cluster, trace or profile gets the same ranges): a GPU node with 0
- * vCPUs is refused under static and proportional, whose jobs pre-process only on
- * their own nodes' vCPUs (goldminer feeds such a node's jobs from its pool, and
- * unlimited-cpu does not need vCPUs); a sample interval below
- * gm_sim_min_sample_interval() is refused. A run handles at most 2 events per job
- * plus its samples; should no event be left while jobs are unfinished, it stops
- * with -EDEADLK naming one, instead of waiting forever.
- * Returns 0 with *sum filled; -EINVAL for bad options or inputs, -ENOMEM, -errno
- * when an output file cannot be written, -EDEADLK (above), -ENOTRECOVERABLE when an
+ * vCPUs is refused under static, proportional and synergy-tune, whose jobs
+ * pre-process only on their own nodes' vCPUs (goldminer, cachew and pecan feed
+ * such a node's jobs from their pools, and unlimited-cpu does not need vCPUs); a sample interval
+ * below gm_sim_min_sample_interval() is refused. A run handles at most 2 events per job plus its
+ * samples; should no event be left while jobs are unfinished, it stops with -EDEADLK naming one,
+ * instead of waiting forever. Returns 0 with *sum filled; -EINVAL for bad options or inputs,
+ * -ENOMEM, -errno when an output file cannot be written, -EDEADLK (above), -ENOTRECOVERABLE when an
  * internal invariant breaks (a bug; err says which). err gets a message on any error.
  */
 int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struct gm_profile *prof,
