@@ -20,7 +20,7 @@ fi
 rc=0
 for dir in "$@"; do
 	pols=""
-	for p in static proportional goldminer unlimited-cpu; do
+	for p in static proportional synergy-tune cachew pecan goldminer unlimited-cpu; do
 		[ -f "$dir/$p/jobs.tsv" ] && pols="$pols $p"
 	done
 	pols=${pols# }
