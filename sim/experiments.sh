@@ -277,13 +277,8 @@ $(cat "$RCS")
 - **The remote cost.** A data worker next to the job's GPUs no longer pays it, yet
   where vCPUs are short the results still hang on it (section (d)): the more
   workers run remote, the more of the pool's vCPUs are lost to it, and a policy
-  that moves vCPUs across nodes gains less over one that keeps them local. In this
-  model goldminer's allocation also plans every pool worker at the remote rate
-  (core/policy.c knows one rate per job, not where its workers land), so a job
-  whose workers land locally holds a few it does not need; pecan's target counts
-  its local vCPUs. Where vCPUs are short and the remote cost is high, that waste
-  can put goldminer behind pecan or even proportional. The default ($RC) is an
-  assumption: quote no gain without (d).
+  that moves vCPUs across nodes gains less over one that keeps them local. The
+  default ($RC) is an assumption: quote no gain without (d).
 - **Against the paper.** The paper reports up to 2.5x average JCT and 2.1x GPU
   utilisation on a 64-GPU cluster with its own production mix and its measured
   pipelines. The setup here differs: a public trace (openb) whose jobs' model

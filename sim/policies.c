@@ -9,10 +9,8 @@
  *                  the idle vCPUs of the whole cluster form a pool of data workers
  *                  shared out by core/policy.c; a job's pool workers sit on idle
  *                  vCPUs of its own nodes first (local: full rate), the rest on
- *                  other nodes (remote: (1 - remote_cost) of the rate). The
- *                  allocation plans with the remote rate (core/policy.c knows one
- *                  rate per job, not where workers land), so a job whose workers
- *                  land locally may hold a few it does not need (held, not busy);
+ *                  other nodes (remote: (1 - remote_cost) of the rate); each job
+ *                  is capped at the workers it needs given where they land;
  *   unlimited-cpu  every job runs at its GPU-bound rate R (the upper bound); it
  *                  reserves nothing and is charged the vCPUs it would need;
  * and three baselines from the literature (rules and sources in traces/README.md):
@@ -195,11 +193,14 @@ static int64_t spare(const struct sim *s, uint32_t n)
 }
 
 /* The rate of job ji changed because workers moved between local and remote. */
+static void mark_dirty(struct sim *s, uint32_t ji);
+
 static void moved(struct sim *s, uint32_t ji)
 {
 	if (s->o.remote_cost > 0) { /* else the move does not change its rate */
 		sim_set_rate(s, ji);
 		s->realloc++;
+		mark_dirty(s, ji);
 	}
 }
 
@@ -404,6 +405,7 @@ static void pool_close(struct sim *s)
 {
 	gm_policy_destroy(s->pol);
 	free(s->slot2job);
+	free(s->dirty);
 	free(s->lpool);
 	free(s->res_head);
 }
@@ -423,20 +425,95 @@ static int grow_slots(struct sim *s, uint32_t slot)
 	return 0;
 }
 
-static int pool_start(struct sim *s, uint32_t ji)
+/*
+ * core/policy.c plans every pool worker at the remote rate (it knows one rate per
+ * job), so a job whose workers land on its own nodes would be given more than it
+ * needs. Its cap (max_workers) is therefore the count that reaches its GPU-bound
+ * rate given the local vCPUs it has or could take (its local workers plus its
+ * nodes' spare): those at the full rate first, remote ones for the rest. The cap
+ * is recomputed for the jobs whose local workers moved, and the pool rebalanced
+ * again, at most POOL_PASSES times per event; what is left waits for the next
+ * event. Rates always follow the workers held, so a stale cap costs efficiency,
+ * never correctness. At no remote cost no cap is needed (every worker is worth
+ * the same), and none is set.
+ */
+#define POOL_PASSES 3
+
+static uint32_t pool_need(const struct sim *s, const struct sjob *j)
 {
-	struct sjob *j = &s->j[ji];
-	/* The pool sees what the local share leaves of the GPU-bound rate. */
-	double rest = j->R - j->local * j->d;
-	struct gm_policy_job pj = {
+	double rest = j->R - j->local * j->d, rr = j->d * (1 - s->o.remote_cost), a = j->lw;
+	if (rest <= 0)
+		return 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		int64_t sp = spare(s, s->pl[j->place_off + i].node);
+		a += sp > 0 ? (double)sp : 0;
+	}
+	if (rest <= a * j->d)
+		return (uint32_t)ceil(rest / j->d - 1e-9);
+	double w = a + ceil((rest - a * j->d) / rr - 1e-9);
+	return w < (double)UINT32_MAX ? (uint32_t)w : UINT32_MAX;
+}
+
+/* What core/policy.c knows of job ji: the rate its pool must add, per worker, its cap. */
+static struct gm_policy_job pool_job(const struct sim *s, uint32_t ji)
+{
+	const struct sjob *j = &s->j[ji];
+	double rest = j->R - j->local * j->d; /* what the local share leaves */
+	return (struct gm_policy_job){
 	    .gpu_rate = rest > 0 ? rest : 0,
 	    .worker_rate = j->d * (1 - s->o.remote_cost),
 	    .weight = j->gpus / j->R, /* objective: GPUs kept busy */
 	    .min_workers = 0,
-	    .max_workers = UINT32_MAX,
+	    .max_workers = j->want,
 	    .tag = ji,
 	};
+}
+
+static void mark_dirty(struct sim *s, uint32_t ji)
+{
+	if (!s->pol || s->j[ji].dirty)
+		return; /* not goldminer (pecan shares the moves), or listed */
+	if (s->ndirty == s->dirtycap) {
+		uint32_t nc = s->dirtycap ? 2 * s->dirtycap : 256;
+		void *a = realloc(s->dirty, nc * sizeof(uint32_t));
+		if (!a) {
+			sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+			return;
+		}
+		s->dirty = a;
+		s->dirtycap = nc;
+	}
+	s->j[ji].dirty = 1;
+	s->dirty[s->ndirty++] = ji;
+}
+
+/* New caps for the listed jobs; true if one changed (the pool must be rebalanced). */
+static bool recap(struct sim *s)
+{
+	bool any = false;
+	for (uint32_t i = 0; i < s->ndirty; i++) {
+		uint32_t ji = s->dirty[i];
+		struct sjob *j = &s->j[ji];
+		j->dirty = 0;
+		if (j->state != J_RUNNING || pool_need(s, j) == j->want)
+			continue;
+		j->want = pool_need(s, j);
+		struct gm_policy_job pj = pool_job(s, ji);
+		if (gm_policy_update(s->pol, j->pslot, &pj))
+			sim_fail(s, -ENOTRECOVERABLE, "invariant: policy refused job %u", ji);
+		any = true;
+	}
+	s->ndirty = 0;
+	return any;
+}
+
+static int pool_start(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
 	uint32_t slot;
+	j->want = UINT32_MAX;
+	j->dirty = 0;
+	struct gm_policy_job pj = pool_job(s, ji);
 	int rc = gm_policy_add(s->pol, &pj, &slot);
 	if (!rc)
 		rc = grow_slots(s, slot);
@@ -457,23 +534,33 @@ static void pool_stop(struct sim *s, uint32_t ji)
 	s->j[ji].pslot = NOPOS;
 }
 
-/* Share the idle vCPUs out again and apply the changes to job rates. */
-static void pool_rebalance(struct sim *s)
+/* Apply the policy's changes: place the workers, re-rate the jobs. */
+static void pool_apply(struct sim *s)
 {
 	const uint32_t *ch;
-	size_t n;
-
-	uint64_t total = s->c->total_cpus;
-	gm_policy_set_budget(s->pol, total > s->reserved_cpu ? total - s->reserved_cpu : 0);
-	if (gm_policy_rebalance(s->pol))
-		sim_fail(s, -ENOTRECOVERABLE, "invariant: pool over budget");
-	n = gm_policy_changed(s->pol, &ch);
+	size_t n = gm_policy_changed(s->pol, &ch);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ji = s->slot2job[ch[i]];
 		s->j[ji].extra = gm_policy_workers(s->pol, ch[i]);
 		replace_workers(s, ji);
 		sim_set_rate(s, ji);
 		s->realloc++;
+		if (s->o.remote_cost > 0)
+			mark_dirty(s, ji);
+	}
+}
+
+/* Share the idle vCPUs out again and apply the changes to job rates. */
+static void pool_rebalance(struct sim *s)
+{
+	uint64_t total = s->c->total_cpus;
+	gm_policy_set_budget(s->pol, total > s->reserved_cpu ? total - s->reserved_cpu : 0);
+	for (int pass = 0; pass < POOL_PASSES && !s->rc; pass++) {
+		if (gm_policy_rebalance(s->pol))
+			sim_fail(s, -ENOTRECOVERABLE, "invariant: pool over budget");
+		pool_apply(s);
+		if (!recap(s))
+			break;
 	}
 	if (gm_policy_used(s->pol) + s->reserved_cpu > total)
 		sim_fail(s, -ENOTRECOVERABLE,

@@ -63,6 +63,7 @@ struct sjob {
 	uint32_t place_off, nplace;
 	int16_t cls;
 	uint8_t state;
+	uint8_t dirty; /* goldminer: listed in sim.dirty, its cap to be recomputed */
 };
 
 struct sim;
@@ -156,6 +157,7 @@ struct sim {
 	 */
 	uint32_t fifo_head, fifo_tail, fifo_bound;
 	uint64_t pool_used;
+	uint32_t *dirty, ndirty, dirtycap; /* goldminer: jobs whose local workers moved */
 	int64_t *ideal; /* synergy-tune: per node, its residents' ideal vCPUs summed */
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;

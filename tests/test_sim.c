@@ -529,6 +529,35 @@ static void test_pool_policies_by_hand(void **st)
 }
 
 /*
+ * goldminer caps a job at the workers it needs given where they land. Node 0: 1
+ * GPU, 12 vCPUs; node 1: 1 GPU, 2 vCPUs; remote cost 0.5; two class-a jobs (R =
+ * 100/s, 10/s per vCPU, 1 local vCPU, 2000 samples) at 0: j0 on node 0, j1 on
+ * node 1; pool budget 14 - 2 = 12.
+ *   Planned at the remote rate (5/s) each could use 18 workers; j0 (older) would
+ *   take all 12: 11 local + 1 remote, 3 of them idle. Capped: with 11 local vCPUs
+ *   to hand j0 needs 9 (10 + 9 x 10 = 100/s), so j1 gets the other 3: node 1's
+ *   spare vCPU + 2 remote: 10 + 10 + 2 x 5 = 30/s.
+ *   j0 ends at 20; j1 (600 done) then gets 13 workers, 1 local + 12 remote:
+ *   10 + 10 + 60 = 80/s, ends at 20 + 1400 / 80 = 37.5 (uncapped: 42.5).
+ */
+static void test_goldminer_caps_local_surplus(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(1gpu,12cpu)+1x(1gpu,2cpu)",
+	     put("cap.tsv", "# goldminer-trace v1\n0\t100\t1\t2\t0\n0\t100\t1\t2\t0\n"), PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_GOLDMINER;
+	o.remote_cost = 0.5;
+	run(&w, &o, "cap");
+	assert_ends("cap/jobs.tsv", (const double[]){20, 37.5}, 2);
+	unload(&w);
+}
+
+/*
  * Invariants on a contended heterogeneous cluster with multi-node jobs, every
  * policy, the full audit after every event: the run must finish without the engine
  * reporting a broken invariant; static runs reproduce trace durations exactly (the
@@ -781,12 +810,13 @@ static void test_cli_seeds(void **st)
 	char *js = slurp(f);
 	assert_non_null(js);
 	assert_non_null(strstr(js, "\"policy\":\"goldminer\",\"seeds\":3,\"seed\":7,"));
-	assert_true(fabs(strtod(strstr(js, "\"avg_jct\":") + 10, NULL) - mean) < 0.051);
+	/* each run's figure is printed to 0.1 s: the mean of those is within 0.1 */
+	assert_true(fabs(strtod(strstr(js, "\"avg_jct\":") + 10, NULL) - mean) < 0.1);
 	double sd = sqrt(((x[0] - mean) * (x[0] - mean) + (x[1] - mean) * (x[1] - mean) +
 			  (x[2] - mean) * (x[2] - mean)) /
 			 2);
 	double half = strtod(strstr(js, "\"avg_jct_ci95\":") + 15, NULL);
-	assert_true(fabs(half - 4.302653 * sd / sqrt(3)) < 0.051);
+	assert_true(fabs(half - 4.302653 * sd / sqrt(3)) < 0.2);
 	free(js);
 	/* 0 seeds, too many, and a range past 2^64 - 1 are usage errors */
 	assert_int_equal(cli(9, "sim", "--cluster", "2x(8gpu,32cpu)", "--trace", tr, "--policy",
@@ -954,6 +984,7 @@ int main(void)
 	    cmocka_unit_test(test_invariants),
 	    cmocka_unit_test(test_synergy_tune_by_hand),
 	    cmocka_unit_test(test_pool_policies_by_hand),
+	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
 	    cmocka_unit_test(test_class_independent_of_order),
