@@ -1,6 +1,8 @@
 /*
  * sim.c - `goldminer sim`: load a cluster, a trace and a profile, run one policy
- * (or all of them on the same input) and print one JSON summary line each.
+ * (or all of them on the same input) and print one JSON summary line each; with
+ * --seeds N, N runs per policy and the mean and 95% interval of each figure
+ * (sim_stats.h).
  *
  * Options come from one declared table (name, argument, help) as in ROSS; the
  * shared parser (cmd.h) reads argv and writes the help text from it. The simulator
