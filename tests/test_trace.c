@@ -297,6 +297,28 @@ static void test_profile(void **st)
 			assert_string_equal(a.c[i].cpu_source, b.c[i].cpu_source);
 		}
 	}
+	/*
+	 * The data-plane profile: the built-in table with the image classes' cpu_rate
+	 * measured by goldminer profile (over 10x the PyTorch-era figure), the rest equal.
+	 */
+	if (access("traces/profile-goldminer.tsv", R_OK) == 0) {
+		assert_int_equal(
+		    gm_profile_load(&b, "traces/profile-goldminer.tsv", err, sizeof(err)), 0);
+		assert_int_equal(a.n, b.n);
+		for (int i = 0; i < a.n; i++) {
+			bool image = !strcmp(a.c[i].name, "resnet50") ||
+				     !strcmp(a.c[i].name, "cv-light");
+			assert_string_equal(a.c[i].name, b.c[i].name);
+			assert_true(a.c[i].gpu_rate == b.c[i].gpu_rate);
+			assert_true(a.c[i].share == b.c[i].share);
+			if (!image) {
+				assert_true(a.c[i].cpu_rate == b.c[i].cpu_rate);
+				continue;
+			}
+			assert_true(b.c[i].cpu_rate > 10 * a.c[i].cpu_rate);
+			assert_true(!strncmp(b.c[i].cpu_source, "measured: goldminer profile ", 28));
+		}
+	}
 	const char *p = put("prof.tsv", "# c\nx\t100\t10\t1\tmade up\t\n");
 	assert_int_equal(gm_profile_load(&b, p, err, sizeof(err)), 0);
 	assert_int_equal(b.n, 1);
