@@ -306,8 +306,8 @@ static void test_profile(void **st)
 		    gm_profile_load(&b, "traces/profile-goldminer.tsv", err, sizeof(err)), 0);
 		assert_int_equal(a.n, b.n);
 		for (int i = 0; i < a.n; i++) {
-			bool image = !strcmp(a.c[i].name, "resnet50") ||
-				     !strcmp(a.c[i].name, "cv-light");
+			bool image =
+			    !strcmp(a.c[i].name, "resnet50") || !strcmp(a.c[i].name, "cv-light");
 			assert_string_equal(a.c[i].name, b.c[i].name);
 			assert_true(a.c[i].gpu_rate == b.c[i].gpu_rate);
 			assert_true(a.c[i].share == b.c[i].share);
@@ -316,7 +316,8 @@ static void test_profile(void **st)
 				continue;
 			}
 			assert_true(b.c[i].cpu_rate > 10 * a.c[i].cpu_rate);
-			assert_true(!strncmp(b.c[i].cpu_source, "measured: goldminer profile ", 28));
+			assert_true(
+			    !strncmp(b.c[i].cpu_source, "measured: goldminer profile ", 28));
 		}
 	}
 	const char *p = put("prof.tsv", "# c\nx\t100\t10\t1\tmade up\t\n");
