@@ -66,7 +66,7 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
+LIB_SRCS := $(sort $(filter-out core/ucx.c core/auth.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -121,9 +121,17 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXTRA_LIBS) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
 # The UCX transport and the two programs that use it (see UCX above).
+# core/auth.c (peer authentication, OpenSSL's libcrypto) goes into the same
+# archive, for the node agent, and stays out of libgoldminer for the same
+# reason; its test links the object itself, so it runs with UCX=0 too.
+CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
+CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 $(B)/core/ucx.o: override CFLAGS += $(UCX_CFLAGS)
-$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
+$(B)/core/auth.o: override CFLAGS += $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o $(B)/core/auth.o
 	$(Q)rm -f $@ && ar rcs $@ $^
+$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/auth.o $(CRYPTO_LIBS)
+$(B)/tests/test_auth: $(B)/core/auth.o
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: override CFLAGS += $(UCX_CFLAGS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: $(UCX_LIB)
@@ -241,7 +249,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
-	libmicrohttpd-dev libucx-dev \
+	libmicrohttpd-dev libucx-dev libssl-dev \
 	python3-venv python3-setuptools python3-wheel
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \
@@ -331,4 +339,4 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/auth.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
