@@ -56,6 +56,7 @@ ifeq ($(UCX),1)
 UCX_CFLAGS := -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
 UCX_LIBS := $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
 UCX_LIB := $(B)/libgoldminer-ucx.a
+REMOTE_PLUGIN := $(B)/libgoldminer-remote.so
 endif
 
 ifeq ($(V),1)
@@ -66,7 +67,8 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c core/auth.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
+LIB_SRCS := $(sort $(filter-out core/ucx.c core/auth.c core/remote.c,$(wildcard core/*.c)) \
+	$(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -83,7 +85,7 @@ FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
-all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
+all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -135,6 +137,17 @@ $(B)/tests/test_auth: $(B)/core/auth.o
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: override CFLAGS += $(UCX_CFLAGS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench: $(UCX_LIB)
+
+# Remote workers (core/remote.c, issue 12): a plugin the node agent dlopen()s only
+# when --listen/--peers is given, so that UCX never loads into a trainer or an
+# agent that does not use it. It carries its own copy of the library objects it
+# needs; the version script exports only gm_remote_plugin.
+$(B)/core/remote.o: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-remote.so: $(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) core/remote.map
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote.map -o $@ \
+		$(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
+		$(CRYPTO_LIBS) $(LDLIBS)
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
@@ -339,4 +352,4 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
--include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/auth.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/auth.d $(B)/core/remote.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

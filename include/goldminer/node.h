@@ -42,6 +42,10 @@ struct gm_node_opts {
 	 * call); NULL: not formatted. `goldminer node --metrics` serves it over HTTP. */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
+	/* Remote workers (remote.h): listen for peers on "ADDR:PORT", ask the agents
+	 * at "HOST:PORT,..." for workers and lend them ours; both need the shared
+	 * secret file. All NULL: this host only (the plugin is not loaded). */
+	const char *listen, *peers, *secret;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

@@ -95,6 +95,9 @@ struct gm_remote_ops {
 	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
 	/* the peers and lent jobs as JSON members (no braces), into buf */
 	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
+	/* `goldminer node --remote-worker FD`: run one remote worker (a process the
+	 * agent exec'ed) until retired or cut off. 0, or -errno (said on stderr). */
+	int (*worker_main)(int fd);
 };
 
 /* The plugin's one export. */
