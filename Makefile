@@ -122,7 +122,8 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXTRA_LIBS) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
-# The UCX transport and the two programs that use it (see UCX above).
+# The UCX transport and the programs that use it (see UCX above; mh_peer is
+# the multi-host harness's two ends, tests/multihost.sh).
 # core/auth.c (peer authentication, OpenSSL's libcrypto) goes into the same
 # archive, for the node agent, and stays out of libgoldminer for the same
 # reason; its test links the object itself, so it runs with UCX=0 too.
@@ -134,9 +135,9 @@ $(B)/libgoldminer-ucx.a: $(B)/core/ucx.o $(B)/core/auth.o
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/auth.o $(CRYPTO_LIBS)
 $(B)/tests/test_auth: $(B)/core/auth.o
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: override CFLAGS += $(UCX_CFLAGS)
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: $(UCX_LIB)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 
 # Remote workers (core/remote.c, issue 12): a plugin the node agent dlopen()s only
 # when --listen/--peers is given, so that UCX never loads into a trainer or an
