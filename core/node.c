@@ -143,8 +143,16 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	if (j->pool) {
 		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root,
 		      why);
-		if (a->rem && j->token)
+		if (a->rem && j->token) {
+			struct gm_remote_job_info ri;
+			a->rops->job_info(a->rem, j->token, &ri);
+			logf_(a,
+			      "job pid %d: remote workers delivered %" PRIu64 " samples (%" PRIu64
+			      " bytes); %" PRIu64 " remote leases taken back, %" PRIu64
+			      " messages of taken-back leases dropped",
+			      (int)j->pid, ri.samples, ri.bytes, ri.revoked, ri.fenced);
 			a->rops->job_remove(a->rem, j->token); /* remote leases back first */
+		}
 		gm_pool_destroy(
 		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
 		gm_dataset_close(j->ds);
@@ -877,11 +885,11 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
-	logf_(a, "remote workers: %s%s%s%s, lending up to %u workers", o->listen ? "peers connect on port " : "",
-	      o->listen ? "" : "not listening", o->peers ? "; peers " : "", o->peers ? o->peers : "",
-	      a->budget);
 	if (o->listen)
-		logf_(a, "remote workers: listening on %s (port %u)", o->listen, a->rops->port(a->rem));
+		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
+		      a->rops->port(a->rem));
+	logf_(a, "remote workers: peers %s; lending up to %u workers", o->peers ? o->peers : "none",
+	      a->budget);
 	return 0;
 }
 
