@@ -66,7 +66,7 @@ static int check_stat(int fd, const char *path, char *err, size_t errlen)
 	}
 	if (st.st_mode & 077) {
 		say(err, errlen,
-		    "gm_auth_load: secret file '%s' has mode %03o: group or others may access "
+		    "gm_auth_load: secret file '%s' has mode %04o: group or others may access "
 		    "it (chmod 600 '%s')",
 		    path, (unsigned)(st.st_mode & 0777), path);
 		return -EPERM;
@@ -124,9 +124,10 @@ int gm_auth_load(struct gm_auth_key *k, const char *path, char *err, size_t errl
 	if (n < GM_AUTH_MIN || n > GM_AUTH_MAX) {
 		say(err, errlen,
 		    "gm_auth_load: secret file '%s' holds %s%zu bytes; it needs %d to %d "
-		    "(head -c 32 /dev/urandom > '%s')",
+		    "(head -c 32 /dev/urandom > '%s'; chmod 600 '%s')",
 		    path, n > GM_AUTH_MAX ? "more than " : "",
-		    n > GM_AUTH_MAX ? (size_t)GM_AUTH_MAX : n, GM_AUTH_MIN, GM_AUTH_MAX, path);
+		    n > GM_AUTH_MAX ? (size_t)GM_AUTH_MAX : n, GM_AUTH_MIN, GM_AUTH_MAX, path,
+		    path);
 		rc = -EINVAL;
 		goto out_wipe;
 	}

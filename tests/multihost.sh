@@ -26,8 +26,10 @@
 #   mh_why                why loopback ("not root", "ip failed: ...")
 #   mh_addr I             host I's IPv4 address
 #   mh_netdev             the hosts' interface for UCX_NET_DEVICES (gm0 | lo)
-#   mh_run I CORES CMD... run CMD in host I with the host's quota set to CORES
-#                         cores (0.25, 1.5; 0 = no limit), in the foreground
+#   mh_run I CORES CMD... run CMD in host I, in the foreground; the host's
+#                         quota becomes CORES cores (0.25, 1.5; 0 = no limit;
+#                         - = leave it as it is: use - for a helper command in
+#                         a host whose agent has a quota)
 #   mh_spawn I CORES CMD... the same in the background; MH_PID is its pid
 #                         (the command's own: it execs). Redirect the call to
 #                         send the command's output to a file:
@@ -39,7 +41,29 @@
 #                         namespaces and cgroups (bounded: about 2 s)
 #
 # Env: MH_FORCE_LOOPBACK=1 takes the fallback even where netns would work.
-# Every command here runs under timeout(1), so no step can hang a test.
+# Every ip(8) call here runs under timeout(1), so no step can hang a test.
+#
+# Node agents in two hosts, each under its own quota (tests/test_multihost.sh
+# does this for one). Pass UCX's variables through env(1): an assignment in
+# front of a shell function is not reliably exported to what it runs. Give
+# each agent its own --socket: path sockets live in the shared file system,
+# so a trainer in any host reaches an agent by its path. Give --cpus too:
+# the quota does not change what nproc says inside the host.
+#
+#   . tests/multihost.sh
+#   MH_ATEXIT="rm -rf '$tmp'"
+#   mh_setup 2
+#   mh_spawn 1 0.25 env UCX_TLS=tcp UCX_NET_DEVICES="$(mh_netdev)" \
+#       "$G" node --socket "$tmp/h1.sock" --cpus 1 --quiet >"$tmp/agent1.log" 2>&1
+#   agent1=$MH_PID
+#   mh_spawn 2 1.5 env UCX_TLS=tcp UCX_NET_DEVICES="$(mh_netdev)" \
+#       "$G" node --socket "$tmp/h2.sock" --cpus 2 --quiet >"$tmp/agent2.log" 2>&1
+#   agent2=$MH_PID
+#   mh_run 1 0.25 "$G" bench "$set" --node "$tmp/h1.sock" ...   # the trainer, host 1
+#
+# The agent's workers are its children, so they are in its host's cgroup and
+# namespace, under the same quota; host 1's trainer shares host 1's quota.
+# mh_addr I is the address host I's agent listens on for the others.
 
 MH_MODE=
 MH_N=0
@@ -157,9 +181,10 @@ mh_netdev() {
 	if [ "$MH_MODE" = netns ]; then echo gm0; else echo lo; fi
 }
 
-# mh_set_quota I CORES: write host I's quota (0 = no limit). 0 or 1.
+# mh_set_quota I CORES: write host I's quota (0 = no limit, - = unchanged).
+# 0 or 1.
 mh_set_quota() {
-	[ "$MH_CGROUP" = none ] && return 0
+	[ "$MH_CGROUP" = none ] || [ "$2" = - ] && return 0
 	q=$(awk -v c="$2" -v p="$MH_PERIOD" 'BEGIN { q = int(c * p + 0.5); print (q > 0 ? q : -1) }')
 	if [ "$MH_CGROUP" = v1 ]; then
 		echo "$MH_PERIOD" >"$(mh_cg "$1")/cpu.cfs_period_us" &&

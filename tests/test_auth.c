@@ -111,6 +111,9 @@ static void test_mode_open_to_group_or_others_refused(void **state)
 		char p[256];
 		put_sized(p, sizeof(p), "mode", 32, 0, modes[i]);
 		refused(p, -EPERM, "chmod 600");
+		char want[32];
+		snprintf(want, sizeof(want), "has mode %04o", (unsigned)modes[i]);
+		refused(p, -EPERM, want);
 	}
 }
 
@@ -133,6 +136,7 @@ static void test_size_bounds(void **state)
 	struct gm_auth_key k;
 	put_sized(p, sizeof(p), "short", GM_AUTH_MIN - 1, 0, 0600);
 	refused(p, -EINVAL, "holds 15 bytes; it needs 16 to 4096");
+	refused(p, -EINVAL, "chmod 600");
 	put_sized(p, sizeof(p), "short-nl", GM_AUTH_MIN - 1, 1, 0600); /* 16 with the newline */
 	refused(p, -EINVAL, "holds 15 bytes");
 	put_file(p, sizeof(p), "empty", "", 0, 0600);
