@@ -83,8 +83,8 @@ struct job {
 	/* metrics: the ring's consumer counters at the previous tick */
 	uint64_t m_samples, m_wait_ns;
 	int64_t m_ms;
-	double m_rate, m_stall; /* delivered img/s and blocked share over that tick */
-	uint64_t token;		/* its remote side (remote.h), 0: none */
+	double m_rate, m_stall;	 /* delivered img/s and blocked share over that tick */
+	uint64_t token;		 /* its remote side (remote.h), 0: none */
 	struct gm_elastic rhyst; /* hysteresis of its remote workers */
 	uint32_t rwant;		 /* remote workers it asks the peers for */
 	char root[4096];
@@ -350,9 +350,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 				     gm_dataset_fingerprint(j->ds), gm_dataset_count(j->ds), j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
-		a->rops->set_lendable(a->rem, a->budget > wanted_workers(a)
-						  ? a->budget - wanted_workers(a)
-						  : 0);
+		a->rops->set_lendable(
+		    a->rem, a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0);
 	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
@@ -398,7 +397,8 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			a->rops->job_info(a->rem, j->token, &ri);
 			off += (size_t)snprintf(
 			    buf + off, len - off,
-			    ", \"remote_workers\": %u, \"remote_asked\": %u, \"remote_granted\": %u, "
+			    ", \"remote_workers\": %u, \"remote_asked\": %u, \"remote_granted\": "
+			    "%u, "
 			    "\"remote_img_per_s\": %.1f, \"remote_worker_img_per_s\": %.1f, "
 			    "\"remote_samples\": %" PRIu64 ", \"remote_bytes\": %" PRIu64
 			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64,
@@ -739,15 +739,17 @@ static void want_remote(struct agent *a, struct job *j)
 		if (need > 0)
 			n = (uint32_t)(need / per + 0.999);
 		if (j->cap)
-			n = n + j->workers > j->cap ? (j->cap > j->workers ? j->cap - j->workers : 0)
-						    : n;
+			n = n + j->workers > j->cap
+				? (j->cap > j->workers ? j->cap - j->workers : 0)
+				: n;
 		if (n > GM_MAX_WORKERS)
 			n = GM_MAX_WORKERS;
 	}
 	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)n, (int)j->rwant);
 	if (next != j->rwant)
-		logf_(a, "job pid %d: asks the peers for %u remote workers (demand %.0f img/s, "
-			 "%u local workers at %.0f img/s each)",
+		logf_(a,
+		      "job pid %d: asks the peers for %u remote workers (demand %.0f img/s, "
+		      "%u local workers at %.0f img/s each)",
 		      (int)j->pid, next, j->demand, j->workers, j->rate);
 	j->rwant = next;
 	a->rops->job_want(a->rem, j->token, next);

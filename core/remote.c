@@ -51,19 +51,19 @@
 #include "goldminer/wire.h"
 #include "goldminer/worker.h"
 
-#define MAX_CONNS     256
-#define MAX_PEERS     16
-#define MAX_HJOBS     64
-#define MAX_LJOBS     64
-#define CONN_QUEUE    32
-#define AUTH_MS	      5000 /* a connection must prove the secret within this */
-#define RETRY_MS      2000 /* reconnect to a peer, ask again for workers */
-#define REPLY_MS      10000
-#define NONE_WAIT_MS  4 /* a remote worker asks again this soon when no task is free */
-#define MSG_MAGIC     0x4d524d47u /* "GMRM" */
-#define MSG_VERSION   1u
-#define SERVER_ROLE   "goldminer-remote server"
-#define CLIENT_ROLE   "goldminer-remote client"
+#define MAX_CONNS    256
+#define MAX_PEERS    16
+#define MAX_HJOBS    64
+#define MAX_LJOBS    64
+#define CONN_QUEUE   32
+#define AUTH_MS	     5000 /* a connection must prove the secret within this */
+#define RETRY_MS     2000 /* reconnect to a peer, ask again for workers */
+#define REPLY_MS     10000
+#define NONE_WAIT_MS 4		 /* a remote worker asks again this soon when no task is free */
+#define MSG_MAGIC    0x4d524d47u /* "GMRM" */
+#define MSG_VERSION  1u
+#define SERVER_ROLE  "goldminer-remote server"
+#define CLIENT_ROLE  "goldminer-remote client"
 
 enum am_id {
 	AM_HELLO = 1, /* client -> server: nonce, role, token */
@@ -230,7 +230,8 @@ struct gm_remote {
 	char welcome[256];
 	/* aligned copies of a message's payload (done words; err words + records) */
 	uint64_t scratch[GM_MAX_BATCH / 64];
-	uint64_t scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
+	uint64_t
+	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -300,8 +301,8 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *sl,
 	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
 	*sl = ai->ai_addrlen;
 	freeaddrinfo(ai);
-	if (ip && getnameinfo((struct sockaddr *)ss, *sl, ip, (socklen_t)iplen, NULL, 0,
-			      NI_NUMERICHOST))
+	if (ip &&
+	    getnameinfo((struct sockaddr *)ss, *sl, ip, (socklen_t)iplen, NULL, 0, NI_NUMERICHOST))
 		return -EINVAL;
 	return 0;
 }
@@ -455,8 +456,8 @@ static int connect_to(struct gm_remote *r, const char *addr, struct conn **out)
 /* Start the handshake on an outgoing connection (role: what we are). */
 static int say_hello(struct conn *c, int role, uint64_t token)
 {
-	struct m_hello h = {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = (uint32_t)role,
-			    .token = token};
+	struct m_hello h = {
+	    .magic = MSG_MAGIC, .version = MSG_VERSION, .role = (uint32_t)role, .token = token};
 	if (gm_auth_nonce(c->mine))
 		return -EIO;
 	memcpy(h.nonce, c->mine, sizeof(h.nonce));
@@ -496,8 +497,9 @@ static void on_challenge(struct gm_remote *r, struct conn *c, const struct m_cha
 		return;
 	}
 	if (!gm_auth_verify(&r->key, SERVER_ROLE, c->mine, ch->nonce, ch->proof)) {
-		kill_conn(c, "%s does not know the secret (its proof is wrong): check --secret on "
-			     "both hosts",
+		kill_conn(c,
+			  "%s does not know the secret (its proof is wrong): check --secret on "
+			  "both hosts",
 			  c->ip);
 		return;
 	}
@@ -647,8 +649,8 @@ static void on_claim(struct gm_remote *r, struct conn *c)
 		l.status = slot == -EAGAIN ? -EAGAIN : -ENODATA;
 	} else {
 		uint64_t first = (task % j->bpe) * j->batch;
-		uint32_t nb = (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first
-									: j->batch);
+		uint32_t nb =
+		    (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first : j->batch);
 		begin_remote_task(j, (uint32_t)slot, task, nb);
 		_Atomic uint64_t *done = gm_ring_done_bits(j->ring, (uint32_t)slot);
 		for (uint32_t q = 0; q < j->words; q++)
@@ -908,7 +910,8 @@ static void ljobs_tick(struct gm_remote *r, int64_t now)
 				continue;
 			}
 			if (pid > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
-				logf_(r, "remote worker %d for job %016" PRIx64 " ended (status %#x)",
+				logf_(r,
+				      "remote worker %d for job %016" PRIx64 " ended (status %#x)",
 				      (int)l->pid[k], l->token, st);
 			l->pid[k] = l->pid[--l->n];
 		}
@@ -919,7 +922,8 @@ static void ljobs_tick(struct gm_remote *r, int64_t now)
 		if (!l->used)
 			continue;
 		if (!l->home || l->home->st == C_DEAD) {
-			logf_(r, "job %016" PRIx64 ": its home agent is gone; its remote workers stop",
+			logf_(r,
+			      "job %016" PRIx64 ": its home agent is gone; its remote workers stop",
 			      l->token);
 			ljob_end(l);
 			continue;
@@ -1076,8 +1080,8 @@ static int net_init(struct gm_remote *r, bool wakeup, char *err, size_t errlen);
 static void net_fini(struct gm_remote *r);
 
 /* What the worker's lease reply said (its done words are in r->scratch). */
-static void on_lease(struct gm_remote *r, struct conn *c, const struct m_lease *l,
-		     const void *data, size_t len)
+static void on_lease(struct gm_remote *r, struct conn *c, const struct m_lease *l, const void *data,
+		     size_t len)
 {
 	if (!r->is_worker || !c->outgoing) {
 		kill_conn(c, "%s: unexpected lease", c->ip);
@@ -1358,11 +1362,11 @@ static int r_worker_main(int fd)
 /* ---- dispatch ------------------------------------------------------------------- */
 
 static const size_t hdr_size[AM_N] = {
-    [AM_HELLO] = sizeof(struct m_hello),     [AM_CHALLENGE] = sizeof(struct m_challenge),
-    [AM_AUTH] = sizeof(struct m_auth),	     [AM_WELCOME] = sizeof(struct m_welcome),
-    [AM_LEND] = sizeof(struct m_lend),	     [AM_LENT] = sizeof(struct m_lent),
-    [AM_CLAIM] = sizeof(struct m_claim),     [AM_LEASE] = sizeof(struct m_lease),
-    [AM_SAMPLE] = sizeof(struct m_sample),   [AM_PUBLISH] = sizeof(struct m_publish),
+    [AM_HELLO] = sizeof(struct m_hello),   [AM_CHALLENGE] = sizeof(struct m_challenge),
+    [AM_AUTH] = sizeof(struct m_auth),	   [AM_WELCOME] = sizeof(struct m_welcome),
+    [AM_LEND] = sizeof(struct m_lend),	   [AM_LENT] = sizeof(struct m_lent),
+    [AM_CLAIM] = sizeof(struct m_claim),   [AM_LEASE] = sizeof(struct m_lease),
+    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish),
 };
 
 static void dispatch(struct gm_remote *r, struct conn *c, int id, const void *hp, const void *data,
@@ -1389,17 +1393,38 @@ static void dispatch(struct gm_remote *r, struct conn *c, int id, const void *hp
 			data = memcpy(r->scratch2, data, len);
 	}
 	switch (id) {
-	case AM_HELLO: on_hello(r, c, &h.hello); break;
-	case AM_CHALLENGE: on_challenge(r, c, &h.ch); break;
-	case AM_AUTH: on_auth(r, c, &h.auth); break;
-	case AM_WELCOME: on_welcome(r, c, &h.wm); break;
-	case AM_LEND: on_lend(r, c, &h.lend, data, len); break;
-	case AM_LENT: on_lent(r, c, &h.lent); break;
-	case AM_CLAIM: on_claim(r, c); break;
-	case AM_LEASE: on_lease(r, c, &h.lease, data, len); break;
-	case AM_SAMPLE: on_sample(r, c, &h.sample, data, len); break;
-	case AM_PUBLISH: on_publish(r, c, &h.pub, data, len); break;
-	default: break;
+	case AM_HELLO:
+		on_hello(r, c, &h.hello);
+		break;
+	case AM_CHALLENGE:
+		on_challenge(r, c, &h.ch);
+		break;
+	case AM_AUTH:
+		on_auth(r, c, &h.auth);
+		break;
+	case AM_WELCOME:
+		on_welcome(r, c, &h.wm);
+		break;
+	case AM_LEND:
+		on_lend(r, c, &h.lend, data, len);
+		break;
+	case AM_LENT:
+		on_lent(r, c, &h.lent);
+		break;
+	case AM_CLAIM:
+		on_claim(r, c);
+		break;
+	case AM_LEASE:
+		on_lease(r, c, &h.lease, data, len);
+		break;
+	case AM_SAMPLE:
+		on_sample(r, c, &h.sample, data, len);
+		break;
+	case AM_PUBLISH:
+		on_publish(r, c, &h.pub, data, len);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -1408,18 +1433,16 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 {
 	struct am_arg *a = arg;
 	struct gm_remote *r = a->r;
-	struct conn *c = conn_of(r, (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-					? param->reply_ep
-					: NULL);
+	struct conn *c = conn_of(
+	    r, (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL);
 	if (!c)
 		return UCS_OK; /* a connection closed or never known: dropped */
 	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		kill_conn(c, "%s: a rendezvous message (only eager ones are sent)", c->ip);
 		return UCS_OK;
 	}
-	if (hlen != hdr_size[a->id] ||
-	    (len && a->id != AM_LEND && a->id != AM_LEASE && a->id != AM_SAMPLE &&
-	     a->id != AM_PUBLISH)) {
+	if (hlen != hdr_size[a->id] || (len && a->id != AM_LEND && a->id != AM_LEASE &&
+					a->id != AM_SAMPLE && a->id != AM_PUBLISH)) {
 		kill_conn(c, "%s: malformed message %d (%zu+%zu bytes)", c->ip, a->id, hlen, len);
 		return UCS_OK;
 	}
@@ -1579,8 +1602,9 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 		}
 		for (int k = 0; k < MAX_LJOBS; k++)
 			if (r->ljobs[k].used && r->ljobs[k].home == c) {
-				logf_(r, "job %016" PRIx64 ": its home agent is gone; its remote "
-					 "workers stop",
+				logf_(r,
+				      "job %016" PRIx64 ": its home agent is gone; its remote "
+				      "workers stop",
 				      r->ljobs[k].token);
 				ljob_end(&r->ljobs[k]);
 			}
@@ -1619,7 +1643,8 @@ static void hjobs_tick(struct gm_remote *r, int64_t now)
 		if (now - j->tick_ms >= 1000) {
 			uint32_t n = 0;
 			for (int k = 0; k < MAX_CONNS; k++)
-				n += r->conns[k] && r->conns[k]->job == j && r->conns[k]->st == C_OK;
+				n +=
+				    r->conns[k] && r->conns[k]->job == j && r->conns[k]->st == C_OK;
 			j->rate = (double)j->tick_samples * 1000.0 / (double)(now - j->tick_ms);
 			j->per_worker = n ? j->rate / n : 0;
 			j->tick_samples = 0;
@@ -1679,8 +1704,9 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 {
 	*out = NULL;
 	if (!c->secret) {
-		snprintf(err, errlen, "--secret FILE is required with --listen or --peers: the "
-				      "agents prove to each other that they know it");
+		snprintf(err, errlen,
+			 "--secret FILE is required with --listen or --peers: the "
+			 "agents prove to each other that they know it");
 		return -EINVAL;
 	}
 	struct gm_remote *r = calloc(1, sizeof(*r));
@@ -1867,10 +1893,10 @@ static uint32_t r_lent(struct gm_remote *r)
 static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 {
 	size_t off = 0;
-#define PUT(...)                                                                                 \
-	do {                                                                                     \
-		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);           \
-		off += k_ > 0 ? (size_t)k_ : 0;                                                  \
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);              \
+		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
 	} while (0)
 	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"peers\": [", r->port,
 	    r->lendable, lent_total(r));

@@ -56,13 +56,16 @@ chmod 600 "$tmp/secret"
 head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/wrong"
 chmod 600 "$tmp/wrong"
 "$G" synth "$tmp/data" --images 384 >/dev/null 2>&1
-BENCH="--batch 32 --size 96 --checksum --quiet"
+set -- --batch 32 --size 96 --checksum --quiet # the bench options of every run
+BENCH="$*"
 EPOCHS=4
+# shellcheck disable=SC2086 # BENCH is a list of options
 "$G" bench "$tmp/data" --workers 2 --epochs $EPOCHS $BENCH >"$tmp/ref.json" 2>"$tmp/ref.err"
 ref=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/ref.json")
 echo "# single-host checksums: $ref"
 
 port=$((20000 + $$ % 20000))
+apid2='' # set by agent() through eval
 # agent I SECRET PEERS...: a node agent in host I (socket $tmp/I.sock, log
 # $tmp/I.log); listens on its address at $port. AGENT_CPUS: its budget.
 agent() {
@@ -126,6 +129,7 @@ wait_remote() {
 train() {
 	e=$1
 	shift
+	# shellcheck disable=SC2086
 	mh_run 1 0.5 "$G" bench "$tmp/data" --node "$tmp/1.sock" --epochs "$e" \
 		$BENCH "$@" >"$tmp/run.json" 2>"$tmp/run.err"
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json" >"$tmp/sum"
@@ -161,7 +165,8 @@ agent 3 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2 3
 peers_connected 1 2
 train 8
-ref8=$( "$G" bench "$tmp/data" --workers 2 --epochs 8 $BENCH 2>/dev/null |
+# shellcheck disable=SC2086
+ref8=$("$G" bench "$tmp/data" --workers 2 --epochs 8 $BENCH 2>/dev/null |
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
 r2=$(grep -c "peer $(mh_addr 2):.* runs [1-9]" "$tmp/1.log")
 r3=$(grep -c "peer $(mh_addr 3):.* runs [1-9]" "$tmp/1.log")
