@@ -287,6 +287,7 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 		goto out_dataset;
 	gm_pool_cfg_init(&c, o, j->ds, j->bpe, first, end);
 	c.workers = 0; /* the agent sizes the pool (apply_grants), within its budget */
+	c.nice = GM_NODE_WORKER_NICE;
 	rc = gm_pool_create(&j->pool, &c, why, sizeof(why));
 	if (rc)
 		goto out_dataset;
@@ -322,6 +323,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget
 			    ? (uint32_t)req->workers
 			    : a->budget;
+	if (a->rem) /* remote workers may join: slots for the job's cap, or twice the budget */
+		most = req->workers > 0 ? (uint32_t)req->workers : 2 * a->budget;
 	if (!o.slots) {
 		o.slots = 4;
 		while (o.slots < 2 * most && o.slots < 64)

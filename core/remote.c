@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,6 +46,7 @@
 #include "goldminer/dataset.h"
 #include "goldminer/limits.h"
 #include "goldminer/loader.h"
+#include "goldminer/node.h"
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
 #include "goldminer/version.h"
@@ -884,6 +886,7 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 		if (getppid() != parent || dup2(fd, 3) != 3)
 			_exit(127);
 		close_range(4, ~0u, 0); /* not the agent's sockets */
+		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
 		char *argv[] = {"goldminer", "node", "--remote-worker", "3", NULL};
 		execv(r->exe, argv);
 		_exit(127);
