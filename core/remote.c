@@ -148,6 +148,11 @@ struct conn {
 	uint64_t task;
 	int64_t lease_ms; /* last progress on the lease */
 	uint64_t samples; /* delivered in the current tick */
+	unsigned inflight;	 /* samples still being received into the slot (rendezvous) */
+	struct m_publish pub;	 /* a publish that came before its samples had landed */
+	unsigned char *pub_data; /* ... its payload (malloc'd), NULL: none pending */
+	size_t pub_len;
+	bool claim_pending; /* a claim that came behind that publish */
 };
 
 struct peer {
@@ -368,19 +373,33 @@ static void kill_conn(struct conn *c, const char *fmt, ...)
 	c->st = C_DEAD;
 }
 
+/* Close c's endpoint by force and wait (200 ms at most) until UCX has: from then
+ * on nothing of this peer lands anywhere (its transfers into a slot included),
+ * so its lease may be given to someone else. */
+static void conn_close_ep(struct gm_remote *r, struct conn *c)
+{
+	if (!c->ep)
+		return;
+	ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				  .flags = UCP_EP_CLOSE_FLAG_FORCE};
+	void *p = ucp_ep_close_nbx(c->ep, &rp);
+	c->ep = NULL;
+	if (!UCS_PTR_IS_PTR(p))
+		return;
+	int64_t end = now_ms() + 200;
+	while (ucp_request_check_status(p) == UCS_INPROGRESS && now_ms() < end)
+		ucp_worker_progress(r->w);
+	ucp_request_free(p); /* (UCX completes it on its own if it has not) */
+}
+
 /* Close the endpoint by force (its messages stop being delivered) and free c. */
 static void conn_free(struct gm_remote *r, struct conn *c)
 {
-	if (c->ep) {
-		ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-					  .flags = UCP_EP_CLOSE_FLAG_FORCE};
-		void *p = ucp_ep_close_nbx(c->ep, &rp);
-		if (UCS_PTR_IS_PTR(p))
-			ucp_request_free(p); /* UCX completes it on its own */
-	}
+	conn_close_ep(r, c);
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (r->conns[i] == c)
 			r->conns[i] = NULL;
+	free(c->pub_data);
 	free(c);
 }
 
@@ -639,6 +658,10 @@ static void on_claim(struct gm_remote *r, struct conn *c)
 		kill_conn(c, "%s: a claim from a connection that is not a remote worker", c->ip);
 		return;
 	}
+	if (c->vpid && c->pub_data) { /* its publish waits for its last samples: then */
+		c->claim_pending = true;
+		return;
+	}
 	if (c->vpid) { /* a worker holds one lease at a time */
 		revoke_lease(r, c, "claimed again while holding a lease (protocol error)");
 		kill_conn(c, "protocol error");
@@ -668,11 +691,76 @@ static void on_claim(struct gm_remote *r, struct conn *c)
 	send_msg(c, AM_LEASE, &l, sizeof(l), words, dlen);
 }
 
+/* A sample's bytes are in the slot: its label, id and done bit (the lease was
+ * checked when it came, and is checked again: it may have been taken back). */
+static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const struct m_sample *s)
+{
+	gm_ring_labels(j->ring, slot)[s->pos] = s->label;
+	gm_ring_ids(j->ring, slot)[s->pos] = s->id;
+	if (s->bad)
+		atomic_fetch_or_explicit(&gm_ring_err_bits(j->ring, slot)[s->pos / 64],
+					 1ull << (s->pos % 64), memory_order_relaxed);
+	/* pairs with the acquire loads of whoever resumes or publishes the task */
+	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, slot)[s->pos / 64],
+				 1ull << (s->pos % 64), memory_order_release);
+	c->lease_ms = now_ms();
+	c->samples++;
+	j->samples++;
+	j->tick_samples++;
+	j->bytes += j->sb;
+}
+
+/* A rendezvous receive in flight: what it is for (its connection may be gone
+ * when it completes, so it names the job and the lease, not the connection). */
+struct rx {
+	struct gm_remote *r;
+	uint64_t token;
+	struct m_sample s;
+};
+
+static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publish *p,
+			const void *data, size_t len);
+static void on_claim(struct gm_remote *r, struct conn *c);
+
+static void rx_done(void *req, ucs_status_t st, size_t length, void *user)
+{
+	struct rx *x = user;
+	struct gm_remote *r = x->r;
+	struct hjob *j = hjob_of(r, x->token);
+	struct conn *c = NULL;
+	for (int i = 0; j && i < MAX_CONNS && !c; i++)
+		if (r->conns[i] && r->conns[i]->job == j && r->conns[i]->vpid == x->s.vpid)
+			c = r->conns[i];
+	if (c) {
+		c->inflight--;
+		if (st == UCS_OK && length == j->sb && lease_held(c, x->s.vpid, x->s.task))
+			sample_landed(j, c, c->slot, &x->s);
+		else if (st != UCS_OK)
+			kill_conn(c, "%s: a sample's transfer failed: %s", c->ip,
+				  ucs_status_string(st));
+		if (!c->inflight && c->pub_data && c->st != C_DEAD) {
+			unsigned char *d = c->pub_data;
+			c->pub_data = NULL;
+			publish_now(r, c, &c->pub, d, c->pub_len);
+			free(d);
+			if (c->claim_pending && c->st != C_DEAD) {
+				c->claim_pending = false;
+				on_claim(r, c);
+			}
+		}
+	}
+	if (req)
+		ucp_request_free(req);
+	free(x);
+}
+
+/* A sample: checked against the lease before any byte of it lands. Eager ones
+ * are copied now; rendezvous ones are received straight into the slot (no copy
+ * of ours; UCX's zero-copy where the transport has it). */
 static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample *s,
-		      const void *data, size_t len)
+		      void *data, size_t len, bool rndv)
 {
 	struct hjob *j = c->job;
-	(void)r;
 	if (c->role != ROLE_WORKER || !j) {
 		kill_conn(c, "%s: a sample from a connection that is not a remote worker", c->ip);
 		return;
@@ -687,20 +775,31 @@ static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample
 		return;
 	}
 	uint8_t *dst = (uint8_t *)gm_ring_data(j->ring, c->slot) + (uint64_t)s->pos * j->sb;
-	memcpy(dst, data, len);
-	gm_ring_labels(j->ring, c->slot)[s->pos] = s->label;
-	gm_ring_ids(j->ring, c->slot)[s->pos] = s->id;
-	if (s->bad)
-		atomic_fetch_or_explicit(&gm_ring_err_bits(j->ring, c->slot)[s->pos / 64],
-					 1ull << (s->pos % 64), memory_order_relaxed);
-	/* pairs with the acquire loads of whoever resumes or publishes the task */
-	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, c->slot)[s->pos / 64],
-				 1ull << (s->pos % 64), memory_order_release);
-	c->lease_ms = now_ms();
-	c->samples++;
-	j->samples++;
-	j->tick_samples++;
-	j->bytes += len;
+	if (!rndv) {
+		memcpy(dst, data, len);
+		sample_landed(j, c, c->slot, s);
+		return;
+	}
+	struct rx *x = malloc(sizeof(*x));
+	if (!x) {
+		kill_conn(c, "out of memory receiving a sample");
+		return;
+	}
+	*x = (struct rx){.r = r, .token = j->token, .s = *s};
+	ucp_request_param_t rp = {
+	    .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .cb.recv_am = rx_done,
+	    .user_data = x};
+	c->inflight++;
+	void *p = ucp_am_recv_data_nbx(r->w, data, dst, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		c->inflight--;
+		kill_conn(c, "%s: receiving a sample: %s", c->ip,
+			  ucs_status_string(UCS_PTR_STATUS(p)));
+		free(x);
+	} else if (p == NULL) {
+		rx_done(NULL, UCS_OK, len, x); /* landed already */
+	}
 }
 
 /* Error records of a published batch, merged (once per sample) into the slot's. */
@@ -730,6 +829,27 @@ static void on_publish(struct gm_remote *r, struct conn *c, const struct m_publi
 		j->fenced++;
 		return;
 	}
+	if (c->inflight) { /* its last samples are still landing: publish after them */
+		free(c->pub_data);
+		c->pub_data = malloc(len ? len : 1);
+		if (!c->pub_data) {
+			kill_conn(c, "out of memory");
+			return;
+		}
+		memcpy(c->pub_data, data, len);
+		c->pub_len = len;
+		c->pub = *p;
+		return;
+	}
+	publish_now(r, c, p, data, len);
+}
+
+static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publish *p,
+			const void *data, size_t len)
+{
+	struct hjob *j = c->job;
+	if (!j || !lease_held(c, p->vpid, p->task))
+		return;
 	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
 	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
 		revoke_lease(r, c, "sent a malformed publish (refused)");
@@ -1127,6 +1247,21 @@ struct wsend {
 	struct m_sample *hdr[2];
 };
 
+/* Samples go eager (the home copies each one from UCX's buffer: over TCP the
+ * fastest, measured by tests/bench/bench-remote.sh: 2,045-2,197 img/s against
+ * 1,147-1,541 by rendezvous, whose handshake per sample costs a round trip to
+ * a CPU-poor home) unless $GOLDMINER_REMOTE_RNDV=1: then by rendezvous, received
+ * straight into the slot (what an RDMA fabric wants: no copy at the home). */
+static bool rndv_samples(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("GOLDMINER_REMOTE_RNDV");
+		on = e && !strcmp(e, "1");
+	}
+	return on;
+}
+
 static void sample_done(void *req, ucs_status_t st, void *user)
 {
 	(void)st;
@@ -1140,7 +1275,8 @@ static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_
 	ucp_request_param_t rp = {
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-	    .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+	    .flags = UCP_AM_SEND_FLAG_REPLY | (rndv_samples() ? UCP_AM_SEND_FLAG_RNDV
+							      : UCP_AM_SEND_FLAG_EAGER),
 	    .cb.send = sample_done,
 	    .user_data = inflight,
 	};
@@ -1373,7 +1509,7 @@ static const size_t hdr_size[AM_N] = {
 };
 
 static void dispatch(struct gm_remote *r, struct conn *c, int id, const void *hp, const void *data,
-		     size_t len)
+		     size_t len, bool rndv)
 {
 	union {
 		struct m_hello hello;
@@ -1421,7 +1557,7 @@ static void dispatch(struct gm_remote *r, struct conn *c, int id, const void *hp
 		on_lease(r, c, &h.lease, data, len);
 		break;
 	case AM_SAMPLE:
-		on_sample(r, c, &h.sample, data, len);
+		on_sample(r, c, &h.sample, (void *)data, len, rndv);
 		break;
 	case AM_PUBLISH:
 		on_publish(r, c, &h.pub, data, len);
@@ -1440,8 +1576,9 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 	    r, (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL);
 	if (!c)
 		return UCS_OK; /* a connection closed or never known: dropped */
-	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-		kill_conn(c, "%s: a rendezvous message (only eager ones are sent)", c->ip);
+	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+	if (rndv && a->id != AM_SAMPLE) {
+		kill_conn(c, "%s: a rendezvous message %d (only samples come so)", c->ip, a->id);
 		return UCS_OK;
 	}
 	if (hlen != hdr_size[a->id] || (len && a->id != AM_LEND && a->id != AM_LEASE &&
@@ -1453,7 +1590,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 		kill_conn(c, "%s: message %d before authentication", c->ip, a->id);
 		return UCS_OK;
 	}
-	dispatch(r, c, a->id, header, data, len);
+	dispatch(r, c, a->id, header, data, len, rndv);
 	return UCS_OK;
 }
 
@@ -1592,6 +1729,7 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 		}
 		if (c->st != C_DEAD)
 			continue;
+		conn_close_ep(r, c); /* first: then nothing of it can land in the slot */
 		revoke_lease(r, c, c->why);
 		if (c->peer >= 0) {
 			struct peer *p = &r->peers[c->peer];
@@ -1774,8 +1912,10 @@ static void r_destroy(struct gm_remote *r)
 		if (r->ljobs[i].used)
 			ljob_end(&r->ljobs[i]);
 	for (int i = 0; i < MAX_CONNS; i++)
-		if (r->conns[i])
+		if (r->conns[i]) {
+			conn_close_ep(r, r->conns[i]);
 			revoke_lease(r, r->conns[i], "the agent stops");
+		}
 	for (int i = 0; i < MAX_HJOBS; i++)
 		if (r->hjobs[i].used)
 			gm_ring_destroy(r->hjobs[i].ring);
@@ -1848,6 +1988,7 @@ static void r_job_remove(struct gm_remote *r, uint64_t token)
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->conns[i];
 		if (c && c->job == j) {
+			conn_close_ep(r, c); /* before the ring is unmapped */
 			revoke_lease(r, c, "its job ended");
 			c->job = NULL;
 			kill_conn(c, "job ended");

@@ -215,7 +215,21 @@ mh_enter() {
 	mh_i=$1
 	shift 2
 	if [ "$MH_MODE" = netns ]; then
-		set -- ip netns exec "${MH_TAG}h$mh_i" "$@"
+		# ip netns exec gives the command a sysfs of its own, without the
+		# cgroup file systems: mount them again (in its private mount
+		# namespace) so a program can read its own CPU quota, as on a host.
+		# shellcheck disable=SC2016 # the inner shell's
+		set -- ip netns exec "${MH_TAG}h$mh_i" sh -c '
+			if [ -z "$(ls /sys/fs/cgroup 2>/dev/null)" ]; then
+				mount -t tmpfs gm-cgroup /sys/fs/cgroup 2>/dev/null
+				if [ "$0" = v1 ]; then
+					mkdir -p /sys/fs/cgroup/cpu &&
+						mount -t cgroup -o cpu gm-cpu /sys/fs/cgroup/cpu 2>/dev/null
+				elif [ "$0" = v2 ]; then
+					mount -t cgroup2 gm-cgroup2 /sys/fs/cgroup 2>/dev/null
+				fi
+			fi
+			exec "$@"' "$MH_CGROUP" "$@"
 	fi
 	if [ "$MH_CGROUP" = none ]; then
 		exec "$@"
