@@ -56,6 +56,7 @@ ifeq ($(UCX),1)
 UCX_CFLAGS := -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
 UCX_LIBS := $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
 UCX_LIB := $(B)/libgoldminer-ucx.a
+REMOTE_PLUGIN := $(B)/libgoldminer-remote.so
 endif
 
 ifeq ($(V),1)
@@ -66,7 +67,8 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c,$(wildcard core/*.c)) $(wildcard sim/*.c))
+LIB_SRCS := $(sort $(filter-out core/ucx.c core/auth.c core/remote.c,$(wildcard core/*.c)) \
+	$(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -83,7 +85,7 @@ FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
-all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer
+all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -120,13 +122,33 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXTRA_LIBS) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
-# The UCX transport and the two programs that use it (see UCX above).
+# The UCX transport and the programs that use it (see UCX above; mh_peer is
+# the multi-host harness's two ends, tests/multihost.sh).
+# core/auth.c (peer authentication, OpenSSL's libcrypto) goes into the same
+# archive, for the node agent, and stays out of libgoldminer for the same
+# reason; its test links the object itself, so it runs with UCX=0 too.
+CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
+CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 $(B)/core/ucx.o: override CFLAGS += $(UCX_CFLAGS)
-$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
+$(B)/core/auth.o: override CFLAGS += $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o $(B)/core/auth.o
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: override CFLAGS += $(UCX_CFLAGS)
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
-$(B)/tests/test_ucx $(B)/bench/ucx_bench: $(UCX_LIB)
+$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/auth.o $(CRYPTO_LIBS)
+$(B)/tests/test_auth: $(B)/core/auth.o
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
+
+# Remote workers (core/remote.c, issue 12): a plugin the node agent dlopen()s only
+# when --listen/--peers is given, so that UCX never loads into a trainer or an
+# agent that does not use it. It carries its own copy of the library objects it
+# needs; the version script exports only gm_remote_plugin.
+$(B)/core/remote.o: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-remote.so: $(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) core/remote.map
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote.map -o $@ \
+		$(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
+		$(CRYPTO_LIBS) $(LDLIBS)
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
@@ -241,7 +263,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
-	libmicrohttpd-dev libucx-dev \
+	libmicrohttpd-dev libucx-dev libssl-dev \
 	python3-venv python3-setuptools python3-wheel
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \
@@ -331,4 +353,4 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/auth.d $(B)/core/remote.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

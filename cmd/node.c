@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "goldminer/limits.h"
 #include "goldminer/node.h"
+#include "goldminer/remote.h"
 #include "goldminer/ring.h"
 
 #define CMD "node"
@@ -29,6 +30,10 @@ enum {
 	O_STATUS,
 	O_SCALE,
 	O_QUIET,
+	O_LISTEN,
+	O_PEERS,
+	O_SECRET,
+	O_RWORKER,
 	O_HELP,
 	O_N
 };
@@ -47,6 +52,13 @@ static const struct cmd_opt opts[O_N] = {
     [O_STATUS] = {"status", NULL, 0, "print a running agent's status (one JSON line)"},
     [O_SCALE] = {"scale", "PID=N", 0, "fix the pool of consumer PID at N (0: policy again)"},
     [O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
+    [O_LISTEN] = {"listen", "ADDR:PORT", 0,
+		  "accept peer agents and remote workers here (UCX; PORT 0: any)"},
+    [O_PEERS] = {"peers", "HOST:PORT,...", 0,
+		 "the other agents: ask them for workers, lend them ours"},
+    [O_SECRET] = {"secret", "FILE", 0,
+		  "shared secret of all agents (mode 0600), required with --listen/--peers"},
+    [O_RWORKER] = {"remote-worker", "FD", 0, "(internal) a remote worker the agent starts"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
@@ -128,6 +140,21 @@ static int ask_agent(const char *socket_path, bool status, int pid, int n)
 	return 0;
 }
 
+/* A remote worker the agent exec'ed with its job on fd (remote.h). */
+static int remote_worker(const char *fdarg)
+{
+	char err[1024];
+	uint64_t fd;
+	if (cmd_u64(CMD, "--remote-worker", fdarg, 3, 1024, &fd))
+		return 2;
+	const struct gm_remote_ops *ops = gm_remote_load(err, sizeof(err));
+	if (!ops) {
+		fprintf(stderr, "goldminer " CMD ": %s\n", err);
+		return 1;
+	}
+	return ops->worker_main((int)fd) ? 1 : 0;
+}
+
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -166,6 +193,9 @@ int gm_cmd_node(int argc, char **argv)
 		o.max_conns = (uint32_t)v;
 	}
 	o.socket_path = val[O_SOCKET];
+	o.listen = val[O_LISTEN];
+	o.peers = val[O_PEERS];
+	o.secret = val[O_SECRET];
 	o.verbose = !val[O_QUIET];
 	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
 			     scale_pid <= 0 || scale_n < 0)) {
@@ -179,6 +209,8 @@ int gm_cmd_node(int argc, char **argv)
 		fprintf(stderr, "goldminer " CMD ": unexpected argument '%s'\n", pos[0]);
 		return 2;
 	}
+	if (val[O_RWORKER])
+		return remote_worker(val[O_RWORKER]);
 	if (scale_n >= 0)
 		return ask_agent(o.socket_path, false, scale_pid, scale_n);
 	if (val[O_STATUS])

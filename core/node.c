@@ -57,7 +57,9 @@
 
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
+#include "goldminer/limits.h"
 #include "goldminer/pool.h"
+#include "goldminer/remote.h"
 #include "goldminer/ring.h"
 
 #define MAX_JOBS GM_NODE_MAX_CONNS
@@ -81,7 +83,10 @@ struct job {
 	/* metrics: the ring's consumer counters at the previous tick */
 	uint64_t m_samples, m_wait_ns;
 	int64_t m_ms;
-	double m_rate, m_stall; /* delivered img/s and blocked share over that tick */
+	double m_rate, m_stall;	 /* delivered img/s and blocked share over that tick */
+	uint64_t token;		 /* its remote side (remote.h), 0: none */
+	struct gm_elastic rhyst; /* hysteresis of its remote workers */
+	uint32_t rwant;		 /* remote workers it asks the peers for */
 	char root[4096];
 };
 
@@ -96,6 +101,9 @@ struct agent {
 	bool short_;	    /* a job has fewer workers than its wish: look often */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
+	double cpu_quota; /* cores the agent's CPU cgroup allows (0: no limit) */
+	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
+	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
 };
 
@@ -136,6 +144,16 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	if (j->pool) {
 		logf_(a, "job pid %d (%s) detached: %s; its workers stop", (int)j->pid, j->root,
 		      why);
+		if (a->rem && j->token) {
+			struct gm_remote_job_info ri;
+			a->rops->job_info(a->rem, j->token, &ri);
+			logf_(a,
+			      "job pid %d: remote workers delivered %" PRIu64 " samples (%" PRIu64
+			      " bytes); %" PRIu64 " remote leases taken back, %" PRIu64
+			      " messages of taken-back leases dropped",
+			      (int)j->pid, ri.samples, ri.bytes, ri.revoked, ri.fenced);
+			a->rops->job_remove(a->rem, j->token); /* remote leases back first */
+		}
 		gm_pool_destroy(
 		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
 		gm_dataset_close(j->ds);
@@ -146,6 +164,89 @@ static void detach(struct agent *a, struct job *j, const char *why)
 }
 
 #define GRANT_POLL_MS 5 /* how often the agent looks while a job is short of workers */
+
+/* The budget less the workers this agent runs for other hosts' jobs. */
+static uint32_t local_budget(const struct agent *a)
+{
+	uint32_t lent = a->rem ? a->rops->lent(a->rem) : 0;
+	return a->budget > lent ? a->budget - lent : 0;
+}
+
+/* A job that remote workers are feeding, on a host whose CPU cgroup gives the
+ * agent less than one core: it runs no local worker. On such a host the CPU is
+ * worth far more receiving remote workers' batches than decoding (measured:
+ * tests/bench/bench-remote.sh; a local worker there burns the quota that the
+ * agent's receive path needs, and the cgroup is throttled for the rest of each
+ * period). It keeps one while no remote worker serves it. */
+static bool fed_remotely(const struct agent *a, const struct job *j)
+{
+	if (!a->rem || !j->token || !a->cpu_quota || a->cpu_quota >= 1.0)
+		return false;
+	struct gm_remote_job_info ri;
+	a->rops->job_info(a->rem, j->token, &ri);
+	return ri.workers > 0 && ri.samples > 0;
+}
+
+/* Cores the CPU cgroup of this process allows, the tightest quota on its path
+ * (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max); 0 when none is set. */
+static double cgroup_cpu_quota(void)
+{
+	char line[4096], path[4400], rel[4096] = "";
+	bool v2 = false;
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		bool cpu = false; /* "cpu" exactly, among the line's controllers */
+		for (char *t = c1 + 1; t && *t && !cpu; t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
+			cpu = !strncmp(t, "cpu", 3) && (t[3] == ',' || t[3] == '\0');
+		if (cpu || (!rel[0] && c1[1] == '\0' && (v2 = true))) {
+			snprintf(rel, sizeof(rel), "%s", c2 + 1);
+			rel[strcspn(rel, "\n")] = '\0';
+			v2 = !cpu;
+			if (cpu)
+				break;
+		}
+	}
+	fclose(f);
+	double best = 0;
+	for (;;) {
+		long long q = -1, per = 0;
+		if (v2) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max", rel);
+			f = fopen(path, "r");
+			if (f) {
+				if (fscanf(f, "%lld %lld", &q, &per) != 2)
+					q = -1;
+				fclose(f);
+			}
+		} else {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_quota_us", rel);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld", &q) != 1)
+					q = -1;
+				fclose(f);
+			}
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_period_us", rel);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld", &per) != 1)
+					per = 0;
+				fclose(f);
+			}
+		}
+		if (q > 0 && per > 0 && (!best || (double)q / (double)per < best))
+			best = (double)q / (double)per;
+		char *slash = strrchr(rel, '/');
+		if (!slash || !rel[0] || !strcmp(rel, "/"))
+			break;
+		*slash = '\0';
+	}
+	return best;
+}
 
 /* Move every pool towards the division within the budget (see the file comment):
  * true while some job still has fewer workers than it was given. */
@@ -159,14 +260,14 @@ static bool apply_grants(struct agent *a)
 		struct job *j = &a->jobs[i];
 		if (!j->pool)
 			continue;
-		want[n] = j->want;
+		want[n] = fed_remotely(a, j) ? 0 : j->want;
 		target[n] = j->workers;
 		/* retiring first, then p_alive (pool.h: a worker counted twice at worst) */
 		retiring[n] = gm_pool_retiring(j->pool);
 		alive[n] = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
 		idx[n++] = i;
 	}
-	uint32_t cap = a->budget > (uint32_t)n ? a->budget : (uint32_t)n;
+	uint32_t cap = local_budget(a) > (uint32_t)n ? local_budget(a) : (uint32_t)n;
 	gm_elastic_grant(want, retiring, alive, (size_t)n, cap, target);
 	for (int k = 0; k < n; k++) {
 		struct job *j = &a->jobs[idx[k]];
@@ -263,6 +364,7 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 		goto out_dataset;
 	gm_pool_cfg_init(&c, o, j->ds, j->bpe, first, end);
 	c.workers = 0; /* the agent sizes the pool (apply_grants), within its budget */
+	c.nice = GM_NODE_WORKER_NICE;
 	rc = gm_pool_create(&j->pool, &c, why, sizeof(why));
 	if (rc)
 		goto out_dataset;
@@ -298,6 +400,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget
 			    ? (uint32_t)req->workers
 			    : a->budget;
+	if (a->rem) /* remote workers may join: slots for the job's cap, or twice the budget */
+		most = req->workers > 0 ? (uint32_t)req->workers : 2 * a->budget;
 	if (!o.slots) {
 		o.slots = 4;
 		while (o.slots < 2 * most && o.slots < 64)
@@ -320,6 +424,15 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	j->workers = 0;
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
+	if (a->rem) {
+		uint32_t lease = o.lease_timeout_ms ? o.lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req,
+				     gm_dataset_fingerprint(j->ds), gm_dataset_count(j->ds), j->bpe,
+				     lease, &j->token, err, sizeof(err)))
+			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
+		a->rops->set_lendable(
+		    a->rem, a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0);
+	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
 	int n;
@@ -356,12 +469,35 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		uint32_t alive = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
 		off += (size_t)snprintf(buf + off, len - off,
 					"%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, "
-					"\"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f}",
+					"\"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f",
 					k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand,
 					j->rate);
+		if (a->rem && j->token && off < len) {
+			struct gm_remote_job_info ri;
+			a->rops->job_info(a->rem, j->token, &ri);
+			off += (size_t)snprintf(
+			    buf + off, len - off,
+			    ", \"remote_workers\": %u, \"remote_asked\": %u, \"remote_granted\": "
+			    "%u, "
+			    "\"remote_img_per_s\": %.1f, \"remote_worker_img_per_s\": %.1f, "
+			    "\"remote_samples\": %" PRIu64 ", \"remote_bytes\": %" PRIu64
+			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64,
+			    ri.workers, ri.asked, ri.granted, ri.rate, ri.per_worker, ri.samples,
+			    ri.bytes, ri.revoked, ri.fenced);
+		}
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, "}");
 	}
 	if (off < len)
-		snprintf(buf + off, len - off, "]}");
+		off += (size_t)snprintf(buf + off, len - off, "]");
+	if (a->rem && off + 2 < len) {
+		buf[off++] = ',';
+		buf[off++] = ' ';
+		a->rops->status_json(a->rem, buf + off, len - off);
+		off += strlen(buf + off);
+	}
+	if (off < len)
+		snprintf(buf + off, len - off, "}");
 }
 
 /* Delivered img/s and the consumer's blocked share since the last tick, from the
@@ -668,6 +804,37 @@ static bool divide(struct agent *a)
 	return apply_grants(a);
 }
 
+/* Remote workers a job should ask the peers for: what its measured demand (with
+ * the controller's headroom) needs beyond its local pool, counted in what one
+ * remote worker measurably delivers (a local worker's rate until measured).
+ * Grows at once, shrinks after two ticks agree (gm_elastic_next). */
+static void want_remote(struct agent *a, struct job *j)
+{
+	struct gm_remote_job_info ri;
+	uint32_t n = 0;
+	a->rops->job_info(a->rem, j->token, &ri);
+	if (!j->fixed && j->demand > 0 && j->rate > 0) {
+		double need = j->demand * GM_ELASTIC_HEADROOM - j->workers * j->rate;
+		double per = ri.per_worker > 0 ? ri.per_worker : j->rate;
+		if (need > 0)
+			n = (uint32_t)(need / per + 0.999);
+		if (j->cap)
+			n = n + j->workers > j->cap
+				? (j->cap > j->workers ? j->cap - j->workers : 0)
+				: n;
+		if (n > GM_MAX_WORKERS)
+			n = GM_MAX_WORKERS;
+	}
+	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)n, (int)j->rwant);
+	if (next != j->rwant)
+		logf_(a,
+		      "job pid %d: asks the peers for %u remote workers (demand %.0f img/s, "
+		      "%u local workers at %.0f img/s each)",
+		      (int)j->pid, next, j->demand, j->workers, j->rate);
+	j->rwant = next;
+	a->rops->job_want(a->rem, j->token, next);
+}
+
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
@@ -680,6 +847,14 @@ static void rebalance(struct agent *a)
 		}
 	}
 	a->short_ = divide(a);
+	if (!a->rem)
+		return;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool && a->jobs[i].token)
+			want_remote(a, &a->jobs[i]);
+	/* what no local job wants may run other hosts' workers */
+	uint32_t w = wanted_workers(a);
+	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -762,6 +937,49 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 	return 0;
 }
 
+static void remote_log(void *arg, const char *line)
+{
+	logf_(arg, "%s", line);
+}
+
+/* Load the remote-workers plugin and start its side when asked to (--listen,
+ * --peers). 0 or -errno with err. */
+static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err, size_t errlen)
+{
+	if (!o->listen && !o->peers)
+		return 0;
+	char why[1024];
+	a->rops = gm_remote_load(why, sizeof(why));
+	if (!a->rops) {
+		snprintf(err, errlen, "%s", why);
+		return -ENOTSUP;
+	}
+	struct gm_remote_cfg c = {.listen = o->listen,
+				  .peers = o->peers,
+				  .secret = o->secret,
+				  .budget = a->budget,
+				  .verbose = a->verbose,
+				  .log = remote_log,
+				  .log_arg = a};
+	int rc = a->rops->create(&a->rem, &c, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "remote workers: %s", why);
+		return rc;
+	}
+	a->rops->set_lendable(a->rem, a->budget);
+	a->cpu_quota = cgroup_cpu_quota();
+	if (a->cpu_quota && a->cpu_quota < 1.0)
+		logf_(a, "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
+			 "remote workers feed runs no local worker here",
+		      a->cpu_quota);
+	if (o->listen)
+		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
+		      a->rops->port(a->rem));
+	logf_(a, "remote workers: peers %s; lending up to %u workers", o->peers ? o->peers : "none",
+	      a->budget);
+	return 0;
+}
+
 /* One round of the loop: wait for a request, a connection or the next deadline. */
 static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 {
@@ -776,14 +994,21 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		pfd[n].events = POLLIN;
 		map[n++] = i;
 	}
+	if (a->rem) { /* the remote side's UCX events: last, not a job */
+		pfd[n].fd = a->rops->fd(a->rem);
+		pfd[n].events = POLLIN;
+		map[n++] = -2;
+	}
 	int wait = close_idle(a, a->short_ ? GRANT_POLL_MS : GM_ELASTIC_TICK_MS);
 	if (poll(pfd, (nfds_t)n, wait) > 0) {
 		for (int k = 1; k < n; k++)
-			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+			if (map[k] >= 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
 				on_request(a, &a->jobs[map[k]]);
 		if (pfd[0].revents & POLLIN)
 			on_accept(a);
 	}
+	if (a->rem)
+		a->rops->service(a->rem);
 	int64_t now = now_ms();
 	if (now - *last >= GM_ELASTIC_TICK_MS) {
 		rebalance(a);
@@ -798,8 +1023,8 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 {
 	struct agent *a;
 	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
-	struct pollfd pfd[MAX_JOBS + 1];
-	int map[MAX_JOBS + 1];
+	struct pollfd pfd[MAX_JOBS + 2];
+	int map[MAX_JOBS + 2];
 	char mem[32];
 	int rc;
 
@@ -814,6 +1039,13 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 		free(a);
 		return rc;
 	}
+	rc = remote_start(a, o, err, errlen);
+	if (rc) {
+		close(a->lfd);
+		unlink(path);
+		free(a);
+		return rc;
+	}
 	human(mem, sizeof(mem), a->mem);
 	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
 	      mem);
@@ -823,6 +1055,8 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].fd >= 0)
 			detach(a, &a->jobs[i], "agent stopping");
+	if (a->rem)
+		a->rops->destroy(a->rem);
 	close(a->lfd);
 	unlink(path);
 	logf_(a, "stopped");

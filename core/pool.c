@@ -32,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -152,6 +153,8 @@ static int spawn(struct gm_pool *p)
 		struct gm_ring *mine;
 		if (gm_ring_attach(&mine, 3) < 0)
 			_exit(1);
+		if (p->c.nice)
+			(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
 		struct gm_worker_cfg c = p->c.w;
 		c.ring = mine;
 		_exit(gm_worker_main(&c) ? 1 : 0);

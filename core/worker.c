@@ -168,6 +168,8 @@ static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 	if (!w->fail[i])
 		finish(w, i);
 	w->cb_ns += now_ns() - t0;
+	if (w->c.on_sample)
+		w->c.on_sample(w->c.sample_arg);
 	return 0;
 }
 

@@ -27,6 +27,12 @@
 
 #define GM_NODE_IDLE_MS	  5000 /* default: close a connection silent this long */
 #define GM_NODE_MAX_CONNS 64   /* connections (each job is one) held at once */
+/* The agent's workers run at this nice value: a trainer on the same host, and
+ * the agent's own loop (which receives remote workers' batches), get the CPU
+ * first when it is short; idle CPUs are used all the same. Workers lent to
+ * other hosts' jobs run at GM_NODE_LENT_NICE, below this host's own jobs. */
+#define GM_NODE_WORKER_NICE 5
+#define GM_NODE_LENT_NICE   10
 
 struct gm_node_opts {
 	const char *socket_path; /* NULL: gm_node_default_socket(), directory made 0700 */
@@ -42,6 +48,10 @@ struct gm_node_opts {
 	 * call); NULL: not formatted. `goldminer node --metrics` serves it over HTTP. */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
+	/* Remote workers (remote.h): listen for peers on "ADDR:PORT", ask the agents
+	 * at "HOST:PORT,..." for workers and lend them ours; both need the shared
+	 * secret file. All NULL: this host only (the plugin is not loaded). */
+	const char *listen, *peers, *secret;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

@@ -45,6 +45,7 @@ struct gm_pool_cfg {
 	uint32_t chaos_kill_ms;	       /* testing: SIGKILL a random worker every N ms (0: off) */
 	uint32_t lease_timeout_ms;     /* kill a lease holder that finishes no sample for this
 					* long and re-issue its batch (0: not watched) */
+	int nice;		       /* workers' nice value (0: the coordinator's) */
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -35,6 +35,11 @@ struct gm_worker_cfg {
 	uint32_t batches_per_epoch;
 	bool shuffle;
 	enum gm_on_error on_error;
+	/* Called after each sample of a batch is complete (NULL: nothing). A worker
+	 * on another host progresses its network sends here (remote.c), so that
+	 * the previous batch travels while this one decodes. */
+	void (*on_sample)(void *arg);
+	void *sample_arg;
 };
 
 /* Task t -> (epoch, batch index). */

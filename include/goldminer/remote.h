@@ -1,0 +1,111 @@
+/*
+ * remote.h - data workers on other hosts (issue 12): node agents that lend their
+ * idle CPUs to each other's jobs over UCX.
+ *
+ * Roles. Every agent started with --listen has one UCX listener. The agent a
+ * trainer attaches to (the job's "home") asks the agents named in its --peers for
+ * workers (LEND: the job's ATTACH request, its dataset fingerprint and the home's
+ * port); a peer that has idle workers in its budget opens the same dataset path,
+ * checks the fingerprint and forks stateless remote workers. Each remote worker
+ * connects back to the home agent with its own UCX endpoint and then loops:
+ * CLAIM (the home claims a task in the ring for a virtual lease id with the same
+ * CAS the local workers use) -> decode the batch into a private two-slot ring ->
+ * one active message per sample (header: lease, position, label, id; data: the
+ * pixels) -> PUBLISH (error records, timings). The home checks every message
+ * against the lease it holds for that endpoint, and only then copies the sample
+ * into the slot position the lease covers and sets its done bit; PUBLISH stores
+ * READY once every position is done. The home, not the writer, decides where bytes
+ * land: a peer cannot write outside the slot it leased, and a writer whose lease
+ * was taken back is fenced by construction (its messages no longer match).
+ *
+ * Faults. The home watches every remote lease: an endpoint error (peer process
+ * or host dead, link lost: UCX's err_mode PEER) or no sample within the job's
+ * lease deadline closes that endpoint by force and moves the lease back to FREE
+ * (gm_ring_reclaim), so a local or another remote worker makes the batch again,
+ * resuming after the samples whose done bits are set (contract 1: same bytes).
+ *
+ * Trust. A connection is accepted only from an address of a host named in
+ * --peers; both sides then prove they know the shared secret (--secret FILE,
+ * mode 0600) by a challenge-response (auth.h) before any other message is
+ * handled. Virtual lease ids are >= GM_REMOTE_VPID_MIN, above every real pid
+ * (PID_MAX_LIMIT is 2^22), so the pool never signals them.
+ *
+ * This module is a plugin (libgoldminer-remote.so) that the node agent loads only
+ * when --listen or --peers is given: UCX's memory hooks and signal handlers never
+ * reach a trainer or an agent that does not use it. Threads: everything runs on
+ * the agent's loop thread (gm_remote_service after poll on gm_remote_fd).
+ */
+#ifndef GOLDMINER_REMOTE_H
+#define GOLDMINER_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_REMOTE_ABI	     1
+#define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
+#define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
+#define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
+
+struct gm_remote;
+struct gm_node_req;
+
+struct gm_remote_cfg {
+	const char *listen; /* "ADDR:PORT" (PORT 0: any), NULL: do not listen */
+	const char *peers;  /* "host:port,host:port,..." or NULL */
+	const char *secret; /* path of the shared secret file (required) */
+	uint32_t budget;    /* the agent's worker budget */
+	int verbose;
+	void (*log)(void *arg, const char *line); /* one line, no newline */
+	void *log_arg;
+};
+
+/* A home job's remote side, for status and the controller. */
+struct gm_remote_job_info {
+	uint32_t workers;  /* remote workers connected for it now */
+	uint32_t asked;	   /* remote workers it wants */
+	uint32_t granted;  /* remote workers the peers said they started */
+	uint64_t samples;  /* samples remote workers delivered (all time) */
+	uint64_t bytes;	   /* pixel bytes received from them */
+	uint64_t revoked;  /* remote leases taken back (dead or stalled writers) */
+	uint64_t fenced;   /* messages of a lease no longer held, dropped */
+	double rate;	   /* img/s delivered by remote workers over the last tick */
+	double per_worker; /* ... per remote worker (0: not measured) */
+};
+
+/* The plugin's functions (dlsym "gm_remote_plugin"). */
+struct gm_remote_ops {
+	uint32_t abi;	     /* GM_REMOTE_ABI */
+	const char *version; /* goldminer's version: must equal the agent's */
+	int (*create)(struct gm_remote **out, const struct gm_remote_cfg *c, char *err,
+		      size_t errlen);
+	void (*destroy)(struct gm_remote *r);
+	int (*fd)(struct gm_remote *r);	      /* poll it for POLLIN */
+	void (*service)(struct gm_remote *r); /* after poll, and at every tick */
+	uint16_t (*port)(struct gm_remote *r);
+	/* home side: a job attached here (ring_fd: its memfd, mapped again by the
+	 * plugin). 0 or -errno with err. */
+	int (*job_add)(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+		       uint64_t fingerprint, uint64_t nsamples, uint32_t bpe, uint32_t lease_ms,
+		       uint64_t *token, char *err, size_t errlen);
+	void (*job_remove)(struct gm_remote *r, uint64_t token);
+	void (*job_want)(struct gm_remote *r, uint64_t token, uint32_t workers);
+	void (*job_info)(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *out);
+	/* peer side: how many workers this agent may lend now (its idle budget) */
+	void (*set_lendable)(struct gm_remote *r, uint32_t workers);
+	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
+	/* the peers and lent jobs as JSON members (no braces), into buf */
+	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
+	/* `goldminer node --remote-worker FD`: run one remote worker (a process the
+	 * agent exec'ed) until retired or cut off. 0, or -errno (said on stderr). */
+	int (*worker_main)(int fd);
+};
+
+/* The plugin's one export. */
+const struct gm_remote_ops *gm_remote_plugin(void);
+
+/* Node agent side (in libgoldminer): load the plugin: $GOLDMINER_REMOTE_LIB, else
+ * libgoldminer-remote.so beside the running executable or in ../lib from it.
+ * The ops, or NULL with the reason in err (not built: UCX missing, ...). */
+const struct gm_remote_ops *gm_remote_load(char *err, size_t errlen);
+
+#endif
