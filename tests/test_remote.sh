@@ -14,6 +14,8 @@
 #      resumed): fenced, same bytes
 #   7. a peer with a wrong secret is refused, and so is a host not in --peers;
 #      the job still completes with its local workers
+#   8. samples by rendezvous (GOLDMINER_REMOTE_RNDV=1: received straight into
+#      the slot): same bytes
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -28,10 +30,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..7"
+echo "1..8"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 7 ]; do
+	while [ $i -le 8 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -247,4 +249,19 @@ if [ "$mode" = loopback ]; then # every host is 127.0.0.1: "not a peer" cannot b
 fi
 [ $ok = 0 ] || { diag "$tmp/run.err"; cat "$tmp/sum"; echo "# delivered $(delivered 1)"; }
 t $ok "a peer with a wrong secret is refused (and a host not in --peers); the job completes locally"
+stop_agents
+
+# 8: samples by rendezvous, received into the slot
+GOLDMINER_REMOTE_RNDV=1
+export GOLDMINER_REMOTE_RNDV
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1
+train 8
+unset GOLDMINER_REMOTE_RNDV
+d=$(delivered 1)
+ok=1
+[ "$(cat "$tmp/sum")" = "$ref8" ] && [ "${d:-0}" -gt 0 ] && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; }
+t $ok "samples by rendezvous into the slot: same checksums; the peer's workers delivered ${d:-0}"
 stop_agents
