@@ -101,7 +101,7 @@ struct agent {
 	bool short_;	    /* a job has fewer workers than its wish: look often */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
-	double cpu_quota; /* cores the agent's CPU cgroup allows (0: no limit) */
+	double cpu_quota;		  /* cores the agent's CPU cgroup allows (0: no limit) */
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
@@ -202,7 +202,8 @@ static double cgroup_cpu_quota(void)
 			continue;
 		*c2 = '\0';
 		bool cpu = false; /* "cpu" exactly, among the line's controllers */
-		for (char *t = c1 + 1; t && *t && !cpu; t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
+		for (char *t = c1 + 1; t && *t && !cpu;
+		     t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
 			cpu = !strncmp(t, "cpu", 3) && (t[3] == ',' || t[3] == '\0');
 		if (cpu || (!rel[0] && c1[1] == '\0' && (v2 = true))) {
 			snprintf(rel, sizeof(rel), "%s", c2 + 1);
@@ -948,6 +949,12 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 {
 	if (!o->listen && !o->peers)
 		return 0;
+	if (!o->listen) {
+		snprintf(err, errlen,
+			 "--peers needs --listen ADDR:PORT too: the peers' workers connect "
+			 "back to this agent, and the peers to it");
+		return -EINVAL;
+	}
 	char why[1024];
 	a->rops = gm_remote_load(why, sizeof(why));
 	if (!a->rops) {
@@ -969,8 +976,9 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	a->rops->set_lendable(a->rem, a->budget);
 	a->cpu_quota = cgroup_cpu_quota();
 	if (a->cpu_quota && a->cpu_quota < 1.0)
-		logf_(a, "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
-			 "remote workers feed runs no local worker here",
+		logf_(a,
+		      "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
+		      "remote workers feed runs no local worker here",
 		      a->cpu_quota);
 	if (o->listen)
 		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,

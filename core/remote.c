@@ -146,8 +146,8 @@ struct conn {
 	struct hjob *job;
 	uint32_t vpid, slot, nb; /* the lease it holds (vpid 0: none) */
 	uint64_t task;
-	int64_t lease_ms; /* last progress on the lease */
-	uint64_t samples; /* delivered in the current tick */
+	int64_t lease_ms;	 /* last progress on the lease */
+	uint64_t samples;	 /* delivered in the current tick */
 	unsigned inflight;	 /* samples still being received into the slot (rendezvous) */
 	struct m_publish pub;	 /* a publish that came before its samples had landed */
 	unsigned char *pub_data; /* ... its payload (malloc'd), NULL: none pending */
@@ -757,8 +757,8 @@ static void rx_done(void *req, ucs_status_t st, size_t length, void *user)
 /* A sample: checked against the lease before any byte of it lands. Eager ones
  * are copied now; rendezvous ones are received straight into the slot (no copy
  * of ours; UCX's zero-copy where the transport has it). */
-static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample *s,
-		      void *data, size_t len, bool rndv)
+static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample *s, void *data,
+		      size_t len, bool rndv)
 {
 	struct hjob *j = c->job;
 	if (c->role != ROLE_WORKER || !j) {
@@ -786,10 +786,10 @@ static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample
 		return;
 	}
 	*x = (struct rx){.r = r, .token = j->token, .s = *s};
-	ucp_request_param_t rp = {
-	    .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-	    .cb.recv_am = rx_done,
-	    .user_data = x};
+	ucp_request_param_t rp = {.op_attr_mask =
+				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				  .cb.recv_am = rx_done,
+				  .user_data = x};
 	c->inflight++;
 	void *p = ucp_am_recv_data_nbx(r->w, data, dst, len, &rp);
 	if (UCS_PTR_IS_ERR(p)) {
@@ -1275,8 +1275,8 @@ static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_
 	ucp_request_param_t rp = {
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-	    .flags = UCP_AM_SEND_FLAG_REPLY | (rndv_samples() ? UCP_AM_SEND_FLAG_RNDV
-							      : UCP_AM_SEND_FLAG_EAGER),
+	    .flags = UCP_AM_SEND_FLAG_REPLY |
+		     (rndv_samples() ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
 	    .cb.send = sample_done,
 	    .user_data = inflight,
 	};
@@ -1620,7 +1620,8 @@ static int net_init(struct gm_remote *r, bool wakeup, char *err, size_t errlen)
 	st = ucp_init(&p, cfg, &r->ctx);
 	ucp_config_release(cfg);
 	if (st != UCS_OK) {
-		snprintf(err, errlen, "ucp_init: %s (check UCX_TLS)", ucs_status_string(st));
+		snprintf(err, errlen, "ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
+			 ucs_status_string(st));
 		return st_errno(st);
 	}
 	ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
@@ -1885,8 +1886,10 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 				st = ucp_listener_query(r->l, &la);
 			if (st != UCS_OK) {
 				r->l = st == UCS_OK ? r->l : NULL;
-				snprintf(err, errlen, "--listen %s: %s", c->listen,
-					 ucs_status_string(st));
+				snprintf(err, errlen,
+					 "--listen %s: %s (is it an address of this host, and the "
+					 "port free?)",
+					 c->listen, ucs_status_string(st));
 				rc = st_errno(st);
 			} else {
 				const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;

@@ -16,6 +16,9 @@
 #      the job still completes with its local workers
 #   8. samples by rendezvous (GOLDMINER_REMOTE_RNDV=1: received straight into
 #      the slot): same bytes
+#   9. bad remote options are refused in words: --peers without --listen, no
+#      --secret, a secret file open to others, an unresolvable peer, a missing
+#      plugin, an address not of this host
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -30,10 +33,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..8"
+echo "1..9"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 8 ]; do
+	while [ $i -le 9 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -265,3 +268,26 @@ ok=1
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; }
 t $ok "samples by rendezvous into the slot: same checksums; the peer's workers delivered ${d:-0}"
 stop_agents
+
+# 9: bad remote options, each refused in words (exit 1, the reason on stderr)
+refused() { # refused PATTERN ARGS...: the agent exits 1 saying PATTERN
+	pat=$1
+	shift
+	timeout 10 env -u UCX_NET_DEVICES "$G" node --socket "$tmp/x.sock" "$@" >"$tmp/x.out" 2>&1
+	rc=$?
+	[ $rc = 1 ] && grep -q "$pat" "$tmp/x.out" && return 0
+	echo "# rc $rc for $*:"
+	diag "$tmp/x.out"
+	return 1
+}
+cp "$tmp/secret" "$tmp/open"
+chmod 644 "$tmp/open"
+ok=0
+refused "needs --listen" --peers 127.0.0.1:1 --secret "$tmp/secret" || ok=1
+refused "secret FILE is required" --listen 127.0.0.1:0 || ok=1
+refused "chmod 600" --listen 127.0.0.1:0 --secret "$tmp/open" || ok=1
+refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host.invalid:1 --secret "$tmp/secret" || ok=1
+GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.0.0.1:0 \
+	--secret "$tmp/secret" || ok=1
+refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
+t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address)"
