@@ -19,6 +19,8 @@
 #   9. bad remote options are refused in words: --peers without --listen, no
 #      --secret, a secret file open to others, an unresolvable peer, a missing
 #      plugin, an address not of this host
+#  10. no agent or remote worker wrote a sanitizer report or crashed (their
+#      logs; under make sanitize the build is ASan+UBSan)
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -33,10 +35,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..9"
+echo "1..10"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 9 ]; do
+	while [ $i -le 10 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -100,6 +102,7 @@ stop_agents() {
 		k=$((k + 1))
 	done
 	pkill -KILL -f "node --cpus .* --socket $tmp/" 2>/dev/null
+	cat "$tmp"/[123].log >>"$tmp/all.log" 2>/dev/null
 	port=$((port + 10))
 }
 # peers_connected I N: wait (5 s at most) until agent I has N peers connected
@@ -291,3 +294,12 @@ GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.
 	--secret "$tmp/secret" || ok=1
 refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
 t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address)"
+
+# 10: the agents' and remote workers' own words: no sanitizer report, no crash
+if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" \
+	"$tmp/all.log" >"$tmp/bad.log"; then
+	diag "$tmp/bad.log"
+	t 1 "no agent or remote worker reported a sanitizer error or crashed"
+else
+	t 0 "no agent or remote worker reported a sanitizer error or crashed"
+fi
