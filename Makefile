@@ -340,6 +340,8 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	ln -sf libgoldminer.so.$(VERSION) "$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)"; \
 	ln -sf libgoldminer.so.$(SOMAJOR) "$$d$(LIBDIR)/libgoldminer.so"; \
 	install -m 644 $(B)/libgoldminer.a "$$d$(LIBDIR)/libgoldminer.a"; \
+	if [ -f $(B)/libgoldminer-remote.so ]; then \
+		install -m 755 $(B)/libgoldminer-remote.so "$$d$(LIBDIR)/libgoldminer-remote.so"; fi; \
 	install -m 644 include/goldminer/*.h "$$d$(INCLUDEDIR)/goldminer/"; \
 	install -m 644 $(B)/goldminer.pc "$$d$(LIBDIR)/pkgconfig/goldminer.pc"; \
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
@@ -348,6 +350,7 @@ uninstall:
 	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \
 		"$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)" "$$d$(LIBDIR)/libgoldminer.so.$(VERSION)" \
 		"$$d$(LIBDIR)/libgoldminer.a" "$$d$(LIBDIR)/pkgconfig/goldminer.pc" \
+		"$$d$(LIBDIR)/libgoldminer-remote.so" \
 		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer"
 
 clean:

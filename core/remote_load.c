@@ -46,6 +46,8 @@ const struct gm_remote_ops *gm_remote_load(char *err, size_t errlen)
 				h = try_open(path, err, errlen);
 			}
 		}
+		if (!h) /* the loader's own search: LD_LIBRARY_PATH, ld.so.cache */
+			h = try_open(GM_REMOTE_PLUGIN, err, errlen);
 	}
 	if (!h) {
 		char why[512];

@@ -37,6 +37,19 @@ for c in bench node pack plan profile sim synth; do
 done
 t "$([ -z "$miss" ] && grep -q -- '--per-shard' "$man"; echo $?)" "goldminer(1) covers every subcommand${miss:+ (missing:$miss)}"
 
+# the remote-workers plugin: installed beside the library, found by the installed agent
+if [ -f "$B/libgoldminer-remote.so" ] || [ -f "$repo/$B/libgoldminer-remote.so" ]; then
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
+	chmod 600 "$tmp/secret"
+	LD_LIBRARY_PATH=$L timeout 3 "$D$P/bin/goldminer" node --socket "$tmp/a.sock" \
+		--listen 127.0.0.1:0 --secret "$tmp/secret" >"$tmp/node.log" 2>&1
+	t "$([ -f "$L/libgoldminer-remote.so" ] && grep -q "listening for peers" "$tmp/node.log"; echo $?)" \
+		"the installed agent loads the installed remote-workers plugin"
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP no remote-workers plugin built (UCX missing)"
+fi
+
 cat >"$tmp/user.c" <<'C'
 #include <stdio.h>
 #include <goldminer/checksum.h>
