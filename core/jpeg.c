@@ -434,3 +434,105 @@ int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_im
 				     gm_jpeg_scaled_dim(j->cinfo.image_width, scale_num),
 				     gm_jpeg_scaled_dim(j->cinfo.image_height, scale_num), img);
 }
+
+/* ---- lossless restart-marker transcoding ----------------------------------------- */
+
+struct tc_err {
+	struct jpeg_error_mgr pub; /* first: libjpeg casts cinfo->err to this */
+	jmp_buf jb;
+	int ret;
+	char msg[JMSG_LENGTH_MAX];
+	unsigned char *mem; /* jpeg_mem_dest's buffer: here, so it survives a longjmp */
+	unsigned long mlen;
+};
+
+static void tc_error_exit(j_common_ptr cinfo)
+{
+	struct tc_err *e = (struct tc_err *)cinfo->err;
+	(*cinfo->err->format_message)(cinfo, e->msg);
+	e->ret = cinfo->err->msg_code == JERR_OUT_OF_MEMORY ? -ENOMEM : -EBADMSG;
+	longjmp(e->jb, 1);
+}
+
+/* As the decoder: a warning that means lost data stops the transcode. */
+static void tc_emit_message(j_common_ptr cinfo, int msg_level)
+{
+	if (msg_level < 0 && warning_is_fatal(cinfo->err->msg_code))
+		tc_error_exit(cinfo);
+}
+
+/* Copy the saved APPn/COM markers of src into dst, except those libjpeg writes. */
+static void tc_copy_markers(struct jpeg_decompress_struct *src, struct jpeg_compress_struct *dst)
+{
+	for (jpeg_saved_marker_ptr m = src->marker_list; m; m = m->next) {
+		if (dst->write_JFIF_header && m->marker == JPEG_APP0 && m->data_length >= 5 &&
+		    !memcmp(m->data, "JFIF", 5))
+			continue;
+		if (dst->write_Adobe_marker && m->marker == JPEG_APP0 + 14 && m->data_length >= 5 &&
+		    !memcmp(m->data, "Adobe", 5))
+			continue;
+		jpeg_write_marker(dst, m->marker, m->data, m->data_length);
+	}
+}
+
+int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uint64_t max_pixels,
+			      uint8_t **out, size_t *out_len, char *err, size_t errlen)
+{
+	struct jpeg_decompress_struct src;
+	struct jpeg_compress_struct dst;
+	struct tc_err e = {0};
+	volatile int ret = 0; /* set after the setjmp */
+	volatile uint64_t limit = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
+
+	if (!in || !len || !interval || interval > GM_JPEG_MAX_RESTART || !out || !out_len) {
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: %s",
+			!in || !len ? "no data" : "restart interval must be 1..65535 MCUs");
+		return -EINVAL;
+	}
+	src.err = dst.err = jpeg_std_error(&e.pub);
+	e.pub.error_exit = tc_error_exit;
+	e.pub.emit_message = tc_emit_message;
+	/* both objects are created before any libjpeg call can fail into the setjmp */
+	jpeg_create_decompress(&src);
+	jpeg_create_compress(&dst);
+	if (setjmp(e.jb)) {
+		ret = e.ret;
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: %s: %s",
+			e.ret == -ENOMEM ? "out of memory" : "corrupt or not a JPEG", e.msg);
+		goto out_destroy;
+	}
+	jpeg_mem_src(&src, (const unsigned char *)in, (unsigned long)len);
+	jpeg_save_markers(&src, JPEG_COM, 0xFFFF);
+	for (int m = 0; m < 16; m++)
+		jpeg_save_markers(&src, JPEG_APP0 + m, 0xFFFF);
+	if (jpeg_read_header(&src, TRUE) != JPEG_HEADER_OK) {
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: tables only, no image");
+		ret = -EBADMSG;
+		goto out_destroy;
+	}
+	if ((uint64_t)src.image_width * src.image_height > limit) {
+		gm_errf(err, errlen,
+			"gm_jpeg_restart_transcode: image %ux%u is over the pixel limit",
+			src.image_width, src.image_height);
+		ret = -E2BIG;
+		goto out_destroy;
+	}
+	jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
+	jpeg_copy_critical_parameters(&src, &dst);
+	dst.optimize_coding = TRUE;
+	dst.restart_interval = interval;
+	jpeg_mem_dest(&dst, &e.mem, &e.mlen);
+	jpeg_write_coefficients(&dst, coef);
+	tc_copy_markers(&src, &dst);
+	jpeg_finish_compress(&dst);
+	jpeg_finish_decompress(&src);
+	*out = e.mem;
+	*out_len = e.mlen;
+	e.mem = NULL;
+
+out_destroy:
+	jpeg_destroy_compress(&dst);
+	jpeg_destroy_decompress(&src);
+	free(e.mem);
+	return ret;
+}

@@ -375,6 +375,95 @@ static void test_bomb_refused_before_allocation(void **state)
 	free(buf);
 }
 
+/* The DRI interval of the JPEG in b[0..n), or -1 without one. */
+static int dri_of(const uint8_t *b, size_t n)
+{
+	for (size_t i = 2; i + 5 < n; i++)
+		if (b[i] == 0xff && b[i + 1] == 0xdd)
+			return b[i + 4] << 8 | b[i + 5];
+	return -1;
+}
+
+/* Decode a (scale n/8) and b the same way and compare the pixels. */
+static void same_decode(struct gm_jpeg *j, const uint8_t *a, size_t la, const uint8_t *b, size_t lb,
+			uint32_t n)
+{
+	struct gm_jpeg_image ia, ib;
+	assert_int_equal(gm_jpeg_open(j, a, la, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, n, &ia), 0);
+	uint8_t *ref = copy_img(&ia);
+	assert_int_equal(gm_jpeg_open(j, b, lb, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, n, &ib), 0);
+	assert_int_equal(ib.width, ia.width);
+	assert_int_equal(ib.height, ia.height);
+	for (uint32_t y = 0; y < ib.height; y++)
+		assert_memory_equal(ib.pixels + y * ib.stride, ref + (size_t)y * ia.width * 3,
+				    (size_t)ia.width * 3);
+	free(ref);
+}
+
+static void test_restart_transcode(void **state)
+{
+	static const unsigned kinds[] = {
+	    0, GM_SYNTH_422, GM_SYNTH_444, GM_SYNTH_GRAY, GM_SYNTH_PROGRESSIVE, GM_SYNTH_CMYK};
+	static const uint32_t intervals[] = {1, 3, 4, 100, GM_JPEG_MAX_RESTART};
+	struct gm_jpeg *j;
+	char err[256];
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t i = 0; i < sizeof(intervals) / sizeof(intervals[0]); i++) {
+			size_t len, tl;
+			uint8_t *buf = make(203, 141, 30 + k, kinds[k], &len), *t = NULL;
+			assert_int_equal(gm_jpeg_restart_transcode(buf, len, intervals[i], 0, &t,
+								   &tl, err, sizeof(err)),
+					 0);
+			assert_int_equal(dri_of(buf, len), -1);
+			assert_int_equal(dri_of(t, tl), (int)intervals[i]);
+			struct gm_jpeg_info info;
+			assert_int_equal(gm_jpeg_open(j, t, tl, &info), 0);
+			assert_false(info.progressive); /* progressive input becomes baseline */
+			gm_jpeg_abort(j);
+			/* the same pixels at every DCT scale the loader uses */
+			for (uint32_t n = 1; n <= 8; n *= 2)
+				same_decode(j, buf, len, t, tl, n);
+			free(t);
+			free(buf);
+		}
+	gm_jpeg_destroy(j);
+}
+
+static void test_restart_transcode_errors(void **state)
+{
+	size_t len, tl = 0;
+	uint8_t *buf = make(64, 48, 3, 0, &len), *t = NULL, *bomb;
+	char err[256];
+	(void)state;
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len, 0, 0, &t, &tl, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "restart interval"));
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len, GM_JPEG_MAX_RESTART + 1, 0, &t, &tl,
+						   err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(gm_jpeg_restart_transcode(buf, 0, 4, 0, &t, &tl, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(
+	    gm_jpeg_restart_transcode("not a jpeg", 10, 4, 0, &t, &tl, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "gm_jpeg_restart_transcode: corrupt"));
+	/* cut in the entropy data: refused, not padded */
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len / 2, 4, 0, &t, &tl, err, sizeof(err)),
+			 -EBADMSG);
+	assert_int_equal(
+	    gm_jpeg_restart_transcode(buf, len, 4, 64 * 48 - 1, &t, &tl, err, sizeof(err)), -E2BIG);
+	assert_null(t);
+	assert_int_equal(gm_synth_bomb_mem(30000, 30000, &bomb, &len), 0);
+	assert_int_equal(gm_jpeg_restart_transcode(bomb, len, 4, 0, &t, &tl, err, sizeof(err)),
+			 -E2BIG);
+	assert_non_null(strstr(err, "30000x30000"));
+	free(bomb);
+	free(buf);
+}
+
 static void test_bad_calls(void **state)
 {
 	struct gm_jpeg *j;
@@ -450,6 +539,8 @@ int main(void)
 	    cmocka_unit_test(test_bomb_refused_before_allocation),
 	    cmocka_unit_test(test_bad_calls),
 	    cmocka_unit_test(test_warnings_kept_apart),
+	    cmocka_unit_test(test_restart_transcode),
+	    cmocka_unit_test(test_restart_transcode_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

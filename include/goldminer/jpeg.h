@@ -132,4 +132,28 @@ const char *gm_jpeg_errmsg(const struct gm_jpeg *j);
 uint32_t gm_jpeg_warnings(const struct gm_jpeg *j);
 const char *gm_jpeg_warnmsg(const struct gm_jpeg *j);
 
+/* Largest restart interval in MCUs (the DRI field is 16 bits). */
+#define GM_JPEG_MAX_RESTART 65535u
+
+/*
+ * Losslessly rewrite the JPEG in[0..len) with a restart marker every `interval`
+ * MCUs (1..GM_JPEG_MAX_RESTART), as `jpegtran -restart N -optimize` does: the DCT
+ * coefficients, quantisation tables and sampling are copied untouched
+ * (jpeg_read_coefficients, jpeg_copy_critical_parameters, jpeg_write_coefficients),
+ * so a decoder that reconstructs pixels from the coefficients alone gives the same
+ * pixels. The output is a sequential Huffman-coded file with optimal tables
+ * (progressive or arithmetic-coded input becomes baseline, much cheaper to
+ * decode); APPn and COM markers are copied (JFIF and Adobe ones are written anew
+ * by libjpeg). Does not check the pixels: a caller that must be sure decodes both
+ * (gm_pack does), since libjpeg smooths the blocks of a progressive file whose
+ * scans stop short of full precision, and CMYK without an Adobe marker gains one.
+ * max_pixels: the width*height limit, as gm_jpeg_create's (0: the default).
+ * On success *out (malloc'ed, the caller frees it) holds *out_len bytes.
+ * Returns 0; -EINVAL (interval 0 or too large, no data); -EBADMSG (corrupt or not
+ * a JPEG); -E2BIG (over the pixel limit); -ENOMEM; with a message in err.
+ * Thread-safe (no shared state).
+ */
+int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uint64_t max_pixels,
+			      uint8_t **out, size_t *out_len, char *err, size_t errlen);
+
 #endif
