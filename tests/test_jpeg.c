@@ -123,6 +123,80 @@ static void test_region_equals_full_other_layouts(void **state)
 	check_region_equals_full(GM_SYNTH_CMYK, 120, 90);
 }
 
+/*
+ * Decoding only the crop's restart segments: on a restart-marked file, every window
+ * at every scale gives the pixels of the original's full decode, and the decoder
+ * read a spliced file whenever the window (+ one MCU) is not the whole image.
+ * Intervals that divide the MCUs of a row (cut on both axes) and that do not
+ * (whole rows; segments straddle rows), 1 MCU, and one longer than the image.
+ */
+static void check_restart_regions(unsigned flags, uint32_t w, uint32_t h, uint32_t interval)
+{
+	struct gm_jpeg *j;
+	struct gm_jpeg_image full, part;
+	size_t len, tl;
+	uint8_t *buf = make(w, h, 17, flags, &len), *t;
+	char err[256];
+	int spliced = 0;
+
+	assert_int_equal(
+	    gm_jpeg_restart_transcode(buf, len, interval, 0, &t, &tl, err, sizeof(err)), 0);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (uint32_t n = 1; n <= 8; n *= 2) {
+		assert_int_equal(gm_jpeg_open(j, buf, len, NULL), 0);
+		assert_int_equal(gm_jpeg_decode_full(j, n, &full), 0);
+		uint8_t *ref = copy_img(&full);
+		uint32_t sw = full.width, sh = full.height;
+		const uint32_t win[][4] = {
+		    {sw / 3 + 1, sh / 4 + 3, sw / 2, sh / 2},
+		    {0, 0, sw / 2 + 1, sh / 3 + 1},
+		    {sw - sw / 3, sh - sh / 5, sw / 3, sh / 5},
+		    {sw / 2, sh / 2, 1, 1},
+		    {sw / 5, sh - 1, sw / 2, 1},
+		    {0, 0, sw, sh},
+		};
+		for (size_t k = 0; k < sizeof(win) / sizeof(win[0]); k++) {
+			uint32_t x = win[k][0], y = win[k][1], ww = win[k][2], wh = win[k][3];
+			if (ww == 0 || wh == 0)
+				continue;
+			assert_int_equal(gm_jpeg_open(j, t, tl, NULL), 0);
+			assert_int_equal(gm_jpeg_decode_region(j, n, x, y, ww, wh, &part), 0);
+			spliced += gm_jpeg_spliced(j);
+			if (ww == sw && wh == sh)
+				assert_false(gm_jpeg_spliced(j)); /* nothing to leave out */
+			assert_int_equal(part.x, x);
+			assert_int_equal(part.y, y);
+			assert_int_equal(part.scaled_width, sw);
+			for (uint32_t r = 0; r < wh; r++)
+				if (memcmp(part.pixels + r * part.stride,
+					   ref + ((size_t)(y + r) * sw + x) * 3, (size_t)ww * 3))
+					fail_msg("flags %#x interval %u scale %u window %u row %u",
+						 flags, interval, n, (unsigned)k, r);
+		}
+		free(ref);
+	}
+	if (interval < 1000)
+		assert_true(spliced >= 8); /* the small windows at least, at every scale */
+	gm_jpeg_destroy(j);
+	free(t);
+	free(buf);
+}
+
+static void test_restart_regions_equal_original(void **state)
+{
+	(void)state;
+	/* 333 wide, 4:2:0: 21 MCUs a row; 7 and 3 divide it, 4 does not */
+	static const uint32_t iv[] = {1, 3, 4, 7, 100000 % 65536};
+	for (size_t i = 0; i < sizeof(iv) / sizeof(iv[0]); i++)
+		check_restart_regions(0, 333, 250, iv[i]);
+	check_restart_regions(GM_SYNTH_444, 201, 150, 4); /* 26 MCUs a row: whole rows */
+	check_restart_regions(GM_SYNTH_444, 200, 150, 5); /* 25 */
+	check_restart_regions(GM_SYNTH_422, 210, 97, 2);
+	check_restart_regions(GM_SYNTH_GRAY, 190, 130, 4);
+	check_restart_regions(GM_SYNTH_PROGRESSIVE, 230, 170, 3);
+	check_restart_regions(GM_SYNTH_CMYK, 120, 90, 1);
+}
+
 static void test_pick_scale(void **state)
 {
 	(void)state;
@@ -464,6 +538,38 @@ static void test_restart_transcode_errors(void **state)
 	free(buf);
 }
 
+/*
+ * A file without its quantisation tables is refused, also right after a file
+ * that had them: libjpeg would keep the last file's tables in its object, and
+ * the pixels would depend on what the handle decoded before.
+ */
+static void test_no_tables_from_the_last_file(void **state)
+{
+	struct gm_jpeg *j;
+	struct gm_jpeg_image im;
+	size_t len, i;
+	uint8_t *buf = make(64, 48, 5, 0, &len), *cut = malloc(len);
+	(void)state;
+	assert_non_null(cut);
+	for (i = 2; i + 3 < len && !(buf[i] == 0xff && buf[i + 1] == 0xdb); i++)
+		;
+	assert_true(i + 3 < len);
+	size_t seg = 2 + ((size_t)buf[i + 2] << 8 | buf[i + 3]);
+	memcpy(cut, buf, i);
+	memcpy(cut + i, buf + i + seg, len - i - seg);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	assert_int_equal(gm_jpeg_open(j, buf, len, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, 8, &im), 0);
+	int rc = gm_jpeg_open(j, cut, len - seg, NULL);
+	if (rc == 0)
+		rc = gm_jpeg_decode_full(j, 8, &im);
+	assert_int_equal(rc, -EBADMSG);
+	assert_non_null(strstr(gm_jpeg_errmsg(j), "Quantization table"));
+	gm_jpeg_destroy(j);
+	free(cut);
+	free(buf);
+}
+
 static void test_bad_calls(void **state)
 {
 	struct gm_jpeg *j;
@@ -541,6 +647,8 @@ int main(void)
 	    cmocka_unit_test(test_warnings_kept_apart),
 	    cmocka_unit_test(test_restart_transcode),
 	    cmocka_unit_test(test_restart_transcode_errors),
+	    cmocka_unit_test(test_restart_regions_equal_original),
+	    cmocka_unit_test(test_no_tables_from_the_last_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

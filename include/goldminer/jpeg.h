@@ -12,7 +12,9 @@
  * / gm_jpeg_decode_crop() / gm_jpeg_decode_full() decodes pixels, or gm_jpeg_abort()
  * drops the image. The region decode uses DCT scaling (scale_num/8, 1..8), decodes
  * only the columns of the window (jpeg_crop_scanline), skips the rows above it
- * (jpeg_skip_scanlines) and stops after its last row without reading the rest.
+ * (jpeg_skip_scanlines) and stops after its last row without reading the rest;
+ * in a file with restart markers it decodes only the restart segments covering the
+ * window (plus one MCU), with the same pixels (gm_jpeg_spliced).
  * Output is always 8-bit RGB: grayscale is expanded, CMYK/YCCK is converted here.
  *
  * Pixel memory belongs to the handle, grows only when a larger window is needed
@@ -118,6 +120,13 @@ int gm_jpeg_decode_crop(struct gm_jpeg *j, uint32_t x, uint32_t y, uint32_t w, u
 
 /* Decode the whole image at scale_num/8 (8 = full size). Returns as above. */
 int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_image *img);
+
+/*
+ * Whether the last decode read only the restart segments its window needs (a file
+ * with restart markers, see gm_jpeg_restart_transcode; the pixels are the same).
+ * GM_NO_SPLICE=1 in the environment at gm_jpeg_create turns this off.
+ */
+bool gm_jpeg_spliced(const struct gm_jpeg *j);
 
 /* Drop the open image without decoding it (no-op if none). */
 void gm_jpeg_abort(struct gm_jpeg *j);
