@@ -20,7 +20,8 @@ enum { O_PER_SHARD, O_RESTART, O_TREE, O_HELP, O_N };
 static const struct cmd_opt opts[O_N] = {
     [O_PER_SHARD] = {"per-shard", "N", 0, "samples per shard (default 1000)"},
     [O_RESTART] = {"restart", "[=N]", 0,
-		   "rewrite each JPEG losslessly with a restart marker every N MCUs (default 4)"},
+		   "rewrite each JPEG losslessly with a restart marker every N MCUs at most "
+		   "(default 4; a divisor of the MCUs of a row)"},
     [O_TREE] = {"tree", NULL, 0, "write an ImageFolder tree at DST instead of shards"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
@@ -86,11 +87,11 @@ int gm_cmd_pack(int argc, char **argv)
 		printf("pack: %s -> %s: %u shards", pos[0], pos[1], st.shards);
 	printf(", %.1f MB of images, checked, %.2f s\n", (double)st.bytes_out / 1e6, now_s() - t0);
 	if (restart)
-		printf(
-		    "pack: restart markers every %u MCUs: %.1f MB -> %.1f MB (%+.2f%%); %u of %u "
-		    "images kept as they were (not transcodable, or pixels would differ)\n",
-		    (unsigned)restart, (double)st.bytes_in / 1e6, (double)st.bytes_out / 1e6,
-		    st.bytes_in ? 100.0 * ((double)st.bytes_out / (double)st.bytes_in - 1) : 0.0,
-		    st.kept, st.files);
+		printf("pack: restart markers every %u MCUs at most: %.1f MB -> %.1f MB (%+.2f%%); "
+		       "%u of %u images kept as they were (not transcodable, or pixels would "
+		       "differ)\n",
+		       (unsigned)restart, (double)st.bytes_in / 1e6, (double)st.bytes_out / 1e6,
+		       st.bytes_in ? 100.0 * ((double)st.bytes_out / (double)st.bytes_in - 1) : 0.0,
+		       st.kept, st.files);
 	return 0;
 }

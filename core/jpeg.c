@@ -567,6 +567,20 @@ static int splice_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, 
 	return 0;
 }
 
+uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint32_t interval)
+{
+	uint32_t d = interval;
+	if (gm_jpeg_open(j, in, len, NULL) == 0 && interval > 0) {
+		struct jpeg_decompress_struct *ci = &j->cinfo;
+		uint32_t mw = 8 * (uint32_t)ci->max_h_samp_factor;
+		uint32_t mx = (ci->image_width + mw - 1) / mw;
+		while (mx % d)
+			d--;
+	}
+	gm_jpeg_abort(j);
+	return d;
+}
+
 bool gm_jpeg_spliced(const struct gm_jpeg *j)
 {
 	return j->spliced;

@@ -507,6 +507,26 @@ static void test_restart_transcode(void **state)
 	gm_jpeg_destroy(j);
 }
 
+static void test_fit_restart(void **state)
+{
+	struct gm_jpeg *j;
+	size_t l1, l2;
+	uint8_t *a = make(333, 40, 1, 0, &l1);		  /* 4:2:0: 21 MCUs a row */
+	uint8_t *b = make(200, 40, 2, GM_SYNTH_444, &l2); /* 25 */
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 4), 3);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 7), 7);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 20), 7);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 100), 21);
+	assert_int_equal(gm_jpeg_fit_restart(j, b, l2, 4), 1);
+	assert_int_equal(gm_jpeg_fit_restart(j, b, l2, 5), 5);
+	assert_int_equal(gm_jpeg_fit_restart(j, "not a jpeg", 10, 4), 4);
+	gm_jpeg_destroy(j);
+	free(a);
+	free(b);
+}
+
 static void test_restart_transcode_errors(void **state)
 {
 	size_t len, tl = 0;
@@ -647,6 +667,7 @@ int main(void)
 	    cmocka_unit_test(test_warnings_kept_apart),
 	    cmocka_unit_test(test_restart_transcode),
 	    cmocka_unit_test(test_restart_transcode_errors),
+	    cmocka_unit_test(test_fit_restart),
 	    cmocka_unit_test(test_restart_regions_equal_original),
 	    cmocka_unit_test(test_no_tables_from_the_last_file),
 	};

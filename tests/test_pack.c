@@ -326,6 +326,16 @@ static void test_pack_refuses_a_directory_with_tar_files(void **state)
 	assert_int_equal(stat(at("other/.shard-000000.tar.tmp"), &st), -1);
 }
 
+/* The restart interval of the JPEG in b[0..n) (its DRI), or -1. */
+static int dri_of(const char *c, size_t n)
+{
+	const uint8_t *b = (const uint8_t *)c;
+	for (size_t i = 2; i + 5 < n; i++)
+		if (b[i] == 0xff && b[i + 1] == 0xdd)
+			return b[i + 4] << 8 | b[i + 5];
+	return -1;
+}
+
 /* Whether the JPEG in b[0..n) has a DRI marker and an RSTn marker, and its SOF. */
 static void markers(const uint8_t *b, size_t n, bool *dri, bool *rst, int *sof)
 {
@@ -415,6 +425,8 @@ static void test_pack_restart_tree(void **state)
 			assert_true(sof == 0 || sof == 1);	/* progressive became baseline */
 			if (strstr(nm, "prog"))
 				assert_int_equal(orig_sof, 2);
+			if (strstr(nm, "420.jpg")) /* 21 MCUs a row: every 3, not 4 */
+				assert_int_equal(dri_of(y, lb), 3);
 			same_samples(x, la, y, lb);
 		}
 		free(x);

@@ -165,4 +165,14 @@ const char *gm_jpeg_warnmsg(const struct gm_jpeg *j);
 int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uint64_t max_pixels,
 			      uint8_t **out, size_t *out_len, char *err, size_t errlen);
 
+/*
+ * The restart interval to give the JPEG in[0..len) for at most `interval` MCUs:
+ * the largest divisor of its MCUs per row that is <= interval, so that every row
+ * holds whole segments and gm_jpeg_decode_region can leave out columns as well as
+ * rows (with an interval that does not divide a row it can leave out rows only:
+ * measured on the photo set, that decodes no faster than the original file).
+ * interval itself when the header does not read. Uses j (an open image is dropped).
+ */
+uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint32_t interval);
+
 #endif

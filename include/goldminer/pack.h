@@ -28,7 +28,8 @@ int gm_pack(const char *src, const char *dst, uint32_t per_shard, uint64_t *byte
 struct gm_pack_opts {
 	uint32_t per_shard; /* samples a shard (not with tree) */
 	uint32_t restart;   /* 0: the files' bytes; N: each JPEG rewritten losslessly with
-			     * a restart marker every N MCUs (gm_jpeg_restart_transcode) */
+			     * a restart marker every N MCUs at most: the largest divisor
+			     * of its MCUs per row up to N (gm_jpeg_fit_restart) */
 	bool tree;	    /* an ImageFolder tree at dst, not shards */
 };
 
