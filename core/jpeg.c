@@ -380,6 +380,18 @@ static int read_window(struct gm_jpeg *j, uint32_t y, uint32_t h, JDIMENSION cw,
  * ordinary path, which reports what is wrong with it.
  */
 
+/*
+ * An MCU's size in image pixels: 8 x 8 in a one-component file (a scan of one
+ * component has one block an MCU, whatever its sampling factors say), else the
+ * largest sampling factors times 8.
+ */
+static void mcu_size(const struct jpeg_decompress_struct *ci, uint32_t *mw, uint32_t *mh)
+{
+	bool one = ci->num_components == 1;
+	*mw = one ? 8 : 8 * (uint32_t)ci->max_h_samp_factor;
+	*mh = one ? 8 : 8 * (uint32_t)ci->max_v_samp_factor;
+}
+
 struct mcu_rect {
 	uint32_t c0, c1, r0, r1; /* MCU columns [c0, c1), rows [r0, r1) */
 };
@@ -540,8 +552,8 @@ static int splice_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, 
 	if (j->no_splice || !ci->restart_interval || ci->progressive_mode || ci->arith_code ||
 	    ci->comps_in_scan != ci->num_components || j->len > UINT32_MAX)
 		return 0;
-	uint32_t mw = 8 * (uint32_t)ci->max_h_samp_factor, mh = 8 * (uint32_t)ci->max_v_samp_factor;
-	uint32_t r = ci->restart_interval;
+	uint32_t mw, mh, r = ci->restart_interval;
+	mcu_size(ci, &mw, &mh);
 	uint32_t mx = (ci->image_width + mw - 1) / mw, my = (ci->image_height + mh - 1) / mh;
 	uint64_t nseg = ((uint64_t)mx * my + r - 1) / r;
 	if (!splice_rect(&q, (uint64_t)x * 8 / n, ((uint64_t)(x + w) * 8 + n - 1) / n,
@@ -572,7 +584,8 @@ uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint
 	uint32_t d = interval;
 	if (gm_jpeg_open(j, in, len, NULL) == 0 && interval > 0) {
 		struct jpeg_decompress_struct *ci = &j->cinfo;
-		uint32_t mw = 8 * (uint32_t)ci->max_h_samp_factor;
+		uint32_t mw, mh;
+		mcu_size(ci, &mw, &mh);
 		uint32_t mx = (ci->image_width + mw - 1) / mw;
 		while (mx % d)
 			d--;

@@ -130,12 +130,15 @@ static void test_region_equals_full_other_layouts(void **state)
  * Intervals that divide the MCUs of a row (cut on both axes) and that do not
  * (whole rows; segments straddle rows), 1 MCU, and one longer than the image.
  */
+#define GRAY22 0x10000u /* not a synth flag: gray22() */
+static uint8_t *gray22(uint32_t w, uint32_t h, size_t *len);
+
 static void check_restart_regions(unsigned flags, uint32_t w, uint32_t h, uint32_t interval)
 {
 	struct gm_jpeg *j;
 	struct gm_jpeg_image full, part;
 	size_t len, tl;
-	uint8_t *buf = make(w, h, 17, flags, &len), *t;
+	uint8_t *buf = flags == GRAY22 ? gray22(w, h, &len) : make(w, h, 17, flags, &len), *t;
 	char err[256];
 	int spliced = 0;
 
@@ -182,6 +185,39 @@ static void check_restart_regions(unsigned flags, uint32_t w, uint32_t h, uint32
 	free(buf);
 }
 
+/* A grey JPEG whose one component says 2x2 sampling (its MCU is still 8x8). */
+static uint8_t *gray22(uint32_t w, uint32_t h, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr err;
+	unsigned char *mem = NULL;
+	unsigned long ml = 0;
+	uint8_t *row = malloc(w);
+	assert_non_null(row);
+	c.err = jpeg_std_error(&err);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &mem, &ml);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 1;
+	c.in_color_space = JCS_GRAYSCALE;
+	jpeg_set_defaults(&c);
+	c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 2;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < h) {
+		for (uint32_t x = 0; x < w; x++)
+			row[x] =
+			    (uint8_t)(x * 7 + c.next_scanline * 3 + (x * c.next_scanline) % 13);
+		JSAMPROW r = row;
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	free(row);
+	*len = ml;
+	return mem;
+}
+
 static void test_restart_regions_equal_original(void **state)
 {
 	(void)state;
@@ -195,6 +231,8 @@ static void test_restart_regions_equal_original(void **state)
 	check_restart_regions(GM_SYNTH_GRAY, 190, 130, 4);
 	check_restart_regions(GM_SYNTH_PROGRESSIVE, 230, 170, 3);
 	check_restart_regions(GM_SYNTH_CMYK, 120, 90, 1);
+	check_restart_regions(GRAY22, 192, 128, 4); /* 24 MCUs a row, not 12 */
+	check_restart_regions(GRAY22, 200, 140, 5);
 }
 
 static void test_pick_scale(void **state)
