@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,11 +91,18 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 		return 2;
 	}
 	for (int i = 0; i < n; i++) {
-		lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
+		/* an arg written "[=N]" is optional: --name or --name=N */
+		bool opt = opts[i].arg && opts[i].arg[0] == '[';
+		lo[i] = (struct option){opts[i].name,
+					opt	      ? optional_argument
+					: opts[i].arg ? required_argument
+						      : no_argument,
 					NULL, 256 + i};
 		if (opts[i].alias) {
 			*sp++ = opts[i].alias;
 			if (opts[i].arg)
+				*sp++ = ':';
+			if (opt)
 				*sp++ = ':';
 		}
 		a->val[i] = NULL;
@@ -121,7 +129,7 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 		}
 		if (k < 0)
 			return 2;
-		a->val[k] = opts[k].arg ? optarg : "";
+		a->val[k] = opts[k].arg && optarg ? optarg : "";
 	}
 	while (optind < argc)
 		a->pos[a->npos++] = argv[optind++];
@@ -137,7 +145,8 @@ void cmd_usage(FILE *f, const char *synopsis, const struct cmd_opt *opts, int n)
 			continue;
 		if (opts[i].alias)
 			snprintf(al, sizeof(al), "-%c, ", opts[i].alias);
-		snprintf(lhs, sizeof(lhs), "%s--%s%s%s", al, opts[i].name, opts[i].arg ? " " : "",
+		snprintf(lhs, sizeof(lhs), "%s--%s%s%s", al, opts[i].name,
+			 opts[i].arg && opts[i].arg[0] != '[' ? " " : "",
 			 opts[i].arg ? opts[i].arg : "");
 		fprintf(f, "  %-24s %s\n", lhs, opts[i].help);
 	}

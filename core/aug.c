@@ -14,8 +14,11 @@
  *   so the inner loops are fixed-length integer multiply-adds. For each pair of
  *   output rows the vertical pass runs first (the long, contiguous loop over the
  *   window's width, over each row's nonzero taps only) into two L1-resident rows,
- *   then one horizontal pass makes both output rows (same taps and weights, one
- *   row per 128-bit lane). Hand-written SSE2/SSSE3/AVX2 kernels (aug_simd.c,
+ *   then one horizontal pass makes both output rows (same taps and weights). With
+ *   AVX-512 VBMI the horizontal pass is a byte gather laid out once per image
+ *   (hx_build): a vector makes 16 output bytes of a row (5 1/3 pixels), one vpermb
+ *   and one vpmaddwd per pair of taps; with AVX2, one pixel of each row per
+ *   128-bit lane. Hand-written SSE2/SSSE3/AVX2/AVX-512 kernels (aug_simd.c,
  *   chosen at run time) do both passes; their scalar twins (aug_simd.h) are the
  *   reference they reproduce bit for bit. The coefficients are built in two cheap passes (span
  *   from the filter support, then weights) with no libm calls per tap.
@@ -67,6 +70,10 @@ struct gm_aug {
 	size_t tmp_cap;
 	int16_t *hv; /* horizontal coefficients as SIMD operands (hv_build) */
 	size_t hv_cap;
+	int32_t *hx_base; /* the horizontal pass as a byte gather (hx_build) */
+	uint8_t *hx_blk;
+	size_t hx_base_cap, hx_blk_cap;
+	struct hx_table hx;
 	struct aug_kernels k; /* row kernels (aug_simd.h) */
 	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
@@ -178,6 +185,8 @@ void gm_aug_destroy(struct gm_aug *a)
 	axis_free(&a->ay);
 	free(a->tmp);
 	free(a->hv);
+	free(a->hx_base);
+	free(a->hx_blk);
 	free(a->row);
 	gm_jpeg_destroy(a->dec);
 	free(a);
@@ -374,18 +383,29 @@ uint16_t gm_f32_to_f16(float f)
 	return (uint16_t)(sign | (ax >> 13));
 }
 
-/* Choose the fastest kernels this CPU runs; GM_NO_SIMD=1 forces the portable ones. */
+/*
+ * Choose the fastest kernels this CPU runs. GM_NO_SIMD=1 forces the portable ones;
+ * GM_SIMD_MAX=sse|avx2 stops at that level (tests compare every level's kernels
+ * with the portable ones).
+ */
 static void pick_kernels(struct gm_aug *a)
 {
+	enum aug_simd_level max = AUG_SIMD_AVX512;
 	a->k.vrow = vrow_c;
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
+	a->k.hxrow = NULL;
 	a->k.frow = frow_c;
 	a->k.hfrow = hfrow_c;
 	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
 	if (no && no[0] == '1')
 		return;
-	gm_aug_simd_pick(&a->k);
+	const char *cap = getenv("GM_SIMD_MAX");
+	if (cap && strcmp(cap, "sse") == 0)
+		max = AUG_SIMD_SSE;
+	else if (cap && strcmp(cap, "avx2") == 0)
+		max = AUG_SIMD_AVX2;
+	gm_aug_simd_pick(&a->k, max);
 }
 
 /*
@@ -409,6 +429,61 @@ static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_
 			}
 		}
 	}
+}
+
+/*
+ * Lay out the horizontal pass as a byte gather (struct hx_table, aug_simd.h) for
+ * out_w pixels of the byte-offset axis ax. false when some group's taps span more
+ * than HX_WINDOW source bytes (a big downscale): the other kernels take the image.
+ */
+static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		     uint32_t out_w)
+{
+	uint32_t taps = ax->taps, nval = 3 * out_w, pairs = (taps + 1) / 2;
+	size_t gstep = (size_t)pairs * 8 * HX_GROUP;
+	bool narrow = true;
+
+	t->pairs = pairs;
+	t->groups = (nval + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4; /* the kernels take 4 a step */
+	t->nval = nval;
+	t->base = base;
+	t->blk = blk;
+	for (uint32_t g = 0; g < t->groups; g++) {
+		uint32_t j0 = g * HX_GROUP < nval ? g * HX_GROUP : nval - 1;
+		uint32_t j1 = j0 + HX_GROUP - 1 < nval ? j0 + HX_GROUP - 1 : nval - 1;
+		int32_t b = INT32_MAX, far = 0;
+		for (uint32_t ox = j0 / 3; ox <= j1 / 3; ox++)
+			b = ax->min[ox] < b ? ax->min[ox] : b;
+		for (uint32_t ox = j0 / 3; ox <= j1 / 3; ox++)
+			far = ax->min[ox] - b > far ? ax->min[ox] - b : far;
+		far += 3 * (int32_t)taps - 1; /* the last tap's blue byte */
+		if (far >= HX_WINDOW)
+			return false;
+		narrow = narrow && far < 64;
+		base[g] = b;
+		uint8_t *gb = blk + g * gstep;
+		uint32_t ox = j0 / 3, c = j0 % 3;
+		for (uint32_t l = 0, j = j0; l < HX_GROUP; l++) {
+			const int16_t *cf = ax->coef + (size_t)ox * taps;
+			uint32_t at = (uint32_t)(ax->min[ox] - b) + c;
+			for (uint32_t p = 0; p < pairs; p++) {
+				uint8_t *idx = gb + (size_t)p * 8 * HX_GROUP;
+				int16_t w[2] = {cf[2 * p], 2 * p + 1 < taps ? cf[2 * p + 1] : 0};
+				idx[4 * l] = (uint8_t)(at + 6 * p);
+				idx[4 * l + 1] = idx[4 * l + 3] = 0;
+				idx[4 * l + 2] =
+				    (uint8_t)(at + (2 * p + 1 < taps ? 6 * p + 3 : 6 * p));
+				memcpy(idx + 4 * HX_GROUP + 4 * l, w, sizeof(w));
+			}
+			if (j + 1 < nval) { /* lanes past the end repeat the last byte */
+				j++;
+				c = c == 2 ? 0 : c + 1;
+				ox += c == 0;
+			}
+		}
+	}
+	t->narrow = narrow;
+	return true;
 }
 
 /*
@@ -503,6 +578,7 @@ struct resize_plan {
 	size_t nbytes;	    /* bytes of a row the vertical pass makes */
 	size_t rowcap;	    /* nbytes + slack: the distance of the two scratch rows */
 	bool two;	    /* the two-row horizontal kernel applies */
+	bool hx;	    /* the byte-gather kernel applies (a->hx is built) */
 };
 
 /*
@@ -527,20 +603,30 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
 	}
 	p->nbytes = (size_t)(hi - lo) * 3;
-	p->rowcap = p->nbytes + 32;
+	p->rowcap = p->nbytes + HX_WINDOW;
 	/* 1..6 taps: the two-row AVX2 kernel (1, 2 or 3 pairs, lanes doubled) */
 	p->two = a->k.hrow2 && a->ax.taps <= 6;
 	uint32_t pairs = (a->ax.taps + 1) / 2;
-	/* Two intermediate rows (+32 each: the SIMD horizontal pass reads past its last tap). */
+	uint32_t groups = (3 * size + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4;
+	/*
+	 * Two intermediate rows (+HX_WINDOW each: the SIMD horizontal passes read past
+	 * their last tap).
+	 */
 	if (gm_grow_scratch((void **)&a->tmp, &a->tmp_cap, 2 * p->rowcap, 1024) ||
-	    gm_grow_scratch((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size, 1024))
+	    gm_grow_scratch((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size,
+			    1024) ||
+	    (a->k.hxrow && (gm_grow_scratch((void **)&a->hx_base, &a->hx_base_cap,
+					    sizeof(int32_t) * groups, 1024) ||
+			    gm_grow_scratch((void **)&a->hx_blk, &a->hx_blk_cap,
+					    (size_t)groups * pairs * 8 * HX_GROUP, 1024))))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
-	memset(a->tmp + p->nbytes, 0, 32);
-	memset(a->tmp + p->rowcap + p->nbytes, 0, 32);
+	memset(a->tmp + p->nbytes, 0, HX_WINDOW);
+	memset(a->tmp + p->rowcap + p->nbytes, 0, HX_WINDOW);
 	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
-	if (a->k.hrow != hrow_c)
+	p->hx = a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	if (!p->hx && a->k.hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs, p->two);
 	p->src = img->pixels + (size_t)lo * 3;
 	p->stride = img->stride;
@@ -569,7 +655,9 @@ static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 			d0 = (uint8_t *)out + y * orow;
 			d1 = pair ? d0 + orow : a->row;
 		}
-		if (p->two) {
+		if (p->hx) {
+			a->k.hxrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hx);
+		} else if (p->two) {
 			a->k.hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
 		} else {
 			a->k.hrow(d0, tmp0, &a->ax, a->hv, size);

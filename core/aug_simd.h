@@ -15,6 +15,7 @@
 #ifndef GOLDMINER_AUG_SIMD_H
 #define GOLDMINER_AUG_SIMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,21 +51,51 @@ typedef void hrow2_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint
 		      const uint8_t *src1, const struct axis *ax, const int16_t *hv,
 		      uint32_t out_w);
 
+/*
+ * The horizontal pass as a byte gather, for the kernels that make several output
+ * pixels per vector (hxrow_fn). The bytes of an output row (RGB, 3 per pixel) go in
+ * groups of HX_GROUP, one 32-bit lane each; a group reads the source row from
+ * base[g] on, and for each pair of taps has HX_GROUP lanes of 4 index bytes (tap
+ * 2p's source byte in byte 0, tap 2p+1's in byte 2, relative to base[g], both <
+ * HX_WINDOW; bytes 1 and 3 unused) then HX_GROUP lanes of two int16 coefficients
+ * (tap 2p, tap 2p+1; 0 past the last tap). hx_build (aug.c) lays it out once per
+ * image from the axis; every row of the image uses it. Lanes past the row's end
+ * repeat its last byte and are not stored.
+ */
+#define HX_GROUP  16
+#define HX_WINDOW 128 /* source bytes one group may reach (two 64-byte vectors) */
+
+struct hx_table {
+	uint32_t groups, pairs;
+	uint32_t nval;	     /* bytes of an output row: 3 * out_w */
+	bool narrow;	     /* every index < 64: one source vector per group */
+	const int32_t *base; /* groups */
+	const uint8_t *blk;  /* groups * pairs * 8 * HX_GROUP: indices, then coefficients */
+};
+
+typedef void hxrow_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+		      const uint8_t *src1, const struct hx_table *t);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
 	hrow_fn *hrow;	 /* any tap count */
 	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
+	hxrow_fn *hxrow; /* two rows, several pixels a vector (hx_table), or NULL */
 	frow_fn *frow;
 	hfrow_fn *hfrow; /* float16 output */
 };
 
+/* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
+enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512 };
+
 /*
- * Replace the kernels of k with the fastest ones this CPU runs (cpuid): SSE2 and
- * SSSE3, AVX2, F16C. Does nothing on other architectures. aug.c calls it unless
- * GM_NO_SIMD=1.
+ * Replace the kernels of k with the fastest ones this CPU runs (cpuid), up to
+ * level max: SSE2 and SSSE3; AVX2 and F16C; AVX-512 (F, BW, VBMI). Does nothing
+ * on other architectures. aug.c calls it unless GM_NO_SIMD=1.
  */
-__attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *k);
+__attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *k,
+							    enum aug_simd_level max);
 
 /* ---- the portable kernels -------------------------------------------------------- */
 

@@ -12,7 +12,9 @@
  *
  * The crop-window path is the reason this uses the libjpeg API rather than
  * TurboJPEG (2.1): DCT scaling + jpeg_crop_scanline + jpeg_skip_scanlines, and
- * jpeg_abort_decompress() right after the last needed row.
+ * jpeg_abort_decompress() right after the last needed row. A file with restart
+ * markers is first cut down to the restart segments the window needs (the splice,
+ * below), so not even the entropy data around the window is decoded.
  *
  * CMYK/YCCK is hand-converted (libjpeg has no CMYK->RGB conversion). Files with an
  * Adobe APP14 marker store inverted CMYK (Photoshop convention); others plain.
@@ -53,6 +55,14 @@ struct gm_jpeg {
 	size_t row4_cap;
 	JSAMPROW *rows; /* row pointers into buf */
 	size_t rows_cap;
+	const uint8_t *data; /* the open file (the caller's bytes), for the splice */
+	size_t len;
+	uint8_t *splice; /* the spliced file of the last decode (splice.c's idea, below) */
+	size_t splice_cap;
+	uint32_t *seg; /* per restart segment: start and end offsets in data */
+	size_t seg_cap;
+	bool spliced;	/* the last decode read a spliced file */
+	bool no_splice; /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
 	uint32_t nwarn;
 	char errmsg[256];
 	char warnmsg[JMSG_LENGTH_MAX];
@@ -124,6 +134,8 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 	if (!(j = calloc(1, sizeof(*j))))
 		return -ENOMEM;
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
+	const char *ns = getenv("GM_NO_SPLICE");
+	j->no_splice = ns && ns[0] == '1';
 	j->where = "gm_jpeg_create";
 	j->cinfo.err = jpeg_std_error(&j->err.pub);
 	j->err.pub.error_exit = on_error_exit;
@@ -145,6 +157,8 @@ void gm_jpeg_destroy(struct gm_jpeg *j)
 	if (!j)
 		return;
 	jpeg_destroy_decompress(&j->cinfo);
+	free(j->splice);
+	free(j->seg);
 	free(j->rows);
 	free(j->row4);
 	free(j->buf);
@@ -192,7 +206,17 @@ int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg
 	}
 	if (setjmp(j->err.jb))
 		goto out_abort;
+	/*
+	 * A fresh decompressor for every file: libjpeg keeps the last file's
+	 * quantisation and Huffman tables in the object, and a file that lacks some
+	 * would decode with them, its pixels depending on what the handle decoded
+	 * before (and on whether that was spliced). About a microsecond.
+	 */
+	jpeg_destroy_decompress(ci);
+	jpeg_create_decompress(ci);
 	j->open = true;
+	j->data = data;
+	j->len = len;
 	jpeg_mem_src(ci, (const unsigned char *)data, (unsigned long)len);
 	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK) {
 		set_err(j, -EBADMSG, "corrupt JPEG: tables only, no image");
@@ -337,15 +361,294 @@ static int read_window(struct gm_jpeg *j, uint32_t y, uint32_t h, JDIMENSION cw,
 	return 0;
 }
 
+/* ---- decoding only the crop's restart segments ------------------------------------
+ *
+ * A file with restart markers (gm_jpeg_restart_transcode) is a run of segments of
+ * R MCUs each, in raster order, each byte-aligned and starting with fresh DC
+ * predictions: any run of them is valid entropy data on its own. For a window,
+ * splice_window takes the rectangle of MCUs that covers it plus one MCU all
+ * round (so that chroma upsampling sees the neighbours a full decode sees, and
+ * the window's pixels come out the same), widened to whole segments, and writes
+ * a JPEG of just those MCUs into j->splice: the original header with the SOF's
+ * size changed, the segments' bytes, RST markers renumbered, EOI. When R divides
+ * the MCUs of a row the rectangle is cut on both axes, otherwise it keeps whole
+ * rows (segments would straddle them). The decode then runs on that file as on
+ * any other, and never Huffman-decodes the rows above the window nor the columns
+ * beside it, which a crop of the original file must (entropy data is sequential).
+ * Anything unexpected in the markers (a progressive, arithmetic or multi-scan
+ * file, a missing or misnumbered RST, a DNL height) leaves the file to the
+ * ordinary path, which reports what is wrong with it.
+ */
+
+/*
+ * An MCU's size in image pixels: 8 x 8 in a one-component file (a scan of one
+ * component has one block an MCU, whatever its sampling factors say), else the
+ * largest sampling factors times 8.
+ */
+static void mcu_size(const struct jpeg_decompress_struct *ci, uint32_t *mw, uint32_t *mh)
+{
+	bool one = ci->num_components == 1;
+	*mw = one ? 8 : 8 * (uint32_t)ci->max_h_samp_factor;
+	*mh = one ? 8 : 8 * (uint32_t)ci->max_v_samp_factor;
+}
+
+struct mcu_rect {
+	uint32_t c0, c1, r0, r1; /* MCU columns [c0, c1), rows [r0, r1) */
+};
+
+/* Offset of the first entropy byte of the (first) scan and of the SOF marker, or 0. */
+static size_t scan_start(const uint8_t *d, size_t len, size_t *sof)
+{
+	size_t p = 2;
+	*sof = 0;
+	while (p + 4 <= len) {
+		if (d[p] != 0xFF)
+			return 0;
+		uint8_t m = d[p + 1];
+		if (m == 0xFF) { /* fill byte */
+			p++;
+			continue;
+		}
+		if (m == 0x01 || (m >= 0xD0 && m <= 0xD9))
+			return 0; /* no marker without a length belongs in a header */
+		size_t seg = (size_t)d[p + 2] << 8 | d[p + 3];
+		if (seg < 2 || p + 2 + seg > len)
+			return 0;
+		if (m == 0xC0 || m == 0xC1) {
+			if (seg < 8 || *sof)
+				return 0;
+			*sof = p;
+		}
+		if (m == 0xDA)
+			return *sof ? p + 2 + seg : 0;
+		p += 2 + seg;
+	}
+	return 0;
+}
+
+/*
+ * The nseg restart segments of the entropy data from `start`: seg[2k], seg[2k+1]
+ * = the offsets of segment k's first byte and of the marker that ends it (RSTn in
+ * order, EOI after the last). false on anything else (another scan, a marker out
+ * of order, too many or too few segments, no EOI).
+ */
+static bool find_segments(const uint8_t *d, size_t len, size_t start, uint32_t nseg, uint32_t *seg)
+{
+	uint32_t k = 0;
+	size_t p = start;
+	seg[0] = (uint32_t)start;
+	for (;;) {
+		const uint8_t *f = p < len ? memchr(d + p, 0xFF, len - p) : NULL;
+		if (!f || (size_t)(f - d) + 1 >= len)
+			return false;
+		p = (size_t)(f - d);
+		uint8_t m = d[p + 1];
+		if (m == 0x00 || m == 0xFF) { /* a stuffed 0xFF, a fill byte */
+			p += 1 + (m == 0x00);
+			continue;
+		}
+		seg[2 * k + 1] = (uint32_t)p;
+		if (m == 0xD9)
+			return k + 1 == nseg;
+		if (m != 0xD0 + k % 8 || ++k >= nseg)
+			return false;
+		p += 2;
+		seg[2 * k] = (uint32_t)p;
+	}
+}
+
+/*
+ * The MCU rectangle to splice for the full-image pixel box [x0, x1) x [y0, y1):
+ * one MCU of margin, whole segments of r MCUs (mx x my MCUs in the image). false
+ * when that is the whole image (nothing to gain).
+ */
+static bool splice_rect(struct mcu_rect *q, uint64_t x0, uint64_t x1, uint64_t y0, uint64_t y1,
+			uint32_t mw, uint32_t mh, uint32_t mx, uint32_t my, uint32_t r)
+{
+	q->c0 = (uint32_t)(x0 / mw), q->r0 = (uint32_t)(y0 / mh);
+	q->c1 = (uint32_t)((x1 + mw - 1) / mw) + 1, q->r1 = (uint32_t)((y1 + mh - 1) / mh) + 1;
+	q->c0 -= q->c0 > 0, q->r0 -= q->r0 > 0;
+	q->c1 = q->c1 < mx ? q->c1 : mx, q->r1 = q->r1 < my ? q->r1 : my;
+	if (mx % r == 0) {
+		q->c0 = q->c0 / r * r;
+		q->c1 = (q->c1 + r - 1) / r * r;
+	} else { /* segments straddle rows: whole rows, from and to a segment's start */
+		q->c0 = 0, q->c1 = mx;
+		while ((uint64_t)q->r0 * mx % r)
+			q->r0--;
+		while (q->r1 < my && (uint64_t)q->r1 * mx % r)
+			q->r1++;
+	}
+	return q->c0 > 0 || q->c1 < mx || q->r0 > 0 || q->r1 < my;
+}
+
+/*
+ * Segments [*k0, *k1) of run i of q: row r0 + i when rows are cut (r divides mx),
+ * else the one run of whole rows.
+ */
+static void splice_run(const struct mcu_rect *q, uint32_t i, uint32_t mx, uint32_t r, uint64_t *k0,
+		       uint64_t *k1)
+{
+	bool cut = mx % r == 0;
+	uint64_t a = cut ? (uint64_t)(q->r0 + i) * mx + q->c0 : (uint64_t)q->r0 * mx;
+	uint64_t b = cut ? (uint64_t)(q->r0 + i) * mx + q->c1 : (uint64_t)q->r1 * mx;
+	*k0 = a / r;
+	*k1 = (b + r - 1) / r;
+}
+
+/* Write into j->splice the file of the MCUs of q (sof, start: scan_start's). */
+static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, size_t sof, size_t start,
+			uint32_t mx, uint32_t r, uint32_t mw, uint32_t mh, size_t *out_len)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	uint32_t w = (q->c1 == mx ? ci->image_width : q->c1 * mw) - q->c0 * mw;
+	uint32_t h = (q->r1 * mh < ci->image_height ? q->r1 * mh : ci->image_height) - q->r0 * mh;
+	uint32_t runs = mx % r ? 1 : q->r1 - q->r0, rst = 0;
+	uint64_t k0, k1;
+	size_t cap = start + 2, n = start;
+
+	for (uint32_t i = 0; i < runs; i++) { /* the bytes first, to size the buffer */
+		splice_run(q, i, mx, r, &k0, &k1);
+		cap += j->seg[2 * k1 - 1] - j->seg[2 * k0] + 2 * (k1 - k0);
+	}
+	if (gm_grow_scratch((void **)&j->splice, &j->splice_cap, cap, 1 << 16))
+		return -ENOMEM;
+	uint8_t *o = j->splice;
+	memcpy(o, j->data, start);
+	o[sof + 5] = (uint8_t)(h >> 8), o[sof + 6] = (uint8_t)h;
+	o[sof + 7] = (uint8_t)(w >> 8), o[sof + 8] = (uint8_t)w;
+	for (uint32_t i = 0; i < runs; i++) {
+		splice_run(q, i, mx, r, &k0, &k1);
+		for (uint64_t k = k0; k < k1; k++) {
+			if (n > start) {
+				o[n++] = 0xFF;
+				o[n++] = (uint8_t)(0xD0 + rst++ % 8);
+			}
+			uint32_t a = j->seg[2 * k], b = j->seg[2 * k + 1];
+			memcpy(o + n, j->data + a, b - a);
+			n += b - a;
+		}
+	}
+	o[n++] = 0xFF;
+	o[n++] = 0xD9;
+	*out_len = n;
+	return 0;
+}
+
+/*
+ * If the open file has restart markers, reopen the decoder on a file of just the
+ * segments the window (x, y, w, h at scale n/8) needs, and set *ox, *oy to where
+ * that file starts in the scaled image; else leave everything as it is (*ox = *oy
+ * = 0). Under the caller's setjmp. 0, -ENOMEM or -EBADMSG.
+ */
+static int splice_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, uint32_t w,
+			 uint32_t h, uint32_t *ox, uint32_t *oy)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	struct mcu_rect q;
+	size_t sof, start, len;
+
+	*ox = *oy = 0;
+	if (j->no_splice || !ci->restart_interval || ci->progressive_mode || ci->arith_code ||
+	    ci->comps_in_scan != ci->num_components || j->len > UINT32_MAX)
+		return 0;
+	uint32_t mw, mh, r = ci->restart_interval;
+	mcu_size(ci, &mw, &mh);
+	uint32_t mx = (ci->image_width + mw - 1) / mw, my = (ci->image_height + mh - 1) / mh;
+	uint64_t nseg = ((uint64_t)mx * my + r - 1) / r;
+	if (!splice_rect(&q, (uint64_t)x * 8 / n, ((uint64_t)(x + w) * 8 + n - 1) / n,
+			 (uint64_t)y * 8 / n, ((uint64_t)(y + h) * 8 + n - 1) / n, mw, mh, mx, my,
+			 r))
+		return 0;
+	start = scan_start(j->data, j->len, &sof);
+	if (!start || nseg > UINT32_MAX / 2)
+		return 0;
+	if (gm_grow_scratch((void **)&j->seg, &j->seg_cap, sizeof(uint32_t) * 2 * nseg, 4096))
+		return -ENOMEM;
+	if (!find_segments(j->data, j->len, start, (uint32_t)nseg, j->seg))
+		return 0;
+	if (splice_write(j, &q, sof, start, mx, r, mw, mh, &len))
+		return -ENOMEM;
+	jpeg_abort_decompress(ci);
+	jpeg_mem_src(ci, j->splice, (unsigned long)len);
+	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
+		return -EBADMSG;
+	*ox = q.c0 * mw * n / 8;
+	*oy = q.r0 * mh * n / 8;
+	j->spliced = true;
+	return 0;
+}
+
+uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint32_t interval)
+{
+	uint32_t d = interval;
+	if (gm_jpeg_open(j, in, len, NULL) == 0 && interval > 0) {
+		struct jpeg_decompress_struct *ci = &j->cinfo;
+		uint32_t mw, mh;
+		mcu_size(ci, &mw, &mh);
+		uint32_t mx = (ci->image_width + mw - 1) / mw;
+		while (mx % d)
+			d--;
+	}
+	gm_jpeg_abort(j);
+	return d;
+}
+
+bool gm_jpeg_spliced(const struct gm_jpeg *j)
+{
+	return j->spliced;
+}
+
+/*
+ * The decode of gm_jpeg_decode_region once the window is checked: splice (a file
+ * with restart markers), start, read into j->buf, fill img. Under the caller's
+ * setjmp. 0 or -errno with the message set.
+ */
+static int decode_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			 uint32_t h, struct gm_jpeg_image *img)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	uint32_t sw = gm_jpeg_scaled_dim(ci->image_width, scale_num);
+	uint32_t sh = gm_jpeg_scaled_dim(ci->image_height, scale_num), ox, oy;
+	JDIMENSION xoff, cw;
+	int ret = splice_window(j, scale_num, x, y, w, h, &ox, &oy);
+
+	if (ret) {
+		set_err(j, ret, "%s",
+			ret == -ENOMEM ? "out of memory for a spliced file"
+				       : "spliced file does not read");
+		return ret;
+	}
+	/* the file decoded is sw x sh, or the spliced part of it from (ox, oy) */
+	ret = start_window(j, scale_num, x - ox, w, gm_jpeg_scaled_dim(ci->image_width, scale_num),
+			   gm_jpeg_scaled_dim(ci->image_height, scale_num), &xoff, &cw);
+	if (ret)
+		return ret;
+	size_t stride = (size_t)cw * 3;
+	ret = read_window(j, y - oy, h, cw, stride);
+	if (ret)
+		return ret;
+	img->stride = stride;
+	img->pixels = j->buf + (size_t)(x - ox - xoff) * 3;
+	img->x = x;
+	img->y = y;
+	img->width = w;
+	img->height = h;
+	img->scale_num = scale_num;
+	img->scaled_width = sw;
+	img->scaled_height = sh;
+	return 0;
+}
+
 int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
 			  uint32_t h, struct gm_jpeg_image *img)
 {
 	struct jpeg_decompress_struct *ci = &j->cinfo;
-	JDIMENSION xoff, cw;
 	uint32_t sw, sh;
 	int ret;
 
 	j->where = "gm_jpeg_decode_region";
+	j->spliced = false;
 	if (!j->open) {
 		set_err(j, -EINVAL, "no image open");
 		return -EINVAL;
@@ -359,27 +662,12 @@ int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uin
 		ret = -EINVAL;
 		goto out_abort;
 	}
-	/* libjpeg errors in start_window and read_window longjmp here */
+	/* libjpeg errors in decode_window longjmp here */
 	if (setjmp(j->err.jb)) {
 		ret = j->errnum;
 		goto out_abort;
 	}
-	ret = start_window(j, scale_num, x, w, sw, sh, &xoff, &cw);
-	if (ret)
-		goto out_abort;
-	size_t stride = (size_t)cw * 3;
-	ret = read_window(j, y, h, cw, stride);
-	if (ret)
-		goto out_abort;
-	img->stride = stride;
-	img->pixels = j->buf + (size_t)(x - xoff) * 3;
-	img->x = x;
-	img->y = y;
-	img->width = w;
-	img->height = h;
-	img->scale_num = scale_num;
-	img->scaled_width = sw;
-	img->scaled_height = sh;
+	ret = decode_window(j, scale_num, x, y, w, h, img);
 	/* Stop here: the rows below the window are never read. */
 
 out_abort:
@@ -433,4 +721,106 @@ int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_im
 	return gm_jpeg_decode_region(j, scale_num, 0, 0,
 				     gm_jpeg_scaled_dim(j->cinfo.image_width, scale_num),
 				     gm_jpeg_scaled_dim(j->cinfo.image_height, scale_num), img);
+}
+
+/* ---- lossless restart-marker transcoding ----------------------------------------- */
+
+struct tc_err {
+	struct jpeg_error_mgr pub; /* first: libjpeg casts cinfo->err to this */
+	jmp_buf jb;
+	int ret;
+	char msg[JMSG_LENGTH_MAX];
+	unsigned char *mem; /* jpeg_mem_dest's buffer: here, so it survives a longjmp */
+	unsigned long mlen;
+};
+
+static void tc_error_exit(j_common_ptr cinfo)
+{
+	struct tc_err *e = (struct tc_err *)cinfo->err;
+	(*cinfo->err->format_message)(cinfo, e->msg);
+	e->ret = cinfo->err->msg_code == JERR_OUT_OF_MEMORY ? -ENOMEM : -EBADMSG;
+	longjmp(e->jb, 1);
+}
+
+/* As the decoder: a warning that means lost data stops the transcode. */
+static void tc_emit_message(j_common_ptr cinfo, int msg_level)
+{
+	if (msg_level < 0 && warning_is_fatal(cinfo->err->msg_code))
+		tc_error_exit(cinfo);
+}
+
+/* Copy the saved APPn/COM markers of src into dst, except those libjpeg writes. */
+static void tc_copy_markers(struct jpeg_decompress_struct *src, struct jpeg_compress_struct *dst)
+{
+	for (jpeg_saved_marker_ptr m = src->marker_list; m; m = m->next) {
+		if (dst->write_JFIF_header && m->marker == JPEG_APP0 && m->data_length >= 5 &&
+		    !memcmp(m->data, "JFIF", 5))
+			continue;
+		if (dst->write_Adobe_marker && m->marker == JPEG_APP0 + 14 && m->data_length >= 5 &&
+		    !memcmp(m->data, "Adobe", 5))
+			continue;
+		jpeg_write_marker(dst, m->marker, m->data, m->data_length);
+	}
+}
+
+int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uint64_t max_pixels,
+			      uint8_t **out, size_t *out_len, char *err, size_t errlen)
+{
+	struct jpeg_decompress_struct src;
+	struct jpeg_compress_struct dst;
+	struct tc_err e = {0};
+	volatile int ret = 0; /* set after the setjmp */
+	volatile uint64_t limit = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
+
+	if (!in || !len || !interval || interval > GM_JPEG_MAX_RESTART || !out || !out_len) {
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: %s",
+			!in || !len ? "no data" : "restart interval must be 1..65535 MCUs");
+		return -EINVAL;
+	}
+	src.err = dst.err = jpeg_std_error(&e.pub);
+	e.pub.error_exit = tc_error_exit;
+	e.pub.emit_message = tc_emit_message;
+	/* both objects are created before any libjpeg call can fail into the setjmp */
+	jpeg_create_decompress(&src);
+	jpeg_create_compress(&dst);
+	if (setjmp(e.jb)) {
+		ret = e.ret;
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: %s: %s",
+			e.ret == -ENOMEM ? "out of memory" : "corrupt or not a JPEG", e.msg);
+		goto out_destroy;
+	}
+	jpeg_mem_src(&src, (const unsigned char *)in, (unsigned long)len);
+	jpeg_save_markers(&src, JPEG_COM, 0xFFFF);
+	for (int m = 0; m < 16; m++)
+		jpeg_save_markers(&src, JPEG_APP0 + m, 0xFFFF);
+	if (jpeg_read_header(&src, TRUE) != JPEG_HEADER_OK) {
+		gm_errf(err, errlen, "gm_jpeg_restart_transcode: tables only, no image");
+		ret = -EBADMSG;
+		goto out_destroy;
+	}
+	if ((uint64_t)src.image_width * src.image_height > limit) {
+		gm_errf(err, errlen,
+			"gm_jpeg_restart_transcode: image %ux%u is over the pixel limit",
+			src.image_width, src.image_height);
+		ret = -E2BIG;
+		goto out_destroy;
+	}
+	jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
+	jpeg_copy_critical_parameters(&src, &dst);
+	dst.optimize_coding = TRUE;
+	dst.restart_interval = interval;
+	jpeg_mem_dest(&dst, &e.mem, &e.mlen);
+	jpeg_write_coefficients(&dst, coef);
+	tc_copy_markers(&src, &dst);
+	jpeg_finish_compress(&dst);
+	jpeg_finish_decompress(&src);
+	*out = e.mem;
+	*out_len = e.mlen;
+	e.mem = NULL;
+
+out_destroy:
+	jpeg_destroy_compress(&dst);
+	jpeg_destroy_decompress(&src);
+	free(e.mem);
+	return ret;
 }

@@ -647,6 +647,61 @@ static void test_odd_sizes_simd_equals_portable(void **state)
 	free(jpg);
 }
 
+/*
+ * Every kernel level (GM_SIMD_MAX: sse, avx2, and the best this CPU has) against
+ * the portable kernels, bit for bit: odd output sides (a ragged last group of the
+ * byte-gather kernel, the two-row kernels' lone last row), flips, and aspect
+ * ratios that make the horizontal resize 1 to ~6 taps, so that the byte-gather
+ * kernel runs with one and two source vectors and 1 to 4+ tap pairs, and falls
+ * back to the other kernels when a group's taps reach past its window.
+ */
+static void test_every_level_equals_portable(void **state)
+{
+	static const char *levels[] = {"sse", "avx2", NULL};
+	static const uint32_t sizes[] = {1, 21, 22, 99, 224};
+	static const float ratios[][2] = {{0.75f, 1.3333f}, {2.5f, 4.0f}, {0.25f, 0.4f}};
+	size_t len;
+	uint8_t *jpg = synth(640, 480, 41, 0, &len);
+	(void)state;
+	for (size_t lv = 0; lv < sizeof(levels) / sizeof(levels[0]); lv++)
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+			for (size_t r = 0; r < sizeof(ratios) / sizeof(ratios[0]); r++)
+				for (int out = 0; out < 3; out++) {
+					struct gm_aug_spec sp;
+					struct gm_aug *s, *p;
+					gm_aug_spec_default(&sp);
+					sp.size = sizes[k];
+					sp.out = (enum gm_out_type)out;
+					sp.ratio_min = ratios[r][0];
+					sp.ratio_max = ratios[r][1];
+					if (levels[lv])
+						setenv("GM_SIMD_MAX", levels[lv], 1);
+					assert_int_equal(gm_aug_create(&s, &sp), 0);
+					unsetenv("GM_SIMD_MAX");
+					setenv("GM_NO_SIMD", "1", 1);
+					assert_int_equal(gm_aug_create(&p, &sp), 0);
+					unsetenv("GM_NO_SIMD");
+					size_t n = gm_aug_out_bytes(&sp);
+					uint8_t *o1 = malloc(n), *o2 = malloc(n);
+					assert_non_null(o1);
+					assert_non_null(o2);
+					for (uint64_t id = 0; id < 6; id++) {
+						assert_int_equal(
+						    gm_aug_sample(s, jpg, len, 5, 0, id, o1, NULL),
+						    0);
+						assert_int_equal(
+						    gm_aug_sample(p, jpg, len, 5, 0, id, o2, NULL),
+						    0);
+						assert_memory_equal(o1, o2, n);
+					}
+					gm_aug_destroy(s);
+					gm_aug_destroy(p);
+					free(o1);
+					free(o2);
+				}
+	free(jpg);
+}
+
 static void test_odd_inputs(void **state)
 {
 	/* tiny, thin, gray, CMYK, progressive, upsampled: all produce output */
@@ -733,6 +788,7 @@ int main(void)
 	    cmocka_unit_test(test_f16_output_is_rounded_f32),
 	    cmocka_unit_test(test_simd_equals_portable),
 	    cmocka_unit_test(test_odd_sizes_simd_equals_portable),
+	    cmocka_unit_test(test_every_level_equals_portable),
 	    cmocka_unit_test(test_resize_accuracy),
 	    cmocka_unit_test(test_odd_inputs),
 	    cmocka_unit_test(test_errors),

@@ -123,6 +123,118 @@ static void test_region_equals_full_other_layouts(void **state)
 	check_region_equals_full(GM_SYNTH_CMYK, 120, 90);
 }
 
+/*
+ * Decoding only the crop's restart segments: on a restart-marked file, every window
+ * at every scale gives the pixels of the original's full decode, and the decoder
+ * read a spliced file whenever the window (+ one MCU) is not the whole image.
+ * Intervals that divide the MCUs of a row (cut on both axes) and that do not
+ * (whole rows; segments straddle rows), 1 MCU, and one longer than the image.
+ */
+#define GRAY22 0x10000u /* not a synth flag: gray22() */
+static uint8_t *gray22(uint32_t w, uint32_t h, size_t *len);
+
+static void check_restart_regions(unsigned flags, uint32_t w, uint32_t h, uint32_t interval)
+{
+	struct gm_jpeg *j;
+	struct gm_jpeg_image full, part;
+	size_t len, tl;
+	uint8_t *buf = flags == GRAY22 ? gray22(w, h, &len) : make(w, h, 17, flags, &len), *t;
+	char err[256];
+	int spliced = 0;
+
+	assert_int_equal(
+	    gm_jpeg_restart_transcode(buf, len, interval, 0, &t, &tl, err, sizeof(err)), 0);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (uint32_t n = 1; n <= 8; n *= 2) {
+		assert_int_equal(gm_jpeg_open(j, buf, len, NULL), 0);
+		assert_int_equal(gm_jpeg_decode_full(j, n, &full), 0);
+		uint8_t *ref = copy_img(&full);
+		uint32_t sw = full.width, sh = full.height;
+		const uint32_t win[][4] = {
+		    {sw / 3 + 1, sh / 4 + 3, sw / 2, sh / 2},
+		    {0, 0, sw / 2 + 1, sh / 3 + 1},
+		    {sw - sw / 3, sh - sh / 5, sw / 3, sh / 5},
+		    {sw / 2, sh / 2, 1, 1},
+		    {sw / 5, sh - 1, sw / 2, 1},
+		    {0, 0, sw, sh},
+		};
+		for (size_t k = 0; k < sizeof(win) / sizeof(win[0]); k++) {
+			uint32_t x = win[k][0], y = win[k][1], ww = win[k][2], wh = win[k][3];
+			if (ww == 0 || wh == 0)
+				continue;
+			assert_int_equal(gm_jpeg_open(j, t, tl, NULL), 0);
+			assert_int_equal(gm_jpeg_decode_region(j, n, x, y, ww, wh, &part), 0);
+			spliced += gm_jpeg_spliced(j);
+			if (ww == sw && wh == sh)
+				assert_false(gm_jpeg_spliced(j)); /* nothing to leave out */
+			assert_int_equal(part.x, x);
+			assert_int_equal(part.y, y);
+			assert_int_equal(part.scaled_width, sw);
+			for (uint32_t r = 0; r < wh; r++)
+				if (memcmp(part.pixels + r * part.stride,
+					   ref + ((size_t)(y + r) * sw + x) * 3, (size_t)ww * 3))
+					fail_msg("flags %#x interval %u scale %u window %u row %u",
+						 flags, interval, n, (unsigned)k, r);
+		}
+		free(ref);
+	}
+	if (interval < 1000)
+		assert_true(spliced >= 8); /* the small windows at least, at every scale */
+	gm_jpeg_destroy(j);
+	free(t);
+	free(buf);
+}
+
+/* A grey JPEG whose one component says 2x2 sampling (its MCU is still 8x8). */
+static uint8_t *gray22(uint32_t w, uint32_t h, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr err;
+	unsigned char *mem = NULL;
+	unsigned long ml = 0;
+	uint8_t *row = malloc(w);
+	assert_non_null(row);
+	c.err = jpeg_std_error(&err);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &mem, &ml);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 1;
+	c.in_color_space = JCS_GRAYSCALE;
+	jpeg_set_defaults(&c);
+	c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 2;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < h) {
+		for (uint32_t x = 0; x < w; x++)
+			row[x] =
+			    (uint8_t)(x * 7 + c.next_scanline * 3 + (x * c.next_scanline) % 13);
+		JSAMPROW r = row;
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	free(row);
+	*len = ml;
+	return mem;
+}
+
+static void test_restart_regions_equal_original(void **state)
+{
+	(void)state;
+	/* 333 wide, 4:2:0: 21 MCUs a row; 7 and 3 divide it, 4 does not */
+	static const uint32_t iv[] = {1, 3, 4, 7, 100000 % 65536};
+	for (size_t i = 0; i < sizeof(iv) / sizeof(iv[0]); i++)
+		check_restart_regions(0, 333, 250, iv[i]);
+	check_restart_regions(GM_SYNTH_444, 201, 150, 4); /* 26 MCUs a row: whole rows */
+	check_restart_regions(GM_SYNTH_444, 200, 150, 5); /* 25 */
+	check_restart_regions(GM_SYNTH_422, 210, 97, 2);
+	check_restart_regions(GM_SYNTH_GRAY, 190, 130, 4);
+	check_restart_regions(GM_SYNTH_PROGRESSIVE, 230, 170, 3);
+	check_restart_regions(GM_SYNTH_CMYK, 120, 90, 1);
+	check_restart_regions(GRAY22, 192, 128, 4); /* 24 MCUs a row, not 12 */
+	check_restart_regions(GRAY22, 200, 140, 5);
+}
+
 static void test_pick_scale(void **state)
 {
 	(void)state;
@@ -375,6 +487,147 @@ static void test_bomb_refused_before_allocation(void **state)
 	free(buf);
 }
 
+/* The DRI interval of the JPEG in b[0..n), or -1 without one. */
+static int dri_of(const uint8_t *b, size_t n)
+{
+	for (size_t i = 2; i + 5 < n; i++)
+		if (b[i] == 0xff && b[i + 1] == 0xdd)
+			return b[i + 4] << 8 | b[i + 5];
+	return -1;
+}
+
+/* Decode a (scale n/8) and b the same way and compare the pixels. */
+static void same_decode(struct gm_jpeg *j, const uint8_t *a, size_t la, const uint8_t *b, size_t lb,
+			uint32_t n)
+{
+	struct gm_jpeg_image ia, ib;
+	assert_int_equal(gm_jpeg_open(j, a, la, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, n, &ia), 0);
+	uint8_t *ref = copy_img(&ia);
+	assert_int_equal(gm_jpeg_open(j, b, lb, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, n, &ib), 0);
+	assert_int_equal(ib.width, ia.width);
+	assert_int_equal(ib.height, ia.height);
+	for (uint32_t y = 0; y < ib.height; y++)
+		assert_memory_equal(ib.pixels + y * ib.stride, ref + (size_t)y * ia.width * 3,
+				    (size_t)ia.width * 3);
+	free(ref);
+}
+
+static void test_restart_transcode(void **state)
+{
+	static const unsigned kinds[] = {
+	    0, GM_SYNTH_422, GM_SYNTH_444, GM_SYNTH_GRAY, GM_SYNTH_PROGRESSIVE, GM_SYNTH_CMYK};
+	static const uint32_t intervals[] = {1, 3, 4, 100, GM_JPEG_MAX_RESTART};
+	struct gm_jpeg *j;
+	char err[256];
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t i = 0; i < sizeof(intervals) / sizeof(intervals[0]); i++) {
+			size_t len, tl;
+			uint8_t *buf = make(203, 141, 30 + k, kinds[k], &len), *t = NULL;
+			assert_int_equal(gm_jpeg_restart_transcode(buf, len, intervals[i], 0, &t,
+								   &tl, err, sizeof(err)),
+					 0);
+			assert_int_equal(dri_of(buf, len), -1);
+			assert_int_equal(dri_of(t, tl), (int)intervals[i]);
+			struct gm_jpeg_info info;
+			assert_int_equal(gm_jpeg_open(j, t, tl, &info), 0);
+			assert_false(info.progressive); /* progressive input becomes baseline */
+			gm_jpeg_abort(j);
+			/* the same pixels at every DCT scale the loader uses */
+			for (uint32_t n = 1; n <= 8; n *= 2)
+				same_decode(j, buf, len, t, tl, n);
+			free(t);
+			free(buf);
+		}
+	gm_jpeg_destroy(j);
+}
+
+static void test_fit_restart(void **state)
+{
+	struct gm_jpeg *j;
+	size_t l1, l2;
+	uint8_t *a = make(333, 40, 1, 0, &l1);		  /* 4:2:0: 21 MCUs a row */
+	uint8_t *b = make(200, 40, 2, GM_SYNTH_444, &l2); /* 25 */
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 4), 3);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 7), 7);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 20), 7);
+	assert_int_equal(gm_jpeg_fit_restart(j, a, l1, 100), 21);
+	assert_int_equal(gm_jpeg_fit_restart(j, b, l2, 4), 1);
+	assert_int_equal(gm_jpeg_fit_restart(j, b, l2, 5), 5);
+	assert_int_equal(gm_jpeg_fit_restart(j, "not a jpeg", 10, 4), 4);
+	gm_jpeg_destroy(j);
+	free(a);
+	free(b);
+}
+
+static void test_restart_transcode_errors(void **state)
+{
+	size_t len, tl = 0;
+	uint8_t *buf = make(64, 48, 3, 0, &len), *t = NULL, *bomb;
+	char err[256];
+	(void)state;
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len, 0, 0, &t, &tl, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "restart interval"));
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len, GM_JPEG_MAX_RESTART + 1, 0, &t, &tl,
+						   err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(gm_jpeg_restart_transcode(buf, 0, 4, 0, &t, &tl, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(
+	    gm_jpeg_restart_transcode("not a jpeg", 10, 4, 0, &t, &tl, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "gm_jpeg_restart_transcode: corrupt"));
+	/* cut in the entropy data: refused, not padded */
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len / 2, 4, 0, &t, &tl, err, sizeof(err)),
+			 -EBADMSG);
+	assert_int_equal(
+	    gm_jpeg_restart_transcode(buf, len, 4, 64 * 48 - 1, &t, &tl, err, sizeof(err)), -E2BIG);
+	assert_null(t);
+	assert_int_equal(gm_synth_bomb_mem(30000, 30000, &bomb, &len), 0);
+	assert_int_equal(gm_jpeg_restart_transcode(bomb, len, 4, 0, &t, &tl, err, sizeof(err)),
+			 -E2BIG);
+	assert_non_null(strstr(err, "30000x30000"));
+	free(bomb);
+	free(buf);
+}
+
+/*
+ * A file without its quantisation tables is refused, also right after a file
+ * that had them: libjpeg would keep the last file's tables in its object, and
+ * the pixels would depend on what the handle decoded before.
+ */
+static void test_no_tables_from_the_last_file(void **state)
+{
+	struct gm_jpeg *j;
+	struct gm_jpeg_image im;
+	size_t len, i;
+	uint8_t *buf = make(64, 48, 5, 0, &len), *cut = malloc(len);
+	(void)state;
+	assert_non_null(cut);
+	for (i = 2; i + 3 < len && !(buf[i] == 0xff && buf[i + 1] == 0xdb); i++)
+		;
+	assert_true(i + 3 < len);
+	size_t seg = 2 + ((size_t)buf[i + 2] << 8 | buf[i + 3]);
+	memcpy(cut, buf, i);
+	memcpy(cut + i, buf + i + seg, len - i - seg);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	assert_int_equal(gm_jpeg_open(j, buf, len, NULL), 0);
+	assert_int_equal(gm_jpeg_decode_full(j, 8, &im), 0);
+	int rc = gm_jpeg_open(j, cut, len - seg, NULL);
+	if (rc == 0)
+		rc = gm_jpeg_decode_full(j, 8, &im);
+	assert_int_equal(rc, -EBADMSG);
+	assert_non_null(strstr(gm_jpeg_errmsg(j), "Quantization table"));
+	gm_jpeg_destroy(j);
+	free(cut);
+	free(buf);
+}
+
 static void test_bad_calls(void **state)
 {
 	struct gm_jpeg *j;
@@ -450,6 +703,11 @@ int main(void)
 	    cmocka_unit_test(test_bomb_refused_before_allocation),
 	    cmocka_unit_test(test_bad_calls),
 	    cmocka_unit_test(test_warnings_kept_apart),
+	    cmocka_unit_test(test_restart_transcode),
+	    cmocka_unit_test(test_restart_transcode_errors),
+	    cmocka_unit_test(test_fit_restart),
+	    cmocka_unit_test(test_restart_regions_equal_original),
+	    cmocka_unit_test(test_no_tables_from_the_last_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,7 +20,9 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "goldminer/aug.h"
 #include "goldminer/dataset.h"
+#include "goldminer/jpeg.h"
 #include "goldminer/pack.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
@@ -56,6 +59,51 @@ static char *slurp(const char *path, size_t *len)
 	return b;
 }
 
+/* Write a synthetic JPEG at rtree/rel. 0 or -1. */
+static int put_jpeg(const char *rel, uint32_t w, uint32_t h, uint64_t seed, unsigned flags)
+{
+	uint8_t *buf;
+	size_t len;
+	if (gm_synth_jpeg_mem(w, h, seed, flags, 90, &buf, &len))
+		return -1;
+	FILE *f = fopen(at(rel), "wb");
+	int ret = f && fwrite(buf, 1, len, f) == len ? 0 : -1;
+	if (f)
+		fclose(f);
+	free(buf);
+	return ret;
+}
+
+/*
+ * rtree: JPEGs of every kind the transcode meets (4:2:0, 4:2:2, 4:4:4, grey,
+ * progressive, CMYK; odd sizes, a partial last MCU, nested directories), a file
+ * that is no JPEG and a corrupt one.
+ */
+static int make_rtree(void)
+{
+	static const struct {
+		const char *rel;
+		uint32_t w, h;
+		unsigned flags;
+	} f[] = {
+	    {"rtree/a/420.jpg", 333, 251, 0},
+	    {"rtree/a/422.jpg", 97, 61, GM_SYNTH_422},
+	    {"rtree/a/444.jpg", 64, 48, GM_SYNTH_444},
+	    {"rtree/b/gray.jpg", 130, 77, GM_SYNTH_GRAY},
+	    {"rtree/b/prog.jpg", 301, 199, GM_SYNTH_PROGRESSIVE},
+	    {"rtree/b/sub/cmyk.jpg", 75, 90, GM_SYNTH_CMYK},
+	    {"rtree/d/tiny.jpg", 9, 7, 0},
+	};
+	if (mkdir(at("rtree"), 0755) || mkdir(at("rtree/a"), 0755) || mkdir(at("rtree/b"), 0755) ||
+	    mkdir(at("rtree/b/sub"), 0755) || mkdir(at("rtree/d"), 0755))
+		return -1;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (put_jpeg(f[i].rel, f[i].w, f[i].h, 100 + i, f[i].flags))
+			return -1;
+	put("rtree/d/not_a_jpeg.jpg", "text, not a JPEG");
+	return gm_synth_write_bad(at("rtree/d/corrupt.jpg"), GM_SYNTH_BAD_CORRUPT, 7);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -74,7 +122,7 @@ static int setup(void **state)
 	put("tree/class_01/a.b.jpg", "dotted");
 	put("tree/class_01/a_b.jpg", "underscore");
 	put("tree/class_02/UP.JPEG", "upper");
-	return 0;
+	return make_rtree();
 }
 
 static int teardown(void **state)
@@ -278,6 +326,173 @@ static void test_pack_refuses_a_directory_with_tar_files(void **state)
 	assert_int_equal(stat(at("other/.shard-000000.tar.tmp"), &st), -1);
 }
 
+/* The restart interval of the JPEG in b[0..n) (its DRI), or -1. */
+static int dri_of(const char *c, size_t n)
+{
+	const uint8_t *b = (const uint8_t *)c;
+	for (size_t i = 2; i + 5 < n; i++)
+		if (b[i] == 0xff && b[i + 1] == 0xdd)
+			return b[i + 4] << 8 | b[i + 5];
+	return -1;
+}
+
+/* Whether the JPEG in b[0..n) has a DRI marker and an RSTn marker, and its SOF. */
+static void markers(const uint8_t *b, size_t n, bool *dri, bool *rst, int *sof)
+{
+	*dri = *rst = false;
+	*sof = -1;
+	for (size_t i = 2; i + 1 < n; i++) {
+		if (b[i] != 0xFF)
+			continue;
+		if (b[i + 1] == 0xDD)
+			*dri = true;
+		if (b[i + 1] >= 0xD0 && b[i + 1] <= 0xD7)
+			*rst = true;
+		if (*sof < 0 && b[i + 1] >= 0xC0 && b[i + 1] <= 0xC2)
+			*sof = b[i + 1] - 0xC0;
+	}
+}
+
+/*
+ * Item 4 of the restart work, on the small tree: the batch bytes of each
+ * restart-marked file equal the original's, for 20 random crops each, train and
+ * eval, uint8/float16/float32 (all that depends on the file is the decode).
+ */
+static void same_samples(const char *a, size_t la, const char *b, size_t lb)
+{
+	for (int mode = 0; mode < 2; mode++)
+		for (int out = 0; out < 3; out++) {
+			struct gm_aug_spec sp;
+			struct gm_aug *g;
+			gm_aug_spec_default(&sp);
+			sp.mode = (enum gm_aug_mode)mode;
+			sp.out = (enum gm_out_type)out;
+			sp.size = 40;
+			sp.resize = 48;
+			assert_int_equal(gm_aug_create(&g, &sp), 0);
+			size_t n = gm_aug_out_bytes(&sp);
+			uint8_t *x = malloc(n), *y = malloc(n);
+			for (uint64_t id = 0; id < 20; id++) {
+				int ra = gm_aug_sample(g, a, la, 9, 0, id, x, NULL);
+				int rb = gm_aug_sample(g, b, lb, 9, 0, id, y, NULL);
+				assert_int_equal(ra, rb);
+				if (!ra)
+					assert_memory_equal(x, y, n);
+			}
+			free(x);
+			free(y);
+			gm_aug_destroy(g);
+		}
+}
+
+static void test_pack_restart_tree(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_pack_opts o = {.restart = 4, .tree = true};
+	struct gm_pack_stats st;
+	struct gm_dataset *a, *b;
+	int pr = gm_pack_ex(at("rtree"), at("rtree-out"), &o, &st, err, sizeof(err));
+	if (pr)
+		print_message("%s\n", err);
+	assert_int_equal(pr, 0);
+	assert_int_equal(st.files, 9);
+	assert_int_equal(st.kept, 2); /* not_a_jpeg and corrupt: as they were */
+	assert_int_equal(st.shards, 0);
+	assert_int_equal(gm_dataset_open(&a, at("rtree"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open(&b, at("rtree-out"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(b), 9);
+	assert_int_equal(gm_dataset_num_classes(b), gm_dataset_num_classes(a));
+	uint64_t in = 0, outb = 0;
+	for (uint32_t i = 0; i < 9; i++) {
+		size_t la, lb;
+		char *x = slurp(gm_dataset_path(a, i), &la), *y = slurp(gm_dataset_path(b, i), &lb);
+		bool dri, rst, orig_dri, orig_rst;
+		int sof, orig_sof;
+		const char *nm = gm_dataset_path(a, i);
+		assert_int_equal(gm_dataset_label(a, i), gm_dataset_label(b, i));
+		in += la;
+		outb += lb;
+		markers((uint8_t *)x, la, &orig_dri, &orig_rst, &orig_sof);
+		markers((uint8_t *)y, lb, &dri, &rst, &sof);
+		if (strstr(nm, "not_a_jpeg") || strstr(nm, "corrupt")) {
+			assert_int_equal(la, lb); /* kept byte for byte */
+			assert_memory_equal(x, y, la);
+		} else {
+			assert_false(orig_dri);
+			assert_true(dri);
+			assert_true(rst || strstr(nm, "tiny")); /* tiny: 1 MCU, no RST */
+			assert_true(sof == 0 || sof == 1);	/* progressive became baseline */
+			if (strstr(nm, "prog"))
+				assert_int_equal(orig_sof, 2);
+			if (strstr(nm, "420.jpg")) /* 21 MCUs a row: every 3, not 4 */
+				assert_int_equal(dri_of(y, lb), 3);
+			same_samples(x, la, y, lb);
+		}
+		free(x);
+		free(y);
+	}
+	assert_int_equal(st.bytes_in, in);
+	assert_int_equal(st.bytes_out, outb);
+	gm_dataset_close(a);
+	gm_dataset_close(b);
+	/* the same bytes as shards (deterministic), checked against the sizes written */
+	struct gm_pack_opts os = {.per_shard = 4, .restart = 4};
+	assert_int_equal(gm_pack_ex(at("rtree"), at("rtree-wds"), &os, &st, err, sizeof(err)), 0);
+	assert_int_equal(st.shards, 3);
+	assert_int_equal(st.bytes_out, outb);
+	assert_int_equal(gm_dataset_open(&b, at("rtree-wds"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open(&a, at("rtree-out"), err, sizeof(err)), 0);
+	for (uint32_t i = 0; i < 9; i++) {
+		size_t la, lb;
+		char *x = slurp(gm_dataset_path(a, i), &la), *y = slurp(gm_dataset_path(b, i), &lb);
+		assert_int_equal(gm_dataset_file_size(b, i), la);
+		assert_memory_equal(x, y + gm_dataset_offset(b, i), la);
+		free(x);
+		free(y);
+	}
+	gm_dataset_close(a);
+	gm_dataset_close(b);
+}
+
+static void test_pack_restart_errors(void **state)
+{
+	(void)state;
+	char err[512];
+	struct stat sb;
+	struct gm_pack_opts o = {.restart = 4, .tree = true};
+	/* a tree goes to a new or empty directory; nothing is left beside it */
+	assert_int_equal(mkdir(at("full"), 0755), 0);
+	put("full/x", "x");
+	assert_int_equal(gm_pack_ex(at("rtree"), at("full"), &o, NULL, err, sizeof(err)),
+			 -ENOTEMPTY);
+	assert_non_null(strstr(err, at("full")));
+	assert_int_equal(entries(at("full")), 1);
+	assert_int_equal(mkdir(at("empty"), 0755), 0);
+	assert_int_equal(gm_pack_ex(at("rtree"), at("empty"), &o, NULL, err, sizeof(err)), 0);
+	assert_int_equal(stat(at("empty/a/420.jpg"), &sb), 0);
+	o.restart = 65536;
+	assert_int_equal(gm_pack_ex(at("rtree"), at("e2"), &o, NULL, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "restart interval"));
+	/* the command line: --restart[=N], --tree */
+	char *bad0[] = {"pack", at("rtree"), at("o6"), "--restart=0"};
+	assert_int_equal(gm_cmd_pack(4, bad0), 2);
+	char *badx[] = {"pack", at("rtree"), at("o6"), "--restart=x"};
+	assert_int_equal(gm_cmd_pack(4, badx), 2);
+	char *def[] = {"pack", at("rtree"), at("o7"), "--restart", "--tree"};
+	assert_int_equal(gm_cmd_pack(5, def), 0);
+	char *n2[] = {"pack", at("rtree"), at("o8"), "--restart=2", "--per-shard", "5"};
+	assert_int_equal(gm_cmd_pack(6, n2), 0);
+	assert_int_equal(stat(at("o8/shard-000001.tar"), &sb), 0);
+	assert_int_equal(stat(at("o7/b/sub/cmyk.jpg"), &sb), 0);
+	/* no temporaries anywhere */
+	DIR *d = opendir(base);
+	struct dirent *de;
+	while ((de = readdir(d)))
+		assert_null(strstr(de->d_name, ".tmp-"));
+	closedir(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +502,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_pack_on_a_full_disk_leaves_nothing, unmount_small),
 	    cmocka_unit_test_teardown(test_pack_out_of_inodes_leaves_nothing, unmount_small),
 	    cmocka_unit_test(test_pack_refuses_a_directory_with_tar_files),
+	    cmocka_unit_test(test_pack_restart_tree),
+	    cmocka_unit_test(test_pack_restart_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,7 +12,9 @@
  * / gm_jpeg_decode_crop() / gm_jpeg_decode_full() decodes pixels, or gm_jpeg_abort()
  * drops the image. The region decode uses DCT scaling (scale_num/8, 1..8), decodes
  * only the columns of the window (jpeg_crop_scanline), skips the rows above it
- * (jpeg_skip_scanlines) and stops after its last row without reading the rest.
+ * (jpeg_skip_scanlines) and stops after its last row without reading the rest;
+ * in a file with restart markers it decodes only the restart segments covering the
+ * window (plus one MCU), with the same pixels (gm_jpeg_spliced).
  * Output is always 8-bit RGB: grayscale is expanded, CMYK/YCCK is converted here.
  *
  * Pixel memory belongs to the handle, grows only when a larger window is needed
@@ -119,6 +121,13 @@ int gm_jpeg_decode_crop(struct gm_jpeg *j, uint32_t x, uint32_t y, uint32_t w, u
 /* Decode the whole image at scale_num/8 (8 = full size). Returns as above. */
 int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_image *img);
 
+/*
+ * Whether the last decode read only the restart segments its window needs (a file
+ * with restart markers, see gm_jpeg_restart_transcode; the pixels are the same).
+ * GM_NO_SPLICE=1 in the environment at gm_jpeg_create turns this off.
+ */
+bool gm_jpeg_spliced(const struct gm_jpeg *j);
+
 /* Drop the open image without decoding it (no-op if none). */
 void gm_jpeg_abort(struct gm_jpeg *j);
 
@@ -131,5 +140,39 @@ const char *gm_jpeg_errmsg(const struct gm_jpeg *j);
  */
 uint32_t gm_jpeg_warnings(const struct gm_jpeg *j);
 const char *gm_jpeg_warnmsg(const struct gm_jpeg *j);
+
+/* Largest restart interval in MCUs (the DRI field is 16 bits). */
+#define GM_JPEG_MAX_RESTART 65535u
+
+/*
+ * Losslessly rewrite the JPEG in[0..len) with a restart marker every `interval`
+ * MCUs (1..GM_JPEG_MAX_RESTART), as `jpegtran -restart N -optimize` does: the DCT
+ * coefficients, quantisation tables and sampling are copied untouched
+ * (jpeg_read_coefficients, jpeg_copy_critical_parameters, jpeg_write_coefficients),
+ * so a decoder that reconstructs pixels from the coefficients alone gives the same
+ * pixels. The output is a sequential Huffman-coded file with optimal tables
+ * (progressive or arithmetic-coded input becomes baseline, much cheaper to
+ * decode); APPn and COM markers are copied (JFIF and Adobe ones are written anew
+ * by libjpeg). Does not check the pixels: a caller that must be sure decodes both
+ * (gm_pack does), since libjpeg smooths the blocks of a progressive file whose
+ * scans stop short of full precision, and CMYK without an Adobe marker gains one.
+ * max_pixels: the width*height limit, as gm_jpeg_create's (0: the default).
+ * On success *out (malloc'ed, the caller frees it) holds *out_len bytes.
+ * Returns 0; -EINVAL (interval 0 or too large, no data); -EBADMSG (corrupt or not
+ * a JPEG); -E2BIG (over the pixel limit); -ENOMEM; with a message in err.
+ * Thread-safe (no shared state).
+ */
+int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uint64_t max_pixels,
+			      uint8_t **out, size_t *out_len, char *err, size_t errlen);
+
+/*
+ * The restart interval to give the JPEG in[0..len) for at most `interval` MCUs:
+ * the largest divisor of its MCUs per row that is <= interval, so that every row
+ * holds whole segments and gm_jpeg_decode_region can leave out columns as well as
+ * rows (with an interval that does not divide a row it can leave out rows only:
+ * measured on the photo set, that decodes no faster than the original file).
+ * interval itself when the header does not read. Uses j (an open image is dropped).
+ */
+uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint32_t interval);
 
 #endif

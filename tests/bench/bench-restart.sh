@@ -1,0 +1,114 @@
+#!/bin/sh
+# Restart-marked JPEGs against the originals, in this one run on $PHOTOS:
+#   - goldminer pack --restart --tree (and into shards): time, bytes, images kept
+#   - the 1-core decode reference (full and crop-window decode) on both trees
+#   - goldminer bench, 2 workers, uint8 and float32, alternating ROUNDS times over
+#     the original tree, the restart-marked tree, the restart-marked shards, and the
+#     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice);
+#     medians of img/s and of the decode and augment stages (us/img), with
+#     --checksum: every kind must deliver the same bytes (eval mode checked too)
+#   - tests/bench/torch_loader.py (PyTorch DataLoader) on the restart-marked tree
+# Ratios: restart-marked / original (target >= 1.15x), each / 2 x the 1-core
+# crop-window decode rate of the originals (target >= 0.9), goldminer / DataLoader
+# on the same files (target >= 5x).
+set -u
+B=${B:-build}
+: "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
+EPOCHS=${EPOCHS:-2}
+ROUNDS=${ROUNDS:-3}
+TORCH=tests/bench/torch_loader.py
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT INT TERM
+echo "-- goldminer pack --restart --tree $PHOTOS"
+"$B/goldminer" pack --restart --tree "$PHOTOS" "$out/rst" | tee "$out/pack.txt" || exit 1
+echo "-- goldminer pack --restart $PHOTOS (500 samples a shard)"
+"$B/goldminer" pack --restart --per-shard 500 "$PHOTOS" "$out/rstwds" || exit 1
+for k in orig rst; do
+	d=$PHOTOS
+	[ $k = rst ] && d=$out/rst
+	echo "-- 1-core decode reference on $k ($B/bench/decode_ref)"
+	"$B/bench/decode_ref" "$d" 2>/dev/null | tee "$out/ref_$k.json" || exit 1
+done
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+	for t in uint8 float32; do
+		for k in orig rst wds nosplice; do
+			d=$out/rst
+			[ $k = orig ] && d=$PHOTOS
+			[ $k = wds ] && d=$out/rstwds
+			ns=0
+			[ $k = nosplice ] && ns=1
+			GM_NO_SPLICE=$ns "$B/goldminer" bench "$d" --workers 2 --batch 64 \
+				--epochs "$EPOCHS" --output $t --checksum --quiet 2>/dev/null |
+				tail -1 >>"$out/${k}_$t.json" || exit 1
+		done
+	done
+	r=$((r + 1))
+done
+for k in orig rst; do
+	d=$PHOTOS
+	[ $k = rst ] && d=$out/rst
+	"$B/goldminer" bench "$d" --workers 2 --eval --checksum --quiet 2>/dev/null |
+		tail -1 >"$out/eval_$k.json" || exit 1
+done
+have_torch=0
+if [ -f "$TORCH" ] && /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
+	have_torch=1
+	for t in uint8 float32; do
+		flag=
+		[ $t = uint8 ] && flag=--uint8
+		echo "-- torch DataLoader on the restart-marked tree (2 workers, $t)"
+		/usr/bin/python3 "$TORCH" "$out/rst" --workers 2 --batch 64 --epochs "$EPOCHS" $flag |
+			tee "$out/torch_$t.json"
+	done
+else
+	echo "-- torch DataLoader: skipped (no $TORCH or no torch for /usr/bin/python3)"
+fi
+python3 - "$out" "$have_torch" <<'PY'
+import json, os, sys
+d, have_torch = sys.argv[1], sys.argv[2] == "1"
+def last(name):
+    with open(os.path.join(d, name)) as f:
+        return json.loads(f.read().strip().splitlines()[-1])
+def rows(name):
+    return [json.loads(l) for l in open(os.path.join(d, name)) if l.startswith("{")]
+def med(v):
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+ro, rr = last("ref_orig.json"), last("ref_rst.json")
+crop = ro["crop_decode_img_per_s"]
+print("== summary: restart-marked vs original files (same run, 2 workers)")
+print(open(os.path.join(d, "pack.txt")).read().strip())
+print("1-core crop-window decode: original %.1f img/s, restart-marked %.1f img/s (%.2fx); "
+      "full decode %.1f vs %.1f" % (crop, rr["crop_decode_img_per_s"],
+      rr["crop_decode_img_per_s"] / crop, ro["full_decode_img_per_s"], rr["full_decode_img_per_s"]))
+ok = True
+names = {"orig": "original tree", "rst": "restart tree", "wds": "restart shards",
+         "nosplice": "restart, no splice"}
+for t in ("uint8", "float32"):
+    base = None
+    for k in ("orig", "rst", "wds", "nosplice"):
+        rs = rows("%s_%s.json" % (k, t))
+        ips = med([r["img_per_s"] for r in rs])
+        dec = med([r["stage_us_per_img"]["decode"] for r in rs])
+        aug = med([r["stage_us_per_img"]["augment"] for r in rs])
+        base = base or ips
+        print("%-8s %-19s median %8.1f img/s  %5.2fx original  %4.2f of 2 x crop decode  "
+              "decode %5.1f  augment %5.1f us/img" % (t, names[k], ips, ips / base,
+              ips / (2 * crop), dec, aug))
+        sums = {tuple(r["checksum"]) for r in rs}
+        ok = ok and len(sums) == 1
+        if k == "orig":
+            ref = sums
+        ok = ok and sums == ref
+    if have_torch:
+        p = last("torch_%s.json" % t)["img_per_s"]
+        g = med([r["img_per_s"] for r in rows("rst_%s.json" % t)])
+        print("%-8s torch DataLoader on the restart tree %8.1f img/s   goldminer/torch = %.2fx"
+              % (t, p, g / p))
+ev = last("eval_orig.json")["checksum"] == last("eval_rst.json")["checksum"]
+ok = ok and ev
+print("checksums %s (train uint8/float32 over every kind and run, eval original vs restart)"
+      % ("identical" if ok else "DIFFER"))
+sys.exit(0 if ok else 1)
+PY
