@@ -2055,7 +2055,11 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	for (int p = 0; p < r->npeers; p++) {
 		const struct peer *pe = &r->peers[p];
 		const char *st = !pe->c ? "down" : pe->c->st == C_OK ? "connected" : "connecting";
-		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\"", p ? ", " : "", pe->addr, st);
+		uint32_t granted = 0; /* its workers serving our jobs, as it said */
+		for (int i = 0; i < MAX_HJOBS; i++)
+			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
+		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u", p ? ", " : "",
+		    pe->addr, st, granted);
 		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
 			PUT(", \"error\": ");
 			char e[600];
