@@ -58,6 +58,7 @@
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
 #include "goldminer/limits.h"
+#include "goldminer/policy.h"
 #include "goldminer/pool.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
@@ -805,9 +806,10 @@ static bool divide(struct agent *a)
 	return apply_grants(a);
 }
 
-/* Remote workers a job should ask the peers for: what its measured demand (with
- * the controller's headroom) needs beyond its local pool, counted in what one
- * remote worker measurably delivers (a local worker's rate until measured).
+/* Remote workers a job should ask the peers for: the shared policy's answer for
+ * what its measured demand (with the controller's headroom) needs beyond its
+ * local pool, counted in what one remote worker measurably delivers (a local
+ * worker's rate until measured), up to the job's cap.
  * Grows at once, shrinks after two ticks agree (gm_elastic_next). */
 static void want_remote(struct agent *a, struct job *j)
 {
@@ -815,16 +817,19 @@ static void want_remote(struct agent *a, struct job *j)
 	uint32_t n = 0;
 	a->rops->job_info(a->rem, j->token, &ri);
 	if (!j->fixed && j->demand > 0 && j->rate > 0) {
-		double need = j->demand * GM_ELASTIC_HEADROOM - j->workers * j->rate;
-		double per = ri.per_worker > 0 ? ri.per_worker : j->rate;
-		if (need > 0)
-			n = (uint32_t)(need / per + 0.999);
+		/* the shared policy (contract 8), for the demand the local pool leaves */
+		uint32_t most = GM_MAX_WORKERS;
 		if (j->cap)
-			n = n + j->workers > j->cap
-				? (j->cap > j->workers ? j->cap - j->workers : 0)
-				: n;
-		if (n > GM_MAX_WORKERS)
-			n = GM_MAX_WORKERS;
+			most = j->cap > j->workers ? j->cap - j->workers : 0;
+		struct gm_policy_job pj = {
+		    .gpu_rate = j->demand * GM_ELASTIC_HEADROOM - j->workers * j->rate,
+		    .worker_rate = ri.per_worker > 0 ? ri.per_worker : j->rate,
+		    .weight = 1,
+		    .min_workers = 0,
+		    .max_workers = most,
+		    .tag = 0};
+		if (pj.gpu_rate > 0 && most && gm_policy_allocate(&pj, 1, most, &n) < 0)
+			n = 0;
 	}
 	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)n, (int)j->rwant);
 	if (next != j->rwant)
