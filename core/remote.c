@@ -1036,6 +1036,8 @@ static void ljobs_tick(struct gm_remote *r, int64_t now)
 				logf_(r,
 				      "remote worker %d for job %016" PRIx64 " ended (status %#x)",
 				      (int)l->pid[k], l->token, st);
+			else if (pid > 0 && l->target) /* no task left: not started again */
+				l->target--;
 			l->pid[k] = l->pid[--l->n];
 		}
 	}
