@@ -160,6 +160,8 @@ struct peer {
 	struct conn *c;
 	int64_t retry_ms;
 	char last_err[256];
+	double rate;	  /* img/s its workers delivered here over the last second */
+	uint32_t workers; /* its workers connected here */
 };
 
 struct hjob {
@@ -1782,6 +1784,34 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
+static int first_used(const struct gm_remote *r)
+{
+	for (int i = 0; i < MAX_HJOBS; i++)
+		if (r->hjobs[i].used)
+			return i;
+	return -1;
+}
+
+/* Each peer's delivered rate over the window (its workers' connections come from
+ * its address), then the connections' counts start again. */
+static void peer_rates(struct gm_remote *r, int64_t window_ms)
+{
+	for (int p = 0; p < r->npeers; p++) {
+		uint64_t n = 0;
+		r->peers[p].workers = 0;
+		for (int k = 0; k < MAX_CONNS; k++) {
+			struct conn *c = r->conns[k];
+			if (c && c->role == ROLE_WORKER && c->st == C_OK &&
+			    !strcmp(c->ip, r->allowed[p])) {
+				n += c->samples;
+				c->samples = 0;
+				r->peers[p].workers++;
+			}
+		}
+		r->peers[p].rate = window_ms > 0 ? (double)n * 1000.0 / (double)window_ms : 0;
+	}
+}
+
 static void hjobs_tick(struct gm_remote *r, int64_t now)
 {
 	for (int i = 0; i < MAX_HJOBS; i++) {
@@ -1790,6 +1820,8 @@ static void hjobs_tick(struct gm_remote *r, int64_t now)
 			continue;
 		lend_tick(r, j, now);
 		if (now - j->tick_ms >= 1000) {
+			if (i == first_used(r))
+				peer_rates(r, now - j->tick_ms);
 			uint32_t n = 0;
 			for (int k = 0; k < MAX_CONNS; k++)
 				n +=
@@ -2060,8 +2092,9 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		uint32_t granted = 0; /* its workers serving our jobs, as it said */
 		for (int i = 0; i < MAX_HJOBS; i++)
 			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
-		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u", p ? ", " : "",
-		    pe->addr, st, granted);
+		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
+		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
+		    p ? ", " : "", pe->addr, st, granted, pe->workers, pe->rate);
 		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
 			PUT(", \"error\": ");
 			char e[600];
