@@ -227,7 +227,9 @@ struct gm_remote {
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
 	uint32_t budget, lendable, next_vpid;
-	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */
+	char exe[4096];			   /* this program: remote workers are it, exec'ed afresh */
+	char refused_ip[INET6_ADDRSTRLEN]; /* the last address refused, and when */
+	int64_t refused_ms;
 	int verbose;
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
@@ -1700,8 +1702,15 @@ static void accept_queued(struct gm_remote *r)
 				    ip, sizeof(ip), NULL, 0, NI_NUMERICHOST);
 		struct conn *c = allowed(r, ip) ? conn_new(r, false, ip) : NULL;
 		if (!c) {
-			logf_(r, "refused a connection from %s: %s", ip,
-			      allowed(r, ip) ? "too many connections" : "not a host in --peers");
+			/* said once a minute per address: a peer retries every 2 s */
+			int64_t now = now_ms();
+			if (strcmp(r->refused_ip, ip) || now - r->refused_ms >= 60000) {
+				logf_(r, "refused a connection from %s: %s", ip,
+				      allowed(r, ip) ? "too many connections"
+						     : "not a host in --peers");
+				snprintf(r->refused_ip, sizeof(r->refused_ip), "%s", ip);
+				r->refused_ms = now;
+			}
 			ucp_listener_reject(r->l, req);
 			continue;
 		}
@@ -1879,6 +1888,83 @@ static int parse_peers(struct gm_remote *r, const char *list, char *err, size_t 
 	return 0;
 }
 
+/* Only connections in TCP TIME_WAIT hold the port (an agent on it stopped
+ * moments ago; /proc/net/tcp and tcp6: some in state 06, none listening, 0A).
+ * UCX 1.13's listener sets no SO_REUSEADDR and has no setting for it, and Linux
+ * lets a port in TIME_WAIT be bound again only when both sockets had it. */
+static bool held_by_time_wait(uint16_t port)
+{
+	const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	bool waiting = false, listening = false;
+	char line[512];
+	for (int f = 0; f < 2; f++) {
+		FILE *fp = fopen(files[f], "r");
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			char local[64];
+			unsigned st, lport;
+			if (sscanf(line, " %*u: %63s %*s %x", local, &st) != 2)
+				continue;
+			char *colon = strrchr(local, ':');
+			if (!colon || sscanf(colon + 1, "%x", &lport) != 1 || lport != port)
+				continue;
+			waiting |= st == 0x06;
+			listening |= st == 0x0A;
+		}
+		fclose(fp);
+	}
+	return waiting && !listening;
+}
+
+/* The UCX listener on "ADDR:PORT"; while the port is held only by TIME_WAIT
+ * connections it tries again every second, 65 s at most (TIME_WAIT lasts 60 s
+ * on Linux), saying so once; a signal ends the wait. 0 or -errno with err. */
+static int listen_on(struct gm_remote *r, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	if (parse_addr(addr, &ss, &sl, NULL, 0)) {
+		snprintf(err, errlen, "--listen: '%s' is not ADDR:PORT", addr);
+		return -EINVAL;
+	}
+	ucp_listener_params_t lp = {
+	    .field_mask =
+		UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+	    .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = sl},
+	    .conn_handler = {.cb = conn_req_cb, .arg = r}};
+	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+	ucs_status_t st;
+	int64_t end = now_ms() + 65000;
+	uint16_t port = ntohs(((struct sockaddr_in *)&ss)->sin_port); /* same offset in v6 */
+	for (bool said = false; port && held_by_time_wait(port) && now_ms() < end; said = true) {
+		if (!said)
+			logf_(r,
+			      "--listen %s: the port is still held by the connections of an agent "
+			      "that stopped moments ago (TCP TIME_WAIT, up to 60 s): waiting",
+			      addr);
+		struct timespec ts = {1, 0};
+		if (nanosleep(&ts, NULL) && errno == EINTR) {
+			snprintf(err, errlen,
+				 "--listen %s: interrupted while the port was in TIME_WAIT", addr);
+			return -EINTR;
+		}
+	}
+	st = ucp_listener_create(r->w, &lp, &r->l);
+	if (st == UCS_OK)
+		st = ucp_listener_query(r->l, &la);
+	if (st != UCS_OK) {
+		snprintf(err, errlen,
+			 "--listen %s: %s (is it an address of this host, and the port free?)",
+			 addr, ucs_status_string(st));
+		return st_errno(st);
+	}
+	const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;
+	r->port = ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+						  : ((const struct sockaddr_in *)sa)->sin_port);
+	return 0;
+}
+
 static void r_destroy(struct gm_remote *r);
 
 static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char *err, size_t errlen)
@@ -1907,37 +1993,8 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 		rc = parse_peers(r, c->peers, err, errlen);
 	if (!rc)
 		rc = net_init(r, true, err, errlen);
-	if (!rc && c->listen) {
-		struct sockaddr_storage ss;
-		socklen_t sl;
-		rc = parse_addr(c->listen, &ss, &sl, NULL, 0);
-		if (rc) {
-			snprintf(err, errlen, "--listen: '%s' is not ADDR:PORT", c->listen);
-		} else {
-			ucp_listener_params_t lp = {
-			    .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-					  UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-			    .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = sl},
-			    .conn_handler = {.cb = conn_req_cb, .arg = r}};
-			ucs_status_t st = ucp_listener_create(r->w, &lp, &r->l);
-			ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-			if (st == UCS_OK)
-				st = ucp_listener_query(r->l, &la);
-			if (st != UCS_OK) {
-				r->l = st == UCS_OK ? r->l : NULL;
-				snprintf(err, errlen,
-					 "--listen %s: %s (is it an address of this host, and the "
-					 "port free?)",
-					 c->listen, ucs_status_string(st));
-				rc = st_errno(st);
-			} else {
-				const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;
-				r->port = ntohs(sa->sa_family == AF_INET6
-						    ? ((const struct sockaddr_in6 *)sa)->sin6_port
-						    : ((const struct sockaddr_in *)sa)->sin_port);
-			}
-		}
-	}
+	if (!rc && c->listen)
+		rc = listen_on(r, c->listen, err, errlen);
 	if (rc) {
 		r_destroy(r);
 		return rc;

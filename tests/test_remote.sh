@@ -21,6 +21,8 @@
 #      plugin, an address not of this host
 #  10. no agent or remote worker wrote a sanitizer report or crashed (their
 #      logs; under make sanitize the build is ASan+UBSan)
+#  11. an agent restarted at once on its port finds it in TCP TIME_WAIT (UCX sets
+#      no SO_REUSEADDR) and says it waits, instead of failing
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -35,10 +37,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..10"
+echo "1..11"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 10 ]; do
+	while [ $i -le 11 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -294,6 +296,24 @@ GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.
 	--secret "$tmp/secret" || ok=1
 refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
 t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address)"
+
+# 11: restarted at once on the same port: it waits for TIME_WAIT and says so
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1
+kill "$apid2"
+k=0
+while [ $k -lt 40 ] && kill -0 "$apid2" 2>/dev/null; do
+	sleep 0.05
+	k=$((k + 1))
+done
+cp "$tmp/2.log" "$tmp/2.first.log"
+agent 2 "$tmp/secret" 1 # returns once listening on the socket, or after 5 s
+ok=1
+grep -q "TCP TIME_WAIT.*waiting" "$tmp/2.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/2.first.log"; diag "$tmp/2.log"; }
+t $ok "an agent restarted at once on its port waits for its TIME_WAIT and says so"
+stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash
 if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" \
