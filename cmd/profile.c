@@ -57,8 +57,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_CLASS] = {"class", "NAME,...", 0,
 		 "classes to update (default resnet50,cv-light: the ImageNet JPEG "
 		 "pipeline); each must exist in the base profile"},
-    [O_BASE] = {"base", "FILE", 0,
-		"profile TSV to start from (default: the built-in table, traces/profile.tsv)"},
+    [O_BASE] =
+	{"base", "FILE", 0,
+	 "profile TSV to start from (default: the built-in table, traces/profile-pytorch.tsv)"},
     [O_OUT] = {"out", "FILE", 0, "where to write the profile (default: stdout)"},
     [O_IMAGES] = {"images", "N", 0, "at least this many samples, in whole epochs (default 2000)"},
     [O_PIPELINE] = {"pipeline", "SPEC", 0,

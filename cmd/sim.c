@@ -57,7 +57,7 @@ static const struct cmd_opt opts[O_N] = {
     [O_POLICY] = {"policy", "NAME", 0,
 		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan|all"},
     [O_PROFILE] = {"profile", "FILE", 0,
-		   "profile table TSV (default: built-in traces/profile.tsv)"},
+		   "profile table TSV (default: built-in traces/profile-pytorch.tsv)"},
     [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
     [O_SEEDS] = {"seeds", "N", 0,
 		 "run seeds SEED..SEED+N-1; report mean and 95% CI (Student t) of each figure "
