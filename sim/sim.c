@@ -766,6 +766,10 @@ static int init_jobs(struct sim *s, size_t *bad)
 				x -= p->c[cls].share;
 				cls++;
 			}
+			/* rounding may carry x past the last class with a share: never
+			 * draw a class of share 0 (goldminer profile --class NEW=BASE) */
+			while (cls > 0 && !(p->c[cls].share > 0))
+				cls--;
 		}
 		j->cls = (int16_t)cls;
 		j->gpus = tj->gpus;
