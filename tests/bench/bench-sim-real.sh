@@ -121,9 +121,11 @@ jobs = [("300 img/s", 300.0, last("j300.json")), ("800 img/s", 800.0, last("j800
 # workers per job while all three were attached, from the agent's status
 seen = [dict() for _ in jobs]
 window = []  # (time, worker CPU s) while all three are attached and measured
+most = 0  # the most worker processes the agent had alive at once
 for line in open(os.path.join(d, "status.txt")):
     t, c, js = line.split(" ", 2)
     st = json.loads(js)
+    most = max(most, st.get("alive", 0))
     if st.get("jobs") != 3:
         continue
     if all(x["demand_img_per_s"] > 0 for x in st["job"]):
@@ -182,6 +184,8 @@ for k, (name, R, js) in enumerate(jobs):
             worst = max(worst, abs(e))
         line += f" {pr[k]:13.0f} {e:+6.1f}%"
     print(line)
+print(f"the agent's worker processes alive at once: at most {most} (budget {budget}, "
+      f"{len(jobs)} jobs: max(budget, jobs) = {max(budget, len(jobs))} allowed)")
 print(f"worst error at the cores measured in the run: {worst:.1f}% (target 10%: "
       f"{'met' if worst <= 10 else 'missed'}); workers: the agent's count x status samples "
       "while all three were attached")
