@@ -121,6 +121,7 @@ jobs = [("300 img/s", 300.0, last("j300.json")), ("800 img/s", 800.0, last("j800
 # workers per job while all three were attached, from the agent's status
 seen = [dict() for _ in jobs]
 window = []  # (time, worker CPU s) while all three are attached and measured
+allocs = {}  # (workers of each job) -> status samples, in that window
 most = 0  # the most worker processes the agent had alive at once
 for line in open(os.path.join(d, "status.txt")):
     t, c, js = line.split(" ", 2)
@@ -128,14 +129,18 @@ for line in open(os.path.join(d, "status.txt")):
     most = max(most, st.get("alive", 0))
     if st.get("jobs") != 3:
         continue
-    if all(x["demand_img_per_s"] > 0 for x in st["job"]):
-        window.append((float(t), float(c)))
+    alloc = [0, 0, 0]
     for js in st["job"]:
         dem = js["demand_img_per_s"]
         if dem <= 0:
             continue
         k = 2 if dem > 5000 else (0 if abs(dem - 300) < abs(dem - 800) else 1)
         seen[k][js["workers"]] = seen[k].get(js["workers"], 0) + 1
+        alloc[k] = js["workers"]
+    if all(x["demand_img_per_s"] > 0 for x in st["job"]):
+        window.append((float(t), float(c)))
+        if all(alloc) and sum(alloc) <= budget:
+            allocs[tuple(alloc)] = allocs.get(tuple(alloc), 0) + 1
 # the scenario for the simulator
 prof = os.path.join(d, "sim-profile.tsv")
 with open(prof, "w") as f:
@@ -149,11 +154,20 @@ with open(trace, "w") as f:
     f.write("# goldminer-trace v1\n")
     for k, (name, R, js) in enumerate(jobs):  # work = images: duration x min(R, vcpu d)
         f.write(f"0\t{100 * js['images'] / min(R, budget * rate):.6f}\t1\t{budget}\t{k}\n")
-def predict(nc, tag):
+def predict(nc, tag, vreq=None):
+    """Each job's img/s by goldminer sim at nc cores: its own policy, or with vreq
+    the agent's allocation held fixed (static: each job reserves vreq[k] vCPUs)."""
     o = os.path.join(d, "sim-" + tag)
-    subprocess.run([G, "sim", "--cluster", f"1x({len(jobs)}gpu,{budget}cpu)", "--trace", trace,
-                    "--profile", prof, "--policy", "goldminer", "--remote-cost", "0",
-                    "--node-cores", f"{nc:.6f}", "--out", o],
+    tr = trace
+    if vreq:
+        tr = os.path.join(d, f"sim-trace-{tag}.tsv")
+        with open(tr, "w") as f:
+            f.write("# goldminer-trace v1\n")
+            for k, (name, R, js) in enumerate(jobs):
+                f.write(f"0\t{100 * js['images'] / min(R, vreq[k] * rate):.6f}\t1\t{vreq[k]}\t{k}\n")
+    subprocess.run([G, "sim", "--cluster", f"1x({len(jobs)}gpu,{budget}cpu)", "--trace", tr,
+                    "--profile", prof, "--policy", "static" if vreq else "goldminer",
+                    "--remote-cost", "0", "--node-cores", f"{nc:.6f}", "--out", o],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(o, "jobs.tsv"))][1:]
     return [100 * js["images"] / float(r[9]) for (_, _, js), r in zip(jobs, rows)]
@@ -162,7 +176,14 @@ if len(window) < 2 or window[-1][0] - window[0][0] < 2:
 span, cpu_s = window[-1][0] - window[0][0], window[-1][1] - window[0][1]
 run_cores = cpu_s / span
 nominal = min(budget, ncpu)
+# diagnostic: the agent's allocations held fixed, weighted by how often it held each
+tot = sum(allocs.values())
+mix = [0.0] * len(jobs)
+for a, n in allocs.items():
+    pr = predict(run_cores, "alloc-" + "-".join(map(str, a)), list(a))
+    mix = [m + n / tot * x for m, x in zip(mix, pr)]
 cases = [(f"{run_cores:.2f} cores", predict(run_cores, "run")),
+         ("agent's workers", mix),
          (f"{cores:.2f} cores", predict(cores, "cal")),
          (f"{nominal} cores", predict(nominal, "nominal"))]
 print("== summary (same run)")
@@ -170,7 +191,10 @@ print(f"profile: {rate:.0f} img/s per CPU-second. Cores the workers got: {run_co
       f"while the three jobs ran together ({cpu_s:.1f} s of worker CPU in {span:.1f} s); "
       f"{cores:.2f} by the calibration (a greedy job alone: {cal[0]:.0f} and {cal[1]:.0f} "
       f"img/s before and after); {nominal} nominal (budget {budget} workers, {ncpu} online "
-      "CPUs). Predicted img/s and error at each:")
+      "CPUs). Predicted img/s and error at each; \"agent's workers\": at the first, with "
+      "the allocations the agent held, fixed (" +
+      ", ".join(f"{'/'.join(map(str, a))} workers {n / tot:.0%}" for a, n in sorted(allocs.items())) +
+      "), a diagnostic that leaves the policy out:")
 print(f"{'job':>10} {'workers':>12} {'measured':>9}" +
       "".join(f" {name:>13} {'error':>7}" for name, _ in cases))
 worst = 0
