@@ -25,8 +25,14 @@
 # Prints predicted vs measured img/s per job and the error; the target is 10% at
 # the K measured in the run. Also the predictions at the calibration's cores and
 # at min(budget, online CPUs) (the nominal machine, nothing else running), to
-# show what the node's real capacity changes. A benchmark: it prints, it does not
-# fail on a missed target (the machine may be shared).
+# show what the node's real capacity changes, and a diagnostic that leaves the
+# policy out: the simulator with the allocations the agent held (from --status,
+# each held fixed under `static`), weighted by how often it held each. Where the
+# sim's policy misses and the diagnostic does not, the error is in the allocation
+# (the agent plans with each worker's measured wall-clock rate, which shrinks as
+# workers time-share the cores; the sim's goldminer with the profile's rate per
+# CPU-second). A benchmark: it prints, it does not fail on a missed target (the
+# machine may be shared). KEEP=1 keeps its files (the path is $out).
 set -u
 B=${B:-build}
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
