@@ -393,7 +393,10 @@ static void apply_rate(struct sim *s, uint32_t ji, double r, double busy)
  * shares them among runnable processes). Job j holds a_j workers (its charge) that
  * each want u_j = busy_j / a_j of a core; the level L with sum a_j min(u_j, L) =
  * cores (L = 1 when all fit) gives each job busy_j' = a_j min(u_j, L) and the rate
- * r_j busy_j' / busy_j (on one node every worker runs at the full rate d).
+ * r_j busy_j' / busy_j (on one node every worker runs at the full rate d). L is
+ * found by bisection (60 halvings: exact to a double). O(jobs of the trace) per
+ * call, as it scans them for the running ones: meant for the small 1-node
+ * scenarios of a sim-to-real check, not for replaying big traces on one node.
  */
 static void contend(struct sim *s)
 {
