@@ -56,9 +56,11 @@ enum { O_CLASS, O_BASE, O_OUT, O_IMAGES, O_PIPELINE, O_BATCH, O_HELP, O_N };
 static const struct cmd_opt opts[O_N] = {
     [O_CLASS] = {"class", "NAME,...", 0,
 		 "classes to update (default resnet50,cv-light: the ImageNet JPEG "
-		 "pipeline); each must exist in the base profile"},
-    [O_BASE] = {"base", "FILE", 0,
-		"profile TSV to start from (default: the built-in table, traces/profile.tsv)"},
+		 "pipeline); each must exist in the base profile, or be NEW=BASE: a new "
+		 "class NEW with BASE's gpu_rate (an assumption) and share 0"},
+    [O_BASE] =
+	{"base", "FILE", 0,
+	 "profile TSV to start from (default: the built-in table, traces/profile-pytorch.tsv)"},
     [O_OUT] = {"out", "FILE", 0, "where to write the profile (default: stdout)"},
     [O_IMAGES] = {"images", "N", 0, "at least this many samples, in whole epochs (default 2000)"},
     [O_PIPELINE] = {"pipeline", "SPEC", 0,
@@ -68,7 +70,7 @@ static const struct cmd_opt opts[O_N] = {
 };
 
 static const char synopsis[] =
-    "goldminer profile DATA [--class NAME[,NAME...]] [--base FILE] [--out FILE]\n"
+    "goldminer profile DATA [--class NAME|NEW=BASE[,...]] [--base FILE] [--out FILE]\n"
     "                         [--images N] [--pipeline SPEC] [--batch B]\n"
     "  Measure the pre-processing rate per vCPU (1 worker, CPU time) of the\n"
     "  pipeline on DATA and write a simulator profile (for goldminer sim\n"
@@ -129,6 +131,40 @@ static int profile_options(struct run *r, int argc, char **argv)
 	return -1;
 }
 
+/*
+ * --class NEW=BASE: a row NEW after the others, a copy of BASE whose gpu_rate is
+ * an assumption (this pipeline's model was not measured on a GPU) and whose share
+ * is 0 (never drawn for a trace job without a class: the mix stays the base's).
+ * Its index, or -1 after a message.
+ */
+static int profile_new_class(struct run *r, const char *name, const char *base)
+{
+	int b = gm_profile_find(&r->prof, base);
+	if (!*name || strlen(name) >= sizeof(r->prof.c[0].name) || strpbrk(name, "\t\n\r ") ||
+	    gm_profile_find(&r->prof, name) >= 0) {
+		fprintf(stderr,
+			"goldminer profile: --class %s=%s: the new name must be 1..%zu characters "
+			"without blanks and not already a class\n",
+			name, base, sizeof(r->prof.c[0].name) - 1);
+		return -1;
+	}
+	if (b < 0 || r->prof.n >= GM_PROFILE_MAX) {
+		fprintf(stderr, "goldminer profile: --class %s=%s: %s\n", name, base,
+			b < 0 ? "no such base class in the profile" : "the profile is full");
+		return -1;
+	}
+	struct gm_profile_class *c = &r->prof.c[r->prof.n];
+	char src[sizeof(c->gpu_source)];
+	*c = r->prof.c[b];
+	memcpy(src, c->gpu_source, sizeof(src));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->share = 0;
+	snprintf(c->gpu_source, sizeof(c->gpu_source),
+		 "assumption: %s's gpu_rate (not measured at this pipeline); its source: %.400s",
+		 base, src);
+	return r->prof.n++;
+}
+
 /* The base table and the classes to update, checked before any work. 0, or the
  * exit status after a message. */
 static int profile_classes(struct run *r)
@@ -149,7 +185,18 @@ static int profile_classes(struct run *r)
 	}
 	r->nidx = 0;
 	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		int k = gm_profile_find(&r->prof, t);
+		char *eq = strchr(t, '=');
+		int k;
+		if (eq) {
+			*eq = 0;
+			k = profile_new_class(r, t, eq + 1);
+			if (k < 0) {
+				free(list);
+				return 2;
+			}
+		} else {
+			k = gm_profile_find(&r->prof, t);
+		}
 		if (k < 0) {
 			fprintf(stderr, "goldminer profile: class '%s' is not in the %s profile\n",
 				t, r->base ? r->base : "built-in");

@@ -39,6 +39,7 @@ enum {
 	O_SCALE,
 	O_REMOTE,
 	O_LOCAL,
+	O_CORES,
 	O_INTERVAL,
 	O_BACKFILL,
 	O_MAXJOBS,
@@ -56,7 +57,7 @@ static const struct cmd_opt opts[O_N] = {
     [O_POLICY] = {"policy", "NAME", 0,
 		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan|all"},
     [O_PROFILE] = {"profile", "FILE", 0,
-		   "profile table TSV (default: built-in traces/profile.tsv)"},
+		   "profile table TSV (default: built-in traces/profile-pytorch.tsv)"},
     [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
     [O_SEEDS] = {"seeds", "N", 0,
 		 "run seeds SEED..SEED+N-1; report mean and 95% CI (Student t) of each figure "
@@ -68,6 +69,9 @@ static const struct cmd_opt opts[O_N] = {
 		  "fraction of a remote data worker's rate lost; local ones lose nothing "
 		  "(" STR(GM_SIM_REMOTE_COST) ", an assumption until measured)"},
     [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
+    [O_CORES] = {"node-cores", "F", 0,
+		 "1-node cluster: its workers time-share F cores, max-min fair (0: a vCPU "
+		 "is a core)"},
     [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
     [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},
     [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
@@ -120,6 +124,8 @@ static int get_numbers(struct sim_args *a)
 		return -EINVAL;
 	}
 	if (v[O_LOCAL] && cmd_double("sim", "--local-min", v[O_LOCAL], 0, &o->local_min))
+		return -EINVAL;
+	if (v[O_CORES] && cmd_double("sim", "--node-cores", v[O_CORES], 0, &o->node_cores))
 		return -EINVAL;
 	if (v[O_INTERVAL] &&
 	    cmd_double("sim", "--sample-interval", v[O_INTERVAL], 0, &o->sample_interval))

@@ -1,6 +1,6 @@
 /*
  * profile.c - the profile table (profile.h): a built-in copy of
- * traces/profile.tsv and a reader for tables in that format.
+ * traces/profile-pytorch.tsv and a reader for tables in that format.
  */
 #include <errno.h>
 #include <math.h>
@@ -14,34 +14,46 @@
 
 static const struct gm_profile_class builtin[] = {
     {"resnet50", 1200, 150, 0.25,
-     "NVIDIA DeepLearningExamples, PyTorch ResNet50 v1.5 README, 'Training performance: NVIDIA "
-     "DGX-1 16GB (8x V100 16GB)', 1 GPU mixed precision: 1200 img/s (pytorch-21.03 NGC container; "
-     "checked against the README text)",
-     "ImageNet JPEG decode + RandomResizedCrop + flip, one core: order of 100-200 images/s (Mohan "
-     "et al., \"Analyzing and mitigating data stalls in DNN training\", VLDB'21; derived); "
-     "cross-check, measured by this project's make bench: torchvision ImageFolder + DataLoader, 2 "
-     "workers on 2 vCPUs, 500x375 q90 photos, normalised float32 output: 185-228 images/s per "
-     "vCPU => ~8 vCPU/GPU"},
-    {"cv-light", 3000, 150, 0.15,
-     "ResNet-18/AlexNet/ShuffleNet-class vision models: several k images/s per V100 (Mohan et al. "
-     "VLDB'21 single out these models as needing the most CPU per GPU; approx.)",
-     "same per-core ImageNet pipeline as resnet50 (derived) => ~20 vCPU/GPU"},
-    {"vit", 300, 100, 0.10,
-     "ViT-B/16 at 224 px, mixed precision: ~300 images/s per V100 (derived from A100 figures at "
-     "~3x)",
-     "heavier augmentation (RandAugment, mixup) at ~100 images/s per vCPU (assumption) => ~3 "
+     "checked: NVIDIA DeepLearningExamples, "
+     "PyTorch/Classification/ConvNets/resnet50v1.5/README.md, table 'Training performance: "
+     "NVIDIA DGX-1 16GB (8x V100 16GB)', 1 GPU, Throughput - mixed precision: 1200 img/s "
+     "(pytorch-21.03 NGC container)",
+     "assumption: ImageNet JPEG decode + RandomResizedCrop + flip in PyTorch/PIL, one core: "
+     "order of 100-200 images/s (after Mohan et al., 'Analyzing and Mitigating Data Stalls in "
+     "DNN Training', PVLDB 14(5) 2021; not checked: only its abstract could be read). "
+     "Cross-check by this project's tests/bench/bench-python.sh (torchvision ImageFolder + "
+     "DataLoader, 500x375 q90 photos, float32 output): 185-228 images/s per vCPU => ~8 "
      "vCPU/GPU"},
-    {"nlp", 400, 4000, 0.20,
-     "BERT-class fine-tuning, sequence 128, V100 mixed precision: a few hundred sequences/s per "
-     "GPU (NVIDIA DeepLearningExamples BERT tables; approx.)",
-     "pre-tokenised input needs only batching/collation: thousands of sequences/s per vCPU "
-     "(assumption) => ~0.1 vCPU/GPU"},
-    {"speech", 200, 25, 0.10, "ASR (Jasper/QuartzNet-class): ~200 utterances/s per GPU (approx.)",
-     "on-the-fly spectrogram + SpecAugment: ~25 utterances/s per vCPU (assumption) => ~8 vCPU/GPU"},
+    {"cv-light", 3000, 150, 0.15,
+     "assumption: ResNet-18/AlexNet/ShuffleNet-class vision models, several k images/s per "
+     "V100 (no source checked)",
+     "assumption: the same per-core PyTorch ImageNet pipeline as resnet50 => ~20 vCPU/GPU"},
+    {"vit", 300, 100, 0.10,
+     "assumption: ViT-B/16 at 224 px, mixed precision, ~300 images/s per V100 (from A100 "
+     "figures at ~3x; no source named or checked)",
+     "assumption: heavier augmentation (RandAugment, mixup), ~100 images/s per vCPU => ~3 "
+     "vCPU/GPU"},
+    {"nlp", 164, 4000, 0.20,
+     "checked: NVIDIA DeepLearningExamples, PyTorch/LanguageModeling/BERT/README.md, table "
+     "'Pre-training NVIDIA DGX-1 With 16G' (pytorch:20.06-py3), 1 GPU, sequence length 128, "
+     "Throughput - mixed precision: 164 sequences/s (the row said 400, which no table there "
+     "shows; its SQuAD fine-tuning table, sequence length 384, shows 50 per V100 16G)",
+     "assumption: pre-tokenised input needs only batching/collation, thousands of sequences/s "
+     "per vCPU => ~0.04 vCPU/GPU"},
+    {"speech", 200, 25, 0.10,
+     "assumption: ASR (QuartzNet-class), ~200 utterances/s per GPU (not checked). A larger ASR "
+     "model is far slower: NVIDIA DeepLearningExamples "
+     "PyTorch/SpeechRecognition/Jasper/README.md, 'Training performance: NVIDIA DGX-1 (8x V100 "
+     "16G)', 1 GPU, batch 16, mixed precision: 29.63 sequences/s (checked)",
+     "assumption: on-the-fly spectrogram + SpecAugment, ~25 utterances/s per vCPU => ~8 "
+     "vCPU/GPU"},
     {"recsys", 100000, 8000, 0.20,
-     "CTR/recommendation (DLRM/DeepFM-class): ~1e5 samples/s per GPU (approx.)",
-     "feature parsing and hashing ~8k samples/s per vCPU; the GoldMiner paper (SIGMOD'23) reports "
-     "such PAI jobs as pre-processing bound (derived) => ~12.5 vCPU/GPU"},
+     "assumption: CTR/recommendation (DeepFM-class), ~1e5 samples/s per GPU (not checked). "
+     "NVIDIA's DLRM is far faster: DeepLearningExamples PyTorch/Recommendation/DLRM/README.md, "
+     "'Training performance: NVIDIA DGX-1 (8x V100 32G)', 1 GPU, batch 32k, mixed precision: "
+     "875k samples/s (checked)",
+     "assumption: feature parsing and hashing, ~8k samples/s per vCPU (the GoldMiner paper, "
+     "SIGMOD'23, reports such PAI jobs as pre-processing bound; not checked) => ~12.5 vCPU/GPU"},
 };
 
 void gm_profile_default(struct gm_profile *p)

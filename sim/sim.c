@@ -365,14 +365,12 @@ static void book(struct sim *s, struct sjob *j)
 	j->t_last = s->now;
 }
 
-/* Recompute a running job's rate and move its FINISH. */
-void sim_set_rate(struct sim *s, uint32_t ji)
+/* Set running job ji's rate to r (busy: the vCPUs it keeps busy) and move its FINISH. */
+static void apply_rate(struct sim *s, uint32_t ji, double r, double busy)
 {
 	struct sjob *j = &s->j[ji];
-	double busy, r;
 
 	book(s, j);
-	r = s->policy->rate(s, j, &busy);
 	s->sum_busy_g -= j->busy_g;
 	s->sum_busy_c -= j->busy_c;
 	s->sum_alloc_c -= j->alloc_c;
@@ -387,6 +385,71 @@ void sim_set_rate(struct sim *s, uint32_t ji)
 		ev_at(s, ji, s->now + (j->left > 0 ? j->left : 0) / r);
 	else
 		ev_cancel(s, ji);
+}
+
+/*
+ * --node-cores (1-node clusters): the policy's rates of every running job, then the
+ * node's cores shared max-min fairly among the workers (as a fair CPU scheduler
+ * shares them among runnable processes). Job j holds a_j workers (its charge) that
+ * each want u_j = busy_j / a_j of a core; the level L with sum a_j min(u_j, L) =
+ * cores (L = 1 when all fit) gives each job busy_j' = a_j min(u_j, L) and the rate
+ * r_j busy_j' / busy_j (on one node every worker runs at the full rate d). L is
+ * found by bisection (60 halvings: exact to a double). O(jobs of the trace) per
+ * call, as it scans them for the running ones: meant for the small 1-node
+ * scenarios of a sim-to-real check, not for replaying big traces on one node.
+ */
+static void contend(struct sim *s)
+{
+	double want = 0, level = 1, left = s->o.node_cores;
+	for (size_t i = 0; i < s->n; i++) { /* the demand, to see whether all fit */
+		struct sjob *j = &s->j[i];
+		double busy;
+		if (j->state != J_RUNNING)
+			continue;
+		s->policy->rate(s, j, &busy);
+		want += busy;
+	}
+	if (want > left) { /* water-fill: raise L until the cores are spent */
+		double lo = 0, hi = 1;
+		for (int it = 0; it < 60; it++) {
+			double mid = (lo + hi) / 2, used = 0;
+			for (size_t i = 0; i < s->n; i++) {
+				struct sjob *j = &s->j[i];
+				double busy, a;
+				if (j->state != J_RUNNING)
+					continue;
+				s->policy->rate(s, j, &busy);
+				a = s->policy->charge(s, j, busy);
+				if (a > 0)
+					used += a * (busy / a < mid ? busy / a : mid);
+			}
+			*(used > left ? &hi : &lo) = mid;
+		}
+		level = lo;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		struct sjob *j = &s->j[i];
+		double busy, r, a, got;
+		if (j->state != J_RUNNING)
+			continue;
+		r = s->policy->rate(s, j, &busy);
+		a = s->policy->charge(s, j, busy);
+		got = a > 0 && busy / a > level ? a * level : busy;
+		apply_rate(s, (uint32_t)i, busy > 0 ? r * got / busy : r, got);
+	}
+}
+
+/* Recompute a running job's rate and move its FINISH. */
+void sim_set_rate(struct sim *s, uint32_t ji)
+{
+	double busy, r;
+
+	if (s->o.node_cores > 0) {
+		contend(s);
+		return;
+	}
+	r = s->policy->rate(s, &s->j[ji], &busy);
+	apply_rate(s, ji, r, busy);
 }
 
 static void start_job(struct sim *s, uint32_t ji)
@@ -450,11 +513,14 @@ static void schedule(struct sim *s)
 	}
 }
 
-/* Let the policy share out its pool again after an event (a no-op without one). */
+/* Let the policy share out its pool again after an event (a no-op without one), and
+ * the node's cores with --node-cores. */
 static void rebalance(struct sim *s)
 {
 	if (s->policy->rebalance && !s->rc)
 		s->policy->rebalance(s);
+	if (s->o.node_cores > 0 && !s->rc)
+		contend(s); /* a job came or went: the cores are shared anew */
 }
 
 /* ---- event handlers (the callback table) ---- */
@@ -703,6 +769,10 @@ static int init_jobs(struct sim *s, size_t *bad)
 				x -= p->c[cls].share;
 				cls++;
 			}
+			/* rounding may carry x past the last class with a share: never
+			 * draw a class of share 0 (goldminer profile --class NEW=BASE) */
+			while (cls > 0 && !(p->c[cls].share > 0))
+				cls--;
 		}
 		j->cls = (int16_t)cls;
 		j->gpus = tj->gpus;
@@ -860,8 +930,15 @@ static int check_inputs(struct sim *s)
 	if ((unsigned)o->policy >= GM_SIM_NPOLICY || !(o->arrival_scale > 0) ||
 	    !(o->remote_cost >= 0) || !(o->remote_cost < 1) || !(o->local_min >= 0) ||
 	    !isfinite(o->arrival_scale) || !isfinite(o->local_min) || !(o->sample_interval >= 0) ||
-	    !isfinite(o->sample_interval)) {
+	    !isfinite(o->sample_interval) || !(o->node_cores >= 0) || !isfinite(o->node_cores)) {
 		sim_fail(s, -EINVAL, "gm_sim_run: bad options");
+		return -EINVAL;
+	}
+	if (o->node_cores > 0 && s->c->n != 1) {
+		sim_fail(s, -EINVAL,
+			 "gm_sim_run: --node-cores models the cores of one node; the cluster has "
+			 "%u nodes (give a 1-node cluster, or leave --node-cores out)",
+			 s->c->n);
 		return -EINVAL;
 	}
 	s->policy = &sim_policies[o->policy];

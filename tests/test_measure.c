@@ -83,6 +83,43 @@ static void test_profile_writes_measured_rate(void **state)
 	assert_true(got.c[0].cpu_rate == got.c[1].cpu_rate && got.c[0].cpu_rate != 10);
 }
 
+/* --class NEW=BASE: a new row after the others, measured, share 0, the GPU rate an
+ * assumption; the base rows untouched; bad names refused before any work. */
+static void test_profile_new_class(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_profile def, got;
+	gm_profile_default(&def);
+	char *argv[] = {"profile",    at("data"),
+			"--class",    "cv-light,cv-light-128=cv-light",
+			"--pipeline", "read | decode | random_resized_crop 128 | to_hwc_u8",
+			"--images",   "24",
+			"--out",      at("n.tsv")};
+	assert_int_equal(gm_cmd_profile(10, argv), 0);
+	if (gm_profile_load(&got, at("n.tsv"), err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(got.n, def.n + 1);
+	int b = gm_profile_find(&def, "cv-light"), k = gm_profile_find(&got, "cv-light-128");
+	assert_int_equal(k, def.n);
+	assert_true(got.c[k].share == 0);
+	assert_true(got.c[k].gpu_rate == def.c[b].gpu_rate);
+	assert_true(got.c[k].cpu_rate == got.c[b].cpu_rate &&
+		    got.c[k].cpu_rate != def.c[b].cpu_rate);
+	assert_true(!strncmp(got.c[k].gpu_source, "assumption: cv-light's gpu_rate", 31));
+	assert_non_null(strstr(got.c[k].cpu_source, "random_resized_crop 128"));
+	for (int i = 0; i < def.n; i++)
+		assert_true(got.c[i].share == def.c[i].share);
+	char *dup[] = {"profile", at("data"), "--class", "nlp=resnet50"};
+	assert_int_equal(gm_cmd_profile(4, dup), 2);
+	char *nobase[] = {"profile", at("data"), "--class", "x=nosuch"};
+	assert_int_equal(gm_cmd_profile(4, nobase), 2);
+	char *blank[] = {"profile", at("data"), "--class", "a b=resnet50"};
+	assert_int_equal(gm_cmd_profile(4, blank), 2);
+	char *empty[] = {"profile", at("data"), "--class", "=resnet50"};
+	assert_int_equal(gm_cmd_profile(4, empty), 2);
+}
+
 static void test_profile_errors(void **state)
 {
 	(void)state;
@@ -127,6 +164,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_profile_writes_measured_rate),
+	    cmocka_unit_test(test_profile_new_class),
 	    cmocka_unit_test(test_profile_errors),
 	    cmocka_unit_test(test_profile_write_round_trip),
 	};

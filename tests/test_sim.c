@@ -529,6 +529,63 @@ static void test_pool_policies_by_hand(void **st)
 }
 
 /*
+ * --node-cores: one node of 3 GPUs and 4 vCPUs whose workers time-share 1.5 cores
+ * (a 4-worker budget on a smaller machine), 1000 samples/s per core. Classes: p
+ * (R = 300/s), q (R = 800/s), g (greedy, R = 1e9/s); every job asks for 4 vCPUs.
+ * goldminer gives each job its local vCPU and the fourth to g (p and q need less
+ * than one). Each worker wants a core share of u: p 0.3, q 0.8, g's two 1 each;
+ * max-min fair: p keeps 0.3 and the others get L with 0.3 + 3L = 1.5, L = 0.4.
+ *   t=0   p 300/s, q 400/s, g 800/s.
+ *   t=10  p ends (3000 samples). g takes the two freed vCPUs: 3 workers; q's one
+ *         and g's three share 1.5 cores: 0.375 each: q 375/s, g 1125/s.
+ *   t=20  q ends (4000 + 3750 samples). g alone: 4 workers, 1.5 cores: 1500/s.
+ *   t=30  g ends (8000 + 11250 + 15000 = 34250 samples).
+ * Without --node-cores every vCPU is a core: p, q at their rates, g at 2000/s.
+ */
+static void test_node_cores_by_hand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	char err[512];
+
+	/* work = duration x min(R, 4 vCPUs x 1000/s) */
+	load(&w, "1x(3gpu,4cpu)",
+	     put("cores.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t0\n0\t9.6875\t1\t4\t1\n"
+			      "0\t8.5625\t1\t4\t2\n"),
+	     "p\t300\t1000\t1\tmade up\tmade up\nq\t800\t1000\t1\tmade up\tmade up\n"
+	     "g\t1e9\t1000\t1\tmade up\tmade up\n");
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.remote_cost = 0;
+	o.policy = GM_SIM_GOLDMINER;
+	o.node_cores = 1.5;
+	run(&w, &o, "cores");
+	assert_ends("cores/jobs.tsv", (const double[]){10, 20, 30}, 3);
+	/* enough cores for every worker: the plain model, to the byte */
+	o.node_cores = 4;
+	run(&w, &o, "cores4");
+	o.node_cores = 0;
+	run(&w, &o, "cores0");
+	assert_true(files_equal("cores4/jobs.tsv", "cores0/jobs.tsv"));
+	/* static: each job holds the node's 4 vCPUs, so they run one after the other;
+	 * p and q fit in 1.5 cores, g's 4 workers get 0.375 each: 1500/s, 34250
+	 * samples take 22.83 s after q's end at 19.69 */
+	o.policy = GM_SIM_STATIC;
+	o.node_cores = 1.5;
+	run(&w, &o, "cores-static");
+	assert_ends("cores-static/jobs.tsv", (const double[]){10, 19.6875, 42.5208}, 3);
+	unload(&w);
+	/* a cluster of two nodes is refused, naming the option */
+	load(&w, "2x(3gpu,4cpu)", path_of("cores.tsv"), NULL);
+	o.out_dir = NULL;
+	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--node-cores"));
+	unload(&w);
+}
+
+/*
  * goldminer caps a job at the workers it needs given where they land. Node 0: 1
  * GPU, 12 vCPUs; node 1: 1 GPU, 2 vCPUs; remote cost 0.5; two class-a jobs (R =
  * 100/s, 10/s per vCPU, 1 local vCPU, 2000 samples) at 0: j0 on node 0, j1 on
@@ -985,6 +1042,7 @@ int main(void)
 	    cmocka_unit_test(test_synergy_tune_by_hand),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
+	    cmocka_unit_test(test_node_cores_by_hand),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
 	    cmocka_unit_test(test_class_independent_of_order),

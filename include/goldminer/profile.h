@@ -2,7 +2,7 @@
  * profile.h - the model-class profile table of the simulator: per class, the
  * GPU-bound training rate (samples/s per GPU) and the pre-processing rate
  * (samples/s per vCPU), the share of trace jobs drawn into the class, and the
- * source of each rate. The table lives in traces/profile.tsv; a built-in copy of
+ * source of each rate. The table lives in traces/profile-pytorch.tsv; a built-in copy of
  * it is used when no --profile is given (test_trace checks that they agree).
  */
 #ifndef GOLDMINER_PROFILE_H
@@ -34,7 +34,7 @@ struct gm_profile {
 	struct gm_profile_class c[GM_PROFILE_MAX];
 };
 
-/* Fill p with the built-in table (the contents of traces/profile.tsv). */
+/* Fill p with the built-in table (the contents of traces/profile-pytorch.tsv). */
 void gm_profile_default(struct gm_profile *p);
 
 /*

@@ -55,8 +55,16 @@ struct gm_sim_opts {
 	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
 	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
-	int check;		/* 1 = audit every node after every event (slow) */
-	const char *out_dir;	/* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
+	/*
+	 * > 0: the node's data workers time-share this many cores (a real node whose
+	 * worker budget, its vCPUs, is above the cores it has): each worker gets a
+	 * max-min fair share of them, so a rate-capped job's worker leaves the rest of
+	 * its core to the others. A 1-node cluster only (remote workers are counted,
+	 * not placed). 0 = every vCPU is a core (the default).
+	 */
+	double node_cores;
+	int check;	     /* 1 = audit every node after every event (slow) */
+	const char *out_dir; /* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
 };
 
 struct gm_sim_summary {
