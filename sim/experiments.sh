@@ -177,9 +177,11 @@ $(awk -F'\t' 'NR == FNR { if (!/^#/) { g[$1] = $3; gs[$1] = $6 } next }
 
 The PyTorch-era rates describe input pipelines as the paper's users ran them, not
 goldminer's own data plane. The remote cost, the fraction of a data worker's rate
-lost when it runs on another node than the job's GPUs, is **$RC, an assumption**
-until the remote-workers issue measures it; section (d) shows how the results move
-with it. The simulator's model of one node was checked against the real node agent
+lost when it runs on another node than the job's GPUs, is **$RC, measured** by
+tests/bench/bench-remote.sh (one worker delivers 0.90-0.92 of its rate to a trainer
+on another host over UCX/TCP, on the development machine); section (d) shows how
+the results move with it (RDMA would lower it, a slow network raise it). The
+simulator's model of one node was checked against the real node agent
 by tests/bench/bench-sim-real.sh (\`make bench\`; its figures depend on the
 machine and are not part of this file).
 Read every ratio as "what this model predicts", not as a measurement.
@@ -330,13 +332,13 @@ vit: all still PyTorch-era assumptions).
   where vCPUs are short the results still hang on it (section (d)): the more
   workers run remote, the more of the pool's vCPUs are lost to it, and a policy
   that moves vCPUs across nodes gains less over one that keeps them local. The
-  default ($RC) is an assumption: quote no gain without (d).
+  default ($RC) was measured over TCP on one machine: quote no gain without (d).
 - **Against the paper.** The paper reports up to 2.5x average JCT and 2.1x GPU
   utilisation on a 64-GPU cluster with its own production mix and its measured
   pipelines. The setup here differs: a public trace (openb) whose jobs' model
   classes are drawn from an assumed mix, PyTorch-era per-vCPU rates from the
-  profile rather than measured ones, an assumed remote cost, and a FIFO scheduler
-  with backfill. Our GPU-utilisation gain is bounded by how input-bound jobs are
+  profile rather than measured ones, a remote cost measured over TCP on one
+  machine, and a FIFO scheduler with backfill. Our GPU-utilisation gain is bounded by how input-bound jobs are
   under \`static\` in *our* profile (GPU util 1.0 is the ceiling), and the JCT gain
   depends on the load chosen (see the sweep).
 - **Queueing is chaotic.** Under contention a small change in when one job ends

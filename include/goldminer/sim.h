@@ -29,12 +29,15 @@
 
 /*
  * The default remote cost: the fraction of a data worker's rate lost when it runs
- * on another node than the job's GPUs (a local worker loses nothing). A STATED
- * ASSUMPTION, not a measurement, until the remote-workers issue (12) measures it;
- * then put the figure here with its source. --help, RESULTS.md and the docs
- * take it from here.
+ * on another node than the job's GPUs (a local worker loses nothing). MEASURED by
+ * tests/bench/bench-remote.sh (make bench): one worker with a core to itself
+ * delivers 0.90-0.92 of its img/s to a trainer on another host (UCX over TCP
+ * between network namespaces) of what it delivers on its own host, on the
+ * development machine (2 cores, quiet runs, 2026-11-30): a cost of 0.08-0.10.
+ * Over RDMA it would be lower, over a slow network higher: sim/RESULTS.md sweeps
+ * 0..0.3. --help, RESULTS.md and the docs take it from here.
  */
-#define GM_SIM_REMOTE_COST 0.1 /* source: assumption (unmeasured; issue 12 measures it) */
+#define GM_SIM_REMOTE_COST 0.1 /* source: measured, tests/bench/bench-remote.sh (above) */
 
 enum gm_sim_policy {
 	GM_SIM_STATIC,	     /* requested vCPUs on the job's own nodes (today) */
