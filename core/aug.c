@@ -721,18 +721,48 @@ static int finish_sample(struct gm_aug *a, const struct gm_jpeg_image *img,
 	return 0;
 }
 
+/*
+ * The ranged decode (gm_aug_sample_range's, also gm_aug_sample's for a whole file
+ * with a row index): -ENOENT, quietly, when the prefix holds no usable index.
+ */
+static int sample_ranged(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+			 const void *bytes, uint64_t off, size_t blen, const uint64_t key[3],
+			 void *out, struct gm_aug_times *t, uint64_t t0)
+{
+	struct gm_jpeg_image img;
+	struct window win;
+	struct region rg;
+	int ret = open_window(a, prefix, plen, file_len, key[0], key[1], key[2], &win, &rg);
+	if (!ret) {
+		gm_jpeg_set_bytes(a->dec, bytes, off, blen);
+		ret = decode_window(a, &rg, &img);
+	}
+	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+}
+
+/*
+ * A file with a row index (pack --restart into shards) is decoded through it
+ * whether it was read whole or in part (gm_aug_sample_range), so that which bytes
+ * a worker read never decides how a sample decodes: for a valid file both ways
+ * give the same pixels, and for a corrupt one the same outcome either way.
+ */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t)
 {
 	struct gm_jpeg_image img;
 	struct window win;
 	struct region rg;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
 	int ret;
 
 	a->errmsg[0] = '\0';
 	if (!out)
 		return fail(a, -EINVAL, "no output buffer");
+	if (jpeg && gm_jpeg_index_bytes(jpeg, len)) {
+		ret = sample_ranged(a, jpeg, len, len, jpeg, 0, len, key, out, t, t0);
+		if (ret != -ENOENT)
+			return ret;
+	}
 	ret = open_window(a, jpeg, len, 0, seed, epoch, sample_id, &win, &rg);
 	if (!ret)
 		ret = decode_window(a, &rg, &img);
@@ -759,21 +789,12 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,
 			uint64_t sample_id, void *out, struct gm_aug_times *t)
 {
-	struct gm_jpeg_image img;
-	struct window win;
-	struct region rg;
-	uint64_t t0 = now_ns();
-	int ret;
+	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
 
 	a->errmsg[0] = '\0';
 	if (!out || !file_len)
 		return fail(a, -EINVAL, !out ? "no output buffer" : "no file length");
-	ret = open_window(a, prefix, plen, file_len, seed, epoch, sample_id, &win, &rg);
-	if (ret == -ENOENT)
-		return fail(a, -EBADMSG, "the row index of the first read no longer reads");
-	if (!ret) {
-		gm_jpeg_set_bytes(a->dec, bytes, off, blen);
-		ret = decode_window(a, &rg, &img);
-	}
-	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+	int ret = sample_ranged(a, prefix, plen, file_len, bytes, off, blen, key, out, t, t0);
+	return ret == -ENOENT ? fail(a, -EBADMSG, "the row index of the first read no longer reads")
+			      : ret;
 }

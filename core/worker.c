@@ -26,12 +26,15 @@
  * Ranged reads (shards of restart-marked files with a row index, jpeg.h): the
  * crop is chosen from the header, so a worker reads the batch's members in two
  * rounds: first a prefix of each (RANGE_PREFIX bytes: the index with its copy of
- * the tables; more when an index was larger), from which gm_aug_range names the bytes of the MCU
- * rows the crop needs; then only those, decoded with gm_aug_sample_range into the same output bytes
- * as from the whole member. A member without an index is read whole in the second round; a batch
- * none of whose members has one turns ranged reads off for this worker (shards that were not packed
- * with --restart). Retries and substitutes read whole members. GM_NO_RANGE=1 turns ranged reads
- * off.
+ * the tables; more once an index was larger), from which gm_aug_range names the
+ * bytes of the MCU rows the crop needs; then only those, decoded with
+ * gm_aug_sample_range into the same output bytes as from the whole member. A
+ * member without an index is read whole in the second round; a batch none of
+ * whose members has one turns ranged reads off for this worker (shards that were
+ * not packed with --restart). Retries and substitutes read whole members.
+ * GM_NO_RANGE=1 turns ranged reads off. What was read never decides how a
+ * sample decodes (contract 1): gm_aug_sample decodes a whole member that has an
+ * index through it too, so only the bytes read differ between the ways.
  *
  * It does not fork, reap or replace workers (pool.c), and it talks to no one but
  * the ring: a worker neither knows the consumer nor the node agent.

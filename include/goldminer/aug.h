@@ -67,12 +67,12 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s);
 void gm_aug_destroy(struct gm_aug *a);
 
 /*
- * Decode and augment one sample. jpeg/len: the whole file. out: gm_aug_out_bytes()
- * bytes, written completely on success. t (may be NULL): timings are ADDED to it.
- * Returns 0, or -EBADMSG (corrupt/truncated/not a JPEG), -ENODATA (empty file),
- * -E2BIG (over max_pixels, detected before any pixel allocation), -ENOMEM.
- * On error, gm_aug_errmsg() says what was wrong (without the file name, which the
- * caller knows) and *out holds unspecified bytes.
+ * Decode and augment one sample. jpeg/len: the whole file (one with a row index,
+ * jpeg.h, is decoded through it, as gm_aug_sample_range does: the same bytes). out:
+ * gm_aug_out_bytes() bytes, written completely on success. t (may be NULL): timings are ADDED to
+ * it. Returns 0, or -EBADMSG (corrupt/truncated/not a JPEG), -ENODATA (empty file), -E2BIG (over
+ * max_pixels, detected before any pixel allocation), -ENOMEM. On error, gm_aug_errmsg() says what
+ * was wrong (without the file name, which the caller knows) and *out holds unspecified bytes.
  */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t);
