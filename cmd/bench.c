@@ -467,6 +467,7 @@ static void bench_report(const struct bench *b, double wall)
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
 	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
 	       st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable", b->reader);
+	printf(", \"read_bytes\": %" PRIu64, gm_loader_read_bytes(b->l));
 	report_extras(b, &st, wall);
 	printf("}\n");
 	fflush(stdout);

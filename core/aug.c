@@ -520,37 +520,35 @@ struct window {
 	bool flip;
 };
 
+/* The window of the DCT-scaled image to decode (scale n/8). */
+struct region {
+	uint32_t n, x, y, w, h;
+};
+
 /*
- * Choose the crop from the header (train: RNG draws keyed by seed, epoch, sample
- * id; eval: the centre crop), then decode only the window of the DCT-scaled image
- * that covers it, rounded outwards, into *img. 0 or -errno with the message set.
+ * Choose the crop from the header info (train: RNG draws keyed by seed, epoch,
+ * sample id; eval: the centre crop) and the window of the DCT-scaled image that
+ * covers it, rounded outwards.
  */
-static int decode_window(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
-			 uint64_t epoch, uint64_t sample_id, struct gm_jpeg_image *img,
-			 struct window *win)
+static void choose_window(const struct gm_aug *a, const struct gm_jpeg_info *info, uint64_t seed,
+			  uint64_t epoch, uint64_t sample_id, struct window *win, struct region *rg)
 {
 	const struct gm_aug_spec *s = &a->spec;
-	struct gm_jpeg_info info;
 	struct gm_rng r;
 	struct box b;
 	uint32_t size = s->size;
-	int ret;
 
 	win->flip = false;
-	ret = gm_jpeg_open(a->dec, jpeg, len, &info);
-	if (ret)
-		return fail(a, ret, gm_jpeg_errmsg(a->dec));
 	if (s->mode == GM_AUG_TRAIN) {
 		gm_rng_init(&r, seed, GM_RNG_STREAM_SAMPLE, epoch, sample_id);
 		win->flip = gm_rng_uniform(&r) < s->flip_p;
-		b = rrc_box(s, &r, info.width, info.height);
+		b = rrc_box(s, &r, info->width, info->height);
 	} else {
-		b = eval_box(s, info.width, info.height);
+		b = eval_box(s, info->width, info->height);
 	}
 
-	/* Window of the DCT-scaled image covering the box, rounded outwards. */
 	uint32_t n = gm_jpeg_pick_scale(b.x1 - b.x0, b.y1 - b.y0, size, size);
-	uint32_t sw = gm_jpeg_scaled_dim(info.width, n), sh = gm_jpeg_scaled_dim(info.height, n);
+	uint32_t sw = gm_jpeg_scaled_dim(info->width, n), sh = gm_jpeg_scaled_dim(info->height, n);
 	double f = n / 8.0;
 	win->x0 = b.x0 * f, win->y0 = b.y0 * f, win->x1 = b.x1 * f, win->y1 = b.y1 * f;
 	uint32_t wx0 = (uint32_t)floor(win->x0), wy0 = (uint32_t)floor(win->y0);
@@ -565,7 +563,32 @@ static int decode_window(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 		wy0 = wy1 - 1;
 	win->wx0 = wx0;
 	win->wy0 = wy0;
-	ret = gm_jpeg_decode_region(a->dec, n, wx0, wy0, wx1 - wx0, wy1 - wy0, img);
+	*rg = (struct region){n, wx0, wy0, wx1 - wx0, wy1 - wy0};
+}
+
+/*
+ * Open the file (whole: jpeg/len; ranged: the prefix jpeg/len of a file_len-byte
+ * file, file_len > 0), choose the window, and for a ranged open say which bytes it
+ * needs (*off, *blen; may be NULL). 0 or -errno with the message set (-ENOENT: no
+ * row index, quietly: the caller reads the whole file).
+ */
+static int open_window(struct gm_aug *a, const void *jpeg, size_t len, uint64_t file_len,
+		       uint64_t seed, uint64_t epoch, uint64_t sample_id, struct window *win,
+		       struct region *rg)
+{
+	struct gm_jpeg_info info;
+	int ret = file_len ? gm_jpeg_open_ranged(a->dec, jpeg, len, file_len, &info)
+			   : gm_jpeg_open(a->dec, jpeg, len, &info);
+	if (ret)
+		return ret == -ENOENT ? ret : fail(a, ret, gm_jpeg_errmsg(a->dec));
+	choose_window(a, &info, seed, epoch, sample_id, win, rg);
+	return 0;
+}
+
+/* Decode the chosen window of the open file into *img. 0 or -errno with the message. */
+static int decode_window(struct gm_aug *a, const struct region *rg, struct gm_jpeg_image *img)
+{
+	int ret = gm_jpeg_decode_region(a->dec, rg->n, rg->x, rg->y, rg->w, rg->h, img);
 	if (ret)
 		return fail(a, ret, gm_jpeg_errmsg(a->dec));
 	return 0;
@@ -680,30 +703,98 @@ static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 	}
 }
 
+/* Resize the decoded window into out; timings added to t from t0 (start) and t1
+ * (decode done). 0 or -ENOMEM with the message set. */
+static int finish_sample(struct gm_aug *a, const struct gm_jpeg_image *img,
+			 const struct window *win, void *out, struct gm_aug_times *t, uint64_t t0)
+{
+	struct resize_plan plan;
+	uint64_t t1 = now_ns();
+	int ret = plan_resize(a, img, win, &plan);
+	if (ret)
+		return ret;
+	resample(a, &plan, out);
+	if (t) {
+		t->decode_ns += t1 - t0;
+		t->augment_ns += now_ns() - t1;
+	}
+	return 0;
+}
+
+/*
+ * The ranged decode (gm_aug_sample_range's, also gm_aug_sample's for a whole file
+ * with a row index): -ENOENT, quietly, when the prefix holds no usable index.
+ */
+static int sample_ranged(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+			 const void *bytes, uint64_t off, size_t blen, const uint64_t key[3],
+			 void *out, struct gm_aug_times *t, uint64_t t0)
+{
+	struct gm_jpeg_image img;
+	struct window win;
+	struct region rg;
+	int ret = open_window(a, prefix, plen, file_len, key[0], key[1], key[2], &win, &rg);
+	if (!ret) {
+		gm_jpeg_set_bytes(a->dec, bytes, off, blen);
+		ret = decode_window(a, &rg, &img);
+	}
+	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+}
+
+/*
+ * A file with a row index (pack --restart into shards) is decoded through it
+ * whether it was read whole or in part (gm_aug_sample_range), so that which bytes
+ * a worker read never decides how a sample decodes: for a valid file both ways
+ * give the same pixels, and for a corrupt one the same outcome either way.
+ */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t)
 {
 	struct gm_jpeg_image img;
-	struct resize_plan plan;
 	struct window win;
-	uint64_t t0 = now_ns(), t1, t2;
+	struct region rg;
+	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
 	int ret;
 
 	a->errmsg[0] = '\0';
 	if (!out)
 		return fail(a, -EINVAL, "no output buffer");
-	ret = decode_window(a, jpeg, len, seed, epoch, sample_id, &img, &win);
-	if (ret)
-		return ret;
-	t1 = now_ns();
-	ret = plan_resize(a, &img, &win, &plan);
-	if (ret)
-		return ret;
-	resample(a, &plan, out);
-	t2 = now_ns();
-	if (t) {
-		t->decode_ns += t1 - t0;
-		t->augment_ns += t2 - t1;
+	if (jpeg && gm_jpeg_index_bytes(jpeg, len)) {
+		ret = sample_ranged(a, jpeg, len, len, jpeg, 0, len, key, out, t, t0);
+		if (ret != -ENOENT)
+			return ret;
 	}
-	return 0;
+	ret = open_window(a, jpeg, len, 0, seed, epoch, sample_id, &win, &rg);
+	if (!ret)
+		ret = decode_window(a, &rg, &img);
+	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+}
+
+int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+		 uint64_t seed, uint64_t epoch, uint64_t sample_id, uint64_t *off, uint64_t *len)
+{
+	struct window win;
+	struct region rg;
+
+	a->errmsg[0] = '\0';
+	if (!file_len)
+		return -ENOENT;
+	int ret = open_window(a, prefix, plen, file_len, seed, epoch, sample_id, &win, &rg);
+	if (!ret)
+		ret = gm_jpeg_region_bytes(a->dec, rg.n, rg.x, rg.y, rg.w, rg.h, off, len);
+	gm_jpeg_abort(a->dec);
+	return ret;
+}
+
+int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,
+			uint64_t sample_id, void *out, struct gm_aug_times *t)
+{
+	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
+
+	a->errmsg[0] = '\0';
+	if (!out || !file_len)
+		return fail(a, -EINVAL, !out ? "no output buffer" : "no file length");
+	int ret = sample_ranged(a, prefix, plen, file_len, bytes, off, blen, key, out, t, t0);
+	return ret == -ENOENT ? fail(a, -EBADMSG, "the row index of the first read no longer reads")
+			      : ret;
 }

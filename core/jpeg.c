@@ -61,6 +61,17 @@ struct gm_jpeg {
 	size_t splice_cap;
 	uint32_t *seg; /* per restart segment: start and end offsets in data */
 	size_t seg_cap;
+	/* ranged mode (gm_jpeg_open_ranged): the row index of the member's prefix,
+	 * and the entropy bytes [ent_off, ent_off + ent_len) of the file */
+	bool ranged;
+	const uint8_t *ix_hdr; /* SOI + tables + SOS, from the index */
+	size_t ix_hlen;
+	const uint8_t *ix_rows; /* nrows + 1 big-endian u32 file offsets */
+	uint32_t ix_nrows;
+	uint64_t file_len;
+	const uint8_t *ent;
+	uint64_t ent_off;
+	size_t ent_len;
 	bool spliced;	/* the last decode read a spliced file */
 	bool no_splice; /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
 	uint32_t nwarn;
@@ -187,15 +198,59 @@ void gm_jpeg_abort(struct gm_jpeg *j)
 	j->open = false;
 }
 
-int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info)
+/* Forget the last image and its messages; j->where = fn. */
+static void open_reset(struct gm_jpeg *j, const char *fn)
 {
-	struct jpeg_decompress_struct *ci = &j->cinfo;
-
 	gm_jpeg_abort(j);
-	j->where = "gm_jpeg_open";
+	j->where = fn;
 	j->errmsg[0] = '\0';
 	j->warnmsg[0] = '\0';
 	j->nwarn = 0;
+	j->ranged = false;
+	j->ent = NULL;
+}
+
+/*
+ * Read the header of data[0..len) into a fresh decompressor, check the pixel
+ * limit, fill info. Under the caller's setjmp. 0, or -errno with the message set
+ * (then the caller aborts).
+ */
+static int open_header(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	/*
+	 * A fresh decompressor for every file: libjpeg keeps the last file's
+	 * quantisation and Huffman tables in the object, and a file that lacks some
+	 * would decode with them, its pixels depending on what the handle decoded
+	 * before (and on whether that was spliced). About a microsecond.
+	 */
+	jpeg_destroy_decompress(ci);
+	jpeg_create_decompress(ci);
+	j->open = true;
+	jpeg_mem_src(ci, (const unsigned char *)data, (unsigned long)len);
+	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK) {
+		set_err(j, -EBADMSG, "corrupt JPEG: tables only, no image");
+		return -EBADMSG;
+	}
+	if ((uint64_t)ci->image_width * ci->image_height > j->max_pixels) {
+		set_err(j, -E2BIG, "image %ux%u is over the pixel limit %llu", ci->image_width,
+			ci->image_height, (unsigned long long)j->max_pixels);
+		return -E2BIG;
+	}
+	j->cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+	if (info) {
+		info->width = ci->image_width;
+		info->height = ci->image_height;
+		info->components = (uint32_t)ci->num_components;
+		info->progressive = ci->progressive_mode;
+		info->cmyk = j->cmyk;
+	}
+	return 0;
+}
+
+int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg_info *info)
+{
+	open_reset(j, "gm_jpeg_open");
 	if (len == 0) {
 		set_err(j, -ENODATA, "empty file (0 bytes)");
 		return -ENODATA;
@@ -206,35 +261,10 @@ int gm_jpeg_open(struct gm_jpeg *j, const void *data, size_t len, struct gm_jpeg
 	}
 	if (setjmp(j->err.jb))
 		goto out_abort;
-	/*
-	 * A fresh decompressor for every file: libjpeg keeps the last file's
-	 * quantisation and Huffman tables in the object, and a file that lacks some
-	 * would decode with them, its pixels depending on what the handle decoded
-	 * before (and on whether that was spliced). About a microsecond.
-	 */
-	jpeg_destroy_decompress(ci);
-	jpeg_create_decompress(ci);
-	j->open = true;
 	j->data = data;
 	j->len = len;
-	jpeg_mem_src(ci, (const unsigned char *)data, (unsigned long)len);
-	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK) {
-		set_err(j, -EBADMSG, "corrupt JPEG: tables only, no image");
+	if (open_header(j, data, len, info))
 		goto out_abort;
-	}
-	if ((uint64_t)ci->image_width * ci->image_height > j->max_pixels) {
-		set_err(j, -E2BIG, "image %ux%u is over the pixel limit %llu", ci->image_width,
-			ci->image_height, (unsigned long long)j->max_pixels);
-		goto out_abort;
-	}
-	j->cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
-	if (info) {
-		info->width = ci->image_width;
-		info->height = ci->image_height;
-		info->components = (uint32_t)ci->num_components;
-		info->progressive = ci->progressive_mode;
-		info->cmyk = j->cmyk;
-	}
 	return 0;
 
 out_abort:
@@ -427,16 +457,18 @@ static size_t scan_start(const uint8_t *d, size_t len, size_t *sof)
 }
 
 /*
- * The nseg restart segments of the entropy data from `start`: seg[2k], seg[2k+1]
- * = the offsets of segment k's first byte and of the marker that ends it (RSTn in
- * order, EOI after the last). false on anything else (another scan, a marker out
- * of order, too many or too few segments, no EOI).
+ * The restart segments k0..k1-1 (of nseg) of the entropy data, segment k0 starting
+ * at `start`: seg[2k], seg[2k+1] = the offsets of segment k's first byte and of the
+ * marker that ends it (RSTn in order, EOI after the last of the image). false on
+ * anything else (another scan, a marker out of order, too many or too few
+ * segments, no EOI, the end of d before segment k1 - 1 ends).
  */
-static bool find_segments(const uint8_t *d, size_t len, size_t start, uint32_t nseg, uint32_t *seg)
+static bool find_segments(const uint8_t *d, size_t len, size_t start, uint32_t k0, uint32_t k1,
+			  uint32_t nseg, uint32_t *seg)
 {
-	uint32_t k = 0;
+	uint32_t k = k0;
 	size_t p = start;
-	seg[0] = (uint32_t)start;
+	seg[2 * k] = (uint32_t)start;
 	for (;;) {
 		const uint8_t *f = p < len ? memchr(d + p, 0xFF, len - p) : NULL;
 		if (!f || (size_t)(f - d) + 1 >= len)
@@ -449,9 +481,11 @@ static bool find_segments(const uint8_t *d, size_t len, size_t start, uint32_t n
 		}
 		seg[2 * k + 1] = (uint32_t)p;
 		if (m == 0xD9)
-			return k + 1 == nseg;
+			return k + 1 == nseg && k + 1 == k1;
 		if (m != 0xD0 + k % 8 || ++k >= nseg)
 			return false;
+		if (k == k1)
+			return true;
 		p += 2;
 		seg[2 * k] = (uint32_t)p;
 	}
@@ -496,10 +530,18 @@ static void splice_run(const struct mcu_rect *q, uint32_t i, uint32_t mx, uint32
 	*k1 = (b + r - 1) / r;
 }
 
-/* Write into j->splice the file of the MCUs of q (sof, start: scan_start's). */
-static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, size_t sof, size_t start,
+/* Where the spliced file's parts come from: the header hdr[0..start) (SOF at sof)
+ * and the segments, at j->seg's offsets into src. */
+struct splice_src {
+	const uint8_t *hdr, *src;
+	size_t sof, start;
+};
+
+/* Write into j->splice the file of the MCUs of q. */
+static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, const struct splice_src *f,
 			uint32_t mx, uint32_t r, uint32_t mw, uint32_t mh, size_t *out_len)
 {
+	size_t sof = f->sof, start = f->start;
 	struct jpeg_decompress_struct *ci = &j->cinfo;
 	uint32_t w = (q->c1 == mx ? ci->image_width : q->c1 * mw) - q->c0 * mw;
 	uint32_t h = (q->r1 * mh < ci->image_height ? q->r1 * mh : ci->image_height) - q->r0 * mh;
@@ -514,7 +556,7 @@ static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, size_t sof,
 	if (gm_grow_scratch((void **)&j->splice, &j->splice_cap, cap, 1 << 16))
 		return -ENOMEM;
 	uint8_t *o = j->splice;
-	memcpy(o, j->data, start);
+	memcpy(o, f->hdr, start);
 	o[sof + 5] = (uint8_t)(h >> 8), o[sof + 6] = (uint8_t)h;
 	o[sof + 7] = (uint8_t)(w >> 8), o[sof + 8] = (uint8_t)w;
 	for (uint32_t i = 0; i < runs; i++) {
@@ -525,7 +567,7 @@ static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, size_t sof,
 				o[n++] = (uint8_t)(0xD0 + rst++ % 8);
 			}
 			uint32_t a = j->seg[2 * k], b = j->seg[2 * k + 1];
-			memcpy(o + n, j->data + a, b - a);
+			memcpy(o + n, f->src + a, b - a);
 			n += b - a;
 		}
 	}
@@ -535,46 +577,111 @@ static int splice_write(struct gm_jpeg *j, const struct mcu_rect *q, size_t sof,
 	return 0;
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Row y's first entropy byte in the file (the EOI marker's offset for y = nrows). */
+static uint64_t ix_row(const struct gm_jpeg *j, uint32_t y)
+{
+	return be32(j->ix_rows + 4 * (size_t)y);
+}
+
+/* The MCU grid of the open image: MCU size, MCUs across and down, segments. */
+struct mcu_grid {
+	uint32_t mw, mh, mx, my, r;
+	uint64_t nseg;
+};
+
+static void mcu_grid(const struct jpeg_decompress_struct *ci, struct mcu_grid *g)
+{
+	mcu_size(ci, &g->mw, &g->mh);
+	g->r = ci->restart_interval;
+	g->mx = (ci->image_width + g->mw - 1) / g->mw;
+	g->my = (ci->image_height + g->mh - 1) / g->mh;
+	g->nseg = g->r ? ((uint64_t)g->mx * g->my + g->r - 1) / g->r : 0;
+}
+
+/* The MCUs to splice for the window (x, y, w, h) at scale n/8; false: all of them. */
+static bool window_rect(const struct mcu_grid *g, struct mcu_rect *q, uint32_t n, uint32_t x,
+			uint32_t y, uint32_t w, uint32_t h)
+{
+	return splice_rect(q, (uint64_t)x * 8 / n, ((uint64_t)(x + w) * 8 + n - 1) / n,
+			   (uint64_t)y * 8 / n, ((uint64_t)(y + h) * 8 + n - 1) / n, g->mw, g->mh,
+			   g->mx, g->my, g->r);
+}
+
+/*
+ * Ranged mode: the segments of q's rows from the bytes given (gm_jpeg_set_bytes),
+ * the header from the index. 0, or -EBADMSG when those bytes do not hold them.
+ */
+static int ranged_source(struct gm_jpeg *j, const struct mcu_rect *q, const struct mcu_grid *g,
+			 struct splice_src *f)
+{
+	uint64_t a = ix_row(j, q->r0), b = ix_row(j, q->r1);
+	uint64_t k0 = (uint64_t)q->r0 * g->mx / g->r, k1 = (uint64_t)q->r1 * g->mx / g->r;
+
+	if (!j->ent || a < j->ent_off || b + 2 > j->ent_off + j->ent_len ||
+	    !find_segments(j->ent, j->ent_len, a - j->ent_off, (uint32_t)k0, (uint32_t)k1,
+			   (uint32_t)g->nseg, j->seg)) {
+		set_err(j, -EBADMSG, "the bytes read do not hold the rows %u..%u the index names",
+			q->r0, q->r1);
+		return -EBADMSG;
+	}
+	f->hdr = j->ix_hdr;
+	f->start = scan_start(j->ix_hdr, j->ix_hlen, &f->sof);
+	f->src = j->ent;
+	return 0;
+}
+
 /*
  * If the open file has restart markers, reopen the decoder on a file of just the
  * segments the window (x, y, w, h at scale n/8) needs, and set *ox, *oy to where
  * that file starts in the scaled image; else leave everything as it is (*ox = *oy
- * = 0). Under the caller's setjmp. 0, -ENOMEM or -EBADMSG.
+ * = 0). A ranged open (gm_jpeg_open_ranged) always splices, from its bytes. Under
+ * the caller's setjmp. 0, -ENOMEM or -EBADMSG.
  */
 static int splice_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, uint32_t w,
 			 uint32_t h, uint32_t *ox, uint32_t *oy)
 {
 	struct jpeg_decompress_struct *ci = &j->cinfo;
 	struct mcu_rect q;
-	size_t sof, start, len;
+	struct mcu_grid g;
+	struct splice_src f;
+	size_t len;
+	int ret;
 
 	*ox = *oy = 0;
-	if (j->no_splice || !ci->restart_interval || ci->progressive_mode || ci->arith_code ||
-	    ci->comps_in_scan != ci->num_components || j->len > UINT32_MAX)
+	if (!j->ranged &&
+	    (j->no_splice || !ci->restart_interval || ci->progressive_mode || ci->arith_code ||
+	     ci->comps_in_scan != ci->num_components || j->len > UINT32_MAX))
 		return 0;
-	uint32_t mw, mh, r = ci->restart_interval;
-	mcu_size(ci, &mw, &mh);
-	uint32_t mx = (ci->image_width + mw - 1) / mw, my = (ci->image_height + mh - 1) / mh;
-	uint64_t nseg = ((uint64_t)mx * my + r - 1) / r;
-	if (!splice_rect(&q, (uint64_t)x * 8 / n, ((uint64_t)(x + w) * 8 + n - 1) / n,
-			 (uint64_t)y * 8 / n, ((uint64_t)(y + h) * 8 + n - 1) / n, mw, mh, mx, my,
-			 r))
+	mcu_grid(ci, &g);
+	if (!window_rect(&g, &q, n, x, y, w, h) && !j->ranged)
 		return 0;
-	start = scan_start(j->data, j->len, &sof);
-	if (!start || nseg > UINT32_MAX / 2)
+	if (g.nseg > UINT32_MAX / 2)
 		return 0;
-	if (gm_grow_scratch((void **)&j->seg, &j->seg_cap, sizeof(uint32_t) * 2 * nseg, 4096))
+	if (gm_grow_scratch((void **)&j->seg, &j->seg_cap, sizeof(uint32_t) * 2 * g.nseg, 4096))
 		return -ENOMEM;
-	if (!find_segments(j->data, j->len, start, (uint32_t)nseg, j->seg))
-		return 0;
-	if (splice_write(j, &q, sof, start, mx, r, mw, mh, &len))
+	if (j->ranged) {
+		if ((ret = ranged_source(j, &q, &g, &f)))
+			return ret;
+	} else {
+		f.hdr = f.src = j->data;
+		f.start = scan_start(j->data, j->len, &f.sof);
+		if (!f.start || !find_segments(j->data, j->len, f.start, 0, (uint32_t)g.nseg,
+					       (uint32_t)g.nseg, j->seg))
+			return 0;
+	}
+	if (splice_write(j, &q, &f, g.mx, g.r, g.mw, g.mh, &len))
 		return -ENOMEM;
 	jpeg_abort_decompress(ci);
 	jpeg_mem_src(ci, j->splice, (unsigned long)len);
 	if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
 		return -EBADMSG;
-	*ox = q.c0 * mw * n / 8;
-	*oy = q.r0 * mh * n / 8;
+	*ox = q.c0 * g.mw * n / 8;
+	*oy = q.r0 * g.mh * n / 8;
 	j->spliced = true;
 	return 0;
 }
@@ -614,9 +721,10 @@ static int decode_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint
 	int ret = splice_window(j, scale_num, x, y, w, h, &ox, &oy);
 
 	if (ret) {
-		set_err(j, ret, "%s",
-			ret == -ENOMEM ? "out of memory for a spliced file"
-				       : "spliced file does not read");
+		if (!j->errmsg[0])
+			set_err(j, ret, "%s",
+				ret == -ENOMEM ? "out of memory for a spliced file"
+					       : "spliced file does not read");
 		return ret;
 	}
 	/* the file decoded is sw x sh, or the spliced part of it from (ox, oy) */
@@ -823,4 +931,232 @@ out_destroy:
 	jpeg_destroy_decompress(&src);
 	free(e.mem);
 	return ret;
+}
+
+/* ---- the row index: reading a member's needed rows only ---------------------------- */
+
+/*
+ * The index (gm_jpeg_add_row_index) is an APP15 segment right after SOI (and the
+ * JFIF APP0, when there is one), so that a small prefix of the file holds it:
+ *   "GMRIDX1\0", u16 hlen, hdr[hlen] = SOI + the APP0/APP14/DQT/SOF/DHT/DRI/SOS
+ *   segments of the file (no COM or other APPn), u32 nrows (MCU rows), u32 row[nrows + 1]
+ * (big-endian): row[y] = the file offset of MCU row y's first entropy byte, row[nrows]
+ * that of the EOI marker. It is written only when the restart interval divides an
+ * MCU row, so every row starts a segment. A reader decodes the rows of a window from
+ * the header copy and the bytes [row[r0], row[r1] + 2): the same segments, the same
+ * pixels as from the whole file. An index that lies (a crafted file) gives other
+ * pixels, never an access outside the bytes given: every offset is checked against
+ * them and the segments' markers against their numbering.
+ */
+#define IX_MAGIC     "GMRIDX1"
+#define IX_MAGIC_LEN 8u
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Offset of the segment after SOI and a JFIF APP0, or 0 when d is no JPEG. */
+static size_t ix_pos(const uint8_t *d, size_t len)
+{
+	if (len < 4 || d[0] != 0xFF || d[1] != 0xD8)
+		return 0;
+	if (d[2] == 0xFF && d[3] == 0xE0 && len >= 6)
+		return 4 + ((size_t)d[4] << 8 | d[5]);
+	return 2;
+}
+
+/*
+ * The header copy for the index: SOI + the segments of d[2..start) but COM and
+ * APPn other than APP0 and APP14 (JFIF and Adobe: libjpeg reads the colour space
+ * from them).
+ * *hlen bytes into hdr (cap bytes). false if they do not fit.
+ */
+static bool ix_header(const uint8_t *d, size_t start, uint8_t *hdr, size_t cap, size_t *hlen)
+{
+	size_t p = 2, n = 2;
+	hdr[0] = 0xFF, hdr[1] = 0xD8;
+	while (p + 4 <= start) {
+		if (d[p + 1] == 0xFF) { /* fill byte */
+			p++;
+			continue;
+		}
+		size_t seg = 2 + ((size_t)d[p + 2] << 8 | d[p + 3]);
+		/* APP0 (JFIF) and APP14 (Adobe) say how the colours are coded: kept */
+		bool skip =
+		    (d[p + 1] >= 0xE1 && d[p + 1] <= 0xEF && d[p + 1] != 0xEE) || d[p + 1] == 0xFE;
+		if (!skip) {
+			if (n + seg > cap)
+				return false;
+			memcpy(hdr + n, d + p, seg);
+			n += seg;
+		}
+		p += seg;
+	}
+	*hlen = n;
+	return true;
+}
+
+/* The index payload (after the marker and length) for d, at most 65533 bytes, into
+ * ix; its length, or 0 when d does not qualify. Offsets are d's plus shift. */
+static size_t ix_build(struct gm_jpeg *j, const uint8_t *d, size_t len, size_t shift, uint8_t *ix)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	struct mcu_grid g;
+	size_t sof, start = scan_start(d, len, &sof), hlen;
+
+	if (!start || ci->progressive_mode || ci->arith_code || !ci->restart_interval ||
+	    ci->comps_in_scan != ci->num_components || len + shift > UINT32_MAX)
+		return 0;
+	mcu_grid(ci, &g);
+	size_t body = IX_MAGIC_LEN + 2 + 4 + 4 * ((size_t)g.my + 1);
+	if (g.mx % g.r || body >= 65533 ||
+	    !ix_header(d, start, ix + IX_MAGIC_LEN + 2, 65533 - body, &hlen))
+		return 0;
+	if (gm_grow_scratch((void **)&j->seg, &j->seg_cap, sizeof(uint32_t) * 2 * g.nseg, 4096) ||
+	    !find_segments(d, len, start, 0, (uint32_t)g.nseg, (uint32_t)g.nseg, j->seg))
+		return 0;
+	memcpy(ix, IX_MAGIC, IX_MAGIC_LEN);
+	ix[IX_MAGIC_LEN] = (uint8_t)(hlen >> 8), ix[IX_MAGIC_LEN + 1] = (uint8_t)hlen;
+	uint8_t *rows = ix + IX_MAGIC_LEN + 2 + hlen;
+	put_be32(rows, g.my);
+	for (uint32_t y = 0; y < g.my; y++)
+		put_be32(rows + 4 + 4 * (size_t)y,
+			 (uint32_t)(j->seg[2 * ((uint64_t)y * g.mx / g.r)] + shift));
+	put_be32(rows + 4 + 4 * (size_t)g.my, (uint32_t)(j->seg[2 * g.nseg - 1] + shift));
+	return body + hlen;
+}
+
+int gm_jpeg_add_row_index(struct gm_jpeg *j, const void *in, size_t len, uint8_t **out,
+			  size_t *out_len)
+{
+	const uint8_t *d = in;
+	uint8_t ix[65535];
+	int ret = gm_jpeg_open(j, in, len, NULL);
+
+	*out = NULL;
+	*out_len = 0;
+	if (ret)
+		return ret;
+	size_t pos = ix_pos(d, len);
+	/* the payload's length decides the shift; the header copy and rows do not
+	 * depend on it, so build once with a guessed shift to learn it, then again */
+	size_t n = pos ? ix_build(j, d, len, 0, ix) : 0;
+	if (n)
+		n = ix_build(j, d, len, 4 + n, ix);
+	gm_jpeg_abort(j);
+	if (!n)
+		return -ENOENT;
+	uint8_t *o = malloc(len + 4 + n);
+	if (!o)
+		return -ENOMEM;
+	memcpy(o, d, pos);
+	o[pos] = 0xFF, o[pos + 1] = 0xEF;
+	o[pos + 2] = (uint8_t)((n + 2) >> 8), o[pos + 3] = (uint8_t)(n + 2);
+	memcpy(o + pos + 4, ix, n);
+	memcpy(o + pos + 4 + n, d + pos, len - pos);
+	*out = o;
+	*out_len = len + 4 + n;
+	return 0;
+}
+
+size_t gm_jpeg_index_bytes(const void *prefix, size_t plen)
+{
+	const uint8_t *d = prefix;
+	size_t p = prefix ? ix_pos(d, plen) : 0;
+	if (!p || p + 4 + IX_MAGIC_LEN > plen || d[p] != 0xFF || d[p + 1] != 0xEF ||
+	    memcmp(d + p + 4, IX_MAGIC, IX_MAGIC_LEN))
+		return 0;
+	return p + 2 + ((size_t)d[p + 2] << 8 | d[p + 3]);
+}
+
+/* Parse the index of prefix[0..plen) into j (ix_*); false when there is none usable. */
+static bool ix_parse(struct gm_jpeg *j, const uint8_t *d, size_t plen, uint64_t file_len)
+{
+	size_t p = ix_pos(d, plen);
+	if (!p || p + 4 + IX_MAGIC_LEN + 2 > plen || d[p] != 0xFF || d[p + 1] != 0xEF)
+		return false;
+	size_t n = (size_t)d[p + 2] << 8 | d[p + 3], b = p + 4;
+	if (n < 2 + IX_MAGIC_LEN + 6)
+		return false;
+	n -= 2;
+	if (b + n > plen || memcmp(d + b, IX_MAGIC, IX_MAGIC_LEN))
+		return false;
+	size_t hlen = (size_t)d[b + IX_MAGIC_LEN] << 8 | d[b + IX_MAGIC_LEN + 1];
+	size_t rows = b + IX_MAGIC_LEN + 2 + hlen;
+	if (rows + 4 > b + n)
+		return false;
+	uint32_t nrows = be32(d + rows);
+	if (nrows == 0 || (uint64_t)4 * nrows + 8 != b + n - rows)
+		return false;
+	j->ix_hdr = d + b + IX_MAGIC_LEN + 2;
+	j->ix_hlen = hlen;
+	j->ix_rows = d + rows + 4;
+	j->ix_nrows = nrows;
+	for (uint32_t y = 0; y < nrows; y++)
+		if (ix_row(j, y) >= ix_row(j, y + 1))
+			return false;
+	return ix_row(j, 0) >= b + n && ix_row(j, nrows) + 2 <= file_len;
+}
+
+int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint64_t file_len,
+			struct gm_jpeg_info *info)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	struct mcu_grid g;
+	size_t sof;
+
+	open_reset(j, "gm_jpeg_open_ranged");
+	if (!prefix || !ix_parse(j, prefix, plen, file_len)) {
+		set_err(j, -ENOENT, "no row index in the first %zu bytes", plen);
+		return -ENOENT;
+	}
+	if (setjmp(j->err.jb))
+		goto out_abort;
+	j->data = j->ix_hdr;
+	j->len = j->ix_hlen;
+	if (open_header(j, j->ix_hdr, j->ix_hlen, info))
+		goto out_abort;
+	mcu_grid(ci, &g);
+	if (ci->progressive_mode || ci->arith_code || !g.r || g.mx % g.r || g.my != j->ix_nrows ||
+	    ci->comps_in_scan != ci->num_components ||
+	    scan_start(j->ix_hdr, j->ix_hlen, &sof) != j->ix_hlen) {
+		set_err(j, -ENOENT, "the row index does not fit the image it describes");
+		j->errnum = -ENOENT;
+		goto out_abort;
+	}
+	j->ranged = true;
+	return 0;
+
+out_abort:
+	gm_jpeg_abort(j);
+	return j->errnum;
+}
+
+int gm_jpeg_region_bytes(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			 uint32_t h, uint64_t *off, uint64_t *len)
+{
+	struct mcu_grid g;
+	struct mcu_rect q;
+	uint32_t sw, sh;
+
+	if (!j->open || !j->ranged || scale_num < 1 || scale_num > 8)
+		return -EINVAL;
+	sw = gm_jpeg_scaled_dim(j->cinfo.image_width, scale_num);
+	sh = gm_jpeg_scaled_dim(j->cinfo.image_height, scale_num);
+	if (w == 0 || h == 0 || x >= sw || y >= sh || w > sw - x || h > sh - y)
+		return -EINVAL;
+	mcu_grid(&j->cinfo, &g);
+	window_rect(&g, &q, scale_num, x, y, w, h);
+	*off = ix_row(j, q.r0);
+	*len = ix_row(j, q.r1) + 2 - *off;
+	return 0;
+}
+
+void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_t len)
+{
+	j->ent = bytes;
+	j->ent_off = off;
+	j->ent_len = len;
 }

@@ -85,6 +85,7 @@ struct gm_loader {
 	uint64_t batches, samples, first_samples;
 	uint64_t t_first, t_last;
 	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
+	uint64_t read_bytes; /* gm_loader_read_bytes */
 	struct err_rec *errs;
 	uint64_t n_errs, cap_errs;
 	uint64_t errors; /* exact count; the listing keeps GM_RING_MAX_ERRS a batch */
@@ -492,6 +493,7 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint64_t t1)
 {
 	l->read_ns += ctl->read_ns;
+	l->read_bytes += ctl->read_bytes;
 	l->decode_ns += ctl->decode_ns;
 	l->augment_ns += ctl->augment_ns;
 	l->write_ns += ctl->write_ns;
@@ -782,4 +784,9 @@ size_t gm_loader_abi_size(int which)
 const char *gm_loader_errmsg(const struct gm_loader *l)
 {
 	return l->errmsg;
+}
+
+uint64_t gm_loader_read_bytes(const struct gm_loader *l)
+{
+	return l->read_bytes;
 }

@@ -23,6 +23,19 @@
  * sample is decoded into its place in the slot from inside the completion
  * callback while the other reads are still in flight.
  *
+ * Ranged reads (shards of restart-marked files with a row index, jpeg.h): the
+ * crop is chosen from the header, so a worker reads the batch's members in two
+ * rounds: first a prefix of each (RANGE_PREFIX bytes: the index with its copy of
+ * the tables; more once an index was larger), from which gm_aug_range names the
+ * bytes of the MCU rows the crop needs; then only those, decoded with
+ * gm_aug_sample_range into the same output bytes as from the whole member. A
+ * member without an index is read whole in the second round; a batch none of
+ * whose members has one turns ranged reads off for this worker (shards that were
+ * not packed with --restart). Retries and substitutes read whole members.
+ * GM_NO_RANGE=1 turns ranged reads off. What was read never decides how a
+ * sample decodes (contract 1): gm_aug_sample decodes a whole member that has an
+ * index through it too, so only the bytes read differ between the ways.
+ *
  * It does not fork, reap or replace workers (pool.c), and it talks to no one but
  * the ring: a worker neither knows the consumer nor the node agent.
  */
@@ -40,12 +53,16 @@
 #include <unistd.h>
 
 #include "goldminer/dataset.h"
+#include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
 #include "goldminer/ring.h"
 #include "goldminer/reader.h"
 
-#define TRANSIENT_TRIES	  8 /* re-reads of a sample after a transient error ... */
-#define TRANSIENT_WAIT_MS 4 /* ... after 4, 8, 16, ... ms (about 1 s in all) */
+#define TRANSIENT_TRIES	  8	       /* re-reads of a sample after a transient error ... */
+#define TRANSIENT_WAIT_MS 4	       /* ... after 4, 8, 16, ... ms (about 1 s in all) */
+#define RANGE_PREFIX	  1024u	       /* bytes first read of a member (the row index's) ... */
+#define RANGE_PREFIX_MAX  (72u * 1024) /* ... raised up to this for larger indexes */
+#define WHOLE		  UINT64_MAX
 
 struct gm_worker {
 	struct gm_worker_cfg c;
@@ -74,6 +91,13 @@ struct gm_worker {
 	struct gm_aug_times t;
 	uint64_t cb_ns;
 	char why[200]; /* why this worker gave a batch up (a persistent transient error) */
+	/* ranged reads (see the top): per batch position the prefix read, and the
+	 * range of the member read in the second round (roff WHOLE: all of it) */
+	bool ranged;
+	uint32_t prefix, want; /* bytes of a prefix read; wanted by the last batch */
+	uint8_t *pre;
+	uint32_t *plen;
+	uint64_t *roff, *msize, *moff;
 };
 
 static volatile sig_atomic_t retire_flag;
@@ -133,8 +157,12 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 	 * (stall attribution): set while this sample decodes, UINT32_MAX otherwise,
 	 * so a worker stuck in I/O is not blamed on the last sample it decoded. */
 	atomic_store_explicit(&w->ctl->cur_sample, id, memory_order_relaxed);
-	int err = gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id,
-				w->data + (size_t)i * w->sample_bytes, &w->t);
+	uint8_t *out = w->data + (size_t)i * w->sample_bytes;
+	int err = w->roff && w->roff[i] != WHOLE
+		      ? gm_aug_sample_range(w->aug, w->pre + (size_t)i * w->prefix, w->plen[i],
+					    w->msize[i], data, w->roff[i], len, w->c.seed, w->epoch,
+					    id, out, &w->t)
+		      : gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id, out, &w->t);
 	atomic_store_explicit(&w->ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	if (err)
 		snprintf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
@@ -164,6 +192,7 @@ static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 	struct gm_worker *w = arg;
 	uint32_t i = w->pos_of[j];
 	uint64_t t0 = now_ns();
+	w->ctl->read_bytes += len;
 	w->fail[i] = make_sample(w, i, w->ids[i], data, len, err, w->fail_msg[i]);
 	if (!w->fail[i])
 		finish(w, i);
@@ -210,6 +239,8 @@ static int read_one(struct gm_worker *w, uint32_t i, uint32_t id)
 	w->ids[i] = id;
 	w->pos_of[0] = i;
 	w->fail[i] = 0;
+	if (w->roff)
+		w->roff[i] = WHOLE;
 	int rc = w->fidx
 		     ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
 		     : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read, w);
@@ -282,6 +313,7 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint64_t task, uint32
 		ctl->n_errors = 0;
 		ctl->n_recs = 0;
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+		ctl->read_bytes = 0;
 		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
@@ -329,6 +361,67 @@ static int handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const uin
 	return rc;
 }
 
+/* First round of a ranged batch: read j's prefix, ask which bytes its crop needs. */
+static int on_prefix(void *arg, unsigned j, const void *data, size_t len, int err)
+{
+	struct gm_worker *w = arg;
+	uint32_t i = w->pos_of[j];
+	uint64_t t0 = now_ns(), off, rlen;
+
+	w->ctl->read_bytes += len;
+	w->roff[i] = WHOLE;
+	if (!err && len <= w->prefix) {
+		memcpy(w->pre + (size_t)i * w->prefix, data, len);
+		w->plen[i] = (uint32_t)len;
+		if (gm_aug_range(w->aug, w->pre + (size_t)i * w->prefix, len, w->msize[i],
+				 w->c.seed, w->epoch, w->ids[i], &off, &rlen) == 0 &&
+		    off + rlen <= w->msize[i])
+			w->roff[i] = off;
+		size_t need = gm_jpeg_index_bytes(data, len);
+		if (w->roff[i] == WHOLE && need > len && need <= RANGE_PREFIX_MAX && need > w->want)
+			w->want = (uint32_t)need; /* a larger index: read more of the next */
+		w->sizes[j] = w->roff[i] == WHOLE ? w->msize[i] : rlen;
+	}
+	w->t.decode_ns += now_ns() - t0;
+	w->cb_ns += now_ns() - t0;
+	return 0;
+}
+
+/*
+ * Read the prefixes of the m members of the batch and set each read of the second
+ * round to the range its crop needs (offs, sizes), or to the whole member. 0 or
+ * the reader's -errno.
+ */
+static int read_prefixes(struct gm_worker *w, uint32_t m)
+{
+	uint32_t ranged = 0;
+	if (w->want > w->prefix) {
+		uint8_t *p = realloc(w->pre, (size_t)w->c.batch_size * w->want);
+		if (!p)
+			return -ENOMEM;
+		w->pre = p;
+		w->prefix = w->want;
+	}
+	for (uint32_t j = 0; j < m; j++) {
+		uint32_t i = w->pos_of[j];
+		w->msize[i] = w->sizes[j];
+		w->moff[i] = w->offs[j];
+		w->sizes[j] = w->sizes[j] < w->prefix ? w->sizes[j] : w->prefix;
+	}
+	int rc = w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_prefix, w)
+			 : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_prefix, w);
+	for (uint32_t j = 0; j < m; j++) {
+		uint32_t i = w->pos_of[j];
+		bool whole = w->roff[i] == WHOLE;
+		ranged += !whole;
+		w->offs[j] = w->moff[i] + (whole ? 0 : w->roff[i]);
+		w->sizes[j] = whole ? w->msize[i] : w->sizes[j];
+	}
+	if (!ranged && !w->want)
+		w->ranged = false; /* no index in these shards: read whole members */
+	return rc;
+}
+
 int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 {
 	struct gm_slot_ctl *ctl;
@@ -355,9 +448,16 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 			w->fidx[m] = gm_dataset_shard(w->c.ds, id);
 		w->pos_of[m] = i;
 		w->fail[i] = 0;
+		if (w->roff)
+			w->roff[i] = WHOLE;
 		m++;
 	}
 	t0 = now_ns();
+	if (w->ranged && m) {
+		int pr = read_prefixes(w, m);
+		if (pr < 0)
+			return pr;
+	}
 	int rc = !m	   ? 0
 		 : w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_read, w)
 			   : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w);
@@ -405,6 +505,16 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->paths = calloc(b, sizeof(*w->paths));
 	w->sizes = calloc(b, sizeof(*w->sizes));
 	if (gm_dataset_sharded(cfg->ds) && !(w->offs = calloc(b, sizeof(*w->offs)))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "worker: out of memory");
+		goto out_destroy;
+	}
+	const char *nr = getenv("GM_NO_RANGE");
+	w->ranged = w->offs && !(nr && !strcmp(nr, "1"));
+	w->prefix = RANGE_PREFIX;
+	if (w->ranged && (!(w->pre = malloc((size_t)b * RANGE_PREFIX)) ||
+			  !(w->plen = calloc(b, 4)) || !(w->roff = calloc(b, 8)) ||
+			  !(w->msize = calloc(b, 8)) || !(w->moff = calloc(b, 8)))) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "worker: out of memory");
 		goto out_destroy;
@@ -464,6 +574,11 @@ void gm_worker_destroy(struct gm_worker *w)
 		return;
 	gm_aug_destroy(w->aug);
 	gm_reader_destroy(w->rd);
+	free(w->pre);
+	free(w->plen);
+	free(w->roff);
+	free(w->msize);
+	free(w->moff);
 	free(w->fail_msg);
 	free(w->pos_of);
 	free(w->fail);

@@ -653,12 +653,14 @@ static void test_odd_sizes_simd_equals_portable(void **state)
  * byte-gather kernel, the two-row kernels' lone last row), flips, and aspect
  * ratios that make the horizontal resize 1 to ~6 taps, so that the byte-gather
  * kernel runs with one and two source vectors and 1 to 4+ tap pairs, and falls
- * back to the other kernels when a group's taps reach past its window.
+ * back to the other kernels when a group's taps reach past its window. Sides 64,
+ * 99, 130 and 224 run the AVX-512 float layout on whole 64-pixel steps and with a
+ * ragged end; 21 and 22 the AVX2 one it falls back to.
  */
 static void test_every_level_equals_portable(void **state)
 {
 	static const char *levels[] = {"sse", "avx2", NULL};
-	static const uint32_t sizes[] = {1, 21, 22, 99, 224};
+	static const uint32_t sizes[] = {1, 21, 22, 64, 99, 130, 224};
 	static const float ratios[][2] = {{0.75f, 1.3333f}, {2.5f, 4.0f}, {0.25f, 0.4f}};
 	size_t len;
 	uint8_t *jpg = synth(640, 480, 41, 0, &len);

@@ -67,15 +67,34 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s);
 void gm_aug_destroy(struct gm_aug *a);
 
 /*
- * Decode and augment one sample. jpeg/len: the whole file. out: gm_aug_out_bytes()
- * bytes, written completely on success. t (may be NULL): timings are ADDED to it.
- * Returns 0, or -EBADMSG (corrupt/truncated/not a JPEG), -ENODATA (empty file),
- * -E2BIG (over max_pixels, detected before any pixel allocation), -ENOMEM.
- * On error, gm_aug_errmsg() says what was wrong (without the file name, which the
- * caller knows) and *out holds unspecified bytes.
+ * Decode and augment one sample. jpeg/len: the whole file (one with a row index,
+ * jpeg.h, is decoded through it, as gm_aug_sample_range does: the same bytes). out:
+ * gm_aug_out_bytes() bytes, written completely on success. t (may be NULL): timings are ADDED to
+ * it. Returns 0, or -EBADMSG (corrupt/truncated/not a JPEG), -ENODATA (empty file), -E2BIG (over
+ * max_pixels, detected before any pixel allocation), -ENOMEM. On error, gm_aug_errmsg() says what
+ * was wrong (without the file name, which the caller knows) and *out holds unspecified bytes.
  */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t);
+
+/*
+ * Ranged reads (gm_jpeg_open_ranged): from the first plen bytes of a file_len-byte
+ * file that carries a row index, the byte range [*off, *off + *len) that this
+ * sample's window needs. 0; -ENOENT (no usable index: read the whole file and call
+ * gm_aug_sample); -EBADMSG, -E2BIG, -ENOMEM as gm_aug_sample (then the whole file's
+ * gm_aug_sample reports it too).
+ */
+int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+		 uint64_t seed, uint64_t epoch, uint64_t sample_id, uint64_t *off, uint64_t *len);
+
+/*
+ * gm_aug_sample from the prefix gm_aug_range read and the bytes [off, off + blen)
+ * of the file (those it named): the same output bytes as gm_aug_sample on the whole
+ * file. Returns as gm_aug_sample.
+ */
+int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
+			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,
+			uint64_t sample_id, void *out, struct gm_aug_times *t);
 
 /* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
 uint16_t gm_f32_to_f16(float f);

@@ -175,4 +175,55 @@ int gm_jpeg_restart_transcode(const void *in, size_t len, uint32_t interval, uin
  */
 uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint32_t interval);
 
+/*
+ * Ranged reads (a member of a shard read in part): gm_jpeg_add_row_index() writes
+ * into a restart-marked file (its interval dividing an MCU row, as pack --restart
+ * makes them) an APP15 segment near the start holding a copy of the tables and the
+ * file offset of each MCU row. A reader then reads a prefix of the file,
+ * gm_jpeg_open_ranged() on it, chooses its window, asks gm_jpeg_region_bytes()
+ * which bytes that window needs, reads them, hands them over with
+ * gm_jpeg_set_bytes() and calls gm_jpeg_decode_region() as usual: the same pixels
+ * as from the whole file (the same restart segments are spliced), but only the MCU
+ * rows of the window (plus one MCU) are read. The file stays a valid JPEG (decoders
+ * skip APP15); its pixels do not change.
+ */
+
+/*
+ * The file in[0..len) with the row index added (*out malloc'ed, *out_len bytes;
+ * the caller frees it). Uses j (an open image is dropped). 0; -ENOENT when the
+ * file does not qualify (no restart interval, one that does not divide an MCU
+ * row, progressive, or an index over 64 KB); gm_jpeg_open's errors.
+ */
+int gm_jpeg_add_row_index(struct gm_jpeg *j, const void *in, size_t len, uint8_t **out,
+			  size_t *out_len);
+
+/*
+ * Open a file from its first plen bytes (file_len in all) through its row index,
+ * as gm_jpeg_open() does from the whole file. The prefix must stay valid until the
+ * decode. 0; -ENOENT (no usable index in the prefix: read the whole file and use
+ * gm_jpeg_open); gm_jpeg_open's other errors.
+ */
+int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint64_t file_len,
+			struct gm_jpeg_info *info);
+
+/*
+ * How many bytes of the file a prefix must hold for gm_jpeg_open_ranged: the end
+ * of the row index whose start prefix[0..plen) holds, or 0 when it holds none.
+ * Pure function.
+ */
+size_t gm_jpeg_index_bytes(const void *prefix, size_t plen);
+
+/*
+ * After gm_jpeg_open_ranged: the byte range [*off, *off + *len) of the file that
+ * the decode of this window (as gm_jpeg_decode_region's arguments) needs. 0, or
+ * -EINVAL (no ranged open, a bad window).
+ */
+int gm_jpeg_region_bytes(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			 uint32_t h, uint64_t *off, uint64_t *len);
+
+/* After gm_jpeg_open_ranged: the file's bytes [off, off + len), valid until the
+ * decode (the caller's memory). A decode whose rows they do not hold fails with
+ * -EBADMSG. */
+void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_t len);
+
 #endif

@@ -150,4 +150,12 @@ void gm_loader_stop(struct gm_loader *l);
 /* Stop the workers, unmap and free everything; NULL is a no-op. */
 void gm_loader_close(struct gm_loader *l);
 
+/*
+ * Bytes the workers read for the batches delivered so far (a batch re-made after
+ * a worker died counts what its last worker read). Ranged reads of restart-marked
+ * shards (worker.c) make it less than the members' sizes. Not thread-safe with
+ * gm_loader_next on the same handle.
+ */
+uint64_t gm_loader_read_bytes(const struct gm_loader *l);
+
 #endif

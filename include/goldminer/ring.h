@@ -68,6 +68,9 @@ struct gm_slot_ctl {
 	 * killed between its claim and that clearing never lets the next one trust
 	 * the previous task's bits. Written by the lease holder only. */
 	_Atomic uint64_t bits_task;
+	/* worker.c (issue 13): bytes the workers read for this batch (ranged reads of
+	 * restart-marked shards read less than the members' sizes) */
+	uint64_t read_bytes;
 };
 
 /* The header page. Fields above `consumed` are written once at creation. */

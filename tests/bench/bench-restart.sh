@@ -4,8 +4,10 @@
 #   - the 1-core decode reference (full and crop-window decode) on both trees
 #   - goldminer bench, 2 workers, uint8 and float32, alternating ROUNDS times over
 #     the original tree, the restart-marked tree, the restart-marked shards, and the
-#     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice);
-#     medians of img/s and of the decode and augment stages (us/img), with
+#     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice), and
+#     the shards with GM_NO_RANGE=1 (whole members read, not the crop's rows);
+#     medians of img/s, of the decode and augment stages (us/img) and of the
+#     bytes read per image, with
 #     --checksum: every kind must deliver the same bytes (eval mode checked too)
 #   - tests/bench/torch_loader.py (PyTorch DataLoader) on the restart-marked tree
 # Ratios: restart-marked / original (target >= 1.15x), each / 2 x the 1-core
@@ -32,13 +34,14 @@ done
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for t in uint8 float32; do
-		for k in orig rst wds nosplice; do
+		for k in orig rst wds wdswhole nosplice; do
 			d=$out/rst
 			[ $k = orig ] && d=$PHOTOS
-			[ $k = wds ] && d=$out/rstwds
-			ns=0
+			[ $k = wds ] || [ $k = wdswhole ] && d=$out/rstwds
+			ns=0 nr=0
 			[ $k = nosplice ] && ns=1
-			GM_NO_SPLICE=$ns "$B/goldminer" bench "$d" --workers 2 --batch 64 \
+			[ $k = wdswhole ] && nr=1
+			GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
 				--epochs "$EPOCHS" --output $t --checksum --quiet 2>/dev/null |
 				tail -1 >>"$out/${k}_$t.json" || exit 1
 		done
@@ -84,18 +87,19 @@ print("1-core crop-window decode: original %.1f img/s, restart-marked %.1f img/s
       rr["crop_decode_img_per_s"] / crop, ro["full_decode_img_per_s"], rr["full_decode_img_per_s"]))
 ok = True
 names = {"orig": "original tree", "rst": "restart tree", "wds": "restart shards",
-         "nosplice": "restart, no splice"}
+         "wdswhole": "shards, whole reads", "nosplice": "restart, no splice"}
 for t in ("uint8", "float32"):
     base = None
-    for k in ("orig", "rst", "wds", "nosplice"):
+    for k in ("orig", "rst", "wds", "wdswhole", "nosplice"):
         rs = rows("%s_%s.json" % (k, t))
         ips = med([r["img_per_s"] for r in rs])
         dec = med([r["stage_us_per_img"]["decode"] for r in rs])
         aug = med([r["stage_us_per_img"]["augment"] for r in rs])
+        kb = med([r.get("read_bytes", 0) / r["images"] / 1e3 for r in rs])
         base = base or ips
         print("%-8s %-19s median %8.1f img/s  %5.2fx original  %4.2f of 2 x crop decode  "
-              "decode %5.1f  augment %5.1f us/img" % (t, names[k], ips, ips / base,
-              ips / (2 * crop), dec, aug))
+              "decode %5.1f  augment %5.1f us/img  read %5.1f KB/img" % (t, names[k], ips,
+              ips / base, ips / (2 * crop), dec, aug, kb))
         sums = {tuple(r["checksum"]) for r in rs}
         ok = ok and len(sums) == 1
         if k == "orig":

@@ -5,7 +5,11 @@
  * from them. Three windows at each DCT scale, decoded by a handle that splices and
  * by one that does not (GM_NO_SPLICE=1 at its creation). Checks: 0 or a documented
  * -errno with a message; where both decode, the same pixels (a segment is decoded
- * from the same bytes and a fresh state either way).
+ * from the same bytes and a fresh state either way). Files with a row index (pack
+ * --restart into shards) are also decoded ranged, from a 1 KB prefix and the bytes
+ * gm_jpeg_region_bytes names, copied to a buffer of just that size (so a read past
+ * them is caught by ASan): 0 or a documented -errno (a corrupted index may give
+ * other pixels, never a read outside the bytes).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -75,6 +79,42 @@ static void one_window(const uint8_t *data, size_t size, const struct gm_jpeg_in
 				abort();
 }
 
+/* Window k of 3 at scale n decoded ranged (the file has a row index). */
+static void one_ranged(const uint8_t *data, size_t size, uint32_t n, int k)
+{
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image a;
+	uint64_t off, len;
+	size_t plen = size < 1024 ? size : 1024;
+	uint8_t *pre = malloc(plen);
+	if (!pre)
+		abort();
+	memcpy(pre, data, plen);
+	int rc = gm_jpeg_open_ranged(dec, pre, plen, size, &info);
+	if (rc == -ENOENT) {
+		free(pre);
+		return;
+	}
+	check_rc(rc, dec);
+	if (rc == 0) {
+		uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
+		uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+		uint32_t x = k == 0 ? sw / 3 : 0, y = k == 0 ? sh / 4 : k == 1 ? 0 : sh - 1;
+		uint32_t w = k == 0 ? (sw + 1) / 2 : sw, h = k == 0 ? (sh + 2) / 3 : 1;
+		if (gm_jpeg_region_bytes(dec, n, x, y, w, h, &off, &len) || off + len > size)
+			abort(); /* the index's offsets were checked against the size */
+		uint8_t *b = malloc(len ? len : 1);
+		if (!b)
+			abort();
+		memcpy(b, data + off, len);
+		gm_jpeg_set_bytes(dec, b, off, len);
+		check_rc(gm_jpeg_decode_region(dec, n, x, y, w, h, &a), dec);
+		free(b);
+	}
+	gm_jpeg_abort(dec);
+	free(pre);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gm_jpeg_info info;
@@ -86,7 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc)
 		return 0;
 	for (uint32_t n = 1; n <= 8; n *= 2)
-		for (int k = 0; k < 3; k++)
+		for (int k = 0; k < 3; k++) {
 			one_window(data, size, &info, n, k);
+			one_ranged(data, size, n, k);
+		}
 	return 0;
 }
