@@ -127,6 +127,7 @@ struct m_publish {
 	int32_t status;
 	uint32_t n_recs, words, pad;
 	uint64_t ns[4]; /* read, decode, augment, write */
+	uint64_t read_bytes;
 };
 
 enum cstate { C_NEW, C_HELLO, C_CHALLENGED, C_OK, C_DEAD };
@@ -644,6 +645,7 @@ static void begin_remote_task(struct hjob *j, uint32_t slot, uint64_t task, uint
 		ctl->n_errors = 0;
 		ctl->n_recs = 0;
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+		ctl->read_bytes = 0;
 		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
@@ -883,6 +885,7 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 	ctl->decode_ns += p->ns[1];
 	ctl->augment_ns += p->ns[2];
 	ctl->write_ns += p->ns[3];
+	ctl->read_bytes += p->read_bytes;
 	c->vpid = 0;
 	gm_ring_publish(j->ring, c->slot);
 	(void)r;
@@ -1326,7 +1329,8 @@ static int ship(struct gm_remote *r, struct conn *c, struct gm_ring *m, uint32_t
 			      .status = ctl->status,
 			      .n_recs = ctl->n_recs,
 			      .words = words,
-			      .ns = {ctl->read_ns, ctl->decode_ns, ctl->augment_ns, ctl->write_ns}};
+			      .ns = {ctl->read_ns, ctl->decode_ns, ctl->augment_ns, ctl->write_ns},
+			      .read_bytes = ctl->read_bytes};
 	unsigned char *buf = (unsigned char *)r->scratch2;
 	for (uint32_t q = 0; q < words; q++) {
 		uint64_t e = atomic_load(&err[q]);
@@ -1349,6 +1353,7 @@ static void preset(struct gm_remote *r, struct gm_ring *m, uint32_t slot)
 	}
 	ctl->n_errors = ctl->n_recs = 0;
 	ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+	ctl->read_bytes = 0;
 	atomic_store(&ctl->bits_task, l->task + 1);
 }
 
