@@ -178,10 +178,11 @@ $(awk -F'\t' 'NR == FNR { if (!/^#/) { g[$1] = $3; gs[$1] = $6 } next }
 The PyTorch-era rates describe input pipelines as the paper's users ran them, not
 goldminer's own data plane. The remote cost, the fraction of a data worker's rate
 lost when it runs on another node than the job's GPUs, is **$RC, measured** by
-tests/bench/bench-remote.sh (one worker delivers 0.90-0.92 of its rate to a trainer
-on another host over UCX/TCP, on the development machine); section (d) shows how
-the results move with it (RDMA would lower it, a slow network raise it). The
-simulator's model of one node was checked against the real node agent
+tests/bench/bench-remote.sh (one worker delivers 0.83-0.99 of its rate, median
+0.91, to a trainer on another host over UCX/TCP, on the development machine);
+section (d) shows how the results move with it (RDMA would lower it, a slow
+network raise it). The simulator's model of one node was checked against the real
+node agent
 by tests/bench/bench-sim-real.sh (\`make bench\`; its figures depend on the
 machine and are not part of this file).
 Read every ratio as "what this model predicts", not as a measurement.

@@ -31,9 +31,10 @@
  * The default remote cost: the fraction of a data worker's rate lost when it runs
  * on another node than the job's GPUs (a local worker loses nothing). MEASURED by
  * tests/bench/bench-remote.sh (make bench): one worker with a core to itself
- * delivers 0.90-0.92 of its img/s to a trainer on another host (UCX over TCP
- * between network namespaces) of what it delivers on its own host, on the
- * development machine (2 cores, quiet runs, 2026-11-30): a cost of 0.08-0.10.
+ * delivers 0.83-0.99 (median 0.91, seven quiet runs) of its img/s to a trainer
+ * on another host (UCX over TCP between network namespaces) of what it delivers
+ * on its own host, on the development machine (2 cores, 2026-11-30): a cost of
+ * about 0.1.
  * Over RDMA it would be lower, over a slow network higher: sim/RESULTS.md sweeps
  * 0..0.3. --help, RESULTS.md and the docs take it from here.
  */
