@@ -86,6 +86,7 @@ struct gm_loader {
 	uint64_t t_first, t_last;
 	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
 	uint64_t read_bytes; /* gm_loader_read_bytes */
+	uint64_t preempt_ns; /* gm_loader_preempt_ns */
 	struct err_rec *errs;
 	uint64_t n_errs, cap_errs;
 	uint64_t errors; /* exact count; the listing keeps GM_RING_MAX_ERRS a batch */
@@ -494,6 +495,7 @@ static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint
 {
 	l->read_ns += ctl->read_ns;
 	l->read_bytes += ctl->read_bytes;
+	l->preempt_ns += ctl->preempt_ns;
 	l->decode_ns += ctl->decode_ns;
 	l->augment_ns += ctl->augment_ns;
 	l->write_ns += ctl->write_ns;
@@ -504,9 +506,9 @@ static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint
 	l->t_last = t1;
 	l->batches++;
 	/* counters for the controller, which may run in another process (relaxed) */
-	atomic_fetch_add_explicit(&l->h->c_work_ns,
-				  ctl->read_ns + ctl->decode_ns + ctl->augment_ns + ctl->write_ns,
-				  memory_order_relaxed);
+	uint64_t busy = ctl->read_ns + ctl->decode_ns + ctl->augment_ns + ctl->write_ns;
+	busy = busy > ctl->preempt_ns ? busy - ctl->preempt_ns : 0; /* running or in I/O */
+	atomic_fetch_add_explicit(&l->h->c_work_ns, busy, memory_order_relaxed);
 	atomic_fetch_add_explicit(&l->h->c_samples, ctl->n, memory_order_relaxed);
 	l->samples += ctl->n;
 }
@@ -789,4 +791,9 @@ const char *gm_loader_errmsg(const struct gm_loader *l)
 uint64_t gm_loader_read_bytes(const struct gm_loader *l)
 {
 	return l->read_bytes;
+}
+
+uint64_t gm_loader_preempt_ns(const struct gm_loader *l)
+{
+	return l->preempt_ns;
 }

@@ -127,7 +127,7 @@ struct m_publish {
 	int32_t status;
 	uint32_t n_recs, words, pad;
 	uint64_t ns[4]; /* read, decode, augment, write */
-	uint64_t read_bytes;
+	uint64_t read_bytes, preempt_ns;
 };
 
 enum cstate { C_NEW, C_HELLO, C_CHALLENGED, C_OK, C_DEAD };
@@ -646,6 +646,7 @@ static void begin_remote_task(struct hjob *j, uint32_t slot, uint64_t task, uint
 		ctl->n_recs = 0;
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
 		ctl->read_bytes = 0;
+		ctl->preempt_ns = 0;
 		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
@@ -886,6 +887,7 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 	ctl->augment_ns += p->ns[2];
 	ctl->write_ns += p->ns[3];
 	ctl->read_bytes += p->read_bytes;
+	ctl->preempt_ns += p->preempt_ns;
 	c->vpid = 0;
 	gm_ring_publish(j->ring, c->slot);
 	(void)r;
@@ -1330,7 +1332,8 @@ static int ship(struct gm_remote *r, struct conn *c, struct gm_ring *m, uint32_t
 			      .n_recs = ctl->n_recs,
 			      .words = words,
 			      .ns = {ctl->read_ns, ctl->decode_ns, ctl->augment_ns, ctl->write_ns},
-			      .read_bytes = ctl->read_bytes};
+			      .read_bytes = ctl->read_bytes,
+			      .preempt_ns = ctl->preempt_ns};
 	unsigned char *buf = (unsigned char *)r->scratch2;
 	for (uint32_t q = 0; q < words; q++) {
 		uint64_t e = atomic_load(&err[q]);
@@ -1354,6 +1357,7 @@ static void preset(struct gm_remote *r, struct gm_ring *m, uint32_t slot)
 	ctl->n_errors = ctl->n_recs = 0;
 	ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
 	ctl->read_bytes = 0;
+	ctl->preempt_ns = 0;
 	atomic_store(&ctl->bits_task, l->task + 1);
 }
 

@@ -42,6 +42,7 @@
 #include "goldminer/worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -91,6 +92,7 @@ struct gm_worker {
 	struct gm_aug_times t;
 	uint64_t cb_ns;
 	char why[200]; /* why this worker gave a batch up (a persistent transient error) */
+	int sched_fd;  /* /proc/self/schedstat, or -1 */
 	/* ranged reads (see the top): per batch position the prefix read, and the
 	 * range of the member read in the second round (roff WHOLE: all of it) */
 	bool ranged;
@@ -106,6 +108,21 @@ static void on_retire(int sig)
 {
 	(void)sig;
 	retire_flag = 1;
+}
+
+/* Nanoseconds this process has waited on a run queue (preempted), from
+ * /proc/self/schedstat's second field; 0 where the kernel does not keep it. */
+static uint64_t run_delay_ns(struct gm_worker *w)
+{
+	char buf[128];
+	unsigned long long run, delay;
+	if (w->sched_fd < 0)
+		return 0;
+	ssize_t n = pread(w->sched_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu %llu", &run, &delay) == 2 ? (uint64_t)delay : 0;
 }
 
 static uint64_t now_ns(void)
@@ -314,6 +331,7 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint64_t task, uint32
 		ctl->n_recs = 0;
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
 		ctl->read_bytes = 0;
+		ctl->preempt_ns = 0;
 		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
@@ -453,6 +471,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 		m++;
 	}
 	t0 = now_ns();
+	uint64_t rq0 = run_delay_ns(w);
 	if (w->ranged && m) {
 		int pr = read_prefixes(w, m);
 		if (pr < 0)
@@ -471,6 +490,8 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	ctl->decode_ns += w->t.decode_ns;
 	ctl->augment_ns += w->t.augment_ns;
 	ctl->write_ns += now_ns() - t1; /* bookkeeping after the last sample landed */
+	uint64_t rq1 = run_delay_ns(w);
+	ctl->preempt_ns += rq1 > rq0 ? rq1 - rq0 : 0;
 	return 0;
 }
 
@@ -501,6 +522,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->n = gm_dataset_count(cfg->ds);
 	w->sample_bytes = gm_aug_out_bytes(&cfg->aug);
 	w->pid = (uint32_t)getpid();
+	w->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	w->perm = malloc((size_t)w->n * sizeof(*w->perm));
 	w->paths = calloc(b, sizeof(*w->paths));
 	w->sizes = calloc(b, sizeof(*w->sizes));
@@ -572,6 +594,8 @@ void gm_worker_destroy(struct gm_worker *w)
 {
 	if (!w)
 		return;
+	if (w->sched_fd >= 0)
+		close(w->sched_fd);
 	gm_aug_destroy(w->aug);
 	gm_reader_destroy(w->rd);
 	free(w->pre);

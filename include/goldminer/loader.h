@@ -158,4 +158,13 @@ void gm_loader_close(struct gm_loader *l);
  */
 uint64_t gm_loader_read_bytes(const struct gm_loader *l);
 
+/*
+ * Of the workers' stage times of the batches delivered so far, the time they sat
+ * preempted on a run queue (/proc/self/schedstat's run delay; 0 where the kernel
+ * keeps none). The elastic controller leaves it out of a worker's rate, so that
+ * the rate does not depend on how many workers share the cores. Not thread-safe
+ * with gm_loader_next on the same handle.
+ */
+uint64_t gm_loader_preempt_ns(const struct gm_loader *l);
+
 #endif

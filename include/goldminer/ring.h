@@ -71,6 +71,11 @@ struct gm_slot_ctl {
 	/* worker.c (issue 13): bytes the workers read for this batch (ranged reads of
 	 * restart-marked shards read less than the members' sizes) */
 	uint64_t read_bytes;
+	/* worker.c (issue 14): of the stage times above, how long the worker sat on a
+	 * run queue, preempted (/proc/self/schedstat's run delay): the controller
+	 * plans with a worker's rate while it runs or waits for I/O, not with what
+	 * the other processes on its cores leave it */
+	uint64_t preempt_ns;
 };
 
 /* The header page. Fields above `consumed` are written once at creation. */
