@@ -629,31 +629,6 @@ static uint32_t next_vpid(struct gm_remote *r)
 	return r->next_vpid++;
 }
 
-/* Prepare the slot as the lease holder, like a worker's begin_task: bits that
- * are not this task's are cleared before they are claimed for it. */
-static void begin_remote_task(struct hjob *j, uint32_t slot, uint64_t task, uint32_t nb)
-{
-	struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, slot);
-	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, slot);
-	_Atomic uint64_t *err = gm_ring_err_bits(j->ring, slot);
-	/* pairs with the release store below, by an earlier holder of this lease */
-	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1) {
-		for (uint32_t q = 0; q < j->words; q++) {
-			atomic_store_explicit(&done[q], 0, memory_order_relaxed);
-			atomic_store_explicit(&err[q], 0, memory_order_relaxed);
-		}
-		ctl->n_errors = 0;
-		ctl->n_recs = 0;
-		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
-		ctl->read_bytes = 0;
-		ctl->preempt_ns = 0;
-		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
-	}
-	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
-	ctl->n = nb;
-	ctl->status = 0;
-}
-
 static void on_claim(struct gm_remote *r, struct conn *c)
 {
 	struct hjob *j = c->job;
@@ -683,7 +658,7 @@ static void on_claim(struct gm_remote *r, struct conn *c)
 		uint64_t first = (task % j->bpe) * j->batch;
 		uint32_t nb =
 		    (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first : j->batch);
-		begin_remote_task(j, (uint32_t)slot, task, nb);
+		gm_ring_begin_task(j->ring, (uint32_t)slot, task, nb);
 		_Atomic uint64_t *done = gm_ring_done_bits(j->ring, (uint32_t)slot);
 		for (uint32_t q = 0; q < j->words; q++)
 			words[q] = atomic_load_explicit(&done[q], memory_order_acquire);

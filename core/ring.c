@@ -635,6 +635,32 @@ void gm_ring_release(struct gm_ring *r, uint32_t slot)
 	futex_wake(&h->work_seq, INT_MAX);
 }
 
+void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_t n)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
+	uint32_t words = (r->hdr->batch_size + 63) / 64;
+	/* pairs with the release store below, by an earlier holder of this lease */
+	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1) {
+		/* The bits are not this task's (a fresh task, or one whose first holder
+		 * died before it got here): forget the slot's previous batch. */
+		_Atomic uint64_t *done = gm_ring_done_bits(r, slot),
+				 *err = gm_ring_err_bits(r, slot);
+		for (uint32_t q = 0; q < words; q++) {
+			atomic_store_explicit(&done[q], 0, memory_order_relaxed);
+			atomic_store_explicit(&err[q], 0, memory_order_relaxed);
+		}
+		ctl->n_errors = 0;
+		ctl->n_recs = 0;
+		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+		ctl->read_bytes = 0;
+		ctl->preempt_ns = 0;
+		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
+	}
+	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
+	ctl->n = n;
+	ctl->status = 0;
+}
+
 uint32_t gm_ring_reclaim(struct gm_ring *r, uint32_t pid, uint32_t *crash_sample)
 {
 	uint32_t n = 0;

@@ -305,10 +305,7 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint64_t task, uint32
 		       uint32_t nb)
 {
 	struct gm_ring *r = w->c.ring;
-	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
-	uint32_t words = (w->c.batch_size + 63) / 64;
-
-	w->ctl = ctl;
+	w->ctl = gm_ring_ctl(r, slot);
 	w->data = gm_ring_data(r, slot);
 	w->ids = gm_ring_ids(r, slot);
 	w->labels = gm_ring_labels(r, slot);
@@ -317,26 +314,7 @@ static void begin_task(struct gm_worker *w, uint32_t slot, uint64_t task, uint32
 	w->epoch = epoch;
 	memset(&w->t, 0, sizeof(w->t));
 	w->cb_ns = 0;
-	/* pairs with the release store below, by a worker that held this lease before */
-	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1) {
-		/* The bits are not this task's (a fresh task, or one whose first worker
-		 * died before it got here): forget the slot's previous batch. A task
-		 * re-issued after that keeps what the dead worker finished (same bytes
-		 * by contract 1). The bits are cleared before they are claimed. */
-		for (uint32_t q = 0; q < words; q++) {
-			atomic_store_explicit(&w->done[q], 0, memory_order_relaxed);
-			atomic_store_explicit(&w->err[q], 0, memory_order_relaxed);
-		}
-		ctl->n_errors = 0;
-		ctl->n_recs = 0;
-		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
-		ctl->read_bytes = 0;
-		ctl->preempt_ns = 0;
-		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
-	}
-	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
-	ctl->n = nb;
-	ctl->status = 0;
+	gm_ring_begin_task(r, slot, task, nb);
 }
 
 /* Bad samples of the m reads, in position order (the pass over pos_of is in that

@@ -194,6 +194,13 @@ int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
 /* Consumer: hand the slot of task `consumed` back for task consumed + N. */
 void gm_ring_release(struct gm_ring *r, uint32_t slot);
 
+/* Lease holder (a worker, or the home agent for a remote worker): make slot ready
+ * for task's batch of n samples. Its done/err bits and counters are kept when they
+ * already describe this task (a re-issued task resumes after what its dead holder
+ * finished: same bytes by contract 1), else cleared before bits_task claims them
+ * for it (acquire/release on bits_task). */
+void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_t n);
+
 /* Coordinator: return every slot leased to pid to FREE (its task is re-issued).
  * Records the sample it was decoding in *crash_sample (UINT32_MAX if unknown) for
  * the first such slot. Returns the number of tasks re-issued. */
