@@ -385,12 +385,12 @@ uint16_t gm_f32_to_f16(float f)
 
 /*
  * Choose the fastest kernels this CPU runs. GM_NO_SIMD=1 forces the portable ones;
- * GM_SIMD_MAX=sse|avx2 stops at that level (tests compare every level's kernels
- * with the portable ones).
+ * GM_SIMD_MAX=sse|avx2|avx512 (AVX-512 without VNNI) stops at that level (tests compare every
+ * level's kernels with the portable ones).
  */
 static void pick_kernels(struct gm_aug *a)
 {
-	enum aug_simd_level max = AUG_SIMD_AVX512;
+	enum aug_simd_level max = AUG_SIMD_VNNI;
 	a->k.vrow = vrow_c;
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
@@ -405,6 +405,8 @@ static void pick_kernels(struct gm_aug *a)
 		max = AUG_SIMD_SSE;
 	else if (cap && strcmp(cap, "avx2") == 0)
 		max = AUG_SIMD_AVX2;
+	else if (cap && strcmp(cap, "avx512") == 0)
+		max = AUG_SIMD_AVX512;
 	gm_aug_simd_pick(&a->k, max);
 }
 

@@ -87,11 +87,11 @@ struct aug_kernels {
 };
 
 /* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
-enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512 };
+enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512, AUG_SIMD_VNNI };
 
 /*
  * Replace the kernels of k with the fastest ones this CPU runs (cpuid), up to
- * level max: SSE2 and SSSE3; AVX2 and F16C; AVX-512 (F, BW, VBMI). Does nothing
+ * level max: SSE2 and SSSE3; AVX2 and F16C; AVX-512 (F, BW, VBMI); VNNI. Does nothing
  * on other architectures. aug.c calls it unless GM_NO_SIMD=1.
  */
 __attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *k,

@@ -648,7 +648,7 @@ static void test_odd_sizes_simd_equals_portable(void **state)
 }
 
 /*
- * Every kernel level (GM_SIMD_MAX: sse, avx2, and the best this CPU has) against
+ * Every kernel level (GM_SIMD_MAX: sse, avx2, avx512, and the best this CPU has) against
  * the portable kernels, bit for bit: odd output sides (a ragged last group of the
  * byte-gather kernel, the two-row kernels' lone last row), flips, and aspect
  * ratios that make the horizontal resize 1 to ~6 taps, so that the byte-gather
@@ -659,7 +659,7 @@ static void test_odd_sizes_simd_equals_portable(void **state)
  */
 static void test_every_level_equals_portable(void **state)
 {
-	static const char *levels[] = {"sse", "avx2", NULL};
+	static const char *levels[] = {"sse", "avx2", "avx512", NULL};
 	static const uint32_t sizes[] = {1, 21, 22, 64, 99, 130, 224};
 	static const float ratios[][2] = {{0.75f, 1.3333f}, {2.5f, 4.0f}, {0.25f, 0.4f}};
 	size_t len;
