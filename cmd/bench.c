@@ -457,7 +457,7 @@ static void bench_report(const struct bench *b, double wall)
 	       ", \"stage_ms\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
 	       ", \"write\": %.1f, \"consumer_wait\": %.1f}"
 	       ", \"stage_us_per_img\": {\"read\": %.1f, \"decode\": %.1f, \"augment\": %.1f"
-	       ", \"write\": %.2f}"
+	       ", \"write\": %.2f, \"preempted\": %.1f}"
 	       ", \"errors\": %" PRIu64 ", \"worker_deaths\": %" PRIu64 ", \"reissued\": %" PRIu64
 	       ", \"pinned\": %s, \"cuda\": \"%s\", \"reader\": \"%s\"",
 	       st.img_per_s, st.samples, st.batches, b->epochs, st.dataset_size, st.num_classes,
@@ -465,7 +465,7 @@ static void bench_report(const struct bench *b, double wall)
 	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, b->open_s, st.read_ns / 1e6,
 	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
-	       st.write_ns / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
+	       st.write_ns / 1e3 / n, (double)gm_loader_preempt_ns(b->l) / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
 	       st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable", b->reader);
 	printf(", \"read_bytes\": %" PRIu64, gm_loader_read_bytes(b->l));
 	report_extras(b, &st, wall);

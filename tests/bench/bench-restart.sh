@@ -1,14 +1,17 @@
 #!/bin/sh
 # Restart-marked JPEGs against the originals, in this one run on $PHOTOS:
 #   - goldminer pack --restart --tree (and into shards): time, bytes, images kept
-#   - the 1-core decode reference (full and crop-window decode) on both trees
+#   - the 1-core decode reference (full and crop-window decode) on both trees, on
+#     the originals again after the runs (the ratio takes the mean of the two)
 #   - goldminer bench, 2 workers, uint8 and float32, alternating ROUNDS times over
 #     the original tree, the restart-marked tree, the restart-marked shards, and the
 #     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice), and
 #     the shards with GM_NO_RANGE=1 (whole members read, not the crop's rows);
-#     medians of img/s, of the decode and augment stages (us/img) and of the
-#     bytes read per image, with
-#     --checksum: every kind must deliver the same bytes (eval mode checked too)
+#     medians of img/s, of the decode and augment stages (us/img), of the
+#     bytes read per image and of the time the workers sat preempted on a run
+#     queue (a busy machine shows there); the timed runs do not hash, one more run
+#     of each kind with --checksum: every kind must deliver the same bytes (eval
+#     mode checked too)
 #   - tests/bench/torch_loader.py (PyTorch DataLoader) on the restart-marked tree
 # Ratios: restart-marked / original (target >= 1.15x), each / 2 x the 1-core
 # crop-window decode rate of the originals (target >= 0.9), goldminer / DataLoader
@@ -31,23 +34,37 @@ for k in orig rst; do
 	echo "-- 1-core decode reference on $k ($B/bench/decode_ref)"
 	"$B/bench/decode_ref" "$d" 2>/dev/null | tee "$out/ref_$k.json" || exit 1
 done
+# one run of goldminer bench on kind $1, output $2, more options after
+run_kind() {
+	k=$1 t=$2
+	shift 2
+	d=$out/rst
+	[ $k = orig ] && d=$PHOTOS
+	[ $k = wds ] || [ $k = wdswhole ] && d=$out/rstwds
+	ns=0 nr=0
+	[ $k = nosplice ] && ns=1
+	[ $k = wdswhole ] && nr=1
+	GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
+		--epochs "$EPOCHS" --output $t --quiet "$@" 2>/dev/null | tail -1
+}
+# The timed runs do not hash (the trainer's process would take CPU from the
+# workers); one more run of each kind and output type hashes the batches.
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for t in uint8 float32; do
 		for k in orig rst wds wdswhole nosplice; do
-			d=$out/rst
-			[ $k = orig ] && d=$PHOTOS
-			[ $k = wds ] || [ $k = wdswhole ] && d=$out/rstwds
-			ns=0 nr=0
-			[ $k = nosplice ] && ns=1
-			[ $k = wdswhole ] && nr=1
-			GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
-				--epochs "$EPOCHS" --output $t --checksum --quiet 2>/dev/null |
-				tail -1 >>"$out/${k}_$t.json" || exit 1
+			run_kind $k $t >>"$out/${k}_$t.json" || exit 1
 		done
 	done
 	r=$((r + 1))
 done
+for t in uint8 float32; do
+	for k in orig rst wds wdswhole nosplice; do
+		run_kind $k $t --checksum >>"$out/${k}_${t}_sum.json" || exit 1
+	done
+done
+echo "-- 1-core decode reference on orig again ($B/bench/decode_ref)"
+"$B/bench/decode_ref" "$PHOTOS" 2>/dev/null | tee "$out/ref_orig2.json" || exit 1
 for k in orig rst; do
 	d=$PHOTOS
 	[ $k = rst ] && d=$out/rst
@@ -78,12 +95,13 @@ def rows(name):
 def med(v):
     v = sorted(v)
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
-ro, rr = last("ref_orig.json"), last("ref_rst.json")
-crop = ro["crop_decode_img_per_s"]
+ro, rr, ro2 = last("ref_orig.json"), last("ref_rst.json"), last("ref_orig2.json")
+crop = (ro["crop_decode_img_per_s"] + ro2["crop_decode_img_per_s"]) / 2
 print("== summary: restart-marked vs original files (same run, 2 workers)")
 print(open(os.path.join(d, "pack.txt")).read().strip())
-print("1-core crop-window decode: original %.1f img/s, restart-marked %.1f img/s (%.2fx); "
-      "full decode %.1f vs %.1f" % (crop, rr["crop_decode_img_per_s"],
+print("1-core crop-window decode: original %.1f img/s (mean of %.1f before and %.1f after the "
+      "runs), restart-marked %.1f img/s (%.2fx); full decode %.1f vs %.1f"
+      % (crop, ro["crop_decode_img_per_s"], ro2["crop_decode_img_per_s"], rr["crop_decode_img_per_s"],
       rr["crop_decode_img_per_s"] / crop, ro["full_decode_img_per_s"], rr["full_decode_img_per_s"]))
 ok = True
 names = {"orig": "original tree", "rst": "restart tree", "wds": "restart shards",
@@ -96,11 +114,12 @@ for t in ("uint8", "float32"):
         dec = med([r["stage_us_per_img"]["decode"] for r in rs])
         aug = med([r["stage_us_per_img"]["augment"] for r in rs])
         kb = med([r.get("read_bytes", 0) / r["images"] / 1e3 for r in rs])
+        pre = med([r["stage_us_per_img"].get("preempted", 0) for r in rs])
         base = base or ips
         print("%-8s %-19s median %8.1f img/s  %5.2fx original  %4.2f of 2 x crop decode  "
-              "decode %5.1f  augment %5.1f us/img  read %5.1f KB/img" % (t, names[k], ips,
-              ips / base, ips / (2 * crop), dec, aug, kb))
-        sums = {tuple(r["checksum"]) for r in rs}
+              "decode %5.1f  augment %5.1f  preempted %5.1f us/img  read %5.1f KB/img"
+              % (t, names[k], ips, ips / base, ips / (2 * crop), dec, aug, pre, kb))
+        sums = {tuple(r["checksum"]) for r in rows("%s_%s_sum.json" % (k, t))}
         ok = ok and len(sums) == 1
         if k == "orig":
             ref = sums
