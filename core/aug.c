@@ -25,7 +25,11 @@
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
  * - float32 CHW output is computed from the uint8 result as x * (1/(255 std)) +
  *   (-mean/std) (torchvision's ToTensor+Normalize of the resized PIL image, to
- *   ~1e-7), deinterleaving RGB into planes 8 pixels a step with AVX2.
+ *   ~1e-7), deinterleaving RGB into planes 8 pixels a step with AVX2. With
+ *   AVX-512 VBMI the horizontal pass makes the planes itself (px_build, a planar
+ *   byte gather: 16 pixels of one channel a vector, converted and stored without
+ *   a uint8 row), falling back to hxrow + frow when a group's taps do not fit its
+ *   window (a horizontal downscale past about 2.4x).
  * - float16 CHW output is the float32 value rounded to nearest-even half (F16C
  *   vcvtps2ph where the CPU has it, else a scalar conversion with the same bits):
  *   half the ring bytes and half the host-to-device copy, for mixed-precision
@@ -75,6 +79,7 @@ struct gm_aug {
 	size_t hx_base_cap, hx_blk_cap;
 	struct hx_table hx;
 	struct aug_kernels k; /* row kernels (aug_simd.h) */
+	uint64_t fused_rows;  /* rows made by the fused float kernels (gm_aug_fused_rows) */
 	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
@@ -195,6 +200,11 @@ void gm_aug_destroy(struct gm_aug *a)
 const char *gm_aug_errmsg(const struct gm_aug *a)
 {
 	return a->errmsg;
+}
+
+uint64_t gm_aug_fused_rows(const struct gm_aug *a)
+{
+	return a->fused_rows;
 }
 
 static uint64_t now_ns(void)
@@ -395,6 +405,8 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
 	a->k.hxrow = NULL;
+	a->k.pxrow = NULL;
+	a->k.hpxrow = NULL;
 	a->k.frow = frow_c;
 	a->k.hfrow = hfrow_c;
 	const char *no = getenv("GM_NO_SIMD"); /* "1": portable kernels (tests compare) */
@@ -434,6 +446,24 @@ static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_
 }
 
 /*
+ * Lane l of the group at gb: the output value whose first tap is source byte at
+ * (relative to the group's base) and whose taps are cf (taps of them, 3 bytes
+ * apart), as index bytes and coefficient pairs (struct hx_table).
+ */
+static void hx_lane(uint8_t *gb, uint32_t l, uint32_t at, const int16_t *cf, uint32_t taps,
+		    uint32_t pairs)
+{
+	for (uint32_t p = 0; p < pairs; p++) {
+		uint8_t *idx = gb + (size_t)p * 8 * HX_GROUP;
+		int16_t w[2] = {cf[2 * p], 2 * p + 1 < taps ? cf[2 * p + 1] : 0};
+		idx[4 * l] = (uint8_t)(at + 6 * p);
+		idx[4 * l + 1] = idx[4 * l + 3] = 0;
+		idx[4 * l + 2] = (uint8_t)(at + (2 * p + 1 < taps ? 6 * p + 3 : 6 * p));
+		memcpy(idx + 4 * HX_GROUP + 4 * l, w, sizeof(w));
+	}
+}
+
+/*
  * Lay out the horizontal pass as a byte gather (struct hx_table, aug_simd.h) for
  * out_w pixels of the byte-offset axis ax. false when some group's taps span more
  * than HX_WINDOW source bytes (a big downscale): the other kernels take the image.
@@ -466,21 +496,62 @@ static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
 		uint8_t *gb = blk + g * gstep;
 		uint32_t ox = j0 / 3, c = j0 % 3;
 		for (uint32_t l = 0, j = j0; l < HX_GROUP; l++) {
-			const int16_t *cf = ax->coef + (size_t)ox * taps;
-			uint32_t at = (uint32_t)(ax->min[ox] - b) + c;
-			for (uint32_t p = 0; p < pairs; p++) {
-				uint8_t *idx = gb + (size_t)p * 8 * HX_GROUP;
-				int16_t w[2] = {cf[2 * p], 2 * p + 1 < taps ? cf[2 * p + 1] : 0};
-				idx[4 * l] = (uint8_t)(at + 6 * p);
-				idx[4 * l + 1] = idx[4 * l + 3] = 0;
-				idx[4 * l + 2] =
-				    (uint8_t)(at + (2 * p + 1 < taps ? 6 * p + 3 : 6 * p));
-				memcpy(idx + 4 * HX_GROUP + 4 * l, w, sizeof(w));
-			}
+			hx_lane(gb, l, (uint32_t)(ax->min[ox] - b) + c,
+				ax->coef + (size_t)ox * taps, taps, pairs);
 			if (j + 1 < nval) { /* lanes past the end repeat the last byte */
 				j++;
 				c = c == 2 ? 0 : c + 1;
 				ox += c == 0;
+			}
+		}
+	}
+	t->narrow = narrow;
+	return true;
+}
+
+/* Groups of the planar table for out_w pixels (px_build). */
+static uint32_t px_groups(uint32_t out_w)
+{
+	return 3 * ((out_w + HX_GROUP - 1) / HX_GROUP);
+}
+
+/*
+ * hx_build's planar variant, for the fused float kernels (pxrow_fn): group q of
+ * channel c is pixels 16q .. 16q+15 of that channel (the last one's lanes past
+ * out_w repeat pixel out_w - 1). false when some group's taps span more than
+ * HX_WINDOW source bytes: 16 pixels of one channel reach further than hx_build's
+ * 16 bytes (5 1/3 pixels), so a downscale past about 2.4x takes hxrow + frow.
+ */
+static bool px_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		     uint32_t out_w)
+{
+	uint32_t taps = ax->taps, pairs = (taps + 1) / 2, gpp = px_groups(out_w) / 3;
+	size_t gstep = (size_t)pairs * 8 * HX_GROUP;
+	bool narrow = true;
+
+	t->pairs = pairs;
+	t->groups = 3 * gpp;
+	t->nval = out_w;
+	t->base = base;
+	t->blk = blk;
+	for (uint32_t q = 0; q < gpp; q++) {
+		uint32_t x0 = q * HX_GROUP, x1 = x0 + HX_GROUP < out_w ? x0 + HX_GROUP : out_w;
+		int32_t b = INT32_MAX, far = 0;
+		for (uint32_t ox = x0; ox < x1; ox++)
+			b = ax->min[ox] < b ? ax->min[ox] : b;
+		for (uint32_t ox = x0; ox < x1; ox++)
+			far = ax->min[ox] - b > far ? ax->min[ox] - b : far;
+		far += 3 * ((int32_t)taps - 1); /* the channel's byte of the last tap */
+		if (far >= HX_WINDOW)
+			return false;
+		narrow = narrow && far < 64;
+		for (uint32_t c = 0; c < 3; c++) {
+			uint8_t *gb = blk + (size_t)(c * gpp + q) * gstep;
+			base[c * gpp + q] = b + (int32_t)c;
+			for (uint32_t l = 0; l < HX_GROUP; l++) {
+				uint32_t ox = x0 + l < x1 ? x0 + l : x1 - 1;
+				hx_lane(gb, l, (uint32_t)(ax->min[ox] - b),
+					ax->coef + (size_t)ox * taps, taps, pairs);
 			}
 		}
 	}
@@ -604,6 +675,7 @@ struct resize_plan {
 	size_t rowcap;	    /* nbytes + slack: the distance of the two scratch rows */
 	bool two;	    /* the two-row horizontal kernel applies */
 	bool hx;	    /* the byte-gather kernel applies (a->hx is built) */
+	bool px;	    /* the fused float kernel applies (a->hx is built planar) */
 };
 
 /*
@@ -633,6 +705,9 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	p->two = a->k.hrow2 && a->ax.taps <= 6;
 	uint32_t pairs = (a->ax.taps + 1) / 2;
 	uint32_t groups = (3 * size + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4;
+	bool fuse = (a->spec.out == GM_OUT_F32_CHW && a->k.pxrow) ||
+		    (a->spec.out == GM_OUT_F16_CHW && a->k.hpxrow);
+	groups = fuse && px_groups(size) > groups ? px_groups(size) : groups;
 	/*
 	 * Two intermediate rows (+HX_WINDOW each: the SIMD horizontal passes read past
 	 * their last tap).
@@ -640,18 +715,20 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	if (gm_grow_scratch((void **)&a->tmp, &a->tmp_cap, 2 * p->rowcap, 1024) ||
 	    gm_grow_scratch((void **)&a->hv, &a->hv_cap, sizeof(int16_t) * 16 * pairs * size,
 			    1024) ||
-	    (a->k.hxrow && (gm_grow_scratch((void **)&a->hx_base, &a->hx_base_cap,
-					    sizeof(int32_t) * groups, 1024) ||
-			    gm_grow_scratch((void **)&a->hx_blk, &a->hx_blk_cap,
-					    (size_t)groups * pairs * 8 * HX_GROUP, 1024))))
+	    ((a->k.hxrow || fuse) &&
+	     (gm_grow_scratch((void **)&a->hx_base, &a->hx_base_cap, sizeof(int32_t) * groups,
+			      1024) ||
+	      gm_grow_scratch((void **)&a->hx_blk, &a->hx_blk_cap,
+			      (size_t)groups * pairs * 8 * HX_GROUP, 1024))))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
 	memset(a->tmp + p->nbytes, 0, HX_WINDOW);
 	memset(a->tmp + p->rowcap + p->nbytes, 0, HX_WINDOW);
 	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
-	p->hx = a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
-	if (!p->hx && a->k.hrow != hrow_c)
+	p->px = fuse && px_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	p->hx = !p->px && a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	if (!p->px && !p->hx && a->k.hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs, p->two);
 	p->src = img->pixels + (size_t)lo * 3;
 	p->stride = img->stride;
@@ -659,9 +736,29 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 }
 
 /*
+ * Output rows y and y+1 (pair false: y only) of a float output straight from the
+ * vertical pass's rows t0, t1, through the fused kernel and the planar table.
+ */
+static void fused_rows(struct gm_aug *a, void *out, uint32_t y, bool pair, const uint8_t *t0,
+		       const uint8_t *t1)
+{
+	size_t size = a->spec.size, plane = size * size, at = (size_t)y * size;
+	for (uint32_t r = 0; r < (pair ? 2u : 1u); r++, at += size) {
+		if (a->spec.out == GM_OUT_F32_CHW)
+			a->k.pxrow((float *)out + at, plane, r ? t1 : t0, &a->hx, a->scale,
+				   a->bias);
+		else
+			a->k.hpxrow((uint16_t *)out + at, plane, r ? t1 : t0, &a->hx, a->scale,
+				    a->bias);
+	}
+	a->fused_rows += pair ? 2 : 1;
+}
+
+/*
  * Resize into out, two rows at a time, vertical then horizontal: the intermediates
  * stay in L1. An odd last row is paired with itself, its twin going to scratch.
- * float outputs are laid out from the uint8 rows as they are made.
+ * float outputs are laid out from the uint8 rows as they are made, or with the
+ * horizontal pass in one kernel (p->px).
  */
 static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 {
@@ -675,6 +772,10 @@ static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 		vpass(a, tmp0, p->src, p->stride, p->nbytes, y);
 		if (pair)
 			vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1);
+		if (p->px) {
+			fused_rows(a, out, y, pair, tmp0, tmp1);
+			continue;
+		}
 		uint8_t *d0 = a->row, *d1 = a->row + orow;
 		if (s->out == GM_OUT_U8_HWC) {
 			d0 = (uint8_t *)out + y * orow;

@@ -76,15 +76,43 @@ struct hx_table {
 typedef void hxrow_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
 		      const uint8_t *src1, const struct hx_table *t);
 
+/*
+ * The horizontal pass fused with the float layout (pxrow_fn, hpxrow_fn): the same
+ * gather as hxrow_fn, through a PLANAR hx_table (px_build in aug.c). A group's
+ * HX_GROUP lanes are HX_GROUP consecutive output pixels of one channel (groups =
+ * 3 * ceil(out_w / HX_GROUP): channel 0's, then 1's, then 2's; nval = out_w;
+ * base[g] includes the channel's byte), so its sums are 16 values of one plane:
+ * (sum >> COEF_BITS) is hrow_c's byte. It is 0..255, so hrow_c's (uint8_t) cast
+ * drops nothing: the weights sum to COEF_ONE and are >= 0 (axis_build rounds each
+ * and gives the remainder to the largest; with the at most 43 taps a 128-byte
+ * window holds, that one is >= COEF_ONE / 43 = 381, more than the 21 units the
+ * roundings can take from it), and the rounding constant is under one unit. And
+ * (float)byte * scale[c] + bias[c], a multiply then an add as frow_c, goes
+ * straight to the plane (float16: rounded to nearest even, as hfrow_c). Lanes of
+ * a ragged last group repeat the row's last pixel and are not stored.
+ *
+ * One output row: src (the vertical pass's row) -> dst (plane 0's row; planes
+ * `plane` values apart).
+ */
+typedef void pxrow_fn(float *dst, size_t plane, const uint8_t *src, const struct hx_table *t,
+		      const float *scale, const float *bias);
+typedef void hpxrow_fn(uint16_t *dst, size_t plane, const uint8_t *src, const struct hx_table *t,
+		       const float *scale, const float *bias);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
-	hrow_fn *hrow;	 /* any tap count */
-	hrow2_fn *hrow2; /* two rows, 1 to 6 taps (hv built with dup), or NULL */
-	hxrow_fn *hxrow; /* two rows, several pixels a vector (hx_table), or NULL */
+	hrow_fn *hrow;	   /* any tap count */
+	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
+	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
+	pxrow_fn *pxrow;   /* hxrow + frow fused (planar hx_table), or NULL */
+	hpxrow_fn *hpxrow; /* hxrow + hfrow fused, or NULL */
 	frow_fn *frow;
 	hfrow_fn *hfrow; /* float16 output */
 };
+
+/* Output rows the fused kernels made on handle a (tests check that they ran). */
+__attribute__((visibility("hidden"))) uint64_t gm_aug_fused_rows(const struct gm_aug *a);
 
 /* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
 enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512, AUG_SIMD_VNNI };

@@ -22,6 +22,8 @@
 #include "goldminer/aug.h"
 #include "goldminer/synth.h"
 
+#include "../core/aug_simd.h" /* gm_aug_fused_rows: which path made a float output */
+
 /* Encode w x h RGB pixels at quality 100, no subsampling. *out is malloc'ed. */
 static void encode(const uint8_t *rgb, uint32_t w, uint32_t h, uint8_t **out, size_t *len)
 {
@@ -704,6 +706,90 @@ static void test_every_level_equals_portable(void **state)
 	free(jpg);
 }
 
+/*
+ * Create the handle of spec sp (the portable kernels when portable), sample ids
+ * 0..n-1 of jpg into o and return the rows the fused float kernels made.
+ */
+static uint64_t sample_all(const struct gm_aug_spec *sp, bool portable, const uint8_t *jpg,
+			   size_t len, uint64_t n, uint8_t *o)
+{
+	struct gm_aug *a;
+	size_t bytes = gm_aug_out_bytes(sp);
+	if (portable)
+		setenv("GM_NO_SIMD", "1", 1);
+	assert_int_equal(gm_aug_create(&a, sp), 0);
+	unsetenv("GM_NO_SIMD");
+	for (uint64_t id = 0; id < n; id++)
+		assert_int_equal(gm_aug_sample(a, jpg, len, 7, 1, id, o + id * bytes, NULL), 0);
+	uint64_t rows = gm_aug_fused_rows(a);
+	gm_aug_destroy(a);
+	return rows;
+}
+
+/*
+ * The fused horizontal pass + float layout (AVX-512 VBMI, a planar byte gather)
+ * against the portable kernels, bit for bit: float32 and float16; train without
+ * and with flip, and eval; sides whose last group of 16 pixels is full (16, 128,
+ * 160, 224) or ragged (1, 15, 17, 100); crops that make the horizontal pass an
+ * upscale (one source vector a group), a 1-2x downscale (two vectors, 1 to 3 tap
+ * pairs) and a downscale too wide for the gather window (hxrow + frow instead).
+ * On a CPU with VBMI each side and type must have gone through the fused kernel
+ * for some crops and through the fallback for others; elsewhere the fused kernel
+ * does not exist and the test checks the other kernels, then skips.
+ */
+static void test_fused_float_layout_equals_portable(void **state)
+{
+	static const uint32_t sizes[] = {1, 15, 16, 17, 100, 128, 160, 224};
+	static const float ratios[][2] = {{0.75f, 1.3333f}, {2.5f, 4.0f}, {0.25f, 0.4f}};
+	const uint64_t n = 6;
+	size_t len;
+	uint8_t *jpg = synth(640, 480, 51, 0, &len);
+	bool vbmi = false;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+#endif
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (int out = 1; out < 3; out++) {
+			uint64_t fused = 0, rows = 0;
+			for (int mode = 0; mode < 4; mode++)
+				for (size_t r = 0; r < sizeof(ratios) / sizeof(ratios[0]); r++) {
+					struct gm_aug_spec sp;
+					gm_aug_spec_default(&sp);
+					sp.size = sizes[k];
+					sp.out = (enum gm_out_type)out;
+					sp.mode = mode == 3 ? GM_AUG_EVAL : GM_AUG_TRAIN;
+					sp.flip_p = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.5f;
+					sp.ratio_min = ratios[r][0];
+					sp.ratio_max = ratios[r][1];
+					/* + 256 guard bytes: nothing is written past the end */
+					size_t bytes = gm_aug_out_bytes(&sp) * n + 256;
+					uint8_t *o1 = malloc(bytes), *o2 = malloc(bytes);
+					assert_non_null(o1);
+					assert_non_null(o2);
+					memset(o1, 0x5a, bytes);
+					memset(o2, 0x5a, bytes);
+					fused += sample_all(&sp, false, jpg, len, n, o1);
+					assert_int_equal(sample_all(&sp, true, jpg, len, n, o2), 0);
+					rows += sizes[k] * n;
+					if (memcmp(o1, o2, bytes) != 0)
+						fail_msg("size %u out %d mode %d ratios %zu differ",
+							 sizes[k], out, mode, r);
+					free(o1);
+					free(o2);
+				}
+			if (vbmi && (fused == 0 || fused == rows))
+				fail_msg("size %u out %d: %llu of %llu rows fused, want some and "
+					 "not all",
+					 sizes[k], out, (unsigned long long)fused,
+					 (unsigned long long)rows);
+		}
+	free(jpg);
+	if (!vbmi)
+		skip();
+}
+
 static void test_odd_inputs(void **state)
 {
 	/* tiny, thin, gray, CMYK, progressive, upsampled: all produce output */
@@ -791,6 +877,7 @@ int main(void)
 	    cmocka_unit_test(test_simd_equals_portable),
 	    cmocka_unit_test(test_odd_sizes_simd_equals_portable),
 	    cmocka_unit_test(test_every_level_equals_portable),
+	    cmocka_unit_test(test_fused_float_layout_equals_portable),
 	    cmocka_unit_test(test_resize_accuracy),
 	    cmocka_unit_test(test_odd_inputs),
 	    cmocka_unit_test(test_errors),
