@@ -465,8 +465,9 @@ static void bench_report(const struct bench *b, double wall)
 	       st.mode == GM_AUG_EVAL ? "eval" : "train", wall, b->open_s, st.read_ns / 1e6,
 	       st.decode_ns / 1e6, st.augment_ns / 1e6, st.write_ns / 1e6, st.wait_ns / 1e6,
 	       st.read_ns / 1e3 / n, st.decode_ns / 1e3 / n, st.augment_ns / 1e3 / n,
-	       st.write_ns / 1e3 / n, (double)gm_loader_preempt_ns(b->l) / 1e3 / n, st.errors, st.worker_deaths, st.reissued,
-	       st.pinned ? "true" : "false", b->cuda ? gm_cuda_build() : "unavailable", b->reader);
+	       st.write_ns / 1e3 / n, (double)gm_loader_preempt_ns(b->l) / 1e3 / n, st.errors,
+	       st.worker_deaths, st.reissued, st.pinned ? "true" : "false",
+	       b->cuda ? gm_cuda_build() : "unavailable", b->reader);
 	printf(", \"read_bytes\": %" PRIu64, gm_loader_read_bytes(b->l));
 	report_extras(b, &st, wall);
 	printf("}\n");

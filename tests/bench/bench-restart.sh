@@ -39,13 +39,13 @@ run_kind() {
 	k=$1 t=$2
 	shift 2
 	d=$out/rst
-	[ $k = orig ] && d=$PHOTOS
-	[ $k = wds ] || [ $k = wdswhole ] && d=$out/rstwds
+	[ "$k" = orig ] && d=$PHOTOS
+	[ "$k" = wds ] || [ "$k" = wdswhole ] && d=$out/rstwds
 	ns=0 nr=0
-	[ $k = nosplice ] && ns=1
-	[ $k = wdswhole ] && nr=1
+	[ "$k" = nosplice ] && ns=1
+	[ "$k" = wdswhole ] && nr=1
 	GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
-		--epochs "$EPOCHS" --output $t --quiet "$@" 2>/dev/null | tail -1
+		--epochs "$EPOCHS" --output "$t" --quiet "$@" 2>/dev/null | tail -1
 }
 # The timed runs do not hash (the trainer's process would take CPU from the
 # workers); one more run of each kind and output type hashes the batches.
