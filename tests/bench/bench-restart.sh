@@ -53,14 +53,14 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for t in uint8 float32; do
 		for k in orig rst wds wdswhole nosplice; do
-			run_kind $k $t >>"$out/${k}_$t.json" || exit 1
+			run_kind "$k" "$t" >>"$out/${k}_$t.json" || exit 1
 		done
 	done
 	r=$((r + 1))
 done
 for t in uint8 float32; do
 	for k in orig rst wds wdswhole nosplice; do
-		run_kind $k $t --checksum >>"$out/${k}_${t}_sum.json" || exit 1
+		run_kind "$k" "$t" --checksum >>"$out/${k}_${t}_sum.json" || exit 1
 	done
 done
 echo "-- 1-core decode reference on orig again ($B/bench/decode_ref)"
