@@ -754,7 +754,7 @@ layout_body(void *restrict p0, void *restrict p1, void *restrict p2, const uint8
 	}
 }
 
-/* Whether the planes take aligned non-temporal stores of esize-byte values. */
+/* The float layout of one row (the fallback of the fused kernels); short rows: AVX2. */
 __attribute__((target(AVX512))) static void frow_avx512(float *restrict p0, float *restrict p1,
 							float *restrict p2,
 							const uint8_t *restrict rgb, uint32_t n,
