@@ -63,7 +63,7 @@
 #define REPLY_MS     10000
 #define NONE_WAIT_MS 4		 /* a remote worker asks again this soon when no task is free */
 #define MSG_MAGIC    0x4d524d47u /* "GMRM" */
-#define MSG_VERSION  1u
+#define MSG_VERSION  2u
 #define SERVER_ROLE  "goldminer-remote server"
 #define CLIENT_ROLE  "goldminer-remote client"
 
@@ -119,7 +119,10 @@ struct m_lease {
 struct m_sample {
 	uint64_t task;
 	uint32_t vpid, pos, id, bad;
-	int32_t label, pad;
+	int32_t label;
+	uint32_t has_rec;	/* a bad sample: rec is its error record (the bad file's) */
+	struct gm_slot_err rec; /* it lands with the sample, so a writer that dies before
+				   its publish loses no record of what it delivered */
 };
 struct m_publish {
 	uint64_t task;
@@ -673,6 +676,22 @@ static void on_claim(struct gm_remote *r, struct conn *c)
 	send_msg(c, AM_LEASE, &l, sizeof(l), words, dlen);
 }
 
+/* Error records (a published batch's, or a sample's), merged once per sample into the
+ * slot's. */
+static void merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		bool seen = false;
+		for (uint32_t q = 0; q < ctl->n_recs && !seen; q++)
+			seen = ctl->errs[q].sample == e[k].sample;
+		if (!seen && ctl->n_recs < GM_RING_MAX_ERRS) {
+			ctl->errs[ctl->n_recs] = e[k];
+			ctl->errs[ctl->n_recs].msg[GM_RING_MSG - 1] = '\0';
+			ctl->n_recs++;
+		}
+	}
+}
+
 /* A sample's bytes are in the slot: its label, id and done bit (the lease was
  * checked when it came, and is checked again: it may have been taken back). */
 static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const struct m_sample *s)
@@ -682,6 +701,8 @@ static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const s
 	if (s->bad)
 		atomic_fetch_or_explicit(&gm_ring_err_bits(j->ring, slot)[s->pos / 64],
 					 1ull << (s->pos % 64), memory_order_relaxed);
+	if (s->bad && s->has_rec && s->rec.sample < j->nsamples)
+		merge_recs(gm_ring_ctl(j->ring, slot), &s->rec, 1);
 	/* pairs with the acquire loads of whoever resumes or publishes the task */
 	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, slot)[s->pos / 64],
 				 1ull << (s->pos % 64), memory_order_release);
@@ -781,21 +802,6 @@ static void on_sample(struct gm_remote *r, struct conn *c, const struct m_sample
 		free(x);
 	} else if (p == NULL) {
 		rx_done(NULL, UCS_OK, len, x); /* landed already */
-	}
-}
-
-/* Error records of a published batch, merged (once per sample) into the slot's. */
-static void merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n)
-{
-	for (uint32_t k = 0; k < n; k++) {
-		bool seen = false;
-		for (uint32_t q = 0; q < ctl->n_recs && !seen; q++)
-			seen = ctl->errs[q].sample == e[k].sample;
-		if (!seen && ctl->n_recs < GM_RING_MAX_ERRS) {
-			ctl->errs[ctl->n_recs] = e[k];
-			ctl->errs[ctl->n_recs].msg[GM_RING_MSG - 1] = '\0';
-			ctl->n_recs++;
-		}
 	}
 }
 
@@ -1286,18 +1292,27 @@ static int ship(struct gm_remote *r, struct conn *c, struct gm_ring *m, uint32_t
 	_Atomic uint64_t *done = gm_ring_done_bits(m, slot), *err = gm_ring_err_bits(m, slot);
 	struct gm_slot_ctl *ctl = gm_ring_ctl(m, slot);
 	const uint8_t *px = gm_ring_data(m, slot);
+	uint32_t nbad = 0;
 	for (uint32_t i = 0; i < l->nb; i++) {
 		uint64_t bit = 1ull << (i % 64);
 		if (!(atomic_load(&done[i / 64]) & bit) || (r->scratch[i / 64] & bit))
 			continue;
-		ws->hdr[slot][i] = (struct m_sample){.task = l->task,
-						     .vpid = l->vpid,
-						     .pos = i,
-						     .id = gm_ring_ids(m, slot)[i],
-						     .bad = !!(atomic_load(&err[i / 64]) & bit),
-						     .label = gm_ring_labels(m, slot)[i]};
-		if (send_sample(c, &ws->hdr[slot][i], px + (uint64_t)i * sb, sb,
-				&ws->inflight[slot]))
+		struct m_sample *h = &ws->hdr[slot][i];
+		*h = (struct m_sample){.task = l->task,
+				       .vpid = l->vpid,
+				       .pos = i,
+				       .id = gm_ring_ids(m, slot)[i],
+				       .bad = !!(atomic_load(&err[i / 64]) & bit),
+				       .label = gm_ring_labels(m, slot)[i]};
+		/* the worker recorded its bad samples in position order (handle_bad), so
+		 * the k-th bad one it made has the k-th record (keyed by the bad file's
+		 * id: the slot holds the substitute's); past GM_RING_MAX_ERRS, none */
+		if (h->bad && nbad < ctl->n_recs) {
+			h->rec = ctl->errs[nbad];
+			h->has_rec = 1;
+		}
+		nbad += h->bad;
+		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 			return -ECONNRESET;
 	}
 	struct m_publish p = {.task = l->task,

@@ -23,6 +23,9 @@
 #      logs; under make sanitize the build is ASan+UBSan)
 #  11. an agent restarted at once on its port finds it in TCP TIME_WAIT (UCX sets
 #      no SO_REUSEADDR) and says it waits, instead of failing
+#  12. bad files, remote workers SIGKILLed again and again while they ship their
+#      batches (the peer's link slowed where tc can): every bad file is named, as
+#      in a single-host run, and the bytes are the same
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -37,10 +40,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..11"
+echo "1..12"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 11 ]; do
+	while [ $i -le 12 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -140,7 +143,7 @@ train() {
 	e=$1
 	shift
 	# shellcheck disable=SC2086
-	mh_run 1 0.5 "$G" bench "$tmp/data" --node "$tmp/1.sock" --epochs "$e" \
+	mh_run 1 0.5 "$G" bench "${DATA:-$tmp/data}" --node "$tmp/1.sock" --epochs "$e" \
 		$BENCH "$@" >"$tmp/run.json" 2>"$tmp/run.err"
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json" >"$tmp/sum"
 }
@@ -341,6 +344,49 @@ while [ $k -lt 400 ]; do
 done
 [ $ok = 0 ] || { diag "$tmp/2.first.log"; diag "$tmp/2.log"; }
 t $ok "an agent restarted at once on its port waits for its TIME_WAIT and says so"
+stop_agents
+
+# 12: bad files; the remote workers SIGKILLed every 0.3 s while they ship their
+# batches (the peer's egress limited to 40 Mbit/s, so that shipping a batch takes
+# most of its time): a bad sample's error record lands with the sample, so every
+# bad file is named, as in a single-host run
+cp -r "$tmp/data" "$tmp/bad"
+find "$tmp/bad" -name '*.jpg' | sort | awk 'NR % 6 == 0' | while read -r f; do
+	printf 'not a jpeg' >"$f"
+done
+# shellcheck disable=SC2086 # BENCH is a list of options
+"$G" bench "$tmp/bad" --workers 2 --epochs 8 $BENCH >"$tmp/badref.json" 2>"$tmp/badref.err"
+want=$(grep -c "goldminer: skipped" "$tmp/badref.err")
+more=$(grep "more bad samples" "$tmp/badref.err") # over 8 in a batch: not listed
+badsum=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/badref.json")
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+shaped=no
+if [ "$mode" = netns ] && timeout 5 ip netns exec "${MH_TAG}h2" tc qdisc add dev gm0 root tbf \
+	rate 40mbit burst 32kbit latency 400ms 2>/dev/null; then
+	shaped=yes
+fi
+DATA=$tmp/bad train 8 &
+tp=$!
+wait_remote 32
+kills=0 k=0
+while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
+	pkill -KILL -f "goldminer node --remote-worker" && kills=$((kills + 1))
+	sleep 0.3
+	k=$((k + 1))
+done
+wait $tp
+got=$(grep -c "goldminer: skipped" "$tmp/run.err")
+ok=1
+[ "$want" -gt 0 ] && [ "$got" = "$want" ] && [ "$(grep "more bad samples" "$tmp/run.err")" = "$more" ] &&
+	[ -n "$badsum" ] && [ "$(cat "$tmp/sum")" = "$badsum" ] && ok=0
+[ $ok = 0 ] || {
+	diag "$tmp/run.err"
+	echo "# named $got of $want bad samples; sums $(cat "$tmp/sum") want $badsum"
+}
+t $ok "bad files, remote workers killed $kills times while shipping (link shaped: $shaped): all $want named, same bytes"
+[ "$shaped" = yes ] && timeout 5 ip netns exec "${MH_TAG}h2" tc qdisc del dev gm0 root 2>/dev/null
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash
