@@ -396,9 +396,10 @@ static int read_window(struct gm_jpeg *j, uint32_t y, uint32_t h, JDIMENSION cw,
  * A file with restart markers (gm_jpeg_restart_transcode) is a run of segments of
  * R MCUs each, in raster order, each byte-aligned and starting with fresh DC
  * predictions: any run of them is valid entropy data on its own. For a window,
- * splice_window takes the rectangle of MCUs that covers it plus one MCU all
- * round (so that chroma upsampling sees the neighbours a full decode sees, and
- * the window's pixels come out the same), widened to whole segments, and writes
+ * splice_window takes the rectangle of MCUs that covers it, plus the neighbour
+ * MCU on a side where the window's edge pixel lies at the edge of its MCU (so that
+ * chroma upsampling sees the neighbours a full decode sees, and the window's
+ * pixels come out the same: splice_axis), widened to whole segments, and writes
  * a JPEG of just those MCUs into j->splice: the original header with the SOF's
  * size changed, the segments' bytes, RST markers renumbered, EOI. When R divides
  * the MCUs of a row the rectangle is cut on both axes, otherwise it keeps whole
@@ -492,17 +493,37 @@ static bool find_segments(const uint8_t *d, size_t len, size_t start, uint32_t k
 }
 
 /*
+ * The MCUs [*a, *b) of one axis (MCU size m, mn MCUs) covering the pixels [p0, p1),
+ * with the MCU before (after) when p0 (p1 - 1) lies within m / 8 pixels of the
+ * edge of its MCU. Only there can a pixel depend on the neighbour MCU: fancy
+ * chroma upsampling (h2v1, h2v2, libjpeg-turbo's only kinds with neighbours, and
+ * only at full scale: at n/8 < 1 it decodes subsampled chroma at 2n/8 instead)
+ * weighs in the chroma sample beyond the edge for the edge pixel alone, which the
+ * spliced file's edge replaces by its own; m / 8 is twice that (the sweep of every
+ * edge offset in test_jpeg passes with 1 pixel and fails with none). A margin
+ * MCU all round decoded 9-17% more MCUs.
+ */
+static void splice_axis(uint64_t p0, uint64_t p1, uint32_t m, uint32_t mn, uint32_t *a, uint32_t *b)
+{
+	uint64_t last = p1 - 1, edge = m / 8 ? m / 8 : 1;
+	*a = (uint32_t)(p0 / m);
+	*a -= *a > 0 && p0 % m < edge;
+	*b = (uint32_t)(last / m) + 1;
+	*b += last % m >= m - edge;
+	*b = *b < mn ? *b : mn;
+}
+
+/*
  * The MCU rectangle to splice for the full-image pixel box [x0, x1) x [y0, y1):
- * one MCU of margin, whole segments of r MCUs (mx x my MCUs in the image). false
- * when that is the whole image (nothing to gain).
+ * the MCUs it touches and their neighbours where a pixel can depend on them
+ * (splice_axis), whole segments of r MCUs (mx x my MCUs in the image). false when
+ * that is the whole image (nothing to gain).
  */
 static bool splice_rect(struct mcu_rect *q, uint64_t x0, uint64_t x1, uint64_t y0, uint64_t y1,
 			uint32_t mw, uint32_t mh, uint32_t mx, uint32_t my, uint32_t r)
 {
-	q->c0 = (uint32_t)(x0 / mw), q->r0 = (uint32_t)(y0 / mh);
-	q->c1 = (uint32_t)((x1 + mw - 1) / mw) + 1, q->r1 = (uint32_t)((y1 + mh - 1) / mh) + 1;
-	q->c0 -= q->c0 > 0, q->r0 -= q->r0 > 0;
-	q->c1 = q->c1 < mx ? q->c1 : mx, q->r1 = q->r1 < my ? q->r1 : my;
+	splice_axis(x0, x1, mw, mx, &q->c0, &q->c1);
+	splice_axis(y0, y1, mh, my, &q->r0, &q->r1);
 	if (mx % r == 0) {
 		q->c0 = q->c0 / r * r;
 		q->c1 = (q->c1 + r - 1) / r * r;

@@ -218,6 +218,59 @@ static uint8_t *gray22(uint32_t w, uint32_t h, size_t *len)
 	return mem;
 }
 
+/*
+ * Windows whose edges sweep every offset within two MCUs, at the scales where
+ * chroma is upsampled (8/8) and where it is decoded at twice the scale (3, 5, 6,
+ * 7 /8): the splice leaves out a neighbour MCU only where no pixel of the window
+ * can depend on it (splice_axis), so every window equals the full decode's.
+ */
+static void check_window_edges(unsigned flags, uint32_t w, uint32_t h)
+{
+	struct gm_jpeg *j;
+	struct gm_jpeg_image full, part;
+	size_t len, tl;
+	uint8_t *buf = make(w, h, 23, flags, &len), *t;
+	char err[256];
+	int spliced = 0;
+	static const uint32_t scales[] = {8, 7, 6, 5, 3};
+
+	assert_int_equal(gm_jpeg_restart_transcode(buf, len, 1, 0, &t, &tl, err, sizeof(err)), 0);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t si = 0; si < sizeof(scales) / sizeof(scales[0]); si++) {
+		uint32_t n = scales[si];
+		assert_int_equal(gm_jpeg_open(j, buf, len, NULL), 0);
+		assert_int_equal(gm_jpeg_decode_full(j, n, &full), 0);
+		uint8_t *ref = copy_img(&full);
+		uint32_t sw = full.width, sh = full.height, m = 2 * n; /* an MCU, scaled */
+		for (uint32_t d = 0; d < 2 * m + 1; d++) {
+			uint32_t x = m + d, y = m + (d * 5) % (2 * m), ww = m + 3 * d % (2 * m) + 1;
+			uint32_t wh = m + (d * 7) % (2 * m) + 1;
+			if (x + ww > sw || y + wh > sh)
+				continue;
+			assert_int_equal(gm_jpeg_open(j, t, tl, NULL), 0);
+			assert_int_equal(gm_jpeg_decode_region(j, n, x, y, ww, wh, &part), 0);
+			spliced += gm_jpeg_spliced(j);
+			for (uint32_t r = 0; r < wh; r++)
+				if (memcmp(part.pixels + r * part.stride,
+					   ref + ((size_t)(y + r) * sw + x) * 3, (size_t)ww * 3))
+					fail_msg("flags %#x scale %u window %u,%u %ux%u row %u",
+						 flags, n, x, y, ww, wh, r);
+		}
+		free(ref);
+	}
+	assert_true(spliced >= 100);
+	gm_jpeg_destroy(j);
+	free(t);
+	free(buf);
+}
+
+static void test_restart_window_edges(void **state)
+{
+	(void)state;
+	check_window_edges(0, 320, 240);	    /* 4:2:0 */
+	check_window_edges(GM_SYNTH_422, 320, 240); /* 4:2:2 */
+}
+
 static void test_restart_regions_equal_original(void **state)
 {
 	(void)state;
@@ -707,6 +760,7 @@ int main(void)
 	    cmocka_unit_test(test_restart_transcode_errors),
 	    cmocka_unit_test(test_fit_restart),
 	    cmocka_unit_test(test_restart_regions_equal_original),
+	    cmocka_unit_test(test_restart_window_edges),
 	    cmocka_unit_test(test_no_tables_from_the_last_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
