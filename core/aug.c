@@ -288,6 +288,41 @@ static inline int64_t ifloor(double v)
 	return t - (v < (double)t);
 }
 
+/* axis_build's second pass for outputs [i0, out) (axisw_fn's portable twin). */
+static void axis_weights(struct axis *ax, double b0, double scale, double inv, uint32_t in,
+			 uint32_t i0, uint32_t out, bool mirror)
+{
+	uint32_t taps = ax->taps;
+	/* Pass 2: weights, normalised, in fixed point, in a run of `taps` inside [0, in). */
+	for (uint32_t i = i0; i < out; i++) {
+		double center = b0 + (i + 0.5) * scale, *w = ax->w, sum = 0;
+		int64_t f = ax->first[i], n = ax->count[i];
+		int64_t start = f + taps > in ? (int64_t)in - taps : f; /* taps <= in holds */
+		int64_t off = f - start;
+		uint32_t slot = mirror ? out - 1 - i : i;
+		int16_t *c = ax->coef + (size_t)slot * taps;
+		int32_t total = 0, big = (int32_t)off, bigv = -1;
+		for (int64_t k = 0; k < n; k++) {
+			double v = 1.0 - fabs((f + k - center + 0.5) * inv);
+			v = v > 0 ? v : 0; /* a rounding zero at the span's edge */
+			w[k] = v;
+			sum += v;
+		}
+		double rs = sum > 0 ? COEF_ONE / sum : 0; /* normalised, scaled to fixed point */
+		for (uint32_t k = 0; k < taps; k++)
+			c[k] = 0;
+		for (int64_t k = 0; k < n; k++) {
+			int32_t v = (int32_t)(w[k] * rs + 0.5); /* w >= 0: round */
+			c[off + k] = (int16_t)v;
+			total += v;
+			big = v > bigv ? (int32_t)(off + k) : big;
+			bigv = v > bigv ? v : bigv;
+		}
+		c[big] = (int16_t)(c[big] + COEF_ONE - total); /* weights sum to exactly 1 */
+		ax->min[slot] = (int32_t)start;
+	}
+}
+
 /*
  * Triangle-filter coefficients mapping the source interval [b0, b1) of a row of
  * `in` samples onto `out` samples (PIL's antialiased bilinear: the filter widens
@@ -295,8 +330,10 @@ static inline int64_t ifloor(double v)
  * renormalised). The tap count is the widest span of NONZERO weights (PIL's window
  * is up to 2 taps wider), so a 1..2x downscale needs at most 4.
  * mirror: output i is stored at out-1-i (horizontal flip for free).
+ * aw: the SIMD weights kernel (8 outputs a step), or NULL.
  */
-static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror)
+static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror,
+		      axisw_fn *aw)
 {
 	double scale = (b1 - b0) / out;
 	double fscale = scale > 1.0 ? scale : 1.0; /* triangle support 1, widened */
@@ -325,34 +362,13 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 	if (gm_grow_scratch((void **)&ax->coef, &ax->coef_cap, sizeof(int16_t) * out * taps, 1024))
 		return -ENOMEM;
 	ax->taps = taps;
-	/* Pass 2: weights, normalised, in fixed point, in a run of `taps` inside [0, in). */
-	for (uint32_t i = 0; i < out; i++) {
-		double center = b0 + (i + 0.5) * scale, *w = ax->w, sum = 0;
-		int64_t f = ax->first[i], n = ax->count[i];
-		int64_t start = f + taps > in ? (int64_t)in - taps : f; /* taps <= in holds */
-		int64_t off = f - start;
-		uint32_t slot = mirror ? out - 1 - i : i;
-		int16_t *c = ax->coef + (size_t)slot * taps;
-		int32_t total = 0, big = (int32_t)off, bigv = -1;
-		for (int64_t k = 0; k < n; k++) {
-			double v = 1.0 - fabs((f + k - center + 0.5) * inv);
-			v = v > 0 ? v : 0; /* a rounding zero at the span's edge */
-			w[k] = v;
-			sum += v;
-		}
-		double rs = sum > 0 ? COEF_ONE / sum : 0; /* normalised, scaled to fixed point */
-		for (uint32_t k = 0; k < taps; k++)
-			c[k] = 0;
-		for (int64_t k = 0; k < n; k++) {
-			int32_t v = (int32_t)(w[k] * rs + 0.5); /* w >= 0: round */
-			c[off + k] = (int16_t)v;
-			total += v;
-			big = v > bigv ? (int32_t)(off + k) : big;
-			bigv = v > bigv ? v : bigv;
-		}
-		c[big] = (int16_t)(c[big] + COEF_ONE - total); /* weights sum to exactly 1 */
-		ax->min[slot] = (int32_t)start;
+	uint32_t i0 = 0;
+	if (aw && taps <= AXISW_MAX_TAPS) {
+		i0 = out - out % 8;
+		if (i0)
+			aw(ax, b0, scale, inv, in, out, mirror);
 	}
+	axis_weights(ax, b0, scale, inv, in, i0, out, mirror);
 	return 0;
 }
 
@@ -405,6 +421,7 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
 	a->k.hxrow = NULL;
+	a->k.axisw = NULL;
 	a->k.pxrow = NULL;
 	a->k.hpxrow = NULL;
 	a->k.frow = frow_c;
@@ -688,9 +705,10 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 {
 	uint32_t size = a->spec.size;
 
-	if (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, img->width, size,
-		       win->flip) ||
-	    axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, img->height, size, false))
+	if (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, img->width, size, win->flip,
+		       a->k.axisw) ||
+	    axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, img->height, size, false,
+		       a->k.axisw))
 		return fail(a, -ENOMEM, "out of memory for resize coefficients");
 	/* Only the columns the horizontal taps reach go through the vertical pass. */
 	uint32_t lo = UINT32_MAX, hi = 0;

@@ -776,6 +776,77 @@ hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2
 		layout_body(p0, p1, p2, rgb, n, scale, bias, true);
 }
 
+/*
+ * axis_build's weights, AVX-512F, 8 outputs a vector (axisw_fn): axis_weights'
+ * double operations in its order, lane by lane (the span's taps past count add
+ * +0.0 to the sum, which leaves it as it is), then the lanes' integers laid out as
+ * axis_weights lays them. A scalar loop over outputs spent most of its time in
+ * loops of 1 to taps trips whose exits it mispredicted.
+ */
+__attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis *ax, double b0,
+								     double scale, double inv,
+								     uint32_t in, uint32_t out,
+								     bool mirror)
+{
+	const uint32_t taps = ax->taps;
+	const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	__m512d w[AXISW_MAX_TAPS];
+	int32_t ci[AXISW_MAX_TAPS][8], bk[8], bv[8], tot[8];
+
+	for (uint32_t i0 = 0; i0 + 8 <= out; i0 += 8) {
+		__m256i fi = _mm256_loadu_si256((const __m256i *)(ax->first + i0));
+		__m256i ni = _mm256_loadu_si256((const __m256i *)(ax->count + i0));
+		__m512d ii = _mm512_cvtepi32_pd(_mm256_add_epi32(_mm256_set1_epi32((int)i0), lane));
+		__m512d center =
+		    _mm512_add_pd(_mm512_set1_pd(b0),
+				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
+		__m512d fd = _mm512_cvtepi32_pd(fi), sum = zero;
+		for (uint32_t k = 0; k < taps; k++) {
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
+			__m512d x =
+			    _mm512_sub_pd(_mm512_add_pd(fd, _mm512_set1_pd((double)k)), center);
+			x = _mm512_mul_pd(_mm512_add_pd(x, half), _mm512_set1_pd(inv));
+			__m512d v = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
+			w[k] = _mm512_maskz_mov_pd(run, v);
+			sum = _mm512_add_pd(sum, w[k]);
+		}
+		__m512d rs =
+		    _mm512_maskz_div_pd(_mm512_cmp_pd_mask(sum, zero, _CMP_GT_OQ), cone, sum);
+		__m256i total = _mm256_setzero_si256(), big = _mm256_setzero_si256();
+		__m256i bigv = _mm256_set1_epi32(-1);
+		for (uint32_t k = 0; k < taps; k++) {
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
+			__m256i v =
+			    _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half));
+			v = _mm256_maskz_mov_epi32(run, v);
+			_mm256_storeu_si256((__m256i *)ci[k], v);
+			total = _mm256_add_epi32(total, v);
+			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v, bigv);
+			big = _mm256_mask_mov_epi32(big, gt, _mm256_set1_epi32((int)k));
+			bigv = _mm256_mask_mov_epi32(bigv, gt, v);
+		}
+		_mm256_storeu_si256((__m256i *)bk, big);
+		_mm256_storeu_si256((__m256i *)bv, bigv);
+		_mm256_storeu_si256((__m256i *)tot, total);
+		for (uint32_t l = 0; l < 8; l++) {
+			uint32_t i = i0 + l;
+			int64_t f = ax->first[i], n = ax->count[i];
+			int64_t start = f + taps > in ? (int64_t)in - taps : f, off = f - start;
+			uint32_t slot = mirror ? out - 1 - i : i;
+			int16_t *c = ax->coef + (size_t)slot * taps;
+			for (uint32_t t = 0; t < taps;
+			     t++) { /* taps trips: no exit to mispredict */
+				int64_t k = (int64_t)t - off;
+				c[t] = (int16_t)(k >= 0 && k < n ? ci[k < 0 ? 0 : k][l] : 0);
+			}
+			c[off + bk[l]] = (int16_t)(bv[l] + COEF_ONE - tot[l]);
+			ax->min[slot] = (int32_t)start;
+		}
+	}
+}
+
 void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 {
 	__builtin_cpu_init();
@@ -796,6 +867,8 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	    !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi"))
 		return;
 	k->vrow = vrow_avx512;
+	if (__builtin_cpu_supports("avx512vl"))
+		k->axisw = axisw_avx512;
 	if (max >= AUG_SIMD_VNNI && __builtin_cpu_supports("avx512vnni"))
 		k->vrow = vrow_avx512vnni;
 	k->hxrow = hxrow_avx512;

@@ -99,12 +99,26 @@ typedef void pxrow_fn(float *dst, size_t plane, const uint8_t *src, const struct
 typedef void hpxrow_fn(uint16_t *dst, size_t plane, const uint8_t *src, const struct hx_table *t,
 		       const float *scale, const float *bias);
 
+/*
+ * axis_build's second pass (aug.c) for outputs [0, out - out % 8) of an axis whose
+ * first[] and count[] are set and whose taps are at most AXISW_MAX_TAPS: the
+ * weights of output i are 1 - |(first + k - center + 0.5) * inv|, center = b0 +
+ * (i + 0.5) * scale, normalised to COEF_ONE in fixed point, the largest taking the
+ * rounding rest; coef and min written as axis_build writes them (mirror: output i
+ * at out - 1 - i). The same double operations in the same order, 8 outputs a
+ * vector, so the same integers.
+ */
+#define AXISW_MAX_TAPS 8
+typedef void axisw_fn(struct axis *ax, double b0, double scale, double inv, uint32_t in,
+		      uint32_t out, bool mirror);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
 	hrow_fn *hrow;	   /* any tap count */
 	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
+	axisw_fn *axisw;   /* axis_build's weights, 8 outputs a step, or NULL */
 	pxrow_fn *pxrow;   /* hxrow + frow fused (planar hx_table), or NULL */
 	hpxrow_fn *hpxrow; /* hxrow + hfrow fused, or NULL */
 	frow_fn *frow;
