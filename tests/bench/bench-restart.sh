@@ -9,9 +9,10 @@
 #     the shards with GM_NO_RANGE=1 (whole members read, not the crop's rows);
 #     medians of img/s, of the decode and augment stages (us/img), of the
 #     bytes read per image and of the time the workers sat preempted on a run
-#     queue (a busy machine shows there); the timed runs do not hash, one more run
-#     of each kind with --checksum: every kind must deliver the same bytes (eval
-#     mode checked too)
+#     queue (a busy machine shows there); the timed runs do not hash; then
+#     CHECK_EPOCHS (20) epochs of each kind and of uint8, float16 and float32 with
+#     --checksum: 20 random crops of every photo, and every kind must deliver the
+#     same bytes (eval mode checked too)
 #   - tests/bench/torch_loader.py (PyTorch DataLoader) on the restart-marked tree,
 #     ROUNDS times each output type (the median counts)
 # Ratios: restart-marked / original (target >= 1.15x), each / 2 x the 1-core
@@ -22,6 +23,7 @@ B=${B:-build}
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
 EPOCHS=${EPOCHS:-2}
 ROUNDS=${ROUNDS:-3}
+CHECK_EPOCHS=${CHECK_EPOCHS:-20}
 TORCH=tests/bench/torch_loader.py
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT INT TERM
@@ -35,10 +37,10 @@ for k in orig rst; do
 	echo "-- 1-core decode reference on $k ($B/bench/decode_ref)"
 	"$B/bench/decode_ref" "$d" 2>/dev/null | tee "$out/ref_$k.json" || exit 1
 done
-# one run of goldminer bench on kind $1, output $2, more options after
+# one run of goldminer bench on kind $1, output $2, $3 epochs, more options after
 run_kind() {
-	k=$1 t=$2
-	shift 2
+	k=$1 t=$2 e=$3
+	shift 3
 	d=$out/rst
 	[ "$k" = orig ] && d=$PHOTOS
 	[ "$k" = wds ] || [ "$k" = wdswhole ] && d=$out/rstwds
@@ -46,7 +48,7 @@ run_kind() {
 	[ "$k" = nosplice ] && ns=1
 	[ "$k" = wdswhole ] && nr=1
 	GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
-		--epochs "$EPOCHS" --output "$t" --quiet "$@" 2>/dev/null | tail -1
+		--epochs "$e" --output "$t" --quiet "$@" 2>/dev/null | tail -1
 }
 # The timed runs do not hash (the trainer's process would take CPU from the
 # workers); one more run of each kind and output type hashes the batches.
@@ -54,14 +56,17 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for t in uint8 float32; do
 		for k in orig rst wds wdswhole nosplice; do
-			run_kind "$k" "$t" >>"$out/${k}_$t.json" || exit 1
+			run_kind "$k" "$t" "$EPOCHS" >>"$out/${k}_$t.json" || exit 1
 		done
 	done
 	r=$((r + 1))
 done
-for t in uint8 float32; do
+# The proof of exactness on the photo set: CHECK_EPOCHS epochs (20 random crops of
+# every photo) of each kind and output type, hashed per epoch.
+echo "-- checksums: $CHECK_EPOCHS epochs of every kind, uint8, float16 and float32"
+for t in uint8 float16 float32; do
 	for k in orig rst wds wdswhole nosplice; do
-		run_kind "$k" "$t" --checksum >>"$out/${k}_${t}_sum.json" || exit 1
+		run_kind "$k" "$t" "$CHECK_EPOCHS" --checksum >>"$out/${k}_${t}_sum.json" || exit 1
 	done
 done
 echo "-- 1-core decode reference on orig again ($B/bench/decode_ref)"
@@ -134,9 +139,13 @@ for t in ("uint8", "float32"):
         g = med([r["img_per_s"] for r in rows("rst_%s.json" % t)])
         print("%-8s torch DataLoader on the restart tree median %8.1f img/s   goldminer/torch = %.2fx"
               % (t, p, g / p))
+f16 = [{tuple(r["checksum"]) for r in rows("%s_float16_sum.json" % k)}
+       for k in ("orig", "rst", "wds", "wdswhole", "nosplice")]
+ok = ok and all(len(x) == 1 and x == f16[0] for x in f16)
 ev = last("eval_orig.json")["checksum"] == last("eval_rst.json")["checksum"]
 ok = ok and ev
-print("checksums %s (train uint8/float32 over every kind and run, eval original vs restart)"
-      % ("identical" if ok else "DIFFER"))
+n_ep = len(rows("orig_uint8_sum.json")[0]["checksum"])
+print("checksums %s (train, %d epochs = %d random crops of every photo, uint8/float16/float32, "
+      "every kind; eval original vs restart)" % ("identical" if ok else "DIFFER", n_ep, n_ep))
 sys.exit(0 if ok else 1)
 PY
