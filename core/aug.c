@@ -330,10 +330,10 @@ static void axis_weights(struct axis *ax, double b0, double scale, double inv, u
  * renormalised). The tap count is the widest span of NONZERO weights (PIL's window
  * is up to 2 taps wider), so a 1..2x downscale needs at most 4.
  * mirror: output i is stored at out-1-i (horizontal flip for free).
- * aw: the SIMD weights kernel (8 outputs a step), or NULL.
+ * k: the SIMD span and weight kernels (8 outputs a step) where set, or NULL.
  */
 static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror,
-		      axisw_fn *aw)
+		      const struct aug_kernels *k)
 {
 	double scale = (b1 - b0) / out;
 	double fscale = scale > 1.0 ? scale : 1.0; /* triangle support 1, widened */
@@ -346,7 +346,12 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 	    gm_grow_scratch((void **)&ax->min, &ax->min_cap, sizeof(int32_t) * out, 1024))
 		return -ENOMEM;
 	/* Pass 1: the span of nonzero weights, |x + 0.5 - center| < fscale, per output. */
-	for (uint32_t i = 0; i < out; i++) {
+	uint32_t i1 = 0;
+	if (k && k->axiss && out >= 8) {
+		taps = k->axiss(ax, b0, scale, fscale, kmax, in, out);
+		i1 = out - out % 8;
+	}
+	for (uint32_t i = i1; i < out; i++) {
 		double center = b0 + (i + 0.5) * scale;
 		int64_t f = ifloor(center - fscale - 0.5) + 1;
 		int64_t l = -ifloor(-(center + fscale - 0.5)) - 1; /* ceil - 1 */
@@ -363,10 +368,10 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
 		return -ENOMEM;
 	ax->taps = taps;
 	uint32_t i0 = 0;
-	if (aw && taps <= AXISW_MAX_TAPS) {
+	if (k && k->axisw && taps <= AXISW_MAX_TAPS) {
 		i0 = out - out % 8;
 		if (i0)
-			aw(ax, b0, scale, inv, in, out, mirror);
+			k->axisw(ax, b0, scale, inv, in, out, mirror);
 	}
 	axis_weights(ax, b0, scale, inv, in, i0, out, mirror);
 	return 0;
@@ -421,6 +426,7 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
 	a->k.hxrow = NULL;
+	a->k.axiss = NULL;
 	a->k.axisw = NULL;
 	a->k.pxrow = NULL;
 	a->k.hpxrow = NULL;
@@ -706,9 +712,9 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	uint32_t size = a->spec.size;
 
 	if (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, img->width, size, win->flip,
-		       a->k.axisw) ||
+		       &a->k) ||
 	    axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, img->height, size, false,
-		       a->k.axisw))
+		       &a->k))
 		return fail(a, -ENOMEM, "out of memory for resize coefficients");
 	/* Only the columns the horizontal taps reach go through the vertical pass. */
 	uint32_t lo = UINT32_MAX, hi = 0;

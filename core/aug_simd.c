@@ -777,6 +777,56 @@ hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2
 }
 
 /*
+ * axis_build's spans, AVX-512F, 8 outputs a vector (axiss_fn): its double
+ * operations lane by lane (floor by roundscale, which ifloor equals in range), then
+ * its clamps in 32-bit integers (every bound is an image size).
+ */
+__attribute__((target("avx512f,avx512vl"))) static uint32_t
+axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax, uint32_t in,
+	     uint32_t out)
+{
+	const __m512d half = _mm512_set1_pd(0.5), fs = _mm512_set1_pd(fscale);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), z = _mm256_setzero_si256();
+	const __m256i last = _mm256_set1_epi32((int)in - 1), km = _mm256_set1_epi32((int)kmax);
+	const __m256i one = _mm256_set1_epi32(1);
+	__m256i taps = one;
+	for (uint32_t i0 = 0; i0 + 8 <= out; i0 += 8) {
+		__m512d ii = _mm512_cvtepi32_pd(_mm256_add_epi32(_mm256_set1_epi32((int)i0), lane));
+		__m512d center =
+		    _mm512_add_pd(_mm512_set1_pd(b0),
+				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
+		__m512d lo = _mm512_sub_pd(_mm512_sub_pd(center, fs), half);
+		__m512d hi = _mm512_sub_pd(_mm512_setzero_pd(),
+					   _mm512_sub_pd(_mm512_add_pd(center, fs), half));
+		lo = _mm512_roundscale_pd(lo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+		hi = _mm512_roundscale_pd(hi, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+		__m256i f = _mm256_add_epi32(_mm512_cvtpd_epi32(lo), one);
+		__m256i l = _mm256_sub_epi32(_mm256_sub_epi32(z, _mm512_cvtpd_epi32(hi)), one);
+		f = _mm256_max_epi32(f, z);
+		l = _mm256_min_epi32(l, last);
+		__mmask8 wide =
+		    _mm256_cmpgt_epi32_mask(_mm256_add_epi32(_mm256_sub_epi32(l, f), one), km);
+		l = _mm256_mask_mov_epi32(l, wide, _mm256_sub_epi32(_mm256_add_epi32(f, km), one));
+		__mmask8 none = _mm256_cmpgt_epi32_mask(f, l);
+		if (none) { /* no sample under the filter: nearest one (rare) */
+			__m256i t = _mm512_cvttpd_epi32(center);
+			t = _mm256_mask_mov_epi32(
+			    t, _mm512_cmp_pd_mask(center, _mm512_set1_pd((double)in), _CMP_GE_OQ),
+			    last);
+			t = _mm256_mask_mov_epi32(
+			    t, _mm512_cmp_pd_mask(center, _mm512_setzero_pd(), _CMP_LT_OQ), z);
+			f = _mm256_mask_mov_epi32(f, none, t);
+			l = _mm256_mask_mov_epi32(l, none, t);
+		}
+		__m256i n = _mm256_add_epi32(_mm256_sub_epi32(l, f), one);
+		_mm256_storeu_si256((__m256i *)(ax->first + i0), f);
+		_mm256_storeu_si256((__m256i *)(ax->count + i0), n);
+		taps = _mm256_max_epi32(taps, n);
+	}
+	return (uint32_t)_mm512_reduce_max_epi32(_mm512_inserti64x4(_mm512_set1_epi32(1), taps, 0));
+}
+
+/*
  * axis_build's weights, AVX-512F, 8 outputs a vector (axisw_fn): axis_weights'
  * double operations in its order, lane by lane (the span's taps past count add
  * +0.0 to the sum, which leaves it as it is), then the lanes' integers laid out as
@@ -867,8 +917,10 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	    !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi"))
 		return;
 	k->vrow = vrow_avx512;
-	if (__builtin_cpu_supports("avx512vl"))
+	if (__builtin_cpu_supports("avx512vl")) {
+		k->axiss = axiss_avx512;
 		k->axisw = axisw_avx512;
+	}
 	if (max >= AUG_SIMD_VNNI && __builtin_cpu_supports("avx512vnni"))
 		k->vrow = vrow_avx512vnni;
 	k->hxrow = hxrow_avx512;

@@ -111,6 +111,13 @@ typedef void hpxrow_fn(uint16_t *dst, size_t plane, const uint8_t *src, const st
 #define AXISW_MAX_TAPS 8
 typedef void axisw_fn(struct axis *ax, double b0, double scale, double inv, uint32_t in,
 		      uint32_t out, bool mirror);
+/*
+ * axis_build's first pass for outputs [0, out - out % 8): first[] and count[] of
+ * the span of nonzero weights of each output, with axis_build's double operations;
+ * returns the largest count (at least 1).
+ */
+typedef uint32_t axiss_fn(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax,
+			  uint32_t in, uint32_t out);
 
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
@@ -118,6 +125,7 @@ struct aug_kernels {
 	hrow_fn *hrow;	   /* any tap count */
 	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
+	axiss_fn *axiss;   /* axis_build's spans, 8 outputs a step, or NULL */
 	axisw_fn *axisw;   /* axis_build's weights, 8 outputs a step, or NULL */
 	pxrow_fn *pxrow;   /* hxrow + frow fused (planar hx_table), or NULL */
 	hpxrow_fn *hpxrow; /* hxrow + hfrow fused, or NULL */
