@@ -499,7 +499,14 @@ static int say_hello(struct conn *c, int role, uint64_t token)
 static void on_hello(struct gm_remote *r, struct conn *c, const struct m_hello *h)
 {
 	struct m_challenge ch;
-	if (c->outgoing || c->st != C_NEW || h->magic != MSG_MAGIC || h->version != MSG_VERSION ||
+	if (!c->outgoing && c->st == C_NEW && h->magic == MSG_MAGIC && h->version != MSG_VERSION) {
+		kill_conn(c,
+			  "refused %s: it speaks the remote protocol version %u, this agent %u "
+			  "(goldminer %s): run the same goldminer on every host",
+			  c->ip, h->version, MSG_VERSION, gm_version());
+		return;
+	}
+	if (c->outgoing || c->st != C_NEW || h->magic != MSG_MAGIC ||
 	    (h->role != ROLE_AGENT && h->role != ROLE_WORKER)) {
 		kill_conn(c, "refused %s: not a goldminer %s peer (bad hello)", c->ip,
 			  gm_version());
