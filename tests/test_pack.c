@@ -354,6 +354,21 @@ static void markers(const uint8_t *b, size_t n, bool *dri, bool *rst, int *sof)
 	}
 }
 
+/* A 40-pixel handle of mode and output type out (0..2), its sample size in *n. */
+static struct gm_aug *small_aug(int mode, int out, size_t *n)
+{
+	struct gm_aug_spec sp;
+	struct gm_aug *g;
+	gm_aug_spec_default(&sp);
+	sp.mode = (enum gm_aug_mode)mode;
+	sp.out = (enum gm_out_type)out;
+	sp.size = 40;
+	sp.resize = 48;
+	assert_int_equal(gm_aug_create(&g, &sp), 0);
+	*n = gm_aug_out_bytes(&sp);
+	return g;
+}
+
 /*
  * Item 4 of the restart work, on the small tree: the batch bytes of each
  * restart-marked file equal the original's, for 20 random crops each, train and
@@ -363,15 +378,8 @@ static void same_samples(const char *a, size_t la, const char *b, size_t lb)
 {
 	for (int mode = 0; mode < 2; mode++)
 		for (int out = 0; out < 3; out++) {
-			struct gm_aug_spec sp;
-			struct gm_aug *g;
-			gm_aug_spec_default(&sp);
-			sp.mode = (enum gm_aug_mode)mode;
-			sp.out = (enum gm_out_type)out;
-			sp.size = 40;
-			sp.resize = 48;
-			assert_int_equal(gm_aug_create(&g, &sp), 0);
-			size_t n = gm_aug_out_bytes(&sp);
+			size_t n;
+			struct gm_aug *g = small_aug(mode, out, &n);
 			uint8_t *x = malloc(n), *y = malloc(n);
 			for (uint64_t id = 0; id < 20; id++) {
 				int ra = gm_aug_sample(g, a, la, 9, 0, id, x, NULL);
@@ -399,15 +407,8 @@ static void same_ranged(const char *t, size_t lt, const char *m, size_t lm, uint
 	size_t plen = lm < 1024 ? lm : 1024;
 	for (int mode = 0; mode < 2; mode++)
 		for (int out = 0; out < 3; out++) {
-			struct gm_aug_spec sp;
-			struct gm_aug *g;
-			gm_aug_spec_default(&sp);
-			sp.mode = (enum gm_aug_mode)mode;
-			sp.out = (enum gm_out_type)out;
-			sp.size = 40;
-			sp.resize = 48;
-			assert_int_equal(gm_aug_create(&g, &sp), 0);
-			size_t n = gm_aug_out_bytes(&sp);
+			size_t n;
+			struct gm_aug *g = small_aug(mode, out, &n);
 			uint8_t *x = malloc(n), *y = malloc(n);
 			for (uint64_t id = 0; id < 20; id++) {
 				uint64_t off, len;
