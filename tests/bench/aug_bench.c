@@ -1,13 +1,14 @@
 /*
  * aug_bench.c - per-sample augment and decode time, one process, one core.
  *
- * Usage: aug_bench ROOT [N [PASSES [SLOTS]]]
+ * Usage: aug_bench ROOT [N [PASSES [SLOTS [OUT]]]]
  *   ROOT: an ImageFolder tree; the first N images (default 300) are read into
  *   memory, about N/10 from each class directory, then decoded and augmented
  *   (gm_aug_sample, the default train spec at 224) PASSES times (default 5) for
  *   each output type, with the same crops every pass. The outputs go round SLOTS
  *   sample-sized places (default 64: a batch of the ring, 38 MB of float32 at
- *   224, more than the caches hold; 1 keeps the output hot).
+ *   224, more than the caches hold; 1 keeps the output hot). OUT: uint8, float32
+ *   or float16 runs that type only (for perf), default all three.
  * Prints per output type the augment and decode time a sample, in us: the sum
  * over images of each image's minimum over the passes (what another process on
  * the core took is filtered out), and the mean; and a hash of the outputs, which
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
 {
 	struct set s;
 	if (argc < 2) {
-		fprintf(stderr, "usage: aug_bench ROOT [N [PASSES [SLOTS]]]\n");
+		fprintf(stderr, "usage: aug_bench ROOT [N [PASSES [SLOTS [OUT]]]]\n");
 		return 2;
 	}
 	int n = argc > 2 ? atoi(argv[2]) : 300, passes = argc > 3 ? atoi(argv[3]) : 5;
@@ -154,10 +155,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "aug_bench: N, PASSES and SLOTS must be positive\n");
 		return 2;
 	}
+	static const char *outs[] = {"uint8", "float32", "float16"};
+	int only = -1;
+	for (int o = 0; argc > 5 && o < 3; o++)
+		only = strcmp(argv[5], outs[o]) == 0 ? o : only;
+	if (argc > 5 && only < 0) {
+		fprintf(stderr, "aug_bench: OUT must be uint8, float32 or float16\n");
+		return 2;
+	}
 	if (load(&s, argv[1], n))
 		return 1;
 	for (int out = 0; out < 3; out++)
-		if (run(&s, (enum gm_out_type)out, passes, (size_t)slots)) {
+		if ((only < 0 || out == only) && run(&s, (enum gm_out_type)out, passes, (size_t)slots)) {
 			fprintf(stderr, "aug_bench: out of memory\n");
 			return 1;
 		}
