@@ -78,9 +78,18 @@ struct gm_aug {
 	uint8_t *hx_blk;
 	size_t hx_base_cap, hx_blk_cap;
 	struct hx_table hx;
+	int32_t *hw_base; /* the horizontal pass in 16-bit lanes (hw_build) */
+	uint8_t *hw_blk;
+	uint32_t *hw_split; /* per output pixel: vw_split's wh, then wl (2 * size) */
+	int16_t *hw_adj;    /* per output pixel: hw_pixel's index adjustment */
+	size_t hw_base_cap, hw_blk_cap, hw_split_cap, hw_adj_cap;
+	struct hw_table hw;
 	struct aug_kernels k; /* row kernels (aug_simd.h) */
 	uint64_t fused_rows;  /* rows made by the fused float kernels (gm_aug_fused_rows) */
+	uint64_t hw_rows;     /* rows made by the 16-bit horizontal kernel (gm_aug_hw_rows) */
 	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
+	uint32_t *vw;	      /* per output row: vw_split's wh (or VW_NONE), then wl: 2 * size */
+	size_t vw_cap;
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	char errmsg[320];
 };
@@ -192,7 +201,12 @@ void gm_aug_destroy(struct gm_aug *a)
 	free(a->hv);
 	free(a->hx_base);
 	free(a->hx_blk);
+	free(a->hw_base);
+	free(a->hw_blk);
+	free(a->hw_split);
+	free(a->hw_adj);
 	free(a->row);
+	free(a->vw);
 	gm_jpeg_destroy(a->dec);
 	free(a);
 }
@@ -205,6 +219,11 @@ const char *gm_aug_errmsg(const struct gm_aug *a)
 uint64_t gm_aug_fused_rows(const struct gm_aug *a)
 {
 	return a->fused_rows;
+}
+
+uint64_t gm_aug_hw_rows(const struct gm_aug *a)
+{
+	return a->hw_rows;
 }
 
 static uint64_t now_ns(void)
@@ -423,9 +442,12 @@ static void pick_kernels(struct gm_aug *a)
 {
 	enum aug_simd_level max = AUG_SIMD_VNNI;
 	a->k.vrow = vrow_c;
+	a->k.vwrow = NULL;
+	a->k.vws = NULL;
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
 	a->k.hxrow = NULL;
+	a->k.hwrow = NULL;
 	a->k.axiss = NULL;
 	a->k.axisw = NULL;
 	a->k.pxrow = NULL;
@@ -532,6 +554,86 @@ static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
 	return true;
 }
 
+/*
+ * hw_build's split of output pixel ox (sp: wh[out_w], then wl[out_w], from vws;
+ * adj[ox]: added to its lanes' pair-0 index word). A pixel whose one tap k has
+ * weight COEF_ONE has no split (wh would be 128): it becomes taps k and k at
+ * COEF_ONE / 2 each (wh 64, wl 0, both index bytes on tap k). false for any other
+ * pixel without a split.
+ */
+static bool hw_pixel(uint32_t *sp, int16_t *adj, const struct axis *ax, uint32_t ox, uint32_t out_w)
+{
+	const int16_t *c = ax->coef + (size_t)ox * ax->taps;
+	adj[ox] = 0;
+	if (sp[ox] != VW_NONE)
+		return true;
+	for (uint32_t k = 0; k < ax->taps; k++)
+		if (c[k] == COEF_ONE) {
+			sp[ox] = 0x4040u;
+			sp[out_w + ox] = 0;
+			adj[ox] = (int16_t)(3 * k * 257 - 3 * 256);
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Lay out the horizontal pass in 16-bit lanes (struct hw_table, aug_simd.h) for
+ * out_w pixels of the byte-offset axis ax; sp: 2 * out_w words and adj: out_w of
+ * scratch. false when the taps are more than 4, some pixel's weights do not split
+ * (hw_pixel) or some group's taps span more than HX_WINDOW source bytes.
+ */
+static bool hw_build(struct hw_table *t, int32_t *base, uint8_t *blk, uint32_t *sp, int16_t *adj,
+		     const struct axis *ax, uint32_t out_w, const struct aug_kernels *k)
+{
+	uint32_t taps = ax->taps, nval = 3 * out_w, pairs = taps > 2 ? 2 : 1;
+	size_t gstep = (size_t)pairs * 192;
+	bool narrow = true;
+
+	if (taps > 4)
+		return false;
+	k->vws(ax->coef, taps, out_w, sp, sp + out_w);
+	for (uint32_t ox = 0; ox < out_w; ox++)
+		if (!hw_pixel(sp, adj, ax, ox, out_w))
+			return false;
+	t->pairs = pairs;
+	t->groups = (nval + 2 * HW_GROUP - 1) / (2 * HW_GROUP) * 2; /* the kernel takes 2 a step */
+	t->nval = nval;
+	t->base = base;
+	t->blk = blk;
+	for (uint32_t g = 0; g < t->groups; g++) {
+		uint32_t j0 = g * HW_GROUP < nval ? g * HW_GROUP : nval - 1;
+		uint32_t j1 = j0 + HW_GROUP - 1 < nval ? j0 + HW_GROUP - 1 : nval - 1;
+		int32_t m0 = ax->min[j0 / 3], m1 = ax->min[j1 / 3]; /* min[] is monotonic */
+		int32_t b = m0 < m1 ? m0 : m1,
+			far = (m0 < m1 ? m1 - m0 : m0 - m1) + 3 * (int32_t)taps - 1;
+		if (far >= HX_WINDOW)
+			return false;
+		narrow = narrow && far < 64;
+		base[g] = b;
+		uint16_t *q = (uint16_t *)(blk + g * gstep);
+		uint32_t ox = j0 / 3, c = j0 % 3;
+		for (uint32_t l = 0, j = j0; l < HW_GROUP; l++) {
+			uint32_t v = (uint32_t)(ax->min[ox] - b) + c;
+			q[l] = (uint16_t)(v * 257 + 3 * 256 + (uint32_t)adj[ox]);
+			q[32 + l] = (uint16_t)sp[ox];
+			q[64 + l] = (uint16_t)sp[out_w + ox];
+			if (pairs == 2) {
+				q[96 + l] = (uint16_t)(v * 257 + 6 + 9 * 256);
+				q[128 + l] = (uint16_t)(sp[ox] >> 16);
+				q[160 + l] = (uint16_t)(sp[out_w + ox] >> 16);
+			}
+			if (j + 1 < nval) { /* lanes past the end repeat the last byte */
+				j++;
+				c = c == 2 ? 0 : c + 1;
+				ox += c == 0;
+			}
+		}
+	}
+	t->narrow = narrow;
+	return true;
+}
+
 /* Groups of the planar table for out_w pixels (px_build). */
 static uint32_t px_groups(uint32_t out_w)
 {
@@ -586,9 +688,11 @@ static bool px_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
  * Vertical pass of output row y over the nonzero taps only: the tap count is the
  * axis maximum, and rows with fewer weights (often every other row) have zeros at
  * one end, which would cost a whole pair of source rows. Same sums either way.
+ * With a split table (a->vw), the 16-bit kernel: the split of the trimmed taps is
+ * the split of all of them shifted (a zero weight splits to two zero bytes).
  */
 static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t stride, size_t nbytes,
-		  uint32_t y)
+		  uint32_t y, bool vw)
 {
 	const int16_t *c = a->ay.coef + (size_t)y * a->ay.taps;
 	uint32_t k0 = 0, k1 = a->ay.taps - 1;
@@ -596,8 +700,14 @@ static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t strid
 		k0++;
 	while (k1 > k0 && c[k1] == 0)
 		k1--;
-	a->k.vrow(d, src + ((size_t)a->ay.min[y] + k0) * stride, stride, nbytes, c + k0,
-		  k1 - k0 + 1);
+	const uint8_t *s = src + ((size_t)a->ay.min[y] + k0) * stride;
+	if (k0 == k1 && c[k0] == COEF_ONE) /* one tap of weight 1: vrow_c's bytes are s's */
+		memcpy(d, s, nbytes);
+	else if (vw && a->vw[y] != VW_NONE)
+		a->k.vwrow(d, s, stride, nbytes, c + k0, k1 - k0 + 1, a->vw[y] >> (8 * k0),
+			   a->vw[a->spec.size + y] >> (8 * k0));
+	else
+		a->k.vrow(d, s, stride, nbytes, c + k0, k1 - k0 + 1);
 }
 
 /* ---- the sample ------------------------------------------------------------------- */
@@ -699,6 +809,8 @@ struct resize_plan {
 	bool two;	    /* the two-row horizontal kernel applies */
 	bool hx;	    /* the byte-gather kernel applies (a->hx is built) */
 	bool px;	    /* the fused float kernel applies (a->hx is built planar) */
+	bool hw;	    /* the 16-bit kernel applies (a->hw is built) */
+	bool vw;	    /* a->vw holds the vertical splits (the 16-bit kernel applies) */
 };
 
 /*
@@ -751,11 +863,29 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
 	p->px = fuse && px_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
-	p->hx = !p->px && a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
-	if (!p->px && !p->hx && a->k.hrow != hrow_c)
+	uint32_t hwg = (3 * size + 2 * HW_GROUP - 1) / (2 * HW_GROUP) * 2;
+	if (!p->px && a->k.hwrow && a->k.vws &&
+	    (gm_grow_scratch((void **)&a->hw_adj, &a->hw_adj_cap, sizeof(int16_t) * size, 1024) ||
+	     gm_grow_scratch((void **)&a->hw_base, &a->hw_base_cap, sizeof(int32_t) * hwg, 1024) ||
+	     gm_grow_scratch((void **)&a->hw_blk, &a->hw_blk_cap, (size_t)hwg * 2 * 192, 1024) ||
+	     gm_grow_scratch((void **)&a->hw_split, &a->hw_split_cap, sizeof(uint32_t) * 2 * size,
+			     1024)))
+		return fail(a, -ENOMEM, "out of memory for resize buffers");
+	p->hw =
+	    !p->px && a->k.hwrow && a->k.vws &&
+	    hw_build(&a->hw, a->hw_base, a->hw_blk, a->hw_split, a->hw_adj, &a->ax, size, &a->k);
+	p->hx =
+	    !p->px && !p->hw && a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	if (!p->px && !p->hw && !p->hx && a->k.hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs, p->two);
 	p->src = img->pixels + (size_t)lo * 3;
 	p->stride = img->stride;
+	p->vw = a->k.vwrow && a->k.vws && a->ay.taps <= 4;
+	if (p->vw &&
+	    gm_grow_scratch((void **)&a->vw, &a->vw_cap, sizeof(uint32_t) * 2 * size, 1024))
+		return fail(a, -ENOMEM, "out of memory for resize buffers");
+	if (p->vw)
+		a->k.vws(a->ay.coef, a->ay.taps, size, a->vw, a->vw + size);
 	return 0;
 }
 
@@ -793,9 +923,9 @@ static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 
 	for (uint32_t y = 0; y < size; y += 2) {
 		bool pair = y + 1 < size;
-		vpass(a, tmp0, p->src, p->stride, p->nbytes, y);
+		vpass(a, tmp0, p->src, p->stride, p->nbytes, y, p->vw);
 		if (pair)
-			vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1);
+			vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1, p->vw);
 		if (p->px) {
 			fused_rows(a, out, y, pair, tmp0, tmp1);
 			continue;
@@ -805,7 +935,10 @@ static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
 			d0 = (uint8_t *)out + y * orow;
 			d1 = pair ? d0 + orow : a->row;
 		}
-		if (p->hx) {
+		if (p->hw) {
+			a->k.hwrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hw);
+			a->hw_rows += pair ? 2 : 1;
+		} else if (p->hx) {
 			a->k.hxrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hx);
 		} else if (p->two) {
 			a->k.hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);

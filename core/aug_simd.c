@@ -436,6 +436,59 @@ vrow_body(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t 
 	}
 }
 
+/*
+ * Vertical, AVX-512 BW, in 16-bit lanes (vwrow_fn): 64 output bytes with two
+ * unpacks and four vpmaddubsw per pair of taps, where vrow_body needs six unpacks
+ * and four 32-bit multiply-adds; why it is exact: vw_split (aug_simd.h).
+ */
+/* One pair of rows a, b on 64 bytes: bytes interleaved, 4 vpmaddubsw. */
+__attribute__((target(AVX512), always_inline)) static inline void
+vw_pair(const uint8_t *a, const uint8_t *b, __m512i wh, __m512i wl, __m512i *h0, __m512i *h1,
+	__m512i *l0, __m512i *l1, bool first)
+{
+	__m512i va = _mm512_loadu_si512(a), vb = _mm512_loadu_si512(b);
+	__m512i lo = _mm512_unpacklo_epi8(va, vb), hi = _mm512_unpackhi_epi8(va, vb);
+	__m512i x0 = _mm512_maddubs_epi16(lo, wh), x1 = _mm512_maddubs_epi16(hi, wh);
+	__m512i y0 = _mm512_maddubs_epi16(lo, wl), y1 = _mm512_maddubs_epi16(hi, wl);
+	if (first) {
+		*h0 = x0, *h1 = x1, *l0 = y0, *l1 = y1;
+	} else {
+		*h0 = _mm512_add_epi16(*h0, x0), *h1 = _mm512_add_epi16(*h1, x1);
+		*l0 = _mm512_add_epi16(*l0, y0), *l1 = _mm512_add_epi16(*l1, y1);
+	}
+}
+
+__attribute__((target(AVX512), always_inline)) static inline void
+vw_body(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n, const int16_t *c,
+	uint32_t taps, uint32_t wh, uint32_t wl, bool vnni)
+{
+	if (n < 64 || taps > 4) {
+		vrow_body(d, s, stride, n, c, taps, vnni);
+		return;
+	}
+	const __m512i k256 = _mm512_set1_epi16(256);
+	const __m512i wh0 = _mm512_set1_epi16((short)wh), wl0 = _mm512_set1_epi16((short)wl);
+	const __m512i wh1 = _mm512_set1_epi16((short)(wh >> 16));
+	const __m512i wl1 = _mm512_set1_epi16((short)(wl >> 16));
+	const uint8_t *r1 = taps > 1 ? s + stride : s;
+	const uint8_t *r2 = taps > 2 ? s + 2 * stride : s, *r3 = taps > 3 ? s + 3 * stride : r2;
+	size_t x = 0;
+	for (;;) {
+		if (x + 64 > n) /* a ragged end redoes the last full 64 bytes */
+			x = n - 64;
+		__m512i h0, h1, l0, l1;
+		vw_pair(s + x, r1 + x, wh0, wl0, &h0, &h1, &l0, &l1, true);
+		if (taps > 2)
+			vw_pair(r2 + x, r3 + x, wh1, wl1, &h0, &h1, &l0, &l1, false);
+		h0 = _mm512_mulhrs_epi16(_mm512_add_epi16(h0, _mm512_srai_epi16(l0, 7)), k256);
+		h1 = _mm512_mulhrs_epi16(_mm512_add_epi16(h1, _mm512_srai_epi16(l1, 7)), k256);
+		_mm512_storeu_si512(d + x, _mm512_packus_epi16(h0, h1));
+		x += 64;
+		if (x >= n)
+			break;
+	}
+}
+
 __attribute__((target(AVX512))) static void vrow_avx512(uint8_t *restrict d,
 							const uint8_t *restrict s, size_t stride,
 							size_t n, const int16_t *c, uint32_t taps)
@@ -450,6 +503,21 @@ __attribute__((target(AVX512))) static void vrow_avx512vnni(uint8_t *restrict d,
 							    const int16_t *c, uint32_t taps)
 {
 	vrow_body(d, s, stride, n, c, taps, true);
+}
+
+__attribute__((target(AVX512))) static void vwrow_avx512(uint8_t *restrict d,
+							 const uint8_t *restrict s, size_t stride,
+							 size_t n, const int16_t *c, uint32_t taps,
+							 uint32_t wh, uint32_t wl)
+{
+	vw_body(d, s, stride, n, c, taps, wh, wl, false);
+}
+
+__attribute__((target(AVX512))) static void
+vwrow_avx512vnni(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		 const int16_t *c, uint32_t taps, uint32_t wh, uint32_t wl)
+{
+	vw_body(d, s, stride, n, c, taps, wh, wl, true);
 }
 
 /*
@@ -554,6 +622,161 @@ __attribute__((target(AVX512))) static void hxrow_avx512(uint8_t *restrict dst0,
 		hx_body(dst0, dst1, src0, src1, t, t->pairs, true);
 	else /* 7 taps and more: a downscale by 3 and more */
 		hx_body(dst0, dst1, src0, src1, t, t->pairs, false);
+}
+
+/*
+ * vw_split, 8 rows a step (vws_fn): each row's 4 weights in one 64-bit lane (fewer
+ * taps zero-extended), the ranks from the three rotations of the lane, with
+ * vw_split's keys.
+ */
+__attribute__((target(AVX512 ",avx512vl"))) static void
+vws_avx512(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_t *wl)
+{
+	const __m512i k127 = _mm512_set1_epi16(127), k128 = _mm512_set1_epi16(128);
+	const __m512i one = _mm512_set1_epi16(1), z = _mm512_setzero_si512();
+	const __m512i pos = _mm512_set1_epi64(0x0000000100020003ll); /* 3 - k in word k */
+	/* 3 taps: row q's words to lane q's words 0-2 (word 3 zeroed by the mask) */
+	const __m512i t3 =
+	    _mm512_set_epi16(31, 23, 22, 21, 31, 20, 19, 18, 31, 17, 16, 15, 31, 14, 13, 12, 31, 11,
+			     10, 9, 31, 8, 7, 6, 31, 5, 4, 3, 31, 2, 1, 0);
+	uint32_t i = 0;
+	if (taps >= 1 && taps <= 4)
+		for (; i + 8 <= n; i += 8) {
+			const int16_t *c0 = coef + (size_t)i * taps;
+			__m512i c;
+			if (taps == 4)
+				c = _mm512_loadu_si512(c0);
+			else if (taps == 3)
+				c = _mm512_maskz_permutexvar_epi16(
+				    0x77777777u, t3, _mm512_maskz_loadu_epi16(0xffffffu, c0));
+			else if (taps == 2)
+				c = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)c0));
+			else
+				c = _mm512_cvtepu16_epi64(_mm_loadu_si128((const __m128i *)c0));
+			__m512i r = _mm512_and_si512(c, k127);
+			__m512i rk = _mm512_maskz_mov_epi16(
+			    _mm512_cmplt_epi16_mask(c, _mm512_set1_epi16(127 * 128)), r);
+			__m512i key = _mm512_or_si512(_mm512_slli_epi16(rk, 2), pos);
+			__m512i rank = z;
+			rank = _mm512_mask_add_epi16(
+			    rank, _mm512_cmpgt_epu16_mask(_mm512_rol_epi64(key, 16), key), rank,
+			    one);
+			rank = _mm512_mask_add_epi16(
+			    rank, _mm512_cmpgt_epu16_mask(_mm512_rol_epi64(key, 32), key), rank,
+			    one);
+			rank = _mm512_mask_add_epi16(
+			    rank, _mm512_cmpgt_epu16_mask(_mm512_rol_epi64(key, 48), key), rank,
+			    one);
+			__m512i rs = _mm512_add_epi16(r, _mm512_rol_epi64(r, 16));
+			rs = _mm512_add_epi16(rs, _mm512_rol_epi64(rs, 32));
+			__m512i cs = _mm512_add_epi16(c, _mm512_rol_epi64(c, 16));
+			cs = _mm512_add_epi16(cs, _mm512_rol_epi64(cs, 32));
+			__mmask32 e = _mm512_cmplt_epu16_mask(rank, _mm512_srli_epi16(rs, 7));
+			__m512i h = _mm512_srai_epi16(c, 7);
+			h = _mm512_mask_add_epi16(h, e, h, one);
+			__m512i l = _mm512_mask_sub_epi16(r, e, r, k128);
+			__mmask32 bad = _mm512_cmpgt_epi16_mask(h, k127) |
+					_mm512_cmplt_epi16_mask(c, z) |
+					_mm512_cmpgt_epi16_mask(c, _mm512_set1_epi16(COEF_ONE)) |
+					_mm512_cmpneq_epi16_mask(cs, _mm512_set1_epi16(COEF_ONE));
+			__mmask8 rowbad = _mm512_test_epi64_mask(_mm512_maskz_set1_epi16(bad, -1),
+								 _mm512_maskz_set1_epi16(bad, -1));
+			__m256i hb = _mm512_cvtepi16_epi8(h), lb = _mm512_cvtepi16_epi8(l);
+			hb = _mm256_mask_mov_epi32(hb, rowbad, _mm256_set1_epi32(-1));
+			_mm256_storeu_si256((__m256i *)(wh + i), hb);
+			_mm256_storeu_si256((__m256i *)(wl + i), lb);
+		}
+	for (; i < n; i++)
+		if (!vw_split(coef + (size_t)i * taps, taps, &wh[i], &wl[i]))
+			wh[i] = VW_NONE;
+}
+
+/*
+ * Horizontal, AVX-512 VBMI, two rows, in 16-bit lanes (struct hw_table): per group
+ * of 32 output bytes and pair of taps one vpermb (vpermt2b for a 128-byte window)
+ * gathers each lane's two source bytes, and two vpmaddubsw multiply them by the
+ * split weights (vw_split: H and L); then (H + (L >> 7) + 64) >> 7 by vpmulhrsw,
+ * and one vpermt2b takes the low bytes of two groups' words: 64 output bytes in
+ * order. Both rows share the table loads. PAIRS and NARROW are constants after
+ * inlining. Reads up to HX_WINDOW bytes from each group's base: the rows have that
+ * slack.
+ */
+__attribute__((target(AVX512), always_inline)) static inline __m512i
+hw_group(const uint8_t *s0, const uint8_t *s1, const uint8_t *blk, uint32_t pairs, bool narrow,
+	 __m512i *r1)
+{
+	const __m512i k256 = _mm512_set1_epi16(256);
+	__m512i lo0 = _mm512_loadu_si512(s0), lo1 = _mm512_loadu_si512(s1);
+	__m512i hi0 = lo0, hi1 = lo1;
+	__m512i h0 = _mm512_setzero_si512(), h1 = h0, l0 = h0, l1 = h0;
+	if (!narrow) {
+		hi0 = _mm512_loadu_si512(s0 + 64);
+		hi1 = _mm512_loadu_si512(s1 + 64);
+	}
+	for (uint32_t p = 0; p < pairs; p++) {
+		const uint8_t *b = blk + (size_t)p * 192;
+		__m512i idx = _mm512_loadu_si512(b);
+		__m512i wh = _mm512_loadu_si512(b + 64), wl = _mm512_loadu_si512(b + 128);
+		__m512i v0, v1;
+		if (narrow) {
+			v0 = _mm512_permutexvar_epi8(idx, lo0);
+			v1 = _mm512_permutexvar_epi8(idx, lo1);
+		} else {
+			v0 = _mm512_permutex2var_epi8(lo0, idx, hi0);
+			v1 = _mm512_permutex2var_epi8(lo1, idx, hi1);
+		}
+		h0 = _mm512_add_epi16(h0, _mm512_maddubs_epi16(v0, wh));
+		h1 = _mm512_add_epi16(h1, _mm512_maddubs_epi16(v1, wh));
+		l0 = _mm512_add_epi16(l0, _mm512_maddubs_epi16(v0, wl));
+		l1 = _mm512_add_epi16(l1, _mm512_maddubs_epi16(v1, wl));
+	}
+	*r1 = _mm512_mulhrs_epi16(_mm512_add_epi16(h1, _mm512_srai_epi16(l1, 7)), k256);
+	return _mm512_mulhrs_epi16(_mm512_add_epi16(h0, _mm512_srai_epi16(l0, 7)), k256);
+}
+
+__attribute__((target(AVX512), always_inline)) static inline void
+hw_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
+	const struct hw_table *t, uint32_t pairs, bool narrow)
+{
+	/* byte 2i of the two groups' words (their low bytes: values 0..255) */
+	const __m512i even =
+	    _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100,
+			    98, 96, 94, 92, 90, 88, 86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64,
+			    62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28,
+			    26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+	size_t gstep = (size_t)pairs * 192;
+	const int32_t *base = t->base;
+	const uint8_t *blk = t->blk;
+	for (uint32_t at = 0; at < t->nval; at += 2 * HW_GROUP, base += 2, blk += 2 * gstep) {
+		__m512i b0, b1;
+		__m512i a0 = hw_group(s0 + base[0], s1 + base[0], blk, pairs, narrow, &b0);
+		__m512i a1 = hw_group(s0 + base[1], s1 + base[1], blk + gstep, pairs, narrow, &b1);
+		__m512i r0 = _mm512_permutex2var_epi8(a0, even, a1);
+		__m512i r1 = _mm512_permutex2var_epi8(b0, even, b1);
+		if (at + 2 * HW_GROUP <= t->nval) {
+			_mm512_storeu_si512(d0 + at, r0);
+			_mm512_storeu_si512(d1 + at, r1);
+		} else {
+			__mmask64 m = ((__mmask64)1 << (t->nval - at)) - 1;
+			_mm512_mask_storeu_epi8(d0 + at, m, r0);
+			_mm512_mask_storeu_epi8(d1 + at, m, r1);
+		}
+	}
+}
+
+__attribute__((target(AVX512))) static void hwrow_avx512(uint8_t *restrict dst0,
+							 uint8_t *restrict dst1,
+							 const uint8_t *src0, const uint8_t *src1,
+							 const struct hw_table *t)
+{
+	if (t->narrow && t->pairs == 1)
+		hw_body(dst0, dst1, src0, src1, t, 1, true);
+	else if (t->narrow)
+		hw_body(dst0, dst1, src0, src1, t, 2, true);
+	else if (t->pairs == 1)
+		hw_body(dst0, dst1, src0, src1, t, 1, false);
+	else
+		hw_body(dst0, dst1, src0, src1, t, 2, false);
 }
 
 /*
@@ -917,13 +1140,18 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	    !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi"))
 		return;
 	k->vrow = vrow_avx512;
+	k->vwrow = vwrow_avx512;
 	if (__builtin_cpu_supports("avx512vl")) {
+		k->vws = vws_avx512;
 		k->axiss = axiss_avx512;
 		k->axisw = axisw_avx512;
 	}
-	if (max >= AUG_SIMD_VNNI && __builtin_cpu_supports("avx512vnni"))
+	if (max >= AUG_SIMD_VNNI && __builtin_cpu_supports("avx512vnni")) {
 		k->vrow = vrow_avx512vnni;
+		k->vwrow = vwrow_avx512vnni;
+	}
 	k->hxrow = hxrow_avx512;
+	k->hwrow = hwrow_avx512;
 	k->pxrow = pxrow_avx512;
 	k->hpxrow = hpxrow_avx512;
 	k->frow = frow_avx512;

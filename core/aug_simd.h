@@ -39,6 +39,12 @@ struct axis {
 
 typedef void vrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
 		     const int16_t *c, uint32_t taps);
+/*
+ * The vertical pass of a row whose weights vw_split accepted, given its split
+ * (wh, wl); c and taps as vrow_fn's, for rows under one vector.
+ */
+typedef void vwrow_fn(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		      const int16_t *c, uint32_t taps, uint32_t wh, uint32_t wl);
 typedef void frow_fn(float *restrict p0, float *restrict p1, float *restrict p2,
 		     const uint8_t *restrict rgb, uint32_t n, const float *scale,
 		     const float *bias);
@@ -75,6 +81,30 @@ struct hx_table {
 
 typedef void hxrow_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
 		      const uint8_t *src1, const struct hx_table *t);
+
+/*
+ * The horizontal pass in 16-bit lanes (hwrow_fn), for images whose horizontal taps
+ * are at most 4 and whose every output pixel's weights vw_split accepts: a group
+ * is HW_GROUP consecutive bytes of an output row, one 16-bit lane each; it reads
+ * the source row from base[g] on, and for each pair of taps p has 64 index bytes
+ * (lane l: tap 2p's source byte in byte 2l, tap 2p+1's in byte 2l+1, relative to
+ * base[g]; < 64 when narrow, else < HX_WINDOW), then 64 bytes of wh (lane l: the
+ * two taps' wh, vw_split's bytes) and 64 of wl. Two groups make 64 output bytes;
+ * groups is even. Lanes past the row's end repeat its last byte and are not
+ * stored. hw_build (aug.c) lays it out once per image.
+ */
+#define HW_GROUP 32
+
+struct hw_table {
+	uint32_t groups, pairs;
+	uint32_t nval; /* bytes of an output row: 3 * out_w */
+	bool narrow;
+	const int32_t *base;
+	const uint8_t *blk; /* groups * pairs * 3 * 64 bytes */
+};
+
+typedef void hwrow_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+		      const uint8_t *src1, const struct hw_table *t);
 
 /*
  * The horizontal pass fused with the float layout (pxrow_fn, hpxrow_fn): the same
@@ -119,12 +149,22 @@ typedef void axisw_fn(struct axis *ax, double b0, double scale, double inv, uint
 typedef uint32_t axiss_fn(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax,
 			  uint32_t in, uint32_t out);
 
+/*
+ * vw_split for the n rows (taps each, taps <= 4) of coef: wh[i], wl[i] as vw_split
+ * writes them, wh[i] = VW_NONE where it returns false. 8 rows a step.
+ */
+#define VW_NONE UINT32_MAX /* vw_split's bytes are <= 127: no split has it */
+typedef void vws_fn(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_t *wl);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
+	vwrow_fn *vwrow;   /* rows vw_split accepts, in 16-bit lanes, or NULL */
+	vws_fn *vws;	   /* vw_split over many rows, or NULL */
 	hrow_fn *hrow;	   /* any tap count */
 	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
+	hwrow_fn *hwrow;   /* two rows, 16-bit lanes (hw_table), or NULL */
 	axiss_fn *axiss;   /* axis_build's spans, 8 outputs a step, or NULL */
 	axisw_fn *axisw;   /* axis_build's weights, 8 outputs a step, or NULL */
 	pxrow_fn *pxrow;   /* hxrow + frow fused (planar hx_table), or NULL */
@@ -135,6 +175,8 @@ struct aug_kernels {
 
 /* Output rows the fused kernels made on handle a (tests check that they ran). */
 __attribute__((visibility("hidden"))) uint64_t gm_aug_fused_rows(const struct gm_aug *a);
+/* Output rows the 16-bit horizontal kernel (hwrow_fn) made on handle a. */
+__attribute__((visibility("hidden"))) uint64_t gm_aug_hw_rows(const struct gm_aug *a);
 
 /* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
 enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512, AUG_SIMD_VNNI };
@@ -162,6 +204,57 @@ __attribute__((unused)) static void vrow_c(uint8_t *restrict d, const uint8_t *r
 			acc += s[k * stride + x] * c[k];
 		d[x] = (uint8_t)(acc >> COEF_BITS);
 	}
+}
+
+/*
+ * Split a row's weights (taps <= 4 of them, >= 0, summing to COEF_ONE: what
+ * axis_build makes) for the 16-bit kernels (vwrow_fn): w = 128 wh + wl with
+ *   wh = (w >> 7) + e,  wl = (w & 127) - 128 e,  e in {0, 1},
+ * e = 1 for the m largest remainders r = w & 127 (ties: the first), m = sum r / 128
+ * (an integer: sum w is a multiple of 128). Then sum wl = 0 and sum wh = 128, and
+ * the positive wl sum to the 4 - m smallest remainders (absent taps count as 0),
+ * which is <= 128 since they average at most 128 m / 4; the negative ones sum to
+ * minus that. A weight >= 127 * 128 ranks last (as if r were 0): with e it would
+ * make wh = 128, and the others sum to <= 128 - r, so m <= 1 and another tap with
+ * r > 0 takes the e, which keeps the positive wl <= 128. With pixels p in 0..255
+ * as vpmaddubsw's unsigned bytes and wh, wl as its signed ones (wh <= 127 is
+ * checked: it fails only for one tap of weight 1),
+ *   H = sum wh p in [0, 255 * 128],  L = sum wl p in [-255 * 128, 255 * 128]:
+ * no pair of taps saturates and neither sum overflows 16 bits. vrow_c's result is
+ *   (2^13 + 128 H + L) >> 14 = (H + (L >> 7) + 64) >> 7
+ * (2^13 + 128 H is a multiple of 128), and vpmulhrsw by 256 is the last step:
+ * (256 x + 2^14) >> 15 = (x + 64) >> 7 for x in [-64, 32703], which holds since the
+ * result is 0..255.
+ * *wh, *wl: byte k is tap k's wh, wl (signed); false when the row does not qualify.
+ */
+static inline bool vw_split(const int16_t *c, uint32_t taps, uint32_t *wh, uint32_t *wl)
+{
+	int32_t w[4] = {0, 0, 0, 0}, r[4], sum = 0;
+	if (taps > 4)
+		return false;
+	for (uint32_t k = 0; k < taps; k++)
+		w[k] = c[k];
+	for (uint32_t k = 0; k < 4; k++) {
+		r[k] = w[k] & 127;
+		sum += w[k];
+	}
+	int32_t m = (r[0] + r[1] + r[2] + r[3]) >> 7, key[4];
+	for (int k = 0; k < 4; k++) /* unique: ties go to the first tap */
+		key[k] = (w[k] >= 127 * 128 ? 0 : r[k]) * 4 + 3 - k;
+	bool ok = sum == COEF_ONE && w[0] >= 0 && w[1] >= 0 && w[2] >= 0 && w[3] >= 0;
+	uint32_t h = 0, l = 0;
+	for (int k = 0; k < 4; k++) {
+		int32_t above = 0; /* taps ranked before tap k */
+		for (int j = 0; j < 4; j++)
+			above += key[j] > key[k];
+		int32_t e = above < m, hk = (w[k] >> 7) + e;
+		ok = ok && hk <= 127;
+		h |= (uint32_t)(uint8_t)hk << (8 * k);
+		l |= (uint32_t)(uint8_t)(r[k] - 128 * e) << (8 * k);
+	}
+	*wh = h;
+	*wl = l;
+	return ok;
 }
 
 /*

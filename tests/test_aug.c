@@ -22,7 +22,7 @@
 #include "goldminer/aug.h"
 #include "goldminer/synth.h"
 
-#include "../core/aug_simd.h" /* gm_aug_fused_rows: which path made a float output */
+#include "../core/aug_simd.h" /* which kernels made an output; the kernels themselves */
 
 /* Encode w x h RGB pixels at quality 100, no subsampling. *out is malloc'ed. */
 static void encode(const uint8_t *rgb, uint32_t w, uint32_t h, uint8_t **out, size_t *len)
@@ -708,10 +708,11 @@ static void test_every_level_equals_portable(void **state)
 
 /*
  * Create the handle of spec sp (the portable kernels when portable), sample ids
- * 0..n-1 of jpg into o and return the rows the fused float kernels made.
+ * 0..n-1 of jpg into o and return the rows the fused float kernels made; *hw (if
+ * not NULL): the rows the 16-bit horizontal kernel made.
  */
-static uint64_t sample_all(const struct gm_aug_spec *sp, bool portable, const uint8_t *jpg,
-			   size_t len, uint64_t n, uint8_t *o)
+static uint64_t sample_all_hw(const struct gm_aug_spec *sp, bool portable, const uint8_t *jpg,
+			      size_t len, uint64_t n, uint8_t *o, uint64_t *hw)
 {
 	struct gm_aug *a;
 	size_t bytes = gm_aug_out_bytes(sp);
@@ -722,8 +723,16 @@ static uint64_t sample_all(const struct gm_aug_spec *sp, bool portable, const ui
 	for (uint64_t id = 0; id < n; id++)
 		assert_int_equal(gm_aug_sample(a, jpg, len, 7, 1, id, o + id * bytes, NULL), 0);
 	uint64_t rows = gm_aug_fused_rows(a);
+	if (hw)
+		*hw = gm_aug_hw_rows(a);
 	gm_aug_destroy(a);
 	return rows;
+}
+
+static uint64_t sample_all(const struct gm_aug_spec *sp, bool portable, const uint8_t *jpg,
+			   size_t len, uint64_t n, uint8_t *o)
+{
+	return sample_all_hw(sp, portable, jpg, len, n, o, NULL);
 }
 
 /*
@@ -788,6 +797,235 @@ static void test_fused_float_layout_equals_portable(void **state)
 	free(jpg);
 	if (!vbmi)
 		skip();
+}
+
+/*
+ * The 16-bit horizontal kernel (hwrow_fn, hw_build) against the portable kernels,
+ * bit for bit: every output type (float ones take it when their fused kernel
+ * cannot), train without and with flip, eval, and eval at scale 1 exactly (every
+ * output pixel one tap of weight 1: hw_build's doubled tap); sides whose last
+ * 64-byte step is full or ragged; upscales (some pixels one tap), 1-2x
+ * downscales (one and two source vectors) and wider ones (taps past 4: the other
+ * kernels). On a CPU with AVX-512 VBMI the kernel must have made some rows of each
+ * side and not all.
+ */
+static void test_hw_kernel_equals_portable(void **state)
+{
+	static const uint32_t sizes[] = {1, 21, 22, 64, 100, 224};
+	static const float ratios[][2] = {{0.75f, 1.3333f}, {2.5f, 4.0f}, {0.25f, 0.4f}};
+	const uint64_t n = 6;
+	size_t len, ilen;
+	uint8_t *jpg = synth(640, 480, 61, 0, &len), *ident;
+	bool vbmi = false;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl");
+#endif
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint64_t hw = 0, rows = 0;
+		/* eval at scale 1: resize == size, the short side already that size */
+		ident = synth(sizes[k] + 7, sizes[k], 62, 0, &ilen);
+		for (int mode = 0; mode < 5; mode++)
+			for (size_t r = 0; r < sizeof(ratios) / sizeof(ratios[0]); r++)
+				for (int out = 0; out < 3; out++) {
+					struct gm_aug_spec sp;
+					uint64_t h = 0;
+					gm_aug_spec_default(&sp);
+					sp.size = sizes[k];
+					sp.out = (enum gm_out_type)out;
+					sp.mode = mode >= 3 ? GM_AUG_EVAL : GM_AUG_TRAIN;
+					sp.resize = mode == 4 ? sizes[k] : sp.resize;
+					sp.flip_p = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.5f;
+					sp.ratio_min = ratios[r][0];
+					sp.ratio_max = ratios[r][1];
+					const uint8_t *src = mode == 4 ? ident : jpg;
+					size_t sl = mode == 4 ? ilen : len;
+					size_t bytes = gm_aug_out_bytes(&sp) * n + 256;
+					uint8_t *o1 = malloc(bytes), *o2 = malloc(bytes);
+					assert_non_null(o1);
+					assert_non_null(o2);
+					memset(o1, 0x5a, bytes);
+					memset(o2, 0x5a, bytes);
+					sample_all_hw(&sp, false, src, sl, n, o1, &h);
+					sample_all_hw(&sp, true, src, sl, n, o2, NULL);
+					if (out == 0)
+						hw += h, rows += sizes[k] * n;
+					if (memcmp(o1, o2, bytes) != 0)
+						fail_msg("size %u out %d mode %d ratios %zu differ",
+							 sizes[k], out, mode, r);
+					if (vbmi && mode == 4 && out == 0 && h != sizes[k] * n)
+						fail_msg("size %u: scale 1 made %llu rows with the "
+							 "16-bit kernel, want all %llu",
+							 sizes[k], (unsigned long long)h,
+							 (unsigned long long)(sizes[k] * n));
+					free(o1);
+					free(o2);
+				}
+		free(ident);
+		if (vbmi && (hw == 0 || hw == rows))
+			fail_msg("size %u: %llu of %llu uint8 rows by the 16-bit kernel, want some "
+				 "and not all",
+				 sizes[k], (unsigned long long)hw, (unsigned long long)rows);
+	}
+	free(jpg);
+	if (!vbmi)
+		skip();
+}
+
+/* xorshift64 */
+static uint64_t next_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * taps weights >= 0 summing to COEF_ONE (what axis_build makes). kind 0: a
+ * random partition; 1: one weight near COEF_ONE (127 * 128 and up), the rest
+ * small; 2: remainders near 127 (the most e to hand out); 3: weights that are
+ * multiples of 128 but one.
+ */
+static void rand_weights(uint64_t *st, int16_t *c, uint32_t taps, int kind)
+{
+	int32_t left = COEF_ONE;
+	for (uint32_t k = 0; k + 1 < taps; k++) {
+		int32_t w;
+		uint64_t r = next_rand(st);
+		if (kind == 1)
+			w = k == 0 ? 127 * 128 + (int32_t)(r % 129) : (int32_t)(r % (left / 2 + 1));
+		else if (kind == 2)
+			w = (int32_t)((r % (COEF_ONE / 128 / taps + 1)) * 128 + 96 + r % 32);
+		else if (kind == 3)
+			w = (int32_t)((r % (COEF_ONE / 128 / taps + 1)) * 128);
+		else
+			w = (int32_t)(r % (uint64_t)(left + 1));
+		w = w > left ? left : w;
+		c[k] = (int16_t)w;
+		left -= w;
+	}
+	c[taps - 1] = (int16_t)left;
+	if (kind == 1 && taps > 1) { /* the big one anywhere */
+		uint32_t j = (uint32_t)(next_rand(st) % taps);
+		int16_t t = c[0];
+		c[0] = c[j];
+		c[j] = t;
+	}
+}
+
+/*
+ * vrow_c's byte for taps pixels p and weights c, by vw_split's 16-bit arithmetic
+ * as vwrow/hwrow do it (vpmaddubsw pairs, wrapping adds, vpmulhrsw by 256);
+ * fails the test if a pair saturates.
+ */
+static int vw_byte(const uint8_t *p, uint32_t taps, uint32_t wh, uint32_t wl)
+{
+	int32_t h = 0, l = 0;
+	for (uint32_t q = 0; q < 2; q++) {
+		int32_t hp = 0, lp = 0;
+		for (uint32_t k = 2 * q; k < 2 * q + 2; k++) {
+			int32_t pk = k < taps ? p[k] : 0;
+			hp += pk * (int8_t)(wh >> (8 * k));
+			lp += pk * (int8_t)(wl >> (8 * k));
+		}
+		assert_true(hp >= -32768 && hp <= 32767 && lp >= -32768 && lp <= 32767);
+		h = (int16_t)(h + hp);
+		l = (int16_t)(l + lp);
+	}
+	int32_t x = (int16_t)(h + (l >> 7));
+	return (x * 256 + (1 << 14)) >> 15;
+}
+
+/*
+ * vw_split: it splits every row of 1..4 taps that axis_build can make except one
+ * tap of weight 1, into bytes that obey its proof's bounds (w = 128 wh + wl, wh
+ * 0..127 summing to 128, positive wl summing to <= 128, negative to >= -128), and
+ * the 16-bit arithmetic on them equals vrow_c for extreme and random pixels (all
+ * 2-tap rows, and random rows of 3 and 4 taps of every kind). With AVX-512, vws
+ * equals vw_split row by row (also on rows it must refuse) and vwrow equals vrow_c.
+ */
+static void test_vw_split_exact(void **state)
+{
+	struct aug_kernels kk = {0};
+	uint64_t st = 0x9e3779b97f4a7c15ull;
+	int16_t c[4];
+	uint8_t px[4];
+	(void)state;
+	kk.vrow = vrow_c;
+	gm_aug_simd_pick(&kk, AUG_SIMD_VNNI);
+	for (uint32_t iter = 0; iter < 16385 + 3 * 60000; iter++) {
+		uint32_t taps = iter <= COEF_ONE ? 2 : 3 + iter % 2, wh, wl;
+		if (iter <= COEF_ONE)
+			c[0] = (int16_t)iter, c[1] = (int16_t)(COEF_ONE - iter);
+		else
+			rand_weights(&st, c, taps, (int)(iter / 2 % 4));
+		bool one = false;
+		for (uint32_t k = 0; k < taps; k++)
+			one = one || c[k] == COEF_ONE;
+		assert_int_equal(vw_split(c, taps, &wh, &wl), !one);
+		if (one)
+			continue;
+		int32_t hs = 0, pos = 0, neg = 0;
+		for (uint32_t k = 0; k < 4; k++) {
+			int32_t h = (int8_t)(wh >> (8 * k)), l = (int8_t)(wl >> (8 * k));
+			assert_int_equal(128 * h + l, k < taps ? c[k] : 0);
+			assert_true(h >= 0 && h <= 127);
+			hs += h;
+			pos += l > 0 ? l : 0;
+			neg += l < 0 ? l : 0;
+		}
+		assert_int_equal(hs, 128);
+		assert_true(pos <= 128 && neg >= -128);
+		for (uint32_t t = 0; t < 20; t++) {
+			uint8_t want;
+			for (uint32_t k = 0; k < 4; k++) /* the 16 corners, then random */
+				px[k] = t < 16 ? (uint8_t)((t >> k & 1) * 255)
+					       : (uint8_t)next_rand(&st);
+			vrow_c(&want, px, 1, 1, c, taps);
+			assert_int_equal(vw_byte(px, taps, wh, wl), want);
+		}
+	}
+	if (!kk.vws || !kk.vwrow)
+		skip();
+	/* vws over 203 rows (8 a step and a tail), some it must refuse */
+	for (uint32_t taps = 1; taps <= 4; taps++) {
+		enum { ROWS = 203 };
+		int16_t cs[ROWS * 4];
+		uint32_t wh1[ROWS], wl1[ROWS], wh2, wl2;
+		for (uint32_t i = 0; i < ROWS; i++) {
+			rand_weights(&st, cs + i * taps, taps, (int)(i % 4));
+			if (i % 17 == 5)
+				cs[i * taps] = (int16_t)(cs[i * taps] + 1); /* sum off by one */
+			if (i % 23 == 7 && taps > 1) { /* a negative weight, same sum */
+				cs[i * taps] = (int16_t)(cs[i * taps] + cs[i * taps + 1] + 200);
+				cs[i * taps + 1] = -200;
+			}
+		}
+		kk.vws(cs, taps, ROWS, wh1, wl1);
+		for (uint32_t i = 0; i < ROWS; i++) {
+			bool ok = vw_split(cs + i * taps, taps, &wh2, &wl2);
+			assert_int_equal(wh1[i], ok ? wh2 : VW_NONE);
+			if (ok)
+				assert_int_equal(wl1[i], wl2);
+		}
+	}
+	/* vwrow against vrow_c on 4 rows of 200 bytes (a ragged end) and of 64 */
+	uint8_t src[4 * 200], d1[200], d2[200];
+	for (uint32_t iter = 0; iter < 3000; iter++) {
+		uint32_t taps = 2 + iter % 3, wh, wl, n = iter % 2 ? 200 : 64;
+		rand_weights(&st, c, taps, (int)(iter / 3 % 4));
+		if (!vw_split(c, taps, &wh, &wl))
+			continue;
+		for (uint32_t i = 0; i < sizeof(src); i++)
+			src[i] = iter % 5 == 0 ? (uint8_t)((next_rand(&st) & 1) * 255)
+					       : (uint8_t)next_rand(&st);
+		vrow_c(d1, src, 200, n, c, taps);
+		kk.vwrow(d2, src, 200, n, c, taps, wh, wl);
+		assert_memory_equal(d1, d2, n);
+	}
 }
 
 static void test_odd_inputs(void **state)
@@ -878,6 +1116,8 @@ int main(void)
 	    cmocka_unit_test(test_odd_sizes_simd_equals_portable),
 	    cmocka_unit_test(test_every_level_equals_portable),
 	    cmocka_unit_test(test_fused_float_layout_equals_portable),
+	    cmocka_unit_test(test_hw_kernel_equals_portable),
+	    cmocka_unit_test(test_vw_split_exact),
 	    cmocka_unit_test(test_resize_accuracy),
 	    cmocka_unit_test(test_odd_inputs),
 	    cmocka_unit_test(test_errors),

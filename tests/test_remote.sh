@@ -148,8 +148,15 @@ train() {
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json" >"$tmp/sum"
 }
 same() { [ -n "$ref" ] && [ "$(cat "$tmp/sum")" = "$ref" ]; }
-# delivered I: samples the remote workers delivered to agent I's job (its log)
+# delivered I: samples the remote workers delivered to agent I's job (its log).
+# The agent logs it when it sees the trainer gone, which can come after `train`
+# returns on a loaded machine: wait for the line, 10 s at most (empty if none).
 delivered() {
+	k=0
+	while [ $k -lt 200 ] && ! grep -q "remote workers delivered" "$tmp/$1.log"; do
+		sleep 0.05
+		k=$((k + 1))
+	done
 	sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/$1.log" | tail -1
 }
 

@@ -166,7 +166,8 @@ int main(int argc, char **argv)
 	if (load(&s, argv[1], n))
 		return 1;
 	for (int out = 0; out < 3; out++)
-		if ((only < 0 || out == only) && run(&s, (enum gm_out_type)out, passes, (size_t)slots)) {
+		if ((only < 0 || out == only) &&
+		    run(&s, (enum gm_out_type)out, passes, (size_t)slots)) {
 			fprintf(stderr, "aug_bench: out of memory\n");
 			return 1;
 		}
