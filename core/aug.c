@@ -15,11 +15,15 @@
  *   output rows the vertical pass runs first (the long, contiguous loop over the
  *   window's width, over each row's nonzero taps only) into two L1-resident rows,
  *   then one horizontal pass makes both output rows (same taps and weights). With
- *   AVX-512 VBMI the horizontal pass is a byte gather laid out once per image
- *   (hx_build): a vector makes 16 output bytes of a row (5 1/3 pixels), one vpermb
- *   and one vpmaddwd per pair of taps; with AVX2, one pixel of each row per
- *   128-bit lane. Hand-written SSE2/SSSE3/AVX2/AVX-512 kernels (aug_simd.c,
- *   chosen at run time) do both passes; their scalar twins (aug_simd.h) are the
+ *   AVX-512 VBMI the horizontal pass is a byte gather laid out once per image:
+ *   with up to 4 taps (hw_build) a vector makes 32 output bytes of a row in 16-bit
+ *   lanes, one vpermb and two vpmaddubsw per pair of taps, the weights split as
+ *   128 wh + wl (vw_split in aug_simd.h says why that is exact); past 4 taps
+ *   (hx_build) 16 bytes in 32-bit lanes; with AVX2, one pixel of each row per
+ *   128-bit lane. The vertical pass uses the same split (vwrow) where it can.
+ *   uint8 rows then go to the output by non-temporal stores (ntcopy: the output is
+ *   not read first; the float planes likewise, px_store). Hand-written SSE2/SSSE3/AVX2/AVX-512
+ * kernels (aug_simd.c, chosen at run time) do both passes; their scalar twins (aug_simd.h) are the
  *   reference they reproduce bit for bit. The coefficients are built in two cheap passes (span
  *   from the filter support, then weights) with no libm calls per tap.
  * - Flip costs nothing: the horizontal coefficient table is written mirrored.
@@ -444,6 +448,9 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.vrow = vrow_c;
 	a->k.vwrow = NULL;
 	a->k.vws = NULL;
+	a->k.hwg = NULL;
+	a->k.ntcopy = NULL;
+	a->k.ntfence = NULL;
 	a->k.hrow = hrow_c;
 	a->k.hrow2 = NULL;
 	a->k.hxrow = NULL;
@@ -613,6 +620,11 @@ static bool hw_build(struct hw_table *t, int32_t *base, uint8_t *blk, uint32_t *
 		base[g] = b;
 		uint16_t *q = (uint16_t *)(blk + g * gstep);
 		uint32_t ox = j0 / 3, c = j0 % 3;
+		if (k->hwg && j0 + HW_GROUP <= nval) {
+			k->hwg(q, ax->min + ox, sp + ox, sp + out_w + ox, adj + ox, out_w - ox, c,
+			       b, pairs);
+			continue;
+		}
 		for (uint32_t l = 0, j = j0; l < HW_GROUP; l++) {
 			uint32_t v = (uint32_t)(ax->min[ox] - b) + c;
 			q[l] = (uint16_t)(v * 257 + 3 * 256 + (uint32_t)adj[ox]);
@@ -719,7 +731,7 @@ static int fail(struct gm_aug *a, int ret, const char *what)
 }
 
 /* Where the crop lies in the decoded window (scaled pixels, window-relative after
- * decode_window), and whether it is flipped. */
+ * decode_resize), and whether it is flipped. */
 struct window {
 	double x0, y0, x1, y1; /* the crop box in DCT-scaled pixels */
 	uint32_t wx0, wy0;     /* the decoded window's top-left, scaled pixels */
@@ -788,15 +800,6 @@ static int open_window(struct gm_aug *a, const void *jpeg, size_t len, uint64_t 
 	if (ret)
 		return ret == -ENOENT ? ret : fail(a, ret, gm_jpeg_errmsg(a->dec));
 	choose_window(a, &info, seed, epoch, sample_id, win, rg);
-	return 0;
-}
-
-/* Decode the chosen window of the open file into *img. 0 or -errno with the message. */
-static int decode_window(struct gm_aug *a, const struct region *rg, struct gm_jpeg_image *img)
-{
-	int ret = gm_jpeg_decode_region(a->dec, rg->n, rg->x, rg->y, rg->w, rg->h, img);
-	if (ret)
-		return fail(a, ret, gm_jpeg_errmsg(a->dec));
 	return 0;
 }
 
@@ -909,71 +912,84 @@ static void fused_rows(struct gm_aug *a, void *out, uint32_t y, bool pair, const
 }
 
 /*
- * Resize into out, two rows at a time, vertical then horizontal: the intermediates
- * stay in L1. An odd last row is paired with itself, its twin going to scratch.
- * float outputs are laid out from the uint8 rows as they are made, or with the
- * horizontal pass in one kernel (p->px).
+ * Output rows y and y+1 (pair false: y only) into out, vertical then horizontal:
+ * the intermediates stay in L1. An odd last row is paired with itself, its twin
+ * going to scratch. float outputs are laid out from the uint8 rows as they are
+ * made, or with the horizontal pass in one kernel (p->px). nt: uint8 rows are made
+ * in a->row, then go to out by non-temporal stores.
  */
-static void resample(struct gm_aug *a, const struct resize_plan *p, void *out)
+static void resample_pair(struct gm_aug *a, const struct resize_plan *p, void *out, uint32_t y,
+			  bool pair, bool nt)
 {
 	const struct gm_aug_spec *s = &a->spec;
 	uint32_t size = s->size;
 	uint8_t *tmp0 = a->tmp, *tmp1 = a->tmp + p->rowcap;
 	size_t plane = (size_t)size * size, orow = (size_t)size * 3;
 
-	for (uint32_t y = 0; y < size; y += 2) {
-		bool pair = y + 1 < size;
-		vpass(a, tmp0, p->src, p->stride, p->nbytes, y, p->vw);
+	vpass(a, tmp0, p->src, p->stride, p->nbytes, y, p->vw);
+	if (pair)
+		vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1, p->vw);
+	if (p->px) {
+		fused_rows(a, out, y, pair, tmp0, tmp1);
+		return;
+	}
+	uint8_t *d0 = a->row, *d1 = a->row + orow;
+	if (s->out == GM_OUT_U8_HWC && !nt) {
+		d0 = (uint8_t *)out + y * orow;
+		d1 = pair ? d0 + orow : a->row;
+	}
+	if (p->hw) {
+		a->k.hwrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hw);
+		a->hw_rows += pair ? 2 : 1;
+	} else if (p->hx) {
+		a->k.hxrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hx);
+	} else if (p->two) {
+		a->k.hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
+	} else {
+		a->k.hrow(d0, tmp0, &a->ax, a->hv, size);
 		if (pair)
-			vpass(a, tmp1, p->src, p->stride, p->nbytes, y + 1, p->vw);
-		if (p->px) {
-			fused_rows(a, out, y, pair, tmp0, tmp1);
-			continue;
-		}
-		uint8_t *d0 = a->row, *d1 = a->row + orow;
-		if (s->out == GM_OUT_U8_HWC) {
-			d0 = (uint8_t *)out + y * orow;
-			d1 = pair ? d0 + orow : a->row;
-		}
-		if (p->hw) {
-			a->k.hwrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hw);
-			a->hw_rows += pair ? 2 : 1;
-		} else if (p->hx) {
-			a->k.hxrow(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->hx);
-		} else if (p->two) {
-			a->k.hrow2(d0, d1, tmp0, pair ? tmp1 : tmp0, &a->ax, a->hv, size);
-		} else {
-			a->k.hrow(d0, tmp0, &a->ax, a->hv, size);
-			if (pair)
-				a->k.hrow(d1, tmp1, &a->ax, a->hv, size);
-		}
-		if (s->out == GM_OUT_F32_CHW) {
-			float *p0 = (float *)out + (size_t)y * size;
-			a->k.frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
-			if (pair)
-				a->k.frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
-					  size, a->scale, a->bias);
-		} else if (s->out == GM_OUT_F16_CHW) {
-			uint16_t *p0 = (uint16_t *)out + (size_t)y * size;
-			a->k.hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
-			if (pair)
-				a->k.hfrow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1,
-					   size, a->scale, a->bias);
-		}
+			a->k.hrow(d1, tmp1, &a->ax, a->hv, size);
+	}
+	if (nt)
+		a->k.ntcopy((uint8_t *)out + y * orow, a->row, pair ? 2 * orow : orow);
+	if (s->out == GM_OUT_F32_CHW) {
+		float *p0 = (float *)out + (size_t)y * size;
+		a->k.frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+		if (pair)
+			a->k.frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1, size,
+				  a->scale, a->bias);
+	} else if (s->out == GM_OUT_F16_CHW) {
+		uint16_t *p0 = (uint16_t *)out + (size_t)y * size;
+		a->k.hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
+		if (pair)
+			a->k.hfrow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1, size,
+				   a->scale, a->bias);
 	}
 }
 
-/* Resize the decoded window into out; timings added to t from t0 (start) and t1
- * (decode done). 0 or -ENOMEM with the message set. */
-static int finish_sample(struct gm_aug *a, const struct gm_jpeg_image *img,
-			 const struct window *win, void *out, struct gm_aug_times *t, uint64_t t0)
+/*
+ * Decode the window rg, then resize it into out; timings added to t from t0
+ * (start). 0 or -errno with the message set. (Resizing rows as the decoder
+ * delivered them, 16 at a time, while they were in the cache: 2 us/img slower.)
+ */
+static int decode_resize(struct gm_aug *a, const struct region *rg, const struct window *win,
+			 void *out, struct gm_aug_times *t, uint64_t t0)
 {
+	struct gm_jpeg_image img;
 	struct resize_plan plan;
+	const struct gm_aug_spec *s = &a->spec;
+	int ret = gm_jpeg_decode_region(a->dec, rg->n, rg->x, rg->y, rg->w, rg->h, &img);
+	if (ret)
+		return fail(a, ret, gm_jpeg_errmsg(a->dec));
 	uint64_t t1 = now_ns();
-	int ret = plan_resize(a, img, win, &plan);
+	ret = plan_resize(a, &img, win, &plan);
 	if (ret)
 		return ret;
-	resample(a, &plan, out);
+	bool nt = s->out == GM_OUT_U8_HWC && a->k.ntcopy;
+	for (uint32_t y = 0; y < s->size; y += 2)
+		resample_pair(a, &plan, out, y, y + 1 < s->size, nt);
+	if (a->k.ntfence) /* the non-temporal stores are done before the caller publishes */
+		a->k.ntfence();
 	if (t) {
 		t->decode_ns += t1 - t0;
 		t->augment_ns += now_ns() - t1;
@@ -989,15 +1005,13 @@ static int sample_ranged(struct gm_aug *a, const void *prefix, size_t plen, uint
 			 const void *bytes, uint64_t off, size_t blen, const uint64_t key[3],
 			 void *out, struct gm_aug_times *t, uint64_t t0)
 {
-	struct gm_jpeg_image img;
 	struct window win;
 	struct region rg;
 	int ret = open_window(a, prefix, plen, file_len, key[0], key[1], key[2], &win, &rg);
-	if (!ret) {
-		gm_jpeg_set_bytes(a->dec, bytes, off, blen);
-		ret = decode_window(a, &rg, &img);
-	}
-	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+	if (ret)
+		return ret;
+	gm_jpeg_set_bytes(a->dec, bytes, off, blen);
+	return decode_resize(a, &rg, &win, out, t, t0);
 }
 
 /*
@@ -1009,7 +1023,6 @@ static int sample_ranged(struct gm_aug *a, const void *prefix, size_t plen, uint
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t)
 {
-	struct gm_jpeg_image img;
 	struct window win;
 	struct region rg;
 	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
@@ -1024,9 +1037,7 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 			return ret;
 	}
 	ret = open_window(a, jpeg, len, 0, seed, epoch, sample_id, &win, &rg);
-	if (!ret)
-		ret = decode_window(a, &rg, &img);
-	return ret ? ret : finish_sample(a, &img, &win, out, t, t0);
+	return ret ? ret : decode_resize(a, &rg, &win, out, t, t0);
 }
 
 int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,

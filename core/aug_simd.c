@@ -624,6 +624,27 @@ __attribute__((target(AVX512))) static void hxrow_avx512(uint8_t *restrict dst0,
 		hx_body(dst0, dst1, src0, src1, t, t->pairs, false);
 }
 
+__attribute__((target(AVX512))) static void ntcopy_avx512(uint8_t *restrict dst,
+							  const uint8_t *restrict src, size_t n)
+{
+	size_t head = (64 - ((uintptr_t)dst & 63)) & 63, i;
+	head = head < n ? head : n;
+	if (head)
+		_mm512_mask_storeu_epi8(dst, ((__mmask64)1 << head) - 1,
+					_mm512_maskz_loadu_epi8(((__mmask64)1 << head) - 1, src));
+	for (i = head; i + 64 <= n; i += 64)
+		_mm512_stream_si512((void *)(dst + i), _mm512_loadu_si512(src + i));
+	if (i < n) {
+		__mmask64 m = ((__mmask64)1 << (n - i)) - 1;
+		_mm512_mask_storeu_epi8(dst + i, m, _mm512_maskz_loadu_epi8(m, src + i));
+	}
+}
+
+static void ntfence_sse(void)
+{
+	_mm_sfence();
+}
+
 /*
  * vw_split, 8 rows a step (vws_fn): each row's 4 weights in one 64-bit lane (fewer
  * taps zero-extended), the ranks from the three rotations of the lane, with
@@ -689,6 +710,37 @@ vws_avx512(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_
 	for (; i < n; i++)
 		if (!vw_split(coef + (size_t)i * taps, taps, &wh[i], &wl[i]))
 			wh[i] = VW_NONE;
+}
+
+/* hwg_fn: lane l is byte c0 + l of the pixels from 0: pixel (c0 + l) / 3, channel the rest. */
+__attribute__((target(AVX512 ",avx512vl"))) static void
+hwg_avx512(uint16_t *q, const int32_t *min, const uint32_t *wh, const uint32_t *wl,
+	   const int16_t *adj, uint32_t n, uint32_t c0, int32_t b, uint32_t pairs)
+{
+	const __m512i iota =
+	    _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
+			     13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+	__m512i t = _mm512_add_epi16(iota, _mm512_set1_epi16((short)c0));
+	__m512i px = _mm512_mulhi_epu16(t, _mm512_set1_epi16(21846)); /* t / 3, t < 34 */
+	__m512i ch = _mm512_sub_epi16(t, _mm512_mullo_epi16(px, _mm512_set1_epi16(3)));
+	__m512i px2 = _mm512_add_epi16(px, px);
+	__mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+	__m512i mins = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, min), _mm512_set1_epi32(b));
+	__m512i v = _mm512_add_epi16(
+	    _mm512_permutexvar_epi16(px, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(mins))), ch);
+	__m512i a =
+	    _mm512_permutexvar_epi16(px, _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, adj)));
+	__m512i v257 = _mm512_mullo_epi16(v, _mm512_set1_epi16(257));
+	__m512i h = _mm512_maskz_loadu_epi32(m, wh), l = _mm512_maskz_loadu_epi32(m, wl);
+	_mm512_storeu_si512(q, _mm512_add_epi16(_mm512_add_epi16(v257, _mm512_set1_epi16(768)), a));
+	_mm512_storeu_si512(q + 32, _mm512_permutexvar_epi16(px2, h));
+	_mm512_storeu_si512(q + 64, _mm512_permutexvar_epi16(px2, l));
+	if (pairs == 2) {
+		__m512i px21 = _mm512_add_epi16(px2, _mm512_set1_epi16(1));
+		_mm512_storeu_si512(q + 96, _mm512_add_epi16(v257, _mm512_set1_epi16(6 + 9 * 256)));
+		_mm512_storeu_si512(q + 128, _mm512_permutexvar_epi16(px21, h));
+		_mm512_storeu_si512(q + 160, _mm512_permutexvar_epi16(px21, l));
+	}
 }
 
 /*
@@ -811,7 +863,11 @@ px_group(const uint8_t *s, const uint8_t *blk, uint32_t pairs, bool narrow)
 	return acc;
 }
 
-/* sums -> (sum >> COEF_BITS) * s + b -> 16 values at dst[at], the lanes of m only */
+/*
+ * sums -> (sum >> COEF_BITS) * s + b -> 16 values at dst[at], the lanes of m only;
+ * whole aligned vectors by non-temporal stores (the planes go to memory unread:
+ * float32 augment 62-63 -> 52-53 us/img in aug_bench; gm_aug_sample fences).
+ */
 __attribute__((target(AVX512), always_inline)) static inline void
 px_store(void *dst, size_t at, __m512i sum, __m512 s, __m512 b, __mmask16 m, bool f16)
 {
@@ -819,11 +875,15 @@ px_store(void *dst, size_t at, __m512i sum, __m512 s, __m512 b, __mmask16 m, boo
 	f = _mm512_add_ps(_mm512_mul_ps(f, s), b);
 	if (f16) {
 		__m256i h = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
-		if (m == 0xffff)
-			_mm256_storeu_si256((__m256i *)((uint16_t *)dst + at), h);
+		uint16_t *p = (uint16_t *)dst + at;
+		if (m == 0xffff && ((uintptr_t)p & 31) == 0)
+			_mm256_stream_si256((__m256i *)p, h);
+		else if (m == 0xffff)
+			_mm256_storeu_si256((__m256i *)p, h);
 		else
-			_mm512_mask_storeu_epi16((uint16_t *)dst + at, m,
-						 _mm512_castsi256_si512(h));
+			_mm512_mask_storeu_epi16(p, m, _mm512_castsi256_si512(h));
+	} else if (m == 0xffff && (((uintptr_t)((float *)dst + at)) & 63) == 0) {
+		_mm512_stream_ps((float *)dst + at, f);
 	} else if (m == 0xffff) {
 		_mm512_storeu_ps((float *)dst + at, f);
 	} else {
@@ -1143,6 +1203,7 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	k->vwrow = vwrow_avx512;
 	if (__builtin_cpu_supports("avx512vl")) {
 		k->vws = vws_avx512;
+		k->hwg = hwg_avx512;
 		k->axiss = axiss_avx512;
 		k->axisw = axisw_avx512;
 	}
@@ -1152,6 +1213,8 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	}
 	k->hxrow = hxrow_avx512;
 	k->hwrow = hwrow_avx512;
+	k->ntcopy = ntcopy_avx512;
+	k->ntfence = ntfence_sse;
 	k->pxrow = pxrow_avx512;
 	k->hpxrow = hpxrow_avx512;
 	k->frow = frow_avx512;

@@ -150,17 +150,37 @@ typedef uint32_t axiss_fn(struct axis *ax, double b0, double scale, double fscal
 			  uint32_t in, uint32_t out);
 
 /*
+ * Copy n bytes to dst with non-temporal stores where the lines are whole (plain
+ * ones for a partial first and last line): the output rows go to memory without
+ * being read first. The caller fences (ntfence_fn) before the output is published.
+ */
+typedef void ntcopy_fn(uint8_t *restrict dst, const uint8_t *restrict src, size_t n);
+typedef void ntfence_fn(void);
+
+/*
  * vw_split for the n rows (taps each, taps <= 4) of coef: wh[i], wl[i] as vw_split
  * writes them, wh[i] = VW_NONE where it returns false. 8 rows a step.
  */
 #define VW_NONE UINT32_MAX /* vw_split's bytes are <= 127: no split has it */
 typedef void vws_fn(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_t *wl);
 
+/*
+ * hw_build's words for one group that lies inside the row (struct hw_table: index,
+ * wh and wl words for pairs pairs): its first byte is channel c0 of pixel 0 of the
+ * arrays min (byte offsets), wh, wl (splits) and adj (hw_build's), of which n
+ * pixels exist (12 at most are read); b: the group's base.
+ */
+typedef void hwg_fn(uint16_t *q, const int32_t *min, const uint32_t *wh, const uint32_t *wl,
+		    const int16_t *adj, uint32_t n, uint32_t c0, int32_t b, uint32_t pairs);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
 	vwrow_fn *vwrow;   /* rows vw_split accepts, in 16-bit lanes, or NULL */
 	vws_fn *vws;	   /* vw_split over many rows, or NULL */
+	hwg_fn *hwg;	   /* hw_build's group, or NULL */
+	ntcopy_fn *ntcopy; /* uint8 output rows by non-temporal stores, or NULL */
+	ntfence_fn *ntfence;
 	hrow_fn *hrow;	   /* any tap count */
 	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
