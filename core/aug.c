@@ -428,6 +428,7 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.hxrow = NULL;
 	a->k.axiss = NULL;
 	a->k.axisw = NULL;
+	a->k.hxb = NULL;
 	a->k.pxrow = NULL;
 	a->k.hpxrow = NULL;
 	a->k.frow = frow_c;
@@ -580,6 +581,32 @@ static bool px_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
 	}
 	t->narrow = narrow;
 	return true;
+}
+
+/* hx_build (planar: px_build) through k's kernel where it takes the axis. */
+static bool hx_layout(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		      uint32_t out_w, bool planar, const struct aug_kernels *k)
+{
+	if (k && k->hxb && ax->taps <= HXB_MAX_TAPS)
+		return k->hxb(t, base, blk, ax, out_w, planar);
+	return planar ? px_build(t, base, blk, ax, out_w) : hx_build(t, base, blk, ax, out_w);
+}
+
+int gm_aug_axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror,
+		      const struct aug_kernels *k)
+{
+	return axis_build(ax, b0, b1, in, out, mirror, k);
+}
+
+void gm_aug_axis_free(struct axis *ax)
+{
+	axis_free(ax);
+}
+
+bool gm_aug_hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		     uint32_t out_w, bool planar, const struct aug_kernels *k)
+{
+	return hx_layout(t, base, blk, ax, out_w, planar, k);
 }
 
 /*
@@ -750,8 +777,9 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
-	p->px = fuse && px_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
-	p->hx = !p->px && a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	p->px = fuse && hx_layout(&a->hx, a->hx_base, a->hx_blk, &a->ax, size, true, &a->k);
+	p->hx = !p->px && a->k.hxrow &&
+		hx_layout(&a->hx, a->hx_base, a->hx_blk, &a->ax, size, false, &a->k);
 	if (!p->px && !p->hx && a->k.hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs, p->two);
 	p->src = img->pixels + (size_t)lo * 3;

@@ -897,6 +897,136 @@ __attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis
 	}
 }
 
+/*
+ * hx_build's and px_build's tables, AVX-512 (hxb_fn): a group's 16 lanes as
+ * vectors. Lane l's pixel ox (hx_build: byte j = min(16g + l, nval - 1), ox = j / 3
+ * by a multiply, channel j - 3 ox; px_build: min(x0 + l, x1 - 1)) picks its min[]
+ * and coefficient pairs by permutes from loads at the group's first pixels, with
+ * no per-lane loop; then the same bytes as hx_lane, stored a vector at a time.
+ */
+
+/* Words [0, 64) of the coefficients from pixel r on, none past the axis's end. */
+__attribute__((target("avx512f,avx512bw"))) static inline void
+hxb_load(__m512i v[2], const struct axis *ax, uint32_t out, uint32_t r)
+{
+	const int16_t *c = ax->coef + (size_t)r * ax->taps;
+	uint32_t avail = (out - r) * ax->taps; /* words left from pixel r, >= taps */
+	__mmask32 m0 = avail >= 32 ? ~0u : (1u << avail) - 1;
+	__mmask32 m1 = avail >= 64 ? ~0u : avail <= 32 ? 0 : (1u << (avail - 32)) - 1;
+	v[0] = _mm512_maskz_loadu_epi16(m0, c);
+	v[1] = _mm512_maskz_loadu_epi16(m1, c + 32);
+}
+
+/*
+ * One group's lanes: ox (pixel of each lane, lanes 0-7 from r0, 8-15 from r1, each
+ * half within 8 pixels), chan (byte of the pixel, 0 for planar), far0 (bytes the
+ * last tap adds to the window); writes the group at gb and its base at *base, or
+ * returns false when the window is over HX_WINDOW (*narrow cleared past 64 bytes).
+ */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline bool
+hxb_group(uint8_t *gb, int32_t *base, const struct axis *ax, uint32_t out, __m512i ox, __m512i chan,
+	  uint32_t r0, uint32_t r1, int32_t far0, bool *narrow)
+{
+	const uint32_t taps = ax->taps, pairs = (taps + 1) / 2;
+	const __m512i rv = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)r0), 0xff00, (int)r1);
+	uint32_t avail = out - r0;
+	__m512i mv =
+	    _mm512_maskz_loadu_epi32(avail >= 16 ? 0xffff : (1u << avail) - 1, ax->min + r0);
+	mv = _mm512_permutexvar_epi32(_mm512_sub_epi32(ox, _mm512_set1_epi32((int)r0)), mv);
+	int32_t b = _mm512_reduce_min_epi32(mv), far = _mm512_reduce_max_epi32(mv) - b + far0;
+	if (far >= HX_WINDOW)
+		return false;
+	*narrow = *narrow && far < 64;
+	__m512i at = _mm512_add_epi32(_mm512_sub_epi32(mv, _mm512_set1_epi32(b)), chan);
+	/* word index of the lane's first coefficient in its half's load, in both words */
+	__m512i rel =
+	    _mm512_mullo_epi32(_mm512_sub_epi32(ox, rv), _mm512_set1_epi32((int)taps * 0x10001));
+	__m512i a[2], c[2];
+	hxb_load(a, ax, out, r0);
+	hxb_load(c, ax, out, r1);
+	for (uint32_t p = 0; p < pairs; p++) {
+		bool two = 2 * p + 1 < taps; /* else tap 2p is the last: no second one */
+		__m512i i0 = _mm512_add_epi32(at, _mm512_set1_epi32((int)(6 * p)));
+		__m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(two ? 3 : 0));
+		__m512i w =
+		    _mm512_add_epi32(rel, _mm512_set1_epi32((int)(2 * p) | (int)(2 * p + 1) << 16));
+		__m512i cw = _mm512_mask_mov_epi32(_mm512_permutex2var_epi16(a[0], w, a[1]), 0xff00,
+						   _mm512_permutex2var_epi16(c[0], w, c[1]));
+		cw = two ? cw : _mm512_and_si512(cw, _mm512_set1_epi32(0xffff));
+		_mm512_storeu_si512(gb + (size_t)p * 8 * HX_GROUP,
+				    _mm512_or_si512(i0, _mm512_slli_epi32(i1, 16)));
+		_mm512_storeu_si512(gb + (size_t)p * 8 * HX_GROUP + 4 * HX_GROUP, cw);
+	}
+	*base = b;
+	return true;
+}
+
+/* hx_build's interleaved table (pixels' bytes in order). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_rgb(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w)
+{
+	const uint32_t nval = 3 * out_w, pairs = t->pairs;
+	const __m512i lane =
+	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512i last = _mm512_set1_epi32((int)nval - 1), third = _mm512_set1_epi32(43691);
+	bool narrow = true;
+	for (uint32_t g = 0; g < t->groups; g++) {
+		/* byte j of the row; j / 3 = (j * 43691) >> 17 for every j < 2^16 */
+		__m512i j = _mm512_min_epi32(
+		    _mm512_add_epi32(_mm512_set1_epi32((int)(g * HX_GROUP)), lane), last);
+		__m512i ox = _mm512_srli_epi32(_mm512_mullo_epi32(j, third), 17);
+		__m512i chan = _mm512_sub_epi32(j, _mm512_mullo_epi32(ox, _mm512_set1_epi32(3)));
+		uint32_t j0 = g * HX_GROUP < nval ? g * HX_GROUP : nval - 1;
+		uint32_t j8 = j0 + 8 < nval ? j0 + 8 : nval - 1;
+		if (!hxb_group(blk + (size_t)g * pairs * 8 * HX_GROUP, base + g, ax, out_w, ox,
+			       chan, j0 / 3, j8 / 3, 3 * (int32_t)ax->taps - 1, &narrow))
+			return false;
+	}
+	t->narrow = narrow;
+	return true;
+}
+
+/* px_build's planar table: a group per 16 pixels, the same lanes for each channel. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_planar(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w)
+{
+	const uint32_t gpp = t->groups / 3;
+	const size_t gstep = (size_t)t->pairs * 8 * HX_GROUP;
+	const __m512i lane =
+	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	bool narrow = true;
+	for (uint32_t q = 0; q < gpp; q++) {
+		uint32_t x0 = q * HX_GROUP, n = out_w - x0 < HX_GROUP ? out_w - x0 : HX_GROUP;
+		__m512i ox = _mm512_add_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32((int)n - 1)),
+					      _mm512_set1_epi32((int)x0));
+		uint8_t *gb = blk + (size_t)q * gstep;
+		if (!hxb_group(gb, base + q, ax, out_w, ox, _mm512_setzero_si512(), x0,
+			       x0 + (n > 8 ? 8 : n - 1), 3 * ((int32_t)ax->taps - 1), &narrow))
+			return false;
+		base[gpp + q] = base[q] + 1;
+		base[2 * gpp + q] = base[q] + 2;
+		memcpy(blk + (size_t)(gpp + q) * gstep, gb, gstep);
+		memcpy(blk + (size_t)(2 * gpp + q) * gstep, gb, gstep);
+	}
+	t->narrow = narrow;
+	return true;
+}
+
+/* hxb_fn: the header as hx_build / px_build set it, then the groups. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_avx512(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w,
+	   bool planar)
+{
+	uint32_t pairs = (ax->taps + 1) / 2, nval = 3 * out_w;
+	t->pairs = pairs;
+	t->groups = planar ? 3 * ((out_w + HX_GROUP - 1) / HX_GROUP)
+			   : (nval + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4;
+	t->nval = planar ? out_w : nval;
+	t->base = base;
+	t->blk = blk;
+	return planar ? hxb_planar(t, base, blk, ax, out_w) : hxb_rgb(t, base, blk, ax, out_w);
+}
+
 void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 {
 	__builtin_cpu_init();
@@ -924,6 +1054,7 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	if (max >= AUG_SIMD_VNNI && __builtin_cpu_supports("avx512vnni"))
 		k->vrow = vrow_avx512vnni;
 	k->hxrow = hxrow_avx512;
+	k->hxb = hxb_avx512;
 	k->pxrow = pxrow_avx512;
 	k->hpxrow = hpxrow_avx512;
 	k->frow = frow_avx512;
