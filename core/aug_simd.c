@@ -827,24 +827,108 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
 }
 
 /*
+ * The lanes' integers v[k] (tap k of output i0 + l in lane l) laid out one output
+ * at a time as axis_weights lays them (some output's run starts past its slot's
+ * first tap: the slow path, at an edge of the image).
+ */
+__attribute__((target("avx512f,avx512vl"))) static void
+axisw_scatter(struct axis *ax, const __m256i *v, __m256i big, __m256i bigv, __m256i total,
+	      uint32_t i0, uint32_t in, uint32_t out, bool mirror)
+{
+	const uint32_t taps = ax->taps;
+	int32_t ci[AXISW_MAX_TAPS][8], bk[8], bv[8], tot[8];
+	for (uint32_t k = 0; k < taps; k++)
+		_mm256_storeu_si256((__m256i *)ci[k], v[k]);
+	_mm256_storeu_si256((__m256i *)bk, big);
+	_mm256_storeu_si256((__m256i *)bv, bigv);
+	_mm256_storeu_si256((__m256i *)tot, total);
+	for (uint32_t l = 0; l < 8; l++) {
+		uint32_t i = i0 + l;
+		int64_t f = ax->first[i], n = ax->count[i];
+		int64_t start = f + taps > in ? (int64_t)in - taps : f, off = f - start;
+		uint32_t slot = mirror ? out - 1 - i : i;
+		int16_t *c = ax->coef + (size_t)slot * taps;
+		for (uint32_t t = 0; t < taps; t++) { /* taps trips: no exit to mispredict */
+			int64_t k = (int64_t)t - off;
+			c[t] = (int16_t)(k >= 0 && k < n ? ci[k < 0 ? 0 : k][l] : 0);
+		}
+		c[off + bk[l]] = (int16_t)(bv[l] + COEF_ONE - tot[l]);
+		ax->min[slot] = (int32_t)start;
+	}
+}
+
+/*
+ * The same when every output's run starts at its slot's first tap (off 0): the
+ * largest weight takes the rest in its lane, then the 8 x taps int16 go to their
+ * slots by word permutes (idx: axisw_index's) and at most two stores.
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m256i start,
+	    const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror)
+{
+	const uint32_t taps = ax->taps, n = 8 * taps;
+	const __m256i rest = _mm256_sub_epi32(_mm256_set1_epi32(COEF_ONE), total);
+	__m256i w[AXISW_MAX_TAPS];
+	for (uint32_t k = 0; k < AXISW_MAX_TAPS; k++) {
+		__m256i x = k < taps ? v[k] : _mm256_setzero_si256();
+		__mmask8 top = _mm256_cmpeq_epi32_mask(big, _mm256_set1_epi32((int)k));
+		w[k] = _mm256_mask_add_epi32(x, top, x, rest);
+	}
+	__m512i z[2]; /* words t * 8 + l: tap t of lane l */
+	for (int h = 0; h < 2; h++) {
+		__m256i a = _mm512_cvtepi32_epi16(
+		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h]), w[4 * h + 1], 1));
+		__m256i b = _mm512_cvtepi32_epi16(
+		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h + 2]), w[4 * h + 3], 1));
+		z[h] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+	}
+	uint32_t slot = mirror ? out - 8 - i0 : i0;
+	int16_t *c = ax->coef + (size_t)slot * taps;
+	_mm512_mask_storeu_epi16(c, n >= 32 ? ~0u : (1u << n) - 1,
+				 _mm512_permutex2var_epi16(z[0], idx[0], z[1]));
+	if (n > 32)
+		_mm512_mask_storeu_epi16(c + 32, n >= 64 ? ~0u : (1u << (n - 32)) - 1,
+					 _mm512_permutex2var_epi16(z[0], idx[1], z[1]));
+	if (mirror)
+		start = _mm256_permutexvar_epi32(_mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0), start);
+	_mm256_storeu_si256((__m256i *)(ax->min + slot), start);
+}
+
+/* axisw_store's word permute: word s * taps + t of 8 slots <- tap t of lane s (mirror: 7 - s). */
+__attribute__((target("avx512f"))) static void axisw_index(__m512i idx[2], uint32_t taps,
+							   bool mirror)
+{
+	uint16_t x[64] = {0};
+	for (uint32_t s = 0; s < 8; s++)
+		for (uint32_t t = 0; t < taps; t++)
+			x[s * taps + t] = (uint16_t)(t * 8 + (mirror ? 7 - s : s));
+	idx[0] = _mm512_loadu_si512(x);
+	idx[1] = _mm512_loadu_si512(x + 32);
+}
+
+/*
  * axis_build's weights, AVX-512F, 8 outputs a vector (axisw_fn): axis_weights'
  * double operations in its order, lane by lane (the span's taps past count add
  * +0.0 to the sum, which leaves it as it is), then the lanes' integers laid out as
- * axis_weights lays them. A scalar loop over outputs spent most of its time in
- * loops of 1 to taps trips whose exits it mispredicted.
+ * axis_weights lays them, by permutes (axisw_store) unless an output's run is
+ * pushed off its slot's first tap (axisw_scatter). A scalar loop over outputs
+ * spent most of its time in loops of 1 to taps trips whose exits it mispredicted,
+ * and the scatter of 8 x taps values one at a time most of the rest.
  */
-__attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis *ax, double b0,
-								     double scale, double inv,
-								     uint32_t in, uint32_t out,
-								     bool mirror)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
+	     bool mirror)
 {
 	const uint32_t taps = ax->taps;
 	const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
 	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const __m256i edge = _mm256_set1_epi32((int)in - (int)taps); /* a run starting past it */
 	__m512d w[AXISW_MAX_TAPS];
-	int32_t ci[AXISW_MAX_TAPS][8], bk[8], bv[8], tot[8];
+	__m256i v[AXISW_MAX_TAPS];
+	__m512i idx[2];
 
+	axisw_index(idx, taps, mirror);
 	for (uint32_t i0 = 0; i0 + 8 <= out; i0 += 8) {
 		__m256i fi = _mm256_loadu_si256((const __m256i *)(ax->first + i0));
 		__m256i ni = _mm256_loadu_si256((const __m256i *)(ax->count + i0));
@@ -858,8 +942,8 @@ __attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis
 			__m512d x =
 			    _mm512_sub_pd(_mm512_add_pd(fd, _mm512_set1_pd((double)k)), center);
 			x = _mm512_mul_pd(_mm512_add_pd(x, half), _mm512_set1_pd(inv));
-			__m512d v = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
-			w[k] = _mm512_maskz_mov_pd(run, v);
+			__m512d val = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
+			w[k] = _mm512_maskz_mov_pd(run, val);
 			sum = _mm512_add_pd(sum, w[k]);
 		}
 		__m512d rs =
@@ -868,32 +952,17 @@ __attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis
 		__m256i bigv = _mm256_set1_epi32(-1);
 		for (uint32_t k = 0; k < taps; k++) {
 			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
-			__m256i v =
-			    _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half));
-			v = _mm256_maskz_mov_epi32(run, v);
-			_mm256_storeu_si256((__m256i *)ci[k], v);
-			total = _mm256_add_epi32(total, v);
-			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v, bigv);
+			v[k] = _mm256_maskz_mov_epi32(
+			    run, _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half)));
+			total = _mm256_add_epi32(total, v[k]);
+			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v[k], bigv);
 			big = _mm256_mask_mov_epi32(big, gt, _mm256_set1_epi32((int)k));
-			bigv = _mm256_mask_mov_epi32(bigv, gt, v);
+			bigv = _mm256_mask_mov_epi32(bigv, gt, v[k]);
 		}
-		_mm256_storeu_si256((__m256i *)bk, big);
-		_mm256_storeu_si256((__m256i *)bv, bigv);
-		_mm256_storeu_si256((__m256i *)tot, total);
-		for (uint32_t l = 0; l < 8; l++) {
-			uint32_t i = i0 + l;
-			int64_t f = ax->first[i], n = ax->count[i];
-			int64_t start = f + taps > in ? (int64_t)in - taps : f, off = f - start;
-			uint32_t slot = mirror ? out - 1 - i : i;
-			int16_t *c = ax->coef + (size_t)slot * taps;
-			for (uint32_t t = 0; t < taps;
-			     t++) { /* taps trips: no exit to mispredict */
-				int64_t k = (int64_t)t - off;
-				c[t] = (int16_t)(k >= 0 && k < n ? ci[k < 0 ? 0 : k][l] : 0);
-			}
-			c[off + bk[l]] = (int16_t)(bv[l] + COEF_ONE - tot[l]);
-			ax->min[slot] = (int32_t)start;
-		}
+		if (_mm256_cmpgt_epi32_mask(fi, edge))
+			axisw_scatter(ax, v, big, bigv, total, i0, in, out, mirror);
+		else
+			axisw_store(ax, v, big, total, fi, idx, i0, out, mirror);
 	}
 }
 
