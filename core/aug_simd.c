@@ -987,17 +987,17 @@ hxb_load(__m512i v[2], const struct axis *ax, uint32_t out, uint32_t r)
 }
 
 /*
- * One group's lanes: ox (pixel of each lane, lanes 0-7 from r0, 8-15 from r1, each
- * half within 8 pixels), chan (byte of the pixel, 0 for planar), far0 (bytes the
- * last tap adds to the window); writes the group at gb and its base at *base, or
- * returns false when the window is over HX_WINDOW (*narrow cleared past 64 bytes).
+ * One group's lanes: ox (pixel of each lane; all within 8 pixels from r0, or when
+ * split lanes 0-7 from r0 and 8-15 from r1, each within 8 pixels), chan (byte of
+ * the pixel, 0 for planar), far0 (bytes the last tap adds to the window); writes
+ * the group at gb and its base at *base, or returns false when the window is over
+ * HX_WINDOW (*narrow cleared past 64 bytes).
  */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline bool
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline bool
 hxb_group(uint8_t *gb, int32_t *base, const struct axis *ax, uint32_t out, __m512i ox, __m512i chan,
-	  uint32_t r0, uint32_t r1, int32_t far0, bool *narrow)
+	  uint32_t r0, uint32_t r1, bool split, int32_t far0, bool *narrow)
 {
 	const uint32_t taps = ax->taps, pairs = (taps + 1) / 2;
-	const __m512i rv = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)r0), 0xff00, (int)r1);
 	uint32_t avail = out - r0;
 	__m512i mv =
 	    _mm512_maskz_loadu_epi32(avail >= 16 ? 0xffff : (1u << avail) - 1, ax->min + r0);
@@ -1007,19 +1007,24 @@ hxb_group(uint8_t *gb, int32_t *base, const struct axis *ax, uint32_t out, __m51
 		return false;
 	*narrow = *narrow && far < 64;
 	__m512i at = _mm512_add_epi32(_mm512_sub_epi32(mv, _mm512_set1_epi32(b)), chan);
+	__m512i rv = _mm512_set1_epi32((int)r0), a[2], c[2];
+	hxb_load(a, ax, out, r0);
+	if (split) {
+		rv = _mm512_mask_set1_epi32(rv, 0xff00, (int)r1);
+		hxb_load(c, ax, out, r1);
+	}
 	/* word index of the lane's first coefficient in its half's load, in both words */
 	__m512i rel =
 	    _mm512_mullo_epi32(_mm512_sub_epi32(ox, rv), _mm512_set1_epi32((int)taps * 0x10001));
-	__m512i a[2], c[2];
-	hxb_load(a, ax, out, r0);
-	hxb_load(c, ax, out, r1);
 	for (uint32_t p = 0; p < pairs; p++) {
 		bool two = 2 * p + 1 < taps; /* else tap 2p is the last: no second one */
 		__m512i i0 = _mm512_add_epi32(at, _mm512_set1_epi32((int)(6 * p)));
 		__m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(two ? 3 : 0));
 		__m512i w =
 		    _mm512_add_epi32(rel, _mm512_set1_epi32((int)(2 * p) | (int)(2 * p + 1) << 16));
-		__m512i cw = _mm512_mask_mov_epi32(_mm512_permutex2var_epi16(a[0], w, a[1]), 0xff00,
+		__m512i cw = _mm512_permutex2var_epi16(a[0], w, a[1]);
+		if (split)
+			cw = _mm512_mask_mov_epi32(cw, 0xff00,
 						   _mm512_permutex2var_epi16(c[0], w, c[1]));
 		cw = two ? cw : _mm512_and_si512(cw, _mm512_set1_epi32(0xffff));
 		_mm512_storeu_si512(gb + (size_t)p * 8 * HX_GROUP,
@@ -1046,9 +1051,9 @@ hxb_rgb(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, 
 		__m512i ox = _mm512_srli_epi32(_mm512_mullo_epi32(j, third), 17);
 		__m512i chan = _mm512_sub_epi32(j, _mm512_mullo_epi32(ox, _mm512_set1_epi32(3)));
 		uint32_t j0 = g * HX_GROUP < nval ? g * HX_GROUP : nval - 1;
-		uint32_t j8 = j0 + 8 < nval ? j0 + 8 : nval - 1;
+		/* 16 bytes are at most 6 pixels: one load reaches them all */
 		if (!hxb_group(blk + (size_t)g * pairs * 8 * HX_GROUP, base + g, ax, out_w, ox,
-			       chan, j0 / 3, j8 / 3, 3 * (int32_t)ax->taps - 1, &narrow))
+			       chan, j0 / 3, 0, false, 3 * (int32_t)ax->taps - 1, &narrow))
 			return false;
 	}
 	t->narrow = narrow;
@@ -1070,7 +1075,8 @@ hxb_planar(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *a
 					      _mm512_set1_epi32((int)x0));
 		uint8_t *gb = blk + (size_t)q * gstep;
 		if (!hxb_group(gb, base + q, ax, out_w, ox, _mm512_setzero_si512(), x0,
-			       x0 + (n > 8 ? 8 : n - 1), 3 * ((int32_t)ax->taps - 1), &narrow))
+			       x0 + (n > 8 ? 8 : n - 1), true, 3 * ((int32_t)ax->taps - 1),
+			       &narrow))
 			return false;
 		base[gpp + q] = base[q] + 1;
 		base[2 * gpp + q] = base[q] + 2;
