@@ -924,11 +924,15 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	const __m256i edge = _mm256_set1_epi32((int)in - (int)taps); /* a run starting past it */
-	__m512d w[AXISW_MAX_TAPS];
-	__m256i v[AXISW_MAX_TAPS];
+	__m512d w[AXISW_MAX_TAPS], kd[AXISW_MAX_TAPS];
+	__m256i v[AXISW_MAX_TAPS], ki[AXISW_MAX_TAPS];
 	__m512i idx[2];
 
 	axisw_index(idx, taps, mirror);
+	for (uint32_t k = 0; k < taps; k++) { /* loaded, not rebuilt, in the loops below */
+		kd[k] = _mm512_set1_pd((double)k);
+		ki[k] = _mm256_set1_epi32((int)k);
+	}
 	for (uint32_t i0 = 0; i0 + 8 <= out; i0 += 8) {
 		__m256i fi = _mm256_loadu_si256((const __m256i *)(ax->first + i0));
 		__m256i ni = _mm256_loadu_si256((const __m256i *)(ax->count + i0));
@@ -938,9 +942,8 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
 		__m512d fd = _mm512_cvtepi32_pd(fi), sum = zero;
 		for (uint32_t k = 0; k < taps; k++) {
-			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
-			__m512d x =
-			    _mm512_sub_pd(_mm512_add_pd(fd, _mm512_set1_pd((double)k)), center);
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
+			__m512d x = _mm512_sub_pd(_mm512_add_pd(fd, kd[k]), center);
 			x = _mm512_mul_pd(_mm512_add_pd(x, half), _mm512_set1_pd(inv));
 			__m512d val = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
 			w[k] = _mm512_maskz_mov_pd(run, val);
@@ -951,12 +954,12 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 		__m256i total = _mm256_setzero_si256(), big = _mm256_setzero_si256();
 		__m256i bigv = _mm256_set1_epi32(-1);
 		for (uint32_t k = 0; k < taps; k++) {
-			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
 			v[k] = _mm256_maskz_mov_epi32(
 			    run, _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half)));
 			total = _mm256_add_epi32(total, v[k]);
 			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v[k], bigv);
-			big = _mm256_mask_mov_epi32(big, gt, _mm256_set1_epi32((int)k));
+			big = _mm256_mask_mov_epi32(big, gt, ki[k]);
 			bigv = _mm256_mask_mov_epi32(bigv, gt, v[k]);
 		}
 		if (_mm256_cmpgt_epi32_mask(fi, edge))
