@@ -827,44 +827,15 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
 }
 
 /*
- * The lanes' integers v[k] (tap k of output i0 + l in lane l) laid out one output
- * at a time as axis_weights lays them (some output's run starts past its slot's
- * first tap: the slow path, at an edge of the image).
- */
-__attribute__((target("avx512f,avx512vl"))) static void
-axisw_scatter(struct axis *ax, const __m256i *v, __m256i big, __m256i bigv, __m256i total,
-	      uint32_t i0, uint32_t in, uint32_t out, bool mirror)
-{
-	const uint32_t taps = ax->taps;
-	int32_t ci[AXISW_MAX_TAPS][8], bk[8], bv[8], tot[8];
-	for (uint32_t k = 0; k < taps; k++)
-		_mm256_storeu_si256((__m256i *)ci[k], v[k]);
-	_mm256_storeu_si256((__m256i *)bk, big);
-	_mm256_storeu_si256((__m256i *)bv, bigv);
-	_mm256_storeu_si256((__m256i *)tot, total);
-	for (uint32_t l = 0; l < 8; l++) {
-		uint32_t i = i0 + l;
-		int64_t f = ax->first[i], n = ax->count[i];
-		int64_t start = f + taps > in ? (int64_t)in - taps : f, off = f - start;
-		uint32_t slot = mirror ? out - 1 - i : i;
-		int16_t *c = ax->coef + (size_t)slot * taps;
-		for (uint32_t t = 0; t < taps; t++) { /* taps trips: no exit to mispredict */
-			int64_t k = (int64_t)t - off;
-			c[t] = (int16_t)(k >= 0 && k < n ? ci[k < 0 ? 0 : k][l] : 0);
-		}
-		c[off + bk[l]] = (int16_t)(bv[l] + COEF_ONE - tot[l]);
-		ax->min[slot] = (int32_t)start;
-	}
-}
-
-/*
- * The same when every output's run starts at its slot's first tap (off 0): the
- * largest weight takes the rest in its lane, then the 8 x taps int16 go to their
- * slots by word permutes (idx: axisw_index's) and at most two stores.
+ * The lanes' integers v[k] (tap k of output i0 + l in lane l; the first largest,
+ * tap big, takes the rounding rest COEF_ONE - total) laid out as axis_weights lays
+ * them: 8 x taps int16 to their slots by word permutes (idx: axisw_index's) and at
+ * most two stores. A run that starts off taps past its slot's first tap (the
+ * image's last columns: start = in - taps) takes its words from off taps earlier.
  */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void
 axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m256i start,
-	    const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror)
+	    __m256i off, const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror)
 {
 	const uint32_t taps = ax->taps, n = 8 * taps;
 	const __m256i rest = _mm256_sub_epi32(_mm256_set1_epi32(COEF_ONE), total);
@@ -882,13 +853,29 @@ axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m25
 		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h + 2]), w[4 * h + 3], 1));
 		z[h] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
 	}
+	__m512i src[2] = {idx[0], idx[1]};
+	if (_mm256_test_epi32_mask(off, off)) {
+		/*
+		 * word (slot, t) <- tap t - off of its lane: idx - 8 off. Below tap 0 the
+		 * index wraps (the permute reads its low 6 bits) to tap 8 - off + t >= n +
+		 * t (off + n <= taps <= 8), which is 0 in every lane: the zeros before
+		 * the run come for free.
+		 */
+		__m512i o =
+		    _mm512_castsi256_si512(_mm256_castsi128_si256(_mm256_cvtepi32_epi16(off)));
+		for (int h = 0; h < 2; h++) {
+			__m512i ow = _mm512_permutexvar_epi16(
+			    _mm512_and_si512(idx[h], _mm512_set1_epi16(7)), o);
+			src[h] = _mm512_sub_epi16(idx[h], _mm512_slli_epi16(ow, 3));
+		}
+	}
 	uint32_t slot = mirror ? out - 8 - i0 : i0;
 	int16_t *c = ax->coef + (size_t)slot * taps;
 	_mm512_mask_storeu_epi16(c, n >= 32 ? ~0u : (1u << n) - 1,
-				 _mm512_permutex2var_epi16(z[0], idx[0], z[1]));
+				 _mm512_permutex2var_epi16(z[0], src[0], z[1]));
 	if (n > 32)
 		_mm512_mask_storeu_epi16(c + 32, n >= 64 ? ~0u : (1u << (n - 32)) - 1,
-					 _mm512_permutex2var_epi16(z[0], idx[1], z[1]));
+					 _mm512_permutex2var_epi16(z[0], src[1], z[1]));
 	if (mirror)
 		start = _mm256_permutexvar_epi32(_mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0), start);
 	_mm256_storeu_si256((__m256i *)(ax->min + slot), start);
@@ -910,10 +897,9 @@ __attribute__((target("avx512f"))) static void axisw_index(__m512i idx[2], uint3
  * axis_build's weights, AVX-512F, 8 outputs a vector (axisw_fn): axis_weights'
  * double operations in its order, lane by lane (the span's taps past count add
  * +0.0 to the sum, which leaves it as it is), then the lanes' integers laid out as
- * axis_weights lays them, by permutes (axisw_store) unless an output's run is
- * pushed off its slot's first tap (axisw_scatter). A scalar loop over outputs
+ * axis_weights lays them, by permutes (axisw_store). A scalar loop over outputs
  * spent most of its time in loops of 1 to taps trips whose exits it mispredicted,
- * and the scatter of 8 x taps values one at a time most of the rest.
+ * and then a scatter of the 8 x taps values one at a time most of the rest.
  */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void
 axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
@@ -923,7 +909,7 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 	const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
 	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-	const __m256i edge = _mm256_set1_epi32((int)in - (int)taps); /* a run starting past it */
+	const __m256i edge = _mm256_set1_epi32((int)in - (int)taps); /* the last run's start */
 	__m512d w[AXISW_MAX_TAPS], kd[AXISW_MAX_TAPS];
 	__m256i v[AXISW_MAX_TAPS], ki[AXISW_MAX_TAPS];
 	__m512i idx[2];
@@ -962,10 +948,9 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 			big = _mm256_mask_mov_epi32(big, gt, ki[k]);
 			bigv = _mm256_mask_mov_epi32(bigv, gt, v[k]);
 		}
-		if (_mm256_cmpgt_epi32_mask(fi, edge))
-			axisw_scatter(ax, v, big, bigv, total, i0, in, out, mirror);
-		else
-			axisw_store(ax, v, big, total, fi, idx, i0, out, mirror);
+		__m256i start = _mm256_min_epi32(fi, edge);
+		axisw_store(ax, v, big, total, start, _mm256_sub_epi32(fi, start), idx, i0, out,
+			    mirror);
 	}
 }
 

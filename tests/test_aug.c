@@ -723,7 +723,8 @@ static double test_uniform(uint64_t *s, double lo, double hi)
 
 /*
  * A random axis (out samples from [b0, b1) of a row of in, taps 1 to 8 for the
- * scales drawn) built with kernels k, or the portable code when k is NULL.
+ * scales drawn, a quarter of them ending at the row's end) built with kernels k,
+ * or the portable code when k is NULL (which draws it: bx, for the next call).
  */
 static void random_axis(struct axis *ax, uint64_t *s, uint32_t out, const struct aug_kernels *k,
 			double *bx)
@@ -732,6 +733,8 @@ static void random_axis(struct axis *ax, uint64_t *s, uint32_t out, const struct
 		double scale = test_uniform(s, 0.2, 3.6), len = scale * out;
 		uint32_t in = (uint32_t)len + 1 + (uint32_t)(test_rand(s) % 300);
 		bx[0] = test_uniform(s, 0, in - len), bx[1] = bx[0] + len, bx[2] = in;
+		if (test_rand(s) % 4 == 0) /* the crop at the right edge: runs pushed left */
+			bx[0] = in - len, bx[1] = in;
 		bx[3] = (double)(test_rand(s) & 1);
 	}
 	assert_int_equal(gm_aug_axis_build(ax, bx[0], bx[1], (uint32_t)bx[2], out, bx[3] != 0, k),
