@@ -778,8 +778,8 @@ hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2
 
 /*
  * axis_build's spans, AVX-512F, 8 outputs a vector (axiss_fn): its double
- * operations lane by lane (floor by roundscale, which ifloor equals in range), then
- * its clamps in 32-bit integers (every bound is an image size).
+ * operations lane by lane (floor by a rounding conversion, which ifloor equals in
+ * range), then its clamps in 32-bit integers (every bound is an image size).
  */
 __attribute__((target("avx512f,avx512vl"))) static uint32_t
 axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax, uint32_t in,
@@ -796,12 +796,12 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
 		    _mm512_add_pd(_mm512_set1_pd(b0),
 				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
 		__m512d lo = _mm512_sub_pd(_mm512_sub_pd(center, fs), half);
-		__m512d hi = _mm512_sub_pd(_mm512_setzero_pd(),
-					   _mm512_sub_pd(_mm512_add_pd(center, fs), half));
-		lo = _mm512_roundscale_pd(lo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-		hi = _mm512_roundscale_pd(hi, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-		__m256i f = _mm256_add_epi32(_mm512_cvtpd_epi32(lo), one);
-		__m256i l = _mm256_sub_epi32(_mm256_sub_epi32(z, _mm512_cvtpd_epi32(hi)), one);
+		__m512d hi = _mm512_sub_pd(_mm512_add_pd(center, fs), half);
+		/* floor, and -floor(-x) = ceil(x) exactly, in the conversions */
+		__m256i f = _mm256_add_epi32(
+		    _mm512_cvt_roundpd_epi32(lo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), one);
+		__m256i l = _mm256_sub_epi32(
+		    _mm512_cvt_roundpd_epi32(hi, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), one);
 		f = _mm256_max_epi32(f, z);
 		l = _mm256_min_epi32(l, last);
 		__mmask8 wide =
