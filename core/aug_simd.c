@@ -841,12 +841,16 @@ axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m25
 	const __m256i rest = _mm256_sub_epi32(_mm256_set1_epi32(COEF_ONE), total);
 	__m256i w[AXISW_MAX_TAPS];
 	for (uint32_t k = 0; k < AXISW_MAX_TAPS; k++) {
-		__m256i x = k < taps ? v[k] : _mm256_setzero_si256();
+		if (k >= taps) { /* big < taps */
+			w[k] = _mm256_setzero_si256();
+			continue;
+		}
 		__mmask8 top = _mm256_cmpeq_epi32_mask(big, _mm256_set1_epi32((int)k));
-		w[k] = _mm256_mask_add_epi32(x, top, x, rest);
+		w[k] = _mm256_mask_add_epi32(v[k], top, v[k], rest);
 	}
-	__m512i z[2]; /* words t * 8 + l: tap t of lane l */
-	for (int h = 0; h < 2; h++) {
+	__m512i z[2] = {_mm512_setzero_si512(),
+			_mm512_setzero_si512()}; /* tap t of lane l: t * 8 + l */
+	for (int h = 0; h < (taps > 4 ? 2 : 1); h++) {
 		__m256i a = _mm512_cvtepi32_epi16(
 		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h]), w[4 * h + 1], 1));
 		__m256i b = _mm512_cvtepi32_epi16(
