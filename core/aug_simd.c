@@ -833,13 +833,15 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
  * most two stores. A run that starts off taps past its slot's first tap (the
  * image's last columns: start = in - taps) takes its words from off taps earlier.
  */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
 axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m256i start,
-	    __m256i off, const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror)
+	    __m256i off, const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror,
+	    const uint32_t taps)
 {
-	const uint32_t taps = ax->taps, n = 8 * taps;
+	const uint32_t n = 8 * taps;
 	const __m256i rest = _mm256_sub_epi32(_mm256_set1_epi32(COEF_ONE), total);
 	__m256i w[AXISW_MAX_TAPS];
+#pragma GCC unroll 8
 	for (uint32_t k = 0; k < AXISW_MAX_TAPS; k++) {
 		if (k >= taps) { /* big < taps */
 			w[k] = _mm256_setzero_si256();
@@ -905,11 +907,10 @@ __attribute__((target("avx512f"))) static void axisw_index(__m512i idx[2], uint3
  * spent most of its time in loops of 1 to taps trips whose exits it mispredicted,
  * and then a scatter of the 8 x taps values one at a time most of the rest.
  */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
-axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
-	     bool mirror)
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+axisw_run(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
+	  bool mirror, const uint32_t taps)
 {
-	const uint32_t taps = ax->taps;
 	const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
 	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -931,6 +932,7 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 		    _mm512_add_pd(_mm512_set1_pd(b0),
 				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
 		__m512d fd = _mm512_cvtepi32_pd(fi), sum = zero;
+#pragma GCC unroll 8
 		for (uint32_t k = 0; k < taps; k++) {
 			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
 			__m512d x = _mm512_sub_pd(_mm512_add_pd(fd, kd[k]), center);
@@ -943,6 +945,7 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 		    _mm512_maskz_div_pd(_mm512_cmp_pd_mask(sum, zero, _CMP_GT_OQ), cone, sum);
 		__m256i total = _mm256_setzero_si256(), big = _mm256_setzero_si256();
 		__m256i bigv = _mm256_set1_epi32(-1);
+#pragma GCC unroll 8
 		for (uint32_t k = 0; k < taps; k++) {
 			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
 			v[k] = _mm256_maskz_mov_epi32(
@@ -954,7 +957,40 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 		}
 		__m256i start = _mm256_min_epi32(fi, edge);
 		axisw_store(ax, v, big, total, start, _mm256_sub_epi32(fi, start), idx, i0, out,
-			    mirror);
+			    mirror, taps);
+	}
+}
+
+/* axisw_fn: axisw_run made once for each tap count, its loops unrolled. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
+	     bool mirror)
+{
+	switch (ax->taps) {
+	case 1:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 1);
+		break;
+	case 2:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 2);
+		break;
+	case 3:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 3);
+		break;
+	case 4:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 4);
+		break;
+	case 5:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 5);
+		break;
+	case 6:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 6);
+		break;
+	case 7:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 7);
+		break;
+	default:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 8);
+		break;
 	}
 }
 
