@@ -491,6 +491,8 @@ static void hx_lane(uint8_t *gb, uint32_t l, uint32_t at, const int16_t *cf, uin
  * Lay out the horizontal pass as a byte gather (struct hx_table, aug_simd.h) for
  * out_w pixels of the byte-offset axis ax. false when some group's taps span more
  * than HX_WINDOW source bytes (a big downscale): the other kernels take the image.
+ * The portable builder: hxb_fn (aug_simd.c) makes the same bytes, a group per
+ * vector step, where the CPU has it (hx_layout chooses).
  */
 static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
 		     uint32_t out_w)

@@ -792,6 +792,44 @@ static void axis_to_bytes(struct axis *ax, uint32_t out)
 }
 
 /*
+ * hx_table_builder's cases at the window's edge: axes made by hand whose offsets
+ * grow (or shrink) by s/16 bytes a pixel, s = 0..699, so that every window width
+ * around 64 and HX_WINDOW comes up, for 1 to 8 taps (random coefficients): the
+ * fast builder's result, narrow flag and bytes must be the portable one's.
+ */
+static void hx_window_edges(const struct aug_kernels *k, int32_t *bp, int32_t *bf, uint8_t *tp,
+			    uint8_t *tf, size_t cap)
+{
+	enum { OUT = 100 };
+	int32_t min[OUT];
+	int16_t coef[OUT * 8];
+	uint64_t r = 0x5851f42d4c957f2dull;
+	cap = cap < 24 * 4 * 8 * HX_GROUP ? cap : 24 * 4 * 8 * HX_GROUP; /* 21 groups at most */
+	for (uint32_t i = 0; i < OUT * 8; i++)
+		coef[i] = (int16_t)(test_rand(&r) % COEF_ONE);
+	for (uint32_t taps = 1; taps <= 8; taps++)
+		for (int32_t st = 0; st < 700; st++)
+			for (int form = 0; form < 4; form++) {
+				bool planar = form & 1, down = form & 2;
+				struct axis ax = {.min = min, .coef = coef, .taps = taps};
+				struct hx_table p = {0}, f = {0};
+				for (int32_t i = 0; i < OUT; i++)
+					min[i] = (down ? OUT - 1 - i : i) * st / 16;
+				memset(bp, 0, cap), memset(tp, 0, cap);
+				memset(bf, 0xff, cap), memset(tf, 0xff, cap);
+				bool okp = gm_aug_hx_build(&p, bp, tp, &ax, OUT, planar, NULL);
+				assert_int_equal(gm_aug_hx_build(&f, bf, tf, &ax, OUT, planar, k),
+						 okp);
+				if (!okp)
+					continue;
+				assert_int_equal(f.narrow, p.narrow);
+				assert_memory_equal(bf, bp, sizeof(int32_t) * p.groups);
+				assert_memory_equal(tf, tp,
+						    (size_t)p.groups * p.pairs * 8 * HX_GROUP);
+			}
+}
+
+/*
  * The AVX-512 builder of the byte-gather tables (hx_build, px_build) against the
  * portable builders, byte for byte (the two start from different bytes, so every
  * byte must be written): for random axes (1 to 8 taps, flipped or not, sizes with
@@ -843,6 +881,7 @@ static void test_hx_table_builder_equals_portable(void **state)
 	assert_int_equal(built & 0x1fe, 0x1fe);
 	assert_true(refused != 0);
 	gm_aug_axis_free(&ax);
+	hx_window_edges(&k, bp, bf, tp, tf, cap);
 	free(bp), free(bf), free(tp), free(tf);
 }
 
