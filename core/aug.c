@@ -457,6 +457,7 @@ static void pick_kernels(struct gm_aug *a)
 	a->k.hwrow = NULL;
 	a->k.axiss = NULL;
 	a->k.axisw = NULL;
+	a->k.hxb = NULL;
 	a->k.pxrow = NULL;
 	a->k.hpxrow = NULL;
 	a->k.frow = frow_c;
@@ -519,6 +520,8 @@ static void hx_lane(uint8_t *gb, uint32_t l, uint32_t at, const int16_t *cf, uin
  * Lay out the horizontal pass as a byte gather (struct hx_table, aug_simd.h) for
  * out_w pixels of the byte-offset axis ax. false when some group's taps span more
  * than HX_WINDOW source bytes (a big downscale): the other kernels take the image.
+ * The portable builder: hxb_fn (aug_simd.c) makes the same bytes, a group per
+ * vector step, where the CPU has it (hx_layout chooses).
  */
 static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
 		     uint32_t out_w)
@@ -696,6 +699,32 @@ static bool px_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
 	return true;
 }
 
+/* hx_build (planar: px_build) through k's kernel where it takes the axis. */
+static bool hx_layout(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		      uint32_t out_w, bool planar, const struct aug_kernels *k)
+{
+	if (k && k->hxb && ax->taps <= HXB_MAX_TAPS)
+		return k->hxb(t, base, blk, ax, out_w, planar);
+	return planar ? px_build(t, base, blk, ax, out_w) : hx_build(t, base, blk, ax, out_w);
+}
+
+int gm_aug_axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32_t out, bool mirror,
+		      const struct aug_kernels *k)
+{
+	return axis_build(ax, b0, b1, in, out, mirror, k);
+}
+
+void gm_aug_axis_free(struct axis *ax)
+{
+	axis_free(ax);
+}
+
+bool gm_aug_hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		     uint32_t out_w, bool planar, const struct aug_kernels *k)
+{
+	return hx_layout(t, base, blk, ax, out_w, planar, k);
+}
+
 /*
  * Vertical pass of output row y over the nonzero taps only: the tap count is the
  * axis maximum, and rows with fewer weights (often every other row) have zeros at
@@ -865,7 +894,7 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	/* from here on the horizontal offsets are in bytes, relative to column lo */
 	for (uint32_t i = 0; i < size; i++)
 		a->ax.min[i] = (a->ax.min[i] - (int32_t)lo) * 3;
-	p->px = fuse && px_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	p->px = fuse && hx_layout(&a->hx, a->hx_base, a->hx_blk, &a->ax, size, true, &a->k);
 	uint32_t hwg = (3 * size + 2 * HW_GROUP - 1) / (2 * HW_GROUP) * 2;
 	if (!p->px && a->k.hwrow && a->k.vws &&
 	    (gm_grow_scratch((void **)&a->hw_adj, &a->hw_adj_cap, sizeof(int16_t) * size, 1024) ||
@@ -877,8 +906,8 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	p->hw =
 	    !p->px && a->k.hwrow && a->k.vws &&
 	    hw_build(&a->hw, a->hw_base, a->hw_blk, a->hw_split, a->hw_adj, &a->ax, size, &a->k);
-	p->hx =
-	    !p->px && !p->hw && a->k.hxrow && hx_build(&a->hx, a->hx_base, a->hx_blk, &a->ax, size);
+	p->hx = !p->px && !p->hw && a->k.hxrow &&
+		hx_layout(&a->hx, a->hx_base, a->hx_blk, &a->ax, size, false, &a->k);
 	if (!p->px && !p->hw && !p->hx && a->k.hrow != hrow_c)
 		hv_build(a->hv, &a->ax, size, pairs, p->two);
 	p->src = img->pixels + (size_t)lo * 3;

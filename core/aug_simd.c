@@ -1061,8 +1061,8 @@ hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2
 
 /*
  * axis_build's spans, AVX-512F, 8 outputs a vector (axiss_fn): its double
- * operations lane by lane (floor by roundscale, which ifloor equals in range), then
- * its clamps in 32-bit integers (every bound is an image size).
+ * operations lane by lane (floor by a rounding conversion, which ifloor equals in
+ * range), then its clamps in 32-bit integers (every bound is an image size).
  */
 __attribute__((target("avx512f,avx512vl"))) static uint32_t
 axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax, uint32_t in,
@@ -1079,12 +1079,12 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
 		    _mm512_add_pd(_mm512_set1_pd(b0),
 				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
 		__m512d lo = _mm512_sub_pd(_mm512_sub_pd(center, fs), half);
-		__m512d hi = _mm512_sub_pd(_mm512_setzero_pd(),
-					   _mm512_sub_pd(_mm512_add_pd(center, fs), half));
-		lo = _mm512_roundscale_pd(lo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-		hi = _mm512_roundscale_pd(hi, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-		__m256i f = _mm256_add_epi32(_mm512_cvtpd_epi32(lo), one);
-		__m256i l = _mm256_sub_epi32(_mm256_sub_epi32(z, _mm512_cvtpd_epi32(hi)), one);
+		__m512d hi = _mm512_sub_pd(_mm512_add_pd(center, fs), half);
+		/* floor, and -floor(-x) = ceil(x) exactly, in the conversions */
+		__m256i f = _mm256_add_epi32(
+		    _mm512_cvt_roundpd_epi32(lo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), one);
+		__m256i l = _mm256_sub_epi32(
+		    _mm512_cvt_roundpd_epi32(hi, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), one);
 		f = _mm256_max_epi32(f, z);
 		l = _mm256_min_epi32(l, last);
 		__mmask8 wide =
@@ -1110,24 +1110,103 @@ axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t k
 }
 
 /*
+ * The lanes' integers v[k] (tap k of output i0 + l in lane l; the first largest,
+ * tap big, takes the rounding rest COEF_ONE - total) laid out as axis_weights lays
+ * them: 8 x taps int16 to their slots by word permutes (idx: axisw_index's) and at
+ * most two stores. A run that starts off taps past its slot's first tap (the
+ * image's last columns: start = in - taps) takes its words from off taps earlier.
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+axisw_store(struct axis *ax, const __m256i *v, __m256i big, __m256i total, __m256i start,
+	    __m256i off, const __m512i idx[2], uint32_t i0, uint32_t out, bool mirror,
+	    const uint32_t taps)
+{
+	const uint32_t n = 8 * taps;
+	const __m256i rest = _mm256_sub_epi32(_mm256_set1_epi32(COEF_ONE), total);
+	__m256i w[AXISW_MAX_TAPS];
+#pragma GCC unroll 8
+	for (uint32_t k = 0; k < AXISW_MAX_TAPS; k++) {
+		if (k >= taps) { /* big < taps */
+			w[k] = _mm256_setzero_si256();
+			continue;
+		}
+		__mmask8 top = _mm256_cmpeq_epi32_mask(big, _mm256_set1_epi32((int)k));
+		w[k] = _mm256_mask_add_epi32(v[k], top, v[k], rest);
+	}
+	__m512i z[2] = {_mm512_setzero_si512(),
+			_mm512_setzero_si512()}; /* tap t of lane l: t * 8 + l */
+	for (int h = 0; h < (taps > 4 ? 2 : 1); h++) {
+		__m256i a = _mm512_cvtepi32_epi16(
+		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h]), w[4 * h + 1], 1));
+		__m256i b = _mm512_cvtepi32_epi16(
+		    _mm512_inserti64x4(_mm512_castsi256_si512(w[4 * h + 2]), w[4 * h + 3], 1));
+		z[h] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+	}
+	__m512i src[2] = {idx[0], idx[1]};
+	if (_mm256_test_epi32_mask(off, off)) {
+		/*
+		 * word (slot, t) <- tap t - off of its lane: idx - 8 off. Below tap 0 the
+		 * index wraps (the permute reads its low 6 bits) to tap 8 - off + t >= n +
+		 * t (off + n <= taps <= 8), which is 0 in every lane: the zeros before
+		 * the run come for free.
+		 */
+		__m512i o =
+		    _mm512_castsi256_si512(_mm256_castsi128_si256(_mm256_cvtepi32_epi16(off)));
+		for (int h = 0; h < 2; h++) {
+			__m512i ow = _mm512_permutexvar_epi16(
+			    _mm512_and_si512(idx[h], _mm512_set1_epi16(7)), o);
+			src[h] = _mm512_sub_epi16(idx[h], _mm512_slli_epi16(ow, 3));
+		}
+	}
+	uint32_t slot = mirror ? out - 8 - i0 : i0;
+	int16_t *c = ax->coef + (size_t)slot * taps;
+	_mm512_mask_storeu_epi16(c, n >= 32 ? ~0u : (1u << n) - 1,
+				 _mm512_permutex2var_epi16(z[0], src[0], z[1]));
+	if (n > 32)
+		_mm512_mask_storeu_epi16(c + 32, n >= 64 ? ~0u : (1u << (n - 32)) - 1,
+					 _mm512_permutex2var_epi16(z[0], src[1], z[1]));
+	if (mirror)
+		start = _mm256_permutexvar_epi32(_mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0), start);
+	_mm256_storeu_si256((__m256i *)(ax->min + slot), start);
+}
+
+/* axisw_store's word permute: word s * taps + t of 8 slots <- tap t of lane s (mirror: 7 - s). */
+__attribute__((target("avx512f"))) static void axisw_index(__m512i idx[2], uint32_t taps,
+							   bool mirror)
+{
+	uint16_t x[64] = {0};
+	for (uint32_t s = 0; s < 8; s++)
+		for (uint32_t t = 0; t < taps; t++)
+			x[s * taps + t] = (uint16_t)(t * 8 + (mirror ? 7 - s : s));
+	idx[0] = _mm512_loadu_si512(x);
+	idx[1] = _mm512_loadu_si512(x + 32);
+}
+
+/*
  * axis_build's weights, AVX-512F, 8 outputs a vector (axisw_fn): axis_weights'
  * double operations in its order, lane by lane (the span's taps past count add
  * +0.0 to the sum, which leaves it as it is), then the lanes' integers laid out as
- * axis_weights lays them. A scalar loop over outputs spent most of its time in
- * loops of 1 to taps trips whose exits it mispredicted.
+ * axis_weights lays them, by permutes (axisw_store). A scalar loop over outputs
+ * spent most of its time in loops of 1 to taps trips whose exits it mispredicted,
+ * and then a scatter of the 8 x taps values one at a time most of the rest.
  */
-__attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis *ax, double b0,
-								     double scale, double inv,
-								     uint32_t in, uint32_t out,
-								     bool mirror)
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+axisw_run(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
+	  bool mirror, const uint32_t taps)
 {
-	const uint32_t taps = ax->taps;
 	const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
 	const __m512d zero = _mm512_setzero_pd(), cone = _mm512_set1_pd((double)COEF_ONE);
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-	__m512d w[AXISW_MAX_TAPS];
-	int32_t ci[AXISW_MAX_TAPS][8], bk[8], bv[8], tot[8];
+	const __m256i edge = _mm256_set1_epi32((int)in - (int)taps); /* the last run's start */
+	__m512d w[AXISW_MAX_TAPS], kd[AXISW_MAX_TAPS];
+	__m256i v[AXISW_MAX_TAPS], ki[AXISW_MAX_TAPS];
+	__m512i idx[2];
 
+	axisw_index(idx, taps, mirror);
+	for (uint32_t k = 0; k < taps; k++) { /* loaded, not rebuilt, in the loops below */
+		kd[k] = _mm512_set1_pd((double)k);
+		ki[k] = _mm256_set1_epi32((int)k);
+	}
 	for (uint32_t i0 = 0; i0 + 8 <= out; i0 += 8) {
 		__m256i fi = _mm256_loadu_si256((const __m256i *)(ax->first + i0));
 		__m256i ni = _mm256_loadu_si256((const __m256i *)(ax->count + i0));
@@ -1136,48 +1215,202 @@ __attribute__((target("avx512f,avx512vl"))) static void axisw_avx512(struct axis
 		    _mm512_add_pd(_mm512_set1_pd(b0),
 				  _mm512_mul_pd(_mm512_add_pd(ii, half), _mm512_set1_pd(scale)));
 		__m512d fd = _mm512_cvtepi32_pd(fi), sum = zero;
+#pragma GCC unroll 8
 		for (uint32_t k = 0; k < taps; k++) {
-			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
-			__m512d x =
-			    _mm512_sub_pd(_mm512_add_pd(fd, _mm512_set1_pd((double)k)), center);
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
+			__m512d x = _mm512_sub_pd(_mm512_add_pd(fd, kd[k]), center);
 			x = _mm512_mul_pd(_mm512_add_pd(x, half), _mm512_set1_pd(inv));
-			__m512d v = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
-			w[k] = _mm512_maskz_mov_pd(run, v);
+			__m512d val = _mm512_max_pd(_mm512_sub_pd(one, _mm512_abs_pd(x)), zero);
+			w[k] = _mm512_maskz_mov_pd(run, val);
 			sum = _mm512_add_pd(sum, w[k]);
 		}
 		__m512d rs =
 		    _mm512_maskz_div_pd(_mm512_cmp_pd_mask(sum, zero, _CMP_GT_OQ), cone, sum);
 		__m256i total = _mm256_setzero_si256(), big = _mm256_setzero_si256();
 		__m256i bigv = _mm256_set1_epi32(-1);
+#pragma GCC unroll 8
 		for (uint32_t k = 0; k < taps; k++) {
-			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, _mm256_set1_epi32((int)k));
-			__m256i v =
-			    _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half));
-			v = _mm256_maskz_mov_epi32(run, v);
-			_mm256_storeu_si256((__m256i *)ci[k], v);
-			total = _mm256_add_epi32(total, v);
-			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v, bigv);
-			big = _mm256_mask_mov_epi32(big, gt, _mm256_set1_epi32((int)k));
-			bigv = _mm256_mask_mov_epi32(bigv, gt, v);
+			__mmask8 run = _mm256_cmpgt_epi32_mask(ni, ki[k]);
+			v[k] = _mm256_maskz_mov_epi32(
+			    run, _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_mul_pd(w[k], rs), half)));
+			total = _mm256_add_epi32(total, v[k]);
+			__mmask8 gt = _mm256_mask_cmpgt_epi32_mask(run, v[k], bigv);
+			big = _mm256_mask_mov_epi32(big, gt, ki[k]);
+			bigv = _mm256_mask_mov_epi32(bigv, gt, v[k]);
 		}
-		_mm256_storeu_si256((__m256i *)bk, big);
-		_mm256_storeu_si256((__m256i *)bv, bigv);
-		_mm256_storeu_si256((__m256i *)tot, total);
-		for (uint32_t l = 0; l < 8; l++) {
-			uint32_t i = i0 + l;
-			int64_t f = ax->first[i], n = ax->count[i];
-			int64_t start = f + taps > in ? (int64_t)in - taps : f, off = f - start;
-			uint32_t slot = mirror ? out - 1 - i : i;
-			int16_t *c = ax->coef + (size_t)slot * taps;
-			for (uint32_t t = 0; t < taps;
-			     t++) { /* taps trips: no exit to mispredict */
-				int64_t k = (int64_t)t - off;
-				c[t] = (int16_t)(k >= 0 && k < n ? ci[k < 0 ? 0 : k][l] : 0);
-			}
-			c[off + bk[l]] = (int16_t)(bv[l] + COEF_ONE - tot[l]);
-			ax->min[slot] = (int32_t)start;
-		}
+		__m256i start = _mm256_min_epi32(fi, edge);
+		axisw_store(ax, v, big, total, start, _mm256_sub_epi32(fi, start), idx, i0, out,
+			    mirror, taps);
 	}
+}
+
+/* axisw_fn: axisw_run made once for each tap count, its loops unrolled. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
+	     bool mirror)
+{
+	switch (ax->taps) {
+	case 1:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 1);
+		break;
+	case 2:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 2);
+		break;
+	case 3:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 3);
+		break;
+	case 4:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 4);
+		break;
+	case 5:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 5);
+		break;
+	case 6:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 6);
+		break;
+	case 7:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 7);
+		break;
+	default:
+		axisw_run(ax, b0, scale, inv, in, out, mirror, 8);
+		break;
+	}
+}
+
+/*
+ * hx_build's and px_build's tables, AVX-512 (hxb_fn): a group's 16 lanes as
+ * vectors. Lane l's pixel ox (hx_build: byte j = min(16g + l, nval - 1), ox = j / 3
+ * by a multiply, channel j - 3 ox; px_build: min(x0 + l, x1 - 1)) picks its min[]
+ * and coefficient pairs by permutes from loads at the group's first pixels, with
+ * no per-lane loop; then the same bytes as hx_lane, stored a vector at a time.
+ */
+
+/* Words [0, 64) of the coefficients from pixel r on, none past the axis's end. */
+__attribute__((target("avx512f,avx512bw"))) static inline void
+hxb_load(__m512i v[2], const struct axis *ax, uint32_t out, uint32_t r)
+{
+	const int16_t *c = ax->coef + (size_t)r * ax->taps;
+	uint32_t avail = (out - r) * ax->taps; /* words left from pixel r, >= taps */
+	__mmask32 m0 = avail >= 32 ? ~0u : (1u << avail) - 1;
+	__mmask32 m1 = avail >= 64 ? ~0u : avail <= 32 ? 0 : (1u << (avail - 32)) - 1;
+	v[0] = _mm512_maskz_loadu_epi16(m0, c);
+	v[1] = _mm512_maskz_loadu_epi16(m1, c + 32);
+}
+
+/*
+ * One group's lanes: ox (pixel of each lane; all within 8 pixels from r0, or when
+ * split lanes 0-7 from r0 and 8-15 from r1, each within 8 pixels), chan (byte of
+ * the pixel, 0 for planar), far0 (bytes the last tap adds to the window); writes
+ * the group at gb and its base at *base, or returns false when the window is over
+ * HX_WINDOW (*narrow cleared past 64 bytes).
+ */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline bool
+hxb_group(uint8_t *gb, int32_t *base, const struct axis *ax, uint32_t out, __m512i ox, __m512i chan,
+	  uint32_t r0, uint32_t r1, bool split, int32_t far0, bool *narrow)
+{
+	const uint32_t taps = ax->taps, pairs = (taps + 1) / 2;
+	uint32_t avail = out - r0;
+	__m512i mv =
+	    _mm512_maskz_loadu_epi32(avail >= 16 ? 0xffff : (1u << avail) - 1, ax->min + r0);
+	mv = _mm512_permutexvar_epi32(_mm512_sub_epi32(ox, _mm512_set1_epi32((int)r0)), mv);
+	int32_t b = _mm512_reduce_min_epi32(mv), far = _mm512_reduce_max_epi32(mv) - b + far0;
+	if (far >= HX_WINDOW)
+		return false;
+	*narrow = *narrow && far < 64;
+	__m512i at = _mm512_add_epi32(_mm512_sub_epi32(mv, _mm512_set1_epi32(b)), chan);
+	__m512i rv = _mm512_set1_epi32((int)r0), a[2], c[2];
+	hxb_load(a, ax, out, r0);
+	if (split) {
+		rv = _mm512_mask_set1_epi32(rv, 0xff00, (int)r1);
+		hxb_load(c, ax, out, r1);
+	}
+	/* word index of the lane's first coefficient in its half's load, in both words */
+	__m512i rel =
+	    _mm512_mullo_epi32(_mm512_sub_epi32(ox, rv), _mm512_set1_epi32((int)taps * 0x10001));
+	for (uint32_t p = 0; p < pairs; p++) {
+		bool two = 2 * p + 1 < taps; /* else tap 2p is the last: no second one */
+		__m512i i0 = _mm512_add_epi32(at, _mm512_set1_epi32((int)(6 * p)));
+		__m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(two ? 3 : 0));
+		__m512i w =
+		    _mm512_add_epi32(rel, _mm512_set1_epi32((int)(2 * p) | (int)(2 * p + 1) << 16));
+		__m512i cw = _mm512_permutex2var_epi16(a[0], w, a[1]);
+		if (split)
+			cw = _mm512_mask_mov_epi32(cw, 0xff00,
+						   _mm512_permutex2var_epi16(c[0], w, c[1]));
+		cw = two ? cw : _mm512_and_si512(cw, _mm512_set1_epi32(0xffff));
+		_mm512_storeu_si512(gb + (size_t)p * 8 * HX_GROUP,
+				    _mm512_or_si512(i0, _mm512_slli_epi32(i1, 16)));
+		_mm512_storeu_si512(gb + (size_t)p * 8 * HX_GROUP + 4 * HX_GROUP, cw);
+	}
+	*base = b;
+	return true;
+}
+
+/* hx_build's interleaved table (pixels' bytes in order). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_rgb(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w)
+{
+	const uint32_t nval = 3 * out_w, pairs = t->pairs;
+	const __m512i lane =
+	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512i last = _mm512_set1_epi32((int)nval - 1), third = _mm512_set1_epi32(43691);
+	bool narrow = true;
+	for (uint32_t g = 0; g < t->groups; g++) {
+		/* byte j of the row; j / 3 = (j * 43691) >> 17 for every j < 2^16 */
+		__m512i j = _mm512_min_epi32(
+		    _mm512_add_epi32(_mm512_set1_epi32((int)(g * HX_GROUP)), lane), last);
+		__m512i ox = _mm512_srli_epi32(_mm512_mullo_epi32(j, third), 17);
+		__m512i chan = _mm512_sub_epi32(j, _mm512_mullo_epi32(ox, _mm512_set1_epi32(3)));
+		uint32_t j0 = g * HX_GROUP < nval ? g * HX_GROUP : nval - 1;
+		/* 16 bytes are at most 6 pixels: one load reaches them all */
+		if (!hxb_group(blk + (size_t)g * pairs * 8 * HX_GROUP, base + g, ax, out_w, ox,
+			       chan, j0 / 3, 0, false, 3 * (int32_t)ax->taps - 1, &narrow))
+			return false;
+	}
+	t->narrow = narrow;
+	return true;
+}
+
+/* px_build's planar table: a group per 16 pixels, the same lanes for each channel. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_planar(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w)
+{
+	const uint32_t gpp = t->groups / 3;
+	const size_t gstep = (size_t)t->pairs * 8 * HX_GROUP;
+	const __m512i lane =
+	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	bool narrow = true;
+	for (uint32_t q = 0; q < gpp; q++) {
+		uint32_t x0 = q * HX_GROUP, n = out_w - x0 < HX_GROUP ? out_w - x0 : HX_GROUP;
+		__m512i ox = _mm512_add_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32((int)n - 1)),
+					      _mm512_set1_epi32((int)x0));
+		uint8_t *gb = blk + (size_t)q * gstep;
+		if (!hxb_group(gb, base + q, ax, out_w, ox, _mm512_setzero_si512(), x0,
+			       x0 + (n > 8 ? 8 : n - 1), true, 3 * ((int32_t)ax->taps - 1),
+			       &narrow))
+			return false;
+		base[gpp + q] = base[q] + 1;
+		base[2 * gpp + q] = base[q] + 2;
+		memcpy(blk + (size_t)(gpp + q) * gstep, gb, gstep);
+		memcpy(blk + (size_t)(2 * gpp + q) * gstep, gb, gstep);
+	}
+	t->narrow = narrow;
+	return true;
+}
+
+/* hxb_fn: the header as hx_build / px_build set it, then the groups. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+hxb_avx512(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w,
+	   bool planar)
+{
+	uint32_t pairs = (ax->taps + 1) / 2, nval = 3 * out_w;
+	t->pairs = pairs;
+	t->groups = planar ? 3 * ((out_w + HX_GROUP - 1) / HX_GROUP)
+			   : (nval + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4;
+	t->nval = planar ? out_w : nval;
+	t->base = base;
+	t->blk = blk;
+	return planar ? hxb_planar(t, base, blk, ax, out_w) : hxb_rgb(t, base, blk, ax, out_w);
 }
 
 void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
@@ -1215,6 +1448,7 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	k->hwrow = hwrow_avx512;
 	k->ntcopy = ntcopy_avx512;
 	k->ntfence = ntfence_sse;
+	k->hxb = hxb_avx512;
 	k->pxrow = pxrow_avx512;
 	k->hpxrow = hpxrow_avx512;
 	k->frow = frow_avx512;

@@ -173,6 +173,15 @@ typedef void vws_fn(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh
 typedef void hwg_fn(uint16_t *q, const int32_t *min, const uint32_t *wh, const uint32_t *wl,
 		    const int16_t *adj, uint32_t n, uint32_t c0, int32_t b, uint32_t pairs);
 
+/*
+ * hx_build's table (planar: px_build's) for out_w pixels of the byte-offset axis ax
+ * whose taps are at most HXB_MAX_TAPS: the same header, base[] and blk bytes, and
+ * the same false (some group's window over HX_WINDOW bytes).
+ */
+#define HXB_MAX_TAPS 8
+typedef bool hxb_fn(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax,
+		    uint32_t out_w, bool planar);
+
 /* The kernels one handle uses, chosen once at creation (aug.c's pick_kernels). */
 struct aug_kernels {
 	vrow_fn *vrow;
@@ -187,6 +196,7 @@ struct aug_kernels {
 	hwrow_fn *hwrow;   /* two rows, 16-bit lanes (hw_table), or NULL */
 	axiss_fn *axiss;   /* axis_build's spans, 8 outputs a step, or NULL */
 	axisw_fn *axisw;   /* axis_build's weights, 8 outputs a step, or NULL */
+	hxb_fn *hxb;	   /* hx_build / px_build, a group a step, or NULL */
 	pxrow_fn *pxrow;   /* hxrow + frow fused (planar hx_table), or NULL */
 	hpxrow_fn *hpxrow; /* hxrow + hfrow fused, or NULL */
 	frow_fn *frow;
@@ -197,6 +207,20 @@ struct aug_kernels {
 __attribute__((visibility("hidden"))) uint64_t gm_aug_fused_rows(const struct gm_aug *a);
 /* Output rows the 16-bit horizontal kernel (hwrow_fn) made on handle a. */
 __attribute__((visibility("hidden"))) uint64_t gm_aug_hw_rows(const struct gm_aug *a);
+
+/*
+ * Tests only: axis_build (aug.c) with kernels k (NULL: the portable code), 0 or
+ * -ENOMEM; axis_free; and hx_build (planar: px_build) through k's hxb (k NULL or
+ * without one: the portable builders).
+ */
+__attribute__((visibility("hidden"))) int gm_aug_axis_build(struct axis *ax, double b0, double b1,
+							    uint32_t in, uint32_t out, bool mirror,
+							    const struct aug_kernels *k);
+__attribute__((visibility("hidden"))) void gm_aug_axis_free(struct axis *ax);
+__attribute__((visibility("hidden"))) bool gm_aug_hx_build(struct hx_table *t, int32_t *base,
+							   uint8_t *blk, const struct axis *ax,
+							   uint32_t out_w, bool planar,
+							   const struct aug_kernels *k);
 
 /* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
 enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512, AUG_SIMD_VNNI };

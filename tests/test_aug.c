@@ -706,6 +706,185 @@ static void test_every_level_equals_portable(void **state)
 	free(jpg);
 }
 
+/* A test's own random numbers (xorshift64*): reproducible, no global state. */
+static uint64_t test_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+/* A uniform double in [lo, hi) from s. */
+static double test_uniform(uint64_t *s, double lo, double hi)
+{
+	return lo + (hi - lo) * (double)(test_rand(s) >> 11) / 9007199254740992.0;
+}
+
+/*
+ * A random axis (out samples from [b0, b1) of a row of in, taps 1 to 8 for the
+ * scales drawn, a quarter of them ending at the row's end) built with kernels k,
+ * or the portable code when k is NULL (which draws it: bx, for the next call).
+ */
+static void random_axis(struct axis *ax, uint64_t *s, uint32_t out, const struct aug_kernels *k,
+			double *bx)
+{
+	if (k == NULL) {
+		double scale = test_uniform(s, 0.2, 3.6), len = scale * out;
+		uint32_t in = (uint32_t)len + 1 + (uint32_t)(test_rand(s) % 300);
+		bx[0] = test_uniform(s, 0, in - len), bx[1] = bx[0] + len, bx[2] = in;
+		if (test_rand(s) % 4 == 0) /* the crop at the right edge: runs pushed left */
+			bx[0] = in - len, bx[1] = in;
+		bx[3] = (double)(test_rand(s) & 1);
+	}
+	assert_int_equal(gm_aug_axis_build(ax, bx[0], bx[1], (uint32_t)bx[2], out, bx[3] != 0, k),
+			 0);
+}
+
+/* The kernels of the best level this CPU has (none of them NULL'd by aug.c). */
+static void best_kernels(struct aug_kernels *k)
+{
+	memset(k, 0, sizeof(*k));
+	gm_aug_simd_pick(k, AUG_SIMD_VNNI);
+}
+
+/*
+ * axis_build's SIMD span and weight kernels against its portable code: for random
+ * crops (scales 0.2 to 3.6, so 1 to 8 taps; flipped or not; sizes with and
+ * without a ragged last 8) the same tap count, min[] and coefficients, bit for bit.
+ */
+static void test_axis_kernels_equal_portable(void **state)
+{
+	static const uint32_t sizes[] = {1, 8, 17, 100, 224, 500};
+	struct aug_kernels k;
+	struct axis p, f;
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+	unsigned seen = 0; /* bit t: an axis of t taps was compared */
+	(void)state;
+	best_kernels(&k);
+	if (!k.axisw || !k.axiss)
+		skip();
+	memset(&p, 0, sizeof(p));
+	memset(&f, 0, sizeof(f));
+	for (int it = 0; it < 3000; it++) {
+		uint32_t out = sizes[it % 6];
+		double bx[4];
+		random_axis(&p, &s, out, NULL, bx);
+		random_axis(&f, &s, out, &k, bx);
+		assert_int_equal(f.taps, p.taps);
+		assert_memory_equal(f.min, p.min, sizeof(int32_t) * out);
+		assert_memory_equal(f.coef, p.coef, sizeof(int16_t) * out * p.taps);
+		seen |= 1u << p.taps;
+	}
+	assert_int_equal(seen & 0x1fe, 0x1fe);
+	gm_aug_axis_free(&p);
+	gm_aug_axis_free(&f);
+}
+
+/* The axis's min[] as plan_resize makes it: bytes from the first column used. */
+static void axis_to_bytes(struct axis *ax, uint32_t out)
+{
+	int32_t lo = INT32_MAX;
+	for (uint32_t i = 0; i < out; i++)
+		lo = ax->min[i] < lo ? ax->min[i] : lo;
+	for (uint32_t i = 0; i < out; i++)
+		ax->min[i] = (ax->min[i] - lo) * 3;
+}
+
+/*
+ * hx_table_builder's cases at the window's edge: axes made by hand whose offsets
+ * grow (or shrink) by s/16 bytes a pixel, s = 0..699, so that every window width
+ * around 64 and HX_WINDOW comes up, for 1 to 8 taps (random coefficients): the
+ * fast builder's result, narrow flag and bytes must be the portable one's.
+ */
+static void hx_window_edges(const struct aug_kernels *k, int32_t *bp, int32_t *bf, uint8_t *tp,
+			    uint8_t *tf, size_t cap)
+{
+	enum { OUT = 100 };
+	int32_t min[OUT];
+	int16_t coef[OUT * 8];
+	uint64_t r = 0x5851f42d4c957f2dull;
+	cap = cap < 24 * 4 * 8 * HX_GROUP ? cap : 24 * 4 * 8 * HX_GROUP; /* 21 groups at most */
+	for (uint32_t i = 0; i < OUT * 8; i++)
+		coef[i] = (int16_t)(test_rand(&r) % COEF_ONE);
+	for (uint32_t taps = 1; taps <= 8; taps++)
+		for (int32_t st = 0; st < 700; st++)
+			for (int form = 0; form < 4; form++) {
+				bool planar = form & 1, down = form & 2;
+				struct axis ax = {.min = min, .coef = coef, .taps = taps};
+				struct hx_table p = {0}, f = {0};
+				for (int32_t i = 0; i < OUT; i++)
+					min[i] = (down ? OUT - 1 - i : i) * st / 16;
+				memset(bp, 0, cap), memset(tp, 0, cap);
+				memset(bf, 0xff, cap), memset(tf, 0xff, cap);
+				bool okp = gm_aug_hx_build(&p, bp, tp, &ax, OUT, planar, NULL);
+				assert_int_equal(gm_aug_hx_build(&f, bf, tf, &ax, OUT, planar, k),
+						 okp);
+				if (!okp)
+					continue;
+				assert_int_equal(f.narrow, p.narrow);
+				assert_memory_equal(bf, bp, sizeof(int32_t) * p.groups);
+				assert_memory_equal(tf, tp,
+						    (size_t)p.groups * p.pairs * 8 * HX_GROUP);
+			}
+}
+
+/*
+ * The AVX-512 builder of the byte-gather tables (hx_build, px_build) against the
+ * portable builders, byte for byte (the two start from different bytes, so every
+ * byte must be written): for random axes (1 to 8 taps, flipped or not, sizes with
+ * ragged last groups), interleaved and planar, the same result, header, base[]
+ * and blk; both true (the table) and false (a window too wide) must come up.
+ */
+static void test_hx_table_builder_equals_portable(void **state)
+{
+	static const uint32_t sizes[] = {1, 17, 100, 224, 500};
+	struct aug_kernels k;
+	struct axis ax;
+	uint64_t s = 0x2545f4914f6cdd1dull;
+	size_t cap = 1 << 16;
+	int32_t *bp = malloc(cap), *bf = malloc(cap);
+	uint8_t *tp = malloc(cap), *tf = malloc(cap);
+	unsigned built = 0, refused = 0; /* bit t: a table of t taps was built / refused */
+	(void)state;
+	best_kernels(&k);
+	if (!k.hxb)
+		skip();
+	assert_true(bp && bf && tp && tf);
+	memset(&ax, 0, sizeof(ax));
+	for (int it = 0; it < 4000; it++) {
+		uint32_t out = sizes[it % 5];
+		bool planar = (it / 5) & 1;
+		double bx[4];
+		random_axis(&ax, &s, out, NULL, bx);
+		axis_to_bytes(&ax, out);
+		struct hx_table p = {0}, f = {0};
+		memset(bp, 0, cap), memset(tp, 0, cap);
+		memset(bf, 0xff, cap), memset(tf, 0xff, cap);
+		bool okp = gm_aug_hx_build(&p, bp, tp, &ax, out, planar, NULL);
+		bool okf = gm_aug_hx_build(&f, bf, tf, &ax, out, planar, &k);
+		assert_int_equal(okf, okp);
+		if (!okp) {
+			refused |= 1u << ax.taps;
+			continue;
+		}
+		built |= 1u << ax.taps;
+		assert_int_equal(f.groups, p.groups);
+		assert_int_equal(f.pairs, p.pairs);
+		assert_int_equal(f.nval, p.nval);
+		assert_int_equal(f.narrow, p.narrow);
+		assert_ptr_equal(f.base, bf);
+		assert_ptr_equal(f.blk, tf);
+		assert_memory_equal(bf, bp, sizeof(int32_t) * p.groups);
+		assert_memory_equal(tf, tp, (size_t)p.groups * p.pairs * 8 * HX_GROUP);
+	}
+	assert_int_equal(built & 0x1fe, 0x1fe);
+	assert_true(refused != 0);
+	gm_aug_axis_free(&ax);
+	hx_window_edges(&k, bp, bf, tp, tf, cap);
+	free(bp), free(bf), free(tp), free(tf);
+}
+
 /*
  * Create the handle of spec sp (the portable kernels when portable), sample ids
  * 0..n-1 of jpg into o and return the rows the fused float kernels made; *hw (if
@@ -1118,6 +1297,8 @@ int main(void)
 	    cmocka_unit_test(test_fused_float_layout_equals_portable),
 	    cmocka_unit_test(test_hw_kernel_equals_portable),
 	    cmocka_unit_test(test_vw_split_exact),
+	    cmocka_unit_test(test_axis_kernels_equal_portable),
+	    cmocka_unit_test(test_hx_table_builder_equals_portable),
 	    cmocka_unit_test(test_resize_accuracy),
 	    cmocka_unit_test(test_odd_inputs),
 	    cmocka_unit_test(test_errors),
