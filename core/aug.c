@@ -498,6 +498,17 @@ static void hv_build(int16_t *hv, const struct axis *ax, uint32_t out_w, uint32_
 	}
 }
 
+/* Byte j of an output row (pixel ox, channel c) -> byte j + 1; bytes past the row's
+ * end (nval) repeat its last one. */
+static inline void next_byte(uint32_t *j, uint32_t *c, uint32_t *ox, uint32_t nval)
+{
+	if (*j + 1 < nval) {
+		++*j;
+		*c = *c == 2 ? 0 : *c + 1;
+		*ox += *c == 0;
+	}
+}
+
 /*
  * Lane l of the group at gb: the output value whose first tap is source byte at
  * (relative to the group's base) and whose taps are cf (taps of them, 3 bytes
@@ -553,11 +564,7 @@ static bool hx_build(struct hx_table *t, int32_t *base, uint8_t *blk, const stru
 		for (uint32_t l = 0, j = j0; l < HX_GROUP; l++) {
 			hx_lane(gb, l, (uint32_t)(ax->min[ox] - b) + c,
 				ax->coef + (size_t)ox * taps, taps, pairs);
-			if (j + 1 < nval) { /* lanes past the end repeat the last byte */
-				j++;
-				c = c == 2 ? 0 : c + 1;
-				ox += c == 0;
-			}
+			next_byte(&j, &c, &ox, nval);
 		}
 	}
 	t->narrow = narrow;
@@ -638,11 +645,7 @@ static bool hw_build(struct hw_table *t, int32_t *base, uint8_t *blk, uint32_t *
 				q[128 + l] = (uint16_t)(sp[ox] >> 16);
 				q[160 + l] = (uint16_t)(sp[out_w + ox] >> 16);
 			}
-			if (j + 1 < nval) { /* lanes past the end repeat the last byte */
-				j++;
-				c = c == 2 ? 0 : c + 1;
-				ox += c == 0;
-			}
+			next_byte(&j, &c, &ox, nval);
 		}
 	}
 	t->narrow = narrow;

@@ -578,6 +578,20 @@ __attribute__((target(AVX512), always_inline)) static inline __m512i hx_pack(__m
 	return _mm512_permutexvar_epi8(order, r);
 }
 
+/* 64 bytes of two rows at byte at, the part before nval only. */
+__attribute__((target(AVX512), always_inline)) static inline void
+store2(uint8_t *d0, uint8_t *d1, uint32_t at, uint32_t nval, __m512i r0, __m512i r1)
+{
+	if (at + 64 <= nval) {
+		_mm512_storeu_si512(d0 + at, r0);
+		_mm512_storeu_si512(d1 + at, r1);
+	} else {
+		__mmask64 m = ((__mmask64)1 << (nval - at)) - 1;
+		_mm512_mask_storeu_epi8(d0 + at, m, r0);
+		_mm512_mask_storeu_epi8(d1 + at, m, r1);
+	}
+}
+
 __attribute__((target(AVX512), always_inline)) static inline void
 hx_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
 	const struct hx_table *t, uint32_t pairs, bool narrow)
@@ -595,14 +609,7 @@ hx_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uin
 		hx_group(s0 + base[2], s1 + base[2], blk + 2 * gstep, pairs, narrow, &a2, &b2);
 		hx_group(s0 + base[3], s1 + base[3], blk + 3 * gstep, pairs, narrow, &a3, &b3);
 		__m512i r0 = hx_pack(a0, a1, a2, a3), r1 = hx_pack(b0, b1, b2, b3);
-		if (at + 4 * HX_GROUP <= t->nval) {
-			_mm512_storeu_si512(d0 + at, r0);
-			_mm512_storeu_si512(d1 + at, r1);
-		} else {
-			__mmask64 m = ((__mmask64)1 << (t->nval - at)) - 1;
-			_mm512_mask_storeu_epi8(d0 + at, m, r0);
-			_mm512_mask_storeu_epi8(d1 + at, m, r1);
-		}
+		store2(d0, d1, at, t->nval, r0, r1);
 	}
 }
 
@@ -805,14 +812,7 @@ hw_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uin
 		__m512i a1 = hw_group(s0 + base[1], s1 + base[1], blk + gstep, pairs, narrow, &b1);
 		__m512i r0 = _mm512_permutex2var_epi8(a0, even, a1);
 		__m512i r1 = _mm512_permutex2var_epi8(b0, even, b1);
-		if (at + 2 * HW_GROUP <= t->nval) {
-			_mm512_storeu_si512(d0 + at, r0);
-			_mm512_storeu_si512(d1 + at, r1);
-		} else {
-			__mmask64 m = ((__mmask64)1 << (t->nval - at)) - 1;
-			_mm512_mask_storeu_epi8(d0 + at, m, r0);
-			_mm512_mask_storeu_epi8(d1 + at, m, r1);
-		}
+		store2(d0, d1, at, t->nval, r0, r1);
 	}
 }
 

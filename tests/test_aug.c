@@ -885,6 +885,15 @@ static void test_hx_table_builder_equals_portable(void **state)
 	free(bp), free(bf), free(tp), free(tf);
 }
 
+/* bytes of 0x5a (what a kernel writing past its output would change). */
+static uint8_t *guarded(size_t bytes)
+{
+	uint8_t *p = malloc(bytes);
+	assert_non_null(p);
+	memset(p, 0x5a, bytes);
+	return p;
+}
+
 /*
  * Create the handle of spec sp (the portable kernels when portable), sample ids
  * 0..n-1 of jpg into o and return the rows the fused float kernels made; *hw (if
@@ -953,11 +962,7 @@ static void test_fused_float_layout_equals_portable(void **state)
 					sp.ratio_max = ratios[r][1];
 					/* + 256 guard bytes: nothing is written past the end */
 					size_t bytes = gm_aug_out_bytes(&sp) * n + 256;
-					uint8_t *o1 = malloc(bytes), *o2 = malloc(bytes);
-					assert_non_null(o1);
-					assert_non_null(o2);
-					memset(o1, 0x5a, bytes);
-					memset(o2, 0x5a, bytes);
+					uint8_t *o1 = guarded(bytes), *o2 = guarded(bytes);
 					fused += sample_all(&sp, false, jpg, len, n, o1);
 					assert_int_equal(sample_all(&sp, true, jpg, len, n, o2), 0);
 					rows += sizes[k] * n;
@@ -1022,11 +1027,7 @@ static void test_hw_kernel_equals_portable(void **state)
 					const uint8_t *src = mode == 4 ? ident : jpg;
 					size_t sl = mode == 4 ? ilen : len;
 					size_t bytes = gm_aug_out_bytes(&sp) * n + 256;
-					uint8_t *o1 = malloc(bytes), *o2 = malloc(bytes);
-					assert_non_null(o1);
-					assert_non_null(o2);
-					memset(o1, 0x5a, bytes);
-					memset(o2, 0x5a, bytes);
+					uint8_t *o1 = guarded(bytes), *o2 = guarded(bytes);
 					sample_all_hw(&sp, false, src, sl, n, o1, &h);
 					sample_all_hw(&sp, true, src, sl, n, o2, NULL);
 					if (out == 0)
