@@ -1008,7 +1008,8 @@ static int decode_resize(struct gm_aug *a, const struct region *rg, const struct
 			 void *out, struct gm_aug_times *t, uint64_t t0)
 {
 	struct gm_jpeg_image img;
-	struct resize_plan plan;
+	struct resize_plan plan = {
+	    0}; /* every field is set by plan_resize; gcc cannot always tell */
 	const struct gm_aug_spec *s = &a->spec;
 	int ret = gm_jpeg_decode_region(a->dec, rg->n, rg->x, rg->y, rg->w, rg->h, &img);
 	if (ret)
