@@ -24,6 +24,7 @@
  */
 #include "goldminer/jpeg.h"
 #include "goldminer/util.h"
+#include "huff.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -74,6 +75,9 @@ struct gm_jpeg {
 	size_t ent_len;
 	bool spliced;	/* the last decode read a spliced file */
 	bool no_splice; /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
+	bool libjpeg_huff; /* decode entropy data with libjpeg's decoder, not core/huff.c's */
+	bool own_huff;	   /* the last decode used core/huff.c's */
+	struct gm_huff huff;
 	uint32_t nwarn;
 	char errmsg[256];
 	char warnmsg[JMSG_LENGTH_MAX];
@@ -147,6 +151,8 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
 	const char *ns = getenv("GM_NO_SPLICE");
 	j->no_splice = ns && ns[0] == '1';
+	const char *lh = getenv("GM_LIBJPEG_HUFFMAN");
+	j->libjpeg_huff = lh && lh[0] == '1';
 	j->where = "gm_jpeg_create";
 	j->cinfo.err = jpeg_std_error(&j->err.pub);
 	j->err.pub.error_exit = on_error_exit;
@@ -189,6 +195,16 @@ uint32_t gm_jpeg_warnings(const struct gm_jpeg *j)
 const char *gm_jpeg_warnmsg(const struct gm_jpeg *j)
 {
 	return j->warnmsg;
+}
+
+void gm_jpeg_set_own_huffman(struct gm_jpeg *j, bool on)
+{
+	j->libjpeg_huff = !on;
+}
+
+bool gm_jpeg_own_huffman(const struct gm_jpeg *j)
+{
+	return j->own_huff;
 }
 
 void gm_jpeg_abort(struct gm_jpeg *j)
@@ -322,6 +338,7 @@ static int start_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint3
 	ci->scale_denom = 8;
 	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(ci);
+	j->own_huff = !j->libjpeg_huff && gm_huff_install(&j->huff, ci);
 	if (ci->output_width != sw || ci->output_height != sh) {
 		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
 			ci->output_width, ci->output_height, sw, sh);

@@ -128,6 +128,17 @@ int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_im
  */
 bool gm_jpeg_spliced(const struct gm_jpeg *j);
 
+/*
+ * Which Huffman decoder reads the entropy data: goldminer's (core/huff.c, the
+ * default: same coefficients, faster) or libjpeg's own (on = false; also
+ * GM_LIBJPEG_HUFFMAN=1 in the environment at gm_jpeg_create). Benchmarks measure
+ * the libjpeg-turbo reference with libjpeg's. gm_jpeg_own_huffman() tells whether
+ * the last decode used goldminer's (a progressive, arithmetic-coded or multi-scan
+ * file always takes libjpeg's).
+ */
+void gm_jpeg_set_own_huffman(struct gm_jpeg *j, bool on);
+bool gm_jpeg_own_huffman(const struct gm_jpeg *j);
+
 /* Drop the open image without decoding it (no-op if none). */
 void gm_jpeg_abort(struct gm_jpeg *j);
 

@@ -1,0 +1,64 @@
+/*
+ * huff.h - goldminer's baseline Huffman entropy decoder, put in the place of
+ * libjpeg's inside a running jpeg_decompress_struct (core/huff.c). Internal to
+ * core/: jpeg.c installs it; tests/test_jpeg.c compares it with libjpeg's.
+ */
+#ifndef GM_CORE_HUFF_H
+#define GM_CORE_HUFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+
+#include <jpeglib.h>
+#include <jpegint.h> /* struct jpeg_entropy_decoder */
+
+/* Lookup width: codes + magnitude bits of up to GM_HUFF_FAST bits decode in one step. */
+#define GM_HUFF_FAST 10
+#define GM_HUFF_CACHE 8
+
+struct gm_huff_tab {
+	uint32_t full[1u << GM_HUFF_FAST]; /* bits | run << 8 | (uint16)value << 16; 0: slow */
+	uint16_t code[1u << GM_HUFF_FAST]; /* length << 8 | symbol; 0: longer code */
+	int32_t maxcode[18];		   /* longest code of each length, -1 if none */
+	int32_t valoff[17];		   /* symbol index of a code of that length = code + valoff */
+	uint8_t vals[256];
+	/* the DHT it was built from (the cache key) */
+	uint8_t key_bits[17];
+	uint8_t key_vals[256];
+	bool ac, used;
+	uint32_t age;
+};
+
+struct gm_huff {
+	struct jpeg_entropy_decoder pub; /* first: libjpeg calls through cinfo->entropy */
+	/* bit reader: acc holds nbits valid bits, most significant first */
+	uint64_t acc;
+	int nbits;
+	int pad;	      /* zero bits appended after the data ended (at a marker / the end) */
+	bool at_marker;	      /* the next bytes are a marker (or the buffer's end): no more data */
+	const uint8_t *p;     /* next byte not yet in acc */
+	const uint8_t *start; /* the source buffer, [start, end) */
+	const uint8_t *end;
+	/* the scan */
+	int blocks;
+	const struct gm_huff_tab *dc[D_MAX_BLOCKS_IN_MCU], *actab[D_MAX_BLOCKS_IN_MCU];
+	int comp[D_MAX_BLOCKS_IN_MCU];
+	int last_dc[MAX_COMPS_IN_SCAN];
+	unsigned restarts_to_go, restart_interval;
+	/* tables built for earlier files, reused when a file has the same DHT */
+	struct gm_huff_tab cache[GM_HUFF_CACHE];
+	uint32_t clock;
+	uint64_t built, reused; /* tables built / found in the cache (tests, benchmarks) */
+};
+
+/*
+ * Replace cinfo's entropy decoder with h, right after jpeg_start_decompress():
+ * only for a single-scan baseline (sequential Huffman, 8-bit) image whose
+ * entropy data has not been touched yet, read from a jpeg_mem_src buffer.
+ * Returns true when installed; false leaves libjpeg's decoder in place.
+ */
+bool gm_huff_install(struct gm_huff *h, j_decompress_ptr cinfo);
+
+#endif
