@@ -8,6 +8,9 @@
  *   full_decode  libjpeg-turbo full-size decode to RGB (gm_jpeg_decode_full)
  *   crop_decode  the train-mode RandomResizedCrop window only, at the DCT scale
  *                gm_aug_sample would pick, no resize (gm_jpeg_decode_crop)
+ *   crop_decode_gm  the same with goldminer's Huffman decoder (core/huff.c); the
+ *                two above are libjpeg-turbo's own decode (the reference: targets
+ *                are stated against it)
  *   aug_u8/f32   the whole gm_aug_sample path, uint8 HWC and float32 CHW
  * and prints one JSON line on stdout (details on stderr). Rates are images per
  * second of this thread's CPU time (robust on a shared machine); wall_* fields
@@ -123,7 +126,7 @@ static void rrc(uint64_t id, uint32_t W, uint32_t H, uint32_t *x, uint32_t *y, u
 	*x = 0, *y = 0, *w = W, *h = H;
 }
 
-enum kind { FULL, CROP, AUG_U8, AUG_F32 };
+enum kind { FULL, CROP, CROP_GM, AUG_U8, AUG_F32 };
 
 static double measure(enum kind k, double secs, struct gm_jpeg *dec, struct gm_aug *aug,
 		      void *out, struct gm_aug_times *tm, size_t *errors, size_t *count,
@@ -137,7 +140,8 @@ static double measure(enum kind k, double secs, struct gm_jpeg *dec, struct gm_a
 		struct gm_jpeg_info info;
 		struct gm_jpeg_image img;
 		int ret;
-		if (k == FULL || k == CROP) {
+		if (k <= CROP_GM) {
+			gm_jpeg_set_own_huffman(dec, k == CROP_GM);
 			ret = gm_jpeg_open(dec, f->data, f->len, &info);
 			if (!ret && k == FULL) {
 				ret = gm_jpeg_decode_full(dec, 8, &img);
@@ -153,7 +157,7 @@ static double measure(enum kind k, double secs, struct gm_jpeg *dec, struct gm_a
 		}
 		if (ret && (*errors)++ == 0)
 			fprintf(stderr, "decode_ref: %s: %s\n", f->path,
-				k <= CROP ? gm_jpeg_errmsg(dec) : gm_aug_errmsg(aug));
+				k <= CROP_GM ? gm_jpeg_errmsg(dec) : gm_aug_errmsg(aug));
 		done++;
 		if (++i == nfiles) {
 			i = 0;
@@ -173,7 +177,7 @@ int main(int argc, char **argv)
 	struct gm_aug *au8 = NULL, *af32 = NULL;
 	struct gm_jpeg *dec = NULL;
 	struct gm_aug_times tu8 = {0, 0}, tf32 = {0, 0};
-	size_t e[4];
+	size_t e[5];
 	double secs = argc > 2 ? atof(argv[2]) : 3.0;
 
 	if (argc < 2) {
@@ -194,25 +198,27 @@ int main(int argc, char **argv)
 	if (gm_aug_create(&af32, &spec))
 		goto out_free;
 
-	size_t c[4];
-	double w[4];
+	size_t c[5];
+	double w[5];
 	double full = measure(FULL, secs, dec, NULL, NULL, NULL, &e[0], &c[0], &w[0]);
 	double crop = measure(CROP, secs, dec, NULL, NULL, NULL, &e[1], &c[1], &w[1]);
+	double cgm = measure(CROP_GM, secs, dec, NULL, NULL, NULL, &e[4], &c[4], &w[4]);
 	double u8 = measure(AUG_U8, secs, NULL, au8, out, &tu8, &e[2], &c[2], &w[2]);
 	double f32 = measure(AUG_F32, secs, NULL, af32, out, &tf32, &e[3], &c[3], &w[3]);
 	fprintf(stderr,
-		"decode_ref: %zu files; errors full %zu crop %zu u8 %zu f32 %zu; per image: "
-		"aug_u8 decode %.1f us + augment %.1f us, aug_f32 decode %.1f us + augment "
+		"decode_ref: %zu files; errors full %zu crop %zu crop_gm %zu u8 %zu f32 %zu; "
+		"per image: aug_u8 decode %.1f us + augment %.1f us, aug_f32 decode %.1f us + augment "
 		"%.1f us\n",
-		nfiles, e[0], e[1], e[2], e[3], (double)tu8.decode_ns / 1e3 / (double)c[2],
+		nfiles, e[0], e[1], e[4], e[2], e[3], (double)tu8.decode_ns / 1e3 / (double)c[2],
 		(double)tu8.augment_ns / 1e3 / (double)c[2],
 		(double)tf32.decode_ns / 1e3 / (double)c[3],
 		(double)tf32.augment_ns / 1e3 / (double)c[3]);
 	printf("{\"full_decode_img_per_s\":%.1f,\"crop_decode_img_per_s\":%.1f,"
-	       "\"aug_u8_img_per_s\":%.1f,\"aug_f32_img_per_s\":%.1f,\"files\":%zu,"
-	       "\"clock\":\"thread_cpu\",\"wall_full\":%.1f,\"wall_crop\":%.1f,"
+	       "\"crop_decode_gm_img_per_s\":%.1f,\"aug_u8_img_per_s\":%.1f,"
+	       "\"aug_f32_img_per_s\":%.1f,\"files\":%zu,\"clock\":\"thread_cpu\","
+	       "\"wall_full\":%.1f,\"wall_crop\":%.1f,\"wall_crop_gm\":%.1f,"
 	       "\"wall_aug_u8\":%.1f,\"wall_aug_f32\":%.1f}\n",
-	       full, crop, u8, f32, nfiles, w[0], w[1], w[2], w[3]);
+	       full, crop, cgm, u8, f32, nfiles, w[0], w[1], w[4], w[2], w[3]);
 	rc = 0;
 out_free:
 	gm_aug_destroy(af32);
