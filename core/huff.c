@@ -45,6 +45,9 @@ static const uint8_t natural[64 + 80] = {
 /* The run an entry carries for EOB (and for (r, 0) with r != 15, which libjpeg
  * also takes as the end of the block): past the end of any block. */
 #define RUN_EOB 64
+/* In an entry's bits byte: only the code's bits are counted; the value field holds
+ * the number of magnitude bits that follow it. */
+#define PARTIAL 0x80
 
 static inline int extend(uint32_t v, int s)
 {
@@ -77,18 +80,14 @@ static bool build(struct gm_huff_tab *t, const JHUFF_TBL *ht, bool ac)
 		t->maxcode[l] = ht->bits[l] ? (int32_t)code - 1 : -1;
 		code <<= 1;
 	}
-	t->maxcode[17] = 0x7fffffff; /* ends the slow search */
 	memcpy(t->vals, ht->huffval, 256);
 	memset(t->full, 0, sizeof(t->full));
-	memset(t->code, 0, sizeof(t->code));
 	for (uint32_t k = 0; k < n; k++) {
 		int l = lens[k], sym = ht->huffval[k];
 		if (l > GM_HUFF_FAST)
 			continue;
 		uint32_t base = (uint32_t)codes[k] << (GM_HUFF_FAST - l);
 		uint32_t span = 1u << (GM_HUFF_FAST - l);
-		for (uint32_t i = 0; i < span; i++)
-			t->code[base + i] = (uint16_t)(l << 8 | sym);
 		int s = ac ? sym & 15 : sym, r = ac ? sym >> 4 : 0;
 		if (s > 15)
 			return false; /* a DC category libjpeg rejects */
@@ -103,6 +102,11 @@ static bool build(struct gm_huff_tab *t, const JHUFF_TBL *ht, bool ac)
 				for (uint32_t i = 0; i < sub; i++)
 					t->full[base + v * sub + i] = e;
 			}
+		} else {
+			/* the code fits, its magnitude bits do not: read them after */
+			uint32_t e = entry(l | PARTIAL, r, s);
+			for (uint32_t i = 0; i < span; i++)
+				t->full[base + i] = e;
 		}
 	}
 	memcpy(t->key_bits, ht->bits, sizeof(t->key_bits));
@@ -219,32 +223,26 @@ static inline void drop(struct gm_huff *h, int n)
 }
 
 /*
- * A symbol whose code (or code + magnitude bits) is longer than the lookup: the
- * canonical search from the code table. Sets *run (AC) and returns the value. At
- * least 32 bits are in acc (the caller refilled).
+ * A symbol whose code is longer than the lookup: the canonical search. Sets *run (AC) and returns
+ * the value. At least 32 bits are in acc (the caller refilled).
  */
 static __attribute__((noinline)) int slow_symbol(struct gm_huff *h, j_decompress_ptr cinfo,
 						 const struct gm_huff_tab *t, int *run)
 {
-	uint32_t c = t->code[peek(h, GM_HUFF_FAST)];
+	uint32_t look = peek(h, 16);
 	int l, sym;
-	if (c) {
-		l = (int)(c >> 8);
-		sym = (int)(c & 0xFF);
-	} else {
-		uint32_t look = peek(h, 16);
-		for (l = GM_HUFF_FAST + 1; l <= 16; l++)
-			if ((int32_t)(look >> (16 - l)) <= t->maxcode[l])
-				break;
-		if (l > 16) {
-			/* libjpeg: warn, and take the symbol as 0 (after 16 bits) */
-			warn(cinfo, JWRN_HUFF_BAD_CODE);
-			drop(h, 16);
-			*run = t->ac ? RUN_EOB : 0;
-			return 0;
-		}
-		sym = t->vals[(int32_t)(look >> (16 - l)) + t->valoff[l]];
+	/* no code of GM_HUFF_FAST bits or fewer starts here (its entry would not be 0) */
+	for (l = GM_HUFF_FAST + 1; l <= 16; l++)
+		if ((int32_t)(look >> (16 - l)) <= t->maxcode[l])
+			break;
+	if (l > 16) {
+		/* libjpeg: warn, and take the symbol as 0 (after 16 bits) */
+		warn(cinfo, JWRN_HUFF_BAD_CODE);
+		drop(h, 16);
+		*run = t->ac ? RUN_EOB : 0;
+		return 0;
 	}
+	sym = t->vals[(int32_t)(look >> (16 - l)) + t->valoff[l]];
 	drop(h, l);
 	int s = t->ac ? sym & 15 : sym, r = t->ac ? sym >> 4 : 0;
 	if (s == 0) {
@@ -295,7 +293,7 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
 	do {                                                                                       \
 		if (nbits < 32) {                                                                  \
 			uint64_t w_;                                                               \
-			if (end - p >= 8 && (memcpy(&w_, p, 8), no_ff(w_))) {                       \
+			if (end - p >= 8 && (memcpy(&w_, p, 8), no_ff(w_))) {                      \
 				acc |= __builtin_bswap64(w_) >> nbits;                             \
 				p += (63 - nbits) >> 3;                                            \
 				nbits |= 56;                                                       \
@@ -305,6 +303,17 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
 				LOAD();                                                            \
 			}                                                                          \
 		}                                                                                  \
+	} while (0)
+
+/* A PARTIAL entry e: drop the code, read and extend its magnitude bits into v (at
+ * least 32 bits are in acc: 16 of code at most, 15 of magnitude). */
+#define PARTIAL_VALUE(v)                                                                           \
+	do {                                                                                       \
+		int l_ = (int)(e & 0x1F), s_ = (int)((e >> 16) & 0x1F);                            \
+		acc <<= l_;                                                                        \
+		(v) = extend((uint32_t)(acc >> (64 - s_)), s_);                                    \
+		acc <<= s_;                                                                        \
+		nbits -= l_ + s_;                                                                  \
 	} while (0)
 
 static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu)
@@ -328,10 +337,12 @@ static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu)
 		int run = 0, v;
 		REFILL();
 		uint32_t e = t->full[acc >> (64 - GM_HUFF_FAST)];
-		if (e) {
+		if ((int8_t)e > 0) {
 			acc <<= e & 0xFF;
 			nbits -= (int)(e & 0xFF);
 			v = (int16_t)(e >> 16);
+		} else if (e) {
+			PARTIAL_VALUE(v);
 		} else {
 			SAVE();
 			v = slow_symbol(h, cinfo, t, &run);
@@ -346,11 +357,15 @@ static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu)
 		for (int k = 1; k < 64; k++) {
 			REFILL();
 			e = full[acc >> (64 - GM_HUFF_FAST)];
-			if (__builtin_expect(e != 0, 1)) {
+			if (__builtin_expect((int8_t)e > 0, 1)) {
 				acc <<= e & 0xFF;
 				nbits -= (int)(e & 0xFF);
 				k += (int)((e >> 8) & 0xFF);
 				blk[natural[k]] = (JCOEF)(int16_t)(e >> 16);
+			} else if (e) {
+				PARTIAL_VALUE(v);
+				k += (int)((e >> 8) & 0xFF);
+				blk[natural[k]] = (JCOEF)v;
 			} else {
 				SAVE();
 				v = slow_symbol(h, cinfo, h->actab[b], &run);

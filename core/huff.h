@@ -15,14 +15,16 @@
 #include <jpegint.h> /* struct jpeg_entropy_decoder */
 
 /* Lookup width: codes + magnitude bits of up to GM_HUFF_FAST bits decode in one step. */
-#define GM_HUFF_FAST 10
+#define GM_HUFF_FAST  10
 #define GM_HUFF_CACHE 8
 
 struct gm_huff_tab {
-	uint32_t full[1u << GM_HUFF_FAST]; /* bits | run << 8 | (uint16)value << 16; 0: slow */
-	uint16_t code[1u << GM_HUFF_FAST]; /* length << 8 | symbol; 0: longer code */
-	int32_t maxcode[18];		   /* longest code of each length, -1 if none */
-	int32_t valoff[17];		   /* symbol index of a code of that length = code + valoff */
+	/* by the next GM_HUFF_FAST bits: bits | run << 8 | (uint16)value << 16, where bits
+	 * are the code's and the magnitude's; with PARTIAL (huff.c) in bits, the code's
+	 * only and value is the magnitude's size; 0: a longer code (or none) */
+	uint32_t full[1u << GM_HUFF_FAST];
+	int32_t maxcode[18]; /* longest code of each length, -1 if none */
+	int32_t valoff[17];  /* symbol index of a code of that length = code + valoff */
 	uint8_t vals[256];
 	/* the DHT it was built from (the cache key) */
 	uint8_t key_bits[17];

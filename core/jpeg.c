@@ -73,8 +73,8 @@ struct gm_jpeg {
 	const uint8_t *ent;
 	uint64_t ent_off;
 	size_t ent_len;
-	bool spliced;	/* the last decode read a spliced file */
-	bool no_splice; /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
+	bool spliced;	   /* the last decode read a spliced file */
+	bool no_splice;	   /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
 	bool libjpeg_huff; /* decode entropy data with libjpeg's decoder, not core/huff.c's */
 	bool own_huff;	   /* the last decode used core/huff.c's */
 	struct gm_huff huff;
