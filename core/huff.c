@@ -59,6 +59,24 @@ static inline uint32_t entry(int bits, int run, int value)
 	return (uint32_t)bits | (uint32_t)run << 8 | (uint32_t)(uint16_t)(int16_t)value << 16;
 }
 
+/* n entries e, e + step, e + 2 step, ... (the value field counts up) */
+static inline void fill(uint32_t *w, uint32_t n, uint32_t e, uint32_t step)
+{
+	for (uint32_t i = 0; i < n; i++)
+		w[i] = e + i * step;
+}
+
+/* n values counting up from e's, each repeated sub times */
+static void ramp(uint32_t *w, uint32_t n, uint32_t sub, uint32_t e)
+{
+	if (sub == 1) {
+		fill(w, n, e, 1u << 16);
+		return;
+	}
+	for (uint32_t v = 0; v < n; v++)
+		fill(w + v * sub, sub, e + (v << 16), 0);
+}
+
 /*
  * Build t from a DHT (bits[1..16] code counts, vals the symbols). false on a
  * table libjpeg would not have accepted (then nothing is installed).
@@ -66,7 +84,6 @@ static inline uint32_t entry(int bits, int run, int value)
 static bool build(struct gm_huff_tab *t, const JHUFF_TBL *ht, bool ac)
 {
 	uint32_t code = 0, n = 0;
-	uint16_t codes[256];
 	uint8_t lens[256];
 
 	for (int l = 1; l <= 16; l++) {
@@ -74,41 +91,35 @@ static bool build(struct gm_huff_tab *t, const JHUFF_TBL *ht, bool ac)
 		for (int i = 0; i < ht->bits[l]; i++) {
 			if (n >= 256 || code >= (1u << l))
 				return false;
-			codes[n] = (uint16_t)code++;
+			code++;
 			lens[n++] = (uint8_t)l;
 		}
 		t->maxcode[l] = ht->bits[l] ? (int32_t)code - 1 : -1;
 		code <<= 1;
 	}
 	memcpy(t->vals, ht->huffval, 256);
-	memset(t->full, 0, sizeof(t->full));
-	for (uint32_t k = 0; k < n; k++) {
+	/* canonical codes are in increasing order: the entries are written front to back */
+	uint32_t *w = t->full;
+	for (uint32_t k = 0; k < n && lens[k] <= GM_HUFF_FAST; k++) {
 		int l = lens[k], sym = ht->huffval[k];
-		if (l > GM_HUFF_FAST)
-			continue;
-		uint32_t base = (uint32_t)codes[k] << (GM_HUFF_FAST - l);
 		uint32_t span = 1u << (GM_HUFF_FAST - l);
 		int s = ac ? sym & 15 : sym, r = ac ? sym >> 4 : 0;
 		if (s > 15)
 			return false; /* a DC category libjpeg rejects */
 		if (s == 0) {
-			uint32_t e = entry(l, ac && r != 15 ? RUN_EOB : r, 0);
-			for (uint32_t i = 0; i < span; i++)
-				t->full[base + i] = e;
+			fill(w, span, entry(l, ac && r != 15 ? RUN_EOB : r, 0), 0);
 		} else if (l + s <= GM_HUFF_FAST) {
-			uint32_t sub = 1u << (GM_HUFF_FAST - l - s);
-			for (uint32_t v = 0; v < (1u << s); v++) {
-				uint32_t e = entry(l + s, r, extend(v, s));
-				for (uint32_t i = 0; i < sub; i++)
-					t->full[base + v * sub + i] = e;
-			}
+			/* values -(2^s - 1).. -2^(s-1), then 2^(s-1)..2^s - 1: two ramps */
+			uint32_t sub = 1u << (GM_HUFF_FAST - l - s), half = 1u << (s - 1);
+			ramp(w, half, sub, entry(l + s, r, 1 - (int)(2 * half)));
+			ramp(w + half * sub, half, sub, entry(l + s, r, (int)half));
 		} else {
 			/* the code fits, its magnitude bits do not: read them after */
-			uint32_t e = entry(l | PARTIAL, r, s);
-			for (uint32_t i = 0; i < span; i++)
-				t->full[base + i] = e;
+			fill(w, span, entry(l | PARTIAL, r, s), 0);
 		}
+		w += span;
 	}
+	fill(w, (uint32_t)(t->full + (1u << GM_HUFF_FAST) - w), 0, 0); /* longer codes, none */
 	memcpy(t->key_bits, ht->bits, sizeof(t->key_bits));
 	memcpy(t->key_vals, ht->huffval, sizeof(t->key_vals));
 	t->ac = ac;
