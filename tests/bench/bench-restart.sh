@@ -5,8 +5,10 @@
 #     the originals again after the runs (the ratio takes the mean of the two)
 #   - goldminer bench, 2 workers, uint8 and float32, alternating ROUNDS times over
 #     the original tree, the restart-marked tree, the restart-marked shards, and the
-#     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice), and
-#     the shards with GM_NO_RANGE=1 (whole members read, not the crop's rows);
+#     restart-marked tree with GM_NO_SPLICE=1 (transcode without the splice), the
+#     shards with GM_NO_RANGE=1 (whole members read, not the crop's rows), and the
+#     original tree with GM_LIBJPEG_HUFFMAN=1 (libjpeg's Huffman decoder instead of
+#     core/huff.c's);
 #     medians of img/s, of the decode and augment stages (us/img), of the
 #     bytes read per image and of the time the workers sat preempted on a run
 #     queue (a busy machine shows there); the timed runs do not hash; then
@@ -16,8 +18,9 @@
 #   - tests/bench/torch_loader.py (PyTorch DataLoader) on the restart-marked tree,
 #     ROUNDS times each output type (the median counts)
 # Ratios: restart-marked / original (target >= 1.15x), each / 2 x the 1-core
-# crop-window decode rate of the originals (target >= 0.9), goldminer / DataLoader
-# on the same files (target >= 5x).
+# crop-window decode rate of the originals (target >= 0.9; the reference is
+# libjpeg-turbo's own decode, crop_decode_gm beside it is goldminer's), goldminer /
+# DataLoader on the same files (target >= 5x).
 set -u
 B=${B:-build}
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
@@ -42,12 +45,13 @@ run_kind() {
 	k=$1 t=$2 e=$3
 	shift 3
 	d=$out/rst
-	[ "$k" = orig ] && d=$PHOTOS
+	[ "$k" = orig ] || [ "$k" = libjpeg ] && d=$PHOTOS
 	[ "$k" = wds ] || [ "$k" = wdswhole ] && d=$out/rstwds
-	ns=0 nr=0
+	ns=0 nr=0 lh=0
 	[ "$k" = nosplice ] && ns=1
 	[ "$k" = wdswhole ] && nr=1
-	GM_NO_SPLICE=$ns GM_NO_RANGE=$nr "$B/goldminer" bench "$d" --workers 2 --batch 64 \
+	[ "$k" = libjpeg ] && lh=1
+	GM_NO_SPLICE=$ns GM_NO_RANGE=$nr GM_LIBJPEG_HUFFMAN=$lh "$B/goldminer" bench "$d" --workers 2 --batch 64 \
 		--epochs "$e" --output "$t" --quiet "$@" 2>/dev/null | tail -1
 }
 # The timed runs do not hash (the trainer's process would take CPU from the
@@ -55,7 +59,7 @@ run_kind() {
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for t in uint8 float32; do
-		for k in orig rst wds wdswhole nosplice; do
+		for k in orig rst wds wdswhole nosplice libjpeg; do
 			run_kind "$k" "$t" "$EPOCHS" >>"$out/${k}_$t.json" || exit 1
 		done
 	done
@@ -65,7 +69,7 @@ done
 # every photo) of each kind and output type, hashed per epoch.
 echo "-- checksums: $CHECK_EPOCHS epochs of every kind, uint8, float16 and float32"
 for t in uint8 float16 float32; do
-	for k in orig rst wds wdswhole nosplice; do
+	for k in orig rst wds wdswhole nosplice libjpeg; do
 		run_kind "$k" "$t" "$CHECK_EPOCHS" --checksum >>"$out/${k}_${t}_sum.json" || exit 1
 	done
 done
@@ -109,16 +113,22 @@ ro, rr, ro2 = last("ref_orig.json"), last("ref_rst.json"), last("ref_orig2.json"
 crop = (ro["crop_decode_img_per_s"] + ro2["crop_decode_img_per_s"]) / 2
 print("== summary: restart-marked vs original files (same run, 2 workers)")
 print(open(os.path.join(d, "pack.txt")).read().strip())
-print("1-core crop-window decode: original %.1f img/s (mean of %.1f before and %.1f after the "
-      "runs), restart-marked %.1f img/s (%.2fx); full decode %.1f vs %.1f"
+print("1-core crop-window decode (libjpeg-turbo): original %.1f img/s (mean of %.1f before and "
+      "%.1f after the runs), restart-marked %.1f img/s (%.2fx); full decode %.1f vs %.1f"
       % (crop, ro["crop_decode_img_per_s"], ro2["crop_decode_img_per_s"], rr["crop_decode_img_per_s"],
       rr["crop_decode_img_per_s"] / crop, ro["full_decode_img_per_s"], rr["full_decode_img_per_s"]))
+cgm = (ro["crop_decode_gm_img_per_s"] + ro2["crop_decode_gm_img_per_s"]) / 2
+print("1-core crop-window decode with goldminer's Huffman decoder: original %.1f img/s (%.2fx "
+      "libjpeg-turbo's), restart-marked %.1f (%.2fx)"
+      % (cgm, cgm / crop, rr["crop_decode_gm_img_per_s"],
+         rr["crop_decode_gm_img_per_s"] / rr["crop_decode_img_per_s"]))
 ok = True
 names = {"orig": "original tree", "rst": "restart tree", "wds": "restart shards",
-         "wdswhole": "shards, whole reads", "nosplice": "restart, no splice"}
+         "wdswhole": "shards, whole reads", "nosplice": "restart, no splice",
+         "libjpeg": "orig, libjpeg Huffman"}
 for t in ("uint8", "float32"):
     base = None
-    for k in ("orig", "rst", "wds", "wdswhole", "nosplice"):
+    for k in ("orig", "rst", "wds", "wdswhole", "nosplice", "libjpeg"):
         rs = rows("%s_%s.json" % (k, t))
         ips = med([r["img_per_s"] for r in rs])
         dec = med([r["stage_us_per_img"]["decode"] for r in rs])
@@ -140,7 +150,7 @@ for t in ("uint8", "float32"):
         print("%-8s torch DataLoader on the restart tree median %8.1f img/s   goldminer/torch = %.2fx"
               % (t, p, g / p))
 f16 = [{tuple(r["checksum"]) for r in rows("%s_float16_sum.json" % k)}
-       for k in ("orig", "rst", "wds", "wdswhole", "nosplice")]
+       for k in ("orig", "rst", "wds", "wdswhole", "nosplice", "libjpeg")]
 ok = ok and all(len(x) == 1 and x == f16[0] for x in f16)
 ev = last("eval_orig.json")["checksum"] == last("eval_rst.json")["checksum"]
 ok = ok and ev
