@@ -73,11 +73,11 @@ struct gm_jpeg {
 	const uint8_t *ent;
 	uint64_t ent_off;
 	size_t ent_len;
-	bool spliced;	   /* the last decode read a spliced file */
-	bool no_splice;	   /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
-	bool libjpeg_huff; /* decode entropy data with libjpeg's decoder, not core/huff.c's */
-	bool own_huff;	   /* the last decode used core/huff.c's */
-	struct gm_huff huff;
+	bool spliced;	      /* the last decode read a spliced file */
+	bool no_splice;	      /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
+	bool libjpeg_huff;    /* decode entropy data with libjpeg's decoder, not core/huff.c's */
+	bool own_huff;	      /* the last decode used core/huff.c's */
+	struct gm_huff *huff; /* its own allocation: 50 KB of tables */
 	uint32_t nwarn;
 	char errmsg[256];
 	char warnmsg[JMSG_LENGTH_MAX];
@@ -148,6 +148,10 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 		return -EINVAL; /* never a silent "no limit" from a negative number */
 	if (!(j = calloc(1, sizeof(*j))))
 		return -ENOMEM;
+	if (!(j->huff = calloc(1, sizeof(*j->huff)))) {
+		free(j);
+		return -ENOMEM;
+	}
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
 	const char *ns = getenv("GM_NO_SPLICE");
 	j->no_splice = ns && ns[0] == '1';
@@ -161,6 +165,7 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 	j->err.owner = j;
 	if (setjmp(j->err.jb)) {
 		/* Only an allocation failure inside libjpeg gets here. */
+		free(j->huff);
 		free(j);
 		return -ENOMEM;
 	}
@@ -174,6 +179,7 @@ void gm_jpeg_destroy(struct gm_jpeg *j)
 	if (!j)
 		return;
 	jpeg_destroy_decompress(&j->cinfo);
+	free(j->huff);
 	free(j->splice);
 	free(j->seg);
 	free(j->rows);
@@ -338,7 +344,7 @@ static int start_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint3
 	ci->scale_denom = 8;
 	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(ci);
-	j->own_huff = !j->libjpeg_huff && gm_huff_install(&j->huff, ci);
+	j->own_huff = !j->libjpeg_huff && gm_huff_install(j->huff, ci);
 	if (ci->output_width != sw || ci->output_height != sh) {
 		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
 			ci->output_width, ci->output_height, sw, sh);
