@@ -247,9 +247,15 @@ static __attribute__((noinline)) int slow_symbol(struct gm_huff *h, j_decompress
 		if ((int32_t)(look >> (16 - l)) <= t->maxcode[l])
 			break;
 	if (l > 16) {
-		/* libjpeg: warn, and take the symbol as 0 (after 16 bits) */
+		/* libjpeg: the search reads a 17th bit before it gives up; if those bits
+		 * run past the data it warns of that first; then it warns of the code and
+		 * takes the symbol as 0 */
+		drop(h, 17);
+		if (h->pad && h->nbits < h->pad && !h->pub.insufficient_data) {
+			h->pub.insufficient_data = TRUE;
+			warn(cinfo, JWRN_HIT_MARKER);
+		}
 		warn(cinfo, JWRN_HUFF_BAD_CODE);
-		drop(h, 16);
 		*run = t->ac ? RUN_EOB : 0;
 		return 0;
 	}
