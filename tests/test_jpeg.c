@@ -5,7 +5,9 @@
  * partial decode equals the same region of a full decode at the same DCT scale,
  * the scale choice, colour spaces to RGB, and every error path (-errno + message),
  * including that a decompression bomb is refused before libjpeg allocates the
- * image (jpeg_start_decompress is wrapped and counted).
+ * image (jpeg_start_decompress is wrapped and counted). The test_huff_* tests
+ * prove goldminer's Huffman decoder (core/huff.c) equal to libjpeg's: pixels,
+ * coefficients and warnings, on valid and on corrupted files (see below).
  */
 // LDFLAGS: -Wl,--wrap=jpeg_start_decompress
 #include <stdarg.h>
@@ -15,12 +17,15 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
+#include "../core/huff.h" /* core/huff.c's tables, to see which paths a file takes */
 #include "goldminer/jpeg.h"
 #include "goldminer/synth.h"
 
@@ -740,6 +745,1010 @@ static void test_warnings_kept_apart(void **state)
 	free(buf);
 }
 
+/* ---- core/huff.c against libjpeg's Huffman decoder ----------------------------------
+ *
+ * core/huff.c takes the place of libjpeg's entropy decoder in every baseline decode;
+ * it must give the same coefficients from the same bits, and on bad data the same
+ * warnings at the same point. Three levels of proof: (1) pixels: every image of a
+ * varied set (layouts, sizes, restart intervals, standard / optimized / hand-made
+ * Huffman tables, qualities 30..100), full and windowed at every scale, decoded by
+ * a handle with goldminer's decoder and one with libjpeg's (gm_jpeg_set_own_huffman)
+ * give the same bytes; (2) coefficients: the same files' MCUs decoded by both
+ * decoders side by side, each block compared, with the warnings each emits (a
+ * recording error manager, warnings not fatal); (3) the same on seeded random
+ * corruptions of those files (return code, pixels, warnings).
+ */
+
+/* A deterministic random stream (xorshift64*). */
+static uint64_t hd_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+enum hd_tables {
+	HD_STD,	 /* libjpeg's standard tables (or optimized ones, with .optimize) */
+	HD_LONG, /* every code 11..16 bits: each symbol takes huff.c's slow search */
+	HD_EDGE, /* code lengths 2..16, many at 9..11: the lookup's edge, both ways */
+};
+
+struct hd_enc {
+	uint32_t w, h;
+	int comps;	   /* 1 (grey), 3 (YCbCr), 4 (CMYK or YCCK) */
+	J_COLOR_SPACE jcs; /* the file's colour space for 4 components */
+	int hs, vs;	   /* component 0's sampling factors (and K's), others 1x1 */
+	int quality;
+	bool optimize;
+	enum hd_tables tables;
+	unsigned restart, restart_rows; /* restart interval in MCUs, or in MCU rows */
+	bool arith;			/* arithmetic coding (goldminer keeps libjpeg's) */
+	uint64_t seed;
+};
+
+/*
+ * Hand-made tables: the symbols in a fixed order (AC: EOB, then by magnitude
+ * category and run, ZRL last; DC: categories 0..11) and the count of codes of each
+ * length 1..16.
+ */
+static void hd_table(JHUFF_TBL *t, bool ac, enum hd_tables kind)
+{
+	static const uint8_t long_ac[17] = {0, 0, 0,  0,  0,  0,  0,  0, 0,
+					    0, 0, 40, 40, 30, 20, 20, 12};
+	static const uint8_t long_dc[17] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2};
+	static const uint8_t edge_ac[17] = {0,	0,  1,	1,  2,	3,  4,	6, 8,
+					    10, 12, 20, 25, 20, 20, 15, 15};
+	static const uint8_t edge_dc[17] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0};
+	const uint8_t *bits = kind == HD_LONG ? (ac ? long_ac : long_dc) : (ac ? edge_ac : edge_dc);
+	int n = 0;
+	memcpy(t->bits, bits, 17);
+	if (!ac) {
+		for (int s = 0; s < 12; s++)
+			t->huffval[n++] = (UINT8)s;
+	} else {
+		t->huffval[n++] = 0x00;
+		for (int s = 1; s <= 10; s++)
+			for (int r = 0; r < 16; r++)
+				t->huffval[n++] = (UINT8)(r << 4 | s);
+		t->huffval[n++] = 0xF0;
+	}
+	int sum = 0;
+	for (int l = 1; l <= 16; l++)
+		sum += bits[l];
+	assert_int_equal(sum, n);
+	t->sent_table = FALSE;
+}
+
+/*
+ * Pixels with everything an entropy coder meets: smooth gradients (long zero runs,
+ * EOBs), hard noise (large coefficients: the longest magnitude categories at high
+ * quality), edges and flat areas. comps bytes a pixel.
+ */
+static uint8_t *hd_pixels(const struct hd_enc *e)
+{
+	uint64_t s = e->seed * 0x9E3779B97F4A7C15ull + 1;
+	uint8_t *px = malloc((size_t)e->w * e->h * (size_t)e->comps);
+	assert_non_null(px);
+	for (uint32_t y = 0; y < e->h; y++)
+		for (uint32_t x = 0; x < e->w; x++) {
+			uint32_t zone = ((x / 24) + (y / 16) * 3 + (uint32_t)e->seed) % 4;
+			for (int c = 0; c < e->comps; c++) {
+				uint32_t v;
+				uint64_t r = hd_rand(&s);
+				if (zone == 0)
+					v = (x * 3 + y * 2 + (uint32_t)c * 40) & 255;
+				else if (zone == 1)
+					v = (r >> 20) & 255; /* noise */
+				else if (zone == 2)	     /* stripes, checks: |AC| up to ~900 */
+					v = (y & 8 ? x + y : x / 3 + y / 5) & 1 ? 250 : 5;
+				else
+					v = 128 + (uint32_t)c * 20 + (uint32_t)((r >> 40) & 7);
+				px[((size_t)y * e->w + x) * (size_t)e->comps + (size_t)c] =
+				    (uint8_t)v;
+			}
+		}
+	return px;
+}
+
+static uint8_t *hd_encode(const struct hd_enc *e, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr err;
+	unsigned char *mem = NULL;
+	unsigned long ml = 0;
+	uint8_t *px = hd_pixels(e);
+
+	c.err = jpeg_std_error(&err);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &mem, &ml);
+	c.image_width = e->w;
+	c.image_height = e->h;
+	c.input_components = e->comps;
+	c.in_color_space = e->comps == 1 ? JCS_GRAYSCALE : e->comps == 3 ? JCS_RGB : JCS_CMYK;
+	jpeg_set_defaults(&c);
+	if (e->comps == 4)
+		jpeg_set_colorspace(&c, e->jcs);
+	jpeg_set_quality(&c, e->quality, TRUE);
+	for (int i = 0; i < c.num_components; i++)
+		c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+	c.comp_info[0].h_samp_factor = e->hs;
+	c.comp_info[0].v_samp_factor = e->vs;
+	if (e->comps == 4) {
+		c.comp_info[3].h_samp_factor = e->hs;
+		c.comp_info[3].v_samp_factor = e->vs;
+	}
+	c.optimize_coding = e->optimize;
+	c.arith_code = e->arith;
+	c.restart_interval = e->restart;
+	c.restart_in_rows = (int)e->restart_rows;
+	if (e->tables != HD_STD)
+		for (int i = 0; i < 2; i++) {
+			hd_table(c.dc_huff_tbl_ptrs[i], false, e->tables);
+			hd_table(c.ac_huff_tbl_ptrs[i], true, e->tables);
+		}
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < e->h) {
+		JSAMPROW r = px + (size_t)c.next_scanline * e->w * (size_t)e->comps;
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	free(px);
+	*len = ml;
+	return mem;
+}
+
+/*
+ * Decode window win (x, y, w, h; w == 0: the full image) at scale n with j;
+ * returns the rc and, on success, the image in *im.
+ */
+static int hd_decode(struct gm_jpeg *j, const uint8_t *buf, size_t len, uint32_t n,
+		     const uint32_t win[4], struct gm_jpeg_image *im)
+{
+	int rc = gm_jpeg_open(j, buf, len, NULL);
+	if (rc)
+		return rc;
+	if (!win[2])
+		return gm_jpeg_decode_full(j, n, im);
+	return gm_jpeg_decode_region(j, n, win[0], win[1], win[2], win[3], im);
+}
+
+static bool hd_same_pixels(const struct gm_jpeg_image *a, const struct gm_jpeg_image *b)
+{
+	if (a->width != b->width || a->height != b->height)
+		return false;
+	for (uint32_t r = 0; r < a->height; r++)
+		if (memcmp(a->pixels + r * a->stride, b->pixels + r * b->stride,
+			   (size_t)a->width * 3))
+			return false;
+	return true;
+}
+
+/*
+ * buf decoded by own (goldminer's decoder) and lib (libjpeg's), full and in up to
+ * nwin - 1 (at most four) windows at scales 1, 2, 3, 4, 8: every decode succeeds with the same
+ * pixels and warnings; own used goldminer's decoder iff baseline, lib never. Returns how many
+ * decodes used goldminer's decoder.
+ */
+static int hd_spliced; /* decodes of spliced files (restart-marked) by goldminer's decoder */
+
+static int hd_same_both_ways(struct gm_jpeg *own, struct gm_jpeg *lib, const uint8_t *buf,
+			     size_t len, bool baseline, size_t nwin, const char *what)
+{
+	static const uint32_t scales[] = {1, 2, 3, 4, 8};
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image a, b;
+	int used = 0;
+
+	assert_int_equal(gm_jpeg_open(own, buf, len, &info), 0);
+	gm_jpeg_abort(own);
+	for (size_t si = 0; si < sizeof(scales) / sizeof(scales[0]); si++) {
+		uint32_t n = scales[si], sw = gm_jpeg_scaled_dim(info.width, n);
+		uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+		const uint32_t win[][4] = {
+		    {0, 0, 0, 0},
+		    {sw / 3, sh / 4, sw - sw / 3, (sh + 1) / 2},
+		    {0, sh - 1, sw, 1},
+		    {sw - 1, 0, 1, sh},
+		    {sw / 2, sh / 2, (sw + 3) / 4, (sh + 3) / 4},
+		};
+		for (size_t k = 0; k < nwin && k < sizeof(win) / sizeof(win[0]); k++) {
+			int ra = hd_decode(own, buf, len, n, win[k], &a);
+			int rb = hd_decode(lib, buf, len, n, win[k], &b);
+			if (ra || rb)
+				fail_msg("%s scale %u window %zu: rc %d (%s) / libjpeg's %d (%s)",
+					 what, n, k, ra, gm_jpeg_errmsg(own), rb,
+					 gm_jpeg_errmsg(lib));
+			if (gm_jpeg_own_huffman(own) != baseline || gm_jpeg_own_huffman(lib))
+				fail_msg("%s scale %u window %zu: own_huffman %d / %d", what, n, k,
+					 gm_jpeg_own_huffman(own), gm_jpeg_own_huffman(lib));
+			used += gm_jpeg_own_huffman(own);
+			hd_spliced += gm_jpeg_spliced(own) && gm_jpeg_own_huffman(own);
+			if (!hd_same_pixels(&a, &b) ||
+			    gm_jpeg_warnings(own) != gm_jpeg_warnings(lib))
+				fail_msg("%s scale %u window %zu: pixels or warnings differ", what,
+					 n, k);
+		}
+	}
+	return used;
+}
+
+/* ---- coefficient level: the decoders side by side over the MCUs of a file ---------- */
+
+static size_t hd_scan_data(const uint8_t *b, size_t n);
+
+#define HD_MAX_WARN 32
+
+/* libjpeg's errors longjmp; warnings are recorded with the MCU that emitted them. */
+struct hd_err {
+	struct jpeg_error_mgr pub; /* first: libjpeg casts cinfo->err to this */
+	jmp_buf jb;
+	long mcu;     /* the MCU being decoded (-1: before the first) */
+	bool corrupt; /* do not record extraneous data, EOF (see hd_coefs_same) */
+	int n;
+	int code[HD_MAX_WARN];
+	long at[HD_MAX_WARN];
+};
+
+static void hd_error_exit(j_common_ptr c)
+{
+	longjmp(((struct hd_err *)c->err)->jb, 1);
+}
+
+static void hd_emit(j_common_ptr c, int level)
+{
+	struct hd_err *e = (struct hd_err *)c->err;
+	if (level >= 0 || (e->corrupt && (c->err->msg_code == JWRN_EXTRANEOUS_DATA ||
+					  c->err->msg_code == JWRN_JPEG_EOF)))
+		return;
+	if (e->n < HD_MAX_WARN) {
+		e->code[e->n] = c->err->msg_code;
+		e->at[e->n] = e->mcu;
+	}
+	e->n++;
+}
+
+/*
+ * A source that hands libjpeg the file 256 bytes at a time, and at its end a fake
+ * EOI with a warning, as jpeg_mem_src does. libjpeg-turbo 2.1 decodes an MCU by
+ * its fast path only when at least 512 bytes a block are in the buffer (and the
+ * file has no restart interval): from this source, libjpeg's decoder runs its
+ * slow path only, the one that checks everything.
+ */
+struct hd_src {
+	struct jpeg_source_mgr pub; /* first: libjpeg casts cinfo->src to this */
+	const uint8_t *buf;
+	size_t len, pos;
+};
+
+static void hd_src_init(j_decompress_ptr c)
+{
+	(void)c;
+}
+
+static boolean hd_src_fill(j_decompress_ptr c)
+{
+	static const JOCTET eoi[2] = {0xFF, JPEG_EOI};
+	struct hd_src *s = (struct hd_src *)c->src;
+	if (s->pos >= s->len) {
+		WARNMS(c, JWRN_JPEG_EOF);
+		s->pub.next_input_byte = eoi;
+		s->pub.bytes_in_buffer = 2;
+		return TRUE;
+	}
+	size_t n = s->len - s->pos < 256 ? s->len - s->pos : 256;
+	s->pub.next_input_byte = s->buf + s->pos;
+	s->pub.bytes_in_buffer = n;
+	s->pos += n;
+	return TRUE;
+}
+
+static void hd_src_skip(j_decompress_ptr c, long n)
+{
+	while (n > (long)c->src->bytes_in_buffer) {
+		n -= (long)c->src->bytes_in_buffer;
+		hd_src_fill(c);
+	}
+	c->src->next_input_byte += n;
+	c->src->bytes_in_buffer -= (size_t)n;
+}
+
+static void hd_src_term(j_decompress_ptr c)
+{
+	(void)c;
+}
+
+enum hd_dec {
+	HD_LIB,	     /* libjpeg's decoder, from jpeg_mem_src (as core/jpeg.c) */
+	HD_LIB_SLOW, /* libjpeg's decoder, from hd_src: its slow path only */
+	HD_OWN,	     /* goldminer's, from jpeg_mem_src */
+};
+
+struct hd_coefs {
+	JBLOCK *blocks; /* nmcu * per MCU blocks, in decode order */
+	long nmcu, done;
+	int per;
+	bool failed, installed;
+	struct hd_err err;
+};
+
+/*
+ * Decode every MCU of the single-scan file buf with decoder dec into out. Scale
+ * 8/8: at smaller scales libjpeg does not store the AC coefficients it has no use
+ * for. h: goldminer's decoder state (HD_OWN).
+ */
+static void hd_coefs_decode(const uint8_t *buf, size_t len, enum hd_dec dec, struct gm_huff *h,
+			    bool corrupt, struct hd_coefs *out)
+{
+	struct jpeg_decompress_struct ci;
+	struct hd_src src = {{0}, buf, len, 0};
+	memset(out, 0, sizeof(*out));
+	ci.err = jpeg_std_error(&out->err.pub);
+	out->err.pub.error_exit = hd_error_exit;
+	out->err.pub.emit_message = hd_emit;
+	out->err.mcu = -1;
+	out->err.corrupt = corrupt;
+	jpeg_create_decompress(&ci);
+	if (setjmp(out->err.jb)) {
+		out->failed = true;
+		goto out_destroy;
+	}
+	if (dec == HD_LIB_SLOW) {
+		src.pub.init_source = hd_src_init;
+		src.pub.fill_input_buffer = hd_src_fill;
+		src.pub.skip_input_data = hd_src_skip;
+		src.pub.resync_to_restart = jpeg_resync_to_restart;
+		src.pub.term_source = hd_src_term;
+		ci.src = &src.pub;
+	} else {
+		jpeg_mem_src(&ci, buf, (unsigned long)len);
+	}
+	jpeg_read_header(&ci, TRUE);
+	jpeg_start_decompress(&ci);
+	assert_false(ci.inputctl->has_multiple_scans);
+	if (dec == HD_OWN)
+		out->installed = gm_huff_install(h, &ci);
+	out->nmcu = (long)ci.MCUs_per_row * (long)ci.MCU_rows_in_scan;
+	out->per = ci.blocks_in_MCU;
+	out->blocks = calloc((size_t)out->nmcu * (size_t)out->per, sizeof(JBLOCK));
+	assert_non_null(out->blocks);
+	for (long m = 0; m < out->nmcu; m++) {
+		JBLOCKROW rows[D_MAX_BLOCKS_IN_MCU];
+		for (int b = 0; b < out->per; b++)
+			rows[b] = &out->blocks[m * out->per + b];
+		out->err.mcu = m;
+		assert_true(ci.entropy->decode_mcu(&ci, rows));
+		out->done = m + 1;
+	}
+out_destroy:
+	if (dec == HD_LIB_SLOW)
+		ci.src = NULL; /* not libjpeg's to free (it is not: a permanent pool) */
+	jpeg_destroy_decompress(&ci);
+}
+
+/* The first warning of e that core/jpeg.c stops at (its index), or e->n. */
+static int hd_first_fatal(const struct hd_err *e)
+{
+	for (int i = 0; i < e->n && i < HD_MAX_WARN; i++)
+		if (e->code[i] == JWRN_JPEG_EOF || e->code[i] == JWRN_HIT_MARKER ||
+		    e->code[i] == JWRN_HUFF_BAD_CODE || e->code[i] == JWRN_MUST_RESYNC)
+			return i;
+	return e->n;
+}
+
+/*
+ * a and b decoded the same MCUs into the same coefficients with the same warnings
+ * (codes, MCUs). corrupt: only up to the first warning core/jpeg.c stops at (the
+ * same code at the same MCU, the MCUs before it the same): nothing after it
+ * reaches a caller.
+ */
+static bool hd_coefs_match(const struct hd_coefs *a, const struct hd_coefs *b, bool corrupt)
+{
+	long upto = a->done;
+	int nw = a->err.n;
+	if (a->failed != b->failed || a->done != b->done)
+		return false;
+	if (corrupt) {
+		int fa = hd_first_fatal(&a->err), fb = hd_first_fatal(&b->err);
+		if ((fa < a->err.n) != (fb < b->err.n) || fa != fb)
+			return false;
+		if (fa < a->err.n && fa < HD_MAX_WARN) {
+			if (a->err.code[fa] != b->err.code[fb] || a->err.at[fa] != b->err.at[fb])
+				return false;
+			upto = a->err.at[fa] < 0 ? 0 : a->err.at[fa];
+		}
+		nw = fa;
+	} else if (a->err.n != b->err.n) {
+		return false;
+	}
+	for (int i = 0; i < nw && i < HD_MAX_WARN; i++)
+		if (a->err.code[i] != b->err.code[i] || a->err.at[i] != b->err.at[i])
+			return false;
+	return !upto ||
+	       !memcmp(a->blocks, b->blocks, (size_t)upto * (size_t)a->per * sizeof(JBLOCK));
+}
+
+static void hd_coefs_print(const char *who, const struct hd_coefs *x)
+{
+	fprintf(stderr, "%s: failed %d done %ld warnings", who, x->failed, x->done);
+	for (int i = 0; i < x->err.n && i < HD_MAX_WARN; i++)
+		fprintf(stderr, " %d@%ld", x->err.code[i], x->err.at[i]);
+	fprintf(stderr, "\n");
+}
+
+/*
+ * libjpeg-turbo 2.1's fast path (files without restart markers, at least 512
+ * bytes a block before the end of the data) disagrees with its slow path in two
+ * ways known here (test_huff_fast_path_disagreements makes each on purpose):
+ *   - a bad Huffman code: the fast path takes it as symbol 0 after 17 bits, as
+ *     the slow path does, but without a warning; so the slow path's first fatal
+ *     warning is a bad code that the fast path's decode does not have;
+ *   - fill bytes before a stuffed zero (FF FF .. FF 00): the slow path reads a
+ *     data byte 0xFF, the fast path other coefficients (and no warning).
+ * True when a (memory) and s (slow path) differ in one of these ways.
+ */
+static bool hd_fast_path_known(const uint8_t *buf, size_t len, const struct hd_coefs *a,
+			       const struct hd_coefs *s)
+{
+	int fs = hd_first_fatal(&s->err);
+	if (dri_of(buf, len) >= 0)
+		return false;
+	if (fs < s->err.n && fs < HD_MAX_WARN && s->err.code[fs] == JWRN_HUFF_BAD_CODE) {
+		bool lib_too = false;
+		for (int i = 0; i < a->err.n && i < HD_MAX_WARN; i++)
+			lib_too |=
+			    a->err.code[i] == JWRN_HUFF_BAD_CODE && a->err.at[i] == s->err.at[fs];
+		if (!lib_too)
+			return true;
+	}
+	for (size_t i = hd_scan_data(buf, len); i + 2 < len; i++)
+		if (buf[i] == 0xFF && buf[i + 1] == 0xFF) {
+			while (i + 2 < len && buf[i + 1] == 0xFF)
+				i++;
+			if (buf[i + 1] == 0)
+				return true;
+		}
+	return false;
+}
+
+/*
+ * buf's MCUs by goldminer's decoder and by libjpeg's slow path: the same
+ * coefficients and warnings (hd_coefs_match). corrupt: a corrupted file, where
+ * two warnings are not compared, as they depend on how far ahead of the bits it
+ * uses each reader has read, not on the data:
+ *   - extraneous data (not recorded): libjpeg's marker reader reports the bytes
+ *     skipped before a restart marker at the next marker its bit reader has not
+ *     already met (so a count can come late, merged with the next segment's),
+ *     goldminer's at the marker that ends the segment; the same bytes in all, a
+ *     warning core/jpeg.c only counts;
+ *   - premature end of file (not recorded): each reader warns when it reaches the
+ *     end of the buffer, and reads ahead on its own schedule (libjpeg refills to
+ *     57 bits when a read needs more than it holds, goldminer's to 56 when it holds
+ *     under 32), so a file whose data is all there but whose EOI is missing may
+ *     have either warn, or both, at different MCUs; when the data is really short,
+ *     the "premature end of data segment" that follows is compared.
+ * Sets *diverge when libjpeg's decode from jpeg_mem_src (its fast path where it
+ * can) does not match its slow path's; *installed when goldminer's decoder took
+ * the file.
+ */
+static bool hd_coefs_same(const uint8_t *buf, size_t len, struct gm_huff *h, bool corrupt,
+			  bool *installed, bool *diverge)
+{
+	struct hd_coefs a, s, o;
+	hd_coefs_decode(buf, len, HD_LIB, NULL, corrupt, &a);
+	hd_coefs_decode(buf, len, HD_LIB_SLOW, NULL, corrupt, &s);
+	hd_coefs_decode(buf, len, HD_OWN, h, corrupt, &o);
+	*installed = o.installed;
+	*diverge = !hd_coefs_match(&a, &s, corrupt);
+	bool same = hd_coefs_match(&s, &o, corrupt);
+	if (*diverge && !hd_fast_path_known(buf, len, &a, &s)) {
+		hd_coefs_print("libjpeg (memory)", &a);
+		hd_coefs_print("libjpeg (slow path)", &s);
+		fail_msg("libjpeg's fast and slow paths disagree, not as known");
+	}
+	if (!same) {
+		hd_coefs_print("lib", &a);
+		hd_coefs_print("slow", &s);
+		hd_coefs_print("own", &o);
+	}
+	free(a.blocks);
+	free(s.blocks);
+	free(o.blocks);
+	return same;
+}
+
+/* ---- the image set ---------------------------------------------------------------- */
+
+#define HD_CMYK JCS_CMYK
+#define HD_YCCK JCS_YCCK
+
+/* Layouts, sizes, tables, qualities and restart intervals, each row one file. */
+static const struct hd_enc hd_set[] = {
+    /* w, h, comps, jcs, hs, vs, quality, optimize, tables, restart, rows, arith, seed */
+    {600, 401, 3, JCS_YCbCr, 2, 2, 90, false, HD_STD, 0, 0, false, 1}, /* 4:2:0 */
+    {600, 401, 3, JCS_YCbCr, 2, 2, 100, true, HD_STD, 5, 0, false, 2},
+    {333, 250, 3, JCS_YCbCr, 2, 1, 75, false, HD_STD, 2, 0, false, 3},	/* 4:2:2 */
+    {201, 150, 3, JCS_YCbCr, 1, 1, 100, false, HD_STD, 1, 0, false, 4}, /* 4:4:4 */
+    {210, 97, 3, JCS_YCbCr, 1, 2, 50, true, HD_STD, 0, 1, false, 5},	/* 4:4:0 */
+    {190, 130, 1, JCS_GRAYSCALE, 1, 1, 30, false, HD_STD, 5, 0, false, 6},
+    {190, 130, 1, JCS_GRAYSCALE, 1, 1, 100, true, HD_STD, 0, 0, false, 7},
+    {120, 90, 4, HD_CMYK, 1, 1, 95, false, HD_STD, 2, 0, false, 8},
+    {120, 90, 4, HD_YCCK, 2, 2, 85, true, HD_STD, 0, 1, false, 9},
+    {1, 1, 3, JCS_YCbCr, 2, 2, 90, false, HD_STD, 0, 0, false, 10},
+    {7, 9, 3, JCS_YCbCr, 2, 2, 100, false, HD_STD, 1, 0, false, 11},
+    {17, 33, 1, JCS_GRAYSCALE, 1, 1, 60, true, HD_STD, 1, 0, false, 12},
+    {17, 33, 3, JCS_YCbCr, 1, 1, 100, false, HD_LONG, 2, 0, false, 13},
+    {160, 120, 3, JCS_YCbCr, 2, 2, 100, false, HD_LONG, 0, 0, false, 14},
+    {160, 120, 3, JCS_YCbCr, 2, 2, 100, false, HD_EDGE, 5, 0, false, 15},
+    {150, 100, 1, JCS_GRAYSCALE, 1, 1, 40, false, HD_EDGE, 0, 0, false, 16},
+    {150, 100, 3, JCS_YCbCr, 2, 1, 97, false, HD_EDGE, 0, 1, false, 17},
+    {64, 48, 4, HD_CMYK, 1, 1, 100, false, HD_LONG, 1, 0, false, 18},
+    {120, 90, 3, JCS_YCbCr, 2, 2, 90, false, HD_STD, 0, 0, true, 19}, /* arithmetic */
+    {240, 160, 3, JCS_YCbCr, 2, 2, 95, false, HD_STD, 0, 0, false, 20},
+};
+
+/* File i of the set (the same bytes every time). */
+static uint8_t *hd_file(size_t i, size_t *len)
+{
+	return hd_encode(&hd_set[i], len);
+}
+
+/*
+ * The pixels of every file of the set (and of its restart-marked copies, whose
+ * windows are spliced) are the same with goldminer's decoder and libjpeg's, at
+ * every scale, and goldminer's is the one used for every baseline file.
+ */
+static void test_huff_same_pixels_as_libjpeg(void **state)
+{
+	struct gm_jpeg *own, *lib;
+	char err[256];
+	(void)state;
+	assert_int_equal(gm_jpeg_create(&own, 0), 0);
+	assert_int_equal(gm_jpeg_create(&lib, 0), 0);
+	gm_jpeg_set_own_huffman(lib, false);
+	hd_spliced = 0;
+	for (size_t i = 0; i < sizeof(hd_set) / sizeof(hd_set[0]); i++) {
+		size_t len, tl;
+		uint8_t *buf = hd_file(i, &len), *t;
+		char what[64];
+		snprintf(what, sizeof(what), "file %zu", i);
+		assert_true(hd_same_both_ways(own, lib, buf, len, !hd_set[i].arith, 5, what) > 0 ||
+			    hd_set[i].arith);
+		if (hd_set[i].arith || hd_set[i].w * hd_set[i].h > 100000) {
+			free(buf);
+			continue;
+		}
+		/* restart-marked (lossless transcode): 1 MCU, and an interval that does not
+		 * divide a row; the windows are decoded from spliced files */
+		static const uint32_t iv[] = {1, 3};
+		for (size_t k = 0; k < 2; k++) {
+			assert_int_equal(gm_jpeg_restart_transcode(buf, len, iv[k], 0, &t, &tl, err,
+								   sizeof(err)),
+					 0);
+			snprintf(what, sizeof(what), "file %zu restart %u", i, iv[k]);
+			hd_same_both_ways(own, lib, t, tl, true, 5, what);
+			free(t);
+		}
+		free(buf);
+	}
+	assert_true(hd_spliced > 100);
+	/* progressive: goldminer's decoder is not installed, the pixels are libjpeg's */
+	size_t len;
+	uint8_t *prog = make(230, 170, 3, GM_SYNTH_PROGRESSIVE, &len);
+	assert_int_equal(hd_same_both_ways(own, lib, prog, len, false, 5, "progressive"), 0);
+	free(prog);
+	gm_jpeg_destroy(own);
+	gm_jpeg_destroy(lib);
+}
+
+/*
+ * Every MCU of every baseline file of the set (and its restart-marked copies):
+ * the same coefficients from both decoders, block by block, and no warnings.
+ */
+static void test_huff_same_coefficients(void **state)
+{
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	char err[256];
+	bool installed, diverge;
+	(void)state;
+	assert_non_null(h);
+	for (size_t i = 0; i < sizeof(hd_set) / sizeof(hd_set[0]); i++) {
+		if (hd_set[i].arith)
+			continue;
+		size_t len, tl;
+		uint8_t *buf = hd_file(i, &len), *t;
+		if (!hd_coefs_same(buf, len, h, false, &installed, &diverge) || diverge)
+			fail_msg("file %zu: the coefficients or warnings differ", i);
+		assert_true(installed);
+		assert_int_equal(
+		    gm_jpeg_restart_transcode(buf, len, 2, 0, &t, &tl, err, sizeof(err)), 0);
+		if (!hd_coefs_same(t, tl, h, false, &installed, &diverge) || diverge)
+			fail_msg("file %zu restart 2: the coefficients or warnings differ", i);
+		assert_true(installed);
+		free(t);
+		free(buf);
+	}
+	free(h);
+}
+
+/* Count the coefficients of a file with |v| >= min (libjpeg's decode). */
+static long hd_count_large(const uint8_t *buf, size_t len, int min)
+{
+	struct hd_coefs a;
+	long n = 0;
+	hd_coefs_decode(buf, len, HD_LIB, NULL, false, &a);
+	assert_false(a.failed);
+	for (long k = 0; k < a.nmcu * a.per; k++)
+		for (int c = 1; c < 64; c++)
+			n += abs(a.blocks[k][c]) >= min;
+	free(a.blocks);
+	return n;
+}
+
+/*
+ * The paths of huff.c beside the one-lookup step really run on the set: with the
+ * hand-made "long" tables every code is 11..16 bits, so the lookup tables are all
+ * empty and every symbol of the file goes through the canonical search (and the
+ * coefficients still equal libjpeg's); the "edge" tables have codes on both sides
+ * of the lookup's width; and the quality-100 files hold AC coefficients of
+ * category 10 (|v| >= 512), whose code and magnitude bits are over 10 bits
+ * together whatever the code.
+ */
+static void test_huff_slow_path_runs(void **state)
+{
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	struct jpeg_decompress_struct ci;
+	struct jpeg_error_mgr jerr;
+	size_t len;
+	bool installed, diverge;
+	(void)state;
+	assert_non_null(h);
+	for (size_t i = 0; i < sizeof(hd_set) / sizeof(hd_set[0]); i++) {
+		if (hd_set[i].tables == HD_STD)
+			continue;
+		uint8_t *buf = hd_file(i, &len);
+		ci.err = jpeg_std_error(&jerr);
+		jpeg_create_decompress(&ci);
+		jpeg_mem_src(&ci, buf, (unsigned long)len);
+		assert_int_equal(jpeg_read_header(&ci, TRUE), JPEG_HEADER_OK);
+		jpeg_start_decompress(&ci);
+		assert_true(gm_huff_install(h, &ci));
+		int none = 0; /* lookup entries without a code of GM_HUFF_FAST bits or fewer */
+		for (int b = 0; b < ci.blocks_in_MCU; b++)
+			for (uint32_t k = 0; k < (1u << GM_HUFF_FAST); k++)
+				none += (h->actab[b]->full[k] == 0) + (h->dc[b]->full[k] == 0);
+		if (hd_set[i].tables == HD_LONG)
+			assert_int_equal(none, ci.blocks_in_MCU * 2 << GM_HUFF_FAST);
+		else
+			assert_true(none > 0 && none < ci.blocks_in_MCU * 2 << GM_HUFF_FAST);
+		jpeg_destroy_decompress(&ci);
+		if (!hd_coefs_same(buf, len, h, false, &installed, &diverge) || diverge)
+			fail_msg("file %zu: the coefficients or warnings differ", i);
+		free(buf);
+	}
+	/* category-10 coefficients in the quality-100 files (standard, optimized) */
+	for (size_t i = 1; i <= 3; i += 2) {
+		assert_int_equal(hd_set[i].quality, 100);
+		uint8_t *buf = hd_file(i, &len);
+		assert_true(hd_count_large(buf, len, 512) > 0);
+		free(buf);
+	}
+	free(h);
+}
+
+/* ---- corrupt input ------------------------------------------------------------------ */
+
+/* Offset of the first entropy byte (after the SOS segment), or 0. */
+static size_t hd_scan_data(const uint8_t *b, size_t n)
+{
+	for (size_t i = 2; i + 3 < n; i++)
+		if (b[i] == 0xFF && b[i + 1] == 0xDA)
+			return i + 2 + ((size_t)b[i + 2] << 8 | b[i + 3]);
+	return 0;
+}
+
+/*
+ * One seeded corruption of f (entropy data from s0, EOI last) into out (room for
+ * len + 8 bytes): bits or bytes changed, a cut, a 0xFF / stuffed / fill byte pair,
+ * a stray RSTn, an RSTn renumbered or doubled, the EOI (and more) cut off.
+ * Returns the new length.
+ */
+static size_t hd_mutate(const uint8_t *f, size_t len, size_t s0, uint64_t *rs, uint8_t *out)
+{
+	size_t span = len - 2 - s0, at = s0 + hd_rand(rs) % span, n = len;
+	memcpy(out, f, len);
+	uint64_t kind = hd_rand(rs) % 9;
+	switch (kind) {
+	case 0: /* one to three bits */
+		for (int k = (int)(hd_rand(rs) % 3); k >= 0; k--)
+			out[s0 + hd_rand(rs) % span] ^= (uint8_t)(1u << (hd_rand(rs) % 8));
+		break;
+	case 1: /* a byte */
+		out[at] = (uint8_t)hd_rand(rs);
+		break;
+	case 2: /* cut anywhere in the entropy data */
+		n = at;
+		break;
+	case 3: /* a lone 0xFF: with the byte after it, a marker, fill or stuffing */
+		memmove(out + at + 1, out + at, len - at);
+		out[at] = 0xFF;
+		n = len + 1;
+		break;
+	case 4: /* FF 00 (a data byte 0xFF) or FF FF (fill) */
+	case 5: /* a stray RSTn */ {
+		uint64_t k = hd_rand(rs);
+		memmove(out + at + 2, out + at, len - at);
+		out[at] = 0xFF;
+		out[at + 1] = (uint8_t)(kind == 4 ? (k & 1 ? 0xFF : 0x00) : 0xD0 + k % 8);
+		n = len + 2;
+		break;
+	}
+	case 6: /* an RSTn renumbered, or doubled */
+	case 7: {
+		size_t r[256], nr = 0;
+		for (size_t i = s0; i + 1 < len && nr < 256; i++)
+			if (f[i] == 0xFF && f[i + 1] >= 0xD0 && f[i + 1] <= 0xD7)
+				r[nr++] = i;
+		if (!nr) {
+			out[at] ^= 0x10;
+			break;
+		}
+		size_t p = r[hd_rand(rs) % nr];
+		if (hd_rand(rs) % 2) {
+			out[p + 1] =
+			    (uint8_t)(0xD0 + (out[p + 1] - 0xD0 + 1 + hd_rand(rs) % 7) % 8);
+		} else {
+			memmove(out + p + 2, out + p, len - p);
+			n = len + 2;
+		}
+		break;
+	}
+	default: /* the end cut: EOI, and up to 6 bytes before it */
+		n = len - 2 - hd_rand(rs) % 7;
+		break;
+	}
+	return n;
+}
+
+/*
+ * One corrupt file decoded by both handles, full at scale 8/8 and a window at
+ * scale 2/8: the same return code, and where both succeed the same pixels and
+ * warning count (but for extraneous-data warnings: hd_coefs_same). diverge: libjpeg's
+ * two paths disagree on this file (hd_coefs_same), and then goldminer's decoder,
+ * which gives libjpeg's slow path's coefficients and warnings, may have another
+ * outcome than libjpeg's from memory: counted in *explained. Returns the number
+ * of decodes that succeeded.
+ */
+static int hd_same_outcome(struct gm_jpeg *own, struct gm_jpeg *lib, const uint8_t *buf, size_t len,
+			   const char *what, bool diverge, int *explained)
+{
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image a, b;
+	int ok = 0;
+	if (gm_jpeg_open(own, buf, len, &info))
+		return 0; /* the header is libjpeg's either way */
+	gm_jpeg_abort(own);
+	uint32_t sw = gm_jpeg_scaled_dim(info.width, 2), sh = gm_jpeg_scaled_dim(info.height, 2);
+	const uint32_t win[2][4] = {{0, 0, 0, 0}, {sw / 3, sh / 3, (sw + 2) / 3, (sh + 2) / 3}};
+	for (int k = 0; k < 2; k++) {
+		uint32_t n = k ? 2 : 8;
+		int ra = hd_decode(own, buf, len, n, win[k], &a);
+		int rb = hd_decode(lib, buf, len, n, win[k], &b);
+		uint32_t wa = gm_jpeg_warnings(own), wb = gm_jpeg_warnings(lib);
+		bool same = ra == rb;
+		if (same && ra == 0)
+			same = hd_same_pixels(&a, &b) &&
+			       (wa == wb || strstr(gm_jpeg_warnmsg(own), "extraneous") ||
+				strstr(gm_jpeg_warnmsg(lib), "extraneous"));
+		ok += ra == 0;
+		if (!same && ra != rb &&
+		    strstr(gm_jpeg_errmsg(ra ? own : lib), "Premature end of JPEG file")) {
+			++*explained; /* read ahead to the end (hd_coefs_same) */
+			continue;
+		}
+		if (same)
+			continue;
+		if (diverge) {
+			++*explained;
+			continue;
+		}
+		fail_msg("%s scale %u: rc %d (%s), %u warnings; libjpeg's: %d (%s), %u", what, n,
+			 ra, gm_jpeg_errmsg(own), wa, rb, gm_jpeg_errmsg(lib), wb);
+	}
+	return ok;
+}
+
+/*
+ * 3000 seeded random corruptions of files of the set and of restart-marked copies
+ * (hd_mutate): goldminer's decoder gives every coefficient and warning libjpeg's
+ * slow path gives up to where core/jpeg.c stops (hd_coefs_same), and the same
+ * outcome through core/jpeg.c as libjpeg's decoder (hd_same_outcome), but where
+ * libjpeg-turbo's fast path disagrees with its own slow path (hd_fast_path_known:
+ * then goldminer's outcome is the slow path's) or where one reader warned of the
+ * end of the file only because it read further ahead (hd_coefs_same).
+ */
+static void test_huff_corrupt_same_outcome(void **state)
+{
+	static const size_t files[] = {19, 2, 3, 5, 7, 11, 13, 14, 15, 17};
+	struct gm_jpeg *own, *lib;
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	char err[256], what[96];
+	int decoded = 0, runs = 0, explained = 0, diverged = 0;
+	bool installed, diverge;
+	(void)state;
+	assert_non_null(h);
+	assert_int_equal(gm_jpeg_create(&own, 0), 0);
+	assert_int_equal(gm_jpeg_create(&lib, 0), 0);
+	gm_jpeg_set_own_huffman(lib, false);
+	for (size_t fi = 0; fi < 2 * sizeof(files) / sizeof(files[0]); fi++) {
+		size_t len, tl;
+		uint8_t *f = hd_file(files[fi / 2], &len), *t;
+		if (fi % 2) { /* the restart-marked copy, 1 MCU */
+			assert_int_equal(
+			    gm_jpeg_restart_transcode(f, len, 1, 0, &t, &tl, err, sizeof(err)), 0);
+			free(f);
+			f = t;
+			len = tl;
+		}
+		size_t s0 = hd_scan_data(f, len);
+		assert_true(s0 > 0 && s0 + 4 < len);
+		uint8_t *m = malloc(len + 8);
+		assert_non_null(m);
+		uint64_t rs = 0x5eed0000u + fi;
+		for (int i = 0; i < 150; i++) {
+			size_t ml = hd_mutate(f, len, s0, &rs, m);
+			snprintf(what, sizeof(what), "file %zu%s mutation %d", files[fi / 2],
+				 fi % 2 ? " restart 1" : "", i);
+			if (!hd_coefs_same(m, ml, h, true, &installed, &diverge))
+				fail_msg("%s: coefficients or warnings differ from libjpeg's",
+					 what);
+			diverged += diverge;
+			decoded += hd_same_outcome(own, lib, m, ml, what, diverge, &explained);
+			runs++;
+		}
+		free(m);
+		free(f);
+	}
+	assert_int_equal(runs, 3000);
+	assert_true(decoded > 100); /* not all fatal: some corruptions decode */
+	/* the explained differences are a minority (about 300 of 8000 decodes) */
+	assert_true(explained < runs / 8 && diverged < runs / 8);
+	gm_jpeg_destroy(own);
+	gm_jpeg_destroy(lib);
+	free(h);
+}
+
+/* Decode buf three ways (recording as for a corrupt file) into a, s, o. */
+static void hd_coefs_three(const uint8_t *buf, size_t len, struct gm_huff *h, struct hd_coefs *a,
+			   struct hd_coefs *s, struct hd_coefs *o)
+{
+	hd_coefs_decode(buf, len, HD_LIB, NULL, true, a);
+	hd_coefs_decode(buf, len, HD_LIB_SLOW, NULL, true, s);
+	hd_coefs_decode(buf, len, HD_OWN, h, true, o);
+	assert_true(o->installed);
+}
+
+/*
+ * The two ways libjpeg-turbo's fast path disagrees with its slow path
+ * (hd_fast_path_known), made on purpose near the start of a file without restart
+ * markers (where libjpeg takes its fast path): goldminer's decoder gives the slow
+ * path's coefficients and warnings in every MCU, and core/jpeg.c the outcome the
+ * slow path means.
+ */
+static void test_huff_fast_path_disagreements(void **state)
+{
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	struct gm_jpeg *own, *lib;
+	struct gm_jpeg_image a, b;
+	struct hd_coefs fa, fs, fo, orig;
+	size_t len, i;
+	uint8_t *f = hd_file(0, &len), *m = malloc(len + 8);
+	(void)state;
+	assert_true(h && m && dri_of(f, len) < 0);
+	assert_int_equal(gm_jpeg_create(&own, 0), 0);
+	assert_int_equal(gm_jpeg_create(&lib, 0), 0);
+	gm_jpeg_set_own_huffman(lib, false);
+	size_t s0 = hd_scan_data(f, len);
+
+	/* a bad code: 24 one bits where the first DC code starts (no DC code is all ones) */
+	memcpy(m, f, s0);
+	memcpy(m + s0, "\xFF\x00\xFF\x00\xFF\x00", 6);
+	memcpy(m + s0 + 6, f + s0, len - s0);
+	hd_coefs_three(m, len + 6, h, &fa, &fs, &fo);
+	assert_true(fs.err.n > 0 && fs.err.code[0] == JWRN_HUFF_BAD_CODE && fs.err.at[0] == 0);
+	assert_true(fa.err.n == 0 || fa.err.at[0] > 0); /* libjpeg's fast path: silent */
+	assert_true(hd_coefs_match(&fs, &fo, false));	/* every MCU and warning after it too */
+	assert_true(hd_coefs_match(&fa, &fo, true) == false);
+	/* the same 17 bits dropped and the same symbol 0 as both of libjpeg's paths: the
+	 * fast path's coefficients are the same in every MCU, only the warning is not */
+	assert_int_equal(fa.done, fo.done);
+	assert_memory_equal(fa.blocks, fo.blocks,
+			    (size_t)fo.done * (size_t)fo.per * sizeof(JBLOCK));
+	static const uint32_t full[4] = {0, 0, 0, 0};
+	assert_int_equal(hd_decode(own, m, len + 6, 8, full, &a), -EBADMSG);
+	assert_non_null(strstr(gm_jpeg_errmsg(own), "bad Huffman code"));
+	free(fa.blocks);
+	free(fs.blocks);
+	free(fo.blocks);
+
+	/* fill bytes before a stuffed zero, a few KB into the data */
+	for (i = s0 + 4096; i + 1 < len && !(f[i] == 0xFF && f[i + 1] == 0); i++)
+		;
+	assert_true(i + 20000 < len);
+	memcpy(m, f, i);
+	memcpy(m + i, "\xFF\xFF", 2);
+	memcpy(m + i + 2, f + i, len - i);
+	hd_coefs_three(m, len + 2, h, &fa, &fs, &fo);
+	hd_coefs_decode(f, len, HD_LIB_SLOW, NULL, true, &orig);
+	assert_int_equal(fs.err.n, 0);
+	assert_true(hd_coefs_match(&fs, &fo, false));
+	assert_true(hd_coefs_match(&orig, &fo, false)); /* the file without the fill bytes */
+	assert_false(hd_coefs_match(&fa, &fs, false));	/* libjpeg's fast path: other ones */
+	assert_int_equal(hd_decode(own, m, len + 2, 8, full, &a), 0);
+	assert_int_equal(hd_decode(lib, f, len, 8, full, &b), 0);
+	assert_true(hd_same_pixels(&a, &b));
+	free(fa.blocks);
+	free(fs.blocks);
+	free(fo.blocks);
+	free(orig.blocks);
+	gm_jpeg_destroy(own);
+	gm_jpeg_destroy(lib);
+	free(m);
+	free(f);
+	free(h);
+}
+
+/*
+ * 40 photos of the real-photo set, when it is on this machine
+ * (/var/tmp/goldminer-photos, or GM_PHOTOS): pixels full and in a window at
+ * every scale, and the coefficients of every MCU, the same both ways.
+ */
+static void test_huff_photos_same_as_libjpeg(void **state)
+{
+	const char *dir = getenv("GM_PHOTOS");
+	char pat[4200];
+	glob_t g;
+	(void)state;
+	snprintf(pat, sizeof(pat), "%s/*/*.jpg", dir && *dir ? dir : "/var/tmp/goldminer-photos");
+	if (glob(pat, 0, NULL, &g) || g.gl_pathc == 0) {
+		skip();
+		return;
+	}
+	struct gm_jpeg *own, *lib;
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	bool installed, diverge;
+	assert_non_null(h);
+	assert_int_equal(gm_jpeg_create(&own, 0), 0);
+	assert_int_equal(gm_jpeg_create(&lib, 0), 0);
+	gm_jpeg_set_own_huffman(lib, false);
+	size_t step = g.gl_pathc > 40 ? g.gl_pathc / 40 : 1;
+	for (size_t i = 0, n = 0; i < g.gl_pathc && n < 40; i += step, n++) {
+		FILE *fp = fopen(g.gl_pathv[i], "rb");
+		assert_non_null(fp);
+		fseek(fp, 0, SEEK_END);
+		long sz = ftell(fp);
+		assert_true(sz > 0);
+		rewind(fp);
+		uint8_t *buf = malloc((size_t)sz);
+		assert_non_null(buf);
+		assert_int_equal(fread(buf, 1, (size_t)sz, fp), (size_t)sz);
+		fclose(fp);
+		struct gm_jpeg_info info;
+		assert_int_equal(gm_jpeg_open(own, buf, (size_t)sz, &info), 0);
+		gm_jpeg_abort(own);
+		hd_same_both_ways(own, lib, buf, (size_t)sz, !info.progressive, 2, g.gl_pathv[i]);
+		if (!info.progressive &&
+		    (!hd_coefs_same(buf, (size_t)sz, h, false, &installed, &diverge) || diverge))
+			fail_msg("%s: the coefficients or warnings differ", g.gl_pathv[i]);
+		free(buf);
+	}
+	globfree(&g);
+	gm_jpeg_destroy(own);
+	gm_jpeg_destroy(lib);
+	free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -762,6 +1771,12 @@ int main(void)
 	    cmocka_unit_test(test_restart_regions_equal_original),
 	    cmocka_unit_test(test_restart_window_edges),
 	    cmocka_unit_test(test_no_tables_from_the_last_file),
+	    cmocka_unit_test(test_huff_same_pixels_as_libjpeg),
+	    cmocka_unit_test(test_huff_same_coefficients),
+	    cmocka_unit_test(test_huff_slow_path_runs),
+	    cmocka_unit_test(test_huff_fast_path_disagreements),
+	    cmocka_unit_test(test_huff_corrupt_same_outcome),
+	    cmocka_unit_test(test_huff_photos_same_as_libjpeg),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
