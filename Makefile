@@ -235,6 +235,7 @@ fuzz-seeds: $(B)/libgoldminer.a
 	$(Q)$(CC) $(CFLAGS) -o $(B)/gen-jpeg-seeds tests/fuzz/gen-jpeg-seeds.c $(B)/libgoldminer.a \
 		$(LDFLAGS) $(LDLIBS)
 	$(Q)mkdir -p tests/fuzz/corpus/jpeg && $(B)/gen-jpeg-seeds tests/fuzz/corpus/jpeg
+	$(Q)mkdir -p tests/fuzz/corpus/huff && $(B)/gen-jpeg-seeds tests/fuzz/corpus/huff huff
 
 # A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
 # CUDA on, and the Debian shared libraries it links (liburing, libjpeg, libcudart)
