@@ -1323,7 +1323,7 @@ static void test_huff_fast_path_disagreements(void **state)
 	assert_int_equal(fs.err.n, 0);
 	assert_true(hd_coefs_match(&fs, &fo, false));
 	assert_true(hd_coefs_match(&orig, &fo, false)); /* the file without the fill bytes */
-	assert_false(hd_coefs_match(&fa, &fs, false));	/* libjpeg's fast path: other ones */
+	assert_false(hd_coefs_match(&fa, &fs, false));	/* libjpeg's fast path: stale ones */
 	assert_int_equal(hd_decode(own, m, len + 2, 8, full, &a), 0);
 	assert_int_equal(hd_decode(lib, f, len, 8, full, &b), 0);
 	assert_true(hd_same_pixels(&a, &b));
