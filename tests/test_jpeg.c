@@ -755,8 +755,10 @@ static void test_warnings_kept_apart(void **state)
  * a handle with goldminer's decoder and one with libjpeg's (gm_jpeg_set_own_huffman)
  * give the same bytes; (2) coefficients: the same files' MCUs decoded by both
  * decoders side by side, each block compared, with the warnings each emits (a
- * recording error manager, warnings not fatal); (3) the same on seeded random
- * corruptions of those files (return code, pixels, warnings).
+ * recording error manager, warnings not fatal), libjpeg's also on its slow path
+ * alone; (3) both on seeded random corruptions of those files (return code,
+ * pixels, warnings, coefficients), every difference explained or a failure. The
+ * comparisons are tests/fuzz/huffdiff.h's, which fuzz_huff shares.
  */
 
 /* A deterministic random stream (xorshift64*). */
