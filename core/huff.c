@@ -84,7 +84,7 @@ static void ramp(uint32_t *w, uint32_t n, uint32_t sub, uint32_t e)
 static bool build(struct gm_huff_tab *t, const JHUFF_TBL *ht, bool ac)
 {
 	uint32_t code = 0, n = 0;
-	uint8_t lens[256];
+	uint8_t lens[256] = {0};
 
 	for (int l = 1; l <= 16; l++) {
 		t->valoff[l] = (int32_t)n - (int32_t)code;
@@ -336,7 +336,6 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
 static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu)
 {
 	struct gm_huff *h = (struct gm_huff *)cinfo->entropy;
-	JBLOCK scratch;
 
 	if (h->restart_interval) {
 		if (h->restarts_to_go == 0)
@@ -349,7 +348,7 @@ static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu)
 	int nbits = h->nbits;
 	const uint8_t *p = h->p, *const end = h->end;
 	for (int b = 0; b < h->blocks; b++) {
-		JCOEF *blk = mcu ? mcu[b][0] : scratch;
+		JCOEF *blk = mcu ? mcu[b][0] : h->scratch; /* NULL: libjpeg skips the MCU */
 		const struct gm_huff_tab *t = h->dc[b];
 		int run = 0, v;
 		REFILL();

@@ -48,6 +48,7 @@ struct gm_huff {
 	const struct gm_huff_tab *dc[D_MAX_BLOCKS_IN_MCU], *actab[D_MAX_BLOCKS_IN_MCU];
 	int comp[D_MAX_BLOCKS_IN_MCU];
 	int last_dc[MAX_COMPS_IN_SCAN];
+	JBLOCK scratch; /* where a skipped MCU's coefficients go */
 	unsigned restarts_to_go, restart_interval;
 	/* tables built for earlier files, reused when a file has the same DHT */
 	struct gm_huff_tab cache[GM_HUFF_CACHE];

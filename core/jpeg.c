@@ -205,12 +205,13 @@ const char *gm_jpeg_warnmsg(const struct gm_jpeg *j)
 
 void gm_jpeg_set_own_huffman(struct gm_jpeg *j, bool on)
 {
-	j->libjpeg_huff = !on;
+	if (j)
+		j->libjpeg_huff = !on;
 }
 
 bool gm_jpeg_own_huffman(const struct gm_jpeg *j)
 {
-	return j->own_huff;
+	return j && j->own_huff;
 }
 
 void gm_jpeg_abort(struct gm_jpeg *j)
