@@ -24,7 +24,10 @@
  * and resynchronisation), and the messages: running out of data or meeting a bad
  * code emits the same warnings libjpeg's decoder emits, at the same point of the
  * decode (per MCU), and the decode goes on the same way (zeros; an MCU after the
- * data ran out is left as libjpeg leaves it, zeroed).
+ * data ran out is left as libjpeg leaves it, zeroed). Where libjpeg-turbo's fast
+ * and slow paths disagree on a corrupt file (the fast path takes a bad code as 0
+ * without a warning, and leaves stale coefficients after FF FF .. FF 00), this does
+ * what the slow path does (tests/fuzz/huffdiff.h lists the cases the tests allow).
  */
 #include "huff.h"
 
