@@ -139,7 +139,6 @@ static const struct gm_huff_tab *table(struct gm_huff *h, const JHUFF_TBL *ht, b
 		if (t->used && t->ac == ac && !memcmp(t->key_bits, ht->bits, sizeof(t->key_bits)) &&
 		    !memcmp(t->key_vals, ht->huffval, sizeof(t->key_vals))) {
 			t->age = h->clock;
-			h->reused++;
 			return t;
 		}
 		if (!t->used || (old->used && t->age < old->age))
@@ -150,7 +149,6 @@ static const struct gm_huff_tab *table(struct gm_huff *h, const JHUFF_TBL *ht, b
 		return NULL;
 	old->used = true;
 	old->age = h->clock;
-	h->built++;
 	return old;
 }
 

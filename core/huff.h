@@ -23,7 +23,7 @@ struct gm_huff_tab {
 	 * are the code's and the magnitude's; with PARTIAL (huff.c) in bits, the code's
 	 * only and value is the magnitude's size; 0: a longer code (or none) */
 	uint32_t full[1u << GM_HUFF_FAST];
-	int32_t maxcode[18]; /* longest code of each length, -1 if none */
+	int32_t maxcode[17]; /* longest code of each length, -1 if none */
 	int32_t valoff[17];  /* symbol index of a code of that length = code + valoff */
 	uint8_t vals[256];
 	/* the DHT it was built from (the cache key) */
@@ -52,8 +52,7 @@ struct gm_huff {
 	unsigned restarts_to_go, restart_interval;
 	/* tables built for earlier files, reused when a file has the same DHT */
 	struct gm_huff_tab cache[GM_HUFF_CACHE];
-	uint32_t clock;
-	uint64_t built, reused; /* tables built / found in the cache (tests, benchmarks) */
+	uint32_t clock; /* for the oldest-first replacement */
 };
 
 /*
