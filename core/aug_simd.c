@@ -793,9 +793,38 @@ hw_group(const uint8_t *s0, const uint8_t *s1, const uint8_t *blk, uint32_t pair
 	return _mm512_mulhrs_epi16(_mm512_add_epi16(h0, _mm512_srai_epi16(l0, 7)), k256);
 }
 
+/*
+ * store2 for rows whose starts are 32-byte aligned and whose length is a multiple
+ * of 32 (hwntrow_fn): non-temporal stores, 64 bytes where the line is aligned, else
+ * two halves; the last 32 bytes alone when the row ends half way through a vector.
+ */
+__attribute__((target(AVX512), always_inline)) static inline void
+store2_nt(uint8_t *d0, uint8_t *d1, uint32_t at, uint32_t nval, __m512i r0, __m512i r1)
+{
+	if (at + 64 <= nval) {
+		if (((uintptr_t)(d0 + at) & 63) == 0)
+			_mm512_stream_si512((void *)(d0 + at), r0);
+		else {
+			_mm256_stream_si256((__m256i *)(d0 + at), _mm512_castsi512_si256(r0));
+			_mm256_stream_si256((__m256i *)(d0 + at + 32),
+					    _mm512_extracti64x4_epi64(r0, 1));
+		}
+		if (((uintptr_t)(d1 + at) & 63) == 0)
+			_mm512_stream_si512((void *)(d1 + at), r1);
+		else {
+			_mm256_stream_si256((__m256i *)(d1 + at), _mm512_castsi512_si256(r1));
+			_mm256_stream_si256((__m256i *)(d1 + at + 32),
+					    _mm512_extracti64x4_epi64(r1, 1));
+		}
+	} else {
+		_mm256_stream_si256((__m256i *)(d0 + at), _mm512_castsi512_si256(r0));
+		_mm256_stream_si256((__m256i *)(d1 + at), _mm512_castsi512_si256(r1));
+	}
+}
+
 __attribute__((target(AVX512), always_inline)) static inline void
 hw_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uint8_t *s1,
-	const struct hw_table *t, uint32_t pairs, bool narrow)
+	const struct hw_table *t, uint32_t pairs, bool narrow, bool nt)
 {
 	/* byte 2i of the two groups' words (their low bytes: values 0..255) */
 	const __m512i even =
@@ -812,7 +841,10 @@ hw_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uin
 		__m512i a1 = hw_group(s0 + base[1], s1 + base[1], blk + gstep, pairs, narrow, &b1);
 		__m512i r0 = _mm512_permutex2var_epi8(a0, even, a1);
 		__m512i r1 = _mm512_permutex2var_epi8(b0, even, b1);
-		store2(d0, d1, at, t->nval, r0, r1);
+		if (nt)
+			store2_nt(d0, d1, at, t->nval, r0, r1);
+		else
+			store2(d0, d1, at, t->nval, r0, r1);
 	}
 }
 
@@ -822,13 +854,29 @@ __attribute__((target(AVX512))) static void hwrow_avx512(uint8_t *restrict dst0,
 							 const struct hw_table *t)
 {
 	if (t->narrow && t->pairs == 1)
-		hw_body(dst0, dst1, src0, src1, t, 1, true);
+		hw_body(dst0, dst1, src0, src1, t, 1, true, false);
 	else if (t->narrow)
-		hw_body(dst0, dst1, src0, src1, t, 2, true);
+		hw_body(dst0, dst1, src0, src1, t, 2, true, false);
 	else if (t->pairs == 1)
-		hw_body(dst0, dst1, src0, src1, t, 1, false);
+		hw_body(dst0, dst1, src0, src1, t, 1, false, false);
 	else
-		hw_body(dst0, dst1, src0, src1, t, 2, false);
+		hw_body(dst0, dst1, src0, src1, t, 2, false, false);
+}
+
+/* hwrow_avx512 with non-temporal stores (hwntrow_fn's conditions). */
+__attribute__((target(AVX512))) static void hwntrow_avx512(uint8_t *restrict dst0,
+							   uint8_t *restrict dst1,
+							   const uint8_t *src0, const uint8_t *src1,
+							   const struct hw_table *t)
+{
+	if (t->narrow && t->pairs == 1)
+		hw_body(dst0, dst1, src0, src1, t, 1, true, true);
+	else if (t->narrow)
+		hw_body(dst0, dst1, src0, src1, t, 2, true, true);
+	else if (t->pairs == 1)
+		hw_body(dst0, dst1, src0, src1, t, 1, false, true);
+	else
+		hw_body(dst0, dst1, src0, src1, t, 2, false, true);
 }
 
 /*
@@ -1446,6 +1494,7 @@ void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 	}
 	k->hxrow = hxrow_avx512;
 	k->hwrow = hwrow_avx512;
+	k->hwntrow = hwntrow_avx512;
 	k->ntcopy = ntcopy_avx512;
 	k->ntfence = ntfence_sse;
 	k->hxb = hxb_avx512;

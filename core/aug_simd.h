@@ -105,6 +105,11 @@ struct hw_table {
 
 typedef void hwrow_fn(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
 		      const uint8_t *src1, const struct hw_table *t);
+/*
+ * hwntrow: the same bytes by non-temporal stores, straight to the output, for rows
+ * that start 32-byte aligned and whose nval is a multiple of 32 (uint8 at 224: 672
+ * bytes a row). The caller fences (ntfence_fn) before the output is published.
+ */
 
 /*
  * The horizontal pass fused with the float layout (pxrow_fn, hpxrow_fn): the same
@@ -194,6 +199,7 @@ struct aug_kernels {
 	hrow2_fn *hrow2;   /* two rows, 1 to 6 taps (hv built with dup), or NULL */
 	hxrow_fn *hxrow;   /* two rows, several pixels a vector (hx_table), or NULL */
 	hwrow_fn *hwrow;   /* two rows, 16-bit lanes (hw_table), or NULL */
+	hwrow_fn *hwntrow; /* hwrow by non-temporal stores (hwntrow_fn), or NULL */
 	axiss_fn *axiss;   /* axis_build's spans, 8 outputs a step, or NULL */
 	axisw_fn *axisw;   /* axis_build's weights, 8 outputs a step, or NULL */
 	hxb_fn *hxb;	   /* hx_build / px_build, a group a step, or NULL */
@@ -207,6 +213,8 @@ struct aug_kernels {
 __attribute__((visibility("hidden"))) uint64_t gm_aug_fused_rows(const struct gm_aug *a);
 /* Output rows the 16-bit horizontal kernel (hwrow_fn) made on handle a. */
 __attribute__((visibility("hidden"))) uint64_t gm_aug_hw_rows(const struct gm_aug *a);
+/* ... of those, the rows it stored straight to the output (hwntrow_fn). */
+__attribute__((visibility("hidden"))) uint64_t gm_aug_hwnt_rows(const struct gm_aug *a);
 
 /*
  * Tests only: axis_build (aug.c) with kernels k (NULL: the portable code), 0 or

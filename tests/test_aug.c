@@ -1054,6 +1054,71 @@ static void test_hw_kernel_equals_portable(void **state)
 		skip();
 }
 
+/*
+ * The 16-bit kernel's own non-temporal stores (hwntrow_fn) against the portable
+ * kernels, bit for bit, uint8: sides whose rows are a multiple of 32 bytes (32, 64:
+ * every row 64-byte aligned; 224: every other row half way through a line, its
+ * last 32 bytes a vector's low half) with the output 64-byte aligned, 32 past
+ * that, and 16 past (no longer allowed: the plain kernel and ntcopy); and one side
+ * whose rows are not (100). The 64 bytes before and after the samples keep their
+ * bytes. On a CPU with AVX-512 VBMI the non-temporal kernel must have made rows
+ * exactly where the output allows it.
+ */
+static void test_hw_nt_stores_equal_portable(void **state)
+{
+	static const uint32_t sizes[] = {32, 64, 100, 224};
+	static const size_t shifts[] = {0, 32, 16};
+	const uint64_t n = 4;
+	size_t len;
+	uint8_t *jpg = synth(640, 480, 63, 0, &len);
+	bool vbmi = false;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl");
+#endif
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (size_t sh = 0; sh < sizeof(shifts) / sizeof(shifts[0]); sh++) {
+			struct gm_aug_spec sp;
+			struct gm_aug *a;
+			gm_aug_spec_default(&sp);
+			sp.size = sizes[k];
+			sp.flip_p = 0.5f;
+			size_t bytes = gm_aug_out_bytes(&sp) * n, total = bytes + 64 + 64 + 64;
+			uint8_t *b1 = NULL, *b2 = guarded(total);
+			assert_int_equal(posix_memalign((void **)&b1, 64, total), 0);
+			memset(b1, 0x5a, total);
+			uint8_t *o1 = b1 + 64 + shifts[sh], *o2 = b2 + 64 + shifts[sh];
+			assert_int_equal(gm_aug_create(&a, &sp), 0);
+			for (uint64_t id = 0; id < n; id++)
+				assert_int_equal(gm_aug_sample(a, jpg, len, 7, 1, id,
+							       o1 + id * gm_aug_out_bytes(&sp), NULL),
+						 0);
+			uint64_t nt = gm_aug_hwnt_rows(a), hw = gm_aug_hw_rows(a);
+			gm_aug_destroy(a);
+			sample_all(&sp, true, jpg, len, n, o2);
+			if (memcmp(o1, o2, bytes) != 0)
+				fail_msg("size %u shift %zu: the samples differ", sizes[k],
+					 shifts[sh]);
+			for (size_t i = 0; i < 64 + shifts[sh]; i++)
+				assert_int_equal(b1[i], 0x5a);
+			for (size_t i = 64 + shifts[sh] + bytes; i < total; i++)
+				assert_int_equal(b1[i], 0x5a);
+			bool allowed = shifts[sh] != 16 && sizes[k] * 3 % 32 == 0;
+			if (vbmi && (allowed ? nt == 0 || nt != hw : nt != 0))
+				fail_msg("size %u shift %zu: %llu of %llu 16-bit rows stored "
+					 "non-temporally, want %s",
+					 sizes[k], shifts[sh], (unsigned long long)nt,
+					 (unsigned long long)hw, allowed ? "all" : "none");
+			free(b1);
+			free(b2);
+		}
+	free(jpg);
+	if (!vbmi)
+		skip();
+}
+
 /* xorshift64 */
 static uint64_t next_rand(uint64_t *s)
 {
@@ -1297,6 +1362,7 @@ int main(void)
 	    cmocka_unit_test(test_every_level_equals_portable),
 	    cmocka_unit_test(test_fused_float_layout_equals_portable),
 	    cmocka_unit_test(test_hw_kernel_equals_portable),
+	    cmocka_unit_test(test_hw_nt_stores_equal_portable),
 	    cmocka_unit_test(test_vw_split_exact),
 	    cmocka_unit_test(test_axis_kernels_equal_portable),
 	    cmocka_unit_test(test_hx_table_builder_equals_portable),
