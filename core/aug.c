@@ -1046,8 +1046,8 @@ static int decode_resize(struct gm_aug *a, const struct region *rg, const struct
 		return ret;
 	bool nt = s->out == GM_OUT_U8_HWC && a->k.ntcopy;
 	/* hwntrow's stores need every row 32-byte aligned (a ring slot is) */
-	plan.hwnt = nt && plan.hw && a->k.hwntrow && ((uintptr_t)out & 31) == 0 &&
-		    s->size * 3 % 32 == 0;
+	plan.hwnt =
+	    nt && plan.hw && a->k.hwntrow && ((uintptr_t)out & 31) == 0 && s->size * 3 % 32 == 0;
 	for (uint32_t y = 0; y < s->size; y += 2)
 		resample_pair(a, &plan, out, y, y + 1 < s->size, nt);
 	if (a->k.ntfence) /* the non-temporal stores are done before the caller publishes */

@@ -1093,7 +1093,8 @@ static void test_hw_nt_stores_equal_portable(void **state)
 			assert_int_equal(gm_aug_create(&a, &sp), 0);
 			for (uint64_t id = 0; id < n; id++)
 				assert_int_equal(gm_aug_sample(a, jpg, len, 7, 1, id,
-							       o1 + id * gm_aug_out_bytes(&sp), NULL),
+							       o1 + id * gm_aug_out_bytes(&sp),
+							       NULL),
 						 0);
 			uint64_t nt = gm_aug_hwnt_rows(a), hw = gm_aug_hw_rows(a);
 			gm_aug_destroy(a);
