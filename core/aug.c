@@ -901,13 +901,13 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	    axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, img->height, size, false,
 		       &a->k))
 		return fail(a, -ENOMEM, "out of memory for resize coefficients");
-	/* Only the columns the horizontal taps reach go through the vertical pass. */
-	uint32_t lo = UINT32_MAX, hi = 0;
-	for (uint32_t i = 0; i < size; i++) {
-		uint32_t m = (uint32_t)a->ax.min[i];
-		lo = m < lo ? m : lo;
-		hi = m + a->ax.taps > hi ? m + a->ax.taps : hi;
-	}
+	/*
+	 * Only the columns the horizontal taps reach go through the vertical pass:
+	 * min[] is monotonic (first[] follows the centres, the clamp to in - taps
+	 * keeps the order; mirrored, it is reversed), so its ends bound it.
+	 */
+	uint32_t m0 = (uint32_t)a->ax.min[0], m1 = (uint32_t)a->ax.min[size - 1];
+	uint32_t lo = m0 < m1 ? m0 : m1, hi = (m0 > m1 ? m0 : m1) + a->ax.taps;
 	p->nbytes = (size_t)(hi - lo) * 3;
 	p->rowcap = (p->nbytes + HX_WINDOW + 63) & ~(size_t)63; /* both rows 64-byte aligned */
 	/* 1..6 taps: the two-row AVX2 kernel (1, 2 or 3 pairs, lanes doubled) */

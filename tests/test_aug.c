@@ -751,7 +751,8 @@ static void best_kernels(struct aug_kernels *k)
 /*
  * axis_build's SIMD span and weight kernels against its portable code: for random
  * crops (scales 0.2 to 3.6, so 1 to 8 taps; flipped or not; sizes with and
- * without a ragged last 8) the same tap count, min[] and coefficients, bit for bit.
+ * without a ragged last 8) the same tap count, min[] and coefficients, bit for bit;
+ * and min[] inside the row and monotonic (reversed when flipped).
  */
 static void test_axis_kernels_equal_portable(void **state)
 {
@@ -774,6 +775,14 @@ static void test_axis_kernels_equal_portable(void **state)
 		assert_int_equal(f.taps, p.taps);
 		assert_memory_equal(f.min, p.min, sizeof(int32_t) * out);
 		assert_memory_equal(f.coef, p.coef, sizeof(int16_t) * out * p.taps);
+		/* plan_resize and hw_build take min[] to be monotonic, inside the row */
+		for (uint32_t i = 0; i < out; i++) {
+			assert_true(p.min[i] >= 0 && p.min[i] + (int32_t)p.taps <= (int32_t)bx[2]);
+			if (i > 0 &&
+			    (bx[3] != 0 ? p.min[i] > p.min[i - 1] : p.min[i] < p.min[i - 1]))
+				fail_msg("min[] not monotonic at %u: %d after %d (mirror %d)", i,
+					 p.min[i], p.min[i - 1], bx[3] != 0);
+		}
 		seen |= 1u << p.taps;
 	}
 	assert_int_equal(seen & 0x1fe, 0x1fe);
