@@ -894,6 +894,19 @@ static void test_hx_table_builder_equals_portable(void **state)
 	free(bp), free(bf), free(tp), free(tf);
 }
 
+/* AVX-512 VBMI and BW on this CPU (and VL where vl): the byte-gather kernels run. */
+static bool cpu_vbmi(bool vl)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+	       (!vl || __builtin_cpu_supports("avx512vl"));
+#else
+	(void)vl;
+	return false;
+#endif
+}
+
 /* bytes of 0x5a (what a kernel writing past its output would change). */
 static uint8_t *guarded(size_t bytes)
 {
@@ -950,11 +963,7 @@ static void test_fused_float_layout_equals_portable(void **state)
 	const uint64_t n = 6;
 	size_t len;
 	uint8_t *jpg = synth(640, 480, 51, 0, &len);
-	bool vbmi = false;
-#if defined(__x86_64__)
-	__builtin_cpu_init();
-	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-#endif
+	bool vbmi = cpu_vbmi(false);
 	(void)state;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		for (int out = 1; out < 3; out++) {
@@ -1009,12 +1018,7 @@ static void test_hw_kernel_equals_portable(void **state)
 	const uint64_t n = 6;
 	size_t len, ilen;
 	uint8_t *jpg = synth(640, 480, 61, 0, &len), *ident;
-	bool vbmi = false;
-#if defined(__x86_64__)
-	__builtin_cpu_init();
-	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512vl");
-#endif
+	bool vbmi = cpu_vbmi(true);
 	(void)state;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		uint64_t hw = 0, rows = 0;
@@ -1080,12 +1084,7 @@ static void test_hw_nt_stores_equal_portable(void **state)
 	const uint64_t n = 4;
 	size_t len;
 	uint8_t *jpg = synth(640, 480, 63, 0, &len);
-	bool vbmi = false;
-#if defined(__x86_64__)
-	__builtin_cpu_init();
-	vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512vl");
-#endif
+	bool vbmi = cpu_vbmi(true);
 	(void)state;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		for (size_t sh = 0; sh < sizeof(shifts) / sizeof(shifts[0]); sh++) {
