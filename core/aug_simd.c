@@ -873,7 +873,12 @@ __attribute__((target(AVX512))) static void hwrow_avx512(uint8_t *restrict dst0,
 		hw_body(dst0, dst1, src0, src1, t, 2, false, false);
 }
 
-/* hwrow_avx512 with non-temporal stores (hwntrow_fn's conditions). */
+/*
+ * hwrow_avx512 with non-temporal stores (hwntrow_fn's conditions). The dispatch is
+ * written out twice on purpose: one always_inline helper for both (and a helper for
+ * store2_nt's two rows) made gcc 12 lay this function out otherwise, 1-2 us/img
+ * slower in aug_bench (3 alternating runs).
+ */
 __attribute__((target(AVX512))) static void hwntrow_avx512(uint8_t *restrict dst0,
 							   uint8_t *restrict dst1,
 							   const uint8_t *src0, const uint8_t *src1,
