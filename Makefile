@@ -67,7 +67,7 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c core/auth.c core/remote.c,$(wildcard core/*.c)) \
+LIB_SRCS := $(sort $(filter-out core/ucx.c core/remote.c,$(wildcard core/*.c)) \
 	$(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
@@ -129,17 +129,17 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
 
 # The UCX transport and the programs that use it (see UCX above; mh_peer is
 # the multi-host harness's two ends, tests/multihost.sh).
-# core/auth.c (peer authentication, OpenSSL's libcrypto) goes into the same
-# archive, for the node agent, and stays out of libgoldminer for the same
-# reason; its test links the object itself, so it runs with UCX=0 too.
+# core/remote/auth.c (peer authentication, OpenSSL's libcrypto) is the remote
+# plugin's (below) and stays out of libgoldminer for the same reason; its test
+# links the object itself, so it runs with UCX=0 too.
 CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
 CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 $(B)/core/ucx.o: override CFLAGS += $(UCX_CFLAGS)
-$(B)/core/auth.o: override CFLAGS += $(CRYPTO_CFLAGS)
-$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o $(B)/core/auth.o
+$(B)/core/remote/auth.o: override CFLAGS += $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/auth.o $(CRYPTO_LIBS)
-$(B)/tests/test_auth: $(B)/core/auth.o
+$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
+$(B)/tests/test_auth: $(B)/core/remote/auth.o
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
@@ -149,10 +149,10 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 # agent that does not use it. It carries its own copy of the library objects it
 # needs; the version script exports only gm_remote_plugin.
 $(B)/core/remote.o: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
-$(B)/libgoldminer-remote.so: $(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) core/remote.map
+$(B)/libgoldminer-remote.so: $(B)/core/remote.o $(B)/core/remote/auth.o $(LIB_OBJS) core/remote/remote.map
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote.map -o $@ \
-		$(B)/core/remote.o $(B)/core/auth.o $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -o $@ \
+		$(B)/core/remote.o $(B)/core/remote/auth.o $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
 		$(CRYPTO_LIBS) $(LDLIBS)
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
@@ -286,7 +286,7 @@ deps:
 
 # clang-format: Debian's 14 (other versions format some constructs differently).
 CLANG_FORMAT ?= $(shell command -v clang-format-14 2>/dev/null || echo clang-format)
-FORMAT_SRCS = $(sort $(wildcard core/*.[ch] sim/*.[ch] cmd/*.[ch] include/goldminer/*.h tests/*.c))
+FORMAT_SRCS = $(sort $(wildcard core/*.[ch] core/remote/*.[ch] sim/*.[ch] cmd/*.[ch] include/goldminer/*.h tests/*.c))
 format:
 	$(CLANG_FORMAT) -i $(FORMAT_SRCS)
 # Lists every file clang-format would change, with its number of changed lines.
@@ -365,4 +365,4 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
--include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/auth.d $(B)/core/remote.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/remote/auth.d $(B)/core/remote.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

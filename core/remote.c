@@ -42,7 +42,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "goldminer/auth.h"
+#include "remote/auth.h"
 #include "goldminer/dataset.h"
 #include "goldminer/limits.h"
 #include "goldminer/loader.h"

@@ -23,7 +23,7 @@
 
 #include <openssl/sha.h>
 
-#include "goldminer/auth.h"
+#include "../core/remote/auth.h" /* the plugin's, not installed */
 #include "testutil.h"
 
 static char base[64];

@@ -26,7 +26,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
-#include "goldminer/auth.h"
+#include "auth.h"
 
 static void say(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

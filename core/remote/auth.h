@@ -24,14 +24,15 @@
  * Not here: transport, message framing, which hosts may connect (the agent
  * checks --peers), encryption of the traffic that follows (the channel is
  * authenticated at its start, not protected afterwards). Built with OpenSSL's
- * libcrypto, so like ucx.c it is NOT in libgoldminer: it goes into
- * libgoldminer-ucx.a, for the node agent; link -lcrypto.
+ * libcrypto, so it is NOT in libgoldminer: it is part of the remote-workers
+ * plugin (core/remote/, libgoldminer-remote.so), a private header that is not
+ * installed; tests/test_auth.c links its object with -lcrypto.
  *
  * Threads: every function is pure or uses only its arguments; safe from any
  * thread.
  */
-#ifndef GOLDMINER_AUTH_H
-#define GOLDMINER_AUTH_H
+#ifndef GM_REMOTE_AUTH_H
+#define GM_REMOTE_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>
