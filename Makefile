@@ -67,7 +67,7 @@ endif
 
 # The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
 # its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c core/remote.c,$(wildcard core/*.c)) \
+LIB_SRCS := $(sort $(filter-out core/ucx.c,$(wildcard core/*.c)) \
 	$(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
@@ -144,15 +144,17 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += 
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 
-# Remote workers (core/remote.c, issue 12): a plugin the node agent dlopen()s only
+# Remote workers (core/remote/, issue 12): a plugin the node agent dlopen()s only
 # when --listen/--peers is given, so that UCX never loads into a trainer or an
 # agent that does not use it. It carries its own copy of the library objects it
 # needs; the version script exports only gm_remote_plugin.
-$(B)/core/remote.o: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
-$(B)/libgoldminer-remote.so: $(B)/core/remote.o $(B)/core/remote/auth.o $(LIB_OBJS) core/remote/remote.map
+REMOTE_SRCS := $(sort $(wildcard core/remote/*.c))
+REMOTE_OBJS := $(REMOTE_SRCS:%.c=$(B)/%.o)
+$(REMOTE_OBJS): override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+$(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(LIB_OBJS) core/remote/remote.map
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -o $@ \
-		$(B)/core/remote.o $(B)/core/remote/auth.o $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
+		$(REMOTE_OBJS) $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
 		$(CRYPTO_LIBS) $(LDLIBS)
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
@@ -365,4 +367,4 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
--include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(B)/core/remote/auth.d $(B)/core/remote.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(REMOTE_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

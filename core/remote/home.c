@@ -1,0 +1,517 @@
+/*
+ * home.c - the home's side of the remote plugin (agent.h): the jobs attached to
+ * this agent that remote workers help, and the leases those workers hold.
+ *
+ * The idea: a remote worker's CLAIM is served with the same gm_ring_claim CAS
+ * the local workers use, for a virtual lease id at or above GM_REMOTE_VPID_MIN,
+ * so the ring, its resume bits and the pool's re-issue work unchanged. Every
+ * SAMPLE and PUBLISH is checked against the lease this agent holds for that
+ * connection (the slot's state word, task, position, exact size) before any
+ * byte of it lands, and the home, not the writer, decides where the bytes go:
+ * a peer cannot write outside the slot it leased, and a writer whose lease was
+ * taken back is fenced by construction (its messages no longer match). The
+ * home also asks the peers for workers (LEND) and measures what they deliver.
+ *
+ * Not here: the connection's death and the lease deadline (agent.c's tick
+ * calls gm_remote_home_revoke), making batches (worker.c), lending (lender.c).
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "auth.h"
+#include "conn.h"
+#include "goldminer/remote.h"
+#include "goldminer/ring.h"
+#include "msg.h"
+
+/* ---- leases for remote workers ----------------------------------------------- */
+
+struct hjob *gm_remote_home_job(void *owner, uint64_t token)
+{
+	struct gm_remote *r = owner;
+	for (int i = 0; i < MAX_HJOBS; i++)
+		if (r->hjobs[i].used && r->hjobs[i].token == token)
+			return &r->hjobs[i];
+	return NULL;
+}
+
+/* The slot's lease is still c's (the ring's state word says so). */
+static bool lease_held(const struct conn *c, uint32_t vpid, uint64_t task)
+{
+	if (!c->job || !c->vpid || c->vpid != vpid || c->task != task)
+		return false;
+	struct gm_slot_ctl *ctl = gm_ring_ctl(c->job->ring, c->slot);
+	/* pairs with the CAS of gm_ring_claim / gm_ring_reclaim */
+	return atomic_load_explicit(&ctl->state, memory_order_acquire) ==
+		   GM_SLOT_WORD(GM_SLOT_CLAIMED, vpid) &&
+	       atomic_load_explicit(&ctl->task, memory_order_relaxed) == task;
+}
+
+/* Take c's lease back: the batch is made again by whoever claims it next. */
+void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
+{
+	if (!c->vpid || !c->job)
+		return;
+	struct hjob *j = c->job;
+	uint32_t n = gm_ring_reclaim(j->ring, c->vpid, NULL);
+	atomic_fetch_add(&gm_ring_hdr(j->ring)->p_reissued, n);
+	j->revoked++;
+	gm_remote_logf(&r->net, "remote worker at %s: %s; its batch %" PRIu64 " is made again",
+		       c->ip, why, c->task % j->bpe);
+	c->vpid = 0;
+}
+
+static uint32_t next_vpid(struct gm_remote *r)
+{
+	if (r->next_vpid < GM_REMOTE_VPID_MIN || r->next_vpid >= 0xffffffu)
+		r->next_vpid = GM_REMOTE_VPID_MIN;
+	return r->next_vpid++;
+}
+
+void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
+{
+	struct hjob *j = c->job;
+	struct m_lease l = {0};
+	uint64_t words[GM_MAX_BATCH / 64];
+	size_t dlen = 0;
+
+	if (c->role != ROLE_WORKER || !j) {
+		gm_remote_conn_kill(c, "%s: a claim from a connection that is not a remote worker",
+				    c->ip);
+		return;
+	}
+	if (c->vpid && c->pub_data) { /* its publish waits for its last samples: then */
+		c->claim_pending = true;
+		return;
+	}
+	if (c->vpid) { /* a worker holds one lease at a time */
+		gm_remote_home_revoke(r, c, "claimed again while holding a lease (protocol error)");
+		gm_remote_conn_kill(c, "protocol error");
+		return;
+	}
+	uint32_t vpid = next_vpid(r);
+	uint64_t task;
+	int slot = gm_ring_claim(j->ring, vpid, &task);
+	if (slot < 0) {
+		l.status = slot == -EAGAIN ? -EAGAIN : -ENODATA;
+	} else {
+		uint64_t first = (task % j->bpe) * j->batch;
+		uint32_t nb =
+		    (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first : j->batch);
+		gm_ring_begin_task(j->ring, (uint32_t)slot, task, nb);
+		_Atomic uint64_t *done = gm_ring_done_bits(j->ring, (uint32_t)slot);
+		for (uint32_t q = 0; q < j->words; q++)
+			words[q] = atomic_load_explicit(&done[q], memory_order_acquire);
+		dlen = j->words * sizeof(uint64_t);
+		c->vpid = vpid;
+		c->slot = (uint32_t)slot;
+		c->task = task;
+		c->nb = nb;
+		c->lease_ms = now_ms();
+		l = (struct m_lease){.vpid = vpid, .slot = (uint32_t)slot, .nb = nb, .task = task};
+	}
+	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), words, dlen);
+}
+
+/* Error records (a published batch's, or a sample's), merged once per sample into the
+ * slot's. */
+static void merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		bool seen = false;
+		for (uint32_t q = 0; q < ctl->n_recs && !seen; q++)
+			seen = ctl->errs[q].sample == e[k].sample;
+		if (!seen && ctl->n_recs < GM_RING_MAX_ERRS) {
+			ctl->errs[ctl->n_recs] = e[k];
+			ctl->errs[ctl->n_recs].msg[GM_RING_MSG - 1] = '\0';
+			ctl->n_recs++;
+		}
+	}
+}
+
+/* A sample's bytes are in the slot: its label, id and done bit (the lease was
+ * checked when it came, and is checked again: it may have been taken back). */
+static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const struct m_sample *s)
+{
+	gm_ring_labels(j->ring, slot)[s->pos] = s->label;
+	gm_ring_ids(j->ring, slot)[s->pos] = s->id;
+	if (s->bad)
+		atomic_fetch_or_explicit(&gm_ring_err_bits(j->ring, slot)[s->pos / 64],
+					 1ull << (s->pos % 64), memory_order_relaxed);
+	if (s->bad && s->has_rec && s->rec.sample < j->nsamples)
+		merge_recs(gm_ring_ctl(j->ring, slot), &s->rec, 1);
+	/* pairs with the acquire loads of whoever resumes or publishes the task */
+	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, slot)[s->pos / 64],
+				 1ull << (s->pos % 64), memory_order_release);
+	c->lease_ms = now_ms();
+	c->samples++;
+	j->samples++;
+	j->tick_samples++;
+	j->bytes += j->sb;
+}
+
+/* A rendezvous receive in flight: what it is for (its connection may be gone
+ * when it completes, so it names the job and the lease, not the connection). */
+struct rx {
+	struct gm_remote *r;
+	uint64_t token;
+	struct m_sample s;
+};
+
+static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publish *p,
+			const void *data, size_t len);
+
+static void rx_done(void *req, ucs_status_t st, size_t length, void *user)
+{
+	struct rx *x = user;
+	struct gm_remote *r = x->r;
+	struct hjob *j = gm_remote_home_job(r, x->token);
+	struct conn *c = NULL;
+	for (int i = 0; j && i < MAX_CONNS && !c; i++)
+		if (r->net.conns[i] && r->net.conns[i]->job == j &&
+		    r->net.conns[i]->vpid == x->s.vpid)
+			c = r->net.conns[i];
+	if (c) {
+		c->inflight--;
+		if (st == UCS_OK && length == j->sb && lease_held(c, x->s.vpid, x->s.task))
+			sample_landed(j, c, c->slot, &x->s);
+		else if (st != UCS_OK)
+			gm_remote_conn_kill(c, "%s: a sample's transfer failed: %s", c->ip,
+					    ucs_status_string(st));
+		if (!c->inflight && c->pub_data && c->st != C_DEAD) {
+			unsigned char *d = c->pub_data;
+			c->pub_data = NULL;
+			publish_now(r, c, &c->pub, d, c->pub_len);
+			free(d);
+			if (c->claim_pending && c->st != C_DEAD) {
+				c->claim_pending = false;
+				gm_remote_home_on_claim(r, c);
+			}
+		}
+	}
+	if (req)
+		ucp_request_free(req);
+	free(x);
+}
+
+/* A sample: checked against the lease before any byte of it lands. Eager ones
+ * are copied now; rendezvous ones are received straight into the slot (no copy
+ * of ours; UCX's zero-copy where the transport has it). */
+void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct m_sample *s,
+			      void *data, size_t len, bool rndv)
+{
+	struct hjob *j = c->job;
+	if (c->role != ROLE_WORKER || !j) {
+		gm_remote_conn_kill(c, "%s: a sample from a connection that is not a remote worker",
+				    c->ip);
+		return;
+	}
+	if (!lease_held(c, s->vpid, s->task)) {
+		j->fenced++; /* a lease taken back: its writer is fenced */
+		return;
+	}
+	if (s->pos >= c->nb || len != j->sb || s->id >= j->nsamples) {
+		gm_remote_home_revoke(r, c, "sent a sample outside its lease (refused)");
+		gm_remote_conn_kill(c, "%s: sample outside its lease", c->ip);
+		return;
+	}
+	uint8_t *dst = (uint8_t *)gm_ring_data(j->ring, c->slot) + (uint64_t)s->pos * j->sb;
+	if (!rndv) {
+		memcpy(dst, data, len);
+		sample_landed(j, c, c->slot, s);
+		return;
+	}
+	struct rx *x = malloc(sizeof(*x));
+	if (!x) {
+		gm_remote_conn_kill(c, "out of memory receiving a sample");
+		return;
+	}
+	*x = (struct rx){.r = r, .token = j->token, .s = *s};
+	ucp_request_param_t rp = {.op_attr_mask =
+				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				  .cb.recv_am = rx_done,
+				  .user_data = x};
+	c->inflight++;
+	void *p = ucp_am_recv_data_nbx(r->net.w, data, dst, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		c->inflight--;
+		gm_remote_conn_kill(c, "%s: receiving a sample: %s", c->ip,
+				    ucs_status_string(UCS_PTR_STATUS(p)));
+		free(x);
+	} else if (p == NULL) {
+		rx_done(NULL, UCS_OK, len, x); /* landed already */
+	}
+}
+
+void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct m_publish *p,
+			       const void *data, size_t len)
+{
+	struct hjob *j = c->job;
+	if (c->role != ROLE_WORKER || !j) {
+		gm_remote_conn_kill(
+		    c, "%s: a publish from a connection that is not a remote worker", c->ip);
+		return;
+	}
+	if (!lease_held(c, p->vpid, p->task)) {
+		j->fenced++;
+		return;
+	}
+	if (c->inflight) { /* its last samples are still landing: publish after them */
+		free(c->pub_data);
+		c->pub_data = malloc(len ? len : 1);
+		if (!c->pub_data) {
+			gm_remote_conn_kill(c, "out of memory");
+			return;
+		}
+		memcpy(c->pub_data, data, len);
+		c->pub_len = len;
+		c->pub = *p;
+		return;
+	}
+	publish_now(r, c, p, data, len);
+}
+
+static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publish *p,
+			const void *data, size_t len)
+{
+	struct hjob *j = c->job;
+	if (!j || !lease_held(c, p->vpid, p->task))
+		return;
+	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
+	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
+		gm_remote_home_revoke(r, c, "sent a malformed publish (refused)");
+		gm_remote_conn_kill(c, "%s: malformed publish", c->ip);
+		return;
+	}
+	struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, c->slot);
+	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, c->slot);
+	_Atomic uint64_t *err = gm_ring_err_bits(j->ring, c->slot);
+	const uint64_t *ew = data;
+	uint32_t ndone = 0, nerr = 0;
+	for (uint32_t q = 0; q < j->words; q++) {
+		uint64_t e = atomic_fetch_or_explicit(&err[q], ew[q], memory_order_relaxed) | ew[q];
+		nerr += (uint32_t)__builtin_popcountll(e);
+		ndone += (uint32_t)__builtin_popcountll(
+		    atomic_load_explicit(&done[q], memory_order_acquire));
+	}
+	if (p->status == 0 && ndone != c->nb) {
+		gm_remote_home_revoke(r, c, "published a batch with samples missing (refused)");
+		gm_remote_conn_kill(c, "%s: incomplete publish", c->ip);
+		return;
+	}
+	merge_recs(ctl, (const struct gm_slot_err *)(ew + j->words), p->n_recs);
+	ctl->n_errors = nerr;
+	ctl->status = p->status;
+	ctl->read_ns += p->ns[0];
+	ctl->decode_ns += p->ns[1];
+	ctl->augment_ns += p->ns[2];
+	ctl->write_ns += p->ns[3];
+	ctl->read_bytes += p->read_bytes;
+	ctl->preempt_ns += p->preempt_ns;
+	c->vpid = 0;
+	gm_ring_publish(j->ring, c->slot);
+	(void)r;
+}
+
+/* ---- asking peers for workers ------------------------------------------------ */
+
+static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
+{
+	struct m_lend m = {.token = j->token,
+			   .fingerprint = j->fingerprint,
+			   .nsamples = j->nsamples,
+			   .workers = n,
+			   .bpe = j->bpe,
+			   .lease_ms = j->lease_ms,
+			   .port = r->port};
+	if (gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req, sizeof(j->req)) ==
+	    0) {
+		j->asked[p] = n;
+		j->ask_ms[p] = now_ms();
+	}
+}
+
+/* Spread the job's wish over the connected peers, in --peers order; ask again
+ * every RETRY_MS while a peer gives less than asked (its idle CPUs change). */
+static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
+{
+	uint32_t left = j->want;
+	for (int p = 0; p < r->npeers; p++) {
+		struct conn *c = r->peers[p].c;
+		if (!c || c->st != C_OK) {
+			j->granted[p] = 0;
+			j->asked[p] = 0;
+			continue;
+		}
+		uint32_t n = left;
+		bool changed = n != j->asked[p];
+		bool short_ = j->granted[p] < j->asked[p] && now - j->ask_ms[p] >= RETRY_MS;
+		if (changed || short_)
+			ask_peer(r, j, p, n);
+		uint32_t g = j->granted[p] < n ? j->granted[p] : n;
+		left -= g;
+	}
+}
+
+void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_lent *m)
+{
+	struct hjob *j = gm_remote_home_job(r, m->token);
+	if (c->peer < 0 || !j)
+		return; /* an answer about a job that has ended */
+	if (m->status)
+		gm_remote_logf(&r->net, "peer %s lends no workers: %.*s", r->peers[c->peer].addr,
+			       (int)sizeof(m->msg), m->msg);
+	else if (m->granted != j->granted[c->peer])
+		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64,
+			       r->peers[c->peer].addr, m->granted, j->token);
+	j->granted[c->peer] = m->status ? 0 : m->granted;
+}
+
+/* ---- the tick ---------------------------------------------------------------- */
+
+static int first_used(const struct gm_remote *r)
+{
+	for (int i = 0; i < MAX_HJOBS; i++)
+		if (r->hjobs[i].used)
+			return i;
+	return -1;
+}
+
+/* Each peer's delivered rate over the window (its workers' connections come from
+ * its address), then the connections' counts start again. */
+static void peer_rates(struct gm_remote *r, int64_t window_ms)
+{
+	for (int p = 0; p < r->npeers; p++) {
+		uint64_t n = 0;
+		r->peers[p].workers = 0;
+		for (int k = 0; k < MAX_CONNS; k++) {
+			struct conn *c = r->net.conns[k];
+			if (c && c->role == ROLE_WORKER && c->st == C_OK &&
+			    !strcmp(c->ip, r->allowed[p])) {
+				n += c->samples;
+				c->samples = 0;
+				r->peers[p].workers++;
+			}
+		}
+		r->peers[p].rate = window_ms > 0 ? (double)n * 1000.0 / (double)window_ms : 0;
+	}
+}
+
+void gm_remote_home_tick(struct gm_remote *r, int64_t now)
+{
+	for (int i = 0; i < MAX_HJOBS; i++) {
+		struct hjob *j = &r->hjobs[i];
+		if (!j->used)
+			continue;
+		lend_tick(r, j, now);
+		if (now - j->tick_ms >= 1000) {
+			if (i == first_used(r))
+				peer_rates(r, now - j->tick_ms);
+			uint32_t n = 0;
+			for (int k = 0; k < MAX_CONNS; k++)
+				n += r->net.conns[k] && r->net.conns[k]->job == j &&
+				     r->net.conns[k]->st == C_OK;
+			j->rate = (double)j->tick_samples * 1000.0 / (double)(now - j->tick_ms);
+			j->per_worker = n ? j->rate / n : 0;
+			j->tick_samples = 0;
+			j->tick_ms = now;
+		}
+	}
+}
+
+/* ---- the jobs attached here -------------------------------------------------- */
+
+int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+		       uint64_t fingerprint, uint64_t nsamples, uint32_t bpe, uint32_t lease_ms,
+		       uint64_t *token, char *err, size_t errlen)
+{
+	struct hjob *j = NULL;
+	for (int i = 0; i < MAX_HJOBS && !j; i++)
+		if (!r->hjobs[i].used)
+			j = &r->hjobs[i];
+	if (!j) {
+		snprintf(err, errlen, "too many jobs");
+		return -EMFILE;
+	}
+	memset(j, 0, sizeof(*j));
+	int rc = gm_ring_attach(&j->ring, ring_fd);
+	if (rc) {
+		snprintf(err, errlen, "mapping the job's ring for remote workers: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	uint8_t rnd[GM_AUTH_NONCE];
+	gm_auth_nonce(rnd);
+	memcpy(&j->token, rnd, sizeof(j->token));
+	j->req = *req;
+	j->fingerprint = fingerprint;
+	j->nsamples = nsamples;
+	j->bpe = bpe;
+	j->lease_ms = lease_ms;
+	j->batch = h->batch_size;
+	j->sb = h->sample_bytes;
+	j->words = (h->batch_size + 63) / 64;
+	j->tick_ms = now_ms();
+	j->used = true;
+	*token = j->token;
+	return 0;
+}
+
+void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
+{
+	struct hjob *j = gm_remote_home_job(r, token);
+	if (!j)
+		return;
+	for (int p = 0; p < r->npeers; p++)
+		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
+			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
+			gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
+					    sizeof(j->req));
+		}
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (c && c->job == j) {
+			gm_remote_conn_close(&r->net, c); /* before the ring is unmapped */
+			gm_remote_home_revoke(r, c, "its job ended");
+			c->job = NULL;
+			gm_remote_conn_kill(c, "job ended");
+		}
+	}
+	gm_ring_destroy(j->ring);
+	memset(j, 0, sizeof(*j));
+}
+
+void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n)
+{
+	struct hjob *j = gm_remote_home_job(r, token);
+	if (j)
+		j->want = n > GM_MAX_WORKERS ? GM_MAX_WORKERS : n;
+}
+
+void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o)
+{
+	struct hjob *j = gm_remote_home_job(r, token);
+	memset(o, 0, sizeof(*o));
+	if (!j)
+		return;
+	for (int k = 0; k < MAX_CONNS; k++)
+		o->workers +=
+		    r->net.conns[k] && r->net.conns[k]->job == j && r->net.conns[k]->st == C_OK;
+	o->asked = j->want;
+	for (int p = 0; p < r->npeers; p++)
+		o->granted += j->granted[p];
+	o->samples = j->samples;
+	o->bytes = j->bytes;
+	o->revoked = j->revoked;
+	o->fenced = j->fenced;
+	o->rate = j->rate;
+	o->per_worker = j->per_worker;
+}

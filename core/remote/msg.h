@@ -1,0 +1,109 @@
+/*
+ * msg.h - the remote plugin's wire messages (core/remote/, remote.h): what node
+ * agents and remote worker processes say to each other over UCX, in one place.
+ *
+ * The idea: every message is a UCX active message whose id is its type and whose
+ * header is one fixed-size struct below (the receiver checks the exact size, and
+ * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: conn.c's table). The
+ * structs are copied byte for byte, so both ends must be the same build: HELLO
+ * carries MSG_MAGIC and MSG_VERSION and an agent refuses any other version in
+ * words. The worker blob (struct wblob) is not a message: it is what a lending
+ * agent hands the remote worker process it execs (a memfd on its fd 3).
+ *
+ * Not here: sending and receiving (conn.c), and what each side does with a
+ * message (home.c, lender.c, worker.c). No value here is checked: every handler
+ * checks the fields it uses before using them.
+ */
+#ifndef GM_REMOTE_MSG_H
+#define GM_REMOTE_MSG_H
+
+#include <stdint.h>
+
+#include "auth.h"
+#include "goldminer/ring.h"
+#include "goldminer/wire.h"
+
+#define MSG_MAGIC   0x4d524d47u /* "GMRM" */
+#define MSG_VERSION 2u
+#define SERVER_ROLE "goldminer-remote server"
+#define CLIENT_ROLE "goldminer-remote client"
+
+enum am_id {
+	AM_HELLO = 1, /* client -> server: nonce, role, token */
+	AM_CHALLENGE, /* server -> client: nonce, proof */
+	AM_AUTH,      /* client -> server: proof */
+	AM_WELCOME,   /* server -> client: status (0 or refusal) + words */
+	AM_LEND,      /* home agent -> peer agent: workers for a job (+ its request) */
+	AM_LENT,      /* peer agent -> home agent: how many it runs */
+	AM_CLAIM,     /* remote worker -> home: a task, please */
+	AM_LEASE,     /* home -> remote worker: the lease (+ done bits), or none */
+	AM_SAMPLE,    /* remote worker -> home: one sample (+ its pixels) */
+	AM_PUBLISH,   /* remote worker -> home: the batch is complete (+ err bits, records) */
+	AM_N
+};
+
+enum role { ROLE_AGENT = 1, ROLE_WORKER = 2 };
+
+struct m_hello {
+	uint32_t magic, version, role, pad;
+	uint64_t token; /* worker: the job it serves */
+	uint8_t nonce[GM_AUTH_NONCE];
+};
+struct m_challenge {
+	uint8_t nonce[GM_AUTH_NONCE], proof[GM_AUTH_PROOF];
+};
+struct m_auth {
+	uint8_t proof[GM_AUTH_PROOF];
+};
+struct m_welcome {
+	int32_t status;
+	char msg[252];
+};
+struct m_lend {
+	uint64_t token, fingerprint, nsamples;
+	uint32_t workers, bpe, lease_ms, port;
+};
+struct m_lent {
+	uint64_t token;
+	uint32_t granted;
+	int32_t status;
+	char msg[240];
+};
+struct m_claim {
+	uint64_t pad;
+};
+struct m_lease {
+	int32_t status; /* 0: a lease; -EAGAIN: none free now; -ENODATA: no more */
+	uint32_t vpid, slot, nb;
+	uint64_t task;
+};
+struct m_sample {
+	uint64_t task;
+	uint32_t vpid, pos, id, bad;
+	int32_t label;
+	uint32_t has_rec;	/* a bad sample: rec is its error record (the bad file's) */
+	struct gm_slot_err rec; /* it lands with the sample, so a writer that dies before
+				   its publish loses no record of what it delivered */
+};
+struct m_publish {
+	uint64_t task;
+	uint32_t vpid, nb;
+	int32_t status;
+	uint32_t n_recs, words, pad;
+	uint64_t ns[4]; /* read, decode, augment, write */
+	uint64_t read_bytes, preempt_ns;
+};
+
+/* What a remote worker process is started with (a memfd on its fd 3): it execs
+ * afresh (UCX's process-wide state does not survive a fork), indexes the dataset
+ * itself and checks the fingerprint before it writes anything. */
+struct wblob {
+	uint32_t magic, version;
+	uint64_t token, fingerprint, nsamples;
+	uint32_t bpe, lease_ms;
+	char home_addr[300];
+	struct gm_auth_key key;
+	struct gm_node_req req;
+};
+
+#endif

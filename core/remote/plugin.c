@@ -1,0 +1,183 @@
+/*
+ * plugin.c - the remote-workers plugin's entry (remote.h): gm_remote_plugin, the
+ * one symbol libgoldminer-remote.so exports (remote.map), and the ops it
+ * returns: create and destroy an agent's remote side, its status.
+ *
+ * The idea: the node agent dlopen()s this plugin (remote_load.c) only when
+ * --listen or --peers is given, so UCX's memory hooks and signal handlers never
+ * reach a trainer or an agent that does not use it; the ops table is the whole
+ * interface, checked by ABI number and goldminer version at load. The plugin is
+ * built from core/remote/: conn.c (connections, the handshake, the message
+ * checks; msg.h the messages), agent.c (listener, peers, dispatch, tick),
+ * home.c (leases for remote workers), lender.c (lent jobs and their worker
+ * processes), worker.c (the remote worker process), auth.c (the secret).
+ *
+ * Not here: any behaviour of its own; every op is a call into those files.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "auth.h"
+#include "conn.h"
+#include "goldminer/remote.h"
+#include "goldminer/ring.h"
+#include "goldminer/version.h"
+#include "worker.h"
+
+static void r_destroy(struct gm_remote *r);
+
+static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!c->secret) {
+		snprintf(err, errlen,
+			 "--secret FILE is required with --listen or --peers: the "
+			 "agents prove to each other that they know it");
+		return -EINVAL;
+	}
+	struct gm_remote *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r->net.efd = -1;
+	ssize_t xl = readlink("/proc/self/exe", r->exe, sizeof(r->exe) - 1);
+	r->exe[xl > 0 ? xl : 0] = '\0';
+	r->budget = c->budget;
+	r->net.verbose = c->verbose;
+	r->net.log = c->log;
+	r->net.log_arg = c->log_arg;
+	r->net.on_msg = gm_remote_agent_on_msg;
+	r->net.job_of = gm_remote_home_job;
+	r->net.unlisten = gm_remote_agent_unlisten;
+	r->net.owner = r;
+	int rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
+	if (!rc)
+		rc = gm_remote_agent_peers(r, c->peers, err, errlen);
+	if (!rc)
+		rc = gm_remote_net_init(&r->net, true, err, errlen);
+	if (!rc && c->listen)
+		rc = gm_remote_agent_listen(r, c->listen, err, errlen);
+	if (rc) {
+		r_destroy(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+static void r_destroy(struct gm_remote *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < MAX_LJOBS; i++)
+		if (r->ljobs[i].used)
+			gm_remote_lend_end(&r->ljobs[i]);
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (r->net.conns[i]) {
+			gm_remote_conn_close(&r->net, r->net.conns[i]);
+			gm_remote_home_revoke(r, r->net.conns[i], "the agent stops");
+		}
+	for (int i = 0; i < MAX_HJOBS; i++)
+		if (r->hjobs[i].used)
+			gm_ring_destroy(r->hjobs[i].ring);
+	gm_remote_net_fini(&r->net);
+	gm_remote_lend_reap_all();
+	free(r);
+}
+
+static int r_fd(struct gm_remote *r)
+{
+	return r->net.efd;
+}
+
+static uint16_t r_port(struct gm_remote *r)
+{
+	return r->port;
+}
+
+static void r_set_lendable(struct gm_remote *r, uint32_t n)
+{
+	r->lendable = n;
+}
+
+static uint32_t r_lent(struct gm_remote *r)
+{
+	return gm_remote_lend_total(r);
+}
+
+static void r_status_json(struct gm_remote *r, char *buf, size_t len)
+{
+	size_t off = 0;
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);              \
+		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
+	} while (0)
+	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"peers\": [", r->port,
+	    r->lendable, gm_remote_lend_total(r));
+	for (int p = 0; p < r->npeers; p++) {
+		const struct peer *pe = &r->peers[p];
+		const char *st = !pe->c ? "down" : pe->c->st == C_OK ? "connected" : "connecting";
+		uint32_t granted = 0; /* its workers serving our jobs, as it said */
+		for (int i = 0; i < MAX_HJOBS; i++)
+			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
+		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
+		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
+		    p ? ", " : "", pe->addr, st, granted, pe->workers, pe->rate);
+		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
+			PUT(", \"error\": ");
+			char e[600];
+			size_t n = 0;
+			for (const char *s = pe->last_err; *s && n + 3 < sizeof(e); s++) {
+				if (*s == '"' || *s == '\\')
+					e[n++] = '\\';
+				e[n++] = (char)((unsigned char)*s < 0x20 ? ' ' : *s);
+			}
+			e[n] = '\0';
+			PUT("\"%s\"", e);
+		}
+		PUT("}");
+	}
+	PUT("], \"lent_jobs\": [");
+	int first = 1;
+	for (int i = 0; i < MAX_LJOBS; i++) {
+		const struct ljob *l = &r->ljobs[i];
+		if (!l->used)
+			continue;
+		PUT("%s{\"job\": \"%016" PRIx64 "\", \"home\": \"%s\", \"workers\": %u}",
+		    first ? "" : ", ", l->token, l->home_addr, l->n);
+		first = 0;
+	}
+	PUT("]}");
+#undef PUT
+}
+
+static const struct gm_remote_ops ops = {
+    .abi = GM_REMOTE_ABI,
+    .version = GM_VERSION,
+    .create = r_create,
+    .destroy = r_destroy,
+    .fd = r_fd,
+    .service = gm_remote_agent_service,
+    .port = r_port,
+    .job_add = gm_remote_home_add,
+    .job_remove = gm_remote_home_remove,
+    .job_want = gm_remote_home_want,
+    .job_info = gm_remote_home_info,
+    .set_lendable = r_set_lendable,
+    .lent = r_lent,
+    .status_json = r_status_json,
+    .worker_main = gm_remote_worker_main,
+};
+
+const struct gm_remote_ops *gm_remote_plugin(void)
+{
+	return &ops;
+}

@@ -1,0 +1,439 @@
+/*
+ * worker.c - a remote worker process (worker.h): `goldminer node --remote-worker
+ * FD`, exec'ed by a lending agent for a peer's job, making that job's batches
+ * on this host and shipping them to the job's home.
+ *
+ * The idea: the process is a stateless data worker (worker.h's gm_worker, the
+ * same code as a local worker) that writes into a private two-slot mirror ring
+ * instead of the job's ring. It connects to the home with its own UCP context
+ * (made after the exec) and loops: CLAIM -> LEASE (slot, task, the done bits of
+ * what the home already has) -> decode the batch into the mirror slot, the
+ * done samples skipped -> one SAMPLE per sample it made (header: lease,
+ * position, label, id, a bad file's record; data: the pixels) -> PUBLISH (err
+ * bits, records, timings). Samples go eager, or by rendezvous when
+ * GOLDMINER_REMOTE_RNDV=1. It double-buffers: the other mirror slot is decoded
+ * while this one's sends complete. It holds no state of an agent's: its own
+ * connection layer (conn.h), its lease, two scratch buffers.
+ *
+ * Not here: any check of what it sends (the home checks every message against
+ * the lease it holds, home.c), forking and retiring (lender.c).
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "conn.h"
+#include "goldminer/aug.h"
+#include "goldminer/dataset.h"
+#include "goldminer/job.h"
+#include "goldminer/limits.h"
+#include "goldminer/pool.h"
+#include "goldminer/ring.h"
+#include "goldminer/wire.h"
+#include "goldminer/worker.h"
+#include "msg.h"
+#include "worker.h"
+
+#define REPLY_MS     10000
+#define NONE_WAIT_MS 4 /* a remote worker asks again this soon when no task is free */
+
+/* The remote worker process: its connection layer and the lease it holds. */
+struct wproc {
+	struct gm_remote_net net;
+	struct m_lease lease;
+	bool lease_in;
+	/* aligned copies of a message's payload (done words; err words + records) */
+	uint64_t scratch[GM_MAX_BATCH / 64];
+	uint64_t
+	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
+};
+
+/* ---- the job's configuration ------------------------------------------------- */
+
+/* The job's worker configuration from a blob: the same dataset path here, its
+ * fingerprint equal to the home's. 0 or -errno with why (*ds then NULL). */
+int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, const struct wblob *b,
+			     char *why, size_t wl)
+{
+	struct gm_loader_opts o;
+	struct gm_node_req req = b->req;
+	uint64_t first, end;
+	uint32_t bpe;
+	char e[768];
+	req.root[sizeof(req.root) - 1] = '\0';
+	gm_wire_request_opts(&req, &o);
+	int rc = gm_pool_check(&o, e, sizeof(e));
+	if (!rc)
+		rc = gm_dataset_open(ds, o.root, e, sizeof(e));
+	if (rc) {
+		copy_str(why, wl, e);
+		return rc;
+	}
+	if (gm_dataset_fingerprint(*ds) != b->fingerprint || gm_dataset_count(*ds) != b->nsamples) {
+		snprintf(why, wl,
+			 "the dataset at %.80s differs on this host (fingerprint %016" PRIx64
+			 ", %u samples; the job's: %016" PRIx64 ", %" PRIu64 "): every host needs "
+			 "the same files at the same path",
+			 o.root, gm_dataset_fingerprint(*ds), gm_dataset_count(*ds), b->fingerprint,
+			 b->nsamples);
+		rc = -ESTALE;
+	} else {
+		rc = gm_pool_tasks(&o, *ds, &bpe, &first, &end, e, sizeof(e));
+		if (rc || bpe != b->bpe) {
+			copy_str(why, wl, rc ? e : "the job's batches differ here");
+			rc = rc ? rc : -ESTALE;
+		}
+	}
+	if (rc) {
+		gm_dataset_close(*ds);
+		*ds = NULL;
+		return rc;
+	}
+	gm_pool_cfg_init(pc, &o, *ds, bpe, first, end);
+	pc->lease_timeout_ms = b->lease_ms;
+	return 0;
+}
+
+/* ---- the process ------------------------------------------------------------- */
+
+static volatile sig_atomic_t w_retire;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	w_retire = 1;
+}
+
+/* What the worker's lease reply said (its done words are in r->scratch). */
+static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, const void *data,
+		     size_t len)
+{
+	if (!c->outgoing) {
+		gm_remote_conn_kill(c, "%s: unexpected lease", c->ip);
+		return;
+	}
+	if (len > sizeof(r->scratch) || (l->status == 0 && l->nb > GM_MAX_BATCH)) {
+		gm_remote_conn_kill(c, "%s: malformed lease", c->ip);
+		return;
+	}
+	memcpy(r->scratch, data, len);
+	r->lease = *l;
+	r->lease_in = true;
+}
+
+/* The messages after the handshake: a remote worker is sent only LEASE (a LENT,
+ * an agent's answer, is dropped as an agent that did not ask drops it). */
+static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,
+		   size_t len, bool rndv)
+{
+	struct wproc *r = owner;
+	(void)rndv;
+	if (id == AM_LEASE)
+		on_lease(r, c, hdr, data, len);
+	else if (id != AM_LENT)
+		gm_remote_conn_kill(c, "%s: message %d is not for a remote worker", c->ip, id);
+}
+
+static void wprogress(void *arg)
+{
+	struct wproc *r = arg;
+	ucp_worker_progress(r->net.w);
+}
+
+/* Progress until *flag is set, c dies or ms pass. 0, -ECONNRESET, -ETIMEDOUT. */
+static int wait_for(struct wproc *r, struct conn *c, volatile bool *flag, int ms)
+{
+	int64_t end = now_ms() + ms;
+	while (!*flag) {
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+struct wsend {
+	unsigned inflight[2]; /* sends of each mirror slot not yet completed */
+	struct m_sample *hdr[2];
+};
+
+/* Samples go eager (the home copies each one from UCX's buffer: over TCP the
+ * fastest, measured by tests/bench/bench-remote.sh: 2,045-2,197 img/s against
+ * 1,147-1,541 by rendezvous, whose handshake per sample costs a round trip to
+ * a CPU-poor home) unless $GOLDMINER_REMOTE_RNDV=1: then by rendezvous, received
+ * straight into the slot (what an RDMA fabric wants: no copy at the home). */
+static bool rndv_samples(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("GOLDMINER_REMOTE_RNDV");
+		on = e && !strcmp(e, "1");
+	}
+	return on;
+}
+
+static void sample_done(void *req, ucs_status_t st, void *user)
+{
+	(void)st;
+	(*(unsigned *)user)--;
+	ucp_request_free(req);
+}
+
+static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_t len,
+		       unsigned *inflight)
+{
+	ucp_request_param_t rp = {
+	    .op_attr_mask =
+		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .flags = UCP_AM_SEND_FLAG_REPLY |
+		     (rndv_samples() ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+	    .cb.send = sample_done,
+	    .user_data = inflight,
+	};
+	void *p = ucp_am_send_nbx(c->ep, AM_SAMPLE, h, sizeof(*h), px, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		gm_remote_conn_kill(c, "send failed: %s", ucs_status_string(UCS_PTR_STATUS(p)));
+		return -ECONNRESET;
+	}
+	if (p)
+		(*inflight)++;
+	return 0;
+}
+
+/* Send the samples this worker made (not those the lease said were done) and the
+ * publish; the mirror slot stays untouched until its sends complete. */
+static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot, struct wsend *ws,
+		size_t sb)
+{
+	const struct m_lease *l = &r->lease;
+	uint32_t words = (gm_ring_hdr(m)->batch_size + 63) / 64;
+	_Atomic uint64_t *done = gm_ring_done_bits(m, slot), *err = gm_ring_err_bits(m, slot);
+	struct gm_slot_ctl *ctl = gm_ring_ctl(m, slot);
+	const uint8_t *px = gm_ring_data(m, slot);
+	uint32_t nbad = 0;
+	for (uint32_t i = 0; i < l->nb; i++) {
+		uint64_t bit = 1ull << (i % 64);
+		if (!(atomic_load(&done[i / 64]) & bit) || (r->scratch[i / 64] & bit))
+			continue;
+		struct m_sample *h = &ws->hdr[slot][i];
+		*h = (struct m_sample){.task = l->task,
+				       .vpid = l->vpid,
+				       .pos = i,
+				       .id = gm_ring_ids(m, slot)[i],
+				       .bad = !!(atomic_load(&err[i / 64]) & bit),
+				       .label = gm_ring_labels(m, slot)[i]};
+		/* the worker recorded its bad samples in position order (handle_bad), so
+		 * the k-th bad one it made has the k-th record (keyed by the bad file's
+		 * id: the slot holds the substitute's); past GM_RING_MAX_ERRS, none */
+		if (h->bad && nbad < ctl->n_recs) {
+			h->rec = ctl->errs[nbad];
+			h->has_rec = 1;
+		}
+		nbad += h->bad;
+		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
+			return -ECONNRESET;
+	}
+	struct m_publish p = {.task = l->task,
+			      .vpid = l->vpid,
+			      .nb = l->nb,
+			      .status = ctl->status,
+			      .n_recs = ctl->n_recs,
+			      .words = words,
+			      .ns = {ctl->read_ns, ctl->decode_ns, ctl->augment_ns, ctl->write_ns},
+			      .read_bytes = ctl->read_bytes,
+			      .preempt_ns = ctl->preempt_ns};
+	unsigned char *buf = (unsigned char *)r->scratch2;
+	for (uint32_t q = 0; q < words; q++) {
+		uint64_t e = atomic_load(&err[q]);
+		memcpy(buf + q * 8, &e, 8);
+	}
+	memcpy(buf + words * 8, ctl->errs, ctl->n_recs * sizeof(struct gm_slot_err));
+	return gm_remote_conn_send(c, AM_PUBLISH, &p, sizeof(p), buf,
+				   words * 8 + ctl->n_recs * sizeof(struct gm_slot_err));
+}
+
+/* The mirror slot starts from what the home already has of the task. */
+static void preset(struct wproc *r, struct gm_ring *m, uint32_t slot)
+{
+	const struct m_lease *l = &r->lease;
+	uint32_t words = (gm_ring_hdr(m)->batch_size + 63) / 64;
+	struct gm_slot_ctl *ctl = gm_ring_ctl(m, slot);
+	for (uint32_t q = 0; q < words; q++) {
+		atomic_store(&gm_ring_done_bits(m, slot)[q], r->scratch[q]);
+		atomic_store(&gm_ring_err_bits(m, slot)[q], 0);
+	}
+	ctl->n_errors = ctl->n_recs = 0;
+	ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
+	ctl->read_bytes = 0;
+	ctl->preempt_ns = 0;
+	atomic_store(&ctl->bits_task, l->task + 1);
+}
+
+static int drain(struct wproc *r, struct conn *c, unsigned *inflight)
+{
+	int64_t end = now_ms() + REPLY_MS;
+	while (*inflight) {
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 50000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+/* Claim, make, ship until retired, told there is no more, or cut off. */
+static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_ring *m,
+		     struct wsend *ws, size_t sb)
+{
+	uint32_t slot = 0;
+	struct m_claim cl = {0};
+	int rc = 0;
+	while (!w_retire && !rc) {
+		r->lease_in = false;
+		rc = gm_remote_conn_send(c, AM_CLAIM, &cl, sizeof(cl), NULL, 0);
+		if (!rc)
+			rc = wait_for(r, c, &r->lease_in, REPLY_MS);
+		if (rc)
+			break;
+		if (r->lease.status == -ENODATA)
+			break;
+		if (r->lease.status) {
+			int64_t end = now_ms() + NONE_WAIT_MS;
+			while (now_ms() < end && c->st != C_DEAD && !w_retire)
+				if (!ucp_worker_progress(r->net.w)) {
+					struct timespec ts = {0, 200000};
+					nanosleep(&ts, NULL);
+				}
+			continue;
+		}
+		slot ^= 1;
+		rc = drain(r, c, &ws->inflight[slot]);
+		if (rc)
+			break;
+		preset(r, m, slot);
+		rc = gm_worker_produce(w, slot, r->lease.task);
+		if (rc) {
+			fprintf(stderr, "goldminer remote worker: batch %" PRIu64 ": %s\n",
+				r->lease.task, strerror(-rc));
+			break;
+		}
+		rc = ship(r, c, m, slot, ws, sb);
+	}
+	if (!rc)
+		rc = drain(r, c, &ws->inflight[0]);
+	if (!rc)
+		rc = drain(r, c, &ws->inflight[1]);
+	return rc;
+}
+
+static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
+{
+	struct sigaction sa = {.sa_handler = on_usr1};
+	sigaction(SIGUSR1, &sa, NULL);
+	char err[512];
+	struct wproc *r = calloc(1, sizeof(*r));
+	struct gm_ring *m = NULL;
+	/* (r is large: its scratch buffers hold a whole batch's bits) */
+	struct gm_worker *w = NULL;
+	struct conn *c = NULL;
+	struct wsend ws = {{0}, {NULL, NULL}};
+	uint32_t b = pc->w.batch_size;
+	size_t sb = gm_aug_out_bytes(&pc->w.aug);
+	int rc;
+	if (!r)
+		return -ENOMEM;
+	r->net.key = bl->key;
+	r->net.verbose = 1;
+	r->net.on_msg = on_msg;
+	r->net.owner = r;
+	rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+	if (!rc)
+		rc = gm_remote_conn_connect(&r->net, bl->home_addr, &c);
+	if (!rc)
+		rc = gm_remote_conn_hello(c, ROLE_WORKER, bl->token);
+	while (!rc && c->st != C_OK) { /* the handshake, within AUTH_MS */
+		if (c->st == C_DEAD)
+			rc = -ECONNREFUSED;
+		else if (now_ms() - c->since_ms >= AUTH_MS)
+			rc = -ETIMEDOUT;
+		else if (!ucp_worker_progress(r->net.w))
+			usleep(100);
+	}
+	if (!rc)
+		rc = gm_ring_create(&m, 2, b, sb, 0, GM_RING_NO_END);
+	struct gm_worker_cfg cfg = pc->w;
+	cfg.ring = m;
+	cfg.on_sample = wprogress;
+	cfg.sample_arg = r;
+	ws.hdr[0] = calloc(b, sizeof(struct m_sample));
+	ws.hdr[1] = calloc(b, sizeof(struct m_sample));
+	if (!rc && (!ws.hdr[0] || !ws.hdr[1]))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = gm_worker_create(&w, &cfg, err, sizeof(err));
+	if (!rc)
+		rc = work_loop(r, c, w, m, &ws, sb);
+	if (rc && rc != -ENODATA)
+		fprintf(stderr, "goldminer remote worker for %s: %s%s%s\n", bl->home_addr,
+			strerror(-rc), c && c->why[0] ? ": " : "", c && c->why[0] ? c->why : "");
+	gm_worker_destroy(w);
+	gm_ring_destroy(m);
+	free(ws.hdr[0]);
+	free(ws.hdr[1]);
+	if (c)
+		gm_remote_conn_free(&r->net, c);
+	gm_remote_net_fini(&r->net);
+	free(r);
+	return rc == -ENODATA ? 0 : rc;
+}
+
+/* The remote worker process (goldminer node --remote-worker FD): its blob, its own
+ * index of the dataset (checked against the job's fingerprint), then the loop. */
+int gm_remote_worker_main(int fd)
+{
+	struct wblob *b = malloc(sizeof(*b));
+	struct gm_dataset *ds = NULL;
+	struct gm_pool_cfg pc;
+	char why[512];
+	int rc = 0;
+	memset(&pc, 0, sizeof(pc));
+	if (!b)
+		return -ENOMEM;
+	if (pread(fd, b, sizeof(*b), 0) != (ssize_t)sizeof(*b) || b->magic != MSG_MAGIC ||
+	    b->version != MSG_VERSION) {
+		fprintf(stderr, "goldminer node --remote-worker: fd %d holds no worker blob\n", fd);
+		rc = -EINVAL;
+	}
+	close(fd);
+	b->home_addr[sizeof(b->home_addr) - 1] = '\0';
+	if (!rc) {
+		rc = gm_remote_worker_job_cfg(&ds, &pc, b, why, sizeof(why));
+		if (rc)
+			fprintf(stderr, "goldminer remote worker for %s: %s\n", b->home_addr, why);
+	}
+	if (!rc)
+		rc = worker_run(&pc, b);
+	gm_dataset_close(ds);
+	memset(b, 0, sizeof(*b)); /* the secret's key */
+	free(b);
+	return rc;
+}

@@ -1,0 +1,31 @@
+/*
+ * worker.h - the remote worker process (worker.c): `goldminer node
+ * --remote-worker FD`, which a lending agent execs for a peer's job.
+ *
+ * The idea: the process owns its own connection layer (conn.h) and one lease
+ * at a time, nothing of an agent's state; the lender and the worker build the
+ * job's configuration from the same blob (msg.h) with the same function, so the
+ * lender refuses in words what the worker would fail on.
+ *
+ * Not here: forking and retiring workers (lender.c).
+ */
+#ifndef GM_REMOTE_WORKER_H
+#define GM_REMOTE_WORKER_H
+
+#include <stddef.h>
+
+#include "goldminer/pool.h"
+#include "msg.h"
+
+struct gm_dataset;
+
+/* A job's worker configuration from its blob: the same dataset path here, its
+ * fingerprint equal to the home's. 0 or -errno with why (*ds then NULL). */
+int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, const struct wblob *b,
+			     char *why, size_t wl);
+
+/* Run one remote worker from the blob on fd until retired or cut off. 0, or
+ * -errno (said on stderr). */
+int gm_remote_worker_main(int fd);
+
+#endif
