@@ -64,10 +64,10 @@ files() {
 }
 cd "$root" || exit 1
 # The lists below are split on purpose: the repository's file names have no blanks.
-core_files=$(files core/*.c core/*.h)
-lib_files=$(files core/*.c core/*.h sim/*.c sim/*.h include/goldminer/*.h |
-	grep -v '^include/goldminer/cli\.h$')
-src_files=$(files core/*.c sim/*.c cmd/*.c)
+core_files=$(files core/*.c core/*.h core/remote/*.c core/remote/*.h)
+lib_files=$(files core/*.c core/*.h core/remote/*.c core/remote/*.h sim/*.c sim/*.h \
+	include/goldminer/*.h | grep -v '^include/goldminer/cli\.h$')
+src_files=$(files core/*.c core/remote/*.c sim/*.c cmd/*.c)
 hdr_files=$(files include/goldminer/*.h)
 # shellcheck disable=SC2086
 up=$(includes $core_files | grep ': \(sim\|trace\|cluster\|profile\)\.h$' |
