@@ -12,7 +12,8 @@
  * home.c (leases for remote workers), lender.c (lent jobs and their worker
  * processes), worker.c (the remote worker process), auth.c (the secret).
  *
- * Not here: any behaviour of its own; every op is a call into those files.
+ * Not here: the protocol, leases or lending: every op but create, destroy and
+ * the status JSON is a call into those files.
  */
 
 #include <errno.h>
