@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/cgroup.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
 #include "goldminer/limits.h"
@@ -186,68 +187,6 @@ static bool fed_remotely(const struct agent *a, const struct job *j)
 	struct gm_remote_job_info ri;
 	a->rops->job_info(a->rem, j->token, &ri);
 	return ri.workers > 0 && ri.samples > 0;
-}
-
-/* Cores the CPU cgroup of this process allows, the tightest quota on its path
- * (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max); 0 when none is set. */
-static double cgroup_cpu_quota(void)
-{
-	char line[4096], path[4400], rel[4096] = "";
-	bool v2 = false;
-	FILE *f = fopen("/proc/self/cgroup", "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		bool cpu = false; /* "cpu" exactly, among the line's controllers */
-		for (char *t = c1 + 1; t && *t && !cpu;
-		     t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
-			cpu = !strncmp(t, "cpu", 3) && (t[3] == ',' || t[3] == '\0');
-		if (cpu || (!rel[0] && c1[1] == '\0' && (v2 = true))) {
-			snprintf(rel, sizeof(rel), "%s", c2 + 1);
-			rel[strcspn(rel, "\n")] = '\0';
-			v2 = !cpu;
-			if (cpu)
-				break;
-		}
-	}
-	fclose(f);
-	double best = 0;
-	for (;;) {
-		long long q = -1, per = 0;
-		if (v2) {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max", rel);
-			f = fopen(path, "r");
-			if (f) {
-				if (fscanf(f, "%lld %lld", &q, &per) != 2)
-					q = -1;
-				fclose(f);
-			}
-		} else {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_quota_us", rel);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld", &q) != 1)
-					q = -1;
-				fclose(f);
-			}
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_period_us", rel);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld", &per) != 1)
-					per = 0;
-				fclose(f);
-			}
-		}
-		if (q > 0 && per > 0 && (!best || (double)q / (double)per < best))
-			best = (double)q / (double)per;
-		char *slash = strrchr(rel, '/');
-		if (!slash || !rel[0] || !strcmp(rel, "/"))
-			break;
-		*slash = '\0';
-	}
-	return best;
 }
 
 /* Move every pool towards the division within the budget (see the file comment):
@@ -979,7 +918,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
-	a->cpu_quota = cgroup_cpu_quota();
+	a->cpu_quota = gm_cgroup_cpu_quota(NULL);
 	if (a->cpu_quota && a->cpu_quota < 1.0)
 		logf_(a,
 		      "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
