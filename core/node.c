@@ -63,6 +63,7 @@
 #include "goldminer/pool.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 #define MAX_JOBS GM_NODE_MAX_CONNS
 _Static_assert(GM_NODE_MAX_CONNS <= GM_ELASTIC_MAX_JOBS, "the division sizes every job");
@@ -135,9 +136,7 @@ static void logf_(struct agent *a, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "goldminer node: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	gm_vlog("node", fmt, ap);
 	va_end(ap);
 }
 
@@ -290,7 +289,7 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 	int rc;
 
 	if (!o->root || !*o->root) {
-		snprintf(err, errlen, "gm_loader_open: no dataset root given");
+		gm_errf(err, errlen, "gm_loader_open: no dataset root given");
 		return -EINVAL;
 	}
 	rc = gm_pool_check(o, why, sizeof(why));
@@ -323,7 +322,7 @@ out_dataset:
 	j->ds = NULL;
 out:
 	j->ring_bytes = 0;
-	snprintf(err, errlen, "gm_loader_open: %s", why);
+	gm_errf(err, errlen, "gm_loader_open: %s", why);
 	return rc;
 }
 
@@ -812,15 +811,15 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	 * this uid's own directory, or a path the user chose.) */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		close(fd);
-		snprintf(err, errlen, "%s: another goldminer node agent is running there", path);
+		gm_errf(err, errlen, "%s: another goldminer node agent is running there", path);
 		return -EADDRINUSE;
 	}
 	close(fd);
 	struct stat st;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket; not touching it",
-				 path);
+			gm_errf(err, errlen, "%s exists and is not a socket; not touching it",
+				path);
 			return -EEXIST;
 		}
 		unlink(path);
@@ -828,7 +827,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	/* non-blocking: a client that hung up before accept cannot stall the loop */
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+		gm_errf(err, errlen, "socket: %s", strerror(errno));
 		return -errno;
 	}
 	mode_t old = umask(0177); /* the socket file is created 0600 */
@@ -836,7 +835,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	umask(old);
 	if (rc < 0 || listen(fd, 64) < 0) {
 		int e = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return e;
 	}
@@ -851,13 +850,13 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 
 	*out = NULL;
 	if (o->max_conns > GM_NODE_MAX_CONNS) {
-		snprintf(err, errlen, "max_conns must be 1..%d, not %u", GM_NODE_MAX_CONNS,
-			 o->max_conns);
+		gm_errf(err, errlen, "max_conns must be 1..%d, not %u", GM_NODE_MAX_CONNS,
+			o->max_conns);
 		return -EINVAL;
 	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
-		snprintf(err, errlen, "out of memory");
+		gm_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (int i = 0; i < MAX_JOBS; i++)
@@ -894,15 +893,15 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	if (!o->listen && !o->peers)
 		return 0;
 	if (!o->listen) {
-		snprintf(err, errlen,
-			 "--peers needs --listen ADDR:PORT too: the peers' workers connect "
-			 "back to this agent, and the peers to it");
+		gm_errf(err, errlen,
+			"--peers needs --listen ADDR:PORT too: the peers' workers connect "
+			"back to this agent, and the peers to it");
 		return -EINVAL;
 	}
 	char why[1024];
 	a->rops = gm_remote_load(why, sizeof(why));
 	if (!a->rops) {
-		snprintf(err, errlen, "%s", why);
+		gm_errf(err, errlen, "%s", why);
 		return -ENOTSUP;
 	}
 	struct gm_remote_cfg c = {.listen = o->listen,
@@ -914,7 +913,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .log_arg = a};
 	int rc = a->rops->create(&a->rem, &c, why, sizeof(why));
 	if (rc) {
-		snprintf(err, errlen, "remote workers: %s", why);
+		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);

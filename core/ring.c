@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "goldminer/cgroup.h"
+#include "goldminer/util.h"
 
 _Static_assert(sizeof(struct gm_ring_hdr) <= 4096, "ring header must fit one page");
 _Static_assert(sizeof(struct gm_slot_ctl) <= 4096 - 64, "slot control must fit one page");
@@ -220,10 +221,10 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 
 	if (!bytes) {
 		if (err && errlen)
-			snprintf(err, errlen,
-				 "a ring of %u slots x %u samples x %" PRIu64
-				 " bytes is out of range (slots: a power of two up to 1024)",
-				 nslots, batch_size, sample_bytes);
+			gm_errf(err, errlen,
+				"a ring of %u slots x %u samples x %" PRIu64
+				" bytes is out of range (slots: a power of two up to 1024)",
+				nslots, batch_size, sample_bytes);
 		return -EINVAL;
 	}
 	room = gm_ring_mem_room(src, sizeof(src));
@@ -232,12 +233,12 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 	if (err && errlen) {
 		human(need, sizeof(need), bytes);
 		human(have, sizeof(have), room);
-		snprintf(err, errlen,
-			 "a ring of %u slots x %u samples x %" PRIu64
-			 " bytes needs %s, more than the %s of memory this process may still take "
-			 "(%s); lower the batch size, the image size or the slots (--batch, "
-			 "--size, --slots)",
-			 nslots, batch_size, sample_bytes, need, have, src);
+		gm_errf(err, errlen,
+			"a ring of %u slots x %u samples x %" PRIu64
+			" bytes needs %s, more than the %s of memory this process may still take "
+			"(%s); lower the batch size, the image size or the slots (--batch, "
+			"--size, --slots)",
+			nslots, batch_size, sample_bytes, need, have, src);
 	}
 	return -ENOMEM;
 }
