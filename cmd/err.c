@@ -11,9 +11,11 @@
  *  - the only library code that writes to stderr is the long-running agent's event
  *    log (node.c: attach, detach, refusals; pool.c: a stalled worker killed), and
  *    it does so through gm_log (util.h): "goldminer MODULE: EVENT".
- *  - the simulator stops on a malformed trace through one function
- *    (sim.c's fail()) that names the file and line; it returns -EINVAL with that
- *    message in err, and `goldminer sim` prints it through cmd_err.
+ *  - the simulator never stops the process: a malformed trace, cluster or
+ *    profile file comes back from its loader as -EBADMSG/-EINVAL with
+ *    "PATH:LINE: why" in err (one gm_errf per reader, sim/trace.c's row loop for
+ *    traces), a failed run through sim_fail (sim/sim.c: the first failure wins,
+ *    gm_sim_run returns it), and `goldminer sim` prints either through cmd_err.
  *  - a command's own errors (bad options, missing arguments, failed writes) go
  *    through cmd_err below: "goldminer CMD: WHAT: WHY (HINT)". WHAT names the
  *    thing (an option, a path); WHY says what is wrong, strerror text included

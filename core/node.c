@@ -970,7 +970,21 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 	}
 }
 
-int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+/* rc; when it is an error, the message in err[errlen] is put after "fn: " (the
+ * public function the caller called, util.h). */
+static int named(int rc, const char *fn, char *err, size_t errlen)
+{
+	char why[2048];
+
+	if (rc >= 0 || !err || !errlen)
+		return rc;
+	snprintf(why, sizeof(why), "%s", err);
+	gm_errf(err, errlen, "%s: %s", fn, why);
+	return rc;
+}
+
+static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
+		    size_t errlen)
 {
 	struct agent *a;
 	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
@@ -1015,6 +1029,11 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 	return 0;
 }
 
+int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+	return named(node_run(o, stop, err, errlen), "gm_node_run", err, errlen);
+}
+
 /* One request/reply exchange on a fresh connection (STATUS, SCALE). */
 static int call(const char *socket_path, struct gm_node_req *req, char *out, size_t outlen)
 {
@@ -1029,12 +1048,12 @@ static int call(const char *socket_path, struct gm_node_req *req, char *out, siz
 	int rc = gm_wire_call(fd, req, &rep, NULL);
 	close(fd);
 	if (rc == -EPIPE) {
-		snprintf(out, outlen, "the node agent at %s closed the connection without a reply",
-			 path);
+		gm_errf(out, outlen, "the node agent at %s closed the connection without a reply",
+			path);
 		return rc;
 	}
 	if (rc) {
-		snprintf(out, outlen, "no valid reply from the node agent at %s", path);
+		gm_errf(out, outlen, "no valid reply from the node agent at %s", path);
 		return -EPROTO;
 	}
 	snprintf(out, outlen, "%s", rep.msg);
@@ -1045,7 +1064,7 @@ int gm_node_status(const char *socket_path, char *out, size_t outlen)
 {
 	struct gm_node_req req;
 	gm_wire_request(&req, GM_NODE_STATUS);
-	return call(socket_path, &req, out, outlen);
+	return named(call(socket_path, &req, out, outlen), "gm_node_status", out, outlen);
 }
 
 int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen)
@@ -1054,5 +1073,5 @@ int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size
 	gm_wire_request(&req, GM_NODE_SCALE);
 	req.pid = pid;
 	req.workers = workers;
-	return call(socket_path, &req, out, outlen);
+	return named(call(socket_path, &req, out, outlen), "gm_node_scale", out, outlen);
 }

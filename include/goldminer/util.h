@@ -15,11 +15,13 @@
  *    size_t errlen` out-parameter of a constructor or a one-shot call, or a
  *    long-lived handle's own message (gm_loader_errmsg, gm_aug_errmsg), always
  *    written through gm_errf/gm_verrf, so a message too long for its buffer keeps
- *    its start and its cause. A message begins with the public function the
- *    caller called ("gm_loader_open: ", "gm_pack: ", "gm_dataset_open: "), and a
- *    caller that wraps a callee's message puts its own name first; the
- *    simulator's file readers begin with "PATH:LINE: " instead (the file and the
- *    line are what a user fixes). A message names the fix when it is known.
+ *    its start and its cause. A message an application gets begins with the
+ *    entry point it called ("gm_loader_open: ", "gm_node_run: ", "gm_pack: ");
+ *    the parts the entry points are built of (pool, wire, ring admission, the
+ *    worker's per-sample messages) write only the cause, and their caller puts
+ *    its own name before it. The simulator's file readers begin with
+ *    "PATH:LINE: " or "SPEC: " instead (the file and the line are what a user
+ *    fixes). A message names the fix when it is known.
  *  - the one exception is the event log of long-running work (the node agent's
  *    attach/detach/refusals, a pool killing a stalled worker): gm_log, one line
  *    "goldminer MODULE: EVENT" on stderr. Nothing else in the library writes to
