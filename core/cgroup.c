@@ -166,10 +166,12 @@ static void mem_visit(const char *dir, const char *cg, void *arg)
 
 void gm_cgroup_mem(const char *root, struct gm_cgroup_mem *m)
 {
-	struct mem_walk v1 = {m, false}, v2 = {m, true};
+	struct mem_walk v1, v2;
 
 	m->limit = m->room = UINT64_MAX;
 	m->src[0] = 0;
+	v1 = (struct mem_walk){m, false};
+	v2 = (struct mem_walk){m, true};
 	walk(root, "/sys/fs/cgroup/memory", "memory", mem_visit, &v1);
 	walk(root, "/sys/fs/cgroup", NULL, mem_visit, &v2);	    /* v2 only (unified) */
 	walk(root, "/sys/fs/cgroup/unified", NULL, mem_visit, &v2); /* hybrid */
