@@ -155,10 +155,7 @@ static bool keyword_opts(struct bench *b, const char **val)
 		else if (!strcmp(s, "float16"))
 			b->o.aug.out = GM_OUT_F16_CHW;
 		else {
-			fprintf(
-			    stderr,
-			    "goldminer bench: --output is uint8, float32 or float16, not '%s'\n",
-			    s);
+			cmd_err(CMD, "--output", NULL, "is uint8, float32 or float16, not '%s'", s);
 			return false;
 		}
 	}
@@ -169,8 +166,7 @@ static bool keyword_opts(struct bench *b, const char **val)
 		else if (!strcmp(s, "fail"))
 			b->o.on_error = GM_ON_ERROR_FAIL;
 		else {
-			fprintf(stderr, "goldminer bench: --on-error is skip or fail, not '%s'\n",
-				s);
+			cmd_err(CMD, "--on-error", NULL, "is skip or fail, not '%s'", s);
 			return false;
 		}
 	}
@@ -208,10 +204,8 @@ static bool number_opts(struct bench *b, const char **val)
 		if (cmd_double(CMD, "--consumer-rate (batches/s)", val[O_RATE], 0, &b->rate))
 			return false;
 		if (!(b->rate > 0)) {
-			fprintf(stderr,
-				"goldminer bench: --consumer-rate (batches/s): bad value '%s' (a "
-				"number > 0)\n",
-				val[O_RATE]);
+			cmd_err(CMD, "--consumer-rate (batches/s)", "a number > 0",
+				"bad value '%s'", val[O_RATE]);
 			return false;
 		}
 	}
@@ -245,7 +239,7 @@ static int bench_options(struct bench *b, int argc, char **argv)
 		b->o.aug.flip_p = 0;
 	}
 	if (a.npos != 1) {
-		fprintf(stderr, "goldminer bench: expected one DATA directory\n");
+		cmd_err(CMD, NULL, NULL, "expected one DATA directory, not %d arguments", a.npos);
 		cmd_usage(stderr, synopsis, opts, O_N);
 		return 2;
 	}
@@ -262,10 +256,10 @@ static const char *probe_reader(bool quiet)
 	if (gm_reader_create(&probe, 1) == 0) {
 		reader = gm_reader_mode(probe);
 		if (strcmp(reader, "io_uring") != 0 && !quiet)
-			fprintf(stderr,
-				"goldminer: io_uring is not usable here (%s); workers read "
-				"with pread, file by file\n",
-				gm_reader_why(probe));
+			cmd_note(CMD,
+				 "io_uring is not usable here (%s); workers read with pread, "
+				 "file by file",
+				 gm_reader_why(probe));
 		gm_reader_destroy(probe);
 	}
 	return reader;
@@ -278,7 +272,7 @@ static int bench_open(struct bench *b)
 	char err[512], why[200] = "";
 	double t_open = now_s();
 	if (gm_loader_open(&b->l, &b->o, err, sizeof(err))) {
-		fprintf(stderr, "goldminer bench: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		b->l = NULL;
 		return 1;
 	}
@@ -296,16 +290,17 @@ static int bench_open(struct bench *b)
 	b->cuda = gm_cuda_available(why, sizeof(why));
 	if (b->device_copy) {
 		if (!b->cuda) {
-			fprintf(stderr, "goldminer bench: --device-copy: %s\n", why);
+			cmd_err(CMD, "--device-copy", "run without --device-copy", "%s", why);
 			return 1;
 		}
 		size_t bytes = (size_t)st.batch_size * st.sample_bytes;
 		if (gm_cuda_malloc(&b->dev, bytes)) {
-			fprintf(stderr, "goldminer bench: cudaMalloc of %zu bytes failed\n", bytes);
+			cmd_err(CMD, "--device-copy", "lower --batch or --size",
+				"cudaMalloc of %zu bytes failed", bytes);
 			return 1;
 		}
 	} else if (!b->cuda && !b->quiet) {
-		fprintf(stderr, "goldminer: %s; pinning skipped\n", why);
+		cmd_note(CMD, "%s; pinning skipped", why);
 	}
 	b->reader = probe_reader(b->quiet);
 	b->tty = !b->quiet && isatty(2);
@@ -349,7 +344,8 @@ static int bench_consume(struct bench *b, double t0)
 	struct gm_batch bt;
 	for (;;) {
 		if (interrupted) {
-			fprintf(stderr, "\ngoldminer bench: interrupted (%s)\n",
+			fputc('\n', stderr);
+			cmd_err(CMD, NULL, NULL, "interrupted (%s)",
 				interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 128 + interrupted;
 		}
@@ -366,7 +362,7 @@ static int bench_consume(struct bench *b, double t0)
 		if (e < 0) {
 			if (b->tty)
 				fputc('\n', stderr);
-			fprintf(stderr, "goldminer bench: %s\n", gm_loader_errmsg(b->l));
+			cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(b->l));
 			return 1;
 		}
 		if (b->checksum)
@@ -376,7 +372,7 @@ static int bench_consume(struct bench *b, double t0)
 		if (b->dev) {
 			double d0 = now_s();
 			if (gm_loader_copy_to_device(b->l, &bt, b->dev)) {
-				fprintf(stderr, "goldminer bench: %s\n", gm_loader_errmsg(b->l));
+				cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(b->l));
 				return 1;
 			}
 			b->dev_s += now_s() - d0;
@@ -396,13 +392,11 @@ static void report_errors(const struct bench *b, const struct gm_loader_stats *s
 	uint64_t listed = 0;
 	const char *path, *msg;
 	while (gm_loader_error(b->l, listed, &path, &msg) == 0) {
-		fprintf(stderr, "goldminer: skipped %s: %s\n", path, msg);
+		cmd_err(CMD, path, NULL, "skipped: %s", msg);
 		listed++;
 	}
 	if (st->errors > listed)
-		fprintf(stderr,
-			"goldminer: ... and %" PRIu64
-			" more bad samples (8 are listed per batch)\n",
+		cmd_err(CMD, NULL, "8 are listed per batch", "... and %" PRIu64 " more bad samples",
 			st->errors - listed);
 }
 

@@ -4,7 +4,7 @@
  * library's public headers, like any user program.
  *
  * Every command returns the process exit status (0 ok, 1 runtime error, 2 usage
- * error) and prints its own errors, prefixed "goldminer COMMAND: ".
+ * error) and prints its own errors through cmd_err: "goldminer COMMAND: ...".
  */
 #ifndef GOLDMINER_CMD_H
 #define GOLDMINER_CMD_H
@@ -52,6 +52,20 @@ struct cmd_args {
  */
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
 	      struct cmd_args *a);
+
+/*
+ * The one way a command reports an error (cmd/err.c says why there is one):
+ * "goldminer CMD: WHAT: WHY (HINT)" and a newline on stderr. cmd NULL or "": plain
+ * "goldminer: " (main, before a command is chosen). what: the thing at fault (an
+ * option "--on-error", a path), NULL or "" to leave out. fmt...: the cause. hint:
+ * the fix, in words, NULL when there is none to name; written in parentheses.
+ */
+void cmd_err(const char *cmd, const char *what, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* An informative line that is not an error ("metrics on port N", a summary):
+ * "goldminer CMD: " then fmt... and a newline, on stderr. */
+void cmd_note(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Print "usage: SYNOPSIS" then one aligned line per option of the table. */
 void cmd_usage(FILE *f, const char *synopsis, const struct cmd_opt *opts, int n);

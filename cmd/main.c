@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "goldminer: unknown command '%s'\n", argv[1]);
+	cmd_err(NULL, argv[1], "goldminer help lists them", "unknown command");
 	usage(stderr);
 	return 2;
 }

@@ -97,13 +97,13 @@ int gm_metrics_start(struct gm_metrics **out, const char *addr, char *err, size_
 
 	*out = NULL;
 	if (!addr || parse_addr(addr, &sa)) {
-		snprintf(err, errlen, "metrics address '%s': expected PORT, :PORT or IPV4:PORT",
+		snprintf(err, errlen, "address '%s': expected PORT, :PORT or IPV4:PORT",
 			 addr ? addr : "");
 		return -EINVAL;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		snprintf(err, errlen, "metrics: out of memory");
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&m->mu, NULL);
@@ -115,7 +115,7 @@ int gm_metrics_start(struct gm_metrics **out, const char *addr, char *err, size_
 				MHD_OPTION_END);
 	if (!m->d) {
 		int e = errno ? errno : EADDRINUSE;
-		snprintf(err, errlen, "metrics: cannot listen on %s: %s", addr, strerror(e));
+		snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(e));
 		pthread_mutex_destroy(&m->mu);
 		free(m);
 		return -e;

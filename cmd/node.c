@@ -103,13 +103,12 @@ static int run_agent(struct gm_node_opts *o, const char *metrics_addr)
 
 	if (metrics_addr) {
 		if (gm_metrics_start(&m, metrics_addr, err, sizeof(err))) {
-			fprintf(stderr, "goldminer " CMD ": --metrics: %s\n", err);
+			cmd_err(CMD, "--metrics", NULL, "%s", err);
 			return 1;
 		}
 		o->on_tick = publish;
 		o->tick_arg = m;
-		fprintf(stderr, "goldminer " CMD ": metrics on port %u (GET /metrics)\n",
-			gm_metrics_port(m));
+		cmd_note(CMD, "metrics on port %u (GET /metrics)", gm_metrics_port(m));
 	}
 
 	memset(&sa, 0, sizeof(sa));
@@ -118,7 +117,7 @@ static int run_agent(struct gm_node_opts *o, const char *metrics_addr)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (gm_node_run(o, &node_stop, err, sizeof(err))) {
-		fprintf(stderr, "goldminer " CMD ": %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		rc = 1;
 	}
 	gm_metrics_stop(m);
@@ -132,7 +131,7 @@ static int ask_agent(const char *socket_path, bool status, int pid, int n)
 	int rc = status ? gm_node_status(socket_path, out, sizeof(out))
 			: gm_node_scale(socket_path, pid, n, out, sizeof(out));
 	if (rc) {
-		fprintf(stderr, "goldminer " CMD ": %s\n", out);
+		cmd_err(CMD, NULL, NULL, "%s", out);
 		return 1;
 	}
 	if (status)
@@ -149,7 +148,7 @@ static int remote_worker(const char *fdarg)
 		return 2;
 	const struct gm_remote_ops *ops = gm_remote_load(err, sizeof(err));
 	if (!ops) {
-		fprintf(stderr, "goldminer " CMD ": %s\n", err);
+		cmd_err(CMD, "--remote-worker", NULL, "%s", err);
 		return 1;
 	}
 	return ops->worker_main((int)fd) ? 1 : 0;
@@ -176,9 +175,7 @@ int gm_cmd_node(int argc, char **argv)
 		o.cpus = (uint32_t)v;
 	}
 	if (val[O_MEM] && (gm_ring_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
-		fprintf(stderr,
-			"goldminer " CMD ": --mem takes a size of at least 1M, like 512M or 8G, "
-			"not '%s'\n",
+		cmd_err(CMD, "--mem", "like 512M or 8G", "takes a size of at least 1M, not '%s'",
 			val[O_MEM]);
 		return 2;
 	}
@@ -199,14 +196,13 @@ int gm_cmd_node(int argc, char **argv)
 	o.verbose = !val[O_QUIET];
 	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
 			     scale_pid <= 0 || scale_n < 0)) {
-		fprintf(stderr,
-			"goldminer " CMD ": --scale takes PID=N (N = 0: the policy "
-			"decides again), not '%s'\n",
+		cmd_err(CMD, "--scale", "N = 0: the policy decides again", "takes PID=N, not '%s'",
 			val[O_SCALE]);
 		return 2;
 	}
 	if (a.npos) {
-		fprintf(stderr, "goldminer " CMD ": unexpected argument '%s'\n", pos[0]);
+		cmd_err(CMD, pos[0], "goldminer node --help lists the options",
+			"unexpected argument");
 		return 2;
 	}
 	if (val[O_RWORKER])

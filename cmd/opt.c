@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,34 +49,39 @@ static int prefix_matches(const struct cmd_opt *opts, int n, const char *s, size
  * argument getopt_long last stepped over, the refused one for a long option. */
 static void refused(const char *cmd, const struct cmd_opt *opts, int n, int c, const char *arg)
 {
+	char hint[96], what[80], cand[512] = "";
+
+	snprintf(hint, sizeof(hint), "goldminer %s --help lists the options", cmd);
 	if (optopt > 0 && optopt < 256) {
 		/* a short option: "-x", or a letter inside a cluster "-qx" (glibc sets
 		 * optopt to the letter; to 0 or the option's val for a long one) */
-		if (c == ':')
-			fprintf(stderr, "goldminer %s: -%c needs a value\n", cmd, optopt);
-		else
-			fprintf(stderr, "goldminer %s: unknown option '-%c'\n", cmd, optopt);
+		snprintf(what, sizeof(what), "-%c", optopt);
+		cmd_err(cmd, what, hint, c == ':' ? "needs a value" : "unknown option");
 		return;
 	}
 	const char *name = arg + 2, *eq = strchr(name, '=');
 	size_t len = eq ? (size_t)(eq - name) : strlen(name);
 	int exact, first, k = prefix_matches(opts, n, name, len, &exact, &first);
 	int i = exact >= 0 ? exact : first;
-	if (c == ':' && i >= 0)
-		fprintf(stderr, "goldminer %s: --%s needs a value\n", cmd, opts[i].name);
-	else if (k == 0)
-		fprintf(stderr, "goldminer %s: unknown option '%s'\n", cmd, arg);
-	else if (exact < 0 && k > 1) {
-		fprintf(stderr, "goldminer %s: ambiguous option '%.*s' (could be", cmd,
-			(int)(len + 2), arg);
-		for (int j = 0; j < n; j++)
+	if (c == ':' && i >= 0) {
+		snprintf(what, sizeof(what), "--%s", opts[i].name);
+		cmd_err(cmd, what, hint, "needs a value");
+	} else if (k == 0) {
+		cmd_err(cmd, arg, hint, "unknown option");
+	} else if (exact < 0 && k > 1) {
+		size_t at = 0;
+		for (int j = 0; j < n && at < sizeof(cand); j++)
 			if (!strncmp(opts[j].name, name, len))
-				fprintf(stderr, " --%s", opts[j].name);
-		fprintf(stderr, ")\n");
-	} else if (eq && !opts[i].arg)
-		fprintf(stderr, "goldminer %s: --%s takes no value\n", cmd, opts[i].name);
-	else
-		fprintf(stderr, "goldminer %s: bad option '%s'\n", cmd, arg);
+				at += (size_t)snprintf(cand + at, sizeof(cand) - at, " --%s",
+						       opts[j].name);
+		snprintf(what, sizeof(what), "%.*s", (int)(len + 2), arg);
+		cmd_err(cmd, what, hint, "ambiguous option (could be%s)", cand);
+	} else if (eq && !opts[i].arg) {
+		snprintf(what, sizeof(what), "--%s", opts[i].name);
+		cmd_err(cmd, what, hint, "takes no value");
+	} else {
+		cmd_err(cmd, arg, hint, "bad option");
+	}
 }
 
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
@@ -87,7 +93,8 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 	int c, idx;
 
 	if (n > MAX_OPTS) {
-		fprintf(stderr, "goldminer %s: option table too large\n", cmd);
+		cmd_err(cmd, NULL, NULL, "option table too large (%d options, at most %d)", n,
+			MAX_OPTS);
 		return 2;
 	}
 	for (int i = 0; i < n; i++) {
@@ -120,7 +127,6 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 			k = c - 256;
 		} else if (c == '?' || c == ':') {
 			refused(cmd, opts, n, c, argv[optind - 1]);
-			fprintf(stderr, "(goldminer %s --help lists the options)\n", cmd);
 			return 2;
 		} else {
 			for (int i = 0; i < n; i++)
@@ -161,10 +167,8 @@ int cmd_u64(const char *cmd, const char *what, const char *s, uint64_t lo, uint6
 	/* decimal, or hex after 0x; never octal: "010" is ten, as a user means it */
 	v = s ? strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10) : 0;
 	if (!s || errno || end == s || *end || v < lo || v > hi || *s == '-' || *s == '+') {
-		fprintf(stderr,
-			"goldminer %s: %s must be an integer in %" PRIu64 "..%" PRIu64
-			", not '%s'\n",
-			cmd, what, lo, hi, s ? s : "");
+		cmd_err(cmd, what, NULL, "must be an integer in %" PRIu64 "..%" PRIu64 ", not '%s'",
+			lo, hi, s ? s : "");
 		return -EINVAL;
 	}
 	*out = v;
@@ -176,8 +180,9 @@ int cmd_double(const char *cmd, const char *what, const char *s, double lo, doub
 	char *end;
 	double x = s ? strtod(s, &end) : NAN;
 	if (!s || !*s || *end || !isfinite(x) || x < lo) {
-		fprintf(stderr, "goldminer %s: %s: bad value '%s' (a number >= %g)\n", cmd, what,
-			s ? s : "", lo);
+		char hint[48];
+		snprintf(hint, sizeof(hint), "a number >= %g", lo);
+		cmd_err(cmd, what, hint, "bad value '%s'", s ? s : "");
 		return -EINVAL;
 	}
 	*out = x;

@@ -72,13 +72,14 @@ int gm_cmd_pack(int argc, char **argv)
 			return 2;
 	}
 	if (a.npos != 2) {
+		cmd_err(CMD, NULL, NULL, "expected SRC and DST, not %d arguments", a.npos);
 		pack_usage(stderr);
 		return 2;
 	}
 	double t0 = now_s();
 	struct gm_pack_opts o = {(uint32_t)per, (uint32_t)restart, val[O_TREE] != NULL};
 	if (gm_pack_ex(pos[0], pos[1], &o, &st, err, sizeof(err))) {
-		fprintf(stderr, "goldminer %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
 	if (o.tree)

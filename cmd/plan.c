@@ -82,7 +82,7 @@ static int plan_spec(const char *spec, bool json)
 	char err[1024];
 	int r = gm_pipeline_parse(spec, &p, err, sizeof(err));
 	if (r) {
-		fprintf(stderr, "goldminer plan: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		if (json) {
 			fputs("{\"error\":", stdout);
 			gm_json_str(stdout, err);
@@ -117,11 +117,11 @@ int gm_cmd_plan(int argc, char **argv)
 		preset = val[O_TRAIN] ? NULL : GM_PIPELINE_EVAL_DEFAULT;
 	char *spec = join_words(a.pos, a.npos, &oom);
 	if (oom) {
-		fprintf(stderr, "goldminer plan: out of memory\n");
+		cmd_err(CMD, NULL, NULL, "out of memory");
 		return 1;
 	}
 	if ((spec != NULL) == (preset != NULL) || (val[O_TRAIN] && val[O_EVAL])) {
-		fprintf(stderr, "goldminer plan: give one SPEC, or --train, or --eval\n");
+		cmd_err(CMD, NULL, NULL, "give one SPEC, or --train, or --eval");
 		plan_usage(stderr);
 		rc = 2;
 	} else {

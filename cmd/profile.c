@@ -124,6 +124,7 @@ static int profile_options(struct run *r, int argc, char **argv)
 	    (val[O_BATCH] && cmd_u64(CMD, "--batch", val[O_BATCH], 1, GM_MAX_BATCH, &r->batch)))
 		return 2;
 	if (a.npos != 1) {
+		cmd_err(CMD, NULL, NULL, "expected one DATA directory, not %d arguments", a.npos);
 		cmd_usage(stderr, synopsis, opts, O_N);
 		return 2;
 	}
@@ -142,14 +143,18 @@ static int profile_new_class(struct run *r, const char *name, const char *base)
 	int b = gm_profile_find(&r->prof, base);
 	if (!*name || strlen(name) >= sizeof(r->prof.c[0].name) || strpbrk(name, "\t\n\r ") ||
 	    gm_profile_find(&r->prof, name) >= 0) {
-		fprintf(stderr,
-			"goldminer profile: --class %s=%s: the new name must be 1..%zu characters "
-			"without blanks and not already a class\n",
-			name, base, sizeof(r->prof.c[0].name) - 1);
+		char what[160];
+		snprintf(what, sizeof(what), "--class %.64s=%.64s", name, base);
+		cmd_err(CMD, what, NULL,
+			"the new name must be 1..%zu characters without blanks and not already "
+			"a class",
+			sizeof(r->prof.c[0].name) - 1);
 		return -1;
 	}
 	if (b < 0 || r->prof.n >= GM_PROFILE_MAX) {
-		fprintf(stderr, "goldminer profile: --class %s=%s: %s\n", name, base,
+		char what[160];
+		snprintf(what, sizeof(what), "--class %.64s=%.64s", name, base);
+		cmd_err(CMD, what, NULL, "%s",
 			b < 0 ? "no such base class in the profile" : "the profile is full");
 		return -1;
 	}
@@ -172,7 +177,7 @@ static int profile_classes(struct run *r)
 	char err[1024];
 	if (r->base) {
 		if (gm_profile_load(&r->prof, r->base, err, sizeof(err))) {
-			fprintf(stderr, "goldminer profile: %s\n", err);
+			cmd_err(CMD, NULL, NULL, "%s", err);
 			return 1;
 		}
 	} else {
@@ -180,7 +185,7 @@ static int profile_classes(struct run *r)
 	}
 	char *list = strdup(r->classes), *save = NULL;
 	if (!list) {
-		fprintf(stderr, "goldminer profile: out of memory\n");
+		cmd_err(CMD, NULL, NULL, "out of memory");
 		return 1;
 	}
 	r->nidx = 0;
@@ -198,8 +203,8 @@ static int profile_classes(struct run *r)
 			k = gm_profile_find(&r->prof, t);
 		}
 		if (k < 0) {
-			fprintf(stderr, "goldminer profile: class '%s' is not in the %s profile\n",
-				t, r->base ? r->base : "built-in");
+			cmd_err(CMD, "--class", NULL, "class '%s' is not in the %s profile", t,
+				r->base ? r->base : "built-in");
 			free(list);
 			return 2;
 		}
@@ -208,7 +213,7 @@ static int profile_classes(struct run *r)
 	}
 	free(list);
 	if (!r->nidx) {
-		fprintf(stderr, "goldminer profile: --class names no class\n");
+		cmd_err(CMD, "--class", NULL, "names no class");
 		return 2;
 	}
 	return 0;
@@ -228,7 +233,7 @@ static int profile_measure(struct run *r)
 	/* whole epochs: the index alone gives the dataset size (no workers started) */
 	struct gm_dataset *ds;
 	if (gm_dataset_open(&ds, r->data, err, sizeof(err))) {
-		fprintf(stderr, "goldminer profile: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
 	uint32_t count = gm_dataset_count(ds);
@@ -242,7 +247,7 @@ static int profile_measure(struct run *r)
 	getrusage(RUSAGE_CHILDREN, &r0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
 	if (gm_loader_open(&l, &o, err, sizeof(err))) {
-		fprintf(stderr, "goldminer profile: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
 	struct gm_batch b;
@@ -254,7 +259,7 @@ static int profile_measure(struct run *r)
 			gm_loader_release(l, &b);
 	}
 	if (rc < 0) {
-		fprintf(stderr, "goldminer profile: %s\n", gm_loader_errmsg(l));
+		cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(l));
 		gm_loader_close(l);
 		return 1;
 	}
@@ -265,7 +270,7 @@ static int profile_measure(struct run *r)
 	r->cpu = tv_s(r1.ru_utime) - tv_s(r0.ru_utime) + tv_s(r1.ru_stime) - tv_s(r0.ru_stime);
 	r->wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
 	if (!(r->cpu > 0) || !r->st.samples) {
-		fprintf(stderr, "goldminer profile: no worker CPU time was measured\n");
+		cmd_err(CMD, r->data, "give more --images", "no worker CPU time was measured");
 		return 1;
 	}
 	r->rate = (double)r->st.samples / r->cpu;
@@ -302,15 +307,16 @@ static void profile_update(struct run *r, const char *day)
 /* The summary on stderr and the table to --out or stdout. 0, or 1 after a message. */
 static int profile_write(struct run *r, const char *day)
 {
-	char err[1024], comment[512];
-	fprintf(stderr,
-		"profile: %s: %llu samples in %.2f s wall, worker CPU %.2f s: %.1f samples/s per "
-		"vCPU (%.0f us each); written to class%s",
-		r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate, 1e6 / r->rate,
-		r->nidx > 1 ? "es" : "");
-	for (int k = 0; k < r->nidx; k++)
-		fprintf(stderr, " %s", r->prof.c[r->idx[k]].name);
-	fprintf(stderr, "\n");
+	char err[1024], comment[512], names[GM_PROFILE_MAX * 40] = "";
+	size_t at = 0;
+	for (int k = 0; k < r->nidx && at < sizeof(names); k++)
+		at += (size_t)snprintf(names + at, sizeof(names) - at, " %s",
+				       r->prof.c[r->idx[k]].name);
+	cmd_note(CMD,
+		 "%s: %llu samples in %.2f s wall, worker CPU %.2f s: %.1f samples/s per vCPU "
+		 "(%.0f us each); written to class%s%s",
+		 r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate,
+		 1e6 / r->rate, r->nidx > 1 ? "es" : "", names);
 	snprintf(comment, sizeof(comment),
 		 "Written by goldminer profile %s from the %s table; cpu_rate of the measured\n"
 		 "classes is this machine's; every other figure is the base table's.\n"
@@ -318,7 +324,7 @@ static int profile_write(struct run *r, const char *day)
 		 day, r->base ? r->base : "built-in");
 	if (gm_profile_write(&r->prof, r->outp ? r->outp : "/dev/stdout", comment, err,
 			     sizeof(err))) {
-		fprintf(stderr, "goldminer profile: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
 	return 0;
@@ -330,7 +336,7 @@ int gm_cmd_profile(int argc, char **argv)
 	char day[32];
 	int rc;
 	if (!r) {
-		fprintf(stderr, "goldminer profile: out of memory\n");
+		cmd_err(CMD, NULL, NULL, "out of memory");
 		return 1;
 	}
 	rc = profile_options(r, argc, argv);

@@ -120,7 +120,7 @@ static int get_numbers(struct sim_args *a)
 		return -EINVAL;
 	if (v[O_REMOTE] && (cmd_double("sim", "--remote-cost", v[O_REMOTE], 0, &o->remote_cost) ||
 			    o->remote_cost >= 1)) {
-		fprintf(stderr, "goldminer sim: --remote-cost must be in [0, 1)\n");
+		cmd_err("sim", "--remote-cost", NULL, "must be in [0, 1), not '%s'", v[O_REMOTE]);
 		return -EINVAL;
 	}
 	if (v[O_LOCAL] && cmd_double("sim", "--local-min", v[O_LOCAL], 0, &o->local_min))
@@ -139,7 +139,8 @@ static int get_numbers(struct sim_args *a)
 	if (v[O_SEEDS] && cmd_u64("sim", "--seeds", v[O_SEEDS], 1, SIM_MAX_SEEDS, &a->seeds))
 		return -EINVAL;
 	if (a->seeds - 1 > UINT64_MAX - o->seed) {
-		fprintf(stderr, "goldminer sim: --seed + --seeds - 1 passes 2^64 - 1\n");
+		cmd_err("sim", "--seeds", "lower --seed or --seeds",
+			"--seed + --seeds - 1 passes 2^64 - 1");
 		return -EINVAL;
 	}
 	a->max_jobs = UINT64_MAX;
@@ -164,18 +165,19 @@ static int parse_args(struct sim_args *a, int argc, char **argv)
 		return 1;
 	}
 	if (ca.npos) {
-		fprintf(stderr, "goldminer sim: unexpected argument '%s'\n", ca.pos[0]);
+		cmd_err("sim", ca.pos[0], NULL, "unexpected argument");
 		goto out_usage;
 	}
 	if (!a->val[O_CLUSTER] || !a->val[O_TRACE] || !a->val[O_POLICY]) {
-		fprintf(stderr, "goldminer sim: --cluster, --trace and --policy are required\n");
+		cmd_err("sim", NULL, NULL, "--cluster, --trace and --policy are required");
 		goto out_usage;
 	}
 	if (!strcmp(a->val[O_POLICY], "all")) {
 		a->first = 0;
 		a->last = GM_SIM_NPOLICY - 1;
 	} else if ((a->first = a->last = gm_sim_policy_parse(a->val[O_POLICY])) < 0) {
-		fprintf(stderr, "goldminer sim: unknown policy '%s'\n", a->val[O_POLICY]);
+		cmd_err("sim", "--policy", "goldminer sim --help lists them", "unknown policy '%s'",
+			a->val[O_POLICY]);
 		goto out_usage;
 	}
 	if (get_numbers(a))
@@ -245,7 +247,7 @@ static int run_seeds(const struct gm_cluster *c, const struct gm_trace *t,
 	fflush(stdout);
 	rc = dir ? write_summary(dir, line, err, errlen) : 0;
 	gm_sim_seeds_text(runs, a->seeds, line, sizeof(line));
-	fprintf(stderr, "goldminer sim: %s\n", line);
+	cmd_note("sim", "%s", line);
 out_free:
 	free(runs);
 	return rc ? -1 : 0;
@@ -287,11 +289,10 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 		printf("%s\n", line);
 		fflush(stdout);
 		if (sum.samples_capped && out)
-			fprintf(stderr,
-				"goldminer sim: %s: the time series stopped at %u rows, before the "
-				"run ended (its last row is the final state); pass a larger "
-				"--sample-interval\n",
-				sum.policy, GM_SIM_MAX_SAMPLES);
+			cmd_err("sim", sum.policy, "pass a larger --sample-interval",
+				"the time series stopped at %u rows, before the run ended (its "
+				"last row is the final state)",
+				GM_SIM_MAX_SAMPLES);
 	}
 	return 0;
 }
@@ -322,22 +323,22 @@ int gm_cmd_sim(int argc, char **argv)
 		t->n = (size_t)a.max_jobs;
 	double least = gm_sim_min_sample_interval(t, &a.o);
 	if (a.o.sample_interval > 0 && a.o.sample_interval < least) {
-		fprintf(
-		    stderr,
-		    "goldminer sim: --sample-interval: %g s gives more than %u time-series rows "
-		    "over the trace's %.6g s; the accepted range is >= %.6g s (or 0: "
-		    "automatic)\n",
-		    a.o.sample_interval, GM_SIM_MAX_SAMPLES, least * GM_SIM_MAX_SAMPLES, least);
+		char hint[96];
+		snprintf(hint, sizeof(hint), "the accepted range is >= %.6g s, or 0: automatic",
+			 least);
+		cmd_err("sim", "--sample-interval", hint,
+			"%g s gives more than %u time-series rows over the trace's %.6g s",
+			a.o.sample_interval, GM_SIM_MAX_SAMPLES, least * GM_SIM_MAX_SAMPLES);
 		ret = 2;
 		goto out_free;
 	}
-	fprintf(stderr,
-		"goldminer sim: cluster %u nodes, %llu GPUs, %llu vCPUs; trace %s, %zu jobs "
-		"(left out: %zu CPU-only, %zu never ran, %zu bad times, %zu still running at "
-		"the end; %zu fractional-GPU pods run on one GPU)\n",
-		c->n, (unsigned long long)c->total_gpus, (unsigned long long)c->total_cpus,
-		t->format, t->n, t->skipped_cpu_only, t->skipped_never_ran, t->skipped_bad_time,
-		t->skipped_censored, t->rounded_fraction);
+	cmd_note("sim",
+		 "cluster %u nodes, %llu GPUs, %llu vCPUs; trace %s, %zu jobs "
+		 "(left out: %zu CPU-only, %zu never ran, %zu bad times, %zu still running at "
+		 "the end; %zu fractional-GPU pods run on one GPU)",
+		 c->n, (unsigned long long)c->total_gpus, (unsigned long long)c->total_cpus,
+		 t->format, t->n, t->skipped_cpu_only, t->skipped_never_ran, t->skipped_bad_time,
+		 t->skipped_censored, t->rounded_fraction);
 	if (a.val[O_WRITE] && (rc = gm_trace_write(t, a.val[O_WRITE]))) {
 		snprintf(err, sizeof(err), "%s: %s", a.val[O_WRITE], strerror(-rc));
 		goto out_err;
@@ -347,7 +348,7 @@ int gm_cmd_sim(int argc, char **argv)
 	ret = 0;
 	goto out_free;
 out_err:
-	fprintf(stderr, "goldminer sim: %s\n", err);
+	cmd_err("sim", NULL, NULL, "%s", err);
 out_free:
 	gm_trace_destroy(t);
 	gm_cluster_destroy(c);

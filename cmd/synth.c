@@ -79,12 +79,12 @@ static int synth_options(struct synth *s, int argc, char **argv)
 	}
 	*s = (struct synth){.classes = 10, .quality = 90, .force = val[O_FORCE] != NULL};
 	if (a.npos > 1) {
-		fprintf(stderr, "goldminer synth: unexpected argument %s\n", a.pos[1]);
+		cmd_err(CMD, a.pos[1], NULL, "unexpected argument");
 		cmd_usage(stderr, synopsis, opts, O_N);
 		return 2;
 	}
 	if (!a.npos || !val[O_IMAGES]) {
-		fprintf(stderr, "goldminer synth: DIR and --images N are required\n");
+		cmd_err(CMD, NULL, NULL, "DIR and --images N are required");
 		cmd_usage(stderr, synopsis, opts, O_N);
 		return 2;
 	}
@@ -109,10 +109,7 @@ int gm_cmd_synth(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (!s.force && dir_nonempty(s.dir)) {
-		fprintf(stderr,
-			"goldminer synth: %s exists and is not empty (use --force to "
-			"write into it)\n",
-			s.dir);
+		cmd_err(CMD, s.dir, "use --force to write into it", "exists and is not empty");
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -123,7 +120,7 @@ int gm_cmd_synth(int argc, char **argv)
 					    (int)s.quality, &bytes, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (ret) {
-		fprintf(stderr, "goldminer synth: %s\n", err);
+		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
 	double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

@@ -528,16 +528,18 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 	uint32_t epoch, nrec = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
 	uint64_t k;
 	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
-	int n = snprintf(l->errmsg, sizeof(l->errmsg),
-			 "gm_loader_next: no good sample left: batch %llu of epoch %u has %u bad "
-			 "sample%s and none of the %d after one of them in epoch order is good "
-			 "(is every file of %s bad?):",
-			 (unsigned long long)k, epoch, ctl->n_errors, ctl->n_errors == 1 ? "" : "s",
-			 GM_WORKER_SUBSTITUTE_TRIES, l->o.root);
-	for (uint32_t i = 0; i < nrec && n > 0 && (size_t)n < sizeof(l->errmsg); i++)
-		n += snprintf(l->errmsg + n, sizeof(l->errmsg) - (size_t)n, "%s %s: %s",
-			      i ? ";" : "", gm_dataset_name(l->ds, ctl->errs[i].sample),
-			      ctl->errs[i].msg);
+	char list[sizeof(l->errmsg)] = "";
+	size_t n = 0;
+	for (uint32_t i = 0; i < nrec && n < sizeof(list); i++)
+		n +=
+		    (size_t)snprintf(list + n, sizeof(list) - n, "%s %s: %s", i ? ";" : "",
+				     gm_dataset_name(l->ds, ctl->errs[i].sample), ctl->errs[i].msg);
+	gm_errf(l->errmsg, sizeof(l->errmsg),
+		"gm_loader_next: no good sample left: batch %llu of epoch %u has %u bad sample%s "
+		"and none of the %d after one of them in epoch order is good (is every file of "
+		"%s bad?):%s",
+		(unsigned long long)k, epoch, ctl->n_errors, ctl->n_errors == 1 ? "" : "s",
+		GM_WORKER_SUBSTITUTE_TRIES, l->o.root, list);
 	return st;
 }
 

@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/cgroup.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
 #include "goldminer/limits.h"
@@ -62,6 +63,7 @@
 #include "goldminer/pool.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 #define MAX_JOBS GM_NODE_MAX_CONNS
 _Static_assert(GM_NODE_MAX_CONNS <= GM_ELASTIC_MAX_JOBS, "the division sizes every job");
@@ -134,9 +136,7 @@ static void logf_(struct agent *a, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "goldminer node: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	gm_vlog("node", fmt, ap);
 	va_end(ap);
 }
 
@@ -186,68 +186,6 @@ static bool fed_remotely(const struct agent *a, const struct job *j)
 	struct gm_remote_job_info ri;
 	a->rops->job_info(a->rem, j->token, &ri);
 	return ri.workers > 0 && ri.samples > 0;
-}
-
-/* Cores the CPU cgroup of this process allows, the tightest quota on its path
- * (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max); 0 when none is set. */
-static double cgroup_cpu_quota(void)
-{
-	char line[4096], path[4400], rel[4096] = "";
-	bool v2 = false;
-	FILE *f = fopen("/proc/self/cgroup", "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		bool cpu = false; /* "cpu" exactly, among the line's controllers */
-		for (char *t = c1 + 1; t && *t && !cpu;
-		     t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
-			cpu = !strncmp(t, "cpu", 3) && (t[3] == ',' || t[3] == '\0');
-		if (cpu || (!rel[0] && c1[1] == '\0' && (v2 = true))) {
-			snprintf(rel, sizeof(rel), "%s", c2 + 1);
-			rel[strcspn(rel, "\n")] = '\0';
-			v2 = !cpu;
-			if (cpu)
-				break;
-		}
-	}
-	fclose(f);
-	double best = 0;
-	for (;;) {
-		long long q = -1, per = 0;
-		if (v2) {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max", rel);
-			f = fopen(path, "r");
-			if (f) {
-				if (fscanf(f, "%lld %lld", &q, &per) != 2)
-					q = -1;
-				fclose(f);
-			}
-		} else {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_quota_us", rel);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld", &q) != 1)
-					q = -1;
-				fclose(f);
-			}
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.cfs_period_us", rel);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld", &per) != 1)
-					per = 0;
-				fclose(f);
-			}
-		}
-		if (q > 0 && per > 0 && (!best || (double)q / (double)per < best))
-			best = (double)q / (double)per;
-		char *slash = strrchr(rel, '/');
-		if (!slash || !rel[0] || !strcmp(rel, "/"))
-			break;
-		*slash = '\0';
-	}
-	return best;
 }
 
 /* Move every pool towards the division within the budget (see the file comment):
@@ -351,7 +289,7 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 	int rc;
 
 	if (!o->root || !*o->root) {
-		snprintf(err, errlen, "gm_loader_open: no dataset root given");
+		gm_errf(err, errlen, "gm_loader_open: no dataset root given");
 		return -EINVAL;
 	}
 	rc = gm_pool_check(o, why, sizeof(why));
@@ -384,7 +322,7 @@ out_dataset:
 	j->ds = NULL;
 out:
 	j->ring_bytes = 0;
-	snprintf(err, errlen, "gm_loader_open: %s", why);
+	gm_errf(err, errlen, "gm_loader_open: %s", why);
 	return rc;
 }
 
@@ -873,15 +811,15 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	 * this uid's own directory, or a path the user chose.) */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		close(fd);
-		snprintf(err, errlen, "%s: another goldminer node agent is running there", path);
+		gm_errf(err, errlen, "%s: another goldminer node agent is running there", path);
 		return -EADDRINUSE;
 	}
 	close(fd);
 	struct stat st;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket; not touching it",
-				 path);
+			gm_errf(err, errlen, "%s exists and is not a socket; not touching it",
+				path);
 			return -EEXIST;
 		}
 		unlink(path);
@@ -889,7 +827,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	/* non-blocking: a client that hung up before accept cannot stall the loop */
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+		gm_errf(err, errlen, "socket: %s", strerror(errno));
 		return -errno;
 	}
 	mode_t old = umask(0177); /* the socket file is created 0600 */
@@ -897,7 +835,7 @@ static int listen_on(const char *path, char *err, size_t errlen)
 	umask(old);
 	if (rc < 0 || listen(fd, 64) < 0) {
 		int e = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return e;
 	}
@@ -912,13 +850,13 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 
 	*out = NULL;
 	if (o->max_conns > GM_NODE_MAX_CONNS) {
-		snprintf(err, errlen, "max_conns must be 1..%d, not %u", GM_NODE_MAX_CONNS,
-			 o->max_conns);
+		gm_errf(err, errlen, "max_conns must be 1..%d, not %u", GM_NODE_MAX_CONNS,
+			o->max_conns);
 		return -EINVAL;
 	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
-		snprintf(err, errlen, "out of memory");
+		gm_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (int i = 0; i < MAX_JOBS; i++)
@@ -955,15 +893,15 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	if (!o->listen && !o->peers)
 		return 0;
 	if (!o->listen) {
-		snprintf(err, errlen,
-			 "--peers needs --listen ADDR:PORT too: the peers' workers connect "
-			 "back to this agent, and the peers to it");
+		gm_errf(err, errlen,
+			"--peers needs --listen ADDR:PORT too: the peers' workers connect "
+			"back to this agent, and the peers to it");
 		return -EINVAL;
 	}
 	char why[1024];
 	a->rops = gm_remote_load(why, sizeof(why));
 	if (!a->rops) {
-		snprintf(err, errlen, "%s", why);
+		gm_errf(err, errlen, "%s", why);
 		return -ENOTSUP;
 	}
 	struct gm_remote_cfg c = {.listen = o->listen,
@@ -975,11 +913,11 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .log_arg = a};
 	int rc = a->rops->create(&a->rem, &c, why, sizeof(why));
 	if (rc) {
-		snprintf(err, errlen, "remote workers: %s", why);
+		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
-	a->cpu_quota = cgroup_cpu_quota();
+	a->cpu_quota = gm_cgroup_cpu_quota(NULL);
 	if (a->cpu_quota && a->cpu_quota < 1.0)
 		logf_(a,
 		      "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
@@ -1032,7 +970,21 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 	}
 }
 
-int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+/* rc; when it is an error, the message in err[errlen] is put after "fn: " (the
+ * public function the caller called, util.h). */
+static int named(int rc, const char *fn, char *err, size_t errlen)
+{
+	char why[2048];
+
+	if (rc >= 0 || !err || !errlen)
+		return rc;
+	snprintf(why, sizeof(why), "%s", err);
+	gm_errf(err, errlen, "%s: %s", fn, why);
+	return rc;
+}
+
+static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err,
+		    size_t errlen)
 {
 	struct agent *a;
 	const char *path = o->socket_path ? o->socket_path : gm_node_default_socket();
@@ -1077,6 +1029,11 @@ int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char 
 	return 0;
 }
 
+int gm_node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+	return named(node_run(o, stop, err, errlen), "gm_node_run", err, errlen);
+}
+
 /* One request/reply exchange on a fresh connection (STATUS, SCALE). */
 static int call(const char *socket_path, struct gm_node_req *req, char *out, size_t outlen)
 {
@@ -1091,12 +1048,12 @@ static int call(const char *socket_path, struct gm_node_req *req, char *out, siz
 	int rc = gm_wire_call(fd, req, &rep, NULL);
 	close(fd);
 	if (rc == -EPIPE) {
-		snprintf(out, outlen, "the node agent at %s closed the connection without a reply",
-			 path);
+		gm_errf(out, outlen, "the node agent at %s closed the connection without a reply",
+			path);
 		return rc;
 	}
 	if (rc) {
-		snprintf(out, outlen, "no valid reply from the node agent at %s", path);
+		gm_errf(out, outlen, "no valid reply from the node agent at %s", path);
 		return -EPROTO;
 	}
 	snprintf(out, outlen, "%s", rep.msg);
@@ -1107,7 +1064,7 @@ int gm_node_status(const char *socket_path, char *out, size_t outlen)
 {
 	struct gm_node_req req;
 	gm_wire_request(&req, GM_NODE_STATUS);
-	return call(socket_path, &req, out, outlen);
+	return named(call(socket_path, &req, out, outlen), "gm_node_status", out, outlen);
 }
 
 int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size_t outlen)
@@ -1116,5 +1073,5 @@ int gm_node_scale(const char *socket_path, int pid, int workers, char *out, size
 	gm_wire_request(&req, GM_NODE_SCALE);
 	req.pid = pid;
 	req.workers = workers;
-	return call(socket_path, &req, out, outlen);
+	return named(call(socket_path, &req, out, outlen), "gm_node_scale", out, outlen);
 }

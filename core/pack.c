@@ -132,8 +132,8 @@ static void write_failed(struct gm_tar_writer *sw, const char *dst, int ret, cha
 		hint = strstr(path, "/.shard-") ? " (another pack writing there, or one killed"
 						  " half-way? remove the .tmp files)"
 						: " (pack into an empty directory)";
-	gm_errf(err, errlen, "pack: %s: %s%s", path, gm_write_cause(ret, dst, cause, sizeof(cause)),
-		hint);
+	gm_errf(err, errlen, "gm_pack: %s: %s%s", path,
+		gm_write_cause(ret, dst, cause, sizeof(cause)), hint);
 }
 
 /* Path of sample id relative to the dataset's root. */
@@ -235,9 +235,9 @@ static int pack_samples(const struct gm_dataset *ds, struct pack_run *r, struct 
 		size_t len = 0, dlen;
 		const void *data;
 		if ((ret = pack_key(key, prev, rel, id))) {
-			gm_errf(err, errlen, "pack: %s: name too long for a tar member", file);
+			gm_errf(err, errlen, "gm_pack: %s: name too long for a tar member", file);
 		} else if ((ret = slurp(file, &buf, &cap, &len))) {
-			gm_errf(err, errlen, "pack: %s: %s", file, strerror(-ret));
+			gm_errf(err, errlen, "gm_pack: %s: %s", file, strerror(-ret));
 		} else if (pack_bytes(r, buf, len, &data, &dlen),
 			   (ret = gm_tar_writer_add(sw, key, strrchr(rel, '.') + 1, data, dlen,
 						    gm_dataset_label(ds, id)))) {
@@ -289,7 +289,7 @@ static int pack_check(const struct gm_dataset *ds, const uint64_t *sizes, struct
 		ret =
 		    gm_tar_index(gm_tar_writer_shard(sw, i), "pack", check_sample, &c, err, errlen);
 	if (c.bad || (!ret && c.next != n)) {
-		gm_errf(err, errlen, "pack: %s does not index as written (sample %u of %u: %s)",
+		gm_errf(err, errlen, "gm_pack: %s does not index as written (sample %u of %u: %s)",
 			gm_tar_writer_path(sw), c.next ? c.next - 1 : 0, n,
 			c.next > n ? "extra"
 			: c.bad	   ? "label or size differ"
@@ -313,7 +313,7 @@ static int pack_dst_empty(const char *dst, char *err, size_t errlen)
 
 	if (!d) {
 		ret = -errno;
-		gm_errf(err, errlen, "pack: %s: %s", dst, strerror(-ret));
+		gm_errf(err, errlen, "gm_pack: %s: %s", dst, strerror(-ret));
 		return ret;
 	}
 	while ((de = readdir(d))) {
@@ -330,7 +330,7 @@ static int pack_dst_empty(const char *dst, char *err, size_t errlen)
 	closedir(d);
 	if (!ret && first) {
 		gm_errf(err, errlen,
-			"pack: %s/%s: %s holds .tar files already, which would load with the "
+			"gm_pack: %s/%s: %s holds .tar files already, which would load with the "
 			"shards (pack into an empty directory)",
 			dst, first, dst);
 		ret = -EEXIST;
@@ -345,7 +345,7 @@ static int pack_dst(const char *dst, bool *made, char *err, size_t errlen)
 	*made = mkdir(dst, 0755) == 0;
 	if (!*made && errno != EEXIST) {
 		int ret = -errno;
-		gm_errf(err, errlen, "pack: %s: %s", dst, strerror(-ret));
+		gm_errf(err, errlen, "gm_pack: %s: %s", dst, strerror(-ret));
 		return ret;
 	}
 	return *made ? 0 : pack_dst_empty(dst, err, errlen);
@@ -362,7 +362,7 @@ static int pack_shards(const struct gm_dataset *ds, struct pack_run *r, const ch
 	if ((ret = pack_dst(dst, &made, err, errlen)))
 		return ret;
 	if ((ret = gm_tar_writer_open(&sw, dst, r->o->per_shard, true))) {
-		gm_errf(err, errlen, "pack: out of memory");
+		gm_errf(err, errlen, "gm_pack: out of memory");
 		goto out;
 	}
 	if ((ret = pack_samples(ds, r, sw, dst, err, errlen)))
@@ -440,14 +440,14 @@ static int tree_samples(const struct gm_dataset *ds, struct pack_run *r, const c
 		if (mkdir(path, 0755) && errno != EEXIST) /* every class directory of src */
 			ret = -errno;
 		if (ret)
-			gm_errf(err, errlen, "pack: %s: %s", path, strerror(-ret));
+			gm_errf(err, errlen, "gm_pack: %s: %s", path, strerror(-ret));
 	}
 	for (uint32_t id = 0; !ret && id < gm_dataset_count(ds); id++) {
 		const char *file = gm_dataset_path(ds, id), *rel = rel_path(ds, id);
 		const void *data;
 		size_t len = 0, dlen;
 		if ((ret = slurp(file, &buf, &cap, &len))) {
-			gm_errf(err, errlen, "pack: %s: %s", file, strerror(-ret));
+			gm_errf(err, errlen, "gm_pack: %s: %s", file, strerror(-ret));
 			break;
 		}
 		pack_bytes(r, buf, len, &data, &dlen);
@@ -458,7 +458,7 @@ static int tree_samples(const struct gm_dataset *ds, struct pack_run *r, const c
 			ret = write_file(path, data, dlen);
 		if (ret) {
 			char cause[200];
-			gm_errf(err, errlen, "pack: %s: %s", path,
+			gm_errf(err, errlen, "gm_pack: %s: %s", path,
 				gm_write_cause(ret, tmp, cause, sizeof(cause)));
 			break;
 		}
@@ -490,7 +490,7 @@ static int tree_check(const struct gm_dataset *ds, const uint64_t *sizes, const 
 		    strcmp(rel_path(out, id), rel_path(ds, id)))
 			ret = -EIO;
 	if (ret)
-		gm_errf(err, errlen, "pack: %s does not index as written (sample %u of %u)", tmp,
+		gm_errf(err, errlen, "gm_pack: %s does not index as written (sample %u of %u)", tmp,
 			id ? id - 1 : 0, n);
 	gm_dataset_close(out);
 	return ret;
@@ -524,13 +524,13 @@ static int pack_tree(const struct gm_dataset *ds, struct pack_run *r, const char
 		return -ENOMEM;
 	snprintf(tmp, tlen, "%s.tmp-%ld", dst, (long)getpid());
 	if ((ret = tree_dst_free(dst))) {
-		gm_errf(err, errlen, "pack: %s: %s (a tree goes to a new or empty directory)", dst,
-			strerror(-ret));
+		gm_errf(err, errlen, "gm_pack: %s: %s (a tree goes to a new or empty directory)",
+			dst, strerror(-ret));
 		goto out_free;
 	}
 	if (mkdir(tmp, 0755)) {
 		ret = -errno;
-		gm_errf(err, errlen, "pack: %s: %s", tmp, strerror(-ret));
+		gm_errf(err, errlen, "gm_pack: %s: %s", tmp, strerror(-ret));
 		goto out_free;
 	}
 	if ((ret = tree_samples(ds, r, tmp, err, errlen)) ||
@@ -538,7 +538,7 @@ static int pack_tree(const struct gm_dataset *ds, struct pack_run *r, const char
 		goto out_remove;
 	if (rename(tmp, dst)) {
 		ret = -errno;
-		gm_errf(err, errlen, "pack: rename %s to %s: %s", tmp, dst, strerror(-ret));
+		gm_errf(err, errlen, "gm_pack: rename %s to %s: %s", tmp, dst, strerror(-ret));
 		goto out_remove;
 	}
 	goto out_free;
@@ -560,24 +560,24 @@ int gm_pack_ex(const char *src, const char *dst, const struct gm_pack_opts *o,
 	if (err && errlen)
 		err[0] = 0;
 	if (!o->tree && !o->per_shard) {
-		gm_errf(err, errlen, "pack: the shard size must be at least 1 sample");
+		gm_errf(err, errlen, "gm_pack: the shard size must be at least 1 sample");
 		return -EINVAL;
 	}
 	if (o->restart > GM_JPEG_MAX_RESTART) {
-		gm_errf(err, errlen, "pack: the restart interval must be 1..65535 MCUs");
+		gm_errf(err, errlen, "gm_pack: the restart interval must be 1..65535 MCUs");
 		return -EINVAL;
 	}
 	if ((ret = gm_dataset_open(&ds, src, err, errlen)))
 		return ret;
 	if (gm_dataset_sharded(ds)) {
-		gm_errf(err, errlen, "pack: %s is tar shards already", src);
+		gm_errf(err, errlen, "gm_pack: %s is tar shards already", src);
 		ret = -EINVAL;
 		goto out;
 	}
 	if (!(r.sizes = calloc(gm_dataset_count(ds), sizeof(*r.sizes))) ||
 	    (o->restart && (ret = gm_jpeg_create(&r.dec, 0)))) {
 		ret = -ENOMEM;
-		gm_errf(err, errlen, "pack: out of memory");
+		gm_errf(err, errlen, "gm_pack: out of memory");
 		goto out;
 	}
 	ret = o->tree ? pack_tree(ds, &r, dst, err, errlen) : pack_shards(ds, &r, dst, err, errlen);

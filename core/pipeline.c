@@ -176,13 +176,12 @@ __attribute__((format(printf, 4, 5))) static int fail(struct parse *ps, size_t o
 						      const char *fmt, ...)
 {
 	if (ps->err && ps->errlen) {
-		int k = snprintf(ps->err, ps->errlen, "pipeline:%zu (col %zu): ", opno, col);
-		if (k >= 0 && (size_t)k < ps->errlen) {
-			va_list ap;
-			va_start(ap, fmt);
-			vsnprintf(ps->err + k, ps->errlen - (size_t)k, fmt, ap);
-			va_end(ap);
-		}
+		char why[1024];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		gm_errf(ps->err, ps->errlen, "pipeline:%zu (col %zu): %s", opno, col, why);
 	}
 	return -EINVAL;
 }

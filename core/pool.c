@@ -42,6 +42,7 @@
 #include "goldminer/elastic.h"
 #include "goldminer/limits.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 #define MAX_CONSECUTIVE_DEATHS 8
 
@@ -117,7 +118,7 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 	if (atomic_load(&p->h->p_fatal))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(p->h->p_fatal_msg, sizeof(p->h->p_fatal_msg), fmt, ap);
+	gm_verrf(p->h->p_fatal_msg, sizeof(p->h->p_fatal_msg), fmt, ap);
 	va_end(ap);
 	/* pairs with the acquire load in gm_loader_next (loader.c, ring_next) */
 	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
@@ -405,13 +406,12 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	snprintf(p->last_stall, sizeof(p->last_stall),
 		 "worker %d made no progress on batch %llu of epoch %u for %llu ms, %s", (int)pid,
 		 (unsigned long long)k, epoch, (unsigned long long)(p->lease_ns / 1000000), what);
-	fprintf(stderr, "goldminer: %s: killed it, the batch is made again\n", p->last_stall);
+	gm_log("pool", "%s: killed it, the batch is made again", p->last_stall);
 	if (id != UINT32_MAX && strike(p->stall, id) == 2) {
 		gm_ring_quarantine(p->ring, id);
-		fprintf(stderr,
-			"goldminer: %s stalled workers twice: quarantined, it is replaced like a "
-			"bad file\n",
-			gm_dataset_name(p->c.w.ds, id));
+		gm_log("pool",
+		       "%s stalled workers twice: quarantined, it is replaced like a bad file",
+		       gm_dataset_name(p->c.w.ds, id));
 	}
 	kill(pid, SIGKILL);
 	w->stalled = true;
@@ -566,21 +566,21 @@ int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 	int rc;
 
 	if (!o->batch_size || o->batch_size > GM_MAX_BATCH) {
-		snprintf(err, errlen, "batch_size must be 1..%d, not %u", GM_MAX_BATCH,
-			 o->batch_size);
+		gm_errf(err, errlen, "batch_size must be 1..%d, not %u", GM_MAX_BATCH,
+			o->batch_size);
 		return -EINVAL;
 	}
 	rc = gm_aug_spec_check(&o->aug, err, errlen); /* names the field and its range */
 	if (rc)
 		return rc;
 	if (o->lease_timeout_ms > GM_MAX_LEASE_MS) {
-		snprintf(err, errlen, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
-			 GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, o->lease_timeout_ms);
+		gm_errf(err, errlen, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
+			GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, o->lease_timeout_ms);
 		return -EINVAL;
 	}
 	rc = gm_aug_create(&probe, &o->aug);
 	if (rc) {
-		snprintf(err, errlen, "invalid transform spec (size %u)", o->aug.size);
+		gm_errf(err, errlen, "invalid transform spec (size %u)", o->aug.size);
 		return rc;
 	}
 	gm_aug_destroy(probe);
@@ -593,19 +593,19 @@ int gm_pool_tasks(const struct gm_loader_opts *o, const struct gm_dataset *ds, u
 	uint32_t n = gm_dataset_count(ds);
 	*bpe = o->drop_last ? n / o->batch_size : (n + o->batch_size - 1) / o->batch_size;
 	if (*bpe == 0) {
-		snprintf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)",
-			 o->root, n, o->batch_size);
+		gm_errf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)", o->root,
+			n, o->batch_size);
 		return -EINVAL;
 	}
 	if (o->start_batch >= *bpe) {
-		snprintf(err, errlen, "start_batch %llu >= %u batches per epoch",
-			 (unsigned long long)o->start_batch, *bpe);
+		gm_errf(err, errlen, "start_batch %llu >= %u batches per epoch",
+			(unsigned long long)o->start_batch, *bpe);
 		return -EINVAL;
 	}
 	*first = o->start_batch;
 	*end = o->epochs ? (uint64_t)o->epochs * *bpe : GM_RING_NO_END;
 	if (*end <= *first) {
-		snprintf(err, errlen, "nothing to deliver");
+		gm_errf(err, errlen, "nothing to deliver");
 		return -EINVAL;
 	}
 	return 0;
@@ -651,7 +651,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	if (slots < GM_MIN_SLOTS)
 		slots = GM_MIN_SLOTS;
 	if (slots & (slots - 1) || slots > GM_MAX_SLOTS) {
-		snprintf(err, errlen, "slots must be a power of two <= %d", GM_MAX_SLOTS);
+		gm_errf(err, errlen, "slots must be a power of two <= %d", GM_MAX_SLOTS);
 		return -EINVAL;
 	}
 	/* the ring's bytes against the memory left, with the sizes in the message */
@@ -660,7 +660,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 		return rc;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		snprintf(err, errlen, "out of memory");
+		gm_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	p->c = *c;
@@ -669,8 +669,8 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	rc = gm_ring_create(&p->ring, slots, c->w.batch_size, sample_bytes, c->first_task,
 			    c->end_task);
 	if (rc) {
-		snprintf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
-			 c->w.batch_size, sample_bytes, strerror(-rc));
+		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
+			c->w.batch_size, sample_bytes, strerror(-rc));
 		pthread_mutex_destroy(&p->mu);
 		free(p);
 		return rc;
@@ -679,7 +679,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	p->lease_ns = (uint64_t)c->lease_timeout_ms * 1000000ull;
 	p->seen = calloc(slots, sizeof(*p->seen));
 	if (!p->seen) {
-		snprintf(err, errlen, "out of memory");
+		gm_errf(err, errlen, "out of memory");
 		gm_ring_destroy(p->ring);
 		pthread_mutex_destroy(&p->mu);
 		free(p);
@@ -704,7 +704,7 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->evfd < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		gm_errf(err, errlen, "eventfd: %s", strerror(errno));
 		return rc;
 	}
 	set_target_locked(p, p->c.workers);
@@ -719,14 +719,14 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	rc = -pthread_create(&p->coord, NULL, coordinator, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
-		snprintf(err, errlen, "pthread_create: %s", strerror(-rc));
+		gm_errf(err, errlen, "pthread_create: %s", strerror(-rc));
 		return rc;
 	}
 	p->coord_started = true;
 	while (!atomic_load(&p->started))
 		usleep(200);
 	if (atomic_load(&p->started) < 0) {
-		snprintf(err, errlen, "%s", p->h->p_fatal_msg);
+		gm_errf(err, errlen, "%s", p->h->p_fatal_msg);
 		return atomic_load(&p->h->p_fatal);
 	}
 	return 0;

@@ -12,13 +12,14 @@
 #include <unistd.h>
 
 #include "goldminer/remote.h"
+#include "goldminer/util.h"
 #include "goldminer/version.h"
 
 static void *try_open(const char *path, char *err, size_t errlen)
 {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h && err[0] == '\0')
-		snprintf(err, errlen, "%s", dlerror());
+		gm_errf(err, errlen, "%s", dlerror());
 	return h;
 }
 
@@ -52,19 +53,19 @@ const struct gm_remote_ops *gm_remote_load(char *err, size_t errlen)
 	if (!h) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
-		snprintf(err, errlen,
-			 "remote workers need %s (built when UCX is installed: make deps && make), "
-			 "or $%s naming it: %s",
-			 GM_REMOTE_PLUGIN, GM_REMOTE_PLUGIN_ENV, why);
+		gm_errf(err, errlen,
+			"remote workers need %s (built when UCX is installed: make deps && make), "
+			"or $%s naming it: %s",
+			GM_REMOTE_PLUGIN, GM_REMOTE_PLUGIN_ENV, why);
 		return NULL;
 	}
 	const struct gm_remote_ops *(*get)(void) =
 	    (const struct gm_remote_ops *(*)(void))dlsym(h, "gm_remote_plugin");
 	const struct gm_remote_ops *ops = get ? get() : NULL;
 	if (!ops || ops->abi != GM_REMOTE_ABI || strcmp(ops->version, gm_version())) {
-		snprintf(err, errlen, "%s is not the plugin of goldminer %s (abi %u, version %s)",
-			 GM_REMOTE_PLUGIN, gm_version(), ops ? ops->abi : 0,
-			 ops ? ops->version : "?");
+		gm_errf(err, errlen, "%s is not the plugin of goldminer %s (abi %u, version %s)",
+			GM_REMOTE_PLUGIN, gm_version(), ops ? ops->abi : 0,
+			ops ? ops->version : "?");
 		dlclose(h);
 		return NULL;
 	}

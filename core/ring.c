@@ -15,7 +15,7 @@
  *
  * Admission: the ring's bytes are known before anything is allocated, and are
  * compared with what /proc/meminfo and the memory cgroups above this process (v1
- * and v2, every level up to the root) can still give. fallocate alone is not
+ * and v2, every level up to the root: cgroup.h reads them) can still give. fallocate alone is not
  * enough: a memfd's pages are charged to the cgroup, and when it is full the OOM
  * killer picks a victim, often another process than the one that asked.
  *
@@ -38,14 +38,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/cgroup.h"
+#include "goldminer/util.h"
+
 _Static_assert(sizeof(struct gm_ring_hdr) <= 4096, "ring header must fit one page");
 _Static_assert(sizeof(struct gm_slot_ctl) <= 4096 - 64, "slot control must fit one page");
 
 #define PAGE	  4096u
 #define HDR_BYTES PAGE
 #define SEALS	  (F_SEAL_SHRINK | F_SEAL_GROW)
-/* cgroup v1 writes "no limit" as the largest page multiple below 2^63 */
-#define NO_LIMIT (UINT64_C(1) << 62)
 
 struct gm_ring {
 	int fd;
@@ -148,27 +149,6 @@ int gm_ring_parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* One number from a file: a decimal, or "max" (cgroup v2) as UINT64_MAX. */
-static bool read_u64(const char *path, uint64_t *v)
-{
-	char buf[64];
-	FILE *f = fopen(path, "re");
-	bool ok = false;
-
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f)) {
-		if (!strncmp(buf, "max", 3)) {
-			*v = UINT64_MAX;
-			ok = true;
-		} else {
-			ok = sscanf(buf, "%" SCNu64, v) == 1;
-		}
-	}
-	fclose(f);
-	return ok;
-}
-
 /* A /proc/meminfo line ("MemAvailable:   23761024 kB") in bytes; UINT64_MAX if absent. */
 static uint64_t meminfo(const char *key)
 {
@@ -189,91 +169,6 @@ static uint64_t meminfo(const char *key)
 	return v;
 }
 
-/* This process's cgroup path in the v1 "memory" hierarchy (v2: the "0::" line). */
-static bool own_cgroup(bool v2, char *out, size_t len)
-{
-	char line[1024];
-	bool found = false;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
-		if (!p)
-			continue;
-		*c = 0;
-		*p++ = 0;
-		p[strcspn(p, "\n")] = 0;
-		if (v2 ? !strcmp(line, "0") && c[1] == 0 : strstr(c + 1, "memory") != NULL) {
-			snprintf(out, len, "%s", p);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* The bounds of the memory cgroups above this process: the least limit and the
- * least room (limit less usage), each level up to the root, in the v1 memory
- * hierarchy and in v2; src names the level that gives the least room. */
-struct cg_bound {
-	uint64_t limit, room;
-	char src[320];
-};
-
-static void cgroup_walk(struct cg_bound *b, const char *base, bool v2)
-{
-	const char *lim_f = v2 ? "memory.max" : "memory.limit_in_bytes";
-	const char *use_f = v2 ? "memory.current" : "memory.usage_in_bytes";
-	char cg[512], path[1024];
-	struct stat st;
-
-	if (!own_cgroup(v2, cg, sizeof(cg)) || cg[0] != '/')
-		return;
-	snprintf(path, sizeof(path), "%s%s", base, cg);
-	if (stat(path, &st) < 0) /* a cgroup namespace: the mount's root is our cgroup */
-		snprintf(cg, sizeof(cg), "/");
-	for (;;) {
-		uint64_t lim, use;
-		snprintf(path, sizeof(path), "%s%s/%s", base, strcmp(cg, "/") ? cg : "", lim_f);
-		if (read_u64(path, &lim) && lim < NO_LIMIT) {
-			snprintf(path, sizeof(path), "%s%s/%s", base, strcmp(cg, "/") ? cg : "",
-				 use_f);
-			if (!read_u64(path, &use))
-				use = 0;
-			uint64_t room = use < lim ? lim - use : 0;
-			if (lim < b->limit)
-				b->limit = lim;
-			if (room < b->room) {
-				char l[32], u[32];
-				b->room = room;
-				human(l, sizeof(l), lim);
-				human(u, sizeof(u), use);
-				snprintf(b->src, sizeof(b->src),
-					 "memory cgroup %.200s: %s %s, %s in use", cg, lim_f, l, u);
-			}
-		}
-		char *slash = strrchr(cg, '/');
-		if (!slash || slash == cg) {
-			if (!strcmp(cg, "/"))
-				break;
-			snprintf(cg, sizeof(cg), "/");
-		} else {
-			*slash = 0;
-		}
-	}
-}
-
-static void cgroup_bounds(struct cg_bound *b)
-{
-	b->limit = b->room = UINT64_MAX;
-	b->src[0] = 0;
-	cgroup_walk(b, "/sys/fs/cgroup/memory", false);
-	cgroup_walk(b, "/sys/fs/cgroup", true);		/* v2 only (unified) */
-	cgroup_walk(b, "/sys/fs/cgroup/unified", true); /* hybrid */
-}
-
 /* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset or unreadable. */
 static uint64_t env_limit(void)
 {
@@ -284,7 +179,7 @@ static uint64_t env_limit(void)
 
 uint64_t gm_ring_mem_room(char *src, size_t srclen)
 {
-	struct cg_bound b;
+	struct gm_cgroup_mem b;
 	char h[32];
 	uint64_t room = meminfo("MemAvailable"), env = env_limit();
 
@@ -292,7 +187,7 @@ uint64_t gm_ring_mem_room(char *src, size_t srclen)
 		human(h, sizeof(h), room);
 		snprintf(src, srclen, "MemAvailable %s", h);
 	}
-	cgroup_bounds(&b);
+	gm_cgroup_mem(NULL, &b);
 	if (b.room < room) {
 		room = b.room;
 		if (src && srclen)
@@ -308,10 +203,10 @@ uint64_t gm_ring_mem_room(char *src, size_t srclen)
 
 uint64_t gm_ring_mem_total(void)
 {
-	struct cg_bound b;
+	struct gm_cgroup_mem b;
 	uint64_t total = meminfo("MemTotal"), env = env_limit();
 
-	cgroup_bounds(&b);
+	gm_cgroup_mem(NULL, &b);
 	if (b.limit < total)
 		total = b.limit;
 	return env < total ? env : total;
@@ -326,10 +221,10 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 
 	if (!bytes) {
 		if (err && errlen)
-			snprintf(err, errlen,
-				 "a ring of %u slots x %u samples x %" PRIu64
-				 " bytes is out of range (slots: a power of two up to 1024)",
-				 nslots, batch_size, sample_bytes);
+			gm_errf(err, errlen,
+				"a ring of %u slots x %u samples x %" PRIu64
+				" bytes is out of range (slots: a power of two up to 1024)",
+				nslots, batch_size, sample_bytes);
 		return -EINVAL;
 	}
 	room = gm_ring_mem_room(src, sizeof(src));
@@ -338,12 +233,12 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 	if (err && errlen) {
 		human(need, sizeof(need), bytes);
 		human(have, sizeof(have), room);
-		snprintf(err, errlen,
-			 "a ring of %u slots x %u samples x %" PRIu64
-			 " bytes needs %s, more than the %s of memory this process may still take "
-			 "(%s); lower the batch size, the image size or the slots (--batch, "
-			 "--size, --slots)",
-			 nslots, batch_size, sample_bytes, need, have, src);
+		gm_errf(err, errlen,
+			"a ring of %u slots x %u samples x %" PRIu64
+			" bytes needs %s, more than the %s of memory this process may still take "
+			"(%s); lower the batch size, the image size or the slots (--batch, "
+			"--size, --slots)",
+			nslots, batch_size, sample_bytes, need, have, src);
 	}
 	return -ENOMEM;
 }

@@ -64,6 +64,28 @@ void gm_errf(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+void gm_vlog(const char *who, const char *fmt, va_list ap)
+{
+	char line[4096];
+	int n = snprintf(line, sizeof(line), "goldminer %s: ", who);
+
+	if (n < 0 || (size_t)n >= sizeof(line) - 1)
+		n = 0;
+	gm_verrf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
+	n += (int)strlen(line + n);
+	line[n++] = '\n';
+	fwrite(line, 1, (size_t)n, stderr);
+}
+
+void gm_log(const char *who, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	gm_vlog(who, fmt, ap);
+	va_end(ap);
+}
+
 int gm_grow_scratch(void **p, size_t *cap, size_t n, size_t min_cap)
 {
 	if (n <= *cap)

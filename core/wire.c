@@ -15,6 +15,7 @@
  * It does not listen or accept (node.c), and it holds no state.
  */
 #include "goldminer/wire.h"
+#include "goldminer/util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,24 +39,24 @@ static int check_agent(int fd, const char *path, char *err, size_t errlen)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
 		int e = -errno;
-		snprintf(err, errlen, "node agent at %s: cannot read its credentials: %s", path,
-			 strerror(-e));
+		gm_errf(err, errlen, "node agent at %s: cannot read its credentials: %s", path,
+			strerror(-e));
 		return e;
 	}
 	if (cr.uid == me || (cr.uid == 0 && trust && !strcmp(trust, "1")))
 		return 0;
 	if (cr.uid == 0)
-		snprintf(err, errlen,
-			 "refusing the node agent at %s: it runs as root (uid 0, pid %d), this "
-			 "process as uid %u; set " GM_NODE_TRUST_ROOT_ENV "=1 to trust an agent "
-			 "run by root",
-			 path, (int)cr.pid, (unsigned)me);
+		gm_errf(err, errlen,
+			"refusing the node agent at %s: it runs as root (uid 0, pid %d), this "
+			"process as uid %u; set " GM_NODE_TRUST_ROOT_ENV "=1 to trust an agent "
+			"run by root",
+			path, (int)cr.pid, (unsigned)me);
 	else
-		snprintf(err, errlen,
-			 "refusing the node agent at %s: it runs as uid %u (pid %d), not as this "
-			 "process's uid %u, and it would write every batch this process reads; "
-			 "start your own with 'goldminer node'",
-			 path, (unsigned)cr.uid, (int)cr.pid, (unsigned)me);
+		gm_errf(err, errlen,
+			"refusing the node agent at %s: it runs as uid %u (pid %d), not as this "
+			"process's uid %u, and it would write every batch this process reads; "
+			"start your own with 'goldminer node'",
+			path, (unsigned)cr.uid, (int)cr.pid, (unsigned)me);
 	return -EACCES;
 }
 
@@ -64,14 +65,14 @@ int gm_wire_socket(const char *path, struct sockaddr_un *sa, char *err, size_t e
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sa->sun_path)) {
-		snprintf(err, errlen, "socket path too long: %s", path);
+		gm_errf(err, errlen, "socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa->sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		int e = -errno;
-		snprintf(err, errlen, "socket: %s", strerror(-e));
+		gm_errf(err, errlen, "socket: %s", strerror(-e));
 		return e;
 	}
 	return fd;
@@ -86,9 +87,9 @@ int gm_wire_connect(const char *path, char *err, size_t errlen)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = -errno;
 		close(fd);
-		snprintf(err, errlen,
-			 "cannot reach the node agent at %s: %s (start one with 'goldminer node')",
-			 path, strerror(-e));
+		gm_errf(err, errlen,
+			"cannot reach the node agent at %s: %s (start one with 'goldminer node')",
+			path, strerror(-e));
 		return e;
 	}
 	int rc = check_agent(fd, path, err, errlen);
@@ -118,47 +119,47 @@ int gm_wire_socket_dir(const char *path, bool create, char *err, size_t errlen)
 	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (!slash || slash == dir) {
-		snprintf(err, errlen, "%s: the socket needs a directory of its own", path);
+		gm_errf(err, errlen, "%s: the socket needs a directory of its own", path);
 		return -EINVAL;
 	}
 	*slash = 0;
 	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int e = -errno;
-		snprintf(err, errlen,
-			 "cannot create the socket directory %s: %s (set XDG_RUNTIME_DIR to a "
-			 "directory of yours, or pass --socket PATH in a directory only you can "
-			 "write)",
-			 dir, strerror(-e));
+		gm_errf(err, errlen,
+			"cannot create the socket directory %s: %s (set XDG_RUNTIME_DIR to a "
+			"directory of yours, or pass --socket PATH in a directory only you can "
+			"write)",
+			dir, strerror(-e));
 		return e;
 	}
 	if (lstat(dir, &st) < 0) {
 		int e = -errno;
-		snprintf(err, errlen,
-			 "socket directory %s: %s (start the agent first: "
-			 "'goldminer node' creates it)",
-			 dir, strerror(-e));
+		gm_errf(err, errlen,
+			"socket directory %s: %s (start the agent first: "
+			"'goldminer node' creates it)",
+			dir, strerror(-e));
 		return e;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen,
-			 "socket directory %s is not a directory (a symlink or a file); remove it "
-			 "and let 'goldminer node' create it",
-			 dir);
+		gm_errf(err, errlen,
+			"socket directory %s is not a directory (a symlink or a file); remove it "
+			"and let 'goldminer node' create it",
+			dir);
 		return -ENOTDIR;
 	}
 	if (st.st_uid != me) {
-		snprintf(err, errlen,
-			 "socket directory %s belongs to uid %u, not to uid %u: someone else "
-			 "could serve its socket; remove it, or set XDG_RUNTIME_DIR to a "
-			 "directory of yours",
-			 dir, (unsigned)st.st_uid, (unsigned)me);
+		gm_errf(err, errlen,
+			"socket directory %s belongs to uid %u, not to uid %u: someone else "
+			"could serve its socket; remove it, or set XDG_RUNTIME_DIR to a "
+			"directory of yours",
+			dir, (unsigned)st.st_uid, (unsigned)me);
 		return -EPERM;
 	}
 	if (st.st_mode & 077) {
-		snprintf(err, errlen,
-			 "socket directory %s has mode %04o: others may enter it; run "
-			 "'chmod 700 %s'",
-			 dir, (unsigned)(st.st_mode & 07777), dir);
+		gm_errf(err, errlen,
+			"socket directory %s has mode %04o: others may enter it; run "
+			"'chmod 700 %s'",
+			dir, (unsigned)(st.st_mode & 07777), dir);
 		return -EPERM;
 	}
 	return 0;
@@ -377,7 +378,7 @@ void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t finge
 	r.batches_per_epoch = bpe;
 	r.fingerprint = fingerprint;
 	va_start(ap, fmt);
-	vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
+	gm_verrf(r.msg, sizeof(r.msg), fmt, ap);
 	va_end(ap);
 	if (ring_fd >= 0) {
 		memset(cbuf, 0, sizeof(cbuf));

@@ -58,6 +58,7 @@
 #include "goldminer/rng.h"
 #include "goldminer/ring.h"
 #include "goldminer/reader.h"
+#include "goldminer/util.h"
 
 #define TRANSIENT_TRIES	  8	       /* re-reads of a sample after a transient error ... */
 #define TRANSIENT_WAIT_MS 4	       /* ... after 4, 8, 16, ... ms (about 1 s in all) */
@@ -155,19 +156,19 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 {
 	if (rerr) {
 		if (rerr == -ENODATA && gm_dataset_sharded(w->c.ds))
-			snprintf(msg, GM_RING_MSG,
-				 "read failed: the shard ends inside this member (truncated since"
-				 " indexing?)");
+			gm_errf(msg, GM_RING_MSG,
+				"read failed: the shard ends inside this member (truncated since"
+				" indexing?)");
 		else if (rerr == -ESPIPE)
-			snprintf(msg, GM_RING_MSG,
-				 "not a regular file (a FIFO, socket or device): refused without"
-				 " reading it");
+			gm_errf(msg, GM_RING_MSG,
+				"not a regular file (a FIFO, socket or device): refused without"
+				" reading it");
 		else
-			snprintf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
+			gm_errf(msg, GM_RING_MSG, "read failed: %s", strerror(-rerr));
 		return rerr;
 	}
 	if (gm_ring_quarantined(w->c.ring, id)) {
-		snprintf(msg, GM_RING_MSG, "quarantined: it crashed or stalled workers twice");
+		gm_errf(msg, GM_RING_MSG, "quarantined: it crashed or stalled workers twice");
 		return -EBADMSG;
 	}
 	/* Read by gm_ring_reclaim (crash attribution) and the pool's lease watch
@@ -182,7 +183,7 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 		      : gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id, out, &w->t);
 	atomic_store_explicit(&w->ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	if (err)
-		snprintf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
+		gm_errf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
 	return err;
 }
 
@@ -506,7 +507,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->sizes = calloc(b, sizeof(*w->sizes));
 	if (gm_dataset_sharded(cfg->ds) && !(w->offs = calloc(b, sizeof(*w->offs)))) {
 		rc = -ENOMEM;
-		snprintf(err, errlen, "worker: out of memory");
+		gm_errf(err, errlen, "worker: out of memory");
 		goto out_destroy;
 	}
 	const char *nr = getenv("GM_NO_RANGE");
@@ -516,7 +517,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 			  !(w->plen = calloc(b, 4)) || !(w->roff = calloc(b, 8)) ||
 			  !(w->msize = calloc(b, 8)) || !(w->moff = calloc(b, 8)))) {
 		rc = -ENOMEM;
-		snprintf(err, errlen, "worker: out of memory");
+		gm_errf(err, errlen, "worker: out of memory");
 		goto out_destroy;
 	}
 	w->fail = calloc(b, sizeof(*w->fail));
@@ -524,7 +525,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
 	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg || !w->pos_of) {
 		rc = -ENOMEM;
-		snprintf(err, errlen, "worker: out of memory");
+		gm_errf(err, errlen, "worker: out of memory");
 		goto out_destroy;
 	}
 	uint32_t ns = gm_dataset_num_shards(cfg->ds);
@@ -533,7 +534,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 		const char **sp = malloc(ns * sizeof(*sp));
 		if (!sp) {
 			rc = -ENOMEM;
-			snprintf(err, errlen, "worker: out of memory");
+			gm_errf(err, errlen, "worker: out of memory");
 			goto out_destroy;
 		}
 		for (uint32_t k = 0; k < ns; k++)
@@ -544,20 +545,20 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 		if (!rc && gm_reader_fixed_files(w->rd) &&
 		    !(w->fidx = calloc(b, sizeof(*w->fidx)))) {
 			rc = -ENOMEM;
-			snprintf(err, errlen, "worker: out of memory");
+			gm_errf(err, errlen, "worker: out of memory");
 			goto out_destroy;
 		}
 	} else {
 		rc = gm_reader_create(&w->rd, b);
 	}
 	if (rc) {
-		snprintf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
-			 gm_reader_errmsg(w->rd));
+		gm_errf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
+			gm_reader_errmsg(w->rd));
 		goto out_destroy;
 	}
 	rc = gm_aug_create(&w->aug, &cfg->aug);
 	if (rc) {
-		snprintf(err, errlen, "worker: augmentation spec: %s", strerror(-rc));
+		gm_errf(err, errlen, "worker: augmentation spec: %s", strerror(-rc));
 		goto out_destroy;
 	}
 	*out = w;
@@ -635,9 +636,9 @@ int gm_worker_main(const struct gm_worker_cfg *cfg)
 		}
 		rc = gm_worker_produce(w, (uint32_t)slot, task);
 		if (rc) {
-			snprintf(err, sizeof(err), "worker: reading batch %llu: %s (%s)",
-				 (unsigned long long)task, strerror(-rc),
-				 w->why[0] ? w->why : gm_reader_errmsg(w->rd));
+			gm_errf(err, sizeof(err), "worker: reading batch %llu: %s (%s)",
+				(unsigned long long)task, strerror(-rc),
+				w->why[0] ? w->why : gm_reader_errmsg(w->rd));
 			set_fatal(r, err);
 			break;
 		}

@@ -43,6 +43,7 @@
 
 #include "goldminer/rng.h"
 #include "goldminer/sim.h"
+#include "goldminer/util.h"
 #include "sim_policy.h"
 
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
@@ -57,8 +58,7 @@ void sim_fail(struct sim *s, int rc, const char *fmt, ...)
 		return;
 	s->rc = rc;
 	va_start(ap, fmt);
-	if (s->err && s->errlen)
-		vsnprintf(s->err, s->errlen, fmt, ap);
+	gm_verrf(s->err, s->errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -3,6 +3,7 @@
  * prefixes, --name=value, aliases, positional arguments anywhere, and a clear
  * refusal (exit status 2) for each way a command line can be wrong; the number
  * conversions refuse signs, junk and out-of-range values and never read octal.
+ * Every message has the one form "goldminer CMD: WHAT: WHY (HINT)" (cmd/err.c).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 
@@ -46,6 +49,75 @@ static int parse(struct cmd_args *a, const char **val, char **pos, const char *w
 	a->val = val;
 	a->pos = pos;
 	return cmd_parse("test", opts, O_N, argc, argv, a);
+}
+
+/* What fn(arg) writes on stderr, into buf (the file descriptor is swapped for a
+ * temporary file for the call). */
+static void capture(char *buf, size_t len, void (*fn)(void *), void *arg)
+{
+	char path[] = "/tmp/gm-test-cmd-XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(path);
+	fflush(stderr);
+	dup2(fd, 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ssize_t n = pread(fd, buf, len - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+}
+
+static void say_every_part(void *arg)
+{
+	(void)arg;
+	cmd_err("bench", "--on-error", "skip or fail", "bad value '%s'", "x");
+	cmd_err("bench", NULL, NULL, "%d arguments", 3);
+	cmd_err(NULL, "frob", NULL, "unknown command");
+	cmd_note("node", "metrics on port %u", 9);
+}
+
+static void test_errors_read_goldminer_cmd_what_why_hint(void **state)
+{
+	char out[512];
+	(void)state;
+	capture(out, sizeof(out), say_every_part, NULL);
+	assert_string_equal(out, "goldminer bench: --on-error: bad value 'x' (skip or fail)\n"
+				 "goldminer bench: 3 arguments\n"
+				 "goldminer: frob: unknown command\n"
+				 "goldminer node: metrics on port 9\n");
+}
+
+static void refuse_ambiguous(void *arg)
+{
+	const char *val[O_N];
+	char *pos[16];
+	struct cmd_args a;
+	*(int *)arg = parse(&a, val, pos, "--wor", "3", END);
+}
+
+static void refuse_number(void *arg)
+{
+	uint64_t v;
+	*(int *)arg = cmd_u64("test", "--n", "101", 0, 100, &v);
+}
+
+/* A refused option names the option, the cause and where the options are listed,
+ * on one line; a refused number names the option, the range and the value. */
+static void test_refusals_name_the_option_and_the_fix(void **state)
+{
+	char out[512];
+	int rc = 0;
+	(void)state;
+	capture(out, sizeof(out), refuse_ambiguous, &rc);
+	assert_int_equal(rc, 2);
+	assert_string_equal(out, "goldminer test: --wor: ambiguous option (could be --workers "
+				 "--words) (goldminer test --help lists the options)\n");
+	capture(out, sizeof(out), refuse_number, &rc);
+	assert_int_equal(rc, -EINVAL);
+	assert_string_equal(out, "goldminer test: --n: must be an integer in 0..100, not '101'\n");
 }
 
 static void test_names_prefixes_aliases_and_positionals_anywhere(void **state)
@@ -138,6 +210,8 @@ int main(void)
 	    cmocka_unit_test(test_every_bad_command_line_is_refused_with_2),
 	    cmocka_unit_test(test_numbers_are_decimal_or_hex_in_range),
 	    cmocka_unit_test(test_every_command_answers_help_with_0),
+	    cmocka_unit_test(test_errors_read_goldminer_cmd_what_why_hint),
+	    cmocka_unit_test(test_refusals_name_the_option_and_the_fix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

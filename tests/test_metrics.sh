@@ -42,7 +42,7 @@ until_ok() {
 S=$tmp/agent.sock
 "$G" node --socket "$S" --metrics 127.0.0.1:nonsense --quiet >"$tmp/bad.out" 2>&1
 rc=$?
-t "$([ $rc = 1 ] && grep -q "metrics address '127.0.0.1:nonsense'" "$tmp/bad.out"; echo $?)" \
+t "$([ $rc = 1 ] && grep -q "^goldminer node: --metrics: address '127.0.0.1:nonsense'" "$tmp/bad.out"; echo $?)" \
 	"--metrics with a bad address is refused naming it (rc $rc)"
 
 "$G" synth "$tmp/set" --images 64 --classes 2 >/dev/null 2>&1

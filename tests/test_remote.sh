@@ -373,7 +373,7 @@ find "$tmp/bad" -name '*.jpg' | sort | awk 'NR % 6 == 0' | while read -r f; do
 done
 # shellcheck disable=SC2086 # BENCH is a list of options
 "$G" bench "$tmp/bad" --workers 2 --epochs 8 $BENCH >"$tmp/badref.json" 2>"$tmp/badref.err"
-want=$(grep -c "goldminer: skipped" "$tmp/badref.err")
+want=$(grep -c "^goldminer bench: .*: skipped: " "$tmp/badref.err")
 more=$(grep "more bad samples" "$tmp/badref.err") # over 8 in a batch: not listed
 badsum=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/badref.json")
 agent 2 "$tmp/secret" 1
@@ -394,7 +394,7 @@ while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
 	k=$((k + 1))
 done
 wait $tp
-got=$(grep -c "goldminer: skipped" "$tmp/run.err")
+got=$(grep -c "^goldminer bench: .*: skipped: " "$tmp/run.err")
 ok=1
 [ "$want" -gt 0 ] && [ "$got" = "$want" ] && [ "$(grep "more bad samples" "$tmp/run.err")" = "$more" ] &&
 	[ -n "$badsum" ] && [ "$(cat "$tmp/sum")" = "$badsum" ] && ok=0

@@ -27,6 +27,7 @@
 #include <openssl/sha.h>
 
 #include "auth.h"
+#include "goldminer/util.h"
 
 static void say(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -37,7 +38,7 @@ static void say(char *err, size_t errlen, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	gm_verrf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -10,6 +10,26 @@
 #include <stdio.h>
 
 /*
+ * How the library reports (the commands' side is in cmd/err.c):
+ *  - every message goes into a caller's buffer, never to stderr: a `char *err,
+ *    size_t errlen` out-parameter of a constructor or a one-shot call, or a
+ *    long-lived handle's own message (gm_loader_errmsg, gm_aug_errmsg), always
+ *    written through gm_errf/gm_verrf, so a message too long for its buffer keeps
+ *    its start and its cause. A message an application gets begins with the
+ *    entry point it called ("gm_loader_open: ", "gm_node_run: ", "gm_pack: ");
+ *    the parts the entry points are built of (pool, wire, ring admission, the
+ *    worker's per-sample messages) write only the cause, and their caller puts
+ *    its own name before it. The simulator's file readers begin with
+ *    "PATH:LINE: " or "SPEC: " instead (the file and the line are what a user
+ *    fixes). A message names the fix when it is known.
+ *  - the one exception is the event log of long-running work (the node agent's
+ *    attach/detach/refusals, a pool killing a stalled worker): gm_log, one line
+ *    "goldminer MODULE: EVENT" on stderr. Nothing else in the library writes to
+ *    stderr, and nothing calls exit() or abort() (a forked worker ends with
+ *    _exit(), pool.c).
+ */
+
+/*
  * printf into err[errlen] when err is non-NULL and errlen > 0; else nothing. A
  * message too long for err loses its middle, not its end: the first fifth, "...",
  * then the end, so that "WHO: /a/very/long/path/file: CAUSE" keeps the function,
@@ -18,6 +38,12 @@
 void gm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void gm_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
+
+/* One line of a long-running module's event log on stderr: "goldminer WHO: " then
+ * fmt... and a newline, written with one call so that lines of several threads or
+ * processes do not interleave. gm_vlog: the same with a va_list. */
+void gm_log(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gm_vlog(const char *who, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Make the scratch buffer *p hold at least n bytes (doubling from min_cap; never
  * shrinks; old contents are NOT kept). 0, or -ENOMEM with *p and *cap unchanged. */
