@@ -106,11 +106,6 @@ $(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
 
 $(B)/cmd/%.o: override CFLAGS += $(MHD_CFLAGS)
 
-# The hot loops (the Huffman decoder, the resize kernels) start on a 64-byte
-# boundary, so that their speed does not move with the size of unrelated code:
-# decode_mcu 48 bytes past a line decoded 2% slower than at 32 (aug_bench, same run).
-$(B)/core/huff.o $(B)/core/aug_simd.o: override CFLAGS += -falign-functions=64
-
 $(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(MHD_LIBS)
