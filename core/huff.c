@@ -31,6 +31,7 @@
  */
 #include "huff.h"
 
+#if GM_OWN_HUFFMAN /* the build's probe passed (huff.h) */
 #include <string.h>
 
 #include <jerror.h>
@@ -412,6 +413,14 @@ static void start_pass(j_decompress_ptr cinfo)
 
 bool gm_huff_install(struct gm_huff *h, j_decompress_ptr ci)
 {
+	/* the libjpeg loaded at run time, not only its headers, is the one the probe
+	 * checked (a process may have loaded another libjpeg.so.62 before this
+	 * library): its message list ends where theirs does; and it has installed
+	 * the modules replaced or called here */
+	if (!ci->err || ci->err->last_jpeg_message != (int)JMSG_LASTMSGCODE - 1 || !ci->entropy ||
+	    !ci->entropy->decode_mcu || !ci->marker || !ci->marker->read_restart_marker ||
+	    !ci->inputctl)
+		return false;
 	if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 ||
 	    ci->inputctl->has_multiple_scans || ci->comps_in_scan != ci->num_components ||
 	    ci->Ss != 0 || ci->Se != 63 || ci->Ah != 0 || ci->Al != 0 || ci->unread_marker != 0 ||
@@ -447,3 +456,4 @@ bool gm_huff_install(struct gm_huff *h, j_decompress_ptr ci)
 	ci->entropy = &h->pub;
 	return true;
 }
+#endif /* GM_OWN_HUFFMAN */
