@@ -125,9 +125,11 @@ $(HUFF_PROBE): core/probe/huff.c huff-probe-always
 			substr($$0, RSTART + 1, RLENGTH - 2); else { sub(/.*error: /, ""); \
 			print "does not compile here (" $$0 ")" } exit }' $@.log); \
 		found=$$($(CC) $(HUFF_PROBE_CFLAGS) -DGM_HUFF_PROBE_FOUND -E -P core/probe/huff.c \
-			2>/dev/null | sed -n -e 's/^gm_huff_probe_found none \(.*\)$$/libjpeg API \1, not libjpeg-turbo/p' \
-			-e t -e 's/^gm_huff_probe_found \(.*\) \(.*\)$$/libjpeg-turbo \1 (libjpeg API \2)/p'); \
-		echo "goldminer build: core/huff.c $$why, found $${found:-no jpeglib.h}:" \
+			-o $@.found 2>/dev/null && sed -n \
+			-e 's/^gm_huff_probe_found none \(.*\)$$/libjpeg API \1, not libjpeg-turbo/p' -e t \
+			-e 's/^gm_huff_probe_found \(.*\) \(.*\)$$/libjpeg-turbo \1 (libjpeg API \2)/p' \
+			$@.found); \
+		echo "goldminer build: core/huff.c $$why, found $${found:-no usable jpeglib.h}:" \
 			"goldminer falls back to libjpeg's Huffman decoder (same pixels, slower decode)" >&2; \
 	fi; \
 	printf '%s\n' '/* $(HUFF_PROBE): core/probe/huff.c passed (1) or not (0); see the Makefile */' \
