@@ -106,10 +106,40 @@ $(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
 
 $(B)/cmd/%.o: override CFLAGS += $(MHD_CFLAGS)
 
-# The hot loops (the Huffman decoder, the resize kernels) start on a 64-byte
-# boundary, so that their speed does not move with the size of unrelated code:
-# decode_mcu 48 bytes past a line decoded 2% slower than at 32 (aug_bench, same run).
-$(B)/core/huff.o $(B)/core/aug_simd.o: override CFLAGS += -falign-functions=64
+# core/huff.c's Huffman decoder works inside libjpeg-turbo through its private
+# structs (jpegint.h): core/probe/huff.c asserts, at compile time, what it relies
+# on. Its verdict, $(HUFF_PROBE) (GM_OWN_HUFFMAN 1 or 0), is forced into huff.c,
+# jpeg.c and the tests that include huff.h. When it fails the build prints one
+# line (what huff.c expects, what was found) and goes on with libjpeg's own
+# decoder (huff.c compiled out). The probe runs on every make (a syntax check, a
+# tenth of a second); the verdict file is rewritten, and what includes it rebuilt,
+# only when the verdict changes. HUFF_PROBE_FAIL=1 fails it on purpose
+# (tests/test_huff_fallback.sh).
+HUFF_PROBE := $(B)/core/huff_probe.h
+HUFF_PROBE_CFLAGS = $(filter-out -MMD -MP,$(CFLAGS)) $(if $(filter 1,$(HUFF_PROBE_FAIL)),-DGM_HUFF_PROBE_FAIL)
+.PHONY: huff-probe-always
+$(HUFF_PROBE): core/probe/huff.c huff-probe-always
+	@mkdir -p $(dir $@)
+	$(Q)v=1; if ! $(CC) $(HUFF_PROBE_CFLAGS) -fsyntax-only core/probe/huff.c 2>$@.log; then v=0; \
+		why=$$(awk '/error:/ { if (match($$0, /"[^"]*"$$/)) print "expects " \
+			substr($$0, RSTART + 1, RLENGTH - 2); else { sub(/.*error: /, ""); \
+			print "does not compile here (" $$0 ")" } exit }' $@.log); \
+		found=$$($(CC) $(HUFF_PROBE_CFLAGS) -DGM_HUFF_PROBE_FOUND -E -P core/probe/huff.c \
+			-o $@.found 2>/dev/null && sed -n \
+			-e 's/^gm_huff_probe_found none \(.*\)$$/libjpeg API \1, not libjpeg-turbo/p' -e t \
+			-e 's/^gm_huff_probe_found \(.*\) \(.*\)$$/libjpeg-turbo \1 (libjpeg API \2)/p' \
+			$@.found); \
+		echo "goldminer build: core/huff.c $$why, found $${found:-no usable jpeglib.h}:" \
+			"goldminer falls back to libjpeg's Huffman decoder (same pixels, slower decode)" >&2; \
+	fi; \
+	printf '%s\n' '/* $(HUFF_PROBE): core/probe/huff.c passed (1) or not (0); see the Makefile */' \
+		"#define GM_OWN_HUFFMAN $$v" >$@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; \
+		$(if $(Q),echo "  PROBE   core/probe/huff.c: GM_OWN_HUFFMAN $$v";) fi
+HUFF_USERS := $(B)/core/huff.o $(B)/core/jpeg.o $(B)/tests/test_jpeg $(B)/tests/test_huff \
+	$(B)/fuzz/fuzz_huff
+$(HUFF_USERS): $(HUFF_PROBE)
+$(HUFF_USERS): private override CFLAGS += -include $(HUFF_PROBE)
 
 $(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")

@@ -68,6 +68,7 @@
 #include "goldminer/util.h"
 
 #include "aug_simd.h"
+#include "aug_test.h"
 
 #define MAX_SIZE 8192u
 

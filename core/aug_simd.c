@@ -1,16 +1,43 @@
 /*
- * aug_simd.c - the x86 SIMD row kernels of the resize and the output layout
- * (SSE2, SSSE3, AVX2, F16C), and the run-time choice among them (cpuid).
+ * aug_simd.c - the x86 SIMD kernels of the resize, the output layout and the
+ * per-image tables, and the run-time choice among them (cpuid).
  *
- * Each kernel computes exactly what its scalar twin in aug_simd.h computes (the
- * same integers for the resize, the same float bits for the layout), so batches
- * are byte-identical whichever kernels a CPU gets; test_aug compares them. Each
- * function carries its own target attribute, so this file is compiled with the
- * library's flags like any other and only runs an instruction set after cpuid
- * says the CPU has it.
+ * Each kernel computes exactly what its scalar twin computes, and the twin
+ * defines the bytes: vrow_c, hrow_c, frow_c and hfrow_c (aug_simd.h) for the row
+ * kernels (the same integers for the resize, the same float bits for the
+ * layout), vw_split (aug_simd.h) for the 16-bit lanes, and aug.c's axis_build,
+ * hx_build, px_build and hw_build for the table builders. So batches are
+ * byte-identical whichever kernels a CPU gets; test_aug compares every level
+ * (GM_SIMD_MAX) with the scalar code. Each function carries its own target
+ * attribute, so this file is compiled with the library's flags like any other
+ * and only runs an instruction set after cpuid says the CPU has it.
  *
- * What it does not do: choose crops or build coefficients (aug.c), ARM NEON (the
- * scalar kernels run there).
+ * The ISA paths, by what gm_aug_simd_pick (the ladder at the end) asks cpuid:
+ *   - SSE2, every x86-64: vrow_sse2 (vertical pass, 16 bytes a step);
+ *   - ssse3: hrow_ssse3 (horizontal pass, a pixel a step, any tap count);
+ *   - avx2: vrow_avx2 (32 bytes a step), hrow2_avx2 (two rows a step, up to 6
+ *     taps), frow_avx2 (float32 layout); with F16C (cpuid leaf 1, ECX; clang
+ *     14's __builtin_cpu_supports does not know it) hfrow_avx2 (float16);
+ *   - avx512f + avx512bw + avx512vbmi, all three: vrow_avx512 and vwrow_avx512
+ *     (vertical, 32-bit and 16-bit lanes), hxrow_avx512 and hwrow_avx512 (the
+ *     horizontal pass as a byte gather, 32-bit and 16-bit lanes), hwntrow_avx512
+ *     and ntcopy_avx512 (uint8 rows by non-temporal stores; ntfence_sse fences),
+ *     pxrow_avx512 and hpxrow_avx512 (horizontal pass and float layouts fused),
+ *     frow_avx512 and hfrow_avx512 (the layouts; float16 only with F16C),
+ *     hxb_avx512 (the gather tables); with avx512vl too: vws_avx512 and
+ *     hwg_avx512 (the 16-bit tables), axiss_avx512 and axisw_avx512 (the resize
+ *     coefficients); with avx512vnni: vrow_avx512vnni and vwrow_avx512vnni;
+ *   - other architectures: nothing here, the scalar kernels stay.
+ * A kernel left NULL in struct aug_kernels (no such instruction set) makes aug.c
+ * take the general path, which the levels below serve.
+ *
+ * Sections, in order: SSE2 and AVX2 vertical; SSSE3 and AVX2 horizontal; AVX2
+ * and F16C layouts; AVX-512 vertical; the AVX-512 byte gather; non-temporal
+ * stores; the 16-bit tables; the 16-bit gather; the fused gather and layout; the
+ * AVX-512 layouts; the coefficients; the gather tables; the dispatch ladder.
+ *
+ * What it does not do: choose crops or lay out the tables' contents (aug.c),
+ * ARM NEON (the scalar kernels run there).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,12 +50,22 @@
 #include <immintrin.h>
 
 /*
+ * Every kernel starts a 64-byte line (nothing else in its code changes): where a
+ * hot loop sits in its cache line otherwise follows the size of unrelated code
+ * before it, and that moved the speed by 2% (huff.c's decode_mcu 48 bytes past a
+ * line: decode 305-307 against 298 us/img at 32, same run).
+ */
+#define LINE_ALIGNED __attribute__((aligned(64)))
+
+/* ---- SSE2: the vertical pass, every x86-64 ----------------------------------------- */
+
+/*
  * x86 versions (hand-written because gcc -O2 does not vectorise these loops).
  * Vertical: two taps at a time, bytes of the two source rows interleaved and
  * widened to 16 bits so one pmaddwd does 2 multiply-adds per lane.
  */
-static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
-		      const int16_t *c, uint32_t taps)
+LINE_ALIGNED static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t stride,
+				   size_t n, const int16_t *c, uint32_t taps)
 {
 	const __m128i rnd = _mm_set1_epi32(1 << (COEF_BITS - 1)), z = _mm_setzero_si128();
 	size_t x = 0;
@@ -62,6 +99,8 @@ static void vrow_sse2(uint8_t *restrict d, const uint8_t *restrict s, size_t str
 		vrow_c(d + x, s + x, stride, n - x, c, taps);
 }
 
+/* ---- AVX2: the vertical pass, 32 bytes a step -------------------------------------- */
+
 /* One pair of taps on 32 bytes: interleave rows a and b, widen, pmaddwd into a0..a3. */
 __attribute__((target("avx2"))) static inline void vpair_avx2(const uint8_t *a, const uint8_t *b,
 							      __m256i cc, __m256i *a0, __m256i *a1,
@@ -84,9 +123,10 @@ __attribute__((target("avx2"))) static inline void vpair_avx2(const uint8_t *a, 
  * are set up once per output row (an odd last tap pairs with itself at weight 0);
  * 1 and 2 pairs (upscales, 1..2x downscales) get straight-line loops.
  */
-__attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
-						      const uint8_t *restrict s, size_t stride,
-						      size_t n, const int16_t *c, uint32_t taps)
+__attribute__((target("avx2"))) LINE_ALIGNED static void vrow_avx2(uint8_t *restrict d,
+								   const uint8_t *restrict s,
+								   size_t stride, size_t n,
+								   const int16_t *c, uint32_t taps)
 {
 	const __m256i rnd = _mm256_set1_epi32(1 << (COEF_BITS - 1));
 	uint32_t np = (taps + 1) / 2;
@@ -138,16 +178,17 @@ __attribute__((target("avx2"))) static void vrow_avx2(uint8_t *restrict d,
 	}
 }
 
+/* ---- SSSE3: the horizontal pass, a pixel a step ------------------------------------ */
+
 /*
  * Horizontal, SSSE3: per output pixel and pair of taps, one 8-byte load, a pshufb
  * to (r0 r1 g0 g1 b0 b1 0 0) as 16-bit lanes and one pmaddwd with the prepared
  * (c0 c1 c0 c1 c0 c1 0 0) vector (hv, built by hv_build). Reads up to 8 bytes
  * past the last tap: the source buffer has slack for that.
  */
-__attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
-							const uint8_t *restrict src,
-							const struct axis *ax, const int16_t *hv,
-							uint32_t out_w)
+__attribute__((target("ssse3"))) LINE_ALIGNED static void
+hrow_ssse3(uint8_t *restrict dst, const uint8_t *restrict src, const struct axis *ax,
+	   const int16_t *hv, uint32_t out_w)
 {
 	const __m128i shuf =
 	    _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
@@ -168,6 +209,8 @@ __attribute__((target("ssse3"))) static void hrow_ssse3(uint8_t *restrict dst,
 		memcpy(dst + 3 * ox, &px, 3);
 	}
 }
+
+/* ---- AVX2: the horizontal pass, two rows a step ------------------------------------ */
 
 /*
  * Horizontal, AVX2, two output rows at once, for up to 6 taps (every upscale and
@@ -261,10 +304,9 @@ hrow2_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const 
 }
 
 /* Two rows src0/src1 -> dst0/dst1 with the same horizontal taps (see above). */
-__attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
-						       uint8_t *restrict dst1, const uint8_t *src0,
-						       const uint8_t *src1, const struct axis *ax,
-						       const int16_t *hv, uint32_t out_w)
+__attribute__((target("avx2"))) LINE_ALIGNED static void
+hrow2_avx2(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0, const uint8_t *src1,
+	   const struct axis *ax, const int16_t *hv, uint32_t out_w)
 {
 	if (ax->taps <= 2)
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 1);
@@ -273,6 +315,8 @@ __attribute__((target("avx2"))) static void hrow2_avx2(uint8_t *restrict dst0,
 	else
 		hrow2_body(dst0, dst1, src0, src1, ax->min, (const __m256i *)hv, out_w, 3);
 }
+
+/* ---- AVX2 and F16C: the float32 and float16 layouts -------------------------------- */
 
 /* 8 RGB pixels -> three vectors of x * scale[c] + bias[c] (deinterleaved). */
 __attribute__((target("avx2"), always_inline)) static inline void
@@ -311,10 +355,9 @@ splat3(const float *scale, const float *bias, __m256 *s, __m256 *b)
 }
 
 /* RGB row -> three float planes, x * scale[c] + bias[c]; AVX2 (8 pixels a step). */
-__attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float *restrict p1,
-						      float *restrict p2,
-						      const uint8_t *restrict rgb, uint32_t n,
-						      const float *scale, const float *bias)
+__attribute__((target("avx2"))) LINE_ALIGNED static void
+frow_avx2(float *restrict p0, float *restrict p1, float *restrict p2, const uint8_t *restrict rgb,
+	  uint32_t n, const float *scale, const float *bias)
 {
 	__m256 s[3], b[3];
 	splat3(scale, bias, s, b);
@@ -331,7 +374,7 @@ __attribute__((target("avx2"))) static void frow_avx2(float *restrict p0, float 
 }
 
 /* frow_avx2 with the planes stored as float16 (vcvtps2ph, round to nearest even). */
-__attribute__((target("avx2,f16c"))) static void
+__attribute__((target("avx2,f16c"))) LINE_ALIGNED static void
 hfrow_avx2(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
 	   const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
 {
@@ -351,6 +394,8 @@ hfrow_avx2(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
 	if (x < n)
 		hfrow_c(p0 + x, p1 + x, p2 + x, rgb + 3 * x, n - x, scale, bias);
 }
+
+/* ---- AVX-512: the vertical pass (32-bit lanes, VNNI; 16-bit lanes) ----------------- */
 
 #define AVX512 "avx512f,avx512bw,avx512vbmi"
 
@@ -489,36 +534,36 @@ vw_body(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
 	}
 }
 
-__attribute__((target(AVX512))) static void vrow_avx512(uint8_t *restrict d,
-							const uint8_t *restrict s, size_t stride,
-							size_t n, const int16_t *c, uint32_t taps)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+vrow_avx512(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+	    const int16_t *c, uint32_t taps)
 {
 	vrow_body(d, s, stride, n, c, taps, false);
 }
 
 /* With AVX512-VNNI (Ice Lake, Zen 4): vpdpwssd. */
-__attribute__((target(AVX512))) static void vrow_avx512vnni(uint8_t *restrict d,
-							    const uint8_t *restrict s,
-							    size_t stride, size_t n,
-							    const int16_t *c, uint32_t taps)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+vrow_avx512vnni(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+		const int16_t *c, uint32_t taps)
 {
 	vrow_body(d, s, stride, n, c, taps, true);
 }
 
-__attribute__((target(AVX512))) static void vwrow_avx512(uint8_t *restrict d,
-							 const uint8_t *restrict s, size_t stride,
-							 size_t n, const int16_t *c, uint32_t taps,
-							 uint32_t wh, uint32_t wl)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+vwrow_avx512(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
+	     const int16_t *c, uint32_t taps, uint32_t wh, uint32_t wl)
 {
 	vw_body(d, s, stride, n, c, taps, wh, wl, false);
 }
 
-__attribute__((target(AVX512))) static void
+__attribute__((target(AVX512))) LINE_ALIGNED static void
 vwrow_avx512vnni(uint8_t *restrict d, const uint8_t *restrict s, size_t stride, size_t n,
 		 const int16_t *c, uint32_t taps, uint32_t wh, uint32_t wl)
 {
 	vw_body(d, s, stride, n, c, taps, wh, wl, true);
 }
+
+/* ---- AVX-512 VBMI: the horizontal pass as a byte gather (hx_table) ----------------- */
 
 /*
  * Horizontal, AVX-512 VBMI, two rows: 16 output bytes (5 1/3 pixels) per vector
@@ -614,10 +659,9 @@ hx_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uin
 }
 
 /* Two rows through the table t: hx_body specialised (hx_build pads groups to fours). */
-__attribute__((target(AVX512))) static void hxrow_avx512(uint8_t *restrict dst0,
-							 uint8_t *restrict dst1,
-							 const uint8_t *src0, const uint8_t *src1,
-							 const struct hx_table *t)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+hxrow_avx512(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+	     const uint8_t *src1, const struct hx_table *t)
 {
 	if (t->narrow && t->pairs == 1)
 		hx_body(dst0, dst1, src0, src1, t, 1, true);
@@ -631,8 +675,10 @@ __attribute__((target(AVX512))) static void hxrow_avx512(uint8_t *restrict dst0,
 		hx_body(dst0, dst1, src0, src1, t, t->pairs, false);
 }
 
-__attribute__((target(AVX512))) static void ntcopy_avx512(uint8_t *restrict dst,
-							  const uint8_t *restrict src, size_t n)
+/* ---- AVX-512: non-temporal stores of the output ------------------------------------ */
+
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+ntcopy_avx512(uint8_t *restrict dst, const uint8_t *restrict src, size_t n)
 {
 	size_t head = (64 - ((uintptr_t)dst & 63)) & 63, i;
 	head = head < n ? head : n;
@@ -647,17 +693,19 @@ __attribute__((target(AVX512))) static void ntcopy_avx512(uint8_t *restrict dst,
 	}
 }
 
-static void ntfence_sse(void)
+LINE_ALIGNED static void ntfence_sse(void)
 {
 	_mm_sfence();
 }
+
+/* ---- AVX-512 VL: the 16-bit tables (vw_split, hw_build's groups) ------------------- */
 
 /*
  * vw_split, 8 rows a step (vws_fn): each row's 4 weights in one 64-bit lane (fewer
  * taps zero-extended), the ranks from the three rotations of the lane, with
  * vw_split's keys.
  */
-__attribute__((target(AVX512 ",avx512vl"))) static void
+__attribute__((target(AVX512 ",avx512vl"))) LINE_ALIGNED static void
 vws_avx512(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_t *wl)
 {
 	const __m512i k127 = _mm512_set1_epi16(127), k128 = _mm512_set1_epi16(128);
@@ -720,7 +768,7 @@ vws_avx512(const int16_t *coef, uint32_t taps, uint32_t n, uint32_t *wh, uint32_
 }
 
 /* hwg_fn: lane l is byte c0 + l of the pixels from 0: pixel (c0 + l) / 3, channel the rest. */
-__attribute__((target(AVX512 ",avx512vl"))) static void
+__attribute__((target(AVX512 ",avx512vl"))) LINE_ALIGNED static void
 hwg_avx512(uint16_t *q, const int32_t *min, const uint32_t *wh, const uint32_t *wl,
 	   const int16_t *adj, uint32_t n, uint32_t c0, int32_t b, uint32_t pairs)
 {
@@ -749,6 +797,8 @@ hwg_avx512(uint16_t *q, const int32_t *min, const uint32_t *wh, const uint32_t *
 		_mm512_storeu_si512(q + 160, _mm512_permutexvar_epi16(px21, l));
 	}
 }
+
+/* ---- AVX-512 VBMI: the horizontal pass in 16-bit lanes (hw_table) ------------------ */
 
 /*
  * Horizontal, AVX-512 VBMI, two rows, in 16-bit lanes (struct hw_table): per group
@@ -858,10 +908,9 @@ hw_body(uint8_t *restrict d0, uint8_t *restrict d1, const uint8_t *s0, const uin
 	}
 }
 
-__attribute__((target(AVX512))) static void hwrow_avx512(uint8_t *restrict dst0,
-							 uint8_t *restrict dst1,
-							 const uint8_t *src0, const uint8_t *src1,
-							 const struct hw_table *t)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+hwrow_avx512(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+	     const uint8_t *src1, const struct hw_table *t)
 {
 	if (t->narrow && t->pairs == 1)
 		hw_body(dst0, dst1, src0, src1, t, 1, true, false);
@@ -879,10 +928,9 @@ __attribute__((target(AVX512))) static void hwrow_avx512(uint8_t *restrict dst0,
  * store2_nt's two rows) made gcc 12 lay this function out otherwise, 1-2 us/img
  * slower in aug_bench (3 alternating runs).
  */
-__attribute__((target(AVX512))) static void hwntrow_avx512(uint8_t *restrict dst0,
-							   uint8_t *restrict dst1,
-							   const uint8_t *src0, const uint8_t *src1,
-							   const struct hw_table *t)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+hwntrow_avx512(uint8_t *restrict dst0, uint8_t *restrict dst1, const uint8_t *src0,
+	       const uint8_t *src1, const struct hw_table *t)
 {
 	if (t->narrow && t->pairs == 1)
 		hw_body(dst0, dst1, src0, src1, t, 1, true, true);
@@ -893,6 +941,8 @@ __attribute__((target(AVX512))) static void hwntrow_avx512(uint8_t *restrict dst
 	else
 		hw_body(dst0, dst1, src0, src1, t, 2, false, true);
 }
+
+/* ---- AVX-512 VBMI: the horizontal pass fused with the float layouts ---------------- */
 
 /*
  * The horizontal pass and the float layout fused, AVX-512 VBMI, one row (see
@@ -995,21 +1045,21 @@ px_pick(void *dst, size_t plane, const uint8_t *src, const struct hx_table *t, c
 		px_body(dst, plane, src, t, scale, bias, t->pairs, false, f16);
 }
 
-__attribute__((target(AVX512))) static void pxrow_avx512(float *dst, size_t plane,
-							 const uint8_t *src,
-							 const struct hx_table *t,
-							 const float *scale, const float *bias)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+pxrow_avx512(float *dst, size_t plane, const uint8_t *src, const struct hx_table *t,
+	     const float *scale, const float *bias)
 {
 	px_pick(dst, plane, src, t, scale, bias, false);
 }
 
-__attribute__((target(AVX512))) static void hpxrow_avx512(uint16_t *dst, size_t plane,
-							  const uint8_t *src,
-							  const struct hx_table *t,
-							  const float *scale, const float *bias)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+hpxrow_avx512(uint16_t *dst, size_t plane, const uint8_t *src, const struct hx_table *t,
+	      const float *scale, const float *bias)
 {
 	px_pick(dst, plane, src, t, scale, bias, true);
 }
+
+/* ---- AVX-512: the float32 and float16 layouts, 64 pixels a step -------------------- */
 
 /*
  * The float layout, AVX-512: 64 RGB pixels a step, deinterleaved by two vpermt2b
@@ -1101,10 +1151,9 @@ layout_body(void *restrict p0, void *restrict p1, void *restrict p2, const uint8
 }
 
 /* The float layout of one row (the fallback of the fused kernels); short rows: AVX2. */
-__attribute__((target(AVX512))) static void frow_avx512(float *restrict p0, float *restrict p1,
-							float *restrict p2,
-							const uint8_t *restrict rgb, uint32_t n,
-							const float *scale, const float *bias)
+__attribute__((target(AVX512))) LINE_ALIGNED static void
+frow_avx512(float *restrict p0, float *restrict p1, float *restrict p2, const uint8_t *restrict rgb,
+	    uint32_t n, const float *scale, const float *bias)
 {
 	if (n < 64)
 		frow_avx2(p0, p1, p2, rgb, n, scale, bias);
@@ -1112,7 +1161,7 @@ __attribute__((target(AVX512))) static void frow_avx512(float *restrict p0, floa
 		layout_body(p0, p1, p2, rgb, n, scale, bias, false);
 }
 
-__attribute__((target(AVX512))) static void
+__attribute__((target(AVX512))) LINE_ALIGNED static void
 hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2,
 	     const uint8_t *restrict rgb, uint32_t n, const float *scale, const float *bias)
 {
@@ -1122,12 +1171,14 @@ hfrow_avx512(uint16_t *restrict p0, uint16_t *restrict p1, uint16_t *restrict p2
 		layout_body(p0, p1, p2, rgb, n, scale, bias, true);
 }
 
+/* ---- AVX-512 VL: the resize coefficients (axis_build's two passes) ----------------- */
+
 /*
  * axis_build's spans, AVX-512F, 8 outputs a vector (axiss_fn): its double
  * operations lane by lane (floor by a rounding conversion, which ifloor equals in
  * range), then its clamps in 32-bit integers (every bound is an image size).
  */
-__attribute__((target("avx512f,avx512vl"))) static uint32_t
+__attribute__((target("avx512f,avx512vl"))) LINE_ALIGNED static uint32_t
 axiss_avx512(struct axis *ax, double b0, double scale, double fscale, uint32_t kmax, uint32_t in,
 	     uint32_t out)
 {
@@ -1308,7 +1359,7 @@ axisw_run(struct axis *ax, double b0, double scale, double inv, uint32_t in, uin
 }
 
 /* axisw_fn: axisw_run made once for each tap count, its loops unrolled. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+__attribute__((target("avx512f,avx512bw,avx512vl"))) LINE_ALIGNED static void
 axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, uint32_t out,
 	     bool mirror)
 {
@@ -1339,6 +1390,8 @@ axisw_avx512(struct axis *ax, double b0, double scale, double inv, uint32_t in, 
 		break;
 	}
 }
+
+/* ---- AVX-512 VBMI: the gather tables (hx_build, px_build) -------------------------- */
 
 /*
  * hx_build's and px_build's tables, AVX-512 (hxb_fn): a group's 16 lanes as
@@ -1462,7 +1515,7 @@ hxb_planar(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *a
 }
 
 /* hxb_fn: the header as hx_build / px_build set it, then the groups. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static bool
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) LINE_ALIGNED static bool
 hxb_avx512(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *ax, uint32_t out_w,
 	   bool planar)
 {
@@ -1475,6 +1528,8 @@ hxb_avx512(struct hx_table *t, int32_t *base, uint8_t *blk, const struct axis *a
 	t->blk = blk;
 	return planar ? hxb_planar(t, base, blk, ax, out_w) : hxb_rgb(t, base, blk, ax, out_w);
 }
+
+/* ---- the dispatch ladder: cpuid, once per handle ----------------------------------- */
 
 void gm_aug_simd_pick(struct aug_kernels *k, enum aug_simd_level max)
 {

@@ -1,16 +1,30 @@
 /*
  * aug_simd.h - internal to aug.c and aug_simd.c: the resize axis, the signatures
- * of the row kernels, their portable (scalar) versions, and the x86 kernel picker.
+ * of the row kernels and of the per-image table builders, their portable (scalar)
+ * versions, and the x86 kernel picker.
  *
  * The scalar kernels are the reference: every SIMD kernel in aug_simd.c computes
  * the same integers (resize) or the same float bits (layout), and falls back on
- * them for short or ragged rows. They are defined here, static, so that both files
- * compile them as before the split: vrow_c may be inlined into the SSE2 tail, and
+ * them for short or ragged rows. The ISA paths, each chosen by cpuid at handle
+ * creation (gm_aug_simd_pick, below; aug_simd.c's header has the full list):
+ *   - SSE2 (every x86-64) and SSSE3: the vertical and horizontal passes, a pixel
+ *     a step;
+ *   - AVX2, and F16C for float16: the vertical pass 32 bytes a step, the
+ *     horizontal pass two rows at once, the float and float16 layouts;
+ *   - AVX-512 F+BW+VBMI (+VL for the table builders, +VNNI for the vertical
+ *     pass): the horizontal pass as a byte gather (struct hx_table, and in
+ *     16-bit lanes struct hw_table, with vw_split's weights), fused with the
+ *     float layout (pxrow_fn), non-temporal output stores, and the per-image
+ *     coefficient and gather tables built 8 outputs or a group at a time;
+ *   - anything else (other architectures, GM_NO_SIMD=1): the scalar kernels.
+ * The scalar kernels are defined here, static, so that both files compile them
+ * as before the split: vrow_c may be inlined into the SSE2 tail, and
  * frow_c/hfrow_c are noinline because the AVX2 layout kernels called them (a tail
  * call) when they shared a file with the dispatch; inlined, the hot loops would be
  * register-allocated differently. Both SIMD files then compile to the same code.
  *
- * Not a public header: nothing outside core/aug*.c includes it.
+ * Not a public header: only core/aug*.c and tests/test_aug.c include it. It
+ * declares nothing aug.c defines: the test hooks into aug.c are in aug_test.h.
  */
 #ifndef GOLDMINER_AUG_SIMD_H
 #define GOLDMINER_AUG_SIMD_H
@@ -209,34 +223,16 @@ struct aug_kernels {
 	hfrow_fn *hfrow; /* float16 output */
 };
 
-/* Output rows the fused kernels made on handle a (tests check that they ran). */
-__attribute__((visibility("hidden"))) uint64_t gm_aug_fused_rows(const struct gm_aug *a);
-/* Output rows the 16-bit horizontal kernel (hwrow_fn) made on handle a. */
-__attribute__((visibility("hidden"))) uint64_t gm_aug_hw_rows(const struct gm_aug *a);
-/* ... of those, the rows it stored straight to the output (hwntrow_fn). */
-__attribute__((visibility("hidden"))) uint64_t gm_aug_hwnt_rows(const struct gm_aug *a);
-
-/*
- * Tests only: axis_build (aug.c) with kernels k (NULL: the portable code), 0 or
- * -ENOMEM; axis_free; and hx_build (planar: px_build) through k's hxb (k NULL or
- * without one: the portable builders).
- */
-__attribute__((visibility("hidden"))) int gm_aug_axis_build(struct axis *ax, double b0, double b1,
-							    uint32_t in, uint32_t out, bool mirror,
-							    const struct aug_kernels *k);
-__attribute__((visibility("hidden"))) void gm_aug_axis_free(struct axis *ax);
-__attribute__((visibility("hidden"))) bool gm_aug_hx_build(struct hx_table *t, int32_t *base,
-							   uint8_t *blk, const struct axis *ax,
-							   uint32_t out_w, bool planar,
-							   const struct aug_kernels *k);
-
 /* Instruction-set levels, for GM_SIMD_MAX (tests run each level's kernels). */
 enum aug_simd_level { AUG_SIMD_NONE, AUG_SIMD_SSE, AUG_SIMD_AVX2, AUG_SIMD_AVX512, AUG_SIMD_VNNI };
 
 /*
  * Replace the kernels of k with the fastest ones this CPU runs (cpuid), up to
- * level max: SSE2 and SSSE3; AVX2 and F16C; AVX-512 (F, BW, VBMI); VNNI. Does nothing
- * on other architectures. aug.c calls it unless GM_NO_SIMD=1.
+ * level max: SSE2 and SSSE3 (AUG_SIMD_SSE); AVX2 and F16C (AUG_SIMD_AVX2);
+ * AVX-512 F, BW and VBMI, with VL for the table builders (AUG_SIMD_AVX512);
+ * AVX-512 VNNI (AUG_SIMD_VNNI). A kernel whose extension the CPU lacks keeps the
+ * one below it. Does nothing on other architectures. aug.c calls it unless
+ * GM_NO_SIMD=1; GM_SIMD_MAX sets max.
  */
 __attribute__((visibility("hidden"))) void gm_aug_simd_pick(struct aug_kernels *k,
 							    enum aug_simd_level max);

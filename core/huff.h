@@ -1,11 +1,22 @@
 /*
  * huff.h - goldminer's baseline Huffman entropy decoder, put in the place of
  * libjpeg's inside a running jpeg_decompress_struct (core/huff.c). Internal to
- * core/: jpeg.c installs it; tests/test_jpeg.c compares it with libjpeg's.
+ * core/: jpeg.c installs it; the tests compare it with libjpeg's.
+ *
+ * GM_OWN_HUFFMAN is the build's verdict on the libjpeg found (core/probe/huff.c,
+ * forced in by the Makefile): 1 when its private structs are as this decoder
+ * expects; 0 when not, and then this header declares nothing, huff.c compiles to
+ * nothing and jpeg.c keeps libjpeg's decoder. A file compiled without the verdict
+ * (make fuzz's libFuzzer targets, over a library built with it) gets 1.
  */
 #ifndef GM_CORE_HUFF_H
 #define GM_CORE_HUFF_H
 
+#ifndef GM_OWN_HUFFMAN
+#define GM_OWN_HUFFMAN 1
+#endif
+
+#if GM_OWN_HUFFMAN
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,9 +69,12 @@ struct gm_huff {
 /*
  * Replace cinfo's entropy decoder with h, right after jpeg_start_decompress():
  * only for a single-scan baseline (sequential Huffman, 8-bit) image whose
- * entropy data has not been touched yet, read from a jpeg_mem_src buffer.
- * Returns true when installed; false leaves libjpeg's decoder in place.
+ * entropy data has not been touched yet, read from a jpeg_mem_src buffer, and
+ * only when the libjpeg loaded is the one the build compiled against (its message
+ * count as its headers say: the probe checked those). Returns true when
+ * installed; false leaves libjpeg's decoder in place.
  */
 bool gm_huff_install(struct gm_huff *h, j_decompress_ptr cinfo);
 
+#endif /* GM_OWN_HUFFMAN */
 #endif

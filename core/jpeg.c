@@ -77,7 +77,8 @@ struct gm_jpeg {
 	bool no_splice;	      /* GM_NO_SPLICE=1 at creation: never splice (benchmarks compare) */
 	bool libjpeg_huff;    /* decode entropy data with libjpeg's decoder, not core/huff.c's */
 	bool own_huff;	      /* the last decode used core/huff.c's */
-	struct gm_huff *huff; /* its own allocation: 38 KB, mostly its table cache */
+	struct gm_huff *huff; /* its own allocation: 38 KB, mostly its table cache; NULL
+			       * when the build left huff.c out (GM_OWN_HUFFMAN 0, huff.h) */
 	uint32_t nwarn;
 	char errmsg[256];
 	char warnmsg[JMSG_LENGTH_MAX];
@@ -148,10 +149,12 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 		return -EINVAL; /* never a silent "no limit" from a negative number */
 	if (!(j = calloc(1, sizeof(*j))))
 		return -ENOMEM;
+#if GM_OWN_HUFFMAN
 	if (!(j->huff = calloc(1, sizeof(*j->huff)))) {
 		free(j);
 		return -ENOMEM;
 	}
+#endif
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
 	const char *ns = getenv("GM_NO_SPLICE");
 	j->no_splice = ns && ns[0] == '1';
@@ -346,7 +349,9 @@ static int start_window(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint3
 	ci->scale_denom = 8;
 	ci->out_color_space = j->cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(ci);
+#if GM_OWN_HUFFMAN
 	j->own_huff = !j->libjpeg_huff && gm_huff_install(j->huff, ci);
+#endif
 	if (ci->output_width != sw || ci->output_height != sh) {
 		set_err(j, -EBADMSG, "unexpected scaled size %ux%u (wanted %ux%u)",
 			ci->output_width, ci->output_height, sw, sh);

@@ -22,7 +22,8 @@
 #include "goldminer/aug.h"
 #include "goldminer/synth.h"
 
-#include "../core/aug_simd.h" /* which kernels made an output; the kernels themselves */
+#include "../core/aug_simd.h" /* the kernels themselves */
+#include "../core/aug_test.h" /* which kernels made an output; the table builders */
 
 /* Encode w x h RGB pixels at quality 100, no subsampling. *out is malloc'ed. */
 static void encode(const uint8_t *rgb, uint32_t w, uint32_t h, uint8_t **out, size_t *len)

@@ -134,7 +134,9 @@ bool gm_jpeg_spliced(const struct gm_jpeg *j);
  * GM_LIBJPEG_HUFFMAN=1 in the environment at gm_jpeg_create). Benchmarks measure
  * the libjpeg-turbo reference with libjpeg's. gm_jpeg_own_huffman() tells whether
  * the last decode used goldminer's (a progressive, arithmetic-coded or multi-scan
- * file always takes libjpeg's).
+ * file always takes libjpeg's; so does every file when the build found a libjpeg
+ * other than the one goldminer's decoder was written for, and said so, or when
+ * the libjpeg loaded at run time is not the one the build compiled against).
  */
 void gm_jpeg_set_own_huffman(struct gm_jpeg *j, bool on);
 bool gm_jpeg_own_huffman(const struct gm_jpeg *j);
