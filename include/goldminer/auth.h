@@ -24,8 +24,8 @@
  * Not here: transport, message framing, which hosts may connect (the agent
  * checks --peers), encryption of the traffic that follows (the channel is
  * authenticated at its start, not protected afterwards). Built with OpenSSL's
- * libcrypto, so like ucx.c it is NOT in libgoldminer: it goes into
- * libgoldminer-ucx.a, for the node agent; link -lcrypto.
+ * libcrypto, so it is NOT in libgoldminer: it goes into the remote-workers
+ * plugin (libgoldminer-remote.so), and this header is not installed.
  *
  * Threads: every function is pure or uses only its arguments; safe from any
  * thread.
