@@ -424,7 +424,9 @@ clean:
 # run path). Every object and binary depends on it; it is rewritten, and so
 # everything rebuilt, only when that line changes. It is compared here and written
 # by its rule, so that make -q/-n report a change without writing it. It stays last,
-# below every variable it records. A sanitizer build has its own B and CFLAGS.
+# below every variable it records. A sanitizer build has its own B and CFLAGS. A
+# change to UCX=0 also removes the plugin an earlier build left (it would be
+# installed and loaded, stale).
 FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA=$(CUDA) \
 	UCX=$(UCX) UCX_CFLAGS=$(UCX_CFLAGS) UCX_LIBS=$(UCX_LIBS) MHD_CFLAGS=$(MHD_CFLAGS) \
 	MHD_LIBS=$(MHD_LIBS) CRYPTO_CFLAGS=$(CRYPTO_CFLAGS) CRYPTO_LIBS=$(CRYPTO_LIBS) \
@@ -436,5 +438,6 @@ endif
 $(FLAGS_STAMP):
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(subst ','\'',$(strip $(FLAGS_NOW)))' >$@
+	$(if $(REMOTE_PLUGIN),,@rm -f $(B)/libgoldminer-remote.so)
 
 -include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
