@@ -10,9 +10,14 @@
 #   make plots      gnuplot figures from sim output
 #   make deps       install missing Debian packages
 #   make CUDA=0     build without the CUDA runtime (pinning skipped)
-#   make UCX=0      build without UCX (core/ucx.c left out; its tests skip)
+#   make UCX=0      build without UCX (no remote-workers plugin; the UCX tests skip)
+#   make clean      remove every build folder (build, build-san, build-tsan, ...)
+# Objects depend on $(B)/build-flags, which records the flags they are built with:
+# a change of CC, CFLAGS, LDFLAGS, CUDA, UCX or a library's flags rebuilds them.
 
 B ?= build
+# What the objects in $(B) are built with (see the flags stamp at the end).
+FLAGS_STAMP := $(B)/build-flags
 # The release: the library's version, its SONAME major (libgoldminer.so.0) and
 # what `goldminer --version` and goldminer.pc say.
 VERSION := 0.1.0
@@ -21,15 +26,16 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread -DGM_VERSION='"$(VERSION)"'
+PKG_CONFIG ?= pkg-config
 PKGS := liburing libjpeg
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luring -ljpeg)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -luring -ljpeg)
 override CFLAGS += $(PKG_CFLAGS)
 LDLIBS := $(PKG_LIBS) -lm -pthread
 # libmicrohttpd serves `goldminer node --metrics`: the binary links it, the
 # library (what Python loads) does not.
-MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
-MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+MHD_CFLAGS := $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 # CUDA: on when the toolkit is found, unless CUDA=0.
 CUDA_HOME ?= /usr/local/cuda
@@ -41,22 +47,47 @@ override CFLAGS += -DGM_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
 
-# UCX (RMA puts into a peer's ring, core/ucx.c): on when pkg-config finds it,
-# unless UCX=0. It is NOT in libgoldminer: loading UCX installs its memory hooks
-# (libucm patches mmap/madvise process-wide), which a trainer that only consumes
-# batches must not get (they also crash TSan builds). core/ucx.c goes into
-# libgoldminer-ucx.a, for the node agent's future remote workers and its tests.
+# UCX (the remote workers' transport): on when pkg-config finds it, unless UCX=0.
+# It is NOT in libgoldminer: loading UCX installs its memory hooks (libucm
+# patches mmap/madvise process-wide), which a trainer that only consumes batches
+# must not get (they also crash TSan builds). The remote workers are a plugin
+# (libgoldminer-remote.so, below); tests/ucx/ucx.c, RMA puts into a peer's
+# memory, is a test-support archive ($(B)/tests/libgmucx.a) for test_ucx,
+# ucx_bench and mh_peer, not a part of the product.
 ifeq ($(UCX),)
-UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1 || echo 0)
+UCX := $(shell $(PKG_CONFIG) --exists ucx 2>/dev/null && echo 1 || echo 0)
 endif
 UCX_CFLAGS :=
 UCX_LIBS :=
 UCX_LIB :=
 ifeq ($(UCX),1)
-UCX_CFLAGS := -DGM_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
-UCX_LIBS := $(shell pkg-config --libs ucx || echo -lucp -luct -lucs)
-UCX_LIB := $(B)/libgoldminer-ucx.a
+UCX_CFLAGS := -DGM_HAVE_UCX=1 $(shell $(PKG_CONFIG) --cflags ucx)
+UCX_LIBS := $(shell $(PKG_CONFIG) --libs ucx || echo -lucp -luct -lucs)
+UCX_LIB := $(B)/tests/libgmucx.a
 REMOTE_PLUGIN := $(B)/libgoldminer-remote.so
+endif
+CRYPTO_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto 2>/dev/null)
+CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null || echo -lcrypto)
+
+# Without the libraries the build needs, plain make stops here, before any
+# compiler error, naming the Debian packages that make deps installs (one shell,
+# one pkg-config --exists per library: milliseconds). Goals that run deps first
+# (test, demo, sanitize, ...) or compile nothing are not checked. DEPS_CHECK=0
+# skips it (libraries installed without their .pc files).
+DEPS_PC := liburing:liburing-dev libjpeg:libjpeg62-turbo-dev libmicrohttpd:libmicrohttpd-dev \
+	$(if $(filter 1,$(UCX)),libcrypto:libssl-dev) \
+	$(if $(filter test-run $(B)/tests/%,$(MAKECMDGOALS)),cmocka:libcmocka-dev)
+NO_DEPS_GOALS := deps lint-deps lint format format-check clean uninstall test sanitize tsan demo \
+	fuzz gpu-bundle traces plots
+ifneq ($(DEPS_CHECK),0)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NO_DEPS_GOALS),$(MAKECMDGOALS)),all),)
+DEPS_MISSING := $(shell command -v $(PKG_CONFIG) >/dev/null 2>&1 || echo pkg-config; \
+	$(foreach d,$(DEPS_PC),$(PKG_CONFIG) --exists $(firstword $(subst :, ,$(d))) 2>/dev/null || \
+	echo $(lastword $(subst :, ,$(d)));))
+ifneq ($(DEPS_MISSING),)
+$(error goldminer: missing build dependencies: $(strip $(DEPS_MISSING)) (run: make deps))
+endif
+endif
 endif
 
 ifeq ($(V),1)
@@ -65,10 +96,11 @@ else
 Q := @
 endif
 
-# The library is core/ and sim/; the commands of the goldminer binary (cmd/) are
-# its clients and are not in libgoldminer.
-LIB_SRCS := $(sort $(filter-out core/ucx.c,$(wildcard core/*.c)) \
-	$(wildcard sim/*.c))
+# The library is core/ and sim/ but the remote-workers plugin's sources; the
+# commands of the goldminer binary (cmd/) are its clients and are not in libgoldminer.
+REMOTE_SRCS := $(sort $(wildcard core/remote/*.c))
+REMOTE_OBJS := $(REMOTE_SRCS:%.c=$(B)/%.o)
+LIB_SRCS := $(sort $(filter-out $(REMOTE_SRCS),$(wildcard core/*.c)) $(wildcard sim/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
@@ -87,22 +119,23 @@ FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
-$(B)/%.o: %.c
+$(B)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/libgoldminer.a: $(LIB_OBJS)
+$(B)/libgoldminer.a: $(LIB_OBJS) $(FLAGS_STAMP)
 	@$(if $(Q),echo "  AR      $@")
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
-$(B)/libgoldminer.so: $(LIB_OBJS)
+$(B)/libgoldminer.so: $(LIB_OBJS) $(FLAGS_STAMP)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,libgoldminer.so.$(SOMAJOR) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,libgoldminer.so.$(SOMAJOR) -o $@ $(filter %.o,$^) \
+		$(LDFLAGS) $(LDLIBS)
 	$(Q)ln -sf libgoldminer.so $(B)/libgoldminer.so.$(SOMAJOR) # what programs linked here load
 
-$(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS))
-	$(Q)rm -f $@ && ar rcs $@ $^
+$(CMD_LIB): $(filter-out $(B)/cmd/main.o,$(CLI_OBJS)) $(FLAGS_STAMP)
+	$(Q)rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
 $(B)/cmd/%.o: override CFLAGS += $(MHD_CFLAGS)
 
@@ -141,55 +174,57 @@ HUFF_USERS := $(B)/core/huff.o $(B)/core/jpeg.o $(B)/tests/test_jpeg $(B)/tests/
 $(HUFF_USERS): $(HUFF_PROBE)
 $(HUFF_USERS): private override CFLAGS += -include $(HUFF_PROBE)
 
-$(B)/goldminer: $(CLI_OBJS) $(LIB_OBJS)
+# The command links the shared library, so that the process holds one copy of it
+# (one set of its globals) that the remote-workers plugin it may dlopen() shares.
+# Found through the run path: beside the binary in the build tree, ../lib from it
+# once installed (LIBDIR itself when LIBDIR is not PREFIX/lib).
+BIN_RPATH = -Wl,-rpath,'$$ORIGIN:$(if $(filter $(PREFIX)/lib,$(LIBDIR)),$$ORIGIN/../lib,$(LIBDIR))'
+$(B)/goldminer: $(CLI_OBJS) $(B)/libgoldminer.so $(FLAGS_STAMP)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(MHD_LIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(B)/libgoldminer.so $(BIN_RPATH) $(LDFLAGS) \
+		$(LDLIBS) $(MHD_LIBS)
 
 # Tests may declare extra link flags in a comment line: "// LDFLAGS: -Wl,--wrap=..."
-$(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a
+$(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) -Icmd -o $@ $< $(shell sed -n 's#^// LDFLAGS: ##p' $<) \
 		$(EXTRA_LIBS) $(CMD_LIB) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS) $(MHD_LIBS) -lcmocka
 
-$(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a
+$(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXTRA_LIBS) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 
-# The UCX transport and the programs that use it (see UCX above; mh_peer is
-# the multi-host harness's two ends, tests/multihost.sh).
-# core/remote/auth.c (peer authentication, OpenSSL's libcrypto) is the remote
-# plugin's (below) and stays out of libgoldminer for the same reason; its test
-# links the object itself, so it runs with UCX=0 too.
-CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
-CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
-$(B)/core/ucx.o: override CFLAGS += $(UCX_CFLAGS)
-$(B)/core/remote/auth.o: override CFLAGS += $(CRYPTO_CFLAGS)
-$(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
+# The UCX test-support library (tests/ucx/, see UCX above) and the programs that
+# use it (mh_peer is the multi-host harness's two ends, tests/multihost.sh).
+$(B)/tests/ucx/ucx.o: override CFLAGS += $(UCX_CFLAGS)
+$(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
-$(B)/tests/test_auth: $(B)/core/remote/auth.o
-$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS)
+$(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS) -Itests
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 
-# Remote workers (core/remote/, issue 12): a plugin the node agent dlopen()s only
-# when --listen/--peers is given, so that UCX never loads into a trainer or an
-# agent that does not use it. It carries its own copy of the library objects it
-# needs; the version script exports only gm_remote_plugin.
-REMOTE_SRCS := $(sort $(wildcard core/remote/*.c))
-REMOTE_OBJS := $(REMOTE_SRCS:%.c=$(B)/%.o)
+# Remote workers (REMOTE_SRCS: core/remote/, issue 12, with core/remote/auth.c, peer
+# authentication with OpenSSL's libcrypto): a plugin the node agent dlopen()s
+# only when --listen/--peers is given, so that UCX and libcrypto never load into
+# a trainer or an agent that does not use it. It links libgoldminer.so (its
+# DT_NEEDED), which the agent has loaded already: its gm_* calls resolve to the
+# agent's own copy of the library. Run path $$ORIGIN: the library sits beside it,
+# in the build tree and installed. The version script exports only
+# gm_remote_plugin. test_auth links auth.o itself, so it runs with UCX=0 too.
 $(REMOTE_OBJS): override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
-$(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(LIB_OBJS) core/remote/remote.map
+$(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(B)/libgoldminer.so core/remote/remote.map $(FLAGS_STAMP)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -o $@ \
-		$(REMOTE_OBJS) $(LIB_OBJS) $(LDFLAGS) $(UCX_LIBS) \
-		$(CRYPTO_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -Wl,-rpath,'$$ORIGIN' \
+		-o $@ $(REMOTE_OBJS) $(B)/libgoldminer.so $(LDFLAGS) $(UCX_LIBS) $(CRYPTO_LIBS) \
+		$(LDLIBS)
+$(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
+$(B)/tests/test_auth: $(B)/core/remote/auth.o
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
-		$(B)/libgoldminer.a
+		$(B)/libgoldminer.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)$(CC) $(CFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c tests/fuzz/util.c \
@@ -206,8 +241,9 @@ test: deps
 test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
+SAN_B := build-san
 sanitize:
-	$(Q)$(MAKE) --no-print-directory B=build-san CUDA=$(CUDA) UCX=$(UCX) \
+	$(Q)$(MAKE) --no-print-directory B=$(SAN_B) CUDA=$(CUDA) UCX=$(UCX) \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
@@ -279,12 +315,13 @@ fuzz-seeds: $(B)/libgoldminer.a
 
 # A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
 # CUDA on, and the Debian shared libraries it links (liburing, libjpeg, libcudart)
-# copied into $(GPU_B)/lib, found through an $$ORIGIN/lib run path.
+# copied into $(GPU_B)/lib, found through an $$ORIGIN/lib run path (libgoldminer.so
+# itself stays beside the binary, found through its $$ORIGIN).
 GPU_B ?= build-gpu
 gpu-bundle: deps
 	$(Q)$(MAKE) --no-print-directory B=$(GPU_B) CUDA=1 LDFLAGS='-Wl,-rpath,\$$$$ORIGIN/lib' all
 	$(Q)mkdir -p $(GPU_B)/lib && for f in $$(ldd $(GPU_B)/goldminer | awk '$$3 ~ /^\// && \
-		$$1 !~ /^(libc|libm|libpthread|libdl|librt|ld-linux[^ ]*)\.so/ {print $$3}'); do \
+		$$1 !~ /^(libc|libm|libpthread|libdl|librt|libgoldminer|ld-linux[^ ]*)\.so/ {print $$3}'); do \
 		cp -L "$$f" $(GPU_B)/lib/; done
 	$(Q)ls $(GPU_B)/lib && readelf -d $(GPU_B)/libgoldminer.so | grep -i 'runpath\|rpath'
 
@@ -318,7 +355,8 @@ deps:
 
 # clang-format: Debian's 14 (other versions format some constructs differently).
 CLANG_FORMAT ?= $(shell command -v clang-format-14 2>/dev/null || echo clang-format)
-FORMAT_SRCS = $(sort $(wildcard core/*.[ch] core/remote/*.[ch] sim/*.[ch] cmd/*.[ch] include/goldminer/*.h tests/*.c))
+FORMAT_SRCS = $(sort $(wildcard core/*.[ch] core/remote/*.[ch] core/probe/*.c sim/*.[ch] cmd/*.[ch] \
+	include/goldminer/*.h tests/*.c tests/ucx/*.[ch]))
 format:
 	$(CLANG_FORMAT) -i $(FORMAT_SRCS)
 # Lists every file clang-format would change, with its number of changed lines.
@@ -370,6 +408,15 @@ $(B)/goldminer.pc: Makefile
 		'Version: $(VERSION)' 'Requires.private: $(PC_REQUIRES_PRIVATE)' \
 		'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lgoldminer' \
 		'Libs.private: $(PC_LIBS_PRIVATE)' 'Cflags: -I$${includedir}' >$@
+# The headers installed: every public header but those whose functions
+# libgoldminer.so does not export (NOINST_HDRS): remote.h, the interface between
+# the agent and the remote-workers plugin (gm_remote_plugin is the plugin's,
+# which a UCX=0 build has not; no program but goldminer loads or implements it).
+# tests/test_install.sh checks the rule: every function an installed header
+# declares is exported (nm -D), every header an installed header includes is
+# installed.
+NOINST_HDRS := include/goldminer/remote.h
+INSTALL_HDRS := $(filter-out $(NOINST_HDRS),$(sort $(wildcard include/goldminer/*.h)))
 $(B)/goldminer.1: $(B)/goldminer cmd/mkman.sh
 	$(Q)sh cmd/mkman.sh $(B)/goldminer >$@
 install: all $(B)/goldminer.pc $(B)/goldminer.1
@@ -383,7 +430,7 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/libgoldminer.a "$$d$(LIBDIR)/libgoldminer.a"; \
 	if [ -f $(B)/libgoldminer-remote.so ]; then \
 		install -m 755 $(B)/libgoldminer-remote.so "$$d$(LIBDIR)/libgoldminer-remote.so"; fi; \
-	install -m 644 include/goldminer/*.h "$$d$(INCLUDEDIR)/goldminer/"; \
+	install -m 644 $(INSTALL_HDRS) "$$d$(INCLUDEDIR)/goldminer/"; \
 	install -m 644 $(B)/goldminer.pc "$$d$(LIBDIR)/pkgconfig/goldminer.pc"; \
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
 	echo "installed goldminer $(VERSION) under $$d$(PREFIX)"
@@ -394,7 +441,32 @@ uninstall:
 		"$$d$(LIBDIR)/libgoldminer-remote.so" \
 		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer"
 
+# Every build folder this Makefile makes; $(B) too when it is another one that a
+# build made (it holds build-flags: clean never removes a folder it did not make).
+BUILD_DIRS := $(sort build $(SAN_B) $(TSAN_B) $(FUZZ_B) $(GPU_B) \
+	$(if $(wildcard $(B)/build-flags),$(B)))
 clean:
-	rm -rf build build-san build-fuzz build-tsan
+	rm -rf $(BUILD_DIRS)
 
--include $(LIB_OBJS:.o=.d) $(B)/core/ucx.d $(REMOTE_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+# The flags stamp: one line recording what changes the objects and binaries (the
+# compiler, the flags, CUDA, UCX, the libraries' pkg-config flags, the command's
+# run path). Every object and binary depends on it; it is rewritten, and so
+# everything rebuilt, only when that line changes. It is compared here and written
+# by its rule, so that make -q/-n report a change without writing it. It stays last,
+# below every variable it records. A sanitizer build has its own B and CFLAGS. A
+# change to UCX=0 also removes the plugin an earlier build left (it would be
+# installed and loaded, stale).
+FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA=$(CUDA) \
+	UCX=$(UCX) UCX_CFLAGS=$(UCX_CFLAGS) UCX_LIBS=$(UCX_LIBS) MHD_CFLAGS=$(MHD_CFLAGS) \
+	MHD_LIBS=$(MHD_LIBS) CRYPTO_CFLAGS=$(CRYPTO_CFLAGS) CRYPTO_LIBS=$(CRYPTO_LIBS) \
+	BIN_RPATH=$(BIN_RPATH)
+ifneq ($(strip $(file <$(FLAGS_STAMP))),$(strip $(FLAGS_NOW)))
+$(FLAGS_STAMP): flags-changed
+endif
+.PHONY: flags-changed
+$(FLAGS_STAMP):
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(subst ','\'',$(strip $(FLAGS_NOW)))' >$@
+	$(if $(REMOTE_PLUGIN),,@rm -f $(B)/libgoldminer-remote.so)
+
+-include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

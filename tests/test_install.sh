@@ -2,8 +2,10 @@
 # make install into a temporary DESTDIR, then use it as a C user would: build a
 # small program with `pkg-config --cflags --libs goldminer` against the installed
 # headers and library, run it on a synthetic set, and compare its checksum with the
-# installed command's `bench --checksum`. Also: the SONAME, the man page covering
-# every subcommand, goldminer --version. TAP on stdout. Env: B (build dir).
+# installed command's `bench --checksum`. Also: the SONAME, the installed headers
+# against what libgoldminer.so exports, the man page covering every subcommand,
+# goldminer --version, the installed agent loading the installed remote-workers
+# plugin. TAP on stdout. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -28,8 +30,53 @@ L=$D$P/lib
 so=$(readelf -d "$L/libgoldminer.so" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 t "$([ -n "$so" ] && [ -e "$L/$so" ] && [ -e "$L/libgoldminer.a" ] &&
 	[ -f "$D$P/include/goldminer/loader.h" ]; echo $?)" "library (SONAME $so), static library and headers installed"
-v=$(LD_LIBRARY_PATH=$L "$D$P/bin/goldminer" --version)
-t "$(echo "$v" | grep -q '^goldminer [0-9]*\.[0-9]*\.[0-9]*$'; echo $?)" "goldminer --version: $v"
+
+# The installed headers promise only what the installed libraries give: every
+# gm_* function an installed header declares (a static inline one is not a
+# symbol) is exported by libgoldminer.so (nm -D), and every header an
+# installed header includes is installed. The declarations come from gcc's
+# -aux-info over each header compiled alone against the installed tree.
+I=$D$P/include
+if ! command -v gcc >/dev/null 2>&1 || ! command -v nm >/dev/null 2>&1; then
+	n=$((n + 1))
+	echo "ok $n # SKIP gcc or nm missing: the installed headers are not checked"
+else
+	nm -D --defined-only "$L/libgoldminer.so" | awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' |
+		sort -u >"$tmp/exported"
+	: >"$tmp/declared"
+	: >"$tmp/bad"
+	for h in "$I"/goldminer/*.h; do
+		b=${h##*/}
+		sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p; s/^[ \t]*#[ \t]*include[ \t]*<\(goldminer\/[^>]*\)>.*/\1/p' \
+			"$h" | while read -r inc; do
+			[ -f "$I/$inc" ] || [ -f "$I/goldminer/$inc" ] ||
+				echo "goldminer/$b includes $inc, which is not installed" >>"$tmp/bad"
+		done
+		printf '#include <goldminer/%s>\n' "$b" >"$tmp/hdr.c"
+		if ! gcc -std=c11 -D_GNU_SOURCE -I"$I" -fsyntax-only -aux-info "$tmp/hdr.aux" \
+			"$tmp/hdr.c" >"$tmp/hdr.log" 2>&1; then
+			echo "goldminer/$b does not compile alone: $(grep -m1 error "$tmp/hdr.log")" >>"$tmp/bad"
+			continue
+		fi
+		# "/* FILE:LINE:NC */ extern TYPE NAME (ARGS);" for the functions FILE declares
+		grep -F "/* $h:" "$tmp/hdr.aux" | grep -v '\*/ static ' |
+			sed 's#^/\*[^*]*\*/ ##; s/ (.*//; s/.*[ *]//' | grep '^gm_' |
+			sed "s#\$# goldminer/$b#" >>"$tmp/declared"
+	done
+	sort -u "$tmp/declared" | while read -r fn hdr; do
+		grep -qx "$fn" "$tmp/exported" || echo "$hdr declares $fn, which libgoldminer.so does not export" >>"$tmp/bad"
+	done
+	nh=$(find "$I/goldminer" -name '*.h' | grep -c .)
+	nd=$(sort -u "$tmp/declared" | grep -c .)
+	t "$([ ! -s "$tmp/bad" ] && [ "$nd" -gt 0 ]; echo $?)" \
+		"the $nh installed headers declare $nd gm_* functions, all exported; they include only installed headers"
+	sed 's/^/# /' "$tmp/bad"
+fi
+
+# no LD_LIBRARY_PATH: the command finds the installed libgoldminer.so by its run path
+v=$(env -u LD_LIBRARY_PATH "$D$P/bin/goldminer" --version 2>&1)
+t "$(echo "$v" | grep -q '^goldminer [0-9]*\.[0-9]*\.[0-9]*$'; echo $?)" \
+	"goldminer --version, the library found by its run path: $v"
 man=$D$P/share/man/man1/goldminer.1
 miss=""
 for c in bench node pack plan profile sim synth; do

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #ifdef GM_HAVE_UCX
-#include "goldminer/ucx.h"
+#include "ucx/ucx.h"
 
 #define MAPPING (1u << 20)   /* the child's memfd mapping */
 #define REGION	(512u << 10) /* the part of it registered for puts */

@@ -111,7 +111,7 @@ out_fail:
 }
 
 #ifdef GM_HAVE_UCX
-#include "goldminer/ucx.h"
+#include "ucx/ucx.h"
 
 #define MARK  0x676d2d6d682d6f6bull /* "gm-mh-ok" */
 #define CHUNK (1u << 20)

@@ -28,7 +28,7 @@ int main(void)
 	return 0;
 }
 #else
-#include "goldminer/ucx.h"
+#include "ucx/ucx.h"
 
 #define TARGET (16u << 20)
 #define TMO    10000 /* ms */

@@ -24,7 +24,7 @@
  * Not here: framing, retries or keepalive of our own (UCX's), authentication
  * of peers, leases and fencing (the control plane), active-message handlers.
  */
-#include "goldminer/ucx.h"
+#include "ucx.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

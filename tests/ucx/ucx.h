@@ -16,8 +16,12 @@
  * read from the environment when the context is created).
  *
  * Not here: who may connect (the control plane authenticates peers), leases
- * and fencing of stale writers, active-message handlers. Built only when UCX
- * is present (make UCX=auto|1|0); GM_HAVE_UCX is defined then.
+ * and fencing of stale writers, active-message handlers. Not in the product
+ * either: the remote workers (core/remote.c) use UCX's active messages
+ * directly, so this is a test-support library (tests/ucx/, archived as
+ * build/tests/libgmucx.a) for test_ucx, ucx_bench and the multi-host harness
+ * (mh_peer), never installed. Built only when UCX is present (make
+ * UCX=auto|1|0); GM_HAVE_UCX is defined then.
  *
  * Threads: a struct gm_ucx and everything made from it (endpoints, regions,
  * rkeys) belong to one thread at a time (UCS_THREAD_MODE_SINGLE). Create it
