@@ -144,14 +144,16 @@ $(B)/cmd/%.o: override CFLAGS += $(MHD_CFLAGS)
 # on. Its verdict, $(HUFF_PROBE) (GM_OWN_HUFFMAN 1 or 0), is forced into huff.c,
 # jpeg.c and the tests that include huff.h. When it fails the build prints one
 # line (what huff.c expects, what was found) and goes on with libjpeg's own
-# decoder (huff.c compiled out). The probe runs on every make (a syntax check, a
-# tenth of a second); the verdict file is rewritten, and what includes it rebuilt,
-# only when the verdict changes. HUFF_PROBE_FAIL=1 fails it on purpose
-# (tests/test_huff_fallback.sh).
+# decoder (huff.c compiled out). The probe (a syntax check, a tenth of a second)
+# runs again only when the flags (the stamp: HUFF_PROBE_FAIL is in it), the probe
+# or libjpeg's headers change, each of which rebuilds huff.o and jpeg.o anyway.
+# HUFF_PROBE_FAIL=1 fails it on purpose (tests/test_huff_fallback.sh).
 HUFF_PROBE := $(B)/core/huff_probe.h
 HUFF_PROBE_CFLAGS = $(filter-out -MMD -MP,$(CFLAGS)) $(if $(filter 1,$(HUFF_PROBE_FAIL)),-DGM_HUFF_PROBE_FAIL)
-.PHONY: huff-probe-always
-$(HUFF_PROBE): core/probe/huff.c huff-probe-always
+JPEG_HDRS := $(wildcard $(foreach d,$(patsubst -I%,%,$(filter -I%,$(PKG_CFLAGS))) /usr/local/include \
+	/usr/include /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null),$(addprefix $(d)/,\
+	jpeglib.h jpegint.h jconfig.h jmorecfg.h jerror.h)))
+$(HUFF_PROBE): core/probe/huff.c $(JPEG_HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(Q)v=1; if ! $(CC) $(HUFF_PROBE_CFLAGS) -fsyntax-only core/probe/huff.c 2>$@.log; then v=0; \
 		why=$$(awk '/error:/ { if (match($$0, /"[^"]*"$$/)) print "expects " \
@@ -167,8 +169,8 @@ $(HUFF_PROBE): core/probe/huff.c huff-probe-always
 	fi; \
 	printf '%s\n' '/* $(HUFF_PROBE): core/probe/huff.c passed (1) or not (0); see the Makefile */' \
 		"#define GM_OWN_HUFFMAN $$v" >$@.tmp; \
-	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; \
-		$(if $(Q),echo "  PROBE   core/probe/huff.c: GM_OWN_HUFFMAN $$v";) fi
+	cmp -s $@.tmp $@ || $(if $(Q),echo "  PROBE   core/probe/huff.c: GM_OWN_HUFFMAN $$v";) :; \
+	mv $@.tmp $@
 HUFF_USERS := $(B)/core/huff.o $(B)/core/jpeg.o $(B)/tests/test_jpeg $(B)/tests/test_huff \
 	$(B)/fuzz/fuzz_huff
 $(HUFF_USERS): $(HUFF_PROBE)
@@ -459,7 +461,7 @@ clean:
 FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA=$(CUDA) \
 	UCX=$(UCX) UCX_CFLAGS=$(UCX_CFLAGS) UCX_LIBS=$(UCX_LIBS) MHD_CFLAGS=$(MHD_CFLAGS) \
 	MHD_LIBS=$(MHD_LIBS) CRYPTO_CFLAGS=$(CRYPTO_CFLAGS) CRYPTO_LIBS=$(CRYPTO_LIBS) \
-	BIN_RPATH=$(BIN_RPATH)
+	BIN_RPATH=$(BIN_RPATH) HUFF_PROBE_FAIL=$(HUFF_PROBE_FAIL)
 ifneq ($(strip $(file <$(FLAGS_STAMP))),$(strip $(FLAGS_NOW)))
 $(FLAGS_STAMP): flags-changed
 endif
