@@ -149,7 +149,7 @@ int gm_aug_spec_check(const struct gm_aug_spec *s, char *err, size_t errlen)
 	if (!why)
 		return 0;
 	if (err && errlen)
-		snprintf(err, errlen, "invalid transform spec: %s", why);
+		gm_errf(err, errlen, "invalid transform spec: %s", why);
 	return -EINVAL;
 }
 
@@ -749,7 +749,7 @@ static void vpass(struct gm_aug *a, uint8_t *d, const uint8_t *src, size_t strid
 
 static int fail(struct gm_aug *a, int ret, const char *what)
 {
-	snprintf(a->errmsg, sizeof(a->errmsg), "gm_aug_sample: %s", what);
+	gm_errf(a->errmsg, sizeof(a->errmsg), "gm_aug_sample: %s", what);
 	return ret;
 }
 

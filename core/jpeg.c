@@ -89,13 +89,13 @@ static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
 
 static void set_err(struct gm_jpeg *j, int errnum, const char *fmt, ...)
 {
+	char why[sizeof(j->errmsg)];
 	va_list ap;
-	int n = snprintf(j->errmsg, sizeof(j->errmsg), "%s: ", j->where);
-	if (n < 0 || (size_t)n >= sizeof(j->errmsg))
-		n = 0;
+
 	va_start(ap, fmt);
-	vsnprintf(j->errmsg + n, sizeof(j->errmsg) - (size_t)n, fmt, ap);
+	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	gm_errf(j->errmsg, sizeof(j->errmsg), "%s: %s", j->where, why);
 	j->errnum = errnum;
 }
 
