@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=${LAYOUT_ROOT:-$(dirname "$here")}
 B=${B:-build}
 case $B in /*) ;; *) B=$(dirname "$here")/$B ;; esac
-MAX_LINES=100
+MAX_LINES=80
 rc=0
 
 ok() { echo "ok $1 - $2"; }
