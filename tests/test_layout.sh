@@ -79,10 +79,11 @@ files() {
 }
 cd "$root" || exit 1
 # The lists below are split on purpose: the repository's file names have no blanks.
-core_files=$(files core/*.c core/*.h)
-lib_files=$(files core/*.c core/*.h sim/*.c sim/*.h include/goldminer/*.h |
+# (core/*/: a module of several files, such as the remote plugin's, in a folder)
+core_files=$(files core/*.c core/*.h core/*/*.c core/*/*.h)
+lib_files=$(files core/*.c core/*.h core/*/*.c core/*/*.h sim/*.c sim/*.h include/goldminer/*.h |
 	grep -v '^include/goldminer/cli\.h$')
-src_files=$(files core/*.c sim/*.c cmd/*.c)
+src_files=$(files core/*.c core/*/*.c sim/*.c cmd/*.c)
 # shellcheck disable=SC2086
 up=$(includes $core_files | grep ': \(sim\|trace\|cluster\|profile\)\.h$' |
 	sed 's/$/  (core\/ includes a simulator header)/')
