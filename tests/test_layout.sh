@@ -10,7 +10,8 @@
 #     finds them): a file points to each header it includes, and a header to each
 #     file of another module that defines a function it declares (a header named
 #     for a source file is that module's; aug_simd.h declaring hooks that aug.c
-#     defines, while aug.c includes aug_simd.h, is a circle)
+#     defines, while aug.c includes aug_simd.h, is a circle; the files of a
+#     folder below core/ are one module)
 #   4 no function in core/ sim/ cmd/ over 80 lines unless a comment within the 3
 #     lines above it says why it must be "one piece"
 #   5 every module test tests/test_NAME.c names a module: a source file or header
@@ -119,12 +120,15 @@ else
 		}
 		function dirof(f) { if (f !~ /\//) return "."; sub(/\/[^\/]*$/, "", f); return f }
 		function stem(f) { sub(/^.*\//, "", f); sub(/\.[ch]$/, "", f); return f }
+		# the module of a file: its name, or its folder below core/ (the files of
+		# core/remote/ are one module, whose private headers they share)
+		function mod(f) { if (f ~ /^core\/[^\/]+\//) { sub(/\/[^\/]*$/, "", f); return f } return stem(f) }
 		BEGIN {
 			n = split(list, L, "\n")
 			for (i = 1; i <= n; i++)
 				if (L[i] != "") {
 					have[L[i]] = 1
-					if (L[i] ~ /\.c$/) csrc[stem(L[i])] = 1
+					if (L[i] ~ /\.c$/) csrc[mod(L[i])] = 1
 				}
 		}
 		FNR == 1 { incom = 0 }
@@ -164,11 +168,11 @@ else
 			# a header named for no source file (cmd.h, sim_stats.h) belongs to
 			# the files that define what it declares
 			for (k in decl) {
-				split(k, a, SUBSEP); hs = stem(a[1])
+				split(k, a, SUBSEP); hs = mod(a[1])
 				if (!(hs in csrc) || !(a[2] in def)) continue
 				m = split(def[a[2]], d, " ")
 				for (i = 1; i <= m; i++)
-					if (d[i] != "" && stem(d[i]) != hs && index(stem(d[i]), hs "_") != 1)
+					if (d[i] != "" && mod(d[i]) != hs && index(mod(d[i]), hs "_") != 1)
 						print a[1], d[i], a[2]
 			}
 		}' $tree_files </dev/null)
