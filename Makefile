@@ -232,7 +232,8 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuz
 	$(Q)$(CC) $(CFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c tests/fuzz/util.c \
 		$(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
 # (-MMD names the headers of the last source only: the oracle fuzz_huff shares with
-# test_jpeg, and the header it includes, are named here)
+# test_huff, and the header it includes, are named here; a test binary, built from
+# one source, gets them from its own .d)
 $(B)/fuzz/fuzz_huff: tests/fuzz/huffdiff.h core/huff.h
 
 # Script tests (TAP on stdout): tests/*.sh and the Python suite.

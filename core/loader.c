@@ -276,7 +276,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 	l = calloc(1, sizeof(*l));
 	if (!l) {
 		if (errbuf && errlen)
-			snprintf(errbuf, errlen, "gm_loader_open: out of memory");
+			gm_errf(errbuf, errlen, "gm_loader_open: out of memory");
 		return -ENOMEM;
 	}
 	l->o = *opts;
@@ -289,7 +289,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 		err = l->o.node && *l->o.node ? client_attach(l) : start_pool(l, &c);
 	if (err) {
 		if (errbuf && errlen)
-			snprintf(errbuf, errlen, "%s", l->errmsg);
+			gm_errf(errbuf, errlen, "%s", l->errmsg);
 		gm_loader_close(l); /* undoes whatever was made */
 		return err;
 	}
@@ -597,9 +597,69 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
  * the output stays a pure function of (index, spec, seed, epoch) (contract 1).
  * Batches are copies here: the pool reorders samples across ring slots.
  */
-static int shuf_next(struct gm_loader *l, struct gm_batch *b)
+/* The shuffle pool's epoch is over: the next output batch is the next epoch's first. */
+static void shuf_epoch_reset(struct gm_loader *l)
+{
+	l->up_epoch_done = false;
+	l->out_k = 0;
+	l->out_draws = 0;
+}
+
+/* Refill the pool from upstream until it is full or the epoch (or the job) ends.
+ * 0, or ring_next's -errno (a call again goes on where this one stopped). */
+static int shuf_refill(struct gm_loader *l)
 {
 	size_t sb = l->sample_bytes;
+
+	while (l->shuf_n < l->shuf_cap && !l->up_epoch_done && !l->up_end) {
+		if (!l->up_valid || l->up_pos == l->up.size) {
+			int rc = ring_next(l, &l->up);
+			if (rc == GM_LOADER_END_OF_EPOCH) {
+				l->up_valid = false;
+				l->up_epoch_done = true;
+				break;
+			}
+			if (rc == GM_LOADER_END) {
+				l->up_valid = false;
+				l->up_end = true;
+				break;
+			}
+			if (rc < 0)
+				return rc;
+			l->up_valid = true;
+			l->up_pos = 0;
+			l->out_epoch = l->up.epoch;
+		}
+		uint32_t n = l->shuf_n++;
+		memcpy(l->shuf_px + n * sb, (uint8_t *)l->up.data + (size_t)l->up_pos * sb, sb);
+		l->shuf_lab[n] = l->up.labels[l->up_pos];
+		l->shuf_id[n] = l->up.sample_ids[l->up_pos];
+		l->up_pos++;
+	}
+	return 0;
+}
+
+/* Output position k takes the pool sample drawn by the RNG keyed (seed, epoch,
+ * draw); the last pool entry fills its place. The pool is not empty. */
+static void shuf_draw(struct gm_loader *l, uint32_t k)
+{
+	size_t sb = l->sample_bytes;
+	struct gm_rng r;
+
+	gm_rng_init(&r, l->o.seed, GM_RNG_STREAM_SHUFFLE, l->out_epoch, l->out_draws++);
+	uint32_t i = (uint32_t)gm_rng_below(&r, l->shuf_n), last = --l->shuf_n;
+	memcpy(l->out_px + (size_t)k * sb, l->shuf_px + (size_t)i * sb, sb);
+	l->out_lab[k] = l->shuf_lab[i];
+	l->out_id[k] = l->shuf_id[i];
+	if (i != last) {
+		memcpy(l->shuf_px + (size_t)i * sb, l->shuf_px + (size_t)last * sb, sb);
+		l->shuf_lab[i] = l->shuf_lab[last];
+		l->shuf_id[i] = l->shuf_id[last];
+	}
+}
+
+static int shuf_next(struct gm_loader *l, struct gm_batch *b)
+{
 	uint32_t k = l->out_fill, B = l->o.batch_size;
 
 	if (l->shuf_eoe) {
@@ -609,56 +669,20 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 	if (l->up_end && !l->shuf_n && !k)
 		return GM_LOADER_END;
 	while (k < B) {
-		/* refill the pool from upstream until it is full or the epoch ends */
-		while (l->shuf_n < l->shuf_cap && !l->up_epoch_done && !l->up_end) {
-			if (!l->up_valid || l->up_pos == l->up.size) {
-				int rc = ring_next(l, &l->up);
-				if (rc == GM_LOADER_END_OF_EPOCH) {
-					l->up_valid = false;
-					l->up_epoch_done = true;
-					break;
-				}
-				if (rc == GM_LOADER_END) {
-					l->up_valid = false;
-					l->up_end = true;
-					break;
-				}
-				if (rc < 0) {
-					l->out_fill = k; /* a call again goes on (-EINTR) */
-					return rc;
-				}
-				l->up_valid = true;
-				l->up_pos = 0;
-				l->out_epoch = l->up.epoch;
-			}
-			uint32_t n = l->shuf_n++;
-			memcpy(l->shuf_px + n * sb, (uint8_t *)l->up.data + (size_t)l->up_pos * sb,
-			       sb);
-			l->shuf_lab[n] = l->up.labels[l->up_pos];
-			l->shuf_id[n] = l->up.sample_ids[l->up_pos];
-			l->up_pos++;
+		int rc = shuf_refill(l);
+		if (rc < 0) {
+			l->out_fill = k; /* a call again goes on (-EINTR) */
+			return rc;
 		}
 		if (!l->shuf_n)
 			break;
-		struct gm_rng r;
-		gm_rng_init(&r, l->o.seed, GM_RNG_STREAM_SHUFFLE, l->out_epoch, l->out_draws++);
-		uint32_t i = (uint32_t)gm_rng_below(&r, l->shuf_n), last = --l->shuf_n;
-		memcpy(l->out_px + (size_t)k * sb, l->shuf_px + (size_t)i * sb, sb);
-		l->out_lab[k] = l->shuf_lab[i];
-		l->out_id[k] = l->shuf_id[i];
-		if (i != last) {
-			memcpy(l->shuf_px + (size_t)i * sb, l->shuf_px + (size_t)last * sb, sb);
-			l->shuf_lab[i] = l->shuf_lab[last];
-			l->shuf_id[i] = l->shuf_id[last];
-		}
+		shuf_draw(l, k);
 		k++;
 	}
 	l->out_fill = 0;
 	if (k == 0) {
 		/* epoch drained */
-		l->up_epoch_done = false;
-		l->out_k = 0;
-		l->out_draws = 0;
+		shuf_epoch_reset(l);
 		return l->up_end ? GM_LOADER_END : GM_LOADER_END_OF_EPOCH;
 	}
 	b->epoch = l->out_epoch;
@@ -666,15 +690,13 @@ static int shuf_next(struct gm_loader *l, struct gm_batch *b)
 	b->size = k;
 	b->n_errors = 0;
 	b->data = l->out_px;
-	b->sample_bytes = sb;
+	b->sample_bytes = l->sample_bytes;
 	b->labels = l->out_lab;
 	b->sample_ids = l->out_id;
 	b->slot = UINT32_MAX;
 	/* the last output batch of an epoch: report the end right after it */
 	if (l->up_epoch_done && !l->shuf_n) {
-		l->up_epoch_done = false;
-		l->out_k = 0;
-		l->out_draws = 0;
+		shuf_epoch_reset(l);
 		l->shuf_eoe = true;
 	}
 	return 0;

@@ -290,12 +290,15 @@ static void set_target_locked(struct gm_pool *p, int n)
 	atomic_store(&p->h->p_target, (uint32_t)n);
 }
 
+/* A pool size within 0..GM_MAX_WORKERS. */
+static int clamp_workers(int workers)
+{
+	return workers < 0 ? 0 : workers > GM_MAX_WORKERS ? GM_MAX_WORKERS : workers;
+}
+
 void gm_pool_set_target(struct gm_pool *p, int workers)
 {
-	if (workers < 0)
-		workers = 0;
-	if (workers > GM_MAX_WORKERS)
-		workers = GM_MAX_WORKERS;
+	workers = clamp_workers(workers);
 	pthread_mutex_lock(&p->mu);
 	set_target_locked(p, workers);
 	pthread_mutex_unlock(&p->mu);
@@ -735,7 +738,7 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 void gm_pool_fix(struct gm_pool *p, int workers)
 {
 	pthread_mutex_lock(&p->mu);
-	set_target_locked(p, workers);
+	set_target_locked(p, clamp_workers(workers));
 	p->autoscale = false; /* an explicit size wins over the controller */
 	pthread_mutex_unlock(&p->mu);
 	poke(p);

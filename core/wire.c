@@ -300,13 +300,18 @@ bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n)
 	       req->version == GM_NODE_VERSION;
 }
 
-/* The fds of a received message: the first into *fd_out (if wanted), the rest closed. */
+/* The fds of a received message: the first into *fd_out (if wanted), the rest closed.
+ * One SCM_RIGHTS message may carry several (two fit in the room of one, padded):
+ * each is taken, so a peer that sends more cannot leak them into this process. */
 static void take_fds(struct msghdr *mh, int *fd_out)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < n; k++) {
 			int got;
-			memcpy(&got, CMSG_DATA(c), sizeof(got));
+			memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(got));
 			if (fd_out && *fd_out < 0)
 				*fd_out = got;
 			else

@@ -486,6 +486,67 @@ static void raise_nofile(uint64_t need)
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* The per-batch arrays of a worker for batches of b samples, and the epoch
+ * permutation; the range-read arrays when the dataset is sharded and ranged reads
+ * are not turned off (GM_NO_RANGE=1). 0 or -ENOMEM (gm_worker_destroy frees
+ * whatever was made). */
+static int alloc_arrays(struct gm_worker *w, const struct gm_dataset *ds, uint32_t b)
+{
+	w->perm = malloc((size_t)w->n * sizeof(*w->perm));
+	w->paths = calloc(b, sizeof(*w->paths));
+	w->sizes = calloc(b, sizeof(*w->sizes));
+	if (gm_dataset_sharded(ds) && !(w->offs = calloc(b, sizeof(*w->offs))))
+		return -ENOMEM;
+	const char *nr = getenv("GM_NO_RANGE");
+	w->ranged = w->offs && !(nr && !strcmp(nr, "1"));
+	w->prefix = RANGE_PREFIX;
+	if (w->ranged &&
+	    (!(w->pre = malloc((size_t)b * RANGE_PREFIX)) || !(w->plen = calloc(b, 4)) ||
+	     !(w->roff = calloc(b, 8)) || !(w->msize = calloc(b, 8)) || !(w->moff = calloc(b, 8))))
+		return -ENOMEM;
+	w->fail = calloc(b, sizeof(*w->fail));
+	w->pos_of = calloc(b, sizeof(*w->pos_of));
+	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
+	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg || !w->pos_of)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The worker's io_uring reader for batches of b samples: over the shards, kept
+ * open in the ring's file table (one READ per sample), or by path. 0 or -errno
+ * with a message in err. */
+static int open_reader(struct gm_worker *w, const struct gm_dataset *ds, uint32_t b, char *err,
+		       size_t errlen)
+{
+	int rc;
+	uint32_t ns = gm_dataset_num_shards(ds);
+
+	if (ns) {
+		/* Keep the shards open in the ring's file table: one READ per sample. */
+		const char **sp = malloc(ns * sizeof(*sp));
+		if (!sp) {
+			gm_errf(err, errlen, "worker: out of memory");
+			return -ENOMEM;
+		}
+		for (uint32_t k = 0; k < ns; k++)
+			sp[k] = gm_dataset_shard_path(ds, k);
+		raise_nofile(ns + b + 64);
+		rc = gm_reader_create_files(&w->rd, b, sp, ns);
+		free(sp);
+		if (!rc && gm_reader_fixed_files(w->rd) &&
+		    !(w->fidx = calloc(b, sizeof(*w->fidx)))) {
+			gm_errf(err, errlen, "worker: out of memory");
+			return -ENOMEM;
+		}
+	} else {
+		rc = gm_reader_create(&w->rd, b);
+	}
+	if (rc)
+		gm_errf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
+			gm_reader_errmsg(w->rd));
+	return rc;
+}
+
 int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, char *err,
 		     size_t errlen)
 {
@@ -502,60 +563,14 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->sample_bytes = gm_aug_out_bytes(&cfg->aug);
 	w->pid = (uint32_t)getpid();
 	w->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
-	w->perm = malloc((size_t)w->n * sizeof(*w->perm));
-	w->paths = calloc(b, sizeof(*w->paths));
-	w->sizes = calloc(b, sizeof(*w->sizes));
-	if (gm_dataset_sharded(cfg->ds) && !(w->offs = calloc(b, sizeof(*w->offs)))) {
-		rc = -ENOMEM;
-		gm_errf(err, errlen, "worker: out of memory");
-		goto out_destroy;
-	}
-	const char *nr = getenv("GM_NO_RANGE");
-	w->ranged = w->offs && !(nr && !strcmp(nr, "1"));
-	w->prefix = RANGE_PREFIX;
-	if (w->ranged && (!(w->pre = malloc((size_t)b * RANGE_PREFIX)) ||
-			  !(w->plen = calloc(b, 4)) || !(w->roff = calloc(b, 8)) ||
-			  !(w->msize = calloc(b, 8)) || !(w->moff = calloc(b, 8)))) {
-		rc = -ENOMEM;
-		gm_errf(err, errlen, "worker: out of memory");
-		goto out_destroy;
-	}
-	w->fail = calloc(b, sizeof(*w->fail));
-	w->pos_of = calloc(b, sizeof(*w->pos_of));
-	w->fail_msg = calloc(b, sizeof(*w->fail_msg));
-	if (!w->perm || !w->paths || !w->sizes || !w->fail || !w->fail_msg || !w->pos_of) {
-		rc = -ENOMEM;
-		gm_errf(err, errlen, "worker: out of memory");
-		goto out_destroy;
-	}
-	uint32_t ns = gm_dataset_num_shards(cfg->ds);
-	if (ns) {
-		/* Keep the shards open in the ring's file table: one READ per sample. */
-		const char **sp = malloc(ns * sizeof(*sp));
-		if (!sp) {
-			rc = -ENOMEM;
-			gm_errf(err, errlen, "worker: out of memory");
-			goto out_destroy;
-		}
-		for (uint32_t k = 0; k < ns; k++)
-			sp[k] = gm_dataset_shard_path(cfg->ds, k);
-		raise_nofile(ns + b + 64);
-		rc = gm_reader_create_files(&w->rd, b, sp, ns);
-		free(sp);
-		if (!rc && gm_reader_fixed_files(w->rd) &&
-		    !(w->fidx = calloc(b, sizeof(*w->fidx)))) {
-			rc = -ENOMEM;
-			gm_errf(err, errlen, "worker: out of memory");
-			goto out_destroy;
-		}
-	} else {
-		rc = gm_reader_create(&w->rd, b);
-	}
+	rc = alloc_arrays(w, cfg->ds, b);
 	if (rc) {
-		gm_errf(err, errlen, "worker: io_uring reader: %s (%s)", strerror(-rc),
-			gm_reader_errmsg(w->rd));
+		gm_errf(err, errlen, "worker: out of memory");
 		goto out_destroy;
 	}
+	rc = open_reader(w, cfg->ds, b, err, errlen);
+	if (rc)
+		goto out_destroy;
 	rc = gm_aug_create(&w->aug, &cfg->aug);
 	if (rc) {
 		gm_errf(err, errlen, "worker: augmentation spec: %s", strerror(-rc));

@@ -63,6 +63,73 @@ void gm_profile_default(struct gm_profile *p)
 	memcpy(p->c, builtin, sizeof(builtin));
 }
 
+/* Split line at its tabs into fld: the number of fields, 7 when there are more
+ * than six. */
+static int split_fields(char *line, char *fld[6])
+{
+	char *s = line;
+	int nf = 0;
+
+	for (;;) { /* exactly six fields; nf = 7 flags a seventh */
+		if (nf == 6) {
+			nf = 7;
+			break;
+		}
+		fld[nf++] = s;
+		char *t = strchr(s, '\t');
+		if (!t)
+			break;
+		*t = 0;
+		s = t + 1;
+	}
+	return nf;
+}
+
+/* One class line (line lineno of path, neither blank nor a comment) appended to p.
+ * 0, or -EBADMSG with the line and what is wrong with it in err. */
+static int parse_class(struct gm_profile *p, char *line, const char *path, unsigned lineno,
+		       char *err, size_t errlen)
+{
+	char *fld[6], *end[3];
+	int nf = split_fields(line, fld);
+	struct gm_profile_class *c = &p->c[p->n];
+
+	if (nf != 6) {
+		gm_errf(err, errlen,
+			"%s:%u: expected 6 tab-separated fields "
+			"(class gpu_rate cpu_rate share gpu_source cpu_source)",
+			path, lineno);
+		return -EBADMSG;
+	}
+	if (p->n == GM_PROFILE_MAX) {
+		gm_errf(err, errlen, "%s:%u: more than %d classes", path, lineno, GM_PROFILE_MAX);
+		return -EBADMSG;
+	}
+	if (!fld[0][0] || strlen(fld[0]) >= sizeof(c->name) || gm_profile_find(p, fld[0]) >= 0) {
+		gm_errf(err, errlen, "%s:%u: class name empty, too long or repeated", path, lineno);
+		return -EBADMSG;
+	}
+	c->gpu_rate = strtod(fld[1], &end[0]);
+	c->cpu_rate = strtod(fld[2], &end[1]);
+	c->share = strtod(fld[3], &end[2]);
+	if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
+	    !(c->gpu_rate >= GM_PROFILE_MIN_RATE && c->gpu_rate <= GM_PROFILE_MAX_RATE) ||
+	    !(c->cpu_rate >= GM_PROFILE_MIN_RATE && c->cpu_rate <= GM_PROFILE_MAX_RATE) ||
+	    !(c->share >= 0 && c->share <= GM_PROFILE_MAX_RATE)) {
+		gm_errf(err, errlen,
+			"%s:%u: gpu_rate and cpu_rate must be numbers %g..%g (samples/s) "
+			"and share 0..%g",
+			path, lineno, GM_PROFILE_MIN_RATE, GM_PROFILE_MAX_RATE,
+			GM_PROFILE_MAX_RATE);
+		return -EBADMSG;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", fld[0]);
+	snprintf(c->gpu_source, sizeof(c->gpu_source), "%s", fld[4]);
+	snprintf(c->cpu_source, sizeof(c->cpu_source), "%s", fld[5]);
+	p->n++;
+	return 0;
+}
+
 int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -79,70 +146,19 @@ int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t er
 	}
 	memset(p, 0, sizeof(*p));
 	while (getline(&line, &lcap, f) >= 0) {
-		char *fld[6], *s = line, *end[3];
-		int nf = 0;
 		lineno++;
 		line[strcspn(line, "\r\n")] = 0;
 		if (!line[0] || line[0] == '#')
 			continue;
-		for (;;) { /* exactly six fields; nf = 7 flags a seventh */
-			if (nf == 6) {
-				nf = 7;
-				break;
-			}
-			fld[nf++] = s;
-			char *t = strchr(s, '\t');
-			if (!t)
-				break;
-			*t = 0;
-			s = t + 1;
-		}
-		struct gm_profile_class *c = &p->c[p->n];
-		if (nf != 6) {
-			gm_errf(err, errlen,
-				"%s:%u: expected 6 tab-separated fields "
-				"(class gpu_rate cpu_rate share gpu_source cpu_source)",
-				path, lineno);
-			goto bad;
-		}
-		if (p->n == GM_PROFILE_MAX) {
-			gm_errf(err, errlen, "%s:%u: more than %d classes", path, lineno,
-				GM_PROFILE_MAX);
-			goto bad;
-		}
-		if (!fld[0][0] || strlen(fld[0]) >= sizeof(c->name) ||
-		    gm_profile_find(p, fld[0]) >= 0) {
-			gm_errf(err, errlen, "%s:%u: class name empty, too long or repeated", path,
-				lineno);
-			goto bad;
-		}
-		c->gpu_rate = strtod(fld[1], &end[0]);
-		c->cpu_rate = strtod(fld[2], &end[1]);
-		c->share = strtod(fld[3], &end[2]);
-		if (*end[0] || *end[1] || *end[2] || !fld[1][0] || !fld[2][0] || !fld[3][0] ||
-		    !(c->gpu_rate >= GM_PROFILE_MIN_RATE && c->gpu_rate <= GM_PROFILE_MAX_RATE) ||
-		    !(c->cpu_rate >= GM_PROFILE_MIN_RATE && c->cpu_rate <= GM_PROFILE_MAX_RATE) ||
-		    !(c->share >= 0 && c->share <= GM_PROFILE_MAX_RATE)) {
-			gm_errf(err, errlen,
-				"%s:%u: gpu_rate and cpu_rate must be numbers %g..%g (samples/s) "
-				"and share 0..%g",
-				path, lineno, GM_PROFILE_MIN_RATE, GM_PROFILE_MAX_RATE,
-				GM_PROFILE_MAX_RATE);
-			goto bad;
-		}
-		snprintf(c->name, sizeof(c->name), "%s", fld[0]);
-		snprintf(c->gpu_source, sizeof(c->gpu_source), "%s", fld[4]);
-		snprintf(c->cpu_source, sizeof(c->cpu_source), "%s", fld[5]);
-		share_sum += c->share;
-		p->n++;
+		rc = parse_class(p, line, path, lineno, err, errlen);
+		if (rc)
+			goto out_close;
+		share_sum += p->c[p->n - 1].share;
 	}
 	if (!p->n || !(share_sum > 0)) {
 		gm_errf(err, errlen, "%s:%u: no classes, or all shares are 0", path, lineno);
-		goto bad;
+		rc = -EBADMSG;
 	}
-	goto out_close;
-bad:
-	rc = -EBADMSG;
 out_close:
 	free(line);
 	fclose(f);

@@ -6,20 +6,36 @@
 #   2 no upward includes: core/ includes no simulator header (sim.h, trace.h,
 #     cluster.h, profile.h); no library file (core/, sim/, include/goldminer/)
 #     includes the commands' cmd.h or cli.h
-#   3 no include cycle among include/goldminer/*.h (tsort finds them)
-#   4 no function in core/ sim/ cmd/ over 100 lines unless a comment within the 3
+#   3 no include circle anywhere in core/ sim/ cmd/ include/goldminer/ (tsort
+#     finds them): a file points to each header it includes, and a header to each
+#     file of another module that defines a function it declares (a header named
+#     for a source file is that module's; aug_simd.h declaring hooks that aug.c
+#     defines, while aug.c includes aug_simd.h, is a circle; the files of a
+#     folder below core/ are one module)
+#   4 no function in core/ sim/ cmd/ over 80 lines unless a comment within the 3
 #     lines above it says why it must be "one piece"
-# It reads the sources only (no compiler): a function is a line that opens with
-# "{" alone at column 0 (the repo's clang-format puts a function's brace there and
-# no other brace) up to the next "}" at column 0, counted from the first line of
-# its signature.
+#   5 every module test tests/test_NAME.c names a module: a source file or header
+#     NAME.c / NAME.h in core/ sim/ cmd/ include/goldminer/ (or a folder below
+#     core/ or tests/), or it is one of the exceptions listed with their reason
+#   6 every source file (core/ sim/ cmd/ include/goldminer/ tests/test_*.c) opens
+#     with its comment block (what it is for, the idea, what it does not do)
+#   7 every library source file (core/, sim/) has a caller in the product: a
+#     function it defines is named in another file of core/ sim/ cmd/ or python/
+#     than it and its header (a module only tests and benches use belongs beside
+#     them in tests/)
+# The source rules read the sources only (no compiler). A function is a line that
+# opens with "{" alone at column 0 (the repo's clang-format puts a function's brace
+# there and no other brace) up to the next "}" at column 0, counted from the first
+# line of its signature; a declaration or definition starts at column 0 and is
+# not static. A module is the files named for it: NAME.c, NAME.h, and NAME_*.c
+# (remote_load.c is remote's).
 # Env: B (build directory holding libgoldminer.so, default build), LAYOUT_ROOT
 # (the tree to check, default this repository: lets a copy be checked).
 here=$(cd "$(dirname "$0")" && pwd)
 root=${LAYOUT_ROOT:-$(dirname "$here")}
 B=${B:-build}
 case $B in /*) ;; *) B=$(dirname "$here")/$B ;; esac
-MAX_LINES=100
+MAX_LINES=80
 rc=0
 
 ok() { echo "ok $1 - $2"; }
@@ -64,11 +80,11 @@ files() {
 }
 cd "$root" || exit 1
 # The lists below are split on purpose: the repository's file names have no blanks.
-core_files=$(files core/*.c core/*.h core/remote/*.c core/remote/*.h)
-lib_files=$(files core/*.c core/*.h core/remote/*.c core/remote/*.h sim/*.c sim/*.h \
-	include/goldminer/*.h | grep -v '^include/goldminer/cli\.h$')
-src_files=$(files core/*.c core/remote/*.c sim/*.c cmd/*.c)
-hdr_files=$(files include/goldminer/*.h)
+# (core/*/: a module of several files, such as the remote plugin's, in a folder)
+core_files=$(files core/*.c core/*.h core/*/*.c core/*/*.h)
+lib_files=$(files core/*.c core/*.h core/*/*.c core/*/*.h sim/*.c sim/*.h include/goldminer/*.h |
+	grep -v '^include/goldminer/cli\.h$')
+src_files=$(files core/*.c core/*/*.c sim/*.c cmd/*.c)
 # shellcheck disable=SC2086
 up=$(includes $core_files | grep ': \(sim\|trace\|cluster\|profile\)\.h$' |
 	sed 's/$/  (core\/ includes a simulator header)/')
@@ -82,23 +98,97 @@ else
 	diag "$(printf '%s\n%s\n' "$up" "$clis" | grep .)"
 fi
 
-# ---- 3: no include cycle among the public headers
+# ---- 3: no include circle in the tree
+tree_files=$(files core/*.c core/*.h core/*/*.c core/*/*.h sim/*.c sim/*.h cmd/*.c cmd/*.h \
+	include/goldminer/*.h)
 if ! command -v tsort >/dev/null 2>&1; then
-	skip 3 "include cycles: tsort not found (coreutils)"
+	skip 3 "include circles: tsort not found (coreutils)"
 else
-	# one "a.h b.h" pair per include of b.h by include/goldminer/a.h
-	pairs=$(
-		# shellcheck disable=SC2086
-		includes $hdr_files | sed -n 's#^include/goldminer/\([^:]*\):[0-9]*: \(.*\)$#\1 \2#p' |
-		while read -r a b; do
-			[ -f "include/goldminer/$b" ] && [ "$a" != "$b" ] && echo "$a $b"
-		done)
-	loop=$(printf '%s\n' "$pairs" | grep . | tsort 2>&1 >/dev/null)
+	# "FROM TO [NAME]": FROM includes TO, or header FROM declares NAME that TO defines
+	# shellcheck disable=SC2086
+	edges=$(awk -v list="$tree_files" '
+		function norm(p,    n, i, a, o, k) {
+			n = split(p, a, "/"); k = 0
+			for (i = 1; i <= n; i++) {
+				if (a[i] == "." || a[i] == "") continue
+				if (a[i] == ".." && k > 0 && o[k] != "..") { k--; continue }
+				o[++k] = a[i]
+			}
+			p = ""
+			for (i = 1; i <= k; i++) p = p (i > 1 ? "/" : "") o[i]
+			return p
+		}
+		function dirof(f) { if (f !~ /\//) return "."; sub(/\/[^\/]*$/, "", f); return f }
+		function stem(f) { sub(/^.*\//, "", f); sub(/\.[ch]$/, "", f); return f }
+		# the module of a file: its name, or its folder below core/ (the files of
+		# core/remote/ are one module, whose private headers they share)
+		function mod(f) { if (f ~ /^core\/[^\/]+\//) { sub(/\/[^\/]*$/, "", f); return f } return stem(f) }
+		BEGIN {
+			n = split(list, L, "\n")
+			for (i = 1; i <= n; i++)
+				if (L[i] != "") {
+					have[L[i]] = 1
+					if (L[i] ~ /\.c$/) csrc[mod(L[i])] = 1
+				}
+		}
+		FNR == 1 { incom = 0 }
+		{	# t: the line without its comments
+			s = $0; t = ""
+			while (s != "") {
+				if (incom) {
+					e = index(s, "*/"); if (!e) break
+					s = substr(s, e + 2); incom = 0; continue
+				}
+				b = index(s, "/*"); c = index(s, "//")
+				if (c && (!b || c < b)) { t = t substr(s, 1, c - 1); break }
+				if (!b) { t = t s; break }
+				t = t substr(s, 1, b - 1); s = substr(s, b + 2); incom = 1
+			}
+		}
+		t ~ /^[ \t]*#[ \t]*include[ \t]*["<]/ {
+			h = t; sub(/^[^"<]*["<]/, "", h); sub(/[">].*$/, "", h)
+			r = h ~ /^goldminer\// ? "include/" h : norm(dirof(FILENAME) "/" h)
+			if (have[r] && r != FILENAME) print FILENAME, r
+			next
+		}
+		# a declaration starts at column 0 (a call in an inline body is indented)
+		FILENAME ~ /\.h$/ && t ~ /^[A-Za-z_]/ && t !~ /^static/ {
+			u = t
+			while (match(u, /gm_[A-Za-z0-9_]+[ \t]*\(/)) {
+				nm = substr(u, RSTART, RLENGTH); sub(/[ \t]*\($/, "", nm)
+				decl[FILENAME SUBSEP nm] = 1
+				u = substr(u, RSTART + RLENGTH)
+			}
+		}
+		FILENAME ~ /\.c$/ && t ~ /^[A-Za-z_]/ && t !~ /^static/ && t !~ /;[ \t]*$/ {
+			if (match(t, /gm_[A-Za-z0-9_]+\(/))
+				def[substr(t, RSTART, RLENGTH - 1)] = def[substr(t, RSTART, RLENGTH - 1)] " " FILENAME
+		}
+		END {
+			# a header named for no source file (cmd.h, sim_stats.h) belongs to
+			# the files that define what it declares
+			for (k in decl) {
+				split(k, a, SUBSEP); hs = mod(a[1])
+				if (!(hs in csrc) || !(a[2] in def)) continue
+				m = split(def[a[2]], d, " ")
+				for (i = 1; i <= m; i++)
+					if (d[i] != "" && mod(d[i]) != hs && index(mod(d[i]), hs "_") != 1)
+						print a[1], d[i], a[2]
+			}
+		}' $tree_files </dev/null)
+	loop=$(printf '%s\n' "$edges" | awk 'NF >= 2 { print $1, $2 }' | sort -u | tsort 2>&1 >/dev/null |
+		sed -n 's/^tsort: \([^ :]*\)$/\1/p')
 	if [ -z "$loop" ]; then
-		ok 3 "include cycles: none among $(printf '%s\n' "$hdr_files" | grep -c .) headers"
+		ok 3 "include circles: none among $(printf '%s\n' "$tree_files" | grep -c .) files"
 	else
-		notok 3 "include cycles: include/goldminer/ headers include each other"
-		diag "$loop"
+		notok 3 "include circles: these files depend on each other in a circle"
+		diag "$(printf '%s\n' "$loop" | sort -u)"
+		# why: each include or declaration between two files of a circle
+		printf '%s\n' "$edges" | awk -v in_loop=" $(printf '%s\n' "$loop" | tr '\n' ' ')" '
+			index(in_loop, " " $1 " ") && index(in_loop, " " $2 " ") {
+				if (NF == 2) print "  " $1 " includes " $2
+				else print "  " $1 " declares " $3 ", which " $2 " defines"
+			}' | sort | sed 's/^/# /'
 	fi
 fi
 
@@ -159,5 +249,69 @@ else
 	diag "$long"
 fi
 
-echo "1..4"
+# ---- 5: a module test names its module
+# The tests named for a behaviour of several modules together, with the reason.
+test_exceptions='chaos	crash safety (contract 2): workers SIGKILLed at random under a loader (loader, pool, ring)
+lease	the lease deadline: the ring'"'"'s lease word and the pool'"'"'s watch of it, through a loader'
+untested=''
+for t in $(files tests/test_*.c); do
+	name=${t#tests/test_}
+	name=${name%.c}
+	found=$(files core/"$name".[ch] core/*/"$name".[ch] sim/"$name".[ch] cmd/"$name".[ch] \
+		include/goldminer/"$name".h tests/*/"$name".[ch])
+	[ -n "$found" ] && continue
+	printf '%s\n' "$test_exceptions" | grep -q "^$name	" && continue
+	untested="$untested$t: no module $name (core/ sim/ cmd/ include/goldminer/ tests/*/), and not an exception
+"
+done
+if [ -z "$untested" ]; then
+	ok 5 "module tests: each tests/test_NAME.c names a module or a listed exception"
+else
+	notok 5 "module tests: tests named for no module"
+	diag "$(printf '%s' "$untested")"
+fi
+
+# ---- 6: every file says what it is for
+# shellcheck disable=SC2086
+bare=$(for f in $tree_files $(files tests/test_*.c); do
+	head -n 1 "$f" | grep -q '^/\*' || echo "$f: does not open with its comment block"
+done)
+if [ -z "$bare" ]; then
+	ok 6 "file comments: every source file opens with its comment block"
+else
+	notok 6 "file comments: files without their opening comment"
+	diag "$bare"
+fi
+
+# ---- 7: every library file has a caller in the product
+# defs FILE: the non-static gm_ functions FILE defines, one a line
+defs() {
+	awk '/^[A-Za-z_]/ && !/^static/ && !/;[ \t]*$/ && match($0, /gm_[A-Za-z0-9_]+\(/) {
+		print substr($0, RSTART, RLENGTH - 1) }' "$1" | sort -u
+}
+# the product: the library, the commands and the Python binding
+product=$(files core/*.c core/*.h core/*/*.c core/*/*.h sim/*.c sim/*.h cmd/*.c cmd/*.h \
+	include/goldminer/*.h python/goldminer/*.py)
+orphans=''
+for f in $(files core/*.c core/*/*.c sim/*.c); do
+	m=${f##*/}
+	m=${m%.c}
+	names=$(defs "$f")
+	[ -z "$names" ] && continue
+	# every file of the product but this one and its headers (a command of the
+	# same name, cmd/NAME.c, is a caller)
+	others=$(printf '%s\n' "$product" | grep -vxF -e "$f" -e "${f%.c}.h" -e "include/goldminer/$m.h")
+	# shellcheck disable=SC2086
+	printf '%s\n' "$names" | grep -qwF -f - $others ||
+		orphans="$orphans$f: none of its functions is called outside tests/ (move it beside its users)
+"
+done
+if [ -z "$orphans" ]; then
+	ok 7 "callers: every library file has a caller in core/ sim/ cmd/ or python/"
+else
+	notok 7 "callers: library files that only tests and benches use"
+	diag "$(printf '%s' "$orphans")"
+fi
+
+echo "1..7"
 exit $rc

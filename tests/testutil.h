@@ -13,6 +13,7 @@
 
 #include "goldminer/checksum.h"
 #include "goldminer/loader.h"
+#include "goldminer/synth.h"
 
 static int gm_test_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -42,6 +43,28 @@ static inline uint64_t gm_test_batch_hash(const struct gm_batch *b)
 	uint64_t h = gm_checksum64(GM_CHECKSUM_INIT, b->data, (size_t)b->size * b->sample_bytes);
 	h = gm_checksum64(h, b->labels, b->size * sizeof(int32_t));
 	return gm_checksum64(h, b->sample_ids, b->size * sizeof(uint32_t));
+}
+
+/* A synthetic JPEG (gm_synth_jpeg_mem, quality 90) in a malloc'd buffer, its length
+ * in *len; NULL if it could not be made (what test_jpeg and test_huff decode). */
+static inline uint8_t *gm_test_jpeg(uint32_t w, uint32_t h, uint64_t seed, unsigned flags,
+				    size_t *len)
+{
+	uint8_t *buf = NULL;
+	if (gm_synth_jpeg_mem(w, h, seed, flags, 90, &buf, len)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* The DRI interval of the JPEG in b[0..n), or -1 without one. */
+static inline int gm_test_jpeg_dri(const uint8_t *b, size_t n)
+{
+	for (size_t i = 2; i + 5 < n; i++)
+		if (b[i] == 0xff && b[i + 1] == 0xdd)
+			return b[i + 4] << 8 | b[i + 5];
+	return -1;
 }
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * huffdiff.h - goldminer's Huffman decoder (core/huff.c) against libjpeg's, for
- * tests/test_jpeg.c and the fuzz target fuzz_huff.c. Header-only (static
+ * tests/test_huff.c and the fuzz target fuzz_huff.c. Header-only (static
  * functions), no test framework: every check returns its verdict.
  *
  * Two levels. Coefficients: a file's MCUs decoded three ways side by side (libjpeg's

@@ -1,6 +1,7 @@
 /*
- * test_measure.c - `goldminer profile` (cmd/profile.c) and gm_profile_write:
- * the measured rate lands in the chosen classes of a profile the simulator loads.
+ * test_profile.c - the profile table: `goldminer profile` (cmd/profile.c) measures
+ * a rate and gm_profile_write (sim/profile.c) lands it in the chosen classes of a
+ * profile the simulator loads (gm_profile_load).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,7 +35,7 @@ static int setup(void **state)
 {
 	(void)state;
 	char err[256];
-	if (gm_test_tmpdir(base, sizeof(base), "gm-measure"))
+	if (gm_test_tmpdir(base, sizeof(base), "gm-profile"))
 		return -1;
 	return gm_synth_write(at("data"), 24, 2, 3, 50, NULL, err, sizeof(err)) ? -1 : 0;
 }
