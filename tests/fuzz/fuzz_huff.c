@@ -16,6 +16,7 @@
 #include "fuzz.h"
 #include "huffdiff.h"
 
+#if GM_OWN_HUFFMAN
 static struct gm_jpeg *own, *lib;
 static struct gm_huff *huff;
 
@@ -57,3 +58,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	return 0;
 }
+#else
+/* libjpeg-turbo failed core/probe/huff.c: no decoder of goldminer's to compare */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	(void)data;
+	(void)size;
+	return 0;
+}
+#endif

@@ -28,6 +28,8 @@
 #include "../../core/huff.h" /* gm_huff_install: goldminer's decoder in a decompressor */
 #include "goldminer/jpeg.h"
 
+#if GM_OWN_HUFFMAN /* else no decoder was built to compare (core/huff.h) */
+
 /*
  * Offset of the first entropy byte (after the first SOS segment), or 0: the
  * segments walked from SOI by their lengths (bytes FF DA inside a table are not an
@@ -426,4 +428,5 @@ static int hd_same_outcome(struct gm_jpeg *own, struct gm_jpeg *lib, const uint8
 	return ok;
 }
 
+#endif /* GM_OWN_HUFFMAN */
 #endif
