@@ -264,7 +264,8 @@ sanitize:
 # loaded one). A real deadlock times out every time and fails.
 TSAN_B := build-tsan
 TSAN_TESTS := $(TSAN_B)/tests/test_ring $(TSAN_B)/tests/test_loader $(TSAN_B)/tests/test_node \
-	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos $(TSAN_B)/tests/test_lease
+	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos $(TSAN_B)/tests/test_lease \
+	$(TSAN_B)/tests/test_pool
 tsan: deps
 	$(Q)$(MAKE) --no-print-directory B=$(TSAN_B) CUDA=0 \
 		CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
@@ -444,10 +445,11 @@ uninstall:
 		"$$d$(LIBDIR)/libgoldminer-remote.so" \
 		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer"
 
-# Every build folder this Makefile makes; $(B) too when it is another one that a
-# build made (it holds build-flags: clean never removes a folder it did not make).
+# Every build folder this Makefile makes; $(B) too, and any build* folder here,
+# when a build made it (it holds build-flags: clean never removes a folder it did
+# not make), such as CI's build-werror.
 BUILD_DIRS := $(sort build $(SAN_B) $(TSAN_B) $(FUZZ_B) $(GPU_B) \
-	$(if $(wildcard $(B)/build-flags),$(B)))
+	$(if $(wildcard $(B)/build-flags),$(B)) $(patsubst %/build-flags,%,$(wildcard build*/build-flags)))
 clean:
 	rm -rf $(BUILD_DIRS)
 
