@@ -3,29 +3,33 @@
 # TAP) and end with one line: "N passed, N failed, N skipped".
 # A binary that dies without reporting, or exits non-zero with no failing case,
 # counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
-# binary may run, default 600), TEST_RETRY_TIMEOUT (how many times a binary that
-# timed out runs again, default 0).
+# binary or script may run, default 600), TEST_BIN_TIMEOUT (the same for a cmocka
+# binary only, default TEST_TIMEOUT), TEST_RETRY_TIMEOUT (how many times one that
+# timed out runs again, default 0). "ok N # SKIP" and "not ok N # SKIP" are skips.
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
 for t in "$@"; do
 	name=$(basename "$t")
 	start=$(date +%s)
-	CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
+	limit=${TEST_TIMEOUT:-600}
+	case $name in *.sh | *.py) ;; *) limit=${TEST_BIN_TIMEOUT:-$limit} ;; esac
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$t" >"$log/$name.out" 2>&1
 	rc=$?
 	# A binary that timed out runs again, up to TEST_RETRY_TIMEOUT more times (make
-	# tsan: a worker forked from a multi-threaded process can deadlock inside TSan's
-	# own runtime). The log of the last timeout is kept as NAME.timeout.out.
+	# tsan and make sanitize: a worker forked from a multi-threaded process can
+	# deadlock inside the sanitizer's own runtime, see the Makefile). The log of the
+	# last timeout is kept as NAME.timeout.out.
 	tries=0
 	while [ "$rc" = 124 ] && [ "$tries" -lt "${TEST_RETRY_TIMEOUT:-0}" ]; do
 		tries=$((tries + 1))
-		echo "note $name timed out after ${TEST_TIMEOUT:-600}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
+		echo "note $name timed out after ${limit}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
 		mv "$log/$name.out" "$log/$name.timeout.out"
-		CMOCKA_MESSAGE_OUTPUT=TAP timeout "${TEST_TIMEOUT:-600}" "$t" >"$log/$name.out" 2>&1
+		CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$t" >"$log/$name.out" 2>&1
 		rc=$?
 	done
-	p=$(grep -c '^ok ' "$log/$name.out")
-	s=$(grep -c '^not ok [0-9]* # SKIP' "$log/$name.out")
+	p=$(grep '^ok ' "$log/$name.out" | grep -vc '# SKIP')
+	s=$(grep -c '^\(not \)\{0,1\}ok [0-9]* # SKIP' "$log/$name.out")
 	f=$(grep '^not ok [0-9]' "$log/$name.out" | grep -vc '# SKIP')
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	if [ "$rc" = 0 ] && [ "$p" = 0 ] && [ "$s" = 0 ]; then f=$((f + 1)); fi
@@ -41,7 +45,7 @@ for t in "$@"; do
 		sed 's/^/    /' "$log/$name.out" | grep -v '^    ok ' | tail -40
 	else
 		echo "ok   $name ($p passed, $s skipped, ${el}s)"
-		grep '^not ok [0-9]* # SKIP' "$log/$name.out" | sed 's/^/    /'
+		grep '^\(not \)\{0,1\}ok [0-9]* # SKIP' "$log/$name.out" | sed 's/^/    /'
 	fi
 done
 echo "$pass passed, $fail failed, $skip skipped"
