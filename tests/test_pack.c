@@ -397,14 +397,16 @@ static void same_samples(const char *a, size_t la, const char *b, size_t lb)
 /*
  * Ranged reads of a shard member m[0..lm) (restart-marked with a row index) give
  * the bytes gm_aug_sample gives from the tree's file t[0..lt): 20 crops each,
- * train and eval, uint8/float16/float32, from a 1 KB prefix and the bytes
+ * train and eval, uint8/float16/float32, from the prefix a ranged open needs (the
+ * index and the member's own header, which it is checked against) and the bytes
  * gm_aug_range names. Adds the bytes read (prefix + range) to *bytes and the
  * whole member to *whole, per crop.
  */
 static void same_ranged(const char *t, size_t lt, const char *m, size_t lm, uint64_t *bytes,
 			uint64_t *whole)
 {
-	size_t plen = lm < 1024 ? lm : 1024;
+	size_t plen = gm_jpeg_index_bytes(m, lm);
+	assert_true(plen > 0 && plen < lm);
 	for (int mode = 0; mode < 2; mode++)
 		for (int out = 0; out < 3; out++) {
 			size_t n;
@@ -440,14 +442,14 @@ static void same_ranged(const char *t, size_t lt, const char *m, size_t lm, uint
 /* The JPEG m[0..lm) less its row index (an APP15 "GMRIDX1" after SOI/APP0). */
 static size_t strip_index(const char *m, size_t lm, char *o)
 {
-	size_t end = gm_jpeg_index_bytes(m, lm);
-	if (!end) {
+	if (!gm_jpeg_index_bytes(m, lm)) {
 		memcpy(o, m, lm);
 		return lm;
 	}
 	const uint8_t *u = (const uint8_t *)m;
 	/* the segment starts at 2, or after the JFIF APP0 */
 	size_t p = (u[2] == 0xFF && u[3] == 0xE0) ? 4 + ((size_t)u[4] << 8 | u[5]) : 2;
+	size_t end = p + 2 + ((size_t)u[p + 2] << 8 | u[p + 3]);
 	memcpy(o, m, p);
 	memcpy(o + p, m + end, lm - end);
 	return lm - (end - p);
