@@ -1139,6 +1139,7 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
 
 	a->errmsg[0] = '\0';
+	a->ix_stale = false;
 	if (!out || !file_len)
 		return fail(a, -EINVAL, !out ? "no output buffer" : "no file length");
 	int ret = sample_ranged(a, prefix, plen, file_len, bytes, off, blen, key, out, t, t0);

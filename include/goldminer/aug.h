@@ -82,6 +82,7 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
  * Whether the last gm_aug_sample met a row index that does not match its file
  * (jpeg.h: a header copy or row offsets unlike the file's) and so decoded the
  * file as one without an index: the same output bytes, for the caller to count.
+ * false after a gm_aug_sample_range (which returns -ESTALE instead).
  */
 bool gm_aug_index_stale(const struct gm_aug *a);
 
