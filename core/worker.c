@@ -26,12 +26,17 @@
  * Ranged reads (shards of restart-marked files with a row index, jpeg.h): the
  * crop is chosen from the header, so a worker reads the batch's members in two
  * rounds: first a prefix of each (RANGE_PREFIX bytes: the index with its copy of
- * the tables; more once an index was larger), from which gm_aug_range names the
+ * the tables, and the member's own header it is checked against; more once a
+ * member needed more), from which gm_aug_range names the
  * bytes of the MCU rows the crop needs; then only those, decoded with
  * gm_aug_sample_range into the same output bytes as from the whole member. A
  * member without an index is read whole in the second round; a batch none of
  * whose members has one turns ranged reads off for this worker (shards that were
- * not packed with --restart). Retries and substitutes read whole members.
+ * not packed with --restart). An index that does not match its member (-ESTALE,
+ * jpeg.h) has it read whole (in the second round when the prefix shows it, else
+ * again at once); gm_aug_sample then decodes it without the index, to the same
+ * bytes, and the slot counts it (n_stale) for the loader to report. Retries and
+ * substitutes read whole members.
  * GM_NO_RANGE=1 turns ranged reads off. What was read never decides how a
  * sample decodes (contract 1): gm_aug_sample decodes a whole member that has an
  * index through it too, so only the bytes read differ between the ways.
