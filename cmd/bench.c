@@ -463,6 +463,7 @@ static void bench_report(const struct bench *b, double wall)
 	       st.worker_deaths, st.reissued, st.pinned ? "true" : "false",
 	       b->cuda ? gm_cuda_build() : "unavailable", b->reader);
 	printf(", \"read_bytes\": %" PRIu64, gm_loader_read_bytes(b->l));
+	printf(", \"stale_index\": %" PRIu64, gm_loader_stale_index(b->l));
 	report_extras(b, &st, wall);
 	printf("}\n");
 	fflush(stdout);

@@ -96,6 +96,7 @@ struct gm_aug {
 	uint8_t *row;	      /* two output rows (u8 HWC, + slack) for the float path / odd size */
 	uint32_t *vw;	      /* per output row: vw_split's wh (or VW_NONE), then wl: 2 * size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
+	bool ix_stale;		 /* the last gm_aug_sample met a row index unlike its file */
 	char errmsg[320];
 };
 
@@ -1081,7 +1082,11 @@ static int sample_ranged(struct gm_aug *a, const void *prefix, size_t plen, uint
  * A file with a row index (pack --restart into shards) is decoded through it
  * whether it was read whole or in part (gm_aug_sample_range), so that which bytes
  * a worker read never decides how a sample decodes: for a valid file both ways
- * give the same pixels, and for a corrupt one the same outcome either way.
+ * give the same pixels, and for a corrupt one the same outcome either way. An
+ * index that does not match its file (-ESTALE: jpeg.c checks it on the bytes a
+ * ranged read would hold, so both ways see the same) is set aside and the file
+ * decoded as one without an index: the pixels an honest index gives, since a
+ * window spliced from a restart-marked file is its full decode's window.
  */
 int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed, uint64_t epoch,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t)
@@ -1092,15 +1097,23 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 	int ret;
 
 	a->errmsg[0] = '\0';
+	a->ix_stale = false;
 	if (!out)
 		return fail(a, -EINVAL, "no output buffer");
 	if (jpeg && gm_jpeg_index_bytes(jpeg, len)) {
 		ret = sample_ranged(a, jpeg, len, len, jpeg, 0, len, key, out, t, t0);
-		if (ret != -ENOENT)
+		if (ret != -ENOENT && ret != -ESTALE)
 			return ret;
+		a->ix_stale = ret == -ESTALE;
+		a->errmsg[0] = '\0';
 	}
 	ret = open_window(a, jpeg, len, 0, seed, epoch, sample_id, &win, &rg);
 	return ret ? ret : decode_resize(a, &rg, &win, out, t, t0);
+}
+
+bool gm_aug_index_stale(const struct gm_aug *a)
+{
+	return a->ix_stale;
 }
 
 int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
@@ -1126,6 +1139,7 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
 
 	a->errmsg[0] = '\0';
+	a->ix_stale = false;
 	if (!out || !file_len)
 		return fail(a, -EINVAL, !out ? "no output buffer" : "no file length");
 	int ret = sample_ranged(a, prefix, plen, file_len, bytes, off, blen, key, out, t, t0);

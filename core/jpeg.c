@@ -664,21 +664,48 @@ static bool window_rect(const struct mcu_grid *g, struct mcu_rect *q, uint32_t n
 }
 
 /*
+ * The rows r0..r1 of q as the index gives them against the segments found from
+ * row[r0] (j->seg, offsets into the bytes given, which start at file offset base):
+ * each row y starts segment y * mx / r, and row[r1] lies right after the marker
+ * that ends segment k1 - 1 (EOI itself for the last row).
+ */
+static bool ix_rows_match(const struct gm_jpeg *j, const struct mcu_rect *q,
+			  const struct mcu_grid *g, uint64_t base, uint64_t k1)
+{
+	for (uint32_t y = q->r0 + 1; y < q->r1; y++)
+		if (base + j->seg[2 * ((uint64_t)y * g->mx / g->r)] != ix_row(j, y))
+			return false;
+	return base + j->seg[2 * k1 - 1] + (q->r1 < g->my ? 2 : 0) == ix_row(j, q->r1);
+}
+
+/*
  * Ranged mode: the segments of q's rows from the bytes given (gm_jpeg_set_bytes),
- * the header from the index. 0, or -EBADMSG when those bytes do not hold them.
+ * the header from the index, after checking the index's rows against those bytes
+ * (ix_rows_match; row[r0] follows the RSTn it names). Only the bytes
+ * [row[r0] - 2, row[r1] + 2) are looked at, whatever more was given, so a whole
+ * file decides as its ranged read would. 0; -EBADMSG when the bytes given do not
+ * cover those; -ESTALE when the index does not match them.
  */
 static int ranged_source(struct gm_jpeg *j, const struct mcu_rect *q, const struct mcu_grid *g,
 			 struct splice_src *f)
 {
-	uint64_t a = ix_row(j, q->r0), b = ix_row(j, q->r1);
+	uint64_t a = ix_row(j, q->r0), b = ix_row(j, q->r1), from = a - (q->r0 ? 2 : 0);
 	uint64_t k0 = (uint64_t)q->r0 * g->mx / g->r, k1 = (uint64_t)q->r1 * g->mx / g->r;
 
-	if (!j->ent || a < j->ent_off || b + 2 > j->ent_off + j->ent_len ||
-	    !find_segments(j->ent, j->ent_len, a - j->ent_off, (uint32_t)k0, (uint32_t)k1,
-			   (uint32_t)g->nseg, j->seg)) {
+	if (!j->ent || from < j->ent_off || b + 2 > j->ent_off + j->ent_len) {
 		set_err(j, -EBADMSG, "the bytes read do not hold the rows %u..%u the index names",
 			q->r0, q->r1);
 		return -EBADMSG;
+	}
+	const uint8_t *e = j->ent;
+	size_t s = (size_t)(a - j->ent_off), lim = (size_t)(b + 2 - j->ent_off);
+	if ((q->r0 && (e[s - 2] != 0xFF || e[s - 1] != 0xD0 + (k0 - 1) % 8)) ||
+	    !find_segments(e, lim, s, (uint32_t)k0, (uint32_t)k1, (uint32_t)g->nseg, j->seg) ||
+	    !ix_rows_match(j, q, g, j->ent_off, k1)) {
+		set_err(j, -ESTALE,
+			"the row index does not match the file: rows %u..%u are not where it says",
+			q->r0, q->r1);
+		return -ESTALE;
 	}
 	f->hdr = j->ix_hdr;
 	f->start = scan_start(j->ix_hdr, j->ix_hlen, &f->sof);
@@ -994,10 +1021,22 @@ out_destroy:
  * (big-endian): row[y] = the file offset of MCU row y's first entropy byte, row[nrows]
  * that of the EOI marker. It is written only when the restart interval divides an
  * MCU row, so every row starts a segment. A reader decodes the rows of a window from
- * the header copy and the bytes [row[r0], row[r1] + 2): the same segments, the same
- * pixels as from the whole file. An index that lies (a crafted file) gives other
- * pixels, never an access outside the bytes given: every offset is checked against
- * them and the segments' markers against their numbering.
+ * the header copy and the bytes [row[r0] - 2, row[r1] + 2): the same segments, the
+ * same pixels as from the whole file.
+ *
+ * The index is checked, not trusted (issue 24): the header copy must equal the
+ * file's own header, read the way the copy was made, up to row[0] (so a ranged
+ * read's prefix runs to there: gm_jpeg_index_bytes); the offsets must rise and lie
+ * in the file; and a decode checks the rows of its window against their bytes:
+ * row[r0] follows the RSTn that ends segment k0 - 1 (n = (k0 - 1) % 8), each row
+ * up to r1 starts at the segment the scan of those bytes finds for it, and row[r1]
+ * lies right after the marker ending segment k1 - 1 (EOI for the last row). Any
+ * miss is -ESTALE (the caller decodes the whole file without the index). Only the
+ * bytes a ranged read holds are looked at, and a whole file is checked on the
+ * same bytes, so both ways decide alike (contract 1). What it cannot see from
+ * them: a window's rows moved together by a multiple of 8 segments (the same
+ * RSTn); that gives other pixels, the same both ways, and never an access outside
+ * the bytes given.
  */
 #define IX_MAGIC     "GMRIDX1"
 #define IX_MAGIC_LEN 8u
@@ -1018,6 +1057,13 @@ static size_t ix_pos(const uint8_t *d, size_t len)
 	return 2;
 }
 
+/* Left out of the header copy: COM and APPn but APP0 (JFIF) and APP14 (Adobe),
+ * which say how the colours are coded (the index's own APP15 among them). */
+static bool ix_skipped(uint8_t m)
+{
+	return (m >= 0xE1 && m <= 0xEF && m != 0xEE) || m == 0xFE;
+}
+
 /*
  * The header copy for the index: SOI + the segments of d[2..start) but COM and
  * APPn other than APP0 and APP14 (JFIF and Adobe: libjpeg reads the colour space
@@ -1034,10 +1080,7 @@ static bool ix_header(const uint8_t *d, size_t start, uint8_t *hdr, size_t cap, 
 			continue;
 		}
 		size_t seg = 2 + ((size_t)d[p + 2] << 8 | d[p + 3]);
-		/* APP0 (JFIF) and APP14 (Adobe) say how the colours are coded: kept */
-		bool skip =
-		    (d[p + 1] >= 0xE1 && d[p + 1] <= 0xEF && d[p + 1] != 0xEE) || d[p + 1] == 0xFE;
-		if (!skip) {
+		if (!ix_skipped(d[p + 1])) {
 			if (n + seg > cap)
 				return false;
 			memcpy(hdr + n, d + p, seg);
@@ -1116,39 +1159,95 @@ size_t gm_jpeg_index_bytes(const void *prefix, size_t plen)
 {
 	const uint8_t *d = prefix;
 	size_t p = prefix ? ix_pos(d, plen) : 0;
-	if (!p || p + 4 + IX_MAGIC_LEN > plen || d[p] != 0xFF || d[p + 1] != 0xEF ||
+	if (!p || p + 4 + IX_MAGIC_LEN + 2 > plen || d[p] != 0xFF || d[p + 1] != 0xEF ||
 	    memcmp(d + p + 4, IX_MAGIC, IX_MAGIC_LEN))
 		return 0;
-	return p + 2 + ((size_t)d[p + 2] << 8 | d[p + 3]);
+	size_t end = p + 2 + ((size_t)d[p + 2] << 8 | d[p + 3]), h = p + 4 + IX_MAGIC_LEN;
+	/* all of it here: then up to row[0], where the file's own header ends */
+	size_t rows = h + 2 + ((size_t)d[h] << 8 | d[h + 1]);
+	if (end > plen || rows + 8 > end)
+		return end;
+	size_t row0 = be32(d + rows + 4);
+	return row0 > end ? row0 : end;
 }
 
-/* Parse the index of prefix[0..plen) into j (ix_*); false when there is none usable. */
-static bool ix_parse(struct gm_jpeg *j, const uint8_t *d, size_t plen, uint64_t file_len)
+/*
+ * The file's own header d[2..s) (s: row[0], its first entropy byte), read as
+ * ix_header made the copy (its COM and APPn left out, the index's APP15 among
+ * them), equals the copy hdr[0..hlen), and ends with its SOS at s. One pass over
+ * bytes the prefix holds.
+ */
+static bool ix_same_header(const uint8_t *d, size_t s, const uint8_t *hdr, size_t hlen)
+{
+	size_t p = 2, n = 2;
+	if (hlen < 2 || hdr[0] != 0xFF || hdr[1] != 0xD8)
+		return false;
+	while (p + 4 <= s && d[p] == 0xFF) {
+		if (d[p + 1] == 0xFF) { /* fill byte */
+			p++;
+			continue;
+		}
+		size_t seg = 2 + ((size_t)d[p + 2] << 8 | d[p + 3]);
+		if (seg > s - p)
+			return false;
+		if (!ix_skipped(d[p + 1])) {
+			if (seg > hlen - n || memcmp(hdr + n, d + p, seg))
+				return false;
+			n += seg;
+		}
+		if (d[p + 1] == 0xDA)
+			return p + seg == s && n == hlen;
+		p += seg;
+	}
+	return false;
+}
+
+/*
+ * Parse the index of prefix[0..plen) (of a file_len-byte file) into j (ix_*). 0;
+ * -ENOENT when the prefix holds no index, or not all of it and of the header up to
+ * row[0]; -ESTALE (message set) when the index does not match the file: malformed,
+ * offsets that do not rise or leave the file, a header copy unlike the file's.
+ */
+static int ix_parse(struct gm_jpeg *j, const uint8_t *d, size_t plen, uint64_t file_len)
 {
 	size_t p = ix_pos(d, plen);
-	if (!p || p + 4 + IX_MAGIC_LEN + 2 > plen || d[p] != 0xFF || d[p + 1] != 0xEF)
-		return false;
+	if (!p || p + 4 + IX_MAGIC_LEN > plen || d[p] != 0xFF || d[p + 1] != 0xEF ||
+	    memcmp(d + p + 4, IX_MAGIC, IX_MAGIC_LEN))
+		return -ENOENT;
 	size_t n = (size_t)d[p + 2] << 8 | d[p + 3], b = p + 4;
+	if (n >= 2 && b + n - 2 > plen)
+		return -ENOENT; /* a longer prefix holds it */
+	const char *why = "malformed";
 	if (n < 2 + IX_MAGIC_LEN + 6)
-		return false;
+		goto stale;
 	n -= 2;
-	if (b + n > plen || memcmp(d + b, IX_MAGIC, IX_MAGIC_LEN))
-		return false;
 	size_t hlen = (size_t)d[b + IX_MAGIC_LEN] << 8 | d[b + IX_MAGIC_LEN + 1];
 	size_t rows = b + IX_MAGIC_LEN + 2 + hlen;
 	if (rows + 4 > b + n)
-		return false;
+		goto stale;
 	uint32_t nrows = be32(d + rows);
 	if (nrows == 0 || (uint64_t)4 * nrows + 8 != b + n - rows)
-		return false;
+		goto stale;
 	j->ix_hdr = d + b + IX_MAGIC_LEN + 2;
 	j->ix_hlen = hlen;
 	j->ix_rows = d + rows + 4;
 	j->ix_nrows = nrows;
+	why = "row offsets that do not rise";
 	for (uint32_t y = 0; y < nrows; y++)
 		if (ix_row(j, y) >= ix_row(j, y + 1))
-			return false;
-	return ix_row(j, 0) >= b + n && ix_row(j, nrows) + 2 <= file_len;
+			goto stale;
+	why = "row offsets outside the file";
+	if (ix_row(j, 0) < b + n || ix_row(j, nrows) + 2 > file_len)
+		goto stale;
+	if (ix_row(j, 0) > plen)
+		return -ENOENT; /* the file's own header runs past the prefix */
+	why = "a header copy unlike the file's header";
+	if (!ix_same_header(d, (size_t)ix_row(j, 0), j->ix_hdr, hlen))
+		goto stale;
+	return 0;
+stale:
+	set_err(j, -ESTALE, "the row index does not match the file: %s", why);
+	return -ESTALE;
 }
 
 int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint64_t file_len,
@@ -1159,10 +1258,11 @@ int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint
 	size_t sof;
 
 	open_reset(j, "gm_jpeg_open_ranged");
-	if (!prefix || !ix_parse(j, prefix, plen, file_len)) {
+	int ret = prefix ? ix_parse(j, prefix, plen, file_len) : -ENOENT;
+	if (ret == -ENOENT)
 		set_err(j, -ENOENT, "no row index in the first %zu bytes", plen);
-		return -ENOENT;
-	}
+	if (ret)
+		return ret;
 	if (setjmp(j->err.jb))
 		goto out_abort;
 	j->data = j->ix_hdr;
@@ -1173,8 +1273,8 @@ int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint
 	if (ci->progressive_mode || ci->arith_code || !g.r || g.mx % g.r || g.my != j->ix_nrows ||
 	    ci->comps_in_scan != ci->num_components ||
 	    scan_start(j->ix_hdr, j->ix_hlen, &sof) != j->ix_hlen) {
-		set_err(j, -ENOENT, "the row index does not fit the image it describes");
-		j->errnum = -ENOENT;
+		set_err(j, -ESTALE,
+			"the row index does not match the file: it does not fit the image");
 		goto out_abort;
 	}
 	j->ranged = true;
@@ -1200,7 +1300,8 @@ int gm_jpeg_region_bytes(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint
 		return -EINVAL;
 	mcu_grid(&j->cinfo, &g);
 	window_rect(&g, &q, scale_num, x, y, w, h);
-	*off = ix_row(j, q.r0);
+	/* from the RSTn before row r0 (checked by the decode) */
+	*off = ix_row(j, q.r0) - (q.r0 ? 2 : 0);
 	*len = ix_row(j, q.r1) + 2 - *off;
 	return 0;
 }

@@ -85,8 +85,10 @@ struct gm_loader {
 	uint64_t batches, samples, first_samples;
 	uint64_t t_first, t_last;
 	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
-	uint64_t read_bytes; /* gm_loader_read_bytes */
-	uint64_t preempt_ns; /* gm_loader_preempt_ns */
+	uint64_t read_bytes;  /* gm_loader_read_bytes */
+	uint64_t preempt_ns;  /* gm_loader_preempt_ns */
+	uint64_t stale;	      /* gm_loader_stale_index */
+	uint64_t *stale_told; /* one bit a sample: its stale row index was logged */
 	struct err_rec *errs;
 	uint64_t n_errs, cap_errs;
 	uint64_t errors; /* exact count; the listing keeps GM_RING_MAX_ERRS a batch */
@@ -415,6 +417,7 @@ void gm_loader_close(struct gm_loader *l)
 	shuf_free(l);
 	gm_dataset_close(l->ds);
 	free(l->errs);
+	free(l->stale_told);
 	free(l);
 }
 
@@ -490,9 +493,31 @@ static int wait_next(struct gm_loader *l, uint64_t *t1_out)
 	return 0;
 }
 
+/* Samples of a delivered batch whose member's row index did not match it: counted,
+ * and each named once a run (one event line). */
+static void count_stale(struct gm_loader *l, const struct gm_slot_ctl *ctl)
+{
+	uint32_t n = gm_dataset_count(l->ds);
+	l->stale += ctl->n_stale;
+	if (ctl->n_stale && !l->stale_told)
+		l->stale_told = calloc((n + 63) / 64, sizeof(uint64_t));
+	for (uint32_t i = 0; l->stale_told && i < ctl->n_stale && i < GM_RING_MAX_STALE; i++) {
+		uint32_t id = ctl->stale[i];
+		if (id >= n || l->stale_told[id / 64] >> (id % 64) & 1)
+			continue;
+		l->stale_told[id / 64] |= 1ull << (id % 64);
+		gm_log("loader",
+		       "%s: its row index does not match the member (a header copy or row "
+		       "offsets unlike its bytes): decoded whole, the same pixels (pack the "
+		       "shard again)",
+		       gm_dataset_name(l->ds, id));
+	}
+}
+
 /* The counters of a delivered batch: ours, and the ring's for the controller. */
 static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint64_t t1)
 {
+	count_stale(l, ctl);
 	l->read_ns += ctl->read_ns;
 	l->read_bytes += ctl->read_bytes;
 	l->preempt_ns += ctl->preempt_ns;
@@ -815,6 +840,11 @@ const char *gm_loader_errmsg(const struct gm_loader *l)
 uint64_t gm_loader_read_bytes(const struct gm_loader *l)
 {
 	return l->read_bytes;
+}
+
+uint64_t gm_loader_stale_index(const struct gm_loader *l)
+{
+	return l->stale;
 }
 
 uint64_t gm_loader_preempt_ns(const struct gm_loader *l)

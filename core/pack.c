@@ -37,7 +37,9 @@
  * (gm_jpeg_add_row_index: a copy of its tables and the offset of each MCU row in
  * an APP15 segment after SOI), so that a worker reads a prefix of the member and
  * then only the bytes of the rows its crop needs (worker.c). A tree's files are
- * read whole: they get no index.
+ * read whole: they get no index. A reader checks the index against the member
+ * (jpeg.c) and decodes a member whose index does not match whole, so a shard
+ * changed after pack gives the pixels of its bytes, never those of a stale index.
  *
  * What it does not do: the tar format (tar.c), resize or re-encode pixels, pack
  * anything but an ImageFolder tree, or append to existing shards.

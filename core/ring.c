@@ -549,6 +549,7 @@ void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_
 		ctl->read_ns = ctl->decode_ns = ctl->augment_ns = ctl->write_ns = 0;
 		ctl->read_bytes = 0;
 		ctl->preempt_ns = 0;
+		ctl->n_stale = 0;
 		atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
 	}
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);

@@ -26,12 +26,17 @@
  * Ranged reads (shards of restart-marked files with a row index, jpeg.h): the
  * crop is chosen from the header, so a worker reads the batch's members in two
  * rounds: first a prefix of each (RANGE_PREFIX bytes: the index with its copy of
- * the tables; more once an index was larger), from which gm_aug_range names the
+ * the tables, and the member's own header it is checked against; more once a
+ * member needed more), from which gm_aug_range names the
  * bytes of the MCU rows the crop needs; then only those, decoded with
  * gm_aug_sample_range into the same output bytes as from the whole member. A
  * member without an index is read whole in the second round; a batch none of
  * whose members has one turns ranged reads off for this worker (shards that were
- * not packed with --restart). Retries and substitutes read whole members.
+ * not packed with --restart). An index that does not match its member (-ESTALE,
+ * jpeg.h) has it read whole (in the second round when the prefix shows it, else
+ * again at once); gm_aug_sample then decodes it without the index, to the same
+ * bytes, and the slot counts it (n_stale) for the loader to report. Retries and
+ * substitutes read whole members.
  * GM_NO_RANGE=1 turns ranged reads off. What was read never decides how a
  * sample decodes (contract 1): gm_aug_sample decodes a whole member that has an
  * index through it too, so only the bytes read differ between the ways.
@@ -62,7 +67,7 @@
 
 #define TRANSIENT_TRIES	  8	       /* re-reads of a sample after a transient error ... */
 #define TRANSIENT_WAIT_MS 4	       /* ... after 4, 8, 16, ... ms (about 1 s in all) */
-#define RANGE_PREFIX	  1024u	       /* bytes first read of a member (the row index's) ... */
+#define RANGE_PREFIX	  2048u	       /* bytes first read of a member (index + header) ... */
 #define RANGE_PREFIX_MAX  (72u * 1024) /* ... raised up to this for larger indexes */
 #define WHOLE		  UINT64_MAX
 
@@ -150,7 +155,17 @@ static uint32_t sample_at(const uint32_t *perm, uint64_t pos)
 	return perm ? perm[pos] : (uint32_t)pos;
 }
 
-/* Decode one sample into position i of the slot; 0 or -errno with msg filled. */
+/* A member whose row index did not match it (decoded whole): counted, and the
+ * first GM_RING_MAX_STALE named, for the loader to report once. */
+static void count_stale(struct gm_slot_ctl *ctl, uint32_t id)
+{
+	if (ctl->n_stale < GM_RING_MAX_STALE)
+		ctl->stale[ctl->n_stale] = id;
+	ctl->n_stale++;
+}
+
+/* Decode one sample into position i of the slot; 0 or -errno with msg filled
+ * (-ESTALE without: read it again, whole). */
 static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void *data, size_t len,
 		       int rerr, char *msg)
 {
@@ -182,8 +197,12 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 					    id, out, &w->t)
 		      : gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id, out, &w->t);
 	atomic_store_explicit(&w->ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
+	if (err == -ESTALE)
+		return err; /* a ranged read whose index lied: handle_bad reads it whole */
 	if (err)
 		gm_errf(msg, GM_RING_MSG, "%s", gm_aug_errmsg(w->aug));
+	else if (gm_aug_index_stale(w->aug))
+		count_stale(w->ctl, id);
 	return err;
 }
 
@@ -332,7 +351,9 @@ static int handle_bad(struct gm_worker *w, uint32_t m, uint64_t first, const uin
 		uint32_t i = w->pos_of[j];
 		/* read_retrying() and substitute() reuse pos_of[0]: remember it */
 		uint32_t saved = w->pos_of[0];
-		if (transient(w->fail[i]))
+		if (w->fail[i] == -ESTALE) /* the row index lied about the rows read */
+			rc = read_one(w, i, w->ids[i]);
+		if (!rc && transient(w->fail[i]))
 			rc = read_retrying(w, i, w->ids[i], true);
 		w->pos_of[0] = saved;
 		if (rc || !w->fail[i])

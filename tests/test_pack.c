@@ -397,14 +397,16 @@ static void same_samples(const char *a, size_t la, const char *b, size_t lb)
 /*
  * Ranged reads of a shard member m[0..lm) (restart-marked with a row index) give
  * the bytes gm_aug_sample gives from the tree's file t[0..lt): 20 crops each,
- * train and eval, uint8/float16/float32, from a 1 KB prefix and the bytes
+ * train and eval, uint8/float16/float32, from the prefix a ranged open needs (the
+ * index and the member's own header, which it is checked against) and the bytes
  * gm_aug_range names. Adds the bytes read (prefix + range) to *bytes and the
  * whole member to *whole, per crop.
  */
 static void same_ranged(const char *t, size_t lt, const char *m, size_t lm, uint64_t *bytes,
 			uint64_t *whole)
 {
-	size_t plen = lm < 1024 ? lm : 1024;
+	size_t plen = gm_jpeg_index_bytes(m, lm);
+	assert_true(plen > 0 && plen < lm);
 	for (int mode = 0; mode < 2; mode++)
 		for (int out = 0; out < 3; out++) {
 			size_t n;
@@ -440,22 +442,23 @@ static void same_ranged(const char *t, size_t lt, const char *m, size_t lm, uint
 /* The JPEG m[0..lm) less its row index (an APP15 "GMRIDX1" after SOI/APP0). */
 static size_t strip_index(const char *m, size_t lm, char *o)
 {
-	size_t end = gm_jpeg_index_bytes(m, lm);
-	if (!end) {
+	if (!gm_jpeg_index_bytes(m, lm)) {
 		memcpy(o, m, lm);
 		return lm;
 	}
 	const uint8_t *u = (const uint8_t *)m;
 	/* the segment starts at 2, or after the JFIF APP0 */
 	size_t p = (u[2] == 0xFF && u[3] == 0xE0) ? 4 + ((size_t)u[4] << 8 | u[5]) : 2;
+	size_t end = p + 2 + ((size_t)u[p + 2] << 8 | u[p + 3]);
 	memcpy(o, m, p);
 	memcpy(o + p, m + end, lm - end);
 	return lm - (end - p);
 }
 
-/* Every batch of the loader over root (1 worker, 2 epochs) hashed into one value;
- * *bytes: what the workers read. */
-static uint64_t loader_hash(const char *root, uint64_t *bytes)
+/* Every batch of the loader over root (1 worker, 2 epochs; eval: small_aug's)
+ * hashed into one value; *bytes: what the workers read; *stale (may be NULL): the
+ * samples whose row index did not match their member. */
+static uint64_t loader_hash_ex(const char *root, bool eval, uint64_t *bytes, uint64_t *stale)
 {
 	struct gm_loader_opts o;
 	struct gm_loader *l;
@@ -468,6 +471,10 @@ static uint64_t loader_hash(const char *root, uint64_t *bytes)
 	o.workers = 1;
 	o.batch_size = 4;
 	o.aug.size = 40;
+	if (eval) { /* small_aug's crop */
+		o.aug.mode = GM_AUG_EVAL;
+		o.aug.resize = 48;
+	}
 	o.seed = 5;
 	o.epochs = 2;
 	o.no_pin = true;
@@ -478,8 +485,15 @@ static uint64_t loader_hash(const char *root, uint64_t *bytes)
 			h = h * 31 + gm_test_batch_hash(&b);
 	}
 	*bytes = gm_loader_read_bytes(l);
+	if (stale)
+		*stale = gm_loader_stale_index(l);
 	gm_loader_close(l);
 	return h;
+}
+
+static uint64_t loader_hash(const char *root, uint64_t *bytes)
+{
+	return loader_hash_ex(root, false, bytes, NULL);
 }
 
 static void test_pack_restart_tree(void **state)
@@ -579,6 +593,273 @@ static void test_pack_restart_tree(void **state)
 		      (unsigned long long)br, (unsigned long long)bw, (unsigned long long)bt);
 }
 
+/* ---- row indexes that lie (issue 24 item 6) ------------------------------------ */
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Where the index of member m lies (jpeg.c's layout): the header copy
+ * [hdr, hdr + hlen), the row table (nrows + 1 offsets) at rows, the index's end. */
+struct ix_at {
+	size_t hdr, hlen, rows, end;
+	uint32_t nrows;
+};
+
+static void ix_locate(const uint8_t *m, struct ix_at *x)
+{
+	size_t p = (m[2] == 0xFF && m[3] == 0xE0) ? 4 + ((size_t)m[4] << 8 | m[5]) : 2;
+	assert_int_equal(m[p + 1], 0xEF);
+	assert_memory_equal(m + p + 4, "GMRIDX1", 8);
+	x->end = p + 2 + ((size_t)m[p + 2] << 8 | m[p + 3]);
+	x->hlen = (size_t)m[p + 12] << 8 | m[p + 13];
+	x->hdr = p + 14;
+	x->nrows = get32(m + x->hdr + x->hlen);
+	x->rows = x->hdr + x->hlen + 4;
+}
+
+/* The first marker (FF then a byte neither 00 nor FF) at or after q. */
+static size_t next_marker(const uint8_t *m, size_t lm, size_t q)
+{
+	while (q + 1 < lm && !(m[q] == 0xFF && m[q + 1] != 0 && m[q + 1] != 0xFF))
+		q++;
+	return q;
+}
+
+enum lie {
+	LIE_DQT,     /* the header copy's DQT, one byte changed */
+	LIE_SOF,     /* the header copy's SOF: another height */
+	LIE_OWN,     /* the member's own DQT changed (the copy as packed) */
+	LIE_ROW0,    /* row 0 one byte into the entropy data */
+	LIE_PLUS1,   /* row y shifted by +1 */
+	LIE_MINUS1,  /* ... by -1 */
+	LIE_NEXTRST, /* row y at the segment after its own (another RSTn before it) */
+	LIE_OUT,     /* the EOI offset past the member */
+	LIE_FAR,     /* row y far out of the member (and so not rising) */
+	LIE_DOWN,    /* rows y and y + 1 swapped (decreasing) */
+	NLIES
+};
+
+static const char *const lie_name[NLIES] = {"dqt", "sof",  "own-dqt", "row0", "+1",
+					    "-1",  "nrst", "out",     "far",  "down"};
+
+/* Make the index of v[0..lm) (a copy of member m) lie as kind says, about row y. */
+static void lie(uint8_t *v, size_t lm, enum lie kind, uint32_t y)
+{
+	struct ix_at x;
+	ix_locate(v, &x);
+	uint8_t *row = v + x.rows + 4 * (size_t)y, *sof = NULL, *dqt = NULL, *own = NULL;
+	for (size_t q = x.hdr; q + 1 < x.hdr + x.hlen; q++) {
+		if (v[q] == 0xFF && v[q + 1] == 0xDB && !dqt)
+			dqt = v + q;
+		if (v[q] == 0xFF && v[q + 1] == 0xC0 && !sof)
+			sof = v + q;
+	}
+	for (size_t q = x.end; q + 1 < lm && !own; q++)
+		if (v[q] == 0xFF && v[q + 1] == 0xDB)
+			own = v + q;
+	assert_true(dqt && sof && own);
+	switch (kind) {
+	case LIE_DQT:
+		dqt[5] ^= 1;
+		break;
+	case LIE_SOF:
+		sof[6] = (uint8_t)(sof[6] - 1); /* the height's low byte */
+		break;
+	case LIE_OWN:
+		own[5] ^= 1;
+		break;
+	case LIE_ROW0:
+		put32(v + x.rows, get32(v + x.rows) + 1);
+		break;
+	case LIE_PLUS1:
+		put32(row, get32(row) + 1);
+		break;
+	case LIE_MINUS1:
+		put32(row, get32(row) - 1);
+		break;
+	case LIE_NEXTRST:
+		put32(row, (uint32_t)next_marker(v, lm, get32(row)) + 2);
+		break;
+	case LIE_OUT:
+		put32(v + x.rows + 4 * (size_t)x.nrows, (uint32_t)lm);
+		break;
+	case LIE_FAR:
+		put32(row, 0x7FFFFFF0u);
+		break;
+	case LIE_DOWN: {
+		uint32_t a = get32(row), b = get32(row + 4);
+		put32(row, b);
+		put32(row + 4, a);
+		break;
+	}
+	case NLIES:
+		break;
+	}
+}
+
+/*
+ * One crop (eval, uint8, sample id 0) of the lying member v[0..lm), whole and
+ * ranged as a worker reads it: the output bytes of ref[0..lref) (the honest
+ * member, or v without its index when the member's own header changed); the lie
+ * is seen (whole: gm_aug_index_stale; ranged: -ESTALE from gm_aug_range or
+ * gm_aug_sample_range, after which a worker reads the member whole).
+ */
+static void lie_same_crop(struct gm_aug *g, size_t n, const uint8_t *ref, size_t lref,
+			  const uint8_t *v, size_t lm, const char *what)
+{
+	uint8_t *x = malloc(n), *y = malloc(n);
+	uint64_t off, len;
+	assert_int_equal(gm_aug_sample(g, ref, lref, 9, 0, 0, x, NULL), 0);
+	assert_false(gm_aug_index_stale(g));
+	assert_int_equal(gm_aug_sample(g, v, lm, 9, 0, 0, y, NULL), 0);
+	if (!gm_aug_index_stale(g) || memcmp(x, y, n))
+		fail_msg("%s: whole: stale %d, same bytes %d", what, gm_aug_index_stale(g),
+			 !memcmp(x, y, n));
+	size_t plen = 2048 < lm ? 2048 : lm, need = gm_jpeg_index_bytes(v, plen);
+	plen = need > plen && need <= lm ? need : plen;
+	int rc = gm_aug_range(g, v, plen, lm, 9, 0, 0, &off, &len);
+	if (rc == 0) {
+		assert_true(off + len <= lm);
+		rc = gm_aug_sample_range(g, v, plen, lm, v + off, off, len, 9, 0, 0, y, NULL);
+	}
+	if (rc != -ESTALE)
+		fail_msg("%s: ranged: %d, not -ESTALE", what, rc);
+	free(x);
+	free(y);
+}
+
+/* Lines of file path that hold s. */
+static int lines_with(const char *path, const char *s)
+{
+	char line[1024];
+	int k = 0;
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		k += strstr(line, s) != NULL;
+	fclose(f);
+	return k;
+}
+
+/*
+ * A shard's row index is checked, not trusted: a header copy or row offsets unlike
+ * the member (each lie of enum lie, the row ones at the first, a middle and the
+ * last row of the crop's window) decode to the bytes of the honest shard (a
+ * changed own header: to those of the member without its index), the lie is seen
+ * both whole and ranged, and the loader counts it (stale_index) and names the
+ * member once a run, read ranged or whole.
+ */
+static void test_pack_restart_lying_index(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_pack_opts o = {.per_shard = 100, .restart = 4};
+	struct gm_dataset *ds;
+	assert_int_equal(gm_pack_ex(at("rtree"), at("lie"), &o, NULL, err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open(&ds, at("lie"), err, sizeof(err)), 0);
+	uint32_t id = UINT32_MAX;
+	for (uint32_t i = 0; i < gm_dataset_count(ds); i++)
+		if (strstr(gm_dataset_name(ds, i), "420.jpg"))
+			id = i;
+	assert_true(id != UINT32_MAX);
+	char name[512];
+	snprintf(name, sizeof(name), "%s", gm_dataset_name(ds, id));
+	const char *nm = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	size_t ls, lm = gm_dataset_file_size(ds, id);
+	uint64_t mo = gm_dataset_offset(ds, id);
+	uint8_t *shard = (uint8_t *)slurp(gm_dataset_path(ds, id), &ls), *v = malloc(ls),
+		*own = malloc(lm);
+	const uint8_t *m = shard + mo;
+	gm_dataset_close(ds);
+
+	/* the rows of the crop's window (eval, sample 0): its first, a middle, its last */
+	size_t n;
+	struct gm_aug *g = small_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, &n);
+	struct ix_at x;
+	uint64_t off, len;
+	ix_locate(m, &x);
+	assert_int_equal(gm_aug_range(g, m, gm_jpeg_index_bytes(m, lm), lm, 9, 0, 0, &off, &len),
+			 0);
+	uint32_t r0 = 0, r1 = 0;
+	for (uint32_t y = 0; y <= x.nrows; y++) {
+		uint32_t r = get32(m + x.rows + 4 * (size_t)y);
+		r0 = r - 2 == off ? y : r0;
+		r1 = r + 2 == off + len ? y : r1;
+	}
+	assert_true(r0 > 0 && r1 > r0 + 1 && r1 < x.nrows); /* rows left out both sides */
+	uint32_t rows[3] = {r0, (r0 + r1) / 2, r1};
+
+	/* the honest shard's batches */
+	uint64_t bytes, stale, honest = loader_hash_ex(at("lie"), true, &bytes, &stale), expect;
+	assert_int_equal(stale, 0);
+	int lies = 0;
+	for (int k = 0; k < NLIES; k++)
+		for (int r = 0; r < 3; r++) {
+			bool per_row = k >= LIE_PLUS1 && k <= LIE_DOWN && k != LIE_OUT;
+			if (r > 0 && !per_row)
+				continue;
+			if (k == LIE_DOWN && r == 2)
+				continue; /* swapped with the row after the window */
+			char what[64];
+			snprintf(what, sizeof(what), "%s (row %u)", lie_name[k], rows[r]);
+			memcpy(v, shard, ls);
+			lie(v + mo, lm, (enum lie)k, rows[r]);
+			assert_memory_not_equal(v + mo, m, lm);
+			size_t lref = lm;
+			const uint8_t *ref = m;
+			if (k == LIE_OWN) {
+				lref = strip_index((const char *)v + mo, lm, (char *)own);
+				ref = own;
+			}
+			lie_same_crop(g, n, ref, lref, v + mo, lm, what);
+			/* through the loader, ranged and whole, once each */
+			char dir[64], path[600];
+			snprintf(dir, sizeof(dir), "lie-%d", lies++);
+			assert_int_equal(mkdir(at(dir), 0755), 0);
+			snprintf(path, sizeof(path), "%s/shard-000000.tar", at(dir));
+			FILE *f = fopen(path, "wb");
+			assert_non_null(f);
+			assert_int_equal(fwrite(v, 1, ls, f), ls);
+			fclose(f);
+			expect = honest;
+			for (int whole = 0; whole < 2; whole++) {
+				if (whole)
+					setenv("GM_NO_RANGE", "1", 1);
+				fflush(stderr);
+				int saved = dup(2),
+				    lf = open(at("lie.log"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+				assert_true(saved >= 0 && lf >= 0);
+				dup2(lf, 2);
+				uint64_t h = loader_hash_ex(at(dir), true, &bytes, &stale);
+				fflush(stderr);
+				dup2(saved, 2);
+				close(saved);
+				close(lf);
+				unsetenv("GM_NO_RANGE");
+				if (k == LIE_OWN && !whole)
+					expect = h; /* other pixels: the same read whole */
+				if (h != expect || stale != 2 || lines_with(at("lie.log"), nm) != 1)
+					fail_msg("%s, %s: same batches %d, stale_index %llu, "
+						 "lines naming it %d",
+						 what, whole ? "whole" : "ranged", h == expect,
+						 (unsigned long long)stale,
+						 lines_with(at("lie.log"), nm));
+			}
+		}
+	gm_aug_destroy(g);
+	free(own);
+	free(v);
+	free(shard);
+}
+
 static void test_pack_restart_errors(void **state)
 {
 	(void)state;
@@ -628,6 +909,7 @@ int main(void)
 	    cmocka_unit_test(test_pack_refuses_a_directory_with_tar_files),
 	    cmocka_unit_test(test_pack_restart_tree),
 	    cmocka_unit_test(test_pack_restart_errors),
+	    cmocka_unit_test(test_pack_restart_lying_index),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 #ifndef GOLDMINER_OPS_H
 #define GOLDMINER_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,11 +79,20 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 		  uint64_t sample_id, void *out, struct gm_aug_times *t);
 
 /*
+ * Whether the last gm_aug_sample met a row index that does not match its file
+ * (jpeg.h: a header copy or row offsets unlike the file's) and so decoded the
+ * file as one without an index: the same output bytes, for the caller to count.
+ * false after a gm_aug_sample_range (which returns -ESTALE instead).
+ */
+bool gm_aug_index_stale(const struct gm_aug *a);
+
+/*
  * Ranged reads (gm_jpeg_open_ranged): from the first plen bytes of a file_len-byte
  * file that carries a row index, the byte range [*off, *off + *len) that this
  * sample's window needs. 0; -ENOENT (no usable index: read the whole file and call
- * gm_aug_sample); -EBADMSG, -E2BIG, -ENOMEM as gm_aug_sample (then the whole file's
- * gm_aug_sample reports it too).
+ * gm_aug_sample); -ESTALE (an index that does not match the file: the same);
+ * -EBADMSG, -E2BIG, -ENOMEM as gm_aug_sample (then the whole file's gm_aug_sample
+ * reports it too).
  */
 int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
 		 uint64_t seed, uint64_t epoch, uint64_t sample_id, uint64_t *off, uint64_t *len);
@@ -90,7 +100,8 @@ int gm_aug_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t fil
 /*
  * gm_aug_sample from the prefix gm_aug_range read and the bytes [off, off + blen)
  * of the file (those it named): the same output bytes as gm_aug_sample on the whole
- * file. Returns as gm_aug_sample.
+ * file. Returns as gm_aug_sample, or -ESTALE when the index's rows do not match
+ * those bytes: then gm_aug_sample on the whole file gives the output.
  */
 int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint64_t file_len,
 			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,

@@ -198,7 +198,10 @@ uint32_t gm_jpeg_fit_restart(struct gm_jpeg *j, const void *in, size_t len, uint
  * gm_jpeg_set_bytes() and calls gm_jpeg_decode_region() as usual: the same pixels
  * as from the whole file (the same restart segments are spliced), but only the MCU
  * rows of the window (plus one MCU) are read. The file stays a valid JPEG (decoders
- * skip APP15); its pixels do not change.
+ * skip APP15); its pixels do not change. The index is checked against the file
+ * (jpeg.c): its header copy against the file's own header, its offsets against
+ * the file's size, the rows a window reads against their restart markers; one
+ * that does not match is -ESTALE: decode the whole file with gm_jpeg_open.
  */
 
 /*
@@ -213,22 +216,27 @@ int gm_jpeg_add_row_index(struct gm_jpeg *j, const void *in, size_t len, uint8_t
 /*
  * Open a file from its first plen bytes (file_len in all) through its row index,
  * as gm_jpeg_open() does from the whole file. The prefix must stay valid until the
- * decode. 0; -ENOENT (no usable index in the prefix: read the whole file and use
- * gm_jpeg_open); gm_jpeg_open's other errors.
+ * decode. 0; -ENOENT (no index in the prefix, or not all of it and of the file's
+ * own header: read the whole file and use gm_jpeg_open, or a longer prefix,
+ * gm_jpeg_index_bytes); -ESTALE (an index that does not match the file: malformed,
+ * offsets that do not rise or leave the file, a header copy unlike the file's own
+ * header; use gm_jpeg_open); gm_jpeg_open's other errors.
  */
 int gm_jpeg_open_ranged(struct gm_jpeg *j, const void *prefix, size_t plen, uint64_t file_len,
 			struct gm_jpeg_info *info);
 
 /*
  * How many bytes of the file a prefix must hold for gm_jpeg_open_ranged: the end
- * of the row index whose start prefix[0..plen) holds, or 0 when it holds none.
- * Pure function.
+ * of the row index whose start prefix[0..plen) holds, or, when it holds all of it,
+ * the first entropy byte its row 0 names (the file's own header, which the copy is
+ * checked against, ends there); 0 when it holds no index. Pure function.
  */
 size_t gm_jpeg_index_bytes(const void *prefix, size_t plen);
 
 /*
  * After gm_jpeg_open_ranged: the byte range [*off, *off + *len) of the file that
- * the decode of this window (as gm_jpeg_decode_region's arguments) needs. 0, or
+ * the decode of this window (as gm_jpeg_decode_region's arguments) needs: its MCU
+ * rows, from the restart marker before the first (which the decode checks). 0, or
  * -EINVAL (no ranged open, a bad window).
  */
 int gm_jpeg_region_bytes(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
@@ -236,7 +244,8 @@ int gm_jpeg_region_bytes(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint
 
 /* After gm_jpeg_open_ranged: the file's bytes [off, off + len), valid until the
  * decode (the caller's memory). A decode whose rows they do not hold fails with
- * -EBADMSG. */
+ * -EBADMSG; one whose rows are not where the index says (their restart markers),
+ * with -ESTALE. */
 void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_t len);
 
 #endif

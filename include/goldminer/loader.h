@@ -159,6 +159,17 @@ void gm_loader_close(struct gm_loader *l);
 uint64_t gm_loader_read_bytes(const struct gm_loader *l);
 
 /*
+ * Samples of the batches delivered so far whose shard member carries a row index
+ * (pack --restart) that does not match the member: a header copy or row offsets
+ * unlike its bytes (a damaged or crafted shard). Each was decoded whole instead,
+ * to the pixels an honest index gives, and each member is named once a run on
+ * stderr ("goldminer loader: SHARD.tar:MEMBER: ..."). Counted like errors (once a
+ * batch that holds one); 0 for batches made by remote workers. Not thread-safe
+ * with gm_loader_next on the same handle.
+ */
+uint64_t gm_loader_stale_index(const struct gm_loader *l);
+
+/*
  * Of the workers' stage times of the batches delivered so far, the time they sat
  * preempted on a run queue (/proc/self/schedstat's run delay; 0 where the kernel
  * keeps none). The elastic controller leaves it out of a worker's rate, so that

@@ -30,11 +30,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RING_MAGIC	 0x31304e49524d4721ull /* "!GMRIN01" little-endian */
-#define GM_RING_VERSION	 2
-#define GM_RING_MAX_ERRS 8   /* error records kept per batch (count is exact) */
-#define GM_RING_MSG	 112 /* bytes of one error message */
-#define GM_RING_NO_END	 UINT64_MAX
+#define GM_RING_MAGIC	  0x31304e49524d4721ull /* "!GMRIN01" little-endian */
+#define GM_RING_VERSION	  2
+#define GM_RING_MAX_ERRS  8   /* error records kept per batch (count is exact) */
+#define GM_RING_MSG	  112 /* bytes of one error message */
+#define GM_RING_MAX_STALE 4   /* members with a stale row index named per batch */
+#define GM_RING_NO_END	  UINT64_MAX
 
 enum gm_slot_state {
 	GM_SLOT_FREE = 0,
@@ -76,6 +77,11 @@ struct gm_slot_ctl {
 	 * plans with a worker's rate while it runs or waits for I/O, not with what
 	 * the other processes on its cores leave it */
 	uint64_t preempt_ns;
+	/* worker.c (issue 24): samples of this batch whose shard member's row index did
+	 * not match the member (jpeg.h), decoded whole instead; the first
+	 * GM_RING_MAX_STALE of them, for the loader to name each once */
+	uint32_t n_stale;
+	uint32_t stale[GM_RING_MAX_STALE];
 };
 
 /* The header page. Fields above `consumed` are written once at creation. */

@@ -23,7 +23,8 @@
  *    "PATH:LINE: " or "SPEC: " instead (the file and the line are what a user
  *    fixes). A message names the fix when it is known.
  *  - the one exception is the event log of long-running work (the node agent's
- *    attach/detach/refusals, a pool killing a stalled worker): gm_log, one line
+ *    attach/detach/refusals, a pool killing a stalled worker, the loader naming
+ *    once a shard member whose row index does not match it): gm_log, one line
  *    "goldminer MODULE: EVENT" on stderr. Nothing else in the library writes to
  *    stderr, and nothing calls exit() or abort() (a forked worker ends with
  *    _exit(), pool.c).

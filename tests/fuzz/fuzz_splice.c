@@ -6,10 +6,12 @@
  * by one that does not (GM_NO_SPLICE=1 at its creation). Checks: 0 or a documented
  * -errno with a message; where both decode, the same pixels (a segment is decoded
  * from the same bytes and a fresh state either way). Files with a row index (pack
- * --restart into shards) are also decoded ranged, from a 1 KB prefix and the bytes
- * gm_jpeg_region_bytes names, copied to a buffer of just that size (so a read past
- * them is caught by ASan): 0 or a documented -errno (a corrupted index may give
- * other pixels, never a read outside the bytes).
+ * --restart into shards) are also decoded ranged, from a worker's prefix (2 KB, or
+ * the index and header when gm_jpeg_index_bytes asks for more) and the bytes
+ * gm_jpeg_region_bytes names, each copied to a buffer of just that size (so a read
+ * past them is caught by ASan): 0, -ESTALE (an index that does not match the file:
+ * the corpus holds lying ones, issue 24) or a documented -errno, never a read
+ * outside the bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,6 +41,15 @@ static void check_rc(int rc, const struct gm_jpeg *j)
 	if (rc != -EBADMSG && rc != -ENODATA && rc != -E2BIG)
 		abort(); /* -ENOMEM, -EINVAL: the limits or the window arithmetic are wrong */
 	gm_fuzz_check_msg(gm_jpeg_errmsg(j), 256);
+}
+
+/* A ranged call's: check_rc's, or -ESTALE (the index does not match the file). */
+static void check_ranged_rc(int rc, const struct gm_jpeg *j)
+{
+	if (rc == -ESTALE)
+		gm_fuzz_check_msg(gm_jpeg_errmsg(j), 256);
+	else
+		check_rc(rc, j);
 }
 
 /* Decode window k of 3 at scale n with both handles; compare where both succeed. */
@@ -85,7 +96,9 @@ static void one_ranged(const uint8_t *data, size_t size, uint32_t n, int k)
 	struct gm_jpeg_info info;
 	struct gm_jpeg_image a;
 	uint64_t off, len;
-	size_t plen = size < 1024 ? size : 1024;
+	size_t plen = size < 2048 ? size : 2048, need = gm_jpeg_index_bytes(data, plen);
+	if (need > plen && need <= size)
+		plen = need; /* a worker's next prefix */
 	uint8_t *pre = malloc(plen);
 	if (!pre)
 		abort();
@@ -95,7 +108,7 @@ static void one_ranged(const uint8_t *data, size_t size, uint32_t n, int k)
 		free(pre);
 		return;
 	}
-	check_rc(rc, dec);
+	check_ranged_rc(rc, dec);
 	if (rc == 0) {
 		uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
 		uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
@@ -108,7 +121,7 @@ static void one_ranged(const uint8_t *data, size_t size, uint32_t n, int k)
 			abort();
 		memcpy(b, data + off, len);
 		gm_jpeg_set_bytes(dec, b, off, len);
-		check_rc(gm_jpeg_decode_region(dec, n, x, y, w, h, &a), dec);
+		check_ranged_rc(gm_jpeg_decode_region(dec, n, x, y, w, h, &a), dec);
 		free(b);
 	}
 	gm_jpeg_abort(dec);
