@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define GM_RING_MAGIC	  0x31304e49524d4721ull /* "!GMRIN01" little-endian */
-#define GM_RING_VERSION	  2
+#define GM_RING_VERSION	  3   /* 3: the slots count stale row indexes (n_stale, stale[]) */
 #define GM_RING_MAX_ERRS  8   /* error records kept per batch (count is exact) */
 #define GM_RING_MSG	  112 /* bytes of one error message */
 #define GM_RING_MAX_STALE 4   /* members with a stale row index named per batch */
