@@ -117,11 +117,16 @@ int gm_metrics_start(struct gm_metrics **out, const char *addr, char *err, size_
 	}
 	pthread_mutex_init(&m->mu, NULL);
 	errno = 0;
-	m->d = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, m,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned)MAX_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDR_CONNS,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_END);
+	/* one option and its value a line */
+	// clang-format off
+	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
+				on_request, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDR_CONNS,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+				MHD_OPTION_END);
+	// clang-format on
 	if (!m->d) {
 		int e = errno ? errno : EADDRINUSE;
 		snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(e));
