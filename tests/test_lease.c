@@ -55,6 +55,7 @@ static bool stop_once;			/* ... the first time only */
 static uint64_t kill_task = UINT64_MAX; /* SIGKILL the worker right after claiming it */
 static const char *enomem_path;		/* deliver this file's first read as -ENOMEM */
 static bool stop_when_full;		/* SIGSTOP the first worker that finds no free slot */
+static uint64_t spin_id = UINT64_MAX;	/* spend 300 ms of CPU on this sample, once */
 
 static bool first_time(void)
 {
@@ -74,6 +75,14 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 {
 	if (sample_id == stop_id && (!stop_once || first_time()))
 		raise(SIGSTOP); /* stuck while holding the lease, as a kill -STOP leaves it */
+	if (sample_id == spin_id && first_time()) {
+		/* a slow sample (CPU time: it does not pass while the worker is stopped) */
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+		do
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+	}
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
 
@@ -136,7 +145,7 @@ static int teardown(void **state)
 static int arm(void **state)
 {
 	(void)state;
-	stop_id = kill_task = UINT64_MAX;
+	stop_id = kill_task = spin_id = UINT64_MAX;
 	stop_once = false;
 	enomem_path = NULL;
 	stop_when_full = false;
@@ -149,7 +158,7 @@ static int disarm(void **state)
 {
 	(void)state;
 	alarm(0);
-	stop_id = kill_task = UINT64_MAX;
+	stop_id = kill_task = spin_id = UINT64_MAX;
 	enomem_path = NULL;
 	stop_when_full = false;
 	return 0;
@@ -465,6 +474,42 @@ static void test_worker_stopped_without_a_lease_is_replaced(void **state)
 	assert_non_null(strstr(text, "was stopped for 300 ms without a lease"));
 }
 
+/* The whole job stopped (Ctrl-Z: its process group) for longer than the lease
+ * deadline while a worker is in the middle of a slow sample, then continued: the
+ * pool did not run either, so no deadline passed, and no worker is killed. */
+static void test_job_stopped_and_continued_as_a_whole_kills_no_worker(void **state)
+{
+	(void)state;
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct gm_loader_opts o;
+		struct gm_loader_stats st;
+		uint64_t h[64];
+		int n;
+		alarm(0);
+		setpgid(0, 0); /* a job of its own, as a shell makes one */
+		opts(&o, 2);
+		o.lease_timeout_ms = 2000;
+		spin_id = 21;
+		int rc = run(&o, h, 64, &n, &st);
+		_exit(rc ? 100 : st.worker_deaths > 99 ? 99 : (int)st.worker_deaths);
+	}
+	setpgid(pid, pid); /* (either side may be first) */
+	for (int i = 0; i < 1000 && access(marker, F_OK); i++)
+		sleep_ms(5); /* until a worker is in the slow sample */
+	bool spun = access(marker, F_OK) == 0;
+	kill(-pid, SIGSTOP);
+	sleep_ms(3000); /* longer than the deadline */
+	kill(-pid, SIGCONT);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(spun);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0); /* the run ended well, no worker died */
+}
+
 /* bench with every worker stopped (lease deadline far away), then sig: the exit
  * status is 128 + sig and no worker is left. */
 static void bench_interrupted(int sig)
@@ -550,6 +595,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_transient_read_error_is_read_again, arm, disarm),
 	    cmocka_unit_test_setup_teardown(test_worker_stopped_without_a_lease_is_replaced, arm,
 					    disarm),
+	    cmocka_unit_test_setup_teardown(
+		test_job_stopped_and_continued_as_a_whole_kills_no_worker, arm, disarm),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
