@@ -55,7 +55,7 @@ static bool stop_once;			/* ... the first time only */
 static uint64_t kill_task = UINT64_MAX; /* SIGKILL the worker right after claiming it */
 static const char *enomem_path;		/* deliver this file's first read as -ENOMEM */
 static bool stop_when_full;		/* SIGSTOP the first worker that finds no free slot */
-static uint64_t spin_id = UINT64_MAX;	/* spend 300 ms of CPU on this sample, once */
+static uint64_t spin_id = UINT64_MAX;	/* spend 1.5 s of CPU on this sample, once */
 
 static bool first_time(void)
 {
@@ -81,7 +81,7 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
 		do
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
 	}
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
@@ -475,8 +475,10 @@ static void test_worker_stopped_without_a_lease_is_replaced(void **state)
 }
 
 /* The whole job stopped (Ctrl-Z: its process group) for longer than the lease
- * deadline while a worker is in the middle of a slow sample, then continued: the
- * pool did not run either, so no deadline passed, and no worker is killed. */
+ * deadline while a worker is in the middle of a slow sample (1.5 s of CPU; the
+ * deadline is 3 s and the pool has looked at the lease before the stop), then
+ * continued: the pool did not run either, so no deadline passed, and no worker
+ * is killed. */
 static void test_job_stopped_and_continued_as_a_whole_kills_no_worker(void **state)
 {
 	(void)state;
@@ -491,7 +493,7 @@ static void test_job_stopped_and_continued_as_a_whole_kills_no_worker(void **sta
 		alarm(0);
 		setpgid(0, 0); /* a job of its own, as a shell makes one */
 		opts(&o, 2);
-		o.lease_timeout_ms = 2000;
+		o.lease_timeout_ms = 3000;
 		spin_id = 21;
 		int rc = run(&o, h, 64, &n, &st);
 		_exit(rc ? 100 : st.worker_deaths > 99 ? 99 : (int)st.worker_deaths);
@@ -500,8 +502,9 @@ static void test_job_stopped_and_continued_as_a_whole_kills_no_worker(void **sta
 	for (int i = 0; i < 1000 && access(marker, F_OK); i++)
 		sleep_ms(5); /* until a worker is in the slow sample */
 	bool spun = access(marker, F_OK) == 0;
+	sleep_ms(1000); /* the pool looks every 750 ms: it has seen the slow sample */
 	kill(-pid, SIGSTOP);
-	sleep_ms(3000); /* longer than the deadline */
+	sleep_ms(4000); /* longer than the deadline */
 	kill(-pid, SIGCONT);
 	int status = 0;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
