@@ -5,7 +5,8 @@
  * worker killed between its claim and the start of its batch does not let the
  * next one trust the slot's previous batch; a transient read error is read again,
  * not substituted; a worker stopped while it holds no lease (the ring full) is
- * killed and replaced after the deadline (issue 24); and `goldminer bench`
+ * killed and replaced after the deadline (issue 24), while the whole job stopped
+ * and continued (Ctrl-Z, fg) loses no worker; and `goldminer bench`
  * interrupted while its workers are stuck ends with 130 (SIGINT) or 143
  * (SIGTERM), its workers gone.
  *
