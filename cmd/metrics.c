@@ -5,6 +5,14 @@
  * handler copies it into the response (MHD_RESPMEM_MUST_COPY) while holding the
  * mutex. Everything else (parsing HTTP, connection limits, timeouts) is the
  * library's. It does not know what the metrics mean: the agent formats them.
+ *
+ * Limits: a scrape takes one short connection, so one address may hold
+ * PER_ADDR_CONNS at once and the rest of that address's are closed as they come;
+ * a connection silent for IDLE_TIMEOUT_S is closed. A client that trickles its
+ * request a byte at a time from one address thus holds at most PER_ADDR_CONNS,
+ * and a scraper from another address still gets its answer (tests/test_metrics.sh
+ * holds 40 such connections). Not a defence against many addresses: a local user
+ * has all of 127.0.0.0/8, and MAX_CONNS is what they share.
  */
 #include "metrics.h"
 
@@ -17,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CONNS      16 /* scrapers at once; more are refused by the library */
+#define MAX_CONNS      64 /* connections at once; more are refused by the library */
+#define PER_ADDR_CONNS 4  /* ... of them from one client address */
 #define IDLE_TIMEOUT_S 5  /* a connection silent this long is closed */
 
 struct gm_metrics {
@@ -108,11 +117,16 @@ int gm_metrics_start(struct gm_metrics **out, const char *addr, char *err, size_
 	}
 	pthread_mutex_init(&m->mu, NULL);
 	errno = 0;
+	/* one option and its value a line */
+	// clang-format off
 	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
-				on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				on_request, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDR_CONNS,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
 				MHD_OPTION_END);
+	// clang-format on
 	if (!m->d) {
 		int e = errno ? errno : EADDRINUSE;
 		snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(e));

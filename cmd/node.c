@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -211,5 +212,11 @@ int gm_cmd_node(int argc, char **argv)
 		return ask_agent(o.socket_path, false, scale_pid, scale_n);
 	if (val[O_STATUS])
 		return ask_agent(o.socket_path, true, 0, 0);
+	/* read by the same parser as --mem, and refused the same way */
+	if (gm_ring_mem_limit(&v, NULL, 0)) {
+		cmd_err(CMD, "GM_MEM_LIMIT", "like 512M or 8G, or unset it",
+			"takes a size, not '%s'", getenv("GM_MEM_LIMIT"));
+		return 2;
+	}
 	return run_agent(&o, val[O_METRICS]);
 }

@@ -47,7 +47,9 @@ struct err_rec {
 };
 
 struct gm_loader {
-	struct gm_loader_opts o;
+	struct gm_loader_opts o; /* its strings point into `own` (copies: a caller, the
+				  * Python binding say, may free its own after open) */
+	char *own[3];		 /* root, pipeline, node as copied (or NULL) */
 	char errmsg[512];
 	struct gm_dataset *ds;
 	struct gm_pool *pool;	   /* workers in this process, else NULL */
@@ -267,6 +269,23 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 
 static int client_attach(struct gm_loader *l);
 
+/* Copy every string of the options the loader keeps past open (messages print
+ * root long after; client_attach connects to node), so the caller's need not
+ * outlive this call. */
+static int copy_strings(struct gm_loader *l)
+{
+	const char **field[3] = {&l->o.root, &l->o.pipeline, &l->o.node};
+	for (int i = 0; i < 3; i++) {
+		if (!*field[i])
+			continue;
+		l->own[i] = strdup(*field[i]);
+		if (!l->own[i])
+			return set_err(l, -ENOMEM, "gm_loader_open: out of memory");
+		*field[i] = l->own[i];
+	}
+	return 0;
+}
+
 int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, char *errbuf,
 		   size_t errlen)
 {
@@ -284,7 +303,9 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 	l->o = *opts;
 	l->held = -1;
 	l->sock = -1;
-	err = check_opts(l);
+	err = copy_strings(l);
+	if (!err)
+		err = check_opts(l);
 	if (!err)
 		err = open_index(l, &c);
 	if (!err)
@@ -418,6 +439,8 @@ void gm_loader_close(struct gm_loader *l)
 	gm_dataset_close(l->ds);
 	free(l->errs);
 	free(l->stale_told);
+	for (int i = 0; i < 3; i++)
+		free(l->own[i]);
 	free(l);
 }
 

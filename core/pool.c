@@ -14,6 +14,8 @@
  * A lease that makes no progress for lease_timeout_ms (a stopped or stuck worker)
  * is ended the same way: the holder is SIGKILLed and its batch re-issued (see
  * "the lease watch" below); a sample that stalls workers twice is quarantined.
+ * A worker stopped while it holds no lease is SIGKILLed and replaced too ("the
+ * idle watch").
  *
  * It does not read batches (loader.c), decode (worker.c), move leases (ring.c) or
  * decide pool sizes (elastic.c, policy.c): it applies the target it is given.
@@ -50,9 +52,11 @@ struct wk {
 	pid_t pid;
 	int pidfd;
 	bool retiring;
-	bool stalled;	   /* killed by the lease watch */
+	bool stalled;	   /* killed by the lease or the idle watch */
 	bool reclaimed;	   /* ... and its leases taken back before it was reaped */
 	uint64_t stall_ns; /* when it was killed */
+	bool leased;	   /* held a lease at the last look (the lease watch's) */
+	uint64_t stopped;  /* idle watch: first look that saw it stopped (0: running) */
 };
 
 /* How often a sample was the culprit (quarantined at 2). */
@@ -91,6 +95,7 @@ struct gm_pool {
 	uint64_t lease_ns;		     /* progress deadline of a lease (0: not watched) */
 	struct lease_seen *seen;	     /* per slot */
 	char last_stall[512];		     /* the last stall, for the storm message */
+	uint64_t last_look;		     /* when the watches last looked */
 	_Atomic int started; /* coordinator spawned its first workers: 1 ok, <0 err */
 	/* chaos testing (coordinator thread writes, stats read the ring header) */
 	uint64_t chaos_state;
@@ -167,9 +172,8 @@ static int spawn(struct gm_pool *p)
 		waitpid(pid, NULL, 0);
 		return err;
 	}
-	p->wk[p->nwk].pid = pid;
-	p->wk[p->nwk].pidfd = pidfd;
-	p->wk[p->nwk].retiring = false;
+	/* the whole entry: the one reaped from here last may have been stalled */
+	p->wk[p->nwk] = (struct wk){.pid = pid, .pidfd = pidfd};
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
@@ -380,6 +384,17 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 	return id < count ? id : UINT32_MAX;
 }
 
+/* Kill a stuck worker; its replacement starts now, not when it is reaped. */
+static void replace(struct gm_pool *p, struct wk *w, uint64_t now)
+{
+	kill(w->pid, SIGKILL);
+	w->stalled = true;
+	w->stall_ns = now;
+	if (!w->retiring)
+		atomic_fetch_add(&p->retiring, 1);
+	w->retiring = true;
+}
+
 /* The holder of slot's lease, pid, made no progress for a deadline: kill it. */
 static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 {
@@ -416,18 +431,15 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 		       "%s stalled workers twice: quarantined, it is replaced like a bad file",
 		       gm_dataset_name(p->c.w.ds, id));
 	}
-	kill(pid, SIGKILL);
-	w->stalled = true;
-	w->stall_ns = now;
-	if (!w->retiring)
-		atomic_fetch_add(&p->retiring, 1);
-	w->retiring = true; /* a replacement starts now, not when this one is reaped */
+	replace(p, w, now);
 }
 
 /* Look at every leased slot: progress since the last look, or a stall. */
 static void watch_leases(struct gm_pool *p, uint64_t now)
 {
 	uint32_t words = (p->c.w.batch_size + 63) / 64;
+	for (int i = 0; i < p->nwk; i++)
+		p->wk[i].leased = false;
 	for (uint32_t s = 0; s < p->h->nslots; s++) {
 		struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, s);
 		struct lease_seen *e = &p->seen[s];
@@ -437,6 +449,9 @@ static void watch_leases(struct gm_pool *p, uint64_t now)
 			e->word = word;
 			continue;
 		}
+		for (int i = 0; i < p->nwk; i++)
+			if ((uint32_t)p->wk[i].pid == GM_SLOT_PID(word))
+				p->wk[i].leased = true;
 		struct lease_seen now_seen = {
 		    .word = word,
 		    .task = atomic_load_explicit(&ctl->task, memory_order_relaxed),
@@ -457,6 +472,74 @@ static void watch_leases(struct gm_pool *p, uint64_t now)
 		e->since = now; /* the next look at this lease is a deadline from now */
 		stall(p, s, (pid_t)GM_SLOT_PID(word), now);
 	}
+}
+
+/* ---- the idle watch: a worker without a lease must not be stopped ------------------
+ *
+ * A worker that waits for a free slot (the ring full, the consumer slow) holds no
+ * lease, so the lease watch never looks at it. Stopped there (kill -STOP, a
+ * debugger), it would count as a live worker for ever: the pool runs one worker
+ * short, and with --workers 1 the job hangs once the consumer frees a slot. An
+ * idle worker does no I/O and wakes every 200 ms, so the only way it stops
+ * making progress is to be stopped; the coordinator therefore reads the state
+ * letter of each worker that held no lease at this look from /proc/PID/stat ('T'
+ * stopped by a signal, 't' by a tracer), and one seen stopped at every look for
+ * a whole deadline is SIGKILLed and replaced, like a stalled holder. The PID
+ * cannot name another process: the worker is our child, not yet reaped (we reap
+ * it ourselves through its pidfd). One small read per idle worker per look (four
+ * looks a deadline) is all it costs. A heartbeat word per worker in the ring was
+ * the other way: it would change the ring's format, wake every idle worker on a
+ * timer to write it, and tell no more (an idle worker has nothing else to be
+ * stuck on). Where /proc cannot be read the watch sees nothing, as before.
+ */
+
+/* Is pid stopped (by a signal or a tracer)? false when it cannot be read. */
+static bool proc_stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold ") ", so the state follows the last ')' */
+	const char *close = strrchr(buf, ')');
+	return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
+/* Every worker that held no lease at this look: running, or stopped since when. */
+static void watch_idle(struct gm_pool *p, uint64_t now)
+{
+	for (int i = 0; i < p->nwk; i++) {
+		struct wk *w = &p->wk[i];
+		if (w->stalled || w->leased || !proc_stopped(w->pid)) {
+			w->stopped = 0;
+			continue;
+		}
+		if (!w->stopped)
+			w->stopped = now;
+		if (now - w->stopped < p->lease_ns)
+			continue;
+		snprintf(p->last_stall, sizeof(p->last_stall),
+			 "worker %d was stopped for %llu ms without a lease", (int)w->pid,
+			 (unsigned long long)(p->lease_ns / 1000000));
+		gm_log("pool", "%s: killed it, a new worker takes its place", p->last_stall);
+		replace(p, w, now);
+	}
+}
+
+/* The coordinator did not look for a whole deadline (the whole process was
+ * stopped, by Ctrl-Z say, or starved): nothing it saw before says a worker was
+ * stuck for a deadline, and a worker continued with it may not have moved yet.
+ * Every clock starts again. */
+static void watch_restart(struct gm_pool *p, uint64_t now)
+{
+	for (uint32_t s = 0; s < p->h->nslots; s++)
+		p->seen[s].since = now;
+	for (int i = 0; i < p->nwk; i++)
+		p->wk[i].stopped = 0;
 }
 
 /* How long the coordinator may sleep: until the controller's tick, the next
@@ -544,8 +627,13 @@ static void *coordinator(void *arg)
 			chaos_kill(p);
 		if (autoscale && now >= p->meter.t + GM_ELASTIC_TICK_MS * 1000000ull)
 			controller_tick(p);
-		if (p->lease_ns)
+		if (p->lease_ns) {
+			if (p->last_look && now - p->last_look > p->lease_ns)
+				watch_restart(p, now);
+			p->last_look = now;
 			watch_leases(p, now);
+			watch_idle(p, now);
+		}
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(p->evfd, &v, sizeof(v)) < 0) {

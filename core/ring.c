@@ -169,12 +169,32 @@ static uint64_t meminfo(const char *key)
 	return v;
 }
 
-/* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset or unreadable. */
+int gm_ring_mem_limit(uint64_t *out, char *err, size_t errlen)
+{
+	const char *s = getenv("GM_MEM_LIMIT");
+
+	*out = UINT64_MAX;
+	if (!s || !*s)
+		return 0;
+	if (gm_ring_parse_bytes(s, out)) {
+		*out = UINT64_MAX;
+		if (err && errlen)
+			gm_errf(err, errlen,
+				"GM_MEM_LIMIT='%s' is not a size (bytes, or with a K, M, G or T "
+				"suffix: like 512M or 8G); set it to one, or unset it",
+				s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset (or not a size: gm_ring_admit
+ * refuses that before anything asks how much room there is). */
 static uint64_t env_limit(void)
 {
 	uint64_t v;
-	const char *s = getenv("GM_MEM_LIMIT");
-	return s && *s && !gm_ring_parse_bytes(s, &v) ? v : UINT64_MAX;
+	gm_ring_mem_limit(&v, NULL, 0);
+	return v;
 }
 
 uint64_t gm_ring_mem_room(char *src, size_t srclen)
@@ -218,7 +238,10 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 	char src[384], need[32], have[32];
 	uint64_t bytes = gm_ring_size(nslots, batch_size, sample_bytes);
 	uint64_t room;
+	int rc = gm_ring_mem_limit(&room, err, errlen);
 
+	if (rc)
+		return rc; /* an operator's cap that cannot be read is not ignored */
 	if (!bytes) {
 		if (err && errlen)
 			gm_errf(err, errlen,

@@ -4,6 +4,8 @@
  * refusal (exit status 2) for each way a command line can be wrong; the number
  * conversions refuse signs, junk and out-of-range values and never read octal.
  * Every message has the one form "goldminer CMD: WHAT: WHY (HINT)" (cmd/err.c).
+ * `goldminer node` refuses a GM_MEM_LIMIT its --mem would refuse, and `node
+ * --status` that the agent refuses exits non-zero saying why.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,9 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
+#include "goldminer/wire.h"
 
 enum { O_WORKERS, O_WORDS, O_QUIET, O_SEED, O_N };
 static const struct cmd_opt opts[O_N] = {
@@ -203,6 +209,137 @@ static void test_every_command_answers_help_with_0(void **state)
 	}
 }
 
+/* gm_cmd_node with the words of an END-terminated list (argv[0] = "node"). */
+struct node_call {
+	const char *w[8];
+	int rc;
+};
+
+static void call_node(void *arg)
+{
+	struct node_call *c = arg;
+	char buf[8][96], *argv[9];
+	int argc = 0;
+	argv[argc++] = "node";
+	for (int i = 0; c->w[i] && argc < 8; i++) {
+		snprintf(buf[argc], sizeof(buf[argc]), "%s", c->w[i]);
+		argv[argc] = buf[argc];
+		argc++;
+	}
+	argv[argc] = NULL;
+	c->rc = gm_cmd_node(argc, argv);
+}
+
+/* The values `node --mem` refuses are refused in GM_MEM_LIMIT too, naming the
+ * variable and the value, before the agent starts (its socket's directory does
+ * not exist: an agent that started would fail with 1 and another message). */
+static void test_mem_limit_refuses_what_mem_refuses(void **state)
+{
+	static const char *bad[] = {"-1", "abc", "1e30", "99999999999T", "12Q"};
+	char out[512], want[160];
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct node_call c = {
+		    .w = {"--mem", bad[i], "--socket", "/nonexistent/gm/a.sock", END}};
+		capture(out, sizeof(out), call_node, &c);
+		assert_int_equal(c.rc, 2);
+		snprintf(want, sizeof(want),
+			 "goldminer node: --mem: takes a size of at least 1M, not '%s'", bad[i]);
+		assert_non_null(strstr(out, want));
+
+		assert_int_equal(setenv("GM_MEM_LIMIT", bad[i], 1), 0);
+		struct node_call e = {.w = {"--socket", "/nonexistent/gm/a.sock", END}};
+		capture(out, sizeof(out), call_node, &e);
+		assert_int_equal(unsetenv("GM_MEM_LIMIT"), 0);
+		assert_int_equal(e.rc, 2);
+		snprintf(
+		    want, sizeof(want),
+		    "goldminer node: GM_MEM_LIMIT: takes a size, not '%s' (like 512M or 8G, or "
+		    "unset it)\n",
+		    bad[i]);
+		assert_string_equal(out, want);
+	}
+	/* a good one passes the check: the agent then fails on its socket (1) */
+	assert_int_equal(setenv("GM_MEM_LIMIT", "2G", 1), 0);
+	struct node_call g = {.w = {"--socket", "/nonexistent/gm/a.sock", "--quiet", END}};
+	capture(out, sizeof(out), call_node, &g);
+	assert_int_equal(unsetenv("GM_MEM_LIMIT"), 0);
+	assert_int_equal(g.rc, 1);
+	assert_null(strstr(out, "GM_MEM_LIMIT"));
+}
+
+/* A one-shot agent at path: answers the first request with status and msg. */
+static pid_t fake_agent(const char *path, int status, const char *msg)
+{
+	struct sockaddr_un sa;
+	char err[256];
+	int fd = gm_wire_socket(path, &sa, err, sizeof(err));
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		int c = accept(fd, NULL, NULL);
+		struct gm_node_req req;
+		if (c < 0 || recv(c, &req, sizeof(req), 0) <= 0)
+			_exit(1);
+		gm_wire_reply(c, status, -1, 0, 0, "%s", msg);
+		close(c);
+		_exit(0);
+	}
+	close(fd);
+	return pid;
+}
+
+/* What `node --status` prints on stdout (into out) and stderr (captured). */
+static void status_of(const char *path, int *rc, char *out, size_t len, char *err, size_t elen)
+{
+	char tmp[] = "/tmp/gm-test-cmd-out-XXXXXX";
+	int fd = mkstemp(tmp), saved = dup(1);
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(tmp);
+	fflush(stdout);
+	dup2(fd, 1);
+	struct node_call c = {.w = {"--socket", path, "--status", END}};
+	capture(err, elen, call_node, &c);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	ssize_t n = pread(fd, out, len - 1, 0);
+	close(fd);
+	out[n > 0 ? n : 0] = 0;
+	*rc = c.rc;
+}
+
+/* --status exits 0 with the agent's answer on stdout, and non-zero with its
+ * refusal on stderr through cmd_err (nothing on stdout) when the agent refuses. */
+static void test_status_refused_by_the_agent_exits_non_zero(void **state)
+{
+	char path[64], out[512], err[512];
+	int rc, st;
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/gm-test-cmd-%d.sock", (int)getpid());
+	pid_t pid = fake_agent(path, 0, "{\"jobs\": 0}");
+	status_of(path, &rc, out, sizeof(out), err, sizeof(err));
+	waitpid(pid, &st, 0);
+	assert_int_equal(rc, 0);
+	assert_string_equal(out, "{\"jobs\": 0}\n");
+	assert_string_equal(err, "");
+	pid = fake_agent(path, -EBUSY,
+			 "refused: the agent already serves 1 jobs, its most; wait for one to end");
+	status_of(path, &rc, out, sizeof(out), err, sizeof(err));
+	waitpid(pid, &st, 0);
+	unlink(path);
+	assert_int_not_equal(rc, 0);
+	assert_string_equal(out, "");
+	assert_string_equal(err, "goldminer node: gm_node_status: refused: the agent already "
+				 "serves 1 jobs, its most; wait for one to end\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -212,6 +349,8 @@ int main(void)
 	    cmocka_unit_test(test_every_command_answers_help_with_0),
 	    cmocka_unit_test(test_errors_read_goldminer_cmd_what_why_hint),
 	    cmocka_unit_test(test_refusals_name_the_option_and_the_fix),
+	    cmocka_unit_test(test_mem_limit_refuses_what_mem_refuses),
+	    cmocka_unit_test(test_status_refused_by_the_agent_exits_non_zero),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

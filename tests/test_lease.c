@@ -4,8 +4,11 @@
  * again with the same bytes; a sample that stalls workers twice is quarantined; a
  * worker killed between its claim and the start of its batch does not let the
  * next one trust the slot's previous batch; a transient read error is read again,
- * not substituted; and `goldminer bench` interrupted while its workers are stuck
- * ends with 130 (SIGINT) or 143 (SIGTERM), its workers gone.
+ * not substituted; a worker stopped while it holds no lease (the ring full) is
+ * killed and replaced after the deadline (issue 24), while the whole job stopped
+ * and continued (Ctrl-Z, fg) loses no worker; and `goldminer bench`
+ * interrupted while its workers are stuck ends with 130 (SIGINT) or 143
+ * (SIGTERM), its workers gone.
  *
  * The stops and kills happen inside the workers (forked from this binary) through
  * link-time wrapping, at a chosen sample or task, so each test is deterministic.
@@ -52,6 +55,8 @@ static uint64_t stop_id = UINT64_MAX;	/* SIGSTOP the worker decoding this sample
 static bool stop_once;			/* ... the first time only */
 static uint64_t kill_task = UINT64_MAX; /* SIGKILL the worker right after claiming it */
 static const char *enomem_path;		/* deliver this file's first read as -ENOMEM */
+static bool stop_when_full;		/* SIGSTOP the first worker that finds no free slot */
+static uint64_t spin_id = UINT64_MAX;	/* spend 1.5 s of CPU on this sample, once */
 
 static bool first_time(void)
 {
@@ -71,6 +76,14 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 {
 	if (sample_id == stop_id && (!stop_once || first_time()))
 		raise(SIGSTOP); /* stuck while holding the lease, as a kill -STOP leaves it */
+	if (sample_id == spin_id && first_time()) {
+		/* a slow sample (CPU time: it does not pass while the worker is stopped) */
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+		do
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+	}
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
 
@@ -81,6 +94,8 @@ int __wrap_gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task)
 	int slot = __real_gm_ring_claim(r, pid, task);
 	if (slot >= 0 && *task == kill_task && first_time())
 		raise(SIGKILL); /* leased, but the batch not begun */
+	if (slot == -EAGAIN && stop_when_full && first_time())
+		raise(SIGSTOP); /* idle: every slot is published, none is leased to it */
 	return slot;
 }
 
@@ -131,9 +146,10 @@ static int teardown(void **state)
 static int arm(void **state)
 {
 	(void)state;
-	stop_id = kill_task = UINT64_MAX;
+	stop_id = kill_task = spin_id = UINT64_MAX;
 	stop_once = false;
 	enomem_path = NULL;
+	stop_when_full = false;
 	unlink(marker);
 	alarm(DEADLINE);
 	return 0;
@@ -143,8 +159,9 @@ static int disarm(void **state)
 {
 	(void)state;
 	alarm(0);
-	stop_id = kill_task = UINT64_MAX;
+	stop_id = kill_task = spin_id = UINT64_MAX;
 	enomem_path = NULL;
+	stop_when_full = false;
 	return 0;
 }
 
@@ -367,6 +384,136 @@ static bool in_futex(pid_t pid)
 	return strstr(w, "futex") != NULL;
 }
 
+/* Is pid stopped (state 'T' in /proc/PID/stat)? */
+static bool is_stopped(pid_t pid)
+{
+	char p[64], buf[512];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	const char *c = strrchr(buf, ')');
+	return c && c[1] == ' ' && c[2] == 'T';
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The only worker stops itself when it finds the ring full, holding no lease, and
+ * the consumer takes nothing for a while: the pool kills and replaces it within a
+ * few deadlines, and the run then delivers the same bytes as a clean one. */
+static void test_worker_stopped_without_a_lease_is_replaced(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_loader_stats st;
+	struct gm_batch b;
+	uint64_t h[64];
+	char err[512], path[128], text[4096];
+	int n = 0, rc;
+	pid_t wk[4];
+	reference();
+	opts(&o, 1);
+	stop_when_full = true;
+	snprintf(path, sizeof(path), "%s/stderr", dir);
+	fflush(stderr);
+	int saved = dup(2), fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	dup2(fd, 2);
+	rc = gm_loader_open(&l, &o, err, sizeof(err));
+	/* the worker fills the 4 slots, then stops itself: no lease, the ring full */
+	int nw = 0;
+	for (int i = 0; i < 500 && !(nw == 1 && is_stopped(wk[0])); i++) {
+		sleep_ms(10);
+		nw = workers_of(getpid(), wk, 4);
+	}
+	pid_t stopped = nw == 1 && is_stopped(wk[0]) ? wk[0] : 0;
+	/* replaced within 5 s (the deadline is 300 ms): the stopped one is gone */
+	uint64_t t0 = mono_ms();
+	bool gone = false;
+	while (stopped && !gone && mono_ms() - t0 < 5000) {
+		sleep_ms(10);
+		gone = kill(stopped, 0) < 0 && errno == ESRCH;
+	}
+	if (stopped && !gone)
+		kill(stopped, SIGKILL); /* leave no stopped process behind the failure */
+	bool opened = rc == 0;
+	while (opened && (rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		if (rc == GM_LOADER_END_OF_EPOCH)
+			continue;
+		if (rc < 0)
+			break;
+		if (n < 64)
+			h[n] = gm_test_batch_hash(&b);
+		n++;
+	}
+	if (rc != GM_LOADER_END)
+		fprintf(stderr, "next: %d %s\n", rc, gm_loader_errmsg(l));
+	gm_loader_stats(l, &st);
+	gm_loader_close(l);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ssize_t got = pread(fd, text, sizeof(text) - 1, 0);
+	text[got > 0 ? got : 0] = '\0';
+	close(fd);
+	fputs(text, stderr);
+	assert_int_not_equal(stopped, 0); /* the hook fired where it should */
+	assert_true(gone);
+	assert_int_equal(rc, GM_LOADER_END);
+	assert_int_equal(n, nref);
+	assert_memory_equal(h, ref, sizeof(ref[0]) * (size_t)n);
+	assert_true(st.worker_deaths >= 1);
+	assert_int_equal(st.reissued, 0); /* it held nothing */
+	assert_non_null(strstr(text, "was stopped for 300 ms without a lease"));
+}
+
+/* The whole job stopped (Ctrl-Z: its process group) for longer than the lease
+ * deadline while a worker is in the middle of a slow sample (1.5 s of CPU; the
+ * deadline is 3 s and the pool has looked at the lease before the stop), then
+ * continued: the pool did not run either, so no deadline passed, and no worker
+ * is killed. */
+static void test_job_stopped_and_continued_as_a_whole_kills_no_worker(void **state)
+{
+	(void)state;
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct gm_loader_opts o;
+		struct gm_loader_stats st;
+		uint64_t h[64];
+		int n;
+		alarm(0);
+		setpgid(0, 0); /* a job of its own, as a shell makes one */
+		opts(&o, 2);
+		o.lease_timeout_ms = 3000;
+		spin_id = 21;
+		int rc = run(&o, h, 64, &n, &st);
+		_exit(rc ? 100 : st.worker_deaths > 99 ? 99 : (int)st.worker_deaths);
+	}
+	setpgid(pid, pid); /* (either side may be first) */
+	for (int i = 0; i < 1000 && access(marker, F_OK); i++)
+		sleep_ms(5); /* until a worker is in the slow sample */
+	bool spun = access(marker, F_OK) == 0;
+	sleep_ms(1000); /* the pool looks every 750 ms: it has seen the slow sample */
+	kill(-pid, SIGSTOP);
+	sleep_ms(4000); /* longer than the deadline */
+	kill(-pid, SIGCONT);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(spun);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0); /* the run ended well, no worker died */
+}
+
 /* bench with every worker stopped (lease deadline far away), then sig: the exit
  * status is 128 + sig and no worker is left. */
 static void bench_interrupted(int sig)
@@ -450,6 +597,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stopped_worker_is_killed_and_its_batch_made_again,
 					    arm, disarm),
 	    cmocka_unit_test_setup_teardown(test_transient_read_error_is_read_again, arm, disarm),
+	    cmocka_unit_test_setup_teardown(test_worker_stopped_without_a_lease_is_replaced, arm,
+					    disarm),
+	    cmocka_unit_test_setup_teardown(
+		test_job_stopped_and_continued_as_a_whole_kills_no_worker, arm, disarm),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -469,6 +469,46 @@ static void test_fifo_in_the_tree_is_a_per_sample_error(void **state)
 	gm_test_rm_tree(dir);
 }
 
+/* The loader keeps copies of the option strings: the caller's buffer is
+ * overwritten right after open (as a binding that frees its strings does), and the
+ * "no good sample left" message still names the root it was given. */
+static void test_option_strings_are_copied_at_open(void **state)
+{
+	(void)state;
+	char dir[64], p[160], err[512];
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-loadercopy"), 0);
+	snprintf(p, sizeof(p), "%s/class_0", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s/class_0/bad_%d.jpg", dir, i);
+		assert_int_equal(gm_synth_write_bad(p, (enum gm_synth_bad)(i % 5), 1), 0);
+	}
+	size_t rl = strlen(dir) + 1;
+	const char *spec = "read | decode | random_resized_crop 32 | batch 4";
+	char *buf = malloc(rl + strlen(spec) + 1);
+	assert_non_null(buf);
+	memcpy(buf, dir, rl);
+	strcpy(buf + rl, spec);
+	small_opts(&o, buf, 1);
+	o.pipeline = buf + rl;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	memset(buf, 'X', rl + strlen(spec)); /* the caller's strings are gone */
+	assert_int_equal(gm_loader_next(l, &b), -ENODATA);
+	char m[600];
+	snprintf(m, sizeof(m), "%s", gm_loader_errmsg(l));
+	gm_loader_close(l);
+	free(buf);
+	gm_test_rm_tree(dir);
+	assert_non_null(strstr(m, "no good sample left"));
+	char want[96];
+	snprintf(want, sizeof(want), "is every file of %s bad?", dir);
+	assert_non_null(strstr(m, want));
+	assert_null(strstr(m, "XXXX"));
+}
+
 /* A dataset of only bad files is an error, not batches of zeros labelled -1:
  * gm_loader_next says so naming files, and bench exits non-zero. */
 static void test_all_bad_dataset_is_an_error(void **state)
@@ -866,6 +906,7 @@ int main(void)
 	    cmocka_unit_test(test_pread_reader_same_batches),
 	    cmocka_unit_test(test_many_bad_files_in_one_batch_counted_exactly),
 	    cmocka_unit_test(test_open_errors),
+	    cmocka_unit_test(test_option_strings_are_copied_at_open),
 	    cmocka_unit_test(test_preempted_time_is_counted),
 	    cmocka_unit_test(test_resume_gives_same_remaining_batches),
 	    cmocka_unit_test(test_same_bytes_with_1_2_4_workers),

@@ -1,9 +1,11 @@
 #!/bin/sh
 # goldminer node --metrics: a real HTTP client (curl) scrapes the agent's
 # Prometheus text while a job runs through it, and the values agree with
-# `goldminer node --status`; other paths are 404; a bad address is refused; the
-# agent stops on SIGTERM. TAP on stdout. Env: B (build dir). Every wait has a
-# deadline.
+# `goldminer node --status`; other paths are 404; a bad address is refused; 40
+# connections trickling their requests from one address (127.0.0.1) hold at most
+# the per-address limit, and a scrape from another (127.0.0.2) is answered while
+# they hang on; the agent stops on SIGTERM. TAP on stdout. Env: B (build dir).
+# Every wait has a deadline.
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -84,6 +86,59 @@ t "$(grep -q '^# TYPE goldminer_job_bad_samples_total counter' "$tmp/m" &&
 	"families carry HELP/TYPE; stall share, bad samples and memory are there"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/other")
 t "$([ "$code" = 404 ]; echo $?)" "another path is 404 ($code)"
+
+# 40 slow-drip connections from 127.0.0.1: each sends a request line, then one
+# header line a second, never the end of the headers (under the idle timeout).
+# The dripper says how many the server left open after 6 s.
+drip() {
+	python3 - "$port" 40 6 "$tmp/drip.ready" <<'PY'
+import socket, sys, time
+port, n, secs, ready = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+socks = []
+for _ in range(n):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    socks.append(s)
+open(ready, "w").close()
+alive = set(range(n))
+end = time.time() + secs
+while time.time() < end:
+    for i in list(alive):
+        try:
+            socks[i].sendall(b"X-Drip: 1\r\n")
+            if socks[i].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                alive.discard(i)  # closed by the server
+        except BlockingIOError:
+            pass
+        except OSError:
+            alive.discard(i)
+    time.sleep(1)
+print(len(alive))
+PY
+}
+if command -v python3 >/dev/null 2>&1; then
+	drip >"$tmp/drip.out" 2>"$tmp/drip.err" &
+	dripper=$!
+	ready() { [ -e "$tmp/drip.ready" ]; }
+	until_ok 10 ready
+	sleep 1
+	start=$(date +%s)
+	curl -fsS --interface 127.0.0.2 --max-time 5 "http://127.0.0.1:$port/metrics" \
+		>"$tmp/m2" 2>"$tmp/curl2.err"
+	rc=$?
+	took=$(($(date +%s) - start))
+	t "$([ $rc = 0 ] && grep -q '^goldminer_node_jobs 1' "$tmp/m2"; echo $?)" \
+		"a scrape from 127.0.0.2 is answered while 127.0.0.1 trickles 40 requests (rc $rc, ${took}s)"
+	wait "$dripper"
+	held=$(cat "$tmp/drip.out")
+	t "$([ -n "$held" ] && [ "$held" -ge 1 ] && [ "$held" -le 4 ]; echo $?)" \
+		"one address holds at most 4 connections (${held:-none} of 40 left open)"
+else
+	t 0 "# SKIP python3 is not installed (slow-drip connections)"
+fi
+
 kill "$job" 2>/dev/null
 wait "$job" 2>/dev/null
 job=""

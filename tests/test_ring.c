@@ -285,6 +285,35 @@ static void test_ring_larger_than_the_limit_is_refused(void **state)
 	assert_int_equal(gm_ring_admit(4, 8, 65536, err, sizeof(err)), 0);
 }
 
+/* A GM_MEM_LIMIT that is not a size (what `node --mem` refuses) is refused by the
+ * admission naming the variable and its value, not ignored; unset or empty is no cap. */
+static void test_mem_limit_that_is_not_a_size_is_refused(void **state)
+{
+	(void)state;
+	static const char *bad[] = {"-1", "abc", "1e30", "99999999999T", "1M2"};
+	struct gm_ring *r;
+	char err[512], want[64];
+	uint64_t v;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(setenv("GM_MEM_LIMIT", bad[i], 1), 0);
+		assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), -EINVAL);
+		assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), -EINVAL);
+		snprintf(want, sizeof(want), "GM_MEM_LIMIT='%s' is not a size", bad[i]);
+		assert_non_null(strstr(err, want));
+		assert_non_null(strstr(err, "like 512M or 8G"));
+		assert_int_equal(gm_ring_create(&r, 4, 1, 64, 0, 100), -EINVAL);
+		assert_null(r);
+	}
+	assert_int_equal(setenv("GM_MEM_LIMIT", "64M", 1), 0);
+	assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), 0);
+	assert_int_equal(v, 64u << 20);
+	assert_int_equal(setenv("GM_MEM_LIMIT", "", 1), 0);
+	assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), 0);
+	assert_true(v == UINT64_MAX);
+	assert_int_equal(unsetenv("GM_MEM_LIMIT"), 0);
+	assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), 0);
+}
+
 /* In a child moved into a new 32 MiB memory cgroup (v1) under this process's own:
  * a 64 MiB ring is refused, naming the cgroup and its limit; the machine's OOM
  * killer is never involved because nothing is allocated. Exit status = result. */
@@ -357,6 +386,7 @@ int main(void)
 	    cmocka_unit_test(test_ring_is_sealed_and_unsealed_rings_are_refused),
 	    cmocka_unit_test(test_ring_larger_than_the_cgroup_is_refused),
 	    cmocka_unit_test(test_ring_larger_than_the_limit_is_refused),
+	    cmocka_unit_test(test_mem_limit_that_is_not_a_size_is_refused),
 	    cmocka_unit_test(test_size_and_parse_bytes),
 	    cmocka_unit_test(test_two_processes),
 	};

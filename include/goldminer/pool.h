@@ -10,7 +10,8 @@
  * It also watches every lease: a worker that finishes no sample of its batch for
  * cfg.lease_timeout_ms is SIGKILLed (and a line on stderr names the sample it
  * was stuck on), so its batch is made again; a sample that stalls workers twice
- * is quarantined like one that crashes them.
+ * is quarantined like one that crashes them. A worker that holds no lease and is
+ * stopped (a signal or a tracer) for as long is SIGKILLed and replaced too.
  * The pool is sized by gm_pool_set_target/gm_pool_fix, or, with cfg.autoscale, by
  * the elastic controller (elastic.h) every GM_ELASTIC_TICK_MS. Two owners: a
  * loader with its workers in this process (loader.c), and the node agent, one

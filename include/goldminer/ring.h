@@ -136,13 +136,22 @@ uint64_t gm_ring_size(uint32_t nslots, uint32_t batch_size, uint64_t sample_byte
 uint64_t gm_ring_mem_room(char *src, size_t srclen);
 
 /* The memory of the machine as this process sees it: the least of MemTotal, the
- * cgroup limits above it and $GM_MEM_LIMIT (UINT64_MAX when nothing is known).
- * The node agent's default budget is half of it. Thread-safe. */
+ * cgroup limits above it and $GM_MEM_LIMIT (UINT64_MAX when nothing is known; a
+ * GM_MEM_LIMIT that is not a size counts as unset here: `goldminer node` refuses
+ * it at start, gm_ring_admit for every ring). The node agent's default budget is
+ * half of it. Thread-safe. */
 uint64_t gm_ring_mem_total(void);
+
+/* $GM_MEM_LIMIT, read with gm_ring_parse_bytes (the parser of `node --mem`): 0
+ * with *out its bytes (UINT64_MAX when unset or empty), or -EINVAL with a message
+ * in err (may be NULL) naming the variable and its value when it is not a size
+ * ("-1", "abc", "1e30", one that overflows). Thread-safe. */
+int gm_ring_mem_limit(uint64_t *out, char *err, size_t errlen);
 
 /* Admission: 0 when a ring of these sizes fits in gm_ring_mem_room(), else
  * -ENOMEM with a message in err giving the ring's size, the room and its source,
- * and the options that lower it; -EINVAL (message too) for sizes out of range. */
+ * and the options that lower it; -EINVAL (message too) for sizes out of range and
+ * for a GM_MEM_LIMIT that is not a size (gm_ring_mem_limit). */
 int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, char *err,
 		  size_t errlen);
 

@@ -103,6 +103,44 @@ def _floats_arg(name, v, n, lo=-_F32_MAX, hi=_F32_MAX):
     return [_float_arg("%s[%d]" % (name, k), x, lo, hi) for k, x in enumerate(vals)]
 
 
+def _path_arg(name, v):
+    """v (str, bytes or os.PathLike) as the bytes the C library gets. A str is
+    encoded as os.fsencode does, so a name os.listdir() returned (undecodable
+    bytes included, as surrogate escapes) names the same file. TypeError for
+    another type; ValueError for a str no file name decodes to (a surrogate that
+    is not an escape of a byte) and for a NUL byte (the C string would end there)."""
+    try:
+        p = os.fspath(v)
+    except TypeError:
+        raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s"
+                        % (name, type(v).__name__)) from None
+    if isinstance(p, str):
+        try:
+            b = os.fsencode(p)
+        except UnicodeEncodeError as e:
+            raise ValueError("%s %r is not a file name this system can encode (%s, "
+                             "position %d: %s); give the name as bytes, or as the str "
+                             "os.fsdecode() makes of them" % (name, p, e.encoding, e.start,
+                                                              e.reason)) from None
+    else:
+        b = p
+    if b"\0" in b:
+        raise ValueError("%s must not contain a NUL byte: %r" % (name, p))
+    return b
+
+
+def _text_arg(name, v):
+    """The str v as UTF-8 bytes for the C library, else ValueError naming name."""
+    try:
+        b = v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("%s must be text that UTF-8 can encode (position %d: %s)"
+                         % (name, e.start, e.reason)) from None
+    if b"\0" in b:
+        raise ValueError("%s must not contain a NUL character" % name)
+    return b
+
+
 class GoldminerError(OSError):
     """An error reported by libgoldminer: .errno is the C error (e.g. ENOENT,
     EBADMSG), str() is the C library's message, which names the cause."""
@@ -186,11 +224,20 @@ class Loader:
     lease_timeout_ms  a worker whose batch makes no progress this long is killed
                and the batch made again (0: the library's default, 5000).
 
+    root and node are paths: str, bytes or os.PathLike (a str is encoded as
+    os.fsencode() does, so names from os.listdir() work whatever their bytes).
+
     Raises GoldminerError (an OSError with the C message) when the dataset or an
     option is rejected, ValueError for options the binding itself rejects: a
     number outside the range its C field (or the library) accepts, never wrapped
     or rounded to fit (seed 0..2**64-1, batch_size 1..GM_MAX_BATCH, max_pixels
-    0..10**12, a float that a C float cannot hold, ...), and an empty pipeline.
+    0..10**12, a float that a C float cannot hold, ...), an empty pipeline, a
+    root, node or pipeline that cannot be encoded (or holds a NUL); TypeError for
+    a root or node that is not a path.
+
+    A Loader cannot be pickled (nor copied): it owns worker processes and a
+    shared-memory ring. Hand its arguments to another process and open a Loader
+    there.
     """
 
     def __init__(self, root, pipeline=None, batch_size=64, workers="auto", seed=0, epoch=0,
@@ -219,6 +266,10 @@ class Loader:
         if pipeline is not None and not pipeline.strip():
             raise ValueError("pipeline must not be empty: give a spec (see `goldminer plan`),"
                              " or None for the keyword arguments")
+        # the bytes the C library gets (it copies them: they need not outlive open)
+        self._root_b = _path_arg("root", root)
+        self._node_b = _path_arg("node", node) if node is not None else None
+        self._pipeline_b = _text_arg("pipeline", pipeline) if pipeline is not None else None
         ints = dict(batch_size=batch_size, seed=seed, epoch=epoch, epochs=epochs,
                     start_batch=start_batch, size=size, slots=slots,
                     chaos_kill_ms=chaos_kill_ms, max_workers=max_workers)
@@ -264,8 +315,8 @@ class Loader:
         L.gm_loader_opts_default(ctypes.byref(o))
         if o.aug.size == 0:  # opts_default left the transform empty: fill it
             L.gm_aug_spec_default(ctypes.byref(o.aug))
-        o.root = kw["root"].encode()
-        o.pipeline = kw["pipeline"].encode() if kw["pipeline"] is not None else None
+        o.root = self._root_b
+        o.pipeline = self._pipeline_b
         o.batch_size = kw["batch_size"]
         o.workers = self._nworkers
         o.seed = kw["seed"]
@@ -280,7 +331,7 @@ class Loader:
         o.chaos_kill_ms = kw["chaos_kill_ms"]
         o.max_workers = kw["max_workers"]
         o.lease_timeout_ms = kw["lease_timeout_ms"]
-        o.node = os.fsencode(kw["node"]) if kw["node"] is not None else None
+        o.node = self._node_b
         a = o.aug
         a.mode = _MODES[kw["mode"]]
         a.size = kw["size"]
@@ -353,6 +404,12 @@ class Loader:
     @property
     def closed(self):
         return self._h is None
+
+    def __reduce_ex__(self, protocol):
+        # pickle, copy.copy and copy.deepcopy all come here
+        raise TypeError("goldminer.Loader cannot be pickled or copied: it owns worker "
+                        "processes and a shared-memory ring; pickle its arguments instead "
+                        "and open a Loader where they arrive")
 
     def __enter__(self):
         return self

@@ -72,6 +72,11 @@ class Loader:
         self._gm._handle()
         return self._gm._epoch_iter(self._convert, self._wait_copy)
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError("goldminer.torch.Loader cannot be pickled or copied: it owns worker "
+                        "processes and a shared-memory ring; pickle its arguments instead "
+                        "and open a Loader where they arrive")
+
     def __enter__(self):
         return self
 

@@ -493,3 +493,70 @@ class TestRanges(GmTest):
         self.assertEqual(cm.exception.errno, errno.EBADMSG)
         self.assertIn("gm_loader_next", msg)
         self.assertRegex(msg, r"dd/tree/class_a/zz_bad\.jpg: .*Not a JPEG file")
+
+
+class TestArguments(GmTest):
+    """root and node are paths in any of Python's forms; what cannot reach the C
+    library as a path or as text is refused naming the argument; a Loader refuses
+    pickling in words."""
+    needs = ("lib",)
+
+    def _hashes(self, root):
+        with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, epochs=1,
+                              size=SIZE) as l:
+            return pyfnv_batches(l)
+
+    def test_root_as_bytes_or_pathlike_gives_the_same_bytes(self):
+        import pathlib
+        root = dataset()
+        want = self._hashes(root)
+        self.assertEqual(self._hashes(os.fsencode(root)), want)
+        self.assertEqual(self._hashes(pathlib.Path(root)), want)
+
+    def test_root_whose_name_is_not_utf8_opens_as_bytes_or_as_its_str(self):
+        import shutil
+        src = dataset()
+        raw = os.path.join(os.fsencode(helpers.tmpdir()), b"caf\xe9-\xff")  # not UTF-8
+        if not os.path.isdir(raw):
+            shutil.copytree(os.fsencode(src), raw)
+        want = self._hashes(src)
+        self.assertEqual(self._hashes(raw), want)
+        name = os.fsdecode(raw)  # what os.listdir() gives: surrogate escapes
+        self.assertIn("\udce9", name)
+        self.assertEqual(self._hashes(name), want)
+
+    def test_root_node_or_pipeline_that_cannot_be_encoded_is_refused_naming_it(self):
+        root = dataset()
+        cases = [
+            (dict(root="/tmp/gm-\ud800"), ValueError, r"^root '/tmp/gm-\\ud800' is not a "
+                                                     r"file name this system can encode"),
+            (dict(root="/tmp/gm\0x"), ValueError, r"^root must not contain a NUL byte"),
+            (dict(root=b"/tmp/gm\0x"), ValueError, r"^root must not contain a NUL byte"),
+            (dict(root=42), TypeError, r"^root must be a path \(str, bytes or os\.PathLike\)"
+                                       r", not int"),
+            (dict(root=None), TypeError, r"^root must be a path .*, not NoneType"),
+            (dict(root=root, node=7), TypeError, r"^node must be a path .*, not int"),
+            (dict(root=root, node="/tmp/\udfff\ud800"), ValueError, r"^node .* is not a file "
+                                                                   r"name"),
+            (dict(root=root, pipeline="read | decode\ud800"), ValueError,
+             r"^pipeline must be text that UTF-8 can encode"),
+        ]
+        for kw, exc, pattern in cases:
+            with self.assertRaises(exc, msg=repr(kw)) as cm:
+                goldminer.Loader(workers=1, **kw)
+            # the binding's own words, not a raw codec or attribute error
+            self.assertIs(type(cm.exception), exc, repr(kw))
+            self.assertRegex(str(cm.exception), pattern)
+
+    def test_a_loader_cannot_be_pickled_and_says_why(self):
+        import copy
+        import pickle
+        with goldminer.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as l:
+            for f in (pickle.dumps, copy.copy, copy.deepcopy):
+                with self.assertRaises(TypeError, msg=f.__name__) as cm:
+                    f(l)
+                msg = str(cm.exception)
+                self.assertIn("goldminer.Loader cannot be pickled", msg)
+                self.assertIn("worker processes and a shared-memory ring", msg)
+                self.assertIn("pickle its arguments instead", msg)
+            l.next_batch()  # still usable

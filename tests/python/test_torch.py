@@ -177,6 +177,13 @@ class TestTorchAdapter(GmTest):
         with self.assertRaisesRegex(RuntimeError, "CUDA"):
             self.gt.Loader(dataset(), batch_size=4, workers=1, size=SIZE, device="cuda")
 
+    def test_a_loader_cannot_be_pickled_and_says_why(self):
+        import pickle
+        with self.gt.Loader(dataset(), batch_size=4, workers=1, size=SIZE) as l:
+            with self.assertRaisesRegex(TypeError, r"^goldminer\.torch\.Loader cannot be "
+                                        r"pickled .*worker processes and a shared-memory ring"):
+                pickle.dumps(l)
+
 
 class TestTorchCuda(GmTest):
     needs = ("lib", "torch", "numpy", "cuda")
