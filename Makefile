@@ -346,7 +346,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
-	libmicrohttpd-dev libucx-dev libssl-dev iproute2 \
+	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
 	python3-venv python3-setuptools python3-wheel
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \

@@ -937,8 +937,9 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
 		      a->rops->port(a->rem));
 	if (o->nlend_roots)
-		logf_(a, "remote workers: peers %s; lending up to %u workers for the datasets below "
-			 "%u --lend-root director%s",
+		logf_(a,
+		      "remote workers: peers %s; lending up to %u workers for the datasets below "
+		      "%u --lend-root director%s",
 		      o->peers ? o->peers : "none", a->budget, o->nlend_roots,
 		      o->nlend_roots == 1 ? "y" : "ies");
 	else

@@ -46,7 +46,7 @@ static const char *norm(const char *in)
 static void test_normalise_refuses_what_words_cannot_settle(void **state)
 {
 	(void)state;
-	assert_string_equal(norm("data/x"), "(refused)");  /* relative */
+	assert_string_equal(norm("data/x"), "(refused)"); /* relative */
 	assert_string_equal(norm(""), "(refused)");
 	assert_string_equal(norm("/data/../etc"), "(refused)");
 	assert_string_equal(norm("/data/.."), "(refused)");

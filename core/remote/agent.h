@@ -28,12 +28,12 @@
 #include "goldminer/wire.h"
 #include "msg.h"
 
-#define MAX_PEERS  16
-#define MAX_HJOBS  64
-#define MAX_LJOBS  64
-#define CONN_QUEUE 32
-#define RETRY_MS   2000 /* reconnect to a peer, ask again for workers */
-#define LEND_CHECKS 4	/* peers' datasets indexed at once (lender.c) */
+#define MAX_PEERS   16
+#define MAX_HJOBS   64
+#define MAX_LJOBS   64
+#define CONN_QUEUE  32
+#define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
+#define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
 
 struct peer {
 	char addr[300]; /* host:port as given */
@@ -94,7 +94,7 @@ struct gm_remote {
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
 	uint32_t budget, lendable, next_vpid;
-	char exe[4096];			   /* this program: remote workers are it, exec'ed afresh */
+	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */
 	/* --lend-root: lend_canon[i] canonical; lend_words[k] the words a LEND's
 	 * root is matched against (each root canonical and as given), of root
 	 * lend_of[k] */

@@ -233,8 +233,16 @@ struct lcheck_in {
 	char lend_root[PATH_MAX]; /* the canonical --lend-root the root lies below */
 	struct wblob b;		  /* the job; its key zeroed: a check needs none */
 };
-enum lc_kind { LC_OK, LC_NOT_LENDABLE, LC_DIFFERS, LC_TOO_LARGE, LC_OPTIONS, LC_SLOW, LC_BUSY,
-	       LC_FAILED };
+enum lc_kind {
+	LC_OK,
+	LC_NOT_LENDABLE,
+	LC_DIFFERS,
+	LC_TOO_LARGE,
+	LC_OPTIONS,
+	LC_SLOW,
+	LC_BUSY,
+	LC_FAILED
+};
 struct lcheck_out {
 	uint32_t magic, kind;
 	char root[sizeof(((struct gm_node_req *)0)->root)]; /* realpath, for the workers */
@@ -316,8 +324,8 @@ static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
 	if (gm_dataset_fingerprint(ds) != in->b.fingerprint ||
 	    gm_dataset_count(ds) != in->b.nsamples) {
 		snprintf(o->detail, sizeof(o->detail),
-			 "%.300s differs (fingerprint %016" PRIx64 ", %u samples; the job's: %016" PRIx64
-			 ", %" PRIu64 ")",
+			 "%.300s differs (fingerprint %016" PRIx64
+			 ", %u samples; the job's: %016" PRIx64 ", %" PRIu64 ")",
 			 real, gm_dataset_fingerprint(ds), gm_dataset_count(ds), in->b.fingerprint,
 			 in->b.nsamples);
 		k = LC_DIFFERS;
@@ -358,9 +366,9 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 		w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words, path);
 	if (w < 0) {
 		printable(shown, sizeof(shown), req->root);
-		gm_remote_logf(&r->net,
-			       "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
-			       m->token, c->ip, shown);
+		gm_remote_logf(
+		    &r->net, "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
+		    m->token, c->ip, shown);
 		return LC_NOT_LENDABLE;
 	}
 	for (int i = 0; i < MAX_LJOBS; i++)
@@ -447,8 +455,7 @@ static void checks_tick(struct gm_remote *r, int64_t now)
 		if (pid == l->check_pid || pid < 0) {
 			l->check_pid = 0; /* reaped (or not ours any more): never signalled */
 			check_done(r, l, pid < 0 ? 0x7f00 : st, false);
-		}
-		else if (now >= l->check_end)
+		} else if (now >= l->check_end)
 			check_done(r, l, 0, true);
 	}
 }

@@ -31,8 +31,9 @@
  * datasets below this agent's --lend-root directories (none by default: then
  * every LEND is refused) and use the CPUs its own jobs leave idle. A LEND's
  * root is matched by its words before anything is opened; a refusal says
- * nothing about the path (lender.c). Virtual lease ids are >= GM_REMOTE_VPID_MIN, above every real pid
- * (PID_MAX_LIMIT is 2^22), so the pool never signals them.
+ * nothing about the path (lender.c). Virtual lease ids are >=
+ * GM_REMOTE_VPID_MIN, above every real pid (PID_MAX_LIMIT is 2^22), so the
+ * pool never signals them.
  *
  * This module is a plugin (libgoldminer-remote.so) that the node agent loads only
  * when --listen or --peers is given: UCX's memory hooks and signal handlers never
