@@ -18,7 +18,8 @@
 #      the slot): same bytes
 #   9. bad remote options are refused in words: --peers without --listen, no
 #      --secret, a secret file open to others, an unresolvable peer, a missing
-#      plugin, an address not of this host
+#      plugin, an address not of this host, --lend-root without --listen, or
+#      naming a file or nothing
 #  10. no agent or remote worker wrote a sanitizer report or crashed (their
 #      logs; under make sanitize the build is ASan+UBSan)
 #  11. an agent restarted at once on its port finds it in TCP TIME_WAIT (UCX sets
@@ -331,7 +332,12 @@ refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host.invalid:1 --se
 GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.0.0.1:0 \
 	--secret "$tmp/secret" || ok=1
 refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
-t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address)"
+refused "lend-root needs --listen" --lend-root "$tmp/data" || ok=1
+refused "lend-root $tmp/secret: not a directory" --listen 127.0.0.1:0 --secret "$tmp/secret" \
+	--lend-root "$tmp/secret" || ok=1
+refused "lend-root $tmp/none: No such file" --listen 127.0.0.1:0 --secret "$tmp/secret" \
+	--lend-root "$tmp/none" || ok=1
+t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address, a lend root without --listen, not a directory, missing)"
 
 # 11: restarted at once on the same port: it waits for TIME_WAIT and says so
 agent 2 "$tmp/secret" 1

@@ -301,11 +301,13 @@ static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
 	uint32_t bpe;
 	enum lc_kind k = LC_OK;
 
-	errno = 0;
-	if (!realpath(req->root, real) || gm_lendroot_find(&lr, 1, real) < 0 ||
-	    strlen(real) >= sizeof(req->root)) {
-		snprintf(o->detail, sizeof(o->detail), "%.300s: %s", req->root,
-			 errno ? strerror(errno) : "resolves outside its --lend-root");
+	if (!realpath(req->root, real)) {
+		snprintf(o->detail, sizeof(o->detail), "%.300s: %s", req->root, strerror(errno));
+		return LC_NOT_LENDABLE;
+	}
+	if (gm_lendroot_find(&lr, 1, real) < 0 || strlen(real) >= sizeof(req->root)) {
+		snprintf(o->detail, sizeof(o->detail),
+			 "%.300s resolves to %.300s, not below %.300s", req->root, real, lr);
 		return LC_NOT_LENDABLE;
 	}
 	copy_str(req->root, sizeof(req->root), real);
@@ -321,6 +323,7 @@ static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
 		copy_str(o->detail, sizeof(o->detail), e);
 		return rc == -EFBIG ? LC_TOO_LARGE : rc == -EXDEV ? LC_NOT_LENDABLE : LC_DIFFERS;
 	}
+	e[0] = '\0';
 	if (gm_dataset_fingerprint(ds) != in->b.fingerprint ||
 	    gm_dataset_count(ds) != in->b.nsamples) {
 		snprintf(o->detail, sizeof(o->detail),
