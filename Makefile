@@ -214,7 +214,8 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 # DT_NEEDED), which the agent has loaded already: its gm_* calls resolve to the
 # agent's own copy of the library. Run path $$ORIGIN: the library sits beside it,
 # in the build tree and installed. The version script exports only
-# gm_remote_plugin. test_auth links auth.o itself, so it runs with UCX=0 too.
+# gm_remote_plugin. test_auth and test_lendroot link their .o themselves, so they run
+# with UCX=0 too.
 $(REMOTE_OBJS): override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(B)/libgoldminer.so core/remote/remote.map $(FLAGS_STAMP)
 	@$(if $(Q),echo "  LD      $@")
@@ -223,6 +224,8 @@ $(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(B)/libgoldminer.so core/remote/rem
 		$(LDLIBS)
 $(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
 $(B)/tests/test_auth: $(B)/core/remote/auth.o
+$(B)/tests/test_lendroot: EXTRA_LIBS = $(B)/core/remote/lendroot.o
+$(B)/tests/test_lendroot: $(B)/core/remote/lendroot.o
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
@@ -352,7 +355,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
-	libmicrohttpd-dev libucx-dev libssl-dev iproute2 \
+	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
 	python3-venv python3-setuptools python3-wheel
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \

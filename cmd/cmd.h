@@ -52,6 +52,12 @@ struct cmd_args {
  */
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
 	      struct cmd_args *a);
+/* cmd_parse, and each(arg, i, value) called for every option given, in order,
+ * with its value as in a->val: how an option that may be repeated collects its
+ * values. A non-zero return stops the parse with that status (each says why). */
+int cmd_parse_each(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
+		   struct cmd_args *a, int (*each)(void *arg, int opt, const char *value),
+		   void *arg);
 
 /*
  * The one way a command reports an error (cmd/err.c says why there is one):

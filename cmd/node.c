@@ -34,7 +34,11 @@ enum {
 	O_LISTEN,
 	O_PEERS,
 	O_SECRET,
+	O_LEND_ROOT,
+	O_LEND_MS,
+	O_LEND_FILES,
 	O_RWORKER,
+	O_LCHECK,
 	O_HELP,
 	O_N
 };
@@ -56,10 +60,18 @@ static const struct cmd_opt opts[O_N] = {
     [O_LISTEN] = {"listen", "ADDR:PORT", 0,
 		  "accept peer agents and remote workers here (UCX; PORT 0: any)"},
     [O_PEERS] = {"peers", "HOST:PORT,...", 0,
-		 "the other agents: ask them for workers, lend them ours"},
+		 "the other agents: ask them for workers (lend them ours: --lend-root)"},
     [O_SECRET] = {"secret", "FILE", 0,
 		  "shared secret of all agents (mode 0600), required with --listen/--peers"},
+    [O_LEND_ROOT] = {"lend-root", "DIR", 0,
+		     "lend workers to peers for datasets below DIR (repeat for more; "
+		     "default: none, nothing is lent)"},
+    [O_LEND_MS] = {"lend-index-ms", "N", 0,
+		   "refuse a peer's dataset not indexed within N ms (120000)"},
+    [O_LEND_FILES] = {"lend-max-files", "N", 0,
+		      "refuse a peer's dataset of more than N entries (16777216)"},
     [O_RWORKER] = {"remote-worker", "FD", 0, "(internal) a remote worker the agent starts"},
+    [O_LCHECK] = {"lend-check", "FD", 0, "(internal) checks a peer's dataset for the agent"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
@@ -67,6 +79,8 @@ static void node_usage(FILE *f)
 {
 	cmd_usage(f,
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
+		  "       goldminer node --listen ADDR:PORT --peers HOST:PORT,... --secret FILE\n"
+		  "                      [--lend-root DIR]...\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
@@ -140,31 +154,55 @@ static int ask_agent(const char *socket_path, bool status, int pid, int n)
 	return 0;
 }
 
-/* A remote worker the agent exec'ed with its job on fd (remote.h). */
-static int remote_worker(const char *fdarg)
+/* A remote worker (--remote-worker) or a dataset check (--lend-check) the agent
+ * exec'ed with its work on fd (remote.h). */
+static int remote_child(const char *what, const char *fdarg)
 {
 	char err[1024];
 	uint64_t fd;
-	if (cmd_u64(CMD, "--remote-worker", fdarg, 3, 1024, &fd))
+	if (cmd_u64(CMD, what, fdarg, 3, 1024, &fd))
 		return 2;
 	const struct gm_remote_ops *ops = gm_remote_load(err, sizeof(err));
 	if (!ops) {
-		cmd_err(CMD, "--remote-worker", NULL, "%s", err);
+		cmd_err(CMD, what, NULL, "%s", err);
 		return 1;
 	}
+	if (!strcmp(what, "--lend-check"))
+		return ops->lend_check_main((int)fd) ? 1 : 0;
 	return ops->worker_main((int)fd) ? 1 : 0;
+}
+
+/* --lend-root, repeatable: each DIR collected (cmd_args' each). */
+struct lend_roots {
+	const char *dir[GM_LEND_MAX_ROOTS];
+	uint32_t n;
+};
+
+static int lend_root(void *arg, int opt, const char *value)
+{
+	struct lend_roots *lr = arg;
+	if (opt != O_LEND_ROOT)
+		return 0;
+	if (lr->n == GM_LEND_MAX_ROOTS) {
+		cmd_err(CMD, "--lend-root", "name a directory above them instead",
+			"given more than %d times", GM_LEND_MAX_ROOTS);
+		return 2;
+	}
+	lr->dir[lr->n++] = value;
+	return 0;
 }
 
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
 	char *pos[argc > 0 ? argc : 1];
+	struct lend_roots lr = {.n = 0};
 	struct cmd_args a = {val, pos, 0};
 	struct gm_node_opts o = {.socket_path = NULL, .cpus = 0, .verbose = 1};
 	int scale_pid = 0, scale_n = -1;
 	uint64_t v;
 
-	if (cmd_parse(CMD, opts, O_N, argc, argv, &a))
+	if (cmd_parse_each(CMD, opts, O_N, argc, argv, &a, lend_root, &lr))
 		return 2;
 	if (val[O_HELP]) {
 		node_usage(stdout);
@@ -190,6 +228,18 @@ int gm_cmd_node(int argc, char **argv)
 			return 2;
 		o.max_conns = (uint32_t)v;
 	}
+	if (val[O_LEND_MS]) {
+		if (cmd_u64(CMD, "--lend-index-ms", val[O_LEND_MS], 1, GM_LEND_MAX_INDEX_MS, &v))
+			return 2;
+		o.lend_index_ms = (uint32_t)v;
+	}
+	if (val[O_LEND_FILES]) {
+		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
+			return 2;
+		o.lend_max_files = v;
+	}
+	o.lend_roots = lr.dir;
+	o.nlend_roots = lr.n;
 	o.socket_path = val[O_SOCKET];
 	o.listen = val[O_LISTEN];
 	o.peers = val[O_PEERS];
@@ -207,7 +257,9 @@ int gm_cmd_node(int argc, char **argv)
 		return 2;
 	}
 	if (val[O_RWORKER])
-		return remote_worker(val[O_RWORKER]);
+		return remote_child("--remote-worker", val[O_RWORKER]);
+	if (val[O_LCHECK])
+		return remote_child("--lend-check", val[O_LCHECK]);
 	if (scale_n >= 0)
 		return ask_agent(o.socket_path, false, scale_pid, scale_n);
 	if (val[O_STATUS])

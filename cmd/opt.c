@@ -87,6 +87,13 @@ static void refused(const char *cmd, const struct cmd_opt *opts, int n, int c, c
 int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
 	      struct cmd_args *a)
 {
+	return cmd_parse_each(cmd, opts, n, argc, argv, a, NULL, NULL);
+}
+
+int cmd_parse_each(const char *cmd, const struct cmd_opt *opts, int n, int argc, char **argv,
+		   struct cmd_args *a, int (*each)(void *arg, int opt, const char *value),
+		   void *arg)
+{
 	struct option lo[MAX_OPTS + 1];
 	/* leading ':': a missing value is reported as ':', not '?' */
 	char shorts[3 * MAX_OPTS + 2] = ":", *sp = shorts + 1;
@@ -136,6 +143,9 @@ int cmd_parse(const char *cmd, const struct cmd_opt *opts, int n, int argc, char
 		if (k < 0)
 			return 2;
 		a->val[k] = opts[k].arg && optarg ? optarg : "";
+		int rc = each ? each(arg, k, a->val[k]) : 0;
+		if (rc)
+			return rc;
 	}
 	while (optind < argc)
 		a->pos[a->npos++] = argv[optind++];

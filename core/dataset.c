@@ -43,6 +43,14 @@
  * The fingerprint (compute_fingerprint) is a byte-wise FNV-1a over every sample's
  * relative path, size and label, defined so that any language can recompute it.
  *
+ * Bounded opens (gm_dataset_open_bounded, for an agent indexing a tree a peer
+ * named): every directory entry read and every tar member indexed spends one
+ * of max_entries (-EFBIG past it), and a confined index refuses (-EXDEV) any
+ * symlink that does not resolve beneath the root: each symlink met (d_type
+ * DT_LNK or DT_UNKNOWN) is first opened with openat2(RESOLVE_BENEATH) from the
+ * root's fd, which fails on an absolute target or a ".." above the root without
+ * looking outside it. The index of a tree that passes is the unconfined one.
+ *
  * What it does not do: parse tar (tar.c does), compressed shards (.tar.gz), other
  * image extensions, watching the tree for changes. The index is built once and then
  * only read.
@@ -54,6 +62,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,6 +72,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct gm_sample {
@@ -89,6 +101,8 @@ struct gm_dataset {
 	bool sharded;
 	size_t *shard_off; /* arena offsets of the shard paths */
 	uint32_t nshards;
+	uint64_t left; /* entries this index may still read (gm_dataset_open_bounded) */
+	int beneath;   /* the root's fd when symlinks must stay below it, else -1 */
 };
 
 /* Scratch state of one class walk: reused across classes, freed at the end. */
@@ -117,6 +131,8 @@ struct walker {
 	} * anc; /* ancestors, for cycle detection */
 	size_t nanc, anc_cap;
 	const char *class_path; /* full path of the class dir, for messages */
+	const char *class_name; /* the same relative to the root */
+	struct gm_dataset *ds;
 	char *err;
 	size_t errlen;
 };
@@ -156,6 +172,66 @@ static bool is_jpeg_name(const char *name, size_t len)
 {
 	return (len >= 4 && !strcasecmp(name + len - 4, ".jpg")) ||
 	       (len >= 5 && !strcasecmp(name + len - 5, ".jpeg"));
+}
+
+static int path_error(struct walker *w, size_t rel, int ret);
+
+/* One more entry read: 0, or -EFBIG when the index's bound is spent. */
+static int spend(struct gm_dataset *ds)
+{
+	if (!ds->left)
+		return -EFBIG;
+	ds->left--;
+	return 0;
+}
+
+/*
+ * A confined index: does the entry at rel (relative to the root; a symlink or
+ * an entry of unknown type) resolve beneath the root? 0 (yes, or it is gone or
+ * broken: the caller skips those as before), -EXDEV (it leads out, message in
+ * err naming full), or -errno. Unconfined: 0 at once.
+ */
+static int stays_inside(struct gm_dataset *ds, const char *rel, const char *full, char *err,
+			size_t errlen)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+	long fd;
+
+	if (ds->beneath < 0)
+		return 0;
+	fd = syscall(SYS_openat2, ds->beneath, rel, &how, sizeof(how));
+	if (fd >= 0) {
+		close((int)fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == ELOOP)
+		return 0;
+	if (errno == EXDEV) {
+		gm_errf(err, errlen,
+			"gm_dataset_open: %s: a symbolic link that leads out of %s (this index "
+			"is confined to its root)",
+			full, ds->root);
+		return -EXDEV;
+	}
+	int ret = -errno;
+	gm_errf(err, errlen, "gm_dataset_open: %s: %s%s", full, strerror(-ret),
+		ret == -ENOSYS ? " (a confined index needs openat2, Linux 5.6)" : "");
+	return ret;
+}
+
+/* stays_inside for entry name of the directory tmp[rel] of the walked class. */
+static int entry_inside(struct walker *w, size_t rel, const char *name)
+{
+	char r[PATH_MAX], f[PATH_MAX];
+
+	if (w->ds->beneath < 0)
+		return 0;
+	if ((size_t)snprintf(r, sizeof(r), "%s%s/%s", w->class_name, w->tmp + rel, name) >=
+		sizeof(r) ||
+	    (size_t)snprintf(f, sizeof(f), "%s%s/%s", w->class_path, w->tmp + rel, name) >=
+		sizeof(f))
+		return path_error(w, rel, -ENAMETOOLONG);
+	return stays_inside(w->ds, r, f, w->err, w->errlen);
 }
 
 /* Sorting helpers: qsort has no context argument in C11, so the walker being
@@ -280,6 +356,11 @@ static int read_entries(struct walker *w, DIR *d, size_t rel, struct subdirs *su
 		if (de->d_name[0] == '.' &&
 		    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
 			continue;
+		if ((ret = spend(w->ds)))
+			return ret;
+		if ((de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) &&
+		    (ret = entry_inside(w, rel, de->d_name)))
+			return ret;
 		len = strlen(de->d_name);
 		if ((ret = classify(d, de, len, &kind, &size)))
 			return path_error(w, rel, ret);
@@ -521,10 +602,16 @@ static int find_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 		name = de->d_name;
 		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
 			continue;
+		if ((ret = spend(ds)))
+			break;
 		isdir = de->d_type == DT_DIR;
 		if (de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
 			struct stat st;
+			char f[PATH_MAX];
 
+			snprintf(f, sizeof(f), "%s/%s", ds->root, name);
+			if ((ret = stays_inside(ds, name, f, err, errlen)))
+				break;
 			isdir = !fstatat(dirfd(d), name, &st, 0) && S_ISDIR(st.st_mode);
 		}
 		if (!isdir)
@@ -582,6 +669,8 @@ static int add_shard_sample(void *ctx, const struct gm_tar_sample *ts)
 
 	if (ds->count == UINT32_MAX)
 		return -EOVERFLOW;
+	if (spend(ds))
+		return -EFBIG;
 	if (grow((void **)&ds->arena, &ds->arena_cap, ds->arena_len + need, 1) ||
 	    grow((void **)&ds->samples, &ds->samples_cap, (size_t)ds->count + 1,
 		 sizeof(*ds->samples)))
@@ -652,6 +741,9 @@ static int list_shards(struct gm_dataset *ds, int rfd, char ***names, size_t *n,
 	while (!ret && (de = readdir(d))) {
 		size_t len = strlen(de->d_name);
 		struct stat st;
+		/* a confined index checked every link here in find_classes */
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && (ret = spend(ds)))
+			break;
 		if (len < 5 || strcasecmp(de->d_name + len - 4, ".tar") ||
 		    fstatat(dirfd(d), de->d_name, &st, 0) || !S_ISREG(st.st_mode))
 			continue;
@@ -774,6 +866,7 @@ static int walk_class(struct gm_dataset *ds, struct walker *w, int rfd, uint32_t
 		return -ENOMEM;
 	}
 	w->class_path = *class_path;
+	w->class_name = cname;
 	w->tmp_len = 0;
 	w->nfiles = 0;
 	w->ndirs = 0;
@@ -801,7 +894,7 @@ static int walk_class(struct gm_dataset *ds, struct walker *w, int rfd, uint32_t
  */
 static int walk_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen)
 {
-	struct walker w = {.err = err, .errlen = errlen};
+	struct walker w = {.err = err, .errlen = errlen, .ds = ds};
 	char *class_path = NULL;
 	uint32_t first_empty = UINT32_MAX, nempty = 0;
 	int ret = 0;
@@ -839,6 +932,12 @@ static int walk_classes(struct gm_dataset *ds, int rfd, char *err, size_t errlen
 
 int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen)
 {
+	return gm_dataset_open_bounded(out, root, NULL, err, errlen);
+}
+
+int gm_dataset_open_bounded(struct gm_dataset **out, const char *root,
+			    const struct gm_dataset_bounds *b, char *err, size_t errlen)
+{
 	struct gm_dataset *ds;
 	int ret, rfd;
 
@@ -853,6 +952,8 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 	ds = calloc(1, sizeof(*ds));
 	if (!ds)
 		return -ENOMEM;
+	ds->left = b && b->max_entries ? b->max_entries : UINT64_MAX;
+	ds->beneath = -1;
 	ds->root = strdup(root);
 	if (!ds->root) {
 		ret = -ENOMEM;
@@ -873,13 +974,20 @@ int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t
 					  " shards, or one .tar shard)"
 					: "");
 	} else {
+		ds->beneath = b && b->confined ? rfd : -1;
 		ret = find_classes(ds, rfd, err, errlen);
 		/* no class directories: a directory of WebDataset shards? */
 		if (!ret)
 			ret = ds->nclasses ? walk_classes(ds, rfd, err, errlen)
 					   : open_shards(ds, rfd, err, errlen);
 		close(rfd);
+		ds->beneath = -1;
 	}
+	if (ret == -EFBIG)
+		gm_errf(err, errlen,
+			"gm_dataset_open: %s: more than %" PRIu64 " directory entries and shard "
+			"members (the bound of this index)",
+			ds->root, b ? b->max_entries : 0);
 	if (ret)
 		goto out_free;
 	ds->fingerprint = compute_fingerprint(ds);

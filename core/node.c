@@ -890,8 +890,14 @@ static void remote_log(void *arg, const char *line)
  * --peers). 0 or -errno with err. */
 static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err, size_t errlen)
 {
-	if (!o->listen && !o->peers)
+	if (!o->listen && !o->peers && !o->nlend_roots)
 		return 0;
+	if (o->nlend_roots && !o->listen) {
+		gm_errf(err, errlen,
+			"--lend-root needs --listen ADDR:PORT: it names what this agent lends "
+			"to the peers that connect there");
+		return -EINVAL;
+	}
 	if (!o->listen) {
 		gm_errf(err, errlen,
 			"--peers needs --listen ADDR:PORT too: the peers' workers connect "
@@ -908,6 +914,10 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .peers = o->peers,
 				  .secret = o->secret,
 				  .budget = a->budget,
+				  .lend_roots = o->lend_roots,
+				  .nlend_roots = o->nlend_roots,
+				  .lend_index_ms = o->lend_index_ms,
+				  .lend_max_files = o->lend_max_files,
 				  .verbose = a->verbose,
 				  .log = remote_log,
 				  .log_arg = a};
@@ -926,8 +936,15 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	if (o->listen)
 		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
 		      a->rops->port(a->rem));
-	logf_(a, "remote workers: peers %s; lending up to %u workers", o->peers ? o->peers : "none",
-	      a->budget);
+	if (o->nlend_roots)
+		logf_(a,
+		      "remote workers: peers %s; lending up to %u workers for the datasets below "
+		      "%u --lend-root director%s",
+		      o->peers ? o->peers : "none", a->budget, o->nlend_roots,
+		      o->nlend_roots == 1 ? "y" : "ies");
+	else
+		logf_(a, "remote workers: peers %s; lending nothing (no --lend-root)",
+		      o->peers ? o->peers : "none");
 	return 0;
 }
 

@@ -6,6 +6,7 @@
  * Every message has the one form "goldminer CMD: WHAT: WHY (HINT)" (cmd/err.c).
  * `goldminer node` refuses a GM_MEM_LIMIT its --mem would refuse, and `node
  * --status` that the agent refuses exits non-zero saying why.
+ * cmd_parse_each hands over every value of a repeated option (node --lend-root).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +197,74 @@ static void test_numbers_are_decimal_or_hex_in_range(void **state)
 
 /* Every command answers --help with its usage on stdout and exit status 0 (profile
  * used to go on and measure an empty path: exit 1). */
+/* cmd_parse_each: every value of a repeated option, in order, whatever form it
+ * was given in; a callback that returns non-zero stops the parse with that. */
+struct seen {
+	const char *v[8];
+	int n, stop_at;
+};
+
+static int collect(void *arg, int opt, const char *value)
+{
+	struct seen *s = arg;
+	if (opt != O_SEED)
+		return 0;
+	if (s->n == s->stop_at)
+		return 2;
+	s->v[s->n++] = value;
+	return 0;
+}
+
+static void test_each_sees_every_value_of_a_repeated_option(void **state)
+{
+	char a0[] = "cmd", a1[] = "--seed", a2[] = "1", a3[] = "--se=2", a4[] = "-q",
+	     a5[] = "--seed", a6[] = "3";
+	char *argv[] = {a0, a1, a2, a3, a4, a5, a6, NULL};
+	const char *val[O_N];
+	char *pos[8];
+	struct cmd_args a = {val, pos, 0};
+	struct seen s = {.stop_at = -1};
+	(void)state;
+	assert_int_equal(cmd_parse_each("test", opts, O_N, 7, argv, &a, collect, &s), 0);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.v[0], "1");
+	assert_string_equal(s.v[1], "2");
+	assert_string_equal(s.v[2], "3");
+	assert_string_equal(val[O_SEED], "3"); /* val still holds the last */
+	assert_string_equal(val[O_QUIET], "");
+	struct seen t = {.stop_at = 1};
+	assert_int_equal(cmd_parse_each("test", opts, O_N, 7, argv, &a, collect, &t), 2);
+	assert_int_equal(t.n, 1);
+}
+
+/* node --lend-root: at most 16 (GM_LEND_MAX_ROOTS), refused in words past them
+ * with 2, before anything starts. */
+static void run_node_with_roots(void *arg)
+{
+	int *nroots = arg;
+	char a0[] = "node", opt[] = "--lend-root", dir[] = "/nonexistent-lend-root";
+	char *argv[2 * 17 + 2];
+	int argc = 0;
+	argv[argc++] = a0;
+	for (int i = 0; i < *nroots; i++) {
+		argv[argc++] = opt;
+		argv[argc++] = dir;
+	}
+	argv[argc] = NULL;
+	*nroots = gm_cmd_node(argc, argv);
+}
+
+static void test_node_refuses_a_17th_lend_root(void **state)
+{
+	char out[512];
+	int rc = 17;
+	(void)state;
+	capture(out, sizeof(out), run_node_with_roots, &rc);
+	assert_int_equal(rc, 2);
+	assert_string_equal(out, "goldminer node: --lend-root: given more than 16 times (name a "
+				 "directory above them instead)\n");
+}
+
 static void test_every_command_answers_help_with_0(void **state)
 {
 	static int (*const cmds[])(int, char **) = {gm_cmd_bench, gm_cmd_node,	  gm_cmd_pack,
@@ -351,6 +420,8 @@ int main(void)
 	    cmocka_unit_test(test_refusals_name_the_option_and_the_fix),
 	    cmocka_unit_test(test_mem_limit_refuses_what_mem_refuses),
 	    cmocka_unit_test(test_status_refused_by_the_agent_exits_non_zero),
+	    cmocka_unit_test(test_each_sees_every_value_of_a_repeated_option),
+	    cmocka_unit_test(test_node_refuses_a_17th_lend_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

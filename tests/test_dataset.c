@@ -602,6 +602,105 @@ static void expect_eacces(const char *root, const char *needle)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* A bounded open reads at most max_entries directory entries (and shard
+ * members): exactly enough passes with the unbounded index, one fewer stops. */
+static void test_bounded_open_stops_past_max_entries(void **state)
+{
+	struct gm_dataset *d, *u;
+	char err[512];
+	int fds = count_fds();
+
+	(void)state;
+	mkfile("bound/a/1.jpg", 3);
+	mkfile("bound/a/2.jpg", 3);
+	mkfile("bound/a/notes.txt", 3);
+	mkfile("bound/b/sub/3.jpg", 3);
+	/* entries: a, b (root); 1.jpg 2.jpg notes.txt (a); sub (b); 3.jpg (b/sub) */
+	struct gm_dataset_bounds b = {.max_entries = 7};
+	assert_int_equal(gm_dataset_open(&u, full("bound"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open_bounded(&d, full("bound"), &b, err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 3);
+	assert_true(gm_dataset_fingerprint(d) == gm_dataset_fingerprint(u));
+	gm_dataset_close(d);
+	b.max_entries = 6;
+	assert_int_equal(gm_dataset_open_bounded(&d, full("bound"), &b, err, sizeof(err)), -EFBIG);
+	assert_null(d);
+	assert_non_null(strstr(err, "more than 6 directory entries"));
+	assert_non_null(strstr(err, full("bound")));
+	gm_dataset_close(u);
+
+	/* shard members count too: 40 members in 3 shards (plus the root's entries) */
+	assert_int_equal(
+	    gm_synth_write_shards(full("bound-wds"), 40, 3, 1, 50, 16, NULL, err, sizeof(err)), 0);
+	b.max_entries = 20;
+	assert_int_equal(gm_dataset_open_bounded(&d, full("bound-wds"), &b, err, sizeof(err)),
+			 -EFBIG);
+	b.max_entries = 100;
+	assert_int_equal(gm_dataset_open_bounded(&d, full("bound-wds"), &b, err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 40);
+	gm_dataset_close(d);
+	assert_int_equal(count_fds(), fds);
+}
+
+/* Confined: a symlink that leads out of the root (absolute, or ".." above it)
+ * is refused naming it, a class directory, a file or a shard alike; one that
+ * stays inside is followed as gm_dataset_open follows it. */
+static void test_confined_open_refuses_symlinks_out_of_root(void **state)
+{
+	struct gm_dataset *d, *u;
+	char err[512];
+	struct gm_dataset_bounds b = {.confined = true};
+	int fds = count_fds();
+
+	(void)state;
+	mkfile("outside/x/private.jpg", 5);
+	mkfile("conf/a/1.jpg", 3);
+	mkfile("conf/pool/2.jpg", 4);
+	/* inside: a relative link to a sibling class directory and to a file */
+	assert_int_equal(symlink("../pool", full("conf/a/sub")), 0);
+	assert_int_equal(symlink("../pool/2.jpg", full("conf/a/3.jpg")), 0);
+	assert_int_equal(gm_dataset_open(&u, full("conf"), err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_open_bounded(&d, full("conf"), &b, err, sizeof(err)), 0);
+	assert_int_equal(gm_dataset_count(d), 4);
+	assert_true(gm_dataset_fingerprint(d) == gm_dataset_fingerprint(u));
+	gm_dataset_close(d);
+	gm_dataset_close(u);
+
+	/* out: an absolute class directory link */
+	assert_int_equal(symlink(full("outside/x"), full("conf/x")), 0);
+	assert_int_equal(gm_dataset_open(&u, full("conf"), err, sizeof(err)), 0);
+	gm_dataset_close(u); /* unconfined: followed */
+	assert_int_equal(gm_dataset_open_bounded(&d, full("conf"), &b, err, sizeof(err)), -EXDEV);
+	assert_null(d);
+	assert_non_null(strstr(err, full("conf/x")));
+	assert_non_null(strstr(err, "leads out of"));
+	assert_int_equal(unlink(full("conf/x")), 0);
+
+	/* out: a relative file link climbing above the root */
+	assert_int_equal(symlink("../../outside/x/private.jpg", full("conf/a/4.jpg")), 0);
+	assert_int_equal(gm_dataset_open_bounded(&d, full("conf"), &b, err, sizeof(err)), -EXDEV);
+	assert_non_null(strstr(err, full("conf/a/4.jpg")));
+	assert_int_equal(unlink(full("conf/a/4.jpg")), 0);
+
+	/* out: a nested directory link */
+	assert_int_equal(symlink(full("outside"), full("conf/pool/deep")), 0);
+	assert_int_equal(gm_dataset_open_bounded(&d, full("conf"), &b, err, sizeof(err)), -EXDEV);
+	assert_non_null(strstr(err, full("conf/a/sub/deep"))); /* met first through a/sub */
+	assert_int_equal(unlink(full("conf/pool/deep")), 0);
+
+	/* out: a shard of a shard directory */
+	assert_int_equal(
+	    gm_synth_write_shards(full("out-wds"), 20, 2, 1, 50, 16, NULL, err, sizeof(err)), 0);
+	mkdir_rel("conf-wds");
+	assert_int_equal(symlink(full("out-wds/shard-000000.tar"), full("conf-wds/s.tar")), 0);
+	assert_int_equal(gm_dataset_open(&u, full("conf-wds"), err, sizeof(err)), 0);
+	gm_dataset_close(u);
+	assert_int_equal(gm_dataset_open_bounded(&d, full("conf-wds"), &b, err, sizeof(err)),
+			 -EXDEV);
+	assert_non_null(strstr(err, full("conf-wds/s.tar")));
+	assert_int_equal(count_fds(), fds);
+}
+
 static void test_unreadable(void **state)
 {
 	(void)state;
@@ -633,6 +732,8 @@ int main(void)
 	    cmocka_unit_test(test_error_paths),
 	    cmocka_unit_test(test_fifo_tar_refused),
 	    cmocka_unit_test(test_unreadable),
+	    cmocka_unit_test(test_bounded_open_stops_past_max_entries),
+	    cmocka_unit_test(test_confined_open_refuses_symlinks_out_of_root),
 	    cmocka_unit_test(test_shards_index_like_imagefolder),
 	    cmocka_unit_test(test_shards_long_names),
 	    cmocka_unit_test(test_shard_errors),

@@ -18,7 +18,8 @@
 #      the slot): same bytes
 #   9. bad remote options are refused in words: --peers without --listen, no
 #      --secret, a secret file open to others, an unresolvable peer, a missing
-#      plugin, an address not of this host
+#      plugin, an address not of this host, --lend-root without --listen, or
+#      naming a file or nothing
 #  10. no agent or remote worker wrote a sanitizer report or crashed (their
 #      logs; under make sanitize the build is ASan+UBSan)
 #  11. an agent restarted at once on its port finds it in TCP TIME_WAIT (UCX sets
@@ -26,6 +27,19 @@
 #  12. bad files, remote workers SIGKILLed again and again while they ship their
 #      batches (the peer's link slowed where tc can): every bad file is named, as
 #      in a single-host run, and the bytes are the same
+# The lender decides what it lends (--lend-root; every lender above names the
+# run's dataset, and strace, where present, watches the lender's file calls):
+#  13. a root below no --lend-root (a sibling whose name starts like the lend
+#      root's) is refused in fixed words, and no file under it is opened,
+#      stat'ed or listed by the lender or its children; the listed root, asked
+#      for in the same run, is lent and its files are seen in the same trace
+#  14. a dataset with a symlink out of its lend root is refused without the
+#      link's target being touched; one of more entries than --lend-max-files
+#      is refused with no count; an agent with no --lend-root lends nothing
+#  15. a slow index (strace delays the lender's getdents64) runs outside the
+#      agent's loop: the agent answers --status throughout, and the LEND is
+#      refused at --lend-index-ms; the job completes locally with the same bytes
+# (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -40,10 +54,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..12"
+echo "1..15"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 12 ]; do
+	while [ $i -le 15 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -78,6 +92,8 @@ echo "# single-host checksums: $ref"
 
 port=$((20000 + $$ % 20000))
 apid2='' # set by agent() through eval
+LEND=$tmp/data # what a lender lends (--lend-root; empty: nothing)
+AGENT_OPTS=    # more options of the next agents (set, then reset, around a call)
 # agent I SECRET PEERS...: a node agent in host I (socket $tmp/I.sock, log
 # $tmp/I.log); listens on its address at $port. AGENT_CPUS: its budget.
 agent() {
@@ -85,9 +101,10 @@ agent() {
 	shift 2
 	peers=
 	for p in "$@"; do peers="$peers${peers:+,}$(mh_addr "$p"):$((port + p))"; done
+	# shellcheck disable=SC2086 # AGENT_OPTS is a list of options
 	mh_spawn "$i" "${QUOTA:-0}" "$G" node --cpus "${AGENT_CPUS:-1}" --socket "$tmp/$i.sock" \
 		--listen "$(mh_addr "$i"):$((port + i))" ${peers:+--peers "$peers"} \
-		--secret "$secret" >"$tmp/$i.log" 2>&1
+		--secret "$secret" ${LEND:+--lend-root "$LEND"} $AGENT_OPTS >"$tmp/$i.log" 2>&1
 	eval "apid$i=\$MH_PID"
 	k=0
 	while [ $k -lt 100 ] && ! grep -q "listening on $tmp/$i.sock" "$tmp/$i.log" 2>/dev/null; do
@@ -315,7 +332,12 @@ refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host.invalid:1 --se
 GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.0.0.1:0 \
 	--secret "$tmp/secret" || ok=1
 refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
-t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address)"
+refused "lend-root needs --listen" --lend-root "$tmp/data" || ok=1
+refused "lend-root $tmp/secret: not a directory" --listen 127.0.0.1:0 --secret "$tmp/secret" \
+	--lend-root "$tmp/secret" || ok=1
+refused "lend-root $tmp/none: No such file" --listen 127.0.0.1:0 --secret "$tmp/secret" \
+	--lend-root "$tmp/none" || ok=1
+t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address, a lend root without --listen, not a directory, missing)"
 
 # 11: restarted at once on the same port: it waits for TIME_WAIT and says so
 agent 2 "$tmp/secret" 1
@@ -376,7 +398,9 @@ done
 want=$(grep -c "^goldminer bench: .*: skipped: " "$tmp/badref.err")
 more=$(grep "more bad samples" "$tmp/badref.err") # over 8 in a batch: not listed
 badsum=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/badref.json")
+LEND=$tmp/bad
 agent 2 "$tmp/secret" 1
+LEND=$tmp/data
 agent 1 "$tmp/secret" 2
 peers_connected 1 1 || peers_connected 1 1
 shaped=no
@@ -404,6 +428,178 @@ ok=1
 }
 t $ok "bad files, remote workers killed $kills times while shipping (link shaped: $shaped): all $want named, same bytes"
 [ "$shaped" = yes ] && timeout 5 ip netns exec "${MH_TAG}h2" tc qdisc del dev gm0 root 2>/dev/null
+stop_agents
+
+# The lender's file calls, watched: trace_on I starts strace (where present) on
+# agent I and the processes it starts, their file calls (and getdents64, which
+# INJECT may delay: "getdents64:delay_exit=US") into $tmp/trace, and waits until
+# it is attached; trace_off detaches it. TRACE: yes, or why not.
+trace_on() {
+	tp_=
+	eval "tp_=\$apid$1"
+	rm -f "$tmp/trace"
+	if ! command -v strace >/dev/null 2>&1; then
+		TRACE="strace is not installed (apt-get install strace)"
+		return
+	fi
+	strace -f -qq -o "$tmp/trace" -e trace=%file,getdents64 ${INJECT:+-e "inject=$INJECT"} \
+		-p "$tp_" 2>"$tmp/strace.err" &
+	spid=$!
+	k=0 # attached: the agent's TracerPid is strace (5 s at most)
+	while [ $k -lt 100 ] && ! grep -q "^TracerPid:[[:space:]]*$spid\$" "/proc/$tp_/status"; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+	TRACE=yes
+	grep -q "^TracerPid:[[:space:]]*$spid\$" "/proc/$tp_/status" ||
+		TRACE="strace could not attach: $(head -c 200 "$tmp/strace.err")"
+}
+trace_off() {
+	[ "$TRACE" = yes ] || return 0
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+}
+# refusals I WORDS: the home's refusal lines from peer I: at least one, and each
+# says exactly WORDS (no path, fingerprint or count after them)
+refusals() {
+	grep "peer $(mh_addr "$1"):[0-9]* lends no workers: " "$tmp/1.log" >"$tmp/refusals"
+	[ -s "$tmp/refusals" ] && ! grep -v "lends no workers: $2\$" "$tmp/refusals" >/dev/null
+}
+# delivered_nth N: what the remote workers delivered to agent 1's Nth job (its
+# log line, 10 s at most)
+delivered_nth() {
+	k=0
+	while [ $k -lt 200 ] && [ "$(grep -c "remote workers delivered" "$tmp/1.log")" -lt "$1" ]; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+	sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | sed -n "$1p"
+}
+
+# 13: a root below no --lend-root: refused in words, nothing under it touched;
+# the listed root, in the same run and trace, is lent
+cp -r "$tmp/data" "$tmp/data2" # "data2": a byte prefix of it is the lend root
+agent 2 "$tmp/secret" 1        # --lend-root $tmp/data
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+trace_on 2
+DATA=$tmp/data2 train 8
+sum2=$(cat "$tmp/sum")
+train 8
+d=$(delivered_nth 2)
+trace_off
+ok=1
+refusals 2 "not lendable here" && [ "$sum2" = "$ref8" ] && [ "$(cat "$tmp/sum")" = "$ref8" ] &&
+	[ "${d:-0}" -gt 0 ] && grep -q "refused: '$tmp/data2' is not below a --lend-root" "$tmp/2.log" &&
+	ok=0
+if [ "$TRACE" = yes ]; then
+	touched=$(grep -c "$tmp/data2" "$tmp/trace")
+	seen=$(grep -c "\"$tmp/data/" "$tmp/trace")
+	[ "$touched" = 0 ] && [ "$seen" -gt 0 ] || ok=1
+	[ $ok = 0 ] || { grep "$tmp/data2" "$tmp/trace" | head -5 | sed 's/^/# /'; diag "$tmp/2.log"; diag "$tmp/refusals"; }
+	t $ok "a root below no --lend-root is refused in words (no fingerprint, no count) and the lender opened nothing under it ($touched calls; $seen on the listed root, lent in the same run: ${d:-0} samples)"
+elif [ $ok = 0 ]; then
+	n=$((n + 1))
+	echo "not ok $n # SKIP $TRACE: the refusal was checked, not that nothing under the root was opened"
+else
+	diag "$tmp/2.log"
+	t 1 "a root below no --lend-root is refused in words ($TRACE)"
+fi
+stop_agents
+
+# 14: a symlink out of the lend root; more entries than --lend-max-files; an
+# agent with no --lend-root
+mkdir -p "$tmp/lend" "$tmp/outside"
+cp -r "$tmp/data" "$tmp/lend/sym"
+cls=$(find "$tmp/lend/sym" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
+cls=${cls##*/}
+mv "$tmp/lend/sym/$cls" "$tmp/outside/$cls"
+ln -s "$tmp/outside/$cls" "$tmp/lend/sym/$cls" # the home follows it: the same files
+LEND=$tmp/lend
+agent 2 "$tmp/secret" 1
+LEND=$tmp/data
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+trace_on 2
+DATA=$tmp/lend/sym train 8
+trace_off
+ok=1
+refusals 2 "not lendable here" && [ "$(cat "$tmp/sum")" = "$ref8" ] &&
+	grep -q "refused (not lendable here): .*$tmp/lend/sym/$cls: a symbolic link that leads out of" \
+		"$tmp/2.log" &&
+	ok=0
+out="the link's target not checked: $TRACE"
+if [ "$TRACE" = yes ]; then
+	out="$(grep -c "$tmp/outside" "$tmp/trace") calls on the link's target"
+	grep -q "$tmp/outside" "$tmp/trace" && ok=1
+	grep -q "\"$tmp/lend/sym" "$tmp/trace" || ok=1 # the check did run, traced
+fi
+[ $ok = 0 ] || {
+	diag "$tmp/2.log"
+	diag "$tmp/refusals"
+	echo "# sums $(cat "$tmp/sum"), want $ref8; trace: $TRACE"
+	grep -e "$tmp/outside" -e "\"$tmp/lend/sym\"" "$tmp/trace" | head -5 | sed 's/^/# /'
+}
+stop_agents
+AGENT_OPTS="--lend-max-files 50"
+agent 2 "$tmp/secret" 1
+AGENT_OPTS='' LEND=''
+agent 3 "$tmp/secret" 1
+LEND=$tmp/data
+agent 1 "$tmp/secret" 2 3
+peers_connected 1 2 || peers_connected 1 2
+train 8
+if ! refusals 2 "the dataset is larger than this agent indexes for peers" ||
+	! grep -q "more than 50 directory entries" "$tmp/2.log"; then
+	ok=1
+	diag "$tmp/2.log"
+fi
+if ! refusals 3 "not lendable here" || ! grep -q "lending nothing (no --lend-root)" "$tmp/3.log" ||
+	[ "$(cat "$tmp/sum")" != "$ref8" ]; then
+	ok=1
+	diag "$tmp/3.log"
+	diag "$tmp/1.log"
+fi
+t $ok "a symlink out of the lend root is refused ($out), a dataset over --lend-max-files too (no count said), and an agent with no --lend-root lends nothing"
+stop_agents
+
+# 15: a slow index runs outside the loop: --status answered throughout, the LEND
+# refused at --lend-index-ms, the job done locally
+AGENT_OPTS="--lend-index-ms 1000"
+agent 2 "$tmp/secret" 1
+AGENT_OPTS=
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+INJECT=getdents64:delay_exit=1000000
+trace_on 2
+INJECT=
+if [ "$TRACE" = yes ]; then
+	train 24 &
+	tp=$!
+	asked=0 slow=0 worst=0
+	while kill -0 $tp 2>/dev/null; do
+		t0=$(date +%s%N)
+		timeout 10 "$G" node --socket "$tmp/2.sock" --status >/dev/null 2>&1 || slow=$((slow + 1))
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		[ "$ms" -gt "$worst" ] && worst=$ms
+		[ "$ms" -gt 1500 ] && slow=$((slow + 1))
+		pgrep -f "node --lend-check" >/dev/null && asked=$((asked + 1))
+		sleep 0.2
+	done
+	wait $tp
+	trace_off
+	ok=1
+	case "$(cat "$tmp/sum")" in # its first 8 epochs are the 8-epoch run's
+	"$ref8"*) refusals 2 "indexing the dataset took too long here" &&
+		grep -q "not indexed within 1000 ms" "$tmp/2.log" && [ "$asked" -ge 3 ] &&
+		[ $slow = 0 ] && ok=0 ;;
+	esac
+	[ $ok = 0 ] || { diag "$tmp/2.log"; diag "$tmp/refusals"; }
+	t $ok "a slow index runs outside the agent's loop: --status answered $asked times while it ran (slowest ${worst} ms, $slow late), the LEND refused at --lend-index-ms; same bytes"
+else
+	n=$((n + 1))
+	echo "not ok $n # SKIP $TRACE: the slow index is made by strace's syscall delay"
+fi
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

@@ -28,11 +28,12 @@
 #include "goldminer/wire.h"
 #include "msg.h"
 
-#define MAX_PEERS  16
-#define MAX_HJOBS  64
-#define MAX_LJOBS  64
-#define CONN_QUEUE 32
-#define RETRY_MS   2000 /* reconnect to a peer, ask again for workers */
+#define MAX_PEERS   16
+#define MAX_HJOBS   64
+#define MAX_LJOBS   64
+#define CONN_QUEUE  32
+#define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
+#define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
 
 struct peer {
 	char addr[300]; /* host:port as given */
@@ -59,9 +60,15 @@ struct hjob {
 	double rate, per_worker;
 };
 
-/* A peer's job whose remote workers run here (lender.c). */
+/* A peer's job whose remote workers run here (lender.c); while checking, its
+ * dataset is being indexed by the check process check_pid (answer in check_fd)
+ * and the LEND is answered when that ends or at check_end. */
 struct ljob {
-	bool used;
+	bool used, checking;
+	pid_t check_pid;
+	int check_fd;
+	int64_t check_end;
+	uint32_t want; /* workers the home asked for while checking */
 	uint64_t token;
 	struct conn *home; /* the home agent's connection to us */
 	char home_addr[300];
@@ -87,7 +94,16 @@ struct gm_remote {
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
 	uint32_t budget, lendable, next_vpid;
-	char exe[4096];			   /* this program: remote workers are it, exec'ed afresh */
+	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */
+	/* --lend-root: lend_canon[i] canonical; lend_words[k] the words a LEND's
+	 * root is matched against (each root canonical and as given), of root
+	 * lend_of[k] */
+	char *lend_canon[GM_LEND_MAX_ROOTS];
+	char *lend_words[2 * GM_LEND_MAX_ROOTS];
+	int lend_of[2 * GM_LEND_MAX_ROOTS];
+	int nlend_canon, nlend_words;
+	uint32_t lend_index_ms;
+	uint64_t lend_max_files;
 	char refused_ip[INET6_ADDRSTRLEN]; /* the last address refused, and when */
 	int64_t refused_ms;
 	/* an aligned copy of a PUBLISH's payload (err words + records) */
@@ -126,6 +142,11 @@ void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_
 			    const void *data, size_t len);
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now);
 void gm_remote_lend_end(struct ljob *l);
+/* --lend-root DIR at create: canonical, a directory. 0 or -errno with err. */
+int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t errlen);
+void gm_remote_lend_fini(struct gm_remote *r);
+/* `goldminer node --lend-check FD`: the check process's main */
+int gm_remote_lend_check_main(int fd);
 /* the workers retired or killed that have not exited yet: waited for, 1 s at most */
 void gm_remote_lend_reap_all(void);
 

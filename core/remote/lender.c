@@ -3,12 +3,19 @@
  * that this agent lends workers to, and the remote worker processes it runs
  * for them.
  *
- * The idea: a LEND names the job (its ATTACH request, dataset fingerprint and
- * the home's port); the lender opens the same dataset path here, checks the
- * fingerprint and the job's batches with the worker's own function
- * (gm_remote_worker_job_cfg), so that it refuses in words what a worker would
- * fail on, then keeps the job at min(asked, what its idle budget allows)
- * worker processes. Each is this program exec'ed afresh (UCX's process-wide
+ * The idea: the lender decides what it lends. A LEND names the job (its ATTACH
+ * request, dataset fingerprint and the home's port); its root is matched by its
+ * words against --lend-root (lendroot.h) before anything is touched, and a root
+ * no --lend-root covers is refused at once. A covered one is checked by a check
+ * process (this program exec'ed afresh with --lend-check, as a worker is):
+ * realpath still below the lend root, the job's options, the dataset indexed
+ * confined to its root within --lend-max-files entries (dataset.h's bounded
+ * open), the fingerprint and the batches equal to the home's. The agent's loop
+ * never indexes: it answers the LEND when the check process ends, or refuses it
+ * at --lend-index-ms, killing the process. Refusals carry fixed words (lc_words)
+ * and never a path, a fingerprint or a count: what the check found is said in
+ * this agent's log only. Then the lender keeps the job at min(asked, what its
+ * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
  * SIGUSR1 (the batch in hand is finished first); a job whose home is gone
@@ -19,6 +26,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,7 +41,10 @@
 #include "agent.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
+#include "goldminer/job.h"
 #include "goldminer/node.h"
+#include "goldminer/pool.h"
+#include "lendroot.h"
 #include "msg.h"
 #include "worker.h"
 
@@ -90,6 +101,12 @@ static void retire_one(struct ljob *l)
 
 void gm_remote_lend_end(struct ljob *l)
 {
+	if (l->checking && l->check_pid > 0) { /* 0: it ended and was reaped */
+		kill(l->check_pid, SIGKILL);
+		forget(l->check_pid);
+	}
+	if (l->checking)
+		close(l->check_fd);
 	for (uint32_t i = 0; i < l->n; i++) {
 		kill(l->pid[i], SIGKILL);
 		forget(l->pid[i]);
@@ -97,6 +114,25 @@ void gm_remote_lend_end(struct ljob *l)
 	l->n = 0;
 	gm_dataset_close(l->ds);
 	memset(l, 0, sizeof(*l));
+}
+
+/* This program exec'ed afresh as `goldminer node OPT 3` with fd on its fd 3, at
+ * nice GM_NODE_LENT_NICE, killed with the agent. Its pid, or -1 (errno). */
+static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* survives the exec */
+		if (getppid() != parent || dup2(fd, 3) != 3)
+			_exit(127);
+		close_range(4, ~0u, 0); /* not the agent's sockets */
+		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
+		char *argv[] = {"goldminer", "node", opt, "3", NULL};
+		execv(r->exe, argv);
+		_exit(127);
+	}
+	return pid;
 }
 
 static void spawn(struct gm_remote *r, struct ljob *l)
@@ -108,18 +144,7 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 			close(fd);
 		return;
 	}
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* survives the exec */
-		if (getppid() != parent || dup2(fd, 3) != 3)
-			_exit(127);
-		close_range(4, ~0u, 0); /* not the agent's sockets */
-		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
-		char *argv[] = {"goldminer", "node", "--remote-worker", "3", NULL};
-		execv(r->exe, argv);
-		_exit(127);
-	}
+	pid_t pid = exec_self(r, fd, "--remote-worker");
 	close(fd);
 	if (pid > 0)
 		l->pid[l->n++] = pid;
@@ -128,8 +153,11 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 }
 
 /* Reap exited workers; keep each lent job at its target within what may be lent. */
+static void checks_tick(struct gm_remote *r, int64_t now);
+
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 {
+	checks_tick(r, now);
 	reap_retired();
 	/* only our own children: the pools' workers are reaped by their pidfds */
 	for (int i = 0; i < MAX_LJOBS; i++) {
@@ -195,10 +223,162 @@ static struct ljob *ljob_for(struct gm_remote *r, struct conn *c, uint64_t token
 	return make ? free_ : NULL;
 }
 
-static int ljob_open(struct gm_remote *r, struct ljob *l, struct conn *c, const struct m_lend *m,
-		     const struct gm_node_req *req, char *why, size_t wl)
+/* ---- the check: is a LEND's dataset lendable here, and the same? ------------ */
+
+/* What the check process is given on its fd 3 (a memfd) and what it writes back
+ * at OUT_AT in the same memfd; both ends are in this file. */
+struct lcheck_in {
+	uint32_t magic;
+	uint64_t max_files;
+	char lend_root[PATH_MAX]; /* the canonical --lend-root the root lies below */
+	struct wblob b;		  /* the job; its key zeroed: a check needs none */
+};
+enum lc_kind {
+	LC_OK,
+	LC_NOT_LENDABLE,
+	LC_DIFFERS,
+	LC_TOO_LARGE,
+	LC_OPTIONS,
+	LC_SLOW,
+	LC_BUSY,
+	LC_FAILED
+};
+struct lcheck_out {
+	uint32_t magic, kind;
+	char root[sizeof(((struct gm_node_req *)0)->root)]; /* realpath, for the workers */
+	char detail[1024];				    /* for this agent's log only */
+};
+#define OUT_AT ((sizeof(struct lcheck_in) + 4095) / 4096 * 4096)
+
+/* The words a peer is told: never a path, a fingerprint or a count. */
+static const char *const lc_words[] = {
+    [LC_NOT_LENDABLE] = "not lendable here",
+    [LC_DIFFERS] = "the dataset differs here",
+    [LC_TOO_LARGE] = "the dataset is larger than this agent indexes for peers",
+    [LC_OPTIONS] = "the job's options are refused here",
+    [LC_SLOW] = "indexing the dataset took too long here",
+    [LC_BUSY] = "busy indexing other datasets; ask again",
+    [LC_FAILED] = "the dataset cannot be checked here now",
+};
+
+/* A peer's path for this agent's log: control bytes as '?', 200 bytes at most. */
+static void printable(char *dst, size_t len, const char *src)
 {
-	struct wblob *b = &l->blob;
+	size_t k = 0;
+	for (; src[k] && k + 1 < len && k < 200; k++)
+		dst[k] = (unsigned char)src[k] < 0x20 || src[k] == 0x7f ? '?' : src[k];
+	dst[k] = '\0';
+}
+
+static void refuse(struct conn *c, uint64_t token, enum lc_kind k)
+{
+	struct m_lent a = {.token = token, .status = k == LC_BUSY ? -EBUSY : -EACCES};
+	copy_str(a.msg, sizeof(a.msg), lc_words[k]);
+	gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+}
+
+/* Keep l at min(workers, what may be lent) and say so to its home. */
+static void grant(struct gm_remote *r, struct ljob *l, uint32_t workers)
+{
+	struct m_lent a = {.token = l->token};
+	uint32_t others = gm_remote_lend_total(r) - l->n;
+	uint32_t room = r->lendable > others ? r->lendable - others : 0;
+	l->target = workers < room ? workers : room;
+	a.granted = l->target;
+	gm_remote_conn_send(l->home, AM_LENT, &a, sizeof(a), NULL, 0);
+}
+
+/* The check process's verdict on in: LC_OK (o->root the realpath) or why not,
+ * with what it found in o->detail. */
+static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
+{
+	struct gm_node_req *req = &in->b.req;
+	const char *lr = in->lend_root;
+	char real[PATH_MAX], e[768];
+	struct gm_loader_opts opts;
+	struct gm_dataset *ds = NULL;
+	uint64_t first, end;
+	uint32_t bpe;
+	enum lc_kind k = LC_OK;
+
+	if (!realpath(req->root, real)) {
+		snprintf(o->detail, sizeof(o->detail), "%.300s: %s", req->root, strerror(errno));
+		return LC_NOT_LENDABLE;
+	}
+	if (gm_lendroot_find(&lr, 1, real) < 0 || strlen(real) >= sizeof(req->root)) {
+		snprintf(o->detail, sizeof(o->detail),
+			 "%.300s resolves to %.300s, not below %.300s", req->root, real, lr);
+		return LC_NOT_LENDABLE;
+	}
+	copy_str(req->root, sizeof(req->root), real);
+	copy_str(o->root, sizeof(o->root), real);
+	gm_wire_request_opts(req, &opts);
+	if (gm_pool_check(&opts, e, sizeof(e))) {
+		copy_str(o->detail, sizeof(o->detail), e);
+		return LC_OPTIONS;
+	}
+	struct gm_dataset_bounds b = {.max_entries = in->max_files, .confined = true};
+	int rc = gm_dataset_open_bounded(&ds, opts.root, &b, e, sizeof(e));
+	if (rc) {
+		copy_str(o->detail, sizeof(o->detail), e);
+		return rc == -EFBIG ? LC_TOO_LARGE : rc == -EXDEV ? LC_NOT_LENDABLE : LC_DIFFERS;
+	}
+	e[0] = '\0';
+	if (gm_dataset_fingerprint(ds) != in->b.fingerprint ||
+	    gm_dataset_count(ds) != in->b.nsamples) {
+		snprintf(o->detail, sizeof(o->detail),
+			 "%.300s differs (fingerprint %016" PRIx64
+			 ", %u samples; the job's: %016" PRIx64 ", %" PRIu64 ")",
+			 real, gm_dataset_fingerprint(ds), gm_dataset_count(ds), in->b.fingerprint,
+			 in->b.nsamples);
+		k = LC_DIFFERS;
+	} else if (gm_pool_tasks(&opts, ds, &bpe, &first, &end, e, sizeof(e)) || bpe != in->b.bpe) {
+		snprintf(o->detail, sizeof(o->detail), "the job's batches differ here%s%s",
+			 e[0] ? ": " : "", e);
+		k = LC_DIFFERS;
+	}
+	gm_dataset_close(ds);
+	return k;
+}
+
+int gm_remote_lend_check_main(int fd)
+{
+	struct lcheck_in in;
+	struct lcheck_out o = {.magic = MSG_MAGIC};
+	if (pread(fd, &in, sizeof(in), 0) != (ssize_t)sizeof(in) || in.magic != MSG_MAGIC) {
+		fprintf(stderr, "goldminer node --lend-check: fd %d holds no check\n", fd);
+		return -EINVAL;
+	}
+	in.lend_root[sizeof(in.lend_root) - 1] = '\0';
+	in.b.req.root[sizeof(in.b.req.root) - 1] = '\0';
+	o.kind = check(&in, &o);
+	if (pwrite(fd, &o, sizeof(o), OUT_AT) != (ssize_t)sizeof(o))
+		return -errno;
+	return 0;
+}
+
+/* A new lent job: its root matched by words, then the check process started.
+ * LC_OK (answered when the check ends), or why it is refused at once. */
+static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
+				const struct m_lend *m, const struct gm_node_req *req)
+{
+	struct lcheck_in in = {.magic = MSG_MAGIC, .max_files = r->lend_max_files};
+	char path[sizeof(req->root)], shown[208];
+	int w = -1, busy = 0;
+	if (!gm_lendroot_normalise(req->root, path, sizeof(path)))
+		w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words, path);
+	if (w < 0) {
+		printable(shown, sizeof(shown), req->root);
+		gm_remote_logf(
+		    &r->net, "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
+		    m->token, c->ip, shown);
+		return LC_NOT_LENDABLE;
+	}
+	for (int i = 0; i < MAX_LJOBS; i++)
+		busy += r->ljobs[i].used && r->ljobs[i].checking;
+	if (busy >= LEND_CHECKS)
+		return LC_BUSY;
+	struct wblob *b = &in.b;
 	*b = (struct wblob){.magic = MSG_MAGIC,
 			    .version = MSG_VERSION,
 			    .token = m->token,
@@ -206,18 +386,81 @@ static int ljob_open(struct gm_remote *r, struct ljob *l, struct conn *c, const 
 			    .nsamples = m->nsamples,
 			    .bpe = m->bpe,
 			    .lease_ms = m->lease_ms,
-			    .key = r->net.key,
 			    .req = *req};
+	copy_str(b->req.root, sizeof(b->req.root), path);
+	copy_str(in.lend_root, sizeof(in.lend_root), r->lend_canon[r->lend_of[w]]);
 	snprintf(b->home_addr, sizeof(b->home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
 		 c->ip, m->port);
-	int rc = gm_remote_worker_job_cfg(&l->ds, &l->pc, b, why, wl);
-	if (rc)
-		return rc;
-	l->token = b->token;
+	int fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
+	pid_t pid = -1;
+	if (fd >= 0 && pwrite(fd, &in, sizeof(in), 0) == (ssize_t)sizeof(in))
+		pid = exec_self(r, fd, "--lend-check");
+	if (pid < 0) {
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s", m->token,
+			       strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return LC_FAILED;
+	}
+	l->blob = in.b;
+	l->blob.key = r->net.key; /* the workers' own, not the check's */
+	l->token = m->token;
 	snprintf(l->home_addr, sizeof(l->home_addr), "%s", b->home_addr);
 	l->home = c;
-	l->used = true;
-	return 0;
+	l->used = l->checking = true;
+	l->check_pid = pid;
+	l->check_fd = fd;
+	l->check_end = now_ms() + r->lend_index_ms;
+	l->want = m->workers;
+	return LC_OK;
+}
+
+/* A check that ended (st its wait status) or ran out of time: the LEND answered. */
+static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
+{
+	struct lcheck_out o = {0};
+	enum lc_kind k = LC_SLOW;
+	if (!late && (!WIFEXITED(st) || WEXITSTATUS(st) ||
+		      pread(l->check_fd, &o, sizeof(o), OUT_AT) != (ssize_t)sizeof(o) ||
+		      o.magic != MSG_MAGIC || o.kind > LC_FAILED)) {
+		k = LC_FAILED;
+		snprintf(o.detail, sizeof(o.detail), "its check process ended (status %#x)", st);
+	} else if (!late) {
+		k = o.kind;
+	} else {
+		snprintf(o.detail, sizeof(o.detail), "not indexed within %u ms (--lend-index-ms)",
+			 r->lend_index_ms);
+	}
+	o.detail[sizeof(o.detail) - 1] = o.root[sizeof(o.root) - 1] = '\0';
+	if (k != LC_OK) {
+		gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: refused (%s): %s", l->token,
+			       l->home->ip, lc_words[k], o.detail);
+		refuse(l->home, l->token, k);
+		gm_remote_lend_end(l); /* a late one still runs: killed, reaped later */
+		return;
+	}
+	close(l->check_fd);
+	l->checking = false;
+	copy_str(l->blob.req.root, sizeof(l->blob.req.root), o.root);
+	gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s, up to %u workers", l->token,
+		       l->home->ip, o.root, l->want);
+	grant(r, l, l->want);
+}
+
+static void checks_tick(struct gm_remote *r, int64_t now)
+{
+	for (int i = 0; i < MAX_LJOBS; i++) {
+		struct ljob *l = &r->ljobs[i];
+		if (!l->used || !l->checking || !l->home || l->home->st == C_DEAD)
+			continue; /* a gone home: the tick ends the job, and its check */
+		int st = 0;
+		pid_t pid = waitpid(l->check_pid, &st, WNOHANG);
+		if (pid == l->check_pid || pid < 0) {
+			l->check_pid = 0; /* reaped (or not ours any more): never signalled */
+			check_done(r, l, pid < 0 ? 0x7f00 : st, false);
+		} else if (now >= l->check_end)
+			check_done(r, l, 0, true);
+	}
 }
 
 void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_lend *m,
@@ -237,24 +480,57 @@ void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_
 		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
 		return;
 	}
-	if (!l->used) {
-		int rc = ljob_open(r, l, c, m, &req, a.msg, sizeof(a.msg));
-		if (rc) {
-			a.status = rc;
-			gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s", m->token, c->ip,
-				       a.msg);
-			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
-			return;
-		}
-		gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s, up to %u workers",
-			       m->token, c->ip, req.root, m->workers);
+	if (!l->used) { /* answered when its check ends, or refused now */
+		enum lc_kind k = check_start(r, l, c, m, &req);
+		if (k != LC_OK)
+			refuse(c, m->token, k);
+		return;
 	}
-	uint32_t others = gm_remote_lend_total(r) - l->n;
-	uint32_t room = r->lendable > others ? r->lendable - others : 0;
-	l->target = m->workers < room ? m->workers : room;
+	if (l->checking) { /* asked again meanwhile: the answer is still to come */
+		l->want = m->workers;
+		if (!m->workers) {
+			gm_remote_lend_end(l);
+			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		}
+		return;
+	}
+	grant(r, l, m->workers);
 	gm_remote_lend_tick(r, now_ms());
-	a.granted = l->target;
-	gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
 	if (!m->workers)
 		gm_remote_lend_end(l);
+}
+
+/* ---- --lend-root ------------------------------------------------------------- */
+
+int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t errlen)
+{
+	char canon[PATH_MAX], given[PATH_MAX];
+	if (r->nlend_canon == GM_LEND_MAX_ROOTS) {
+		snprintf(err, errlen, "--lend-root: at most %d directories", GM_LEND_MAX_ROOTS);
+		return -EINVAL;
+	}
+	int rc = gm_lendroot_canon(dir, canon, sizeof(canon), err, errlen);
+	if (rc)
+		return rc;
+	int i = r->nlend_canon;
+	if (!(r->lend_canon[i] = strdup(canon)))
+		return -ENOMEM;
+	r->nlend_canon++;
+	/* matched as given too (a symlink on this host): the check's realpath must
+	 * still land below the canonical root */
+	bool other = !gm_lendroot_normalise(dir, given, sizeof(given)) && strcmp(given, canon);
+	for (int k = 0; k < 1 + other; k++) {
+		if (!(r->lend_words[r->nlend_words] = strdup(k ? given : canon)))
+			return -ENOMEM;
+		r->lend_of[r->nlend_words++] = i;
+	}
+	return 0;
+}
+
+void gm_remote_lend_fini(struct gm_remote *r)
+{
+	for (int i = 0; i < r->nlend_canon; i++)
+		free(r->lend_canon[i]);
+	for (int k = 0; k < r->nlend_words; k++)
+		free(r->lend_words[k]);
 }

@@ -58,7 +58,13 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.job_of = gm_remote_home_job;
 	r->net.unlisten = gm_remote_agent_unlisten;
 	r->net.owner = r;
-	int rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
+	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
+	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
+	int rc = 0;
+	for (uint32_t i = 0; !rc && i < c->nlend_roots; i++)
+		rc = gm_remote_lend_root(r, c->lend_roots[i], err, errlen);
+	if (!rc)
+		rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
 	if (!rc)
 		rc = gm_remote_agent_peers(r, c->peers, err, errlen);
 	if (!rc)
@@ -90,6 +96,7 @@ static void r_destroy(struct gm_remote *r)
 			gm_ring_destroy(r->hjobs[i].ring);
 	gm_remote_net_fini(&r->net);
 	gm_remote_lend_reap_all();
+	gm_remote_lend_fini(r);
 	free(r);
 }
 
@@ -176,6 +183,7 @@ static const struct gm_remote_ops ops = {
     .lent = r_lent,
     .status_json = r_status_json,
     .worker_main = gm_remote_worker_main,
+    .lend_check_main = gm_remote_lend_check_main,
 };
 
 const struct gm_remote_ops *gm_remote_plugin(void)

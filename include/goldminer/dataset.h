@@ -30,6 +30,24 @@ struct gm_dataset;
  */
 int gm_dataset_open(struct gm_dataset **out, const char *root, char *err, size_t errlen);
 
+/* What a bounded open may read (gm_dataset_open_bounded). */
+struct gm_dataset_bounds {
+	uint64_t max_entries; /* directory entries read plus shard members; 0: no bound */
+	bool confined;	      /* every symlink must resolve beneath root */
+};
+
+/*
+ * gm_dataset_open for a tree someone else named (a peer's LEND, remote.h): past
+ * b->max_entries it stops with -EFBIG; confined, a symlink that leads out of
+ * root (an absolute target, or ".." above it) is refused with -EXDEV naming it,
+ * checked before the link is followed (openat2 RESOLVE_BENEATH: -ENOSYS before
+ * Linux 5.6). The index of a tree that passes equals gm_dataset_open's. b NULL:
+ * gm_dataset_open. Root itself is opened as given (its own path is the caller's
+ * to check). Thread-safe as gm_dataset_open is.
+ */
+int gm_dataset_open_bounded(struct gm_dataset **out, const char *root,
+			    const struct gm_dataset_bounds *b, char *err, size_t errlen);
+
 /* Free the index; NULL is a no-op. */
 void gm_dataset_close(struct gm_dataset *d);
 

@@ -19,4 +19,14 @@
 #define GM_MAX_EPOCHS	1000000 /* bench --epochs */
 #define GM_MAX_CHAOS_MS 3600000 /* bench --chaos-kill-ms */
 
+/* Lending to peers (node --lend-root, remote.h): at most 16 roots; a dataset a
+ * peer names is indexed within GM_LEND_INDEX_MS (--lend-index-ms, at most
+ * GM_LEND_MAX_INDEX_MS) reading at most GM_LEND_FILES directory entries and
+ * shard members (--lend-max-files): ImageNet-21k's 14.2 M files fit, /usr-sized
+ * walks stop. */
+#define GM_LEND_MAX_ROOTS    16
+#define GM_LEND_INDEX_MS     120000
+#define GM_LEND_MAX_INDEX_MS 3600000
+#define GM_LEND_FILES	     16777216
+
 #endif

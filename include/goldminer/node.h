@@ -52,6 +52,11 @@ struct gm_node_opts {
 	 * at "HOST:PORT,..." for workers and lend them ours; both need the shared
 	 * secret file. All NULL: this host only (the plugin is not loaded). */
 	const char *listen, *peers, *secret;
+	/* --lend-root DIR...: the only dataset roots lent to peers (none: lend
+	 * nothing), and the bounds of indexing one for a peer (0: limits.h's) */
+	const char *const *lend_roots;
+	uint32_t nlend_roots, lend_index_ms;
+	uint64_t lend_max_files;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

@@ -27,13 +27,19 @@
  * Trust. A connection is accepted only from an address of a host named in
  * --peers; both sides then prove they know the shared secret (--secret FILE,
  * mode 0600) by a challenge-response (auth.h) before any other message is
- * handled. Virtual lease ids are >= GM_REMOTE_VPID_MIN, above every real pid
- * (PID_MAX_LIMIT is 2^22), so the pool never signals them.
+ * handled. The secret grants a peer this: workers run here that read the
+ * datasets below this agent's --lend-root directories (none by default: then
+ * every LEND is refused) and use the CPUs its own jobs leave idle. A LEND's
+ * root is matched by its words before anything is opened; a refusal says
+ * nothing about the path (lender.c). Virtual lease ids are >=
+ * GM_REMOTE_VPID_MIN, above every real pid (PID_MAX_LIMIT is 2^22), so the
+ * pool never signals them.
  *
  * This module is a plugin (libgoldminer-remote.so) that the node agent loads only
  * when --listen or --peers is given: UCX's memory hooks and signal handlers never
  * reach a trainer or an agent that does not use it. Threads: everything runs on
- * the agent's loop thread (gm_remote_service after poll on gm_remote_fd).
+ * the agent's loop thread (gm_remote_service after poll on gm_remote_fd); a
+ * peer's dataset is indexed in a child process, never on that thread.
  */
 #ifndef GOLDMINER_REMOTE_H
 #define GOLDMINER_REMOTE_H
@@ -41,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     1
+#define GM_REMOTE_ABI	     2
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -54,6 +60,12 @@ struct gm_remote_cfg {
 	const char *peers;  /* "host:port,host:port,..." or NULL */
 	const char *secret; /* path of the shared secret file (required) */
 	uint32_t budget;    /* the agent's worker budget */
+	/* --lend-root: the only dataset roots opened for peers (none: lend nothing);
+	 * a peer's dataset is indexed within lend_index_ms reading at most
+	 * lend_max_files entries (0: GM_LEND_INDEX_MS, GM_LEND_FILES; limits.h) */
+	const char *const *lend_roots;
+	uint32_t nlend_roots, lend_index_ms;
+	uint64_t lend_max_files;
 	int verbose;
 	void (*log)(void *arg, const char *line); /* one line, no newline */
 	void *log_arg;
@@ -98,6 +110,9 @@ struct gm_remote_ops {
 	/* `goldminer node --remote-worker FD`: run one remote worker (a process the
 	 * agent exec'ed) until retired or cut off. 0, or -errno (said on stderr). */
 	int (*worker_main)(int fd);
+	/* `goldminer node --lend-check FD`: check a peer's dataset for the agent that
+	 * exec'ed it (lender.c) and write the answer into fd. 0 or -errno. */
+	int (*lend_check_main)(int fd);
 };
 
 /* The plugin's one export. */

@@ -11,6 +11,7 @@
 #      bytes/s over the link. The simulator's --remote-cost is 1 - that ratio
 #      (floored at 0).
 # Needs root for the namespaces (loopback otherwise, said below). Env: B, PHOTOS.
+# Every agent lends the directory that holds PHOTOS (--lend-root).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 B=${B:-build}
@@ -44,7 +45,7 @@ agent() {
 	mh_spawn "$1" "$2" "$G" node --cpus "$3" --socket "$tmp/$1.sock" \
 		--listen "$(mh_addr "$1"):$((port + $1))" \
 		${4:+--peers "$(mh_addr "$4"):$((port + $4))"} --secret "$tmp/secret" \
-		>"$tmp/agent$1.log" 2>&1
+		--lend-root "$(dirname "$PHOTOS")" >"$tmp/agent$1.log" 2>&1
 	k=0
 	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
 		sleep 0.05
@@ -93,7 +94,8 @@ sums() { sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json"; }
 solo() { # solo NAME HOST CORES CPUS PORT [PEER_PORT]: an agent with socket NAME
 	mh_spawn "$2" "$3" "$G" node --cpus "$4" --socket "$tmp/$1.sock" \
 		--listen "$(mh_addr "$2"):$5" \
-		${6:+--peers "$(mh_addr 2):$6"} --secret "$tmp/secret" >"$tmp/agent-$1.log" 2>&1
+		${6:+--peers "$(mh_addr 2):$6"} --secret "$tmp/secret" \
+		--lend-root "$(dirname "$PHOTOS")" >"$tmp/agent-$1.log" 2>&1
 	k=0
 	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
 		sleep 0.05
