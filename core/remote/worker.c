@@ -353,9 +353,10 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
  * status=N (its publish's status), rec-out (its publish names a bad sample
  * outside the lease), rec-big (its first sample's record names an id past the
  * dataset), label (its first sample's label is 999999), id (its first sample
- * has the next id), resend (its first sample again every 0.6 deadline, never a
- * publish), trickle (one sample every 0.6 deadline). Every lease does, or with
- * $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE the one whose worker makes FILE first.
+ * has the next id), resend (its first sample again every 0.4 deadline, never a
+ * publish), trickle (one sample every 0.4 deadline). Every lease does so, or
+ * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
+ * creates FILE (the test's proof that it happened).
  */
 #include <fcntl.h>
 
@@ -371,7 +372,6 @@ enum mis_mode {
 };
 static enum mis_mode mis_mode;
 static int32_t mis_status;
-static bool mis_on; /* this lease misbehaves */
 
 static void mis_init(void)
 {
@@ -385,29 +385,36 @@ static void mis_init(void)
 		mis_status = (int32_t)strtol(m + 7, NULL, 10);
 }
 
-/* At a lease: does it misbehave (and, slowly: resend or trickle)? */
-static bool mis_lease(void)
+/* Misbehave now as mode? Yes if that is the mode, and without ..._ONCE, or when
+ * this worker is the first to make its file (said on stderr). */
+static bool mis_now(enum mis_mode mode)
 {
 	const char *once = getenv("GOLDMINER_REMOTE_MISBEHAVE_ONCE");
+	if (mis_mode == MIS_NONE || mis_mode != mode)
+		return false;
 	int fd = once && *once ? open(once, O_CREAT | O_EXCL | O_WRONLY, 0600) : -2;
-	mis_on = mis_mode != MIS_NONE && fd != -1;
+	if (fd == -1)
+		return false;
 	if (fd >= 0)
 		close(fd);
-	if (mis_on)
-		fprintf(stderr, "goldminer remote worker (test build): misbehaving (%s)\n",
-			getenv("GOLDMINER_REMOTE_MISBEHAVE"));
-	return mis_on && (mis_mode == MIS_RESEND || mis_mode == MIS_TRICKLE);
+	fprintf(stderr, "goldminer remote worker (test build): misbehaving (%s)\n",
+		getenv("GOLDMINER_REMOTE_MISBEHAVE"));
+	return true;
+}
+
+/* At a lease: is it shipped slowly (resend, trickle)? */
+static bool mis_lease(void)
+{
+	return mis_now(MIS_RESEND) || mis_now(MIS_TRICKLE);
 }
 
 static void mis_sample(const struct wproc *r, struct m_sample *h)
 {
-	if (!mis_on)
-		return;
-	if (mis_mode == MIS_LABEL)
+	if (mis_now(MIS_LABEL))
 		h->label = 999999;
-	if (mis_mode == MIS_ID)
+	if (mis_now(MIS_ID))
 		h->id = (uint32_t)((h->id + 1) % r->nsamples);
-	if (mis_mode != MIS_REC_BIG)
+	if (!mis_now(MIS_REC_BIG))
 		return;
 	struct gm_slot_err e = {.sample = (uint32_t)r->nsamples + 1000, .err = -EIO};
 	copy_str(e.msg, sizeof(e.msg), "test build: a record past the dataset");
@@ -425,9 +432,9 @@ static bool in_batch(const uint32_t *ids, uint32_t nb, uint32_t id)
 
 static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs)
 {
-	if (mis_on && mis_mode == MIS_STATUS)
+	if (mis_now(MIS_STATUS))
 		p->status = mis_status;
-	if (!mis_on || mis_mode != MIS_REC_OUT || p->n_recs == GM_RING_MAX_ERRS)
+	if (p->n_recs == GM_RING_MAX_ERRS || !mis_now(MIS_REC_OUT))
 		return;
 	struct gm_slot_err e = {.sample = 0, .err = -EIO};
 	copy_str(e.msg, sizeof(e.msg), "test build: a record outside the lease");
@@ -436,14 +443,14 @@ static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, u
 	memcpy(recs + p->n_recs++ * sizeof(e), &e, sizeof(e));
 }
 
-/* resend: the lease's first sample, then the same again every 0.6 deadline,
- * never a publish; trickle: one sample every 0.6 deadline, then the publish.
+/* resend: the lease's first sample, then the same again every 0.4 deadline,
+ * never a publish; trickle: one sample every 0.4 deadline, then the publish.
  * Until the home ends the connection, 120 s at most. */
 static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot,
 		    struct wsend *ws, size_t sb)
 {
 	const uint8_t *px = gm_ring_data(m, slot);
-	int64_t end = now_ms() + 120000, pause = r->lease_ms * 6 / 10;
+	int64_t end = now_ms() + 120000, pause = r->lease_ms * 2 / 5;
 	uint32_t nbad = 0;
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
