@@ -4,8 +4,9 @@
  * workers write (never END or END_OF_EPOCH, never a foreign errno); a good
  * sample carries exactly its position's id and that sample's label, a bad one
  * its id or a substitute's from the window after it; an error record comes
- * only with a bad sample and names its position's own sample; a publish's err
- * bits stay inside the batch and its records name positions it marks bad.
+ * only with a bad sample, names its position's own sample and carries a
+ * -errno; a publish's err bits stay inside the batch and its records name
+ * positions it marks bad.
  * Each refusal says the rule in words.
  */
 #include <stdarg.h>
@@ -111,7 +112,14 @@ static void test_record_only_with_a_bad_sample_naming_its_position(void **state)
 	struct m_sample s = sample(3, 14, labels[4], 1);
 	s.has_rec = 1;
 	s.rec.sample = 13; /* the bad file at position 3 */
+	s.rec.err = -EBADMSG;
 	assert_true(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s.rec.err = 0; /* no error */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "with error 0 (not a -errno)"));
+	s.rec.err = -4096;
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s.rec.err = -EIO;
 	s.rec.sample = 12; /* another position's file */
 	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
 	assert_non_null(strstr(why, "an error record for sample 12 with position 3"));
@@ -133,9 +141,13 @@ static void test_publish_records_name_positions_it_marks_bad(void **state)
 	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
 	char why[200];
 	uint64_t err[2] = {1u << 1 | 1u << 4, 0}; /* positions 1 and 4 bad */
-	struct gm_slot_err recs[2] = {{.sample = 14}, {.sample = 11}};
+	struct gm_slot_err recs[2] = {{.sample = 14, .err = -EIO}, {.sample = 11, .err = -EBADMSG}};
 	assert_true(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
 	assert_true(gm_remote_check_records(&e, err, 2, recs, 0, why, sizeof(why)));
+	recs[1].err = 5; /* not a -errno */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	assert_non_null(strstr(why, "with error 5 (not a -errno)"));
+	recs[1].err = -EIO;
 	recs[1].sample = 12; /* in the lease, but not marked bad */
 	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
 	assert_non_null(strstr(why, "an error record for sample 12"));

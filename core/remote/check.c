@@ -26,8 +26,19 @@ bool gm_remote_check_status(const struct gm_remote_expect *e, int32_t status, ch
 	if (status == 0 || (status == -EBADMSG && fail) || (status == -ENODATA && !fail))
 		return true;
 	snprintf(why, wl,
-		 "status %" PRId32 " is not one its job's workers publish (0 or %d: on_error=%s)",
-		 status, fail ? -EBADMSG : -ENODATA, fail ? "fail" : "skip");
+		 "status %" PRId32 " is not one its job's workers publish (0 or %s, on_error=%s)",
+		 status, fail ? "-EBADMSG" : "-ENODATA", fail ? "fail" : "skip");
+	return false;
+}
+
+/* A record's error is what a worker records: a -errno. */
+static bool rec_err_ok(const struct gm_slot_err *r, char *why, size_t wl)
+{
+	if (r->err < 0 && r->err > -4096)
+		return true;
+	snprintf(why, wl,
+		 "an error record for sample %" PRIu32 " with error %" PRId32 " (not a -errno)",
+		 r->sample, r->err);
 	return false;
 }
 
@@ -62,7 +73,7 @@ bool gm_remote_check_sample(const struct gm_remote_expect *e, const struct m_sam
 			 s->rec.sample, s->pos, s->bad ? "its bad" : "a good", e->id[s->pos]);
 		return false;
 	}
-	return true;
+	return !s->has_rec || rec_err_ok(&s->rec, why, wl);
 }
 
 /* The position < nb whose err bit is set and whose sample is id, or nb. */
@@ -82,12 +93,12 @@ bool gm_remote_check_records(const struct gm_remote_expect *e, const uint64_t *e
 	for (uint32_t q = 0; q < words; q++) {
 		uint64_t w = err_words[q];
 		uint32_t first = q * 64;
-		if (first >= e->nb ? w != 0 : e->nb - first < 64 && w >> (e->nb - first)) {
+		if (first >= e->nb ? w != 0 : (e->nb - first < 64 && w >> (e->nb - first))) {
 			snprintf(why, wl, "err bits past the batch's %" PRIu32 " positions", e->nb);
 			return false;
 		}
 	}
-	for (uint32_t k = 0; k < n; k++)
+	for (uint32_t k = 0; k < n; k++) {
 		if (bad_position_of(e, err_words, recs[k].sample) == e->nb) {
 			snprintf(why, wl,
 				 "an error record for sample %" PRIu32
@@ -95,5 +106,8 @@ bool gm_remote_check_records(const struct gm_remote_expect *e, const uint64_t *e
 				 recs[k].sample);
 			return false;
 		}
+		if (!rec_err_ok(&recs[k], why, wl))
+			return false;
+	}
 	return true;
 }

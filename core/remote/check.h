@@ -45,13 +45,14 @@ bool gm_remote_check_status(const struct gm_remote_expect *e, int32_t status, ch
 /* A SAMPLE: its position inside the lease; a good one carries exactly the id of
  * its position, a bad one (its err bit) that id or one of its substitutes; the
  * label is that sample's label in the dataset; an error record comes only with
- * a bad sample and names the position's own sample (the file that failed). */
+ * a bad sample, names the position's own sample (the file that failed) and
+ * carries a -errno. */
 bool gm_remote_check_sample(const struct gm_remote_expect *e, const struct m_sample *s, char *why,
 			    size_t wl);
 
 /* A PUBLISH's err bits (words of 64, one per position: none at or past nb) and
  * its n error records: each names the sample of a position this publish marks
- * bad. */
+ * bad, with a -errno. */
 bool gm_remote_check_records(const struct gm_remote_expect *e, const uint64_t *err_words,
 			     uint32_t words, const struct gm_slot_err *recs, uint32_t n, char *why,
 			     size_t wl);

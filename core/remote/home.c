@@ -129,7 +129,8 @@ static struct gm_remote_expect expect_of(const struct hjob *j, const struct conn
 
 /* At the claim: the ids of task's positions and of the substitutes after them
  * (worker.c: epoch position p's bad sample is replaced by one of p+1 ..
- * p+nsub, mod n), their labels, and the bytes reading them all may take. The
+ * p+nsub, mod n), their labels, and the bytes reading them all may take (twice
+ * their sizes: a ranged read reads a member's prefix, then its rows). The
  * epoch's permutation is computed once per epoch (O(n); leases cross an
  * epoch's end in task order, so it changes about once per epoch). */
 static void expect_lease(struct hjob *j, uint32_t slot, uint64_t task, uint32_t nb)
@@ -150,7 +151,7 @@ static void expect_lease(struct hjob *j, uint32_t slot, uint64_t task, uint32_t 
 		label[q] = (int32_t)gm_dataset_label(j->wc.ds, id[q]);
 		cap += gm_dataset_file_size(j->wc.ds, id[q]);
 	}
-	j->read_cap[slot] = cap;
+	j->read_cap[slot] = 2 * cap;
 }
 
 static uint32_t next_vpid(struct gm_remote *r)
