@@ -227,6 +227,22 @@ $(B)/tests/test_auth: $(B)/core/remote/auth.o
 $(B)/tests/test_lendroot: EXTRA_LIBS = $(B)/core/remote/lendroot.o
 $(B)/tests/test_lendroot: $(B)/core/remote/lendroot.o
 
+# The same plugin with a remote worker that misbehaves on request (worker.c built
+# with -DGM_REMOTE_TESTING), for tests/test_remote.sh; never installed.
+REMOTE_TEST_PLUGIN := $(if $(REMOTE_PLUGIN),$(B)/tests/libgoldminer-remote-test.so)
+$(B)/tests/remote/worker.o: core/remote/worker.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(UCX_CFLAGS) $(CRYPTO_CFLAGS) -DGM_REMOTE_TESTING -c -o $@ $<
+$(B)/tests/libgoldminer-remote-test.so: $(filter-out $(B)/core/remote/worker.o,$(REMOTE_OBJS)) \
+		$(B)/tests/remote/worker.o $(LIB_OBJS) core/remote/remote.map
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -o $@ \
+		$(filter %.o,$^) $(LDFLAGS) $(UCX_LIBS) $(CRYPTO_LIBS) $(LDLIBS)
+# The remote plugin's message rules (check.c) are pure: their test links the object.
+$(B)/tests/test_remote_check: EXTRA_LIBS = $(B)/core/remote/check.o
+$(B)/tests/test_remote_check: $(B)/core/remote/check.o
+
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \
 		$(B)/libgoldminer.a $(FLAGS_STAMP)
@@ -244,7 +260,7 @@ SCRIPT_TESTS := $(sort $(wildcard tests/test_*.sh))
 # test installs what is missing first (a sub-make, so pkg-config sees it).
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
-test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS)
+test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS) $(REMOTE_TEST_PLUGIN)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
 SAN_B := build-san
@@ -484,4 +500,4 @@ $(FLAGS_STAMP):
 	@printf '%s\n' '$(subst ','\'',$(strip $(FLAGS_NOW)))' >$@
 	$(if $(REMOTE_PLUGIN),,@rm -f $(B)/libgoldminer-remote.so)
 
--include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(B)/tests/remote/worker.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

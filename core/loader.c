@@ -448,6 +448,8 @@ void gm_loader_close(struct gm_loader *l)
 
 static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
 {
+	if (e->sample >= gm_dataset_count(l->ds))
+		return; /* names no file of the dataset: nothing to list (the count stays) */
 	if (l->n_errs == l->cap_errs) {
 		uint64_t cap = l->cap_errs ? l->cap_errs * 2 : 16;
 		struct err_rec *p = realloc(l->errs, cap * sizeof(*p));
@@ -457,7 +459,9 @@ static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
 		l->cap_errs = cap;
 	}
 	l->errs[l->n_errs].sample = e->sample;
-	snprintf(l->errs[l->n_errs].msg, sizeof(l->errs[l->n_errs].msg), "%s", e->msg);
+	/* (a writer's record: its message may lack its NUL) */
+	snprintf(l->errs[l->n_errs].msg, sizeof(l->errs[l->n_errs].msg), "%.*s", GM_RING_MSG - 1,
+		 e->msg);
 	l->n_errs++;
 }
 
@@ -568,8 +572,10 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 {
 	const struct gm_slot_err *e = &ctl->errs[0];
 	int st = ctl->status;
+	const char *name = ctl->n_recs ? gm_dataset_name(l->ds, e->sample) : NULL;
 	if (st != -ENODATA) {
-		set_err(l, st, "gm_loader_next: %s: %s", gm_dataset_name(l->ds, e->sample), e->msg);
+		set_err(l, st, "gm_loader_next: %s: %.*s", name ? name : "a sample of the batch",
+			GM_RING_MSG, name ? e->msg : "bad (no record names it)");
 		return st;
 	}
 	/* name the batch's bad files, as many as the message holds */
@@ -578,10 +584,12 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
 	char list[sizeof(l->errmsg)] = "";
 	size_t n = 0;
-	for (uint32_t i = 0; i < nrec && n < sizeof(list); i++)
-		n +=
-		    (size_t)snprintf(list + n, sizeof(list) - n, "%s %s: %s", i ? ";" : "",
-				     gm_dataset_name(l->ds, ctl->errs[i].sample), ctl->errs[i].msg);
+	for (uint32_t i = 0; i < nrec && n < sizeof(list); i++) {
+		name = gm_dataset_name(l->ds, ctl->errs[i].sample);
+		if (name)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s %s: %.*s",
+					      i ? ";" : "", name, GM_RING_MSG, ctl->errs[i].msg);
+	}
 	gm_errf(l->errmsg, sizeof(l->errmsg),
 		"gm_loader_next: no good sample left: batch %llu of epoch %u has %u bad sample%s "
 		"and none of the %d after one of them in epoch order is good (is every file of "
@@ -589,6 +597,26 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 		(unsigned long long)k, epoch, ctl->n_errors, ctl->n_errors == 1 ? "" : "s",
 		GM_WORKER_SUBSTITUTE_TRIES, l->o.root, list);
 	return st;
+}
+
+/* A slot's control block is written by other processes (the workers; the node
+ * agent for remote ones): its status, size and error count are what a worker
+ * writes for task l->next, or the batch is not passed on (a positive status
+ * would read as END or END_OF_EPOCH to the caller). 0 or -EPROTO. */
+static int check_slot(struct gm_loader *l, const struct gm_slot_ctl *ctl)
+{
+	uint32_t epoch;
+	uint64_t k, count = gm_dataset_count(l->ds), b = l->o.batch_size;
+	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	uint64_t nb = count - k * b < b ? count - k * b : b;
+	if (gm_ring_status_ok(ctl->status) && ctl->n == nb && ctl->n_errors <= nb)
+		return 0;
+	return set_err(l, -EPROTO,
+		       "gm_loader_next: batch %llu of epoch %u came with status %d, %u samples, "
+		       "%u bad (a worker writes status 0, -EBADMSG or -ENODATA and %llu "
+		       "samples): a writer of the ring misbehaves; the batch is not delivered",
+		       (unsigned long long)k, epoch, (int)ctl->status, ctl->n, ctl->n_errors,
+		       (unsigned long long)nb);
 }
 
 static int ring_next(struct gm_loader *l, struct gm_batch *b)
@@ -609,6 +637,9 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
 	uint32_t nerr = ctl->n_errors;
+	err = check_slot(l, ctl);
+	if (err)
+		return err;
 	for (uint32_t i = 0; i < ctl->n_recs && i < GM_RING_MAX_ERRS; i++)
 		keep_error(l, &ctl->errs[i]);
 	if (ctl->status)

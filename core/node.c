@@ -366,8 +366,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	if (a->rem) {
 		uint32_t lease = o.lease_timeout_ms ? o.lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
-		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req,
-				     gm_dataset_fingerprint(j->ds), gm_dataset_count(j->ds), j->bpe,
+		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
 		a->rops->set_lendable(

@@ -1,8 +1,11 @@
 /*
  * test_loader.c - the consumer API end to end with real worker processes:
  * contract 1 (same bytes with 1, 2 and 4 workers), order and epoch boundaries,
- * bad files (skip and fail), a worker SIGKILLed mid-run, scaling, resume, errors.
+ * bad files (skip and fail), a worker SIGKILLed mid-run, scaling, resume, errors;
+ * a slot whose status, size or error count no worker writes is refused (a ring
+ * writer that misbehaves, injected by wrapping gm_ring_wait_ready).
  */
+// LDFLAGS: -Wl,--wrap=gm_ring_wait_ready
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -26,6 +29,7 @@
 #include "cmd.h"
 #include "goldminer/checksum.h"
 #include "goldminer/loader.h"
+#include "goldminer/ring.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
 
@@ -891,9 +895,63 @@ static void test_preempted_time_is_counted(void **state)
 	assert_true(pre <= st.read_ns + st.decode_ns + st.augment_ns + st.write_ns);
 }
 
+/* A ring writer that misbehaves: while corrupt is set, the slot the consumer
+ * waited for gets these values once it is ready (the consumer reads them next). */
+static bool corrupt;
+static struct {
+	int32_t status;
+	uint32_t n_delta, n_errors;
+} bad;
+int __real_gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
+int __wrap_gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
+int __wrap_gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms)
+{
+	int rc = __real_gm_ring_wait_ready(r, task, timeout_ms);
+	if (rc == 0 && corrupt) {
+		struct gm_slot_ctl *ctl =
+		    gm_ring_ctl(r, (uint32_t)(task & (gm_ring_hdr(r)->nslots - 1)));
+		ctl->status = bad.status;
+		ctl->n += bad.n_delta;
+		ctl->n_errors = bad.n_errors;
+	}
+	return rc;
+}
+
+static void test_a_slot_no_worker_writes_is_refused(void **state)
+{
+	(void)state;
+	/* statuses 1 and 2 would read as END_OF_EPOCH and END; -5 and INT_MIN as a
+	 * failure blaming some file; then a batch larger than the task's, and more
+	 * bad samples than samples */
+	const struct {
+		int32_t status;
+		uint32_t n_delta, n_errors;
+	} cases[] = {{1, 0, 0}, {2, 0, 0}, {-5, 0, 0}, {INT32_MIN, 0, 0}, {0, 1, 0}, {0, 0, 99}};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct gm_loader_opts o;
+		struct gm_loader *l;
+		struct gm_batch b;
+		char err[256];
+		small_opts(&o, good_dir, 1);
+		assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+		assert_int_equal(gm_loader_next(l, &b), 0); /* a good batch first */
+		bad.status = cases[k].status;
+		bad.n_delta = cases[k].n_delta;
+		bad.n_errors = cases[k].n_errors;
+		corrupt = true;
+		int rc = gm_loader_next(l, &b);
+		corrupt = false;
+		assert_int_equal(rc, -EPROTO);
+		assert_non_null(strstr(gm_loader_errmsg(l), "a writer of the ring misbehaves"));
+		assert_int_equal(gm_loader_next(l, &b), -EPROTO); /* not delivered: it stays */
+		gm_loader_close(l);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_a_slot_no_worker_writes_is_refused),
 	    cmocka_unit_test(test_all_bad_dataset_is_an_error),
 	    cmocka_unit_test(test_bad_files_fail),
 	    cmocka_unit_test(test_bad_files_skip),

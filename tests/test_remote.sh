@@ -39,6 +39,21 @@
 #  15. a slow index (strace delays the lender's getdents64) runs outside the
 #      agent's loop: the agent answers --status throughout, and the LEND is
 #      refused at --lend-index-ms; the job completes locally with the same bytes
+# 16-25. a remote worker that misbehaves (the peer runs the test build of the
+#      plugin, build/tests/libgoldminer-remote-test.so, once per case): each
+#      refused, the home's log naming the peer and the rule, and the same bytes:
+#  16. a publish with status 1 (END_OF_EPOCH)
+#  17. a publish with status 2 (END)
+#  18. a publish with status -5 (an errno no worker publishes)
+#  19. a publish with status INT_MIN
+#  20. a publish's error record for a sample outside the lease (no file named)
+#  21. a sample's error record for an id past the dataset (no "(null)" named)
+#  22. a sample with a wrong label (999999)
+#  23. a sample with an id outside its lease
+#  24. a resend loop: the lease's first sample again every 0.4 deadline; the
+#      lease ends at its deadline all the same
+#  25. a trickle: one new sample every 0.4 deadline; the lease ends at its
+#      bound, 8 deadlines
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,10 +69,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..15"
+echo "1..25"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 15 ]; do
+	while [ $i -le 25 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -160,8 +175,8 @@ train() {
 	e=$1
 	shift
 	# shellcheck disable=SC2086
-	mh_run 1 0.5 "$G" bench "${DATA:-$tmp/data}" --node "$tmp/1.sock" --epochs "$e" \
-		$BENCH "$@" >"$tmp/run.json" 2>"$tmp/run.err"
+	mh_run 1 0.5 timeout "${TRAIN_S:-600}" "$G" bench "${DATA:-$tmp/data}" --node "$tmp/1.sock" \
+		--epochs "$e" $BENCH "$@" >"$tmp/run.json" 2>"$tmp/run.err"
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json" >"$tmp/sum"
 }
 same() { [ -n "$ref" ] && [ "$(cat "$tmp/sum")" = "$ref" ]; }
@@ -601,6 +616,59 @@ else
 	echo "not ok $n # SKIP $TRACE: the slow index is made by strace's syscall delay"
 fi
 stop_agents
+# 13-22: a remote worker that misbehaves once (the peer runs the test build of
+# the plugin): the home refuses it, logs the peer and the rule in one line and
+# takes the lease back; the batch is made again, and the bytes are a clean run's
+TP=$B/tests/libgoldminer-remote-test.so
+# misbehave MODE PATTERN DESCRIPTION [TRAIN ARGS]: the peer's first lease
+# misbehaves as MODE; the home's log must match PATTERN (and $ALSO if set)
+misbehave() {
+	mode=$1 pat=$2 desc=$3
+	shift 3
+	if [ ! -f "$TP" ]; then
+		t 1 "$desc: no $TP (make $TP)"
+		return
+	fi
+	rm -f "$tmp/once"
+	GOLDMINER_REMOTE_LIB=$TP GOLDMINER_REMOTE_MISBEHAVE=$mode GOLDMINER_REMOTE_MISBEHAVE_ONCE=$tmp/once
+	export GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
+	agent 2 "$tmp/secret" 1
+	unset GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1 || peers_connected 1 1
+	TRAIN_S=120 train $EPOCHS "$@"
+	at="remote worker at $(mh_addr 2): "
+	ok=1
+	same && [ -f "$tmp/once" ] && grep -q "$at$pat" "$tmp/1.log" &&
+		{ [ -z "${ALSO:-}" ] || grep -q "$at$ALSO" "$tmp/1.log"; } &&
+		! grep -q "goldminer: skipped" "$tmp/run.err" && ok=0
+	if [ $ok = 0 ]; then
+		grep -m1 "$at$pat" "$tmp/1.log" | sed 's/^/# /'
+	else
+		diag "$tmp/1.log"
+		diag "$tmp/run.err"
+		echo "# sums $(cat "$tmp/sum"); misbehaved: $([ -f "$tmp/once" ] && echo yes || echo no)"
+	fi
+	t $ok "$desc: refused, the home logs the peer and the rule; same checksums"
+	stop_agents
+}
+for st in 1 2 -5 -2147483648; do
+	misbehave "status=$st" "refused its publish: status $st is not one its job's workers" \
+		"a publish with status $st"
+done
+misbehave rec-out "refused its publish: an error record for sample [0-9]*, which no position" \
+	"a publish's error record for a sample outside the lease"
+misbehave rec-big "refused its sample: an error record for sample 1384 with position" \
+	"a sample's error record for id 1384 (the dataset has 384)"
+misbehave label "refused its sample: label 999999 of sample [0-9]* is not its label" \
+	"a sample with a wrong label"
+misbehave id "refused its sample: sample id [0-9]* at position [0-9]* is not its lease's" \
+	"a sample with an id outside its lease"
+ALSO="no sample for 500 ms (lease deadline)" misbehave resend "refused a sample sent again" \
+	"a resend loop of a delivered sample every 200 ms (deadline 500 ms)" --lease-timeout-ms 500
+misbehave trickle "held its lease [0-9]* ms, 8 x the lease deadline" \
+	"a trickle of one sample every 200 ms: the lease ends at 8 x its 500-ms deadline" \
+	--lease-timeout-ms 500
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash
 if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" \

@@ -7,9 +7,9 @@
  * before an endpoint exists (a host not named never gets one); the handshake
  * then runs in conn.c within AUTH_MS. Every tick closes the dead connections
  * in one place and in one order (endpoint closed first, so nothing of the dead
- * writer lands anywhere; then its lease back; then its lent jobs ended), kills
- * the stalled ones (no sample within the job's lease deadline), reconnects the
- * peers every RETRY_MS and runs the home's and the lender's ticks.
+ * writer lands anywhere; then its lease back; then its lent jobs ended),
+ * reconnects the peers every RETRY_MS and runs the home's (which ends the
+ * leases past their deadline or bound) and the lender's ticks.
  *
  * Not here: what a lease or a lent job is (home.c, lender.c), the handshake
  * (conn.c), the ops table (plugin.c).
@@ -116,14 +116,6 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 		if (c->st != C_OK && c->st != C_DEAD && now - c->since_ms >= AUTH_MS)
 			gm_remote_conn_kill(c, "%s did not authenticate within %d ms", c->ip,
 					    AUTH_MS);
-		if (c->st == C_OK && c->vpid && c->job &&
-		    now - c->lease_ms >= (int64_t)c->job->lease_ms) {
-			char why[96];
-			snprintf(why, sizeof(why), "no sample for %u ms (lease deadline)",
-				 c->job->lease_ms);
-			gm_remote_home_revoke(r, c, why);
-			gm_remote_conn_kill(c, "%s: lease deadline passed", c->ip);
-		}
 		if (c->st != C_DEAD)
 			continue;
 		gm_remote_conn_close(&r->net,

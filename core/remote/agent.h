@@ -26,6 +26,7 @@
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
 #include "goldminer/wire.h"
+#include "goldminer/worker.h"
 #include "msg.h"
 
 #define MAX_PEERS   16
@@ -52,6 +53,17 @@ struct hjob {
 	struct gm_node_req req;
 	uint64_t fingerprint, nsamples, sb;
 	uint32_t bpe, lease_ms, batch, words, want;
+	/* what each lease must carry (check.h): the job's batches over the home's
+	 * index (the agent's: it outlives the job here), the epoch permutation
+	 * they come from (NULL: no shuffle; perm_epoch's, cached), and per slot
+	 * the expected ids and labels (batch + nsub each), the positions that
+	 * arrived in the current lease (words each) and a bound of its bytes read */
+	struct gm_worker_cfg wc;
+	uint32_t *perm, perm_epoch, nsub, nslots;
+	bool perm_valid;
+	uint32_t *exp_id;
+	int32_t *exp_label;
+	uint64_t *seen, *read_cap;
 	uint32_t asked[MAX_PEERS], granted[MAX_PEERS];
 	int64_t ask_ms[MAX_PEERS];
 	uint64_t samples, bytes, revoked, fenced;
@@ -130,9 +142,12 @@ void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct
 void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_lent *m);
 void gm_remote_home_tick(struct gm_remote *r, int64_t now);
 int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
-		       uint64_t fingerprint, uint64_t nsamples, uint32_t bpe, uint32_t lease_ms,
+		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
 		       uint64_t *token, char *err, size_t errlen);
 void gm_remote_home_remove(struct gm_remote *r, uint64_t token);
+/* Unmap a job's ring and free what its leases were checked with (the agent
+ * stops; its connections are closed already). */
+void gm_remote_home_drop(struct hjob *j);
 void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n);
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o);
 

@@ -51,7 +51,9 @@ struct conn {
 	struct hjob *job;
 	uint32_t vpid, slot, nb; /* the lease it holds (vpid 0: none) */
 	uint64_t task;
-	int64_t lease_ms;	 /* last progress on the lease */
+	int64_t lease_ms;	 /* last progress on the lease (a sample at a new position) */
+	int64_t lease_since_ms;	 /* when it got the lease (its bound: home.c) */
+	bool resent_said;	 /* a sample sent again in this lease was logged */
 	uint64_t samples;	 /* delivered in the current tick */
 	unsigned inflight;	 /* samples still being received into the slot (rendezvous) */
 	struct m_publish pub;	 /* a publish that came before its samples had landed */

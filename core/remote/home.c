@@ -9,11 +9,18 @@
  * connection (the slot's state word, task, position, exact size) before any
  * byte of it lands, and the home, not the writer, decides where the bytes go:
  * a peer cannot write outside the slot it leased, and a writer whose lease was
- * taken back is fenced by construction (its messages no longer match). The
- * home also asks the peers for workers (LEND) and measures what they deliver.
+ * taken back is fenced by construction (its messages no longer match). Every
+ * other value is checked where it lands against what the home computed at the
+ * claim (check.h: ids, labels, error records, a publish's status); a value
+ * that breaks a rule ends the connection, and agent.c's tick closes its
+ * endpoint, then takes the lease back, logging the peer and the rule in one
+ * line. A lease ends when no sample at a new position came for the job's
+ * lease deadline, and after LEASE_BOUND deadlines whatever came. The home
+ * also asks the peers for workers (LEND) and measures what they deliver.
  *
- * Not here: the connection's death and the lease deadline (agent.c's tick
- * calls gm_remote_home_revoke), making batches (worker.c), lending (lender.c).
+ * Not here: the connection's death (agent.c's tick calls
+ * gm_remote_home_revoke), the rules themselves (check.c), making batches
+ * (worker.c), lending (lender.c).
  */
 
 #include <errno.h>
@@ -26,10 +33,26 @@
 
 #include "agent.h"
 #include "auth.h"
+#include "check.h"
 #include "conn.h"
+#include "goldminer/dataset.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
+#include "goldminer/rng.h"
 #include "msg.h"
+#include "worker.h"
+
+/*
+ * A lease is revoked LEASE_BOUND x the job's lease deadline after its claim,
+ * whatever arrives. The deadline alone bounds the time between two samples at
+ * new positions, so a writer that sends one every deadline - 1 ms would hold a
+ * batch of B samples for B deadlines (and the consumer, which takes batches in
+ * order, with it). 8: a batch must come within 40 s at the default deadline
+ * (5 s), which a remote worker making at least B / 40 img/s meets (6.4 img/s
+ * at B = 256, where one core decodes 100-1,000); a slower one loses every
+ * lease, and the home's local workers or the other peers make those batches.
+ */
+#define LEASE_BOUND 8
 
 /* ---- leases for remote workers ----------------------------------------------- */
 
@@ -42,10 +65,11 @@ struct hjob *gm_remote_home_job(void *owner, uint64_t token)
 	return NULL;
 }
 
-/* The slot's lease is still c's (the ring's state word says so). */
+/* The slot's lease is still c's (the ring's state word says so), and c is alive
+ * (a connection that broke a rule is dead until the tick takes its lease). */
 static bool lease_held(const struct conn *c, uint32_t vpid, uint64_t task)
 {
-	if (!c->job || !c->vpid || c->vpid != vpid || c->task != task)
+	if (c->st == C_DEAD || !c->job || !c->vpid || c->vpid != vpid || c->task != task)
 		return false;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(c->job->ring, c->slot);
 	/* pairs with the CAS of gm_ring_claim / gm_ring_reclaim */
@@ -66,6 +90,68 @@ void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
 	gm_remote_logf(&r->net, "remote worker at %s: %s; its batch %" PRIu64 " is made again",
 		       c->ip, why, c->task % j->bpe);
 	c->vpid = 0;
+}
+
+/* A value of c's that breaks a rule (check.h): the connection ends; agent.c's
+ * tick closes its endpoint, then takes the lease back and logs the rule with
+ * the peer (gm_remote_home_revoke). Nothing of the message has landed. */
+static void refuse(struct conn *c, const char *what, const char *why)
+{
+	gm_remote_conn_kill(c, "refused its %s: %s", what, why);
+}
+
+/* ---- what a lease must carry ------------------------------------------------- */
+
+static uint32_t *exp_id(const struct hjob *j, uint32_t slot)
+{
+	return j->exp_id + (size_t)slot * (j->batch + j->nsub);
+}
+
+static int32_t *exp_label(const struct hjob *j, uint32_t slot)
+{
+	return j->exp_label + (size_t)slot * (j->batch + j->nsub);
+}
+
+static uint64_t *seen_words(const struct hjob *j, uint32_t slot)
+{
+	return j->seen + (size_t)slot * j->words;
+}
+
+/* The expectations of c's lease, for check.c. */
+static struct gm_remote_expect expect_of(const struct hjob *j, const struct conn *c)
+{
+	return (struct gm_remote_expect){.id = exp_id(j, c->slot),
+					 .label = exp_label(j, c->slot),
+					 .nb = c->nb,
+					 .nsub = j->nsub,
+					 .on_error = j->wc.on_error};
+}
+
+/* At the claim: the ids of task's positions and of the substitutes after them
+ * (worker.c: epoch position p's bad sample is replaced by one of p+1 ..
+ * p+nsub, mod n), their labels, and the bytes reading them all may take (twice
+ * their sizes: a ranged read reads a member's prefix, then its rows). The
+ * epoch's permutation is computed once per epoch (O(n); leases cross an
+ * epoch's end in task order, so it changes about once per epoch). */
+static void expect_lease(struct hjob *j, uint32_t slot, uint64_t task, uint32_t nb)
+{
+	uint32_t epoch;
+	uint64_t k, cap = 0;
+	gm_worker_task_pos(&j->wc, task, &epoch, &k);
+	if (j->perm && (!j->perm_valid || j->perm_epoch != epoch)) {
+		gm_rng_permutation(j->perm, (uint32_t)j->nsamples, j->wc.seed, epoch);
+		j->perm_epoch = epoch;
+		j->perm_valid = true;
+	}
+	uint32_t *id = exp_id(j, slot);
+	int32_t *label = exp_label(j, slot);
+	for (uint64_t q = 0, first = k * j->batch; q < nb + j->nsub; q++) {
+		uint64_t pos = (first + q) % j->nsamples;
+		id[q] = j->perm ? j->perm[pos] : (uint32_t)pos;
+		label[q] = (int32_t)gm_dataset_label(j->wc.ds, id[q]);
+		cap += gm_dataset_file_size(j->wc.ds, id[q]);
+	}
+	j->read_cap[slot] = 2 * cap;
 }
 
 static uint32_t next_vpid(struct gm_remote *r)
@@ -92,8 +178,7 @@ void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 		return;
 	}
 	if (c->vpid) { /* a worker holds one lease at a time */
-		gm_remote_home_revoke(r, c, "claimed again while holding a lease (protocol error)");
-		gm_remote_conn_kill(c, "protocol error");
+		refuse(c, "claim", "a claim while it holds a lease");
 		return;
 	}
 	uint32_t vpid = next_vpid(r);
@@ -110,11 +195,14 @@ void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 		for (uint32_t q = 0; q < j->words; q++)
 			words[q] = atomic_load_explicit(&done[q], memory_order_acquire);
 		dlen = j->words * sizeof(uint64_t);
+		expect_lease(j, (uint32_t)slot, task, nb);
+		memcpy(seen_words(j, (uint32_t)slot), words, dlen); /* done before: not again */
 		c->vpid = vpid;
 		c->slot = (uint32_t)slot;
 		c->task = task;
 		c->nb = nb;
-		c->lease_ms = now_ms();
+		c->lease_ms = c->lease_since_ms = now_ms();
+		c->resent_said = false;
 		l = (struct m_lease){.vpid = vpid, .slot = (uint32_t)slot, .nb = nb, .task = task};
 	}
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), words, dlen);
@@ -129,9 +217,12 @@ static void merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uin
 		for (uint32_t q = 0; q < ctl->n_recs && !seen; q++)
 			seen = ctl->errs[q].sample == e[k].sample;
 		if (!seen && ctl->n_recs < GM_RING_MAX_ERRS) {
-			ctl->errs[ctl->n_recs] = e[k];
-			ctl->errs[ctl->n_recs].msg[GM_RING_MSG - 1] = '\0';
-			ctl->n_recs++;
+			struct gm_slot_err *d = &ctl->errs[ctl->n_recs++];
+			*d = e[k];
+			d->msg[GM_RING_MSG - 1] = '\0';
+			for (char *ch = d->msg; *ch; ch++) /* the trainer prints it */
+				if ((unsigned char)*ch < 0x20 || *ch == 0x7f)
+					*ch = '?';
 		}
 	}
 }
@@ -145,7 +236,7 @@ static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const s
 	if (s->bad)
 		atomic_fetch_or_explicit(&gm_ring_err_bits(j->ring, slot)[s->pos / 64],
 					 1ull << (s->pos % 64), memory_order_relaxed);
-	if (s->bad && s->has_rec && s->rec.sample < j->nsamples)
+	if (s->has_rec) /* (check.c: only with a bad sample, naming its position's) */
 		merge_recs(gm_ring_ctl(j->ring, slot), &s->rec, 1);
 	/* pairs with the acquire loads of whoever resumes or publishes the task */
 	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, slot)[s->pos / 64],
@@ -217,11 +308,30 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 		j->fenced++; /* a lease taken back: its writer is fenced */
 		return;
 	}
-	if (s->pos >= c->nb || len != j->sb || s->id >= j->nsamples) {
-		gm_remote_home_revoke(r, c, "sent a sample outside its lease (refused)");
-		gm_remote_conn_kill(c, "%s: sample outside its lease", c->ip);
+	char why[200];
+	struct gm_remote_expect e = expect_of(j, c);
+	if (len != j->sb) {
+		snprintf(why, sizeof(why), "a sample of %zu bytes (the job's are %" PRIu64 ")", len,
+			 j->sb);
+		refuse(c, "sample", why);
 		return;
 	}
+	if (!gm_remote_check_sample(&e, s, why, sizeof(why))) {
+		refuse(c, "sample", why);
+		return;
+	}
+	uint64_t *seen = &seen_words(j, c->slot)[s->pos / 64], bit = 1ull << (s->pos % 64);
+	if (*seen & bit) { /* not landed, and no progress: the deadline runs on */
+		if (!c->resent_said)
+			gm_remote_logf(
+			    &r->net,
+			    "remote worker at %s: refused a sample sent again (position %u "
+			    "of batch %" PRIu64 "): dropped; it does not extend the lease",
+			    c->ip, s->pos, c->task % j->bpe);
+		c->resent_said = true;
+		return;
+	}
+	*seen |= bit;
 	uint8_t *dst = (uint8_t *)gm_ring_data(j->ring, c->slot) + (uint64_t)s->pos * j->sb;
 	if (!rndv) {
 		memcpy(dst, data, len);
@@ -278,43 +388,78 @@ void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct
 	publish_now(r, c, p, data, len);
 }
 
+/* A publish's every value against c's lease, before anything of it lands: its
+ * sizes, status, err bits and records (check.h); a complete batch has every
+ * position done, a failed one an error record. true, or false with why. */
+static bool publish_ok(const struct hjob *j, const struct conn *c, const struct m_publish *p,
+		       const void *data, size_t len, char *why, size_t wl)
+{
+	struct gm_remote_expect e = expect_of(j, c);
+	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
+	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
+		snprintf(why, wl,
+			 "%u err words, %u records in %zu bytes for %u samples (the lease's: %u "
+			 "words, at most %d records, %u samples)",
+			 p->words, p->n_recs, len, p->nb, j->words, GM_RING_MAX_ERRS, c->nb);
+		return false;
+	}
+	const uint64_t *ew = data;
+	const struct gm_slot_err *recs = (const struct gm_slot_err *)(ew + j->words);
+	if (!gm_remote_check_status(&e, p->status, why, wl) ||
+	    !gm_remote_check_records(&e, ew, j->words, recs, p->n_recs, why, wl))
+		return false;
+	const struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, c->slot);
+	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, c->slot);
+	uint32_t ndone = 0;
+	for (uint32_t q = 0; q < j->words; q++)
+		ndone += (uint32_t)__builtin_popcountll(
+		    atomic_load_explicit(&done[q], memory_order_acquire));
+	if (p->status == 0 && ndone != c->nb) {
+		snprintf(why, wl, "a complete batch with %u of its %u samples", ndone, c->nb);
+		return false;
+	}
+	if (p->status != 0 && !p->n_recs && !ctl->n_recs) {
+		snprintf(why, wl, "a failed batch (status %d) without an error record", p->status);
+		return false;
+	}
+	return true;
+}
+
+static uint64_t at_most(uint64_t v, uint64_t cap)
+{
+	return v < cap ? v : cap;
+}
+
 static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publish *p,
 			const void *data, size_t len)
 {
 	struct hjob *j = c->job;
+	char why[200];
 	if (!j || !lease_held(c, p->vpid, p->task))
 		return;
-	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
-	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
-		gm_remote_home_revoke(r, c, "sent a malformed publish (refused)");
-		gm_remote_conn_kill(c, "%s: malformed publish", c->ip);
+	if (!publish_ok(j, c, p, data, len, why, sizeof(why))) {
+		refuse(c, "publish", why);
 		return;
 	}
 	struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, c->slot);
-	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, c->slot);
 	_Atomic uint64_t *err = gm_ring_err_bits(j->ring, c->slot);
 	const uint64_t *ew = data;
-	uint32_t ndone = 0, nerr = 0;
-	for (uint32_t q = 0; q < j->words; q++) {
-		uint64_t e = atomic_fetch_or_explicit(&err[q], ew[q], memory_order_relaxed) | ew[q];
-		nerr += (uint32_t)__builtin_popcountll(e);
-		ndone += (uint32_t)__builtin_popcountll(
-		    atomic_load_explicit(&done[q], memory_order_acquire));
-	}
-	if (p->status == 0 && ndone != c->nb) {
-		gm_remote_home_revoke(r, c, "published a batch with samples missing (refused)");
-		gm_remote_conn_kill(c, "%s: incomplete publish", c->ip);
-		return;
-	}
+	uint32_t nerr = 0;
+	for (uint32_t q = 0; q < j->words; q++)
+		nerr += (uint32_t)__builtin_popcountll(
+		    atomic_fetch_or_explicit(&err[q], ew[q], memory_order_relaxed) | ew[q]);
 	merge_recs(ctl, (const struct gm_slot_err *)(ew + j->words), p->n_recs);
 	ctl->n_errors = nerr;
 	ctl->status = p->status;
-	ctl->read_ns += p->ns[0];
-	ctl->decode_ns += p->ns[1];
-	ctl->augment_ns += p->ns[2];
-	ctl->write_ns += p->ns[3];
-	ctl->read_bytes += p->read_bytes;
-	ctl->preempt_ns += p->preempt_ns;
+	/* the writer's timings and bytes are statistics: none beyond the lease's age
+	 * (one process, one thread) or the files it may have read */
+	uint64_t age = (uint64_t)(now_ms() - c->lease_since_ms + 1) * 1000000u;
+	ctl->read_ns += at_most(p->ns[0], age);
+	ctl->decode_ns += at_most(p->ns[1], age);
+	ctl->augment_ns += at_most(p->ns[2], age);
+	ctl->write_ns += at_most(p->ns[3], age);
+	ctl->read_bytes += at_most(p->read_bytes, j->read_cap[c->slot]);
+	ctl->preempt_ns += at_most(p->preempt_ns, age);
 	c->vpid = 0;
 	gm_ring_publish(j->ring, c->slot);
 	(void)r;
@@ -365,13 +510,21 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	struct hjob *j = gm_remote_home_job(r, m->token);
 	if (c->peer < 0 || !j)
 		return; /* an answer about a job that has ended */
+	/* a peer runs at most GM_MAX_WORKERS for a job (lender.c); its words are
+	 * printed: only what prints */
+	uint32_t granted = m->granted < GM_MAX_WORKERS ? m->granted : GM_MAX_WORKERS;
+	char msg[sizeof(m->msg) + 1];
+	size_t n = 0;
+	for (; n < sizeof(m->msg) && m->msg[n]; n++)
+		msg[n] = (unsigned char)m->msg[n] < 0x20 || m->msg[n] == 0x7f ? '?' : m->msg[n];
+	msg[n] = '\0';
 	if (m->status)
-		gm_remote_logf(&r->net, "peer %s lends no workers: %.*s", r->peers[c->peer].addr,
-			       (int)sizeof(m->msg), m->msg);
-	else if (m->granted != j->granted[c->peer])
+		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[c->peer].addr,
+			       msg);
+	else if (granted != j->granted[c->peer])
 		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64,
-			       r->peers[c->peer].addr, m->granted, j->token);
-	j->granted[c->peer] = m->status ? 0 : m->granted;
+			       r->peers[c->peer].addr, granted, j->token);
+	j->granted[c->peer] = m->status ? 0 : granted;
 }
 
 /* ---- the tick ---------------------------------------------------------------- */
@@ -404,8 +557,36 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 	}
 }
 
+/* The leases' deadlines: no sample at a new position for the job's deadline,
+ * or LEASE_BOUND deadlines since the claim whatever came. The endpoint is
+ * closed first (then nothing of the writer lands anywhere, its transfers into
+ * the slot included), then the lease is taken back. */
+static void leases_tick(struct gm_remote *r, int64_t now)
+{
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (!c || c->st != C_OK || !c->vpid || !c->job)
+			continue;
+		int64_t d = c->job->lease_ms;
+		if (now - c->lease_ms >= d)
+			gm_remote_conn_kill(c, "no sample for %u ms (lease deadline)",
+					    c->job->lease_ms);
+		else if (now - c->lease_since_ms >= LEASE_BOUND * d)
+			gm_remote_conn_kill(c,
+					    "held its lease %" PRId64
+					    " ms, %d x the lease deadline "
+					    "(the bound of a lease)",
+					    now - c->lease_since_ms, LEASE_BOUND);
+		if (c->st != C_DEAD)
+			continue;
+		gm_remote_conn_close(&r->net, c);
+		gm_remote_home_revoke(r, c, c->why);
+	}
+}
+
 void gm_remote_home_tick(struct gm_remote *r, int64_t now)
 {
+	leases_tick(r, now);
 	for (int i = 0; i < MAX_HJOBS; i++) {
 		struct hjob *j = &r->hjobs[i];
 		if (!j->used)
@@ -428,8 +609,47 @@ void gm_remote_home_tick(struct gm_remote *r, int64_t now)
 
 /* ---- the jobs attached here -------------------------------------------------- */
 
+/* What the job's leases are checked with (check.h): its batches over the home's
+ * index, the permutation's room, per slot the expectations. 0 or -errno. */
+static int expect_init(struct hjob *j, const struct gm_dataset *ds, char *err, size_t errlen)
+{
+	struct gm_pool_cfg pc;
+	int rc = j->nsamples ? gm_remote_job_batches(&j->req, ds, &pc, err, errlen) : -EINVAL;
+	if (rc) {
+		if (!j->nsamples)
+			snprintf(err, errlen, "a dataset without samples");
+		return rc;
+	}
+	j->wc = pc.w;
+	j->nsub = j->nsamples - 1 < GM_WORKER_SUBSTITUTE_TRIES ? (uint32_t)j->nsamples - 1
+							       : GM_WORKER_SUBSTITUTE_TRIES;
+	size_t per = (size_t)j->batch + j->nsub;
+	j->perm = j->wc.shuffle ? malloc(j->nsamples * sizeof(*j->perm)) : NULL;
+	j->exp_id = malloc(j->nslots * per * sizeof(*j->exp_id));
+	j->exp_label = malloc(j->nslots * per * sizeof(*j->exp_label));
+	j->seen = calloc((size_t)j->nslots * j->words, sizeof(*j->seen));
+	j->read_cap = calloc(j->nslots, sizeof(*j->read_cap));
+	if ((j->wc.shuffle && !j->perm) || !j->exp_id || !j->exp_label || !j->seen ||
+	    !j->read_cap) {
+		snprintf(err, errlen, "out of memory for the checks of remote leases");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void gm_remote_home_drop(struct hjob *j)
+{
+	gm_ring_destroy(j->ring);
+	free(j->perm);
+	free(j->exp_id);
+	free(j->exp_label);
+	free(j->seen);
+	free(j->read_cap);
+	memset(j, 0, sizeof(*j));
+}
+
 int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
-		       uint64_t fingerprint, uint64_t nsamples, uint32_t bpe, uint32_t lease_ms,
+		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
 		       uint64_t *token, char *err, size_t errlen)
 {
 	struct hjob *j = NULL;
@@ -452,13 +672,23 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 	gm_auth_nonce(rnd);
 	memcpy(&j->token, rnd, sizeof(j->token));
 	j->req = *req;
-	j->fingerprint = fingerprint;
-	j->nsamples = nsamples;
+	j->fingerprint = gm_dataset_fingerprint(ds);
+	j->nsamples = gm_dataset_count(ds);
 	j->bpe = bpe;
 	j->lease_ms = lease_ms;
 	j->batch = h->batch_size;
 	j->sb = h->sample_bytes;
 	j->words = (h->batch_size + 63) / 64;
+	j->nslots = h->nslots;
+	rc = expect_init(j, ds, err, errlen);
+	if (!rc && j->wc.batches_per_epoch != bpe) {
+		snprintf(err, errlen, "the job's batches differ from the agent's");
+		rc = -ESTALE;
+	}
+	if (rc) {
+		gm_remote_home_drop(j);
+		return rc;
+	}
 	j->tick_ms = now_ms();
 	j->used = true;
 	*token = j->token;
@@ -485,8 +715,7 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 			gm_remote_conn_kill(c, "job ended");
 		}
 	}
-	gm_ring_destroy(j->ring);
-	memset(j, 0, sizeof(*j));
+	gm_remote_home_drop(j);
 }
 
 void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n)

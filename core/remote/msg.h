@@ -11,8 +11,10 @@
  * agent hands the remote worker process it execs (a memfd on its fd 3).
  *
  * Not here: sending and receiving (conn.c), and what each side does with a
- * message (home.c, lender.c, worker.c). No value here is checked: every handler
- * checks the fields it uses before using them.
+ * message (home.c, lender.c, worker.c). No value here is checked here: each is
+ * checked where it lands (conn.c the sizes; home.c with check.c every field a
+ * remote worker sends, against what the home computed for its lease; worker.c
+ * a lease; lender.c a lend request).
  */
 #ifndef GM_REMOTE_MSG_H
 #define GM_REMOTE_MSG_H

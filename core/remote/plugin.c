@@ -93,7 +93,7 @@ static void r_destroy(struct gm_remote *r)
 		}
 	for (int i = 0; i < MAX_HJOBS; i++)
 		if (r->hjobs[i].used)
-			gm_ring_destroy(r->hjobs[i].ring);
+			gm_remote_home_drop(&r->hjobs[i]);
 	gm_remote_net_fini(&r->net);
 	gm_remote_lend_reap_all();
 	gm_remote_lend_fini(r);

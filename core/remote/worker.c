@@ -15,8 +15,13 @@
  * while this one's sends complete. It holds no state of an agent's: its own
  * connection layer (conn.h), its lease, two scratch buffers.
  *
+ * What it receives is checked where it lands (a LEASE: its status, and its
+ * size against its task's batch). The test build (-DGM_REMOTE_TESTING) adds a
+ * worker that misbehaves on request (after ship()); the installed plugin has
+ * none of it.
+ *
  * Not here: any check of what it sends (the home checks every message against
- * the lease it holds, home.c), forking and retiring (lender.c).
+ * the lease it holds, home.c and check.c), forking and retiring (lender.c).
  */
 
 #include <errno.h>
@@ -52,6 +57,8 @@ struct wproc {
 	struct gm_remote_net net;
 	struct m_lease lease;
 	bool lease_in;
+	uint32_t batch, bpe, lease_ms; /* the job's, to check a lease against */
+	uint64_t nsamples;
 	/* aligned copies of a message's payload (done words; err words + records) */
 	uint64_t scratch[GM_MAX_BATCH / 64];
 	uint64_t
@@ -60,6 +67,29 @@ struct wproc {
 
 /* ---- the job's configuration ------------------------------------------------- */
 
+/* The batches of the job that req describes, over index ds: its worker
+ * configuration, as a pool of the home would make it. 0 or -errno with why. */
+int gm_remote_job_batches(const struct gm_node_req *req, const struct gm_dataset *ds,
+			  struct gm_pool_cfg *pc, char *why, size_t wl)
+{
+	struct gm_loader_opts o;
+	struct gm_node_req rq = *req;
+	uint64_t first, end;
+	uint32_t bpe;
+	char e[768];
+	rq.root[sizeof(rq.root) - 1] = '\0';
+	gm_wire_request_opts(&rq, &o);
+	int rc = gm_pool_check(&o, e, sizeof(e));
+	if (!rc)
+		rc = gm_pool_tasks(&o, ds, &bpe, &first, &end, e, sizeof(e));
+	if (rc) {
+		copy_str(why, wl, e);
+		return rc;
+	}
+	gm_pool_cfg_init(pc, &o, ds, bpe, first, end);
+	return 0;
+}
+
 /* The job's worker configuration from a blob: the same dataset path here, its
  * fingerprint equal to the home's. 0 or -errno with why (*ds then NULL). */
 int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, const struct wblob *b,
@@ -67,8 +97,6 @@ int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, con
 {
 	struct gm_loader_opts o;
 	struct gm_node_req req = b->req;
-	uint64_t first, end;
-	uint32_t bpe;
 	char e[768];
 	req.root[sizeof(req.root) - 1] = '\0';
 	gm_wire_request_opts(&req, &o);
@@ -88,10 +116,10 @@ int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, con
 			 b->nsamples);
 		rc = -ESTALE;
 	} else {
-		rc = gm_pool_tasks(&o, *ds, &bpe, &first, &end, e, sizeof(e));
-		if (rc || bpe != b->bpe) {
-			copy_str(why, wl, rc ? e : "the job's batches differ here");
-			rc = rc ? rc : -ESTALE;
+		rc = gm_remote_job_batches(&req, *ds, pc, why, wl);
+		if (!rc && pc->w.batches_per_epoch != b->bpe) {
+			copy_str(why, wl, "the job's batches differ here");
+			rc = -ESTALE;
 		}
 	}
 	if (rc) {
@@ -99,7 +127,6 @@ int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, con
 		*ds = NULL;
 		return rc;
 	}
-	gm_pool_cfg_init(pc, &o, *ds, bpe, first, end);
 	pc->lease_timeout_ms = b->lease_ms;
 	return 0;
 }
@@ -114,6 +141,18 @@ static void on_usr1(int sig)
 	w_retire = 1;
 }
 
+/* A lease reply as the home sends one: none free now or no more (no payload),
+ * or a lease of its task's batch size with the done words of one batch. */
+static bool lease_ok(const struct wproc *r, const struct m_lease *l, size_t len)
+{
+	if (l->status == -EAGAIN || l->status == -ENODATA)
+		return len == 0;
+	uint64_t first = (l->task % r->bpe) * r->batch;
+	uint64_t nb = r->nsamples - first < r->batch ? r->nsamples - first : r->batch;
+	return l->status == 0 && first < r->nsamples && l->nb == nb &&
+	       len == ((size_t)r->batch + 63) / 64 * 8 && len <= sizeof(r->scratch);
+}
+
 /* What the worker's lease reply said (its done words are in r->scratch). */
 static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, const void *data,
 		     size_t len)
@@ -122,8 +161,9 @@ static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, c
 		gm_remote_conn_kill(c, "%s: unexpected lease", c->ip);
 		return;
 	}
-	if (len > sizeof(r->scratch) || (l->status == 0 && l->nb > GM_MAX_BATCH)) {
-		gm_remote_conn_kill(c, "%s: malformed lease", c->ip);
+	if (!lease_ok(r, l, len)) {
+		gm_remote_conn_kill(c, "%s: malformed lease (status %d, %u samples, %zu bytes)",
+				    c->ip, l->status, l->nb, len);
 		return;
 	}
 	memcpy(r->scratch, data, len);
@@ -215,39 +255,51 @@ static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_
 	return 0;
 }
 
-/* Send the samples this worker made (not those the lease said were done) and the
- * publish; the mirror slot stays untouched until its sends complete. */
-static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot, struct wsend *ws,
-		size_t sb)
+/* Position i of the mirror slot is one this worker made (not one the lease
+ * said was done). */
+static bool made_here(const struct wproc *r, struct gm_ring *m, uint32_t slot, uint32_t i)
+{
+	uint64_t bit = 1ull << (i % 64);
+	return (atomic_load(&gm_ring_done_bits(m, slot)[i / 64]) & bit) &&
+	       !(r->scratch[i / 64] & bit);
+}
+
+/* The header of the sample at position i; *nbad: the bad ones made before it. */
+static void sample_header(const struct wproc *r, struct gm_ring *m, uint32_t slot, uint32_t i,
+			  uint32_t *nbad, struct m_sample *h)
+{
+	const struct m_lease *l = &r->lease;
+	const struct gm_slot_ctl *ctl = gm_ring_ctl(m, slot);
+	uint64_t bit = 1ull << (i % 64);
+	*h = (struct m_sample){.task = l->task,
+			       .vpid = l->vpid,
+			       .pos = i,
+			       .id = gm_ring_ids(m, slot)[i],
+			       .bad = !!(atomic_load(&gm_ring_err_bits(m, slot)[i / 64]) & bit),
+			       .label = gm_ring_labels(m, slot)[i]};
+	/* the worker recorded its bad samples in position order (handle_bad), so
+	 * the k-th bad one it made has the k-th record (keyed by the bad file's
+	 * id: the slot holds the substitute's); past GM_RING_MAX_ERRS, none */
+	if (h->bad && *nbad < ctl->n_recs) {
+		h->rec = ctl->errs[*nbad];
+		h->has_rec = 1;
+	}
+	*nbad += h->bad;
+}
+
+static bool mis_lease(void);
+static void mis_sample(const struct wproc *r, struct m_sample *h);
+static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs);
+static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot,
+		    struct wsend *ws, size_t sb);
+
+/* The batch is complete (or failed): its err bits, records and timings. */
+static int publish(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot)
 {
 	const struct m_lease *l = &r->lease;
 	uint32_t words = (gm_ring_hdr(m)->batch_size + 63) / 64;
-	_Atomic uint64_t *done = gm_ring_done_bits(m, slot), *err = gm_ring_err_bits(m, slot);
+	_Atomic uint64_t *err = gm_ring_err_bits(m, slot);
 	struct gm_slot_ctl *ctl = gm_ring_ctl(m, slot);
-	const uint8_t *px = gm_ring_data(m, slot);
-	uint32_t nbad = 0;
-	for (uint32_t i = 0; i < l->nb; i++) {
-		uint64_t bit = 1ull << (i % 64);
-		if (!(atomic_load(&done[i / 64]) & bit) || (r->scratch[i / 64] & bit))
-			continue;
-		struct m_sample *h = &ws->hdr[slot][i];
-		*h = (struct m_sample){.task = l->task,
-				       .vpid = l->vpid,
-				       .pos = i,
-				       .id = gm_ring_ids(m, slot)[i],
-				       .bad = !!(atomic_load(&err[i / 64]) & bit),
-				       .label = gm_ring_labels(m, slot)[i]};
-		/* the worker recorded its bad samples in position order (handle_bad), so
-		 * the k-th bad one it made has the k-th record (keyed by the bad file's
-		 * id: the slot holds the substitute's); past GM_RING_MAX_ERRS, none */
-		if (h->bad && nbad < ctl->n_recs) {
-			h->rec = ctl->errs[nbad];
-			h->has_rec = 1;
-		}
-		nbad += h->bad;
-		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
-			return -ECONNRESET;
-	}
 	struct m_publish p = {.task = l->task,
 			      .vpid = l->vpid,
 			      .nb = l->nb,
@@ -263,9 +315,189 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
 		memcpy(buf + q * 8, &e, 8);
 	}
 	memcpy(buf + words * 8, ctl->errs, ctl->n_recs * sizeof(struct gm_slot_err));
+	mis_publish(m, slot, &p, buf + words * 8);
 	return gm_remote_conn_send(c, AM_PUBLISH, &p, sizeof(p), buf,
-				   words * 8 + ctl->n_recs * sizeof(struct gm_slot_err));
+				   words * 8 + p.n_recs * sizeof(struct gm_slot_err));
 }
+
+/* Send the samples this worker made and the publish; the mirror slot stays
+ * untouched until its sends complete. */
+static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot, struct wsend *ws,
+		size_t sb)
+{
+	const uint8_t *px = gm_ring_data(m, slot);
+	uint32_t nbad = 0;
+	bool first = true;
+	if (mis_lease())
+		return mis_ship(r, c, m, slot, ws, sb);
+	for (uint32_t i = 0; i < r->lease.nb; i++) {
+		if (!made_here(r, m, slot, i))
+			continue;
+		struct m_sample *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, h);
+		if (first)
+			mis_sample(r, h);
+		first = false;
+		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
+			return -ECONNRESET;
+	}
+	return publish(r, c, m, slot);
+}
+
+#ifdef GM_REMOTE_TESTING
+/*
+ * Misbehaving on request, in the test build only: tests/test_remote.sh runs a
+ * peer agent with the plugin built from this file with -DGM_REMOTE_TESTING
+ * (build/tests/libgoldminer-remote-test.so, never installed) and
+ * $GOLDMINER_REMOTE_MISBEHAVE naming one way to break the protocol in a lease:
+ * status=N (its publish's status), rec-out (its publish names a bad sample
+ * outside the lease), rec-big (its first sample's record names an id past the
+ * dataset), label (its first sample's label is 999999), id (its first sample
+ * has the next id), resend (its first sample again every 0.4 deadline, never a
+ * publish), trickle (one sample every 0.4 deadline). Every lease does so, or
+ * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
+ * creates FILE (the test's proof that it happened).
+ */
+#include <fcntl.h>
+
+enum mis_mode {
+	MIS_NONE,
+	MIS_STATUS,
+	MIS_REC_OUT,
+	MIS_REC_BIG,
+	MIS_LABEL,
+	MIS_ID,
+	MIS_RESEND,
+	MIS_TRICKLE
+};
+static enum mis_mode mis_mode;
+static int32_t mis_status;
+
+static void mis_init(void)
+{
+	static const char *const names[] = {"",	     "status=", "rec-out", "rec-big",
+					    "label", "id",	"resend",  "trickle"};
+	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
+	for (int k = 1; m && k < (int)(sizeof(names) / sizeof(names[0])); k++)
+		if (k == MIS_STATUS ? !strncmp(m, names[k], 7) : !strcmp(m, names[k]))
+			mis_mode = (enum mis_mode)k;
+	if (mis_mode == MIS_STATUS)
+		mis_status = (int32_t)strtol(m + 7, NULL, 10);
+}
+
+/* Misbehave now as mode? Yes if that is the mode, and without ..._ONCE, or when
+ * this worker is the first to make its file (said on stderr). */
+static bool mis_now(enum mis_mode mode)
+{
+	const char *once = getenv("GOLDMINER_REMOTE_MISBEHAVE_ONCE");
+	if (mis_mode == MIS_NONE || mis_mode != mode)
+		return false;
+	int fd = once && *once ? open(once, O_CREAT | O_EXCL | O_WRONLY, 0600) : -2;
+	if (fd == -1)
+		return false;
+	if (fd >= 0)
+		close(fd);
+	fprintf(stderr, "goldminer remote worker (test build): misbehaving (%s)\n",
+		getenv("GOLDMINER_REMOTE_MISBEHAVE"));
+	return true;
+}
+
+/* At a lease: is it shipped slowly (resend, trickle)? */
+static bool mis_lease(void)
+{
+	return mis_now(MIS_RESEND) || mis_now(MIS_TRICKLE);
+}
+
+static void mis_sample(const struct wproc *r, struct m_sample *h)
+{
+	if (mis_now(MIS_LABEL))
+		h->label = 999999;
+	if (mis_now(MIS_ID))
+		h->id = (uint32_t)((h->id + 1) % r->nsamples);
+	if (!mis_now(MIS_REC_BIG))
+		return;
+	struct gm_slot_err e = {.sample = (uint32_t)r->nsamples + 1000, .err = -EIO};
+	copy_str(e.msg, sizeof(e.msg), "test build: a record past the dataset");
+	h->bad = h->has_rec = 1;
+	h->rec = e;
+}
+
+static bool in_batch(const uint32_t *ids, uint32_t nb, uint32_t id)
+{
+	for (uint32_t i = 0; i < nb; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs)
+{
+	if (mis_now(MIS_STATUS))
+		p->status = mis_status;
+	if (p->n_recs == GM_RING_MAX_ERRS || !mis_now(MIS_REC_OUT))
+		return;
+	struct gm_slot_err e = {.sample = 0, .err = -EIO};
+	copy_str(e.msg, sizeof(e.msg), "test build: a record outside the lease");
+	while (in_batch(gm_ring_ids(m, slot), p->nb, e.sample))
+		e.sample++;
+	memcpy(recs + p->n_recs++ * sizeof(e), &e, sizeof(e));
+}
+
+/* resend: the lease's first sample, then the same again every 0.4 deadline,
+ * never a publish; trickle: one sample every 0.4 deadline, then the publish.
+ * Until the home ends the connection, 120 s at most. */
+static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot,
+		    struct wsend *ws, size_t sb)
+{
+	const uint8_t *px = gm_ring_data(m, slot);
+	int64_t end = now_ms() + 120000, pause = r->lease_ms * 2 / 5;
+	uint32_t nbad = 0;
+	for (uint32_t i = 0; i < r->lease.nb; i++) {
+		if (!made_here(r, m, slot, i))
+			continue;
+		struct m_sample *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, h);
+		do {
+			if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
+				return -ECONNRESET;
+			for (int64_t t = now_ms() + pause; now_ms() < t && c->st != C_DEAD;)
+				if (!ucp_worker_progress(r->net.w))
+					usleep(1000);
+			if (c->st == C_DEAD)
+				return -ECONNRESET;
+			if (now_ms() >= end)
+				return -ETIMEDOUT;
+		} while (mis_mode == MIS_RESEND);
+	}
+	return publish(r, c, m, slot);
+}
+#else
+static void mis_init(void)
+{
+}
+
+static bool mis_lease(void)
+{
+	return false;
+}
+
+static void mis_sample(const struct wproc *r, struct m_sample *h)
+{
+	(void)r, (void)h;
+}
+
+static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs)
+{
+	(void)m, (void)slot, (void)p, (void)recs;
+}
+
+static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot,
+		    struct wsend *ws, size_t sb)
+{
+	(void)r, (void)c, (void)m, (void)slot, (void)ws, (void)sb;
+	return -ENOSYS;
+}
+#endif
 
 /* The mirror slot starts from what the home already has of the task. */
 static void preset(struct wproc *r, struct gm_ring *m, uint32_t slot)
@@ -361,7 +593,12 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	int rc;
 	if (!r)
 		return -ENOMEM;
+	mis_init();
 	r->net.key = bl->key;
+	r->batch = b;
+	r->bpe = bl->bpe;
+	r->lease_ms = bl->lease_ms;
+	r->nsamples = bl->nsamples;
 	r->net.verbose = 1;
 	r->net.on_msg = on_msg;
 	r->net.owner = r;

@@ -5,7 +5,9 @@
  * The idea: the process owns its own connection layer (conn.h) and one lease
  * at a time, nothing of an agent's state; the lender and the worker build the
  * job's configuration from the same blob (msg.h) with the same function, so the
- * lender refuses in words what the worker would fail on.
+ * lender refuses in words what the worker would fail on; the home computes
+ * what a lease must carry from the batches of the same function
+ * (gm_remote_job_batches, over its own index).
  *
  * Not here: forking and retiring workers (lender.c).
  */
@@ -18,6 +20,13 @@
 #include "msg.h"
 
 struct gm_dataset;
+struct gm_node_req;
+
+/* The batches of the job that req describes, over index ds: its worker
+ * configuration (pc->w: seed, epochs, batch, permutation), as the home's pool
+ * makes them. 0 or -errno with why. */
+int gm_remote_job_batches(const struct gm_node_req *req, const struct gm_dataset *ds,
+			  struct gm_pool_cfg *pc, char *why, size_t wl);
 
 /* A job's worker configuration from its blob: the same dataset path here, its
  * fingerprint equal to the home's. 0 or -errno with why (*ds then NULL). */

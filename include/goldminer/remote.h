@@ -54,6 +54,7 @@
 
 struct gm_remote;
 struct gm_node_req;
+struct gm_dataset;
 
 struct gm_remote_cfg {
 	const char *listen; /* "ADDR:PORT" (PORT 0: any), NULL: do not listen */
@@ -95,9 +96,10 @@ struct gm_remote_ops {
 	void (*service)(struct gm_remote *r); /* after poll, and at every tick */
 	uint16_t (*port)(struct gm_remote *r);
 	/* home side: a job attached here (ring_fd: its memfd, mapped again by the
-	 * plugin). 0 or -errno with err. */
+	 * plugin; ds: its index, which the plugin reads to check what remote
+	 * workers send, and which must outlive job_remove). 0 or -errno with err. */
 	int (*job_add)(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
-		       uint64_t fingerprint, uint64_t nsamples, uint32_t bpe, uint32_t lease_ms,
+		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
 		       uint64_t *token, char *err, size_t errlen);
 	void (*job_remove)(struct gm_remote *r, uint64_t token);
 	void (*job_want)(struct gm_remote *r, uint64_t token, uint32_t workers);

@@ -25,6 +25,7 @@
 #ifndef GOLDMINER_RING_H
 #define GOLDMINER_RING_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,7 +61,8 @@ struct gm_slot_ctl {
 	_Atomic uint32_t cur_sample; /* sample being decoded (crash attribution) */
 	uint32_t n;		     /* samples in the batch */
 	uint32_t n_errors;	     /* bad samples replaced (or the failing one) */
-	int32_t status;		     /* 0, or -EBADMSG when on_error=fail hit a bad sample */
+	int32_t status;		     /* 0, -EBADMSG (on_error=fail hit a bad sample) or
+				      * -ENODATA (no good substitute left): gm_ring_status_ok */
 	uint32_t n_recs;	     /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
@@ -83,6 +85,14 @@ struct gm_slot_ctl {
 	uint32_t n_stale;
 	uint32_t stale[GM_RING_MAX_STALE];
 };
+
+/* A slot's status is one a worker writes (worker.c): anything else came from a
+ * writer that misbehaves, and whoever reads the slot refuses it rather than
+ * pass it on (a positive status would read as the loader's END codes). */
+static inline bool gm_ring_status_ok(int32_t status)
+{
+	return status == 0 || status == -EBADMSG || status == -ENODATA;
+}
 
 /* The header page. Fields above `consumed` are written once at creation. */
 struct gm_ring_hdr {

@@ -1,0 +1,195 @@
+/*
+ * test_remote_check.c - the rules a remote worker's values meet before they
+ * land at the home (core/remote/check.h): a publish's status is one its job's
+ * workers write (never END or END_OF_EPOCH, never a foreign errno); a good
+ * sample carries exactly its position's id and that sample's label, a bad one
+ * its id or a substitute's from the window after it; an error record comes
+ * only with a bad sample, names its position's own sample and carries a
+ * -errno; a publish's err bits stay inside the batch and its records name
+ * positions it marks bad.
+ * Each refusal says the rule in words.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "../core/remote/check.h" /* the plugin's, not installed */
+
+/* A lease of 5 positions (ids 10..14) and 3 substitutes after the last (15..17);
+ * the label of id i is i % 4. */
+#define NB   5
+#define NSUB 3
+static const uint32_t ids[NB + NSUB] = {10, 11, 12, 13, 14, 15, 16, 17};
+static const int32_t labels[NB + NSUB] = {2, 3, 0, 1, 2, 3, 0, 1};
+
+static struct gm_remote_expect lease(enum gm_on_error oe)
+{
+	return (struct gm_remote_expect){
+	    .id = ids, .label = labels, .nb = NB, .nsub = NSUB, .on_error = oe};
+}
+
+static struct m_sample sample(uint32_t pos, uint32_t id, int32_t label, uint32_t bad)
+{
+	return (struct m_sample){.pos = pos, .id = id, .label = label, .bad = bad};
+}
+
+static void test_status_only_what_the_jobs_workers_publish(void **state)
+{
+	(void)state;
+	struct gm_remote_expect skip = lease(GM_ON_ERROR_SKIP), fail = lease(GM_ON_ERROR_FAIL);
+	char why[200] = "";
+	assert_true(gm_remote_check_status(&skip, 0, why, sizeof(why)));
+	assert_true(gm_remote_check_status(&skip, -ENODATA, why, sizeof(why)));
+	assert_true(gm_remote_check_status(&fail, 0, why, sizeof(why)));
+	assert_true(gm_remote_check_status(&fail, -EBADMSG, why, sizeof(why)));
+	const int32_t refused[] = {1, 2, -5, INT_MIN, INT_MAX, -EBADMSG};
+	for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
+		why[0] = '\0';
+		assert_false(gm_remote_check_status(&skip, refused[k], why, sizeof(why)));
+		assert_non_null(strstr(why, "is not one its job's workers publish"));
+	}
+	assert_false(gm_remote_check_status(&fail, -ENODATA, why, sizeof(why)));
+	assert_non_null(strstr(why, "on_error=fail"));
+	assert_false(gm_remote_check_status(&skip, 2, why, sizeof(why)));
+	assert_non_null(strstr(why, "status 2 "));
+}
+
+static void test_good_sample_carries_its_positions_id_and_label(void **state)
+{
+	(void)state;
+	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
+	char why[200];
+	for (uint32_t p = 0; p < NB; p++) {
+		struct m_sample s = sample(p, ids[p], labels[p], 0);
+		assert_true(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	}
+	struct m_sample s = sample(1, 12, labels[2], 0); /* the next position's sample */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "sample id 12 at position 1 is not its lease's (11)"));
+	s = sample(4, 15, labels[5], 0); /* a substitute, but the sample is not bad */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s = sample(1, 11, 999999, 0);
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "label 999999 of sample 11 is not its label 3"));
+	s = sample(NB, 15, labels[5], 0); /* past the batch */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "position 5 of a batch of 5"));
+	s = sample(0, 10, labels[0], 2); /* bad is a flag */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+}
+
+static void test_bad_sample_may_carry_a_substitute_from_its_window(void **state)
+{
+	(void)state;
+	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
+	char why[200];
+	/* position 2's window: itself (the batch failed on it), then 13, 14, 15 */
+	for (uint32_t q = 2; q <= 2 + NSUB; q++) {
+		struct m_sample s = sample(2, ids[q], labels[q], 1);
+		assert_true(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	}
+	struct m_sample s = sample(2, 16, labels[6], 1); /* one past the window */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "or a substitute of it"));
+	s = sample(2, 11, labels[1], 1); /* before it */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s = sample(2, 14, labels[2], 1); /* the substitute with the bad one's label */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "label 0 of sample 14 is not its label 2"));
+}
+
+static void test_record_only_with_a_bad_sample_naming_its_position(void **state)
+{
+	(void)state;
+	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
+	char why[200];
+	struct m_sample s = sample(3, 14, labels[4], 1);
+	s.has_rec = 1;
+	s.rec.sample = 13; /* the bad file at position 3 */
+	s.rec.err = -EBADMSG;
+	assert_true(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s.rec.err = 0; /* no error */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "with error 0 (not a -errno)"));
+	s.rec.err = -4096;
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s.rec.err = -EIO;
+	s.rec.sample = 12; /* another position's file */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "an error record for sample 12 with position 3"));
+	s.rec.sample = 1000000; /* past the dataset */
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	s = sample(3, 13, labels[3], 0); /* a good sample with a record */
+	s.has_rec = 1;
+	s.rec.sample = 13;
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+	assert_non_null(strstr(why, "(a good sample 13)"));
+	s.has_rec = 2;
+	s.bad = 1;
+	assert_false(gm_remote_check_sample(&e, &s, why, sizeof(why)));
+}
+
+static void test_publish_records_name_positions_it_marks_bad(void **state)
+{
+	(void)state;
+	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
+	char why[200];
+	uint64_t err[2] = {1u << 1 | 1u << 4, 0}; /* positions 1 and 4 bad */
+	struct gm_slot_err recs[2] = {{.sample = 14, .err = -EIO}, {.sample = 11, .err = -EBADMSG}};
+	assert_true(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	assert_true(gm_remote_check_records(&e, err, 2, recs, 0, why, sizeof(why)));
+	recs[1].err = 5; /* not a -errno */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	assert_non_null(strstr(why, "with error 5 (not a -errno)"));
+	recs[1].err = -EIO;
+	recs[1].sample = 12; /* in the lease, but not marked bad */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	assert_non_null(strstr(why, "an error record for sample 12"));
+	recs[1].sample = 15; /* a substitute, not a position */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	recs[1].sample = 99; /* outside the lease */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+	recs[1].sample = UINT32_MAX; /* past any dataset */
+	assert_false(gm_remote_check_records(&e, err, 2, recs, 2, why, sizeof(why)));
+}
+
+static void test_publish_err_bits_stay_inside_the_batch(void **state)
+{
+	(void)state;
+	struct gm_remote_expect e = lease(GM_ON_ERROR_SKIP);
+	char why[200];
+	uint64_t err[2] = {1u << NB, 0}; /* position 5 of a batch of 5 */
+	assert_false(gm_remote_check_records(&e, err, 2, NULL, 0, why, sizeof(why)));
+	assert_non_null(strstr(why, "err bits past the batch's 5 positions"));
+	err[0] = 0;
+	err[1] = 1; /* position 64 */
+	assert_false(gm_remote_check_records(&e, err, 2, NULL, 0, why, sizeof(why)));
+	err[1] = 0;
+	err[0] = (1u << NB) - 1; /* every position */
+	assert_true(gm_remote_check_records(&e, err, 2, NULL, 0, why, sizeof(why)));
+	/* a full word: a batch of 64 has no bit past it in its one word */
+	uint32_t many[64 + NSUB] = {0};
+	int32_t lab[64 + NSUB] = {0};
+	struct gm_remote_expect e64 = {.id = many, .label = lab, .nb = 64, .nsub = NSUB};
+	uint64_t all = UINT64_MAX;
+	assert_true(gm_remote_check_records(&e64, &all, 1, NULL, 0, why, sizeof(why)));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_status_only_what_the_jobs_workers_publish),
+	    cmocka_unit_test(test_good_sample_carries_its_positions_id_and_label),
+	    cmocka_unit_test(test_bad_sample_may_carry_a_substitute_from_its_window),
+	    cmocka_unit_test(test_record_only_with_a_bad_sample_naming_its_position),
+	    cmocka_unit_test(test_publish_records_name_positions_it_marks_bad),
+	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
