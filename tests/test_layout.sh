@@ -257,8 +257,9 @@ untested=''
 for t in $(files tests/test_*.c); do
 	name=${t#tests/test_}
 	name=${name%.c}
-	found=$(files core/"$name".[ch] core/*/"$name".[ch] sim/"$name".[ch] cmd/"$name".[ch] \
-		include/goldminer/"$name".h tests/*/"$name".[ch])
+	# (test_FOLDER_MODULE names core/FOLDER/MODULE.c, e.g. test_remote_check)
+	found=$(files core/"$name".[ch] core/*/"$name".[ch] core/"$(echo "$name" | sed 's#_#/#')".[ch] \
+		sim/"$name".[ch] cmd/"$name".[ch] include/goldminer/"$name".h tests/*/"$name".[ch])
 	[ -n "$found" ] && continue
 	printf '%s\n' "$test_exceptions" | grep -q "^$name	" && continue
 	untested="$untested$t: no module $name (core/ sim/ cmd/ include/goldminer/ tests/*/), and not an exception
