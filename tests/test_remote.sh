@@ -27,7 +27,22 @@
 #  12. bad files, remote workers SIGKILLed again and again while they ship their
 #      batches (the peer's link slowed where tc can): every bad file is named, as
 #      in a single-host run, and the bytes are the same
-# TAP on stdout; every wait has a deadline. Env: B (build dir).
+#  13-15. a host not in --peers (host 3) attacks agent 1 while its trainer runs
+#      8-epoch jobs one after another with agent 2's workers: every run has the
+#      same checksums and agent 2's workers delivered samples in every run, the
+#      agent never dies (netns only: over loopback every host is 127.0.0.1).
+#      13: raw TCP connections to the control port (3,000; GM_FLOOD_FULL=1:
+#      30,000), and to each port UCX listens on (which ss shows bound to the
+#      host's address: none of them reaches it); 14: UCX client endpoints to the
+#      control port re-opening as they fail (100 for 10 s; full: 300 for 30 s;
+#      a third as many to each UCX port);
+#      15: 2,000 connections held idle (the agent closes every one on the
+#      control port; none reaches UCX's ports)
+#  16. from a peer's address: a connection that drips its handshake is closed
+#      after AUTH_MS (5 s), connections beyond 32 in their handshake are reset
+#      at once, and the real peer connects again afterwards
+# TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
+# (the acceptance's sizes for 13-15).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -41,10 +56,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..12"
+echo "1..16"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 12 ]; do
+	while [ $i -le 16 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -78,7 +93,7 @@ ref=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/ref.json")
 echo "# single-host checksums: $ref"
 
 port=$((20000 + $$ % 20000))
-apid2='' # set by agent() through eval
+apid1='' apid2='' # set by agent() through eval
 # agent I SECRET PEERS...: a node agent in host I (socket $tmp/I.sock, log
 # $tmp/I.log); listens on its address at $port. AGENT_CPUS: its budget.
 agent() {
@@ -401,6 +416,115 @@ ok=1
 }
 t $ok "bad files, remote workers killed $kills times while shipping (link shaped: $shaped): all $want named, same bytes"
 [ "$shaped" = yes ] && timeout 5 ip netns exec "${MH_TAG}h2" tc qdisc del dev gm0 root 2>/dev/null
+stop_agents
+
+# 13-15: a stranger's attacks on agent 1 while its jobs run (netns only)
+P="$B/bench/mh_peer"
+full=${GM_FLOOD_FULL:-0}
+# attack_during NAME CMD...: CMD (the attack) in host 3 in the background while
+# the trainer runs 8-epoch jobs one after another until CMD ends (one at least);
+# true when every run had the 8-epoch checksums and remote samples, and agent 1
+# is alive afterwards. CMD's output: $tmp/attack.out.
+attack_during() {
+	name=$1
+	shift
+	mh_spawn 3 0 "$@" >"$tmp/attack.out" 2>&1
+	ap=$MH_PID
+	runs=0 fails=0 got=
+	while :; do
+		before=$(grep -c "remote workers delivered" "$tmp/1.log")
+		train 8
+		k=0
+		while [ $k -lt 200 ] && [ "$(grep -c "remote workers delivered" "$tmp/1.log")" -le "$before" ]; do
+			sleep 0.05
+			k=$((k + 1))
+		done
+		d=$(sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | tail -1)
+		runs=$((runs + 1))
+		got="$got ${d:-0}"
+		{ [ "$(cat "$tmp/sum")" = "$ref8" ] && [ "${d:-0}" -gt 0 ]; } || fails=$((fails + 1))
+		kill -0 "$ap" 2>/dev/null || break
+	done
+	wait "$ap"
+	kill -0 "$apid1" 2>/dev/null || fails=$((fails + 1))
+	sed "s/^/# $name: /" "$tmp/attack.out"
+	echo "# $name: $runs runs of 8 epochs, samples from the peer per run:$got"
+	[ $fails = 0 ]
+}
+# ucx_ports: the ports agent 1's process listens on besides its control port
+ucx_ports() {
+	mh_run 1 - ss -ltnpH 2>/dev/null | grep "pid=$apid1," | awk '{print $4}' |
+		sed 's/.*://' | grep -vx "$((port + 1))" | tr '\n' ' '
+}
+if [ "$mode" = netns ]; then
+	agent 2 "$tmp/secret" 1
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1 || peers_connected 1 1
+	a1=$(mh_addr 1)
+	uports=$(ucx_ports)
+	# every socket agent 1 listens on is bound to its own address (UCX_NET_DEVICES)
+	bound=$(mh_run 1 - ss -ltnpH 2>/dev/null | grep "pid=$apid1," | awk '{print $4}' |
+		grep -vc "^$a1:")
+	echo "# agent 1 listens on control port $((port + 1)) and UCX ports: $uports($bound not on $a1)"
+	# 13: raw connections
+	if [ "$full" = 1 ]; then nraw=30000 nu=3000; else nraw=3000 nu=500; fi
+	script="$P tcp-flood $a1 $((port + 1)) $nraw 120"
+	for u in $uports; do script="$script; $P tcp-flood $a1 $u $nu 60"; done
+	ok=1
+	attack_during "raw flood" sh -c "$script" && [ -n "$uports" ] && [ "$bound" = 0 ] &&
+		! grep "tcp-flood $a1:[0-9]*: .* [1-9][0-9]* connected" "$tmp/attack.out" | grep -qv ":$((port + 1)):" &&
+		grep -q "tcp-flood $a1:$((port + 1)): $nraw started" "$tmp/attack.out" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "$nraw raw connections from a host not in --peers ($nu to each UCX port, none reached): same checksums, the peer delivered in every run"
+	# 14: UCX endpoints to the control port, re-opening as they fail
+	if [ "$full" = 1 ]; then neps=300 secs=30; else neps=100 secs=10; fi
+	script="$P ucx-churn $a1 $((port + 1)) $neps $secs"
+	for u in $uports; do script="$script & $P ucx-churn $a1 $u $((neps / 3)) $secs"; done
+	ok=1
+	attack_during "UCX endpoints" sh -c "$script; wait" &&
+		grep -q "ucx-churn $a1:$((port + 1)): [0-9]* endpoints opened" "$tmp/attack.out" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "$neps UCX endpoints re-opening for $secs s from a host not in --peers (and $((neps / 3)) to each UCX port): same checksums, the peer delivered in every run"
+	# 15: held idle connections
+	if [ "$full" = 1 ]; then secs=30; else secs=10; fi
+	script="$P tcp-hold $a1 $((port + 1)) 2000 $secs"
+	for u in $uports; do script="$script & $P tcp-hold $a1 $u 2000 $secs"; done
+	ok=1
+	attack_during "idle connections" sh -c "$script; wait" &&
+		grep -q "tcp-hold $a1:$((port + 1)): 2000 started, .*, 0 open," "$tmp/attack.out" &&
+		! grep "tcp-hold" "$tmp/attack.out" | grep -v ":$((port + 1)):" | grep -qv ", 0 connected," && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "2000 idle connections held $secs s from a host not in --peers (none left open, none on UCX's ports): same checksums, the peer delivered in every run"
+	stop_agents
+else
+	for c in 13 14 15; do
+		echo "ok $((n + 1)) # SKIP case $c: a stranger needs a host of its own ($(mh_why))"
+		n=$((n + 1))
+	done
+fi
+
+# 16: from a peer's own address: a slow drip is closed after AUTH_MS, connections
+# beyond the per-address limit are reset, and the real peer connects afterwards
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+mh_run 2 - "$P" tcp-drip "$(mh_addr 1)" $((port + 1)) 15 >"$tmp/drip.out" 2>&1
+drip=$?
+mh_run 2 - "$P" tcp-hold "$(mh_addr 1)" $((port + 1)) 60 1 >"$tmp/hold.out" 2>&1
+kill "$apid2" 2>/dev/null # the peer comes back: it must get in again
+k=0
+while [ $k -lt 40 ] && kill -0 "$apid2" 2>/dev/null; do
+	sleep 0.05
+	k=$((k + 1))
+done
+agent 2 "$tmp/secret" 1
+ok=1
+secs=$(sed -n 's/.*after \([0-9.]*\) s.*/\1/p' "$tmp/drip.out")
+[ $drip = 0 ] && awk -v s="${secs:-99}" 'BEGIN { exit !(s >= 4.5 && s < 8) }' &&
+	grep -q " 60 started, .*, 32 open," "$tmp/hold.out" &&
+	{ peers_connected 2 1 || peers_connected 2 1 || peers_connected 2 1; } && ok=0
+[ $ok = 0 ] || { cat "$tmp/drip.out" "$tmp/hold.out"; diag "$tmp/1.log"; }
+t $ok "from a peer's address: a dripping handshake closed after ${secs:-?} s, 32 of 60 left in their handshake, the peer connects again"
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

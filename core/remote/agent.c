@@ -42,8 +42,8 @@
 /* fd in the epoll set the node's loop polls (op: EPOLL_CTL_ADD or _MOD). */
 static void watch(struct gm_remote *r, int fd, int op, short events)
 {
-	struct epoll_event ev = {.events = (events & POLLOUT ? EPOLLOUT : 0) |
-					   (events & POLLIN ? EPOLLIN : 0),
+	struct epoll_event ev = {.events = ((events & POLLOUT) ? EPOLLOUT : 0) |
+					   ((events & POLLIN) ? EPOLLIN : 0),
 				 .data.fd = fd};
 	epoll_ctl(r->net.epfd, op, fd, &ev);
 }

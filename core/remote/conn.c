@@ -379,11 +379,11 @@ static ucs_status_t set_handlers(struct gm_remote_net *n, ucp_worker_h w)
 
 int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen)
 {
-	unsigned long before[64];
+	unsigned long before[256];
 	int efd = -1;
 	ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
 				  .thread_mode = UCS_THREAD_MODE_SINGLE};
-	int nb = gm_remote_ctl_listeners(before, 64);
+	int nb = gm_remote_ctl_listeners(before, 256);
 	ucs_status_t st = ucp_worker_create(n->ctx, &wp, w);
 	if (st != UCS_OK) {
 		*w = NULL;

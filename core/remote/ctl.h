@@ -49,8 +49,8 @@
 
 #include "conn.h"
 
-#define CTL_MAX	     64	  /* unauthenticated control connections, in all */
-#define CTL_PER_ADDR 16	  /* ... from one address */
+#define CTL_MAX	     128  /* unauthenticated control connections, in all */
+#define CTL_PER_ADDR 32	  /* ... from one address */
 #define CTL_ADDR_MAX 4096 /* the longest UCX worker address taken from the wire */
 #define CTL_ACCEPTS  512  /* connections accepted per service round, at most */
 #define CTL_FRAME    (sizeof(struct m_welcome) + CTL_ADDR_MAX) /* the longest body */
