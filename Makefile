@@ -140,6 +140,14 @@ $(B)/libgoldminer-ucx.a: $(B)/core/ucx.o
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
 $(B)/tests/test_auth: $(B)/core/remote/auth.o
+# test_ctl (the control port) links the plugin's connection objects (UCX=1; it
+# skips otherwise).
+ifeq ($(UCX),1)
+CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o
+$(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+$(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
+$(B)/tests/test_ctl: $(CTL_TEST_OBJS)
+endif
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
