@@ -1,7 +1,7 @@
 /*
- * conn.h - the remote plugin's connections (conn.c): one UCP context and worker
- * per process, a table of connections to other agents or remote workers, the
- * shared-secret handshake and the sending and receiving of messages (msg.h).
+ * conn.h - the remote plugin's connections (conn.c): one UCP context and its
+ * workers per process, a table of connections to other agents or remote
+ * workers, and the sending and receiving of messages (msg.h).
  *
  * The idea: both processes that speak the protocol, the node agent (agent.h)
  * and a remote worker process (worker.c), own one struct gm_remote_net and
@@ -36,7 +36,9 @@
 #define AUTH_MS	    5000 /* a connection must prove the secret within this */
 #define NET_ALLOWED 64	 /* addresses UCX's own listening sockets admit */
 
-enum cstate { C_NEW, C_HELLO, C_CHALLENGED, C_OK, C_DEAD };
+/* made (its endpoint not yet), working (the handshake on the control port came
+ * first: ctl.h), dead (the owner's tick closes it) */
+enum cstate { C_NEW, C_OK, C_DEAD };
 
 struct hjob;
 
@@ -46,8 +48,7 @@ struct conn {
 	bool own_w;	/* w is this connection's own (an agent's to a peer: ctl.h) */
 	enum cstate st;
 	bool outgoing; /* we connected (to a peer agent, or a worker to its home) */
-	int role;      /* the other side's, once it said HELLO */
-	uint8_t mine[GM_AUTH_NONCE], theirs[GM_AUTH_NONCE];
+	int role;      /* the other side's, as its HELLO said */
 	char ip[INET6_ADDRSTRLEN];
 	int64_t since_ms;
 	char why[256]; /* why it died */
