@@ -474,6 +474,10 @@ if [ "$mode" = netns ]; then
 	attack_during "raw flood" sh -c "$script" && [ -n "$uports" ] && [ "$bound" = 0 ] &&
 		! grep "tcp-flood $a1:[0-9]*: .* [1-9][0-9]* connected" "$tmp/attack.out" | grep -qv ":$((port + 1)):" &&
 		grep -q "tcp-flood $a1:$((port + 1)): $nraw started" "$tmp/attack.out" && ok=0
+	refused=$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null |
+		sed -n 's/.*"refused": \([0-9]*\).*/\1/p')
+	echo "# raw flood: the agent reset ${refused:-?} connections at accept"
+	[ "${refused:-0}" -gt 0 ] || ok=1
 	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
 	t $ok "$nraw raw connections from a host not in --peers ($nu to each UCX port, none reached): same checksums, the peer delivered in every run"
 	# 14: UCX endpoints to the control port, re-opening as they fail

@@ -90,7 +90,9 @@ static const char *refusal(const struct gm_remote *r, const char *ip, int *slot)
 	return *slot < 0 ? "too many connections in their handshake" : NULL;
 }
 
-/* Reset (no read, no TIME_WAIT here); said once a minute per address. */
+/* Reset (no read, no TIME_WAIT here); said once a minute per address, and at
+ * most once a second in all (a flood from many addresses does not flood the log;
+ * the status counts them all). */
 static void refuse(struct gm_remote *r, int fd, const char *ip, const char *why)
 {
 	struct linger lg = {1, 0};
@@ -98,7 +100,8 @@ static void refuse(struct gm_remote *r, int fd, const char *ip, const char *why)
 	close(fd);
 	r->refused++;
 	int64_t now = now_ms();
-	if (strcmp(r->refused_ip, ip) || now - r->refused_ms >= 60000) {
+	if ((strcmp(r->refused_ip, ip) && now - r->refused_ms >= 1000) ||
+	    now - r->refused_ms >= 60000) {
 		gm_remote_logf(&r->net, "refused a connection from %s: %s", ip, why);
 		copy_str(r->refused_ip, sizeof(r->refused_ip), ip);
 		r->refused_ms = now;

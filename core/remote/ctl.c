@@ -456,6 +456,8 @@ static void ctl_connected(struct gm_remote_net *n, struct ctl *x)
 
 void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 {
+	if (!x->status && now_ms() - x->since_ms >= AUTH_MS && x->connecting)
+		ctl_fail(x, -ETIMEDOUT, "cannot connect: no answer within %d ms", AUTH_MS);
 	if (!x->status && now_ms() - x->since_ms >= AUTH_MS)
 		ctl_fail(x, -ETIMEDOUT, "%s did not authenticate within %d ms", x->ip, AUTH_MS);
 	if (!x->status && x->connecting)

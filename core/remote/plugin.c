@@ -133,8 +133,9 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);              \
 		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
 	} while (0)
-	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"peers\": [", r->port,
-	    r->lendable, gm_remote_lend_total(r));
+	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"refused\": %" PRIu64
+	    ", \"peers\": [",
+	    r->port, r->lendable, gm_remote_lend_total(r), r->refused);
 	for (int p = 0; p < r->npeers; p++) {
 		const struct peer *pe = &r->peers[p];
 		const char *st = pe->c && pe->c->st == C_OK ? "connected"
