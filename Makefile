@@ -203,6 +203,14 @@ $(B)/bench/%: tests/bench/%.c $(B)/libgoldminer.a $(FLAGS_STAMP)
 $(B)/tests/ucx/ucx.o: override CFLAGS += $(UCX_CFLAGS)
 $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 	$(Q)rm -f $@ && ar rcs $@ $^
+# test_ctl (the control port) links the plugin's connection objects (UCX=1; it
+# skips otherwise).
+ifeq ($(UCX),1)
+CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o
+$(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+$(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
+$(B)/tests/test_ctl: $(CTL_TEST_OBJS)
+endif
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += $(UCX_CFLAGS) -Itests
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)

@@ -22,8 +22,9 @@
 #      naming a file or nothing
 #  10. no agent or remote worker wrote a sanitizer report or crashed (their
 #      logs; under make sanitize the build is ASan+UBSan)
-#  11. an agent restarted at once on its port finds it in TCP TIME_WAIT (UCX sets
-#      no SO_REUSEADDR) and says it waits, instead of failing
+#  11. an agent restarted at once on its port, left in TCP TIME_WAIT, takes it
+#      at once (the control port is goldminer's own socket, SO_REUSEADDR) and
+#      its peer connects to it again
 #  12. bad files, remote workers SIGKILLed again and again while they ship their
 #      batches (the peer's link slowed where tc can): every bad file is named, as
 #      in a single-host run, and the bytes are the same
@@ -54,8 +55,23 @@
 #      lease ends at its deadline all the same
 #  25. a trickle: one new sample every 0.4 deadline; the lease ends at its
 #      bound, 8 deadlines
+#  26-28. a host not in --peers (host 3) attacks agent 1 while its trainer runs
+#      8-epoch jobs one after another with agent 2's workers: every run has the
+#      same checksums and agent 2's workers delivered samples in every run, the
+#      agent never dies (netns only: over loopback every host is 127.0.0.1).
+#      26: raw TCP connections to the control port (3,000; GM_FLOOD_FULL=1:
+#      30,000), and to each port UCX listens on (which ss shows bound to the
+#      host's address: none of them reaches it); 27: UCX client endpoints to the
+#      control port re-opening as they fail (100 for 10 s; full: 300 for 30 s;
+#      a third as many to each UCX port);
+#      28: 2,000 connections held idle (the agent closes every one on the
+#      control port; none reaches UCX's ports)
+#  29. from a peer's address: a connection that drips its handshake is closed
+#      after AUTH_MS (5 s), connections beyond 32 in their handshake are reset
+#      at once, and the real peer connects again afterwards
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# TAP on stdout; every wait has a deadline. Env: B (build dir).
+# TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
+# (the acceptance's sizes for 26-28).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -69,10 +85,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..25"
+echo "1..29"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 25 ]; do
+	while [ $i -le 29 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -106,7 +122,7 @@ ref=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/ref.json")
 echo "# single-host checksums: $ref"
 
 port=$((20000 + $$ % 20000))
-apid2='' # set by agent() through eval
+apid1='' apid2='' # set by agent() through eval
 LEND=$tmp/data # what a lender lends (--lend-root; empty: nothing)
 AGENT_OPTS=    # more options of the next agents (set, then reset, around a call)
 # agent I SECRET PEERS...: a node agent in host I (socket $tmp/I.sock, log
@@ -354,7 +370,7 @@ refused "lend-root $tmp/none: No such file" --listen 127.0.0.1:0 --secret "$tmp/
 	--lend-root "$tmp/none" || ok=1
 t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address, a lend root without --listen, not a directory, missing)"
 
-# 11: restarted at once on the same port: it waits for TIME_WAIT and says so
+# 11: restarted at once on the same port, left in TIME_WAIT: it takes the port at once
 agent 2 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2
 # connected first (15 s at most on a busy machine): the connection is what leaves
@@ -390,14 +406,10 @@ a.close()
 ' "$(mh_addr 2)" $((port + 2)) || echo "# could not make a TIME_WAIT on port $((port + 2))"
 agent 2 "$tmp/secret" 1 # returns once listening on the socket, or after 5 s
 ok=1
-k=0 # the words may come late on a busy machine: 20 s at most
-while [ $k -lt 400 ]; do
-	grep -q "TCP TIME_WAIT.*waiting" "$tmp/2.log" && ok=0 && break
-	sleep 0.05
-	k=$((k + 1))
-done
+grep -q "listening on $tmp/2.sock" "$tmp/2.log" && kill -0 "$apid2" 2>/dev/null &&
+	{ peers_connected 1 1 || peers_connected 1 1 || peers_connected 1 1; } && ok=0
 [ $ok = 0 ] || { diag "$tmp/2.first.log"; diag "$tmp/2.log"; }
-t $ok "an agent restarted at once on its port waits for its TIME_WAIT and says so"
+t $ok "an agent restarted at once on its port (in TIME_WAIT) takes it at once; its peer connects again"
 stop_agents
 
 # 12: bad files; the remote workers SIGKILLed every 0.3 s while they ship their
@@ -616,7 +628,7 @@ else
 	echo "not ok $n # SKIP $TRACE: the slow index is made by strace's syscall delay"
 fi
 stop_agents
-# 13-22: a remote worker that misbehaves once (the peer runs the test build of
+# 16-25: a remote worker that misbehaves once (the peer runs the test build of
 # the plugin): the home refuses it, logs the peer and the rule in one line and
 # takes the lease back; the batch is made again, and the bytes are a clean run's
 TP=$B/tests/libgoldminer-remote-test.so
@@ -669,6 +681,118 @@ ALSO="no sample for 500 ms (lease deadline)" misbehave resend "refused a sample 
 misbehave trickle "held its lease [0-9]* ms, 8 x the lease deadline" \
 	"a trickle of one sample every 200 ms: the lease ends at 8 x its 500-ms deadline" \
 	--lease-timeout-ms 500
+# 26-28: a stranger's attacks on agent 1 while its jobs run (netns only)
+P="$B/bench/mh_peer"
+full=${GM_FLOOD_FULL:-0}
+# attack_during NAME CMD...: CMD (the attack) in host 3 in the background while
+# the trainer runs 8-epoch jobs one after another until CMD ends (one at least);
+# true when every run had the 8-epoch checksums and remote samples, and agent 1
+# is alive afterwards. CMD's output: $tmp/attack.out.
+attack_during() {
+	name=$1
+	shift
+	mh_spawn 3 0 "$@" >"$tmp/attack.out" 2>&1
+	ap=$MH_PID
+	runs=0 fails=0 got=
+	while :; do
+		before=$(grep -c "remote workers delivered" "$tmp/1.log")
+		train 8
+		k=0
+		while [ $k -lt 200 ] && [ "$(grep -c "remote workers delivered" "$tmp/1.log")" -le "$before" ]; do
+			sleep 0.05
+			k=$((k + 1))
+		done
+		d=$(sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | tail -1)
+		runs=$((runs + 1))
+		got="$got ${d:-0}"
+		{ [ "$(cat "$tmp/sum")" = "$ref8" ] && [ "${d:-0}" -gt 0 ]; } || fails=$((fails + 1))
+		kill -0 "$ap" 2>/dev/null || break
+	done
+	wait "$ap"
+	kill -0 "$apid1" 2>/dev/null || fails=$((fails + 1))
+	sed "s/^/# $name: /" "$tmp/attack.out"
+	echo "# $name: $runs runs of 8 epochs, samples from the peer per run:$got"
+	[ $fails = 0 ]
+}
+# ucx_ports: the ports agent 1's process listens on besides its control port
+ucx_ports() {
+	mh_run 1 - ss -ltnpH 2>/dev/null | grep "pid=$apid1," | awk '{print $4}' |
+		sed 's/.*://' | grep -vx "$((port + 1))" | tr '\n' ' '
+}
+if [ "$mode" = netns ]; then
+	agent 2 "$tmp/secret" 1
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1 || peers_connected 1 1
+	a1=$(mh_addr 1)
+	uports=$(ucx_ports)
+	# every socket agent 1 listens on is bound to its own address (UCX_NET_DEVICES)
+	bound=$(mh_run 1 - ss -ltnpH 2>/dev/null | grep "pid=$apid1," | awk '{print $4}' |
+		grep -vc "^$a1:")
+	echo "# agent 1 listens on control port $((port + 1)) and UCX ports: $uports($bound not on $a1)"
+	# 13: raw connections
+	if [ "$full" = 1 ]; then nraw=30000 nu=3000; else nraw=3000 nu=500; fi
+	script="$P tcp-flood $a1 $((port + 1)) $nraw 120"
+	for u in $uports; do script="$script; $P tcp-flood $a1 $u $nu 60"; done
+	ok=1
+	attack_during "raw flood" sh -c "$script" && [ -n "$uports" ] && [ "$bound" = 0 ] &&
+		! grep "tcp-flood $a1:[0-9]*: .* [1-9][0-9]* connected" "$tmp/attack.out" | grep -qv ":$((port + 1)):" &&
+		grep -q "tcp-flood $a1:$((port + 1)): $nraw started" "$tmp/attack.out" && ok=0
+	refused=$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null |
+		sed -n 's/.*"refused": \([0-9]*\).*/\1/p')
+	echo "# raw flood: the agent reset ${refused:-?} connections at accept"
+	[ "${refused:-0}" -gt 0 ] || ok=1
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "$nraw raw connections from a host not in --peers ($nu to each UCX port, none reached): same checksums, the peer delivered in every run"
+	# 14: UCX endpoints to the control port, re-opening as they fail
+	if [ "$full" = 1 ]; then neps=300 secs=30; else neps=100 secs=10; fi
+	script="$P ucx-churn $a1 $((port + 1)) $neps $secs"
+	for u in $uports; do script="$script & $P ucx-churn $a1 $u $((neps / 3)) $secs"; done
+	ok=1
+	attack_during "UCX endpoints" sh -c "$script; wait" &&
+		grep -q "ucx-churn $a1:$((port + 1)): [0-9]* endpoints opened" "$tmp/attack.out" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "$neps UCX endpoints re-opening for $secs s from a host not in --peers (and $((neps / 3)) to each UCX port): same checksums, the peer delivered in every run"
+	# 15: held idle connections
+	if [ "$full" = 1 ]; then secs=30; else secs=10; fi
+	script="$P tcp-hold $a1 $((port + 1)) 2000 $secs"
+	for u in $uports; do script="$script & $P tcp-hold $a1 $u 2000 $secs"; done
+	ok=1
+	attack_during "idle connections" sh -c "$script; wait" &&
+		grep -q "tcp-hold $a1:$((port + 1)): 2000 started, .*, 0 open," "$tmp/attack.out" &&
+		! grep "tcp-hold" "$tmp/attack.out" | grep -v ":$((port + 1)):" | grep -qv ", 0 connected," && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "2000 idle connections held $secs s from a host not in --peers (none left open, none on UCX's ports): same checksums, the peer delivered in every run"
+	stop_agents
+else
+	for c in 13 14 15; do
+		echo "ok $((n + 1)) # SKIP case $c: a stranger needs a host of its own ($(mh_why))"
+		n=$((n + 1))
+	done
+fi
+
+# 29: from a peer's own address: a slow drip is closed after AUTH_MS, connections
+# beyond the per-address limit are reset, and the real peer connects afterwards
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1 || peers_connected 1 1
+mh_run 2 - "$P" tcp-drip "$(mh_addr 1)" $((port + 1)) 15 >"$tmp/drip.out" 2>&1
+drip=$?
+mh_run 2 - "$P" tcp-hold "$(mh_addr 1)" $((port + 1)) 60 1 >"$tmp/hold.out" 2>&1
+kill "$apid2" 2>/dev/null # the peer comes back: it must get in again
+k=0
+while [ $k -lt 40 ] && kill -0 "$apid2" 2>/dev/null; do
+	sleep 0.05
+	k=$((k + 1))
+done
+agent 2 "$tmp/secret" 1
+ok=1
+secs=$(sed -n 's/.*after \([0-9.]*\) s.*/\1/p' "$tmp/drip.out")
+[ $drip = 0 ] && awk -v s="${secs:-99}" 'BEGIN { exit !(s >= 4.5 && s < 8) }' &&
+	grep -q " 60 started, .*, 32 open," "$tmp/hold.out" &&
+	{ peers_connected 2 1 || peers_connected 2 1 || peers_connected 2 1; } && ok=0
+[ $ok = 0 ] || { cat "$tmp/drip.out" "$tmp/hold.out"; diag "$tmp/1.log"; }
+t $ok "from a peer's address: a dripping handshake closed after ${secs:-?} s, 32 of 60 left in their handshake, the peer connects again"
+stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash
 if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" \

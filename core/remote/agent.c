@@ -1,56 +1,67 @@
 /*
  * agent.c - the node agent's network side of the remote plugin (agent.h): the
- * listener on --listen, the connections to the agents of --peers, the
+ * control port on --listen, the connections to the agents of --peers, the
  * dispatch of their messages and the tick that runs after every poll.
  *
- * The idea: a connection request is checked against the addresses of --peers
- * before an endpoint exists (a host not named never gets one); the handshake
- * then runs in conn.c within AUTH_MS. Every tick closes the dead connections
+ * The idea: a connection to the control port (ctl.h) is checked against the
+ * addresses of --peers as it is accepted (a host not named is reset before a
+ * byte is read, and never reaches UCX); a peer's may then run its handshake
+ * (ctl.c, AUTH_MS in all), at most CTL_PER_ADDR from one address and CTL_MAX
+ * in all at a time; only then does it get a UCX endpoint. Everything the agent
+ * polls (the control sockets, every UCP worker's event fd) is in one epoll set,
+ * the fd the node's loop polls. Every tick closes the dead connections
  * in one place and in one order (endpoint closed first, so nothing of the dead
  * writer lands anywhere; then its lease back; then its lent jobs ended),
  * reconnects the peers every RETRY_MS and runs the home's (which ends the
  * leases past their deadline or bound) and the lender's ticks.
  *
  * Not here: what a lease or a lent job is (home.c, lender.c), the handshake
- * (conn.c), the ops table (plugin.c).
+ * (ctl.c), the ops table (plugin.c).
  */
 
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <ucp/api/ucp.h>
 
 #include "agent.h"
 #include "conn.h"
+#include "ctl.h"
 #include "msg.h"
 
-/* ---- the listener ------------------------------------------------------------ */
+/* ---- the control port ---------------------------------------------------- */
 
-static void conn_req_cb(ucp_conn_request_h req, void *arg)
+/* fd in the epoll set the node's loop polls (op: EPOLL_CTL_ADD or _MOD). */
+static void watch(struct gm_remote *r, int fd, int op, short events)
 {
-	struct gm_remote *r = arg;
-	if (r->nqueue == CONN_QUEUE) {
-		ucp_listener_reject(r->l, req);
-		return;
-	}
-	r->queue[r->nqueue++] = req;
+	struct epoll_event ev = {.events = ((events & POLLOUT) ? EPOLLOUT : 0) |
+					   ((events & POLLIN) ? EPOLLIN : 0),
+				 .data.fd = fd};
+	epoll_ctl(r->net.epfd, op, fd, &ev);
 }
 
 void gm_remote_agent_unlisten(void *owner)
 {
 	struct gm_remote *r = owner;
-	for (unsigned i = 0; i < r->nqueue; i++)
-		ucp_listener_reject(r->l, r->queue[i]);
-	r->nqueue = 0;
-	if (r->l)
-		ucp_listener_destroy(r->l);
-	r->l = NULL;
+	for (int i = 0; i < CTL_MAX; i++) {
+		gm_remote_ctl_free(r->ctls[i]);
+		r->ctls[i] = NULL;
+	}
+	for (int p = 0; p < r->npeers; p++) {
+		gm_remote_ctl_free(r->peers[p].dial);
+		r->peers[p].dial = NULL;
+	}
+	if (r->lfd >= 0)
+		close(r->lfd);
+	r->lfd = -1;
 }
 
 static bool allowed(const struct gm_remote *r, const char *ip)
@@ -61,46 +72,122 @@ static bool allowed(const struct gm_remote *r, const char *ip)
 	return false;
 }
 
-/* Connections that arrived: only from the hosts of --peers. */
-static void accept_queued(struct gm_remote *r)
+/* Why a connection from ip is refused at once (NULL: it may start the handshake). */
+static const char *refusal(const struct gm_remote *r, const char *ip, int *slot)
 {
-	while (r->nqueue) {
-		ucp_conn_request_h req = r->queue[0];
-		memmove(r->queue, r->queue + 1, --r->nqueue * sizeof(r->queue[0]));
-		ucp_conn_request_attr_t a = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
-		char ip[INET6_ADDRSTRLEN] = "?";
-		if (ucp_conn_request_query(req, &a) == UCS_OK)
-			getnameinfo((struct sockaddr *)&a.client_address,
-				    a.client_address.ss_family == AF_INET6
-					? sizeof(struct sockaddr_in6)
-					: sizeof(struct sockaddr_in),
-				    ip, sizeof(ip), NULL, 0, NI_NUMERICHOST);
-		struct conn *c = allowed(r, ip) ? gm_remote_conn_new(&r->net, false, ip) : NULL;
-		if (!c) {
-			/* said once a minute per address: a peer retries every 2 s */
-			int64_t now = now_ms();
-			if (strcmp(r->refused_ip, ip) || now - r->refused_ms >= 60000) {
-				gm_remote_logf(&r->net, "refused a connection from %s: %s", ip,
-					       allowed(r, ip) ? "too many connections"
-							      : "not a host in --peers");
-				snprintf(r->refused_ip, sizeof(r->refused_ip), "%s", ip);
-				r->refused_ms = now;
-			}
-			ucp_listener_reject(r->l, req);
+	int from = 0;
+	*slot = -1;
+	if (!allowed(r, ip))
+		return "not a host in --peers";
+	for (int i = 0; i < CTL_MAX; i++) {
+		if (!r->ctls[i])
+			*slot = *slot < 0 ? i : *slot;
+		else if (!strcmp(r->ctls[i]->ip, ip))
+			from++;
+	}
+	if (from >= CTL_PER_ADDR)
+		return "too many connections from it still in their handshake";
+	return *slot < 0 ? "too many connections in their handshake" : NULL;
+}
+
+/* Reset (no read, no TIME_WAIT here); said once a minute per address, and at
+ * most once a second in all (a flood from many addresses does not flood the log;
+ * the status counts them all). */
+static void refuse(struct gm_remote *r, int fd, const char *ip, const char *why)
+{
+	struct linger lg = {1, 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+	r->refused++;
+	int64_t now = now_ms();
+	if ((strcmp(r->refused_ip, ip) && now - r->refused_ms >= 1000) ||
+	    now - r->refused_ms >= 60000) {
+		gm_remote_logf(&r->net, "refused a connection from %s: %s", ip, why);
+		copy_str(r->refused_ip, sizeof(r->refused_ip), ip);
+		r->refused_ms = now;
+	}
+}
+
+/* The numeric address of a peer socket (an IPv4-mapped IPv6 one as IPv4). */
+static void ip_of(struct sockaddr_storage *ss, socklen_t sl, char *ip, size_t len)
+{
+	struct sockaddr_in v4;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+		v4 = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = v6->sin6_port};
+		memcpy(&v4.sin_addr, &v6->sin6_addr.s6_addr[12], 4);
+		memcpy(ss, &v4, sizeof(v4));
+		sl = sizeof(v4);
+	}
+	if (getnameinfo((struct sockaddr *)ss, sl, ip, (socklen_t)len, NULL, 0, NI_NUMERICHOST))
+		copy_str(ip, len, "?");
+}
+
+/* Connections that arrived: a stranger is reset before a byte is read; a peer's
+ * starts its handshake, within the limits on connections. */
+static void ctl_accept(struct gm_remote *r)
+{
+	for (int k = 0; r->lfd >= 0 && k < CTL_ACCEPTS; k++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char ip[INET6_ADDRSTRLEN];
+		int slot,
+		    fd = accept4(r->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			break; /* EAGAIN; or out of descriptors: the next round */
+		ip_of(&ss, sl, ip, sizeof(ip));
+		const char *why = refusal(r, ip, &slot);
+		if (why) {
+			refuse(r, fd, ip, why);
 			continue;
 		}
-		ucp_ep_params_t p = {
-		    .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
-				  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-				  UCP_EP_PARAM_FIELD_ERR_HANDLER,
-		    .conn_request = req,
-		    .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-		    .err_handler = {.cb = gm_remote_conn_lost, .arg = c},
-		};
-		if (ucp_ep_create(r->net.w, &p, &c->ep) != UCS_OK) {
-			c->ep = NULL;
-			gm_remote_conn_free(&r->net, c);
-		}
+		r->ctls[slot] = gm_remote_ctl_accepted(fd, ip);
+		if (r->ctls[slot])
+			watch(r, fd, EPOLL_CTL_ADD, POLLIN);
+	}
+}
+
+/* A peer we could not reach or that refused us: said when the reason changes. */
+static void peer_failed(struct gm_remote *r, struct peer *p, const char *why, int64_t now)
+{
+	if (strcmp(p->last_err, why))
+		gm_remote_logf(&r->net, "peer %s: %s", p->addr, why);
+	copy_str(p->last_err, sizeof(p->last_err), why);
+	p->retry_ms = now + RETRY_MS;
+}
+
+/* One step of a handshake; true when it ended (x is then to be freed). */
+static bool ctl_run(struct gm_remote *r, struct ctl *x)
+{
+	short before = gm_remote_ctl_events(x);
+	gm_remote_ctl_step(&r->net, x);
+	if (!x->status && gm_remote_ctl_events(x) != before)
+		watch(r, x->fd, EPOLL_CTL_MOD, gm_remote_ctl_events(x));
+	return x->status != 0;
+}
+
+static void ctl_service(struct gm_remote *r, int64_t now)
+{
+	ctl_accept(r);
+	for (int i = 0; i < CTL_MAX; i++) {
+		struct ctl *x = r->ctls[i];
+		if (!x || !ctl_run(r, x))
+			continue;
+		if (x->status < 0 && x->role != ROLE_WORKER)
+			gm_remote_logf(&r->net, "connection from %s closed: %s", x->ip, x->why);
+		gm_remote_ctl_free(x);
+		r->ctls[i] = NULL;
+	}
+	for (int p = 0; p < r->npeers; p++) {
+		struct peer *pe = &r->peers[p];
+		if (!pe->dial || !ctl_run(r, pe->dial))
+			continue;
+		if (pe->dial->status > 0)
+			pe->c = pe->dial->c;
+		else
+			peer_failed(r, pe, pe->dial->why, now);
+		gm_remote_ctl_free(pe->dial);
+		pe->dial = NULL;
 	}
 }
 
@@ -113,9 +200,6 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 		struct conn *c = r->net.conns[i];
 		if (!c)
 			continue;
-		if (c->st != C_OK && c->st != C_DEAD && now - c->since_ms >= AUTH_MS)
-			gm_remote_conn_kill(c, "%s did not authenticate within %d ms", c->ip,
-					    AUTH_MS);
 		if (c->st != C_DEAD)
 			continue;
 		gm_remote_conn_close(&r->net,
@@ -123,11 +207,8 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 		gm_remote_home_revoke(r, c, c->why);
 		if (c->peer >= 0) {
 			struct peer *p = &r->peers[c->peer];
-			if (strcmp(p->last_err, c->why))
-				gm_remote_logf(&r->net, "peer %s: %s", p->addr, c->why);
-			snprintf(p->last_err, sizeof(p->last_err), "%s", c->why);
+			peer_failed(r, p, c->why, now);
 			p->c = NULL;
-			p->retry_ms = now + RETRY_MS;
 		} else if (c->role == ROLE_AGENT || !c->role) {
 			gm_remote_logf(&r->net, "connection from %s closed: %s", c->ip, c->why);
 		}
@@ -148,20 +229,17 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 {
 	for (int p = 0; p < r->npeers; p++) {
 		struct peer *pe = &r->peers[p];
-		if (pe->c || now < pe->retry_ms)
+		if (pe->c || pe->dial || now < pe->retry_ms)
 			continue;
-		struct conn *c;
-		int rc = gm_remote_conn_connect(&r->net, pe->addr, &c);
-		if (!rc)
-			rc = gm_remote_conn_hello(c, ROLE_AGENT, 0);
+		int rc = gm_remote_ctl_dial(pe->addr, ROLE_AGENT, 0, NULL, &pe->dial);
 		if (rc) {
 			snprintf(pe->last_err, sizeof(pe->last_err), "cannot connect: %s",
 				 strerror(-rc));
 			pe->retry_ms = now + RETRY_MS;
 			continue;
 		}
-		c->peer = p;
-		pe->c = c;
+		pe->dial->peer = p;
+		watch(r, pe->dial->fd, EPOLL_CTL_ADD, gm_remote_ctl_events(pe->dial));
 	}
 }
 
@@ -169,9 +247,8 @@ void gm_remote_agent_service(struct gm_remote *r)
 {
 	int64_t now = now_ms();
 	for (int round = 0; round < 64; round++) {
-		while (ucp_worker_progress(r->net.w))
-			;
-		accept_queued(r);
+		gm_remote_net_progress(&r->net);
+		ctl_service(r, now);
 		if (round == 0) {
 			gm_remote_lend_tick(r, now);
 			conns_tick(r, now);
@@ -179,7 +256,7 @@ void gm_remote_agent_service(struct gm_remote *r)
 			gm_remote_home_tick(r, now);
 			continue;
 		}
-		if (ucp_worker_arm(r->net.w) != UCS_ERR_BUSY)
+		if (gm_remote_net_arm(&r->net))
 			break;
 	}
 }
@@ -206,87 +283,19 @@ int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size
 				 t);
 			return -EINVAL;
 		}
-		r->nallowed++;
+		copy_str(r->net.allowed[r->net.nallowed++], sizeof(r->net.allowed[0]),
+			 r->allowed[r->nallowed++]);
 	}
 	return 0;
 }
 
-/* Only connections in TCP TIME_WAIT hold the port (an agent on it stopped
- * moments ago; /proc/net/tcp and tcp6: some in state 06, none listening, 0A).
- * UCX 1.13's listener sets no SO_REUSEADDR and has no setting for it, and Linux
- * lets a port in TIME_WAIT be bound again only when both sockets had it. */
-static bool held_by_time_wait(uint16_t port)
-{
-	const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-	bool waiting = false, listening = false;
-	char line[512];
-	for (int f = 0; f < 2; f++) {
-		FILE *fp = fopen(files[f], "r");
-		if (!fp)
-			continue;
-		while (fgets(line, sizeof(line), fp)) {
-			char local[64];
-			unsigned st, lport;
-			if (sscanf(line, " %*u: %63s %*s %x", local, &st) != 2)
-				continue;
-			char *colon = strrchr(local, ':');
-			if (!colon || sscanf(colon + 1, "%x", &lport) != 1 || lport != port)
-				continue;
-			waiting |= st == 0x06;
-			listening |= st == 0x0A;
-		}
-		fclose(fp);
-	}
-	return waiting && !listening;
-}
-
-/* The UCX listener on "ADDR:PORT"; while the port is held only by TIME_WAIT
- * connections it tries again every second, 65 s at most (TIME_WAIT lasts 60 s
- * on Linux), saying so once; a signal ends the wait. 0 or -errno with err. */
+/* The control port on "ADDR:PORT" (ctl.h); no UCX listener exists. */
 int gm_remote_agent_listen(struct gm_remote *r, const char *addr, char *err, size_t errlen)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	if (gm_remote_parse_addr(addr, &ss, &sl, NULL, 0)) {
-		snprintf(err, errlen, "--listen: '%s' is not ADDR:PORT", addr);
-		return -EINVAL;
-	}
-	ucp_listener_params_t lp = {
-	    .field_mask =
-		UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-	    .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = sl},
-	    .conn_handler = {.cb = conn_req_cb, .arg = r}};
-	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-	ucs_status_t st;
-	int64_t end = now_ms() + 65000;
-	uint16_t port = ntohs(((struct sockaddr_in *)&ss)->sin_port); /* same offset in v6 */
-	for (bool said = false; port && held_by_time_wait(port) && now_ms() < end; said = true) {
-		if (!said)
-			gm_remote_logf(
-			    &r->net,
-			    "--listen %s: the port is still held by the connections of an agent "
-			    "that stopped moments ago (TCP TIME_WAIT, up to 60 s): waiting",
-			    addr);
-		struct timespec ts = {1, 0};
-		if (nanosleep(&ts, NULL) && errno == EINTR) {
-			snprintf(err, errlen,
-				 "--listen %s: interrupted while the port was in TIME_WAIT", addr);
-			return -EINTR;
-		}
-	}
-	st = ucp_listener_create(r->net.w, &lp, &r->l);
-	if (st == UCS_OK)
-		st = ucp_listener_query(r->l, &la);
-	if (st != UCS_OK) {
-		snprintf(err, errlen,
-			 "--listen %s: %s (is it an address of this host, and the port free?)",
-			 addr, ucs_status_string(st));
-		return gm_remote_st_errno(st);
-	}
-	const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;
-	r->port = ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
-						  : ((const struct sockaddr_in *)sa)->sin_port);
-	return 0;
+	int rc = gm_remote_ctl_listen(addr, &r->lfd, &r->port, err, errlen);
+	if (!rc)
+		watch(r, r->lfd, EPOLL_CTL_ADD, POLLIN);
+	return rc;
 }
 
 /* ---- dispatch ---------------------------------------------------------------- */

@@ -4,8 +4,9 @@
  *
  * The idea: one agent is both a *home* (jobs attached here, whose rings remote
  * workers fill through leases: home.c) and a *lender* (a peer's jobs whose
- * worker processes run here: lender.c); agent.c listens, accepts, connects to
- * the peers, dispatches their messages and runs the tick; plugin.c is the ops
+ * worker processes run here: lender.c); agent.c listens on the control port
+ * (ctl.h), accepts, connects to the peers, dispatches their messages and runs
+ * the tick; plugin.c is the ops
  * table remote.h names. A remote worker process shares none of this: it owns
  * only a struct gm_remote_net (conn.h) and its lease (worker.c).
  *
@@ -21,6 +22,7 @@
 #include <sys/types.h>
 
 #include "conn.h"
+#include "ctl.h"
 #include "goldminer/limits.h"
 #include "goldminer/pool.h"
 #include "goldminer/remote.h"
@@ -32,13 +34,13 @@
 #define MAX_PEERS   16
 #define MAX_HJOBS   64
 #define MAX_LJOBS   64
-#define CONN_QUEUE  32
 #define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
 
 struct peer {
 	char addr[300]; /* host:port as given */
 	struct conn *c;
+	struct ctl *dial; /* our connection to it while its handshake runs */
 	int64_t retry_ms;
 	char last_err[256];
 	double rate;	  /* img/s its workers delivered here over the last second */
@@ -95,13 +97,13 @@ struct ljob {
 
 struct gm_remote {
 	struct gm_remote_net net; /* the UCP worker, the connections, the log */
-	ucp_listener_h l;
+	int lfd;		  /* the control port (ctl.h), -1: none */
 	uint16_t port;
-	ucp_conn_request_h queue[CONN_QUEUE];
-	unsigned nqueue;
+	struct ctl *ctls[CTL_MAX]; /* accepted, their handshake running */
+	uint64_t refused;	   /* connections refused at accept (strangers, over limits) */
 	struct peer peers[MAX_PEERS];
 	int npeers;
-	char allowed[MAX_PEERS * 4][INET6_ADDRSTRLEN]; /* peer addresses */
+	char allowed[MAX_PEERS * 4][INET6_ADDRSTRLEN]; /* peer addresses (also net.allowed) */
 	int nallowed;
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
@@ -123,7 +125,7 @@ struct gm_remote {
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
 };
 
-/* agent.c: the connections of --peers, the listener on --listen, the tick */
+/* agent.c: the connections of --peers, the control port on --listen, the tick */
 int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size_t errlen);
 int gm_remote_agent_listen(struct gm_remote *r, const char *addr, char *err, size_t errlen);
 void gm_remote_agent_unlisten(void *owner);

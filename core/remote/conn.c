@@ -1,13 +1,12 @@
 /*
  * conn.c - the remote plugin's connections (conn.h): a UCP context and worker,
- * the table of connections, sending, the shared-secret handshake (auth.h) and
- * the receiving side's checks of every message (msg.h).
+ * the table of connections, sending, and the receiving side's checks of every
+ * message (msg.h).
  *
  * The idea: one layer that both processes of the protocol use, the node agent
- * and a remote worker process, so that the handshake and the message checks
- * are written once. Messages are UCX active messages with a fixed-size header
- * per type (checked for exact size against the table below) and, for LEND,
- * SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
+ * and a remote worker process, so that the message checks are written once. Messages are UCX active
+ * messages with a fixed-size header per type (checked for exact size against the table below) and,
+ * for LEND, SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
  * (gm_remote_conn_send): the receiver gets it whole inside its handler, so
  * nothing of it outlives the handler. A SAMPLE goes eager by default too, or
  * by rendezvous when the worker is told so (GOLDMINER_REMOTE_RNDV=1, worker.c):
@@ -17,9 +16,13 @@
  * Nothing here is a transport of our own: framing, wire-up, retransmission and
  * peer-failure detection are UCX's.
  *
- * Not here: listening and accepting (the agent's: agent.c, which checks the
- * address against --peers before an endpoint exists), and what a message after
- * the handshake means (the owner's on_msg).
+ * A connection's endpoint is made only after the handshake on the control port
+ * (ctl.c), to the worker address the other side sent there: no UCX listener
+ * exists, and nothing arrives over UCX from anyone who did not prove the
+ * secret (the handshake's messages themselves are refused if they come so).
+ *
+ * Not here: the control port and the handshake (ctl.c), accepting and --peers
+ * (agent.c), what a message means (the owner's on_msg).
  */
 
 #include "conn.h"
@@ -30,8 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "auth.h"
-#include "goldminer/version.h"
+#include <sys/epoll.h>
+
+#include "ctl.h"
 #include "msg.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -154,6 +158,7 @@ void gm_remote_conn_kill(struct conn *c, const char *fmt, ...)
  * so its lease may be given to someone else. */
 void gm_remote_conn_close(struct gm_remote_net *n, struct conn *c)
 {
+	(void)n;
 	if (!c->ep)
 		return;
 	ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
@@ -164,14 +169,17 @@ void gm_remote_conn_close(struct gm_remote_net *n, struct conn *c)
 		return;
 	int64_t end = now_ms() + 200;
 	while (ucp_request_check_status(p) == UCS_INPROGRESS && now_ms() < end)
-		ucp_worker_progress(n->w);
+		ucp_worker_progress(c->w);
 	ucp_request_free(p); /* (UCX completes it on its own if it has not) */
 }
 
-/* Close the endpoint by force (its messages stop being delivered) and free c. */
+/* Close the endpoint by force (its messages stop being delivered) and free c,
+ * and its own worker. */
 void gm_remote_conn_free(struct gm_remote_net *n, struct conn *c)
 {
 	gm_remote_conn_close(n, c);
+	if (c->own_w && c->w)
+		ucp_worker_destroy(c->w);
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (n->conns[i] == c)
 			n->conns[i] = NULL;
@@ -221,209 +229,67 @@ int gm_remote_conn_send(struct conn *c, int id, const void *hdr, size_t hlen, co
 	return 0; /* send_done frees buf */
 }
 
-int gm_remote_conn_connect(struct gm_remote_net *n, const char *addr, struct conn **out)
+int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr, size_t len)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	char ip[INET6_ADDRSTRLEN];
-	*out = NULL;
-	if (gm_remote_parse_addr(addr, &ss, &sl, ip, sizeof(ip)))
-		return -EINVAL;
-	struct conn *c = gm_remote_conn_new(n, true, ip);
-	if (!c)
-		return -EMFILE;
+	(void)n;
+	(void)len; /* (its length was bounded where it landed: ctl.c) */
 	ucp_ep_params_t p = {
-	    .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-			  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-	    .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-	    .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = sl},
+	    .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+			  UCP_EP_PARAM_FIELD_ERR_HANDLER,
+	    .address = addr,
 	    .err_mode = UCP_ERR_HANDLING_MODE_PEER,
 	    .err_handler = {.cb = gm_remote_conn_lost, .arg = c},
 	};
-	ucs_status_t st = ucp_ep_create(n->w, &p, &c->ep);
+	ucs_status_t st = ucp_ep_create(c->w, &p, &c->ep);
 	if (st != UCS_OK) {
 		c->ep = NULL;
-		gm_remote_conn_free(n, c);
 		return gm_remote_st_errno(st);
 	}
-	*out = c;
 	return 0;
-}
-
-/* Start the handshake on an outgoing connection (role: what we are). */
-int gm_remote_conn_hello(struct conn *c, int role, uint64_t token)
-{
-	struct m_hello h = {
-	    .magic = MSG_MAGIC, .version = MSG_VERSION, .role = (uint32_t)role, .token = token};
-	if (gm_auth_nonce(c->mine))
-		return -EIO;
-	memcpy(h.nonce, c->mine, sizeof(h.nonce));
-	c->st = C_HELLO;
-	return gm_remote_conn_send(c, AM_HELLO, &h, sizeof(h), NULL, 0);
-}
-
-/* ---- the handshake ----------------------------------------------------------- */
-
-static void on_hello(struct gm_remote_net *n, struct conn *c, const struct m_hello *h)
-{
-	struct m_challenge ch;
-	if (!c->outgoing && c->st == C_NEW && h->magic == MSG_MAGIC && h->version != MSG_VERSION) {
-		gm_remote_conn_kill(
-		    c,
-		    "refused %s: it speaks the remote protocol version %u, this agent %u "
-		    "(goldminer %s): run the same goldminer on every host",
-		    c->ip, h->version, MSG_VERSION, gm_version());
-		return;
-	}
-	if (c->outgoing || c->st != C_NEW || h->magic != MSG_MAGIC ||
-	    (h->role != ROLE_AGENT && h->role != ROLE_WORKER)) {
-		gm_remote_conn_kill(c, "refused %s: not a goldminer %s peer (bad hello)", c->ip,
-				    gm_version());
-		return;
-	}
-	c->role = (int)h->role;
-	c->token = h->token;
-	memcpy(c->theirs, h->nonce, sizeof(c->theirs));
-	if (gm_auth_nonce(c->mine) ||
-	    gm_auth_proof(&n->key, SERVER_ROLE, c->theirs, c->mine, ch.proof)) {
-		gm_remote_conn_kill(c, "no randomness for a nonce");
-		return;
-	}
-	memcpy(ch.nonce, c->mine, sizeof(ch.nonce));
-	c->st = C_CHALLENGED;
-	gm_remote_conn_send(c, AM_CHALLENGE, &ch, sizeof(ch), NULL, 0);
-}
-
-static void on_challenge(struct gm_remote_net *n, struct conn *c, const struct m_challenge *ch)
-{
-	struct m_auth a;
-	if (!c->outgoing || c->st != C_HELLO) {
-		gm_remote_conn_kill(c, "%s: unexpected challenge", c->ip);
-		return;
-	}
-	if (!gm_auth_verify(&n->key, SERVER_ROLE, c->mine, ch->nonce, ch->proof)) {
-		gm_remote_conn_kill(
-		    c,
-		    "%s does not know the secret (its proof is wrong): check --secret on "
-		    "both hosts",
-		    c->ip);
-		return;
-	}
-	memcpy(c->theirs, ch->nonce, sizeof(c->theirs));
-	if (gm_auth_proof(&n->key, CLIENT_ROLE, c->theirs, c->mine, a.proof)) {
-		gm_remote_conn_kill(c, "cannot compute a proof");
-		return;
-	}
-	c->st = C_CHALLENGED;
-	gm_remote_conn_send(c, AM_AUTH, &a, sizeof(a), NULL, 0);
-}
-
-static void on_auth(struct gm_remote_net *n, struct conn *c, const struct m_auth *a)
-{
-	struct m_welcome wm = {0};
-	if (c->outgoing || c->st != C_CHALLENGED) {
-		gm_remote_conn_kill(c, "%s: unexpected auth", c->ip);
-		return;
-	}
-	if (!gm_auth_verify(&n->key, CLIENT_ROLE, c->mine, c->theirs, a->proof)) {
-		wm.status = -EACCES;
-		snprintf(wm.msg, sizeof(wm.msg), "refused: wrong secret");
-		gm_remote_conn_send(c, AM_WELCOME, &wm, sizeof(wm), NULL, 0);
-		ucp_worker_progress(n->w); /* let the refusal leave (best effort) */
-		gm_remote_conn_kill(c, "refused %s: it does not know the secret", c->ip);
-		return;
-	}
-	if (c->role == ROLE_WORKER) {
-		c->job = n->job_of ? n->job_of(n->owner, c->token) : NULL;
-		if (!c->job) {
-			wm.status = -ENOENT;
-			snprintf(wm.msg, sizeof(wm.msg), "no such job here (it ended)");
-		}
-	}
-	gm_remote_conn_send(c, AM_WELCOME, &wm, sizeof(wm), NULL, 0);
-	if (wm.status) {
-		gm_remote_conn_kill(c, "worker at %s: %s", c->ip, wm.msg);
-		return;
-	}
-	c->st = C_OK;
-	gm_remote_logf(n, "%s at %s authenticated",
-		       c->role == ROLE_AGENT ? "agent" : "remote worker", c->ip);
-}
-
-static void on_welcome(struct gm_remote_net *n, struct conn *c, const struct m_welcome *wm)
-{
-	if (!c->outgoing || c->st != C_CHALLENGED) {
-		gm_remote_conn_kill(c, "%s: unexpected welcome", c->ip);
-		return;
-	}
-	if (wm->status) {
-		gm_remote_conn_kill(c, "%s %.*s", c->ip, (int)sizeof(wm->msg), wm->msg);
-		copy_str(n->welcome, sizeof(n->welcome), c->why);
-		return;
-	}
-	c->st = C_OK;
 }
 
 /* ---- receiving --------------------------------------------------------------- */
 
-/* What may arrive: one row per message, its header's exact size, whether a
- * payload may follow it and whether it may come before the handshake succeeded
- * (only the handshake's own). */
+/* What may arrive over UCX: one row per message, its header's exact size,
+ * whether a payload may follow it and whether it may come over UCX at all (the
+ * handshake's messages go over the control port, ctl.c, before an endpoint
+ * exists: one that comes over UCX is a protocol error). */
 struct msg_row {
 	size_t hlen;
-	bool data, preauth;
+	bool data, ucx;
 };
 // clang-format off
-#define ROW(id, type, data, preauth) [id] = {sizeof(struct type), data, preauth}
+#define ROW(id, type, data, ucx) [id] = {sizeof(struct type), data, ucx}
 static const struct msg_row msg_rows[AM_N] = {
-	/*  message      header       payload  before the handshake */
-	ROW(AM_HELLO,     m_hello,     false,   true),
-	ROW(AM_CHALLENGE, m_challenge, false,   true),
-	ROW(AM_AUTH,      m_auth,      false,   true),
-	ROW(AM_WELCOME,   m_welcome,   false,   true),
-	ROW(AM_LEND,      m_lend,      true,    false),
-	ROW(AM_LENT,      m_lent,      false,   false),
-	ROW(AM_CLAIM,     m_claim,     false,   false),
-	ROW(AM_LEASE,     m_lease,     true,    false),
-	ROW(AM_SAMPLE,    m_sample,    true,    false),
-	ROW(AM_PUBLISH,   m_publish,   true,    false),
+	/*  message      header       payload  over UCX */
+	ROW(AM_HELLO,     m_hello,     false,   false),
+	ROW(AM_CHALLENGE, m_challenge, false,   false),
+	ROW(AM_AUTH,      m_auth,      false,   false),
+	ROW(AM_WELCOME,   m_welcome,   false,   false),
+	ROW(AM_LEND,      m_lend,      true,    true),
+	ROW(AM_LENT,      m_lent,      false,   true),
+	ROW(AM_CLAIM,     m_claim,     false,   true),
+	ROW(AM_LEASE,     m_lease,     true,    true),
+	ROW(AM_SAMPLE,    m_sample,    true,    true),
+	ROW(AM_PUBLISH,   m_publish,   true,    true),
 };
 #undef ROW
 // clang-format on
 
-/* The handshake's messages here, every other one to the owner. */
+/* A message to the owner, its header copied to aligned memory. */
 static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp,
 		     const void *data, size_t len, bool rndv)
 {
 	union {
-		struct m_hello hello;
-		struct m_challenge ch;
-		struct m_auth auth;
-		struct m_welcome wm;
 		struct m_lend lend;
 		struct m_lent lent;
+		struct m_claim claim;
 		struct m_lease lease;
 		struct m_sample sample;
 		struct m_publish pub;
 	} h;
 	memcpy(&h, hp, msg_rows[id].hlen);
-	switch (id) {
-	case AM_HELLO:
-		on_hello(n, c, &h.hello);
-		break;
-	case AM_CHALLENGE:
-		on_challenge(n, c, &h.ch);
-		break;
-	case AM_AUTH:
-		on_auth(n, c, &h.auth);
-		break;
-	case AM_WELCOME:
-		on_welcome(n, c, &h.wm);
-		break;
-	default:
-		n->on_msg(n->owner, c, id, &h, data, len, rndv);
-		break;
-	}
+	n->on_msg(n->owner, c, id, &h, data, len, rndv);
 }
 
 static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
@@ -446,8 +312,11 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 				    hlen, len);
 		return UCS_OK;
 	}
-	if (!msg_rows[a->id].preauth && c->st != C_OK) {
-		gm_remote_conn_kill(c, "%s: message %d before authentication", c->ip, a->id);
+	if (!msg_rows[a->id].ucx || c->st != C_OK) {
+		gm_remote_conn_kill(c,
+				    "%s: message %d out of place (the handshake is the control "
+				    "port's)",
+				    c->ip, a->id);
 		return UCS_OK;
 	}
 	dispatch(n, c, a->id, header, data, len, rndv);
@@ -479,11 +348,21 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 			 ucs_status_string(st));
 		return gm_remote_st_errno(st);
 	}
-	ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-				  .thread_mode = UCS_THREAD_MODE_SINGLE};
-	st = ucp_worker_create(n->ctx, &wp, &n->w);
-	if (st == UCS_OK && wakeup)
-		st = ucp_worker_get_efd(n->w, &n->efd);
+	int rc = gm_remote_net_worker(n, &n->w, err, errlen);
+	if (!rc && wakeup && ucp_worker_get_efd(n->w, &n->efd) != UCS_OK)
+		rc = -EIO;
+	if (rc) {
+		if (rc == -EIO)
+			snprintf(err, errlen, "UCX worker: no event fd");
+		gm_remote_net_fini(n);
+	}
+	return rc;
+}
+
+/* The AM handlers of every message on w. */
+static ucs_status_t set_handlers(struct gm_remote_net *n, ucp_worker_h w)
+{
+	ucs_status_t st = UCS_OK;
 	for (int id = 1; st == UCS_OK && id < AM_N; id++) {
 		n->am[id] = (struct am_arg){n, id};
 		ucp_am_handler_param_t hp = {
@@ -493,14 +372,62 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 		    .flags = UCP_AM_FLAG_WHOLE_MSG,
 		    .cb = am_cb,
 		    .arg = &n->am[id]};
-		st = ucp_worker_set_am_recv_handler(n->w, &hp);
+		st = ucp_worker_set_am_recv_handler(w, &hp);
 	}
+	return st;
+}
+
+int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen)
+{
+	unsigned long before[256];
+	int efd = -1;
+	ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				  .thread_mode = UCS_THREAD_MODE_SINGLE};
+	int nb = gm_remote_ctl_listeners(before, 256);
+	ucs_status_t st = ucp_worker_create(n->ctx, &wp, w);
 	if (st != UCS_OK) {
+		*w = NULL;
 		snprintf(err, errlen, "UCX worker: %s", ucs_status_string(st));
-		gm_remote_net_fini(n);
 		return gm_remote_st_errno(st);
 	}
-	return 0;
+	st = set_handlers(n, *w);
+	if (st == UCS_OK && n->epfd >= 0)
+		st = ucp_worker_get_efd(*w, &efd);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	int rc = st != UCS_OK ? gm_remote_st_errno(st) : 0;
+	if (!rc && efd >= 0 && epoll_ctl(n->epfd, EPOLL_CTL_ADD, efd, &ev))
+		rc = -errno;
+	/* UCX's own listening sockets (its TCP transport's) admit the peers only */
+	int g = nb < 0 ? nb : gm_remote_ctl_guard(before, nb, n->allowed, n->nallowed);
+	if (!rc && g < 0)
+		rc = g;
+	if (rc) {
+		snprintf(err, errlen, "UCX worker: %s",
+			 g < 0 ? "cannot guard its listening sockets" : strerror(-rc));
+		ucp_worker_destroy(*w);
+		*w = NULL;
+	}
+	return rc;
+}
+
+void gm_remote_net_progress(struct gm_remote_net *n)
+{
+	while (ucp_worker_progress(n->w))
+		;
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (n->conns[i] && n->conns[i]->own_w)
+			while (ucp_worker_progress(n->conns[i]->w))
+				;
+}
+
+bool gm_remote_net_arm(struct gm_remote_net *n)
+{
+	bool armed = ucp_worker_arm(n->w) != UCS_ERR_BUSY;
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (n->conns[i] && n->conns[i]->own_w &&
+		    ucp_worker_arm(n->conns[i]->w) == UCS_ERR_BUSY)
+			armed = false;
+	return armed;
 }
 
 void gm_remote_net_fini(struct gm_remote_net *n)

@@ -1,17 +1,20 @@
 /*
- * conn.h - the remote plugin's connections (conn.c): one UCP context and worker
- * per process, a table of connections to other agents or remote workers, the
- * shared-secret handshake and the sending and receiving of messages (msg.h).
+ * conn.h - the remote plugin's connections (conn.c): one UCP context and its
+ * workers per process, a table of connections to other agents or remote
+ * workers, and the sending and receiving of messages (msg.h).
  *
  * The idea: both processes that speak the protocol, the node agent (agent.h)
  * and a remote worker process (worker.c), own one struct gm_remote_net and
- * nothing else of each other's state. The connection layer handles the
- * handshake itself and hands every later message, checked against the message
- * table (exact header size, payload only where allowed, nothing before the
- * handshake succeeded), to its owner's on_msg.
+ * nothing else of each other's state. A connection exists only once the
+ * handshake on the control port succeeded (ctl.h): its UCX endpoint is made
+ * then, to the worker address the other side sent there. The layer hands every
+ * message, checked against the message table (exact header size, payload only
+ * where allowed; the handshake's own never come over UCX), to its owner's
+ * on_msg.
  *
- * Not here: listening and accepting (the agent's, agent.c), leases (home.c),
- * lent jobs (lender.c). Threads: one, the owner's loop (UCS_THREAD_MODE_SINGLE).
+ * Not here: the control port and the handshake (ctl.c), accepting and --peers
+ * (agent.c), leases (home.c), lent jobs (lender.c). Threads: one, the owner's
+ * loop (UCS_THREAD_MODE_SINGLE).
  */
 #ifndef GM_REMOTE_CONN_H
 #define GM_REMOTE_CONN_H
@@ -29,19 +32,23 @@
 #include "auth.h"
 #include "msg.h"
 
-#define MAX_CONNS 256
-#define AUTH_MS	  5000 /* a connection must prove the secret within this */
+#define MAX_CONNS   256
+#define AUTH_MS	    5000 /* a connection must prove the secret within this */
+#define NET_ALLOWED 64	 /* addresses UCX's own listening sockets admit */
 
-enum cstate { C_NEW, C_HELLO, C_CHALLENGED, C_OK, C_DEAD };
+/* made (its endpoint not yet), working (the handshake on the control port came
+ * first: ctl.h), dead (the owner's tick closes it) */
+enum cstate { C_NEW, C_OK, C_DEAD };
 
 struct hjob;
 
 struct conn {
 	ucp_ep_h ep;
+	ucp_worker_h w; /* the worker ep lives on */
+	bool own_w;	/* w is this connection's own (an agent's to a peer: ctl.h) */
 	enum cstate st;
 	bool outgoing; /* we connected (to a peer agent, or a worker to its home) */
-	int role;      /* the other side's, once it said HELLO */
-	uint8_t mine[GM_AUTH_NONCE], theirs[GM_AUTH_NONCE];
+	int role;      /* the other side's, as its HELLO said */
 	char ip[INET6_ADDRSTRLEN];
 	int64_t since_ms;
 	char why[256]; /* why it died */
@@ -77,15 +84,18 @@ typedef void gm_remote_on_msg_fn(void *owner, struct conn *c, int id, const void
 
 struct gm_remote_net {
 	ucp_context_h ctx;
-	ucp_worker_h w;
-	int efd; /* its event fd (the agent polls it), -1: none */
+	ucp_worker_h w; /* the main one: every incoming connection's */
+	int efd;	/* its event fd, -1: none */
+	int epfd;	/* an epoll set every worker's event fd joins (-1: none; the agent's) */
 	struct gm_auth_key key;
+	/* the only sources UCX's own listening sockets admit (ctl.h, the guard) */
+	char allowed[NET_ALLOWED][INET6_ADDRSTRLEN];
+	int nallowed;
 	struct conn *conns[MAX_CONNS];
 	struct am_arg am[AM_N];
 	int verbose;
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
-	char welcome[256]; /* the last refusal a server sent us */
 	/* the owner's: every message after the handshake, and (a home) the job a
 	 * remote worker names in its HELLO (NULL: none here) */
 	gm_remote_on_msg_fn *on_msg;
@@ -118,28 +128,37 @@ int gm_remote_st_errno(ucs_status_t st);
 int gm_remote_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *ip,
 			 size_t iplen);
 
-/* The UCP context and worker (wakeup: with an event fd), every message's handler
- * registered. 0 or -errno with err. fini frees every connection, then (unlisten)
- * the owner's listener, then the worker and the context. */
+/* The UCP context and the main worker (wakeup: with an event fd), set
+ * n->allowed first (the guard). 0 or -errno with err. fini frees every
+ * connection, then (unlisten) the owner's listener, then the worker and the
+ * context. */
 int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t errlen);
 void gm_remote_net_fini(struct gm_remote_net *n);
+/* A UCP worker on n's context: every message's handler registered, its event
+ * fd in n->epfd (when there is one), and the guard on the sockets it listens
+ * on (only n->allowed may connect). 0 or -errno with err. */
+int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen);
+/* Progress every worker (the main one and the connections' own) until none has
+ * more to do; arm them all for the event fds. arm: false when one is busy
+ * (progress again before sleeping). */
+void gm_remote_net_progress(struct gm_remote_net *n);
+bool gm_remote_net_arm(struct gm_remote_net *n);
 
-/* A connection in the table (NULL: full or no memory); its endpoint is the
- * caller's to make, with gm_remote_conn_lost as its error handler. */
+/* A connection in the table (NULL: full or no memory); its endpoint is made by
+ * gm_remote_conn_ep, on c->w (set it first), to a worker address the other side
+ * sent on the control port (len bytes; UCX reads it). 0 or -errno. */
 struct conn *gm_remote_conn_new(struct gm_remote_net *n, bool outgoing, const char *ip);
+int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr, size_t len);
 void gm_remote_conn_lost(void *arg, ucp_ep_h ep, ucs_status_t status);
 /* Mark c dead with why (the owner's tick closes it); nothing if it is already. */
 void gm_remote_conn_kill(struct conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Close c's endpoint by force and wait (200 ms at most) until UCX has. */
 void gm_remote_conn_close(struct gm_remote_net *n, struct conn *c);
-/* Close the endpoint by force and free c. */
+/* Close the endpoint by force and free c (and its own worker). */
 void gm_remote_conn_free(struct gm_remote_net *n, struct conn *c);
 /* Send a message (header and payload copied). 0 or -errno (c is then dead). */
 int gm_remote_conn_send(struct conn *c, int id, const void *hdr, size_t hlen, const void *data,
 			size_t dlen);
-/* Connect to "host:port"; then say HELLO as role. 0 or -errno. */
-int gm_remote_conn_connect(struct gm_remote_net *n, const char *addr, struct conn **out);
-int gm_remote_conn_hello(struct conn *c, int role, uint64_t token);
 
 #endif

@@ -7,8 +7,11 @@
  * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: conn.c's table). The
  * structs are copied byte for byte, so both ends must be the same build: HELLO
  * carries MSG_MAGIC and MSG_VERSION and an agent refuses any other version in
- * words. The worker blob (struct wblob) is not a message: it is what a lending
- * agent hands the remote worker process it execs (a memfd on its fd 3).
+ * words. HELLO, CHALLENGE, AUTH and WELCOME are the control port's (ctl.h):
+ * TCP frames before any endpoint exists, never UCX messages (AUTH and WELCOME
+ * then carry a UCX worker address). The worker blob (struct wblob) is not a
+ * message: it is what a lending agent hands the remote worker process it execs
+ * (a memfd on its fd 3).
  *
  * Not here: sending and receiving (conn.c), and what each side does with a
  * message (home.c, lender.c, worker.c). No value here is checked here: each is
@@ -26,7 +29,7 @@
 #include "goldminer/wire.h"
 
 #define MSG_MAGIC   0x4d524d47u /* "GMRM" */
-#define MSG_VERSION 2u
+#define MSG_VERSION 3u		/* 3: the control port (ctl.c), the lease checks (check.c) */
 #define SERVER_ROLE "goldminer-remote server"
 #define CLIENT_ROLE "goldminer-remote client"
 

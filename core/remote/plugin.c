@@ -7,8 +7,9 @@
  * --listen or --peers is given, so UCX's memory hooks and signal handlers never
  * reach a trainer or an agent that does not use it; the ops table is the whole
  * interface, checked by ABI number and goldminer version at load. The plugin is
- * built from core/remote/: conn.c (connections, the handshake, the message
- * checks; msg.h the messages), agent.c (listener, peers, dispatch, tick),
+ * built from core/remote/: ctl.c (the control port, the handshake), conn.c
+ * (connections, the message checks; msg.h the messages), agent.c (accepting,
+ * peers, dispatch, tick),
  * home.c (leases for remote workers), lender.c (lent jobs and their worker
  * processes), worker.c (the remote worker process), auth.c (the secret).
  *
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -48,6 +50,14 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 		return -ENOMEM;
 	}
 	r->net.efd = -1;
+	r->lfd = -1;
+	r->net.epfd = epoll_create1(EPOLL_CLOEXEC); /* what the node's loop polls */
+	if (r->net.epfd < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
+		free(r);
+		return rc;
+	}
 	ssize_t xl = readlink("/proc/self/exe", r->exe, sizeof(r->exe) - 1);
 	r->exe[xl > 0 ? xl : 0] = '\0';
 	r->budget = c->budget;
@@ -97,12 +107,14 @@ static void r_destroy(struct gm_remote *r)
 	gm_remote_net_fini(&r->net);
 	gm_remote_lend_reap_all();
 	gm_remote_lend_fini(r);
+	if (r->net.epfd >= 0)
+		close(r->net.epfd);
 	free(r);
 }
 
 static int r_fd(struct gm_remote *r)
 {
-	return r->net.efd;
+	return r->net.epfd;
 }
 
 static uint16_t r_port(struct gm_remote *r)
@@ -128,11 +140,14 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);              \
 		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
 	} while (0)
-	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"peers\": [", r->port,
-	    r->lendable, gm_remote_lend_total(r));
+	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"refused\": %" PRIu64
+	    ", \"peers\": [",
+	    r->port, r->lendable, gm_remote_lend_total(r), r->refused);
 	for (int p = 0; p < r->npeers; p++) {
 		const struct peer *pe = &r->peers[p];
-		const char *st = !pe->c ? "down" : pe->c->st == C_OK ? "connected" : "connecting";
+		const char *st = pe->c && pe->c->st == C_OK ? "connected"
+				 : pe->dial || pe->c	    ? "connecting"
+							    : "down";
 		uint32_t granted = 0; /* its workers serving our jobs, as it said */
 		for (int i = 0; i < MAX_HJOBS; i++)
 			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;

@@ -38,6 +38,7 @@
 #include <ucp/api/ucp.h>
 
 #include "conn.h"
+#include "ctl.h"
 #include "goldminer/aug.h"
 #include "goldminer/dataset.h"
 #include "goldminer/job.h"
@@ -602,19 +603,18 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	r->net.verbose = 1;
 	r->net.on_msg = on_msg;
 	r->net.owner = r;
-	rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+	r->net.epfd = -1;
+	err[0] = '\0';
+	struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
+	socklen_t sl;
+	rc = gm_remote_parse_addr(bl->home_addr, &ss, &sl, r->net.allowed[0], INET6_ADDRSTRLEN);
+	r->net.nallowed = 1;
 	if (!rc)
-		rc = gm_remote_conn_connect(&r->net, bl->home_addr, &c);
+		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
 	if (!rc)
-		rc = gm_remote_conn_hello(c, ROLE_WORKER, bl->token);
-	while (!rc && c->st != C_OK) { /* the handshake, within AUTH_MS */
-		if (c->st == C_DEAD)
-			rc = -ECONNREFUSED;
-		else if (now_ms() - c->since_ms >= AUTH_MS)
-			rc = -ETIMEDOUT;
-		else if (!ucp_worker_progress(r->net.w))
-			usleep(100);
-	}
+		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, &c, err, sizeof(err));
+	if (rc && err[0])
+		fprintf(stderr, "goldminer remote worker for %s: %s\n", bl->home_addr, err);
 	if (!rc)
 		rc = gm_ring_create(&m, 2, b, sb, 0, GM_RING_NO_END);
 	struct gm_worker_cfg cfg = pc->w;
