@@ -232,7 +232,9 @@ agent 2 "$tmp/secret" 1
 agent 3 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2 3
 peers_connected 1 2
-train 8
+# (a cap of 4: 1 local worker leaves room for 3 remote ones, so that both
+# peers are asked whatever the order of their answers; the bytes do not change)
+train 8 --workers 4
 # shellcheck disable=SC2086
 ref8=$("$G" bench "$tmp/data" --workers 2 --epochs 8 $BENCH 2>/dev/null |
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
@@ -635,20 +637,30 @@ TP=$B/tests/libgoldminer-remote-test.so
 # misbehave MODE PATTERN DESCRIPTION [TRAIN ARGS]: the peer's first lease
 # misbehaves as MODE; the home's log must match PATTERN (and $ALSO if set)
 misbehave() {
-	mode=$1 pat=$2 desc=$3
+	how=$1 pat=$2 desc=$3
 	shift 3
 	if [ ! -f "$TP" ]; then
 		t 1 "$desc: no $TP (make $TP)"
 		return
 	fi
-	rm -f "$tmp/once"
-	GOLDMINER_REMOTE_LIB=$TP GOLDMINER_REMOTE_MISBEHAVE=$mode GOLDMINER_REMOTE_MISBEHAVE_ONCE=$tmp/once
-	export GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
-	agent 2 "$tmp/secret" 1
-	unset GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
-	agent 1 "$tmp/secret" 2
-	peers_connected 1 1 || peers_connected 1 1
-	TRAIN_S=120 train $EPOCHS "$@"
+	# A job can end before the peer's worker claims a lease (a loaded machine):
+	# then nothing misbehaved and the case says nothing; it runs again, 3 times
+	# at most.
+	try=0
+	while [ $try -lt 3 ]; do
+		try=$((try + 1))
+		rm -f "$tmp/once"
+		GOLDMINER_REMOTE_LIB=$TP GOLDMINER_REMOTE_MISBEHAVE=$how GOLDMINER_REMOTE_MISBEHAVE_ONCE=$tmp/once
+		export GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
+		agent 2 "$tmp/secret" 1
+		unset GOLDMINER_REMOTE_LIB GOLDMINER_REMOTE_MISBEHAVE GOLDMINER_REMOTE_MISBEHAVE_ONCE
+		agent 1 "$tmp/secret" 2
+		peers_connected 1 1 || peers_connected 1 1
+		TRAIN_S=120 train $EPOCHS "$@"
+		[ -f "$tmp/once" ] && break
+		echo "# $desc: the peer's worker took no lease before the job ended (try $try)"
+		stop_agents
+	done
 	at="remote worker at $(mh_addr 2): "
 	ok=1
 	same && [ -f "$tmp/once" ] && grep -q "$at$pat" "$tmp/1.log" &&
@@ -764,7 +776,7 @@ if [ "$mode" = netns ]; then
 	t $ok "2000 idle connections held $secs s from a host not in --peers (none left open, none on UCX's ports): same checksums, the peer delivered in every run"
 	stop_agents
 else
-	for c in 13 14 15; do
+	for c in 26 27 28; do
 		echo "ok $((n + 1)) # SKIP case $c: a stranger needs a host of its own ($(mh_why))"
 		n=$((n + 1))
 	done
