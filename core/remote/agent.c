@@ -36,6 +36,7 @@
 #include "conn.h"
 #include "ctl.h"
 #include "msg.h"
+#include "goldminer/util.h"
 
 /* ---- the control port ---------------------------------------------------- */
 
@@ -269,7 +270,7 @@ int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size
 	snprintf(buf, sizeof(buf), "%s", list ? list : "");
 	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (r->npeers == MAX_PEERS) {
-			snprintf(err, errlen, "--peers: at most %d peers", MAX_PEERS);
+			gm_errf(err, errlen, "--peers: at most %d peers", MAX_PEERS);
 			return -EINVAL;
 		}
 		struct peer *p = &r->peers[r->npeers++];
@@ -278,9 +279,9 @@ int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size
 		socklen_t sl;
 		if (gm_remote_parse_addr(t, &ss, &sl, r->allowed[r->nallowed],
 					 sizeof(r->allowed[0]))) {
-			snprintf(err, errlen,
-				 "--peers: '%s' is not HOST:PORT (a host this machine can resolve)",
-				 t);
+			gm_errf(err, errlen,
+				"--peers: '%s' is not HOST:PORT (a host this machine can resolve)",
+				t);
 			return -EINVAL;
 		}
 		copy_str(r->net.allowed[r->net.nallowed++], sizeof(r->net.allowed[0]),

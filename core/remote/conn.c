@@ -37,6 +37,7 @@
 
 #include "ctl.h"
 #include "msg.h"
+#include "goldminer/util.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -50,7 +51,7 @@ void gm_remote_logf(struct gm_remote_net *n, const char *fmt, ...)
 	if (n->log)
 		n->log(n->log_arg, line);
 	else if (n->verbose)
-		fprintf(stderr, "goldminer remote: %s\n", line);
+		gm_log("remote", "%s", line);
 }
 
 int gm_remote_st_errno(ucs_status_t st)
@@ -335,8 +336,8 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 	setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
 	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
 	if (st != UCS_OK) {
-		snprintf(err, errlen, "UCX configuration (UCX_* environment): %s",
-			 ucs_status_string(st));
+		gm_errf(err, errlen, "UCX configuration (UCX_* environment): %s",
+			ucs_status_string(st));
 		return gm_remote_st_errno(st);
 	}
 	ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES,
@@ -344,8 +345,8 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 	st = ucp_init(&p, cfg, &n->ctx);
 	ucp_config_release(cfg);
 	if (st != UCS_OK) {
-		snprintf(err, errlen, "ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
-			 ucs_status_string(st));
+		gm_errf(err, errlen, "ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
+			ucs_status_string(st));
 		return gm_remote_st_errno(st);
 	}
 	int rc = gm_remote_net_worker(n, &n->w, err, errlen);
@@ -353,7 +354,7 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 		rc = -EIO;
 	if (rc) {
 		if (rc == -EIO)
-			snprintf(err, errlen, "UCX worker: no event fd");
+			gm_errf(err, errlen, "UCX worker: no event fd");
 		gm_remote_net_fini(n);
 	}
 	return rc;
@@ -387,7 +388,7 @@ int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, si
 	ucs_status_t st = ucp_worker_create(n->ctx, &wp, w);
 	if (st != UCS_OK) {
 		*w = NULL;
-		snprintf(err, errlen, "UCX worker: %s", ucs_status_string(st));
+		gm_errf(err, errlen, "UCX worker: %s", ucs_status_string(st));
 		return gm_remote_st_errno(st);
 	}
 	st = set_handlers(n, *w);
@@ -402,8 +403,8 @@ int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, si
 	if (!rc && g < 0)
 		rc = g;
 	if (rc) {
-		snprintf(err, errlen, "UCX worker: %s",
-			 g < 0 ? "cannot guard its listening sockets" : strerror(-rc));
+		gm_errf(err, errlen, "UCX worker: %s",
+			g < 0 ? "cannot guard its listening sockets" : strerror(-rc));
 		ucp_worker_destroy(*w);
 		*w = NULL;
 	}

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "goldminer/util.h"
 #include "goldminer/version.h"
 #include "msg.h"
 
@@ -43,7 +44,7 @@ int gm_remote_ctl_listen(const char *addr, int *fd, uint16_t *port, char *err, s
 	socklen_t sl;
 	int one = 1, s = -1, rc;
 	if (gm_remote_parse_addr(addr, &ss, &sl, NULL, 0)) {
-		snprintf(err, errlen, "--listen: '%s' is not ADDR:PORT", addr);
+		gm_errf(err, errlen, "--listen: '%s' is not ADDR:PORT", addr);
 		return -EINVAL;
 	}
 	s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -51,9 +52,9 @@ int gm_remote_ctl_listen(const char *addr, int *fd, uint16_t *port, char *err, s
 	    bind(s, (struct sockaddr *)&ss, sl) || listen(s, SOMAXCONN) ||
 	    getsockname(s, (struct sockaddr *)&ss, &sl)) {
 		rc = -errno;
-		snprintf(err, errlen,
-			 "--listen %s: %s (is it an address of this host, and the port free?)",
-			 addr, strerror(-rc));
+		gm_errf(err, errlen,
+			"--listen %s: %s (is it an address of this host, and the port free?)", addr,
+			strerror(-rc));
 		if (s >= 0)
 			close(s);
 		return rc;
@@ -246,7 +247,7 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 {
 	struct conn *c = gm_remote_conn_new(n, x->client, x->ip);
 	if (!c) {
-		snprintf(why, wl, "too many connections");
+		gm_errf(why, wl, "too many connections");
 		return NULL;
 	}
 	c->role = x->role;
@@ -255,7 +256,7 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 	c->w = x->w;
 	int rc = gm_remote_conn_ep(n, c, addr, alen);
 	if (rc) {
-		snprintf(why, wl, "no UCX endpoint to its worker address: %s", strerror(-rc));
+		gm_errf(why, wl, "no UCX endpoint to its worker address: %s", strerror(-rc));
 		gm_remote_conn_free(n, c);
 		return NULL;
 	}
@@ -482,7 +483,7 @@ int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t to
 	*out = NULL;
 	int rc = gm_remote_ctl_dial(addr, ROLE_WORKER, token, n->w, &x);
 	if (rc) {
-		snprintf(err, errlen, "cannot connect: %s", strerror(-rc));
+		gm_errf(err, errlen, "cannot connect: %s", strerror(-rc));
 		return rc;
 	}
 	while (!x->status) { /* ctl_step ends it after AUTH_MS */
@@ -492,7 +493,7 @@ int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t to
 	}
 	rc = x->status < 0 ? x->status : 0;
 	if (rc)
-		snprintf(err, errlen, "%s", x->why);
+		gm_errf(err, errlen, "%s", x->why);
 	*out = x->c;
 	gm_remote_ctl_free(x);
 	return rc;

@@ -39,6 +39,7 @@
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
 #include "goldminer/rng.h"
+#include "goldminer/util.h"
 #include "msg.h"
 #include "worker.h"
 
@@ -311,8 +312,8 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 	char why[200];
 	struct gm_remote_expect e = expect_of(j, c);
 	if (len != j->sb) {
-		snprintf(why, sizeof(why), "a sample of %zu bytes (the job's are %" PRIu64 ")", len,
-			 j->sb);
+		gm_errf(why, sizeof(why), "a sample of %zu bytes (the job's are %" PRIu64 ")", len,
+			j->sb);
 		refuse(c, "sample", why);
 		return;
 	}
@@ -397,10 +398,10 @@ static bool publish_ok(const struct hjob *j, const struct conn *c, const struct 
 	struct gm_remote_expect e = expect_of(j, c);
 	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
 	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
-		snprintf(why, wl,
-			 "%u err words, %u records in %zu bytes for %u samples (the lease's: %u "
-			 "words, at most %d records, %u samples)",
-			 p->words, p->n_recs, len, p->nb, j->words, GM_RING_MAX_ERRS, c->nb);
+		gm_errf(why, wl,
+			"%u err words, %u records in %zu bytes for %u samples (the lease's: %u "
+			"words, at most %d records, %u samples)",
+			p->words, p->n_recs, len, p->nb, j->words, GM_RING_MAX_ERRS, c->nb);
 		return false;
 	}
 	const uint64_t *ew = data;
@@ -415,11 +416,11 @@ static bool publish_ok(const struct hjob *j, const struct conn *c, const struct 
 		ndone += (uint32_t)__builtin_popcountll(
 		    atomic_load_explicit(&done[q], memory_order_acquire));
 	if (p->status == 0 && ndone != c->nb) {
-		snprintf(why, wl, "a complete batch with %u of its %u samples", ndone, c->nb);
+		gm_errf(why, wl, "a complete batch with %u of its %u samples", ndone, c->nb);
 		return false;
 	}
 	if (p->status != 0 && !p->n_recs && !ctl->n_recs) {
-		snprintf(why, wl, "a failed batch (status %d) without an error record", p->status);
+		gm_errf(why, wl, "a failed batch (status %d) without an error record", p->status);
 		return false;
 	}
 	return true;
@@ -617,7 +618,7 @@ static int expect_init(struct hjob *j, const struct gm_dataset *ds, char *err, s
 	int rc = j->nsamples ? gm_remote_job_batches(&j->req, ds, &pc, err, errlen) : -EINVAL;
 	if (rc) {
 		if (!j->nsamples)
-			snprintf(err, errlen, "a dataset without samples");
+			gm_errf(err, errlen, "a dataset without samples");
 		return rc;
 	}
 	j->wc = pc.w;
@@ -631,7 +632,7 @@ static int expect_init(struct hjob *j, const struct gm_dataset *ds, char *err, s
 	j->read_cap = calloc(j->nslots, sizeof(*j->read_cap));
 	if ((j->wc.shuffle && !j->perm) || !j->exp_id || !j->exp_label || !j->seen ||
 	    !j->read_cap) {
-		snprintf(err, errlen, "out of memory for the checks of remote leases");
+		gm_errf(err, errlen, "out of memory for the checks of remote leases");
 		return -ENOMEM;
 	}
 	return 0;
@@ -657,14 +658,14 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 		if (!r->hjobs[i].used)
 			j = &r->hjobs[i];
 	if (!j) {
-		snprintf(err, errlen, "too many jobs");
+		gm_errf(err, errlen, "too many jobs");
 		return -EMFILE;
 	}
 	memset(j, 0, sizeof(*j));
 	int rc = gm_ring_attach(&j->ring, ring_fd);
 	if (rc) {
-		snprintf(err, errlen, "mapping the job's ring for remote workers: %s",
-			 strerror(-rc));
+		gm_errf(err, errlen, "mapping the job's ring for remote workers: %s",
+			strerror(-rc));
 		return rc;
 	}
 	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
@@ -682,7 +683,7 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 	j->nslots = h->nslots;
 	rc = expect_init(j, ds, err, errlen);
 	if (!rc && j->wc.batches_per_epoch != bpe) {
-		snprintf(err, errlen, "the job's batches differ from the agent's");
+		gm_errf(err, errlen, "the job's batches differ from the agent's");
 		rc = -ESTALE;
 	}
 	if (rc) {

@@ -44,6 +44,7 @@
 #include "goldminer/job.h"
 #include "goldminer/node.h"
 #include "goldminer/pool.h"
+#include "goldminer/util.h"
 #include "lendroot.h"
 #include "msg.h"
 #include "worker.h"
@@ -346,7 +347,7 @@ int gm_remote_lend_check_main(int fd)
 	struct lcheck_in in;
 	struct lcheck_out o = {.magic = MSG_MAGIC};
 	if (pread(fd, &in, sizeof(in), 0) != (ssize_t)sizeof(in) || in.magic != MSG_MAGIC) {
-		fprintf(stderr, "goldminer node --lend-check: fd %d holds no check\n", fd);
+		gm_log("node --lend-check", "fd %d holds no check", fd);
 		return -EINVAL;
 	}
 	in.lend_root[sizeof(in.lend_root) - 1] = '\0';
@@ -506,7 +507,7 @@ int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t 
 {
 	char canon[PATH_MAX], given[PATH_MAX];
 	if (r->nlend_canon == GM_LEND_MAX_ROOTS) {
-		snprintf(err, errlen, "--lend-root: at most %d directories", GM_LEND_MAX_ROOTS);
+		gm_errf(err, errlen, "--lend-root: at most %d directories", GM_LEND_MAX_ROOTS);
 		return -EINVAL;
 	}
 	int rc = gm_lendroot_canon(dir, canon, sizeof(canon), err, errlen);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "lendroot.h"
+#include "goldminer/util.h"
 
 int gm_lendroot_normalise(const char *asked, char *out, size_t outlen)
 {
@@ -73,18 +74,18 @@ int gm_lendroot_canon(const char *dir, char *out, size_t outlen, char *err, size
 
 	if (!realpath(dir, real)) {
 		int rc = -errno;
-		snprintf(err, errlen, "--lend-root %s: %s", dir, strerror(-rc));
+		gm_errf(err, errlen, "--lend-root %s: %s", dir, strerror(-rc));
 		return rc;
 	}
 	if (stat(real, &st) || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen,
-			 "--lend-root %s: not a directory (name the directory that holds the "
-			 "datasets peers may use)",
-			 dir);
+		gm_errf(err, errlen,
+			"--lend-root %s: not a directory (name the directory that holds the "
+			"datasets peers may use)",
+			dir);
 		return -ENOTDIR;
 	}
 	if (strlen(real) >= outlen) {
-		snprintf(err, errlen, "--lend-root %s: path too long", dir);
+		gm_errf(err, errlen, "--lend-root %s: path too long", dir);
 		return -ENAMETOOLONG;
 	}
 	memcpy(out, real, strlen(real) + 1);

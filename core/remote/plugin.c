@@ -30,6 +30,7 @@
 #include "conn.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 #include "goldminer/version.h"
 #include "worker.h"
 
@@ -39,14 +40,14 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 {
 	*out = NULL;
 	if (!c->secret) {
-		snprintf(err, errlen,
-			 "--secret FILE is required with --listen or --peers: the "
-			 "agents prove to each other that they know it");
+		gm_errf(err, errlen,
+			"--secret FILE is required with --listen or --peers: the "
+			"agents prove to each other that they know it");
 		return -EINVAL;
 	}
 	struct gm_remote *r = calloc(1, sizeof(*r));
 	if (!r) {
-		snprintf(err, errlen, "out of memory");
+		gm_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	r->net.efd = -1;
@@ -54,7 +55,7 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.epfd = epoll_create1(EPOLL_CLOEXEC); /* what the node's loop polls */
 	if (r->net.epfd < 0) {
 		int rc = -errno;
-		snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
+		gm_errf(err, errlen, "epoll_create1: %s", strerror(-rc));
 		free(r);
 		return rc;
 	}

@@ -45,6 +45,7 @@
 #include "goldminer/limits.h"
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 #include "goldminer/wire.h"
 #include "goldminer/worker.h"
 #include "msg.h"
@@ -109,12 +110,12 @@ int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, con
 		return rc;
 	}
 	if (gm_dataset_fingerprint(*ds) != b->fingerprint || gm_dataset_count(*ds) != b->nsamples) {
-		snprintf(why, wl,
-			 "the dataset at %.80s differs on this host (fingerprint %016" PRIx64
-			 ", %u samples; the job's: %016" PRIx64 ", %" PRIu64 "): every host needs "
-			 "the same files at the same path",
-			 o.root, gm_dataset_fingerprint(*ds), gm_dataset_count(*ds), b->fingerprint,
-			 b->nsamples);
+		gm_errf(why, wl,
+			"the dataset at %.80s differs on this host (fingerprint %016" PRIx64
+			", %u samples; the job's: %016" PRIx64 ", %" PRIu64 "): every host needs "
+			"the same files at the same path",
+			o.root, gm_dataset_fingerprint(*ds), gm_dataset_count(*ds), b->fingerprint,
+			b->nsamples);
 		rc = -ESTALE;
 	} else {
 		rc = gm_remote_job_batches(&req, *ds, pc, why, wl);
@@ -398,8 +399,8 @@ static bool mis_now(enum mis_mode mode)
 		return false;
 	if (fd >= 0)
 		close(fd);
-	fprintf(stderr, "goldminer remote worker (test build): misbehaving (%s)\n",
-		getenv("GOLDMINER_REMOTE_MISBEHAVE"));
+	gm_log("remote worker (test build)", "misbehaving (%s)",
+	       getenv("GOLDMINER_REMOTE_MISBEHAVE"));
 	return true;
 }
 
@@ -565,8 +566,8 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 		preset(r, m, slot);
 		rc = gm_worker_produce(w, slot, r->lease.task);
 		if (rc) {
-			fprintf(stderr, "goldminer remote worker: batch %" PRIu64 ": %s\n",
-				r->lease.task, strerror(-rc));
+			gm_log("remote worker", "batch %" PRIu64 ": %s", r->lease.task,
+			       strerror(-rc));
 			break;
 		}
 		rc = ship(r, c, m, slot, ws, sb);
@@ -614,7 +615,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!rc)
 		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, &c, err, sizeof(err));
 	if (rc && err[0])
-		fprintf(stderr, "goldminer remote worker for %s: %s\n", bl->home_addr, err);
+		gm_log("remote worker", "for %s: %s", bl->home_addr, err);
 	if (!rc)
 		rc = gm_ring_create(&m, 2, b, sb, 0, GM_RING_NO_END);
 	struct gm_worker_cfg cfg = pc->w;
@@ -630,8 +631,8 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!rc)
 		rc = work_loop(r, c, w, m, &ws, sb);
 	if (rc && rc != -ENODATA)
-		fprintf(stderr, "goldminer remote worker for %s: %s%s%s\n", bl->home_addr,
-			strerror(-rc), c && c->why[0] ? ": " : "", c && c->why[0] ? c->why : "");
+		gm_log("remote worker", "for %s: %s%s%s", bl->home_addr, strerror(-rc),
+		       c && c->why[0] ? ": " : "", c && c->why[0] ? c->why : "");
 	gm_worker_destroy(w);
 	gm_ring_destroy(m);
 	free(ws.hdr[0]);
@@ -657,7 +658,7 @@ int gm_remote_worker_main(int fd)
 		return -ENOMEM;
 	if (pread(fd, b, sizeof(*b), 0) != (ssize_t)sizeof(*b) || b->magic != MSG_MAGIC ||
 	    b->version != MSG_VERSION) {
-		fprintf(stderr, "goldminer node --remote-worker: fd %d holds no worker blob\n", fd);
+		gm_log("node --remote-worker", "fd %d holds no worker blob", fd);
 		rc = -EINVAL;
 	}
 	close(fd);
@@ -665,7 +666,7 @@ int gm_remote_worker_main(int fd)
 	if (!rc) {
 		rc = gm_remote_worker_job_cfg(&ds, &pc, b, why, sizeof(why));
 		if (rc)
-			fprintf(stderr, "goldminer remote worker for %s: %s\n", b->home_addr, why);
+			gm_log("remote worker", "for %s: %s", b->home_addr, why);
 	}
 	if (!rc)
 		rc = worker_run(&pc, b);
