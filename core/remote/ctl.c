@@ -501,27 +501,35 @@ int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t to
 
 /* ---- the guard on UCX's own listening sockets -------------------------------- */
 
+/* Is the /proc/self/fd entry e (of d) a listening IPv4 or IPv6 socket? Its fd and
+ * inode in *fd and *ino when it is. */
+static bool inet_listener(DIR *d, const struct dirent *e, int *fd, unsigned long *ino)
+{
+	int acc = 0, dom = 0;
+	socklen_t l = sizeof(int);
+	struct stat st;
+
+	*fd = atoi(e->d_name);
+	if (e->d_name[0] == '.' || *fd == dirfd(d) || fstat(*fd, &st) || !S_ISSOCK(st.st_mode))
+		return false;
+	if (getsockopt(*fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) || !acc)
+		return false;
+	l = sizeof(int);
+	if (getsockopt(*fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) || (dom != AF_INET && dom != AF_INET6))
+		return false;
+	*ino = (unsigned long)st.st_ino;
+	return true;
+}
+
 int gm_remote_ctl_listeners(unsigned long *ino, int max)
 {
 	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
+	int n = 0, fd;
 	if (!d)
 		return -errno;
-	for (struct dirent *e; (e = readdir(d)) && n < max;) {
-		int fd = atoi(e->d_name), acc = 0, dom = 0;
-		socklen_t l = sizeof(int);
-		struct stat st;
-		if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) ||
-		    !S_ISSOCK(st.st_mode))
-			continue;
-		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) || !acc)
-			continue;
-		l = sizeof(int);
-		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) ||
-		    (dom != AF_INET && dom != AF_INET6))
-			continue;
-		ino[n++] = (unsigned long)st.st_ino;
-	}
+	for (struct dirent *e; (e = readdir(d)) && n < max;)
+		if (inet_listener(d, e, &fd, &ino[n]))
+			n++;
 	closedir(d);
 	return n;
 }
@@ -596,21 +604,13 @@ int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 	if (!d)
 		return -errno;
 	for (struct dirent *e; (e = readdir(d));) {
-		int fd = atoi(e->d_name), acc = 0, dom = 0;
-		socklen_t l = sizeof(int);
-		struct stat st;
+		unsigned long ino;
 		bool old = false;
-		if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) ||
-		    !S_ISSOCK(st.st_mode))
-			continue;
-		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) || !acc)
-			continue;
-		l = sizeof(int);
-		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) ||
-		    (dom != AF_INET && dom != AF_INET6))
+		int fd;
+		if (!inet_listener(d, e, &fd, &ino))
 			continue;
 		for (int i = 0; i < nbefore && !old; i++)
-			old = before[i] == (unsigned long)st.st_ino;
+			old = before[i] == ino;
 		if (old)
 			continue;
 		if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog))) {
