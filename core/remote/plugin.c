@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +78,13 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	if (!rc)
 		rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
 	if (!rc)
-		rc = gm_remote_agent_peers(r, c->peers, err, errlen);
+		rc = gm_remote_agent_peers(r, c->peers, c->peers_file, c->listen, err, errlen);
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, true, err, errlen);
 	if (!rc && c->listen)
 		rc = gm_remote_agent_listen(r, c->listen, err, errlen);
+	if (!rc)
+		rc = gm_remote_agent_discover(r, c->peers_refresh_ms, err, errlen);
 	if (rc) {
 		r_destroy(r);
 		return rc;
@@ -105,6 +108,7 @@ static void r_destroy(struct gm_remote *r)
 	for (int i = 0; i < MAX_HJOBS; i++)
 		if (r->hjobs[i].used)
 			gm_remote_home_drop(&r->hjobs[i]);
+	gm_peers_resolver_stop(r->res); /* never waits for a lookup in flight */
 	gm_remote_net_fini(&r->net);
 	gm_remote_lend_reap_all();
 	gm_remote_lend_fini(r);
@@ -144,17 +148,21 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"refused\": %" PRIu64
 	    ", \"peers\": [",
 	    r->port, r->lendable, gm_remote_lend_total(r), r->refused);
+	int first = 1;
 	for (int p = 0; p < r->npeers; p++) {
 		const struct peer *pe = &r->peers[p];
+		if (!pe->used)
+			continue;
 		const char *st = pe->c && pe->c->st == C_OK ? "connected"
 				 : pe->dial || pe->c	    ? "connecting"
 							    : "down";
 		uint32_t granted = 0; /* its workers serving our jobs, as it said */
 		for (int i = 0; i < MAX_HJOBS; i++)
 			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
-		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
-		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
-		    p ? ", " : "", pe->addr, st, granted, pe->workers, pe->rate);
+		PUT("%s{\"addr\": \"%s\", \"from\": \"%s\", \"state\": \"%s\", "
+		    "\"workers_for_us\": %u, \"workers_connected\": %u, \"img_per_s\": %.1f",
+		    first ? "" : ", ", pe->addr, pe->from, st, granted, pe->workers, pe->rate);
+		first = 0;
 		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
 			PUT(", \"error\": ");
 			char e[600];
@@ -169,8 +177,13 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		}
 		PUT("}");
 	}
+	PUT("], \"peer_names\": [");
+	for (int i = 0; i < r->nanswers; i++) /* a name is [A-Za-z0-9._-]: no escaping */
+		PUT("%s{\"name\": \"%s\", \"addresses\": %d, \"error\": \"%s\"}", i ? ", " : "",
+		    r->answers[i].host, r->answers[i].n,
+		    r->answers[i].gai ? gai_strerror(r->answers[i].gai) : "");
 	PUT("], \"lent_jobs\": [");
-	int first = 1;
+	first = 1;
 	for (int i = 0; i < MAX_LJOBS; i++) {
 		const struct ljob *l = &r->ljobs[i];
 		if (!l->used)
@@ -200,6 +213,7 @@ static const struct gm_remote_ops ops = {
     .status_json = r_status_json,
     .worker_main = gm_remote_worker_main,
     .lend_check_main = gm_remote_lend_check_main,
+    .reload = gm_remote_agent_reload,
 };
 
 const struct gm_remote_ops *gm_remote_plugin(void)
