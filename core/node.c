@@ -899,12 +899,16 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	}
 	if (!o->listen) {
 		gm_errf(err, errlen,
-			"--peers and --peers-file need --listen ADDR:PORT too: the peers' "
-			"workers connect "
-			"back to this agent, and the peers to it");
+			"%s needs --listen ADDR:PORT too: the peers' workers connect "
+			"back to this agent, and the peers to it",
+			o->peers ? "--peers" : "--peers-file");
 		return -EINVAL;
 	}
 	char why[1024];
+	/* SIGHUP is the agent's (--peers-file): UCX takes it as its debug signal
+	 * when it loads (UCX_DEBUG_SIGNO), so what was there is put back after */
+	struct sigaction hup;
+	sigaction(SIGHUP, NULL, &hup);
 	a->rops = gm_remote_load(why, sizeof(why));
 	if (!a->rops) {
 		gm_errf(err, errlen, "%s", why);
@@ -924,6 +928,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .log = remote_log,
 				  .log_arg = a};
 	int rc = a->rops->create(&a->rem, &c, why, sizeof(why));
+	sigaction(SIGHUP, &hup, NULL);
 	if (rc) {
 		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
