@@ -209,6 +209,34 @@ static int lend_root(void *arg, int opt, const char *value)
 	return 0;
 }
 
+/* The remote workers' options into o (remote.h); 2 on a bad value (said). */
+static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_node_opts *o)
+{
+	uint64_t v;
+	if (val[O_LEND_MS]) {
+		if (cmd_u64(CMD, "--lend-index-ms", val[O_LEND_MS], 1, GM_LEND_MAX_INDEX_MS, &v))
+			return 2;
+		o->lend_index_ms = (uint32_t)v;
+	}
+	if (val[O_PEERS_MS]) {
+		if (cmd_u64(CMD, "--peers-refresh-ms", val[O_PEERS_MS], 100, 86400000, &v))
+			return 2;
+		o->peers_refresh_ms = (uint32_t)v;
+	}
+	if (val[O_LEND_FILES]) {
+		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
+			return 2;
+		o->lend_max_files = v;
+	}
+	o->lend_roots = lr->dir;
+	o->nlend_roots = lr->n;
+	o->listen = val[O_LISTEN];
+	o->peers = val[O_PEERS];
+	o->peers_file = val[O_PEERS_FILE];
+	o->secret = val[O_SECRET];
+	return 0;
+}
+
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -245,28 +273,9 @@ int gm_cmd_node(int argc, char **argv)
 			return 2;
 		o.max_conns = (uint32_t)v;
 	}
-	if (val[O_LEND_MS]) {
-		if (cmd_u64(CMD, "--lend-index-ms", val[O_LEND_MS], 1, GM_LEND_MAX_INDEX_MS, &v))
-			return 2;
-		o.lend_index_ms = (uint32_t)v;
-	}
-	if (val[O_PEERS_MS]) {
-		if (cmd_u64(CMD, "--peers-refresh-ms", val[O_PEERS_MS], 100, 86400000, &v))
-			return 2;
-		o.peers_refresh_ms = (uint32_t)v;
-	}
-	if (val[O_LEND_FILES]) {
-		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
-			return 2;
-		o.lend_max_files = v;
-	}
-	o.lend_roots = lr.dir;
-	o.nlend_roots = lr.n;
+	if (remote_opts(val, &lr, &o))
+		return 2;
 	o.socket_path = val[O_SOCKET];
-	o.listen = val[O_LISTEN];
-	o.peers = val[O_PEERS];
-	o.peers_file = val[O_PEERS_FILE];
-	o.secret = val[O_SECRET];
 	o.verbose = !val[O_QUIET];
 	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
 			     scale_pid <= 0 || scale_n < 0)) {

@@ -67,6 +67,7 @@ fi
 "$G" node --help >"$tmp/help" 2>&1
 bad=
 for f in "$D/goldminer-node.service" "$D/kubernetes/daemonset.yaml" "$D/slurm/goldminer-agents.sh"; do
+	# shellcheck disable=SC2013 # the words are what is wanted: each --option
 	for o in $(grep -v '^[[:space:]]*#' "$f" | grep -o -- '--[a-z][a-z-]*' | sort -u); do
 		case $o in # srun's, and sh's in the DaemonSet's command
 		--nodes | --ntasks | --ntasks-per-node | --overlap | --kill-on-bad-exit | --job-name) continue ;;
