@@ -850,7 +850,7 @@ peer_is() {
 		if [ "$3" = gone ]; then
 			[ -n "$st" ] && ! echo "$st" | grep -q "\"addr\": \"$2\"" && return 0
 		else
-			echo "$st" | grep -q "\"addr\": \"$2\", \"from\": \"[^\"]*\", \"state\": \"$3\"" &&
+			echo "$st" | grep -q "\"addr\": \"$2\", \"state\": \"$3\"" &&
 				return 0
 		fi
 		sleep 0.05
@@ -911,6 +911,8 @@ PY
 	peer_is 1 "$a2:$port" connected && peer_is 1 "$a3:$port" connected &&
 		peer_is 2 "$a3:$port" connected && peer_is 3 "$a2:$port" connected &&
 		peer_is 1 "$a1:$port" gone && grep -q "agents.gm.test resolves to 3 addresses" "$tmp/1.log" &&
+		"$G" node --socket "$tmp/1.sock" --status |
+		grep -q "\"from\": \"agents.gm.test\".*\"peer_names\": \[{\"name\": \"agents.gm.test\", \"addresses\": 3}\]" &&
 		ok=0
 	train $EPOCHS
 	d=$(delivered 1)

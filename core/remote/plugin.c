@@ -159,10 +159,12 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		uint32_t granted = 0; /* its workers serving our jobs, as it said */
 		for (int i = 0; i < MAX_HJOBS; i++)
 			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
-		PUT("%s{\"addr\": \"%s\", \"from\": \"%s\", \"state\": \"%s\", "
-		    "\"workers_for_us\": %u, \"workers_connected\": %u, \"img_per_s\": %.1f",
-		    first ? "" : ", ", pe->addr, pe->from, st, granted, pe->workers, pe->rate);
+		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
+		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
+		    first ? "" : ", ", pe->addr, st, granted, pe->workers, pe->rate);
 		first = 0;
+		if (strcmp(pe->from, pe->ip)) /* a name's (a name is [A-Za-z0-9._-]) */
+			PUT(", \"from\": \"%s\"", pe->from);
 		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
 			PUT(", \"error\": ");
 			char e[600];
@@ -177,12 +179,18 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		}
 		PUT("}");
 	}
-	PUT("], \"peer_names\": [");
-	for (int i = 0; i < r->nanswers; i++) /* a name is [A-Za-z0-9._-]: no escaping */
-		PUT("%s{\"name\": \"%s\", \"addresses\": %d, \"error\": \"%s\"}", i ? ", " : "",
-		    r->answers[i].host, r->answers[i].n,
-		    r->answers[i].gai ? gai_strerror(r->answers[i].gai) : "");
-	PUT("], \"lent_jobs\": [");
+	PUT("]");
+	/* the names of --peers and --peers-file (the reply has 2 KiB: only when
+	 * there are names, their error only when there is one) */
+	for (int i = 0; i < r->nanswers; i++) {
+		const struct peer_answer *a = &r->answers[i];
+		PUT("%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
+		    a->host, a->n);
+		if (a->gai)
+			PUT(", \"error\": \"%s\"", gai_strerror(a->gai));
+		PUT("}%s", i == r->nanswers - 1 ? "]" : "");
+	}
+	PUT(", \"lent_jobs\": [");
 	first = 1;
 	for (int i = 0; i < MAX_LJOBS; i++) {
 		const struct ljob *l = &r->ljobs[i];
