@@ -250,6 +250,9 @@ $(B)/tests/libgoldminer-remote-test.so: $(filter-out $(B)/core/remote/worker.o,$
 # The remote plugin's message rules (check.c) are pure: their test links the object.
 $(B)/tests/test_remote_check: EXTRA_LIBS = $(B)/core/remote/check.o
 $(B)/tests/test_remote_check: $(B)/core/remote/check.o
+# So are the parsers of --peers and --peers-file (peers.c; its resolver thread too).
+$(B)/tests/test_remote_peers: EXTRA_LIBS = $(B)/core/remote/peers.o
+$(B)/tests/test_remote_peers: $(B)/core/remote/peers.o
 
 # Replay build of a fuzz target: its corpus files through LLVMFuzzerTestOneInput.
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuzz.h \

@@ -1,6 +1,7 @@
 /*
  * node.c - `goldminer node`: run the node agent (gm_node_run, core/node.c) until
- * SIGINT/SIGTERM, or ask a running one for its status or to fix a job's pool.
+ * SIGINT/SIGTERM (SIGHUP: its --peers-file read again), or ask a running one for its status or to
+ * fix a job's pool.
  *
  * It only reads the command line, installs the signal handlers and prints: the
  * agent, its protocol and its decisions are the library's.
@@ -33,6 +34,8 @@ enum {
 	O_QUIET,
 	O_LISTEN,
 	O_PEERS,
+	O_PEERS_FILE,
+	O_PEERS_MS,
 	O_SECRET,
 	O_LEND_ROOT,
 	O_LEND_MS,
@@ -59,8 +62,13 @@ static const struct cmd_opt opts[O_N] = {
     [O_QUIET] = {"quiet", NULL, 0, "no attach/detach/rebalance lines on stderr"},
     [O_LISTEN] = {"listen", "ADDR:PORT", 0,
 		  "accept peer agents and remote workers here (UCX; PORT 0: any)"},
-    [O_PEERS] = {"peers", "HOST:PORT,...", 0,
-		 "the other agents: ask them for workers (lend them ours: --lend-root)"},
+    [O_PEERS] = {"peers", "HOST[:PORT],...", 0,
+		 "the other agents: ask them for workers (lend them ours: --lend-root); a "
+		 "DNS name stands for every address it resolves to; no PORT: --listen's"},
+    [O_PEERS_FILE] = {"peers-file", "FILE", 0,
+		      "more peers, one HOST[:PORT] a line (# comments), read again on SIGHUP"},
+    [O_PEERS_MS] = {"peers-refresh-ms", "N", 0,
+		    "look the peers' DNS names up again every N ms (30000)"},
     [O_SECRET] = {"secret", "FILE", 0,
 		  "shared secret of all agents (mode 0600), required with --listen/--peers"},
     [O_LEND_ROOT] = {"lend-root", "DIR", 0,
@@ -79,8 +87,8 @@ static void node_usage(FILE *f)
 {
 	cmd_usage(f,
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
-		  "       goldminer node --listen ADDR:PORT --peers HOST:PORT,... --secret FILE\n"
-		  "                      [--lend-root DIR]...\n"
+		  "       goldminer node --listen ADDR:PORT --peers HOST[:PORT],... --secret FILE\n"
+		  "                      [--peers-file FILE] [--lend-root DIR]...\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
@@ -94,12 +102,18 @@ static void node_usage(FILE *f)
 		gm_node_default_socket());
 }
 
-static volatile sig_atomic_t node_stop;
+static volatile sig_atomic_t node_stop, node_reload;
 
 static void on_term(int sig)
 {
 	(void)sig;
 	node_stop = 1;
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	node_reload = 1;
 }
 
 static void publish(void *arg, const char *text, size_t len)
@@ -130,6 +144,9 @@ static int run_agent(struct gm_node_opts *o, const char *metrics_addr)
 	sa.sa_handler = on_term;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_hup; /* --peers-file read again; never the default (end) */
+	sigaction(SIGHUP, &sa, NULL);
+	o->reload = &node_reload;
 	signal(SIGPIPE, SIG_IGN);
 	if (gm_node_run(o, &node_stop, err, sizeof(err))) {
 		cmd_err(CMD, NULL, NULL, "%s", err);
@@ -192,6 +209,34 @@ static int lend_root(void *arg, int opt, const char *value)
 	return 0;
 }
 
+/* The remote workers' options into o (remote.h); 2 on a bad value (said). */
+static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_node_opts *o)
+{
+	uint64_t v;
+	if (val[O_LEND_MS]) {
+		if (cmd_u64(CMD, "--lend-index-ms", val[O_LEND_MS], 1, GM_LEND_MAX_INDEX_MS, &v))
+			return 2;
+		o->lend_index_ms = (uint32_t)v;
+	}
+	if (val[O_PEERS_MS]) {
+		if (cmd_u64(CMD, "--peers-refresh-ms", val[O_PEERS_MS], 100, 86400000, &v))
+			return 2;
+		o->peers_refresh_ms = (uint32_t)v;
+	}
+	if (val[O_LEND_FILES]) {
+		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
+			return 2;
+		o->lend_max_files = v;
+	}
+	o->lend_roots = lr->dir;
+	o->nlend_roots = lr->n;
+	o->listen = val[O_LISTEN];
+	o->peers = val[O_PEERS];
+	o->peers_file = val[O_PEERS_FILE];
+	o->secret = val[O_SECRET];
+	return 0;
+}
+
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -228,22 +273,9 @@ int gm_cmd_node(int argc, char **argv)
 			return 2;
 		o.max_conns = (uint32_t)v;
 	}
-	if (val[O_LEND_MS]) {
-		if (cmd_u64(CMD, "--lend-index-ms", val[O_LEND_MS], 1, GM_LEND_MAX_INDEX_MS, &v))
-			return 2;
-		o.lend_index_ms = (uint32_t)v;
-	}
-	if (val[O_LEND_FILES]) {
-		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
-			return 2;
-		o.lend_max_files = v;
-	}
-	o.lend_roots = lr.dir;
-	o.nlend_roots = lr.n;
+	if (remote_opts(val, &lr, &o))
+		return 2;
 	o.socket_path = val[O_SOCKET];
-	o.listen = val[O_LISTEN];
-	o.peers = val[O_PEERS];
-	o.secret = val[O_SECRET];
 	o.verbose = !val[O_QUIET];
 	if (val[O_SCALE] && (sscanf(val[O_SCALE], "%d=%d", &scale_pid, &scale_n) != 2 ||
 			     scale_pid <= 0 || scale_n < 0)) {

@@ -889,7 +889,7 @@ static void remote_log(void *arg, const char *line)
  * --peers). 0 or -errno with err. */
 static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err, size_t errlen)
 {
-	if (!o->listen && !o->peers && !o->nlend_roots)
+	if (!o->listen && !o->peers && !o->peers_file && !o->nlend_roots)
 		return 0;
 	if (o->nlend_roots && !o->listen) {
 		gm_errf(err, errlen,
@@ -899,11 +899,16 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	}
 	if (!o->listen) {
 		gm_errf(err, errlen,
-			"--peers needs --listen ADDR:PORT too: the peers' workers connect "
-			"back to this agent, and the peers to it");
+			"%s needs --listen ADDR:PORT too: the peers' workers connect "
+			"back to this agent, and the peers to it",
+			o->peers ? "--peers" : "--peers-file");
 		return -EINVAL;
 	}
 	char why[1024];
+	/* SIGHUP is the agent's (--peers-file): UCX takes it as its debug signal
+	 * when it loads (UCX_DEBUG_SIGNO), so what was there is put back after */
+	struct sigaction hup;
+	sigaction(SIGHUP, NULL, &hup);
 	a->rops = gm_remote_load(why, sizeof(why));
 	if (!a->rops) {
 		gm_errf(err, errlen, "%s", why);
@@ -911,6 +916,8 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	}
 	struct gm_remote_cfg c = {.listen = o->listen,
 				  .peers = o->peers,
+				  .peers_file = o->peers_file,
+				  .peers_refresh_ms = o->peers_refresh_ms,
 				  .secret = o->secret,
 				  .budget = a->budget,
 				  .lend_roots = o->lend_roots,
@@ -921,6 +928,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .log = remote_log,
 				  .log_arg = a};
 	int rc = a->rops->create(&a->rem, &c, why, sizeof(why));
+	sigaction(SIGHUP, &hup, NULL);
 	if (rc) {
 		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
@@ -1031,8 +1039,16 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
 	      mem);
 	int64_t last = now_ms();
-	while (!*stop)
+	while (!*stop) {
+		if (o->reload && *o->reload) { /* SIGHUP */
+			*o->reload = 0;
+			if (a->rem)
+				a->rops->reload(a->rem);
+			else
+				logf_(a, "SIGHUP: nothing to read again (no --peers-file)");
+		}
 		serve(a, pfd, map, &last);
+	}
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].fd >= 0)
 			detach(a, &a->jobs[i], "agent stopping");

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/remote/ctl.h" /* the plugin's, not installed */
@@ -112,6 +113,35 @@ static void test_guard_admits_only_the_named_ipv4_addresses(void **state)
 	close(old);
 	close(blocked);
 	close(admitted);
+}
+
+/* The addresses change (discovery): the same sockets get the new set, and only
+ * the ones named; a socket not named keeps its filter, one never filtered none. */
+static void test_guard_again_with_a_new_set_of_addresses(void **state)
+{
+	(void)state;
+	static const char other[][INET6_ADDRSTRLEN] = {"127.0.0.2"};
+	static const char self[][INET6_ADDRSTRLEN] = {"127.0.0.1"};
+	uint16_t pa, pb, po;
+	int old = listener(AF_INET, "127.0.0.1", &po, 0);
+	int a = guarded(AF_INET, "127.0.0.1", &pa, 0, other, 1);
+	int b = guarded(AF_INET, "127.0.0.1", &pb, 0, other, 1);
+	assert_true(old >= 0 && a >= 0 && b >= 0);
+	assert_false(connects(AF_INET, "127.0.0.1", pa, 300));
+	struct stat st;
+	assert_int_equal(fstat(a, &st), 0);
+	unsigned long ino[2] = {(unsigned long)st.st_ino, 12345678ul}; /* one gone */
+	assert_int_equal(gm_remote_ctl_reguard(ino, 2, self, 1), 1);
+	assert_true(connects(AF_INET, "127.0.0.1", pa, 2000));
+	assert_false(connects(AF_INET, "127.0.0.1", pb, 300)); /* not named: as it was */
+	assert_true(connects(AF_INET, "127.0.0.1", po, 2000));
+	assert_int_equal(gm_remote_ctl_reguard(ino, 1, other, 1), 1); /* and back */
+	assert_false(connects(AF_INET, "127.0.0.1", pa, 300));
+	assert_int_equal(gm_remote_ctl_reguard(ino, 1, other, 0), 1); /* none: all dropped */
+	assert_false(connects(AF_INET, "127.0.0.1", pa, 300));
+	close(old);
+	close(a);
+	close(b);
 }
 
 static void test_guard_admits_only_the_named_ipv6_addresses(void **state)
@@ -480,6 +510,7 @@ int main(void)
 	const struct CMUnitTest guard[] = {
 	    cmocka_unit_test(test_guard_admits_only_the_named_ipv4_addresses),
 	    cmocka_unit_test(test_guard_admits_only_the_named_ipv6_addresses),
+	    cmocka_unit_test(test_guard_again_with_a_new_set_of_addresses),
 	    cmocka_unit_test(test_guard_takes_a_v4_mapped_address_for_ipv4),
 	    cmocka_unit_test(test_guard_takes_the_longest_list),
 	    cmocka_unit_test(test_server_refuses_a_wrong_frame_before_reading_its_body),

@@ -69,6 +69,21 @@
 #  29. from a peer's address: a connection that drips its handshake is closed
 #      after AUTH_MS (5 s), connections beyond 32 in their handshake are reset
 #      at once, and the real peer connects again afterwards
+# Discovery (issue 25): the peers from DNS names and a file, not a fixed list
+# (30-32 netns only: the agents share one port on their own addresses, and each
+# host's /etc/netns/NAME/resolv.conf points at a small DNS server of the test's)
+#  30. a name with the three agents' A records: every agent connects to the two
+#      others and never to itself; the home's job gets its peers' workers and
+#      the same bytes
+#  31. an address taken out of the answer while a job runs: that peer is closed
+#      within the refresh (its leases back, as on a cut link) and the bytes are
+#      the same; put back: it is connected again
+#  32. a dead DNS server: the agent starts, answers --status at once
+#      throughout, connects to its numeric peer and says in words that the
+#      name resolves to no address
+#  33. --peers-file read again on SIGHUP: a peer added is connected, one taken
+#      out is closed, a bad line is named FILE:LINE and the peers stay as they
+#      were; a bad file at start is refused the same way
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
@@ -85,10 +100,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..29"
+echo "1..33"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 29 ]; do
+	while [ $i -le 33 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -361,7 +376,12 @@ ok=0
 refused "needs --listen" --peers 127.0.0.1:1 --secret "$tmp/secret" || ok=1
 refused "secret FILE is required" --listen 127.0.0.1:0 || ok=1
 refused "chmod 600" --listen 127.0.0.1:0 --secret "$tmp/open" || ok=1
-refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host.invalid:1 --secret "$tmp/secret" || ok=1
+refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host:99999 --secret "$tmp/secret" || ok=1
+refused "names no port, and --listen's port is 0" --listen 127.0.0.1:0 --peers some-host \
+	--secret "$tmp/secret" || ok=1
+printf '127.0.0.1:1 # fine\nnot a host\n' >"$tmp/badpeers"
+refused "$tmp/badpeers:2: 'not a host' is not HOST:PORT" --listen 127.0.0.1:0 --secret "$tmp/secret" \
+	--peers-file "$tmp/badpeers" || ok=1
 GOLDMINER_REMOTE_LIB=$tmp/none.so refused "libgoldminer-remote.so" --listen 127.0.0.1:0 \
 	--secret "$tmp/secret" || ok=1
 refused "an address of this host" --listen 192.0.2.1:1 --secret "$tmp/secret" || ok=1
@@ -370,7 +390,7 @@ refused "lend-root $tmp/secret: not a directory" --listen 127.0.0.1:0 --secret "
 	--lend-root "$tmp/secret" || ok=1
 refused "lend-root $tmp/none: No such file" --listen 127.0.0.1:0 --secret "$tmp/secret" \
 	--lend-root "$tmp/none" || ok=1
-t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no plugin, foreign address, a lend root without --listen, not a directory, missing)"
+t $ok "bad remote options are refused in words (no listen, no secret, open secret, bad peer, no port, a bad --peers-file line, no plugin, foreign address, a lend root without --listen, not a directory, missing)"
 
 # 11: restarted at once on the same port, left in TIME_WAIT: it takes the port at once
 agent 2 "$tmp/secret" 1
@@ -804,6 +824,181 @@ secs=$(sed -n 's/.*after \([0-9.]*\) s.*/\1/p' "$tmp/drip.out")
 	{ peers_connected 2 1 || peers_connected 2 1 || peers_connected 2 1; } && ok=0
 [ $ok = 0 ] || { cat "$tmp/drip.out" "$tmp/hold.out"; diag "$tmp/1.log"; }
 t $ok "from a peer's address: a dripping handshake closed after ${secs:-?} s, 32 of 60 left in their handshake, the peer connects again"
+stop_agents
+
+# 30-33: discovery. dagent I ARGS...: an agent in host I on its address and
+# the port all of them share ($port), refreshing its names every 500 ms.
+dagent() {
+	i=$1
+	shift
+	mh_spawn "$i" 0 "$G" node --cpus 1 --socket "$tmp/$i.sock" --listen "$(mh_addr "$i"):$port" \
+		--secret "$tmp/secret" --lend-root "$tmp/data" --peers-refresh-ms 500 "$@" \
+		>"$tmp/$i.log" 2>&1
+	eval "apid$i=\$MH_PID"
+	k=0
+	while [ $k -lt 100 ] && ! grep -q "listening on $tmp/$i.sock" "$tmp/$i.log" 2>/dev/null; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+}
+# peer_is I ADDR STATE: wait (8 s at most) until agent I lists peer ADDR in
+# STATE (connected, ...), or, STATE "gone", does not list it
+peer_is() {
+	k=0
+	while [ $k -lt 160 ]; do
+		st=$("$G" node --socket "$tmp/$1.sock" --status 2>/dev/null)
+		if [ "$3" = gone ]; then
+			[ -n "$st" ] && ! echo "$st" | grep -q "\"addr\": \"$2\"" && return 0
+		else
+			echo "$st" | grep -q "\"addr\": \"$2\", \"state\": \"$3\"" &&
+				return 0
+		fi
+		sleep 0.05
+		k=$((k + 1))
+	done
+	return 1
+}
+if [ "$mode" = netns ] && [ -x /usr/bin/python3 ]; then
+	# A DNS server (UDP, A records) answering from $tmp/zone ("NAME ADDRESS" a
+	# line; a NAME it does not list: NXDOMAIN), read at every query.
+	cat >"$tmp/dns.py" <<'PY'
+import socket, struct, sys
+zone, addr = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((addr, 53))
+while True:
+    q, who = s.recvfrom(512)
+    i, labels = 12, []
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
+        i += 1 + q[i]
+    i += 1
+    if len(q) < 12 or i + 4 > len(q):
+        continue
+    qtype = struct.unpack(">H", q[i:i + 2])[0]
+    name = ".".join(labels).lower()
+    known, ans = False, b""
+    for line in open(zone):
+        f = line.split()
+        if len(f) == 2 and f[0].lower() == name:
+            known = True
+            if qtype == 1:
+                ans += b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 1, 4) + socket.inet_aton(f[1])
+    hdr = struct.pack(">HHHHHH", q[0] << 8 | q[1], 0x8180 | (0 if known else 3), 1,
+                      len(ans) // 16, 0, 0)
+    s.sendto(hdr + q[12:i + 4] + ans, who)
+PY
+	for i in 1 2 3; do
+		mkdir -p "/etc/netns/${MH_TAG}h$i"
+		printf 'nameserver %s\noptions timeout:1 attempts:1\n' "$(mh_addr 1)" \
+			>"/etc/netns/${MH_TAG}h$i/resolv.conf"
+	done
+	MH_ATEXIT="$MH_ATEXIT; rm -rf /etc/netns/${MH_TAG}h1 /etc/netns/${MH_TAG}h2 /etc/netns/${MH_TAG}h3"
+	zone() { # zone HOST...: agents.gm.test's A records become those hosts'
+		: >"$tmp/zone.new"
+		for h in "$@"; do echo "agents.gm.test $(mh_addr "$h")" >>"$tmp/zone.new"; done
+		mv "$tmp/zone.new" "$tmp/zone"
+	}
+	zone 1 2 3
+	mh_spawn 1 - /usr/bin/python3 "$tmp/dns.py" "$tmp/zone" "$(mh_addr 1)" >"$tmp/dns.log" 2>&1
+	dnspid=$MH_PID
+	sleep 0.3
+
+	# 30: one name, three A records
+	for i in 2 3 1; do dagent $i --peers agents.gm.test; done
+	a1=$(mh_addr 1) a2=$(mh_addr 2) a3=$(mh_addr 3)
+	ok=1
+	peer_is 1 "$a2:$port" connected && peer_is 1 "$a3:$port" connected &&
+		peer_is 2 "$a3:$port" connected && peer_is 3 "$a2:$port" connected &&
+		peer_is 1 "$a1:$port" gone && grep -q "agents.gm.test resolves to 3 addresses" "$tmp/1.log" &&
+		"$G" node --socket "$tmp/1.sock" --status |
+		grep -q "\"from\": \"agents.gm.test\".*\"peer_names\": \[{\"name\": \"agents.gm.test\", \"addresses\": 3}\]" &&
+		ok=0
+	train $EPOCHS
+	d=$(delivered 1)
+	{ same && [ "${d:-0}" -gt 0 ]; } || ok=1
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; "$G" node --socket "$tmp/1.sock" --status | diag /dev/stdin; }
+	t $ok "a DNS name with 3 A records: each agent connects to the 2 others, not to itself; the job got ${d:-0} samples from them, same checksums"
+
+	# 31: host 3 taken out of the answer while a job runs, then put back
+	train 8 &
+	tp=$!
+	wait_remote 64
+	zone 1 2
+	ok=1
+	peer_is 1 "$a3:$port" gone
+	gone=$?
+	wait $tp
+	[ "$gone" = 0 ] && [ "$(cat "$tmp/sum")" = "$ref8" ] &&
+		grep -q "peer $a3:$port (agents.gm.test) is no longer a peer" "$tmp/1.log" &&
+		peer_is 1 "$a2:$port" connected && ok=0
+	zone 1 2 3
+	peer_is 1 "$a3:$port" connected || ok=1
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+	t $ok "an address taken out of the answer mid-job: that peer closed within the refresh, same checksums; put back: connected again"
+	stop_agents
+
+	# 32: a dead DNS server (nothing answers at its address)
+	# (each lookup then waits 2 x 3 s: an agent that waited for one at start, or
+	# on its loop, would be seen)
+	printf 'nameserver %s.99\noptions timeout:3 attempts:2\n' "${a1%.*}" >"/etc/netns/${MH_TAG}h1/resolv.conf"
+	port2=$port
+	dagent 2 --peers "$a1"
+	t0=$(date +%s%N)
+	dagent 1 --peers "agents.gm.test,$a2"
+	up=$((($(date +%s%N) - t0) / 1000000))
+	slow=0 worst=0 k=0
+	while [ $k -lt 50 ] && { [ $k -lt 15 ] || ! grep -q "resolves to no address" "$tmp/1.log"; }; do
+		s0=$(date +%s%N)
+		timeout 10 "$G" node --socket "$tmp/1.sock" --status >/dev/null 2>&1 || slow=$((slow + 1))
+		ms=$((($(date +%s%N) - s0) / 1000000))
+		[ "$ms" -gt "$worst" ] && worst=$ms
+		[ "$ms" -gt 1000 ] && slow=$((slow + 1))
+		sleep 0.2
+		k=$((k + 1))
+	done
+	polls=$k
+	ok=1
+	peer_is 1 "$a2:$port2" connected && [ $slow = 0 ] && [ "$up" -lt 3000 ] &&
+		grep -q "agents.gm.test resolves to no address" "$tmp/1.log" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; echo "# up in $up ms, $slow late"; }
+	t $ok "a dead DNS server: the agent is up in $up ms, answers --status $polls times (slowest $worst ms), connects to its numeric peer, says the name resolves to no address"
+	stop_agents
+	kill "$dnspid" 2>/dev/null
+else
+	for c in 30 31 32; do
+		echo "ok $((n + 1)) # SKIP case $c: DNS discovery needs hosts of their own, a resolv.conf each ($(mh_why))"
+		n=$((n + 1))
+	done
+fi
+
+# 33: --peers-file read again on SIGHUP
+agent 2 "$tmp/secret" 1
+agent 3 "$tmp/secret" 1
+p2="$(mh_addr 2):$((port + 2))" p3="$(mh_addr 3):$((port + 3))"
+printf '# the peers\n%s\n' "$p2" >"$tmp/peers.txt"
+AGENT_OPTS="--peers-file $tmp/peers.txt"
+agent 1 "$tmp/secret"
+AGENT_OPTS=
+ok=1
+if peer_is 1 "$p2" connected; then
+	printf '%s\n\n%s   # another\n' "$p2" "$p3" >"$tmp/peers.txt"
+	kill -HUP "$apid1"
+	if peer_is 1 "$p3" connected && peer_is 1 "$p2" connected; then
+		printf '%s\n' "$p3" >"$tmp/peers.txt"
+		kill -HUP "$apid1"
+		if peer_is 1 "$p2" gone && peer_is 1 "$p3" connected; then
+			printf '%s\nbad:host:\n' "$p2" >"$tmp/peers.txt"
+			kill -HUP "$apid1"
+			sleep 1
+			grep -q "SIGHUP: $tmp/peers.txt:2: 'bad:host:' is not HOST:PORT .*; the peers stay as they were" \
+				"$tmp/1.log" && peer_is 1 "$p3" connected && peer_is 1 "$p2" gone &&
+				kill -0 "$apid1" && ok=0
+		fi
+	fi
+fi
+[ $ok = 0 ] || { diag "$tmp/1.log"; "$G" node --socket "$tmp/1.sock" --status | diag /dev/stdin; }
+t $ok "--peers-file read again on SIGHUP: a peer added is connected, one taken out closed, a bad line named FILE:LINE and the peers kept"
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

@@ -20,6 +20,7 @@
  */
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
@@ -36,6 +37,7 @@
 #include "conn.h"
 #include "ctl.h"
 #include "msg.h"
+#include "peers.h"
 #include "goldminer/util.h"
 
 /* ---- the control port ---------------------------------------------------- */
@@ -194,6 +196,8 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 
 /* ---- the tick ---------------------------------------------------------------- */
 
+static void discover_tick(struct gm_remote *r);
+
 /* Dead connections: their lease back, their peer slot free, then the endpoint. */
 static void conns_tick(struct gm_remote *r, int64_t now)
 {
@@ -230,7 +234,7 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 {
 	for (int p = 0; p < r->npeers; p++) {
 		struct peer *pe = &r->peers[p];
-		if (pe->c || pe->dial || now < pe->retry_ms)
+		if (!pe->used || pe->c || pe->dial || now < pe->retry_ms)
 			continue;
 		int rc = gm_remote_ctl_dial(pe->addr, ROLE_AGENT, 0, NULL, &pe->dial);
 		if (rc) {
@@ -251,6 +255,7 @@ void gm_remote_agent_service(struct gm_remote *r)
 		gm_remote_net_progress(&r->net);
 		ctl_service(r, now);
 		if (round == 0) {
+			discover_tick(r);
 			gm_remote_lend_tick(r, now);
 			conns_tick(r, now);
 			peers_tick(r, now);
@@ -262,32 +267,351 @@ void gm_remote_agent_service(struct gm_remote *r)
 	}
 }
 
-/* ---- the options: --peers, --listen ------------------------------------------ */
+/* ---- the peers: --peers, --peers-file, their names' answers ----------------- */
 
-int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size_t errlen)
+int gm_remote_agent_peers(struct gm_remote *r, const char *list, const char *file,
+			  const char *listen, char *err, size_t errlen)
 {
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", list ? list : "");
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (r->npeers == MAX_PEERS) {
-			gm_errf(err, errlen, "--peers: at most %d peers", MAX_PEERS);
-			return -EINVAL;
-		}
-		struct peer *p = &r->peers[r->npeers++];
-		snprintf(p->addr, sizeof(p->addr), "%s", t);
-		struct sockaddr_storage ss;
-		socklen_t sl;
-		if (gm_remote_parse_addr(t, &ss, &sl, r->allowed[r->nallowed],
-					 sizeof(r->allowed[0]))) {
-			gm_errf(err, errlen,
-				"--peers: '%s' is not HOST:PORT (a host this machine can resolve)",
-				t);
-			return -EINVAL;
-		}
-		copy_str(r->net.allowed[r->net.nallowed++], sizeof(r->net.allowed[0]),
-			 r->allowed[r->nallowed++]);
+	const char *colon = listen ? strrchr(listen, ':') : NULL;
+	unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
+	r->dport = port <= 65535 ? (uint16_t)port : 0;
+	int rc = gm_peers_list(list, r->dport, r->entries, PEER_ENTRIES, &r->nentries, err, errlen);
+	r->ncli = r->nentries;
+	if (!rc && file) {
+		copy_str(r->peers_file, sizeof(r->peers_file), file);
+		rc = gm_peers_file(file, r->dport, r->entries, PEER_ENTRIES, &r->nentries, err,
+				   errlen);
 	}
+	return rc;
+}
+
+/* A candidate: an address of an entry, with the entry's port. */
+struct cand {
+	char ip[INET6_ADDRSTRLEN];
+	uint16_t port;
+	const char *from;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	int c = gm_peers_ipcmp(x->ip, y->ip);
+	return c ? c : (int)x->port - (int)y->port;
+}
+
+static const struct peer_answer *answer_of(const struct gm_remote *r, const char *host)
+{
+	for (int i = 0; i < r->nanswers; i++)
+		if (!strcmp(r->answers[i].host, host))
+			return &r->answers[i];
+	return NULL;
+}
+
+/* Every address of every entry (numeric ones as they are, names by their last
+ * answer), sorted and unique; count, into c[max] (malloc'd by the caller). */
+static int candidates(struct gm_remote *r, struct cand *c, int max)
+{
+	int n = 0;
+	struct peer_answer num;
+	for (int e = 0; e < r->nentries; e++) {
+		const struct peer_entry *pe = &r->entries[e];
+		const struct peer_answer *a = answer_of(r, pe->host);
+		if (pe->numeric)
+			a = gm_peers_lookup(pe->host, true, &num) ? NULL : &num;
+		for (int i = 0; a && i < a->n && n < max; i++) {
+			copy_str(c[n].ip, sizeof(c[n].ip), a->ip[i]);
+			c[n].port = pe->port;
+			c[n++].from = pe->host;
+		}
+	}
+	qsort(c, (size_t)n, sizeof(*c), cand_cmp);
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!k || cand_cmp(&c[k - 1], &c[i]))
+			c[k++] = c[i];
+	return k;
+}
+
+/* This agent itself: an address of one of its interfaces, on its port. */
+static bool is_self(const struct gm_remote *r, const struct cand *c, struct ifaddrs *ifs)
+{
+	if (c->port != r->port)
+		return false;
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		char ip[INET6_ADDRSTRLEN];
+		if (!i->ifa_addr ||
+		    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		socklen_t sl = i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+								 : sizeof(struct sockaddr_in6);
+		if (!getnameinfo(i->ifa_addr, sl, ip, sizeof(ip), NULL, 0, NI_NUMERICHOST) &&
+		    !gm_peers_ipcmp(ip, c->ip))
+			return true;
+	}
+	return false;
+}
+
+/* Close what an address no longer allowed holds here: its connections in
+ * their handshake, and its connections (an agent's, its remote workers': their
+ * leases are taken back by the tick, as on a cut link). */
+static void disallow(struct gm_remote *r, const char *ip)
+{
+	for (int i = 0; i < CTL_MAX; i++)
+		if (r->ctls[i] && !strcmp(r->ctls[i]->ip, ip)) {
+			gm_remote_ctl_free(r->ctls[i]);
+			r->ctls[i] = NULL;
+		}
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (r->net.conns[i] && !strcmp(r->net.conns[i]->ip, ip))
+			gm_remote_conn_kill(r->net.conns[i], "%s is no longer a peer", ip);
+}
+
+/* The allowed addresses become ips[0..n): the ones that left are closed out,
+ * and UCX's listening sockets admit the new set. */
+static void allow(struct gm_remote *r, char (*ips)[INET6_ADDRSTRLEN], int n)
+{
+	bool same = n == r->nallowed;
+	for (int i = 0; same && i < n; i++)
+		same = !strcmp(ips[i], r->allowed[i]);
+	if (same)
+		return;
+	for (int i = 0; i < r->nallowed; i++) {
+		bool stays = false;
+		for (int k = 0; k < n && !stays; k++)
+			stays = !strcmp(ips[k], r->allowed[i]);
+		if (!stays)
+			disallow(r, r->allowed[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		copy_str(r->allowed[i], sizeof(r->allowed[0]), ips[i]);
+		copy_str(r->net.allowed[i], sizeof(r->net.allowed[0]), ips[i]);
+	}
+	r->nallowed = r->net.nallowed = n;
+	int rc = gm_remote_net_reguard(&r->net);
+	if (rc < 0)
+		gm_remote_logf(&r->net, "peers: cannot set the addresses UCX's ports admit: %s",
+			       strerror(-rc));
+}
+
+/* A peer that is no longer one: its connection closes (the tick takes back
+ * what it held), its slot is free. */
+static void peer_drop(struct gm_remote *r, int p)
+{
+	struct peer *pe = &r->peers[p];
+	if (r->started)
+		gm_remote_logf(&r->net, "peer %s (%s) is no longer a peer: its connection closes",
+			       pe->addr, pe->from);
+	gm_remote_ctl_free(pe->dial);
+	if (pe->c) {
+		pe->c->peer = -1;
+		gm_remote_conn_kill(pe->c, "no longer a peer");
+	}
+	for (int i = 0; i < MAX_HJOBS; i++) {
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = 0;
+		r->hjobs[i].ask_ms[p] = 0;
+	}
+	memset(pe, 0, sizeof(*pe));
+}
+
+static void peer_add(struct gm_remote *r, const struct cand *c)
+{
+	int p = 0;
+	while (r->peers[p].used)
+		p++; /* a free one exists: at most MAX_PEERS are dialed */
+	struct peer *pe = &r->peers[p];
+	memset(pe, 0, sizeof(*pe));
+	pe->used = true;
+	copy_str(pe->ip, sizeof(pe->ip), c->ip);
+	copy_str(pe->from, sizeof(pe->from), c->from);
+	snprintf(pe->addr, sizeof(pe->addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u", c->ip,
+		 c->port);
+	if (r->started)
+		gm_remote_logf(&r->net, "peer %s (%s) joins: connecting to it", pe->addr, pe->from);
+	if (p >= r->npeers)
+		r->npeers = p + 1;
+}
+
+/* The set of peers made again from the entries and the last answers, in one
+ * step of the loop: the allowed addresses, then the peers dialed (the first
+ * MAX_PEERS in address order, never this agent itself). */
+static void peers_apply(struct gm_remote *r)
+{
+	int max = PEER_ENTRIES * PEER_ADDRS;
+	struct cand *c = malloc(sizeof(*c) * (size_t)max);
+	char(*ips)[INET6_ADDRSTRLEN] = malloc(sizeof(*ips) * NET_ALLOWED);
+	struct ifaddrs *ifs = NULL;
+	if (!c || !ips) {
+		gm_remote_logf(&r->net, "peers: out of memory: the peers stay as they were");
+		goto out;
+	}
+	int n = candidates(r, c, max), nips = 0, over = 0;
+	for (int i = 0; i < n; i++) {
+		if (nips && !strcmp(ips[nips - 1], c[i].ip))
+			continue;
+		if (nips == NET_ALLOWED) {
+			over++;
+			continue;
+		}
+		copy_str(ips[nips++], sizeof(ips[0]), c[i].ip);
+	}
+	if (over != r->said_over && over)
+		gm_remote_logf(&r->net,
+			       "peers: %d addresses more than the %d this agent admits: the first "
+			       "%d in address order are admitted",
+			       over, NET_ALLOWED, NET_ALLOWED);
+	r->said_over = over;
+	allow(r, ips, nips);
+	getifaddrs(&ifs); /* none: nothing is taken for this agent itself */
+	bool want[PEER_ENTRIES * PEER_ADDRS];
+	int nw = 0, extra = 0;
+	for (int i = 0; i < n; i++) {
+		bool admitted = false;
+		for (int k = 0; k < nips && !admitted; k++)
+			admitted = !strcmp(ips[k], c[i].ip);
+		want[i] = admitted && !is_self(r, &c[i], ifs);
+		if (want[i] && nw == MAX_PEERS) {
+			want[i] = false;
+			extra++;
+		}
+		nw += want[i];
+	}
+	if (extra && extra != r->said_np)
+		gm_remote_logf(&r->net,
+			       "peers: %d more than the %d peers an agent connects to: it connects "
+			       "to the first %d in address order (the others may connect to it)",
+			       extra, MAX_PEERS, MAX_PEERS);
+	r->said_np = extra;
+	for (int p = 0; p < r->npeers; p++) {
+		if (!r->peers[p].used)
+			continue;
+		bool stays = false;
+		for (int i = 0; i < n && !stays; i++) {
+			char a[300];
+			snprintf(a, sizeof(a), strchr(c[i].ip, ':') ? "[%s]:%u" : "%s:%u", c[i].ip,
+				 c[i].port);
+			stays = want[i] && !strcmp(a, r->peers[p].addr);
+			if (stays)
+				want[i] = false; /* has its slot */
+		}
+		if (!stays)
+			peer_drop(r, p);
+	}
+	for (int i = 0; i < n; i++)
+		if (want[i])
+			peer_add(r, &c[i]);
+	while (r->npeers > 0 && !r->peers[r->npeers - 1].used)
+		r->npeers--;
+	r->started = true;
+out:
+	if (ifs)
+		freeifaddrs(ifs);
+	free(ips);
+	free(c);
+}
+
+/* A name's answer, said when it differs from the last one. */
+static void say_answer(struct gm_remote *r, const struct peer_answer *a,
+		       const struct peer_answer *was)
+{
+	if (was && was->n == a->n && was->gai == a->gai && was->kept == a->kept &&
+	    !memcmp(was->ip, a->ip, sizeof(a->ip[0]) * (size_t)a->n))
+		return;
+	if (a->kept)
+		gm_remote_logf(&r->net,
+			       "peers: %s: no answer from the DNS (%s): its last %d "
+			       "address%s stand",
+			       a->host, gai_strerror(a->gai), a->n, a->n == 1 ? "" : "es");
+	else if (!a->n)
+		gm_remote_logf(&r->net,
+			       "peers: %s resolves to no address (%s): no peer from it for now; "
+			       "asked again every %u ms",
+			       a->host, gai_strerror(a->gai), r->refresh_ms);
+	else
+		gm_remote_logf(&r->net, "peers: %s resolves to %d address%s%s", a->host, a->total,
+			       a->total == 1 ? "" : "es",
+			       a->total > a->n ? " (the first 64 in address order are taken)" : "");
+}
+
+/* The resolver's answers, if a round ended: kept per name, then applied. */
+static void discover_tick(struct gm_remote *r)
+{
+	if (!r->res || !gm_peers_resolver_pending(r->res))
+		return;
+	struct peer_answer *got = malloc(sizeof(*got) * PEER_ENTRIES);
+	int n = got ? gm_peers_resolver_take(r->res, got, PEER_ENTRIES) : -1;
+	for (int i = 0; i < n; i++) {
+		const struct peer_answer *was = answer_of(r, got[i].host);
+		say_answer(r, &got[i], was);
+	}
+	if (n >= 0) {
+		memcpy(r->answers, got, sizeof(*got) * (size_t)n);
+		r->nanswers = n;
+		peers_apply(r);
+	}
+	free(got);
+}
+
+static int names_of(const struct gm_remote *r)
+{
+	int k = 0;
+	for (int i = 0; i < r->nentries; i++)
+		k += !r->entries[i].numeric;
+	return k;
+}
+
+/* The names to the resolver (started on the first one). */
+static int resolve_names(struct gm_remote *r, char *err, size_t errlen)
+{
+	if (!names_of(r) && !r->res)
+		return 0;
+	if (!r->res) {
+		int efd, rc = gm_peers_resolver_start(&r->res, r->refresh_ms, &efd);
+		if (rc) {
+			gm_errf(err, errlen, "peers: no resolver thread: %s", strerror(-rc));
+			return rc;
+		}
+		watch(r, efd, EPOLL_CTL_ADD, POLLIN);
+	}
+	gm_peers_resolver_names(r->res, r->entries, r->nentries);
 	return 0;
+}
+
+int gm_remote_agent_discover(struct gm_remote *r, uint32_t refresh_ms, char *err, size_t errlen)
+{
+	r->refresh_ms = refresh_ms ? refresh_ms : PEERS_REFRESH_MS;
+	peers_apply(r); /* the numeric entries at once */
+	return resolve_names(r, err, errlen);
+}
+
+void gm_remote_agent_reload(struct gm_remote *r)
+{
+	char err[1024];
+	struct peer_entry *e = malloc(sizeof(*e) * PEER_ENTRIES);
+	int n = r->ncli;
+	if (!e)
+		return;
+	if (!r->peers_file[0]) {
+		gm_remote_logf(&r->net, "SIGHUP: no --peers-file to read again; the names of "
+					"--peers are looked up again");
+		goto out_kick;
+	}
+	memcpy(e, r->entries, sizeof(*e) * (size_t)r->ncli);
+	if (gm_peers_file(r->peers_file, r->dport, e, PEER_ENTRIES, &n, err, sizeof(err))) {
+		gm_remote_logf(&r->net, "SIGHUP: %s; the peers stay as they were", err);
+		goto out;
+	}
+	memcpy(r->entries, e, sizeof(*e) * (size_t)n);
+	r->nentries = n;
+	gm_remote_logf(&r->net, "SIGHUP: %s read again: %d entr%s", r->peers_file, n - r->ncli,
+		       n - r->ncli == 1 ? "y" : "ies");
+	peers_apply(r); /* numeric entries and names already answered: at once */
+out_kick:
+	if (resolve_names(r, err, sizeof(err)))
+		gm_remote_logf(&r->net, "SIGHUP: %s", err);
+	else if (r->res)
+		gm_peers_resolver_kick(r->res);
+out:
+	free(e);
 }
 
 /* The control port on "ADDR:PORT" (ctl.h); no UCX listener exists. */

@@ -30,15 +30,22 @@
 #include "goldminer/wire.h"
 #include "goldminer/worker.h"
 #include "msg.h"
+#include "peers.h"
 
-#define MAX_PEERS   16
+#define MAX_PEERS   16 /* peers dialed; more addresses: the first in address order */
 #define MAX_HJOBS   64
 #define MAX_LJOBS   64
 #define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
 
+/* A peer this agent dials: a slot that --peers' names and --peers-file fill
+ * and empty as their answers change (agent.c); its index is what jobs count
+ * their asks by, so a slot keeps its peer while it stays. */
 struct peer {
-	char addr[300]; /* host:port as given */
+	bool used;
+	char addr[300];		   /* IP:PORT ([IP]:PORT for IPv6) */
+	char ip[INET6_ADDRSTRLEN]; /* its address: its remote workers come from it */
+	char from[256];		   /* the entry it came from: a name, or the address */
 	struct conn *c;
 	struct ctl *dial; /* our connection to it while its handshake runs */
 	int64_t retry_ms;
@@ -102,9 +109,22 @@ struct gm_remote {
 	struct ctl *ctls[CTL_MAX]; /* accepted, their handshake running */
 	uint64_t refused;	   /* connections refused at accept (strangers, over limits) */
 	struct peer peers[MAX_PEERS];
-	int npeers;
-	char allowed[MAX_PEERS * 4][INET6_ADDRSTRLEN]; /* peer addresses (also net.allowed) */
+	int npeers; /* slots in use are below it (some may be free) */
+	/* every address of the peers' entries, dialed or not (also net.allowed) */
+	char allowed[NET_ALLOWED][INET6_ADDRSTRLEN];
 	int nallowed;
+	/* discovery (peers.h): the entries of --peers (the first ncli) and of
+	 * --peers-file, the last answer per name, the resolver (NULL: no name) */
+	struct peer_entry entries[PEER_ENTRIES];
+	int nentries, ncli;
+	char peers_file[4096];
+	uint16_t dport; /* --listen's port: an entry's without one */
+	struct peer_answer answers[PEER_ENTRIES];
+	int nanswers;
+	struct peers_resolver *res;
+	uint32_t refresh_ms;
+	bool started;		/* the first set is made: later changes are logged */
+	int said_over, said_np; /* the counts last said to be over the limits */
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
 	uint32_t budget, lendable, next_vpid;
@@ -125,8 +145,15 @@ struct gm_remote {
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
 };
 
-/* agent.c: the connections of --peers, the control port on --listen, the tick */
-int gm_remote_agent_peers(struct gm_remote *r, const char *list, char *err, size_t errlen);
+/* agent.c: the connections of --peers, the control port on --listen, the tick.
+ * peers: parse --peers and --peers-file (listen: --listen, its port the one of
+ * an entry without one); discover (after listen): the numeric entries' peers at
+ * once, the names' through the resolver thread; reload (SIGHUP): the file read
+ * again (a bad one leaves the peers as they are) and the names looked up now. */
+int gm_remote_agent_peers(struct gm_remote *r, const char *list, const char *file,
+			  const char *listen, char *err, size_t errlen);
+int gm_remote_agent_discover(struct gm_remote *r, uint32_t refresh_ms, char *err, size_t errlen);
+void gm_remote_agent_reload(struct gm_remote *r);
 int gm_remote_agent_listen(struct gm_remote *r, const char *addr, char *err, size_t errlen);
 void gm_remote_agent_unlisten(void *owner);
 void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,

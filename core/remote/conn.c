@@ -378,6 +378,38 @@ static ucs_status_t set_handlers(struct gm_remote_net *n, ucp_worker_h w)
 	return st;
 }
 
+/* The listening sockets not in before[] (a new worker's), remembered for
+ * gm_remote_net_reguard; when the list is full, the ones gone leave it first. */
+static void remember_guarded(struct gm_remote_net *n, const unsigned long *before, int nb)
+{
+	unsigned long now[256];
+	int k = gm_remote_ctl_listeners(now, 256);
+	if (n->nguarded + k > NET_GUARDED) { /* keep those that still listen */
+		int kept = 0;
+		for (int i = 0; i < n->nguarded; i++)
+			for (int j = 0; j < k; j++)
+				if (now[j] == n->guarded[i]) {
+					n->guarded[kept++] = n->guarded[i];
+					break;
+				}
+		n->nguarded = kept;
+	}
+	for (int j = 0; j < k && n->nguarded < NET_GUARDED; j++) {
+		bool old = false;
+		for (int i = 0; i < nb && !old; i++)
+			old = before[i] == now[j];
+		for (int i = 0; i < n->nguarded && !old; i++)
+			old = n->guarded[i] == now[j];
+		if (!old)
+			n->guarded[n->nguarded++] = now[j];
+	}
+}
+
+int gm_remote_net_reguard(struct gm_remote_net *n)
+{
+	return gm_remote_ctl_reguard(n->guarded, n->nguarded, n->allowed, n->nallowed);
+}
+
 int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen)
 {
 	unsigned long before[256];
@@ -402,6 +434,8 @@ int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, si
 	int g = nb < 0 ? nb : gm_remote_ctl_guard(before, nb, n->allowed, n->nallowed);
 	if (!rc && g < 0)
 		rc = g;
+	if (!rc && g > 0)
+		remember_guarded(n, before, nb);
 	if (rc) {
 		gm_errf(err, errlen, "UCX worker: %s",
 			g < 0 ? "cannot guard its listening sockets" : strerror(-rc));

@@ -35,6 +35,7 @@
 #define MAX_CONNS   256
 #define AUTH_MS	    5000 /* a connection must prove the secret within this */
 #define NET_ALLOWED 64	 /* addresses UCX's own listening sockets admit */
+#define NET_GUARDED 64	 /* UCX listening sockets remembered, to guard them again */
 
 /* made (its endpoint not yet), working (the handshake on the control port came
  * first: ctl.h), dead (the owner's tick closes it) */
@@ -91,6 +92,8 @@ struct gm_remote_net {
 	/* the only sources UCX's own listening sockets admit (ctl.h, the guard) */
 	char allowed[NET_ALLOWED][INET6_ADDRSTRLEN];
 	int nallowed;
+	unsigned long guarded[NET_GUARDED]; /* the inodes of the sockets guarded */
+	int nguarded;
 	struct conn *conns[MAX_CONNS];
 	struct am_arg am[AM_N];
 	int verbose;
@@ -141,6 +144,9 @@ int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, si
 /* Progress every worker (the main one and the connections' own) until none has
  * more to do; arm them all for the event fds. arm: false when one is busy
  * (progress again before sleeping). */
+/* The guard again on every UCX listening socket of n's workers, with
+ * n->allowed as it is now (it changed). The number filtered, or -errno. */
+int gm_remote_net_reguard(struct gm_remote_net *n);
 void gm_remote_net_progress(struct gm_remote_net *n);
 bool gm_remote_net_arm(struct gm_remote_net *n);
 

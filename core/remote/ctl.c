@@ -593,8 +593,10 @@ static int guard_prog(struct sock_filter *f, const char (*ips)[INET6_ADDRSTRLEN]
 	return n;
 }
 
-int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
-			const char (*ips)[INET6_ADDRSTRLEN], int nips)
+/* The filter on the listening sockets whose inode is in set[] (only) or not
+ * in it (!only). */
+static int guard_walk(const unsigned long *set, int nset, bool only,
+		      const char (*ips)[INET6_ADDRSTRLEN], int nips)
 {
 	struct sock_filter code[GUARD_MAX];
 	struct sock_fprog prog = {.len = (unsigned short)guard_prog(code, ips, nips),
@@ -609,9 +611,9 @@ int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 		int fd;
 		if (!inet_listener(d, e, &fd, &ino))
 			continue;
-		for (int i = 0; i < nbefore && !old; i++)
-			old = before[i] == ino;
-		if (old)
+		for (int i = 0; i < nset && !old; i++)
+			old = set[i] == ino;
+		if (old != only)
 			continue;
 		if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog))) {
 			rc = -errno;
@@ -621,4 +623,16 @@ int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 	}
 	closedir(d);
 	return rc ? rc : n;
+}
+
+int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
+			const char (*ips)[INET6_ADDRSTRLEN], int nips)
+{
+	return guard_walk(before, nbefore, false, ips, nips);
+}
+
+int gm_remote_ctl_reguard(const unsigned long *ino, int nino, const char (*ips)[INET6_ADDRSTRLEN],
+			  int nips)
+{
+	return guard_walk(ino, nino, true, ips, nips);
 }

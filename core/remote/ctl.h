@@ -119,5 +119,9 @@ void gm_remote_ctl_free(struct ctl *x);
 int gm_remote_ctl_listeners(unsigned long *ino, int max);
 int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 			const char (*ips)[INET6_ADDRSTRLEN], int nips);
+/* The same filter again, on the sockets ino[0..nino) that still exist (the
+ * addresses changed: discovery, agent.c). The number filtered, or -errno. */
+int gm_remote_ctl_reguard(const unsigned long *ino, int nino, const char (*ips)[INET6_ADDRSTRLEN],
+			  int nips);
 
 #endif

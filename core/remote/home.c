@@ -545,10 +545,10 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 	for (int p = 0; p < r->npeers; p++) {
 		uint64_t n = 0;
 		r->peers[p].workers = 0;
-		for (int k = 0; k < MAX_CONNS; k++) {
+		for (int k = 0; r->peers[p].used && k < MAX_CONNS; k++) {
 			struct conn *c = r->net.conns[k];
 			if (c && c->role == ROLE_WORKER && c->st == C_OK &&
-			    !strcmp(c->ip, r->allowed[p])) {
+			    !strcmp(c->ip, r->peers[p].ip)) {
 				n += c->samples;
 				c->samples = 0;
 				r->peers[p].workers++;

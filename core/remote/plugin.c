@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +78,13 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	if (!rc)
 		rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
 	if (!rc)
-		rc = gm_remote_agent_peers(r, c->peers, err, errlen);
+		rc = gm_remote_agent_peers(r, c->peers, c->peers_file, c->listen, err, errlen);
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, true, err, errlen);
 	if (!rc && c->listen)
 		rc = gm_remote_agent_listen(r, c->listen, err, errlen);
+	if (!rc)
+		rc = gm_remote_agent_discover(r, c->peers_refresh_ms, err, errlen);
 	if (rc) {
 		r_destroy(r);
 		return rc;
@@ -105,6 +108,7 @@ static void r_destroy(struct gm_remote *r)
 	for (int i = 0; i < MAX_HJOBS; i++)
 		if (r->hjobs[i].used)
 			gm_remote_home_drop(&r->hjobs[i]);
+	gm_peers_resolver_stop(r->res); /* never waits for a lookup in flight */
 	gm_remote_net_fini(&r->net);
 	gm_remote_lend_reap_all();
 	gm_remote_lend_fini(r);
@@ -144,8 +148,11 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"refused\": %" PRIu64
 	    ", \"peers\": [",
 	    r->port, r->lendable, gm_remote_lend_total(r), r->refused);
+	int first = 1;
 	for (int p = 0; p < r->npeers; p++) {
 		const struct peer *pe = &r->peers[p];
+		if (!pe->used)
+			continue;
 		const char *st = pe->c && pe->c->st == C_OK ? "connected"
 				 : pe->dial || pe->c	    ? "connecting"
 							    : "down";
@@ -154,7 +161,10 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
 		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
 		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
-		    p ? ", " : "", pe->addr, st, granted, pe->workers, pe->rate);
+		    first ? "" : ", ", pe->addr, st, granted, pe->workers, pe->rate);
+		first = 0;
+		if (strcmp(pe->from, pe->ip)) /* a name's (a name is [A-Za-z0-9._-]) */
+			PUT(", \"from\": \"%s\"", pe->from);
 		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
 			PUT(", \"error\": ");
 			char e[600];
@@ -169,8 +179,19 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		}
 		PUT("}");
 	}
-	PUT("], \"lent_jobs\": [");
-	int first = 1;
+	PUT("]");
+	/* the names of --peers and --peers-file (the reply has 2 KiB: only when
+	 * there are names, their error only when there is one) */
+	for (int i = 0; i < r->nanswers; i++) {
+		const struct peer_answer *a = &r->answers[i];
+		PUT("%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
+		    a->host, a->n);
+		if (a->gai)
+			PUT(", \"error\": \"%s\"", gai_strerror(a->gai));
+		PUT("}%s", i == r->nanswers - 1 ? "]" : "");
+	}
+	PUT(", \"lent_jobs\": [");
+	first = 1;
 	for (int i = 0; i < MAX_LJOBS; i++) {
 		const struct ljob *l = &r->ljobs[i];
 		if (!l->used)
@@ -200,6 +221,7 @@ static const struct gm_remote_ops ops = {
     .status_json = r_status_json,
     .worker_main = gm_remote_worker_main,
     .lend_check_main = gm_remote_lend_check_main,
+    .reload = gm_remote_agent_reload,
 };
 
 const struct gm_remote_ops *gm_remote_plugin(void)

@@ -52,6 +52,13 @@ struct gm_node_opts {
 	 * at "HOST:PORT,..." for workers and lend them ours; both need the shared
 	 * secret file. All NULL: this host only (the plugin is not loaded). */
 	const char *listen, *peers, *secret;
+	/* --peers-file: more peers, one a line, read again on SIGHUP;
+	 * peers_refresh_ms: the peers' DNS names looked up again this often (0:
+	 * 30000); reload: set by a SIGHUP handler, the agent reads the file and
+	 * looks the names up again (and clears it); NULL: no such handler */
+	const char *peers_file;
+	uint32_t peers_refresh_ms;
+	volatile sig_atomic_t *reload;
 	/* --lend-root DIR...: the only dataset roots lent to peers (none: lend
 	 * nothing), and the bounds of indexing one for a peer (0: limits.h's) */
 	const char *const *lend_roots;

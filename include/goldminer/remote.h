@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     2
+#define GM_REMOTE_ABI	     3
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -58,7 +58,13 @@ struct gm_dataset;
 
 struct gm_remote_cfg {
 	const char *listen; /* "ADDR:PORT" (PORT 0: any), NULL: do not listen */
-	const char *peers;  /* "host:port,host:port,..." or NULL */
+	/* "HOST[:PORT],..." or NULL: each HOST a DNS name (every address it
+	 * resolves to is a peer, looked up again every peers_refresh_ms, 0:
+	 * 30000) or an address; no PORT: listen's. peers_file: more, one a line
+	 * ('#' comments), read again by reload. */
+	const char *peers;
+	const char *peers_file;
+	uint32_t peers_refresh_ms;
 	const char *secret; /* path of the shared secret file (required) */
 	uint32_t budget;    /* the agent's worker budget */
 	/* --lend-root: the only dataset roots opened for peers (none: lend nothing);
@@ -115,6 +121,9 @@ struct gm_remote_ops {
 	/* `goldminer node --lend-check FD`: check a peer's dataset for the agent that
 	 * exec'ed it (lender.c) and write the answer into fd. 0 or -errno. */
 	int (*lend_check_main)(int fd);
+	/* SIGHUP: --peers-file read again (a bad file is said, naming its line,
+	 * and the peers stay as they were) and --peers' names looked up now */
+	void (*reload)(struct gm_remote *r);
 };
 
 /* The plugin's one export. */
