@@ -206,7 +206,8 @@ $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 # test_ctl (the control port) links the plugin's connection objects (UCX=1; it
 # skips otherwise).
 ifeq ($(UCX),1)
-CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o
+CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o \
+	$(B)/core/remote/check.o
 $(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
 $(B)/tests/test_ctl: $(CTL_TEST_OBJS)
