@@ -213,12 +213,17 @@ bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
 	return true;
 }
 
+void gm_remote_check_words(char *dst, const char *src, size_t n)
+{
+	size_t k = 0;
+	for (; k < n && src[k]; k++)
+		dst[k] = (unsigned char)src[k] < 0x20 || src[k] == 0x7f ? '?' : src[k];
+	dst[k] = '\0';
+}
+
 uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg)
 {
-	size_t n = 0;
-	for (; n < sizeof(m->msg) && m->msg[n]; n++)
-		msg[n] = (unsigned char)m->msg[n] < 0x20 || m->msg[n] == 0x7f ? '?' : m->msg[n];
-	msg[n] = '\0';
+	gm_remote_check_words(msg, m->msg, sizeof(m->msg));
 	return m->granted < GM_MAX_WORKERS ? m->granted : GM_MAX_WORKERS;
 }
 

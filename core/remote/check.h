@@ -89,6 +89,10 @@ bool gm_remote_check_publish(const struct gm_remote_expect *e, const struct m_pu
 bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
 			  struct gm_node_req *req);
 
+/* A peer's words (at most n bytes of src, up to a NUL) as this side prints them:
+ * control bytes as '?', into dst (n + 1 bytes), NUL-terminated. */
+void gm_remote_check_words(char *dst, const char *src, size_t n);
+
 /* A LENT's words, printable (control bytes as '?'; msg holds sizeof(m->msg) + 1),
  * and the workers granted, at most GM_MAX_WORKERS. */
 uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg);

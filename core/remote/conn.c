@@ -5,8 +5,8 @@
  *
  * The idea: one layer that both processes of the protocol use, the node agent
  * and a remote worker process, so that the message checks are written once. Messages are UCX active
- * messages with a fixed-size header per type (checked for exact size against check.c's table) and,
- * for LEND, SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
+ * messages with a fixed-size header per type (checked for exact size against check.c's table)
+ * and, for LEND, SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
  * (gm_remote_conn_send): the receiver gets it whole inside its handler, so
  * nothing of it outlives the handler. A SAMPLE goes eager by default too, or
  * by rendezvous when the worker is told so (GOLDMINER_REMOTE_RNDV=1, worker.c):
@@ -253,8 +253,8 @@ int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr,
 /* ---- receiving --------------------------------------------------------------- */
 
 /* A message to the owner, its header copied to aligned memory. */
-static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp,
-		     size_t hlen, const void *data, size_t len, bool rndv)
+static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp, size_t hlen,
+		     const void *data, size_t len, bool rndv)
 {
 	union {
 		struct m_lend lend;
