@@ -15,7 +15,8 @@
  *   the main worker (else one of its own); 8 ucp_worker_get_address fails;
  *   16 ucp_ep_create fails; 0x60 the peer's bytes in pieces of 1, 7, 64 or
  *   whole frames; 0x80 the client dials as a remote worker (else an agent).
- *   byte 1: 1 the peer hangs up after its last byte.
+ *   byte 1: 1 the peer hangs up after its last byte; 2 ... before this side
+ *   has read it (this side's answer to it cannot be sent).
  * Steps are bounded (one per piece, a few more, then AUTH_MS has passed).
  *
  * Checks (abort): the handshake ends (done or refused) once AUTH_MS has
@@ -159,9 +160,12 @@ static void check_sent(struct ctl *x, int peer, struct sent *s)
 	}
 }
 
+static bool hangup_early; /* the peer hangs up as soon as its last byte is written */
+
 /* Write n bytes to the peer's end in pieces of `piece` (0: whole), one step of
- * x after each; false once the handshake ended. */
-static bool feed(struct ctl *x, int peer, const uint8_t *p, size_t n, size_t piece, struct sent *s)
+ * x after each (last: they are the peer's last); false once the handshake ended. */
+static bool feed(struct ctl *x, int peer, const uint8_t *p, size_t n, size_t piece, bool last,
+		 struct sent *s)
 {
 	size_t off = 0;
 	while (off < n && !x->status) {
@@ -169,6 +173,8 @@ static bool feed(struct ctl *x, int peer, const uint8_t *p, size_t n, size_t pie
 		ssize_t w = send(peer, p + off, k, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0)
 			off += (size_t)w;
+		if (last && off == n && hangup_early)
+			shutdown(peer, SHUT_RDWR);
 		gm_remote_ctl_step(&net, x);
 		check_sent(x, peer, s);
 		if (w <= 0 && !x->status)
@@ -194,13 +200,13 @@ static void feed_frames(struct ctl *x, int peer, const uint8_t *p, size_t n, siz
 			gm_auth_proof(&net.key, CLIENT_ROLE, x->mine, x->theirs, f + 8);
 		if (x->client && hdr[0] == CTL_CHALLENGE && blen >= sizeof(struct m_challenge))
 			gm_auth_proof(&net.key, SERVER_ROLE, x->mine, f + 8, f + 8 + GM_AUTH_NONCE);
-		if (!feed(x, peer, f, 8 + blen, piece, s))
+		if (!feed(x, peer, f, 8 + blen, piece, 8 + blen == n, s))
 			break;
 		p += 8 + blen;
 		n -= 8 + blen;
 	}
 	if (!x->status)
-		feed(x, peer, p, n, piece, s);
+		feed(x, peer, p, n, piece, true, s);
 	free(f);
 }
 
@@ -223,6 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	uint8_t fl = data[0], fl2 = data[1];
+	hangup_early = fl2 & 2;
 	net_init();
 	net.job_of = fl & F_JOB ? job_of : no_job;
 	gm_fuzz_ucx = (struct gm_fuzz_ucx){.fail_address = fl & F_NO_ADDR,
@@ -250,7 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fl & F_SECRET)
 		feed_frames(x, sv[1], data + 2, size - 2, piece, &s);
 	else
-		feed(x, sv[1], data + 2, size - 2, piece, &s);
+		feed(x, sv[1], data + 2, size - 2, piece, true, &s);
 	if (fl2 & 1)
 		shutdown(sv[1], SHUT_WR);
 	for (int k = 0; k < 4 && !x->status; k++) {
@@ -363,6 +370,8 @@ int main(int argc, char **argv)
 	    {"server-hello-hangup", 0x40, 1, false, ROLE_AGENT, 1},
 	    {"server-no-address", F_SECRET | F_NO_ADDR, 0, false, ROLE_AGENT, 2},
 	    {"server-no-ep", F_SECRET | F_NO_EP | 0x60, 0, false, ROLE_AGENT, 2},
+	    {"server-gone-before-welcome", F_SECRET, 2, false, ROLE_AGENT, 2},
+	    {"server-gone-before-refusal", 0, 2, false, ROLE_AGENT, 2},
 	    {"client-agent", F_CLIENT | F_SECRET, 0, true, ROLE_AGENT, 2},
 	    {"client-worker", F_CLIENT | F_SECRET | F_JOB | F_WORKER, 0, true, ROLE_WORKER, 2},
 	    {"client-refused", F_CLIENT | F_SECRET | 0x20, 0, true, ROLE_AGENT, 3},
