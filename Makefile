@@ -113,6 +113,17 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 # Fuzz targets: replayed over their corpus by make test, explored by make fuzz.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
+# The targets that reach into the remote plugin link its objects: fuzz_peermsg
+# its pure message checks (no UCX), fuzz_ctl the control port's handshake with a
+# fake UCX (tests/fuzz/ucx_stub.c; UCX's headers, so UCX=1 only) and libcrypto.
+FUZZ_OBJS_fuzz_peermsg := core/remote/check.o core/remote/lendroot.o
+FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o
+FUZZ_SRCS_fuzz_ctl := tests/fuzz/ucx_stub.c
+FUZZ_FLAGS_fuzz_ctl = $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
+FUZZ_LIBS_fuzz_ctl = $(CRYPTO_LIBS)
+ifneq ($(UCX),1)
+FUZZ_NAMES := $(filter-out fuzz_ctl,$(FUZZ_NAMES))
+endif
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
@@ -206,7 +217,8 @@ $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 # test_ctl (the control port) links the plugin's connection objects (UCX=1; it
 # skips otherwise).
 ifeq ($(UCX),1)
-CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o
+CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o \
+	$(B)/core/remote/check.o
 $(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
 $(B)/tests/test_ctl: $(CTL_TEST_OBJS)
@@ -260,7 +272,14 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/util.c tests/fuzz/fuz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)$(CC) $(CFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c tests/fuzz/util.c \
-		$(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+		$(FUZZ_EXTRA) $(B)/libgoldminer.a $(LDFLAGS) $(LDLIBS)
+# (a target's plugin objects, fake UCX and libraries: FUZZ_OBJS_, FUZZ_SRCS_, ... above)
+define fuzz_plugin_rules
+$(B)/fuzz/$(1): $(addprefix $(B)/,$(FUZZ_OBJS_$(1))) $(FUZZ_SRCS_$(1)) tests/fuzz/ucx_stub.h
+$(B)/fuzz/$(1): FUZZ_EXTRA = $(FUZZ_SRCS_$(1)) $(addprefix $(B)/,$(FUZZ_OBJS_$(1))) $(FUZZ_LIBS_$(1))
+$(B)/fuzz/$(1): private override CFLAGS += $(FUZZ_FLAGS_$(1))
+endef
+$(foreach n,$(filter fuzz_ctl fuzz_peermsg,$(FUZZ_NAMES)),$(eval $(call fuzz_plugin_rules,$(n))))
 # (-MMD names the headers of the last source only: the oracle fuzz_huff shares with
 # test_huff, and the header it includes, are named here; a test binary, built from
 # one source, gets them from its own .d)
@@ -327,15 +346,21 @@ FUZZ_B ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
+FUZZ_PLUGIN_OBJS = $(addprefix $(FUZZ_B)/,$(sort $(foreach n,$(FUZZ_NAMES),$(FUZZ_OBJS_$(n)))))
+define fuzz_link
+	@echo "  FUZZ    $(FUZZ_B)/libfuzzer/$(1)"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -std=c11 -D_GNU_SOURCE -Iinclude -Itests/fuzz \
+		$(FUZZ_FLAGS_$(1)) -o $(FUZZ_B)/libfuzzer/$(1) tests/fuzz/$(1).c tests/fuzz/util.c \
+		$(FUZZ_SRCS_$(1)) $(addprefix $(FUZZ_B)/,$(FUZZ_OBJS_$(1))) $(FUZZ_B)/libgoldminer.a \
+		$(FUZZ_LIBS_$(1)) $(LDLIBS)
+
+endef
 fuzz-build:
 	$(Q)$(MAKE) --no-print-directory B=$(FUZZ_B) CUDA=0 CC=clang \
-		CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" $(FUZZ_B)/libgoldminer.a
-	$(Q)for n in $(FUZZ_NAMES); do \
-		echo "  FUZZ    $(FUZZ_B)/libfuzzer/$$n"; mkdir -p $(FUZZ_B)/libfuzzer; \
-		clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -std=c11 -D_GNU_SOURCE -Iinclude -Itests/fuzz \
-			-o $(FUZZ_B)/libfuzzer/$$n tests/fuzz/$$n.c tests/fuzz/util.c \
-			$(FUZZ_B)/libgoldminer.a $(LDLIBS) || exit 1; \
-	done
+		CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" $(FUZZ_B)/libgoldminer.a \
+		$(FUZZ_PLUGIN_OBJS)
+	@mkdir -p $(FUZZ_B)/libfuzzer
+	$(foreach n,$(FUZZ_NAMES),$(call fuzz_link,$(n)))
 fuzz: deps fuzz-build
 	$(Q)rc=0; for n in $(FUZZ_NAMES); do \
 		c=$${n#fuzz_}; w=$(FUZZ_B)/corpus/$$c; mkdir -p $$w $(FUZZ_B)/crash-$$c; \
@@ -348,11 +373,17 @@ fuzz: deps fuzz-build
 			grep -A30 'ERROR\|==ERROR\|deadly\|SUMMARY' $(FUZZ_B)/$$n.log | head -40; }; \
 		grep -E '^stat::(number_of_executed_units|new_units_added)' $(FUZZ_B)/$$n.log; \
 	done; exit $$rc
-fuzz-seeds: $(B)/libgoldminer.a
+fuzz-seeds: $(B)/libgoldminer.a $(addprefix $(B)/,$(sort $(foreach n,$(FUZZ_NAMES),$(FUZZ_OBJS_$(n)))))
 	$(Q)$(CC) $(CFLAGS) -o $(B)/gen-jpeg-seeds tests/fuzz/gen-jpeg-seeds.c $(B)/libgoldminer.a \
 		$(LDFLAGS) $(LDLIBS)
 	$(Q)mkdir -p tests/fuzz/corpus/jpeg && $(B)/gen-jpeg-seeds tests/fuzz/corpus/jpeg
 	$(Q)mkdir -p tests/fuzz/corpus/huff && $(B)/gen-jpeg-seeds tests/fuzz/corpus/huff huff
+	$(Q)$(foreach n,$(filter fuzz_ctl fuzz_peermsg,$(FUZZ_NAMES)),\
+		$(CC) $(CFLAGS) $(FUZZ_FLAGS_$(n)) -DGM_FUZZ_SEEDS -Itests/fuzz -o $(B)/seeds-$(n) \
+			tests/fuzz/$(n).c tests/fuzz/util.c $(FUZZ_SRCS_$(n)) \
+			$(addprefix $(B)/,$(FUZZ_OBJS_$(n))) $(B)/libgoldminer.a $(FUZZ_LIBS_$(n)) \
+			$(LDFLAGS) $(LDLIBS) && mkdir -p tests/fuzz/corpus/$(n:fuzz_%=%) && \
+		$(B)/seeds-$(n) tests/fuzz/corpus/$(n:fuzz_%=%) &&) :
 
 # A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
 # CUDA on, and the Debian shared libraries it links (liburing, libjpeg, libcudart)

@@ -7,7 +7,8 @@
  * (answering with a refusal), silence past AUTH_MS and a peer that hangs up;
  * the client refuses a server without the secret; a whole handshake between
  * two UCP workers makes one endpoint each side, over which a message arrives,
- * and a remote worker for a job the home does not have is refused in words.
+ * and a remote worker for a job the home does not have is refused in words;
+ * an authenticated server's refusal words reach the log without control bytes.
  * Skipped without UCX (the plugin is not built then).
  */
 #include <stdarg.h>
@@ -505,6 +506,49 @@ static void test_worker_for_an_unknown_job_refused_in_words(void **state)
 	gm_remote_ctl_free(cx);
 }
 
+/* An authenticated server's refusal words reach the agent's log: control bytes
+ * (a forged line, a terminal's escapes) are printed as '?'. */
+static void test_client_prints_a_refusal_without_control_bytes(void **state)
+{
+	(void)state;
+	uint16_t port;
+	char addr[64];
+	unsigned char body[sizeof(struct m_auth) + CTL_ADDR_MAX];
+	struct m_hello h;
+	struct m_challenge ch;
+	struct m_welcome wm = {.status = -EPERM};
+	struct ctl *x;
+	int l = listener(AF_INET, "127.0.0.1", &port, 0);
+	assert_true(l >= 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_WORKER, 42, cli.w, &x), 0);
+	int s = accept(l, NULL, NULL);
+	assert_true(s >= 0);
+	for (int k = 0; k < 100 && x->connecting; k++) {
+		poll(NULL, 0, 10);
+		gm_remote_ctl_step(&cli, x);
+	}
+	get_frame(s, CTL_HELLO, &h, sizeof(h));
+	memset(ch.nonce, 3, sizeof(ch.nonce));
+	assert_int_equal(gm_auth_proof(&cli.key, SERVER_ROLE, h.nonce, ch.nonce, ch.proof), 0);
+	put_frame(s, CTL_CHALLENGE, sizeof(ch), &ch, sizeof(ch));
+	for (int k = 0; k < 100 && x->want != CTL_WELCOME; k++)
+		gm_remote_ctl_step(&cli, x);
+	assert_true(get_frame(s, CTL_AUTH, body, sizeof(body)) > sizeof(struct m_auth));
+	snprintf(wm.msg, sizeof(wm.msg), "no\ngoldminer node: forged\033[2J");
+	put_frame(s, CTL_WELCOME, sizeof(wm), &wm, sizeof(wm));
+	for (int k = 0; k < 100 && !x->status; k++) {
+		poll(NULL, 0, 2);
+		gm_remote_ctl_step(&cli, x);
+	}
+	assert_int_equal(x->status, -EPERM);
+	assert_non_null(strstr(x->why, "no?goldminer node: forged?[2J"));
+	assert_null(x->c);
+	gm_remote_ctl_free(x);
+	close(s);
+	close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest guard[] = {
@@ -523,6 +567,7 @@ int main(void)
 	const struct CMUnitTest whole[] = {
 	    cmocka_unit_test(test_handshake_makes_one_endpoint_each_side),
 	    cmocka_unit_test(test_worker_for_an_unknown_job_refused_in_words),
+	    cmocka_unit_test(test_client_prints_a_refusal_without_control_bytes),
 	};
 	int rc = cmocka_run_group_tests(guard, frames_setup, NULL);
 	return rc | cmocka_run_group_tests(whole, nets_setup, nets_teardown);

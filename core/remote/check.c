@@ -1,7 +1,8 @@
 /*
- * check.c - the rules a remote worker's values must meet before they land at
- * the home (check.h): a publish's status, a sample's position, id, label and
- * error record, a publish's err bits and error records.
+ * check.c - the rules a peer's values must meet before they land (check.h):
+ * the message table; a publish's status, a sample's position, id, label and
+ * error record, a publish's sizes, err bits and error records; a lend
+ * request's sizes, a lent answer's words and a lease's shape.
  *
  * The idea: compare with what the home computed at the claim (the ids and
  * labels of the lease's positions and their substitutes), never with anything
@@ -15,11 +16,62 @@
  */
 
 #include "check.h"
+#include "goldminer/limits.h"
 #include "goldminer/util.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
+
+/* What may arrive over UCX: one row per message, its header's exact size,
+ * whether a payload may follow it and whether it may come over UCX at all (the
+ * handshake's messages go over the control port, ctl.c, before an endpoint
+ * exists: one that comes over UCX is a protocol error). */
+struct msg_row {
+	size_t hlen;
+	bool data, ucx;
+};
+// clang-format off
+#define ROW(id, type, data, ucx) [id] = {sizeof(struct type), data, ucx}
+static const struct msg_row msg_rows[AM_N] = {
+	/*  message      header       payload  over UCX */
+	ROW(AM_HELLO,     m_hello,     false,   false),
+	ROW(AM_CHALLENGE, m_challenge, false,   false),
+	ROW(AM_AUTH,      m_auth,      false,   false),
+	ROW(AM_WELCOME,   m_welcome,   false,   false),
+	ROW(AM_LEND,      m_lend,      true,    true),
+	ROW(AM_LENT,      m_lent,      false,   true),
+	ROW(AM_CLAIM,     m_claim,     false,   true),
+	ROW(AM_LEASE,     m_lease,     true,    true),
+	ROW(AM_SAMPLE,    m_sample,    true,    true),
+	ROW(AM_PUBLISH,   m_publish,   true,    true),
+};
+#undef ROW
+// clang-format on
+
+bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
+			 size_t wl)
+{
+	if (id < 1 || id >= AM_N) {
+		gm_errf(why, wl, "unknown message %d", id);
+		return false;
+	}
+	if (rndv && id != AM_SAMPLE) {
+		gm_errf(why, wl, "a rendezvous message %d (only samples come so)", id);
+		return false;
+	}
+	if (hlen != msg_rows[id].hlen || (len && !msg_rows[id].data)) {
+		gm_errf(why, wl, "malformed message %d (%zu+%zu bytes)", id, hlen, len);
+		return false;
+	}
+	if (!msg_rows[id].ucx || !handshaken) {
+		gm_errf(why, wl, "message %d out of place (the handshake is the control port's)",
+			id);
+		return false;
+	}
+	return true;
+}
 
 bool gm_remote_check_status(const struct gm_remote_expect *e, int32_t status, char *why, size_t wl)
 {
@@ -111,4 +163,79 @@ bool gm_remote_check_records(const struct gm_remote_expect *e, const uint64_t *e
 			return false;
 	}
 	return true;
+}
+
+bool gm_remote_check_sample_msg(const struct gm_remote_expect *e, const struct m_sample *s,
+				size_t len, uint64_t sb, char *why, size_t wl)
+{
+	if (len != sb) {
+		gm_errf(why, wl, "a sample of %zu bytes (the job's are %" PRIu64 ")", len, sb);
+		return false;
+	}
+	return gm_remote_check_sample(e, s, why, wl);
+}
+
+bool gm_remote_check_publish(const struct gm_remote_expect *e, const struct m_publish *p,
+			     const void *data, size_t len, uint32_t words, uint32_t ndone,
+			     uint32_t slot_recs, char *why, size_t wl)
+{
+	size_t need = (size_t)words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
+	if (p->words != words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != e->nb) {
+		gm_errf(why, wl,
+			"%u err words, %u records in %zu bytes for %u samples (the lease's: %u "
+			"words, at most %d records, %u samples)",
+			p->words, p->n_recs, len, p->nb, words, GM_RING_MAX_ERRS, e->nb);
+		return false;
+	}
+	const uint64_t *ew = data;
+	const struct gm_slot_err *recs = (const struct gm_slot_err *)(ew + words);
+	if (!gm_remote_check_status(e, p->status, why, wl) ||
+	    !gm_remote_check_records(e, ew, words, recs, p->n_recs, why, wl))
+		return false;
+	if (p->status == 0 && ndone != e->nb) {
+		gm_errf(why, wl, "a complete batch with %u of its %u samples", ndone, e->nb);
+		return false;
+	}
+	if (p->status != 0 && !p->n_recs && !slot_recs) {
+		gm_errf(why, wl, "a failed batch (status %d) without an error record", p->status);
+		return false;
+	}
+	return true;
+}
+
+bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
+			  struct gm_node_req *req)
+{
+	if (len != sizeof(*req) || m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535)
+		return false;
+	memcpy(req, data, sizeof(*req));
+	req->root[sizeof(req->root) - 1] = '\0';
+	return true;
+}
+
+void gm_remote_check_words(char *dst, const char *src, size_t n)
+{
+	size_t k = 0;
+	for (; k < n && src[k]; k++)
+		dst[k] = (unsigned char)src[k] < 0x20 || src[k] == 0x7f ? '?' : src[k];
+	dst[k] = '\0';
+}
+
+uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg)
+{
+	gm_remote_check_words(msg, m->msg, sizeof(m->msg));
+	return m->granted < GM_MAX_WORKERS ? m->granted : GM_MAX_WORKERS;
+}
+
+bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, uint32_t bpe,
+			   uint64_t nsamples, size_t cap)
+{
+	if (l->status == -EAGAIN || l->status == -ENODATA)
+		return len == 0;
+	if (!bpe) /* (a job has at least one batch an epoch: worker.c checked it) */
+		return false;
+	uint64_t first = (l->task % bpe) * batch;
+	uint64_t nb = nsamples - first < batch ? nsamples - first : batch;
+	return l->status == 0 && first < nsamples && l->nb == nb &&
+	       len == ((size_t)batch + 63) / 64 * 8 && len <= cap;
 }

@@ -1,7 +1,9 @@
 /*
- * check.h - the rules every value a remote worker sends must meet before the
- * home lets it land (check.c; home.c calls them, tests/test_remote_check.c
- * tests them).
+ * check.h - the rules every value a peer sends must meet before it lands
+ * (check.c): the message table every message passes first (conn.c), then
+ * each message's own (home.c a remote worker's SAMPLE, PUBLISH and the LENT of
+ * a peer agent, lender.c a LEND, worker.c a LEASE); tests/test_remote_check.c
+ * tests them, tests/fuzz/fuzz_peermsg.c feeds them arbitrary messages.
  *
  * The idea: the home knows everything a lease may carry without asking the
  * writer. At the claim it computes, from the job's (seed, epoch, batch) and
@@ -13,7 +15,9 @@
  *
  * Pure functions, no UCX, no I/O: each says true (the value may land) or false
  * with the rule it broke, in words, in why (the home logs it with the peer).
- * Not here: what the home does about a refusal (home.c revokes the lease).
+ * Not here: what the receiver does about a refusal (the connection ends; home.c
+ * revokes the lease), and the checks against state only the receiver holds
+ * (home.c: the lease's slot word and task; lender.c: --lend-root).
  */
 #ifndef GM_REMOTE_CHECK_H
 #define GM_REMOTE_CHECK_H
@@ -37,6 +41,14 @@ struct gm_remote_expect {
 	enum gm_on_error on_error; /* the job's: which failed status it can publish */
 };
 
+/* The message table (conn.c, for every message that arrives over UCX): id
+ * (1 .. AM_N-1) with a header of exactly its struct's size, a payload only
+ * for LEND, LEASE, SAMPLE and PUBLISH, rendezvous only for a SAMPLE, and none
+ * of the handshake's (the control port's, ctl.h) nor anything before the
+ * handshake ended (handshaken false). */
+bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
+			 size_t wl);
+
 /* A publish's status: 0; -EBADMSG only for a job with on_error=fail, -ENODATA
  * only for one that substitutes (what worker.c writes, nothing else: a positive
  * status would reach gm_loader_next as END or END_OF_EPOCH). */
@@ -56,5 +68,40 @@ bool gm_remote_check_sample(const struct gm_remote_expect *e, const struct m_sam
 bool gm_remote_check_records(const struct gm_remote_expect *e, const uint64_t *err_words,
 			     uint32_t words, const struct gm_slot_err *recs, uint32_t n, char *why,
 			     size_t wl);
+
+/* A SAMPLE's payload is exactly one sample of the job's (sb bytes), then
+ * gm_remote_check_sample. */
+bool gm_remote_check_sample_msg(const struct gm_remote_expect *e, const struct m_sample *s,
+				size_t len, uint64_t sb, char *why, size_t wl);
+
+/* A PUBLISH of a lease whose batch has words err words: its sizes (its words,
+ * nb and n_recs the lease's, the payload (data, len; 8-aligned) exactly the err
+ * words and the records), then its status and records (above); a complete
+ * batch (status 0) has every position done (ndone: the slot's done bits set),
+ * a failed one an error record (its own, or one of slot_recs the slot holds). */
+bool gm_remote_check_publish(const struct gm_remote_expect *e, const struct m_publish *p,
+			     const void *data, size_t len, uint32_t words, uint32_t ndone,
+			     uint32_t slot_recs, char *why, size_t wl);
+
+/* A LEND's payload is one request (copied into *req, its root NUL-terminated)
+ * for at most GM_MAX_WORKERS workers, with a port. (Its root is then matched
+ * against --lend-root: lendroot.h.) */
+bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
+			  struct gm_node_req *req);
+
+/* A peer's words (at most n bytes of src, up to a NUL) as this side prints them:
+ * control bytes as '?', into dst (n + 1 bytes), NUL-terminated. */
+void gm_remote_check_words(char *dst, const char *src, size_t n);
+
+/* A LENT's words, printable (control bytes as '?'; msg holds sizeof(m->msg) + 1),
+ * and the workers granted, at most GM_MAX_WORKERS. */
+uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg);
+
+/* A LEASE a remote worker receives, for a job of batch samples per batch,
+ * bpe batches per epoch and nsamples: none free now or no more (no payload),
+ * or a lease of its task's batch size with the done words of one batch (len
+ * at most cap, the receiver's buffer). */
+bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, uint32_t bpe,
+			   uint64_t nsamples, size_t cap);
 
 #endif

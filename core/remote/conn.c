@@ -1,12 +1,12 @@
 /*
  * conn.c - the remote plugin's connections (conn.h): a UCP context and worker,
  * the table of connections, sending, and the receiving side's checks of every
- * message (msg.h).
+ * message (msg.h; the table they check against is check.c's).
  *
  * The idea: one layer that both processes of the protocol use, the node agent
  * and a remote worker process, so that the message checks are written once. Messages are UCX active
- * messages with a fixed-size header per type (checked for exact size against the table below) and,
- * for LEND, SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
+ * messages with a fixed-size header per type (checked for exact size against check.c's table)
+ * and, for LEND, SAMPLE, LEASE and PUBLISH, a payload. Every message but SAMPLE is sent eager
  * (gm_remote_conn_send): the receiver gets it whole inside its handler, so
  * nothing of it outlives the handler. A SAMPLE goes eager by default too, or
  * by rendezvous when the worker is told so (GOLDMINER_REMOTE_RNDV=1, worker.c):
@@ -35,6 +35,7 @@
 
 #include <sys/epoll.h>
 
+#include "check.h"
 #include "ctl.h"
 #include "msg.h"
 #include "goldminer/util.h"
@@ -251,34 +252,8 @@ int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr,
 
 /* ---- receiving --------------------------------------------------------------- */
 
-/* What may arrive over UCX: one row per message, its header's exact size,
- * whether a payload may follow it and whether it may come over UCX at all (the
- * handshake's messages go over the control port, ctl.c, before an endpoint
- * exists: one that comes over UCX is a protocol error). */
-struct msg_row {
-	size_t hlen;
-	bool data, ucx;
-};
-// clang-format off
-#define ROW(id, type, data, ucx) [id] = {sizeof(struct type), data, ucx}
-static const struct msg_row msg_rows[AM_N] = {
-	/*  message      header       payload  over UCX */
-	ROW(AM_HELLO,     m_hello,     false,   false),
-	ROW(AM_CHALLENGE, m_challenge, false,   false),
-	ROW(AM_AUTH,      m_auth,      false,   false),
-	ROW(AM_WELCOME,   m_welcome,   false,   false),
-	ROW(AM_LEND,      m_lend,      true,    true),
-	ROW(AM_LENT,      m_lent,      false,   true),
-	ROW(AM_CLAIM,     m_claim,     false,   true),
-	ROW(AM_LEASE,     m_lease,     true,    true),
-	ROW(AM_SAMPLE,    m_sample,    true,    true),
-	ROW(AM_PUBLISH,   m_publish,   true,    true),
-};
-#undef ROW
-// clang-format on
-
 /* A message to the owner, its header copied to aligned memory. */
-static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp,
+static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp, size_t hlen,
 		     const void *data, size_t len, bool rndv)
 {
 	union {
@@ -289,7 +264,7 @@ static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void
 		struct m_sample sample;
 		struct m_publish pub;
 	} h;
-	memcpy(&h, hp, msg_rows[id].hlen);
+	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);
 }
 
@@ -303,24 +278,12 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 	if (!c)
 		return UCS_OK; /* a connection closed or never known: dropped */
 	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-	if (rndv && a->id != AM_SAMPLE) {
-		gm_remote_conn_kill(c, "%s: a rendezvous message %d (only samples come so)", c->ip,
-				    a->id);
+	char why[160];
+	if (!gm_remote_check_msg(a->id, hlen, len, rndv, c->st == C_OK, why, sizeof(why))) {
+		gm_remote_conn_kill(c, "%s: %s", c->ip, why);
 		return UCS_OK;
 	}
-	if (hlen != msg_rows[a->id].hlen || (len && !msg_rows[a->id].data)) {
-		gm_remote_conn_kill(c, "%s: malformed message %d (%zu+%zu bytes)", c->ip, a->id,
-				    hlen, len);
-		return UCS_OK;
-	}
-	if (!msg_rows[a->id].ucx || c->st != C_OK) {
-		gm_remote_conn_kill(c,
-				    "%s: message %d out of place (the handshake is the control "
-				    "port's)",
-				    c->ip, a->id);
-		return UCS_OK;
-	}
-	dispatch(n, c, a->id, header, data, len, rndv);
+	dispatch(n, c, a->id, header, hlen, data, len, rndv);
 	return UCS_OK;
 }
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "check.h"
 #include "goldminer/util.h"
 #include "goldminer/version.h"
 #include "msg.h"
@@ -313,12 +314,13 @@ static void on_welcome(struct gm_remote_net *n, struct ctl *x, const unsigned ch
 		       size_t len)
 {
 	struct m_welcome wm;
-	char why[256];
+	char why[256], words[sizeof(wm.msg) + 1];
 	memcpy(&wm, body, sizeof(wm));
 	x->want = 0;
-	if (wm.status) {
-		ctl_fail(x, wm.status < 0 && wm.status > -4096 ? wm.status : -EPROTO, "%s %.*s",
-			 x->ip, (int)strnlen(wm.msg, sizeof(wm.msg)), wm.msg);
+	if (wm.status) { /* its words are logged: only what prints */
+		gm_remote_check_words(words, wm.msg, sizeof(wm.msg));
+		ctl_fail(x, wm.status < 0 && wm.status > -4096 ? wm.status : -EPROTO, "%s %s",
+			 x->ip, words);
 		return;
 	}
 	if (len == sizeof(wm)) {

@@ -311,13 +311,7 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 	}
 	char why[200];
 	struct gm_remote_expect e = expect_of(j, c);
-	if (len != j->sb) {
-		gm_errf(why, sizeof(why), "a sample of %zu bytes (the job's are %" PRIu64 ")", len,
-			j->sb);
-		refuse(c, "sample", why);
-		return;
-	}
-	if (!gm_remote_check_sample(&e, s, why, sizeof(why))) {
+	if (!gm_remote_check_sample_msg(&e, s, len, j->sb, why, sizeof(why))) {
 		refuse(c, "sample", why);
 		return;
 	}
@@ -396,34 +390,13 @@ static bool publish_ok(const struct hjob *j, const struct conn *c, const struct 
 		       const void *data, size_t len, char *why, size_t wl)
 {
 	struct gm_remote_expect e = expect_of(j, c);
-	size_t need = (size_t)j->words * 8 + (size_t)p->n_recs * sizeof(struct gm_slot_err);
-	if (p->words != j->words || p->n_recs > GM_RING_MAX_ERRS || len != need || p->nb != c->nb) {
-		gm_errf(why, wl,
-			"%u err words, %u records in %zu bytes for %u samples (the lease's: %u "
-			"words, at most %d records, %u samples)",
-			p->words, p->n_recs, len, p->nb, j->words, GM_RING_MAX_ERRS, c->nb);
-		return false;
-	}
-	const uint64_t *ew = data;
-	const struct gm_slot_err *recs = (const struct gm_slot_err *)(ew + j->words);
-	if (!gm_remote_check_status(&e, p->status, why, wl) ||
-	    !gm_remote_check_records(&e, ew, j->words, recs, p->n_recs, why, wl))
-		return false;
 	const struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, c->slot);
 	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, c->slot);
 	uint32_t ndone = 0;
 	for (uint32_t q = 0; q < j->words; q++)
 		ndone += (uint32_t)__builtin_popcountll(
 		    atomic_load_explicit(&done[q], memory_order_acquire));
-	if (p->status == 0 && ndone != c->nb) {
-		gm_errf(why, wl, "a complete batch with %u of its %u samples", ndone, c->nb);
-		return false;
-	}
-	if (p->status != 0 && !p->n_recs && !ctl->n_recs) {
-		gm_errf(why, wl, "a failed batch (status %d) without an error record", p->status);
-		return false;
-	}
-	return true;
+	return gm_remote_check_publish(&e, p, data, len, j->words, ndone, ctl->n_recs, why, wl);
 }
 
 static uint64_t at_most(uint64_t v, uint64_t cap)
@@ -513,12 +486,8 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 		return; /* an answer about a job that has ended */
 	/* a peer runs at most GM_MAX_WORKERS for a job (lender.c); its words are
 	 * printed: only what prints */
-	uint32_t granted = m->granted < GM_MAX_WORKERS ? m->granted : GM_MAX_WORKERS;
 	char msg[sizeof(m->msg) + 1];
-	size_t n = 0;
-	for (; n < sizeof(m->msg) && m->msg[n]; n++)
-		msg[n] = (unsigned char)m->msg[n] < 0x20 || m->msg[n] == 0x7f ? '?' : m->msg[n];
-	msg[n] = '\0';
+	uint32_t granted = gm_remote_check_lent(m, msg);
 	if (m->status)
 		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[c->peer].addr,
 			       msg);

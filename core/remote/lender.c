@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "check.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
 #include "goldminer/job.h"
@@ -469,13 +470,10 @@ void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_
 {
 	struct m_lent a = {.token = m->token};
 	struct gm_node_req req;
-	if (c->role != ROLE_AGENT || len != sizeof(req) || m->workers > GM_MAX_WORKERS ||
-	    !m->port || m->port > 65535) {
+	if (c->role != ROLE_AGENT || !gm_remote_check_lend(m, data, len, &req)) {
 		gm_remote_conn_kill(c, "%s: malformed lend request", c->ip);
 		return;
 	}
-	memcpy(&req, data, sizeof(req));
-	req.root[sizeof(req.root) - 1] = '\0';
 	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
 	if (!l) {
 		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);

@@ -4,8 +4,9 @@
  *
  * The idea: every message is a UCX active message whose id is its type and whose
  * header is one fixed-size struct below (the receiver checks the exact size, and
- * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: conn.c's table). The
- * structs are copied byte for byte, so both ends must be the same build: HELLO
+ * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: check.c's table,
+ * which conn.c applies). The structs are copied byte for byte, so both ends
+ * must be the same build: HELLO
  * carries MSG_MAGIC and MSG_VERSION and an agent refuses any other version in
  * words. HELLO, CHALLENGE, AUTH and WELCOME are the control port's (ctl.h):
  * TCP frames before any endpoint exists, never UCX messages (AUTH and WELCOME

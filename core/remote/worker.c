@@ -37,6 +37,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "check.h"
 #include "conn.h"
 #include "ctl.h"
 #include "goldminer/aug.h"
@@ -143,18 +144,6 @@ static void on_usr1(int sig)
 	w_retire = 1;
 }
 
-/* A lease reply as the home sends one: none free now or no more (no payload),
- * or a lease of its task's batch size with the done words of one batch. */
-static bool lease_ok(const struct wproc *r, const struct m_lease *l, size_t len)
-{
-	if (l->status == -EAGAIN || l->status == -ENODATA)
-		return len == 0;
-	uint64_t first = (l->task % r->bpe) * r->batch;
-	uint64_t nb = r->nsamples - first < r->batch ? r->nsamples - first : r->batch;
-	return l->status == 0 && first < r->nsamples && l->nb == nb &&
-	       len == ((size_t)r->batch + 63) / 64 * 8 && len <= sizeof(r->scratch);
-}
-
 /* What the worker's lease reply said (its done words are in r->scratch). */
 static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, const void *data,
 		     size_t len)
@@ -163,7 +152,7 @@ static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, c
 		gm_remote_conn_kill(c, "%s: unexpected lease", c->ip);
 		return;
 	}
-	if (!lease_ok(r, l, len)) {
+	if (!gm_remote_check_lease(l, len, r->batch, r->bpe, r->nsamples, sizeof(r->scratch))) {
 		gm_remote_conn_kill(c, "%s: malformed lease (status %d, %u samples, %zu bytes)",
 				    c->ip, l->status, l->nb, len);
 		return;
