@@ -478,6 +478,105 @@ static void test_synergy_tune_by_hand(void **st)
 }
 
 /*
+ * Classes with whole ideals at 10 samples/s per vCPU: i8 (80/s per GPU, ideal 8
+ * vCPUs per GPU), i6 (60/s, 6), i4 (40/s, 4), i1 (10/s, 1).
+ */
+static const char *SYN_PROFILE = "# test\ni8\t80\t10\t1\tmade up\tmade up\n"
+				 "i6\t60\t10\t0\tmade up\tmade up\n"
+				 "i4\t40\t10\t0\tmade up\tmade up\n"
+				 "i1\t10\t10\t0\tmade up\tmade up\n";
+
+/*
+ * Synergy-TUNE's greedy order on one node of 4 GPUs and 12 vCPUs (fair share 3
+ * per GPU), two 1-GPU jobs whose ideals (8 + 6) exceed the node; each requests 3
+ * vCPUs for 100 s: 3000 samples.
+ *   i8 at 0, i6 at 1: i8 takes its 8 (80/s); i6's 6 do not fit the 4 left, it
+ *     gets its fair share 3 (30/s) and i8 keeps its ideal (the earlier rule
+ *     trimmed both). i8 ends at 37.5; i6 (1095 done) alone takes its 6: 60/s,
+ *     ends at 37.5 + 1905 / 60 = 69.25.
+ *   i6 at 0, i8 at 1: i6 takes 6 (60/s), i8 gets its fair 3 (30/s). i6 ends at
+ *     50; i8 (1470 done) then runs at 80/s: ends at 50 + 1530 / 80 = 69.125.
+ */
+static void test_synergy_tune_arrival_order(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-86.tsv", "# goldminer-trace v1\n0\t100\t1\t3\t0\n1\t100\t1\t3\t1\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-86");
+	assert_ends("syn-86/jobs.tsv", (const double[]){37.5, 69.25}, 2);
+	unload(&w);
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-68.tsv", "# goldminer-trace v1\n0\t100\t1\t3\t1\n1\t100\t1\t3\t0\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-68");
+	assert_ends("syn-68/jobs.tsv", (const double[]){50, 69.125}, 2);
+	unload(&w);
+}
+
+/* The time-series row at time t of run name: gpu_busy and cpu_alloc. */
+static void row_at(const char *name, double t, double *gpu_busy, double *cpu_alloc)
+{
+	char path[128], *s, *save = NULL;
+	snprintf(path, sizeof(path), "%s/timeseries.tsv", name);
+	s = slurp(path_of(path));
+	assert_non_null(s);
+	for (char *l = strtok_r(s, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		double v[5];
+		if (sscanf(l, "%lf\t%lf\t%lf\t%lf\t%lf", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+		    v[0] == t) {
+			*gpu_busy = v[2];
+			*cpu_alloc = v[3];
+			free(s);
+			return;
+		}
+	}
+	free(s);
+	fail_msg("%s: no row at %g", path, t);
+}
+
+/*
+ * A peer is trimmed only as far as a later job needs, the one with the most vCPUs
+ * per GPU first. One node of 4 GPUs and 12 vCPUs; 1-GPU jobs i4 at 0, i6 at 1,
+ * i4 at 2, i1 at 3 (all long).
+ *   i4 takes 4 (8 left); i6 takes 6 (2 left); the second i4's 4 do not fit, nor
+ *   its fair 3: 1 short. Of the peers above their fair share (i4 +1, i6 +3), i6
+ *   has more per GPU: trimmed to 3 (5 left), the new i4 gets 3 (2 left), the
+ *   first i4 keeps its 4. i1 takes its 1.
+ * At 10 s: 4 + 3 + 3 + 1 = 11 of 12 vCPUs allocated; GPUs busy 1 + 0.5 + 0.75 + 1
+ * of 4 = 0.8125. Trimming the first i4 first would need i6 too (10 vCPUs, 0.75);
+ * trimming every job above fair share (the earlier rule) gives the same 10.
+ */
+static void test_synergy_tune_trims_one_peer(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy = -1, alloc = -1;
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-trim.tsv", "# goldminer-trace v1\n0\t1000\t1\t3\t2\n1\t1000\t1\t3\t1\n"
+				 "2\t1000\t1\t3\t2\n3\t1000\t1\t3\t3\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-trim");
+	row_at("syn-trim", 10, &busy, &alloc);
+	if (fabs(alloc - 11.0 / 12) > 1e-4 || fabs(busy - 0.8125) > 1e-4)
+		fail_msg("at 10 s: cpu_alloc %.4f (want 0.9167), gpu_busy %.4f (want 0.8125)",
+			 alloc, busy);
+	unload(&w);
+}
+
+/*
  * The pool policies against each other. Node 0: 2 GPUs, 4 vCPUs; node 1: no GPU,
  * 4 vCPUs; remote cost 0.5, 1 local vCPU per GPU. j0 (class a: R = 100/s, 10/s
  * per vCPU, needs 18 remote workers; 2000 samples) at 0; j1 (class c: 50/s per
@@ -1040,6 +1139,8 @@ int main(void)
 	    cmocka_unit_test(test_determinism),
 	    cmocka_unit_test(test_invariants),
 	    cmocka_unit_test(test_synergy_tune_by_hand),
+	    cmocka_unit_test(test_synergy_tune_arrival_order),
+	    cmocka_unit_test(test_synergy_tune_trims_one_peer),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_node_cores_by_hand),
