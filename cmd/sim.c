@@ -85,9 +85,9 @@ static const struct cmd_opt opts[O_N] = {
 		  "fair 'share' of the cluster's (request)"},
     [O_PERSEED] = {"per-seed", "FILE", 0,
 		   "with --seeds: one TSV row per policy and seed (the paired runs)"},
-    [O_VS] = {"vs", "POLICY", 0,
-	      "with --seeds: per-seed avg JCT ratio of every policy to POLICY, median and "
-	      "bootstrap 95% interval"},
+    [O_VS] = {"vs", "POLICY[,..]", 0,
+	      "with --seeds: paired per-seed avg JCT ratios of every policy and POLICY, "
+	      "median and bootstrap 95% interval"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -100,7 +100,7 @@ struct sim_args {
 	int first, last; /* policies to run */
 	uint64_t max_jobs;
 	uint64_t seeds; /* runs per policy, seeds o.seed .. o.seed + seeds - 1 */
-	int vs;		/* --vs: the policy others are compared with, or -1 */
+	unsigned vs;	/* --vs: bit p set = compare every policy with policy p */
 	/* with --seeds: every run's summary, [policy * seeds + k] */
 	struct gm_sim_summary *runs;
 };
@@ -175,16 +175,28 @@ static int get_numbers(struct sim_args *a)
 			"compares runs over several seeds");
 		return -EINVAL;
 	}
-	a->vs = -1;
-	if (v[O_VS] && (a->vs = gm_sim_policy_parse(v[O_VS])) < 0) {
-		cmd_err("sim", "--vs", "goldminer sim --help lists them", "unknown policy '%s'",
-			v[O_VS]);
-		return -EINVAL;
-	}
-	if (v[O_VS] && (a->vs < a->first || a->vs > a->last)) {
-		cmd_err("sim", "--vs", "run it too (--policy all)", "policy '%s' is not run",
-			v[O_VS]);
-		return -EINVAL;
+	a->vs = 0;
+	for (const char *p = v[O_VS]; p && *p;) { /* POLICY[,POLICY...] */
+		char name[32];
+		size_t k = strcspn(p, ",");
+		int q = -1;
+		if (k < sizeof(name)) {
+			memcpy(name, p, k);
+			name[k] = 0;
+			q = gm_sim_policy_parse(name);
+		}
+		if (q < 0) {
+			cmd_err("sim", "--vs", "goldminer sim --help lists them",
+				"unknown policy in '%s'", v[O_VS]);
+			return -EINVAL;
+		}
+		if (q < a->first || q > a->last) {
+			cmd_err("sim", "--vs", "run it too: --policy all", "policy '%s' is not run",
+				name);
+			return -EINVAL;
+		}
+		a->vs |= 1u << q;
+		p += k + (p[k] == ',');
 	}
 	return 0;
 }
@@ -314,9 +326,28 @@ out_err:
 	return -1;
 }
 
+/* One paired ratio avg JCT(num) / avg JCT(den) over the seeds as a JSON line. */
+static int print_ratio(const struct sim_args *a, int num, int den, double *x, double *y)
+{
+	struct gm_sim_ratio r;
+	for (uint64_t k = 0; k < a->seeds; k++) {
+		x[k] = a->runs[(size_t)num * a->seeds + k].avg_jct;
+		y[k] = a->runs[(size_t)den * a->seeds + k].avg_jct;
+	}
+	if (gm_sim_paired_ratio(x, y, a->seeds, a->o.seed, 2000, &r))
+		return -1;
+	printf("{\"ratio\":\"avg_jct\",\"num\":\"%s\",\"den\":\"%s\",\"seeds\":%zu,"
+	       "\"median\":%.4f,\"lo\":%.4f,\"hi\":%.4f,\"min\":%.4f,\"max\":%.4f,"
+	       "\"separated\":%s}\n",
+	       gm_sim_policy_name((enum gm_sim_policy)num),
+	       gm_sim_policy_name((enum gm_sim_policy)den), r.n, r.median, r.lo, r.hi, r.min, r.max,
+	       r.separated ? "true" : "false");
+	return 0;
+}
+
 /*
- * --vs V: per policy P, the paired ratio avg JCT(P) / avg JCT(V) over the seeds,
- * one JSON line each (a bootstrap of 2000 resamples keyed by the first seed).
+ * --vs V: for every other policy P, the paired per-seed ratios P / V and V / P of
+ * the average JCT (median, bootstrap of 2000 resamples keyed by the first seed).
  */
 static int print_ratios(const struct sim_args *a, char *err, size_t errlen)
 {
@@ -327,26 +358,19 @@ static int print_ratios(const struct sim_args *a, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	for (uint64_t k = 0; k < a->seeds; k++)
-		y[k] = a->runs[(size_t)a->vs * a->seeds + k].avg_jct;
-	for (int p = a->first; p <= a->last; p++) {
-		struct gm_sim_ratio r;
-		if (p == a->vs)
+	for (int v = a->first; v <= a->last; v++) {
+		if (!(a->vs & 1u << v))
 			continue;
-		for (uint64_t k = 0; k < a->seeds; k++)
-			x[k] = a->runs[(size_t)p * a->seeds + k].avg_jct;
-		if (gm_sim_paired_ratio(x, y, a->seeds, a->o.seed, 2000, &r)) {
-			snprintf(err, errlen, "%s / %s: no ratio (a run without jobs?)",
-				 gm_sim_policy_name((enum gm_sim_policy)p),
-				 gm_sim_policy_name((enum gm_sim_policy)a->vs));
-			goto out_free;
+		for (int p = a->first; p <= a->last; p++) {
+			if (p == v)
+				continue;
+			if (print_ratio(a, p, v, x, y) || print_ratio(a, v, p, x, y)) {
+				snprintf(err, errlen, "%s / %s: no ratio (a run without jobs?)",
+					 gm_sim_policy_name((enum gm_sim_policy)p),
+					 gm_sim_policy_name((enum gm_sim_policy)v));
+				goto out_free;
+			}
 		}
-		printf("{\"ratio\":\"avg_jct\",\"policy\":\"%s\",\"vs\":\"%s\",\"seeds\":%zu,"
-		       "\"median\":%.4f,\"lo\":%.4f,\"hi\":%.4f,\"min\":%.4f,\"max\":%.4f,"
-		       "\"separated\":%s}\n",
-		       gm_sim_policy_name((enum gm_sim_policy)p),
-		       gm_sim_policy_name((enum gm_sim_policy)a->vs), r.n, r.median, r.lo, r.hi,
-		       r.min, r.max, r.separated ? "true" : "false");
 	}
 	fflush(stdout);
 	rc = 0;
@@ -399,7 +423,7 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 	}
 	if (a->runs && a->val[O_PERSEED] && write_per_seed(a, a->val[O_PERSEED], err, errlen))
 		return -1;
-	if (a->runs && a->vs >= 0 && print_ratios(a, err, errlen))
+	if (a->runs && a->vs && print_ratios(a, err, errlen))
 		return -1;
 	return 0;
 }

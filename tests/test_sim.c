@@ -857,6 +857,55 @@ static void test_cli(void **st)
 	char *got = slurp(f);
 	assert_non_null(strstr(got, "\t31.7\t")); /* the golden goldminer run */
 	free(got);
+	/* the paired comparison's options: --per-seed writes one row per policy and seed */
+	snprintf(f, sizeof(f), "%s/per-seed.tsv", dir);
+	assert_int_equal(cli(15, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--seeds", "2", "--vs", "static,goldminer",
+			     "--per-seed", f),
+			 0);
+	got = slurp(f);
+	size_t rows = 0;
+	for (char *c = got; (c = strchr(c, '\n')); c++)
+		rows++;
+	assert_int_equal(rows, 1 + 2 * GM_SIM_NPOLICY);
+	assert_non_null(strstr(got, "goldminer\t2\t"));
+	free(got);
+	/* they need --seeds, a known policy that runs, and --work-at share or request */
+	assert_int_equal(cli(11, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--vs", "static"),
+			 2);
+	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--seeds", "2", "--vs", "static,nope"),
+			 2);
+	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--profile", prof, "--seeds", "2", "--vs", "goldminer"),
+			 2);
+	assert_int_equal(cli(11, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--profile", prof, "--work-at", "half"),
+			 2);
+}
+
+/*
+ * --work-at: a class-a job (10 samples/s per vCPU) requesting 1 vCPU on a node of
+ * 2 vCPUs per GPU. Its 100 traced seconds are 1000 samples at its request, 2000 at
+ * its fair share; under static (1 vCPU) it then runs 100 or 200 s.
+ */
+static void test_work_at_share(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(4gpu,8cpu)", put("wa.tsv", "# goldminer-trace v1\n0\t100\t1\t1\t0\n"),
+	     PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.policy = GM_SIM_STATIC;
+	run(&w, &o, "wa-req");
+	assert_ends("wa-req/jobs.tsv", (const double[]){100}, 1);
+	o.work_at_share = 1;
+	run(&w, &o, "wa-share");
+	assert_ends("wa-share/jobs.tsv", (const double[]){200}, 1);
+	unload(&w);
 }
 
 /* Column col (0-based) of row row (0-based, after the header) of a jobs.tsv. */
@@ -1141,6 +1190,7 @@ int main(void)
 	    cmocka_unit_test(test_synergy_tune_by_hand),
 	    cmocka_unit_test(test_synergy_tune_arrival_order),
 	    cmocka_unit_test(test_synergy_tune_trims_one_peer),
+	    cmocka_unit_test(test_work_at_share),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_node_cores_by_hand),
