@@ -54,7 +54,8 @@ enum {
 
 static const struct cmd_opt opts[O_N] = {
     [O_CLUSTER] = {"cluster", "SPEC", 0,
-		   "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
+		   "8x(8gpu,96cpu) (memory optional: 8x(8gpu,24cpu,500gb)), an openb node list "
+		   "or the PAI machine list"},
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
@@ -362,8 +363,8 @@ static int print_ratios(const struct sim_args *a, char *err, size_t errlen)
 		if (!(a->vs & 1u << v))
 			continue;
 		for (int p = a->first; p <= a->last; p++) {
-			if (p == v)
-				continue;
+			if (p == v || (p < v && a->vs & 1u << p))
+				continue; /* itself, or printed with p as the one compared with */
 			if (print_ratio(a, p, v, x, y) || print_ratio(a, v, p, x, y)) {
 				snprintf(err, errlen, "%s / %s: no ratio (a run without jobs?)",
 					 gm_sim_policy_name((enum gm_sim_policy)p),

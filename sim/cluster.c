@@ -1,7 +1,8 @@
 /*
  * cluster.c - cluster readers (cluster.h): synthetic shapes, the openb node list
- * and the PAI machine list. Only GPUs and vCPUs are kept; GPU models are ignored
- * (the profile table gives one GPU-bound rate per model class).
+ * and the PAI machine list. GPUs, vCPUs and (where given: a shape's "NNNgb", the
+ * openb list's memory) memory are kept; GPU models are ignored (the profile table
+ * gives one GPU-bound rate per model class).
  */
 #include <errno.h>
 #include <math.h>
@@ -15,7 +16,7 @@
 #include "goldminer/util.h"
 
 /* Append a node: 0, -E2BIG past GM_CLUSTER_MAX_NODES, -ENOMEM. */
-static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu)
+static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu, uint32_t mem)
 {
 	if (c->n >= GM_CLUSTER_MAX_NODES)
 		return -E2BIG;
@@ -28,10 +29,14 @@ static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cp
 		if (!(b = realloc(c->cpus, (size_t)nc * sizeof(uint32_t))))
 			return -ENOMEM;
 		c->cpus = b;
+		if (!(b = realloc(c->mem, (size_t)nc * sizeof(uint32_t))))
+			return -ENOMEM;
+		c->mem = b;
 		*cap = nc;
 	}
 	c->gpus[c->n] = g;
 	c->cpus[c->n] = cpu;
+	c->mem[c->n] = mem;
 	c->n++;
 	c->total_gpus += g;
 	c->total_cpus += cpu;
@@ -121,7 +126,11 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			rc = -EBADMSG;
 			goto out_close;
 		}
-		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu)))) {
+		double mib = 0; /* openb: memory_mib, where it reads as a number */
+		if (!openb || !field_num(fld[2], &mib) || mib / 1024 > GM_CLUSTER_MAX_NODE_MEM)
+			mib = 0;
+		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu),
+				   (uint32_t)floor(mib / 1024)))) {
 			gm_errf(err, errlen, "%s:%u: %s", path, lineno, add_node_error(rc));
 			rc = rc == -E2BIG ? -EBADMSG : rc;
 			goto out_close;
@@ -161,7 +170,7 @@ static bool shape_num(const char **s, uint64_t max, const char *want, uint64_t *
 	return true;
 }
 
-/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)" */
+/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)", memory optional: "8x(8gpu,24cpu,500gb)" */
 static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t errlen)
 {
 	const char *s = spec;
@@ -169,13 +178,20 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 	int rc;
 
 	for (;;) {
-		uint64_t n, g, cpu;
+		uint64_t n, g, cpu, mem = 0;
 		if (!shape_num(&s, GM_CLUSTER_MAX_NODES, "x(", &n) || !n ||
 		    !shape_num(&s, GM_CLUSTER_MAX_NODE_GPUS, "gpu,", &g) ||
-		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu)", &cpu))
+		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu", &cpu))
 			goto bad;
+		if (*s == ',') {
+			s++;
+			if (!shape_num(&s, GM_CLUSTER_MAX_NODE_MEM, "gb)", &mem))
+				goto bad;
+		} else if (*s++ != ')') {
+			goto bad;
+		}
 		for (uint64_t i = 0; i < n; i++)
-			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu))) {
+			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu, (uint32_t)mem))) {
 				gm_errf(err, errlen, "%s: %s", spec, add_node_error(rc));
 				return rc == -E2BIG ? -EBADMSG : rc;
 			}
@@ -187,8 +203,10 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 bad:
 	gm_errf(err, errlen,
 		"%s: bad cluster shape at '%.32s' (want NxSHAPE[+NxSHAPE...], e.g. "
-		"8x(8gpu,96cpu), with whole numbers N 1..%u, GPUs 0..%u, vCPUs 0..%u per node)",
-		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS);
+		"8x(8gpu,96cpu) or 8x(8gpu,24cpu,500gb), with whole numbers N 1..%u, GPUs "
+		"0..%u, vCPUs 0..%u, GB 0..%u per node)",
+		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS,
+		GM_CLUSTER_MAX_NODE_MEM);
 	return -EBADMSG;
 }
 
@@ -228,5 +246,6 @@ void gm_cluster_destroy(struct gm_cluster *c)
 		return;
 	free(c->gpus);
 	free(c->cpus);
+	free(c->mem);
 	free(c);
 }

@@ -584,9 +584,13 @@ static void pool_rebalance(struct sim *s)
  * at a time (single-node jobs first, then the most vCPUs per GPU first), until the
  * shortfall is covered; what the trimming frees beyond it goes to later jobs. The
  * fair share is the floor (reserved at placement, as proportional, so always
- * free while the GPUs are). Synergy re-plans every round of 300 s; here a node is
- * re-planned whenever its jobs change, and vCPUs nobody asks for stay idle (it
- * never lends them to another server's jobs).
+ * free while the GPUs are). Memory is the second resource where the node's size
+ * is known and the job's class asks for some (profile mem_per_gpu): a job gets
+ * its ideal only where both its vCPUs and its memory fit, is switched to fair
+ * share in both where either is above it, and a shortfall in either is covered by
+ * trimming. Synergy re-plans every round of 300 s; here a node is re-planned
+ * whenever its jobs change, and vCPUs nobody asks for stay idle (it never lends
+ * them to another server's jobs).
  */
 
 /* Whole vCPUs that saturate j's GPUs on place p: at least 1, at most the node's. */
@@ -601,6 +605,23 @@ static double ideal_at(const struct sim *s, const struct sjob *j, const struct p
 static double fair_at(const struct sim *s, const struct place *p)
 {
 	return (double)s->c->cpus[p->node] * p->g / s->c->gpus[p->node];
+}
+
+/* Node n's memory in GB, 0 where not known (then memory is not planned). */
+static double node_mem(const struct sim *s, uint32_t n)
+{
+	return s->c->mem ? (double)s->c->mem[n] : 0;
+}
+
+/* GB j asks for on place p, and its fair share there; both 0 where not planned. */
+static double mem_ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	return node_mem(s, p->node) > 0 ? s->prof->c[j->cls].mem_per_gpu * p->g : 0;
+}
+
+static double mem_fair_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	return mem_ideal_at(s, j, p) > 0 ? node_mem(s, p->node) * p->g / s->c->gpus[p->node] : 0;
 }
 
 static double synergy_held(const struct sim *s, const struct sjob *j)
@@ -628,12 +649,10 @@ static double charge_synergy(const struct sim *s, const struct sjob *j, double b
 
 static int synergy_open(struct sim *s)
 {
-	uint32_t g = 1;
-	for (size_t n = 0; n < s->c->n; n++)
-		g = s->c->gpus[n] > g ? s->c->gpus[n] : g;
+	uint32_t g = s->c->max_gpus ? s->c->max_gpus : 1;
 	s->res_head = malloc(s->c->n * sizeof(uint32_t));
 	s->tune_ord = malloc(g * sizeof(uint32_t)); /* a node's residents: one GPU each at least */
-	s->tune_new = malloc(g * sizeof(double));
+	s->tune_new = malloc(2 * (size_t)g * sizeof(double)); /* vCPUs, then memory */
 	if (!s->res_head || !s->tune_ord || !s->tune_new) {
 		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
 		return -ENOMEM;
@@ -652,10 +671,11 @@ static void synergy_close(struct sim *s)
 /*
  * Position a before position b of a node's plan in the order peers are trimmed
  * (Synergy's sort key): fewer nodes first, then more vCPUs per GPU (as planned
- * so far on this node), then arrival order (Synergy's sort is stable).
+ * so far on this node), more memory per GPU, then arrival order (Synergy's sort
+ * is stable).
  */
-static bool trim_before(const struct sim *s, const uint32_t *ord, const double *v, uint32_t a,
-			uint32_t b)
+static bool trim_before(const struct sim *s, const uint32_t *ord, const double *v, const double *m,
+			uint32_t a, uint32_t b)
 {
 	const struct place *pa = &s->pl[ord[a]], *pb = &s->pl[ord[b]];
 	uint32_t na = s->j[pa->job].nplace, nb = s->j[pb->job].nplace;
@@ -664,6 +684,8 @@ static bool trim_before(const struct sim *s, const uint32_t *ord, const double *
 	double va = v[a] / pa->g, vb = v[b] / pb->g;
 	if (va != vb)
 		return va > vb;
+	if (m[a] / pa->g != m[b] / pb->g)
+		return m[a] / pa->g > m[b] / pb->g; /* then more memory per GPU */
 	return a < b;
 }
 
@@ -676,7 +698,8 @@ static bool trim_before(const struct sim *s, const uint32_t *ord, const double *
 static void synergy_plan(struct sim *s, uint32_t n)
 {
 	uint32_t *ord = s->tune_ord, k = 0;
-	double *a = s->tune_new, free_c = s->c->cpus[n];
+	double *a = s->tune_new, *m = s->tune_new + s->c->max_gpus;
+	double free_c = s->c->cpus[n], free_m = node_mem(s, n);
 
 	for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
 		uint32_t i = k++; /* insertion sort by job index: at most the node's GPUs */
@@ -690,36 +713,52 @@ static void synergy_plan(struct sim *s, uint32_t n)
 		const struct place *p = &s->pl[ord[i]];
 		const struct sjob *j = &s->j[p->job];
 		double ideal = ideal_at(s, j, p), fair = fair_at(s, p);
-		if (ideal <= free_c + 1e-9) {
+		double mi = mem_ideal_at(s, j, p), mf = mem_fair_at(s, j, p);
+		if (ideal <= free_c + 1e-9 && mi <= free_m + 1e-9) {
 			a[i] = ideal;
+			m[i] = mi;
 			free_c -= ideal;
+			free_m -= mi;
 			continue;
 		}
-		double want = ideal > fair ? fair : ideal;
-		while (want > free_c + 1e-9) { /* trim the first peer in Synergy's order */
+		double want = ideal, wm = mi;
+		if (ideal > fair || mi > mf) { /* switched to fair share in both */
+			want = fair;
+			wm = mf;
+		}
+		while (want > free_c + 1e-9 || wm > free_m + 1e-9) { /* trim the first peer */
 			uint32_t best = NOPOS;
-			for (uint32_t m = 0; m < i; m++)
-				if (a[m] > fair_at(s, &s->pl[ord[m]]) + 1e-9 &&
-				    (best == NOPOS || trim_before(s, ord, a, m, best)))
-					best = m;
+			for (uint32_t q = 0; q < i; q++) {
+				const struct place *pq = &s->pl[ord[q]];
+				if ((a[q] > fair_at(s, pq) + 1e-9 ||
+				     m[q] > mem_fair_at(s, &s->j[pq->job], pq) + 1e-9) &&
+				    (best == NOPOS || trim_before(s, ord, a, m, q, best)))
+					best = q;
+			}
 			if (best == NOPOS) {
 				sim_fail(s, -ENOTRECOVERABLE,
 					 "invariant: node %u cannot hold job %u's fair share", n,
 					 p->job);
 				return;
 			}
-			double f = fair_at(s, &s->pl[ord[best]]);
+			const struct place *pb = &s->pl[ord[best]];
+			double f = fair_at(s, pb), fm = mem_fair_at(s, &s->j[pb->job], pb);
 			free_c += a[best] - f;
+			free_m += m[best] - fm;
 			a[best] = f;
+			m[best] = fm;
 		}
 		a[i] = want;
+		m[i] = wm;
 		free_c -= want;
+		free_m -= wm;
 	}
 	for (uint32_t i = 0; i < k; i++) {
 		struct place *p = &s->pl[ord[i]];
-		if (p->tune == a[i])
+		p->tune_mem = (float)m[i];
+		if (p->tune == (float)a[i])
 			continue;
-		p->tune = a[i];
+		p->tune = (float)a[i];
 		if (s->j[p->job].state == J_RUNNING) {
 			sim_set_rate(s, p->job);
 			s->realloc++;
@@ -754,27 +793,32 @@ static void synergy_stop(struct sim *s, uint32_t ji)
 	synergy_move(s, ji, -1);
 }
 
-/* opts.check: no node holds more vCPUs than it has, no job less than its floor. */
+/* opts.check: no node holds more vCPUs or memory than it has, no job less than its floor. */
 static void synergy_audit(struct sim *s)
 {
 	for (uint32_t n = 0; n < s->c->n && !s->rc; n++) {
-		double held = 0;
+		double held = 0, mem = 0;
 		for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
 			const struct place *p = &s->pl[q];
 			double floor_c = ideal_at(s, &s->j[p->job], p);
 			if (floor_c > fair_at(s, p))
 				floor_c = fair_at(s, p);
-			if (p->tune + 1e-9 < floor_c)
+			if (p->tune + 1e-4 < floor_c) /* held as floats */
 				sim_fail(s, -ENOTRECOVERABLE,
 					 "invariant: job %u holds %.3f vCPUs on node %u, below its "
 					 "floor %.3f",
-					 p->job, p->tune, n, floor_c);
+					 p->job, (double)p->tune, n, floor_c);
 			held += p->tune;
+			mem += p->tune_mem;
 		}
-		if (held > s->c->cpus[n] + 1e-6)
+		if (held > s->c->cpus[n] + 1e-4)
 			sim_fail(s, -ENOTRECOVERABLE,
 				 "invariant: node %u holds %.3f of its %u vCPUs", n, held,
 				 s->c->cpus[n]);
+		if (mem > node_mem(s, n) * (1 + 1e-6) + 1e-4 && node_mem(s, n) > 0)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: node %u holds %.3f of its %.0f GB", n, mem,
+				 node_mem(s, n));
 	}
 }
 

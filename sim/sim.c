@@ -297,7 +297,7 @@ static int push_place(struct sim *s, uint32_t ji, uint32_t n, uint32_t g, uint32
 		s->pl = a;
 		s->plcap = nc;
 	}
-	s->pl[s->npl++] = (struct place){n, g, c, ji, 0, NOPOS, NOPOS, 0};
+	s->pl[s->npl++] = (struct place){n, g, c, ji, 0, NOPOS, NOPOS, 0, 0};
 	return 0;
 }
 

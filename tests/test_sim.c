@@ -577,6 +577,78 @@ static void test_synergy_tune_trims_one_peer(void **st)
 }
 
 /*
+ * Memory as Synergy's second resource. One node of 4 GPUs, 32 vCPUs and 400 GB
+ * (fair share 8 vCPUs and 100 GB per GPU); 1-GPU jobs of class m (120/s per GPU,
+ * 10 per vCPU: ideal 12 vCPUs; 200 GB per GPU) at 0, 1 and 2, all long.
+ *   The first two take 12 vCPUs and 200 GB each: memory is full. The third's
+ *   ideal fits neither; its fair share (8, 100 GB) fits the vCPUs but not the
+ *   memory, so the first job (the peers tie on vCPUs and memory per GPU: arrival
+ *   order) is trimmed to 8 and 100 GB.
+ * At 10 s: 8 + 12 + 8 = 28 of 32 vCPUs (0.875); GPUs busy 2/3 + 1 + 2/3 of 4.
+ * Where the node's memory is not given, memory is not planned: 12 + 12 + 8 = 32.
+ */
+static void test_synergy_tune_memory(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy = -1, alloc = -1;
+	const char *prof = "# test\nm\t120\t10\t1\tmade up\tmade up\t200\n";
+	const char *tr = put("syn-mem.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n"
+					    "1\t1000\t1\t8\t0\n2\t1000\t1\t8\t0\n");
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(4gpu,32cpu,400gb)", tr, prof);
+	assert_true(w.p.c[0].mem_per_gpu == 200 && w.c->mem[0] == 400);
+	run(&w, &o, "syn-mem");
+	row_at("syn-mem", 10, &busy, &alloc);
+	if (fabs(alloc - 0.875) > 1e-4 || fabs(busy - (2.0 / 3 + 1 + 2.0 / 3) / 4) > 1e-4)
+		fail_msg("with memory at 10 s: cpu_alloc %.4f (want 0.875), gpu_busy %.4f", alloc,
+			 busy);
+	unload(&w);
+	load(&w, "1x(4gpu,32cpu)", tr, prof);
+	run(&w, &o, "syn-nomem");
+	row_at("syn-nomem", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 1) < 1e-4);
+	unload(&w);
+}
+
+/* The memory column of a profile and of a cluster shape: read, written, refused. */
+static void test_memory_columns(void **st)
+{
+	(void)st;
+	struct gm_profile p;
+	struct gm_cluster *c = NULL;
+	char err[512];
+
+	assert_int_equal(gm_profile_load(&p,
+					 put("mem1.tsv", "a\t1\t1\t1\t\t\t62.5\nb\t1\t1\t1\t\t\n"),
+					 err, sizeof(err)),
+			 0);
+	assert_true(p.c[0].mem_per_gpu == 62.5 && p.c[1].mem_per_gpu == 0);
+	assert_int_equal(gm_profile_write(&p, path_of("mem2.tsv"), NULL, err, sizeof(err)), 0);
+	struct gm_profile q;
+	assert_int_equal(gm_profile_load(&q, path_of("mem2.tsv"), err, sizeof(err)), 0);
+	assert_true(q.c[0].mem_per_gpu == 62.5 && q.c[1].mem_per_gpu == 0);
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem3.tsv", "a\t1\t1\t1\t\t\t-1\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_non_null(strstr(err, "mem_gb_per_gpu"));
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem4.tsv", "a\t1\t1\t1\t\t\t1\t2\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_int_equal(
+	    gm_cluster_load(&c, "2x(8gpu,24cpu,500gb)+1x(4gpu,8cpu)", err, sizeof(err)), 0);
+	assert_true(c->n == 3 && c->mem[0] == 500 && c->mem[1] == 500 && c->mem[2] == 0);
+	gm_cluster_destroy(c);
+	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,500)", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,gb)", err, sizeof(err)), -EBADMSG);
+}
+
+/*
  * The pool policies against each other. Node 0: 2 GPUs, 4 vCPUs; node 1: no GPU,
  * 4 vCPUs; remote cost 0.5, 1 local vCPU per GPU. j0 (class a: R = 100/s, 10/s
  * per vCPU, needs 18 remote workers; 2000 samples) at 0; j1 (class c: 50/s per
@@ -1191,6 +1263,8 @@ int main(void)
 	    cmocka_unit_test(test_synergy_tune_arrival_order),
 	    cmocka_unit_test(test_synergy_tune_trims_one_peer),
 	    cmocka_unit_test(test_work_at_share),
+	    cmocka_unit_test(test_synergy_tune_memory),
+	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_node_cores_by_hand),
