@@ -61,6 +61,31 @@ static bool field_num(const char *s, double *v)
 	return (*end == 0 || *end == '\n' || *end == '\r') && isfinite(*v) && *v >= 0;
 }
 
+/* Split line at its commas into fld (at most 6; 6 means there were more). */
+static int split_commas(char *line, char *fld[6])
+{
+	char *s = line;
+	int nf = 0;
+	while (nf < 6) {
+		fld[nf++] = s;
+		char *cm = strchr(s, ',');
+		if (!cm)
+			break;
+		*cm = 0;
+		s = cm + 1;
+	}
+	return nf;
+}
+
+/* GB of an openb memory_mib field; 0 where it is not a number in range. */
+static uint32_t mem_gb(const char *mib_field)
+{
+	double mib;
+	if (!field_num(mib_field, &mib) || mib / 1024 > GM_CLUSTER_MAX_NODE_MEM)
+		return 0;
+	return (uint32_t)floor(mib / 1024);
+}
+
 static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -76,8 +101,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		return rc;
 	}
 	while (getline(&line, &lcap, f) >= 0) {
-		char *fld[6], *s = line;
-		int nf = 0;
+		char *fld[6];
 		double cpu, g;
 
 		lineno++;
@@ -89,15 +113,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		}
 		if (!line[0])
 			continue;
-		while (nf < 6) {
-			fld[nf++] = s;
-			char *cm = strchr(s, ',');
-			if (!cm)
-				break;
-			*cm = 0;
-			s = cm + 1;
-		}
-		if (nf != 5) {
+		if (split_commas(line, fld) != 5) {
 			gm_errf(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
 				lineno,
 				openb ? "sn,cpu_milli,memory_mib,gpu,model"
@@ -126,11 +142,8 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			rc = -EBADMSG;
 			goto out_close;
 		}
-		double mib = 0; /* openb: memory_mib, where it reads as a number */
-		if (!openb || !field_num(fld[2], &mib) || mib / 1024 > GM_CLUSTER_MAX_NODE_MEM)
-			mib = 0;
 		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu),
-				   (uint32_t)floor(mib / 1024)))) {
+				   openb ? mem_gb(fld[2]) : 0))) {
 			gm_errf(err, errlen, "%s:%u: %s", path, lineno, add_node_error(rc));
 			rc = rc == -E2BIG ? -EBADMSG : rc;
 			goto out_close;

@@ -644,6 +644,14 @@ static void test_memory_columns(void **st)
 	    gm_cluster_load(&c, "2x(8gpu,24cpu,500gb)+1x(4gpu,8cpu)", err, sizeof(err)), 0);
 	assert_true(c->n == 3 && c->mem[0] == 500 && c->mem[1] == 500 && c->mem[2] == 0);
 	gm_cluster_destroy(c);
+	assert_int_equal(
+	    gm_cluster_load(&c,
+			    put("mem-nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+						 "a,96000,524288,8,V100\nb,8000,x,1,T4\n"),
+			    err, sizeof(err)),
+	    0);
+	assert_true(c->n == 2 && c->mem[0] == 512 && c->mem[1] == 0); /* 0: not known */
+	gm_cluster_destroy(c);
 	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,500)", err, sizeof(err)), -EBADMSG);
 	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,gb)", err, sizeof(err)), -EBADMSG);
 }
