@@ -1,8 +1,8 @@
 # gpu_util.gp - cluster GPU utilisation over the contended window, one panel per
 # policy: the fraction of all GPUs doing useful work (solid) and allocated
-# (dashed), with static's busy fraction in grey behind each panel for reference.
-# Variables (gnuplot -e): dir, policies, out, term, ttl as jct_cdf.gp, and x0, x1
-# (the window in hours, make-plots.sh: the middle 90% of submits).
+# (dashed), with the reference policy's busy fraction (static) in grey behind each
+# panel. Variables (gnuplot -e): dir, policies, out, term, ttl as jct_cdf.gp, x0,
+# x1 (the window in hours, make-plots.sh: the middle 90% of submits) and ref.
 n = words(policies)
 set terminal term size 1000, 170 * n + 80
 set output out
@@ -19,8 +19,8 @@ do for [i=1:n] {
 	set format x (i == n ? "%g" : "")
 	set xlabel (i == n ? "simulated time (hours)" : "")
 	set ylabel p noenhanced
-	plot dir."/static/timeseries.tsv" skip 1 using ($1/3600):3 with lines lw 1 lc rgb "#bbbbbb" \
-		title (p eq "static" ? "" : "static busy"), \
+	plot dir."/".ref."/timeseries.tsv" skip 1 using ($1/3600):3 with lines lw 1 lc rgb "#bbbbbb" \
+		title (p eq ref ? "" : ref." busy"), \
 	     dir."/".p."/timeseries.tsv" skip 1 using ($1/3600):3 with lines lw 2 lc rgb "#1f77b4" \
 		title "busy", \
 	     dir."/".p."/timeseries.tsv" skip 1 using ($1/3600):2 with lines dt 2 lc rgb "#d62728" \

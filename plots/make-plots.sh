@@ -48,14 +48,17 @@ for dir in "$@"; do
 			}
 			printf "\n" }' >>"$dir/summary.tsv"
 	done
+	# the reference drawn behind each panel: static, else the first policy there
+	ref=${pols%% *}
+	case " $pols " in *" static "*) ref=static ;; esac
 	# the contended window: the 5th to 95th percentile of submits, in hours
-	win=$(awk -F'\t' 'FNR > 1 { print $5 }' "$dir/static/jobs.tsv" | sort -g |
+	win=$(awk -F'\t' 'FNR > 1 { print $5 }' "$dir/$ref/jobs.tsv" | sort -g |
 		awk '{ v[NR] = $1 } END { a = v[int(NR * 0.05) + 1]; b = v[int(NR * 0.95)]
 			if (b <= a) b = a + 1; printf "%.3f %.3f", a / 3600, b / 3600 }')
 	x0=${win% *} x1=${win#* }
 	gnuplot -e "dir='$dir'; policies='$pols'; out='$dir/jct_cdf.png'; term='$term'; ttl='$name: JCT CDF'" \
 		"$here/jct_cdf.gp" || rc=1
-	gnuplot -e "dir='$dir'; policies='$pols'; out='$dir/gpu_util.png'; term='$term'; x0=$x0; x1=$x1; ttl='$name: GPUs busy and allocated, middle 90% of submits (seed 1)'" \
+	gnuplot -e "dir='$dir'; policies='$pols'; out='$dir/gpu_util.png'; term='$term'; x0=$x0; x1=$x1; ref='$ref'; ttl='$name: GPUs busy and allocated, middle 90% of submits (seed 1)'" \
 		"$here/gpu_util.gp" || rc=1
 	gnuplot -e "data='$dir/summary.tsv'; out='$dir/bars.png'; term='$term'; ttl='$name'" \
 		"$here/bars.gp" || rc=1

@@ -454,8 +454,9 @@ static void assert_ends(const char *name, const double *want, size_t n)
  * (class a: ideal 10 vCPUs, capped at the node's 8; 2000 samples) at 0, j1
  * (class b: ideal 1; 20 s, 2000 samples) at 10.
  *   t=0   ideals 8 <= 8: j0 gets 8, 80/s.
- *   t=10  j0 has done 800; ideals 8 + 1 > 8: j0 is trimmed to its fair share 2
- *         (20/s), j1 keeps its ideal 1 (100/s), 5 vCPUs idle. j1 ends at 30.
+ *   t=10  j0 has done 800; j1's ideal 1 (below its fair share 2) does not fit the
+ *         0 vCPUs left, so the peer j0 is trimmed to its fair share 2 (20/s) and
+ *         j1 gets its 1 (100/s); the other 5 vCPUs stay idle. j1 ends at 30.
  *   t=30  j0 has done 1200; alone again, 8 vCPUs: 800 / 80 = 10 s, ends at 40.
  */
 static void test_synergy_tune_by_hand(void **st)
