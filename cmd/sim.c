@@ -45,13 +45,17 @@ enum {
 	O_MAXJOBS,
 	O_WRITE,
 	O_CHECK,
+	O_WORKAT,
+	O_PERSEED,
+	O_VS,
 	O_HELP,
 	O_N
 };
 
 static const struct cmd_opt opts[O_N] = {
     [O_CLUSTER] = {"cluster", "SPEC", 0,
-		   "8x(8gpu,96cpu), an openb node list or the PAI machine list"},
+		   "8x(8gpu,96cpu) (memory optional: 8x(8gpu,24cpu,500gb)), an openb node list "
+		   "or the PAI machine list"},
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
@@ -77,6 +81,14 @@ static const struct cmd_opt opts[O_N] = {
     [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
     [O_WRITE] = {"write-trace", "FILE", 0, "also write the loaded trace as a goldminer TSV"},
     [O_CHECK] = {"check", NULL, 0, "audit every node after every event (slow)"},
+    [O_WORKAT] = {"work-at", "WHAT", 0,
+		  "a job's trace duration is its run at its 'request'ed vCPUs or at its "
+		  "fair 'share' of the cluster's (request)"},
+    [O_PERSEED] = {"per-seed", "FILE", 0,
+		   "with --seeds: one TSV row per policy and seed (the paired runs)"},
+    [O_VS] = {"vs", "POLICY[,..]", 0,
+	      "with --seeds: paired per-seed avg JCT ratios of every policy and POLICY, "
+	      "median and bootstrap 95% interval"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -89,6 +101,9 @@ struct sim_args {
 	int first, last; /* policies to run */
 	uint64_t max_jobs;
 	uint64_t seeds; /* runs per policy, seeds o.seed .. o.seed + seeds - 1 */
+	unsigned vs;	/* --vs: bit p set = compare every policy with policy p */
+	/* with --seeds: every run's summary, [policy * seeds + k] */
+	struct gm_sim_summary *runs;
 };
 
 static int mkdirs(const char *dir)
@@ -147,6 +162,43 @@ static int get_numbers(struct sim_args *a)
 	if (v[O_MAXJOBS] && cmd_u64("sim", "--max-jobs", v[O_MAXJOBS], 0, UINT64_MAX, &a->max_jobs))
 		return -EINVAL;
 	o->check = v[O_CHECK] != NULL;
+	if (v[O_WORKAT]) {
+		if (!strcmp(v[O_WORKAT], "share") || !strcmp(v[O_WORKAT], "request")) {
+			o->work_at_share = !strcmp(v[O_WORKAT], "share");
+		} else {
+			cmd_err("sim", "--work-at", NULL, "'share' or 'request', not '%s'",
+				v[O_WORKAT]);
+			return -EINVAL;
+		}
+	}
+	if ((v[O_PERSEED] || v[O_VS]) && !v[O_SEEDS]) {
+		cmd_err("sim", v[O_VS] ? "--vs" : "--per-seed", "add --seeds N",
+			"compares runs over several seeds");
+		return -EINVAL;
+	}
+	a->vs = 0;
+	for (const char *p = v[O_VS]; p && *p;) { /* POLICY[,POLICY...] */
+		char name[32];
+		size_t k = strcspn(p, ",");
+		int q = -1;
+		if (k < sizeof(name)) {
+			memcpy(name, p, k);
+			name[k] = 0;
+			q = gm_sim_policy_parse(name);
+		}
+		if (q < 0) {
+			cmd_err("sim", "--vs", "goldminer sim --help lists them",
+				"unknown policy in '%s'", v[O_VS]);
+			return -EINVAL;
+		}
+		if (q < a->first || q > a->last) {
+			cmd_err("sim", "--vs", "run it too: --policy all", "policy '%s' is not run",
+				name);
+			return -EINVAL;
+		}
+		a->vs |= 1u << q;
+		p += k + (p[k] == ',');
+	}
 	return 0;
 }
 
@@ -216,14 +268,10 @@ static int run_seeds(const struct gm_cluster *c, const struct gm_trace *t,
 		     size_t errlen)
 {
 	struct gm_sim_opts o = a->o;
-	struct gm_sim_summary *runs = calloc(a->seeds, sizeof(*runs));
+	struct gm_sim_summary *runs = a->runs + (size_t)a->o.policy * a->seeds;
 	char sub[4200], line[2048];
 	int rc = -1;
 
-	if (!runs) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	for (uint64_t k = 0; k < a->seeds; k++) {
 		o.seed = a->o.seed + k;
 		o.out_dir = NULL;
@@ -249,8 +297,88 @@ static int run_seeds(const struct gm_cluster *c, const struct gm_trace *t,
 	gm_sim_seeds_text(runs, a->seeds, line, sizeof(line));
 	cmd_note("sim", "%s", line);
 out_free:
-	free(runs);
 	return rc ? -1 : 0;
+}
+
+/* --per-seed FILE: one row per policy run and seed. 0 or -1 with err filled. */
+static int write_per_seed(const struct sim_args *a, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "w");
+	int bad;
+
+	if (!f)
+		goto out_err;
+	bad = fprintf(f, "policy\tseed\tavg_jct\tp50_jct\tp95_jct\tavg_queue\tgpu_util\tgpu_busy"
+			 "\tcpu_util\tmakespan\n") < 0;
+	for (int p = a->first; p <= a->last; p++)
+		for (uint64_t k = 0; k < a->seeds; k++) {
+			const struct gm_sim_summary *m = &a->runs[(size_t)p * a->seeds + k];
+			bad |=
+			    fprintf(f, "%s\t%llu\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t%.4f\t%.4f\t%.1f\n",
+				    m->policy, (unsigned long long)(a->o.seed + k), m->avg_jct,
+				    m->p50_jct, m->p95_jct, m->avg_queue, m->gpu_util, m->gpu_busy,
+				    m->cpu_util, m->makespan) < 0;
+		}
+	if (fclose(f) || bad)
+		goto out_err;
+	return 0;
+out_err:
+	snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+	return -1;
+}
+
+/* One paired ratio avg JCT(num) / avg JCT(den) over the seeds as a JSON line. */
+static int print_ratio(const struct sim_args *a, int num, int den, double *x, double *y)
+{
+	struct gm_sim_ratio r;
+	for (uint64_t k = 0; k < a->seeds; k++) {
+		x[k] = a->runs[(size_t)num * a->seeds + k].avg_jct;
+		y[k] = a->runs[(size_t)den * a->seeds + k].avg_jct;
+	}
+	if (gm_sim_paired_ratio(x, y, a->seeds, a->o.seed, 2000, &r))
+		return -1;
+	printf("{\"ratio\":\"avg_jct\",\"num\":\"%s\",\"den\":\"%s\",\"seeds\":%zu,"
+	       "\"median\":%.4f,\"lo\":%.4f,\"hi\":%.4f,\"min\":%.4f,\"max\":%.4f,"
+	       "\"separated\":%s}\n",
+	       gm_sim_policy_name((enum gm_sim_policy)num),
+	       gm_sim_policy_name((enum gm_sim_policy)den), r.n, r.median, r.lo, r.hi, r.min, r.max,
+	       r.separated ? "true" : "false");
+	return 0;
+}
+
+/*
+ * --vs V: for every other policy P, the paired per-seed ratios P / V and V / P of
+ * the average JCT (median, bootstrap of 2000 resamples keyed by the first seed).
+ */
+static int print_ratios(const struct sim_args *a, char *err, size_t errlen)
+{
+	double *x = malloc(a->seeds * sizeof(double)), *y = malloc(a->seeds * sizeof(double));
+	int rc = -1;
+
+	if (!x || !y) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	for (int v = a->first; v <= a->last; v++) {
+		if (!(a->vs & 1u << v))
+			continue;
+		for (int p = a->first; p <= a->last; p++) {
+			if (p == v || (p < v && a->vs & 1u << p))
+				continue; /* itself, or printed with p as the one compared with */
+			if (print_ratio(a, p, v, x, y) || print_ratio(a, v, p, x, y)) {
+				snprintf(err, errlen, "%s / %s: no ratio (a run without jobs?)",
+					 gm_sim_policy_name((enum gm_sim_policy)p),
+					 gm_sim_policy_name((enum gm_sim_policy)v));
+				goto out_free;
+			}
+		}
+	}
+	fflush(stdout);
+	rc = 0;
+out_free:
+	free(x);
+	free(y);
+	return rc;
 }
 
 /* Run the policies asked for, one JSON line each; 0 or -1 with err filled. */
@@ -278,7 +406,7 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 			}
 			o->out_dir = dir;
 		}
-		if (a->seeds > 1) {
+		if (a->runs) {
 			if (run_seeds(c, t, prof, a, o->out_dir, err, errlen))
 				return -1;
 			continue;
@@ -294,6 +422,10 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 				"last row is the final state)",
 				GM_SIM_MAX_SAMPLES);
 	}
+	if (a->runs && a->val[O_PERSEED] && write_per_seed(a, a->val[O_PERSEED], err, errlen))
+		return -1;
+	if (a->runs && a->vs && print_ratios(a, err, errlen))
+		return -1;
 	return 0;
 }
 
@@ -343,6 +475,10 @@ int gm_cmd_sim(int argc, char **argv)
 		snprintf(err, sizeof(err), "%s: %s", a.val[O_WRITE], strerror(-rc));
 		goto out_err;
 	}
+	if (a.seeds > 1 && !(a.runs = calloc(GM_SIM_NPOLICY * a.seeds, sizeof(*a.runs)))) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto out_err;
+	}
 	if (run_policies(c, t, &prof, &a, err, sizeof(err)))
 		goto out_err;
 	ret = 0;
@@ -350,6 +486,7 @@ int gm_cmd_sim(int argc, char **argv)
 out_err:
 	cmd_err("sim", NULL, NULL, "%s", err);
 out_free:
+	free(a.runs);
 	gm_trace_destroy(t);
 	gm_cluster_destroy(c);
 	return ret;

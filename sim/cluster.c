@@ -1,7 +1,8 @@
 /*
  * cluster.c - cluster readers (cluster.h): synthetic shapes, the openb node list
- * and the PAI machine list. Only GPUs and vCPUs are kept; GPU models are ignored
- * (the profile table gives one GPU-bound rate per model class).
+ * and the PAI machine list. GPUs, vCPUs and (where given: a shape's "NNNgb", the
+ * openb list's memory) memory are kept; GPU models are ignored (the profile table
+ * gives one GPU-bound rate per model class).
  */
 #include <errno.h>
 #include <math.h>
@@ -15,7 +16,7 @@
 #include "goldminer/util.h"
 
 /* Append a node: 0, -E2BIG past GM_CLUSTER_MAX_NODES, -ENOMEM. */
-static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu)
+static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu, uint32_t mem)
 {
 	if (c->n >= GM_CLUSTER_MAX_NODES)
 		return -E2BIG;
@@ -28,10 +29,14 @@ static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cp
 		if (!(b = realloc(c->cpus, (size_t)nc * sizeof(uint32_t))))
 			return -ENOMEM;
 		c->cpus = b;
+		if (!(b = realloc(c->mem, (size_t)nc * sizeof(uint32_t))))
+			return -ENOMEM;
+		c->mem = b;
 		*cap = nc;
 	}
 	c->gpus[c->n] = g;
 	c->cpus[c->n] = cpu;
+	c->mem[c->n] = mem;
 	c->n++;
 	c->total_gpus += g;
 	c->total_cpus += cpu;
@@ -56,6 +61,31 @@ static bool field_num(const char *s, double *v)
 	return (*end == 0 || *end == '\n' || *end == '\r') && isfinite(*v) && *v >= 0;
 }
 
+/* Split line at its commas into fld (at most 6; 6 means there were more). */
+static int split_commas(char *line, char *fld[6])
+{
+	char *s = line;
+	int nf = 0;
+	while (nf < 6) {
+		fld[nf++] = s;
+		char *cm = strchr(s, ',');
+		if (!cm)
+			break;
+		*cm = 0;
+		s = cm + 1;
+	}
+	return nf;
+}
+
+/* GB of an openb memory_mib field; 0 where it is not a number in range. */
+static uint32_t mem_gb(const char *mib_field)
+{
+	double mib;
+	if (!field_num(mib_field, &mib) || mib / 1024 > GM_CLUSTER_MAX_NODE_MEM)
+		return 0;
+	return (uint32_t)floor(mib / 1024);
+}
+
 static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -71,8 +101,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		return rc;
 	}
 	while (getline(&line, &lcap, f) >= 0) {
-		char *fld[6], *s = line;
-		int nf = 0;
+		char *fld[6];
 		double cpu, g;
 
 		lineno++;
@@ -84,15 +113,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 		}
 		if (!line[0])
 			continue;
-		while (nf < 6) {
-			fld[nf++] = s;
-			char *cm = strchr(s, ',');
-			if (!cm)
-				break;
-			*cm = 0;
-			s = cm + 1;
-		}
-		if (nf != 5) {
+		if (split_commas(line, fld) != 5) {
 			gm_errf(err, errlen, "%s:%u: expected 5 comma-separated fields (%s)", path,
 				lineno,
 				openb ? "sn,cpu_milli,memory_mib,gpu,model"
@@ -121,7 +142,8 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			rc = -EBADMSG;
 			goto out_close;
 		}
-		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu)))) {
+		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu),
+				   openb ? mem_gb(fld[2]) : 0))) {
 			gm_errf(err, errlen, "%s:%u: %s", path, lineno, add_node_error(rc));
 			rc = rc == -E2BIG ? -EBADMSG : rc;
 			goto out_close;
@@ -161,7 +183,7 @@ static bool shape_num(const char **s, uint64_t max, const char *want, uint64_t *
 	return true;
 }
 
-/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)" */
+/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)", memory optional: "8x(8gpu,24cpu,500gb)" */
 static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t errlen)
 {
 	const char *s = spec;
@@ -169,13 +191,20 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 	int rc;
 
 	for (;;) {
-		uint64_t n, g, cpu;
+		uint64_t n, g, cpu, mem = 0;
 		if (!shape_num(&s, GM_CLUSTER_MAX_NODES, "x(", &n) || !n ||
 		    !shape_num(&s, GM_CLUSTER_MAX_NODE_GPUS, "gpu,", &g) ||
-		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu)", &cpu))
+		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu", &cpu))
 			goto bad;
+		if (*s == ',') {
+			s++;
+			if (!shape_num(&s, GM_CLUSTER_MAX_NODE_MEM, "gb)", &mem))
+				goto bad;
+		} else if (*s++ != ')') {
+			goto bad;
+		}
 		for (uint64_t i = 0; i < n; i++)
-			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu))) {
+			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu, (uint32_t)mem))) {
 				gm_errf(err, errlen, "%s: %s", spec, add_node_error(rc));
 				return rc == -E2BIG ? -EBADMSG : rc;
 			}
@@ -187,8 +216,10 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 bad:
 	gm_errf(err, errlen,
 		"%s: bad cluster shape at '%.32s' (want NxSHAPE[+NxSHAPE...], e.g. "
-		"8x(8gpu,96cpu), with whole numbers N 1..%u, GPUs 0..%u, vCPUs 0..%u per node)",
-		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS);
+		"8x(8gpu,96cpu) or 8x(8gpu,24cpu,500gb), with whole numbers N 1..%u, GPUs "
+		"0..%u, vCPUs 0..%u, GB 0..%u per node)",
+		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS,
+		GM_CLUSTER_MAX_NODE_MEM);
 	return -EBADMSG;
 }
 
@@ -228,5 +259,6 @@ void gm_cluster_destroy(struct gm_cluster *c)
 		return;
 	free(c->gpus);
 	free(c->cpus);
+	free(c->mem);
 	free(c);
 }

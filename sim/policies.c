@@ -14,8 +14,9 @@
  *   unlimited-cpu  every job runs at its GPU-bound rate R (the upper bound); it
  *                  reserves nothing and is charged the vCPUs it would need;
  * and three baselines from the literature (rules and sources in traces/README.md):
- *   synergy-tune   Synergy (OSDI'22): own nodes' vCPUs, each job its ideal where
- *                  a node's ideals fit, else those above fair share trimmed to it;
+ *   synergy-tune   Synergy (OSDI'22): own nodes' vCPUs, planned per node greedily in
+ *                  arrival order: ideal where it fits, else fair share, earlier
+ *                  jobs trimmed to theirs only as far as a later one needs;
  *   cachew         Cachew (ATC'22): remote workers autoscaled to each job's
  *                  throughput target, first come first served, no priority;
  *   pecan          Pecan (ATC'24): cachew with local idle vCPUs first.
@@ -573,17 +574,25 @@ static void pool_rebalance(struct sim *s)
 /* ---- synergy-tune (Synergy, OSDI'22) ---- */
 
 /*
- * A job's data workers run on the vCPUs of its own nodes only. On each node it
- * would take its ideal: the vCPUs that saturate its GPUs there (its measured
- * sensitivity; here the profile's exact rates; at most the node's vCPUs). Where the ideals of a
- * node's jobs fit its vCPUs every job gets its ideal; where they do not, a job whose ideal is above
- * its GPU-proportional fair share is trimmed to that share, the others keep their ideal (so the
- * node never over-commits: every job is at most its share). It reserves its fair share at placement
- * (as proportional, always free while the GPUs are); the allocation changes only when the node's
- * jobs change, and then only where the node crosses from fitting to not fitting or back. vCPUs left
- * by the trimming stay idle until the node's jobs change (Synergy re-plans at its scheduling
- * rounds; it never lends them to another server's jobs).
+ * A job's data workers run on the vCPUs of its own nodes only; each node's vCPUs
+ * are planned by Synergy-TUNE's greedy rule (traces/README.md cites the source):
+ * the node's jobs in arrival order, each asks for its ideal (the vCPUs that
+ * saturate its GPUs there: the profile's exact rates, whole vCPUs, at most the
+ * node's); it gets it where the vCPUs left allow, else it is switched to its
+ * GPU-proportional fair share (where its ideal is above it); where even that does
+ * not fit, earlier jobs holding more than their fair share are trimmed to it, one
+ * at a time (single-node jobs first, then the most vCPUs per GPU first), until the
+ * shortfall is covered; what the trimming frees beyond it goes to later jobs. The
+ * fair share is the floor (reserved at placement, as proportional, so always
+ * free while the GPUs are). Memory is the second resource where the node's size
+ * is known and the job's class asks for some (profile mem_per_gpu): a job gets
+ * its ideal only where both its vCPUs and its memory fit, is switched to fair
+ * share in both where either is above it, and a shortfall in either is covered by
+ * trimming. Synergy re-plans every round of 300 s; here a node is re-planned
+ * whenever its jobs change, and vCPUs nobody asks for stay idle (it never lends
+ * them to another server's jobs).
  */
+
 /* Whole vCPUs that saturate j's GPUs on place p: at least 1, at most the node's. */
 static double ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
 {
@@ -593,21 +602,33 @@ static double ideal_at(const struct sim *s, const struct sjob *j, const struct p
 	return v < 1 ? 1 : v;
 }
 
-/* The vCPUs job j has on place p under Synergy-TUNE's rule. */
-static double synergy_at(const struct sim *s, const struct sjob *j, const struct place *p)
+static double fair_at(const struct sim *s, const struct place *p)
 {
-	uint32_t n = p->node;
-	double ideal = ideal_at(s, j, p), fair = (double)s->c->cpus[n] * p->g / s->c->gpus[n];
-	if (s->ideal[n] <= (int64_t)s->c->cpus[n] || ideal <= fair)
-		return ideal;
-	return fair;
+	return (double)s->c->cpus[p->node] * p->g / s->c->gpus[p->node];
+}
+
+/* Node n's memory in GB, 0 where not known (then memory is not planned). */
+static double node_mem(const struct sim *s, uint32_t n)
+{
+	return s->c->mem ? (double)s->c->mem[n] : 0;
+}
+
+/* GB j asks for on place p, and its fair share there; both 0 where not planned. */
+static double mem_ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	return node_mem(s, p->node) > 0 ? s->prof->c[j->cls].mem_per_gpu * p->g : 0;
+}
+
+static double mem_fair_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	return mem_ideal_at(s, j, p) > 0 ? node_mem(s, p->node) * p->g / s->c->gpus[p->node] : 0;
 }
 
 static double synergy_held(const struct sim *s, const struct sjob *j)
 {
 	double v = 0;
 	for (uint32_t i = 0; i < j->nplace; i++)
-		v += synergy_at(s, j, &s->pl[j->place_off + i]);
+		v += s->pl[j->place_off + i].tune;
 	return v;
 }
 
@@ -628,9 +649,11 @@ static double charge_synergy(const struct sim *s, const struct sjob *j, double b
 
 static int synergy_open(struct sim *s)
 {
-	s->ideal = calloc(s->c->n, sizeof(int64_t));
+	uint32_t g = s->c->max_gpus ? s->c->max_gpus : 1;
 	s->res_head = malloc(s->c->n * sizeof(uint32_t));
-	if (!s->ideal || !s->res_head) {
+	s->tune_ord = malloc(g * sizeof(uint32_t)); /* a node's residents: one GPU each at least */
+	s->tune_new = malloc(2 * (size_t)g * sizeof(double)); /* vCPUs, then memory */
+	if (!s->res_head || !s->tune_ord || !s->tune_new) {
 		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
 		return -ENOMEM;
 	}
@@ -640,45 +663,163 @@ static int synergy_open(struct sim *s)
 
 static void synergy_close(struct sim *s)
 {
-	free(s->ideal);
 	free(s->res_head);
+	free(s->tune_ord);
+	free(s->tune_new);
 }
 
 /*
- * Job ji joins (sign 1) or leaves (-1) its nodes: each node's sum of ideals moves,
- * and where the node crosses its vCPUs the other jobs there are re-rated.
+ * Position a before position b of a node's plan in the order peers are trimmed
+ * (Synergy's sort key): fewer nodes first, then more vCPUs per GPU (as planned
+ * so far on this node), more memory per GPU, then arrival order (Synergy's sort
+ * is stable).
  */
+static bool trim_before(const struct sim *s, const uint32_t *ord, const double *v, const double *m,
+			uint32_t a, uint32_t b)
+{
+	const struct place *pa = &s->pl[ord[a]], *pb = &s->pl[ord[b]];
+	uint32_t na = s->j[pa->job].nplace, nb = s->j[pb->job].nplace;
+	if (na != nb)
+		return na < nb;
+	double va = v[a] / pa->g, vb = v[b] / pb->g;
+	if (va != vb)
+		return va > vb;
+	if (m[a] / pa->g != m[b] / pb->g)
+		return m[a] / pa->g > m[b] / pb->g; /* then more memory per GPU */
+	return a < b;
+}
+
+/*
+ * Re-plan node n: its residents in arrival order (job index = submit order), each
+ * its ideal, its fair share, or its fair share after trimming earlier peers. New
+ * allocations in tune_new (by position in tune_ord); then re-rate the jobs whose
+ * vCPUs there changed.
+ */
+static void synergy_plan(struct sim *s, uint32_t n)
+{
+	uint32_t *ord = s->tune_ord, k = 0;
+	double *a = s->tune_new, *m = s->tune_new + s->c->max_gpus;
+	double free_c = s->c->cpus[n], free_m = node_mem(s, n);
+
+	for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
+		uint32_t i = k++; /* insertion sort by job index: at most the node's GPUs */
+		while (i > 0 && s->pl[ord[i - 1]].job > s->pl[q].job) {
+			ord[i] = ord[i - 1];
+			i--;
+		}
+		ord[i] = q;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		const struct place *p = &s->pl[ord[i]];
+		const struct sjob *j = &s->j[p->job];
+		double ideal = ideal_at(s, j, p), fair = fair_at(s, p);
+		double mi = mem_ideal_at(s, j, p), mf = mem_fair_at(s, j, p);
+		if (ideal <= free_c + 1e-9 && mi <= free_m + 1e-9) {
+			a[i] = ideal;
+			m[i] = mi;
+			free_c -= ideal;
+			free_m -= mi;
+			continue;
+		}
+		double want = ideal, wm = mi;
+		if (ideal > fair || mi > mf) { /* switched to fair share in both */
+			want = fair;
+			wm = mf;
+		}
+		while (want > free_c + 1e-9 || wm > free_m + 1e-9) { /* trim the first peer */
+			uint32_t best = NOPOS;
+			for (uint32_t q = 0; q < i; q++) {
+				const struct place *pq = &s->pl[ord[q]];
+				if ((a[q] > fair_at(s, pq) + 1e-9 ||
+				     m[q] > mem_fair_at(s, &s->j[pq->job], pq) + 1e-9) &&
+				    (best == NOPOS || trim_before(s, ord, a, m, q, best)))
+					best = q;
+			}
+			if (best == NOPOS) {
+				sim_fail(s, -ENOTRECOVERABLE,
+					 "invariant: node %u cannot hold job %u's fair share", n,
+					 p->job);
+				return;
+			}
+			const struct place *pb = &s->pl[ord[best]];
+			double f = fair_at(s, pb), fm = mem_fair_at(s, &s->j[pb->job], pb);
+			free_c += a[best] - f;
+			free_m += m[best] - fm;
+			a[best] = f;
+			m[best] = fm;
+		}
+		a[i] = want;
+		m[i] = wm;
+		free_c -= want;
+		free_m -= wm;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		struct place *p = &s->pl[ord[i]];
+		p->tune_mem = (float)m[i];
+		if (p->tune == (float)a[i])
+			continue;
+		p->tune = (float)a[i];
+		if (s->j[p->job].state == J_RUNNING) {
+			sim_set_rate(s, p->job);
+			s->realloc++;
+		}
+	}
+}
+
+/* Job ji joins (sign 1) or leaves (-1) its nodes; each of them is re-planned. */
 static void synergy_move(struct sim *s, uint32_t ji, int sign)
 {
 	struct sjob *j = &s->j[ji];
 	for (uint32_t i = 0; i < j->nplace; i++) {
-		uint32_t pi = j->place_off + i, n = s->pl[pi].node;
-		int64_t cpus = s->c->cpus[n];
-		bool fit = s->ideal[n] <= cpus;
-		s->ideal[n] += sign * (int64_t)ideal_at(s, j, &s->pl[pi]);
-		if (sign > 0)
+		uint32_t pi = j->place_off + i;
+		if (sign > 0) {
+			s->pl[pi].tune = 0;
 			res_link(s, pi);
-		else
+		} else {
 			res_unlink(s, pi);
-		if ((s->ideal[n] <= cpus) == fit)
-			continue;
-		for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next)
-			if (s->pl[q].job != ji) {
-				sim_set_rate(s, s->pl[q].job);
-				s->realloc++;
-			}
+		}
+		synergy_plan(s, s->pl[pi].node);
 	}
 }
 
 static int synergy_start(struct sim *s, uint32_t ji)
 {
 	synergy_move(s, ji, 1);
-	return 0;
+	return s->rc;
 }
 
 static void synergy_stop(struct sim *s, uint32_t ji)
 {
 	synergy_move(s, ji, -1);
+}
+
+/* opts.check: no node holds more vCPUs or memory than it has, no job less than its floor. */
+static void synergy_audit(struct sim *s)
+{
+	for (uint32_t n = 0; n < s->c->n && !s->rc; n++) {
+		double held = 0, mem = 0;
+		for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
+			const struct place *p = &s->pl[q];
+			double floor_c = ideal_at(s, &s->j[p->job], p);
+			if (floor_c > fair_at(s, p))
+				floor_c = fair_at(s, p);
+			if (p->tune + 1e-4 < floor_c) /* held as floats */
+				sim_fail(s, -ENOTRECOVERABLE,
+					 "invariant: job %u holds %.3f vCPUs on node %u, below its "
+					 "floor %.3f",
+					 p->job, (double)p->tune, n, floor_c);
+			held += p->tune;
+			mem += p->tune_mem;
+		}
+		if (held > s->c->cpus[n] + 1e-4)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: node %u holds %.3f of its %u vCPUs", n, held,
+				 s->c->cpus[n]);
+		if (mem > node_mem(s, n) * (1 + 1e-6) + 1e-4 && node_mem(s, n) > 0)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: node %u holds %.3f of its %.0f GB", n, mem,
+				 node_mem(s, n));
+	}
 }
 
 /* ---- cachew (Cachew, ATC'22) and pecan (Pecan, ATC'24): first come, first served ---- */
@@ -883,6 +1024,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .close = synergy_close,
 	    .start = synergy_start,
 	    .stop = synergy_stop,
+	    .audit = synergy_audit,
 	},
     [GM_SIM_CACHEW] =
 	{

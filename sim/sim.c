@@ -297,7 +297,7 @@ static int push_place(struct sim *s, uint32_t ji, uint32_t n, uint32_t g, uint32
 		s->pl = a;
 		s->plcap = nc;
 	}
-	s->pl[s->npl++] = (struct place){n, g, c, ji, 0, NOPOS, NOPOS};
+	s->pl[s->npl++] = (struct place){n, g, c, ji, 0, NOPOS, NOPOS, 0, 0};
 	return 0;
 }
 
@@ -782,7 +782,8 @@ static int init_jobs(struct sim *s, size_t *bad)
 			j->vreq = 1;
 		j->R = p->c[cls].gpu_rate * tj->gpus;
 		j->d = p->c[cls].cpu_rate;
-		double r0 = j->vreq * j->d < j->R ? j->vreq * j->d : j->R;
+		double v0 = s->o.work_at_share ? cpg * tj->gpus : j->vreq;
+		double r0 = v0 * j->d < j->R ? v0 * j->d : j->R;
 		j->work0 = j->left = tj->duration * r0;
 		j->pslot = NOPOS;
 		j->state = J_PENDING;

@@ -41,9 +41,10 @@ struct ev {
  */
 struct place {
 	uint32_t node, g, c;
-	uint32_t job;	     /* the job it belongs to */
-	uint32_t w;	     /* pool workers of the job on this node */
-	uint32_t prev, next; /* the node's residents (policies.c) */
+	uint32_t job;	      /* the job it belongs to */
+	uint32_t w;	      /* pool workers of the job on this node */
+	uint32_t prev, next;  /* the node's residents (policies.c) */
+	float tune, tune_mem; /* synergy-tune: vCPUs and GB it holds on this node */
 };
 
 /* A job's state (struct sjob.state). */
@@ -158,7 +159,8 @@ struct sim {
 	uint32_t fifo_head, fifo_tail, fifo_bound;
 	uint64_t pool_used;
 	uint32_t *dirty, ndirty, dirtycap; /* goldminer: jobs whose local workers moved */
-	int64_t *ideal; /* synergy-tune: per node, its residents' ideal vCPUs summed */
+	uint32_t *tune_ord; /* synergy-tune: scratch, one node's residents in arrival order */
+	double *tune_new;   /* and their new vCPUs, then their new GB (2 x max GPUs) */
 	/* metrics */
 	double sum_alloc_g, sum_busy_g, sum_alloc_c, sum_busy_c;
 	double int_alloc_g, int_busy_g, int_alloc_c, int_busy_c, t_int;

@@ -454,8 +454,9 @@ static void assert_ends(const char *name, const double *want, size_t n)
  * (class a: ideal 10 vCPUs, capped at the node's 8; 2000 samples) at 0, j1
  * (class b: ideal 1; 20 s, 2000 samples) at 10.
  *   t=0   ideals 8 <= 8: j0 gets 8, 80/s.
- *   t=10  j0 has done 800; ideals 8 + 1 > 8: j0 is trimmed to its fair share 2
- *         (20/s), j1 keeps its ideal 1 (100/s), 5 vCPUs idle. j1 ends at 30.
+ *   t=10  j0 has done 800; j1's ideal 1 (below its fair share 2) does not fit the
+ *         0 vCPUs left, so the peer j0 is trimmed to its fair share 2 (20/s) and
+ *         j1 gets its 1 (100/s); the other 5 vCPUs stay idle. j1 ends at 30.
  *   t=30  j0 has done 1200; alone again, 8 vCPUs: 800 / 80 = 10 s, ends at 40.
  */
 static void test_synergy_tune_by_hand(void **st)
@@ -475,6 +476,185 @@ static void test_synergy_tune_by_hand(void **st)
 	/* the window of the middle submits is 0..10 s, where j0 holds all 8 vCPUs */
 	assert_true(fabs(m.cpu_alloc - 1) < 1e-9);
 	unload(&w);
+}
+
+/*
+ * Classes with whole ideals at 10 samples/s per vCPU: i8 (80/s per GPU, ideal 8
+ * vCPUs per GPU), i6 (60/s, 6), i4 (40/s, 4), i1 (10/s, 1).
+ */
+static const char *SYN_PROFILE = "# test\ni8\t80\t10\t1\tmade up\tmade up\n"
+				 "i6\t60\t10\t0\tmade up\tmade up\n"
+				 "i4\t40\t10\t0\tmade up\tmade up\n"
+				 "i1\t10\t10\t0\tmade up\tmade up\n";
+
+/*
+ * Synergy-TUNE's greedy order on one node of 4 GPUs and 12 vCPUs (fair share 3
+ * per GPU), two 1-GPU jobs whose ideals (8 + 6) exceed the node; each requests 3
+ * vCPUs for 100 s: 3000 samples.
+ *   i8 at 0, i6 at 1: i8 takes its 8 (80/s); i6's 6 do not fit the 4 left, it
+ *     gets its fair share 3 (30/s) and i8 keeps its ideal (the earlier rule
+ *     trimmed both). i8 ends at 37.5; i6 (1095 done) alone takes its 6: 60/s,
+ *     ends at 37.5 + 1905 / 60 = 69.25.
+ *   i6 at 0, i8 at 1: i6 takes 6 (60/s), i8 gets its fair 3 (30/s). i6 ends at
+ *     50; i8 (1470 done) then runs at 80/s: ends at 50 + 1530 / 80 = 69.125.
+ */
+static void test_synergy_tune_arrival_order(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-86.tsv", "# goldminer-trace v1\n0\t100\t1\t3\t0\n1\t100\t1\t3\t1\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-86");
+	assert_ends("syn-86/jobs.tsv", (const double[]){37.5, 69.25}, 2);
+	unload(&w);
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-68.tsv", "# goldminer-trace v1\n0\t100\t1\t3\t1\n1\t100\t1\t3\t0\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-68");
+	assert_ends("syn-68/jobs.tsv", (const double[]){50, 69.125}, 2);
+	unload(&w);
+}
+
+/* The time-series row at time t of run name: gpu_busy and cpu_alloc. */
+static void row_at(const char *name, double t, double *gpu_busy, double *cpu_alloc)
+{
+	char path[128], *s, *save = NULL;
+	snprintf(path, sizeof(path), "%s/timeseries.tsv", name);
+	s = slurp(path_of(path));
+	assert_non_null(s);
+	for (char *l = strtok_r(s, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		double v[5];
+		if (sscanf(l, "%lf\t%lf\t%lf\t%lf\t%lf", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+		    v[0] == t) {
+			*gpu_busy = v[2];
+			*cpu_alloc = v[3];
+			free(s);
+			return;
+		}
+	}
+	free(s);
+	fail_msg("%s: no row at %g", path, t);
+}
+
+/*
+ * A peer is trimmed only as far as a later job needs, the one with the most vCPUs
+ * per GPU first. One node of 4 GPUs and 12 vCPUs; 1-GPU jobs i4 at 0, i6 at 1,
+ * i4 at 2, i1 at 3 (all long).
+ *   i4 takes 4 (8 left); i6 takes 6 (2 left); the second i4's 4 do not fit, nor
+ *   its fair 3: 1 short. Of the peers above their fair share (i4 +1, i6 +3), i6
+ *   has more per GPU: trimmed to 3 (5 left), the new i4 gets 3 (2 left), the
+ *   first i4 keeps its 4. i1 takes its 1.
+ * At 10 s: 4 + 3 + 3 + 1 = 11 of 12 vCPUs allocated; GPUs busy 1 + 0.5 + 0.75 + 1
+ * of 4 = 0.8125. Trimming the first i4 first would need i6 too (10 vCPUs, 0.75);
+ * trimming every job above fair share (the earlier rule) gives the same 10.
+ */
+static void test_synergy_tune_trims_one_peer(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy = -1, alloc = -1;
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(4gpu,12cpu)",
+	     put("syn-trim.tsv", "# goldminer-trace v1\n0\t1000\t1\t3\t2\n1\t1000\t1\t3\t1\n"
+				 "2\t1000\t1\t3\t2\n3\t1000\t1\t3\t3\n"),
+	     SYN_PROFILE);
+	run(&w, &o, "syn-trim");
+	row_at("syn-trim", 10, &busy, &alloc);
+	if (fabs(alloc - 11.0 / 12) > 1e-4 || fabs(busy - 0.8125) > 1e-4)
+		fail_msg("at 10 s: cpu_alloc %.4f (want 0.9167), gpu_busy %.4f (want 0.8125)",
+			 alloc, busy);
+	unload(&w);
+}
+
+/*
+ * Memory as Synergy's second resource. One node of 4 GPUs, 32 vCPUs and 400 GB
+ * (fair share 8 vCPUs and 100 GB per GPU); 1-GPU jobs of class m (120/s per GPU,
+ * 10 per vCPU: ideal 12 vCPUs; 200 GB per GPU) at 0, 1 and 2, all long.
+ *   The first two take 12 vCPUs and 200 GB each: memory is full. The third's
+ *   ideal fits neither; its fair share (8, 100 GB) fits the vCPUs but not the
+ *   memory, so the first job (the peers tie on vCPUs and memory per GPU: arrival
+ *   order) is trimmed to 8 and 100 GB.
+ * At 10 s: 8 + 12 + 8 = 28 of 32 vCPUs (0.875); GPUs busy 2/3 + 1 + 2/3 of 4.
+ * Where the node's memory is not given, memory is not planned: 12 + 12 + 8 = 32.
+ */
+static void test_synergy_tune_memory(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy = -1, alloc = -1;
+	const char *prof = "# test\nm\t120\t10\t1\tmade up\tmade up\t200\n";
+	const char *tr = put("syn-mem.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n"
+					    "1\t1000\t1\t8\t0\n2\t1000\t1\t8\t0\n");
+
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(4gpu,32cpu,400gb)", tr, prof);
+	assert_true(w.p.c[0].mem_per_gpu == 200 && w.c->mem[0] == 400);
+	run(&w, &o, "syn-mem");
+	row_at("syn-mem", 10, &busy, &alloc);
+	if (fabs(alloc - 0.875) > 1e-4 || fabs(busy - (2.0 / 3 + 1 + 2.0 / 3) / 4) > 1e-4)
+		fail_msg("with memory at 10 s: cpu_alloc %.4f (want 0.875), gpu_busy %.4f", alloc,
+			 busy);
+	unload(&w);
+	load(&w, "1x(4gpu,32cpu)", tr, prof);
+	run(&w, &o, "syn-nomem");
+	row_at("syn-nomem", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 1) < 1e-4);
+	unload(&w);
+}
+
+/* The memory column of a profile and of a cluster shape: read, written, refused. */
+static void test_memory_columns(void **st)
+{
+	(void)st;
+	struct gm_profile p;
+	struct gm_cluster *c = NULL;
+	char err[512];
+
+	assert_int_equal(gm_profile_load(&p,
+					 put("mem1.tsv", "a\t1\t1\t1\t\t\t62.5\nb\t1\t1\t1\t\t\n"),
+					 err, sizeof(err)),
+			 0);
+	assert_true(p.c[0].mem_per_gpu == 62.5 && p.c[1].mem_per_gpu == 0);
+	assert_int_equal(gm_profile_write(&p, path_of("mem2.tsv"), NULL, err, sizeof(err)), 0);
+	struct gm_profile q;
+	assert_int_equal(gm_profile_load(&q, path_of("mem2.tsv"), err, sizeof(err)), 0);
+	assert_true(q.c[0].mem_per_gpu == 62.5 && q.c[1].mem_per_gpu == 0);
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem3.tsv", "a\t1\t1\t1\t\t\t-1\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_non_null(strstr(err, "mem_gb_per_gpu"));
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem4.tsv", "a\t1\t1\t1\t\t\t1\t2\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_int_equal(
+	    gm_cluster_load(&c, "2x(8gpu,24cpu,500gb)+1x(4gpu,8cpu)", err, sizeof(err)), 0);
+	assert_true(c->n == 3 && c->mem[0] == 500 && c->mem[1] == 500 && c->mem[2] == 0);
+	gm_cluster_destroy(c);
+	assert_int_equal(
+	    gm_cluster_load(&c,
+			    put("mem-nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+						 "a,96000,524288,8,V100\nb,8000,x,1,T4\n"),
+			    err, sizeof(err)),
+	    0);
+	assert_true(c->n == 2 && c->mem[0] == 512 && c->mem[1] == 0); /* 0: not known */
+	gm_cluster_destroy(c);
+	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,500)", err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gm_cluster_load(&c, "1x(8gpu,24cpu,gb)", err, sizeof(err)), -EBADMSG);
 }
 
 /*
@@ -758,6 +938,55 @@ static void test_cli(void **st)
 	char *got = slurp(f);
 	assert_non_null(strstr(got, "\t31.7\t")); /* the golden goldminer run */
 	free(got);
+	/* the paired comparison's options: --per-seed writes one row per policy and seed */
+	snprintf(f, sizeof(f), "%s/per-seed.tsv", dir);
+	assert_int_equal(cli(15, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--seeds", "2", "--vs", "static,goldminer",
+			     "--per-seed", f),
+			 0);
+	got = slurp(f);
+	size_t rows = 0;
+	for (char *c = got; (c = strchr(c, '\n')); c++)
+		rows++;
+	assert_int_equal(rows, 1 + 2 * GM_SIM_NPOLICY);
+	assert_non_null(strstr(got, "goldminer\t2\t"));
+	free(got);
+	/* they need --seeds, a known policy that runs, and --work-at share or request */
+	assert_int_equal(cli(11, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--vs", "static"),
+			 2);
+	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "all", "--profile", prof, "--seeds", "2", "--vs", "static,nope"),
+			 2);
+	assert_int_equal(cli(13, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--profile", prof, "--seeds", "2", "--vs", "goldminer"),
+			 2);
+	assert_int_equal(cli(11, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
+			     "static", "--profile", prof, "--work-at", "half"),
+			 2);
+}
+
+/*
+ * --work-at: a class-a job (10 samples/s per vCPU) requesting 1 vCPU on a node of
+ * 2 vCPUs per GPU. Its 100 traced seconds are 1000 samples at its request, 2000 at
+ * its fair share; under static (1 vCPU) it then runs 100 or 200 s.
+ */
+static void test_work_at_share(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(4gpu,8cpu)", put("wa.tsv", "# goldminer-trace v1\n0\t100\t1\t1\t0\n"),
+	     PROFILE);
+	gm_sim_opts_defaults(&o);
+	o.policy = GM_SIM_STATIC;
+	run(&w, &o, "wa-req");
+	assert_ends("wa-req/jobs.tsv", (const double[]){100}, 1);
+	o.work_at_share = 1;
+	run(&w, &o, "wa-share");
+	assert_ends("wa-share/jobs.tsv", (const double[]){200}, 1);
+	unload(&w);
 }
 
 /* Column col (0-based) of row row (0-based, after the header) of a jobs.tsv. */
@@ -1040,6 +1269,11 @@ int main(void)
 	    cmocka_unit_test(test_determinism),
 	    cmocka_unit_test(test_invariants),
 	    cmocka_unit_test(test_synergy_tune_by_hand),
+	    cmocka_unit_test(test_synergy_tune_arrival_order),
+	    cmocka_unit_test(test_synergy_tune_trims_one_peer),
+	    cmocka_unit_test(test_work_at_share),
+	    cmocka_unit_test(test_synergy_tune_memory),
+	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_node_cores_by_hand),

@@ -1,7 +1,8 @@
 /*
  * test_sim_stats.c - mean and 95% confidence interval over seeds (sim/stats.c):
  * the Student t quantiles against the standard table, an interval worked by hand,
- * intervals that shrink with more runs, and the JSON and text forms.
+ * intervals that shrink with more runs, and the JSON and text forms; the paired
+ * per-seed ratio of two policies with its bootstrap interval, worked by hand.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,12 +93,94 @@ static void test_json_and_text(void **st)
 	assert_int_equal(strlen(buf), 15);
 }
 
+/*
+ * Ratios all 2 (2/1, 4/2, 6/3): every resample's median is 2, so the interval is
+ * [2, 2], separated from 1. One seed (3/2): [1.5, 1.5].
+ */
+static void test_paired_ratio_constant(void **st)
+{
+	(void)st;
+	const double a[3] = {2, 4, 6}, b[3] = {1, 2, 3};
+	struct gm_sim_ratio r;
+
+	assert_int_equal(gm_sim_paired_ratio(a, b, 3, 1, 1000, &r), 0);
+	assert_int_equal(r.n, 3);
+	assert_true(r.median == 2 && r.lo == 2 && r.hi == 2 && r.min == 2 && r.max == 2);
+	assert_true(r.separated);
+	const double one_a[1] = {3}, one_b[1] = {2};
+	assert_int_equal(gm_sim_paired_ratio(one_a, one_b, 1, 1, 100, &r), 0);
+	assert_true(r.median == 1.5 && r.lo == 1.5 && r.hi == 1.5 && r.separated);
+}
+
+/*
+ * Ratios 1 and 3: the median is 2; a resample of two draws has median 1 (both
+ * draws 1, p = 1/4), 2 (p = 1/2) or 3 (p = 1/4), so with 1000 resamples the 2.5th
+ * percentile is 1 and the 97.5th is 3: [1, 3], not separated (1 is in it).
+ */
+static void test_paired_ratio_two_seeds(void **st)
+{
+	(void)st;
+	const double a[2] = {1, 3}, b[2] = {1, 1};
+	struct gm_sim_ratio r;
+
+	assert_int_equal(gm_sim_paired_ratio(a, b, 2, 7, 1000, &r), 0);
+	assert_true(r.median == 2 && r.lo == 1 && r.hi == 3);
+	assert_true(r.min == 1 && r.max == 3);
+	assert_false(r.separated);
+}
+
+/*
+ * A bimodal outcome: five seeds where policy A is twice as slow (ratio 2), five
+ * where it is twice as fast (0.5). The median is 1.25 (mean of the middle two),
+ * a "win" that the interval [0.5, 2] does not separate from 1: a resample's
+ * median is 0.5 whenever 6 or more of its 10 draws are 0.5 (p = 0.377) and 2 as
+ * often. Ratios all above 1 (1.1 .. 1.5) are separated.
+ */
+static void test_paired_ratio_bimodal_not_separated(void **st)
+{
+	(void)st;
+	const double a[10] = {2, 2, 2, 2, 2, 1, 1, 1, 1, 1};
+	const double b[10] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 2};
+	struct gm_sim_ratio r, r2;
+
+	assert_int_equal(gm_sim_paired_ratio(a, b, 10, 1, 2000, &r), 0);
+	assert_true(r.median == 1.25 && r.lo == 0.5 && r.hi == 2);
+	assert_false(r.separated);
+	/* deterministic: the same inputs and seed give the same interval */
+	assert_int_equal(gm_sim_paired_ratio(a, b, 10, 1, 2000, &r2), 0);
+	assert_true(r2.lo == r.lo && r2.hi == r.hi && r2.median == r.median);
+	const double up[5] = {1.1, 1.5, 1.2, 1.4, 1.3}, ones[5] = {1, 1, 1, 1, 1};
+	assert_int_equal(gm_sim_paired_ratio(up, ones, 5, 3, 2000, &r), 0);
+	assert_true(fabs(r.median - 1.3) < 1e-12 && r.lo > 1 && r.separated);
+	assert_true(r.lo >= 1.1 && r.hi <= 1.5 && r.lo <= r.median && r.median <= r.hi);
+	/* B < 1: A faster in every seed, separated below 1 */
+	assert_int_equal(gm_sim_paired_ratio(ones, up, 5, 3, 2000, &r), 0);
+	assert_true(r.hi < 1 && r.separated);
+}
+
+static void test_paired_ratio_refuses_bad_input(void **st)
+{
+	(void)st;
+	const double a[2] = {1, 2}, b[2] = {1, 0}, nan2[2] = {1, NAN};
+	struct gm_sim_ratio r;
+
+	assert_int_equal(gm_sim_paired_ratio(a, a, 0, 1, 100, &r), -EINVAL);
+	assert_int_equal(gm_sim_paired_ratio(a, a, 2, 1, 0, &r), -EINVAL);
+	assert_int_equal(gm_sim_paired_ratio(a, b, 2, 1, 100, &r), -EINVAL);
+	assert_int_equal(gm_sim_paired_ratio(nan2, a, 2, 1, 100, &r), -EINVAL);
+	assert_int_equal(gm_sim_paired_ratio(a, nan2, 2, 1, 100, &r), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_t_quantiles),
 	    cmocka_unit_test(test_interval_by_hand),
 	    cmocka_unit_test(test_json_and_text),
+	    cmocka_unit_test(test_paired_ratio_constant),
+	    cmocka_unit_test(test_paired_ratio_two_seeds),
+	    cmocka_unit_test(test_paired_ratio_bimodal_not_separated),
+	    cmocka_unit_test(test_paired_ratio_refuses_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

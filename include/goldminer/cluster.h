@@ -20,11 +20,13 @@
 #define GM_CLUSTER_MAX_NODES	 10000000u
 #define GM_CLUSTER_MAX_NODE_GPUS 1024u
 #define GM_CLUSTER_MAX_NODE_CPUS 1000000u
+#define GM_CLUSTER_MAX_NODE_MEM	 100000000u /* GB */
 
 struct gm_cluster {
 	uint32_t n;	/* nodes */
 	uint32_t *gpus; /* per node */
 	uint32_t *cpus; /* vCPUs per node */
+	uint32_t *mem;	/* GB of memory per node, 0: not known (only synergy-tune reads it) */
 	uint64_t total_gpus, total_cpus;
 	uint32_t max_gpus; /* most GPUs on one node */
 };

@@ -27,6 +27,12 @@ struct gm_profile_class {
 	double share;	      /* weight of the class in the seeded draw, >= 0 */
 	char gpu_source[512]; /* where gpu_rate comes from */
 	char cpu_source[512]; /* where cpu_rate comes from */
+	/*
+	 * GB of memory per GPU the class's job asks for at its ideal (Synergy's second
+	 * resource; only synergy-tune reads it); 0 = no demand. The optional seventh
+	 * column of a profile TSV.
+	 */
+	double mem_per_gpu;
 };
 
 struct gm_profile {
@@ -38,8 +44,9 @@ struct gm_profile {
 void gm_profile_default(struct gm_profile *p);
 
 /*
- * Read a profile TSV (lines "class gpu_rate cpu_rate share gpu_source cpu_source",
- * tab-separated, '#' comments; a source may be empty but its tab must be there).
+ * Read a profile TSV (lines "class gpu_rate cpu_rate share gpu_source cpu_source
+ * [mem_gb_per_gpu]", tab-separated, '#' comments; a source may be empty but its
+ * tab must be there).
  * Returns 0, -errno when unreadable, -EBADMSG with "FILE:LINE: what" in err.
  */
 int gm_profile_load(struct gm_profile *p, const char *path, char *err, size_t errlen);

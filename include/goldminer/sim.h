@@ -67,6 +67,12 @@ struct gm_sim_opts {
 	 * not placed). 0 = every vCPU is a core (the default).
 	 */
 	double node_cores;
+	/*
+	 * 1: a job's work is its trace duration at the cluster's vCPUs per GPU (its
+	 * fair share: the trace ran at that, as in Synergy's simulator); 0: at its
+	 * requested vCPUs (the default).
+	 */
+	int work_at_share;
 	int check;	     /* 1 = audit every node after every event (slow) */
 	const char *out_dir; /* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
 };

@@ -11,6 +11,7 @@
 #define GOLDMINER_SIM_STATS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "goldminer/sim.h"
 
@@ -50,5 +51,26 @@ int gm_sim_seeds_json(const struct gm_sim_summary *runs, size_t n, unsigned long
  * seeds: NAME mean +- half, ..." for every figure. Returns as gm_sim_seeds_json.
  */
 int gm_sim_seeds_text(const struct gm_sim_summary *runs, size_t n, char *buf, size_t len);
+
+/*
+ * The paired comparison of two policies over the same seeds (a seed draws the same
+ * model class for every job under every policy): per seed the ratio a_i / b_i,
+ * their median, smallest and largest, and a 95% percentile-bootstrap interval of
+ * the median. separated: the interval lies wholly above or below 1.
+ */
+struct gm_sim_ratio {
+	size_t n;
+	double median, lo, hi, min, max;
+	int separated;
+};
+
+/*
+ * Fill *out from a[0..n) and b[0..n) (figures of two policies, index = seed) with
+ * `resamples` bootstrap draws keyed by `seed`: the same inputs give the same
+ * interval. 0; -EINVAL for n or resamples 0 or a value not finite and > 0;
+ * -ENOMEM.
+ */
+int gm_sim_paired_ratio(const double *a, const double *b, size_t n, uint64_t seed, size_t resamples,
+			struct gm_sim_ratio *out);
 
 #endif
