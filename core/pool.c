@@ -23,6 +23,7 @@
 #include "goldminer/pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,6 +58,8 @@ struct wk {
 	uint64_t stall_ns; /* when it was killed */
 	bool leased;	   /* held a lease at the last look (the lease watch's) */
 	uint64_t stopped;  /* idle watch: first look that saw it stopped (0: running) */
+	int ready_fd;	   /* start watch: its end of the pipe until it is made (-1: made) */
+	uint64_t born;	   /* when it was forked */
 };
 
 /* How often a sample was the culprit (quarantined at 2). */
@@ -137,9 +140,16 @@ static int spawn(struct gm_pool *p)
 
 	if (p->nwk >= GM_MAX_WORKERS)
 		return -EAGAIN;
-	pid = fork();
-	if (pid < 0)
+	int ready[2]; /* the start watch: the worker writes a byte once it is made */
+	if (pipe2(ready, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		int err = -errno;
+		close(ready[0]);
+		close(ready[1]);
+		return err;
+	}
 	if (pid == 0) {
 		/* Child: die with the coordinator thread; Ctrl-C is the consumer's. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -147,15 +157,20 @@ static int spawn(struct gm_pool *p)
 			_exit(0);
 		signal(SIGINT, SIG_IGN);
 		signal(SIGPIPE, SIG_IGN);
-		sigset_t all;
-		sigemptyset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, NULL);
+		/* Every signal but SIGUSR1 (retire), which stays pending until
+		 * gm_worker_main has its handler: a worker asked to retire as it starts
+		 * retires, rather than dying of the default action (a death). */
+		sigset_t mask;
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGUSR1);
+		pthread_sigmask(SIG_SETMASK, &mask, NULL);
 		/* Keep stdio and the ring only: no other job's ring, socket or pidfd
 		 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
 		 * so the worker maps its own ring afresh from the fd. */
-		if (dup2(gm_ring_fd(p->ring), 3) < 0)
+		int rfd = fcntl(ready[1], F_DUPFD, 10); /* out of the way of 3 and 4 */
+		if (rfd < 0 || dup2(gm_ring_fd(p->ring), 3) < 0 || dup2(rfd, 4) < 0)
 			_exit(1);
-		syscall(SYS_close_range, 4, ~0u, 0);
+		syscall(SYS_close_range, 5, ~0u, 0);
 		struct gm_ring *mine;
 		if (gm_ring_attach(&mine, 3) < 0)
 			_exit(1);
@@ -163,17 +178,21 @@ static int spawn(struct gm_pool *p)
 			(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
 		struct gm_worker_cfg c = p->c.w;
 		c.ring = mine;
+		c.ready_fd = 4;
 		_exit(gm_worker_main(&c) ? 1 : 0);
 	}
+	close(ready[1]);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
+		close(ready[0]);
 		return err;
 	}
 	/* the whole entry: the one reaped from here last may have been stalled */
-	p->wk[p->nwk] = (struct wk){.pid = pid, .pidfd = pidfd};
+	p->wk[p->nwk] =
+	    (struct wk){.pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns()};
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
@@ -213,6 +232,8 @@ static void on_exit_of(struct gm_pool *p, int i)
 	memset(&si, 0, sizeof(si));
 	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
 	close(w.pidfd);
+	if (w.ready_fd >= 0)
+		close(w.ready_fd);
 	p->wk[i] = p->wk[--p->nwk];
 	/* p_alive goes down before retiring: a reader that loads retiring first, then
 	 * p_alive (node.c, apply_grants) may count a worker twice, never not at all */
@@ -530,6 +551,40 @@ static void watch_idle(struct gm_pool *p, uint64_t now)
 	}
 }
 
+/* ---- the start watch: a worker must get made ------------------------------------
+ *
+ * A forked worker signals once it is made (gm_worker_main writes a byte to its
+ * end of a pipe); one that has not within start_timeout_ms of its fork never
+ * will: a fork copies the parent's memory, locks included, and a lock another
+ * thread of the parent held at that moment (GCC 12's ASan allocator keeps its
+ * locks across fork, seen in the node agent under make sanitize) is never
+ * released in the child. It is SIGKILLed and replaced, like a stalled worker.
+ */
+static void watch_start(struct gm_pool *p, uint64_t now)
+{
+	uint64_t limit =
+	    (p->c.start_timeout_ms ? p->c.start_timeout_ms : GM_POOL_START_MS) * 1000000ull;
+	for (int i = 0; i < p->nwk; i++) {
+		struct wk *w = &p->wk[i];
+		char c;
+		if (w->ready_fd < 0 || w->stalled)
+			continue;
+		ssize_t n = read(w->ready_fd, &c, 1);
+		if (n >= 0 || errno != EAGAIN) { /* made (a byte), or gone (EOF: reaped soon) */
+			close(w->ready_fd);
+			w->ready_fd = -1;
+			continue;
+		}
+		if (now - w->born < limit)
+			continue;
+		snprintf(p->last_stall, sizeof(p->last_stall),
+			 "worker %d was not made within %llu ms of its start", (int)w->pid,
+			 (unsigned long long)(limit / 1000000));
+		gm_log("pool", "%s: killed it, a new worker takes its place", p->last_stall);
+		replace(p, w, now);
+	}
+}
+
 /* The coordinator did not look for a whole deadline (the whole process was
  * stopped, by Ctrl-Z say, or starved): nothing it saw before says a worker was
  * stuck for a deadline, and a worker continued with it may not have moved yet.
@@ -584,6 +639,8 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 			if (pfd[i].revents) {
 				waitpid(p->wk[i].pid, NULL, 0);
 				close(p->wk[i].pidfd);
+				if (p->wk[i].ready_fd >= 0)
+					close(p->wk[i].ready_fd);
 				bool retiring = p->wk[i].retiring;
 				p->wk[i] = p->wk[--p->nwk];
 				atomic_fetch_sub(&p->h->p_alive, 1);
@@ -633,6 +690,7 @@ static void *coordinator(void *arg)
 			p->last_look = now;
 			watch_leases(p, now);
 			watch_idle(p, now);
+			watch_start(p, now);
 		}
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;

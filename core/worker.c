@@ -652,6 +652,10 @@ int gm_worker_main(const struct gm_worker_cfg *cfg)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_retire; /* no SA_RESTART: a futex wait returns EINTR */
 	sigaction(SIGUSR1, &sa, NULL);
+	sigset_t usr1; /* the pool forks us with it blocked (pool.c, spawn) */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
 	/* Pre-fault our view of the ring: inherited shared mappings fault lazily. */
 #ifdef MADV_POPULATE_WRITE
 	madvise(gm_ring_base(r), gm_ring_bytes(r), MADV_POPULATE_WRITE);
@@ -660,6 +664,12 @@ int gm_worker_main(const struct gm_worker_cfg *cfg)
 	if (rc) {
 		set_fatal(r, err);
 		return rc;
+	}
+	if (cfg->ready_fd > 2) { /* made: the pool's start watch stops looking at us */
+		if (write(cfg->ready_fd, "r", 1) != 1) {
+			/* the pool reads EOF as "started" too */
+		}
+		close(cfg->ready_fd);
 	}
 	while (!retire_flag && !atomic_load_explicit(&h->stop, memory_order_acquire)) {
 		/* read the sequence before looking, so a release after the look wakes us */

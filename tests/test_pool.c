@@ -16,7 +16,7 @@
  * The end-to-end properties (chaos, lease deadline, elastic sizing) are
  * test_chaos', test_lease's and test_elastic's.
  */
-// LDFLAGS: -Wl,--wrap=gm_aug_sample
+// LDFLAGS: -Wl,--wrap=gm_aug_sample -Wl,--wrap=gm_ring_attach
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -65,6 +65,19 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
 
+/* While the hang marker exists, the first worker to attach its ring removes it and
+ * never gets made (as a child that inherited a lock held at fork would). */
+static char hang[128];
+int __real_gm_ring_attach(struct gm_ring **out, int fd);
+int __wrap_gm_ring_attach(struct gm_ring **out, int fd);
+int __wrap_gm_ring_attach(struct gm_ring **out, int fd)
+{
+	if (hang[0] && unlink(hang) == 0)
+		for (;;)
+			pause();
+	return __real_gm_ring_attach(out, fd);
+}
+
 static int setup(void **state)
 {
 	char err[256];
@@ -73,6 +86,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(data, sizeof(data), "%s/data", base);
 	snprintf(marker, sizeof(marker), "%s/stall", base);
+	snprintf(hang, sizeof(hang), "%s/hang", base);
 	return gm_synth_write(data, N, 2, 21, 60, NULL, err, sizeof(err)) ? -1 : 0;
 }
 
@@ -441,6 +455,47 @@ static void test_sigkilled_worker_is_replaced_and_its_lease_reissued(void **stat
 	gm_dataset_close(ds);
 }
 
+/*
+ * A worker that is never made (stuck before gm_worker_main has made it, as a fork
+ * that inherited a held lock is) is killed start_timeout_ms after its fork and
+ * another started: the job does not wait for ever, and every batch arrives.
+ */
+static void test_worker_never_made_is_replaced(void **state)
+{
+	struct gm_loader_opts o;
+	struct gm_dataset *ds = open_data();
+	struct gm_pool_cfg c;
+	struct gm_pool *p;
+	uint32_t bpe;
+	uint64_t first, end;
+	pid_t kids[16];
+	char err[512];
+	(void)state;
+	options(&o);
+	assert_int_equal(gm_pool_tasks(&o, ds, &bpe, &first, &end, err, sizeof(err)), 0);
+	gm_pool_cfg_init(&c, &o, ds, bpe, first, end);
+	c.workers = 1;
+	c.lease_timeout_ms = 2000; /* the watches run */
+	c.start_timeout_ms = 300;
+	assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), 0);
+	struct gm_ring *r = gm_pool_ring(p);
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	int fd = open(hang, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(gm_pool_start(p, err, sizeof(err)), 0);
+	for (uint64_t t = 0; t < end; t++) {
+		assert_int_equal(gm_ring_wait_ready(r, t, 20000), 0);
+		gm_ring_release(r, (uint32_t)(t & (h->nslots - 1)));
+	}
+	assert_int_equal(access(hang, F_OK), -1); /* a worker did hang */
+	wait_u64(&h->p_deaths, 1, "p_deaths");	  /* the stuck one, reaped */
+	hang[0] = 0;
+	gm_pool_destroy(p);
+	assert_int_equal(children(kids, 16), 0);
+	gm_dataset_close(ds);
+}
+
 /* A worker asked to go that has not exited yet (stalled in a sample) is counted
  * by gm_pool_retiring, and p_alive still counts it, until it is reaped. */
 static void test_retiring_worker_is_counted_until_reaped(void **state)
@@ -545,6 +600,7 @@ int main(void)
 	    cmocka_unit_test(test_create_sizes_the_ring_and_refuses_bad_sizes),
 	    cmocka_unit_test(test_size_follows_the_target),
 	    cmocka_unit_test(test_sigkilled_worker_is_replaced_and_its_lease_reissued),
+	    cmocka_unit_test(test_worker_never_made_is_replaced),
 	    cmocka_unit_test(test_retiring_worker_is_counted_until_reaped),
 	    cmocka_unit_test(test_start_failure_says_why),
 	};

@@ -18,6 +18,11 @@
 #define GM_MAX_SLOTS	1024
 #define GM_MAX_EPOCHS	1000000 /* bench --epochs */
 #define GM_MAX_CHAOS_MS 3600000 /* bench --chaos-kill-ms */
+/* A worker not made this long after its fork is killed and another started
+ * (pool.c, the start watch): a fork can inherit a lock another thread of the
+ * parent held (GCC 12's ASan allocator has no fork handlers), and the child then
+ * waits for ever; generous, since a worker pre-faults its view of the ring. */
+#define GM_POOL_START_MS 30000
 
 /* Lending to peers (node --lend-root, remote.h): at most 16 roots; a dataset a
  * peer names is indexed within GM_LEND_INDEX_MS (--lend-index-ms, at most

@@ -47,6 +47,9 @@ struct gm_pool_cfg {
 	uint32_t lease_timeout_ms;     /* kill a lease holder that finishes no sample for this
 					* long and re-issue its batch (0: not watched) */
 	int nice;		       /* workers' nice value (0: the coordinator's) */
+	uint32_t start_timeout_ms;     /* kill a worker not made this long after its fork
+					* and start another (0: GM_POOL_START_MS); watched
+					* with the leases (lease_timeout_ms 0: not watched) */
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -40,6 +40,9 @@ struct gm_worker_cfg {
 	 * the previous batch travels while this one decodes. */
 	void (*on_sample)(void *arg);
 	void *sample_arg;
+	/* A descriptor above 2 that gm_worker_main writes one byte to, then closes,
+	 * once its worker is made (the pool's start watch, pool.c); 0: none. */
+	int ready_fd;
 };
 
 /* Task t -> (epoch, batch index). */
