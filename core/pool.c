@@ -23,6 +23,7 @@
 #include "goldminer/pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -129,6 +130,44 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
 }
 
+/* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
+ * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
+ * before exec: the coordinator's process has other threads). */
+static void child(struct gm_pool *p, pid_t parent, char *const *argv)
+{
+	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t all;
+	sigemptyset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	/* Keep stdio and the ring only: no other job's ring, socket or pidfd
+	 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
+	 * so the worker maps its own ring afresh from the fd (dup2 clears
+	 * FD_CLOEXEC, or the fcntl below does: an exec'd worker finds it as fd 3). */
+	if (dup2(gm_ring_fd(p->ring), 3) < 0)
+		_exit(1);
+	/* dup2 onto itself (the ring was fd 3) keeps the flag: clear it */
+	if (argv && fcntl(3, F_SETFD, 0) < 0)
+		_exit(1);
+	syscall(SYS_close_range, 4, ~0u, 0);
+	if (p->c.nice)
+		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
+	if (argv) {
+		execvp(argv[0], argv);
+		_exit(127); /* as a shell says "command not found" */
+	}
+	struct gm_ring *mine;
+	if (gm_ring_attach(&mine, 3) < 0)
+		_exit(1);
+	struct gm_worker_cfg c = p->c.w;
+	c.ring = mine;
+	_exit(gm_worker_main(&c) ? 1 : 0);
+}
+
 static int spawn(struct gm_pool *p)
 {
 	pid_t parent = getpid();
@@ -140,31 +179,8 @@ static int spawn(struct gm_pool *p)
 	pid = fork();
 	if (pid < 0)
 		return -errno;
-	if (pid == 0) {
-		/* Child: die with the coordinator thread; Ctrl-C is the consumer's. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(0);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGPIPE, SIG_IGN);
-		sigset_t all;
-		sigemptyset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, NULL);
-		/* Keep stdio and the ring only: no other job's ring, socket or pidfd
-		 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
-		 * so the worker maps its own ring afresh from the fd. */
-		if (dup2(gm_ring_fd(p->ring), 3) < 0)
-			_exit(1);
-		syscall(SYS_close_range, 4, ~0u, 0);
-		struct gm_ring *mine;
-		if (gm_ring_attach(&mine, 3) < 0)
-			_exit(1);
-		if (p->c.nice)
-			(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
-		struct gm_worker_cfg c = p->c.w;
-		c.ring = mine;
-		_exit(gm_worker_main(&c) ? 1 : 0);
-	}
+	if (pid == 0)
+		child(p, parent, (char *const *)p->c.exec_argv);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
@@ -249,6 +265,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 			fatal(p, -EIO, "workers keep stalling (the last: %s)", p->last_stall);
 		else if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
 			fatal(p, -EIO, "workers cannot run: %s", h->fatal);
+		else if (si.si_code == CLD_EXITED && si.si_status == 127 && p->c.exec_argv)
+			fatal(p, -EIO, "workers cannot run: %s could not be executed",
+			      p->c.exec_argv[0]);
 		else if (si.si_code == CLD_EXITED)
 			fatal(p, -EIO, "workers keep dying (last exit status %d)", si.si_status);
 		else
@@ -364,7 +383,8 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
 	_Atomic uint64_t *done = gm_ring_done_bits(p->ring, slot);
 	const uint32_t *ids = gm_ring_ids(p->ring, slot);
-	uint32_t count = gm_dataset_count(p->c.w.ds);
+	/* a pool of exec'd workers has no index: ids[] are the consumer's sample indices */
+	uint32_t count = p->c.w.ds ? gm_dataset_count(p->c.w.ds) : UINT32_MAX;
 	uint32_t n = ctl->n < p->c.w.batch_size ? ctl->n : p->c.w.batch_size, last = 0;
 
 	*left = n;
@@ -382,6 +402,12 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 	uint32_t cur = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
 	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 ? ids[last] : UINT32_MAX;
 	return id < count ? id : UINT32_MAX;
+}
+
+/* What a stall message calls sample id: its file, or "a sample" without an index. */
+static const char *sample_name(const struct gm_pool *p, uint32_t id)
+{
+	return p->c.w.ds ? gm_dataset_name(p->c.w.ds, id) : "a sample";
 }
 
 /* Kill a stuck worker; its replacement starts now, not when it is reaped. */
@@ -417,8 +443,7 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	char what[320];
 	gm_worker_task_pos(&p->c.w, task, &epoch, &k);
 	if (id != UINT32_MAX)
-		snprintf(what, sizeof(what), "stuck on %s (sample %u)",
-			 gm_dataset_name(p->c.w.ds, id), id);
+		snprintf(what, sizeof(what), "stuck on %s (sample %u)", sample_name(p, id), id);
 	else
 		snprintf(what, sizeof(what), "%u of its samples not read", left);
 	snprintf(p->last_stall, sizeof(p->last_stall),
@@ -429,7 +454,7 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 		gm_ring_quarantine(p->ring, id);
 		gm_log("pool",
 		       "%s stalled workers twice: quarantined, it is replaced like a bad file",
-		       gm_dataset_name(p->c.w.ds, id));
+		       sample_name(p, id));
 	}
 	replace(p, w, now);
 }
@@ -733,7 +758,7 @@ static uint32_t pow2_at_least(uint32_t v)
 int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
 {
 	struct gm_pool *p;
-	size_t sample_bytes = gm_aug_out_bytes(&c->w.aug);
+	size_t sample_bytes = c->sample_bytes ? c->sample_bytes : gm_aug_out_bytes(&c->w.aug);
 	int rc;
 
 	*out = NULL;

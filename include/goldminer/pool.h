@@ -47,6 +47,12 @@ struct gm_pool_cfg {
 	uint32_t lease_timeout_ms;     /* kill a lease holder that finishes no sample for this
 					* long and re-issue its batch (0: not watched) */
 	int nice;		       /* workers' nice value (0: the coordinator's) */
+	/* Workers of a binding (bind.h): each worker is a fresh process running this
+	 * command (execvp; NULL-terminated, borrowed: it must outlive the pool) with the
+	 * ring's memfd as fd 3, instead of the C worker loop. NULL: the C worker. Its
+	 * w.ds may be NULL: the ring's ids[] then hold the consumer's sample indices. */
+	const char *const *exec_argv;
+	uint64_t sample_bytes; /* bytes per sample in the ring (0: the transform's output) */
 };
 
 /* Checks of a job's options that need no index: the batch size is
