@@ -1,0 +1,192 @@
+"""_worker - a Python data worker: a fresh process of the trainer's interpreter.
+
+    python3 -c '...from goldminer._worker import main; main()' SPEC EPOCH
+
+started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
+fd 3. It loads SPEC (the pickled dataset, collate_fn, worker_init_fn, seed,
+on_error and the trainer's sys.path), then loops through libgoldminer's bind API
+(include/goldminer/bind.h), the same lease protocol as the C workers: claim a
+task, read its sample indices from the ring, seed the global generators per
+sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
+layout of _slot.py, publish. It keeps nothing between tasks.
+
+Errors: an exception in dataset[i] is recorded in the slot (sample, type and
+message); with on_error="fail" the batch fails with the exception pickled into
+the payload (the trainer raises it with this traceback and the index); with
+"skip" the sample is replaced by the first good one among the next 64 dataset
+indices (i+1, i+2, ... modulo the length: the same whatever worker does it).
+A sample quarantined by the pool (it crashed or stalled two workers) counts as
+bad without being touched. A batch too big for the slot is published as
+-EMSGSIZE with its size; a collate result the layout cannot carry fails the batch
+with the LayoutError. It never decides pool sizes, retries or timeouts: the pool
+and the trainer do.
+
+It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
+pool retires it) after its batch, and with the pool's SIGKILL.
+"""
+import ctypes
+import errno
+import os
+import pickle
+import signal
+import sys
+import traceback
+
+SUBSTITUTE_TRIES = 64
+_retire = False
+
+
+def _on_usr1(sig, frame):
+    global _retire
+    _retire = True
+
+
+def _load_spec(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    # the trainer's sys.path first: its modules are where the script found them
+    head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
+    sys.path[:] = head["sys_path"]
+    try:
+        import cloudpickle  # noqa: F401  (its types must be importable to load)
+    except ImportError:
+        pass
+    return head, pickle.loads(blob[int(blob[:16], 16) + 16:])
+
+
+class _Task:
+    """One claimed slot: its indices, payload buffer and bind calls."""
+
+    def __init__(self, lib, b, slot, task):
+        self.lib, self.b, self.slot, self.task = lib, b, slot, task
+        idx = ctypes.POINTER(ctypes.c_uint32)()
+        n = lib.gm_bind_indices(b, slot, ctypes.byref(idx))
+        self.indices = [idx[i] for i in range(n)]
+        cap = ctypes.c_uint64()
+        ptr = lib.gm_bind_payload(b, slot, ctypes.byref(cap))
+        self.cap = cap.value
+        self.buf = memoryview((ctypes.c_char * self.cap).from_address(ptr)).cast("B")
+
+    def error(self, pos, sample, msg):
+        self.lib.gm_bind_error(self.b, self.slot, pos, sample, -errno.EIO,
+                               msg.encode("utf-8", "replace")[:111])
+
+    def publish(self, status):
+        self.lib.gm_bind_sample(self.b, self.slot, 0xFFFFFFFF)
+        self.lib.gm_bind_publish(self.b, self.slot, status)
+
+
+def _sample(w, t, i):
+    """dataset[i] seeded for (seed, epoch, i); raises what it raises."""
+    from . import _slot
+    t.lib.gm_bind_sample(t.b, t.slot, i)
+    if t.lib.gm_bind_quarantined(t.b, i):
+        raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
+    _slot.seed_all(_slot.seed_of(w["seed"], w["epoch"], i))
+    return w["dataset"][i]
+
+
+def _one(w, t, pos, i):
+    """The item for position pos (index i), substituted on error per on_error.
+    Returns (item, None) or (None, (exception, traceback text, index, status))."""
+    n = len(w["dataset"])
+    try:
+        return _sample(w, t, i), None
+    except Exception as e:  # noqa: BLE001 - any error of the user's dataset
+        tb = traceback.format_exc()
+        t.error(pos, i, "%s: %s" % (type(e).__name__, e))
+        if w["on_error"] != "skip":
+            return None, (e, tb, i, -errno.EBADMSG)
+    for j in range(1, SUBSTITUTE_TRIES + 1):
+        k = (i + j) % n
+        try:
+            return _sample(w, t, k), None
+        except Exception:  # noqa: BLE001
+            continue
+    return None, (LookupError("sample %d is bad and so are the %d after it: no substitute"
+                              % (i, SUBSTITUTE_TRIES)), "", i, -errno.ENODATA)
+
+
+def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
+    """Publish the batch as failed, the exception pickled into the payload."""
+    from . import _slot
+    info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "task": t.task}
+    try:
+        blob = w["dumps"]((exc, info))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        info["type"] = RuntimeError
+        blob = pickle.dumps((None, info))
+    blob = blob[:max(0, t.cap - _slot.HDR)]
+    import struct
+    struct.pack_into("<QQ8s", t.buf, 0, _slot.HDR + len(blob), len(blob), b"GMPYFAIL")
+    t.buf[_slot.HDR:_slot.HDR + len(blob)] = blob
+    t.publish(status)
+
+
+def produce(w, t):
+    from . import _slot
+    items = []
+    for pos, i in enumerate(t.indices):
+        item, bad = _one(w, t, pos, i)
+        if bad:
+            return _fail(w, t, *bad)
+        items.append(item)
+        t.lib.gm_bind_done(t.b, t.slot, pos)
+    try:
+        _slot.seed_all(_slot.seed_of(w["seed"], w["epoch"], -1 - t.task))
+        out = w["collate_fn"](items)
+        packed = _slot.pack(out, w["dumps"])
+    except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
+        return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
+    if packed[2] > t.cap:
+        import struct
+        struct.pack_into("<Q", t.buf, 0, packed[2])
+        return t.publish(-errno.EMSGSIZE)
+    _slot.write(t.buf, packed)
+    t.publish(0)
+
+
+def _setup(argv):
+    head, w = _load_spec(argv[0])
+    w.update(head)
+    w["epoch"] = int(argv[1])
+    try:
+        import cloudpickle
+        w["dumps"] = cloudpickle.dumps
+    except ImportError:
+        w["dumps"] = pickle.dumps
+    if w.get("worker_init_fn") is not None:
+        w["worker_init_fn"](0)
+    return w
+
+
+def main(argv=None):
+    from . import _bind
+    argv = sys.argv[1:] if argv is None else argv
+    lib = _bind.lib()
+    b = ctypes.c_void_p()
+    rc = lib.gm_bind_attach(ctypes.byref(b), 3)
+    if rc:
+        sys.stderr.write("goldminer worker: cannot map the ring (fd 3): %s\n" % os.strerror(-rc))
+        os._exit(2)
+    signal.signal(signal.SIGUSR1, _on_usr1)
+    try:
+        w = _setup(argv)
+    except BaseException as e:  # noqa: BLE001 - say why, then go
+        msg = "%s: %s" % (type(e).__name__, e)
+        lib.gm_bind_fatal(b, ("cannot load the dataset: " + msg).encode()[:250])
+        sys.stderr.write("goldminer worker: %s\n%s" % (msg, traceback.format_exc()))
+        os._exit(1)
+    task = ctypes.c_uint64()
+    while not _retire:
+        slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
+        if slot == -errno.ENODATA:
+            break
+        if slot >= 0:
+            produce(w, _Task(lib, b, slot, task.value))
+    sys.stdout.flush()
+    os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
+
+
+if __name__ == "__main__":
+    main()
