@@ -179,12 +179,31 @@ class DataLoader:
             self._epoch += 1
             self._start, self._gen_state = 0, None
 
+    def _item(self, i):
+        _slot.seed_all(_slot.seed_of(self.seed, self._epoch, i))
+        return self.dataset[i]
+
+    def _substitute(self, k, i, e):
+        """on_error="skip" in the trainer: what _worker.py does (the next good index)."""
+        self._errors.append((self._epoch, k, i, "%s: %s" % (type(e).__name__, e)))
+        n = len(self.dataset)
+        for j in range(1, 65):
+            try:
+                return self._item((i + j) % n)
+            except Exception:  # noqa: BLE001 - any error of the user's dataset
+                continue
+        raise LookupError("sample %d is bad and so are the 64 after it: no substitute" % i)
+
     def _compute(self, k, idx):
         """Batch k here in the trainer, seeded as a worker seeds it."""
         items = []
         for i in idx:
-            _slot.seed_all(_slot.seed_of(self.seed, self._epoch, i))
-            items.append(self.dataset[i])
+            try:
+                items.append(self._item(i))
+            except Exception as e:  # noqa: BLE001
+                if self.on_error != "skip":
+                    raise
+                items.append(self._substitute(k, i, e))
         _slot.seed_all(_slot.seed_of(self.seed, self._epoch, -1 - k))
         return self.collate_fn(items)
 
@@ -202,8 +221,9 @@ class DataLoader:
         if self.slot_bytes:
             return self.slot_bytes
         if not self._measured:
-            k = start if start < len(batches) else 0
+            k, n = start if start < len(batches) else 0, len(self._errors)
             size = _slot.pack(self._compute(k, batches[k]), self._dumps)[2]
+            del self._errors[n:]  # the workers report this batch's bad samples
             self._measured = max(1 << 20, (2 * size + 4095) // 4096 * 4096)
         return self._measured
 

@@ -1,0 +1,262 @@
+"""goldminer.torch.DataLoader: any map-style dataset in goldminer's workers (issue 26).
+
+Each test shows one promise: the same bytes whatever the worker count (and torch's
+DataLoader not), a SIGKILLed worker or one that os._exit()s mid-batch costs a
+re-issue and nothing else, a SIGSTOPped lease holder loses its lease at the
+deadline, exceptions with on_error fail/skip, a lambda and a class of a script's
+__main__ reach the workers, an unpicklable attribute is refused naming it, a
+collate result the ring cannot carry and a batch bigger than its slot are refused
+in words, state_dict resumes mid-epoch with the same bytes, batches view the ring,
+and Ctrl-C leaves no process.
+"""
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+from helpers import REPO, GmTest, alive, children, memfd_maps
+
+N, BATCH = 40, 4
+
+
+class AugDataset:
+    """Random 'augmentations' from the three global generators, optionally slow."""
+
+    def __init__(self, n=N, delay=0.0, bad=(), marker=None, exit_on=None):
+        self.n, self.delay, self.bad, self.marker, self.exit_on = n, delay, bad, marker, exit_on
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+        if i in self.bad:
+            raise KeyError("sample %d is broken" % i)
+        if self.exit_on == i and self.marker and os.path.exists(self.marker):
+            os.unlink(self.marker)
+            os._exit(3)  # a worker that dies in the user's code, once
+        if self.delay:
+            time.sleep(self.delay)
+        return (torch.rand(3) + i, np.random.rand(2), random.random(), i)
+
+
+def flat(batches):
+    """A comparable form of a list of batches (tensors to lists)."""
+    out = []
+    for x, a, r, i in batches:
+        out.append((x.tolist(), a.tolist(), r.tolist(), i.tolist()))
+    return out
+
+
+class TestDataLoader(GmTest):
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        from goldminer.torch import DataLoader
+        self.DL = DataLoader
+
+    def run_loader(self, workers, ds=None, **kw):
+        kw.setdefault("shuffle", True)
+        kw.setdefault("seed", 5)
+        dl = self.DL(ds or AugDataset(), batch_size=BATCH, num_workers=workers, copy=True, **kw)
+        return flat(list(dl)), dl
+
+    def test_same_bytes_with_0_1_2_and_4_workers(self):
+        ref, dl = self.run_loader(0)
+        self.assertEqual(len(ref), len(dl))
+        self.assertEqual(len(ref), N // BATCH)
+        for w in (1, 2, 4):
+            self.assertEqual(self.run_loader(w)[0], ref, "%d workers" % w)
+
+    def test_torch_differs_with_1_and_2_workers_goldminer_does_not(self):
+        import torch
+        from torch.utils.data import DataLoader as TorchDL
+
+        def torch_run(w):
+            g = torch.Generator()
+            g.manual_seed(7)
+            return flat(list(TorchDL(AugDataset(), batch_size=BATCH, num_workers=w,
+                                     generator=g, shuffle=True)))
+
+        self.assertNotEqual(torch_run(1), torch_run(2))
+        g1, g2 = torch.Generator(), torch.Generator()
+        g1.manual_seed(7)
+        g2.manual_seed(7)
+        self.assertEqual(self.run_loader(1, generator=g1)[0], self.run_loader(2, generator=g2)[0])
+
+    def test_epochs_differ_and_each_iteration_is_one_epoch(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=1, seed=5,
+                     copy=True)
+        e0, e1 = flat(list(dl)), flat(list(dl))
+        self.assertNotEqual(e0, e1)
+        self.assertEqual(dl.state_dict()["epoch"], 2)
+
+    def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
+                     seed=5, copy=True)
+        got, killed = [], 0
+        for b in dl:
+            got.append(b)
+            if len(got) == 2:
+                for pid, _ in children():
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+        self.assertGreater(killed, 0)
+        self.assertEqual(flat(got), ref)
+
+    def test_worker_that_exits_in_the_dataset_costs_a_reissue(self):
+        ref = self.run_loader(0)[0]
+        fd, marker = tempfile.mkstemp(prefix="gm-exit-")
+        os.close(fd)
+        ds = AugDataset(marker=marker, exit_on=13)
+        self.assertEqual(self.run_loader(2, ds)[0], ref)
+        self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 13
+
+    def test_sigstopped_lease_holder_loses_its_lease_at_the_deadline(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, shuffle=True, num_workers=1,
+                     seed=5, copy=True, lease_timeout_ms=500, timeout=30)
+        got, stopped = [], []
+        t0 = time.monotonic()
+        for b in dl:
+            got.append(b)
+            if len(got) == 1:
+                stopped = [pid for pid, _ in children()]
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+        self.assertTrue(stopped)
+        self.assertEqual(flat(got), ref)
+        self.assertLess(time.monotonic() - t0, 30)
+
+    def test_exception_with_on_error_fail_raises_its_type_with_the_index(self):
+        dl = self.DL(AugDataset(bad=(7,)), batch_size=BATCH, num_workers=2)
+        with self.assertRaises(KeyError) as cm:
+            list(dl)
+        self.assertIn("sample 7", str(cm.exception))
+        self.assertIn("__getitem__", str(cm.exception))  # the worker's traceback
+        self.assertEqual(cm.exception.sample_index, 7)
+
+    def test_exception_with_on_error_skip_substitutes_and_lists_it(self):
+        ref, dl0 = self.run_loader(0, AugDataset(bad=(7,)), on_error="skip", shuffle=False)
+        got, dl2 = self.run_loader(2, AugDataset(bad=(7,)), on_error="skip", shuffle=False)
+        self.assertEqual(got, ref)
+        self.assertEqual(got[1][3][3], 8)  # position of 7 holds the next good sample
+        self.assertEqual([(e[1], e[2]) for e in dl2.errors()], [(1, 7)])
+        self.assertIn("KeyError", dl2.errors()[0][3])
+        self.assertEqual([(e[1], e[2]) for e in dl0.errors()], [(1, 7)])
+
+    def test_unpicklable_attribute_is_refused_naming_it(self):
+        ds = AugDataset()
+        ds.lock = threading.Lock()
+        with self.assertRaises(TypeError) as cm:
+            self.DL(ds, batch_size=BATCH, num_workers=1)
+        self.assertIn("dataset.lock", str(cm.exception))
+
+    def test_collate_result_the_ring_cannot_carry_is_refused_in_words(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1,
+                     collate_fn=lambda items: {"x": [object()]})
+        with self.assertRaises(TypeError) as cm:
+            list(dl)
+        self.assertIn("batch['x'][0] is a builtins.object", str(cm.exception))
+
+    def test_batch_bigger_than_its_slot_is_an_error_naming_the_option(self):
+        import torch
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
+                     collate_fn=lambda items: torch.zeros(10000))
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        msg = str(cm.exception)
+        self.assertIn("batch 0", msg)
+        self.assertIn("40", msg)  # its size: 40000 bytes and more
+        self.assertIn("slot_bytes=", msg)
+
+    def test_state_dict_resumes_mid_epoch_with_the_same_bytes(self):
+        ref = self.run_loader(2)[0]
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                     copy=True)
+        it = iter(dl)
+        first = [next(it) for _ in range(3)]
+        sd = dl.state_dict()
+        it.close()
+        dl2 = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                      copy=True)
+        dl2.load_state_dict(sd)
+        self.assertEqual(flat(first) + flat(list(dl2)), ref)
+
+    def test_batches_view_the_ring_without_a_copy(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)
+        for x, a, r, i in dl:
+            maps = [l.split()[0].split("-") for l in memfd_maps() if "goldminer-ring" in l]
+            inside = [int(lo, 16) <= x.data_ptr() < int(hi, 16) for lo, hi in maps]
+            self.assertTrue(any(inside), "tensor at %#x not in a ring" % x.data_ptr())
+            break
+
+    def test_refused_arguments_say_why(self):
+        for kw, words in ((dict(num_workers="auto"), "not there yet"),
+                          (dict(persistent_workers=True, num_workers=1), "persistent_workers"),
+                          (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
+                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
+            with self.assertRaises(ValueError) as cm:
+                self.DL(AugDataset(), **kw)
+            self.assertIn(words, str(cm.exception))
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import torch
+    from goldminer.torch import DataLoader
+
+    class Squares:                       # a class of __main__
+        def __len__(self):
+            return 12
+        def __getitem__(self, i):
+            time.sleep(float(os.environ.get("DELAY", "0")))
+            return i * i
+
+    dl = DataLoader(Squares(), batch_size=3, num_workers=2,
+                    collate_fn=lambda xs: torch.tensor(xs) + 1)   # a lambda
+    for b in dl:
+        print(" ".join(str(v) for v in b.tolist()), flush=True)
+""")
+
+
+class TestScript(GmTest):
+    needs = ("lib", "torch", "cloudpickle")
+
+    def script(self, delay="0"):
+        d = tempfile.mkdtemp(prefix="gm-dl-")
+        path = os.path.join(d, "train.py")
+        with open(path, "w") as f:
+            f.write(SCRIPT)
+        env = dict(os.environ, DELAY=delay,
+                   PYTHONPATH=os.path.join(REPO, "python"))
+        return subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def test_lambda_and_main_class_reach_the_workers(self):
+        p = self.script()
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        want = [" ".join(str(i * i + 1) for i in range(k, k + 3)) for k in range(0, 12, 3)]
+        self.assertEqual(out.split("\n")[:4], want)
+
+    def test_ctrl_c_leaves_no_process(self):
+        p = self.script(delay="0.5")
+        self.assertTrue(p.stdout.readline())  # iterating: the workers run
+        workers = [pid for pid, _ in children(p.pid)]
+        self.assertTrue(workers)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        deadline = time.monotonic() + 10
+        while any(alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in workers if alive(w)], [])
