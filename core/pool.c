@@ -404,10 +404,15 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 	return id < count ? id : UINT32_MAX;
 }
 
-/* What a stall message calls sample id: its file, or "a sample" without an index. */
+/* What a stall message calls sample id: its file, or "sample ID" without an index
+ * (a binding's pool; the buffer is the coordinator thread's own). */
 static const char *sample_name(const struct gm_pool *p, uint32_t id)
 {
-	return p->c.w.ds ? gm_dataset_name(p->c.w.ds, id) : "a sample";
+	static _Thread_local char buf[32];
+	if (p->c.w.ds)
+		return gm_dataset_name(p->c.w.ds, id);
+	snprintf(buf, sizeof(buf), "sample %u", id);
+	return buf;
 }
 
 /* Kill a stuck worker; its replacement starts now, not when it is reaped. */
@@ -442,8 +447,10 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	uint32_t epoch, left, id = stuck_sample(p, slot, task, &left);
 	char what[320];
 	gm_worker_task_pos(&p->c.w, task, &epoch, &k);
-	if (id != UINT32_MAX)
+	if (id != UINT32_MAX && p->c.w.ds)
 		snprintf(what, sizeof(what), "stuck on %s (sample %u)", sample_name(p, id), id);
+	else if (id != UINT32_MAX)
+		snprintf(what, sizeof(what), "stuck on %s", sample_name(p, id));
 	else
 		snprintf(what, sizeof(what), "%u of its samples not read", left);
 	snprintf(p->last_stall, sizeof(p->last_stall),

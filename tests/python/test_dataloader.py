@@ -27,8 +27,10 @@ N, BATCH = 40, 4
 class AugDataset:
     """Random 'augmentations' from the three global generators, optionally slow."""
 
-    def __init__(self, n=N, delay=0.0, bad=(), marker=None, exit_on=None):
+    def __init__(self, n=N, delay=0.0, bad=(), marker=None, exit_on=None, crash_on=None,
+                 loop_on=None):
         self.n, self.delay, self.bad, self.marker, self.exit_on = n, delay, bad, marker, exit_on
+        self.crash_on, self.loop_on = crash_on, loop_on
 
     def __len__(self):
         return self.n
@@ -41,6 +43,11 @@ class AugDataset:
         if self.exit_on == i and self.marker and os.path.exists(self.marker):
             os.unlink(self.marker)
             os._exit(3)  # a worker that dies in the user's code, once
+        if self.crash_on == i:
+            import ctypes
+            ctypes.string_at(0)  # a segfault in C code, every time
+        while self.loop_on == i:
+            pass  # a transform that never returns
         if self.delay:
             time.sleep(self.delay)
         return (torch.rand(3) + i, np.random.rand(2), random.random(), i)
@@ -119,6 +126,27 @@ class TestDataLoader(GmTest):
         ds = AugDataset(marker=marker, exit_on=13)
         self.assertEqual(self.run_loader(2, ds)[0], ref)
         self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 13
+
+    def test_sample_that_crashes_two_workers_is_quarantined_and_skipped(self):
+        got, dl = self.run_loader(2, AugDataset(crash_on=13), on_error="skip", shuffle=False)
+        self.assertEqual(got[3][3][1], 14)  # position of 13 holds the next sample
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(3, 13)])
+        self.assertIn("quarantined", dl.errors()[0][3])
+
+    def test_sample_that_crashes_workers_fails_the_batch_with_its_index(self):
+        dl = self.DL(AugDataset(crash_on=13), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        self.assertIn("sample 13", str(cm.exception))
+        self.assertIn("quarantined", str(cm.exception))
+
+    def test_endless_transform_costs_reissues_never_a_hang(self):
+        t0 = time.monotonic()
+        got, dl = self.run_loader(2, AugDataset(loop_on=13), on_error="skip", shuffle=False,
+                                  lease_timeout_ms=400, timeout=60)
+        self.assertEqual(got[3][3][1], 14)
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(3, 13)])
+        self.assertLess(time.monotonic() - t0, 60)
 
     def test_sigstopped_lease_holder_loses_its_lease_at_the_deadline(self):
         ref = self.run_loader(0)[0]
