@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
@@ -35,7 +36,29 @@
 struct gm_bind {
 	struct gm_ring *ring;
 	uint32_t pid;
+	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Time this process waited for a CPU, in ns (/proc/self/schedstat's second
+ * field; 0 where the kernel does not keep it). */
+static uint64_t run_delay(void)
+{
+	unsigned long long run = 0, wait = 0;
+	FILE *f = fopen("/proc/self/schedstat", "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+		wait = 0;
+	fclose(f);
+	return wait;
+}
 
 int gm_bind_attach(struct gm_bind **out, int fd)
 {
@@ -95,8 +118,11 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 		gm_ring_wait_work(b->ring, seq, timeout_ms);
 		slot = gm_ring_claim(b->ring, b->pid, task);
 	}
-	if (slot >= 0)
+	if (slot >= 0) {
 		begin(b, (uint32_t)slot, *task);
+		b->t0 = now_ns();
+		b->rq0 = run_delay();
+	}
 	return slot;
 }
 
@@ -161,7 +187,11 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
 {
 	if (!gm_ring_status_ok(status) && status != -EMSGSIZE)
 		return -EINVAL;
-	gm_ring_ctl(b->ring, slot)->status = status;
+	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
+	uint64_t rq = run_delay();
+	ctl->decode_ns = now_ns() - b->t0;
+	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
+	ctl->status = status;
 	gm_ring_publish(b->ring, slot); /* release: the payload and records go with it */
 	return 0;
 }
@@ -215,6 +245,8 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	pc.slots = c->slots;
 	pc.workers = (int)c->workers;
 	pc.lease_timeout_ms = c->lease_timeout_ms ? c->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	pc.autoscale = c->budget > 0;
+	pc.budget = c->budget > GM_MAX_WORKERS ? GM_MAX_WORKERS : c->budget;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		gm_errf(err, errlen, "out of memory");
@@ -279,29 +311,48 @@ static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* A delivered batch, counted for the elastic controller (relaxed: statistics). */
+static void count(struct gm_bind_pool *p, uint32_t slot)
+{
+	const struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
+	uint64_t busy = ctl->decode_ns > ctl->preempt_ns ? ctl->decode_ns - ctl->preempt_ns : 0;
+
+	atomic_fetch_add_explicit(&p->h->c_work_ns, busy, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->h->c_samples, ctl->n, memory_order_relaxed);
+}
+
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
 		      size_t errlen)
 {
-	int waited = 0;
+	uint64_t t0 = now_ns();
+	int waited = 0, rc;
 
+	atomic_store_explicit(&p->h->c_waiting, 1, memory_order_relaxed);
 	for (;;) {
-		int rc = pool_fatal(p, err, errlen);
+		rc = pool_fatal(p, err, errlen);
 		if (rc)
-			return rc;
+			break;
 		/* short waits: a fatal error is noticed within 100 ms */
 		int step = timeout_ms < 0 || timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
 		rc = gm_ring_wait_ready(p->ring, task, step);
-		if (rc == 0)
-			return (int)(task & (p->h->nslots - 1));
+		if (rc == 0) {
+			rc = (int)(task & (p->h->nslots - 1));
+			count(p, (uint32_t)rc);
+			break;
+		}
 		if (rc == -EINTR)
-			return rc;
+			break;
 		waited += step;
 		if (timeout_ms >= 0 && waited >= timeout_ms) {
 			gm_errf(err, errlen, "batch %llu not ready after %d ms",
 				(unsigned long long)task, timeout_ms);
-			return -ETIMEDOUT;
+			rc = -ETIMEDOUT;
+			break;
 		}
 	}
+	atomic_store_explicit(&p->h->c_waiting, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->h->c_wait_ns, now_ns() - t0, memory_order_relaxed);
+	return rc;
 }
 
 int32_t gm_bind_pool_status(const struct gm_bind_pool *p, uint32_t slot)
@@ -348,8 +399,9 @@ int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const uint32_t *
 	return 0;
 }
 
-void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[4])
+void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
 {
+	out[4] = atomic_load(&p->h->p_target);
 	out[0] = atomic_load(&p->h->p_alive);
 	out[1] = atomic_load(&p->h->p_deaths);
 	out[2] = atomic_load(&p->h->p_reissued);

@@ -130,6 +130,8 @@ static void indices(uint64_t t, uint32_t *idx)
 		idx[j] = (uint32_t)(10 * t + j);
 }
 
+static uint32_t budget; /* > 0: open_pool's pool is elastic within this many */
+
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
 				      uint32_t lease_ms, char *err, int *rc)
 {
@@ -141,7 +143,8 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .batch_max = 3,
 				     .payload_bytes = 3 * 8,
 				     .end_task = tasks,
-				     .lease_timeout_ms = lease_ms};
+				     .lease_timeout_ms = lease_ms,
+				     .budget = budget};
 	uint32_t idx[3];
 
 	argv[0] = command ? command : self;
@@ -205,7 +208,7 @@ static void test_indices_reach_workers_and_payloads_come_back(void **state)
 	char err[512];
 	int rc;
 	uint32_t bad[4];
-	uint64_t st[4];
+	uint64_t st[5];
 	struct gm_bind_pool *p = open_pool("plain", 2, 24, 0, err, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(drain(p, 24, bad), 0);
@@ -240,7 +243,7 @@ static void test_sigkilled_worker_mid_batch_loses_nothing(void **state)
 	char err[512];
 	int rc;
 	uint32_t bad[4];
-	uint64_t st[4];
+	uint64_t st[5];
 	struct gm_bind_pool *p = open_pool("slow", 1, 6, 0, err, &rc);
 	assert_int_equal(rc, 0);
 	pid_t victim = a_worker();
@@ -253,13 +256,56 @@ static void test_sigkilled_worker_mid_batch_loses_nothing(void **state)
 	gm_bind_pool_destroy(p);
 }
 
+/* Take n batches from task *t on, sleeping pause_us after each; the pool's
+ * largest target meanwhile. */
+static uint64_t take(struct gm_bind_pool *p, uint64_t *t, uint64_t n, int pause_us)
+{
+	char err[512];
+	uint32_t idx[3];
+	uint64_t st[5], most = 0;
+	for (uint64_t end = *t + n; *t < end; (*t)++) {
+		int slot = gm_bind_pool_next(p, *t, 20000, err, sizeof(err));
+		if (slot < 0)
+			fail_msg("batch %llu: %s", (unsigned long long)*t, err);
+		indices(*t + 4, idx);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, idx, 3), 0);
+		gm_bind_pool_stats(p, st);
+		most = st[4] > most ? st[4] : most;
+		usleep((useconds_t)pause_us);
+	}
+	return most;
+}
+
+static void test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint64_t t = 0, st[5];
+	budget = 3;
+	struct gm_bind_pool *p = open_pool("slow", 1, 100000, 0, err, &rc);
+	budget = 0;
+	assert_int_equal(rc, 0);
+	/* 60 ms a batch per worker, a consumer that waits for each: it wants more */
+	assert_int_equal(take(p, &t, 40, 0), 3);
+	/* a consumer that takes a batch every 400 ms needs one worker */
+	for (int i = 0; i < 20; i++) {
+		take(p, &t, 1, 400000);
+		gm_bind_pool_stats(p, st);
+		if (st[4] == 1)
+			break;
+	}
+	assert_int_equal(st[4], 1);
+	gm_bind_pool_destroy(p);
+}
+
 static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **state)
 {
 	(void)state;
 	char err[512], mode[256];
 	int rc;
 	uint32_t bad[4];
-	uint64_t st[4];
+	uint64_t st[5];
 	FILE *f = fopen(marker, "w");
 	assert_non_null(f);
 	fclose(f);
@@ -284,7 +330,7 @@ static void test_sample_that_crashes_two_workers_is_quarantined(void **state)
 	char err[512];
 	int rc;
 	uint32_t bad[4];
-	uint64_t st[4];
+	uint64_t st[5];
 	struct gm_bind_pool *p = open_pool("crash:21", 1, 6, 0, err, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(drain(p, 6, bad), 1);
@@ -438,6 +484,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_indices_reach_workers_and_payloads_come_back),
 	    cmocka_unit_test(test_sigkilled_worker_mid_batch_loses_nothing),
 	    cmocka_unit_test(test_stopped_lease_holder_loses_its_lease_at_the_deadline),
+	    cmocka_unit_test(test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it),
 	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),

@@ -20,7 +20,8 @@
  * re-issued, replaced and quarantined exactly as C workers are.
  *
  * What it does not do: no batch layout (the binding's), no pickling, no sampler,
- * no elastic sizing yet (the pool's size is fixed by the consumer).
+ * no policy of its own: a budget hands the pool to the elastic controller, which
+ * reads the counters gm_bind_pool_next and gm_bind_publish keep in the ring.
  */
 #ifndef GOLDMINER_BIND_H
 #define GOLDMINER_BIND_H
@@ -70,8 +71,9 @@ int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample,
 /* Has sample been quarantined (it crashed or stalled two workers)? */
 bool gm_bind_quarantined(const struct gm_bind *b, uint32_t sample);
 
-/* Publish the claimed slot with status 0, -EBADMSG (the batch failed on a bad
- * sample: its record says which), -ENODATA (no substitute was good) or
+/* Publish the claimed slot (its time since the claim, less the time this process
+ * waited for a CPU, goes into the slot for the elastic controller) with status 0, -EBADMSG (the
+ * batch failed on a bad sample: its record says which), -ENODATA (no substitute was good) or
  * -EMSGSIZE (the batch does not fit the slot: the payload's first 8 bytes hold
  * its size). 0, or -EINVAL for another status (nothing published). */
 int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status);
@@ -96,6 +98,8 @@ struct gm_bind_pool_cfg {
 	uint32_t epoch;		   /* for messages */
 	uint32_t lease_timeout_ms; /* a lease with no progress for this long is ended
 				    * (0: GM_LEASE_TIMEOUT_MS) */
+	uint32_t budget;	   /* > 0: the elastic controller sizes the pool within
+				    * this many workers, from `workers` (elastic.h) */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */
@@ -110,7 +114,8 @@ int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const uint32_t *idx
 /* Start the workers. 0 or -errno with a message. */
 int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
 
-/* Wait for task's batch: its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
+/* Wait for task's batch (the wait and the delivered batch are counted in the
+ * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
  * workers cannot run (message in err: the pool's, or a worker's fatal). */
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
@@ -132,8 +137,8 @@ const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint
 int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const uint32_t *idx, uint32_t n);
 
 /* Counters: [0] workers alive, [1] deaths, [2] tasks re-issued, [3] samples
- * quarantined. */
-void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[4]);
+ * quarantined, [4] the pool's target size (the controller's, with a budget). */
+void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
 
 /* The pool's ring slots (the window of tasks that may be in flight). */
 uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p);

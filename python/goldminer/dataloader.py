@@ -22,8 +22,12 @@ batch is asked for; copy=True clones them. The slot size is measured once from
 batch 0 of the first epoch, computed here in the trainer (twice its size, at least
 1 MiB), or given by slot_bytes=.
 
-What it does not do (yet): num_workers="auto", node=, persistent_workers=True and
-IterableDataset are refused in words; worker_init_fn gets worker id 0 (the pool's
+num_workers="auto": the pool starts with two workers and the elastic controller
+(elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
+process may use) from the trainer's wait and the workers' rate.
+
+What it does not do (yet): node=, persistent_workers=True and IterableDataset are
+refused in words; worker_init_fn gets worker id 0 (the pool's
 workers are interchangeable and replaced, they have no stable id).
 """
 import ctypes
@@ -72,7 +76,7 @@ class DataLoader:
                  timeout=0, worker_init_fn=None, multiprocessing_context=None, generator=None,
                  *, prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  node=None, seed=0, lease_timeout_ms=0, on_error="fail", slot_bytes=0,
-                 copy=False):
+                 copy=False, max_workers=0):
         import torch
         from torch.utils import data as tud
         self._refuse(dataset, num_workers, multiprocessing_context, persistent_workers, node,
@@ -86,6 +90,9 @@ class DataLoader:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
+        # "auto": the elastic controller sizes the pool within max_workers (0: the CPUs)
+        self.max_workers = max_workers or len(os.sched_getaffinity(0))
+        self._stats = [0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.collate_fn = collate_fn or tud.default_collate
@@ -117,10 +124,8 @@ class DataLoader:
         if isinstance(dataset, tud.IterableDataset):
             no("an IterableDataset has no indices for stateless workers: give a map-style"
                " dataset (__getitem__ and __len__)")
-        if num_workers == "auto":
-            no('num_workers="auto" is not there yet: give a number of workers')
-        if not isinstance(num_workers, int) or num_workers < 0:
-            no("num_workers must be an int >= 0, not %r" % (num_workers,))
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            no('num_workers must be an int >= 0 or "auto", not %r' % (num_workers,))
         if ctx not in (None, "spawn"):
             no("multiprocessing_context=%r: goldminer's workers are always fresh processes of"
                " this interpreter (like 'spawn'), never forked" % (ctx,))
@@ -137,6 +142,12 @@ class DataLoader:
 
     def __len__(self):
         return len(self.batch_sampler)
+
+    def stats(self):
+        """The last pool's counters: workers alive, deaths, batches re-issued, samples
+        quarantined, and its target size (the controller's with num_workers="auto")."""
+        return dict(zip(("workers", "deaths", "reissued", "quarantined", "target"),
+                        self._stats))
 
     def errors(self):
         """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
@@ -279,12 +290,15 @@ class _Pool:
                 % pkg)
         args = [sys.executable, "-c", code, self._spec(), str(self.dl._epoch)]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
+        auto = self.dl.num_workers == "auto"
+        workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
         slots = 1
-        while slots < max(4, self.dl.prefetch_factor * self.dl.num_workers):
+        while slots < max(4, self.dl.prefetch_factor * (self.dl.max_workers if auto
+                                                       else workers)):
             slots *= 2
-        cfg = _bind.PoolCfg(self.argv, self.dl.num_workers, slots,
-                            max(len(b) for b in self.batches), payload, start,
-                            len(self.batches), self.dl._epoch, self.dl.lease_timeout_ms)
+        cfg = _bind.PoolCfg(self.argv, workers, slots, max(len(b) for b in self.batches),
+                            payload, start, len(self.batches), self.dl._epoch,
+                            self.dl.lease_timeout_ms, self.dl.max_workers if auto else 0)
         err = ctypes.create_string_buffer(512)
         rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
         if rc:
@@ -325,6 +339,9 @@ class _Pool:
             raise RuntimeError("goldminer DataLoader: batch %d of epoch %d: %s"
                                % (k, self.dl._epoch, err.value.decode(errors="replace")))
         self.held = (slot, k)
+        st = (ctypes.c_uint64 * 5)()
+        self.lib.gm_bind_pool_stats(self.p, st)
+        self.dl._stats = list(st)
         return self._take(slot, k)
 
     def _take(self, slot, k):

@@ -148,6 +148,25 @@ class TestDataLoader(GmTest):
         self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(3, 13)])
         self.assertLess(time.monotonic() - t0, 60)
 
+    def test_auto_grows_for_a_hungry_trainer_and_shrinks_for_a_slow_one(self):
+        ref = self.run_loader(0, AugDataset(n=400))[0]
+        dl = self.DL(AugDataset(n=400, delay=0.01), batch_size=BATCH, shuffle=True,
+                     num_workers="auto", max_workers=3, seed=5, copy=True)
+        got, most, least = [], 0, 99
+        for b in dl:
+            got.append(b)
+            st = dl.stats()
+            if len(got) < 40:
+                most = max(most, st["target"])  # 40 ms a batch per worker, taken at once
+            elif most == 3:
+                time.sleep(0.3)  # a trainer that takes a batch every 300 ms
+                least = min(least, st["target"])
+                if least == 1:
+                    break
+        self.assertEqual(most, 3)
+        self.assertEqual(least, 1)
+        self.assertEqual(flat(got), ref[:len(got)])  # same bytes while it resized
+
     def test_sigstopped_lease_holder_loses_its_lease_at_the_deadline(self):
         ref = self.run_loader(0)[0]
         dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, shuffle=True, num_workers=1,
@@ -228,7 +247,7 @@ class TestDataLoader(GmTest):
             break
 
     def test_refused_arguments_say_why(self):
-        for kw, words in ((dict(num_workers="auto"), "not there yet"),
+        for kw, words in ((dict(num_workers=-1), "int >= 0"),
                           (dict(persistent_workers=True, num_workers=1), "persistent_workers"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
                           (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
