@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/cuda.h"
 #include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
 #include "goldminer/limits.h"
 #include "goldminer/pool.h"
@@ -216,6 +217,7 @@ struct gm_bind_pool {
 	uint32_t batch_max;
 	uint32_t workers;
 	bool started;
+	bool pinned; /* the ring is registered with CUDA */
 };
 
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
@@ -408,6 +410,19 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
 	out[3] = atomic_load(&p->h->quarantine_n);
 }
 
+int gm_bind_pool_pin(struct gm_bind_pool *p)
+{
+	int rc;
+
+	if (p->pinned)
+		return 0;
+	if (!gm_cuda_available(NULL, 0))
+		return -ENODEV;
+	rc = gm_cuda_host_register(gm_ring_base(p->ring), gm_ring_bytes(p->ring));
+	p->pinned = rc == 0;
+	return rc;
+}
+
 uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p)
 {
 	return p->h->nslots;
@@ -417,6 +432,9 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 {
 	if (!p)
 		return;
+	gm_pool_stop(p->pool); /* no worker writes while the pages are unregistered */
+	if (p->pinned)
+		gm_cuda_host_unregister(gm_ring_base(p->ring));
 	gm_pool_destroy(p->pool);
 	free(p);
 }

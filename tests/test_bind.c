@@ -394,6 +394,25 @@ static void test_consumer_refuses_what_is_out_of_range(void **state)
 	gm_bind_pool_destroy(NULL);
 }
 
+static void test_pin_registers_the_ring_or_says_there_is_no_gpu(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	struct gm_bind_pool *p = open_pool("plain", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	rc = gm_bind_pool_pin(p);
+	if (rc == -ENODEV) {
+		gm_bind_pool_destroy(p);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_pin(p), 0); /* once is enough */
+	uint32_t bad[4];
+	assert_int_equal(drain(p, 6, bad), 0); /* workers write into registered pages */
+	gm_bind_pool_destroy(p);
+}
+
 static void test_give_refuses_tasks_outside_the_window(void **state)
 {
 	(void)state;
@@ -490,6 +509,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
+	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
 	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

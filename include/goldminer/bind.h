@@ -140,6 +140,12 @@ int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const uint32_t *
  * quarantined, [4] the pool's target size (the controller's, with a budget). */
 void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
 
+/* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches
+ * that view it are pinned host memory (pin_memory=True). 0; -ENODEV when no
+ * CUDA device or runtime is usable here; the runtime's -errno otherwise. The
+ * registration ends with gm_bind_pool_destroy. */
+int gm_bind_pool_pin(struct gm_bind_pool *p);
+
 /* The pool's ring slots (the window of tasks that may be in flight). */
 uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p);
 

@@ -57,6 +57,7 @@ _PROTOS = {
     "gm_bind_pool_release": (ctypes.c_int, [_P, ctypes.c_uint32, _U32P, ctypes.c_uint32]),
     "gm_bind_pool_stats": (None, [_P, ctypes.POINTER(ctypes.c_uint64)]),
     "gm_bind_pool_slots": (ctypes.c_uint32, [_P]),
+    "gm_bind_pool_pin": (ctypes.c_int, [_P]),
     "gm_bind_pool_destroy": (None, [_P]),
 }
 

@@ -220,11 +220,18 @@ class DataLoader:
 
     def _local(self, batches, start):
         for k in range(start, len(batches)):
-            yield k, self._pin(self._compute(k, batches[k]))
+            yield k, self._pin(self._compute(k, batches[k]))  # a copy, as torch's
 
     def _pin(self, out):
+        """A pinned copy where the batch is not pinned already (torch's rule: no
+        accelerator, no pinning, with torch's own warning)."""
         import torch
         if not self.pin_memory or not torch.cuda.is_available():
+            if self.pin_memory and not getattr(self, "_warned", False):
+                self._warned = True
+                import warnings
+                warnings.warn("pin_memory=True but no CUDA device is usable: batches are"
+                              " not pinned")
             return out
         return _map_tensors(out, lambda t: t.pin_memory())
 
@@ -244,7 +251,8 @@ class DataLoader:
         pool = _Pool(self, batches, start, self._payload_bytes(batches, start))
         try:
             for k in range(start, len(batches)):
-                yield k, self._pin(pool.next(k))
+                out = pool.next(k)
+                yield k, out if pool.pinned else self._pin(out)
         finally:
             pool.close()
 
@@ -307,6 +315,8 @@ class _Pool:
         for t in range(start, min(start + self.slots, len(self.batches))):
             idx = self._idx(t)
             self.lib.gm_bind_pool_give(self.p, t, idx, len(idx))
+        # pin_memory: batches view page-locked memory (the ring registered with CUDA)
+        self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
         rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())

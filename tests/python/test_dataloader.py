@@ -246,6 +246,22 @@ class TestDataLoader(GmTest):
             self.assertTrue(any(inside), "tensor at %#x not in a ring" % x.data_ptr())
             break
 
+    def ring_ranges(self):
+        return [[int(v, 16) for v in l.split()[0].split("-")] for l in memfd_maps()
+                if "goldminer-ring" in l]
+
+    def test_pin_memory_views_the_registered_ring_or_says_it_cannot(self):
+        import torch
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, pin_memory=True)
+        if not torch.cuda.is_available():
+            with self.assertWarns(UserWarning):
+                next(iter(dl))
+            return
+        for x, a, r, i in dl:
+            self.assertTrue(x.is_pinned())
+            self.assertTrue(any(lo <= x.data_ptr() < hi for lo, hi in self.ring_ranges()))
+            break
+
     def test_refused_arguments_say_why(self):
         for kw, words in ((dict(num_workers=-1), "int >= 0"),
                           (dict(persistent_workers=True, num_workers=1), "persistent_workers"),
