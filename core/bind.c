@@ -11,6 +11,9 @@
  * workers start, gm_bind_pool_release after), so the release store of the slot's
  * task in gm_ring_release publishes them to the claimer's acquire load.
  *
+ * A slot's ids[] start with the batch's epoch and index (bind.h): a ring may carry
+ * several epochs for persistent workers, and the pool's stall lines name them.
+ *
  * The consumer side is a pool (pool.c) in exec mode with no index: it does not
  * read payloads, only hands them out. It does not pickle, lay out or check what
  * a payload holds: the binding does.
@@ -127,20 +130,24 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 	return slot;
 }
 
-uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx)
+uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx,
+			 uint32_t *epoch, uint32_t *batch)
 {
 	uint32_t n = gm_ring_ctl(b->ring, slot)->n;
+	const uint32_t *ids = gm_ring_ids(b->ring, slot);
 
-	*idx = gm_ring_ids(b->ring, slot);
+	*epoch = ids[0];
+	*batch = ids[1];
+	*idx = ids + GM_BIND_IDS_HDR;
 	/* written by the consumer, another process: checked before it sizes anything */
-	return n <= gm_ring_hdr(b->ring)->batch_size ? n : 0;
+	return n <= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR ? n : 0;
 }
 
 void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap)
 {
 	const struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
 
-	*cap = h->batch_size * h->sample_bytes;
+	*cap = (uint64_t)h->batch_size * h->sample_bytes;
 	return gm_ring_data(b->ring, slot);
 }
 
@@ -153,7 +160,7 @@ void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
 
 void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i)
 {
-	if (i >= gm_ring_hdr(b->ring)->batch_size)
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
 		return;
 	/* pairs with the relaxed loads of the lease watch (pool.c): progress only */
 	atomic_fetch_or_explicit(&gm_ring_done_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
@@ -165,7 +172,7 @@ int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample,
 {
 	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
 
-	if (i >= gm_ring_hdr(b->ring)->batch_size)
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
 		return -EINVAL;
 	atomic_fetch_or_explicit(&gm_ring_err_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
 				 memory_order_relaxed);
@@ -229,7 +236,8 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 
 	*out = NULL;
 	if (!c->argv || !c->argv[0] || !c->workers || c->workers > GM_MAX_WORKERS ||
-	    !c->batch_max || !c->payload_bytes || c->end_task <= c->first_task) {
+	    !c->batch_max || c->batch_max > GM_MAX_BATCH || !c->payload_bytes ||
+	    c->end_task <= c->first_task) {
 		gm_errf(err, errlen,
 			"a pool needs a command, 1..%d workers, a batch size, a payload size "
 			"and a task",
@@ -238,10 +246,10 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	}
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
-	pc.sample_bytes = (c->payload_bytes + c->batch_max - 1) / c->batch_max;
-	pc.w.batch_size = c->batch_max;
-	pc.w.epoch0 = c->epoch;
-	pc.w.batches_per_epoch = (uint32_t)c->end_task; /* one epoch per ring */
+	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */
+	pc.sample_bytes = (c->payload_bytes + rows - 1) / rows;
+	pc.w.batch_size = rows;
+	pc.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (the pool reads it) */
 	pc.first_task = c->first_task;
 	pc.end_task = c->end_task;
 	pc.slots = c->slots;
@@ -267,24 +275,31 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	return 0;
 }
 
-/* Write task's indices into its slot (the slot is FREE or about to be, for task). */
-static void put_indices(struct gm_bind_pool *p, uint64_t task, const uint32_t *idx, uint32_t n)
+/* Write task's batch into its slot (the slot is FREE or about to be, for task). */
+static void put_batch(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b)
 {
-	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, (uint32_t)(task & (p->h->nslots - 1)));
+	uint32_t slot = (uint32_t)(task & (p->h->nslots - 1));
+	uint32_t *ids = gm_ring_ids(p->ring, slot);
 
-	memcpy(gm_ring_ids(p->ring, (uint32_t)(task & (p->h->nslots - 1))), idx,
-	       (size_t)n * sizeof(*idx));
-	ctl->n = n;
+	ids[0] = b->epoch;
+	ids[1] = b->batch;
+	memcpy(ids + GM_BIND_IDS_HDR, b->idx, (size_t)b->n * sizeof(*b->idx));
+	gm_ring_ctl(p->ring, slot)->n = b->n;
 }
 
-int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const uint32_t *idx, uint32_t n)
+static bool batch_ok(const struct gm_bind_pool *p, const struct gm_bind_batch *b)
+{
+	return b && b->n && b->n <= p->batch_max && b->idx;
+}
+
+int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b)
 {
 	if (p->started)
 		return -EBUSY;
-	if (!n || n > p->batch_max || task < p->h->first_task ||
-	    task >= p->h->first_task + p->h->nslots || task >= p->h->end_task)
+	if (!batch_ok(p, b) || task < p->h->first_task || task >= p->h->first_task + p->h->nslots ||
+	    task >= p->h->end_task)
 		return -EINVAL;
-	put_indices(p, task, idx, n);
+	put_batch(p, task, b);
 	return 0;
 }
 
@@ -364,7 +379,7 @@ int32_t gm_bind_pool_status(const struct gm_bind_pool *p, uint32_t slot)
 
 const void *gm_bind_pool_payload(const struct gm_bind_pool *p, uint32_t slot, uint64_t *cap)
 {
-	*cap = p->h->batch_size * p->h->sample_bytes;
+	*cap = (uint64_t)p->h->batch_size * p->h->sample_bytes;
 	return gm_ring_data(p->ring, slot);
 }
 
@@ -387,16 +402,16 @@ const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint
 	return ctl->errs[r].msg;
 }
 
-int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const uint32_t *idx, uint32_t n)
+int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b)
 {
 	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
-
-	if (n > p->batch_max)
-		return -EINVAL;
 	uint64_t next = atomic_load_explicit(&ctl->task, memory_order_relaxed) + p->h->nslots;
-	if (n && next < p->h->end_task)
-		put_indices(p, next, idx, n);
-	/* its release store of the task publishes the indices to the next claimer */
+
+	if (next < p->h->end_task && !batch_ok(p, b))
+		return -EINVAL;
+	if (next < p->h->end_task)
+		put_batch(p, next, b);
+	/* its release store of the task publishes the batch to the next claimer */
 	gm_ring_release(p->ring, slot);
 	return 0;
 }

@@ -400,7 +400,8 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 		}
 	}
 	uint32_t cur = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
-	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 ? ids[last] : UINT32_MAX;
+	/* a binding's ids[] start with its batch's place (bind.h): only cur names one */
+	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 && p->c.w.ds ? ids[last] : UINT32_MAX;
 	return id < count ? id : UINT32_MAX;
 }
 
@@ -447,6 +448,11 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	uint32_t epoch, left, id = stuck_sample(p, slot, task, &left);
 	char what[320];
 	gm_worker_task_pos(&p->c.w, task, &epoch, &k);
+	if (!p->c.w.ds) { /* a binding's slot says where its batch is (bind.h) */
+		const uint32_t *ids = gm_ring_ids(p->ring, slot);
+		epoch = ids[0];
+		k = ids[1];
+	}
 	if (id != UINT32_MAX && p->c.w.ds)
 		snprintf(what, sizeof(what), "stuck on %s (sample %u)", sample_name(p, id), id);
 	else if (id != UINT32_MAX)

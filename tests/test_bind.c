@@ -75,8 +75,11 @@ static void produce(struct gm_bind *b, uint32_t slot, const char *mode)
 {
 	const uint32_t *idx;
 	uint64_t cap;
-	uint32_t n = gm_bind_indices(b, slot, &idx);
+	uint32_t epoch, batch;
+	uint32_t n = gm_bind_indices(b, slot, &idx, &epoch, &batch);
 	uint64_t *out = gm_bind_payload(b, slot, &cap);
+
+	out[3] = (uint64_t)epoch << 32 | batch; /* where the consumer said it is */
 
 	for (uint32_t i = 0; i < n && (i + 1) * 8 <= cap; i++) {
 		uint32_t id = idx[i];
@@ -123,11 +126,15 @@ static int worker_main(const char *mode)
 	return 0;
 }
 
-/* Indices of task t: 3 samples, 10t .. 10t+2. */
-static void indices(uint64_t t, uint32_t *idx)
+/* Task t: batch t % 5 of epoch 7 + t / 5, 3 samples, 10t .. 10t+2 (idx: room for 3). */
+static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 {
+	static struct gm_bind_batch b;
 	for (uint32_t j = 0; j < 3; j++)
 		idx[j] = (uint32_t)(10 * t + j);
+	b = (struct gm_bind_batch){
+	    .epoch = 7 + (uint32_t)(t / 5), .batch = (uint32_t)(t % 5), .idx = idx, .n = 3};
+	return &b;
 }
 
 static uint32_t budget; /* > 0: open_pool's pool is elastic within this many */
@@ -141,7 +148,7 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .workers = workers,
 				     .slots = 4,
 				     .batch_max = 3,
-				     .payload_bytes = 3 * 8,
+				     .payload_bytes = 4 * 8,
 				     .end_task = tasks,
 				     .lease_timeout_ms = lease_ms,
 				     .budget = budget};
@@ -156,10 +163,8 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 	*rc = gm_bind_pool_create(&p, &c, err, 512);
 	if (*rc)
 		return NULL;
-	for (uint64_t t = 0; t < 4 && t < tasks; t++) {
-		indices(t, idx);
-		assert_int_equal(gm_bind_pool_give(p, t, idx, 3), 0);
-	}
+	for (uint64_t t = 0; t < 4 && t < tasks; t++)
+		assert_int_equal(gm_bind_pool_give(p, t, indices(t, idx)), 0);
 	*rc = gm_bind_pool_start(p, err, 512);
 	return p;
 }
@@ -178,7 +183,8 @@ static uint32_t drain(struct gm_bind_pool *p, uint64_t tasks, uint32_t *bad)
 		assert_int_equal(gm_bind_pool_status(p, (uint32_t)slot), 0);
 		uint64_t cap;
 		const uint64_t *v = gm_bind_pool_payload(p, (uint32_t)slot, &cap);
-		assert_true(cap >= 24);
+		assert_true(cap >= 32);
+		assert_true(v[3] == ((7 + t / 5) << 32 | t % 5));
 		uint32_t ne = gm_bind_pool_errors(p, (uint32_t)slot);
 		for (uint32_t r = 0; r < ne; r++) {
 			uint32_t s;
@@ -196,8 +202,7 @@ static uint32_t drain(struct gm_bind_pool *p, uint64_t tasks, uint32_t *bad)
 				was_bad |= bad[r] == id;
 			assert_true(v[j] == (was_bad ? 0 : value(id)));
 		}
-		indices(t + 4, idx);
-		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, idx, 3), 0);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(t + 4, idx)), 0);
 	}
 	return nbad;
 }
@@ -267,8 +272,7 @@ static uint64_t take(struct gm_bind_pool *p, uint64_t *t, uint64_t n, int pause_
 		int slot = gm_bind_pool_next(p, *t, 20000, err, sizeof(err));
 		if (slot < 0)
 			fail_msg("batch %llu: %s", (unsigned long long)*t, err);
-		indices(*t + 4, idx);
-		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, idx, 3), 0);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(*t + 4, idx)), 0);
 		gm_bind_pool_stats(p, st);
 		most = st[4] > most ? st[4] : most;
 		usleep((useconds_t)pause_us);
@@ -373,6 +377,7 @@ static void test_consumer_refuses_what_is_out_of_range(void **state)
 	char err[512];
 	int rc;
 	uint32_t idx[4] = {1, 2, 3, 4};
+	struct gm_bind_batch four = {.idx = idx, .n = 4};
 	const char *argv[] = {self, NULL};
 	struct gm_bind_pool_cfg c = {
 	    .argv = argv, .workers = 0, .batch_max = 3, .payload_bytes = 24, .end_task = 6};
@@ -385,11 +390,12 @@ static void test_consumer_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
 	p = open_pool("plain", 1, 6, 0, err, &rc);
 	assert_int_equal(rc, 0);
-	assert_int_equal(gm_bind_pool_give(p, 0, idx, 1), -EBUSY); /* started */
+	assert_int_equal(gm_bind_pool_give(p, 0, indices(0, idx)), -EBUSY); /* started */
 	assert_int_equal(gm_bind_pool_slots(p), 4);
 	int slot = gm_bind_pool_next(p, 0, 20000, err, sizeof(err));
 	assert_true(slot >= 0);
-	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, idx, 4), -EINVAL);
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, &four), -EINVAL);
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, NULL), -EINVAL); /* 4 < 6 */
 	gm_bind_pool_destroy(p);
 	gm_bind_pool_destroy(NULL);
 }
@@ -428,11 +434,14 @@ static void test_give_refuses_tasks_outside_the_window(void **state)
 				     .end_task = 5};
 	struct gm_bind_pool *p;
 	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
-	assert_int_equal(gm_bind_pool_give(p, 1, idx, 3), -EINVAL); /* before first */
-	assert_int_equal(gm_bind_pool_give(p, 5, idx, 3), -EINVAL); /* at end */
-	assert_int_equal(gm_bind_pool_give(p, 2, idx, 0), -EINVAL);
-	assert_int_equal(gm_bind_pool_give(p, 2, idx, 4), -EINVAL);
-	assert_int_equal(gm_bind_pool_give(p, 4, idx, 3), 0);
+	struct gm_bind_batch three = {.idx = idx, .n = 3}, none = {.idx = idx, .n = 0},
+			     four = {.idx = idx, .n = 4};
+	assert_int_equal(gm_bind_pool_give(p, 1, &three), -EINVAL); /* before first */
+	assert_int_equal(gm_bind_pool_give(p, 5, &three), -EINVAL); /* at end */
+	assert_int_equal(gm_bind_pool_give(p, 2, &none), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 2, &four), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 2, NULL), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 4, &three), 0);
 	gm_bind_pool_destroy(p); /* never started */
 }
 
@@ -443,17 +452,26 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	struct gm_bind *b;
 	const uint32_t *idx;
 	uint64_t task, cap;
-	assert_int_equal(gm_ring_create(&r, 4, 3, 8, 0, 2), 0);
+	uint32_t epoch, batch;
+	assert_int_equal(gm_ring_create(&r, 4, 3 + GM_BIND_IDS_HDR, 8, 0, 2), 0);
 	assert_int_equal(gm_bind_attach(&b, gm_ring_fd(r)), 0);
-	gm_ring_ctl(r, 0)->n = 99; /* a consumer that wrote nonsense */
+	gm_ring_ctl(r, 0)->n = 4; /* a consumer that wrote nonsense: 4 > 3 */
+	gm_ring_ids(r, 0)[0] = 9;
+	gm_ring_ids(r, 0)[1] = 2;
+	gm_ring_ids(r, 0)[2] = 55;
 	int slot = gm_bind_claim(b, 0, &task);
 	assert_int_equal(slot, 0);
 	assert_int_equal(task, 0);
 	assert_int_equal(GM_SLOT_PID(atomic_load(&gm_ring_ctl(r, 0)->state)),
 			 (uint32_t)getpid() & 0xffffff); /* the lease is ours */
-	assert_int_equal(gm_bind_indices(b, 0, &idx), 0);
+	assert_int_equal(gm_bind_indices(b, 0, &idx, &epoch, &batch), 0);
+	gm_ring_ctl(r, 0)->n = 3;
+	assert_int_equal(gm_bind_indices(b, 0, &idx, &epoch, &batch), 3);
+	assert_int_equal(epoch, 9);
+	assert_int_equal(batch, 2);
+	assert_int_equal(idx[0], 55); /* the third word (another mapping of the ring) */
 	assert_non_null(gm_bind_payload(b, 0, &cap));
-	assert_int_equal(cap, 24);
+	assert_int_equal(cap, 40);
 	assert_int_equal(gm_bind_error(b, 0, 3, 7, -EIO, "x"), -EINVAL);
 	assert_int_equal(gm_bind_error(b, 0, 2, 7, -EIO, "bad"), 0);
 	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1);

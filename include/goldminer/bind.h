@@ -5,8 +5,12 @@
  *
  * A binding's ring is an ordinary ring (ring.h) used one way round: the consumer
  * draws each batch's sample indices (its sampler's order, its state) and writes
- * them into the slot of that batch before the slot is FREE for it: ids[0..n) of
- * the slot, n in its control block. A worker claims a task with the same CAS as a
+ * them into the slot of that batch before the slot is FREE for it, with the
+ * batch's place: ids[0] its epoch, ids[1] its index in the epoch, ids[2..2+n) the
+ * sample indices, n in the slot's control block (the ring's batch size is the
+ * longest batch + GM_BIND_IDS_HDR). One ring may carry several epochs (the
+ * consumer's persistent workers): a task is a ring position, its epoch and batch
+ * are what the slot says. A worker claims a task with the same CAS as a
  * C worker (gm_ring_claim: the claim is the lease), reads those indices, computes
  * the batch whole and writes it as opaque bytes into the slot's data region (the
  * "payload": the binding's own layout, with its size inside), marks each sample
@@ -30,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define GM_BIND_IDS_HDR 2 /* ids[] words before a batch's indices: epoch, batch */
+
 /* ---- worker side ---------------------------------------------------------------- */
 
 struct gm_bind;
@@ -48,9 +54,11 @@ void gm_bind_detach(struct gm_bind *b);
  * again), -ENODATA when every task is handed out or the ring says stop. */
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task);
 
-/* The claimed slot's sample indices: their count, *idx pointing at them in the
- * ring (valid while the lease is held). 0 when the count is out of range. */
-uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx);
+/* The claimed slot's batch: its epoch and index in the epoch (*epoch, *batch), and
+ * its sample indices: their count, *idx pointing at them in the ring (valid while
+ * the lease is held). 0 when the count is out of range. */
+uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx,
+			 uint32_t *epoch, uint32_t *batch);
 
 /* The slot's data region and its capacity in bytes (*cap), for the payload. */
 void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap);
@@ -93,9 +101,8 @@ struct gm_bind_pool_cfg {
 	uint32_t slots;		   /* ring slots, a power of two (0: 2 per worker, >= 4) */
 	uint32_t batch_max;	   /* most indices in one batch */
 	uint64_t payload_bytes;	   /* capacity of a slot's payload */
-	uint64_t first_task;	   /* tasks: batches [first_task, end_task) */
-	uint64_t end_task;	   /* ... of one epoch */
-	uint32_t epoch;		   /* for messages */
+	uint64_t first_task;	   /* tasks: ring positions [first_task, end_task) */
+	uint64_t end_task;	   /* (GM_RING_NO_END: as many as the consumer gives) */
 	uint32_t lease_timeout_ms; /* a lease with no progress for this long is ended
 				    * (0: GM_LEASE_TIMEOUT_MS) */
 	uint32_t budget;	   /* > 0: the elastic controller sizes the pool within
@@ -106,10 +113,17 @@ struct gm_bind_pool_cfg {
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
 			size_t errlen);
 
-/* Before gm_bind_pool_start: the indices of task (one of the first `slots`
- * tasks). 0, -EINVAL (n out of 1..batch_max, task not in the ring's window), or
- * -EBUSY once started (then gm_bind_pool_release gives them). */
-int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const uint32_t *idx, uint32_t n);
+/* Where a batch is and what it holds: batch `batch` of epoch `epoch`, n indices. */
+struct gm_bind_batch {
+	uint32_t epoch, batch;
+	const uint32_t *idx;
+	uint32_t n;
+};
+
+/* Before gm_bind_pool_start: task's batch (task one of the first `slots`).
+ * 0, -EINVAL (n out of 1..batch_max, task not in the ring's window), or -EBUSY
+ * once started (then gm_bind_pool_release gives them). */
+int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b);
 
 /* Start the workers. 0 or -errno with a message. */
 int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
@@ -132,9 +146,12 @@ uint32_t gm_bind_pool_errors(const struct gm_bind_pool *p, uint32_t slot);
 const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint32_t r,
 			       uint32_t *sample, int32_t *err);
 
-/* Hand the slot back for task + slots, whose indices (idx, n) it carries; n = 0
- * when that task is past the end. 0, or -EINVAL (n > batch_max: nothing done). */
-int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const uint32_t *idx, uint32_t n);
+/* Hand the slot back for task + slots, whose batch it carries (NULL only when
+ * that task is past the end). Slots go back in task order: a consumer that does
+ * not know the next batch yet (the next epoch's order is not drawn) keeps the
+ * slot until it does. 0, or -EINVAL (n out of 1..batch_max, or NULL before the
+ * end: nothing done). */
+int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b);
 
 /* Counters: [0] workers alive, [1] deaths, [2] tasks re-issued, [3] samples
  * quarantined, [4] the pool's target size (the controller's, with a budget). */

@@ -24,17 +24,30 @@ class PoolCfg(ctypes.Structure):
         ("payload_bytes", ctypes.c_uint64),
         ("first_task", ctypes.c_uint64),
         ("end_task", ctypes.c_uint64),
-        ("epoch", ctypes.c_uint32),
         ("lease_timeout_ms", ctypes.c_uint32),
         ("budget", ctypes.c_uint32),
     ]
 
 
+class Batch(ctypes.Structure):
+    """struct gm_bind_batch"""
+    _fields_ = [
+        ("epoch", ctypes.c_uint32),
+        ("batch", ctypes.c_uint32),
+        ("idx", _U32P),
+        ("n", ctypes.c_uint32),
+    ]
+
+
+NO_END = (1 << 64) - 1  # GM_RING_NO_END
+_BP = ctypes.POINTER(Batch)
+
 _PROTOS = {
     "gm_bind_attach": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int]),
     "gm_bind_detach": (None, [_P]),
     "gm_bind_claim": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
-    "gm_bind_indices": (ctypes.c_uint32, [_P, ctypes.c_uint32, ctypes.POINTER(_U32P)]),
+    "gm_bind_indices": (ctypes.c_uint32, [_P, ctypes.c_uint32, ctypes.POINTER(_U32P),
+                                          _U32P, _U32P]),
     "gm_bind_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
     "gm_bind_sample": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_done": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
@@ -45,7 +58,7 @@ _PROTOS = {
     "gm_bind_fatal": (None, [_P, ctypes.c_char_p]),
     "gm_bind_pool_create": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(PoolCfg),
                                            ctypes.c_char_p, ctypes.c_size_t]),
-    "gm_bind_pool_give": (ctypes.c_int, [_P, ctypes.c_uint64, _U32P, ctypes.c_uint32]),
+    "gm_bind_pool_give": (ctypes.c_int, [_P, ctypes.c_uint64, _BP]),
     "gm_bind_pool_start": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "gm_bind_pool_next": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
                                          ctypes.c_size_t]),
@@ -54,7 +67,7 @@ _PROTOS = {
     "gm_bind_pool_errors": (ctypes.c_uint32, [_P, ctypes.c_uint32]),
     "gm_bind_pool_error": (ctypes.c_char_p, [_P, ctypes.c_uint32, ctypes.c_uint32, _U32P,
                                              ctypes.POINTER(ctypes.c_int32)]),
-    "gm_bind_pool_release": (ctypes.c_int, [_P, ctypes.c_uint32, _U32P, ctypes.c_uint32]),
+    "gm_bind_pool_release": (ctypes.c_int, [_P, ctypes.c_uint32, _BP]),
     "gm_bind_pool_stats": (None, [_P, ctypes.POINTER(ctypes.c_uint64)]),
     "gm_bind_pool_slots": (ctypes.c_uint32, [_P]),
     "gm_bind_pool_pin": (ctypes.c_int, [_P]),

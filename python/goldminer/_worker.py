@@ -1,12 +1,12 @@
 """_worker - a Python data worker: a fresh process of the trainer's interpreter.
 
-    python3 -c '...from goldminer._worker import main; main()' SPEC EPOCH
+    python3 -c '...from goldminer._worker import main; main()' SPEC
 
 started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
 fd 3. It loads SPEC (the pickled dataset, collate_fn, worker_init_fn, seed,
 on_error and the trainer's sys.path), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
-task, read its sample indices from the ring, seed the global generators per
+task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
 layout of _slot.py, publish. It keeps nothing between tasks.
 
@@ -60,8 +60,11 @@ class _Task:
     def __init__(self, lib, b, slot, task):
         self.lib, self.b, self.slot, self.task = lib, b, slot, task
         idx = ctypes.POINTER(ctypes.c_uint32)()
-        n = lib.gm_bind_indices(b, slot, ctypes.byref(idx))
+        epoch, batch = ctypes.c_uint32(), ctypes.c_uint32()
+        n = lib.gm_bind_indices(b, slot, ctypes.byref(idx), ctypes.byref(epoch),
+                                ctypes.byref(batch))
         self.indices = [idx[i] for i in range(n)]
+        self.epoch, self.batch = epoch.value, batch.value  # the trainer's, in the slot
         cap = ctypes.c_uint64()
         ptr = lib.gm_bind_payload(b, slot, ctypes.byref(cap))
         self.cap = cap.value
@@ -82,7 +85,7 @@ def _sample(w, t, i):
     t.lib.gm_bind_sample(t.b, t.slot, i)
     if t.lib.gm_bind_quarantined(t.b, i):
         raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
-    _slot.seed_all(_slot.seed_of(w["seed"], w["epoch"], i))
+    _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, i))
     return w["dataset"][i]
 
 
@@ -110,7 +113,7 @@ def _one(w, t, pos, i):
 def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
     """Publish the batch as failed, the exception pickled into the payload."""
     from . import _slot
-    info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "task": t.task}
+    info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "batch": t.batch}
     try:
         blob = w["dumps"]((exc, info))
     except Exception:  # noqa: BLE001 - an exception that does not pickle
@@ -133,7 +136,7 @@ def produce(w, t):
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
-        _slot.seed_all(_slot.seed_of(w["seed"], w["epoch"], -1 - t.task))
+        _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, -1 - t.batch))
         out = w["collate_fn"](items)
         packed = _slot.pack(out, w["dumps"])
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
@@ -149,7 +152,6 @@ def produce(w, t):
 def _setup(argv):
     head, w = _load_spec(argv[0])
     w.update(head)
-    w["epoch"] = int(argv[1])
     try:
         import cloudpickle
         w["dumps"] = cloudpickle.dumps

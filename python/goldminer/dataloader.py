@@ -26,8 +26,11 @@ num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
 process may use) from the trainer's wait and the workers' rate.
 
-What it does not do (yet): node=, persistent_workers=True and IterableDataset are
-refused in words; worker_init_fn gets worker id 0 (the pool's
+persistent_workers=True keeps one ring and its workers across epochs (each slot
+says which epoch its batch is of); an epoch left half-way ends them (the next
+starts new ones).
+
+What it does not do (yet): node= and IterableDataset are refused in words; worker_init_fn gets worker id 0 (the pool's
 workers are interchangeable and replaced, they have no stable id).
 """
 import ctypes
@@ -98,7 +101,7 @@ class DataLoader:
         self.collate_fn = collate_fn or tud.default_collate
         self.worker_init_fn, self.generator = worker_init_fn, generator
         self.on_error, self.lease_timeout_ms, self.slot_bytes = on_error, lease_timeout_ms, slot_bytes
-        self.copy = copy
+        self.copy, self.persistent_workers, self._pool = copy, persistent_workers, None
         self._own_gen = generator is None
         self._gen = generator if generator is not None else torch.Generator()
         if batch_sampler is None:
@@ -129,8 +132,8 @@ class DataLoader:
         if ctx not in (None, "spawn"):
             no("multiprocessing_context=%r: goldminer's workers are always fresh processes of"
                " this interpreter (like 'spawn'), never forked" % (ctx,))
-        if persistent:
-            no("persistent_workers=True is not there yet: workers start with each epoch")
+        if persistent and not num_workers:
+            no("persistent_workers option needs num_workers > 0")
         if node is not None:
             no("node= (workers through the node agent) is not there yet")
         if on_error not in _ON_ERROR:
@@ -159,6 +162,7 @@ class DataLoader:
                 "generator": self._gen_state if not self._own_gen else None}
 
     def load_state_dict(self, sd):
+        self.close()  # a persistent pool's tasks in flight are not the resumed ones
         self._epoch, self._start, self.seed = sd["epoch"], sd["batch"], sd["seed"]
         if sd.get("generator") is not None:
             self._gen.set_state(sd["generator"])
@@ -245,16 +249,44 @@ class DataLoader:
             self._measured = max(1 << 20, (2 * size + 4095) // 4096 * 4096)
         return self._measured
 
+    def _pool_for(self, batches, start):
+        """The pool of this epoch: the persistent one when it can go on (the last
+        epoch ran to its end and this one starts at 0), else a new one."""
+        epoch, pool = self._epoch, self._pool
+        if pool is not None and start == 0:  # (an epoch left half-way closed it)
+            pool.add_plan((pool.tail(), epoch, batches, 0))
+            return pool
+        self.close()
+        pool = _Pool(self, (-start, epoch, batches, start), self._payload_bytes(batches, start),
+                     self.persistent_workers)
+        if self.persistent_workers:
+            self._pool = pool
+        return pool
+
     def _pooled(self, batches, start):
         if start >= len(batches):
             return
-        pool = _Pool(self, batches, start, self._payload_bytes(batches, start))
+        pool, done = self._pool_for(batches, start), False
+        base = pool.plans[-1][0]
         try:
             for k in range(start, len(batches)):
-                out = pool.next(k)
+                out = pool.next(base + k, k, self._epoch)
                 yield k, out if pool.pinned else self._pin(out)
+            done = True
         finally:
+            if not done or pool is not self._pool:
+                if pool is self._pool:
+                    self._pool = None  # an epoch left half-way: its tasks are dropped
+                pool.close()
+
+    def close(self):
+        """End the persistent workers now (they also end with the loader)."""
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
             pool.close()
+
+    def __del__(self):
+        self.close()
 
 
 def _map_tensors(obj, fn):
@@ -271,13 +303,24 @@ def _map_tensors(obj, fn):
 
 
 class _Pool:
-    """One epoch's ring and exec'd workers (gm_bind_pool_*), and its spec file."""
+    """A ring and its exec'd workers (gm_bind_pool_*), and the spec file they load.
 
-    def __init__(self, dl, batches, start, payload):
-        self.dl, self.batches, self.lib = dl, batches, _bind.lib()
-        self.p, self.held, self.dir = ctypes.c_void_p(), None, tempfile.mkdtemp(prefix="gm-py-")
+    Tasks are ring positions; each epoch iterated through the pool is a plan,
+    (base, epoch, batches): task base + k is batch k of that epoch. A pool of one
+    epoch ends at its last batch; a persistent pool (persistent_workers=True)
+    has no end and takes one plan after another. Slots go back in task order, each
+    with the batch of task + slots; one whose next batch is not drawn yet (the
+    next epoch's) is kept until it is."""
+
+    def __init__(self, dl, plan, payload, persistent):
+        self.dl, self.lib = dl, _bind.lib()
+        self.p, self.dir = ctypes.c_void_p(), tempfile.mkdtemp(prefix="gm-py-")
+        self.plans, self.held, self.pending = [plan], None, []
+        base, _, batches, start = plan
+        self.first = base + start
+        self.end = _bind.NO_END if persistent else base + len(batches)
         try:
-            self._open(start, payload)
+            self._open(payload, max(len(b) for b in batches))
         except BaseException:
             self.close()
             raise
@@ -292,11 +335,11 @@ class _Pool:
             f.write(b"%016x" % len(head) + head + body)
         return path
 
-    def _open(self, start, payload):
+    def _cfg(self, payload, batch_max):
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         code = ("import sys; sys.path.insert(0, %r); from goldminer._worker import main; main()"
                 % pkg)
-        args = [sys.executable, "-c", code, self._spec(), str(self.dl._epoch)]
+        args = [sys.executable, "-c", code, self._spec()]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
         auto = self.dl.num_workers == "auto"
         workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
@@ -304,57 +347,92 @@ class _Pool:
         while slots < max(4, self.dl.prefetch_factor * (self.dl.max_workers if auto
                                                        else workers)):
             slots *= 2
-        cfg = _bind.PoolCfg(self.argv, workers, slots, max(len(b) for b in self.batches),
-                            payload, start, len(self.batches), self.dl._epoch,
-                            self.dl.lease_timeout_ms, self.dl.max_workers if auto else 0)
+        if self.end == _bind.NO_END:  # the longest batch of any epoch: the sampler's size
+            batch_max = max(batch_max, self.dl.batch_size or 0)
+        return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
+                             self.end, self.dl.lease_timeout_ms,
+                             self.dl.max_workers if auto else 0)
+
+    def _open(self, payload, batch_max):
+        cfg = self._cfg(payload, batch_max)
         err = ctypes.create_string_buffer(512)
         rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
         self.slots = self.lib.gm_bind_pool_slots(self.p)
-        for t in range(start, min(start + self.slots, len(self.batches))):
-            idx = self._idx(t)
-            self.lib.gm_bind_pool_give(self.p, t, idx, len(idx))
+        for t in range(self.first, min(self.first + self.slots, self.end)):
+            b = self._batch(t)
+            if b is None:
+                break
+            self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
         self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
         rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
 
-    def _idx(self, t):
-        b = self.batches[t] if t < len(self.batches) else []
-        return (ctypes.c_uint32 * len(b))(*b)
+    def _batch(self, t):
+        """Task t's struct gm_bind_batch, or None while its epoch is not drawn."""
+        for base, epoch, batches, start in self.plans:
+            if base + start <= t < base + len(batches):
+                b = batches[t - base]
+                arr = (ctypes.c_uint32 * len(b))(*b)
+                out = _bind.Batch(epoch, t - base, arr, len(b))
+                out._keep = arr  # alive until the call has copied it into the ring
+                return out
+        return None
 
-    def _release(self):
+    def add_plan(self, plan):
+        self.plans = [p for p in self.plans if p[0] + len(p[2]) > self.first] + [plan]
+        self._flush()
+
+    def tail(self):
+        """The task after the last plan's last batch."""
+        base, _, batches, _ = self.plans[-1]
+        return base + len(batches)
+
+    def _flush(self):
+        """Hand back, in order, every kept slot whose next batch is known."""
         if self.held is not None:
-            slot, t = self.held
+            self.pending.append(self.held)
             self.held = None
-            idx = self._idx(t + self.slots)
-            self.lib.gm_bind_pool_release(self.p, slot, idx, len(idx))
+        while self.pending:
+            slot, t = self.pending[0]
+            nt = t + self.slots
+            b = None if nt >= self.end else self._batch(nt)
+            if b is None and nt < self.end:
+                return  # the next epoch's order is not drawn yet: keep it
+            if self.lib.gm_bind_pool_release(self.p, slot, ctypes.byref(b) if b else None):
+                raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
+                                   " more than the persistent ring's batches (its first"
+                                   " epoch's longest): use persistent_workers=False"
+                                   % (b.batch, b.epoch, b.n))
+            self.pending.pop(0)
+            self.first = t + 1
 
-    def next(self, k):
-        self._release()  # the previous batch's views end here
+    def next(self, t, k, epoch):
+        self._flush()  # the previous batch's views end here
         err = ctypes.create_string_buffer(512)
         waited, limit = 0, int(self.dl.timeout * 1000)
         while True:
-            slot = self.lib.gm_bind_pool_next(self.p, k, 200, err, 512)
+            slot = self.lib.gm_bind_pool_next(self.p, t, 200, err, 512)
             if slot >= 0:
                 break
             if slot == -errno.ETIMEDOUT or slot == -errno.EINTR:
                 waited += 200  # a KeyboardInterrupt is raised here, between calls
                 if limit and waited >= limit:
                     raise RuntimeError("DataLoader timed out after %g seconds (batch %d of"
-                                       " epoch %d)" % (self.dl.timeout, k, self.dl._epoch))
+                                       " epoch %d)" % (self.dl.timeout, k, epoch))
                 continue
             raise RuntimeError("goldminer DataLoader: batch %d of epoch %d: %s"
-                               % (k, self.dl._epoch, err.value.decode(errors="replace")))
-        self.held = (slot, k)
+                               % (k, epoch, err.value.decode(errors="replace")))
+        self.held = (slot, t)
         st = (ctypes.c_uint64 * 5)()
         self.lib.gm_bind_pool_stats(self.p, st)
         self.dl._stats = list(st)
-        return self._take(slot, k)
+        return self._take(slot, k, epoch)
 
-    def _take(self, slot, k):
+    def _take(self, slot, k, epoch):
         cap = ctypes.c_uint64()
         ptr = self.lib.gm_bind_pool_payload(self.p, slot, ctypes.byref(cap))
         buf = (ctypes.c_char * cap.value).from_address(ptr)
@@ -363,14 +441,13 @@ class _Pool:
             s, e = ctypes.c_uint32(), ctypes.c_int32()
             msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))
             if status == 0:
-                self.dl._errors.append((self.dl._epoch, k, s.value,
-                                        (msg or b"").decode(errors="replace")))
+                self.dl._errors.append((epoch, k, s.value, (msg or b"").decode(errors="replace")))
         if status == -errno.EMSGSIZE:
             raise RuntimeError("goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
                                " than a slot's %d: raise slot_bytes=" % (
-                                   k, self.dl._epoch, _slot.size_of(buf), cap.value))
+                                   k, epoch, _slot.size_of(buf), cap.value))
         if status:
-            _raise_failed(buf, k, self.dl._epoch)
+            _raise_failed(buf, k, epoch)
         return _slot.read(memoryview(buf).cast("B"), copy=self.dl.copy)
 
     def close(self):

@@ -105,6 +105,39 @@ class TestDataLoader(GmTest):
         self.assertNotEqual(e0, e1)
         self.assertEqual(dl.state_dict()["epoch"], 2)
 
+    def test_persistent_workers_keep_their_processes_and_the_bytes(self):
+        def epochs(persistent):
+            dl = self.DL(AugDataset(n=42), batch_size=BATCH, shuffle=True, num_workers=2,
+                         seed=5, copy=True, persistent_workers=persistent)
+            out, pids = [], []
+            for _ in range(3):
+                out.append(flat(list(dl)))
+                pids.append(sorted(pid for pid, _ in children()))
+            dl.close()
+            return out, pids
+        ref, _ = epochs(False)
+        got, pids = epochs(True)
+        self.assertEqual(got, ref)  # 42 samples: the last batch of each epoch is short
+        self.assertEqual(len(pids[0]), 2)
+        self.assertEqual(pids[0], pids[2])  # the same two workers served three epochs
+        self.assertEqual(children(), [])  # close() ended them
+
+    def test_persistent_epoch_left_half_way_restarts_cleanly(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                     copy=True, persistent_workers=True)
+        ref = [flat(list(self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=0,
+                                 seed=5, copy=True))) for _ in range(1)]
+        it = iter(dl)
+        next(it)
+        it.close()  # epoch 0 abandoned
+        e1 = flat(list(dl))
+        dl.close()
+        dl0 = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=0, seed=5,
+                      copy=True)
+        list(dl0)
+        self.assertEqual(e1, flat(list(dl0)))  # epoch 1's bytes
+        self.assertNotEqual(e1, ref[0])
+
     def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
         ref = self.run_loader(0)[0]
         dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
@@ -264,7 +297,7 @@ class TestDataLoader(GmTest):
 
     def test_refused_arguments_say_why(self):
         for kw, words in ((dict(num_workers=-1), "int >= 0"),
-                          (dict(persistent_workers=True, num_workers=1), "persistent_workers"),
+                          (dict(persistent_workers=True), "num_workers > 0"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
                           (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
             with self.assertRaises(ValueError) as cm:
