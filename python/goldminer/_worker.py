@@ -157,6 +157,11 @@ def _setup(argv):
         w["dumps"] = cloudpickle.dumps
     except ImportError:
         w["dumps"] = pickle.dumps
+    try:  # one intra-op thread per worker, as torch's own workers do
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
     if w.get("worker_init_fn") is not None:
         w["worker_init_fn"](0)
     return w
