@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -105,6 +106,11 @@ struct gm_pool {
 	/* elastic controller: the coordinator's (autoscale) or the owner's (measure) */
 	struct gm_elastic_meter meter;
 	struct gm_elastic ctl;
+	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
+	pid_t zpid;
+	int zpidfd, zsock;
+	bool zready; /* it said it is loaded: workers are forked from it */
+	int zfails;  /* zygotes that died before they were ready */
 };
 
 static uint64_t now_ns(void)
@@ -133,7 +139,7 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 /* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
  * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
  * before exec: the coordinator's process has other threads). */
-static void child(struct gm_pool *p, pid_t parent, char *const *argv)
+static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock)
 {
 	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -153,7 +159,10 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv)
 	/* dup2 onto itself (the ring was fd 3) keeps the flag: clear it */
 	if (argv && fcntl(3, F_SETFD, 0) < 0)
 		_exit(1);
-	syscall(SYS_close_range, 4, ~0u, 0);
+	/* a zygote's socket to the coordinator as fd 4 (the same dance) */
+	if (sock >= 0 && (dup2(sock, 4) < 0 || fcntl(4, F_SETFD, 0) < 0))
+		_exit(1);
+	syscall(SYS_close_range, sock >= 0 ? 5 : 4, ~0u, 0);
 	if (p->c.nice)
 		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
 	if (argv) {
@@ -168,19 +177,38 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv)
 	_exit(gm_worker_main(&c) ? 1 : 0);
 }
 
+/* A worker forked by the zygote (it is our child: this process is a subreaper
+ * and the zygote's own child that forked it has exited). Its pid, or -errno. */
+static pid_t from_zygote(struct gm_pool *p)
+{
+	struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
+	int32_t pid = -EIO;
+
+	if (send(p->zsock, "F", 1, MSG_NOSIGNAL) != 1)
+		return -EIO;
+	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck */
+	if (poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
+		return -EIO;
+	return pid > 0 ? pid : -EIO;
+}
+
 static int spawn(struct gm_pool *p)
 {
 	pid_t parent = getpid();
-	pid_t pid;
+	pid_t pid = -1;
 	int pidfd;
 
 	if (p->nwk >= GM_MAX_WORKERS)
 		return -EAGAIN;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0)
-		child(p, parent, (char *const *)p->c.exec_argv);
+	if (p->zready)
+		pid = from_zygote(p);
+	if (pid <= 0) { /* no zygote (yet), or one that failed: a fresh process */
+		pid = fork();
+		if (pid < 0)
+			return -errno;
+		if (pid == 0)
+			child(p, parent, (char *const *)p->c.exec_argv, -1);
+	}
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
@@ -193,6 +221,82 @@ static int spawn(struct gm_pool *p)
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
+}
+
+/* ---- the zygote ------------------------------------------------------------------
+ *
+ * An exec'd worker (a Python interpreter that imports torch and unpickles the
+ * dataset) takes a second or more to start; killed more often than that, no worker
+ * would ever finish a batch. With c.zygote_argv the coordinator starts one more
+ * process, the zygote: it loads what a worker loads, says "R" on its socket (fd 4),
+ * and then forks a worker for each "F" it reads, answering with the worker's pid.
+ * It forks twice (its child forks the worker and exits), and this process is a
+ * child subreaper (PR_SET_CHILD_SUBREAPER, set in gm_pool_start), so the worker,
+ * orphaned, becomes our child: reaped, watched and attributed like any other.
+ * Until the zygote is ready, and whenever it is gone, workers start as fresh
+ * processes; a zygote that dies is restarted, up to 3 that die before they are
+ * ready. The zygote is not a worker: it holds no lease and takes no task.
+ */
+
+static void zygote_start(struct gm_pool *p)
+{
+	pid_t parent = getpid();
+	int sv[2];
+
+	if (!p->c.zygote_argv || p->zpid || p->zfails >= 3 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0)
+		child(p, parent, (char *const *)p->c.zygote_argv, sv[1]);
+	close(sv[1]);
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pidfd < 0) {
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		close(sv[0]);
+		p->zfails++;
+		return;
+	}
+	p->zpid = pid;
+	p->zpidfd = pidfd;
+	p->zsock = sv[0];
+	p->zready = false;
+}
+
+/* The zygote exited (or must): reap it, forget it. */
+static void zygote_end(struct gm_pool *p, bool kill_it)
+{
+	if (!p->zpid)
+		return;
+	if (kill_it)
+		kill(p->zpid, SIGKILL);
+	waitpid(p->zpid, NULL, 0);
+	close(p->zpidfd);
+	close(p->zsock);
+	p->zfails += !p->zready;
+	p->zpid = 0;
+	p->zready = false;
+}
+
+/* What the zygote's fds said at this poll (pz: its pidfd, then its socket). */
+static void zygote_look(struct gm_pool *p, const struct pollfd *pz)
+{
+	char c;
+
+	if (!p->zpid)
+		return;
+	if (pz[0].revents) {
+		zygote_end(p, false);
+		zygote_start(p);
+		return;
+	}
+	if ((pz[1].revents & POLLIN) && recv(p->zsock, &c, 1, MSG_DONTWAIT) == 1 && c == 'R')
+		p->zready = true;
+	else if (pz[1].revents & (POLLHUP | POLLERR))
+		zygote_end(p, true);
 }
 
 /* One more strike for sample in table t (64 entries): its count now (0 when
@@ -604,6 +708,7 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 {
 	gm_ring_stop(p->ring);
+	zygote_end(p, true); /* it holds no lease: nothing to finish */
 	uint64_t deadline = now_ns() + 2000000000ull;
 	while (p->nwk > 0) {
 		for (int i = 0; i < p->nwk; i++) {
@@ -635,7 +740,7 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 static void *coordinator(void *arg)
 {
 	struct gm_pool *p = arg;
-	struct pollfd pfd[GM_MAX_WORKERS + 1];
+	struct pollfd pfd[GM_MAX_WORKERS + 3]; /* eventfd, workers, the zygote's two */
 	bool first = true;
 
 	for (;;) {
@@ -646,6 +751,8 @@ static void *coordinator(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (closing)
 			break;
+		if (first)
+			zygote_start(p);
 		adjust_pool(p, target);
 		if (first) {
 			atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
@@ -657,9 +764,13 @@ static void *coordinator(void *arg)
 			pfd[i + 1].fd = p->wk[i].pidfd;
 			pfd[i + 1].events = POLLIN;
 		}
-		int n = poll(pfd, (nfds_t)p->nwk + 1, poll_timeout(p, autoscale));
+		int nz = p->nwk + 1; /* where the zygote's fds are, if any */
+		pfd[nz] = (struct pollfd){.fd = p->zpidfd, .events = POLLIN};
+		pfd[nz + 1] = (struct pollfd){.fd = p->zsock, .events = POLLIN};
+		int n = poll(pfd, (nfds_t)nz + (p->zpid ? 2 : 0), poll_timeout(p, autoscale));
 		if (n < 0)
 			continue;
+		zygote_look(p, &pfd[nz]);
 		uint64_t now = now_ns();
 		if (p->c.chaos_kill_ms && now >= p->chaos_t + p->c.chaos_kill_ms * 1000000ull)
 			chaos_kill(p);
@@ -817,6 +928,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
+	p->zpidfd = p->zsock = -1;
 	*out = p;
 	return 0;
 }
@@ -841,6 +953,12 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	p->chaos_state = p->c.w.seed ^ 0x9e3779b97f4a7c15ull;
 	p->chaos_t = now_ns();
 	gm_elastic_meter_restart(&p->meter);
+	/* A zygote's workers are orphaned to us (see "the zygote"). */
+	if (p->c.zygote_argv && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		rc = -errno;
+		gm_errf(err, errlen, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+		return rc;
+	}
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;
 	sigfillset(&all);

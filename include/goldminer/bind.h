@@ -95,18 +95,19 @@ void gm_bind_fatal(struct gm_bind *b, const char *msg);
 struct gm_bind_pool;
 
 struct gm_bind_pool_cfg {
-	const char *const *argv;   /* each worker's command (execvp, NULL-terminated;
-				    * borrowed: it must outlive the pool) */
-	uint32_t workers;	   /* processes (1..GM_MAX_WORKERS) */
-	uint32_t slots;		   /* ring slots, a power of two (0: 2 per worker, >= 4) */
-	uint32_t batch_max;	   /* most indices in one batch */
-	uint64_t payload_bytes;	   /* capacity of a slot's payload */
-	uint64_t first_task;	   /* tasks: ring positions [first_task, end_task) */
-	uint64_t end_task;	   /* (GM_RING_NO_END: as many as the consumer gives) */
-	uint32_t lease_timeout_ms; /* a lease with no progress for this long is ended
-				    * (0: GM_LEASE_TIMEOUT_MS) */
-	uint32_t budget;	   /* > 0: the elastic controller sizes the pool within
-				    * this many workers, from `workers` (elastic.h) */
+	const char *const *argv;	/* each worker's command (execvp, NULL-terminated;
+					 * borrowed: it must outlive the pool) */
+	uint32_t workers;		/* processes (1..GM_MAX_WORKERS) */
+	uint32_t slots;			/* ring slots, a power of two (0: 2 per worker, >= 4) */
+	uint32_t batch_max;		/* most indices in one batch */
+	uint64_t payload_bytes;		/* capacity of a slot's payload */
+	uint64_t first_task;		/* tasks: ring positions [first_task, end_task) */
+	uint64_t end_task;		/* (GM_RING_NO_END: as many as the consumer gives) */
+	uint32_t lease_timeout_ms;	/* a lease with no progress for this long is ended
+					 * (0: GM_LEASE_TIMEOUT_MS) */
+	uint32_t budget;		/* > 0: the elastic controller sizes the pool within
+					 * this many workers, from `workers` (elastic.h) */
+	const char *const *zygote_argv; /* a zygote's command (pool.h), NULL: none */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */

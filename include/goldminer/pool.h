@@ -53,6 +53,12 @@ struct gm_pool_cfg {
 	 * w.ds may be NULL: the ring's ids[] then hold the consumer's sample indices. */
 	const char *const *exec_argv;
 	uint64_t sample_bytes; /* bytes per sample in the ring (0: the transform's output) */
+	/* With exec_argv: a zygote's command (NULL: none). It loads what a worker loads,
+	 * then forks each new worker on request (fd 4: it writes "R" once loaded, reads
+	 * "F", answers the worker's pid as an int32), so a replaced worker starts in
+	 * milliseconds. The owner's process becomes a child subreaper
+	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
+	const char *const *zygote_argv;
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -26,6 +26,7 @@ class PoolCfg(ctypes.Structure):
         ("end_task", ctypes.c_uint64),
         ("lease_timeout_ms", ctypes.c_uint32),
         ("budget", ctypes.c_uint32),
+        ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 

@@ -23,13 +23,20 @@ and the trainer do.
 
 It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
 pool retires it) after its batch, and with the pool's SIGKILL.
+
+With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
+spec once, then forks a worker for each request on fd 4, so that a replaced
+worker starts in milliseconds rather than the seconds an interpreter takes to
+import torch and unpickle the dataset.
 """
 import ctypes
 import errno
 import os
 import pickle
 import signal
+import struct
 import sys
+import time
 import traceback
 
 SUBSTITUTE_TRIES = 64
@@ -120,7 +127,6 @@ def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
         info["type"] = RuntimeError
         blob = pickle.dumps((None, info))
     blob = blob[:max(0, t.cap - _slot.HDR)]
-    import struct
     struct.pack_into("<QQ8s", t.buf, 0, _slot.HDR + len(blob), len(blob), b"GMPYFAIL")
     t.buf[_slot.HDR:_slot.HDR + len(blob)] = blob
     t.publish(status)
@@ -142,7 +148,6 @@ def produce(w, t):
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
         return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
     if packed[2] > t.cap:
-        import struct
         struct.pack_into("<Q", t.buf, 0, packed[2])
         return t.publish(-errno.EMSGSIZE)
     _slot.write(t.buf, packed)
@@ -162,28 +167,40 @@ def _setup(argv):
         torch.set_num_threads(1)
     except ImportError:
         pass
-    if w.get("worker_init_fn") is not None:
-        w["worker_init_fn"](0)
     return w
 
 
-def main(argv=None):
-    from . import _bind
-    argv = sys.argv[1:] if argv is None else argv
-    lib = _bind.lib()
+def _attach(lib):
     b = ctypes.c_void_p()
     rc = lib.gm_bind_attach(ctypes.byref(b), 3)
     if rc:
         sys.stderr.write("goldminer worker: cannot map the ring (fd 3): %s\n" % os.strerror(-rc))
         os._exit(2)
-    signal.signal(signal.SIGUSR1, _on_usr1)
+    return b
+
+
+def _load(lib, b, argv):
+    """The spec, or the process ends with the reason in the ring header."""
     try:
-        w = _setup(argv)
+        return _setup(argv)
     except BaseException as e:  # noqa: BLE001 - say why, then go
         msg = "%s: %s" % (type(e).__name__, e)
         lib.gm_bind_fatal(b, ("cannot load the dataset: " + msg).encode()[:250])
         sys.stderr.write("goldminer worker: %s\n%s" % (msg, traceback.format_exc()))
         os._exit(1)
+
+
+def _name(name):
+    """This process's name in ps and /proc/PID/comm (PR_SET_NAME)."""
+    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)
+
+
+def _serve(lib, b, w):
+    """The worker loop: claim, produce, publish until stop, the end or retirement."""
+    _name(b"gm-pyworker")
+    signal.signal(signal.SIGUSR1, _on_usr1)
+    if w.get("worker_init_fn") is not None:
+        w["worker_init_fn"](0)
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
@@ -193,6 +210,64 @@ def main(argv=None):
             produce(w, _Task(lib, b, slot, task.value))
     sys.stdout.flush()
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
+
+
+def _forked(lib, b, w, trainer):
+    """In a worker the zygote forked: wait to be the trainer's (orphaned to it, a
+    subreaper), die with it, map the ring as this process, serve."""
+    os.close(4)
+    while os.getppid() != trainer:
+        if os.getppid() == 1:  # the trainer is gone
+            os._exit(0)
+        time.sleep(0.001)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != trainer:
+        os._exit(0)
+    lib.gm_bind_detach(b)  # the zygote's mapping: its lease id is the zygote's pid
+    _serve(lib, _attach(lib), w)
+
+
+def zygote(lib, argv):
+    """Load once, then fork a worker for each request on fd 4 (core/pool.c, "the
+    zygote"): fork twice so that the worker is orphaned to the trainer."""
+    _name(b"gm-zygote")
+    b = _attach(lib)
+    w = _load(lib, b, argv)
+    trainer = os.getppid()
+    os.write(4, b"R")
+    while True:
+        try:
+            req = os.read(4, 16)
+        except InterruptedError:
+            continue
+        if not req:
+            os._exit(0)  # the coordinator closed the socket
+        r, wr = os.pipe()
+        mid = os.fork()
+        if mid == 0:
+            os.close(r)
+            pid = os.fork()
+            if pid == 0:
+                os.close(wr)
+                _forked(lib, b, w, trainer)
+            os.write(wr, struct.pack("i", pid))
+            os._exit(0)
+        os.close(wr)
+        data = os.read(r, 4)
+        os.close(r)
+        os.waitpid(mid, 0)
+        os.write(4, data if len(data) == 4 else struct.pack("i", -1))
+
+
+def main(argv=None):
+    from . import _bind
+    argv = sys.argv[1:] if argv is None else argv
+    lib = _bind.lib()
+    if argv and argv[0] == "--zygote":
+        zygote(lib, argv[1:])
+    b = _attach(lib)
+    _serve(lib, b, _load(lib, b, argv))
 
 
 if __name__ == "__main__":

@@ -341,6 +341,8 @@ class _Pool:
                 % pkg)
         args = [sys.executable, "-c", code, self._spec()]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
+        zyg = args[:3] + ["--zygote"] + args[3:]  # replacements fork from it
+        self.zargv = (ctypes.c_char_p * (len(zyg) + 1))(*[a.encode() for a in zyg], None)
         auto = self.dl.num_workers == "auto"
         workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
         slots = 1
@@ -351,7 +353,7 @@ class _Pool:
             batch_max = max(batch_max, self.dl.batch_size or 0)
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
-                             self.dl.max_workers if auto else 0)
+                             self.dl.max_workers if auto else 0, self.zargv)
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)

@@ -53,6 +53,29 @@ class AugDataset:
         return (torch.rand(3) + i, np.random.rand(2), random.random(), i)
 
 
+def named(name, pid=None):
+    """pid's children called name (/proc/PID/comm: the workers set theirs)."""
+    out = []
+    for c, _ in children(pid):
+        try:
+            with open("/proc/%d/comm" % c) as f:
+                if f.read().strip() == name:
+                    out.append(c)
+        except OSError:
+            pass
+    return out
+
+
+def workers(pid=None):
+    """The worker processes among pid's children (not the pool's zygote); a worker
+    still starting (not named yet) is not counted."""
+    return named("gm-pyworker", pid)
+
+
+def zygotes():
+    return named("gm-zygote")
+
+
 def flat(batches):
     """A comparable form of a list of batches (tensors to lists)."""
     out = []
@@ -112,7 +135,10 @@ class TestDataLoader(GmTest):
             out, pids = [], []
             for _ in range(3):
                 out.append(flat(list(dl)))
-                pids.append(sorted(pid for pid, _ in children()))
+                deadline = time.monotonic() + 20
+                while persistent and len(workers()) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)  # a worker still starting: its name comes later
+                pids.append(sorted(workers()))
             dl.close()
             return out, pids
         ref, _ = epochs(False)
@@ -137,6 +163,35 @@ class TestDataLoader(GmTest):
         list(dl0)
         self.assertEqual(e1, flat(list(dl0)))  # epoch 1's bytes
         self.assertNotEqual(e1, ref[0])
+
+    def test_replacements_fork_from_the_zygote_and_are_reaped_here(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
+                     seed=5, copy=True)
+        got, first, later = [], [], []
+        for b in dl:
+            got.append(b)
+            if len(got) == 2:
+                deadline = time.monotonic() + 20
+                while not zygotes() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                zyg = zygotes()
+                self.assertEqual(len(zyg), 1)
+                time.sleep(1.0)  # loaded: it says so before it forks anyone
+                first = workers()
+                for pid in first:
+                    os.kill(pid, signal.SIGKILL)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 10:
+                    later = [w for w in workers() if w not in first]
+                    if len(later) == 2:
+                        break
+                    time.sleep(0.005)
+                took = time.monotonic() - t0
+        self.assertEqual(flat(got), ref)
+        self.assertEqual(len(later), 2)
+        self.assertLess(took, 1.0)  # forked replacements, not fresh interpreters
+        self.assertEqual(children(), [])  # every process reaped
 
     def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
         ref = self.run_loader(0)[0]
@@ -209,7 +264,7 @@ class TestDataLoader(GmTest):
         for b in dl:
             got.append(b)
             if len(got) == 1:
-                stopped = [pid for pid, _ in children()]
+                stopped = workers()
                 for pid in stopped:
                     os.kill(pid, signal.SIGSTOP)
         self.assertTrue(stopped)
@@ -347,12 +402,12 @@ class TestScript(GmTest):
     def test_ctrl_c_leaves_no_process(self):
         p = self.script(delay="0.5")
         self.assertTrue(p.stdout.readline())  # iterating: the workers run
-        workers = [pid for pid, _ in children(p.pid)]
-        self.assertTrue(workers)
+        procs = [pid for pid, _ in children(p.pid)]  # workers and the zygote
+        self.assertGreaterEqual(len(procs), 3)
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=60)
         self.assertNotEqual(p.returncode, 0)
         deadline = time.monotonic() + 10
-        while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        while any(alive(w) for w in procs) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertEqual([w for w in workers if alive(w)], [])
+        self.assertEqual([w for w in procs if alive(w)], [])
