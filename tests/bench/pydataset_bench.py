@@ -15,8 +15,9 @@ CenterCrop(128) + ColorJitter + ToTensor. For each it prints JSON lines:
            runs of the two loaders alternating so that a shared machine's drift
            hits both; goldminer with 2 workers and with num_workers="auto"
            (max_workers=2: the same CPUs);
-  kill     one worker SIGKILLed every 200 ms: goldminer's checksum against its
-           undisturbed one; torch's DataLoader: what it raised;
+  kill     one worker SIGKILLed every 200 ms from the first batch on (goldminer's
+           zygote, which holds no lease, is not a worker) over --epochs epochs: goldminer's checksum
+           against its undisturbed one; torch's DataLoader: what it raised;
   memory   the trainer's RSS and PSS and the workers' total, mid-epoch.
 The checksum is a SHA-256 over every batch's tensors' bytes.
 """
@@ -140,7 +141,9 @@ def rate(which, ds, collate, batch, epochs, workers="2"):
     return out
 
 
-def children():
+def children(workers_only=False):
+    """This process's children; workers_only: not goldminer's zygote (a loader of
+    workers that holds no lease: the workers are what is killed)."""
     me, out = os.getpid(), []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -149,7 +152,8 @@ def children():
                     st = f.read()
             except OSError:
                 continue
-            if int(st[st.rfind(")") + 2:].split()[1]) == me:
+            if int(st[st.rfind(")") + 2:].split()[1]) == me and not (
+                    workers_only and st[st.find("(") + 1:st.rfind(")")] == "gm-zygote"):
                 out.append(int(d))
     return out
 
@@ -164,7 +168,7 @@ class Killer(threading.Thread):
     def run(self):
         k = 0
         while not self.stop.wait(self.period):
-            kids = children()
+            kids = children(workers_only=True)
             if kids:
                 try:
                     os.kill(kids[k % len(kids)], signal.SIGKILL)
@@ -174,23 +178,29 @@ class Killer(threading.Thread):
                 k += 1
 
 
-def under_kills(which, ds, collate, batch):
+def under_kills(which, ds, collate, batch, epochs):
     dl = make(which, ds, collate, batch)
     ref = hashlib.sha256()
     if which == "goldminer":
-        epoch(make(which, ds, collate, batch), ref)
+        ok = make(which, ds, collate, batch)
+        for _ in range(epochs):
+            epoch(ok, ref)
+        ok.close()
     h, k = hashlib.sha256(), Killer()
-    k.start()
-    out = {"loader": which, "kill_every_ms": 200}
+    out = {"loader": which, "kill_every_ms": 200, "epochs": epochs}
     try:
-        epoch(dl, h)
+        t0 = time.monotonic()
+        for _ in range(epochs):  # the kills start once the first batch is there
+            epoch(dl, h, each=lambda: k.is_alive() or k.start())
+        out["seconds"] = round(time.monotonic() - t0, 2)
         out.update(completed=True, same_checksum=h.hexdigest() == ref.hexdigest()
                    if which == "goldminer" else None)
     except Exception as e:  # noqa: BLE001 - what torch's DataLoader raises
         out.update(completed=False, stopped_with="%s: %s" % (type(e).__name__,
                                                             str(e).splitlines()[0][:160]))
     k.stop.set()
-    k.join()
+    if k.is_alive():
+        k.join()
     out["kills"] = k.kills
     if hasattr(dl, "close"):
         dl.close()
@@ -255,7 +265,7 @@ def main():
         r["samples_per_s"] = round(r["samples_per_s"], 1)
         print(json.dumps(dict(r, what="rate")), flush=True)
     for which in ("goldminer", "torch"):
-        print(json.dumps(dict(under_kills(which, ds, collate, batch), what="kill",
+        print(json.dumps(dict(under_kills(which, ds, collate, batch, a.epochs), what="kill",
                               kind=a.kind)), flush=True)
     for which in ("goldminer", "torch"):
         print(json.dumps(dict(memory(which, ds, collate, batch), what="memory",
