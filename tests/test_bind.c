@@ -28,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +107,8 @@ static int worker_main(const char *mode)
 	if (gm_bind_attach(&b, 3))
 		return 2;
 	char path[128];
-	snprintf(path, sizeof(path), "%s/%d", getenv("GM_TEST_BIND_DIR"), (int)getpid());
+	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
+		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
 	FILE *f = fopen(path, "w"); /* the test finds its workers' pids here */
 	if (f)
 		fclose(f);
@@ -126,6 +129,58 @@ static int worker_main(const char *mode)
 	return 0;
 }
 
+/* The zygote protocol of pool.c (what python/goldminer/_worker.py's zygote does):
+ * "R" once ready, then a worker forked twice (orphaned to the pool's process, a
+ * subreaper) for each request, its pid the answer. MODE "dies": exit before ready. */
+static pid_t zygote_fork(pid_t trainer)
+{
+	int pfd[2];
+	int32_t v = -1;
+	if (pipe(pfd))
+		return -1;
+	pid_t mid = fork();
+	if (mid == 0) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(4);
+			close(pfd[0]);
+			close(pfd[1]);
+			while (getppid() != trainer)
+				if (kill(trainer, 0) < 0)
+					_exit(0); /* the pool's process is gone */
+				else
+					usleep(1000);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			setenv("GM_TEST_FROM_ZYGOTE", "1", 1);
+			_exit(worker_main("slow"));
+		}
+		v = pid;
+		_exit(write(pfd[1], &v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(pfd[0]);
+	waitpid(mid, NULL, 0);
+	return v;
+}
+
+static int zygote_main(const char *mode)
+{
+	pid_t trainer = getppid();
+	char c;
+	if (!strcmp(mode, "dies"))
+		return 3;
+	if (write(4, "R", 1) != 1)
+		return 1;
+	while (read(4, &c, 1) == 1) {
+		int32_t pid = zygote_fork(trainer);
+		if (write(4, &pid, sizeof(pid)) != sizeof(pid))
+			return 1;
+	}
+	return 0;
+}
+
 /* Task t: batch t % 5 of epoch 7 + t / 5, 3 samples, 10t .. 10t+2 (idx: room for 3). */
 static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 {
@@ -137,12 +192,13 @@ static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 	return &b;
 }
 
-static uint32_t budget; /* > 0: open_pool's pool is elastic within this many */
+static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many */
+static const char *zygote; /* open_pool's zygote mode (NULL: none) */
 
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
 				      uint32_t lease_ms, char *err, int *rc)
 {
-	static const char *argv[4];
+	static const char *argv[4], *zargv[4];
 	struct gm_bind_pool *p;
 	struct gm_bind_pool_cfg c = {.argv = argv,
 				     .workers = workers,
@@ -151,7 +207,8 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .payload_bytes = 4 * 8,
 				     .end_task = tasks,
 				     .lease_timeout_ms = lease_ms,
-				     .budget = budget};
+				     .budget = budget,
+				     .zygote_argv = zygote ? zargv : NULL};
 	uint32_t idx[3];
 
 	argv[0] = command ? command : self;
@@ -160,6 +217,10 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 	argv[1] = "--worker";
 	argv[2] = mode;
 	argv[3] = NULL;
+	zargv[0] = self;
+	zargv[1] = "--zygote";
+	zargv[2] = zygote;
+	zargv[3] = NULL;
 	*rc = gm_bind_pool_create(&p, &c, err, 512);
 	if (*rc)
 		return NULL;
@@ -325,6 +386,85 @@ static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **sta
 	assert_true(st[1] >= 1 && st[2] >= 1);
 	assert_int_equal(st[3], 0); /* one stall is not a quarantine */
 	assert_true(t1.tv_sec - t0.tv_sec < 10);
+	gm_bind_pool_destroy(p);
+}
+
+/* A worker the zygote forked (its pid file ends in ".z"), waiting up to 10 s. */
+static pid_t a_forked_worker(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		pid_t pid = 0;
+		while (d && (e = readdir(d)))
+			if (strstr(e->d_name, ".z"))
+				pid = (pid_t)atoi(e->d_name);
+		if (d)
+			closedir(d);
+		if (pid > 0)
+			return pid;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* The parent of pid, from /proc/PID/stat (0 when gone). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	int ppid = 0;
+	char *close_paren = strrchr(buf, ')');
+	if (!close_paren || sscanf(close_paren + 2, "%*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	zygote = "ok";
+	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	pid_t first = a_worker();
+	usleep(300000); /* the zygote is ready */
+	assert_int_equal(kill(first, SIGKILL), 0);
+	pid_t forked = a_forked_worker();
+	assert_true(forked > 0);
+	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
+	assert_int_equal(drain(p, 40, bad), 0);
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
+	gm_bind_pool_destroy(p);
+	assert_int_equal(parent_of(forked), 0); /* reaped */
+}
+
+static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	zygote = "dies";
+	struct gm_bind_pool *p = open_pool("slow", 1, 12, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	pid_t first = a_worker();
+	usleep(200000);
+	assert_int_equal(kill(first, SIGKILL), 0);
+	assert_int_equal(drain(p, 12, bad), 0); /* a fresh process replaced it */
+	assert_int_equal(a_forked_worker(), 0);
 	gm_bind_pool_destroy(p);
 }
 
@@ -513,6 +653,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--worker"))
 		return worker_main(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "--zygote"))
+		return zygote_main(argv[2]);
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
 		return 1;
@@ -523,6 +665,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_stopped_lease_holder_loses_its_lease_at_the_deadline),
 	    cmocka_unit_test(test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it),
 	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
+	    cmocka_unit_test(test_replacements_fork_from_the_zygote_as_our_children),
+	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
