@@ -2,11 +2,11 @@
  * bind.c - the ring's lease protocol for bindings (see bind.h).
  *
  * The worker side is a thin skin over ring.c: the same claim CAS, the same
- * publish, the same progress bits the pool's lease watch reads. The one thing a
- * binding's worker does differently from worker.c is that it never resumes a
- * re-issued batch half-way: its payload is one object computed whole, so every
- * claim starts the batch's bits and records afresh (worker.c keeps them when
- * they are the task's own). The indices are the consumer's, written into ids[]
+ * publish, the same progress bits the pool's lease watch reads, and the same
+ * resume (gm_ring_begin_task): a re-issued task keeps the done bits and error
+ * records its dead holder left, so a binding that keeps each finished sample in
+ * the slot (python/goldminer/_worker.py does, beside the payload) makes only the
+ * rest. The indices are the consumer's, written into ids[]
  * before the slot becomes FREE for the task (gm_bind_pool_give before the
  * workers start, gm_bind_pool_release after), so the release store of the slot's
  * task in gm_ring_release publishes them to the claimer's acquire load.
@@ -91,26 +91,6 @@ void gm_bind_detach(struct gm_bind *b)
 	free(b);
 }
 
-/* A fresh start for task in slot: no bit or record of an earlier holder stays. */
-static void begin(struct gm_bind *b, uint32_t slot, uint64_t task)
-{
-	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
-	uint32_t words = (gm_ring_hdr(b->ring)->batch_size + 63) / 64;
-	_Atomic uint64_t *done = gm_ring_done_bits(b->ring, slot);
-	_Atomic uint64_t *bad = gm_ring_err_bits(b->ring, slot);
-
-	for (uint32_t q = 0; q < words; q++) {
-		atomic_store_explicit(&done[q], 0, memory_order_relaxed);
-		atomic_store_explicit(&bad[q], 0, memory_order_relaxed);
-	}
-	ctl->n_errors = 0;
-	ctl->n_recs = 0;
-	ctl->status = 0;
-	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
-	/* pairs with the acquire load in stuck_sample (pool.c): the bits are this task's */
-	atomic_store_explicit(&ctl->bits_task, task + 1, memory_order_release);
-}
-
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 {
 	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
@@ -123,7 +103,9 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 		slot = gm_ring_claim(b->ring, b->pid, task);
 	}
 	if (slot >= 0) {
-		begin(b, (uint32_t)slot, *task);
+		/* bits and records kept when they are this task's (a re-issue) */
+		gm_ring_begin_task(b->ring, (uint32_t)slot, *task,
+				   gm_ring_ctl(b->ring, (uint32_t)slot)->n);
 		b->t0 = now_ns();
 		b->rq0 = run_delay();
 	}
@@ -156,6 +138,17 @@ void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
 	/* read relaxed by the pool's lease watch and reclaim: a hint for attribution */
 	atomic_store_explicit(&gm_ring_ctl(b->ring, slot)->cur_sample, sample,
 			      memory_order_relaxed);
+}
+
+bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i)
+{
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
+		return false;
+	/* pairs with the release in gm_bind_done: what position i's holder wrote */
+	return atomic_load_explicit(&gm_ring_done_bits(b->ring, slot)[i / 64],
+				    memory_order_acquire) >>
+		   (i % 64) &
+	       1;
 }
 
 void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i)

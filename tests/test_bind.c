@@ -616,6 +616,14 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(gm_bind_error(b, 0, 2, 7, -EIO, "bad"), 0);
 	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1);
 	assert_int_equal(atomic_load(gm_ring_err_bits(r, 0)), 4);
+	/* the holder dies after position 0: the task's next holder resumes after it */
+	gm_bind_done(b, 0, 0);
+	assert_int_equal(gm_ring_reclaim(r, (uint32_t)getpid(), NULL), 1);
+	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
+	assert_true(gm_bind_is_done(b, 0, 0));
+	assert_false(gm_bind_is_done(b, 0, 1));
+	assert_false(gm_bind_is_done(b, 0, 3));		  /* beyond the batch */
+	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1); /* its records too */
 	assert_int_equal(gm_bind_publish(b, 0, -EPERM), -EINVAL);
 	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 0)->state)),
 			 GM_SLOT_CLAIMED); /* nothing published */

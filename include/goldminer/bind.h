@@ -16,8 +16,8 @@
  * "payload": the binding's own layout, with its size inside), marks each sample
  * done as it goes (the pool's lease watch sees progress by the done bits and the
  * sample being computed) and publishes with a status. A worker holds nothing
- * between tasks: a task re-issued after its holder died is computed again from
- * the indices, which no worker writes.
+ * between tasks: a task re-issued after its holder died is made again from the
+ * indices, which no worker writes, after the positions its holder finished.
  *
  * The consumer side (gm_bind_pool_*) is a pool (pool.h) whose workers are fresh
  * processes running a command (fork + exec, ring memfd as fd 3), watched,
@@ -49,7 +49,9 @@ int gm_bind_attach(struct gm_bind **out, int fd);
 void gm_bind_detach(struct gm_bind *b);
 
 /* Claim the lowest free task, waiting for one up to timeout_ms (-1: no limit).
- * The slot (>= 0) with *task set, its done/err bits and error records cleared;
+ * The slot (>= 0) with *task set; its done/err bits, error records and bytes are
+ * what an earlier holder of this task left when it died (a re-issue: resume
+ * after them, gm_bind_is_done), else the bits and records are cleared;
  * -EAGAIN when none came in time (the caller may look at its own flags and call
  * again), -ENODATA when every task is handed out or the ring says stop. */
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task);
@@ -67,7 +69,11 @@ void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap);
  * that kills or stalls two workers is quarantined); UINT32_MAX: none. */
 void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
 
-/* Position i of the batch is complete (the lease watch's progress). */
+/* Was position i completed by this task's holder, or an earlier one that died? */
+bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i);
+
+/* Position i of the batch is complete (the lease watch's progress; a re-issue
+ * resumes after it: whatever the binding keeps for it must be written first). */
 void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i);
 
 /* Position i's own sample `sample` was bad (err: -errno, msg: why, truncated to

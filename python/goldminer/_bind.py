@@ -52,6 +52,7 @@ _PROTOS = {
     "gm_bind_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
     "gm_bind_sample": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_done": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_is_done": (ctypes.c_bool, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_error": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
                                      ctypes.c_int32, ctypes.c_char_p]),
     "gm_bind_quarantined": (ctypes.c_bool, [_P, ctypes.c_uint32]),

@@ -77,7 +77,11 @@ class _Task:
         self.cap = cap.value
         self.buf = memoryview((ctypes.c_char * self.cap).from_address(ptr)).cast("B")
 
+    quiet = False  # position made again after a death: its record exists
+
     def error(self, pos, sample, msg):
+        if self.quiet:
+            return
         self.lib.gm_bind_error(self.b, self.slot, pos, sample, -errno.EIO,
                                msg.encode("utf-8", "replace")[:111])
 
@@ -132,13 +136,74 @@ def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
     t.publish(status)
 
 
+class _Kept:
+    """The batch's finished items, kept in the slot so that a re-issued batch
+    resumes after them (the done bits say which, bind.h): a directory of
+    (offset, length) per position at the very end of the slot, the pickles below
+    it. An item that does not fit is not kept (length 0): it is made again, with
+    the same bytes (its seed is its own)."""
+
+    def __init__(self, t):
+        self.t, self.n = t, len(t.indices)
+        self.dir = t.cap - 16 * self.n
+        self.low = self.dir
+        for pos in range(self.n):
+            off, ln = self.entry(pos)
+            if ln:
+                self.low = min(self.low, off)
+
+    def entry(self, pos):
+        """(offset, length) of position pos's kept item, (0, 0) when none."""
+        t = self.t
+        if self.dir < 0 or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
+            return 0, 0
+        off, ln = struct.unpack_from("<QQ", t.buf, self.dir + 16 * pos)
+        return (off, ln) if ln and off + ln <= self.dir else (0, 0)
+
+    def load(self, pos):
+        off, ln = self.entry(pos)
+        if not ln:
+            return None, False
+        try:
+            return pickle.loads(self.t.buf[off:off + ln]), True
+        except Exception:  # noqa: BLE001 - a torn write: make it again
+            return None, False
+
+    def keep(self, pos, item):
+        if self.dir < 0:
+            return
+        try:
+            blob = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - not picklable by value: not kept
+            blob = b""
+        off = (self.low - len(blob)) // 64 * 64
+        if blob and off >= 0:
+            self.t.buf[off:off + len(blob)] = blob
+            self.low = off
+        else:
+            off, blob = 0, b""
+        struct.pack_into("<QQ", self.t.buf, self.dir + 16 * pos, off, len(blob))
+
+    def forget(self):
+        """Before the payload overwrites them: a holder that dies while writing it
+        leaves positions done but no item, made again by the next."""
+        for pos in range(max(0, self.n) if self.dir >= 0 else 0):
+            struct.pack_into("<QQ", self.t.buf, self.dir + 16 * pos, 0, 0)
+
+
 def produce(w, t):
     from . import _slot
-    items = []
+    items, kept = [], _Kept(t)
     for pos, i in enumerate(t.indices):
-        item, bad = _one(w, t, pos, i)
-        if bad:
-            return _fail(w, t, *bad)
+        item, ok = kept.load(pos)
+        if not ok:
+            # made again after a death: its error record is the dead holder's
+            t.quiet = t.lib.gm_bind_is_done(t.b, t.slot, pos)
+            item, bad = _one(w, t, pos, i)
+            t.quiet = False
+            if bad:
+                return _fail(w, t, *bad)
+            kept.keep(pos, item)  # before the done bit: what a resumer may read
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
@@ -147,6 +212,7 @@ def produce(w, t):
         packed = _slot.pack(out, w["dumps"])
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
         return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
+    kept.forget()
     if packed[2] > t.cap:
         struct.pack_into("<Q", t.buf, 0, packed[2])
         return t.publish(-errno.EMSGSIZE)

@@ -28,9 +28,9 @@ class AugDataset:
     """Random 'augmentations' from the three global generators, optionally slow."""
 
     def __init__(self, n=N, delay=0.0, bad=(), marker=None, exit_on=None, crash_on=None,
-                 loop_on=None):
+                 loop_on=None, log=None):
         self.n, self.delay, self.bad, self.marker, self.exit_on = n, delay, bad, marker, exit_on
-        self.crash_on, self.loop_on = crash_on, loop_on
+        self.crash_on, self.loop_on, self.log = crash_on, loop_on, log
 
     def __len__(self):
         return self.n
@@ -50,6 +50,9 @@ class AugDataset:
             pass  # a transform that never returns
         if self.delay:
             time.sleep(self.delay)
+        if self.log:  # one file per finished call: which samples were made twice
+            open(os.path.join(self.log, "%d.%d.%d" % (i, os.getpid(), time.monotonic_ns())),
+                 "w").close()
         return (torch.rand(3) + i, np.random.rand(2), random.random(), i)
 
 
@@ -206,6 +209,31 @@ class TestDataLoader(GmTest):
                     killed += 1
         self.assertGreater(killed, 0)
         self.assertEqual(flat(got), ref)
+
+    def test_reissued_batch_resumes_after_what_the_dead_worker_finished(self):
+        ref = self.run_loader(0, shuffle=False)[0]
+        log = tempfile.mkdtemp(prefix="gm-log-")
+        dl = self.DL(AugDataset(delay=0.1, log=log), batch_size=BATCH, num_workers=1,
+                     copy=True, seed=5, slot_bytes=1 << 20)
+        it = iter(dl)
+        got = flat([next(it)])  # batch 0; the worker goes on with batch 1 (4..7)
+        deadline = time.monotonic() + 30
+
+        def made():
+            return [int(f.split(".")[0]) for f in os.listdir(log)]
+        while not {4, 5} <= set(made()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertNotIn(7, made())  # still inside batch 1
+        killed = workers()
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        got += flat(list(it))
+        self.assertEqual(len(killed), 1)
+        self.assertEqual(got, ref)
+        self.assertEqual(made().count(4), 1)  # kept in the slot, not made again
+        self.assertEqual(made().count(5), 1)
+        self.assertEqual(sorted(set(made())), list(range(N)))
+        self.assertGreaterEqual(dl.stats()["reissued"], 1)
 
     def test_worker_that_exits_in_the_dataset_costs_a_reissue(self):
         ref = self.run_loader(0)[0]
