@@ -40,6 +40,7 @@ import time
 import traceback
 
 SUBSTITUTE_TRIES = 64
+KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
 
 
@@ -140,8 +141,9 @@ class _Kept:
     """The batch's finished items, kept in the slot so that a re-issued batch
     resumes after them (the done bits say which, bind.h): a directory of
     (offset, length) per position at the very end of the slot, the pickles below
-    it. An item that does not fit is not kept (length 0): it is made again, with
-    the same bytes (its seed is its own)."""
+    it. An item that does not fit, or took less than KEEP_S to make (pickling a
+    small tensor costs about as much), is not kept (length 0): it is made again,
+    with the same bytes (its seed is its own)."""
 
     def __init__(self, t):
         self.t, self.n = t, len(t.indices)
@@ -199,11 +201,13 @@ def produce(w, t):
         if not ok:
             # made again after a death: its error record is the dead holder's
             t.quiet = t.lib.gm_bind_is_done(t.b, t.slot, pos)
+            t0 = time.monotonic()
             item, bad = _one(w, t, pos, i)
             t.quiet = False
             if bad:
                 return _fail(w, t, *bad)
-            kept.keep(pos, item)  # before the done bit: what a resumer may read
+            if time.monotonic() - t0 >= KEEP_S:  # cheaper to make again than to keep
+                kept.keep(pos, item)  # before the done bit: what a resumer may read
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
