@@ -9,6 +9,7 @@ collate result the ring cannot carry and a batch bigger than its slot are refuse
 in words, state_dict resumes mid-epoch with the same bytes, batches view the ring,
 and Ctrl-C leaves no process.
 """
+import collections
 import os
 import random
 import signal
@@ -87,6 +88,32 @@ def flat(batches):
     return out
 
 
+Pair = collections.namedtuple("Pair", "tokens meta")
+
+
+def pad_collate(items):
+    """Variable-length samples padded here, and every kind of leaf the slot carries."""
+    import numpy as np
+    import torch
+    n = max(len(x) for x, *_ in items)
+    tok = torch.zeros(len(items), n, dtype=torch.int32)
+    for k, (x, *_) in enumerate(items):
+        tok[k, :len(x)] = torch.tensor(x, dtype=torch.int32)
+    return Pair(tok, {"len": [len(x) for x, *_ in items], "name": [v[1] for v in items],
+                      "raw": b"".join(v[2] for v in items), "none": None,
+                      "half": torch.ones(2, 3, dtype=torch.float16),
+                      "np": np.arange(6, dtype=np.int16).reshape(2, 3), "f": np.float32(1.5),
+                      "empty": torch.zeros(0, 4), "t": (1, 2.5, True)})
+
+
+class Texts:
+    def __len__(self):
+        return 30
+
+    def __getitem__(self, i):
+        return [i] * (1 + i % 7), "s%d" % i, bytes([i])
+
+
 class TestDataLoader(GmTest):
     needs = ("lib", "torch", "numpy")
 
@@ -107,6 +134,29 @@ class TestDataLoader(GmTest):
         self.assertEqual(len(ref), N // BATCH)
         for w in (1, 2, 4):
             self.assertEqual(self.run_loader(w)[0], ref, "%d workers" % w)
+
+    def test_every_kind_of_collate_result_comes_back_as_it_went(self):
+        import numpy as np
+        import torch
+        want = list(self.DL(Texts(), batch_size=4, collate_fn=pad_collate))
+        got = list(self.DL(Texts(), batch_size=4, num_workers=2, collate_fn=pad_collate,
+                           copy=True))
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(got, want):
+            self.assertIsInstance(g, tuple)
+            self.assertEqual(g._fields, ("tokens", "meta"))
+            self.assertTrue(torch.equal(g.tokens, w.tokens))
+            self.assertEqual(g.tokens.dtype, torch.int32)
+            self.assertEqual(set(g.meta), set(w.meta))
+            for k in ("len", "name", "raw", "none", "t"):
+                self.assertEqual(g.meta[k], w.meta[k], k)
+            self.assertEqual(g.meta["half"].dtype, torch.float16)
+            self.assertTrue(torch.equal(g.meta["half"], w.meta["half"]))
+            self.assertTrue(np.array_equal(g.meta["np"], w.meta["np"]))
+            self.assertEqual(g.meta["np"].dtype, np.int16)
+            self.assertEqual(g.meta["f"], np.float32(1.5))
+            self.assertEqual(tuple(g.meta["empty"].shape), (0, 4))
+        self.assertEqual(got[-1].tokens.shape[0], 2)  # 30 = 7 x 4 + 2: the short batch
 
     def test_torch_differs_with_1_and_2_workers_goldminer_does_not(self):
         import torch
