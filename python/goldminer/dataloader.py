@@ -286,7 +286,10 @@ class DataLoader:
             pool.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone
+            pass
 
 
 def _map_tensors(obj, fn):
