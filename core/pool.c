@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -107,6 +108,11 @@ struct gm_pool {
 	/* elastic controller: the coordinator's (autoscale) or the owner's (measure) */
 	struct gm_elastic_meter meter;
 	struct gm_elastic ctl;
+	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
+	pid_t zpid;
+	int zpidfd, zsock;
+	bool zready; /* it said it is loaded: workers are forked from it */
+	int zfails;  /* zygotes that died before they were ready */
 };
 
 static uint64_t now_ns(void)
@@ -132,62 +138,108 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
 }
 
+/* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
+ * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
+ * before exec: the coordinator's process has other threads). */
+static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready)
+{
+	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	/* Every signal; a C worker's SIGUSR1 (retire) stays pending until
+	 * gm_worker_main has its handler: a worker asked to retire as it starts
+	 * retires, rather than dying of the default action (a death). An exec'd
+	 * worker gets an empty mask (exec keeps the mask). */
+	sigset_t mask;
+	sigemptyset(&mask);
+	if (!argv)
+		sigaddset(&mask, SIGUSR1);
+	pthread_sigmask(SIG_SETMASK, &mask, NULL);
+	/* Keep stdio and the ring only: no other job's ring, socket or pidfd
+	 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
+	 * so the worker maps its own ring afresh from the fd (dup2 clears
+	 * FD_CLOEXEC, or the fcntl below does: an exec'd worker finds it as fd 3). */
+	int rfd = ready >= 0 ? fcntl(ready, F_DUPFD, 10) : -1; /* clear of 3 and 4 */
+	if ((ready >= 0 && rfd < 0) || dup2(gm_ring_fd(p->ring), 3) < 0)
+		_exit(1);
+	/* the start watch's pipe (a C worker's) as fd 4 */
+	if (rfd >= 0 && dup2(rfd, 4) < 0)
+		_exit(1);
+	/* dup2 onto itself (the ring was fd 3) keeps the flag: clear it */
+	if (argv && fcntl(3, F_SETFD, 0) < 0)
+		_exit(1);
+	/* a zygote's socket to the coordinator as fd 4 (the same dance) */
+	if (sock >= 0 && (dup2(sock, 4) < 0 || fcntl(4, F_SETFD, 0) < 0))
+		_exit(1);
+	syscall(SYS_close_range, sock >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
+	if (p->c.nice)
+		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
+	if (argv) {
+		execvp(argv[0], argv);
+		_exit(127); /* as a shell says "command not found" */
+	}
+	struct gm_ring *mine;
+	if (gm_ring_attach(&mine, 3) < 0)
+		_exit(1);
+	struct gm_worker_cfg c = p->c.w;
+	c.ring = mine;
+	c.ready_fd = rfd >= 0 ? 4 : 0;
+	_exit(gm_worker_main(&c) ? 1 : 0);
+}
+
+/* A worker forked by the zygote (it is our child: this process is a subreaper
+ * and the zygote's own child that forked it has exited). Its pid, or -errno. */
+static pid_t from_zygote(struct gm_pool *p)
+{
+	struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
+	int32_t pid = -EIO;
+
+	if (send(p->zsock, "F", 1, MSG_NOSIGNAL) != 1)
+		return -EIO;
+	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck */
+	if (poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
+		return -EIO;
+	return pid > 0 ? pid : -EIO;
+}
+
 static int spawn(struct gm_pool *p)
 {
 	pid_t parent = getpid();
-	pid_t pid;
+	pid_t pid = -1;
 	int pidfd;
 
 	if (p->nwk >= GM_MAX_WORKERS)
 		return -EAGAIN;
-	int ready[2]; /* the start watch: the worker writes a byte once it is made */
-	if (pipe2(ready, O_CLOEXEC | O_NONBLOCK))
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int err = -errno;
-		close(ready[0]);
-		close(ready[1]);
-		return err;
+	int ready[2] = {-1, -1}; /* the start watch (C workers): a byte once made */
+	if (p->zready)
+		pid = from_zygote(p);
+	if (pid <= 0) { /* no zygote (yet), or one that failed: a fresh process */
+		if (!p->c.exec_argv && pipe2(ready, O_CLOEXEC | O_NONBLOCK))
+			return -errno;
+		pid = fork();
+		if (pid < 0) {
+			int err = -errno;
+			if (ready[0] >= 0) {
+				close(ready[0]);
+				close(ready[1]);
+			}
+			return err;
+		}
+		if (pid == 0)
+			child(p, parent, (char *const *)p->c.exec_argv, -1, ready[1]);
+		if (ready[1] >= 0)
+			close(ready[1]);
 	}
-	if (pid == 0) {
-		/* Child: die with the coordinator thread; Ctrl-C is the consumer's. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(0);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGPIPE, SIG_IGN);
-		/* Every signal but SIGUSR1 (retire), which stays pending until
-		 * gm_worker_main has its handler: a worker asked to retire as it starts
-		 * retires, rather than dying of the default action (a death). */
-		sigset_t mask;
-		sigemptyset(&mask);
-		sigaddset(&mask, SIGUSR1);
-		pthread_sigmask(SIG_SETMASK, &mask, NULL);
-		/* Keep stdio and the ring only: no other job's ring, socket or pidfd
-		 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
-		 * so the worker maps its own ring afresh from the fd. */
-		int rfd = fcntl(ready[1], F_DUPFD, 10); /* out of the way of 3 and 4 */
-		if (rfd < 0 || dup2(gm_ring_fd(p->ring), 3) < 0 || dup2(rfd, 4) < 0)
-			_exit(1);
-		syscall(SYS_close_range, 5, ~0u, 0);
-		struct gm_ring *mine;
-		if (gm_ring_attach(&mine, 3) < 0)
-			_exit(1);
-		if (p->c.nice)
-			(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
-		struct gm_worker_cfg c = p->c.w;
-		c.ring = mine;
-		c.ready_fd = 4;
-		_exit(gm_worker_main(&c) ? 1 : 0);
-	}
-	close(ready[1]);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		close(ready[0]);
+		if (ready[0] >= 0)
+			close(ready[0]);
 		return err;
 	}
 	/* the whole entry: the one reaped from here last may have been stalled */
@@ -196,6 +248,82 @@ static int spawn(struct gm_pool *p)
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
+}
+
+/* ---- the zygote ------------------------------------------------------------------
+ *
+ * An exec'd worker (a Python interpreter that imports torch and unpickles the
+ * dataset) takes a second or more to start; killed more often than that, no worker
+ * would ever finish a batch. With c.zygote_argv the coordinator starts one more
+ * process, the zygote: it loads what a worker loads, says "R" on its socket (fd 4),
+ * and then forks a worker for each "F" it reads, answering with the worker's pid.
+ * It forks twice (its child forks the worker and exits), and this process is a
+ * child subreaper (PR_SET_CHILD_SUBREAPER, set in gm_pool_start), so the worker,
+ * orphaned, becomes our child: reaped, watched and attributed like any other.
+ * Until the zygote is ready, and whenever it is gone, workers start as fresh
+ * processes; a zygote that dies is restarted, up to 3 that die before they are
+ * ready. The zygote is not a worker: it holds no lease and takes no task.
+ */
+
+static void zygote_start(struct gm_pool *p)
+{
+	pid_t parent = getpid();
+	int sv[2];
+
+	if (!p->c.zygote_argv || p->zpid || p->zfails >= 3 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0)
+		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1);
+	close(sv[1]);
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pidfd < 0) {
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		close(sv[0]);
+		p->zfails++;
+		return;
+	}
+	p->zpid = pid;
+	p->zpidfd = pidfd;
+	p->zsock = sv[0];
+	p->zready = false;
+}
+
+/* The zygote exited (or must): reap it, forget it. */
+static void zygote_end(struct gm_pool *p, bool kill_it)
+{
+	if (!p->zpid)
+		return;
+	if (kill_it)
+		kill(p->zpid, SIGKILL);
+	waitpid(p->zpid, NULL, 0);
+	close(p->zpidfd);
+	close(p->zsock);
+	p->zfails += !p->zready;
+	p->zpid = 0;
+	p->zready = false;
+}
+
+/* What the zygote's fds said at this poll (pz: its pidfd, then its socket). */
+static void zygote_look(struct gm_pool *p, const struct pollfd *pz)
+{
+	char c;
+
+	if (!p->zpid)
+		return;
+	if (pz[0].revents) {
+		zygote_end(p, false);
+		zygote_start(p);
+		return;
+	}
+	if ((pz[1].revents & POLLIN) && recv(p->zsock, &c, 1, MSG_DONTWAIT) == 1 && c == 'R')
+		p->zready = true;
+	else if (pz[1].revents & (POLLHUP | POLLERR))
+		zygote_end(p, true);
 }
 
 /* One more strike for sample in table t (64 entries): its count now (0 when
@@ -270,6 +398,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 			fatal(p, -EIO, "workers keep stalling (the last: %s)", p->last_stall);
 		else if (atomic_load_explicit(&h->fatal_set, memory_order_acquire) == 2)
 			fatal(p, -EIO, "workers cannot run: %s", h->fatal);
+		else if (si.si_code == CLD_EXITED && si.si_status == 127 && p->c.exec_argv)
+			fatal(p, -EIO, "workers cannot run: %s could not be executed",
+			      p->c.exec_argv[0]);
 		else if (si.si_code == CLD_EXITED)
 			fatal(p, -EIO, "workers keep dying (last exit status %d)", si.si_status);
 		else
@@ -385,7 +516,8 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
 	_Atomic uint64_t *done = gm_ring_done_bits(p->ring, slot);
 	const uint32_t *ids = gm_ring_ids(p->ring, slot);
-	uint32_t count = gm_dataset_count(p->c.w.ds);
+	/* a pool of exec'd workers has no index: ids[] are the consumer's sample indices */
+	uint32_t count = p->c.w.ds ? gm_dataset_count(p->c.w.ds) : UINT32_MAX;
 	uint32_t n = ctl->n < p->c.w.batch_size ? ctl->n : p->c.w.batch_size, last = 0;
 
 	*left = n;
@@ -401,8 +533,20 @@ static uint32_t stuck_sample(const struct gm_pool *p, uint32_t slot, uint64_t ta
 		}
 	}
 	uint32_t cur = atomic_load_explicit(&ctl->cur_sample, memory_order_relaxed);
-	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 ? ids[last] : UINT32_MAX;
+	/* a binding's ids[] start with its batch's place (bind.h): only cur names one */
+	uint32_t id = cur != UINT32_MAX ? cur : *left == 1 && p->c.w.ds ? ids[last] : UINT32_MAX;
 	return id < count ? id : UINT32_MAX;
+}
+
+/* What a stall message calls sample id: its file, or "sample ID" without an index
+ * (a binding's pool; the buffer is the coordinator thread's own). */
+static const char *sample_name(const struct gm_pool *p, uint32_t id)
+{
+	static _Thread_local char buf[32];
+	if (p->c.w.ds)
+		return gm_dataset_name(p->c.w.ds, id);
+	snprintf(buf, sizeof(buf), "sample %u", id);
+	return buf;
 }
 
 /* Kill a stuck worker; its replacement starts now, not when it is reaped. */
@@ -437,9 +581,15 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 	uint32_t epoch, left, id = stuck_sample(p, slot, task, &left);
 	char what[320];
 	gm_worker_task_pos(&p->c.w, task, &epoch, &k);
-	if (id != UINT32_MAX)
-		snprintf(what, sizeof(what), "stuck on %s (sample %u)",
-			 gm_dataset_name(p->c.w.ds, id), id);
+	if (!p->c.w.ds) { /* a binding's slot says where its batch is (bind.h) */
+		const uint32_t *ids = gm_ring_ids(p->ring, slot);
+		epoch = ids[0];
+		k = ids[1];
+	}
+	if (id != UINT32_MAX && p->c.w.ds)
+		snprintf(what, sizeof(what), "stuck on %s (sample %u)", sample_name(p, id), id);
+	else if (id != UINT32_MAX)
+		snprintf(what, sizeof(what), "stuck on %s", sample_name(p, id));
 	else
 		snprintf(what, sizeof(what), "%u of its samples not read", left);
 	snprintf(p->last_stall, sizeof(p->last_stall),
@@ -450,7 +600,7 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 		gm_ring_quarantine(p->ring, id);
 		gm_log("pool",
 		       "%s stalled workers twice: quarantined, it is replaced like a bad file",
-		       gm_dataset_name(p->c.w.ds, id));
+		       sample_name(p, id));
 	}
 	replace(p, w, now);
 }
@@ -621,6 +771,7 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 {
 	gm_ring_stop(p->ring);
+	zygote_end(p, true); /* it holds no lease: nothing to finish */
 	uint64_t deadline = now_ns() + 2000000000ull;
 	while (p->nwk > 0) {
 		for (int i = 0; i < p->nwk; i++) {
@@ -654,7 +805,7 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 static void *coordinator(void *arg)
 {
 	struct gm_pool *p = arg;
-	struct pollfd pfd[GM_MAX_WORKERS + 1];
+	struct pollfd pfd[GM_MAX_WORKERS + 3]; /* eventfd, workers, the zygote's two */
 	bool first = true;
 
 	for (;;) {
@@ -665,6 +816,8 @@ static void *coordinator(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (closing)
 			break;
+		if (first)
+			zygote_start(p);
 		adjust_pool(p, target);
 		if (first) {
 			atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
@@ -676,9 +829,13 @@ static void *coordinator(void *arg)
 			pfd[i + 1].fd = p->wk[i].pidfd;
 			pfd[i + 1].events = POLLIN;
 		}
-		int n = poll(pfd, (nfds_t)p->nwk + 1, poll_timeout(p, autoscale));
+		int nz = p->nwk + 1; /* where the zygote's fds are, if any */
+		pfd[nz] = (struct pollfd){.fd = p->zpidfd, .events = POLLIN};
+		pfd[nz + 1] = (struct pollfd){.fd = p->zsock, .events = POLLIN};
+		int n = poll(pfd, (nfds_t)nz + (p->zpid ? 2 : 0), poll_timeout(p, autoscale));
 		if (n < 0)
 			continue;
+		zygote_look(p, &pfd[nz]);
 		uint64_t now = now_ns();
 		if (p->c.chaos_kill_ms && now >= p->chaos_t + p->c.chaos_kill_ms * 1000000ull)
 			chaos_kill(p);
@@ -791,7 +948,7 @@ static uint32_t pow2_at_least(uint32_t v)
 int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
 {
 	struct gm_pool *p;
-	size_t sample_bytes = gm_aug_out_bytes(&c->w.aug);
+	size_t sample_bytes = c->sample_bytes ? c->sample_bytes : gm_aug_out_bytes(&c->w.aug);
 	int rc;
 
 	*out = NULL;
@@ -837,6 +994,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
+	p->zpidfd = p->zsock = -1;
 	*out = p;
 	return 0;
 }
@@ -861,6 +1019,12 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	p->chaos_state = p->c.w.seed ^ 0x9e3779b97f4a7c15ull;
 	p->chaos_t = now_ns();
 	gm_elastic_meter_restart(&p->meter);
+	/* A zygote's workers are orphaned to us (see "the zygote"). */
+	if (p->c.zygote_argv && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		rc = -errno;
+		gm_errf(err, errlen, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+		return rc;
+	}
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;
 	sigfillset(&all);

@@ -50,6 +50,18 @@ struct gm_pool_cfg {
 	uint32_t start_timeout_ms;     /* kill a worker not made this long after its fork
 					* and start another (0: GM_POOL_START_MS); watched
 					* with the leases (lease_timeout_ms 0: not watched) */
+	/* Workers of a binding (bind.h): each worker is a fresh process running this
+	 * command (execvp; NULL-terminated, borrowed: it must outlive the pool) with the
+	 * ring's memfd as fd 3, instead of the C worker loop. NULL: the C worker. Its
+	 * w.ds may be NULL: the ring's ids[] then hold the consumer's sample indices. */
+	const char *const *exec_argv;
+	uint64_t sample_bytes; /* bytes per sample in the ring (0: the transform's output) */
+	/* With exec_argv: a zygote's command (NULL: none). It loads what a worker loads,
+	 * then forks each new worker on request (fd 4: it writes "R" once loaded, reads
+	 * "F", answers the worker's pid as an int32), so a replaced worker starts in
+	 * milliseconds. The owner's process becomes a child subreaper
+	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
+	const char *const *zygote_argv;
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -1,0 +1,449 @@
+/*
+ * bind.c - the ring's lease protocol for bindings (see bind.h).
+ *
+ * The worker side is a thin skin over ring.c: the same claim CAS, the same
+ * publish, the same progress bits the pool's lease watch reads, and the same
+ * resume (gm_ring_begin_task): a re-issued task keeps the done bits and error
+ * records its dead holder left, so a binding that keeps each finished sample in
+ * the slot (python/goldminer/_worker.py does, beside the payload) makes only the
+ * rest. The indices are the consumer's, written into ids[]
+ * before the slot becomes FREE for the task (gm_bind_pool_give before the
+ * workers start, gm_bind_pool_release after), so the release store of the slot's
+ * task in gm_ring_release publishes them to the claimer's acquire load.
+ *
+ * A slot's ids[] start with the batch's epoch and index (bind.h): a ring may carry
+ * several epochs for persistent workers, and the pool's stall lines name them.
+ *
+ * The consumer side is a pool (pool.c) in exec mode with no index: it does not
+ * read payloads, only hands them out. It does not pickle, lay out or check what
+ * a payload holds: the binding does.
+ */
+#include "goldminer/bind.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/cuda.h"
+#include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
+#include "goldminer/limits.h"
+#include "goldminer/pool.h"
+#include "goldminer/ring.h"
+#include "goldminer/util.h"
+
+/* ---- worker side ---------------------------------------------------------------- */
+
+struct gm_bind {
+	struct gm_ring *ring;
+	uint32_t pid;
+	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Time this process waited for a CPU, in ns (/proc/self/schedstat's second
+ * field; 0 where the kernel does not keep it). */
+static uint64_t run_delay(void)
+{
+	unsigned long long run = 0, wait = 0;
+	FILE *f = fopen("/proc/self/schedstat", "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+		wait = 0;
+	fclose(f);
+	return wait;
+}
+
+int gm_bind_attach(struct gm_bind **out, int fd)
+{
+	struct gm_bind *b;
+	int rc;
+
+	*out = NULL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	rc = gm_ring_attach(&b->ring, fd);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	b->pid = (uint32_t)getpid();
+	*out = b;
+	return 0;
+}
+
+void gm_bind_detach(struct gm_bind *b)
+{
+	if (!b)
+		return;
+	gm_ring_destroy(b->ring);
+	free(b);
+}
+
+int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
+	/* read the sequence before looking, so a release after the look wakes us */
+	uint32_t seq = atomic_load_explicit(&h->work_seq, memory_order_acquire);
+	int slot = gm_ring_claim(b->ring, b->pid, task);
+
+	if (slot == -EAGAIN && timeout_ms != 0) {
+		gm_ring_wait_work(b->ring, seq, timeout_ms);
+		slot = gm_ring_claim(b->ring, b->pid, task);
+	}
+	if (slot >= 0) {
+		/* bits and records kept when they are this task's (a re-issue) */
+		gm_ring_begin_task(b->ring, (uint32_t)slot, *task,
+				   gm_ring_ctl(b->ring, (uint32_t)slot)->n);
+		b->t0 = now_ns();
+		b->rq0 = run_delay();
+	}
+	return slot;
+}
+
+uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx,
+			 uint32_t *epoch, uint32_t *batch)
+{
+	uint32_t n = gm_ring_ctl(b->ring, slot)->n;
+	const uint32_t *ids = gm_ring_ids(b->ring, slot);
+
+	*epoch = ids[0];
+	*batch = ids[1];
+	*idx = ids + GM_BIND_IDS_HDR;
+	/* written by the consumer, another process: checked before it sizes anything */
+	return n <= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR ? n : 0;
+}
+
+void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap)
+{
+	const struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
+
+	*cap = (uint64_t)h->batch_size * h->sample_bytes;
+	return gm_ring_data(b->ring, slot);
+}
+
+void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
+{
+	/* read relaxed by the pool's lease watch and reclaim: a hint for attribution */
+	atomic_store_explicit(&gm_ring_ctl(b->ring, slot)->cur_sample, sample,
+			      memory_order_relaxed);
+}
+
+bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i)
+{
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
+		return false;
+	/* pairs with the release in gm_bind_done: what position i's holder wrote */
+	return atomic_load_explicit(&gm_ring_done_bits(b->ring, slot)[i / 64],
+				    memory_order_acquire) >>
+		   (i % 64) &
+	       1;
+}
+
+void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i)
+{
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
+		return;
+	/* pairs with the relaxed loads of the lease watch (pool.c): progress only */
+	atomic_fetch_or_explicit(&gm_ring_done_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
+				 memory_order_release);
+}
+
+int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample, int32_t err,
+		  const char *msg)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
+
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
+		return -EINVAL;
+	atomic_fetch_or_explicit(&gm_ring_err_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
+				 memory_order_relaxed);
+	if (ctl->n_recs < GM_RING_MAX_ERRS) {
+		struct gm_slot_err *e = &ctl->errs[ctl->n_recs++];
+		e->sample = sample;
+		e->err = err;
+		snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : "");
+	}
+	ctl->n_errors++;
+	return 0;
+}
+
+bool gm_bind_quarantined(const struct gm_bind *b, uint32_t sample)
+{
+	return gm_ring_quarantined(b->ring, sample);
+}
+
+int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
+{
+	if (!gm_ring_status_ok(status) && status != -EMSGSIZE)
+		return -EINVAL;
+	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
+	uint64_t rq = run_delay();
+	ctl->decode_ns = now_ns() - b->t0;
+	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
+	ctl->status = status;
+	gm_ring_publish(b->ring, slot); /* release: the payload and records go with it */
+	return 0;
+}
+
+void gm_bind_fatal(struct gm_bind *b, const char *msg)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
+	uint32_t zero = 0;
+	/* first writer wins; pairs with the acquire load in worker_fatal below */
+	if (atomic_compare_exchange_strong(&h->fatal_set, &zero, 1)) {
+		snprintf(h->fatal, sizeof(h->fatal), "%s", msg ? msg : "");
+		atomic_store_explicit(&h->fatal_set, 2, memory_order_release);
+	}
+}
+
+/* ---- consumer side ------------------------------------------------------------- */
+
+struct gm_bind_pool {
+	struct gm_pool *pool;
+	struct gm_ring *ring;
+	struct gm_ring_hdr *h;
+	uint32_t batch_max;
+	uint32_t workers;
+	bool started;
+	bool pinned; /* the ring is registered with CUDA */
+};
+
+int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
+			size_t errlen)
+{
+	struct gm_pool_cfg pc;
+	struct gm_bind_pool *p;
+	int rc;
+
+	*out = NULL;
+	if (!c->argv || !c->argv[0] || !c->workers || c->workers > GM_MAX_WORKERS ||
+	    !c->batch_max || c->batch_max > GM_MAX_BATCH || !c->payload_bytes ||
+	    c->end_task <= c->first_task) {
+		gm_errf(err, errlen,
+			"a pool needs a command, 1..%d workers, a batch size, a payload size "
+			"and a task",
+			GM_MAX_WORKERS);
+		return -EINVAL;
+	}
+	memset(&pc, 0, sizeof(pc));
+	pc.exec_argv = c->argv;
+	pc.zygote_argv = c->zygote_argv;
+	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */
+	pc.sample_bytes = (c->payload_bytes + rows - 1) / rows;
+	pc.w.batch_size = rows;
+	pc.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (the pool reads it) */
+	pc.first_task = c->first_task;
+	pc.end_task = c->end_task;
+	pc.slots = c->slots;
+	pc.workers = (int)c->workers;
+	pc.lease_timeout_ms = c->lease_timeout_ms ? c->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	pc.autoscale = c->budget > 0;
+	pc.budget = c->budget > GM_MAX_WORKERS ? GM_MAX_WORKERS : c->budget;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		gm_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = gm_pool_create(&p->pool, &pc, err, errlen);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	p->ring = gm_pool_ring(p->pool);
+	p->h = gm_ring_hdr(p->ring);
+	p->batch_max = c->batch_max;
+	p->workers = c->workers;
+	*out = p;
+	return 0;
+}
+
+/* Write task's batch into its slot (the slot is FREE or about to be, for task). */
+static void put_batch(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b)
+{
+	uint32_t slot = (uint32_t)(task & (p->h->nslots - 1));
+	uint32_t *ids = gm_ring_ids(p->ring, slot);
+
+	ids[0] = b->epoch;
+	ids[1] = b->batch;
+	memcpy(ids + GM_BIND_IDS_HDR, b->idx, (size_t)b->n * sizeof(*b->idx));
+	gm_ring_ctl(p->ring, slot)->n = b->n;
+}
+
+static bool batch_ok(const struct gm_bind_pool *p, const struct gm_bind_batch *b)
+{
+	return b && b->n && b->n <= p->batch_max && b->idx;
+}
+
+int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b)
+{
+	if (p->started)
+		return -EBUSY;
+	if (!batch_ok(p, b) || task < p->h->first_task || task >= p->h->first_task + p->h->nslots ||
+	    task >= p->h->end_task)
+		return -EINVAL;
+	put_batch(p, task, b);
+	return 0;
+}
+
+int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	int rc = gm_pool_start(p->pool, err, errlen);
+
+	if (!rc)
+		p->started = true;
+	return rc;
+}
+
+/* -EIO with the pool's or a worker's fatal message, else 0. */
+static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	/* pairs with the release store in fatal() (pool.c) */
+	if (atomic_load_explicit(&p->h->p_fatal, memory_order_acquire)) {
+		gm_errf(err, errlen, "%s", p->h->p_fatal_msg);
+		return -EIO;
+	}
+	/* pairs with the release store in gm_bind_fatal */
+	if (atomic_load_explicit(&p->h->fatal_set, memory_order_acquire) == 2) {
+		gm_errf(err, errlen, "a worker cannot run: %s", p->h->fatal);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A delivered batch, counted for the elastic controller (relaxed: statistics). */
+static void count(struct gm_bind_pool *p, uint32_t slot)
+{
+	const struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
+	uint64_t busy = ctl->decode_ns > ctl->preempt_ns ? ctl->decode_ns - ctl->preempt_ns : 0;
+
+	atomic_fetch_add_explicit(&p->h->c_work_ns, busy, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->h->c_samples, ctl->n, memory_order_relaxed);
+}
+
+int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
+		      size_t errlen)
+{
+	uint64_t t0 = now_ns();
+	int waited = 0, rc;
+
+	atomic_store_explicit(&p->h->c_waiting, 1, memory_order_relaxed);
+	for (;;) {
+		rc = pool_fatal(p, err, errlen);
+		if (rc)
+			break;
+		/* short waits: a fatal error is noticed within 100 ms */
+		int step = timeout_ms < 0 || timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
+		rc = gm_ring_wait_ready(p->ring, task, step);
+		if (rc == 0) {
+			rc = (int)(task & (p->h->nslots - 1));
+			count(p, (uint32_t)rc);
+			break;
+		}
+		if (rc == -EINTR)
+			break;
+		waited += step;
+		if (timeout_ms >= 0 && waited >= timeout_ms) {
+			gm_errf(err, errlen, "batch %llu not ready after %d ms",
+				(unsigned long long)task, timeout_ms);
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	atomic_store_explicit(&p->h->c_waiting, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->h->c_wait_ns, now_ns() - t0, memory_order_relaxed);
+	return rc;
+}
+
+int32_t gm_bind_pool_status(const struct gm_bind_pool *p, uint32_t slot)
+{
+	return gm_ring_ctl(p->ring, slot)->status;
+}
+
+const void *gm_bind_pool_payload(const struct gm_bind_pool *p, uint32_t slot, uint64_t *cap)
+{
+	*cap = (uint64_t)p->h->batch_size * p->h->sample_bytes;
+	return gm_ring_data(p->ring, slot);
+}
+
+uint32_t gm_bind_pool_errors(const struct gm_bind_pool *p, uint32_t slot)
+{
+	return gm_ring_ctl(p->ring, slot)->n_errors;
+}
+
+const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint32_t r,
+			       uint32_t *sample, int32_t *err)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
+	uint32_t n = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
+
+	if (r >= n)
+		return NULL;
+	*sample = ctl->errs[r].sample;
+	*err = ctl->errs[r].err;
+	ctl->errs[r].msg[GM_RING_MSG - 1] = '\0'; /* a worker's text: terminated here */
+	return ctl->errs[r].msg;
+}
+
+int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
+	uint64_t next = atomic_load_explicit(&ctl->task, memory_order_relaxed) + p->h->nslots;
+
+	if (next < p->h->end_task && !batch_ok(p, b))
+		return -EINVAL;
+	if (next < p->h->end_task)
+		put_batch(p, next, b);
+	/* its release store of the task publishes the batch to the next claimer */
+	gm_ring_release(p->ring, slot);
+	return 0;
+}
+
+void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
+{
+	out[4] = atomic_load(&p->h->p_target);
+	out[0] = atomic_load(&p->h->p_alive);
+	out[1] = atomic_load(&p->h->p_deaths);
+	out[2] = atomic_load(&p->h->p_reissued);
+	out[3] = atomic_load(&p->h->quarantine_n);
+}
+
+int gm_bind_pool_pin(struct gm_bind_pool *p)
+{
+	int rc;
+
+	if (p->pinned)
+		return 0;
+	if (!gm_cuda_available(NULL, 0))
+		return -ENODEV;
+	rc = gm_cuda_host_register(gm_ring_base(p->ring), gm_ring_bytes(p->ring));
+	p->pinned = rc == 0;
+	return rc;
+}
+
+uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p)
+{
+	return p->h->nslots;
+}
+
+void gm_bind_pool_destroy(struct gm_bind_pool *p)
+{
+	if (!p)
+		return;
+	gm_pool_stop(p->pool); /* no worker writes while the pages are unregistered */
+	if (p->pinned)
+		gm_cuda_host_unregister(gm_ring_base(p->ring));
+	gm_pool_destroy(p->pool);
+	free(p);
+}

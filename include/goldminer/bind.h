@@ -1,0 +1,179 @@
+/*
+ * bind.h - the ring's lease protocol for workers and consumers written in another
+ * language (python/goldminer/_worker.py and goldminer.torch.DataLoader call it
+ * through ctypes), so that a binding never speaks a second protocol of its own.
+ *
+ * A binding's ring is an ordinary ring (ring.h) used one way round: the consumer
+ * draws each batch's sample indices (its sampler's order, its state) and writes
+ * them into the slot of that batch before the slot is FREE for it, with the
+ * batch's place: ids[0] its epoch, ids[1] its index in the epoch, ids[2..2+n) the
+ * sample indices, n in the slot's control block (the ring's batch size is the
+ * longest batch + GM_BIND_IDS_HDR). One ring may carry several epochs (the
+ * consumer's persistent workers): a task is a ring position, its epoch and batch
+ * are what the slot says. A worker claims a task with the same CAS as a
+ * C worker (gm_ring_claim: the claim is the lease), reads those indices, computes
+ * the batch whole and writes it as opaque bytes into the slot's data region (the
+ * "payload": the binding's own layout, with its size inside), marks each sample
+ * done as it goes (the pool's lease watch sees progress by the done bits and the
+ * sample being computed) and publishes with a status. A worker holds nothing
+ * between tasks: a task re-issued after its holder died is made again from the
+ * indices, which no worker writes, after the positions its holder finished.
+ *
+ * The consumer side (gm_bind_pool_*) is a pool (pool.h) whose workers are fresh
+ * processes running a command (fork + exec, ring memfd as fd 3), watched,
+ * re-issued, replaced and quarantined exactly as C workers are.
+ *
+ * What it does not do: no batch layout (the binding's), no pickling, no sampler,
+ * no policy of its own: a budget hands the pool to the elastic controller, which
+ * reads the counters gm_bind_pool_next and gm_bind_publish keep in the ring.
+ */
+#ifndef GOLDMINER_BIND_H
+#define GOLDMINER_BIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_BIND_IDS_HDR 2 /* ids[] words before a batch's indices: epoch, batch */
+
+/* ---- worker side ---------------------------------------------------------------- */
+
+struct gm_bind;
+
+/* Map the ring of memfd fd (the pool gives it as fd 3; not owned: dup'ed) for a
+ * worker whose lease id is this process's pid. 0, or gm_ring_attach's -errno
+ * (-EBADMSG, -EPERM) / -ENOMEM. One handle per worker process, one thread. */
+int gm_bind_attach(struct gm_bind **out, int fd);
+
+/* Unmap; NULL is a no-op. */
+void gm_bind_detach(struct gm_bind *b);
+
+/* Claim the lowest free task, waiting for one up to timeout_ms (-1: no limit).
+ * The slot (>= 0) with *task set; its done/err bits, error records and bytes are
+ * what an earlier holder of this task left when it died (a re-issue: resume
+ * after them, gm_bind_is_done), else the bits and records are cleared;
+ * -EAGAIN when none came in time (the caller may look at its own flags and call
+ * again), -ENODATA when every task is handed out or the ring says stop. */
+int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task);
+
+/* The claimed slot's batch: its epoch and index in the epoch (*epoch, *batch), and
+ * its sample indices: their count, *idx pointing at them in the ring (valid while
+ * the lease is held). 0 when the count is out of range. */
+uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t **idx,
+			 uint32_t *epoch, uint32_t *batch);
+
+/* The slot's data region and its capacity in bytes (*cap), for the payload. */
+void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap);
+
+/* Sample `sample` is being computed now (crash and stall attribution: a sample
+ * that kills or stalls two workers is quarantined); UINT32_MAX: none. */
+void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
+
+/* Was position i completed by this task's holder, or an earlier one that died? */
+bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i);
+
+/* Position i of the batch is complete (the lease watch's progress; a re-issue
+ * resumes after it: whatever the binding keeps for it must be written first). */
+void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i);
+
+/* Position i's own sample `sample` was bad (err: -errno, msg: why, truncated to
+ * the ring's record size): an error record and its err bit. 0, or -EINVAL for
+ * an i beyond the batch. */
+int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample, int32_t err,
+		  const char *msg);
+
+/* Has sample been quarantined (it crashed or stalled two workers)? */
+bool gm_bind_quarantined(const struct gm_bind *b, uint32_t sample);
+
+/* Publish the claimed slot (its time since the claim, less the time this process
+ * waited for a CPU, goes into the slot for the elastic controller) with status 0, -EBADMSG (the
+ * batch failed on a bad sample: its record says which), -ENODATA (no substitute was good) or
+ * -EMSGSIZE (the batch does not fit the slot: the payload's first 8 bytes hold
+ * its size). 0, or -EINVAL for another status (nothing published). */
+int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status);
+
+/* This worker cannot run at all (the dataset does not load): msg goes into the
+ * ring header for the consumer (the first writer wins). */
+void gm_bind_fatal(struct gm_bind *b, const char *msg);
+
+/* ---- consumer side ------------------------------------------------------------- */
+
+struct gm_bind_pool;
+
+struct gm_bind_pool_cfg {
+	const char *const *argv;	/* each worker's command (execvp, NULL-terminated;
+					 * borrowed: it must outlive the pool) */
+	uint32_t workers;		/* processes (1..GM_MAX_WORKERS) */
+	uint32_t slots;			/* ring slots, a power of two (0: 2 per worker, >= 4) */
+	uint32_t batch_max;		/* most indices in one batch */
+	uint64_t payload_bytes;		/* capacity of a slot's payload */
+	uint64_t first_task;		/* tasks: ring positions [first_task, end_task) */
+	uint64_t end_task;		/* (GM_RING_NO_END: as many as the consumer gives) */
+	uint32_t lease_timeout_ms;	/* a lease with no progress for this long is ended
+					 * (0: GM_LEASE_TIMEOUT_MS) */
+	uint32_t budget;		/* > 0: the elastic controller sizes the pool within
+					 * this many workers, from `workers` (elastic.h) */
+	const char *const *zygote_argv; /* a zygote's command (pool.h), NULL: none */
+};
+
+/* Create the ring and the pool (no worker yet). 0 or -errno with a message. */
+int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
+			size_t errlen);
+
+/* Where a batch is and what it holds: batch `batch` of epoch `epoch`, n indices. */
+struct gm_bind_batch {
+	uint32_t epoch, batch;
+	const uint32_t *idx;
+	uint32_t n;
+};
+
+/* Before gm_bind_pool_start: task's batch (task one of the first `slots`).
+ * 0, -EINVAL (n out of 1..batch_max, task not in the ring's window), or -EBUSY
+ * once started (then gm_bind_pool_release gives them). */
+int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b);
+
+/* Start the workers. 0 or -errno with a message. */
+int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
+
+/* Wait for task's batch (the wait and the delivered batch are counted in the
+ * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
+ * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
+ * workers cannot run (message in err: the pool's, or a worker's fatal). */
+int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
+		      size_t errlen);
+
+/* A ready slot: its status (gm_bind_publish's), its payload and capacity. */
+int32_t gm_bind_pool_status(const struct gm_bind_pool *p, uint32_t slot);
+const void *gm_bind_pool_payload(const struct gm_bind_pool *p, uint32_t slot, uint64_t *cap);
+
+/* A ready slot's bad samples: how many (exact), and record r (< min(count, 8))
+ * in *sample, *err, and its message (in the ring: valid until release). NULL
+ * when r is out of range. */
+uint32_t gm_bind_pool_errors(const struct gm_bind_pool *p, uint32_t slot);
+const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint32_t r,
+			       uint32_t *sample, int32_t *err);
+
+/* Hand the slot back for task + slots, whose batch it carries (NULL only when
+ * that task is past the end). Slots go back in task order: a consumer that does
+ * not know the next batch yet (the next epoch's order is not drawn) keeps the
+ * slot until it does. 0, or -EINVAL (n out of 1..batch_max, or NULL before the
+ * end: nothing done). */
+int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b);
+
+/* Counters: [0] workers alive, [1] deaths, [2] tasks re-issued, [3] samples
+ * quarantined, [4] the pool's target size (the controller's, with a budget). */
+void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
+
+/* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches
+ * that view it are pinned host memory (pin_memory=True). 0; -ENODEV when no
+ * CUDA device or runtime is usable here; the runtime's -errno otherwise. The
+ * registration ends with gm_bind_pool_destroy. */
+int gm_bind_pool_pin(struct gm_bind_pool *p);
+
+/* The pool's ring slots (the window of tasks that may be in flight). */
+uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p);
+
+/* Stop the workers (SIGKILL after 2 s), unmap, free; NULL is a no-op. */
+void gm_bind_pool_destroy(struct gm_bind_pool *p);
+
+#endif

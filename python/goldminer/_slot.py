@@ -1,0 +1,197 @@
+"""_slot - the layout of a Python batch in a ring slot, and the per-sample seeds.
+
+A slot's payload is what collate_fn returned, laid out so that the trainer can
+view it without a copy:
+
+    offset 0   u64 total bytes of the payload (for -EMSGSIZE: the bytes needed)
+    offset 8   u64 bytes of the tree
+    offset 16  8 bytes "GMPYSLOT", 40 reserved
+    offset 64  the tree: a pickle of the result's structure in which every tensor
+               and array is replaced by a small record (kind, dtype, shape, offset)
+    then       each array's bytes, C-contiguous, at a 64-byte aligned offset
+
+The tree carries tensors, NumPy arrays, numbers (Python and NumPy scalars), bools,
+None, strings, bytes and tuples, lists, dicts and namedtuples of them; anything
+else is refused with the path to it (`batch[1]['mask']`), at the first batch.
+The trainer rebuilds tensors with torch.frombuffer over the ring: they view the
+slot until the next batch is asked for (copy=True clones them).
+
+Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
+NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and
+before collate_fn from (seed, epoch, batch index), so the bytes of a batch do not
+depend on which worker made it, how many there are, or how often it was re-issued.
+A transform's own generator object is not covered.
+"""
+import pickle
+import random
+import struct
+
+MAGIC = b"GMPYSLOT"
+HDR = 64
+ALIGN = 64
+M64 = (1 << 64) - 1
+
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is optional
+    _np = None
+try:
+    import torch as _torch
+except ImportError:  # pragma: no cover - torch is optional for the worker
+    _torch = None
+
+
+class LayoutError(TypeError):
+    """collate_fn returned something the ring cannot carry."""
+
+
+def _mix(x):
+    """splitmix64 finaliser: a well-spread 64-bit value of x."""
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def seed_of(seed, epoch, what):
+    """The 64-bit seed of sample `what` (or of a batch's collate: what = -1 - k)."""
+    return _mix(_mix(_mix(seed & M64) ^ (epoch & M64)) ^ (what & M64))
+
+
+def seed_all(s):
+    """Seed the three global generators a transform usually draws from."""
+    random.seed(s)
+    if _np is not None:
+        _np.random.seed(s & 0xFFFFFFFF)
+    if _torch is not None:
+        # the CPU generator only: torch.manual_seed would also look for CUDA/MPS/XPU
+        # generators, 20x the cost, for a DataLoader's workers that draw on the CPU
+        _torch.default_generator.manual_seed(s & ((1 << 63) - 1))
+
+
+def _align(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+_LEAVES = (int, float, complex, bool, str, bytes, type(None))
+
+
+def _flatten(obj, arrays, path):
+    """obj with every array replaced by ("@a", index); arrays collected in order."""
+    if _torch is not None and isinstance(obj, _torch.Tensor):
+        arrays.append(obj)
+        return ("@t", len(arrays) - 1, str(obj.dtype).split(".")[1], tuple(obj.shape))
+    if _np is not None and isinstance(obj, _np.ndarray):
+        if obj.dtype.hasobject:
+            raise LayoutError("%s is a NumPy array of Python objects: the ring carries"
+                              " arrays of numbers only" % path)
+        arrays.append(obj)
+        return ("@n", len(arrays) - 1, obj.dtype.str, obj.shape)
+    if isinstance(obj, _LEAVES) or (_np is not None and isinstance(obj, _np.generic)):
+        return ("@v", obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return ("@nt", type(obj), [_flatten(v, arrays, "%s.%s" % (path, f))
+                                   for f, v in zip(obj._fields, obj)])
+    if isinstance(obj, (tuple, list)):
+        kind = "@tu" if isinstance(obj, tuple) else "@li"
+        return (kind, [_flatten(v, arrays, "%s[%d]" % (path, i)) for i, v in enumerate(obj)])
+    if isinstance(obj, dict):
+        return ("@d", [(k, _flatten(v, arrays, "%s[%r]" % (path, k))) for k, v in obj.items()])
+    raise LayoutError("%s is a %s.%s: the ring carries tensors, NumPy arrays, numbers,"
+                      " strings, bytes and tuples, lists, dicts and namedtuples of them"
+                      " (convert it in collate_fn)"
+                      % (path, type(obj).__module__, type(obj).__qualname__))
+
+
+def _raw(a):
+    """The bytes of array a as a flat uint8 view (tensor) or memoryview (NumPy)."""
+    if _torch is not None and isinstance(a, _torch.Tensor):
+        t = a.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        t = t.contiguous().reshape(-1)
+        return t.view(_torch.uint8) if t.numel() else None
+    return memoryview(_np.ascontiguousarray(a).reshape(-1).view(_np.uint8)) if a.size else None
+
+
+def pack(obj, dumps=pickle.dumps):
+    """(tree bytes, [(offset, raw)], total bytes) of a collate result."""
+    arrays = []
+    tree = _flatten(obj, arrays, "batch")
+    tb = dumps(tree)
+    off = _align(HDR + len(tb))
+    parts = []
+    for a in arrays:
+        r = _raw(a)
+        n = 0 if r is None else (r.numel() if hasattr(r, "numel") else r.nbytes)
+        parts.append((off, r, n))
+        off = _align(off + n)
+    return tb, parts, off
+
+
+def write(buf, packed):
+    """Write a pack() result into writable buffer buf (large enough)."""
+    tb, parts, total = packed
+    struct.pack_into("<QQ8s", buf, 0, total, len(tb), MAGIC)
+    buf[HDR:HDR + len(tb)] = tb
+    for off, r, n in parts:
+        if not n:
+            continue
+        if _torch is not None and isinstance(r, _torch.Tensor):
+            _torch.frombuffer(buf, dtype=_torch.uint8, count=n, offset=off).copy_(r)
+        else:
+            buf[off:off + n] = r
+
+
+def size_of(buf):
+    """The payload's total bytes (the first header field)."""
+    return struct.unpack_from("<Q", buf, 0)[0]
+
+
+def read(buf, copy=False):
+    """Rebuild the collate result from payload buf: tensors/arrays view buf
+    (zero copy) unless copy is true."""
+    total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
+    if magic != MAGIC or HDR + tlen > len(buf) or total > len(buf):
+        raise ValueError("slot payload does not hold a goldminer batch")
+    tree = pickle.loads(bytes(buf[HDR:HDR + tlen]))
+    offs = []
+    off = _align(HDR + tlen)
+    return _build(tree, buf, copy, offs, [off])
+
+
+def _build(node, buf, copy, offs, cur):
+    tag = node[0]
+    if tag == "@v":
+        return node[1]
+    if tag in ("@t", "@n"):
+        off = cur[0]
+        if tag == "@t":
+            dt = getattr(_torch, node[2])
+            shape = node[3]
+            n = 1
+            for d in shape:
+                n *= d
+            nbytes = n * _torch.empty((), dtype=dt).element_size()
+            t = (_torch.frombuffer(buf, dtype=dt, count=n, offset=off).view(shape) if n
+                 else _torch.empty(shape, dtype=dt))
+            out = t.clone() if copy else t
+        else:
+            dt = _np.dtype(node[2])
+            n = 1
+            for d in node[3]:
+                n *= d
+            nbytes = n * dt.itemsize
+            a = _np.frombuffer(buf, dtype=dt, count=n, offset=off).reshape(node[3])
+            out = a.copy() if copy else a
+        cur[0] = _align(off + nbytes)
+        return out
+    if tag == "@nt":
+        return node[1](*[_build(v, buf, copy, offs, cur) for v in node[2]])
+    if tag == "@tu":
+        return tuple(_build(v, buf, copy, offs, cur) for v in node[1])
+    if tag == "@li":
+        return [_build(v, buf, copy, offs, cur) for v in node[1]]
+    if tag == "@d":
+        return {k: _build(v, buf, copy, offs, cur) for k, v in node[1]}
+    raise ValueError("slot payload: unknown node %r" % (tag,))

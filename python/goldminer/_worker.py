@@ -1,0 +1,344 @@
+"""_worker - a Python data worker: a fresh process of the trainer's interpreter.
+
+    python3 -c '...from goldminer._worker import main; main()' SPEC
+
+started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
+fd 3. It loads SPEC (the pickled dataset, collate_fn, worker_init_fn, seed,
+on_error and the trainer's sys.path), then loops through libgoldminer's bind API
+(include/goldminer/bind.h), the same lease protocol as the C workers: claim a
+task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
+sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
+layout of _slot.py, publish. It keeps nothing between tasks.
+
+Errors: an exception in dataset[i] is recorded in the slot (sample, type and
+message); with on_error="fail" the batch fails with the exception pickled into
+the payload (the trainer raises it with this traceback and the index); with
+"skip" the sample is replaced by the first good one among the next 64 dataset
+indices (i+1, i+2, ... modulo the length: the same whatever worker does it).
+A sample quarantined by the pool (it crashed or stalled two workers) counts as
+bad without being touched. A batch too big for the slot is published as
+-EMSGSIZE with its size; a collate result the layout cannot carry fails the batch
+with the LayoutError. It never decides pool sizes, retries or timeouts: the pool
+and the trainer do.
+
+It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
+pool retires it) after its batch, and with the pool's SIGKILL.
+
+With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
+spec once, then forks a worker for each request on fd 4, so that a replaced
+worker starts in milliseconds rather than the seconds an interpreter takes to
+import torch and unpickle the dataset.
+"""
+import ctypes
+import errno
+import os
+import pickle
+import signal
+import struct
+import sys
+import time
+import traceback
+
+SUBSTITUTE_TRIES = 64
+KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
+_retire = False
+
+
+def _on_usr1(sig, frame):
+    global _retire
+    _retire = True
+
+
+def _load_spec(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    # the trainer's sys.path first: its modules are where the script found them
+    head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
+    sys.path[:] = head["sys_path"]
+    try:
+        import cloudpickle  # noqa: F401  (its types must be importable to load)
+    except ImportError:
+        pass
+    return head, pickle.loads(blob[int(blob[:16], 16) + 16:])
+
+
+class _Task:
+    """One claimed slot: its indices, payload buffer and bind calls."""
+
+    def __init__(self, lib, b, slot, task):
+        self.lib, self.b, self.slot, self.task = lib, b, slot, task
+        idx = ctypes.POINTER(ctypes.c_uint32)()
+        epoch, batch = ctypes.c_uint32(), ctypes.c_uint32()
+        n = lib.gm_bind_indices(b, slot, ctypes.byref(idx), ctypes.byref(epoch),
+                                ctypes.byref(batch))
+        self.indices = [idx[i] for i in range(n)]
+        self.epoch, self.batch = epoch.value, batch.value  # the trainer's, in the slot
+        cap = ctypes.c_uint64()
+        ptr = lib.gm_bind_payload(b, slot, ctypes.byref(cap))
+        self.cap = cap.value
+        self.buf = memoryview((ctypes.c_char * self.cap).from_address(ptr)).cast("B")
+
+    quiet = False  # position made again after a death: its record exists
+
+    def error(self, pos, sample, msg):
+        if self.quiet:
+            return
+        self.lib.gm_bind_error(self.b, self.slot, pos, sample, -errno.EIO,
+                               msg.encode("utf-8", "replace")[:111])
+
+    def publish(self, status):
+        self.lib.gm_bind_sample(self.b, self.slot, 0xFFFFFFFF)
+        self.lib.gm_bind_publish(self.b, self.slot, status)
+
+
+def _sample(w, t, i):
+    """dataset[i] seeded for (seed, epoch, i); raises what it raises."""
+    from . import _slot
+    t.lib.gm_bind_sample(t.b, t.slot, i)
+    if t.lib.gm_bind_quarantined(t.b, i):
+        raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
+    _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, i))
+    return w["dataset"][i]
+
+
+def _one(w, t, pos, i):
+    """The item for position pos (index i), substituted on error per on_error.
+    Returns (item, None) or (None, (exception, traceback text, index, status))."""
+    n = len(w["dataset"])
+    try:
+        return _sample(w, t, i), None
+    except Exception as e:  # noqa: BLE001 - any error of the user's dataset
+        tb = traceback.format_exc()
+        t.error(pos, i, "%s: %s" % (type(e).__name__, e))
+        if w["on_error"] != "skip":
+            return None, (e, tb, i, -errno.EBADMSG)
+    for j in range(1, SUBSTITUTE_TRIES + 1):
+        k = (i + j) % n
+        try:
+            return _sample(w, t, k), None
+        except Exception:  # noqa: BLE001
+            continue
+    return None, (LookupError("sample %d is bad and so are the %d after it: no substitute"
+                              % (i, SUBSTITUTE_TRIES)), "", i, -errno.ENODATA)
+
+
+def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
+    """Publish the batch as failed, the exception pickled into the payload."""
+    from . import _slot
+    info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "batch": t.batch}
+    try:
+        blob = w["dumps"]((exc, info))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        info["type"] = RuntimeError
+        blob = pickle.dumps((None, info))
+    blob = blob[:max(0, t.cap - _slot.HDR)]
+    struct.pack_into("<QQ8s", t.buf, 0, _slot.HDR + len(blob), len(blob), b"GMPYFAIL")
+    t.buf[_slot.HDR:_slot.HDR + len(blob)] = blob
+    t.publish(status)
+
+
+class _Kept:
+    """The batch's finished items, kept in the slot so that a re-issued batch
+    resumes after them (the done bits say which, bind.h): a directory of
+    (offset, length) per position at the very end of the slot, the pickles below
+    it. An item that does not fit, or took less than KEEP_S to make (pickling a
+    small tensor costs about as much), is not kept (length 0): it is made again,
+    with the same bytes (its seed is its own)."""
+
+    def __init__(self, t):
+        self.t, self.n = t, len(t.indices)
+        self.dir = t.cap - 16 * self.n
+        self.low = self.dir
+        for pos in range(self.n):
+            off, ln = self.entry(pos)
+            if ln:
+                self.low = min(self.low, off)
+
+    def entry(self, pos):
+        """(offset, length) of position pos's kept item, (0, 0) when none."""
+        t = self.t
+        if self.dir < 0 or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
+            return 0, 0
+        off, ln = struct.unpack_from("<QQ", t.buf, self.dir + 16 * pos)
+        return (off, ln) if ln and off + ln <= self.dir else (0, 0)
+
+    def load(self, pos):
+        off, ln = self.entry(pos)
+        if not ln:
+            return None, False
+        try:
+            return pickle.loads(self.t.buf[off:off + ln]), True
+        except Exception:  # noqa: BLE001 - a torn write: make it again
+            return None, False
+
+    def keep(self, pos, item):
+        if self.dir < 0:
+            return
+        try:
+            blob = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - not picklable by value: not kept
+            blob = b""
+        off = (self.low - len(blob)) // 64 * 64
+        if blob and off >= 0:
+            self.t.buf[off:off + len(blob)] = blob
+            self.low = off
+        else:
+            off, blob = 0, b""
+        struct.pack_into("<QQ", self.t.buf, self.dir + 16 * pos, off, len(blob))
+
+    def forget(self):
+        """Before the payload overwrites them: a holder that dies while writing it
+        leaves positions done but no item, made again by the next."""
+        for pos in range(max(0, self.n) if self.dir >= 0 else 0):
+            struct.pack_into("<QQ", self.t.buf, self.dir + 16 * pos, 0, 0)
+
+
+def produce(w, t):
+    from . import _slot
+    items, kept = [], _Kept(t)
+    for pos, i in enumerate(t.indices):
+        item, ok = kept.load(pos)
+        if not ok:
+            # made again after a death: its error record is the dead holder's
+            t.quiet = t.lib.gm_bind_is_done(t.b, t.slot, pos)
+            t0 = time.monotonic()
+            item, bad = _one(w, t, pos, i)
+            t.quiet = False
+            if bad:
+                return _fail(w, t, *bad)
+            if time.monotonic() - t0 >= KEEP_S:  # cheaper to make again than to keep
+                kept.keep(pos, item)  # before the done bit: what a resumer may read
+        items.append(item)
+        t.lib.gm_bind_done(t.b, t.slot, pos)
+    try:
+        _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, -1 - t.batch))
+        out = w["collate_fn"](items)
+        packed = _slot.pack(out, w["dumps"])
+    except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
+        return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
+    kept.forget()
+    if packed[2] > t.cap:
+        struct.pack_into("<Q", t.buf, 0, packed[2])
+        return t.publish(-errno.EMSGSIZE)
+    _slot.write(t.buf, packed)
+    t.publish(0)
+
+
+def _setup(argv):
+    head, w = _load_spec(argv[0])
+    w.update(head)
+    try:
+        import cloudpickle
+        w["dumps"] = cloudpickle.dumps
+    except ImportError:
+        w["dumps"] = pickle.dumps
+    try:  # one intra-op thread per worker, as torch's own workers do
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    return w
+
+
+def _attach(lib):
+    b = ctypes.c_void_p()
+    rc = lib.gm_bind_attach(ctypes.byref(b), 3)
+    if rc:
+        sys.stderr.write("goldminer worker: cannot map the ring (fd 3): %s\n" % os.strerror(-rc))
+        os._exit(2)
+    return b
+
+
+def _load(lib, b, argv):
+    """The spec, or the process ends with the reason in the ring header."""
+    try:
+        return _setup(argv)
+    except BaseException as e:  # noqa: BLE001 - say why, then go
+        msg = "%s: %s" % (type(e).__name__, e)
+        lib.gm_bind_fatal(b, ("cannot load the dataset: " + msg).encode()[:250])
+        sys.stderr.write("goldminer worker: %s\n%s" % (msg, traceback.format_exc()))
+        os._exit(1)
+
+
+def _name(name):
+    """This process's name in ps and /proc/PID/comm (PR_SET_NAME)."""
+    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)
+
+
+def _serve(lib, b, w):
+    """The worker loop: claim, produce, publish until stop, the end or retirement."""
+    _name(b"gm-pyworker")
+    signal.signal(signal.SIGUSR1, _on_usr1)
+    if w.get("worker_init_fn") is not None:
+        w["worker_init_fn"](0)
+    task = ctypes.c_uint64()
+    while not _retire:
+        slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
+        if slot == -errno.ENODATA:
+            break
+        if slot >= 0:
+            produce(w, _Task(lib, b, slot, task.value))
+    sys.stdout.flush()
+    os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
+
+
+def _forked(lib, b, w, trainer):
+    """In a worker the zygote forked: wait to be the trainer's (orphaned to it, a
+    subreaper), die with it, map the ring as this process, serve."""
+    os.close(4)
+    while os.getppid() != trainer:
+        if os.getppid() == 1:  # the trainer is gone
+            os._exit(0)
+        time.sleep(0.001)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != trainer:
+        os._exit(0)
+    lib.gm_bind_detach(b)  # the zygote's mapping: its lease id is the zygote's pid
+    _serve(lib, _attach(lib), w)
+
+
+def zygote(lib, argv):
+    """Load once, then fork a worker for each request on fd 4 (core/pool.c, "the
+    zygote"): fork twice so that the worker is orphaned to the trainer."""
+    _name(b"gm-zygote")
+    b = _attach(lib)
+    w = _load(lib, b, argv)
+    trainer = os.getppid()
+    os.write(4, b"R")
+    while True:
+        try:
+            req = os.read(4, 16)
+        except InterruptedError:
+            continue
+        if not req:
+            os._exit(0)  # the coordinator closed the socket
+        r, wr = os.pipe()
+        mid = os.fork()
+        if mid == 0:
+            os.close(r)
+            pid = os.fork()
+            if pid == 0:
+                os.close(wr)
+                _forked(lib, b, w, trainer)
+            os.write(wr, struct.pack("i", pid))
+            os._exit(0)
+        os.close(wr)
+        data = os.read(r, 4)
+        os.close(r)
+        os.waitpid(mid, 0)
+        os.write(4, data if len(data) == 4 else struct.pack("i", -1))
+
+
+def main(argv=None):
+    from . import _bind
+    argv = sys.argv[1:] if argv is None else argv
+    lib = _bind.lib()
+    if argv and argv[0] == "--zygote":
+        zygote(lib, argv[1:])
+    b = _attach(lib)
+    _serve(lib, b, _load(lib, b, argv))
+
+
+if __name__ == "__main__":
+    main()

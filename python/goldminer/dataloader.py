@@ -1,0 +1,479 @@
+"""goldminer.dataloader - torch.utils.data.DataLoader's arguments over goldminer's
+stateless, crash-proof workers, for any map-style dataset.
+
+    from goldminer.torch import DataLoader
+    loader = DataLoader(MyDataset(), batch_size=32, shuffle=True, num_workers=2, seed=1)
+    for epoch in range(3):
+        for x, y in loader:          # batch k = collate_fn([dataset[i] for i in indices_k])
+            ...
+
+The split (docs/DESIGN.md, "Python workers"): the trainer keeps everything that
+has state - the sampler's order for the epoch (drawn here from `generator`, or
+from (seed, epoch) when none is given), the epoch counter, the resume position -
+and writes each batch's sample indices into its ring slot. A worker (a fresh
+process of this interpreter, _worker.py) gets only (epoch, batch index, indices)
+through libgoldminer's lease protocol and keeps nothing between batches, so a
+killed, stopped or crashed worker costs one batch's re-issue and the bytes do not
+depend on the worker count: each sample is computed after seeding random, NumPy
+and torch from (seed, epoch, index).
+
+Batches come back as tensors viewing the ring slot (zero copy) until the next
+batch is asked for; copy=True clones them. The slot size is measured once from
+batch 0 of the first epoch, computed here in the trainer (twice its size, at least
+1 MiB), or given by slot_bytes=.
+
+num_workers="auto": the pool starts with two workers and the elastic controller
+(elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
+process may use) from the trainer's wait and the workers' rate.
+
+persistent_workers=True keeps one ring and its workers across epochs (each slot
+says which epoch its batch is of); an epoch left half-way ends them (the next
+starts new ones).
+
+What it does not do (yet): node= and IterableDataset are refused in words; worker_init_fn gets worker id 0 (the pool's
+workers are interchangeable and replaced, they have no stable id).
+"""
+import ctypes
+import errno
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+
+from . import _bind, _slot
+
+_ON_ERROR = ("fail", "skip")
+
+
+def _pickler():
+    try:
+        import cloudpickle
+        return cloudpickle.dumps, "cloudpickle"
+    except ImportError:
+        return pickle.dumps, "pickle (python3-cloudpickle is not installed: lambdas and"\
+                             " classes of __main__ cannot reach the workers)"
+
+
+def _unpicklable(obj, dumps, name, depth=0):
+    """The attribute path of the first part of obj that does not pickle, and why."""
+    try:
+        dumps(obj)
+        return None
+    except Exception as e:  # noqa: BLE001 - any pickling error
+        why = "%s: %s" % (type(e).__name__, e)
+    attrs = getattr(obj, "__dict__", None)
+    if depth < 4 and isinstance(attrs, dict):
+        for k, v in attrs.items():
+            found = _unpicklable(v, dumps, "%s.%s" % (name, k), depth + 1)
+            if found:
+                return found
+    return "%s (a %s) cannot be pickled for the workers: %s" % (name, type(obj).__name__, why)
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader for map-style datasets, goldminer's workers."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False,
+                 timeout=0, worker_init_fn=None, multiprocessing_context=None, generator=None,
+                 *, prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 node=None, seed=0, lease_timeout_ms=0, on_error="fail", slot_bytes=0,
+                 copy=False, max_workers=0):
+        import torch
+        from torch.utils import data as tud
+        self._refuse(dataset, num_workers, multiprocessing_context, persistent_workers, node,
+                     on_error, prefetch_factor, timeout, tud)
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size,"
+                                 " shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
+        self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
+        # "auto": the elastic controller sizes the pool within max_workers (0: the CPUs)
+        self.max_workers = max_workers or len(os.sched_getaffinity(0))
+        self._stats = [0, 0, 0, 0, 0]
+        self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
+        self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
+        self.collate_fn = collate_fn or tud.default_collate
+        self.worker_init_fn, self.generator = worker_init_fn, generator
+        self.on_error, self.lease_timeout_ms, self.slot_bytes = on_error, lease_timeout_ms, slot_bytes
+        self.copy, self.persistent_workers, self._pool = copy, persistent_workers, None
+        self._own_gen = generator is None
+        self._gen = generator if generator is not None else torch.Generator()
+        if batch_sampler is None:
+            if sampler is None:
+                sampler = (tud.RandomSampler(dataset, generator=self._gen) if shuffle
+                           else tud.SequentialSampler(dataset))
+            batch_sampler = tud.BatchSampler(sampler, batch_size, drop_last)
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        self._epoch, self._start, self._gen_state = 0, 0, None
+        self._errors, self._measured = [], 0
+        self._dumps, self.pickler = _pickler()
+        if num_workers:
+            for name, obj in (("dataset", dataset), ("collate_fn", self.collate_fn),
+                              ("worker_init_fn", worker_init_fn)):
+                why = _unpicklable(obj, self._dumps, name)
+                if why:
+                    raise TypeError("goldminer DataLoader: " + why)
+
+    @staticmethod
+    def _refuse(dataset, num_workers, ctx, persistent, node, on_error, prefetch, timeout, tud):
+        def no(what):
+            raise ValueError("goldminer DataLoader: " + what)
+        if isinstance(dataset, tud.IterableDataset):
+            no("an IterableDataset has no indices for stateless workers: give a map-style"
+               " dataset (__getitem__ and __len__)")
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            no('num_workers must be an int >= 0 or "auto", not %r' % (num_workers,))
+        if ctx not in (None, "spawn"):
+            no("multiprocessing_context=%r: goldminer's workers are always fresh processes of"
+               " this interpreter (like 'spawn'), never forked" % (ctx,))
+        if persistent and not num_workers:
+            no("persistent_workers option needs num_workers > 0")
+        if node is not None:
+            no("node= (workers through the node agent) is not there yet")
+        if on_error not in _ON_ERROR:
+            no("on_error must be 'fail' or 'skip', not %r" % (on_error,))
+        if prefetch is not None and (num_workers == 0 or prefetch < 1):
+            no("prefetch_factor needs num_workers > 0 and a value >= 1")
+        if timeout < 0:
+            no("timeout must be >= 0")
+
+    def __len__(self):
+        return len(self.batch_sampler)
+
+    def stats(self):
+        """The last pool's counters: workers alive, deaths, batches re-issued, samples
+        quarantined, and its target size (the controller's with num_workers="auto")."""
+        return dict(zip(("workers", "deaths", "reissued", "quarantined", "target"),
+                        self._stats))
+
+    def errors(self):
+        """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
+        return list(self._errors)
+
+    def state_dict(self):
+        """Where the next batch comes from: resume with load_state_dict."""
+        return {"epoch": self._epoch, "batch": self._start, "seed": self.seed,
+                "generator": self._gen_state if not self._own_gen else None}
+
+    def load_state_dict(self, sd):
+        self.close()  # a persistent pool's tasks in flight are not the resumed ones
+        self._epoch, self._start, self.seed = sd["epoch"], sd["batch"], sd["seed"]
+        if sd.get("generator") is not None:
+            self._gen.set_state(sd["generator"])
+            self._gen_state = sd["generator"]
+        else:
+            self._gen_state = None
+
+    def _draw(self):
+        """This epoch's batches of indices, drawn here (the state is the trainer's)."""
+        if self._own_gen:
+            self._gen.manual_seed(_slot.seed_of(self.seed, self._epoch, 0) & ((1 << 63) - 1))
+        elif self._gen_state is not None:
+            self._gen.set_state(self._gen_state)  # a resumed epoch draws the same order
+        else:
+            self._gen_state = self._gen.get_state()
+        return [list(b) for b in self.batch_sampler]
+
+    def __iter__(self):
+        batches = self._draw()
+        start, self._start = self._start, 0
+        it = (self._local(batches, start) if self.num_workers == 0
+              else self._pooled(batches, start))
+        try:
+            for k, out in it:
+                self._start = k + 1
+                yield out
+        finally:  # one epoch per iteration, whole or abandoned
+            it.close()
+            self._epoch += 1
+            self._start, self._gen_state = 0, None
+
+    def _item(self, i):
+        _slot.seed_all(_slot.seed_of(self.seed, self._epoch, i))
+        return self.dataset[i]
+
+    def _substitute(self, k, i, e):
+        """on_error="skip" in the trainer: what _worker.py does (the next good index)."""
+        self._errors.append((self._epoch, k, i, "%s: %s" % (type(e).__name__, e)))
+        n = len(self.dataset)
+        for j in range(1, 65):
+            try:
+                return self._item((i + j) % n)
+            except Exception:  # noqa: BLE001 - any error of the user's dataset
+                continue
+        raise LookupError("sample %d is bad and so are the 64 after it: no substitute" % i)
+
+    def _compute(self, k, idx):
+        """Batch k here in the trainer, seeded as a worker seeds it."""
+        items = []
+        for i in idx:
+            try:
+                items.append(self._item(i))
+            except Exception as e:  # noqa: BLE001
+                if self.on_error != "skip":
+                    raise
+                items.append(self._substitute(k, i, e))
+        _slot.seed_all(_slot.seed_of(self.seed, self._epoch, -1 - k))
+        return self.collate_fn(items)
+
+    def _local(self, batches, start):
+        for k in range(start, len(batches)):
+            yield k, self._pin(self._compute(k, batches[k]))  # a copy, as torch's
+
+    def _pin(self, out):
+        """A pinned copy where the batch is not pinned already (torch's rule: no
+        accelerator, no pinning, with torch's own warning)."""
+        import torch
+        if not self.pin_memory or not torch.cuda.is_available():
+            if self.pin_memory and not getattr(self, "_warned", False):
+                self._warned = True
+                import warnings
+                warnings.warn("pin_memory=True but no CUDA device is usable: batches are"
+                              " not pinned")
+            return out
+        return _map_tensors(out, lambda t: t.pin_memory())
+
+    def _payload_bytes(self, batches, start):
+        if self.slot_bytes:
+            return self.slot_bytes
+        if not self._measured:
+            k, n = start if start < len(batches) else 0, len(self._errors)
+            size = _slot.pack(self._compute(k, batches[k]), self._dumps)[2]
+            del self._errors[n:]  # the workers report this batch's bad samples
+            self._measured = max(1 << 20, (2 * size + 4095) // 4096 * 4096)
+        return self._measured
+
+    def _pool_for(self, batches, start):
+        """The pool of this epoch: the persistent one when it can go on (the last
+        epoch ran to its end and this one starts at 0), else a new one."""
+        epoch, pool = self._epoch, self._pool
+        if pool is not None and start == 0:  # (an epoch left half-way closed it)
+            pool.add_plan((pool.tail(), epoch, batches, 0))
+            return pool
+        self.close()
+        pool = _Pool(self, (-start, epoch, batches, start), self._payload_bytes(batches, start),
+                     self.persistent_workers)
+        if self.persistent_workers:
+            self._pool = pool
+        return pool
+
+    def _pooled(self, batches, start):
+        if start >= len(batches):
+            return
+        pool, done = self._pool_for(batches, start), False
+        base = pool.plans[-1][0]
+        try:
+            for k in range(start, len(batches)):
+                out = pool.next(base + k, k, self._epoch)
+                yield k, out if pool.pinned else self._pin(out)
+            done = True
+        finally:
+            if not done or pool is not self._pool:
+                if pool is self._pool:
+                    self._pool = None  # an epoch left half-way: its tasks are dropped
+                pool.close()
+
+    def close(self):
+        """End the persistent workers now (they also end with the loader)."""
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone
+            pass
+
+
+def _map_tensors(obj, fn):
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*[_map_tensors(v, fn) for v in obj])
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_map_tensors(v, fn) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+class _Pool:
+    """A ring and its exec'd workers (gm_bind_pool_*), and the spec file they load.
+
+    Tasks are ring positions; each epoch iterated through the pool is a plan,
+    (base, epoch, batches): task base + k is batch k of that epoch. A pool of one
+    epoch ends at its last batch; a persistent pool (persistent_workers=True)
+    has no end and takes one plan after another. Slots go back in task order, each
+    with the batch of task + slots; one whose next batch is not drawn yet (the
+    next epoch's) is kept until it is."""
+
+    def __init__(self, dl, plan, payload, persistent):
+        self.dl, self.lib = dl, _bind.lib()
+        self.p, self.dir = ctypes.c_void_p(), tempfile.mkdtemp(prefix="gm-py-")
+        self.plans, self.held, self.pending = [plan], None, []
+        base, _, batches, start = plan
+        self.first = base + start
+        self.end = _bind.NO_END if persistent else base + len(batches)
+        try:
+            self._open(payload, max(len(b) for b in batches))
+        except BaseException:
+            self.close()
+            raise
+
+    def _spec(self):
+        head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
+                             "on_error": self.dl.on_error})
+        body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
+                               "worker_init_fn": self.dl.worker_init_fn})
+        path = os.path.join(self.dir, "spec")
+        with open(path, "wb") as f:
+            f.write(b"%016x" % len(head) + head + body)
+        return path
+
+    def _cfg(self, payload, batch_max):
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        code = ("import sys; sys.path.insert(0, %r); from goldminer._worker import main; main()"
+                % pkg)
+        args = [sys.executable, "-c", code, self._spec()]
+        self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
+        zyg = args[:3] + ["--zygote"] + args[3:]  # replacements fork from it
+        self.zargv = (ctypes.c_char_p * (len(zyg) + 1))(*[a.encode() for a in zyg], None)
+        auto = self.dl.num_workers == "auto"
+        workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
+        slots = 1
+        while slots < max(4, self.dl.prefetch_factor * (self.dl.max_workers if auto
+                                                       else workers)):
+            slots *= 2
+        if self.end == _bind.NO_END:  # the longest batch of any epoch: the sampler's size
+            batch_max = max(batch_max, self.dl.batch_size or 0)
+        return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
+                             self.end, self.dl.lease_timeout_ms,
+                             self.dl.max_workers if auto else 0, self.zargv)
+
+    def _open(self, payload, batch_max):
+        cfg = self._cfg(payload, batch_max)
+        err = ctypes.create_string_buffer(512)
+        rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
+        if rc:
+            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+        self.slots = self.lib.gm_bind_pool_slots(self.p)
+        for t in range(self.first, min(self.first + self.slots, self.end)):
+            b = self._batch(t)
+            if b is None:
+                break
+            self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
+        # pin_memory: batches view page-locked memory (the ring registered with CUDA)
+        self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
+        rc = self.lib.gm_bind_pool_start(self.p, err, 512)
+        if rc:
+            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+
+    def _batch(self, t):
+        """Task t's struct gm_bind_batch, or None while its epoch is not drawn."""
+        for base, epoch, batches, start in self.plans:
+            if base + start <= t < base + len(batches):
+                b = batches[t - base]
+                arr = (ctypes.c_uint32 * len(b))(*b)
+                out = _bind.Batch(epoch, t - base, arr, len(b))
+                out._keep = arr  # alive until the call has copied it into the ring
+                return out
+        return None
+
+    def add_plan(self, plan):
+        self.plans = [p for p in self.plans if p[0] + len(p[2]) > self.first] + [plan]
+        self._flush()
+
+    def tail(self):
+        """The task after the last plan's last batch."""
+        base, _, batches, _ = self.plans[-1]
+        return base + len(batches)
+
+    def _flush(self):
+        """Hand back, in order, every kept slot whose next batch is known."""
+        if self.held is not None:
+            self.pending.append(self.held)
+            self.held = None
+        while self.pending:
+            slot, t = self.pending[0]
+            nt = t + self.slots
+            b = None if nt >= self.end else self._batch(nt)
+            if b is None and nt < self.end:
+                return  # the next epoch's order is not drawn yet: keep it
+            if self.lib.gm_bind_pool_release(self.p, slot, ctypes.byref(b) if b else None):
+                raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
+                                   " more than the persistent ring's batches (its first"
+                                   " epoch's longest): use persistent_workers=False"
+                                   % (b.batch, b.epoch, b.n))
+            self.pending.pop(0)
+            self.first = t + 1
+
+    def next(self, t, k, epoch):
+        self._flush()  # the previous batch's views end here
+        err = ctypes.create_string_buffer(512)
+        waited, limit = 0, int(self.dl.timeout * 1000)
+        while True:
+            slot = self.lib.gm_bind_pool_next(self.p, t, 200, err, 512)
+            if slot >= 0:
+                break
+            if slot == -errno.ETIMEDOUT or slot == -errno.EINTR:
+                waited += 200  # a KeyboardInterrupt is raised here, between calls
+                if limit and waited >= limit:
+                    raise RuntimeError("DataLoader timed out after %g seconds (batch %d of"
+                                       " epoch %d)" % (self.dl.timeout, k, epoch))
+                continue
+            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d: %s"
+                               % (k, epoch, err.value.decode(errors="replace")))
+        self.held = (slot, t)
+        st = (ctypes.c_uint64 * 5)()
+        self.lib.gm_bind_pool_stats(self.p, st)
+        self.dl._stats = list(st)
+        return self._take(slot, k, epoch)
+
+    def _take(self, slot, k, epoch):
+        cap = ctypes.c_uint64()
+        ptr = self.lib.gm_bind_pool_payload(self.p, slot, ctypes.byref(cap))
+        buf = (ctypes.c_char * cap.value).from_address(ptr)
+        status = self.lib.gm_bind_pool_status(self.p, slot)
+        for r in range(min(self.lib.gm_bind_pool_errors(self.p, slot), 8)):
+            s, e = ctypes.c_uint32(), ctypes.c_int32()
+            msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))
+            if status == 0:
+                self.dl._errors.append((epoch, k, s.value, (msg or b"").decode(errors="replace")))
+        if status == -errno.EMSGSIZE:
+            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
+                               " than a slot's %d: raise slot_bytes=" % (
+                                   k, epoch, _slot.size_of(buf), cap.value))
+        if status:
+            _raise_failed(buf, k, epoch)
+        return _slot.read(memoryview(buf).cast("B"), copy=self.dl.copy)
+
+    def close(self):
+        if self.p:
+            self.lib.gm_bind_pool_destroy(self.p)  # stops and reaps every worker
+            self.p = ctypes.c_void_p()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _raise_failed(buf, k, epoch):
+    """Raise the worker's exception: same type, its traceback and the index."""
+    import struct
+    total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
+    if magic != b"GMPYFAIL" or _slot.HDR + tlen > len(buf):
+        raise RuntimeError("goldminer DataLoader: batch %d of epoch %d failed" % (k, epoch))
+    exc, info = pickle.loads(bytes(memoryview(buf).cast("B")[_slot.HDR:_slot.HDR + tlen]))
+    text = ("%s\n(sample %d, batch %d of epoch %d, in a goldminer worker; its traceback:)\n%s"
+            % (info["msg"], info["index"], k, epoch, info["tb"]))
+    try:
+        new = info["type"](text)
+    except Exception:  # noqa: BLE001 - a type whose constructor wants more
+        new = RuntimeError("%s: %s" % (info["type"].__name__, text))
+    new.sample_index = info["index"]
+    raise new from None

@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""Any map-style dataset: goldminer.torch.DataLoader against torch's DataLoader, in
+one run, 2 workers each, the same arguments (issue 26, item 7).
+
+    /usr/bin/python3 pydataset_bench.py text|images [--root PHOTOS] [--epochs 3]
+                                        [--rounds 2] [--limit 600]
+
+Datasets: "text" reads, tokenizes (a word regex, hashed into a 30000-word
+vocabulary) and pads (in collate_fn, to the batch's longest) the lines of the
+licences Debian ships (/usr/share/common-licenses); "images" is torchvision's
+ImageFolder over PHOTOS (the first --limit images) with Resize(144) +
+CenterCrop(128) + ColorJitter + ToTensor. For each it prints JSON lines:
+  rate     samples/s of epochs 2..E (persistent workers, so the workers' start is
+           not timed; epoch 1 is timed apart as "first_epoch_s"), best of --rounds,
+           runs of the two loaders alternating so that a shared machine's drift
+           hits both; goldminer with 2 workers and with num_workers="auto"
+           (max_workers=2: the same CPUs);
+  kill     one worker SIGKILLed every 200 ms from the first batch on (goldminer's
+           zygote, which holds no lease, is not a worker) over --epochs epochs: goldminer's checksum
+           against its undisturbed one; torch's DataLoader: what it raised;
+  memory   the trainer's RSS and PSS and the workers' total, mid-epoch.
+The checksum is a SHA-256 over every batch's tensors' bytes.
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+import torch
+from torch.utils.data import DataLoader as TorchDL
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+from goldminer.torch import DataLoader as GmDL  # noqa: E402
+
+WORD = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
+
+
+class Lines:
+    """Lines of text files, read from disk in __getitem__ (offsets kept)."""
+
+    def __init__(self, paths):
+        self.where = []
+        for p in paths:
+            off = 0
+            with open(p, "rb") as f:
+                for line in f:
+                    if line.strip():
+                        self.where.append((p, off))
+                    off += len(line)
+
+    def __len__(self):
+        return len(self.where)
+
+    def __getitem__(self, i):
+        p, off = self.where[i]
+        with open(p, "rb") as f:
+            f.seek(off)
+            line = f.readline().decode("utf-8", "replace")
+        ids = [hash_word(w) for w in WORD.findall(line.lower())][:64]
+        return torch.tensor(ids or [0], dtype=torch.int64)
+
+
+def hash_word(w):
+    h = 2166136261
+    for c in w.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return 1 + h % 30000
+
+
+def pad(items):
+    n = max(len(x) for x in items)
+    out = torch.zeros(len(items), n, dtype=torch.int64)
+    for i, x in enumerate(items):
+        out[i, :len(x)] = x
+    return out, torch.tensor([len(x) for x in items])
+
+
+def dataset(kind, root, limit):
+    if kind == "text":
+        return Lines(sorted(glob.glob("/usr/share/common-licenses/*"))), pad, 64
+    from torchvision import datasets, transforms
+    tf = transforms.Compose([transforms.Resize(144), transforms.CenterCrop(128),
+                             transforms.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                             transforms.ToTensor()])
+    ds = datasets.ImageFolder(root, tf)
+    idx = list(range(0, len(ds), max(1, len(ds) // limit)))[:limit]
+    return torch.utils.data.Subset(ds, idx), None, 32
+
+
+def make(which, ds, collate, batch, workers="2"):
+    kw = dict(batch_size=batch, shuffle=True, num_workers=2, persistent_workers=True,
+              collate_fn=collate)
+    g = torch.Generator()
+    g.manual_seed(1)
+    if which == "torch":
+        return TorchDL(ds, generator=g, **{k: v for k, v in kw.items() if v is not None})
+    if workers == "auto":
+        kw.update(num_workers="auto", max_workers=2)
+    return GmDL(ds, generator=g, seed=1, **{k: v for k, v in kw.items() if v is not None})
+
+
+def tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            yield from tensors(v)
+
+
+def epoch(dl, h=None, each=None):
+    n = 0
+    for b in dl:
+        ts = list(tensors(b))
+        n += ts[0].shape[0]
+        for t in ts if h is not None else ():
+            h.update(t.contiguous().numpy().tobytes())
+        if each:
+            each()
+    return n
+
+
+def rate(which, ds, collate, batch, epochs, workers="2"):
+    dl = make(which, ds, collate, batch, workers)
+    t0 = time.monotonic()
+    epoch(dl)
+    first = time.monotonic() - t0
+    t0, n = time.monotonic(), 0
+    for _ in range(epochs - 1):
+        n += epoch(dl)
+    out = {"loader": which, "workers": workers, "samples_per_s": n / (time.monotonic() - t0),
+           "first_epoch_s": round(first, 2)}
+    if hasattr(dl, "close"):
+        dl.close()
+    return out
+
+
+def children(workers_only=False):
+    """This process's children; workers_only: not goldminer's zygote (a loader of
+    workers that holds no lease: the workers are what is killed)."""
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rfind(")") + 2:].split()[1]) == me and not (
+                    workers_only and st[st.find("(") + 1:st.rfind(")")] == "gm-zygote"):
+                out.append(int(d))
+    return out
+
+
+class Killer(threading.Thread):
+    """SIGKILL one worker (a child of this process) every period seconds."""
+
+    def __init__(self, period=0.2):
+        super().__init__(daemon=True)
+        self.period, self.stop, self.kills = period, threading.Event(), 0
+
+    def run(self):
+        k = 0
+        while not self.stop.wait(self.period):
+            kids = children(workers_only=True)
+            if kids:
+                try:
+                    os.kill(kids[k % len(kids)], signal.SIGKILL)
+                    self.kills += 1
+                except OSError:
+                    pass
+                k += 1
+
+
+def under_kills(which, ds, collate, batch, epochs):
+    dl = make(which, ds, collate, batch)
+    ref = hashlib.sha256()
+    if which == "goldminer":
+        ok = make(which, ds, collate, batch)
+        for _ in range(epochs):
+            epoch(ok, ref)
+        ok.close()
+    h, k = hashlib.sha256(), Killer()
+    out = {"loader": which, "kill_every_ms": 200, "epochs": epochs}
+    try:
+        t0 = time.monotonic()
+        for _ in range(epochs):  # the kills start once the first batch is there
+            epoch(dl, h, each=lambda: k.is_alive() or k.start())
+        out["seconds"] = round(time.monotonic() - t0, 2)
+        out.update(completed=True, same_checksum=h.hexdigest() == ref.hexdigest()
+                   if which == "goldminer" else None)
+    except Exception as e:  # noqa: BLE001 - what torch's DataLoader raises
+        out.update(completed=False, stopped_with="%s: %s" % (type(e).__name__,
+                                                            str(e).splitlines()[0][:160]))
+    k.stop.set()
+    if k.is_alive():
+        k.join()
+    out["kills"] = k.kills
+    if hasattr(dl, "close"):
+        dl.close()
+    return out
+
+
+def mem_kb(pid, key):
+    try:
+        path = "/proc/%d/%s" % (pid, "smaps_rollup" if key == "Pss" else "status")
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def memory(which, ds, collate, batch):
+    dl, seen = make(which, ds, collate, batch), {}
+
+    def look():
+        if not seen:
+            kids = children()
+            seen.update(trainer_rss_mb=mem_kb(os.getpid(), "VmRSS") / 1024,
+                        trainer_pss_mb=mem_kb(os.getpid(), "Pss") / 1024,
+                        workers=len(kids),
+                        workers_rss_mb=sum(mem_kb(p, "VmRSS") for p in kids) / 1024,
+                        workers_pss_mb=sum(mem_kb(p, "Pss") for p in kids) / 1024)
+    n = [0]
+
+    def each():
+        n[0] += 1
+        if n[0] == 5:
+            look()
+    epoch(dl, each=each)
+    if hasattr(dl, "close"):
+        dl.close()
+    return dict({"loader": which}, **{k: round(v, 1) for k, v in seen.items()})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=("text", "images"))
+    ap.add_argument("--root", default=os.environ.get("PHOTOS", "/var/tmp/goldminer-photos"))
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=600)
+    a = ap.parse_args()
+    ds, collate, batch = dataset(a.kind, a.root, a.limit)
+    best = {}
+    for _ in range(a.rounds):
+        for which, w in (("torch", "2"), ("goldminer", "2"), ("goldminer", "auto")):
+            r = rate(which, ds, collate, batch, a.epochs, w)
+            key = (which, w)
+            if key not in best or r["samples_per_s"] > best[key]["samples_per_s"]:
+                best[key] = r
+    t = best[("torch", "2")]["samples_per_s"]
+    for key, r in best.items():
+        r.update(kind=a.kind, samples=len(ds), batch=batch,
+                 vs_torch=round(r["samples_per_s"] / t, 3))
+        r["samples_per_s"] = round(r["samples_per_s"], 1)
+        print(json.dumps(dict(r, what="rate")), flush=True)
+    for which in ("goldminer", "torch"):
+        print(json.dumps(dict(under_kills(which, ds, collate, batch, a.epochs), what="kill",
+                              kind=a.kind)), flush=True)
+    for which in ("goldminer", "torch"):
+        print(json.dumps(dict(memory(which, ds, collate, batch), what="memory",
+                              kind=a.kind)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

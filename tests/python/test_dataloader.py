@@ -1,0 +1,491 @@
+"""goldminer.torch.DataLoader: any map-style dataset in goldminer's workers (issue 26).
+
+Each test shows one promise: the same bytes whatever the worker count (and torch's
+DataLoader not), a SIGKILLed worker or one that os._exit()s mid-batch costs a
+re-issue and nothing else, a SIGSTOPped lease holder loses its lease at the
+deadline, exceptions with on_error fail/skip, a lambda and a class of a script's
+__main__ reach the workers, an unpicklable attribute is refused naming it, a
+collate result the ring cannot carry and a batch bigger than its slot are refused
+in words, state_dict resumes mid-epoch with the same bytes, batches view the ring,
+and Ctrl-C leaves no process.
+"""
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+from helpers import REPO, GmTest, alive, children, memfd_maps
+
+N, BATCH = 40, 4
+
+
+class AugDataset:
+    """Random 'augmentations' from the three global generators, optionally slow."""
+
+    def __init__(self, n=N, delay=0.0, bad=(), marker=None, exit_on=None, crash_on=None,
+                 loop_on=None, log=None):
+        self.n, self.delay, self.bad, self.marker, self.exit_on = n, delay, bad, marker, exit_on
+        self.crash_on, self.loop_on, self.log = crash_on, loop_on, log
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+        if i in self.bad:
+            raise KeyError("sample %d is broken" % i)
+        if self.exit_on == i and self.marker and os.path.exists(self.marker):
+            os.unlink(self.marker)
+            os._exit(3)  # a worker that dies in the user's code, once
+        if self.crash_on == i:
+            import ctypes
+            ctypes.string_at(0)  # a segfault in C code, every time
+        while self.loop_on == i:
+            pass  # a transform that never returns
+        if self.delay:
+            time.sleep(self.delay)
+        if self.log:  # one file per finished call: which samples were made twice
+            open(os.path.join(self.log, "%d.%d.%d" % (i, os.getpid(), time.monotonic_ns())),
+                 "w").close()
+        return (torch.rand(3) + i, np.random.rand(2), random.random(), i)
+
+
+def named(name, pid=None):
+    """pid's children called name (/proc/PID/comm: the workers set theirs)."""
+    out = []
+    for c, _ in children(pid):
+        try:
+            with open("/proc/%d/comm" % c) as f:
+                if f.read().strip() == name:
+                    out.append(c)
+        except OSError:
+            pass
+    return out
+
+
+def workers(pid=None):
+    """The worker processes among pid's children (not the pool's zygote); a worker
+    still starting (not named yet) is not counted."""
+    return named("gm-pyworker", pid)
+
+
+def zygotes():
+    return named("gm-zygote")
+
+
+def flat(batches):
+    """A comparable form of a list of batches (tensors to lists)."""
+    out = []
+    for x, a, r, i in batches:
+        out.append((x.tolist(), a.tolist(), r.tolist(), i.tolist()))
+    return out
+
+
+Pair = collections.namedtuple("Pair", "tokens meta")
+
+
+def pad_collate(items):
+    """Variable-length samples padded here, and every kind of leaf the slot carries."""
+    import numpy as np
+    import torch
+    n = max(len(x) for x, *_ in items)
+    tok = torch.zeros(len(items), n, dtype=torch.int32)
+    for k, (x, *_) in enumerate(items):
+        tok[k, :len(x)] = torch.tensor(x, dtype=torch.int32)
+    return Pair(tok, {"len": [len(x) for x, *_ in items], "name": [v[1] for v in items],
+                      "raw": b"".join(v[2] for v in items), "none": None,
+                      "half": torch.ones(2, 3, dtype=torch.float16),
+                      "np": np.arange(6, dtype=np.int16).reshape(2, 3), "f": np.float32(1.5),
+                      "empty": torch.zeros(0, 4), "t": (1, 2.5, True)})
+
+
+class Texts:
+    def __len__(self):
+        return 30
+
+    def __getitem__(self, i):
+        return [i] * (1 + i % 7), "s%d" % i, bytes([i])
+
+
+class TestDataLoader(GmTest):
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        from goldminer.torch import DataLoader
+        self.DL = DataLoader
+
+    def run_loader(self, workers, ds=None, **kw):
+        kw.setdefault("shuffle", True)
+        kw.setdefault("seed", 5)
+        dl = self.DL(ds or AugDataset(), batch_size=BATCH, num_workers=workers, copy=True, **kw)
+        return flat(list(dl)), dl
+
+    def test_same_bytes_with_0_1_2_and_4_workers(self):
+        ref, dl = self.run_loader(0)
+        self.assertEqual(len(ref), len(dl))
+        self.assertEqual(len(ref), N // BATCH)
+        for w in (1, 2, 4):
+            self.assertEqual(self.run_loader(w)[0], ref, "%d workers" % w)
+
+    def test_every_kind_of_collate_result_comes_back_as_it_went(self):
+        import numpy as np
+        import torch
+        want = list(self.DL(Texts(), batch_size=4, collate_fn=pad_collate))
+        got = list(self.DL(Texts(), batch_size=4, num_workers=2, collate_fn=pad_collate,
+                           copy=True))
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(got, want):
+            self.assertIsInstance(g, tuple)
+            self.assertEqual(g._fields, ("tokens", "meta"))
+            self.assertTrue(torch.equal(g.tokens, w.tokens))
+            self.assertEqual(g.tokens.dtype, torch.int32)
+            self.assertEqual(set(g.meta), set(w.meta))
+            for k in ("len", "name", "raw", "none", "t"):
+                self.assertEqual(g.meta[k], w.meta[k], k)
+            self.assertEqual(g.meta["half"].dtype, torch.float16)
+            self.assertTrue(torch.equal(g.meta["half"], w.meta["half"]))
+            self.assertTrue(np.array_equal(g.meta["np"], w.meta["np"]))
+            self.assertEqual(g.meta["np"].dtype, np.int16)
+            self.assertEqual(g.meta["f"], np.float32(1.5))
+            self.assertEqual(tuple(g.meta["empty"].shape), (0, 4))
+        self.assertEqual(got[-1].tokens.shape[0], 2)  # 30 = 7 x 4 + 2: the short batch
+
+    def test_torch_differs_with_1_and_2_workers_goldminer_does_not(self):
+        import torch
+        from torch.utils.data import DataLoader as TorchDL
+
+        def torch_run(w):
+            g = torch.Generator()
+            g.manual_seed(7)
+            return flat(list(TorchDL(AugDataset(), batch_size=BATCH, num_workers=w,
+                                     generator=g, shuffle=True)))
+
+        self.assertNotEqual(torch_run(1), torch_run(2))
+        g1, g2 = torch.Generator(), torch.Generator()
+        g1.manual_seed(7)
+        g2.manual_seed(7)
+        self.assertEqual(self.run_loader(1, generator=g1)[0], self.run_loader(2, generator=g2)[0])
+
+    def test_epochs_differ_and_each_iteration_is_one_epoch(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=1, seed=5,
+                     copy=True)
+        e0, e1 = flat(list(dl)), flat(list(dl))
+        self.assertNotEqual(e0, e1)
+        self.assertEqual(dl.state_dict()["epoch"], 2)
+
+    def test_persistent_workers_keep_their_processes_and_the_bytes(self):
+        def epochs(persistent):
+            dl = self.DL(AugDataset(n=42), batch_size=BATCH, shuffle=True, num_workers=2,
+                         seed=5, copy=True, persistent_workers=persistent)
+            out, pids = [], []
+            for _ in range(3):
+                out.append(flat(list(dl)))
+                deadline = time.monotonic() + 20
+                while persistent and len(workers()) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)  # a worker still starting: its name comes later
+                pids.append(sorted(workers()))
+            dl.close()
+            return out, pids
+        ref, _ = epochs(False)
+        got, pids = epochs(True)
+        self.assertEqual(got, ref)  # 42 samples: the last batch of each epoch is short
+        self.assertEqual(len(pids[0]), 2)
+        self.assertEqual(pids[0], pids[2])  # the same two workers served three epochs
+        self.assertEqual(children(), [])  # close() ended them
+
+    def test_persistent_epoch_left_half_way_restarts_cleanly(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                     copy=True, persistent_workers=True)
+        ref = [flat(list(self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=0,
+                                 seed=5, copy=True))) for _ in range(1)]
+        it = iter(dl)
+        next(it)
+        it.close()  # epoch 0 abandoned
+        e1 = flat(list(dl))
+        dl.close()
+        dl0 = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=0, seed=5,
+                      copy=True)
+        list(dl0)
+        self.assertEqual(e1, flat(list(dl0)))  # epoch 1's bytes
+        self.assertNotEqual(e1, ref[0])
+
+    def test_replacements_fork_from_the_zygote_and_are_reaped_here(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
+                     seed=5, copy=True)
+        got, first, later = [], [], []
+        for b in dl:
+            got.append(b)
+            if len(got) == 2:
+                deadline = time.monotonic() + 20
+                while not zygotes() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                zyg = zygotes()
+                self.assertEqual(len(zyg), 1)
+                time.sleep(1.0)  # loaded: it says so before it forks anyone
+                first = workers()
+                for pid in first:
+                    os.kill(pid, signal.SIGKILL)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 10:
+                    later = [w for w in workers() if w not in first]
+                    if len(later) == 2:
+                        break
+                    time.sleep(0.005)
+                took = time.monotonic() - t0
+        self.assertEqual(flat(got), ref)
+        self.assertEqual(len(later), 2)
+        self.assertLess(took, 1.0)  # forked replacements, not fresh interpreters
+        self.assertEqual(children(), [])  # every process reaped
+
+    def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
+                     seed=5, copy=True)
+        got, killed = [], 0
+        for b in dl:
+            got.append(b)
+            if len(got) == 2:
+                for pid, _ in children():
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+        self.assertGreater(killed, 0)
+        self.assertEqual(flat(got), ref)
+
+    def test_reissued_batch_resumes_after_what_the_dead_worker_finished(self):
+        ref = self.run_loader(0, shuffle=False)[0]
+        log = tempfile.mkdtemp(prefix="gm-log-")
+        dl = self.DL(AugDataset(delay=0.1, log=log), batch_size=BATCH, num_workers=1,
+                     copy=True, seed=5, slot_bytes=1 << 20)
+        it = iter(dl)
+        got = flat([next(it)])  # batch 0; the worker goes on with batch 1 (4..7)
+        deadline = time.monotonic() + 30
+
+        def made():
+            return [int(f.split(".")[0]) for f in os.listdir(log)]
+        while not {4, 5} <= set(made()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertNotIn(7, made())  # still inside batch 1
+        killed = workers()
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        got += flat(list(it))
+        self.assertEqual(len(killed), 1)
+        self.assertEqual(got, ref)
+        self.assertEqual(made().count(4), 1)  # kept in the slot, not made again
+        self.assertEqual(made().count(5), 1)
+        self.assertEqual(sorted(set(made())), list(range(N)))
+        self.assertGreaterEqual(dl.stats()["reissued"], 1)
+
+    def test_worker_that_exits_in_the_dataset_costs_a_reissue(self):
+        ref = self.run_loader(0)[0]
+        fd, marker = tempfile.mkstemp(prefix="gm-exit-")
+        os.close(fd)
+        ds = AugDataset(marker=marker, exit_on=13)
+        self.assertEqual(self.run_loader(2, ds)[0], ref)
+        self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 13
+
+    def test_sample_that_crashes_two_workers_is_quarantined_and_skipped(self):
+        got, dl = self.run_loader(2, AugDataset(crash_on=13), on_error="skip", shuffle=False)
+        self.assertEqual(got[3][3][1], 14)  # position of 13 holds the next sample
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(3, 13)])
+        self.assertIn("quarantined", dl.errors()[0][3])
+
+    def test_sample_that_crashes_workers_fails_the_batch_with_its_index(self):
+        dl = self.DL(AugDataset(crash_on=13), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        self.assertIn("sample 13", str(cm.exception))
+        self.assertIn("quarantined", str(cm.exception))
+
+    def test_endless_transform_costs_reissues_never_a_hang(self):
+        t0 = time.monotonic()
+        got, dl = self.run_loader(2, AugDataset(loop_on=13), on_error="skip", shuffle=False,
+                                  lease_timeout_ms=400, timeout=60)
+        self.assertEqual(got[3][3][1], 14)
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(3, 13)])
+        self.assertLess(time.monotonic() - t0, 60)
+
+    def test_auto_grows_for_a_hungry_trainer_and_shrinks_for_a_slow_one(self):
+        ref = self.run_loader(0, AugDataset(n=400))[0]
+        dl = self.DL(AugDataset(n=400, delay=0.01), batch_size=BATCH, shuffle=True,
+                     num_workers="auto", max_workers=3, seed=5, copy=True)
+        got, most, least = [], 0, 99
+        for b in dl:
+            got.append(b)
+            st = dl.stats()
+            if len(got) < 40:
+                most = max(most, st["target"])  # 40 ms a batch per worker, taken at once
+            elif most == 3:
+                time.sleep(0.3)  # a trainer that takes a batch every 300 ms
+                least = min(least, st["target"])
+                if least == 1:
+                    break
+        self.assertEqual(most, 3)
+        self.assertEqual(least, 1)
+        self.assertEqual(flat(got), ref[:len(got)])  # same bytes while it resized
+
+    def test_sigstopped_lease_holder_loses_its_lease_at_the_deadline(self):
+        ref = self.run_loader(0)[0]
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, shuffle=True, num_workers=1,
+                     seed=5, copy=True, lease_timeout_ms=500, timeout=30)
+        got, stopped = [], []
+        t0 = time.monotonic()
+        for b in dl:
+            got.append(b)
+            if len(got) == 1:
+                stopped = workers()
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+        self.assertTrue(stopped)
+        self.assertEqual(flat(got), ref)
+        self.assertLess(time.monotonic() - t0, 30)
+
+    def test_exception_with_on_error_fail_raises_its_type_with_the_index(self):
+        dl = self.DL(AugDataset(bad=(7,)), batch_size=BATCH, num_workers=2)
+        with self.assertRaises(KeyError) as cm:
+            list(dl)
+        self.assertIn("sample 7", str(cm.exception))
+        self.assertIn("__getitem__", str(cm.exception))  # the worker's traceback
+        self.assertEqual(cm.exception.sample_index, 7)
+
+    def test_exception_with_on_error_skip_substitutes_and_lists_it(self):
+        ref, dl0 = self.run_loader(0, AugDataset(bad=(7,)), on_error="skip", shuffle=False)
+        got, dl2 = self.run_loader(2, AugDataset(bad=(7,)), on_error="skip", shuffle=False)
+        self.assertEqual(got, ref)
+        self.assertEqual(got[1][3][3], 8)  # position of 7 holds the next good sample
+        self.assertEqual([(e[1], e[2]) for e in dl2.errors()], [(1, 7)])
+        self.assertIn("KeyError", dl2.errors()[0][3])
+        self.assertEqual([(e[1], e[2]) for e in dl0.errors()], [(1, 7)])
+
+    def test_unpicklable_attribute_is_refused_naming_it(self):
+        ds = AugDataset()
+        ds.lock = threading.Lock()
+        with self.assertRaises(TypeError) as cm:
+            self.DL(ds, batch_size=BATCH, num_workers=1)
+        self.assertIn("dataset.lock", str(cm.exception))
+
+    def test_collate_result_the_ring_cannot_carry_is_refused_in_words(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1,
+                     collate_fn=lambda items: {"x": [object()]})
+        with self.assertRaises(TypeError) as cm:
+            list(dl)
+        self.assertIn("batch['x'][0] is a builtins.object", str(cm.exception))
+
+    def test_batch_bigger_than_its_slot_is_an_error_naming_the_option(self):
+        import torch
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
+                     collate_fn=lambda items: torch.zeros(10000))
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        msg = str(cm.exception)
+        self.assertIn("batch 0", msg)
+        self.assertIn("40", msg)  # its size: 40000 bytes and more
+        self.assertIn("slot_bytes=", msg)
+
+    def test_state_dict_resumes_mid_epoch_with_the_same_bytes(self):
+        ref = self.run_loader(2)[0]
+        dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                     copy=True)
+        it = iter(dl)
+        first = [next(it) for _ in range(3)]
+        sd = dl.state_dict()
+        it.close()
+        dl2 = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
+                      copy=True)
+        dl2.load_state_dict(sd)
+        self.assertEqual(flat(first) + flat(list(dl2)), ref)
+
+    def test_batches_view_the_ring_without_a_copy(self):
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)
+        for x, a, r, i in dl:
+            maps = [l.split()[0].split("-") for l in memfd_maps() if "goldminer-ring" in l]
+            inside = [int(lo, 16) <= x.data_ptr() < int(hi, 16) for lo, hi in maps]
+            self.assertTrue(any(inside), "tensor at %#x not in a ring" % x.data_ptr())
+            break
+
+    def ring_ranges(self):
+        return [[int(v, 16) for v in l.split()[0].split("-")] for l in memfd_maps()
+                if "goldminer-ring" in l]
+
+    def test_pin_memory_views_the_registered_ring_or_says_it_cannot(self):
+        import torch
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, pin_memory=True)
+        if not torch.cuda.is_available():
+            with self.assertWarns(UserWarning):
+                next(iter(dl))
+            return
+        for x, a, r, i in dl:
+            self.assertTrue(x.is_pinned())
+            self.assertTrue(any(lo <= x.data_ptr() < hi for lo, hi in self.ring_ranges()))
+            break
+
+    def test_refused_arguments_say_why(self):
+        for kw, words in ((dict(num_workers=-1), "int >= 0"),
+                          (dict(persistent_workers=True), "num_workers > 0"),
+                          (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
+                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
+            with self.assertRaises(ValueError) as cm:
+                self.DL(AugDataset(), **kw)
+            self.assertIn(words, str(cm.exception))
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import torch
+    from goldminer.torch import DataLoader
+
+    class Squares:                       # a class of __main__
+        def __len__(self):
+            return 12
+        def __getitem__(self, i):
+            time.sleep(float(os.environ.get("DELAY", "0")))
+            return i * i
+
+    dl = DataLoader(Squares(), batch_size=3, num_workers=2,
+                    collate_fn=lambda xs: torch.tensor(xs) + 1)   # a lambda
+    for b in dl:
+        print(" ".join(str(v) for v in b.tolist()), flush=True)
+""")
+
+
+class TestScript(GmTest):
+    needs = ("lib", "torch", "cloudpickle")
+
+    def script(self, delay="0"):
+        d = tempfile.mkdtemp(prefix="gm-dl-")
+        path = os.path.join(d, "train.py")
+        with open(path, "w") as f:
+            f.write(SCRIPT)
+        env = dict(os.environ, DELAY=delay,
+                   PYTHONPATH=os.path.join(REPO, "python"))
+        return subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def test_lambda_and_main_class_reach_the_workers(self):
+        p = self.script()
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        want = [" ".join(str(i * i + 1) for i in range(k, k + 3)) for k in range(0, 12, 3)]
+        self.assertEqual(out.split("\n")[:4], want)
+
+    def test_ctrl_c_leaves_no_process(self):
+        p = self.script(delay="0.5")
+        self.assertTrue(p.stdout.readline())  # iterating: the workers run
+        procs = [pid for pid, _ in children(p.pid)]  # workers and the zygote
+        self.assertGreaterEqual(len(procs), 3)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        deadline = time.monotonic() + 10
+        while any(alive(w) for w in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in procs if alive(w)], [])

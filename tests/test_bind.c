@@ -1,0 +1,686 @@
+/*
+ * test_bind.c - the ring's protocol for bindings (core/bind.c) with real exec'd
+ * workers: this binary runs itself as the worker ("--worker MODE"), a C stand-in
+ * for python/goldminer/_worker.py that speaks only bind.h.
+ *
+ * What the contract promises and each test shows: the consumer's indices reach
+ * the claimer of their task, before the workers start and after each release;
+ * the payload a worker writes is what the consumer reads; a worker SIGKILLed
+ * mid-batch loses nothing (its batch is claimed again and arrives the same); a
+ * stopped lease holder loses its lease at the deadline; a sample that crashes two
+ * workers is quarantined and reported as a bad sample; a worker's fatal error
+ * and a command that cannot run reach the consumer as -EIO with why; a status,
+ * a position or a count out of range is refused.
+ *
+ * The worker's "sample" is a number: value(id) = id * K + 1 in 8 bytes; MODE
+ * makes it slow, stop itself, crash, or give up at start.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "goldminer/bind.h"
+#include "goldminer/ring.h"
+#include "testutil.h"
+
+#define K 2654435761ull
+
+static char self[4096], dir[64], marker[160];
+static const char *command; /* argv[0] of the workers: self unless a test says */
+static volatile sig_atomic_t retire;
+
+static uint64_t value(uint32_t id)
+{
+	return id * K + 1;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	retire = 1;
+}
+
+/* What MODE does to sample id before it is computed. */
+static void behave(const char *mode, uint32_t id)
+{
+	unsigned want;
+	char path[128];
+
+	if (!strcmp(mode, "slow"))
+		usleep(20000);
+	if (sscanf(mode, "stop:%u:%127s", &want, path) == 2 && id == want && !unlink(path))
+		raise(SIGSTOP); /* once: the marker is gone for the next worker */
+	if (sscanf(mode, "crash:%u", &want) == 1 && id == want) {
+		struct rlimit none = {0, 0};
+		setrlimit(RLIMIT_CORE, &none);
+		raise(SIGSEGV);
+	}
+}
+
+static void produce(struct gm_bind *b, uint32_t slot, const char *mode)
+{
+	const uint32_t *idx;
+	uint64_t cap;
+	uint32_t epoch, batch;
+	uint32_t n = gm_bind_indices(b, slot, &idx, &epoch, &batch);
+	uint64_t *out = gm_bind_payload(b, slot, &cap);
+
+	out[3] = (uint64_t)epoch << 32 | batch; /* where the consumer said it is */
+
+	for (uint32_t i = 0; i < n && (i + 1) * 8 <= cap; i++) {
+		uint32_t id = idx[i];
+		gm_bind_sample(b, slot, id);
+		if (gm_bind_quarantined(b, id)) {
+			gm_bind_error(b, slot, i, id, -EIO, "quarantined");
+			out[i] = 0;
+		} else {
+			behave(mode, id);
+			out[i] = value(id);
+		}
+		gm_bind_done(b, slot, i);
+	}
+	gm_bind_sample(b, slot, UINT32_MAX);
+	gm_bind_publish(b, slot, 0);
+}
+
+static int worker_main(const char *mode)
+{
+	struct gm_bind *b;
+	uint64_t task;
+
+	if (gm_bind_attach(&b, 3))
+		return 2;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
+		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
+	FILE *f = fopen(path, "w"); /* the test finds its workers' pids here */
+	if (f)
+		fclose(f);
+	if (!strcmp(mode, "fatal")) {
+		gm_bind_fatal(b, "no dataset here");
+		gm_bind_detach(b);
+		return 1;
+	}
+	signal(SIGUSR1, on_usr1);
+	while (!retire) {
+		int slot = gm_bind_claim(b, 200, &task);
+		if (slot == -ENODATA)
+			break;
+		if (slot >= 0)
+			produce(b, (uint32_t)slot, mode);
+	}
+	gm_bind_detach(b);
+	return 0;
+}
+
+/* The zygote protocol of pool.c (what python/goldminer/_worker.py's zygote does):
+ * "R" once ready, then a worker forked twice (orphaned to the pool's process, a
+ * subreaper) for each request, its pid the answer. MODE "dies": exit before ready. */
+static pid_t zygote_fork(pid_t trainer)
+{
+	int pfd[2];
+	int32_t v = -1;
+	if (pipe(pfd))
+		return -1;
+	pid_t mid = fork();
+	if (mid == 0) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(4);
+			close(pfd[0]);
+			close(pfd[1]);
+			while (getppid() != trainer)
+				if (kill(trainer, 0) < 0)
+					_exit(0); /* the pool's process is gone */
+				else
+					usleep(1000);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			setenv("GM_TEST_FROM_ZYGOTE", "1", 1);
+			_exit(worker_main("slow"));
+		}
+		v = pid;
+		_exit(write(pfd[1], &v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(pfd[0]);
+	waitpid(mid, NULL, 0);
+	return v;
+}
+
+static int zygote_main(const char *mode)
+{
+	pid_t trainer = getppid();
+	char c;
+	if (!strcmp(mode, "dies"))
+		return 3;
+	if (write(4, "R", 1) != 1)
+		return 1;
+	while (read(4, &c, 1) == 1) {
+		int32_t pid = zygote_fork(trainer);
+		if (write(4, &pid, sizeof(pid)) != sizeof(pid))
+			return 1;
+	}
+	return 0;
+}
+
+/* Task t: batch t % 5 of epoch 7 + t / 5, 3 samples, 10t .. 10t+2 (idx: room for 3). */
+static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
+{
+	static struct gm_bind_batch b;
+	for (uint32_t j = 0; j < 3; j++)
+		idx[j] = (uint32_t)(10 * t + j);
+	b = (struct gm_bind_batch){
+	    .epoch = 7 + (uint32_t)(t / 5), .batch = (uint32_t)(t % 5), .idx = idx, .n = 3};
+	return &b;
+}
+
+static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many */
+static const char *zygote; /* open_pool's zygote mode (NULL: none) */
+
+static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
+				      uint32_t lease_ms, char *err, int *rc)
+{
+	static const char *argv[4], *zargv[4];
+	struct gm_bind_pool *p;
+	struct gm_bind_pool_cfg c = {.argv = argv,
+				     .workers = workers,
+				     .slots = 4,
+				     .batch_max = 3,
+				     .payload_bytes = 4 * 8,
+				     .end_task = tasks,
+				     .lease_timeout_ms = lease_ms,
+				     .budget = budget,
+				     .zygote_argv = zygote ? zargv : NULL};
+	uint32_t idx[3];
+
+	argv[0] = command ? command : self;
+	gm_test_rm_tree(dir); /* the pid files of earlier tests' workers */
+	mkdir(dir, 0700);
+	argv[1] = "--worker";
+	argv[2] = mode;
+	argv[3] = NULL;
+	zargv[0] = self;
+	zargv[1] = "--zygote";
+	zargv[2] = zygote;
+	zargv[3] = NULL;
+	*rc = gm_bind_pool_create(&p, &c, err, 512);
+	if (*rc)
+		return NULL;
+	for (uint64_t t = 0; t < 4 && t < tasks; t++)
+		assert_int_equal(gm_bind_pool_give(p, t, indices(t, idx)), 0);
+	*rc = gm_bind_pool_start(p, err, 512);
+	return p;
+}
+
+/* Take every task in order, check each sample's value, release with the next
+ * indices; returns the bad samples seen (their ids in bad[], up to 4). */
+static uint32_t drain(struct gm_bind_pool *p, uint64_t tasks, uint32_t *bad)
+{
+	char err[512];
+	uint32_t nbad = 0, idx[3];
+
+	for (uint64_t t = 0; t < tasks; t++) {
+		int slot = gm_bind_pool_next(p, t, 20000, err, sizeof(err));
+		if (slot < 0)
+			fail_msg("batch %llu: %s", (unsigned long long)t, err);
+		assert_int_equal(gm_bind_pool_status(p, (uint32_t)slot), 0);
+		uint64_t cap;
+		const uint64_t *v = gm_bind_pool_payload(p, (uint32_t)slot, &cap);
+		assert_true(cap >= 32);
+		assert_true(v[3] == ((7 + t / 5) << 32 | t % 5));
+		uint32_t ne = gm_bind_pool_errors(p, (uint32_t)slot);
+		for (uint32_t r = 0; r < ne; r++) {
+			uint32_t s;
+			int32_t e;
+			assert_non_null(gm_bind_pool_error(p, (uint32_t)slot, r, &s, &e));
+			assert_int_equal(e, -EIO);
+			if (nbad < 4)
+				bad[nbad] = s;
+			nbad++;
+		}
+		for (uint32_t j = 0; j < 3; j++) {
+			uint32_t id = (uint32_t)(10 * t + j);
+			bool was_bad = false;
+			for (uint32_t r = 0; r < nbad && r < 4; r++)
+				was_bad |= bad[r] == id;
+			assert_true(v[j] == (was_bad ? 0 : value(id)));
+		}
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(t + 4, idx)), 0);
+	}
+	return nbad;
+}
+
+static void test_indices_reach_workers_and_payloads_come_back(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	struct gm_bind_pool *p = open_pool("plain", 2, 24, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 24, bad), 0);
+	gm_bind_pool_stats(p, st);
+	assert_int_equal(st[1], 0); /* no death */
+	gm_bind_pool_destroy(p);
+}
+
+/* The pid of a worker that has started (its file in dir), waiting up to 5 s. */
+static pid_t a_worker(void)
+{
+	for (int i = 0; i < 500; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		pid_t pid = 0;
+		while (d && (e = readdir(d)))
+			if (e->d_name[0] != '.')
+				pid = (pid_t)atoi(e->d_name);
+		if (d)
+			closedir(d);
+		if (pid > 0)
+			return pid;
+		usleep(10000);
+	}
+	fail_msg("no worker started");
+	return 0;
+}
+
+static void test_sigkilled_worker_mid_batch_loses_nothing(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	struct gm_bind_pool *p = open_pool("slow", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	pid_t victim = a_worker();
+	usleep(30000); /* 20 ms a sample: inside its first batch */
+	assert_int_equal(kill(victim, SIGKILL), 0);
+	assert_int_equal(drain(p, 6, bad), 0); /* every value, the killed batch's too */
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1);
+	assert_true(st[2] >= 1); /* its batch was re-issued */
+	gm_bind_pool_destroy(p);
+}
+
+/* Take n batches from task *t on, sleeping pause_us after each; the pool's
+ * largest target meanwhile. */
+static uint64_t take(struct gm_bind_pool *p, uint64_t *t, uint64_t n, int pause_us)
+{
+	char err[512];
+	uint32_t idx[3];
+	uint64_t st[5], most = 0;
+	for (uint64_t end = *t + n; *t < end; (*t)++) {
+		int slot = gm_bind_pool_next(p, *t, 20000, err, sizeof(err));
+		if (slot < 0)
+			fail_msg("batch %llu: %s", (unsigned long long)*t, err);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(*t + 4, idx)), 0);
+		gm_bind_pool_stats(p, st);
+		most = st[4] > most ? st[4] : most;
+		usleep((useconds_t)pause_us);
+	}
+	return most;
+}
+
+static void test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint64_t t = 0, st[5];
+	budget = 3;
+	struct gm_bind_pool *p = open_pool("slow", 1, 100000, 0, err, &rc);
+	budget = 0;
+	assert_int_equal(rc, 0);
+	/* 60 ms a batch per worker, a consumer that waits for each: it wants more */
+	assert_int_equal(take(p, &t, 40, 0), 3);
+	/* a consumer that takes a batch every 400 ms needs one worker */
+	for (int i = 0; i < 20; i++) {
+		take(p, &t, 1, 400000);
+		gm_bind_pool_stats(p, st);
+		if (st[4] == 1)
+			break;
+	}
+	assert_int_equal(st[4], 1);
+	gm_bind_pool_destroy(p);
+}
+
+static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **state)
+{
+	(void)state;
+	char err[512], mode[256];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	FILE *f = fopen(marker, "w");
+	assert_non_null(f);
+	fclose(f);
+	snprintf(mode, sizeof(mode), "stop:11:%s", marker);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct gm_bind_pool *p = open_pool(mode, 1, 6, 300, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 6, bad), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(access(marker, F_OK), -1); /* a worker did stop on sample 11 */
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1 && st[2] >= 1);
+	assert_int_equal(st[3], 0); /* one stall is not a quarantine */
+	assert_true(t1.tv_sec - t0.tv_sec < 10);
+	gm_bind_pool_destroy(p);
+}
+
+/* A worker the zygote forked (its pid file ends in ".z"), waiting up to 10 s. */
+static pid_t a_forked_worker(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		pid_t pid = 0;
+		while (d && (e = readdir(d)))
+			if (strstr(e->d_name, ".z"))
+				pid = (pid_t)atoi(e->d_name);
+		if (d)
+			closedir(d);
+		if (pid > 0)
+			return pid;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* The parent of pid, from /proc/PID/stat (0 when gone). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	int ppid = 0;
+	char *close_paren = strrchr(buf, ')');
+	if (!close_paren || sscanf(close_paren + 2, "%*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	zygote = "ok";
+	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	pid_t first = a_worker();
+	usleep(300000); /* the zygote is ready */
+	assert_int_equal(kill(first, SIGKILL), 0);
+	pid_t forked = a_forked_worker();
+	assert_true(forked > 0);
+	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
+	assert_int_equal(drain(p, 40, bad), 0);
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
+	gm_bind_pool_destroy(p);
+	assert_int_equal(parent_of(forked), 0); /* reaped */
+}
+
+static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	zygote = "dies";
+	struct gm_bind_pool *p = open_pool("slow", 1, 12, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	pid_t first = a_worker();
+	usleep(200000);
+	assert_int_equal(kill(first, SIGKILL), 0);
+	assert_int_equal(drain(p, 12, bad), 0); /* a fresh process replaced it */
+	assert_int_equal(a_forked_worker(), 0);
+	gm_bind_pool_destroy(p);
+}
+
+static void test_sample_that_crashes_two_workers_is_quarantined(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	struct gm_bind_pool *p = open_pool("crash:21", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 6, bad), 1);
+	assert_int_equal(bad[0], 21);
+	gm_bind_pool_stats(p, st);
+	assert_int_equal(st[1], 2);
+	assert_int_equal(st[3], 1);
+	gm_bind_pool_destroy(p);
+}
+
+static void test_worker_fatal_error_reaches_the_consumer(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	struct gm_bind_pool *p = open_pool("fatal", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_next(p, 0, 20000, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "no dataset here"));
+	gm_bind_pool_destroy(p);
+}
+
+static void test_command_that_cannot_run_is_an_error_naming_it(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	command = "/nonexistent/goldminer-worker";
+	struct gm_bind_pool *p = open_pool("plain", 1, 6, 0, err, &rc);
+	command = NULL;
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_next(p, 0, 20000, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "/nonexistent/goldminer-worker could not be executed"));
+	gm_bind_pool_destroy(p);
+}
+
+static void test_consumer_refuses_what_is_out_of_range(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t idx[4] = {1, 2, 3, 4};
+	struct gm_bind_batch four = {.idx = idx, .n = 4};
+	const char *argv[] = {self, NULL};
+	struct gm_bind_pool_cfg c = {
+	    .argv = argv, .workers = 0, .batch_max = 3, .payload_bytes = 24, .end_task = 6};
+	struct gm_bind_pool *p;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_null(p);
+	assert_non_null(strstr(err, "workers"));
+	c.workers = 1;
+	c.end_task = 0;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+	p = open_pool("plain", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_give(p, 0, indices(0, idx)), -EBUSY); /* started */
+	assert_int_equal(gm_bind_pool_slots(p), 4);
+	int slot = gm_bind_pool_next(p, 0, 20000, err, sizeof(err));
+	assert_true(slot >= 0);
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, &four), -EINVAL);
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, NULL), -EINVAL); /* 4 < 6 */
+	gm_bind_pool_destroy(p);
+	gm_bind_pool_destroy(NULL);
+}
+
+static void test_pin_registers_the_ring_or_says_there_is_no_gpu(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	struct gm_bind_pool *p = open_pool("plain", 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	rc = gm_bind_pool_pin(p);
+	if (rc == -ENODEV) {
+		gm_bind_pool_destroy(p);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_pin(p), 0); /* once is enough */
+	uint32_t bad[4];
+	assert_int_equal(drain(p, 6, bad), 0); /* workers write into registered pages */
+	gm_bind_pool_destroy(p);
+}
+
+static void test_give_refuses_tasks_outside_the_window(void **state)
+{
+	(void)state;
+	char err[512];
+	uint32_t idx[4] = {1, 2, 3, 4};
+	const char *argv[] = {self, NULL};
+	struct gm_bind_pool_cfg c = {.argv = argv,
+				     .workers = 1,
+				     .slots = 4,
+				     .batch_max = 3,
+				     .payload_bytes = 24,
+				     .first_task = 2,
+				     .end_task = 5};
+	struct gm_bind_pool *p;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	struct gm_bind_batch three = {.idx = idx, .n = 3}, none = {.idx = idx, .n = 0},
+			     four = {.idx = idx, .n = 4};
+	assert_int_equal(gm_bind_pool_give(p, 1, &three), -EINVAL); /* before first */
+	assert_int_equal(gm_bind_pool_give(p, 5, &three), -EINVAL); /* at end */
+	assert_int_equal(gm_bind_pool_give(p, 2, &none), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 2, &four), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 2, NULL), -EINVAL);
+	assert_int_equal(gm_bind_pool_give(p, 4, &three), 0);
+	gm_bind_pool_destroy(p); /* never started */
+}
+
+static void test_worker_side_refuses_what_is_out_of_range(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	struct gm_bind *b;
+	const uint32_t *idx;
+	uint64_t task, cap;
+	uint32_t epoch, batch;
+	assert_int_equal(gm_ring_create(&r, 4, 3 + GM_BIND_IDS_HDR, 8, 0, 2), 0);
+	assert_int_equal(gm_bind_attach(&b, gm_ring_fd(r)), 0);
+	gm_ring_ctl(r, 0)->n = 4; /* a consumer that wrote nonsense: 4 > 3 */
+	gm_ring_ids(r, 0)[0] = 9;
+	gm_ring_ids(r, 0)[1] = 2;
+	gm_ring_ids(r, 0)[2] = 55;
+	int slot = gm_bind_claim(b, 0, &task);
+	assert_int_equal(slot, 0);
+	assert_int_equal(task, 0);
+	assert_int_equal(GM_SLOT_PID(atomic_load(&gm_ring_ctl(r, 0)->state)),
+			 (uint32_t)getpid() & 0xffffff); /* the lease is ours */
+	assert_int_equal(gm_bind_indices(b, 0, &idx, &epoch, &batch), 0);
+	gm_ring_ctl(r, 0)->n = 3;
+	assert_int_equal(gm_bind_indices(b, 0, &idx, &epoch, &batch), 3);
+	assert_int_equal(epoch, 9);
+	assert_int_equal(batch, 2);
+	assert_int_equal(idx[0], 55); /* the third word (another mapping of the ring) */
+	assert_non_null(gm_bind_payload(b, 0, &cap));
+	assert_int_equal(cap, 40);
+	assert_int_equal(gm_bind_error(b, 0, 3, 7, -EIO, "x"), -EINVAL);
+	assert_int_equal(gm_bind_error(b, 0, 2, 7, -EIO, "bad"), 0);
+	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1);
+	assert_int_equal(atomic_load(gm_ring_err_bits(r, 0)), 4);
+	/* the holder dies after position 0: the task's next holder resumes after it */
+	gm_bind_done(b, 0, 0);
+	assert_int_equal(gm_ring_reclaim(r, (uint32_t)getpid(), NULL), 1);
+	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
+	assert_true(gm_bind_is_done(b, 0, 0));
+	assert_false(gm_bind_is_done(b, 0, 1));
+	assert_false(gm_bind_is_done(b, 0, 3));		  /* beyond the batch */
+	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1); /* its records too */
+	assert_int_equal(gm_bind_publish(b, 0, -EPERM), -EINVAL);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 0)->state)),
+			 GM_SLOT_CLAIMED); /* nothing published */
+	assert_int_equal(gm_bind_publish(b, 0, -EMSGSIZE), 0);
+	assert_int_equal(gm_ring_wait_ready(r, 0, 0), 0);
+	assert_int_equal(gm_bind_claim(b, 0, &task), 1);
+	assert_int_equal(gm_bind_claim(b, 10, &task), -EAGAIN); /* both held, none free */
+	gm_ring_release(r, 0);
+	gm_ring_release(r, 1);
+	assert_int_equal(gm_bind_claim(b, 10, &task), -ENODATA); /* tasks 0, 1 only */
+	gm_bind_detach(b);
+	gm_bind_detach(NULL);
+	gm_ring_destroy(r);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (gm_test_tmpdir(dir, sizeof(dir), "gm-bind"))
+		return -1;
+	snprintf(marker, sizeof(marker), "%s.stop", dir);
+	setenv("GM_TEST_BIND_DIR", dir, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gm_test_rm_tree(dir);
+	unlink(marker);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--worker"))
+		return worker_main(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "--zygote"))
+		return zygote_main(argv[2]);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return 1;
+	self[n] = '\0';
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_indices_reach_workers_and_payloads_come_back),
+	    cmocka_unit_test(test_sigkilled_worker_mid_batch_loses_nothing),
+	    cmocka_unit_test(test_stopped_lease_holder_loses_its_lease_at_the_deadline),
+	    cmocka_unit_test(test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it),
+	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
+	    cmocka_unit_test(test_replacements_fork_from_the_zygote_as_our_children),
+	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
+	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
+	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
+	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
+	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
+	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
+	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
