@@ -6,7 +6,6 @@
  * takes the least. Each source is kept apart in the result so that the agent can
  * say which one binds.
  */
-#define _GNU_SOURCE
 #include "goldminer/host.h"
 
 #include <sched.h>

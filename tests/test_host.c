@@ -111,6 +111,10 @@ static void test_a_cpuset_of_three_cpus_binds_below_the_quota(void **state)
 	put("sys/fs/cgroup/cpuset/v1/cpuset.cpus", "5,7\n");
 	gm_host_cpu(root, 0, &h);
 	assert_true(h.cpuset == 2 && h.cores == 2);
+	/* the least set on the path binds: a parent of one CPU above */
+	put("sys/fs/cgroup/cpuset/cpuset.cpus", "4\n");
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.cpuset == 1 && h.cores == 1);
 }
 
 static void test_cpus_option_below_every_limit_binds_with_its_fraction(void **state)

@@ -436,6 +436,16 @@ static void test_borrowing_is_capped_and_waits_for_a_measurement(void **st)
 	assert_true(out.capped);
 	gm_policy_borrow_why(&in, &out, why, sizeof(why));
 	assert_non_null(strstr(why, "; capped at 2 remote workers"));
+	in = host_a(); /* 206 short at 100 each: 3, one more than the cap */
+	in.remote_worker_rate = 100;
+	in.most = 2;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2);
+	assert_true(out.capped);
+	in.most = 3;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3);
+	assert_false(out.capped);
 	in.most = 0;
 	gm_policy_borrow(&in, &out);
 	assert_int_equal(out.want, 0);
