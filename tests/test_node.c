@@ -871,6 +871,7 @@ static void test_a_cpu_quota_makes_a_job_borrow(void **state)
 	assert_non_null(strstr(buf, " img/s < demand "));
 	double demand = status_num(buf, "demand_img_per_s");
 	assert_in_range((long)demand, 100, 480); /* the trainer's pace, 240 */
+	assert_in_range((long)status_num(buf, "delivered_img_per_s"), 100, 480);
 }
 
 /* `bench --node` reports what the agent granted (2, its budget), not the 3 asked,
