@@ -5,6 +5,7 @@
  * It only reads the command line, installs the signal handlers and prints: the
  * agent, its protocol and its decisions are the library's.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -197,6 +198,19 @@ static int lend_root(void *arg, int opt, const char *value)
 	return 0;
 }
 
+/* --cpus: cores, fractions allowed (0.01..GM_MAX_WORKERS). 0, or -EINVAL told. */
+static int cpus_opt(const char *s, double *out)
+{
+	if (cmd_double(CMD, "--cpus", s, 0.01, out))
+		return -EINVAL;
+	if (*out > GM_MAX_WORKERS) {
+		cmd_err(CMD, "--cpus", "cores, e.g. 0.25 or 8", "at most %d, not '%s'",
+			GM_MAX_WORKERS, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -213,15 +227,8 @@ int gm_cmd_node(int argc, char **argv)
 		node_usage(stdout);
 		return 0;
 	}
-	if (val[O_CPUS]) {
-		if (cmd_double(CMD, "--cpus", val[O_CPUS], 0.01, &o.cpus))
-			return 2;
-		if (o.cpus > GM_MAX_WORKERS) {
-			cmd_err(CMD, "--cpus", "cores, e.g. 0.25 or 8", "at most %d, not '%s'",
-				GM_MAX_WORKERS, val[O_CPUS]);
-			return 2;
-		}
-	}
+	if (val[O_CPUS] && cpus_opt(val[O_CPUS], &o.cpus))
+		return 2;
 	if (val[O_MEM] && (gm_ring_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
 		cmd_err(CMD, "--mem", "like 512M or 8G", "takes a size of at least 1M, not '%s'",
 			val[O_MEM]);
