@@ -6,7 +6,8 @@
  * "0::/path". own_cgroup() is the one parser of it; walk() then visits that
  * cgroup's directory under a mount and every parent up to the mount's root,
  * because a limit set on any ancestor binds as much as one set on the process's
- * own level. Both readers below are a visit function over walk().
+ * own level. The three readers below (memory, CPU quota, cpuset) are each a visit
+ * function over walk().
  *
  * In a cgroup namespace the path in /proc/self/cgroup is relative to the
  * namespace while the mount shows only the namespace's root: when the named

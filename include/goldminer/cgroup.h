@@ -2,7 +2,7 @@
  * cgroup.h - what the control groups above this process allow: the memory limit
  * and room (ring admission, ring.c), the CPU quota and the cpuset (what the host
  * can deliver, host.c).
- * One reader of /proc/self/cgroup for both, cgroup v1 and v2 (and the hybrid
+ * One reader of /proc/self/cgroup for all three, cgroup v1 and v2 (and the hybrid
  * layout), every level from the process's own cgroup up to the root.
  *
  * Every function takes root: a directory prefixed to "/proc/self/cgroup" and
