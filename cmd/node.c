@@ -6,6 +6,7 @@
  * It only reads the command line, installs the signal handlers and prints: the
  * agent, its protocol and its decisions are the library's.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,7 +48,9 @@ enum {
 };
 
 static const struct cmd_opt opts[O_N] = {
-    [O_CPUS] = {"cpus", "N", 0, "worker budget shared by all jobs (default: online CPUs)"},
+    [O_CPUS] = {"cpus", "N", 0,
+		"cores shared by all jobs, fractions allowed (0.25); the worker budget "
+		"is N rounded up (default: online CPUs)"},
     [O_MEM] = {"mem", "SIZE", 0,
 	       "memory budget of all jobs' rings, e.g. 8G (default: half "
 	       "of MemTotal or of the cgroup's limit)"},
@@ -92,8 +95,11 @@ static void node_usage(FILE *f)
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
-		  "attach to it and share its N CPUs (default: online CPUs) and its\n"
-		  "memory budget: a job whose ring does not fit is refused.",
+		  "attach to it and share its N cores (default: online CPUs; 0.25 is a\n"
+		  "quarter core) and its memory budget: a job whose ring does not fit\n"
+		  "is refused. A job asks the peers for workers when its local capacity\n"
+		  "(the cores the host delivers: --cpus, CPU quota, cpuset) or its\n"
+		  "delivery falls short of its trainer's demand.",
 		  opts, O_N);
 	fprintf(f,
 		"\nDefault socket: %s\n(in a directory of the agent's uid with mode 0700; "
@@ -237,6 +243,19 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 	return 0;
 }
 
+/* --cpus: cores, fractions allowed (0.01..GM_MAX_WORKERS). 0, or -EINVAL told. */
+static int cpus_opt(const char *s, double *out)
+{
+	if (cmd_double(CMD, "--cpus", s, 0.01, out))
+		return -EINVAL;
+	if (*out > GM_MAX_WORKERS) {
+		cmd_err(CMD, "--cpus", "cores, e.g. 0.25 or 8", "at most %d, not '%s'",
+			GM_MAX_WORKERS, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int gm_cmd_node(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -253,11 +272,8 @@ int gm_cmd_node(int argc, char **argv)
 		node_usage(stdout);
 		return 0;
 	}
-	if (val[O_CPUS]) {
-		if (cmd_u64(CMD, "--cpus", val[O_CPUS], 1, GM_MAX_WORKERS, &v))
-			return 2;
-		o.cpus = (uint32_t)v;
-	}
+	if (val[O_CPUS] && cpus_opt(val[O_CPUS], &o.cpus))
+		return 2;
 	if (val[O_MEM] && (gm_ring_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
 		cmd_err(CMD, "--mem", "like 512M or 8G", "takes a size of at least 1M, not '%s'",
 			val[O_MEM]);

@@ -6,7 +6,8 @@
  * "0::/path". own_cgroup() is the one parser of it; walk() then visits that
  * cgroup's directory under a mount and every parent up to the mount's root,
  * because a limit set on any ancestor binds as much as one set on the process's
- * own level. Both readers below are a visit function over walk().
+ * own level. The three readers below (memory, CPU quota, cpuset) are each a visit
+ * function over walk().
  *
  * In a cgroup namespace the path in /proc/self/cgroup is relative to the
  * namespace while the mount shows only the namespace's root: when the named
@@ -212,6 +213,72 @@ double gm_cgroup_cpu_quota(const char *root)
 	walk(root, "/sys/fs/cgroup/cpu", "cpu", cpu_visit, &v1);
 	walk(root, "/sys/fs/cgroup", NULL, cpu_visit, &v2);
 	walk(root, "/sys/fs/cgroup/unified", NULL, cpu_visit, &v2);
+	if (v2.best && (!v1.best || v2.best < v1.best))
+		return v2.best;
+	return v1.best;
+}
+
+/* The number of CPUs in a list "0-3,8,10-11" (cpuset.cpus, /sys/.../cpu/online);
+ * 0 when empty or malformed. */
+unsigned gm_cgroup_cpu_list(const char *list)
+{
+	unsigned n = 0;
+	const char *s = list;
+
+	while (*s && *s != '\n') {
+		char *end;
+		unsigned long a = strtoul(s, &end, 10), b = a;
+		if (end == s || *s < '0' || *s > '9')
+			return 0;
+		s = end;
+		if (*s == '-') {
+			const char *t = s + 1;
+			b = strtoul(t, &end, 10);
+			if (end == t || *t < '0' || *t > '9' || b < a)
+				return 0;
+			s = end;
+		}
+		if (b - a >= 65536)
+			return 0;
+		n += (unsigned)(b - a + 1);
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return 0;
+	}
+	return n;
+}
+
+struct cpuset_walk {
+	unsigned best;
+	bool v2;
+};
+
+static void cpuset_visit(const char *dir, const char *cg, void *arg)
+{
+	struct cpuset_walk *w = arg;
+	char buf[4096];
+	unsigned n;
+
+	(void)cg;
+	/* v2: the effective set (what the parents allow), else the one asked for;
+	 * v1: cpuset.cpus (v1 has cpuset.effective_cpus too) */
+	if (!(read_line(dir, w->v2 ? "cpuset.cpus.effective" : "cpuset.effective_cpus", buf,
+			sizeof(buf)) &&
+	      (n = gm_cgroup_cpu_list(buf))) &&
+	    !(read_line(dir, "cpuset.cpus", buf, sizeof(buf)) && (n = gm_cgroup_cpu_list(buf))))
+		return;
+	if (!w->best || n < w->best)
+		w->best = n;
+}
+
+unsigned gm_cgroup_cpuset(const char *root)
+{
+	struct cpuset_walk v1 = {0, false}, v2 = {0, true};
+
+	walk(root, "/sys/fs/cgroup/cpuset", "cpuset", cpuset_visit, &v1);
+	walk(root, "/sys/fs/cgroup", NULL, cpuset_visit, &v2);
+	walk(root, "/sys/fs/cgroup/unified", NULL, cpuset_visit, &v2);
 	if (v2.best && (!v1.best || v2.best < v1.best))
 		return v2.best;
 	return v1.best;

@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,9 +56,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "goldminer/cgroup.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
+#include "goldminer/host.h"
 #include "goldminer/limits.h"
 #include "goldminer/policy.h"
 #include "goldminer/pool.h"
@@ -90,6 +91,15 @@ struct job {
 	uint64_t token;		 /* its remote side (remote.h), 0: none */
 	struct gm_elastic rhyst; /* hysteresis of its remote workers */
 	uint32_t rwant;		 /* remote workers it asks the peers for */
+	/* borrowing: the consumer's counters at the last measurement (the window of
+	 * gm_pool_measure), what it was given and waited over it, and the policy's
+	 * last decision (gm_policy_borrow) */
+	uint64_t b_samples, b_wait_ns;
+	int64_t b_ms;
+	double delivered, stall;
+	struct gm_policy_borrow_in bin;
+	struct gm_policy_borrow_out bout;
+	bool told; /* its first decision has been logged */
 	char root[4096];
 };
 
@@ -104,7 +114,7 @@ struct agent {
 	bool short_;	    /* a job has fewer workers than its wish: look often */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
-	double cpu_quota;		  /* cores the agent's CPU cgroup allows (0: no limit) */
+	struct gm_host_cpu host;	  /* cores the host can deliver (host.h) */
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
@@ -173,15 +183,15 @@ static uint32_t local_budget(const struct agent *a)
 	return a->budget > lent ? a->budget - lent : 0;
 }
 
-/* A job that remote workers are feeding, on a host whose CPU cgroup gives the
- * agent less than one core: it runs no local worker. On such a host the CPU is
- * worth far more receiving remote workers' batches than decoding (measured:
+/* A job that remote workers are feeding, on a host that can deliver the agent
+ * less than one core (its CPU cgroup's quota, or --cpus): it runs no local worker. On such a host
+ * the CPU is worth far more receiving remote workers' batches than decoding (measured:
  * tests/bench/bench-remote.sh; a local worker there burns the quota that the
  * agent's receive path needs, and the cgroup is throttled for the rest of each
  * period). It keeps one while no remote worker serves it. */
 static bool fed_remotely(const struct agent *a, const struct job *j)
 {
-	if (!a->rem || !j->token || !a->cpu_quota || a->cpu_quota >= 1.0)
+	if (!a->rem || !j->token || a->host.cores >= 1.0)
 		return false;
 	struct gm_remote_job_info ri;
 	a->rops->job_info(a->rem, j->token, &ri);
@@ -406,11 +416,16 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		if (!j->pool)
 			continue;
 		uint32_t alive = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
-		off += (size_t)snprintf(buf + off, len - off,
-					"%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, "
-					"\"demand_img_per_s\": %.1f, \"worker_img_per_s\": %.1f",
-					k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand,
-					j->rate);
+		char why[256];
+		gm_policy_borrow_why(&j->bin, &j->bout, why, sizeof(why));
+		off += (size_t)snprintf(
+		    buf + off, len - off,
+		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
+		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
+		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
+		    "\"rwant_why\": \"%s\"",
+		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
+		    j->bout.capacity, j->delivered, j->stall, j->rwant, why);
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
@@ -743,58 +758,103 @@ static bool divide(struct agent *a)
 	return apply_grants(a);
 }
 
-/* Remote workers a job should ask the peers for: the shared policy's answer for
- * what its measured demand (with the controller's headroom) needs beyond its
- * local pool, counted in what one remote worker measurably delivers (a local
- * worker's rate until measured), up to the job's cap.
- * Grows at once, shrinks after two ticks agree (gm_elastic_next). */
-static void want_remote(struct agent *a, struct job *j)
+/* What the consumer was given (img/s) and the share of the time it waited since
+ * the job's last measurement, from the ring's consumer counters. */
+static void measure_window(struct job *j, int64_t now)
 {
-	struct gm_remote_job_info ri;
-	uint32_t n = 0;
-	a->rops->job_info(a->rem, j->token, &ri);
-	if (!j->fixed && j->demand > 0 && j->rate > 0) {
-		/* the shared policy (contract 8), for the demand the local pool leaves */
-		uint32_t most = GM_MAX_WORKERS;
-		if (j->cap)
-			most = j->cap > j->workers ? j->cap - j->workers : 0;
-		struct gm_policy_job pj = {
-		    .gpu_rate = j->demand * GM_ELASTIC_HEADROOM - j->workers * j->rate,
-		    .worker_rate = ri.per_worker > 0 ? ri.per_worker : j->rate,
-		    .weight = 1,
-		    .min_workers = 0,
-		    .max_workers = most,
-		    .tag = 0};
-		if (pj.gpu_rate > 0 && most && gm_policy_allocate(&pj, 1, most, &n) < 0)
-			n = 0;
+	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+	uint64_t s = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
+	if (j->b_ms && now > j->b_ms) {
+		double dt = (double)(now - j->b_ms) / 1e3;
+		j->delivered = (double)(s - j->b_samples) / dt;
+		j->stall = (double)(w - j->b_wait_ns) / 1e9 / dt;
+		j->stall = j->stall < 0 ? 0 : j->stall > 1 ? 1 : j->stall;
 	}
-	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)n, (int)j->rwant);
-	if (next != j->rwant)
-		logf_(a,
-		      "job pid %d: asks the peers for %u remote workers (demand %.0f img/s, "
-		      "%u local workers at %.0f img/s each)",
-		      (int)j->pid, next, j->demand, j->workers, j->rate);
+	j->b_samples = s;
+	j->b_wait_ns = w;
+	j->b_ms = now;
+}
+
+/* Log a job's borrowing decision: its first one, and each change of what it asks. */
+static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
+{
+	char why[256];
+	if (!a->rem || (j->told && next == j->rwant) || j->bout.why == GM_BORROW_UNMEASURED)
+		return;
+	gm_policy_borrow_why(&j->bin, &j->bout, why, sizeof(why));
+	if (next > j->rwant)
+		logf_(a, "job pid %d: asks the peers for %u remote workers (was %u): %s",
+		      (int)j->pid, next, j->rwant, why);
+	else if (next < j->rwant && next)
+		logf_(a, "job pid %d: asks the peers for %u remote workers, one fewer: %s",
+		      (int)j->pid, next, why);
+	else if (next < j->rwant)
+		logf_(a, "job pid %d: stops asking the peers for remote workers: %s", (int)j->pid,
+		      why);
+	else
+		logf_(a, "job pid %d: does not ask the peers for remote workers: %s", (int)j->pid,
+		      why);
+	j->told = true;
+}
+
+/* Remote workers a job should ask the peers for: the shared policy's answer
+ * (gm_policy_borrow) from its local capacity (its workers' on-CPU rate, within
+ * its share of the cores the host can deliver: the host's cores x its workers /
+ * all local workers) and its measured delivery against its demand, counted in
+ * what one remote worker measurably delivers (a local worker's rate until
+ * measured), up to the job's cap. Grows at once, shrinks after two ticks agree
+ * (gm_elastic_next). Decided without peers too (--status shows it). */
+static void borrow(struct agent *a, struct job *j, uint32_t local)
+{
+	struct gm_remote_job_info ri = {0};
+	uint32_t most = GM_MAX_WORKERS;
+
+	if (a->rem && j->token)
+		a->rops->job_info(a->rem, j->token, &ri);
+	if (j->cap)
+		most = j->cap > j->workers ? j->cap - j->workers : 0;
+	if (j->fixed)
+		most = 0; /* a pool fixed by request borrows nothing */
+	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
+					      .headroom = GM_ELASTIC_HEADROOM,
+					      .delivered = j->delivered,
+					      .stall = j->stall,
+					      .worker_rate = j->rate,
+					      .cores = local ? a->host.cores * j->workers / local
+							     : a->host.cores,
+					      .remote_rate = ri.rate,
+					      .remote_worker_rate = ri.per_worker,
+					      .workers = j->workers,
+					      .most = most};
+	gm_policy_borrow(&j->bin, &j->bout);
+	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)j->bout.want, (int)j->rwant);
+	tell_borrow(a, j, next);
 	j->rwant = next;
-	a->rops->job_want(a->rem, j->token, next);
+	if (a->rem && j->token)
+		a->rops->job_want(a->rem, j->token, next);
 }
 
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
+	int64_t now = now_ms();
 	for (int i = 0; i < MAX_JOBS; i++) {
 		struct job *j = &a->jobs[i];
 		double d, r;
 		if (j->pool && gm_pool_measure(j->pool, &d, &r)) {
 			j->demand = d;
 			j->rate = r;
+			measure_window(j, now);
 		}
 	}
 	a->short_ = divide(a);
+	uint32_t local = used_workers(a);
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			borrow(a, &a->jobs[i], local);
 	if (!a->rem)
 		return;
-	for (int i = 0; i < MAX_JOBS; i++)
-		if (a->jobs[i].pool && a->jobs[i].token)
-			want_remote(a, &a->jobs[i]);
 	/* what no local job wants may run other hosts' workers */
 	uint32_t w = wanted_workers(a);
 	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
@@ -853,6 +913,10 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 			o->max_conns);
 		return -EINVAL;
 	}
+	if (!(o->cpus >= 0) || o->cpus > GM_MAX_WORKERS) {
+		gm_errf(err, errlen, "cpus must be 0..%d, not %g", GM_MAX_WORKERS, o->cpus);
+		return -EINVAL;
+	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
 		gm_errf(err, errlen, "out of memory");
@@ -862,11 +926,13 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 		a->jobs[i].fd = -1;
 	a->uid = geteuid();
 	a->verbose = o->verbose;
-	a->budget = o->cpus;
+	/* whole workers: --cpus 0.25 is one worker, which the host's 0.25 core paces */
+	a->budget = (uint32_t)ceil(o->cpus);
 	if (!a->budget) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		a->budget = c > 0 ? (uint32_t)c : 1;
 	}
+	gm_host_cpu(o->host_root, o->cpus, &a->host);
 	a->mem = o->mem;
 	if (!a->mem) {
 		uint64_t total = gm_ring_mem_total();
@@ -934,12 +1000,11 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
-	a->cpu_quota = gm_cgroup_cpu_quota(NULL);
-	if (a->cpu_quota && a->cpu_quota < 1.0)
+	if (a->host.cores < 1.0)
 		logf_(a,
-		      "remote workers: this agent's CPU cgroup allows %.2f of a core: a job that "
-		      "remote workers feed runs no local worker here",
-		      a->cpu_quota);
+		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
+		      "workers feed runs no local worker here",
+		      a->host.cores, a->host.src);
 	if (o->listen)
 		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
 		      a->rops->port(a->rem));
@@ -1038,6 +1103,8 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 	human(mem, sizeof(mem), a->mem);
 	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
 	      mem);
+	logf_(a, "the workers can use %.2f cores (%s): each job's local capacity counts them",
+	      a->host.cores, a->host.src);
 	int64_t last = now_ms();
 	while (!*stop) {
 		if (o->reload && *o->reload) { /* SIGHUP */

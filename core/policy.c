@@ -29,10 +29,16 @@
  *
  * It does not know about nodes, locality or time: the caller turns per-node and
  * remote costs into (R, d, min, max) and calls again when they change.
+ *
+ * gm_policy_borrow, at the end, is the other half of contract 8: whether a job
+ * asks other hosts for workers, from its local capacity (workers x on-CPU rate,
+ * capped by the cores they can use) against its demand, overruled by the
+ * measured delivery while its consumer stalls. One formula, no state.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -421,4 +427,71 @@ int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budg
 out_destroy:
 	gm_policy_destroy(p);
 	return rc;
+}
+
+/* Borrowing (policy.h): the model's local capacity, lowered to the measured local
+ * delivery while the consumer stalls, against the demand with headroom. */
+void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_borrow_out *out)
+{
+	double h = in->headroom > 1 ? in->headroom : 1;
+
+	*out = (struct gm_policy_borrow_out){0};
+	if (!(in->worker_rate > 0)) {
+		out->why = GM_BORROW_UNMEASURED;
+		return;
+	}
+	double units = in->workers;
+	if (in->cores > 0 && in->cores < units)
+		units = in->cores;
+	out->capacity = units * in->worker_rate;
+	out->why = GM_BORROW_CAPACITY;
+	if (in->stall > GM_POLICY_STALL && in->delivered < in->demand) {
+		double local = in->delivered - in->remote_rate;
+		local = local > 0 ? local : 0;
+		if (local < out->capacity) {
+			out->capacity = local;
+			out->why = GM_BORROW_STALL;
+		}
+	}
+	double need = in->demand * h - out->capacity;
+	if (!(need > 0)) {
+		out->why = GM_BORROW_COVERED;
+		return;
+	}
+	double rw = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
+	double n = ceil(need / rw - 1e-9);
+	if (n > in->most) {
+		n = in->most;
+		out->capped = true;
+	}
+	out->want = (uint32_t)n;
+}
+
+void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
+			  const struct gm_policy_borrow_out *out, char *buf, size_t len)
+{
+	int n = 0;
+
+	switch (out->why) {
+	case GM_BORROW_UNMEASURED:
+		n = snprintf(buf, len, "not measured yet");
+		break;
+	case GM_BORROW_COVERED:
+		n = snprintf(buf, len, "local capacity covers demand (%.0f >= %.0f img/s)",
+			     out->capacity, in->demand);
+		break;
+	case GM_BORROW_CAPACITY:
+		n = snprintf(buf, len, "local capacity %.0f img/s < demand %.0f img/s%s",
+			     out->capacity, in->demand,
+			     out->capacity >= in->demand ? " with its headroom" : "");
+		break;
+	case GM_BORROW_STALL:
+		n = snprintf(buf, len,
+			     "delivered %.0f img/s < demand %.0f img/s, the trainer waits %.0f%% "
+			     "of the time: local workers deliver %.0f img/s",
+			     in->delivered, in->demand, in->stall * 100, out->capacity);
+		break;
+	}
+	if (out->capped && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
 }

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -773,6 +774,106 @@ static void test_newcomer_starts_within_the_budget(void **state)
 	stop_agent(pid);
 }
 
+/* A fresh scratch directory root (outside the dataset): a fake /proc and /sys
+ * with 4 CPUs online and, when quota is given, a v2 cpu.max of "QUOTA 100000" on
+ * the process's cgroup (host.h). */
+static void fake_host(char *root, size_t len, const char *quota)
+{
+	char p[512];
+	assert_int_equal(gm_test_tmpdir(root, len, "gm-node-host"), 0);
+	const char *dirs[] = {"/proc",	      "/proc/self",	     "/sys",
+			      "/sys/devices", "/sys/devices/system", "/sys/devices/system/cpu",
+			      "/sys/fs",      "/sys/fs/cgroup",	     "/sys/fs/cgroup/job"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", root, dirs[i]);
+		assert_int_equal(mkdir(p, 0700), 0);
+	}
+	char max[64];
+	snprintf(max, sizeof(max), "%s 100000\n", quota ? quota : "max");
+	const char *files[][2] = {{"/sys/devices/system/cpu/online", "0-3\n"},
+				  {"/proc/self/cgroup", "0::/job\n"},
+				  {"/sys/fs/cgroup/job/cpu.max", max}};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s%s", root, files[i][0]);
+		FILE *f = fopen(p, "w");
+		assert_non_null(f);
+		fputs(files[i][1], f);
+		fclose(f);
+	}
+}
+
+/* The number after "KEY": in an agent's status line (-1 when absent). */
+static double status_num(const char *buf, const char *key)
+{
+	char k[64];
+	snprintf(k, sizeof(k), "\"%s\": ", key);
+	const char *p = strstr(buf, k);
+	return p ? atof(p + strlen(k)) : -1;
+}
+
+/* A trainer at 240 img/s (a batch of 12 every 50 ms) on an agent whose host root
+ * is root: the agent's status once it has decided (rwant_why measured), in buf. */
+static void paced_job_status(const char *root, const char *name, char *buf, size_t len)
+{
+	char path[128], err[1024];
+	struct gm_loader *l;
+	struct gm_loader_opts o;
+	struct gm_batch x;
+	snprintf(path, sizeof(path), "%s/%s.sock", dir, name);
+	struct gm_node_opts no = {
+	    .socket_path = path, .cpus = 2, .idle_ms = IDLE_MS, .host_root = root};
+	pid_t pid = start_agent_with(&no);
+	opts(&o, path);
+	o.epochs = 0;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	buf[0] = 0;
+	for (int i = 0; i < 200; i++) { /* 10 s at most */
+		assert_true(gm_loader_next(l, &x) >= 0);
+		usleep(50000);
+		if (i % 5 == 4 && !gm_node_status(path, buf, len) &&
+		    status_num(buf, "local_capacity_img_per_s") > 0 &&
+		    status_num(buf, "demand_img_per_s") > 0 &&
+		    status_num(buf, "delivered_img_per_s") > 0 &&
+		    (status_num(buf, "rwant") > 0 || i > 60))
+			break;
+	}
+	printf("# %s: %s\n", name, buf);
+	gm_loader_close(l);
+	stop_agent(pid);
+}
+
+/* The same paced trainer: on a host of 4 unlimited CPUs one worker covers it and
+ * the agent would ask no peer; under a fake CPU quota of a thousandth of a core
+ * its local capacity is a thousandth of a worker's on-CPU rate, below 240 img/s,
+ * and it would ask the peers for remote workers, saying why. */
+static void test_a_cpu_quota_makes_a_job_borrow(void **state)
+{
+	(void)state;
+	char root[256], buf[2048];
+	double rate;
+	fake_host(root, sizeof(root), NULL);
+	paced_job_status(root, "free", buf, sizeof(buf));
+	gm_test_rm_tree(root);
+	rate = status_num(buf, "worker_img_per_s");
+	assert_true(rate > 264); /* one worker covers 240 with its headroom */
+	assert_true(status_num(buf, "local_capacity_img_per_s") >= rate);
+	assert_true(status_num(buf, "rwant") == 0);
+	assert_non_null(strstr(buf, "\"rwant_why\": \"local capacity covers demand ("));
+
+	fake_host(root, sizeof(root), "100"); /* 0.001 core */
+	paced_job_status(root, "quota", buf, sizeof(buf));
+	gm_test_rm_tree(root);
+	rate = status_num(buf, "worker_img_per_s");
+	double cap = status_num(buf, "local_capacity_img_per_s");
+	assert_true(cap > 0 && fabs(cap - rate * 0.001) <= 0.1 + rate * 1e-4);
+	assert_true(status_num(buf, "rwant") >= 1);
+	assert_non_null(strstr(buf, "\"rwant_why\": \"local capacity "));
+	assert_non_null(strstr(buf, " img/s < demand "));
+	double demand = status_num(buf, "demand_img_per_s");
+	assert_in_range((long)demand, 100, 480); /* the trainer's pace, 240 */
+	assert_in_range((long)status_num(buf, "delivered_img_per_s"), 100, 480);
+}
+
 /* `bench --node` reports what the agent granted (2, its budget), not the 3 asked,
  * which it reports apart. */
 static void test_bench_reports_the_workers_granted(void **state)
@@ -852,6 +953,7 @@ static void test_options_survive_the_wire(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_a_cpu_quota_makes_a_job_borrow),
 	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),
 	    cmocka_unit_test(test_bench_reports_the_workers_granted),
 	    cmocka_unit_test(test_options_survive_the_wire),

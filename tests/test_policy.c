@@ -1,6 +1,10 @@
 /*
  * test_policy.c - the elastic allocation policy (core/policy.c): hand-computable
- * allocations, the incremental state against the one-shot optimum, and bad input.
+ * allocations, the incremental state against the one-shot optimum, and bad input;
+ * borrowing (gm_policy_borrow) on hand-computed cases: a quota-limited job borrows
+ * where an unlimited host would not, a demand-limited one does not, a stalled
+ * consumer overrules the model, a job whose local capacity recovered gives its
+ * remote workers back, the cap, and a job not measured yet.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +15,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "goldminer/elastic.h"
 #include "goldminer/policy.h"
 #include "goldminer/rng.h"
 
@@ -283,6 +289,180 @@ static void test_changes_are_local(void **st)
 	gm_policy_destroy(p);
 }
 
+/* Host A's job: 2 workers of 3,400 img/s on-CPU under a 0.25-core quota, a
+ * trainer at 960 img/s, remote workers of 1,000 img/s each. */
+static struct gm_policy_borrow_in host_a(void)
+{
+	struct gm_policy_borrow_in in = {.demand = 960,
+					 .headroom = 1.1,
+					 .delivered = 850,
+					 .stall = 0,
+					 .worker_rate = 3400,
+					 .cores = 0.25,
+					 .remote_rate = 0,
+					 .remote_worker_rate = 1000,
+					 .workers = 2,
+					 .most = 8};
+	return in;
+}
+
+static void test_quota_limited_job_borrows_where_unlimited_would_not(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	char why[160];
+	(void)st;
+	/* capacity 0.25 x 3400 = 850 < 960 x 1.1 = 1056: 206 short, one remote worker */
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity == 850);
+	assert_int_equal(out.want, 1);
+	assert_int_equal(out.why, GM_BORROW_CAPACITY);
+	assert_false(out.capped);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "local capacity 850 img/s < demand 960 img/s");
+	/* half as fast remote workers: ceil(206 / 500) = 1; a tenth: ceil(2.06) = 3 */
+	in.remote_worker_rate = 100;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3);
+	/* the same job on a host without a limit: 2 x 3400 = 6800 covers it */
+	in.cores = 0;
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity == 6800);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_COVERED);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "local capacity covers demand (6800 >= 960 img/s)");
+	/* within the headroom only: 1000 >= 960 but < 1056 */
+	in = host_a();
+	in.cores = 1000.0 / 3400;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "local capacity 1000 img/s < demand 960 img/s with its headroom");
+}
+
+static void test_demand_limited_job_does_not_borrow(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	(void)st;
+	in.demand = 512; /* 563 with headroom, under 850 */
+	in.delivered = 512;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_COVERED);
+	in.demand = 0; /* an idle trainer */
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_COVERED);
+}
+
+static void test_a_stalled_consumer_overrules_the_model(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	char why[200];
+	(void)st;
+	/* the model says one worker of 3400 covers 960; the trainer waits 32% and
+	 * gets 650, of which 100 came from one remote worker: local 550, short
+	 * 1056 - 550 = 506, two remote workers of 300 */
+	in.cores = 0;
+	in.workers = 1;
+	in.delivered = 650;
+	in.stall = 0.32;
+	in.remote_rate = 100;
+	in.remote_worker_rate = 300;
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity == 550);
+	assert_int_equal(out.want, 2);
+	assert_int_equal(out.why, GM_BORROW_STALL);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "delivered 650 img/s < demand 960 img/s, the trainer waits 32% "
+				 "of the time: local workers deliver 550 img/s");
+	/* a wait under GM_POLICY_STALL is noise: the model stands */
+	in.stall = 0.04;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	/* remote workers delivering more than all of it: local 0, not negative */
+	in.stall = 0.5;
+	in.remote_rate = 900;
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity == 0);
+	assert_int_equal(out.want, 4); /* ceil(1056 / 300) */
+}
+
+static void test_recovered_local_capacity_returns_the_remote_workers(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	struct gm_elastic hyst = {0};
+	int rwant = 0;
+	(void)st;
+	/* another job shares the host's core: 0.1 core, 340 img/s; 716 short, remote
+	 * workers of 300: 3 */
+	in.cores = 0.1;
+	in.remote_worker_rate = 300;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3); /* ceil(716 / 300) */
+	rwant = gm_elastic_next(&hyst, (int)out.want, rwant);
+	assert_int_equal(rwant, 3);
+	/* the other job ends: a whole core, 3400 img/s, covers the demand (the remote
+	 * workers deliver the rest meanwhile, no stall) */
+	in.cores = 1;
+	in.delivered = 960;
+	in.remote_rate = 600;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_COVERED);
+	/* given back one by one, after two ticks agree each time */
+	int seen[6];
+	for (int t = 0; t < 6; t++)
+		seen[t] = rwant = gm_elastic_next(&hyst, (int)out.want, rwant);
+	assert_int_equal(seen[0], 3);
+	assert_int_equal(seen[1], 2);
+	assert_int_equal(seen[5], 0);
+}
+
+static void test_borrowing_is_capped_and_waits_for_a_measurement(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	char why[160];
+	(void)st;
+	in.demand = 1e12; /* a greedy trainer */
+	in.most = 2;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2);
+	assert_true(out.capped);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_non_null(strstr(why, "; capped at 2 remote workers"));
+	in = host_a(); /* 206 short at 100 each: 3, one more than the cap */
+	in.remote_worker_rate = 100;
+	in.most = 2;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2);
+	assert_true(out.capped);
+	in.most = 3;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3);
+	assert_false(out.capped);
+	in.most = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	in = host_a();
+	in.worker_rate = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_UNMEASURED);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "not measured yet");
+	/* one remote worker's rate unknown: a local worker's stands in (206 / 3400) */
+	in = host_a();
+	in.remote_worker_rate = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +474,11 @@ int main(void)
 	    cmocka_unit_test(test_incremental_moves),
 	    cmocka_unit_test(test_incremental_matches_optimum),
 	    cmocka_unit_test(test_changes_are_local),
+	    cmocka_unit_test(test_quota_limited_job_borrows_where_unlimited_would_not),
+	    cmocka_unit_test(test_demand_limited_job_does_not_borrow),
+	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
+	    cmocka_unit_test(test_recovered_local_capacity_returns_the_remote_workers),
+	    cmocka_unit_test(test_borrowing_is_capped_and_waits_for_a_measurement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

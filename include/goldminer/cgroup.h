@@ -1,7 +1,8 @@
 /*
  * cgroup.h - what the control groups above this process allow: the memory limit
- * and room (ring admission, ring.c) and the CPU quota (the node agent, node.c).
- * One reader of /proc/self/cgroup for both, cgroup v1 and v2 (and the hybrid
+ * and room (ring admission, ring.c), the CPU quota and the cpuset (what the host
+ * can deliver, host.c).
+ * One reader of /proc/self/cgroup for all three, cgroup v1 and v2 (and the hybrid
  * layout), every level from the process's own cgroup up to the root.
  *
  * Every function takes root: a directory prefixed to "/proc/self/cgroup" and
@@ -35,5 +36,16 @@ void gm_cgroup_mem(const char *root, struct gm_cgroup_mem *m);
  * e.g. 0.5 for half a core; 0 when no level sets one ("max", -1, missing files).
  */
 double gm_cgroup_cpu_quota(const char *root);
+
+/*
+ * CPUs the cpuset cgroups above this process allow: the smallest set on the path
+ * (v2 cpuset.cpus.effective, else cpuset.cpus; v1 cpuset.effective_cpus, else
+ * cpuset.cpus), counted; 0 when no level names one.
+ */
+unsigned gm_cgroup_cpuset(const char *root);
+
+/* CPUs in a kernel CPU list ("0-3,8"; a trailing newline is allowed); 0 when
+ * empty or malformed. */
+unsigned gm_cgroup_cpu_list(const char *list);
 
 #endif

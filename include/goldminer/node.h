@@ -12,7 +12,11 @@
  * job is closed, and when the table is full the oldest such one makes room: idle
  * connections cannot lock clients out. Every GM_ELASTIC_TICK_MS (250 ms) the agent measures each
  * job's demand and per-worker rate from its ring and sizes all pools with the elastic controller
- * (elastic.h, over the shared policy of core/policy.c) under one CPU budget. A
+ * (elastic.h, over the shared policy of core/policy.c) under one CPU budget. With
+ * peers, a job asks them for remote workers when its local capacity (its workers'
+ * on-CPU rate times the cores the host can deliver them, host.h) or its measured
+ * delivery falls short of its demand (gm_policy_borrow), and gives them back when
+ * local capacity covers the demand again. A
  * job whose connection closes (detach, exit, crash) loses its workers and its
  * ring at once. Each job is a worker pool (pool.h); the messages are wire.h's.
  */
@@ -36,7 +40,12 @@
 
 struct gm_node_opts {
 	const char *socket_path; /* NULL: gm_node_default_socket(), directory made 0700 */
-	uint32_t cpus;		 /* worker budget; 0 = online CPUs */
+	double cpus;		 /* cores the agent may use, fractions allowed (0.25: a
+				    quarter core); its worker budget is ceil(cpus), the
+				    cores count in each job's local capacity (host.h).
+				    0 = online CPUs (the budget) and no limit of its own */
+	const char *host_root;	 /* prefix of /proc and /sys for host.h (tests: a fake
+				    tree with a CPU quota); NULL: the real ones */
 	int verbose;		 /* log attach/detach/rebalance lines to stderr */
 	uint64_t mem;		 /* memory budget of all rings, bytes; 0 = half of
 				    gm_ring_mem_total() (MemTotal or the cgroup limit) */

@@ -21,6 +21,7 @@
 #ifndef GOLDMINER_POLICY_H
 #define GOLDMINER_POLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,5 +91,64 @@ uint64_t gm_policy_used(const struct gm_policy *p);
  */
 int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budget,
 		       uint32_t *workers);
+
+/*
+ * Borrowing: how many remote workers (another host's CPUs) one job should ask for.
+ * Pure, no state: the node agent calls it every tick for each of its jobs (node.c,
+ * with gm_elastic_next's hysteresis on the answer) and a simulator can call it
+ * with its model's figures. All rates are samples/s.
+ *
+ * A job's local capacity is what its local workers can deliver together: each
+ * image costs 1 / worker_rate seconds of CPU (worker_rate is a worker's on-CPU
+ * rate), and the workers have `cores` cores between them, so
+ *
+ *     capacity = min(workers, cores) x worker_rate          (cores 0: no limit)
+ *
+ * and, while the consumer stalls (stall > GM_POLICY_STALL and delivered < demand),
+ * no more than the local workers measurably delivered (delivered less the remote
+ * workers' rate): the measurement overrules the model when the model is too kind.
+ * The job asks for
+ *
+ *     want = ceil((demand x headroom - capacity) / one remote worker's rate)
+ *
+ * remote workers when that is positive, at most `most`; 0 once local capacity
+ * covers the demand again (the caller's hysteresis gives them back one by one).
+ */
+#define GM_POLICY_STALL 0.05 /* a consumer waiting more than this share is short */
+
+struct gm_policy_borrow_in {
+	double demand;		   /* D: what the consumer takes when fed (measured) */
+	double headroom;	   /* asked rate = D x this; <= 1: none */
+	double delivered;	   /* what it was given over the last window */
+	double stall;		   /* share of that window it waited for data, 0..1 */
+	double worker_rate;	   /* one local worker's on-CPU rate; 0: not measured */
+	double cores;		   /* cores the local workers can use; 0: no limit */
+	double remote_rate;	   /* what the remote workers delivered over the window */
+	double remote_worker_rate; /* one remote worker's rate; 0: worker_rate is used */
+	uint32_t workers;	   /* local workers */
+	uint32_t most;		   /* most remote workers it may have */
+};
+
+enum gm_policy_borrow_why {
+	GM_BORROW_UNMEASURED, /* no worker rate yet: asks for none */
+	GM_BORROW_COVERED,    /* local capacity covers the demand: none */
+	GM_BORROW_CAPACITY,   /* local capacity is below the demand */
+	GM_BORROW_STALL,      /* the consumer waits: the measured delivery is short */
+};
+
+struct gm_policy_borrow_out {
+	double capacity; /* local capacity (see above) */
+	uint32_t want;	 /* remote workers to ask for, <= most */
+	bool capped;	 /* want was cut to most */
+	enum gm_policy_borrow_why why;
+};
+
+/* The answer for one job (see above) in *out. */
+void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_borrow_out *out);
+
+/* The reason in words into buf[len]: "local capacity 650 img/s < demand 960 img/s",
+ * "local capacity covers demand (1300 >= 960 img/s)", ... */
+void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
+			  const struct gm_policy_borrow_out *out, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,180 @@
+/*
+ * test_host.c - what the host's CPUs can deliver (core/host.c) on fake /proc and
+ * /sys trees: a v1 quota of a quarter core, a v2 cpu.max, a cpuset of 3 CPUs
+ * (v2 effective and v1), --cpus smaller than all of them, and a tree with no
+ * limit at all; the least one binds, fractions kept, and the binding one is
+ * named. Also the CPU list parser the cpuset and online files go through.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "goldminer/cgroup.h"
+#include "goldminer/host.h"
+#include "testutil.h"
+
+static char root[256];
+
+/* A fresh fake tree with 8 CPUs online and nothing else. */
+static int fresh(void **state)
+{
+	char p[512];
+	(void)state;
+	if (gm_test_tmpdir(root, sizeof(root), "gm-test-host"))
+		return -1;
+	const char *dirs[] = {"proc",	     "proc/self",	   "sys",
+			      "sys/devices", "sys/devices/system", "sys/devices/system/cpu"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+		if (mkdir(p, 0700))
+			return -1;
+	}
+	snprintf(p, sizeof(p), "%s/sys/devices/system/cpu/online", root);
+	FILE *f = fopen(p, "w");
+	if (!f)
+		return -1;
+	fputs("0-7\n", f);
+	fclose(f);
+	return 0;
+}
+
+static int gone(void **state)
+{
+	(void)state;
+	gm_test_rm_tree(root);
+	return 0;
+}
+
+/* root/REL := text, creating the directories on the way. */
+static void put(const char *rel, const char *text)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+		*s = 0;
+		mkdir(p, 0700);
+		*s = '/';
+	}
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_v1_quota_of_a_quarter_core_binds(void **state)
+{
+	struct gm_host_cpu h;
+	(void)state;
+	put("proc/self/cgroup", "4:cpu,cpuacct:/hostA\n");
+	put("sys/fs/cgroup/cpu/hostA/cpu.cfs_quota_us", "25000\n");
+	put("sys/fs/cgroup/cpu/hostA/cpu.cfs_period_us", "100000\n");
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.online == 8);
+	assert_true(h.quota == 0.25);
+	assert_true(h.cores == 0.25);
+	assert_string_equal(h.src, "cgroup CPU quota 0.25");
+}
+
+static void test_v2_cpu_max_binds(void **state)
+{
+	struct gm_host_cpu h;
+	(void)state;
+	put("proc/self/cgroup", "0::/jobs/b\n");
+	put("sys/fs/cgroup/jobs/b/cpu.max", "75000 100000\n");
+	put("sys/fs/cgroup/jobs/cpu.max", "max 100000\n");
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.cores == 0.75);
+	assert_string_equal(h.src, "cgroup CPU quota 0.75");
+}
+
+static void test_a_cpuset_of_three_cpus_binds_below_the_quota(void **state)
+{
+	struct gm_host_cpu h;
+	(void)state;
+	put("proc/self/cgroup", "0::/c\n");
+	put("sys/fs/cgroup/c/cpu.max", "400000 100000\n");	 /* 4 cores */
+	put("sys/fs/cgroup/c/cpuset.cpus", "0-7\n");		 /* asked for */
+	put("sys/fs/cgroup/c/cpuset.cpus.effective", "2-3,6\n"); /* given */
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.quota == 4);
+	assert_true(h.cpuset == 3);
+	assert_true(h.cores == 3);
+	assert_string_equal(h.src, "cpuset 3.00");
+	/* v1: cpuset.cpus in the cpuset hierarchy, tighter than the v2 one */
+	put("proc/self/cgroup", "3:cpuset:/v1\n0::/c\n");
+	put("sys/fs/cgroup/cpuset/v1/cpuset.cpus", "5,7\n");
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.cpuset == 2 && h.cores == 2);
+	/* the least set on the path binds: a parent of one CPU above */
+	put("sys/fs/cgroup/cpuset/cpuset.cpus", "4\n");
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.cpuset == 1 && h.cores == 1);
+}
+
+static void test_cpus_option_below_every_limit_binds_with_its_fraction(void **state)
+{
+	struct gm_host_cpu h;
+	(void)state;
+	put("proc/self/cgroup", "4:cpu:/a\n0::/c\n");
+	put("sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "75000\n");
+	put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
+	put("sys/fs/cgroup/c/cpuset.cpus.effective", "0-2\n");
+	gm_host_cpu(root, 0.5, &h);
+	assert_true(h.cpus == 0.5 && h.quota == 0.75 && h.cpuset == 3);
+	assert_true(h.cores == 0.5);
+	assert_string_equal(h.src, "--cpus 0.50");
+	gm_host_cpu(root, 1.5, &h); /* above the quota: the quota binds */
+	assert_true(h.cores == 0.75);
+}
+
+static void test_no_limit_is_the_online_cpus(void **state)
+{
+	struct gm_host_cpu h;
+	(void)state;
+	gm_host_cpu(root, 0, &h); /* no /proc/self/cgroup at all */
+	assert_true(h.quota == 0 && h.cpuset == 0 && h.cpus == 0);
+	assert_true(h.cores == 8);
+	assert_string_equal(h.src, "online CPUs 8.00");
+	put("sys/devices/system/cpu/online", "garbage\n"); /* nothing known: one core */
+	gm_host_cpu(root, 0, &h);
+	assert_true(h.cores == 1);
+	assert_non_null(strstr(h.src, "1 assumed"));
+	gm_host_cpu(NULL, 0, &h); /* the real host: at least what affinity gives */
+	assert_true(h.cores > 0 && h.online >= 1 && h.cpuset >= 1);
+}
+
+static void test_cpu_lists_are_counted_and_malformed_ones_are_none(void **state)
+{
+	(void)state;
+	assert_int_equal(gm_cgroup_cpu_list("0-3,8,10-11\n"), 7);
+	assert_int_equal(gm_cgroup_cpu_list("5"), 1);
+	assert_int_equal(gm_cgroup_cpu_list(""), 0);
+	assert_int_equal(gm_cgroup_cpu_list("\n"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("3-1"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("0-"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("a"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("1,,2"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("-1"), 0);
+	assert_int_equal(gm_cgroup_cpu_list("1 2"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_v1_quota_of_a_quarter_core_binds, fresh, gone),
+	    cmocka_unit_test_setup_teardown(test_v2_cpu_max_binds, fresh, gone),
+	    cmocka_unit_test_setup_teardown(test_a_cpuset_of_three_cpus_binds_below_the_quota,
+					    fresh, gone),
+	    cmocka_unit_test_setup_teardown(
+		test_cpus_option_below_every_limit_binds_with_its_fraction, fresh, gone),
+	    cmocka_unit_test_setup_teardown(test_no_limit_is_the_online_cpus, fresh, gone),
+	    cmocka_unit_test(test_cpu_lists_are_counted_and_malformed_ones_are_none),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
