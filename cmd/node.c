@@ -165,7 +165,7 @@ static int run_agent(struct gm_node_opts *o, const char *metrics_addr)
 /* --status or --scale: one exchange with a running agent. */
 static int ask_agent(const char *socket_path, bool status, int pid, int n)
 {
-	char out[2048];
+	static char out[GM_NODE_MSG];
 	int rc = status ? gm_node_status(socket_path, out, sizeof(out))
 			: gm_node_scale(socket_path, pid, n, out, sizeof(out));
 	if (rc) {

@@ -629,7 +629,7 @@ static void on_request(struct agent *a, struct job *j)
 		scale(a, j, &req);
 		break;
 	case GM_NODE_STATUS: {
-		char buf[2048];
+		static char buf[GM_NODE_MSG]; /* the agent's one loop thread */
 		status_json(a, buf, sizeof(buf));
 		gm_wire_reply(j->fd, 0, -1, 0, 0, "%s", buf);
 		break;

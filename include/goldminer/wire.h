@@ -30,7 +30,10 @@
 #include "goldminer/job.h"
 
 #define GM_NODE_MAGIC	0x444e4d47u /* "GMND" */
-#define GM_NODE_VERSION 2
+#define GM_NODE_VERSION 3	    /* 3: a reply's message of GM_NODE_MSG bytes */
+/* Bytes of a reply's message: the agent's status, every job and peer, fits (2 KiB,
+ * version 2, cut the JSON of three jobs with remote workers short). */
+#define GM_NODE_MSG 65536
 
 enum gm_node_msg {
 	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
@@ -55,7 +58,7 @@ struct gm_node_reply {
 	int32_t status; /* 0 or -errno */
 	uint32_t batches_per_epoch;
 	uint64_t fingerprint; /* of the agent's dataset index */
-	char msg[2048];
+	char msg[GM_NODE_MSG];
 };
 
 /* The environment variable that lets a client trust an agent run by root. */
