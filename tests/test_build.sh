@@ -17,6 +17,10 @@
 # Run from make test, make's MAKEFLAGS carry the build's own variables (make
 # sanitize's CFLAGS...): the sub-makes here see the same ones. If B is not built,
 # it is built once first. Env: B (build dir, default build).
+# (a parallel make's jobserver is not: its descriptors are not ours, and a sub-make
+# told of them warns "jobserver unavailable" on the line check 4 reads)
+MAKEFLAGS=$(printf '%s' "${MAKEFLAGS:-}" | sed 's/--jobserver-[a-z]*=[^ ]*//g; s/\(^\| \)-j[0-9]*/\1/g')
+export MAKEFLAGS
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}

@@ -362,7 +362,7 @@ static void test_reply_message_ends_inside_the_reply(void **state)
 	int sv[2];
 	static struct gm_node_req req;
 	static struct gm_node_reply rep, raw;
-	static char longer[3000];
+	static char longer[GM_NODE_MSG + 1000];
 	(void)state;
 	pair(sv);
 	gm_wire_request(&req, GM_NODE_STATUS);
