@@ -43,20 +43,7 @@ static int gone(void **state)
 }
 
 /* root/REL := text, creating the directories on the way. */
-static void put(const char *rel, const char *text)
-{
-	char p[1024];
-	snprintf(p, sizeof(p), "%s/%s", root, rel);
-	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
-		*s = 0;
-		mkdir(p, 0700);
-		*s = '/';
-	}
-	FILE *f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
+#define put(rel, text) assert_int_equal(gm_test_put(root, (rel), (text)), 0)
 
 static void test_v2_takes_the_least_room_of_every_level(void **state)
 {

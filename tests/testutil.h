@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "goldminer/checksum.h"
@@ -30,6 +31,24 @@ static inline void gm_test_rm_tree(const char *dir)
 }
 
 /* mkdtemp("/tmp/<prefix>-XXXXXX") into buf; 0 or -1. */
+/* root/rel := text, making the directories on the way (a fake /proc or /sys tree).
+ * 0, or -1 when the file cannot be written. */
+static inline int gm_test_put(const char *root, const char *rel, const char *text)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+		*s = 0;
+		mkdir(p, 0700);
+		*s = '/';
+	}
+	FILE *f = fopen(p, "w");
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f) ? -1 : 0;
+}
+
 static inline int gm_test_tmpdir(char *buf, size_t len, const char *prefix)
 {
 	snprintf(buf, len, "/tmp/%s-XXXXXX", prefix);
