@@ -5,16 +5,24 @@
 # counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
 # binary or script may run, default 600), TEST_BIN_TIMEOUT (the same for a cmocka
 # binary only, default TEST_TIMEOUT), TEST_RETRY_TIMEOUT (how many times one that
-# timed out runs again, default 0). "ok N # SKIP" and "not ok N # SKIP" are skips.
+# timed out runs again, default 0), TEST_BACKGROUND (names of tests that run in
+# the background, one after another, while the others run: default
+# test_remote.sh, whose minutes are mostly waits on its hosts' CPU quotas and
+# deadlines; empty: everything in order). "ok N # SKIP" and "not ok N # SKIP"
+# are skips. Each test's report is printed when it ends, the background ones last.
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
-for t in "$@"; do
-	name=$(basename "$t")
+background=" ${TEST_BACKGROUND-test_remote.sh} "
+
+# run_one T: run T (again after a timeout, as TEST_RETRY_TIMEOUT says); its TAP
+# in $log/NAME.out, and "PASSED FAILED SKIPPED SECONDS EXIT" in $log/NAME.res
+run_one() {
+	name=$(basename "$1")
 	start=$(date +%s)
 	limit=${TEST_TIMEOUT:-600}
 	case $name in *.sh | *.py) ;; *) limit=${TEST_BIN_TIMEOUT:-$limit} ;; esac
-	CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$t" >"$log/$name.out" 2>&1
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$1" >"$log/$name.out" 2>&1
 	rc=$?
 	# A binary that timed out runs again, up to TEST_RETRY_TIMEOUT more times (make
 	# tsan and make sanitize: a worker forked from a multi-threaded process can
@@ -25,7 +33,7 @@ for t in "$@"; do
 		tries=$((tries + 1))
 		echo "note $name timed out after ${limit}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
 		mv "$log/$name.out" "$log/$name.timeout.out"
-		CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$t" >"$log/$name.out" 2>&1
+		CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$1" >"$log/$name.out" 2>&1
 		rc=$?
 	done
 	p=$(grep '^ok ' "$log/$name.out" | grep -vc '# SKIP')
@@ -38,8 +46,14 @@ for t in "$@"; do
 		"$log/$name.out"; then
 		f=$((f + 1))
 	fi
-	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-	el=$(( $(date +%s) - start ))
+	echo "$p $f $s $(($(date +%s) - start)) $rc" >"$log/$name.res"
+}
+
+# report T: T's line (and its failures' output), added to the totals
+report() {
+	name=$(basename "$1")
+	read -r p f s el rc <"$log/$name.res" || { p=0 f=1 s=0 el="?" rc="?"; }
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
 	if [ "$f" != 0 ]; then
 		echo "FAIL $name ($p passed, $f failed, $s skipped, ${el}s, exit $rc)"
 		sed 's/^/    /' "$log/$name.out" | grep -v '^    ok ' | tail -40
@@ -47,6 +61,30 @@ for t in "$@"; do
 		echo "ok   $name ($p passed, $s skipped, ${el}s)"
 		grep '^\(not \)\{0,1\}ok [0-9]* # SKIP' "$log/$name.out" | sed 's/^/    /'
 	fi
+}
+
+in_background() { case $background in *" $(basename "$1") "*) return 0 ;; esac; return 1; }
+
+bg=
+for t in "$@"; do
+	if in_background "$t"; then
+		rm -f "$log/$(basename "$t").res"
+		bg="$bg $t"
+	fi
 done
+if [ -n "$bg" ]; then
+	# shellcheck disable=SC2086 # bg is a list of paths
+	(for t in $bg; do run_one "$t"; done) &
+	bgpid=$!
+fi
+for t in "$@"; do
+	in_background "$t" && continue
+	run_one "$t"
+	report "$t"
+done
+if [ -n "$bg" ]; then
+	wait "$bgpid"
+	for t in $bg; do report "$t"; done
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -94,9 +94,12 @@ case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
 tmp=$(mktemp -d)
 n=0
-t() { # t STATUS DESCRIPTION
+t_last=$(date +%s)
+t() { # t STATUS DESCRIPTION (and how long the case took, to see where time goes)
 	n=$((n + 1))
 	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+	echo "# case $n took $(($(date +%s) - t_last)) s"
+	t_last=$(date +%s)
 }
 diag() { sed 's/^/# /' "$1"; }
 
@@ -170,7 +173,9 @@ stop_agents() {
 		k=$((k + 1))
 	done
 	pkill -KILL -f "node --cpus .* --socket $tmp/" 2>/dev/null
-	cat "$tmp"/[123].log >>"$tmp/all.log" 2>/dev/null
+	for i in 1 2 3; do # each line names its case and host, for test 33's report
+		[ -f "$tmp/$i.log" ] && sed "s/^/[after case $n, host $i] /" "$tmp/$i.log" >>"$tmp/all.log"
+	done
 	port=$((port + 10))
 }
 # peers_connected I N: wait (5 s at most) until agent I has N peers connected
@@ -1011,9 +1016,19 @@ fi
 t $ok "--peers-file read again on SIGHUP: a peer added is connected, one taken out closed, a bad line named FILE:LINE and the peers kept"
 stop_agents
 
-# 10: the agents' and remote workers' own words: no sanitizer report, no crash
-if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" \
-	"$tmp/all.log" >"$tmp/bad.log"; then
+# 10: the agents' and remote workers' own words: no sanitizer report, no crash.
+# LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit
+# could not stop the process's threads (seen on CI's machine, where it names
+# ptrace); those lines are counted and shown, not failed on, and ASan's and
+# UBSan's checks of the same process ran all the same.
+grep -E "LeakSanitizer has encountered a fatal error|HINT: .*(LSAN_OPTIONS|does not work under ptrace)" \
+	"$tmp/all.log" >"$tmp/lsan.log"
+if [ -s "$tmp/lsan.log" ]; then
+	echo "# LeakSanitizer could not run its exit check in $(grep -c "fatal error" "$tmp/lsan.log") processes:"
+	diag "$tmp/lsan.log"
+fi
+if grep -E "Sanitizer|runtime error:|Segmentation|core dumped|ended \(status 0x(8|b|6)" "$tmp/all.log" |
+	grep -vxF -f "$tmp/lsan.log" >"$tmp/bad.log"; then
 	diag "$tmp/bad.log"
 	t 1 "no agent or remote worker reported a sanitizer error or crashed"
 else
