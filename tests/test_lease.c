@@ -56,7 +56,20 @@ static bool stop_once;			/* ... the first time only */
 static uint64_t kill_task = UINT64_MAX; /* SIGKILL the worker right after claiming it */
 static const char *enomem_path;		/* deliver this file's first read as -ENOMEM */
 static bool stop_when_full;		/* SIGSTOP the first worker that finds no free slot */
-static uint64_t spin_id = UINT64_MAX;	/* spend 1.5 s of CPU on this sample, once */
+static uint64_t spin_id = UINT64_MAX;	/* spend 1.5 s running on this sample, once */
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static bool first_time(void)
 {
@@ -77,12 +90,18 @@ int __wrap_gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_
 	if (sample_id == stop_id && (!stop_once || first_time()))
 		raise(SIGSTOP); /* stuck while holding the lease, as a kill -STOP leaves it */
 	if (sample_id == spin_id && first_time()) {
-		/* a slow sample (CPU time: it does not pass while the worker is stopped) */
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-		do
-			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+		/* A slow sample: 1.5 s of its own running time. Not CPU time, which a
+		 * loaded machine hands out slowly (on 2 busy cores the rest of the sample
+		 * outlasted the deadline after the stop); wall time in 10-ms sleeps, where
+		 * a gap over 200 ms is time stopped and does not count. */
+		uint64_t ran = 0, prev = mono_ms();
+		while (ran < 1500) {
+			sleep_ms(10);
+			uint64_t now = mono_ms();
+			if (now - prev < 200)
+				ran += now - prev;
+			prev = now;
+		}
 	}
 	return __real_gm_aug_sample(a, jpeg, len, seed, epoch, sample_id, out, t);
 }
@@ -364,12 +383,6 @@ static int workers_of(pid_t pid, pid_t *out, int max)
 	return n;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Is pid's main thread asleep in a futex (the consumer's wait)? */
 static bool in_futex(pid_t pid)
 {
@@ -396,13 +409,6 @@ static bool is_stopped(pid_t pid)
 	buf[n] = '\0';
 	const char *c = strrchr(buf, ')');
 	return c && c[1] == ' ' && c[2] == 'T';
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The only worker stops itself when it finds the ring full, holding no lease, and
@@ -476,7 +482,7 @@ static void test_worker_stopped_without_a_lease_is_replaced(void **state)
 }
 
 /* The whole job stopped (Ctrl-Z: its process group) for longer than the lease
- * deadline while a worker is in the middle of a slow sample (1.5 s of CPU; the
+ * deadline while a worker is in the middle of a slow sample (1.5 s of running; the
  * deadline is 3 s and the pool has looked at the lease before the stop), then
  * continued: the pool did not run either, so no deadline passed, and no worker
  * is killed. */
