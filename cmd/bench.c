@@ -42,6 +42,8 @@ struct bench {
 	bool cuda;	    /* a CUDA device is usable */
 	const char *reader; /* how the workers read: io_uring or pread */
 	double open_s;
+	double wait_max; /* the longest wait for one batch after the first (s) */
+	uint64_t got;	 /* batches taken */
 
 	bool tty;	/* progress line on stderr */
 	uint64_t *sums; /* checksum of each finished epoch */
@@ -349,9 +351,12 @@ static int bench_consume(struct bench *b, double t0)
 				interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 128 + interrupted;
 		}
+		double w0 = now_s();
 		int e = gm_loader_next(b->l, &bt);
 		if (e == -EINTR)
 			continue; /* a handler ran: the loop's first test looks at it */
+		if (e >= 0 && b->got++ && now_s() - w0 > b->wait_max)
+			b->wait_max = now_s() - w0;
 		if (e == GM_LOADER_END)
 			return 0;
 		if (e == GM_LOADER_END_OF_EPOCH) {
@@ -420,6 +425,8 @@ static void report_extras(const struct bench *b, const struct gm_loader_stats *s
 	if (b->dev)
 		printf(", \"h2d_gb_per_s\": %.2f",
 		       b->dev_s > 0 ? (double)b->dev_bytes / b->dev_s / 1e9 : 0);
+	if (o->node) /* a stall: a cut link, a stopped remote worker (test_remote.sh) */
+		printf(", \"wait_max_ms\": %.1f", b->wait_max * 1e3);
 	if (b->checksum) {
 		printf(", \"checksum\": [");
 		for (uint64_t i = 0; i < b->ep; i++)

@@ -174,7 +174,8 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	j->fd = -1;
 }
 
-#define GRANT_POLL_MS 5 /* how often the agent looks while a job is short of workers */
+#define GRANT_POLL_MS  5   /* how often the agent looks while a job is short of workers */
+#define REMOTE_POLL_MS 50  /* ... and at least, with peers (remote.h: heartbeats) */
 
 /* The budget less the workers this agent runs for other hosts' jobs. */
 static uint32_t local_budget(const struct agent *a)
@@ -249,6 +250,7 @@ static uint32_t wanted_workers(const struct agent *a)
 }
 
 static bool divide(struct agent *a);
+static void lend_capacity(struct agent *a, uint32_t slots);
 
 static uint64_t used_mem(const struct agent *a, int *njobs)
 {
@@ -379,8 +381,9 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
-		a->rops->set_lendable(
-		    a->rem, a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0);
+		uint32_t slots = a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0;
+		a->rops->set_lendable(a->rem, slots);
+		lend_capacity(a, slots);
 	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
@@ -835,6 +838,32 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_want(a->rem, j->token, next);
 }
 
+/* What this host can lend, for its heartbeats (remote.h): the cores its own
+ * jobs leave idle (each measured job needs demand x headroom / one worker's
+ * on-CPU rate cores, at most its workers; one not measured, its wish), at
+ * most one per lendable worker, and what one core makes of their images (the
+ * jobs' workers' on-CPU rate; 0 with no measured job). */
+static void lend_capacity(struct agent *a, uint32_t slots)
+{
+	double need = 0, rate = 0, weight = 0;
+	for (int i = 0; i < MAX_JOBS; i++) {
+		const struct job *j = &a->jobs[i];
+		if (!j->pool)
+			continue;
+		double n = j->want;
+		if (j->rate > 0) {
+			n = j->demand * GM_ELASTIC_HEADROOM / j->rate;
+			n = n < j->workers ? n : j->workers;
+			rate += j->rate * (j->workers ? j->workers : 1);
+			weight += j->workers ? j->workers : 1;
+		}
+		need += n;
+	}
+	double idle = a->host.cores - need;
+	idle = idle < 0 ? 0 : idle > slots ? slots : idle;
+	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
+}
+
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
@@ -858,6 +887,7 @@ static void rebalance(struct agent *a)
 	/* what no local job wants may run other hosts' workers */
 	uint32_t w = wanted_workers(a);
 	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
+	lend_capacity(a, a->budget > w ? a->budget - w : 0);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -1000,6 +1030,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
+	lend_capacity(a, a->budget);
 	if (a->host.cores < 1.0)
 		logf_(a,
 		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
@@ -1040,6 +1071,8 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		map[n++] = -2;
 	}
 	int wait = close_idle(a, a->short_ ? GRANT_POLL_MS : GM_ELASTIC_TICK_MS);
+	if (a->rem && wait > REMOTE_POLL_MS) /* its heartbeats, its peers' liveness */
+		wait = REMOTE_POLL_MS;
 	if (poll(pfd, (nfds_t)n, wait) > 0) {
 		for (int k = 1; k < n; k++)
 			if (map[k] >= 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))

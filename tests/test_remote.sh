@@ -84,6 +84,14 @@
 #  33. --peers-file read again on SIGHUP: a peer added is connected, one taken
 #      out is closed, a bad line is named FILE:LINE and the peers stay as they
 #      were; a bad file at start is refused the same way
+# Liveness (issue 25): heartbeats every 250 ms, a peer silent for 1 s is down
+#  34. the peer's link cut mid-job (netns only): the peer is "down" in --status
+#      within ~1 s, the leases its workers held are taken back then (not at the
+#      5 s lease deadline): the trainer's longest wait for a batch is printed
+#      and under 3 s; healed, the peer is connected again; same bytes
+#  35. a lent worker SIGSTOPped mid-job: its lender kills it and a new one
+#      replaces it within 2 s (time printed); the trainer's longest wait is
+#      printed and under 3 s; same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
@@ -100,10 +108,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..33"
+echo "1..35"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 33 ]; do
+	while [ $i -le 35 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -297,11 +305,12 @@ else
 	n=$((n + 1))
 fi
 
-# 6: a stale writer: the remote workers stopped past the lease deadline
+# 6: a stale writer: the remote workers stopped past the lease deadline (and
+# resumed before their lender kills a worker stopped for 700 ms: case 35)
 agent 2 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2
 peers_connected 1 1
-train 24 --lease-timeout-ms 500 &
+train 24 --lease-timeout-ms 200 &
 tp=$!
 wait_remote 64
 # A stop lands on a lease only if the remote worker holds one then (it may be
@@ -311,10 +320,10 @@ while [ $k -lt 5 ] && [ $fenced = 1 ] && kill -0 $tp 2>/dev/null; do
 	w=$(pgrep -f "goldminer node --remote-worker" | tr '\n' ' ')
 	# shellcheck disable=SC2086 # a list of pids
 	[ -n "$w" ] && kill -STOP $w
-	sleep 1
+	sleep 0.4
 	# shellcheck disable=SC2086
 	[ -n "$w" ] && kill -CONT $w
-	grep -q "no sample for 500 ms" "$tmp/1.log" && fenced=0
+	grep -q "no sample for 200 ms" "$tmp/1.log" && fenced=0
 	k=$((k + 1))
 	sleep 0.3
 done
@@ -1009,6 +1018,78 @@ if peer_is 1 "$p2" connected; then
 fi
 [ $ok = 0 ] || { diag "$tmp/1.log"; "$G" node --socket "$tmp/1.sock" --status | diag /dev/stdin; }
 t $ok "--peers-file read again on SIGHUP: a peer added is connected, one taken out closed, a bad line named FILE:LINE and the peers kept"
+stop_agents
+
+# ms_since T0: milliseconds since T0 (date +%s%N)
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+wait_max() { sed -n 's/.*"wait_max_ms": \([0-9.]*\).*/\1/p' "$tmp/run.json"; }
+# shellcheck disable=SC2086
+ref16=$("$G" bench "$tmp/data" --workers 2 --epochs 16 $BENCH 2>/dev/null |
+	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
+
+# 34: the peer's link cut mid-job: down within ~1 s, its leases back then
+if [ "$mode" = netns ]; then
+	agent 2 "$tmp/secret" 1
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	a2="$(mh_addr 2):$((port + 2))"
+	train 16 &
+	tp=$!
+	wait_remote 64
+	mh_cut 2
+	t0=$(date +%s%N)
+	down=99999
+	peer_is 1 "$a2" down && down=$(ms_since "$t0")
+	sleep 1
+	mh_heal 2
+	up=1
+	peer_is 1 "$a2" connected && up=0
+	wait $tp
+	stall=$(wait_max)
+	ok=1
+	[ "$(cat "$tmp/sum")" = "$ref16" ] && [ "$down" -lt 2000 ] && [ $up = 0 ] &&
+		awk -v s="${stall:-99999}" 'BEGIN { exit !(s < 3000) }' &&
+		grep -q "peer $a2 is down: not heard from" "$tmp/1.log" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; echo "# down after $down ms, up: $up"; }
+	t $ok "the peer's link cut mid-job: down in --status after $down ms, the trainer's longest wait ${stall:-?} ms (lease deadline 5000 ms), connected again when healed; same checksums"
+	stop_agents
+else
+	echo "ok 34 # SKIP a link can be cut only between namespaces ($(mh_why))"
+	n=$((n + 1))
+fi
+
+# 35: a lent worker SIGSTOPped: killed and replaced by its lender
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1
+train 16 &
+tp=$!
+wait_remote 64
+w=$(pgrep -f "goldminer node --remote-worker" | head -1)
+replaced=99999
+if [ -n "$w" ]; then
+	kill -STOP "$w"
+	t0=$(date +%s%N)
+	k=0
+	while [ $k -lt 100 ]; do
+		nw=$(pgrep -f "goldminer node --remote-worker" | grep -vx "$w" | head -1)
+		if [ -n "$nw" ] && ! kill -0 "$w" 2>/dev/null; then
+			replaced=$(ms_since "$t0")
+			break
+		fi
+		sleep 0.05
+		k=$((k + 1))
+	done
+	kill -CONT "$w" 2>/dev/null
+fi
+wait $tp
+stall=$(wait_max)
+ok=1
+[ "$(cat "$tmp/sum")" = "$ref16" ] && [ "$replaced" -lt 2000 ] &&
+	awk -v s="${stall:-99999}" 'BEGIN { exit !(s < 3000) }' &&
+	grep -q "remote worker $w for job .* stopped for [0-9]* ms: killed" "$tmp/2.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; }
+t $ok "a lent worker SIGSTOPped: killed and replaced by its lender after $replaced ms, the trainer's longest wait ${stall:-?} ms; same checksums"
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

@@ -464,7 +464,7 @@ static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 	uint32_t left = j->want;
 	for (int p = 0; p < r->npeers; p++) {
 		struct conn *c = r->peers[p].c;
-		if (!c || c->st != C_OK) {
+		if (!c || c->st != C_OK || r->peers[p].down) {
 			j->granted[p] = 0;
 			j->asked[p] = 0;
 			continue;
@@ -497,6 +497,25 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	j->granted[c->peer] = m->status ? 0 : granted;
 }
 
+void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
+{
+	int n = 0;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (c && c->role == ROLE_WORKER && c->st != C_DEAD && gm_remote_peer_of(r, c) == p) {
+			n += c->vpid != 0;
+			gm_remote_conn_kill(c, "its lender %s is down (%s)", r->peers[p].addr, why);
+		}
+	}
+	for (int i = 0; i < MAX_HJOBS; i++) {
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = 0;
+		r->hjobs[i].ask_ms[p] = 0;
+	}
+	if (n)
+		gm_remote_logf(&r->net, "peer %s is down: the %d lease%s its workers hold are "
+			       "taken back now", r->peers[p].addr, n, n == 1 ? "" : "s");
+}
+
 /* ---- the tick ---------------------------------------------------------------- */
 
 static int first_used(const struct gm_remote *r)
@@ -517,7 +536,7 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 		for (int k = 0; r->peers[p].used && k < MAX_CONNS; k++) {
 			struct conn *c = r->net.conns[k];
 			if (c && c->role == ROLE_WORKER && c->st == C_OK &&
-			    !strcmp(c->ip, r->peers[p].ip)) {
+			    gm_remote_peer_of(r, c) == p) {
 				n += c->samples;
 				c->samples = 0;
 				r->peers[p].workers++;

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     3
+#define GM_REMOTE_ABI	     4
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -112,6 +112,10 @@ struct gm_remote_ops {
 	void (*job_info)(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *out);
 	/* peer side: how many workers this agent may lend now (its idle budget) */
 	void (*set_lendable)(struct gm_remote *r, uint32_t workers);
+	/* ... and what that is worth, told to the peers in every heartbeat: the
+	 * cores its own jobs leave idle (whatever it lends now) and what one core
+	 * makes of their images (img/s, 0: not measured) */
+	void (*set_capacity)(struct gm_remote *r, double cores, double img_per_core);
 	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
 	/* the peers and lent jobs as JSON members (no braces), into buf */
 	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
