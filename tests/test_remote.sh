@@ -92,6 +92,11 @@
 #  35. a lent worker SIGSTOPped mid-job: its lender kills it and a new one
 #      replaces it within 2 s (time printed); the trainer's longest wait is
 #      printed and under 3 s; same bytes
+#  36. the idlest peer first: with --peers listing a peer that lends a quarter
+#      core before one that lends a whole core, the job's one remote worker
+#      goes to the whole core (each peer's lendable cores in --status); when
+#      that peer's own job starts, it preempts the lent worker and the job's
+#      worker moves to the other peer; same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
@@ -108,10 +113,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..35"
+echo "1..36"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 35 ]; do
+	while [ $i -le 36 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1090,6 +1095,47 @@ ok=1
 	grep -q "remote worker $w for job .* stopped for [0-9]* ms: killed" "$tmp/2.log" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; }
 t $ok "a lent worker SIGSTOPped: killed and replaced by its lender after $replaced ms, the trainer's longest wait ${stall:-?} ms; same checksums"
+stop_agents
+
+# 36: the idlest peer first; a lender's own job takes its CPUs back
+AGENT_CPUS=0.25 agent 2 "$tmp/secret" 1
+agent 3 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2 3
+peers_connected 1 2
+a2="$(mh_addr 2):$((port + 2))" a3="$(mh_addr 3):$((port + 3))"
+k=0 cores2='' cores3=''
+while [ $k -lt 40 ] && { [ -z "$cores2" ] || [ -z "$cores3" ]; }; do # their first beats
+	st=$("$G" node --socket "$tmp/1.sock" --status)
+	cores2=$(echo "$st" | sed -n "s/.*\"addr\": \"$a2\"[^}]*\"lendable_cores\": \([0-9.]*\).*/\1/p")
+	cores3=$(echo "$st" | sed -n "s/.*\"addr\": \"$a3\"[^}]*\"lendable_cores\": \([0-9.]*\).*/\1/p")
+	sleep 0.05
+	k=$((k + 1))
+done
+# (a cap of 2: one local worker, one remote one)
+train 16 --workers 2 &
+tp=$!
+wait_remote 64
+first=2
+grep -q "peer $a3 runs 1 remote workers" "$tmp/1.log" && first=3
+grep -q "peer $a2 runs [1-9]" "$tmp/1.log" && first=2
+# host 3's own job: its agent wants its CPU back
+mh_run 3 0.5 timeout 60 "$G" bench "$tmp/data" --node "$tmp/3.sock" --epochs 2 $BENCH \
+	>/dev/null 2>&1 &
+own=$!
+k=0 moved=1
+while [ $k -lt 100 ] && kill -0 $tp 2>/dev/null; do
+	grep -q "peer $a2 runs 1 remote workers" "$tmp/1.log" && { moved=0; break; }
+	sleep 0.05
+	k=$((k + 1))
+done
+wait $own
+wait $tp
+ok=1
+[ "$(cat "$tmp/sum")" = "$ref16" ] && [ "$first" = 3 ] && [ "$moved" = 0 ] &&
+	[ "$cores2" = 0.250 ] && [ "$cores3" = 1.000 ] &&
+	grep -q "preempted: this host's own jobs need its CPUs" "$tmp/3.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/3.log"; cat "$tmp/sum"; echo "# first $first moved $moved cores $cores2 $cores3"; }
+t $ok "the idlest peer first: the remote worker went to the peer lending ${cores3:-?} cores, not the first in --peers (${cores2:-?} cores); that peer's own job preempted it and it moved to the other; same checksums"
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

@@ -247,6 +247,7 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 			continue;
 		}
 		pe->dial->peer = p;
+		pe->dial->port = r->port; /* its HELLO says ours: the peer knows us by it */
 		watch(r, pe->dial->fd, EPOLL_CTL_ADD, gm_remote_ctl_events(pe->dial));
 	}
 }

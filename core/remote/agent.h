@@ -37,6 +37,7 @@
 #define MAX_LJOBS   64
 #define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
+#define SPREAD_MS   1000 /* a job's remote workers spread again over the peers */
 #define STOP_MS	    700	 /* a lent worker stopped this long is killed and replaced */
 
 /* A peer this agent dials: a slot that --peers' names and --peers-file fill
@@ -77,8 +78,18 @@ struct hjob {
 	uint32_t *exp_id;
 	int32_t *exp_label;
 	uint64_t *seen, *read_cap;
+	/* per peer: asked (the last LEND's), granted (its answer's), answered
+	 * (the answer to the last ask came), when asked, its refusal (the LENT's
+	 * status, 0: none) and when; the spread (gm_policy_spread) last made, of
+	 * the wish spread_want, and the workers it placed nowhere (capacity) */
 	uint32_t asked[MAX_PEERS], granted[MAX_PEERS];
+	bool answered[MAX_PEERS];
 	int64_t ask_ms[MAX_PEERS];
+	int32_t refused[MAX_PEERS];
+	int64_t refused_ms[MAX_PEERS];
+	uint32_t spread[MAX_PEERS], spread_want, unplaced;
+	int64_t spread_ms;
+	uint64_t lends, refusals; /* LENDs sent, refusals received */
 	uint64_t samples, bytes, revoked, fenced;
 	uint64_t tick_samples;
 	int64_t tick_ms;

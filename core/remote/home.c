@@ -36,6 +36,7 @@
 #include "check.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
+#include "goldminer/policy.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
 #include "goldminer/rng.h"
@@ -452,30 +453,68 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 			   .port = r->port};
 	if (gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req, sizeof(j->req)) ==
 	    0) {
+		if (n > j->asked[p] || !n)
+			gm_remote_logf(&r->net, "job %016" PRIx64 ": asks peer %s for %u remote workers "
+				       "(was %u)", j->token, r->peers[p].addr, n, j->asked[p]);
 		j->asked[p] = n;
+		j->answered[p] = false;
 		j->ask_ms[p] = now_ms();
+		j->lends++;
 	}
 }
 
-/* Spread the job's wish over the connected peers, in --peers order; ask again
- * every RETRY_MS while a peer gives less than asked (its idle CPUs change). */
+/* The peer is up and has said what it can lend (a heartbeat). */
+static bool peer_live(const struct gm_remote *r, int p)
+{
+	const struct peer *pe = &r->peers[p];
+	return pe->used && pe->c && pe->c->st == C_OK && !pe->down && pe->c->beat.seq;
+}
+
+/* What peer p can lend job j, from its last heartbeat: its workers less
+ * those it runs for other homes (its cores in that share); none while it
+ * refused j (RETRY_MS), at most what it granted while that answer is fresh. */
+static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
+					 int64_t now)
+{
+	struct gm_policy_lender l = {0};
+	const struct m_beat *b = &r->peers[p].c->beat;
+	uint32_t others = b->lent - b->for_you;
+	if (!b->slots || others >= b->slots)
+		return l;
+	l.workers = b->slots - others;
+	l.cores = b->mcores / 1000.0 * l.workers / b->slots;
+	if (j->refused[p] && now - j->refused_ms[p] < RETRY_MS)
+		l.workers = 0;
+	else if (j->answered[p] && j->granted[p] < j->asked[p] && now - j->ask_ms[p] < RETRY_MS)
+		l.workers = j->granted[p] < l.workers ? j->granted[p] : l.workers;
+	return l;
+}
+
+/* Spread the job's wish over the live peers, the idlest first
+ * (gm_policy_spread over their heartbeats), again every SPREAD_MS or when the
+ * wish changes; ask each for its share when it changes, and again every
+ * RETRY_MS while a peer gives less than asked (its idle CPUs change). */
 static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 {
-	uint32_t left = j->want;
+	if (j->want != j->spread_want || now - j->spread_ms >= SPREAD_MS) {
+		struct gm_policy_lender l[MAX_PEERS] = {{0}};
+		for (int p = 0; p < r->npeers; p++)
+			if (peer_live(r, p))
+				l[p] = lender_of(r, j, p, now);
+		uint32_t placed = gm_policy_spread(l, (size_t)r->npeers, j->want, j->spread);
+		j->unplaced = j->want - placed;
+		j->spread_want = j->want;
+		j->spread_ms = now;
+	}
 	for (int p = 0; p < r->npeers; p++) {
-		struct conn *c = r->peers[p].c;
-		if (!c || c->st != C_OK || r->peers[p].down) {
-			j->granted[p] = 0;
-			j->asked[p] = 0;
+		if (!peer_live(r, p)) {
+			j->granted[p] = j->asked[p] = 0;
 			continue;
 		}
-		uint32_t n = left;
-		bool changed = n != j->asked[p];
-		bool short_ = j->granted[p] < j->asked[p] && now - j->ask_ms[p] >= RETRY_MS;
-		if (changed || short_)
+		uint32_t n = j->spread[p];
+		bool short_ = j->granted[p] < n && now - j->ask_ms[p] >= RETRY_MS;
+		if (n != j->asked[p] || short_)
 			ask_peer(r, j, p, n);
-		uint32_t g = j->granted[p] < n ? j->granted[p] : n;
-		left -= g;
 	}
 }
 
@@ -487,14 +526,20 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	/* a peer runs at most GM_MAX_WORKERS for a job (lender.c); its words are
 	 * printed: only what prints */
 	char msg[sizeof(m->msg) + 1];
+	int p = c->peer;
 	uint32_t granted = gm_remote_check_lent(m, msg);
-	if (m->status)
-		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[c->peer].addr,
-			       msg);
-	else if (granted != j->granted[c->peer])
-		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64,
-			       r->peers[c->peer].addr, granted, j->token);
-	j->granted[c->peer] = m->status ? 0 : granted;
+	if (m->status && (m->status != j->refused[p] || j->granted[p]))
+		gm_remote_logf(&r->net, "peer %s lends no workers for job %016" PRIx64 ": %s",
+			       r->peers[p].addr, j->token, msg);
+	else if (!m->status && granted != j->granted[p])
+		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
+			       r->peers[p].addr, granted, j->token,
+			       granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
+	j->granted[p] = m->status ? 0 : granted;
+	j->answered[p] = true;
+	j->refusals += m->status != 0;
+	j->refused[p] = m->status > 0 ? -EPROTO : m->status;
+	j->refused_ms[p] = now_ms();
 }
 
 void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)

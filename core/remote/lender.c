@@ -361,9 +361,17 @@ static void printable(char *dst, size_t len, const char *src)
 	dst[k] = '\0';
 }
 
+/* The status a refusal carries: the home tells the reasons apart by it
+ * (home.c: peer busy, no root for the dataset, the dataset refused). */
+static const int lc_status[] = {
+    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,   [LC_TOO_LARGE] = -EFBIG,
+    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT, [LC_BUSY] = -EBUSY,
+    [LC_FAILED] = -EIO,
+};
+
 static void refuse(struct conn *c, uint64_t token, enum lc_kind k)
 {
-	struct m_lent a = {.token = token, .status = k == LC_BUSY ? -EBUSY : -EACCES};
+	struct m_lent a = {.token = token, .status = lc_status[k]};
 	copy_str(a.msg, sizeof(a.msg), lc_words[k]);
 	gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
 }

@@ -181,7 +181,7 @@ static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout
 	     "{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
 	     "\"workers_connected\": %u, \"img_per_s\": %.1f, \"workers_lent_by_us\": %u",
 	     pe->addr, st, granted, pe->workers, pe->rate, by_us);
-	if (up) {
+	if (up && pe->c->beat.seq) { /* its liveness and its last heartbeat */
 		const struct m_beat *b = &pe->c->beat;
 		putf(o,
 		     ", \"heard_ms_ago\": %" PRId64 ", \"lendable_cores\": %.3f, "
