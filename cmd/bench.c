@@ -105,7 +105,8 @@ enum {
 
 static const struct cmd_opt opts[O_N] = {
     [O_WORKERS] = {"workers", "N|auto", 0,
-		   "worker processes (default 2); auto: sized by the policy"},
+		   "worker processes (default 2; with --node the agent decides and N caps it); "
+		   "auto: sized by the policy"},
     [O_CPUS] = {"cpus", "N", 0, "auto: most workers to use (default: online CPUs)"},
     [O_NODE] = {"node", "PATH", 0, "let the node agent at PATH run the workers"},
     [O_RATE] = {"consumer-rate", "R", 0,
@@ -232,6 +233,10 @@ static int bench_options(struct bench *b, int argc, char **argv)
 	if (!number_opts(b, val) || !keyword_opts(b, val))
 		return 2;
 	b->o.node = val[O_NODE];
+	/* through an agent, workers not asked for are the agent's to decide (the
+	 * library's default of 2 would cap local + remote); --workers N is a cap */
+	if (b->o.node && !val[O_WORKERS])
+		b->o.workers = 0;
 	b->o.pipeline = val[O_PIPELINE];
 	b->checksum = val[O_CHECKSUM] != NULL;
 	b->device_copy = val[O_DEVICE_COPY] != NULL;

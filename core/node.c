@@ -426,9 +426,10 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
 		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
 		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
-		    "\"rwant_why\": \"%s\"",
+		    "\"rwant_why\": \"%s\", \"workers_cap\": %u, \"remote_capped\": %s",
 		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
-		    j->bout.capacity, j->delivered, j->stall, j->rwant, why);
+		    j->bout.capacity, j->delivered, j->stall, j->rwant, why, j->cap,
+		    j->bout.capped ? "true" : "false");
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
@@ -438,9 +439,13 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    "%u, "
 			    "\"remote_img_per_s\": %.1f, \"remote_worker_img_per_s\": %.1f, "
 			    "\"remote_samples\": %" PRIu64 ", \"remote_bytes\": %" PRIu64
-			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64,
+			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64
+			    ", \"remote_lends\": %" PRIu64 ", \"remote_refusals\": %" PRIu64
+			    ", \"remote_refused\": {\"busy\": %u, \"no_root\": %u, \"dataset\": %u}"
+			    ", \"remote_short_capacity\": %u, \"remote_why\": \"%s\"",
 			    ri.workers, ri.asked, ri.granted, ri.rate, ri.per_worker, ri.samples,
-			    ri.bytes, ri.revoked, ri.fenced);
+			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
+			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
@@ -515,8 +520,14 @@ static double job_value(const struct job *j, int what)
 		return atomic_load(&h->p_alive);
 	case 5:
 		return (double)atomic_load(&h->p_deaths);
-	default:
+	case 6:
 		return (double)atomic_load(&h->c_errors);
+	case 7:
+		return j->demand;
+	case 8:
+		return j->bout.capacity;
+	default:
+		return j->rwant;
 	}
 }
 
@@ -529,7 +540,50 @@ static const struct family job_families[] = {
     {"goldminer_job_workers_alive", "gauge", "Worker processes of the job alive now."},
     {"goldminer_job_worker_deaths_total", "counter", "Workers that died without being asked to."},
     {"goldminer_job_bad_samples_total", "counter", "Bad samples met in delivered batches."},
+    {"goldminer_job_demand_img_per_s", "gauge", "What the consumer takes when fed (measured)."},
+    {"goldminer_job_local_capacity_img_per_s", "gauge",
+     "What the job's local workers can deliver on the cores they may use."},
+    {"goldminer_job_remote_workers_asked", "gauge", "Remote workers the job asks the peers for."},
 };
+
+/* The remote side of each job (with peers only): what the peers granted and,
+ * per reason, what they did not: peers refusing it (busy, no --lend-root for
+ * its dataset, the dataset refused there), workers no peer had room for
+ * (capacity), and whether its --workers cap cut what it asks for (cap). */
+static void remote_metrics(struct agent *a, char *buf, size_t len, size_t *off)
+{
+	static const char *const reasons[] = {"busy", "no_root", "dataset", "capacity", "cap"};
+	static const struct family f[] = {
+	    {"goldminer_job_remote_workers_granted", "gauge",
+	     "Remote workers the peers said they run for the job."},
+	    {"goldminer_job_remote_refusals_total", "counter", "Refusals of the job's asks."},
+	    {"goldminer_job_remote_shortfall", "gauge",
+	     "Why the job has fewer remote workers than it asks for: peers refusing it "
+	     "(busy, no_root, dataset), workers no peer has room for (capacity), its "
+	     "--workers cap reached (cap: 1)."},
+	};
+	for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+		put_family(buf, len, off, &f[k]);
+		for (int i = 0; i < MAX_JOBS; i++) {
+			struct job *j = &a->jobs[i];
+			struct gm_remote_job_info ri;
+			if (!j->pool || !j->token)
+				continue;
+			a->rops->job_info(a->rem, j->token, &ri);
+			uint32_t v[] = {ri.refused_busy, ri.refused_root, ri.refused_dataset,
+					ri.short_capacity, j->bout.capped};
+			if (k == 0)
+				put(buf, len, off, "%s{pid=\"%d\"} %u\n", f[k].name, (int)j->pid,
+				    ri.granted);
+			else if (k == 1)
+				put(buf, len, off, "%s{pid=\"%d\"} %" PRIu64 "\n", f[k].name,
+				    (int)j->pid, ri.refusals);
+			for (size_t r = 0; k == 2 && r < sizeof(v) / sizeof(v[0]); r++)
+				put(buf, len, off, "%s{pid=\"%d\",reason=\"%s\"} %u\n", f[k].name,
+				    (int)j->pid, reasons[r], v[r]);
+		}
+	}
+}
 
 static const struct family node_families[] = {
     {"goldminer_node_cpu_budget", "gauge", "Worker processes the agent may run (its CPU budget)."},
@@ -563,6 +617,8 @@ static size_t metrics_text(struct agent *a, char *buf, size_t len)
 				put(buf, len, &off, "%s{pid=\"%d\"} %.6g\n", job_families[f].name,
 				    (int)a->jobs[i].pid, job_value(&a->jobs[i], (int)f));
 	}
+	if (a->rem)
+		remote_metrics(a, buf, len, &off);
 	return off;
 }
 

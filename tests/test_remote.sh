@@ -97,6 +97,10 @@
 #      goes to the whole core (each peer's lendable cores in --status); when
 #      that peer's own job starts, it preempts the lent worker and the job's
 #      worker moves to the other peer; same bytes
+#  37. why a job has fewer remote workers: a peer with no --lend-root refuses
+#      it; --status says so per reason and in words, with the --workers cap
+#      that cut what it asks for; --metrics has the same per reason; the log
+#      says why it asks and why the peer lends nothing
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
@@ -113,10 +117,10 @@ t() { # t STATUS DESCRIPTION
 }
 diag() { sed 's/^/# /' "$1"; }
 
-echo "1..36"
+echo "1..37"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 36 ]; do
+	while [ $i -le 37 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1070,14 +1074,14 @@ peers_connected 1 1
 train 16 &
 tp=$!
 wait_remote 64
-w=$(pgrep -f "goldminer node --remote-worker" | head -1)
+w=$(pgrep -P "$apid2" -f "goldminer node --remote-worker" | head -1)
 replaced=99999
 if [ -n "$w" ]; then
 	kill -STOP "$w"
 	t0=$(date +%s%N)
 	k=0
 	while [ $k -lt 100 ]; do
-		nw=$(pgrep -f "goldminer node --remote-worker" | grep -vx "$w" | head -1)
+		nw=$(pgrep -P "$apid2" -f "goldminer node --remote-worker" | grep -vx "$w" | head -1)
 		if [ -n "$nw" ] && ! kill -0 "$w" 2>/dev/null; then
 			replaced=$(ms_since "$t0")
 			break
@@ -1136,6 +1140,50 @@ ok=1
 	grep -q "preempted: this host's own jobs need its CPUs" "$tmp/3.log" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/3.log"; cat "$tmp/sum"; echo "# first $first moved $moved cores $cores2 $cores3"; }
 t $ok "the idlest peer first: the remote worker went to the peer lending ${cores3:-?} cores, not the first in --peers (${cores2:-?} cores); that peer's own job preempted it and it moved to the other; same checksums"
+stop_agents
+
+# 37: say why: a peer that lends no root refuses the job
+lend=$LEND
+LEND=
+agent 2 "$tmp/secret" 1
+LEND=$lend
+AGENT_OPTS="--metrics 0"
+agent 1 "$tmp/secret" 2
+AGENT_OPTS=
+peers_connected 1 1
+train 16 --workers 2 &
+tp=$!
+k=0 said=1
+while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
+	"$G" node --socket "$tmp/1.sock" --status >"$tmp/st37" 2>/dev/null
+	grep -q '"remote_refused": {"busy": 0, "no_root": 1, "dataset": 0}' "$tmp/st37" &&
+		grep -q '"remote_why": "[^"]*refused: no --lend-root there for this dataset' "$tmp/st37" &&
+		grep -q '"workers_cap": 2, "remote_capped": true' "$tmp/st37" && { said=0; break; }
+	sleep 0.05
+	k=$((k + 1))
+done
+mport=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$tmp/1.log" | head -1)
+metrics=1
+k=0
+while [ $said = 0 ] && [ -n "$mport" ] && command -v curl >/dev/null && [ $k -lt 40 ]; do
+	# (the metrics are made at each tick, 1 s)
+	mh_run 1 - curl -fsS --max-time 5 "http://127.0.0.1:$mport/metrics" >"$tmp/m37" 2>&1
+	grep -q '^goldminer_job_remote_shortfall{pid="[0-9]*",reason="no_root"} 1$' "$tmp/m37" &&
+		grep -q '^goldminer_job_remote_shortfall{pid="[0-9]*",reason="cap"} 1$' "$tmp/m37" &&
+		grep -q '^goldminer_job_demand_img_per_s{pid=' "$tmp/m37" && { metrics=0; break; }
+	sleep 0.1
+	k=$((k + 1))
+done
+if ! command -v curl >/dev/null; then
+	metrics=0 # (no curl here: the status is checked)
+fi
+wait $tp
+ok=1
+[ "$(cat "$tmp/sum")" = "$ref16" ] && [ $said = 0 ] && [ $metrics = 0 ] &&
+	grep -q "asks the peers for [0-9]* remote workers .*capped at 1 remote workers" "$tmp/1.log" &&
+	grep -q "lends no workers for job .*: no --lend-root there for this dataset" "$tmp/1.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/st37"; diag "$tmp/m37"; echo "# said $said metrics $metrics port $mport"; }
+t $ok "why fewer remote workers: a peer with no --lend-root refuses the job, --status and --metrics say so per reason, with the --workers cap; the log says why"
 stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash

@@ -442,6 +442,8 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 
 /* ---- asking peers for workers ------------------------------------------------ */
 
+static const char *refusal_words(int32_t status);
+
 static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 {
 	struct m_lend m = {.token = j->token,
@@ -474,7 +476,7 @@ static bool peer_live(const struct gm_remote *r, int p)
  * those it runs for other homes (its cores in that share); none while it
  * refused j (RETRY_MS), at most what it granted while that answer is fresh. */
 static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
-					 int64_t now)
+					 int64_t now, bool refusals)
 {
 	struct gm_policy_lender l = {0};
 	const struct m_beat *b = &r->peers[p].c->beat;
@@ -483,7 +485,7 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 		return l;
 	l.workers = b->slots - others;
 	l.cores = b->mcores / 1000.0 * l.workers / b->slots;
-	if (j->refused[p] && now - j->refused_ms[p] < RETRY_MS)
+	if (refusals && j->refused[p] && now - j->refused_ms[p] < RETRY_MS)
 		l.workers = 0;
 	else if (j->answered[p] && j->granted[p] < j->asked[p] && now - j->ask_ms[p] < RETRY_MS)
 		l.workers = j->granted[p] < l.workers ? j->granted[p] : l.workers;
@@ -497,11 +499,21 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 {
 	if (j->want != j->spread_want || now - j->spread_ms >= SPREAD_MS) {
-		struct gm_policy_lender l[MAX_PEERS] = {{0}};
+		struct gm_policy_lender l[MAX_PEERS] = {{0}}, all[MAX_PEERS] = {{0}};
+		uint32_t ask[MAX_PEERS];
 		for (int p = 0; p < r->npeers; p++)
-			if (peer_live(r, p))
-				l[p] = lender_of(r, j, p, now);
-		uint32_t placed = gm_policy_spread(l, (size_t)r->npeers, j->want, j->spread);
+			if (peer_live(r, p)) {
+				l[p] = lender_of(r, j, p, now, true);
+				all[p] = lender_of(r, j, p, now, false);
+			}
+		gm_policy_spread(l, (size_t)r->npeers, j->want, j->spread);
+		/* what no peer has room for, refusals aside (those are said apart) */
+		uint32_t placed = gm_policy_spread(all, (size_t)r->npeers, j->want, ask);
+		if (j->want - placed != j->unplaced && j->want > placed)
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64 ": wants %u remote workers, the live peers "
+				       "can lend it %u (capacity)",
+				       j->token, j->want, placed);
 		j->unplaced = j->want - placed;
 		j->spread_want = j->want;
 		j->spread_ms = now;
@@ -529,8 +541,8 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	int p = c->peer;
 	uint32_t granted = gm_remote_check_lent(m, msg);
 	if (m->status && (m->status != j->refused[p] || j->granted[p]))
-		gm_remote_logf(&r->net, "peer %s lends no workers for job %016" PRIx64 ": %s",
-			       r->peers[p].addr, j->token, msg);
+		gm_remote_logf(&r->net, "peer %s lends no workers for job %016" PRIx64 ": %s (%s)",
+			       r->peers[p].addr, j->token, refusal_words(m->status), msg);
 	else if (!m->status && granted != j->granted[p])
 		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
 			       r->peers[p].addr, granted, j->token,
@@ -540,6 +552,8 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	j->refusals += m->status != 0;
 	j->refused[p] = m->status > 0 ? -EPROTO : m->status;
 	j->refused_ms[p] = now_ms();
+	if (m->status)
+		j->asked[p] = 0; /* it ended the job there: nothing to take back */
 }
 
 void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
@@ -759,6 +773,69 @@ void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n)
 		j->want = n > GM_MAX_WORKERS ? GM_MAX_WORKERS : n;
 }
 
+/* A refusal's status in the words --status and the log use. */
+static const char *refusal_words(int32_t status)
+{
+	switch (status) {
+	case -EBUSY:
+		return "peer busy (indexing other datasets)";
+	case -EACCES:
+		return "no --lend-root there for this dataset";
+	case -ESTALE:
+		return "the dataset differs there";
+	case -EFBIG:
+		return "the dataset is larger than the peer indexes";
+	case -EINVAL:
+		return "the job's options are refused there";
+	case -ETIMEDOUT:
+		return "indexing the dataset took too long there";
+	default:
+		return "the dataset cannot be checked there";
+	}
+}
+
+/* Why job j has fewer remote workers than it wants, counted and in words. */
+static void home_why(const struct gm_remote *r, const struct hjob *j, struct gm_remote_job_info *o)
+{
+	size_t off = 0;
+	uint32_t granted = 0;
+	o->why[0] = '\0';
+	for (int p = 0; p < r->npeers; p++)
+		granted += j->granted[p];
+	if (granted >= j->want)
+		return; /* it has what it asked for */
+#define SAY(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(o->why + off, off < sizeof(o->why) ? sizeof(o->why) - off : 0,   \
+				  __VA_ARGS__);                                                    \
+		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
+	} while (0)
+	for (int p = 0; p < r->npeers; p++) {
+		const struct peer *pe = &r->peers[p];
+		if (!pe->used)
+			continue;
+		if (j->refused[p]) {
+			o->refused_busy += j->refused[p] == -EBUSY;
+			o->refused_root += j->refused[p] == -EACCES;
+			o->refused_dataset += j->refused[p] != -EBUSY && j->refused[p] != -EACCES;
+			SAY("%s%s refused: %s", off ? "; " : "", pe->addr,
+			    refusal_words(j->refused[p]));
+		} else if (j->answered[p] && j->granted[p] < j->asked[p]) {
+			o->short_capacity += j->asked[p] - j->granted[p];
+			SAY("%s%s lends %u of %u (capacity)", off ? "; " : "", pe->addr,
+			    j->granted[p], j->asked[p]);
+		} else if (pe->down && j->want) {
+			SAY("%s%s is down", off ? "; " : "", pe->addr);
+		}
+	}
+	if (j->unplaced) {
+		o->short_capacity += j->unplaced;
+		SAY("%s%u more than the live peers can lend (capacity)", off ? "; " : "",
+		    j->unplaced);
+	}
+#undef SAY
+}
+
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o)
 {
 	struct hjob *j = gm_remote_home_job(r, token);
@@ -777,4 +854,7 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 	o->fenced = j->fenced;
 	o->rate = j->rate;
 	o->per_worker = j->per_worker;
+	o->lends = j->lends;
+	o->refusals = j->refusals;
+	home_why(r, j, o);
 }

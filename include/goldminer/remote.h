@@ -89,6 +89,13 @@ struct gm_remote_job_info {
 	uint64_t fenced;   /* messages of a lease no longer held, dropped */
 	double rate;	   /* img/s delivered by remote workers over the last tick */
 	double per_worker; /* ... per remote worker (0: not measured) */
+	/* why it has fewer than it asked for, now: peers that refuse the job
+	 * (busy indexing others; no --lend-root covers its dataset; the dataset
+	 * refused there: differs, too large, slow, its options), workers peers
+	 * granted short of their share or no peer has room for (capacity) */
+	uint32_t refused_busy, refused_root, refused_dataset, short_capacity;
+	uint64_t lends, refusals; /* LENDs sent, refusals received (all time) */
+	char why[512];		  /* the same in words, per peer ("" when it has all) */
 };
 
 /* The plugin's functions (dlsym "gm_remote_plugin"). */
