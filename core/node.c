@@ -174,8 +174,8 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	j->fd = -1;
 }
 
-#define GRANT_POLL_MS  5   /* how often the agent looks while a job is short of workers */
-#define REMOTE_POLL_MS 50  /* ... and at least, with peers (remote.h: heartbeats) */
+#define GRANT_POLL_MS  5  /* how often the agent looks while a job is short of workers */
+#define REMOTE_POLL_MS 50 /* ... and at least, with peers (remote.h: heartbeats) */
 
 /* The budget less the workers this agent runs for other hosts' jobs. */
 static uint32_t local_budget(const struct agent *a)

@@ -503,8 +503,7 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
 }
 
-uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want,
-			  uint32_t *ask)
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask)
 {
 	uint32_t placed = 0;
 	for (size_t i = 0; i < n; i++)

@@ -186,7 +186,8 @@ static void test_heartbeat_in_order_within_limits(void **state)
 {
 	(void)state;
 	char why[200] = "";
-	struct m_beat b = {.seq = 7, .mcores = 750, .slots = 1, .lent = 2, .for_you = 2, .rate = 640};
+	struct m_beat b = {
+	    .seq = 7, .mcores = 750, .slots = 1, .lent = 2, .for_you = 2, .rate = 640};
 	assert_true(gm_remote_check_beat(&b, 0, why, sizeof(why)));
 	assert_true(gm_remote_check_beat(&b, 6, why, sizeof(why)));
 	assert_false(gm_remote_check_beat(&b, 7, why, sizeof(why))); /* again */
@@ -227,8 +228,8 @@ static void test_message_table_knows_the_heartbeat(void **state)
 {
 	(void)state;
 	char why[200];
-	assert_true(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, true, why,
-					sizeof(why)));
+	assert_true(
+	    gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, true, why, sizeof(why)));
 	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 8, false, true, why,
 					 sizeof(why))); /* no payload */
 	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat) - 1, 0, false, true, why,

@@ -13,7 +13,11 @@
  * in one place and in one order (endpoint closed first, so nothing of the dead
  * writer lands anywhere; then its lease back; then its lent jobs ended),
  * reconnects the peers every RETRY_MS and runs the home's (which ends the
- * leases past their deadline or bound) and the lender's ticks.
+ * leases past their deadline or bound) and the lender's ticks. Liveness:
+ * every BEAT_MS a heartbeat (msg.h: what this agent can lend) goes to every
+ * agent connected, both ways; a peer not heard from for DOWN_MS is down, and
+ * the home takes back what its workers hold at once (home.c), not at the
+ * lease deadline; heard again, it is up and asked again.
  *
  * Not here: what a lease or a lent job is (home.c, lender.c), the handshake
  * (ctl.c), the ops table (plugin.c).
@@ -279,11 +283,14 @@ static void beats_tick(struct gm_remote *r, int64_t now)
 		return;
 	r->beat_ms = now;
 	double cores = r->lend_cores * 1000.0, rate = r->lend_rate;
-	struct m_beat b = {
-	    .mcores = cores <= 0 ? 0 : cores >= BEAT_MAX_MCORES ? BEAT_MAX_MCORES : (uint32_t)cores,
-	    .slots = r->lendable < BEAT_MAX_WORKERS ? r->lendable : BEAT_MAX_WORKERS,
-	    .lent = gm_remote_lend_total(r),
-	    .rate = rate <= 0 ? 0 : rate >= BEAT_MAX_RATE ? BEAT_MAX_RATE : (uint32_t)rate};
+	struct m_beat b = {.mcores = cores <= 0			? 0
+				     : cores >= BEAT_MAX_MCORES ? BEAT_MAX_MCORES
+								: (uint32_t)cores,
+			   .slots = r->lendable < BEAT_MAX_WORKERS ? r->lendable : BEAT_MAX_WORKERS,
+			   .lent = gm_remote_lend_total(r),
+			   .rate = rate <= 0		   ? 0
+				   : rate >= BEAT_MAX_RATE ? BEAT_MAX_RATE
+							   : (uint32_t)rate};
 	b.lent = b.lent < BEAT_MAX_WORKERS ? b.lent : BEAT_MAX_WORKERS;
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->net.conns[i];
@@ -505,7 +512,7 @@ static void peer_drop(struct gm_remote *r, int p)
 		gm_remote_conn_kill(pe->c, "no longer a peer");
 	}
 	for (int i = 0; i < MAX_HJOBS; i++) {
-		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = 0;
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
 		r->hjobs[i].ask_ms[p] = 0;
 	}
 	memset(pe, 0, sizeof(*pe));

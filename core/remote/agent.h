@@ -82,7 +82,7 @@ struct hjob {
 	 * (the answer to the last ask came), when asked, its refusal (the LENT's
 	 * status, 0: none) and when; the spread (gm_policy_spread) last made, of
 	 * the wish spread_want, and the workers it placed nowhere (capacity) */
-	uint32_t asked[MAX_PEERS], granted[MAX_PEERS];
+	uint32_t asked[MAX_PEERS], granted[MAX_PEERS], said[MAX_PEERS];
 	bool answered[MAX_PEERS];
 	int64_t ask_ms[MAX_PEERS];
 	int32_t refused[MAX_PEERS];

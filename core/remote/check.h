@@ -2,8 +2,8 @@
  * check.h - the rules every value a peer sends must meet before it lands
  * (check.c): the message table every message passes first (conn.c), then
  * each message's own (home.c a remote worker's SAMPLE, PUBLISH and the LENT of
- * a peer agent, lender.c a LEND, worker.c a LEASE, agent.c a peer's BEAT); tests/test_remote_check.c
- * tests them, tests/fuzz/fuzz_peermsg.c feeds them arbitrary messages.
+ * a peer agent, lender.c a LEND, worker.c a LEASE, agent.c a peer's BEAT);
+ * tests/test_remote_check.c tests them, tests/fuzz/fuzz_peermsg.c feeds them arbitrary messages.
  *
  * The idea: the home knows everything a lease may carry without asking the
  * writer. At the claim it computes, from the job's (seed, epoch, batch) and

@@ -481,8 +481,8 @@ void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 		(void)!send(x->fd, x->out + x->outoff, x->outlen - x->outoff, MSG_NOSIGNAL);
 }
 
-int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token,
-			  uint32_t lport, struct conn **out, char *err, size_t errlen)
+int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
+			  struct conn **out, char *err, size_t errlen)
 {
 	struct ctl *x;
 	*out = NULL;

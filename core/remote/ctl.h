@@ -98,10 +98,10 @@ int gm_remote_ctl_dial(const char *addr, int role, uint64_t token, ucp_worker_h 
 		       struct ctl **out);
 
 /* A remote worker process's connection to its home (ROLE_WORKER, token: the
- * job, lport: its lender's control port, which the home knows it by), on n's main worker: the whole handshake, waiting (AUTH_MS at most).
- * 0 (*out the connection) or -errno with err. */
-int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token,
-			  uint32_t lport, struct conn **out, char *err, size_t errlen);
+ * job, lport: its lender's control port, which the home knows it by), on n's main worker: the whole
+ * handshake, waiting (AUTH_MS at most). 0 (*out the connection) or -errno with err. */
+int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
+			  struct conn **out, char *err, size_t errlen);
 
 /* Move x on as far as its socket allows, without blocking; on success x->c is
  * the new connection (in n's table, endpoint made). x->status then: 0 still

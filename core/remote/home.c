@@ -15,8 +15,12 @@
  * that breaks a rule ends the connection, and agent.c's tick closes its
  * endpoint, then takes the lease back, logging the peer and the rule in one
  * line. A lease ends when no sample at a new position came for the job's
- * lease deadline, and after LEASE_BOUND deadlines whatever came. The home
- * also asks the peers for workers (LEND) and measures what they deliver.
+ * lease deadline, and after LEASE_BOUND deadlines whatever came, or at once
+ * when the lender is down (agent.c: no heartbeat for DOWN_MS). The home also
+ * asks the peers for workers (LEND), spread by what their heartbeats say they
+ * can lend (gm_policy_spread: the idlest first), measures what they deliver
+ * and keeps, per job, why it has fewer than it wants (refusals by reason,
+ * capacity).
  *
  * Not here: the connection's death (agent.c's tick calls
  * gm_remote_home_revoke), the rules themselves (check.c), making batches
@@ -455,10 +459,12 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 			   .port = r->port};
 	if (gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req, sizeof(j->req)) ==
 	    0) {
-		if (n > j->asked[p] || !n)
-			gm_remote_logf(&r->net, "job %016" PRIx64 ": asks peer %s for %u remote workers "
-				       "(was %u)", j->token, r->peers[p].addr, n, j->asked[p]);
-		j->asked[p] = n;
+		if (n != j->said[p]) /* (not each ask again after a refusal) */
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64 ": asks peer %s for %u remote workers "
+				       "(was %u)",
+				       j->token, r->peers[p].addr, n, j->said[p]);
+		j->said[p] = j->asked[p] = n;
 		j->answered[p] = false;
 		j->ask_ms[p] = now_ms();
 		j->lends++;
@@ -511,7 +517,8 @@ static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 		uint32_t placed = gm_policy_spread(all, (size_t)r->npeers, j->want, ask);
 		if (j->want - placed != j->unplaced && j->want > placed)
 			gm_remote_logf(&r->net,
-				       "job %016" PRIx64 ": wants %u remote workers, the live peers "
+				       "job %016" PRIx64
+				       ": wants %u remote workers, the live peers "
 				       "can lend it %u (capacity)",
 				       j->token, j->want, placed);
 		j->unplaced = j->want - placed;
@@ -520,7 +527,7 @@ static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 	}
 	for (int p = 0; p < r->npeers; p++) {
 		if (!peer_live(r, p)) {
-			j->granted[p] = j->asked[p] = 0;
+			j->granted[p] = j->asked[p] = j->said[p] = 0;
 			continue;
 		}
 		uint32_t n = j->spread[p];
@@ -540,10 +547,11 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	char msg[sizeof(m->msg) + 1];
 	int p = c->peer;
 	uint32_t granted = gm_remote_check_lent(m, msg);
-	if (m->status && (m->status != j->refused[p] || j->granted[p]))
-		gm_remote_logf(&r->net, "peer %s lends no workers for job %016" PRIx64 ": %s (%s)",
-			       r->peers[p].addr, j->token, refusal_words(m->status), msg);
-	else if (!m->status && granted != j->granted[p])
+	if (m->status && (m->status != j->refused[p] || j->granted[p])) {
+		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[p].addr, msg);
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": peer %s refused it: %s", j->token,
+			       r->peers[p].addr, refusal_words(m->status));
+	} else if (!m->status && granted != j->granted[p])
 		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
 			       r->peers[p].addr, granted, j->token,
 			       granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
@@ -561,18 +569,21 @@ void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
 	int n = 0;
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->net.conns[i];
-		if (c && c->role == ROLE_WORKER && c->st != C_DEAD && gm_remote_peer_of(r, c) == p) {
+		if (c && c->role == ROLE_WORKER && c->st != C_DEAD &&
+		    gm_remote_peer_of(r, c) == p) {
 			n += c->vpid != 0;
 			gm_remote_conn_kill(c, "its lender %s is down (%s)", r->peers[p].addr, why);
 		}
 	}
 	for (int i = 0; i < MAX_HJOBS; i++) {
-		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = 0;
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
 		r->hjobs[i].ask_ms[p] = 0;
 	}
 	if (n)
-		gm_remote_logf(&r->net, "peer %s is down: the %d lease%s its workers hold are "
-			       "taken back now", r->peers[p].addr, n, n == 1 ? "" : "s");
+		gm_remote_logf(&r->net,
+			       "peer %s is down: the %d lease%s its workers hold are "
+			       "taken back now",
+			       r->peers[p].addr, n, n == 1 ? "" : "s");
 }
 
 /* ---- the tick ---------------------------------------------------------------- */

@@ -18,8 +18,11 @@
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
- * SIGUSR1 (the batch in hand is finished first); a job whose home is gone
- * ends at once (SIGKILL).
+ * SIGUSR1 (the batch in hand is finished first); a job whose home is gone,
+ * or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when
+ * this host's own jobs need its CPUs (SIGKILL, and the home is told it has
+ * fewer), and one seen stopped (/proc state T) for STOP_MS is killed and
+ * replaced: it held a lease and a slot while making nothing.
  *
  * Not here: the worker process itself (worker.c), the connections (conn.c).
  */
@@ -158,7 +161,9 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 /* Reap exited workers; keep each lent job at its target within what may be lent. */
 static void checks_tick(struct gm_remote *r, int64_t now);
 
-/* The process is stopped (SIGSTOP, a debugger: /proc/PID/stat's state T or t). */
+/* The process is stopped by a signal (SIGSTOP, SIGTSTP: /proc/PID/stat's state
+ * T). Not a tracing stop (t): a debugger or strace holds it, and someone is
+ * looking at it. */
 static bool proc_stopped(pid_t pid)
 {
 	char path[64], buf[512];
@@ -170,7 +175,7 @@ static bool proc_stopped(pid_t pid)
 	fclose(f);
 	buf[n] = '\0';
 	const char *paren = strrchr(buf, ')'); /* the name may hold anything */
-	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+	return paren && paren[1] == ' ' && paren[2] == 'T';
 }
 
 /* A lent worker stopped for STOP_MS holds a lease and this host's slot while
@@ -364,7 +369,7 @@ static void printable(char *dst, size_t len, const char *src)
 /* The status a refusal carries: the home tells the reasons apart by it
  * (home.c: peer busy, no root for the dataset, the dataset refused). */
 static const int lc_status[] = {
-    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,   [LC_TOO_LARGE] = -EFBIG,
+    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE, [LC_TOO_LARGE] = -EFBIG,
     [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT, [LC_BUSY] = -EBUSY,
     [LC_FAILED] = -EIO,
 };

@@ -109,17 +109,17 @@ struct m_publish {
  * makes of its own jobs' images (0: not measured there). */
 #define BEAT_MS		 250
 #define DOWN_MS		 1000
-#define BEAT_MAX_MCORES	 (4096u * 1000u)    /* a host of 4,096 cores */
-#define BEAT_MAX_WORKERS (64u * 256u)	    /* MAX_LJOBS x GM_MAX_WORKERS */
+#define BEAT_MAX_MCORES	 (4096u * 1000u)	/* a host of 4,096 cores */
+#define BEAT_MAX_WORKERS (64u * 256u)		/* MAX_LJOBS x GM_MAX_WORKERS */
 #define BEAT_MAX_RATE	 (100u * 1000u * 1000u) /* img/s of one core */
 struct m_beat {
-	uint64_t seq;	     /* 1, 2, ...: counts the sender's beats on this connection */
-	uint32_t mcores;     /* cores it can lend in all, x 1000 */
-	uint32_t slots;	     /* workers it can lend in all */
-	uint32_t lent;	     /* remote workers it runs now, for every home */
-	uint32_t for_you;    /* ... of them for the receiver's jobs */
-	uint32_t rate;	     /* img/s per core (its own jobs' workers), 0: unknown */
-	uint32_t pad;	     /* 0 */
+	uint64_t seq;	  /* from 1, larger in each beat on a connection */
+	uint32_t mcores;  /* cores it can lend in all, x 1000 */
+	uint32_t slots;	  /* workers it can lend in all */
+	uint32_t lent;	  /* remote workers it runs now, for every home */
+	uint32_t for_you; /* ... of them for the receiver's jobs */
+	uint32_t rate;	  /* img/s per core (its own jobs' workers), 0: unknown */
+	uint32_t pad;	  /* 0 */
 };
 
 /* What a remote worker process is started with (a memfd on its fd 3): it execs

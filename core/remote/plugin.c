@@ -167,8 +167,9 @@ static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout
 {
 	const struct peer *pe = &r->peers[p];
 	bool up = pe->c && pe->c->st == C_OK;
-	const char *st = up && !pe->down ? "connected" : up || !(pe->dial || pe->c) ? "down"
-										    : "connecting";
+	const char *st = up && !pe->down	      ? "connected"
+			 : up || !(pe->dial || pe->c) ? "down"
+						      : "connecting";
 	uint32_t granted = 0; /* its workers serving our jobs, as it said */
 	for (int i = 0; i < MAX_HJOBS; i++)
 		granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
@@ -228,8 +229,8 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	 * error only when there is one) */
 	for (int i = 0; i < r->nanswers; i++) {
 		const struct peer_answer *a = &r->answers[i];
-		putf(&o, "%s{\"name\": \"%s\", \"addresses\": %d",
-		     i ? ", " : ", \"peer_names\": [", a->host, a->n);
+		putf(&o, "%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
+		     a->host, a->n);
 		if (a->gai)
 			putf(&o, ", \"error\": \"%s\"", gai_strerror(a->gai));
 		putf(&o, "}%s", i == r->nanswers - 1 ? "]" : "");

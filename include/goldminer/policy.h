@@ -163,7 +163,6 @@ struct gm_policy_lender {
  * ask[i] the workers to ask lender i for (ask[n], written), never more than
  * its workers; a lender without cores gets none. Returns the workers placed
  * (<= want; the rest no lender has room for). Pure, thread-safe. */
-uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want,
-			  uint32_t *ask);
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask);
 
 #endif

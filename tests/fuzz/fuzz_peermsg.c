@@ -243,8 +243,7 @@ static void on_beat(const struct m_beat *b, uint64_t last)
 		return;
 	}
 	if (b->seq <= last || b->mcores > BEAT_MAX_MCORES || b->slots > BEAT_MAX_WORKERS ||
-	    b->lent > BEAT_MAX_WORKERS || b->for_you > b->lent || b->rate > BEAT_MAX_RATE ||
-	    b->pad)
+	    b->lent > BEAT_MAX_WORKERS || b->for_you > b->lent || b->rate > BEAT_MAX_RATE || b->pad)
 		abort(); /* let through what it must not */
 }
 
@@ -448,7 +447,8 @@ int main(int argc, char **argv)
 	ls.status = -ENODATA;
 	seed("lease-no-more", AM_LEASE, ok, B, N, 0, 0, &ls, sizeof(ls), NULL, 0);
 
-	struct m_beat bt = {.seq = 5, .mcores = 750, .slots = 1, .lent = 2, .for_you = 1, .rate = 900};
+	struct m_beat bt = {
+	    .seq = 5, .mcores = 750, .slots = 1, .lent = 2, .for_you = 1, .rate = 900};
 	seed("beat", AM_BEAT, ok, B, N, 4, 0, &bt, sizeof(bt), NULL, 0);
 	seed("beat-stale", AM_BEAT, ok, B, N, 5, 0, &bt, sizeof(bt), NULL, 0);
 	bt.for_you = 3;
