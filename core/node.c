@@ -617,8 +617,11 @@ static size_t metrics_text(struct agent *a, char *buf, size_t len)
 				put(buf, len, &off, "%s{pid=\"%d\"} %.6g\n", job_families[f].name,
 				    (int)a->jobs[i].pid, job_value(&a->jobs[i], (int)f));
 	}
-	if (a->rem)
+	if (a->rem) {
 		remote_metrics(a, buf, len, &off);
+		if (off < len)
+			off += a->rops->metrics_text(a->rem, buf + off, len - off);
+	}
 	return off;
 }
 

@@ -99,8 +99,9 @@
 #      worker moves to the other peer; same bytes
 #  37. why a job has fewer remote workers: a peer with no --lend-root refuses
 #      it; --status says so per reason and in words, with the --workers cap
-#      that cut what it asks for; --metrics has the same per reason; the log
-#      says why it asks and why the peer lends nothing
+#      that cut what it asks for; --metrics has the same per reason, and the
+#      peer's liveness and lendable cores; the log says why it asks and why
+#      the peer lends nothing
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
@@ -1174,7 +1175,10 @@ while [ $said = 0 ] && [ -n "$mport" ] && command -v curl >/dev/null && [ $k -lt
 	mh_run 1 - curl -fsS --max-time 5 "http://127.0.0.1:$mport/metrics" >"$tmp/m37" 2>&1
 	grep -q '^goldminer_job_remote_shortfall{pid="[0-9]*",reason="no_root"} 1$' "$tmp/m37" &&
 		grep -q '^goldminer_job_remote_shortfall{pid="[0-9]*",reason="cap"} 1$' "$tmp/m37" &&
-		grep -q '^goldminer_job_demand_img_per_s{pid=' "$tmp/m37" && { metrics=0; break; }
+		grep -q '^goldminer_job_demand_img_per_s{pid=' "$tmp/m37" &&
+		grep -q "^goldminer_peer_up{peer=\"$(mh_addr 2):$((port + 2))\"} 1\$" "$tmp/m37" &&
+		grep -q "^goldminer_peer_lendable_cores{peer=\"$(mh_addr 2):$((port + 2))\"} 1\$" "$tmp/m37" &&
+		{ metrics=0; break; }
 	sleep 0.1
 	k=$((k + 1))
 done

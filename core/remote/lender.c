@@ -45,6 +45,7 @@
 #include "check.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
+#include "goldminer/host.h"
 #include "goldminer/job.h"
 #include "goldminer/node.h"
 #include "goldminer/pool.h"
@@ -161,30 +162,13 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 /* Reap exited workers; keep each lent job at its target within what may be lent. */
 static void checks_tick(struct gm_remote *r, int64_t now);
 
-/* The process is stopped by a signal (SIGSTOP, SIGTSTP: /proc/PID/stat's state
- * T). Not a tracing stop (t): a debugger or strace holds it, and someone is
- * looking at it. */
-static bool proc_stopped(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *paren = strrchr(buf, ')'); /* the name may hold anything */
-	return paren && paren[1] == ' ' && paren[2] == 'T';
-}
-
 /* A lent worker stopped for STOP_MS holds a lease and this host's slot while
  * making nothing: killed (the home's endpoint fails at once, so its lease is
  * taken back then, not at the lease deadline), and replaced by the tick. */
 static void watch_stopped(struct gm_remote *r, struct ljob *l, int64_t now)
 {
 	for (uint32_t k = 0; k < l->n; k++) {
-		if (!proc_stopped(l->pid[k])) {
+		if (!gm_host_stopped(NULL, l->pid[k])) {
 			l->stopped_ms[k] = 0;
 			continue;
 		}

@@ -248,6 +248,42 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	putf(&o, "]}");
 }
 
+/* The peers' families (Prometheus text): one sample per peer of each. */
+static size_t r_metrics_text(struct gm_remote *r, char *buf, size_t len)
+{
+	static const char *const fam[][2] = {
+	    {"goldminer_peer_up", "1 while the peer is connected and heard from within 1 s."},
+	    {"goldminer_peer_heard_ms_ago", "Milliseconds since the peer's last message."},
+	    {"goldminer_peer_lendable_cores", "Cores the peer says it can lend (its heartbeat)."},
+	    {"goldminer_peer_lendable_img_per_s",
+	     "Images/s the peer says it can lend (0: it has no job to measure)."},
+	    {"goldminer_peer_workers_lent_to_us", "Workers the peer says it runs for our jobs."},
+	    {"goldminer_peer_workers_lent_by_us", "Workers this agent runs for the peer's jobs."},
+	};
+	struct jout o = {.buf = buf, .len = len};
+	int64_t now = now_ms();
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		putf(&o, "# HELP %s %s\n# TYPE %s gauge\n", fam[f][0], fam[f][1], fam[f][0]);
+		for (int p = 0; p < r->npeers; p++) {
+			const struct peer *pe = &r->peers[p];
+			if (!pe->used)
+				continue;
+			bool up = pe->c && pe->c->st == C_OK;
+			struct m_beat b = up ? pe->c->beat : (struct m_beat){0};
+			uint32_t by_us = 0;
+			for (int i = 0; i < MAX_LJOBS; i++)
+				if (r->ljobs[i].used && r->ljobs[i].home &&
+				    gm_remote_peer_of(r, r->ljobs[i].home) == p)
+					by_us += r->ljobs[i].n;
+			double v[] = {up && !pe->down,	 up ? (double)(now - pe->c->heard_ms) : -1,
+				      b.mcores / 1000.0, b.mcores / 1000.0 * b.rate,
+				      b.for_you,	 by_us};
+			putf(&o, "%s{peer=\"%s\"} %.6g\n", fam[f][0], pe->addr, v[f]);
+		}
+	}
+	return o.off < len ? o.off : len;
+}
+
 static const struct gm_remote_ops ops = {
     .abi = GM_REMOTE_ABI,
     .version = GM_VERSION,
@@ -264,6 +300,7 @@ static const struct gm_remote_ops ops = {
     .set_capacity = r_set_capacity,
     .lent = r_lent,
     .status_json = r_status_json,
+    .metrics_text = r_metrics_text,
     .worker_main = gm_remote_worker_main,
     .lend_check_main = gm_remote_lend_check_main,
     .reload = gm_remote_agent_reload,

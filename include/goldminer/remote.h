@@ -126,6 +126,9 @@ struct gm_remote_ops {
 	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
 	/* the peers and lent jobs as JSON members (no braces), into buf */
 	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
+	/* the peers in the Prometheus text format (families goldminer_peer_*, label
+	 * peer="ADDR:PORT"), into buf; the bytes written (at most len) */
+	size_t (*metrics_text)(struct gm_remote *r, char *buf, size_t len);
 	/* `goldminer node --remote-worker FD`: run one remote worker (a process the
 	 * agent exec'ed) until retired or cut off. 0, or -errno (said on stderr). */
 	int (*worker_main)(int fd);
