@@ -42,6 +42,8 @@ struct bench {
 	bool cuda;	    /* a CUDA device is usable */
 	const char *reader; /* how the workers read: io_uring or pread */
 	double open_s;
+	double wait_max; /* the longest wait for one batch after the first (s) */
+	uint64_t got;	 /* batches taken */
 
 	bool tty;	/* progress line on stderr */
 	uint64_t *sums; /* checksum of each finished epoch */
@@ -103,7 +105,8 @@ enum {
 
 static const struct cmd_opt opts[O_N] = {
     [O_WORKERS] = {"workers", "N|auto", 0,
-		   "worker processes (default 2); auto: sized by the policy"},
+		   "worker processes (default 2; with --node the agent decides and N caps it); "
+		   "auto: sized by the policy"},
     [O_CPUS] = {"cpus", "N", 0, "auto: most workers to use (default: online CPUs)"},
     [O_NODE] = {"node", "PATH", 0, "let the node agent at PATH run the workers"},
     [O_RATE] = {"consumer-rate", "R", 0,
@@ -230,6 +233,10 @@ static int bench_options(struct bench *b, int argc, char **argv)
 	if (!number_opts(b, val) || !keyword_opts(b, val))
 		return 2;
 	b->o.node = val[O_NODE];
+	/* through an agent, workers not asked for are the agent's to decide (the
+	 * library's default of 2 would cap local + remote); --workers N is a cap */
+	if (b->o.node && !val[O_WORKERS])
+		b->o.workers = 0;
 	b->o.pipeline = val[O_PIPELINE];
 	b->checksum = val[O_CHECKSUM] != NULL;
 	b->device_copy = val[O_DEVICE_COPY] != NULL;
@@ -349,9 +356,12 @@ static int bench_consume(struct bench *b, double t0)
 				interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 128 + interrupted;
 		}
+		double w0 = now_s();
 		int e = gm_loader_next(b->l, &bt);
 		if (e == -EINTR)
 			continue; /* a handler ran: the loop's first test looks at it */
+		if (e >= 0 && b->got++ && now_s() - w0 > b->wait_max)
+			b->wait_max = now_s() - w0;
 		if (e == GM_LOADER_END)
 			return 0;
 		if (e == GM_LOADER_END_OF_EPOCH) {
@@ -420,6 +430,8 @@ static void report_extras(const struct bench *b, const struct gm_loader_stats *s
 	if (b->dev)
 		printf(", \"h2d_gb_per_s\": %.2f",
 		       b->dev_s > 0 ? (double)b->dev_bytes / b->dev_s / 1e9 : 0);
+	if (o->node) /* a stall: a cut link, a stopped remote worker (test_remote.sh) */
+		printf(", \"wait_max_ms\": %.1f", b->wait_max * 1e3);
 	if (b->checksum) {
 		printf(", \"checksum\": [");
 		for (uint64_t i = 0; i < b->ep; i++)

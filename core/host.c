@@ -4,13 +4,14 @@
  * The cgroup files are cgroup.c's (gm_cgroup_cpu_quota, gm_cgroup_cpuset); this
  * adds the online CPUs, the process's affinity and the operator's --cpus, and
  * takes the least. Each source is kept apart in the result so that the agent can
- * say which one binds.
+ * say which one binds. gm_host_stopped reads one process's state from /proc.
  */
 #include "goldminer/host.h"
 
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "goldminer/cgroup.h"
@@ -67,4 +68,18 @@ void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h)
 		h->cores = 1;
 		snprintf(h->src, sizeof(h->src), "no CPU count found: 1 assumed");
 	}
+}
+
+bool gm_host_stopped(const char *root, pid_t pid)
+{
+	char path[4200], buf[512];
+	snprintf(path, sizeof(path), "%s/proc/%d/stat", root ? root : "", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'T' && (paren[3] == ' ' || !paren[3]);
 }

@@ -174,7 +174,8 @@ static void detach(struct agent *a, struct job *j, const char *why)
 	j->fd = -1;
 }
 
-#define GRANT_POLL_MS 5 /* how often the agent looks while a job is short of workers */
+#define GRANT_POLL_MS  5  /* how often the agent looks while a job is short of workers */
+#define REMOTE_POLL_MS 50 /* ... and at least, with peers (remote.h: heartbeats) */
 
 /* The budget less the workers this agent runs for other hosts' jobs. */
 static uint32_t local_budget(const struct agent *a)
@@ -249,6 +250,7 @@ static uint32_t wanted_workers(const struct agent *a)
 }
 
 static bool divide(struct agent *a);
+static void lend_capacity(struct agent *a, uint32_t slots);
 
 static uint64_t used_mem(const struct agent *a, int *njobs)
 {
@@ -379,8 +381,9 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
-		a->rops->set_lendable(
-		    a->rem, a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0);
+		uint32_t slots = a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0;
+		a->rops->set_lendable(a->rem, slots);
+		lend_capacity(a, slots);
 	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
@@ -423,9 +426,10 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
 		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
 		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
-		    "\"rwant_why\": \"%s\"",
+		    "\"rwant_why\": \"%s\", \"workers_cap\": %u, \"remote_capped\": %s",
 		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
-		    j->bout.capacity, j->delivered, j->stall, j->rwant, why);
+		    j->bout.capacity, j->delivered, j->stall, j->rwant, why, j->cap,
+		    j->bout.capped ? "true" : "false");
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
@@ -435,9 +439,13 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    "%u, "
 			    "\"remote_img_per_s\": %.1f, \"remote_worker_img_per_s\": %.1f, "
 			    "\"remote_samples\": %" PRIu64 ", \"remote_bytes\": %" PRIu64
-			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64,
+			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64
+			    ", \"remote_lends\": %" PRIu64 ", \"remote_refusals\": %" PRIu64
+			    ", \"remote_refused\": {\"busy\": %u, \"no_root\": %u, \"dataset\": %u}"
+			    ", \"remote_short_capacity\": %u, \"remote_why\": \"%s\"",
 			    ri.workers, ri.asked, ri.granted, ri.rate, ri.per_worker, ri.samples,
-			    ri.bytes, ri.revoked, ri.fenced);
+			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
+			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
@@ -512,8 +520,14 @@ static double job_value(const struct job *j, int what)
 		return atomic_load(&h->p_alive);
 	case 5:
 		return (double)atomic_load(&h->p_deaths);
-	default:
+	case 6:
 		return (double)atomic_load(&h->c_errors);
+	case 7:
+		return j->demand;
+	case 8:
+		return j->bout.capacity;
+	default:
+		return j->rwant;
 	}
 }
 
@@ -526,7 +540,50 @@ static const struct family job_families[] = {
     {"goldminer_job_workers_alive", "gauge", "Worker processes of the job alive now."},
     {"goldminer_job_worker_deaths_total", "counter", "Workers that died without being asked to."},
     {"goldminer_job_bad_samples_total", "counter", "Bad samples met in delivered batches."},
+    {"goldminer_job_demand_img_per_s", "gauge", "What the consumer takes when fed (measured)."},
+    {"goldminer_job_local_capacity_img_per_s", "gauge",
+     "What the job's local workers can deliver on the cores they may use."},
+    {"goldminer_job_remote_workers_asked", "gauge", "Remote workers the job asks the peers for."},
 };
+
+/* The remote side of each job (with peers only): what the peers granted and,
+ * per reason, what they did not: peers refusing it (busy, no --lend-root for
+ * its dataset, the dataset refused there), workers no peer had room for
+ * (capacity), and whether its --workers cap cut what it asks for (cap). */
+static void remote_metrics(struct agent *a, char *buf, size_t len, size_t *off)
+{
+	static const char *const reasons[] = {"busy", "no_root", "dataset", "capacity", "cap"};
+	static const struct family f[] = {
+	    {"goldminer_job_remote_workers_granted", "gauge",
+	     "Remote workers the peers said they run for the job."},
+	    {"goldminer_job_remote_refusals_total", "counter", "Refusals of the job's asks."},
+	    {"goldminer_job_remote_shortfall", "gauge",
+	     "Why the job has fewer remote workers than it asks for: peers refusing it "
+	     "(busy, no_root, dataset), workers no peer has room for (capacity), its "
+	     "--workers cap reached (cap: 1)."},
+	};
+	for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+		put_family(buf, len, off, &f[k]);
+		for (int i = 0; i < MAX_JOBS; i++) {
+			struct job *j = &a->jobs[i];
+			struct gm_remote_job_info ri;
+			if (!j->pool || !j->token)
+				continue;
+			a->rops->job_info(a->rem, j->token, &ri);
+			uint32_t v[] = {ri.refused_busy, ri.refused_root, ri.refused_dataset,
+					ri.short_capacity, j->bout.capped};
+			if (k == 0)
+				put(buf, len, off, "%s{pid=\"%d\"} %u\n", f[k].name, (int)j->pid,
+				    ri.granted);
+			else if (k == 1)
+				put(buf, len, off, "%s{pid=\"%d\"} %" PRIu64 "\n", f[k].name,
+				    (int)j->pid, ri.refusals);
+			for (size_t r = 0; k == 2 && r < sizeof(v) / sizeof(v[0]); r++)
+				put(buf, len, off, "%s{pid=\"%d\",reason=\"%s\"} %u\n", f[k].name,
+				    (int)j->pid, reasons[r], v[r]);
+		}
+	}
+}
 
 static const struct family node_families[] = {
     {"goldminer_node_cpu_budget", "gauge", "Worker processes the agent may run (its CPU budget)."},
@@ -559,6 +616,11 @@ static size_t metrics_text(struct agent *a, char *buf, size_t len)
 			if (a->jobs[i].pool)
 				put(buf, len, &off, "%s{pid=\"%d\"} %.6g\n", job_families[f].name,
 				    (int)a->jobs[i].pid, job_value(&a->jobs[i], (int)f));
+	}
+	if (a->rem) {
+		remote_metrics(a, buf, len, &off);
+		if (off < len)
+			off += a->rops->metrics_text(a->rem, buf + off, len - off);
 	}
 	return off;
 }
@@ -835,6 +897,32 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_want(a->rem, j->token, next);
 }
 
+/* What this host can lend, for its heartbeats (remote.h): the cores its own
+ * jobs leave idle (each measured job needs demand x headroom / one worker's
+ * on-CPU rate cores, at most its workers; one not measured, its wish), at
+ * most one per lendable worker, and what one core makes of their images (the
+ * jobs' workers' on-CPU rate; 0 with no measured job). */
+static void lend_capacity(struct agent *a, uint32_t slots)
+{
+	double need = 0, rate = 0, weight = 0;
+	for (int i = 0; i < MAX_JOBS; i++) {
+		const struct job *j = &a->jobs[i];
+		if (!j->pool)
+			continue;
+		double n = j->want;
+		if (j->rate > 0) {
+			n = j->demand * GM_ELASTIC_HEADROOM / j->rate;
+			n = n < j->workers ? n : j->workers;
+			rate += j->rate * (j->workers ? j->workers : 1);
+			weight += j->workers ? j->workers : 1;
+		}
+		need += n;
+	}
+	double idle = a->host.cores - need;
+	idle = idle < 0 ? 0 : idle > slots ? slots : idle;
+	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
+}
+
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
@@ -858,6 +946,7 @@ static void rebalance(struct agent *a)
 	/* what no local job wants may run other hosts' workers */
 	uint32_t w = wanted_workers(a);
 	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
+	lend_capacity(a, a->budget > w ? a->budget - w : 0);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -1000,6 +1089,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	a->rops->set_lendable(a->rem, a->budget);
+	lend_capacity(a, a->budget);
 	if (a->host.cores < 1.0)
 		logf_(a,
 		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
@@ -1040,6 +1130,8 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		map[n++] = -2;
 	}
 	int wait = close_idle(a, a->short_ ? GRANT_POLL_MS : GM_ELASTIC_TICK_MS);
+	if (a->rem && wait > REMOTE_POLL_MS) /* its heartbeats, its peers' liveness */
+		wait = REMOTE_POLL_MS;
 	if (poll(pfd, (nfds_t)n, wait) > 0) {
 		for (int k = 1; k < n; k++)
 			if (map[k] >= 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))

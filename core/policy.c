@@ -34,6 +34,13 @@
  * asks other hosts for workers, from its local capacity (workers x on-CPU rate,
  * capped by the cores they can use) against its demand, overruled by the
  * measured delivery while its consumer stalls. One formula, no state.
+ *
+ * gm_policy_spread places a job's remote workers on the peers that can lend
+ * the most: one worker at a time to the lender with the most cores left
+ * (its lendable cores x the share of its lendable workers not yet placed),
+ * so the first goes to the idlest peer, and a peer lending 1.0 core takes
+ * three workers for each one of a peer lending 0.25 when each has workers
+ * enough. The --peers order only breaks ties (the lower index first).
  */
 #include <errno.h>
 #include <math.h>
@@ -494,4 +501,29 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 	}
 	if (out->capped && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
+}
+
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask)
+{
+	uint32_t placed = 0;
+	for (size_t i = 0; i < n; i++)
+		ask[i] = 0;
+	while (placed < want) {
+		size_t best = n;
+		double most = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (ask[i] >= l[i].workers || !(l[i].cores > 0))
+				continue;
+			double left = l[i].cores * (double)(l[i].workers - ask[i]) / l[i].workers;
+			if (best == n || left > most) {
+				best = i;
+				most = left;
+			}
+		}
+		if (best == n)
+			break; /* no lender has a worker left */
+		ask[best]++;
+		placed++;
+	}
+	return placed;
 }

@@ -3,7 +3,8 @@
  * /sys trees: a v1 quota of a quarter core, a v2 cpu.max, a cpuset of 3 CPUs
  * (v2 effective and v1), --cpus smaller than all of them, and a tree with no
  * limit at all; the least one binds, fractions kept, and the binding one is
- * named. Also the CPU list parser the cpuset and online files go through.
+ * named. Also the CPU list parser the cpuset and online files go through, and
+ * a process's stopped state as /proc/PID/stat says it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "goldminer/cgroup.h"
 #include "goldminer/host.h"
@@ -151,6 +153,30 @@ static void test_cpu_lists_are_counted_and_malformed_ones_are_none(void **state)
 	assert_int_equal(gm_cgroup_cpu_list("1 2"), 0);
 }
 
+/* /proc/PID/stat's state after the name's last ')': T is stopped by a signal;
+ * t (a tracer's stop), S, R are not; a name holding ") T" does not fool it; no
+ * file or no parenthesis is not stopped. */
+static void test_a_process_stopped_by_a_signal_is_state_T(void **state)
+{
+	(void)state;
+	put("/proc/100/stat", "100 (goldminer) T 1 100 100 0 -1 4194560 ...\n");
+	put("/proc/101/stat", "101 (goldminer) t 1 101 101 0 -1\n");
+	put("/proc/102/stat", "102 (x) T (y) S 1 102 102 0 -1\n");
+	put("/proc/103/stat", "103 (goldminer) R 1 103\n");
+	put("/proc/104/stat", "104 goldminer T 1\n");
+	put("/proc/105/stat", "105 (a)T 1\n");
+	put("/proc/106/stat", "106 (a) Tx 1\n");
+	assert_true(gm_host_stopped(root, 100));
+	assert_false(gm_host_stopped(root, 101));
+	assert_false(gm_host_stopped(root, 102));
+	assert_false(gm_host_stopped(root, 103));
+	assert_false(gm_host_stopped(root, 104));
+	assert_false(gm_host_stopped(root, 105));
+	assert_false(gm_host_stopped(root, 106));
+	assert_false(gm_host_stopped(root, 107));      /* no such process */
+	assert_false(gm_host_stopped(NULL, getpid())); /* this one runs */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +188,8 @@ int main(void)
 		test_cpus_option_below_every_limit_binds_with_its_fraction, fresh, gone),
 	    cmocka_unit_test_setup_teardown(test_no_limit_is_the_online_cpus, fresh, gone),
 	    cmocka_unit_test(test_cpu_lists_are_counted_and_malformed_ones_are_none),
+	    cmocka_unit_test_setup_teardown(test_a_process_stopped_by_a_signal_is_state_T, fresh,
+					    gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

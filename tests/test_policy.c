@@ -463,6 +463,60 @@ static void test_borrowing_is_capped_and_waits_for_a_measurement(void **st)
 	assert_int_equal(out.want, 1);
 }
 
+/* The case: B lends a quarter core, C a whole one: C's first. */
+static void test_spread_asks_the_idlest_peer_first(void **st)
+{
+	(void)st;
+	struct gm_policy_lender l[] = {{.cores = 0.25, .workers = 1}, {.cores = 1.0, .workers = 1}};
+	uint32_t ask[2];
+	assert_int_equal(gm_policy_spread(l, 2, 1, ask), 1);
+	assert_int_equal(ask[0], 0);
+	assert_int_equal(ask[1], 1);
+	assert_int_equal(gm_policy_spread(l, 2, 2, ask), 2); /* room for both: both */
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 1);
+}
+
+/* Workers enough on both: three on the whole core for one on the quarter
+ * (1.0, .75, .5 left on C before .25 ties with B's .25: the lower index). */
+static void test_spread_follows_the_capacity(void **st)
+{
+	(void)st;
+	struct gm_policy_lender l[] = {{.cores = 0.25, .workers = 4}, {.cores = 1.0, .workers = 4}};
+	uint32_t ask[2];
+	assert_int_equal(gm_policy_spread(l, 2, 4, ask), 4);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 3);
+	assert_int_equal(gm_policy_spread(l, 2, 8, ask), 8);
+	assert_int_equal(ask[0], 4);
+	assert_int_equal(ask[1], 4);
+}
+
+/* More wanted than lendable: each lender up to its workers, the rest placed
+ * nowhere; a lender without cores (down, not heard, lending nothing) or
+ * without workers gets none; equal lenders: the lower index first. */
+static void test_spread_never_past_what_a_peer_lends(void **st)
+{
+	(void)st;
+	struct gm_policy_lender l[] = {{.cores = 0.5, .workers = 1},
+				       {.cores = 0, .workers = 8},
+				       {.cores = 0.75, .workers = 2},
+				       {.cores = 2.0, .workers = 0}};
+	uint32_t ask[4];
+	assert_int_equal(gm_policy_spread(l, 4, 5, ask), 3);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 0);
+	assert_int_equal(ask[2], 2);
+	assert_int_equal(ask[3], 0);
+	assert_int_equal(gm_policy_spread(l, 4, 0, ask), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(ask[i], 0);
+	struct gm_policy_lender eq[] = {{.cores = 1.0, .workers = 2}, {.cores = 1.0, .workers = 2}};
+	assert_int_equal(gm_policy_spread(eq, 2, 3, ask), 3);
+	assert_int_equal(ask[0], 2);
+	assert_int_equal(ask[1], 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +533,9 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
 	    cmocka_unit_test(test_recovered_local_capacity_returns_the_remote_workers),
 	    cmocka_unit_test(test_borrowing_is_capped_and_waits_for_a_measurement),
+	    cmocka_unit_test(test_spread_asks_the_idlest_peer_first),
+	    cmocka_unit_test(test_spread_follows_the_capacity),
+	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

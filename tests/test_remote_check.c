@@ -6,7 +6,8 @@
  * its id or a substitute's from the window after it; an error record comes
  * only with a bad sample, names its position's own sample and carries a
  * -errno; a publish's err bits stay inside the batch and its records name
- * positions it marks bad.
+ * positions it marks bad; a peer's heartbeat comes in order, within its
+ * limits, never lending us more than it lends in all.
  * Each refusal says the rule in words.
  */
 #include <stdarg.h>
@@ -181,6 +182,64 @@ static void test_publish_err_bits_stay_inside_the_batch(void **state)
 	assert_true(gm_remote_check_records(&e64, &all, 1, NULL, 0, why, sizeof(why)));
 }
 
+static void test_heartbeat_in_order_within_limits(void **state)
+{
+	(void)state;
+	char why[200] = "";
+	struct m_beat b = {
+	    .seq = 7, .mcores = 750, .slots = 1, .lent = 2, .for_you = 2, .rate = 640};
+	assert_true(gm_remote_check_beat(&b, 0, why, sizeof(why)));
+	assert_true(gm_remote_check_beat(&b, 6, why, sizeof(why)));
+	assert_false(gm_remote_check_beat(&b, 7, why, sizeof(why))); /* again */
+	assert_non_null(strstr(why, "a heartbeat numbered 7 after 7"));
+	assert_false(gm_remote_check_beat(&b, 9, why, sizeof(why))); /* an old one */
+	b.for_you = 3;
+	assert_false(gm_remote_check_beat(&b, 0, why, sizeof(why)));
+	assert_non_null(strstr(why, "3 of 2 lent workers for us"));
+	b.for_you = 0;
+	b.pad = 1;
+	assert_false(gm_remote_check_beat(&b, 0, why, sizeof(why)));
+	assert_non_null(strstr(why, "padding not zero"));
+	b.pad = 0;
+	b.seq = 0; /* the first is 1 */
+	assert_false(gm_remote_check_beat(&b, 0, why, sizeof(why)));
+	b.seq = 1;
+	const struct m_beat over[] = {
+	    {.seq = 1, .mcores = BEAT_MAX_MCORES + 1},
+	    {.seq = 1, .slots = BEAT_MAX_WORKERS + 1},
+	    {.seq = 1, .lent = BEAT_MAX_WORKERS + 1},
+	    {.seq = 1, .rate = BEAT_MAX_RATE + 1},
+	};
+	for (size_t k = 0; k < sizeof(over) / sizeof(over[0]); k++) {
+		why[0] = '\0';
+		assert_false(gm_remote_check_beat(&over[k], 0, why, sizeof(why)));
+		assert_non_null(strstr(why, "a heartbeat beyond the limits"));
+	}
+	b = (struct m_beat){.seq = 1,
+			    .mcores = BEAT_MAX_MCORES,
+			    .slots = BEAT_MAX_WORKERS,
+			    .lent = BEAT_MAX_WORKERS,
+			    .for_you = BEAT_MAX_WORKERS,
+			    .rate = BEAT_MAX_RATE};
+	assert_true(gm_remote_check_beat(&b, 0, why, sizeof(why))); /* at the limits */
+}
+
+static void test_message_table_knows_the_heartbeat(void **state)
+{
+	(void)state;
+	char why[200];
+	assert_true(
+	    gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, true, why, sizeof(why)));
+	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 8, false, true, why,
+					 sizeof(why))); /* no payload */
+	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat) - 1, 0, false, true, why,
+					 sizeof(why)));
+	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, true, true, why,
+					 sizeof(why))); /* not by rendezvous */
+	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, false, why,
+					 sizeof(why))); /* not before the handshake */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -190,6 +249,8 @@ int main(void)
 	    cmocka_unit_test(test_record_only_with_a_bad_sample_naming_its_position),
 	    cmocka_unit_test(test_publish_records_name_positions_it_marks_bad),
 	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
+	    cmocka_unit_test(test_heartbeat_in_order_within_limits),
+	    cmocka_unit_test(test_message_table_knows_the_heartbeat),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,11 @@
  * in one place and in one order (endpoint closed first, so nothing of the dead
  * writer lands anywhere; then its lease back; then its lent jobs ended),
  * reconnects the peers every RETRY_MS and runs the home's (which ends the
- * leases past their deadline or bound) and the lender's ticks.
+ * leases past their deadline or bound) and the lender's ticks. Liveness:
+ * every BEAT_MS a heartbeat (msg.h: what this agent can lend) goes to every
+ * agent connected, both ways; a peer not heard from for DOWN_MS is down, and
+ * the home takes back what its workers hold at once (home.c), not at the
+ * lease deadline; heard again, it is up and asked again.
  *
  * Not here: what a lease or a lent job is (home.c, lender.c), the handshake
  * (ctl.c), the ops table (plugin.c).
@@ -34,6 +38,7 @@
 #include <ucp/api/ucp.h>
 
 #include "agent.h"
+#include "check.h"
 #include "conn.h"
 #include "ctl.h"
 #include "msg.h"
@@ -185,9 +190,11 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 		struct peer *pe = &r->peers[p];
 		if (!pe->dial || !ctl_run(r, pe->dial))
 			continue;
-		if (pe->dial->status > 0)
+		if (pe->dial->status > 0) {
 			pe->c = pe->dial->c;
-		else
+			pe->c->port = pe->port;
+			pe->down = false;
+		} else
 			peer_failed(r, pe, pe->dial->why, now);
 		gm_remote_ctl_free(pe->dial);
 		pe->dial = NULL;
@@ -244,7 +251,103 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 			continue;
 		}
 		pe->dial->peer = p;
+		pe->dial->port = r->port; /* its HELLO says ours: the peer knows us by it */
 		watch(r, pe->dial->fd, EPOLL_CTL_ADD, gm_remote_ctl_events(pe->dial));
+	}
+}
+
+/* ---- liveness: heartbeats ----------------------------------------------------- */
+
+bool gm_remote_same_agent(const struct conn *a, const struct conn *b)
+{
+	return a->port && a->port == b->port && !strcmp(a->ip, b->ip);
+}
+
+int gm_remote_peer_of(const struct gm_remote *r, const struct conn *c)
+{
+	if (c->peer >= 0)
+		return c->peer;
+	for (int p = 0; p < r->npeers; p++)
+		if (r->peers[p].used && c->port && r->peers[p].port == c->port &&
+		    !strcmp(r->peers[p].ip, c->ip))
+			return p;
+	return -1;
+}
+
+/* A beat to every agent connected (both ways: the home hears its lender on
+ * the connection it asks on, the lender its home on the one it answers on):
+ * what this agent can lend, and how many workers it runs for that agent. */
+static void beats_tick(struct gm_remote *r, int64_t now)
+{
+	if (now - r->beat_ms < BEAT_MS)
+		return;
+	r->beat_ms = now;
+	double cores = r->lend_cores * 1000.0, rate = r->lend_rate;
+	struct m_beat b = {.mcores = cores <= 0			? 0
+				     : cores >= BEAT_MAX_MCORES ? BEAT_MAX_MCORES
+								: (uint32_t)cores,
+			   .slots = r->lendable < BEAT_MAX_WORKERS ? r->lendable : BEAT_MAX_WORKERS,
+			   .lent = gm_remote_lend_total(r),
+			   .rate = rate <= 0		   ? 0
+				   : rate >= BEAT_MAX_RATE ? BEAT_MAX_RATE
+							   : (uint32_t)rate};
+	b.lent = b.lent < BEAT_MAX_WORKERS ? b.lent : BEAT_MAX_WORKERS;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (!c || c->st != C_OK || c->role != ROLE_AGENT)
+			continue;
+		b.for_you = 0;
+		for (int k = 0; k < MAX_LJOBS; k++)
+			if (r->ljobs[k].used && r->ljobs[k].home &&
+			    gm_remote_same_agent(r->ljobs[k].home, c))
+				b.for_you += r->ljobs[k].n;
+		b.for_you = b.for_you < b.lent ? b.for_you : b.lent;
+		b.seq = ++r->beat_seq;
+		gm_remote_conn_send(c, AM_BEAT, &b, sizeof(b), NULL, 0);
+	}
+}
+
+/* A peer's heartbeat: checked (check.h), then kept on its connection. */
+static void on_beat(struct gm_remote *r, struct conn *c, const struct m_beat *b)
+{
+	char why[200];
+	if (c->role != ROLE_AGENT) {
+		gm_remote_conn_kill(c, "%s: a heartbeat from a connection that is not an agent",
+				    c->ip);
+		return;
+	}
+	if (!gm_remote_check_beat(b, c->beat.seq, why, sizeof(why))) {
+		gm_remote_conn_kill(c, "%s: refused its heartbeat: %s", c->ip, why);
+		return;
+	}
+	c->beat = *b;
+	(void)r;
+}
+
+/* A connected peer not heard from for DOWN_MS is down: what its workers hold
+ * is taken back now (home.c), not at the lease deadline; heard again, it is
+ * up and asked again. */
+static void liveness_tick(struct gm_remote *r, int64_t now)
+{
+	char why[128];
+	for (int p = 0; p < r->npeers; p++) {
+		struct peer *pe = &r->peers[p];
+		if (!pe->used || !pe->c || pe->c->st != C_OK)
+			continue;
+		int64_t age = now - pe->c->heard_ms;
+		if (age >= DOWN_MS && !pe->down) {
+			pe->down = true;
+			pe->down_ms = now;
+			snprintf(why, sizeof(why), "not heard from for %" PRId64 " ms", age);
+			gm_remote_logf(&r->net, "peer %s is down: %s", pe->addr, why);
+			copy_str(pe->last_err, sizeof(pe->last_err), why);
+			gm_remote_home_peer_down(r, p, why);
+		} else if (age < DOWN_MS && pe->down) {
+			pe->down = false;
+			gm_remote_logf(&r->net, "peer %s is up again (down for %" PRId64 " ms)",
+				       pe->addr, now - pe->down_ms);
+			pe->last_err[0] = '\0';
+		}
 	}
 }
 
@@ -256,6 +359,8 @@ void gm_remote_agent_service(struct gm_remote *r)
 		ctl_service(r, now);
 		if (round == 0) {
 			discover_tick(r);
+			beats_tick(r, now);
+			liveness_tick(r, now);
 			gm_remote_lend_tick(r, now);
 			conns_tick(r, now);
 			peers_tick(r, now);
@@ -407,7 +512,7 @@ static void peer_drop(struct gm_remote *r, int p)
 		gm_remote_conn_kill(pe->c, "no longer a peer");
 	}
 	for (int i = 0; i < MAX_HJOBS; i++) {
-		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = 0;
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
 		r->hjobs[i].ask_ms[p] = 0;
 	}
 	memset(pe, 0, sizeof(*pe));
@@ -423,6 +528,7 @@ static void peer_add(struct gm_remote *r, const struct cand *c)
 	pe->used = true;
 	copy_str(pe->ip, sizeof(pe->ip), c->ip);
 	copy_str(pe->from, sizeof(pe->from), c->from);
+	pe->port = c->port;
 	snprintf(pe->addr, sizeof(pe->addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u", c->ip,
 		 c->port);
 	if (r->started)
@@ -656,6 +762,9 @@ void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr
 		break;
 	case AM_PUBLISH:
 		gm_remote_home_on_publish(r, c, hdr, data, len);
+		break;
+	case AM_BEAT:
+		on_beat(r, c, hdr);
 		break;
 	default:
 		break;

@@ -37,6 +37,8 @@
 #define MAX_LJOBS   64
 #define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
+#define SPREAD_MS   1000 /* a job's remote workers spread again over the peers */
+#define STOP_MS	    700	 /* a lent worker stopped this long is killed and replaced */
 
 /* A peer this agent dials: a slot that --peers' names and --peers-file fill
  * and empty as their answers change (agent.c); its index is what jobs count
@@ -46,6 +48,9 @@ struct peer {
 	char addr[300];		   /* IP:PORT ([IP]:PORT for IPv6) */
 	char ip[INET6_ADDRSTRLEN]; /* its address: its remote workers come from it */
 	char from[256];		   /* the entry it came from: a name, or the address */
+	uint16_t port;		   /* its control port */
+	bool down;		   /* connected, but not heard from for DOWN_MS */
+	int64_t down_ms;	   /* since when */
 	struct conn *c;
 	struct ctl *dial; /* our connection to it while its handshake runs */
 	int64_t retry_ms;
@@ -73,8 +78,18 @@ struct hjob {
 	uint32_t *exp_id;
 	int32_t *exp_label;
 	uint64_t *seen, *read_cap;
-	uint32_t asked[MAX_PEERS], granted[MAX_PEERS];
+	/* per peer: asked (the last LEND's), granted (its answer's), answered
+	 * (the answer to the last ask came), when asked, its refusal (the LENT's
+	 * status, 0: none) and when; the spread (gm_policy_spread) last made, of
+	 * the wish spread_want, and the workers it placed nowhere (capacity) */
+	uint32_t asked[MAX_PEERS], granted[MAX_PEERS], said[MAX_PEERS];
+	bool answered[MAX_PEERS];
 	int64_t ask_ms[MAX_PEERS];
+	int32_t refused[MAX_PEERS];
+	int64_t refused_ms[MAX_PEERS];
+	uint32_t spread[MAX_PEERS], spread_want, unplaced;
+	int64_t spread_ms;
+	uint64_t lends, refusals; /* LENDs sent, refusals received */
 	uint64_t samples, bytes, revoked, fenced;
 	uint64_t tick_samples;
 	int64_t tick_ms;
@@ -98,6 +113,7 @@ struct ljob {
 	struct gm_pool_cfg pc;
 	uint32_t target;
 	pid_t pid[GM_MAX_WORKERS];
+	int64_t stopped_ms[GM_MAX_WORKERS]; /* pid[k] seen stopped since (0: running) */
 	uint32_t n;
 	int64_t spawn_ms;
 };
@@ -128,6 +144,11 @@ struct gm_remote {
 	struct hjob hjobs[MAX_HJOBS];
 	struct ljob ljobs[MAX_LJOBS];
 	uint32_t budget, lendable, next_vpid;
+	/* what this agent can lend (its heartbeats): cores in all, img/s per core
+	 * (0: not measured); when the last beat went, and its number */
+	double lend_cores, lend_rate;
+	int64_t beat_ms;
+	uint64_t beat_seq;
 	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */
 	/* --lend-root: lend_canon[i] canonical; lend_words[k] the words a LEND's
 	 * root is matched against (each root canonical and as given), of root
@@ -160,6 +181,12 @@ void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr
 			    size_t len, bool rndv);
 void gm_remote_agent_service(struct gm_remote *r);
 
+/* The peer a connection is from (its outgoing one, or an agent's or remote
+ * worker's whose address and control port are the peer's), -1: none. */
+int gm_remote_peer_of(const struct gm_remote *r, const struct conn *c);
+/* The same agent at both ends (address and control port). */
+bool gm_remote_same_agent(const struct conn *a, const struct conn *b);
+
 /* home.c: jobs attached here, the leases of their remote workers */
 struct hjob *gm_remote_home_job(void *owner, uint64_t token);
 void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why);
@@ -169,6 +196,10 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct m_publish *p,
 			       const void *data, size_t len);
 void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_lent *m);
+/* Peer p went down (no heartbeat for DOWN_MS): its remote workers' connections
+ * end now (their leases back at once), its asks are forgotten (asked again
+ * when it is back). */
+void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why);
 void gm_remote_home_tick(struct gm_remote *r, int64_t now);
 int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
 		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,

@@ -46,6 +46,7 @@ static const struct msg_row msg_rows[AM_N] = {
 	ROW(AM_LEASE,     m_lease,     true,    true),
 	ROW(AM_SAMPLE,    m_sample,    true,    true),
 	ROW(AM_PUBLISH,   m_publish,   true,    true),
+	ROW(AM_BEAT,      m_beat,      false,   true),
 };
 #undef ROW
 // clang-format on
@@ -238,4 +239,27 @@ bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, 
 	uint64_t nb = nsamples - first < batch ? nsamples - first : batch;
 	return l->status == 0 && first < nsamples && l->nb == nb &&
 	       len == ((size_t)batch + 63) / 64 * 8 && len <= cap;
+}
+
+bool gm_remote_check_beat(const struct m_beat *b, uint64_t last_seq, char *why, size_t wl)
+{
+	if (b->seq <= last_seq) {
+		gm_errf(why, wl, "a heartbeat numbered %" PRIu64 " after %" PRIu64, b->seq,
+			last_seq);
+		return false;
+	}
+	if (b->mcores > BEAT_MAX_MCORES || b->slots > BEAT_MAX_WORKERS ||
+	    b->lent > BEAT_MAX_WORKERS || b->rate > BEAT_MAX_RATE) {
+		gm_errf(why, wl,
+			"a heartbeat beyond the limits (%u/1000 cores, %u workers to lend, %u "
+			"lent, %u img/s per core)",
+			b->mcores, b->slots, b->lent, b->rate);
+		return false;
+	}
+	if (b->for_you > b->lent || b->pad) {
+		gm_errf(why, wl, "a heartbeat with %u of %u lent workers for us%s", b->for_you,
+			b->lent, b->pad ? ", its padding not zero" : "");
+		return false;
+	}
+	return true;
 }

@@ -2,8 +2,8 @@
  * check.h - the rules every value a peer sends must meet before it lands
  * (check.c): the message table every message passes first (conn.c), then
  * each message's own (home.c a remote worker's SAMPLE, PUBLISH and the LENT of
- * a peer agent, lender.c a LEND, worker.c a LEASE); tests/test_remote_check.c
- * tests them, tests/fuzz/fuzz_peermsg.c feeds them arbitrary messages.
+ * a peer agent, lender.c a LEND, worker.c a LEASE, agent.c a peer's BEAT);
+ * tests/test_remote_check.c tests them, tests/fuzz/fuzz_peermsg.c feeds them arbitrary messages.
  *
  * The idea: the home knows everything a lease may carry without asking the
  * writer. At the claim it computes, from the job's (seed, epoch, batch) and
@@ -96,6 +96,11 @@ void gm_remote_check_words(char *dst, const char *src, size_t n);
 /* A LENT's words, printable (control bytes as '?'; msg holds sizeof(m->msg) + 1),
  * and the workers granted, at most GM_MAX_WORKERS. */
 uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg);
+
+/* A BEAT from a peer agent whose last one was numbered last_seq (0: none yet):
+ * numbered after it, each figure within its BEAT_MAX_* (msg.h), no more lent
+ * to the receiver than lent in all, its padding zero. */
+bool gm_remote_check_beat(const struct m_beat *b, uint64_t last_seq, char *why, size_t wl);
 
 /* A LEASE a remote worker receives, for a job of batch samples per batch,
  * bpe batches per epoch and nsamples: none free now or no more (no payload),

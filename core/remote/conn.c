@@ -126,7 +126,7 @@ struct conn *gm_remote_conn_new(struct gm_remote_net *n, bool outgoing, const ch
 			return NULL;
 		c->outgoing = outgoing;
 		c->peer = -1;
-		c->since_ms = now_ms();
+		c->since_ms = c->heard_ms = now_ms();
 		snprintf(c->ip, sizeof(c->ip), "%s", ip ? ip : "?");
 		n->conns[i] = c;
 		return c;
@@ -263,6 +263,7 @@ static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void
 		struct m_lease lease;
 		struct m_sample sample;
 		struct m_publish pub;
+		struct m_beat beat;
 	} h;
 	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);
@@ -283,6 +284,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 		gm_remote_conn_kill(c, "%s: %s", c->ip, why);
 		return UCS_OK;
 	}
+	c->heard_ms = now_ms();
 	dispatch(n, c, a->id, header, hlen, data, len, rndv);
 	return UCS_OK;
 }

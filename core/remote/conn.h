@@ -52,8 +52,11 @@ struct conn {
 	int role;      /* the other side's, as its HELLO said */
 	char ip[INET6_ADDRSTRLEN];
 	int64_t since_ms;
-	char why[256]; /* why it died */
-	int peer;      /* index in peers[] for an outgoing agent connection, else -1 */
+	int64_t heard_ms;   /* its last message (or its making): its liveness (agent.c) */
+	uint32_t port;	    /* the other agent's control port (a worker's: its lender's) */
+	struct m_beat beat; /* an agent's last heartbeat (seq 0: none yet) */
+	char why[256];	    /* why it died */
+	int peer;	    /* index in peers[] for an outgoing agent connection, else -1 */
 	/* a remote worker's connection at its home */
 	uint64_t token;
 	struct hjob *job;

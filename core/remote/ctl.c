@@ -181,6 +181,7 @@ static void on_hello(struct gm_remote_net *n, struct ctl *x, const struct m_hell
 	}
 	x->role = (int)h->role;
 	x->token = h->token;
+	x->port = h->port; /* (a number only: matched against the peers' ports) */
 	memcpy(x->theirs, h->nonce, sizeof(x->theirs));
 	if (gm_auth_nonce(x->mine) ||
 	    gm_auth_proof(&n->key, SERVER_ROLE, x->theirs, x->mine, ch.proof)) {
@@ -254,6 +255,7 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 	c->role = x->role;
 	c->token = x->token;
 	c->peer = x->peer;
+	c->port = x->client ? 0 : x->port;
 	c->w = x->w;
 	int rc = gm_remote_conn_ep(n, c, addr, alen);
 	if (rc) {
@@ -447,6 +449,7 @@ static void ctl_connected(struct gm_remote_net *n, struct ctl *x)
 	struct m_hello h = {.magic = MSG_MAGIC,
 			    .version = MSG_VERSION,
 			    .role = (uint32_t)x->role,
+			    .port = x->port,
 			    .token = x->token};
 	if (gm_auth_nonce(x->mine)) {
 		ctl_fail(x, -EIO, "no randomness for a nonce");
@@ -478,7 +481,7 @@ void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 		(void)!send(x->fd, x->out + x->outoff, x->outlen - x->outoff, MSG_NOSIGNAL);
 }
 
-int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token,
+int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
 			  struct conn **out, char *err, size_t errlen)
 {
 	struct ctl *x;
@@ -488,6 +491,7 @@ int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t to
 		gm_errf(err, errlen, "cannot connect: %s", strerror(-rc));
 		return rc;
 	}
+	x->port = lport;
 	while (!x->status) { /* ctl_step ends it after AUTH_MS */
 		struct pollfd p = {.fd = x->fd, .events = gm_remote_ctl_events(x)};
 		poll(&p, 1, 100);

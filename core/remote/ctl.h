@@ -66,6 +66,7 @@ struct ctl {
 	enum ctl_type want;   /* the frame it waits for */
 	int role, peer;	      /* the client's role; its peers[] index (agent's client) */
 	uint64_t token;
+	uint32_t port; /* the HELLO's port: a client's to send, a server's as received */
 	uint8_t mine[GM_AUTH_NONCE], theirs[GM_AUTH_NONCE];
 	char ip[INET6_ADDRSTRLEN];
 	int64_t since_ms;
@@ -97,9 +98,9 @@ int gm_remote_ctl_dial(const char *addr, int role, uint64_t token, ucp_worker_h 
 		       struct ctl **out);
 
 /* A remote worker process's connection to its home (ROLE_WORKER, token: the
- * job), on n's main worker: the whole handshake, waiting (AUTH_MS at most).
- * 0 (*out the connection) or -errno with err. */
-int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token,
+ * job, lport: its lender's control port, which the home knows it by), on n's main worker: the whole
+ * handshake, waiting (AUTH_MS at most). 0 (*out the connection) or -errno with err. */
+int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
 			  struct conn **out, char *err, size_t errlen);
 
 /* Move x on as far as its socket allows, without blocking; on success x->c is

@@ -15,8 +15,12 @@
  * that breaks a rule ends the connection, and agent.c's tick closes its
  * endpoint, then takes the lease back, logging the peer and the rule in one
  * line. A lease ends when no sample at a new position came for the job's
- * lease deadline, and after LEASE_BOUND deadlines whatever came. The home
- * also asks the peers for workers (LEND) and measures what they deliver.
+ * lease deadline, and after LEASE_BOUND deadlines whatever came, or at once
+ * when the lender is down (agent.c: no heartbeat for DOWN_MS). The home also
+ * asks the peers for workers (LEND), spread by what their heartbeats say they
+ * can lend (gm_policy_spread: the idlest first), measures what they deliver
+ * and keeps, per job, why it has fewer than it wants (refusals by reason,
+ * capacity).
  *
  * Not here: the connection's death (agent.c's tick calls
  * gm_remote_home_revoke), the rules themselves (check.c), making batches
@@ -36,6 +40,7 @@
 #include "check.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
+#include "goldminer/policy.h"
 #include "goldminer/remote.h"
 #include "goldminer/ring.h"
 #include "goldminer/rng.h"
@@ -441,6 +446,8 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 
 /* ---- asking peers for workers ------------------------------------------------ */
 
+static const char *refusal_words(int32_t status);
+
 static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 {
 	struct m_lend m = {.token = j->token,
@@ -452,30 +459,81 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 			   .port = r->port};
 	if (gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req, sizeof(j->req)) ==
 	    0) {
-		j->asked[p] = n;
+		if (n != j->said[p]) /* (not each ask again after a refusal) */
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64 ": asks peer %s for %u remote workers "
+				       "(was %u)",
+				       j->token, r->peers[p].addr, n, j->said[p]);
+		j->said[p] = j->asked[p] = n;
+		j->answered[p] = false;
 		j->ask_ms[p] = now_ms();
+		j->lends++;
 	}
 }
 
-/* Spread the job's wish over the connected peers, in --peers order; ask again
- * every RETRY_MS while a peer gives less than asked (its idle CPUs change). */
+/* The peer is up and has said what it can lend (a heartbeat). */
+static bool peer_live(const struct gm_remote *r, int p)
+{
+	const struct peer *pe = &r->peers[p];
+	return pe->used && pe->c && pe->c->st == C_OK && !pe->down && pe->c->beat.seq;
+}
+
+/* What peer p can lend job j, from its last heartbeat: its workers less
+ * those it runs for other homes (its cores in that share); none while it
+ * refused j (RETRY_MS), at most what it granted while that answer is fresh. */
+static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
+					 int64_t now, bool refusals)
+{
+	struct gm_policy_lender l = {0};
+	const struct m_beat *b = &r->peers[p].c->beat;
+	uint32_t others = b->lent - b->for_you;
+	if (!b->slots || others >= b->slots)
+		return l;
+	l.workers = b->slots - others;
+	l.cores = b->mcores / 1000.0 * l.workers / b->slots;
+	if (refusals && j->refused[p] && now - j->refused_ms[p] < RETRY_MS)
+		l.workers = 0;
+	else if (j->answered[p] && j->granted[p] < j->asked[p] && now - j->ask_ms[p] < RETRY_MS)
+		l.workers = j->granted[p] < l.workers ? j->granted[p] : l.workers;
+	return l;
+}
+
+/* Spread the job's wish over the live peers, the idlest first
+ * (gm_policy_spread over their heartbeats), again every SPREAD_MS or when the
+ * wish changes; ask each for its share when it changes, and again every
+ * RETRY_MS while a peer gives less than asked (its idle CPUs change). */
 static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 {
-	uint32_t left = j->want;
+	if (j->want != j->spread_want || now - j->spread_ms >= SPREAD_MS) {
+		struct gm_policy_lender l[MAX_PEERS] = {{0}}, all[MAX_PEERS] = {{0}};
+		uint32_t ask[MAX_PEERS];
+		for (int p = 0; p < r->npeers; p++)
+			if (peer_live(r, p)) {
+				l[p] = lender_of(r, j, p, now, true);
+				all[p] = lender_of(r, j, p, now, false);
+			}
+		gm_policy_spread(l, (size_t)r->npeers, j->want, j->spread);
+		/* what no peer has room for, refusals aside (those are said apart) */
+		uint32_t placed = gm_policy_spread(all, (size_t)r->npeers, j->want, ask);
+		if (j->want - placed != j->unplaced && j->want > placed)
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64
+				       ": wants %u remote workers, the live peers "
+				       "can lend it %u (capacity)",
+				       j->token, j->want, placed);
+		j->unplaced = j->want - placed;
+		j->spread_want = j->want;
+		j->spread_ms = now;
+	}
 	for (int p = 0; p < r->npeers; p++) {
-		struct conn *c = r->peers[p].c;
-		if (!c || c->st != C_OK) {
-			j->granted[p] = 0;
-			j->asked[p] = 0;
+		if (!peer_live(r, p)) {
+			j->granted[p] = j->asked[p] = j->said[p] = 0;
 			continue;
 		}
-		uint32_t n = left;
-		bool changed = n != j->asked[p];
-		bool short_ = j->granted[p] < j->asked[p] && now - j->ask_ms[p] >= RETRY_MS;
-		if (changed || short_)
+		uint32_t n = j->spread[p];
+		bool short_ = j->granted[p] < n && now - j->ask_ms[p] >= RETRY_MS;
+		if (n != j->asked[p] || short_)
 			ask_peer(r, j, p, n);
-		uint32_t g = j->granted[p] < n ? j->granted[p] : n;
-		left -= g;
 	}
 }
 
@@ -487,14 +545,45 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	/* a peer runs at most GM_MAX_WORKERS for a job (lender.c); its words are
 	 * printed: only what prints */
 	char msg[sizeof(m->msg) + 1];
+	int p = c->peer;
 	uint32_t granted = gm_remote_check_lent(m, msg);
+	if (m->status && (m->status != j->refused[p] || j->granted[p])) {
+		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[p].addr, msg);
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": peer %s refused it: %s", j->token,
+			       r->peers[p].addr, refusal_words(m->status));
+	} else if (!m->status && granted != j->granted[p])
+		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
+			       r->peers[p].addr, granted, j->token,
+			       granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
+	j->granted[p] = m->status ? 0 : granted;
+	j->answered[p] = true;
+	j->refusals += m->status != 0;
+	j->refused[p] = m->status > 0 ? -EPROTO : m->status;
+	j->refused_ms[p] = now_ms();
 	if (m->status)
-		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[c->peer].addr,
-			       msg);
-	else if (granted != j->granted[c->peer])
-		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64,
-			       r->peers[c->peer].addr, granted, j->token);
-	j->granted[c->peer] = m->status ? 0 : granted;
+		j->asked[p] = 0; /* it ended the job there: nothing to take back */
+}
+
+void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
+{
+	int n = 0;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (c && c->role == ROLE_WORKER && c->st != C_DEAD &&
+		    gm_remote_peer_of(r, c) == p) {
+			n += c->vpid != 0;
+			gm_remote_conn_kill(c, "its lender %s is down (%s)", r->peers[p].addr, why);
+		}
+	}
+	for (int i = 0; i < MAX_HJOBS; i++) {
+		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
+		r->hjobs[i].ask_ms[p] = 0;
+	}
+	if (n)
+		gm_remote_logf(&r->net,
+			       "peer %s is down: the %d lease%s its workers hold are "
+			       "taken back now",
+			       r->peers[p].addr, n, n == 1 ? "" : "s");
 }
 
 /* ---- the tick ---------------------------------------------------------------- */
@@ -517,7 +606,7 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 		for (int k = 0; r->peers[p].used && k < MAX_CONNS; k++) {
 			struct conn *c = r->net.conns[k];
 			if (c && c->role == ROLE_WORKER && c->st == C_OK &&
-			    !strcmp(c->ip, r->peers[p].ip)) {
+			    gm_remote_peer_of(r, c) == p) {
 				n += c->samples;
 				c->samples = 0;
 				r->peers[p].workers++;
@@ -695,6 +784,69 @@ void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n)
 		j->want = n > GM_MAX_WORKERS ? GM_MAX_WORKERS : n;
 }
 
+/* A refusal's status in the words --status and the log use. */
+static const char *refusal_words(int32_t status)
+{
+	switch (status) {
+	case -EBUSY:
+		return "peer busy (indexing other datasets)";
+	case -EACCES:
+		return "no --lend-root there for this dataset";
+	case -ESTALE:
+		return "the dataset differs there";
+	case -EFBIG:
+		return "the dataset is larger than the peer indexes";
+	case -EINVAL:
+		return "the job's options are refused there";
+	case -ETIMEDOUT:
+		return "indexing the dataset took too long there";
+	default:
+		return "the dataset cannot be checked there";
+	}
+}
+
+/* Why job j has fewer remote workers than it wants, counted and in words. */
+static void home_why(const struct gm_remote *r, const struct hjob *j, struct gm_remote_job_info *o)
+{
+	size_t off = 0;
+	uint32_t granted = 0;
+	o->why[0] = '\0';
+	for (int p = 0; p < r->npeers; p++)
+		granted += j->granted[p];
+	if (granted >= j->want)
+		return; /* it has what it asked for */
+#define SAY(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(o->why + off, off < sizeof(o->why) ? sizeof(o->why) - off : 0,   \
+				  __VA_ARGS__);                                                    \
+		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
+	} while (0)
+	for (int p = 0; p < r->npeers; p++) {
+		const struct peer *pe = &r->peers[p];
+		if (!pe->used)
+			continue;
+		if (j->refused[p]) {
+			o->refused_busy += j->refused[p] == -EBUSY;
+			o->refused_root += j->refused[p] == -EACCES;
+			o->refused_dataset += j->refused[p] != -EBUSY && j->refused[p] != -EACCES;
+			SAY("%s%s refused: %s", off ? "; " : "", pe->addr,
+			    refusal_words(j->refused[p]));
+		} else if (j->answered[p] && j->granted[p] < j->asked[p]) {
+			o->short_capacity += j->asked[p] - j->granted[p];
+			SAY("%s%s lends %u of %u (capacity)", off ? "; " : "", pe->addr,
+			    j->granted[p], j->asked[p]);
+		} else if (pe->down && j->want) {
+			SAY("%s%s is down", off ? "; " : "", pe->addr);
+		}
+	}
+	if (j->unplaced) {
+		o->short_capacity += j->unplaced;
+		SAY("%s%u more than the live peers can lend (capacity)", off ? "; " : "",
+		    j->unplaced);
+	}
+#undef SAY
+}
+
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o)
 {
 	struct hjob *j = gm_remote_home_job(r, token);
@@ -713,4 +865,7 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 	o->fenced = j->fenced;
 	o->rate = j->rate;
 	o->per_worker = j->per_worker;
+	o->lends = j->lends;
+	o->refusals = j->refusals;
+	home_why(r, j, o);
 }

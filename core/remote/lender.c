@@ -18,8 +18,11 @@
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
- * SIGUSR1 (the batch in hand is finished first); a job whose home is gone
- * ends at once (SIGKILL).
+ * SIGUSR1 (the batch in hand is finished first); a job whose home is gone,
+ * or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when
+ * this host's own jobs need its CPUs (SIGKILL, and the home is told it has
+ * fewer), and one seen stopped (/proc state T) for STOP_MS is killed and
+ * replaced: it held a lease and a slot while making nothing.
  *
  * Not here: the worker process itself (worker.c), the connections (conn.c).
  */
@@ -42,6 +45,7 @@
 #include "check.h"
 #include "conn.h"
 #include "goldminer/dataset.h"
+#include "goldminer/host.h"
 #include "goldminer/job.h"
 #include "goldminer/node.h"
 #include "goldminer/pool.h"
@@ -99,6 +103,7 @@ static void retire_one(struct ljob *l)
 	kill(l->pid[l->n], SIGUSR1); /* finishes its batch, then exits; reaped later */
 	forget(l->pid[l->n]);
 	l->pid[l->n] = 0;
+	l->stopped_ms[l->n] = 0;
 }
 
 void gm_remote_lend_end(struct ljob *l)
@@ -157,29 +162,91 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 /* Reap exited workers; keep each lent job at its target within what may be lent. */
 static void checks_tick(struct gm_remote *r, int64_t now);
 
+/* A lent worker stopped for STOP_MS holds a lease and this host's slot while
+ * making nothing: killed (the home's endpoint fails at once, so its lease is
+ * taken back then, not at the lease deadline), and replaced by the tick. */
+static void watch_stopped(struct gm_remote *r, struct ljob *l, int64_t now)
+{
+	for (uint32_t k = 0; k < l->n; k++) {
+		if (!gm_host_stopped(NULL, l->pid[k])) {
+			l->stopped_ms[k] = 0;
+			continue;
+		}
+		if (!l->stopped_ms[k]) {
+			l->stopped_ms[k] = now;
+			continue;
+		}
+		if (now - l->stopped_ms[k] < STOP_MS || l->stopped_ms[k] < 0)
+			continue;
+		gm_remote_logf(&r->net,
+			       "remote worker %d for job %016" PRIx64 " stopped for %" PRId64
+			       " ms: killed; a new one replaces it",
+			       (int)l->pid[k], l->token, now - l->stopped_ms[k]);
+		kill(l->pid[k], SIGKILL);
+		l->stopped_ms[k] = -1; /* killed: reaped below */
+	}
+}
+
+static void reap_lent(struct gm_remote *r, struct ljob *l)
+{
+	for (uint32_t k = 0; l->used && k < l->n;) {
+		int st;
+		pid_t pid = waitpid(l->pid[k], &st, WNOHANG);
+		if (pid != l->pid[k] && !(pid < 0 && errno == ECHILD)) {
+			k++;
+			continue;
+		}
+		if (pid > 0 && l->stopped_ms[k] < 0)
+			; /* killed stopped: said */
+		else if (pid > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
+			gm_remote_logf(&r->net,
+				       "remote worker %d for job %016" PRIx64 " ended (status %#x)",
+				       (int)l->pid[k], l->token, st);
+		else if (pid > 0 && l->target) /* no task left: not started again */
+			l->target--;
+		l->n--;
+		l->pid[k] = l->pid[l->n];
+		l->stopped_ms[k] = l->stopped_ms[l->n];
+		l->stopped_ms[l->n] = 0;
+	}
+}
+
+/* This host's own jobs need the CPUs its lent workers hold: lent workers go
+ * first and at once (SIGKILL: the home keeps what they delivered and makes the
+ * rest; a guest never holds a CPU its host's job waits for), and the home is
+ * told it has fewer (it asks the other peers). */
+static void preempt(struct gm_remote *r, struct ljob *l, uint32_t *total)
+{
+	uint32_t n = 0;
+	while (*total > r->lendable && l->n) {
+		l->n--;
+		kill(l->pid[l->n], SIGKILL);
+		forget(l->pid[l->n]);
+		l->pid[l->n] = 0;
+		l->stopped_ms[l->n] = 0;
+		(*total)--;
+		n++;
+	}
+	if (!n)
+		return;
+	l->target = l->n;
+	gm_remote_logf(&r->net,
+		       "job %016" PRIx64 ": %u remote worker%s preempted: this host's own jobs "
+		       "need its CPUs (%u lent now)",
+		       l->token, n, n == 1 ? "" : "s", l->n);
+	struct m_lent a = {.token = l->token, .granted = l->target};
+	gm_remote_conn_send(l->home, AM_LENT, &a, sizeof(a), NULL, 0);
+}
+
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 {
 	checks_tick(r, now);
 	reap_retired();
 	/* only our own children: the pools' workers are reaped by their pidfds */
 	for (int i = 0; i < MAX_LJOBS; i++) {
-		struct ljob *l = &r->ljobs[i];
-		for (uint32_t k = 0; l->used && k < l->n;) {
-			int st;
-			pid_t pid = waitpid(l->pid[k], &st, WNOHANG);
-			if (pid != l->pid[k] && !(pid < 0 && errno == ECHILD)) {
-				k++;
-				continue;
-			}
-			if (pid > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
-				gm_remote_logf(&r->net,
-					       "remote worker %d for job %016" PRIx64
-					       " ended (status %#x)",
-					       (int)l->pid[k], l->token, st);
-			else if (pid > 0 && l->target) /* no task left: not started again */
-				l->target--;
-			l->pid[k] = l->pid[--l->n];
-		}
+		if (r->ljobs[i].used)
+			watch_stopped(r, &r->ljobs[i], now);
+		reap_lent(r, &r->ljobs[i]);
 	}
 	uint32_t total = gm_remote_lend_total(r);
 	for (int i = 0; i < MAX_LJOBS; i++) {
@@ -191,13 +258,24 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 				       "job %016" PRIx64
 				       ": its home agent is gone; its remote workers stop",
 				       l->token);
+			total -= l->n;
 			gm_remote_lend_end(l);
 			continue;
 		}
-		while (l->n > l->target || (total > r->lendable && l->n)) {
+		if (now - l->home->heard_ms >= DOWN_MS) { /* its workers cannot reach it */
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64 ": its home agent at %s is not heard from "
+				       "for %" PRId64 " ms; its remote workers stop",
+				       l->token, l->home->ip, now - l->home->heard_ms);
+			total -= l->n;
+			gm_remote_lend_end(l);
+			continue;
+		}
+		while (l->n > l->target) {
 			retire_one(l);
 			total--;
 		}
+		preempt(r, l, &total);
 		/* (re)spawn at most every 200 ms: a worker that cannot start must not spin */
 		if (l->n < l->target && total < r->lendable && now - l->spawn_ms >= 200) {
 			while (l->n < l->target && total < r->lendable) {
@@ -272,9 +350,17 @@ static void printable(char *dst, size_t len, const char *src)
 	dst[k] = '\0';
 }
 
+/* The status a refusal carries: the home tells the reasons apart by it
+ * (home.c: peer busy, no root for the dataset, the dataset refused). */
+static const int lc_status[] = {
+    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE, [LC_TOO_LARGE] = -EFBIG,
+    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT, [LC_BUSY] = -EBUSY,
+    [LC_FAILED] = -EIO,
+};
+
 static void refuse(struct conn *c, uint64_t token, enum lc_kind k)
 {
-	struct m_lent a = {.token = token, .status = k == LC_BUSY ? -EBUSY : -EACCES};
+	struct m_lent a = {.token = token, .status = lc_status[k]};
 	copy_str(a.msg, sizeof(a.msg), lc_words[k]);
 	gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
 }
@@ -388,6 +474,7 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 			    .nsamples = m->nsamples,
 			    .bpe = m->bpe,
 			    .lease_ms = m->lease_ms,
+			    .lport = r->port,
 			    .req = *req};
 	copy_str(b->req.root, sizeof(b->req.root), path);
 	copy_str(in.lend_root, sizeof(in.lend_root), r->lend_canon[r->lend_of[w]]);

@@ -30,7 +30,7 @@
 #include "goldminer/wire.h"
 
 #define MSG_MAGIC   0x4d524d47u /* "GMRM" */
-#define MSG_VERSION 3u		/* 3: the control port (ctl.c), the lease checks (check.c) */
+#define MSG_VERSION 4u /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT */
 #define SERVER_ROLE "goldminer-remote server"
 #define CLIENT_ROLE "goldminer-remote client"
 
@@ -45,13 +45,15 @@ enum am_id {
 	AM_LEASE,     /* home -> remote worker: the lease (+ done bits), or none */
 	AM_SAMPLE,    /* remote worker -> home: one sample (+ its pixels) */
 	AM_PUBLISH,   /* remote worker -> home: the batch is complete (+ err bits, records) */
+	AM_BEAT,      /* agent -> agent, every BEAT_MS: alive, and what it can lend */
 	AM_N
 };
 
 enum role { ROLE_AGENT = 1, ROLE_WORKER = 2 };
 
 struct m_hello {
-	uint32_t magic, version, role, pad;
+	uint32_t magic, version, role;
+	uint32_t port;	/* an agent: its control port; a remote worker: its lender's */
 	uint64_t token; /* worker: the job it serves */
 	uint8_t nonce[GM_AUTH_NONCE];
 };
@@ -100,6 +102,26 @@ struct m_publish {
 	uint64_t read_bytes, preempt_ns;
 };
 
+/* An agent's heartbeat, sent to every agent it is connected to every BEAT_MS
+ * (agent.c): a peer not heard from for DOWN_MS is down. What it can lend is
+ * in thousandths of a core (the cores its own jobs leave idle, whatever it
+ * lends now) and in workers (its idle budget); rate is what one core of it
+ * makes of its own jobs' images (0: not measured there). */
+#define BEAT_MS		 250
+#define DOWN_MS		 1000
+#define BEAT_MAX_MCORES	 (4096u * 1000u)	/* a host of 4,096 cores */
+#define BEAT_MAX_WORKERS (64u * 256u)		/* MAX_LJOBS x GM_MAX_WORKERS */
+#define BEAT_MAX_RATE	 (100u * 1000u * 1000u) /* img/s of one core */
+struct m_beat {
+	uint64_t seq;	  /* from 1, larger in each beat on a connection */
+	uint32_t mcores;  /* cores it can lend in all, x 1000 */
+	uint32_t slots;	  /* workers it can lend in all */
+	uint32_t lent;	  /* remote workers it runs now, for every home */
+	uint32_t for_you; /* ... of them for the receiver's jobs */
+	uint32_t rate;	  /* img/s per core (its own jobs' workers), 0: unknown */
+	uint32_t pad;	  /* 0 */
+};
+
 /* What a remote worker process is started with (a memfd on its fd 3): it execs
  * afresh (UCX's process-wide state does not survive a fork), indexes the dataset
  * itself and checks the fingerprint before it writes anything. */
@@ -107,6 +129,7 @@ struct wblob {
 	uint32_t magic, version;
 	uint64_t token, fingerprint, nsamples;
 	uint32_t bpe, lease_ms;
+	uint32_t lport, pad; /* the lending agent's control port (its HELLO says it) */
 	char home_addr[300];
 	struct gm_auth_key key;
 	struct gm_node_req req;

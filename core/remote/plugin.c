@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,76 +133,155 @@ static void r_set_lendable(struct gm_remote *r, uint32_t n)
 	r->lendable = n;
 }
 
+static void r_set_capacity(struct gm_remote *r, double cores, double img_per_core)
+{
+	r->lend_cores = cores > 0 ? cores : 0;
+	r->lend_rate = img_per_core > 0 ? img_per_core : 0;
+}
+
 static uint32_t r_lent(struct gm_remote *r)
 {
 	return gm_remote_lend_total(r);
 }
 
+/* A JSON text being written into buf[len]; off may pass len (then cut). */
+struct jout {
+	char *buf;
+	size_t len, off;
+};
+
+static void putf(struct jout *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(struct jout *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(o->buf + o->off, o->off < o->len ? o->len - o->off : 0, fmt, ap);
+	va_end(ap);
+	o->off += k > 0 ? (size_t)k : 0;
+}
+
+/* One peer: its state (connected, down: connected but not heard from for
+ * DOWN_MS, connecting), the workers each side runs for the other's jobs, its
+ * liveness age and its last heartbeat's lendable capacity. */
+static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout *o)
+{
+	const struct peer *pe = &r->peers[p];
+	bool up = pe->c && pe->c->st == C_OK;
+	const char *st = up && !pe->down	      ? "connected"
+			 : up || !(pe->dial || pe->c) ? "down"
+						      : "connecting";
+	uint32_t granted = 0; /* its workers serving our jobs, as it said */
+	for (int i = 0; i < MAX_HJOBS; i++)
+		granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
+	uint32_t by_us = 0; /* ours serving its jobs */
+	for (int i = 0; i < MAX_LJOBS; i++)
+		if (r->ljobs[i].used && r->ljobs[i].home &&
+		    gm_remote_peer_of(r, r->ljobs[i].home) == p)
+			by_us += r->ljobs[i].n;
+	putf(o,
+	     "{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
+	     "\"workers_connected\": %u, \"img_per_s\": %.1f, \"workers_lent_by_us\": %u",
+	     pe->addr, st, granted, pe->workers, pe->rate, by_us);
+	if (up && pe->c->beat.seq) { /* its liveness and its last heartbeat */
+		const struct m_beat *b = &pe->c->beat;
+		putf(o,
+		     ", \"heard_ms_ago\": %" PRId64 ", \"lendable_cores\": %.3f, "
+		     "\"lendable_workers\": %u, \"lendable_img_per_s\": %.1f, "
+		     "\"workers_lent_to_us\": %u",
+		     now - pe->c->heard_ms, b->mcores / 1000.0, b->slots,
+		     b->mcores / 1000.0 * b->rate, b->for_you);
+	}
+	if (strcmp(pe->from, pe->ip)) /* a name's (a name is [A-Za-z0-9._-]) */
+		putf(o, ", \"from\": \"%s\"", pe->from);
+	if (pe->last_err[0] && !(up && !pe->down)) {
+		char e[600];
+		size_t n = 0;
+		for (const char *s = pe->last_err; *s && n + 3 < sizeof(e); s++) {
+			if (*s == '"' || *s == '\\')
+				e[n++] = '\\';
+			e[n++] = (char)((unsigned char)*s < 0x20 ? ' ' : *s);
+		}
+		e[n] = '\0';
+		putf(o, ", \"error\": \"%s\"", e);
+	}
+	putf(o, "}");
+}
+
 static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 {
-	size_t off = 0;
-#define PUT(...)                                                                                   \
-	do {                                                                                       \
-		int k_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__);              \
-		off += k_ > 0 ? (size_t)k_ : 0;                                                    \
-	} while (0)
-	PUT("\"remote\": {\"port\": %u, \"lendable\": %u, \"lent\": %u, \"refused\": %" PRIu64
-	    ", \"peers\": [",
-	    r->port, r->lendable, gm_remote_lend_total(r), r->refused);
+	struct jout o = {.buf = buf, .len = len};
+	int64_t now = now_ms();
+	putf(&o,
+	     "\"remote\": {\"port\": %u, \"lendable\": %u, \"lendable_cores\": %.3f, "
+	     "\"lend_img_per_core\": %.1f, \"lent\": %u, \"refused\": %" PRIu64 ", \"peers\": [",
+	     r->port, r->lendable, r->lend_cores, r->lend_rate, gm_remote_lend_total(r),
+	     r->refused);
 	int first = 1;
 	for (int p = 0; p < r->npeers; p++) {
-		const struct peer *pe = &r->peers[p];
-		if (!pe->used)
+		if (!r->peers[p].used)
 			continue;
-		const char *st = pe->c && pe->c->st == C_OK ? "connected"
-				 : pe->dial || pe->c	    ? "connecting"
-							    : "down";
-		uint32_t granted = 0; /* its workers serving our jobs, as it said */
-		for (int i = 0; i < MAX_HJOBS; i++)
-			granted += r->hjobs[i].used ? r->hjobs[i].granted[p] : 0;
-		PUT("%s{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
-		    "\"workers_connected\": %u, \"img_per_s\": %.1f",
-		    first ? "" : ", ", pe->addr, st, granted, pe->workers, pe->rate);
+		putf(&o, "%s", first ? "" : ", ");
+		peer_json(r, p, now, &o);
 		first = 0;
-		if (strcmp(pe->from, pe->ip)) /* a name's (a name is [A-Za-z0-9._-]) */
-			PUT(", \"from\": \"%s\"", pe->from);
-		if (pe->last_err[0] && !(pe->c && pe->c->st == C_OK)) {
-			PUT(", \"error\": ");
-			char e[600];
-			size_t n = 0;
-			for (const char *s = pe->last_err; *s && n + 3 < sizeof(e); s++) {
-				if (*s == '"' || *s == '\\')
-					e[n++] = '\\';
-				e[n++] = (char)((unsigned char)*s < 0x20 ? ' ' : *s);
-			}
-			e[n] = '\0';
-			PUT("\"%s\"", e);
-		}
-		PUT("}");
 	}
-	PUT("]");
-	/* the names of --peers and --peers-file (the reply has 2 KiB: only when
-	 * there are names, their error only when there is one) */
+	putf(&o, "]");
+	/* the names of --peers and --peers-file (only when there are names, their
+	 * error only when there is one) */
 	for (int i = 0; i < r->nanswers; i++) {
 		const struct peer_answer *a = &r->answers[i];
-		PUT("%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
-		    a->host, a->n);
+		putf(&o, "%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
+		     a->host, a->n);
 		if (a->gai)
-			PUT(", \"error\": \"%s\"", gai_strerror(a->gai));
-		PUT("}%s", i == r->nanswers - 1 ? "]" : "");
+			putf(&o, ", \"error\": \"%s\"", gai_strerror(a->gai));
+		putf(&o, "}%s", i == r->nanswers - 1 ? "]" : "");
 	}
-	PUT(", \"lent_jobs\": [");
+	putf(&o, ", \"lent_jobs\": [");
 	first = 1;
 	for (int i = 0; i < MAX_LJOBS; i++) {
 		const struct ljob *l = &r->ljobs[i];
 		if (!l->used)
 			continue;
-		PUT("%s{\"job\": \"%016" PRIx64 "\", \"home\": \"%s\", \"workers\": %u}",
-		    first ? "" : ", ", l->token, l->home_addr, l->n);
+		putf(&o, "%s{\"job\": \"%016" PRIx64 "\", \"home\": \"%s\", \"workers\": %u}",
+		     first ? "" : ", ", l->token, l->home_addr, l->n);
 		first = 0;
 	}
-	PUT("]}");
-#undef PUT
+	putf(&o, "]}");
+}
+
+/* The peers' families (Prometheus text): one sample per peer of each. */
+static size_t r_metrics_text(struct gm_remote *r, char *buf, size_t len)
+{
+	static const char *const fam[][2] = {
+	    {"goldminer_peer_up", "1 while the peer is connected and heard from within 1 s."},
+	    {"goldminer_peer_heard_ms_ago", "Milliseconds since the peer's last message."},
+	    {"goldminer_peer_lendable_cores", "Cores the peer says it can lend (its heartbeat)."},
+	    {"goldminer_peer_lendable_img_per_s",
+	     "Images/s the peer says it can lend (0: it has no job to measure)."},
+	    {"goldminer_peer_workers_lent_to_us", "Workers the peer says it runs for our jobs."},
+	    {"goldminer_peer_workers_lent_by_us", "Workers this agent runs for the peer's jobs."},
+	};
+	struct jout o = {.buf = buf, .len = len};
+	int64_t now = now_ms();
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		putf(&o, "# HELP %s %s\n# TYPE %s gauge\n", fam[f][0], fam[f][1], fam[f][0]);
+		for (int p = 0; p < r->npeers; p++) {
+			const struct peer *pe = &r->peers[p];
+			if (!pe->used)
+				continue;
+			bool up = pe->c && pe->c->st == C_OK;
+			struct m_beat b = up ? pe->c->beat : (struct m_beat){0};
+			uint32_t by_us = 0;
+			for (int i = 0; i < MAX_LJOBS; i++)
+				if (r->ljobs[i].used && r->ljobs[i].home &&
+				    gm_remote_peer_of(r, r->ljobs[i].home) == p)
+					by_us += r->ljobs[i].n;
+			double v[] = {up && !pe->down,	 up ? (double)(now - pe->c->heard_ms) : -1,
+				      b.mcores / 1000.0, b.mcores / 1000.0 * b.rate,
+				      b.for_you,	 by_us};
+			putf(&o, "%s{peer=\"%s\"} %.6g\n", fam[f][0], pe->addr, v[f]);
+		}
+	}
+	return o.off < len ? o.off : len;
 }
 
 static const struct gm_remote_ops ops = {
@@ -217,8 +297,10 @@ static const struct gm_remote_ops ops = {
     .job_want = gm_remote_home_want,
     .job_info = gm_remote_home_info,
     .set_lendable = r_set_lendable,
+    .set_capacity = r_set_capacity,
     .lent = r_lent,
     .status_json = r_status_json,
+    .metrics_text = r_metrics_text,
     .worker_main = gm_remote_worker_main,
     .lend_check_main = gm_remote_lend_check_main,
     .reload = gm_remote_agent_reload,

@@ -12,9 +12,13 @@
  * fake tree in tests, as in cgroup.h); with a root given the process's own
  * affinity is not asked (it is the real process's, not the tree's). Nothing is
  * cached and nothing fails: a file missing or malformed counts as no limit.
+ * It also says whether a process of the host is stopped (gm_host_stopped).
  */
 #ifndef GOLDMINER_HOST_H
 #define GOLDMINER_HOST_H
+
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* The host's CPUs, each figure 0 when it sets no limit. */
 struct gm_host_cpu {
@@ -29,5 +33,12 @@ struct gm_host_cpu {
 /* Fill *h for this process (root as above), with the operator's limit cpus
  * (0: none). */
 void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h);
+
+/* Whether process pid of this host is stopped by a signal (SIGSTOP, SIGTSTP:
+ * state T in root/proc/PID/stat, read after the last ')' of its name, which may
+ * hold anything). Not a tracer's stop (t): a debugger or strace holds it, and
+ * someone is looking at it. false when the file cannot be read or parsed. (A
+ * lender watches its lent workers with it: core/remote/lender.c.) */
+bool gm_host_stopped(const char *root, pid_t pid);
 
 #endif

@@ -151,4 +151,18 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 			  const struct gm_policy_borrow_out *out, char *buf, size_t len);
 
+/* A peer as a lender to one home, from its last heartbeat: the cores it can
+ * lend that home (0: none, or not heard) and the workers (each at most a
+ * core; what it lends other homes taken out). */
+struct gm_policy_lender {
+	double cores;
+	uint32_t workers;
+};
+
+/* Spread want remote workers over n lenders, the idlest first (see policy.c):
+ * ask[i] the workers to ask lender i for (ask[n], written), never more than
+ * its workers; a lender without cores gets none. Returns the workers placed
+ * (<= want; the rest no lender has room for). Pure, thread-safe. */
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask);
+
 #endif

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     3
+#define GM_REMOTE_ABI	     4
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -89,6 +89,13 @@ struct gm_remote_job_info {
 	uint64_t fenced;   /* messages of a lease no longer held, dropped */
 	double rate;	   /* img/s delivered by remote workers over the last tick */
 	double per_worker; /* ... per remote worker (0: not measured) */
+	/* why it has fewer than it asked for, now: peers that refuse the job
+	 * (busy indexing others; no --lend-root covers its dataset; the dataset
+	 * refused there: differs, too large, slow, its options), workers peers
+	 * granted short of their share or no peer has room for (capacity) */
+	uint32_t refused_busy, refused_root, refused_dataset, short_capacity;
+	uint64_t lends, refusals; /* LENDs sent, refusals received (all time) */
+	char why[512];		  /* the same in words, per peer ("" when it has all) */
 };
 
 /* The plugin's functions (dlsym "gm_remote_plugin"). */
@@ -112,9 +119,16 @@ struct gm_remote_ops {
 	void (*job_info)(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *out);
 	/* peer side: how many workers this agent may lend now (its idle budget) */
 	void (*set_lendable)(struct gm_remote *r, uint32_t workers);
+	/* ... and what that is worth, told to the peers in every heartbeat: the
+	 * cores its own jobs leave idle (whatever it lends now) and what one core
+	 * makes of their images (img/s, 0: not measured) */
+	void (*set_capacity)(struct gm_remote *r, double cores, double img_per_core);
 	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
 	/* the peers and lent jobs as JSON members (no braces), into buf */
 	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
+	/* the peers in the Prometheus text format (families goldminer_peer_*, label
+	 * peer="ADDR:PORT"), into buf; the bytes written (at most len) */
+	size_t (*metrics_text)(struct gm_remote *r, char *buf, size_t len);
 	/* `goldminer node --remote-worker FD`: run one remote worker (a process the
 	 * agent exec'ed) until retired or cut off. 0, or -errno (said on stderr). */
 	int (*worker_main)(int fd);

@@ -7,7 +7,8 @@
  * against a made-up lease of a made-up dataset index, its LENT parse, the
  * lender's LEND parse and --lend-root match (lendroot.h) with the request's
  * options checked as its check process does (gm_pool_check), a remote
- * worker's LEASE parse. What passes is then landed the way the receiver lands
+ * worker's LEASE parse, an agent's BEAT (after one numbered by the prefix's
+ * nsub byte). What passes is then landed the way the receiver lands
  * it, into buffers of exactly the lease's size (so that ASan sees a byte
  * outside them).
  *
@@ -233,6 +234,19 @@ static void on_lend(const struct m_lend *m, const uint8_t *data, size_t len)
 		refused(e, sizeof(e));
 }
 
+/* An agent: a peer's heartbeat, after one numbered last. */
+static void on_beat(const struct m_beat *b, uint64_t last)
+{
+	char why[200] = "";
+	if (!gm_remote_check_beat(b, last, why, sizeof(why))) {
+		refused(why, sizeof(why));
+		return;
+	}
+	if (b->seq <= last || b->mcores > BEAT_MAX_MCORES || b->slots > BEAT_MAX_WORKERS ||
+	    b->lent > BEAT_MAX_WORKERS || b->for_you > b->lent || b->rate > BEAT_MAX_RATE || b->pad)
+		abort(); /* let through what it must not */
+}
+
 /* A remote worker: the home's reply to its claim. */
 static void on_lease(const struct job *j, const struct m_lease *l, const uint8_t *data, size_t len)
 {
@@ -272,7 +286,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const size_t sizes[AM_N] = {
 	    [AM_LEND] = sizeof(struct m_lend),	   [AM_LENT] = sizeof(struct m_lent),
 	    [AM_CLAIM] = sizeof(struct m_claim),   [AM_LEASE] = sizeof(struct m_lease),
-	    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish)};
+	    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish),
+	    [AM_BEAT] = sizeof(struct m_beat)};
 	if (id < 1 || id >= AM_N || !sizes[id] || hlen != sizes[id] || !handshaken ||
 	    (rndv && id != AM_SAMPLE) ||
 	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH))
@@ -284,6 +299,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct m_lease lease;
 		struct m_sample sample;
 		struct m_publish pub;
+		struct m_beat beat;
 	} h;
 	memcpy(&h, hdr, hlen); /* conn.c: the header to aligned memory */
 	struct job j;
@@ -303,6 +319,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case AM_PUBLISH:
 		on_publish(&j, &h.pub, pay, len);
+		break;
+	case AM_BEAT:
+		on_beat(&h.beat, data[6]);
 		break;
 	default: /* CLAIM: no value in it */
 		break;
@@ -427,6 +446,15 @@ int main(int argc, char **argv)
 	seed("lease-none", AM_LEASE, ok, B, N, 0, 0, &ls, sizeof(ls), NULL, 0);
 	ls.status = -ENODATA;
 	seed("lease-no-more", AM_LEASE, ok, B, N, 0, 0, &ls, sizeof(ls), NULL, 0);
+
+	struct m_beat bt = {
+	    .seq = 5, .mcores = 750, .slots = 1, .lent = 2, .for_you = 1, .rate = 900};
+	seed("beat", AM_BEAT, ok, B, N, 4, 0, &bt, sizeof(bt), NULL, 0);
+	seed("beat-stale", AM_BEAT, ok, B, N, 5, 0, &bt, sizeof(bt), NULL, 0);
+	bt.for_you = 3;
+	seed("beat-more-for-us-than-lent", AM_BEAT, ok, B, N, 0, 0, &bt, sizeof(bt), NULL, 0);
+	bt = (struct m_beat){.seq = 1, .mcores = UINT32_MAX};
+	seed("beat-cores-past-limit", AM_BEAT, ok, B, N, 0, 0, &bt, sizeof(bt), NULL, 0);
 
 	struct m_hello he = {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_AGENT};
 	seed("hello-over-ucx", AM_HELLO, ok, B, N, 0, 0, &he, sizeof(he), NULL, 0);
