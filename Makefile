@@ -12,6 +12,7 @@
 #   make CUDA=0     build without the CUDA runtime (pinning skipped)
 #   make UCX=0      build without UCX (no remote-workers plugin; the UCX tests skip)
 #   make clean      remove every build folder (build, build-san, build-tsan, ...)
+#   make WERROR=1   warnings are errors (CI)
 # Objects depend on $(B)/build-flags, which records the flags they are built with:
 # a change of CC, CFLAGS, LDFLAGS, CUDA, UCX or a library's flags rebuilds them.
 
@@ -26,6 +27,12 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread -DGM_VERSION='"$(VERSION)"'
+# WERROR=1 (CI sets it in the environment): warnings are errors. A variable of its
+# own, not CFLAGS in the environment: make would export CFLAGS to its sub-makes
+# with the flags below already added, and they would add them again.
+ifeq ($(WERROR),1)
+override CFLAGS += -Werror
+endif
 PKG_CONFIG ?= pkg-config
 PKGS := liburing libjpeg
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
