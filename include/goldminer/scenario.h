@@ -1,0 +1,98 @@
+/*
+ * scenario.h - a small cluster of hosts whose cores are known (fractions of a
+ * core allowed) and jobs pinned to their home host, each with a consumer that
+ * takes a given rate: the cluster experiment of tests/bench/bench-cluster.sh, read
+ * from the file that experiment runs (format: traces/README.md, "Scenarios"), and
+ * simulated with lending off (every job decodes on its home's cores) and on (a
+ * job short of its consumer's rate borrows the idle cores of other hosts).
+ *
+ * What it models: CPU only. Each host's cores are shared max-min fairly among
+ * the jobs homed there (a fair CPU scheduler among their processes), a local
+ * image costs its home local_us of CPU (decode and the trainer's take), a remote
+ * one remote_home_us on the home (receive and take) and remote_lender_us on a
+ * lender (decode and send): the three per-image costs are measured on the real
+ * path by the bench. Lenders' own jobs come first; what they leave idle is one
+ * pool the short jobs share max-min fairly (the pool does not model which lender
+ * a worker runs on, nor the network). Not modelled: worker counts (a host's
+ * share is fluid), start-up, GPUs (each trainer has its own), queueing. For GPU
+ * clusters replayed from traces, see sim.h.
+ */
+#ifndef GOLDMINER_SCENARIO_H
+#define GOLDMINER_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_SCEN_MAX_NODES  64		/* hosts in a scenario */
+#define GM_SCEN_MAX_JOBS   100000	/* jobs in a scenario */
+#define GM_SCEN_MAX_CORES  100000.0	/* cores of one host */
+#define GM_SCEN_MAX_TIME   3155760000.0 /* s: a submit (100 years) */
+#define GM_SCEN_MAX_IMAGES 1e12		/* images of one job */
+#define GM_SCEN_MAX_RATE   1e9		/* img/s of one consumer */
+#define GM_SCEN_MAX_COST   1e9		/* us of CPU per image */
+#define GM_SCEN_NAME	   32		/* bytes of a name, with its NUL */
+
+struct gm_scen_node {
+	char name[GM_SCEN_NAME];
+	double cores; /* > 0 */
+};
+
+struct gm_scen_job {
+	char name[GM_SCEN_NAME];
+	uint32_t home; /* node index */
+	double submit; /* s */
+	double images; /* > 0 */
+	double rate;   /* img/s its consumer takes; 0: greedy (as fast as fed) */
+	uint32_t line; /* in the file */
+};
+
+struct gm_scenario {
+	struct gm_scen_node *node;
+	uint32_t nnodes;
+	struct gm_scen_job *job; /* sorted by submit (ties in file order) */
+	size_t njobs;
+	/* CPU seconds per image: local (home), remote on the home, remote on a lender */
+	double local_cpu, remote_home_cpu, remote_lender_cpu;
+};
+
+/* One job's outcome. */
+struct gm_scen_result {
+	double end, jct; /* s: its finish, and finish - submit */
+	double bound;	 /* images / rate: its JCT at its consumer's rate (0: greedy) */
+	double remote;	 /* images remote workers sent it */
+};
+
+struct gm_scen_summary {
+	size_t jobs;
+	double avg_jct, bound_avg_jct, makespan, remote_images;
+	/*
+	 * GPU utilisation: delivered / demanded, time-weighted over the running jobs
+	 * with a rate (integral of sum x_j / rate_j over the integral of their count);
+	 * since a job runs from its submit to its end, it equals the sum of their bounds
+	 * over the sum of their JCTs (tests/test_scenario.c checks it).
+	 */
+	double gpu_util;
+	uint64_t events;
+};
+
+/*
+ * Read a scenario file. Returns 0 and *out; -errno when it cannot be read,
+ * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
+ * number out of its range above, a job whose home is not a node, a duplicate
+ * name, a missing cost), -ENOMEM.
+ */
+int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
+
+/* Free; NULL does nothing. */
+void gm_scenario_destroy(struct gm_scenario *s);
+
+/*
+ * Simulate s with lending off (0) or on (1): res[k] for s->job[k] (njobs entries)
+ * and *sum. Deterministic. Returns 0; -EINVAL for a scenario out of the ranges
+ * above (err says which), -ENOMEM, -EDEADLK should jobs be left with no event
+ * (cannot happen with cores > 0; it stops rather than loop).
+ */
+int gm_scenario_run(const struct gm_scenario *s, int lending, struct gm_scen_result *res,
+		    struct gm_scen_summary *sum, char *err, size_t errlen);
+
+#endif
