@@ -16,15 +16,21 @@
  *      job j wanting rate_j * local_cpu (greedy: unbounded); it runs at its
  *      share / local_cpu.
  *   2. Lending on: the hosts without a short job (one below its rate) lend what
- *      their own jobs leave idle, a pool of idle / remote_lender_cpu images/s
- *      (own jobs first: a guest never slows them). A short job with home share s
- *      taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu,
- *      so while receiving is cheaper than decoding it wants m* = (rate local_cpu -
- *      s) / (local_cpu - remote_home_cpu), at most s / remote_home_cpu (all
- *      remote). The pool is water-filled over those wants; the home's cores are
- *      then water-filled again with each job's new need (m remote_home_cpu +
- *      (rate - m) local_cpu) and the wants recomputed, until the shares settle.
- * Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
+ *      their own jobs leave idle (own jobs first: a guest never slows them), in
+ *      as many workers as their worker budget leaves beside their own running
+ *      jobs, each using at most a core and sending at most worker_rate. A short job with home share
+ * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of a core
+ * or more it wants the least m that meets its rate, m* = (rate local_cpu - s) / (local_cpu -
+ * remote_home_cpu) while receiving is cheaper than decoding; on a home of less than a core it wants
+ * all its images remote and, once any come, runs at m alone, as the agent does there (core/node.c:
+ * such a host runs no local worker for a job that remote workers feed), which can be slower than
+ * lending off where the pool is thin; at most s / remote_home_cpu either way. Lent workers go whole
+ * to the short jobs in submit order (first asked, first served), each job taking workers until they
+ * cover its want; the home's cores are then water-filled again with each job's new need (m
+ * remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the shares settle.
+ * A job starts consuming start_s after its submit (its process starts, opens the
+ * dataset and attaches: measured by the bench); meanwhile it demands and gets
+ * nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
  * thousands of jobs, not for trace replays.
  */
 #include <errno.h>
@@ -38,7 +44,7 @@
 #include "goldminer/util.h"
 
 #define SCEN_MAGIC  "# goldminer-scenario v1"
-#define SCEN_ROUNDS 64 /* lending on: rounds of (pool, home) water-filling at most */
+#define SCEN_ROUNDS 64 /* lending on: rounds of (workers, home) allocation at most */
 
 /* ---- reading ---- */
 
@@ -87,19 +93,23 @@ static bool job_named(const struct gm_scenario *s, const char *name)
 	return false;
 }
 
-/* "node NAME CORES": NULL or what is wrong. */
+/* "node NAME CORES [WORKERS]": NULL or what is wrong. */
 static const char *add_node(struct gm_scenario *s, char **f, int nf)
 {
-	double cores;
-	if (nf != 3)
-		return "want node<TAB>NAME<TAB>CORES";
+	double cores, w;
+	if (nf != 3 && nf != 4)
+		return "want node<TAB>NAME<TAB>CORES[<TAB>WORKERS]";
 	if (!name_ok(f[1]) || node_index(s, f[1]) >= 0)
 		return "node name missing, longer than 31 bytes, with a space or '#', or repeated";
 	if (!num_in(f[2], 1e-6, GM_SCEN_MAX_CORES, &cores))
 		return "cores must be a number in 0.000001..100000 (fractions allowed)";
+	w = ceil(cores);
+	if (nf == 4 && (!num_in(f[3], 1, GM_SCEN_MAX_CORES, &w) || w != floor(w)))
+		return "workers (the agent's worker budget) must be a whole number 1..100000";
 	if (s->nnodes == GM_SCEN_MAX_NODES)
 		return "more than 64 nodes";
 	snprintf(s->node[s->nnodes].name, GM_SCEN_NAME, "%s", f[1]);
+	s->node[s->nnodes].workers = (uint32_t)w;
 	s->node[s->nnodes++].cores = cores;
 	return NULL;
 }
@@ -130,7 +140,8 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 	return NULL;
 }
 
-/* "cost NAME US": NULL or what is wrong; *seen gets the cost's bit. */
+/* "cost NAME US" (remote_worker_img_s: img/s; start_s: s): NULL or what is wrong;
+ * *seen gets the cost's bit. */
 static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *seen)
 {
 	static const char *const names[3] = {"local_us", "remote_home_us", "remote_lender_us"};
@@ -138,6 +149,22 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 	double us;
 	if (nf != 3)
 		return "want cost<TAB>NAME<TAB>MICROSECONDS";
+	if (!strcmp(f[1], "remote_worker_img_s")) {
+		if (*seen & 8u)
+			return "this cost is given twice";
+		if (!num_in(f[2], 1e-3, GM_SCEN_MAX_RATE, &s->worker_rate))
+			return "remote_worker_img_s must be 0.001..1e9 img/s";
+		*seen |= 8u;
+		return NULL;
+	}
+	if (!strcmp(f[1], "start_s")) {
+		if (*seen & 16u)
+			return "this cost is given twice";
+		if (!num_in(f[2], 0, 3600, &s->start_s))
+			return "start_s must be 0..3600 s";
+		*seen |= 16u;
+		return NULL;
+	}
 	for (int k = 0; k < 3; k++) {
 		if (strcmp(f[1], names[k]))
 			continue;
@@ -149,7 +176,8 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		*seen |= 1u << k;
 		return NULL;
 	}
-	return "unknown cost (local_us, remote_home_us, remote_lender_us)";
+	return "unknown cost (local_us, remote_home_us, remote_lender_us, remote_worker_img_s, "
+	       "start_s)";
 }
 
 /* One line (no newline); NULL or what is wrong. */
@@ -195,7 +223,7 @@ static int read_file(struct gm_scenario *s, FILE *f, const char *path, char *err
 	free(line);
 	if (!why && (!s->nnodes || !s->njobs))
 		why = "no node or no job";
-	else if (!why && seen != 7)
+	else if (!why && (seen & 7) != 7)
 		why = "the three costs local_us, remote_home_us and remote_lender_us are needed";
 	if (why) {
 		gm_errf(err, errlen, "%s:%u: %s", path, lineno, why);
@@ -248,11 +276,13 @@ void gm_scenario_destroy(struct gm_scenario *s)
 
 struct run {
 	const struct gm_scenario *s;
-	double *left, *x, *m, *share; /* per job: images left, rate, of it remote, home CPU */
-	double *need;		      /* per job: CPU or pool it wants (INFINITY: unbounded) */
-	uint8_t *state;		      /* 0 pending, 1 running, 2 done */
-	bool *isshort;		      /* below its rate with lending off */
-	uint32_t *act, nact;	      /* running jobs */
+	double *left, *x, *m, *share;	/* per job: images left, rate, of it remote, home CPU */
+	double *need;			/* per job: home CPU it wants (INFINITY: unbounded) */
+	uint8_t *state;			/* 0 pending, 1 running, 2 done */
+	bool *isshort;			/* below its rate with lending off */
+	uint32_t *act, nact;		/* running jobs */
+	uint32_t lw[GM_SCEN_MAX_NODES]; /* lending on: workers each node can lend now */
+	double lcap[GM_SCEN_MAX_NODES]; /* and the img/s its idle cores give them in all */
 	struct wf {
 		double d;
 		uint32_t j;
@@ -301,23 +331,44 @@ static double fill_node(struct run *r, uint32_t nd)
 	return r->s->node[nd].cores > used ? r->s->node[nd].cores - used : 0;
 }
 
+/*
+ * Job j takes m > 0 images/s remotely on a home of less than a core: as the agent
+ * does there (core/node.c, fed_remotely), it then runs no local worker.
+ */
+static bool fed_only(const struct run *r, uint32_t j, double m)
+{
+	return m > 0 && r->s->node[r->s->job[j].home].cores < 1;
+}
+
 /* A job's home CPU need, given the m images/s it takes remotely. */
 static double home_need(const struct run *r, uint32_t j, double m)
 {
 	const struct gm_scenario *s = r->s;
 	double rate = s->job[j].rate;
+	if (fed_only(r, j, m))
+		return m * s->remote_home_cpu;
 	if (!(rate > 0))
 		return INFINITY;
 	return m * s->remote_home_cpu + (rate > m ? rate - m : 0) * s->local_cpu;
 }
 
-/* Lending off: every host alone. Returns the pool lenders offer (images/s). */
+/* The most img/s one lent worker sends: a core's worth, or worker_rate. */
+static double worker_cap(const struct gm_scenario *s)
+{
+	double per = 1 / s->remote_lender_cpu;
+	return s->worker_rate > 0 && s->worker_rate < per ? s->worker_rate : per;
+}
+
+/* Lending off: every host alone; then what each could lend (r->lw, r->lcap).
+ * Returns the img/s all lenders could send. */
 static double alloc_local(struct run *r)
 {
 	const struct gm_scenario *s = r->s;
 	double pool = 0;
 	bool has_short[GM_SCEN_MAX_NODES] = {false};
-	double idle[GM_SCEN_MAX_NODES];
+	uint32_t own[GM_SCEN_MAX_NODES] = {0};
+	double idle[GM_SCEN_MAX_NODES] = {0};
+	const double per = worker_cap(s);
 
 	for (uint32_t k = 0; k < r->nact; k++)
 		r->need[r->act[k]] = home_need(r, r->act[k], 0), r->m[r->act[k]] = 0;
@@ -329,38 +380,71 @@ static double alloc_local(struct run *r)
 		r->isshort[j] = !(s->job[j].rate > 0) || r->x[j] < s->job[j].rate * (1 - 1e-9);
 		if (r->isshort[j])
 			has_short[s->job[j].home] = true;
+		own[s->job[j].home]++;
 	}
-	for (uint32_t nd = 0; nd < s->nnodes; nd++)
-		if (!has_short[nd])
-			pool += idle[nd] / s->remote_lender_cpu;
+	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* its budget less its own jobs' */
+		uint32_t w = s->node[nd].workers;
+		r->lw[nd] = has_short[nd] || w <= own[nd] ? 0 : w - own[nd];
+		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
+		pool += fmin(r->lcap[nd], r->lw[nd] * per);
+	}
 	return pool;
 }
 
-/* The remote images/s short job j wants with home CPU share sh. */
+/* The remote images/s short job j wants with home CPU share sh: all its images on
+ * a home of less than a core, else the least that meets its rate. */
 static double remote_want(const struct run *r, uint32_t j, double sh)
 {
 	const struct gm_scenario *s = r->s;
 	double all = sh / s->remote_home_cpu, rate = s->job[j].rate, w;
 	if (!(rate > 0))
 		return all;
+	if (s->node[s->job[j].home].cores < 1)
+		return rate < all ? rate : all;
 	w = (rate * s->local_cpu - sh) / (s->local_cpu - s->remote_home_cpu);
 	w = w < all ? w : all;
 	return w > 0 ? w : 0;
 }
 
-/* Lending on: rounds of pool then home water-filling until the shares settle. */
-static void alloc_lend(struct run *r, double pool)
+/*
+ * The lent workers to the short jobs, whole: in submit order (first asked, first
+ * served; a lent worker is not taken back for a later job), each takes workers,
+ * lender after lender, until they cover its want; a worker sends min(worker_cap,
+ * what its lender's idle cores have left) and serves one job only.
+ */
+static void assign_workers(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	const double per = worker_cap(s);
+	uint32_t nd = 0, left = r->lw[0];
+	double cap = r->lcap[0];
+
+	for (size_t j = 0; j < s->njobs; j++) { /* job index = submit order */
+		if (r->state[j] != 1 || !r->isshort[j])
+			continue;
+		double want = remote_want(r, (uint32_t)j, r->share[j]), got = 0;
+		while (want - got > 1e-9 * want && nd < s->nnodes) {
+			if (!left || !(cap > 1e-12)) {
+				if (++nd < s->nnodes)
+					left = r->lw[nd], cap = r->lcap[nd];
+				continue;
+			}
+			double c = fmin(per, cap); /* the whole worker goes to job j */
+			got += c;
+			cap -= c;
+			left--;
+		}
+		r->m[j] = fmin(want, got);
+	}
+}
+
+/* Lending on: rounds of workers then home water-filling until the shares settle. */
+static void alloc_lend(struct run *r)
 {
 	const struct gm_scenario *s = r->s;
 	for (int round = 0; round < SCEN_ROUNDS; round++) {
-		uint32_t n = 0;
 		double moved = 0;
-		for (uint32_t k = 0; k < r->nact; k++) {
-			uint32_t j = r->act[k];
-			if (r->isshort[j])
-				r->wf[n++] = (struct wf){remote_want(r, j, r->share[j]), j};
-		}
-		water_fill(r, n, pool, r->m);
+		assign_workers(r);
 		for (uint32_t k = 0; k < r->nact; k++) {
 			uint32_t j = r->act[k];
 			r->need[j] = home_need(r, j, r->isshort[j] ? r->m[j] : 0);
@@ -383,13 +467,15 @@ static void allocate(struct run *r, int lending)
 	double pool = alloc_local(r);
 	if (!lending || !(pool > 0) || !(s->remote_home_cpu < s->local_cpu))
 		return;
-	alloc_lend(r, pool);
+	alloc_lend(r);
 	for (uint32_t k = 0; k < r->nact; k++) {
 		uint32_t j = r->act[k];
 		double sh = r->share[j], m = r->isshort[j] ? r->m[j] : 0, x;
 		if (m * s->remote_home_cpu > sh)
 			m = sh / s->remote_home_cpu; /* the home cannot receive more */
-		x = m + (sh - m * s->remote_home_cpu) / s->local_cpu;
+		x = m;
+		if (!fed_only(r, j, m))
+			x += (sh - m * s->remote_home_cpu) / s->local_cpu;
 		if (s->job[j].rate > 0 && x > s->job[j].rate)
 			x = s->job[j].rate;
 		r->m[j] = m;
@@ -440,7 +526,8 @@ static int check(const struct gm_scenario *s, char *err, size_t errlen)
 		  s->njobs <= GM_SCEN_MAX_JOBS && s->local_cpu > 0 && s->remote_home_cpu > 0 &&
 		  s->remote_lender_cpu > 0 && s->local_cpu <= GM_SCEN_MAX_COST / 1e6 &&
 		  s->remote_home_cpu <= GM_SCEN_MAX_COST / 1e6 &&
-		  s->remote_lender_cpu <= GM_SCEN_MAX_COST / 1e6;
+		  s->remote_lender_cpu <= GM_SCEN_MAX_COST / 1e6 && s->start_s >= 0 &&
+		  s->start_s <= 3600 && s->worker_rate >= 0;
 	for (uint32_t i = 0; ok && i < s->nnodes; i++)
 		ok = s->node[i].cores > 0 && s->node[i].cores <= GM_SCEN_MAX_CORES;
 	for (size_t k = 0; ok && k < s->njobs; k++) {
@@ -505,22 +592,27 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 		char *err, size_t errlen)
 {
 	const struct gm_scenario *s = r->s;
-	size_t next = 0, done = 0;
+	size_t next = 0, sub = 0, done = 0; /* [next, sub): submitted, starting up */
 	double t = 0, num = 0, den = 0;
 
 	while (done < s->njobs) {
-		while (next < s->njobs && s->job[next].submit <= t) {
+		while (sub < s->njobs && s->job[sub].submit <= t)
+			sub++;
+		while (next < sub && s->job[next].submit + s->start_s <= t) {
 			r->state[next] = 1;
 			r->act[r->nact++] = (uint32_t)next++;
 		}
 		allocate(r, lending);
-		double ta = next < s->njobs ? s->job[next].submit : INFINITY;
-		double tn = fmin(ta, t + soonest_finish(r));
+		double ta = sub < s->njobs ? s->job[sub].submit : INFINITY;
+		double tr = next < sub ? s->job[next].submit + s->start_s : INFINITY;
+		double tn = fmin(fmin(ta, tr), t + soonest_finish(r));
 		if (!isfinite(tn)) {
 			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
 				s->njobs - done);
 			return -EDEADLK;
 		}
+		for (size_t k = next; k < sub; k++) /* starting: demanded, nothing delivered */
+			den += s->job[k].rate > 0 ? tn - t : 0;
 		advance(r, tn - t, res, &num, &den);
 		t = tn;
 		finish(r, t, res, &done);

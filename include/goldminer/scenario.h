@@ -11,11 +11,15 @@
  * image costs its home local_us of CPU (decode and the trainer's take), a remote
  * one remote_home_us on the home (receive and take) and remote_lender_us on a
  * lender (decode and send): the three per-image costs are measured on the real
- * path by the bench. Lenders' own jobs come first; what they leave idle is one
- * pool the short jobs share max-min fairly (the pool does not model which lender
- * a worker runs on, nor the network). Not modelled: worker counts (a host's
- * share is fluid), start-up, GPUs (each trainer has its own), queueing. For GPU
- * clusters replayed from traces, see sim.h.
+ * path by the bench. Lenders' own jobs come first; what they leave idle goes to
+ * lent workers, as many as their agent's worker budget leaves beside their own
+ * running jobs (one worker each). A lent worker serves one job: the short jobs
+ * take whole workers in submit order (first asked, first served) until their
+ * want is covered. It uses at most one core and sends at most worker_rate
+ * img/s. A job consumes nothing for start_s after its submit (start-up). Not
+ * modelled: the workers of a home's own jobs (its share is fluid), GPUs (each
+ * trainer has its own), queueing. For GPU clusters replayed
+ * from traces, see sim.h.
  */
 #ifndef GOLDMINER_SCENARIO_H
 #define GOLDMINER_SCENARIO_H
@@ -34,7 +38,8 @@
 
 struct gm_scen_node {
 	char name[GM_SCEN_NAME];
-	double cores; /* > 0 */
+	double cores;	  /* > 0 */
+	uint32_t workers; /* its agent's worker budget (default ceil(cores), as --cpus) */
 };
 
 struct gm_scen_job {
@@ -53,6 +58,8 @@ struct gm_scenario {
 	size_t njobs;
 	/* CPU seconds per image: local (home), remote on the home, remote on a lender */
 	double local_cpu, remote_home_cpu, remote_lender_cpu;
+	double worker_rate; /* img/s one lent worker sends at most; 0: its core's worth */
+	double start_s;	    /* s from a job's submit to its first image (0: none) */
 };
 
 /* One job's outcome. */
@@ -66,10 +73,11 @@ struct gm_scen_summary {
 	size_t jobs;
 	double avg_jct, bound_avg_jct, makespan, remote_images;
 	/*
-	 * GPU utilisation: delivered / demanded, time-weighted over the running jobs
-	 * with a rate (integral of sum x_j / rate_j over the integral of their count);
-	 * since a job runs from its submit to its end, it equals the sum of their bounds
-	 * over the sum of their JCTs (tests/test_scenario.c checks it).
+	 * GPU utilisation: delivered / demanded, time-weighted over the submitted jobs
+	 * with a rate (integral of sum x_j / rate_j over the integral of their count,
+	 * start-up included); since a job is counted from its submit to its end, it
+	 * equals the sum of their bounds over the sum of their JCTs
+	 * (tests/test_scenario.c checks it).
 	 */
 	double gpu_util;
 	uint64_t events;
@@ -79,7 +87,7 @@ struct gm_scen_summary {
  * Read a scenario file. Returns 0 and *out; -errno when it cannot be read,
  * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
  * number out of its range above, a job whose home is not a node, a duplicate
- * name, a missing cost), -ENOMEM.
+ * name, a missing cost; remote_worker_img_s and start_s are optional), -ENOMEM.
  */
 int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
 

@@ -76,7 +76,7 @@ port=$((30000 + $$ % 20000))
 NIMG=$(find "$PHOTOS" -type f -iname '*.jp*g' | wc -l)
 
 # The scenario: nodes (index = host number, in file order) and jobs.
-awk -F'\t' '$1 == "node" { print $2, $3 }' "$SCEN" >"$tmp/nodes"
+awk -F'\t' '$1 == "node" { print $2, $3, ($4 != "" ? $4 : $3) }' "$SCEN" >"$tmp/nodes"
 awk -F'\t' '$1 == "job" { print $2, $3, $4, $5, $6 }' "$SCEN" | sort -s -k3,3n >"$tmp/jobs"
 [ "$(wc -l <"$tmp/nodes")" = 3 ] || { echo "cluster: $SCEN: want 3 node lines"; exit 1; }
 host_of() { awk -v n="$1" '$1 == n { print NR }' "$tmp/nodes"; }
@@ -86,19 +86,20 @@ while read -r name home sub img rate; do
 		{ echo "cluster: $SCEN: job $name: $img images is not whole epochs of $NIMG"; exit 1; }
 done <"$tmp/jobs"
 
-# agents MODE: one agent per host under its quota; MODE on gives each the
-# other two as --peers. AGENTS holds their pids.
+# agents MODE: one agent per host under its quota (CORES), with --cpus WORKERS
+# where the node line gives a worker budget (its cores stay the quota: the agent
+# takes the least of --cpus and the quota) and --cpus CORES otherwise; MODE on
+# gives each the other two as --peers. AGENTS holds their pids.
 agents() {
 	AGENTS=
 	i=1
-	while read -r name cores; do
+	while read -r name cores cpus; do
 		peers=
 		if [ "$1" = on ]; then
 			for k in 1 2 3; do
 				[ $k = $i ] || peers="$peers${peers:+,}$(mh_addr $k):$((port + k))"
 			done
 		fi
-		cpus=$cores
 		mh_spawn $i "$cores" "$G" node --cpus "$cpus" --socket "$tmp/$i.sock" \
 			--listen "$(mh_addr $i):$((port + i))" ${peers:+--peers "$peers"} \
 			--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" \
@@ -183,10 +184,11 @@ experiment() {
 }
 
 # calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle), lending
-# MODE; a row of cal.tsv: mode, images, remote images, each host's CPU s, wall s.
+# MODE; a row of cal.tsv: mode, images, remote images, each host's CPU s, wall s,
+# the most remote workers it had at once.
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
 calibrate() {
-	run=cal
+	run="cal"
 	agents "$1" || { stop_agents; return 1; }
 	d="$tmp/cal-$1"
 	mkdir -p "$d"
@@ -196,8 +198,7 @@ calibrate() {
 		--epochs "$2" --quiet >"$d/json" 2>"$d/err"
 	p=$MH_PID
 	while kill -0 "$p" 2>/dev/null; do
-		"$G" node --socket "$tmp/1.sock" --status >"$d/st.new" 2>/dev/null &&
-			mv "$d/st.new" "$d/st"
+		"$G" node --socket "$tmp/1.sock" --status >>"$d/all" 2>/dev/null
 		sleep 0.25
 	done
 	wait "$p" || { echo "cluster: calibration $1 failed:"; cat "$d/err"; }
@@ -205,19 +206,21 @@ calibrate() {
 	t1=$(now)
 	stop_agents
 	img=$(sed -n 's/.*"images": \([0-9]*\).*/\1/p' "$d/json")
-	rem=$(grep -o '"remote_samples": [0-9]*' "$d/st" 2>/dev/null | awk '{ s += $2 } END { print s + 0 }')
-	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1" | awk '{
-		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\n", $1, $2, $3, ($7 - $4) / 1e9,
-			($8 - $5) / 1e9, ($9 - $6) / 1e9, $11 - $10 }' >>"$OUT/cal.tsv"
+	# the most remote samples any poll saw (the last one may come after the detach)
+	rem=$(grep -o '"remote_samples": [0-9]*' "$d/all" 2>/dev/null | awk '$2 > m { m = $2 } END { print m + 0 }')
+	rw=$(grep -o '"remote_workers": [0-9]*' "$d/all" 2>/dev/null | awk '$2 > m { m = $2 } END { print m + 0 }')
+	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1 $rw" | awk '{
+		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\t%d\n", $1, $2, $3, ($7 - $4) / 1e9,
+			($8 - $5) / 1e9, ($9 - $6) / 1e9, $11 - $10, $12 }' >>"$OUT/cal.tsv"
 }
 
 echo "cluster: $SCEN ($(grep -c '^job' "$SCEN") jobs), $RUNS run(s) each way, $NIMG photos," \
-	"hosts $(tr '\n' ' ' <"$tmp/nodes")cores, cgroup $MH_CGROUP; load before: $(uptime | sed 's/.*load/load/')"
+	"hosts (name cores --cpus) $(tr '\n' ' ' <"$tmp/nodes"), cgroup $MH_CGROUP; load before: $(uptime | sed 's/.*load/load/')"
 rc=0
 # the per-image costs on the real path: a greedy trainer on A alone, lending off
 # then on (the remote images it gets cost A receive, B and C decode and send)
 CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo 4)}
-printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\n' >"$OUT/cal.tsv"
+printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\n' >"$OUT/cal.tsv"
 calibrate off "$CAL_EPOCHS" || rc=1
 calibrate on "$CAL_EPOCHS" || rc=1
 echo "cluster: calibration done: $(tail -2 "$OUT/cal.tsv" | tr '\t\n' ' ')"

@@ -69,7 +69,8 @@ for line in open(os.path.join(OUT, "raw.tsv")):
     rows.append(dict(run=int(run), mode=mode, name=name, home=home, submit=float(sub),
                      images=js["images"], rate=float(rate), jct=jct,
                      bound=js["images"] / float(rate) if float(rate) > 0 else 0.0,
-                     img_per_s=js["img_per_s"], remote=rem))
+                     img_per_s=js["img_per_s"], remote=rem,
+                     start=jct - js["wall_s"] + js.get("open_s", 0)))
 with open(os.path.join(OUT, "jobs.tsv"), "w") as f:
     f.write("run\tlending\tjob\thome\tsubmit_s\timages\trate_img_s\tjct_s\tbound_s"
             "\timg_per_s\tremote_images\n")
@@ -130,7 +131,7 @@ if os.path.exists(os.path.join(OUT, "cal.tsv")):
     for line in list(open(os.path.join(OUT, "cal.tsv")))[1:]:
         f = line.split()
         cal[f[0]] = dict(images=int(f[1]), remote=int(f[2]), a=float(f[3]), b=float(f[4]),
-                         c=float(f[5]), wall=float(f[6]))
+                         c=float(f[5]), wall=float(f[6]), workers=int(f[7]) if len(f) > 7 else 0)
 if "off" in cal and "on" in cal and cal["off"]["images"] and cal["on"]["remote"] > 0:
     co, cn = cal["off"], cal["on"]
     Lc = co["a"] / co["images"]
@@ -138,11 +139,55 @@ if "off" in cal and "on" in cal and cal["off"]["images"] and cal["on"]["remote"]
     costs["remote_home_us"] = 1e6 * (cn["a"] - (cn["images"] - cn["remote"]) * Lc) / cn["remote"]
     idle = (co["b"] + co["c"]) / co["wall"]  # B's and C's agents doing nothing, per s
     costs["remote_lender_us"] = 1e6 * (cn["b"] + cn["c"] - idle * cn["wall"]) / cn["remote"]
+    if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
+        costs["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
     say_cal = (f"calibration (greedy trainer on A alone): lending off {co['images'] / co['wall']:.0f}"
                f" img/s, on {cn['images'] / cn['wall']:.0f} img/s with {cn['remote']} of "
-               f"{cn['images']} images remote")
+               f"{cn['images']} images remote, {cn['workers'] or '?'} remote workers at most")
+elif on and "local_us" in costs:
+    # no remote images in the calibration: the lending-on runs instead (A's CPU
+    # less its local images at local_us; B's and C's less their own images)
+    L = costs["local_us"] / 1e6
+    remA = sum(images_on(k, homeA, True) for k in on)
+    if remA > 0:
+        homecpu = sum(use[k][0] for k in on) - L * sum(
+            images_on(k, homeA) - images_on(k, homeA, True) for k in on)
+        lendcpu = sum(use[k][1] + use[k][2] for k in on) - L * sum(
+            images_on(k, n) for k in on for n in NODES[1:])
+        costs["remote_home_us"] = 1e6 * homecpu / remA
+        costs["remote_lender_us"] = 1e6 * lendcpu / remA
+    say_cal = ("calibration: no remote images counted; remote costs from the lending-on "
+               f"runs ({remA} remote images)")
 else:
     say_cal = "calibration: no remote images (no remote costs measured)"
+# what one lent worker sends in the lending-on runs: between two polls of the
+# home's --status, the remote images a job fed by remote workers only (no local
+# worker) received over the remote-worker-seconds it held, pooled over the runs
+# (a lower bound where its trainer took less than the workers could send)
+got, held = 0, 0.0
+for k in on:
+    path = os.path.join(OUT, f"status-{k[0]}-on.txt")
+    prev = {}
+    for line in open(path) if os.path.exists(path) else []:
+        h, t, js = line.split(" ", 2)
+        if h != "1":
+            continue
+        for j in json.loads(js).get("job", []):
+            now = (float(t), j.get("remote_samples", 0), j.get("remote_workers", 0),
+                   j.get("workers", 1))
+            p = prev.get(j["pid"])
+            if p and p[2] > 0 and p[3] == 0 and now[2] > 0:
+                got += now[1] - p[1]
+                held += (now[0] - p[0]) * p[2]
+            prev[j["pid"]] = now
+if held > 0:
+    costs["remote_worker_img_s"] = got / held
+    costs["remote_worker_s"] = held
+
+# start-up: from a trainer's launch to its first image (process start, dataset
+# open, attach): its JCT less the time bench's clock saw it consuming
+if rows:
+    costs["start_s"] = statistics.mean(r["start"] for r in rows)
 with open(os.path.join(OUT, "costs.tsv"), "w") as f:
     f.write("# per-image CPU costs measured in this run (microseconds of CPU per image)\n")
     for k, v in costs.items():
@@ -152,12 +197,18 @@ with open(os.path.join(OUT, "costs.tsv"), "w") as f:
 def simulate(tag, cost):
     """goldminer sim on the scenario with these costs: name -> JCT, and the summaries."""
     path = os.path.join(OUT, f"scenario-{tag}.tsv")
+    done = set()
     with open(os.path.join(OUT, "scenario.tsv")) as src, open(path, "w") as dst:
         for line in src:
             f = line.split("\t")
             if f[0] == "cost" and f[1] in cost:
-                line = f"cost\t{f[1]}\t{cost[f[1]]:.1f}\n"
+                line = f"cost\t{f[1]}\t{cost[f[1]]:.{3 if f[1] == 'start_s' else 1}f}\n"
+                done.add(f[1])
             dst.write(line)
+        for k in ("local_us", "remote_home_us", "remote_lender_us", "remote_worker_img_s",
+                  "start_s"):
+            if k in cost and k not in done:
+                dst.write(f"cost\t{k}\t{cost[k]:.{3 if k == 'start_s' else 1}f}\n")
     out, jct = {}, {}
     for mode in ("off", "on"):
         d = os.path.join(OUT, f"sim-{tag}-{mode}")
@@ -211,8 +262,9 @@ if "off" in per_mode and "on" in per_mode:
                 say(f"  {nm}'s job {j['name']}: {jo:.1f} s off, {jn:.1f} s on "
                     f"({100 * (jn - jo) / jo:+.1f}%; target within +5%)")
 say(say_cal)
-say("per-image CPU (us): " + ", ".join(f"{k} {v:.0f}" for k, v in costs.items()) +
-    f"; committed in the scenario: " + ", ".join(f"{k} {v:.0f}" for k, v in COSTS.items()))
+say("measured costs (us of CPU per image; start_s in s, remote_worker_img_s img/s): " +
+    ", ".join(f"{k} {v:.{2 if k == 'start_s' else 0}f}" for k, v in costs.items()) +
+    "; committed in the scenario: " + ", ".join(f"{k} {v:g}" for k, v in COSTS.items()))
 real = {}
 for r in rows:
     real.setdefault((r["mode"], r["name"]), []).append(r["jct"])
