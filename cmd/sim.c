@@ -59,8 +59,8 @@ enum {
 
 static const struct cmd_opt opts[O_N] = {
     [O_CLUSTER] = {"cluster", "SPEC", 0,
-		   "8x(8gpu,96cpu) (memory optional: 8x(8gpu,24cpu,500gb)), an openb node list "
-		   "or the PAI machine list"},
+		   "8x(8gpu,96cpu) (memory and cores optional: 8x(8gpu,24cpu,500gb,12.5cores)), "
+		   "an openb node list or the PAI machine list"},
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
@@ -79,8 +79,8 @@ static const struct cmd_opt opts[O_N] = {
 		  "(" STR(GM_SIM_REMOTE_COST) ", an assumption until measured)"},
     [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
     [O_CORES] = {"node-cores", "F", 0,
-		 "1-node cluster: its workers time-share F cores, max-min fair (0: a vCPU "
-		 "is a core)"},
+		 "every node's workers time-share F cores, max-min fair (0: a vCPU is a core, "
+		 "or the cluster shape's cores per node, e.g. 3x(1gpu,4cpu,0.75cores))"},
     [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
     [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},
     [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
