@@ -15,13 +15,15 @@
 # the GPU utilisation (delivered / demanded, time-weighted: the sum of the
 # jobs' bounds over the sum of their JCTs, a job's bound being images / its
 # consumer's rate) and the average JCT at the bound; and each host's CPU time
-# (its cgroup), from which the per-image CPU costs the simulator takes are
-# measured in the same run: local_us (a home's CPU per image its own workers
-# decode and its trainer takes, from the lending-off runs), remote_home_us (a
-# home's CPU per image a remote worker sends: A's CPU in the lending-on runs
-# less its local images at local_us, over its remote images) and
-# remote_lender_us (B and C's CPU in those runs less their own images at
-# local_us, over the images they lent).
+# (its cgroup, mh_usage). From these, the costs the simulator takes, measured
+# in the same run (tests/bench/cluster_report.py): local_us (the hosts' CPU per
+# image their own workers decode and their trainers take, lending off);
+# remote_home_us and remote_lender_us from a calibration first (a greedy trainer
+# on A alone, B and C idle, lending off then on: A's CPU less its local images,
+# over the remote ones; B's and C's CPU less their idle agents', over the same),
+# or from the lending-on runs where the calibration counted no remote image;
+# remote_worker_img_s (the remote images a job fed by remote workers alone got
+# per remote-worker-second, lending-on runs); start_s (launch to first image).
 #
 # Then `goldminer sim --scenario` on the same scenario, with the committed costs
 # and with this run's, and the per-job JCT, simulated vs measured. Writes
