@@ -150,6 +150,16 @@ static void test_load_errors_name_file_and_line(void **st)
 	char err[512];
 	assert_int_equal(gm_scenario_load(&s, put("big.tsv", big), err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, ":66: more than 64 nodes"));
+	/* 10,001 jobs */
+	size_t cap = 64 + (GM_SCEN_MAX_JOBS + 1) * 32, n = 0;
+	char *many = malloc(cap);
+	assert_non_null(many);
+	n += (size_t)snprintf(many, cap, HEAD "node\tA\t1\n");
+	for (int i = 0; i <= GM_SCEN_MAX_JOBS; i++)
+		n += (size_t)snprintf(many + n, cap - n, "job\tj%d\tA\t0\t10\t1\n", i);
+	assert_int_equal(gm_scenario_load(&s, put("many.tsv", many), err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "more than 10000 jobs"));
+	free(many);
 	assert_int_equal(gm_scenario_load(&s, "/nonexistent/s.tsv", err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/s.tsv"));
 }

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define GM_SCEN_MAX_NODES  64		/* hosts in a scenario */
-#define GM_SCEN_MAX_JOBS   100000	/* jobs in a scenario */
+#define GM_SCEN_MAX_JOBS   10000	/* jobs in a scenario (each event is O(jobs)) */
 #define GM_SCEN_MAX_CORES  100000.0	/* cores of one host */
 #define GM_SCEN_MAX_TIME   3155760000.0 /* s: a submit (100 years) */
 #define GM_SCEN_MAX_IMAGES 1e12		/* images of one job */
