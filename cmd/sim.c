@@ -19,6 +19,7 @@
 #include "cmd.h"
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
+#include "goldminer/scenario.h"
 #include "goldminer/sim.h"
 #include "goldminer/sim_stats.h"
 #include "goldminer/trace.h"
@@ -26,7 +27,9 @@
 #define STR_(x) #x
 #define STR(x)	STR_(x)
 
-#define SYNOPSIS "goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]"
+#define SYNOPSIS                                                                                   \
+	"goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]\n"                      \
+	"       goldminer sim --scenario FILE [--lending off|on|both] [--out DIR]"
 
 enum {
 	O_CLUSTER,
@@ -48,14 +51,16 @@ enum {
 	O_WORKAT,
 	O_PERSEED,
 	O_VS,
+	O_SCENARIO,
+	O_LENDING,
 	O_HELP,
 	O_N
 };
 
 static const struct cmd_opt opts[O_N] = {
     [O_CLUSTER] = {"cluster", "SPEC", 0,
-		   "8x(8gpu,96cpu) (memory optional: 8x(8gpu,24cpu,500gb)), an openb node list "
-		   "or the PAI machine list"},
+		   "8x(8gpu,96cpu) (memory and cores optional: 8x(8gpu,24cpu,500gb,12.5cores)), "
+		   "an openb node list or the PAI machine list"},
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
@@ -74,8 +79,8 @@ static const struct cmd_opt opts[O_N] = {
 		  "(" STR(GM_SIM_REMOTE_COST) ", an assumption until measured)"},
     [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
     [O_CORES] = {"node-cores", "F", 0,
-		 "1-node cluster: its workers time-share F cores, max-min fair (0: a vCPU "
-		 "is a core)"},
+		 "every node's workers time-share F cores, max-min fair (0: a vCPU is a core, "
+		 "or the cluster shape's cores per node, e.g. 3x(1gpu,4cpu,0.75cores))"},
     [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
     [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},
     [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
@@ -89,6 +94,12 @@ static const struct cmd_opt opts[O_N] = {
     [O_VS] = {"vs", "POLICY[,..]", 0,
 	      "with --seeds: paired per-seed avg JCT ratios of every policy and POLICY, "
 	      "median and bootstrap 95% interval"},
+    [O_SCENARIO] = {"scenario", "FILE", 0,
+		    "instead of --cluster, --trace and --policy: hosts with fractional cores and "
+		    "jobs pinned to a home with a consumer rate (traces/cluster.tsv; "
+		    "scenario.h)"},
+    [O_LENDING] = {"lending", "off|on|both", 0,
+		   "with --scenario: jobs borrow other hosts' idle cores (on) or not (both)"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -202,6 +213,37 @@ static int get_numbers(struct sim_args *a)
 	return 0;
 }
 
+/*
+ * --scenario: only --lending and --out go with it (the rest describe a trace
+ * replay). 0, or -EINVAL after a message and the usage line.
+ */
+static int scenario_args(struct sim_args *a)
+{
+	const char *l = a->val[O_LENDING];
+	if (!a->val[O_SCENARIO]) {
+		cmd_err("sim", "--lending", "add --scenario FILE", "goes with a scenario");
+		goto out_usage;
+	}
+	for (int k = 0; k < O_N; k++)
+		if (a->val[k] && k != O_SCENARIO && k != O_LENDING && k != O_OUT) {
+			char what[40];
+			snprintf(what, sizeof(what), "--%s", opts[k].name);
+			cmd_err("sim", what, "leave it out",
+				"does not go with --scenario (only --lending and --out do)");
+			goto out_usage;
+		}
+	if (l && strcmp(l, "off") && strcmp(l, "on") && strcmp(l, "both")) {
+		cmd_err("sim", "--lending", NULL, "'off', 'on' or 'both', not '%s'", l);
+		goto out_usage;
+	}
+	a->first = !l || strcmp(l, "on") ? 0 : 1; /* lending off .. on */
+	a->last = !l || strcmp(l, "off") ? 1 : 0;
+	return 0;
+out_usage:
+	fprintf(stderr, "usage: " SYNOPSIS "  (goldminer sim --help)\n");
+	return -EINVAL;
+}
+
 /* Parse argv into *a: 0 to run, 1 after printing the help, 2 after a usage error. */
 static int parse_args(struct sim_args *a, int argc, char **argv)
 {
@@ -220,6 +262,8 @@ static int parse_args(struct sim_args *a, int argc, char **argv)
 		cmd_err("sim", ca.pos[0], NULL, "unexpected argument");
 		goto out_usage;
 	}
+	if (a->val[O_SCENARIO] || a->val[O_LENDING])
+		return scenario_args(a) ? 2 : 0;
 	if (!a->val[O_CLUSTER] || !a->val[O_TRACE] || !a->val[O_POLICY]) {
 		cmd_err("sim", NULL, NULL, "--cluster, --trace and --policy are required");
 		goto out_usage;
@@ -429,6 +473,81 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 	return 0;
 }
 
+/* DIR/jobs.tsv and DIR/summary.json of one scenario run; 0 or -1 with err filled. */
+static int write_scenario(const char *dir, const struct gm_scenario *sc,
+			  const struct gm_scen_result *res, const char *json, char *err,
+			  size_t errlen)
+{
+	char path[4200];
+	FILE *f;
+	int bad;
+
+	snprintf(path, sizeof(path), "%s/jobs.tsv", dir);
+	if (!(f = fopen(path, "w")))
+		goto out_err;
+	bad = fprintf(f, "job\thome\tsubmit_s\timages\trate_img_s\tend_s\tjct_s\tbound_s"
+			 "\tremote_images\n") < 0;
+	for (size_t k = 0; k < sc->njobs; k++) {
+		const struct gm_scen_job *j = &sc->job[k];
+		bad |= fprintf(f, "%s\t%s\t%.6g\t%.10g\t%.6g\t%.3f\t%.3f\t%.3f\t%.0f\n", j->name,
+			       sc->node[j->home].name, j->submit, j->images, j->rate, res[k].end,
+			       res[k].jct, res[k].bound, res[k].remote) < 0;
+	}
+	if (fclose(f) || bad)
+		goto out_err;
+	return write_summary(dir, json, err, errlen);
+out_err:
+	snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+	return -1;
+}
+
+/* --scenario: each lending mode asked for, one JSON line each; 0 or -1 with err. */
+static int run_scenario(struct sim_args *a, char *err, size_t errlen)
+{
+	struct gm_scenario *sc = NULL;
+	struct gm_scen_result *res = NULL;
+	const char *out = a->val[O_OUT];
+	int rc = -1;
+
+	if (gm_scenario_load(&sc, a->val[O_SCENARIO], err, errlen))
+		return -1;
+	if (!(res = calloc(sc->njobs, sizeof(*res)))) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	for (int lend = a->first; lend <= a->last; lend++) {
+		struct gm_scen_summary m;
+		char dir[4096], line[1024];
+		if (gm_scenario_run(sc, lend, res, &m, err, errlen))
+			goto out_free;
+		snprintf(line, sizeof(line),
+			 "{\"scenario\":\"%s\",\"lending\":\"%s\",\"jobs\":%zu,\"avg_jct\":%.3f,"
+			 "\"bound_avg_jct\":%.3f,\"gpu_util\":%.4f,\"makespan\":%.3f,"
+			 "\"remote_images\":%.0f,\"events\":%llu}",
+			 a->val[O_SCENARIO], lend ? "on" : "off", m.jobs, m.avg_jct,
+			 m.bound_avg_jct, m.gpu_util, m.makespan, m.remote_images,
+			 (unsigned long long)m.events);
+		printf("%s\n", line);
+		fflush(stdout);
+		if (!out)
+			continue;
+		snprintf(dir, sizeof(dir), a->first != a->last ? "%s/lending-%s" : "%s", out,
+			 lend ? "on" : "off");
+		if ((rc = mkdirs(dir))) {
+			snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+			rc = -1;
+			goto out_free;
+		}
+		if ((rc = write_scenario(dir, sc, res, line, err, errlen)))
+			goto out_free;
+	}
+	rc = 0;
+out_free:
+	free(res);
+	gm_scenario_destroy(sc);
+	return rc;
+}
+
 int gm_cmd_sim(int argc, char **argv)
 {
 	struct sim_args a = {0};
@@ -441,6 +560,12 @@ int gm_cmd_sim(int argc, char **argv)
 	if ((ret = parse_args(&a, argc, argv)))
 		return ret == 1 ? 0 : ret;
 	ret = 1;
+	if (a.val[O_SCENARIO]) {
+		if (run_scenario(&a, err, sizeof(err)))
+			goto out_err;
+		ret = 0;
+		goto out_free;
+	}
 	if (a.val[O_PROFILE]) {
 		if (gm_profile_load(&prof, a.val[O_PROFILE], err, sizeof(err)))
 			goto out_err;

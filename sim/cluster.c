@@ -1,8 +1,8 @@
 /*
  * cluster.c - cluster readers (cluster.h): synthetic shapes, the openb node list
- * and the PAI machine list. GPUs, vCPUs and (where given: a shape's "NNNgb", the
- * openb list's memory) memory are kept; GPU models are ignored (the profile table
- * gives one GPU-bound rate per model class).
+ * and the PAI machine list. GPUs, vCPUs, (where given: a shape's "NNNgb", the
+ * openb list's memory) memory and (a shape's "Fcores") cores are kept; GPU models are ignored (the
+ * profile table gives one GPU-bound rate per model class).
  */
 #include <errno.h>
 #include <math.h>
@@ -15,8 +15,10 @@
 #include "goldminer/cluster.h"
 #include "goldminer/util.h"
 
-/* Append a node: 0, -E2BIG past GM_CLUSTER_MAX_NODES, -ENOMEM. */
-static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu, uint32_t mem)
+/* Append a node (cores 0: a vCPU is a core): 0, -E2BIG past GM_CLUSTER_MAX_NODES,
+ * -ENOMEM. */
+static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cpu, uint32_t mem,
+		    double cores)
 {
 	if (c->n >= GM_CLUSTER_MAX_NODES)
 		return -E2BIG;
@@ -32,11 +34,15 @@ static int add_node(struct gm_cluster *c, uint32_t *cap, uint32_t g, uint32_t cp
 		if (!(b = realloc(c->mem, (size_t)nc * sizeof(uint32_t))))
 			return -ENOMEM;
 		c->mem = b;
+		if (!(b = realloc(c->cores, (size_t)nc * sizeof(double))))
+			return -ENOMEM;
+		c->cores = b;
 		*cap = nc;
 	}
 	c->gpus[c->n] = g;
 	c->cpus[c->n] = cpu;
 	c->mem[c->n] = mem;
+	c->cores[c->n] = cores;
 	c->n++;
 	c->total_gpus += g;
 	c->total_cpus += cpu;
@@ -143,7 +149,7 @@ static int read_nodes(struct gm_cluster *c, const char *path, char *err, size_t 
 			goto out_close;
 		}
 		if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)floor(cpu),
-				   openb ? mem_gb(fld[2]) : 0))) {
+				   openb ? mem_gb(fld[2]) : 0, 0))) {
 			gm_errf(err, errlen, "%s:%u: %s", path, lineno, add_node_error(rc));
 			rc = rc == -E2BIG ? -EBADMSG : rc;
 			goto out_close;
@@ -183,7 +189,61 @@ static bool shape_num(const char **s, uint64_t max, const char *want, uint64_t *
 	return true;
 }
 
-/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)", memory optional: "8x(8gpu,24cpu,500gb)" */
+/*
+ * Cores at *s: digits, optionally '.' and 1..6 more digits, > 0 and at most max,
+ * followed by "cores"; advances *s past them. Malformed or out of range: false.
+ */
+static bool shape_cores(const char **s, double max, double *v)
+{
+	const char *p = *s;
+	uint64_t whole = 0, frac = 0, scale = 1;
+
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if ((whole = whole * 10 + (uint64_t)(*p - '0')) > (uint64_t)max)
+			return false;
+	if (*p == '.') {
+		if (*++p < '0' || *p > '9')
+			return false;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (scale == 1000000)
+				return false; /* more than 6 decimals */
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			scale *= 10;
+		}
+	}
+	*v = (double)whole + (double)frac / (double)scale;
+	if (!(*v > 0) || *v > max || strncmp(p, "cores", 5))
+		return false;
+	*s = p + 5;
+	return true;
+}
+
+/* A shape's optional fields after its vCPUs: ",NNNgb" then ",Fcores", then ')'. */
+static bool shape_tail(const char **s, uint64_t *mem, double *cores)
+{
+	const char *p = *s;
+	*mem = 0;
+	*cores = 0;
+	if (*p == ',' && p[1] >= '0' && p[1] <= '9' && p[1 + strspn(p + 1, "0123456789")] == 'g') {
+		p++;
+		if (!shape_num(&p, GM_CLUSTER_MAX_NODE_MEM, "gb", mem))
+			return false;
+	}
+	if (*p == ',') {
+		p++;
+		if (!shape_cores(&p, GM_CLUSTER_MAX_NODE_CPUS, cores))
+			return false;
+	}
+	if (*p++ != ')')
+		return false;
+	*s = p;
+	return true;
+}
+
+/* "8x(8gpu,96cpu)+2x(0gpu,64cpu)", memory and cores optional, in that order:
+ * "8x(8gpu,24cpu,500gb)", "3x(1gpu,1cpu,0.75cores)" */
 static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t errlen)
 {
 	const char *s = spec;
@@ -191,20 +251,16 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 	int rc;
 
 	for (;;) {
-		uint64_t n, g, cpu, mem = 0;
+		uint64_t n, g, cpu, mem;
+		double cores;
 		if (!shape_num(&s, GM_CLUSTER_MAX_NODES, "x(", &n) || !n ||
 		    !shape_num(&s, GM_CLUSTER_MAX_NODE_GPUS, "gpu,", &g) ||
-		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu", &cpu))
+		    !shape_num(&s, GM_CLUSTER_MAX_NODE_CPUS, "cpu", &cpu) ||
+		    !shape_tail(&s, &mem, &cores))
 			goto bad;
-		if (*s == ',') {
-			s++;
-			if (!shape_num(&s, GM_CLUSTER_MAX_NODE_MEM, "gb)", &mem))
-				goto bad;
-		} else if (*s++ != ')') {
-			goto bad;
-		}
 		for (uint64_t i = 0; i < n; i++)
-			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu, (uint32_t)mem))) {
+			if ((rc = add_node(c, &cap, (uint32_t)g, (uint32_t)cpu, (uint32_t)mem,
+					   cores))) {
 				gm_errf(err, errlen, "%s: %s", spec, add_node_error(rc));
 				return rc == -E2BIG ? -EBADMSG : rc;
 			}
@@ -216,10 +272,11 @@ static int parse_shape(struct gm_cluster *c, const char *spec, char *err, size_t
 bad:
 	gm_errf(err, errlen,
 		"%s: bad cluster shape at '%.32s' (want NxSHAPE[+NxSHAPE...], e.g. "
-		"8x(8gpu,96cpu) or 8x(8gpu,24cpu,500gb), with whole numbers N 1..%u, GPUs "
-		"0..%u, vCPUs 0..%u, GB 0..%u per node)",
+		"8x(8gpu,96cpu), 8x(8gpu,24cpu,500gb) or 3x(1gpu,1cpu,0.75cores), with whole "
+		"numbers N 1..%u, GPUs 0..%u, vCPUs 0..%u, GB 0..%u per node, and cores > 0 "
+		"and <= %u with at most 6 decimals)",
 		spec, s, GM_CLUSTER_MAX_NODES, GM_CLUSTER_MAX_NODE_GPUS, GM_CLUSTER_MAX_NODE_CPUS,
-		GM_CLUSTER_MAX_NODE_MEM);
+		GM_CLUSTER_MAX_NODE_MEM, GM_CLUSTER_MAX_NODE_CPUS);
 	return -EBADMSG;
 }
 
@@ -260,5 +317,6 @@ void gm_cluster_destroy(struct gm_cluster *c)
 	free(c->gpus);
 	free(c->cpus);
 	free(c->mem);
+	free(c->cores);
 	free(c);
 }

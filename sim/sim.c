@@ -387,54 +387,134 @@ static void apply_rate(struct sim *s, uint32_t ji, double r, double busy)
 		ev_cancel(s, ji);
 }
 
+/* The cores node n's workers time-share: --node-cores on every node, else the
+ * cluster's own figure; 0: every vCPU is a core. */
+static double cores_of(const struct sim *s, uint32_t n)
+{
+	if (s->o.node_cores > 0)
+		return s->o.node_cores;
+	return s->c->cores ? s->c->cores[n] : 0;
+}
+
+static int cmp_piece(const void *a, const void *b, void *arg)
+{
+	const struct cpiece *cp = arg;
+	const struct cpiece *x = &cp[*(const uint32_t *)a], *y = &cp[*(const uint32_t *)b];
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* Room for k more pieces; false after sim_fail. */
+static bool piece_room(struct sim *s, size_t k)
+{
+	if (s->ncp + k <= s->cpcap)
+		return true;
+	size_t nc = (s->ncp + k) * 2;
+	void *a = realloc(s->cp, nc * sizeof(*s->cp)), *b;
+	if (a)
+		s->cp = a;
+	if (!a || !(b = realloc(s->cpi, nc * sizeof(uint32_t)))) {
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return false;
+	}
+	s->cpi = b;
+	s->cpcap = nc;
+	return true;
+}
+
 /*
- * --node-cores (1-node clusters): the policy's rates of every running job, then the
- * node's cores shared max-min fairly among the workers (as a fair CPU scheduler
- * shares them among runnable processes). Job j holds a_j workers (its charge) that
- * each want u_j = busy_j / a_j of a core; the level L with sum a_j min(u_j, L) =
- * cores (L = 1 when all fit) gives each job busy_j' = a_j min(u_j, L) and the rate
- * r_j busy_j' / busy_j (on one node every worker runs at the full rate d). L is
- * found by bisection (60 halvings: exact to a double). O(jobs of the trace) per
- * call, as it scans them for the running ones: meant for the small 1-node
- * scenarios of a sim-to-real check, not for replaying big traces on one node.
+ * Running job ji's a workers, each wanting u of a core, as pieces by node: its
+ * places' reserved vCPUs and local pool workers there, in proportion; what sits
+ * nowhere (remote pool workers, which are counted, not placed) is no piece and
+ * shares no node's cores. On a 1-node cluster every worker is on the node.
+ */
+static void add_pieces(struct sim *s, uint32_t ji, double a, double u)
+{
+	const struct sjob *j = &s->j[ji];
+	double placed = 0, remote = j->extra;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		const struct place *p = &s->pl[j->place_off + i];
+		placed += (double)p->c + p->w;
+		remote -= p->w;
+	}
+	if (remote < 0 || s->c->n == 1)
+		remote = 0;
+	if (!piece_room(s, j->nplace))
+		return;
+	for (uint32_t i = 0; i < j->nplace; i++) { /* nothing placed: all on its first */
+		const struct place *p = &s->pl[j->place_off + i];
+		double w = placed > 0 ? ((double)p->c + p->w) / (placed + remote) : !i;
+		if (w > 0)
+			s->cp[s->ncp++] = (struct cpiece){p->node, ji, a * w, u, 1};
+	}
+}
+
+/* Each node's level: the core share a worker there gets, max-min fair (bisection,
+ * 60 halvings: exact to a double); 1 where every worker fits. */
+static void fill_levels(struct sim *s)
+{
+	for (size_t k = 0; k < s->ncp; k++)
+		s->cpi[k] = (uint32_t)k;
+	qsort_r(s->cpi, s->ncp, sizeof(uint32_t), cmp_piece, s->cp);
+	for (size_t lo_k = 0, hi_k; lo_k < s->ncp; lo_k = hi_k) {
+		uint32_t n = s->cp[s->cpi[lo_k]].node;
+		double want = 0, cores = cores_of(s, n), lo = 0, hi = 1;
+		for (hi_k = lo_k; hi_k < s->ncp && s->cp[s->cpi[hi_k]].node == n; hi_k++)
+			want += s->cp[s->cpi[hi_k]].a * s->cp[s->cpi[hi_k]].u;
+		if (!(cores > 0) || want <= cores)
+			continue;
+		for (int it = 0; it < 60; it++) {
+			double mid = (lo + hi) / 2, used = 0;
+			for (size_t k = lo_k; k < hi_k; k++) {
+				const struct cpiece *c = &s->cp[s->cpi[k]];
+				used += c->a * (c->u < mid ? c->u : mid);
+			}
+			*(used > cores ? &hi : &lo) = mid;
+		}
+		for (size_t k = lo_k; k < hi_k; k++)
+			s->cp[s->cpi[k]].level = lo;
+	}
+}
+
+/*
+ * Cores (--node-cores, or a cluster shape's cores): the policy's rates of every
+ * running job, then each node's cores shared max-min fairly among the workers
+ * there (as a fair CPU scheduler shares them among runnable processes). Job j
+ * holds a_j workers (its charge) that each want u_j = busy_j / a_j of a core; on
+ * node n the level L_n with sum a_jn min(u_j, L_n) = cores_n (L_n = 1 when all
+ * fit) gives the job busy_j' = sum_n a_jn min(u_j, L_n) plus its unplaced workers'
+ * share, and the rate r_j busy_j' / busy_j. A job with nothing placed (unlimited-cpu
+ * reserves nothing) has its workers on its first node. O(jobs of the trace) per call, as it
+ * scans them for the running ones: meant for small scenarios of a sim-to-real
+ * check, not for replaying big traces.
  */
 static void contend(struct sim *s)
 {
-	double want = 0, level = 1, left = s->o.node_cores;
-	for (size_t i = 0; i < s->n; i++) { /* the demand, to see whether all fit */
+	s->ncp = 0;
+	for (size_t i = 0; i < s->n && !s->rc; i++) {
 		struct sjob *j = &s->j[i];
-		double busy;
+		double busy, a;
 		if (j->state != J_RUNNING)
 			continue;
 		s->policy->rate(s, j, &busy);
-		want += busy;
+		a = s->policy->charge(s, j, busy);
+		if (a > 0)
+			add_pieces(s, (uint32_t)i, a, busy / a);
 	}
-	if (want > left) { /* water-fill: raise L until the cores are spent */
-		double lo = 0, hi = 1;
-		for (int it = 0; it < 60; it++) {
-			double mid = (lo + hi) / 2, used = 0;
-			for (size_t i = 0; i < s->n; i++) {
-				struct sjob *j = &s->j[i];
-				double busy, a;
-				if (j->state != J_RUNNING)
-					continue;
-				s->policy->rate(s, j, &busy);
-				a = s->policy->charge(s, j, busy);
-				if (a > 0)
-					used += a * (busy / a < mid ? busy / a : mid);
-			}
-			*(used > left ? &hi : &lo) = mid;
-		}
-		level = lo;
-	}
-	for (size_t i = 0; i < s->n; i++) {
+	if (s->rc)
+		return;
+	fill_levels(s);
+	for (size_t i = 0, k = 0; i < s->n; i++) { /* pieces are in job order */
 		struct sjob *j = &s->j[i];
-		double busy, r, a, got;
+		double busy, r, got;
 		if (j->state != J_RUNNING)
 			continue;
 		r = s->policy->rate(s, j, &busy);
-		a = s->policy->charge(s, j, busy);
-		got = a > 0 && busy / a > level ? a * level : busy;
+		got = busy;
+		for (; k < s->ncp && s->cp[k].job == i; k++)
+			if (s->cp[k].u > s->cp[k].level)
+				got -= s->cp[k].a * (s->cp[k].u - s->cp[k].level);
 		apply_rate(s, (uint32_t)i, busy > 0 ? r * got / busy : r, got);
 	}
 }
@@ -444,7 +524,7 @@ void sim_set_rate(struct sim *s, uint32_t ji)
 {
 	double busy, r;
 
-	if (s->o.node_cores > 0) {
+	if (s->cores_on) {
 		contend(s);
 		return;
 	}
@@ -519,7 +599,7 @@ static void rebalance(struct sim *s)
 {
 	if (s->policy->rebalance && !s->rc)
 		s->policy->rebalance(s);
-	if (s->o.node_cores > 0 && !s->rc)
+	if (s->cores_on && !s->rc)
 		contend(s); /* a job came or went: the cores are shared anew */
 }
 
@@ -935,12 +1015,14 @@ static int check_inputs(struct sim *s)
 		sim_fail(s, -EINVAL, "gm_sim_run: bad options");
 		return -EINVAL;
 	}
-	if (o->node_cores > 0 && s->c->n != 1) {
-		sim_fail(s, -EINVAL,
-			 "gm_sim_run: --node-cores models the cores of one node; the cluster has "
-			 "%u nodes (give a 1-node cluster, or leave --node-cores out)",
-			 s->c->n);
-		return -EINVAL;
+	s->cores_on = o->node_cores > 0;
+	for (uint32_t n = 0; s->c->cores && n < s->c->n; n++) {
+		if (!(s->c->cores[n] >= 0) || s->c->cores[n] > GM_CLUSTER_MAX_NODE_CPUS) {
+			sim_fail(s, -EINVAL, "gm_sim_run: node %u: cores must be 0..%u", n,
+				 GM_CLUSTER_MAX_NODE_CPUS);
+			return -EINVAL;
+		}
+		s->cores_on |= s->c->cores[n] > 0;
 	}
 	s->policy = &sim_policies[o->policy];
 	if (check_cluster(s) || check_profile(s) || check_trace(s))
@@ -991,6 +1073,8 @@ static void sim_close(struct sim *s)
 	if (s->policy && s->policy->close)
 		s->policy->close(s);
 	free(s->pl);
+	free(s->cp);
+	free(s->cpi);
 	for (uint32_t k = 0; s->bh && k <= s->c->max_gpus; k++)
 		free(s->bh[k]);
 	free(s->bh);

@@ -159,6 +159,18 @@ struct sim {
 	uint32_t fifo_head, fifo_tail, fifo_bound;
 	uint64_t pool_used;
 	uint32_t *dirty, ndirty, dirtycap; /* goldminer: jobs whose local workers moved */
+	/*
+	 * Cores (sim.c, contend): 1 where some node's workers time-share fewer cores
+	 * than its vCPUs (--node-cores, or a cluster shape's cores); scratch pieces
+	 * (one per running job and node it has workers on) and their order by node.
+	 */
+	int cores_on;
+	struct cpiece {
+		uint32_t node, job;
+		double a, u, level; /* workers there, a core share each wants, granted */
+	} * cp;
+	uint32_t *cpi;
+	size_t ncp, cpcap;
 	uint32_t *tune_ord; /* synergy-tune: scratch, one node's residents in arrival order */
 	double *tune_new;   /* and their new vCPUs, then their new GB (2 x max GPUs) */
 	/* metrics */

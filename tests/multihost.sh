@@ -37,6 +37,9 @@
 #   mh_cut I, mh_heal I   take host I's link down / up (netns mode only)
 #   mh_quota I            host I's quota as "QUOTA PERIOD" in us (or "none")
 #   mh_throttled I        how many periods host I's cgroup was throttled
+#   mh_usage I            CPU ns host I's processes used so far (v1: its cpuacct
+#                         cgroup, made where /sys/fs/cgroup/cpuacct is writable;
+#                         v2: cpu.stat usage_usec); empty where neither is there
 #   mh_cleanup            kill every process of the run, delete the
 #                         namespaces and cgroups (bounded: about 2 s)
 #
@@ -71,6 +74,7 @@ MH_TAG=gm$$
 MH_NET=
 MH_CGROUP=none
 MH_CGDIR=
+MH_ACCT=
 MH_PIDS=
 MH_PID=
 MH_WHY=
@@ -96,6 +100,28 @@ mh_cg_detect() {
 		fi
 	elif [ -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] || [ -w /sys/fs/cgroup/cpu ]; then
 		MH_CGROUP=v1 MH_CGDIR=/sys/fs/cgroup/cpu
+	fi
+}
+
+# mh_acct_setup: under cgroup v1, one cpuacct cgroup per host beside its cpu one
+# (the two controllers are mounted apart here), so mh_usage can count its CPU
+# time; MH_ACCT stays empty where that cannot be made.
+mh_acct_setup() {
+	MH_ACCT=
+	[ "$MH_CGROUP" = v1 ] && [ -w /sys/fs/cgroup/cpuacct ] || return 0
+	i=1
+	while [ "$i" -le "$MH_N" ]; do
+		mkdir "/sys/fs/cgroup/cpuacct/${MH_TAG}h$i" 2>/dev/null || return 0
+		i=$((i + 1))
+	done
+	MH_ACCT=/sys/fs/cgroup/cpuacct
+}
+
+mh_usage() {
+	if [ -n "$MH_ACCT" ]; then
+		cat "$MH_ACCT/${MH_TAG}h$1/cpuacct.usage"
+	elif [ "$MH_CGROUP" = v2 ]; then
+		awk '$1 == "usage_usec" { print $2 * 1000 }' "$(mh_cg "$1")/cpu.stat"
 	fi
 }
 
@@ -127,6 +153,7 @@ mh_setup() {
 			i=$((i + 1))
 		done
 	fi
+	mh_acct_setup
 	MH_MODE=loopback
 	if [ "${MH_FORCE_LOOPBACK:-0}" = 1 ]; then
 		MH_WHY="MH_FORCE_LOOPBACK=1"
@@ -241,6 +268,11 @@ mh_enter() {
 	if [ "$MH_CGROUP" = none ]; then
 		exec "$@"
 	fi
+	if [ -n "$MH_ACCT" ]; then # its cpuacct cgroup too (mh_usage)
+		# shellcheck disable=SC2016 # $$ and $@ are the inner shell's
+		set -- sh -c 'echo $$ >"$0" || exit 126; exec "$@"' \
+			"$MH_ACCT/${MH_TAG}h$mh_i/cgroup.procs" "$@"
+	fi
 	# shellcheck disable=SC2016 # $$ and $@ are the inner shell's
 	exec sh -c 'echo $$ >"$0" || exit 126; exec "$@"' "$(mh_cg "$mh_i")/cgroup.procs" "$@"
 }
@@ -312,6 +344,7 @@ mh_cleanup() {
 				sleep 0.05
 				t=$((t + 1))
 			done
+			[ -n "$MH_ACCT" ] && rmdir "$MH_ACCT/${MH_TAG}h$i" 2>/dev/null
 			i=$((i + 1))
 		done
 	fi

@@ -727,8 +727,6 @@ static void test_node_cores_by_hand(void **st)
 	(void)st;
 	struct world w;
 	struct gm_sim_opts o;
-	struct gm_sim_summary m;
-	char err[512];
 
 	/* work = duration x min(R, 4 vCPUs x 1000/s) */
 	load(&w, "1x(3gpu,4cpu)",
@@ -757,11 +755,42 @@ static void test_node_cores_by_hand(void **st)
 	run(&w, &o, "cores-static");
 	assert_ends("cores-static/jobs.tsv", (const double[]){10, 19.6875, 42.5208}, 3);
 	unload(&w);
-	/* a cluster of two nodes is refused, naming the option */
-	load(&w, "2x(3gpu,4cpu)", path_of("cores.tsv"), NULL);
+}
+
+/*
+ * Cores per node: node 0 has 4 vCPUs but 0.5 cores (a shape's "0.5cores"), node 1
+ * 4 vCPUs that are cores. Two greedy jobs asking for 4 vCPUs each (work 40,000
+ * samples: 10 s at 4 x 1000/s) land one per node under static: on node 0 its 4
+ * workers share 0.5 core, 500/s, 80 s; on node 1, 10 s. --node-cores 0.5 gives
+ * every node 0.5 cores: both 80 s.
+ */
+static void test_cores_per_node_by_hand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	struct gm_sim_summary m;
+	char err[512];
+
+	load(&w, "1x(1gpu,4cpu,0.5cores)+1x(1gpu,4cpu)",
+	     put("pn.tsv", "# goldminer-trace v1\n0\t10\t1\t4\t0\n0\t10\t1\t4\t0\n"),
+	     "g\t1e9\t1000\t1\tmade up\tmade up\n");
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.remote_cost = 0;
+	o.policy = GM_SIM_STATIC;
+	run(&w, &o, "pn");
+	assert_ends("pn/jobs.tsv", (const double[]){80, 10}, 2);
+	o.node_cores = 0.5;
+	run(&w, &o, "pn-all");
+	assert_ends("pn-all/jobs.tsv", (const double[]){80, 80}, 2);
+	/* a hand-built cluster's cores out of range are refused */
+	w.c->cores[1] = -1;
+	o.node_cores = 0;
 	o.out_dir = NULL;
 	assert_int_equal(gm_sim_run(w.c, w.t, &w.p, &o, &m, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "--node-cores"));
+	assert_non_null(strstr(err, "cores must be"));
+	w.c->cores[1] = 0;
 	unload(&w);
 }
 
@@ -1277,6 +1306,7 @@ int main(void)
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
 	    cmocka_unit_test(test_node_cores_by_hand),
+	    cmocka_unit_test(test_cores_per_node_by_hand),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
 	    cmocka_unit_test(test_class_independent_of_order),

@@ -275,6 +275,40 @@ static void test_clusters(void **st)
 	assert_int_equal(gm_cluster_load(&c, "/nonexistent/nodes.csv", err, sizeof(err)), -ENOENT);
 }
 
+/* Cores per node in a shape: fractions, after the memory, each shape its own. */
+static void test_cluster_cores_per_node(void **st)
+{
+	(void)st;
+	struct gm_cluster *c;
+	char err[512];
+	assert_int_equal(gm_cluster_load(&c,
+					 "1x(4gpu,4cpu,0.25cores)+2x(1gpu,4cpu,500gb,0.75cores)"
+					 "+1x(1gpu,8cpu)",
+					 err, sizeof(err)),
+			 0);
+	assert_int_equal(c->n, 4);
+	assert_true(c->cores[0] == 0.25 && c->cores[1] == 0.75 && c->cores[2] == 0.75);
+	assert_true(c->cores[3] == 0); /* not given: every vCPU is a core */
+	assert_int_equal(c->mem[1], 500);
+	assert_int_equal(c->mem[0], 0);
+	gm_cluster_destroy(c);
+	assert_int_equal(gm_cluster_load(&c, "1x(1gpu,1cpu,2cores)", err, sizeof(err)), 0);
+	assert_true(c->cores[0] == 2);
+	gm_cluster_destroy(c);
+	static const char *const bad[] = {
+	    "1x(1gpu,1cpu,0cores)",	    "1x(1gpu,1cpu,0.0cores)",
+	    "1x(1gpu,1cpu,0.1234567cores)", "1x(1gpu,1cpu,0.25)",
+	    "1x(1gpu,1cpu,.5cores)",	    "1x(1gpu,1cpu,1.cores)",
+	    "1x(1gpu,1cpu,0.5cores,5gb)",   "1x(1gpu,1cpu,2000000cores)",
+	    "1x(1gpu,1cpu,-1cores)",	    "1x(1gpu,1cpu,0.5cores",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(gm_cluster_load(&c, bad[i], err, sizeof(err)), -EBADMSG);
+		if (!strstr(err, "cores > 0"))
+			fail_msg("%s: '%s' does not give the range of cores", bad[i], err);
+	}
+}
+
 static void test_profile(void **st)
 {
 	(void)st;
@@ -557,6 +591,7 @@ int main(void)
 	    cmocka_unit_test(test_gm_roundtrip_and_synth),
 	    cmocka_unit_test(test_malformed_traces),
 	    cmocka_unit_test(test_clusters),
+	    cmocka_unit_test(test_cluster_cores_per_node),
 	    cmocka_unit_test(test_profile),
 	    cmocka_unit_test(test_public_traces),
 	    cmocka_unit_test(test_cluster_ranges),

@@ -27,13 +27,22 @@ struct gm_cluster {
 	uint32_t *gpus; /* per node */
 	uint32_t *cpus; /* vCPUs per node */
 	uint32_t *mem;	/* GB of memory per node, 0: not known (only synergy-tune reads it) */
+	/*
+	 * Cores per node that its data workers time-share (fractions allowed: a CPU
+	 * quota of 0.25), where it has fewer cores than its vCPU budget; 0: every vCPU
+	 * is a core (the default). NULL in a cluster built by hand: all 0.
+	 */
+	double *cores;
 	uint64_t total_gpus, total_cpus;
 	uint32_t max_gpus; /* most GPUs on one node */
 };
 
 /*
  * Build a cluster from spec:
- *   NxSHAPE[+NxSHAPE...]  with SHAPE "(8gpu,96cpu)", e.g. "8x(8gpu,96cpu)"
+ *   NxSHAPE[+NxSHAPE...]  with SHAPE "(8gpu,96cpu)", e.g. "8x(8gpu,96cpu)"; memory
+ *                         and cores optional, in that order: "(8gpu,24cpu,500gb)",
+ *                         "(1gpu,4cpu,0.25cores)" (cores: a number > 0 with at
+ *                         most 6 decimals, at most GM_CLUSTER_MAX_NODE_CPUS)
  *   PATH                  openb_node_list_*.csv (header "sn,cpu_milli,...") or the
  *                         PAI machine list (no header: machine,gpu_type,cap_cpu,
  *                         cap_mem,cap_gpu)

@@ -60,11 +60,14 @@ struct gm_sim_opts {
 	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
 	/*
-	 * > 0: the node's data workers time-share this many cores (a real node whose
+	 * > 0: every node's data workers time-share this many cores (a real node whose
 	 * worker budget, its vCPUs, is above the cores it has): each worker gets a
-	 * max-min fair share of them, so a rate-capped job's worker leaves the rest of
-	 * its core to the others. A 1-node cluster only (remote workers are counted,
-	 * not placed). 0 = every vCPU is a core (the default).
+	 * max-min fair share of its node's cores, so a rate-capped job's worker leaves
+	 * the rest of its core to the others. 0: the cluster's own cores per node
+	 * (gm_cluster.cores, a shape's "0.75cores"), and where it has none every vCPU
+	 * is a core (the default). Only placed workers share a node's cores: a job's
+	 * reserved vCPUs and its local pool workers; remote pool workers are counted,
+	 * not placed, and share none (on a 1-node cluster every worker is there).
 	 */
 	double node_cores;
 	/*

@@ -1,0 +1,106 @@
+/*
+ * scenario.h - a small cluster of hosts whose cores are known (fractions of a
+ * core allowed) and jobs pinned to their home host, each with a consumer that
+ * takes a given rate: the cluster experiment of tests/bench/bench-cluster.sh, read
+ * from the file that experiment runs (format: traces/README.md, "Scenarios"), and
+ * simulated with lending off (every job decodes on its home's cores) and on (a
+ * job short of its consumer's rate borrows the idle cores of other hosts).
+ *
+ * What it models: CPU only. Each host's cores are shared max-min fairly among
+ * the jobs homed there (a fair CPU scheduler among their processes), a local
+ * image costs its home local_us of CPU (decode and the trainer's take), a remote
+ * one remote_home_us on the home (receive and take) and remote_lender_us on a
+ * lender (decode and send): the three per-image costs are measured on the real
+ * path by the bench. Lenders' own jobs come first; what they leave idle goes to
+ * lent workers, as many as their agent's worker budget leaves beside their own
+ * running jobs (one worker each). A lent worker serves one job: the short jobs
+ * take whole workers in submit order (first asked, first served) until their
+ * want is covered. It uses at most one core and sends at most worker_rate
+ * img/s. A job consumes nothing for start_s after its submit (start-up). Not
+ * modelled: the workers of a home's own jobs (its share is fluid), GPUs (each
+ * trainer has its own), queueing. For GPU clusters replayed
+ * from traces, see sim.h.
+ */
+#ifndef GOLDMINER_SCENARIO_H
+#define GOLDMINER_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_SCEN_MAX_NODES  64		/* hosts in a scenario */
+#define GM_SCEN_MAX_JOBS   10000	/* jobs in a scenario (each event is O(jobs)) */
+#define GM_SCEN_MAX_CORES  100000.0	/* cores of one host */
+#define GM_SCEN_MAX_TIME   3155760000.0 /* s: a submit (100 years) */
+#define GM_SCEN_MAX_IMAGES 1e12		/* images of one job */
+#define GM_SCEN_MAX_RATE   1e9		/* img/s of one consumer */
+#define GM_SCEN_MAX_COST   1e9		/* us of CPU per image */
+#define GM_SCEN_NAME	   32		/* bytes of a name, with its NUL */
+
+struct gm_scen_node {
+	char name[GM_SCEN_NAME];
+	double cores;	  /* > 0 */
+	uint32_t workers; /* its agent's worker budget (default ceil(cores), as --cpus) */
+};
+
+struct gm_scen_job {
+	char name[GM_SCEN_NAME];
+	uint32_t home; /* node index */
+	double submit; /* s */
+	double images; /* > 0 */
+	double rate;   /* img/s its consumer takes; 0: greedy (as fast as fed) */
+	uint32_t line; /* in the file */
+};
+
+struct gm_scenario {
+	struct gm_scen_node *node;
+	uint32_t nnodes;
+	struct gm_scen_job *job; /* sorted by submit (ties in file order) */
+	size_t njobs;
+	/* CPU seconds per image: local (home), remote on the home, remote on a lender */
+	double local_cpu, remote_home_cpu, remote_lender_cpu;
+	double worker_rate; /* img/s one lent worker sends at most; 0: its core's worth */
+	double start_s;	    /* s from a job's submit to its first image (0: none) */
+};
+
+/* One job's outcome. */
+struct gm_scen_result {
+	double end, jct; /* s: its finish, and finish - submit */
+	double bound;	 /* images / rate: its JCT at its consumer's rate (0: greedy) */
+	double remote;	 /* images remote workers sent it */
+};
+
+struct gm_scen_summary {
+	size_t jobs;
+	double avg_jct, bound_avg_jct, makespan, remote_images;
+	/*
+	 * GPU utilisation: delivered / demanded, time-weighted over the submitted jobs
+	 * with a rate (integral of sum x_j / rate_j over the integral of their count,
+	 * start-up included); since a job is counted from its submit to its end, it
+	 * equals the sum of their bounds over the sum of their JCTs
+	 * (tests/test_scenario.c checks it).
+	 */
+	double gpu_util;
+	uint64_t events;
+};
+
+/*
+ * Read a scenario file. Returns 0 and *out; -errno when it cannot be read,
+ * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
+ * number out of its range above, a job whose home is not a node, a duplicate
+ * name, a missing cost; remote_worker_img_s and start_s are optional), -ENOMEM.
+ */
+int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
+
+/* Free; NULL does nothing. */
+void gm_scenario_destroy(struct gm_scenario *s);
+
+/*
+ * Simulate s with lending off (0) or on (1): res[k] for s->job[k] (njobs entries)
+ * and *sum. Deterministic. Returns 0; -EINVAL for a scenario out of the ranges
+ * above (err says which), -ENOMEM, -EDEADLK should jobs be left with no event
+ * (cannot happen with cores > 0; it stops rather than loop).
+ */
+int gm_scenario_run(const struct gm_scenario *s, int lending, struct gm_scen_result *res,
+		    struct gm_scen_summary *sum, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,657 @@
+/*
+ * scenario.c - the host-level scenario simulator (scenario.h): reads the scenario
+ * file the cluster bench runs, then replays it as a fluid model of each host's
+ * cores, with lending off or on.
+ *
+ * Why a model of its own beside sim.c: sim.c places GPU jobs on vCPU-counted
+ * nodes and its pool counts remote workers without placing them, which is right
+ * for thousands of GPU nodes and wrong for three hosts under fractional CPU
+ * quotas, where what a trainer receives from a peer costs its own host CPU and a
+ * lender's idle share is what its own jobs leave. Here every host's cores are
+ * explicit and every image is charged where it costs.
+ *
+ * The model, between two events (an arrival or a finish) rates are constant:
+ *   1. Lending off: on each host, its cores are water-filled (max-min fair, as a
+ *      fair CPU scheduler shares them among the jobs' processes) over its jobs,
+ *      job j wanting rate_j * local_cpu (greedy: unbounded); it runs at its
+ *      share / local_cpu.
+ *   2. Lending on: the hosts without a short job (one below its rate) lend what
+ *      their own jobs leave idle (own jobs first: a guest never slows them), in
+ *      as many workers as their worker budget leaves beside their own running
+ *      jobs, each using at most a core and sending at most worker_rate. A short job with home share
+ * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of a core
+ * or more it wants the least m that meets its rate, m* = (rate local_cpu - s) / (local_cpu -
+ * remote_home_cpu) while receiving is cheaper than decoding; on a home of less than a core it wants
+ * all its images remote and, once any come, runs at m alone, as the agent does there (core/node.c:
+ * such a host runs no local worker for a job that remote workers feed), which can be slower than
+ * lending off where the pool is thin; at most s / remote_home_cpu either way. Lent workers go whole
+ * to the short jobs in submit order (first asked, first served), each job taking workers until they
+ * cover its want; the home's cores are then water-filled again with each job's new need (m
+ * remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the shares settle.
+ * A job starts consuming start_s after its submit (its process starts, opens the
+ * dataset and attaches: measured by the bench); meanwhile it demands and gets
+ * nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
+ * thousands of jobs, not for trace replays.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/scenario.h"
+#include "goldminer/util.h"
+
+#define SCEN_MAGIC  "# goldminer-scenario v1"
+#define SCEN_ROUNDS 64 /* lending on: rounds of (workers, home) allocation at most */
+
+/* ---- reading ---- */
+
+/* A number in [lo, hi] filling the whole field. */
+static bool num_in(const char *s, double lo, double hi, double *v)
+{
+	char *end;
+	if (!*s)
+		return false;
+	*v = strtod(s, &end);
+	return !*end && isfinite(*v) && *v >= lo && *v <= hi;
+}
+
+/* Split line at its tabs into f (at most 8; returns the count, 9 = too many). */
+static int split_tabs(char *line, char *f[8])
+{
+	int n = 0;
+	for (char *s = line;; s++) {
+		if (n == 8)
+			return 9;
+		f[n++] = s;
+		if (!(s = strchr(s, '\t')))
+			return n;
+		*s = 0;
+	}
+}
+
+static bool name_ok(const char *s)
+{
+	return *s && strlen(s) < GM_SCEN_NAME && !strpbrk(s, " #");
+}
+
+static int node_index(const struct gm_scenario *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nnodes; i++)
+		if (!strcmp(s->node[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static bool job_named(const struct gm_scenario *s, const char *name)
+{
+	for (size_t i = 0; i < s->njobs; i++)
+		if (!strcmp(s->job[i].name, name))
+			return true;
+	return false;
+}
+
+/* "node NAME CORES [WORKERS]": NULL or what is wrong. */
+static const char *add_node(struct gm_scenario *s, char **f, int nf)
+{
+	double cores, w;
+	if (nf != 3 && nf != 4)
+		return "want node<TAB>NAME<TAB>CORES[<TAB>WORKERS]";
+	if (!name_ok(f[1]) || node_index(s, f[1]) >= 0)
+		return "node name missing, longer than 31 bytes, with a space or '#', or repeated";
+	if (!num_in(f[2], 1e-6, GM_SCEN_MAX_CORES, &cores))
+		return "cores must be a number in 0.000001..100000 (fractions allowed)";
+	w = ceil(cores);
+	if (nf == 4 && (!num_in(f[3], 1, GM_SCEN_MAX_CORES, &w) || w != floor(w)))
+		return "workers (the agent's worker budget) must be a whole number 1..100000";
+	if (s->nnodes == GM_SCEN_MAX_NODES)
+		return "more than 64 nodes";
+	snprintf(s->node[s->nnodes].name, GM_SCEN_NAME, "%s", f[1]);
+	s->node[s->nnodes].workers = (uint32_t)w;
+	s->node[s->nnodes++].cores = cores;
+	return NULL;
+}
+
+/* "job NAME HOME SUBMIT IMAGES RATE": NULL or what is wrong. */
+static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t line)
+{
+	struct gm_scen_job *j = &s->job[s->njobs];
+	int home;
+	if (nf != 6)
+		return "want job<TAB>NAME<TAB>HOME<TAB>SUBMIT_S<TAB>IMAGES<TAB>RATE_IMG_S";
+	if (!name_ok(f[1]) || job_named(s, f[1]))
+		return "job name missing, longer than 31 bytes, with a space or '#', or repeated";
+	if ((home = node_index(s, f[2])) < 0)
+		return "its home is not a node declared above it";
+	if (!num_in(f[3], 0, GM_SCEN_MAX_TIME, &j->submit))
+		return "submit must be 0..3155760000 s";
+	if (!num_in(f[4], 1, GM_SCEN_MAX_IMAGES, &j->images))
+		return "images must be 1..1e12";
+	if (!num_in(f[5], 0, GM_SCEN_MAX_RATE, &j->rate) || (j->rate > 0 && j->rate < 1e-3))
+		return "rate must be 0 (greedy) or 0.001..1e9 img/s";
+	if (s->njobs == GM_SCEN_MAX_JOBS)
+		return "more than 10000 jobs";
+	snprintf(j->name, GM_SCEN_NAME, "%s", f[1]);
+	j->home = (uint32_t)home;
+	j->line = line;
+	s->njobs++;
+	return NULL;
+}
+
+/* "cost NAME US" (remote_worker_img_s: img/s; start_s: s): NULL or what is wrong;
+ * *seen gets the cost's bit. */
+static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *seen)
+{
+	static const char *const names[3] = {"local_us", "remote_home_us", "remote_lender_us"};
+	double *dst[3] = {&s->local_cpu, &s->remote_home_cpu, &s->remote_lender_cpu};
+	double us;
+	if (nf != 3)
+		return "want cost<TAB>NAME<TAB>MICROSECONDS";
+	if (!strcmp(f[1], "remote_worker_img_s")) {
+		if (*seen & 8u)
+			return "this cost is given twice";
+		if (!num_in(f[2], 1e-3, GM_SCEN_MAX_RATE, &s->worker_rate))
+			return "remote_worker_img_s must be 0.001..1e9 img/s";
+		*seen |= 8u;
+		return NULL;
+	}
+	if (!strcmp(f[1], "start_s")) {
+		if (*seen & 16u)
+			return "this cost is given twice";
+		if (!num_in(f[2], 0, 3600, &s->start_s))
+			return "start_s must be 0..3600 s";
+		*seen |= 16u;
+		return NULL;
+	}
+	for (int k = 0; k < 3; k++) {
+		if (strcmp(f[1], names[k]))
+			continue;
+		if (*seen & 1u << k)
+			return "this cost is given twice";
+		if (!num_in(f[2], 1e-3, GM_SCEN_MAX_COST, &us))
+			return "a cost must be 0.001..1e9 us of CPU per image";
+		*dst[k] = us / 1e6;
+		*seen |= 1u << k;
+		return NULL;
+	}
+	return "unknown cost (local_us, remote_home_us, remote_lender_us, remote_worker_img_s, "
+	       "start_s)";
+}
+
+/* One line (no newline); NULL or what is wrong. */
+static const char *read_line(struct gm_scenario *s, char *line, uint32_t lineno, unsigned *seen)
+{
+	char *f[8];
+	int nf;
+	if (!line[0] || line[0] == '#')
+		return NULL;
+	nf = split_tabs(line, f);
+	if (!strcmp(f[0], "node"))
+		return s->njobs ? "nodes come before the jobs" : add_node(s, f, nf);
+	if (!strcmp(f[0], "job"))
+		return add_job(s, f, nf, lineno);
+	if (!strcmp(f[0], "cost"))
+		return add_cost(s, f, nf, seen);
+	return "unknown keyword (node, job, cost; fields separated by tabs)";
+}
+
+static int cmp_submit(const void *a, const void *b)
+{
+	const struct gm_scen_job *x = a, *y = b;
+	if (x->submit != y->submit)
+		return x->submit < y->submit ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line; /* file order */
+}
+
+static int read_file(struct gm_scenario *s, FILE *f, const char *path, char *err, size_t errlen)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	uint32_t lineno = 0;
+	unsigned seen = 0;
+	const char *why = NULL;
+
+	while (!why && getline(&line, &cap, f) >= 0) {
+		line[strcspn(line, "\r\n")] = 0;
+		if (++lineno == 1 && strcmp(line, SCEN_MAGIC))
+			why = "not a scenario (want the first line '" SCEN_MAGIC "')";
+		else if (lineno > 1)
+			why = read_line(s, line, lineno, &seen);
+	}
+	free(line);
+	if (!why && (!s->nnodes || !s->njobs))
+		why = "no node or no job";
+	else if (!why && (seen & 7) != 7)
+		why = "the three costs local_us, remote_home_us and remote_lender_us are needed";
+	if (why) {
+		gm_errf(err, errlen, "%s:%u: %s", path, lineno, why);
+		return -EBADMSG;
+	}
+	qsort(s->job, s->njobs, sizeof(*s->job), cmp_submit);
+	return 0;
+}
+
+int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen)
+{
+	struct gm_scenario *s = calloc(1, sizeof(*s));
+	FILE *f = NULL;
+	int rc = -ENOMEM;
+
+	if (!s)
+		return -ENOMEM;
+	s->node = calloc(GM_SCEN_MAX_NODES, sizeof(*s->node));
+	s->job = calloc(GM_SCEN_MAX_JOBS, sizeof(*s->job));
+	if (!s->node || !s->job) {
+		gm_errf(err, errlen, "%s: out of memory", path);
+		goto out_free;
+	}
+	if (!(f = fopen(path, "r"))) {
+		rc = -errno;
+		gm_errf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out_free;
+	}
+	rc = read_file(s, f, path, err, errlen);
+	fclose(f);
+	if (rc)
+		goto out_free;
+	*out = s;
+	return 0;
+out_free:
+	gm_scenario_destroy(s);
+	return rc;
+}
+
+void gm_scenario_destroy(struct gm_scenario *s)
+{
+	if (!s)
+		return;
+	free(s->node);
+	free(s->job);
+	free(s);
+}
+
+/* ---- the model ---- */
+
+struct run {
+	const struct gm_scenario *s;
+	double *left, *x, *m, *share;	/* per job: images left, rate, of it remote, home CPU */
+	double *need;			/* per job: home CPU it wants (INFINITY: unbounded) */
+	uint8_t *state;			/* 0 pending, 1 running, 2 done */
+	bool *isshort;			/* below its rate with lending off */
+	uint32_t *act, nact;		/* running jobs */
+	uint32_t lw[GM_SCEN_MAX_NODES]; /* lending on: workers each node can lend now */
+	double lcap[GM_SCEN_MAX_NODES]; /* and the img/s its idle cores give them in all */
+	struct wf {
+		double d;
+		uint32_t j;
+	} * wf; /* water-filling scratch */
+};
+
+static int cmp_wf(const void *a, const void *b)
+{
+	const struct wf *x = a, *y = b;
+	if (x->d != y->d)
+		return x->d < y->d ? -1 : 1;
+	return x->j < y->j ? -1 : x->j > y->j;
+}
+
+/*
+ * Max-min fair split of cap over the n jobs in r->wf (their needs in .d): each gets
+ * min(need, level), the level spending cap when the needs exceed it. Into out[j].
+ */
+static void water_fill(struct run *r, uint32_t n, double cap, double *out)
+{
+	qsort(r->wf, n, sizeof(*r->wf), cmp_wf);
+	for (uint32_t k = 0; k < n; k++) {
+		double level = cap / (double)(n - k);
+		double give = r->wf[k].d < level ? r->wf[k].d : level;
+		out[r->wf[k].j] = give;
+		cap -= give;
+		if (cap < 0)
+			cap = 0;
+	}
+}
+
+/* Home cores of node nd water-filled over its running jobs' r->need; returns the
+ * CPU they leave idle. */
+static double fill_node(struct run *r, uint32_t nd)
+{
+	uint32_t n = 0;
+	double used = 0;
+	for (uint32_t k = 0; k < r->nact; k++) {
+		uint32_t j = r->act[k];
+		if (r->s->job[j].home == nd)
+			r->wf[n++] = (struct wf){r->need[j], j};
+	}
+	water_fill(r, n, r->s->node[nd].cores, r->share);
+	for (uint32_t k = 0; k < n; k++)
+		used += r->share[r->wf[k].j];
+	return r->s->node[nd].cores > used ? r->s->node[nd].cores - used : 0;
+}
+
+/*
+ * Job j takes m > 0 images/s remotely on a home of less than a core: as the agent
+ * does there (core/node.c, fed_remotely), it then runs no local worker.
+ */
+static bool fed_only(const struct run *r, uint32_t j, double m)
+{
+	return m > 0 && r->s->node[r->s->job[j].home].cores < 1;
+}
+
+/* A job's home CPU need, given the m images/s it takes remotely. */
+static double home_need(const struct run *r, uint32_t j, double m)
+{
+	const struct gm_scenario *s = r->s;
+	double rate = s->job[j].rate;
+	if (fed_only(r, j, m))
+		return m * s->remote_home_cpu;
+	if (!(rate > 0))
+		return INFINITY;
+	return m * s->remote_home_cpu + (rate > m ? rate - m : 0) * s->local_cpu;
+}
+
+/* The most img/s one lent worker sends: a core's worth, or worker_rate. */
+static double worker_cap(const struct gm_scenario *s)
+{
+	double per = 1 / s->remote_lender_cpu;
+	return s->worker_rate > 0 && s->worker_rate < per ? s->worker_rate : per;
+}
+
+/* Lending off: every host alone; then what each could lend (r->lw, r->lcap).
+ * Returns the img/s all lenders could send. */
+static double alloc_local(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	double pool = 0;
+	bool has_short[GM_SCEN_MAX_NODES] = {false};
+	uint32_t own[GM_SCEN_MAX_NODES] = {0};
+	double idle[GM_SCEN_MAX_NODES] = {0};
+	const double per = worker_cap(s);
+
+	for (uint32_t k = 0; k < r->nact; k++)
+		r->need[r->act[k]] = home_need(r, r->act[k], 0), r->m[r->act[k]] = 0;
+	for (uint32_t nd = 0; nd < s->nnodes; nd++)
+		idle[nd] = fill_node(r, nd);
+	for (uint32_t k = 0; k < r->nact; k++) {
+		uint32_t j = r->act[k];
+		r->x[j] = r->share[j] / s->local_cpu;
+		r->isshort[j] = !(s->job[j].rate > 0) || r->x[j] < s->job[j].rate * (1 - 1e-9);
+		if (r->isshort[j])
+			has_short[s->job[j].home] = true;
+		own[s->job[j].home]++;
+	}
+	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* its budget less its own jobs' */
+		uint32_t w = s->node[nd].workers;
+		r->lw[nd] = has_short[nd] || w <= own[nd] ? 0 : w - own[nd];
+		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
+		pool += fmin(r->lcap[nd], r->lw[nd] * per);
+	}
+	return pool;
+}
+
+/* The remote images/s short job j wants with home CPU share sh: all its images on
+ * a home of less than a core, else the least that meets its rate. */
+static double remote_want(const struct run *r, uint32_t j, double sh)
+{
+	const struct gm_scenario *s = r->s;
+	double all = sh / s->remote_home_cpu, rate = s->job[j].rate, w;
+	if (!(rate > 0))
+		return all;
+	if (s->node[s->job[j].home].cores < 1)
+		return rate < all ? rate : all;
+	w = (rate * s->local_cpu - sh) / (s->local_cpu - s->remote_home_cpu);
+	w = w < all ? w : all;
+	return w > 0 ? w : 0;
+}
+
+/*
+ * The lent workers to the short jobs, whole: in submit order (first asked, first
+ * served; a lent worker is not taken back for a later job), each takes workers,
+ * lender after lender, until they cover its want; a worker sends min(worker_cap,
+ * what its lender's idle cores have left) and serves one job only.
+ */
+static void assign_workers(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	const double per = worker_cap(s);
+	uint32_t nd = 0, left = r->lw[0];
+	double cap = r->lcap[0];
+
+	for (size_t j = 0; j < s->njobs; j++) { /* job index = submit order */
+		if (r->state[j] != 1 || !r->isshort[j])
+			continue;
+		double want = remote_want(r, (uint32_t)j, r->share[j]), got = 0;
+		while (want - got > 1e-9 * want && nd < s->nnodes) {
+			if (!left || !(cap > 1e-12)) {
+				if (++nd < s->nnodes)
+					left = r->lw[nd], cap = r->lcap[nd];
+				continue;
+			}
+			double c = fmin(per, cap); /* the whole worker goes to job j */
+			got += c;
+			cap -= c;
+			left--;
+		}
+		r->m[j] = fmin(want, got);
+	}
+}
+
+/* Lending on: rounds of workers then home water-filling until the shares settle. */
+static void alloc_lend(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	for (int round = 0; round < SCEN_ROUNDS; round++) {
+		double moved = 0;
+		assign_workers(r);
+		for (uint32_t k = 0; k < r->nact; k++) {
+			uint32_t j = r->act[k];
+			r->need[j] = home_need(r, j, r->isshort[j] ? r->m[j] : 0);
+		}
+		for (uint32_t k = 0; k < r->nact; k++)
+			r->x[r->act[k]] = r->share[r->act[k]]; /* the shares before */
+		for (uint32_t nd = 0; nd < s->nnodes; nd++)
+			fill_node(r, nd);
+		for (uint32_t k = 0; k < r->nact; k++)
+			moved = fmax(moved, fabs(r->share[r->act[k]] - r->x[r->act[k]]));
+		if (moved < 1e-12)
+			break;
+	}
+}
+
+/* Rates of the running jobs: x (img/s) and m (of it remote). */
+static void allocate(struct run *r, int lending)
+{
+	const struct gm_scenario *s = r->s;
+	double pool = alloc_local(r);
+	if (!lending || !(pool > 0) || !(s->remote_home_cpu < s->local_cpu))
+		return;
+	alloc_lend(r);
+	for (uint32_t k = 0; k < r->nact; k++) {
+		uint32_t j = r->act[k];
+		double sh = r->share[j], m = r->isshort[j] ? r->m[j] : 0, x;
+		if (m * s->remote_home_cpu > sh)
+			m = sh / s->remote_home_cpu; /* the home cannot receive more */
+		x = m;
+		if (!fed_only(r, j, m))
+			x += (sh - m * s->remote_home_cpu) / s->local_cpu;
+		if (s->job[j].rate > 0 && x > s->job[j].rate)
+			x = s->job[j].rate;
+		r->m[j] = m;
+		r->x[j] = x;
+	}
+}
+
+/* ---- the event loop ---- */
+
+static int run_open(struct run *r, const struct gm_scenario *s)
+{
+	size_t n = s->njobs;
+	r->s = s;
+	r->left = calloc(n, sizeof(double));
+	r->x = calloc(n, sizeof(double));
+	r->m = calloc(n, sizeof(double));
+	r->share = calloc(n, sizeof(double));
+	r->need = calloc(n, sizeof(double));
+	r->state = calloc(n, 1);
+	r->isshort = calloc(n, sizeof(bool));
+	r->act = calloc(n, sizeof(uint32_t));
+	r->wf = calloc(n, sizeof(*r->wf));
+	if (!r->left || !r->x || !r->m || !r->share || !r->need || !r->state || !r->isshort ||
+	    !r->act || !r->wf)
+		return -ENOMEM;
+	for (size_t j = 0; j < n; j++)
+		r->left[j] = s->job[j].images;
+	return 0;
+}
+
+static void run_close(struct run *r)
+{
+	free(r->left);
+	free(r->x);
+	free(r->m);
+	free(r->share);
+	free(r->need);
+	free(r->state);
+	free(r->isshort);
+	free(r->act);
+	free(r->wf);
+}
+
+/* The scenario in the loader's ranges (a hand-built one is checked too). */
+static int check(const struct gm_scenario *s, char *err, size_t errlen)
+{
+	bool ok = s->nnodes >= 1 && s->nnodes <= GM_SCEN_MAX_NODES && s->njobs >= 1 &&
+		  s->njobs <= GM_SCEN_MAX_JOBS && s->local_cpu > 0 && s->remote_home_cpu > 0 &&
+		  s->remote_lender_cpu > 0 && s->local_cpu <= GM_SCEN_MAX_COST / 1e6 &&
+		  s->remote_home_cpu <= GM_SCEN_MAX_COST / 1e6 &&
+		  s->remote_lender_cpu <= GM_SCEN_MAX_COST / 1e6 && s->start_s >= 0 &&
+		  s->start_s <= 3600 && s->worker_rate >= 0;
+	for (uint32_t i = 0; ok && i < s->nnodes; i++)
+		ok = s->node[i].cores > 0 && s->node[i].cores <= GM_SCEN_MAX_CORES;
+	for (size_t k = 0; ok && k < s->njobs; k++) {
+		const struct gm_scen_job *j = &s->job[k];
+		ok = j->home < s->nnodes && j->submit >= 0 && j->submit <= GM_SCEN_MAX_TIME &&
+		     (!k || j->submit >= s->job[k - 1].submit) && j->images >= 1 &&
+		     j->images <= GM_SCEN_MAX_IMAGES && j->rate >= 0 && j->rate <= GM_SCEN_MAX_RATE;
+	}
+	if (!ok)
+		gm_errf(err, errlen,
+			"gm_scenario_run: the scenario is out of range (1..%d nodes of cores > 0, "
+			"1..%d jobs sorted by submit with a known home, costs > 0)",
+			GM_SCEN_MAX_NODES, GM_SCEN_MAX_JOBS);
+	return ok ? 0 : -EINVAL;
+}
+
+/* Advance every running job by dt at its rate; the utilisation integrals. */
+static void advance(struct run *r, double dt, struct gm_scen_result *res, double *num, double *den)
+{
+	for (uint32_t k = 0; k < r->nact; k++) {
+		uint32_t j = r->act[k];
+		double rate = r->s->job[j].rate;
+		r->left[j] -= r->x[j] * dt;
+		res[j].remote += r->m[j] * dt;
+		if (rate > 0) {
+			*num += r->x[j] / rate * dt;
+			*den += dt;
+		}
+	}
+}
+
+/* The jobs done at time t leave the running set. */
+static void finish(struct run *r, double t, struct gm_scen_result *res, size_t *done)
+{
+	for (uint32_t k = 0; k < r->nact;) {
+		uint32_t j = r->act[k];
+		if (r->left[j] > 1e-9 * r->s->job[j].images) {
+			k++;
+			continue;
+		}
+		r->state[j] = 2;
+		res[j].end = t;
+		res[j].jct = t - r->s->job[j].submit;
+		r->act[k] = r->act[--r->nact];
+		(*done)++;
+	}
+}
+
+/* Seconds from now to the earliest finish at the current rates (INFINITY: none). */
+static double soonest_finish(const struct run *r)
+{
+	double dt = INFINITY;
+	for (uint32_t k = 0; k < r->nact; k++) {
+		uint32_t j = r->act[k];
+		if (r->x[j] > 0 && r->left[j] / r->x[j] < dt)
+			dt = r->left[j] / r->x[j];
+	}
+	return dt;
+}
+
+static int loop(struct run *r, int lending, struct gm_scen_result *res, struct gm_scen_summary *sum,
+		char *err, size_t errlen)
+{
+	const struct gm_scenario *s = r->s;
+	size_t next = 0, sub = 0, done = 0; /* [next, sub): submitted, starting up */
+	double t = 0, num = 0, den = 0;
+
+	while (done < s->njobs) {
+		while (sub < s->njobs && s->job[sub].submit <= t)
+			sub++;
+		while (next < sub && s->job[next].submit + s->start_s <= t) {
+			r->state[next] = 1;
+			r->act[r->nact++] = (uint32_t)next++;
+		}
+		allocate(r, lending);
+		double ta = sub < s->njobs ? s->job[sub].submit : INFINITY;
+		double tr = next < sub ? s->job[next].submit + s->start_s : INFINITY;
+		double tn = fmin(fmin(ta, tr), t + soonest_finish(r));
+		if (!isfinite(tn)) {
+			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
+				s->njobs - done);
+			return -EDEADLK;
+		}
+		for (size_t k = next; k < sub; k++) /* starting: demanded, nothing delivered */
+			den += s->job[k].rate > 0 ? tn - t : 0;
+		advance(r, tn - t, res, &num, &den);
+		t = tn;
+		finish(r, t, res, &done);
+		sum->events++;
+	}
+	sum->gpu_util = den > 0 ? num / den : 0;
+	return 0;
+}
+
+int gm_scenario_run(const struct gm_scenario *s, int lending, struct gm_scen_result *res,
+		    struct gm_scen_summary *sum, char *err, size_t errlen)
+{
+	struct run r = {0};
+	double sj = 0, sb = 0, first = INFINITY;
+	int rc;
+
+	memset(sum, 0, sizeof(*sum));
+	if ((rc = check(s, err, errlen)))
+		return rc;
+	memset(res, 0, s->njobs * sizeof(*res));
+	if ((rc = run_open(&r, s))) {
+		gm_errf(err, errlen, "gm_scenario_run: out of memory");
+		goto out_close;
+	}
+	if ((rc = loop(&r, lending, res, sum, err, errlen)))
+		goto out_close;
+	for (size_t k = 0; k < s->njobs; k++) {
+		res[k].bound = s->job[k].rate > 0 ? s->job[k].images / s->job[k].rate : 0;
+		sj += res[k].jct;
+		sb += res[k].bound;
+		sum->remote_images += res[k].remote;
+		first = fmin(first, s->job[k].submit);
+		sum->makespan = fmax(sum->makespan, res[k].end);
+	}
+	sum->jobs = s->njobs;
+	sum->avg_jct = sj / (double)s->njobs;
+	sum->bound_avg_jct = sb / (double)s->njobs;
+	sum->makespan -= first;
+out_close:
+	run_close(&r);
+	return rc;
+}
