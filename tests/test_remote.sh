@@ -126,7 +126,7 @@ t() { # t STATUS DESCRIPTION (and how long the case took, to see where time goes
 diag() { sed 's/^/# /' "$1"; }
 # A sanitizer build (make sanitize) skips the cases below that ASan has nothing
 # more to find in than the tests named in their skip line, to keep CI short;
-# san_skip LAST WHY: under such a build, the cases up to LAST skip, saying WHY.
+# san_skip LAST WHY: under such a build, the TAP numbers up to LAST skip, saying WHY.
 san=0
 readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q 'libasan' && san=1
 san_skip() {
@@ -475,7 +475,7 @@ grep -q "listening on $tmp/2.sock" "$tmp/2.log" && kill -0 "$apid2" 2>/dev/null 
 t $ok "an agent restarted at once on its port (in TIME_WAIT) takes it at once; its peer connects again"
 stop_agents
 
-if ! san_skip 12 "under a sanitizer build this case is make test's: the error records it ships are checked under ASan by test_remote_check and cases 16-25"; then
+if ! san_skip 11 "under a sanitizer build this case is make test's: the error records it ships are checked under ASan by test_remote_check and cases 16-25"; then
 # 12: bad files; the remote workers SIGKILLed every 0.3 s while they ship their
 # batches (the peer's egress limited to 40 Mbit/s, so that shipping a batch takes
 # most of its time): a bad sample's error record lands with the sample, so every
@@ -520,7 +520,7 @@ ok=1
 t $ok "bad files, remote workers killed $kills times while shipping (link shaped: $shaped): all $want named, same bytes"
 [ "$shaped" = yes ] && timeout 5 ip netns exec "${MH_TAG}h2" tc qdisc del dev gm0 root 2>/dev/null
 stop_agents
-fi # san_skip 12
+fi # san_skip (case 12)
 
 # The lender's file calls, watched: trace_on I starts strace (where present) on
 # agent I and the processes it starts, their file calls (and getdents64, which
@@ -568,7 +568,7 @@ delivered_nth() {
 	sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | sed -n "$1p"
 }
 
-if ! san_skip 15 "under a sanitizer build: strace and LeakSanitizer cannot share a process; the lend-root rules run under ASan in test_lendroot"; then
+if ! san_skip 14 "under a sanitizer build: strace and LeakSanitizer cannot share a process; the lend-root rules run under ASan in test_lendroot"; then
 # Cases 13-15 run the lender under strace, and LeakSanitizer (a make sanitize
 # build) cannot run under ptrace: its check process would exit 1.
 asan_before=${ASAN_OPTIONS-}
@@ -703,7 +703,7 @@ else
 fi
 stop_agents
 if [ -n "$asan_before" ]; then export ASAN_OPTIONS="$asan_before"; else unset ASAN_OPTIONS; fi
-fi # san_skip 15
+fi # san_skip (cases 13-15)
 # 16-25: a remote worker that misbehaves once (the peer runs the test build of
 # the plugin): the home refuses it, logs the peer and the rule in one line and
 # takes the lease back; the batch is made again, and the bytes are a clean run's
