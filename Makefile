@@ -17,6 +17,9 @@
 # a change of CC, CFLAGS, LDFLAGS, CUDA, UCX or a library's flags rebuilds them.
 
 B ?= build
+# The sub-makes that build for make test, sanitize, tsan and demo use every core
+# unless the caller chose (-jN): on CI's two cores a serial build was minutes.
+JOBS := $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 # What the objects in $(B) are built with (see the flags stamp at the end).
 FLAGS_STAMP := $(B)/build-flags
 # The release: the library's version, its SONAME major (libgoldminer.so.0) and
@@ -296,7 +299,7 @@ $(B)/fuzz/fuzz_huff: tests/fuzz/huffdiff.h core/huff.h
 SCRIPT_TESTS := $(sort $(wildcard tests/test_*.sh))
 # test installs what is missing first (a sub-make, so pkg-config sees it).
 test: deps
-	$(Q)$(MAKE) --no-print-directory test-run
+	$(Q)$(MAKE) $(JOBS) --no-print-directory test-run
 test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS) $(REMOTE_TEST_PLUGIN)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
@@ -309,7 +312,7 @@ SAN_B := build-san
 # malloc, which a release build uses, resets its locks in the child. A real
 # deadlock times out every time and fails.
 sanitize:
-	$(Q)TEST_BIN_TIMEOUT=150 TEST_RETRY_TIMEOUT=2 $(MAKE) --no-print-directory B=$(SAN_B) CUDA=$(CUDA) UCX=$(UCX) \
+	$(Q)TEST_BIN_TIMEOUT=150 TEST_RETRY_TIMEOUT=2 $(MAKE) $(JOBS) --no-print-directory B=$(SAN_B) CUDA=$(CUDA) UCX=$(UCX) \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
@@ -330,7 +333,7 @@ TSAN_TESTS := $(TSAN_B)/tests/test_ring $(TSAN_B)/tests/test_loader $(TSAN_B)/te
 	$(TSAN_B)/tests/test_elastic $(TSAN_B)/tests/test_chaos $(TSAN_B)/tests/test_lease \
 	$(TSAN_B)/tests/test_pool
 tsan: deps
-	$(Q)$(MAKE) --no-print-directory B=$(TSAN_B) CUDA=0 \
+	$(Q)$(MAKE) $(JOBS) --no-print-directory B=$(TSAN_B) CUDA=0 \
 		CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_TESTS)
 	$(Q)TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 $(TSAN_OPTIONS)" \
@@ -342,7 +345,7 @@ bench: all $(BENCH_BINS)
 
 DEMO_DATA ?= $(B)/demo-data
 demo: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) $(JOBS) --no-print-directory all
 	$(Q)[ -d "$(DEMO_DATA)" ] || $(B)/goldminer synth "$(DEMO_DATA)" --images 1000
 	$(Q)$(B)/goldminer bench "$(DEMO_DATA)" --workers 2 --epochs 5
 
