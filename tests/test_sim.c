@@ -638,9 +638,22 @@ static void test_memory_columns(void **st)
 	    gm_profile_load(&p, put("mem3.tsv", "a\t1\t1\t1\t\t\t-1\n"), err, sizeof(err)),
 	    -EBADMSG);
 	assert_non_null(strstr(err, "mem_gb_per_gpu"));
+	/* the eighth column, synergy-tune's ask: read, written (with the seventh) */
+	assert_int_equal(gm_profile_load(&p,
+					 put("mem4.tsv", "a\t1\t1\t1\t\t\t0\t12\nb\t1\t1\t1\t\t\n"),
+					 err, sizeof(err)),
+			 0);
+	assert_true(p.c[0].ask_per_gpu == 12 && p.c[0].mem_per_gpu == 0 && p.c[1].ask_per_gpu == 0);
+	assert_int_equal(gm_profile_write(&p, path_of("mem5.tsv"), NULL, err, sizeof(err)), 0);
+	assert_int_equal(gm_profile_load(&q, path_of("mem5.tsv"), err, sizeof(err)), 0);
+	assert_true(q.c[0].ask_per_gpu == 12 && q.c[1].ask_per_gpu == 0);
 	assert_int_equal(
-	    gm_profile_load(&p, put("mem4.tsv", "a\t1\t1\t1\t\t\t1\t2\n"), err, sizeof(err)),
+	    gm_profile_load(&p, put("mem6.tsv", "a\t1\t1\t1\t\t\t1\t2\t3\n"), err, sizeof(err)),
 	    -EBADMSG);
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem7.tsv", "a\t1\t1\t1\t\t\t1\t-2\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_non_null(strstr(err, "ask_cpu_per_gpu"));
 	assert_int_equal(
 	    gm_cluster_load(&c, "2x(8gpu,24cpu,500gb)+1x(4gpu,8cpu)", err, sizeof(err)), 0);
 	assert_true(c->n == 3 && c->mem[0] == 500 && c->mem[1] == 500 && c->mem[2] == 0);
