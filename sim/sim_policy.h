@@ -65,6 +65,7 @@ struct sjob {
 	int16_t cls;
 	uint8_t state;
 	uint8_t dirty; /* goldminer: listed in sim.dirty, its cap to be recomputed */
+	uint8_t ran;   /* has started once (rounds: a preempted job keeps its start) */
 };
 
 struct sim;
@@ -102,6 +103,11 @@ struct sim_policy {
 	void (*stop)(struct sim *s, uint32_t ji);
 	/* and after every event the pool is shared out again (rates moved by sim_set_rate). */
 	void (*rebalance)(struct sim *s);
+	/*
+	 * Optional: true when j's demand under this policy fits on node n beside what
+	 * n's jobs hold (opts.place_demand prefers such nodes). NULL: any node fits.
+	 */
+	bool (*fits)(const struct sim *s, const struct sjob *j, uint32_t n);
 	/* Optional: check the policy's own books (opts.check); sim_fail on a mismatch. */
 	void (*audit)(struct sim *s);
 };
