@@ -589,8 +589,12 @@ static void pool_rebalance(struct sim *s)
  * its ideal only where both its vCPUs and its memory fit, is switched to fair
  * share in both where either is above it, and a shortfall in either is covered by
  * trimming. Synergy re-plans every round of 300 s; here a node is re-planned
- * whenever its jobs change, and vCPUs nobody asks for stay idle (it never lends
- * them to another server's jobs).
+ * whenever its jobs change (with opts.round, when the round places them again: a
+ * job that ends mid-round leaves its vCPUs idle until then), and vCPUs nobody
+ * asks for stay idle (it never lends them to another server's jobs). Options for
+ * the side-by-side check with Synergy's simulator: opts.tune_asks (the class's
+ * profiled ask instead of the fewest vCPUs that reach its GPU rate) and
+ * opts.place_demand (synergy_fits: the engine prefers a node where the ideal fits).
  */
 
 /* vCPUs per GPU j asks for under --tune-asks (its class's profiled ask), or 0. */

@@ -580,8 +580,10 @@ static void on_arrival(struct sim *s, uint32_t id)
 	j->state = J_QUEUED;
 	s->nqueued++;
 	s->queue[s->qtail++] = ji;
-	if (s->o.round > 0)
+	if (s->o.round > 0) {
+		s->round_dirty = true;
 		return; /* rounds: it waits for the next one */
+	}
 	schedule(s);
 	rebalance(s);
 }
@@ -619,8 +621,10 @@ static void on_finish(struct sim *s, uint32_t ji)
 	if (s->policy->stop)
 		s->policy->stop(s, ji);
 	j->extra = 0;
-	if (s->o.round > 0)
+	if (s->o.round > 0) {
+		s->round_dirty = true;
 		return; /* rounds: its GPUs and vCPUs wait for the next one */
+	}
 	schedule(s);
 	rebalance(s);
 }
@@ -653,15 +657,23 @@ static void preempt(struct sim *s, uint32_t ji)
  * A scheduling round (opts.round, Synergy's simulator): every running job is
  * preempted, the queue is rebuilt in arrival order (job index = submit order) and
  * placed again, then the next round is set, unless nothing can ever start again
- * (no job running, no arrival to come: stalled() reports the queue).
+ * (no job running, no arrival to come: stalled() reports the queue). A round after
+ * which no job came or went, with none queued, would place every job as the last
+ * one did (the same jobs in the same order on the same nodes): it is skipped.
  */
 static void on_round(struct sim *s, uint32_t id)
 {
 	uint32_t k = 0;
-	for (size_t i = 0; i < s->next_arrival; i++)
+	while (s->live_lo < s->next_arrival &&
+	       (s->j[s->live_lo].state == J_DONE || s->j[s->live_lo].state == J_DROPPED))
+		s->live_lo++;
+	if (!s->round_dirty && !s->nqueued)
+		goto out_next;
+	s->round_dirty = false;
+	for (size_t i = s->live_lo; i < s->next_arrival; i++)
 		if (s->j[i].state == J_RUNNING)
 			preempt(s, (uint32_t)i);
-	for (size_t i = 0; i < s->next_arrival; i++)
+	for (size_t i = s->live_lo; i < s->next_arrival; i++)
 		if (s->j[i].state == J_QUEUED)
 			s->queue[k++] = (uint32_t)i;
 	s->qhead = 0;
@@ -669,6 +681,7 @@ static void on_round(struct sim *s, uint32_t id)
 	s->resv_job = s->resv_node = NOPOS;
 	schedule(s);
 	rebalance(s);
+out_next:
 	if (s->ndone < s->n && (s->nrunning || s->ev[s->n].pos != NOPOS))
 		ev_at(s, id, s->now + s->o.round);
 }

@@ -145,6 +145,10 @@ struct sim {
 	uint32_t min_cpus, max_cpus; /* of GPU nodes: capped requests differ between them */
 	uint64_t free_gpus;
 	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
+	/* rounds (opts.round): a job came or went since the last round; jobs before
+	 * live_lo are all done or dropped */
+	bool round_dirty;
+	size_t live_lo;
 	/* the goldminer pool (policies.c) */
 	struct gm_policy *pol;
 	uint32_t *slot2job;
