@@ -443,10 +443,10 @@ static int py_read(int fd, char *buf, size_t len, time_t deadline)
 		if (left <= 0)
 			return -ETIMEDOUT;
 		int rc = poll(&pf, 1, (int)(left > 60 ? 60000 : left * 1000));
-		if (rc < 0 && errno == EINTR)
-			continue;
+		if (rc < 0 && errno != EINTR)
+			break; /* the pipe is gone: what was read is all there is */
 		if (rc <= 0)
-			continue;
+			continue; /* a signal, or a minute without output: check the deadline */
 		ssize_t n = read(fd, buf + at, len - 1 - at);
 		if (n < 0 && errno == EINTR)
 			continue;
