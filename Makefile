@@ -87,7 +87,7 @@ CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null || echo -lcryp
 DEPS_PC := liburing:liburing-dev libjpeg:libjpeg62-turbo-dev libmicrohttpd:libmicrohttpd-dev \
 	$(if $(filter 1,$(UCX)),libcrypto:libssl-dev) \
 	$(if $(filter test-run $(B)/tests/%,$(MAKECMDGOALS)),cmocka:libcmocka-dev)
-NO_DEPS_GOALS := deps lint-deps lint format format-check clean uninstall test sanitize tsan demo \
+NO_DEPS_GOALS := deps profile-deps lint-deps lint format format-check clean uninstall test sanitize tsan demo \
 	fuzz gpu-bundle traces plots
 ifneq ($(DEPS_CHECK),0)
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NO_DEPS_GOALS),$(MAKECMDGOALS)),all),)
@@ -136,7 +136,7 @@ FUZZ_NAMES := $(filter-out fuzz_ctl,$(FUZZ_NAMES))
 endif
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps check-deps sim-experiments format \
+.PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
@@ -425,6 +425,14 @@ traces:
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
 	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
 	python3-venv python3-setuptools python3-wheel
+# What traces/measure-profiles.sh needs beyond make deps (goldminer profile --class
+# nlp, speech, recsys, vit): NumPy, SciPy, soundfile, torchvision and the audio it
+# decodes. Not in deps: make test must also pass without NumPy (.ci/run stage 1).
+PROFILE_PKGS := python3-numpy python3-scipy python3-soundfile python3-torchvision \
+	sound-theme-freedesktop
+profile-deps:
+	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS="$(PROFILE_PKGS)"
+
 deps:
 	$(Q)missing=""; for p in $(DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \

@@ -21,15 +21,32 @@
  * process's children, which is process-wide state a library must not read on its
  * caller's behalf; nothing in it is reusable library material.
  *
+ * Classes whose pipeline is not goldminer's C image path (nlp, speech, recsys, vit;
+ * with --torchvision also the image classes as PyTorch users run them) are measured
+ * by a Python module, python/goldminer/profile_classes.py, run by /usr/bin/python3
+ * (GM_PYTHON overrides) pinned to one CPU: it runs the real pipeline (tokenise and
+ * pad a text corpus, decode audio into log-mel features, parse and hash Criteo
+ * rows, torchvision transforms) and reports samples per CPU second of its measured
+ * loop; the table py_rows says which class runs which pipeline. A module it lacks
+ * (NumPy, torch, soundfile) ends it with exit status 3 and a message naming the
+ * Debian package; it is killed after GM_PROFILE_PY_S seconds.
+ *
  * What it does not do: measure GPU-bound rates, or several worker counts (the
  * per-vCPU rate is what the policy scales; bench --workers N shows the scaling).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "goldminer/dataset.h"
@@ -38,26 +55,59 @@
 #include "goldminer/pipeline.h"
 #include "goldminer/profile.h"
 
-#define CMD "profile"
+#define CMD		"profile"
+#define GM_PROFILE_PY_S 900 /* a Python measurement still running then is killed */
+
+extern char **environ;
+
+/*
+ * The pipelines python/goldminer/profile_classes.py runs, by the class they
+ * measure (a NEW=BASE class follows BASE). Image classes run goldminer's C data
+ * plane unless --torchvision; a row with needs_data takes DATA, the others their
+ * Debian default or --input.
+ */
+static const struct py_row {
+	const char *cls, *pipeline;
+	bool needs_data, image;
+	uint64_t samples; /* default --images: a few seconds of CPU */
+} py_rows[] = {
+    {"nlp", "text", false, false, 20000},	   {"speech", "speech", false, false, 100},
+    {"recsys", "criteo", false, false, 100000},	   {"vit", "randaugment", true, false, 1000},
+    {"resnet50", "torchvision", true, true, 1000}, {"cv-light", "torchvision", true, true, 1000},
+};
+#define NPY (sizeof(py_rows) / sizeof(py_rows[0]))
+
+/* One Python measurement's answer (profile_classes --tsv). */
+struct py_res {
+	double rate, samples, cpu, wall;
+	char unit[64], what[400];
+};
 
 struct run {
-	const char *data, *classes, *base, *outp, *spec;
+	const char *data, *classes, *base, *outp, *spec, *input;
 	uint64_t images, batch;
+	bool images_given, torchvision;
 	struct gm_profile prof;
-	int idx[GM_PROFILE_MAX], nidx; /* the classes to update */
+	int idx[GM_PROFILE_MAX], nidx;		 /* the classes to update */
+	const struct py_row *py[GM_PROFILE_MAX]; /* each one's Python pipeline, or NULL */
+	bool c_plane;				 /* some class runs the C data plane */
 	/* the measurement */
 	uint32_t epochs;
 	struct gm_loader_stats st;
 	double cpu, wall, rate;
 };
 
-enum { O_CLASS, O_BASE, O_OUT, O_IMAGES, O_PIPELINE, O_BATCH, O_HELP, O_N };
+enum { O_CLASS, O_BASE, O_OUT, O_IMAGES, O_PIPELINE, O_BATCH, O_INPUT, O_TV, O_HELP, O_N };
 
 static const struct cmd_opt opts[O_N] = {
     [O_CLASS] = {"class", "NAME,...", 0,
 		 "classes to update (default resnet50,cv-light: the ImageNet JPEG "
-		 "pipeline); each must exist in the base profile, or be NEW=BASE: a new "
-		 "class NEW with BASE's gpu_rate (an assumption) and share 0"},
+		 "pipeline on DATA); each must exist in the base profile, or be NEW=BASE: a new "
+		 "class NEW with BASE's gpu_rate (an assumption) and share 0. nlp, speech, "
+		 "recsys and vit run Python pipelines (python/goldminer/profile_classes.py): "
+		 "nlp tokenises and pads a text corpus, speech decodes audio into log-mel "
+		 "features, recsys parses and hashes Criteo rows, vit runs torchvision's "
+		 "RandAugment on DATA"},
     [O_BASE] =
 	{"base", "FILE", 0,
 	 "profile TSV to start from (default: the built-in table, traces/profile-pytorch.tsv)"},
@@ -66,15 +116,24 @@ static const struct cmd_opt opts[O_N] = {
     [O_PIPELINE] = {"pipeline", "SPEC", 0,
 		    "pipeline spec (default: the train transform, uint8 output)"},
     [O_BATCH] = {"batch", "B", 0, "samples per batch (default 64)"},
+    [O_INPUT] = {"input", "PATH", 0,
+		 "nlp's corpus, speech's audio directory or recsys's Criteo TSV (default: "
+		 "/usr/share/common-licenses, /usr/share/sounds/freedesktop/stereo, rows "
+		 "from a seeded generator in Criteo's layout)"},
+    [O_TV] = {"torchvision", NULL, 0,
+	      "image classes through torchvision (PIL decode, RandomResizedCrop, flip, "
+	      "ToTensor, normalise: the PyTorch-era pipeline) instead of goldminer's data plane"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
 static const char synopsis[] =
-    "goldminer profile DATA [--class NAME|NEW=BASE[,...]] [--base FILE] [--out FILE]\n"
-    "                         [--images N] [--pipeline SPEC] [--batch B]\n"
-    "  Measure the pre-processing rate per vCPU (1 worker, CPU time) of the\n"
-    "  pipeline on DATA and write a simulator profile (for goldminer sim\n"
-    "  --profile) whose classes NAME get it as cpu_rate.";
+    "goldminer profile [DATA] [--class NAME|NEW=BASE[,...]] [--base FILE] [--out FILE]\n"
+    "                         [--images N] [--pipeline SPEC] [--batch B] [--input PATH]\n"
+    "                         [--torchvision]\n"
+    "  Measure the pre-processing rate per vCPU (1 worker or 1 pinned Python\n"
+    "  process, CPU time) of each class's pipeline and write a simulator profile\n"
+    "  (for goldminer sim --profile) whose classes NAME get it as cpu_rate. DATA\n"
+    "  (an image directory) is needed by the image classes and vit.";
 
 static double tv_s(struct timeval t)
 {
@@ -118,17 +177,20 @@ static int profile_options(struct run *r, int argc, char **argv)
 	r->base = val[O_BASE];
 	r->outp = val[O_OUT];
 	r->spec = val[O_PIPELINE];
+	r->input = val[O_INPUT];
+	r->torchvision = val[O_TV] != NULL;
 	r->images = 2000;
+	r->images_given = val[O_IMAGES] != NULL;
 	r->batch = 64;
 	if ((val[O_IMAGES] && cmd_u64(CMD, "--images", val[O_IMAGES], 1, 100000000, &r->images)) ||
 	    (val[O_BATCH] && cmd_u64(CMD, "--batch", val[O_BATCH], 1, GM_MAX_BATCH, &r->batch)))
 		return 2;
-	if (a.npos != 1) {
+	if (a.npos > 1) {
 		cmd_err(CMD, NULL, NULL, "expected one DATA directory, not %d arguments", a.npos);
 		cmd_usage(stderr, synopsis, opts, O_N);
 		return 2;
 	}
-	r->data = a.pos[0];
+	r->data = a.npos ? a.pos[0] : NULL;
 	return -1;
 }
 
@@ -170,6 +232,48 @@ static int profile_new_class(struct run *r, const char *name, const char *base)
 	return r->prof.n++;
 }
 
+/* The Python pipeline that measures class name, or NULL for the C data plane. */
+static const struct py_row *py_for(const struct run *r, const char *name)
+{
+	for (size_t i = 0; i < NPY; i++)
+		if (!strcmp(py_rows[i].cls, name) && (!py_rows[i].image || r->torchvision))
+			return &py_rows[i];
+	return NULL;
+}
+
+/* DATA where a chosen class needs it, --input where exactly one can take it. 0, or
+ * 2 after a message. */
+static int profile_inputs(const struct run *r)
+{
+	const char *needs = NULL, *takes = NULL;
+	int ntakes = 0;
+	if (r->c_plane && !r->data)
+		needs = r->prof.c[r->idx[0]].name;
+	for (int k = 0; k < r->nidx; k++) {
+		const struct py_row *p = r->py[k];
+		if (p && p->needs_data && !r->data)
+			needs = r->prof.c[r->idx[k]].name;
+		if (p && !p->needs_data && (!takes || strcmp(takes, p->pipeline))) {
+			takes = p->pipeline;
+			ntakes++;
+		}
+	}
+	for (int k = 0; k < r->nidx && r->c_plane && !r->data && !r->py[k]; k++)
+		needs = r->prof.c[r->idx[k]].name;
+	if (needs) {
+		cmd_err(CMD, NULL, "give an image directory, e.g. /var/tmp/goldminer-photos",
+			"class '%s' is measured on images: DATA is needed", needs);
+		return 2;
+	}
+	if (r->input && ntakes != 1) {
+		cmd_err(CMD, "--input", NULL, "is the data of one of nlp, speech or recsys, and %s",
+			ntakes ? "several of them are chosen: measure them one at a time"
+			       : "none is chosen");
+		return 2;
+	}
+	return 0;
+}
+
 /* The base table and the classes to update, checked before any work. 0, or the
  * exit status after a message. */
 static int profile_classes(struct run *r)
@@ -208,15 +312,18 @@ static int profile_classes(struct run *r)
 			free(list);
 			return 2;
 		}
-		if (r->nidx < GM_PROFILE_MAX)
+		if (r->nidx < GM_PROFILE_MAX) {
+			r->py[r->nidx] = py_for(r, eq ? eq + 1 : t);
+			r->c_plane |= !r->py[r->nidx];
 			r->idx[r->nidx++] = k;
+		}
 	}
 	free(list);
 	if (!r->nidx) {
 		cmd_err(CMD, "--class", NULL, "names no class");
 		return 2;
 	}
-	return 0;
+	return profile_inputs(r);
 }
 
 /* Run one worker over whole epochs and take its CPU time. 0, or 1 after a message. */
@@ -277,12 +384,201 @@ static int profile_measure(struct run *r)
 	return 0;
 }
 
-/* The measured rate into the chosen classes, with a source naming how. */
-static void profile_update(struct run *r, const char *day)
+/*
+ * python/ beside the executable or up to two levels above it (the source tree:
+ * build/goldminer, build/tests/test_profile) into buf; "" where there is none
+ * (then an installed goldminer package is used).
+ */
+static void py_path(char *buf, size_t len)
 {
-	char model[160], pipe[300] = "the default train transform, uint8 HWC";
+	char exe[PATH_MAX], probe[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	buf[0] = 0;
+	if (n <= 0)
+		return;
+	exe[n] = 0;
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(exe, '/');
+		if (!slash)
+			return;
+		*slash = 0;
+		snprintf(probe, sizeof(probe), "%s/python/goldminer/profile_classes.py", exe);
+		if (access(probe, R_OK) == 0) {
+			if (snprintf(buf, len, "%s/python", exe) >= (int)len)
+				buf[0] = 0; /* cut: rather none than a wrong one */
+			return;
+		}
+	}
+}
+
+/* The child's environment: ours with PYTHONPATH led by the source tree's python/.
+ * Strings in store; NULL when it does not fit. */
+static char **py_env(char *store, size_t len, char **envp, size_t nenv)
+{
+	char dir[PATH_MAX];
+	const char *old = getenv("PYTHONPATH");
+	size_t k = 0;
+	py_path(dir, sizeof(dir));
+	for (char **e = environ; *e && k + 2 < nenv; e++)
+		if (strncmp(*e, "PYTHONPATH=", 11))
+			envp[k++] = *e;
+	if (*dir || old) {
+		int w = snprintf(store, len, "PYTHONPATH=%s%s%s", dir,
+				 *dir && old && *old ? ":" : "", old ? old : "");
+		if (w < 0 || (size_t)w >= len)
+			return NULL;
+		envp[k++] = store;
+	}
+	envp[k] = NULL;
+	return envp;
+}
+
+/* Read the child's stdout into buf until EOF or the deadline. 0, or -ETIMEDOUT. */
+static int py_read(int fd, char *buf, size_t len, time_t deadline)
+{
+	size_t at = 0;
+	for (;;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		time_t left = deadline - time(NULL);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		int rc = poll(&pf, 1, (int)(left > 60 ? 60000 : left * 1000));
+		if (rc < 0 && errno != EINTR)
+			break; /* the pipe is gone: what was read is all there is */
+		if (rc <= 0)
+			continue; /* a signal, or a minute without output: check the deadline */
+		ssize_t n = read(fd, buf + at, len - 1 - at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		at += (size_t)n;
+		if (at == len - 1) /* more than a measurement prints: keep the last part */
+			at = 0;
+	}
+	buf[at] = 0;
+	return 0;
+}
+
+/* Start the pipeline's Python process with its stdout on a pipe. Its pid, or -1
+ * after a message. */
+static pid_t py_start(const struct run *r, const struct py_row *p, const char *py, int *out)
+{
+	char samples[32], env_store[PATH_MAX * 2], *envp[4096];
+	snprintf(samples, sizeof(samples), "%llu",
+		 (unsigned long long)(r->images_given ? r->images : p->samples));
+	const char *data = p->needs_data ? r->data : r->input;
+	char *argv[] = {
+	    (char *)py,	 "-m",	  "goldminer.profile_classes", (char *)p->pipeline, "--tsv",
+	    "--samples", samples, data ? "--data" : NULL,      (char *)data,	    NULL};
+	int fd[2];
+	if (!py_env(env_store, sizeof(env_store), envp, sizeof(envp) / sizeof(envp[0]))) {
+		cmd_err(CMD, "PYTHONPATH", NULL, "too long");
+		return -1;
+	}
+	if (pipe2(fd, O_CLOEXEC)) {
+		cmd_err(CMD, NULL, NULL, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (dup2(fd[1], 1) < 0)
+			_exit(127);
+		execve(py, argv, envp);
+		_exit(127); /* as a shell says "command not found" */
+	}
+	close(fd[1]);
+	if (pid < 0) {
+		cmd_err(CMD, NULL, NULL, "fork: %s", strerror(errno));
+		close(fd[0]);
+		return -1;
+	}
+	*out = fd[0];
+	return pid;
+}
+
+/* Why the Python process failed, from its wait status (its own message is above). */
+static void py_failed(const struct py_row *p, const char *py, int st, bool timed_out)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "the %s pipeline", p->pipeline);
+	if (timed_out)
+		cmd_err(CMD, what, "give fewer --images", "still running after %d s: killed",
+			GM_PROFILE_PY_S);
+	else if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		cmd_err(CMD, what, "apt-get install python3, or set GM_PYTHON to an interpreter",
+			"cannot run %s", py);
+	else if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+		cmd_err(CMD, what, "install what the line above names",
+			"%s lacks a module it needs", py);
+	else if (WIFEXITED(st) && WEXITSTATUS(st) == 1)
+		cmd_err(CMD, what,
+			"run from the source tree, or pip install python/ into that interpreter",
+			"%s failed (exit 1): is the goldminer Python package there?", py);
+	else
+		cmd_err(CMD, what, NULL, "%s failed (%s %d; its message is above)", py,
+			WIFEXITED(st) ? "exit" : "signal",
+			WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
+/* Parse "rate samples cpu_s wall_s unit what" (profile_classes --tsv). */
+static int py_parse(char *line, struct py_res *res)
+{
+	char *f[6], *save = NULL;
+	int n = 0;
+	char *nl = strrchr(line, '\n');
+	if (nl && !nl[1]) /* the last line */
+		*nl = 0;
+	char *last = strrchr(line, '\n');
+	for (char *t = strtok_r(last ? last + 1 : line, "\t", &save); t && n < 6;
+	     t = strtok_r(NULL, "\t", &save))
+		f[n++] = t;
+	if (n != 6)
+		return -EBADMSG;
+	char *end;
+	res->rate = strtod(f[0], &end);
+	if (*end || !(res->rate >= GM_PROFILE_MIN_RATE && res->rate <= GM_PROFILE_MAX_RATE))
+		return -EBADMSG;
+	res->samples = strtod(f[1], NULL);
+	res->cpu = strtod(f[2], NULL);
+	res->wall = strtod(f[3], NULL);
+	snprintf(res->unit, sizeof(res->unit), "%s", f[4]);
+	snprintf(res->what, sizeof(res->what), "%s", f[5]);
+	return 0;
+}
+
+/* Run pipeline p in Python and read its answer. 0, or 1 after a message. */
+static int py_measure(const struct run *r, const struct py_row *p, struct py_res *res)
+{
+	const char *py =
+	    getenv("GM_PYTHON") && *getenv("GM_PYTHON") ? getenv("GM_PYTHON") : "/usr/bin/python3";
+	char out[8192];
+	int fd, st = 0;
+	pid_t pid = py_start(r, p, py, &fd);
+	if (pid < 0)
+		return 1;
+	bool timed_out = py_read(fd, out, sizeof(out), time(NULL) + GM_PROFILE_PY_S) < 0;
+	close(fd);
+	if (timed_out)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (timed_out || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		py_failed(p, py, st, timed_out);
+		return 1;
+	}
+	if (py_parse(out, res)) {
+		cmd_err(CMD, p->pipeline, NULL, "%s printed no measurement line", py);
+		return 1;
+	}
+	return 0;
+}
+
+/* The C data plane's rate into class k's row, with a source naming how. */
+static void update_c(struct run *r, struct gm_profile_class *pc, const char *day, const char *model)
+{
+	char pipe[300] = "the default train transform, uint8 HWC";
 	double n = (double)r->st.samples;
-	cpu_model(model, sizeof(model));
 	if (r->spec) {
 		struct gm_pipeline *p;
 		if (!gm_pipeline_parse(r->spec, &p, NULL, 0)) {
@@ -290,18 +586,66 @@ static void profile_update(struct run *r, const char *day)
 			gm_pipeline_free(p);
 		}
 	}
-	for (int k = 0; k < r->nidx; k++) {
-		struct gm_profile_class *pc = &r->prof.c[r->idx[k]];
-		pc->cpu_rate = r->rate;
-		snprintf(pc->cpu_source, sizeof(pc->cpu_source),
-			 "measured: goldminer profile %s, %s: %llu samples (%u of %u), %s, 1 "
-			 "worker on %s: %.0f us CPU per sample (read %.0f, decode %.0f, augment "
-			 "%.0f us)",
-			 day, r->data, (unsigned long long)r->st.samples, r->epochs,
-			 r->st.dataset_size, pipe, model, 1e6 / r->rate,
-			 (double)r->st.read_ns / 1e3 / n, (double)r->st.decode_ns / 1e3 / n,
-			 (double)r->st.augment_ns / 1e3 / n);
+	pc->cpu_rate = r->rate;
+	snprintf(pc->cpu_source, sizeof(pc->cpu_source),
+		 "measured: goldminer profile %s, %s: %llu samples (%u of %u), %s, 1 "
+		 "worker on %s: %.0f us CPU per sample (read %.0f, decode %.0f, augment "
+		 "%.0f us)",
+		 day, r->data, (unsigned long long)r->st.samples, r->epochs, r->st.dataset_size,
+		 pipe, model, 1e6 / r->rate, (double)r->st.read_ns / 1e3 / n,
+		 (double)r->st.decode_ns / 1e3 / n, (double)r->st.augment_ns / 1e3 / n);
+}
+
+/* A Python pipeline's rate into a row: the command, the machine, what ran. */
+static void update_py(const struct py_row *p, const struct py_res *m, struct gm_profile_class *pc,
+		      const char *day, const char *model)
+{
+	pc->cpu_rate = m->rate;
+	int w = snprintf(
+	    pc->cpu_source, sizeof(pc->cpu_source),
+	    "measured: goldminer profile --class %s %s (python3 -m goldminer.profile_classes "
+	    "%s, 1 pinned vCPU of %s): %.0f %s in %.2f s CPU; %s",
+	    p->cls, day, p->pipeline, model, m->samples, m->unit, m->cpu, m->what);
+	if (w >= (int)sizeof(pc->cpu_source)) /* cut: say so */
+		memcpy(pc->cpu_source + sizeof(pc->cpu_source) - 4, "...", 4);
+}
+
+/* Measure every chosen class: the C data plane once, each Python pipeline once.
+ * 0, or the exit status after a message. */
+static int profile_run(struct run *r, const char *day)
+{
+	char model[160];
+	struct py_res *res = calloc(NPY, sizeof(*res));
+	bool done[NPY] = {false};
+	int rc = 0;
+	if (!res) {
+		cmd_err(CMD, NULL, NULL, "out of memory");
+		return 1;
 	}
+	cpu_model(model, sizeof(model));
+	if (r->c_plane)
+		rc = profile_measure(r);
+	for (int k = 0; k < r->nidx && !rc; k++) {
+		struct gm_profile_class *pc = &r->prof.c[r->idx[k]];
+		const struct py_row *p = r->py[k];
+		if (!p) {
+			update_c(r, pc, day, model);
+			continue;
+		}
+		size_t i = (size_t)(p - py_rows);
+		if (!done[i]) {
+			rc = py_measure(r, p, &res[i]);
+			if (rc)
+				break;
+			done[i] = true;
+			cmd_note(CMD, "%s (%s): %.0f %s in %.2f s CPU (%.2f s wall): %.1f per vCPU",
+				 pc->name, p->pipeline, res[i].samples, res[i].unit, res[i].cpu,
+				 res[i].wall, res[i].rate);
+		}
+		update_py(p, &res[i], pc, day, model);
+	}
+	free(res);
+	return rc;
 }
 
 /* The summary on stderr and the table to --out or stdout. 0, or 1 after a message. */
@@ -312,11 +656,13 @@ static int profile_write(struct run *r, const char *day)
 	for (int k = 0; k < r->nidx && at < sizeof(names); k++)
 		at += (size_t)snprintf(names + at, sizeof(names) - at, " %s",
 				       r->prof.c[r->idx[k]].name);
-	cmd_note(CMD,
-		 "%s: %llu samples in %.2f s wall, worker CPU %.2f s: %.1f samples/s per vCPU "
-		 "(%.0f us each); written to class%s%s",
-		 r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate,
-		 1e6 / r->rate, r->nidx > 1 ? "es" : "", names);
+	if (r->c_plane)
+		cmd_note(CMD,
+			 "%s: %llu samples in %.2f s wall, worker CPU %.2f s: %.1f samples/s per "
+			 "vCPU (%.0f us each)",
+			 r->data, (unsigned long long)r->st.samples, r->wall, r->cpu, r->rate,
+			 1e6 / r->rate);
+	cmd_note(CMD, "written to class%s%s", r->nidx > 1 ? "es" : "", names);
 	snprintf(comment, sizeof(comment),
 		 "Written by goldminer profile %s from the %s table; cpu_rate of the measured\n"
 		 "classes is this machine's; every other figure is the base table's.\n"
@@ -344,16 +690,14 @@ int gm_cmd_profile(int argc, char **argv)
 		free(r);
 		return rc;
 	}
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(day, sizeof(day), "%Y-%m-%d", gmtime_r(&now, &tm));
 	rc = profile_classes(r);
 	if (rc == 0)
-		rc = profile_measure(r);
-	if (rc == 0) {
-		time_t now = time(NULL);
-		struct tm tm;
-		strftime(day, sizeof(day), "%Y-%m-%d", gmtime_r(&now, &tm));
-		profile_update(r, day);
+		rc = profile_run(r, day);
+	if (rc == 0)
 		rc = profile_write(r, day);
-	}
 	free(r);
 	return rc;
 }

@@ -53,6 +53,9 @@ enum {
 	O_VS,
 	O_SCENARIO,
 	O_LENDING,
+	O_ROUND,
+	O_PLACEMENT,
+	O_ASKS,
 	O_HELP,
 	O_N
 };
@@ -64,7 +67,8 @@ static const struct cmd_opt opts[O_N] = {
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
-		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan|all"},
+		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan, a "
+		  "comma-separated list of them, or all"},
     [O_PROFILE] = {"profile", "FILE", 0,
 		   "profile table TSV (default: built-in traces/profile-pytorch.tsv)"},
     [O_SEED] = {"seed", "N", 0, "seed of the model-class draw (default 1)"},
@@ -82,7 +86,9 @@ static const struct cmd_opt opts[O_N] = {
 		 "every node's workers time-share F cores, max-min fair (0: a vCPU is a core, "
 		 "or the cluster shape's cores per node, e.g. 3x(1gpu,4cpu,0.75cores))"},
     [O_INTERVAL] = {"sample-interval", "S", 0, "time-series period in s (last submit / 500)"},
-    [O_BACKFILL] = {"backfill", "N", 0, "try N queued jobs behind a blocked head (0 = FIFO)"},
+    [O_BACKFILL] = {"backfill", "N|all", 0,
+		    "try N queued jobs behind a blocked head (0 = FIFO); all: every queued job "
+		    "that fits starts, no node is held for the head (Synergy's FIFO)"},
     [O_MAXJOBS] = {"max-jobs", "N", 0, "replay only the first N jobs of the trace"},
     [O_WRITE] = {"write-trace", "FILE", 0, "also write the loaded trace as a goldminer TSV"},
     [O_CHECK] = {"check", NULL, 0, "audit every node after every event (slow)"},
@@ -100,6 +106,16 @@ static const struct cmd_opt opts[O_N] = {
 		    "scenario.h)"},
     [O_LENDING] = {"lending", "off|on|both", 0,
 		   "with --scenario: jobs borrow other hosts' idle cores (on) or not (both)"},
+    [O_ROUND] = {"round", "S", 0,
+		 "scheduling rounds of S seconds with preemption, as Synergy's simulator (300 "
+		 "there): every running job is placed again each round (0: continuous time)"},
+    [O_PLACEMENT] = {"placement", "WHAT", 0,
+		     "'best-fit' on GPUs (default), or 'demand': a node where the policy's "
+		     "demand fits first (synergy-tune: its ideal vCPUs and memory, as Synergy "
+		     "places)"},
+    [O_ASKS] = {"tune-asks", "WHAT", 0,
+		"synergy-tune asks for its 'ideal' vCPUs (the fewest that reach its GPU rate, "
+		"default) or the 'profile' column ask_cpu_per_gpu (Synergy's profiled CPUs)"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -109,7 +125,8 @@ static const struct cmd_opt opts[O_N] = {
 struct sim_args {
 	const char *val[O_N];
 	struct gm_sim_opts o;
-	int first, last; /* policies to run */
+	int first, last; /* policies to run: those of run between first and last */
+	unsigned run;	 /* bit p set = policy p runs */
 	uint64_t max_jobs;
 	uint64_t seeds; /* runs per policy, seeds o.seed .. o.seed + seeds - 1 */
 	unsigned vs;	/* --vs: bit p set = compare every policy with policy p */
@@ -156,8 +173,10 @@ static int get_numbers(struct sim_args *a)
 	if (v[O_INTERVAL] &&
 	    cmd_double("sim", "--sample-interval", v[O_INTERVAL], 0, &o->sample_interval))
 		return -EINVAL;
-	if (v[O_BACKFILL]) {
-		if (cmd_u64("sim", "--backfill", v[O_BACKFILL], 0, UINT32_MAX, &x))
+	if (v[O_BACKFILL] && !strcmp(v[O_BACKFILL], "all")) {
+		o->backfill = GM_SIM_BACKFILL_ALL;
+	} else if (v[O_BACKFILL]) {
+		if (cmd_u64("sim", "--backfill", v[O_BACKFILL], 0, UINT32_MAX - 1, &x))
 			return -EINVAL;
 		o->backfill = (uint32_t)x;
 	}
@@ -202,7 +221,7 @@ static int get_numbers(struct sim_args *a)
 				"unknown policy in '%s'", v[O_VS]);
 			return -EINVAL;
 		}
-		if (q < a->first || q > a->last) {
+		if (!(a->run & 1u << q)) {
 			cmd_err("sim", "--vs", "run it too: --policy all", "policy '%s' is not run",
 				name);
 			return -EINVAL;
@@ -244,6 +263,60 @@ out_usage:
 	return -EINVAL;
 }
 
+/* --round, --placement, --tune-asks (the Synergy comparison); -EINVAL after a message. */
+static int get_synergy_opts(struct sim_args *a)
+{
+	const char **v = a->val;
+	struct gm_sim_opts *o = &a->o;
+	if (v[O_ROUND] && (cmd_double("sim", "--round", v[O_ROUND], 0, &o->round) ||
+			   (o->round > 0 && o->round < 1) || o->round > 1e9)) {
+		cmd_err("sim", "--round", NULL, "0 (none) or 1..1e9 seconds, not '%s'", v[O_ROUND]);
+		return -EINVAL;
+	}
+	if (v[O_PLACEMENT] && strcmp(v[O_PLACEMENT], "best-fit") &&
+	    strcmp(v[O_PLACEMENT], "demand")) {
+		cmd_err("sim", "--placement", NULL, "'best-fit' or 'demand', not '%s'",
+			v[O_PLACEMENT]);
+		return -EINVAL;
+	}
+	o->place_demand = v[O_PLACEMENT] && !strcmp(v[O_PLACEMENT], "demand");
+	if (v[O_ASKS] && strcmp(v[O_ASKS], "ideal") && strcmp(v[O_ASKS], "profile")) {
+		cmd_err("sim", "--tune-asks", NULL, "'ideal' or 'profile', not '%s'", v[O_ASKS]);
+		return -EINVAL;
+	}
+	o->tune_asks = v[O_ASKS] && !strcmp(v[O_ASKS], "profile");
+	return 0;
+}
+
+/* --policy NAME[,NAME...] or all into a->run, first, last; -EINVAL after a message. */
+static int parse_policies(struct sim_args *a)
+{
+	const char *p = a->val[O_POLICY];
+	a->run = 0;
+	if (!strcmp(p, "all"))
+		p += 3, a->run = (1u << GM_SIM_NPOLICY) - 1;
+	while (!a->run || *p) {
+		char name[32];
+		size_t k = strcspn(p, ",");
+		int q = -1;
+		if (k < sizeof(name)) {
+			memcpy(name, p, k);
+			name[k] = 0;
+			q = gm_sim_policy_parse(name);
+		}
+		if (q < 0) {
+			cmd_err("sim", "--policy", "goldminer sim --help lists them",
+				"unknown policy in '%s'", a->val[O_POLICY]);
+			return -EINVAL;
+		}
+		a->run |= 1u << q;
+		p += k + (p[k] == ',');
+	}
+	a->first = __builtin_ctz(a->run);
+	a->last = 31 - __builtin_clz(a->run);
+	return 0;
+}
+
 /* Parse argv into *a: 0 to run, 1 after printing the help, 2 after a usage error. */
 static int parse_args(struct sim_args *a, int argc, char **argv)
 {
@@ -268,15 +341,9 @@ static int parse_args(struct sim_args *a, int argc, char **argv)
 		cmd_err("sim", NULL, NULL, "--cluster, --trace and --policy are required");
 		goto out_usage;
 	}
-	if (!strcmp(a->val[O_POLICY], "all")) {
-		a->first = 0;
-		a->last = GM_SIM_NPOLICY - 1;
-	} else if ((a->first = a->last = gm_sim_policy_parse(a->val[O_POLICY])) < 0) {
-		cmd_err("sim", "--policy", "goldminer sim --help lists them", "unknown policy '%s'",
-			a->val[O_POLICY]);
+	if (parse_policies(a))
 		goto out_usage;
-	}
-	if (get_numbers(a))
+	if (get_numbers(a) || get_synergy_opts(a))
 		goto out_usage;
 	return 0;
 out_usage:
@@ -355,7 +422,7 @@ static int write_per_seed(const struct sim_args *a, const char *path, char *err,
 	bad = fprintf(f, "policy\tseed\tavg_jct\tp50_jct\tp95_jct\tavg_queue\tgpu_util\tgpu_busy"
 			 "\tcpu_util\tmakespan\n") < 0;
 	for (int p = a->first; p <= a->last; p++)
-		for (uint64_t k = 0; k < a->seeds; k++) {
+		for (uint64_t k = 0; k < a->seeds && a->run & 1u << p; k++) {
 			const struct gm_sim_summary *m = &a->runs[(size_t)p * a->seeds + k];
 			bad |=
 			    fprintf(f, "%s\t%llu\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t%.4f\t%.4f\t%.1f\n",
@@ -407,7 +474,7 @@ static int print_ratios(const struct sim_args *a, char *err, size_t errlen)
 		if (!(a->vs & 1u << v))
 			continue;
 		for (int p = a->first; p <= a->last; p++) {
-			if (p == v || (p < v && a->vs & 1u << p))
+			if (p == v || (p < v && a->vs & 1u << p) || !(a->run & 1u << p))
 				continue; /* itself, or printed with p as the one compared with */
 			if (print_ratio(a, p, v, x, y) || print_ratio(a, v, p, x, y)) {
 				snprintf(err, errlen, "%s / %s: no ratio (a run without jobs?)",
@@ -436,6 +503,8 @@ static int run_policies(const struct gm_cluster *c, const struct gm_trace *t,
 	for (int p = a->first; p <= a->last; p++) {
 		struct gm_sim_summary sum;
 		char dir[4096], line[1024];
+		if (!(a->run & 1u << p))
+			continue;
 		o->policy = (enum gm_sim_policy)p;
 		o->out_dir = NULL;
 		if (out) {

@@ -4,20 +4,23 @@
 # and pecan included), over $SEEDS seeds of the model-class draw, on
 #   openb-64        the openb trace on 8 x (8 GPU, 96 vCPU), arrivals compressed to an
 #                   offered GPU load of 0.9 (contended); also strict FIFO and a
-#                   CPU-poor variant (48 vCPU per node), and a load sweep
+#                   CPU-short variant (24 vCPU per node), and a load sweep
 #   openb-full      the same trace on the full openb cluster (1,523 nodes), as traced
 #   philly-pai      the Philly trace on the PAI machine list, compressed to load 0.9
-#   synergy-24      the same trace on 8 x (8 GPU, 24 vCPU) with Synergy's ten models
-#                   (traces/profile-synergy.tsv), side by side with Synergy's simulator
-# and a remote-cost sweep; writes tables + figures under $SIM_OUT (default
+#   synergy-24      the same trace on 8 x (8 GPU, 24 vCPU, 500 GB) with Synergy's ten
+#                   models (traces/profile-synergy.tsv) in Synergy's 300-s rounds, side
+#                   by side with Synergy's simulator, and each difference between the
+#                   two simulators measured on its own
+# and sweeps of the remote cost and of the profile's assumptions; writes tables + figures under $SIM_OUT (default
 # $B/sim-experiments) and regenerates sim/RESULTS.md. Figures are drawn from the
 # first seed's run (the per-seed ones from every seed); tables give the mean and
 # 95% interval over the seeds, and every comparison is a paired per-seed ratio
 # (median, bootstrap 95% interval: goldminer sim --vs).
 #
 # Where the time goes (2 cores): the Philly runs (about 1.8 s per seed for the
-# seven policies) outweigh all openb ones together (under 0.1 s per seed each), so
-# independent experiments run two at a time.
+# seven policies, about 40% of the CPU time) outweigh all openb ones together
+# (under 0.1 s per seed each), so Philly starts first, on its own, and the other
+# independent experiments run two at a time beside it.
 #
 # Environment: B (build dir, default build), SIM_OUT, TRACES (directory holding
 # alibaba-gpu-v2023/ etc.; default traces/public, as `make traces` puts them),
@@ -68,10 +71,10 @@ run() {
 	echo "== $name: --cluster $cl --trace $(basename "$tr") --arrival-scale $sc $*" >&2
 	rm -rf "${OUT:?}/$name"
 	"$G" sim --cluster "$cl" --trace "$tr" --policy all --arrival-scale "$sc" --out "$OUT/$name" "$@" \
-		>"$OUT/$name.jsonl" 2>"$OUT/$name.log"
+		>"$OUT/$name.jsonl" 2>"$OUT/$name.log" || return 1
 	"$G" sim --cluster "$cl" --trace "$tr" --policy all --arrival-scale "$sc" --seeds "$SEEDS" \
 		--vs static,goldminer,synergy-tune --per-seed "$OUT/$name.seeds.tsv" "$@" \
-		>"$OUT/$name.seeds.jsonl" 2>/dev/null
+		>"$OUT/$name.seeds.jsonl" 2>/dev/null || return 1
 	printf '%s\n' "--cluster '$cl' --trace $(basename "$tr") --arrival-scale $sc $*" >"$OUT/$name/command"
 }
 
@@ -130,30 +133,38 @@ jct() {
 }
 
 C64="8x(8gpu,96cpu)"
-C48="8x(8gpu,48cpu)"
+# the CPU-short shape: 3 vCPUs per GPU, where the measured pipelines' needs (about
+# 3 per GPU on the mix's average) meet the nodes' vCPUs (at 48 or 96 per node every
+# elastic policy feeds every job and they tie)
+CSH="8x(8gpu,24cpu)"
+VPG=3
 C24="8x(8gpu,24cpu,500gb)"
 S64=$(scale_for "$C64" "$OPENB")
+# Philly, the longest, started first and detached (the bare waits below are for the
+# openb pairs; its end is $OUT/.philly.rc, read before its results are)
+rm -f "$OUT/.philly.rc"
+if [ -f "$PHILLY" ] && [ -f "$PAI" ]; then
+	SPH=$(scale_for "$PAI" "$PHILLY")
+	( (if run philly-pai "$PAI" "$PHILLY" "$SPH" --backfill "$BF"; then echo 0; else echo 1; fi \
+		>"$OUT/.philly.rc.tmp" && mv "$OUT/.philly.rc.tmp" "$OUT/.philly.rc") &)
+fi
 GMP=traces/profile-goldminer.tsv
 SYP=traces/profile-synergy.tsv
 # two at a time (independent outputs; each run is deterministic on its own)
 run openb-64 "$C64" "$OPENB" "$S64" --backfill "$BF" &
 run openb-64-fifo "$C64" "$OPENB" "$S64" --backfill 0 &
 wait
-run openb-64-cpu48 "$C48" "$OPENB" "$S64" --backfill "$BF" &
+run openb-64-cpu24 "$CSH" "$OPENB" "$S64" --backfill "$BF" &
 run openb-full "$NODES" "$OPENB" 1 --backfill "$BF" &
 wait
 # the same trace with goldminer's measured data plane for the image classes
 run openb-64-gmprof "$C64" "$OPENB" "$S64" --backfill "$BF" --profile "$GMP" &
-run openb-64-cpu48-gmprof "$C48" "$OPENB" "$S64" --backfill "$BF" --profile "$GMP" &
+run openb-64-cpu24-gmprof "$CSH" "$OPENB" "$S64" --backfill "$BF" --profile "$GMP" &
 wait
 # Synergy's setup: its ten models, trace durations at fair share, 24 vCPUs per node
 S24=$(scale_for "$C24" "$OPENB")
-run synergy-24 "$C24" "$OPENB" "$S24" --backfill "$BF" --profile "$SYP" --work-at share &
-if [ -f "$PHILLY" ] && [ -f "$PAI" ]; then
-	SPH=$(scale_for "$PAI" "$PHILLY")
-	run philly-pai "$PAI" "$PHILLY" "$SPH" --backfill "$BF"
-fi
-wait
+run synergy-24 "$C24" "$OPENB" "$S24" --backfill all --profile "$SYP" --work-at share --round 300
+
 
 # sweep_point FILE ARGS...: every policy over the seeds, with paired ratios
 sweep_point() {
@@ -183,7 +194,7 @@ done
 
 # remote-cost sweep on both node shapes: avg JCT (h) of the policies it moves
 RCS="$OUT/remote-cost-sweep.md"
-for cl in "$C64" "$C48"; do
+for cl in "$C64" "$CSH"; do
 	for rc in 0 0.05 0.1 0.2 0.3; do
 		sweep_point "$OUT/.rc-$cl-$rc.jsonl" --cluster "$cl" --arrival-scale "$S64" --remote-cost "$rc" &
 		[ "$rc" = 0.05 ] || [ "$rc" = 0.2 ] || [ "$rc" = 0.3 ] && wait
@@ -191,7 +202,7 @@ for cl in "$C64" "$C48"; do
 done
 wait
 : >"$RCS"
-for cl in "$C64" "$C48"; do
+for cl in "$C64" "$CSH"; do
 	for rc in 0 0.05 0.1 0.2 0.3; do
 		j="$OUT/.rc-$cl-$rc.jsonl"
 		row="| $cl | $rc"
@@ -200,31 +211,79 @@ for cl in "$C64" "$C48"; do
 	done
 done
 
-# Synergy's setup at lower loads: how the tune / fair ratio moves with the queue
-SYS="$OUT/synergy-24-sweep.md"
-for f in 0.9 0.95 0.975; do
-	sc=$(awk -v s="$S24" -v f="$f" 'BEGIN { printf "%.3f", s * f }')
-	"$G" sim --cluster "$C24" --trace "$OPENB" --policy all --backfill "$BF" --seeds "$SEEDS" \
-		--profile "$SYP" --work-at share --arrival-scale "$sc" --vs synergy-tune \
-		2>/dev/null >"$OUT/.sys-$f.jsonl" &
-	[ "$f" = 0.95 ] && wait
-done
+# Synergy's setup: each difference between the two simulators on its own (fair and
+# tune only), from continuous time (the earlier model) and from the rounds adopted
+SYS="$OUT/synergy-24-causes.md"
+syn_cause() { # syn_cause NAME OPTIONS...: proportional and synergy-tune over the seeds
+	n=$1
+	shift
+	"$G" sim --cluster "$C24" --trace "$OPENB" --policy proportional,synergy-tune --backfill "$BF" \
+		--seeds "$SEEDS" --profile "$SYP" --work-at share --arrival-scale "$S24" --vs synergy-tune "$@" \
+		2>/dev/null >"$OUT/.sys-$n.jsonl"
+}
+syn_cause cont &
+syn_cause cont-bfall --backfill all
+wait
+syn_cause cont-demand --placement demand &
+syn_cause cont-asks --tune-asks profile
+wait
+syn_cause round --round 300 &
+syn_cause round-all --round 300 --backfill all --placement demand --tune-asks profile
 wait
 : >"$SYS"
-for f in 0.9 0.95 0.975 1; do
-	j="$OUT/.sys-$f.jsonl"
-	[ "$f" = 1 ] && j="$OUT/synergy-24.seeds.jsonl"
-	sc=$(awk -v s="$S24" -v f="$f" 'BEGIN { printf "%.3f", s * f }')
-	echo "| $sc | $(pf "$j" static offered_load | awk '{ printf "%.2f", $1 }') | $(jct "$j" proportional) | $(jct "$j" synergy-tune) | $(rt "$j" proportional synergy-tune) |" >>"$SYS"
+while IFS='|' read -r n what; do
+	j="$OUT/.sys-$n.jsonl"
+	[ "$n" = round-bfall ] && j="$OUT/synergy-24.seeds.jsonl"
+	echo "| $what | $(jct "$j" proportional) | $(jct "$j" synergy-tune) | $(rt "$j" proportional synergy-tune) |" >>"$SYS"
+done <<'L'
+cont|continuous time, backfill of 32, best fit, fewest vCPUs that reach the speed-up (the earlier model)
+cont-bfall|... with `--backfill all` (Synergy's queue: any job that fits starts, no node held)
+cont-demand|... with `--placement demand` (Synergy's placement: where the ideal fits)
+cont-asks|... with `--tune-asks profile` (Synergy's profiled CPUs per GPU as the ask)
+round|`--round 300` (Synergy's rounds with preemption)
+round-bfall|**`--round 300` with `--backfill all` (Synergy's rounds and queue): adopted**
+round-all|... with `--placement demand` and `--tune-asks profile` too
+L
+
+# The profile's assumptions, each moved on its own: the vit GPU rate (the one GPU
+# rate without a table), the shares of the mix, and the speed of a vCPU (every
+# cpu_rate is one machine's); static, proportional and goldminer on both shapes
+SENS="$OUT/assumptions.md"
+PP=traces/profile-pytorch.tsv
+awk -F'\t' -v OFS='\t' '!/^#/ && $1 == "vit" { $2 = $2 / 2 } { print }' "$PP" >"$OUT/.p-vit-half.tsv"
+awk -F'\t' -v OFS='\t' '!/^#/ && $1 == "vit" { $2 = $2 * 2 } { print }' "$PP" >"$OUT/.p-vit-double.tsv"
+awk -F'\t' -v OFS='\t' '!/^#/ { $4 = 1 } { print }' "$PP" >"$OUT/.p-shares-equal.tsv"
+awk -F'\t' -v OFS='\t' '!/^#/ { $3 = $3 / 2 } { print }' "$PP" >"$OUT/.p-cpu-half.tsv"
+sens() { # sens VARIANT CLUSTER TAG
+	"$G" sim --cluster "$2" --trace "$OPENB" --policy static,proportional,goldminer --backfill "$BF" \
+		--seeds "$SEEDS" --arrival-scale "$S64" --profile "$OUT/.p-$1.tsv" --vs goldminer \
+		2>/dev/null >"$OUT/.sens-$1-$3.jsonl"
+}
+for v in vit-half vit-double shares-equal cpu-half; do
+	sens "$v" "$C64" 96 &
+	sens "$v" "$CSH" 24
+	wait
 done
+: >"$SENS"
+while IFS='|' read -r v what; do
+	a="$OUT/.sens-$v-96.jsonl" b="$OUT/.sens-$v-24.jsonl"
+	if [ "$v" = base ]; then a="$OUT/openb-64.seeds.jsonl" b="$OUT/openb-64-cpu24.seeds.jsonl"; fi
+	echo "| $what | $(rt "$a" static goldminer) | $(rt "$b" static goldminer) | $(rt "$b" proportional goldminer) |" >>"$SENS"
+done <<'L'
+base|as measured (the profile)
+vit-half|vit's GPU rate halved (150 images/s)
+vit-double|vit's GPU rate doubled (600 images/s)
+shares-equal|every class drawn equally often
+cpu-half|every cpu_rate halved (a vCPU half as fast as the measuring machine's)
+L
 
 # Bimodality (CPU-short openb-64): per seed, the vCPUs per GPU its class draw needs
 # (GPU time weighted: traced GPU-seconds x gpu_rate / cpu_rate, over all jobs) next
 # to goldminer's and proportional's average JCT (h). The draw is the same for every
 # policy, so static's jobs.tsv of each seed gives it.
-BI="$OUT/openb-64-cpu48.demand.tsv"
+BI="$OUT/openb-64-cpu24.demand.tsv"
 rm -rf "$OUT/.draws"
-"$G" sim --cluster "$C48" --trace "$OPENB" --policy static --arrival-scale "$S64" --backfill "$BF" \
+"$G" sim --cluster "$CSH" --trace "$OPENB" --policy static --arrival-scale "$S64" --backfill "$BF" \
 	--seeds "$SEEDS" --out "$OUT/.draws" >/dev/null 2>&1
 printf 'seed\tdemand\tgoldminer\tproportional\n' >"$BI"
 k=1
@@ -233,27 +292,42 @@ while [ "$k" -le "$SEEDS" ]; do
 		FNR > 1 { w = $3 * $11; s += w; d += w * need[$2] }
 		END { printf "%d\t%.3f", k, d / s }' traces/profile-pytorch.tsv "$OUT/.draws/seed-$k/jobs.tsv"
 	awk -F'\t' -v k="$k" '$2 == k && $1 == "goldminer" { g = $3 } $2 == k && $1 == "proportional" { p = $3 }
-		END { printf "\t%.2f\t%.2f\n", g / 3600, p / 3600 }' "$OUT/openb-64-cpu48.seeds.tsv"
+		END { printf "\t%.2f\t%.2f\n", g / 3600, p / 3600 }' "$OUT/openb-64-cpu24.seeds.tsv"
 	k=$((k + 1))
 done >>"$BI"
 rm -rf "$OUT/.draws"
-# Pearson r of demand and goldminer's JCT; seeds above and below the split
-BISTAT=$(awk -F'\t' 'NR > 1 { n++; x += $2; y += $3; xx += $2 * $2; yy += $3 * $3; xy += $2 * $3
-		if ($2 < 7.5) { lo++; if ($3 < 15) lod++ } else { hi++; if ($3 >= 15) hib++ } }
-	END { r = (n * xy - x * y) / sqrt((n * xx - x * x) * (n * yy - y * y))
+# Pearson r of demand and goldminer's JCT; seeds above and below the nodes' vCPUs
+# per GPU, and above and below the median of goldminer's JCT over the seeds
+BI_MED=$(awk -F'\t' 'NR > 1 { print $3 }' "$BI" | sort -g | awk '{ v[NR] = $1 }
+	END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+BISTAT=$(awk -F'\t' -v s="$VPG" -v m="$BI_MED" 'NR > 1 { n++; x += $2; y += $3; xx += $2 * $2; yy += $3 * $3; xy += $2 * $3
+		if ($2 < s) { lo++; if ($3 < m) lod++ } else { hi++; if ($3 >= m) hib++ } }
+	END { d = sqrt((n * xx - x * x) * (n * yy - y * y)); r = d > 0 ? (n * xy - x * y) / d : 0
 		printf "%.2f %d %d %d %d", r, lo, lod, hi, hib }' "$BI")
 # shellcheck disable=SC2086 # five words on purpose
 set -- $BISTAT
 BI_R=$1 BI_LO=$2 BI_LOD=$3 BI_HI=$4 BI_HIB=$5
-rm -f "$OUT/.probe.json" "$OUT"/.sweep-*.jsonl "$OUT"/.rc-*.jsonl "$OUT"/.sys-*.jsonl
+rm -f "$OUT/.probe.json" "$OUT"/.sweep-*.jsonl "$OUT"/.rc-*.jsonl "$OUT"/.sys-*.jsonl \
+	"$OUT"/.sens-*.jsonl "$OUT"/.p-*.tsv
 
 philly=""
-[ -d "$OUT/philly-pai" ] && philly="$OUT/philly-pai"
-sh plots/make-plots.sh "$OUT"/openb-64 "$OUT"/openb-64-fifo "$OUT"/openb-64-cpu48 \
-	"$OUT"/openb-full "$OUT"/openb-64-gmprof "$OUT"/openb-64-cpu48-gmprof "$OUT"/synergy-24 \
+if [ -n "${SPH:-}" ]; then # Philly's end, an hour at most
+	k=0
+	while [ ! -f "$OUT/.philly.rc" ] && [ "$k" -lt 3600 ]; do
+		sleep 1
+		k=$((k + 1))
+	done
+	[ "$(cat "$OUT/.philly.rc" 2>/dev/null)" = 0 ] ||
+		{ echo "sim-experiments: the Philly run failed or took over an hour ($OUT/philly-pai.log)" >&2; exit 1; }
+	rm -f "$OUT/.philly.rc"
+	philly="$OUT/philly-pai"
+fi
+sh plots/make-plots.sh "$OUT"/openb-64 "$OUT"/openb-64-fifo "$OUT"/openb-64-cpu24 \
+	"$OUT"/openb-full "$OUT"/openb-64-gmprof "$OUT"/openb-64-cpu24-gmprof "$OUT"/synergy-24 \
 	${philly:+"$philly"} >&2
 if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then term=pngcairo; else term=png; fi
-gnuplot -e "data='$BI'; out='$OUT/openb-64-cpu48.bimodal.png'; term='$term'" plots/bimodal.gp >&2
+gnuplot -e "data='$BI'; out='$OUT/openb-64-cpu24.bimodal.png'; term='$term'; vpg=$VPG; cluster='$CSH'" \
+	plots/bimodal.gp >&2
 
 # ---- sim/RESULTS.md ----
 {
@@ -267,26 +341,37 @@ Figures are written next to each experiment's output under
 in grey behind each) and \`jct_cdf.png\` from the first seed's run;
 \`bars.png\` (mean and 95% interval over the seeds) and \`scatter.png\`
 (proportional's against goldminer's average JCT, one point per seed) from all
-seeds; and \`openb-64-cpu48.bimodal.png\` (section (g)).
+seeds; and \`openb-64-cpu24.bimodal.png\` (section (g)).
 
 **What these numbers rest on.** Every number below comes from the model in
 traces/README.md and the profile table traces/profile-pytorch.tsv (sections (a) to
 (d); (e) uses traces/profile-goldminer.tsv). Each rate's source column says what it
-is: two rates were checked against the document they cite (the ResNet-50 and
-BERT GPU rates, NVIDIA DeepLearningExamples tables), the image classes' per-vCPU
-rate of (e) was measured by \`goldminer profile\`, and **everything else is an
-assumption**, listed here (rates in samples/s per GPU and per vCPU; every
-\`share\`, the weight of a class in the draw, is an assumption too):
+is. Every per-vCPU rate is **measured**: \`goldminer profile --class CLASS\` ran
+the class's real pipeline on one pinned vCPU of the development machine (a shared
+AMD EPYC VM; traces/measure-profiles.sh, traces/README.md says what each pipeline
+and its data are). Five GPU rates are **checked** against the NVIDIA
+DeepLearningExamples table each cites (1 V100: ResNet-50, EfficientNet-B0 for
+cv-light, BERT at sequence length 128, QuartzNet for speech, DLRM for recsys).
+What is left an **assumption**: vit's GPU rate and every \`share\`, the weight of a
+class in the draw; section (d) shows how far each moves the results, and how far
+a vCPU half as fast as the measuring machine's would (rates in samples/s per GPU
+and per vCPU):
 
 | class | gpu_rate | is | cpu_rate | is | cpu_rate in (e) | is | share |
 |---|---:|---|---:|---|---:|---|---:|
 $(awk -F'\t' 'NR == FNR { if (!/^#/) { g[$1] = $3; gs[$1] = $6 } next }
 	!/^#/ { w5 = $5; sub(/:.*/, "", w5); w6 = $6; sub(/:.*/, "", w6); w7 = gs[$1]; sub(/:.*/, "", w7)
-	printf "| %s | %g | %s | %g | %s | %.0f | %s | %g |\n", $1, $2, w5, $3, w6, g[$1], w7, $4 }' \
+	printf "| %s | %g | %s | %.0f | %s | %.0f | %s | %g |\n", $1, $2, w5, $3, w6, g[$1], w7, $4 }' \
 	"$GMP" traces/profile-pytorch.tsv)
 
-The PyTorch-era rates describe input pipelines as the paper's users ran them, not
-goldminer's own data plane. The remote cost, the fraction of a data worker's rate
+The PyTorch-era rates describe input pipelines as the paper's users ran them
+(torchvision through a DataLoader worker, Python tokenising, feature extraction
+and parsing), not goldminer's own data plane. With them a ResNet-50 needs
+$(awk -F'\t' '$1 == "resnet50" { printf "%.1f", $2 / $3 }' traces/profile-pytorch.tsv) vCPUs per GPU, cv-light $(awk -F'\t' '$1 == "cv-light" { printf "%.1f", $2 / $3 }' traces/profile-pytorch.tsv), vit $(awk -F'\t' '$1 == "vit" { printf "%.1f", $2 / $3 }' traces/profile-pytorch.tsv), nlp $(awk -F'\t' '$1 == "nlp" { printf "%.2f", $2 / $3 }' traces/profile-pytorch.tsv),
+speech $(awk -F'\t' '$1 == "speech" { printf "%.1f", $2 / $3 }' traces/profile-pytorch.tsv) and recsys $(awk -F'\t' '$1 == "recsys" { printf "%.1f", $2 / $3 }' traces/profile-pytorch.tsv) (gpu_rate / cpu_rate): far less than the
+assumptions they replace (8, 20, 3, 0.04, 8 and 12.5), so vCPUs are short only on
+small nodes. The measurement shows the machine's load: two runs minutes apart
+differed by up to 25% (the files' headers). The remote cost, the fraction of a data worker's rate
 lost when it runs on another node than the job's GPUs, is **$RC, measured** by
 tests/bench/bench-remote.sh (one worker delivers 0.83-0.99 of its rate, median
 0.91, to a trainer on another host over UCX/TCP, on the development machine);
@@ -301,7 +386,7 @@ Read every ratio as "what this model predicts", not as a measurement.
 the seed and the job itself, so a seed draws the same classes for every policy:
 runs with the same seed are *paired*. Every table cell is the mean over $SEEDS
 seeds (1..$SEEDS) ± the half-width of its 95% Student-t interval (a description
-of the spread: where outcomes are bimodal, section (g), it is not a reliable
+of the spread: where outcomes spread widely, section (g), it is not a reliable
 interval for the mean). Every **comparison** is a paired ratio instead: per seed
 the ratio of two policies' average JCTs, their median, and a 95% percentile
 bootstrap interval of that median (2,000 resamples, seeded: \`goldminer sim
@@ -337,14 +422,16 @@ $(table openb-64-fifo)
 
 $(cmp openb-64-fifo)
 
-Half the vCPUs (8 x (8 GPU, 48 vCPU)), same load:
+A CPU-short cluster, 8 x (8 GPU, 24 vCPU) (3 vCPUs per GPU, about what the
+measured mix needs on average), same load (with 48 vCPUs per node, as with 96,
+every elastic policy feeds every job and all of them tie):
 
-$(table openb-64-cpu48)
+$(table openb-64-cpu24)
 
-$(cmp openb-64-cpu48)
+$(cmp openb-64-cpu24)
 
-Where vCPUs are this short the outcome of a seed is bimodal (section (g)): read
-the medians and intervals above, not the means of the table.
+Where vCPUs are this short the outcome of a seed spreads widely (section (g)):
+read the medians and intervals above, not the means of the table.
 
 Load sweep on 8 x (8 GPU, 96 vCPU) (average JCT in hours; the offered load is
 measured as above; the last column the paired ratio):
@@ -388,7 +475,7 @@ EOT
 	fi
 	cat <<EOT
 
-## (d) The remote cost, swept
+## (d) The remote cost and the profile's assumptions, swept
 
 The openb trace on 64 GPUs as in (a), at remote costs 0 to 0.3 (a local data
 worker never pays it; static, proportional, synergy-tune and unlimited-cpu use no
@@ -400,18 +487,30 @@ JCT over goldminer's (median and 95% interval over the seeds).
 |---|---:|---:|---:|---:|---:|---:|---:|---:|
 $(cat "$RCS")
 
+What is left an assumption in the profile, each moved on its own with everything
+else as in (a): vit's GPU rate (the one GPU rate no table gives), the shares of
+the mix, and the speed of a vCPU (every per-vCPU rate is one machine's: a vCPU of
+an older or busier machine may be half as fast). The paired ratios of the
+headline comparisons, static's and proportional's average JCT over goldminer's
+(median and 95% interval over the $SEEDS seeds; \`goldminer sim --policy
+static,proportional,goldminer --profile VARIANT --seeds $SEEDS --vs goldminer\`,
+the variants made from traces/profile-pytorch.tsv by sim/experiments.sh):
+
+| profile | static / goldminer, 96 vCPU per node | static / goldminer, 24 vCPU per node | proportional / goldminer, 24 vCPU per node |
+|---|---:|---:|---:|
+$(cat "$SENS")
+
 ## (e) goldminer's own data plane for the image classes
 
-The profile above describes PyTorch-era pipelines: $(awk -F'\t' '$1 == "resnet50" { print $3 }' traces/profile-pytorch.tsv) images/s per
-vCPU for the ImageNet transform. goldminer's data plane, measured here by
+The profile above describes PyTorch-era pipelines: $(awk -F'\t' '$1 == "resnet50" { printf "%.0f", $3 }' traces/profile-pytorch.tsv) images/s per
+vCPU for the ImageNet transform (torchvision through a DataLoader worker). goldminer's data plane, measured here by
 \`goldminer profile\` (traces/profile-goldminer.tsv, which says how), runs it at
 $(awk -F'\t' '$1 == "resnet50" { printf "%.0f", $3 }' "$GMP") images/s per vCPU, so a ResNet-50 job needs about
 $(awk -F'\t' '$1 == "resnet50" { printf "%.1f", $2 / $3 }' "$GMP") vCPU per GPU instead of $(awk -F'\t' '$1 == "resnet50" { printf "%.0f", $2 / $3 }' traces/profile-pytorch.tsv), and a cv-light one
-$(awk -F'\t' '$1 == "cv-light" { printf "%.1f", $2 / $3 }' "$GMP") instead of $(awk -F'\t' '$1 == "cv-light" { printf "%.0f", $2 / $3 }' traces/profile-pytorch.tsv). Every other class keeps the PyTorch-era
-rates (they are not image pipelines goldminer runs). The same file holds the
+$(awk -F'\t' '$1 == "cv-light" { printf "%.1f", $2 / $3 }' "$GMP") instead of $(awk -F'\t' '$1 == "cv-light" { printf "%.0f", $2 / $3 }' traces/profile-pytorch.tsv). vit, nlp, speech and recsys keep the Python pipelines' measured rates
+(goldminer's Python workers run those same transforms). The same file holds the
 other pipelines the data plane runs, measured the same way (share 0: not in the
-mix, so they do not change the tables below; the earlier resnet50 figure came from
-another session of a shared machine, and the header gives this session's):
+mix, so they do not change the tables below):
 
 | class | images/s per vCPU | vCPU per GPU at its base class's GPU rate (an assumption) |
 |---|---:|---:|
@@ -425,17 +524,17 @@ $(table openb-64-gmprof)
 
 $(cmp openb-64-gmprof)
 
-8 x (8 GPU, 48 vCPU):
+8 x (8 GPU, 24 vCPU):
 
-$(table openb-64-cpu48-gmprof)
+$(table openb-64-cpu24-gmprof)
 
-$(cmp openb-64-cpu48-gmprof)
+$(cmp openb-64-cpu24-gmprof)
 
 In this world the allocation problem all but vanishes for JPEG classification.
 \`static\` still trails, because its requests, not the pipelines' needs, decide
 placement (a job waits for vCPUs it does not use); what separates the other
-policies comes from the classes whose pipelines remain heavy (speech, recsys,
-vit: all still PyTorch-era assumptions).
+policies on the small nodes comes from the classes whose Python pipelines stay
+heavy against their GPU rate (recsys, then vit and speech).
 
 ## (f) synergy-tune side by side with Synergy's simulator
 
@@ -446,95 +545,90 @@ models as profile rows (traces/profile-synergy.tsv: the rate at the fair share o
 3 vCPUs per GPU is 1, the model's published speed-up is reached at 3 x speed-up
 vCPUs per GPU; its memory demand per GPU; shares as Synergy's default split), each job's trace duration taken
 as its run at fair share (\`--work-at share\`, as Synergy's trace is), arrivals
-compressed $S24 x to offered load $LOAD. \`proportional\` is Synergy's
-FIFO+fair (every job its GPU-proportional share), \`synergy-tune\` its
-FIFO+tune. Command: \`goldminer sim $(cat "$OUT/synergy-24/command") --policy all --seeds $SEEDS --vs synergy-tune\`.
+compressed $S24 x to offered load $LOAD, and Synergy's scheduling: rounds of 300 s
+with preemption (\`--round 300\`: arrivals and ends wait for the next round, which
+takes every running job off its GPUs and places the queue again in arrival
+order) and its queue (\`--backfill all\`: any queued job that fits starts, no node
+is held for the head). \`proportional\` is Synergy's FIFO+fair (every job its GPU-proportional
+share), \`synergy-tune\` its FIFO+tune. Command: \`goldminer sim $(cat "$OUT/synergy-24/command") --policy all --seeds $SEEDS --vs synergy-tune\`.
 
 $(table synergy-24)
 
 **proportional / synergy-tune, paired per seed: $(rt "$OUT/synergy-24.seeds.jsonl" proportional synergy-tune)**
 (per-seed range $(awk -v a="$(rk "$OUT/synergy-24.seeds.jsonl" proportional synergy-tune min)" -v b="$(rk "$OUT/synergy-24.seeds.jsonl" proportional synergy-tune max)" 'BEGIN { printf "%.2f - %.2f", a, b }'); ratio of the means
-$(awk -v a="$(pf "$OUT/synergy-24.seeds.jsonl" proportional avg_jct)" -v b="$(pf "$OUT/synergy-24.seeds.jsonl" synergy-tune avg_jct)" 'BEGIN { printf "%.2fx: %.2f -> %.2f h", a / b, a / 3600, b / 3600 }')).
+$(awk -v a="$(pf "$OUT/synergy-24.seeds.jsonl" proportional avg_jct)" -v b="$(pf "$OUT/synergy-24.seeds.jsonl" synergy-tune avg_jct)" 'BEGIN { printf "%.2fx: %.2f -> %.2f h", a / b, a / 3600, b / 3600 }'), against Synergy's 14.11 -> 10.37 h).
 goldminer / synergy-tune: $(rt "$OUT/synergy-24.seeds.jsonl" goldminer synergy-tune). \`static\` is
 no reference here: it places jobs by openb's vCPU requests, which nodes of 24
 vCPUs cannot hold side by side, so GPUs stay idle behind blocked requests.
 
-The ratio here is above Synergy's 1.36x, and it moves with the load, not
-monotonically (queueing amplifies the per-job speed-up, and FIFO queueing is
-chaotic: even fair share's JCT is not monotone in the load here). Same setup,
-arrivals less compressed; average JCT in hours, the last column paired per seed:
+**What made the difference.** In continuous time (the model before the rounds)
+the ratio was well above Synergy's. Each difference between the two simulators,
+measured on its own (proportional and synergy-tune over the same $SEEDS seeds;
+average JCT in hours, the last column paired per seed):
 
-| arrival scale | offered load | proportional (FIFO+fair) | synergy-tune (FIFO+tune) | proportional / synergy-tune |
-|---:|---:|---:|---:|---:|
+| model | proportional (FIFO+fair) | synergy-tune (FIFO+tune) | proportional / synergy-tune |
+|---|---:|---:|---:|
 $(cat "$SYS")
 
-Synergy's FIFO+fair averages 14.11 h on this trace; the row whose
-\`proportional\` JCT is nearest to that is the like-for-like load, and its ratio
-the figure to set beside 1.36x.
+The rounds alone bring both policies' JCT and their ratio to Synergy's own;
+Synergy's queue on top of them leaves the ratio where it is and brings fair
+share's JCT closer still, and the two together, the way Synergy's simulator
+schedules, are adopted for this comparison. Why rounds matter: in continuous time
+a job that ends hands its GPUs and vCPUs to the queue at once, which serves the
+faster tune more than fair share and compounds through the queue; in rounds every
+end waits for the next multiple of 300 s, and every round preempts and re-places
+the whole queue in arrival order. In continuous time Synergy's queue alone lowers
+both policies' JCT far more than it moves their ratio, Synergy's placement (a
+node where the ideal fits) moves the ratio away from 1.36x, and its profiled asks
+(more vCPUs than the speed-up needs for alexnet, shufflenet, res18 and
+mobilenet, fewer for m5) bring it part of the way. On top of the rounds, placement
+and asks together make tune faster again (the last row): they are not adopted,
+since the model here follows them only in part (it never splits a job across
+servers, as Synergy's placement may, and its rate is linear between fair share
+and the ask). goldminer's own results, (a) to (e), stay in continuous time with a
+backfill window, as a real cluster's scheduler runs.
 
-What still differs from Synergy's simulator, and which way it moves the ratio
-(none of these was measured on its own here):
-- **Rounds and preemption.** Synergy re-plans every 300 s: at each round every
-  job is deallocated, the queue is walked in arrival order, and a job's progress
-  in the round is counted in whole iterations; jobs can move between servers
-  from round to round. Here time is continuous, a node is re-planned the moment
-  its jobs change, and a job keeps its GPUs until it ends. A job that arrives or
-  ends mid-round waits for the next round in Synergy; here vCPUs freed by an
-  ending job reach its peers at once, which favours tune more than fair (fair
-  shares never move): expected to raise the ratio here, by an amount not
-  measured (rounds of 300 s are short against jobs of hours).
-- **Memory** is planned as Synergy plans it (alexnet and shufflenet ask twice
-  the fair share of 62.5 GB per GPU, m5 three times; a job whose memory does not
-  fit is switched to fair share), but storage bandwidth, Synergy's third
-  resource, is not.
-- **Ideal vCPUs.** Here a job asks for the fewest vCPUs that reach its speed-up
-  (3 x speed-up per GPU: alexnet and shufflenet 9 instead of Synergy's 12,
-  res18 8 instead of 9, mobilenet 5 instead of 6, m5 8 instead of 6): smaller
-  asks fit more often (a higher ratio; m5 the other way).
-- **The queue.** Synergy's FIFO walks the whole queue in arrival order every
-  round and preempts: a job that arrived earlier takes GPUs back from later ones
-  at the next round, and any job that fits starts (no reservation). Here a job
-  keeps its GPUs to the end, and the blocked head holds a node while up to $BF
-  jobs behind it backfill. Queueing amplifies per-job speed-ups differently
-  under the two (direction not known without running both).
-- **Placement.** Synergy places a tuned job's GPUs where its demand fits; here
-  placement is the engine's (best fit on GPUs, backfill of $BF) for every
-  policy, and only the vCPU split follows Synergy's rule.
+What still differs from Synergy's simulator:
+- **Progress in whole iterations.** Synergy counts a job's progress in a round
+  in whole iterations; here in samples, continuously.
+- **Storage bandwidth**, Synergy's third resource, is not modelled (memory is,
+  as Synergy plans it: alexnet and shufflenet ask twice the fair share of
+  62.5 GB per GPU, m5 three times).
 - **Speed between the two points.** Synergy's job runs at its speed-up or at 1
   (fair share); here a job's rate is min(GPU-bound rate, vCPUs x per-vCPU rate),
   which agrees at both points and is linear between them (a multi-node job
   trimmed on one node only).
 
-## (g) Why the CPU-short outcomes are bimodal
+## (g) Why the CPU-short outcomes spread
 
-On 8 x (8 GPU, 48 vCPU) (6 vCPUs per GPU) goldminer's average JCT per seed ranges
-$(awk -F'\t' 'NR > 1 && $1 == "goldminer" { v = $3 / 3600; if (n++ == 0 || v < a) a = v; if (v > b) b = v } END { printf "%.1f to %.1f h", a, b }' "$OUT/openb-64-cpu48.seeds.tsv"): in some seeds the queue drains after the
-busy period, in others it builds up for the rest of the trace. The seed decides
-it through the class draw: how many vCPUs per GPU the drawn mix needs (GPU-time
-weighted: traced GPU-seconds x gpu_rate / cpu_rate). Where that is near the 6
-the nodes have, the pool keeps the GPUs fed and jobs leave as fast as they come;
-where it is well above, every running job is slower, GPUs stay allocated longer,
-and the queue grows, which makes it worse (the figure: one point per seed,
-goldminer's and proportional's average JCT against the draw's need). Pearson r
-between the need and goldminer's JCT over the $SEEDS seeds: $BI_R. Of the $BI_LO
-seeds that need under 7.5 vCPUs per GPU, $BI_LOD finish with an average JCT under
-15 h; of the $BI_HI that need more, $BI_HIB stay above it. The rest is timing:
-when the heaviest jobs of the draw arrive relative to the busy period (the
-correlation is far from 1). A mean over such seeds, and a Student-t interval
-around it, mix two regimes; the paired per-seed ratios compare the policies
-within each seed, where the draw is the same.
+On $CSH ($VPG vCPUs per GPU) goldminer's average JCT per seed ranges
+$(awk -F'\t' 'NR > 1 && $1 == "goldminer" { v = $3 / 3600; if (n++ == 0 || v < a) a = v; if (v > b) b = v } END { printf "%.1f to %.1f h", a, b }' "$OUT/openb-64-cpu24.seeds.tsv"): in some seeds the queue drains after the
+busy period, in others it builds up for the rest of the trace. Two things decide
+it. The class draw: how many vCPUs per GPU the drawn mix needs (GPU-time
+weighted: traced GPU-seconds x gpu_rate / cpu_rate); where that is above the $VPG
+the nodes have, every running job is slower, GPUs stay allocated longer and the
+queue grows, which makes it worse. And timing: when the heaviest jobs of the draw
+arrive relative to the busy period. The figure plots one point per seed,
+goldminer's and proportional's average JCT against the draw's need. Pearson r
+between the need and goldminer's JCT over the $SEEDS seeds: $BI_R, so the need
+accounts for $(awk -v r="$BI_R" 'BEGIN { printf "%.0f%%", 100 * r * r }') of the spread. Of the $BI_LO seeds that need under $VPG vCPUs
+per GPU, $BI_LOD finish with an average JCT under the median over the seeds
+($BI_MED h); of the $BI_HI that need more, $BI_HIB stay at or above it$(awk -v r="$BI_R" 'BEGIN { print (r * r < 0.25 ? ": with the measured rates timing decides most of it." : ".") }')
+A mean over such seeds, and a Student-t interval around it, mix the regimes; the
+paired per-seed ratios compare the policies within each seed, where the draw is
+the same.
 
 ## What it means
 
 - **Where the gain comes from.** A job's speed is min(GPU-bound rate, data rate of
   its vCPUs). Under \`static\` a job whose class needs more vCPUs per GPU than it
-  requested (cv-light ~20, recsys ~12.5, resnet50/speech ~8 per GPU in the profile,
-  against openb requests of median 11) is input-bound for its whole life, while
-  jobs that need little (nlp ~0.04, vit ~3) leave requested vCPUs idle. goldminer
-  keeps 1 local vCPU per GPU and moves the rest to where the marginal gain in busy
-  GPUs is largest, so fewer GPU-hours are spent waiting for data: jobs run faster,
-  free their GPUs sooner, and the queue behind them shrinks. Under contention the
-  queueing effect dominates: average JCT falls by more than the per-job speed-up.
+  requested is input-bound for its whole life, while jobs that need little leave
+  requested vCPUs idle; and its request, not its need, decides where it can be
+  placed. With the measured rates the classes need $(awk -F'\t' '!/^#/ { printf "%s%s %.2g", n++ ? ", " : "", $1, $2 / $3 }' traces/profile-pytorch.tsv) vCPUs per GPU,
+  against openb requests of median 11: few jobs are input-bound under their
+  request, and \`static\` loses mostly at placement. goldminer keeps 1 local vCPU
+  per GPU and moves the rest to where the marginal gain in busy GPUs is largest;
+  that matters only where the nodes' vCPUs fall short of the mix's need.
 - **What the baselines isolate.** synergy-tune moves vCPUs between the jobs of one
   node by their need (greedy in arrival order, as Synergy's tune does; section
   (f)) but never across nodes; cachew and pecan move vCPUs across
@@ -542,18 +636,18 @@ within each seed, where the draw is the same.
   from a worker; pecan adds local placement to cachew. The gap between pecan and
   goldminer is therefore the value of the marginal-gain priority alone (both place
   workers local first); the gap between synergy-tune and pecan that of crossing
-  nodes. Where vCPUs are plentiful (96 per 8 GPUs) every cluster-wide policy feeds
-  nearly every job and they converge on the unlimited-CPU bound; the CPU-short
-  cluster (48 per 8 GPUs) is where the rules differ.
-- **What separates, and what does not.** On the CPU-short cluster (48 vCPUs per
-  8 GPUs, 30 seeds) goldminer against proportional is $(rt "$OUT/openb-64-cpu48.seeds.jsonl" proportional goldminer),
-  against synergy-tune $(rt "$OUT/openb-64-cpu48.seeds.jsonl" synergy-tune goldminer), against pecan
-  $(rt "$OUT/openb-64-cpu48.seeds.jsonl" pecan goldminer) and against static $(rt "$OUT/openb-64-cpu48.seeds.jsonl" static goldminer) (each the
+  nodes. Where vCPUs are plentiful (96 or 48 per 8 GPUs with the measured rates)
+  every elastic policy feeds every job and they tie with the unlimited-CPU bound;
+  the CPU-short cluster (24 per 8 GPUs) is where the rules differ.
+- **What separates, and what does not.** On the CPU-short cluster (24 vCPUs per
+  8 GPUs, $SEEDS seeds) goldminer against proportional is $(rt "$OUT/openb-64-cpu24.seeds.jsonl" proportional goldminer),
+  against synergy-tune $(rt "$OUT/openb-64-cpu24.seeds.jsonl" synergy-tune goldminer), against pecan
+  $(rt "$OUT/openb-64-cpu24.seeds.jsonl" pecan goldminer) and against static $(rt "$OUT/openb-64-cpu24.seeds.jsonl" static goldminer) (each the
   paired median of the other's JCT over goldminer's). With 96 vCPUs per node
   goldminer against proportional is $(rt "$OUT/openb-64.seeds.jsonl" proportional goldminer) and against
-  synergy-tune $(rt "$OUT/openb-64.seeds.jsonl" synergy-tune goldminer). Quote only separated ratios, with their
-  interval; the earlier means-of-seeds ratios (1.68x, 1.59x on 10 seeds) came
-  from a bimodal mix (section (g)) and a per-node rule weaker than Synergy's.
+  static $(rt "$OUT/openb-64.seeds.jsonl" static goldminer). Quote only separated ratios, with their
+  interval, and with section (d): how far they move with the assumptions left and
+  with the speed of a vCPU.
 - **The remote cost.** A data worker next to the job's GPUs no longer pays it, yet
   where vCPUs are short the results still hang on it (section (d)): the more
   workers run remote, the more of the pool's vCPUs are lost to it, and a policy
@@ -562,11 +656,13 @@ within each seed, where the draw is the same.
 - **Against the paper.** The paper reports up to 2.5x average JCT and 2.1x GPU
   utilisation on a 64-GPU cluster with its own production mix and its measured
   pipelines. The setup here differs: a public trace (openb) whose jobs' model
-  classes are drawn from an assumed mix, PyTorch-era per-vCPU rates from the
-  profile rather than measured ones, a remote cost measured over TCP on one
-  machine, and a FIFO scheduler with backfill. Our GPU-utilisation gain is bounded by how input-bound jobs are
-  under \`static\` in *our* profile (GPU util 1.0 is the ceiling), and the JCT gain
-  depends on the load chosen (see the sweep).
+  classes are drawn from an assumed mix, per-vCPU rates measured on one shared
+  machine's vCPUs (an AMD EPYC VM whose exact model is not exposed, perhaps faster
+per core than the paper's servers: section (d) halves them), a remote cost
+  measured over TCP on one machine, and a FIFO scheduler with backfill. Our
+  GPU-utilisation gain is bounded by how input-bound jobs are under \`static\` in
+  *our* profile (GPU util 1.0 is the ceiling), and the JCT gain depends on the
+  load chosen (see the sweep) and on how short the nodes' vCPUs are.
 - **Queueing is chaotic.** Under contention a small change in when one job ends
   reorders the queue, so single runs of policies whose per-job speeds are close
   can swap places; that is why every comparison is a paired ratio over seeds
@@ -579,11 +675,10 @@ within each seed, where the draw is the same.
 - **Full cluster.** openb's pods occupy only a small part of the 6,212-GPU cluster
   as traced, so there is no queueing and the gain is the per-job speed-up alone.
 - **Which world.** Sections (a) to (d) describe PyTorch-era input pipelines (the
-  profile the paper's users ran); (e) replaces the image classes' rate with
-  goldminer's measured one. The non-image rows are assumptions in both.
-- **Not yet here** (issue 28, items 3 and 4, later work): measured rates for the
-  non-image classes and measured GPU rates (the profile's assumptions above), and
-  the multi-node model checked against a real multi-node run.
+  profile the paper's users ran, measured); (e) replaces the image classes' rate
+  with goldminer's data plane's, measured the same way.
+- **Not yet here** (issue 28, item 4, later work): the multi-node model checked
+  against a real multi-node run.
 EOT
 } >"$RESULTS"
 echo "sim-experiments: wrote $RESULTS and $OUT/" >&2

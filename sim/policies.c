@@ -589,14 +589,28 @@ static void pool_rebalance(struct sim *s)
  * its ideal only where both its vCPUs and its memory fit, is switched to fair
  * share in both where either is above it, and a shortfall in either is covered by
  * trimming. Synergy re-plans every round of 300 s; here a node is re-planned
- * whenever its jobs change, and vCPUs nobody asks for stay idle (it never lends
- * them to another server's jobs).
+ * whenever its jobs change (with opts.round, when the round places them again: a
+ * job that ends mid-round leaves its vCPUs idle until then), and vCPUs nobody
+ * asks for stay idle (it never lends them to another server's jobs). Options for
+ * the side-by-side check with Synergy's simulator: opts.tune_asks (the class's
+ * profiled ask instead of the fewest vCPUs that reach its GPU rate) and
+ * opts.place_demand (synergy_fits: the engine prefers a node where the ideal fits).
  */
 
-/* Whole vCPUs that saturate j's GPUs on place p: at least 1, at most the node's. */
+/* vCPUs per GPU j asks for under --tune-asks (its class's profiled ask), or 0. */
+static double ask_per_gpu(const struct sim *s, const struct sjob *j)
+{
+	return s->o.tune_asks ? s->prof->c[j->cls].ask_per_gpu : 0;
+}
+
+/*
+ * Whole vCPUs that saturate j's GPUs on place p (with --tune-asks, the class's
+ * profiled ask where it has one): at least 1, at most the node's.
+ */
 static double ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
 {
-	double v = ceil(j->R * p->g / j->gpus / j->d - 1e-9);
+	double ask = ask_per_gpu(s, j);
+	double v = ask > 0 ? ceil(ask * p->g - 1e-9) : ceil(j->R * p->g / j->gpus / j->d - 1e-9);
 	if (v > s->c->cpus[p->node])
 		v = s->c->cpus[p->node];
 	return v < 1 ? 1 : v;
@@ -632,10 +646,16 @@ static double synergy_held(const struct sim *s, const struct sjob *j)
 	return v;
 }
 
+/*
+ * min(R, vCPUs x d); with --tune-asks a job that holds its whole ask runs at R
+ * (Synergy's speed-up is the one its profile measured at that many CPUs, even
+ * where the linear model would need more: m5 asks 6 per GPU, 7.5 reach R).
+ */
 static double rate_synergy(const struct sim *s, const struct sjob *j, double *busy)
 {
-	double r = synergy_held(s, j) * j->d;
-	if (r > j->R)
+	double held = synergy_held(s, j), r = held * j->d;
+	double ask = ask_per_gpu(s, j);
+	if (r > j->R || (ask > 0 && held + 1e-6 >= ask * j->gpus))
 		r = j->R;
 	*busy = r / j->d;
 	return r;
@@ -766,7 +786,11 @@ static void synergy_plan(struct sim *s, uint32_t n)
 	}
 }
 
-/* Job ji joins (sign 1) or leaves (-1) its nodes; each of them is re-planned. */
+/*
+ * Job ji joins (sign 1) or leaves (-1) its nodes; each of them is re-planned. In
+ * rounds (opts.round) a leaving job's vCPUs wait for the next round, as in
+ * Synergy's simulator: its peers are re-planned when they are placed again.
+ */
 static void synergy_move(struct sim *s, uint32_t ji, int sign)
 {
 	struct sjob *j = &s->j[ji];
@@ -777,6 +801,8 @@ static void synergy_move(struct sim *s, uint32_t ji, int sign)
 			res_link(s, pi);
 		} else {
 			res_unlink(s, pi);
+			if (s->o.round > 0)
+				continue;
 		}
 		synergy_plan(s, s->pl[pi].node);
 	}
@@ -791,6 +817,22 @@ static int synergy_start(struct sim *s, uint32_t ji)
 static void synergy_stop(struct sim *s, uint32_t ji)
 {
 	synergy_move(s, ji, -1);
+}
+
+/*
+ * opts.place_demand: j's ideal vCPUs and memory on node n (all its GPUs there)
+ * fit beside what n's jobs hold, as Synergy's placement asks of a server.
+ */
+static bool synergy_fits(const struct sim *s, const struct sjob *j, uint32_t n)
+{
+	struct place p = {.node = n, .g = j->gpus};
+	double held = 0, mem = 0;
+	for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
+		held += s->pl[q].tune;
+		mem += s->pl[q].tune_mem;
+	}
+	return ideal_at(s, j, &p) <= s->c->cpus[n] - held + 1e-9 &&
+	       mem_ideal_at(s, j, &p) <= node_mem(s, n) - mem + 1e-9;
 }
 
 /* opts.check: no node holds more vCPUs or memory than it has, no job less than its floor. */
@@ -1024,6 +1066,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .close = synergy_close,
 	    .start = synergy_start,
 	    .stop = synergy_stop,
+	    .fits = synergy_fits,
 	    .audit = synergy_audit,
 	},
     [GM_SIM_CACHEW] =

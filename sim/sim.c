@@ -3,10 +3,11 @@
  *
  * Engine (ROSS-like): an indexed binary min-heap of events keyed by (time, sequence
  * number), so equal times pop in scheduling order and every run is deterministic.
- * There are three event types with one handler each (the callback table below):
+ * There are four event types with one handler each (the callback table below):
  * ARRIVAL (only the next trace job is ever in the heap), FINISH (one per running job;
- * an allocation change re-keys it in place, O(log n)) and SAMPLE (time series on a
- * fixed period, never per event).
+ * an allocation change re-keys it in place, O(log n)), SAMPLE (time series on a
+ * fixed period, never per event) and, with opts.round, ROUND (Synergy's scheduling
+ * rounds: every running job is preempted and the queue placed again).
  *
  * Job model: a job of class k with G GPUs has GPU-bound rate R = G * gpu_rate_k and
  * gets d = cpu_rate_k samples/s per data vCPU. Its work (samples) is calibrated so
@@ -49,7 +50,7 @@
 #define GM_SIM_STREAM_CLASS 0x434c4153ull /* "CLAS": class draw, one stream per job */
 #define GM_SIM_STREAM_JOBID 0x4a4f4249ull /* "JOBI": a job's identity from its content */
 
-enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_NTYPES };
+enum { EV_ARRIVAL, EV_FINISH, EV_SAMPLE, EV_ROUND, EV_NTYPES };
 
 void sim_fail(struct sim *s, int rc, const char *fmt, ...)
 {
@@ -301,6 +302,32 @@ static int push_place(struct sim *s, uint32_t ji, uint32_t n, uint32_t g, uint32
 	return 0;
 }
 
+/*
+ * opts.place_demand: the node with the fewest free GPUs that holds ji's GPUs and
+ * reservation and where the policy's demand for it fits (ties as node_before), or
+ * NOPOS. A scan of the GPU buckets: meant for small clusters (Synergy's setup).
+ */
+static uint32_t pick_demand(const struct sim *s, uint32_t ji)
+{
+	const struct sjob *j = &s->j[ji];
+	bool held = s->resv_node != NOPOS && ji != s->resv_job;
+	for (uint32_t k = j->gpus; k <= s->c->max_gpus; k++) {
+		uint32_t best = NOPOS;
+		for (uint32_t i = 0; i < s->bn[k]; i++) {
+			uint32_t n = s->bh[k][i];
+			if ((held && n == s->resv_node) ||
+			    s->free_c[n] < s->policy->reserve(s, j, n, j->gpus) ||
+			    !s->policy->fits(s, j, n))
+				continue;
+			if (best == NOPOS || node_before(s, n, best))
+				best = n;
+		}
+		if (best != NOPOS)
+			return best;
+	}
+	return NOPOS;
+}
+
 /* Place job ji: best fit on one node, else spread over the emptiest nodes. */
 static bool place(struct sim *s, uint32_t ji)
 {
@@ -310,8 +337,9 @@ static bool place(struct sim *s, uint32_t ji)
 	if (s->free_gpus < j->gpus)
 		return false;
 	if (j->gpus <= maxg) {
-		for (uint32_t k = j->gpus; k <= maxg; k++) {
-			uint32_t n = s->bn[k] ? pick(s, ji, k) : NOPOS;
+		uint32_t want = s->o.place_demand && s->policy->fits ? pick_demand(s, ji) : NOPOS;
+		for (uint32_t k = want != NOPOS ? maxg : j->gpus; k <= maxg; k++) {
+			uint32_t n = want != NOPOS ? want : s->bn[k] ? pick(s, ji, k) : NOPOS;
 			if (n == NOPOS)
 				continue;
 			uint32_t c = s->policy->reserve(s, j, n, j->gpus);
@@ -536,7 +564,9 @@ static void start_job(struct sim *s, uint32_t ji)
 {
 	struct sjob *j = &s->j[ji];
 	j->state = J_RUNNING;
-	j->start = s->now;
+	if (!j->ran) /* a preempted job (rounds) keeps its first start */
+		j->start = s->now;
+	j->ran = 1;
 	j->t_last = s->now;
 	j->rate = 0;
 	j->extra = 0;
@@ -588,8 +618,8 @@ static void schedule(struct sim *s)
 		}
 		if (++fails > s->o.backfill)
 			break; /* strict FIFO stops at the head; backfill tries a few more */
-		if (fails == 1)
-			hold_for(s, ji);
+		if (fails == 1 && s->o.backfill != GM_SIM_BACKFILL_ALL)
+			hold_for(s, ji); /* all: any job that fits starts, none waits for a node */
 	}
 }
 
@@ -630,6 +660,10 @@ static void on_arrival(struct sim *s, uint32_t id)
 	j->state = J_QUEUED;
 	s->nqueued++;
 	s->queue[s->qtail++] = ji;
+	if (s->o.round > 0) {
+		s->round_dirty = true;
+		return; /* rounds: it waits for the next one */
+	}
 	schedule(s);
 	rebalance(s);
 }
@@ -667,8 +701,69 @@ static void on_finish(struct sim *s, uint32_t ji)
 	if (s->policy->stop)
 		s->policy->stop(s, ji);
 	j->extra = 0;
+	if (s->o.round > 0) {
+		s->round_dirty = true;
+		return; /* rounds: its GPUs and vCPUs wait for the next one */
+	}
 	schedule(s);
 	rebalance(s);
+}
+
+/* Rounds: take running job ji off its nodes, its progress booked; it is queued. */
+static void preempt(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	book(s, j);
+	ev_cancel(s, ji);
+	s->sum_alloc_g -= j->gpus;
+	s->sum_busy_g -= j->busy_g;
+	s->sum_busy_c -= j->busy_c;
+	s->sum_alloc_c -= j->alloc_c;
+	j->busy_g = j->busy_c = j->alloc_c = 0;
+	j->rate = 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		const struct place *p = &s->pl[j->place_off + i];
+		node_give(s, p->node, p->g, p->c);
+	}
+	if (s->policy->stop)
+		s->policy->stop(s, ji);
+	j->extra = 0;
+	j->state = J_QUEUED;
+	s->nrunning--;
+	s->nqueued++;
+}
+
+/*
+ * A scheduling round (opts.round, Synergy's simulator): every running job is
+ * preempted, the queue is rebuilt in arrival order (job index = submit order) and
+ * placed again, then the next round is set, unless nothing can ever start again
+ * (no job running, no arrival to come: stalled() reports the queue). A round after
+ * which no job came or went, with none queued, would place every job as the last
+ * one did (the same jobs in the same order on the same nodes): it is skipped.
+ */
+static void on_round(struct sim *s, uint32_t id)
+{
+	uint32_t k = 0;
+	while (s->live_lo < s->next_arrival &&
+	       (s->j[s->live_lo].state == J_DONE || s->j[s->live_lo].state == J_DROPPED))
+		s->live_lo++;
+	if (!s->round_dirty && !s->nqueued)
+		goto out_next;
+	s->round_dirty = false;
+	for (size_t i = s->live_lo; i < s->next_arrival; i++)
+		if (s->j[i].state == J_RUNNING)
+			preempt(s, (uint32_t)i);
+	for (size_t i = s->live_lo; i < s->next_arrival; i++)
+		if (s->j[i].state == J_QUEUED)
+			s->queue[k++] = (uint32_t)i;
+	s->qhead = 0;
+	s->qtail = k;
+	s->resv_job = s->resv_node = NOPOS;
+	schedule(s);
+	rebalance(s);
+out_next:
+	if (s->ndone < s->n && (s->nrunning || s->ev[s->n].pos != NOPOS))
+		ev_at(s, id, s->now + s->o.round);
 }
 
 static void write_sample(struct sim *s)
@@ -692,6 +787,7 @@ static void (*const handlers[EV_NTYPES])(struct sim *, uint32_t) = {
     [EV_ARRIVAL] = on_arrival,
     [EV_FINISH] = on_finish,
     [EV_SAMPLE] = on_sample,
+    [EV_ROUND] = on_round,
 };
 
 /* Full audit (opts.check): recompute every node's use from the running jobs. */
@@ -1011,7 +1107,8 @@ static int check_inputs(struct sim *s)
 	if ((unsigned)o->policy >= GM_SIM_NPOLICY || !(o->arrival_scale > 0) ||
 	    !(o->remote_cost >= 0) || !(o->remote_cost < 1) || !(o->local_min >= 0) ||
 	    !isfinite(o->arrival_scale) || !isfinite(o->local_min) || !(o->sample_interval >= 0) ||
-	    !isfinite(o->sample_interval) || !(o->node_cores >= 0) || !isfinite(o->node_cores)) {
+	    !isfinite(o->sample_interval) || !(o->node_cores >= 0) || !isfinite(o->node_cores) ||
+	    !(o->round == 0 || (o->round >= 1 && o->round <= 1e9))) {
 		sim_fail(s, -EINVAL, "gm_sim_run: bad options");
 		return -EINVAL;
 	}
@@ -1048,8 +1145,8 @@ static int sim_open(struct sim *s)
 		return -EINVAL;
 	s->n = s->t->n;
 	s->j = calloc(s->n ? s->n : 1, sizeof(*s->j));
-	s->ev = calloc(s->n + 2, sizeof(*s->ev));
-	s->heap = calloc(s->n + 2, sizeof(uint32_t));
+	s->ev = calloc(s->n + 3, sizeof(*s->ev)); /* n FINISH, ARRIVAL, SAMPLE, ROUND */
+	s->heap = calloc(s->n + 3, sizeof(uint32_t));
 	s->queue = calloc(s->n ? s->n : 1, sizeof(uint32_t));
 	s->free_g = calloc(c->n, sizeof(int64_t));
 	s->free_c = calloc(c->n, sizeof(int64_t));
@@ -1141,6 +1238,7 @@ static int init_events(struct sim *s)
 
 	s->ev[s->n] = (struct ev){.pos = NOPOS, .type = EV_ARRIVAL};
 	s->ev[s->n + 1] = (struct ev){.pos = NOPOS, .type = EV_SAMPLE};
+	s->ev[s->n + 2] = (struct ev){.pos = NOPOS, .type = EV_ROUND};
 	if (s->o.out_dir) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/timeseries.tsv", s->o.out_dir);
@@ -1163,6 +1261,8 @@ static int init_events(struct sim *s)
 		}
 		ev_at(s, (uint32_t)s->n, t->jobs[0].submit / s->o.arrival_scale);
 		ev_at(s, (uint32_t)s->n + 1, s->interval); /* samples at k x interval */
+		if (s->o.round > 0)			   /* rounds at k x round, k >= 1 */
+			ev_at(s, (uint32_t)s->n + 2, s->o.round);
 	}
 	return 0;
 }
@@ -1213,6 +1313,7 @@ static int run_events(struct sim *s)
 		if (s->ndone == s->n && id != s->n + 1) {
 			write_sample(s); /* the final state */
 			ev_cancel(s, (uint32_t)s->n + 1);
+			ev_cancel(s, (uint32_t)s->n + 2); /* no round after the last end */
 		}
 		if (!s->rc && stalled(s))
 			break;

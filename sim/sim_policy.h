@@ -65,6 +65,7 @@ struct sjob {
 	int16_t cls;
 	uint8_t state;
 	uint8_t dirty; /* goldminer: listed in sim.dirty, its cap to be recomputed */
+	uint8_t ran;   /* has started once (rounds: a preempted job keeps its start) */
 };
 
 struct sim;
@@ -102,6 +103,11 @@ struct sim_policy {
 	void (*stop)(struct sim *s, uint32_t ji);
 	/* and after every event the pool is shared out again (rates moved by sim_set_rate). */
 	void (*rebalance)(struct sim *s);
+	/*
+	 * Optional: true when j's demand under this policy fits on node n beside what
+	 * n's jobs hold (opts.place_demand prefers such nodes). NULL: any node fits.
+	 */
+	bool (*fits)(const struct sim *s, const struct sjob *j, uint32_t n);
 	/* Optional: check the policy's own books (opts.check); sim_fail on a mismatch. */
 	void (*audit)(struct sim *s);
 };
@@ -139,6 +145,10 @@ struct sim {
 	uint32_t min_cpus, max_cpus; /* of GPU nodes: capped requests differ between them */
 	uint64_t free_gpus;
 	uint32_t resv_node, resv_job; /* backfill: node held for the blocked head */
+	/* rounds (opts.round): a job came or went since the last round; jobs before
+	 * live_lo are all done or dropped */
+	bool round_dirty;
+	size_t live_lo;
 	/* the goldminer pool (policies.c) */
 	struct gm_policy *pol;
 	uint32_t *slot2job;

@@ -1,7 +1,8 @@
 /*
  * test_profile.c - the profile table: `goldminer profile` (cmd/profile.c) measures
  * a rate and gm_profile_write (sim/profile.c) lands it in the chosen classes of a
- * profile the simulator loads (gm_profile_load).
+ * profile the simulator loads (gm_profile_load); the non-image classes through
+ * python/goldminer/profile_classes.py (skipped where /usr/bin/python3 has no NumPy).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +142,121 @@ static void test_profile_errors(void **state)
 	assert_int_equal(gm_cmd_profile(6, badout), 1);
 }
 
+/* Run gm_cmd_profile with its stderr in a file; the exit status, the text in out. */
+static int profile_captured(int argc, char **argv, char *out, size_t len)
+{
+	int keep = dup(2), fd = open(at("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	fflush(stderr);
+	dup2(fd, 2);
+	close(fd);
+	int rc = gm_cmd_profile(argc, argv);
+	fflush(stderr);
+	dup2(keep, 2);
+	close(keep);
+	FILE *f = fopen(at("stderr.txt"), "r");
+	size_t n = f ? fread(out, 1, len - 1, f) : 0;
+	out[n] = 0;
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+static bool have_numpy(void)
+{
+	return system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+/* nlp and recsys: their Python pipelines on small inputs land a measured rate in
+ * their rows only, with a source naming the command and the data. */
+static void test_profile_python_classes_measured(void **state)
+{
+	(void)state;
+	char err[512];
+	struct gm_profile def, got;
+	if (!have_numpy())
+		skip(); /* /usr/bin/python3 without NumPy (apt-get install python3-numpy) */
+	gm_profile_default(&def);
+	assert_int_equal(gm_test_put(base, "corpus/a.txt",
+				     "The quick brown fox jumps over the lazy dog.\n\nSecond, "
+				     "a paragraph with punctuation; and accents: caf\xc3\xa9.\n"),
+			 0);
+	char *nlp[] = {"profile",  "--class", "nlp",   "--input",    at("corpus"),
+		       "--images", "50",      "--out", at("nlp.tsv")};
+	assert_int_equal(gm_cmd_profile(9, nlp), 0);
+	if (gm_profile_load(&got, at("nlp.tsv"), err, sizeof(err)))
+		fail_msg("%s", err);
+	int k = gm_profile_find(&got, "nlp");
+	assert_true(got.c[k].cpu_rate != def.c[k].cpu_rate && got.c[k].cpu_rate > 0);
+	assert_non_null(strstr(got.c[k].cpu_source, "measured: goldminer profile --class nlp"));
+	assert_non_null(strstr(got.c[k].cpu_source, "profile_classes text"));
+	assert_non_null(strstr(got.c[k].cpu_source, at("corpus")));
+	for (int i = 0; i < def.n; i++)
+		if (i != k)
+			assert_true(got.c[i].cpu_rate == def.c[i].cpu_rate);
+	/* recsys on a two-row Criteo TSV, and a row with a field missing */
+	char row[512] = "1", bad[600];
+	for (int f = 0; f < 13; f++)
+		strcat(row, f % 3 ? "\t5" : "\t");
+	for (int f = 0; f < 26; f++)
+		strcat(row, f % 4 ? "\t68fd1e64" : "\t");
+	snprintf(bad, sizeof(bad), "%s\n%s\n", row, row);
+	assert_int_equal(gm_test_put(base, "rows.tsv", bad), 0);
+	char *rec[] = {"profile",  "--class", "recsys", "--input",    at("rows.tsv"),
+		       "--images", "10",      "--out",	at("rec.tsv")};
+	assert_int_equal(gm_cmd_profile(9, rec), 0);
+	assert_int_equal(gm_profile_load(&got, at("rec.tsv"), err, sizeof(err)), 0);
+	k = gm_profile_find(&got, "recsys");
+	assert_non_null(strstr(got.c[k].cpu_source, "profile_classes criteo"));
+	snprintf(bad, sizeof(bad), "%s\n0\t1\t2\n", row); /* line 2: 3 fields */
+	assert_int_equal(gm_test_put(base, "bad.tsv", bad), 0);
+	char msg[4096];
+	char *brec[] = {"profile",     "--class", "recsys",	 "--input",
+			at("bad.tsv"), "--out",	  at("brec.tsv")};
+	assert_int_equal(profile_captured(7, brec, msg, sizeof(msg)), 1);
+	assert_non_null(strstr(msg, "bad.tsv:2: 3 fields, a Criteo row has 40"));
+	assert_int_not_equal(access(at("brec.tsv"), F_OK), 0); /* nothing written */
+}
+
+/* A missing interpreter or module is an error naming what to install; usage
+ * errors (DATA, --input) are refused before anything runs. */
+static void test_profile_python_errors_name_the_fix(void **state)
+{
+	(void)state;
+	char msg[4096];
+	char *nlp[] = {"profile", "--class", "nlp", "--out", at("e.tsv")};
+	setenv("GM_PYTHON", at("no-python"), 1);
+	assert_int_equal(profile_captured(5, nlp, msg, sizeof(msg)), 1);
+	assert_non_null(strstr(msg, "cannot run"));
+	assert_non_null(strstr(msg, "GM_PYTHON"));
+	unsetenv("GM_PYTHON");
+	if (access("/usr/bin/python3", X_OK) == 0) {
+		/* a NumPy that fails to import, first on PYTHONPATH */
+		assert_int_equal(gm_test_put(base, "fake/numpy.py", "raise ImportError('no')\n"),
+				 0);
+		const char *old = getenv("PYTHONPATH");
+		char *keep = old ? strdup(old) : NULL;
+		setenv("PYTHONPATH", at("fake"), 1);
+		int rc = profile_captured(5, nlp, msg, sizeof(msg));
+		if (keep)
+			setenv("PYTHONPATH", keep, 1);
+		else
+			unsetenv("PYTHONPATH");
+		free(keep);
+		assert_int_equal(rc, 1);
+		assert_non_null(strstr(msg, "apt-get install python3-numpy"));
+		assert_non_null(strstr(msg, "lacks a module"));
+	}
+	assert_int_not_equal(access(at("e.tsv"), F_OK), 0);
+	char *vit[] = {"profile", "--class", "vit"};
+	assert_int_equal(profile_captured(3, vit, msg, sizeof(msg)), 2);
+	assert_non_null(strstr(msg, "DATA is needed"));
+	char *two[] = {"profile", "--class", "nlp,recsys", "--input", at("x")};
+	assert_int_equal(profile_captured(5, two, msg, sizeof(msg)), 2);
+	assert_non_null(strstr(msg, "one at a time"));
+	char *none[] = {"profile", at("data"), "--class", "resnet50", "--input", at("x")};
+	assert_int_equal(gm_cmd_profile(6, none), 2);
+}
+
 static void test_profile_write_round_trip(void **state)
 {
 	(void)state;
@@ -168,6 +286,8 @@ int main(void)
 	    cmocka_unit_test(test_profile_new_class),
 	    cmocka_unit_test(test_profile_errors),
 	    cmocka_unit_test(test_profile_write_round_trip),
+	    cmocka_unit_test(test_profile_python_classes_measured),
+	    cmocka_unit_test(test_profile_python_errors_name_the_fix),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

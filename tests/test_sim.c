@@ -617,6 +617,148 @@ static void test_synergy_tune_memory(void **st)
 	unload(&w);
 }
 
+/*
+ * --tune-asks profile: synergy-tune asks for the profile's CPUs per GPU and runs at
+ * its GPU rate once it holds them. Class b (750/s per GPU, 100 per vCPU, ask 6: like
+ * Synergy's m5, below the 7.5 the linear model needs) alone on 1x(1gpu,8cpu):
+ * ideal asks 8 (8 of 8 vCPUs), the ask 6 (0.75) and still ends at 1000 s (work
+ * 1000 s x 750 at its request of 8). Class a (300/s, 100 per vCPU, ask 6) x 4 on
+ * 1x(4gpu,16cpu), 1 GPU each at 0, 1, 2, 3: ideal 3 each (12 of 16); asks: 6, 6,
+ * then fair 4, then the fourth's fair 4 trims both first ones to 4 (16 of 16).
+ */
+static void test_synergy_tune_asks(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy, alloc;
+	const char *prof = "# test\na\t300\t100\t1\tx\tx\t0\t6\nb\t750\t100\t1\tx\tx\t0\t6\n";
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(1gpu,8cpu)", put("ask1.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t1\n"),
+	     prof);
+	run(&w, &o, "ask-ideal");
+	row_at("ask-ideal", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 1) < 1e-4 && fabs(busy - 1) < 1e-4);
+	o.tune_asks = 1;
+	run(&w, &o, "ask-prof");
+	row_at("ask-prof", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 0.75) < 1e-4 && fabs(busy - 1) < 1e-4);
+	assert_ends("ask-prof/jobs.tsv", (const double[]){1000}, 1);
+	unload(&w);
+	load(&w, "1x(4gpu,16cpu)",
+	     put("ask4.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n1\t1000\t1\t8\t0\n"
+			     "2\t1000\t1\t8\t0\n3\t1000\t1\t8\t0\n"),
+	     prof);
+	o.tune_asks = 0;
+	run(&w, &o, "ask4-ideal");
+	row_at("ask4-ideal", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 0.75) < 1e-4);
+	o.tune_asks = 1;
+	run(&w, &o, "ask4-prof");
+	row_at("ask4-prof", 10, &busy, &alloc);
+	assert_true(fabs(alloc - 1) < 1e-4 && fabs(busy - 1) < 1e-4);
+	unload(&w);
+}
+
+/*
+ * --round 100 (Synergy's rounds with preemption), --backfill all, on 1x(2gpu,8cpu),
+ * vCPUs never short: j0 (1 GPU, 150 s) at 0, j1 (2 GPUs, 100 s) at 1, j2 (1 GPU,
+ * 1000 s) at 2. Nothing starts before the first round (100): j0 and j2 start, j1
+ * does not fit. 200: all preempted and placed again in arrival order, the same.
+ * j0 ends at 250; its GPU idles until 300, where j2 is preempted (900 - 100 done =
+ * 800 left) and j1, earlier in the queue, takes both GPUs: ends 400; j2 again at
+ * the 400 round, ends 1200. Continuous time: 150, 1102, 1002 (j2 keeps its GPU).
+ */
+static void test_rounds_preempt_in_arrival_order(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_PROPORTIONAL;
+	o.backfill = GM_SIM_BACKFILL_ALL;
+	load(&w, "1x(2gpu,8cpu)",
+	     put("rnd.tsv", "# goldminer-trace v1\n0\t150\t1\t4\t0\n1\t100\t2\t8\t0\n"
+			    "2\t1000\t1\t4\t0\n"),
+	     "# test\na\t100\t1000\t1\tx\tx\n");
+	run(&w, &o, "rnd-cont");
+	assert_ends("rnd-cont/jobs.tsv", (const double[]){150, 1102, 1002}, 3);
+	o.round = 100;
+	run(&w, &o, "rnd-100");
+	assert_ends("rnd-100/jobs.tsv", (const double[]){250, 400, 1200}, 3);
+	for (int p = 0; p < GM_SIM_NPOLICY; p++) { /* every policy survives the audit */
+		o.policy = (enum gm_sim_policy)p;
+		run(&w, &o, "rnd-any");
+	}
+	unload(&w);
+}
+
+/*
+ * --backfill all holds no node for a blocked head. 2x(2gpu,8cpu): j0 (1 GPU, 1000 s)
+ * at 0 on node 0, j1 (2 GPUs, 1000 s) at 1 on node 1, j2 (2 GPUs, 100 s) at 2
+ * blocked, j3 (1 GPU, 100 s) at 3. Backfill 32 holds node 0 for j2: j3 waits for
+ * node 1 (1001, ends 1101), j2 gets node 0 at 1000. all: j3 runs on node 0 at once.
+ */
+static void test_backfill_all_holds_nothing(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_PROPORTIONAL;
+	load(&w, "2x(2gpu,8cpu)",
+	     put("bfa.tsv", "# goldminer-trace v1\n0\t1000\t1\t4\t0\n1\t1000\t2\t8\t0\n"
+			    "2\t100\t2\t8\t0\n3\t100\t1\t4\t0\n"),
+	     "# test\na\t100\t1000\t1\tx\tx\n");
+	o.backfill = 32;
+	run(&w, &o, "bfa-32");
+	assert_ends("bfa-32/jobs.tsv", (const double[]){1000, 1001, 1100, 1101}, 4);
+	o.backfill = GM_SIM_BACKFILL_ALL;
+	run(&w, &o, "bfa-all");
+	assert_ends("bfa-all/jobs.tsv", (const double[]){1000, 1001, 1100, 103}, 4);
+	unload(&w);
+}
+
+/*
+ * --placement demand: synergy-tune places a job where its ideal fits beside what
+ * the node's jobs hold. 2x(2gpu,8cpu), two 1-GPU jobs of class b (ideal 6 vCPUs).
+ * Best fit puts both on node 0 (fewest free GPUs): 6 + 2 free, so the second is
+ * switched to fair share 4 and the first trimmed to 4: 8 of 16 vCPUs, each at
+ * 400 of 600/s (GPU busy 1/3). demand: the second goes to node 1: 12 of 16, both
+ * at 600/s (GPU busy 1/2).
+ */
+static void test_placement_demand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy, alloc;
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "2x(2gpu,8cpu)",
+	     put("pd.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n1\t1000\t1\t8\t0\n"),
+	     "# test\nb\t600\t100\t1\tx\tx\n");
+	run(&w, &o, "pd-fit");
+	row_at("pd-fit", 10, &busy, &alloc);
+	if (fabs(alloc - 0.5) > 1e-4 || fabs(busy - 1.0 / 3) > 1e-4)
+		fail_msg("best fit: cpu_alloc %.4f (want 0.5), gpu_busy %.4f (want 0.3333)", alloc,
+			 busy);
+	o.place_demand = 1;
+	run(&w, &o, "pd-demand");
+	row_at("pd-demand", 10, &busy, &alloc);
+	if (fabs(alloc - 0.75) > 1e-4 || fabs(busy - 0.5) > 1e-4)
+		fail_msg("demand: cpu_alloc %.4f (want 0.75), gpu_busy %.4f (want 0.5)", alloc,
+			 busy);
+	unload(&w);
+}
+
 /* The memory column of a profile and of a cluster shape: read, written, refused. */
 static void test_memory_columns(void **st)
 {
@@ -638,9 +780,22 @@ static void test_memory_columns(void **st)
 	    gm_profile_load(&p, put("mem3.tsv", "a\t1\t1\t1\t\t\t-1\n"), err, sizeof(err)),
 	    -EBADMSG);
 	assert_non_null(strstr(err, "mem_gb_per_gpu"));
+	/* the eighth column, synergy-tune's ask: read, written (with the seventh) */
+	assert_int_equal(gm_profile_load(&p,
+					 put("mem4.tsv", "a\t1\t1\t1\t\t\t0\t12\nb\t1\t1\t1\t\t\n"),
+					 err, sizeof(err)),
+			 0);
+	assert_true(p.c[0].ask_per_gpu == 12 && p.c[0].mem_per_gpu == 0 && p.c[1].ask_per_gpu == 0);
+	assert_int_equal(gm_profile_write(&p, path_of("mem5.tsv"), NULL, err, sizeof(err)), 0);
+	assert_int_equal(gm_profile_load(&q, path_of("mem5.tsv"), err, sizeof(err)), 0);
+	assert_true(q.c[0].ask_per_gpu == 12 && q.c[1].ask_per_gpu == 0);
 	assert_int_equal(
-	    gm_profile_load(&p, put("mem4.tsv", "a\t1\t1\t1\t\t\t1\t2\n"), err, sizeof(err)),
+	    gm_profile_load(&p, put("mem6.tsv", "a\t1\t1\t1\t\t\t1\t2\t3\n"), err, sizeof(err)),
 	    -EBADMSG);
+	assert_int_equal(
+	    gm_profile_load(&p, put("mem7.tsv", "a\t1\t1\t1\t\t\t1\t-2\n"), err, sizeof(err)),
+	    -EBADMSG);
+	assert_non_null(strstr(err, "ask_cpu_per_gpu"));
 	assert_int_equal(
 	    gm_cluster_load(&c, "2x(8gpu,24cpu,500gb)+1x(4gpu,8cpu)", err, sizeof(err)), 0);
 	assert_true(c->n == 3 && c->mem[0] == 500 && c->mem[1] == 500 && c->mem[2] == 0);
@@ -1302,6 +1457,10 @@ int main(void)
 	    cmocka_unit_test(test_synergy_tune_trims_one_peer),
 	    cmocka_unit_test(test_work_at_share),
 	    cmocka_unit_test(test_synergy_tune_memory),
+	    cmocka_unit_test(test_synergy_tune_asks),
+	    cmocka_unit_test(test_rounds_preempt_in_arrival_order),
+	    cmocka_unit_test(test_backfill_all_holds_nothing),
+	    cmocka_unit_test(test_placement_demand),
 	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),

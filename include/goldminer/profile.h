@@ -33,6 +33,11 @@ struct gm_profile_class {
 	 * column of a profile TSV.
 	 */
 	double mem_per_gpu;
+	/*
+	 * vCPUs per GPU the class's job asks for under synergy-tune's --tune-asks
+	 * (Synergy's profiled `cpus`); 0 = none. The optional eighth column.
+	 */
+	double ask_per_gpu;
 };
 
 struct gm_profile {

@@ -51,6 +51,8 @@ enum gm_sim_policy {
 	GM_SIM_NPOLICY
 };
 
+#define GM_SIM_BACKFILL_ALL UINT32_MAX /* --backfill all */
+
 struct gm_sim_opts {
 	enum gm_sim_policy policy;
 	uint64_t seed;		/* class draw of a job without one: hash(seed, job's identity) */
@@ -59,6 +61,7 @@ struct gm_sim_opts {
 	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
 	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
+	/* (GM_SIM_BACKFILL_ALL: every queued job that fits starts, no node is held) */
 	/*
 	 * > 0: every node's data workers time-share this many cores (a real node whose
 	 * worker budget, its vCPUs, is above the cores it has): each worker gets a
@@ -76,6 +79,25 @@ struct gm_sim_opts {
 	 * requested vCPUs (the default).
 	 */
 	int work_at_share;
+	/*
+	 * > 0: scheduling rounds of this many seconds with preemption (as Synergy's
+	 * simulator): arrivals and ends wait for the next round, which takes every
+	 * running job off its GPUs and places the queue again in arrival order (a job
+	 * keeps its progress). 0 = continuous time, a job keeps its GPUs (the default).
+	 */
+	double round;
+	/*
+	 * 1: a job goes to a node where the policy's demand for it fits (synergy-tune:
+	 * its ideal vCPUs and memory beside what the node's jobs hold), best fit among
+	 * those, else as usual (Synergy's placement); 0: best fit on GPUs (the default).
+	 */
+	int place_demand;
+	/*
+	 * 1: synergy-tune asks for the profile's ask_cpu_per_gpu (Synergy's profiled
+	 * CPUs per GPU) where a class has one, and runs at its GPU-bound rate once it
+	 * holds them; 0: the fewest vCPUs that reach that rate (the default).
+	 */
+	int tune_asks;
 	int check;	     /* 1 = audit every node after every event (slow) */
 	const char *out_dir; /* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
 };
