@@ -1,8 +1,8 @@
 /*
  * test_hybrid.c - one file through the C per-sample prefix into a caller's buffer
  * (core/hybrid.c): the bytes are gm_aug_sample's on the file, RGBX is the same
- * pixels widened with 255, the draws follow the key, and every refusal names the
- * file.
+ * pixels widened with 255, the draws follow the key (gm_aug_window names them),
+ * and every refusal names the file.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +160,52 @@ static void test_draws_follow_the_key(void **state)
 	free(b);
 }
 
+/* gm_aug_window: the eval box is Resize + CenterCrop's; a train box lies in the
+ * image within the spec's scale and ratio, is the key's alone, and its flip is the
+ * one the pixels show (flip_p 1 mirrors flip_p 0's output: the same box). */
+static void test_window_is_the_crop_and_flip_of_the_sample(void **state)
+{
+	struct gm_aug_spec s = spec(GM_AUG_EVAL, GM_OUT_U8_HWC);
+	double b[4], c[4];
+	bool flip = true, flip2;
+	(void)state;
+
+	gm_aug_window(&s, 160, 120, 1, 2, 3, b, &flip);
+	assert_false(flip); /* 160x120 -> 85x64, crop 48 at (18, 8) of it */
+	assert_true(fabs(b[0] - 18 * 160.0 / 85) < 1e-9 && fabs(b[2] - 66 * 160.0 / 85) < 1e-9);
+	assert_true(fabs(b[1] - 15.0) < 1e-9 && fabs(b[3] - 105.0) < 1e-9);
+	s = spec(GM_AUG_TRAIN, GM_OUT_U8_HWC);
+	for (uint64_t key = 0; key < 200; key++) {
+		gm_aug_window(&s, 160, 120, key, 0, 0, b, &flip);
+		gm_aug_window(&s, 160, 120, key, 0, 0, c, &flip2);
+		assert_memory_equal(b, c, sizeof(b));
+		assert_int_equal(flip, flip2);
+		double w = b[2] - b[0], h = b[3] - b[1];
+		assert_true(b[0] >= 0 && b[1] >= 0 && b[2] <= 160 && b[3] <= 120 && w >= 1 && h >= 1);
+		assert_true(w * h <= 160 * 120 * 1.0001);
+		assert_true(w * h >= 160 * 120 * 0.08 * 0.8); /* w, h rounded to whole pixels */
+	}
+	size_t n = SIZE * SIZE * 3;
+	uint8_t *p0 = malloc(n), *p1 = malloc(n);
+	struct gm_hybrid *h0, *h1;
+	s.flip_p = 0;
+	assert_int_equal(gm_hybrid_create(&h0, &s, GM_HYBRID_AUG, NULL, 0), 0);
+	s.flip_p = 1;
+	assert_int_equal(gm_hybrid_create(&h1, &s, GM_HYBRID_AUG, NULL, 0), 0);
+	gm_aug_window(&s, 160, 120, 9, 0, 0, b, &flip);
+	assert_true(flip);
+	assert_int_equal(gm_hybrid_sample(h0, jpg, 9, 0, 0, p0, n), 0);
+	assert_int_equal(gm_hybrid_sample(h1, jpg, 9, 0, 0, p1, n), 0);
+	for (size_t y = 0; y < SIZE; y++)
+		for (size_t x = 0; x < SIZE; x++)
+			assert_memory_equal(p1 + (y * SIZE + x) * 3,
+					    p0 + (y * SIZE + SIZE - 1 - x) * 3, 3);
+	gm_hybrid_destroy(h0);
+	gm_hybrid_destroy(h1);
+	free(p0);
+	free(p1);
+}
+
 /* Each refusal: its errno, and a message naming the file. */
 static void expect_fail(struct gm_hybrid *h, const char *path, int err, size_t len, const char *why)
 {
@@ -227,6 +275,7 @@ int main(void)
 	    cmocka_unit_test(test_eval_float32_bytes_are_gm_aug_samples),
 	    cmocka_unit_test(test_rgbx_is_hwc_widened_with_255),
 	    cmocka_unit_test(test_draws_follow_the_key),
+	    cmocka_unit_test(test_window_is_the_crop_and_flip_of_the_sample),
 	    cmocka_unit_test(test_bad_files_are_refused_naming_them),
 	    cmocka_unit_test(test_bad_specs_and_layouts_are_refused_in_words),
 	};

@@ -64,6 +64,21 @@ def has_hybrid():
     return None
 
 
+def window(c, w, h, key):
+    """(box (x0, y0, x1, y1), flip) that the C part c gives a w x h image for draw
+    key (gm_aug_window): to test the draws against torchvision's distributions."""
+    L = _abi.lib()
+    fn = L.dll.gm_aug_window
+    fn.restype = None
+    fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint32, ctypes.c_uint32,
+                   ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                   ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_bool)]
+    box, flip = (ctypes.c_double * 4)(), ctypes.c_bool()
+    spec = aug_spec(dict(c, out=c.get("out", "uint8")))
+    fn(ctypes.byref(spec), w, h, key, 0, 0, box, ctypes.byref(flip))
+    return tuple(box), flip.value
+
+
 def aug_spec(c):
     """struct gm_aug_spec for the plan's C part (a dict: mode, size, scale, ratio,
     flip_p, resize, out, mean, std)."""
