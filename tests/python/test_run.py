@@ -220,3 +220,27 @@ class TestRunImageFolder(GmTest):
                            text=True, env=env, timeout=300)
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertIn("C path", summaries(g.stderr)[0])
+
+
+class TestExample(GmTest):
+    needs = ("lib", "torch", "torchvision", "PIL", "numpy")
+
+    def test_the_torchvision_example_runs_plain_and_served(self):
+        ex = os.path.join(REPO, "examples", "train_torchvision.py")
+        with open(ex) as f:
+            self.assertNotIn("goldminer", "".join(ln for ln in f if ln.startswith(("import",
+                                                                                  "from"))))
+        args = [dataset(), "--steps", "2", "--batch-size", "8"]
+        p = plain(ex, *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("eval: ", p.stdout)
+        g = served(ex, *args)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        sums = summaries(g.stderr)
+        self.assertEqual(len(sums), 2, g.stderr)
+        self.assertIn("C path [read | decode | random_resized_crop 224", sums[0])
+        self.assertIn("C path [read | decode | resize 256 | center_crop 224", sums[1])
+        g = served(ex, *args, "--augment", "randaugment", "--no-eval")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertIn("hybrid [C: RandomResizedCrop, RandomHorizontalFlip | python: RandAugment",
+                      summaries(g.stderr)[0])
