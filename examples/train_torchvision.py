@@ -3,6 +3,7 @@
 
     /usr/bin/python3 examples/train_torchvision.py DATA [--epochs 1] [--batch-size 64]
             [--workers 2] [--augment plain|jitter|randaugment] [--steps N] [--seed S]
+            [--model small|none] [--no-eval]
 
 It does not import goldminer. Run as it is, torch's DataLoader feeds it; run as
 
@@ -16,7 +17,8 @@ validation loader (Resize 256, CenterCrop 224, ToTensor, Normalize) in C.
 GOLDMINER_PLAN=1 prints each plan.
 
 The model is a small CNN on the CPU (on the GPU when torch sees one), so the
-input pipeline is what the images/s it prints per epoch measure.
+input pipeline is what the images/s it prints per epoch measure; `--model none`
+only iterates the batches (tests/bench/bench-run.sh: the input pipeline alone).
 """
 import argparse
 import time
@@ -56,6 +58,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="stop an epoch after N batches")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--model", choices=("small", "none"), default="small")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -70,14 +73,15 @@ def main():
         model.train()
         seen, t0, loss = 0, None, torch.zeros(())
         for step, (images, labels) in enumerate(train):
-            if step == 1:  # the first batch includes the workers' start
-                t0, seen = time.monotonic(), 0
-            images, labels = images.to(device), labels.to(device)
-            loss = loss_fn(model(images), labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            if args.model == "small":
+                images, labels = images.to(device), labels.to(device)
+                loss = loss_fn(model(images), labels)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
             seen += images.shape[0]
+            if step == 0:  # timed from here: batch 0 includes the workers' start
+                t0, seen = time.monotonic(), 0
             if args.steps and step + 1 >= args.steps:
                 break
         dt = time.monotonic() - t0 if t0 else 0.0

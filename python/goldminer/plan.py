@@ -324,8 +324,16 @@ def make(a):
     if option:
         return Plan("hybrid", plan_ops, "every op in C, but %s needs Python workers (C per"
                     " sample, collated in Python)" % option, c=c)
+    notes = []
+    if not a.get("num_workers"):
+        notes.append("num_workers=0: one C worker process (C samples are not made in the"
+                     " trainer)")
+    if a.get("worker_init_fn") is not None:
+        notes.append("worker_init_fn is not called: the C workers run no Python")
+    if a.get("generator") is not None:
+        notes.append("generator is not used: the C loader draws its own order from the seed")
     return Plan("C", plan_ops, "every op in C with supported parameters",
-                c=c, spec=_c_spec(c, a["batch_size"]))
+                c=c, spec=_c_spec(c, a["batch_size"]), notes=notes)
 
 
 # --- serving ------------------------------------------------------------------------
@@ -389,14 +397,21 @@ class Served:
             close()
 
 
-def _python_loader(a, dataset, seed):
+def _python_loader(a, dataset, seed, plan):
     from .dataloader import DataLoader
     kw = {k: a[k] for k in ("batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
                             "collate_fn", "pin_memory", "drop_last", "timeout",
                             "worker_init_fn", "generator", "persistent_workers") if k in a}
     if a.get("num_workers"):
         kw["prefetch_factor"] = a.get("prefetch_factor") or 2
-    dl = DataLoader(dataset, seed=seed, on_error="fail", **kw)
+        if not kw.get("persistent_workers") and a.get("batch_sampler") is None:
+            # goldminer's workers are exec'd interpreters (seconds to import torch),
+            # not forks, and keep nothing between samples: one pool for all epochs
+            kw["persistent_workers"] = True
+            plan.notes.append("persistent_workers: one pool of workers for every epoch"
+                              " (they keep no state; worker_init_fn runs once per worker)")
+    # copy=True: batches the script owns, as torch's (it may keep one past the next)
+    dl = DataLoader(dataset, seed=seed, on_error="fail", copy=True, **kw)
 
     def workers():
         return dl.stats()["workers"], 0
@@ -428,7 +443,7 @@ def serve(a):
         dataset = HybridDataset(list(ds.samples), plan.c, tail, ds.target_transform)
     else:
         dataset = a["dataset"]
-    dl, workers = _python_loader(a, dataset, seed)
+    dl, workers = _python_loader(a, dataset, seed, plan)
     return Served(plan, dl, workers)
 
 
