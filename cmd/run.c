@@ -99,7 +99,8 @@ static int script_index(int argc, char **argv, int first)
 	for (int i = first; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-")) {
-			cmd_err("run", "-", "give a script file", "a script on stdin cannot be served");
+			cmd_err("run", "-", "give a script file",
+				"a script on stdin cannot be served");
 			return -1;
 		}
 		if (a[0] != '-')
@@ -140,7 +141,8 @@ int gm_cmd_run(int argc, char **argv)
 	/* without a package beside the binary, the interpreter's own (pip install) */
 	if (exe_dir(dir, sizeof(dir)) == 0 && find_python_dir(dir, pydir, sizeof(pydir)) == 0 &&
 	    set_env(dir, pydir)) {
-		cmd_err("run", "PYTHONPATH", NULL, "cannot set the environment: %s", strerror(errno));
+		cmd_err("run", "PYTHONPATH", NULL, "cannot set the environment: %s",
+			strerror(errno));
 		return 1;
 	}
 	/* PYTHON [OPTS] -m goldminer run SCRIPT ARGS...: argc - k + 3 entries + NULL */

@@ -46,13 +46,16 @@ int gm_hybrid_create(struct gm_hybrid **out, const struct gm_aug_spec *s,
 	}
 	*out = NULL;
 	if (layout != GM_HYBRID_AUG && layout != GM_HYBRID_RGBX) {
-		gm_errf(err, errlen, "gm_hybrid_create: layout %d is not GM_HYBRID_AUG or "
-				     "GM_HYBRID_RGBX", (int)layout);
+		gm_errf(err, errlen,
+			"gm_hybrid_create: layout %d is not GM_HYBRID_AUG or "
+			"GM_HYBRID_RGBX",
+			(int)layout);
 		return -EINVAL;
 	}
 	if (layout == GM_HYBRID_RGBX && s->out != GM_OUT_U8_HWC) {
-		gm_errf(err, errlen, "gm_hybrid_create: GM_HYBRID_RGBX needs out GM_OUT_U8_HWC "
-				     "(PIL images hold bytes)");
+		gm_errf(err, errlen,
+			"gm_hybrid_create: GM_HYBRID_RGBX needs out GM_OUT_U8_HWC "
+			"(PIL images hold bytes)");
 		return -EINVAL;
 	}
 	char why[256];
@@ -70,8 +73,8 @@ int gm_hybrid_create(struct gm_hybrid **out, const struct gm_aug_spec *s,
 	if (ret)
 		goto out_free;
 	h->layout = layout;
-	h->out_bytes = layout == GM_HYBRID_RGBX ? (size_t)s->size * s->size * 4
-						: gm_aug_out_bytes(s);
+	h->out_bytes =
+	    layout == GM_HYBRID_RGBX ? (size_t)s->size * s->size * 4 : gm_aug_out_bytes(s);
 	*out = h;
 	return 0;
 out_free:

@@ -181,7 +181,8 @@ static void test_window_is_the_crop_and_flip_of_the_sample(void **state)
 		assert_memory_equal(b, c, sizeof(b));
 		assert_int_equal(flip, flip2);
 		double w = b[2] - b[0], h = b[3] - b[1];
-		assert_true(b[0] >= 0 && b[1] >= 0 && b[2] <= 160 && b[3] <= 120 && w >= 1 && h >= 1);
+		assert_true(b[0] >= 0 && b[1] >= 0 && b[2] <= 160 && b[3] <= 120 && w >= 1 &&
+			    h >= 1);
 		assert_true(w * h <= 160 * 120 * 1.0001);
 		assert_true(w * h >= 160 * 120 * 0.08 * 0.8); /* w, h rounded to whole pixels */
 	}
