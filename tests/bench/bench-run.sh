@@ -39,18 +39,25 @@ if [ -z "${PHOTOS:-}" ]; then
 	"$B/goldminer" synth "$PHOTOS" --images 2000 >/dev/null || exit 1
 fi
 unset GOLDMINER_PLAN
-args="$PHOTOS --workers 2 --batch-size 64 --epochs $EPOCHS --model none --no-eval"
+# ex AUG CMD...: the example under CMD (an interpreter, or goldminer run -- one),
+# its CPU time per epoch added (tree_cpu.py)
+ex() {
+	aug=$1
+	shift
+	"$PY" "$CPU" -- "$@" "$EX" "$PHOTOS" --workers 2 --batch-size 64 --epochs "$EPOCHS" \
+		--model none --no-eval --augment "$aug"
+}
 fail=0
 for aug in plain jitter randaugment; do
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
 		echo "-- [$aug, round $r] goldminer run -- $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-		"$PY" "$CPU" -- "$B/goldminer" run -- "$PY" "$EX" $args --augment $aug >"$out/run.out" \
-			2>"$out/run.err" || { fail=1; tail -5 "$out/run.err"; }
+		ex "$aug" "$B/goldminer" run -- "$PY" >"$out/run.out" 2>"$out/run.err" ||
+			{ fail=1; tail -5 "$out/run.err"; }
 		tee -a "$out/gm_$aug.out" <"$out/run.out"
 		grep '^goldminer run: .* img/s' "$out/run.err" | tee -a "$out/gm_$aug.err"
 		echo "-- [$aug, round $r] $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-		"$PY" "$CPU" -- "$PY" "$EX" $args --augment $aug >"$out/run.out" 2>"$out/run.err" ||
+		ex "$aug" "$PY" >"$out/run.out" 2>"$out/run.err" ||
 			{ fail=1; tail -5 "$out/run.err"; }
 		tee -a "$out/torch_$aug.out" <"$out/run.out"
 		r=$((r + 1))
