@@ -2,8 +2,9 @@
  * test_hybrid.c - one file through the C per-sample prefix into a caller's buffer
  * (core/hybrid.c): the bytes are gm_aug_sample's on the file, RGBX is the same
  * pixels widened with 255, the draws follow the key (gm_aug_window names them),
- * and every refusal names the file.
+ * and every refusal names the file (a read error injected by wrapping read()).
  */
+// LDFLAGS: -Wl,--wrap=read
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,12 +18,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "goldminer/aug.h"
 #include "goldminer/hybrid.h"
 #include "goldminer/synth.h"
 
 #include "testutil.h"
+
+/* read() fails with EIO while read_fails is set (only gm_hybrid_sample reads here) */
+static int read_fails;
+ssize_t __real_read(int fd, void *buf, size_t n);
+ssize_t __wrap_read(int fd, void *buf, size_t n);
+ssize_t __wrap_read(int fd, void *buf, size_t n)
+{
+	if (read_fails) {
+		errno = EIO;
+		return -1;
+	}
+	return __real_read(fd, buf, n);
+}
 
 static char dir[256];
 static char jpg[300], other[300];
@@ -242,6 +257,11 @@ static void test_bad_files_are_refused_naming_them(void **state)
 	assert_int_equal(gm_synth_write_bad(p, GM_SYNTH_BAD_BOMB, 1), 0);
 	expect_fail(h, p, -E2BIG, n, "");
 	expect_fail(h, jpg, -ENOBUFS, n - 1, "smaller than a sample");
+	read_fails = 1;
+	expect_fail(h, jpg, -EIO, n, "Input/output error");
+	read_fails = 0;
+	/* a file longer than fstat said (procfs says 0 bytes) is not taken as it is */
+	expect_fail(h, "/proc/self/status", -EIO, n, "grew while it was read");
 	/* after errors, a good file is made as ever */
 	static uint8_t out[SIZE * SIZE * 3];
 	assert_int_equal(gm_hybrid_sample(h, jpg, 1, 0, 0, out, n), 0);
