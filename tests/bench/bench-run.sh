@@ -7,6 +7,9 @@
 #   plain        RandomResizedCrop, flip, ToTensor, Normalize      C path  >= 4x
 #   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    hybrid  >= 1.5x
 #   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
+# and, for plain, goldminer.torch.Loader with the same transform (python3 -m
+# goldminer.bench --output float32, its last epoch): goldminer run's C path within
+# 5% of it (the run hands the script owned copies; the Loader's views are not).
 # The figure of a run is its last epoch's (training is many epochs: the first
 # holds goldminer's start of exec'd Python workers, which a fork does not pay).
 # goldminer and torch runs alternate ROUNDS times (best of each kept, every run
@@ -60,12 +63,18 @@ for aug in plain jitter randaugment; do
 		ex "$aug" "$PY" >"$out/run.out" 2>"$out/run.err" ||
 			{ fail=1; tail -5 "$out/run.err"; }
 		tee -a "$out/torch_$aug.out" <"$out/run.out"
+		if [ "$aug" = plain ]; then
+			echo "-- [$aug, round $r] python3 -m goldminer.bench --output float32   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+			GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" \
+				"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 \
+				--epochs "$EPOCHS" --output float32 2>/dev/null | tee -a "$out/loader.json" || fail=1
+		fi
 		r=$((r + 1))
 	done
 done
 
 "$PY" - "$out" <<'PY' || fail=1
-import os, re, sys
+import json, os, re, sys
 d = sys.argv[1]
 want = {"plain": ("C path", 4.0), "jitter": ("hybrid", 1.5), "randaugment": ("hybrid", 1.3)}
 def rates(name):
@@ -119,6 +128,19 @@ for aug, (path, target) in want.items():
     if gc and tc:
         print("%-12s   CPU per image (median): goldminer %.2f ms, torch %.2f ms: torch / goldminer"
               " = %.2fx" % ("", gc, tc, tc / gc))
+lr = []
+for ln in open(os.path.join(d, "loader.json")).read().splitlines() \
+        if os.path.exists(os.path.join(d, "loader.json")) else []:
+    if ln.strip().startswith("{"):
+        by = json.loads(ln).get("img_per_s_by_epoch") or [json.loads(ln)["img_per_s"]]
+        lr.append(by[-1])
+g = max(rates("gm_plain.out"), default=None)
+if lr and g:
+    r = g / max(lr)
+    print("plain        goldminer run's C path %.1f img/s / goldminer.torch.Loader %.1f img/s"
+          " = %.3f (target >= 0.95) %s" % (g, max(lr), r, "ok" if r >= 0.95 else "MISSED"))
+    print("               runs: Loader %s" % ", ".join("%.1f" % x for x in lr))
+    bad |= r < 0.95
 print("load average at the end: %s (%d CPUs online)" % (load, os.cpu_count()))
 sys.exit(bad)
 PY
