@@ -273,7 +273,8 @@ def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python3 -m goldminer run SCRIPT [ARGS...]\n\n"
               "Runs SCRIPT as `python3 SCRIPT ARGS` would, with every torch DataLoader over\n"
-              "a map-style dataset served by goldminer. GOLDMINER_PLAN=1 prints each plan.")
+              "a map-style dataset served by goldminer. GOLDMINER_PLAN=1 prints each plan.",
+              file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if install():
         atexit.register(_summary)
