@@ -523,13 +523,16 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(INSTALL_HDRS) "$$d$(INCLUDEDIR)/goldminer/"; \
 	install -m 644 $(B)/goldminer.pc "$$d$(LIBDIR)/pkgconfig/goldminer.pc"; \
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
+	install -d "$$d$(LIBDIR)/goldminer/python/goldminer"; \
+	install -m 644 python/goldminer/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/"; \
 	echo "installed goldminer $(VERSION) under $$d$(PREFIX)"
 uninstall:
 	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \
 		"$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)" "$$d$(LIBDIR)/libgoldminer.so.$(VERSION)" \
 		"$$d$(LIBDIR)/libgoldminer.a" "$$d$(LIBDIR)/pkgconfig/goldminer.pc" \
 		"$$d$(LIBDIR)/libgoldminer-remote.so" \
-		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer"
+		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer" \
+		"$$d$(LIBDIR)/goldminer"
 
 # Every build folder this Makefile makes; $(B) too, and any build* folder here,
 # when a build made it (it holds build-flags: clean never removes a folder it did

@@ -18,6 +18,7 @@ int gm_cmd_node(int argc, char **argv);	   /* cmd/node.c */
 int gm_cmd_pack(int argc, char **argv);	   /* cmd/pack.c */
 int gm_cmd_plan(int argc, char **argv);	   /* cmd/plan.c */
 int gm_cmd_profile(int argc, char **argv); /* cmd/profile.c */
+int gm_cmd_run(int argc, char **argv);	   /* cmd/run.c */
 int gm_cmd_sim(int argc, char **argv);	   /* cmd/sim.c */
 int gm_cmd_synth(int argc, char **argv);   /* cmd/synth.c */
 

@@ -19,6 +19,7 @@ static const struct {
     {"pack", gm_cmd_pack, "pack an ImageFolder tree into WebDataset tar shards"},
     {"plan", gm_cmd_plan, "show how a pipeline spec splits between workers and consumer"},
     {"profile", gm_cmd_profile, "measure pre-processing samples/s per vCPU into a sim profile"},
+    {"run", gm_cmd_run, "run a training script with goldminer serving its DataLoaders"},
     {"sim", gm_cmd_sim, "replay a cluster trace under a CPU allocation policy"},
     {"synth", gm_cmd_synth, "write a synthetic JPEG ImageFolder dataset"},
 };

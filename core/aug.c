@@ -293,6 +293,28 @@ static struct box eval_box(const struct gm_aug_spec *s, uint32_t W, uint32_t H)
 	return b;
 }
 
+/* The sample's crop box and flip: train draws them (flip first, then the RRC
+ * draws), eval is the centre crop, unflipped. */
+static struct box draw_box(const struct gm_aug_spec *s, uint32_t W, uint32_t H, uint64_t seed,
+			   uint64_t epoch, uint64_t sample_id, bool *flip)
+{
+	struct gm_rng r;
+
+	*flip = false;
+	if (s->mode != GM_AUG_TRAIN)
+		return eval_box(s, W, H);
+	gm_rng_init(&r, seed, GM_RNG_STREAM_SAMPLE, epoch, sample_id);
+	*flip = gm_rng_uniform(&r) < s->flip_p;
+	return rrc_box(s, &r, W, H);
+}
+
+void gm_aug_window(const struct gm_aug_spec *s, uint32_t w, uint32_t h, uint64_t seed,
+		   uint64_t epoch, uint64_t sample_id, double box[4], bool *flip)
+{
+	struct box b = draw_box(s, w, h, seed, epoch, sample_id, flip);
+	box[0] = b.x0, box[1] = b.y0, box[2] = b.x1, box[3] = b.y1;
+}
+
 /* ---- resampling ------------------------------------------------------------------ */
 
 /* floor() of a double well inside the int64 range, without a libm call. */
@@ -776,18 +798,10 @@ static void choose_window(const struct gm_aug *a, const struct gm_jpeg_info *inf
 			  uint64_t epoch, uint64_t sample_id, struct window *win, struct region *rg)
 {
 	const struct gm_aug_spec *s = &a->spec;
-	struct gm_rng r;
 	struct box b;
 	uint32_t size = s->size;
 
-	win->flip = false;
-	if (s->mode == GM_AUG_TRAIN) {
-		gm_rng_init(&r, seed, GM_RNG_STREAM_SAMPLE, epoch, sample_id);
-		win->flip = gm_rng_uniform(&r) < s->flip_p;
-		b = rrc_box(s, &r, info->width, info->height);
-	} else {
-		b = eval_box(s, info->width, info->height);
-	}
+	b = draw_box(s, info->width, info->height, seed, epoch, sample_id, &win->flip);
 
 	uint32_t n = gm_jpeg_pick_scale(b.x1 - b.x0, b.y1 - b.y0, size, size);
 	uint32_t sw = gm_jpeg_scaled_dim(info->width, n), sh = gm_jpeg_scaled_dim(info->height, n);

@@ -107,6 +107,17 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,
 			uint64_t sample_id, void *out, struct gm_aug_times *t);
 
+/*
+ * The crop box (x0, y0, x1, y1 in the w x h image's pixels) and flip that
+ * gm_aug_sample gives the sample keyed (seed, epoch, sample_id) under spec *s: in
+ * train mode drawn as it draws them (torchvision's RandomResizedCrop.get_params
+ * distributions, then the flip coin with probability flip_p), in eval mode the
+ * Resize + CenterCrop box, unflipped. For tests and tools (the distribution of
+ * the draws); gm_aug_sample does not need it. Pure; thread-safe.
+ */
+void gm_aug_window(const struct gm_aug_spec *s, uint32_t w, uint32_t h, uint64_t seed,
+		   uint64_t epoch, uint64_t sample_id, double box[4], bool *flip);
+
 /* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
 uint16_t gm_f32_to_f16(float f);
 

@@ -1,6 +1,8 @@
 """python3 -m goldminer COMMAND: the package's commands.
 
     python3 -m goldminer bench DATA [options]   images/s of the Python path (goldminer.bench)
+    python3 -m goldminer run SCRIPT [ARGS...]  run a training script with goldminer serving its
+                                                DataLoaders (goldminer.run; GOLDMINER_PLAN=1 prints plans)
     python3 -m goldminer library                which libgoldminer.so is loaded, and its version
 """
 import sys
@@ -15,13 +17,16 @@ def main(argv=None):
     if cmd == "bench":
         from .bench import main as bench
         return bench(rest)
+    if cmd == "run":
+        from .run import main as run
+        return run(rest)
     if cmd == "library":
         from ._abi import lib
         L = lib()
         ver = L.gm_version() if L.has("gm_version") else None
         print("%s %s" % (L.path, ver.decode() if ver else "(version unknown)"))
         return 0
-    print("python3 -m goldminer: unknown command %r (bench, library)" % cmd, file=sys.stderr)
+    print("python3 -m goldminer: unknown command %r (bench, run, library)" % cmd, file=sys.stderr)
     return 2
 
 

@@ -32,6 +32,7 @@ import ctypes
 import torch as _torch
 
 from .dataloader import DataLoader  # noqa: F401  (any map-style dataset)
+from .plan import plan  # noqa: F401  (where a DataLoader's sample runs: C, hybrid, Python)
 from .loader import Loader as _GmLoader
 
 _DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}

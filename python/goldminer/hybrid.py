@@ -1,0 +1,185 @@
+"""hybrid - the C+Python hybrid sample: C reads the file, decodes only the crop
+window, resizes and flips (gm_hybrid_sample, include/goldminer/hybrid.h); the
+rest of the user's Compose runs here, in the same worker, on what C wrote.
+
+HybridDataset(samples, c, tail, target_transform) is a map-style dataset that
+goldminer's Python workers (dataloader.py) serve like any other: item i is
+(tail(pixels of samples[i][0]), target_transform(samples[i][1])). The pixels are
+written once, by C, into the memory of the object the next op takes:
+
+  c["layout"] == "pil"    a PIL RGB image mapped over the buffer C filled (PIL
+                          keeps RGB as 4 bytes a pixel: C writes that layout)
+  c["layout"] == "uint8"  a (3,H,W) uint8 tensor: a permuted view of the HWC
+                          buffer (what PILToTensor gives, channels-last in memory)
+  c["layout"] == "float"  a (3,H,W) float32/float16 tensor, normalised as the
+                          folded ToTensor/ConvertImageDtype/Normalize ask
+
+The crop and flip draws are keyed by 64 bits drawn from Python's `random`,
+which goldminer's workers seed from (seed, epoch, index) before each item: the
+same sample, epoch and seed give the same crop whatever worker makes it, and the
+draws of torch's generator that the Python ops use are left untouched.
+
+Not here: the plan (plan.py decides what C does), JPEG only (the plan keeps
+other formats in Python).
+"""
+import ctypes
+import random
+
+from . import _abi
+
+_P = ctypes.c_void_p
+_LAYOUT_AUG, _LAYOUT_RGBX = 0, 1
+_PROTOS = {
+    "gm_hybrid_create": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(_abi.AugSpec),
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_hybrid_destroy": (None, [_P]),
+    "gm_hybrid_out_bytes": (ctypes.c_size_t, [_P]),
+    "gm_hybrid_sample": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+                                        ctypes.c_uint64, _P, ctypes.c_size_t]),
+    "gm_hybrid_errmsg": (ctypes.c_char_p, [_P]),
+}
+
+
+def _lib():
+    L = _abi.lib()
+    if not getattr(L, "_hybrid_declared", False):
+        for name, (res, args) in _PROTOS.items():
+            try:
+                fn = getattr(L.dll, name)
+            except AttributeError:
+                raise _abi.LibraryError("%s lacks %s (a library built before core/hybrid.c)"
+                                        % (L.path, name)) from None
+            fn.restype, fn.argtypes = res, args
+            setattr(L, name, fn)
+        L._hybrid_declared = True
+    return L
+
+
+def has_hybrid():
+    """None when the library has the hybrid entry, else why not."""
+    try:
+        _lib()
+    except Exception as e:  # noqa: BLE001 - LibraryError, OSError
+        return str(e)
+    return None
+
+
+def window(c, w, h, key):
+    """(box (x0, y0, x1, y1), flip) that the C part c gives a w x h image for draw
+    key (gm_aug_window): to test the draws against torchvision's distributions."""
+    L = _abi.lib()
+    fn = L.dll.gm_aug_window
+    fn.restype = None
+    fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint32, ctypes.c_uint32,
+                   ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                   ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_bool)]
+    box, flip = (ctypes.c_double * 4)(), ctypes.c_bool()
+    spec = aug_spec(dict(c, out=c.get("out", "uint8")))
+    fn(ctypes.byref(spec), w, h, key, 0, 0, box, ctypes.byref(flip))
+    return tuple(box), flip.value
+
+
+def aug_spec(c):
+    """struct gm_aug_spec for the plan's C part (a dict: mode, size, scale, ratio,
+    flip_p, resize, out, mean, std)."""
+    L = _abi.lib()
+    s = _abi.AugSpec()
+    L.gm_aug_spec_default(ctypes.byref(s))
+    s.mode = _abi.GM_AUG_TRAIN if c["mode"] == "train" else _abi.GM_AUG_EVAL
+    s.size = c["size"]
+    s.scale_min, s.scale_max = c.get("scale", (0.08, 1.0))
+    s.ratio_min, s.ratio_max = c.get("ratio", (3 / 4, 4 / 3))
+    s.flip_p = c.get("flip_p", 0.0)
+    s.resize = c.get("resize", 256)
+    s.out = {"uint8": _abi.GM_OUT_U8_HWC, "float32": _abi.GM_OUT_F32_CHW,
+             "float16": _abi.GM_OUT_F16_CHW}[c["out"]]
+    s.mean[:] = list(c.get("mean", (0.0, 0.0, 0.0)))
+    s.std[:] = list(c.get("std", (1.0, 1.0, 1.0)))
+    return s
+
+
+class Sampler:
+    """One process's gm_hybrid handle for one C part (created where it is used:
+    a ctypes handle does not cross pickling)."""
+
+    def __init__(self, c):
+        self.c, self.L = c, _lib()
+        self.h = _P()
+        err = ctypes.create_string_buffer(512)
+        layout = _LAYOUT_RGBX if c["layout"] == "pil" else _LAYOUT_AUG
+        rc = self.L.gm_hybrid_create(ctypes.byref(self.h), ctypes.byref(aug_spec(c)), layout,
+                                     err, 512)
+        if rc:
+            raise ValueError(err.value.decode(errors="replace"))
+        self.nbytes = self.L.gm_hybrid_out_bytes(self.h)
+
+    def __del__(self):
+        h, self.h = getattr(self, "h", None), None
+        if h:
+            self.L.gm_hybrid_destroy(h)
+
+    def _fill(self, path, key, addr):
+        rc = self.L.gm_hybrid_sample(self.h, path.encode() if isinstance(path, str) else path,
+                                     key, 0, 0, addr, self.nbytes)
+        if rc:
+            import errno
+            import os
+            msg = self.L.gm_hybrid_errmsg(self.h).decode(errors="replace")
+            if -rc in (errno.ENOENT, errno.EACCES, errno.EISDIR):
+                raise OSError(-rc, os.strerror(-rc) + " (" + msg + ")", path)
+            raise OSError(-rc, msg)
+
+    def sample(self, path, key):
+        """The pixels of path for draw key, as the next op takes them."""
+        size, layout = self.c["size"], self.c["layout"]
+        if layout == "pil":
+            from PIL import Image
+            buf = bytearray(self.nbytes)
+            self._fill(path, key, ctypes.addressof((ctypes.c_char * self.nbytes).from_buffer(buf)))
+            im = Image.new("RGB", (1, 1))
+            # PIL maps buf as the image's own memory (it keeps a reference to it)
+            im = im._new(Image.core.map_buffer(buf, (size, size), "raw", 0, ("RGB", 0, 1)))
+            im.readonly = 1  # an op that writes in place copies first, as for frombuffer
+            return im
+        import torch
+        if layout == "uint8":
+            t = torch.empty((size, size, 3), dtype=torch.uint8)
+            self._fill(path, key, t.data_ptr())
+            return t.permute(2, 0, 1)
+        dt = torch.float16 if self.c["out"] == "float16" else torch.float32
+        t = torch.empty((3, size, size), dtype=dt)
+        self._fill(path, key, t.data_ptr())
+        return t
+
+
+_samplers = {}
+
+
+def sampler_for(c):
+    key = tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v)
+                       for k, v in c.items()))
+    s = _samplers.get(key)
+    if s is None:
+        s = _samplers[key] = Sampler(c)
+    return s
+
+
+class HybridDataset:
+    """samples[i] = (path, target) through C (c) then the Python ops (tail)."""
+
+    def __init__(self, samples, c, tail=None, target_transform=None):
+        self.samples, self.c = samples, dict(c)
+        self.tail, self.target_transform = tail, target_transform
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, target = self.samples[i]
+        key = random.getrandbits(64)  # seeded per (seed, epoch, i) by the worker
+        x = sampler_for(self.c).sample(path, key)
+        if self.tail is not None:
+            x = self.tail(x)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return x, target

@@ -1,0 +1,466 @@
+"""plan - where each piece of a DataLoader's sample runs: the C data plane, a
+C+Python hybrid, or Python workers; and the loader that serves it.
+
+    import goldminer.torch
+    p = goldminer.torch.plan(loader)     # a torch DataLoader, or goldminer run's
+    p.path                               # "C", "hybrid" or "python"
+    print(p.text())                      # per op: where it runs and why
+    p.as_dict()                          # the same as data
+
+The split is the stateless/stateful one of docs/DESIGN.md, read off the user's
+objects. Only torchvision's ImageFolder (and DatasetFolder with the default
+loader: PIL, image backend "PIL") has a sample the C plane can make: a JPEG read
+from samples[i], then the dataset's transform. The transform (a Compose, v1 or
+v2, or one op) is read from the front:
+
+  RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
+  | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
+  then ToTensor | PILToTensor [, ConvertImageDtype float] | ConvertImageDtype
+  then Normalize (after a float conversion)     folded into the C output
+
+The longest prefix of those ops with parameters the C plane supports runs in C;
+the first op that is unknown, has an unsupported parameter, or comes in an order
+the C plane does not make (a flip before the crop, Normalize on uint8) ends it,
+and it and every op after it run in Python ("order" for those after it). Then:
+
+  C       the whole transform is the prefix, its output is a tensor, and the
+          loader asks nothing the C Loader cannot give (default sampler and
+          collate_fn, no target_transform, the C index equals dataset.samples):
+          goldminer's C Loader makes the batches, (images, labels) as torch's.
+  hybrid  a prefix, then Python ops (or a loader option only Python workers
+          honour): goldminer's Python workers, each sample C-made up to the prefix
+          (hybrid.py) and handed to the rest as a PIL image or a tensor.
+  python  no prefix (a dataset of another kind, a first op C does not make,
+          files that are not JPEG): dataset[i] in goldminer's Python workers.
+
+The C path's bytes are goldminer's, not torchvision's: the crop and flip are
+drawn by goldminer's counter-based generator (with torchvision's distributions),
+and the resize is goldminer's antialiased bilinear (within 0.1/255 of
+torchvision's on photos, tests/python/test_plan.py).
+
+Not here: running the ops (hybrid.py, the C library), timing (run.py).
+"""
+import os
+
+_JPEG = (".jpg", ".jpeg")
+
+
+class Op:
+    """One op of the transform: its text, where it runs ("C" or "python") and why."""
+
+    def __init__(self, text, where, why):
+        self.text, self.where, self.why = text, where, why
+
+    def as_dict(self):
+        return {"op": self.text, "where": self.where, "why": self.why}
+
+
+class Plan:
+    """The plan of one loader (see the module's comment)."""
+
+    def __init__(self, path, ops, why, c=None, spec=None, notes=()):
+        self.path, self.ops, self.why = path, ops, why
+        self.c, self.spec, self.notes = c, spec, list(notes)
+
+    def line(self):
+        """One line: the path and the ops on each side."""
+        inc = [o.text.split("(")[0] for o in self.ops if o.where == "C"]
+        inp = [o.text.split("(")[0] for o in self.ops if o.where != "C"]
+        if self.path == "C":
+            return "C path [%s]" % self.spec
+        if self.path == "hybrid":
+            return "hybrid [C: %s | python: %s]" % (", ".join(inc), ", ".join(inp) or "collate")
+        return "python workers [dataset[i]%s]" % (": " + ", ".join(inp) if inp else "")
+
+    def text(self):
+        out = ["path: %s (%s)" % (self.path, self.why)]
+        for k, o in enumerate(self.ops):
+            out.append("  %d. %-42s %-6s %s" % (k + 1, o.text, o.where, o.why))
+        if self.spec:
+            out.append("  C pipeline: %s" % self.spec)
+        for n in self.notes:
+            out.append("  note: %s" % n)
+        return "\n".join(out)
+
+    def as_dict(self):
+        return {"path": self.path, "why": self.why, "ops": [o.as_dict() for o in self.ops],
+                "c": dict(self.c) if self.c else None, "spec": self.spec,
+                "notes": list(self.notes)}
+
+    def __str__(self):
+        return self.text()
+
+    def __repr__(self):
+        return "<goldminer plan %s>" % self.line()
+
+
+# --- reading the transform ----------------------------------------------------------
+def _name(op):
+    return type(op).__name__
+
+
+def _is_tv(op):
+    return type(op).__module__.startswith("torchvision.transforms")
+
+
+def _bilinear(op):
+    mode = getattr(op, "interpolation", None)
+    return mode is None or str(getattr(mode, "value", mode)).lower().endswith("bilinear")
+
+
+def _square(size):
+    """The side of a square size (int, (n,) or (n, n)), else None."""
+    if isinstance(size, int):
+        return size
+    if isinstance(size, (list, tuple)) and len(size) in (1, 2) and \
+            all(isinstance(v, int) for v in size) and len(set(size)) == 1:
+        return size[0]
+    return None
+
+
+def _fmt(op):
+    """The op as a short text: its name and the parameters that matter here."""
+    n = _name(op)
+    keys = {"RandomResizedCrop": ("size", "scale", "ratio"), "RandomHorizontalFlip": ("p",),
+            "Resize": ("size",), "CenterCrop": ("size",), "Normalize": ("mean", "std"),
+            "ConvertImageDtype": ("dtype",), "ToDtype": ("dtype",)}.get(n, ())
+    args = []
+    for k in keys:
+        v = getattr(op, k, None)
+        if isinstance(v, (list, tuple)):
+            v = "(%s)" % ", ".join("%.4g" % x if isinstance(x, float) else str(x) for x in v)
+        args.append("%s=%s" % (k, v))
+    return "%s(%s)" % (n, ", ".join(args))
+
+
+def _ops_of(transform):
+    if transform is None:
+        return []
+    if _name(transform) == "Compose" and hasattr(transform, "transforms"):
+        return list(transform.transforms)
+    return [transform]
+
+
+def _float_dtype(op):
+    """'float32'/'float16' for a conversion to float that scales by 1/255, else None."""
+    import torch
+    dt = getattr(op, "dtype", None)
+    if isinstance(dt, dict):  # v2 ToDtype({Image: float32, ...})
+        dt = next(iter(dt.values()), None)
+    if _name(op) == "ToDtype" and not getattr(op, "scale", False):
+        return None
+    return {torch.float32: "float32", torch.float16: "float16"}.get(dt)
+
+
+def _geometry(ops):
+    """(C fields, ops it took, why it stopped) for the crop at the front of ops."""
+    if not ops:
+        return None, 0, "no transform: the sample would be a PIL image of the whole file"
+    op = ops[0]
+    n = _name(op)
+    if not _is_tv(op):
+        return None, 0, "unknown op %s (not one of the C data plane's)" % n
+    if n == "RandomResizedCrop":
+        side = _square(op.size)
+        if side is None:
+            return None, 0, "unsupported parameter: size=%s (C crops squares)" % (op.size,)
+        if not _bilinear(op):
+            return None, 0, ("unsupported parameter: interpolation=%s (C resamples bilinear"
+                             " with antialias)" % op.interpolation)
+        if not (0 < op.scale[0] <= op.scale[1] <= 1) or not (0 < op.ratio[0] <= op.ratio[1]):
+            return None, 0, "unsupported parameter: scale=%s ratio=%s" % (op.scale, op.ratio)
+        c = {"mode": "train", "size": side, "scale": tuple(map(float, op.scale)),
+             "ratio": tuple(map(float, op.ratio)), "flip_p": 0.0}
+        took = 1
+        if len(ops) > 1 and _name(ops[1]) == "RandomHorizontalFlip" and _is_tv(ops[1]):
+            c["flip_p"] = float(ops[1].p)
+            took = 2
+        return c, took, None
+    if n == "Resize":
+        side = _square(op.size) if not isinstance(op.size, int) and len(op.size) == 1 \
+            else op.size if isinstance(op.size, int) else None
+        if side is None or getattr(op, "max_size", None) is not None:
+            return None, 0, ("unsupported parameter: size=%s (C resizes the shorter side to"
+                             " an int, no max_size)" % (op.size,))
+        if not _bilinear(op):
+            return None, 0, ("unsupported parameter: interpolation=%s (C resamples bilinear"
+                             " with antialias)" % op.interpolation)
+        if len(ops) < 2 or _name(ops[1]) != "CenterCrop" or not _is_tv(ops[1]):
+            return None, 0, "order: C makes Resize only with a CenterCrop after it"
+        crop = _square(ops[1].size)
+        if crop is None or crop > side:
+            return None, 0, ("unsupported parameter: CenterCrop size=%s (C cuts a square no"
+                             " larger than the resized shorter side)" % (ops[1].size,))
+        return {"mode": "eval", "size": crop, "resize": side}, 2, None
+    if n in ("RandomHorizontalFlip", "CenterCrop"):
+        return None, 0, "order: C makes %s only after %s" % (
+            n, "RandomResizedCrop" if n[0] == "R" else "Resize")
+    return None, 0, "unknown op %s (not one of the C data plane's)" % n
+
+
+def _conversion(ops, c):
+    """Fold the tensor conversion and Normalize after the crop into c; ops taken and
+    why the prefix stopped (None when it ran out of ops)."""
+    k = 0
+    c["out"], c["layout"] = "uint8", "pil"
+    while k < len(ops):
+        op, n = ops[k], _name(ops[k])
+        if not _is_tv(op):
+            return k, "unknown op %s (not one of the C data plane's)" % n
+        if c["layout"] == "pil" and n == "ToTensor":
+            c.update(out="float32", layout="float")
+        elif c["layout"] == "pil" and n == "PILToTensor":
+            c.update(out="uint8", layout="uint8")
+        elif c["layout"] == "uint8" and n in ("ConvertImageDtype", "ToDtype") and \
+                _float_dtype(op):
+            c.update(out=_float_dtype(op), layout="float")
+        elif c["layout"] == "float" and n == "Normalize" and "mean" not in c:
+            if len(op.mean) != 3 or len(op.std) != 3 or any(s == 0 for s in op.std):
+                return k, "unsupported parameter: Normalize needs 3 means and 3 nonzero stds"
+            c.update(mean=tuple(map(float, op.mean)), std=tuple(map(float, op.std)))
+        elif n in ("ToTensor", "PILToTensor", "ConvertImageDtype", "ToDtype", "Normalize",
+                   "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop"):
+            return k, "order: %s after %s is not a C op sequence (C makes one crop, one" \
+                " conversion, one Normalize)" % (n, _name(ops[k - 1]) if k else "the crop")
+        else:
+            return k, "unknown op %s (not one of the C data plane's)" % n
+        k += 1
+    return k, None
+
+
+def _c_spec(c, batch_size):
+    if c["mode"] == "train":
+        geo = "random_resized_crop %d scale=%.9g,%.9g ratio=%.9g,%.9g | flip %.9g" % (
+            c["size"], c["scale"][0], c["scale"][1], c["ratio"][0], c["ratio"][1], c["flip_p"])
+    else:
+        geo = "resize %d | center_crop %d" % (c["resize"], c["size"])
+    tail = {"uint8": "to_hwc_u8", "float32": "to_chw_f32", "float16": "to_chw_f16"}[c["out"]]
+    norm = ""
+    if "mean" in c:
+        norm = " | normalize %s/%s" % (",".join("%.9g" % v for v in c["mean"]),
+                                       ",".join("%.9g" % v for v in c["std"]))
+    return "read | decode | %s%s | %s | batch %d" % (geo, norm, tail, batch_size)
+
+
+# --- the dataset --------------------------------------------------------------------
+def _dataset_problem(ds):
+    """None when ds is an ImageFolder/DatasetFolder the C plane can read, else why."""
+    try:
+        from torchvision import datasets, get_image_backend
+        from torchvision.datasets import folder
+    except ImportError:
+        return "torchvision is not importable"
+    if not isinstance(ds, datasets.DatasetFolder):
+        return "the dataset is %s, not torchvision's ImageFolder/DatasetFolder" \
+            % type(ds).__name__
+    if type(ds).__getitem__ is not datasets.DatasetFolder.__getitem__:
+        return "%s overrides __getitem__" % type(ds).__name__
+    if getattr(ds, "loader", None) not in (folder.default_loader, folder.pil_loader) or \
+            get_image_backend() != "PIL":
+        return "the dataset's loader is not torchvision's default (PIL) loader"
+    if not ds.samples:
+        return "the dataset has no samples"
+    for path, _ in ds.samples:
+        if not path.lower().endswith(_JPEG):
+            return "%s is not a JPEG (the C data plane decodes JPEG only)" % path
+    return None
+
+
+def _c_loader_problem(a):
+    """None when the C Loader can make this loader's batches, else which option
+    only Python workers honour."""
+    ds = a["dataset"]
+    from torch.utils.data import RandomSampler, SequentialSampler
+    from torch.utils.data._utils.collate import default_collate
+    if a.get("batch_sampler") is not None:
+        return "a batch_sampler"
+    if a.get("sampler") is not None and type(a["sampler"]) not in (RandomSampler,
+                                                                     SequentialSampler):
+        return "sampler %s" % type(a["sampler"]).__name__
+    if a.get("collate_fn") not in (None, default_collate):
+        return "a collate_fn"
+    if ds.target_transform is not None:
+        return "a target_transform"
+    if a.get("batch_size") is None:
+        return "batch_size=None"
+    classes = sorted(ds.class_to_idx, key=lambda s: os.fsencode(s))
+    if ds.class_to_idx != {c: i for i, c in enumerate(classes)}:
+        return "class_to_idx is not the sorted class folders"
+    if not os.path.isdir(getattr(ds, "root", "") or ""):
+        return "root %r is not a directory" % (ds.root,)
+    return None
+
+
+def make(a):
+    """The plan for DataLoader arguments a (a dict of torch's parameter names)."""
+    ds = a["dataset"]
+    why = _dataset_problem(ds)
+    ops = _ops_of(getattr(ds, "transform", None))
+    if why is not None:
+        return Plan("python", [Op(_fmt(o), "python", "dataset[i]") for o in ops], why)
+    from .hybrid import has_hybrid
+    c, took, stop = _geometry(ops)
+    if c is None:
+        return Plan("python", [Op(_fmt(o), "python", stop if k == 0 else "order: after %s"
+                                  % _name(ops[0])) for k, o in enumerate(ops)],
+                    "the transform does not start with an op the C data plane makes")
+    conv, stop = _conversion(ops[took:], c)
+    took += conv
+    plan_ops = [Op(_fmt(o), "C", "a C data plane op, supported parameters")
+                for o in ops[:took]]
+    for k, o in enumerate(ops[took:]):
+        plan_ops.append(Op(_fmt(o), "python", stop if k == 0 else "order: after %s"
+                           % _name(ops[took])))
+    missing = has_hybrid()
+    if took < len(ops) or c["layout"] == "pil":
+        if missing:
+            return Plan("python", [Op(o.text, "python", "dataset[i]") for o in plan_ops],
+                        "the library has no hybrid entry: " + missing)
+        why = ("the C prefix hands %s to %s in Python" % (
+            "a PIL image" if c["layout"] == "pil" else "a tensor",
+            _name(ops[took]) if took < len(ops) else "collate_fn"))
+        return Plan("hybrid", plan_ops, why, c=c)
+    option = _c_loader_problem(a)
+    if option:
+        return Plan("hybrid", plan_ops, "every op in C, but %s needs Python workers (C per"
+                    " sample, collated in Python)" % option, c=c)
+    notes = []
+    if not a.get("num_workers"):
+        notes.append("num_workers=0: one C worker process (C samples are not made in the"
+                     " trainer)")
+    if a.get("worker_init_fn") is not None:
+        notes.append("worker_init_fn is not called: the C workers run no Python")
+    if a.get("generator") is not None:
+        notes.append("generator is not used: the C loader draws its own order from the seed")
+    return Plan("C", plan_ops, "every op in C with supported parameters",
+                c=c, spec=_c_spec(c, a["batch_size"]), notes=notes)
+
+
+# --- serving ------------------------------------------------------------------------
+class _CLoaderBatches:
+    """The C Loader as a DataLoader: one `for` is one epoch of [images, labels]
+    (lists, as default_collate gives for (image, label) samples), owned copies."""
+
+    def __init__(self, a, plan, seed):
+        from torch.utils.data import RandomSampler, SequentialSampler
+        from .torch import Loader
+        ds = a["dataset"]
+        shuffle = bool(a.get("shuffle")) or isinstance(a.get("sampler"), RandomSampler)
+        self.dataset, self.batch_size = ds, a["batch_size"]
+        self.sampler = a.get("sampler")
+        if self.sampler is None:
+            self.sampler = RandomSampler(ds) if shuffle else SequentialSampler(ds)
+        self.batch_sampler = None
+        self.pin = bool(a.get("pin_memory"))
+        self.loader = Loader(ds.root, pipeline=plan.spec, workers=max(1, a["num_workers"]),
+                             seed=seed, shuffle=shuffle, drop_last=bool(a.get("drop_last")),
+                             on_error="fail", copy=True, output=plan.c["out"])
+        st = self.loader.stats()
+        if st["dataset_size"] != len(ds.samples) or st["num_classes"] != len(ds.classes):
+            n, k = st["dataset_size"], st["num_classes"]
+            self.loader.close()
+            raise LookupError("goldminer's index of %s has %d files in %d classes, the"
+                              " dataset %d in %d" % (ds.root, n, k, len(ds.samples),
+                                                     len(ds.classes)))
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        import torch
+        pin = self.pin and torch.cuda.is_available()
+        for x, y in self.loader:
+            if pin:
+                x, y = x.pin_memory(), y.pin_memory()
+            yield [x, y]
+
+    def workers(self):
+        return self.loader.stats()["workers"], 0
+
+    def close(self):
+        self.loader.close()
+
+
+class Served:
+    """A plan and the loader serving it: .loader iterates like the DataLoader."""
+
+    def __init__(self, plan, loader, workers):
+        self.plan, self.loader, self._workers = plan, loader, workers
+
+    def workers(self):
+        """(local, remote) worker processes now."""
+        return self._workers()
+
+    def close(self):
+        close = getattr(self.loader, "close", None)
+        if close:
+            close()
+
+
+def _python_loader(a, dataset, seed, plan):
+    from .dataloader import DataLoader
+    kw = {k: a[k] for k in ("batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
+                            "collate_fn", "pin_memory", "drop_last", "timeout",
+                            "worker_init_fn", "generator", "persistent_workers") if k in a}
+    if a.get("num_workers"):
+        kw["prefetch_factor"] = a.get("prefetch_factor") or 2
+        if not kw.get("persistent_workers") and a.get("batch_sampler") is None:
+            # goldminer's workers are exec'd interpreters (seconds to import torch),
+            # not forks, and keep nothing between samples: one pool for all epochs
+            kw["persistent_workers"] = True
+            plan.notes.append("persistent_workers: one pool of workers for every epoch"
+                              " (they keep no state; worker_init_fn runs once per worker)")
+    # copy=True: batches the script owns, as torch's (it may keep one past the next)
+    dl = DataLoader(dataset, seed=seed, on_error="fail", copy=True, **kw)
+
+    def workers():
+        return dl.stats()["workers"], 0
+    return dl, workers
+
+
+def serve(a):
+    """Plan the DataLoader arguments a and build the loader that serves them.
+    Raises what goldminer's loaders raise for arguments they refuse."""
+    import torch
+    plan = make(a)
+    seed = torch.initial_seed() & ((1 << 64) - 1)  # torch.manual_seed(s) in the script
+    if plan.path == "C":
+        try:
+            cl = _CLoaderBatches(a, plan, seed)
+            return Served(plan, cl, cl.workers)
+        except LookupError as e:  # the C index is not the dataset's: each file by path
+            plan = Plan("hybrid", plan.ops, "every op in C, but %s" % e, c=plan.c)
+    if plan.path == "hybrid":
+        from .hybrid import HybridDataset
+        ds = a["dataset"]
+        ops = _ops_of(ds.transform)
+        n_c = sum(1 for o in plan.ops if o.where == "C")
+        tail = None
+        if n_c < len(ops):
+            from torchvision import transforms
+            rest = ops[n_c:]
+            tail = rest[0] if len(rest) == 1 else transforms.Compose(rest)
+        dataset = HybridDataset(list(ds.samples), plan.c, tail, ds.target_transform)
+    else:
+        dataset = a["dataset"]
+    dl, workers = _python_loader(a, dataset, seed, plan)
+    return Served(plan, dl, workers)
+
+
+def plan(dataloader):
+    """The plan of a DataLoader (torch's, or one `goldminer run` serves)."""
+    p = getattr(dataloader, "goldminer_plan", None)
+    if p is not None:
+        return p
+    a = {k: getattr(dataloader, k, None) for k in (
+        "dataset", "batch_size", "num_workers", "collate_fn", "drop_last", "pin_memory")}
+    a["num_workers"] = a["num_workers"] or 0
+    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+    bs = getattr(dataloader, "batch_sampler", None)
+    if bs is not None and type(bs) is not BatchSampler:
+        a["batch_sampler"] = bs
+    s = getattr(dataloader, "sampler", None)
+    a["shuffle"] = isinstance(s, RandomSampler)
+    if s is not None and type(s) not in (RandomSampler, SequentialSampler):
+        a["sampler"] = s
+    return make(a)

@@ -1,0 +1,283 @@
+"""run - `python3 -m goldminer run SCRIPT [ARGS...]`: a training script, unchanged,
+with goldminer serving its DataLoaders.
+
+    python3 -m goldminer run train.py --epochs 3      (or: goldminer run -- python3 train.py ...)
+
+The script runs as `python3 train.py --epochs 3` would run it: it is the module
+__main__ (its own file, __file__, sys.argv = [train.py, --epochs, 3], sys.path[0]
+its directory with symbolic links resolved), its exit status is its own
+(sys.exit(n), 1 with the traceback of an uncaught exception, a KeyboardInterrupt
+ends the process by SIGINT as the interpreter does), and no signal handler is
+installed or changed. Before it starts, torch.utils.data.DataLoader is replaced
+by a subclass of itself (under every name a script reaches it by:
+torch.utils.data.DataLoader and torch.utils.data.dataloader.DataLoader), so
+`from torch.utils.data import DataLoader`, `torch.utils.data.DataLoader(...)`
+and isinstance() checks all meet it.
+
+Each DataLoader the script builds over a map-style dataset is planned
+(plan.py: the C data plane, a C+Python hybrid, or Python workers) and served by
+goldminer with the same arguments; an IterableDataset stays with torch (an
+iterator keeps state: there are no indices to hand stateless workers), and so
+does a loader goldminer refuses while torch accepts it; either is named in one
+line on stderr. GOLDMINER_PLAN=1 prints each plan when the loader is built. At
+exit one line per loader on stderr: its plan, the images per second it
+delivered while iterated, its workers (local/remote) and the trainer's stall
+share (time spent waiting in next() over the time spent iterating).
+
+What it does not do: no change to anything but DataLoader (models, optimisers,
+devices are the script's); loaders built before the swap (a module imported by
+`python -m goldminer` itself) are not served; a subclass of DataLoader that
+overrides __iter__ gets torch's behaviour for what it overrides.
+"""
+import atexit
+import os
+import sys
+import time
+import types
+
+_PREFIX = "goldminer run: "
+_records = []  # one per loader built, for the exit summary
+# the attributes torch's DataLoader refuses to change once built
+_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+           "persistent_workers")
+
+
+def _say(line):
+    sys.stderr.write(_PREFIX + line + "\n")
+    sys.stderr.flush()
+
+
+class Record:
+    """What one served loader did: filled while it is iterated, printed at exit."""
+
+    def __init__(self, where, plan_line, kind):
+        self.where, self.plan_line, self.kind = where, plan_line, kind
+        self.images = self.batches = 0
+        self.busy_s = self.wait_s = 0.0
+        self.local = self.remote = 0
+
+    def line(self):
+        if not self.batches:
+            return "%s: %s: never iterated" % (self.where, self.plan_line)
+        rate = self.images / self.busy_s if self.busy_s > 0 else 0.0
+        stall = 100.0 * self.wait_s / self.busy_s if self.busy_s > 0 else 0.0
+        return ("%s: %s: %d images in %.2f s = %.1f img/s, workers %d local / %d remote,"
+                " trainer stalled %.1f%% of its time" % (
+                    self.where, self.plan_line, self.images, self.busy_s, rate, self.local,
+                    self.remote, stall))
+
+
+def _summary():
+    for r in _records:
+        _say(r.line())
+
+
+def _caller():
+    """file:line of the script's frame that built the loader."""
+    f = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(__file__))
+    tud = os.sep + os.path.join("torch", "utils", "data") + os.sep
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(here) and tud not in fn:
+            return "%s:%d" % (os.path.basename(fn), f.f_lineno)
+        f = f.f_back
+    return "?"
+
+
+def _batch_len(out):
+    """Samples in a collated batch: the first tensor's (or sequence's) length."""
+    if isinstance(out, dict):
+        out = next(iter(out.values()), None)
+    while isinstance(out, (list, tuple)) and out:
+        if hasattr(out[0], "shape") or isinstance(out[0], (list, tuple, dict)):
+            out = out[0]
+            if isinstance(out, dict):
+                out = next(iter(out.values()), None)
+            continue
+        return len(out)
+    shape = getattr(out, "shape", None)
+    return int(shape[0]) if shape else 1
+
+
+def timed(it, rec, workers):
+    """Yield from it, counting images, batches, the time iterated and waited."""
+    t_start = time.monotonic()
+    try:
+        while True:
+            t0 = time.monotonic()
+            try:
+                out = next(it)
+            except StopIteration:
+                rec.wait_s += time.monotonic() - t0
+                return
+            rec.wait_s += time.monotonic() - t0
+            rec.batches += 1
+            rec.images += _batch_len(out)
+            if rec.batches == 1 or rec.batches % 16 == 0:
+                loc, rem = workers()
+                rec.local, rec.remote = max(rec.local, loc), max(rec.remote, rem)
+            yield out
+    finally:
+        rec.busy_s += time.monotonic() - t_start
+        close = getattr(it, "close", None)
+        if close:
+            close()
+
+
+def make_dataloader_class(torch_dl):
+    """The DataLoader the script meets: a subclass of torch's (isinstance holds) whose
+    constructor hands a map-style dataset to goldminer (plan.serve)."""
+    import inspect
+
+    sig = inspect.signature(torch_dl.__init__)
+
+    class DataLoader(torch_dl):
+        __doc__ = torch_dl.__doc__
+        _goldminer = None
+
+        def __init__(self, *args, **kw):
+            from torch.utils.data import IterableDataset
+            bound = sig.bind(self, *args, **kw)
+            bound.apply_defaults()
+            a = dict(bound.arguments)
+            a.pop("self")
+            a.update(a.pop("kwargs", {}) or {})
+            where = _caller()
+            if isinstance(a["dataset"], IterableDataset):
+                torch_dl.__init__(self, *args, **kw)
+                _say("%s: %s is an IterableDataset: it stays with torch (an iterator keeps"
+                     " state; there are no indices for stateless workers)"
+                     % (where, type(a["dataset"]).__name__))
+                return
+            from . import plan as _plan
+            try:
+                served = _plan.serve(a)
+            except (TypeError, ValueError, OSError) as e:
+                torch_dl.__init__(self, *args, **kw)  # torch's own error if torch refuses too
+                _say("%s: stays with torch: goldminer cannot serve it: %s" % (where, e))
+                return
+            object.__setattr__(self, "_goldminer", served)
+            rec = Record(where, served.plan.line(), served.plan.path)
+            object.__setattr__(self, "_gm_record", rec)
+            _records.append(rec)
+            if os.environ.get("GOLDMINER_PLAN", "") not in ("", "0"):
+                _say("%s: plan\n%s" % (where, served.plan.text()))
+            for name in ("dataset", "batch_size", "num_workers", "drop_last", "timeout",
+                         "collate_fn", "pin_memory", "worker_init_fn", "prefetch_factor",
+                         "persistent_workers", "generator", "pin_memory_device"):
+                if name in a:
+                    object.__setattr__(self, name, a[name])
+            for name in ("sampler", "batch_sampler"):
+                object.__setattr__(self, name, getattr(served.loader, name, a.get(name)))
+
+        def __iter__(self):
+            served = self._goldminer
+            if served is None:
+                return torch_dl.__iter__(self)
+            return timed(iter(served.loader), self._gm_record, served.workers)
+
+        def __len__(self):
+            served = self._goldminer
+            return torch_dl.__len__(self) if served is None else len(served.loader)
+
+        def __setattr__(self, attr, val):
+            # torch's __setattr__ calls super(DataLoader, self) with the module's
+            # global DataLoader, which is this class now: it would call itself.
+            # Its rule, then object's setattr.
+            if getattr(self, "_DataLoader__initialized", False) and attr in _FROZEN:
+                raise ValueError("%s attribute should not be set after %s is initialized"
+                                 % (attr, torch_dl.__name__))
+            object.__setattr__(self, attr, val)
+
+        @property
+        def goldminer_plan(self):
+            """The plan (plan.Plan) goldminer serves this loader by; None with torch."""
+            return self._goldminer.plan if self._goldminer is not None else None
+
+        def __del__(self):
+            served = self.__dict__.get("_goldminer")
+            if served is not None:
+                served.close()
+
+    DataLoader.__module__ = torch_dl.__module__
+    DataLoader.__qualname__ = torch_dl.__qualname__
+    return DataLoader
+
+
+def install():
+    """Replace torch.utils.data.DataLoader under every name; False without torch."""
+    try:
+        import torch.utils.data as tud
+        import torch.utils.data.dataloader as tdl
+    except ImportError:
+        return False
+    orig = getattr(tdl.DataLoader, "_goldminer_original", tdl.DataLoader)
+    cls = make_dataloader_class(orig)
+    cls._goldminer_original = orig
+    tud.DataLoader = cls
+    tdl.DataLoader = cls
+    return True
+
+
+def _main_module(path):
+    """A fresh __main__ for the script, as the interpreter makes one."""
+    import importlib.machinery
+    mod = types.ModuleType("__main__")
+    mod.__file__ = path
+    mod.__builtins__ = __builtins__
+    mod.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    mod.__spec__ = None
+    mod.__cached__ = None
+    return mod
+
+
+def _excepthook_without_us(e):
+    """Report an uncaught exception as python3 SCRIPT does: its traceback starts at
+    the script's frame, not at this runner's."""
+    tb = e.__traceback__
+    here = os.path.abspath(__file__)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+        tb = tb.tb_next
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
+
+
+def run_script(path, args):
+    """Run the script at path as __main__ with argv [path] + args; returns its exit
+    status for sys.exit (SystemExit and KeyboardInterrupt pass through)."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n"
+                         % (sys.executable, path, e.errno, e.strerror))
+        return 2
+    sys.argv[:] = [path] + list(args)
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
+    mod = _main_module(path)
+    sys.modules["__main__"] = mod
+    code = compile(source, path, "exec", dont_inherit=True)
+    try:
+        exec(code, mod.__dict__)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # noqa: BLE001 - reported as the interpreter would
+        _excepthook_without_us(e)
+        return 1
+    return 0
+
+
+def main(argv):
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python3 -m goldminer run SCRIPT [ARGS...]\n\n"
+              "Runs SCRIPT as `python3 SCRIPT ARGS` would, with every torch DataLoader over\n"
+              "a map-style dataset served by goldminer. GOLDMINER_PLAN=1 prints each plan.",
+              file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if install():
+        atexit.register(_summary)
+    else:
+        _say("torch is not importable: the script runs with nothing to serve")
+    return run_script(argv[0], argv[1:])

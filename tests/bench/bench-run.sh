@@ -1,0 +1,147 @@
+#!/bin/sh
+# goldminer run against plain python, the same script both sides, in this one run:
+# examples/train_torchvision.py on $PHOTOS, 2 workers, batch 64, $EPOCHS epochs,
+# --model none (the input pipeline alone), under `$B/goldminer run -- python3` and
+# under plain `python3`. Three transforms, with the path goldminer must choose and
+# the target (img/s, goldminer / torch, the script's own figure after batch 0):
+#   plain        RandomResizedCrop, flip, ToTensor, Normalize      C path  >= 4x
+#   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    hybrid  >= 1.5x
+#   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
+# and, for plain, goldminer.torch.Loader with the same transform (python3 -m
+# goldminer.bench --output float32, its last epoch): goldminer run's C path within
+# 5% of it (the run hands the script owned copies; the Loader's views are not).
+# The figure of a run is its last epoch's (training is many epochs: the first
+# holds goldminer's start of exec'd Python workers, which a fork does not pay).
+# goldminer and torch runs alternate ROUNDS times (best of each kept, every run
+# printed) so that drift of a shared machine hits both alike; the load average is
+# printed with the figures. Each run also reports the CPU time its process tree
+# (trainer and workers) spent per image in that epoch (tests/bench/tree_cpu.py):
+# the ratio of those moves far less with the machine's load than img/s does. Env: B (build dir), PHOTOS (ImageFolder; without it a
+# synthetic set is made with $B/goldminer synth), EPOCHS (default 2), ROUNDS
+# (default 2).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$(dirname "$here")")
+B=${B:-build}
+case $B in /*) ;; *) B=$repo/$B ;; esac
+EPOCHS=${EPOCHS:-2}
+ROUNDS=${ROUNDS:-2}
+PY=${GM_PYTHON:-/usr/bin/python3}
+EX=$repo/examples/train_torchvision.py
+CPU="$here/tree_cpu.py"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT INT TERM
+
+if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
+	echo "-- SKIP: $PY cannot import torch and torchvision"
+	exit 0
+fi
+if [ -z "${PHOTOS:-}" ]; then
+	PHOTOS=$out/synth
+	echo "-- PHOTOS not set: synthetic set of 2000 images ($B/goldminer synth)"
+	"$B/goldminer" synth "$PHOTOS" --images 2000 >/dev/null || exit 1
+fi
+unset GOLDMINER_PLAN
+# ex AUG CMD...: the example under CMD (an interpreter, or goldminer run -- one),
+# its CPU time per epoch added (tree_cpu.py)
+ex() {
+	aug=$1
+	shift
+	"$PY" "$CPU" -- "$@" "$EX" "$PHOTOS" --workers 2 --batch-size 64 --epochs "$EPOCHS" \
+		--model none --no-eval --augment "$aug"
+}
+fail=0
+for aug in plain jitter randaugment; do
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		echo "-- [$aug, round $r] goldminer run -- $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+		ex "$aug" "$B/goldminer" run -- "$PY" >"$out/run.out" 2>"$out/run.err" ||
+			{ fail=1; tail -5 "$out/run.err"; }
+		tee -a "$out/gm_$aug.out" <"$out/run.out"
+		grep '^goldminer run: .* img/s' "$out/run.err" | tee -a "$out/gm_$aug.err"
+		echo "-- [$aug, round $r] $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+		ex "$aug" "$PY" >"$out/run.out" 2>"$out/run.err" ||
+			{ fail=1; tail -5 "$out/run.err"; }
+		tee -a "$out/torch_$aug.out" <"$out/run.out"
+		if [ "$aug" = plain ]; then
+			echo "-- [$aug, round $r] python3 -m goldminer.bench --output float32   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+			GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" \
+				"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 \
+				--epochs "$EPOCHS" --output float32 2>/dev/null | tee -a "$out/loader.json" || fail=1
+		fi
+		r=$((r + 1))
+	done
+done
+
+"$PY" - "$out" <<'PY' || fail=1
+import json, os, re, sys
+d = sys.argv[1]
+want = {"plain": ("C path", 4.0), "jitter": ("hybrid", 1.5), "randaugment": ("hybrid", 1.3)}
+def rates(name):
+    """Each run's last epoch's img/s (a run's lines start at its epoch 0)."""
+    p = os.path.join(d, name)
+    out = []
+    for ln in open(p).read().splitlines() if os.path.exists(p) else []:
+        m = re.match(r"epoch (\d+): .*= ([0-9.]+) img/s", ln)
+        if m and m.group(1) == "0":
+            out.append(None)
+        if m:
+            out[-1] = float(m.group(2))
+    return [x for x in out if x is not None]
+def cpus(name):
+    """Each run's last epoch's CPU ms per image (tree_cpu.py's lines)."""
+    p = os.path.join(d, name)
+    out = []
+    for ln in open(p).read().splitlines() if os.path.exists(p) else []:
+        m = re.match(r"cpu: epoch (\d+): ([0-9.]+) ms/img", ln)
+        if m and m.group(1) == "0":
+            out.append(None)
+        if m:
+            out[-1] = float(m.group(2))
+    return [x for x in out if x is not None]
+def median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+bad = 0
+print("== summary: goldminer run vs plain python (same script, same run, 2 workers, batch 64)")
+with open("/proc/loadavg") as f:
+    load = " ".join(f.read().split()[:3])
+for aug, (path, target) in want.items():
+    gs, ts = rates("gm_%s.out" % aug), rates("torch_%s.out" % aug)
+    g, t = max(gs, default=None), max(ts, default=None)
+    p = os.path.join(d, "gm_%s.err" % aug)
+    lines = open(p).read().splitlines() if os.path.exists(p) else []
+    chose = bool(lines) and all(path in ln for ln in lines)
+    if g is None or t is None:
+        print("%-12s missing figures (goldminer %s, torch %s)" % (aug, g, t))
+        bad = 1
+        continue
+    r = g / t
+    ok = r >= target and chose
+    bad |= not ok
+    print("%-12s goldminer %7.1f img/s (%s%s)  torch %7.1f img/s  ratio %.2fx (target >= %.1fx) %s"
+          % (aug, g, path, "" if chose else ": NOT CHOSEN", t, r, target,
+             "ok" if ok else "MISSED"))
+    print("%-12s   runs: goldminer %s; torch %s" % ("", ", ".join("%.1f" % x for x in gs),
+                                                   ", ".join("%.1f" % x for x in ts)))
+    gc, tc = median(cpus("gm_%s.out" % aug)), median(cpus("torch_%s.out" % aug))
+    if gc and tc:
+        print("%-12s   CPU per image (median): goldminer %.2f ms, torch %.2f ms: torch / goldminer"
+              " = %.2fx" % ("", gc, tc, tc / gc))
+lr = []
+for ln in open(os.path.join(d, "loader.json")).read().splitlines() \
+        if os.path.exists(os.path.join(d, "loader.json")) else []:
+    if ln.strip().startswith("{"):
+        by = json.loads(ln).get("img_per_s_by_epoch") or [json.loads(ln)["img_per_s"]]
+        lr.append(by[-1])
+g = max(rates("gm_plain.out"), default=None)
+if lr and g:
+    r = g / max(lr)
+    print("plain        goldminer run's C path %.1f img/s / goldminer.torch.Loader %.1f img/s"
+          " = %.3f (target >= 0.95) %s" % (g, max(lr), r, "ok" if r >= 0.95 else "MISSED"))
+    print("               runs: Loader %s" % ", ".join("%.1f" % x for x in lr))
+    bad |= r < 0.95
+print("load average at the end: %s (%d CPUs online)" % (load, os.cpu_count()))
+sys.exit(bad)
+PY
+exit $fail

@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""tree_cpu.py - run a command and add, to each of its "epoch N: K images in T s"
+lines, the CPU time its whole process tree spent in those T seconds.
+
+    tree_cpu.py -- CMD [ARGS...]
+
+A shared machine moves img/s with the load of everything else; the CPU time
+the pipeline itself burns per image moves much less, so a benchmark can report
+both (bench-run.sh). The tree is the command and every descendant, found from
+/proc's parent links every 50 ms; a process's CPU is its utime + stime plus the
+cutime + cstime of the children it reaped, so a worker that exits between two
+samples still counts (in its parent). Stdout passes through, each epoch line
+followed by "cpu: epoch N: X ms/img (K images, C s of CPU in T s)"; stderr is
+the command's own. The exit status is the command's.
+
+Not done: processes that leave the tree by re-parenting to init (goldminer's
+pool is a subreaper: its workers stay in the trainer's tree).
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+EPOCH = re.compile(r"epoch (\d+): (\d+) images in ([0-9.]+) s")
+
+
+def _stat(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        s = f.read()
+    f = s[s.rindex(")") + 2:].split()
+    return int(f[1]), sum(int(x) for x in f[11:15]) / TICK  # ppid; utime stime cutime cstime
+
+
+def tree_cpu(root):
+    """CPU seconds of root and its descendants now."""
+    procs = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                procs[int(d)] = _stat(int(d))
+            except (OSError, ValueError, IndexError):
+                continue
+    kids = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        p = todo.pop()
+        if p in procs:
+            total += procs[p][1]
+        todo += kids.get(p, [])
+    return total
+
+
+def main(argv):
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            try:
+                samples.append((time.monotonic(), tree_cpu(proc.pid)))
+            except OSError:
+                pass
+            time.sleep(0.05)
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    for line in proc.stdout:
+        now = time.monotonic()
+        sys.stdout.write(line)
+        m = EPOCH.search(line)
+        if m and samples:
+            n, dt = int(m.group(2)), float(m.group(3))
+            end = max(samples, key=lambda s: s[0])
+            start = min(samples, key=lambda s: abs(s[0] - (now - dt)))
+            cpu = end[1] - start[1]
+            if n and end[0] > start[0]:
+                print("cpu: epoch %s: %.2f ms/img (%d images, %.2f s of CPU in %.2f s)"
+                      % (m.group(1), 1e3 * cpu / n, n, cpu, end[0] - start[0]))
+        sys.stdout.flush()
+    rc = proc.wait()
+    done.set()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

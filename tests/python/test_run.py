@@ -1,0 +1,246 @@
+"""goldminer run: a script runs as plain python runs it (argv, __main__, sys.path[0],
+exit status, a signal's death, an uncaught exception's traceback from the script's
+frame) and every DataLoader name it can reach is goldminer's; a map-style dataset
+gives the same batches as torch's; an IterableDataset, and a loader goldminer
+refuses while torch takes it, stay with torch in one line; at exit one summary per
+loader; GOLDMINER_PLAN=1 prints the plan; the binary's `goldminer run --` does
+the same through the interpreter it names."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from helpers import BUILD, REPO, GmTest, dataset, tmpdir
+
+PY = sys.executable
+ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+
+
+def write(name, text):
+    path = os.path.join(tmpdir(), name)
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(text))
+    return path
+
+
+def plain(script, *args, env=None):
+    return subprocess.run([PY, script] + list(args), capture_output=True, text=True,
+                          env=env or ENV, timeout=300)
+
+
+def served(script, *args, env=None):
+    return subprocess.run([PY, "-m", "goldminer", "run", script] + list(args),
+                          capture_output=True, text=True, env=env or ENV, timeout=300,
+                          cwd=tmpdir())
+
+
+def summaries(stderr):
+    return [ln for ln in stderr.splitlines() if ln.startswith("goldminer run: ") and
+            " img/s" in ln or ln.endswith("never iterated")]
+
+
+IDENTITY = """
+    import json, os, sys
+    mod = sys.modules["__main__"]
+    print(json.dumps({"argv": sys.argv, "name": __name__, "file": __file__,
+                      "path0": sys.path[0], "main_is_us": mod.__dict__ is globals(),
+                      "spec": __spec__}))
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "exit":
+        sys.exit(7)
+    if what == "raise":
+        def inner():
+            raise ValueError("from the script")
+        inner()
+    if what == "term":
+        os.kill(os.getpid(), 15)
+    if what == "int":
+        raise KeyboardInterrupt
+"""
+
+
+class TestRunIsPlainPython(GmTest):
+    needs = ("lib",)
+
+    def test_argv_main_path_and_exit_status_are_the_scripts(self):
+        d = os.path.join(tmpdir(), "scripts")
+        os.makedirs(d, exist_ok=True)
+        real = write("scripts/ident.py", IDENTITY)
+        link = os.path.join(tmpdir(), "ident_link.py")  # sys.path[0]: the link resolved
+        if not os.path.exists(link):
+            os.symlink(real, link)
+        for args in ([], ["a", "--b", "c d"], ["exit"]):
+            p, g = plain(link, *args), served(link, *args)
+            self.assertEqual(g.returncode, p.returncode, g.stderr)
+            self.assertEqual(json.loads(g.stdout), json.loads(p.stdout))
+            self.assertEqual(json.loads(g.stdout)["path0"], d)
+        self.assertEqual(served(link, "exit").returncode, 7)
+
+    def test_uncaught_exception_and_signals_end_it_as_plain_python(self):
+        s = write("ident2.py", IDENTITY)
+        p, g = plain(s, "raise"), served(s, "raise")
+        self.assertEqual((g.returncode, p.returncode), (1, 1))
+        tb = g.stderr[g.stderr.index("Traceback"):]
+        self.assertEqual(tb, p.stderr[p.stderr.index("Traceback"):])  # from the script on
+        for what, sig in (("term", signal.SIGTERM), ("int", signal.SIGINT)):
+            p, g = plain(s, what), served(s, what)
+            self.assertEqual((g.returncode, p.returncode), (-sig, -sig), g.stderr)
+
+    def test_a_missing_script_is_refused_as_python_does(self):
+        g = served("/nonexistent/x.py")
+        self.assertEqual(g.returncode, 2)
+        self.assertIn("can't open file '/nonexistent/x.py'", g.stderr)
+
+
+LOADERS = """
+    import json, sys, threading
+    import torch
+    import torch.utils.data as tud
+    from torch.utils.data import DataLoader, Dataset, IterableDataset
+    from torch.utils.data.dataloader import DataLoader as DL2
+
+    class Squares(Dataset):
+        def __len__(self):
+            return 10
+        def __getitem__(self, i):
+            return torch.tensor([i, i * i]), i % 3
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(6))
+
+    class Locked(Squares):
+        def __init__(self):
+            self.lock = threading.Lock()  # no pickler carries a lock to a worker
+
+    out = {"same_class": DataLoader is tud.DataLoader is DL2}
+    loaders = {"a": DataLoader(Squares(), batch_size=4),
+               "b": tud.DataLoader(Squares(), batch_size=3, num_workers=2),
+               "c": DL2(Squares(), batch_size=5, drop_last=True),
+               "stream": DataLoader(Stream(), batch_size=4),
+               "locked": DataLoader(Locked(), batch_size=4, num_workers=2)}
+    for k, dl in loaders.items():
+        out[k] = [[b[0].tolist(), b[1].tolist()] if isinstance(b, list) else b.tolist()
+                  for b in dl]
+        out[k + "_len"] = len(dl) if k != "stream" else None  # torch: no len()
+        out[k + "_isinstance"] = isinstance(dl, DataLoader)
+    print(json.dumps(out, sort_keys=True))
+"""
+
+
+class TestRunServesDataLoaders(GmTest):
+    needs = ("lib", "torch", "numpy")
+
+    def test_every_name_is_served_with_torchs_batches(self):
+        s = write("loaders.py", LOADERS)
+        p, g = plain(s), served(s)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(json.loads(g.stdout), json.loads(p.stdout))
+        self.assertTrue(json.loads(g.stdout)["same_class"])
+        lines = g.stderr.splitlines()
+        stream = [ln for ln in lines if "IterableDataset" in ln]
+        self.assertEqual(len(stream), 1, g.stderr)
+        self.assertIn("loaders.py:", stream[0])
+        self.assertIn("stays with torch", stream[0])
+        locked = [ln for ln in lines if "stays with torch: goldminer cannot serve it" in ln]
+        self.assertEqual(len(locked), 1, g.stderr)
+        self.assertIn("dataset.lock", locked[0])
+        sums = summaries(g.stderr)
+        self.assertEqual(len(sums), 3, g.stderr)  # a, b, c: one line each
+        self.assertIn("python workers", sums[0])
+        self.assertIn("10 images", sums[0])
+        self.assertIn("workers 2 local / 0 remote", sums[1])
+        self.assertIn("trainer stalled", sums[2])
+        self.assertIn("10 images", sums[2])  # drop_last: 2 batches of 5
+
+    def test_goldminer_plan_prints_each_plan_when_built(self):
+        s = write("loaders2.py", LOADERS)
+        g = served(s, env=dict(ENV, GOLDMINER_PLAN="1"))
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stderr.count(": plan\npath: python"), 3, g.stderr)
+        self.assertEqual(len(summaries(g.stderr)), 3)
+
+
+IMAGEFOLDER = """
+    import sys
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms as T
+    torch.manual_seed(3)
+    ops = [T.RandomResizedCrop(32), T.RandomHorizontalFlip()]
+    if sys.argv[2] == "jitter":
+        ops.append(T.ColorJitter(0.4, 0.4, 0.4))
+    ops += [T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)]
+    ds = datasets.ImageFolder(sys.argv[1], T.Compose(ops))
+    dl = DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+    n, labels = 0, []
+    for x, y in dl:
+        assert x.dtype == torch.float32 and tuple(x.shape[1:]) == (3, 32, 32), x.shape
+        assert x.is_contiguous() and y.dtype == torch.int64 and len(y) == len(x)
+        assert -3 < float(x.min()) and float(x.max()) < 3
+        n += len(x)
+        labels += y.tolist()
+    print(n, sorted(labels))
+"""
+
+
+class TestRunImageFolder(GmTest):
+    needs = ("lib", "torch", "torchvision", "PIL", "numpy")
+
+    def test_train_transform_is_served_in_c_and_hybrid_with_torchs_shapes(self):
+        s, root = write("folder.py", IMAGEFOLDER), dataset()
+        p = plain(s, root, "plain")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for aug, path in (("plain", "C path"), ("jitter", "hybrid")):
+            g = served(s, root, aug)
+            self.assertEqual(g.returncode, 0, g.stderr)
+            self.assertEqual(g.stdout, p.stdout)  # every sample once, with its label
+            sums = summaries(g.stderr)
+            self.assertEqual(len(sums), 1, g.stderr)
+            self.assertIn(path, sums[0])
+            self.assertIn("36 images", sums[0])
+
+    def test_the_binary_execs_the_named_interpreter(self):
+        exe = os.path.join(BUILD, "goldminer")
+        s = write("ident3.py", IDENTITY)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        g = subprocess.run([exe, "run", "--", PY, "-B", s, "exit", "x"], capture_output=True,
+                           text=True, env=env, timeout=300)
+        self.assertEqual(g.returncode, 7, g.stderr)
+        self.assertEqual(json.loads(g.stdout)["argv"], [s, "exit", "x"])
+        g = subprocess.run([exe, "run", "--", PY, "-m", "json.tool"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        self.assertEqual(g.returncode, 2)
+        self.assertIn("goldminer run: -m: the interpreter's -m and -c are not served", g.stderr)
+        f = write("folder2.py", IMAGEFOLDER)
+        g = subprocess.run([exe, "run", "--", PY, f, dataset(), "plain"], capture_output=True,
+                           text=True, env=env, timeout=300)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertIn("C path", summaries(g.stderr)[0])
+
+
+class TestExample(GmTest):
+    needs = ("lib", "torch", "torchvision", "PIL", "numpy")
+
+    def test_the_torchvision_example_runs_plain_and_served(self):
+        ex = os.path.join(REPO, "examples", "train_torchvision.py")
+        with open(ex) as f:
+            self.assertNotIn("goldminer", "".join(ln for ln in f if ln.startswith(("import",
+                                                                                  "from"))))
+        args = [dataset(), "--steps", "2", "--batch-size", "8"]
+        p = plain(ex, *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("eval: ", p.stdout)
+        g = served(ex, *args)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        sums = summaries(g.stderr)
+        self.assertEqual(len(sums), 2, g.stderr)
+        self.assertIn("C path [read | decode | random_resized_crop 224", sums[0])
+        self.assertIn("C path [read | decode | resize 256 | center_crop 224", sums[1])
+        g = served(ex, *args, "--augment", "randaugment", "--no-eval")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertIn("hybrid [C: RandomResizedCrop, RandomHorizontalFlip | python: RandAugment",
+                      summaries(g.stderr)[0])
