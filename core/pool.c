@@ -61,6 +61,7 @@ struct wk {
 	uint64_t stopped;  /* idle watch: first look that saw it stopped (0: running) */
 	int ready_fd;	   /* start watch: its end of the pipe until it is made (-1: made) */
 	uint64_t born;	   /* when it was forked */
+	int id;		   /* its worker id (see worker_id), kept while it is not stalled */
 };
 
 /* How often a sample was the culprit (quarantined at 2). */
@@ -138,10 +139,39 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
 }
 
+/* exec argv with GM_WORKER_ID=id in its environment (id < 0: none, and none
+ * inherited). In the child of fork(): no allocation, the array is on the stack. */
+static void exec_with_id(char *const *argv, int id)
+{
+	static const char var[] = "GM_WORKER_ID=";
+	char val[sizeof(var) + 12], *digits = val + sizeof(var) + 11;
+	size_t n = 0, k = 0;
+
+	while (environ[n] && n < 4096)
+		n++;
+	char *envp[n + 2];
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], var, sizeof(var) - 1))
+			envp[k++] = environ[i];
+	if (id >= 0) { /* the digits backwards from the end, then the name before them */
+		*digits = '\0';
+		do
+			*--digits = (char)('0' + id % 10);
+		while ((id /= 10) > 0);
+		digits -= sizeof(var) - 1;
+		memcpy(digits, var, sizeof(var) - 1);
+		envp[k++] = digits;
+	}
+	envp[k] = NULL;
+	execvpe(argv[0], argv, envp);
+	_exit(127); /* as a shell says "command not found" */
+}
+
 /* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
  * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
  * before exec: the coordinator's process has other threads). */
-static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready)
+static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready,
+		  int id)
 {
 	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -177,10 +207,8 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 	syscall(SYS_close_range, sock >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
 	if (p->c.nice)
 		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
-	if (argv) {
-		execvp(argv[0], argv);
-		_exit(127); /* as a shell says "command not found" */
-	}
+	if (argv)
+		exec_with_id(argv, id);
 	struct gm_ring *mine;
 	if (gm_ring_attach(&mine, 3) < 0)
 		_exit(1);
@@ -192,12 +220,14 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 
 /* A worker forked by the zygote (it is our child: this process is a subreaper
  * and the zygote's own child that forked it has exited). Its pid, or -errno. */
-static pid_t from_zygote(struct gm_pool *p)
+static pid_t from_zygote(struct gm_pool *p, int id)
 {
 	struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
 	int32_t pid = -EIO;
+	char req[5] = {'F'};
 
-	if (send(p->zsock, "F", 1, MSG_NOSIGNAL) != 1)
+	memcpy(req + 1, &(int32_t){id}, sizeof(int32_t)); /* the worker's id, host order */
+	if (send(p->zsock, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
 		return -EIO;
 	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck */
 	if (poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
@@ -205,17 +235,31 @@ static pid_t from_zygote(struct gm_pool *p)
 	return pid > 0 ? pid : -EIO;
 }
 
+/* The lowest worker id no live worker holds (a stalled one, killed, holds none):
+ * ids stay 0..workers-1, as torch's workers' do, and a replacement takes the id
+ * of the worker it replaces. */
+static int worker_id(const struct gm_pool *p)
+{
+	for (int id = 0;; id++) {
+		int i = 0;
+		while (i < p->nwk && (p->wk[i].stalled || p->wk[i].id != id))
+			i++;
+		if (i == p->nwk)
+			return id;
+	}
+}
+
 static int spawn(struct gm_pool *p)
 {
 	pid_t parent = getpid();
 	pid_t pid = -1;
-	int pidfd;
+	int pidfd, id = worker_id(p);
 
 	if (p->nwk >= GM_MAX_WORKERS)
 		return -EAGAIN;
 	int ready[2] = {-1, -1}; /* the start watch (C workers): a byte once made */
 	if (p->zready)
-		pid = from_zygote(p);
+		pid = from_zygote(p, id);
 	if (pid <= 0) { /* no zygote (yet), or one that failed: a fresh process */
 		if (!p->c.exec_argv && pipe2(ready, O_CLOEXEC | O_NONBLOCK))
 			return -errno;
@@ -229,7 +273,7 @@ static int spawn(struct gm_pool *p)
 			return err;
 		}
 		if (pid == 0)
-			child(p, parent, (char *const *)p->c.exec_argv, -1, ready[1]);
+			child(p, parent, (char *const *)p->c.exec_argv, -1, ready[1], id);
 		if (ready[1] >= 0)
 			close(ready[1]);
 	}
@@ -243,8 +287,8 @@ static int spawn(struct gm_pool *p)
 		return err;
 	}
 	/* the whole entry: the one reaped from here last may have been stalled */
-	p->wk[p->nwk] =
-	    (struct wk){.pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns()};
+	p->wk[p->nwk] = (struct wk){
+	    .pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns(), .id = id};
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
@@ -275,7 +319,7 @@ static void zygote_start(struct gm_pool *p)
 		return;
 	pid_t pid = fork();
 	if (pid == 0)
-		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1);
+		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1, -1);
 	close(sv[1]);
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	if (pidfd < 0) {
@@ -422,12 +466,16 @@ static void adjust_pool(struct gm_pool *p, int target)
 		}
 		active++;
 	}
-	for (int i = p->nwk - 1; i >= 0 && active > target; i--) {
-		if (p->wk[i].retiring)
-			continue;
-		p->wk[i].retiring = true;
+	while (active > target) { /* the highest ids go: those left stay 0..target-1 */
+		int top = -1;
+		for (int i = 0; i < p->nwk; i++)
+			if (!p->wk[i].retiring && (top < 0 || p->wk[i].id > p->wk[top].id))
+				top = i;
+		if (top < 0)
+			break;
+		p->wk[top].retiring = true;
 		atomic_fetch_add(&p->retiring, 1);
-		kill(p->wk[i].pid, SIGUSR1);
+		kill(p->wk[top].pid, SIGUSR1);
 		active--;
 	}
 }

@@ -110,9 +110,11 @@ static int worker_main(const char *mode)
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
 		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
-	FILE *f = fopen(path, "w"); /* the test finds its workers' pids here */
-	if (f)
+	FILE *f = fopen(path, "w"); /* the test finds its workers' pids (and ids) here */
+	if (f) {
+		fputs(getenv("GM_WORKER_ID") ? getenv("GM_WORKER_ID") : "none", f);
 		fclose(f);
+	}
 	if (!strcmp(mode, "fatal")) {
 		gm_bind_fatal(b, "no dataset here");
 		gm_bind_detach(b);
@@ -132,8 +134,9 @@ static int worker_main(const char *mode)
 
 /* The zygote protocol of pool.c (what python/goldminer/_worker.py's zygote does):
  * "R" once ready, then a worker forked twice (orphaned to the pool's process, a
- * subreaper) for each request, its pid the answer. MODE "dies": exit before ready. */
-static pid_t zygote_fork(pid_t trainer)
+ * subreaper) for each request ("F" and the worker's id), its pid the answer.
+ * MODE "dies": exit before ready. */
+static pid_t zygote_fork(pid_t trainer, int32_t id)
 {
 	int pfd[2];
 	int32_t v = -1;
@@ -153,6 +156,9 @@ static pid_t zygote_fork(pid_t trainer)
 					usleep(1000);
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setenv("GM_TEST_FROM_ZYGOTE", "1", 1);
+			char idtext[16];
+			snprintf(idtext, sizeof(idtext), "%d", (int)id);
+			setenv("GM_WORKER_ID", idtext, 1);
 			_exit(worker_main("slow"));
 		}
 		v = pid;
@@ -169,13 +175,15 @@ static pid_t zygote_fork(pid_t trainer)
 static int zygote_main(const char *mode)
 {
 	pid_t trainer = getppid();
-	char c;
+	char req[8];
+	int32_t id;
 	if (!strcmp(mode, "dies"))
 		return 3;
 	if (write(4, "R", 1) != 1)
 		return 1;
-	while (read(4, &c, 1) == 1) {
-		int32_t pid = zygote_fork(trainer);
+	while (read(4, req, sizeof(req)) == 5 && req[0] == 'F') {
+		memcpy(&id, req + 1, sizeof(id));
+		int32_t pid = zygote_fork(trainer, id);
 		if (write(4, &pid, sizeof(pid)) != sizeof(pid))
 			return 1;
 	}
@@ -451,6 +459,70 @@ static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
 	assert_int_equal(parent_of(forked), 0); /* reaped */
 }
 
+/* The id worker pid wrote into its pid file ("none": none; -1: no file). */
+static int id_of(pid_t pid, bool forked)
+{
+	char path[160], text[16] = "";
+	snprintf(path, sizeof(path), "%s/%d%s", dir, (int)pid, forked ? ".z" : "");
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = '\0';
+	fclose(f);
+	return strcmp(text, "none") && text[0] ? atoi(text) : -2;
+}
+
+/* Every worker's pid file, once there are n (up to 10 s): their ids in ids[]. */
+static void ids_of_workers(int n, int *ids)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		int k = 0;
+		while (d && (e = readdir(d)))
+			if (e->d_name[0] != '.' && k < n)
+				ids[k++] = id_of(atoi(e->d_name), strstr(e->d_name, ".z"));
+		if (d)
+			closedir(d);
+		if (k == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("not %d workers", n);
+}
+
+static void test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc, ids[3], seen = 0;
+	zygote = "ok";
+	struct gm_bind_pool *p = open_pool("slow", 3, 100000, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	ids_of_workers(3, ids);
+	for (int k = 0; k < 3; k++) {
+		assert_in_range(ids[k], 0, 2);
+		seen |= 1 << ids[k];
+	}
+	assert_int_equal(seen, 7); /* 0, 1 and 2, each once */
+	usleep(300000);		   /* the zygote is ready */
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	pid_t victim = 0;
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && id_of(atoi(e->d_name), false) == 1)
+			victim = atoi(e->d_name);
+	closedir(d);
+	assert_true(victim > 0);
+	assert_int_equal(kill(victim, SIGKILL), 0);
+	pid_t forked = a_forked_worker();
+	assert_true(forked > 0);
+	assert_int_equal(id_of(forked, true), 1); /* the dead worker's id, through the zygote */
+	gm_bind_pool_destroy(p);
+}
+
 static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
 {
 	(void)state;
@@ -676,6 +748,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
 	    cmocka_unit_test(test_replacements_fork_from_the_zygote_as_our_children),
 	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
+	    cmocka_unit_test(test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),

@@ -52,13 +52,17 @@ struct gm_pool_cfg {
 					* with the leases (lease_timeout_ms 0: not watched) */
 	/* Workers of a binding (bind.h): each worker is a fresh process running this
 	 * command (execvp; NULL-terminated, borrowed: it must outlive the pool) with the
-	 * ring's memfd as fd 3, instead of the C worker loop. NULL: the C worker. Its
-	 * w.ds may be NULL: the ring's ids[] then hold the consumer's sample indices. */
+	 * ring's memfd as fd 3 and its worker id in GM_WORKER_ID (the lowest no live
+	 * worker holds: 0..workers-1, a replacement takes the id of the worker it
+	 * replaces, a shrink retires the highest), instead of the C worker loop. NULL:
+	 * the C worker. Its w.ds may be NULL: the ring's ids[] then hold the
+	 * consumer's sample indices. */
 	const char *const *exec_argv;
 	uint64_t sample_bytes; /* bytes per sample in the ring (0: the transform's output) */
 	/* With exec_argv: a zygote's command (NULL: none). It loads what a worker loads,
 	 * then forks each new worker on request (fd 4: it writes "R" once loaded, reads
-	 * "F", answers the worker's pid as an int32), so a replaced worker starts in
+	 * "F" and the worker's id as an int32, answers the worker's pid as an int32;
+	 * an exec'd worker finds its id in GM_WORKER_ID), so a replaced worker starts in
 	 * milliseconds. The owner's process becomes a child subreaper
 	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
 	const char *const *zygote_argv;

@@ -25,7 +25,7 @@ It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
 pool retires it) after its batch, and with the pool's SIGKILL.
 
 With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
-spec once, then forks a worker for each request on fd 4, so that a replaced
+spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
 import torch and unpickle the dataset.
 """
@@ -265,12 +265,30 @@ def _name(name):
     ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)
 
 
+def _worker_info(w, wid):
+    """torch.utils.data.get_worker_info() in this worker: its id (the pool's,
+    0..num_workers-1, kept by a replacement), num_workers, seed (the loader's seed
+    plus the id, as torch's base seed plus the id) and the dataset; the three
+    global generators are seeded with that seed for worker_init_fn."""
+    from . import _slot
+    seed = (w["seed"] + wid) & ((1 << 63) - 1)
+    try:
+        from torch.utils.data._utils import worker as tw
+        tw._worker_info = tw.WorkerInfo(id=wid, num_workers=w.get("num_workers", 1),
+                                        seed=seed, dataset=w["dataset"])
+    except (ImportError, AttributeError):  # a torch without it: the id still reaches
+        pass                               # worker_init_fn
+    _slot.seed_all(seed)
+
+
 def _serve(lib, b, w):
     """The worker loop: claim, produce, publish until stop, the end or retirement."""
     _name(b"gm-pyworker")
     signal.signal(signal.SIGUSR1, _on_usr1)
+    wid = int(os.environ.get("GM_WORKER_ID", "0"))
+    _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
-        w["worker_init_fn"](0)
+        w["worker_init_fn"](wid)
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
@@ -282,10 +300,11 @@ def _serve(lib, b, w):
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
 
 
-def _forked(lib, b, w, trainer):
+def _forked(lib, b, w, trainer, wid):
     """In a worker the zygote forked: wait to be the trainer's (orphaned to it, a
-    subreaper), die with it, map the ring as this process, serve."""
+    subreaper), die with it, map the ring as this process, serve as worker wid."""
     os.close(4)
+    os.environ["GM_WORKER_ID"] = str(wid)
     while os.getppid() != trainer:
         if os.getppid() == 1:  # the trainer is gone
             os._exit(0)
@@ -313,6 +332,9 @@ def zygote(lib, argv):
             continue
         if not req:
             os._exit(0)  # the coordinator closed the socket
+        if len(req) != 5 or req[:1] != b"F":
+            continue  # not the pool's request ("F" and the worker's id)
+        wid = struct.unpack("=i", req[1:5])[0]
         r, wr = os.pipe()
         mid = os.fork()
         if mid == 0:
@@ -320,7 +342,7 @@ def zygote(lib, argv):
             pid = os.fork()
             if pid == 0:
                 os.close(wr)
-                _forked(lib, b, w, trainer)
+                _forked(lib, b, w, trainer, wid)
             os.write(wr, struct.pack("i", pid))
             os._exit(0)
         os.close(wr)

@@ -30,8 +30,13 @@ persistent_workers=True keeps one ring and its workers across epochs (each slot
 says which epoch its batch is of); an epoch left half-way ends them (the next
 starts new ones).
 
-What it does not do (yet): node= and IterableDataset are refused in words; worker_init_fn gets worker id 0 (the pool's
-workers are interchangeable and replaced, they have no stable id).
+Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
+"auto"), the lowest no live worker holds, so a replacement takes the id of the
+worker it replaces; worker_init_fn(id) and torch.utils.data.get_worker_info()
+(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. The
+bytes never depend on it (the seeds are per sample).
+
+What it does not do (yet): node= and IterableDataset are refused in words.
 """
 import ctypes
 import errno
@@ -329,8 +334,10 @@ class _Pool:
             raise
 
     def _spec(self):
+        auto = self.dl.num_workers == "auto"
         head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
-                             "on_error": self.dl.on_error})
+                             "on_error": self.dl.on_error,
+                             "num_workers": self.dl.max_workers if auto else self.dl.num_workers})
         body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
                                "worker_init_fn": self.dl.worker_init_fn})
         path = os.path.join(self.dir, "spec")

@@ -10,6 +10,7 @@ in words, state_dict resumes mid-epoch with the same bytes, batches view the rin
 and Ctrl-C leaves no process.
 """
 import collections
+import functools
 import os
 import random
 import signal
@@ -112,6 +113,32 @@ class Texts:
 
     def __getitem__(self, i):
         return [i] * (1 + i % 7), "s%d" % i, bytes([i])
+
+
+class Who:
+    """Each sample says what torch.utils.data.get_worker_info() says where it is made."""
+
+    def __init__(self, n=400, delay=0.01):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+        from torch.utils.data import get_worker_info
+        info = get_worker_info()
+        time.sleep(self.delay)
+        return torch.tensor([i, info.id, info.num_workers, info.seed, info.dataset is self])
+
+
+def note_init(log, wid):
+    """worker_init_fn: one file per call, named for the id and the process."""
+    open(os.path.join(log, "%d.%d" % (wid, os.getpid())), "w").close()
+
+
+def inits(log):
+    return [tuple(int(v) for v in f.split(".")) for f in os.listdir(log)]
 
 
 class TestDataLoader(GmTest):
@@ -245,6 +272,31 @@ class TestDataLoader(GmTest):
         self.assertEqual(len(later), 2)
         self.assertLess(took, 1.0)  # forked replacements, not fresh interpreters
         self.assertEqual(children(), [])  # every process reaped
+
+    def test_worker_ids_are_0_to_n_and_a_replacement_takes_the_dead_ones(self):
+        log = tempfile.mkdtemp(prefix="gm-ids-")
+        dl = self.DL(Who(), batch_size=BATCH, num_workers=3, seed=5, slot_bytes=1 << 20,
+                     worker_init_fn=functools.partial(note_init, log))
+        rows, victim, later = [], None, []
+        for b in dl:
+            rows += b.tolist()
+            if victim is None:
+                deadline = time.monotonic() + 30
+                while len(inits(log)) < 3 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                first = inits(log)
+                self.assertEqual(sorted(w for w, _ in first), [0, 1, 2])
+                victim = [pid for w, pid in first if w == 1][0]
+                os.kill(victim, signal.SIGKILL)
+            elif not later:
+                deadline = time.monotonic() + 30
+                while len(inits(log)) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                later = [x for x in inits(log) if x not in first]
+        self.assertEqual([w for w, _ in later], [1])  # the dead worker's id
+        self.assertNotEqual(later[0][1], victim)
+        self.assertEqual({r[1] for r in rows} - {0, 1, 2}, set())
+        self.assertEqual({(r[2], r[3] - r[1], r[4]) for r in rows}, {(3, 5, 1)})
 
     def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
         ref = self.run_loader(0)[0]
