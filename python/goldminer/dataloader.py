@@ -18,9 +18,12 @@ depend on the worker count: each sample is computed after seeding random, NumPy
 and torch from (seed, epoch, index).
 
 Batches come back as tensors viewing the ring slot (zero copy) until the next
-batch is asked for; copy=True clones them. The slot size is measured once from
-batch 0 of the first epoch, computed here in the trainer (twice its size, at least
-1 MiB), or given by slot_bytes=.
+batch is asked for; copy=True clones them. The slot size is given by slot_bytes=,
+or measured once from the first batch of the first pool, computed in a worker like
+any other (a crash there costs a re-issue and is reported with the index, never
+the trainer's life): the first pool's slots hold MIN_SLOT bytes; when that batch
+needs more than half of it (a worker that cannot fit it says its size), the pool
+is made again with twice the size, and the first batch computed again.
 
 num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
@@ -49,6 +52,15 @@ import tempfile
 from . import _bind, _slot
 
 _ON_ERROR = ("fail", "skip")
+MIN_SLOT = 1 << 20  # a slot's payload before the first batch is measured, and at least
+
+
+class _Resize(Exception):
+    """The first batch needs slots of `size` bytes: make the pool again."""
+
+    def __init__(self, size):
+        super().__init__(size)
+        self.size = size
 
 
 def _pickler():
@@ -244,15 +256,12 @@ class DataLoader:
             return out
         return _map_tensors(out, lambda t: t.pin_memory())
 
-    def _payload_bytes(self, batches, start):
+    def _payload_bytes(self):
+        """A slot's payload, and whether it is a first guess (the pool's first batch
+        measures it)."""
         if self.slot_bytes:
-            return self.slot_bytes
-        if not self._measured:
-            k, n = start if start < len(batches) else 0, len(self._errors)
-            size = _slot.pack(self._compute(k, batches[k]), self._dumps)[2]
-            del self._errors[n:]  # the workers report this batch's bad samples
-            self._measured = max(1 << 20, (2 * size + 4095) // 4096 * 4096)
-        return self._measured
+            return self.slot_bytes, False
+        return (self._measured, False) if self._measured else (MIN_SLOT, True)
 
     def _pool_for(self, batches, start):
         """The pool of this epoch: the persistent one when it can go on (the last
@@ -262,7 +271,7 @@ class DataLoader:
             pool.add_plan((pool.tail(), epoch, batches, 0))
             return pool
         self.close()
-        pool = _Pool(self, (-start, epoch, batches, start), self._payload_bytes(batches, start),
+        pool = _Pool(self, (-start, epoch, batches, start), *self._payload_bytes(),
                      self.persistent_workers)
         if self.persistent_workers:
             self._pool = pool
@@ -272,11 +281,21 @@ class DataLoader:
         if start >= len(batches):
             return
         pool, done = self._pool_for(batches, start), False
-        base = pool.plans[-1][0]
+        base, k = pool.plans[-1][0], start
         try:
-            for k in range(start, len(batches)):
-                out = pool.next(base + k, k, self._epoch)
+            while k < len(batches):
+                try:
+                    out = pool.next(base + k, k, self._epoch)
+                except _Resize as r:  # the first batch, measured: slots of its size
+                    self._measured = r.size
+                    if pool is self._pool:
+                        self._pool = None
+                    pool.close()
+                    pool = self._pool_for(batches, k)
+                    base = pool.plans[-1][0]
+                    continue
                 yield k, out if pool.pinned else self._pin(out)
+                k += 1
             done = True
         finally:
             if not done or pool is not self._pool:
@@ -320,10 +339,11 @@ class _Pool:
     with the batch of task + slots; one whose next batch is not drawn yet (the
     next epoch's) is kept until it is."""
 
-    def __init__(self, dl, plan, payload, persistent):
+    def __init__(self, dl, plan, payload, sizing, persistent):
         self.dl, self.lib = dl, _bind.lib()
         self.p, self.dir = ctypes.c_void_p(), tempfile.mkdtemp(prefix="gm-py-")
         self.plans, self.held, self.pending = [plan], None, []
+        self.sizing = sizing  # the first batch taken measures the slots
         base, _, batches, start = plan
         self.first = base + start
         self.end = _bind.NO_END if persistent else base + len(batches)
@@ -449,6 +469,12 @@ class _Pool:
         ptr = self.lib.gm_bind_pool_payload(self.p, slot, ctypes.byref(cap))
         buf = (ctypes.c_char * cap.value).from_address(ptr)
         status = self.lib.gm_bind_pool_status(self.p, slot)
+        if self.sizing and status in (0, -errno.EMSGSIZE):
+            self.sizing = False  # twice the first batch, at least MIN_SLOT
+            want = max(MIN_SLOT, (2 * _slot.size_of(buf) + 4095) // 4096 * 4096)
+            if want > cap.value:
+                raise _Resize(want)
+            self.dl._measured = cap.value
         for r in range(min(self.lib.gm_bind_pool_errors(self.p, slot), 8)):
             s, e = ctypes.c_uint32(), ctypes.c_int32()
             msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))

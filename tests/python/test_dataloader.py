@@ -107,6 +107,12 @@ def pad_collate(items):
                       "empty": torch.zeros(0, 4), "t": (1, 2.5, True)})
 
 
+def big_collate(items):
+    """1.6 MB a batch, more than half the first guess of a slot (1 MiB)."""
+    import torch
+    return torch.arange(400000, dtype=torch.float32) + items[0][0][0]
+
+
 class Texts:
     def __len__(self):
         return 30
@@ -275,7 +281,7 @@ class TestDataLoader(GmTest):
 
     def test_worker_ids_are_0_to_n_and_a_replacement_takes_the_dead_ones(self):
         log = tempfile.mkdtemp(prefix="gm-ids-")
-        dl = self.DL(Who(), batch_size=BATCH, num_workers=3, seed=5, slot_bytes=1 << 20,
+        dl = self.DL(Who(), batch_size=BATCH, num_workers=3, seed=5,
                      worker_init_fn=functools.partial(note_init, log))
         rows, victim, later = [], None, []
         for b in dl:
@@ -357,6 +363,35 @@ class TestDataLoader(GmTest):
             list(dl)
         self.assertIn("sample 13", str(cm.exception))
         self.assertIn("quarantined", str(cm.exception))
+
+    def test_sample_0_that_segfaults_is_reported_by_a_worker_not_the_trainer(self):
+        # batch 0 sizes the slots: it is computed in a worker like any other
+        dl = self.DL(AugDataset(crash_on=0), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        self.assertIn("sample 0,", str(cm.exception))
+        self.assertIn("quarantined", str(cm.exception))
+        got, dl = self.run_loader(2, AugDataset(crash_on=0), on_error="skip", shuffle=False)
+        self.assertEqual(got[0][3][0], 1)  # position of 0 holds the next sample
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(0, 0)])
+        self.assertEqual(dl.stats()["quarantined"], 1)
+
+    def test_worker_that_exits_on_sample_0_costs_a_reissue(self):
+        ref = self.run_loader(0, shuffle=False)[0]
+        fd, marker = tempfile.mkstemp(prefix="gm-exit-")
+        os.close(fd)
+        ds = AugDataset(marker=marker, exit_on=0)
+        self.assertEqual(self.run_loader(1, ds, shuffle=False)[0], ref)
+        self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 0
+
+    def test_first_batch_bigger_than_the_first_guess_sizes_the_slots(self):
+        import torch
+        ref = [b.clone() for b in self.DL(Texts(), batch_size=5, collate_fn=big_collate)]
+        dl = self.DL(Texts(), batch_size=5, num_workers=2, collate_fn=big_collate, copy=True)
+        got = list(dl)
+        self.assertEqual(len(got), len(ref))
+        self.assertTrue(all(torch.equal(g, r) for g, r in zip(got, ref)))
+        self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)  # twice batch 0's 1.6 MB
 
     def test_endless_transform_costs_reissues_never_a_hang(self):
         t0 = time.monotonic()
