@@ -240,6 +240,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;
+	pc.exec_fd = c->spec_fd;
 	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */
 	pc.sample_bytes = (c->payload_bytes + rows - 1) / rows;
 	pc.w.batch_size = rows;

@@ -192,19 +192,27 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 	 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
 	 * so the worker maps its own ring afresh from the fd (dup2 clears
 	 * FD_CLOEXEC, or the fcntl below does: an exec'd worker finds it as fd 3). */
-	int rfd = ready >= 0 ? fcntl(ready, F_DUPFD, 10) : -1; /* clear of 3 and 4 */
-	if ((ready >= 0 && rfd < 0) || dup2(gm_ring_fd(p->ring), 3) < 0)
+	/* first out of the way of 3, 4 and 5, then into place */
+	int rfd = ready >= 0 ? fcntl(ready, F_DUPFD, 10) : -1;
+	int zfd = sock >= 0 ? fcntl(sock, F_DUPFD, 10) : -1;
+	int xfd = argv && p->c.exec_fd > 2 ? fcntl(p->c.exec_fd, F_DUPFD, 10) : -1;
+	if ((ready >= 0 && rfd < 0) || (sock >= 0 && zfd < 0) ||
+	    (argv && p->c.exec_fd > 2 && xfd < 0) || dup2(gm_ring_fd(p->ring), 3) < 0)
 		_exit(1);
-	/* the start watch's pipe (a C worker's) as fd 4 */
-	if (rfd >= 0 && dup2(rfd, 4) < 0)
+	/* the start watch's pipe (a C worker's), or a zygote's socket, as fd 4 */
+	if ((rfd >= 0 && dup2(rfd, 4) < 0) || (zfd >= 0 && dup2(zfd, 4) < 0))
 		_exit(1);
 	/* dup2 onto itself (the ring was fd 3) keeps the flag: clear it */
 	if (argv && fcntl(3, F_SETFD, 0) < 0)
 		_exit(1);
-	/* a zygote's socket to the coordinator as fd 4 (the same dance) */
-	if (sock >= 0 && (dup2(sock, 4) < 0 || fcntl(4, F_SETFD, 0) < 0))
+	if (zfd >= 0 && fcntl(4, F_SETFD, 0) < 0)
 		_exit(1);
-	syscall(SYS_close_range, sock >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
+	/* the owner's exec_fd as fd 5 */
+	if (xfd >= 0 && dup2(xfd, 5) < 0)
+		_exit(1);
+	if (xfd >= 0 && zfd < 0 && rfd < 0)
+		close(4); /* nothing as fd 4 but a zygote's socket */
+	syscall(SYS_close_range, xfd >= 0 ? 6 : zfd >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
 	if (p->c.nice)
 		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
 	if (argv)

@@ -23,11 +23,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -114,6 +116,13 @@ static int worker_main(const char *mode)
 	if (f) {
 		fputs(getenv("GM_WORKER_ID") ? getenv("GM_WORKER_ID") : "none", f);
 		fclose(f);
+	}
+	char spec[16] = "";
+	if (!strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
+				       strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1)) {
+		gm_bind_fatal(b, "fd 5 is not the spec, or fd 6 is open");
+		gm_bind_detach(b);
+		return 1;
 	}
 	if (!strcmp(mode, "fatal")) {
 		gm_bind_fatal(b, "no dataset here");
@@ -202,6 +211,7 @@ static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 }
 
 static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many */
+static int spec_fd;	   /* open_pool's spec_fd (0: none) */
 static const char *zygote; /* open_pool's zygote mode (NULL: none) */
 
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
@@ -217,7 +227,8 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .end_task = tasks,
 				     .lease_timeout_ms = lease_ms,
 				     .budget = budget,
-				     .zygote_argv = zygote ? zargv : NULL};
+				     .zygote_argv = zygote ? zargv : NULL,
+				     .spec_fd = spec_fd};
 	uint32_t idx[3];
 
 	argv[0] = command ? command : self;
@@ -558,6 +569,26 @@ static void test_sample_that_crashes_two_workers_is_quarantined(void **state)
 	gm_bind_pool_destroy(p);
 }
 
+static void test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	int fd = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	assert_true(fd > 2);
+	assert_int_equal(write(fd, "spec-ok", 7), 7);
+	int other = dup(fd); /* an fd of ours that no worker may inherit */
+	spec_fd = fd;
+	struct gm_bind_pool *p = open_pool("spec", 2, 12, 0, err, &rc);
+	spec_fd = 0;
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 12, bad), 0); /* a worker that did not find it is fatal */
+	gm_bind_pool_destroy(p);
+	close(other);
+	close(fd);
+}
+
 static void test_worker_fatal_error_reaches_the_consumer(void **state)
 {
 	(void)state;
@@ -750,6 +781,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
 	    cmocka_unit_test(test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
+	    cmocka_unit_test(test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),

@@ -114,6 +114,9 @@ struct gm_bind_pool_cfg {
 	uint32_t budget;		/* > 0: the elastic controller sizes the pool within
 					 * this many workers, from `workers` (elastic.h) */
 	const char *const *zygote_argv; /* a zygote's command (pool.h), NULL: none */
+	int spec_fd; /* > 2: each worker's and the zygote's fd 5, what they load (a
+		      * memfd: gone with the consumer's process, however it ends;
+		      * borrowed: open until the pool is destroyed); 0: none */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */

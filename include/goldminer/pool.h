@@ -66,6 +66,11 @@ struct gm_pool_cfg {
 	 * milliseconds. The owner's process becomes a child subreaper
 	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
 	const char *const *zygote_argv;
+	/* With exec_argv: > 2, an fd every exec'd worker and the zygote get as fd 5
+	 * (borrowed: open until gm_pool_destroy), e.g. a sealed memfd with what the
+	 * workers load, so that nothing is left on a file system if the owner is
+	 * SIGKILLed; 0: none. */
+	int exec_fd;
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -27,6 +27,7 @@ class PoolCfg(ctypes.Structure):
         ("lease_timeout_ms", ctypes.c_uint32),
         ("budget", ctypes.c_uint32),
         ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
+        ("spec_fd", ctypes.c_int),
     ]
 
 

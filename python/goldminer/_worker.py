@@ -1,9 +1,9 @@
 """_worker - a Python data worker: a fresh process of the trainer's interpreter.
 
-    python3 -c '...from goldminer._worker import main; main()' SPEC
+    python3 -c '...from goldminer._worker import main; main()' [--zygote]
 
 started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
-fd 3. It loads SPEC (the pickled dataset, collate_fn, worker_init_fn, seed,
+fd 3 and the spec as fd 5 (a sealed memfd, dataloader.py). It loads the spec (the pickled dataset, collate_fn, worker_init_fn, seed,
 on_error and the trainer's sys.path), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
@@ -49,9 +49,16 @@ def _on_usr1(sig, frame):
     _retire = True
 
 
-def _load_spec(path):
-    with open(path, "rb") as f:
-        blob = f.read()
+def _load_spec(fd=5):
+    """The spec from fd (read with pread: the offset is shared with every process
+    given the same memfd), then fd is closed."""
+    size, blob = os.fstat(fd).st_size, bytearray()
+    while len(blob) < size:
+        part = os.pread(fd, size - len(blob), len(blob))
+        if not part:
+            raise EOFError("the spec (fd %d) ends early" % fd)
+        blob += part
+    os.close(fd)
     # the trainer's sys.path first: its modules are where the script found them
     head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
     sys.path[:] = head["sys_path"]
@@ -224,8 +231,8 @@ def produce(w, t):
     t.publish(0)
 
 
-def _setup(argv):
-    head, w = _load_spec(argv[0])
+def _setup():
+    head, w = _load_spec()
     w.update(head)
     try:
         import cloudpickle
@@ -249,10 +256,10 @@ def _attach(lib):
     return b
 
 
-def _load(lib, b, argv):
+def _load(lib, b):
     """The spec, or the process ends with the reason in the ring header."""
     try:
-        return _setup(argv)
+        return _setup()
     except BaseException as e:  # noqa: BLE001 - say why, then go
         msg = "%s: %s" % (type(e).__name__, e)
         lib.gm_bind_fatal(b, ("cannot load the dataset: " + msg).encode()[:250])
@@ -317,12 +324,12 @@ def _forked(lib, b, w, trainer, wid):
     _serve(lib, _attach(lib), w)
 
 
-def zygote(lib, argv):
+def zygote(lib):
     """Load once, then fork a worker for each request on fd 4 (core/pool.c, "the
     zygote"): fork twice so that the worker is orphaned to the trainer."""
     _name(b"gm-zygote")
     b = _attach(lib)
-    w = _load(lib, b, argv)
+    w = _load(lib, b)
     trainer = os.getppid()
     os.write(4, b"R")
     while True:
@@ -357,9 +364,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     lib = _bind.lib()
     if argv and argv[0] == "--zygote":
-        zygote(lib, argv[1:])
+        zygote(lib)
     b = _attach(lib)
-    _serve(lib, b, _load(lib, b, argv))
+    _serve(lib, b, _load(lib, b))
 
 
 if __name__ == "__main__":

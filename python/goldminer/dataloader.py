@@ -43,11 +43,10 @@ What it does not do (yet): node= and IterableDataset are refused in words.
 """
 import ctypes
 import errno
+import fcntl
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 
 from . import _bind, _slot
 
@@ -330,7 +329,9 @@ def _map_tensors(obj, fn):
 
 
 class _Pool:
-    """A ring and its exec'd workers (gm_bind_pool_*), and the spec file they load.
+    """A ring and its exec'd workers (gm_bind_pool_*), and the spec they load: a
+    sealed memfd given to each as fd 5, so that nothing is left in a file system
+    however the trainer ends (SIGKILL included).
 
     Tasks are ring positions; each epoch iterated through the pool is a plan,
     (base, epoch, batches): task base + k is batch k of that epoch. A pool of one
@@ -341,7 +342,7 @@ class _Pool:
 
     def __init__(self, dl, plan, payload, sizing, persistent):
         self.dl, self.lib = dl, _bind.lib()
-        self.p, self.dir = ctypes.c_void_p(), tempfile.mkdtemp(prefix="gm-py-")
+        self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
         self.sizing = sizing  # the first batch taken measures the slots
         base, _, batches, start = plan
@@ -354,24 +355,30 @@ class _Pool:
             raise
 
     def _spec(self):
+        """The memfd of what a worker loads (its fd; closed with the pool)."""
         auto = self.dl.num_workers == "auto"
         head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
                              "on_error": self.dl.on_error,
                              "num_workers": self.dl.max_workers if auto else self.dl.num_workers})
         body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
                                "worker_init_fn": self.dl.worker_init_fn})
-        path = os.path.join(self.dir, "spec")
-        with open(path, "wb") as f:
-            f.write(b"%016x" % len(head) + head + body)
-        return path
+        fd = os.memfd_create("goldminer-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.spec_fd = fd
+        blob = memoryview(b"%016x" % len(head) + head + body)
+        while blob:
+            blob = blob[os.write(fd, blob):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        return fd
 
     def _cfg(self, payload, batch_max):
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         code = ("import sys; sys.path.insert(0, %r); from goldminer._worker import main; main()"
                 % pkg)
-        args = [sys.executable, "-c", code, self._spec()]
+        spec = self._spec()
+        args = [sys.executable, "-c", code]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
-        zyg = args[:3] + ["--zygote"] + args[3:]  # replacements fork from it
+        zyg = args + ["--zygote"]  # replacements fork from it
         self.zargv = (ctypes.c_char_p * (len(zyg) + 1))(*[a.encode() for a in zyg], None)
         auto = self.dl.num_workers == "auto"
         workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
@@ -383,7 +390,7 @@ class _Pool:
             batch_max = max(batch_max, self.dl.batch_size or 0)
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
-                             self.dl.max_workers if auto else 0, self.zargv)
+                             self.dl.max_workers if auto else 0, self.zargv, spec)
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)
@@ -492,7 +499,9 @@ class _Pool:
         if self.p:
             self.lib.gm_bind_pool_destroy(self.p)  # stops and reaps every worker
             self.p = ctypes.c_void_p()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.spec_fd >= 0:
+            os.close(self.spec_fd)
+            self.spec_fd = -1
 
 
 def _raise_failed(buf, k, epoch):

@@ -547,13 +547,13 @@ SCRIPT = textwrap.dedent("""
 class TestScript(GmTest):
     needs = ("lib", "torch", "cloudpickle")
 
-    def script(self, delay="0"):
+    def script(self, delay="0", tmp=None):
         d = tempfile.mkdtemp(prefix="gm-dl-")
         path = os.path.join(d, "train.py")
         with open(path, "w") as f:
             f.write(SCRIPT)
         env = dict(os.environ, DELAY=delay,
-                   PYTHONPATH=os.path.join(REPO, "python"))
+                   PYTHONPATH=os.path.join(REPO, "python"), TMPDIR=tmp or d)
         return subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
 
@@ -563,6 +563,20 @@ class TestScript(GmTest):
         self.assertEqual(p.returncode, 0, err)
         want = [" ".join(str(i * i + 1) for i in range(k, k + 3)) for k in range(0, 12, 3)]
         self.assertEqual(out.split("\n")[:4], want)
+
+    def test_sigkilled_trainer_leaves_no_file_and_no_process(self):
+        tmp = tempfile.mkdtemp(prefix="gm-tmp-")
+        p = self.script(delay="0.5", tmp=tmp)
+        self.assertTrue(p.stdout.readline())  # iterating: the workers run
+        procs = [pid for pid, _ in children(p.pid)]  # workers and the zygote
+        self.assertGreaterEqual(len(procs), 3)
+        p.kill()
+        p.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while any(alive(w) for w in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in procs if alive(w)], [])
+        self.assertEqual(os.listdir(tmp), [])  # the spec was a memfd: nothing to leak
 
     def test_ctrl_c_leaves_no_process(self):
         p = self.script(delay="0.5")
