@@ -21,10 +21,12 @@
 #include "goldminer/bind.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +36,7 @@
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
+#include "goldminer/wire.h"
 
 /* ---- worker side ---------------------------------------------------------------- */
 
@@ -218,6 +221,12 @@ struct gm_bind_pool {
 	uint32_t workers;
 	bool started;
 	bool pinned; /* the ring is registered with CUDA */
+	/* for gm_bind_pool_node: the workers' command, spec and deadline, and the
+	 * connection to the agent that runs them (-1: none) */
+	const char *const *argv;
+	int spec_fd;
+	uint32_t lease_ms;
+	int node_fd;
 };
 
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
@@ -266,6 +275,10 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	p->h = gm_ring_hdr(p->ring);
 	p->batch_max = c->batch_max;
 	p->workers = c->workers;
+	p->argv = c->argv;
+	p->spec_fd = c->spec_fd;
+	p->lease_ms = c->lease_timeout_ms;
+	p->node_fd = -1;
 	*out = p;
 	return 0;
 }
@@ -307,6 +320,93 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen)
 	return rc;
 }
 
+/* A CMDJOB request for the node agent (wire.h): the command, cap and deadline.
+ * 0, or -E2BIG when the command does not fit. */
+static int cmd_request(const struct gm_bind_pool *p, uint32_t cap, struct gm_node_req *req)
+{
+	size_t off = 0;
+
+	gm_wire_request(req, GM_NODE_CMDJOB);
+	for (int k = 0; p->argv[k]; k++) {
+		size_t l = strlen(p->argv[k]) + 1;
+		if (k == GM_NODE_CMD_ARGS || off + l >= sizeof(req->root))
+			return -E2BIG;
+		memcpy(req->root + off, p->argv[k], l);
+		off += l;
+	}
+	req->root[off] = '\0'; /* the empty argument that ends them */
+	req->workers = (int32_t)(cap > GM_MAX_WORKERS ? GM_MAX_WORKERS : cap);
+	req->lease_timeout_ms = p->lease_ms;
+	return 0;
+}
+
+int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
+		      size_t errlen)
+{
+	struct gm_node_req req;
+	struct gm_node_reply *rep;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 64], why[512];
+	int rc, fd;
+
+	if (p->started)
+		return -EBUSY;
+	if (p->spec_fd <= 2) {
+		gm_errf(err, errlen, "a pool run by the node agent needs a spec_fd");
+		return -EINVAL;
+	}
+	if (cmd_request(p, cap, &req)) {
+		gm_errf(err, errlen, "the workers' command is too long for the node agent "
+				     "(%d arguments, %zu bytes at most)",
+			GM_NODE_CMD_ARGS, sizeof(req.root) - 1);
+		return -E2BIG;
+	}
+	if (!socket_path || !*socket_path)
+		socket_path = gm_wire_default_socket(path, sizeof(path));
+	rep = malloc(sizeof(*rep));
+	if (!rep) {
+		gm_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	fd = gm_wire_connect(socket_path, why, sizeof(why));
+	if (fd < 0) {
+		gm_errf(err, errlen, "%s", why);
+		rc = fd;
+		goto out_free;
+	}
+	int fds[2] = {gm_ring_fd(p->ring), p->spec_fd};
+	rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
+	if (rc == 0 && rep->status)
+		rc = rep->status;
+	if (rc) {
+		gm_errf(err, errlen, "node agent at %s: %s", socket_path,
+			rc == -EPIPE	    ? "it closed the connection"
+			: rc == -EPROTO ? "malformed reply (another goldminer version?)"
+					: rep->msg);
+		close(fd);
+		goto out_free;
+	}
+	p->node_fd = fd;
+	p->started = true;
+out_free:
+	free(rep);
+	return rc;
+}
+
+/* -EIO when the node agent that runs the workers hung up, else 0. */
+static int node_gone(const struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	struct pollfd pf = {.fd = p->node_fd, .events = POLLIN};
+	char c;
+
+	if (p->node_fd < 0 || poll(&pf, 1, 0) != 1)
+		return 0;
+	if (!(pf.revents & (POLLHUP | POLLERR)) &&
+	    recv(p->node_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+		return 0; /* (the agent says nothing unasked: not a hang-up) */
+	gm_errf(err, errlen, "the node agent that runs the workers is gone (its workers with it)");
+	return -EIO;
+}
+
 /* -EIO with the pool's or a worker's fatal message, else 0. */
 static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
 {
@@ -320,7 +420,7 @@ static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
 		gm_errf(err, errlen, "a worker cannot run: %s", p->h->fatal);
 		return -EIO;
 	}
-	return 0;
+	return node_gone(p, err, errlen);
 }
 
 /* A delivered batch, counted for the elastic controller (relaxed: statistics). */
@@ -442,6 +542,8 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 {
 	if (!p)
 		return;
+	if (p->node_fd >= 0)
+		close(p->node_fd); /* the agent stops the workers it ran for us */
 	gm_pool_stop(p->pool); /* no worker writes while the pages are unregistered */
 	if (p->pinned)
 		gm_cuda_host_unregister(gm_ring_base(p->ring));

@@ -1001,13 +1001,34 @@ static uint32_t pow2_at_least(uint32_t v)
 	return p;
 }
 
-int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
+/* The ring of c->ring_fd, and the configuration it implies (c's geometry and
+ * tasks replaced by the ring's). 0, or gm_ring_attach's -errno with a message. */
+static int adopt_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, size_t errlen)
 {
-	struct gm_pool *p;
+	int rc = gm_ring_attach(ring, c->ring_fd);
+	if (rc) {
+		gm_errf(err, errlen, "the consumer's ring cannot be used: %s",
+			rc == -EPERM ? "it is not sealed" : strerror(-rc));
+		return rc;
+	}
+	const struct gm_ring_hdr *h = gm_ring_hdr(*ring);
+	c->w.batch_size = h->batch_size;
+	c->sample_bytes = h->sample_bytes;
+	c->slots = h->nslots;
+	c->first_task = h->first_task;
+	c->end_task = h->end_task;
+	return 0;
+}
+
+/* The pool's ring: a new one of c's geometry, or the one of c->ring_fd (adopt_ring);
+ * c's slots and sample_bytes are set to the ring's. 0 or -errno with a message. */
+static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, size_t errlen)
+{
 	size_t sample_bytes = c->sample_bytes ? c->sample_bytes : gm_aug_out_bytes(&c->w.aug);
 	int rc;
 
-	*out = NULL;
+	if (c->ring_fd > 0)
+		return adopt_ring(ring, c, err, errlen);
 	uint32_t slots =
 	    c->slots ? c->slots : pow2_at_least((uint32_t)(c->workers ? c->workers : 2) * 2);
 	if (slots < GM_MIN_SLOTS)
@@ -1020,6 +1041,22 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	rc = gm_ring_admit(slots, c->w.batch_size, sample_bytes, err, errlen);
 	if (rc)
 		return rc;
+	rc = gm_ring_create(ring, slots, c->w.batch_size, sample_bytes, c->first_task,
+			    c->end_task);
+	if (rc)
+		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
+			c->w.batch_size, sample_bytes, strerror(-rc));
+	c->slots = slots;
+	c->sample_bytes = sample_bytes;
+	return rc;
+}
+
+int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
+{
+	struct gm_pool *p;
+	int rc;
+
+	*out = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		gm_errf(err, errlen, "out of memory");
@@ -1027,32 +1064,30 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	}
 	p->c = *c;
 	p->evfd = -1;
-	pthread_mutex_init(&p->mu, NULL);
-	rc = gm_ring_create(&p->ring, slots, c->w.batch_size, sample_bytes, c->first_task,
-			    c->end_task);
-	if (rc) {
-		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
-			c->w.batch_size, sample_bytes, strerror(-rc));
-		pthread_mutex_destroy(&p->mu);
-		free(p);
-		return rc;
-	}
+	p->zpidfd = p->zsock = -1;
+	rc = pool_ring(&p->ring, &p->c, err, errlen);
+	if (rc)
+		goto out_free;
 	p->h = gm_ring_hdr(p->ring);
-	p->lease_ns = (uint64_t)c->lease_timeout_ms * 1000000ull;
-	p->seen = calloc(slots, sizeof(*p->seen));
+	p->lease_ns = (uint64_t)p->c.lease_timeout_ms * 1000000ull;
+	p->seen = calloc(p->h->nslots, sizeof(*p->seen));
 	if (!p->seen) {
 		gm_errf(err, errlen, "out of memory");
-		gm_ring_destroy(p->ring);
-		pthread_mutex_destroy(&p->mu);
-		free(p);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out_ring;
 	}
+	pthread_mutex_init(&p->mu, NULL);
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
-	p->zpidfd = p->zsock = -1;
 	*out = p;
 	return 0;
+
+out_ring:
+	gm_ring_destroy(p->ring);
+out_free:
+	free(p);
+	return rc;
 }
 
 struct gm_ring *gm_pool_ring(const struct gm_pool *p)

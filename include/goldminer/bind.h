@@ -138,10 +138,22 @@ int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bin
 /* Start the workers. 0 or -errno with a message. */
 int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
 
+/* Instead of gm_bind_pool_start: have the node agent at socket_path (NULL or "":
+ * the default socket, wire.h) run the workers over this pool's ring (a CMDJOB,
+ * wire.h): the same command, the spec (spec_fd, required), the lease deadline;
+ * cap: the most workers it may give (0: its policy decides). The agent sizes
+ * the pool with its division across jobs; the workers stay on its host. The
+ * connection is this pool's: gm_bind_pool_next fails with -EIO once the agent
+ * is gone, gm_bind_pool_destroy closes it (the agent then stops the workers).
+ * 0, or -errno with a message ("node agent: ..." for its refusals). */
+int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
+		      size_t errlen);
+
 /* Wait for task's batch (the wait and the delivered batch are counted in the
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
- * workers cannot run (message in err: the pool's, or a worker's fatal). */
+ * workers cannot run (message in err: the pool's, or a worker's fatal) or the
+ * node agent that runs them is gone. */
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
 		      size_t errlen);
 

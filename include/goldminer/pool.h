@@ -71,6 +71,11 @@ struct gm_pool_cfg {
 	 * workers load, so that nothing is left on a file system if the owner is
 	 * SIGKILLed; 0: none. */
 	int exec_fd;
+	/* > 0: the pool's ring is the one of this memfd (made by its consumer, a
+	 * binding's: bind.h), attached and checked (gm_ring_attach) instead of
+	 * created; its geometry and tasks are the ring's (w.batch_size, slots,
+	 * sample_bytes, first_task and end_task are taken from it). Not owned. */
+	int ring_fd;
 };
 
 /* Checks of a job's options that need no index: the batch size is

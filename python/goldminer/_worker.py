@@ -62,6 +62,13 @@ def _load_spec(fd=5):
     # the trainer's sys.path first: its modules are where the script found them
     head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
     sys.path[:] = head["sys_path"]
+    if head.get("environ") is not None:  # started by a node agent: the trainer's
+        os.environ.clear()
+        os.environ.update(head["environ"])
+        try:
+            os.chdir(head["cwd"])  # ('' in sys.path is the trainer's directory)
+        except OSError:
+            pass
     try:
         import cloudpickle  # noqa: F401  (its types must be importable to load)
     except ImportError:
@@ -234,6 +241,7 @@ def produce(w, t):
 def _setup():
     head, w = _load_spec()
     w.update(head)
+
     try:
         import cloudpickle
         w["dumps"] = cloudpickle.dumps

@@ -39,7 +39,17 @@ worker it replaces; worker_init_fn(id) and torch.utils.data.get_worker_info()
 (id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. The
 bytes never depend on it (the seeds are per sample).
 
-What it does not do (yet): node= and IterableDataset are refused in words.
+node=PATH (a node agent's socket, `goldminer node`; "" or True: the default one):
+the agent runs the workers instead of this process (wire.h, CMDJOB): this
+process makes the ring and the spec, the agent execs the same command over them
+with its own uid (it refuses another uid) and sizes the pool with its division
+across every job it serves, within num_workers (an int is the most it gives;
+"auto": within max_workers when given, else its policy alone). Such workers stay
+on the agent's host: peers do not run Python workers (the agent's --status says
+so). They get this process's environment and working directory with the spec.
+
+What it does not do: IterableDataset is refused in words, and node= with
+num_workers=0 (the batches would be made here).
 """
 import ctypes
 import errno
@@ -48,7 +58,7 @@ import os
 import pickle
 import sys
 
-from . import _bind, _slot
+from . import _abi, _bind, _slot
 
 _ON_ERROR = ("fail", "skip")
 MIN_SLOT = 1 << 20  # a slot's payload before the first batch is measured, and at least
@@ -111,6 +121,9 @@ class DataLoader:
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
         # "auto": the elastic controller sizes the pool within max_workers (0: the CPUs)
         self.max_workers = max_workers or len(os.sched_getaffinity(0))
+        self._cap = (num_workers if num_workers != "auto" else max_workers) or 0
+        self.node = (None if node is None or node is False
+                     else b"" if node is True else os.fsencode(node))
         self._stats = [0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
@@ -150,8 +163,12 @@ class DataLoader:
                " this interpreter (like 'spawn'), never forked" % (ctx,))
         if persistent and not num_workers:
             no("persistent_workers option needs num_workers > 0")
-        if node is not None:
-            no("node= (workers through the node agent) is not there yet")
+        if node is not None and not num_workers:
+            no("node= has the node agent run the workers: it needs num_workers > 0 or"
+               " \"auto\" (with 0 the batches are made in this process)")
+        if node is not None and not isinstance(node, (str, bytes, os.PathLike, bool)):
+            no("node= is the node agent's socket path (or True: the default one), not %r"
+               % (node,))
         if on_error not in _ON_ERROR:
             no("on_error must be 'fail' or 'skip', not %r" % (on_error,))
         if prefetch is not None and (num_workers == 0 or prefetch < 1):
@@ -356,10 +373,13 @@ class _Pool:
 
     def _spec(self):
         """The memfd of what a worker loads (its fd; closed with the pool)."""
-        auto = self.dl.num_workers == "auto"
+        auto, node = self.dl.num_workers == "auto", self.dl.node is not None
         head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
                              "on_error": self.dl.on_error,
-                             "num_workers": self.dl.max_workers if auto else self.dl.num_workers})
+                             "num_workers": self.dl.max_workers if auto else self.dl.num_workers,
+                             # the agent's workers start in its environment: take ours
+                             "environ": dict(os.environ) if node else None,
+                             "cwd": os.getcwd() if node else None})
         body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
                                "worker_init_fn": self.dl.worker_init_fn})
         fd = os.memfd_create("goldminer-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -373,8 +393,9 @@ class _Pool:
 
     def _cfg(self, payload, batch_max):
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        code = ("import sys; sys.path.insert(0, %r); from goldminer._worker import main; main()"
-                % pkg)
+        # this process's library, whoever starts the worker (a node agent: its env)
+        code = ("import os, sys; sys.path.insert(0, %r); os.environ['GOLDMINER_LIB'] = %r; "
+                "from goldminer._worker import main; main()" % (pkg, _abi.lib().path))
         spec = self._spec()
         args = [sys.executable, "-c", code]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
@@ -388,9 +409,10 @@ class _Pool:
             slots *= 2
         if self.end == _bind.NO_END:  # the longest batch of any epoch: the sampler's size
             batch_max = max(batch_max, self.dl.batch_size or 0)
+        local_auto = auto and self.dl.node is None  # else the agent sizes the pool
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
-                             self.dl.max_workers if auto else 0, self.zargv, spec)
+                             self.dl.max_workers if local_auto else 0, self.zargv, spec)
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)
@@ -406,7 +428,10 @@ class _Pool:
             self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
         self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
-        rc = self.lib.gm_bind_pool_start(self.p, err, 512)
+        if self.dl.node is not None:
+            rc = self.lib.gm_bind_pool_node(self.p, self.dl.node, self.dl._cap, err, 512)
+        else:
+            rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
 

@@ -21,7 +21,9 @@ import textwrap
 import threading
 import time
 
-from helpers import REPO, GmTest, alive, children, memfd_maps
+import json
+
+from helpers import BUILD, REPO, GmTest, alive, children, memfd_maps
 
 N, BATCH = 40, 4
 
@@ -523,6 +525,96 @@ class TestDataLoader(GmTest):
             with self.assertRaises(ValueError) as cm:
                 self.DL(AugDataset(), **kw)
             self.assertIn(words, str(cm.exception))
+
+
+class TestNode(GmTest):
+    """node=: a node agent (goldminer node) runs the Python workers and sizes them
+    with its division across jobs."""
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        from goldminer.torch import DataLoader
+        self.DL = DataLoader
+        exe = os.path.join(BUILD, "goldminer")
+        if not os.access(exe, os.X_OK):
+            self.skipTest("no %s (make all)" % exe)
+        d = tempfile.mkdtemp(prefix="gm-node-")
+        self.sock = os.path.join(d, "agent.sock")
+        self.agent = subprocess.Popen([exe, "node", "--cpus", "2", "--socket", self.sock,
+                                       "--quiet"])
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(self.sock), "the agent did not start")
+
+    def tearDown(self):
+        if self.agent.poll() is None:
+            self.agent.terminate()
+        self.agent.wait(timeout=30)
+
+    def status(self):
+        out = subprocess.run([os.path.join(BUILD, "goldminer"), "node", "--status", "--socket",
+                              self.sock], capture_output=True, text=True, timeout=30).stdout
+        return json.loads(out)
+
+    def test_agent_runs_the_workers_with_the_same_bytes(self):
+        ref = flat(list(self.DL(AugDataset(), batch_size=BATCH, shuffle=True, seed=5,
+                                copy=True)))
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, seed=5, copy=True,
+                     num_workers="auto", node=self.sock)
+        got, st, theirs, ours = [], None, [], []
+        for b in dl:
+            got.append(b)
+            if len(got) == 3:
+                st = self.status()
+                theirs, ours = workers(self.agent.pid), workers()
+        self.assertEqual(flat(got), ref)
+        self.assertEqual(ours, [])  # not this process's children: the agent's
+        self.assertGreaterEqual(len(theirs), 1)
+        self.assertEqual(st["jobs"], 1)
+        job = st["job"][0]
+        self.assertEqual(job["pid"], os.getpid())
+        self.assertTrue(job["python_workers"])
+        self.assertIn("this host only", job["remote"])
+        deadline = time.monotonic() + 10  # the end of the job ends its workers
+        while any(alive(w) for w in theirs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in theirs if alive(w)], [])
+
+    def test_two_loaders_share_the_agents_budget(self):
+        mk = functools.partial(self.DL, AugDataset(n=200, delay=0.01), batch_size=BATCH,
+                               seed=5, copy=True, num_workers="auto", node=self.sock)
+        a, b = iter(mk()), iter(mk())
+        most, jobs = 0, 0
+        for k in range(30):
+            next(a)
+            next(b)
+            if k % 5 == 4:
+                st = self.status()
+                jobs = max(jobs, st["jobs"])
+                most = max(most, st["alive"], sum(j["workers"] for j in st["job"]))
+                self.assertTrue(all(j["workers"] >= 1 for j in st["job"]), st)
+        a.close()
+        b.close()
+        self.assertEqual(jobs, 2)
+        self.assertLessEqual(most, 2)  # --cpus 2: two jobs, one worker each at most 2
+
+    def test_agent_gone_mid_epoch_is_an_error_not_a_hang(self):
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2,
+                     node=self.sock)
+        t0 = time.monotonic()
+        with self.assertRaises(RuntimeError) as cm:
+            for k, _ in enumerate(dl):
+                if k == 1:
+                    self.agent.kill()
+        self.assertIn("node agent", str(cm.exception))
+        self.assertLess(time.monotonic() - t0, 60)
+
+    def test_node_needs_workers(self):
+        with self.assertRaises(ValueError) as cm:
+            self.DL(AugDataset(), batch_size=BATCH, node=self.sock)
+        self.assertIn("num_workers > 0", str(cm.exception))
 
 
 SCRIPT = textwrap.dedent("""
