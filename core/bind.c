@@ -21,6 +21,7 @@
 #include "goldminer/bind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ struct gm_bind {
 	struct gm_ring *ring;
 	uint32_t pid;
 	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
+	int sched_fd;	  /* /proc/self/schedstat, read at each claim and publish (-1) */
 };
 
 static uint64_t now_ns(void)
@@ -53,18 +55,19 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Time this process waited for a CPU, in ns (/proc/self/schedstat's second
- * field; 0 where the kernel does not keep it). */
-static uint64_t run_delay(void)
+/* Time this process waited for a CPU, in ns (the second field of
+ * /proc/self/schedstat, kept open: twice a batch; 0 where the kernel does not
+ * keep it). */
+static uint64_t run_delay(const struct gm_bind *b)
 {
-	unsigned long long run = 0, wait = 0;
-	FILE *f = fopen("/proc/self/schedstat", "re");
-	if (!f)
+	char buf[128], *end;
+	ssize_t n = b->sched_fd >= 0 ? pread(b->sched_fd, buf, sizeof(buf) - 1, 0) : -1;
+
+	if (n <= 0)
 		return 0;
-	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-		wait = 0;
-	fclose(f);
-	return wait;
+	buf[n] = '\0';
+	strtoull(buf, &end, 10); /* time on a CPU */
+	return strtoull(end, NULL, 10);
 }
 
 int gm_bind_attach(struct gm_bind **out, int fd)
@@ -82,6 +85,7 @@ int gm_bind_attach(struct gm_bind **out, int fd)
 		return rc;
 	}
 	b->pid = (uint32_t)getpid();
+	b->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	*out = b;
 	return 0;
 }
@@ -90,6 +94,8 @@ void gm_bind_detach(struct gm_bind *b)
 {
 	if (!b)
 		return;
+	if (b->sched_fd >= 0)
+		close(b->sched_fd);
 	gm_ring_destroy(b->ring);
 	free(b);
 }
@@ -110,7 +116,7 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 		gm_ring_begin_task(b->ring, (uint32_t)slot, *task,
 				   gm_ring_ctl(b->ring, (uint32_t)slot)->n);
 		b->t0 = now_ns();
-		b->rq0 = run_delay();
+		b->rq0 = run_delay(b);
 	}
 	return slot;
 }
@@ -136,11 +142,24 @@ void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap)
 	return gm_ring_data(b->ring, slot);
 }
 
-void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
+bool gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
 {
 	/* read relaxed by the pool's lease watch and reclaim: a hint for attribution */
 	atomic_store_explicit(&gm_ring_ctl(b->ring, slot)->cur_sample, sample,
 			      memory_order_relaxed);
+	return sample != UINT32_MAX && gm_ring_quarantined(b->ring, sample);
+}
+
+uint32_t gm_bind_done_count(const struct gm_bind *b, uint32_t slot)
+{
+	uint32_t n = gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR, count = 0;
+	_Atomic uint64_t *done = gm_ring_done_bits(b->ring, slot);
+
+	/* acquire pairs with the release in gm_bind_done, as gm_bind_is_done's */
+	for (uint32_t q = 0; q < (n + 63) / 64; q++)
+		count += (uint32_t)__builtin_popcountll(
+		    atomic_load_explicit(&done[q], memory_order_acquire));
+	return count;
 }
 
 bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i)
@@ -192,7 +211,7 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
 	if (!gm_ring_status_ok(status) && status != -EMSGSIZE)
 		return -EINVAL;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
-	uint64_t rq = run_delay();
+	uint64_t rq = run_delay(b);
 	ctl->decode_ns = now_ns() - b->t0;
 	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
 	ctl->status = status;

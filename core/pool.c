@@ -112,8 +112,9 @@ struct gm_pool {
 	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
 	pid_t zpid;
 	int zpidfd, zsock;
-	bool zready; /* it said it is loaded: workers are forked from it */
-	int zfails;  /* zygotes that died before they were ready */
+	bool zready;	 /* it said it is loaded: workers are forked from it */
+	int zfails;	 /* zygotes that died before they were ready */
+	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
 };
 
 static uint64_t now_ns(void)
@@ -312,10 +313,20 @@ static int spawn(struct gm_pool *p)
  * It forks twice (its child forks the worker and exits), and this process is a
  * child subreaper (PR_SET_CHILD_SUBREAPER, set in gm_pool_start), so the worker,
  * orphaned, becomes our child: reaped, watched and attributed like any other.
- * Until the zygote is ready, and whenever it is gone, workers start as fresh
- * processes; a zygote that dies is restarted, up to 3 that die before they are
- * ready. The zygote is not a worker: it holds no lease and takes no task.
+ * Workers wait for the zygote to be ready, the first ones too: forked from it,
+ * they share the pages of what it loaded (an interpreter, torch, the dataset)
+ * instead of each holding its own copy, and they start as soon as fresh
+ * processes would (those would load the same things); a zygote not ready within
+ * ZYGOTE_WAIT_MS is waited for no longer. Whenever the zygote is
+ * gone, workers start as fresh processes; a zygote that dies is restarted, up to
+ * 3 that die before they are ready (then fresh processes for good). The zygote
+ * is not a worker: it holds no lease and takes no task.
  */
+
+/* How long workers wait for a zygote that is loading before they start as fresh
+ * processes (which load the same things: only a zygote stuck far longer than a
+ * worker's own start is given up on). */
+#define ZYGOTE_WAIT_MS 30000
 
 static void zygote_start(struct gm_pool *p)
 {
@@ -343,6 +354,7 @@ static void zygote_start(struct gm_pool *p)
 	p->zpidfd = pidfd;
 	p->zsock = sv[0];
 	p->zready = false;
+	p->zwait = now_ns() + ZYGOTE_WAIT_MS * 1000000ull;
 }
 
 /* The zygote exited (or must): reap it, forget it. */
@@ -466,7 +478,10 @@ static void adjust_pool(struct gm_pool *p, int target)
 	int active = 0;
 	for (int i = 0; i < p->nwk; i++)
 		active += !p->wk[i].retiring;
-	while (active < target && !atomic_load(&p->h->p_fatal)) {
+	/* a zygote that is loading: its workers will share its pages (see "the
+	 * zygote"), fresh processes would each load everything again */
+	bool wait_zygote = p->zpid && !p->zready && now_ns() < p->zwait;
+	while (active < target && !wait_zygote && !atomic_load(&p->h->p_fatal)) {
 		int err = spawn(p);
 		if (err) {
 			fatal(p, err, "cannot start a worker process: %s", strerror(-err));
@@ -815,6 +830,10 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 		timeout = timeout < 0 || look < timeout ? look : timeout;
 	}
 	uint64_t now = now_ns();
+	if (p->zpid && !p->zready && p->zwait > now) { /* (then workers start fresh) */
+		int z = (int)((p->zwait - now) / 1000000) + 1;
+		timeout = timeout < 0 || z < timeout ? z : timeout;
+	}
 	if (p->c.chaos_kill_ms) {
 		uint64_t due = p->chaos_t + p->c.chaos_kill_ms * 1000000ull;
 		int c = due > now ? (int)((due - now) / 1000000) : 0;

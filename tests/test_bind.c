@@ -107,22 +107,28 @@ static int worker_main(const char *mode)
 	struct gm_bind *b;
 	uint64_t task;
 
+	/* before the attach opens anything: fd 5 is the spec, nothing above it is open */
+	char spec[16] = "";
+	bool spec_bad = !strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
+						  strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1);
 	if (gm_bind_attach(&b, 3))
 		return 2;
-	char path[128];
-	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
-		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
-	FILE *f = fopen(path, "w"); /* the test finds its workers' pids (and ids) here */
-	if (f) {
-		fputs(getenv("GM_WORKER_ID") ? getenv("GM_WORKER_ID") : "none", f);
-		fclose(f);
-	}
-	char spec[16] = "";
-	if (!strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
-				       strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1)) {
+	if (spec_bad) {
 		gm_bind_fatal(b, "fd 5 is not the spec, or fd 6 is open");
 		gm_bind_detach(b);
 		return 1;
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
+		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
+	/* the test finds its workers' pids (and ids) here: written whole, then named */
+	char tmp[160];
+	snprintf(tmp, sizeof(tmp), "%s/.%d", getenv("GM_TEST_BIND_DIR"), (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		fputs(getenv("GM_WORKER_ID") ? getenv("GM_WORKER_ID") : "none", f);
+		fclose(f);
+		rename(tmp, path);
 	}
 	if (!strcmp(mode, "fatal")) {
 		gm_bind_fatal(b, "no dataset here");
@@ -409,15 +415,16 @@ static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **sta
 	gm_bind_pool_destroy(p);
 }
 
-/* A worker the zygote forked (its pid file ends in ".z"), waiting up to 10 s. */
-static pid_t a_forked_worker(void)
+/* A worker the zygote forked (its pid file ends in ".z"), not `but`, waiting up
+ * to 10 s. */
+static pid_t a_forked_worker(pid_t but)
 {
 	for (int i = 0; i < 1000; i++) {
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		pid_t pid = 0;
 		while (d && (e = readdir(d)))
-			if (strstr(e->d_name, ".z"))
+			if (strstr(e->d_name, ".z") && atoi(e->d_name) != but)
 				pid = (pid_t)atoi(e->d_name);
 		if (d)
 			closedir(d);
@@ -446,30 +453,6 @@ static pid_t parent_of(pid_t pid)
 	return (pid_t)ppid;
 }
 
-static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
-{
-	(void)state;
-	char err[512];
-	int rc;
-	uint32_t bad[4];
-	uint64_t st[5];
-	zygote = "ok";
-	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
-	zygote = NULL;
-	assert_int_equal(rc, 0);
-	pid_t first = a_worker();
-	usleep(300000); /* the zygote is ready */
-	assert_int_equal(kill(first, SIGKILL), 0);
-	pid_t forked = a_forked_worker();
-	assert_true(forked > 0);
-	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
-	assert_int_equal(drain(p, 40, bad), 0);
-	gm_bind_pool_stats(p, st);
-	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
-	gm_bind_pool_destroy(p);
-	assert_int_equal(parent_of(forked), 0); /* reaped */
-}
-
 /* The id worker pid wrote into its pid file ("none": none; -1: no file). */
 static int id_of(pid_t pid, bool forked)
 {
@@ -484,16 +467,45 @@ static int id_of(pid_t pid, bool forked)
 	return strcmp(text, "none") && text[0] ? atoi(text) : -2;
 }
 
-/* Every worker's pid file, once there are n (up to 10 s): their ids in ids[]. */
-static void ids_of_workers(int n, int *ids)
+static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	zygote = "ok";
+	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	pid_t first = a_forked_worker(0); /* the first workers too wait for the zygote */
+	assert_true(first > 0);
+	assert_int_equal(kill(first, SIGKILL), 0);
+	pid_t forked = a_forked_worker(first);
+	assert_true(forked > 0);
+	assert_int_equal(id_of(first, true), 0); /* the id, through the zygote's request */
+	assert_int_equal(id_of(forked, true), 0); /* the dead worker's */
+	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
+	assert_int_equal(drain(p, 40, bad), 0);
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
+	gm_bind_pool_destroy(p);
+	assert_int_equal(parent_of(forked), 0); /* reaped */
+}
+
+/* Every worker's pid file, once there are n (up to 10 s): their pids and ids. */
+static void workers_and_ids(int n, pid_t *pids, int *ids)
 {
 	for (int tries = 0; tries < 1000; tries++) {
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		int k = 0;
 		while (d && (e = readdir(d)))
-			if (e->d_name[0] != '.' && k < n)
-				ids[k++] = id_of(atoi(e->d_name), strstr(e->d_name, ".z"));
+			if (e->d_name[0] != '.' && k < n) {
+				pids[k] = atoi(e->d_name);
+				ids[k] = id_of(pids[k], strstr(e->d_name, ".z"));
+				k++;
+			}
 		if (d)
 			closedir(d);
 		if (k == n)
@@ -503,34 +515,29 @@ static void ids_of_workers(int n, int *ids)
 	fail_msg("not %d workers", n);
 }
 
+/* Exec'd workers (GM_WORKER_ID; the zygote's are checked with it below). */
 static void test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones(void **state)
 {
 	(void)state;
 	char err[512];
-	int rc, ids[3], seen = 0;
-	zygote = "ok";
+	int rc, ids[4], seen = 0;
+	pid_t pids[4], victim = 0;
 	struct gm_bind_pool *p = open_pool("slow", 3, 100000, 0, err, &rc);
-	zygote = NULL;
 	assert_int_equal(rc, 0);
-	ids_of_workers(3, ids);
+	workers_and_ids(3, pids, ids);
 	for (int k = 0; k < 3; k++) {
 		assert_in_range(ids[k], 0, 2);
 		seen |= 1 << ids[k];
+		victim = ids[k] == 1 ? pids[k] : victim;
 	}
 	assert_int_equal(seen, 7); /* 0, 1 and 2, each once */
-	usleep(300000);		   /* the zygote is ready */
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	pid_t victim = 0;
-	while (d && (e = readdir(d)))
-		if (e->d_name[0] != '.' && id_of(atoi(e->d_name), false) == 1)
-			victim = atoi(e->d_name);
-	closedir(d);
-	assert_true(victim > 0);
 	assert_int_equal(kill(victim, SIGKILL), 0);
-	pid_t forked = a_forked_worker();
-	assert_true(forked > 0);
-	assert_int_equal(id_of(forked, true), 1); /* the dead worker's id, through the zygote */
+	workers_and_ids(4, pids, ids); /* the three and the replacement */
+	int newcomer = -1;
+	for (int k = 0; k < 4; k++)
+		if (pids[k] != victim && ids[k] == 1)
+			newcomer = k;
+	assert_true(newcomer >= 0); /* a live worker other than the victim has id 1 */
 	gm_bind_pool_destroy(p);
 }
 
@@ -548,7 +555,7 @@ static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
 	usleep(200000);
 	assert_int_equal(kill(first, SIGKILL), 0);
 	assert_int_equal(drain(p, 12, bad), 0); /* a fresh process replaced it */
-	assert_int_equal(a_forked_worker(), 0);
+	assert_int_equal(a_forked_worker(0), 0);
 	gm_bind_pool_destroy(p);
 }
 
@@ -714,6 +721,7 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(epoch, 9);
 	assert_int_equal(batch, 2);
 	assert_int_equal(idx[0], 55); /* the third word (another mapping of the ring) */
+	assert_int_equal(gm_bind_done_count(b, 0), 0); /* a fresh task */
 	assert_non_null(gm_bind_payload(b, 0, &cap));
 	assert_int_equal(cap, 40);
 	assert_int_equal(gm_bind_error(b, 0, 3, 7, -EIO, "x"), -EINVAL);
@@ -726,6 +734,11 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
 	assert_true(gm_bind_is_done(b, 0, 0));
 	assert_false(gm_bind_is_done(b, 0, 1));
+	assert_int_equal(gm_bind_done_count(b, 0), 1); /* a re-issue: one to resume after */
+	assert_false(gm_bind_sample(b, 0, 55));
+	gm_ring_quarantine(r, 55);
+	assert_true(gm_bind_sample(b, 0, 55)); /* it says when a sample is quarantined */
+	assert_false(gm_bind_sample(b, 0, UINT32_MAX));
 	assert_false(gm_bind_is_done(b, 0, 3));		  /* beyond the batch */
 	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1); /* its records too */
 	assert_int_equal(gm_bind_publish(b, 0, -EPERM), -EINVAL);

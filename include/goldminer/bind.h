@@ -66,8 +66,13 @@ uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t 
 void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap);
 
 /* Sample `sample` is being computed now (crash and stall attribution: a sample
- * that kills or stalls two workers is quarantined); UINT32_MAX: none. */
-void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
+ * that kills or stalls two workers is quarantined); UINT32_MAX: none. Returns
+ * whether it is quarantined (gm_bind_quarantined: one call per sample). */
+bool gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
+
+/* How many positions of the claimed slot are done (0: a fresh task, nothing to
+ * resume; one call instead of gm_bind_is_done for each position). */
+uint32_t gm_bind_done_count(const struct gm_bind *b, uint32_t slot);
 
 /* Was position i completed by this task's holder, or an earlier one that died? */
 bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i);

@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 
+_slot = None  # goldminer._slot once the spec has set sys.path (it imports torch)
 SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
@@ -85,8 +86,10 @@ class _Task:
         epoch, batch = ctypes.c_uint32(), ctypes.c_uint32()
         n = lib.gm_bind_indices(b, slot, ctypes.byref(idx), ctypes.byref(epoch),
                                 ctypes.byref(batch))
-        self.indices = [idx[i] for i in range(n)]
+        self.indices = idx[:n]
         self.epoch, self.batch = epoch.value, batch.value  # the trainer's, in the slot
+        self.fresh = lib.gm_bind_done_count(b, slot) == 0  # no earlier holder's work
+        self.base = None
         cap = ctypes.c_uint64()
         ptr = lib.gm_bind_payload(b, slot, ctypes.byref(cap))
         self.cap = cap.value
@@ -107,11 +110,9 @@ class _Task:
 
 def _sample(w, t, i):
     """dataset[i] seeded for (seed, epoch, i); raises what it raises."""
-    from . import _slot
-    t.lib.gm_bind_sample(t.b, t.slot, i)
-    if t.lib.gm_bind_quarantined(t.b, i):
+    if t.lib.gm_bind_sample(t.b, t.slot, i):  # (one call: it says if quarantined)
         raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
-    _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, i))
+    _slot.seed_all(_slot.seed_at(t.base, i))
     return w["dataset"][i]
 
 
@@ -138,7 +139,6 @@ def _one(w, t, pos, i):
 
 def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
     """Publish the batch as failed, the exception pickled into the payload."""
-    from . import _slot
     info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "batch": t.batch}
     try:
         blob = w["dumps"]((exc, info))
@@ -163,7 +163,7 @@ class _Kept:
         self.t, self.n = t, len(t.indices)
         self.dir = t.cap - 16 * self.n
         self.low = self.dir
-        for pos in range(self.n):
+        for pos in range(0 if t.fresh else self.n):
             off, ln = self.entry(pos)
             if ln:
                 self.low = min(self.low, off)
@@ -171,7 +171,7 @@ class _Kept:
     def entry(self, pos):
         """(offset, length) of position pos's kept item, (0, 0) when none."""
         t = self.t
-        if self.dir < 0 or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
+        if self.dir < 0 or t.fresh or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
             return 0, 0
         off, ln = struct.unpack_from("<QQ", t.buf, self.dir + 16 * pos)
         return (off, ln) if ln and off + ln <= self.dir else (0, 0)
@@ -208,13 +208,13 @@ class _Kept:
 
 
 def produce(w, t):
-    from . import _slot
     items, kept = [], _Kept(t)
+    t.base = _slot.seed_base(w["seed"], t.epoch)
     for pos, i in enumerate(t.indices):
-        item, ok = kept.load(pos)
+        item, ok = (None, False) if t.fresh else kept.load(pos)
         if not ok:
             # made again after a death: its error record is the dead holder's
-            t.quiet = t.lib.gm_bind_is_done(t.b, t.slot, pos)
+            t.quiet = not t.fresh and t.lib.gm_bind_is_done(t.b, t.slot, pos)
             t0 = time.monotonic()
             item, bad = _one(w, t, pos, i)
             t.quiet = False
@@ -225,7 +225,7 @@ def produce(w, t):
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
-        _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, -1 - t.batch))
+        _slot.seed_all(_slot.seed_at(t.base, -1 - t.batch))
         out = w["collate_fn"](items)
         packed = _slot.pack(out, w["dumps"])
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
@@ -239,7 +239,10 @@ def produce(w, t):
 
 
 def _setup():
+    global _slot
     head, w = _load_spec()
+    from . import _slot as slot_module  # (torch and NumPy: from the trainer's sys.path)
+    _slot = slot_module
     w.update(head)
 
     try:
@@ -285,7 +288,6 @@ def _worker_info(w, wid):
     0..num_workers-1, kept by a replacement), num_workers, seed (the loader's seed
     plus the id, as torch's base seed plus the id) and the dataset; the three
     global generators are seeded with that seed for worker_init_fn."""
-    from . import _slot
     seed = (w["seed"] + wid) & ((1 << 63) - 1)
     try:
         from torch.utils.data._utils import worker as tw
@@ -339,6 +341,11 @@ def zygote(lib):
     b = _attach(lib)
     w = _load(lib, b)
     trainer = os.getppid()
+    # what is loaded now stays where it is: the garbage collector of a forked
+    # worker will not touch (and so copy) the pages the workers share with us
+    import gc
+    gc.collect()
+    gc.freeze()
     os.write(4, b"R")
     while True:
         try:

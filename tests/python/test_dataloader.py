@@ -61,9 +61,13 @@ class AugDataset:
 
 
 def named(name, pid=None):
-    """pid's children called name (/proc/PID/comm: the workers set theirs)."""
+    """pid's live children called name (/proc/PID/comm: the workers set theirs);
+    not zombies (a node agent's workers orphaned to this process, a subreaper,
+    when a test killed the agent)."""
     out = []
-    for c, _ in children(pid):
+    for c, state in children(pid):
+        if state == "Z":
+            continue
         try:
             with open("/proc/%d/comm" % c) as f:
                 if f.read().strip() == name:
