@@ -408,6 +408,24 @@ static bool crash_signal(int sig)
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
 }
 
+/* A mark that changes whenever the workers make progress: batches consumed, and
+ * the samples finished in the slots (a re-issued batch resumes after them, so
+ * killed workers that each finish some of a long batch make progress too: under
+ * kills every few hundred ms and a loaded machine, whole batches may take
+ * several lives). */
+static uint64_t progress(const struct gm_pool *p)
+{
+	uint64_t done = 0;
+	uint32_t words = (p->c.w.batch_size + 63) / 64;
+	for (uint32_t s = 0; s < p->h->nslots; s++) {
+		_Atomic uint64_t *bits = gm_ring_done_bits(p->ring, s);
+		for (uint32_t q = 0; q < words; q++) /* relaxed: a hint, as the lease watch's */
+			done += (uint64_t)__builtin_popcountll(
+			    atomic_load_explicit(&bits[q], memory_order_relaxed));
+	}
+	return atomic_load(&p->h->consumed) * 1000003u + done;
+}
+
 /* A worker exited: reap it, re-issue its tasks, decide about a replacement. */
 static void on_exit_of(struct gm_pool *p, int i)
 {
@@ -451,7 +469,7 @@ static void on_exit_of(struct gm_pool *p, int i)
 	if (chaos)
 		return; /* deliberate: not a sign that workers cannot run */
 	/* Progress since the last death resets the storm counter. */
-	uint64_t c = atomic_load(&gm_ring_hdr(p->ring)->consumed);
+	uint64_t c = progress(p);
 	if (c != p->consumed_at_last_death)
 		p->consecutive_deaths = 0;
 	p->consumed_at_last_death = c;
