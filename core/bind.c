@@ -374,8 +374,9 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 		return -EINVAL;
 	}
 	if (cmd_request(p, cap, &req)) {
-		gm_errf(err, errlen, "the workers' command is too long for the node agent "
-				     "(%d arguments, %zu bytes at most)",
+		gm_errf(err, errlen,
+			"the workers' command is too long for the node agent "
+			"(%d arguments, %zu bytes at most)",
 			GM_NODE_CMD_ARGS, sizeof(req.root) - 1);
 		return -E2BIG;
 	}
@@ -398,7 +399,7 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 		rc = rep->status;
 	if (rc) {
 		gm_errf(err, errlen, "node agent at %s: %s", socket_path,
-			rc == -EPIPE	    ? "it closed the connection"
+			rc == -EPIPE	? "it closed the connection"
 			: rc == -EPROTO ? "malformed reply (another goldminer version?)"
 					: rep->msg);
 		close(fd);
@@ -563,7 +564,7 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 		return;
 	if (p->node_fd >= 0)
 		close(p->node_fd); /* the agent stops the workers it ran for us */
-	gm_pool_stop(p->pool); /* no worker writes while the pages are unregistered */
+	gm_pool_stop(p->pool);	   /* no worker writes while the pages are unregistered */
 	if (p->pinned)
 		gm_cuda_host_unregister(gm_ring_base(p->ring));
 	gm_pool_destroy(p->pool);

@@ -109,10 +109,10 @@ struct job {
 	uid_t uid; /* the client's (SO_PEERCRED) */
 	/* a CMDJOB (wire.h): workers run the client's command over the client's ring */
 	bool cmd_job;
-	int spec_fd;				      /* their fd 5 (ours: closed at detach) */
-	char cmd[4096];				      /* the command's arguments, NUL-separated */
-	const char *argv[GM_NODE_CMD_ARGS + 1];	      /* into cmd */
-	const char *zargv[GM_NODE_CMD_ARGS + 2];      /* the same and "--zygote" */
+	int spec_fd;				 /* their fd 5 (ours: closed at detach) */
+	char cmd[4096];				 /* the command's arguments, NUL-separated */
+	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
+	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
 };
 
 struct agent {
@@ -468,7 +468,8 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 	}
 	if (nfds != 2 || fstat(fds[0], &rs) || fstat(fds[1], &ss) || !S_ISREG(rs.st_mode) ||
 	    !S_ISREG(ss.st_mode)) {
-		snprintf(why, len, "a job of Python workers sends the ring's and the spec's memfds");
+		snprintf(why, len,
+			 "a job of Python workers sends the ring's and the spec's memfds");
 		return -EINVAL;
 	}
 	if (req->lease_timeout_ms > GM_MAX_LEASE_MS) {

@@ -112,8 +112,8 @@ struct gm_pool {
 	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
 	pid_t zpid;
 	int zpidfd, zsock;
-	bool zready;	 /* it said it is loaded: workers are forked from it */
-	int zfails;	 /* zygotes that died before they were ready */
+	bool zready;	/* it said it is loaded: workers are forked from it */
+	int zfails;	/* zygotes that died before they were ready */
 	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
 };
 
@@ -171,8 +171,7 @@ static void exec_with_id(char *const *argv, int id)
 /* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
  * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
  * before exec: the coordinator's process has other threads). */
-static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready,
-		  int id)
+static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready, int id)
 {
 	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1078,8 +1077,7 @@ static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, si
 	rc = gm_ring_admit(slots, c->w.batch_size, sample_bytes, err, errlen);
 	if (rc)
 		return rc;
-	rc = gm_ring_create(ring, slots, c->w.batch_size, sample_bytes, c->first_task,
-			    c->end_task);
+	rc = gm_ring_create(ring, slots, c->w.batch_size, sample_bytes, c->first_task, c->end_task);
 	if (rc)
 		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
 			c->w.batch_size, sample_bytes, strerror(-rc));

@@ -109,8 +109,9 @@ static int worker_main(const char *mode)
 
 	/* before the attach opens anything: fd 5 is the spec, nothing above it is open */
 	char spec[16] = "";
-	bool spec_bad = !strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
-						  strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1);
+	bool spec_bad =
+	    !strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
+				      strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1);
 	if (gm_bind_attach(&b, 3))
 		return 2;
 	if (spec_bad) {
@@ -483,8 +484,8 @@ static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
 	assert_int_equal(kill(first, SIGKILL), 0);
 	pid_t forked = a_forked_worker(first);
 	assert_true(forked > 0);
-	assert_int_equal(id_of(first, true), 0); /* the id, through the zygote's request */
-	assert_int_equal(id_of(forked, true), 0); /* the dead worker's */
+	assert_int_equal(id_of(first, true), 0);       /* the id, through the zygote's request */
+	assert_int_equal(id_of(forked, true), 0);      /* the dead worker's */
 	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
 	assert_int_equal(drain(p, 40, bad), 0);
 	gm_bind_pool_stats(p, st);
