@@ -537,6 +537,10 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	}
 	if (!rc)
 		rc = open_cmd_pool(j, req, fds[0], why, sizeof(why));
+	if (rc && j->cmd_job) { /* the connection may ask again */
+		close(j->spec_fd);
+		j->cmd_job = false;
+	}
 	if (rc) {
 		j->ring_bytes = 0;
 		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", why);
