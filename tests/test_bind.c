@@ -597,6 +597,37 @@ static void test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else(void **sta
 	close(fd);
 }
 
+static void test_node_pool_says_why_it_cannot_reach_the_agent(void **state)
+{
+	(void)state;
+	char err[512], nowhere[96];
+	int rc;
+	struct gm_bind_pool *p = open_pool("plain", 1, 6, 0, err, &rc); /* (started) */
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -EBUSY);
+	gm_bind_pool_destroy(p);
+	const char *nine[] = {self, "1", "2", "3", "4", "5", "6", "7", "8", NULL};
+	int fd = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	struct gm_bind_pool_cfg c = {
+	    .argv = nine, .workers = 1, .batch_max = 3, .payload_bytes = 24, .end_task = 6};
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "spec_fd")); /* the workers would have nothing to load */
+	gm_bind_pool_destroy(p);
+	c.spec_fd = fd;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -E2BIG);
+	assert_non_null(strstr(err, "too long for the node agent"));
+	gm_bind_pool_destroy(p);
+	nine[2] = NULL; /* two arguments: the agent is what is missing now */
+	snprintf(nowhere, sizeof(nowhere), "%s/no-agent.sock", dir);
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_true(gm_bind_pool_node(p, nowhere, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, nowhere));
+	gm_bind_pool_destroy(p);
+	close(fd);
+}
+
 static void test_worker_fatal_error_reaches_the_consumer(void **state)
 {
 	(void)state;
@@ -796,6 +827,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
 	    cmocka_unit_test(test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else),
+	    cmocka_unit_test(test_node_pool_says_why_it_cannot_reach_the_agent),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
