@@ -21,10 +21,13 @@
 #include "goldminer/bind.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +37,7 @@
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
+#include "goldminer/wire.h"
 
 /* ---- worker side ---------------------------------------------------------------- */
 
@@ -41,6 +45,7 @@ struct gm_bind {
 	struct gm_ring *ring;
 	uint32_t pid;
 	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
+	int sched_fd;	  /* /proc/self/schedstat, read at each claim and publish (-1) */
 };
 
 static uint64_t now_ns(void)
@@ -50,18 +55,19 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Time this process waited for a CPU, in ns (/proc/self/schedstat's second
- * field; 0 where the kernel does not keep it). */
-static uint64_t run_delay(void)
+/* Time this process waited for a CPU, in ns (the second field of
+ * /proc/self/schedstat, kept open: twice a batch; 0 where the kernel does not
+ * keep it). */
+static uint64_t run_delay(const struct gm_bind *b)
 {
-	unsigned long long run = 0, wait = 0;
-	FILE *f = fopen("/proc/self/schedstat", "re");
-	if (!f)
+	char buf[128], *end;
+	ssize_t n = b->sched_fd >= 0 ? pread(b->sched_fd, buf, sizeof(buf) - 1, 0) : -1;
+
+	if (n <= 0)
 		return 0;
-	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-		wait = 0;
-	fclose(f);
-	return wait;
+	buf[n] = '\0';
+	strtoull(buf, &end, 10); /* time on a CPU */
+	return strtoull(end, NULL, 10);
 }
 
 int gm_bind_attach(struct gm_bind **out, int fd)
@@ -79,6 +85,7 @@ int gm_bind_attach(struct gm_bind **out, int fd)
 		return rc;
 	}
 	b->pid = (uint32_t)getpid();
+	b->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	*out = b;
 	return 0;
 }
@@ -87,6 +94,8 @@ void gm_bind_detach(struct gm_bind *b)
 {
 	if (!b)
 		return;
+	if (b->sched_fd >= 0)
+		close(b->sched_fd);
 	gm_ring_destroy(b->ring);
 	free(b);
 }
@@ -107,7 +116,7 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 		gm_ring_begin_task(b->ring, (uint32_t)slot, *task,
 				   gm_ring_ctl(b->ring, (uint32_t)slot)->n);
 		b->t0 = now_ns();
-		b->rq0 = run_delay();
+		b->rq0 = run_delay(b);
 	}
 	return slot;
 }
@@ -133,11 +142,24 @@ void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap)
 	return gm_ring_data(b->ring, slot);
 }
 
-void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
+bool gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
 {
 	/* read relaxed by the pool's lease watch and reclaim: a hint for attribution */
 	atomic_store_explicit(&gm_ring_ctl(b->ring, slot)->cur_sample, sample,
 			      memory_order_relaxed);
+	return sample != UINT32_MAX && gm_ring_quarantined(b->ring, sample);
+}
+
+uint32_t gm_bind_done_count(const struct gm_bind *b, uint32_t slot)
+{
+	uint32_t n = gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR, count = 0;
+	_Atomic uint64_t *done = gm_ring_done_bits(b->ring, slot);
+
+	/* acquire pairs with the release in gm_bind_done, as gm_bind_is_done's */
+	for (uint32_t q = 0; q < (n + 63) / 64; q++)
+		count += (uint32_t)__builtin_popcountll(
+		    atomic_load_explicit(&done[q], memory_order_acquire));
+	return count;
 }
 
 bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i)
@@ -189,7 +211,7 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
 	if (!gm_ring_status_ok(status) && status != -EMSGSIZE)
 		return -EINVAL;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
-	uint64_t rq = run_delay();
+	uint64_t rq = run_delay(b);
 	ctl->decode_ns = now_ns() - b->t0;
 	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
 	ctl->status = status;
@@ -218,6 +240,12 @@ struct gm_bind_pool {
 	uint32_t workers;
 	bool started;
 	bool pinned; /* the ring is registered with CUDA */
+	/* for gm_bind_pool_node: the workers' command, spec and deadline, and the
+	 * connection to the agent that runs them (-1: none) */
+	const char *const *argv;
+	int spec_fd;
+	uint32_t lease_ms;
+	int node_fd;
 };
 
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
@@ -240,6 +268,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;
+	pc.exec_fd = c->spec_fd;
 	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */
 	pc.sample_bytes = (c->payload_bytes + rows - 1) / rows;
 	pc.w.batch_size = rows;
@@ -265,6 +294,10 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	p->h = gm_ring_hdr(p->ring);
 	p->batch_max = c->batch_max;
 	p->workers = c->workers;
+	p->argv = c->argv;
+	p->spec_fd = c->spec_fd;
+	p->lease_ms = c->lease_timeout_ms;
+	p->node_fd = -1;
 	*out = p;
 	return 0;
 }
@@ -306,6 +339,94 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen)
 	return rc;
 }
 
+/* A CMDJOB request for the node agent (wire.h): the command, cap and deadline.
+ * 0, or -E2BIG when the command does not fit. */
+static int cmd_request(const struct gm_bind_pool *p, uint32_t cap, struct gm_node_req *req)
+{
+	size_t off = 0;
+
+	gm_wire_request(req, GM_NODE_CMDJOB);
+	for (int k = 0; p->argv[k]; k++) {
+		size_t l = strlen(p->argv[k]) + 1;
+		if (k == GM_NODE_CMD_ARGS || off + l >= sizeof(req->root))
+			return -E2BIG;
+		memcpy(req->root + off, p->argv[k], l);
+		off += l;
+	}
+	req->root[off] = '\0'; /* the empty argument that ends them */
+	req->workers = (int32_t)(cap > GM_MAX_WORKERS ? GM_MAX_WORKERS : cap);
+	req->lease_timeout_ms = p->lease_ms;
+	return 0;
+}
+
+int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
+		      size_t errlen)
+{
+	struct gm_node_req req;
+	struct gm_node_reply *rep;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 64], why[512];
+	int rc, fd;
+
+	if (p->started)
+		return -EBUSY;
+	if (p->spec_fd <= 2) {
+		gm_errf(err, errlen, "a pool run by the node agent needs a spec_fd");
+		return -EINVAL;
+	}
+	if (cmd_request(p, cap, &req)) {
+		gm_errf(err, errlen,
+			"the workers' command is too long for the node agent "
+			"(%d arguments, %zu bytes at most)",
+			GM_NODE_CMD_ARGS, sizeof(req.root) - 1);
+		return -E2BIG;
+	}
+	if (!socket_path || !*socket_path)
+		socket_path = gm_wire_default_socket(path, sizeof(path));
+	rep = malloc(sizeof(*rep));
+	if (!rep) {
+		gm_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	fd = gm_wire_connect(socket_path, why, sizeof(why));
+	if (fd < 0) {
+		gm_errf(err, errlen, "%s", why);
+		rc = fd;
+		goto out_free;
+	}
+	int fds[2] = {gm_ring_fd(p->ring), p->spec_fd};
+	rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
+	if (rc == 0 && rep->status)
+		rc = rep->status;
+	if (rc) {
+		gm_errf(err, errlen, "node agent at %s: %s", socket_path,
+			rc == -EPIPE	? "it closed the connection"
+			: rc == -EPROTO ? "malformed reply (another goldminer version?)"
+					: rep->msg);
+		close(fd);
+		goto out_free;
+	}
+	p->node_fd = fd;
+	p->started = true;
+out_free:
+	free(rep);
+	return rc;
+}
+
+/* -EIO when the node agent that runs the workers hung up, else 0. */
+static int node_gone(const struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	struct pollfd pf = {.fd = p->node_fd, .events = POLLIN};
+	char c;
+
+	if (p->node_fd < 0 || poll(&pf, 1, 0) != 1)
+		return 0;
+	if (!(pf.revents & (POLLHUP | POLLERR)) &&
+	    recv(p->node_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+		return 0; /* (the agent says nothing unasked: not a hang-up) */
+	gm_errf(err, errlen, "the node agent that runs the workers is gone (its workers with it)");
+	return -EIO;
+}
+
 /* -EIO with the pool's or a worker's fatal message, else 0. */
 static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
 {
@@ -319,7 +440,7 @@ static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
 		gm_errf(err, errlen, "a worker cannot run: %s", p->h->fatal);
 		return -EIO;
 	}
-	return 0;
+	return node_gone(p, err, errlen);
 }
 
 /* A delivered batch, counted for the elastic controller (relaxed: statistics). */
@@ -441,7 +562,9 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 {
 	if (!p)
 		return;
-	gm_pool_stop(p->pool); /* no worker writes while the pages are unregistered */
+	if (p->node_fd >= 0)
+		close(p->node_fd); /* the agent stops the workers it ran for us */
+	gm_pool_stop(p->pool);	   /* no worker writes while the pages are unregistered */
 	if (p->pinned)
 		gm_cuda_host_unregister(gm_ring_base(p->ring));
 	gm_pool_destroy(p->pool);

@@ -33,6 +33,10 @@
  * before anything is allocated, and the others are not touched. The ring's own
  * admission (gm_ring_admit) still compares it with what the machine has left.
  *
+ * A job may also bring its own ring and command (CMDJOB, a binding's: Python
+ * workers, see "a job of the client's command" below): the agent then runs those
+ * workers over that ring, sized like any job's, on this host only.
+ *
  * It does not authenticate beyond uid (SO_PEERCRED), it does not persist anything
  * (a restarted agent starts with no jobs), and it does not parse command lines
  * (cmd/node.c) or encode messages (wire.c).
@@ -40,6 +44,7 @@
 #include "goldminer/node.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -101,6 +106,13 @@ struct job {
 	struct gm_policy_borrow_out bout;
 	bool told; /* its first decision has been logged */
 	char root[4096];
+	uid_t uid; /* the client's (SO_PEERCRED) */
+	/* a CMDJOB (wire.h): workers run the client's command over the client's ring */
+	bool cmd_job;
+	int spec_fd;				 /* their fd 5 (ours: closed at detach) */
+	char cmd[4096];				 /* the command's arguments, NUL-separated */
+	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
+	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
 };
 
 struct agent {
@@ -169,6 +181,8 @@ static void detach(struct agent *a, struct job *j, const char *why)
 		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
 		gm_dataset_close(j->ds);
 	}
+	if (j->cmd_job)
+		close(j->spec_fd);
 	close(j->fd);
 	memset(j, 0, sizeof(*j));
 	j->fd = -1;
@@ -396,6 +410,157 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	      (int)j->pid, j->root, j->batch_size, used_workers(a), a->budget, j->workers, mem);
 }
 
+/* ---- a job of the client's command (CMDJOB, wire.h): Python workers ---------------
+ *
+ * The client (goldminer.torch.DataLoader with node=) made the ring and wrote the
+ * first batches' indices into it (bind.h); the agent runs the workers: a pool
+ * over that ring whose workers exec the client's command (the client's
+ * interpreter) with what they load as fd 5, sized by the division like any job.
+ * The agent runs the client's command with its own uid, so only a client of that
+ * uid may ask (root too is refused: root's command would run as another user).
+ * Such a job's workers stay on this host: no peer can run the client's command.
+ */
+
+/* The command of req (root: NUL-terminated arguments, then an empty one) into
+ * j->argv and j->zargv, checked: 1..GM_NODE_CMD_ARGS arguments, the first an
+ * absolute path this agent may execute. 0, or -EINVAL with why. */
+static int parse_cmd(struct job *j, const struct gm_node_req *req, char *why, size_t len)
+{
+	size_t off = 0;
+	int n = 0;
+
+	memcpy(j->cmd, req->root, sizeof(j->cmd));
+	while (off < sizeof(j->cmd) && j->cmd[off] && n < GM_NODE_CMD_ARGS) {
+		j->argv[n++] = j->cmd + off;
+		off += strnlen(j->cmd + off, sizeof(j->cmd) - off) + 1;
+	}
+	if (off >= sizeof(j->cmd) || j->cmd[off] || n == 0) {
+		snprintf(why, len,
+			 "the workers' command must be 1..%d NUL-terminated arguments and an "
+			 "empty one, in %zu bytes",
+			 GM_NODE_CMD_ARGS, sizeof(j->cmd));
+		return -EINVAL;
+	}
+	if (j->argv[0][0] != '/' || access(j->argv[0], X_OK)) {
+		snprintf(why, len, "%.512s is not an absolute path this agent can execute",
+			 j->argv[0]);
+		return -EINVAL;
+	}
+	for (int k = 0; k < n; k++)
+		j->zargv[k] = j->argv[k];
+	j->argv[n] = NULL;
+	j->zargv[n] = "--zygote";
+	j->zargv[n + 1] = NULL;
+	return 0;
+}
+
+/* Can the job run: the agent's uid, the two fds, a command, a deadline, a ring
+ * that fits the memory budget? 0, or -errno with why. */
+static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_req *req,
+			 const int *fds, int nfds, char *why, size_t len)
+{
+	struct stat rs, ss;
+	int n;
+
+	if (j->uid != a->uid) {
+		snprintf(why, len,
+			 "refused: workers that run the client's own command need the agent's "
+			 "uid %u (this client runs as uid %u)",
+			 (unsigned)a->uid, (unsigned)j->uid);
+		return -EACCES;
+	}
+	if (nfds != 2 || fstat(fds[0], &rs) || fstat(fds[1], &ss) || !S_ISREG(rs.st_mode) ||
+	    !S_ISREG(ss.st_mode)) {
+		snprintf(why, len,
+			 "a job of Python workers sends the ring's and the spec's memfds");
+		return -EINVAL;
+	}
+	if (req->lease_timeout_ms > GM_MAX_LEASE_MS) {
+		snprintf(why, len, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
+			 GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, req->lease_timeout_ms);
+		return -EINVAL;
+	}
+	uint64_t used = used_mem(a, &n), need = (uint64_t)rs.st_size;
+	if (used > a->mem || need > a->mem - used) {
+		char h_need[32], h_have[32];
+		human(h_need, sizeof(h_need), need);
+		human(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
+		snprintf(why, len,
+			 "the ring needs %s, the node agent's memory budget has %s left; "
+			 "lower slot_bytes= or the batch size, or start the agent with a larger "
+			 "--mem",
+			 h_need, h_have);
+		return -ENOMEM;
+	}
+	j->ring_bytes = need;
+	return parse_cmd(j, req, why, len);
+}
+
+/* The pool of a CMDJOB over the client's ring, started with no worker. */
+static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_fd, char *why,
+			 size_t len)
+{
+	struct gm_pool_cfg c;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.ring_fd = ring_fd;
+	c.exec_argv = j->argv;
+	c.zygote_argv = j->zargv;
+	c.exec_fd = j->spec_fd;
+	c.nice = GM_NODE_WORKER_NICE;
+	c.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (bind.h) */
+	c.lease_timeout_ms = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	rc = gm_pool_create(&j->pool, &c, why, len);
+	if (rc)
+		return rc;
+	rc = gm_pool_start(j->pool, why, len);
+	if (rc) {
+		gm_pool_destroy(j->pool);
+		j->pool = NULL;
+	}
+	return rc;
+}
+
+static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, const int *fds,
+		    int nfds)
+{
+	char why[768];
+	int rc;
+
+	if (j->pool) {
+		gm_wire_reply(j->fd, -EISCONN, -1, 0, 0, "this connection already has a job");
+		return;
+	}
+	rc = check_cmd_job(a, j, req, fds, nfds, why, sizeof(why));
+	if (!rc) {
+		j->spec_fd = fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
+		rc = j->spec_fd < 0 ? -errno : 0;
+		j->cmd_job = !rc;
+	}
+	if (!rc)
+		rc = open_cmd_pool(j, req, fds[0], why, sizeof(why));
+	if (rc && j->cmd_job) { /* the connection may ask again */
+		close(j->spec_fd);
+		j->cmd_job = false;
+	}
+	if (rc) {
+		j->ring_bytes = 0;
+		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", why);
+		return;
+	}
+	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
+	uint32_t used = wanted_workers(a), idle = used < a->budget ? a->budget - used : 0;
+	j->want = idle ? idle : 1; /* as attach: the idle part, corrected by measurement */
+	if (j->cap && j->want > j->cap)
+		j->want = j->cap;
+	a->short_ = divide(a);
+	snprintf(j->root, sizeof(j->root), "workers of %s", j->argv[0]);
+	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
+	logf_(a, "job pid %d attached: %s (on this host only), cap %u; %u of %u workers in use",
+	      (int)j->pid, j->root, j->cap, used_workers(a), a->budget);
+}
+
 static void status_json(struct agent *a, char *buf, size_t len)
 {
 	size_t off = 0;
@@ -447,6 +612,10 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
 			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
+		if (j->cmd_job && off < len) /* no peer can run the client's command */
+			off += (size_t)snprintf(buf + off, len - off,
+						", \"python_workers\": true, \"remote\": \"none: "
+						"Python workers run on this host only\"");
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
 	}
@@ -664,31 +833,46 @@ static void scale(struct agent *a, struct job *j, const struct gm_node_req *req)
 	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
 }
 
+static void serve_request(struct agent *a, struct job *j, struct gm_node_req *req, ssize_t n,
+			  const int *fds, int nfds);
+
 static void on_request(struct agent *a, struct job *j)
 {
 	struct gm_node_req req;
-	ssize_t n = recv(j->fd, &req, sizeof(req), 0);
+	int fds[GM_WIRE_MAX_FDS], nfds;
+	ssize_t n = gm_wire_recv(j->fd, &req, fds, &nfds);
 	if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
 		detach(a, j, n == 0 ? "connection closed" : strerror(errno));
 		return;
 	}
 	if (n < 0)
 		return;
+	serve_request(a, j, &req, n, fds, nfds);
+	for (int k = 0; k < nfds; k++)
+		close(fds[k]); /* what a request kept, it dup'ed */
+}
+
+static void serve_request(struct agent *a, struct job *j, struct gm_node_req *req, ssize_t n,
+			  const int *fds, int nfds)
+{
 	j->last_ms = now_ms();
 	/* Validate everything a client sent before using it. */
-	if (!gm_wire_request_valid(&req, n)) {
+	if (!gm_wire_request_valid(req, n)) {
 		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
 			      "malformed request (%zd bytes; expected a goldminer %d request)", n,
 			      GM_NODE_VERSION);
 		detach(a, j, "malformed request");
 		return;
 	}
-	switch (req.type) {
+	switch (req->type) {
 	case GM_NODE_ATTACH:
-		attach(a, j, &req);
+		attach(a, j, req);
+		break;
+	case GM_NODE_CMDJOB:
+		cmd_job(a, j, req, fds, nfds);
 		break;
 	case GM_NODE_SCALE:
-		scale(a, j, &req);
+		scale(a, j, req);
 		break;
 	case GM_NODE_STATUS: {
 		static char buf[GM_NODE_MSG]; /* the agent's one loop thread */
@@ -697,7 +881,7 @@ static void on_request(struct agent *a, struct job *j)
 		break;
 	}
 	default:
-		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0, "unknown request type %u", req.type);
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0, "unknown request type %u", req->type);
 	}
 }
 
@@ -755,6 +939,7 @@ static void on_accept(struct agent *a)
 	}
 	j->fd = fd;
 	j->pid = cr.pid;
+	j->uid = cr.uid;
 	j->last_ms = now_ms();
 }
 
@@ -876,8 +1061,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_info(a->rem, j->token, &ri);
 	if (j->cap)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
-	if (j->fixed)
-		most = 0; /* a pool fixed by request borrows nothing */
+	if (j->fixed || j->cmd_job)
+		most = 0; /* a pool fixed by request, or of a command's workers, borrows nothing */
 	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
 					      .headroom = GM_ELASTIC_HEADROOM,
 					      .delivered = j->delivered,

@@ -61,6 +61,7 @@ struct wk {
 	uint64_t stopped;  /* idle watch: first look that saw it stopped (0: running) */
 	int ready_fd;	   /* start watch: its end of the pipe until it is made (-1: made) */
 	uint64_t born;	   /* when it was forked */
+	int id;		   /* its worker id (see worker_id), kept while it is not stalled */
 };
 
 /* How often a sample was the culprit (quarantined at 2). */
@@ -111,8 +112,9 @@ struct gm_pool {
 	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
 	pid_t zpid;
 	int zpidfd, zsock;
-	bool zready; /* it said it is loaded: workers are forked from it */
-	int zfails;  /* zygotes that died before they were ready */
+	bool zready;	/* it said it is loaded: workers are forked from it */
+	int zfails;	/* zygotes that died before they were ready */
+	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
 };
 
 static uint64_t now_ns(void)
@@ -138,10 +140,38 @@ static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
 	atomic_store_explicit(&p->h->p_fatal, err, memory_order_release);
 }
 
+/* exec argv with GM_WORKER_ID=id in its environment (id < 0: none, and none
+ * inherited). In the child of fork(): no allocation, the array is on the stack. */
+static void exec_with_id(char *const *argv, int id)
+{
+	static const char var[] = "GM_WORKER_ID=";
+	char val[sizeof(var) + 12], *digits = val + sizeof(var) + 11;
+	size_t n = 0, k = 0;
+
+	while (environ[n] && n < 4096)
+		n++;
+	char *envp[n + 2];
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], var, sizeof(var) - 1))
+			envp[k++] = environ[i];
+	if (id >= 0) { /* the digits backwards from the end, then the name before them */
+		*digits = '\0';
+		do
+			*--digits = (char)('0' + id % 10);
+		while ((id /= 10) > 0);
+		digits -= sizeof(var) - 1;
+		memcpy(digits, var, sizeof(var) - 1);
+		envp[k++] = digits;
+	}
+	envp[k] = NULL;
+	execvpe(argv[0], argv, envp);
+	_exit(127); /* as a shell says "command not found" */
+}
+
 /* In the child of fork(): the ring's memfd as fd 3 and nothing else beyond stdio,
  * then the C worker loop, or exec of c.exec_argv (only async-signal-safe calls
  * before exec: the coordinator's process has other threads). */
-static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready)
+static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, int ready, int id)
 {
 	/* Die with the coordinator thread (it survives exec); Ctrl-C is the consumer's. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -162,25 +192,31 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 	 * stays alive because a worker inherited it. Rings are MADV_DONTFORK,
 	 * so the worker maps its own ring afresh from the fd (dup2 clears
 	 * FD_CLOEXEC, or the fcntl below does: an exec'd worker finds it as fd 3). */
-	int rfd = ready >= 0 ? fcntl(ready, F_DUPFD, 10) : -1; /* clear of 3 and 4 */
-	if ((ready >= 0 && rfd < 0) || dup2(gm_ring_fd(p->ring), 3) < 0)
+	/* first out of the way of 3, 4 and 5, then into place */
+	int rfd = ready >= 0 ? fcntl(ready, F_DUPFD, 10) : -1;
+	int zfd = sock >= 0 ? fcntl(sock, F_DUPFD, 10) : -1;
+	int xfd = argv && p->c.exec_fd > 2 ? fcntl(p->c.exec_fd, F_DUPFD, 10) : -1;
+	if ((ready >= 0 && rfd < 0) || (sock >= 0 && zfd < 0) ||
+	    (argv && p->c.exec_fd > 2 && xfd < 0) || dup2(gm_ring_fd(p->ring), 3) < 0)
 		_exit(1);
-	/* the start watch's pipe (a C worker's) as fd 4 */
-	if (rfd >= 0 && dup2(rfd, 4) < 0)
+	/* the start watch's pipe (a C worker's), or a zygote's socket, as fd 4 */
+	if ((rfd >= 0 && dup2(rfd, 4) < 0) || (zfd >= 0 && dup2(zfd, 4) < 0))
 		_exit(1);
 	/* dup2 onto itself (the ring was fd 3) keeps the flag: clear it */
 	if (argv && fcntl(3, F_SETFD, 0) < 0)
 		_exit(1);
-	/* a zygote's socket to the coordinator as fd 4 (the same dance) */
-	if (sock >= 0 && (dup2(sock, 4) < 0 || fcntl(4, F_SETFD, 0) < 0))
+	if (zfd >= 0 && fcntl(4, F_SETFD, 0) < 0)
 		_exit(1);
-	syscall(SYS_close_range, sock >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
+	/* the owner's exec_fd as fd 5 */
+	if (xfd >= 0 && dup2(xfd, 5) < 0)
+		_exit(1);
+	if (xfd >= 0 && zfd < 0 && rfd < 0)
+		close(4); /* nothing as fd 4 but a zygote's socket */
+	syscall(SYS_close_range, xfd >= 0 ? 6 : zfd >= 0 || rfd >= 0 ? 5 : 4, ~0u, 0);
 	if (p->c.nice)
 		(void)setpriority(PRIO_PROCESS, 0, p->c.nice);
-	if (argv) {
-		execvp(argv[0], argv);
-		_exit(127); /* as a shell says "command not found" */
-	}
+	if (argv)
+		exec_with_id(argv, id);
 	struct gm_ring *mine;
 	if (gm_ring_attach(&mine, 3) < 0)
 		_exit(1);
@@ -192,12 +228,14 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 
 /* A worker forked by the zygote (it is our child: this process is a subreaper
  * and the zygote's own child that forked it has exited). Its pid, or -errno. */
-static pid_t from_zygote(struct gm_pool *p)
+static pid_t from_zygote(struct gm_pool *p, int id)
 {
 	struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
 	int32_t pid = -EIO;
+	char req[5] = {'F'};
 
-	if (send(p->zsock, "F", 1, MSG_NOSIGNAL) != 1)
+	memcpy(req + 1, &(int32_t){id}, sizeof(int32_t)); /* the worker's id, host order */
+	if (send(p->zsock, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
 		return -EIO;
 	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck */
 	if (poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
@@ -205,17 +243,31 @@ static pid_t from_zygote(struct gm_pool *p)
 	return pid > 0 ? pid : -EIO;
 }
 
+/* The lowest worker id no live worker holds (a stalled one, killed, holds none):
+ * ids stay 0..workers-1, as torch's workers' do, and a replacement takes the id
+ * of the worker it replaces. */
+static int worker_id(const struct gm_pool *p)
+{
+	for (int id = 0;; id++) {
+		int i = 0;
+		while (i < p->nwk && (p->wk[i].stalled || p->wk[i].id != id))
+			i++;
+		if (i == p->nwk)
+			return id;
+	}
+}
+
 static int spawn(struct gm_pool *p)
 {
 	pid_t parent = getpid();
 	pid_t pid = -1;
-	int pidfd;
+	int pidfd, id = worker_id(p);
 
 	if (p->nwk >= GM_MAX_WORKERS)
 		return -EAGAIN;
 	int ready[2] = {-1, -1}; /* the start watch (C workers): a byte once made */
 	if (p->zready)
-		pid = from_zygote(p);
+		pid = from_zygote(p, id);
 	if (pid <= 0) { /* no zygote (yet), or one that failed: a fresh process */
 		if (!p->c.exec_argv && pipe2(ready, O_CLOEXEC | O_NONBLOCK))
 			return -errno;
@@ -229,7 +281,7 @@ static int spawn(struct gm_pool *p)
 			return err;
 		}
 		if (pid == 0)
-			child(p, parent, (char *const *)p->c.exec_argv, -1, ready[1]);
+			child(p, parent, (char *const *)p->c.exec_argv, -1, ready[1], id);
 		if (ready[1] >= 0)
 			close(ready[1]);
 	}
@@ -243,8 +295,8 @@ static int spawn(struct gm_pool *p)
 		return err;
 	}
 	/* the whole entry: the one reaped from here last may have been stalled */
-	p->wk[p->nwk] =
-	    (struct wk){.pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns()};
+	p->wk[p->nwk] = (struct wk){
+	    .pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns(), .id = id};
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
@@ -260,10 +312,20 @@ static int spawn(struct gm_pool *p)
  * It forks twice (its child forks the worker and exits), and this process is a
  * child subreaper (PR_SET_CHILD_SUBREAPER, set in gm_pool_start), so the worker,
  * orphaned, becomes our child: reaped, watched and attributed like any other.
- * Until the zygote is ready, and whenever it is gone, workers start as fresh
- * processes; a zygote that dies is restarted, up to 3 that die before they are
- * ready. The zygote is not a worker: it holds no lease and takes no task.
+ * Workers wait for the zygote to be ready, the first ones too: forked from it,
+ * they share the pages of what it loaded (an interpreter, torch, the dataset)
+ * instead of each holding its own copy, and they start as soon as fresh
+ * processes would (those would load the same things); a zygote not ready within
+ * ZYGOTE_WAIT_MS is waited for no longer. Whenever the zygote is
+ * gone, workers start as fresh processes; a zygote that dies is restarted, up to
+ * 3 that die before they are ready (then fresh processes for good). The zygote
+ * is not a worker: it holds no lease and takes no task.
  */
+
+/* How long workers wait for a zygote that is loading before they start as fresh
+ * processes (which load the same things: only a zygote stuck far longer than a
+ * worker's own start is given up on). */
+#define ZYGOTE_WAIT_MS 30000
 
 static void zygote_start(struct gm_pool *p)
 {
@@ -275,7 +337,7 @@ static void zygote_start(struct gm_pool *p)
 		return;
 	pid_t pid = fork();
 	if (pid == 0)
-		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1);
+		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1, -1);
 	close(sv[1]);
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	if (pidfd < 0) {
@@ -291,6 +353,7 @@ static void zygote_start(struct gm_pool *p)
 	p->zpidfd = pidfd;
 	p->zsock = sv[0];
 	p->zready = false;
+	p->zwait = now_ns() + ZYGOTE_WAIT_MS * 1000000ull;
 }
 
 /* The zygote exited (or must): reap it, forget it. */
@@ -344,6 +407,24 @@ static bool crash_signal(int sig)
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
 }
 
+/* A mark that changes whenever the workers make progress: batches consumed, and
+ * the samples finished in the slots (a re-issued batch resumes after them, so
+ * killed workers that each finish some of a long batch make progress too: under
+ * kills every few hundred ms and a loaded machine, whole batches may take
+ * several lives). */
+static uint64_t progress(const struct gm_pool *p)
+{
+	uint64_t done = 0;
+	uint32_t words = (p->c.w.batch_size + 63) / 64;
+	for (uint32_t s = 0; s < p->h->nslots; s++) {
+		_Atomic uint64_t *bits = gm_ring_done_bits(p->ring, s);
+		for (uint32_t q = 0; q < words; q++) /* relaxed: a hint, as the lease watch's */
+			done += (uint64_t)__builtin_popcountll(
+			    atomic_load_explicit(&bits[q], memory_order_relaxed));
+	}
+	return atomic_load(&p->h->consumed) * 1000003u + done;
+}
+
 /* A worker exited: reap it, re-issue its tasks, decide about a replacement. */
 static void on_exit_of(struct gm_pool *p, int i)
 {
@@ -387,7 +468,7 @@ static void on_exit_of(struct gm_pool *p, int i)
 	if (chaos)
 		return; /* deliberate: not a sign that workers cannot run */
 	/* Progress since the last death resets the storm counter. */
-	uint64_t c = atomic_load(&gm_ring_hdr(p->ring)->consumed);
+	uint64_t c = progress(p);
 	if (c != p->consumed_at_last_death)
 		p->consecutive_deaths = 0;
 	p->consumed_at_last_death = c;
@@ -414,7 +495,10 @@ static void adjust_pool(struct gm_pool *p, int target)
 	int active = 0;
 	for (int i = 0; i < p->nwk; i++)
 		active += !p->wk[i].retiring;
-	while (active < target && !atomic_load(&p->h->p_fatal)) {
+	/* a zygote that is loading: its workers will share its pages (see "the
+	 * zygote"), fresh processes would each load everything again */
+	bool wait_zygote = p->zpid && !p->zready && now_ns() < p->zwait;
+	while (active < target && !wait_zygote && !atomic_load(&p->h->p_fatal)) {
 		int err = spawn(p);
 		if (err) {
 			fatal(p, err, "cannot start a worker process: %s", strerror(-err));
@@ -422,12 +506,16 @@ static void adjust_pool(struct gm_pool *p, int target)
 		}
 		active++;
 	}
-	for (int i = p->nwk - 1; i >= 0 && active > target; i--) {
-		if (p->wk[i].retiring)
-			continue;
-		p->wk[i].retiring = true;
+	while (active > target) { /* the highest ids go: those left stay 0..target-1 */
+		int top = -1;
+		for (int i = 0; i < p->nwk; i++)
+			if (!p->wk[i].retiring && (top < 0 || p->wk[i].id > p->wk[top].id))
+				top = i;
+		if (top < 0)
+			break;
+		p->wk[top].retiring = true;
 		atomic_fetch_add(&p->retiring, 1);
-		kill(p->wk[i].pid, SIGUSR1);
+		kill(p->wk[top].pid, SIGUSR1);
 		active--;
 	}
 }
@@ -759,6 +847,10 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 		timeout = timeout < 0 || look < timeout ? look : timeout;
 	}
 	uint64_t now = now_ns();
+	if (p->zpid && !p->zready && p->zwait > now) { /* (then workers start fresh) */
+		int z = (int)((p->zwait - now) / 1000000) + 1;
+		timeout = timeout < 0 || z < timeout ? z : timeout;
+	}
 	if (p->c.chaos_kill_ms) {
 		uint64_t due = p->chaos_t + p->c.chaos_kill_ms * 1000000ull;
 		int c = due > now ? (int)((due - now) / 1000000) : 0;
@@ -945,13 +1037,34 @@ static uint32_t pow2_at_least(uint32_t v)
 	return p;
 }
 
-int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
+/* The ring of c->ring_fd, and the configuration it implies (c's geometry and
+ * tasks replaced by the ring's). 0, or gm_ring_attach's -errno with a message. */
+static int adopt_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, size_t errlen)
 {
-	struct gm_pool *p;
+	int rc = gm_ring_attach(ring, c->ring_fd);
+	if (rc) {
+		gm_errf(err, errlen, "the consumer's ring cannot be used: %s",
+			rc == -EPERM ? "it is not sealed" : strerror(-rc));
+		return rc;
+	}
+	const struct gm_ring_hdr *h = gm_ring_hdr(*ring);
+	c->w.batch_size = h->batch_size;
+	c->sample_bytes = h->sample_bytes;
+	c->slots = h->nslots;
+	c->first_task = h->first_task;
+	c->end_task = h->end_task;
+	return 0;
+}
+
+/* The pool's ring: a new one of c's geometry, or the one of c->ring_fd (adopt_ring);
+ * c's slots and sample_bytes are set to the ring's. 0 or -errno with a message. */
+static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, size_t errlen)
+{
 	size_t sample_bytes = c->sample_bytes ? c->sample_bytes : gm_aug_out_bytes(&c->w.aug);
 	int rc;
 
-	*out = NULL;
+	if (c->ring_fd > 0)
+		return adopt_ring(ring, c, err, errlen);
 	uint32_t slots =
 	    c->slots ? c->slots : pow2_at_least((uint32_t)(c->workers ? c->workers : 2) * 2);
 	if (slots < GM_MIN_SLOTS)
@@ -964,6 +1077,21 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	rc = gm_ring_admit(slots, c->w.batch_size, sample_bytes, err, errlen);
 	if (rc)
 		return rc;
+	rc = gm_ring_create(ring, slots, c->w.batch_size, sample_bytes, c->first_task, c->end_task);
+	if (rc)
+		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
+			c->w.batch_size, sample_bytes, strerror(-rc));
+	c->slots = slots;
+	c->sample_bytes = sample_bytes;
+	return rc;
+}
+
+int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
+{
+	struct gm_pool *p;
+	int rc;
+
+	*out = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		gm_errf(err, errlen, "out of memory");
@@ -971,32 +1099,30 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	}
 	p->c = *c;
 	p->evfd = -1;
-	pthread_mutex_init(&p->mu, NULL);
-	rc = gm_ring_create(&p->ring, slots, c->w.batch_size, sample_bytes, c->first_task,
-			    c->end_task);
-	if (rc) {
-		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
-			c->w.batch_size, sample_bytes, strerror(-rc));
-		pthread_mutex_destroy(&p->mu);
-		free(p);
-		return rc;
-	}
+	p->zpidfd = p->zsock = -1;
+	rc = pool_ring(&p->ring, &p->c, err, errlen);
+	if (rc)
+		goto out_free;
 	p->h = gm_ring_hdr(p->ring);
-	p->lease_ns = (uint64_t)c->lease_timeout_ms * 1000000ull;
-	p->seen = calloc(slots, sizeof(*p->seen));
+	p->lease_ns = (uint64_t)p->c.lease_timeout_ms * 1000000ull;
+	p->seen = calloc(p->h->nslots, sizeof(*p->seen));
 	if (!p->seen) {
 		gm_errf(err, errlen, "out of memory");
-		gm_ring_destroy(p->ring);
-		pthread_mutex_destroy(&p->mu);
-		free(p);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out_ring;
 	}
+	pthread_mutex_init(&p->mu, NULL);
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
-	p->zpidfd = p->zsock = -1;
 	*out = p;
 	return 0;
+
+out_ring:
+	gm_ring_destroy(p->ring);
+out_free:
+	free(p);
+	return rc;
 }
 
 struct gm_ring *gm_pool_ring(const struct gm_pool *p)

@@ -320,7 +320,60 @@ static void take_fds(struct msghdr *mh, int *fd_out)
 	}
 }
 
+/* Send req with nfds fds (0: a plain send). */
+static ssize_t send_req(int fd, const struct gm_node_req *req, const int *fds, int nfds)
+{
+	char cbuf[CMSG_SPACE(GM_WIRE_MAX_FDS * sizeof(int))];
+	struct iovec iov = {(void *)req, sizeof(*req)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (nfds > 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+ssize_t gm_wire_recv(int fd, struct gm_node_req *req, int *fds, int *nfds)
+{
+	char cbuf[CMSG_SPACE(GM_WIRE_MAX_FDS * sizeof(int))];
+	struct iovec iov = {req, sizeof(*req)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+
+	*nfds = 0;
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(got));
+			if (*nfds < GM_WIRE_MAX_FDS)
+				fds[(*nfds)++] = got;
+			else
+				close(got); /* more than a request carries: not kept */
+		}
+	}
+	return n;
+}
+
 int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *rep, int *fd_out)
+{
+	return gm_wire_call_fds(fd, req, NULL, 0, rep, fd_out);
+}
+
+int gm_wire_call_fds(int fd, const struct gm_node_req *req, const int *fds, int nfds,
+		     struct gm_node_reply *rep, int *fd_out)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {rep, sizeof(*rep)};
@@ -330,8 +383,10 @@ int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *re
 
 	if (fd_out)
 		*fd_out = -1;
+	if (nfds < 0 || nfds > GM_WIRE_MAX_FDS)
+		return -EINVAL;
 	do
-		n = send(fd, req, sizeof(*req), MSG_NOSIGNAL);
+		n = send_req(fd, req, fds, nfds);
 	while (n < 0 && errno == EINTR);
 	/* An agent that refused this connection (a limit) replied and hung up before
 	 * reading: take the reply it left, which says why, without waiting. */

@@ -23,11 +23,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -105,14 +107,30 @@ static int worker_main(const char *mode)
 	struct gm_bind *b;
 	uint64_t task;
 
+	/* before the attach opens anything: fd 5 is the spec, nothing above it is open */
+	char spec[16] = "";
+	bool spec_bad =
+	    !strcmp(mode, "spec") && (pread(5, spec, sizeof(spec) - 1, 0) != 7 ||
+				      strcmp(spec, "spec-ok") || fcntl(6, F_GETFD) != -1);
 	if (gm_bind_attach(&b, 3))
 		return 2;
+	if (spec_bad) {
+		gm_bind_fatal(b, "fd 5 is not the spec, or fd 6 is open");
+		gm_bind_detach(b);
+		return 1;
+	}
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%d%s", getenv("GM_TEST_BIND_DIR"), (int)getpid(),
 		 getenv("GM_TEST_FROM_ZYGOTE") ? ".z" : "");
-	FILE *f = fopen(path, "w"); /* the test finds its workers' pids here */
-	if (f)
+	/* the test finds its workers' pids (and ids) here: written whole, then named */
+	char tmp[160];
+	snprintf(tmp, sizeof(tmp), "%s/.%d", getenv("GM_TEST_BIND_DIR"), (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		fputs(getenv("GM_WORKER_ID") ? getenv("GM_WORKER_ID") : "none", f);
 		fclose(f);
+		rename(tmp, path);
+	}
 	if (!strcmp(mode, "fatal")) {
 		gm_bind_fatal(b, "no dataset here");
 		gm_bind_detach(b);
@@ -132,8 +150,9 @@ static int worker_main(const char *mode)
 
 /* The zygote protocol of pool.c (what python/goldminer/_worker.py's zygote does):
  * "R" once ready, then a worker forked twice (orphaned to the pool's process, a
- * subreaper) for each request, its pid the answer. MODE "dies": exit before ready. */
-static pid_t zygote_fork(pid_t trainer)
+ * subreaper) for each request ("F" and the worker's id), its pid the answer.
+ * MODE "dies": exit before ready. */
+static pid_t zygote_fork(pid_t trainer, int32_t id)
 {
 	int pfd[2];
 	int32_t v = -1;
@@ -153,6 +172,9 @@ static pid_t zygote_fork(pid_t trainer)
 					usleep(1000);
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setenv("GM_TEST_FROM_ZYGOTE", "1", 1);
+			char idtext[16];
+			snprintf(idtext, sizeof(idtext), "%d", (int)id);
+			setenv("GM_WORKER_ID", idtext, 1);
 			_exit(worker_main("slow"));
 		}
 		v = pid;
@@ -169,13 +191,15 @@ static pid_t zygote_fork(pid_t trainer)
 static int zygote_main(const char *mode)
 {
 	pid_t trainer = getppid();
-	char c;
+	char req[8];
+	int32_t id;
 	if (!strcmp(mode, "dies"))
 		return 3;
 	if (write(4, "R", 1) != 1)
 		return 1;
-	while (read(4, &c, 1) == 1) {
-		int32_t pid = zygote_fork(trainer);
+	while (read(4, req, sizeof(req)) == 5 && req[0] == 'F') {
+		memcpy(&id, req + 1, sizeof(id));
+		int32_t pid = zygote_fork(trainer, id);
 		if (write(4, &pid, sizeof(pid)) != sizeof(pid))
 			return 1;
 	}
@@ -194,6 +218,7 @@ static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 }
 
 static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many */
+static int spec_fd;	   /* open_pool's spec_fd (0: none) */
 static const char *zygote; /* open_pool's zygote mode (NULL: none) */
 
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
@@ -209,7 +234,8 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .end_task = tasks,
 				     .lease_timeout_ms = lease_ms,
 				     .budget = budget,
-				     .zygote_argv = zygote ? zargv : NULL};
+				     .zygote_argv = zygote ? zargv : NULL,
+				     .spec_fd = spec_fd};
 	uint32_t idx[3];
 
 	argv[0] = command ? command : self;
@@ -390,15 +416,16 @@ static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **sta
 	gm_bind_pool_destroy(p);
 }
 
-/* A worker the zygote forked (its pid file ends in ".z"), waiting up to 10 s. */
-static pid_t a_forked_worker(void)
+/* A worker the zygote forked (its pid file ends in ".z"), not `but`, waiting up
+ * to 10 s. */
+static pid_t a_forked_worker(pid_t but)
 {
 	for (int i = 0; i < 1000; i++) {
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		pid_t pid = 0;
 		while (d && (e = readdir(d)))
-			if (strstr(e->d_name, ".z"))
+			if (strstr(e->d_name, ".z") && atoi(e->d_name) != but)
 				pid = (pid_t)atoi(e->d_name);
 		if (d)
 			closedir(d);
@@ -427,6 +454,20 @@ static pid_t parent_of(pid_t pid)
 	return (pid_t)ppid;
 }
 
+/* The id worker pid wrote into its pid file ("none": none; -1: no file). */
+static int id_of(pid_t pid, bool forked)
+{
+	char path[160], text[16] = "";
+	snprintf(path, sizeof(path), "%s/%d%s", dir, (int)pid, forked ? ".z" : "");
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = '\0';
+	fclose(f);
+	return strcmp(text, "none") && text[0] ? atoi(text) : -2;
+}
+
 static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
 {
 	(void)state;
@@ -438,17 +479,67 @@ static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
 	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
 	zygote = NULL;
 	assert_int_equal(rc, 0);
-	pid_t first = a_worker();
-	usleep(300000); /* the zygote is ready */
+	pid_t first = a_forked_worker(0); /* the first workers too wait for the zygote */
+	assert_true(first > 0);
 	assert_int_equal(kill(first, SIGKILL), 0);
-	pid_t forked = a_forked_worker();
+	pid_t forked = a_forked_worker(first);
 	assert_true(forked > 0);
+	assert_int_equal(id_of(first, true), 0);       /* the id, through the zygote's request */
+	assert_int_equal(id_of(forked, true), 0);      /* the dead worker's */
 	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
 	assert_int_equal(drain(p, 40, bad), 0);
 	gm_bind_pool_stats(p, st);
 	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
 	gm_bind_pool_destroy(p);
 	assert_int_equal(parent_of(forked), 0); /* reaped */
+}
+
+/* Every worker's pid file, once there are n (up to 10 s): their pids and ids. */
+static void workers_and_ids(int n, pid_t *pids, int *ids)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		int k = 0;
+		while (d && (e = readdir(d)))
+			if (e->d_name[0] != '.' && k < n) {
+				pids[k] = atoi(e->d_name);
+				ids[k] = id_of(pids[k], strstr(e->d_name, ".z"));
+				k++;
+			}
+		if (d)
+			closedir(d);
+		if (k == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("not %d workers", n);
+}
+
+/* Exec'd workers (GM_WORKER_ID; the zygote's are checked with it below). */
+static void test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc, ids[4], seen = 0;
+	pid_t pids[4], victim = 0;
+	struct gm_bind_pool *p = open_pool("slow", 3, 100000, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	workers_and_ids(3, pids, ids);
+	for (int k = 0; k < 3; k++) {
+		assert_in_range(ids[k], 0, 2);
+		seen |= 1 << ids[k];
+		victim = ids[k] == 1 ? pids[k] : victim;
+	}
+	assert_int_equal(seen, 7); /* 0, 1 and 2, each once */
+	assert_int_equal(kill(victim, SIGKILL), 0);
+	workers_and_ids(4, pids, ids); /* the three and the replacement */
+	int newcomer = -1;
+	for (int k = 0; k < 4; k++)
+		if (pids[k] != victim && ids[k] == 1)
+			newcomer = k;
+	assert_true(newcomer >= 0); /* a live worker other than the victim has id 1 */
+	gm_bind_pool_destroy(p);
 }
 
 static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
@@ -465,7 +556,7 @@ static void test_zygote_that_cannot_start_leaves_fresh_workers(void **state)
 	usleep(200000);
 	assert_int_equal(kill(first, SIGKILL), 0);
 	assert_int_equal(drain(p, 12, bad), 0); /* a fresh process replaced it */
-	assert_int_equal(a_forked_worker(), 0);
+	assert_int_equal(a_forked_worker(0), 0);
 	gm_bind_pool_destroy(p);
 }
 
@@ -484,6 +575,57 @@ static void test_sample_that_crashes_two_workers_is_quarantined(void **state)
 	assert_int_equal(st[1], 2);
 	assert_int_equal(st[3], 1);
 	gm_bind_pool_destroy(p);
+}
+
+static void test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	int fd = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	assert_true(fd > 2);
+	assert_int_equal(write(fd, "spec-ok", 7), 7);
+	int other = dup(fd); /* an fd of ours that no worker may inherit */
+	spec_fd = fd;
+	struct gm_bind_pool *p = open_pool("spec", 2, 12, 0, err, &rc);
+	spec_fd = 0;
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 12, bad), 0); /* a worker that did not find it is fatal */
+	gm_bind_pool_destroy(p);
+	close(other);
+	close(fd);
+}
+
+static void test_node_pool_says_why_it_cannot_reach_the_agent(void **state)
+{
+	(void)state;
+	char err[512], nowhere[96];
+	int rc;
+	struct gm_bind_pool *p = open_pool("plain", 1, 6, 0, err, &rc); /* (started) */
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -EBUSY);
+	gm_bind_pool_destroy(p);
+	const char *nine[] = {self, "1", "2", "3", "4", "5", "6", "7", "8", NULL};
+	int fd = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	struct gm_bind_pool_cfg c = {
+	    .argv = nine, .workers = 1, .batch_max = 3, .payload_bytes = 24, .end_task = 6};
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "spec_fd")); /* the workers would have nothing to load */
+	gm_bind_pool_destroy(p);
+	c.spec_fd = fd;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_bind_pool_node(p, NULL, 0, err, sizeof(err)), -E2BIG);
+	assert_non_null(strstr(err, "too long for the node agent"));
+	gm_bind_pool_destroy(p);
+	nine[2] = NULL; /* two arguments: the agent is what is missing now */
+	snprintf(nowhere, sizeof(nowhere), "%s/no-agent.sock", dir);
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_true(gm_bind_pool_node(p, nowhere, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, nowhere));
+	gm_bind_pool_destroy(p);
+	close(fd);
 }
 
 static void test_worker_fatal_error_reaches_the_consumer(void **state)
@@ -611,6 +753,7 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(epoch, 9);
 	assert_int_equal(batch, 2);
 	assert_int_equal(idx[0], 55); /* the third word (another mapping of the ring) */
+	assert_int_equal(gm_bind_done_count(b, 0), 0); /* a fresh task */
 	assert_non_null(gm_bind_payload(b, 0, &cap));
 	assert_int_equal(cap, 40);
 	assert_int_equal(gm_bind_error(b, 0, 3, 7, -EIO, "x"), -EINVAL);
@@ -623,6 +766,11 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
 	assert_true(gm_bind_is_done(b, 0, 0));
 	assert_false(gm_bind_is_done(b, 0, 1));
+	assert_int_equal(gm_bind_done_count(b, 0), 1); /* a re-issue: one to resume after */
+	assert_false(gm_bind_sample(b, 0, 55));
+	gm_ring_quarantine(r, 55);
+	assert_true(gm_bind_sample(b, 0, 55)); /* it says when a sample is quarantined */
+	assert_false(gm_bind_sample(b, 0, UINT32_MAX));
 	assert_false(gm_bind_is_done(b, 0, 3));		  /* beyond the batch */
 	assert_int_equal(gm_ring_ctl(r, 0)->n_errors, 1); /* its records too */
 	assert_int_equal(gm_bind_publish(b, 0, -EPERM), -EINVAL);
@@ -676,7 +824,10 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
 	    cmocka_unit_test(test_replacements_fork_from_the_zygote_as_our_children),
 	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
+	    cmocka_unit_test(test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),
+	    cmocka_unit_test(test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else),
+	    cmocka_unit_test(test_node_pool_says_why_it_cannot_reach_the_agent),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -358,6 +359,55 @@ static void test_other_uid_refused(void **state)
 		skip(); /* this sandbox cannot switch uid */
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A CMDJOB (wire.h) with root = args (NUL-separated, len bytes) and nfds of
+ * fds: the agent's status, its words in msg (128 bytes). */
+static int cmd_job(const char *args, size_t len, const int *fds, int nfds, char *msg)
+{
+	struct gm_node_req req;
+	static struct gm_node_reply rep;
+	char err[256];
+	int fd = gm_wire_connect(sock, err, sizeof(err));
+	assert_true(fd >= 0);
+	gm_wire_request(&req, GM_NODE_CMDJOB);
+	memcpy(req.root, args, len < sizeof(req.root) ? len : sizeof(req.root));
+	req.workers = 1;
+	assert_int_equal(gm_wire_call_fds(fd, &req, fds, nfds, &rep, NULL), 0);
+	close(fd);
+	memcpy(msg, rep.msg, 127);
+	msg[127] = '\0';
+	return rep.status;
+}
+
+static void test_command_job_is_checked_before_anything_runs(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	char msg[128], full[4096];
+	static const char ok[] = "/bin/true\0--worker\0";
+	assert_int_equal(gm_ring_create(&r, 4, 5, 64, 0, 10), 0);
+	int spec = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	int fds[2] = {gm_ring_fd(r), spec}, bad[2] = {spec, spec};
+	assert_true(spec > 2);
+	assert_int_equal(cmd_job(ok, sizeof(ok), fds, 1, msg), -EINVAL); /* one fd */
+	assert_non_null(strstr(msg, "memfds"));
+	assert_int_equal(cmd_job("bin/true\0", 10, fds, 2, msg), -EINVAL);
+	assert_non_null(strstr(msg, "bin/true is not an absolute path"));
+	memset(full, 'a', sizeof(full)); /* no end to the arguments */
+	assert_int_equal(cmd_job(full, sizeof(full), fds, 2, msg), -EINVAL);
+	assert_non_null(strstr(msg, "NUL-terminated"));
+	assert_int_equal(cmd_job(ok, sizeof(ok), bad, 2, msg), -EBADMSG); /* not a ring */
+	assert_non_null(strstr(msg, "ring cannot be used"));
+	assert_int_equal(ftruncate(spec, 1ll << 50), 0); /* a ring of 1 PiB: over --mem */
+	bad[0] = spec;
+	assert_int_equal(cmd_job(ok, sizeof(ok), bad, 2, msg), -ENOMEM);
+	assert_non_null(strstr(msg, "memory budget"));
+	char st[4096];
+	assert_int_equal(gm_node_status(sock, st, sizeof(st)), 0);
+	assert_non_null(strstr(st, "\"jobs\": 0")); /* none of them became a job */
+	close(spec);
+	gm_ring_destroy(r);
 }
 
 static void test_malformed_request_and_missing_agent(void **state)
@@ -957,6 +1007,7 @@ int main(void)
 	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),
 	    cmocka_unit_test(test_bench_reports_the_workers_granted),
 	    cmocka_unit_test(test_options_survive_the_wire),
+	    cmocka_unit_test(test_command_job_is_checked_before_anything_runs),
 	    cmocka_unit_test(test_dead_client_frees_its_job),
 	    cmocka_unit_test(test_default_socket_directory_is_checked),
 	    cmocka_unit_test(test_idle_connections_do_not_lock_others_out),

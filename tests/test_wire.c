@@ -23,6 +23,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -383,6 +384,47 @@ static void test_reply_message_ends_inside_the_reply(void **state)
 }
 
 /* An agent that hangs up without a reply: -EPIPE, and no SIGPIPE for the send. */
+/* A request's fds reach the agent's side (gm_wire_recv), GM_WIRE_MAX_FDS at most:
+ * one more is closed on arrival, so a client cannot leak fds into the agent. */
+static void test_request_fds_arrive_and_extra_ones_are_closed(void **state)
+{
+	(void)state;
+	int sv[2], fds[GM_WIRE_MAX_FDS], nfds, three[3];
+	struct gm_node_req req, got;
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {&req, sizeof(req)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	pair(sv);
+	gm_wire_request(&req, GM_NODE_CMDJOB);
+	for (int k = 0; k < 3; k++)
+		three[k] = memfd_create("gm-test-wire", MFD_CLOEXEC);
+	memset(cbuf, 0, sizeof(cbuf));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(c), three, sizeof(three));
+	assert_int_equal(sendmsg(sv[0], &mh, 0), (ssize_t)sizeof(req));
+	int before = open_fds();
+	assert_int_equal(gm_wire_recv(sv[1], &got, fds, &nfds), (ssize_t)sizeof(got));
+	assert_int_equal(nfds, GM_WIRE_MAX_FDS);
+	assert_int_equal(open_fds(), before + GM_WIRE_MAX_FDS); /* the third was closed */
+	assert_int_equal(got.type, GM_NODE_CMDJOB);
+	for (int k = 0; k < nfds; k++) {
+		assert_true(fcntl(fds[k], F_GETFD) & FD_CLOEXEC);
+		close(fds[k]);
+	}
+	struct gm_node_reply *rep = malloc(sizeof(*rep));
+	assert_non_null(rep); /* more fds than a request carries: refused, nothing sent */
+	assert_int_equal(gm_wire_call_fds(sv[0], &req, three, 3, rep, NULL), -EINVAL);
+	free(rep);
+	for (int k = 0; k < 3; k++)
+		close(three[k]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void test_call_without_a_reply_is_epipe(void **state)
 {
 	int sv[2];
@@ -605,6 +647,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_call_gets_the_reply_and_its_fd, reset),
 	    cmocka_unit_test_setup(test_call_refuses_a_bad_reply_and_closes_its_fd, reset),
 	    cmocka_unit_test_setup(test_reply_message_ends_inside_the_reply, reset),
+	    cmocka_unit_test_setup(test_request_fds_arrive_and_extra_ones_are_closed, reset),
 	    cmocka_unit_test_setup(test_call_without_a_reply_is_epipe, reset),
 	    cmocka_unit_test_setup(test_reply_never_blocks_nor_raises_sigpipe, reset),
 	    cmocka_unit_test_setup(test_socket_refuses_a_path_too_long, reset),

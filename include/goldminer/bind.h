@@ -66,8 +66,13 @@ uint32_t gm_bind_indices(const struct gm_bind *b, uint32_t slot, const uint32_t 
 void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap);
 
 /* Sample `sample` is being computed now (crash and stall attribution: a sample
- * that kills or stalls two workers is quarantined); UINT32_MAX: none. */
-void gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
+ * that kills or stalls two workers is quarantined); UINT32_MAX: none. Returns
+ * whether it is quarantined (gm_bind_quarantined: one call per sample). */
+bool gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample);
+
+/* How many positions of the claimed slot are done (0: a fresh task, nothing to
+ * resume; one call instead of gm_bind_is_done for each position). */
+uint32_t gm_bind_done_count(const struct gm_bind *b, uint32_t slot);
 
 /* Was position i completed by this task's holder, or an earlier one that died? */
 bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i);
@@ -114,6 +119,9 @@ struct gm_bind_pool_cfg {
 	uint32_t budget;		/* > 0: the elastic controller sizes the pool within
 					 * this many workers, from `workers` (elastic.h) */
 	const char *const *zygote_argv; /* a zygote's command (pool.h), NULL: none */
+	int spec_fd; /* > 2: each worker's and the zygote's fd 5, what they load (a
+		      * memfd: gone with the consumer's process, however it ends;
+		      * borrowed: open until the pool is destroyed); 0: none */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */
@@ -135,10 +143,22 @@ int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bin
 /* Start the workers. 0 or -errno with a message. */
 int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
 
+/* Instead of gm_bind_pool_start: have the node agent at socket_path (NULL or "":
+ * the default socket, wire.h) run the workers over this pool's ring (a CMDJOB,
+ * wire.h): the same command, the spec (spec_fd, required), the lease deadline;
+ * cap: the most workers it may give (0: its policy decides). The agent sizes
+ * the pool with its division across jobs; the workers stay on its host. The
+ * connection is this pool's: gm_bind_pool_next fails with -EIO once the agent
+ * is gone, gm_bind_pool_destroy closes it (the agent then stops the workers).
+ * 0, or -errno with a message ("node agent: ..." for its refusals). */
+int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
+		      size_t errlen);
+
 /* Wait for task's batch (the wait and the delivered batch are counted in the
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
- * workers cannot run (message in err: the pool's, or a worker's fatal). */
+ * workers cannot run (message in err: the pool's, or a worker's fatal) or the
+ * node agent that runs them is gone. */
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
 		      size_t errlen);
 

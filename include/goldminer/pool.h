@@ -52,16 +52,30 @@ struct gm_pool_cfg {
 					* with the leases (lease_timeout_ms 0: not watched) */
 	/* Workers of a binding (bind.h): each worker is a fresh process running this
 	 * command (execvp; NULL-terminated, borrowed: it must outlive the pool) with the
-	 * ring's memfd as fd 3, instead of the C worker loop. NULL: the C worker. Its
-	 * w.ds may be NULL: the ring's ids[] then hold the consumer's sample indices. */
+	 * ring's memfd as fd 3 and its worker id in GM_WORKER_ID (the lowest no live
+	 * worker holds: 0..workers-1, a replacement takes the id of the worker it
+	 * replaces, a shrink retires the highest), instead of the C worker loop. NULL:
+	 * the C worker. Its w.ds may be NULL: the ring's ids[] then hold the
+	 * consumer's sample indices. */
 	const char *const *exec_argv;
 	uint64_t sample_bytes; /* bytes per sample in the ring (0: the transform's output) */
 	/* With exec_argv: a zygote's command (NULL: none). It loads what a worker loads,
 	 * then forks each new worker on request (fd 4: it writes "R" once loaded, reads
-	 * "F", answers the worker's pid as an int32), so a replaced worker starts in
+	 * "F" and the worker's id as an int32, answers the worker's pid as an int32;
+	 * an exec'd worker finds its id in GM_WORKER_ID), so a replaced worker starts in
 	 * milliseconds. The owner's process becomes a child subreaper
 	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
 	const char *const *zygote_argv;
+	/* With exec_argv: > 2, an fd every exec'd worker and the zygote get as fd 5
+	 * (borrowed: open until gm_pool_destroy), e.g. a sealed memfd with what the
+	 * workers load, so that nothing is left on a file system if the owner is
+	 * SIGKILLed; 0: none. */
+	int exec_fd;
+	/* > 0: the pool's ring is the one of this memfd (made by its consumer, a
+	 * binding's: bind.h), attached and checked (gm_ring_attach) instead of
+	 * created; its geometry and tasks are the ring's (w.batch_size, slots,
+	 * sample_bytes, first_task and end_task are taken from it). Not owned. */
+	int ring_fd;
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -39,7 +39,17 @@ enum gm_node_msg {
 	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
 	GM_NODE_SCALE = 2,  /* fix this job's pool size (workers), 0 = back to the policy */
 	GM_NODE_STATUS = 3, /* reply.msg holds one JSON line about the agent */
+	/* A job whose ring the client made (a binding's, bind.h), served by workers that
+	 * run the client's command: root holds the command's arguments, each
+	 * NUL-terminated, then an empty one (at most GM_NODE_CMD_ARGS; the first an
+	 * absolute path); workers: cap (0 = policy decides); lease_timeout_ms. Two
+	 * fds travel with it (SCM_RIGHTS): the ring's memfd, then what the workers
+	 * load (their fd 5). Only a client of the agent's own uid may send it. */
+	GM_NODE_CMDJOB = 4,
 };
+
+#define GM_NODE_CMD_ARGS 8 /* a CMDJOB command's arguments, at most */
+#define GM_WIRE_MAX_FDS	 2 /* fds one request may carry */
 
 struct gm_node_req {
 	uint32_t magic, version, type;
@@ -107,6 +117,17 @@ void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o);
 
 /* Is what recv() returned (n bytes into req) a request of this version? */
 bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n);
+
+/* Client: gm_wire_call with nfds (<= GM_WIRE_MAX_FDS) fds sent with the request
+ * (SCM_RIGHTS; the caller keeps its own). */
+int gm_wire_call_fds(int fd, const struct gm_node_req *req, const int *fds, int nfds,
+		     struct gm_node_reply *rep, int *fd_out);
+
+/* Agent: receive one request from fd into req (recv's return: bytes, 0 at
+ * hang-up, -1 with errno) and the fds it carried, close-on-exec, into fds[]
+ * (*nfds of them, at most GM_WIRE_MAX_FDS; any more are closed). The caller
+ * owns them, and closes them whatever the request turns out to be. */
+ssize_t gm_wire_recv(int fd, struct gm_node_req *req, int *fds, int *nfds);
 
 /* Client: send req on fd, then wait for the reply and at most one fd (into
  * *fd_out when fd_out is not NULL, else closed; -1 when none came). 0 with

@@ -27,6 +27,7 @@ class PoolCfg(ctypes.Structure):
         ("lease_timeout_ms", ctypes.c_uint32),
         ("budget", ctypes.c_uint32),
         ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
+        ("spec_fd", ctypes.c_int),
     ]
 
 
@@ -50,7 +51,8 @@ _PROTOS = {
     "gm_bind_indices": (ctypes.c_uint32, [_P, ctypes.c_uint32, ctypes.POINTER(_U32P),
                                           _U32P, _U32P]),
     "gm_bind_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
-    "gm_bind_sample": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_sample": (ctypes.c_bool, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_done_count": (ctypes.c_uint32, [_P, ctypes.c_uint32]),
     "gm_bind_done": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_is_done": (ctypes.c_bool, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_error": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
@@ -62,6 +64,8 @@ _PROTOS = {
                                            ctypes.c_char_p, ctypes.c_size_t]),
     "gm_bind_pool_give": (ctypes.c_int, [_P, ctypes.c_uint64, _BP]),
     "gm_bind_pool_start": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_bind_pool_node": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_char_p,
+                                         ctypes.c_size_t]),
     "gm_bind_pool_next": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
                                          ctypes.c_size_t]),
     "gm_bind_pool_status": (ctypes.c_int32, [_P, ctypes.c_uint32]),

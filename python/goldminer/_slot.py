@@ -53,14 +53,30 @@ def _mix(x):
     return x ^ (x >> 31)
 
 
+def seed_base(seed, epoch):
+    """What the seeds of one epoch share (a worker computes it once a batch)."""
+    return _mix(_mix(seed & M64) ^ (epoch & M64))
+
+
+def seed_at(base, what):
+    """seed_of(seed, epoch, what) from seed_base(seed, epoch)."""
+    return _mix(base ^ (what & M64))
+
+
 def seed_of(seed, epoch, what):
     """The 64-bit seed of sample `what` (or of a batch's collate: what = -1 - k)."""
-    return _mix(_mix(_mix(seed & M64) ^ (epoch & M64)) ^ (what & M64))
+    return seed_at(seed_base(seed, epoch), what)
+
+
+_c_seed = random.Random.__mro__[1].seed  # _random.Random.seed, under random.seed's checks
 
 
 def seed_all(s):
     """Seed the three global generators a transform usually draws from."""
-    random.seed(s)
+    # what random.seed(s) does for an int s, without its Python wrapper (a third
+    # of its cost, paid once a sample)
+    _c_seed(random._inst, s)
+    random._inst.gauss_next = None
     if _np is not None:
         _np.random.seed(s & 0xFFFFFFFF)
     if _torch is not None:

@@ -1,9 +1,9 @@
 """_worker - a Python data worker: a fresh process of the trainer's interpreter.
 
-    python3 -c '...from goldminer._worker import main; main()' SPEC
+    python3 -c '...from goldminer._worker import main; main()' [--zygote]
 
 started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
-fd 3. It loads SPEC (the pickled dataset, collate_fn, worker_init_fn, seed,
+fd 3 and the spec as fd 5 (a sealed memfd, dataloader.py). It loads the spec (the pickled dataset, collate_fn, worker_init_fn, seed,
 on_error and the trainer's sys.path), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
@@ -25,7 +25,7 @@ It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
 pool retires it) after its batch, and with the pool's SIGKILL.
 
 With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
-spec once, then forks a worker for each request on fd 4, so that a replaced
+spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
 import torch and unpickle the dataset.
 """
@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 
+_slot = None  # goldminer._slot once the spec has set sys.path (it imports torch)
 SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
@@ -49,12 +50,26 @@ def _on_usr1(sig, frame):
     _retire = True
 
 
-def _load_spec(path):
-    with open(path, "rb") as f:
-        blob = f.read()
+def _load_spec(fd=5):
+    """The spec from fd (read with pread: the offset is shared with every process
+    given the same memfd), then fd is closed."""
+    size, blob = os.fstat(fd).st_size, bytearray()
+    while len(blob) < size:
+        part = os.pread(fd, size - len(blob), len(blob))
+        if not part:
+            raise EOFError("the spec (fd %d) ends early" % fd)
+        blob += part
+    os.close(fd)
     # the trainer's sys.path first: its modules are where the script found them
     head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
     sys.path[:] = head["sys_path"]
+    if head.get("environ") is not None:  # started by a node agent: the trainer's
+        os.environ.clear()
+        os.environ.update(head["environ"])
+        try:
+            os.chdir(head["cwd"])  # ('' in sys.path is the trainer's directory)
+        except OSError:
+            pass
     try:
         import cloudpickle  # noqa: F401  (its types must be importable to load)
     except ImportError:
@@ -71,8 +86,10 @@ class _Task:
         epoch, batch = ctypes.c_uint32(), ctypes.c_uint32()
         n = lib.gm_bind_indices(b, slot, ctypes.byref(idx), ctypes.byref(epoch),
                                 ctypes.byref(batch))
-        self.indices = [idx[i] for i in range(n)]
+        self.indices = idx[:n]
         self.epoch, self.batch = epoch.value, batch.value  # the trainer's, in the slot
+        self.fresh = lib.gm_bind_done_count(b, slot) == 0  # no earlier holder's work
+        self.base = None
         cap = ctypes.c_uint64()
         ptr = lib.gm_bind_payload(b, slot, ctypes.byref(cap))
         self.cap = cap.value
@@ -93,11 +110,9 @@ class _Task:
 
 def _sample(w, t, i):
     """dataset[i] seeded for (seed, epoch, i); raises what it raises."""
-    from . import _slot
-    t.lib.gm_bind_sample(t.b, t.slot, i)
-    if t.lib.gm_bind_quarantined(t.b, i):
+    if t.lib.gm_bind_sample(t.b, t.slot, i):  # (one call: it says if quarantined)
         raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
-    _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, i))
+    _slot.seed_all(_slot.seed_at(t.base, i))
     return w["dataset"][i]
 
 
@@ -124,7 +139,6 @@ def _one(w, t, pos, i):
 
 def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
     """Publish the batch as failed, the exception pickled into the payload."""
-    from . import _slot
     info = {"type": type(exc), "msg": str(exc), "tb": tb, "index": index, "batch": t.batch}
     try:
         blob = w["dumps"]((exc, info))
@@ -149,7 +163,7 @@ class _Kept:
         self.t, self.n = t, len(t.indices)
         self.dir = t.cap - 16 * self.n
         self.low = self.dir
-        for pos in range(self.n):
+        for pos in range(0 if t.fresh else self.n):
             off, ln = self.entry(pos)
             if ln:
                 self.low = min(self.low, off)
@@ -157,7 +171,7 @@ class _Kept:
     def entry(self, pos):
         """(offset, length) of position pos's kept item, (0, 0) when none."""
         t = self.t
-        if self.dir < 0 or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
+        if self.dir < 0 or t.fresh or not t.lib.gm_bind_is_done(t.b, t.slot, pos):
             return 0, 0
         off, ln = struct.unpack_from("<QQ", t.buf, self.dir + 16 * pos)
         return (off, ln) if ln and off + ln <= self.dir else (0, 0)
@@ -194,13 +208,13 @@ class _Kept:
 
 
 def produce(w, t):
-    from . import _slot
     items, kept = [], _Kept(t)
+    t.base = _slot.seed_base(w["seed"], t.epoch)
     for pos, i in enumerate(t.indices):
-        item, ok = kept.load(pos)
+        item, ok = (None, False) if t.fresh else kept.load(pos)
         if not ok:
             # made again after a death: its error record is the dead holder's
-            t.quiet = t.lib.gm_bind_is_done(t.b, t.slot, pos)
+            t.quiet = not t.fresh and t.lib.gm_bind_is_done(t.b, t.slot, pos)
             t0 = time.monotonic()
             item, bad = _one(w, t, pos, i)
             t.quiet = False
@@ -211,7 +225,7 @@ def produce(w, t):
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
-        _slot.seed_all(_slot.seed_of(w["seed"], t.epoch, -1 - t.batch))
+        _slot.seed_all(_slot.seed_at(t.base, -1 - t.batch))
         out = w["collate_fn"](items)
         packed = _slot.pack(out, w["dumps"])
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
@@ -224,9 +238,13 @@ def produce(w, t):
     t.publish(0)
 
 
-def _setup(argv):
-    head, w = _load_spec(argv[0])
+def _setup():
+    global _slot
+    head, w = _load_spec()
+    from . import _slot as slot_module  # (torch and NumPy: from the trainer's sys.path)
+    _slot = slot_module
     w.update(head)
+
     try:
         import cloudpickle
         w["dumps"] = cloudpickle.dumps
@@ -249,10 +267,10 @@ def _attach(lib):
     return b
 
 
-def _load(lib, b, argv):
+def _load(lib, b):
     """The spec, or the process ends with the reason in the ring header."""
     try:
-        return _setup(argv)
+        return _setup()
     except BaseException as e:  # noqa: BLE001 - say why, then go
         msg = "%s: %s" % (type(e).__name__, e)
         lib.gm_bind_fatal(b, ("cannot load the dataset: " + msg).encode()[:250])
@@ -265,12 +283,29 @@ def _name(name):
     ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)
 
 
+def _worker_info(w, wid):
+    """torch.utils.data.get_worker_info() in this worker: its id (the pool's,
+    0..num_workers-1, kept by a replacement), num_workers, seed (the loader's seed
+    plus the id, as torch's base seed plus the id) and the dataset; the three
+    global generators are seeded with that seed for worker_init_fn."""
+    seed = (w["seed"] + wid) & ((1 << 63) - 1)
+    try:
+        from torch.utils.data._utils import worker as tw
+        tw._worker_info = tw.WorkerInfo(id=wid, num_workers=w.get("num_workers", 1),
+                                        seed=seed, dataset=w["dataset"])
+    except (ImportError, AttributeError):  # a torch without it: the id still reaches
+        pass                               # worker_init_fn
+    _slot.seed_all(seed)
+
+
 def _serve(lib, b, w):
     """The worker loop: claim, produce, publish until stop, the end or retirement."""
     _name(b"gm-pyworker")
     signal.signal(signal.SIGUSR1, _on_usr1)
+    wid = int(os.environ.get("GM_WORKER_ID", "0"))
+    _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
-        w["worker_init_fn"](0)
+        w["worker_init_fn"](wid)
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
@@ -282,10 +317,11 @@ def _serve(lib, b, w):
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
 
 
-def _forked(lib, b, w, trainer):
+def _forked(lib, b, w, trainer, wid):
     """In a worker the zygote forked: wait to be the trainer's (orphaned to it, a
-    subreaper), die with it, map the ring as this process, serve."""
+    subreaper), die with it, map the ring as this process, serve as worker wid."""
     os.close(4)
+    os.environ["GM_WORKER_ID"] = str(wid)
     while os.getppid() != trainer:
         if os.getppid() == 1:  # the trainer is gone
             os._exit(0)
@@ -298,13 +334,18 @@ def _forked(lib, b, w, trainer):
     _serve(lib, _attach(lib), w)
 
 
-def zygote(lib, argv):
+def zygote(lib):
     """Load once, then fork a worker for each request on fd 4 (core/pool.c, "the
     zygote"): fork twice so that the worker is orphaned to the trainer."""
     _name(b"gm-zygote")
     b = _attach(lib)
-    w = _load(lib, b, argv)
+    w = _load(lib, b)
     trainer = os.getppid()
+    # what is loaded now stays where it is: the garbage collector of a forked
+    # worker will not touch (and so copy) the pages the workers share with us
+    import gc
+    gc.collect()
+    gc.freeze()
     os.write(4, b"R")
     while True:
         try:
@@ -313,6 +354,9 @@ def zygote(lib, argv):
             continue
         if not req:
             os._exit(0)  # the coordinator closed the socket
+        if len(req) != 5 or req[:1] != b"F":
+            continue  # not the pool's request ("F" and the worker's id)
+        wid = struct.unpack("=i", req[1:5])[0]
         r, wr = os.pipe()
         mid = os.fork()
         if mid == 0:
@@ -320,7 +364,7 @@ def zygote(lib, argv):
             pid = os.fork()
             if pid == 0:
                 os.close(wr)
-                _forked(lib, b, w, trainer)
+                _forked(lib, b, w, trainer, wid)
             os.write(wr, struct.pack("i", pid))
             os._exit(0)
         os.close(wr)
@@ -335,9 +379,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     lib = _bind.lib()
     if argv and argv[0] == "--zygote":
-        zygote(lib, argv[1:])
+        zygote(lib)
     b = _attach(lib)
-    _serve(lib, b, _load(lib, b, argv))
+    _serve(lib, b, _load(lib, b))
 
 
 if __name__ == "__main__":

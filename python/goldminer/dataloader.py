@@ -18,9 +18,12 @@ depend on the worker count: each sample is computed after seeding random, NumPy
 and torch from (seed, epoch, index).
 
 Batches come back as tensors viewing the ring slot (zero copy) until the next
-batch is asked for; copy=True clones them. The slot size is measured once from
-batch 0 of the first epoch, computed here in the trainer (twice its size, at least
-1 MiB), or given by slot_bytes=.
+batch is asked for; copy=True clones them. The slot size is given by slot_bytes=,
+or measured once from the first batch of the first pool, computed in a worker like
+any other (a crash there costs a re-issue and is reported with the index, never
+the trainer's life): the first pool's slots hold MIN_SLOT bytes; when that batch
+needs more than half of it (a worker that cannot fit it says its size), the pool
+is made again with twice the size, and the first batch computed again.
 
 num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
@@ -30,20 +33,43 @@ persistent_workers=True keeps one ring and its workers across epochs (each slot
 says which epoch its batch is of); an epoch left half-way ends them (the next
 starts new ones).
 
-What it does not do (yet): node= and IterableDataset are refused in words; worker_init_fn gets worker id 0 (the pool's
-workers are interchangeable and replaced, they have no stable id).
+Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
+"auto"), the lowest no live worker holds, so a replacement takes the id of the
+worker it replaces; worker_init_fn(id) and torch.utils.data.get_worker_info()
+(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. The
+bytes never depend on it (the seeds are per sample).
+
+node=PATH (a node agent's socket, `goldminer node`; "" or True: the default one):
+the agent runs the workers instead of this process (wire.h, CMDJOB): this
+process makes the ring and the spec, the agent execs the same command over them
+with its own uid (it refuses another uid) and sizes the pool with its division
+across every job it serves, within num_workers (an int is the most it gives;
+"auto": within max_workers when given, else its policy alone). Such workers stay
+on the agent's host: peers do not run Python workers (the agent's --status says
+so). They get this process's environment and working directory with the spec.
+
+What it does not do: IterableDataset is refused in words, and node= with
+num_workers=0 (the batches would be made here).
 """
 import ctypes
 import errno
+import fcntl
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 
-from . import _bind, _slot
+from . import _abi, _bind, _slot
 
 _ON_ERROR = ("fail", "skip")
+MIN_SLOT = 1 << 20  # a slot's payload before the first batch is measured, and at least
+
+
+class _Resize(Exception):
+    """The first batch needs slots of `size` bytes: make the pool again."""
+
+    def __init__(self, size):
+        super().__init__(size)
+        self.size = size
 
 
 def _pickler():
@@ -95,6 +121,9 @@ class DataLoader:
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
         # "auto": the elastic controller sizes the pool within max_workers (0: the CPUs)
         self.max_workers = max_workers or len(os.sched_getaffinity(0))
+        self._cap = (num_workers if num_workers != "auto" else max_workers) or 0
+        self.node = (None if node is None or node is False
+                     else b"" if node is True else os.fsencode(node))
         self._stats = [0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
@@ -134,8 +163,12 @@ class DataLoader:
                " this interpreter (like 'spawn'), never forked" % (ctx,))
         if persistent and not num_workers:
             no("persistent_workers option needs num_workers > 0")
-        if node is not None:
-            no("node= (workers through the node agent) is not there yet")
+        if node is not None and not num_workers:
+            no("node= has the node agent run the workers: it needs num_workers > 0 or"
+               " \"auto\" (with 0 the batches are made in this process)")
+        if node is not None and not isinstance(node, (str, bytes, os.PathLike, bool)):
+            no("node= is the node agent's socket path (or True: the default one), not %r"
+               % (node,))
         if on_error not in _ON_ERROR:
             no("on_error must be 'fail' or 'skip', not %r" % (on_error,))
         if prefetch is not None and (num_workers == 0 or prefetch < 1):
@@ -239,15 +272,12 @@ class DataLoader:
             return out
         return _map_tensors(out, lambda t: t.pin_memory())
 
-    def _payload_bytes(self, batches, start):
+    def _payload_bytes(self):
+        """A slot's payload, and whether it is a first guess (the pool's first batch
+        measures it)."""
         if self.slot_bytes:
-            return self.slot_bytes
-        if not self._measured:
-            k, n = start if start < len(batches) else 0, len(self._errors)
-            size = _slot.pack(self._compute(k, batches[k]), self._dumps)[2]
-            del self._errors[n:]  # the workers report this batch's bad samples
-            self._measured = max(1 << 20, (2 * size + 4095) // 4096 * 4096)
-        return self._measured
+            return self.slot_bytes, False
+        return (self._measured, False) if self._measured else (MIN_SLOT, True)
 
     def _pool_for(self, batches, start):
         """The pool of this epoch: the persistent one when it can go on (the last
@@ -257,7 +287,7 @@ class DataLoader:
             pool.add_plan((pool.tail(), epoch, batches, 0))
             return pool
         self.close()
-        pool = _Pool(self, (-start, epoch, batches, start), self._payload_bytes(batches, start),
+        pool = _Pool(self, (-start, epoch, batches, start), *self._payload_bytes(),
                      self.persistent_workers)
         if self.persistent_workers:
             self._pool = pool
@@ -267,11 +297,21 @@ class DataLoader:
         if start >= len(batches):
             return
         pool, done = self._pool_for(batches, start), False
-        base = pool.plans[-1][0]
+        base, k = pool.plans[-1][0], start
         try:
-            for k in range(start, len(batches)):
-                out = pool.next(base + k, k, self._epoch)
+            while k < len(batches):
+                try:
+                    out = pool.next(base + k, k, self._epoch)
+                except _Resize as r:  # the first batch, measured: slots of its size
+                    self._measured = r.size
+                    if pool is self._pool:
+                        self._pool = None
+                    pool.close()
+                    pool = self._pool_for(batches, k)
+                    base = pool.plans[-1][0]
+                    continue
                 yield k, out if pool.pinned else self._pin(out)
+                k += 1
             done = True
         finally:
             if not done or pool is not self._pool:
@@ -306,7 +346,9 @@ def _map_tensors(obj, fn):
 
 
 class _Pool:
-    """A ring and its exec'd workers (gm_bind_pool_*), and the spec file they load.
+    """A ring and its exec'd workers (gm_bind_pool_*), and the spec they load: a
+    sealed memfd given to each as fd 5, so that nothing is left in a file system
+    however the trainer ends (SIGKILL included).
 
     Tasks are ring positions; each epoch iterated through the pool is a plan,
     (base, epoch, batches): task base + k is batch k of that epoch. A pool of one
@@ -315,10 +357,11 @@ class _Pool:
     with the batch of task + slots; one whose next batch is not drawn yet (the
     next epoch's) is kept until it is."""
 
-    def __init__(self, dl, plan, payload, persistent):
+    def __init__(self, dl, plan, payload, sizing, persistent):
         self.dl, self.lib = dl, _bind.lib()
-        self.p, self.dir = ctypes.c_void_p(), tempfile.mkdtemp(prefix="gm-py-")
+        self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
+        self.sizing = sizing  # the first batch taken measures the slots
         base, _, batches, start = plan
         self.first = base + start
         self.end = _bind.NO_END if persistent else base + len(batches)
@@ -329,22 +372,34 @@ class _Pool:
             raise
 
     def _spec(self):
+        """The memfd of what a worker loads (its fd; closed with the pool)."""
+        auto, node = self.dl.num_workers == "auto", self.dl.node is not None
         head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
-                             "on_error": self.dl.on_error})
+                             "on_error": self.dl.on_error,
+                             "num_workers": self.dl.max_workers if auto else self.dl.num_workers,
+                             # the agent's workers start in its environment: take ours
+                             "environ": dict(os.environ) if node else None,
+                             "cwd": os.getcwd() if node else None})
         body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
                                "worker_init_fn": self.dl.worker_init_fn})
-        path = os.path.join(self.dir, "spec")
-        with open(path, "wb") as f:
-            f.write(b"%016x" % len(head) + head + body)
-        return path
+        fd = os.memfd_create("goldminer-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.spec_fd = fd
+        blob = memoryview(b"%016x" % len(head) + head + body)
+        while blob:
+            blob = blob[os.write(fd, blob):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        return fd
 
     def _cfg(self, payload, batch_max):
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        code = ("import sys; sys.path.insert(0, %r); from goldminer._worker import main; main()"
-                % pkg)
-        args = [sys.executable, "-c", code, self._spec()]
+        # this process's library, whoever starts the worker (a node agent: its env)
+        code = ("import os, sys; sys.path.insert(0, %r); os.environ['GOLDMINER_LIB'] = %r; "
+                "from goldminer._worker import main; main()" % (pkg, _abi.lib().path))
+        spec = self._spec()
+        args = [sys.executable, "-c", code]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
-        zyg = args[:3] + ["--zygote"] + args[3:]  # replacements fork from it
+        zyg = args + ["--zygote"]  # replacements fork from it
         self.zargv = (ctypes.c_char_p * (len(zyg) + 1))(*[a.encode() for a in zyg], None)
         auto = self.dl.num_workers == "auto"
         workers = min(2, self.dl.max_workers) if auto else self.dl.num_workers
@@ -354,9 +409,10 @@ class _Pool:
             slots *= 2
         if self.end == _bind.NO_END:  # the longest batch of any epoch: the sampler's size
             batch_max = max(batch_max, self.dl.batch_size or 0)
+        local_auto = auto and self.dl.node is None  # else the agent sizes the pool
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
-                             self.dl.max_workers if auto else 0, self.zargv)
+                             self.dl.max_workers if local_auto else 0, self.zargv, spec)
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)
@@ -372,7 +428,10 @@ class _Pool:
             self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
         self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
-        rc = self.lib.gm_bind_pool_start(self.p, err, 512)
+        if self.dl.node is not None:
+            rc = self.lib.gm_bind_pool_node(self.p, self.dl.node, self.dl._cap, err, 512)
+        else:
+            rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
 
@@ -442,6 +501,12 @@ class _Pool:
         ptr = self.lib.gm_bind_pool_payload(self.p, slot, ctypes.byref(cap))
         buf = (ctypes.c_char * cap.value).from_address(ptr)
         status = self.lib.gm_bind_pool_status(self.p, slot)
+        if self.sizing and status in (0, -errno.EMSGSIZE):
+            self.sizing = False  # twice the first batch, at least MIN_SLOT
+            want = max(MIN_SLOT, (2 * _slot.size_of(buf) + 4095) // 4096 * 4096)
+            if want > cap.value:
+                raise _Resize(want)
+            self.dl._measured = cap.value
         for r in range(min(self.lib.gm_bind_pool_errors(self.p, slot), 8)):
             s, e = ctypes.c_uint32(), ctypes.c_int32()
             msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))
@@ -459,7 +524,9 @@ class _Pool:
         if self.p:
             self.lib.gm_bind_pool_destroy(self.p)  # stops and reaps every worker
             self.p = ctypes.c_void_p()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.spec_fd >= 0:
+            os.close(self.spec_fd)
+            self.spec_fd = -1
 
 
 def _raise_failed(buf, k, epoch):

@@ -11,10 +11,15 @@ licences Debian ships (/usr/share/common-licenses); "images" is torchvision's
 ImageFolder over PHOTOS (the first --limit images) with Resize(144) +
 CenterCrop(128) + ColorJitter + ToTensor. For each it prints JSON lines:
   rate     samples/s of epochs 2..E (persistent workers, so the workers' start is
-           not timed; epoch 1 is timed apart as "first_epoch_s"), best of --rounds,
-           runs of the two loaders alternating so that a shared machine's drift
-           hits both; goldminer with 2 workers and with num_workers="auto"
-           (max_workers=2: the same CPUs);
+           not timed; epoch 1 is timed apart as "first_epoch_s"), the median of
+           --rounds, runs of the loaders alternating so that a shared machine's
+           drift hits all; vs_torch is the median of each round's ratio to torch's
+           run of the same round. goldminer with 2 workers and with
+           num_workers="auto" through a node agent (`goldminer node --cpus 2`, a
+           subprocess: the agent runs and sizes the workers). Beside it the CPU
+           time the workers and the trainer spent per sample (utime + stime from
+           /proc over the timed epochs: what a loaded machine does not change
+           much) and the load average at the end of the row;
   kill     one worker SIGKILLed every 200 ms from the first batch on (goldminer's
            zygote, which holds no lease, is not a worker) over --epochs epochs: goldminer's checksum
            against its undisturbed one; torch's DataLoader: what it raised;
@@ -94,6 +99,25 @@ def dataset(kind, root, limit):
     return torch.utils.data.Subset(ds, idx), None, 32
 
 
+AGENT = {}  # the node agent of the "auto" rows: {"proc": Popen, "sock": path}
+
+
+def agent():
+    """A node agent with the 2 CPUs of the other rows (started once)."""
+    if not AGENT:
+        import subprocess
+        import tempfile
+        exe = os.environ.get("GOLDMINER_BIN") or os.path.join(
+            os.path.dirname(os.environ.get("GOLDMINER_LIB", "build/x")), "goldminer")
+        sock = os.path.join(tempfile.mkdtemp(prefix="gm-bench-"), "agent.sock")
+        AGENT.update(proc=subprocess.Popen([exe, "node", "--cpus", "2", "--socket", sock,
+                                            "--quiet"]), sock=sock)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return AGENT["sock"]
+
+
 def make(which, ds, collate, batch, workers="2"):
     kw = dict(batch_size=batch, shuffle=True, num_workers=2, persistent_workers=True,
               collate_fn=collate)
@@ -102,7 +126,7 @@ def make(which, ds, collate, batch, workers="2"):
     if which == "torch":
         return TorchDL(ds, generator=g, **{k: v for k, v in kw.items() if v is not None})
     if workers == "auto":
-        kw.update(num_workers="auto", max_workers=2)
+        kw.update(num_workers="auto", max_workers=2, node=agent())
     return GmDL(ds, generator=g, seed=1, **{k: v for k, v in kw.items() if v is not None})
 
 
@@ -126,25 +150,48 @@ def epoch(dl, h=None, each=None):
     return n
 
 
+def cpu_s(pids):
+    """{pid: utime + stime in seconds} of each pid."""
+    out = {}
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        v = st[st.rfind(")") + 2:].split()
+        out[p] = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def rate(which, ds, collate, batch, epochs, workers="2"):
     dl = make(which, ds, collate, batch, workers)
     t0 = time.monotonic()
     epoch(dl)
     first = time.monotonic() - t0
+    helper = AGENT["proc"].pid if workers == "auto" else os.getpid()
+    kids = children(pid=helper)
+    w0, me0 = cpu_s(kids), os.times()
     t0, n = time.monotonic(), 0
     for _ in range(epochs - 1):
         n += epoch(dl)
-    out = {"loader": which, "workers": workers, "samples_per_s": n / (time.monotonic() - t0),
-           "first_epoch_s": round(first, 2)}
+    took, me1, w1 = time.monotonic() - t0, os.times(), cpu_s(kids)
+    out = {"loader": which, "workers": workers, "samples_per_s": n / took,
+           "first_epoch_s": round(first, 2),
+           "workers_cpu_us_per_sample": round(sum(w1[p] - w0[p] for p in w1 if p in w0)
+                                              / n * 1e6, 1),
+           "trainer_cpu_us_per_sample": round((me1.user + me1.system - me0.user - me0.system)
+                                              / n * 1e6, 1),
+           "load": round(os.getloadavg()[0], 1)}
     if hasattr(dl, "close"):
         dl.close()
     return out
 
 
-def children(workers_only=False):
-    """This process's children; workers_only: not goldminer's zygote (a loader of
-    workers that holds no lease: the workers are what is killed)."""
-    me, out = os.getpid(), []
+def children(workers_only=False, pid=None):
+    """This process's (or pid's) children; workers_only: not goldminer's zygote (a
+    loader of workers that holds no lease: the workers are what is killed)."""
+    me, out = os.getpid() if pid is None else pid, []
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
@@ -207,6 +254,11 @@ def under_kills(which, ds, collate, batch, epochs):
     return out
 
 
+def median(v):
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
 def mem_kb(pid, key):
     try:
         path = "/proc/%d/%s" % (pid, "smaps_rollup" if key == "Pss" else "status")
@@ -227,14 +279,14 @@ def memory(which, ds, collate, batch):
             kids = children()
             seen.update(trainer_rss_mb=mem_kb(os.getpid(), "VmRSS") / 1024,
                         trainer_pss_mb=mem_kb(os.getpid(), "Pss") / 1024,
-                        workers=len(kids),
+                        processes=len(kids),  # goldminer's: its zygote too
                         workers_rss_mb=sum(mem_kb(p, "VmRSS") for p in kids) / 1024,
                         workers_pss_mb=sum(mem_kb(p, "Pss") for p in kids) / 1024)
     n = [0]
 
     def each():
         n[0] += 1
-        if n[0] == 5:
+        if n[0] == 10:  # every worker has started (from the zygote: first it loads)
             look()
     epoch(dl, each=each)
     if hasattr(dl, "close"):
@@ -251,19 +303,25 @@ def main():
     ap.add_argument("--limit", type=int, default=600)
     a = ap.parse_args()
     ds, collate, batch = dataset(a.kind, a.root, a.limit)
-    best = {}
+    runs = {}
     for _ in range(a.rounds):
+        row = {}
         for which, w in (("torch", "2"), ("goldminer", "2"), ("goldminer", "auto")):
-            r = rate(which, ds, collate, batch, a.epochs, w)
-            key = (which, w)
-            if key not in best or r["samples_per_s"] > best[key]["samples_per_s"]:
-                best[key] = r
-    t = best[("torch", "2")]["samples_per_s"]
-    for key, r in best.items():
-        r.update(kind=a.kind, samples=len(ds), batch=batch,
-                 vs_torch=round(r["samples_per_s"] / t, 3))
-        r["samples_per_s"] = round(r["samples_per_s"], 1)
+            row[(which, w)] = rate(which, ds, collate, batch, a.epochs, w)
+        for key, r in row.items():
+            r["vs_torch"] = r["samples_per_s"] / row[("torch", "2")]["samples_per_s"]
+            runs.setdefault(key, []).append(r)
+    for key, rs in runs.items():
+        r = dict(rs[0])
+        for f in ("samples_per_s", "vs_torch", "workers_cpu_us_per_sample",
+                  "trainer_cpu_us_per_sample", "first_epoch_s", "load"):
+            r[f] = round(median([x[f] for x in rs]), 3 if f == "vs_torch" else 1)
+        r.update(kind=a.kind, samples=len(ds), batch=batch, rounds=len(rs),
+                 vs_torch_rounds=[round(x["vs_torch"], 3) for x in rs])
         print(json.dumps(dict(r, what="rate")), flush=True)
+    if AGENT:
+        AGENT["proc"].terminate()
+        AGENT["proc"].wait()
     for which in ("goldminer", "torch"):
         print(json.dumps(dict(under_kills(which, ds, collate, batch, a.epochs), what="kill",
                               kind=a.kind)), flush=True)

@@ -10,6 +10,7 @@ in words, state_dict resumes mid-epoch with the same bytes, batches view the rin
 and Ctrl-C leaves no process.
 """
 import collections
+import functools
 import os
 import random
 import signal
@@ -20,7 +21,9 @@ import textwrap
 import threading
 import time
 
-from helpers import REPO, GmTest, alive, children, memfd_maps
+import json
+
+from helpers import BUILD, REPO, GmTest, alive, children, memfd_maps
 
 N, BATCH = 40, 4
 
@@ -58,9 +61,13 @@ class AugDataset:
 
 
 def named(name, pid=None):
-    """pid's children called name (/proc/PID/comm: the workers set theirs)."""
+    """pid's live children called name (/proc/PID/comm: the workers set theirs);
+    not zombies (a node agent's workers orphaned to this process, a subreaper,
+    when a test killed the agent)."""
     out = []
-    for c, _ in children(pid):
+    for c, state in children(pid):
+        if state == "Z":
+            continue
         try:
             with open("/proc/%d/comm" % c) as f:
                 if f.read().strip() == name:
@@ -106,12 +113,44 @@ def pad_collate(items):
                       "empty": torch.zeros(0, 4), "t": (1, 2.5, True)})
 
 
+def big_collate(items):
+    """1.6 MB a batch, more than half the first guess of a slot (1 MiB)."""
+    import torch
+    return torch.arange(400000, dtype=torch.float32) + items[0][0][0]
+
+
 class Texts:
     def __len__(self):
         return 30
 
     def __getitem__(self, i):
         return [i] * (1 + i % 7), "s%d" % i, bytes([i])
+
+
+class Who:
+    """Each sample says what torch.utils.data.get_worker_info() says where it is made."""
+
+    def __init__(self, n=400, delay=0.01):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+        from torch.utils.data import get_worker_info
+        info = get_worker_info()
+        time.sleep(self.delay)
+        return torch.tensor([i, info.id, info.num_workers, info.seed, info.dataset is self])
+
+
+def note_init(log, wid):
+    """worker_init_fn: one file per call, named for the id and the process."""
+    open(os.path.join(log, "%d.%d" % (wid, os.getpid())), "w").close()
+
+
+def inits(log):
+    return [tuple(int(v) for v in f.split(".")) for f in os.listdir(log)]
 
 
 class TestDataLoader(GmTest):
@@ -246,6 +285,31 @@ class TestDataLoader(GmTest):
         self.assertLess(took, 1.0)  # forked replacements, not fresh interpreters
         self.assertEqual(children(), [])  # every process reaped
 
+    def test_worker_ids_are_0_to_n_and_a_replacement_takes_the_dead_ones(self):
+        log = tempfile.mkdtemp(prefix="gm-ids-")
+        dl = self.DL(Who(), batch_size=BATCH, num_workers=3, seed=5,
+                     worker_init_fn=functools.partial(note_init, log))
+        rows, victim, later = [], None, []
+        for b in dl:
+            rows += b.tolist()
+            if victim is None:
+                deadline = time.monotonic() + 30
+                while len(inits(log)) < 3 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                first = inits(log)
+                self.assertEqual(sorted(w for w, _ in first), [0, 1, 2])
+                victim = [pid for w, pid in first if w == 1][0]
+                os.kill(victim, signal.SIGKILL)
+            elif not later:
+                deadline = time.monotonic() + 30
+                while len(inits(log)) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                later = [x for x in inits(log) if x not in first]
+        self.assertEqual([w for w, _ in later], [1])  # the dead worker's id
+        self.assertNotEqual(later[0][1], victim)
+        self.assertEqual({r[1] for r in rows} - {0, 1, 2}, set())
+        self.assertEqual({(r[2], r[3] - r[1], r[4]) for r in rows}, {(3, 5, 1)})
+
     def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
         ref = self.run_loader(0)[0]
         dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,
@@ -305,6 +369,35 @@ class TestDataLoader(GmTest):
             list(dl)
         self.assertIn("sample 13", str(cm.exception))
         self.assertIn("quarantined", str(cm.exception))
+
+    def test_sample_0_that_segfaults_is_reported_by_a_worker_not_the_trainer(self):
+        # batch 0 sizes the slots: it is computed in a worker like any other
+        dl = self.DL(AugDataset(crash_on=0), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(RuntimeError) as cm:
+            list(dl)
+        self.assertIn("sample 0,", str(cm.exception))
+        self.assertIn("quarantined", str(cm.exception))
+        got, dl = self.run_loader(2, AugDataset(crash_on=0), on_error="skip", shuffle=False)
+        self.assertEqual(got[0][3][0], 1)  # position of 0 holds the next sample
+        self.assertEqual([(e[1], e[2]) for e in dl.errors()], [(0, 0)])
+        self.assertEqual(dl.stats()["quarantined"], 1)
+
+    def test_worker_that_exits_on_sample_0_costs_a_reissue(self):
+        ref = self.run_loader(0, shuffle=False)[0]
+        fd, marker = tempfile.mkstemp(prefix="gm-exit-")
+        os.close(fd)
+        ds = AugDataset(marker=marker, exit_on=0)
+        self.assertEqual(self.run_loader(1, ds, shuffle=False)[0], ref)
+        self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 0
+
+    def test_first_batch_bigger_than_the_first_guess_sizes_the_slots(self):
+        import torch
+        ref = [b.clone() for b in self.DL(Texts(), batch_size=5, collate_fn=big_collate)]
+        dl = self.DL(Texts(), batch_size=5, num_workers=2, collate_fn=big_collate, copy=True)
+        got = list(dl)
+        self.assertEqual(len(got), len(ref))
+        self.assertTrue(all(torch.equal(g, r) for g, r in zip(got, ref)))
+        self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)  # twice batch 0's 1.6 MB
 
     def test_endless_transform_costs_reissues_never_a_hang(self):
         t0 = time.monotonic()
@@ -438,6 +531,96 @@ class TestDataLoader(GmTest):
             self.assertIn(words, str(cm.exception))
 
 
+class TestNode(GmTest):
+    """node=: a node agent (goldminer node) runs the Python workers and sizes them
+    with its division across jobs."""
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        from goldminer.torch import DataLoader
+        self.DL = DataLoader
+        exe = os.path.join(BUILD, "goldminer")
+        if not os.access(exe, os.X_OK):
+            self.skipTest("no %s (make all)" % exe)
+        d = tempfile.mkdtemp(prefix="gm-node-")
+        self.sock = os.path.join(d, "agent.sock")
+        self.agent = subprocess.Popen([exe, "node", "--cpus", "2", "--socket", self.sock,
+                                       "--quiet"])
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(self.sock), "the agent did not start")
+
+    def tearDown(self):
+        if self.agent.poll() is None:
+            self.agent.terminate()
+        self.agent.wait(timeout=30)
+
+    def status(self):
+        out = subprocess.run([os.path.join(BUILD, "goldminer"), "node", "--status", "--socket",
+                              self.sock], capture_output=True, text=True, timeout=30).stdout
+        return json.loads(out)
+
+    def test_agent_runs_the_workers_with_the_same_bytes(self):
+        ref = flat(list(self.DL(AugDataset(), batch_size=BATCH, shuffle=True, seed=5,
+                                copy=True)))
+        dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, seed=5, copy=True,
+                     num_workers="auto", node=self.sock)
+        got, st, theirs, ours = [], None, [], []
+        for b in dl:
+            got.append(b)
+            if len(got) == 3:
+                st = self.status()
+                theirs, ours = workers(self.agent.pid), workers()
+        self.assertEqual(flat(got), ref)
+        self.assertEqual(ours, [])  # not this process's children: the agent's
+        self.assertGreaterEqual(len(theirs), 1)
+        self.assertEqual(st["jobs"], 1)
+        job = st["job"][0]
+        self.assertEqual(job["pid"], os.getpid())
+        self.assertTrue(job["python_workers"])
+        self.assertIn("this host only", job["remote"])
+        deadline = time.monotonic() + 10  # the end of the job ends its workers
+        while any(alive(w) for w in theirs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in theirs if alive(w)], [])
+
+    def test_two_loaders_share_the_agents_budget(self):
+        mk = functools.partial(self.DL, AugDataset(n=200, delay=0.01), batch_size=BATCH,
+                               seed=5, copy=True, num_workers="auto", node=self.sock)
+        a, b = iter(mk()), iter(mk())
+        most, jobs = 0, 0
+        for k in range(30):
+            next(a)
+            next(b)
+            if k % 5 == 4:
+                st = self.status()
+                jobs = max(jobs, st["jobs"])
+                most = max(most, st["alive"], sum(j["workers"] for j in st["job"]))
+                self.assertTrue(all(j["workers"] >= 1 for j in st["job"]), st)
+        a.close()
+        b.close()
+        self.assertEqual(jobs, 2)
+        self.assertLessEqual(most, 2)  # --cpus 2: two jobs, one worker each at most 2
+
+    def test_agent_gone_mid_epoch_is_an_error_not_a_hang(self):
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2,
+                     node=self.sock)
+        t0 = time.monotonic()
+        with self.assertRaises(RuntimeError) as cm:
+            for k, _ in enumerate(dl):
+                if k == 1:
+                    self.agent.kill()
+        self.assertIn("node agent", str(cm.exception))
+        self.assertLess(time.monotonic() - t0, 60)
+
+    def test_node_needs_workers(self):
+        with self.assertRaises(ValueError) as cm:
+            self.DL(AugDataset(), batch_size=BATCH, node=self.sock)
+        self.assertIn("num_workers > 0", str(cm.exception))
+
+
 SCRIPT = textwrap.dedent("""
     import os, sys, time
     import torch
@@ -460,13 +643,13 @@ SCRIPT = textwrap.dedent("""
 class TestScript(GmTest):
     needs = ("lib", "torch", "cloudpickle")
 
-    def script(self, delay="0"):
+    def script(self, delay="0", tmp=None):
         d = tempfile.mkdtemp(prefix="gm-dl-")
         path = os.path.join(d, "train.py")
         with open(path, "w") as f:
             f.write(SCRIPT)
         env = dict(os.environ, DELAY=delay,
-                   PYTHONPATH=os.path.join(REPO, "python"))
+                   PYTHONPATH=os.path.join(REPO, "python"), TMPDIR=tmp or d)
         return subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
 
@@ -476,6 +659,20 @@ class TestScript(GmTest):
         self.assertEqual(p.returncode, 0, err)
         want = [" ".join(str(i * i + 1) for i in range(k, k + 3)) for k in range(0, 12, 3)]
         self.assertEqual(out.split("\n")[:4], want)
+
+    def test_sigkilled_trainer_leaves_no_file_and_no_process(self):
+        tmp = tempfile.mkdtemp(prefix="gm-tmp-")
+        p = self.script(delay="0.5", tmp=tmp)
+        self.assertTrue(p.stdout.readline())  # iterating: the workers run
+        procs = [pid for pid, _ in children(p.pid)]  # workers and the zygote
+        self.assertGreaterEqual(len(procs), 3)
+        p.kill()
+        p.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while any(alive(w) for w in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([w for w in procs if alive(w)], [])
+        self.assertEqual(os.listdir(tmp), [])  # the spec was a memfd: nothing to leak
 
     def test_ctrl_c_leaves_no_process(self):
         p = self.script(delay="0.5")
