@@ -375,7 +375,8 @@ class _CLoaderBatches:
             yield [x, y]
 
     def workers(self):
-        return self.loader.stats()["workers"], 0
+        st = self.loader.stats()  # the pool's size: alive, or its target while they start
+        return max(st["workers"], st["target_workers"]), 0
 
     def close(self):
         self.loader.close()
@@ -414,7 +415,8 @@ def _python_loader(a, dataset, seed, plan):
     dl = DataLoader(dataset, seed=seed, on_error="fail", copy=True, **kw)
 
     def workers():
-        return dl.stats()["workers"], 0
+        st = dl.stats()  # the pool's size: alive, or its target while they start
+        return max(st["workers"], st.get("target", 0)), 0
     return dl, workers
 
 

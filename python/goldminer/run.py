@@ -114,9 +114,10 @@ def timed(it, rec, workers):
             rec.wait_s += time.monotonic() - t0
             rec.batches += 1
             rec.images += _batch_len(out)
-            if rec.batches == 1 or rec.batches % 16 == 0:
-                loc, rem = workers()
-                rec.local, rec.remote = max(rec.local, loc), max(rec.remote, rem)
+            # every batch: a pool's workers are still starting at the first ones
+            # (its first batch sizes the slots), so an early look undercounts
+            loc, rem = workers()
+            rec.local, rec.remote = max(rec.local, loc), max(rec.remote, rem)
             yield out
     finally:
         rec.busy_s += time.monotonic() - t_start
