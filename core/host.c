@@ -70,16 +70,24 @@ void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h)
 	}
 }
 
-bool gm_host_stopped(const char *root, pid_t pid)
+char gm_host_proc_state(const char *root, pid_t pid)
 {
 	char path[4200], buf[512];
 	snprintf(path, sizeof(path), "%s/proc/%d/stat", root ? root : "", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return false;
+		return 0;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold ") ", so the state follows the last ')' */
 	const char *paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && paren[2] == 'T' && (paren[3] == ' ' || !paren[3]);
+	if (!paren || paren[1] != ' ' || !paren[2] || (paren[3] != ' ' && paren[3]))
+		return 0;
+	return paren[2];
+}
+
+bool gm_host_stopped(const char *root, pid_t pid)
+{
+	return gm_host_proc_state(root, pid) == 'T';
 }

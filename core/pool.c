@@ -44,6 +44,7 @@
 
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
+#include "goldminer/host.h"
 #include "goldminer/limits.h"
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
@@ -755,17 +756,8 @@ static void watch_leases(struct gm_pool *p, uint64_t now)
 /* Is pid stopped (by a signal or a tracer)? false when it cannot be read. */
 static bool proc_stopped(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* "pid (comm) S ...": comm may hold ") ", so the state follows the last ')' */
-	const char *close = strrchr(buf, ')');
-	return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+	char state = gm_host_proc_state(NULL, pid);
+	return state == 'T' || state == 't';
 }
 
 /* Every worker that held no lease at this look: running, or stopped since when. */

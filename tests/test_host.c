@@ -175,6 +175,10 @@ static void test_a_process_stopped_by_a_signal_is_state_T(void **state)
 	assert_false(gm_host_stopped(root, 106));
 	assert_false(gm_host_stopped(root, 107));      /* no such process */
 	assert_false(gm_host_stopped(NULL, getpid())); /* this one runs */
+	assert_int_equal(gm_host_proc_state(root, 101), 't');
+	assert_int_equal(gm_host_proc_state(root, 103), 'R');
+	assert_int_equal(gm_host_proc_state(root, 105), 0);
+	assert_int_equal(gm_host_proc_state(root, 107), 0);
 }
 
 int main(void)

@@ -12,7 +12,7 @@
  * fake tree in tests, as in cgroup.h); with a root given the process's own
  * affinity is not asked (it is the real process's, not the tree's). Nothing is
  * cached and nothing fails: a file missing or malformed counts as no limit.
- * It also says whether a process of the host is stopped (gm_host_stopped).
+ * It also reads a process's state letter (gm_host_proc_state, gm_host_stopped).
  */
 #ifndef GOLDMINER_HOST_H
 #define GOLDMINER_HOST_H
@@ -40,5 +40,10 @@ void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h);
  * someone is looking at it. false when the file cannot be read or parsed. (A
  * lender watches its lent workers with it: core/remote/lender.c.) */
 bool gm_host_stopped(const char *root, pid_t pid);
+
+/* The state letter of process pid (root/proc/PID/stat, after the last ')'): 'R',
+ * 'S', 'T', 't'...; 0 when the file cannot be read or parsed. (The pool's idle
+ * watch counts a tracer's stop too: core/pool.c.) */
+char gm_host_proc_state(const char *root, pid_t pid);
 
 #endif
