@@ -633,6 +633,25 @@ static void rebalance(struct sim *s)
 		contend(s); /* a job came or went: the cores are shared anew */
 }
 
+/* Job ji leaves its nodes (it ends, or a round preempts it): its GPUs and vCPUs
+ * go back, the cluster's sums drop, its policy is told. */
+static void release(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	s->sum_alloc_g -= j->gpus;
+	s->sum_busy_g -= j->busy_g;
+	s->sum_busy_c -= j->busy_c;
+	s->sum_alloc_c -= j->alloc_c;
+	j->busy_g = j->busy_c = j->alloc_c = 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		const struct place *p = &s->pl[j->place_off + i];
+		node_give(s, p->node, p->g, p->c);
+	}
+	if (s->policy->stop)
+		s->policy->stop(s, ji);
+	j->extra = 0;
+}
+
 /* ---- event handlers (the callback table) ---- */
 
 static void on_arrival(struct sim *s, uint32_t id)
@@ -689,18 +708,7 @@ static void on_finish(struct sim *s, uint32_t ji)
 	j->end = s->now;
 	s->nrunning--;
 	s->ndone++;
-	s->sum_alloc_g -= j->gpus;
-	s->sum_busy_g -= j->busy_g;
-	s->sum_busy_c -= j->busy_c;
-	s->sum_alloc_c -= j->alloc_c;
-	j->busy_g = j->busy_c = j->alloc_c = 0;
-	for (uint32_t i = 0; i < j->nplace; i++) {
-		const struct place *p = &s->pl[j->place_off + i];
-		node_give(s, p->node, p->g, p->c);
-	}
-	if (s->policy->stop)
-		s->policy->stop(s, ji);
-	j->extra = 0;
+	release(s, ji);
 	if (s->o.round > 0) {
 		s->round_dirty = true;
 		return; /* rounds: its GPUs and vCPUs wait for the next one */
@@ -715,19 +723,8 @@ static void preempt(struct sim *s, uint32_t ji)
 	struct sjob *j = &s->j[ji];
 	book(s, j);
 	ev_cancel(s, ji);
-	s->sum_alloc_g -= j->gpus;
-	s->sum_busy_g -= j->busy_g;
-	s->sum_busy_c -= j->busy_c;
-	s->sum_alloc_c -= j->alloc_c;
-	j->busy_g = j->busy_c = j->alloc_c = 0;
 	j->rate = 0;
-	for (uint32_t i = 0; i < j->nplace; i++) {
-		const struct place *p = &s->pl[j->place_off + i];
-		node_give(s, p->node, p->g, p->c);
-	}
-	if (s->policy->stop)
-		s->policy->stop(s, ji);
-	j->extra = 0;
+	release(s, ji);
 	j->state = J_QUEUED;
 	s->nrunning--;
 	s->nqueued++;
