@@ -119,6 +119,8 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 {
 	struct gm_scen_job *j = &s->job[s->njobs];
 	int home;
+	if (s->njobs == GM_SCEN_MAX_JOBS) /* before j, one past the array, is written */
+		return "more than 10000 jobs";
 	if (nf != 6)
 		return "want job<TAB>NAME<TAB>HOME<TAB>SUBMIT_S<TAB>IMAGES<TAB>RATE_IMG_S";
 	if (!name_ok(f[1]) || job_named(s, f[1]))
@@ -131,8 +133,6 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 		return "images must be 1..1e12";
 	if (!num_in(f[5], 0, GM_SCEN_MAX_RATE, &j->rate) || (j->rate > 0 && j->rate < 1e-3))
 		return "rate must be 0 (greedy) or 0.001..1e9 img/s";
-	if (s->njobs == GM_SCEN_MAX_JOBS)
-		return "more than 10000 jobs";
 	snprintf(j->name, GM_SCEN_NAME, "%s", f[1]);
 	j->home = (uint32_t)home;
 	j->line = line;
