@@ -838,7 +838,7 @@ static void serve_request(struct agent *a, struct job *j, struct gm_node_req *re
 
 static void on_request(struct agent *a, struct job *j)
 {
-	struct gm_node_req req;
+	struct gm_node_req req = {0}; /* a short message leaves zeros, not stack bytes */
 	int fds[GM_WIRE_MAX_FDS], nfds;
 	ssize_t n = gm_wire_recv(j->fd, &req, fds, &nfds);
 	if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {

@@ -149,7 +149,7 @@ static void exec_with_id(char *const *argv, int id)
 	char val[sizeof(var) + 12], *digits = val + sizeof(var) + 11;
 	size_t n = 0, k = 0;
 
-	while (environ[n] && n < 4096)
+	while (n < 4096 && environ[n])
 		n++;
 	char *envp[n + 2];
 	for (size_t i = 0; i < n; i++)

@@ -383,14 +383,13 @@ static void test_reply_message_ends_inside_the_reply(void **state)
 	close(sv[1]);
 }
 
-/* An agent that hangs up without a reply: -EPIPE, and no SIGPIPE for the send. */
 /* A request's fds reach the agent's side (gm_wire_recv), GM_WIRE_MAX_FDS at most:
  * one more is closed on arrival, so a client cannot leak fds into the agent. */
 static void test_request_fds_arrive_and_extra_ones_are_closed(void **state)
 {
 	(void)state;
 	int sv[2], fds[GM_WIRE_MAX_FDS], nfds, three[3];
-	struct gm_node_req req, got;
+	struct gm_node_req req, got = {0};
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	struct iovec iov = {&req, sizeof(req)};
 	struct msghdr mh = {
@@ -425,6 +424,7 @@ static void test_request_fds_arrive_and_extra_ones_are_closed(void **state)
 	close(sv[1]);
 }
 
+/* An agent that hangs up without a reply: -EPIPE, and no SIGPIPE for the send. */
 static void test_call_without_a_reply_is_epipe(void **state)
 {
 	int sv[2];
