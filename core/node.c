@@ -250,7 +250,7 @@ static uint32_t wanted_workers(const struct agent *a)
 }
 
 static bool divide(struct agent *a);
-static void lend_capacity(struct agent *a, uint32_t slots);
+static void lend_capacity(struct agent *a);
 
 static uint64_t used_mem(const struct agent *a, int *njobs)
 {
@@ -381,9 +381,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
-		uint32_t slots = a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0;
-		a->rops->set_lendable(a->rem, slots);
-		lend_capacity(a, slots);
+		lend_capacity(a);
 	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
@@ -865,7 +863,9 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
  * its share of the cores the host can deliver: the host's cores x its workers /
  * all local workers) and its measured delivery against its demand, counted in
  * what one remote worker measurably delivers (a local worker's rate until
- * measured), up to the job's cap. Grows at once, shrinks after two ticks agree
+ * measured), up to the job's cap and what the live peers can lend it (their
+ * heartbeats: a remote rate measured at a worker's first batches, a few
+ * img/s, once asked for 239). Grows at once, shrinks after two ticks agree
  * (gm_elastic_next). Decided without peers too (--status shows it). */
 static void borrow(struct agent *a, struct job *j, uint32_t local)
 {
@@ -888,7 +888,9 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 					      .remote_rate = ri.rate,
 					      .remote_worker_rate = ri.per_worker,
 					      .workers = j->workers,
-					      .most = most};
+					      .most = most,
+					      .bounded = a->rem && j->token,
+					      .lendable = ri.lendable};
 	gm_policy_borrow(&j->bin, &j->bout);
 	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)j->bout.want, (int)j->rwant);
 	tell_borrow(a, j, next);
@@ -897,12 +899,15 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_want(a->rem, j->token, next);
 }
 
-/* What this host can lend, for its heartbeats (remote.h): the cores its own
- * jobs leave idle (each measured job needs demand x headroom / one worker's
- * on-CPU rate cores, at most its workers; one not measured, its wish), at
- * most one per lendable worker, and what one core makes of their images (the
- * jobs' workers' on-CPU rate; 0 with no measured job). */
-static void lend_capacity(struct agent *a, uint32_t slots)
+/* What this host can lend, for its heartbeats (remote.h) and its lenders
+ * (set_lendable): the cores its own jobs leave idle (each measured job needs
+ * demand x headroom / one worker's on-CPU rate cores, at most its workers;
+ * one not measured, its wish); the workers that makes (gm_policy_lendable:
+ * the free budget, or a worker per idle core begun when a quarter core or
+ * more is idle, e.g. the half core beside a --cpus 0.75 host's own job); the
+ * idle cores, at most one per lendable worker; and what one core makes of
+ * the images (the jobs' workers' on-CPU rate; 0 with no measured job). */
+static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
 	for (int i = 0; i < MAX_JOBS; i++) {
@@ -919,7 +924,10 @@ static void lend_capacity(struct agent *a, uint32_t slots)
 		need += n;
 	}
 	double idle = a->host.cores - need;
-	idle = idle < 0 ? 0 : idle > slots ? slots : idle;
+	idle = idle < 0 ? 0 : idle;
+	uint32_t slots = gm_policy_lendable(a->budget, wanted_workers(a), idle);
+	idle = idle > slots ? slots : idle;
+	a->rops->set_lendable(a->rem, slots);
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
 }
 
@@ -943,10 +951,8 @@ static void rebalance(struct agent *a)
 			borrow(a, &a->jobs[i], local);
 	if (!a->rem)
 		return;
-	/* what no local job wants may run other hosts' workers */
-	uint32_t w = wanted_workers(a);
-	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
-	lend_capacity(a, a->budget > w ? a->budget - w : 0);
+	/* what no local job wants, or its idle cores, may run other hosts' workers */
+	lend_capacity(a);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -1088,8 +1094,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
 	}
-	a->rops->set_lendable(a->rem, a->budget);
-	lend_capacity(a, a->budget);
+	lend_capacity(a);
 	if (a->host.cores < 1.0)
 		logf_(a,
 		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
