@@ -185,14 +185,17 @@ static uint32_t local_budget(const struct agent *a)
 }
 
 /* A job that remote workers are feeding, on a host that can deliver the agent
- * less than one core (its CPU cgroup's quota, or --cpus): it runs no local worker. On such a host
- * the CPU is worth far more receiving remote workers' batches than decoding (measured:
- * tests/bench/bench-remote.sh; a local worker there burns the quota that the
- * agent's receive path needs, and the cgroup is throttled for the rest of each
- * period). It keeps one while no remote worker serves it. */
+ * less than GM_NODE_FED_CORES (its CPU cgroup's quota, or --cpus): it runs no local
+ * worker. On such a host the CPU is worth far more receiving remote workers'
+ * batches than decoding (measured: tests/bench/bench-remote.sh; a local worker
+ * on a quarter core burns the quota that the agent's receive path needs, and
+ * the cgroup is throttled for the rest of each period). It keeps one while no
+ * remote worker serves it. At 0.75 of a core the rule cost more than it gave:
+ * a job there lost its local worker to one flaky remote one and its local
+ * delivery fell to 87 img/s (docs/MEASUREMENTS.md, "Cluster experiment"). */
 static bool fed_remotely(const struct agent *a, const struct job *j)
 {
-	if (!a->rem || !j->token || a->host.cores >= 1.0)
+	if (!a->rem || !j->token || a->host.cores >= GM_NODE_FED_CORES)
 		return false;
 	struct gm_remote_job_info ri;
 	a->rops->job_info(a->rem, j->token, &ri);
@@ -878,6 +881,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
 	if (j->fixed)
 		most = 0; /* a pool fixed by request borrows nothing */
+	if (a->rem && a->rops->lent(a->rem))
+		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
 	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
 					      .headroom = GM_ELASTIC_HEADROOM,
 					      .delivered = j->delivered,
@@ -902,7 +907,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 /* What this host can lend, for its heartbeats (remote.h) and its lenders
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
- * one not measured, its wish); the workers that makes (gm_policy_lendable:
+ * one not measured, its wish; one whose consumer waits, all of them: its
+ * guests go first, lender.c's preempt); the workers that makes (gm_policy_lendable:
  * the free budget, or a worker per idle core begun when a quarter core or
  * more is idle, e.g. the half core beside a --cpus 0.75 host's own job); the
  * idle cores, at most one per lendable worker; and what one core makes of
@@ -921,6 +927,8 @@ static void lend_capacity(struct agent *a)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
+		if (j->stall > GM_POLICY_STALL && j->delivered < j->demand)
+			n = a->host.cores; /* its consumer waits: nothing here is idle */
 		need += n;
 	}
 	double idle = a->host.cores - need;
