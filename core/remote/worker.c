@@ -67,9 +67,10 @@ struct wproc {
 	uint64_t
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
 	/* where its time went (said when it ends): batches made, ns waiting for
-	 * a lease (claim to reply), making batches, waiting for the sends of a
-	 * mirror slot to complete, and the CPU it used making them */
-	uint64_t batches, samples, lease_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
+	 * a lease (claim to reply), told no batch is free (the job's ring is
+	 * full: its trainer has what it takes), making batches, waiting for the
+	 * sends of a mirror slot to complete, and the CPU it used making them */
+	uint64_t batches, samples, lease_ns, none_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -558,6 +559,7 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 					struct timespec ts = {0, 200000};
 					nanosleep(&ts, NULL);
 				}
+			r->none_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 			continue;
 		}
 		uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
@@ -596,10 +598,11 @@ static void tell_times(const struct wproc *r, const char *home)
 		return;
 	gm_log("remote worker",
 	       "for %s: %" PRIu64 " batches, %" PRIu64 " samples in %.1f s (%.0f img/s): "
-	       "waiting for leases %.0f%%, making %.0f%% (on CPU %.0f%% of that), waiting "
-	       "for sends %.0f%%",
+	       "waiting for leases %.0f%%, no batch free %.0f%%, making %.0f%% (on CPU "
+	       "%.0f%% of that), waiting for sends %.0f%%",
 	       home, r->batches, r->samples, all, (double)r->samples / all,
-	       (double)r->lease_ns / 1e7 / all, (double)r->make_ns / 1e7 / all,
+	       (double)r->lease_ns / 1e7 / all, (double)r->none_ns / 1e7 / all,
+	       (double)r->make_ns / 1e7 / all,
 	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
 	       (double)r->drain_ns / 1e7 / all);
 }

@@ -145,6 +145,18 @@ experiment() {
 	mkdir -p "$d"
 	u0=$(usage_all)
 	t0=$(now)
+	# the home agents' status every 0.5 s from the start until every trainer is
+	# done (in the background: the jobs are launched at their submit times)
+	(
+		while [ ! -f "$d/done" ]; do
+			for i in 1 2 3; do
+				st=$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null) &&
+					echo "$i $(now) $st" >>"$d/status"
+			done
+			sleep 0.5
+		done
+	) &
+	poller=$!
 	pids=
 	while read -r name home sub img rate; do
 		h=$(host_of "$home")
@@ -160,18 +172,9 @@ experiment() {
 			--epochs $((img / NIMG)) --quiet "$@"
 		pids="$pids $MH_PID"
 	done <"$tmp/jobs"
-	# the home agents' status every 0.5 s until every trainer is done
-	while :; do
-		alive=0
-		for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 1 ] || break
-		for i in 1 2 3; do
-			st=$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null) &&
-				echo "$i $(now) $st" >>"$d/status"
-		done
-		sleep 0.5
-	done
 	for p in $pids; do wait "$p"; done
+	: >"$d/done"
+	wait $poller
 	u1=$(usage_all)
 	t1=$(now)
 	stop_agents
