@@ -518,8 +518,7 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 	if (out->capped && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
 	else if (out->peers_short && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u",
-			 in->lendable);
+		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
 }
 
 uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask)

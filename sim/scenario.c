@@ -23,14 +23,14 @@
  *      sending at most worker_rate. A short job with home share
  * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of
  * GM_NODE_FED_CORES or more it wants the least m that meets its rate, m* = (rate local_cpu - s) /
- * (local_cpu - remote_home_cpu) while receiving is cheaper than decoding; on a smaller home it wants
- * all its images remote and, once any come, runs at m alone, as the agent does there (core/node.c:
- * such a host runs no local worker for a job that remote workers feed), which can be slower than
- * lending off where the pool is thin; at most s / remote_home_cpu either way. Lent workers go whole
- * to the short jobs in submit order (first asked, first served), each job taking workers until they
- * cover its want; the home's cores are then water-filled again with each job's new need (m
- * remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the shares settle.
- * A job starts consuming start_s after its submit (its process starts, opens the
+ * (local_cpu - remote_home_cpu) while receiving is cheaper than decoding; on a smaller home it
+ * wants all its images remote and, once any come, runs at m alone, as the agent does there
+ * (core/node.c: such a host runs no local worker for a job that remote workers feed), which can be
+ * slower than lending off where the pool is thin; at most s / remote_home_cpu either way. Lent
+ * workers go whole to the short jobs in submit order (first asked, first served), each job taking
+ * workers until they cover its want; the home's cores are then water-filled again with each job's
+ * new need (m remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the
+ * shares settle. A job starts consuming start_s after its submit (its process starts, opens the
  * dataset and attaches: measured by the bench); meanwhile it demands and gets
  * nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
  * thousands of jobs, not for trace replays.

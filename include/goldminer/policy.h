@@ -142,9 +142,9 @@ enum gm_policy_borrow_why {
 };
 
 struct gm_policy_borrow_out {
-	double capacity; /* local capacity (see above) */
-	uint32_t want;	 /* remote workers to ask for, <= most (and lendable) */
-	bool capped;	 /* want was cut to most */
+	double capacity;  /* local capacity (see above) */
+	uint32_t want;	  /* remote workers to ask for, <= most (and lendable) */
+	bool capped;	  /* want was cut to most */
 	bool peers_short; /* want was cut to what the peers can lend */
 	enum gm_policy_borrow_why why;
 };
