@@ -258,6 +258,30 @@ static void test_a_sub_core_home_fed_remotely_runs_no_local_worker(void **st)
 }
 
 /*
+ * A home of 0.75 core, at or above GM_NODE_FED_CORES, keeps its local worker when
+ * remote ones feed its job: 1,875 img/s alone (0.75 / 400 us), short of 3,000.
+ * B lends 2 workers of 1,000 img/s; the job wants m* = (3000 x 400 - 750000) /
+ * (400 - 100) = 1,500 remote, gets them, and decodes (0.75 - 0.15) / 400 us =
+ * 1,500 itself: 3,000 img/s, 10,000 images in 3.333 s. Dropping its local worker
+ * (the rule below half a core) it would run at the 2,000 of its two workers.
+ */
+static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
+{
+	(void)st;
+	struct gm_scenario *s = load(HEAD "node\tA\t0.75\nnode\tB\t2\n"
+					  "job\ta\tA\t0\t10000\t3000\n" COSTS
+					  "cost\tremote_worker_img_s\t1000\n");
+	struct gm_scen_result res[1];
+	struct gm_scen_summary m;
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 10000 / 1875.0, 1e-6);
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 10000 / 3000.0, 1e-6);
+	assert_float_equal(res[0].remote, 5000, 1e-3);
+	gm_scenario_destroy(s);
+}
+
+/*
  * A home of a core (2,500 img/s at 400 us) and a job at 3,000 img/s. B's worker
  * budget (default ceil(1 core) = 1) is its own job's, but that job (300 img/s)
  * needs 0.12 of B's core: the 0.88 idle lend a worker all the same (the agent's
@@ -577,6 +601,7 @@ int main(void)
 	    cmocka_unit_test(test_cores_are_shared_max_min),
 	    cmocka_unit_test(test_lending_with_an_ample_pool),
 	    cmocka_unit_test(test_a_sub_core_home_fed_remotely_runs_no_local_worker),
+	    cmocka_unit_test(test_a_home_of_half_a_core_or_more_keeps_its_local_worker),
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
