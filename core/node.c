@@ -907,12 +907,14 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 /* What this host can lend, for its heartbeats (remote.h) and its lenders
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
- * one not measured, its wish; one whose consumer waits, all of them: its
- * guests go first, lender.c's preempt); the workers that makes (gm_policy_lendable:
- * the free budget, or a worker per idle core begun when a quarter core or
- * more is idle, e.g. the half core beside a --cpus 0.75 host's own job); the
- * idle cores, at most one per lendable worker; and what one core makes of
- * the images (the jobs' workers' on-CPU rate; 0 with no measured job). */
+ * one not measured, its wish; one whose consumer waits, or that remote
+ * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
+ * them), all of them: its guests go first, lender.c's preempt); the workers
+ * that makes (gm_policy_lendable: the free budget, or a worker per idle core
+ * begun when a quarter core or more is idle, e.g. the half core beside a
+ * --cpus 0.75 host's own job); the idle cores, at most one per lendable
+ * worker; and what one core makes of the images (the jobs' workers' on-CPU
+ * rate; 0 with no measured job). */
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
@@ -927,8 +929,8 @@ static void lend_capacity(struct agent *a)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
-		if (j->stall > GM_POLICY_STALL && j->delivered < j->demand)
-			n = a->host.cores; /* its consumer waits: nothing here is idle */
+		if ((j->stall > GM_POLICY_STALL && j->delivered < j->demand) || fed_remotely(a, j))
+			n = a->host.cores; /* its consumer waits, or receiving takes the host */
 		need += n;
 	}
 	double idle = a->host.cores - need;
