@@ -23,7 +23,8 @@
 # over the remote ones; B's and C's CPU less their idle agents', over the same),
 # or from the lending-on runs where the calibration counted no remote image;
 # remote_worker_img_s (the remote images a job fed by remote workers alone got
-# per remote-worker-second, lending-on runs); start_s (launch to first image).
+# per remote-worker-second while its trainer waited, lending-on runs); start_s
+# (launch to first image).
 #
 # Then `goldminer sim --scenario` on the same scenario, with the committed costs
 # and with this run's, and the per-job JCT, simulated vs measured. Writes
