@@ -199,14 +199,17 @@ static uint32_t local_budget(const struct agent *a)
 }
 
 /* A job that remote workers are feeding, on a host that can deliver the agent
- * less than one core (its CPU cgroup's quota, or --cpus): it runs no local worker. On such a host
- * the CPU is worth far more receiving remote workers' batches than decoding (measured:
- * tests/bench/bench-remote.sh; a local worker there burns the quota that the
- * agent's receive path needs, and the cgroup is throttled for the rest of each
- * period). It keeps one while no remote worker serves it. */
+ * less than GM_NODE_FED_CORES (its CPU cgroup's quota, or --cpus): it runs no local
+ * worker. On such a host the CPU is worth far more receiving remote workers'
+ * batches than decoding (measured: tests/bench/bench-remote.sh; a local worker
+ * on a quarter core burns the quota that the agent's receive path needs, and
+ * the cgroup is throttled for the rest of each period). It keeps one while no
+ * remote worker serves it. At 0.75 of a core the rule cost more than it gave:
+ * a job there lost its local worker to one flaky remote one and its local
+ * delivery fell to 87 img/s (docs/MEASUREMENTS.md, "Cluster experiment"). */
 static bool fed_remotely(const struct agent *a, const struct job *j)
 {
-	if (!a->rem || !j->token || a->host.cores >= 1.0)
+	if (!a->rem || !j->token || a->host.cores >= GM_NODE_FED_CORES)
 		return false;
 	struct gm_remote_job_info ri;
 	a->rops->job_info(a->rem, j->token, &ri);
@@ -264,7 +267,7 @@ static uint32_t wanted_workers(const struct agent *a)
 }
 
 static bool divide(struct agent *a);
-static void lend_capacity(struct agent *a, uint32_t slots);
+static void lend_capacity(struct agent *a);
 
 static uint64_t used_mem(const struct agent *a, int *njobs)
 {
@@ -395,9 +398,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
-		uint32_t slots = a->budget > wanted_workers(a) ? a->budget - wanted_workers(a) : 0;
-		a->rops->set_lendable(a->rem, slots);
-		lend_capacity(a, slots);
+		lend_capacity(a);
 	}
 	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
@@ -1050,7 +1051,9 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
  * its share of the cores the host can deliver: the host's cores x its workers /
  * all local workers) and its measured delivery against its demand, counted in
  * what one remote worker measurably delivers (a local worker's rate until
- * measured), up to the job's cap. Grows at once, shrinks after two ticks agree
+ * measured), up to the job's cap and what the live peers can lend it (their
+ * heartbeats: a remote rate measured at a worker's first batches, a few
+ * img/s, once asked for 239). Grows at once, shrinks after two ticks agree
  * (gm_elastic_next). Decided without peers too (--status shows it). */
 static void borrow(struct agent *a, struct job *j, uint32_t local)
 {
@@ -1063,6 +1066,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
 	if (j->fixed || j->cmd_job)
 		most = 0; /* a pool fixed by request, or of a command's workers, borrows nothing */
+	if (a->rem && a->rops->lent(a->rem))
+		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
 	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
 					      .headroom = GM_ELASTIC_HEADROOM,
 					      .delivered = j->delivered,
@@ -1073,7 +1078,9 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 					      .remote_rate = ri.rate,
 					      .remote_worker_rate = ri.per_worker,
 					      .workers = j->workers,
-					      .most = most};
+					      .most = most,
+					      .bounded = a->rem && j->token,
+					      .lendable = ri.lendable};
 	gm_policy_borrow(&j->bin, &j->bout);
 	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)j->bout.want, (int)j->rwant);
 	tell_borrow(a, j, next);
@@ -1082,12 +1089,18 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_want(a->rem, j->token, next);
 }
 
-/* What this host can lend, for its heartbeats (remote.h): the cores its own
- * jobs leave idle (each measured job needs demand x headroom / one worker's
- * on-CPU rate cores, at most its workers; one not measured, its wish), at
- * most one per lendable worker, and what one core makes of their images (the
- * jobs' workers' on-CPU rate; 0 with no measured job). */
-static void lend_capacity(struct agent *a, uint32_t slots)
+/* What this host can lend, for its heartbeats (remote.h) and its lenders
+ * (set_lendable): the cores its own jobs leave idle (each measured job needs
+ * demand x headroom / one worker's on-CPU rate cores, at most its workers;
+ * one not measured, its wish; one whose consumer waits, or that remote
+ * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
+ * them), all of them: its guests go first, lender.c's preempt); the workers
+ * that makes (gm_policy_lendable: the free budget, or a worker per idle core
+ * begun when a quarter core or more is idle, e.g. the half core beside a
+ * --cpus 0.75 host's own job); the idle cores, at most one per lendable
+ * worker; and what one core makes of the images (the jobs' workers' on-CPU
+ * rate; 0 with no measured job). */
+static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
 	for (int i = 0; i < MAX_JOBS; i++) {
@@ -1101,10 +1114,15 @@ static void lend_capacity(struct agent *a, uint32_t slots)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
+		if ((j->stall > GM_POLICY_STALL && j->delivered < j->demand) || fed_remotely(a, j))
+			n = a->host.cores; /* its consumer waits, or receiving takes the host */
 		need += n;
 	}
 	double idle = a->host.cores - need;
-	idle = idle < 0 ? 0 : idle > slots ? slots : idle;
+	idle = idle < 0 ? 0 : idle;
+	uint32_t slots = gm_policy_lendable(a->budget, wanted_workers(a), idle);
+	idle = idle > slots ? slots : idle;
+	a->rops->set_lendable(a->rem, slots);
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
 }
 
@@ -1128,10 +1146,8 @@ static void rebalance(struct agent *a)
 			borrow(a, &a->jobs[i], local);
 	if (!a->rem)
 		return;
-	/* what no local job wants may run other hosts' workers */
-	uint32_t w = wanted_workers(a);
-	a->rops->set_lendable(a->rem, a->budget > w ? a->budget - w : 0);
-	lend_capacity(a, a->budget > w ? a->budget - w : 0);
+	/* what no local job wants, or its idle cores, may run other hosts' workers */
+	lend_capacity(a);
 }
 
 static int listen_on(const char *path, char *err, size_t errlen)
@@ -1273,8 +1289,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
 	}
-	a->rops->set_lendable(a->rem, a->budget);
-	lend_capacity(a, a->budget);
+	lend_capacity(a);
 	if (a->host.cores < 1.0)
 		logf_(a,
 		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "

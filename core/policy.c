@@ -35,6 +35,9 @@
  * capped by the cores they can use) against its demand, overruled by the
  * measured delivery while its consumer stalls. One formula, no state.
  *
+ * gm_policy_lendable: what a host may lend, from its free budget and the
+ * cores its own jobs leave idle (policy.h).
+ *
  * gm_policy_spread places a job's remote workers on the peers that can lend
  * the most: one worker at a time to the lender with the most cores left
  * (its lendable cores x the share of its lendable workers not yet placed),
@@ -471,7 +474,20 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 		n = in->most;
 		out->capped = true;
 	}
+	if (in->bounded && n > in->lendable) {
+		n = in->lendable;
+		out->capped = false;
+		out->peers_short = true;
+	}
 	out->want = (uint32_t)n;
+}
+
+uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores)
+{
+	uint32_t free_ = budget > wished ? budget - wished : 0, by_cores = 0;
+	if (idle_cores >= GM_POLICY_LEND_MIN_CORES && isfinite(idle_cores))
+		by_cores = (uint32_t)ceil((idle_cores < 1e6 ? idle_cores : 1e6) - 1e-9);
+	return free_ > by_cores ? free_ : by_cores;
 }
 
 void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
@@ -501,6 +517,8 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 	}
 	if (out->capped && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
+	else if (out->peers_short && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
 }
 
 uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask)

@@ -17,18 +17,20 @@
  *      share / local_cpu.
  *   2. Lending on: the hosts without a short job (one below its rate) lend what
  *      their own jobs leave idle (own jobs first: a guest never slows them), in
- *      as many workers as their worker budget leaves beside their own running
- *      jobs, each using at most a core and sending at most worker_rate. A short job with home share
- * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of a core
- * or more it wants the least m that meets its rate, m* = (rate local_cpu - s) / (local_cpu -
- * remote_home_cpu) while receiving is cheaper than decoding; on a home of less than a core it wants
- * all its images remote and, once any come, runs at m alone, as the agent does there (core/node.c:
- * such a host runs no local worker for a job that remote workers feed), which can be slower than
- * lending off where the pool is thin; at most s / remote_home_cpu either way. Lent workers go whole
- * to the short jobs in submit order (first asked, first served), each job taking workers until they
- * cover its want; the home's cores are then water-filled again with each job's new need (m
- * remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the shares settle.
- * A job starts consuming start_s after its submit (its process starts, opens the
+ *      as many workers as the agent's rule gives (gm_policy_lendable: the worker
+ *      budget left beside their own running jobs, or one per idle core begun
+ *      when a quarter core or more is idle), each using at most a core and
+ *      sending at most worker_rate. A short job with home share
+ * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of
+ * GM_NODE_FED_CORES or more it wants the least m that meets its rate, m* = (rate local_cpu - s) /
+ * (local_cpu - remote_home_cpu) while receiving is cheaper than decoding; on a smaller home it
+ * wants all its images remote and, once any come, runs at m alone, as the agent does there
+ * (core/node.c: such a host runs no local worker for a job that remote workers feed), which can be
+ * slower than lending off where the pool is thin; at most s / remote_home_cpu either way. Lent
+ * workers go whole to the short jobs in submit order (first asked, first served), each job taking
+ * workers until they cover its want; the home's cores are then water-filled again with each job's
+ * new need (m remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the
+ * shares settle. A job starts consuming start_s after its submit (its process starts, opens the
  * dataset and attaches: measured by the bench); meanwhile it demands and gets
  * nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
  * thousands of jobs, not for trace replays.
@@ -40,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goldminer/node.h"
+#include "goldminer/policy.h"
 #include "goldminer/scenario.h"
 #include "goldminer/util.h"
 
@@ -332,12 +336,13 @@ static double fill_node(struct run *r, uint32_t nd)
 }
 
 /*
- * Job j takes m > 0 images/s remotely on a home of less than a core: as the agent
- * does there (core/node.c, fed_remotely), it then runs no local worker.
+ * Job j takes m > 0 images/s remotely on a home of less than GM_NODE_FED_CORES:
+ * as the agent does there (core/node.c, fed_remotely), it then runs no local
+ * worker.
  */
 static bool fed_only(const struct run *r, uint32_t j, double m)
 {
-	return m > 0 && r->s->node[r->s->job[j].home].cores < 1;
+	return m > 0 && r->s->node[r->s->job[j].home].cores < GM_NODE_FED_CORES;
 }
 
 /* A job's home CPU need, given the m images/s it takes remotely. */
@@ -382,9 +387,9 @@ static double alloc_local(struct run *r)
 			has_short[s->job[j].home] = true;
 		own[s->job[j].home]++;
 	}
-	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* its budget less its own jobs' */
+	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* the agent's rule (policy.h) */
 		uint32_t w = s->node[nd].workers;
-		r->lw[nd] = has_short[nd] || w <= own[nd] ? 0 : w - own[nd];
+		r->lw[nd] = has_short[nd] ? 0 : gm_policy_lendable(w, own[nd], idle[nd]);
 		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}
@@ -392,14 +397,14 @@ static double alloc_local(struct run *r)
 }
 
 /* The remote images/s short job j wants with home CPU share sh: all its images on
- * a home of less than a core, else the least that meets its rate. */
+ * a home of less than GM_NODE_FED_CORES, else the least that meets its rate. */
 static double remote_want(const struct run *r, uint32_t j, double sh)
 {
 	const struct gm_scenario *s = r->s;
 	double all = sh / s->remote_home_cpu, rate = s->job[j].rate, w;
 	if (!(rate > 0))
 		return all;
-	if (s->node[s->job[j].home].cores < 1)
+	if (s->node[s->job[j].home].cores < GM_NODE_FED_CORES)
 		return rate < all ? rate : all;
 	w = (rate * s->local_cpu - sh) / (s->local_cpu - s->remote_home_cpu);
 	w = w < all ? w : all;

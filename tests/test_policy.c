@@ -463,6 +463,69 @@ static void test_borrowing_is_capped_and_waits_for_a_measurement(void **st)
 	assert_int_equal(out.want, 1);
 }
 
+/* The cluster experiment's case: a home fed by remote workers alone (local
+ * capacity 0) measured one remote worker at 4 img/s at its start and asked
+ * for 239; the peers' heartbeats say they can lend 2 in all. */
+static void test_borrowing_never_asks_past_what_the_peers_lend(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	char why[200];
+	(void)st;
+	in.workers = 0;
+	in.cores = 0.25;
+	in.remote_worker_rate = 4.4;
+	in.most = 1000;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 240); /* ceil(1056 / 4.4): unbounded */
+	in.bounded = true;
+	in.lendable = 2;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2);
+	assert_true(out.peers_short);
+	assert_false(out.capped);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "local capacity 0 img/s < demand 960 img/s; the live peers "
+				 "can lend it 2");
+	/* no live peer: none asked; a bound above the need changes nothing */
+	in.lendable = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	in.remote_worker_rate = 500;
+	in.lendable = 8;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3); /* ceil(1056 / 500) */
+	assert_false(out.peers_short);
+	/* the job's own cap below the peers' bound: the cap is what is said */
+	in.most = 2;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2);
+	assert_true(out.capped);
+	assert_false(out.peers_short);
+}
+
+/* --cpus 0.75 is a budget of one worker, which the host's own job wishes for:
+ * the free budget lends none, the idle cores do. */
+static void test_idle_cores_lend_beyond_a_held_budget(void **st)
+{
+	(void)st;
+	/* B: 0.75 core, its job needs 0.2 of it: 0.55 idle, one worker */
+	assert_int_equal(gm_policy_lendable(1, 1, 0.55), 1);
+	/* under a quarter core idle: nothing beyond the free budget */
+	assert_int_equal(gm_policy_lendable(1, 1, 0.2), 0);
+	assert_int_equal(gm_policy_lendable(3, 1, 0.2), 2);
+	/* exactly a quarter, and 1.5 cores idle: one, two workers */
+	assert_int_equal(gm_policy_lendable(1, 1, 0.25), 1);
+	assert_int_equal(gm_policy_lendable(2, 2, 1.5), 2);
+	/* the free budget when it is more than the idle cores make */
+	assert_int_equal(gm_policy_lendable(4, 0, 1.0), 4);
+	/* nonsense idle cores lend nothing beyond the free budget */
+	assert_int_equal(gm_policy_lendable(1, 1, -1), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, NAN), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, INFINITY), 0);
+	assert_int_equal(gm_policy_lendable(1, 0, 0), 1);
+}
+
 /* The case: B lends a quarter core, C a whole one: C's first. */
 static void test_spread_asks_the_idlest_peer_first(void **st)
 {
@@ -533,6 +596,8 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
 	    cmocka_unit_test(test_recovered_local_capacity_returns_the_remote_workers),
 	    cmocka_unit_test(test_borrowing_is_capped_and_waits_for_a_measurement),
+	    cmocka_unit_test(test_borrowing_never_asks_past_what_the_peers_lend),
+	    cmocka_unit_test(test_idle_cores_lend_beyond_a_held_budget),
 	    cmocka_unit_test(test_spread_asks_the_idlest_peer_first),
 	    cmocka_unit_test(test_spread_follows_the_capacity),
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),

@@ -258,14 +258,42 @@ static void test_a_sub_core_home_fed_remotely_runs_no_local_worker(void **st)
 }
 
 /*
- * A home of a core (2,500 img/s at 400 us) and a job at 3,000 img/s. B's worker
- * budget (default ceil(1 core) = 1) is its own job's: it lends nothing however
- * idle its core, so the job runs at 2,500 img/s either way. With a budget of 2 and
- * lent workers that send at most 300 img/s, the job wants m* = (3000 x 400 -
- * 1e6) / (400 - 100) = 667 remote, gets 300, and decodes (1 - 0.03) / 400 us =
- * 2,425 itself: 2,725 img/s, 27,250 images in 10 s.
+ * A home of 0.75 core, at or above GM_NODE_FED_CORES, keeps its local worker when
+ * remote ones feed its job: 1,875 img/s alone (0.75 / 400 us), short of 3,000.
+ * B lends 2 workers of 1,000 img/s; the job wants m* = (3000 x 400 - 750000) /
+ * (400 - 100) = 1,500 remote, gets them, and decodes (0.75 - 0.15) / 400 us =
+ * 1,500 itself: 3,000 img/s, 10,000 images in 3.333 s. Dropping its local worker
+ * (the rule below half a core) it would run at the 2,000 of its two workers.
  */
-static void test_lending_is_capped_by_the_worker_budget(void **st)
+static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
+{
+	(void)st;
+	struct gm_scenario *s = load(HEAD "node\tA\t0.75\nnode\tB\t2\n"
+					  "job\ta\tA\t0\t10000\t3000\n" COSTS
+					  "cost\tremote_worker_img_s\t1000\n");
+	struct gm_scen_result res[1];
+	struct gm_scen_summary m;
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 10000 / 1875.0, 1e-6);
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 10000 / 3000.0, 1e-6);
+	assert_float_equal(res[0].remote, 5000, 1e-3);
+	gm_scenario_destroy(s);
+}
+
+/*
+ * A home of a core (2,500 img/s at 400 us) and a job at 3,000 img/s. B's worker
+ * budget (default ceil(1 core) = 1) is its own job's, but that job (300 img/s)
+ * needs 0.12 of B's core: the 0.88 idle lend a worker all the same (the agent's
+ * rule, gm_policy_lendable). The job wants m* = (3000 x 400 - 1e6) / (400 -
+ * 100) = 667 remote and gets them: 667 + (1 - 0.0667) / 400 us = 3,000 img/s,
+ * 27,250 images in 9.083 s. When B's own job takes 0.8 of its core (2,000 img/s)
+ * the 0.2 left is under a quarter core: B lends nothing and the job runs at
+ * 2,500 img/s, 10.9 s. With a budget of 2 and lent workers that send at most
+ * 300 img/s, it gets 300 and decodes (1 - 0.03) / 400 us = 2,425 itself: 2,725
+ * img/s, 27,250 images in 10 s.
+ */
+static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 {
 	(void)st;
 	struct gm_scenario *s =
@@ -274,6 +302,12 @@ static void test_lending_is_capped_by_the_worker_budget(void **st)
 	struct gm_scen_result res[2];
 	struct gm_scen_summary m;
 	assert_int_equal(s->node[1].workers, 1);
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 27250.0 / 3000, 1e-6);
+	assert_float_equal(res[0].remote, 27250.0 / 3000 * 2000 / 3, 1e-3);
+	gm_scenario_destroy(s);
+	s = load(HEAD "node\tA\t1\nnode\tB\t1\n"
+		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t2000\n" COSTS);
 	run(s, 1, res, &m);
 	assert_float_equal(res[0].jct, 10.9, 1e-9);
 	assert_float_equal(m.remote_images, 0, 0);
@@ -567,7 +601,8 @@ int main(void)
 	    cmocka_unit_test(test_cores_are_shared_max_min),
 	    cmocka_unit_test(test_lending_with_an_ample_pool),
 	    cmocka_unit_test(test_a_sub_core_home_fed_remotely_runs_no_local_worker),
-	    cmocka_unit_test(test_lending_is_capped_by_the_worker_budget),
+	    cmocka_unit_test(test_a_home_of_half_a_core_or_more_keeps_its_local_worker),
+	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
 	    cmocka_unit_test(test_lent_workers_go_whole_to_the_first_job_that_asks),

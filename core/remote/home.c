@@ -867,5 +867,9 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 	o->per_worker = j->per_worker;
 	o->lends = j->lends;
 	o->refusals = j->refusals;
+	int64_t now = now_ms();
+	for (int p = 0; p < r->npeers; p++)
+		if (peer_live(r, p))
+			o->lendable += lender_of(r, j, p, now, false).workers;
 	home_why(r, j, o);
 }

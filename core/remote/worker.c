@@ -66,7 +66,19 @@ struct wproc {
 	uint64_t scratch[GM_MAX_BATCH / 64];
 	uint64_t
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
+	/* where its time went (said when it ends): batches made, ns waiting for
+	 * a lease (claim to reply), told no batch is free (the job's ring is
+	 * full: its trainer has what it takes), making batches, waiting for the
+	 * sends of a mirror slot to complete, and the CPU it used making them */
+	uint64_t batches, samples, lease_ns, none_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
 };
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- the job's configuration ------------------------------------------------- */
 
@@ -531,6 +543,7 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 	struct m_claim cl = {0};
 	int rc = 0;
 	while (!w_retire && !rc) {
+		uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 		r->lease_in = false;
 		rc = gm_remote_conn_send(c, AM_CLAIM, &cl, sizeof(cl), NULL, 0);
 		if (!rc)
@@ -546,12 +559,15 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 					struct timespec ts = {0, 200000};
 					nanosleep(&ts, NULL);
 				}
+			r->none_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 			continue;
 		}
+		uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
 		slot ^= 1;
 		rc = drain(r, c, &ws->inflight[slot]);
 		if (rc)
 			break;
+		uint64_t t2 = clock_ns(CLOCK_MONOTONIC), c2 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 		preset(r, m, slot);
 		rc = gm_worker_produce(w, slot, r->lease.task);
 		if (rc) {
@@ -559,6 +575,12 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 			       strerror(-rc));
 			break;
 		}
+		r->make_cpu_ns += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c2;
+		r->make_ns += clock_ns(CLOCK_MONOTONIC) - t2;
+		r->lease_ns += t1 - t0;
+		r->drain_ns += t2 - t1;
+		r->batches++;
+		r->samples += r->lease.nb;
 		rc = ship(r, c, m, slot, ws, sb);
 	}
 	if (!rc)
@@ -566,6 +588,23 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 	if (!rc)
 		rc = drain(r, c, &ws->inflight[1]);
 	return rc;
+}
+
+/* Where a remote worker's time went, in one line when it ends. */
+static void tell_times(const struct wproc *r, const char *home)
+{
+	double all = (double)(clock_ns(CLOCK_MONOTONIC) - r->start_ns) / 1e9;
+	if (!r->batches || !(all > 0))
+		return;
+	gm_log("remote worker",
+	       "for %s: %" PRIu64 " batches, %" PRIu64 " samples in %.1f s (%.0f img/s): "
+	       "waiting for leases %.0f%%, no batch free %.0f%%, making %.0f%% (on CPU "
+	       "%.0f%% of that), waiting for sends %.0f%%",
+	       home, r->batches, r->samples, all, (double)r->samples / all,
+	       (double)r->lease_ns / 1e7 / all, (double)r->none_ns / 1e7 / all,
+	       (double)r->make_ns / 1e7 / all,
+	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
+	       (double)r->drain_ns / 1e7 / all);
 }
 
 static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
@@ -618,8 +657,10 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 		rc = -ENOMEM;
 	if (!rc)
 		rc = gm_worker_create(&w, &cfg, err, sizeof(err));
+	r->start_ns = clock_ns(CLOCK_MONOTONIC);
 	if (!rc)
 		rc = work_loop(r, c, w, m, &ws, sb);
+	tell_times(r, bl->home_addr);
 	if (rc && rc != -ENODATA)
 		gm_log("remote worker", "for %s: %s%s%s", bl->home_addr, strerror(-rc),
 		       c && c->why[0] ? ": " : "", c && c->why[0] ? c->why : "");

@@ -37,6 +37,10 @@
  * other hosts' jobs run at GM_NODE_LENT_NICE, below this host's own jobs. */
 #define GM_NODE_WORKER_NICE 5
 #define GM_NODE_LENT_NICE   10
+/* A job that remote workers feed runs no local worker on a host that delivers
+ * less than this many cores (node.c's fed_remotely; the simulator's model of
+ * it, sim/scenario.c): there its CPU is worth more receiving than decoding. */
+#define GM_NODE_FED_CORES 0.5
 
 struct gm_node_opts {
 	const char *socket_path; /* NULL: gm_node_default_socket(), directory made 0700 */

@@ -111,8 +111,11 @@ int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budg
  *
  *     want = ceil((demand x headroom - capacity) / one remote worker's rate)
  *
- * remote workers when that is positive, at most `most`; 0 once local capacity
- * covers the demand again (the caller's hysteresis gives them back one by one).
+ * remote workers when that is positive, at most `most` and, when the peers'
+ * heartbeats are known (bounded), at most what the live peers can lend it: a
+ * tiny measured remote rate must not turn into hundreds of asks no peer can
+ * grant. 0 once local capacity covers the demand again (the caller's
+ * hysteresis gives them back one by one).
  */
 #define GM_POLICY_STALL 0.05 /* a consumer waiting more than this share is short */
 
@@ -127,6 +130,8 @@ struct gm_policy_borrow_in {
 	double remote_worker_rate; /* one remote worker's rate; 0: worker_rate is used */
 	uint32_t workers;	   /* local workers */
 	uint32_t most;		   /* most remote workers it may have */
+	bool bounded;		   /* lendable below is known (false: no bound) */
+	uint32_t lendable;	   /* workers the live peers can lend it in all */
 };
 
 enum gm_policy_borrow_why {
@@ -137,9 +142,10 @@ enum gm_policy_borrow_why {
 };
 
 struct gm_policy_borrow_out {
-	double capacity; /* local capacity (see above) */
-	uint32_t want;	 /* remote workers to ask for, <= most */
-	bool capped;	 /* want was cut to most */
+	double capacity;  /* local capacity (see above) */
+	uint32_t want;	  /* remote workers to ask for, <= most (and lendable) */
+	bool capped;	  /* want was cut to most */
+	bool peers_short; /* want was cut to what the peers can lend */
 	enum gm_policy_borrow_why why;
 };
 
@@ -164,5 +170,20 @@ struct gm_policy_lender {
  * its workers; a lender without cores gets none. Returns the workers placed
  * (<= want; the rest no lender has room for). Pure, thread-safe. */
 uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask);
+
+/*
+ * Lending: how many workers a host may run for other hosts' jobs. `free`
+ * workers of its budget no own job wishes for are lendable, as before; and a
+ * host whose own jobs leave at least GM_POLICY_LEND_MIN_CORES of its cores
+ * idle (idle_cores: its cores less its measured jobs' needs) lends
+ * ceil(idle_cores) workers even when its whole worker budget is wished for:
+ * under --cpus 0.75 the budget is one worker, its own job holds it, and half a
+ * core would otherwise sit idle. The lent workers run niced below the host's
+ * own (GM_NODE_LENT_NICE) inside the same CPU quota, so the quota bounds
+ * them, and they are preempted when the own jobs' needs grow (idle shrinks).
+ * Pure.
+ */
+#define GM_POLICY_LEND_MIN_CORES 0.25
+uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores);
 
 #endif

@@ -89,6 +89,8 @@ struct gm_remote_job_info {
 	uint64_t fenced;   /* messages of a lease no longer held, dropped */
 	double rate;	   /* img/s delivered by remote workers over the last tick */
 	double per_worker; /* ... per remote worker (0: not measured) */
+	uint32_t lendable; /* workers the live peers can lend it in all, by their
+			    * last heartbeats (what they lend it now included) */
 	/* why it has fewer than it asked for, now: peers that refuse the job
 	 * (busy indexing others; no --lend-root covers its dataset; the dataset
 	 * refused there: differs, too large, slow, its options), workers peers

@@ -23,7 +23,8 @@
 # over the remote ones; B's and C's CPU less their idle agents', over the same),
 # or from the lending-on runs where the calibration counted no remote image;
 # remote_worker_img_s (the remote images a job fed by remote workers alone got
-# per remote-worker-second, lending-on runs); start_s (launch to first image).
+# per remote-worker-second while its trainer waited, lending-on runs); start_s
+# (launch to first image).
 #
 # Then `goldminer sim --scenario` on the same scenario, with the committed costs
 # and with this run's, and the per-job JCT, simulated vs measured. Writes
@@ -145,6 +146,18 @@ experiment() {
 	mkdir -p "$d"
 	u0=$(usage_all)
 	t0=$(now)
+	# the home agents' status every 0.5 s from the start until every trainer is
+	# done (in the background: the jobs are launched at their submit times)
+	(
+		while [ ! -f "$d/done" ]; do
+			for i in 1 2 3; do
+				st=$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null) &&
+					echo "$i $(now) $st" >>"$d/status"
+			done
+			sleep 0.5
+		done
+	) &
+	poller=$!
 	pids=
 	while read -r name home sub img rate; do
 		h=$(host_of "$home")
@@ -160,18 +173,9 @@ experiment() {
 			--epochs $((img / NIMG)) --quiet "$@"
 		pids="$pids $MH_PID"
 	done <"$tmp/jobs"
-	# the home agents' status every 0.5 s until every trainer is done
-	while :; do
-		alive=0
-		for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 1 ] || break
-		for i in 1 2 3; do
-			st=$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null) &&
-				echo "$i $(now) $st" >>"$d/status"
-		done
-		sleep 0.5
-	done
 	for p in $pids; do wait "$p"; done
+	: >"$d/done"
+	wait $poller
 	u1=$(usage_all)
 	t1=$(now)
 	stop_agents

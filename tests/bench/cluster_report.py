@@ -162,9 +162,13 @@ else:
     say_cal = "calibration: no remote images (no remote costs measured)"
 # what one lent worker sends in the lending-on runs: between two polls of the
 # home's --status, the remote images a job fed by remote workers only (no local
-# worker) received over the remote-worker-seconds it held, pooled over the runs
-# (a lower bound where its trainer took less than the workers could send)
-got, held = 0, 0.0
+# worker) received over the remote-worker-seconds it held, pooled over the runs,
+# counting only the polls where its trainer waited (stall_ratio above the
+# agent's 5%: the workers, not the trainer, set the pace); a job its workers
+# satisfy leaves them idle (no batch free) and would lower the figure. With
+# under 2 remote-worker-seconds of those, every poll (a lower bound).
+STALL = 0.05
+got, held, got_all, held_all = 0, 0.0, 0, 0.0
 for k in on:
     path = os.path.join(OUT, f"status-{k[0]}-on.txt")
     prev = {}
@@ -177,12 +181,18 @@ for k in on:
                    j.get("workers", 1))
             p = prev.get(j["pid"])
             if p and p[2] > 0 and p[3] == 0 and now[2] > 0:
-                got += now[1] - p[1]
-                held += (now[0] - p[0]) * p[2]
+                got_all += now[1] - p[1]
+                held_all += (now[0] - p[0]) * p[2]
+                if j.get("stall_ratio", 0) > STALL:
+                    got += now[1] - p[1]
+                    held += (now[0] - p[0]) * p[2]
             prev[j["pid"]] = now
+if held < 2:
+    got, held = got_all, held_all
 if held > 0:
     costs["remote_worker_img_s"] = got / held
     costs["remote_worker_s"] = held
+    costs["remote_worker_img_s_all"] = got_all / held_all
 
 # start-up: from a trainer's launch to its first image (process start, dataset
 # open, attach): its JCT less the time bench's clock saw it consuming
