@@ -26,7 +26,7 @@ and never after close(); use images.clone() (or copy=True) to keep one.
 
 copy=True: each batch is the caller's own (kept as long as it likes, never
 overwritten), copied out of the slot into one of a few buffers this adapter keeps
-(_Owned). A buffer is written again only once nothing holds it: no tensor, view,
+(_slot.Owned). A buffer is written again only once nothing holds it: no tensor, view,
 storage or NumPy array over it is alive (the storage holds a reference to the
 buffer, so its reference count says so). The buffers are touched once, when made:
 a fresh allocation per batch would page-fault on every 4 KiB page of it, which
@@ -36,49 +36,18 @@ What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
 """
 import ctypes
-import sys
 
 import torch as _torch
 
 from .dataloader import DataLoader  # noqa: F401  (any map-style dataset)
 from .plan import plan  # noqa: F401  (where a DataLoader's sample runs: C, hybrid, Python)
 from .loader import Loader as _GmLoader
+from . import _slot
 
 _DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}
 
 
-class _Owned:
-    """Buffers for copy=True batches, each reused only once nothing holds it."""
-
-    KEEP = 4  # buffers tracked; a script keeping more batches gets new ones
-
-    def __init__(self):
-        self._bufs = []
-
-    def copy(self, x):
-        """An owned copy of tensor x (same shape, dtype, contiguous)."""
-        nbytes = x.numel() * x.element_size()
-        for b in self._bufs:
-            # references: the list, b, getrefcount's argument; one more while a
-            # storage (any tensor, view or array over it) is alive
-            if len(b) == nbytes + 64 and sys.getrefcount(b) == 3:
-                return self._over(b, x)
-        # none free: the oldest one held is left to its holder (it dies with the
-        # last tensor over it) and a new one made in its place
-        self._bufs = [b for b in self._bufs if len(b) == nbytes + 64][-(self.KEEP - 1):]
-        b = bytearray(nbytes + 64)  # zeroed: every page touched now, once
-        self._bufs.append(b)
-        return self._over(b, x)
-
-    @staticmethod
-    def _over(b, x):
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(b))
-        off = -addr % 64  # aligned as torch's own allocations
-        out = _torch.frombuffer(b, dtype=x.dtype, count=x.numel(), offset=off)
-        return out.view(x.shape).copy_(x)
-
-    def clear(self):
-        self._bufs = []
+_Owned = _slot.Owned  # copy=True's buffers (the test reads KEEP)
 
 
 class Loader:

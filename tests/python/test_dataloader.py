@@ -10,6 +10,7 @@ in words, state_dict resumes mid-epoch with the same bytes, batches view the rin
 and Ctrl-C leaves no process.
 """
 import collections
+import ctypes
 import functools
 import os
 import random
@@ -117,6 +118,19 @@ def big_collate(items):
     """1.6 MB a batch, more than half the first guess of a slot (1 MiB)."""
     import torch
     return torch.arange(400000, dtype=torch.float32) + items[0][0][0]
+
+
+class Big:
+    """Tensors big enough for copy=True's reused buffers (goldminer._slot.Owned)."""
+
+    nbytes = 3 * 128 * 128 * 4
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        import torch
+        return torch.full((3, 128, 128), float(i)) + torch.rand(3, 128, 128), i
 
 
 class Texts:
@@ -496,6 +510,34 @@ class TestDataLoader(GmTest):
                       copy=True)
         dl2.load_state_dict(sd)
         self.assertEqual(flat(first) + flat(list(dl2)), ref)
+
+    def test_copies_kept_are_never_overwritten_and_dropped_ones_reuse_buffers(self):
+        # copy=True (goldminer run's Python and hybrid paths): a batch the caller
+        # keeps, whole or as a view, holds its bytes while later batches arrive;
+        # buffers of the batches it drops are written again, not allocated anew
+        import torch
+        from goldminer import _slot
+        ds = Big()
+        self.assertGreaterEqual(2 * ds.nbytes, _slot.Owned.MIN)
+        one = self.DL(ds, batch_size=2, seed=5)
+        ref = [[x.clone() for x, _ in one] for _ in range(2)]  # epochs 0 and 1
+        dl = self.DL(ds, batch_size=2, num_workers=2, seed=5, copy=True,
+                     persistent_workers=True)
+        kept, ptrs = [], []
+        for epoch in range(2):
+            for k, (x, _) in enumerate(dl):
+                self.assertTrue(torch.equal(x, ref[epoch][k]), (epoch, k))
+                if epoch == 0 and k % 2 == 0:
+                    kept.append((k, x[1:] if k % 4 else x))
+                if epoch == 1:
+                    ptrs.append(x.data_ptr())
+                del x
+        self.assertGreater(len(kept), _slot.Owned.KEEP)
+        for k, x in kept:
+            self.assertTrue(torch.equal(x, ref[0][k][1:] if k % 4 else ref[0][k]), k)
+        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in dl._owned.buffers()]
+        for p in ptrs:
+            self.assertTrue(any(0 <= p - a < 64 for a in bufs), hex(p))
 
     def test_batches_view_the_ring_without_a_copy(self):
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)
