@@ -213,6 +213,65 @@ def write(buf, packed):
             buf[off:off + n] = r
 
 
+def _column(col):
+    """What default_collate makes of one column of a batch, without making the
+    stack: ("stack", meta tensor of the result) for tensors of one shape and dtype,
+    ("small", tensor) for Python ints or floats; None for anything else."""
+    c0 = col[0]
+    if type(c0) is _torch.Tensor:
+        shape, dt = c0.shape, c0.dtype
+        for x in col:
+            if type(x) is not _torch.Tensor or x.shape != shape or x.dtype != dt or \
+                    x.device.type != "cpu" or x.layout != _torch.strided or x.requires_grad:
+                return None
+        return "stack", _torch.empty((len(col),) + tuple(shape), dtype=dt, device="meta")
+    for kind, dt in ((int, _torch.int64), (float, _torch.float64)):
+        if type(c0) is kind:
+            if any(type(x) is not kind for x in col):
+                return None
+            return "small", _torch.tensor(col, dtype=dt)
+    return None
+
+
+def collate_into(items, buf, cap, dumps=pickle.dumps):
+    """torch's default_collate(items) laid out in slot buf as pack() and write()
+    would lay it out, the stacked tensors made in the slot itself (no batch tensor
+    allocated, no second copy): for items that are tuples (or lists) of CPU
+    tensors and Python ints or floats, each tensor column of one shape and dtype
+    (a dataset of (image, label), as ImageFolder's). Returns the payload's total
+    bytes (over cap: nothing written), or None when the items are of another form
+    (collate them as usual)."""
+    if _torch is None or not items:
+        return None
+    e0 = items[0]
+    if type(e0) not in (tuple, list) or not e0 or \
+            any(type(x) is not type(e0) or len(x) != len(e0) for x in items):
+        return None
+    cols = [_column(c) for c in zip(*items)]
+    if any(c is None for c in cols):
+        return None
+    arrays = []
+    tb = dumps(_flatten([t for _, t in cols], arrays, "batch"))
+    off, places = _align(HDR + len(tb)), []
+    for a in arrays:
+        n = a.numel() * a.element_size()
+        places.append((off, n))
+        off = _align(off + n)
+    if off > cap:
+        return off
+    struct.pack_into("<QQ8s", buf, 0, off, len(tb), MAGIC)
+    buf[HDR:HDR + len(tb)] = tb
+    for (kind, t), col, (o, n) in zip(cols, zip(*items), places):
+        if not n:
+            continue
+        dst = _torch.frombuffer(buf, dtype=t.dtype, count=t.numel(), offset=o).view(t.shape)
+        if kind == "stack":
+            _torch.stack(col, 0, out=dst)
+        else:
+            dst.copy_(t)
+    return off
+
+
 def size_of(buf):
     """The payload's total bytes (the first header field)."""
     return struct.unpack_from("<Q", buf, 0)[0]

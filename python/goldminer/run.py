@@ -114,9 +114,10 @@ def timed(it, rec, workers):
             rec.wait_s += time.monotonic() - t0
             rec.batches += 1
             rec.images += _batch_len(out)
-            if rec.batches == 1 or rec.batches % 16 == 0:
-                loc, rem = workers()
-                rec.local, rec.remote = max(rec.local, loc), max(rec.remote, rem)
+            # every batch (a counter read): a pool still starting its second
+            # worker at batch 1 must not be summarised as one worker
+            loc, rem = workers()
+            rec.local, rec.remote = max(rec.local, loc), max(rec.remote, rem)
             yield out
     finally:
         rec.busy_s += time.monotonic() - t_start

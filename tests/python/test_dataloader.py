@@ -523,6 +523,7 @@ class TestDataLoader(GmTest):
         ref = [[x.clone() for x, _ in one] for _ in range(2)]  # epochs 0 and 1
         dl = self.DL(ds, batch_size=2, num_workers=2, seed=5, copy=True,
                      persistent_workers=True)
+        self.addCleanup(dl.close)  # its workers outlive a failed assertion otherwise
         kept, ptrs = [], []
         for epoch in range(2):
             for k, (x, _) in enumerate(dl):
@@ -532,12 +533,44 @@ class TestDataLoader(GmTest):
                 if epoch == 1:
                     ptrs.append(x.data_ptr())
                 del x
+        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in dl._owned.buffers()]
+        dl.close()
         self.assertGreater(len(kept), _slot.Owned.KEEP)
         for k, x in kept:
             self.assertTrue(torch.equal(x, ref[0][k][1:] if k % 4 else ref[0][k]), k)
-        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in dl._owned.buffers()]
         for p in ptrs:
             self.assertTrue(any(0 <= p - a < 64 for a in bufs), hex(p))
+
+    def test_default_collate_made_in_the_slot_has_the_bytes_of_collate_then_pack(self):
+        # the worker stacks (image, label) items straight into the slot: the
+        # payload must be byte for byte what default_collate + pack + write give
+        import numpy as np
+        import torch
+        from torch.utils.data import default_collate
+        from goldminer import _slot
+        g = torch.Generator().manual_seed(1)
+        img = [torch.rand(3, 5, 7, generator=g) for _ in range(4)]
+        forms = [
+            [(x, i) for i, x in enumerate(img)],                        # ImageFolder's
+            [[x, float(i), x.to(torch.uint8)] for i, x in enumerate(img)],  # lists
+            [(x[:, :0], i) for i, x in enumerate(img)],                # empty tensors
+        ]
+        for items in forms:
+            want, got = bytearray(1 << 16), bytearray(1 << 16)
+            packed = _slot.pack(default_collate(items))
+            _slot.write(want, packed)
+            self.assertEqual(_slot.collate_into(items, got, len(got)), packed[2])
+            self.assertEqual(got[:packed[2]], want[:packed[2]])
+            small = bytearray(packed[2] - 1)
+            self.assertEqual(_slot.collate_into(items, small, len(small)), packed[2])
+            self.assertEqual(small, bytearray(len(small)))  # too big: nothing written
+        for items in ([(img[0], 1), (img[1][:, :2], 2)],          # shapes differ
+                      [(img[0], 1), (img[1], 2.0)],               # int, then float
+                      [(img[0], np.int64(1))] * 2,                # not a Python number
+                      [img[0], img[1]],                           # not tuples
+                      [(img[0].requires_grad_(), 1)] * 2,         # autograd
+                      []):
+            self.assertIsNone(_slot.collate_into(items, bytearray(1 << 16), 1 << 16))
 
     def test_batches_view_the_ring_without_a_copy(self):
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)
