@@ -162,6 +162,9 @@ class Loader:
             labels = labels.to(self.device, non_blocking=True)
         elif self._copy is not None:
             x = self._copy.copy(x)
+            # the batch is the caller's now: the slot goes back to the workers at
+            # once, not when the next batch is asked for
+            self._gm.release()
         if side and hwc:
             x = x.permute(0, 3, 1, 2)  # (N,3,H,W) in channels_last memory format
         return x, labels
