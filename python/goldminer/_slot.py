@@ -15,6 +15,8 @@ None, strings, bytes and tuples, lists, dicts and namedtuples of them; anything
 else is refused with the path to it (`batch[1]['mask']`), at the first batch.
 The trainer rebuilds tensors with torch.frombuffer over the ring: they view the
 slot until the next batch is asked for (copy=True: owned copies, see Owned).
+collate_into() lays out torch's default_collate of (tensor, number) items the
+same way with the stack made in the slot itself (no batch tensor in between).
 
 Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
 NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and

@@ -8,7 +8,8 @@ on_error and the trainer's sys.path), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
-layout of _slot.py, publish. It keeps nothing between tasks.
+layout of _slot.py (torch's default_collate of (tensor, number) items is stacked
+in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks.
 
 Errors: an exception in dataset[i] is recorded in the slot (sample, type and
 message); with on_error="fail" the batch fails with the exception pickled into
