@@ -157,7 +157,8 @@ class _Kept:
     resumes after them (the done bits say which, bind.h): a directory of
     (offset, length) per position at the very end of the slot, the pickles below
     it. An item that does not fit, or took less than KEEP_S to make (pickling a
-    small tensor costs about as much), is not kept (length 0): it is made again,
+    small tensor costs about as much), or of a dataset that says
+    goldminer_keep_items = False, is not kept (length 0): it is made again,
     with the same bytes (its seed is its own)."""
 
     def __init__(self, t):

@@ -120,6 +120,12 @@ def big_collate(items):
     return torch.arange(400000, dtype=torch.float32) + items[0][0][0]
 
 
+class Remade(AugDataset):
+    """Items a worker makes again after a re-issue instead of keeping them."""
+
+    goldminer_keep_items = False
+
+
 class Big:
     """Tensors big enough for copy=True's reused buffers (goldminer._slot.Owned)."""
 
@@ -362,6 +368,28 @@ class TestDataLoader(GmTest):
         self.assertEqual(made().count(5), 1)
         self.assertEqual(sorted(set(made())), list(range(N)))
         self.assertGreaterEqual(dl.stats()["reissued"], 1)
+
+    def test_items_of_a_dataset_that_says_so_are_made_again_not_kept(self):
+        # goldminer_keep_items = False (hybrid.py's HybridDataset): a re-issued
+        # batch makes the dead worker's finished items again, with the same bytes
+        ref = self.run_loader(0, shuffle=False)[0]
+        log = tempfile.mkdtemp(prefix="gm-log-")
+        dl = self.DL(Remade(delay=0.1, log=log), batch_size=BATCH, num_workers=1,
+                     copy=True, seed=5, slot_bytes=1 << 20)
+        it = iter(dl)
+        got = flat([next(it)])
+        deadline = time.monotonic() + 30
+
+        def made():
+            return [int(f.split(".")[0]) for f in os.listdir(log)]
+        while not {4, 5} <= set(made()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertNotIn(7, made())  # still inside batch 1
+        for pid in workers():
+            os.kill(pid, signal.SIGKILL)
+        got += flat(list(it))
+        self.assertEqual(got, ref)
+        self.assertEqual(made().count(4), 2)  # made again, not kept in the slot
 
     def test_worker_that_exits_in_the_dataset_costs_a_reissue(self):
         ref = self.run_loader(0)[0]
