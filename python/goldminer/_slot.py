@@ -14,7 +14,9 @@ The tree carries tensors, NumPy arrays, numbers (Python and NumPy scalars), bool
 None, strings, bytes and tuples, lists, dicts and namedtuples of them; anything
 else is refused with the path to it (`batch[1]['mask']`), at the first batch.
 The trainer rebuilds tensors with torch.frombuffer over the ring: they view the
-slot until the next batch is asked for (copy=True clones them).
+slot until the next batch is asked for (copy=True: owned copies, see Owned).
+collate_into() lays out torch's default_collate of (tensor, number) items the
+same way with the stack made in the slot itself (no batch tensor in between).
 
 Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
 NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and
@@ -22,9 +24,11 @@ before collate_fn from (seed, epoch, batch index), so the bytes of a batch do no
 depend on which worker made it, how many there are, or how often it was re-issued.
 A transform's own generator object is not covered.
 """
+import ctypes
 import pickle
 import random
 import struct
+import sys
 
 MAGIC = b"GMPYSLOT"
 HDR = 64
@@ -43,6 +47,58 @@ except ImportError:  # pragma: no cover - torch is optional for the worker
 
 class LayoutError(TypeError):
     """collate_fn returned something the ring cannot carry."""
+
+
+class Owned:
+    """Buffers for copy=True batches (the caller's own, kept as long as it likes,
+    never overwritten), each reused only once nothing holds it: no tensor, view,
+    storage or NumPy array over it is alive (a storage made by torch.frombuffer
+    holds a reference to the buffer, so the buffer's reference count says so).
+    A buffer's pages are touched once, when made: a fresh allocation per batch
+    page-faults on each 4 KiB page of it, which costs several times the copy.
+    Tensors under MIN bytes are cloned (malloc reuses small blocks anyway)."""
+
+    KEEP = 4  # buffers tracked per size; a caller keeping more gets new ones
+    SIZES = 8  # sizes tracked (the least recently used one is let go)
+    MIN = 256 << 10
+
+    def __init__(self):
+        self._bufs = {}  # nbytes -> [bytearray], in insertion order = use order
+
+    def copy(self, x):
+        """An owned copy of tensor x (same shape and dtype, contiguous)."""
+        nbytes = x.numel() * x.element_size()
+        if nbytes < self.MIN:
+            return x.clone()
+        bufs = self._bufs.pop(nbytes, [])
+        self._bufs[nbytes] = bufs  # now the most recently used size
+        for b in bufs:
+            # references: the list, b, getrefcount's argument; one more while a
+            # storage (any tensor, view or array over it) is alive
+            if sys.getrefcount(b) == 3:
+                return self._over(b, x)
+        # none free: the oldest one held is left to its holder (it dies with the
+        # last tensor over it) and a new one made in its place
+        del bufs[:max(0, len(bufs) - self.KEEP + 1)]
+        if len(self._bufs) > self.SIZES:
+            del self._bufs[next(iter(self._bufs))]
+        b = bytearray(nbytes + 64)  # zeroed: every page touched now, once
+        bufs.append(b)
+        return self._over(b, x)
+
+    @staticmethod
+    def _over(b, x):
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(b))
+        off = -addr % 64  # aligned as torch's own allocations
+        out = _torch.frombuffer(b, dtype=x.dtype, count=x.numel(), offset=off)
+        return out.view(x.shape).copy_(x)
+
+    def buffers(self):
+        """Every buffer tracked now (for tests)."""
+        return [b for bufs in self._bufs.values() for b in bufs]
+
+    def clear(self):
+        self._bufs = {}
 
 
 def _mix(x):
@@ -159,6 +215,65 @@ def write(buf, packed):
             buf[off:off + n] = r
 
 
+def _column(col):
+    """What default_collate makes of one column of a batch, without making the
+    stack: ("stack", meta tensor of the result) for tensors of one shape and dtype,
+    ("small", tensor) for Python ints or floats; None for anything else."""
+    c0 = col[0]
+    if type(c0) is _torch.Tensor:
+        shape, dt = c0.shape, c0.dtype
+        for x in col:
+            if type(x) is not _torch.Tensor or x.shape != shape or x.dtype != dt or \
+                    x.device.type != "cpu" or x.layout != _torch.strided or x.requires_grad:
+                return None
+        return "stack", _torch.empty((len(col),) + tuple(shape), dtype=dt, device="meta")
+    for kind, dt in ((int, _torch.int64), (float, _torch.float64)):
+        if type(c0) is kind:
+            if any(type(x) is not kind for x in col):
+                return None
+            return "small", _torch.tensor(col, dtype=dt)
+    return None
+
+
+def collate_into(items, buf, cap, dumps=pickle.dumps):
+    """torch's default_collate(items) laid out in slot buf as pack() and write()
+    would lay it out, the stacked tensors made in the slot itself (no batch tensor
+    allocated, no second copy): for items that are tuples (or lists) of CPU
+    tensors and Python ints or floats, each tensor column of one shape and dtype
+    (a dataset of (image, label), as ImageFolder's). Returns the payload's total
+    bytes (over cap: nothing written), or None when the items are of another form
+    (collate them as usual)."""
+    if _torch is None or not items:
+        return None
+    e0 = items[0]
+    if type(e0) not in (tuple, list) or not e0 or \
+            any(type(x) is not type(e0) or len(x) != len(e0) for x in items):
+        return None
+    cols = [_column(c) for c in zip(*items)]
+    if any(c is None for c in cols):
+        return None
+    arrays = []
+    tb = dumps(_flatten([t for _, t in cols], arrays, "batch"))
+    off, places = _align(HDR + len(tb)), []
+    for a in arrays:
+        n = a.numel() * a.element_size()
+        places.append((off, n))
+        off = _align(off + n)
+    if off > cap:
+        return off
+    struct.pack_into("<QQ8s", buf, 0, off, len(tb), MAGIC)
+    buf[HDR:HDR + len(tb)] = tb
+    for (kind, t), col, (o, n) in zip(cols, zip(*items), places):
+        if not n:
+            continue
+        dst = _torch.frombuffer(buf, dtype=t.dtype, count=t.numel(), offset=o).view(t.shape)
+        if kind == "stack":
+            _torch.stack(col, 0, out=dst)
+        else:
+            dst.copy_(t)
+    return off
+
+
 def size_of(buf):
     """The payload's total bytes (the first header field)."""
     return struct.unpack_from("<Q", buf, 0)[0]
@@ -166,7 +281,7 @@ def size_of(buf):
 
 def read(buf, copy=False):
     """Rebuild the collate result from payload buf: tensors/arrays view buf
-    (zero copy) unless copy is true."""
+    (zero copy) unless copy is true (an Owned: its buffers hold the tensors)."""
     total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
     if magic != MAGIC or HDR + tlen > len(buf) or total > len(buf):
         raise ValueError("slot payload does not hold a goldminer batch")
@@ -191,7 +306,7 @@ def _build(node, buf, copy, offs, cur):
             nbytes = n * _torch.empty((), dtype=dt).element_size()
             t = (_torch.frombuffer(buf, dtype=dt, count=n, offset=off).view(shape) if n
                  else _torch.empty(shape, dtype=dt))
-            out = t.clone() if copy else t
+            out = (copy.copy(t) if isinstance(copy, Owned) else t.clone()) if copy else t
         else:
             dt = _np.dtype(node[2])
             n = 1

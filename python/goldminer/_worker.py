@@ -8,7 +8,8 @@ on_error and the trainer's sys.path), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
-layout of _slot.py, publish. It keeps nothing between tasks.
+layout of _slot.py (torch's default_collate of (tensor, number) items is stacked
+in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks.
 
 Errors: an exception in dataset[i] is recorded in the slot (sample, type and
 message); with on_error="fail" the batch fails with the exception pickled into
@@ -156,7 +157,8 @@ class _Kept:
     resumes after them (the done bits say which, bind.h): a directory of
     (offset, length) per position at the very end of the slot, the pickles below
     it. An item that does not fit, or took less than KEEP_S to make (pickling a
-    small tensor costs about as much), is not kept (length 0): it is made again,
+    small tensor costs about as much), or of a dataset that says
+    goldminer_keep_items = False, is not kept (length 0): it is made again,
     with the same bytes (its seed is its own)."""
 
     def __init__(self, t):
@@ -209,6 +211,9 @@ class _Kept:
 
 def produce(w, t):
     items, kept = [], _Kept(t)
+    # a dataset may say its items are cheaper to make again on a re-issue than to
+    # pickle into the slot for every batch (hybrid.py: C-made, seeded per sample)
+    keep = getattr(w["dataset"], "goldminer_keep_items", True)
     t.base = _slot.seed_base(w["seed"], t.epoch)
     for pos, i in enumerate(t.indices):
         item, ok = (None, False) if t.fresh else kept.load(pos)
@@ -220,22 +225,37 @@ def produce(w, t):
             t.quiet = False
             if bad:
                 return _fail(w, t, *bad)
-            if time.monotonic() - t0 >= KEEP_S:  # cheaper to make again than to keep
+            if keep and time.monotonic() - t0 >= KEEP_S:  # else cheaper to make again
                 kept.keep(pos, item)  # before the done bit: what a resumer may read
         items.append(item)
         t.lib.gm_bind_done(t.b, t.slot, pos)
     try:
         _slot.seed_all(_slot.seed_at(t.base, -1 - t.batch))
-        out = w["collate_fn"](items)
-        packed = _slot.pack(out, w["dumps"])
+        total = packed = None
+        if w["collate_fn"] is _default_collate():
+            kept.forget()  # the stack is written over them
+            total = _slot.collate_into(items, t.buf, t.cap, w["dumps"])
+        if total is None:
+            packed = _slot.pack(w["collate_fn"](items), w["dumps"])
+            total = packed[2]
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
         return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
     kept.forget()
-    if packed[2] > t.cap:
-        struct.pack_into("<Q", t.buf, 0, packed[2])
+    if total > t.cap:
+        struct.pack_into("<Q", t.buf, 0, total)
         return t.publish(-errno.EMSGSIZE)
-    _slot.write(t.buf, packed)
+    if packed is not None:
+        _slot.write(t.buf, packed)
     t.publish(0)
+
+
+def _default_collate():
+    """torch's default_collate (None without torch): made straight into the slot."""
+    try:
+        from torch.utils.data import default_collate
+    except ImportError:
+        return None
+    return default_collate
 
 
 def _setup():

@@ -18,7 +18,8 @@ depend on the worker count: each sample is computed after seeding random, NumPy
 and torch from (seed, epoch, index).
 
 Batches come back as tensors viewing the ring slot (zero copy) until the next
-batch is asked for; copy=True clones them. The slot size is given by slot_bytes=,
+batch is asked for; copy=True copies them into buffers the caller owns (reused
+once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
 or measured once from the first batch of the first pool, computed in a worker like
 any other (a crash there costs a re-issue and is reported with the index, never
 the trainer's life): the first pool's slots hold MIN_SLOT bytes; when that batch
@@ -131,6 +132,7 @@ class DataLoader:
         self.worker_init_fn, self.generator = worker_init_fn, generator
         self.on_error, self.lease_timeout_ms, self.slot_bytes = on_error, lease_timeout_ms, slot_bytes
         self.copy, self.persistent_workers, self._pool = copy, persistent_workers, None
+        self._owned = _slot.Owned() if copy and _slot._torch is not None else None
         self._own_gen = generator is None
         self._gen = generator if generator is not None else torch.Generator()
         if batch_sampler is None:
@@ -518,7 +520,7 @@ class _Pool:
                                    k, epoch, _slot.size_of(buf), cap.value))
         if status:
             _raise_failed(buf, k, epoch)
-        return _slot.read(memoryview(buf).cast("B"), copy=self.dl.copy)
+        return _slot.read(memoryview(buf).cast("B"), copy=self.dl._owned or self.dl.copy)
 
     def close(self):
         if self.p:

@@ -24,6 +24,14 @@ batch, and before close). The layout permutation is then done on the device.
 VIEW LIFETIME (device=None): images are valid until the next batch is requested
 and never after close(); use images.clone() (or copy=True) to keep one.
 
+copy=True: each batch is the caller's own (kept as long as it likes, never
+overwritten), copied out of the slot into one of a few buffers this adapter keeps
+(_slot.Owned). A buffer is written again only once nothing holds it: no tensor, view,
+storage or NumPy array over it is alive (the storage holds a reference to the
+buffer, so its reference count says so). The buffers are touched once, when made:
+a fresh allocation per batch would page-fault on every 4 KiB page of it, which
+costs several times the copy itself.
+
 What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
 """
@@ -34,8 +42,12 @@ import torch as _torch
 from .dataloader import DataLoader  # noqa: F401  (any map-style dataset)
 from .plan import plan  # noqa: F401  (where a DataLoader's sample runs: C, hybrid, Python)
 from .loader import Loader as _GmLoader
+from . import _slot
 
 _DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}
+
+
+_Owned = _slot.Owned  # copy=True's buffers (the test reads KEEP)
 
 
 class Loader:
@@ -59,7 +71,7 @@ class Loader:
                 not _torch.cuda.is_available():
             raise RuntimeError("goldminer.torch.Loader: device=%r but torch has no CUDA device"
                                % (device,))
-        self._copy = copy
+        self._copy = _Owned() if copy else None
         self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
                              output=output, **kw)
         self._dtype = _DTYPES[self._gm.output]  # a pipeline spec may have chosen it
@@ -91,6 +103,8 @@ class Loader:
         if not self._gm.closed:
             self._wait_copy()
         self._gm.close()
+        if self._copy is not None:
+            self._copy.clear()  # batches the caller holds keep their own buffer
 
     @property
     def loader(self):
@@ -146,8 +160,11 @@ class Loader:
                 ev.record()
                 self._pending = ev
             labels = labels.to(self.device, non_blocking=True)
-        elif self._copy:
-            x = x.clone()
+        elif self._copy is not None:
+            x = self._copy.copy(x)
+            # the batch is the caller's now: the slot goes back to the workers at
+            # once, not when the next batch is asked for
+            self._gm.release()
         if side and hwc:
             x = x.permute(0, 3, 1, 2)  # (N,3,H,W) in channels_last memory format
         return x, labels

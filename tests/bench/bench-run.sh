@@ -30,7 +30,8 @@ PY=${GM_PYTHON:-/usr/bin/python3}
 EX=$repo/examples/train_torchvision.py
 CPU="$here/tree_cpu.py"
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT INT TERM
+trap 'rm -rf "$out"' EXIT
+trap 'exit 1' INT TERM
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
 	echo "-- SKIP: $PY cannot import torch and torchvision"

@@ -10,6 +10,7 @@ in words, state_dict resumes mid-epoch with the same bytes, batches view the rin
 and Ctrl-C leaves no process.
 """
 import collections
+import ctypes
 import functools
 import os
 import random
@@ -117,6 +118,25 @@ def big_collate(items):
     """1.6 MB a batch, more than half the first guess of a slot (1 MiB)."""
     import torch
     return torch.arange(400000, dtype=torch.float32) + items[0][0][0]
+
+
+class Remade(AugDataset):
+    """Items a worker makes again after a re-issue instead of keeping them."""
+
+    goldminer_keep_items = False
+
+
+class Big:
+    """Tensors big enough for copy=True's reused buffers (goldminer._slot.Owned)."""
+
+    nbytes = 3 * 128 * 128 * 4
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        import torch
+        return torch.full((3, 128, 128), float(i)) + torch.rand(3, 128, 128), i
 
 
 class Texts:
@@ -349,6 +369,28 @@ class TestDataLoader(GmTest):
         self.assertEqual(sorted(set(made())), list(range(N)))
         self.assertGreaterEqual(dl.stats()["reissued"], 1)
 
+    def test_items_of_a_dataset_that_says_so_are_made_again_not_kept(self):
+        # goldminer_keep_items = False (hybrid.py's HybridDataset): a re-issued
+        # batch makes the dead worker's finished items again, with the same bytes
+        ref = self.run_loader(0, shuffle=False)[0]
+        log = tempfile.mkdtemp(prefix="gm-log-")
+        dl = self.DL(Remade(delay=0.1, log=log), batch_size=BATCH, num_workers=1,
+                     copy=True, seed=5, slot_bytes=1 << 20)
+        it = iter(dl)
+        got = flat([next(it)])
+        deadline = time.monotonic() + 30
+
+        def made():
+            return [int(f.split(".")[0]) for f in os.listdir(log)]
+        while not {4, 5} <= set(made()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertNotIn(7, made())  # still inside batch 1
+        for pid in workers():
+            os.kill(pid, signal.SIGKILL)
+        got += flat(list(it))
+        self.assertEqual(got, ref)
+        self.assertEqual(made().count(4), 2)  # made again, not kept in the slot
+
     def test_worker_that_exits_in_the_dataset_costs_a_reissue(self):
         ref = self.run_loader(0)[0]
         fd, marker = tempfile.mkstemp(prefix="gm-exit-")
@@ -496,6 +538,67 @@ class TestDataLoader(GmTest):
                       copy=True)
         dl2.load_state_dict(sd)
         self.assertEqual(flat(first) + flat(list(dl2)), ref)
+
+    def test_copies_kept_are_never_overwritten_and_dropped_ones_reuse_buffers(self):
+        # copy=True (goldminer run's Python and hybrid paths): a batch the caller
+        # keeps, whole or as a view, holds its bytes while later batches arrive;
+        # buffers of the batches it drops are written again, not allocated anew
+        import torch
+        from goldminer import _slot
+        ds = Big()
+        self.assertGreaterEqual(2 * ds.nbytes, _slot.Owned.MIN)
+        one = self.DL(ds, batch_size=2, seed=5)
+        ref = [[x.clone() for x, _ in one] for _ in range(2)]  # epochs 0 and 1
+        dl = self.DL(ds, batch_size=2, num_workers=2, seed=5, copy=True,
+                     persistent_workers=True)
+        self.addCleanup(dl.close)  # its workers outlive a failed assertion otherwise
+        kept, ptrs = [], []
+        for epoch in range(2):
+            for k, (x, _) in enumerate(dl):
+                self.assertTrue(torch.equal(x, ref[epoch][k]), (epoch, k))
+                if epoch == 0 and k % 2 == 0:
+                    kept.append((k, x[1:] if k % 4 else x))
+                if epoch == 1:
+                    ptrs.append(x.data_ptr())
+                del x
+        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in dl._owned.buffers()]
+        dl.close()
+        self.assertGreater(len(kept), _slot.Owned.KEEP)
+        for k, x in kept:
+            self.assertTrue(torch.equal(x, ref[0][k][1:] if k % 4 else ref[0][k]), k)
+        for p in ptrs:
+            self.assertTrue(any(0 <= p - a < 64 for a in bufs), hex(p))
+
+    def test_default_collate_made_in_the_slot_has_the_bytes_of_collate_then_pack(self):
+        # the worker stacks (image, label) items straight into the slot: the
+        # payload must be byte for byte what default_collate + pack + write give
+        import numpy as np
+        import torch
+        from torch.utils.data import default_collate
+        from goldminer import _slot
+        g = torch.Generator().manual_seed(1)
+        img = [torch.rand(3, 5, 7, generator=g) for _ in range(4)]
+        forms = [
+            [(x, i) for i, x in enumerate(img)],                        # ImageFolder's
+            [[x, float(i), x.to(torch.uint8)] for i, x in enumerate(img)],  # lists
+            [(x[:, :0], i) for i, x in enumerate(img)],                # empty tensors
+        ]
+        for items in forms:
+            want, got = bytearray(1 << 16), bytearray(1 << 16)
+            packed = _slot.pack(default_collate(items))
+            _slot.write(want, packed)
+            self.assertEqual(_slot.collate_into(items, got, len(got)), packed[2])
+            self.assertEqual(got[:packed[2]], want[:packed[2]])
+            small = bytearray(packed[2] - 1)
+            self.assertEqual(_slot.collate_into(items, small, len(small)), packed[2])
+            self.assertEqual(small, bytearray(len(small)))  # too big: nothing written
+        for items in ([(img[0], 1), (img[1][:, :2], 2)],          # shapes differ
+                      [(img[0], 1), (img[1], 2.0)],               # int, then float
+                      [(img[0], np.int64(1))] * 2,                # not a Python number
+                      [img[0], img[1]],                           # not tuples
+                      [(img[0].requires_grad_(), 1)] * 2,         # autograd
+                      []):
+            self.assertIsNone(_slot.collate_into(items, bytearray(1 << 16), 1 << 16))
 
     def test_batches_view_the_ring_without_a_copy(self):
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)

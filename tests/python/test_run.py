@@ -152,6 +152,8 @@ class TestRunServesDataLoaders(GmTest):
         self.assertEqual(len(sums), 3, g.stderr)  # a, b, c: one line each
         self.assertIn("python workers", sums[0])
         self.assertIn("10 images", sums[0])
+        # num_workers=2: the pool's size, though four tiny batches may all be
+        # made before the second worker is up (the summary takes the target)
         self.assertIn("workers 2 local / 0 remote", sums[1])
         self.assertIn("trainer stalled", sums[2])
         self.assertIn("10 images", sums[2])  # drop_last: 2 batches of 5

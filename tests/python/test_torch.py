@@ -1,5 +1,6 @@
 """goldminer.torch.Loader: (images, labels) like DataLoader over ImageFolder, tensors
 over the ring without a copy, the same bytes as the plain binding, the GPU path."""
+import ctypes
 import gc
 
 from helpers import GmTest, children, dataset, memfd_maps
@@ -82,6 +83,47 @@ class TestTorchAdapter(GmTest):
             self.assertEqual(goldminer.checksum64(kept), h)
             self.assertNotEqual(goldminer.checksum64(x0.permute(0, 2, 3, 1)),
                                 goldminer.checksum64(kept.permute(0, 2, 3, 1)))
+
+    def test_copies_the_caller_keeps_are_never_overwritten_and_dropped_ones_are_reused(self):
+        # copy=True (goldminer run's C path): a batch kept in any form (the tensor,
+        # a view, a NumPy array, its storage; more of them than the adapter keeps
+        # buffers) holds its bytes to the end; the buffers of batches dropped are
+        # written again instead of allocated anew.
+        torch = self.torch
+        root = dataset()
+        # 128: a batch above the size under which Owned just clones
+        self.assertGreaterEqual(4 * 3 * 128 * 128 * 4, self.gt._Owned.MIN)
+        kw = dict(batch_size=4, workers=2, seed=3, size=128, output="float32", epochs=2)
+        with self.gt.Loader(root, **kw) as tl:
+            ref = [goldminer.checksum64(x) for _ in range(2) for x, _ in tl]
+        forms = (lambda x: x, lambda x: x[1:], lambda x: x.numpy(), lambda x: x.storage())
+
+        def whole(obj):  # the batch's bytes again, from what was kept
+            if isinstance(obj, torch.Tensor):
+                return obj
+            if not hasattr(obj, "dtype") or not hasattr(obj, "shape"):  # a storage
+                return torch.tensor([], dtype=torch.float32).set_(obj)
+            return torch.from_numpy(obj)
+        kept, seen, reused = {}, 0, set()
+        with self.gt.Loader(root, copy=True, **kw) as tl:
+            for epoch in range(2):
+                for x, _ in tl:
+                    k, seen = seen, seen + 1
+                    self.assertEqual(goldminer.checksum64(x), ref[k], k)
+                    if epoch == 0 and k % 2 == 0:  # keep half the first epoch
+                        obj = forms[k // 2 % len(forms)](x)
+                        kept[k] = (obj, goldminer.checksum64(whole(obj).contiguous()))
+                    elif epoch == 1:  # keep none: the adapter's own buffers serve
+                        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b))
+                                for b in tl._copy.buffers()]
+                        self.assertTrue(any(0 <= x.data_ptr() - a < 64 for a in bufs), k)
+                        reused.add(x.data_ptr())
+                    del x
+        self.assertEqual(seen, len(ref))
+        self.assertGreater(len(kept), self.gt._Owned.KEEP)
+        for k, (obj, h) in kept.items():
+            self.assertEqual(goldminer.checksum64(whole(obj).contiguous()), h, k)
+        self.assertLessEqual(len(reused), self.gt._Owned.KEEP)
 
     def test_labels_are_imagefolder_targets(self):
         if not __import__("helpers").have("torchvision"):
