@@ -268,9 +268,9 @@ static void test_a_sub_core_home_fed_remotely_runs_no_local_worker(void **st)
 static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
 {
 	(void)st;
-	struct gm_scenario *s = load(HEAD "node\tA\t0.75\nnode\tB\t2\n"
-					  "job\ta\tA\t0\t10000\t3000\n" COSTS
-					  "cost\tremote_worker_img_s\t1000\n");
+	struct gm_scenario *s =
+	    load(HEAD "node\tA\t0.75\nnode\tB\t2\n"
+		      "job\ta\tA\t0\t10000\t3000\n" COSTS "cost\tremote_worker_img_s\t1000\n");
 	struct gm_scen_result res[1];
 	struct gm_scen_summary m;
 	run(s, 0, res, &m);
