@@ -6,9 +6,11 @@
  * nobody refuses root's job of its own command and a third uid's ATTACH and job,
  * starting nothing; the default socket's directory is checked; idle connections
  * cannot lock clients out; a refusal for a limit is said in words; the memory
- * budget refuses a job without disturbing the others; a job that attaches while another holds the whole budget starts within
- * it (the worker processes never outnumber the budget, polled every 2 ms), and
- * `bench --node` reports the workers the agent granted.
+ * budget refuses a job without disturbing the others; a job that attaches while
+ * another holds the whole budget starts within it (the worker processes never
+ * outnumber the budget, polled every 2 ms), and `bench --node` reports the
+ * workers the agent granted; a request of another protocol version is refused in
+ * words.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -424,6 +426,21 @@ static void test_malformed_request_and_missing_agent(void **state)
 	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), (ssize_t)sizeof(rep));
 	assert_int_equal(rep.status, -EPROTO);
 	assert_non_null(strstr(rep.msg, "malformed"));
+	close(fd);
+	/* a client of another build: its protocol version, refused in words */
+	static struct gm_node_req old;
+	char want[128];
+	gm_wire_request(&old, GM_NODE_STATUS);
+	old.version = GM_NODE_VERSION - 1;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, &old, sizeof(old), 0), (ssize_t)sizeof(old));
+	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), (ssize_t)sizeof(rep));
+	assert_int_equal(rep.status, -EPROTO);
+	snprintf(want, sizeof(want), "protocol version %d; this agent speaks version %d",
+		 GM_NODE_VERSION - 1, GM_NODE_VERSION);
+	assert_non_null(strstr(rep.msg, want));
+	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), 0); /* and hung up */
 	close(fd);
 
 	struct gm_loader_opts o;
