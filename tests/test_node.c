@@ -10,7 +10,7 @@
  * another holds the whole budget starts within it (the worker processes never
  * outnumber the budget, polled every 2 ms), and `bench --node` reports the
  * workers the agent granted; a request of another protocol version is refused in
- * words.
+ * words, and so is an agent of another version by its clients.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -1209,6 +1209,67 @@ static void test_unprivileged_agent_refuses_jobs_of_other_uids(void **state)
 	gm_test_rm_tree(adir);
 }
 
+/* An agent of the previous protocol version at path: answers every request as
+ * a version-3 agent answered a CMDJOB, until killed or 10 s without a client. */
+static pid_t old_agent(const char *path, int ready)
+{
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 4) ||
+	    write(ready, "x", 1) != 1)
+		_exit(2);
+	struct pollfd p = {fd, POLLIN, 0};
+	while (poll(&p, 1, 10000) == 1) {
+		int c = accept(fd, NULL, NULL);
+		if (recv(c, &req, sizeof(req), 0) > 0) {
+			memset(&rep, 0, sizeof(rep));
+			rep.magic = GM_NODE_MAGIC;
+			rep.version = GM_NODE_VERSION - 1;
+			rep.status = -EINVAL;
+			snprintf(rep.msg, sizeof(rep.msg), "unknown request type %u", req.type);
+			send(c, &rep, sizeof(rep), 0);
+		}
+		close(c);
+	}
+	_exit(0);
+}
+
+/* Against an agent of the previous version, every client says so in words. */
+static void test_agent_of_another_version_is_named(void **state)
+{
+	(void)state;
+	char path[128], err[1024], want[96], c;
+	int p[2];
+	snprintf(path, sizeof(path), "%s/old.sock", dir);
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = old_agent(path, p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	close(p[1]);
+	snprintf(want, sizeof(want),
+		 "speaks goldminer node protocol version %d, this process version %d",
+		 GM_NODE_VERSION - 1, GM_NODE_VERSION);
+	assert_int_equal(gm_node_status(path, err, sizeof(err)), -EPROTONOSUPPORT);
+	if (!strstr(err, want))
+		fail_msg("status: %s", err);
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	opts(&o, path);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EPROTONOSUPPORT);
+	if (!strstr(err, want))
+		fail_msg("loader: %s", err);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1226,6 +1287,7 @@ int main(void)
 	    cmocka_unit_test(test_newcomer_starts_within_the_budget),
 	    cmocka_unit_test(test_other_uid_refused),
 	    cmocka_unit_test(test_unprivileged_agent_refuses_jobs_of_other_uids),
+	    cmocka_unit_test(test_agent_of_another_version_is_named),
 	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
 	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),
 	    cmocka_unit_test(test_same_bytes_as_a_local_loader),
