@@ -1165,14 +1165,17 @@ static void test_unprivileged_agent_refuses_jobs_of_other_uids(void **state)
 	(void)state;
 	char adir[64], path[96], msg[256], kids[256], want[160];
 	pid_t pid;
-	if (geteuid() != 0)
-		skip(); /* needs root to run an agent and clients as other uids */
+	if (geteuid() != 0) {
+		print_message("skipped: needs root to run an agent and clients as other uids\n");
+		skip();
+	}
 	assert_int_equal(gm_test_tmpdir(adir, sizeof(adir), "gm-node-uid"), 0);
 	snprintf(path, sizeof(path), "%s/agent.sock", adir);
 	int rc = start_unprivileged_agent(adir, path, &pid);
 	if (rc == 3) {
 		gm_test_rm_tree(adir);
-		skip(); /* this sandbox cannot switch uid */
+		print_message("skipped: this sandbox cannot switch to uid %d\n", AGENT_UID);
+		skip();
 	}
 	assert_int_equal(rc, 0);
 	pid_t agent_pid = first_child(pid);
