@@ -398,6 +398,12 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 	if (rc == 0 && rep->status)
 		rc = rep->status;
 	if (rc) {
+		if (rc == -EPROTONOSUPPORT)
+			snprintf(rep->msg, sizeof(rep->msg),
+				 "it speaks goldminer node protocol version %u, this process "
+				 "version %d (different goldminer builds: run the agent of this "
+				 "build)",
+				 rep->version, GM_NODE_VERSION);
 		gm_errf(err, errlen, "node agent at %s: %s", socket_path,
 			rc == -EPIPE	? "it closed the connection"
 			: rc == -EPROTO ? "malformed reply (another goldminer version?)"

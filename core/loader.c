@@ -346,6 +346,12 @@ static int agent_call(struct gm_loader *l, const char *fn, const struct gm_node_
 	int err = gm_wire_call(l->sock, req, rep, fd_out);
 	if (err == -EPIPE)
 		return set_err(l, err, "%s: the node agent closed the connection", fn);
+	if (err == -EPROTONOSUPPORT)
+		return set_err(l, err,
+			       "%s: the node agent speaks goldminer node protocol version %u, "
+			       "this process version %d (different goldminer builds: run the "
+			       "agent of this build)",
+			       fn, rep->version, GM_NODE_VERSION);
 	if (err)
 		return set_err(l, err, "%s: malformed reply from the node agent", fn);
 	if (rep->status)

@@ -858,6 +858,15 @@ static void serve_request(struct agent *a, struct job *j, struct gm_node_req *re
 {
 	j->last_ms = now_ms();
 	/* Validate everything a client sent before using it. */
+	if (n >= 8 && req->magic == GM_NODE_MAGIC && req->version != GM_NODE_VERSION) {
+		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
+			      "refused: a request of goldminer node protocol version %u; this "
+			      "agent speaks version %d (client and agent are different "
+			      "goldminer builds: run the agent of the client's build)",
+			      req->version, GM_NODE_VERSION);
+		detach(a, j, "another protocol version");
+		return;
+	}
 	if (!gm_wire_request_valid(req, n)) {
 		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
 			      "malformed request (%zd bytes; expected a goldminer %d request)", n,
@@ -1441,6 +1450,14 @@ static int call(const char *socket_path, struct gm_node_req *req, char *out, siz
 	if (rc == -EPIPE) {
 		gm_errf(out, outlen, "the node agent at %s closed the connection without a reply",
 			path);
+		return rc;
+	}
+	if (rc == -EPROTONOSUPPORT) {
+		gm_errf(out, outlen,
+			"the node agent at %s speaks goldminer node protocol version %u, this "
+			"process version %d (different goldminer builds: run the agent of this "
+			"build)",
+			path, rep.version, GM_NODE_VERSION);
 		return rc;
 	}
 	if (rc) {

@@ -409,14 +409,17 @@ int gm_wire_call_fds(int fd, const struct gm_node_req *req, const int *fds, int 
 		take_fds(&mh, fd_out);
 	if (n <= 0) /* hung up (or reset) without a reply */
 		return -EPIPE;
-	/* Validate what the other process sent before trusting any of it. */
+	/* Validate what the other process sent before trusting any of it. An agent
+	 * of another version is said apart (its version left in rep) from garbage. */
 	if (n != (ssize_t)sizeof(*rep) || rep->magic != GM_NODE_MAGIC ||
 	    rep->version != GM_NODE_VERSION) {
 		if (fd_out && *fd_out >= 0) {
 			close(*fd_out);
 			*fd_out = -1;
 		}
-		return -EPROTO;
+		return n >= 8 && rep->magic == GM_NODE_MAGIC && rep->version != GM_NODE_VERSION
+			   ? -EPROTONOSUPPORT
+			   : -EPROTO;
 	}
 	rep->msg[sizeof(rep->msg) - 1] = 0;
 	return 0;

@@ -10,7 +10,8 @@
  * stopped lease holder loses its lease at the deadline; a sample that crashes two
  * workers is quarantined and reported as a bad sample; a worker's fatal error
  * and a command that cannot run reach the consumer as -EIO with why; a status,
- * a position or a count out of range is refused.
+ * a position or a count out of range is refused; a node agent of another
+ * protocol version is named as such.
  *
  * The worker's "sample" is a number: value(id) = id * K + 1 in 8 bytes; MODE
  * makes it slow, stop itself, crash, or give up at start.
@@ -32,13 +33,16 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "goldminer/bind.h"
 #include "goldminer/ring.h"
+#include "goldminer/wire.h"
 #include "testutil.h"
 
 #define K 2654435761ull
@@ -597,6 +601,36 @@ static void test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else(void **sta
 	close(fd);
 }
 
+/* An agent of the previous protocol version at path that answers one request, as
+ * a version-3 agent answered a CMDJOB; in a child, returned. */
+static pid_t old_agent(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(20);
+		int c = accept(fd, NULL, NULL);
+		if (recv(c, &req, sizeof(req), 0) > 0) {
+			rep.magic = GM_NODE_MAGIC;
+			rep.version = GM_NODE_VERSION - 1;
+			rep.status = -EINVAL;
+			snprintf(rep.msg, sizeof(rep.msg), "unknown request type %u", req.type);
+			send(c, &rep, sizeof(rep), 0);
+		}
+		_exit(0);
+	}
+	close(fd);
+	return pid;
+}
+
 static void test_node_pool_says_why_it_cannot_reach_the_agent(void **state)
 {
 	(void)state;
@@ -624,6 +658,17 @@ static void test_node_pool_says_why_it_cannot_reach_the_agent(void **state)
 	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
 	assert_true(gm_bind_pool_node(p, nowhere, 0, err, sizeof(err)) < 0);
 	assert_non_null(strstr(err, nowhere));
+	/* an agent of another build: named by its protocol version */
+	char want[96];
+	pid_t old = old_agent(nowhere);
+	assert_int_equal(gm_bind_pool_node(p, nowhere, 0, err, sizeof(err)), -EPROTONOSUPPORT);
+	snprintf(want, sizeof(want),
+		 "speaks goldminer node protocol version %d, this process version %d",
+		 GM_NODE_VERSION - 1, GM_NODE_VERSION);
+	if (!strstr(err, want))
+		fail_msg("%s", err);
+	waitpid(old, NULL, 0);
+	unlink(nowhere);
 	gm_bind_pool_destroy(p);
 	close(fd);
 }

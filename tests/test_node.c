@@ -2,12 +2,15 @@
  * test_node.c - the node agent: loaders in other processes attach over the Unix
  * socket and get the same bytes as a local loader; several jobs share the budget;
  * a job that detaches or dies frees its workers; other uids are refused, both
- * ways (an agent of another uid is refused by the client); the default socket's
- * directory is checked; idle connections cannot lock clients out; a refusal for a
- * limit is said in words; the memory budget refuses a job without disturbing the
- * others; a job that attaches while another holds the whole budget starts within
- * it (the worker processes never outnumber the budget, polled every 2 ms), and
- * `bench --node` reports the workers the agent granted.
+ * ways (an agent of another uid is refused by the client), and an agent run as
+ * nobody refuses root's job of its own command and a third uid's ATTACH and job,
+ * starting nothing; the default socket's directory is checked; idle connections
+ * cannot lock clients out; a refusal for a limit is said in words; the memory
+ * budget refuses a job without disturbing the others; a job that attaches while
+ * another holds the whole budget starts within it (the worker processes never
+ * outnumber the budget, polled every 2 ms), and `bench --node` reports the
+ * workers the agent granted; a request of another protocol version is refused in
+ * words, and so is an agent of another version by its clients.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -422,6 +426,21 @@ static void test_malformed_request_and_missing_agent(void **state)
 	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), (ssize_t)sizeof(rep));
 	assert_int_equal(rep.status, -EPROTO);
 	assert_non_null(strstr(rep.msg, "malformed"));
+	close(fd);
+	/* a client of another build: its protocol version, refused in words */
+	static struct gm_node_req old;
+	char want[128];
+	gm_wire_request(&old, GM_NODE_STATUS);
+	old.version = GM_NODE_VERSION - 1;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, &old, sizeof(old), 0), (ssize_t)sizeof(old));
+	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), (ssize_t)sizeof(rep));
+	assert_int_equal(rep.status, -EPROTO);
+	snprintf(want, sizeof(want), "protocol version %d; this agent speaks version %d",
+		 GM_NODE_VERSION - 1, GM_NODE_VERSION);
+	assert_non_null(strstr(rep.msg, want));
+	assert_int_equal(recv(fd, &rep, sizeof(rep), 0), 0); /* and hung up */
 	close(fd);
 
 	struct gm_loader_opts o;
@@ -1000,6 +1019,260 @@ static void test_options_survive_the_wire(void **state)
 	assert_memory_equal(&back.aug, &o.aug, sizeof(o.aug));
 }
 
+/* ---- an agent of an unprivileged uid, clients of two other uids ------------------ */
+
+#define AGENT_UID 65534 /* nobody */
+#define OTHER_UID 65533 /* a third uid: neither root nor the agent's */
+
+/* An agent run as AGENT_UID at path (in adir, handed to that uid), accepting
+ * connections once this returns 0; 3 when this sandbox cannot switch uid. */
+static int start_unprivileged_agent(const char *adir, const char *path, pid_t *pid)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int st;
+
+	assert_int_equal(chown(adir, AGENT_UID, AGENT_UID), 0);
+	*pid = fork();
+	if (*pid == 0) {
+		struct gm_node_opts o = {.socket_path = path, .cpus = 1, .idle_ms = IDLE_MS};
+		if (setgroups(0, NULL) || setgid(AGENT_UID) || setuid(AGENT_UID))
+			_exit(3);
+		/* after setuid, which clears it: a failed test leaves no agent behind
+		 * (the agent's own PDEATHSIG ends it with this process) */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pid_t agent_pid = start_agent_with(&o); /* the agent is its child */
+		waitpid(agent_pid, NULL, 0);
+		_exit(0);
+	}
+	strcpy(sa.sun_path, path);
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(*pid, &st, WNOHANG) == *pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(fd);
+		if (ok)
+			return 0;
+		usleep(10000);
+	}
+	return 2;
+}
+
+/* A request of type over a fresh connection to path, with nfds of fds and (for a
+ * CMDJOB) the command args of len bytes: the agent's status, its words in msg (256). */
+static int raw_call(const char *path, uint32_t type, const char *args, size_t len, const int *fds,
+		    int nfds, char *msg)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		snprintf(msg, 256, "connect: %s", strerror(errno));
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	gm_wire_request(&req, type);
+	memcpy(req.root, args, len < sizeof(req.root) ? len : sizeof(req.root));
+	req.workers = 1;
+	int rc = gm_wire_call_fds(fd, &req, fds, nfds, &rep, NULL);
+	close(fd);
+	snprintf(msg, 256, "%.255s", rc ? "no reply" : rep.msg);
+	return rc ? rc : rep.status;
+}
+
+/* The first child of pid (the agent, under start_unprivileged_agent's process). */
+static pid_t first_child(pid_t pid)
+{
+	char p[96];
+	pid_t kid = -1;
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	FILE *f = fopen(p, "r");
+	if (!f || fscanf(f, "%d", &kid) != 1)
+		kid = -1;
+	if (f)
+		fclose(f);
+	return kid;
+}
+
+/* The processes the agent has started, listed in list: 0 when none. */
+static int agent_children(pid_t agent_pid, char *list, size_t len)
+{
+	char p[96];
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)agent_pid, (int)agent_pid);
+	FILE *f = fopen(p, "r");
+	assert_non_null(f);
+	size_t n = fread(list, 1, len - 1, f);
+	list[n] = '\0';
+	fclose(f);
+	return (int)strspn(list, " \n") == (int)n ? 0 : 1;
+}
+
+/* Run in a child as uid, the exit status of fn(path) (0: as expected). */
+static int as_uid(uid_t uid, int (*fn)(const char *), const char *path)
+{
+	int st;
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(uid) || setuid(uid))
+			_exit(3);
+		_exit(fn(path));
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char worker_cmd[] = "/bin/true\0--worker\0";
+
+/* A third uid: refused at the door, for an ATTACH and for a CMDJOB alike. */
+static int third_uid_is_refused(const char *path)
+{
+	char msg[256], want[128];
+	int spec = memfd_create("gm-test-spec", MFD_CLOEXEC), fds[2] = {spec, spec};
+	snprintf(want, sizeof(want),
+		 "refused: uid %d may not use this agent (it serves uid %d and root)", OTHER_UID,
+		 AGENT_UID);
+	if (raw_call(path, GM_NODE_ATTACH, "/tmp", 5, NULL, 0, msg) != -EACCES ||
+	    !strstr(msg, want))
+		return fprintf(stderr, "# ATTACH of uid %d: %s\n", OTHER_UID, msg), 1;
+	if (raw_call(path, GM_NODE_CMDJOB, worker_cmd, sizeof(worker_cmd), fds, 2, msg) !=
+		-EACCES ||
+	    !strstr(msg, want))
+		return fprintf(stderr, "# CMDJOB of uid %d: %s\n", OTHER_UID, msg), 1;
+	return 0;
+}
+
+/* The agent's own uid gets past the uid rule, to the next check (the fds). */
+static int own_uid_passes_the_uid_rule(const char *path)
+{
+	char msg[256];
+	int spec = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	if (raw_call(path, GM_NODE_CMDJOB, worker_cmd, sizeof(worker_cmd), &spec, 1, msg) !=
+		-EINVAL ||
+	    !strstr(msg, "memfds"))
+		return fprintf(stderr, "# CMDJOB of the agent's uid: %s\n", msg), 1;
+	return 0;
+}
+
+/* Two real uids besides root: an agent run as nobody, whose socket everyone may
+ * reach. Root's job of its own command is refused in words (the command would run
+ * as nobody) and starts nothing; a third uid is refused for an ATTACH (C workers)
+ * and a CMDJOB (Python workers) alike; nobody itself passes the uid rule. */
+static void test_unprivileged_agent_refuses_jobs_of_other_uids(void **state)
+{
+	(void)state;
+	char adir[64], path[96], msg[256], kids[256], want[160];
+	pid_t pid;
+	if (geteuid() != 0) {
+		print_message("skipped: needs root to run an agent and clients as other uids\n");
+		skip();
+	}
+	assert_int_equal(gm_test_tmpdir(adir, sizeof(adir), "gm-node-uid"), 0);
+	snprintf(path, sizeof(path), "%s/agent.sock", adir);
+	int rc = start_unprivileged_agent(adir, path, &pid);
+	if (rc == 3) {
+		gm_test_rm_tree(adir);
+		print_message("skipped: this sandbox cannot switch to uid %d\n", AGENT_UID);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	pid_t agent_pid = first_child(pid);
+	assert_true(agent_pid > 0);
+	assert_int_equal(chmod(adir, 0711), 0); /* reachable by every uid: the uid rule decides */
+	assert_int_equal(chmod(path, 0666), 0);
+
+	/* root: let in (the agent serves root), but not for a command of its own */
+	struct gm_ring *r;
+	assert_int_equal(gm_ring_create(&r, 4, 5, 64, 0, 10), 0);
+	int spec = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	int fds[2] = {gm_ring_fd(r), spec};
+	snprintf(want, sizeof(want),
+		 "refused: workers that run the client's own command need the agent's uid %d "
+		 "(this client runs as uid 0)",
+		 AGENT_UID);
+	assert_int_equal(
+	    raw_call(path, GM_NODE_CMDJOB, worker_cmd, sizeof(worker_cmd), fds, 2, msg), -EACCES);
+	if (!strstr(msg, want))
+		fail_msg("root's CMDJOB: %s", msg);
+	assert_int_equal(raw_call(path, GM_NODE_STATUS, "", 0, NULL, 0, msg), 0);
+	assert_non_null(strstr(msg, "\"jobs\": 0"));
+	if (agent_children(agent_pid, kids, sizeof(kids)))
+		fail_msg("the agent started processes: %s", kids);
+
+	assert_int_equal(as_uid(OTHER_UID, third_uid_is_refused, path), 0);
+	assert_int_equal(as_uid(AGENT_UID, own_uid_passes_the_uid_rule, path), 0);
+	assert_int_equal(agent_children(agent_pid, kids, sizeof(kids)), 0);
+
+	close(spec);
+	gm_ring_destroy(r);
+	kill(agent_pid, SIGTERM);
+	waitpid(pid, NULL, 0); /* its parent ends with it */
+	gm_test_rm_tree(adir);
+}
+
+/* An agent of the previous protocol version at path: answers every request as
+ * a version-3 agent answered a CMDJOB, until killed or 10 s without a client. */
+static pid_t old_agent(const char *path, int ready)
+{
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 4) ||
+	    write(ready, "x", 1) != 1)
+		_exit(2);
+	struct pollfd p = {fd, POLLIN, 0};
+	while (poll(&p, 1, 10000) == 1) {
+		int c = accept(fd, NULL, NULL);
+		if (recv(c, &req, sizeof(req), 0) > 0) {
+			memset(&rep, 0, sizeof(rep));
+			rep.magic = GM_NODE_MAGIC;
+			rep.version = GM_NODE_VERSION - 1;
+			rep.status = -EINVAL;
+			snprintf(rep.msg, sizeof(rep.msg), "unknown request type %u", req.type);
+			send(c, &rep, sizeof(rep), 0);
+		}
+		close(c);
+	}
+	_exit(0);
+}
+
+/* Against an agent of the previous version, every client says so in words. */
+static void test_agent_of_another_version_is_named(void **state)
+{
+	(void)state;
+	char path[128], err[1024], want[96], c;
+	int p[2];
+	snprintf(path, sizeof(path), "%s/old.sock", dir);
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = old_agent(path, p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	close(p[1]);
+	snprintf(want, sizeof(want),
+		 "speaks goldminer node protocol version %d, this process version %d",
+		 GM_NODE_VERSION - 1, GM_NODE_VERSION);
+	assert_int_equal(gm_node_status(path, err, sizeof(err)), -EPROTONOSUPPORT);
+	if (!strstr(err, want))
+		fail_msg("status: %s", err);
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	opts(&o, path);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EPROTONOSUPPORT);
+	if (!strstr(err, want))
+		fail_msg("loader: %s", err);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1016,6 +1289,8 @@ int main(void)
 	    cmocka_unit_test(test_memory_budget_refuses_a_job_and_keeps_the_others),
 	    cmocka_unit_test(test_newcomer_starts_within_the_budget),
 	    cmocka_unit_test(test_other_uid_refused),
+	    cmocka_unit_test(test_unprivileged_agent_refuses_jobs_of_other_uids),
+	    cmocka_unit_test(test_agent_of_another_version_is_named),
 	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
 	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),
 	    cmocka_unit_test(test_same_bytes_as_a_local_loader),

@@ -329,8 +329,9 @@ static void test_call_gets_the_reply_and_its_fd(void **state)
 	close(ring);
 }
 
-/* A reply of the wrong size, magic or version is -EPROTO and the fd it carried
- * is closed (a bad peer cannot leak descriptors into the client). */
+/* A reply of the wrong size or magic is -EPROTO, one of another version
+ * -EPROTONOSUPPORT with that version, and the fd it carried is closed (a bad peer
+ * cannot leak descriptors into the client). */
 static void test_call_refuses_a_bad_reply_and_closes_its_fd(void **state)
 {
 	int sv[2], fd, ring = memfd_create("ring", MFD_CLOEXEC);
@@ -348,7 +349,10 @@ static void test_call_refuses_a_bad_reply_and_closes_its_fd(void **state)
 		int fds[2] = {ring, ring};
 		send_raw(sv[1], &raw, len, fds, 1 + k % 2);
 		fd = -2;
-		assert_int_equal(gm_wire_call(sv[0], &req, &rep, &fd), -EPROTO);
+		assert_int_equal(gm_wire_call(sv[0], &req, &rep, &fd),
+				 k == 2 ? -EPROTONOSUPPORT : -EPROTO);
+		if (k == 2)
+			assert_int_equal(rep.version, GM_NODE_VERSION + 1);
 		assert_int_equal(fd, -1);
 		assert_int_equal(open_fds(), before);
 	}

@@ -29,8 +29,10 @@
 #include "goldminer/aug.h"
 #include "goldminer/job.h"
 
-#define GM_NODE_MAGIC	0x444e4d47u /* "GMND" */
-#define GM_NODE_VERSION 3	    /* 3: a reply's message of GM_NODE_MSG bytes */
+#define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
+/* 3: a reply's message of GM_NODE_MSG bytes; 4: CMDJOB (a version-3 agent would
+ * answer it "unknown request type 4": a version names every request type too) */
+#define GM_NODE_VERSION 4
 /* Bytes of a reply's message: the agent's status, every job and peer, fits (2 KiB,
  * version 2, cut the JSON of three jobs with remote workers short). */
 #define GM_NODE_MSG 65536
@@ -133,8 +135,10 @@ ssize_t gm_wire_recv(int fd, struct gm_node_req *req, int *fds, int *nfds);
  * *fd_out when fd_out is not NULL, else closed; -1 when none came). 0 with
  * rep->msg NUL-terminated (an agent that refused the connection before reading
  * the request, e.g. at its connection limit, still gets its reply read: status
- * and words are in rep); -EPIPE when the agent hung up without a reply; -EPROTO
- * when the reply is not one (size, magic or version). */
+ * and words are in rep); -EPIPE when the agent hung up without a reply;
+ * -EPROTONOSUPPORT when it is a reply of another protocol version (that version
+ * in rep->version: client and agent are different builds); -EPROTO when the
+ * reply is not one (size or magic). */
 int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *rep, int *fd_out);
 
 /* Agent: send a reply (status 0 or -errno; ring_fd >= 0 travels with it), never
