@@ -27,12 +27,19 @@ FLAGS_STAMP := $(B)/build-flags
 VERSION := 0.1.0
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 CC ?= cc
+# CFLAGS from the environment is exported to sub-makes (make test's, test_build.sh's)
+# with the flags below already added: they would add them again and build with other
+# flags than the caller's. So the caller's own value travels beside it, and a sub-make
+# that sees exactly what its parent exported starts from that instead.
+ifeq ($(origin CFLAGS)/$(CFLAGS),environment/$(GM_PARENT_CFLAGS))
+CFLAGS := $(GM_CALLER_CFLAGS)
+endif
 CFLAGS ?= -O2 -g
+GM_CALLER_CFLAGS := $(CFLAGS)
+export GM_CALLER_CFLAGS
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Iinclude -MMD -MP -fPIC -pthread -DGM_VERSION='"$(VERSION)"'
-# WERROR=1 (CI sets it in the environment): warnings are errors. A variable of its
-# own, not CFLAGS in the environment: make would export CFLAGS to its sub-makes
-# with the flags below already added, and they would add them again.
+# WERROR=1 (CI sets it on make test's line): warnings are errors.
 ifeq ($(WERROR),1)
 override CFLAGS += -Werror
 endif
@@ -56,6 +63,9 @@ ifeq ($(CUDA),1)
 override CFLAGS += -DGM_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
+# What this make exports as CFLAGS (the global value, now final): see the top.
+GM_PARENT_CFLAGS := $(CFLAGS)
+export GM_PARENT_CFLAGS
 
 # UCX (the remote workers' transport): on when pkg-config finds it, unless UCX=0.
 # It is NOT in libgoldminer: loading UCX installs its memory hooks (libucm

@@ -3,7 +3,9 @@
 # dry-run modes (-q, -n: nothing is rebuilt, nothing written). TAP on stdout.
 #   1 an identical make rebuilds nothing (make -q all answers "up to date")
 #   2 a change of CFLAGS rebuilds the objects and the binaries; so does one of
-#     LDFLAGS, CUDA or UCX; -q/-n leave the flags stamp as it was
+#     LDFLAGS, CUDA or UCX; -q/-n leave the flags stamp as it was; CFLAGS from
+#     the environment reaches a sub-make as the caller gave it (not with the
+#     Makefile's flags added twice)
 #   3 make clean removes every build folder the Makefile makes (the B= of its
 #     sub-makes and the default B), and another B only when a build made it
 #   4 without a library the build needs, make stops before compiling with one
@@ -72,6 +74,16 @@ done
 t "$([ $q = 1 ] && [ -z "$miss$others" ] && cmp -s "$stamp" "$tmp/stamp"; echo $?)" \
 	"CFLAGS=-O0 rebuilds the objects and binaries (make -q: $q${miss:+; not rebuilt:$miss}); LDFLAGS, CUDA, UCX changes rebuild${others:+ (not:$others)}; the stamp is untouched"
 [ -z "$miss" ] || diag "$tmp/cflags.out"
+
+# ---- 2, continued: CFLAGS in the environment, seen by make and by a sub-make
+# shellcheck disable=SC2016 # $($*) and $(MAKE) are make's
+pr='gm-print-%: ; @echo $($*)'
+top=$(CFLAGS='-O1 -g' m -s --eval "$pr" gm-print-CFLAGS 2>&1)
+# shellcheck disable=SC2016
+sub=$(CFLAGS='-O1 -g' m -s --eval "$pr" --eval 'gm-sub: ; @$(MAKE) -s --no-print-directory gm-print-CFLAGS' gm-sub 2>&1)
+t "$(case $top in '-O1 -g '*) [ "$top" = "$sub" ] ;; *) false ;; esac; echo $?)" \
+	"CFLAGS='-O1 -g' in the environment: a sub-make builds with what make does ($(echo "$sub" | grep -o -- '-std=c11' | wc -l) x -std=c11)"
+[ "$top" = "$sub" ] || printf '# make:     %s\n# sub-make: %s\n' "$top" "$sub"
 
 # ---- 3: make clean's list against the build folders
 # every B= of the Makefile's sub-makes (a variable's value or a literal) and B's default
