@@ -1230,6 +1230,12 @@ t $ok "why fewer remote workers: a peer with no --lend-root refuses the job, --s
 stop_agents
 fi # san_skip (cases 34-37)
 
+# 38: a remote worker holds a lease and one it asked for ahead (a ring of 16
+# slots has room for one ahead), no more: a third claim is refused, both leases
+# are taken back, the bytes are a clean run's
+misbehave claim "refused its claim: a claim while it holds a lease and one ahead" \
+	"a claim while the worker holds a lease and one ahead" --slots 16
+
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit
 # could not stop the process's threads (seen on CI's machine, where it names
