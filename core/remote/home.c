@@ -904,6 +904,17 @@ static void home_why(const struct gm_remote *r, const struct hjob *j, struct gm_
 #undef SAY
 }
 
+uint32_t gm_remote_home_lendable(struct gm_remote *r)
+{
+	uint32_t n = 0;
+	for (int p = 0; p < r->npeers; p++) {
+		const struct m_beat *b = peer_live(r, p) ? &r->peers[p].c->beat : NULL;
+		if (b && b->lent - b->for_you < b->slots)
+			n += b->slots - (b->lent - b->for_you);
+	}
+	return n;
+}
+
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o)
 {
 	struct hjob *j = gm_remote_home_job(r, token);
