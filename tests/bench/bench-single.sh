@@ -20,7 +20,8 @@
 # The trainers do not hash in the timed rounds (hashing 600 MB/s would take
 # host A's quarter core). Needs root for the namespaces and cgroups
 # (elsewhere: skipped, said). Env: B, PHOTOS, SINGLE_ROUNDS (3),
-# SINGLE_EPOCHS_ALONE (2), SINGLE_EPOCHS_FED (8).
+# SINGLE_EPOCHS_ALONE (2), SINGLE_EPOCHS_FED (16), SINGLE_RESTART (1; 0: not 3.),
+# SINGLE_MTU (jumbo frames: a figure apart from the target's).
 # Not here: the cluster experiment (bench-cluster.sh) or the remote cost of
 # one worker (bench-remote.sh).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +32,7 @@ G="$B/goldminer"
 PHOTOS=${PHOTOS:-/var/tmp/goldminer-photos}
 ROUNDS=${SINGLE_ROUNDS:-3}
 EA=${SINGLE_EPOCHS_ALONE:-2}
-EF=${SINGLE_EPOCHS_FED:-8}
+EF=${SINGLE_EPOCHS_FED:-16}
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	echo "single: skipped (no $B/libgoldminer-remote.so: UCX not installed; make deps && make)"
 	exit 0
@@ -44,6 +45,14 @@ mh_setup 4
 if [ "$(mh_mode)" != netns ] || [ "$MH_CGROUP" = none ]; then
 	echo "single: skipped (hosts in mode $(mh_mode), cgroup $MH_CGROUP: needs namespaces and CPU quotas; $(mh_why))"
 	exit 0
+fi
+# SINGLE_MTU=9000: jumbo frames on every link (a measurement apart, not the target's)
+if [ -n "${SINGLE_MTU:-}" ]; then
+	for i in 1 2 3 4; do
+		mh_ip -n "${MH_TAG}s" link set "h$i" mtu "$SINGLE_MTU"
+		mh_ip -n "${MH_TAG}h$i" link set gm0 mtu "$SINGLE_MTU"
+	done
+	echo "single: every link's MTU is $SINGLE_MTU"
 fi
 # a 20 ms quota period, as bench-remote.sh says why
 MH_PERIOD=20000
@@ -102,13 +111,17 @@ peers_ns() { echo $(($(mh_usage 2) + $(mh_usage 3) + $(mh_usage 4))); }
 idle_ticks() { awk '$1 == "cpu" { print $5 + $6 }' /proc/stat; }
 all_ticks() { awk '$1 == "cpu" { s = 0; for (i = 2; i <= NF; i++) s += $i; print s }' /proc/stat; }
 
-a_all='' f_all='' use_all='' idle_all=''
+a_all='' f_all='' use_all='' idle_all='' acpu=0 aimg=0 pcpu=0 hcpu=0 fimg=0
 r=0
 while [ $r -lt "$ROUNDS" ]; do
+	h0=$(mh_usage 1)
 	a_all="$a_all $(trainer alone "$EA")"
+	h1=$(mh_usage 1)
+	acpu=$((acpu + h1 - h0)) aimg=$((aimg + $(field images "$tmp/run.json")))
 	u0=$(peers_ns) i0=$(idle_ticks) c0=$(all_ticks) t0=$(date +%s%N)
 	f_all="$f_all $(trainer home "$EF")"
-	u1=$(peers_ns) i1=$(idle_ticks) c1=$(all_ticks) t1=$(date +%s%N)
+	u1=$(peers_ns) i1=$(idle_ticks) c1=$(all_ticks) t1=$(date +%s%N) h2=$(mh_usage 1)
+	pcpu=$((pcpu + u1 - u0)) hcpu=$((hcpu + h2 - h1)) fimg=$((fimg + $(field images "$tmp/run.json")))
 	use_all="$use_all $(awk -v u=$((u1 - u0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * u / (t * 1.5) : 0) }')"
 	idle_all="$idle_all $(awk -v i=$((i1 - i0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.0f%%", (c > 0 ? 100 * i / c : 0) }')"
 	r=$((r + 1))
@@ -127,6 +140,16 @@ fed=$(median "$f_all")
 echo "single: trainer on A (0.25 core) alone:$a_all img/s; fed by 3 peers of 0.5 core" \
 	"(${rw:-?} remote workers, ${slots:-? slots}):$f_all img/s"
 echo "single: the peers used of their 1.5 cores in each fed round:$use_all; the machine idle:$idle_all"
+# CPU time per image (the cgroups' counts: whatever else the machine runs, this
+# is what the hosts spent), and the ratio the quotas allow at those costs
+awk -v ac="$acpu" -v ai="$aimg" -v pc="$pcpu" -v hc="$hcpu" -v fi="$fimg" 'BEGIN {
+	if (!(ai > 0 && fi > 0 && pc > 0)) exit
+	a = ac / ai / 1000; p = pc / fi / 1000; h = hc / fi / 1000
+	printf "single: CPU per image: trainer-only host A %.0f us (its worker, trainer and agent);", a
+	printf " fed, the peers %.0f us, host A %.0f us;", p, h
+	# the fed rate is the lesser of what the peers and host A can make at full quota
+	f = 1.5 / p; if (h > 0 && 0.25 / h < f) f = 0.25 / h
+	printf " at those costs the quotas allow %.2fx (peers %.2fx, host A %.2fx)\n", f / (0.25 / a), (1.5 / p) / (0.25 / a), (h > 0 ? (0.25 / h) / (0.25 / a) : 0) }'
 awk -v a="${alone:-0}" -v f="${fed:-0}" -v s="$same" 'BEGIN {
 	printf "single: ratio %.2fx by medians (target >= 5x, cores 7x); checksums equal: %s\n", (a > 0 ? f / a : 0), s }'
 rc=0
@@ -134,6 +157,10 @@ rc=0
 
 # 3. a peer restarted mid-job lends again: its agent SIGKILLed, started again at
 # once; the home's --status polled every 50 ms (20 s at most)
+if [ "${SINGLE_RESTART:-1}" = 0 ]; then
+	echo "single: load after: $(uptime | sed 's/.*load average/load average/')"
+	exit $rc
+fi
 mh_spawn 1 - "$G" bench "$PHOTOS" --node "$tmp/home.sock" --epochs 200 --workers auto \
 	--batch 32 --quiet >"$tmp/long.json" 2>"$tmp/long.err"
 long=$MH_PID
