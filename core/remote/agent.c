@@ -171,8 +171,11 @@ static void peer_failed(struct gm_remote *r, struct peer *p, const char *why, in
 static void peer_back(struct gm_remote *r, int p, int64_t now)
 {
 	struct peer *pe = p >= 0 ? &r->peers[p] : NULL;
-	if (pe && !pe->c && !pe->dial && pe->retry_ms > now)
-		pe->retry_ms = now;
+	if (!pe || pe->c || pe->dial || pe->retry_ms <= now)
+		return;
+	gm_remote_logf(&r->net, "peer %s: its agent connected to us: connecting to it now",
+		       pe->addr);
+	pe->retry_ms = now;
 }
 
 /* One step of a handshake; true when it ended (x is then to be freed). */
