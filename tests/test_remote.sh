@@ -510,7 +510,9 @@ tp=$!
 wait_remote 32
 kills=0 k=0
 while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
-	pkill -KILL -f "goldminer node --remote-worker" && kills=$((kills + 1))
+	# (this test's lender's workers only: a pattern alone kills every test's and
+	# bench's remote workers on the machine)
+	pkill -KILL -P "$apid2" -f "goldminer node --remote-worker" && kills=$((kills + 1))
 	sleep 0.3
 	k=$((k + 1))
 done

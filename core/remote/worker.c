@@ -76,6 +76,7 @@ struct wproc {
 	 * full: its trainer has what it takes), making batches, waiting for the
 	 * sends of a mirror slot to complete, and the CPU it used making them */
 	uint64_t batches, samples, lease_ns, none_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
+	uint64_t start_cpu_ns; /* its CPU clock when the loop began: per sample, all of it */
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -659,12 +660,16 @@ static void tell_times(const struct wproc *r, const char *home)
 	gm_log("remote worker",
 	       "for %s: %" PRIu64 " batches, %" PRIu64 " samples in %.1f s (%.0f img/s): "
 	       "waiting for leases %.0f%%, no batch free %.0f%%, making %.0f%% (on CPU "
-	       "%.0f%% of that), waiting for sends %.0f%%",
+	       "%.0f%% of that), waiting for sends %.0f%%; CPU per sample %.0f us, "
+	       "%.0f us of it making",
 	       home, r->batches, r->samples, all, (double)r->samples / all,
 	       (double)r->lease_ns / 1e7 / all, (double)r->none_ns / 1e7 / all,
 	       (double)r->make_ns / 1e7 / all,
 	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
-	       (double)r->drain_ns / 1e7 / all);
+	       (double)r->drain_ns / 1e7 / all,
+	       (double)(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - r->start_cpu_ns) / 1e3 /
+		   (double)r->samples,
+	       (double)r->make_cpu_ns / 1e3 / (double)r->samples);
 }
 
 static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
@@ -718,6 +723,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!rc)
 		rc = gm_worker_create(&w, &cfg, err, sizeof(err));
 	r->start_ns = clock_ns(CLOCK_MONOTONIC);
+	r->start_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (!rc)
 		rc = work_loop(r, c, w, m, &ws, sb);
 	tell_times(r, bl->home_addr);
