@@ -367,12 +367,12 @@ static uint32_t pow2_slots(uint32_t need)
  * get (one being made, one the consumer holds). Where remote workers may join,
  * two per worker of all it may get, local and remote, and two more: then each
  * remote worker can hold a lease ahead, claimed while it makes the one before
- * (home.c's room_ahead; without it a 0.5-core peer waited for its next lease
- * a tenth of its time). All it may get is the job's --workers, or the budget
- * and what the live peers can lend now (their heartbeats: none before the
- * first, then twice the budget as before). A ring that size that the memory
- * budget cannot hold is halved, down to the size without leases ahead, which
- * admit_job then refuses in words if it does not fit either. */
+ * (home.c's room_ahead; without it a 0.5-core peer's worker waited for its
+ * next lease 12-15% of its time). All it may get is the job's --workers, or
+ * the budget and what the live peers can lend now by their heartbeats (none
+ * heard yet: never fewer slots than before, four per worker of the budget).
+ * A ring that size that the memory budget cannot hold is halved, down to that
+ * size, which admit_job then refuses in words if it does not fit either. */
 static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 			   const struct gm_loader_opts *o)
 {
