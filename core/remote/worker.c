@@ -395,8 +395,8 @@ static int32_t mis_status;
 
 static void mis_init(void)
 {
-	static const char *const names[] = {"",	     "status=", "rec-out", "rec-big",
-					    "label", "id",	"resend",  "trickle", "claim"};
+	static const char *const names[] = {"",	  "status=", "rec-out", "rec-big", "label",
+					    "id", "resend",  "trickle", "claim"};
 	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
 	for (int k = 1; m && k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (k == MIS_STATUS ? !strncmp(m, names[k], 7) : !strcmp(m, names[k]))

@@ -73,6 +73,7 @@ wait_sock() {
 		k=$((k + 1))
 	done
 }
+pid4='' # set by peer() through eval (peer 4's is the one restarted)
 # peer I: host I's agent, half a core, lending PHOTOS' directory to A's home
 peer() {
 	mh_spawn "$1" 0.5 "$G" node --cpus 0.5 --socket "$tmp/$1.sock" \
@@ -169,8 +170,6 @@ kill -KILL "$pid4"
 wait "$pid4" 2>/dev/null
 rm -f "$tmp/4.sock"
 a4="$(mh_addr 4):$((port + 4))"
-# peer4 FIELD: that field of peer 4's entry in the home's --status
-peer4() { status | tr '{' '\n' | grep "\"addr\": \"$a4\"" | sed -n "s/.*\"$1\": \\([0-9.]*\\).*/\\1/p"; }
 s0=$(date +%s%N)
 peer 4
 t_conn='' t_work='' t_lent='' seen0=''
