@@ -355,6 +355,45 @@ out:
 	return rc;
 }
 
+static uint32_t pow2_slots(uint32_t need)
+{
+	uint32_t slots = 4;
+	while (slots < need && slots < 64)
+		slots *= 2;
+	return slots;
+}
+
+/* A job's ring slots when its client named none. Locally two per worker it may
+ * get (one being made, one the consumer holds). Where remote workers may join,
+ * two per worker of all it may get, local and remote, and two more: then each
+ * remote worker can hold a lease ahead, claimed while it makes the one before
+ * (home.c's room_ahead; without it a 0.5-core peer's worker waited for its
+ * next lease 12-15% of its time). All it may get is the job's --workers, or
+ * the budget and what the live peers can lend now by their heartbeats (none
+ * heard yet: never fewer slots than before, four per worker of the budget).
+ * A ring that size that the memory budget cannot hold is halved, down to that
+ * size, which admit_job then refuses in words if it does not fit either. */
+static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
+			   const struct gm_loader_opts *o)
+{
+	uint32_t cap = req->workers > 0 ? (uint32_t)req->workers : 0;
+	if (!a->rem)
+		return pow2_slots(2 * (cap && cap < a->budget ? cap : a->budget));
+	uint32_t floor = pow2_slots(2 * (cap ? cap : 2 * a->budget));
+	uint32_t all = cap ? cap : a->budget + a->rops->peers_lendable(a->rem);
+	uint32_t slots = pow2_slots(2 * all + 2);
+	uint64_t sb = gm_aug_out_bytes(&o->aug);
+	int n;
+	uint64_t used = used_mem(a, &n);
+	while (slots > floor) {
+		uint64_t bytes = gm_ring_size(slots, o->batch_size, sb);
+		if (bytes && used <= a->mem && bytes <= a->mem - used)
+			break;
+		slots /= 2;
+	}
+	return slots > floor ? slots : floor;
+}
+
 static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 {
 	struct gm_loader_opts o;
@@ -365,17 +404,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		return;
 	}
 	gm_wire_request_opts(req, &o);
-	/* Enough slots for every worker the job may get (two in flight each). */
-	uint32_t most = req->workers > 0 && (uint32_t)req->workers < a->budget
-			    ? (uint32_t)req->workers
-			    : a->budget;
-	if (a->rem) /* remote workers may join: slots for the job's cap, or twice the budget */
-		most = req->workers > 0 ? (uint32_t)req->workers : 2 * a->budget;
-	if (!o.slots) {
-		o.slots = 4;
-		while (o.slots < 2 * most && o.slots < 64)
-			o.slots *= 2;
-	}
+	if (!o.slots)
+		o.slots = ring_slots(a, req, &o);
 	int rc = open_job(a, j, &o, err, sizeof(err));
 	if (rc) {
 		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", err);
@@ -405,10 +435,13 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	int n;
 	char mem[32];
 	human(mem, sizeof(mem), used_mem(a, &n));
+	char ring[32];
+	human(ring, sizeof(ring), j->ring_bytes);
 	logf_(a,
-	      "job pid %d attached: %s, batch %u; %u of %u workers in use (%u given to it so "
-	      "far), %s of memory in use",
-	      (int)j->pid, j->root, j->batch_size, used_workers(a), a->budget, j->workers, mem);
+	      "job pid %d attached: %s, batch %u, a ring of %u slots (%s); %u of %u workers in "
+	      "use (%u given to it so far), %s of memory in use",
+	      (int)j->pid, j->root, j->batch_size, o.slots, ring, used_workers(a), a->budget,
+	      j->workers, mem);
 }
 
 /* ---- a job of the client's command (CMDJOB, wire.h): Python workers ---------------

@@ -103,6 +103,12 @@
 #      that cut what it asks for; --metrics has the same per reason, and the
 #      peer's liveness and lendable cores; the log says why it asks and why
 #      the peer lends nothing
+#  38. a remote worker holds a lease and one ahead, no more: a third claim is
+#      refused, both leases taken back, same bytes
+#  39. a job's ring holds a lease ahead per remote worker without --slots, and
+#      is halved to what --mem holds; a peer agent SIGKILLed and restarted is
+#      dialed back as it connects and lends again (seconds printed; bound 20 s);
+#      same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # Under a sanitizer build (make sanitize), 12, 13-15 and 34-37 skip, naming the
 # tests that run their code under ASan: it keeps CI short, strace cannot share a
@@ -138,10 +144,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..37"
+echo "1..39"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 37 ]; do
+	while [ $i -le 39 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -504,7 +510,9 @@ tp=$!
 wait_remote 32
 kills=0 k=0
 while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
-	pkill -KILL -f "goldminer node --remote-worker" && kills=$((kills + 1))
+	# (this test's lender's workers only: a pattern alone kills every test's and
+	# bench's remote workers on the machine)
+	pkill -KILL -P "$apid2" -f "goldminer node --remote-worker" && kills=$((kills + 1))
 	sleep 0.3
 	k=$((k + 1))
 done
@@ -1229,6 +1237,75 @@ ok=1
 t $ok "why fewer remote workers: a peer with no --lend-root refuses the job, --status and --metrics say so per reason, with the --workers cap; the log says why"
 stop_agents
 fi # san_skip (cases 34-37)
+
+# 38: a remote worker holds a lease and one it asked for ahead (a ring of 16
+# slots has room for one ahead), no more: a third claim is refused, both leases
+# are taken back, the bytes are a clean run's
+misbehave claim "refused its claim: a claim while it holds a lease and one ahead" \
+	"a claim while the worker holds a lease and one ahead" --slots 16
+
+# 39: a job's ring has room for a lease ahead per remote worker without --slots
+# (two peers lending one each, a budget of one: 2 x 3 + 2 -> 8 slots), halved to
+# what --mem holds (4 slots of 32 x 96x96x3 bytes: 3.4 MiB in 5 MiB, 8 do not
+# fit); a peer agent SIGKILLed and started again is dialed back as its agent
+# connects (not at the end of our 2-s retry), and lends again: the seconds from
+# its start to its first worker's samples here are printed (a bound of 20 s)
+agent 2 "$tmp/secret" 1
+agent 3 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2 3
+peers_connected 1 2
+k=0
+while [ $k -lt 100 ] && [ "$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null |
+	grep -o '"lendable_workers": 1' | wc -l)" -lt 2 ]; do # their first beats
+	sleep 0.05
+	k=$((k + 1))
+done
+train 40 &
+tp=$!
+wait_remote 64
+kill -KILL "$apid2"
+wait "$apid2" 2>/dev/null
+t0=$(date +%s%N)
+agent 2 "$tmp/secret" 1
+a2="$(mh_addr 2):$((port + 2))"
+k=0 back='' w0=''
+while [ $k -lt 400 ] && [ -z "$back" ] && kill -0 $tp 2>/dev/null; do
+	st=$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null | tr '{' '\n' | grep "\"addr\": \"$a2\"")
+	w=$(echo "$st" | sed -n 's/.*"workers_connected": \([0-9]*\).*/\1/p')
+	[ "${w:-0}" = 0 ] && w0=1 # the killed agent's worker gone first
+	[ -n "$w0" ] && echo "$st" | grep -q '"state": "connected"' &&
+		awk -v v="$(echo "$st" | sed -n 's/.*"img_per_s": \([0-9.]*\).*/\1/p')" 'BEGIN { exit !(v > 0) }' &&
+		back=$(ms_since "$t0")
+	sleep 0.05
+	k=$((k + 1))
+done
+wait $tp
+sum39=$(cat "$tmp/sum")
+cp "$tmp/1.log" "$tmp/1.first39.log"
+stop_agents
+AGENT_OPTS="--mem 5M"
+agent 2 "$tmp/secret" 1
+agent 3 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2 3
+AGENT_OPTS=
+peers_connected 1 2
+k=0
+while [ $k -lt 100 ] && [ "$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null |
+	grep -o '"lendable_workers": 1' | wc -l)" -lt 2 ]; do
+	sleep 0.05
+	k=$((k + 1))
+done
+train 1
+ok=1
+case "$sum39" in "$ref"*) same39=0 ;; *) same39=1 ;; esac # (its first EPOCHS epochs)
+[ -n "$ref" ] && [ $same39 = 0 ] && [ "$(cat "$tmp/sum")" = "$(echo "$ref" | cut -d, -f1)" ] &&
+	[ -n "$back" ] && [ "$back" -lt 20000 ] &&
+	grep -q "attached: .*, a ring of 8 slots" "$tmp/1.first39.log" &&
+	grep -q "peer $a2: its agent connected to us: connecting to it now" "$tmp/1.first39.log" &&
+	grep -q "attached: .*, a ring of 4 slots" "$tmp/1.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.first39.log"; diag "$tmp/1.log"; echo "# back $back sums $sum39 / $(cat "$tmp/sum")"; }
+t $ok "a job's ring holds a lease ahead per remote worker (8 slots for 3 workers), 4 where --mem 5M holds no more; a restarted peer agent is dialed back and lends again after ${back:-?} ms"
+stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit

@@ -164,6 +164,20 @@ static void peer_failed(struct gm_remote *r, struct peer *p, const char *why, in
 	p->retry_ms = now + RETRY_MS;
 }
 
+/* Peer p's agent connected to us: it is up (a restarted agent dials its peers
+ * as it starts), so ours to it is made now, not at the end of the RETRY_MS
+ * since our last one failed (a restarted peer lent again after 3.4 s, 2 of
+ * them waiting here; test_remote's restart case and bench-single.sh time it). */
+static void peer_back(struct gm_remote *r, int p, int64_t now)
+{
+	struct peer *pe = p >= 0 ? &r->peers[p] : NULL;
+	if (!pe || pe->c || pe->dial || pe->retry_ms <= now)
+		return;
+	gm_remote_logf(&r->net, "peer %s: its agent connected to us: connecting to it now",
+		       pe->addr);
+	pe->retry_ms = now;
+}
+
 /* One step of a handshake; true when it ended (x is then to be freed). */
 static bool ctl_run(struct gm_remote *r, struct ctl *x)
 {
@@ -183,6 +197,8 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 			continue;
 		if (x->status < 0 && x->role != ROLE_WORKER)
 			gm_remote_logf(&r->net, "connection from %s closed: %s", x->ip, x->why);
+		if (x->status > 0 && x->role == ROLE_AGENT && x->c)
+			peer_back(r, gm_remote_peer_of(r, x->c), now);
 		gm_remote_ctl_free(x);
 		r->ctls[i] = NULL;
 	}

@@ -210,6 +210,9 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token);
 void gm_remote_home_drop(struct hjob *j);
 void gm_remote_home_want(struct gm_remote *r, uint64_t token, uint32_t n);
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o);
+/* Workers the live peers can lend this agent's jobs in all, by their last
+ * heartbeats (what they lend it now included): the ops' peers_lendable. */
+uint32_t gm_remote_home_lendable(struct gm_remote *r);
 
 /* lender.c: peers' jobs lent workers here, and their processes */
 uint32_t gm_remote_lend_total(const struct gm_remote *r);

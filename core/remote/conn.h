@@ -65,6 +65,12 @@ struct conn {
 	int64_t lease_ms;	 /* last progress on the lease (a sample at a new position) */
 	int64_t lease_since_ms;	 /* when it got the lease (its bound: home.c) */
 	bool resent_said;	 /* a sample sent again in this lease was logged */
+	/* the lease it asked for ahead while it makes the one above (vpid 0:
+	 * none): it takes that one's place at its publish (home.c) */
+	struct {
+		uint32_t vpid, slot, nb;
+		uint64_t task;
+	} ahead;
 	uint64_t samples;	 /* delivered in the current tick */
 	unsigned inflight;	 /* samples still being received into the slot (rendezvous) */
 	struct m_publish pub;	 /* a publish that came before its samples had landed */

@@ -16,7 +16,12 @@
  * endpoint, then takes the lease back, logging the peer and the rule in one
  * line. A lease ends when no sample at a new position came for the job's
  * lease deadline, and after LEASE_BOUND deadlines whatever came, or at once
- * when the lender is down (agent.c: no heartbeat for DOWN_MS). The home also
+ * when the lender is down (agent.c: no heartbeat for DOWN_MS). A worker may
+ * hold a second lease, asked for ahead while it makes the first (its claim's
+ * round trip hidden behind the making): that one takes nothing (its samples
+ * are fenced) until the first is published, then it is the one held, its
+ * deadline and bound counted from then; the connection's death takes both
+ * back. The home also
  * asks the peers for workers (LEND), spread by what their heartbeats say they
  * can lend (gm_policy_spread: the idlest first), measures what they deliver
  * and keeps, per job, why it has fewer than it wants (refusals by reason,
@@ -84,18 +89,31 @@ static bool lease_held(const struct conn *c, uint32_t vpid, uint64_t task)
 	       atomic_load_explicit(&ctl->task, memory_order_relaxed) == task;
 }
 
-/* Take c's lease back: the batch is made again by whoever claims it next. */
+/* Take c's leases back (the one it makes and the one it asked for ahead):
+ * their batches are made again by whoever claims them next. */
 void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
 {
-	if (!c->vpid || !c->job)
+	if (!c->job || (!c->vpid && !c->ahead.vpid))
 		return;
 	struct hjob *j = c->job;
-	uint32_t n = gm_ring_reclaim(j->ring, c->vpid, NULL);
+	uint32_t n = 0;
+	if (c->vpid)
+		n += gm_ring_reclaim(j->ring, c->vpid, NULL);
+	if (c->ahead.vpid)
+		n += gm_ring_reclaim(j->ring, c->ahead.vpid, NULL);
 	atomic_fetch_add(&gm_ring_hdr(j->ring)->p_reissued, n);
 	j->revoked++;
-	gm_remote_logf(&r->net, "remote worker at %s: %s; its batch %" PRIu64 " is made again",
-		       c->ip, why, c->task % j->bpe);
+	if (c->vpid && c->ahead.vpid)
+		gm_remote_logf(&r->net,
+			       "remote worker at %s: %s; its batches %" PRIu64 " and %" PRIu64
+			       " are made again",
+			       c->ip, why, c->task % j->bpe, c->ahead.task % j->bpe);
+	else
+		gm_remote_logf(&r->net,
+			       "remote worker at %s: %s; its batch %" PRIu64 " is made again",
+			       c->ip, why, (c->vpid ? c->task : c->ahead.task) % j->bpe);
 	c->vpid = 0;
+	c->ahead.vpid = 0;
 }
 
 /* A value of c's that breaks a rule (check.h): the connection ends; agent.c's
@@ -167,6 +185,53 @@ static uint32_t next_vpid(struct gm_remote *r)
 	return r->next_vpid++;
 }
 
+/* The lease of task in slot for c: what the home expects of it, and its
+ * done bits in words (*dlen bytes). It is the one c makes now, or the one it
+ * makes next when it holds one (ahead: its clocks start at that one's publish). */
+static void grant(struct hjob *j, struct conn *c, uint32_t vpid, uint32_t slot, uint64_t task,
+		  uint64_t *words, size_t *dlen, struct m_lease *l)
+{
+	uint64_t first = (task % j->bpe) * j->batch;
+	uint32_t nb = (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first : j->batch);
+	gm_ring_begin_task(j->ring, slot, task, nb);
+	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, slot);
+	for (uint32_t q = 0; q < j->words; q++)
+		words[q] = atomic_load_explicit(&done[q], memory_order_acquire);
+	*dlen = j->words * sizeof(uint64_t);
+	expect_lease(j, slot, task, nb);
+	memcpy(seen_words(j, slot), words, *dlen); /* done before: not again */
+	if (c->vpid) {
+		c->ahead.vpid = vpid;
+		c->ahead.slot = slot;
+		c->ahead.task = task;
+		c->ahead.nb = nb;
+	} else {
+		c->vpid = vpid;
+		c->slot = slot;
+		c->task = task;
+		c->nb = nb;
+		c->lease_ms = c->lease_since_ms = now_ms();
+		c->resent_said = false;
+	}
+	*l = (struct m_lease){.vpid = vpid, .slot = slot, .nb = nb, .task = task};
+}
+
+/* A lease ahead only where the ring has room for one more per worker: the
+ * job's remote workers' slots twice, and two more (the consumer's and a local
+ * worker's). In a smaller ring a slot held ahead, not being made, would keep
+ * another worker from a batch (measured: 4 slots, 3 remote workers, each told
+ * "no batch free" a quarter of its time), so there the claim waits for the
+ * publish as it did. */
+static bool room_ahead(const struct gm_remote *r, const struct hjob *j)
+{
+	uint32_t n = 0;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		const struct conn *o = r->net.conns[i];
+		n += o && o->job == j && o->role == ROLE_WORKER && o->st != C_DEAD;
+	}
+	return j->nslots >= 2 * n + 2;
+}
+
 void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 {
 	struct hjob *j = c->job;
@@ -183,34 +248,17 @@ void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 		c->claim_pending = true;
 		return;
 	}
-	if (c->vpid) { /* a worker holds one lease at a time */
-		refuse(c, "claim", "a claim while it holds a lease");
+	if (c->ahead.vpid) { /* a worker holds two leases at most */
+		refuse(c, "claim", "a claim while it holds a lease and one ahead");
 		return;
 	}
 	uint32_t vpid = next_vpid(r);
 	uint64_t task;
-	int slot = gm_ring_claim(j->ring, vpid, &task);
-	if (slot < 0) {
+	int slot = c->vpid && !room_ahead(r, j) ? -EAGAIN : gm_ring_claim(j->ring, vpid, &task);
+	if (slot < 0)
 		l.status = slot == -EAGAIN ? -EAGAIN : -ENODATA;
-	} else {
-		uint64_t first = (task % j->bpe) * j->batch;
-		uint32_t nb =
-		    (uint32_t)(j->nsamples - first < j->batch ? j->nsamples - first : j->batch);
-		gm_ring_begin_task(j->ring, (uint32_t)slot, task, nb);
-		_Atomic uint64_t *done = gm_ring_done_bits(j->ring, (uint32_t)slot);
-		for (uint32_t q = 0; q < j->words; q++)
-			words[q] = atomic_load_explicit(&done[q], memory_order_acquire);
-		dlen = j->words * sizeof(uint64_t);
-		expect_lease(j, (uint32_t)slot, task, nb);
-		memcpy(seen_words(j, (uint32_t)slot), words, dlen); /* done before: not again */
-		c->vpid = vpid;
-		c->slot = (uint32_t)slot;
-		c->task = task;
-		c->nb = nb;
-		c->lease_ms = c->lease_since_ms = now_ms();
-		c->resent_said = false;
-		l = (struct m_lease){.vpid = vpid, .slot = (uint32_t)slot, .nb = nb, .task = task};
-	}
+	else
+		grant(j, c, vpid, (uint32_t)slot, task, words, &dlen, &l);
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), words, dlen);
 }
 
@@ -441,6 +489,15 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 	ctl->preempt_ns += at_most(p->preempt_ns, age);
 	c->vpid = 0;
 	gm_ring_publish(j->ring, c->slot);
+	if (c->ahead.vpid) { /* the lease asked for ahead is the one it makes now */
+		c->vpid = c->ahead.vpid;
+		c->slot = c->ahead.slot;
+		c->task = c->ahead.task;
+		c->nb = c->ahead.nb;
+		c->lease_ms = c->lease_since_ms = now_ms();
+		c->resent_said = false;
+		c->ahead.vpid = 0;
+	}
 	(void)r;
 }
 
@@ -571,7 +628,7 @@ void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
 		struct conn *c = r->net.conns[i];
 		if (c && c->role == ROLE_WORKER && c->st != C_DEAD &&
 		    gm_remote_peer_of(r, c) == p) {
-			n += c->vpid != 0;
+			n += (c->vpid != 0) + (c->ahead.vpid != 0);
 			gm_remote_conn_kill(c, "its lender %s is down (%s)", r->peers[p].addr, why);
 		}
 	}
@@ -845,6 +902,17 @@ static void home_why(const struct gm_remote *r, const struct hjob *j, struct gm_
 		    j->unplaced);
 	}
 #undef SAY
+}
+
+uint32_t gm_remote_home_lendable(struct gm_remote *r)
+{
+	uint32_t n = 0;
+	for (int p = 0; p < r->npeers; p++) {
+		const struct m_beat *b = peer_live(r, p) ? &r->peers[p].c->beat : NULL;
+		if (b && b->lent - b->for_you < b->slots)
+			n += b->slots - (b->lent - b->for_you);
+	}
+	return n;
 }
 
 void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *o)

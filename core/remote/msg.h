@@ -30,7 +30,9 @@
 #include "goldminer/wire.h"
 
 #define MSG_MAGIC   0x4d524d47u /* "GMRM" */
-#define MSG_VERSION 4u /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT */
+/* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT; 5: a
+ * remote worker claims its next lease while it makes one (home.c) */
+#define MSG_VERSION 5u
 #define SERVER_ROLE "goldminer-remote server"
 #define CLIENT_ROLE "goldminer-remote client"
 
@@ -41,7 +43,7 @@ enum am_id {
 	AM_WELCOME,   /* server -> client: status (0 or refusal) + words */
 	AM_LEND,      /* home agent -> peer agent: workers for a job (+ its request) */
 	AM_LENT,      /* peer agent -> home agent: how many it runs */
-	AM_CLAIM,     /* remote worker -> home: a task, please */
+	AM_CLAIM,     /* remote worker -> home: a task, please (one ahead at most) */
 	AM_LEASE,     /* home -> remote worker: the lease (+ done bits), or none */
 	AM_SAMPLE,    /* remote worker -> home: one sample (+ its pixels) */
 	AM_PUBLISH,   /* remote worker -> home: the batch is complete (+ err bits, records) */

@@ -296,6 +296,7 @@ static const struct gm_remote_ops ops = {
     .job_remove = gm_remote_home_remove,
     .job_want = gm_remote_home_want,
     .job_info = gm_remote_home_info,
+    .peers_lendable = gm_remote_home_lendable,
     .set_lendable = r_set_lendable,
     .set_capacity = r_set_capacity,
     .lent = r_lent,

@@ -12,7 +12,12 @@
  * position, label, id, a bad file's record; data: the pixels) -> PUBLISH (err
  * bits, records, timings). Samples go eager, or by rendezvous when
  * GOLDMINER_REMOTE_RNDV=1. It double-buffers: the other mirror slot is decoded
- * while this one's sends complete. It holds no state of an agent's: its own
+ * while this one's sends complete. With eager samples it claims its next
+ * lease as it starts a batch, so the claim's round trip is hidden behind the
+ * making (the home holds that one until this one's publish, and gives
+ * none ahead where its ring is small: home.c); by
+ * rendezvous a publish may wait at the home for its samples, and the claim
+ * waits with it, so there it claims after the publish. It holds no state of an agent's: its own
  * connection layer (conn.h), its lease, two scratch buffers.
  *
  * What it receives is checked where it lands (a LEASE: its status, and its
@@ -58,12 +63,12 @@
 /* The remote worker process: its connection layer and the lease it holds. */
 struct wproc {
 	struct gm_remote_net net;
-	struct m_lease lease;
+	struct m_lease lease, next; /* the one it makes; the reply that came */
 	bool lease_in;
 	uint32_t batch, bpe, lease_ms; /* the job's, to check a lease against */
 	uint64_t nsamples;
 	/* aligned copies of a message's payload (done words; err words + records) */
-	uint64_t scratch[GM_MAX_BATCH / 64];
+	uint64_t scratch[GM_MAX_BATCH / 64], next_scratch[GM_MAX_BATCH / 64];
 	uint64_t
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
 	/* where its time went (said when it ends): batches made, ns waiting for
@@ -71,6 +76,7 @@ struct wproc {
 	 * full: its trainer has what it takes), making batches, waiting for the
 	 * sends of a mirror slot to complete, and the CPU it used making them */
 	uint64_t batches, samples, lease_ns, none_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
+	uint64_t start_cpu_ns; /* its CPU clock when the loop began: per sample, all of it */
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -164,13 +170,14 @@ static void on_lease(struct wproc *r, struct conn *c, const struct m_lease *l, c
 		gm_remote_conn_kill(c, "%s: unexpected lease", c->ip);
 		return;
 	}
-	if (!gm_remote_check_lease(l, len, r->batch, r->bpe, r->nsamples, sizeof(r->scratch))) {
+	if (r->lease_in ||
+	    !gm_remote_check_lease(l, len, r->batch, r->bpe, r->nsamples, sizeof(r->scratch))) {
 		gm_remote_conn_kill(c, "%s: malformed lease (status %d, %u samples, %zu bytes)",
 				    c->ip, l->status, l->nb, len);
 		return;
 	}
-	memcpy(r->scratch, data, len);
-	r->lease = *l;
+	memcpy(r->next_scratch, data, len); /* (the lease being made keeps its own) */
+	r->next = *l;
 	r->lease_in = true;
 }
 
@@ -291,6 +298,7 @@ static void sample_header(const struct wproc *r, struct gm_ring *m, uint32_t slo
 }
 
 static bool mis_lease(void);
+static bool mis_claim(void);
 static void mis_sample(const struct wproc *r, struct m_sample *h);
 static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs);
 static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slot,
@@ -333,6 +341,12 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
 	bool first = true;
 	if (mis_lease())
 		return mis_ship(r, c, m, slot, ws, sb);
+	if (mis_claim()) {
+		struct m_claim cl = {0};
+		for (int k = 0; k < 2; k++)
+			if (gm_remote_conn_send(c, AM_CLAIM, &cl, sizeof(cl), NULL, 0))
+				return -ECONNRESET;
+	}
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
 			continue;
@@ -357,7 +371,9 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
  * outside the lease), rec-big (its first sample's record names an id past the
  * dataset), label (its first sample's label is 999999), id (its first sample
  * has the next id), resend (its first sample again every 0.4 deadline, never a
- * publish), trickle (one sample every 0.4 deadline). Every lease does so, or
+ * publish), trickle (one sample every 0.4 deadline), claim (two claims more
+ * as it ships: a third lease while it holds one and one ahead). Every lease
+ * does so, or
  * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
  * creates FILE (the test's proof that it happened).
  */
@@ -371,15 +387,16 @@ enum mis_mode {
 	MIS_LABEL,
 	MIS_ID,
 	MIS_RESEND,
-	MIS_TRICKLE
+	MIS_TRICKLE,
+	MIS_CLAIM
 };
 static enum mis_mode mis_mode;
 static int32_t mis_status;
 
 static void mis_init(void)
 {
-	static const char *const names[] = {"",	     "status=", "rec-out", "rec-big",
-					    "label", "id",	"resend",  "trickle"};
+	static const char *const names[] = {"",	  "status=", "rec-out", "rec-big", "label",
+					    "id", "resend",  "trickle", "claim"};
 	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
 	for (int k = 1; m && k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (k == MIS_STATUS ? !strncmp(m, names[k], 7) : !strcmp(m, names[k]))
@@ -409,6 +426,12 @@ static bool mis_now(enum mis_mode mode)
 static bool mis_lease(void)
 {
 	return mis_now(MIS_RESEND) || mis_now(MIS_TRICKLE);
+}
+
+/* At a lease: does it claim more than it may hold? */
+static bool mis_claim(void)
+{
+	return mis_now(MIS_CLAIM);
 }
 
 static void mis_sample(const struct wproc *r, struct m_sample *h)
@@ -484,6 +507,11 @@ static bool mis_lease(void)
 	return false;
 }
 
+static bool mis_claim(void)
+{
+	return false;
+}
+
 static void mis_sample(const struct wproc *r, struct m_sample *h)
 {
 	(void)r, (void)h;
@@ -535,23 +563,72 @@ static int drain(struct wproc *r, struct conn *c, unsigned *inflight)
 	return 0;
 }
 
-/* Claim, make, ship until retired, told there is no more, or cut off. */
+/* Ask for a lease (the reply lands in r->next: on_lease). */
+static int claim(struct wproc *r, struct conn *c)
+{
+	struct m_claim cl = {0};
+	r->lease_in = false;
+	return gm_remote_conn_send(c, AM_CLAIM, &cl, sizeof(cl), NULL, 0);
+}
+
+/* Wait for the lease claimed, then it is the one made (its done words too). */
+static int take_lease(struct wproc *r, struct conn *c)
+{
+	int rc = wait_for(r, c, &r->lease_in, REPLY_MS);
+	if (rc)
+		return rc;
+	r->lease = r->next;
+	memcpy(r->scratch, r->next_scratch, sizeof(r->scratch));
+	return 0;
+}
+
+/* Make the lease's batch into the other mirror slot and ship it, the next
+ * lease claimed first unless ahead is false. */
+static int make(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_ring *m,
+		struct wsend *ws, size_t sb, uint32_t slot, bool ahead)
+{
+	uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+	int rc = drain(r, c, &ws->inflight[slot]);
+	if (!rc && ahead)
+		rc = claim(r, c);
+	if (rc)
+		return rc;
+	uint64_t t2 = clock_ns(CLOCK_MONOTONIC), c2 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	preset(r, m, slot);
+	rc = gm_worker_produce(w, slot, r->lease.task);
+	if (rc) {
+		gm_log("remote worker", "batch %" PRIu64 ": %s", r->lease.task, strerror(-rc));
+		return rc;
+	}
+	r->make_cpu_ns += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c2;
+	r->make_ns += clock_ns(CLOCK_MONOTONIC) - t2;
+	r->drain_ns += t2 - t1;
+	r->batches++;
+	r->samples += r->lease.nb;
+	return ship(r, c, m, slot, ws, sb);
+}
+
+/* Claim, make, ship until retired, told there is no more, or cut off. A lease
+ * claimed ahead is made even when retired meanwhile (the home holds it). */
 static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_ring *m,
 		     struct wsend *ws, size_t sb)
 {
 	uint32_t slot = 0;
-	struct m_claim cl = {0};
+	bool claimed = false;
 	int rc = 0;
-	while (!w_retire && !rc) {
+	while (!rc && (claimed || !w_retire)) {
 		uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
-		r->lease_in = false;
-		rc = gm_remote_conn_send(c, AM_CLAIM, &cl, sizeof(cl), NULL, 0);
+		if (!claimed)
+			rc = claim(r, c);
 		if (!rc)
-			rc = wait_for(r, c, &r->lease_in, REPLY_MS);
-		if (rc)
+			rc = take_lease(r, c);
+		if (rc || r->lease.status == -ENODATA)
 			break;
-		if (r->lease.status == -ENODATA)
-			break;
+		if (r->lease.status == -EAGAIN && claimed) { /* none ahead: ask now */
+			claimed = false;
+			continue;
+		}
+		claimed = false;
 		if (r->lease.status) {
 			int64_t end = now_ms() + NONE_WAIT_MS;
 			while (now_ms() < end && c->st != C_DEAD && !w_retire)
@@ -562,26 +639,10 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 			r->none_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 			continue;
 		}
-		uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+		r->lease_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+		claimed = !w_retire && !rndv_samples();
 		slot ^= 1;
-		rc = drain(r, c, &ws->inflight[slot]);
-		if (rc)
-			break;
-		uint64_t t2 = clock_ns(CLOCK_MONOTONIC), c2 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-		preset(r, m, slot);
-		rc = gm_worker_produce(w, slot, r->lease.task);
-		if (rc) {
-			gm_log("remote worker", "batch %" PRIu64 ": %s", r->lease.task,
-			       strerror(-rc));
-			break;
-		}
-		r->make_cpu_ns += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c2;
-		r->make_ns += clock_ns(CLOCK_MONOTONIC) - t2;
-		r->lease_ns += t1 - t0;
-		r->drain_ns += t2 - t1;
-		r->batches++;
-		r->samples += r->lease.nb;
-		rc = ship(r, c, m, slot, ws, sb);
+		rc = make(r, c, w, m, ws, sb, slot, claimed);
 	}
 	if (!rc)
 		rc = drain(r, c, &ws->inflight[0]);
@@ -599,12 +660,16 @@ static void tell_times(const struct wproc *r, const char *home)
 	gm_log("remote worker",
 	       "for %s: %" PRIu64 " batches, %" PRIu64 " samples in %.1f s (%.0f img/s): "
 	       "waiting for leases %.0f%%, no batch free %.0f%%, making %.0f%% (on CPU "
-	       "%.0f%% of that), waiting for sends %.0f%%",
+	       "%.0f%% of that), waiting for sends %.0f%%; CPU per sample %.0f us, "
+	       "%.0f us of it making",
 	       home, r->batches, r->samples, all, (double)r->samples / all,
 	       (double)r->lease_ns / 1e7 / all, (double)r->none_ns / 1e7 / all,
 	       (double)r->make_ns / 1e7 / all,
 	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
-	       (double)r->drain_ns / 1e7 / all);
+	       (double)r->drain_ns / 1e7 / all,
+	       (double)(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - r->start_cpu_ns) / 1e3 /
+		   (double)r->samples,
+	       (double)r->make_cpu_ns / 1e3 / (double)r->samples);
 }
 
 static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
@@ -658,6 +723,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!rc)
 		rc = gm_worker_create(&w, &cfg, err, sizeof(err));
 	r->start_ns = clock_ns(CLOCK_MONOTONIC);
+	r->start_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (!rc)
 		rc = work_loop(r, c, w, m, &ws, sb);
 	tell_times(r, bl->home_addr);

@@ -2,8 +2,8 @@
  * worker.h - the remote worker process (worker.c): `goldminer node
  * --remote-worker FD`, which a lending agent execs for a peer's job.
  *
- * The idea: the process owns its own connection layer (conn.h) and one lease
- * at a time, nothing of an agent's state; the lender and the worker build the
+ * The idea: the process owns its own connection layer (conn.h), the lease it
+ * makes and the one it asked for ahead, nothing of an agent's state; the lender and the worker build the
  * job's configuration from the same blob (msg.h) with the same function, so the
  * lender refuses in words what the worker would fail on; the home computes
  * what a lease must carry from the batches of the same function

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     4
+#define GM_REMOTE_ABI	     5
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -119,6 +119,10 @@ struct gm_remote_ops {
 	void (*job_remove)(struct gm_remote *r, uint64_t token);
 	void (*job_want)(struct gm_remote *r, uint64_t token, uint32_t workers);
 	void (*job_info)(struct gm_remote *r, uint64_t token, struct gm_remote_job_info *out);
+	/* workers the live peers can lend this agent's jobs in all now, by their
+	 * last heartbeats (0 before any peer was heard): what sizes a new job's
+	 * ring */
+	uint32_t (*peers_lendable)(struct gm_remote *r);
 	/* peer side: how many workers this agent may lend now (its idle budget) */
 	void (*set_lendable)(struct gm_remote *r, uint32_t workers);
 	/* ... and what that is worth, told to the peers in every heartbeat: the
