@@ -353,7 +353,9 @@ def memory(which, ds, collate, batch):
 
     def each():
         n[0] += 1
-        if n[0] == 10:  # every worker has started (from the zygote: first it loads)
+        # from batch 10 on, once both workers run (goldminer's start from the zygote
+        # once it has loaded: the second may come later than batch 10)
+        if n[0] >= 10 and not seen and len(children(workers_only=True)) >= 2:
             look()
     epoch(dl, each=each)
     if hasattr(dl, "close"):
