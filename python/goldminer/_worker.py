@@ -385,10 +385,11 @@ def zygote(lib):
         mid = os.fork()
         if mid == 0:
             os.close(r)
+            me = os.getpid()  # (taken before the fork: it may exit before the child looks)
             pid = os.fork()
             if pid == 0:
                 os.close(wr)
-                _forked(lib, b, w, trainer, os.getppid(), wid)
+                _forked(lib, b, w, trainer, me, wid)
             os.write(wr, struct.pack("i", pid))
             os._exit(0)
         os.close(wr)
