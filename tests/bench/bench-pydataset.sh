@@ -42,6 +42,8 @@ fi
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 bad = 0
+cores = {(r["kind"], r["loader"], r["workers"]): r["cpu_share"] for r in rows
+         if r["what"] == "rate"}
 print("== summary: any map-style dataset (same run, 2 workers)")
 for r in rows:
     if r["what"] == "rate" and r["loader"] == "goldminer":
@@ -55,6 +57,10 @@ for r in rows:
                  r["vs_torch_rounds"], want, "ok" if ok else "MISSED",
                  r["vs_torch_per_cpu"], r["cpu_share"], r["workers_cpu_us_per_sample"],
                  r["trainer_cpu_us_per_sample"], r["load_max"]))
+        if not ok and r["cpu_share"] < cores.get((r["kind"], "torch", "2"), 0):
+            print("       (it got fewer cores than torch's from a loaded machine, per CPU"
+                  " second %.3fx: docs/MEASUREMENTS.md, session 11, says why)"
+                  % r["vs_torch_per_cpu"])
     elif r["what"] == "rate":
         print("%-6s torch DataLoader        %9.1f samples/s (median); got %.2f cores;"
               " cpu/sample workers %.1f us, trainer %.1f us; load <= %.1f"
