@@ -226,6 +226,8 @@ def round_rates(ds, collate, batch, epochs, rnd):
             r["n"] += epoch(dls[key])
             r["s"] += time.monotonic() - t0
             r["cpu_t"] += cpu_s([me])[me] - me0
+            if key[1] == "auto":  # and any it started during the epoch (all its CPU)
+                pids[key] = sorted(set(pids[key]) | set(children(pid=AGENT["proc"].pid)))
             r["cpu_w"] += tree_cpu_s(key, pids[key]) - w0
             r["loads"].append(os.getloadavg()[0])
     for dl in dls.values():
