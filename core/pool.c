@@ -227,20 +227,59 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 	_exit(gm_worker_main(&c) ? 1 : 0);
 }
 
-/* A worker forked by the zygote (it is our child: this process is a subreaper
- * and the zygote's own child that forked it has exited). Its pid, or -errno. */
+/* The adoption window (see "the zygote"): this process is a child subreaper only
+ * while a zygote's fork is in flight in one of its pools, so the orphans of its
+ * other descendants (a node agent it started and that was killed: that agent's
+ * workers) go to init as before, not to us, where no one would reap them. A
+ * subreaper flag that someone else set (it was on when no window was open) is
+ * left on. adopt_n counts the windows open in this process (several pools). */
+static pthread_mutex_t adopt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int adopt_n;
+static bool adopt_theirs;
+
+static int adopt_begin(void)
+{
+	int rc = 0, on = 0;
+
+	pthread_mutex_lock(&adopt_mu);
+	if (adopt_n == 0) {
+		adopt_theirs = prctl(PR_GET_CHILD_SUBREAPER, &on) == 0 && on;
+		if (!adopt_theirs && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+			rc = -errno;
+	}
+	if (!rc)
+		adopt_n++;
+	pthread_mutex_unlock(&adopt_mu);
+	return rc;
+}
+
+static void adopt_end(void)
+{
+	pthread_mutex_lock(&adopt_mu);
+	if (--adopt_n == 0 && !adopt_theirs)
+		(void)prctl(PR_SET_CHILD_SUBREAPER, 0);
+	pthread_mutex_unlock(&adopt_mu);
+}
+
+/* A worker forked by the zygote: our child once the zygote's own child that
+ * forked it has exited, which the zygote waits for before it answers; the window
+ * is open until then. Its pid, or -errno. */
 static pid_t from_zygote(struct gm_pool *p, int id)
 {
 	struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
 	int32_t pid = -EIO;
 	char req[5] = {'F'};
+	int rc = adopt_begin();
 
+	if (rc)
+		return rc;
 	memcpy(req + 1, &(int32_t){id}, sizeof(int32_t)); /* the worker's id, host order */
-	if (send(p->zsock, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
-		return -EIO;
-	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck */
-	if (poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
-		return -EIO;
+	/* a fork of a loaded interpreter: milliseconds; 5 s means it is stuck (its
+	 * worker, orphaned to init after the window, ends itself: _worker.py) */
+	if (send(p->zsock, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req) ||
+	    poll(&pf, 1, 5000) != 1 || recv(p->zsock, &pid, sizeof(pid), 0) != sizeof(pid))
+		pid = -EIO;
+	adopt_end();
 	return pid > 0 ? pid : -EIO;
 }
 
@@ -311,8 +350,9 @@ static int spawn(struct gm_pool *p)
  * process, the zygote: it loads what a worker loads, says "R" on its socket (fd 4),
  * and then forks a worker for each "F" it reads, answering with the worker's pid.
  * It forks twice (its child forks the worker and exits), and this process is a
- * child subreaper (PR_SET_CHILD_SUBREAPER, set in gm_pool_start), so the worker,
- * orphaned, becomes our child: reaped, watched and attributed like any other.
+ * child subreaper (PR_SET_CHILD_SUBREAPER) while it waits for the answer (the
+ * adoption window, from_zygote), so the worker, orphaned, becomes our child:
+ * reaped, watched and attributed like any other.
  * Workers wait for the zygote to be ready, the first ones too: forked from it,
  * they share the pages of what it loaded (an interpreter, torch, the dataset)
  * instead of each holding its own copy, and they start as soon as fresh
@@ -1137,12 +1177,6 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	p->chaos_state = p->c.w.seed ^ 0x9e3779b97f4a7c15ull;
 	p->chaos_t = now_ns();
 	gm_elastic_meter_restart(&p->meter);
-	/* A zygote's workers are orphaned to us (see "the zygote"). */
-	if (p->c.zygote_argv && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-		rc = -errno;
-		gm_errf(err, errlen, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
-		return rc;
-	}
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;
 	sigfillset(&all);

@@ -491,11 +491,67 @@ static void test_replacements_fork_from_the_zygote_as_our_children(void **state)
 	assert_int_equal(id_of(first, true), 0);       /* the id, through the zygote's request */
 	assert_int_equal(id_of(forked, true), 0);      /* the dead worker's */
 	assert_int_equal(parent_of(forked), getpid()); /* orphaned to us: we reap it */
+	int on = -1;
+	assert_int_equal(prctl(PR_GET_CHILD_SUBREAPER, &on), 0);
+	assert_int_equal(on, 0); /* a subreaper only while a fork is in flight */
 	assert_int_equal(drain(p, 40, bad), 0);
 	gm_bind_pool_stats(p, st);
 	assert_true(st[1] >= 1); /* (the worker was idle: 4 slots filled, none taken) */
 	gm_bind_pool_destroy(p);
 	assert_int_equal(parent_of(forked), 0); /* reaped */
+}
+
+/* An orphan of a process this one started (a node agent it ran, killed, with
+ * workers) goes to init, not to us: we would never reap it. Someone else's
+ * subreaper flag is left as it was. */
+static void test_orphans_of_others_do_not_become_our_zombies(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc, on = -1, pfd[2], hold[2];
+	uint32_t bad[4];
+	zygote = "ok";
+	struct gm_bind_pool *p = open_pool("slow", 1, 40, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	assert_true(a_forked_worker(0) > 0); /* the zygote forked, so the window was open */
+	assert_int_equal(pipe(pfd), 0);
+	assert_int_equal(pipe(hold), 0);
+	pid_t mid = fork();
+	if (mid == 0) { /* forks g, says its pid, exits: g is an orphan */
+		pid_t g = fork();
+		if (g == 0) {
+			char c;
+			close(hold[1]);
+			_exit(read(hold[0], &c, 1) < 0); /* until the test is done with it */
+		}
+		_exit(write(pfd[1], &g, sizeof(g)) != sizeof(g));
+	}
+	assert_true(mid > 0);
+	int st;
+	pid_t g = 0;
+	assert_int_equal(waitpid(mid, &st, 0), mid);
+	assert_int_equal(read(pfd[0], &g, sizeof(g)), sizeof(g));
+	assert_true(g > 0);
+	assert_true(parent_of(g) != getpid()); /* init's (or an outer subreaper's), not ours */
+	close(pfd[0]);
+	close(pfd[1]);
+	close(hold[0]);
+	close(hold[1]); /* g ends */
+	assert_int_equal(drain(p, 40, bad), 0);
+	gm_bind_pool_destroy(p);
+	/* set by someone else before the pool: still set after it */
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	zygote = "ok";
+	p = open_pool("slow", 1, 40, 0, err, &rc);
+	zygote = NULL;
+	assert_int_equal(rc, 0);
+	assert_true(a_forked_worker(0) > 0);
+	assert_int_equal(drain(p, 40, bad), 0);
+	gm_bind_pool_destroy(p);
+	assert_int_equal(prctl(PR_GET_CHILD_SUBREAPER, &on), 0);
+	assert_int_equal(on, 1);
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
 }
 
 /* Every worker's pid file, once there are n (up to 10 s): their pids and ids. */
@@ -868,6 +924,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it),
 	    cmocka_unit_test(test_sample_that_crashes_two_workers_is_quarantined),
 	    cmocka_unit_test(test_replacements_fork_from_the_zygote_as_our_children),
+	    cmocka_unit_test(test_orphans_of_others_do_not_become_our_zombies),
 	    cmocka_unit_test(test_zygote_that_cannot_start_leaves_fresh_workers),
 	    cmocka_unit_test(test_workers_have_ids_0_to_n_and_a_replacement_takes_the_dead_ones),
 	    cmocka_unit_test(test_worker_fatal_error_reaches_the_consumer),

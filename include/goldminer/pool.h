@@ -63,8 +63,9 @@ struct gm_pool_cfg {
 	 * then forks each new worker on request (fd 4: it writes "R" once loaded, reads
 	 * "F" and the worker's id as an int32, answers the worker's pid as an int32;
 	 * an exec'd worker finds its id in GM_WORKER_ID), so a replaced worker starts in
-	 * milliseconds. The owner's process becomes a child subreaper
-	 * (PR_SET_CHILD_SUBREAPER): the zygote's workers reach it as orphans. */
+	 * milliseconds. The owner's process is a child subreaper
+	 * (PR_SET_CHILD_SUBREAPER) while it waits for each fork, so that worker
+	 * reaches it as an orphan; other orphans of its descendants go to init. */
 	const char *const *zygote_argv;
 	/* With exec_argv: > 2, an fd every exec'd worker and the zygote get as fd 5
 	 * (borrowed: open until gm_pool_destroy), e.g. a sealed memfd with what the

@@ -337,15 +337,19 @@ def _serve(lib, b, w):
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
 
 
-def _forked(lib, b, w, trainer, wid):
-    """In a worker the zygote forked: wait to be the trainer's (orphaned to it, a
-    subreaper), die with it, map the ring as this process, serve as worker wid."""
+def _forked(lib, b, w, trainer, mid, wid):
+    """In a worker the zygote forked: wait to be the trainer's (orphaned to it while
+    it is a subreaper, core/pool.c's adoption window), die with it, map the ring as
+    this process, serve as worker wid. Orphaned to anyone else (the trainer gone, or
+    its window closed: it gave up on this fork), or still the zygote's child after
+    10 s, it ends."""
     os.close(4)
     os.environ["GM_WORKER_ID"] = str(wid)
-    while os.getppid() != trainer:
-        if os.getppid() == 1:  # the trainer is gone
-            os._exit(0)
-        time.sleep(0.001)
+    deadline = time.monotonic() + 10
+    while os.getppid() == mid and time.monotonic() < deadline:
+        time.sleep(0.001)  # (the zygote's child exits right after the fork)
+    if os.getppid() != trainer:
+        os._exit(0)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != trainer:
@@ -381,10 +385,11 @@ def zygote(lib):
         mid = os.fork()
         if mid == 0:
             os.close(r)
+            me = os.getpid()  # (taken before the fork: it may exit before the child looks)
             pid = os.fork()
             if pid == 0:
                 os.close(wr)
-                _forked(lib, b, w, trainer, wid)
+                _forked(lib, b, w, trainer, me, wid)
             os.write(wr, struct.pack("i", pid))
             os._exit(0)
         os.close(wr)

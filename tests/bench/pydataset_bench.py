@@ -11,19 +11,25 @@ licences Debian ships (/usr/share/common-licenses); "images" is torchvision's
 ImageFolder over PHOTOS (the first --limit images) with Resize(144) +
 CenterCrop(128) + ColorJitter + ToTensor. For each it prints JSON lines:
   rate     samples/s of epochs 2..E (persistent workers, so the workers' start is
-           not timed; epoch 1 is timed apart as "first_epoch_s"), the median of
-           --rounds, runs of the loaders alternating so that a shared machine's
-           drift hits all; vs_torch is the median of each round's ratio to torch's
-           run of the same round. goldminer with 2 workers and with
-           num_workers="auto" through a node agent (`goldminer node --cpus 2`, a
-           subprocess: the agent runs and sizes the workers). Beside it the CPU
-           time the workers and the trainer spent per sample (utime + stime from
-           /proc over the timed epochs: what a loaded machine does not change
-           much) and the load average at the end of the row;
+           not timed; epoch 1 is timed apart as "first_epoch_s"). In each of
+           --rounds, the three loaders (torch's, goldminer's with 2 workers, and
+           goldminer's num_workers="auto" through a node agent, `goldminer node
+           --cpus 2`, a subprocess that runs and sizes the workers) are made,
+           then their timed epochs interleave one by one, the order reversed at
+           each step (ABC CBA ...), so that a shared machine's drift falls on all
+           alike; vs_torch is the median of the rounds' ratios to torch's rate
+           of the same round. Beside it: the CPU time the workers and the
+           trainer spent per sample (utime + stime of every thread, from /proc),
+           the CPU the loader's processes got (cpu_share, cores: on a shared
+           machine the scheduler's to give), samples per CPU second and its
+           ratio to torch's (vs_torch_per_cpu: what a loaded machine does not
+           change much), and the highest load average seen;
   kill     one worker SIGKILLed every 200 ms from the first batch on (goldminer's
            zygote, which holds no lease, is not a worker) over --epochs epochs: goldminer's checksum
            against its undisturbed one; torch's DataLoader: what it raised;
-  memory   the trainer's RSS and PSS and the workers' total, mid-epoch.
+  memory   mid-epoch: the trainer's RSS and PSS, the workers' total (goldminer's
+           zygote with them), the sum of all PSS, and one worker's own pages
+           (USS, the median worker's: what one more worker costs).
 The checksum is a SHA-256 over every batch's tensors' bytes.
 """
 import argparse
@@ -150,41 +156,95 @@ def epoch(dl, h=None, each=None):
     return n
 
 
-def cpu_s(pids):
-    """{pid: utime + stime in seconds} of each pid."""
+def cpu_s(pids, reaped=False):
+    """{pid: CPU seconds} of each pid: the run time of every thread
+    (/proc/PID/task/*/schedstat, in ns: the ticks of /proc/PID/stat are 10 ms,
+    too coarse for an epoch of 0.2 s); reaped: with the cutime + cstime (ticks)
+    of the children it reaped."""
     out = {}
     for p in pids:
+        t = 0
         try:
-            with open("/proc/%d/stat" % p) as f:
-                st = f.read()
+            for tid in os.listdir("/proc/%d/task" % p):
+                try:
+                    with open("/proc/%d/task/%s/schedstat" % (p, tid)) as f:
+                        t += int(f.read().split()[0])
+                except OSError:
+                    continue  # a thread that ended
+            if reaped:
+                with open("/proc/%d/stat" % p) as f:
+                    st = f.read()
+                v = st[st.rfind(")") + 2:].split()
+                t += (int(v[13]) + int(v[14])) * 1e9 / os.sysconf("SC_CLK_TCK")
         except OSError:
             continue
-        v = st[st.rfind(")") + 2:].split()
-        out[p] = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        out[p] = t / 1e9
     return out
 
 
-def rate(which, ds, collate, batch, epochs, workers="2"):
-    dl = make(which, ds, collate, batch, workers)
-    t0 = time.monotonic()
-    epoch(dl)
-    first = time.monotonic() - t0
-    helper = AGENT["proc"].pid if workers == "auto" else os.getpid()
-    kids = children(pid=helper)
-    w0, me0 = cpu_s(kids), os.times()
-    t0, n = time.monotonic(), 0
-    for _ in range(epochs - 1):
-        n += epoch(dl)
-    took, me1, w1 = time.monotonic() - t0, os.times(), cpu_s(kids)
-    out = {"loader": which, "workers": workers, "samples_per_s": n / took,
-           "first_epoch_s": round(first, 2),
-           "workers_cpu_us_per_sample": round(sum(w1[p] - w0[p] for p in w1 if p in w0)
-                                              / n * 1e6, 1),
-           "trainer_cpu_us_per_sample": round((me1.user + me1.system - me0.user - me0.system)
-                                              / n * 1e6, 1),
-           "load": round(os.getloadavg()[0], 1)}
-    if hasattr(dl, "close"):
-        dl.close()
+LOADERS = (("torch", "2"), ("goldminer", "2"), ("goldminer", "auto"))
+
+
+def tree_cpu_s(key, pids):
+    """The CPU seconds of a loader's processes (every thread of each): its live
+    workers (and zygote); for "auto", the node agent too, with the workers it
+    reaped (a shrink ends some); in-process, the workers this process reaped."""
+    t = sum(cpu_s(pids).values())
+    if key[1] == "auto":
+        return t + sum(cpu_s([AGENT["proc"].pid], reaped=True).values())
+    me = os.times()
+    return t + me.children_user + me.children_system
+
+
+def round_rates(ds, collate, batch, epochs, rnd):
+    """One round: the three loaders made (persistent workers, the first epoch
+    apart), then their timed epochs interleaved, epoch by epoch, the order
+    reversed at each step (ABC CBA ABC ...; odd rounds start reversed), so that
+    a shared machine's drift falls on all of them alike. {key: row}."""
+    dls, rows, pids = {}, {}, {}
+    before = set(children())
+    for key in LOADERS:
+        t0 = time.monotonic()
+        dls[key] = make(key[0], ds, collate, batch, key[1])
+        epoch(dls[key])
+        rows[key] = {"loader": key[0], "workers": key[1], "first_epoch_s":
+                     round(time.monotonic() - t0, 2), "n": 0, "s": 0.0, "cpu_w": 0.0,
+                     "cpu_t": 0.0, "loads": []}
+        if key[1] == "auto":  # the agent's children are the workers (and its zygote)
+            pids[key] = children(pid=AGENT["proc"].pid)
+        else:
+            now = set(children())
+            pids[key], before = sorted(now - before), now
+    order = list(LOADERS) if rnd % 2 == 0 else list(LOADERS)[::-1]
+    for e in range(epochs - 1):
+        for key in (order if e % 2 == 0 else order[::-1]):
+            r = rows[key]
+            if key[1] == "auto":  # the agent may have started others since
+                pids[key] = children(pid=AGENT["proc"].pid)
+            me = os.getpid()
+            w0, me0, t0 = tree_cpu_s(key, pids[key]), cpu_s([me])[me], time.monotonic()
+            r["n"] += epoch(dls[key])
+            r["s"] += time.monotonic() - t0
+            r["cpu_t"] += cpu_s([me])[me] - me0
+            if key[1] == "auto":  # and any it started during the epoch (all its CPU)
+                pids[key] = sorted(set(pids[key]) | set(children(pid=AGENT["proc"].pid)))
+            r["cpu_w"] += tree_cpu_s(key, pids[key]) - w0
+            r["loads"].append(os.getloadavg()[0])
+    for dl in dls.values():
+        if hasattr(dl, "close"):
+            dl.close()
+    out = {}
+    for key, r in rows.items():
+        n, s = r.pop("n"), r.pop("s")
+        cw, ct, loads = r.pop("cpu_w"), r.pop("cpu_t"), r.pop("loads")
+        out[key] = dict(r, samples_per_s=n / s,
+                        workers_cpu_us_per_sample=cw / n * 1e6,
+                        trainer_cpu_us_per_sample=ct / n * 1e6,
+                        # the CPU the loader's processes got (cores): what the
+                        # scheduler gave them on a shared machine
+                        cpu_share=(cw + ct) / s,
+                        samples_per_cpu_s=n / max(cw + ct, 1e-9),
+                        load=max(loads))
     return out
 
 
@@ -260,8 +320,9 @@ def median(v):
 
 
 def mem_kb(pid, key):
+    """VmRSS (status), or Pss / Private_Dirty / Private_Clean (smaps_rollup), kB."""
     try:
-        path = "/proc/%d/%s" % (pid, "smaps_rollup" if key == "Pss" else "status")
+        path = "/proc/%d/%s" % (pid, "status" if key == "VmRSS" else "smaps_rollup")
         with open(path) as f:
             for line in f:
                 if line.startswith(key + ":"):
@@ -282,11 +343,21 @@ def memory(which, ds, collate, batch):
                         processes=len(kids),  # goldminer's: its zygote too
                         workers_rss_mb=sum(mem_kb(p, "VmRSS") for p in kids) / 1024,
                         workers_pss_mb=sum(mem_kb(p, "Pss") for p in kids) / 1024)
+            # a forked process's PSS depends on whom it shares pages with (torch's
+            # workers: the trainer; goldminer's: the zygote), so the sum over the
+            # trainer and every process is the one to compare; a worker's own
+            # pages (private: USS) say what one more worker costs
+            seen["total_pss_mb"] = seen["trainer_pss_mb"] + seen["workers_pss_mb"]
+            uss = [mem_kb(p, "Private_Dirty") + mem_kb(p, "Private_Clean") for p in
+                   children(workers_only=True)]
+            seen["worker_uss_mb"] = median(uss) / 1024 if uss else 0
     n = [0]
 
     def each():
         n[0] += 1
-        if n[0] == 10:  # every worker has started (from the zygote: first it loads)
+        # from batch 10 on, once both workers run (goldminer's start from the zygote
+        # once it has loaded: the second may come later than batch 10)
+        if n[0] >= 10 and not seen and len(children(workers_only=True)) >= 2:
             look()
     epoch(dl, each=each)
     if hasattr(dl, "close"):
@@ -304,19 +375,22 @@ def main():
     a = ap.parse_args()
     ds, collate, batch = dataset(a.kind, a.root, a.limit)
     runs = {}
-    for _ in range(a.rounds):
-        row = {}
-        for which, w in (("torch", "2"), ("goldminer", "2"), ("goldminer", "auto")):
-            row[(which, w)] = rate(which, ds, collate, batch, a.epochs, w)
+    for rnd in range(a.rounds):
+        row = round_rates(ds, collate, batch, a.epochs, rnd)
         for key, r in row.items():
-            r["vs_torch"] = r["samples_per_s"] / row[("torch", "2")]["samples_per_s"]
+            ref = row[("torch", "2")]
+            r["vs_torch"] = r["samples_per_s"] / ref["samples_per_s"]
+            r["vs_torch_per_cpu"] = r["samples_per_cpu_s"] / ref["samples_per_cpu_s"]
             runs.setdefault(key, []).append(r)
     for key, rs in runs.items():
         r = dict(rs[0])
-        for f in ("samples_per_s", "vs_torch", "workers_cpu_us_per_sample",
-                  "trainer_cpu_us_per_sample", "first_epoch_s", "load"):
-            r[f] = round(median([x[f] for x in rs]), 3 if f == "vs_torch" else 1)
+        for f in ("samples_per_s", "vs_torch", "vs_torch_per_cpu", "samples_per_cpu_s",
+                  "cpu_share", "workers_cpu_us_per_sample", "trainer_cpu_us_per_sample",
+                  "first_epoch_s", "load"):
+            r[f] = round(median([x[f] for x in rs]), 3 if f.startswith(("vs_", "cpu_"))
+                         else 1)
         r.update(kind=a.kind, samples=len(ds), batch=batch, rounds=len(rs),
+                 timed_epochs=a.epochs - 1, load_max=round(max(x["load"] for x in rs), 1),
                  vs_torch_rounds=[round(x["vs_torch"], 3) for x in rs])
         print(json.dumps(dict(r, what="rate")), flush=True)
     if AGENT:

@@ -63,8 +63,7 @@ class AugDataset:
 
 def named(name, pid=None):
     """pid's live children called name (/proc/PID/comm: the workers set theirs);
-    not zombies (a node agent's workers orphaned to this process, a subreaper,
-    when a test killed the agent)."""
+    not zombies (a worker that exited and is not reaped yet)."""
     out = []
     for c, state in children(pid):
         if state == "Z":
@@ -717,6 +716,28 @@ class TestNode(GmTest):
                     self.agent.kill()
         self.assertIn("node agent", str(cm.exception))
         self.assertLess(time.monotonic() - t0, 60)
+
+    def test_sigkilled_agent_leaves_no_zombie_and_no_orphan_worker(self):
+        # a trainer whose own pools forked workers from a zygote (it adopted them)
+        list(self.DL(AugDataset(n=8), batch_size=BATCH, num_workers=2))
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2,
+                     node=self.sock)
+        theirs = []
+        with self.assertRaises(RuntimeError):
+            for k, _ in enumerate(dl):
+                if k == 1:
+                    theirs = [pid for pid, _ in children(self.agent.pid)]  # and its zygote
+                    self.agent.kill()
+        self.agent.wait(timeout=30)
+        self.assertGreaterEqual(len(theirs), 2)
+        deadline = time.monotonic() + 10
+        left = theirs
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            mine = [pid for pid, _ in children()]  # zombies included
+            left = [w for w in theirs if alive(w) or w in mine]
+        self.assertEqual(left, [], "the killed agent's workers: alive, or zombies of the"
+                         " trainer (a subreaper that does not reap them)")
 
     def test_node_needs_workers(self):
         with self.assertRaises(ValueError) as cm:
