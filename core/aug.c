@@ -49,7 +49,10 @@
  * RNG use per sample (stream GM_RNG_STREAM_SAMPLE, key (seed, epoch, sample id)):
  * draw 0 = flip (always taken, also when flip_p is 0 or 1), then the RRC draws.
  *
- * Not done here: colour jitter and other photometric ops, bfloat16 output, EXIF
+ * Colour jitter (spec.jitter): the resize writes uint8 HWC into the handle's
+ * scratch, without non-temporal stores, and jitter.c jitters it and lays it out.
+ *
+ * Not done here: hue and other photometric ops, bfloat16 output, EXIF
  * orientation, padding when an eval image is smaller than the crop (the shorter
  * side is always resized to `resize` >= size, so it cannot be).
  */
@@ -63,6 +66,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "goldminer/jitter.h"
 #include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
 #include "goldminer/util.h"
@@ -97,6 +101,11 @@ struct gm_aug {
 	uint32_t *vw;	      /* per output row: vw_split's wh (or VW_NONE), then wl: 2 * size */
 	float scale[3], bias[3]; /* float output: x * scale + bias */
 	bool ix_stale;		 /* the last gm_aug_sample met a row index unlike its file */
+	/* what the resize writes: spec.out, or (colour jitter) uint8 HWC into jpx,
+	 * which gm_jitter_apply turns into spec.out through the planes jf */
+	enum gm_out_type rout;
+	uint8_t *jpx;
+	float *jf;
 	char errmsg[320];
 };
 
@@ -147,6 +156,10 @@ int gm_aug_spec_check(const struct gm_aug_spec *s, char *err, size_t errlen)
 	for (int c = 0; !why && c < 3; c++)
 		if (!(s->std[c] != 0) || !isfinite(s->mean[c]) || !isfinite(s->std[c]))
 			why = "mean and std must be finite, std nonzero";
+	for (int k = 0; !why && k < 3; k++)
+		if (!(s->jitter[k][0] >= 0 && s->jitter[k][0] <= s->jitter[k][1] &&
+		      s->jitter[k][1] <= 1000))
+			why = "jitter ranges must be LO,HI with 0 <= LO <= HI <= 1000";
 	if (!why)
 		return 0;
 	if (err && errlen)
@@ -169,6 +182,16 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 	if (ret)
 		goto out_free;
 	pick_kernels(a);
+	a->rout = s->out;
+	if (gm_jitter_on(s)) {
+		size_t n = (size_t)s->size * s->size * 3;
+		a->rout = GM_OUT_U8_HWC;
+		a->jpx = malloc(n);
+		a->jf = malloc(n * sizeof(float));
+		ret = -ENOMEM;
+		if (!a->jpx || !a->jf)
+			goto out_free_jitter;
+	}
 	for (int c = 0; c < 3; c++) {
 		a->scale[c] = (float)(1.0 / (255.0 * s->std[c]));
 		a->bias[c] = (float)(-(double)s->mean[c] / s->std[c]);
@@ -176,6 +199,10 @@ int gm_aug_create(struct gm_aug **out, const struct gm_aug_spec *s)
 	*out = a;
 	return 0;
 
+out_free_jitter:
+	free(a->jf);
+	free(a->jpx);
+	gm_jpeg_destroy(a->dec);
 out_free:
 	free(a);
 	return ret;
@@ -197,6 +224,8 @@ void gm_aug_destroy(struct gm_aug *a)
 	axis_free(&a->ax);
 	axis_free(&a->ay);
 	free(a->arena);
+	free(a->jf);
+	free(a->jpx);
 	gm_jpeg_destroy(a->dec);
 	free(a);
 }
@@ -782,6 +811,7 @@ struct window {
 	double x0, y0, x1, y1; /* the crop box in DCT-scaled pixels */
 	uint32_t wx0, wy0;     /* the decoded window's top-left, scaled pixels */
 	bool flip;
+	struct gm_jitter jit; /* the colour jitter's draws (a->jpx set) */
 };
 
 /* The window of the DCT-scaled image to decode (scale n/8). */
@@ -802,6 +832,8 @@ static void choose_window(const struct gm_aug *a, const struct gm_jpeg_info *inf
 	uint32_t size = s->size;
 
 	b = draw_box(s, info->width, info->height, seed, epoch, sample_id, &win->flip);
+	if (a->jpx)
+		gm_jitter_draw(s, seed, epoch, sample_id, &win->jit);
 
 	uint32_t n = gm_jpeg_pick_scale(b.x1 - b.x0, b.y1 - b.y0, size, size);
 	uint32_t sw = gm_jpeg_scaled_dim(info->width, n), sh = gm_jpeg_scaled_dim(info->height, n);
@@ -930,8 +962,8 @@ static int plan_resize(struct gm_aug *a, const struct gm_jpeg_image *img, const 
 	p->two = a->k.hrow2 && a->ax.taps <= 6;
 	uint32_t pairs = (a->ax.taps + 1) / 2;
 	uint32_t groups = (3 * size + 4 * HX_GROUP - 1) / (4 * HX_GROUP) * 4;
-	bool fuse = (a->spec.out == GM_OUT_F32_CHW && a->k.pxrow) ||
-		    (a->spec.out == GM_OUT_F16_CHW && a->k.hpxrow);
+	bool fuse =
+	    (a->rout == GM_OUT_F32_CHW && a->k.pxrow) || (a->rout == GM_OUT_F16_CHW && a->k.hpxrow);
 	groups = fuse && px_groups(size) > groups ? px_groups(size) : groups;
 	if (carve_buffers(a, p, pairs, groups))
 		return fail(a, -ENOMEM, "out of memory for resize buffers");
@@ -965,7 +997,7 @@ static void fused_rows(struct gm_aug *a, void *out, uint32_t y, bool pair, const
 {
 	size_t size = a->spec.size, plane = size * size, at = (size_t)y * size;
 	for (uint32_t r = 0; r < (pair ? 2u : 1u); r++, at += size) {
-		if (a->spec.out == GM_OUT_F32_CHW)
+		if (a->rout == GM_OUT_F32_CHW)
 			a->k.pxrow((float *)out + at, plane, r ? t1 : t0, &a->hx, a->scale,
 				   a->bias);
 		else
@@ -1000,7 +1032,7 @@ static void resample_pair(struct gm_aug *a, const struct resize_plan *p, void *o
 		return;
 	}
 	uint8_t *d0 = a->row, *d1 = a->row + orow;
-	if (s->out == GM_OUT_U8_HWC && !nt) {
+	if (a->rout == GM_OUT_U8_HWC && !nt) {
 		d0 = (uint8_t *)out + y * orow;
 		d1 = pair ? d0 + orow : a->row;
 	}
@@ -1026,13 +1058,13 @@ static void resample_pair(struct gm_aug *a, const struct resize_plan *p, void *o
 	}
 	if (nt)
 		a->k.ntcopy((uint8_t *)out + y * orow, a->row, pair ? 2 * orow : orow);
-	if (s->out == GM_OUT_F32_CHW) {
+	if (a->rout == GM_OUT_F32_CHW) {
 		float *p0 = (float *)out + (size_t)y * size;
 		a->k.frow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
 		if (pair)
 			a->k.frow(p0 + size, p0 + size + plane, p0 + size + 2 * plane, d1, size,
 				  a->scale, a->bias);
-	} else if (s->out == GM_OUT_F16_CHW) {
+	} else if (a->rout == GM_OUT_F16_CHW) {
 		uint16_t *p0 = (uint16_t *)out + (size_t)y * size;
 		a->k.hfrow(p0, p0 + plane, p0 + 2 * plane, d0, size, a->scale, a->bias);
 		if (pair)
@@ -1060,14 +1092,18 @@ static int decode_resize(struct gm_aug *a, const struct region *rg, const struct
 	ret = plan_resize(a, &img, win, &plan);
 	if (ret)
 		return ret;
-	bool nt = s->out == GM_OUT_U8_HWC && a->k.ntcopy;
+	/* colour jitter reads the resized rows at once: no non-temporal stores */
+	void *dst = a->jpx ? (void *)a->jpx : out;
+	bool nt = a->rout == GM_OUT_U8_HWC && a->k.ntcopy && !a->jpx;
 	/* hwntrow's stores need every row 32-byte aligned (a ring slot is) */
 	plan.hwnt =
 	    nt && plan.hw && a->k.hwntrow && ((uintptr_t)out & 31) == 0 && s->size * 3 % 32 == 0;
 	for (uint32_t y = 0; y < s->size; y += 2)
-		resample_pair(a, &plan, out, y, y + 1 < s->size, nt);
+		resample_pair(a, &plan, dst, y, y + 1 < s->size, nt);
 	if (a->k.ntfence) /* the non-temporal stores are done before the caller publishes */
 		a->k.ntfence();
+	if (a->jpx)
+		gm_jitter_apply(&win->jit, s, a->jpx, a->jf, out);
 	if (t) {
 		t->decode_ns += t1 - t0;
 		t->augment_ns += now_ns() - t1;

@@ -38,6 +38,7 @@ enum op_id {
 	OP_RESIZE,
 	OP_CENTER_CROP,
 	OP_FLIP,
+	OP_COLOR_JITTER,
 	OP_NORMALIZE,
 	OP_TO_CHW_F32,
 	OP_TO_CHW_F16,
@@ -101,6 +102,13 @@ static const struct op_def ops[OP_COUNT] = {
 		     {{"p", ARG_FLOAT, "0.5", 0, 1, false}},
 		     "mirror left-right with probability P",
 		     "its coin is drawn from the sample's own RNG key"},
+	[OP_COLOR_JITTER] = {"color_jitter", GM_PIPELINE_PER_SAMPLE, true, 3,
+			     {{"brightness", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"contrast", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"saturation", ARG_RANGE, "1,1", 0, 1000, false}},
+			     "factors drawn uniform in LO,HI, the ops in random order, on [0,1] "
+			     "pixels after the resize (torchvision's ColorJitter without hue)",
+			     "its factors and order are drawn from the sample's own RNG key"},
 	[OP_NORMALIZE] = {"normalize", GM_PIPELINE_PER_SAMPLE, true, 1,
 			  {{"stats", ARG_NORM, "imagenet", 0, 1, false}},
 			  "(x/255 - mean) / std per channel; imagenet or M0,M1,M2/S0,S1,S2 in "
@@ -668,6 +676,24 @@ static int check_layout(struct parse *ps, const struct gm_pipeline *p, const int
 	return 0;
 }
 
+/* color_jitter works on the resized pixels, before they are normalised. */
+static int check_jitter(struct parse *ps, const struct gm_pipeline *p, const int *at, size_t i)
+{
+	const struct op_inst *o = &p->op[i];
+	int geo = at[OP_RRC] >= 0 ? at[OP_RRC] : at[OP_CENTER_CROP];
+	if (geo > (int)i)
+		return fail(ps, i + 1, o->col,
+			    "'color_jitter' before '%s' (op %d): it works on the resized "
+			    "sample; move it after",
+			    ops[p->op[geo].id].name, geo + 1);
+	if (at[OP_NORMALIZE] >= 0 && at[OP_NORMALIZE] < (int)i)
+		return fail(ps, i + 1, o->col,
+			    "'color_jitter' after 'normalize' (op %d): it works on [0,1] "
+			    "pixels; move it before",
+			    at[OP_NORMALIZE] + 1);
+	return 0;
+}
+
 /* What is found missing only at the end of the spec. */
 static int check_missing(struct parse *ps, const struct gm_pipeline *p, const int *at)
 {
@@ -716,6 +742,9 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 		case OP_TO_CHW_F32:
 		case OP_TO_CHW_F16:
 			r = check_layout(ps, p, at, i);
+			break;
+		case OP_COLOR_JITTER:
+			r = check_jitter(ps, p, at, i);
 			break;
 		case OP_BATCH:
 			if (at[OP_RRC] < 0 && at[OP_CENTER_CROP] < 0)
@@ -772,6 +801,13 @@ static void build_aug(struct gm_pipeline *p)
 		}
 	}
 	s->max_pixels = o[OP_DECODE]->a[0].u;
+	for (int k = 0; have[OP_COLOR_JITTER] && k < 3; k++) {
+		const double *v = o[OP_COLOR_JITTER]->a[k].v;
+		if (v[0] == 1 && v[1] == 1)
+			continue; /* factor 1: the op leaves the pixels as they are */
+		s->jitter[k][0] = (float)v[0];
+		s->jitter[k][1] = (float)v[1];
+	}
 	p->batch = have[OP_BATCH] ? (uint32_t)o[OP_BATCH]->a[0].u : 0;
 }
 

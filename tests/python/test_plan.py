@@ -2,8 +2,9 @@
 Python, and why (unknown op, unsupported parameter, order); the path (C, hybrid,
 python) and the C pipeline; and that the C path's bytes, goldminer's own, keep
 torchvision's statistics: crop scale and ratio and the flip rate over 10,000 draws
-(two-sample Kolmogorov-Smirnov against torchvision's get_params, fixed seeds) and
-eval output within 0.1/255 of torchvision's on the photos."""
+(two-sample Kolmogorov-Smirnov against torchvision's get_params, fixed seeds),
+ColorJitter's factors and order likewise, its pixels torchvision's tensor ops with
+the same draws, and eval output within 0.1/255 of torchvision's on the photos."""
 import math
 import os
 import random
@@ -61,21 +62,43 @@ class TestPlan(GmTest):
     def test_a_python_op_after_a_c_prefix_makes_a_hybrid(self):
         T = self.T
         p = self.plan([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
-                       T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(), T.Normalize(MEAN, STD)])
+                       T.GaussianBlur(3), T.ToTensor(), T.Normalize(MEAN, STD)])
         self.assertEqual(p.path, "hybrid")
         self.assertEqual(self.wheres(p), [("RandomResizedCrop", "C"),
                                           ("RandomHorizontalFlip", "C"),
-                                          ("ColorJitter", "python"), ("ToTensor", "python"),
+                                          ("GaussianBlur", "python"), ("ToTensor", "python"),
                                           ("Normalize", "python")])
-        self.assertIn("unknown op ColorJitter", p.ops[2].why)
-        self.assertEqual(p.ops[3].why, "order: after ColorJitter")
-        self.assertEqual(p.c["layout"], "pil")  # ColorJitter gets a PIL image
+        self.assertIn("unknown op GaussianBlur", p.ops[2].why)
+        self.assertEqual(p.ops[3].why, "order: after GaussianBlur")
+        self.assertEqual(p.c["layout"], "pil")  # GaussianBlur gets a PIL image
         p = self.plan([T.RandomResizedCrop(32), T.ToTensor(), T.Normalize(MEAN, STD),
                        T.RandomErasing()])
         self.assertEqual((p.path, p.c["layout"]), ("hybrid", "float"))  # a tensor
         self.assertEqual(self.wheres(p)[-1], ("RandomErasing", "python"))
         p = self.plan([T.RandomResizedCrop(32), T.RandAugment(), T.ToTensor()])
         self.assertEqual((p.path, p.ops[1].where), ("hybrid", "python"))
+
+    def test_color_jitter_without_hue_runs_in_c_with_its_ranges(self):
+        T = self.T
+        p = self.plan([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
+                       T.ColorJitter(0.4, (0.5, 2.0), 0), T.ToTensor(), T.Normalize(MEAN, STD)])
+        self.assertEqual(p.path, "C", p.text())
+        self.assertEqual(p.c["jitter"], ((0.6, 1.4), (0.5, 2.0), None))
+        self.assertIn("| flip 0.5 | color_jitter brightness=0.6,1.4 contrast=0.5,2"
+                      " saturation=1,1 | normalize", p.spec)
+        # the C loader parses what the plan wrote
+        loader = self.gt.Loader(dataset(), pipeline=p.spec, workers=1)
+        x, _ = next(iter(loader))
+        self.assertEqual(tuple(x.shape), (8, 3, 32, 32))
+        loader.close()
+        p = self.plan([T.RandomResizedCrop(32), T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                       T.ToTensor()])
+        self.assertEqual((p.path, p.ops[1].where), ("hybrid", "python"), p.text())
+        self.assertIn("unsupported parameter: hue=(-0.1, 0.1)", p.ops[1].why)
+        p = self.plan([T.RandomResizedCrop(32), T.ToTensor(), T.Normalize(MEAN, STD),
+                       T.ColorJitter(0.4)])
+        self.assertEqual((p.path, p.ops[3].where), ("hybrid", "python"), p.text())
+        self.assertIn("order: ColorJitter after Normalize", p.ops[3].why)
 
     def test_unsupported_parameters_and_orders_are_named(self):
         T = self.T
@@ -201,6 +224,70 @@ class TestCPathStatistics(GmTest):
         b = [rnd.uniform(0.10, 1.0) for _ in range(self.N)]  # scale 0.10 instead of 0.08
         self.assertGreater(ks(a, b), self.D_CRIT)
         self.assertLess(ks(a, [rnd.uniform(0.08, 1.0) for _ in range(self.N)]), self.D_CRIT)
+
+    def test_jitter_factors_and_order_follow_torchvisions_distributions(self):
+        import itertools
+        import torch
+        from torchvision import transforms as T
+        rnd = random.Random(2025)
+        c = {"mode": "train", "size": 224, "jitter": ((0.6, 1.4), (0.5, 2.0), (0.0, 1.3))}
+        torch.manual_seed(11)
+        tv = [T.ColorJitter.get_params([0.6, 1.4], [0.5, 2.0], [0.0, 1.3], None)
+              for _ in range(self.N)]
+        names = ("brightness", "contrast", "saturation")
+        gm = [self.h.jitter_draw(c, rnd.getrandbits(64)) for _ in range(self.N)]
+        for k, name in enumerate(names):
+            d = ks([f[name] for _, f in gm], [float(t[1 + k]) for t in tv])
+            self.assertLess(d, self.D_CRIT, "%s: KS D %.4f >= %.4f" % (name, d, self.D_CRIT))
+        # the order: torchvision permutes 4 ops (hue's slot skipped when it is None)
+        tv_orders = [tuple(names[int(i)] for i in t[0] if int(i) < 3) for t in tv]
+        for order in itertools.permutations(names):
+            n_gm = sum(1 for o, _ in gm if tuple(o) == order)
+            n_tv = tv_orders.count(order)
+            # binomial(10000, 1/6): sd 37; the two counts differ by < 4 * 37 * sqrt(2)
+            self.assertLess(abs(n_gm - self.N / 6), 150, (order, n_gm))
+            self.assertLess(abs(n_gm - n_tv), 210, (order, n_gm, n_tv))
+        self.assertEqual(self.h.jitter_draw(dict(c, jitter=((0.6, 1.4), None, None)), 5)[0],
+                         ["brightness"])
+
+    def test_jitter_pixels_are_torchvisions_tensor_ops_with_the_same_draws(self):
+        import glob
+        import torch
+        from torchvision.transforms import functional as F
+        files = sorted(glob.glob(os.path.join(PHOTOS, "*", "*.jpg")))[::97]
+        if len(files) < 20:
+            self.skipTest("no photos at %s (PHOTOS=DIR, or bash /work/shared/datasets/"
+                          "make-photos.sh DIR)" % PHOTOS)
+        base = {"mode": "train", "size": 96, "scale": (0.08, 1.0), "ratio": (0.75, 4 / 3),
+                "flip_p": 0.5}
+        jit = ((0.3, 1.7), (0.2, 1.8), (0.0, 2.0))
+        plain = self.h.Sampler(dict(base, out="uint8", layout="uint8"))
+        ops = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
+               "saturation": F.adjust_saturation}
+        worst, moved = 0.0, 0.0
+        for out, mean, std in (("float32", (0, 0, 0), (1, 1, 1)), ("float32", MEAN, STD),
+                               ("float16", MEAN, STD)):
+            c = dict(base, jitter=jit, out=out, layout="float", mean=mean, std=std)
+            s = self.h.Sampler(c)
+            for k, f in enumerate(files):
+                key = 1000 + k  # the same crop and flip with and without the jitter
+                want = plain.sample(f, key).float() / 255
+                order, factor = self.h.jitter_draw(c, key)
+                for name in order:
+                    want = ops[name](want, factor[name])
+                got = s.sample(f, key).float()
+                want = F.normalize(want, list(mean), list(std))
+                worst = max(worst, float((got - want).abs().max() * torch.tensor(std).min()))
+                moved = max(moved, float((want - F.normalize(plain.sample(f, key).float() / 255,
+                                                            list(mean), list(std))).abs().max()))
+            # float16 keeps 11 bits: half an ulp of values up to ~2.7 is 1/1024
+            self.assertLess(worst, 1e-3 if out == "float16" else 1e-5, (out, worst))
+        self.assertGreater(moved, 0.1)  # the jitter did change the pixels
+        u8 = self.h.Sampler(dict(base, jitter=jit, out="uint8", layout="uint8"))
+        f32 = self.h.Sampler(dict(base, jitter=jit, out="float32", layout="float"))
+        for k, f in enumerate(files[:5]):  # uint8: the float values rounded, half up
+            d = u8.sample(f, k).float() - (f32.sample(f, k) * 255 + 0.5).floor()
+            self.assertEqual(float(d.abs().max()), 0.0, f)
 
     def test_eval_output_is_within_a_tenth_of_a_level_of_torchvisions_on_photos(self):
         import glob
