@@ -36,8 +36,10 @@ and it and every op after it run in Python ("order" for those after it). Then:
 
 The C path's bytes are goldminer's, not torchvision's: the crop and flip are
 drawn by goldminer's counter-based generator (with torchvision's distributions),
-and the resize is goldminer's antialiased bilinear (within 0.1/255 of
-torchvision's on photos, tests/python/test_plan.py). ColorJitter's factors and
+and the train resize is goldminer's antialiased bilinear; the eval resize is
+PIL's (core/resample.c): torchvision's bytes for a JPEG whose shorter side is
+under twice Resize's size (decoded at full size; a larger one is decoded DCT-
+reduced first), tests/python/test_plan.py. ColorJitter's factors and
 order follow torchvision's distributions too; C computes the ops in float on
 the resized pixels (torchvision's tensor ColorJitter), where PIL's rounds to
 uint8 after each op.

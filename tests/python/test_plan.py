@@ -4,7 +4,8 @@ python) and the C pipeline; and that the C path's bytes, goldminer's own, keep
 torchvision's statistics: crop scale and ratio and the flip rate over 10,000 draws
 (two-sample Kolmogorov-Smirnov against torchvision's get_params, fixed seeds),
 ColorJitter's factors and order likewise, its pixels torchvision's tensor ops with
-the same draws, and eval output within 0.1/255 of torchvision's on the photos."""
+the same draws, and eval output torchvision's bytes on the photos (within 0.1/255
+in float)."""
 import math
 import os
 import random
@@ -289,7 +290,7 @@ class TestCPathStatistics(GmTest):
             d = u8.sample(f, k).float() - (f32.sample(f, k) * 255 + 0.5).floor()
             self.assertEqual(float(d.abs().max()), 0.0, f)
 
-    def test_eval_output_is_within_a_tenth_of_a_level_of_torchvisions_on_photos(self):
+    def test_eval_output_is_torchvisions_bytes_on_photos(self):
         import glob
         import torch
         from PIL import Image
@@ -309,11 +310,26 @@ class TestCPathStatistics(GmTest):
             total += float(d.abs().mean())
             signed += float(d.mean())
         mad, bias = 255 * total / len(files), 255 * signed / len(files)
-        # Measured 0.103 levels (the target is 0.100): the decode is byte-identical
-        # (below); the resize's rounding differs on ~1 pixel in 10 by one level
-        # (goldminer's vertical pass runs first, PIL's horizontal one).
-        self.assertLess(mad, 0.11, "MAD %.4f/255 over %d photos" % (mad, len(files)))
+        # Measured 0.103 levels with goldminer's own resize (vertical pass first);
+        # PIL's (core/resample.c) makes it the float ops' rounding, ~5e-6
+        self.assertLess(mad, 0.1, "MAD %.4f/255 over %d photos" % (mad, len(files)))
         self.assertLess(abs(bias), 0.01, "bias %.4f/255" % bias)
+        u8 = self.h.Sampler(dict(c, out="uint8", layout="uint8"))
+        tvu = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+        for f in files:  # short sides under 512: decoded at full size, PIL's bytes
+            im = Image.open(f).convert("RGB")
+            if min(im.size) < 512:
+                self.assertTrue(bool((u8.sample(f, 0) == tvu(im)).all()), f)
+        # upscales, downscales (under 2x: no DCT reduction) and a crop as wide as the
+        # resize: the window's edges and tap counts (dataset()'s 40..96 px JPEGs)
+        small = sorted(glob.glob(os.path.join(dataset(), "*", "*.jpg")))[:12]
+        for resize, size in ((97, 64), (60, 48), (49, 49)):
+            u8 = self.h.Sampler({"mode": "eval", "size": size, "resize": resize,
+                                 "out": "uint8", "layout": "uint8"})
+            tvu = T.Compose([T.Resize(resize), T.CenterCrop(size), T.PILToTensor()])
+            for f in small:
+                self.assertTrue(bool((u8.sample(f, 0) == tvu(Image.open(f).convert("RGB")))
+                                     .all()), (f, resize, size))
         ident = self.h.Sampler({"mode": "eval", "size": 375, "resize": 375, "out": "uint8",
                                 "layout": "uint8"})
         same = [f for f in files if Image.open(f).size == (500, 375)][:20]
