@@ -199,9 +199,10 @@ def _geometry(ops):
             return None, 0, ("unsupported parameter: CenterCrop size=%s (C cuts a square no"
                              " larger than the resized shorter side)" % (ops[1].size,))
         return {"mode": "eval", "size": crop, "resize": side}, 2, None
-    if n in ("RandomHorizontalFlip", "CenterCrop"):
+    if n in ("RandomHorizontalFlip", "CenterCrop", "ColorJitter"):
         return None, 0, "order: C makes %s only after %s" % (
-            n, "RandomResizedCrop" if n[0] == "R" else "Resize")
+            n, {"RandomHorizontalFlip": "RandomResizedCrop", "CenterCrop": "Resize"}.get(
+                n, "the crop (RandomResizedCrop, or Resize and CenterCrop)"))
     return None, 0, "unknown op %s (not one of the C data plane's)" % n
 
 

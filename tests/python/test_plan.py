@@ -115,6 +115,8 @@ class TestPlan(GmTest):
             ([T.Resize((40, 50)), T.CenterCrop(32), T.ToTensor()],
              "unsupported parameter: size"),
             ([T.Grayscale(3), T.RandomResizedCrop(32), T.ToTensor()], "unknown op Grayscale"),
+            ([T.ColorJitter(0.4), T.RandomResizedCrop(32), T.ToTensor()],
+             "order: C makes ColorJitter only after the crop"),
         ]
         for ops, why in cases:
             p = self.plan(ops)
