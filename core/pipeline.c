@@ -1048,6 +1048,12 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 	else
 		fprintf(f, "mode: eval (resize %u, center_crop %u), flip p=%g\n", s->resize,
 			s->size, s->flip_p);
+	if (s->jitter[0][1] > 0 || s->jitter[1][1] > 0 || s->jitter[2][1] > 0)
+		fprintf(f,
+			"color jitter: factors brightness %g..%g, contrast %g..%g, saturation "
+			"%g..%g (0..0: off), in random order\n",
+			s->jitter[0][0], s->jitter[0][1], s->jitter[1][0], s->jitter[1][1],
+			s->jitter[2][0], s->jitter[2][1]);
 	human_bytes(sb, hb, sizeof(hb));
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, "sample: %s 3x%ux%u, mean %g,%g,%g std %g,%g,%g = %zu bytes (%s)\n",
@@ -1100,14 +1106,16 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 	fprintf(f,
 		",\"aug\":{\"mode\":\"%s\",\"size\":%u,\"scale\":[%.9g,%.9g],\"ratio\":[%.9g,%.9g],"
 		"\"flip_p\":%.9g,\"resize\":%u,\"out\":\"%s\",\"mean\":[%.9g,%.9g,%.9g],"
-		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu}",
+		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu,\"jitter\":[[%.9g,%.9g],[%.9g,%.9g],"
+		"[%.9g,%.9g]]}",
 		s->mode == GM_AUG_TRAIN ? "train" : "eval", s->size, s->scale_min, s->scale_max,
 		s->ratio_min, s->ratio_max, s->flip_p, s->resize,
 		s->out == GM_OUT_F32_CHW   ? "f32_chw"
 		: s->out == GM_OUT_F16_CHW ? "f16_chw"
 					   : "u8_hwc",
 		s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2],
-		(unsigned long long)s->max_pixels);
+		(unsigned long long)s->max_pixels, s->jitter[0][0], s->jitter[0][1],
+		s->jitter[1][0], s->jitter[1][1], s->jitter[2][0], s->jitter[2][1]);
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, ",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);

@@ -434,6 +434,13 @@ static void test_color_jitter_ranges_order_and_factor_one(void **state)
 	assert_float_eq(s->jitter[2][1], 2.0f);
 	assert_non_null(strstr(gm_pipeline_canonical(p),
 			       "color_jitter brightness=0.6,1.4 contrast=1,1 saturation=0,2"));
+	char *d = describe(p, false);
+	assert_non_null(strstr(d, "color jitter: factors brightness 0.6..1.4, contrast 0..0, "
+				  "saturation 0..2"));
+	free(d);
+	d = describe(p, true);
+	assert_non_null(strstr(d, "\"jitter\":[[0.600000024,1.39999998],[0,0],[0,2]]"));
+	free(d);
 	gm_pipeline_free(p);
 	p = parse_ok(PFX "resize 40 | center_crop 32 | color_jitter | to_hwc_u8");
 	s = gm_pipeline_aug(p);
