@@ -31,14 +31,18 @@ int gm_rs_axis(struct rs_axis *ax, uint32_t in, uint32_t full, uint32_t first, u
 /* The source samples [*lo, *hi) the axis's taps reach. */
 void gm_rs_span(const struct rs_axis *ax, uint32_t *lo, uint32_t *hi);
 
+/* Bytes of scratch gm_rs_run needs for these axes. */
+size_t gm_rs_scratch(const struct rs_axis *ax, const struct rs_axis *ay);
+
 /*
  * Resize: src is the decoded window (RGB, stride bytes a row) whose top-left is
  * source sample (x0, y0) of both axes' input; it must cover gm_rs_span of both.
- * tmp: (span of ay) * ax->out * 3 bytes. out: ay->out rows of ax->out * 3 bytes,
+ * scratch: gm_rs_scratch(ax, ay) bytes. out: ay->out rows of ax->out * 3 bytes,
  * ostride apart.
  */
 void gm_rs_run(const struct rs_axis *ax, const struct rs_axis *ay, const uint8_t *src,
-	       size_t stride, uint32_t x0, uint32_t y0, uint8_t *tmp, uint8_t *out, size_t ostride);
+	       size_t stride, uint32_t x0, uint32_t y0, uint8_t *scratch, uint8_t *out,
+	       size_t ostride);
 
 void gm_rs_axis_free(struct rs_axis *ax);
 
