@@ -56,7 +56,7 @@
  * Colour jitter (spec.jitter): the resize writes uint8 HWC into the handle's
  * scratch, without non-temporal stores, and jitter.c jitters it and lays it out.
  *
- * Not done here: hue and other photometric ops, bfloat16 output, EXIF
+ * Not done here: other photometric ops, bfloat16 output, EXIF
  * orientation, padding when an eval image is smaller than the crop (the shorter
  * side is always resized to `resize` >= size, so it cannot be).
  */
@@ -169,6 +169,9 @@ int gm_aug_spec_check(const struct gm_aug_spec *s, char *err, size_t errlen)
 		if (!(s->jitter[k][0] >= 0 && s->jitter[k][0] <= s->jitter[k][1] &&
 		      s->jitter[k][1] <= 1000))
 			why = "jitter ranges must be LO,HI with 0 <= LO <= HI <= 1000";
+	if (!why && !(s->jitter[3][0] >= -0.5f && s->jitter[3][0] <= s->jitter[3][1] &&
+		      s->jitter[3][1] <= 0.5f))
+		why = "the hue jitter range must be LO,HI with -0.5 <= LO <= HI <= 0.5";
 	if (!why)
 		return 0;
 	if (err && errlen)

@@ -27,7 +27,7 @@
 
 #include "goldminer/jpeg.h" /* GM_JPEG_MAX_MAX_PIXELS: decode's range */
 
-#define MAX_ARGS 3
+#define MAX_ARGS 4
 #define TOK_MAX	 64   /* longest argument token we accept */
 #define SPEC_MAX 4096 /* longest spec we accept */
 
@@ -102,12 +102,13 @@ static const struct op_def ops[OP_COUNT] = {
 		     {{"p", ARG_FLOAT, "0.5", 0, 1, false}},
 		     "mirror left-right with probability P",
 		     "its coin is drawn from the sample's own RNG key"},
-	[OP_COLOR_JITTER] = {"color_jitter", GM_PIPELINE_PER_SAMPLE, true, 3,
+	[OP_COLOR_JITTER] = {"color_jitter", GM_PIPELINE_PER_SAMPLE, true, 4,
 			     {{"brightness", ARG_RANGE, "1,1", 0, 1000, false},
 			      {"contrast", ARG_RANGE, "1,1", 0, 1000, false},
-			      {"saturation", ARG_RANGE, "1,1", 0, 1000, false}},
+			      {"saturation", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"hue", ARG_RANGE, "0,0", -0.5, 0.5, false}},
 			     "factors drawn uniform in LO,HI, the ops in random order, on [0,1] "
-			     "pixels after the resize (torchvision's ColorJitter without hue)",
+			     "pixels after the resize (torchvision's ColorJitter)",
 			     "its factors and order are drawn from the sample's own RNG key"},
 	[OP_NORMALIZE] = {"normalize", GM_PIPELINE_PER_SAMPLE, true, 1,
 			  {{"stats", ARG_NORM, "imagenet", 0, 1, false}},
@@ -801,9 +802,9 @@ static void build_aug(struct gm_pipeline *p)
 		}
 	}
 	s->max_pixels = o[OP_DECODE]->a[0].u;
-	for (int k = 0; have[OP_COLOR_JITTER] && k < 3; k++) {
+	for (int k = 0; have[OP_COLOR_JITTER] && k < 4; k++) {
 		const double *v = o[OP_COLOR_JITTER]->a[k].v;
-		if (v[0] == 1 && v[1] == 1)
+		if (k < 3 && v[0] == 1 && v[1] == 1)
 			continue; /* factor 1: the op leaves the pixels as they are */
 		s->jitter[k][0] = (float)v[0];
 		s->jitter[k][1] = (float)v[1];
@@ -1048,12 +1049,13 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 	else
 		fprintf(f, "mode: eval (resize %u, center_crop %u), flip p=%g\n", s->resize,
 			s->size, s->flip_p);
-	if (s->jitter[0][1] > 0 || s->jitter[1][1] > 0 || s->jitter[2][1] > 0)
+	if (s->jitter[0][1] > 0 || s->jitter[1][1] > 0 || s->jitter[2][1] > 0 ||
+	    s->jitter[3][0] != 0 || s->jitter[3][1] != 0)
 		fprintf(f,
 			"color jitter: factors brightness %g..%g, contrast %g..%g, saturation "
-			"%g..%g (0..0: off), in random order\n",
+			"%g..%g, hue %g..%g (0..0: off), in random order\n",
 			s->jitter[0][0], s->jitter[0][1], s->jitter[1][0], s->jitter[1][1],
-			s->jitter[2][0], s->jitter[2][1]);
+			s->jitter[2][0], s->jitter[2][1], s->jitter[3][0], s->jitter[3][1]);
 	human_bytes(sb, hb, sizeof(hb));
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, "sample: %s 3x%ux%u, mean %g,%g,%g std %g,%g,%g = %zu bytes (%s)\n",
@@ -1107,7 +1109,7 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 		",\"aug\":{\"mode\":\"%s\",\"size\":%u,\"scale\":[%.9g,%.9g],\"ratio\":[%.9g,%.9g],"
 		"\"flip_p\":%.9g,\"resize\":%u,\"out\":\"%s\",\"mean\":[%.9g,%.9g,%.9g],"
 		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu,\"jitter\":[[%.9g,%.9g],[%.9g,%.9g],"
-		"[%.9g,%.9g]]}",
+		"[%.9g,%.9g],[%.9g,%.9g]]}",
 		s->mode == GM_AUG_TRAIN ? "train" : "eval", s->size, s->scale_min, s->scale_max,
 		s->ratio_min, s->ratio_max, s->flip_p, s->resize,
 		s->out == GM_OUT_F32_CHW   ? "f32_chw"
@@ -1115,7 +1117,8 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 					   : "u8_hwc",
 		s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2],
 		(unsigned long long)s->max_pixels, s->jitter[0][0], s->jitter[0][1],
-		s->jitter[1][0], s->jitter[1][1], s->jitter[2][0], s->jitter[2][1]);
+		s->jitter[1][0], s->jitter[1][1], s->jitter[2][0], s->jitter[2][1], s->jitter[3][0],
+		s->jitter[3][1]);
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, ",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);

@@ -3,7 +3,8 @@
  * key, inside their ranges, every order equally likely, ops left out when their
  * range is [0, 0]; the ops do what torchvision's do at their extremes (factor 0:
  * black, the mean gray, each pixel's gray; factor 1: the pixels unchanged through
- * gm_aug_sample); bad ranges are refused. The comparison with torchvision's own
+ * gm_aug_sample; hue turns red to green, cyan, blue and keeps grays); bad ranges
+ * are refused. The comparison with torchvision's own
  * ops and distributions is tests/python/test_plan.py's.
  */
 #include <stdarg.h>
@@ -169,6 +170,34 @@ static void test_factor_one_leaves_gm_aug_samples_pixels_as_they_are(void **stat
 	free(jpg);
 }
 
+/* One pixel through a hue turn of f, uint8 output. */
+static void hue_of(uint8_t r, uint8_t g, uint8_t b, float f, uint8_t out[3])
+{
+	struct gm_aug_spec s;
+	uint8_t hwc[3] = {r, g, b};
+	float planes[3];
+	struct gm_jitter j = {1, {GM_JITTER_HUE, 0, 0, 0}, {1, 1, 1, f}};
+	spec_with(&s, 0, 0, 0, 0, 0, 0);
+	s.size = 1;
+	gm_jitter_apply(&j, &s, hwc, planes, out);
+}
+
+static void test_hue_turns_the_colour_wheel_and_keeps_grays(void **state)
+{
+	(void)state;
+	uint8_t o[3];
+	hue_of(255, 0, 0, 1.0f / 3, o); /* red a third of the way round: green */
+	assert_int_equal(o[0], 0), assert_int_equal(o[1], 255), assert_int_equal(o[2], 0);
+	hue_of(255, 0, 0, 0.5f, o); /* half: cyan */
+	assert_int_equal(o[0], 0), assert_int_equal(o[1], 255), assert_int_equal(o[2], 255);
+	hue_of(255, 0, 0, -1.0f / 3, o); /* back a third: blue */
+	assert_int_equal(o[0], 0), assert_int_equal(o[1], 0), assert_int_equal(o[2], 255);
+	hue_of(200, 100, 50, 0.0f, o); /* no turn: the same colour */
+	assert_int_equal(o[0], 200), assert_int_equal(o[1], 100), assert_int_equal(o[2], 50);
+	hue_of(90, 90, 90, 0.4f, o); /* a gray has no hue */
+	assert_int_equal(o[0], 90), assert_int_equal(o[1], 90), assert_int_equal(o[2], 90);
+}
+
 static void test_bad_ranges_are_refused(void **state)
 {
 	(void)state;
@@ -184,6 +213,12 @@ static void test_bad_ranges_are_refused(void **state)
 	}
 	spec_with(&s, 0, 0, 0.8f, 1.2f, 0, 0);
 	assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), 0);
+	s.jitter[3][0] = -0.6f; /* hue: a fraction of the circle, at most half */
+	s.jitter[3][1] = 0.1f;
+	assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "the hue jitter range must be LO,HI"));
+	s.jitter[3][0] = -0.5f;
+	assert_int_equal(gm_aug_spec_check(&s, err, sizeof(err)), 0);
 }
 
 int main(void)
@@ -193,6 +228,7 @@ int main(void)
 	    cmocka_unit_test(test_every_order_of_three_ops_comes_up_a_sixth_of_the_time),
 	    cmocka_unit_test(test_factor_zero_gives_black_the_mean_gray_and_each_pixels_gray),
 	    cmocka_unit_test(test_factor_one_leaves_gm_aug_samples_pixels_as_they_are),
+	    cmocka_unit_test(test_hue_turns_the_colour_wheel_and_keeps_grays),
 	    cmocka_unit_test(test_bad_ranges_are_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

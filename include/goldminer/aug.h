@@ -38,8 +38,9 @@ struct gm_aug_spec {
 	float mean[3], std[3]; /* normalisation in [0,1] units, default ImageNet */
 	uint64_t max_pixels;   /* decompression-bomb limit (w*h), default 64e6 */
 	/* ColorJitter after the resize (jitter.h): factor ranges [lo, hi] of
-	 * brightness, contrast, saturation; [0, 0] (the default) leaves one out */
-	float jitter[3][2];
+	 * brightness, contrast, saturation and hue; [0, 0] (the default) leaves
+	 * one out */
+	float jitter[4][2];
 };
 
 /* Per-sample timings a worker accumulates for its stats. */

@@ -1,6 +1,6 @@
 /*
- * jitter.h - colour jitter of one sample (torchvision's ColorJitter brightness,
- * contrast and saturation) after its resize, and the output layout after it.
+ * jitter.h - colour jitter of one sample (torchvision's ColorJitter: brightness,
+ * contrast, saturation, hue) after its resize, and the output layout after it.
  *
  * The factors and the order of the ops are drawn per sample from the
  * counter-based RNG (stream GM_RNG_STREAM_JITTER, key (seed, epoch, sample id)),
@@ -8,11 +8,12 @@
  * the active ops in a uniformly random order. The ops are torchvision's tensor
  * ones on [0,1] floats (ToTensor of the resized uint8 pixels): brightness
  * f*x, contrast f*x + (1-f)*mean(gray), saturation f*x + (1-f)*gray, each
- * clamped to [0,1], gray = 0.2989 R + 0.587 G + 0.114 B. The bytes are
- * goldminer's: PIL's ColorJitter rounds to uint8 after every op, this does not.
+ * clamped to [0,1], gray = 0.2989 R + 0.587 G + 0.114 B; hue adds f to the hue
+ * of torchvision's RGB -> HSV -> RGB round trip, modulo 1. The bytes are
+ * goldminer's: PIL's ColorJitter rounds to uint8 after every op (and computes
+ * hue on uint8 HSV), this does not.
  *
- * Not here: hue (torchvision's HSV round trip; the plan leaves a ColorJitter
- * with hue to Python), other photometric ops.
+ * Not here: other photometric ops.
  */
 #ifndef GOLDMINER_JITTER_H
 #define GOLDMINER_JITTER_H
@@ -27,13 +28,14 @@ enum gm_jitter_op {
 	GM_JITTER_BRIGHTNESS = 0,
 	GM_JITTER_CONTRAST = 1,
 	GM_JITTER_SATURATION = 2,
+	GM_JITTER_HUE = 3,
 };
 
 /* One sample's draws: n ops, order[0..n) of enum gm_jitter_op, factor by op. */
 struct gm_jitter {
 	uint32_t n;
-	uint8_t order[3];
-	float factor[3];
+	uint8_t order[4];
+	float factor[4];
 };
 
 /* Whether spec *s asks for any colour jitter (a range other than [0, 0]). */

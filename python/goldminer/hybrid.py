@@ -82,7 +82,8 @@ def window(c, w, h, key):
 
 def aug_spec(c):
     """struct gm_aug_spec for the plan's C part (a dict: mode, size, scale, ratio,
-    flip_p, resize, out, mean, std, jitter: three (lo, hi) factor ranges or None)."""
+    flip_p, resize, out, mean, std, jitter: up to four (lo, hi) factor ranges or None:
+    brightness, contrast, saturation, hue)."""
     L = _abi.lib()
     s = _abi.AugSpec()
     L.gm_aug_spec_default(ctypes.byref(s))
@@ -96,7 +97,7 @@ def aug_spec(c):
              "float16": _abi.GM_OUT_F16_CHW}[c["out"]]
     s.mean[:] = list(c.get("mean", (0.0, 0.0, 0.0)))
     s.std[:] = list(c.get("std", (1.0, 1.0, 1.0)))
-    for k, rng in enumerate(c.get("jitter") or (None, None, None)):
+    for k, rng in enumerate(c.get("jitter") or ()):
         if rng is not None:  # None: that op left out ([0, 0] in C)
             s.jitter[k][0], s.jitter[k][1] = float(rng[0]), float(rng[1])
     return s
@@ -110,14 +111,14 @@ def jitter_draw(c, key):
     fn.restype = None
 
     class Jitter(ctypes.Structure):
-        _fields_ = [("n", ctypes.c_uint32), ("order", ctypes.c_uint8 * 3),
-                    ("factor", ctypes.c_float * 3)]
+        _fields_ = [("n", ctypes.c_uint32), ("order", ctypes.c_uint8 * 4),
+                    ("factor", ctypes.c_float * 4)]
     fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint64, ctypes.c_uint64,
                    ctypes.c_uint64, ctypes.POINTER(Jitter)]
     j = Jitter()
     spec = aug_spec(dict(c, out=c.get("out", "uint8")))
     fn(ctypes.byref(spec), key, 0, 0, ctypes.byref(j))
-    names = ("brightness", "contrast", "saturation")
+    names = ("brightness", "contrast", "saturation", "hue")
     return ([names[j.order[k]] for k in range(j.n)],
             {names[j.order[k]]: j.factor[j.order[k]] for k in range(j.n)})
 

@@ -16,7 +16,7 @@ v2, or one op) is read from the front:
   RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
   | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
   then ToTensor | PILToTensor [, ConvertImageDtype float] | ConvertImageDtype
-  and ColorJitter (no hue) anywhere among those, before Normalize
+  and ColorJitter anywhere among those, before Normalize
   then Normalize (after a float conversion)     folded into the C output
 
 The longest prefix of those ops with parameters the C plane supports runs in C;
@@ -207,21 +207,20 @@ def _geometry(ops):
 
 
 def _jitter_ranges(op):
-    """The three (lo, hi) factor ranges (or None) of a ColorJitter C makes, or why
+    """The four (lo, hi) factor ranges (or None) of a ColorJitter C makes, or why
     C does not make it (a str)."""
-    if getattr(op, "hue", None) is not None:
-        return "unsupported parameter: hue=%s (C makes brightness, contrast and" \
-            " saturation)" % (tuple(op.hue),)
     out = []
-    for name in ("brightness", "contrast", "saturation"):
+    for name in ("brightness", "contrast", "saturation", "hue"):
         v = getattr(op, name, None)
         if v is None:
             out.append(None)
             continue
         lo, hi = float(v[0]), float(v[1])
-        if not (0 <= lo <= hi <= 1000) or hi == 0:
-            return "unsupported parameter: %s=(%g, %g) (C takes 0 <= lo <= hi <= 1000," \
-                " hi > 0)" % (name, lo, hi)
+        ok = -0.5 <= lo <= hi <= 0.5 if name == "hue" else 0 <= lo <= hi <= 1000 and hi > 0
+        if not ok:
+            return "unsupported parameter: %s=(%g, %g) (C takes %s)" % (
+                name, lo, hi, "-0.5 <= lo <= hi <= 0.5" if name == "hue"
+                else "0 <= lo <= hi <= 1000, hi > 0")
         out.append((lo, hi))
     return tuple(out)
 
@@ -272,8 +271,9 @@ def _c_spec(c, batch_size):
     jit = ""
     if any(c.get("jitter") or ()):
         jit = " | color_jitter " + " ".join(
-            "%s=%s" % (name, "%.9g,%.9g" % r if r else "1,1")
-            for name, r in zip(("brightness", "contrast", "saturation"), c["jitter"]))
+            "%s=%s" % (name, "%.9g,%.9g" % r if r else off)
+            for name, r, off in zip(("brightness", "contrast", "saturation", "hue"),
+                                    c["jitter"], ("1,1", "1,1", "1,1", "0,0")))
     norm = ""
     if "mean" in c:
         norm = " | normalize %s/%s" % (",".join("%.9g" % v for v in c["mean"]),

@@ -79,14 +79,14 @@ class TestPlan(GmTest):
         p = self.plan([T.RandomResizedCrop(32), T.RandAugment(), T.ToTensor()])
         self.assertEqual((p.path, p.ops[1].where), ("hybrid", "python"))
 
-    def test_color_jitter_without_hue_runs_in_c_with_its_ranges(self):
+    def test_color_jitter_runs_in_c_with_its_ranges(self):
         T = self.T
         p = self.plan([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
                        T.ColorJitter(0.4, (0.5, 2.0), 0), T.ToTensor(), T.Normalize(MEAN, STD)])
         self.assertEqual(p.path, "C", p.text())
-        self.assertEqual(p.c["jitter"], ((0.6, 1.4), (0.5, 2.0), None))
+        self.assertEqual(p.c["jitter"], ((0.6, 1.4), (0.5, 2.0), None, None))
         self.assertIn("| flip 0.5 | color_jitter brightness=0.6,1.4 contrast=0.5,2"
-                      " saturation=1,1 | normalize", p.spec)
+                      " saturation=1,1 hue=0,0 | normalize", p.spec)
         # the C loader parses what the plan wrote
         loader = self.gt.Loader(dataset(), pipeline=p.spec, workers=1)
         x, _ = next(iter(loader))
@@ -94,8 +94,13 @@ class TestPlan(GmTest):
         loader.close()
         p = self.plan([T.RandomResizedCrop(32), T.ColorJitter(0.4, 0.4, 0.4, 0.1),
                        T.ToTensor()])
+        self.assertEqual(p.path, "C", p.text())
+        self.assertEqual(p.c["jitter"][3], (-0.1, 0.1))
+        self.assertIn("saturation=0.6,1.4 hue=-0.1,0.1 | to_chw_f32", p.spec)
+        p = self.plan([T.RandomResizedCrop(32), T.ColorJitter(brightness=(0, 0)),
+                       T.ToTensor()])  # every pixel black: not a range C takes
         self.assertEqual((p.path, p.ops[1].where), ("hybrid", "python"), p.text())
-        self.assertIn("unsupported parameter: hue=(-0.1, 0.1)", p.ops[1].why)
+        self.assertIn("unsupported parameter: brightness=(0, 0)", p.ops[1].why)
         p = self.plan([T.RandomResizedCrop(32), T.ToTensor(), T.Normalize(MEAN, STD),
                        T.ColorJitter(0.4)])
         self.assertEqual((p.path, p.ops[3].where), ("hybrid", "python"), p.text())
@@ -233,25 +238,26 @@ class TestCPathStatistics(GmTest):
         import torch
         from torchvision import transforms as T
         rnd = random.Random(2025)
-        c = {"mode": "train", "size": 224, "jitter": ((0.6, 1.4), (0.5, 2.0), (0.0, 1.3))}
+        c = {"mode": "train", "size": 224,
+             "jitter": ((0.6, 1.4), (0.5, 2.0), (0.0, 1.3), (-0.2, 0.2))}
         torch.manual_seed(11)
-        tv = [T.ColorJitter.get_params([0.6, 1.4], [0.5, 2.0], [0.0, 1.3], None)
+        tv = [T.ColorJitter.get_params([0.6, 1.4], [0.5, 2.0], [0.0, 1.3], [-0.2, 0.2])
               for _ in range(self.N)]
-        names = ("brightness", "contrast", "saturation")
+        names = ("brightness", "contrast", "saturation", "hue")
         gm = [self.h.jitter_draw(c, rnd.getrandbits(64)) for _ in range(self.N)]
         for k, name in enumerate(names):
             d = ks([f[name] for _, f in gm], [float(t[1 + k]) for t in tv])
             self.assertLess(d, self.D_CRIT, "%s: KS D %.4f >= %.4f" % (name, d, self.D_CRIT))
-        # the order: torchvision permutes 4 ops (hue's slot skipped when it is None)
-        tv_orders = [tuple(names[int(i)] for i in t[0] if int(i) < 3) for t in tv]
+        # the order: a permutation of the 4 ops, as torchvision's randperm(4)
+        tv_orders = [tuple(names[int(i)] for i in t[0]) for t in tv]
         for order in itertools.permutations(names):
             n_gm = sum(1 for o, _ in gm if tuple(o) == order)
             n_tv = tv_orders.count(order)
-            # binomial(10000, 1/6): sd 37; the two counts differ by < 4 * 37 * sqrt(2)
-            self.assertLess(abs(n_gm - self.N / 6), 150, (order, n_gm))
-            self.assertLess(abs(n_gm - n_tv), 210, (order, n_gm, n_tv))
-        self.assertEqual(self.h.jitter_draw(dict(c, jitter=((0.6, 1.4), None, None)), 5)[0],
-                         ["brightness"])
+            # binomial(10000, 1/24): sd 20; 5 sd, and 5 sd of the difference of two
+            self.assertLess(abs(n_gm - self.N / 24), 100, (order, n_gm))
+            self.assertLess(abs(n_gm - n_tv), 141, (order, n_gm, n_tv))
+        self.assertEqual(self.h.jitter_draw(dict(c, jitter=((0.6, 1.4), None, None, None)),
+                                            5)[0], ["brightness"])
 
     def test_jitter_pixels_are_torchvisions_tensor_ops_with_the_same_draws(self):
         import glob
@@ -263,10 +269,10 @@ class TestCPathStatistics(GmTest):
                           "make-photos.sh DIR)" % PHOTOS)
         base = {"mode": "train", "size": 96, "scale": (0.08, 1.0), "ratio": (0.75, 4 / 3),
                 "flip_p": 0.5}
-        jit = ((0.3, 1.7), (0.2, 1.8), (0.0, 2.0))
+        jit = ((0.3, 1.7), (0.2, 1.8), (0.0, 2.0), (-0.5, 0.5))
         plain = self.h.Sampler(dict(base, out="uint8", layout="uint8"))
         ops = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
-               "saturation": F.adjust_saturation}
+               "saturation": F.adjust_saturation, "hue": F.adjust_hue}
         worst, moved = 0.0, 0.0
         for out, mean, std in (("float32", (0, 0, 0), (1, 1, 1)), ("float32", MEAN, STD),
                                ("float16", MEAN, STD)):
