@@ -4,10 +4,11 @@
  *
  * Design: the uint8 HWC image is spread into three float planes in [0,1]
  * (x / 255, ToTensor's value), each drawn op runs over the planes in the drawn
- * order, and the planes go to the output layout. Every loop is a plain loop
- * over contiguous floats with the clamp written as comparisons, so that the
- * compiler vectorises it at -O2; a 224 x 224 sample is 150,528 floats (600 KiB,
- * L2-resident). The contrast mean is summed in BLK float lanes of at most 1024
+ * order, and the planes go to the output layout. The loops run over contiguous
+ * floats in blocks of a constant count, the clamp written as comparisons and
+ * the planes' pointers restrict, so that gcc -O2 vectorises brightness,
+ * contrast and saturation (hue's HSV round trip stays scalar: hue_px); a
+ * 224 x 224 sample is 150,528 floats (600 KiB, L2-resident). The contrast mean is summed in BLK float lanes of at most 1024
  * values each, then in double. The float output is x * (1/std) - mean/std, as
  * aug.c's own (within an ulp of Normalize's (x - mean) / std).
  *
@@ -109,7 +110,7 @@ static float gray_mean(const float *r, const float *g, const float *b, size_t n)
 }
 
 /* Each channel towards the pixel's gray by 1 - f: saturation. */
-static void saturate(float *r, float *g, float *b, size_t n, float f)
+static void saturate(float *restrict r, float *restrict g, float *restrict b, size_t n, float f)
 {
 	float h = 1.0f - f;
 	size_t i = 0;
@@ -171,7 +172,8 @@ static void hue(float *r, float *g, float *b, size_t n, float f)
 		hue_px(r + i, g + i, b + i, f);
 }
 
-static void to_planes(const uint8_t *hwc, float *r, float *g, float *b, size_t n)
+static void to_planes(const uint8_t *restrict hwc, float *restrict r, float *restrict g,
+		      float *restrict b, size_t n)
 {
 	const float inv = 1.0f / 255.0f;
 	size_t i = 0;
