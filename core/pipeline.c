@@ -27,7 +27,7 @@
 
 #include "goldminer/jpeg.h" /* GM_JPEG_MAX_MAX_PIXELS: decode's range */
 
-#define MAX_ARGS 3
+#define MAX_ARGS 4
 #define TOK_MAX	 64   /* longest argument token we accept */
 #define SPEC_MAX 4096 /* longest spec we accept */
 
@@ -38,6 +38,7 @@ enum op_id {
 	OP_RESIZE,
 	OP_CENTER_CROP,
 	OP_FLIP,
+	OP_COLOR_JITTER,
 	OP_NORMALIZE,
 	OP_TO_CHW_F32,
 	OP_TO_CHW_F16,
@@ -101,6 +102,14 @@ static const struct op_def ops[OP_COUNT] = {
 		     {{"p", ARG_FLOAT, "0.5", 0, 1, false}},
 		     "mirror left-right with probability P",
 		     "its coin is drawn from the sample's own RNG key"},
+	[OP_COLOR_JITTER] = {"color_jitter", GM_PIPELINE_PER_SAMPLE, true, 4,
+			     {{"brightness", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"contrast", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"saturation", ARG_RANGE, "1,1", 0, 1000, false},
+			      {"hue", ARG_RANGE, "0,0", -0.5, 0.5, false}},
+			     "factors drawn uniform in LO,HI, the ops in random order, on [0,1] "
+			     "pixels after the resize (torchvision's ColorJitter)",
+			     "its factors and order are drawn from the sample's own RNG key"},
 	[OP_NORMALIZE] = {"normalize", GM_PIPELINE_PER_SAMPLE, true, 1,
 			  {{"stats", ARG_NORM, "imagenet", 0, 1, false}},
 			  "(x/255 - mean) / std per channel; imagenet or M0,M1,M2/S0,S1,S2 in "
@@ -668,6 +677,24 @@ static int check_layout(struct parse *ps, const struct gm_pipeline *p, const int
 	return 0;
 }
 
+/* color_jitter works on the resized pixels, before they are normalised. */
+static int check_jitter(struct parse *ps, const struct gm_pipeline *p, const int *at, size_t i)
+{
+	const struct op_inst *o = &p->op[i];
+	int geo = at[OP_RRC] >= 0 ? at[OP_RRC] : at[OP_CENTER_CROP];
+	if (geo > (int)i)
+		return fail(ps, i + 1, o->col,
+			    "'color_jitter' before '%s' (op %d): it works on the resized "
+			    "sample; move it after",
+			    ops[p->op[geo].id].name, geo + 1);
+	if (at[OP_NORMALIZE] >= 0 && at[OP_NORMALIZE] < (int)i)
+		return fail(ps, i + 1, o->col,
+			    "'color_jitter' after 'normalize' (op %d): it works on [0,1] "
+			    "pixels; move it before",
+			    at[OP_NORMALIZE] + 1);
+	return 0;
+}
+
 /* What is found missing only at the end of the spec. */
 static int check_missing(struct parse *ps, const struct gm_pipeline *p, const int *at)
 {
@@ -716,6 +743,9 @@ static int check_order(struct parse *ps, const struct gm_pipeline *p)
 		case OP_TO_CHW_F32:
 		case OP_TO_CHW_F16:
 			r = check_layout(ps, p, at, i);
+			break;
+		case OP_COLOR_JITTER:
+			r = check_jitter(ps, p, at, i);
 			break;
 		case OP_BATCH:
 			if (at[OP_RRC] < 0 && at[OP_CENTER_CROP] < 0)
@@ -772,6 +802,13 @@ static void build_aug(struct gm_pipeline *p)
 		}
 	}
 	s->max_pixels = o[OP_DECODE]->a[0].u;
+	for (int k = 0; have[OP_COLOR_JITTER] && k < 4; k++) {
+		const double *v = o[OP_COLOR_JITTER]->a[k].v;
+		if (k < 3 && v[0] == 1 && v[1] == 1)
+			continue; /* factor 1: the op leaves the pixels as they are */
+		s->jitter[k][0] = (float)v[0];
+		s->jitter[k][1] = (float)v[1];
+	}
 	p->batch = have[OP_BATCH] ? (uint32_t)o[OP_BATCH]->a[0].u : 0;
 }
 
@@ -1012,6 +1049,13 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 	else
 		fprintf(f, "mode: eval (resize %u, center_crop %u), flip p=%g\n", s->resize,
 			s->size, s->flip_p);
+	if (s->jitter[0][1] > 0 || s->jitter[1][1] > 0 || s->jitter[2][1] > 0 ||
+	    s->jitter[3][0] != 0 || s->jitter[3][1] != 0)
+		fprintf(f,
+			"color jitter: factors brightness %g..%g, contrast %g..%g, saturation "
+			"%g..%g, hue %g..%g (0..0: off), in random order\n",
+			s->jitter[0][0], s->jitter[0][1], s->jitter[1][0], s->jitter[1][1],
+			s->jitter[2][0], s->jitter[2][1], s->jitter[3][0], s->jitter[3][1]);
 	human_bytes(sb, hb, sizeof(hb));
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, "sample: %s 3x%ux%u, mean %g,%g,%g std %g,%g,%g = %zu bytes (%s)\n",
@@ -1064,14 +1108,17 @@ int gm_pipeline_describe_json(const struct gm_pipeline *p, FILE *f)
 	fprintf(f,
 		",\"aug\":{\"mode\":\"%s\",\"size\":%u,\"scale\":[%.9g,%.9g],\"ratio\":[%.9g,%.9g],"
 		"\"flip_p\":%.9g,\"resize\":%u,\"out\":\"%s\",\"mean\":[%.9g,%.9g,%.9g],"
-		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu}",
+		"\"std\":[%.9g,%.9g,%.9g],\"max_pixels\":%llu,\"jitter\":[[%.9g,%.9g],[%.9g,%.9g],"
+		"[%.9g,%.9g],[%.9g,%.9g]]}",
 		s->mode == GM_AUG_TRAIN ? "train" : "eval", s->size, s->scale_min, s->scale_max,
 		s->ratio_min, s->ratio_max, s->flip_p, s->resize,
 		s->out == GM_OUT_F32_CHW   ? "f32_chw"
 		: s->out == GM_OUT_F16_CHW ? "f16_chw"
 					   : "u8_hwc",
 		s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2],
-		(unsigned long long)s->max_pixels);
+		(unsigned long long)s->max_pixels, s->jitter[0][0], s->jitter[0][1],
+		s->jitter[1][0], s->jitter[1][1], s->jitter[2][0], s->jitter[2][1], s->jitter[3][0],
+		s->jitter[3][1]);
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, ",\"sample\":{\"dtype\":\"%s\",\"layout\":\"CHW\",\"shape\":[3,%u,%u]",
 			s->out == GM_OUT_F16_CHW ? "float16" : "float32", s->size, s->size);

@@ -11,8 +11,8 @@ It does not import goldminer. Run as it is, torch's DataLoader feeds it; run as
 
 (or `python3 -m goldminer run examples/train_torchvision.py DATA`) goldminer
 serves the same DataLoader: `--augment plain` (RandomResizedCrop, flip, ToTensor,
-Normalize) entirely in C, `jitter` (ColorJitter(0.4, 0.4, 0.4) before ToTensor)
-and `randaugment` (RandAugment() before ToTensor) as a C+Python hybrid; the
+Normalize) and `jitter` (ColorJitter(0.4, 0.4, 0.4) before ToTensor) entirely
+in C, `randaugment` (RandAugment() before ToTensor) as a C+Python hybrid; the
 validation loader (Resize 256, CenterCrop 224, ToTensor, Normalize) in C.
 GOLDMINER_PLAN=1 prints each plan.
 

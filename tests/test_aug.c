@@ -539,16 +539,15 @@ static uint8_t *decode_all(const uint8_t *jpg, size_t len, uint32_t *w, uint32_t
 }
 
 /*
- * Normalised triangle weights of output i for the source box [b0, b0 + out*scale)
- * over the `in` samples, taking only samples inside the box (crop, then resize).
+ * Normalised triangle weights of output i of a crop starting at source position
+ * b0 of a resize by 1/scale over the `in` samples (resize the whole image, then
+ * crop, as torchvision's eval transform: the taps reach past the crop's box).
  */
 static void ref_weights(double b0, double scale, uint32_t in, uint32_t i, double *w)
 {
 	double center = b0 + (i + 0.5) * scale, sup = scale > 1 ? scale : 1, sum = 0;
 	for (uint32_t x = 0; x < in; x++) {
 		double v = 1 - fabs(x + 0.5 - center) / sup;
-		if (x < b0 || x >= b0 + 224 * scale)
-			v = 0;
 		w[x] = v > 0 ? v : 0;
 		sum += w[x];
 	}
@@ -559,10 +558,11 @@ static void ref_weights(double b0, double scale, uint32_t in, uint32_t i, double
 static void test_resize_accuracy(void **state)
 {
 	/*
-	 * Eval mode on 448x448 (a 1.75x downscale of the box [28, 420) on both axes,
-	 * decoded at full size) against a double-precision separable triangle filter
-	 * of the same decoded pixels inside the box, with no intermediate rounding. The fixed-point
-	 * path rounds twice (after each pass), so it may be 1 off, rarely.
+	 * Eval mode on 448x448 (Resize 256: a 1.75x downscale, CenterCrop 224 from
+	 * source position 28 on both axes, decoded at full size) against a
+	 * double-precision separable triangle filter of the same decoded pixels, with
+	 * no intermediate rounding. The fixed-point path (PIL's, resample.c) rounds
+	 * twice (after each pass), so it may be 1 off, rarely.
 	 */
 	uint32_t W = 448, w, h;
 	uint8_t *rgb = malloc((size_t)W * W * 3), *jpg, *o = malloc(224 * 224 * 3);
@@ -582,7 +582,7 @@ static void test_resize_accuracy(void **state)
 		ref_weights(28, 1.75, W, i, wx + (size_t)i * W);
 	struct gm_aug *a = make_aug(GM_AUG_EVAL, GM_OUT_U8_HWC, 0.5f);
 	assert_int_equal(gm_aug_sample(a, jpg, len, 1, 0, 0, o, NULL), 0);
-	/* vertical first (as aug.c), both in double */
+	/* both passes in double (the order does not matter without rounding) */
 	for (uint32_t oy = 0; oy < 224; oy++)
 		for (uint32_t sx = 0; sx < W * 3; sx++) {
 			double acc = 0;
@@ -1005,8 +1005,8 @@ static void test_fused_float_layout_equals_portable(void **state)
 /*
  * The 16-bit horizontal kernel (hwrow_fn, hw_build) against the portable kernels,
  * bit for bit: every output type (float ones take it when their fused kernel
- * cannot), train without and with flip, eval, and eval at scale 1 exactly (every
- * output pixel one tap of weight 1: hw_build's doubled tap); sides whose last
+ * cannot), train without and with flip, eval, and a train crop at scale 1 exactly
+ * (every output pixel one tap of weight 1: hw_build's doubled tap); sides whose last
  * 64-byte step is full or ragged; upscales (some pixels one tap), 1-2x
  * downscales (one and two source vectors) and wider ones (taps past 4: the other
  * kernels). On a CPU with AVX-512 VBMI the kernel must have made some rows of each
@@ -1023,8 +1023,8 @@ static void test_hw_kernel_equals_portable(void **state)
 	(void)state;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		uint64_t hw = 0, rows = 0;
-		/* eval at scale 1: resize == size, the short side already that size */
-		ident = synth(sizes[k] + 7, sizes[k], 62, 0, &ilen);
+		/* scale 1: a train crop of the whole square image at its own size */
+		ident = synth(sizes[k], sizes[k], 62, 0, &ilen);
 		for (int mode = 0; mode < 5; mode++)
 			for (size_t r = 0; r < sizeof(ratios) / sizeof(ratios[0]); r++)
 				for (int out = 0; out < 3; out++) {
@@ -1033,11 +1033,11 @@ static void test_hw_kernel_equals_portable(void **state)
 					gm_aug_spec_default(&sp);
 					sp.size = sizes[k];
 					sp.out = (enum gm_out_type)out;
-					sp.mode = mode >= 3 ? GM_AUG_EVAL : GM_AUG_TRAIN;
-					sp.resize = mode == 4 ? sizes[k] : sp.resize;
+					sp.mode = mode == 3 ? GM_AUG_EVAL : GM_AUG_TRAIN;
 					sp.flip_p = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.5f;
-					sp.ratio_min = ratios[r][0];
-					sp.ratio_max = ratios[r][1];
+					sp.ratio_min = mode == 4 ? 1.0f : ratios[r][0];
+					sp.ratio_max = mode == 4 ? 1.0f : ratios[r][1];
+					sp.scale_min = mode == 4 ? 1.0f : sp.scale_min;
 					const uint8_t *src = mode == 4 ? ident : jpg;
 					size_t sl = mode == 4 ? ilen : len;
 					size_t bytes = gm_aug_out_bytes(&sp) * n + 256;

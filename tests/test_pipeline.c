@@ -420,6 +420,44 @@ static void test_layout_and_normalize(void **state)
 	gm_pipeline_free(p);
 }
 
+static void test_color_jitter_ranges_order_and_factor_one(void **state)
+{
+	(void)state;
+	struct gm_pipeline *p =
+	    parse_ok(PFX "random_resized_crop 32 | flip | color_jitter "
+			 "0.6,1.4 saturation=0,2 hue=-0.2,0.1 | normalize | to_chw_f32");
+	const struct gm_aug_spec *s = gm_pipeline_aug(p);
+	assert_float_eq(s->jitter[0][0], 0.6f);
+	assert_float_eq(s->jitter[0][1], 1.4f);
+	assert_float_eq(s->jitter[1][0], 0.0f); /* contrast 1,1 (the default): left out */
+	assert_float_eq(s->jitter[1][1], 0.0f);
+	assert_float_eq(s->jitter[2][0], 0.0f);
+	assert_float_eq(s->jitter[2][1], 2.0f);
+	assert_non_null(
+	    strstr(gm_pipeline_canonical(p),
+		   "color_jitter brightness=0.6,1.4 contrast=1,1 saturation=0,2 hue=-0.2,0.1"));
+	char *d = describe(p, false);
+	assert_non_null(strstr(d, "color jitter: factors brightness 0.6..1.4, contrast 0..0, "
+				  "saturation 0..2, hue -0.2..0.1"));
+	free(d);
+	d = describe(p, true);
+	assert_non_null(strstr(
+	    d, "\"jitter\":[[0.600000024,1.39999998],[0,0],[0,2],[-0.200000003,0.100000001]]"));
+	free(d);
+	gm_pipeline_free(p);
+	p = parse_ok(PFX "resize 40 | center_crop 32 | color_jitter | to_hwc_u8");
+	s = gm_pipeline_aug(p);
+	for (int k = 0; k < 4; k++)
+		assert_float_eq(s->jitter[k][1], 0.0f); /* every factor 1, hue 0: no jitter */
+	gm_pipeline_free(p);
+	expect_error(PFX "color_jitter 0.6,1.4 | random_resized_crop 32",
+		     "pipeline:3 (col 17): ", "'color_jitter' before 'random_resized_crop' (op 4)");
+	expect_error(PFX "random_resized_crop 32 | normalize | color_jitter 0.6,1.4 | to_chw_f32",
+		     "pipeline:5 (col 54): ", "'color_jitter' after 'normalize' (op 4)");
+	expect_error(PFX "random_resized_crop 32 | color_jitter 1.4,0.6",
+		     "pipeline:4 (col 55): ", "MIN 1.4 > MAX 0.6");
+}
+
 /* --- errors: each kind, with its position ------------------------------------- */
 
 static void test_error_unknown_op(void **state)
@@ -862,6 +900,7 @@ int main(void)
 	    cmocka_unit_test(test_whitespace_and_case),
 	    cmocka_unit_test(test_named_args),
 	    cmocka_unit_test(test_layout_and_normalize),
+	    cmocka_unit_test(test_color_jitter_ranges_order_and_factor_one),
 	    cmocka_unit_test(test_error_unknown_op),
 	    cmocka_unit_test(test_error_arguments),
 	    cmocka_unit_test(test_error_ranges),

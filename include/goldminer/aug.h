@@ -37,6 +37,10 @@ struct gm_aug_spec {
 	enum gm_out_type out;
 	float mean[3], std[3]; /* normalisation in [0,1] units, default ImageNet */
 	uint64_t max_pixels;   /* decompression-bomb limit (w*h), default 64e6 */
+	/* ColorJitter after the resize (jitter.h): factor ranges [lo, hi] of
+	 * brightness, contrast, saturation and hue; [0, 0] (the default) leaves
+	 * one out */
+	float jitter[4][2];
 };
 
 /* Per-sample timings a worker accumulates for its stats. */

@@ -21,6 +21,7 @@ struct gm_rng {
 #define GM_RNG_STREAM_SAMPLE  0x53414d50ull /* per-sample augmentation */
 #define GM_RNG_STREAM_PERM    0x5045524dull /* per-epoch permutation */
 #define GM_RNG_STREAM_SHUFFLE 0x53485546ull /* consumer shuffle_buffer draws */
+#define GM_RNG_STREAM_JITTER  0x4a495454ull /* per-sample colour jitter (jitter.h) */
 
 /* Key the generator by (seed, stream, a, b); the counter starts at 0. */
 void gm_rng_init(struct gm_rng *r, uint64_t seed, uint64_t stream, uint64_t a, uint64_t b);

@@ -31,8 +31,9 @@
 
 #define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
 /* 3: a reply's message of GM_NODE_MSG bytes; 4: CMDJOB (a version-3 agent would
- * answer it "unknown request type 4": a version names every request type too) */
-#define GM_NODE_VERSION 4
+ * answer it "unknown request type 4": a version names every request type too);
+ * 5: struct gm_aug_spec (in the request) grew the colour jitter's ranges */
+#define GM_NODE_VERSION 5
 /* Bytes of a reply's message: the agent's status, every job and peer, fits (2 KiB,
  * version 2, cut the JSON of three jobs with remote workers short). */
 #define GM_NODE_MSG 65536

@@ -48,6 +48,7 @@ class AugSpec(ctypes.Structure):
         ("mean", ctypes.c_float * 3),
         ("std", ctypes.c_float * 3),
         ("max_pixels", ctypes.c_uint64),
+        ("jitter", (ctypes.c_float * 2) * 4),
     ]
 
 

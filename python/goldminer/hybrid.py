@@ -1,6 +1,7 @@
 """hybrid - the C+Python hybrid sample: C reads the file, decodes only the crop
-window, resizes and flips (gm_hybrid_sample, include/goldminer/hybrid.h); the
-rest of the user's Compose runs here, in the same worker, on what C wrote.
+window, resizes, flips and (a ColorJitter the plan gave it) jitters the colours
+(gm_hybrid_sample, include/goldminer/hybrid.h); the rest of the user's Compose
+runs here, in the same worker, on what C wrote.
 
 HybridDataset(samples, c, tail, target_transform) is a map-style dataset that
 goldminer's Python workers (dataloader.py) serve like any other: item i is
@@ -81,7 +82,8 @@ def window(c, w, h, key):
 
 def aug_spec(c):
     """struct gm_aug_spec for the plan's C part (a dict: mode, size, scale, ratio,
-    flip_p, resize, out, mean, std)."""
+    flip_p, resize, out, mean, std, jitter: up to four (lo, hi) factor ranges or None:
+    brightness, contrast, saturation, hue)."""
     L = _abi.lib()
     s = _abi.AugSpec()
     L.gm_aug_spec_default(ctypes.byref(s))
@@ -95,7 +97,30 @@ def aug_spec(c):
              "float16": _abi.GM_OUT_F16_CHW}[c["out"]]
     s.mean[:] = list(c.get("mean", (0.0, 0.0, 0.0)))
     s.std[:] = list(c.get("std", (1.0, 1.0, 1.0)))
+    for k, rng in enumerate(c.get("jitter") or ()):
+        if rng is not None:  # None: that op left out ([0, 0] in C)
+            s.jitter[k][0], s.jitter[k][1] = float(rng[0]), float(rng[1])
     return s
+
+
+def jitter_draw(c, key):
+    """([op names in the order applied], {op: factor}) that the C part c draws for
+    key (gm_jitter_draw): to test the draws against torchvision's ColorJitter."""
+    L = _abi.lib()
+    fn = L.dll.gm_jitter_draw
+    fn.restype = None
+
+    class Jitter(ctypes.Structure):
+        _fields_ = [("n", ctypes.c_uint32), ("order", ctypes.c_uint8 * 4),
+                    ("factor", ctypes.c_float * 4)]
+    fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint64, ctypes.c_uint64,
+                   ctypes.c_uint64, ctypes.POINTER(Jitter)]
+    j = Jitter()
+    spec = aug_spec(dict(c, out=c.get("out", "uint8")))
+    fn(ctypes.byref(spec), key, 0, 0, ctypes.byref(j))
+    names = ("brightness", "contrast", "saturation", "hue")
+    return ([names[j.order[k]] for k in range(j.n)],
+            {names[j.order[k]]: j.factor[j.order[k]] for k in range(j.n)})
 
 
 class Sampler:

@@ -16,6 +16,7 @@ v2, or one op) is read from the front:
   RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
   | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
   then ToTensor | PILToTensor [, ConvertImageDtype float] | ConvertImageDtype
+  and ColorJitter anywhere among those, before Normalize
   then Normalize (after a float conversion)     folded into the C output
 
 The longest prefix of those ops with parameters the C plane supports runs in C;
@@ -35,8 +36,13 @@ and it and every op after it run in Python ("order" for those after it). Then:
 
 The C path's bytes are goldminer's, not torchvision's: the crop and flip are
 drawn by goldminer's counter-based generator (with torchvision's distributions),
-and the resize is goldminer's antialiased bilinear (within 0.1/255 of
-torchvision's on photos, tests/python/test_plan.py).
+and the train resize is goldminer's antialiased bilinear; the eval resize is
+PIL's (core/resample.c): torchvision's bytes for a JPEG whose shorter side is
+under twice Resize's size (decoded at full size; a larger one is decoded DCT-
+reduced first), tests/python/test_plan.py. ColorJitter's factors and
+order follow torchvision's distributions too; C computes the ops in float on
+the resized pixels (torchvision's tensor ColorJitter), where PIL's rounds to
+uint8 after each op.
 
 Not here: running the ops (hybrid.py, the C library), timing (run.py).
 """
@@ -123,7 +129,8 @@ def _fmt(op):
     n = _name(op)
     keys = {"RandomResizedCrop": ("size", "scale", "ratio"), "RandomHorizontalFlip": ("p",),
             "Resize": ("size",), "CenterCrop": ("size",), "Normalize": ("mean", "std"),
-            "ConvertImageDtype": ("dtype",), "ToDtype": ("dtype",)}.get(n, ())
+            "ConvertImageDtype": ("dtype",), "ToDtype": ("dtype",),
+            "ColorJitter": ("brightness", "contrast", "saturation", "hue")}.get(n, ())
     args = []
     for k in keys:
         v = getattr(op, k, None)
@@ -192,10 +199,30 @@ def _geometry(ops):
             return None, 0, ("unsupported parameter: CenterCrop size=%s (C cuts a square no"
                              " larger than the resized shorter side)" % (ops[1].size,))
         return {"mode": "eval", "size": crop, "resize": side}, 2, None
-    if n in ("RandomHorizontalFlip", "CenterCrop"):
+    if n in ("RandomHorizontalFlip", "CenterCrop", "ColorJitter"):
         return None, 0, "order: C makes %s only after %s" % (
-            n, "RandomResizedCrop" if n[0] == "R" else "Resize")
+            n, {"RandomHorizontalFlip": "RandomResizedCrop", "CenterCrop": "Resize"}.get(
+                n, "the crop (RandomResizedCrop, or Resize and CenterCrop)"))
     return None, 0, "unknown op %s (not one of the C data plane's)" % n
+
+
+def _jitter_ranges(op):
+    """The four (lo, hi) factor ranges (or None) of a ColorJitter C makes, or why
+    C does not make it (a str)."""
+    out = []
+    for name in ("brightness", "contrast", "saturation", "hue"):
+        v = getattr(op, name, None)
+        if v is None:
+            out.append(None)
+            continue
+        lo, hi = float(v[0]), float(v[1])
+        ok = -0.5 <= lo <= hi <= 0.5 if name == "hue" else 0 <= lo <= hi <= 1000 and hi > 0
+        if not ok:
+            return "unsupported parameter: %s=(%g, %g) (C takes %s)" % (
+                name, lo, hi, "-0.5 <= lo <= hi <= 0.5" if name == "hue"
+                else "0 <= lo <= hi <= 1000, hi > 0")
+        out.append((lo, hi))
+    return tuple(out)
 
 
 def _conversion(ops, c):
@@ -214,14 +241,20 @@ def _conversion(ops, c):
         elif c["layout"] == "uint8" and n in ("ConvertImageDtype", "ToDtype") and \
                 _float_dtype(op):
             c.update(out=_float_dtype(op), layout="float")
+        elif n == "ColorJitter" and "mean" not in c and "jitter" not in c:
+            j = _jitter_ranges(op)
+            if isinstance(j, str):
+                return k, j
+            c["jitter"] = j
         elif c["layout"] == "float" and n == "Normalize" and "mean" not in c:
             if len(op.mean) != 3 or len(op.std) != 3 or any(s == 0 for s in op.std):
                 return k, "unsupported parameter: Normalize needs 3 means and 3 nonzero stds"
             c.update(mean=tuple(map(float, op.mean)), std=tuple(map(float, op.std)))
         elif n in ("ToTensor", "PILToTensor", "ConvertImageDtype", "ToDtype", "Normalize",
-                   "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop"):
+                   "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop",
+                   "ColorJitter"):
             return k, "order: %s after %s is not a C op sequence (C makes one crop, one" \
-                " conversion, one Normalize)" % (n, _name(ops[k - 1]) if k else "the crop")
+                " conversion, one ColorJitter, one Normalize)" % (n, _name(ops[k - 1]) if k else "the crop")
         else:
             return k, "unknown op %s (not one of the C data plane's)" % n
         k += 1
@@ -235,11 +268,17 @@ def _c_spec(c, batch_size):
     else:
         geo = "resize %d | center_crop %d" % (c["resize"], c["size"])
     tail = {"uint8": "to_hwc_u8", "float32": "to_chw_f32", "float16": "to_chw_f16"}[c["out"]]
+    jit = ""
+    if any(c.get("jitter") or ()):
+        jit = " | color_jitter " + " ".join(
+            "%s=%s" % (name, "%.9g,%.9g" % r if r else off)
+            for name, r, off in zip(("brightness", "contrast", "saturation", "hue"),
+                                    c["jitter"], ("1,1", "1,1", "1,1", "0,0")))
     norm = ""
     if "mean" in c:
         norm = " | normalize %s/%s" % (",".join("%.9g" % v for v in c["mean"]),
                                        ",".join("%.9g" % v for v in c["std"]))
-    return "read | decode | %s%s | %s | batch %d" % (geo, norm, tail, batch_size)
+    return "read | decode | %s%s%s | %s | batch %d" % (geo, jit, norm, tail, batch_size)
 
 
 # --- the dataset --------------------------------------------------------------------

@@ -5,27 +5,29 @@
 # under plain `python3`. Three transforms, with the path goldminer must choose and
 # the target (img/s, goldminer / torch, the script's own figure after batch 0):
 #   plain        RandomResizedCrop, flip, ToTensor, Normalize      C path  >= 4x
-#   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    hybrid  >= 1.5x
+#   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    C path  >= 1.5x
 #   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
 # and, for plain, goldminer.torch.Loader with the same transform (python3 -m
 # goldminer.bench --output float32, its last epoch): goldminer run's C path within
 # 5% of it (the run hands the script owned copies; the Loader's views are not).
 # The figure of a run is its last epoch's (training is many epochs: the first
 # holds goldminer's start of exec'd Python workers, which a fork does not pay).
-# goldminer and torch runs alternate ROUNDS times (best of each kept, every run
-# printed) so that drift of a shared machine hits both alike; the load average is
-# printed with the figures. Each run also reports the CPU time its process tree
+# Each round runs every side once, in alternating order (goldminer first in odd
+# rounds, last in even ones), and the figure is the median over ROUNDS of the
+# per-round ratios (goldminer / torch of the same round), so that drift of a
+# shared machine hits both sides alike; every run is printed with the load
+# average at its start. Each run also reports the CPU time its process tree
 # (trainer and workers) spent per image in that epoch (tests/bench/tree_cpu.py):
 # the ratio of those moves far less with the machine's load than img/s does. Env: B (build dir), PHOTOS (ImageFolder; without it a
 # synthetic set is made with $B/goldminer synth), EPOCHS (default 2), ROUNDS
-# (default 2).
+# (default 3).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$(dirname "$here")")
 B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 EPOCHS=${EPOCHS:-2}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 PY=${GM_PYTHON:-/usr/bin/python3}
 EX=$repo/examples/train_torchvision.py
 CPU="$here/tree_cpu.py"
@@ -51,25 +53,44 @@ ex() {
 	"$PY" "$CPU" -- "$@" "$EX" "$PHOTOS" --workers 2 --batch-size 64 --epochs "$EPOCHS" \
 		--model none --no-eval --augment "$aug"
 }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+# side SIDE AUG ROUND: one run of one side (gm, torch or loader), its lines
+# appended to that side's files
+side() {
+	case $1 in
+	gm)
+		echo "-- [$2, round $3] goldminer run -- $PY $EX --augment $2   (load: $(load))"
+		ex "$2" "$B/goldminer" run -- "$PY" >"$out/run.out" 2>"$out/run.err" ||
+			{ fail=1; tail -5 "$out/run.err"; }
+		tee -a "$out/gm_$2.out" <"$out/run.out"
+		grep '^goldminer run: .* img/s' "$out/run.err" | tee -a "$out/gm_$2.err"
+		;;
+	torch)
+		echo "-- [$2, round $3] $PY $EX --augment $2   (load: $(load))"
+		ex "$2" "$PY" >"$out/run.out" 2>"$out/run.err" ||
+			{ fail=1; tail -5 "$out/run.err"; }
+		tee -a "$out/torch_$2.out" <"$out/run.out"
+		;;
+	loader)
+		echo "-- [$2, round $3] python3 -m goldminer.bench --output float32   (load: $(load))"
+		GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" \
+			"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 \
+			--epochs "$EPOCHS" --output float32 2>/dev/null | tee -a "$out/loader.json" || fail=1
+		;;
+	esac
+}
 fail=0
 for aug in plain jitter randaugment; do
+	sides="gm torch"
+	[ "$aug" = plain ] && sides="gm torch loader"
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
-		echo "-- [$aug, round $r] goldminer run -- $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-		ex "$aug" "$B/goldminer" run -- "$PY" >"$out/run.out" 2>"$out/run.err" ||
-			{ fail=1; tail -5 "$out/run.err"; }
-		tee -a "$out/gm_$aug.out" <"$out/run.out"
-		grep '^goldminer run: .* img/s' "$out/run.err" | tee -a "$out/gm_$aug.err"
-		echo "-- [$aug, round $r] $PY $EX --augment $aug   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-		ex "$aug" "$PY" >"$out/run.out" 2>"$out/run.err" ||
-			{ fail=1; tail -5 "$out/run.err"; }
-		tee -a "$out/torch_$aug.out" <"$out/run.out"
-		if [ "$aug" = plain ]; then
-			echo "-- [$aug, round $r] python3 -m goldminer.bench --output float32   (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-			GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" \
-				"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 \
-				--epochs "$EPOCHS" --output float32 2>/dev/null | tee -a "$out/loader.json" || fail=1
-		fi
+		order=$sides
+		# even rounds: the other order (loader, torch, goldminer)
+		[ $((r % 2)) -eq 0 ] && order=$(echo "$sides" | awk '{for (i = NF; i > 0; i--) printf "%s ", $i}')
+		for s in $order; do
+			side "$s" "$aug" "$r"
+		done
 		r=$((r + 1))
 	done
 done
@@ -77,7 +98,7 @@ done
 "$PY" - "$out" <<'PY' || fail=1
 import json, os, re, sys
 d = sys.argv[1]
-want = {"plain": ("C path", 4.0), "jitter": ("hybrid", 1.5), "randaugment": ("hybrid", 1.3)}
+want = {"plain": ("C path", 4.0), "jitter": ("C path", 1.5), "randaugment": ("hybrid", 1.3)}
 def rates(name):
     """Each run's last epoch's img/s (a run's lines start at its epoch 0)."""
     p = os.path.join(d, name)
@@ -109,38 +130,40 @@ with open("/proc/loadavg") as f:
     load = " ".join(f.read().split()[:3])
 for aug, (path, target) in want.items():
     gs, ts = rates("gm_%s.out" % aug), rates("torch_%s.out" % aug)
-    g, t = max(gs, default=None), max(ts, default=None)
     p = os.path.join(d, "gm_%s.err" % aug)
     lines = open(p).read().splitlines() if os.path.exists(p) else []
     chose = bool(lines) and all(path in ln for ln in lines)
-    if g is None or t is None:
-        print("%-12s missing figures (goldminer %s, torch %s)" % (aug, g, t))
+    if not gs or len(gs) != len(ts):
+        print("%-12s missing figures (goldminer %s, torch %s)" % (aug, gs, ts))
         bad = 1
         continue
-    r = g / t
+    rs = [g / t for g, t in zip(gs, ts)]  # one ratio per round: the same machine state
+    r = median(rs)
     ok = r >= target and chose
     bad |= not ok
-    print("%-12s goldminer %7.1f img/s (%s%s)  torch %7.1f img/s  ratio %.2fx (target >= %.1fx) %s"
-          % (aug, g, path, "" if chose else ": NOT CHOSEN", t, r, target,
+    print("%-12s goldminer / torch img/s, median of %d rounds: %.2fx (target >= %.1fx, %s%s) %s"
+          % (aug, len(rs), r, target, path, "" if chose else ": NOT CHOSEN",
              "ok" if ok else "MISSED"))
-    print("%-12s   runs: goldminer %s; torch %s" % ("", ", ".join("%.1f" % x for x in gs),
-                                                   ", ".join("%.1f" % x for x in ts)))
-    gc, tc = median(cpus("gm_%s.out" % aug)), median(cpus("torch_%s.out" % aug))
-    if gc and tc:
-        print("%-12s   CPU per image (median): goldminer %.2f ms, torch %.2f ms: torch / goldminer"
-              " = %.2fx" % ("", gc, tc, tc / gc))
+    print("%-12s   rounds: %s" % ("", "; ".join("%.1f / %.1f = %.2fx" % (g, t, g / t)
+                                                for g, t in zip(gs, ts))))
+    gc, tc = cpus("gm_%s.out" % aug), cpus("torch_%s.out" % aug)
+    if gc and len(gc) == len(tc):
+        print("%-12s   CPU per image: torch / goldminer, median of rounds %.2fx (goldminer %.2f ms,"
+              " torch %.2f ms)" % ("", median([t / g for g, t in zip(gc, tc)]), median(gc),
+                                   median(tc)))
 lr = []
 for ln in open(os.path.join(d, "loader.json")).read().splitlines() \
         if os.path.exists(os.path.join(d, "loader.json")) else []:
     if ln.strip().startswith("{"):
         by = json.loads(ln).get("img_per_s_by_epoch") or [json.loads(ln)["img_per_s"]]
         lr.append(by[-1])
-g = max(rates("gm_plain.out"), default=None)
-if lr and g:
-    r = g / max(lr)
-    print("plain        goldminer run's C path %.1f img/s / goldminer.torch.Loader %.1f img/s"
-          " = %.3f (target >= 0.95) %s" % (g, max(lr), r, "ok" if r >= 0.95 else "MISSED"))
-    print("               runs: Loader %s" % ", ".join("%.1f" % x for x in lr))
+gs = rates("gm_plain.out")
+if lr and len(lr) == len(gs):
+    r = median([g / x for g, x in zip(gs, lr)])
+    print("plain        goldminer run's C path / goldminer.torch.Loader img/s, median of rounds:"
+          " %.3f (target >= 0.95) %s" % (r, "ok" if r >= 0.95 else "MISSED"))
+    print("               rounds: %s" % "; ".join("%.1f / %.1f = %.3f" % (g, x, g / x)
+                                                 for g, x in zip(gs, lr)))
     bad |= r < 0.95
 print("load average at the end: %s (%d CPUs online)" % (load, os.cpu_count()))
 sys.exit(bad)

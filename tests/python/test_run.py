@@ -175,6 +175,10 @@ IMAGEFOLDER = """
     ops = [T.RandomResizedCrop(32), T.RandomHorizontalFlip()]
     if sys.argv[2] == "jitter":
         ops.append(T.ColorJitter(0.4, 0.4, 0.4))
+    elif sys.argv[2] == "hue":
+        ops.append(T.ColorJitter(0.4, 0.4, 0.4, 0.1))
+    elif sys.argv[2] == "blur":
+        ops.append(T.GaussianBlur(3))
     ops += [T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)]
     ds = datasets.ImageFolder(sys.argv[1], T.Compose(ops))
     dl = DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
@@ -196,7 +200,8 @@ class TestRunImageFolder(GmTest):
         s, root = write("folder.py", IMAGEFOLDER), dataset()
         p = plain(s, root, "plain")
         self.assertEqual(p.returncode, 0, p.stderr)
-        for aug, path in (("plain", "C path"), ("jitter", "hybrid")):
+        for aug, path in (("plain", "C path"), ("jitter", "C path"), ("hue", "C path"),
+                          ("blur", "hybrid")):
             g = served(s, root, aug)
             self.assertEqual(g.returncode, 0, g.stderr)
             self.assertEqual(g.stdout, p.stdout)  # every sample once, with its label
