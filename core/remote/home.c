@@ -99,7 +99,7 @@ void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
 	atomic_fetch_add(&gm_ring_hdr(j->ring)->p_reissued, n);
 	j->revoked++;
 	gm_remote_logf(&r->net, "remote worker at %s: %s; its batch %" PRIu64 " is made again",
-		       c->ip, why, c->task % j->bpe);
+		       c->ip, why, j->bpe ? c->task % j->bpe : c->task);
 	c->vpid = 0;
 }
 

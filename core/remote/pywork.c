@@ -5,8 +5,8 @@
  * root, the trainer's interpreter and Python here).
  *
  * The idea: the batch is made by a Python worker exactly as on the trainer's
- * host, with the same bind API (bind.h), against a staging ring of one slot
- * on this host: this process is that ring's consumer (a bind pool of one
+ * host, with the same bind API (bind.h), against a staging ring on this host
+ * (one batch in flight, in its slot 0): this process is that ring's consumer (a bind pool of one
  * Python worker, with its zygote: a SIGKILLed Python worker is replaced in
  * milliseconds and its staging task made again, same bytes). It connects to
  * the home with its own UCP context and loops: CLAIM -> LEASE (the slot's
@@ -197,6 +197,16 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
 	int rc = gm_bind_pool_create(p, &cfg, err, errlen);
 	if (!rc)
 		rc = gm_bind_pool_give(*p, 0, first);
+	/* One batch in flight, always in slot 0: a ring has at least GM_MIN_SLOTS
+	 * slots, and the others, FREE for tasks whose batch is not known (no
+	 * lease yet), are parked READY before the worker starts, never claimed;
+	 * staging task k * nslots is the k-th lease's (gm_bind_pool_release of
+	 * slot 0 gives task + nslots). */
+	struct gm_ring *ring = rc ? NULL : gm_bind_pool_ring(*p);
+	for (uint32_t s = 1; ring && s < gm_ring_hdr(ring)->nslots; s++)
+		/* no worker yet: nothing pairs with it but the claims to come */
+		atomic_store_explicit(&gm_ring_ctl(ring, s)->state,
+				      GM_SLOT_WORD(GM_SLOT_READY, 0), memory_order_release);
 	if (!rc)
 		rc = gm_bind_pool_start(*p, err, errlen);
 	return rc;
@@ -223,7 +233,7 @@ static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b,
 		else
 			rc = gm_bind_pool_release(p, (uint32_t)slot, &batch);
 		if (!rc && p && slot >= 0)
-			task++;
+			task += gm_bind_pool_slots(p);
 		if (!rc)
 			rc = slot = wait_batch(r, c, p, task, err, sizeof(err));
 		if (rc >= 0)
