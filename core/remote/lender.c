@@ -666,22 +666,15 @@ void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_
 
 /* ---- a Python job (AM_PYLEND; pyhome.c at the home, pywork.c its workers) ----- */
 
-/* The check process of a Python job (started as check_start's) once the LEND's
- * words pass: --lend-python, the same goldminer, every root below a lend root
- * by its words. LC_OK (answered when the check ends), or why not at once. */
-static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
-				   const struct m_pylend *m, const struct gm_node_req *req,
-				   const void *spec)
+/* A Python LEND's words: --lend-python, the same goldminer, every root below
+ * a lend root by its words (each one's canonical lend root into in). */
+static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
+			     const struct gm_node_req *req, struct lcheck_in *in)
 {
-	struct lcheck_in *in = calloc(1, sizeof(*in));
 	struct gm_remote_py_facts f;
 	char why[256], path[PATH_MAX];
 	enum lc_kind k = LC_OK;
-	int busy = 0, fd = -1;
-	pid_t pid = -1;
-	if (!in)
-		return LC_FAILED;
-	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
+	int busy = 0;
 	int rc = gm_remote_py_facts(req->root, sizeof(req->root), &f, why, sizeof(why));
 	if (!r->lend_python)
 		k = LC_NO_PYTHON;
@@ -704,11 +697,27 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 		busy += r->ljobs[i].used && r->ljobs[i].checking;
 	if (k == LC_OK && busy >= LEND_CHECKS)
 		k = LC_BUSY;
-	if (k != LC_OK) {
+	if (k != LC_OK)
 		gm_remote_logf(&r->net, "Python job %016" PRIx64 " from %s: refused: %s%s%s",
 			       m->token, c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
+	return k;
+}
+
+/* The check process of a Python job (as check_start's) once py_words pass.
+ * LC_OK (answered when the check ends), or why not at once. */
+static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
+				   const struct m_pylend *m, const struct gm_node_req *req,
+				   const void *spec)
+{
+	struct lcheck_in *in = calloc(1, sizeof(*in));
+	int fd = -1;
+	pid_t pid = -1;
+	if (!in)
+		return LC_FAILED;
+	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
+	enum lc_kind k = py_words(r, c, m, req, in);
+	if (k != LC_OK)
 		goto out_free;
-	}
 	struct wblob *b = &in->b;
 	*b = (struct wblob){.magic = MSG_MAGIC,
 			    .version = MSG_VERSION,
