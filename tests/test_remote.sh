@@ -114,6 +114,8 @@
 #      with the same checksums
 #  41. the peer's Python workers SIGKILLed mid-job, again and again: the
 #      batches are made again, same checksums
+#  42. the Python job's peer's link cut mid-job (netns only): its leases are
+#      taken back when it is down, the job completes with the same checksums
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # Under a sanitizer build (make sanitize), 12, 13-15 and 34-37 skip, naming the
 # tests that run their code under ASan: it keeps CI short, strace cannot share a
@@ -149,10 +151,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..41"
+echo "1..42"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 41 ]; do
+	while [ $i -le 42 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1254,8 +1256,8 @@ pyref() { # the local run's checksums (no agent)
 		"$PY" "$here/python/pyremote_job.py" "$tmp/data" "$1" "$2" 2>"$tmp/pyref.err"
 }
 if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
-	san_skip 41 "no $PY with torch and torchvision: the Python jobs' cases need them" ||
-		for i in 38 39 40 41; do
+	san_skip 42 "no $PY with torch and torchvision: the Python jobs' cases need them" ||
+		for i in 38 39 40 41 42; do
 			n=$((n + 1))
 			echo "ok $n # SKIP no $PY with torch and torchvision"
 		done
@@ -1329,6 +1331,30 @@ ok=1
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want3"; }
 t $ok "the peer's Python workers SIGKILLed $kills times mid-job: same checksums"
 stop_agents
+
+# 42: the Python job's peer's link cut mid-job
+if [ "$mode" = netns ]; then
+	AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+	AGENT_OPTS=
+	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	pytrain plain 3 &
+	tp=$!
+	wait_remote 32
+	mh_cut 2
+	sleep 2
+	mh_heal 2
+	wait $tp
+	ok=1
+	[ "$(cat "$tmp/pysum")" = "$want3" ] &&
+		grep -q "peer $(mh_addr 2):$((port + 2)) is down" "$tmp/1.log" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want3"; }
+	t $ok "the Python job's peer's link cut mid-job: the peer down, its leases back, same checksums"
+	stop_agents
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP a link can be cut only between namespaces ($(mh_why))"
+fi
 fi
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
