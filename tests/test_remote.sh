@@ -108,7 +108,9 @@
 #  38. a plain Dataset through agent 1 with a peer that lends Python workers
 #      (--lend-python): the peer's Python workers made batches, and the
 #      per-epoch checksums equal a local run's
-#  39. the same for an ImageFolder with RandomResizedCrop, flip, ColorJitter
+#  39. the same for the hybrid pipeline (an ImageFolder with RandomResizedCrop,
+#      flip, ColorJitter, ToTensor as `goldminer run` plans it: crop and flip
+#      in C, in the peer's Python workers)
 #  40. declines: a peer without --lend-python, and one whose --lend-root does
 #      not hold the dataset: --status names both reasons, the job runs locally
 #      with the same checksums
@@ -116,6 +118,9 @@
 #      batches are made again, same checksums
 #  42. the Python job's peer's link cut mid-job (netns only): its leases are
 #      taken back when it is down, the job completes with the same checksums
+#  43. the trainer's interpreter missing on the peer (a tmpfs over its
+#      directory in the peer's mount namespace; netns only): declined in
+#      --status, same checksums locally
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # Under a sanitizer build (make sanitize), 12, 13-15 and 34-37 skip, naming the
 # tests that run their code under ASan: it keeps CI short, strace cannot share a
@@ -151,10 +156,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..42"
+echo "1..43"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 42 ]; do
+	while [ $i -le 43 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1256,8 +1261,8 @@ pyref() { # the local run's checksums (no agent)
 		"$PY" "$here/python/pyremote_job.py" "$tmp/data" "$1" "$2" 2>"$tmp/pyref.err"
 }
 if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
-	san_skip 42 "no $PY with torch and torchvision: the Python jobs' cases need them" ||
-		for i in 38 39 40 41 42; do
+	san_skip 43 "no $PY with torch and torchvision: the Python jobs' cases need them" ||
+		for i in 38 39 40 41 42 43; do
 			n=$((n + 1))
 			echo "ok $n # SKIP no $PY with torch and torchvision"
 		done
@@ -1354,6 +1359,39 @@ if [ "$mode" = netns ]; then
 else
 	n=$((n + 1))
 	echo "ok $n # SKIP a link can be cut only between namespaces ($(mh_why))"
+fi
+
+# 43: the interpreter missing on the peer: the trainer runs $tmp/py/python3
+# (a link to $PY); the peer's agent starts with a tmpfs over $tmp/py
+if [ "$mode" = netns ]; then
+	mkdir -p "$tmp/py"
+	ln -sf "$PY" "$tmp/py/python3"
+	printf '#!/bin/sh\nmount -t tmpfs gm-hide "%s" || exit 126\nexec "%s" "$@"\n' \
+		"$tmp/py" "$G" >"$tmp/hide.sh"
+	chmod +x "$tmp/hide.sh"
+	G0=$G
+	G=$tmp/hide.sh AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+	G=$G0 AGENT_OPTS=
+	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	PY=$tmp/py/python3 pytrain plain 2 &
+	tp=$!
+	k=0 said=1
+	while [ $k -lt 400 ] && kill -0 $tp 2>/dev/null; do
+		"$G" node --socket "$tmp/1.sock" --status >"$tmp/st43" 2>/dev/null
+		grep -q "refused: the job's interpreter is missing there" "$tmp/st43" && { said=0; break; }
+		sleep 0.05
+		k=$((k + 1))
+	done
+	wait $tp
+	ok=1
+	[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/st43"; diag "$tmp/py.err"; }
+	t $ok "the trainer's interpreter missing on the peer: declined, --status says so; same checksums locally"
+	stop_agents
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP a path can be hidden from one host only in its own namespaces ($(mh_why))"
 fi
 fi
 

@@ -553,8 +553,10 @@ def _raise_failed(buf, k, epoch):
 
 def _dataset_roots(dataset):
     """The directories a dataset reads, for a peer's --lend-root check: its
-    `goldminer_roots` (a list), else its `root` (torchvision's datasets), looking
-    through wrappers (Subset, ConcatDataset); [] when it names none."""
+    `goldminer_roots` (a list), else its `root` (torchvision's datasets), else
+    the directory holding all its `samples` paths (an ImageFolder's list, as the
+    hybrid plan's dataset keeps it), looking through wrappers (Subset,
+    ConcatDataset); [] when it names none."""
     roots, todo, seen = [], [dataset], set()
     while todo:
         d = todo.pop()
@@ -564,6 +566,8 @@ def _dataset_roots(dataset):
         named = getattr(d, "goldminer_roots", None)
         if named is None and isinstance(getattr(d, "root", None), (str, bytes, os.PathLike)):
             named = [d.root]
+        if named is None:
+            named = _samples_root(getattr(d, "samples", None))
         for r in named or ():
             r = os.path.abspath(os.fsdecode(r))
             if r not in roots:
@@ -571,6 +575,15 @@ def _dataset_roots(dataset):
         todo.extend(x for x in [getattr(d, "dataset", None)] if x is not None)
         todo.extend(getattr(d, "datasets", None) or ())
     return roots
+
+
+def _samples_root(samples):
+    """The directory that holds every path of a list of (path, ...) items."""
+    try:
+        dirs = {os.path.dirname(os.fsdecode(s[0])) for s in samples}
+        return [os.path.commonpath(sorted(dirs))] if dirs else None
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _remote_facts(dataset):

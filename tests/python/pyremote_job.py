@@ -1,7 +1,8 @@
 """pyremote_job - the trainer of tests/test_remote.sh's Python cases (38-41):
 goldminer.torch.DataLoader over a plain Dataset (KIND=plain: each file's bytes
 and a seeded torch computation) or a torchvision ImageFolder with
-RandomResizedCrop, flip, ColorJitter and ToTensor (KIND=hybrid), through the node
+RandomResizedCrop, flip, ColorJitter and ToTensor, in Python (KIND=python) or
+planned as `goldminer run` plans it (KIND=hybrid: crop and flip in C), through the node
 agent at $NODE (unset: local workers), printing each epoch's SHA-256 (16 hex
 digits) on one line. Not a test by itself: the script compares the lines.
 
@@ -35,13 +36,30 @@ class Files(torch.utils.data.Dataset):
         return torch.tensor(list(head)), t
 
 
-def dataset(root, kind):
+def dataset(root, kind, size=48, normalize=False):
+    """plain: Files; python: an ImageFolder with RandomResizedCrop, flip,
+    ColorJitter, ToTensor (and Normalize) in Python; hybrid: the same pipeline as
+    `goldminer run` plans it (goldminer.plan): the crop and flip in C, read and
+    decoded by libgoldminer in the worker, the rest in Python."""
     if kind == "plain":
         return Files(root)
     import torchvision.transforms as T
     from torchvision.datasets import ImageFolder
-    return ImageFolder(root, T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(),
-                                        T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor()]))
+    ops = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4),
+           T.ToTensor()] + ([T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
+                            if normalize else [])
+    ds = ImageFolder(root, T.Compose(ops))
+    if kind == "python":
+        return ds
+    from goldminer import plan
+    from goldminer.hybrid import HybridDataset
+    p = plan.make({"dataset": ds, "batch_size": 16, "num_workers": 2, "shuffle": True,
+                   "collate_fn": None, "drop_last": False, "pin_memory": False})
+    if p.path != "hybrid":
+        raise SystemExit("pyremote_job: the plan is %s, not hybrid: %s" % (p.path, p.why))
+    n_c = sum(1 for o in p.ops if o.where == "C")
+    tail = T.Compose(ops[n_c:])
+    return HybridDataset(list(ds.samples), p.c, tail, ds.target_transform)
 
 
 def main():
