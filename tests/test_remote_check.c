@@ -384,6 +384,9 @@ static void test_python_batch_within_the_slot_and_its_records(void **state)
 	rec->sample = 8;
 	d[0] = 1u << 3; /* an err bit past the batch */
 	assert_false(gm_remote_check_batch(&bad, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
+	struct m_batch tail = b;
+	tail.tail = 2; /* records before (0) or after (1) the payload, nothing else */
+	assert_false(gm_remote_check_batch(&tail, idx, 3, 1, 1024, len, d, why, sizeof(why)));
 	struct m_batch many = bad;
 	many.n_recs = GM_RING_MAX_ERRS + 1;
 	assert_false(gm_remote_check_batch(&many, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
@@ -397,8 +400,10 @@ static void test_message_table_knows_the_python_messages(void **state)
 					sizeof(why)));
 	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, false, true, why,
 					sizeof(why)));
-	assert_false(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, true, true, why,
-					 sizeof(why))); /* not by rendezvous */
+	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, true, true, why,
+					sizeof(why))); /* by rendezvous: straight into the slot */
+	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 100, true, true, why,
+					 sizeof(why))); /* a lend never so */
 	assert_false(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch) + 1, 0, false, true, why,
 					 sizeof(why)));
 	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 0, false, false, why,

@@ -770,7 +770,7 @@ void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr
 		gm_remote_lend_on_pylend(r, c, hdr, data, len);
 		break;
 	case AM_BATCH:
-		gm_remote_pyhome_on_batch(r, c, hdr, data, len);
+		gm_remote_pyhome_on_batch(r, c, hdr, (void *)data, len, rndv);
 		break;
 	default:
 		break;

@@ -230,7 +230,7 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n);
 void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c);
 void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,
-			       const void *data, size_t len);
+			       void *data, size_t len, bool rndv);
 
 /* lender.c: peers' jobs lent workers here, and their processes */
 uint32_t gm_remote_lend_total(const struct gm_remote *r);

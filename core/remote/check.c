@@ -61,8 +61,8 @@ bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handsh
 		gm_errf(why, wl, "unknown message %d", id);
 		return false;
 	}
-	if (rndv && id != AM_SAMPLE) {
-		gm_errf(why, wl, "a rendezvous message %d (only samples come so)", id);
+	if (rndv && id != AM_SAMPLE && id != AM_BATCH) {
+		gm_errf(why, wl, "a rendezvous message %d (only samples and batches come so)", id);
 		return false;
 	}
 	if (hlen != msg_rows[id].hlen || (len && !msg_rows[id].data)) {
@@ -353,7 +353,7 @@ bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_
 			   size_t wl)
 {
 	size_t head = (size_t)words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
-	if (b->nb != nb || b->words != words || b->n_recs > GM_RING_MAX_ERRS || b->pad ||
+	if (b->nb != nb || b->words != words || b->n_recs > GM_RING_MAX_ERRS || b->tail > 1 ||
 	    b->size > cap || len != head + b->size) {
 		gm_errf(why, wl,
 			"a batch of %u samples, %u err words, %u records, %" PRIu64

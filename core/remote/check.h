@@ -45,7 +45,8 @@ struct gm_remote_expect {
 
 /* The message table (conn.c, for every message that arrives over UCX): id
  * (1 .. AM_N-1) with a header of exactly its struct's size, a payload only
- * for LEND, LEASE, SAMPLE and PUBLISH, rendezvous only for a SAMPLE, and none
+ * for LEND, LEASE, SAMPLE, PUBLISH, PYLEND and BATCH, rendezvous only for a
+ * SAMPLE or a BATCH, and none
  * of the handshake's (the control port's, ctl.h) nor anything before the
  * handshake ended (handshaken false). */
 bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
@@ -146,7 +147,8 @@ bool gm_remote_check_pylease(const struct m_lease *l, size_t len, uint32_t rows)
  * GM_RING_MAX_ERRS records and size <= cap bytes), a status a Python worker
  * publishes (0, -EBADMSG, -ENODATA, -EMSGSIZE; 0 and -EMSGSIZE with >= 8
  * bytes: the payload holds its size), err bits inside the batch and records
- * naming the index of a position marked bad. data: 8-aligned. */
+ * naming the index of a position marked bad. data: the err words and
+ * records, 8-aligned (where they were in the message: tail). */
 bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_t nb,
 			   uint32_t words, uint64_t cap, size_t len, const void *data, char *why,
 			   size_t wl);

@@ -124,12 +124,15 @@ struct m_pylend {
 /* A Python batch, whole: the lease's task and vpid, its sample count, the
  * status a Python worker published (0, -EBADMSG, -ENODATA, -EMSGSIZE), its
  * payload's bytes (at most the slot's data bytes), its error records. The
- * payload of the message: words err words, n_recs records, then size bytes. */
+ * payload of the message: words err words, n_recs records, then size bytes;
+ * with tail 1 (a rendezvous BATCH, received straight into the slot) the size
+ * bytes first, then the err words and records (in the slot's bytes after the
+ * payload, which must hold them). */
 struct m_batch {
 	uint64_t task;
 	uint32_t vpid, nb;
 	int32_t status;
-	uint32_t n_recs, words, pad;
+	uint32_t n_recs, words, tail;
 	uint64_t size;
 };
 

@@ -151,6 +151,10 @@ void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c)
 	struct m_lease l = {0};
 	const uint32_t *ids = NULL;
 	size_t dlen = 0;
+	if (c->vpid && c->inflight) { /* its batch is still landing: then */
+		c->claim_pending = true;
+		return;
+	}
 	if (c->vpid) {
 		gm_remote_conn_kill(c, "refused its claim: a claim while it holds a lease");
 		return;
@@ -192,7 +196,8 @@ static void land(struct hjob *j, struct conn *c, const struct m_batch *b, const 
 	struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, slot);
 	_Atomic uint64_t *err = gm_ring_err_bits(j->ring, slot);
 	_Atomic uint64_t *done = gm_ring_done_bits(j->ring, slot);
-	memcpy(gm_ring_data(j->ring, slot), payload, b->size);
+	if (payload) /* (NULL: received into the slot, rendezvous) */
+		memcpy(gm_ring_data(j->ring, slot), payload, b->size);
 	for (uint32_t q = 0; q < j->words; q++) {
 		nerr += (uint32_t)__builtin_popcountll(
 		    atomic_fetch_or_explicit(&err[q], ew[q], memory_order_relaxed) | ew[q]);
@@ -213,8 +218,86 @@ static void land(struct hjob *j, struct conn *c, const struct m_batch *b, const 
 	gm_ring_publish(j->ring, slot);
 }
 
+/* A rendezvous BATCH in flight: what it is for (its connection may be gone
+ * when it completes, so it names the job and the lease), and its err words and
+ * records (received beside the payload, which lands in the slot). */
+struct brx {
+	struct gm_remote *r;
+	uint64_t token;
+	struct m_batch b;
+	size_t len;
+	uint64_t head[]; /* err words, records */
+};
+
+static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
+{
+	struct brx *x = user;
+	struct gm_remote *r = x->r;
+	struct hjob *j = gm_remote_home_job(r, x->token);
+	struct conn *c = NULL;
+	char why[256];
+	for (int i = 0; j && i < MAX_CONNS && !c; i++)
+		if (r->net.conns[i] && r->net.conns[i]->job == j &&
+		    r->net.conns[i]->vpid == x->b.vpid)
+			c = r->net.conns[i];
+	if (c && st == UCS_OK && length == x->len) /* its records, after the payload */
+		memcpy(x->head, (unsigned char *)gm_ring_data(j->ring, c->slot) + x->b.size,
+		       x->len - x->b.size);
+	if (c) {
+		c->inflight--;
+		if (st != UCS_OK || length != x->len)
+			gm_remote_conn_kill(c, "%s: a batch's transfer failed: %s", c->ip,
+					    ucs_status_string(st));
+		else if (!gm_remote_home_lease_held(c, x->b.vpid, x->b.task))
+			j->fenced++;
+		else if (!gm_remote_check_batch(&x->b, gm_ring_ids(j->ring, c->slot) +
+							  GM_BIND_IDS_HDR,
+						c->nb, j->words, (uint64_t)j->batch * j->sb,
+						x->len, x->head, why, sizeof(why)))
+			gm_remote_conn_kill(c, "refused its batch: %s", why);
+		else
+			land(j, c, &x->b, x->head, NULL);
+		if (c->claim_pending && c->st != C_DEAD && !c->inflight) {
+			c->claim_pending = false;
+			gm_remote_pyhome_claim(r, c);
+		}
+	}
+	if (req)
+		ucp_request_free(req);
+	free(x);
+}
+
+/* A rendezvous BATCH, its header checked: received straight into the slot
+ * (its payload first, then its err words and records, which the slot's bytes
+ * after the payload hold: checked), checked and landed when complete. */
+static void batch_rndv(struct gm_remote *r, struct conn *c, const struct m_batch *b, void *desc,
+		       size_t len, size_t head)
+{
+	struct hjob *j = c->job;
+	struct brx *x = malloc(sizeof(*x) + head + 8);
+	if (!x) {
+		gm_remote_conn_kill(c, "out of memory receiving a batch");
+		return;
+	}
+	*x = (struct brx){.r = r, .token = j->token, .b = *b, .len = len};
+	ucp_request_param_t rp = {.op_attr_mask =
+				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				  .cb.recv_am = brx_done,
+				  .user_data = x};
+	c->inflight++;
+	void *p = ucp_am_recv_data_nbx(r->net.w, desc, gm_ring_data(j->ring, c->slot), len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		c->inflight--;
+		gm_remote_conn_kill(c, "%s: receiving a batch: %s", c->ip,
+				    ucs_status_string(UCS_PTR_STATUS(p)));
+		free(x);
+	} else if (p == NULL) {
+		brx_done(NULL, UCS_OK, len, x); /* landed already */
+	}
+}
+
 void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,
-			       const void *data, size_t len)
+			       void *data, size_t len, bool rndv)
 {
 	struct hjob *j = c->job;
 	char why[256];
@@ -224,20 +307,27 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 				    c->ip);
 		return;
 	}
-	if (!gm_remote_home_lease_held(c, b->vpid, b->task)) {
-		j->fenced++; /* a lease taken back: its writer is fenced */
+	if (!gm_remote_home_lease_held(c, b->vpid, b->task) || c->inflight) {
+		j->fenced++; /* a lease taken back (or a second batch): its writer is fenced */
 		return;
 	}
-	/* the err words and records, 8-aligned (the payload stays UCX's) */
+	/* its sizes first: the err words and records, then at most the slot's bytes */
 	size_t head = (size_t)j->words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
-	if (b->words != j->words || b->n_recs > GM_RING_MAX_ERRS || len < head) {
-		gm_remote_conn_kill(c, "refused its batch: %u err words, %u records in %zu bytes",
-				    b->words, b->n_recs, len);
+	uint64_t cap = (uint64_t)j->batch * j->sb;
+	if (b->words != j->words || b->n_recs > GM_RING_MAX_ERRS || len < head ||
+	    b->size > cap || len != head + b->size || b->tail != rndv || (rndv && len > cap)) {
+		gm_remote_conn_kill(c, "refused its batch: %u err words, %u records, %" PRIu64
+				       " bytes in %zu (at most %" PRIu64 "), records %s%s",
+				    b->words, b->n_recs, b->size, len, cap,
+				    b->tail ? "after" : "before", rndv ? ", by rendezvous" : "");
 		return;
 	}
-	memcpy(r->scratch2, data, head);
+	if (rndv) {
+		batch_rndv(r, c, b, data, len, head);
+		return;
+	}
+	memcpy(r->scratch2, data, head); /* the err words and records, 8-aligned */
 	const uint32_t *ids = gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR;
-	uint64_t cap = (uint64_t)j->batch * j->sb;
 	if (!gm_remote_check_batch(b, ids, c->nb, j->words, cap, len, r->scratch2, why,
 				   sizeof(why))) {
 		gm_remote_conn_kill(c, "refused its batch: %s", why);

@@ -59,6 +59,8 @@ struct pyproc {
 	uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR];
 	unsigned char *out; /* a BATCH's payload: err words, records, payload */
 	size_t out_cap;
+	struct m_batch b;   /* its header, kept until the send completes */
+	bool sending;	    /* the last BATCH's send has not completed */
 };
 
 static volatile sig_atomic_t py_retire;
@@ -143,6 +145,51 @@ static int wait_batch(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, 
 	}
 }
 
+static void sent(void *req, ucs_status_t st, void *user)
+{
+	(void)st; /* a failed send: the endpoint's error ends the connection */
+	*(bool *)user = false;
+	ucp_request_free(req);
+}
+
+/* Progress until the last BATCH's send completed (its buffer is ours again),
+ * or c died. */
+static int drain(struct pyproc *r, struct conn *c)
+{
+	while (r->sending && c->st != C_DEAD)
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 50000};
+			nanosleep(&ts, NULL);
+		}
+	return r->sending ? -ECONNRESET : 0;
+}
+
+/* A BATCH over 64 KiB whose records fit in the slot after its payload goes
+ * by rendezvous (r->b.tail: payload first), received straight into the slot
+ * (no copy of UCX's fragments or of ours at the home: what a CPU-poor home
+ * wants for 19 MB float batches); others eager. Sent from r->out, which stays
+ * ours until the send completes (drain). 0 or -errno. */
+static int send_batch(struct pyproc *r, struct conn *c, size_t len)
+{
+	ucp_request_param_t rp = {
+	    .op_attr_mask =
+		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .flags = UCP_AM_SEND_FLAG_REPLY |
+		     (r->b.tail ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+	    .cb.send = sent,
+	    .user_data = &r->sending,
+	};
+	if (c->st == C_DEAD || !c->ep)
+		return -ECONNRESET;
+	void *p = ucp_am_send_nbx(c->ep, AM_BATCH, &r->b, sizeof(r->b), r->out, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		gm_remote_conn_kill(c, "send failed: %s", ucs_status_string(UCS_PTR_STATUS(p)));
+		return -ECONNRESET;
+	}
+	r->sending = p != NULL;
+	return 0;
+}
+
 /* The ready staging slot as a BATCH to the home. 0 or -errno. */
 static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32_t slot)
 {
@@ -157,9 +204,12 @@ static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32
 			    .status = gm_bind_pool_status(p, slot),
 			    .n_recs = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS,
 			    .words = words};
+	if (drain(r, c))
+		return -ECONNRESET;
 	memcpy(&size, pl, sizeof(size)); /* the payload's first 8 bytes: its size */
 	b.size = b.status == -EMSGSIZE ? 8 : size >= 8 && size <= cap ? size : 0;
 	size_t head = (size_t)words * 8 + b.n_recs * sizeof(struct gm_slot_err);
+	b.tail = head + b.size > 65536 && head + b.size <= cap;
 	if (head + b.size > r->out_cap) {
 		free(r->out);
 		r->out_cap = head + b.size;
@@ -168,14 +218,16 @@ static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32
 			return -ENOMEM;
 		}
 	}
+	unsigned char *h = r->out + (b.tail ? b.size : 0);
 	_Atomic uint64_t *err = gm_ring_err_bits(ring, slot);
 	for (uint32_t q = 0; q < words; q++) {
 		uint64_t w = atomic_load_explicit(&err[q], memory_order_acquire);
-		memcpy(r->out + (size_t)q * 8, &w, 8);
+		memcpy(h + (size_t)q * 8, &w, 8);
 	}
-	memcpy(r->out + (size_t)words * 8, ctl->errs, b.n_recs * sizeof(struct gm_slot_err));
-	memcpy(r->out + head, pl, b.size);
-	return gm_remote_conn_send(c, AM_BATCH, &b, sizeof(b), r->out, head + b.size);
+	memcpy(h + (size_t)words * 8, ctl->errs, b.n_recs * sizeof(struct gm_slot_err));
+	memcpy(r->out + (b.tail ? 0 : head), pl, b.size);
+	r->b = b;
+	return send_batch(r, c, head + b.size);
 }
 
 /* The staging pool of one Python worker (and its zygote), its first batch
@@ -242,9 +294,7 @@ static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b,
 	if (rc && rc != -ENODATA)
 		gm_log("remote worker", "for %s: %s%s%s", b->home_addr, strerror(-rc),
 		       err[0] ? ": " : "", err[0] ? err : c->why);
-	/* the last batch's sends complete before the endpoint closes */
-	for (int k = 0; k < 200 && c->st != C_DEAD && ucp_worker_progress(r->net.w); k++)
-		;
+	drain(r, c); /* the last batch's send completes before the endpoint closes */
 	gm_bind_pool_destroy(p);
 	return rc == -ENODATA ? 0 : rc;
 }

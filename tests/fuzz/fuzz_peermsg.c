@@ -313,30 +313,36 @@ static void on_pylease(const struct job *j, const struct m_lease *l, const uint8
 }
 
 /* The home: a whole batch of the lease, landed into a slot of exactly its
- * data bytes (rows x sample bytes). */
-static void on_batch(const struct job *j, const struct m_batch *b, const uint8_t *data, size_t len)
+ * data bytes (rows x sample bytes): eager, its records first; by rendezvous
+ * (rndv), received whole into the slot, its records after the payload. */
+static void on_batch(const struct job *j, const struct m_batch *b, const uint8_t *data, size_t len,
+		     bool rndv)
 {
 	char why[300] = "";
 	uint32_t rows = j->batch + GM_BIND_IDS_HDR, words = (rows + 63) / 64;
 	uint64_t cap = (uint64_t)rows * j->sb;
 	size_t head = (size_t)words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
-	if (b->words != words || b->n_recs > GM_RING_MAX_ERRS || len < head)
-		return; /* refused before the copy (pyhome.c) */
+	if (b->words != words || b->n_recs > GM_RING_MAX_ERRS || len < head || b->size > cap ||
+	    len != head + b->size || b->tail != rndv || (rndv && len > cap))
+		return; /* refused before anything lands (pyhome.c) */
+	unsigned char *slot = malloc(cap ? cap : 1);
 	uint64_t *copy = malloc(head ? head : 1);
-	if (!copy)
+	if (!slot || !copy)
 		abort();
-	memcpy(copy, data, head);
+	if (rndv) {
+		memcpy(slot, data, len);
+		memcpy(copy, slot + b->size, head);
+	} else {
+		memcpy(copy, data, head);
+	}
 	if (!gm_remote_check_batch(b, j->id, j->nb, words, cap, len, copy, why, sizeof(why))) {
 		refused(why, sizeof(why));
-		free(copy);
-		return;
+	} else {
+		if (b->size > cap || head + b->size != len || b->nb != j->nb || b->tail > 1)
+			abort();
+		if (!rndv)
+			memcpy(slot, data + head, b->size);
 	}
-	if (b->size > cap || head + b->size != len || b->nb != j->nb)
-		abort();
-	unsigned char *slot = malloc(cap);
-	if (!slot)
-		abort();
-	memcpy(slot, data + head, b->size);
 	free(slot);
 	free(copy);
 }
@@ -366,7 +372,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    [AM_BEAT] = sizeof(struct m_beat),	   [AM_PYLEND] = sizeof(struct m_pylend),
 	    [AM_BATCH] = sizeof(struct m_batch)};
 	if (id < 1 || id >= AM_N || !sizes[id] || hlen != sizes[id] || !handshaken ||
-	    (rndv && id != AM_SAMPLE) ||
+	    (rndv && id != AM_SAMPLE && id != AM_BATCH) ||
 	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH &&
 	     id != AM_PYLEND && id != AM_BATCH))
 		abort(); /* the table let through what it must not */
@@ -401,7 +407,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		on_pylend(&h.pylend, pay, len);
 		break;
 	case AM_BATCH:
-		on_batch(&j, &h.batch, pay, len);
+		on_batch(&j, &h.batch, pay, len, rndv);
 		break;
 	case AM_SAMPLE:
 		on_sample(&j, &h.sample, pay, len, rndv);
@@ -572,6 +578,12 @@ int main(int argc, char **argv)
 	bb.n_recs = 0;
 	pb.words[0] = 0;
 	seed("batch", AM_BATCH, fl, B, N, 0, 0, &bb, sizeof(bb), &pb, 8 + 32);
+	struct {
+		uint64_t payload[4];
+		uint64_t words[1];
+	} pt = {{32, 0, 0, 0}, {0}};
+	bb.tail = 1; /* rendezvous: the payload first, straight into the slot */
+	seed("batch-rndv", AM_BATCH, fl | F_RNDV, B, N, 0, 0, &bb, sizeof(bb), &pt, sizeof(pt));
 
 	struct m_hello he = {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_AGENT};
 	seed("hello-over-ucx", AM_HELLO, ok, B, N, 0, 0, &he, sizeof(he), NULL, 0);
