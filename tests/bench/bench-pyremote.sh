@@ -69,6 +69,7 @@ trainer() {
 		"$PY" "$here/pyremote_bench.py" "$PHOTOS" "${2:-$N}" "${3:-$EPOCHS}" \
 		>"$tmp/run.json" 2>"$tmp/run.err"
 	sed -n 's/.*"img_per_s": \([0-9.]*\).*/\1/p' "$tmp/run.json"
+	[ -s "$tmp/run.json" ] || sed 's/^/# trainer: /' "$tmp/run.err" >&2
 }
 a_all='' p_all=''
 r=0
@@ -83,7 +84,6 @@ sum_alone=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json")
 CHECK=1 trainer home "$N" 2 >/dev/null
 sum_peer=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json")
 [ -n "${GM_BENCH_DEBUG:-}" ] && sed 's/^/# home: /' "$tmp/agent-home.log" && sed 's/^/# peer: /' "$tmp/agent-peer.log"
-cat "$tmp/run.err" >&2
 pkill -f "node --cpus .* --socket $tmp/" 2>/dev/null
 sleep 0.5
 pkill -KILL -f "node --cpus .* --socket $tmp/" 2>/dev/null
