@@ -110,8 +110,8 @@ struct job {
 	/* a CMDJOB (wire.h): workers run the client's command over the client's ring */
 	bool cmd_job;
 	char rnone[256]; /* ... and why no peer makes its batches (token 0) */
-	int spec_fd;				 /* their fd 5 (ours: closed at detach) */
-	char cmd[4096];				 /* the command's arguments, NUL-separated */
+	int spec_fd;	 /* their fd 5 (ours: closed at detach) */
+	char cmd[4096];	 /* the command's arguments, NUL-separated */
 	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
 	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
 };
@@ -639,10 +639,9 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
 		if (j->cmd_job && off < len) /* peers that lend Python run them (pyhome.c) */
-			off += (size_t)snprintf(buf + off, len - off,
-						", \"python_workers\": true, \"remote\": \"%s\"",
-						j->token ? "peers that lend Python workers"
-							 : j->rnone);
+			off += (size_t)snprintf(
+			    buf + off, len - off, ", \"python_workers\": true, \"remote\": \"%s\"",
+			    j->token ? "peers that lend Python workers" : j->rnone);
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
 	}
@@ -1100,7 +1099,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 	if (j->cap)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
 	if (j->fixed || (j->cmd_job && !j->token))
-		most = 0; /* a pool fixed by request, or a command's no peer can run, borrows nothing */
+		most = 0; /* a pool fixed by request, or a command's no peer can run, borrows
+			     nothing */
 	if (a->rem && a->rops->lent(a->rem))
 		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
 	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,

@@ -261,8 +261,13 @@ static void test_python_lend_one_request_and_a_bounded_spec(void **state)
 	static unsigned char buf[sizeof(struct gm_node_req) + 64];
 	struct gm_node_req req;
 	char why[200];
-	struct m_pylend m = {.token = 1, .workers = 2, .lease_ms = 5000, .port = 4000,
-			     .rows = 18, .sample_bytes = 4096, .spec_len = 64};
+	struct m_pylend m = {.token = 1,
+			     .workers = 2,
+			     .lease_ms = 5000,
+			     .port = 4000,
+			     .rows = 18,
+			     .sample_bytes = 4096,
+			     .spec_len = 64};
 	strcpy(m.gm, "1.0");
 	memset(buf, 0, sizeof(buf));
 	assert_true(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)));
@@ -334,7 +339,7 @@ static void test_python_lease_carries_exactly_the_slots_ids(void **state)
 	(void)state;
 	struct m_lease l = {.status = 0, .nb = 16};
 	assert_true(gm_remote_check_pylease(&l, (16 + GM_BIND_IDS_HDR) * 4, 18));
-	assert_false(gm_remote_check_pylease(&l, 16 * 4, 18));	/* no epoch, batch */
+	assert_false(gm_remote_check_pylease(&l, 16 * 4, 18)); /* no epoch, batch */
 	assert_false(gm_remote_check_pylease(&l, (16 + GM_BIND_IDS_HDR) * 4, 17)); /* > rows */
 	l.nb = 0;
 	assert_false(gm_remote_check_pylease(&l, GM_BIND_IDS_HDR * 4, 18));

@@ -165,7 +165,7 @@ struct gm_remote {
 	int nlend_canon, nlend_words;
 	uint32_t lend_index_ms;
 	uint64_t lend_max_files;
-	bool lend_python; /* --lend-python: peers' Python jobs may run here */
+	bool lend_python;		   /* --lend-python: peers' Python jobs may run here */
 	char refused_ip[INET6_ADDRSTRLEN]; /* the last address refused, and when */
 	int64_t refused_ms;
 	/* an aligned copy of a PUBLISH's payload (err words + records) */

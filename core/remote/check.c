@@ -282,7 +282,8 @@ bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t l
 		return true;
 	}
 	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len != sizeof(*req) + m->spec_len) {
-		gm_errf(why, wl, "a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
+		gm_errf(why, wl,
+			"a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
 			m->spec_len, len, PY_SPEC_MAX);
 		return false;
 	}

@@ -790,8 +790,8 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 			if (j->py)
 				gm_remote_pyhome_send_lend(r, j, r->peers[p].c, 0);
 			else
-				gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m),
-						    &j->req, sizeof(j->req));
+				gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
+						    sizeof(j->req));
 		}
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->net.conns[i];

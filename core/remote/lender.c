@@ -147,9 +147,9 @@ static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 static void spawn(struct gm_remote *r, struct ljob *l)
 {
 	int fd = memfd_create("goldminer-remote-worker", MFD_CLOEXEC);
-	bool spec_ok = !l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len,
-							  sizeof(l->blob)) ==
-						      (ssize_t)l->blob.spec_len);
+	bool spec_ok =
+	    !l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len, sizeof(l->blob)) ==
+					   (ssize_t)l->blob.spec_len);
 	if (fd < 0 || pwrite(fd, &l->blob, sizeof(l->blob), 0) != (ssize_t)sizeof(l->blob) ||
 	    !spec_ok) {
 		gm_remote_logf(&r->net, "cannot start a remote worker: memfd: %s", strerror(errno));
@@ -367,8 +367,8 @@ static void printable(char *dst, size_t len, const char *src)
 /* The status a refusal carries: the home tells the reasons apart by it
  * (home.c: peer busy, no root for the dataset, the dataset refused). */
 static const int lc_status[] = {
-    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE, [LC_TOO_LARGE] = -EFBIG,
-    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT, [LC_BUSY] = -EBUSY,
+    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,    [LC_TOO_LARGE] = -EFBIG,
+    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT,    [LC_BUSY] = -EBUSY,
     [LC_NO_PYTHON] = -EPERM,	 [LC_PY_INTERP] = -ENOEXEC, [LC_GM_VERSION] = -EPROTONOSUPPORT,
     [LC_FAILED] = -EIO,
 };
@@ -457,8 +457,8 @@ static int py_version(const char *path, char *buf, size_t len)
 		if (dup2(pfd[1], 1) != 1)
 			_exit(127);
 		close_range(3, ~0u, 0);
-		char *argv[] = {(char *)path, "-S", "-c", "import sys; sys.stdout.write(sys.version)",
-				NULL};
+		char *argv[] = {(char *)path, "-S", "-c",
+				"import sys; sys.stdout.write(sys.version)", NULL};
 		char *envp[] = {NULL};
 		execve(path, argv, envp);
 		_exit(127);

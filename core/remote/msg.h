@@ -29,7 +29,7 @@
 #include "goldminer/ring.h"
 #include "goldminer/wire.h"
 
-#define MSG_MAGIC   0x4d524d47u /* "GMRM" */
+#define MSG_MAGIC 0x4d524d47u /* "GMRM" */
 /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT; 5: PYLEND,
  * BATCH (Python jobs' workers on peers) */
 #define MSG_VERSION 5u
@@ -49,7 +49,7 @@ enum am_id {
 	AM_PUBLISH,   /* remote worker -> home: the batch is complete (+ err bits, records) */
 	AM_BEAT,      /* agent -> agent, every BEAT_MS: alive, and what it can lend */
 	AM_PYLEND,    /* home agent -> peer agent: Python workers for a job (+ request, spec) */
-	AM_BATCH,     /* remote Python worker -> home: a whole batch (+ err bits, records, payload) */
+	AM_BATCH, /* remote Python worker -> home: a whole batch (+ err bits, records, payload) */
 	AM_N
 };
 

@@ -250,10 +250,10 @@ static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
 					    ucs_status_string(st));
 		else if (!gm_remote_home_lease_held(c, x->b.vpid, x->b.task))
 			j->fenced++;
-		else if (!gm_remote_check_batch(&x->b, gm_ring_ids(j->ring, c->slot) +
-							  GM_BIND_IDS_HDR,
-						c->nb, j->words, (uint64_t)j->batch * j->sb,
-						x->len, x->head, why, sizeof(why)))
+		else if (!gm_remote_check_batch(&x->b,
+						gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR,
+						c->nb, j->words, (uint64_t)j->batch * j->sb, x->len,
+						x->head, why, sizeof(why)))
 			gm_remote_conn_kill(c, "refused its batch: %s", why);
 		else
 			land(j, c, &x->b, x->head, NULL);
@@ -302,8 +302,9 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 	struct hjob *j = c->job;
 	char why[256];
 	if (c->role != ROLE_WORKER || !j || !j->py) {
-		gm_remote_conn_kill(c, "%s: a batch from a connection that is not a remote "
-				       "Python worker",
+		gm_remote_conn_kill(c,
+				    "%s: a batch from a connection that is not a remote "
+				    "Python worker",
 				    c->ip);
 		return;
 	}
@@ -314,10 +315,11 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 	/* its sizes first: the err words and records, then at most the slot's bytes */
 	size_t head = (size_t)j->words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
 	uint64_t cap = (uint64_t)j->batch * j->sb;
-	if (b->words != j->words || b->n_recs > GM_RING_MAX_ERRS || len < head ||
-	    b->size > cap || len != head + b->size || b->tail != rndv || (rndv && len > cap)) {
-		gm_remote_conn_kill(c, "refused its batch: %u err words, %u records, %" PRIu64
-				       " bytes in %zu (at most %" PRIu64 "), records %s%s",
+	if (b->words != j->words || b->n_recs > GM_RING_MAX_ERRS || len < head || b->size > cap ||
+	    len != head + b->size || b->tail != rndv || (rndv && len > cap)) {
+		gm_remote_conn_kill(c,
+				    "refused its batch: %u err words, %u records, %" PRIu64
+				    " bytes in %zu (at most %" PRIu64 "), records %s%s",
 				    b->words, b->n_recs, b->size, len, cap,
 				    b->tail ? "after" : "before", rndv ? ", by rendezvous" : "");
 		return;

@@ -47,9 +47,9 @@
 #include "msg.h"
 #include "worker.h"
 
-#define PY_REPLY_MS  10000
-#define PY_NONE_MS   4	  /* asks again this soon when no task is free */
-#define PY_POLL_MS   20	  /* the staging slot looked at, UCX progressed, this often */
+#define PY_REPLY_MS 10000
+#define PY_NONE_MS  4  /* asks again this soon when no task is free */
+#define PY_POLL_MS  20 /* the staging slot looked at, UCX progressed, this often */
 
 struct pyproc {
 	struct gm_remote_net net;
@@ -59,8 +59,8 @@ struct pyproc {
 	uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR];
 	unsigned char *out; /* a BATCH's payload: err words, records, payload */
 	size_t out_cap;
-	struct m_batch b;   /* its header, kept until the send completes */
-	bool sending;	    /* the last BATCH's send has not completed */
+	struct m_batch b; /* its header, kept until the send completes */
+	bool sending;	  /* the last BATCH's send has not completed */
 };
 
 static volatile sig_atomic_t py_retire;
@@ -202,7 +202,8 @@ static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32
 			    .vpid = r->lease.vpid,
 			    .nb = r->lease.nb,
 			    .status = gm_bind_pool_status(p, slot),
-			    .n_recs = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS,
+			    .n_recs =
+				ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS,
 			    .words = words};
 	if (drain(r, c))
 		return -ECONNRESET;
@@ -257,16 +258,16 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
 	struct gm_ring *ring = rc ? NULL : gm_bind_pool_ring(*p);
 	for (uint32_t s = 1; ring && s < gm_ring_hdr(ring)->nslots; s++)
 		/* no worker yet: nothing pairs with it but the claims to come */
-		atomic_store_explicit(&gm_ring_ctl(ring, s)->state,
-				      GM_SLOT_WORD(GM_SLOT_READY, 0), memory_order_release);
+		atomic_store_explicit(&gm_ring_ctl(ring, s)->state, GM_SLOT_WORD(GM_SLOT_READY, 0),
+				      memory_order_release);
 	if (!rc)
 		rc = gm_bind_pool_start(*p, err, errlen);
 	return rc;
 }
 
 /* Lease, make, ship, until no task is left, retired or cut off. */
-static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b,
-		   const char *const *argv, const char *const *zargv, int spec_fd)
+static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, const char *const *argv,
+		   const char *const *zargv, int spec_fd)
 {
 	struct gm_bind_pool *p = NULL;
 	char err[512] = "";

@@ -15,7 +15,6 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import torch  # noqa: E402,F401  (before goldminer: the interpreter imports it once)
 from torch.utils.data import Subset  # noqa: E402
 
 import pyremote_job  # noqa: E402
