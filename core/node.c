@@ -35,7 +35,8 @@
  *
  * A job may also bring its own ring and command (CMDJOB, a binding's: Python
  * workers, see "a job of the client's command" below): the agent then runs those
- * workers over that ring, sized like any job's, on this host only.
+ * workers over that ring, sized like any job's; with peers, Python workers on
+ * peers that lend them may make its batches too (core/remote/pyhome.c).
  *
  * It does not authenticate beyond uid (SO_PEERCRED), it does not persist anything
  * (a restarted agent starts with no jobs), and it does not parse command lines
@@ -583,8 +584,9 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	snprintf(j->root, sizeof(j->root), "workers of %s", j->argv[0]);
 	cmd_job_remote(a, j, req, fds[0]);
 	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
-	logf_(a, "job pid %d attached: %s (on this host only), cap %u; %u of %u workers in use",
-	      (int)j->pid, j->root, j->cap, used_workers(a), a->budget);
+	logf_(a, "job pid %d attached: %s (%s), cap %u; %u of %u workers in use", (int)j->pid,
+	      j->root, j->token ? "peers that lend Python workers may help" : j->rnone, j->cap,
+	      used_workers(a), a->budget);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
