@@ -10,7 +10,7 @@
 # each way, the ratio of the medians (target >= 3x), and whether one more short
 # run each way gives the same checksums. Needs root for the namespaces
 # (loopback otherwise, said below) and /usr/bin/python3 with torch and
-# torchvision. Env: B, PHOTOS, ROUNDS (3), N (photos, 256: at least as many
+# torchvision. Env: B, PHOTOS, ROUNDS (3), N (photos, 512: at least as many
 # batches as ring slots, 8), EPOCHS (3).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -39,7 +39,7 @@ export UCX_NET_DEVICES
 head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
 chmod 600 "$tmp/secret"
 port=$((30000 + $$ % 20000))
-ROUNDS=${ROUNDS:-3} N=${N:-256} EPOCHS=${EPOCHS:-3}
+ROUNDS=${ROUNDS:-3} N=${N:-512} EPOCHS=${EPOCHS:-3}
 
 # agent NAME HOST CORES CPUS PORT [PEER_PORT] [OPTS]: an agent with socket NAME
 agent() {
