@@ -41,6 +41,7 @@ enum {
 	O_LEND_ROOT,
 	O_LEND_MS,
 	O_LEND_FILES,
+	O_LEND_PYTHON,
 	O_RWORKER,
 	O_LCHECK,
 	O_HELP,
@@ -81,6 +82,9 @@ static const struct cmd_opt opts[O_N] = {
 		   "refuse a peer's dataset not indexed within N ms (120000)"},
     [O_LEND_FILES] = {"lend-max-files", "N", 0,
 		      "refuse a peer's dataset of more than N entries (16777216)"},
+    [O_LEND_PYTHON] = {"lend-python", NULL, 0,
+		       "run peers' Python jobs' workers here: their pickles are code "
+		       "(their roots still below a --lend-root; default: off)"},
     [O_RWORKER] = {"remote-worker", "FD", 0, "(internal) a remote worker the agent starts"},
     [O_LCHECK] = {"lend-check", "FD", 0, "(internal) checks a peer's dataset for the agent"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
@@ -91,7 +95,7 @@ static void node_usage(FILE *f)
 	cmd_usage(f,
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
 		  "       goldminer node --listen ADDR:PORT --peers HOST[:PORT],... --secret FILE\n"
-		  "                      [--peers-file FILE] [--lend-root DIR]...\n"
+		  "                      [--peers-file FILE] [--lend-root DIR]... [--lend-python]\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
@@ -236,6 +240,7 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 	}
 	o->lend_roots = lr->dir;
 	o->nlend_roots = lr->n;
+	o->lend_python = val[O_LEND_PYTHON] != NULL;
 	o->listen = val[O_LISTEN];
 	o->peers = val[O_PEERS];
 	o->peers_file = val[O_PEERS_FILE];

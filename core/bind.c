@@ -246,6 +246,8 @@ struct gm_bind_pool {
 	int spec_fd;
 	uint32_t lease_ms;
 	int node_fd;
+	char facts[2048]; /* gm_bind_pool_facts' words, after the command's */
+	size_t nfacts;
 };
 
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
@@ -353,7 +355,11 @@ static int cmd_request(const struct gm_bind_pool *p, uint32_t cap, struct gm_nod
 		memcpy(req->root + off, p->argv[k], l);
 		off += l;
 	}
-	req->root[off] = '\0'; /* the empty argument that ends them */
+	req->root[off++] = '\0'; /* the empty argument that ends them */
+	if (p->nfacts && off + p->nfacts <= sizeof(req->root))
+		memcpy(req->root + off, p->facts, p->nfacts);
+	else if (p->nfacts)
+		return -E2BIG;
 	req->workers = (int32_t)(cap > GM_MAX_WORKERS ? GM_MAX_WORKERS : cap);
 	req->lease_timeout_ms = p->lease_ms;
 	return 0;
@@ -557,6 +563,20 @@ int gm_bind_pool_pin(struct gm_bind_pool *p)
 	rc = gm_cuda_host_register(gm_ring_base(p->ring), gm_ring_bytes(p->ring));
 	p->pinned = rc == 0;
 	return rc;
+}
+
+int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len)
+{
+	if (len < 2 || len > sizeof(p->facts) || facts[len - 1] || facts[len - 2])
+		return -EINVAL;
+	memcpy(p->facts, facts, len);
+	p->nfacts = len;
+	return 0;
+}
+
+struct gm_ring *gm_bind_pool_ring(const struct gm_bind_pool *p)
+{
+	return p->ring;
 }
 
 uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p)

@@ -35,7 +35,8 @@
  *
  * A job may also bring its own ring and command (CMDJOB, a binding's: Python
  * workers, see "a job of the client's command" below): the agent then runs those
- * workers over that ring, sized like any job's, on this host only.
+ * workers over that ring, sized like any job's; with peers, Python workers on
+ * peers that lend them may make its batches too (core/remote/pyhome.c).
  *
  * It does not authenticate beyond uid (SO_PEERCRED), it does not persist anything
  * (a restarted agent starts with no jobs), and it does not parse command lines
@@ -109,8 +110,9 @@ struct job {
 	uid_t uid; /* the client's (SO_PEERCRED) */
 	/* a CMDJOB (wire.h): workers run the client's command over the client's ring */
 	bool cmd_job;
-	int spec_fd;				 /* their fd 5 (ours: closed at detach) */
-	char cmd[4096];				 /* the command's arguments, NUL-separated */
+	char rnone[256]; /* ... and why no peer makes its batches (token 0) */
+	int spec_fd;	 /* their fd 5 (ours: closed at detach) */
+	char cmd[4096];	 /* the command's arguments, NUL-separated */
 	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
 	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
 };
@@ -452,7 +454,9 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
  * interpreter) with what they load as fd 5, sized by the division like any job.
  * The agent runs the client's command with its own uid, so only a client of that
  * uid may ask (root too is refused: root's command would run as another user).
- * Such a job's workers stay on this host: no peer can run the client's command.
+ * With peers, Python workers on peers that lend them (--lend-python) may make
+ * its batches too, when the request names its Python and dataset roots after
+ * the command (pyhome.c, DESIGN.md section 9).
  */
 
 /* The command of req (root: NUL-terminated arguments, then an empty one) into
@@ -556,6 +560,27 @@ static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_
 	return rc;
 }
 
+/* With peers: the job's batches may be made by Python workers on peers that
+ * lend them (pyhome.c), when its request names its Python and its dataset's
+ * roots; else j->rnone says why they stay here. */
+static void cmd_job_remote(struct agent *a, struct job *j, const struct gm_node_req *req,
+			   int ring_fd)
+{
+	char why[512];
+	snprintf(j->rnone, sizeof(j->rnone), "none: no peers (goldminer node --peers)");
+	if (!a->rem)
+		return;
+	uint32_t lease = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	if (a->rops->pyjob_add(a->rem, ring_fd, j->spec_fd, req, lease, &j->token, why,
+			       sizeof(why))) {
+		j->token = 0;
+		snprintf(j->rnone, sizeof(j->rnone), "none: %.200s", why);
+		logf_(a, "job pid %d: no remote Python workers: %s", (int)j->pid, why);
+		return;
+	}
+	lend_capacity(a);
+}
+
 static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, const int *fds,
 		    int nfds)
 {
@@ -590,9 +615,11 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 		j->want = j->cap;
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "workers of %s", j->argv[0]);
+	cmd_job_remote(a, j, req, fds[0]);
 	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
-	logf_(a, "job pid %d attached: %s (on this host only), cap %u; %u of %u workers in use",
-	      (int)j->pid, j->root, j->cap, used_workers(a), a->budget);
+	logf_(a, "job pid %d attached: %s (%s), cap %u; %u of %u workers in use", (int)j->pid,
+	      j->root, j->token ? "peers that lend Python workers may help" : j->rnone, j->cap,
+	      used_workers(a), a->budget);
 }
 
 static void status_json(struct agent *a, char *buf, size_t len)
@@ -646,10 +673,10 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
 			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
-		if (j->cmd_job && off < len) /* no peer can run the client's command */
-			off += (size_t)snprintf(buf + off, len - off,
-						", \"python_workers\": true, \"remote\": \"none: "
-						"Python workers run on this host only\"");
+		if (j->cmd_job && off < len) /* peers that lend Python run them (pyhome.c) */
+			off += (size_t)snprintf(
+			    buf + off, len - off, ", \"python_workers\": true, \"remote\": \"%s\"",
+			    j->token ? "peers that lend Python workers" : j->rnone);
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
 	}
@@ -1106,8 +1133,9 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 		a->rops->job_info(a->rem, j->token, &ri);
 	if (j->cap)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
-	if (j->fixed || j->cmd_job)
-		most = 0; /* a pool fixed by request, or of a command's workers, borrows nothing */
+	if (j->fixed || (j->cmd_job && !j->token))
+		most = 0; /* a pool fixed by request, or a command's no peer can run, borrows
+			     nothing */
 	if (a->rem && a->rops->lent(a->rem))
 		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
 	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
@@ -1321,6 +1349,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .lend_roots = o->lend_roots,
 				  .nlend_roots = o->nlend_roots,
 				  .lend_index_ms = o->lend_index_ms,
+				  .lend_python = o->lend_python,
 				  .lend_max_files = o->lend_max_files,
 				  .verbose = a->verbose,
 				  .log = remote_log,

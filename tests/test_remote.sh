@@ -109,8 +109,27 @@
 #      is halved to what --mem holds; a peer agent SIGKILLed and restarted is
 #      dialed back as it connects and lends again (seconds printed; bound 20 s);
 #      same bytes
+# Python jobs' workers on peers (issue 27 item 3; /usr/bin/python3 with torch,
+# else they skip saying so; tests/python/pyremote_job.py is the trainer):
+#  40. a plain Dataset through agent 1 with a peer that lends Python workers
+#      (--lend-python): the peer's Python workers made batches, and the
+#      per-epoch checksums equal a local run's
+#  41. the same for the hybrid pipeline (an ImageFolder with RandomResizedCrop,
+#      flip, ColorJitter, ToTensor as `goldminer run` plans it: crop and flip
+#      in C, in the peer's Python workers)
+#  42. declines: a peer without --lend-python, and one whose --lend-root does
+#      not hold the dataset: --status names both reasons, the job runs locally
+#      with the same checksums
+#  43. the peer's Python workers SIGKILLed mid-job, again and again: the
+#      batches are made again, same checksums
+#  44. the Python job's peer's link cut mid-job (netns only): its leases are
+#      taken back when it is down, the job completes with the same checksums
+#      (its batches of 5 KB go eager, the others' by rendezvous)
+#  45. the trainer's interpreter missing on the peer (a tmpfs over its
+#      directory in the peer's mount namespace; netns only): declined in
+#      --status, same checksums locally
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# Under a sanitizer build (make sanitize), 12, 13-15 and 34-37 skip, naming the
+# Under a sanitizer build (make sanitize), 12, 13-15, 34-37 and 40-45 skip, naming the
 # tests that run their code under ASan: it keeps CI short, strace cannot share a
 # process with LeakSanitizer, and 34-37 time rules in fractions of a second.
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
@@ -144,10 +163,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..39"
+echo "1..45"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 39 ]; do
+	while [ $i -le 45 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1306,6 +1325,158 @@ case "$sum39" in "$ref"*) same39=0 ;; *) same39=1 ;; esac # (its first EPOCHS ep
 [ $ok = 0 ] || { diag "$tmp/1.first39.log"; diag "$tmp/1.log"; echo "# back $back sums $sum39 / $(cat "$tmp/sum")"; }
 t $ok "a job's ring holds a lease ahead per remote worker (8 slots for 3 workers), 4 where --mem 5M holds no more; a restarted peer agent is dialed back and lends again after ${back:-?} ms"
 stop_agents
+
+
+# 40-43: Python jobs' workers on peers. pytrain KIND EPOCHS: the trainer in
+# host 1 (0.5 of a core) through agent 1; its checksums into $tmp/pysum
+PY=/usr/bin/python3
+pytrain() {
+	mh_run 1 0.5 env NODE="$tmp/1.sock" M="${M:-48}" PYTHONPATH="$repo/python" \
+		GOLDMINER_LIB="$B/libgoldminer.so" timeout "${TRAIN_S:-300}" \
+		"$PY" "$here/python/pyremote_job.py" "$tmp/data" "$1" "$2" >"$tmp/pysum" 2>"$tmp/py.err"
+}
+pyref() { # the local run's checksums (no agent)
+	PYTHONPATH="$repo/python" GOLDMINER_LIB="$B/libgoldminer.so" NW=2 M="${M:-48}" timeout 300 \
+		"$PY" "$here/python/pyremote_job.py" "$tmp/data" "$1" "$2" 2>"$tmp/pyref.err"
+}
+if san_skip 44 "under a sanitizer build: Python processes would load the ASan'ed libgoldminer without its runtime; the Python jobs' messages run under ASan in test_remote_check and fuzz_peermsg"; then
+	:
+elif ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
+	for i in 40 41 42 43 44 45; do
+		n=$((n + 1))
+		echo "ok $n # SKIP no $PY with torch and torchvision: the Python jobs' cases need them"
+	done
+else
+for kind in plain hybrid; do
+	want=$(pyref "$kind" 2)
+	AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+	AGENT_OPTS=
+	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	pytrain "$kind" 2
+	d=$(delivered 1)
+	ok=1
+	[ -n "$want" ] && [ "$(cat "$tmp/pysum")" = "$want" ] && [ "${d:-0}" -gt 0 ] && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want"; }
+	t $ok "a Python job ($kind) with a peer that lends Python workers: the peer made ${d:-0} samples' batches, checksums equal a local run's"
+	stop_agents
+	[ "$kind" = plain ] && wantp=$want
+done
+
+# 42: declines
+AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+LEND=$tmp/other
+mkdir -p "$LEND"
+AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 3 "$tmp/secret" 1
+AGENT_OPTS=
+LEND=$tmp/data
+AGENT_CPUS=1 agent 1 "$tmp/secret" 2 3
+peers_connected 1 2
+pytrain plain 2 &
+tp=$!
+k=0 said=1
+while [ $k -lt 400 ] && kill -0 $tp 2>/dev/null; do
+	"$G" node --socket "$tmp/1.sock" --status >"$tmp/st42" 2>/dev/null
+	grep -q 'refused: Python workers are not lent there (no --lend-python)' "$tmp/st42" &&
+		grep -q 'refused: no --lend-root there for this dataset' "$tmp/st42" && { said=0; break; }
+	sleep 0.05
+	k=$((k + 1))
+done
+wait $tp
+ok=1
+[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/3.log"; diag "$tmp/st42"; diag "$tmp/py.err"; }
+t $ok "a Python job's declines: no --lend-python and a root below no --lend-root, both in --status; same checksums locally"
+stop_agents
+
+# 43: the peer's Python workers SIGKILLed mid-job
+AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+AGENT_OPTS=
+AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+peers_connected 1 1
+pytrain plain 3 &
+tp=$!
+kills=0 k=0
+# the Python workers of each remote worker process (its children: a zygote's
+# workers are reparented to it, their pool's subreaper), not its zygote (its
+# first Python child, the lowest pid: forked workers share its command line)
+while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
+	sleep 1.5
+	for rw in $(pgrep -f "goldminer node --remote-worker"); do
+		for w in $(pgrep -P "$rw" | sort -n | sed 1d); do
+			kill -KILL "$w" 2>/dev/null && kills=$((kills + 1))
+		done
+	done
+	k=$((k + 1))
+done
+wait $tp
+want3=$(pyref plain 3)
+ok=1
+[ "$(cat "$tmp/pysum")" = "$want3" ] && [ $kills -gt 0 ] && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want3"; }
+t $ok "the peer's Python workers SIGKILLed $kills times mid-job: same checksums"
+stop_agents
+
+# 44: the Python job's peer's link cut mid-job
+if [ "$mode" = netns ]; then
+	AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+	AGENT_OPTS=
+	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	M=8
+	wantm=$(pyref plain 3)
+	pytrain plain 3 &
+	tp=$!
+	wait_remote 32
+	mh_cut 2
+	sleep 2
+	mh_heal 2
+	wait $tp
+	ok=1
+	M=
+	[ -n "$wantm" ] && [ "$(cat "$tmp/pysum")" = "$wantm" ] &&
+		grep -q "peer $(mh_addr 2):$((port + 2)) is down" "$tmp/1.log" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $wantm"; }
+	t $ok "the Python job's peer's link cut mid-job (5-KB batches, eager): the peer down, its leases back, same checksums"
+	stop_agents
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP a link can be cut only between namespaces ($(mh_why))"
+fi
+
+# 45: the interpreter missing on the peer: the trainer runs $tmp/py/python3
+# (a link to $PY); the peer's agent starts with a tmpfs over $tmp/py
+if [ "$mode" = netns ]; then
+	mkdir -p "$tmp/py"
+	ln -sf "$PY" "$tmp/py/python3"
+	printf '#!/bin/sh\nmount -t tmpfs gm-hide "%s" || exit 126\nexec "%s" "$@"\n' \
+		"$tmp/py" "$G" >"$tmp/hide.sh"
+	chmod +x "$tmp/hide.sh"
+	G0=$G
+	G=$tmp/hide.sh AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
+	G=$G0 AGENT_OPTS=
+	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	PY=$tmp/py/python3 pytrain plain 2 &
+	tp=$!
+	k=0 said=1
+	while [ $k -lt 400 ] && kill -0 $tp 2>/dev/null; do
+		"$G" node --socket "$tmp/1.sock" --status >"$tmp/st45" 2>/dev/null
+		grep -q "refused: the job's interpreter is missing there" "$tmp/st45" && { said=0; break; }
+		sleep 0.05
+		k=$((k + 1))
+	done
+	wait $tp
+	ok=1
+	[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/st45"; diag "$tmp/py.err"; }
+	t $ok "the trainer's interpreter missing on the peer: declined, --status says so; same checksums locally"
+	stop_agents
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP a path can be hidden from one host only in its own namespaces ($(mh_why))"
+fi
+fi
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit

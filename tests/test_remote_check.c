@@ -7,7 +7,11 @@
  * only with a bad sample, names its position's own sample and carries a
  * -errno; a publish's err bits stay inside the batch and its records name
  * positions it marks bad; a peer's heartbeat comes in order, within its
- * limits, never lending us more than it lends in all.
+ * limits, never lending us more than it lends in all. A Python job's lend
+ * request carries one request and a bounded spec for a ring that can be made,
+ * its facts name an absolute command, its Python and its roots; its leases
+ * carry exactly the slot's ids; its batches are at most the slot's bytes, with
+ * a status a Python worker publishes and records naming indices marked bad.
  * Each refusal says the rule in words.
  */
 #include <stdarg.h>
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #include "../core/remote/check.h" /* the plugin's, not installed */
+#include "goldminer/limits.h"
 
 /* A lease of 5 positions (ids 10..14) and 3 substitutes after the last (15..17);
  * the label of id i is i % 4. */
@@ -240,6 +245,176 @@ static void test_message_table_knows_the_heartbeat(void **state)
 					 sizeof(why))); /* not before the handshake */
 }
 
+/* ---- Python jobs ---- */
+
+/* A request whose root holds argv (NUL-separated, then an empty one), then
+ * the facts (the same), into req. */
+static void py_request(struct gm_node_req *req, const char *words, size_t len)
+{
+	memset(req, 0, sizeof(*req));
+	memcpy(req->root, words, len);
+}
+
+static void test_python_lend_one_request_and_a_bounded_spec(void **state)
+{
+	(void)state;
+	static unsigned char buf[sizeof(struct gm_node_req) + 64];
+	struct gm_node_req req;
+	char why[200];
+	struct m_pylend m = {.token = 1,
+			     .workers = 2,
+			     .lease_ms = 5000,
+			     .port = 4000,
+			     .rows = 18,
+			     .sample_bytes = 4096,
+			     .spec_len = 64};
+	strcpy(m.gm, "1.0");
+	memset(buf, 0, sizeof(buf));
+	assert_true(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_false(gm_remote_check_pylend(&m, buf, sizeof(buf) - 1, &req, why, sizeof(why)));
+	assert_non_null(strstr(why, "spec of 64 bytes"));
+	struct m_pylend big = m;
+	big.spec_len = PY_SPEC_MAX + 1ull;
+	assert_false(gm_remote_check_pylend(&big, buf, sizeof(buf), &req, why, sizeof(why)));
+	struct m_pylend rows = m;
+	rows.rows = GM_BIND_IDS_HDR; /* no room for an index */
+	assert_false(gm_remote_check_pylend(&rows, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_non_null(strstr(why, "rows"));
+	struct m_pylend many = m;
+	many.workers = GM_MAX_WORKERS + 1;
+	assert_false(gm_remote_check_pylend(&many, buf, sizeof(buf), &req, why, sizeof(why)));
+	struct m_pylend gm = m;
+	memset(gm.gm, 'x', sizeof(gm.gm)); /* not NUL-terminated */
+	assert_false(gm_remote_check_pylend(&gm, buf, sizeof(buf), &req, why, sizeof(why)));
+	struct m_pylend end = m; /* the job ends there: a request, no spec */
+	end.workers = 0;
+	end.spec_len = 0;
+	assert_true(gm_remote_check_pylend(&end, buf, sizeof(req), &req, why, sizeof(why)));
+}
+
+static void test_python_facts_name_command_python_and_roots(void **state)
+{
+	(void)state;
+	struct gm_node_req req;
+	struct gm_remote_py_facts f;
+	char why[200];
+	static const char ok[] = "/usr/bin/python3\0-c\0code\0\0py=3.11.2\0root=/data\0"
+				 "root=/more\0";
+	py_request(&req, ok, sizeof(ok));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)), 0);
+	assert_int_equal(f.argc, 3);
+	assert_string_equal(f.argv[0], "/usr/bin/python3");
+	assert_string_equal(f.py, "3.11.2");
+	assert_int_equal(f.nroots, 2);
+	assert_string_equal(f.roots[1], "/more");
+	static const char noroot[] = "/usr/bin/python3\0\0py=3.11.2\0";
+	py_request(&req, noroot, sizeof(noroot));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -ENOENT);
+	static const char nothing[] = "/usr/bin/python3\0-c\0code\0"; /* an older trainer */
+	py_request(&req, nothing, sizeof(nothing));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -ENOENT);
+	assert_non_null(strstr(why, "no dataset root"));
+	static const char relative[] = "python3\0\0py=3\0root=/d\0";
+	py_request(&req, relative, sizeof(relative));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -EINVAL);
+	static const char other[] = "/p\0\0py=3\0env=X\0";
+	py_request(&req, other, sizeof(other));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -EINVAL);
+	static const char nopy[] = "/p\0\0root=/d\0";
+	py_request(&req, nopy, sizeof(nopy));
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -EINVAL);
+	memset(req.root, 'a', sizeof(req.root)); /* no NUL at all */
+	req.root[0] = '/';
+	assert_int_equal(gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why)),
+			 -EINVAL);
+}
+
+static void test_python_lease_carries_exactly_the_slots_ids(void **state)
+{
+	(void)state;
+	struct m_lease l = {.status = 0, .nb = 16};
+	assert_true(gm_remote_check_pylease(&l, (16 + GM_BIND_IDS_HDR) * 4, 18));
+	assert_false(gm_remote_check_pylease(&l, 16 * 4, 18)); /* no epoch, batch */
+	assert_false(gm_remote_check_pylease(&l, (16 + GM_BIND_IDS_HDR) * 4, 17)); /* > rows */
+	l.nb = 0;
+	assert_false(gm_remote_check_pylease(&l, GM_BIND_IDS_HDR * 4, 18));
+	struct m_lease none = {.status = -EAGAIN};
+	assert_true(gm_remote_check_pylease(&none, 0, 18));
+	assert_false(gm_remote_check_pylease(&none, 4, 18));
+	struct m_lease odd = {.status = 1, .nb = 1};
+	assert_false(gm_remote_check_pylease(&odd, (1 + GM_BIND_IDS_HDR) * 4, 18));
+}
+
+static void test_python_batch_within_the_slot_and_its_records(void **state)
+{
+	(void)state;
+	static const uint32_t idx[3] = {7, 8, 9};
+	uint64_t d[1 + sizeof(struct gm_slot_err) / 8 + 8];
+	struct gm_slot_err *rec = (struct gm_slot_err *)(d + 1);
+	char why[300];
+	memset(d, 0, sizeof(d));
+	struct m_batch b = {.nb = 3, .words = 1, .size = 64};
+	size_t len = 8 + 64;
+	assert_true(gm_remote_check_batch(&b, idx, 3, 1, 1024, len, d, why, sizeof(why)));
+	assert_false(gm_remote_check_batch(&b, idx, 3, 1, 32, len, d, why, sizeof(why)));
+	assert_non_null(strstr(why, "32 bytes")); /* more than the slot holds */
+	assert_false(gm_remote_check_batch(&b, idx, 3, 1, 1024, len + 1, d, why, sizeof(why)));
+	assert_false(gm_remote_check_batch(&b, idx, 2, 1, 1024, len, d, why, sizeof(why)));
+	struct m_batch st = b;
+	st.status = 1; /* END_OF_EPOCH: never */
+	assert_false(gm_remote_check_batch(&st, idx, 3, 1, 1024, len, d, why, sizeof(why)));
+	assert_non_null(strstr(why, "status 1"));
+	st.status = -EMSGSIZE;
+	st.size = 8;
+	assert_true(gm_remote_check_batch(&st, idx, 3, 1, 1024, 16, d, why, sizeof(why)));
+	struct m_batch small = b;
+	small.size = 4; /* no room for its own size */
+	assert_false(gm_remote_check_batch(&small, idx, 3, 1, 1024, 12, d, why, sizeof(why)));
+	/* a record names an index of a position marked bad */
+	struct m_batch bad = b;
+	bad.status = -EBADMSG;
+	bad.n_recs = 1;
+	size_t blen = 8 + sizeof(*rec) + 64;
+	d[0] = 1u << 1;
+	rec->sample = 8;
+	rec->err = -EIO;
+	assert_true(gm_remote_check_batch(&bad, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
+	rec->sample = 9; /* position 2 is not marked bad */
+	assert_false(gm_remote_check_batch(&bad, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
+	rec->sample = 8;
+	d[0] = 1u << 3; /* an err bit past the batch */
+	assert_false(gm_remote_check_batch(&bad, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
+	struct m_batch tail = b;
+	tail.tail = 2; /* records before (0) or after (1) the payload, nothing else */
+	assert_false(gm_remote_check_batch(&tail, idx, 3, 1, 1024, len, d, why, sizeof(why)));
+	struct m_batch many = bad;
+	many.n_recs = GM_RING_MAX_ERRS + 1;
+	assert_false(gm_remote_check_batch(&many, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
+}
+
+static void test_message_table_knows_the_python_messages(void **state)
+{
+	(void)state;
+	char why[200];
+	assert_true(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 100, false, true, why,
+					sizeof(why)));
+	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, false, true, why,
+					sizeof(why)));
+	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, true, true, why,
+					sizeof(why))); /* by rendezvous: straight into the slot */
+	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 100, true, true, why,
+					 sizeof(why))); /* a lend never so */
+	assert_false(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch) + 1, 0, false, true, why,
+					 sizeof(why)));
+	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 0, false, false, why,
+					 sizeof(why))); /* not before the handshake */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +426,11 @@ int main(void)
 	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
 	    cmocka_unit_test(test_heartbeat_in_order_within_limits),
 	    cmocka_unit_test(test_message_table_knows_the_heartbeat),
+	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec),
+	    cmocka_unit_test(test_python_facts_name_command_python_and_roots),
+	    cmocka_unit_test(test_python_lease_carries_exactly_the_slots_ids),
+	    cmocka_unit_test(test_python_batch_within_the_slot_and_its_records),
+	    cmocka_unit_test(test_message_table_knows_the_python_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -782,6 +782,12 @@ void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr
 	case AM_BEAT:
 		on_beat(r, c, hdr);
 		break;
+	case AM_PYLEND:
+		gm_remote_lend_on_pylend(r, c, hdr, data, len);
+		break;
+	case AM_BATCH:
+		gm_remote_pyhome_on_batch(r, c, hdr, (void *)data, len, rndv);
+		break;
 	default:
 		break;
 	}

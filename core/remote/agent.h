@@ -94,6 +94,11 @@ struct hjob {
 	uint64_t tick_samples;
 	int64_t tick_ms;
 	double rate, per_worker;
+	/* a Python job (pyhome.c): its batches come whole; the spec its workers
+	 * load, sent with each PYLEND */
+	bool py;
+	unsigned char *spec;
+	uint64_t spec_len;
 };
 
 /* A peer's job whose remote workers run here (lender.c); while checking, its
@@ -116,6 +121,7 @@ struct ljob {
 	int64_t stopped_ms[GM_MAX_WORKERS]; /* pid[k] seen stopped since (0: running) */
 	uint32_t n;
 	int64_t spawn_ms;
+	unsigned char *spec; /* a Python job's (blob.py): after the blob in each worker's memfd */
 };
 
 struct gm_remote {
@@ -159,6 +165,7 @@ struct gm_remote {
 	int nlend_canon, nlend_words;
 	uint32_t lend_index_ms;
 	uint64_t lend_max_files;
+	bool lend_python;		   /* --lend-python: peers' Python jobs may run here */
 	char refused_ip[INET6_ADDRSTRLEN]; /* the last address refused, and when */
 	int64_t refused_ms;
 	/* an aligned copy of a PUBLISH's payload (err words + records) */
@@ -213,11 +220,27 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 /* Workers the live peers can lend this agent's jobs in all, by their last
  * heartbeats (what they lend it now included): the ops' peers_lendable. */
 uint32_t gm_remote_home_lendable(struct gm_remote *r);
+/* home.c for pyhome.c: c still holds lease (vpid, task); error records merged */
+bool gm_remote_home_lease_held(const struct conn *c, uint32_t vpid, uint64_t task);
+void gm_remote_home_merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n);
+
+/* pyhome.c: Python jobs (a binding's ring) whose remote workers send whole
+ * batches: add (ring and spec memfds, the request with its facts), a PYLEND
+ * of n workers to c, a claim, a BATCH */
+int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
+			 const struct gm_node_req *req, uint32_t lease_ms, uint64_t *token,
+			 char *err, size_t errlen);
+int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n);
+void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c);
+void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,
+			       void *data, size_t len, bool rndv);
 
 /* lender.c: peers' jobs lent workers here, and their processes */
 uint32_t gm_remote_lend_total(const struct gm_remote *r);
 void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_lend *m,
 			    const void *data, size_t len);
+void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
+			      const void *data, size_t len);
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now);
 void gm_remote_lend_end(struct ljob *l);
 /* --lend-root DIR at create: canonical, a directory. 0 or -errno with err. */

@@ -2,7 +2,8 @@
  * check.c - the rules a peer's values must meet before they land (check.h):
  * the message table; a publish's status, a sample's position, id, label and
  * error record, a publish's sizes, err bits and error records; a lend
- * request's sizes, a lent answer's words and a lease's shape.
+ * request's sizes, a lent answer's words and a lease's shape; a Python job's
+ * lend request, its facts, its leases and its whole batches.
  *
  * The idea: compare with what the home computed at the claim (the ids and
  * labels of the lease's positions and their substitutes), never with anything
@@ -47,6 +48,8 @@ static const struct msg_row msg_rows[AM_N] = {
 	ROW(AM_SAMPLE,    m_sample,    true,    true),
 	ROW(AM_PUBLISH,   m_publish,   true,    true),
 	ROW(AM_BEAT,      m_beat,      false,   true),
+	ROW(AM_PYLEND,    m_pylend,    true,    true),
+	ROW(AM_BATCH,     m_batch,     true,    true),
 };
 #undef ROW
 // clang-format on
@@ -58,8 +61,8 @@ bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handsh
 		gm_errf(why, wl, "unknown message %d", id);
 		return false;
 	}
-	if (rndv && id != AM_SAMPLE) {
-		gm_errf(why, wl, "a rendezvous message %d (only samples come so)", id);
+	if (rndv && id != AM_SAMPLE && id != AM_BATCH) {
+		gm_errf(why, wl, "a rendezvous message %d (only samples and batches come so)", id);
 		return false;
 	}
 	if (hlen != msg_rows[id].hlen || (len && !msg_rows[id].data)) {
@@ -262,4 +265,117 @@ bool gm_remote_check_beat(const struct m_beat *b, uint64_t last_seq, char *why, 
 		return false;
 	}
 	return true;
+}
+
+/* ---- Python jobs (AM_PYLEND, AM_BATCH) ----------------------------------------- */
+
+bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
+			    struct gm_node_req *req, char *why, size_t wl)
+{
+	if (m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535) {
+		gm_errf(why, wl, "a Python lend of %u workers to port %u", m->workers, m->port);
+		return false;
+	}
+	if (!m->workers && len == sizeof(*req)) { /* the job ends there */
+		memcpy(req, data, sizeof(*req));
+		req->root[sizeof(req->root) - 1] = '\0';
+		return true;
+	}
+	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len != sizeof(*req) + m->spec_len) {
+		gm_errf(why, wl,
+			"a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
+			m->spec_len, len, PY_SPEC_MAX);
+		return false;
+	}
+	if (m->rows <= GM_BIND_IDS_HDR || m->rows > GM_MAX_BATCH + GM_BIND_IDS_HDR ||
+	    !gm_ring_size(1, m->rows, m->sample_bytes) || !memchr(m->gm, 0, sizeof(m->gm))) {
+		gm_errf(why, wl, "a Python lend of %u rows of %" PRIu64 " bytes", m->rows,
+			m->sample_bytes);
+		return false;
+	}
+	memcpy(req, data, sizeof(*req));
+	req->root[sizeof(req->root) - 1] = '\0';
+	return true;
+}
+
+int gm_remote_py_facts(const char *root, size_t size, struct gm_remote_py_facts *f, char *why,
+		       size_t wl)
+{
+	size_t off = 0;
+	memset(f, 0, sizeof(*f));
+	while (off < size && root[off] && f->argc < GM_NODE_CMD_ARGS) {
+		f->argv[f->argc++] = root + off;
+		off += strnlen(root + off, size - off) + 1;
+	}
+	if (off >= size || root[off] || !f->argc || f->argv[0][0] != '/') {
+		gm_errf(why, wl, "a command of 1..%d arguments, the first an absolute path",
+			GM_NODE_CMD_ARGS);
+		return -EINVAL;
+	}
+	for (off++; off < size && root[off];) {
+		const char *w = root + off;
+		off += strnlen(w, size - off) + 1;
+		if (!strncmp(w, "py=", 3) && !f->py)
+			f->py = w + 3;
+		else if (!strncmp(w, "root=", 5) && w[5] && f->nroots < GM_REMOTE_PY_ROOTS)
+			f->roots[f->nroots++] = w + 5;
+		else {
+			gm_errf(why, wl, "a fact that is not py= or root= (or too many)");
+			return -EINVAL;
+		}
+	}
+	if (off < size && !f->py && !f->nroots) {
+		gm_errf(why, wl,
+			"the job names no dataset root for peers to check (its dataset's root "
+			"or goldminer_roots)");
+		return -ENOENT;
+	}
+	if (off >= size || !f->py || !f->py[0]) {
+		gm_errf(why, wl, "no Python version among the job's facts");
+		return -EINVAL;
+	}
+	if (!f->nroots) {
+		gm_errf(why, wl, "the dataset names no root");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+bool gm_remote_check_pylease(const struct m_lease *l, size_t len, uint32_t rows)
+{
+	if (l->status == -EAGAIN || l->status == -ENODATA)
+		return len == 0;
+	return l->status == 0 && l->nb >= 1 && l->nb <= rows - GM_BIND_IDS_HDR &&
+	       len == ((size_t)l->nb + GM_BIND_IDS_HDR) * sizeof(uint32_t);
+}
+
+bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_t nb,
+			   uint32_t words, uint64_t cap, size_t len, const void *data, char *why,
+			   size_t wl)
+{
+	size_t head = (size_t)words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
+	if (b->nb != nb || b->words != words || b->n_recs > GM_RING_MAX_ERRS || b->tail > 1 ||
+	    b->size > cap || len != head + b->size) {
+		gm_errf(why, wl,
+			"a batch of %u samples, %u err words, %u records, %" PRIu64
+			" bytes in %zu (the lease's: %u samples, %u words, at most %d records, "
+			"%" PRIu64 " bytes)",
+			b->nb, b->words, b->n_recs, b->size, len, nb, words, GM_RING_MAX_ERRS, cap);
+		return false;
+	}
+	if (b->status != 0 && b->status != -EBADMSG && b->status != -ENODATA &&
+	    b->status != -EMSGSIZE) {
+		gm_errf(why, wl, "status %" PRId32 " is not one a Python worker publishes",
+			b->status);
+		return false;
+	}
+	if ((b->status == 0 || b->status == -EMSGSIZE) ? b->size < 8 : 0) {
+		gm_errf(why, wl, "a batch of %" PRIu64 " bytes (its payload holds its size)",
+			b->size);
+		return false;
+	}
+	struct gm_remote_expect e = {.id = idx, .nb = nb};
+	const uint64_t *ew = data;
+	return gm_remote_check_records(&e, ew, words, (const struct gm_slot_err *)(ew + words),
+				       b->n_recs, why, wl);
 }

@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "goldminer/bind.h"
 #include "goldminer/job.h"
+#include "goldminer/wire.h"
 #include "goldminer/ring.h"
 #include "msg.h"
 
@@ -43,7 +45,8 @@ struct gm_remote_expect {
 
 /* The message table (conn.c, for every message that arrives over UCX): id
  * (1 .. AM_N-1) with a header of exactly its struct's size, a payload only
- * for LEND, LEASE, SAMPLE and PUBLISH, rendezvous only for a SAMPLE, and none
+ * for LEND, LEASE, SAMPLE, PUBLISH, PYLEND and BATCH, rendezvous only for a
+ * SAMPLE or a BATCH, and none
  * of the handshake's (the control port's, ctl.h) nor anything before the
  * handshake ended (handshaken false). */
 bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
@@ -108,5 +111,46 @@ bool gm_remote_check_beat(const struct m_beat *b, uint64_t last_seq, char *why, 
  * at most cap, the receiver's buffer). */
 bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, uint32_t bpe,
 			   uint64_t nsamples, size_t cap);
+
+/* ---- Python jobs (a binding's ring, bind.h) ---- */
+
+/* A PYLEND: workers 1..GM_MAX_WORKERS (0: the job ends there, with a request
+ * and no spec), a port, a spec of 1..PY_SPEC_MAX bytes after exactly one
+ * request (copied into *req, its root NUL-terminated), rows and sample_bytes
+ * of a ring that can be made, gm NUL-terminated. false with why. */
+bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
+			    struct gm_node_req *req, char *why, size_t wl);
+
+/* The words of a Python job's request root (size bytes): the command (1..
+ * GM_NODE_CMD_ARGS arguments, the first absolute, then an empty one), then its
+ * facts ("py=VERSION" once, "root=DIR" up to GM_REMOTE_PY_ROOTS times, then an
+ * empty one). 0; -EINVAL (malformed), -ENOENT (no root: nothing a lender can
+ * check) with why. The pointers point into root. Pure. */
+#define GM_REMOTE_PY_ROOTS 8
+struct gm_remote_py_facts {
+	const char *argv[GM_NODE_CMD_ARGS + 1];
+	int argc;
+	const char *py;
+	const char *roots[GM_REMOTE_PY_ROOTS];
+	int nroots;
+};
+int gm_remote_py_facts(const char *root, size_t size, struct gm_remote_py_facts *f, char *why,
+		       size_t wl);
+
+/* A LEASE of a Python job a remote worker receives: none (no payload), or
+ * 1..rows - GM_BIND_IDS_HDR samples with exactly the slot's ids[] (epoch,
+ * batch, then the indices) as payload. */
+bool gm_remote_check_pylease(const struct m_lease *l, size_t len, uint32_t rows);
+
+/* A BATCH of a lease of nb samples (idx: their indices), words err words, a
+ * slot of cap data bytes: its sizes (len exactly the err words, n_recs <=
+ * GM_RING_MAX_ERRS records and size <= cap bytes), a status a Python worker
+ * publishes (0, -EBADMSG, -ENODATA, -EMSGSIZE; 0 and -EMSGSIZE with >= 8
+ * bytes: the payload holds its size), err bits inside the batch and records
+ * naming the index of a position marked bad. data: the err words and
+ * records, 8-aligned (where they were in the message: tail). */
+bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_t nb,
+			   uint32_t words, uint64_t cap, size_t len, const void *data, char *why,
+			   size_t wl);
 
 #endif

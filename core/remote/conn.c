@@ -264,6 +264,8 @@ static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void
 		struct m_sample sample;
 		struct m_publish pub;
 		struct m_beat beat;
+		struct m_pylend pylend;
+		struct m_batch batch;
 	} h;
 	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);

@@ -89,6 +89,11 @@ static bool lease_held(const struct conn *c, uint32_t vpid, uint64_t task)
 	       atomic_load_explicit(&ctl->task, memory_order_relaxed) == task;
 }
 
+bool gm_remote_home_lease_held(const struct conn *c, uint32_t vpid, uint64_t task)
+{
+	return lease_held(c, vpid, task);
+}
+
 /* Take c's leases back (the one it makes and the one it asked for ahead):
  * their batches are made again by whoever claims them next. */
 void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
@@ -103,15 +108,17 @@ void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
 		n += gm_ring_reclaim(j->ring, c->ahead.vpid, NULL);
 	atomic_fetch_add(&gm_ring_hdr(j->ring)->p_reissued, n);
 	j->revoked++;
+	/* (a Python job's ring counts batches, not epochs of them: bpe 0) */
+	uint64_t bpe = j->bpe ? j->bpe : UINT64_MAX;
 	if (c->vpid && c->ahead.vpid)
 		gm_remote_logf(&r->net,
 			       "remote worker at %s: %s; its batches %" PRIu64 " and %" PRIu64
 			       " are made again",
-			       c->ip, why, c->task % j->bpe, c->ahead.task % j->bpe);
+			       c->ip, why, c->task % bpe, c->ahead.task % bpe);
 	else
 		gm_remote_logf(&r->net,
 			       "remote worker at %s: %s; its batch %" PRIu64 " is made again",
-			       c->ip, why, (c->vpid ? c->task : c->ahead.task) % j->bpe);
+			       c->ip, why, (c->vpid ? c->task : c->ahead.task) % bpe);
 	c->vpid = 0;
 	c->ahead.vpid = 0;
 }
@@ -244,6 +251,10 @@ void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 				    c->ip);
 		return;
 	}
+	if (j->py) { /* a whole batch per lease (pyhome.c) */
+		gm_remote_pyhome_claim(r, c);
+		return;
+	}
 	if (c->vpid && c->pub_data) { /* its publish waits for its last samples: then */
 		c->claim_pending = true;
 		return;
@@ -279,6 +290,11 @@ static void merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uin
 					*ch = '?';
 		}
 	}
+}
+
+void gm_remote_home_merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n)
+{
+	merge_recs(ctl, e, n);
 }
 
 /* A sample's bytes are in the slot: its label, id and done bit (the lease was
@@ -358,6 +374,10 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 				    c->ip);
 		return;
 	}
+	if (j->py) {
+		refuse(c, "sample", "a sample for a Python job (its batches come whole)");
+		return;
+	}
 	if (!lease_held(c, s->vpid, s->task)) {
 		j->fenced++; /* a lease taken back: its writer is fenced */
 		return;
@@ -415,6 +435,10 @@ void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct
 	if (c->role != ROLE_WORKER || !j) {
 		gm_remote_conn_kill(
 		    c, "%s: a publish from a connection that is not a remote worker", c->ip);
+		return;
+	}
+	if (j->py) {
+		refuse(c, "publish", "a publish for a Python job (its batches come whole)");
 		return;
 	}
 	if (!lease_held(c, p->vpid, p->task)) {
@@ -514,8 +538,10 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 			   .bpe = j->bpe,
 			   .lease_ms = j->lease_ms,
 			   .port = r->port};
-	if (gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req, sizeof(j->req)) ==
-	    0) {
+	int rc = j->py ? gm_remote_pyhome_send_lend(r, j, r->peers[p].c, n)
+		       : gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
+					     sizeof(j->req));
+	if (rc == 0) {
 		if (n != j->said[p]) /* (not each ask again after a refusal) */
 			gm_remote_logf(&r->net,
 				       "job %016" PRIx64 ": asks peer %s for %u remote workers "
@@ -684,7 +710,7 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 		if (!c || c->st != C_OK || !c->vpid || !c->job)
 			continue;
 		int64_t d = c->job->lease_ms;
-		if (now - c->lease_ms >= d)
+		if (now - c->lease_ms >= d && !c->job->py) /* (a Python batch comes whole) */
 			gm_remote_conn_kill(c, "no sample for %u ms (lease deadline)",
 					    c->job->lease_ms);
 		else if (now - c->lease_since_ms >= LEASE_BOUND * d)
@@ -761,6 +787,7 @@ void gm_remote_home_drop(struct hjob *j)
 	free(j->exp_label);
 	free(j->seen);
 	free(j->read_cap);
+	free(j->spec);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -819,8 +846,11 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 	for (int p = 0; p < r->npeers; p++)
 		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
 			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
-			gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
-					    sizeof(j->req));
+			if (j->py)
+				gm_remote_pyhome_send_lend(r, j, r->peers[p].c, 0);
+			else
+				gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
+						    sizeof(j->req));
 		}
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->net.conns[i];
@@ -857,6 +887,12 @@ static const char *refusal_words(int32_t status)
 		return "the job's options are refused there";
 	case -ETIMEDOUT:
 		return "indexing the dataset took too long there";
+	case -EPERM:
+		return "Python workers are not lent there (no --lend-python)";
+	case -ENOEXEC:
+		return "the job's interpreter is missing there or reports another Python";
+	case -EPROTONOSUPPORT:
+		return "another goldminer version there";
 	default:
 		return "the dataset cannot be checked there";
 	}

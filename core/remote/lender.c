@@ -50,6 +50,7 @@
 #include "goldminer/node.h"
 #include "goldminer/pool.h"
 #include "goldminer/util.h"
+#include "goldminer/version.h"
 #include "lendroot.h"
 #include "msg.h"
 #include "worker.h"
@@ -120,6 +121,7 @@ void gm_remote_lend_end(struct ljob *l)
 	}
 	l->n = 0;
 	gm_dataset_close(l->ds);
+	free(l->spec);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -145,7 +147,11 @@ static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 static void spawn(struct gm_remote *r, struct ljob *l)
 {
 	int fd = memfd_create("goldminer-remote-worker", MFD_CLOEXEC);
-	if (fd < 0 || pwrite(fd, &l->blob, sizeof(l->blob), 0) != (ssize_t)sizeof(l->blob)) {
+	bool spec_ok =
+	    !l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len, sizeof(l->blob)) ==
+					   (ssize_t)l->blob.spec_len);
+	if (fd < 0 || pwrite(fd, &l->blob, sizeof(l->blob), 0) != (ssize_t)sizeof(l->blob) ||
+	    !spec_ok) {
 		gm_remote_logf(&r->net, "cannot start a remote worker: memfd: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -312,6 +318,8 @@ struct lcheck_in {
 	uint64_t max_files;
 	char lend_root[PATH_MAX]; /* the canonical --lend-root the root lies below */
 	struct wblob b;		  /* the job; its key zeroed: a check needs none */
+	/* a Python job (b.py): the canonical --lend-root of each of its roots */
+	char py_lend[GM_REMOTE_PY_ROOTS][PATH_MAX];
 };
 enum lc_kind {
 	LC_OK,
@@ -321,7 +329,10 @@ enum lc_kind {
 	LC_OPTIONS,
 	LC_SLOW,
 	LC_BUSY,
-	LC_FAILED
+	LC_NO_PYTHON,
+	LC_PY_INTERP,
+	LC_GM_VERSION,
+	LC_FAILED /* the last */
 };
 struct lcheck_out {
 	uint32_t magic, kind;
@@ -338,6 +349,9 @@ static const char *const lc_words[] = {
     [LC_OPTIONS] = "the job's options are refused here",
     [LC_SLOW] = "indexing the dataset took too long here",
     [LC_BUSY] = "busy indexing other datasets; ask again",
+    [LC_NO_PYTHON] = "Python workers are not lent here (--lend-python)",
+    [LC_PY_INTERP] = "the job's interpreter is missing here or reports another Python",
+    [LC_GM_VERSION] = "another goldminer version here",
     [LC_FAILED] = "the dataset cannot be checked here now",
 };
 
@@ -353,8 +367,9 @@ static void printable(char *dst, size_t len, const char *src)
 /* The status a refusal carries: the home tells the reasons apart by it
  * (home.c: peer busy, no root for the dataset, the dataset refused). */
 static const int lc_status[] = {
-    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE, [LC_TOO_LARGE] = -EFBIG,
-    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT, [LC_BUSY] = -EBUSY,
+    [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,    [LC_TOO_LARGE] = -EFBIG,
+    [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT,    [LC_BUSY] = -EBUSY,
+    [LC_NO_PYTHON] = -EPERM,	 [LC_PY_INTERP] = -ENOEXEC, [LC_GM_VERSION] = -EPROTONOSUPPORT,
     [LC_FAILED] = -EIO,
 };
 
@@ -429,6 +444,68 @@ static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
 	return k;
 }
 
+/* What the interpreter at path says sys.version is, into buf: run with -S
+ * -c (no site: its version only), killed with this process. 0 or -errno. */
+static int py_version(const char *path, char *buf, size_t len)
+{
+	int pfd[2];
+	if (pipe(pfd))
+		return -errno;
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (dup2(pfd[1], 1) != 1)
+			_exit(127);
+		close_range(3, ~0u, 0);
+		char *argv[] = {(char *)path, "-S", "-c",
+				"import sys; sys.stdout.write(sys.version)", NULL};
+		char *envp[] = {NULL};
+		execve(path, argv, envp);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t k = 0;
+	ssize_t got;
+	while (pid > 0 && k + 1 < len && (got = read(pfd[0], buf + k, len - 1 - k)) > 0)
+		k += (size_t)got;
+	buf[k] = '\0';
+	close(pfd[0]);
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -ENOEXEC;
+	return 0;
+}
+
+/* A Python job's check: every root's realpath below its --lend-root, the
+ * interpreter there and reporting the trainer's sys.version. */
+static enum lc_kind py_check(struct lcheck_in *in, struct lcheck_out *o)
+{
+	struct gm_remote_py_facts f;
+	char real[PATH_MAX], ver[512];
+	if (gm_remote_py_facts(in->b.req.root, sizeof(in->b.req.root), &f, o->detail,
+			       sizeof(o->detail)))
+		return LC_OPTIONS;
+	for (int k = 0; k < f.nroots; k++) {
+		const char *lr = in->py_lend[k];
+		lr = lr[0] ? lr : "/nonexistent";
+		if (!realpath(f.roots[k], real) || gm_lendroot_find(&lr, 1, real) < 0) {
+			snprintf(o->detail, sizeof(o->detail), "%.300s is not below %.300s",
+				 f.roots[k], lr);
+			return LC_NOT_LENDABLE;
+		}
+	}
+	if (access(f.argv[0], X_OK) || py_version(f.argv[0], ver, sizeof(ver))) {
+		snprintf(o->detail, sizeof(o->detail), "%.300s cannot run here", f.argv[0]);
+		return LC_PY_INTERP;
+	}
+	if (strcmp(ver, f.py)) {
+		snprintf(o->detail, sizeof(o->detail), "%.300s is Python %.200s, the job's %.200s",
+			 f.argv[0], ver, f.py);
+		return LC_PY_INTERP;
+	}
+	return LC_OK;
+}
+
 int gm_remote_lend_check_main(int fd)
 {
 	struct lcheck_in in;
@@ -439,7 +516,7 @@ int gm_remote_lend_check_main(int fd)
 	}
 	in.lend_root[sizeof(in.lend_root) - 1] = '\0';
 	in.b.req.root[sizeof(in.b.req.root) - 1] = '\0';
-	o.kind = check(&in, &o);
+	o.kind = in.b.py ? py_check(&in, &o) : check(&in, &o);
 	if (pwrite(fd, &o, sizeof(o), OUT_AT) != (ssize_t)sizeof(o))
 		return -errno;
 	return 0;
@@ -530,9 +607,10 @@ static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
 	}
 	close(l->check_fd);
 	l->checking = false;
-	copy_str(l->blob.req.root, sizeof(l->blob.req.root), o.root);
+	if (!l->blob.py)
+		copy_str(l->blob.req.root, sizeof(l->blob.req.root), o.root);
 	gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s, up to %u workers", l->token,
-		       l->home->ip, o.root, l->want);
+		       l->home->ip, l->blob.py ? "Python workers" : o.root, l->want);
 	grant(r, l, l->want);
 }
 
@@ -568,6 +646,140 @@ void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_
 	}
 	if (!l->used) { /* answered when its check ends, or refused now */
 		enum lc_kind k = check_start(r, l, c, m, &req);
+		if (k != LC_OK)
+			refuse(c, m->token, k);
+		return;
+	}
+	if (l->checking) { /* asked again meanwhile: the answer is still to come */
+		l->want = m->workers;
+		if (!m->workers) {
+			gm_remote_lend_end(l);
+			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		}
+		return;
+	}
+	grant(r, l, m->workers);
+	gm_remote_lend_tick(r, now_ms());
+	if (!m->workers)
+		gm_remote_lend_end(l);
+}
+
+/* ---- a Python job (AM_PYLEND; pyhome.c at the home, pywork.c its workers) ----- */
+
+/* A Python LEND's words: --lend-python, the same goldminer, every root below
+ * a lend root by its words (each one's canonical lend root into in). */
+static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
+			     const struct gm_node_req *req, struct lcheck_in *in)
+{
+	struct gm_remote_py_facts f;
+	char why[256], path[PATH_MAX];
+	enum lc_kind k = LC_OK;
+	int busy = 0;
+	int rc = gm_remote_py_facts(req->root, sizeof(req->root), &f, why, sizeof(why));
+	if (!r->lend_python)
+		k = LC_NO_PYTHON;
+	else if (strcmp(m->gm, gm_version()))
+		k = LC_GM_VERSION;
+	else if (rc)
+		k = rc == -ENOENT ? LC_NOT_LENDABLE : LC_OPTIONS;
+	for (int q = 0; k == LC_OK && q < f.nroots; q++) {
+		int w = -1;
+		if (!gm_lendroot_normalise(f.roots[q], path, sizeof(path)))
+			w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words,
+					     path);
+		if (w < 0)
+			k = LC_NOT_LENDABLE;
+		else
+			copy_str(in->py_lend[q], sizeof(in->py_lend[q]),
+				 r->lend_canon[r->lend_of[w]]);
+	}
+	for (int i = 0; i < MAX_LJOBS; i++)
+		busy += r->ljobs[i].used && r->ljobs[i].checking;
+	if (k == LC_OK && busy >= LEND_CHECKS)
+		k = LC_BUSY;
+	if (k != LC_OK)
+		gm_remote_logf(&r->net, "Python job %016" PRIx64 " from %s: refused: %s%s%s",
+			       m->token, c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
+	return k;
+}
+
+/* The check process of a Python job (as check_start's) once py_words pass.
+ * LC_OK (answered when the check ends), or why not at once. */
+static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
+				   const struct m_pylend *m, const struct gm_node_req *req,
+				   const void *spec)
+{
+	struct lcheck_in *in = calloc(1, sizeof(*in));
+	int fd = -1;
+	pid_t pid = -1;
+	if (!in)
+		return LC_FAILED;
+	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
+	enum lc_kind k = py_words(r, c, m, req, in);
+	if (k != LC_OK)
+		goto out_free;
+	struct wblob *b = &in->b;
+	*b = (struct wblob){.magic = MSG_MAGIC,
+			    .version = MSG_VERSION,
+			    .token = m->token,
+			    .lease_ms = m->lease_ms,
+			    .lport = r->port,
+			    .req = *req,
+			    .py = 1,
+			    .rows = m->rows,
+			    .sample_bytes = m->sample_bytes,
+			    .spec_len = m->spec_len};
+	snprintf(b->home_addr, sizeof(b->home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
+		 c->ip, m->port);
+	l->spec = malloc(m->spec_len);
+	fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
+	if (l->spec && fd >= 0 && pwrite(fd, in, sizeof(*in), 0) == (ssize_t)sizeof(*in))
+		pid = exec_self(r, fd, "--lend-check");
+	if (pid < 0) {
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s", m->token,
+			       strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		free(l->spec);
+		l->spec = NULL;
+		k = LC_FAILED;
+		goto out_free;
+	}
+	memcpy(l->spec, spec, m->spec_len);
+	l->blob = in->b;
+	l->blob.key = r->net.key; /* the workers' own, not the check's */
+	l->token = m->token;
+	snprintf(l->home_addr, sizeof(l->home_addr), "%s", b->home_addr);
+	l->home = c;
+	l->used = l->checking = true;
+	l->check_pid = pid;
+	l->check_fd = fd;
+	l->check_end = now_ms() + r->lend_index_ms;
+	l->want = m->workers;
+out_free:
+	free(in);
+	return k;
+}
+
+void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
+			      const void *data, size_t len)
+{
+	struct m_lent a = {.token = m->token};
+	struct gm_node_req req;
+	char why[256];
+	if (c->role != ROLE_AGENT ||
+	    !gm_remote_check_pylend(m, data, len, &req, why, sizeof(why))) {
+		gm_remote_conn_kill(c, "%s: malformed Python lend request", c->ip);
+		return;
+	}
+	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
+	if (!l) {
+		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		return;
+	}
+	if (!l->used) { /* answered when its check ends, or refused now */
+		enum lc_kind k =
+		    py_check_start(r, l, c, m, &req, (const unsigned char *)data + sizeof(req));
 		if (k != LC_OK)
 			refuse(c, m->token, k);
 		return;

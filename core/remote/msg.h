@@ -31,7 +31,8 @@
 
 #define MSG_MAGIC   0x4d524d47u /* "GMRM" */
 /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT; 5: a
- * remote worker claims its next lease while it makes one (home.c) */
+ * remote worker claims its next lease while it makes one (home.c); PYLEND,
+ * BATCH (Python jobs' workers on peers) */
 #define MSG_VERSION 5u
 #define SERVER_ROLE "goldminer-remote server"
 #define CLIENT_ROLE "goldminer-remote client"
@@ -48,6 +49,8 @@ enum am_id {
 	AM_SAMPLE,    /* remote worker -> home: one sample (+ its pixels) */
 	AM_PUBLISH,   /* remote worker -> home: the batch is complete (+ err bits, records) */
 	AM_BEAT,      /* agent -> agent, every BEAT_MS: alive, and what it can lend */
+	AM_PYLEND,    /* home agent -> peer agent: Python workers for a job (+ request, spec) */
+	AM_BATCH, /* remote Python worker -> home: a whole batch (+ err bits, records, payload) */
 	AM_N
 };
 
@@ -104,6 +107,36 @@ struct m_publish {
 	uint64_t read_bytes, preempt_ns;
 };
 
+/* A Python job's LEND (a binding's ring, bind.h): the lender checks that it
+ * lends Python workers (--lend-python), that every root of the request's
+ * facts lies below a --lend-root, and that the interpreter (the request's
+ * first argument) reports python; gm is the home's goldminer version. The
+ * payload is the request (its root: the command's arguments, an empty one,
+ * then the facts "py=...", "root=..." and an empty one), then spec_len
+ * bytes of spec (what the workers load, their fd 5). rows and sample_bytes
+ * are the ring's (the staging ring on the peer is made the same). */
+#define PY_SPEC_MAX (256u << 20) /* bytes of a spec a lender takes */
+struct m_pylend {
+	uint64_t token;
+	uint32_t workers, lease_ms, port, rows;
+	uint64_t sample_bytes, spec_len;
+	char gm[32];
+};
+/* A Python batch, whole: the lease's task and vpid, its sample count, the
+ * status a Python worker published (0, -EBADMSG, -ENODATA, -EMSGSIZE), its
+ * payload's bytes (at most the slot's data bytes), its error records. The
+ * payload of the message: words err words, n_recs records, then size bytes;
+ * with tail 1 (a rendezvous BATCH, received straight into the slot) the size
+ * bytes first, then the err words and records (in the slot's bytes after the
+ * payload, which must hold them). */
+struct m_batch {
+	uint64_t task;
+	uint32_t vpid, nb;
+	int32_t status;
+	uint32_t n_recs, words, tail;
+	uint64_t size;
+};
+
 /* An agent's heartbeat, sent to every agent it is connected to every BEAT_MS
  * (agent.c): a peer not heard from for DOWN_MS is down. What it can lend is
  * in thousandths of a core (the cores its own jobs leave idle, whatever it
@@ -135,6 +168,10 @@ struct wblob {
 	char home_addr[300];
 	struct gm_auth_key key;
 	struct gm_node_req req;
+	/* a Python job's (AM_PYLEND): the ring's rows and sample bytes, and the
+	 * bytes of the spec that follow this struct in the memfd (0: a C job) */
+	uint32_t py, rows;
+	uint64_t sample_bytes, spec_len;
 };
 
 #endif

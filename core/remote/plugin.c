@@ -73,6 +73,7 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.owner = r;
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
+	r->lend_python = c->lend_python;
 	int rc = 0;
 	for (uint32_t i = 0; !rc && i < c->nlend_roots; i++)
 		rc = gm_remote_lend_root(r, c->lend_roots[i], err, errlen);
@@ -305,6 +306,7 @@ static const struct gm_remote_ops ops = {
     .worker_main = gm_remote_worker_main,
     .lend_check_main = gm_remote_lend_check_main,
     .reload = gm_remote_agent_reload,
+    .pyjob_add = gm_remote_pyhome_add,
 };
 
 const struct gm_remote_ops *gm_remote_plugin(void)

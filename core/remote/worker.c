@@ -758,6 +758,12 @@ int gm_remote_worker_main(int fd)
 		gm_log("node --remote-worker", "fd %d holds no worker blob", fd);
 		rc = -EINVAL;
 	}
+	if (!rc && b->py) { /* a Python job's: pywork.c */
+		rc = gm_remote_pywork_main(b, fd);
+		memset(b, 0, sizeof(*b));
+		free(b);
+		return rc;
+	}
 	close(fd);
 	b->home_addr[sizeof(b->home_addr) - 1] = '\0';
 	if (!rc) {

@@ -37,4 +37,8 @@ int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, con
  * -errno (said on stderr). */
 int gm_remote_worker_main(int fd);
 
+/* A Python job's remote worker (pywork.c): blob b read from fd, whose spec
+ * follows it in fd (closed here). 0, or -errno (said on stderr). */
+int gm_remote_pywork_main(const struct wblob *b, int fd);
+
 #endif

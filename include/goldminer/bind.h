@@ -104,6 +104,7 @@ void gm_bind_fatal(struct gm_bind *b, const char *msg);
 /* ---- consumer side ------------------------------------------------------------- */
 
 struct gm_bind_pool;
+struct gm_ring;
 
 struct gm_bind_pool_cfg {
 	const char *const *argv;	/* each worker's command (execvp, NULL-terminated;
@@ -154,6 +155,14 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
 		      size_t errlen);
 
+/* Before gm_bind_pool_node: the job's facts for peers that lend Python
+ * workers (core/remote/pyhome.c), NUL-terminated words ending with an empty
+ * one ("py=" the interpreter's sys.version, "root=DIR" per directory the
+ * dataset reads), sent after the command. Without them (or without peers)
+ * the job's workers stay on the agent's host. 0, or -EINVAL (not such
+ * words, more than 2 KiB). */
+int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len);
+
 /* Wait for task's batch (the wait and the delivered batch are counted in the
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
@@ -189,6 +198,10 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
  * CUDA device or runtime is usable here; the runtime's -errno otherwise. The
  * registration ends with gm_bind_pool_destroy. */
 int gm_bind_pool_pin(struct gm_bind_pool *p);
+
+/* The pool's ring (owned by the pool): a remote Python worker (core/remote/
+ * pywork.c) reads a ready slot's err bits and records from it. */
+struct gm_ring *gm_bind_pool_ring(const struct gm_bind_pool *p);
 
 /* The pool's ring slots (the window of tasks that may be in flight). */
 uint32_t gm_bind_pool_slots(const struct gm_bind_pool *p);

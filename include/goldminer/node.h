@@ -77,6 +77,9 @@ struct gm_node_opts {
 	const char *const *lend_roots;
 	uint32_t nlend_roots, lend_index_ms;
 	uint64_t lend_max_files;
+	/* --lend-python: peers' Python jobs' workers may run here (their pickles
+	 * are code: off by default); their roots still below a --lend-root */
+	bool lend_python;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

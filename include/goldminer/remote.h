@@ -44,10 +44,11 @@
 #ifndef GOLDMINER_REMOTE_H
 #define GOLDMINER_REMOTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     5
+#define GM_REMOTE_ABI	     5	       /* 5: peers_lendable, pyjob_add, lend_python */
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -73,6 +74,9 @@ struct gm_remote_cfg {
 	const char *const *lend_roots;
 	uint32_t nlend_roots, lend_index_ms;
 	uint64_t lend_max_files;
+	/* --lend-python: peers' Python jobs may run their workers here (their
+	 * pickles are code: off by default); each root still below a lend root */
+	bool lend_python;
 	int verbose;
 	void (*log)(void *arg, const char *line); /* one line, no newline */
 	void *log_arg;
@@ -144,6 +148,14 @@ struct gm_remote_ops {
 	/* SIGHUP: --peers-file read again (a bad file is said, naming its line,
 	 * and the peers stay as they were) and --peers' names looked up now */
 	void (*reload)(struct gm_remote *r);
+	/* home side: a Python job (CMDJOB, a binding's ring, bind.h) whose request
+	 * carries its facts after the command (the trainer's Python, its dataset's
+	 * roots): peers that lend Python workers make whole batches of it
+	 * (pyhome.c). ring_fd, spec_fd: its memfds (the spec is read now). 0 or
+	 * -errno with err (-ENOENT: no root named, so no peer can check it). */
+	int (*pyjob_add)(struct gm_remote *r, int ring_fd, int spec_fd,
+			 const struct gm_node_req *req, uint32_t lease_ms, uint64_t *token,
+			 char *err, size_t errlen);
 };
 
 /* The plugin's one export. */

@@ -66,6 +66,7 @@ _PROTOS = {
     "gm_bind_pool_start": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "gm_bind_pool_node": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_char_p,
                                          ctypes.c_size_t]),
+    "gm_bind_pool_facts": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "gm_bind_pool_next": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
                                          ctypes.c_size_t]),
     "gm_bind_pool_status": (ctypes.c_int32, [_P, ctypes.c_uint32]),

@@ -431,6 +431,9 @@ class _Pool:
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
         self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
         if self.dl.node is not None:
+            facts = _remote_facts(self.dl.dataset)
+            if facts:  # peers that lend Python workers may make its batches
+                self.lib.gm_bind_pool_facts(self.p, facts, len(facts))
             rc = self.lib.gm_bind_pool_node(self.p, self.dl.node, self.dl._cap, err, 512)
         else:
             rc = self.lib.gm_bind_pool_start(self.p, err, 512)
@@ -546,3 +549,49 @@ def _raise_failed(buf, k, epoch):
         new = RuntimeError("%s: %s" % (info["type"].__name__, text))
     new.sample_index = info["index"]
     raise new from None
+
+
+def _dataset_roots(dataset):
+    """The directories a dataset reads, for a peer's --lend-root check: its
+    `goldminer_roots` (a list), else its `root` (torchvision's datasets), else
+    the directory holding all its `samples` paths (an ImageFolder's list, as the
+    hybrid plan's dataset keeps it), looking through wrappers (Subset,
+    ConcatDataset); [] when it names none."""
+    roots, todo, seen = [], [dataset], set()
+    while todo:
+        d = todo.pop()
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        named = getattr(d, "goldminer_roots", None)
+        if named is None and isinstance(getattr(d, "root", None), (str, bytes, os.PathLike)):
+            named = [d.root]
+        if named is None:
+            named = _samples_root(getattr(d, "samples", None))
+        for r in named or ():
+            r = os.path.abspath(os.fsdecode(r))
+            if r not in roots:
+                roots.append(r)
+        todo.extend(x for x in [getattr(d, "dataset", None)] if x is not None)
+        todo.extend(getattr(d, "datasets", None) or ())
+    return roots
+
+
+def _samples_root(samples):
+    """The directory that holds every path of a list of (path, ...) items."""
+    try:
+        dirs = {os.path.dirname(os.fsdecode(s[0])) for s in samples}
+        return [os.path.commonpath(sorted(dirs))] if dirs else None
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _remote_facts(dataset):
+    """The words a node agent's peers check before they run this job's workers
+    (bind.h's gm_bind_pool_facts): this interpreter's version and the dataset's
+    roots; None when it names no root or they do not fit (the workers then stay on
+    the agent's host, and its --status says why)."""
+    roots = _dataset_roots(dataset)
+    words = [b"py=" + sys.version.encode()] + [b"root=" + os.fsencode(r) for r in roots[:8]]
+    facts = b"".join(w + b"\0" for w in words) + b"\0"
+    return facts if roots and len(facts) <= 2048 and b"\0\0" not in facts[:-1] else None

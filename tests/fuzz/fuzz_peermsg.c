@@ -8,7 +8,10 @@
  * lender's LEND parse and --lend-root match (lendroot.h) with the request's
  * options checked as its check process does (gm_pool_check), a remote
  * worker's LEASE parse, an agent's BEAT (after one numbered by the prefix's
- * nsub byte). What passes is then landed the way the receiver lands
+ * nsub byte); a Python job's: the lender's PYLEND parse, its facts and their
+ * roots' --lend-root match, a remote Python worker's LEASE, the home's BATCH
+ * against the same lease (its rows the batch + GM_BIND_IDS_HDR, the slot's
+ * data bytes rows x sample bytes). What passes is then landed the way the receiver lands
  * it, into buffers of exactly the lease's size (so that ASan sees a byte
  * outside them).
  *
@@ -265,6 +268,85 @@ static void on_lease(const struct job *j, const struct m_lease *l, const uint8_t
 	memcpy(scratch, data, len);
 }
 
+/* The lender: a Python job's LEND, its facts, its roots by their words. */
+static void on_pylend(const struct m_pylend *m, const uint8_t *data, size_t len)
+{
+	struct gm_node_req req;
+	struct gm_remote_py_facts f;
+	char why[256] = "", path[sizeof(req.root)];
+	if (!gm_remote_check_pylend(m, data, len, &req, why, sizeof(why))) {
+		refused(why, sizeof(why));
+		return;
+	}
+	if (m->workers > GM_MAX_WORKERS || (m->workers && (len != sizeof(req) + m->spec_len ||
+							   m->spec_len > PY_SPEC_MAX)) ||
+	    strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
+		abort();
+	if (gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why))) {
+		refused(why, sizeof(why));
+		return;
+	}
+	if (!f.argc || f.argc > GM_NODE_CMD_ARGS || f.argv[0][0] != '/' || !f.py || !f.nroots ||
+	    f.nroots > GM_REMOTE_PY_ROOTS)
+		abort();
+	for (int q = 0; q < f.nroots; q++) {
+		const char *end = req.root + sizeof(req.root);
+		if (f.roots[q] < req.root || f.roots[q] >= end ||
+		    strnlen(f.roots[q], (size_t)(end - f.roots[q])) == (size_t)(end - f.roots[q]))
+			abort(); /* a fact outside the request */
+		if (!gm_lendroot_normalise(f.roots[q], path, sizeof(path)))
+			(void)gm_lendroot_find(lend_words, 2, path);
+	}
+}
+
+/* A remote Python worker: the home's reply to its claim (rows: batch + hdr). */
+static void on_pylease(const struct job *j, const struct m_lease *l, const uint8_t *data,
+		       size_t len)
+{
+	uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR];
+	uint32_t rows = j->batch + GM_BIND_IDS_HDR;
+	if (!gm_remote_check_pylease(l, len, rows))
+		return;
+	if (!l->status && (!l->nb || l->nb > j->batch || len != (l->nb + GM_BIND_IDS_HDR) * 4))
+		abort();
+	memcpy(ids, data, len);
+}
+
+/* The home: a whole batch of the lease, landed into a slot of exactly its
+ * data bytes (rows x sample bytes): eager, its records first; by rendezvous
+ * (rndv), received whole into the slot, its records after the payload. */
+static void on_batch(const struct job *j, const struct m_batch *b, const uint8_t *data, size_t len,
+		     bool rndv)
+{
+	char why[300] = "";
+	uint32_t rows = j->batch + GM_BIND_IDS_HDR, words = (rows + 63) / 64;
+	uint64_t cap = (uint64_t)rows * j->sb;
+	size_t head = (size_t)words * 8 + (size_t)b->n_recs * sizeof(struct gm_slot_err);
+	if (b->words != words || b->n_recs > GM_RING_MAX_ERRS || len < head || b->size > cap ||
+	    len != head + b->size || b->tail != rndv || (rndv && len > cap))
+		return; /* refused before anything lands (pyhome.c) */
+	unsigned char *slot = malloc(cap ? cap : 1);
+	uint64_t *copy = malloc(head ? head : 1);
+	if (!slot || !copy)
+		abort();
+	if (rndv) {
+		memcpy(slot, data, len);
+		memcpy(copy, slot + b->size, head);
+	} else {
+		memcpy(copy, data, head);
+	}
+	if (!gm_remote_check_batch(b, j->id, j->nb, words, cap, len, copy, why, sizeof(why))) {
+		refused(why, sizeof(why));
+	} else {
+		if (b->size > cap || head + b->size != len || b->nb != j->nb || b->tail > 1)
+			abort();
+		if (!rndv)
+			memcpy(slot, data + head, b->size);
+	}
+	free(slot);
+	free(copy);
+}
+
 /* ---- the target -------------------------------------------------------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -287,10 +369,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    [AM_LEND] = sizeof(struct m_lend),	   [AM_LENT] = sizeof(struct m_lent),
 	    [AM_CLAIM] = sizeof(struct m_claim),   [AM_LEASE] = sizeof(struct m_lease),
 	    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish),
-	    [AM_BEAT] = sizeof(struct m_beat)};
+	    [AM_BEAT] = sizeof(struct m_beat),	   [AM_PYLEND] = sizeof(struct m_pylend),
+	    [AM_BATCH] = sizeof(struct m_batch)};
 	if (id < 1 || id >= AM_N || !sizes[id] || hlen != sizes[id] || !handshaken ||
-	    (rndv && id != AM_SAMPLE) ||
-	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH))
+	    (rndv && id != AM_SAMPLE && id != AM_BATCH) ||
+	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH &&
+	     id != AM_PYLEND && id != AM_BATCH))
 		abort(); /* the table let through what it must not */
 	union {
 		struct m_lend lend;
@@ -300,6 +384,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct m_sample sample;
 		struct m_publish pub;
 		struct m_beat beat;
+		struct m_pylend pylend;
+		struct m_batch batch;
 	} h;
 	memcpy(&h, hdr, hlen); /* conn.c: the header to aligned memory */
 	struct job j;
@@ -311,8 +397,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case AM_LENT:
 		on_lent(&h.lent);
 		break;
-	case AM_LEASE:
-		on_lease(&j, &h.lease, pay, len);
+	case AM_LEASE: /* a C job's worker, or a Python job's (the prefix's done byte) */
+		if (data[7] & 0x80)
+			on_pylease(&j, &h.lease, pay, len);
+		else
+			on_lease(&j, &h.lease, pay, len);
+		break;
+	case AM_PYLEND:
+		on_pylend(&h.pylend, pay, len);
+		break;
+	case AM_BATCH:
+		on_batch(&j, &h.batch, pay, len, rndv);
 		break;
 	case AM_SAMPLE:
 		on_sample(&j, &h.sample, pay, len, rndv);
@@ -455,6 +550,40 @@ int main(int argc, char **argv)
 	seed("beat-more-for-us-than-lent", AM_BEAT, ok, B, N, 0, 0, &bt, sizeof(bt), NULL, 0);
 	bt = (struct m_beat){.seq = 1, .mcores = UINT32_MAX};
 	seed("beat-cores-past-limit", AM_BEAT, ok, B, N, 0, 0, &bt, sizeof(bt), NULL, 0);
+
+	/* a Python job: its LEND (a request with facts, a spec), a lease of its ids,
+	 * a whole batch */
+	static const char facts[] = "/usr/bin/python3\0-c\0code\0\0py=3.11.2\0root=/data/x\0";
+	static unsigned char plend[sizeof(struct gm_node_req) + 16];
+	memcpy(((struct gm_node_req *)plend)->root, facts, sizeof(facts));
+	struct m_pylend pl = {.token = 1, .workers = 2, .lease_ms = 5000, .port = 4000,
+			      .rows = B + GM_BIND_IDS_HDR, .sample_bytes = 64, .spec_len = 16};
+	snprintf(pl.gm, sizeof(pl.gm), "1.0");
+	seed("pylend", AM_PYLEND, ok, B, N, 0, 0, &pl, sizeof(pl), plend, sizeof(plend));
+	struct gm_node_req *pr = (struct gm_node_req *)plend;
+	snprintf(pr->root, sizeof(pr->root), "/usr/bin/python3");
+	seed("pylend-no-facts", AM_PYLEND, ok, B, N, 0, 0, &pl, sizeof(pl), plend, sizeof(plend));
+	uint32_t pids[6 + GM_BIND_IDS_HDR] = {1, 3, 24, 25, 26, 27, 28, 29};
+	ls = (struct m_lease){.vpid = LEASE_VPID, .slot = 1, .nb = 6, .task = LEASE_TASK};
+	seed("pylease", AM_LEASE, ok, B, N, 0, 0x80, &ls, sizeof(ls), pids, sizeof(pids));
+	struct {
+		uint64_t words[1];
+		struct gm_slot_err rec[1];
+		uint64_t payload[4];
+	} pb = {{1ull << 2}, {{.sample = first + 2, .err = -EIO}}, {32, 0, 0, 0}};
+	struct m_batch bb = {.task = LEASE_TASK, .vpid = LEASE_VPID, .nb = 6, .status = -EBADMSG,
+			     .n_recs = 1, .words = 1, .size = 32};
+	seed("batch-failed", AM_BATCH, fl, B, N, 0, 0, &bb, sizeof(bb), &pb, sizeof(pb));
+	bb.status = 0;
+	bb.n_recs = 0;
+	pb.words[0] = 0;
+	seed("batch", AM_BATCH, fl, B, N, 0, 0, &bb, sizeof(bb), &pb, 8 + 32);
+	struct {
+		uint64_t payload[4];
+		uint64_t words[1];
+	} pt = {{32, 0, 0, 0}, {0}};
+	bb.tail = 1; /* rendezvous: the payload first, straight into the slot */
+	seed("batch-rndv", AM_BATCH, fl | F_RNDV, B, N, 0, 0, &bb, sizeof(bb), &pt, sizeof(pt));
 
 	struct m_hello he = {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_AGENT};
 	seed("hello-over-ucx", AM_HELLO, ok, B, N, 0, 0, &he, sizeof(he), NULL, 0);

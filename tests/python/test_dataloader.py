@@ -682,7 +682,8 @@ class TestNode(GmTest):
         job = st["job"][0]
         self.assertEqual(job["pid"], os.getpid())
         self.assertTrue(job["python_workers"])
-        self.assertIn("this host only", job["remote"])
+        # an agent without peers says why no peer makes its batches
+        self.assertEqual(job["remote"], "none: no peers (goldminer node --peers)")
         deadline = time.monotonic() + 10  # the end of the job ends its workers
         while any(alive(w) for w in theirs) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -1,0 +1,379 @@
+/*
+ * pywork.c - a Python job's remote worker process (worker.h): `goldminer node
+ * --remote-worker FD` with a Python job's blob, exec'ed by a lending agent
+ * (lender.c) after its check passed (--lend-python, the roots below a lend
+ * root, the trainer's interpreter and Python here).
+ *
+ * The idea: the batch is made by a Python worker exactly as on the trainer's
+ * host, with the same bind API (bind.h), against a staging ring on this host
+ * (one batch in flight, in its slot 0): this process is that ring's consumer (a bind pool of one
+ * Python worker, with its zygote: a SIGKILLed Python worker is replaced in
+ * milliseconds and its staging task made again, same bytes). It connects to
+ * the home with its own UCP context and loops: CLAIM -> LEASE (the slot's
+ * ids[] the trainer wrote: epoch, batch, indices) -> the staging slot gets
+ * that batch -> the Python worker makes it -> BATCH (err bits, records, the
+ * payload whole) -> the next CLAIM. The staging slot is handed back only with
+ * the next lease's indices (bind.h: slots go back in task order with their
+ * batch), so the Python worker never sees a batch that is not the home's.
+ *
+ * What it receives is checked where it lands (a LEASE: its shape). It holds
+ * no state of an agent's, and nothing between leases but the staging ring.
+ *
+ * Not here: the checks of the batch (the home: pyhome.c, check.c), forking
+ * and retiring (lender.c), the Python worker (python/goldminer/_worker.py).
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "check.h"
+#include "conn.h"
+#include "ctl.h"
+#include "goldminer/bind.h"
+#include "goldminer/limits.h"
+#include "goldminer/ring.h"
+#include "goldminer/util.h"
+#include "msg.h"
+#include "worker.h"
+
+#define PY_REPLY_MS 10000
+#define PY_NONE_MS  4  /* asks again this soon when no task is free */
+#define PY_POLL_MS  20 /* the staging slot looked at, UCX progressed, this often */
+
+struct pyproc {
+	struct gm_remote_net net;
+	struct m_lease lease;
+	bool lease_in;
+	uint32_t rows;
+	uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR];
+	unsigned char *out; /* a BATCH's payload: err words, records, payload */
+	size_t out_cap;
+	struct m_batch b; /* its header, kept until the send completes */
+	bool sending;	  /* the last BATCH's send has not completed */
+};
+
+static volatile sig_atomic_t py_retire;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	py_retire = 1;
+}
+
+static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,
+		   size_t len, bool rndv)
+{
+	struct pyproc *r = owner;
+	const struct m_lease *l = hdr;
+	(void)rndv;
+	if (id == AM_LENT)
+		return;
+	if (id != AM_LEASE || !c->outgoing) {
+		gm_remote_conn_kill(c, "%s: message %d is not for a remote worker", c->ip, id);
+		return;
+	}
+	if (!gm_remote_check_pylease(l, len, r->rows)) {
+		gm_remote_conn_kill(c, "%s: malformed lease (status %d, %u samples, %zu bytes)",
+				    c->ip, l->status, l->nb, len);
+		return;
+	}
+	memcpy(r->ids, data, len);
+	r->lease = *l;
+	r->lease_in = true;
+}
+
+/* Progress until the lease reply came, c died or ms passed. 0 or -errno. */
+static int wait_lease(struct pyproc *r, struct conn *c, int ms)
+{
+	int64_t end = now_ms() + ms;
+	while (!r->lease_in) {
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+/* A lease: 0 with r->lease (status 0), -ENODATA (no more), or -errno. */
+static int claim(struct pyproc *r, struct conn *c)
+{
+	for (;;) {
+		struct m_claim m = {0};
+		r->lease_in = false;
+		int rc = gm_remote_conn_send(c, AM_CLAIM, &m, sizeof(m), NULL, 0);
+		if (!rc)
+			rc = wait_lease(r, c, PY_REPLY_MS);
+		if (rc)
+			return rc;
+		if (r->lease.status != -EAGAIN)
+			return r->lease.status;
+		if (py_retire)
+			return -ENODATA;
+		struct timespec ts = {0, PY_NONE_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Wait for the staging task's batch, progressing UCX (the home's messages,
+ * the endpoint's liveness). The slot, or -errno with err. */
+static int wait_batch(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint64_t task,
+		      char *err, size_t errlen)
+{
+	for (;;) {
+		ucp_worker_progress(r->net.w);
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		int rc = gm_bind_pool_next(p, task, PY_POLL_MS, err, errlen);
+		if (rc != -ETIMEDOUT && rc != -EINTR)
+			return rc;
+	}
+}
+
+static void sent(void *req, ucs_status_t st, void *user)
+{
+	(void)st; /* a failed send: the endpoint's error ends the connection */
+	*(bool *)user = false;
+	ucp_request_free(req);
+}
+
+/* Progress until the last BATCH's send completed (its buffer is ours again),
+ * or c died. */
+static int drain(struct pyproc *r, struct conn *c)
+{
+	while (r->sending && c->st != C_DEAD)
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 50000};
+			nanosleep(&ts, NULL);
+		}
+	return r->sending ? -ECONNRESET : 0;
+}
+
+/* A BATCH over 64 KiB whose records fit in the slot after its payload goes
+ * by rendezvous (r->b.tail: payload first), received straight into the slot
+ * (no copy of UCX's fragments or of ours at the home: what a CPU-poor home
+ * wants for 19 MB float batches); others eager. Sent from r->out, which stays
+ * ours until the send completes (drain). 0 or -errno. */
+static int send_batch(struct pyproc *r, struct conn *c, size_t len)
+{
+	ucp_request_param_t rp = {
+	    .op_attr_mask =
+		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .flags = UCP_AM_SEND_FLAG_REPLY |
+		     (r->b.tail ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+	    .cb.send = sent,
+	    .user_data = &r->sending,
+	};
+	if (c->st == C_DEAD || !c->ep)
+		return -ECONNRESET;
+	void *p = ucp_am_send_nbx(c->ep, AM_BATCH, &r->b, sizeof(r->b), r->out, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		gm_remote_conn_kill(c, "send failed: %s", ucs_status_string(UCS_PTR_STATUS(p)));
+		return -ECONNRESET;
+	}
+	r->sending = p != NULL;
+	return 0;
+}
+
+/* The ready staging slot as a BATCH to the home. 0 or -errno. */
+static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32_t slot)
+{
+	struct gm_ring *ring = gm_bind_pool_ring(p);
+	const struct gm_slot_ctl *ctl = gm_ring_ctl(ring, slot);
+	uint32_t words = (r->rows + 63) / 64;
+	uint64_t cap, size = 0;
+	const unsigned char *pl = gm_bind_pool_payload(p, slot, &cap);
+	struct m_batch b = {.task = r->lease.task,
+			    .vpid = r->lease.vpid,
+			    .nb = r->lease.nb,
+			    .status = gm_bind_pool_status(p, slot),
+			    .n_recs =
+				ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS,
+			    .words = words};
+	if (drain(r, c))
+		return -ECONNRESET;
+	memcpy(&size, pl, sizeof(size)); /* the payload's first 8 bytes: its size */
+	b.size = b.status == -EMSGSIZE ? 8 : size >= 8 && size <= cap ? size : 0;
+	size_t head = (size_t)words * 8 + b.n_recs * sizeof(struct gm_slot_err);
+	b.tail = head + b.size > 65536 && head + b.size <= cap;
+	if (head + b.size > r->out_cap) {
+		free(r->out);
+		r->out_cap = head + b.size;
+		if (!(r->out = malloc(r->out_cap))) {
+			r->out_cap = 0;
+			return -ENOMEM;
+		}
+	}
+	unsigned char *h = r->out + (b.tail ? b.size : 0);
+	_Atomic uint64_t *err = gm_ring_err_bits(ring, slot);
+	for (uint32_t q = 0; q < words; q++) {
+		uint64_t w = atomic_load_explicit(&err[q], memory_order_acquire);
+		memcpy(h + (size_t)q * 8, &w, 8);
+	}
+	memcpy(h + (size_t)words * 8, ctl->errs, b.n_recs * sizeof(struct gm_slot_err));
+	memcpy(r->out + (b.tail ? 0 : head), pl, b.size);
+	r->b = b;
+	return send_batch(r, c, head + b.size);
+}
+
+/* The staging pool of one Python worker (and its zygote), its first batch
+ * given. 0 or -errno with err. */
+static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *const *argv,
+		   const char *const *zargv, int spec_fd, const struct gm_bind_batch *first,
+		   char *err, size_t errlen)
+{
+	struct gm_bind_pool_cfg cfg = {.argv = argv,
+				       .workers = 1,
+				       .slots = 1,
+				       .batch_max = b->rows - GM_BIND_IDS_HDR,
+				       .payload_bytes = (uint64_t)b->rows * b->sample_bytes,
+				       .first_task = 0,
+				       .end_task = GM_RING_NO_END,
+				       .lease_timeout_ms = b->lease_ms,
+				       .zygote_argv = zargv,
+				       .spec_fd = spec_fd};
+	int rc = gm_bind_pool_create(p, &cfg, err, errlen);
+	if (!rc)
+		rc = gm_bind_pool_give(*p, 0, first);
+	/* One batch in flight, always in slot 0: a ring has at least GM_MIN_SLOTS
+	 * slots, and the others, FREE for tasks whose batch is not known (no
+	 * lease yet), are parked READY before the worker starts, never claimed;
+	 * staging task k * nslots is the k-th lease's (gm_bind_pool_release of
+	 * slot 0 gives task + nslots). */
+	struct gm_ring *ring = rc ? NULL : gm_bind_pool_ring(*p);
+	for (uint32_t s = 1; ring && s < gm_ring_hdr(ring)->nslots; s++)
+		/* no worker yet: nothing pairs with it but the claims to come */
+		atomic_store_explicit(&gm_ring_ctl(ring, s)->state, GM_SLOT_WORD(GM_SLOT_READY, 0),
+				      memory_order_release);
+	if (!rc)
+		rc = gm_bind_pool_start(*p, err, errlen);
+	return rc;
+}
+
+/* Lease, make, ship, until no task is left, retired or cut off. */
+static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, const char *const *argv,
+		   const char *const *zargv, int spec_fd)
+{
+	struct gm_bind_pool *p = NULL;
+	char err[512] = "";
+	uint64_t task = 0;
+	int slot = -1, rc = 0;
+	while (!rc && !py_retire) {
+		rc = claim(r, c);
+		if (rc)
+			break;
+		struct gm_bind_batch batch = {.epoch = r->ids[0],
+					      .batch = r->ids[1],
+					      .idx = r->ids + GM_BIND_IDS_HDR,
+					      .n = r->lease.nb};
+		if (!p)
+			rc = staging(&p, b, argv, zargv, spec_fd, &batch, err, sizeof(err));
+		else
+			rc = gm_bind_pool_release(p, (uint32_t)slot, &batch);
+		if (!rc && p && slot >= 0)
+			task += gm_bind_pool_slots(p);
+		if (!rc)
+			rc = slot = wait_batch(r, c, p, task, err, sizeof(err));
+		if (rc >= 0)
+			rc = ship(r, c, p, (uint32_t)slot);
+	}
+	if (rc && rc != -ENODATA)
+		gm_log("remote worker", "for %s: %s%s%s", b->home_addr, strerror(-rc),
+		       err[0] ? ": " : "", err[0] ? err : c->why);
+	drain(r, c); /* the last batch's send completes before the endpoint closes */
+	gm_bind_pool_destroy(p);
+	return rc == -ENODATA ? 0 : rc;
+}
+
+/* The spec (after the blob in fd) into a sealed memfd of its own: the
+ * Python workers' fd 5, without the blob's key. The fd, or -errno. */
+static int spec_memfd(const struct wblob *b, int fd)
+{
+	int sfd = memfd_create("goldminer-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	unsigned char buf[65536];
+	if (sfd < 0)
+		return -errno;
+	for (uint64_t off = 0; off < b->spec_len;) {
+		size_t want = b->spec_len - off < sizeof(buf) ? b->spec_len - off : sizeof(buf);
+		ssize_t k = pread(fd, buf, want, (off_t)(sizeof(*b) + off));
+		if (k <= 0 || write(sfd, buf, (size_t)k) != k) {
+			close(sfd);
+			return k < 0 ? -errno : -EIO;
+		}
+		off += (uint64_t)k;
+	}
+	if (fcntl(sfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+		close(sfd);
+		return -errno;
+	}
+	return sfd;
+}
+
+int gm_remote_pywork_main(const struct wblob *b, int fd)
+{
+	struct sigaction sa = {.sa_handler = on_usr1};
+	struct gm_remote_py_facts f;
+	struct pyproc *r = calloc(1, sizeof(*r));
+	struct conn *c = NULL;
+	const char *zargv[GM_NODE_CMD_ARGS + 2];
+	char err[512] = "";
+	int sfd = spec_memfd(b, fd), rc = sfd < 0 ? sfd : 0;
+	close(fd);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (!r)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = gm_remote_py_facts(b->req.root, sizeof(b->req.root), &f, err, sizeof(err));
+	if (!rc) {
+		for (int k = 0; k < f.argc; k++)
+			zargv[k] = f.argv[k];
+		zargv[f.argc] = "--zygote";
+		zargv[f.argc + 1] = NULL;
+		r->rows = b->rows;
+		r->net.key = b->key;
+		r->net.verbose = 1;
+		r->net.on_msg = on_msg;
+		r->net.owner = r;
+		r->net.epfd = -1;
+		struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
+		socklen_t sl;
+		rc = gm_remote_parse_addr(b->home_addr, &ss, &sl, r->net.allowed[0],
+					  INET6_ADDRSTRLEN);
+		r->net.nallowed = 1;
+	}
+	if (!rc)
+		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+	if (!rc)
+		rc = gm_remote_ctl_connect(&r->net, b->home_addr, b->token, b->lport, &c, err,
+					   sizeof(err));
+	if (rc)
+		gm_log("remote worker", "for %s: %s", b->home_addr, err[0] ? err : strerror(-rc));
+	if (!rc)
+		rc = py_loop(r, c, b, f.argv, zargv, sfd);
+	if (c)
+		gm_remote_conn_free(&r->net, c);
+	if (r) {
+		gm_remote_net_fini(&r->net);
+		free(r->out);
+		memset(&r->net.key, 0, sizeof(r->net.key));
+	}
+	free(r);
+	if (sfd >= 0)
+		close(sfd);
+	return rc;
+}
