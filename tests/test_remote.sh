@@ -115,7 +115,7 @@
 #      (--lend-python): the peer's Python workers made batches, and the
 #      per-epoch checksums equal a local run's
 #  41. the same for the hybrid pipeline (an ImageFolder with RandomResizedCrop,
-#      flip, ColorJitter, ToTensor as `goldminer run` plans it: crop and flip
+#      flip, RandAugment, ToTensor as `goldminer run` plans it: crop and flip
 #      in C, in the peer's Python workers)
 #  42. declines: a peer without --lend-python, and one whose --lend-root does
 #      not hold the dataset: --status names both reasons, the job runs locally

@@ -2,7 +2,7 @@
 # Python jobs' workers on peers (issue 27 item 3), measured on one machine that
 # behaves like two hosts (tests/multihost.sh: a network namespace and a CPU quota
 # per host; UCX over TCP). Same run, same photos (PHOTOS): the hybrid pipeline
-# (RandomResizedCrop(224), flip, ColorJitter, ToTensor, Normalize; crop and flip
+# (RandomResizedCrop(224), flip, RandAugment, ToTensor, Normalize; crop and flip
 # in C, the rest in Python workers: tests/bench/pyremote_bench.py) for a trainer
 # whose host gives it and its agent 0.25 of a core (cgroup v1 quota), alone
 # (its agent has no peer), then with a peer host lending 1.5 cores (--cpus 2

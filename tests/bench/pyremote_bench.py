@@ -1,5 +1,5 @@
 """pyremote_bench - the trainer of tests/bench/bench-pyremote.sh: the hybrid
-pipeline (RandomResizedCrop(224), flip, ColorJitter(0.4, 0.4, 0.4), ToTensor,
+pipeline (RandomResizedCrop(224), flip, RandAugment(), ToTensor,
 Normalize; crop and flip in C as `goldminer run` plans it, the rest in Python
 workers) over the first N photos, through the node agent at $NODE, for EPOCHS
 epochs. Prints one JSON line: img/s over the epochs after the first (the first

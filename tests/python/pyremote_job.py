@@ -1,7 +1,7 @@
-"""pyremote_job - the trainer of tests/test_remote.sh's Python cases (38-41):
+"""pyremote_job - the trainer of tests/test_remote.sh's Python cases (40-43):
 goldminer.torch.DataLoader over a plain Dataset (KIND=plain: each file's bytes
 and a seeded torch computation) or a torchvision ImageFolder with
-RandomResizedCrop, flip, ColorJitter and ToTensor, in Python (KIND=python) or
+RandomResizedCrop, flip, RandAugment and ToTensor, in Python (KIND=python) or
 planned as `goldminer run` plans it (KIND=hybrid: crop and flip in C), through the node
 agent at $NODE (unset: local workers), printing each epoch's SHA-256 (16 hex
 digits) on one line. Not a test by itself: the script compares the lines.
@@ -41,14 +41,15 @@ class Files(torch.utils.data.Dataset):
 
 def dataset(root, kind, size=48, normalize=False):
     """plain: Files; python: an ImageFolder with RandomResizedCrop, flip,
-    ColorJitter, ToTensor (and Normalize) in Python; hybrid: the same pipeline as
-    `goldminer run` plans it (goldminer.plan): the crop and flip in C, read and
+    RandAugment, ToTensor (and Normalize) in Python (RandAugment: an op the C
+    plane does not have; ColorJitter runs in C, core/jitter.c); hybrid: the same
+    pipeline as `goldminer run` plans it (goldminer.plan): the crop and flip in C, read and
     decoded by libgoldminer in the worker, the rest in Python."""
     if kind == "plain":
         return Files(root)
     import torchvision.transforms as T
     from torchvision.datasets import ImageFolder
-    ops = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4),
+    ops = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.RandAugment(),
            T.ToTensor()] + ([T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
                             if normalize else [])
     ds = ImageFolder(root, T.Compose(ops))
