@@ -47,6 +47,7 @@ struct bench {
 
 	bool tty;	/* progress line on stderr */
 	uint64_t *sums; /* checksum of each finished epoch */
+	double *ends;	/* when each finished epoch ended (s after the first wait) */
 	uint64_t ep;	/* epochs finished */
 	double due;	/* --consumer-rate: when the next step may start */
 	double dev_s;	/* time in device copies */
@@ -312,7 +313,8 @@ static int bench_open(struct bench *b)
 	b->reader = probe_reader(b->quiet);
 	b->tty = !b->quiet && isatty(2);
 	b->sums = calloc(b->epochs, sizeof(*b->sums));
-	return b->sums ? 0 : 1;
+	b->ends = calloc(b->epochs, sizeof(*b->ends));
+	return b->sums && b->ends ? 0 : 1;
 }
 
 /* The trainer's step of --consumer-rate: a GPU works while this CPU sleeps. */
@@ -365,6 +367,7 @@ static int bench_consume(struct bench *b, double t0)
 		if (e == GM_LOADER_END)
 			return 0;
 		if (e == GM_LOADER_END_OF_EPOCH) {
+			b->ends[b->ep] = now_s() - t0;
 			b->sums[b->ep++] = h;
 			h = GM_CHECKSUM_INIT;
 			continue;
@@ -476,6 +479,12 @@ static void bench_report(const struct bench *b, double wall)
 	       b->cuda ? gm_cuda_build() : "unavailable", b->reader);
 	printf(", \"read_bytes\": %" PRIu64, gm_loader_read_bytes(b->l));
 	printf(", \"stale_index\": %" PRIu64, gm_loader_stale_index(b->l));
+	/* when each epoch ended: a steady rate leaves out the first (workers starting,
+	 * an agent's borrowing ramp) */
+	printf(", \"epoch_end_s\": [");
+	for (uint64_t k = 0; k < b->ep; k++)
+		printf("%s%.3f", k ? ", " : "", b->ends[k]);
+	printf("]");
 	report_extras(b, &st, wall);
 	printf("}\n");
 	fflush(stdout);
@@ -500,6 +509,7 @@ int gm_cmd_bench(int argc, char **argv)
 		}
 	}
 	free(b.sums);
+	free(b.ends);
 	gm_cuda_free(b.dev);
 	interrupt_loader = NULL;
 	gm_loader_close(b.l);
