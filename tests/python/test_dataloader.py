@@ -7,7 +7,10 @@ deadline, exceptions with on_error fail/skip, a lambda and a class of a script's
 __main__ reach the workers, an unpicklable attribute is refused naming it, a
 collate result the ring cannot carry and a batch bigger than its slot are refused
 in words, state_dict resumes mid-epoch with the same bytes, batches view the ring,
-and Ctrl-C leaves no process.
+and Ctrl-C leaves no process. The first pool is a sparse probe: a first batch that
+fits it goes on with one zygote (one interpreter loads the dataset), one that does
+not is made again in a pool of its size, and a probe the memory limit refuses
+falls back to a 1 MiB first guess.
 """
 import collections
 import ctypes
@@ -484,6 +487,15 @@ class TestDataLoader(GmTest):
         self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)  # the next pools' slots
         self.assertLess(dl._measured, dataloader_probe())
         self.assertEqual(loads, [1, 2, 3])  # one interpreter loaded it per epoch
+
+    def test_probe_the_memory_limit_refuses_falls_back_to_a_1_mib_guess(self):
+        old = os.environ.get("GM_MEM_LIMIT")
+        self.addCleanup(lambda: os.environ.pop("GM_MEM_LIMIT") if old is None
+                        else os.environ.update(GM_MEM_LIMIT=old))
+        os.environ["GM_MEM_LIMIT"] = "64M"  # under the probe's 4 x 64 MiB, over the rest
+        loads, dl = self.loads()
+        self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)
+        self.assertEqual(loads[0], 2)  # the 1 MiB guess was too small: made again
 
     def test_persistent_probe_that_fits_serves_every_epoch(self):
         loads, dl = self.loads(persistent=True)
