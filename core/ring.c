@@ -399,8 +399,7 @@ int gm_ring_attach(struct gm_ring **out, int fd)
 	}
 	/* Pre-faulted when its creator reserved every page; a sparse ring
 	 * (gm_ring_create_sparse) stays sparse: its pages come as they are written. */
-	err = map_region(r, r->fd, h.total_bytes,
-			 (uint64_t)st.st_blocks * 512 >= h.total_bytes);
+	err = map_region(r, r->fd, h.total_bytes, (uint64_t)st.st_blocks * 512 >= h.total_bytes);
 	if (err)
 		goto out_close;
 	r->mask = h.nslots - 1;

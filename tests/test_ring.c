@@ -62,7 +62,7 @@ static void test_sparse_ring_costs_only_the_pages_written(void **state)
 	assert_true(allocated(gm_ring_fd(r)) < total / 16); /* the header and ctl pages */
 	assert_int_equal(gm_ring_attach(&a, gm_ring_fd(r)), 0);
 	uint64_t before = allocated(gm_ring_fd(r));
-	assert_true(before < total / 16); /* the attacher did not pre-fault it either */
+	assert_true(before < total / 16);	/* the attacher did not pre-fault it either */
 	memset(gm_ring_data(a, 2), 7, 1 << 20); /* a worker writes 1 MiB */
 	assert_in_range(allocated(gm_ring_fd(r)) - before, 1 << 20, (1 << 20) + 4096);
 	assert_int_equal(((char *)gm_ring_data(r, 2))[4095], 7);
