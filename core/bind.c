@@ -240,6 +240,7 @@ struct gm_bind_pool {
 	uint32_t workers;
 	bool started;
 	bool pinned; /* the ring is registered with CUDA */
+	bool sparse; /* a sparse ring (never pinned: that would fault every page) */
 	/* for gm_bind_pool_node: the workers' command, spec and deadline, and the
 	 * connection to the agent that runs them (-1: none) */
 	const char *const *argv;
@@ -271,6 +272,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;
 	pc.exec_fd = c->spec_fd;
+	pc.sparse = c->sparse != 0;
 	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */
 	pc.sample_bytes = (c->payload_bytes + rows - 1) / rows;
 	pc.w.batch_size = rows;
@@ -298,6 +300,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	p->workers = c->workers;
 	p->argv = c->argv;
 	p->spec_fd = c->spec_fd;
+	p->sparse = c->sparse != 0;
 	p->lease_ms = c->lease_timeout_ms;
 	p->node_fd = -1;
 	*out = p;
@@ -558,6 +561,8 @@ int gm_bind_pool_pin(struct gm_bind_pool *p)
 
 	if (p->pinned)
 		return 0;
+	if (p->sparse)
+		return -EINVAL;
 	if (!gm_cuda_available(NULL, 0))
 		return -ENODEV;
 	rc = gm_cuda_host_register(gm_ring_base(p->ring), gm_ring_bytes(p->ring));

@@ -1109,7 +1109,8 @@ static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, si
 	rc = gm_ring_admit(slots, c->w.batch_size, sample_bytes, err, errlen);
 	if (rc)
 		return rc;
-	rc = gm_ring_create(ring, slots, c->w.batch_size, sample_bytes, c->first_task, c->end_task);
+	rc = (c->sparse ? gm_ring_create_sparse : gm_ring_create)(
+	    ring, slots, c->w.batch_size, sample_bytes, c->first_task, c->end_task);
 	if (rc)
 		gm_errf(err, errlen, "ring of %u slots x %u x %zu bytes: %s", slots,
 			c->w.batch_size, sample_bytes, strerror(-rc));

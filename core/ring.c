@@ -3,8 +3,12 @@
  *
  * The region is one memfd (no name in /dev/shm to leak; it dies with the last
  * mapping), sized with ftruncate and pre-faulted with MAP_POPULATE so neither the
- * workers nor the consumer pay first-touch faults on the hot path. Waiting is on
- * futexes in the shared region (not FUTEX_PRIVATE: waiters are other processes).
+ * workers nor the consumer pay first-touch faults on the hot path (a sparse ring,
+ * gm_ring_create_sparse, a first guess at a slot size such as dataloader.py's
+ * probe, is neither reserved nor pre-faulted, by its creator or by an attacher,
+ * which looks at the memfd's allocated blocks: only the pages written cost).
+ * Waiting is on futexes in the shared region (not FUTEX_PRIVATE: waiters are
+ * other processes).
  *
  * Two defences for a consumer that maps a ring it did not create: the region is
  * sealed (F_SEAL_SHRINK|F_SEAL_GROW) as soon as it is sized, and attach checks the
@@ -266,8 +270,9 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 	return -ENOMEM;
 }
 
-int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
-		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task)
+/* gm_ring_create and gm_ring_create_sparse: reserved and pre-faulted, or neither. */
+static int ring_make(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
+		     uint64_t sample_bytes, uint64_t first_task, uint64_t end_task, bool sparse)
 {
 	struct gm_ring *r;
 	uint64_t data_off, slot_bytes, total;
@@ -294,8 +299,9 @@ int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 		err = -errno;
 		goto out_close;
 	}
-	/* Reserve the pages now so a full tmpfs fails here, not with SIGBUS later. */
-	if (fallocate(r->fd, 0, 0, (off_t)total) < 0 && errno != EOPNOTSUPP) {
+	/* Reserve the pages now so a full tmpfs fails here, not with SIGBUS later
+	 * (a sparse ring takes that risk: its pages are charged as they are written). */
+	if (!sparse && fallocate(r->fd, 0, 0, (off_t)total) < 0 && errno != EOPNOTSUPP) {
 		err = -errno;
 		goto out_close;
 	}
@@ -304,7 +310,7 @@ int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 		err = -errno;
 		goto out_close;
 	}
-	err = map_region(r, r->fd, total, true);
+	err = map_region(r, r->fd, total, !sparse);
 	if (err)
 		goto out_close;
 	r->mask = nslots - 1;
@@ -339,6 +345,18 @@ out_close:
 out_free:
 	free(r);
 	return err;
+}
+
+int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
+		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task)
+{
+	return ring_make(out, nslots, batch_size, sample_bytes, first_task, end_task, false);
+}
+
+int gm_ring_create_sparse(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
+			  uint64_t sample_bytes, uint64_t first_task, uint64_t end_task)
+{
+	return ring_make(out, nslots, batch_size, sample_bytes, first_task, end_task, true);
 }
 
 int gm_ring_attach(struct gm_ring **out, int fd)
@@ -379,7 +397,9 @@ int gm_ring_attach(struct gm_ring **out, int fd)
 		err = -errno;
 		goto out_free;
 	}
-	err = map_region(r, r->fd, h.total_bytes, true);
+	/* Pre-faulted when its creator reserved every page; a sparse ring
+	 * (gm_ring_create_sparse) stays sparse: its pages come as they are written. */
+	err = map_region(r, r->fd, h.total_bytes, (uint64_t)st.st_blocks * 512 >= h.total_bytes);
 	if (err)
 		goto out_close;
 	r->mask = h.nslots - 1;

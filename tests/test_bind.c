@@ -224,6 +224,7 @@ static struct gm_bind_batch *indices(uint64_t t, uint32_t *idx)
 static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many */
 static int spec_fd;	   /* open_pool's spec_fd (0: none) */
 static const char *zygote; /* open_pool's zygote mode (NULL: none) */
+static bool sparse;	   /* open_pool's ring is sparse, with 8 MiB payloads */
 
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
 				      uint32_t lease_ms, char *err, int *rc)
@@ -234,12 +235,13 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 				     .workers = workers,
 				     .slots = 4,
 				     .batch_max = 3,
-				     .payload_bytes = 4 * 8,
+				     .payload_bytes = sparse ? 8 << 20 : 4 * 8,
 				     .end_task = tasks,
 				     .lease_timeout_ms = lease_ms,
 				     .budget = budget,
 				     .zygote_argv = zygote ? zargv : NULL,
-				     .spec_fd = spec_fd};
+				     .spec_fd = spec_fd,
+				     .sparse = sparse};
 	uint32_t idx[3];
 
 	argv[0] = command ? command : self;
@@ -803,6 +805,43 @@ static void test_pin_registers_the_ring_or_says_there_is_no_gpu(void **state)
 	gm_bind_pool_destroy(p);
 }
 
+/* Whether the page at addr is in memory (allocated, for a memfd's page). */
+static bool resident(const void *addr)
+{
+	unsigned char in = 0;
+	uintptr_t page = (uintptr_t)addr & ~(uintptr_t)4095;
+	assert_int_equal(mincore((void *)page, 4096, &in), 0);
+	return in & 1;
+}
+
+static void test_sparse_pool_allocates_only_what_workers_write_and_is_not_pinned(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t bad[4];
+	uint64_t cap;
+
+	sparse = true;
+	struct gm_bind_pool *p = open_pool("plain", 2, 12, 0, err, &rc);
+	sparse = false;
+	assert_int_equal(rc, 0);
+	assert_int_equal(gm_bind_pool_pin(p), -EINVAL); /* would fault every page in */
+	assert_int_equal(drain(p, 12, bad), 0);		/* 32 bytes a batch, written */
+	for (uint32_t s = 0; s < 4; s++) {
+		const char *v = gm_bind_pool_payload(p, s, &cap);
+		assert_true(cap >= 8 << 20);
+		assert_true(resident(v));		/* what the workers wrote */
+		assert_false(resident(v + cap - 4096)); /* never written: never allocated */
+	}
+	gm_bind_pool_destroy(p);
+	p = open_pool("plain", 1, 4, 0, err, &rc); /* the reserved ring: every page */
+	assert_int_equal(rc, 0);
+	const char *v = gm_bind_pool_payload(p, 3, &cap);
+	assert_true(resident(v + cap - 1));
+	gm_bind_pool_destroy(p);
+}
+
 static void test_give_refuses_tasks_outside_the_window(void **state)
 {
 	(void)state;
@@ -934,6 +973,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
+	    cmocka_unit_test(test_sparse_pool_allocates_only_what_workers_write_and_is_not_pinned),
 	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

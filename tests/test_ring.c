@@ -44,6 +44,38 @@ static void test_create_validates(void **state)
 	gm_ring_destroy(NULL);
 }
 
+/* Bytes of the memfd's pages that are allocated. */
+static uint64_t allocated(int fd)
+{
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+static void test_sparse_ring_costs_only_the_pages_written(void **state)
+{
+	(void)state;
+	struct gm_ring *r, *a;
+	/* 4 slots of 8 MiB: 32 MiB mapped, by the creator and by an attacher */
+	assert_int_equal(gm_ring_create_sparse(&r, 4, 1, 8 << 20, 0, 100), 0);
+	uint64_t total = gm_ring_hdr(r)->total_bytes;
+	assert_true(allocated(gm_ring_fd(r)) < total / 16); /* the header and ctl pages */
+	assert_int_equal(gm_ring_attach(&a, gm_ring_fd(r)), 0);
+	uint64_t before = allocated(gm_ring_fd(r));
+	assert_true(before < total / 16);	/* the attacher did not pre-fault it either */
+	memset(gm_ring_data(a, 2), 7, 1 << 20); /* a worker writes 1 MiB */
+	assert_in_range(allocated(gm_ring_fd(r)) - before, 1 << 20, (1 << 20) + 4096);
+	assert_int_equal(((char *)gm_ring_data(r, 2))[4095], 7);
+	gm_ring_destroy(a);
+	gm_ring_destroy(r);
+	/* the reserved ring: every page allocated before anyone writes one */
+	assert_int_equal(gm_ring_create(&r, 4, 1, 8 << 20, 0, 100), 0);
+	assert_true(allocated(gm_ring_fd(r)) >= gm_ring_hdr(r)->total_bytes);
+	gm_ring_destroy(r);
+	assert_int_equal(gm_ring_create_sparse(&r, 3, 1, 4096, 0, 10), -EINVAL); /* not pow2 */
+	assert_null(r);
+}
+
 static void test_attach_validates_header(void **state)
 {
 	(void)state;
@@ -388,6 +420,7 @@ int main(void)
 	    cmocka_unit_test(test_ring_larger_than_the_limit_is_refused),
 	    cmocka_unit_test(test_mem_limit_that_is_not_a_size_is_refused),
 	    cmocka_unit_test(test_size_and_parse_bytes),
+	    cmocka_unit_test(test_sparse_ring_costs_only_the_pages_written),
 	    cmocka_unit_test(test_two_processes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

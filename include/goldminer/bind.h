@@ -123,6 +123,9 @@ struct gm_bind_pool_cfg {
 	int spec_fd; /* > 2: each worker's and the zygote's fd 5, what they load (a
 		      * memfd: gone with the consumer's process, however it ends;
 		      * borrowed: open until the pool is destroyed); 0: none */
+	int sparse;  /* != 0: a sparse ring (ring.h, gm_ring_create_sparse): payload_bytes
+		      * is a first guess, its pages cost only once written; such a ring
+		      * cannot be pinned (gm_bind_pool_pin: -EINVAL) */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */
@@ -195,7 +198,8 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
 
 /* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches
  * that view it are pinned host memory (pin_memory=True). 0; -ENODEV when no
- * CUDA device or runtime is usable here; the runtime's -errno otherwise. The
+ * CUDA device or runtime is usable here; -EINVAL for a sparse ring (it would
+ * fault every page in); the runtime's -errno otherwise. The
  * registration ends with gm_bind_pool_destroy. */
 int gm_bind_pool_pin(struct gm_bind_pool *p);
 

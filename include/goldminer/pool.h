@@ -77,6 +77,9 @@ struct gm_pool_cfg {
 	 * created; its geometry and tasks are the ring's (w.batch_size, slots,
 	 * sample_bytes, first_task and end_task are taken from it). Not owned. */
 	int ring_fd;
+	/* Without ring_fd: the ring is sparse (gm_ring_create_sparse: not reserved,
+	 * not pre-faulted; a first guess at its slot size, only what is written costs). */
+	bool sparse;
 };
 
 /* Checks of a job's options that need no index: the batch size is

@@ -174,6 +174,15 @@ int gm_ring_parse_bytes(const char *s, uint64_t *out);
 int gm_ring_create(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
 		   uint64_t sample_bytes, uint64_t first_task, uint64_t end_task);
 
+/* gm_ring_create without the reservation and the pre-fault: a sparse region whose
+ * pages are allocated (and charged to the memory cgroup) as they are first
+ * written, and that gm_ring_attach maps without pre-faulting either (it
+ * pre-faults a ring only when every page of the memfd is allocated). For a first
+ * guess much larger than what is likely used. Memory that runs out later is a
+ * SIGBUS in the process that writes the page, not -ENOMEM here. 0 or -errno. */
+int gm_ring_create_sparse(struct gm_ring **out, uint32_t nslots, uint32_t batch_size,
+			  uint64_t sample_bytes, uint64_t first_task, uint64_t end_task);
+
 /* Map a ring from a memfd another process created, validating the header (magic,
  * version, sizes vs the fd's size) and its seals. Takes no ownership of fd (it is
  * dup'ed). -EBADMSG for a header that does not validate; -EPERM for a region

@@ -28,6 +28,7 @@ class PoolCfg(ctypes.Structure):
         ("budget", ctypes.c_uint32),
         ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
         ("spec_fd", ctypes.c_int),
+        ("sparse", ctypes.c_int),
     ]
 
 

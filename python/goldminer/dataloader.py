@@ -22,9 +22,14 @@ batch is asked for; copy=True copies them into buffers the caller owns (reused
 once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
 or measured once from the first batch of the first pool, computed in a worker like
 any other (a crash there costs a re-issue and is reported with the index, never
-the trainer's life): the first pool's slots hold MIN_SLOT bytes; when that batch
-needs more than half of it (a worker that cannot fit it says its size), the pool
-is made again with twice the size, and the first batch computed again.
+the trainer's life): the first pool is a probe, its slots PROBE_SLOT bytes of a
+sparse ring (not reserved, pre-faulted or pinned: only the pages written cost).
+Twice that batch (at least MIN_SLOT) is the slot size of every later pool; when
+it fits the probe's slots, the probe goes on (to the end of its epoch, or as the
+persistent pool, except with pin_memory: its batches are copied into pinned
+memory until the next epoch's pool, pinned); else (a worker that cannot fit the
+batch says its size) the pool is made again with that size, and the first batch
+computed again. Through a node agent the first guess is MIN_SLOT, reserved.
 
 num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
@@ -62,7 +67,8 @@ import sys
 from . import _abi, _bind, _slot
 
 _ON_ERROR = ("fail", "skip")
-MIN_SLOT = 1 << 20  # a slot's payload before the first batch is measured, and at least
+MIN_SLOT = 1 << 20  # a slot's payload at least (and the first guess through a node agent)
+PROBE_SLOT = 64 << 20  # the first pool's sparse slots: a batch of 32 224x224 float images fits
 
 
 class _Resize(Exception):
@@ -275,11 +281,15 @@ class DataLoader:
         return _map_tensors(out, lambda t: t.pin_memory())
 
     def _payload_bytes(self):
-        """A slot's payload, and whether it is a first guess (the pool's first batch
-        measures it)."""
+        """A slot's payload, whether it is a first guess (the pool's first batch
+        measures it), and whether the ring is a sparse probe."""
         if self.slot_bytes:
-            return self.slot_bytes, False
-        return (self._measured, False) if self._measured else (MIN_SLOT, True)
+            return self.slot_bytes, False, False
+        if self._measured:
+            return self._measured, False, False
+        if self.node is not None:  # the agent admits the ring's whole size
+            return MIN_SLOT, True, False
+        return PROBE_SLOT, True, True
 
     def _pool_for(self, batches, start):
         """The pool of this epoch: the persistent one when it can go on (the last
@@ -289,9 +299,12 @@ class DataLoader:
             pool.add_plan((pool.tail(), epoch, batches, 0))
             return pool
         self.close()
-        pool = _Pool(self, (-start, epoch, batches, start), *self._payload_bytes(),
-                     self.persistent_workers)
-        if self.persistent_workers:
+        payload, sizing, sparse = self._payload_bytes()
+        # a probe is not pinned: with pin_memory, the persistent pool starts at epoch 1
+        persistent = self.persistent_workers and not (sparse and self.pin_memory)
+        pool = _Pool(self, (-start, epoch, batches, start), payload, sizing, persistent,
+                     sparse)
+        if persistent:
             self._pool = pool
         return pool
 
@@ -359,8 +372,8 @@ class _Pool:
     with the batch of task + slots; one whose next batch is not drawn yet (the
     next epoch's) is kept until it is."""
 
-    def __init__(self, dl, plan, payload, sizing, persistent):
-        self.dl, self.lib = dl, _bind.lib()
+    def __init__(self, dl, plan, payload, sizing, persistent, sparse=False):
+        self.dl, self.lib, self.sparse = dl, _bind.lib(), sparse
         self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
         self.sizing = sizing  # the first batch taken measures the slots
@@ -398,7 +411,7 @@ class _Pool:
         # this process's library, whoever starts the worker (a node agent: its env)
         code = ("import os, sys; sys.path.insert(0, %r); os.environ['GOLDMINER_LIB'] = %r; "
                 "from goldminer._worker import main; main()" % (pkg, _abi.lib().path))
-        spec = self._spec()
+        spec = self.spec_fd if self.spec_fd >= 0 else self._spec()
         args = [sys.executable, "-c", code]
         self.argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
         zyg = args + ["--zygote"]  # replacements fork from it
@@ -414,12 +427,17 @@ class _Pool:
         local_auto = auto and self.dl.node is None  # else the agent sizes the pool
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
-                             self.dl.max_workers if local_auto else 0, self.zargv, spec)
+                             self.dl.max_workers if local_auto else 0, self.zargv, spec,
+                             int(self.sparse))
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)
         err = ctypes.create_string_buffer(512)
         rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
+        if rc == -errno.ENOMEM and self.sparse:  # no room for the probe: the small guess
+            self.sparse = False
+            cfg = self._cfg(MIN_SLOT, batch_max)
+            rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
         self.slots = self.lib.gm_bind_pool_slots(self.p)
@@ -429,7 +447,9 @@ class _Pool:
                 break
             self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
-        self.pinned = self.dl.pin_memory and self.lib.gm_bind_pool_pin(self.p) == 0
+        # (not a probe's sparse ring: its batches are copied into pinned memory)
+        self.pinned = (self.dl.pin_memory and not self.sparse
+                       and self.lib.gm_bind_pool_pin(self.p) == 0)
         if self.dl.node is not None:
             facts = _remote_facts(self.dl.dataset)
             if facts:  # peers that lend Python workers may make its batches
@@ -511,7 +531,7 @@ class _Pool:
             want = max(MIN_SLOT, (2 * _slot.size_of(buf) + 4095) // 4096 * 4096)
             if want > cap.value:
                 raise _Resize(want)
-            self.dl._measured = cap.value
+            self.dl._measured = want  # the next pools' (a probe that fits goes on)
         for r in range(min(self.lib.gm_bind_pool_errors(self.p, slot), 8)):
             s, e = ctypes.c_uint32(), ctypes.c_int32()
             msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))

@@ -7,7 +7,10 @@ deadline, exceptions with on_error fail/skip, a lambda and a class of a script's
 __main__ reach the workers, an unpicklable attribute is refused naming it, a
 collate result the ring cannot carry and a batch bigger than its slot are refused
 in words, state_dict resumes mid-epoch with the same bytes, batches view the ring,
-and Ctrl-C leaves no process.
+and Ctrl-C leaves no process. The first pool is a sparse probe: a first batch that
+fits it goes on with one zygote (one interpreter loads the dataset), one that does
+not is made again in a pool of its size, and a probe the memory limit refuses
+falls back to a 1 MiB first guess.
 """
 import collections
 import ctypes
@@ -113,6 +116,11 @@ def pad_collate(items):
                       "empty": torch.zeros(0, 4), "t": (1, 2.5, True)})
 
 
+def dataloader_probe():
+    from goldminer import dataloader
+    return dataloader.PROBE_SLOT
+
+
 def big_collate(items):
     """1.6 MB a batch, more than half the first guess of a slot (1 MiB)."""
     import torch
@@ -144,6 +152,19 @@ class Texts:
 
     def __getitem__(self, i):
         return [i] * (1 + i % 7), "s%d" % i, bytes([i])
+
+
+class CountedTexts(Texts):
+    """Texts that write the pid of each process that loads them (unpickles the
+    spec: a zygote, or a worker started as a fresh process) into the file log."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        with open(self.log, "a") as f:
+            f.write("%d\n" % os.getpid())
 
 
 class Who:
@@ -431,14 +452,54 @@ class TestDataLoader(GmTest):
         self.assertEqual(self.run_loader(1, ds, shuffle=False)[0], ref)
         self.assertFalse(os.path.exists(marker))  # a worker did exit on sample 0
 
-    def test_first_batch_bigger_than_the_first_guess_sizes_the_slots(self):
+    def loads(self, persistent=False, probe=None):
+        """Epochs 0-2 of 1.6 MB batches: the processes that loaded the dataset after
+        each epoch, and the loader (probe: the first pool's slot bytes)."""
         import torch
+        from goldminer import dataloader
+        if probe is not None:
+            self.addCleanup(setattr, dataloader, "PROBE_SLOT", dataloader.PROBE_SLOT)
+            dataloader.PROBE_SLOT = probe
+        fd, log = tempfile.mkstemp(prefix="gm-loads-")
+        os.close(fd)
+        self.addCleanup(os.unlink, log)
         ref = [b.clone() for b in self.DL(Texts(), batch_size=5, collate_fn=big_collate)]
-        dl = self.DL(Texts(), batch_size=5, num_workers=2, collate_fn=big_collate, copy=True)
-        got = list(dl)
-        self.assertEqual(len(got), len(ref))
-        self.assertTrue(all(torch.equal(g, r) for g, r in zip(got, ref)))
+        dl = self.DL(CountedTexts(log), batch_size=5, num_workers=2, collate_fn=big_collate,
+                     copy=True, persistent_workers=persistent)
+        self.addCleanup(dl.close)
+        loads = []
+        for _ in range(3):
+            got = list(dl)
+            self.assertEqual(len(got), len(ref))
+            self.assertTrue(all(torch.equal(g, r) for g, r in zip(got, ref)))
+            with open(log) as f:
+                loads.append(len(f.read().split()))
+        return loads, dl
+
+    def test_first_batch_bigger_than_the_first_guess_sizes_the_slots(self):
+        from goldminer import dataloader
+        loads, dl = self.loads(probe=dataloader.MIN_SLOT)  # a 1 MiB probe: too small
         self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)  # twice batch 0's 1.6 MB
+        self.assertEqual(loads[0], 2)  # the first pool's zygote, then the resized pool's
+
+    def test_first_batch_that_fits_the_probe_goes_on_with_one_zygote(self):
+        loads, dl = self.loads()
+        self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)  # the next pools' slots
+        self.assertLess(dl._measured, dataloader_probe())
+        self.assertEqual(loads, [1, 2, 3])  # one interpreter loaded it per epoch
+
+    def test_probe_the_memory_limit_refuses_falls_back_to_a_1_mib_guess(self):
+        old = os.environ.get("GM_MEM_LIMIT")
+        self.addCleanup(lambda: os.environ.pop("GM_MEM_LIMIT") if old is None
+                        else os.environ.update(GM_MEM_LIMIT=old))
+        os.environ["GM_MEM_LIMIT"] = "64M"  # under the probe's 4 x 64 MiB, over the rest
+        loads, dl = self.loads()
+        self.assertGreaterEqual(dl._measured, 2 * 4 * 400000)
+        self.assertEqual(loads[0], 2)  # the 1 MiB guess was too small: made again
+
+    def test_persistent_probe_that_fits_serves_every_epoch(self):
+        loads, dl = self.loads(persistent=True)
+        self.assertEqual(loads, [1, 1, 1])  # one zygote for the loader's life
 
     def test_endless_transform_costs_reissues_never_a_hang(self):
         t0 = time.monotonic()
