@@ -128,8 +128,12 @@
 #  45. the trainer's interpreter missing on the peer (a tmpfs over its
 #      directory in the peer's mount namespace; netns only): declined in
 #      --status, same checksums locally
+#  46. a home its lender did not hear for DOWN_MS (its agent SIGSTOPped 1.5 s)
+#      while it heard the lender: the lender stopped its workers, the home sees
+#      in the lender's heartbeats fewer workers than granted and asks again;
+#      the workers deliver again, same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# Under a sanitizer build (make sanitize), 12, 13-15, 34-37 and 40-45 skip, naming the
+# Under a sanitizer build (make sanitize), 12, 13-15, 34-37, 40-45 and 46 skip, naming the
 # tests that run their code under ASan: it keeps CI short, strace cannot share a
 # process with LeakSanitizer, and 34-37 time rules in fractions of a second.
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
@@ -163,10 +167,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..45"
+echo "1..46"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 45 ]; do
+	while [ $i -le 46 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1476,6 +1480,48 @@ else
 	n=$((n + 1))
 	echo "ok $n # SKIP a path can be hidden from one host only in its own namespaces ($(mh_why))"
 fi
+fi
+
+# 46: a home its lender does not hear for DOWN_MS (its agent SIGSTOPped for 1.5
+# s) while it hears the lender all along (its beats wait in its socket): the
+# lender takes the home for down and stops its workers, the home does not take
+# the lender for down; the lender's heartbeats then say it runs fewer workers
+# for our jobs than it granted, and the home asks it again: its workers deliver
+# again, same bytes
+if ! san_skip 45 "under a sanitizer build: it times the liveness rules in fractions of a second (as 34-37)"; then
+# shellcheck disable=SC2086
+ref40=$("$G" bench "$tmp/data" --workers 2 --epochs 40 $BENCH 2>/dev/null |
+	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
+agent 2 "$tmp/secret" 1
+agent 1 "$tmp/secret" 2
+peers_connected 1 1
+train 40 &
+tp=$!
+wait_remote 64
+kill -STOP "$apid1"
+sleep 1.5
+kill -CONT "$apid1"
+t0=$(date +%s%N)
+s0=$(remote_samples)
+k=0 again=''
+while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
+	if grep -q "runs 0 remote workers for our jobs, not the 1 it granted: asking it again" "$tmp/1.log"; then
+		again=$(ms_since "$t0")
+		break
+	fi
+	sleep 0.05
+	k=$((k + 1))
+done
+more=no
+[ -n "$again" ] && wait_remote $((${s0:-0} + 64)) && more=yes
+wait $tp
+ok=1
+[ -n "$ref40" ] && [ "$(cat "$tmp/sum")" = "$ref40" ] && [ "$more" = yes ] &&
+	grep -q "its home agent at .* is not heard from for [0-9]* ms; its remote workers stop" "$tmp/2.log" &&
+	! grep -q "peer .* is down" "$tmp/1.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; echo "# again ${again:-never} more $more"; }
+t $ok "a home its lender took for down (its agent stopped 1.5 s) asks again ${again:-never} ms after it resumed, seeing the lender's heartbeats say 0 workers of the 1 granted; the lender's workers deliver again; same checksums"
+stop_agents
 fi
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.

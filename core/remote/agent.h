@@ -38,6 +38,7 @@
 #define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
 #define SPREAD_MS   1000 /* a job's remote workers spread again over the peers */
+#define SHORT_MS    1500 /* a lender runs fewer workers than it granted: ask again */
 #define STOP_MS	    700	 /* a lent worker stopped this long is killed and replaced */
 
 /* A peer this agent dials: a slot that --peers' names and --peers-file fill
@@ -57,6 +58,8 @@ struct peer {
 	char last_err[256];
 	double rate;	  /* img/s its workers delivered here over the last second */
 	uint32_t workers; /* its workers connected here */
+	int64_t short_ms; /* since when its heartbeats say it runs fewer workers for
+			   * our jobs than it granted them (0: it does not) */
 };
 
 /* A job attached here that remote workers may fill (home.c). */

@@ -726,9 +726,47 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
+/* Lenders that run fewer workers for our jobs than they granted them (their
+ * heartbeats' for_you) for SHORT_MS, with no ask of ours as recent: they ended
+ * them on their own (a lender takes a home it has not heard from for DOWN_MS
+ * for down and stops its workers, though the home, hearing the lender all the
+ * while, never took it for down; or it restarted). What they granted is
+ * forgotten, and lend_tick asks them again. */
+static void short_tick(struct gm_remote *r, int64_t now)
+{
+	for (int p = 0; p < r->npeers; p++) {
+		struct peer *pe = &r->peers[p];
+		uint32_t g = 0;
+		int64_t asked = 0;
+		for (int i = 0; i < MAX_HJOBS; i++)
+			if (r->hjobs[i].used) {
+				g += r->hjobs[i].granted[p];
+				asked = r->hjobs[i].ask_ms[p] > asked ? r->hjobs[i].ask_ms[p] : asked;
+			}
+		if (!peer_live(r, p) || g <= pe->c->beat.for_you) {
+			pe->short_ms = 0;
+			continue;
+		}
+		if (!pe->short_ms)
+			pe->short_ms = now;
+		if (now - pe->short_ms < SHORT_MS || now - asked < SHORT_MS)
+			continue;
+		gm_remote_logf(&r->net,
+			       "peer %s runs %u remote workers for our jobs, not the %u it granted: "
+			       "asking it again",
+			       pe->addr, pe->c->beat.for_you, g);
+		for (int i = 0; i < MAX_HJOBS; i++) {
+			r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
+			r->hjobs[i].ask_ms[p] = 0;
+		}
+		pe->short_ms = 0;
+	}
+}
+
 void gm_remote_home_tick(struct gm_remote *r, int64_t now)
 {
 	leases_tick(r, now);
+	short_tick(r, now);
 	for (int i = 0; i < MAX_HJOBS; i++) {
 		struct hjob *j = &r->hjobs[i];
 		if (!j->used)
