@@ -205,7 +205,13 @@ chmod +x "$tmp/bin/scontrol" "$tmp/bin/srun"
 HOME=$tmp PATH="$tmp/bin:$PATH" SRUN_LOG=$tmp/srun.log SLURM_JOB_NODELIST='gpu[01-03]' \
 	SLURM_JOB_ID=42 GM_LEND_ROOT=/data sh "$D/slurm/goldminer-agents.sh" >"$tmp/slurm.out" 2>&1
 rc=$?
-wait # the agents' step ran in the background
+# the agents' step runs in the background of the script, which has exited: its
+# line can come after the script's end (5 s at most)
+k=0
+while [ $k -lt 50 ] && [ "$(grep -c '^--nodes=' "$tmp/srun.log" 2>/dev/null)" != 2 ]; do
+	sleep 0.1
+	k=$((k + 1))
+done
 env -u SLURM_JOB_NODELIST sh "$D/slurm/goldminer-agents.sh" >"$tmp/noalloc.out" 2>&1
 rc2=$?
 ok=1

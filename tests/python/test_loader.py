@@ -62,7 +62,7 @@ class TestBytes(GmTest):
             self.assertIsNotNone(cli, r.stdout)
             ends = cli["epoch_end_s"]  # when each epoch ended, in order, within the run
             self.assertEqual(len(ends), 2, r.stdout)
-            self.assertTrue(0 < ends[0] <= ends[1] <= cli["wall_s"], r.stdout)
+            self.assertTrue(0 <= ends[0] <= ends[1] <= cli["wall_s"], r.stdout)
             with goldminer.Loader(root, batch_size=BATCH, workers=1, seed=SEED, epochs=2,
                                   size=SIZE, output=output) as l:
                 got = [h for h, _ in epoch_hashes(l, 2)]
