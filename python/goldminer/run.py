@@ -26,13 +26,15 @@ delivered while iterated, its workers (local/remote) and the trainer's stall
 share (time spent waiting in next() over the time spent iterating).
 
 --node SOCKET (before SCRIPT; else $GOLDMINER_NODE): every loader's workers run
-in the node agent at SOCKET (`goldminer node`), which sizes them with its division
-across the host's jobs and may borrow workers from its peers: the C path's
-Loader(node=), the hybrid and Python paths' DataLoader(node=) (a loader with
-num_workers=0 makes its batches in this process, as the script asked). The agent
-must answer before the script starts (else one line naming the socket, and the
-script is not run); the summary names the agent and counts its workers here
-(local) and on its peers (remote, from the agent's status).
+in the node agent at SOCKET (`goldminer node`), which sizes them with its
+division across the host's jobs and may borrow workers from its peers: the C
+path's Loader(node=), the hybrid and Python paths' DataLoader(node=). A loader
+with num_workers=0 makes its batches in this process, as the script asked; the
+script's num_workers stays the most workers its job gets, the agent's and its
+peers' together. The agent must answer before the script starts (else one line
+naming the socket, and the script is not run); the summary names the agent and
+counts its workers here (local) and on its peers (remote, from the agent's
+status).
 
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
