@@ -809,6 +809,16 @@ class TestNode(GmTest):
             time.sleep(0.05)
         self.assertEqual([w for w in theirs if alive(w)], [])
 
+    def test_persistent_epochs_shorter_than_the_ring_through_the_agent(self):
+        def epochs(**kw):
+            dl = self.DL(AugDataset(n=12), batch_size=BATCH, shuffle=True, seed=5, copy=True,
+                         **kw)
+            out = [flat(list(dl)) for _ in range(3)]  # 3 batches an epoch, 4 slots
+            dl.close()
+            return out
+        self.assertEqual(epochs(num_workers=2, persistent_workers=True, node=self.sock),
+                         epochs())
+
     def test_two_loaders_share_the_agents_budget(self):
         mk = functools.partial(self.DL, AugDataset(n=200, delay=0.01), batch_size=BATCH,
                                seed=5, copy=True, num_workers="auto", node=self.sock)
