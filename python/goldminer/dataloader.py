@@ -50,9 +50,10 @@ the agent runs the workers instead of this process (wire.h, CMDJOB): this
 process makes the ring and the spec, the agent execs the same command over them
 with its own uid (it refuses another uid) and sizes the pool with its division
 across every job it serves, within num_workers (an int is the most it gives;
-"auto": within max_workers when given, else its policy alone). Such workers stay
-on the agent's host: peers do not run Python workers (the agent's --status says
-so). They get this process's environment and working directory with the spec.
+"auto": within max_workers when given, else its policy alone). Its peers that
+lend Python workers (--lend-python) may make whole batches too, for a dataset
+that names its roots (_remote_facts; the agent's --status says why not). They get
+this process's environment and working directory with the spec.
 
 What it does not do: IterableDataset is refused in words, and node= with
 num_workers=0 (the batches would be made here).
