@@ -3,6 +3,7 @@
  * DataLoaders.
  *
  *   goldminer run -- python3 train.py --epochs 3
+ *   goldminer run --node SOCKET -- python3 train.py    (the workers in a node agent)
  *
  * execs the named interpreter (with its own options, if any) as
  * `PYTHON [OPTS] -m goldminer run SCRIPT ARGS...` with the goldminer Python
@@ -16,8 +17,10 @@
  * build/goldminer) or ../lib/goldminer/python (`make install`); with neither, the
  * interpreter's own (`pip install ./python`), or its "No module named goldminer".
  *
- * Not done here: no option of its own besides --help; the interpreter's -m and -c
- * (goldminer run serves a script file).
+ * Its own options come before `--`: --help, and --node SOCKET, passed on to
+ * run.py as its --node (which asks the agent before the script starts).
+ *
+ * Not done here: the interpreter's -m and -c (goldminer run serves a script file).
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,14 +32,19 @@
 #include "cmd.h"
 
 static const char usage_text[] =
-    "usage: goldminer run -- PYTHON [PYTHON-OPTIONS] SCRIPT [ARGS...]\n\n"
+    "usage: goldminer run [--node SOCKET] -- PYTHON [PYTHON-OPTIONS] SCRIPT [ARGS...]\n\n"
     "Runs SCRIPT as `PYTHON SCRIPT ARGS` would (its argv, __main__, exit status and\n"
     "signals), with every torch DataLoader over a map-style dataset served by goldminer:\n"
     "torchvision ImageFolder transforms in C, a C+Python hybrid, or Python workers, per\n"
     "the plan; an IterableDataset stays with torch. At exit one line per loader: the\n"
     "plan, img/s, workers (local/remote), the trainer's stall share.\n"
+    "  --node SOCKET      the workers run in the node agent at SOCKET (goldminer node),\n"
+    "                     sized across the host's jobs, with its peers' workers; the\n"
+    "                     script is not started when no agent answers there\n"
+    "  GOLDMINER_NODE=SOCKET  the same as --node SOCKET (--node wins)\n"
     "  GOLDMINER_PLAN=1   print each loader's plan when it is built\n"
-    "The same as: PYTHONPATH=<goldminer's python dir> PYTHON -m goldminer run SCRIPT ARGS\n";
+    "The same as: PYTHONPATH=<goldminer's python dir> PYTHON -m goldminer run [--node SOCKET]\n"
+    "SCRIPT ARGS\n";
 
 /* dir of this binary into buf; 0 or -errno */
 static int exe_dir(char *buf, size_t len)
@@ -119,17 +127,49 @@ static int script_index(int argc, char **argv, int first)
 	return -1;
 }
 
+/* run's own options before `--` (or before the interpreter): --node's value into
+ * *node. The index of the interpreter, or -1 with the error printed. */
+static int own_options(int argc, char **argv, char **node)
+{
+	int k = 1;
+
+	while (k < argc && argv[k][0] == '-') {
+		char *a = argv[k];
+		if (!strcmp(a, "--"))
+			return k + 1;
+		if (!strcmp(a, "--node") && k + 1 < argc) {
+			*node = argv[k + 1];
+			k += 2;
+		} else if (!strncmp(a, "--node=", 7)) {
+			*node = a + 7;
+			k++;
+		} else {
+			cmd_err("run", a, "goldminer run [--node SOCKET] -- python3 train.py",
+				!strcmp(a, "--node") ? "needs the node agent's socket"
+						     : "not an option of run");
+			return -1;
+		}
+		if (!**node) {
+			cmd_err("run", "--node", "goldminer run --node SOCKET -- python3 train.py",
+				"needs the node agent's socket, not an empty word");
+			return -1;
+		}
+	}
+	return k;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	char dir[PATH_MAX], pydir[PATH_MAX];
-	int k = 1;
+	char *node = NULL;
 
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		fputs(usage_text, stdout);
 		return 0;
 	}
-	if (argc > 1 && !strcmp(argv[1], "--"))
-		k = 2;
+	int k = own_options(argc, argv, &node);
+	if (k < 0)
+		return 2;
 	if (k >= argc) {
 		cmd_err("run", NULL, "goldminer run -- python3 train.py [ARGS]",
 			"no interpreter and script given");
@@ -145,8 +185,8 @@ int gm_cmd_run(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	/* PYTHON [OPTS] -m goldminer run SCRIPT ARGS...: argc - k + 3 entries + NULL */
-	char **av = calloc((size_t)(argc - k + 4), sizeof(*av));
+	/* PYTHON [OPTS] -m goldminer run [--node S] SCRIPT ARGS...: argc - k + 5 + NULL */
+	char **av = calloc((size_t)(argc - k + 6), sizeof(*av));
 	if (!av) {
 		cmd_err("run", NULL, NULL, "out of memory");
 		return 1;
@@ -157,6 +197,10 @@ int gm_cmd_run(int argc, char **argv)
 	av[n++] = "-m";
 	av[n++] = "goldminer";
 	av[n++] = "run";
+	if (node) {
+		av[n++] = "--node";
+		av[n++] = node;
+	}
 	for (int i = s; i < argc; i++)
 		av[n++] = argv[i];
 	av[n] = NULL;

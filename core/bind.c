@@ -7,9 +7,13 @@
  * records its dead holder left, so a binding that keeps each finished sample in
  * the slot (python/goldminer/_worker.py does, beside the payload) makes only the
  * rest. The indices are the consumer's, written into ids[]
- * before the slot becomes FREE for the task (gm_bind_pool_give before the
- * workers start, gm_bind_pool_release after), so the release store of the slot's
- * task in gm_ring_release publishes them to the claimer's acquire load.
+ * before the slot becomes FREE for the task, so the release store that makes it
+ * FREE publishes them to the claimer: gm_bind_pool_release for task + slots
+ * (gm_ring_release), gm_bind_pool_give for a task of the first window. Every
+ * slot starts parked (gm_ring_park: READY, as if the consumer held it) and
+ * gm_bind_pool_give unparks it, before or after the workers start: a consumer
+ * whose first epoch is shorter than the ring gives the rest of the window once
+ * it has drawn the next epoch, and no worker ever claims a slot with no indices.
  *
  * A slot's ids[] start with the batch's epoch and index (bind.h): a ring may carry
  * several epochs for persistent workers, and the pool's stall lines name them.
@@ -249,6 +253,9 @@ struct gm_bind_pool {
 	int node_fd;
 	char facts[2048]; /* gm_bind_pool_facts' words, after the command's */
 	size_t nfacts;
+	/* per slot: parked (gm_ring_park) until gm_bind_pool_give hands out its first
+	 * task; no worker ever sees a slot whose indices were not written */
+	bool *parked;
 };
 
 int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg *c, char *err,
@@ -290,12 +297,23 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 		return -ENOMEM;
 	}
 	rc = gm_pool_create(&p->pool, &pc, err, errlen);
-	if (rc) {
-		free(p);
-		return rc;
-	}
+	if (rc)
+		goto out_free;
 	p->ring = gm_pool_ring(p->pool);
 	p->h = gm_ring_hdr(p->ring);
+	p->parked = calloc(p->h->nslots, sizeof(*p->parked));
+	if (!p->parked) {
+		gm_errf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto out_destroy_pool;
+	}
+	/* The first window's tasks wait for their indices: a consumer that gives
+	 * fewer (its epoch is shorter than the ring, the next one not drawn) gives
+	 * the rest when it knows them, while the workers run. */
+	for (uint32_t s = 0; s < p->h->nslots; s++) {
+		gm_ring_park(p->ring, s);
+		p->parked[s] = true;
+	}
 	p->batch_max = c->batch_max;
 	p->workers = c->workers;
 	p->argv = c->argv;
@@ -305,6 +323,12 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	p->node_fd = -1;
 	*out = p;
 	return 0;
+
+out_destroy_pool:
+	gm_pool_destroy(p->pool);
+out_free:
+	free(p);
+	return rc;
 }
 
 /* Write task's batch into its slot (the slot is FREE or about to be, for task). */
@@ -326,12 +350,16 @@ static bool batch_ok(const struct gm_bind_pool *p, const struct gm_bind_batch *b
 
 int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b)
 {
-	if (p->started)
-		return -EBUSY;
+	uint32_t slot = (uint32_t)(task & (p->h->nslots - 1));
+
 	if (!batch_ok(p, b) || task < p->h->first_task || task >= p->h->first_task + p->h->nslots ||
 	    task >= p->h->end_task)
 		return -EINVAL;
+	if (!p->parked[slot])
+		return -EBUSY;
 	put_batch(p, task, b);
+	p->parked[slot] = false;
+	gm_ring_unpark(p->ring, slot); /* its release store publishes the indices */
 	return 0;
 }
 
@@ -474,6 +502,11 @@ int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, cha
 	uint64_t t0 = now_ns();
 	int waited = 0, rc;
 
+	if (p->parked[task & (p->h->nslots - 1)]) { /* READY for the ring, but empty */
+		gm_errf(err, errlen, "batch %llu was never given (gm_bind_pool_give)",
+			(unsigned long long)task);
+		return -EINVAL;
+	}
 	atomic_store_explicit(&p->h->c_waiting, 1, memory_order_relaxed);
 	for (;;) {
 		rc = pool_fatal(p, err, errlen);
@@ -537,6 +570,8 @@ int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_
 	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
 	uint64_t next = atomic_load_explicit(&ctl->task, memory_order_relaxed) + p->h->nslots;
 
+	if (p->parked[slot]) /* its own task is not given yet: gm_bind_pool_give */
+		return -EINVAL;
 	if (next < p->h->end_task && !batch_ok(p, b))
 		return -EINVAL;
 	if (next < p->h->end_task)
@@ -599,5 +634,6 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 	if (p->pinned)
 		gm_cuda_host_unregister(gm_ring_base(p->ring));
 	gm_pool_destroy(p->pool);
+	free(p->parked);
 	free(p);
 }

@@ -573,6 +573,22 @@ void gm_ring_release(struct gm_ring *r, uint32_t slot)
 	futex_wake(&h->work_seq, INT_MAX);
 }
 
+void gm_ring_park(struct gm_ring *r, uint32_t slot)
+{
+	/* no worker yet: the claims to come are what it pairs with (their CAS) */
+	atomic_store_explicit(&gm_ring_ctl(r, slot)->state, GM_SLOT_WORD(GM_SLOT_READY, 0),
+			      memory_order_release);
+}
+
+void gm_ring_unpark(struct gm_ring *r, uint32_t slot)
+{
+	/* pairs with the CAS in gm_ring_claim: what the consumer wrote is visible */
+	atomic_store_explicit(&gm_ring_ctl(r, slot)->state, GM_SLOT_WORD(GM_SLOT_FREE, 0),
+			      memory_order_release);
+	atomic_fetch_add_explicit(&r->hdr->work_seq, 1, memory_order_release);
+	futex_wake(&r->hdr->work_seq, INT_MAX);
+}
+
 void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_t n)
 {
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);

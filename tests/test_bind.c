@@ -5,6 +5,8 @@
  *
  * What the contract promises and each test shows: the consumer's indices reach
  * the claimer of their task, before the workers start and after each release;
+ * a task of the first window given after the start reaches the workers, and no
+ * worker claims a slot before its task is given;
  * the payload a worker writes is what the consumer reads; a worker SIGKILLed
  * mid-batch loses nothing (its batch is claimed again and arrives the same); a
  * stopped lease holder loses its lease at the deadline; a sample that crashes two
@@ -225,6 +227,7 @@ static uint32_t budget;	   /* > 0: open_pool's pool is elastic within this many 
 static int spec_fd;	   /* open_pool's spec_fd (0: none) */
 static const char *zygote; /* open_pool's zygote mode (NULL: none) */
 static bool sparse;	   /* open_pool's ring is sparse, with 8 MiB payloads */
+static uint64_t given = 4; /* open_pool gives the first this many tasks before start */
 
 static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64_t tasks,
 				      uint32_t lease_ms, char *err, int *rc)
@@ -257,7 +260,7 @@ static struct gm_bind_pool *open_pool(const char *mode, uint32_t workers, uint64
 	*rc = gm_bind_pool_create(&p, &c, err, 512);
 	if (*rc)
 		return NULL;
-	for (uint64_t t = 0; t < 4 && t < tasks; t++)
+	for (uint64_t t = 0; t < given && t < tasks; t++)
 		assert_int_equal(gm_bind_pool_give(p, t, indices(t, idx)), 0);
 	*rc = gm_bind_pool_start(p, err, 512);
 	return p;
@@ -757,6 +760,55 @@ static void test_command_that_cannot_run_is_an_error_naming_it(void **state)
 	gm_bind_pool_destroy(p);
 }
 
+/* Wait for task t and check its three values and its place. The slot. */
+static int take_one(struct gm_bind_pool *p, uint64_t t)
+{
+	char err[512];
+	uint64_t cap;
+	int slot = gm_bind_pool_next(p, t, 20000, err, sizeof(err));
+	if (slot < 0)
+		fail_msg("batch %llu: %s", (unsigned long long)t, err);
+	const uint64_t *v = gm_bind_pool_payload(p, (uint32_t)slot, &cap);
+	for (uint32_t j = 0; j < 3; j++)
+		assert_true(v[j] == value((uint32_t)(10 * t + j)));
+	assert_true(v[3] == ((7 + t / 5) << 32 | t % 5));
+	return slot;
+}
+
+/* A consumer that knows fewer batches than the ring has slots (a persistent
+ * DataLoader's short first epoch) gives the rest of the window once it knows
+ * them, with the workers running; until then no worker claims those slots. */
+static void test_tasks_given_after_start_reach_workers_and_none_is_claimed_empty(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t idx[3];
+	given = 1;
+	struct gm_bind_pool *p = open_pool("plain", 2, GM_RING_NO_END, 0, err, &rc);
+	given = 4;
+	assert_int_equal(rc, 0);
+	struct gm_ring *r = gm_bind_pool_ring(p);
+	int slot0 = take_one(p, 0);
+	usleep(200000); /* two idle workers that would claim an empty slot have done so */
+	for (uint32_t s = 1; s < 4; s++) /* never claimed: no task's bits in them */
+		assert_true(atomic_load(&gm_ring_ctl(r, s)->bits_task) == 0);
+	assert_int_equal(gm_bind_pool_next(p, 1, 100, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "never given"));
+	assert_int_equal(gm_bind_pool_release(p, 2, indices(6, idx)), -EINVAL); /* parked */
+	assert_int_equal(gm_bind_pool_give(p, 1, indices(1, idx)), 0); /* workers running */
+	assert_int_equal(gm_bind_pool_give(p, 1, indices(1, idx)), -EBUSY);
+	assert_int_equal(gm_bind_pool_give(p, 4, indices(4, idx)), -EINVAL); /* past the window */
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot0, indices(4, idx)), 0);
+	assert_int_equal(gm_bind_pool_give(p, 2, indices(2, idx)), 0);
+	assert_int_equal(gm_bind_pool_give(p, 3, indices(3, idx)), 0);
+	for (uint64_t t = 1; t < 10; t++) {
+		int slot = take_one(p, t);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(t + 4, idx)), 0);
+	}
+	gm_bind_pool_destroy(p);
+}
+
 static void test_consumer_refuses_what_is_out_of_range(void **state)
 {
 	(void)state;
@@ -776,7 +828,7 @@ static void test_consumer_refuses_what_is_out_of_range(void **state)
 	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
 	p = open_pool("plain", 1, 6, 0, err, &rc);
 	assert_int_equal(rc, 0);
-	assert_int_equal(gm_bind_pool_give(p, 0, indices(0, idx)), -EBUSY); /* started */
+	assert_int_equal(gm_bind_pool_give(p, 0, indices(0, idx)), -EBUSY); /* given already */
 	assert_int_equal(gm_bind_pool_slots(p), 4);
 	int slot = gm_bind_pool_next(p, 0, 20000, err, sizeof(err));
 	assert_true(slot >= 0);
@@ -970,6 +1022,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_spec_fd_reaches_each_worker_as_fd_5_and_nothing_else),
 	    cmocka_unit_test(test_node_pool_says_why_it_cannot_reach_the_agent),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
+	    cmocka_unit_test(test_tasks_given_after_start_reach_workers_and_none_is_claimed_empty),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),

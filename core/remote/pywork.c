@@ -251,15 +251,9 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
 	if (!rc)
 		rc = gm_bind_pool_give(*p, 0, first);
 	/* One batch in flight, always in slot 0: a ring has at least GM_MIN_SLOTS
-	 * slots, and the others, FREE for tasks whose batch is not known (no
-	 * lease yet), are parked READY before the worker starts, never claimed;
+	 * slots, and the others stay parked (never given: no worker claims them);
 	 * staging task k * nslots is the k-th lease's (gm_bind_pool_release of
 	 * slot 0 gives task + nslots). */
-	struct gm_ring *ring = rc ? NULL : gm_bind_pool_ring(*p);
-	for (uint32_t s = 1; ring && s < gm_ring_hdr(ring)->nslots; s++)
-		/* no worker yet: nothing pairs with it but the claims to come */
-		atomic_store_explicit(&gm_ring_ctl(ring, s)->state, GM_SLOT_WORD(GM_SLOT_READY, 0),
-				      memory_order_release);
 	if (!rc)
 		rc = gm_bind_pool_start(*p, err, errlen);
 	return rc;

@@ -139,9 +139,12 @@ struct gm_bind_batch {
 	uint32_t n;
 };
 
-/* Before gm_bind_pool_start: task's batch (task one of the first `slots`).
- * 0, -EINVAL (n out of 1..batch_max, task not in the ring's window), or -EBUSY
- * once started (then gm_bind_pool_release gives them). */
+/* Task's batch, task one of the ring's first window [first_task, first_task +
+ * slots): every slot starts parked (no worker claims it) until this gives its
+ * task, before gm_bind_pool_start or after (a consumer whose first epoch is
+ * shorter than the ring gives the rest once it knows them). Later tasks come
+ * with gm_bind_pool_release. 0, -EINVAL (n out of 1..batch_max, task not in
+ * the window or past the end), or -EBUSY (given already). */
 int gm_bind_pool_give(struct gm_bind_pool *p, uint64_t task, const struct gm_bind_batch *b);
 
 /* Start the workers. 0 or -errno with a message. */
@@ -168,7 +171,8 @@ int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len);
 
 /* Wait for task's batch (the wait and the delivered batch are counted in the
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
- * limit); -EINTR when a signal handler ran (the caller decides); -EIO when the
+ * limit); -EINTR when a signal handler ran (the caller decides); -EINVAL for a
+ * task of the first window never given (its slot is parked); -EIO when the
  * workers cannot run (message in err: the pool's, or a worker's fatal) or the
  * node agent that runs them is gone. */
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
@@ -188,8 +192,8 @@ const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint
 /* Hand the slot back for task + slots, whose batch it carries (NULL only when
  * that task is past the end). Slots go back in task order: a consumer that does
  * not know the next batch yet (the next epoch's order is not drawn) keeps the
- * slot until it does. 0, or -EINVAL (n out of 1..batch_max, or NULL before the
- * end: nothing done). */
+ * slot until it does. 0, or -EINVAL (n out of 1..batch_max, NULL before the
+ * end, or a slot still parked: nothing done). */
 int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b);
 
 /* Counters: [0] workers alive, [1] deaths, [2] tasks re-issued, [3] samples

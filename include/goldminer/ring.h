@@ -228,6 +228,16 @@ int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms);
 /* Consumer: hand the slot of task `consumed` back for task consumed + N. */
 void gm_ring_release(struct gm_ring *r, uint32_t slot);
 
+/* Consumer: hold a slot of the first window back, READY for its own task as if
+ * the consumer held it, so that no worker claims it: its task's content is not
+ * known yet (a binding's next epoch, bind.h). Before any worker maps the ring. */
+void gm_ring_park(struct gm_ring *r, uint32_t slot);
+
+/* Consumer: make a parked slot FREE for its task, once what the task needs is
+ * written into it (the release store of FREE publishes that to the claimer's
+ * CAS), and wake the workers waiting for work. Workers may be running. */
+void gm_ring_unpark(struct gm_ring *r, uint32_t slot);
+
 /* Lease holder (a worker, or the home agent for a remote worker): make slot ready
  * for task's batch of n samples. Its done/err bits and counters are kept when they
  * already describe this task (a re-issued task resumes after what its dead holder

@@ -2,7 +2,8 @@
 
     python3 -m goldminer bench DATA [options]   images/s of the Python path (goldminer.bench)
     python3 -m goldminer run SCRIPT [ARGS...]  run a training script with goldminer serving its
-                                                DataLoaders (goldminer.run; GOLDMINER_PLAN=1 prints plans)
+                                                DataLoaders (goldminer.run; GOLDMINER_PLAN=1 prints plans;
+                                                --node SOCKET before SCRIPT: a node agent's workers)
     python3 -m goldminer library                which libgoldminer.so is loaded, and its version
 """
 import sys

@@ -153,6 +153,7 @@ _PROTOS = {
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
     "gm_version": (ctypes.c_char_p, []),
     "gm_checksum64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
+    "gm_node_status": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
 }
 REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
             "gm_loader_open", "gm_loader_next", "gm_loader_release", "gm_loader_stats",

@@ -50,9 +50,10 @@ the agent runs the workers instead of this process (wire.h, CMDJOB): this
 process makes the ring and the spec, the agent execs the same command over them
 with its own uid (it refuses another uid) and sizes the pool with its division
 across every job it serves, within num_workers (an int is the most it gives;
-"auto": within max_workers when given, else its policy alone). Such workers stay
-on the agent's host: peers do not run Python workers (the agent's --status says
-so). They get this process's environment and working directory with the spec.
+"auto": within max_workers when given, else its policy alone). Its peers that
+lend Python workers (--lend-python) may make whole batches too, for a dataset
+that names its roots (_remote_facts; the agent's --status says why not). They get
+this process's environment and working directory with the spec.
 
 What it does not do: IterableDataset is refused in words, and node= with
 num_workers=0 (the batches would be made here).
@@ -370,7 +371,10 @@ class _Pool:
     epoch ends at its last batch; a persistent pool (persistent_workers=True)
     has no end and takes one plan after another. Slots go back in task order, each
     with the batch of task + slots; one whose next batch is not drawn yet (the
-    next epoch's) is kept until it is."""
+    next epoch's) is kept until it is. The ring's first window is given as far as
+    the first plan goes; the rest (a persistent pool's first epoch shorter than
+    the ring) stays parked in the library, claimed by no worker, until the next
+    plans reach it (_give)."""
 
     def __init__(self, dl, plan, payload, sizing, persistent, sparse=False):
         self.dl, self.lib, self.sparse = dl, _bind.lib(), sparse
@@ -441,11 +445,10 @@ class _Pool:
         if rc:
             raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
         self.slots = self.lib.gm_bind_pool_slots(self.p)
-        for t in range(self.first, min(self.first + self.slots, self.end)):
-            b = self._batch(t)
-            if b is None:
-                break
-            self.lib.gm_bind_pool_give(self.p, t, ctypes.byref(b))
+        # the first window: the rest of it (past a short first epoch of a
+        # persistent pool) stays parked until the next epoch is drawn (_flush)
+        self.ungiven, self.window = self.first, min(self.first + self.slots, self.end)
+        self._give()
         # pin_memory: batches view page-locked memory (the ring registered with CUDA)
         # (not a probe's sparse ring: its batches are copied into pinned memory)
         self.pinned = (self.dl.pin_memory and not self.sparse
@@ -480,8 +483,27 @@ class _Pool:
         base, _, batches, _ = self.plans[-1]
         return base + len(batches)
 
+    def _give(self):
+        """Give, in order, the first window's tasks whose batch is now known."""
+        while self.ungiven < self.window:
+            b = self._batch(self.ungiven)
+            if b is None:
+                return  # the next epoch's order is not drawn yet: parked
+            self._check(self.lib.gm_bind_pool_give(self.p, self.ungiven, ctypes.byref(b)), b)
+            self.ungiven += 1
+
+    @staticmethod
+    def _check(rc, b):
+        if rc:
+            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
+                               " more than the persistent ring's batches (its first"
+                               " epoch's longest): use persistent_workers=False"
+                               % (b.batch, b.epoch, b.n))
+
     def _flush(self):
-        """Hand back, in order, every kept slot whose next batch is known."""
+        """Give what is known of the first window, then hand back, in order,
+        every kept slot whose next batch is known."""
+        self._give()
         if self.held is not None:
             self.pending.append(self.held)
             self.held = None
@@ -491,11 +513,8 @@ class _Pool:
             b = None if nt >= self.end else self._batch(nt)
             if b is None and nt < self.end:
                 return  # the next epoch's order is not drawn yet: keep it
-            if self.lib.gm_bind_pool_release(self.p, slot, ctypes.byref(b) if b else None):
-                raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
-                                   " more than the persistent ring's batches (its first"
-                                   " epoch's longest): use persistent_workers=False"
-                                   % (b.batch, b.epoch, b.n))
+            rc = self.lib.gm_bind_pool_release(self.p, slot, ctypes.byref(b) if b else None)
+            self._check(rc, b)
             self.pending.pop(0)
             self.first = t + 1
 

@@ -380,7 +380,7 @@ class _CLoaderBatches:
     """The C Loader as a DataLoader: one `for` is one epoch of [images, labels]
     (lists, as default_collate gives for (image, label) samples), owned copies."""
 
-    def __init__(self, a, plan, seed):
+    def __init__(self, a, plan, seed, node=None):
         from torch.utils.data import RandomSampler, SequentialSampler
         from .torch import Loader
         ds = a["dataset"]
@@ -393,7 +393,7 @@ class _CLoaderBatches:
         self.pin = bool(a.get("pin_memory"))
         self.loader = Loader(ds.root, pipeline=plan.spec, workers=max(1, a["num_workers"]),
                              seed=seed, shuffle=shuffle, drop_last=bool(a.get("drop_last")),
-                             on_error="fail", copy=True, output=plan.c["out"])
+                             on_error="fail", copy=True, output=plan.c["out"], node=node)
         st = self.loader.stats()
         if st["dataset_size"] != len(ds.samples) or st["num_classes"] != len(ds.classes):
             n, k = st["dataset_size"], st["num_classes"]
@@ -421,11 +421,48 @@ class _CLoaderBatches:
         self.loader.close()
 
 
-class Served:
-    """A plan and the loader serving it: .loader iterates like the DataLoader."""
+class _Agent:
+    """The workers a loader served through a node agent has on the agent's peers:
+    the agent's status (at most once a second), the job of this process's pid.
+    Two such loaders in one process are two jobs of one pid: their peers' workers
+    are then not told apart, and neither is counted (0)."""
 
-    def __init__(self, plan, loader, workers):
-        self.plan, self.loader, self._workers = plan, loader, workers
+    def __init__(self, node):
+        self.node, self.t, self.remote = node, 0.0, 0
+
+    def poll(self):
+        import time
+        if time.monotonic() - self.t < 1.0:
+            return self.remote
+        self.t = time.monotonic()
+        try:
+            import ctypes
+            import json
+            from ._abi import lib
+            out = ctypes.create_string_buffer(1 << 16)
+            if lib().gm_node_status(os.fsencode(self.node), out, len(out)) == 0:
+                mine = [j for j in json.loads(out.value).get("job", [])
+                        if j.get("pid") == os.getpid()]
+                self.remote = mine[0].get("remote_workers", 0) if len(mine) == 1 else 0
+        except (OSError, ValueError, AttributeError, ImportError):
+            pass  # the agent gone: the loader says so itself
+        return self.remote
+
+    @classmethod
+    def counted(cls, workers, node):
+        """workers() with the remote count from the agent at node (None: as is)."""
+        if node is None:
+            return workers
+        agent = cls(node)
+        return lambda: (workers()[0], agent.poll())
+
+
+class Served:
+    """A plan and the loader serving it: .loader iterates like the DataLoader;
+    node: the agent whose workers make its batches (None: this process's)."""
+
+    def __init__(self, plan, loader, workers, node=None):
+        self.plan, self.loader, self._workers, self.node = plan, loader, workers, node
 
     def workers(self):
         """(local, remote) worker processes now."""
@@ -437,7 +474,7 @@ class Served:
             close()
 
 
-def _python_loader(a, dataset, seed, plan):
+def _python_loader(a, dataset, seed, plan, node=None):
     from .dataloader import DataLoader
     kw = {k: a[k] for k in ("batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
                             "collate_fn", "pin_memory", "drop_last", "timeout",
@@ -451,6 +488,8 @@ def _python_loader(a, dataset, seed, plan):
             plan.notes.append("persistent_workers: one pool of workers for every epoch"
                               " (they keep no state; worker_init_fn runs once per worker)")
     # copy=True: batches the script owns, as torch's (it may keep one past the next)
+    if node is not None:
+        kw["node"] = node
     dl = DataLoader(dataset, seed=seed, on_error="fail", copy=True, **kw)
 
     def workers():
@@ -459,16 +498,17 @@ def _python_loader(a, dataset, seed, plan):
     return dl, workers
 
 
-def serve(a):
-    """Plan the DataLoader arguments a and build the loader that serves them.
+def serve(a, node=None):
+    """Plan the DataLoader arguments a and build the loader that serves them;
+    node: a node agent's socket that runs the workers (None: this process's).
     Raises what goldminer's loaders raise for arguments they refuse."""
     import torch
     plan = make(a)
     seed = torch.initial_seed() & ((1 << 64) - 1)  # torch.manual_seed(s) in the script
     if plan.path == "C":
         try:
-            cl = _CLoaderBatches(a, plan, seed)
-            return Served(plan, cl, cl.workers)
+            cl = _CLoaderBatches(a, plan, seed, node)
+            return Served(plan, cl, _Agent.counted(cl.workers, node), node)
         except LookupError as e:  # the C index is not the dataset's: each file by path
             plan = Plan("hybrid", plan.ops, "every op in C, but %s" % e, c=plan.c)
     if plan.path == "hybrid":
@@ -484,8 +524,12 @@ def serve(a):
         dataset = HybridDataset(list(ds.samples), plan.c, tail, ds.target_transform)
     else:
         dataset = a["dataset"]
-    dl, workers = _python_loader(a, dataset, seed, plan)
-    return Served(plan, dl, workers)
+    if node is not None and not a.get("num_workers"):
+        plan.notes.append("num_workers=0: the batches are made in this process, not by the"
+                          " node agent")
+        node = None
+    dl, workers = _python_loader(a, dataset, seed, plan, node)
+    return Served(plan, dl, _Agent.counted(workers, node), node)
 
 
 def plan(dataloader):

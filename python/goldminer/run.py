@@ -2,6 +2,7 @@
 with goldminer serving its DataLoaders.
 
     python3 -m goldminer run train.py --epochs 3      (or: goldminer run -- python3 train.py ...)
+    python3 -m goldminer run --node SOCKET train.py   (or GOLDMINER_NODE=SOCKET)
 
 The script runs as `python3 train.py --epochs 3` would run it: it is the module
 __main__ (its own file, __file__, sys.argv = [train.py, --epochs, 3], sys.path[0]
@@ -24,12 +25,24 @@ exit one line per loader on stderr: its plan, the images per second it
 delivered while iterated, its workers (local/remote) and the trainer's stall
 share (time spent waiting in next() over the time spent iterating).
 
+--node SOCKET (before SCRIPT; else $GOLDMINER_NODE): every loader's workers run
+in the node agent at SOCKET (`goldminer node`), which sizes them with its
+division across the host's jobs and may borrow workers from its peers: the C
+path's Loader(node=), the hybrid and Python paths' DataLoader(node=). A loader
+with num_workers=0 makes its batches in this process, as the script asked; the
+script's num_workers stays the most workers its job gets, the agent's and its
+peers' together. The agent must answer before the script starts (else one line
+naming the socket, and the script is not run); the summary names the agent and
+counts its workers here (local) and on its peers (remote, from the agent's
+status).
+
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
 `python -m goldminer` itself) are not served; a subclass of DataLoader that
 overrides __iter__ gets torch's behaviour for what it overrides.
 """
 import atexit
+import errno
 import os
 import sys
 import time
@@ -37,6 +50,7 @@ import types
 
 _PREFIX = "goldminer run: "
 _records = []  # one per loader built, for the exit summary
+_node = None  # the node agent's socket (--node, $GOLDMINER_NODE): the loaders' workers
 # the attributes torch's DataLoader refuses to change once built
 _FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
            "persistent_workers")
@@ -50,8 +64,8 @@ def _say(line):
 class Record:
     """What one served loader did: filled while it is iterated, printed at exit."""
 
-    def __init__(self, where, plan_line, kind):
-        self.where, self.plan_line, self.kind = where, plan_line, kind
+    def __init__(self, where, plan_line, kind, node=None):
+        self.where, self.plan_line, self.kind, self.node = where, plan_line, kind, node
         self.images = self.batches = 0
         self.busy_s = self.wait_s = 0.0
         self.local = self.remote = 0
@@ -61,10 +75,10 @@ class Record:
             return "%s: %s: never iterated" % (self.where, self.plan_line)
         rate = self.images / self.busy_s if self.busy_s > 0 else 0.0
         stall = 100.0 * self.wait_s / self.busy_s if self.busy_s > 0 else 0.0
-        return ("%s: %s: %d images in %.2f s = %.1f img/s, workers %d local / %d remote,"
+        return ("%s: %s: %d images in %.2f s = %.1f img/s, workers %d local / %d remote%s,"
                 " trainer stalled %.1f%% of its time" % (
                     self.where, self.plan_line, self.images, self.busy_s, rate, self.local,
-                    self.remote, stall))
+                    self.remote, " (node agent %s)" % self.node if self.node else "", stall))
 
 
 def _summary():
@@ -153,13 +167,13 @@ def make_dataloader_class(torch_dl):
                 return
             from . import plan as _plan
             try:
-                served = _plan.serve(a)
+                served = _plan.serve(a, node=_node)
             except (TypeError, ValueError, OSError) as e:
                 torch_dl.__init__(self, *args, **kw)  # torch's own error if torch refuses too
                 _say("%s: stays with torch: goldminer cannot serve it: %s" % (where, e))
                 return
             object.__setattr__(self, "_goldminer", served)
-            rec = Record(where, served.plan.line(), served.plan.path)
+            rec = Record(where, served.plan.line(), served.plan.path, served.node)
             object.__setattr__(self, "_gm_record", rec)
             _records.append(rec)
             if os.environ.get("GOLDMINER_PLAN", "") not in ("", "0"):
@@ -268,15 +282,79 @@ def run_script(path, args):
     return 0
 
 
+_USAGE = """usage: python3 -m goldminer run [--node SOCKET] SCRIPT [ARGS...]
+
+Runs SCRIPT as `python3 SCRIPT ARGS` would, with every torch DataLoader over
+a map-style dataset served by goldminer. GOLDMINER_PLAN=1 prints each plan.
+  --node SOCKET  the workers run in the node agent at SOCKET (goldminer node),
+                 sized across the host's jobs; default: $GOLDMINER_NODE, else here"""
+
+
+def _options(argv):
+    """run's own options, before SCRIPT: (node or None, the rest); ValueError."""
+    node = None
+    while argv and argv[0].startswith("-"):
+        if argv[0] in ("-h", "--help"):
+            break
+        a = argv.pop(0)
+        if a == "--":
+            break
+        if a == "--node" and argv:
+            node = argv.pop(0)
+        elif a.startswith("--node="):
+            node = a[len("--node="):]
+        else:
+            raise ValueError("%s: not an option of run (--node SOCKET, then SCRIPT)" % a
+                             if a != "--node" else "--node needs the agent's socket")
+        if not node:
+            raise ValueError("--node needs the agent's socket, not an empty word")
+    if node is None:
+        node = os.environ.get("GOLDMINER_NODE") or None
+    return node, argv
+
+
+def _check_agent(node):
+    """None when the agent at node answers, else the line that says what to do."""
+    fix = ("start one (goldminer node --socket %s) or run without --node/GOLDMINER_NODE"
+           % node)
+    if not os.path.exists(node):
+        return "no node agent at %s: the socket does not exist: %s" % (node, fix)
+    try:
+        from ._abi import lib
+        L = lib()
+    except ImportError as e:
+        return "the node agent at %s cannot be asked: %s" % (node, e)
+    if not L.has("gm_node_status"):
+        return "the node agent at %s cannot be asked: %s has no gm_node_status" % (node, L.path)
+    import ctypes
+    out = ctypes.create_string_buffer(1 << 16)
+    rc = L.gm_node_status(os.fsencode(node), out, len(out))
+    if rc in (-errno.ECONNREFUSED, -errno.ENOTSOCK, -errno.EPROTOTYPE):
+        return "no node agent answers at %s (%s): %s" % (node, os.strerror(-rc).lower(), fix)
+    if rc:  # an agent of another uid or build, a reply it cannot read: the library's words
+        why = out.value.decode(errors="replace").replace("gm_node_status: ", "", 1)
+        return "the node agent at %s cannot serve this script: %s" % (
+            node, why or os.strerror(-rc))
+    return None
+
+
 def main(argv):
-    if argv and argv[0] == "--":
-        argv = argv[1:]
+    global _node
+    try:
+        node, argv = _options(list(argv))
+    except ValueError as e:
+        _say(str(e))
+        print(_USAGE, file=sys.stderr)
+        return 2
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python3 -m goldminer run SCRIPT [ARGS...]\n\n"
-              "Runs SCRIPT as `python3 SCRIPT ARGS` would, with every torch DataLoader over\n"
-              "a map-style dataset served by goldminer. GOLDMINER_PLAN=1 prints each plan.",
-              file=sys.stdout if argv else sys.stderr)
+        print(_USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    if node is not None:
+        why = _check_agent(node)
+        if why:
+            _say(why + " (the script was not started)")
+            return 1
+        _node = node
     if install():
         atexit.register(_summary)
     else:

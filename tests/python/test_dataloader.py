@@ -184,6 +184,23 @@ class Who:
         return torch.tensor([i, info.id, info.num_workers, info.seed, info.dataset is self])
 
 
+class Shifting:
+    """A sampler whose length changes each epoch (5, 27, 1, 9, 2 samples)."""
+
+    lens = (5, 27, 1, 9, 2)
+
+    def __init__(self):
+        self.epoch = 0
+
+    def __len__(self):
+        return self.lens[self.epoch % len(self.lens)]
+
+    def __iter__(self):
+        n = len(self)
+        self.epoch += 1
+        return iter([(7 * k + self.epoch) % N for k in range(n)])
+
+
 def note_init(log, wid):
     """worker_init_fn: one file per call, named for the id and the process."""
     open(os.path.join(log, "%d.%d" % (wid, os.getpid())), "w").close()
@@ -295,6 +312,48 @@ class TestDataLoader(GmTest):
         list(dl0)
         self.assertEqual(e1, flat(list(dl0)))  # epoch 1's bytes
         self.assertNotEqual(e1, ref[0])
+
+    def persistent_vs_local(self, epochs=3, abandon=False, **kw):
+        """Each epoch of a persistent 2-worker loader (4 ring slots) and of
+        num_workers=0's, and the pool's slots; abandon: epoch 0 of the persistent
+        one is left after one batch (the local one's epoch 0 is not compared)."""
+        def mk(w, persistent):
+            a = dict(kw)
+            a["sampler"] = a["sampler"]() if "sampler" in a else None  # one each
+            return self.DL(a.pop("ds", None) or AugDataset(n=a.pop("n", N)),
+                           batch_size=BATCH, num_workers=w, seed=5, copy=True,
+                           persistent_workers=persistent, **a)
+        dl0, dl = mk(0, False), mk(2, True)
+        self.addCleanup(dl.close)
+        ref = [flat(list(dl0)) for _ in range(epochs)]
+        got, slots = [], None
+        if abandon:
+            it = iter(dl)
+            next(it)
+            it.close()
+            got.append(ref[0])
+        for _ in range(len(got), epochs):
+            got.append(flat(list(dl)))
+            slots = slots or dl._pool.slots
+        return got, ref, slots
+
+    def test_persistent_epochs_shorter_than_the_ring_give_the_same_bytes(self):
+        for n, kw, batches in ((12, {}, 3), (4, {}, 1), (3, {}, 1), (16, {}, 4),
+                               (14, {"drop_last": True}, 3), (20, {}, 5)):
+            got, ref, slots = self.persistent_vs_local(n=n, shuffle=True, **kw)
+            self.assertEqual(slots, 4)
+            self.assertEqual([len(e) for e in ref], [batches] * 3, (n, kw))
+            self.assertEqual(got, ref, "%d samples %s: %d batches an epoch" % (n, kw, batches))
+
+    def test_persistent_short_epoch_left_half_way_then_whole_ones(self):
+        got, ref, _ = self.persistent_vs_local(epochs=4, abandon=True, n=12, shuffle=True)
+        self.assertEqual(got[1:], ref[1:])
+
+    def test_persistent_sampler_whose_length_changes_between_epochs(self):
+        got, ref, slots = self.persistent_vs_local(epochs=5, sampler=Shifting)
+        self.assertEqual(slots, 4)
+        self.assertEqual([len(e) for e in ref], [2, 7, 1, 3, 1])
+        self.assertEqual(got, ref)
 
     def test_replacements_fork_from_the_zygote_and_are_reaped_here(self):
         ref = self.run_loader(0)[0]
@@ -749,6 +808,16 @@ class TestNode(GmTest):
         while any(alive(w) for w in theirs) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertEqual([w for w in theirs if alive(w)], [])
+
+    def test_persistent_epochs_shorter_than_the_ring_through_the_agent(self):
+        def epochs(**kw):
+            dl = self.DL(AugDataset(n=12), batch_size=BATCH, shuffle=True, seed=5, copy=True,
+                         **kw)
+            out = [flat(list(dl)) for _ in range(3)]  # 3 batches an epoch, 4 slots
+            dl.close()
+            return out
+        self.assertEqual(epochs(num_workers=2, persistent_workers=True, node=self.sock),
+                         epochs())
 
     def test_two_loaders_share_the_agents_budget(self):
         mk = functools.partial(self.DL, AugDataset(n=200, delay=0.01), batch_size=BATCH,

@@ -4,13 +4,18 @@ frame) and every DataLoader name it can reach is goldminer's; a map-style datase
 gives the same batches as torch's; an IterableDataset, and a loader goldminer
 refuses while torch takes it, stay with torch in one line; at exit one summary per
 loader; GOLDMINER_PLAN=1 prints the plan; the binary's `goldminer run --` does
-the same through the interpreter it names."""
+the same through the interpreter it names; --node SOCKET (or GOLDMINER_NODE) has a
+node agent run every path's workers with the same bytes, and a socket no agent
+answers on is refused in one line before the script starts."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 
 from helpers import BUILD, REPO, GmTest, dataset, tmpdir
 
@@ -251,3 +256,128 @@ class TestExample(GmTest):
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertIn("hybrid [C: RandomResizedCrop, RandomHorizontalFlip | python: RandAugment",
                       summaries(g.stderr)[0])
+
+
+NODE_SCRIPT = """
+    import hashlib, json, os, subprocess, sys
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import datasets, transforms as T
+
+    class Noisy(Dataset):
+        def __len__(self):
+            return 12  # 3 batches an epoch: fewer than the persistent ring's slots
+        def __getitem__(self, i):
+            return torch.rand(3) + i, i
+
+    def jobs():
+        st = subprocess.run([os.environ["GM_TEST_EXE"], "node", "--status", "--socket",
+                             os.environ["GM_TEST_SOCK"]], capture_output=True, text=True)
+        st = json.loads(st.stdout) if st.returncode == 0 else {}
+        return [j.get("python_workers", False) for j in st.get("job", [])
+                if j["pid"] == os.getpid()]
+
+    torch.manual_seed(3)
+    blur = [T.RandomResizedCrop(32), T.GaussianBlur(3), T.ToTensor()]
+    loaders = {
+        "python": (DataLoader(Noisy(), batch_size=4, shuffle=True, num_workers=2), 3),
+        "C": (DataLoader(datasets.ImageFolder(sys.argv[1], T.Compose(
+            [T.RandomResizedCrop(32), T.ToTensor()])), batch_size=8, num_workers=2), 1),
+        "hybrid": (DataLoader(datasets.ImageFolder(sys.argv[1], T.Compose(blur)),
+                              batch_size=8, num_workers=2), 1)}
+    out = {}
+    for name, (dl, epochs) in loaders.items():
+        h = hashlib.sha256()
+        for _ in range(epochs):
+            for k, (x, y) in enumerate(dl):
+                h.update(x.numpy().tobytes() + y.numpy().tobytes())
+                if k == 0 and "GM_TEST_SOCK" in os.environ:
+                    out[name + "_jobs"] = jobs()
+        out[name] = h.hexdigest()
+    print(json.dumps(out, sort_keys=True))
+"""
+
+
+class TestRunNode(GmTest):
+    """--node SOCKET / GOLDMINER_NODE: every path's workers run in a node agent."""
+    needs = ("lib", "torch", "torchvision", "PIL", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        self.exe = os.path.join(BUILD, "goldminer")
+        if not os.access(self.exe, os.X_OK):
+            self.skipTest("no %s (make all)" % self.exe)
+        self.sock = os.path.join(tempfile.mkdtemp(prefix="gm-run-node-"), "agent.sock")
+
+    def start_agent(self):
+        agent = subprocess.Popen([self.exe, "node", "--cpus", "2", "--socket", self.sock,
+                                  "--quiet"])
+        self.addCleanup(agent.wait, timeout=30)
+        self.addCleanup(agent.terminate)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(self.sock), "the agent did not start")
+
+    def test_every_path_gets_its_batches_through_the_agent_with_the_same_bytes(self):
+        self.start_agent()
+        s, root = write("node.py", NODE_SCRIPT), dataset()
+        ref = served(s, root)
+        self.assertEqual(ref.returncode, 0, ref.stderr)
+        env = dict(ENV, GM_TEST_EXE=self.exe, GM_TEST_SOCK=self.sock)
+        g = subprocess.run([PY, "-m", "goldminer", "run", "--node", self.sock, s, root],
+                           capture_output=True, text=True, env=env, timeout=300, cwd=tmpdir())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        got, want = json.loads(g.stdout), json.loads(ref.stdout)
+        for name in ("python", "C", "hybrid"):
+            self.assertEqual(got[name], want[name], name)  # the same bytes
+        # the agent's status at each loader's first batch: this process's jobs,
+        # Python workers (True) for the python and hybrid paths, a C job (False)
+        # for the C one, attached since it was built; the persistent pool of the
+        # python loader is still there when the hybrid one runs
+        self.assertEqual(sorted(got["python_jobs"]), [False, True], g.stderr)
+        self.assertEqual(sorted(got["C_jobs"]), [False, True], g.stderr)
+        self.assertEqual(sorted(got["hybrid_jobs"]), [False, True, True], g.stderr)
+        sums = summaries(g.stderr)
+        self.assertEqual(len(sums), 3, g.stderr)
+        for line, path in zip(sums, ("python workers", "C path", "hybrid")):
+            self.assertIn(path, line)
+            self.assertIn("/ 0 remote (node agent %s)" % self.sock, line)  # no peers
+        self.assertNotIn("node agent", "".join(summaries(ref.stderr)))
+        # GOLDMINER_NODE, and the binary's --node before --, say the same
+        env = dict(env, GOLDMINER_NODE=self.sock)
+        g = subprocess.run([PY, "-m", "goldminer", "run", s, root], capture_output=True,
+                           text=True, env=env, timeout=300, cwd=tmpdir())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(sorted(json.loads(g.stdout)["python_jobs"]), [False, True])
+        g = subprocess.run([self.exe, "run", "--node", self.sock, "--", PY, s, root],
+                           capture_output=True, text=True, env=dict(env, GOLDMINER_NODE=""),
+                           timeout=300, cwd=tmpdir())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(sorted(json.loads(g.stdout)["C_jobs"]), [False, True])
+        self.assertEqual(json.loads(g.stdout)["C"], want["C"])
+
+    def test_no_agent_at_the_socket_is_refused_in_words_and_the_script_not_started(self):
+        marker = os.path.join(tmpdir(), "started")
+        s = write("marker.py", "open(%r, 'w').close()\n" % marker)
+        dead = os.path.join(os.path.dirname(self.sock), "dead.sock")
+        lone = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(lone.close)
+        lone.bind(dead)  # a socket file no agent listens on (one that died)
+        for argv, env in (([self.exe, "run", "--node", self.sock, "--", PY, s], ENV),
+                          ([PY, "-m", "goldminer", "run", "--node=" + self.sock, s], ENV),
+                          ([PY, "-m", "goldminer", "run", s], dict(ENV, GOLDMINER_NODE=dead))):
+            g = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(g.returncode, 1, g.stderr)
+            self.assertFalse(os.path.exists(marker), "the script ran")
+            lines = g.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, g.stderr)
+            where = dead if "GOLDMINER_NODE" in env else self.sock
+            self.assertIn(where, lines[0])
+            self.assertIn("goldminer node --socket %s" % where, lines[0])
+            self.assertIn("the script was not started", lines[0])
+        for argv in (["--node"], ["--node="], ["--nod", s]):
+            g = subprocess.run([PY, "-m", "goldminer", "run"] + argv, capture_output=True,
+                               text=True, env=ENV, timeout=60)
+            self.assertEqual(g.returncode, 2, g.stderr)
+            self.assertIn("goldminer run: --no", g.stderr)
