@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "goldminer/cuda.h"
+#include "goldminer/elastic.h"
 #include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
 #include "goldminer/limits.h"
 #include "goldminer/pool.h"
@@ -494,6 +495,11 @@ static void count(struct gm_bind_pool *p, uint32_t slot)
 
 	atomic_fetch_add_explicit(&p->h->c_work_ns, busy, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->h->c_samples, ctl->n, memory_order_relaxed);
+}
+
+void gm_bind_pool_pause(struct gm_bind_pool *p, int begin)
+{
+	gm_elastic_pause(p->h, begin);
 }
 
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,

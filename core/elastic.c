@@ -39,8 +39,13 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	uint64_t samples = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
 	uint64_t wait = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
 	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
+	uint64_t pause = atomic_load_explicit(&h->c_pause_ns, memory_order_relaxed);
+	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
+	if (p0 && p0 < now)
+		pause += now - p0; /* a pause going on counts up to now */
 	uint64_t dt = now - m->t, ds = samples - m->samples;
 	uint64_t dw = wait - m->wait, dk = work - m->work;
+	uint64_t dp = pause > m->pause ? pause - m->pause : 0;
 
 	if (ds < 2 * batch_size && dt < 4000000000ull)
 		return 0; /* too little evidence yet; keep accumulating */
@@ -48,6 +53,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	m->samples = samples;
 	m->wait = wait;
 	m->work = work;
+	m->pause = pause;
 	if (!ds && !atomic_load_explicit(&h->c_waiting, memory_order_relaxed) &&
 	    dt >= 4000000000ull) {
 		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
@@ -59,7 +65,8 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	}
 	if (!ds || !dk)
 		return 0; /* starving (waiting for a first batch): no estimate */
-	double busy = (double)(dt > dw ? dt - dw : 0) / 1e9;
+	/* the consumer's own time: neither waiting for a batch nor paused */
+	double busy = (double)(dt > dw + dp ? dt - dw - dp : 0) / 1e9;
 	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
 	double per_worker = (double)ds / ((double)dk / 1e9);
 	atomic_store(&h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
@@ -67,6 +74,21 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	*demand_out = demand;
 	*worker_out = per_worker;
 	return 1;
+}
+
+void gm_elastic_pause(struct gm_ring_hdr *h, int begin)
+{
+	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
+	if (begin) {
+		if (!p0)
+			atomic_store_explicit(&h->c_pause_t0, now_ns(), memory_order_relaxed);
+		return;
+	}
+	if (!p0)
+		return;
+	uint64_t now = now_ns();
+	atomic_fetch_add_explicit(&h->c_pause_ns, now > p0 ? now - p0 : 0, memory_order_relaxed);
+	atomic_store_explicit(&h->c_pause_t0, 0, memory_order_relaxed);
 }
 
 int gm_elastic_want(double demand, double worker_rate, uint32_t budget, uint32_t *want)

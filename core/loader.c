@@ -30,6 +30,7 @@
 
 #include "goldminer/cuda.h"
 #include "goldminer/dataset.h"
+#include "goldminer/elastic.h"
 #include "goldminer/limits.h"
 #include "goldminer/pipeline.h"
 #include "goldminer/pool.h"
@@ -791,7 +792,14 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 {
 	if (l->stopped)
 		return set_err(l, -ECANCELED, "gm_loader_next: the loader was stopped");
-	return l->shuf_cap ? shuf_next(l, b) : ring_next(l, b);
+	/* the time between an epoch's end and this call is the trainer's, not its
+	 * demand's (gm_elastic_pause): the agent and the elastic pool measure
+	 * what it takes while it iterates */
+	gm_elastic_pause(l->h, 0);
+	int rc = l->shuf_cap ? shuf_next(l, b) : ring_next(l, b);
+	if (rc == GM_LOADER_END_OF_EPOCH)
+		gm_elastic_pause(l->h, 1);
+	return rc;
 }
 
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)

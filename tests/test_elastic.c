@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "goldminer/elastic.h"
+#include "goldminer/ring.h"
 #include "goldminer/loader.h"
 #include "goldminer/synth.h"
 #include "testutil.h"
@@ -168,9 +170,67 @@ static void test_divide_never_exceeds_the_budget(void **state)
 	assert_int_equal(w[0] + w[1] + w[2], 3); /* max(budget 2, 3 jobs) */
 }
 
+/* A window of 1 s in which the consumer took 1,000 samples, waited 0.2 s for
+ * batches and paused p ns between epochs: its demand. The meter's clock is set
+ * back by hand (the measure reads CLOCK_MONOTONIC). */
+static double demand_after(uint64_t pause_done, int pause_going_ms)
+{
+	static struct gm_ring_hdr h;
+	struct gm_elastic_meter m = {0};
+	struct timespec ts;
+	double demand = -1, rate = -1;
+
+	memset(&h, 0, sizeof(h));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	m.t = now - 1000000000ull;
+	atomic_store(&h.c_samples, 1000);
+	atomic_store(&h.c_wait_ns, 200000000ull);
+	atomic_store(&h.c_work_ns, 2000000000ull);
+	atomic_store(&h.c_pause_ns, pause_done);
+	if (pause_going_ms)
+		atomic_store(&h.c_pause_t0, now - (uint64_t)pause_going_ms * 1000000ull);
+	assert_int_equal(gm_elastic_measure(&m, &h, 32, &demand, &rate), 1);
+	assert_true(rate > 499 && rate < 501); /* 1,000 samples in 2 s of work */
+	return demand;
+}
+
+static void test_demand_leaves_out_the_consumers_pauses_between_epochs(void **state)
+{
+	(void)state;
+	double plain = demand_after(0, 0), ended = demand_after(600000000ull, 0);
+	double going = demand_after(0, 600);
+	/* 1,000 samples over 0.8 s of its own time; a pause of 0.6 s ended or going
+	 * on: over 0.2 s (the clock moved on a little since the window's start) */
+	assert_true(plain > 1200 && plain < 1251);
+	assert_true(ended > 4000 && ended < 5001);
+	assert_true(going > 4000 && going < 5001);
+}
+
+static void test_pause_begins_once_and_ends_into_the_count(void **state)
+{
+	(void)state;
+	static struct gm_ring_hdr h;
+	memset(&h, 0, sizeof(h));
+	gm_elastic_pause(&h, 0); /* an end with none begun: nothing */
+	assert_int_equal(atomic_load(&h.c_pause_ns), 0);
+	gm_elastic_pause(&h, 1);
+	uint64_t t0 = atomic_load(&h.c_pause_t0);
+	assert_true(t0 > 0);
+	gm_elastic_pause(&h, 1); /* a second begin keeps the first's time */
+	assert_int_equal(atomic_load(&h.c_pause_t0), t0);
+	struct timespec d = {0, 20000000};
+	nanosleep(&d, NULL);
+	gm_elastic_pause(&h, 0);
+	assert_int_equal(atomic_load(&h.c_pause_t0), 0);
+	assert_true(atomic_load(&h.c_pause_ns) >= 20000000ull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_demand_leaves_out_the_consumers_pauses_between_epochs),
+	    cmocka_unit_test(test_pause_begins_once_and_ends_into_the_count),
 	    cmocka_unit_test(test_divide_never_exceeds_the_budget),
 	    cmocka_unit_test(test_grant_counts_retirees_and_serves_empty_jobs_first),
 	    cmocka_unit_test(test_grant_shrinks_first_then_grows_into_freed_cpus),

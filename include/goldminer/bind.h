@@ -169,6 +169,11 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
  * words, more than 2 KiB). */
 int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len);
 
+/* The trainer's pause between epochs (gm_elastic_pause): begin (1) after an
+ * epoch's last batch, end (0) before the next epoch's first, so what the agent
+ * or the elastic pool measures as its demand leaves the pause out. */
+void gm_bind_pool_pause(struct gm_bind_pool *p, int begin);
+
 /* Wait for task's batch (the wait and the delivered batch are counted in the
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EINVAL for a

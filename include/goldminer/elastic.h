@@ -29,7 +29,7 @@ struct gm_ring_hdr;
 
 /* The measurement window of one job (zeroed, then gm_elastic_meter_restart). */
 struct gm_elastic_meter {
-	uint64_t t, samples, wait, work; /* clock and ring counters at the window start */
+	uint64_t t, samples, wait, work, pause; /* clock and ring counters at the window start */
 };
 
 /* Start the window's clock now (the counts stay where they are). */
@@ -45,6 +45,11 @@ void gm_elastic_meter_restart(struct gm_elastic_meter *m);
  */
 int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32_t batch_size,
 		       double *demand, double *worker_rate);
+
+/* The consumer's pause between epochs (h's c_pause_ns, c_pause_t0): begin (1)
+ * when an epoch's last batch was taken, end (0) when it asks for the next
+ * epoch's first; a second begin, or an end with none begun, does nothing. */
+void gm_elastic_pause(struct gm_ring_hdr *h, int begin);
 
 /* One job alone under a budget of `budget` workers: the policy's pool size in
  * *want. 0, or the policy's -errno (then keep the pool as it is). */

@@ -116,6 +116,12 @@ struct gm_ring_hdr {
 	_Atomic uint64_t c_work_ns;		 /* worker time of delivered batches */
 	_Atomic uint64_t c_waiting;		 /* 1 while the consumer is blocked in next() */
 	_Atomic uint64_t c_errors;		 /* (v2) bad samples in delivered batches */
+	/* the consumer's pauses between epochs (it asks for nothing, waits for
+	 * nothing: an evaluation, a checkpoint, another loader's epoch): the ones
+	 * ended, and when the current one began (CLOCK_MONOTONIC ns; 0: none), so
+	 * a demand is measured over the time it iterates (gm_elastic_measure). A
+	 * consumer that does not count them leaves both 0. */
+	_Atomic uint64_t c_pause_ns, c_pause_t0;
 	/* coordinator -> consumer, for stats (the consumer may be another process) */
 	_Alignas(64) _Atomic uint32_t p_alive, p_target;
 	_Atomic uint64_t p_deaths, p_reissued, p_chaos_kills, p_detect_max, p_detect_sum;

@@ -70,6 +70,7 @@ _PROTOS = {
     "gm_bind_pool_facts": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "gm_bind_pool_next": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
                                          ctypes.c_size_t]),
+    "gm_bind_pool_pause": (None, [_P, ctypes.c_int]),
     "gm_bind_pool_status": (ctypes.c_int32, [_P, ctypes.c_uint32]),
     "gm_bind_pool_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
     "gm_bind_pool_errors": (ctypes.c_uint32, [_P, ctypes.c_uint32]),

@@ -314,6 +314,9 @@ class DataLoader:
             return
         pool, done = self._pool_for(batches, start), False
         base, k = pool.plans[-1][0], start
+        # the time since the last epoch's end is the trainer's own (an evaluation,
+        # another loader's epoch): not a demand the agent should size workers by
+        pool.lib.gm_bind_pool_pause(pool.p, 0)
         try:
             while k < len(batches):
                 try:
@@ -329,6 +332,7 @@ class DataLoader:
                 yield k, out if pool.pinned else self._pin(out)
                 k += 1
             done = True
+            pool.lib.gm_bind_pool_pause(pool.p, 1)
         finally:
             if not done or pool is not self._pool:
                 if pool is self._pool:
