@@ -8,9 +8,9 @@
  * floats in blocks of a constant count, the clamp written as comparisons and
  * the planes' pointers restrict, so that gcc -O2 vectorises brightness,
  * contrast and saturation (hue's HSV round trip stays scalar: hue_px); a
- * 224 x 224 sample is 150,528 floats (600 KiB, L2-resident). The contrast mean is summed in BLK float lanes of at most 1024
- * values each, then in double. The float output is x * (1/std) - mean/std, as
- * aug.c's own (within an ulp of Normalize's (x - mean) / std).
+ * 224 x 224 sample is 150,528 floats (600 KiB, L2-resident). The contrast mean is summed in BLK
+ * float lanes of at most 1024 values each, then in double. The float output is x * (1/std) -
+ * mean/std, as aug.c's own (within an ulp of Normalize's (x - mean) / std).
  *
  * Draws (stream GM_RNG_STREAM_JITTER): Fisher-Yates over the active ops
  * (n - 1 draws), then one uniform per active op in op order. The sample stream

@@ -62,9 +62,9 @@ struct conn {
 	struct hjob *job;
 	uint32_t vpid, slot, nb; /* the lease it holds (vpid 0: none) */
 	uint64_t task;
-	int64_t lease_ms;	 /* last progress on the lease (a sample at a new position) */
-	int64_t lease_since_ms;	 /* when it got the lease (its bound: home.c) */
-	bool resent_said;	 /* a sample sent again in this lease was logged */
+	int64_t lease_ms;	/* last progress on the lease (a sample at a new position) */
+	int64_t lease_since_ms; /* when it got the lease (its bound: home.c) */
+	bool resent_said;	/* a sample sent again in this lease was logged */
 	/* the lease it asked for ahead while it makes the one above (vpid 0:
 	 * none): it takes that one's place at its publish (home.c) */
 	struct {

@@ -741,7 +741,8 @@ static void short_tick(struct gm_remote *r, int64_t now)
 		for (int i = 0; i < MAX_HJOBS; i++)
 			if (r->hjobs[i].used) {
 				g += r->hjobs[i].granted[p];
-				asked = r->hjobs[i].ask_ms[p] > asked ? r->hjobs[i].ask_ms[p] : asked;
+				asked =
+				    r->hjobs[i].ask_ms[p] > asked ? r->hjobs[i].ask_ms[p] : asked;
 			}
 		if (!peer_live(r, p) || g <= pe->c->beat.for_you) {
 			pe->short_ms = 0;
@@ -751,10 +752,11 @@ static void short_tick(struct gm_remote *r, int64_t now)
 			pe->short_ms = now;
 		if (now - pe->short_ms < SHORT_MS || now - asked < SHORT_MS)
 			continue;
-		gm_remote_logf(&r->net,
-			       "peer %s runs %u remote workers for our jobs, not the %u it granted: "
-			       "asking it again",
-			       pe->addr, pe->c->beat.for_you, g);
+		gm_remote_logf(
+		    &r->net,
+		    "peer %s runs %u remote workers for our jobs, not the %u it granted: "
+		    "asking it again",
+		    pe->addr, pe->c->beat.for_you, g);
 		for (int i = 0; i < MAX_HJOBS; i++) {
 			r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
 			r->hjobs[i].ask_ms[p] = 0;

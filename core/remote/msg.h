@@ -29,7 +29,7 @@
 #include "goldminer/ring.h"
 #include "goldminer/wire.h"
 
-#define MSG_MAGIC   0x4d524d47u /* "GMRM" */
+#define MSG_MAGIC 0x4d524d47u /* "GMRM" */
 /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT; 5: a
  * remote worker claims its next lease while it makes one (home.c); PYLEND,
  * BATCH (Python jobs' workers on peers) */

@@ -3,11 +3,10 @@
  * --remote-worker FD`, which a lending agent execs for a peer's job.
  *
  * The idea: the process owns its own connection layer (conn.h), the lease it
- * makes and the one it asked for ahead, nothing of an agent's state; the lender and the worker build the
- * job's configuration from the same blob (msg.h) with the same function, so the
- * lender refuses in words what the worker would fail on; the home computes
- * what a lease must carry from the batches of the same function
- * (gm_remote_job_batches, over its own index).
+ * makes and the one it asked for ahead, nothing of an agent's state; the lender and the worker
+ * build the job's configuration from the same blob (msg.h) with the same function, so the lender
+ * refuses in words what the worker would fail on; the home computes what a lease must carry from
+ * the batches of the same function (gm_remote_job_batches, over its own index).
  *
  * Not here: forking and retiring workers (lender.c).
  */
