@@ -153,6 +153,10 @@ t() { # t STATUS DESCRIPTION (and how long the case took, to see where time goes
 	t_last=$(date +%s)
 }
 diag() { sed 's/^/# /' "$1"; }
+# ms_since T0: milliseconds since T0 (date +%s%N); here, not in a case's block: a
+# case a sanitizer build skips must not take its helpers with it
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+wait_max() { sed -n 's/.*"wait_max_ms": \([0-9.]*\).*/\1/p' "$tmp/run.json"; }
 # A sanitizer build (make sanitize) skips the cases below that ASan has nothing
 # more to find in than the tests named in their skip line, to keep CI short;
 # san_skip LAST WHY: under such a build, the TAP numbers up to LAST skip, saying WHY.
@@ -1092,9 +1096,6 @@ t $ok "--peers-file read again on SIGHUP: a peer added is connected, one taken o
 stop_agents
 
 if ! san_skip 36 "under a sanitizer build: these cases time the liveness rules in fractions of a second, and ASan's allocator can hang a worker forked from the agent's threads for the 30-s start watch (Makefile, sanitize); the rules run under ASan in test_remote_check, test_policy and every case's heartbeats"; then
-# ms_since T0: milliseconds since T0 (date +%s%N)
-ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
-wait_max() { sed -n 's/.*"wait_max_ms": \([0-9.]*\).*/\1/p' "$tmp/run.json"; }
 # shellcheck disable=SC2086
 ref16=$("$G" bench "$tmp/data" --workers 2 --epochs 16 $BENCH 2>/dev/null |
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
