@@ -155,8 +155,15 @@ static inline __attribute__((always_inline)) void vrow_k(const uint8_t *t, size_
 /* vrow_k for the common tap counts. Cloned for AVX2 and SSE4.1 (pmulld: SSE2 has
  * no 32-bit multiply, gcc emulates it), the clone chosen at load time by the CPU;
  * measured on 500x375 photos' eval crops, 0.52 -> 0.40 ms a resize. */
-__attribute__((target_clones("avx2", "sse4.1", "default"))) static void
-vrow(const uint8_t *t, size_t rs, size_t nb, const int32_t *k, int32_t taps, uint8_t *d)
+#ifdef __SANITIZE_THREAD__
+/* (TSan instruments the clones' resolver, an ifunc the dynamic loader runs before
+ * TSan's runtime is up: it crashed every binary linking this. One version there.) */
+#define VROW_CLONES
+#else
+#define VROW_CLONES __attribute__((target_clones("avx2", "sse4.1", "default")))
+#endif
+VROW_CLONES static void vrow(const uint8_t *t, size_t rs, size_t nb, const int32_t *k, int32_t taps,
+			     uint8_t *d)
 {
 	if (taps == 2)
 		vrow_k(t, rs, nb, k, taps, d, 2);
