@@ -59,12 +59,14 @@ struct gm_loader {
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;			 /* batches per epoch */
-	uint64_t next;			 /* next task to deliver */
-	uint64_t end;			 /* GM_RING_NO_END or one past the last task */
-	int held;			 /* slot of the batch the user holds, or -1 */
-	volatile sig_atomic_t interrupt; /* gm_loader_interrupt: the next wait returns -EINTR */
-	bool stopped;			 /* gm_loader_stop: no workers, mapping kept */
+	uint32_t bpe;			   /* batches per epoch */
+	uint64_t next;			   /* next task to deliver */
+	uint64_t end;			   /* GM_RING_NO_END or one past the last task */
+	int held;			   /* slot of the batch the user holds, or -1 */
+	uint64_t rel;			   /* oldest delivered task not given back to the ring */
+	struct gm_loader_keep_state *keep; /* batches kept (gm_loader_keep); NULL until one is */
+	volatile sig_atomic_t interrupt;   /* gm_loader_interrupt: the next wait returns -EINTR */
+	bool stopped;			   /* gm_loader_stop: no workers, mapping kept */
 	bool pinned;
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
@@ -222,6 +224,7 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 		return set_err(l, err, "gm_loader_open: %s", why);
 	gm_pool_cfg_init(c, &l->o, l->ds, l->bpe, l->next, l->end);
 	l->wcfg = c->w;
+	l->rel = l->next;
 
 	/* The pool drains every epoch: more than an epoch's samples would never fill. */
 	uint32_t n = gm_dataset_count(l->ds);
@@ -269,6 +272,7 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 }
 
 static int client_attach(struct gm_loader *l);
+static void keep_free(struct gm_loader *l);
 
 /* Copy every string of the options the loader keeps past open (messages print
  * root long after; client_attach connects to node), so the caller's need not
@@ -436,6 +440,7 @@ void gm_loader_close(struct gm_loader *l)
 	if (!l)
 		return;
 	gm_loader_stop(l);
+	keep_free(l); /* its mappings first: it reads the ring's header */
 	if (l->pinned)
 		gm_cuda_host_unregister(gm_ring_base(l->ring));
 	if (l->pool)
@@ -472,15 +477,209 @@ static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
 	l->n_errs++;
 }
 
+/*
+ * Batches kept past the next gm_loader_next (gm_loader_keep). The ring moves in
+ * task order: gm_ring_release hands task t's slot on to t + N and `consumed` says
+ * where the workers' window starts, so a slot given back while an older one is
+ * kept waits, marked BACK, until that one goes back too. A kept batch is handed
+ * out through an alias: a second mapping of its slot alone (the same pages), so
+ * that when the caller holds it so long that the workers would have fewer than 2
+ * slots to fill, it can be detached: its pages under the alias are replaced, in
+ * one mremap, by a private copy (the caller's views read the same bytes at the
+ * same addresses), and its slot goes back to the ring. Only a batch held across
+ * N - 1 later ones is ever copied.
+ */
+#define KEPT 1 /* the caller holds it past the next gm_loader_next */
+#define BACK 2 /* given back, waiting for an older kept one */
+
+struct gm_loader_keep_state {
+	uint8_t *mark;	 /* per slot: KEPT, BACK or 0 */
+	char **alias;	 /* per slot: its alias mapping, or NULL */
+	size_t slot_len; /* bytes of one slot's mapping */
+	struct {	 /* detached batches: private copies the caller still holds */
+		char *addr;
+		size_t len;
+	} * gone;
+	size_t n_gone, cap_gone;
+};
+
+static void give_back(struct gm_loader *l, uint32_t slot)
+{
+	uint32_t mask = gm_ring_hdr(l->ring)->nslots - 1;
+	struct gm_loader_keep_state *k = l->keep;
+	if (!k) {
+		gm_ring_release(l->ring, slot); /* nothing kept: it is the oldest */
+		l->rel++;
+		return;
+	}
+	k->mark[slot] = BACK;
+	while (l->rel < l->next && k->mark[l->rel & mask] == BACK) {
+		k->mark[l->rel & mask] = 0;
+		gm_ring_release(l->ring, (uint32_t)(l->rel & mask));
+		l->rel++;
+	}
+}
+
+static char *slot_start(const struct gm_loader *l, uint32_t slot)
+{
+	return (char *)gm_ring_labels(l->ring, slot) - (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Replace the kept batch of slot's pages under its alias by a private copy and
+ * give the slot back. 0 or -errno (the batch then stays kept). */
+static int detach(struct gm_loader *l, uint32_t slot)
+{
+	struct gm_loader_keep_state *k = l->keep;
+	size_t len = k->slot_len;
+	if (k->n_gone == k->cap_gone) {
+		size_t cap = k->cap_gone ? 2 * k->cap_gone : 8;
+		void *p = realloc(k->gone, cap * sizeof(*k->gone));
+		if (!p)
+			return -ENOMEM;
+		k->gone = p;
+		k->cap_gone = cap;
+	}
+	char *copy = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (copy == MAP_FAILED)
+		return -errno;
+	memcpy(copy, k->alias[slot], len);
+	/* atomic for the caller's other threads: a reader sees the old pages or the copy */
+	if (mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, k->alias[slot]) == MAP_FAILED) {
+		int err = -errno;
+		munmap(copy, len);
+		return err;
+	}
+	k->gone[k->n_gone].addr = k->alias[slot];
+	k->gone[k->n_gone++].len = len;
+	k->alias[slot] = NULL; /* the next keep of this slot maps it again */
+	give_back(l, slot);
+	return 0;
+}
+
+/* Before waiting for the next task: the workers must have 2 slots to fill (or all
+ * that are left), so the oldest kept batches are detached until they do. */
+static int make_room(struct gm_loader *l)
+{
+	struct gm_loader_keep_state *k = l->keep;
+	uint32_t n = gm_ring_hdr(l->ring)->nslots;
+	while (k && l->rel < l->next && l->rel + n - l->next < 2) {
+		int err = detach(l, (uint32_t)(l->rel & (n - 1)));
+		if (err)
+			return set_err(l, err,
+				       "gm_loader_next: a batch kept since task %llu holds the "
+				       "ring and cannot be copied out: %s",
+				       (unsigned long long)l->rel, strerror(-err));
+	}
+	return 0;
+}
+
+static int keep_alloc(struct gm_loader *l)
+{
+	uint32_t n = gm_ring_hdr(l->ring)->nslots;
+	struct gm_loader_keep_state *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->mark = calloc(n, 1);
+	k->alias = calloc(n, sizeof(*k->alias));
+	k->slot_len = gm_ring_hdr(l->ring)->slot_bytes;
+	if (!k->mark || !k->alias) {
+		free(k->mark);
+		free(k->alias);
+		free(k);
+		return -ENOMEM;
+	}
+	l->keep = k;
+	return 0;
+}
+
+static void keep_free(struct gm_loader *l)
+{
+	struct gm_loader_keep_state *k = l->keep;
+	if (!k)
+		return;
+	uint32_t n = gm_ring_hdr(l->ring)->nslots;
+	for (uint32_t i = 0; i < n; i++)
+		if (k->alias[i])
+			munmap(k->alias[i], k->slot_len);
+	for (size_t i = 0; i < k->n_gone; i++)
+		munmap(k->gone[i].addr, k->gone[i].len);
+	free(k->gone);
+	free(k->alias);
+	free(k->mark);
+	free(k);
+	l->keep = NULL;
+}
+
+/* A detached batch given back: its copy is unmapped. True if b was one. */
+static bool drop_detached(struct gm_loader *l, const struct gm_batch *b)
+{
+	struct gm_loader_keep_state *k = l->keep;
+	for (size_t i = 0; k && i < k->n_gone; i++) {
+		char *a = k->gone[i].addr;
+		if ((char *)b->data >= a && (char *)b->data < a + k->gone[i].len) {
+			munmap(a, k->gone[i].len);
+			k->gone[i] = k->gone[--k->n_gone];
+			return true;
+		}
+	}
+	return false;
+}
+
 int gm_loader_release(struct gm_loader *l, struct gm_batch *b)
 {
+	struct gm_loader_keep_state *k = l->keep;
 	if (b && b->slot == UINT32_MAX)
 		return 0; /* a shuffled batch is a private copy: nothing to give back */
+	if (b && k && drop_detached(l, b))
+		return 0;
+	if (b && k && b->slot < gm_ring_hdr(l->ring)->nslots && k->mark[b->slot] == KEPT &&
+	    k->alias[b->slot] && (char *)b->data >= k->alias[b->slot] &&
+	    (char *)b->data < k->alias[b->slot] + k->slot_len) {
+		give_back(l, b->slot);
+		return 0;
+	}
 	if (l->held < 0 || (b && b->slot != (uint32_t)l->held))
 		return set_err(l, -EINVAL, "gm_loader_release: no such batch is held");
-	gm_ring_release(l->ring, (uint32_t)l->held);
+	give_back(l, (uint32_t)l->held);
 	l->held = -1;
 	return 0;
+}
+
+int gm_loader_keep(struct gm_loader *l, struct gm_batch *b)
+{
+	if (b->slot == UINT32_MAX)
+		return set_err(l, -ENOTSUP,
+			       "gm_loader_keep: a shuffle_buffer batch is a copy that the next "
+			       "batch overwrites; copy it to keep it");
+	if (l->held < 0 || b->slot != (uint32_t)l->held ||
+	    (char *)b->data != gm_ring_data(l->ring, b->slot))
+		return set_err(l, -EINVAL, "gm_loader_keep: no such batch is held");
+	if (!l->keep && keep_alloc(l))
+		return set_err(l, -ENOMEM, "gm_loader_keep: out of memory");
+	struct gm_loader_keep_state *k = l->keep;
+	char *start = slot_start(l, b->slot);
+	if (!k->alias[b->slot]) {
+		void *p = mmap(NULL, k->slot_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+			       gm_ring_fd(l->ring), start - (char *)gm_ring_base(l->ring));
+		if (p == MAP_FAILED)
+			return set_err(l, -errno, "gm_loader_keep: mapping slot %u again: %s",
+				       b->slot, strerror(errno));
+		k->alias[b->slot] = p;
+	}
+	char *a = k->alias[b->slot];
+	b->data = a + ((char *)b->data - start);
+	b->labels = (const int32_t *)(a + ((const char *)b->labels - start));
+	b->sample_ids = (const uint32_t *)(a + ((const char *)b->sample_ids - start));
+	k->mark[b->slot] = KEPT;
+	l->held = -1;
+	return 0;
+}
+
+uint32_t gm_loader_kept(const struct gm_loader *l, uint32_t *slots)
+{
+	if (slots)
+		*slots = l->ring ? gm_ring_hdr(l->ring)->nslots : 0;
+	return (uint32_t)(l->next - l->rel) - (l->held >= 0);
 }
 
 /* Block until task l->next is ready, the pool has failed or the agent is gone. */
@@ -637,7 +836,9 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	if (l->next >= l->end)
 		return GM_LOADER_END;
 	uint64_t t1;
-	int err = wait_next(l, &t1);
+	int err = make_room(l);
+	if (!err)
+		err = wait_next(l, &t1);
 	if (err)
 		return err;
 

@@ -2,6 +2,7 @@
  * test_loader.c - the consumer API end to end with real worker processes:
  * contract 1 (same bytes with 1, 2 and 4 workers), order and epoch boundaries,
  * bad files (skip and fail), a worker SIGKILLed mid-run, scaling, resume, errors;
+ * batches kept past the next (gm_loader_keep) and given back out of order;
  * a slot whose status, size or error count no worker writes is refused (a ring
  * writer that misbehaves, injected by wrapping gm_ring_wait_ready).
  */
@@ -801,6 +802,78 @@ static void test_shuffle_buffer_in_the_consumer(void **state)
 	assert_non_null(strstr(err, "'cache'"));
 }
 
+/* gm_loader_keep: kept batches stay unwritten while later ones come, however long
+ * they are held (one held across N - 1 later batches is detached: a private copy at
+ * the same addresses), go back in any order, and the stream's bytes are those of a
+ * run that keeps nothing. */
+static void test_kept_batches_stay_unwritten_and_go_back_in_any_order(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	uint64_t ref[32], kh[32];
+	struct gm_batch b, kb[32];
+	int nref, n = 0, rc;
+	uint32_t slots;
+	bool live[32] = {false};
+	small_opts(&o, good_dir, 2);
+	o.slots = 4;
+	assert_int_equal(run_all(&o, ref, 32, &nref, NULL), 0);
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	assert_int_equal(gm_loader_kept(l, &slots), 0);
+	assert_int_equal(slots, 4);
+	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		if (rc == GM_LOADER_END_OF_EPOCH)
+			continue;
+		assert_int_equal(rc, 0);
+		assert_true(n < nref);
+		assert_int_equal(gm_test_batch_hash(&b), ref[n]);
+		for (int i = 0; i < n; i++) /* no worker wrote a kept batch */
+			if (live[i])
+				assert_int_equal(gm_test_batch_hash(&kb[i]), kh[i]);
+		void *in_ring = b.data;
+		assert_int_equal(gm_loader_keep(l, &b), 0);
+		assert_ptr_not_equal(b.data, in_ring); /* the slot's second mapping */
+		assert_int_equal(gm_test_batch_hash(&b), ref[n]);
+		assert_int_equal(gm_loader_keep(l, &b), -EINVAL); /* not held now */
+		kb[n] = b;
+		kh[n] = ref[n];
+		live[n] = true;
+		/* the workers always had 2 of the 4 slots: at most 3 are held here */
+		assert_true(gm_loader_kept(l, NULL) <= 3);
+		/* the first 6 are held to the end (so most are detached); later ones
+		 * go back newest first, two at a time */
+		if (n >= 7 && n % 2 == 1) {
+			assert_int_equal(gm_loader_release(l, &kb[n]), 0);
+			assert_int_equal(gm_loader_release(l, &kb[n]), -EINVAL); /* given back */
+			assert_int_equal(gm_loader_release(l, &kb[n - 1]), 0);
+			live[n] = live[n - 1] = false;
+		}
+		n++;
+	}
+	assert_int_equal(n, nref);
+	for (int i = 0; i < n; i++)
+		if (live[i]) {
+			assert_int_equal(gm_test_batch_hash(&kb[i]), kh[i]);
+			assert_int_equal(gm_loader_release(l, &kb[i]), 0);
+		}
+	assert_int_equal(gm_loader_kept(l, NULL), 0);
+	memset(&b, 0, sizeof(b));
+	assert_int_equal(gm_loader_release(l, &b), -EINVAL);
+	assert_non_null(strstr(gm_loader_errmsg(l), "no such batch"));
+	gm_loader_close(l);
+
+	/* a shuffle_buffer batch is a copy the next one overwrites: not kept */
+	small_opts(&o, good_dir, 1);
+	o.pipeline = "read | decode | random_resized_crop 48 | batch 16 | shuffle_buffer 20";
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	assert_int_equal(gm_loader_next(l, &b), 0);
+	assert_int_equal(gm_loader_keep(l, &b), -ENOTSUP);
+	assert_non_null(strstr(gm_loader_errmsg(l), "shuffle_buffer"));
+	gm_loader_close(l);
+}
+
 static void test_stop_keeps_views_readable(void **state)
 {
 	(void)state;
@@ -958,6 +1031,7 @@ int main(void)
 	    cmocka_unit_test(test_epoch_contents_and_labels),
 	    cmocka_unit_test(test_fifo_in_the_tree_is_a_per_sample_error),
 	    cmocka_unit_test(test_interrupted_waits_lose_nothing),
+	    cmocka_unit_test(test_kept_batches_stay_unwritten_and_go_back_in_any_order),
 	    cmocka_unit_test(test_float32_output),
 	    cmocka_unit_test(test_float16_output),
 	    cmocka_unit_test(test_shards_same_batches),

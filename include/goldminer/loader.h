@@ -32,7 +32,8 @@ struct gm_loader;
  * the worker, pool and wire modules that read them too. */
 
 /* One delivered batch: a view into a ring slot, valid until the next
- * gm_loader_next() or gm_loader_release() on the same handle. */
+ * gm_loader_next() or gm_loader_release() on the same handle (or, once kept
+ * with gm_loader_keep, until released). */
 struct gm_batch {
 	uint64_t epoch;		    /* epoch of this batch */
 	uint64_t index;		    /* k within the epoch */
@@ -110,8 +111,26 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b);
  */
 void gm_loader_interrupt(struct gm_loader *l);
 
-/* Give the batch's slot back to the workers early. 0 or -EINVAL. */
+/* Give the batch's slot back to the workers early; b may be a kept batch
+ * (gm_loader_keep) from any earlier call. 0 or -EINVAL. */
 int gm_loader_release(struct gm_loader *l, struct gm_batch *b);
+
+/*
+ * Keep the batch just delivered past the next gm_loader_next, so a binding can
+ * hand it out without copying it: b->data, labels and sample_ids are moved to a
+ * second mapping of its slot and stay valid and unwritten until
+ * gm_loader_release(l, b) with this b (a copy of the struct does), in any order,
+ * or gm_loader_close. A batch held so long that the workers would have fewer than
+ * 2 slots left to fill is detached: its pages are replaced by a private copy at
+ * the same addresses (one copy, then the slot goes back to the workers). 0;
+ * -ENOTSUP for a shuffle_buffer batch (a copy the next batch overwrites); -EINVAL
+ * if b is not the batch held; -errno if the slot cannot be mapped again.
+ */
+int gm_loader_keep(struct gm_loader *l, struct gm_batch *b);
+
+/* Delivered batches whose ring slots are still kept (detached ones are not);
+ * *slots, if not NULL, the ring's. */
+uint32_t gm_loader_kept(const struct gm_loader *l, uint32_t *slots);
 
 /* Snapshot of the counters. */
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s);

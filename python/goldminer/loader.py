@@ -248,6 +248,8 @@ class Loader:
                  lease_timeout_ms=0):
         self._h = None
         self._live = []  # weak references to the buffers of views handed out
+        self._dead = []  # (handle, slot) of kept batches whose last view died
+        self._kept_refs = {}  # id -> their weak references (alive while the views are)
         if output not in _OUTPUTS:
             raise ValueError("output must be 'uint8', 'float32' or 'float16', not %r"
                              % (output,))
@@ -437,6 +439,33 @@ class Loader:
         buf._owner = self
         self._live.append(weakref.ref(buf, self._view_died))
 
+    def _keep(self, raw):
+        """Keep raw's batch past the next request (gm_loader_keep: raw.data now
+        points into a second mapping of its slot). False if the library cannot (a
+        shuffle_buffer batch, an older library): the caller copies instead."""
+        h = self._handle()
+        return self._L.has("gm_loader_keep") and self._L.gm_loader_keep(h, ctypes.byref(raw)) == 0
+
+    def _give_back_when_dead(self, raw, buf):
+        """Give raw's kept batch back once buf, the buffer under every view of it,
+        dies. Any thread may drop the last view: the consumer gives it back at its
+        next request (_give_back), where it alone calls the library."""
+        dead, refs, key = self._dead, self._kept_refs, (self._h, raw.slot, raw.data)
+
+        def died(ref):
+            dead.append(key)
+            refs.pop(id(ref), None)
+        r = weakref.ref(buf, died)
+        refs[id(r)] = r
+
+    def _give_back(self):
+        while self._dead:
+            h, slot, data = self._dead.pop()
+            if h == self._h:  # not a handle closed since (load_state_dict reopens)
+                b = _abi.Batch()
+                b.slot, b.data = slot, data
+                self._L.gm_loader_release(h, ctypes.byref(b))
+
     def _errmsg(self):
         m = self._L.gm_loader_errmsg(self._h)
         return m.decode(errors="replace") if m else ""
@@ -480,6 +509,8 @@ class Loader:
         if self._finished:
             return None
         raw = self._raw
+        if self._dead:
+            self._give_back()
         rc = self._L.gm_loader_next(h, ctypes.byref(raw))
         while rc == -errno.EINTR:
             # A signal arrived while the C library waited: run Python's handlers

@@ -25,12 +25,16 @@ VIEW LIFETIME (device=None): images are valid until the next batch is requested
 and never after close(); use images.clone() (or copy=True) to keep one.
 
 copy=True: each batch is the caller's own (kept as long as it likes, never
-overwritten), copied out of the slot into one of a few buffers this adapter keeps
-(_slot.Owned). A buffer is written again only once nothing holds it: no tensor, view,
-storage or NumPy array over it is alive (the storage holds a reference to the
-buffer, so its reference count says so). The buffers are touched once, when made:
-a fresh allocation per batch would page-fault on every 4 KiB page of it, which
-costs several times the copy itself.
+overwritten). It is still a view of its ring slot, kept (gm_loader_keep) until
+the last tensor, view or storage over it dies; the slot goes back to the workers
+at the next batch asked for after that. Only when holding one more slot would
+leave the workers fewer than 2 to fill (a caller that keeps several batches) is
+a batch copied instead, into one of a few buffers this adapter keeps
+(_slot.Owned), and its slot given back at once. An Owned buffer is written again
+only once nothing holds it (the storage holds a reference to the buffer, so its
+reference count says so). The buffers are touched once, when made: a fresh
+allocation per batch would page-fault on every 4 KiB page of it, which costs
+several times the copy itself.
 
 What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
@@ -140,10 +144,14 @@ class Loader:
     def _convert(self, raw):
         n = raw.size
         nbytes = n * raw.sample_bytes
+        on_cpu = self.device is None or self.device.type == "cpu"
+        kept = self._copy is not None and on_cpu and self._gm._keep(raw)
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
         # The tensor keeps buf alive; buf keeps the ring mapped after close()
         # until the last tensor over it dies (stale bytes, never a crash).
         self._gm._keep_alive_while(buf)
+        if kept:
+            self._gm._give_back_when_dead(raw, buf)
         flat = _torch.frombuffer(buf, dtype=self._dtype)
         side, hwc = self._side(raw.sample_bytes)
         if side:
@@ -160,7 +168,7 @@ class Loader:
                 ev.record()
                 self._pending = ev
             labels = labels.to(self.device, non_blocking=True)
-        elif self._copy is not None:
+        elif self._copy is not None and not kept:
             x = self._copy.copy(x)
             # the batch is the caller's now: the slot goes back to the workers at
             # once, not when the next batch is asked for

@@ -84,15 +84,13 @@ class TestTorchAdapter(GmTest):
             self.assertNotEqual(goldminer.checksum64(x0.permute(0, 2, 3, 1)),
                                 goldminer.checksum64(kept.permute(0, 2, 3, 1)))
 
-    def test_copies_the_caller_keeps_are_never_overwritten_and_dropped_ones_are_reused(self):
+    def test_batches_the_caller_keeps_are_never_overwritten_and_dropped_ones_reuse_slots(self):
         # copy=True (goldminer run's C path): a batch kept in any form (the tensor,
-        # a view, a NumPy array, its storage; more of them than the adapter keeps
-        # buffers) holds its bytes to the end; the buffers of batches dropped are
-        # written again instead of allocated anew.
+        # a view, a NumPy array, its storage; held across more batches than the ring
+        # has slots, so most are detached into private copies) holds its bytes to
+        # the end; batches dropped at once are views of their slots, not copies.
         torch = self.torch
         root = dataset()
-        # 128: a batch above the size under which Owned just clones
-        self.assertGreaterEqual(4 * 3 * 128 * 128 * 4, self.gt._Owned.MIN)
         kw = dict(batch_size=4, workers=2, seed=3, size=128, output="float32", epochs=2)
         with self.gt.Loader(root, **kw) as tl:
             ref = [goldminer.checksum64(x) for _ in range(2) for x, _ in tl]
@@ -104,26 +102,31 @@ class TestTorchAdapter(GmTest):
             if not hasattr(obj, "dtype") or not hasattr(obj, "shape"):  # a storage
                 return torch.tensor([], dtype=torch.float32).set_(obj)
             return torch.from_numpy(obj)
-        kept, seen, reused = {}, 0, set()
+        kept, seen, ptrs = {}, 0, set()
+        slots = ctypes.c_uint32()
         with self.gt.Loader(root, copy=True, **kw) as tl:
+            gm = tl.loader
             for epoch in range(2):
                 for x, _ in tl:
                     k, seen = seen, seen + 1
                     self.assertEqual(goldminer.checksum64(x), ref[k], k)
+                    # the workers always have 2 slots to fill
+                    held = gm._L.gm_loader_kept(gm._h, ctypes.byref(slots))
+                    self.assertLessEqual(held, slots.value - 1, k)
                     if epoch == 0 and k % 2 == 0:  # keep half the first epoch
                         obj = forms[k // 2 % len(forms)](x)
                         kept[k] = (obj, goldminer.checksum64(whole(obj).contiguous()))
-                    elif epoch == 1:  # keep none: the adapter's own buffers serve
-                        bufs = [ctypes.addressof(ctypes.c_char.from_buffer(b))
-                                for b in tl._copy.buffers()]
-                        self.assertTrue(any(0 <= x.data_ptr() - a < 64 for a in bufs), k)
-                        reused.add(x.data_ptr())
+                    elif epoch == 1:  # keep none: each batch is its slot's view
+                        ptrs.add(x.data_ptr())
                     del x
+            self.assertEqual(tl._copy.buffers(), [])  # nothing was copied by Python
         self.assertEqual(seen, len(ref))
-        self.assertGreater(len(kept), self.gt._Owned.KEEP)
+        self.assertGreater(len(kept), slots.value)
         for k, (obj, h) in kept.items():
             self.assertEqual(goldminer.checksum64(whole(obj).contiguous()), h, k)
-        self.assertLessEqual(len(reused), self.gt._Owned.KEEP)
+        # a slot's second mapping serves all its batches; a slot whose batch was
+        # detached is mapped anew (epoch 0's last 2 kept are detached in epoch 1)
+        self.assertLessEqual(len(ptrs), slots.value + 2)
 
     def test_labels_are_imagefolder_targets(self):
         if not __import__("helpers").have("torchvision"):
