@@ -15,6 +15,12 @@ never after close(). Keep `batch.data.copy()` (or pass copy=True) to hold a batc
 longer. A view keeps the Loader object alive, so garbage collection never unmaps
 memory a live view points to.
 
+copy=True: each batch.data is the caller's for as long as it likes, without a
+copy: the library keeps its slot (gm_loader_keep) and it goes back to the workers
+at the next request after the last view over it died. A batch held across as many
+later ones as the ring has slots is copied once, by the library, to private pages
+at the same addresses (the views do not notice). A shuffle_buffer batch is copied.
+
 What it does not do: no threads of its own, no prefetching (the C workers already
 run ahead by the ring's depth), no GPU (see goldminer.torch for device="cuda").
 One thread uses a Loader at a time.
@@ -217,7 +223,7 @@ class Loader:
     size, mode ("train": RandomResizedCrop+flip, "eval": resize+center crop),
     scale, ratio, flip_p, resize, mean, std, max_pixels: the transform.
     shuffle, drop_last, slots, start_batch, pin: as in struct gm_loader_opts.
-    copy       True: yield owned copies instead of ring views.
+    copy       True: batches the caller owns, never overwritten (see above).
     chaos_kill_ms  testing: SIGKILL a random worker every N ms (batches stay the same).
     node       path of a node agent's socket (`goldminer node`): the workers run in
                the agent; None: here, as children of this process.
@@ -540,9 +546,12 @@ class Loader:
         b = Batch()
         b.epoch, b.index, b.n_errors, b._raw = raw.epoch, raw.index, raw.n_errors, raw
         nbytes = n * raw.sample_bytes
+        kept = self.copy and self._keep(raw)  # owned without a copy (gm_loader_keep)
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
         self._keep_alive_while(buf)
-        b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy)
+        if kept:
+            self._give_back_when_dead(raw, buf)
+        b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy and not kept)
         lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
         ids = (ctypes.c_uint32 * n).from_address(
             ctypes.cast(raw.sample_ids, ctypes.c_void_p).value) if raw.sample_ids else None
