@@ -9,7 +9,8 @@
 #   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
 # and, for plain, goldminer.torch.Loader with the same transform (python3 -m
 # goldminer.bench --output float32, its last epoch): goldminer run's C path within
-# 5% of it (the run hands the script owned copies; the Loader's views are not).
+# 5% of it (the run hands the script batches it owns: kept ring slots, no copy,
+# unless it holds one across as many batches as the ring has slots).
 # The figure of a run is its last epoch's (training is many epochs: the first
 # holds goldminer's start of exec'd Python workers, which a fork does not pay).
 # Each round runs every side once, in alternating order (goldminer first in odd
@@ -20,7 +21,7 @@
 # (trainer and workers) spent per image in that epoch (tests/bench/tree_cpu.py):
 # the ratio of those moves far less with the machine's load than img/s does. Env: B (build dir), PHOTOS (ImageFolder; without it a
 # synthetic set is made with $B/goldminer synth), EPOCHS (default 2), ROUNDS
-# (default 3).
+# (default 3), AUGS (the transforms to run, default "plain jitter randaugment").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$(dirname "$here")")
@@ -80,7 +81,7 @@ side() {
 	esac
 }
 fail=0
-for aug in plain jitter randaugment; do
+for aug in ${AUGS:-plain jitter randaugment}; do
 	sides="gm torch"
 	[ "$aug" = plain ] && sides="gm torch loader"
 	r=1
@@ -95,10 +96,11 @@ for aug in plain jitter randaugment; do
 	done
 done
 
-"$PY" - "$out" <<'PY' || fail=1
+AUGS=${AUGS:-plain jitter randaugment} "$PY" - "$out" <<'PY' || fail=1
 import json, os, re, sys
 d = sys.argv[1]
 want = {"plain": ("C path", 4.0), "jitter": ("C path", 1.5), "randaugment": ("hybrid", 1.3)}
+want = {k: v for k, v in want.items() if k in os.environ["AUGS"].split()}
 def rates(name):
     """Each run's last epoch's img/s (a run's lines start at its epoch 0)."""
     p = os.path.join(d, name)
