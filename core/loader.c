@@ -501,6 +501,7 @@ struct gm_loader_keep_state {
 		size_t len;
 	} * gone;
 	size_t n_gone, cap_gone;
+	uint64_t copied; /* batches detached */
 };
 
 static void give_back(struct gm_loader *l, uint32_t slot)
@@ -552,6 +553,7 @@ static int detach(struct gm_loader *l, uint32_t slot)
 	k->gone[k->n_gone].addr = k->alias[slot];
 	k->gone[k->n_gone++].len = len;
 	k->alias[slot] = NULL; /* the next keep of this slot maps it again */
+	k->copied++;
 	give_back(l, slot);
 	return 0;
 }
@@ -1035,6 +1037,7 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->target_workers = atomic_load(&l->h->p_target);
 	s->demand_img_per_s = (double)atomic_load(&l->h->p_demand_mrate) / 1000;
 	s->worker_img_per_s = (double)atomic_load(&l->h->p_worker_mrate) / 1000;
+	s->kept_copied = l->keep ? l->keep->copied : 0;
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)

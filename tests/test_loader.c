@@ -853,6 +853,10 @@ static void test_kept_batches_stay_unwritten_and_go_back_in_any_order(void **sta
 		n++;
 	}
 	assert_int_equal(n, nref);
+	struct gm_loader_stats st;
+	gm_loader_stats(l, &st);
+	assert_true(st.kept_copied >= 4); /* batches 0-5 held across the rest */
+	assert_true(st.kept_copied <= 6);
 	for (int i = 0; i < n; i++)
 		if (live[i]) {
 			assert_int_equal(gm_test_batch_hash(&kb[i]), kh[i]);

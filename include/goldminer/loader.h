@@ -73,6 +73,7 @@ struct gm_loader_stats {
 	uint32_t target_workers; /* what the pool is being sized to (auto or scale) */
 	double demand_img_per_s; /* auto: consumer's measured demand (0 before a window) */
 	double worker_img_per_s; /* auto: measured rate of one worker */
+	uint64_t kept_copied;	 /* kept batches detached into a copy (gm_loader_keep) */
 };
 
 /* Defaults as documented in struct gm_loader_opts (job.h). */

@@ -122,6 +122,7 @@ class LoaderStats(ctypes.Structure):
         ("target_workers", ctypes.c_uint32),
         ("demand_img_per_s", ctypes.c_double),
         ("worker_img_per_s", ctypes.c_double),
+        ("kept_copied", ctypes.c_uint64),
     ]
 
 

@@ -204,6 +204,7 @@ int main(void)
 	F(gm_loader_stats, mode) F(gm_loader_stats, sample_bytes)
 	F(gm_loader_stats, target_workers) F(gm_loader_stats, demand_img_per_s)
 	F(gm_loader_stats, worker_img_per_s)
+	F(gm_loader_stats, kept_copied)
 	return 0;
 }
 """

@@ -118,6 +118,9 @@ class TestTorchAdapter(GmTest):
                         kept[k] = (obj, goldminer.checksum64(whole(obj).contiguous()))
                     elif epoch == 1:  # keep none: each batch is its slot's view
                         ptrs.add(x.data_ptr())
+                        copied = gm.stats()["kept_copied"]
+                        if k + 3 >= len(ref):  # epoch 0's kept ones were copied by now
+                            self.assertEqual(copied, len(kept))
                     del x
             self.assertEqual(tl._copy.buffers(), [])  # nothing was copied by Python
         self.assertEqual(seen, len(ref))
