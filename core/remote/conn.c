@@ -422,6 +422,23 @@ void gm_remote_net_progress(struct gm_remote_net *n)
 				;
 }
 
+int gm_remote_net_wait(struct gm_remote_net *n, const struct conn *c, bool (*done)(const void *),
+		       const void *arg, int ms)
+{
+	int64_t end = now_ms() + ms;
+	while (!done(arg)) {
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (ms >= 0 && now_ms() >= end)
+			return -ETIMEDOUT;
+		if (!ucp_worker_progress(n->w)) {
+			struct timespec ts = {0, 50000}; /* idle: 50 us, short beside a transfer */
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
 bool gm_remote_net_arm(struct gm_remote_net *n)
 {
 	bool armed = ucp_worker_arm(n->w) != UCS_ERR_BUSY;

@@ -630,38 +630,51 @@ static void checks_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
+/* A valid LEND or Python LEND for (c, token), answered here (NULL back) when
+ * it asks nothing of a new job: an end for a job not known, no room for a new
+ * one, a job whose check is still running, a running job's new count. A new
+ * job's free entry comes back for the caller to start its check (a C and a
+ * Python job are checked differently). */
+static struct ljob *lend_known(struct gm_remote *r, struct conn *c, uint64_t token,
+			       uint32_t workers)
+{
+	struct m_lent a = {.token = token};
+	struct ljob *l = ljob_for(r, c, token, workers > 0);
+	if (!l) {
+		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		return NULL;
+	}
+	if (!l->used)
+		return l;
+	if (l->checking) { /* asked again meanwhile: the answer is still to come */
+		l->want = workers;
+		if (!workers) {
+			gm_remote_lend_end(l);
+			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		}
+		return NULL;
+	}
+	grant(r, l, workers);
+	gm_remote_lend_tick(r, now_ms());
+	if (!workers)
+		gm_remote_lend_end(l);
+	return NULL;
+}
+
 void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_lend *m,
 			    const void *data, size_t len)
 {
-	struct m_lent a = {.token = m->token};
 	struct gm_node_req req;
 	if (c->role != ROLE_AGENT || !gm_remote_check_lend(m, data, len, &req)) {
 		gm_remote_conn_kill(c, "%s: malformed lend request", c->ip);
 		return;
 	}
-	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
-	if (!l) {
-		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+	struct ljob *l = lend_known(r, c, m->token, m->workers);
+	if (!l)
 		return;
-	}
-	if (!l->used) { /* answered when its check ends, or refused now */
-		enum lc_kind k = check_start(r, l, c, m, &req);
-		if (k != LC_OK)
-			refuse(c, m->token, k);
-		return;
-	}
-	if (l->checking) { /* asked again meanwhile: the answer is still to come */
-		l->want = m->workers;
-		if (!m->workers) {
-			gm_remote_lend_end(l);
-			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
-		}
-		return;
-	}
-	grant(r, l, m->workers);
-	gm_remote_lend_tick(r, now_ms());
-	if (!m->workers)
-		gm_remote_lend_end(l);
+	enum lc_kind k = check_start(r, l, c, m, &req); /* answered when it ends */
+	if (k != LC_OK)
+		refuse(c, m->token, k);
 }
 
 /* ---- a Python job (AM_PYLEND; pyhome.c at the home, pywork.c its workers) ----- */
@@ -764,7 +777,6 @@ out_free:
 void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
 			      const void *data, size_t len)
 {
-	struct m_lent a = {.token = m->token};
 	struct gm_node_req req;
 	char why[256];
 	if (c->role != ROLE_AGENT ||
@@ -772,30 +784,13 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 		gm_remote_conn_kill(c, "%s: malformed Python lend request", c->ip);
 		return;
 	}
-	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
-	if (!l) {
-		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+	struct ljob *l = lend_known(r, c, m->token, m->workers);
+	if (!l)
 		return;
-	}
-	if (!l->used) { /* answered when its check ends, or refused now */
-		enum lc_kind k =
-		    py_check_start(r, l, c, m, &req, (const unsigned char *)data + sizeof(req));
-		if (k != LC_OK)
-			refuse(c, m->token, k);
-		return;
-	}
-	if (l->checking) { /* asked again meanwhile: the answer is still to come */
-		l->want = m->workers;
-		if (!m->workers) {
-			gm_remote_lend_end(l);
-			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
-		}
-		return;
-	}
-	grant(r, l, m->workers);
-	gm_remote_lend_tick(r, now_ms());
-	if (!m->workers)
-		gm_remote_lend_end(l);
+	enum lc_kind k = py_check_start(r, l, c, m, &req, /* answered when it ends */
+					(const unsigned char *)data + sizeof(req));
+	if (k != LC_OK)
+		refuse(c, m->token, k);
 }
 
 /* ---- --lend-root ------------------------------------------------------------- */

@@ -234,12 +234,8 @@ static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
 	struct brx *x = user;
 	struct gm_remote *r = x->r;
 	struct hjob *j = gm_remote_home_job(r, x->token);
-	struct conn *c = NULL;
+	struct conn *c = gm_remote_home_worker(r, j, x->b.vpid);
 	char why[256];
-	for (int i = 0; j && i < MAX_CONNS && !c; i++)
-		if (r->net.conns[i] && r->net.conns[i]->job == j &&
-		    r->net.conns[i]->vpid == x->b.vpid)
-			c = r->net.conns[i];
 	if (c && st == UCS_OK && length == x->len) /* its records, after the payload */
 		memcpy(x->head, (unsigned char *)gm_ring_data(j->ring, c->slot) + x->b.size,
 		       x->len - x->b.size);
@@ -280,20 +276,8 @@ static void batch_rndv(struct gm_remote *r, struct conn *c, const struct m_batch
 		return;
 	}
 	*x = (struct brx){.r = r, .token = j->token, .b = *b, .len = len};
-	ucp_request_param_t rp = {.op_attr_mask =
-				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-				  .cb.recv_am = brx_done,
-				  .user_data = x};
-	c->inflight++;
-	void *p = ucp_am_recv_data_nbx(r->net.w, desc, gm_ring_data(j->ring, c->slot), len, &rp);
-	if (UCS_PTR_IS_ERR(p)) {
-		c->inflight--;
-		gm_remote_conn_kill(c, "%s: receiving a batch: %s", c->ip,
-				    ucs_status_string(UCS_PTR_STATUS(p)));
-		free(x);
-	} else if (p == NULL) {
-		brx_done(NULL, UCS_OK, len, x); /* landed already */
-	}
+	gm_remote_home_recv(r, c, desc, gm_ring_data(j->ring, c->slot), len, brx_done, x,
+			    "a batch");
 }
 
 void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,
