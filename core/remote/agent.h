@@ -223,6 +223,12 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 /* Workers the live peers can lend this agent's jobs in all, by their last
  * heartbeats (what they lend it now included): the ops' peers_lendable. */
 uint32_t gm_remote_home_lendable(struct gm_remote *r);
+/* home.c for pyhome.c: a free job entry of this agent, zeroed, with ring_fd's
+ * ring attached (its shape: batch, sample bytes, slots), a new token, req and
+ * lease_ms; the caller marks it used, or drops it (gm_remote_home_drop). 0 or
+ * -errno with err (-EMFILE: every entry taken). */
+int gm_remote_home_job_new(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+			   uint32_t lease_ms, struct hjob **out, char *err, size_t errlen);
 /* home.c for pyhome.c: c still holds lease (vpid, task); error records merged */
 bool gm_remote_home_lease_held(const struct conn *c, uint32_t vpid, uint64_t task);
 /* home.c for pyhome.c: the connection of job j's remote worker holding lease

@@ -256,17 +256,7 @@ int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr,
 static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp, size_t hlen,
 		     const void *data, size_t len, bool rndv)
 {
-	union {
-		struct m_lend lend;
-		struct m_lent lent;
-		struct m_claim claim;
-		struct m_lease lease;
-		struct m_sample sample;
-		struct m_publish pub;
-		struct m_beat beat;
-		struct m_pylend pylend;
-		struct m_batch batch;
-	} h;
+	union m_any h;
 	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);
 }

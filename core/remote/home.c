@@ -841,9 +841,8 @@ void gm_remote_home_drop(struct hjob *j)
 	memset(j, 0, sizeof(*j));
 }
 
-int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
-		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
-		       uint64_t *token, char *err, size_t errlen)
+int gm_remote_home_job_new(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+			   uint32_t lease_ms, struct hjob **out, char *err, size_t errlen)
 {
 	struct hjob *j = NULL;
 	for (int i = 0; i < MAX_HJOBS && !j; i++)
@@ -860,19 +859,31 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 			strerror(-rc));
 		return rc;
 	}
-	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	const struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
 	uint8_t rnd[GM_AUTH_NONCE];
 	gm_auth_nonce(rnd);
 	memcpy(&j->token, rnd, sizeof(j->token));
 	j->req = *req;
-	j->fingerprint = gm_dataset_fingerprint(ds);
-	j->nsamples = gm_dataset_count(ds);
-	j->bpe = bpe;
 	j->lease_ms = lease_ms;
 	j->batch = h->batch_size;
 	j->sb = h->sample_bytes;
 	j->words = (h->batch_size + 63) / 64;
 	j->nslots = h->nslots;
+	*out = j;
+	return 0;
+}
+
+int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
+		       uint64_t *token, char *err, size_t errlen)
+{
+	struct hjob *j;
+	int rc = gm_remote_home_job_new(r, ring_fd, req, lease_ms, &j, err, errlen);
+	if (rc)
+		return rc;
+	j->fingerprint = gm_dataset_fingerprint(ds);
+	j->nsamples = gm_dataset_count(ds);
+	j->bpe = bpe;
 	rc = expect_init(j, ds, err, errlen);
 	if (!rc && j->wc.batches_per_epoch != bpe) {
 		gm_errf(err, errlen, "the job's batches differ from the agent's");

@@ -77,44 +77,23 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 			 char *err, size_t errlen)
 {
 	struct gm_remote_py_facts f;
-	struct hjob *j = NULL;
+	struct hjob *j;
 	int rc = gm_remote_py_facts(req->root, sizeof(req->root), &f, err, errlen);
 	if (rc)
 		return rc;
-	for (int i = 0; i < MAX_HJOBS && !j; i++)
-		if (!r->hjobs[i].used)
-			j = &r->hjobs[i];
-	if (!j) {
-		gm_errf(err, errlen, "too many jobs");
-		return -EMFILE;
-	}
-	memset(j, 0, sizeof(*j));
-	rc = gm_ring_attach(&j->ring, ring_fd);
-	if (rc) {
-		gm_errf(err, errlen, "mapping the job's ring for remote workers: %s",
-			strerror(-rc));
+	rc = gm_remote_home_job_new(r, ring_fd, req, lease_ms, &j, err, errlen);
+	if (rc)
 		return rc;
-	}
-	const struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
 	rc = read_spec(j, spec_fd, err, errlen);
-	if (!rc && h->batch_size <= GM_BIND_IDS_HDR) {
-		gm_errf(err, errlen, "a ring of %u rows is not a binding's", h->batch_size);
+	if (!rc && j->batch <= GM_BIND_IDS_HDR) { /* ids[]: epoch, batch, then the indices */
+		gm_errf(err, errlen, "a ring of %u rows is not a binding's", j->batch);
 		rc = -EINVAL;
 	}
 	if (rc) {
 		gm_remote_home_drop(j);
 		return rc;
 	}
-	uint8_t rnd[GM_AUTH_NONCE];
-	gm_auth_nonce(rnd);
-	memcpy(&j->token, rnd, sizeof(j->token));
 	j->py = true;
-	j->req = *req;
-	j->lease_ms = lease_ms;
-	j->batch = h->batch_size; /* rows: ids[] holds epoch, batch, then the indices */
-	j->sb = h->sample_bytes;
-	j->words = (h->batch_size + 63) / 64;
-	j->nslots = h->nslots;
 	j->tick_ms = now_ms();
 	j->used = true;
 	*token = j->token;
