@@ -538,8 +538,8 @@ static int checks_running(const struct gm_remote *r)
 static enum lc_kind check_exec(struct gm_remote *r, struct ljob *l, struct conn *c,
 			       struct lcheck_in *in, uint32_t port, uint32_t workers)
 {
-	snprintf(in->b.home_addr, sizeof(in->b.home_addr),
-		 strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u", c->ip, port);
+	snprintf(in->b.home_addr, sizeof(in->b.home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
+		 c->ip, port);
 	int fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
 	pid_t pid = -1;
 	if (fd >= 0 && pwrite(fd, in, sizeof(*in), 0) == (ssize_t)sizeof(*in))
