@@ -336,9 +336,10 @@ class TestPlan(GmTest):
                 self.assertEqual((p.path, p.c["out"]), ("hybrid", "uint8"), p.text())
                 self.assertEqual([o.where for o in p.ops], ["C", "C", "python"], p.text())
                 self.assertIn(why, p.ops[2].why, p.text())
-            for table, to_tensor, out in (({tvt.Image: f32, "others": None}, v2.ToImage, "float32"),
-                                          ({torch.Tensor: torch.float16}, v2.PILToTensor, "float16"),
-                                          ({"others": f32}, v2.ToImage, "float32")):
+            for table, to_tensor, out in (
+                    ({tvt.Image: f32, "others": None}, v2.ToImage, "float32"),
+                    ({torch.Tensor: torch.float16}, v2.PILToTensor, "float16"),
+                    ({"others": f32}, v2.ToImage, "float32")):
                 p = self.v2_plan(v2, [crop, to_tensor(), v2.ToDtype(table, scale=True)])
                 self.assertEqual((p.path, p.c["out"]), ("C", out), p.text())
             cases = [
