@@ -43,7 +43,26 @@
 #   mh_cleanup            kill every process of the run, delete the
 #                         namespaces and cgroups (bounded: about 2 s)
 #
-# Env: MH_FORCE_LOOPBACK=1 takes the fallback even where netns would work.
+# Node agents in the hosts (for the scripts that run `goldminer node`; G names
+# the goldminer binary):
+#   mh_ucx_env            export UCX over TCP on the hosts' link (UCX_TLS=tcp,
+#                         UCX_NET_DEVICES=$(mh_netdev), UCX's warning about
+#                         variables it does not use off)
+#   mh_secret FILE        a new peer secret in FILE: 48 random bytes in hex,
+#                         mode 600 (the agent refuses a file others can read)
+#   mh_agent I CORES SOCK ARGS...  `$G node --socket SOCK ARGS...` spawned in
+#                         host I under CORES as mh_spawn (redirect the call for
+#                         its output; MH_PID its pid, also kept in MH_AGENTS),
+#                         then a wait until SOCK is there: 1 if the agent
+#                         exited first or MH_WAIT_S passed
+#   mh_connected SOCK N   wait until the agent at SOCK has N peers connected
+#                         (its --status, asked from outside the hosts: no
+#                         host's quota pays for it): 1 if not within MH_WAIT_S
+#   mh_agents_stop        SIGTERM to every agent in MH_AGENTS, SIGKILL to those
+#                         left after 2 s, every one reaped; MH_AGENTS emptied
+#
+# Env: MH_FORCE_LOOPBACK=1 takes the fallback even where netns would work;
+# MH_WAIT_S (10) bounds mh_agent's and mh_connected's waits, in seconds.
 # Every ip(8) call here runs under timeout(1), so no step can hang a test.
 #
 # Node agents in two hosts, each under its own quota (tests/test_multihost.sh
@@ -77,6 +96,7 @@ MH_CGDIR=
 MH_ACCT=
 MH_PIDS=
 MH_PID=
+MH_AGENTS=
 MH_WHY=
 MH_ATEXIT=${MH_ATEXIT:-}
 MH_PERIOD=100000
@@ -349,4 +369,61 @@ mh_cleanup() {
 		done
 	fi
 	MH_N=0
+}
+
+mh_ucx_env() {
+	UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
+	UCX_NET_DEVICES=$(mh_netdev)
+	export UCX_TLS UCX_WARN_UNUSED_ENV_VARS UCX_NET_DEVICES
+}
+
+mh_secret() {
+	(umask 077 && head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1") &&
+		chmod 600 "$1"
+}
+
+# mh_alive PID: PID runs (a zombie, exited but not yet reaped, does not).
+mh_alive() {
+	mh_st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$mh_st" ] && [ "$mh_st" != Z ]
+}
+
+mh_agent() {
+	mh_i=$1 mh_c=$2 mh_sock=$3
+	shift 3
+	mh_spawn "$mh_i" "$mh_c" "${G:?mh_agent: G must name the goldminer binary}" node \
+		--socket "$mh_sock" "$@" || return 1
+	MH_AGENTS="$MH_AGENTS $MH_PID"
+	mh_k=0
+	while ! [ -S "$mh_sock" ]; do
+		mh_alive "$MH_PID" && [ $mh_k -lt $((${MH_WAIT_S:-10} * 20)) ] || return 1
+		sleep 0.05
+		mh_k=$((mh_k + 1))
+	done
+}
+
+mh_connected() {
+	mh_k=0
+	while [ "$("${G:?mh_connected: G must name the goldminer binary}" node --socket "$1" \
+		--status 2>/dev/null | grep -o '"state": "connected"' | wc -l)" -lt "$2" ]; do
+		[ $mh_k -lt $((${MH_WAIT_S:-10} * 20)) ] || return 1
+		sleep 0.05
+		mh_k=$((mh_k + 1))
+	done
+}
+
+mh_agents_stop() {
+	for mh_p in $MH_AGENTS; do
+		kill "$mh_p" 2>/dev/null
+	done
+	mh_k=0
+	for mh_p in $MH_AGENTS; do
+		while mh_alive "$mh_p" && [ $mh_k -lt 40 ]; do
+			sleep 0.05
+			mh_k=$((mh_k + 1))
+		done
+		kill -9 "$mh_p" 2>/dev/null
+		wait "$mh_p" 2>/dev/null
+	done
+	MH_AGENTS=
 }

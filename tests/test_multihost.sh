@@ -6,9 +6,11 @@
 # 2's gm0 counted them; a 0.25-core quota holds a busy loop to <= 0.35 of a
 # core and the cgroup reports throttling; a cut link stops a connect with a
 # 500 ms deadline and a healed one carries it again; a node agent runs in a
-# host, in its cgroup and namespace; the cleanup leaves no namespace, cgroup
-# or process of the run (the agent killed); the loopback fallback works and
-# says so. Where namespaces cannot be made (not root, no ip) the same checks
+# host, in its cgroup and namespace; the agents' helpers (mh_secret, mh_agent,
+# mh_connected, mh_agents_stop) do what they say, their failures included
+# (two agents with peers where the remote plugin is built); the cleanup
+# leaves no namespace, cgroup or process of the run (the agent killed); the
+# loopback fallback works and says so. Where namespaces cannot be made (not root, no ip) the same checks
 # run over loopback and the link checks skip. TAP on stdout; every wait has a
 # deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -181,6 +183,50 @@ if [ "$mode" = netns ]; then
 fi
 [ $ok = 0 ] || { diag "$tmp/status2"; diag "$tmp/agent2"; }
 t $ok "a node agent spawned in host 2 answers --status, inside host 2's cgroup and namespace"
+
+# 6b: the agents' helpers: a secret the agent takes, two agents that listen
+# and connect (mh_agent, mh_connected), an agent that cannot start, a wait for
+# a peer that never comes, and mh_agents_stop with a stopped agent (SIGTERM
+# cannot end it: SIGKILL must).
+mh_secret "$tmp/secret"
+t "$([ "$(stat -c %a "$tmp/secret")" = 600 ] && grep -qx '[0-9a-f]\{96\}' "$tmp/secret"; echo $?)" \
+	"mh_secret: 96 hex digits, mode 600"
+MH_WAIT_S=2
+s0=$(date +%s)
+mh_agent 3 - "$tmp/bad.sock" --cpus nonsense >"$tmp/bad.log" 2>&1
+rc=$?
+t "$([ $rc = 1 ] && [ $(($(date +%s) - s0)) -lt 2 ]; echo $?)" \
+	"mh_agent: an agent that exits at once (--cpus nonsense) is 1 before MH_WAIT_S (rc $rc)"
+if [ ! -f "$B/libgoldminer-remote.so" ]; then
+	skip "mh_agent/mh_connected with peers: no $B/libgoldminer-remote.so (UCX not installed)"
+else
+	mh_ucx_env
+	port=$((30000 + $$ % 20000))
+	MH_WAIT_S=10
+	for i in 1 2; do
+		mh_agent $i - "$tmp/a$i.sock" --cpus 1 --listen "$(mh_addr $i):$((port + i))" \
+			--peers "$(mh_addr $((3 - i))):$((port + 3 - i))" --secret "$tmp/secret" \
+			>"$tmp/a$i.log" 2>&1 || diag "$tmp/a$i.log"
+	done
+	ok=1
+	mh_connected "$tmp/a1.sock" 1 && mh_connected "$tmp/a2.sock" 1 && ok=0
+	[ $ok = 0 ] || { diag "$tmp/a1.log"; diag "$tmp/a2.log"; }
+	t $ok "mh_agent, mh_connected: agents in hosts 1 and 2 listen and see each other connected"
+	MH_WAIT_S=1
+	mh_connected "$tmp/a1.sock" 2
+	t "$([ $? = 1 ]; echo $?)" "mh_connected: 1 when the peers asked for do not come within MH_WAIT_S"
+	unset UCX_TLS UCX_NET_DEVICES UCX_WARN_UNUSED_ENV_VARS
+	a1=${MH_AGENTS% *}
+	a1=${a1##* } # the first agent of the two
+	kill -STOP "$a1"
+	s0=$(date +%s)
+	mh_agents_stop
+	left=0
+	for p in $a1 $MH_PID; do mh_alive "$p" && left=$((left + 1)); done
+	t "$([ $left = 0 ] && [ -z "$MH_AGENTS" ] && [ $(($(date +%s) - s0)) -le 4 ]; echo $?)" \
+		"mh_agents_stop: both agents gone within 4 s, the SIGSTOPped one too ($left left)"
+fi
+unset MH_WAIT_S
 
 # 7: the cleanup leaves nothing of the run.
 mh_cleanup

@@ -223,8 +223,23 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 /* Workers the live peers can lend this agent's jobs in all, by their last
  * heartbeats (what they lend it now included): the ops' peers_lendable. */
 uint32_t gm_remote_home_lendable(struct gm_remote *r);
+/* home.c for pyhome.c: a free job entry of this agent, zeroed, with ring_fd's
+ * ring attached (its shape: batch, sample bytes, slots), a new token, req and
+ * lease_ms; the caller marks it used, or drops it (gm_remote_home_drop). 0 or
+ * -errno with err (-EMFILE: every entry taken). */
+int gm_remote_home_job_new(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+			   uint32_t lease_ms, struct hjob **out, char *err, size_t errlen);
 /* home.c for pyhome.c: c still holds lease (vpid, task); error records merged */
 bool gm_remote_home_lease_held(const struct conn *c, uint32_t vpid, uint64_t task);
+/* home.c for pyhome.c: the connection of job j's remote worker holding lease
+ * vpid (NULL: none now; j NULL: none). */
+struct conn *gm_remote_home_worker(struct gm_remote *r, const struct hjob *j, uint32_t vpid);
+/* home.c for pyhome.c: a rendezvous message's data (desc, len bytes) received
+ * straight into dst for c, counted in c->inflight until done(user) runs (at
+ * once where it landed already). Takes user: done frees it, or this does where
+ * the receive cannot start (c killed: "receiving <what>: <UCX's words>"). */
+void gm_remote_home_recv(struct gm_remote *r, struct conn *c, void *desc, void *dst, size_t len,
+			 ucp_am_recv_data_nbx_callback_t done, void *user, const char *what);
 void gm_remote_home_merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err *e, uint32_t n);
 
 /* pyhome.c: Python jobs (a binding's ring) whose remote workers send whole

@@ -256,17 +256,7 @@ int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr,
 static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp, size_t hlen,
 		     const void *data, size_t len, bool rndv)
 {
-	union {
-		struct m_lend lend;
-		struct m_lent lent;
-		struct m_claim claim;
-		struct m_lease lease;
-		struct m_sample sample;
-		struct m_publish pub;
-		struct m_beat beat;
-		struct m_pylend pylend;
-		struct m_batch batch;
-	} h;
+	union m_any h;
 	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);
 }
@@ -420,6 +410,23 @@ void gm_remote_net_progress(struct gm_remote_net *n)
 		if (n->conns[i] && n->conns[i]->own_w)
 			while (ucp_worker_progress(n->conns[i]->w))
 				;
+}
+
+int gm_remote_net_wait(struct gm_remote_net *n, const struct conn *c, bool (*done)(const void *),
+		       const void *arg, int ms)
+{
+	int64_t end = now_ms() + ms;
+	while (!done(arg)) {
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (ms >= 0 && now_ms() >= end)
+			return -ETIMEDOUT;
+		if (!ucp_worker_progress(n->w)) {
+			struct timespec ts = {0, 50000}; /* idle: 50 us, short beside a transfer */
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
 }
 
 bool gm_remote_net_arm(struct gm_remote_net *n)

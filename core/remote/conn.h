@@ -150,14 +150,20 @@ void gm_remote_net_fini(struct gm_remote_net *n);
  * fd in n->epfd (when there is one), and the guard on the sockets it listens
  * on (only n->allowed may connect). 0 or -errno with err. */
 int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen);
-/* Progress every worker (the main one and the connections' own) until none has
- * more to do; arm them all for the event fds. arm: false when one is busy
- * (progress again before sleeping). */
 /* The guard again on every UCX listening socket of n's workers, with
  * n->allowed as it is now (it changed). The number filtered, or -errno. */
 int gm_remote_net_reguard(struct gm_remote_net *n);
+/* Progress every worker (the main one and the connections' own) until none has
+ * more to do; arm them all for the event fds. arm: false when one is busy
+ * (progress again before sleeping). */
 void gm_remote_net_progress(struct gm_remote_net *n);
 bool gm_remote_net_arm(struct gm_remote_net *n);
+/* A remote worker's wait on its one connection c: progress n's main worker
+ * (a short sleep when it had nothing to do) until done(arg) holds (0), c is
+ * dead (-ECONNRESET) or ms passed (-ETIMEDOUT; ms < 0: no limit). done is
+ * asked first, so what completed as c died counts as done. */
+int gm_remote_net_wait(struct gm_remote_net *n, const struct conn *c, bool (*done)(const void *),
+		       const void *arg, int ms);
 
 /* A connection in the table (NULL: full or no memory); its endpoint is made by
  * gm_remote_conn_ep, on c->w (set it first), to a worker address the other side

@@ -94,6 +94,33 @@ bool gm_remote_home_lease_held(const struct conn *c, uint32_t vpid, uint64_t tas
 	return lease_held(c, vpid, task);
 }
 
+struct conn *gm_remote_home_worker(struct gm_remote *r, const struct hjob *j, uint32_t vpid)
+{
+	for (int i = 0; j && i < MAX_CONNS; i++)
+		if (r->net.conns[i] && r->net.conns[i]->job == j && r->net.conns[i]->vpid == vpid)
+			return r->net.conns[i];
+	return NULL;
+}
+
+void gm_remote_home_recv(struct gm_remote *r, struct conn *c, void *desc, void *dst, size_t len,
+			 ucp_am_recv_data_nbx_callback_t done, void *user, const char *what)
+{
+	ucp_request_param_t rp = {.op_attr_mask =
+				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+				  .cb.recv_am = done,
+				  .user_data = user};
+	c->inflight++;
+	void *p = ucp_am_recv_data_nbx(r->net.w, desc, dst, len, &rp);
+	if (UCS_PTR_IS_ERR(p)) {
+		c->inflight--;
+		gm_remote_conn_kill(c, "%s: receiving %s: %s", c->ip, what,
+				    ucs_status_string(UCS_PTR_STATUS(p)));
+		free(user);
+	} else if (p == NULL) {
+		done(NULL, UCS_OK, len, user); /* landed already */
+	}
+}
+
 /* Take c's leases back (the one it makes and the one it asked for ahead):
  * their batches are made again by whoever claims them next. */
 void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
@@ -334,11 +361,7 @@ static void rx_done(void *req, ucs_status_t st, size_t length, void *user)
 	struct rx *x = user;
 	struct gm_remote *r = x->r;
 	struct hjob *j = gm_remote_home_job(r, x->token);
-	struct conn *c = NULL;
-	for (int i = 0; j && i < MAX_CONNS && !c; i++)
-		if (r->net.conns[i] && r->net.conns[i]->job == j &&
-		    r->net.conns[i]->vpid == x->s.vpid)
-			c = r->net.conns[i];
+	struct conn *c = gm_remote_home_worker(r, j, x->s.vpid);
 	if (c) {
 		c->inflight--;
 		if (st == UCS_OK && length == j->sb && lease_held(c, x->s.vpid, x->s.task))
@@ -412,20 +435,7 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 		return;
 	}
 	*x = (struct rx){.r = r, .token = j->token, .s = *s};
-	ucp_request_param_t rp = {.op_attr_mask =
-				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-				  .cb.recv_am = rx_done,
-				  .user_data = x};
-	c->inflight++;
-	void *p = ucp_am_recv_data_nbx(r->net.w, data, dst, len, &rp);
-	if (UCS_PTR_IS_ERR(p)) {
-		c->inflight--;
-		gm_remote_conn_kill(c, "%s: receiving a sample: %s", c->ip,
-				    ucs_status_string(UCS_PTR_STATUS(p)));
-		free(x);
-	} else if (p == NULL) {
-		rx_done(NULL, UCS_OK, len, x); /* landed already */
-	}
+	gm_remote_home_recv(r, c, data, dst, len, rx_done, x, "a sample");
 }
 
 void gm_remote_home_on_publish(struct gm_remote *r, struct conn *c, const struct m_publish *p,
@@ -831,9 +841,8 @@ void gm_remote_home_drop(struct hjob *j)
 	memset(j, 0, sizeof(*j));
 }
 
-int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
-		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
-		       uint64_t *token, char *err, size_t errlen)
+int gm_remote_home_job_new(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+			   uint32_t lease_ms, struct hjob **out, char *err, size_t errlen)
 {
 	struct hjob *j = NULL;
 	for (int i = 0; i < MAX_HJOBS && !j; i++)
@@ -850,19 +859,31 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 			strerror(-rc));
 		return rc;
 	}
-	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	const struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
 	uint8_t rnd[GM_AUTH_NONCE];
 	gm_auth_nonce(rnd);
 	memcpy(&j->token, rnd, sizeof(j->token));
 	j->req = *req;
-	j->fingerprint = gm_dataset_fingerprint(ds);
-	j->nsamples = gm_dataset_count(ds);
-	j->bpe = bpe;
 	j->lease_ms = lease_ms;
 	j->batch = h->batch_size;
 	j->sb = h->sample_bytes;
 	j->words = (h->batch_size + 63) / 64;
 	j->nslots = h->nslots;
+	*out = j;
+	return 0;
+}
+
+int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_req *req,
+		       const struct gm_dataset *ds, uint32_t bpe, uint32_t lease_ms,
+		       uint64_t *token, char *err, size_t errlen)
+{
+	struct hjob *j;
+	int rc = gm_remote_home_job_new(r, ring_fd, req, lease_ms, &j, err, errlen);
+	if (rc)
+		return rc;
+	j->fingerprint = gm_dataset_fingerprint(ds);
+	j->nsamples = gm_dataset_count(ds);
+	j->bpe = bpe;
 	rc = expect_init(j, ds, err, errlen);
 	if (!rc && j->wc.batches_per_epoch != bpe) {
 		gm_errf(err, errlen, "the job's batches differ from the agent's");

@@ -522,6 +522,48 @@ int gm_remote_lend_check_main(int fd)
 	return 0;
 }
 
+/* The lent jobs whose check runs now. */
+static int checks_running(const struct gm_remote *r)
+{
+	int n = 0;
+	for (int i = 0; i < MAX_LJOBS; i++)
+		n += r->ljobs[i].used && r->ljobs[i].checking;
+	return n;
+}
+
+/* The check process of l, a new job from home c, on in (its blob but the
+ * home's address, which is c's address and the home's port): started on a
+ * memfd, l then used and checking (answered when the check ends). LC_OK, or
+ * LC_FAILED (logged). */
+static enum lc_kind check_exec(struct gm_remote *r, struct ljob *l, struct conn *c,
+			       struct lcheck_in *in, uint32_t port, uint32_t workers)
+{
+	snprintf(in->b.home_addr, sizeof(in->b.home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
+		 c->ip, port);
+	int fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
+	pid_t pid = -1;
+	if (fd >= 0 && pwrite(fd, in, sizeof(*in), 0) == (ssize_t)sizeof(*in))
+		pid = exec_self(r, fd, "--lend-check");
+	if (pid < 0) {
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s",
+			       in->b.token, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return LC_FAILED;
+	}
+	l->blob = in->b;
+	l->blob.key = r->net.key; /* the workers' own, not the check's */
+	l->token = in->b.token;
+	snprintf(l->home_addr, sizeof(l->home_addr), "%s", in->b.home_addr);
+	l->home = c;
+	l->used = l->checking = true;
+	l->check_pid = pid;
+	l->check_fd = fd;
+	l->check_end = now_ms() + r->lend_index_ms;
+	l->want = workers;
+	return LC_OK;
+}
+
 /* A new lent job: its root matched by words, then the check process started.
  * LC_OK (answered when the check ends), or why it is refused at once. */
 static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
@@ -529,7 +571,7 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 {
 	struct lcheck_in in = {.magic = MSG_MAGIC, .max_files = r->lend_max_files};
 	char path[sizeof(req->root)], shown[208];
-	int w = -1, busy = 0;
+	int w = -1;
 	if (!gm_lendroot_normalise(req->root, path, sizeof(path)))
 		w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words, path);
 	if (w < 0) {
@@ -539,46 +581,20 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 		    m->token, c->ip, shown);
 		return LC_NOT_LENDABLE;
 	}
-	for (int i = 0; i < MAX_LJOBS; i++)
-		busy += r->ljobs[i].used && r->ljobs[i].checking;
-	if (busy >= LEND_CHECKS)
+	if (checks_running(r) >= LEND_CHECKS)
 		return LC_BUSY;
-	struct wblob *b = &in.b;
-	*b = (struct wblob){.magic = MSG_MAGIC,
-			    .version = MSG_VERSION,
-			    .token = m->token,
-			    .fingerprint = m->fingerprint,
-			    .nsamples = m->nsamples,
-			    .bpe = m->bpe,
-			    .lease_ms = m->lease_ms,
-			    .lport = r->port,
-			    .req = *req};
-	copy_str(b->req.root, sizeof(b->req.root), path);
+	in.b = (struct wblob){.magic = MSG_MAGIC,
+			      .version = MSG_VERSION,
+			      .token = m->token,
+			      .fingerprint = m->fingerprint,
+			      .nsamples = m->nsamples,
+			      .bpe = m->bpe,
+			      .lease_ms = m->lease_ms,
+			      .lport = r->port,
+			      .req = *req};
+	copy_str(in.b.req.root, sizeof(in.b.req.root), path);
 	copy_str(in.lend_root, sizeof(in.lend_root), r->lend_canon[r->lend_of[w]]);
-	snprintf(b->home_addr, sizeof(b->home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
-		 c->ip, m->port);
-	int fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
-	pid_t pid = -1;
-	if (fd >= 0 && pwrite(fd, &in, sizeof(in), 0) == (ssize_t)sizeof(in))
-		pid = exec_self(r, fd, "--lend-check");
-	if (pid < 0) {
-		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s", m->token,
-			       strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return LC_FAILED;
-	}
-	l->blob = in.b;
-	l->blob.key = r->net.key; /* the workers' own, not the check's */
-	l->token = m->token;
-	snprintf(l->home_addr, sizeof(l->home_addr), "%s", b->home_addr);
-	l->home = c;
-	l->used = l->checking = true;
-	l->check_pid = pid;
-	l->check_fd = fd;
-	l->check_end = now_ms() + r->lend_index_ms;
-	l->want = m->workers;
-	return LC_OK;
+	return check_exec(r, l, c, &in, m->port, m->workers);
 }
 
 /* A check that ended (st its wait status) or ran out of time: the LEND answered. */
@@ -630,38 +646,51 @@ static void checks_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
+/* A valid LEND or Python LEND for (c, token), answered here (NULL back) when
+ * it asks nothing of a new job: an end for a job not known, no room for a new
+ * one, a job whose check is still running, a running job's new count. A new
+ * job's free entry comes back for the caller to start its check (a C and a
+ * Python job are checked differently). */
+static struct ljob *lend_known(struct gm_remote *r, struct conn *c, uint64_t token,
+			       uint32_t workers)
+{
+	struct m_lent a = {.token = token};
+	struct ljob *l = ljob_for(r, c, token, workers > 0);
+	if (!l) {
+		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		return NULL;
+	}
+	if (!l->used)
+		return l;
+	if (l->checking) { /* asked again meanwhile: the answer is still to come */
+		l->want = workers;
+		if (!workers) {
+			gm_remote_lend_end(l);
+			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+		}
+		return NULL;
+	}
+	grant(r, l, workers);
+	gm_remote_lend_tick(r, now_ms());
+	if (!workers)
+		gm_remote_lend_end(l);
+	return NULL;
+}
+
 void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_lend *m,
 			    const void *data, size_t len)
 {
-	struct m_lent a = {.token = m->token};
 	struct gm_node_req req;
 	if (c->role != ROLE_AGENT || !gm_remote_check_lend(m, data, len, &req)) {
 		gm_remote_conn_kill(c, "%s: malformed lend request", c->ip);
 		return;
 	}
-	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
-	if (!l) {
-		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+	struct ljob *l = lend_known(r, c, m->token, m->workers);
+	if (!l)
 		return;
-	}
-	if (!l->used) { /* answered when its check ends, or refused now */
-		enum lc_kind k = check_start(r, l, c, m, &req);
-		if (k != LC_OK)
-			refuse(c, m->token, k);
-		return;
-	}
-	if (l->checking) { /* asked again meanwhile: the answer is still to come */
-		l->want = m->workers;
-		if (!m->workers) {
-			gm_remote_lend_end(l);
-			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
-		}
-		return;
-	}
-	grant(r, l, m->workers);
-	gm_remote_lend_tick(r, now_ms());
-	if (!m->workers)
-		gm_remote_lend_end(l);
+	enum lc_kind k = check_start(r, l, c, m, &req); /* answered when it ends */
+	if (k != LC_OK)
+		refuse(c, m->token, k);
 }
 
 /* ---- a Python job (AM_PYLEND; pyhome.c at the home, pywork.c its workers) ----- */
@@ -674,7 +703,6 @@ static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m
 	struct gm_remote_py_facts f;
 	char why[256], path[PATH_MAX];
 	enum lc_kind k = LC_OK;
-	int busy = 0;
 	int rc = gm_remote_py_facts(req->root, sizeof(req->root), &f, why, sizeof(why));
 	if (!r->lend_python)
 		k = LC_NO_PYTHON;
@@ -693,9 +721,7 @@ static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m
 			copy_str(in->py_lend[q], sizeof(in->py_lend[q]),
 				 r->lend_canon[r->lend_of[w]]);
 	}
-	for (int i = 0; i < MAX_LJOBS; i++)
-		busy += r->ljobs[i].used && r->ljobs[i].checking;
-	if (k == LC_OK && busy >= LEND_CHECKS)
+	if (k == LC_OK && checks_running(r) >= LEND_CHECKS)
 		k = LC_BUSY;
 	if (k != LC_OK)
 		gm_remote_logf(&r->net, "Python job %016" PRIx64 " from %s: refused: %s%s%s",
@@ -710,52 +736,36 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 				   const void *spec)
 {
 	struct lcheck_in *in = calloc(1, sizeof(*in));
-	int fd = -1;
-	pid_t pid = -1;
 	if (!in)
 		return LC_FAILED;
 	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
 	enum lc_kind k = py_words(r, c, m, req, in);
 	if (k != LC_OK)
 		goto out_free;
-	struct wblob *b = &in->b;
-	*b = (struct wblob){.magic = MSG_MAGIC,
-			    .version = MSG_VERSION,
-			    .token = m->token,
-			    .lease_ms = m->lease_ms,
-			    .lport = r->port,
-			    .req = *req,
-			    .py = 1,
-			    .rows = m->rows,
-			    .sample_bytes = m->sample_bytes,
-			    .spec_len = m->spec_len};
-	snprintf(b->home_addr, sizeof(b->home_addr), strchr(c->ip, ':') ? "[%s]:%u" : "%s:%u",
-		 c->ip, m->port);
+	in->b = (struct wblob){.magic = MSG_MAGIC,
+			       .version = MSG_VERSION,
+			       .token = m->token,
+			       .lease_ms = m->lease_ms,
+			       .lport = r->port,
+			       .req = *req,
+			       .py = 1,
+			       .rows = m->rows,
+			       .sample_bytes = m->sample_bytes,
+			       .spec_len = m->spec_len};
 	l->spec = malloc(m->spec_len);
-	fd = memfd_create("goldminer-lend-check", MFD_CLOEXEC);
-	if (l->spec && fd >= 0 && pwrite(fd, in, sizeof(*in), 0) == (ssize_t)sizeof(*in))
-		pid = exec_self(r, fd, "--lend-check");
-	if (pid < 0) {
+	if (!l->spec) {
 		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s", m->token,
-			       strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		free(l->spec);
-		l->spec = NULL;
+			       strerror(ENOMEM));
 		k = LC_FAILED;
 		goto out_free;
 	}
+	k = check_exec(r, l, c, in, m->port, m->workers);
+	if (k != LC_OK) {
+		free(l->spec);
+		l->spec = NULL;
+		goto out_free;
+	}
 	memcpy(l->spec, spec, m->spec_len);
-	l->blob = in->b;
-	l->blob.key = r->net.key; /* the workers' own, not the check's */
-	l->token = m->token;
-	snprintf(l->home_addr, sizeof(l->home_addr), "%s", b->home_addr);
-	l->home = c;
-	l->used = l->checking = true;
-	l->check_pid = pid;
-	l->check_fd = fd;
-	l->check_end = now_ms() + r->lend_index_ms;
-	l->want = m->workers;
 out_free:
 	free(in);
 	return k;
@@ -764,7 +774,6 @@ out_free:
 void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct m_pylend *m,
 			      const void *data, size_t len)
 {
-	struct m_lent a = {.token = m->token};
 	struct gm_node_req req;
 	char why[256];
 	if (c->role != ROLE_AGENT ||
@@ -772,30 +781,13 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 		gm_remote_conn_kill(c, "%s: malformed Python lend request", c->ip);
 		return;
 	}
-	struct ljob *l = ljob_for(r, c, m->token, m->workers > 0);
-	if (!l) {
-		gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
+	struct ljob *l = lend_known(r, c, m->token, m->workers);
+	if (!l)
 		return;
-	}
-	if (!l->used) { /* answered when its check ends, or refused now */
-		enum lc_kind k =
-		    py_check_start(r, l, c, m, &req, (const unsigned char *)data + sizeof(req));
-		if (k != LC_OK)
-			refuse(c, m->token, k);
-		return;
-	}
-	if (l->checking) { /* asked again meanwhile: the answer is still to come */
-		l->want = m->workers;
-		if (!m->workers) {
-			gm_remote_lend_end(l);
-			gm_remote_conn_send(c, AM_LENT, &a, sizeof(a), NULL, 0);
-		}
-		return;
-	}
-	grant(r, l, m->workers);
-	gm_remote_lend_tick(r, now_ms());
-	if (!m->workers)
-		gm_remote_lend_end(l);
+	enum lc_kind k = py_check_start(r, l, c, m, &req, /* answered when it ends */
+					(const unsigned char *)data + sizeof(req));
+	if (k != LC_OK)
+		refuse(c, m->token, k);
 }
 
 /* ---- --lend-root ------------------------------------------------------------- */

@@ -157,6 +157,21 @@ struct m_beat {
 	uint32_t pad;	  /* 0 */
 };
 
+/* The header of any message that comes over UCX: a received one is copied into
+ * it, at its message's exact size (conn.c; the fuzzer as conn.c does), so the
+ * handlers read it aligned. */
+union m_any {
+	struct m_lend lend;
+	struct m_lent lent;
+	struct m_claim claim;
+	struct m_lease lease;
+	struct m_sample sample;
+	struct m_publish pub;
+	struct m_beat beat;
+	struct m_pylend pylend;
+	struct m_batch batch;
+};
+
 /* What a remote worker process is started with (a memfd on its fd 3): it execs
  * afresh (UCX's process-wide state does not survive a fork), indexes the dataset
  * itself and checks the fingerprint before it writes anything. */

@@ -77,44 +77,23 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 			 char *err, size_t errlen)
 {
 	struct gm_remote_py_facts f;
-	struct hjob *j = NULL;
+	struct hjob *j;
 	int rc = gm_remote_py_facts(req->root, sizeof(req->root), &f, err, errlen);
 	if (rc)
 		return rc;
-	for (int i = 0; i < MAX_HJOBS && !j; i++)
-		if (!r->hjobs[i].used)
-			j = &r->hjobs[i];
-	if (!j) {
-		gm_errf(err, errlen, "too many jobs");
-		return -EMFILE;
-	}
-	memset(j, 0, sizeof(*j));
-	rc = gm_ring_attach(&j->ring, ring_fd);
-	if (rc) {
-		gm_errf(err, errlen, "mapping the job's ring for remote workers: %s",
-			strerror(-rc));
+	rc = gm_remote_home_job_new(r, ring_fd, req, lease_ms, &j, err, errlen);
+	if (rc)
 		return rc;
-	}
-	const struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
 	rc = read_spec(j, spec_fd, err, errlen);
-	if (!rc && h->batch_size <= GM_BIND_IDS_HDR) {
-		gm_errf(err, errlen, "a ring of %u rows is not a binding's", h->batch_size);
+	if (!rc && j->batch <= GM_BIND_IDS_HDR) { /* ids[]: epoch, batch, then the indices */
+		gm_errf(err, errlen, "a ring of %u rows is not a binding's", j->batch);
 		rc = -EINVAL;
 	}
 	if (rc) {
 		gm_remote_home_drop(j);
 		return rc;
 	}
-	uint8_t rnd[GM_AUTH_NONCE];
-	gm_auth_nonce(rnd);
-	memcpy(&j->token, rnd, sizeof(j->token));
 	j->py = true;
-	j->req = *req;
-	j->lease_ms = lease_ms;
-	j->batch = h->batch_size; /* rows: ids[] holds epoch, batch, then the indices */
-	j->sb = h->sample_bytes;
-	j->words = (h->batch_size + 63) / 64;
-	j->nslots = h->nslots;
 	j->tick_ms = now_ms();
 	j->used = true;
 	*token = j->token;
@@ -234,12 +213,8 @@ static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
 	struct brx *x = user;
 	struct gm_remote *r = x->r;
 	struct hjob *j = gm_remote_home_job(r, x->token);
-	struct conn *c = NULL;
+	struct conn *c = gm_remote_home_worker(r, j, x->b.vpid);
 	char why[256];
-	for (int i = 0; j && i < MAX_CONNS && !c; i++)
-		if (r->net.conns[i] && r->net.conns[i]->job == j &&
-		    r->net.conns[i]->vpid == x->b.vpid)
-			c = r->net.conns[i];
 	if (c && st == UCS_OK && length == x->len) /* its records, after the payload */
 		memcpy(x->head, (unsigned char *)gm_ring_data(j->ring, c->slot) + x->b.size,
 		       x->len - x->b.size);
@@ -280,20 +255,8 @@ static void batch_rndv(struct gm_remote *r, struct conn *c, const struct m_batch
 		return;
 	}
 	*x = (struct brx){.r = r, .token = j->token, .b = *b, .len = len};
-	ucp_request_param_t rp = {.op_attr_mask =
-				      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-				  .cb.recv_am = brx_done,
-				  .user_data = x};
-	c->inflight++;
-	void *p = ucp_am_recv_data_nbx(r->net.w, desc, gm_ring_data(j->ring, c->slot), len, &rp);
-	if (UCS_PTR_IS_ERR(p)) {
-		c->inflight--;
-		gm_remote_conn_kill(c, "%s: receiving a batch: %s", c->ip,
-				    ucs_status_string(UCS_PTR_STATUS(p)));
-		free(x);
-	} else if (p == NULL) {
-		brx_done(NULL, UCS_OK, len, x); /* landed already */
-	}
+	gm_remote_home_recv(r, c, desc, gm_ring_data(j->ring, c->slot), len, brx_done, x,
+			    "a batch");
 }
 
 void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,

@@ -93,21 +93,14 @@ static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const v
 	r->lease_in = true;
 }
 
-/* Progress until the lease reply came, c died or ms passed. 0 or -errno. */
-static int wait_lease(struct pyproc *r, struct conn *c, int ms)
+static bool is_set(const void *flag)
 {
-	int64_t end = now_ms() + ms;
-	while (!r->lease_in) {
-		if (c->st == C_DEAD)
-			return -ECONNRESET;
-		if (now_ms() >= end)
-			return -ETIMEDOUT;
-		if (!ucp_worker_progress(r->net.w)) {
-			struct timespec ts = {0, 100000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
+	return *(const volatile bool *)flag; /* set by on_msg or sent, inside the progress */
+}
+
+static bool is_clear(const void *flag)
+{
+	return !is_set(flag);
 }
 
 /* A lease: 0 with r->lease (status 0), -ENODATA (no more), or -errno. */
@@ -118,7 +111,7 @@ static int claim(struct pyproc *r, struct conn *c)
 		r->lease_in = false;
 		int rc = gm_remote_conn_send(c, AM_CLAIM, &m, sizeof(m), NULL, 0);
 		if (!rc)
-			rc = wait_lease(r, c, PY_REPLY_MS);
+			rc = gm_remote_net_wait(&r->net, c, is_set, &r->lease_in, PY_REPLY_MS);
 		if (rc)
 			return rc;
 		if (r->lease.status != -EAGAIN)
@@ -156,12 +149,7 @@ static void sent(void *req, ucs_status_t st, void *user)
  * or c died. */
 static int drain(struct pyproc *r, struct conn *c)
 {
-	while (r->sending && c->st != C_DEAD)
-		if (!ucp_worker_progress(r->net.w)) {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
-		}
-	return r->sending ? -ECONNRESET : 0;
+	return gm_remote_net_wait(&r->net, c, is_clear, &r->sending, -1);
 }
 
 /* A BATCH over 64 KiB whose records fit in the slot after its payload goes

@@ -200,21 +200,9 @@ static void wprogress(void *arg)
 	ucp_worker_progress(r->net.w);
 }
 
-/* Progress until *flag is set, c dies or ms pass. 0, -ECONNRESET, -ETIMEDOUT. */
-static int wait_for(struct wproc *r, struct conn *c, volatile bool *flag, int ms)
+static bool is_set(const void *flag)
 {
-	int64_t end = now_ms() + ms;
-	while (!*flag) {
-		if (c->st == C_DEAD)
-			return -ECONNRESET;
-		if (now_ms() >= end)
-			return -ETIMEDOUT;
-		if (!ucp_worker_progress(r->net.w)) {
-			struct timespec ts = {0, 100000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
+	return *(const volatile bool *)flag; /* set by on_msg, inside the progress */
 }
 
 struct wsend {
@@ -547,20 +535,15 @@ static void preset(struct wproc *r, struct gm_ring *m, uint32_t slot)
 	atomic_store(&ctl->bits_task, l->task + 1);
 }
 
+static bool none_left(const void *count)
+{
+	return !*(const volatile unsigned *)count; /* counted down by sent callbacks */
+}
+
+/* Progress until a mirror slot's sends completed (its bytes are ours again). */
 static int drain(struct wproc *r, struct conn *c, unsigned *inflight)
 {
-	int64_t end = now_ms() + REPLY_MS;
-	while (*inflight) {
-		if (c->st == C_DEAD)
-			return -ECONNRESET;
-		if (now_ms() >= end)
-			return -ETIMEDOUT;
-		if (!ucp_worker_progress(r->net.w)) {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
+	return gm_remote_net_wait(&r->net, c, none_left, inflight, REPLY_MS);
 }
 
 /* Ask for a lease (the reply lands in r->next: on_lease). */
@@ -574,7 +557,7 @@ static int claim(struct wproc *r, struct conn *c)
 /* Wait for the lease claimed, then it is the one made (its done words too). */
 static int take_lease(struct wproc *r, struct conn *c)
 {
-	int rc = wait_for(r, c, &r->lease_in, REPLY_MS);
+	int rc = gm_remote_net_wait(&r->net, c, is_set, &r->lease_in, REPLY_MS);
 	if (rc)
 		return rc;
 	r->lease = r->next;

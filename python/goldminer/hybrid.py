@@ -14,6 +14,8 @@ written once, by C, into the memory of the object the next op takes:
                           buffer (what PILToTensor gives, channels-last in memory)
   c["layout"] == "float"  a (3,H,W) float32/float16 tensor, normalised as the
                           folded ToTensor/ConvertImageDtype/Normalize ask
+  c["tv_image"]           the tensor as a tv_tensors.Image (no copy): the prefix
+                          had v2's ToImage, whose output the next op expects
 
 The crop and flip draws are keyed by 64 bits drawn from Python's `random`,
 which goldminer's workers seed from (seed, epoch, index) before each item: the
@@ -170,10 +172,14 @@ class Sampler:
         if layout == "uint8":
             t = torch.empty((size, size, 3), dtype=torch.uint8)
             self._fill(path, key, t.data_ptr())
-            return t.permute(2, 0, 1)
-        dt = torch.float16 if self.c["out"] == "float16" else torch.float32
-        t = torch.empty((3, size, size), dtype=dt)
-        self._fill(path, key, t.data_ptr())
+            t = t.permute(2, 0, 1)
+        else:
+            dt = torch.float16 if self.c["out"] == "float16" else torch.float32
+            t = torch.empty((3, size, size), dtype=dt)
+            self._fill(path, key, t.data_ptr())
+        if self.c.get("tv_image"):
+            from torchvision import tv_tensors
+            t = tv_tensors.Image(t)
         return t
 
 

@@ -15,9 +15,15 @@ v2, or one op) is read from the front:
 
   RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
   | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
-  then ToTensor | PILToTensor [, ConvertImageDtype float] | ConvertImageDtype
+  then ToTensor | PILToTensor or ToImage [, ConvertImageDtype float
+       or ToDtype(float, scale=True)]
   and ColorJitter anywhere among those, before Normalize
   then Normalize (after a float conversion)     folded into the C output
+
+v2's ops are read by the same names and attributes (torchvision >= 0.16: ToImage
+makes a tv_tensors.Image, which the hybrid hands on as one; ToDtype converts
+to float as C does only with scale=True, its dtype a dtype or a table by the
+tensor's type).
 
 The longest prefix of those ops with parameters the C plane supports runs in C;
 the first op that is unknown, has an unsupported parameter, or comes in an order
@@ -129,7 +135,7 @@ def _fmt(op):
     n = _name(op)
     keys = {"RandomResizedCrop": ("size", "scale", "ratio"), "RandomHorizontalFlip": ("p",),
             "Resize": ("size",), "CenterCrop": ("size",), "Normalize": ("mean", "std"),
-            "ConvertImageDtype": ("dtype",), "ToDtype": ("dtype",),
+            "ConvertImageDtype": ("dtype",), "ToDtype": ("dtype", "scale"),
             "ColorJitter": ("brightness", "contrast", "saturation", "hue")}.get(n, ())
     args = []
     for k in keys:
@@ -148,12 +154,25 @@ def _ops_of(transform):
     return [transform]
 
 
-def _float_dtype(op):
+def _dtype_for(table, tv_image):
+    """The dtype v2's ToDtype gives the prefix's tensor by its table: the entry of
+    the tensor's exact type (tv_tensors.Image after ToImage, a plain tensor after
+    PILToTensor), else "others", else None (torchvision raises there)."""
+    import torch
+    for k, v in table.items():
+        if isinstance(k, type) and (k is torch.Tensor if not tv_image else
+                                    k.__name__ == "Image" and
+                                    k.__module__.startswith("torchvision.")):
+            return v
+    return table.get("others")
+
+
+def _float_dtype(op, tv_image=False):
     """'float32'/'float16' for a conversion to float that scales by 1/255, else None."""
     import torch
     dt = getattr(op, "dtype", None)
-    if isinstance(dt, dict):  # v2 ToDtype({Image: float32, ...})
-        dt = next(iter(dt.values()), None)
+    if isinstance(dt, dict):  # v2 ToDtype({tv_tensors.Image: float32, "others": None})
+        dt = _dtype_for(dt, tv_image)
     if _name(op) == "ToDtype" and not getattr(op, "scale", False):
         return None
     return {torch.float32: "float32", torch.float16: "float16"}.get(dt)
@@ -199,7 +218,8 @@ def _geometry(ops):
             return None, 0, ("unsupported parameter: CenterCrop size=%s (C cuts a square no"
                              " larger than the resized shorter side)" % (ops[1].size,))
         return {"mode": "eval", "size": crop, "resize": side}, 2, None
-    if n in ("RandomHorizontalFlip", "CenterCrop", "ColorJitter"):
+    if n in ("RandomHorizontalFlip", "CenterCrop", "ColorJitter", "ToTensor", "PILToTensor",
+             "ToImage", "ConvertImageDtype", "ToDtype", "Normalize"):
         return None, 0, "order: C makes %s only after %s" % (
             n, {"RandomHorizontalFlip": "RandomResizedCrop", "CenterCrop": "Resize"}.get(
                 n, "the crop (RandomResizedCrop, or Resize and CenterCrop)"))
@@ -236,11 +256,16 @@ def _conversion(ops, c):
             return k, "unknown op %s (not one of the C data plane's)" % n
         if c["layout"] == "pil" and n == "ToTensor":
             c.update(out="float32", layout="float")
-        elif c["layout"] == "pil" and n == "PILToTensor":
+        elif c["layout"] == "pil" and n in ("PILToTensor", "ToImage"):
             c.update(out="uint8", layout="uint8")
+            if n == "ToImage":  # v2: a tv_tensors.Image (the hybrid hands one on)
+                c["tv_image"] = True
         elif c["layout"] == "uint8" and n in ("ConvertImageDtype", "ToDtype") and \
-                _float_dtype(op):
-            c.update(out=_float_dtype(op), layout="float")
+                _float_dtype(op, c.get("tv_image", False)):
+            c.update(out=_float_dtype(op, c.get("tv_image", False)), layout="float")
+        elif c["layout"] == "uint8" and n in ("ConvertImageDtype", "ToDtype"):
+            return k, ("unsupported parameter: %s (C converts to float32 or float16 scaled"
+                       " by 1/255: ToDtype(dtype, scale=True))" % _fmt(op))
         elif n == "ColorJitter" and "mean" not in c and "jitter" not in c:
             j = _jitter_ranges(op)
             if isinstance(j, str):
@@ -250,8 +275,8 @@ def _conversion(ops, c):
             if len(op.mean) != 3 or len(op.std) != 3 or any(s == 0 for s in op.std):
                 return k, "unsupported parameter: Normalize needs 3 means and 3 nonzero stds"
             c.update(mean=tuple(map(float, op.mean)), std=tuple(map(float, op.std)))
-        elif n in ("ToTensor", "PILToTensor", "ConvertImageDtype", "ToDtype", "Normalize",
-                   "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop",
+        elif n in ("ToTensor", "PILToTensor", "ToImage", "ConvertImageDtype", "ToDtype",
+                   "Normalize", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop",
                    "ColorJitter"):
             return k, "order: %s after %s is not a C op sequence (C makes one crop, one" \
                 " conversion, one ColorJitter, one Normalize)" % (n, _name(ops[k - 1]) if k else "the crop")

@@ -70,11 +70,8 @@ MH_PERIOD=${MH_PERIOD_US:-20000}
 mkdir -p "$OUT" || exit 1
 rm -f "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
 cp "$SCEN" "$OUT/scenario.tsv"
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
-UCX_NET_DEVICES=$(mh_netdev)
-export UCX_NET_DEVICES
-head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
-chmod 600 "$tmp/secret"
+mh_ucx_env
+mh_secret "$tmp/secret"
 port=$((30000 + $$ % 20000))
 NIMG=$(find "$PHOTOS" -type f -iname '*.jp*g' | wc -l)
 
@@ -92,9 +89,8 @@ done <"$tmp/jobs"
 # agents MODE: one agent per host under its quota (CORES), with --cpus WORKERS
 # where the node line gives a worker budget (its cores stay the quota: the agent
 # takes the least of --cpus and the quota) and --cpus CORES otherwise; MODE on
-# gives each the other two as --peers. AGENTS holds their pids.
+# gives each the other two as --peers.
 agents() {
-	AGENTS=
 	i=1
 	while read -r name cores cpus; do
 		peers=
@@ -103,35 +99,21 @@ agents() {
 				[ $k = $i ] || peers="$peers${peers:+,}$(mh_addr $k):$((port + k))"
 			done
 		fi
-		mh_spawn $i "$cores" "$G" node --cpus "$cpus" --socket "$tmp/$i.sock" \
+		mh_agent $i "$cores" "$tmp/$i.sock" --cpus "$cpus" \
 			--listen "$(mh_addr $i):$((port + i))" ${peers:+--peers "$peers"} \
 			--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" \
-			>"$OUT/agent-$run-$1-$name.log" 2>&1
-		AGENTS="$AGENTS $MH_PID"
+			>"$OUT/agent-$run-$1-$name.log" 2>&1 ||
+			{ echo "cluster: agent $i did not start (no socket within 10 s: $OUT/agent-$run-$1-$name.log)"; return 1; }
 		i=$((i + 1))
 	done <"$tmp/nodes"
-	for i in 1 2 3; do
-		k=0
-		until "$G" node --socket "$tmp/$i.sock" --status >/dev/null 2>&1; do
-			k=$((k + 1))
-			[ $k -lt 100 ] || { echo "cluster: agent $i did not answer within 10 s"; return 1; }
-			sleep 0.1
-		done
-	done
 	[ "$1" = on ] || return 0
-	for i in 1 2 3; do # every agent has its two peers connected (10 s at most)
-		k=0
-		while [ "$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null |
-			grep -o '"state": "connected"' | wc -l)" -lt 2 ]; do
-			k=$((k + 1))
-			[ $k -lt 100 ] || { echo "cluster: agent $i: peers not connected within 10 s"; return 1; }
-			sleep 0.1
-		done
+	for i in 1 2 3; do # every agent has its two peers connected
+		mh_connected "$tmp/$i.sock" 2 ||
+			{ echo "cluster: agent $i: peers not connected within 10 s"; return 1; }
 	done
 }
 stop_agents() {
-	for p in $AGENTS; do kill "$p" 2>/dev/null; done
-	for p in $AGENTS; do wait "$p" 2>/dev/null; done
+	mh_agents_stop
 	rm -f "$tmp"/*.sock
 	port=$((port + 10)) # no wait for the old ports' TIME_WAIT
 }

@@ -33,35 +33,22 @@ MH_ATEXIT="rm -rf '$tmp'"
 mh_setup 2
 MH_PERIOD=${MH_PERIOD_US:-20000} # (bench-remote.sh says why a 20 ms period)
 echo "pyremote: hosts in mode $(mh_mode) (cgroup $MH_CGROUP)$([ "$(mh_mode)" = loopback ] && echo ": $(mh_why)"); load $(cut -d' ' -f1-3 /proc/loadavg)"
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
-UCX_NET_DEVICES=$(mh_netdev)
-export UCX_NET_DEVICES
-head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
-chmod 600 "$tmp/secret"
+mh_ucx_env
+mh_secret "$tmp/secret"
 port=$((30000 + $$ % 20000))
 ROUNDS=${ROUNDS:-3} N=${N:-512} EPOCHS=${EPOCHS:-3}
 
 # agent NAME HOST CORES CPUS PORT [PEER_PORT] [OPTS]: an agent with socket NAME
 agent() {
 	# shellcheck disable=SC2086 # $7: a list of options
-	mh_spawn "$2" "$3" "$G" node --cpus "$4" --socket "$tmp/$1.sock" \
+	mh_agent "$2" "$3" "$tmp/$1.sock" --cpus "$4" \
 		--listen "$(mh_addr "$2"):$5" ${6:+--peers "$(mh_addr $((3 - $2))):$6"} \
 		--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" $7 >"$tmp/agent-$1.log" 2>&1
-	k=0
-	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
 }
 agent peer 2 1.5 2 $((port + 2)) $((port + 1)) --lend-python
 agent alone 1 0.25 1 $((port + 5))
 agent home 1 - 1 $((port + 1)) $((port + 2))
-k=0
-while [ $k -lt 100 ] && ! "$G" node --socket "$tmp/home.sock" --status 2>/dev/null |
-	grep -q '"state": "connected"'; do
-	sleep 0.05
-	k=$((k + 1))
-done
+mh_connected "$tmp/home.sock" 1
 # trainer SOCKET [N EPOCHS]: its JSON line in $tmp/run.json, img/s on stdout
 trainer() {
 	mh_run 1 - env NODE="$tmp/$1.sock" PYTHONPATH="$repo/python" \
@@ -84,9 +71,7 @@ sum_alone=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json")
 CHECK=1 trainer home "$N" 2 >/dev/null
 sum_peer=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json")
 [ -n "${GM_BENCH_DEBUG:-}" ] && sed 's/^/# home: /' "$tmp/agent-home.log" && sed 's/^/# peer: /' "$tmp/agent-peer.log"
-pkill -f "node --cpus .* --socket $tmp/" 2>/dev/null
-sleep 0.5
-pkill -KILL -f "node --cpus .* --socket $tmp/" 2>/dev/null
+mh_agents_stop
 same=no
 [ -n "$sum_alone" ] && [ "$sum_alone" = "$sum_peer" ] && same=yes
 median() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -32,40 +32,21 @@ mh_setup 2
 # swings between 3.5x and 5.5x from run to run on this machine).
 MH_PERIOD=${MH_PERIOD_US:-20000}
 echo "remote: hosts in mode $(mh_mode) (cgroup $MH_CGROUP)$([ "$(mh_mode)" = loopback ] && echo ": $(mh_why)")"
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
-UCX_NET_DEVICES=$(mh_netdev)
-export UCX_NET_DEVICES
-head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
-chmod 600 "$tmp/secret"
+mh_ucx_env
+mh_secret "$tmp/secret"
 port=$((30000 + $$ % 20000))
 EPOCHS=3
 
-# agent I CORES CPUS [PEER]: an agent in host I under a quota of CORES
+# agent NAME I CORES CPUS PORT [PEER_I PEER_PORT]: an agent in host I under a
+# quota of CORES, socket $tmp/NAME.sock, listening on PORT; its peer, if any,
+# is host PEER_I's agent on PEER_PORT
 agent() {
-	mh_spawn "$1" "$2" "$G" node --cpus "$3" --socket "$tmp/$1.sock" \
-		--listen "$(mh_addr "$1"):$((port + $1))" \
-		${4:+--peers "$(mh_addr "$4"):$((port + $4))"} --secret "$tmp/secret" \
-		--lend-root "$(dirname "$PHOTOS")" >"$tmp/agent$1.log" 2>&1
-	k=0
-	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-}
-# connected: wait (5 s at most) until agent 1 has its peer connected
-connected() {
-	k=0
-	while [ $k -lt 100 ]; do
-		mh_run 1 - "$G" node --socket "$tmp/1.sock" --status 2>/dev/null |
-			grep -q '"state": "connected"' && return 0
-		sleep 0.05
-		k=$((k + 1))
-	done
+	mh_agent "$2" "$3" "$tmp/$1.sock" --cpus "$4" --listen "$(mh_addr "$2"):$5" \
+		${7:+--peers "$(mh_addr "$6"):$7"} --secret "$tmp/secret" \
+		--lend-root "$(dirname "$PHOTOS")" >"$tmp/agent-$1.log" 2>&1
 }
 stop() {
-	pkill -f "node --cpus .* --socket $tmp/" 2>/dev/null
-	sleep 0.5
-	pkill -KILL -f "node --cpus .* --socket $tmp/" 2>/dev/null
+	mh_agents_stop
 	rm -f "$tmp"/*.sock
 	port=$((port + 10))
 }
@@ -91,26 +72,10 @@ sums() { sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json"; }
 # other. The timed runs do not hash (a trainer does not: hashing 300 MB/s would
 # take a tenth of this host's quarter core); one more epoch each way with
 # --checksum proves the bytes equal.
-solo() { # solo NAME HOST CORES CPUS PORT [PEER_PORT]: an agent with socket NAME
-	mh_spawn "$2" "$3" "$G" node --cpus "$4" --socket "$tmp/$1.sock" \
-		--listen "$(mh_addr "$2"):$5" \
-		${6:+--peers "$(mh_addr 2):$6"} --secret "$tmp/secret" \
-		--lend-root "$(dirname "$PHOTOS")" >"$tmp/agent-$1.log" 2>&1
-	k=0
-	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-}
-agent 2 1.5 2 1
-solo alone 1 0.25 1 $((port + 5))
-solo home 1 - 1 $((port + 1)) $((port + 2))
-k=0
-while [ $k -lt 100 ] && ! mh_run 1 - "$G" node --socket "$tmp/home.sock" --status 2>/dev/null |
-	grep -q '"state": "connected"'; do
-	sleep 0.05
-	k=$((k + 1))
-done
+agent 2 2 1.5 2 $((port + 2)) 1 $((port + 1))
+agent alone 1 0.25 1 $((port + 5))
+agent home 1 - 1 $((port + 1)) 2 $((port + 2))
+mh_connected "$tmp/home.sock" 1
 # trainer SOCKET EPOCHS [ARGS]: img/s (and the JSON in $tmp/run.json)
 trainer() {
 	s=$1 e=$2
@@ -145,13 +110,13 @@ awk -v a="${alone:-0}" -v p="${peer:-0}" -v s="$same" 'BEGIN {
 # trainer on its own host (A), and to a trainer on another host (B: the home's
 # 0.9 core receives; a home under one core runs no local worker beside remote
 # ones), over the same 1 s window of the agent's count (B) or the whole run (A).
-agent 2 1.0 1
+agent 2 2 1.0 1 $((port + 2))
 H=2 EPOCHS=3 run
 local=$(field img_per_s "$tmp/run.json")
 stop
-agent 2 1.0 1 1
-agent 1 0.9 1 2
-connected
+agent 2 2 1.0 1 $((port + 2)) 1 $((port + 1))
+agent 1 1 0.9 1 $((port + 1)) 2 $((port + 2))
+mh_connected "$tmp/1.sock" 1
 EPOCHS=6 STATUS_AT=4 run
 stop
 remote=$(field remote_img_per_s "$tmp/status.json")

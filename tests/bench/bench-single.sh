@@ -56,46 +56,28 @@ if [ -n "${SINGLE_MTU:-}" ]; then
 fi
 # a 20 ms quota period, as bench-remote.sh says why
 MH_PERIOD=20000
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
-UCX_NET_DEVICES=$(mh_netdev)
-export UCX_NET_DEVICES
-head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
-chmod 600 "$tmp/secret"
+mh_ucx_env
+mh_secret "$tmp/secret"
 port=$((30000 + $$ % 20000))
 peers="$(mh_addr 2):$((port + 2)),$(mh_addr 3):$((port + 3)),$(mh_addr 4):$((port + 4))"
 echo "single: load before: $(uptime | sed 's/.*load average/load average/')"
 
-# wait_sock NAME: until the agent's socket is there (5 s at most)
-wait_sock() {
-	k=0
-	while [ $k -lt 100 ] && ! [ -S "$tmp/$1.sock" ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-}
 pid4='' # set by peer() through eval (peer 4's is the one restarted)
 # peer I: host I's agent, half a core, lending PHOTOS' directory to A's home
 peer() {
-	mh_spawn "$1" 0.5 "$G" node --cpus 0.5 --socket "$tmp/$1.sock" \
+	mh_agent "$1" 0.5 "$tmp/$1.sock" --cpus 0.5 \
 		--listen "$(mh_addr "$1"):$((port + $1))" --peers "$(mh_addr 1):$((port + 1))" \
 		--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" >>"$tmp/agent$1.log" 2>&1
 	eval "pid$1=\$MH_PID"
-	wait_sock "$1"
 }
-mh_spawn 1 0.25 "$G" node --cpus 0.25 --socket "$tmp/alone.sock" >"$tmp/alone.log" 2>&1
-wait_sock alone
-mh_spawn 1 - "$G" node --cpus 0.25 --socket "$tmp/home.sock" \
+mh_agent 1 0.25 "$tmp/alone.sock" --cpus 0.25 >"$tmp/alone.log" 2>&1
+mh_agent 1 - "$tmp/home.sock" --cpus 0.25 \
 	--listen "$(mh_addr 1):$((port + 1))" --peers "$peers" --secret "$tmp/secret" \
 	--lend-root "$(dirname "$PHOTOS")" >"$tmp/home.log" 2>&1
-wait_sock home
 for i in 2 3 4; do peer $i; done
 status() { mh_run 1 - "$G" node --socket "$tmp/home.sock" --status 2>/dev/null; }
 # the three peers connected and heard (their heartbeats say what they lend)
-k=0
-while [ $k -lt 100 ] && [ "$(status | grep -o '"state": "connected"' | wc -l)" -lt 3 ]; do
-	sleep 0.1
-	k=$((k + 1))
-done
+mh_connected "$tmp/home.sock" 3 || echo "single: after 10 s the home has fewer than 3 peers connected"
 sleep 0.5
 
 field() { sed -n "s/.*\"$1\": \\([0-9.]*\\).*/\\1/p" "$2" | head -1; }

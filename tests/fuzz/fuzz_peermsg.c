@@ -376,17 +376,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH &&
 	     id != AM_PYLEND && id != AM_BATCH))
 		abort(); /* the table let through what it must not */
-	union {
-		struct m_lend lend;
-		struct m_lent lent;
-		struct m_claim claim;
-		struct m_lease lease;
-		struct m_sample sample;
-		struct m_publish pub;
-		struct m_beat beat;
-		struct m_pylend pylend;
-		struct m_batch batch;
-	} h;
+	union m_any h;
 	memcpy(&h, hdr, hlen); /* conn.c: the header to aligned memory */
 	struct job j;
 	job_init(&j, data);

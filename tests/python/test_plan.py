@@ -6,14 +6,105 @@ torchvision's statistics: crop scale and ratio and the flip rate over 10,000 dra
 ColorJitter's factors and order likewise, its pixels torchvision's tensor ops with
 the same draws, and eval output torchvision's bytes on the photos (within 0.1/255
 in float)."""
+import contextlib
 import math
 import os
 import random
+import sys
+import types
+from unittest import mock
 
 from helpers import GmTest, dataset, tmpdir
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 PHOTOS = os.environ.get("PHOTOS") or "/var/tmp/goldminer-photos"
+
+
+@contextlib.contextmanager
+def v2_stand_in():
+    """torchvision.transforms.v2 and torchvision.tv_tensors as stand-ins, in
+    sys.modules and as attributes of their parents for the with-block only, for
+    a torchvision without them (0.14 here). Each class has the module, name and
+    public attributes, as __init__ stores them, of the real one: pytorch/vision
+    torchvision/transforms/v2/_geometry.py and _misc.py at commit 0077a7c5 (the
+    0.16 series: tv_tensors; antialias "warn" until 0.17 made it True, the
+    default here), _type_conversion.py at 0ceda796, _color.py at 02526afc,
+    _container.py at 030495ed and _auto_augment.py's RandAugment (num_ops,
+    magnitude, num_magnitude_bins; interpolation and fill from its base). None
+    transforms anything: the plan only reads them."""
+    import torch
+    import torchvision
+    from torchvision import transforms
+    from torchvision.transforms import InterpolationMode as IM
+
+    def cls(module, name, init=None, base=object):
+        body = {"__module__": "torchvision." + module}
+        if init is not None:
+            body["__init__"] = init
+        return type(name, (base,), body)
+
+    def square(size):  # v2/_utils.py _setup_size: an int or (n,) is (n, n)
+        return (size, size) if isinstance(size, int) else \
+            (size[0], size[0]) if len(size) == 1 else tuple(size)
+
+    def rrc(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+            interpolation=IM.BILINEAR, antialias=True):
+        self.size, self.scale, self.ratio = square(size), scale, ratio
+        self.interpolation, self.antialias = interpolation, antialias
+
+    def resize(self, size, interpolation=IM.BILINEAR, max_size=None, antialias=True):
+        self.size = [size] if isinstance(size, int) else list(size)
+        self.interpolation, self.max_size, self.antialias = interpolation, max_size, antialias
+
+    def jitter(self, brightness=None, contrast=None, saturation=None, hue=None):
+        def check(v, center):  # ColorJitter._check_input: None, or (lo, hi) floats
+            if v is None:
+                return None
+            v = [center - v, center + v] if isinstance(v, (int, float)) else list(v)
+            if center == 1:
+                v[0] = max(v[0], 0.0)
+            return None if v[0] == v[1] == center else (float(v[0]), float(v[1]))
+        self.brightness, self.contrast = check(brightness, 1), check(contrast, 1)
+        self.saturation, self.hue = check(saturation, 1), check(hue, 0)
+
+    def rand_augment(self, *, num_ops=2, magnitude=9, num_magnitude_bins=31,
+                     interpolation=IM.NEAREST, fill=None):
+        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, \
+            num_magnitude_bins
+        self.interpolation, self.fill = interpolation, fill
+
+    def set_attrs(*names, **defaults):
+        def init(self, *args, **kw):
+            for k, v in zip(names, args):
+                kw[k] = v
+            for k in names:
+                setattr(self, k, kw[k] if k in kw else defaults[k])
+        return init
+
+    tvt = types.ModuleType("torchvision.tv_tensors")
+    tvt.Image = cls("tv_tensors._image", "Image", base=torch.Tensor)
+    tvt.Image.__new__ = lambda c, data: torch.as_tensor(data).as_subclass(c)
+    v2 = types.ModuleType("torchvision.transforms.v2")
+    geo, misc = "transforms.v2._geometry", "transforms.v2._misc"
+    for name, module, init in (
+            ("RandomResizedCrop", geo, rrc),
+            ("RandomHorizontalFlip", geo, set_attrs("p", p=0.5)),
+            ("Resize", geo, resize),
+            ("CenterCrop", geo, lambda self, size: setattr(self, "size", square(size))),
+            ("ToImage", "transforms.v2._type_conversion", None),
+            ("PILToTensor", "transforms.v2._type_conversion", None),
+            ("ToDtype", misc, set_attrs("dtype", "scale", scale=False)),
+            ("ConvertImageDtype", misc, set_attrs("dtype", dtype=torch.float32)),
+            ("Normalize", misc, set_attrs("mean", "std", "inplace", inplace=False)),
+            ("Compose", "transforms.v2._container", set_attrs("transforms")),
+            ("ColorJitter", "transforms.v2._color", jitter),
+            ("RandAugment", "transforms.v2._auto_augment", rand_augment)):
+        setattr(v2, name, cls(module, name, init))
+    with mock.patch.dict(sys.modules, {"torchvision.transforms.v2": v2,
+                                       "torchvision.tv_tensors": tvt}), \
+            mock.patch.object(transforms, "v2", v2, create=True), \
+            mock.patch.object(torchvision, "tv_tensors", tvt, create=True):
+        yield v2, tvt
 
 
 class TestPlan(GmTest):
@@ -166,11 +257,129 @@ class TestPlan(GmTest):
         except ImportError:
             self.skipTest("torchvision %s has no transforms.v2"
                           % __import__("torchvision").__version__)
-        ds = self.ds.ImageFolder(dataset(), v2.Compose([
-            v2.RandomResizedCrop(32), v2.RandomHorizontalFlip(), v2.PILToTensor(),
-            v2.ToDtype(self.torch.float32, scale=True), v2.Normalize(MEAN, STD)]))
-        p = self.gt.plan(self.DL(ds, batch_size=4))
-        self.assertEqual(p.path, "C", p.text())
+        if not hasattr(v2, "ToImage"):
+            self.skipTest("torchvision %s's transforms.v2 predates ToImage and ToDtype's"
+                          " scale (0.16)" % __import__("torchvision").__version__)
+        for to_tensor in (v2.PILToTensor, v2.ToImage):
+            ds = self.ds.ImageFolder(dataset(), v2.Compose([
+                v2.RandomResizedCrop(32), v2.RandomHorizontalFlip(), to_tensor(),
+                v2.ToDtype(self.torch.float32, scale=True), v2.Normalize(MEAN, STD)]))
+            p = self.gt.plan(self.DL(ds, batch_size=4))
+            self.assertEqual(p.path, "C", p.text())
+
+    def v2_plan(self, v2, ops, **kw):
+        ds = self.ds.ImageFolder(dataset(), v2.Compose(ops))
+        return self.gt.plan(self.DL(ds, batch_size=kw.pop("batch_size", 8), **kw))
+
+    def test_v2_stand_in_recipes_take_the_paths_of_their_v1_twins(self):
+        T, torch, f32 = self.T, self.torch, self.torch.float32
+        with v2_stand_in() as (v2, tvt):
+            import torchvision
+            from torchvision.transforms import v2 as imported
+            self.assertIs(imported, v2)
+            self.assertIs(torchvision.tv_tensors, tvt)
+            p = self.v2_plan(v2, [v2.RandomResizedCrop(32, scale=(0.2, 1)),
+                                  v2.RandomHorizontalFlip(0.3), v2.ToImage(),
+                                  v2.ToDtype(f32, scale=True), v2.Normalize(MEAN, STD)])
+            self.assertEqual(p.path, "C", p.text())
+            self.assertEqual(p.spec, self.plan([T.RandomResizedCrop(32, scale=(0.2, 1)),
+                                                T.RandomHorizontalFlip(0.3), T.ToTensor(),
+                                                T.Normalize(MEAN, STD)]).spec)
+            for to_tensor in (v2.ToImage, v2.PILToTensor):  # uint8, unscaled, in C
+                p = self.v2_plan(v2, [v2.RandomResizedCrop(32), to_tensor()])
+                self.assertEqual((p.path, p.c["out"]), ("C", "uint8"), p.text())
+                self.assertTrue(p.spec.endswith("| to_hwc_u8 | batch 8"), p.spec)
+            p = self.v2_plan(v2, [v2.Resize(40), v2.CenterCrop(32), v2.ToImage(),
+                                  v2.ConvertImageDtype(torch.float16), v2.Normalize(MEAN, STD)])
+            self.assertEqual((p.path, p.c["mode"], p.c["resize"], p.c["out"]),
+                             ("C", "eval", 40, "float16"), p.text())
+            p = self.v2_plan(v2, [v2.RandomResizedCrop(32), v2.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                                  v2.PILToTensor(), v2.ToDtype(f32, scale=True)])
+            self.assertEqual((p.path, p.c["jitter"]),
+                             ("C", ((0.6, 1.4), (0.6, 1.4), (0.6, 1.4), (-0.1, 0.1))), p.text())
+            # an op C does not make after the prefix: a hybrid, handed a uint8 tensor
+            p = self.v2_plan(v2, [v2.RandomResizedCrop(32), v2.RandomHorizontalFlip(),
+                                  v2.ToImage(), v2.RandAugment(), v2.ToDtype(f32, scale=True)])
+            self.assertEqual(self.wheres(p), [("RandomResizedCrop", "C"),
+                                              ("RandomHorizontalFlip", "C"), ("ToImage", "C"),
+                                              ("RandAugment", "python"), ("ToDtype", "python")])
+            self.assertIn("unknown op RandAugment", p.ops[3].why)
+            self.assertEqual((p.path, p.c["layout"], p.c.get("tv_image")),
+                             ("hybrid", "uint8", True))
+        import torchvision
+        from torchvision import transforms
+        self.assertIsNot(sys.modules.get("torchvision.transforms.v2"), v2)
+        self.assertIsNot(getattr(transforms, "v2", None), v2)
+        self.assertIsNot(sys.modules.get("torchvision.tv_tensors"), tvt)
+        self.assertIsNot(getattr(torchvision, "tv_tensors", None), tvt)
+
+    def test_v2_stand_in_conversions_c_does_not_make_are_named(self):
+        torch, f32 = self.torch, self.torch.float32
+        from torchvision.transforms import InterpolationMode as IM
+        with v2_stand_in() as (v2, tvt):
+            crop = v2.RandomResizedCrop(32)
+            cases = [  # (ops after the crop, why the C prefix stops at the second)
+                ([v2.ToImage(), v2.ToDtype(f32)], "unsupported parameter: ToDtype(dtype="
+                 "torch.float32, scale=False)"),
+                ([v2.PILToTensor(), v2.ToDtype(torch.uint8, scale=True)],
+                 "unsupported parameter: ToDtype"),
+                # a table by type: a plain tensor after PILToTensor takes "others"
+                ([v2.PILToTensor(), v2.ToDtype({tvt.Image: f32, "others": None}, scale=True)],
+                 "unsupported parameter: ToDtype"),
+                ([v2.PILToTensor(), v2.ToDtype({tvt.Image: f32}, scale=True)],
+                 "unsupported parameter: ToDtype"),
+                ([v2.ToImage(), v2.ToDtype({torch.Tensor: f32}, scale=True)],
+                 "unsupported parameter: ToDtype"),
+            ]
+            for ops, why in cases:
+                p = self.v2_plan(v2, [crop] + ops)
+                self.assertEqual((p.path, p.c["out"]), ("hybrid", "uint8"), p.text())
+                self.assertEqual([o.where for o in p.ops], ["C", "C", "python"], p.text())
+                self.assertIn(why, p.ops[2].why, p.text())
+            for table, to_tensor, out in (
+                    ({tvt.Image: f32, "others": None}, v2.ToImage, "float32"),
+                    ({torch.Tensor: torch.float16}, v2.PILToTensor, "float16"),
+                    ({"others": f32}, v2.ToImage, "float32")):
+                p = self.v2_plan(v2, [crop, to_tensor(), v2.ToDtype(table, scale=True)])
+                self.assertEqual((p.path, p.c["out"]), ("C", out), p.text())
+            cases = [
+                ([v2.Resize(40, max_size=50), v2.CenterCrop(32), v2.ToImage()],
+                 "unsupported parameter: size=[40] (C resizes the shorter side to an int,"
+                 " no max_size)"),
+                ([v2.Resize((40, 50)), v2.CenterCrop(32)], "unsupported parameter: size=[40, 50]"),
+                ([v2.RandomResizedCrop(32, interpolation=IM.NEAREST), v2.ToImage()],
+                 "unsupported parameter: interpolation"),
+                ([v2.ToImage(), v2.RandomResizedCrop(32), v2.ToDtype(f32, scale=True)],
+                 "order: C makes ToImage only after the crop"),
+                ([v2.RandAugment(), v2.RandomResizedCrop(32), v2.ToImage()],
+                 "unknown op RandAugment"),
+            ]
+            for ops, why in cases:
+                p = self.v2_plan(v2, ops)
+                self.assertEqual(p.path, "python", p.text())
+                self.assertIn(why, p.ops[0].why, p.text())
+
+    def test_v2_stand_in_hybrid_hands_on_a_tv_tensors_image_after_to_image(self):
+        from goldminer.hybrid import HybridDataset, has_hybrid
+        if has_hybrid():
+            self.skipTest(has_hybrid())
+        seen = []
+
+        class Look:  # not torchvision's: the plan runs it in Python, after C's prefix
+            def __call__(self, x):
+                seen.append((type(x), x.dtype, tuple(x.shape)))
+                return x
+        with v2_stand_in() as (v2, tvt):
+            for ops, dtype in (([v2.ToImage()], self.torch.uint8),
+                               ([v2.ToImage(), v2.ToDtype(self.torch.float32, scale=True)],
+                                self.torch.float32),
+                               ([v2.PILToTensor()], self.torch.uint8)):
+                p = self.v2_plan(v2, [v2.RandomResizedCrop(32)] + ops + [Look()])
+                self.assertEqual(p.path, "hybrid", p.text())
+                ds = HybridDataset(self.ds.ImageFolder(dataset()).samples, p.c, Look())
+                ds[0]
+                want = tvt.Image if isinstance(ops[0], v2.ToImage) else self.torch.Tensor
+                self.assertEqual(seen[-1], (want, dtype, (3, 32, 32)), p.text())
 
 
 def ks(a, b):
