@@ -1119,23 +1119,29 @@ static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, si
 }
 
 /* The start watch's limit when the config leaves it 0: GM_POOL_START_MS, or
- * $GM_POOL_START_MS when that is a number of ms from 100 to GM_POOL_START_MS
- * (anything else is ignored). make sanitize's test_remote.sh sets it to 5000: a
+ * $GM_POOL_START_MS, a number of ms from 100 to GM_POOL_START_MS (anything else
+ * is refused, as GM_MEM_LIMIT is). make sanitize's test_remote.sh sets 5000: a
  * worker that GCC 12's ASan allocator hangs at its fork (see the start watch)
- * then costs its job 5 s, not 30 (an ASan'ed worker is made in well under 1 s). */
-static uint32_t start_ms_default(void)
+ * then costs its job 5 s, not 30 (an ASan'ed worker is made in well under 1 s).
+ * 0 or -EINVAL with a message. */
+static int start_ms_default(uint32_t *ms, char *err, size_t errlen)
 {
 	const char *s = getenv("GM_POOL_START_MS");
 	char *end;
 	unsigned long v;
 
-	if (!s || !*s)
-		return GM_POOL_START_MS;
+	*ms = GM_POOL_START_MS;
+	if (!s)
+		return 0;
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	if (errno || *end || v < 100 || v > GM_POOL_START_MS)
-		return GM_POOL_START_MS;
-	return (uint32_t)v;
+	if (errno || end == s || *end || v < 100 || v > GM_POOL_START_MS) {
+		gm_errf(err, errlen, "GM_POOL_START_MS=%s is not a number of ms from 100 to %d", s,
+			GM_POOL_START_MS);
+		return -EINVAL;
+	}
+	*ms = (uint32_t)v;
+	return 0;
 }
 
 int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
@@ -1150,10 +1156,11 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 		return -ENOMEM;
 	}
 	p->c = *c;
-	if (!p->c.start_timeout_ms)
-		p->c.start_timeout_ms = start_ms_default();
 	p->evfd = -1;
 	p->zpidfd = p->zsock = -1;
+	rc = p->c.start_timeout_ms ? 0 : start_ms_default(&p->c.start_timeout_ms, err, errlen);
+	if (rc)
+		goto out_free;
 	rc = pool_ring(&p->ring, &p->c, err, errlen);
 	if (rc)
 		goto out_free;

@@ -504,13 +504,35 @@ static void test_worker_never_made_is_replaced(void **state)
 
 /* A config that leaves the limit 0 takes $GM_POOL_START_MS (make sanitize's
  * test_remote.sh sets it): at 300 ms the stuck worker is replaced well within the
- * batches' 20-s waits, which the 30-s default (GM_POOL_START_MS) would outlast. */
+ * batches' 20-s waits, which the 30-s default (GM_POOL_START_MS) would outlast.
+ * A value that is not a number of ms from 100 to that default is refused. */
 static void test_start_watch_limit_from_the_environment(void **state)
 {
+	static const char *const bad[] = {"", "50", "30001", "5s", "-1"};
+	struct gm_loader_opts o;
+	struct gm_dataset *ds = open_data();
+	struct gm_pool_cfg c;
+	struct gm_pool *p;
+	uint32_t bpe;
+	uint64_t first, end;
+	char err[512];
 	(void)state;
 	assert_int_equal(setenv("GM_POOL_START_MS", "300", 1), 0);
 	never_made_is_replaced(0);
+	options(&o);
+	assert_int_equal(gm_pool_tasks(&o, ds, &bpe, &first, &end, err, sizeof(err)), 0);
+	gm_pool_cfg_init(&c, &o, ds, bpe, first, end);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(setenv("GM_POOL_START_MS", bad[i], 1), 0);
+		assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+		assert_null(p);
+		assert_non_null(strstr(err, "GM_POOL_START_MS="));
+	}
+	c.start_timeout_ms = 300; /* the config's own limit: the variable is not read */
+	assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), 0);
+	gm_pool_destroy(p);
 	assert_int_equal(unsetenv("GM_POOL_START_MS"), 0);
+	gm_dataset_close(ds);
 }
 
 /* A worker asked to go that has not exited yet (stalled in a sample) is counted
