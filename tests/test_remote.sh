@@ -1363,8 +1363,11 @@ elif ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
 		echo "ok $n # SKIP no $PY with torch and torchvision: the Python jobs' cases need them"
 	done
 else
+# the local run's checksums: 3 epochs of the plain job (43), whose first 2 are
+# the 2-epoch run's (40, 42, 45): an epoch's batches do not depend on how many follow
+want3=$(pyref plain 3)
 for kind in plain hybrid; do
-	want=$(pyref "$kind" 2)
+	if [ "$kind" = plain ]; then want=$(echo "$want3" | cut -d, -f1-2); else want=$(pyref "$kind" 2); fi
 	AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
 	AGENT_OPTS=
 	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
@@ -1400,7 +1403,7 @@ while [ $k -lt 400 ] && kill -0 $tp 2>/dev/null; do
 done
 wait $tp
 ok=1
-[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+[ -n "$wantp" ] && [ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/3.log"; diag "$tmp/st42"; diag "$tmp/py.err"; }
 t $ok "a Python job's declines: no --lend-python and a root below no --lend-root, both in --status; same checksums locally"
 stop_agents
@@ -1426,9 +1429,8 @@ while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
 	k=$((k + 1))
 done
 wait $tp
-want3=$(pyref plain 3)
 ok=1
-[ "$(cat "$tmp/pysum")" = "$want3" ] && [ $kills -gt 0 ] && ok=0
+[ -n "$want3" ] && [ "$(cat "$tmp/pysum")" = "$want3" ] && [ $kills -gt 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want3"; }
 t $ok "the peer's Python workers SIGKILLed $kills times mid-job: same checksums"
 stop_agents
@@ -1484,7 +1486,7 @@ if [ "$mode" = netns ]; then
 	done
 	wait $tp
 	ok=1
-	[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+	[ -n "$wantp" ] && [ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
 	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/st45"; diag "$tmp/py.err"; }
 	t $ok "the trainer's interpreter missing on the peer: declined, --status says so; same checksums locally"
 	stop_agents
