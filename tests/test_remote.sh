@@ -158,6 +158,15 @@ diag() { sed 's/^/# /' "$1"; }
 # case a sanitizer build skips must not take its helpers with it
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 wait_max() { sed -n 's/.*"wait_max_ms": \([0-9.]*\).*/\1/p' "$tmp/run.json"; }
+# wait_log FILE PATTERN: until FILE has a line matching PATTERN (10 s at most)
+wait_log() {
+	k=0
+	while [ $k -lt 200 ] && ! grep -q "$2" "$1" 2>/dev/null; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
 # A sanitizer build (make sanitize) skips the cases below that ASan has nothing
 # more to find in than the tests named in their skip line, to keep CI short;
 # san_skip LAST WHY: under such a build, the TAP numbers up to LAST skip, saying WHY.
@@ -415,7 +424,9 @@ stop_agents
 agent 2 "$tmp/wrong" 1
 agent 3 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2
-sleep 1
+# both refused before the job (not a fixed second: the lines, 10 s at most)
+wait_log "$tmp/1.log" "does not know the secret"
+[ "$mode" = loopback ] || wait_log "$tmp/1.log" "refused a connection from $(mh_addr 3)"
 train $EPOCHS
 ok=1
 same && grep -q "does not know the secret" "$tmp/1.log" && [ "$(delivered 1)" = 0 ] &&
@@ -1097,9 +1108,10 @@ if peer_is 1 "$p2" connected; then
 		if peer_is 1 "$p2" gone && peer_is 1 "$p3" connected; then
 			printf '%s\nbad:host:\n' "$p2" >"$tmp/peers.txt"
 			kill -HUP "$apid1"
-			sleep 1
-			grep -q "SIGHUP: $tmp/peers.txt:2: 'bad:host:' is not HOST:PORT .*; the peers stay as they were" \
-				"$tmp/1.log" && peer_is 1 "$p3" connected && peer_is 1 "$p2" gone &&
+			# (the line is written as the agent reads the file: its peers then
+			# are what it decided)
+			wait_log "$tmp/1.log" "SIGHUP: $tmp/peers.txt:2: 'bad:host:' is not HOST:PORT .*; the peers stay as they were" &&
+				peer_is 1 "$p3" connected && peer_is 1 "$p2" gone &&
 				kill -0 "$apid1" && ok=0
 		fi
 	fi
