@@ -832,8 +832,7 @@ static void watch_idle(struct gm_pool *p, uint64_t now)
  */
 static void watch_start(struct gm_pool *p, uint64_t now)
 {
-	uint64_t limit =
-	    (p->c.start_timeout_ms ? p->c.start_timeout_ms : GM_POOL_START_MS) * 1000000ull;
+	uint64_t limit = p->c.start_timeout_ms * 1000000ull; /* never 0: gm_pool_create */
 	for (int i = 0; i < p->nwk; i++) {
 		struct wk *w = &p->wk[i];
 		char c;
@@ -1119,6 +1118,32 @@ static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, si
 	return rc;
 }
 
+/* The start watch's limit when the config leaves it 0: GM_POOL_START_MS, or
+ * $GM_POOL_START_MS, a number of ms from 100 to GM_POOL_START_MS (anything else
+ * is refused, as GM_MEM_LIMIT is). make sanitize's test_remote.sh sets 5000: a
+ * worker that GCC 12's ASan allocator hangs at its fork (see the start watch)
+ * then costs its job 5 s, not 30 (an ASan'ed worker is made in well under 1 s).
+ * 0 or -EINVAL with a message. */
+static int start_ms_default(uint32_t *ms, char *err, size_t errlen)
+{
+	const char *s = getenv("GM_POOL_START_MS");
+	char *end;
+	unsigned long v;
+
+	*ms = GM_POOL_START_MS;
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < 100 || v > GM_POOL_START_MS) {
+		gm_errf(err, errlen, "GM_POOL_START_MS=%s is not a number of ms from 100 to %d", s,
+			GM_POOL_START_MS);
+		return -EINVAL;
+	}
+	*ms = (uint32_t)v;
+	return 0;
+}
+
 int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err, size_t errlen)
 {
 	struct gm_pool *p;
@@ -1133,6 +1158,9 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	p->c = *c;
 	p->evfd = -1;
 	p->zpidfd = p->zsock = -1;
+	rc = p->c.start_timeout_ms ? 0 : start_ms_default(&p->c.start_timeout_ms, err, errlen);
+	if (rc)
+		goto out_free;
 	rc = pool_ring(&p->ring, &p->c, err, errlen);
 	if (rc)
 		goto out_free;

@@ -5,15 +5,19 @@
 # counts as one failure. Env: B (build directory), TEST_TIMEOUT (seconds one
 # binary or script may run, default 600), TEST_BIN_TIMEOUT (the same for a cmocka
 # binary only, default TEST_TIMEOUT), TEST_RETRY_TIMEOUT (how many times one that
-# timed out runs again, default 0), TEST_BACKGROUND (names of tests that run in
-# the background, one after another, while the others run: default
-# test_remote.sh, whose minutes are mostly waits on its hosts' CPU quotas and
-# deadlines; empty: everything in order). "ok N # SKIP" and "not ok N # SKIP"
-# are skips. Each test's report is printed when it ends, the background ones last.
+# timed out runs again, default 0), TEST_BACKGROUND (names of tests that a second
+# lane runs first, in the background: default test_remote.sh, whose minutes are
+# mostly waits on its hosts' CPU quotas and deadlines; empty: one lane, everything
+# in order), TEST_FIRST (names the first lane runs first: default test_python.sh,
+# the next longest, so that it does not start last). Then each lane takes the
+# next test no lane took, the first from the front of the list, the second from
+# its back, so that both end about together (two tests at most run at once).
+# "ok N # SKIP" and "not ok N # SKIP" are skips. The first lane's tests are
+# reported as they end, the second's last.
 pass=0 fail=0 skip=0
 log=${B:-build}/test-logs
 mkdir -p "$log"
-background=" ${TEST_BACKGROUND-test_remote.sh} "
+background=${TEST_BACKGROUND-test_remote.sh}
 
 # run_one T: run T (again after a timeout, as TEST_RETRY_TIMEOUT says); its TAP
 # in $log/NAME.out, and "PASSED FAILED SKIPPED SECONDS EXIT" in $log/NAME.res
@@ -63,28 +67,49 @@ report() {
 	fi
 }
 
-in_background() { case $background in *" $(basename "$1") "*) return 0 ;; esac; return 1; }
+# claim T: true for the one lane that takes T (mkdir is atomic)
+claim() { mkdir "$log/claims/$(basename "$1")" 2>/dev/null; }
+listed() { case " $1 " in *" $(basename "$2") "*) return 0 ;; esac; return 1; }
 
+rm -rf "$log/claims"
+mkdir -p "$log/claims"
 bg=
 for t in "$@"; do
-	if in_background "$t"; then
-		rm -f "$log/$(basename "$t").res"
-		bg="$bg $t"
-	fi
+	rm -f "$log/$(basename "$t").res"
+	listed "$background" "$t" && claim "$t" && bg="$bg $t"
 done
-if [ -n "$bg" ]; then
-	# shellcheck disable=SC2086 # bg is a list of paths
-	(for t in $bg; do run_one "$t"; done) &
-	bgpid=$!
-fi
-for t in "$@"; do
-	in_background "$t" && continue
-	run_one "$t"
-	report "$t"
-done
-if [ -n "$bg" ]; then
-	wait "$bgpid"
-	for t in $bg; do report "$t"; done
+if [ -z "$bg" ]; then # one lane (make tsan's list, or TEST_BACKGROUND empty)
+	for t in "$@"; do
+		run_one "$t"
+		report "$t"
+	done
+else
+	# the second lane: its own tests, then the others from the back of the list
+	(
+		# shellcheck disable=SC2086 # lists of paths
+		for t in $bg; do run_one "$t"; done
+		back=
+		for t in "$@"; do back="$t $back"; done
+		# shellcheck disable=SC2086
+		for t in $back; do claim "$t" && run_one "$t"; done
+	) &
+	lane2=$!
+	# the first lane: TEST_FIRST's, then the others from the front
+	mine=
+	for t in "$@"; do
+		{ listed "${TEST_FIRST-test_python.sh}" "$t" && claim "$t"; } || continue
+		run_one "$t"
+		report "$t"
+		mine="$mine $(basename "$t")"
+	done
+	for t in "$@"; do
+		claim "$t" || continue
+		run_one "$t"
+		report "$t"
+		mine="$mine $(basename "$t")"
+	done
+	wait "$lane2"
+	for t in "$@"; do listed "$mine" "$t" || report "$t"; done
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -460,7 +460,7 @@ static void test_sigkilled_worker_is_replaced_and_its_lease_reissued(void **stat
  * that inherited a held lock is) is killed start_timeout_ms after its fork and
  * another started: the job does not wait for ever, and every batch arrives.
  */
-static void test_worker_never_made_is_replaced(void **state)
+static void never_made_is_replaced(uint32_t start_timeout_ms)
 {
 	struct gm_loader_opts o;
 	struct gm_dataset *ds = open_data();
@@ -470,13 +470,13 @@ static void test_worker_never_made_is_replaced(void **state)
 	uint64_t first, end;
 	pid_t kids[16];
 	char err[512];
-	(void)state;
 	options(&o);
 	assert_int_equal(gm_pool_tasks(&o, ds, &bpe, &first, &end, err, sizeof(err)), 0);
 	gm_pool_cfg_init(&c, &o, ds, bpe, first, end);
 	c.workers = 1;
 	c.lease_timeout_ms = 2000; /* the watches run */
-	c.start_timeout_ms = 300;
+	c.start_timeout_ms = start_timeout_ms;
+	snprintf(hang, sizeof(hang), "%s/hang", base);
 	assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), 0);
 	struct gm_ring *r = gm_pool_ring(p);
 	struct gm_ring_hdr *h = gm_ring_hdr(r);
@@ -493,6 +493,45 @@ static void test_worker_never_made_is_replaced(void **state)
 	hang[0] = 0;
 	gm_pool_destroy(p);
 	assert_int_equal(children(kids, 16), 0);
+	gm_dataset_close(ds);
+}
+
+static void test_worker_never_made_is_replaced(void **state)
+{
+	(void)state;
+	never_made_is_replaced(300);
+}
+
+/* A config that leaves the limit 0 takes $GM_POOL_START_MS (make sanitize's
+ * test_remote.sh sets it): at 300 ms the stuck worker is replaced well within the
+ * batches' 20-s waits, which the 30-s default (GM_POOL_START_MS) would outlast.
+ * A value that is not a number of ms from 100 to that default is refused. */
+static void test_start_watch_limit_from_the_environment(void **state)
+{
+	static const char *const bad[] = {"", "50", "30001", "5s", "-1"};
+	struct gm_loader_opts o;
+	struct gm_dataset *ds = open_data();
+	struct gm_pool_cfg c;
+	struct gm_pool *p;
+	uint32_t bpe;
+	uint64_t first, end;
+	char err[512];
+	(void)state;
+	assert_int_equal(setenv("GM_POOL_START_MS", "300", 1), 0);
+	never_made_is_replaced(0);
+	options(&o);
+	assert_int_equal(gm_pool_tasks(&o, ds, &bpe, &first, &end, err, sizeof(err)), 0);
+	gm_pool_cfg_init(&c, &o, ds, bpe, first, end);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(setenv("GM_POOL_START_MS", bad[i], 1), 0);
+		assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+		assert_null(p);
+		assert_non_null(strstr(err, "GM_POOL_START_MS="));
+	}
+	c.start_timeout_ms = 300; /* the config's own limit: the variable is not read */
+	assert_int_equal(gm_pool_create(&p, &c, err, sizeof(err)), 0);
+	gm_pool_destroy(p);
+	assert_int_equal(unsetenv("GM_POOL_START_MS"), 0);
 	gm_dataset_close(ds);
 }
 
@@ -601,6 +640,7 @@ int main(void)
 	    cmocka_unit_test(test_size_follows_the_target),
 	    cmocka_unit_test(test_sigkilled_worker_is_replaced_and_its_lease_reissued),
 	    cmocka_unit_test(test_worker_never_made_is_replaced),
+	    cmocka_unit_test(test_start_watch_limit_from_the_environment),
 	    cmocka_unit_test(test_retiring_worker_is_counted_until_reaped),
 	    cmocka_unit_test(test_start_failure_says_why),
 	};

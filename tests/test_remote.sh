@@ -133,9 +133,10 @@
 #      in the lender's heartbeats fewer workers than granted and asks again;
 #      the workers deliver again, same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# Under a sanitizer build (make sanitize), 12, 13-15, 34-37, 39, 40-45 and 46 skip, naming the
-# tests that run their code under ASan: it keeps CI short, strace cannot share a
-# process with LeakSanitizer, and 34-37 time rules in fractions of a second.
+# Under a sanitizer build (make sanitize), 12, 13-15, 16-18, 34-37, 39, 40-45 and 46 skip,
+# naming the tests that run their code under ASan: it keeps CI short, strace cannot
+# share a process with LeakSanitizer, 16-18 take the path of 19 (INT_MIN), and
+# 34-37 time rules in fractions of a second.
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
 # (the acceptance's sizes for 26-28).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -157,11 +158,29 @@ diag() { sed 's/^/# /' "$1"; }
 # case a sanitizer build skips must not take its helpers with it
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 wait_max() { sed -n 's/.*"wait_max_ms": \([0-9.]*\).*/\1/p' "$tmp/run.json"; }
+# wait_log FILE PATTERN: until FILE has a line matching PATTERN (10 s at most)
+wait_log() {
+	k=0
+	while [ $k -lt 200 ] && ! grep -q "$2" "$1" 2>/dev/null; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
 # A sanitizer build (make sanitize) skips the cases below that ASan has nothing
 # more to find in than the tests named in their skip line, to keep CI short;
 # san_skip LAST WHY: under such a build, the TAP numbers up to LAST skip, saying WHY.
 san=0
 readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q 'libasan' && san=1
+# Under such a build a worker forked from an agent's coordinator thread can hang
+# in ASan's allocator (GCC 12's has no fork handlers: the Makefile's sanitize);
+# the pool's start watch kills and replaces it after GM_POOL_START_MS, 30 s by
+# default (limits.h): 5 s here (an ASan'ed worker is made in under 1 s). Seven
+# cases of CI's sanitize stage each waited the 30 s.
+if [ "$san" = 1 ]; then
+	GM_POOL_START_MS=5000
+	export GM_POOL_START_MS
+fi
 san_skip() {
 	[ "$san" = 1 ] || return 1
 	while [ "$n" -lt "$1" ]; do
@@ -405,8 +424,11 @@ stop_agents
 agent 2 "$tmp/wrong" 1
 agent 3 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2
-sleep 1
 train $EPOCHS
+# (the refusals can come after a short job: their lines, 10 s at most, where a
+# fixed second waited before the job)
+wait_log "$tmp/1.log" "does not know the secret"
+[ "$mode" = loopback ] || wait_log "$tmp/1.log" "refused a connection from $(mh_addr 3)"
 ok=1
 same && grep -q "does not know the secret" "$tmp/1.log" && [ "$(delivered 1)" = 0 ] &&
 	grep -q "refused a connection from $(mh_addr 3)" "$tmp/1.log" && ok=0
@@ -791,6 +813,9 @@ misbehave() {
 	stop_agents
 }
 for st in 1 2 -5 -2147483648; do
+	if [ "$st" != -2147483648 ] && san_skip $((n + 1)) "under a sanitizer build: the home's refusal of a publish's status takes one path whatever the status, run under ASan by the INT_MIN case; test_remote_check checks each status's rule under ASan"; then
+		continue
+	fi
 	misbehave "status=$st" "refused its publish: status $st is not one its job's workers" \
 		"a publish with status $st"
 done
@@ -1084,9 +1109,10 @@ if peer_is 1 "$p2" connected; then
 		if peer_is 1 "$p2" gone && peer_is 1 "$p3" connected; then
 			printf '%s\nbad:host:\n' "$p2" >"$tmp/peers.txt"
 			kill -HUP "$apid1"
-			sleep 1
-			grep -q "SIGHUP: $tmp/peers.txt:2: 'bad:host:' is not HOST:PORT .*; the peers stay as they were" \
-				"$tmp/1.log" && peer_is 1 "$p3" connected && peer_is 1 "$p2" gone &&
+			# (the line is written as the agent reads the file: its peers then
+			# are what it decided)
+			wait_log "$tmp/1.log" "SIGHUP: $tmp/peers.txt:2: 'bad:host:' is not HOST:PORT .*; the peers stay as they were" &&
+				peer_is 1 "$p3" connected && peer_is 1 "$p2" gone &&
 				kill -0 "$apid1" && ok=0
 		fi
 	fi
@@ -1354,8 +1380,11 @@ elif ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
 		echo "ok $n # SKIP no $PY with torch and torchvision: the Python jobs' cases need them"
 	done
 else
+# the local run's checksums: 3 epochs of the plain job (43), whose first 2 are
+# the 2-epoch run's (40, 42, 45): an epoch's batches do not depend on how many follow
+want3=$(pyref plain 3)
 for kind in plain hybrid; do
-	want=$(pyref "$kind" 2)
+	if [ "$kind" = plain ]; then want=$(echo "$want3" | cut -d, -f1-2); else want=$(pyref "$kind" 2); fi
 	AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
 	AGENT_OPTS=
 	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
@@ -1391,7 +1420,7 @@ while [ $k -lt 400 ] && kill -0 $tp 2>/dev/null; do
 done
 wait $tp
 ok=1
-[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+[ -n "$wantp" ] && [ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/3.log"; diag "$tmp/st42"; diag "$tmp/py.err"; }
 t $ok "a Python job's declines: no --lend-python and a root below no --lend-root, both in --status; same checksums locally"
 stop_agents
@@ -1417,9 +1446,8 @@ while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
 	k=$((k + 1))
 done
 wait $tp
-want3=$(pyref plain 3)
 ok=1
-[ "$(cat "$tmp/pysum")" = "$want3" ] && [ $kills -gt 0 ] && ok=0
+[ -n "$want3" ] && [ "$(cat "$tmp/pysum")" = "$want3" ] && [ $kills -gt 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $want3"; }
 t $ok "the peer's Python workers SIGKILLed $kills times mid-job: same checksums"
 stop_agents
@@ -1475,7 +1503,7 @@ if [ "$mode" = netns ]; then
 	done
 	wait $tp
 	ok=1
-	[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
+	[ -n "$wantp" ] && [ "$(cat "$tmp/pysum")" = "$wantp" ] && [ $said = 0 ] && ok=0
 	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; diag "$tmp/st45"; diag "$tmp/py.err"; }
 	t $ok "the trainer's interpreter missing on the peer: declined, --status says so; same checksums locally"
 	stop_agents

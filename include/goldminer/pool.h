@@ -48,7 +48,8 @@ struct gm_pool_cfg {
 					* long and re-issue its batch (0: not watched) */
 	int nice;		       /* workers' nice value (0: the coordinator's) */
 	uint32_t start_timeout_ms;     /* kill a worker not made this long after its fork
-					* and start another (0: GM_POOL_START_MS); watched
+					* and start another (0: GM_POOL_START_MS, or
+					* $GM_POOL_START_MS, 100 ms up to that); watched
 					* with the leases (lease_timeout_ms 0: not watched) */
 	/* Workers of a binding (bind.h): each worker is a fresh process running this
 	 * command (execvp; NULL-terminated, borrowed: it must outlive the pool) with the
