@@ -168,9 +168,17 @@ def _check_signals():
     f()
 
 
-def _close_handle(L, handle, pid):
-    # weakref.finalize callback: must not reference the Loader.
-    if handle and os.getpid() == pid:
+def _close_handle(L, handle, pid, live):
+    # weakref.finalize callback: must not reference the Loader. It runs when the
+    # Loader is collected (no view is alive then: a view's buffer holds the Loader)
+    # or at interpreter exit, where views may still be alive (a script's last
+    # batch): then the workers stop and the ring stays mapped, so a view read
+    # while the interpreter tears down shows stale bytes, never a crash.
+    if not handle or os.getpid() != pid:
+        return
+    if any(r() is not None for r in live) and L.has("gm_loader_stop"):
+        L.gm_loader_stop(handle)
+    else:
         L.gm_loader_close(handle)
 
 
@@ -369,7 +377,8 @@ class Loader:
             _raise(rc, err.value.decode(errors="replace"), "gm_loader_open")
         self._h = h.value
         self._pid = os.getpid()
-        self._fin = weakref.finalize(self, _close_handle, self._L, self._h, self._pid)
+        self._fin = weakref.finalize(self, _close_handle, self._L, self._h, self._pid,
+                                     self._live)
         self._epoch0, self._epochs = epoch, epochs
         self._raw = _abi.Batch()
         self._finished = False
@@ -403,7 +412,9 @@ class Loader:
         view dies, so a view read after close() shows stale bytes, never a crash."""
         if self._h is not None:
             h, self._h = self._h, None
-            self._live = [r for r in self._live if r() is not None]
+            if not self._fin.alive:
+                return  # its finalizer ran (interpreter exit): the handle is gone
+            self._live[:] = [r for r in self._live if r() is not None]  # (shared)
             if self._live and self._L.has("gm_loader_stop"):
                 self._L.gm_loader_stop(h)
             else:
@@ -411,7 +422,7 @@ class Loader:
 
     @property
     def closed(self):
-        return self._h is None
+        return self._h is None or not self._fin.alive
 
     def __reduce_ex__(self, protocol):
         # pickle, copy.copy and copy.deepcopy all come here
@@ -427,7 +438,7 @@ class Loader:
         return False
 
     def _handle(self):
-        if self._h is None:
+        if self._h is None or not self._fin.alive:  # (alive: not run at exit)
             raise ValueError("goldminer.Loader is closed")
         if os.getpid() != self._pid:
             # A fork()ed child shares the parent's ring mapping but not its

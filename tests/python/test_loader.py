@@ -329,6 +329,43 @@ print("OK %016x" % h)
         self.assertIn("OK %016x" % h, r.stdout)
 
 
+    def test_views_alive_at_interpreter_exit_stay_readable(self):
+        # A script's last batches are still referenced when the interpreter exits,
+        # and weakref.finalize's exit hook runs before the teardown that may read
+        # them (an atexit handler registered earlier runs after it): the workers
+        # stop but the ring and the kept slots stay mapped (once: unmapped, and
+        # the read below died of SIGSEGV; a second close() then used the freed
+        # handle, which ASan reported).
+        code = r"""
+import atexit, sys
+sys.path.insert(0, sys.argv[1])
+kept = {}
+def late():
+    print("LATE %016x %016x" % (goldminer.checksum64(kept["view"].data),
+                                goldminer.checksum64(kept["owned"].data)), flush=True)
+    kept["l1"].close()  # after the exit hook: the handle it closed is not used again
+    kept["l2"].close()
+atexit.register(late)
+import goldminer
+kept["l1"] = goldminer.Loader(sys.argv[2], batch_size=4, workers=1, size=16, seed=2)
+kept["view"] = kept["l1"].next_batch()
+kept["l2"] = goldminer.Loader(sys.argv[2], batch_size=4, workers=1, size=16, seed=2,
+                              copy=True)
+kept["owned"] = kept["l2"].next_batch()
+print("EARLY %016x" % goldminer.checksum64(kept["owned"].data), flush=True)
+"""
+        r = subprocess.run([sys.executable, "-B", "-c", code, os.path.join(helpers.REPO, "python"),
+                            dataset()], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        early = re.search(r"EARLY ([0-9a-f]{16})", r.stdout)
+        late = re.search(r"LATE ([0-9a-f]{16}) ([0-9a-f]{16})", r.stdout)
+        self.assertIsNotNone(early, r.stdout)
+        self.assertIsNotNone(late, r.stdout)
+        self.assertEqual(late.group(1), early.group(1), r.stdout)
+        self.assertEqual(late.group(2), early.group(1), r.stdout)
+        self.assertNotIn("AddressSanitizer", r.stdout)
+
     def test_missing_root_raises_with_the_c_message(self):
         with self.assertRaises(goldminer.GoldminerError) as cm:
             goldminer.Loader("/nonexistent/gm-root", workers=1)
