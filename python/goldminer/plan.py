@@ -440,6 +440,9 @@ class _CLoaderBatches:
 
     def workers(self):
         st = self.loader.stats()  # the pool's size: alive, or its target while they start
+        # batches the script held so long that the library copied them (goldminer
+        # run's summary says so: they cost what torch's copies cost)
+        self.copied = st.get("kept_copied", 0)
         return max(st["workers"], st["target_workers"]), 0
 
     def close(self):

@@ -69,16 +69,20 @@ class Record:
         self.images = self.batches = 0
         self.busy_s = self.wait_s = 0.0
         self.local = self.remote = 0
+        self.loader = None  # the C path's batches: its .copied, polled with the workers
 
     def line(self):
         if not self.batches:
             return "%s: %s: never iterated" % (self.where, self.plan_line)
         rate = self.images / self.busy_s if self.busy_s > 0 else 0.0
         stall = 100.0 * self.wait_s / self.busy_s if self.busy_s > 0 else 0.0
+        copied = getattr(self.loader, "copied", 0)
         return ("%s: %s: %d images in %.2f s = %.1f img/s, workers %d local / %d remote%s,"
-                " trainer stalled %.1f%% of its time" % (
+                " trainer stalled %.1f%% of its time%s" % (
                     self.where, self.plan_line, self.images, self.busy_s, rate, self.local,
-                    self.remote, " (node agent %s)" % self.node if self.node else "", stall))
+                    self.remote, " (node agent %s)" % self.node if self.node else "", stall,
+                    "; %d batches held across the ring's slots were copied" % copied
+                    if copied else ""))
 
 
 def _summary():
@@ -135,6 +139,10 @@ def timed(it, rec, workers):
             yield out
     finally:
         rec.busy_s += time.monotonic() - t_start
+        try:
+            workers()  # once more: what the last batches changed (the C path's copies)
+        except Exception:  # noqa: BLE001 (a finally must not raise its own)
+            pass  # the loader closed under the loop: the counts stay as last seen
         close = getattr(it, "close", None)
         if close:
             close()
@@ -174,6 +182,7 @@ def make_dataloader_class(torch_dl):
                 return
             object.__setattr__(self, "_goldminer", served)
             rec = Record(where, served.plan.line(), served.plan.path, served.node)
+            rec.loader = served.loader
             object.__setattr__(self, "_gm_record", rec)
             _records.append(rec)
             if os.environ.get("GOLDMINER_PLAN", "") not in ("", "0"):

@@ -187,13 +187,16 @@ IMAGEFOLDER = """
     ops += [T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)]
     ds = datasets.ImageFolder(sys.argv[1], T.Compose(ops))
     dl = DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
-    n, labels = 0, []
+    n, labels, kept = 0, [], []
     for x, y in dl:
         assert x.dtype == torch.float32 and tuple(x.shape[1:]) == (3, 32, 32), x.shape
         assert x.is_contiguous() and y.dtype == torch.int64 and len(y) == len(x)
         assert -3 < float(x.min()) and float(x.max()) < 3
         n += len(x)
         labels += y.tolist()
+        if sys.argv[3:] == ["keep"]:  # every batch held to the end, as some scripts do
+            kept.append((x, float(x.double().sum())))
+    assert all(float(x.double().sum()) == s for x, s in kept)  # none was overwritten
     print(n, sorted(labels))
 """
 
@@ -214,6 +217,15 @@ class TestRunImageFolder(GmTest):
             self.assertEqual(len(sums), 1, g.stderr)
             self.assertIn(path, sums[0])
             self.assertIn("36 images", sums[0])
+            self.assertNotIn("copied", sums[0])  # each batch dropped: none copied
+        # the C path's batches held to the end (more than the ring's slots): the
+        # oldest are copied by the library, so the ring goes on, and the summary
+        # says how many
+        g = served(s, root, "plain", "keep")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertRegex(summaries(g.stderr)[0],
+                         r"; [1-9][0-9]* batches held across the ring's slots were copied")
 
     def test_the_binary_execs_the_named_interpreter(self):
         exe = os.path.join(BUILD, "goldminer")
