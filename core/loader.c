@@ -521,11 +521,6 @@ static void give_back(struct gm_loader *l, uint32_t slot)
 	}
 }
 
-static char *slot_start(const struct gm_loader *l, uint32_t slot)
-{
-	return (char *)gm_ring_labels(l->ring, slot) - (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Replace the kept batch of slot's pages under its alias by a private copy and
  * give the slot back. 0 or -errno (the batch then stays kept). */
 static int detach(struct gm_loader *l, uint32_t slot)
@@ -659,7 +654,7 @@ int gm_loader_keep(struct gm_loader *l, struct gm_batch *b)
 	if (!l->keep && keep_alloc(l))
 		return set_err(l, -ENOMEM, "gm_loader_keep: out of memory");
 	struct gm_loader_keep_state *k = l->keep;
-	char *start = slot_start(l, b->slot);
+	char *start = gm_ring_slot(l->ring, b->slot);
 	if (!k->alias[b->slot]) {
 		void *p = mmap(NULL, k->slot_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
 			       gm_ring_fd(l->ring), start - (char *)gm_ring_base(l->ring));

@@ -447,6 +447,11 @@ static char *slot_base(const struct gm_ring *r, uint32_t slot)
 	return (char *)r->base + HDR_BYTES + (uint64_t)(slot & r->mask) * r->hdr->slot_bytes;
 }
 
+void *gm_ring_slot(const struct gm_ring *r, uint32_t slot)
+{
+	return slot_base(r, slot);
+}
+
 struct gm_slot_ctl *gm_ring_ctl(const struct gm_ring *r, uint32_t slot)
 {
 	return (struct gm_slot_ctl *)slot_base(r, slot);

@@ -207,6 +207,9 @@ struct gm_slot_ctl *gm_ring_ctl(const struct gm_ring *r, uint32_t slot);
 int32_t *gm_ring_labels(const struct gm_ring *r, uint32_t slot);
 uint32_t *gm_ring_ids(const struct gm_ring *r, uint32_t slot);
 void *gm_ring_data(const struct gm_ring *r, uint32_t slot);
+/* The whole slot (control page first, slot_bytes long) at file offset
+ * gm_ring_slot - gm_ring_base: a second mapping of one slot maps this. */
+void *gm_ring_slot(const struct gm_ring *r, uint32_t slot);
 /* Per-sample progress of a slot's batch, ceil(batch/64) words each: bit i of
  * `done` is set (release) once sample i's bytes, label and id are complete, so a
  * re-issued task resumes where the dead worker stopped; `err` marks positions
