@@ -86,8 +86,8 @@ UCX_LIBS := $(shell $(PKG_CONFIG) --libs ucx || echo -lucp -luct -lucs)
 UCX_LIB := $(B)/tests/libgmucx.a
 REMOTE_PLUGIN := $(B)/libgoldminer-remote.so
 endif
-CRYPTO_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto 2>/dev/null)
-CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null || echo -lcrypto)
+CRYPTO_CFLAGS := $(shell $(PKG_CONFIG) --cflags libssl libcrypto 2>/dev/null)
+CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libssl libcrypto 2>/dev/null || echo -lssl -lcrypto)
 
 # Without the libraries the build needs, plain make stops here, before any
 # compiler error, naming the Debian packages that make deps installs (one shell,
@@ -137,7 +137,8 @@ FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 # its pure message checks (no UCX), fuzz_ctl the control port's handshake with a
 # fake UCX (tests/fuzz/ucx_stub.c; UCX's headers, so UCX=1 only) and libcrypto.
 FUZZ_OBJS_fuzz_peermsg := core/remote/check.o core/remote/lendroot.o
-FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o
+FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o \
+	core/remote/tls.o
 FUZZ_SRCS_fuzz_ctl := tests/fuzz/ucx_stub.c
 FUZZ_FLAGS_fuzz_ctl = $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 FUZZ_LIBS_fuzz_ctl = $(CRYPTO_LIBS)
@@ -238,7 +239,7 @@ $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 # skips otherwise).
 ifeq ($(UCX),1)
 CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o \
-	$(B)/core/remote/check.o
+	$(B)/core/remote/check.o $(B)/core/remote/tls.o
 $(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
 $(B)/tests/test_ctl: $(CTL_TEST_OBJS)
@@ -247,8 +248,8 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: override CFLAGS += 
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: EXTRA_LIBS = $(UCX_LIB) $(UCX_LIBS)
 $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 
-# Remote workers (REMOTE_SRCS: core/remote/, issue 12, with core/remote/auth.c, peer
-# authentication with OpenSSL's libcrypto): a plugin the node agent dlopen()s
+# Remote workers (REMOTE_SRCS: core/remote/, with core/remote/auth.c and tls.c, the
+# control port's TLS 1.3 with pre-shared keys, OpenSSL's libssl and libcrypto): a plugin the node agent dlopen()s
 # only when --listen/--peers is given, so that UCX and libcrypto never load into
 # a trainer or an agent that does not use it. It links libgoldminer.so (its
 # DT_NEEDED), which the agent has loaded already: its gm_* calls resolve to the

@@ -3,10 +3,10 @@
  * a secret file (group/other mode bits, another owner, too short, too long,
  * a directory, a FIFO, a missing file, a symlink to a bad file) with a
  * message naming the file and the fix; the boundaries that pass; the key is
- * the SHA-256 of the contents with one trailing newline dropped; proofs match
- * RFC 4231 test case 7 through the public API; a full mutual exchange passes
- * and a flipped bit, a wrong role (a reflected proof), swapped nonces or a
- * wrong key fail verification.
+ * the SHA-256 of the contents with one trailing newline dropped; derived keys
+ * match RFC 5869's HKDF-SHA256 known answer (case 3), depend on the secret, the salt
+ * and every bit of the info (the two identities of a connection, in order),
+ * and are never the secret itself; empty keys and long inputs are refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -190,39 +190,21 @@ static void test_symlink_followed_and_target_checked(void **state)
 	refused(l2, -EPERM, "chmod 600");
 }
 
-/*
- * RFC 4231 test case 7 through the public API: key = 131 bytes of 0xaa,
- * which HMAC-SHA256 first hashes to SHA-256(key) because it is longer than
- * the block, exactly what gm_auth_load makes of a file holding those bytes;
- * data = the 152-byte sentence, split as role (88 bytes) || challenge (32)
- * || own (32).
- */
-static void test_rfc4231_case7(void **state)
+/* RFC 5869 test case 3 (HKDF-SHA256, empty salt and info) through the
+ * public API: ikm = 22 bytes of 0x0b (a key of that length); the first 32
+ * bytes of the known output. */
+static void test_rfc5869_case3(void **state)
 {
 	(void)state;
-	static const char data[] = "This is a test using a larger than block-size key and a larger "
-				   "than block-size data. The key needs to be hashed before being "
-				   "used by the HMAC algorithm.";
-	static const uint8_t want[32] = {0x9b, 0x09, 0xff, 0xa7, 0x1b, 0x94, 0x2f, 0xcb,
-					 0x27, 0x63, 0x5f, 0xbc, 0xd5, 0xb0, 0xe9, 0x44,
-					 0xbf, 0xdc, 0x63, 0x64, 0x4f, 0x07, 0x13, 0x93,
-					 0x8a, 0x7f, 0x51, 0x53, 0x5c, 0x3a, 0x35, 0xe2};
-	assert_int_equal(sizeof(data) - 1, 152);
-	uint8_t keybytes[131];
-	memset(keybytes, 0xaa, sizeof(keybytes));
-	char p[256], err[256], role[89];
-	put_file(p, sizeof(p), "rfc4231", keybytes, sizeof(keybytes), 0600);
-	struct gm_auth_key k;
-	assert_int_equal(gm_auth_load(&k, p, err, sizeof(err)), 0);
-	memcpy(role, data, 88);
-	role[88] = '\0';
-	uint8_t out[32];
-	assert_int_equal(
-	    gm_auth_proof(&k, role, (const uint8_t *)data + 88, (const uint8_t *)data + 120, out),
-	    0);
-	assert_memory_equal(out, want, 32);
-	assert_true(gm_auth_verify(&k, role, (const uint8_t *)data + 88,
-				   (const uint8_t *)data + 120, want));
+	static const uint8_t want[32] = {0x8d, 0xa4, 0xe7, 0x75, 0xa5, 0x63, 0xc1, 0x8f,
+					 0x71, 0x5f, 0x80, 0x2a, 0x06, 0x3c, 0x5a, 0x31,
+					 0xb8, 0xa1, 0x1f, 0x5c, 0x5e, 0xe1, 0x87, 0x9e,
+					 0xc3, 0x45, 0x4e, 0x5f, 0x3c, 0x73, 0x8d, 0x2d};
+	struct gm_auth_key k = {.len = 22}, out;
+	memset(k.key, 0x0b, 22);
+	assert_int_equal(gm_auth_derive(&k, "", "", 0, &out), 0);
+	assert_int_equal(out.len, 32);
+	assert_memory_equal(out.key, want, 32);
 }
 
 static void load_key(struct gm_auth_key *k, const char *name, const char *content)
@@ -232,55 +214,57 @@ static void load_key(struct gm_auth_key *k, const char *name, const char *conten
 	assert_int_equal(gm_auth_load(k, p, err, sizeof(err)), 0);
 }
 
-static void test_mutual_exchange_and_every_forgery_fails(void **state)
+/* Keys derived from one secret differ with the salt and the info (each bit of
+ * it), and equal for the same inputs from files that hold the same secret. */
+static void test_derived_keys_depend_on_every_input(void **state)
 {
 	(void)state;
-	struct gm_auth_key srv, cli, other;
-	load_key(&srv, "k-srv", "the shared secret of the cluster");
-	load_key(&cli, "k-cli", "the shared secret of the cluster\n");
+	struct gm_auth_key a, b, other, ka, kb, k2;
+	load_key(&a, "k-a", "the shared secret of the cluster");
+	load_key(&b, "k-b", "the shared secret of the cluster\n");
 	load_key(&other, "k-other", "the shared secret of the clusteR");
-	uint8_t nc[32], ns[32], ps[32], pc[32], bad[32];
-	assert_int_equal(gm_auth_nonce(nc), 0);
-	assert_int_equal(gm_auth_nonce(ns), 0);
-	assert_memory_not_equal(nc, ns, 32);
-	/* The exchange of auth.h. */
-	assert_int_equal(gm_auth_proof(&srv, "server", nc, ns, ps), 0);
-	assert_true(gm_auth_verify(&cli, "server", nc, ns, ps));
-	assert_int_equal(gm_auth_proof(&cli, "client", ns, nc, pc), 0);
-	assert_true(gm_auth_verify(&srv, "client", ns, nc, pc));
-	/* Every single flipped bit of a proof fails. */
-	for (int bit = 0; bit < 256; bit++) {
-		memcpy(bad, pc, 32);
-		bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		assert_false(gm_auth_verify(&srv, "client", ns, nc, bad));
+	const char info[] = "client=A\nserver=B";
+	assert_int_equal(gm_auth_derive(&a, "s", info, sizeof(info) - 1, &ka), 0);
+	assert_int_equal(gm_auth_derive(&b, "s", info, sizeof(info) - 1, &kb), 0);
+	assert_memory_equal(ka.key, kb.key, 32);
+	assert_memory_not_equal(ka.key, a.key, 32); /* never the secret itself */
+	assert_int_equal(gm_auth_derive(&other, "s", info, sizeof(info) - 1, &k2), 0);
+	assert_memory_not_equal(ka.key, k2.key, 32);
+	assert_int_equal(gm_auth_derive(&a, "t", info, sizeof(info) - 1, &k2), 0);
+	assert_memory_not_equal(ka.key, k2.key, 32);
+	const char swapped[] = "client=B\nserver=A";
+	assert_int_equal(gm_auth_derive(&a, "s", swapped, sizeof(swapped) - 1, &k2), 0);
+	assert_memory_not_equal(ka.key, k2.key, 32);
+	char flip[sizeof(info)];
+	for (size_t bit = 0; bit < 8 * (sizeof(info) - 1); bit++) {
+		memcpy(flip, info, sizeof(info));
+		flip[bit / 8] ^= (char)(1u << (bit % 8));
+		assert_int_equal(gm_auth_derive(&a, "s", flip, sizeof(info) - 1, &k2), 0);
+		assert_memory_not_equal(ka.key, k2.key, 32);
 	}
-	/* Reflection: the server's own proof sent back as the client's answer. */
-	assert_false(gm_auth_verify(&srv, "client", nc, ns, ps));
-	assert_false(gm_auth_verify(&srv, "client", ns, nc, ps));
-	/* Nonces swapped, a wrong key, a key of the wrong file. */
-	assert_false(gm_auth_verify(&srv, "client", nc, ns, pc));
-	assert_false(gm_auth_verify(&other, "client", ns, nc, pc));
-	assert_int_equal(gm_auth_proof(&other, "client", ns, nc, bad), 0);
-	assert_false(gm_auth_verify(&srv, "client", ns, nc, bad));
 }
 
-static void test_bad_role_or_empty_key_refused(void **state)
+static void test_empty_key_or_long_inputs_refused(void **state)
 {
 	(void)state;
-	struct gm_auth_key k, empty;
+	struct gm_auth_key k, empty, out;
 	load_key(&k, "k-role", "0123456789abcdef0123");
 	memset(&empty, 0, sizeof(empty));
-	char role[GM_AUTH_ROLE_MAX + 2];
-	memset(role, 'r', sizeof(role) - 1);
-	role[sizeof(role) - 1] = '\0';
-	uint8_t n[32] = {0}, out[32];
-	assert_int_equal(gm_auth_proof(&k, role, n, n, out), -EINVAL);
-	role[GM_AUTH_ROLE_MAX] = '\0'; /* exactly the maximum */
-	assert_int_equal(gm_auth_proof(&k, role, n, n, out), 0);
-	assert_int_equal(gm_auth_proof(&empty, "client", n, n, out), -EINVAL);
+	char big[GM_AUTH_INFO_MAX + 2];
+	memset(big, 'r', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
 	uint8_t zero[32] = {0};
-	assert_memory_equal(out, zero, 32);
-	assert_false(gm_auth_verify(&empty, "client", n, n, zero));
+	assert_int_equal(gm_auth_derive(&k, big, "i", 1, &out), -EINVAL);
+	assert_memory_equal(out.key, zero, 32);
+	assert_int_equal(gm_auth_derive(&k, "s", big, sizeof(big) - 1, &out), -EINVAL);
+	big[GM_AUTH_INFO_MAX] = '\0'; /* exactly the maximum */
+	assert_int_equal(gm_auth_derive(&k, big, big, GM_AUTH_INFO_MAX, &out), 0);
+	assert_int_equal(gm_auth_derive(&empty, "s", "i", 1, &out), -EINVAL);
+	assert_memory_equal(out.key, zero, 32);
+	uint8_t n1[GM_AUTH_NONCE], n2[GM_AUTH_NONCE];
+	assert_int_equal(gm_auth_nonce(n1), 0);
+	assert_int_equal(gm_auth_nonce(n2), 0);
+	assert_memory_not_equal(n1, n2, GM_AUTH_NONCE);
 }
 
 int main(void)
@@ -293,9 +277,9 @@ int main(void)
 	    cmocka_unit_test(test_not_a_regular_file_refused),
 	    cmocka_unit_test(test_missing_file_refused),
 	    cmocka_unit_test(test_symlink_followed_and_target_checked),
-	    cmocka_unit_test(test_rfc4231_case7),
-	    cmocka_unit_test(test_mutual_exchange_and_every_forgery_fails),
-	    cmocka_unit_test(test_bad_role_or_empty_key_refused),
+	    cmocka_unit_test(test_rfc5869_case3),
+	    cmocka_unit_test(test_derived_keys_depend_on_every_input),
+	    cmocka_unit_test(test_empty_key_or_long_inputs_refused),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -203,199 +203,16 @@ static void test_guard_takes_the_longest_list(void **state)
 	close(s4);
 }
 
-/* ---- the handshake's frames --------------------------------------------------- */
+/* ---- the handshake ------------------------------------------------------------ */
 
-static struct gm_remote_net net0; /* a key, no UCX: enough until AUTH */
-
-static int frames_setup(void **state)
-{
-	(void)state;
-	memset(&net0, 0, sizeof(net0));
-	memset(net0.key.key, 0x5a, 32);
-	net0.key.len = 32;
-	net0.efd = net0.epfd = -1;
-	return 0;
-}
-
-static void put_frame(int fd, uint32_t type, uint32_t len, const void *body, size_t blen)
-{
-	uint32_t hdr[2] = {type, len};
-	assert_int_equal(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-	if (blen)
-		assert_int_equal(send(fd, body, blen, MSG_NOSIGNAL), (ssize_t)blen);
-}
-
-/* A frame from fd of the given type into body (its length returned). */
-static size_t get_frame(int fd, uint32_t type, void *body, size_t cap)
-{
-	uint32_t hdr[2];
-	assert_int_equal(recv(fd, hdr, sizeof(hdr), MSG_WAITALL), (ssize_t)sizeof(hdr));
-	assert_int_equal(hdr[0], type);
-	assert_true(hdr[1] <= cap);
-	assert_int_equal(recv(fd, body, hdr[1], MSG_WAITALL), (ssize_t)hdr[1]);
-	return hdr[1];
-}
-
-/* A server's connection on one end of a socket pair; the other end into *peer. */
-static struct ctl *server(int *peer)
-{
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0); /* as accepted ones are */
-	struct ctl *x = gm_remote_ctl_accepted(sv[0], "10.0.0.2");
-	assert_non_null(x);
-	*peer = sv[1];
-	return x;
-}
-
-static struct m_hello hello(uint32_t version)
-{
-	struct m_hello h = {.magic = MSG_MAGIC, .version = version, .role = ROLE_AGENT};
-	memset(h.nonce, 7, sizeof(h.nonce));
-	return h;
-}
-
-static int unread(int fd)
-{
-	int k = -1;
-	assert_int_equal(ioctl(fd, FIONREAD, &k), 0);
-	return k;
-}
-
-static void test_server_refuses_a_wrong_frame_before_reading_its_body(void **state)
-{
-	(void)state;
-	int peer;
-	unsigned char body[sizeof(struct m_auth) + 8] = {0};
-	struct ctl *x = server(&peer);
-	put_frame(peer, CTL_AUTH, sizeof(body), body, sizeof(body)); /* AUTH first */
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EPROTO);
-	assert_non_null(strstr(x->why, "not a goldminer"));
-	assert_int_equal(unread(x->fd), (int)sizeof(body)); /* its body never read */
-	gm_remote_ctl_free(x);
-	close(peer);
-	struct m_hello h = hello(MSG_VERSION);
-	x = server(&peer);
-	put_frame(peer, CTL_HELLO, sizeof(h) + 1, &h, sizeof(h)); /* one byte long */
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EPROTO);
-	assert_int_equal(unread(x->fd), (int)sizeof(h));
-	gm_remote_ctl_free(x);
-	close(peer);
-}
-
-static void test_server_refuses_an_oversized_address(void **state)
-{
-	(void)state;
-	int peer;
-	struct m_challenge ch;
-	struct m_hello h = hello(MSG_VERSION);
-	struct ctl *x = server(&peer);
-	put_frame(peer, CTL_HELLO, sizeof(h), &h, sizeof(h));
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, 0);
-	get_frame(peer, CTL_CHALLENGE, &ch, sizeof(ch));
-	put_frame(peer, CTL_AUTH, sizeof(struct m_auth) + CTL_ADDR_MAX + 1, NULL, 0);
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EPROTO);
-	gm_remote_ctl_free(x);
-	close(peer);
-}
-
-static void test_server_refuses_another_version_in_words(void **state)
-{
-	(void)state;
-	int peer;
-	struct m_hello h = hello(MSG_VERSION + 1);
-	struct ctl *x = server(&peer);
-	put_frame(peer, CTL_HELLO, sizeof(h), &h, sizeof(h));
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EPROTO);
-	assert_non_null(strstr(x->why, "run the same goldminer on every host"));
-	gm_remote_ctl_free(x);
-	close(peer);
-}
-
-static void test_server_proves_the_secret_and_refuses_a_wrong_proof(void **state)
-{
-	(void)state;
-	int peer;
-	struct m_challenge ch;
-	struct m_welcome wm;
-	unsigned char auth[sizeof(struct m_auth) + 8] = {0};
-	struct m_hello h = hello(MSG_VERSION);
-	struct ctl *x = server(&peer);
-	put_frame(peer, CTL_HELLO, sizeof(h), &h, sizeof(h));
-	gm_remote_ctl_step(&net0, x);
-	get_frame(peer, CTL_CHALLENGE, &ch, sizeof(ch));
-	assert_true(gm_auth_verify(&net0.key, SERVER_ROLE, h.nonce, ch.nonce, ch.proof));
-	put_frame(peer, CTL_AUTH, sizeof(auth), auth, sizeof(auth));
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EACCES);
-	assert_non_null(strstr(x->why, "does not know the secret"));
-	assert_int_equal(get_frame(peer, CTL_WELCOME, &wm, sizeof(wm)), sizeof(wm));
-	assert_int_equal(wm.status, -EACCES);
-	assert_non_null(strstr(wm.msg, "wrong secret"));
-	gm_remote_ctl_free(x);
-	close(peer);
-}
-
-static void test_silence_and_hangups_end_the_handshake(void **state)
-{
-	(void)state;
-	int peer;
-	struct ctl *x = server(&peer);
-	put_frame(peer, CTL_HELLO, sizeof(struct m_hello), NULL, 0); /* a header, then silence */
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, 0);
-	x->since_ms -= AUTH_MS; /* as if AUTH_MS had passed */
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -ETIMEDOUT);
-	assert_non_null(strstr(x->why, "did not authenticate within"));
-	gm_remote_ctl_free(x);
-	close(peer);
-	x = server(&peer);
-	close(peer);
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -ECONNRESET);
-	gm_remote_ctl_free(x);
-}
-
-static void test_client_refuses_a_server_without_the_secret(void **state)
-{
-	(void)state;
-	uint16_t port;
-	char addr[64];
-	struct m_hello h;
-	struct m_challenge ch;
-	struct ctl *x;
-	int l = listener(AF_INET, "127.0.0.1", &port, 0);
-	assert_true(l >= 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_AGENT, 0, NULL, &x), 0);
-	int s = accept(l, NULL, NULL);
-	assert_true(s >= 0);
-	for (int k = 0; k < 100 && x->connecting; k++) {
-		poll(NULL, 0, 10);
-		gm_remote_ctl_step(&net0, x);
-	}
-	get_frame(s, CTL_HELLO, &h, sizeof(h));
-	assert_int_equal(h.role, ROLE_AGENT);
-	memset(&ch, 1, sizeof(ch)); /* a proof made without the key */
-	put_frame(s, CTL_CHALLENGE, sizeof(ch), &ch, sizeof(ch));
-	gm_remote_ctl_step(&net0, x);
-	assert_int_equal(x->status, -EACCES);
-	assert_non_null(strstr(x->why, "does not know the secret"));
-	gm_remote_ctl_free(x);
-	close(s);
-	close(l);
-}
-
-/* ---- a whole handshake, two UCP workers --------------------------------------- */
-
-static struct gm_remote_net srv, cli;
+/* Agent "srv" listens; agents "cli" (the same secret) and "bad" (another) dial
+ * it; "wk" is a remote worker process (its key set per test). UCX over TCP on
+ * loopback; the server admits the agents whose address and port are in
+ * admitted[] (its --peers). */
+static struct gm_remote_net srv, cli, bad, wk;
 static int received, dummy_job;
+static char logged[4096];
+static uint32_t admitted[4];
 
 static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,
 		   size_t len, bool rndv)
@@ -410,21 +227,39 @@ static struct hjob *job_of(void *owner, uint64_t token)
 	return token == 42 ? (struct hjob *)&dummy_job : NULL;
 }
 
+static bool admit(void *owner, const char *ip, uint32_t port)
+{
+	(void)owner;
+	for (int i = 0; i < 4; i++)
+		if (admitted[i] && admitted[i] == port && !strcmp(ip, "127.0.0.1"))
+			return true;
+	return false;
+}
+
+static void log_line(void *arg, const char *line)
+{
+	(void)arg;
+	size_t n = strlen(logged);
+	snprintf(logged + n, sizeof(logged) - n, "%s\n", line);
+}
+
 static int nets_setup(void **state)
 {
 	char err[256];
 	(void)state;
 	setenv("UCX_TLS", "tcp", 1);
 	setenv("UCX_NET_DEVICES", "lo", 1);
-	struct gm_remote_net *nets[2] = {&srv, &cli};
-	for (int i = 0; i < 2; i++) {
+	struct gm_remote_net *nets[4] = {&srv, &cli, &bad, &wk};
+	for (int i = 0; i < 4; i++) {
 		struct gm_remote_net *n = nets[i];
 		memset(n, 0, sizeof(*n));
-		memset(n->key.key, 0x33, 32);
+		memset(n->key.key, n == &bad ? 0x44 : 0x33, 32);
 		n->key.len = 32;
 		n->efd = n->epfd = -1;
 		n->on_msg = on_msg;
 		n->job_of = job_of;
+		n->admit = admit;
+		n->log = log_line;
 		snprintf(n->allowed[0], sizeof(n->allowed[0]), "127.0.0.1");
 		n->nallowed = 1;
 		if (gm_remote_net_init(n, false, err, sizeof(err))) {
@@ -438,114 +273,670 @@ static int nets_setup(void **state)
 static int nets_teardown(void **state)
 {
 	(void)state;
+	gm_remote_net_fini(&wk);
+	gm_remote_net_fini(&bad);
 	gm_remote_net_fini(&cli);
 	gm_remote_net_fini(&srv);
 	return 0;
 }
 
-/* A worker's handshake with token against srv; both ends run until they end. */
-static void handshake(uint64_t token, struct ctl **sx, struct ctl **cx)
+/* The server's control port, and a connection accepted on it (from 127.0.0.1). */
+static int ctl_port(uint16_t *port)
 {
-	uint16_t port;
+	char err[256];
 	int l;
-	char addr[64], err[256];
-	assert_int_equal(gm_remote_ctl_listen("127.0.0.1:0", &l, &port, err, sizeof(err)), 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_WORKER, token, cli.w, cx), 0);
+	assert_int_equal(gm_remote_ctl_listen("127.0.0.1:0", &l, port, err, sizeof(err)), 0);
+	return l;
+}
+
+static struct ctl *accepted(int l)
+{
 	int s = -1;
 	for (int k = 0; k < 500 && s < 0; k++) {
 		s = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		poll(NULL, 0, 2);
+		if (s < 0)
+			poll(NULL, 0, 2);
 	}
 	assert_true(s >= 0);
-	*sx = gm_remote_ctl_accepted(s, "127.0.0.1");
-	for (int k = 0; k < 2000 && (!(*sx)->status || !(*cx)->status); k++) {
-		gm_remote_ctl_step(&srv, *sx);
-		gm_remote_ctl_step(&cli, *cx);
-		poll(NULL, 0, 2);
+	struct ctl *x = gm_remote_ctl_accepted(s, "127.0.0.1");
+	assert_non_null(x);
+	return x;
+}
+
+/* Both ends stepped until both ended (a bounded number of rounds). */
+static void run(struct gm_remote_net *sn, struct ctl *sx, struct gm_remote_net *cn, struct ctl *cx)
+{
+	for (int k = 0; k < 3000 && (!sx->status || !cx->status); k++) {
+		if (!sx->status)
+			gm_remote_ctl_step(sn, sx);
+		if (!cx->status)
+			gm_remote_ctl_step(cn, cx);
+		poll(NULL, 0, 1);
+	}
+}
+
+/* n dials srv's port p as an agent with control port me. */
+static struct ctl *dial_agent(uint16_t p, uint32_t me)
+{
+	char addr[64];
+	struct ctl *x;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_AGENT, 0, NULL, &x), 0);
+	x->port = me;
+	return x;
+}
+
+/* An agent handshake cli -> srv (cli's control port 7001, admitted): both
+ * connections made, the same session on both. */
+static void agents(struct conn **sc, struct conn **cc)
+{
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	struct ctl *cx = dial_agent(p, 7001);
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &cli, cx);
+	assert_int_equal(sx->status, 1);
+	assert_int_equal(cx->status, 1);
+	*sc = sx->c;
+	*cc = cx->c;
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+}
+
+/* ---- a client of our own making: what a stranger or an old agent sends ------------ */
+
+static int tcp_to(uint16_t p)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(p)};
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	return s;
+}
+
+/* The server's side of a connection from a plain socket to srv's port p. */
+static struct ctl *plain_to(uint16_t p, int l, int *fd)
+{
+	*fd = tcp_to(p);
+	return accepted(l);
+}
+
+static void step_until_done(struct ctl *sx, int ms)
+{
+	for (int k = 0; k < ms && !sx->status; k++) {
+		gm_remote_ctl_step(&srv, sx);
+		poll(NULL, 0, 1);
+	}
+}
+
+static void test_older_version_and_strangers_refused_in_words(void **state)
+{
+	(void)state;
+	uint16_t p;
+	int l = ctl_port(&p), fd;
+	uint32_t old_hello[2] = {1, 56}; /* an agent before TLS: its HELLO frame */
+	struct ctl *sx = plain_to(p, l, &fd);
+	assert_int_equal(send(fd, old_hello, sizeof(old_hello), 0), (ssize_t)sizeof(old_hello));
+	step_until_done(sx, 1000);
+	assert_int_equal(sx->status, -EPROTO);
+	assert_non_null(strstr(sx->why, "another goldminer version"));
+	gm_remote_ctl_free(sx);
+	close(fd);
+	sx = plain_to(p, l, &fd);
+	assert_int_equal(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, 0), 18);
+	step_until_done(sx, 1000);
+	assert_int_equal(sx->status, -EPROTO);
+	assert_non_null(strstr(sx->why, "not TLS"));
+	gm_remote_ctl_free(sx);
+	close(fd);
+	/* a TLS record's first byte, then garbage */
+	sx = plain_to(p, l, &fd);
+	unsigned char junk[64];
+	memset(junk, 0xee, sizeof(junk));
+	junk[0] = 0x16;
+	assert_int_equal(send(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	step_until_done(sx, 1000);
+	assert_true(sx->status < 0);
+	assert_null(sx->c);
+	gm_remote_ctl_free(sx);
+	close(fd);
+	close(l);
+}
+
+static void test_silence_and_hangups_end_the_handshake(void **state)
+{
+	(void)state;
+	uint16_t p;
+	int l = ctl_port(&p), fd;
+	struct ctl *sx = plain_to(p, l, &fd);
+	assert_int_equal(send(fd, "\x16", 1, 0), 1); /* a first byte, then silence */
+	gm_remote_ctl_step(&srv, sx);
+	assert_int_equal(sx->status, 0);
+	sx->since_ms -= AUTH_MS; /* as if AUTH_MS had passed */
+	gm_remote_ctl_step(&srv, sx);
+	assert_int_equal(sx->status, -ETIMEDOUT);
+	assert_non_null(strstr(sx->why, "did not authenticate within"));
+	gm_remote_ctl_free(sx);
+	close(fd);
+	sx = plain_to(p, l, &fd);
+	close(fd);
+	step_until_done(sx, 1000);
+	assert_int_equal(sx->status, -ECONNRESET);
+	gm_remote_ctl_free(sx);
+	close(l);
+}
+
+/* A TLS client made by hand with identity id (NULL: its true agent identity
+ * with control port 7001) and the pair key from key. */
+struct raw {
+	int fd;
+	SSL *ssl;
+	struct tls_side t;
+};
+
+static void raw_client(struct raw *r, uint16_t p, const char *id, const struct gm_auth_key *key)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	char server_id[TLS_ID_MAX];
+	memset(r, 0, sizeof(*r));
+	r->fd = tcp_to(p);
+	assert_int_equal(fcntl(r->fd, F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(getsockname(r->fd, (struct sockaddr *)&me, &ml), 0);
+	if (id)
+		snprintf(r->t.id, sizeof(r->t.id), "%s", id);
+	else
+		assert_true(gm_remote_tls_agent_id(r->t.id, sizeof(r->t.id), (struct sockaddr *)&me,
+						   7001) > 0);
+	snprintf(server_id, sizeof(server_id), "goldminer/%u agent 127.0.0.1:%u", MSG_VERSION, p);
+	assert_int_equal(gm_remote_tls_agent_key(key, r->t.id, server_id, &r->t.key), 0);
+	r->ssl = gm_remote_tls_new(cli.tls_cli, r->fd, true, &r->t);
+	assert_non_null(r->ssl);
+}
+
+/* The raw client's handshake against sx: 1 done, -1 refused. */
+static int raw_handshake(struct raw *r, struct ctl *sx)
+{
+	bool ww;
+	for (int k = 0; k < 2000; k++) {
+		int h = gm_remote_tls_handshake(r->ssl, &ww);
+		if (h)
+			return h;
+		if (!sx->status)
+			gm_remote_ctl_step(&srv, sx);
+		poll(NULL, 0, 1);
+	}
+	return 0;
+}
+
+static void raw_free(struct raw *r)
+{
+	SSL_free(r->ssl);
+	close(r->fd);
+}
+
+/* Identities a peer with the secret could forge, each refused naming the
+ * address: another address than the connection's, another version, not ours. */
+static void test_forged_identities_refused(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *id, *why;
+	} cases[] = {
+	    {"goldminer/6 agent 10.9.9.9:7001", "names another address"},
+	    {"goldminer/5 agent 127.0.0.1:7001", "another goldminer version"},
+	    {"goldminer/6 agent 127.0.0.1", "not a goldminer peer"},
+	    {"goldminer/6 worker 00112233445566778899aabbccddeeff", "not a goldminer peer"},
+	    {"goldminer/6 worker 0011223344556677 0000000000000042", "does not have"},
+	    {"someone else", "not a goldminer peer"},
+	};
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	assert_int_equal(MSG_VERSION, 6); /* (the cases' version words) */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct raw r;
+		raw_client(&r, p, cases[i].id, &cli.key);
+		struct ctl *sx = accepted(l);
+		assert_int_equal(raw_handshake(&r, sx), -1);
+		step_until_done(sx, 1000);
+		assert_true(sx->status < 0);
+		if (!strstr(sx->why, cases[i].why))
+			fail_msg("'%s': %s", cases[i].id, sx->why);
+		assert_non_null(strstr(sx->why, "127.0.0.1"));
+		assert_null(sx->c);
+		gm_remote_ctl_free(sx);
+		raw_free(&r);
 	}
 	close(l);
 }
 
-static void test_handshake_makes_one_endpoint_each_side(void **state)
+/* Inside TLS, a frame of the wrong type or length is refused before its body
+ * is read. */
+static void test_wrong_frame_inside_tls_refused_before_its_body(void **state)
 {
 	(void)state;
-	struct ctl *sx, *cx;
-	struct m_claim m = {0};
-	handshake(42, &sx, &cx);
-	assert_int_equal(sx->status, 1);
-	assert_int_equal(cx->status, 1);
-	struct conn *sc = sx->c, *cc = cx->c;
-	assert_int_equal(sc->role, ROLE_WORKER);
-	assert_true(sc->job == (struct hjob *)&dummy_job);
-	assert_int_equal(cc->st, C_OK);
-	assert_true(cc->outgoing && !sc->outgoing);
-	gm_remote_ctl_free(sx);
-	gm_remote_ctl_free(cx);
-	assert_int_equal(gm_remote_conn_send(cc, AM_CLAIM, &m, sizeof(m), NULL, 0), 0);
-	for (int k = 0; k < 4000 && !received; k++) {
-		gm_remote_net_progress(&cli);
-		gm_remote_net_progress(&srv);
-		poll(NULL, 0, 1);
+	static const uint32_t frames[][2] = {
+	    {CTL_WELCOME, sizeof(struct m_welcome) + 8},	    /* not the one it waits for */
+	    {CTL_HELLO, sizeof(struct m_hello)},		    /* no address */
+	    {CTL_HELLO, sizeof(struct m_hello) + CTL_ADDR_MAX + 1}, /* too long */
+	};
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	for (size_t i = 0; i < 3; i++) {
+		struct raw r;
+		raw_client(&r, p, NULL, &cli.key);
+		struct ctl *sx = accepted(l);
+		assert_int_equal(raw_handshake(&r, sx), 1);
+		assert_int_equal(SSL_write(r.ssl, frames[i], sizeof(frames[i])), 8);
+		step_until_done(sx, 1000);
+		assert_int_equal(sx->status, -EPROTO);
+		assert_non_null(strstr(sx->why, "not a goldminer"));
+		assert_null(sx->c);
+		gm_remote_ctl_free(sx);
+		raw_free(&r);
 	}
-	assert_int_equal(received, 1);
-	gm_remote_conn_free(&cli, cc);
-	gm_remote_conn_free(&srv, sc);
+	close(l);
 }
 
-static void test_worker_for_an_unknown_job_refused_in_words(void **state)
+/* A HELLO inside TLS of another version, or whose port or role contradicts
+ * the identity: refused with a WELCOME in words. */
+static void test_hello_contradicting_its_identity_refused_in_words(void **state)
 {
 	(void)state;
-	struct ctl *sx, *cx;
-	handshake(7, &sx, &cx);
-	assert_int_equal(sx->status, -ENOENT);
-	assert_int_equal(cx->status, -ENOENT);
-	assert_non_null(strstr(cx->why, "no such job here"));
-	assert_null(cx->c);
-	gm_remote_ctl_free(sx);
-	gm_remote_ctl_free(cx);
+	struct m_hello hellos[3] = {
+	    {.magic = MSG_MAGIC, .version = MSG_VERSION + 1, .role = ROLE_AGENT, .port = 7001},
+	    {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_AGENT, .port = 7002},
+	    {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_WORKER, .port = 7001},
+	};
+	const char *words[3] = {"another goldminer version", "another port", "contradicts"};
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	for (int i = 0; i < 3; i++) {
+		struct raw r;
+		unsigned char frame[8 + sizeof(struct m_hello) + 16] = {0};
+		uint32_t hdr[2] = {CTL_HELLO, sizeof(struct m_hello) + 16};
+		memcpy(frame, hdr, 8);
+		memcpy(frame + 8, &hellos[i], sizeof(hellos[i]));
+		raw_client(&r, p, NULL, &cli.key);
+		struct ctl *sx = accepted(l);
+		assert_int_equal(raw_handshake(&r, sx), 1);
+		assert_int_equal(SSL_write(r.ssl, frame, sizeof(frame)), (int)sizeof(frame));
+		step_until_done(sx, 1000);
+		assert_int_equal(sx->status, -EPROTO);
+		assert_non_null(strstr(sx->why, words[i]));
+		struct m_welcome wm;
+		uint32_t got[2];
+		int k = -1;
+		for (int t = 0; t < 1000 && k <= 0; t++) {
+			k = SSL_read(r.ssl, got, sizeof(got));
+			poll(NULL, 0, 1);
+		}
+		assert_int_equal(k, 8);
+		assert_int_equal(got[0], CTL_WELCOME);
+		assert_int_equal(SSL_read(r.ssl, &wm, sizeof(wm)), (int)sizeof(wm));
+		assert_int_equal(wm.status, -EPROTO);
+		assert_null(sx->c);
+		gm_remote_ctl_free(sx);
+		raw_free(&r);
+	}
+	close(l);
 }
 
-/* An authenticated server's refusal words reach the agent's log: control bytes
- * (a forged line, a terminal's escapes) are printed as '?'. */
+/* A server of our own making, with the secret, that refuses in words with
+ * control bytes: the client prints them as '?'. */
+static int raw_server_psk(struct tls_side *t, const char *id, struct gm_auth_key *key)
+{
+	return gm_remote_tls_agent_key(&cli.key, id, t->why, key); /* why: its own id */
+}
+
 static void test_client_prints_a_refusal_without_control_bytes(void **state)
 {
 	(void)state;
 	uint16_t port;
-	char addr[64];
-	unsigned char body[sizeof(struct m_auth) + CTL_ADDR_MAX];
-	struct m_hello h;
-	struct m_challenge ch;
+	struct tls_side side = {.psk = raw_server_psk};
 	struct m_welcome wm = {.status = -EPERM};
-	struct ctl *x;
+	unsigned char body[8 + sizeof(struct m_hello) + CTL_ADDR_MAX];
 	int l = listener(AF_INET, "127.0.0.1", &port, 0);
 	assert_true(l >= 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_WORKER, 42, cli.w, &x), 0);
-	int s = accept(l, NULL, NULL);
-	assert_true(s >= 0);
-	for (int k = 0; k < 100 && x->connecting; k++) {
-		poll(NULL, 0, 10);
+	snprintf(side.why, sizeof(side.why), "goldminer/%u agent 127.0.0.1:%u", MSG_VERSION, port);
+	struct ctl *x = dial_agent(port, 7001);
+	int s = -1;
+	for (int k = 0; k < 500 && s < 0; k++) {
 		gm_remote_ctl_step(&cli, x);
-	}
-	get_frame(s, CTL_HELLO, &h, sizeof(h));
-	memset(ch.nonce, 3, sizeof(ch.nonce));
-	assert_int_equal(gm_auth_proof(&cli.key, SERVER_ROLE, h.nonce, ch.nonce, ch.proof), 0);
-	put_frame(s, CTL_CHALLENGE, sizeof(ch), &ch, sizeof(ch));
-	for (int k = 0; k < 100 && x->want != CTL_WELCOME; k++)
-		gm_remote_ctl_step(&cli, x);
-	assert_true(get_frame(s, CTL_AUTH, body, sizeof(body)) > sizeof(struct m_auth));
-	snprintf(wm.msg, sizeof(wm.msg), "no\ngoldminer node: forged\033[2J");
-	put_frame(s, CTL_WELCOME, sizeof(wm), &wm, sizeof(wm));
-	for (int k = 0; k < 100 && !x->status; k++) {
+		s = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		poll(NULL, 0, 2);
+	}
+	assert_true(s >= 0);
+	SSL *ssl = gm_remote_tls_new(srv.tls_srv, s, false, &side);
+	bool ww;
+	int h = 0, got = 0;
+	for (int k = 0; k < 2000 && h != 1; k++) {
+		h = gm_remote_tls_handshake(ssl, &ww);
+		assert_true(h >= 0);
+		gm_remote_ctl_step(&cli, x);
+		poll(NULL, 0, 1);
+	}
+	for (int k = 0; k < 2000 && got < 8; k++) {
+		int r = SSL_read(ssl, body, sizeof(body));
+		got = r > 0 ? r : got;
+		gm_remote_ctl_step(&cli, x);
+		poll(NULL, 0, 1);
+	}
+	assert_int_equal(((uint32_t *)body)[0], CTL_HELLO);
+	snprintf(wm.msg, sizeof(wm.msg), "no\ngoldminer node: forged\033[2J");
+	uint32_t hdr[2] = {CTL_WELCOME, sizeof(wm)};
+	assert_int_equal(SSL_write(ssl, hdr, sizeof(hdr)), 8);
+	assert_int_equal(SSL_write(ssl, &wm, sizeof(wm)), (int)sizeof(wm));
+	for (int k = 0; k < 2000 && !x->status; k++) {
+		poll(NULL, 0, 1);
 		gm_remote_ctl_step(&cli, x);
 	}
 	assert_int_equal(x->status, -EPERM);
 	assert_non_null(strstr(x->why, "no?goldminer node: forged?[2J"));
 	assert_null(x->c);
 	gm_remote_ctl_free(x);
+	SSL_free(ssl);
 	close(s);
+	close(l);
+}
+
+static void test_agents_authenticate_and_share_a_session(void **state)
+{
+	(void)state;
+	struct conn *sc, *cc;
+	agents(&sc, &cc);
+	assert_int_equal(sc->role, ROLE_AGENT);
+	assert_int_equal(sc->port, 7001); /* from its identity */
+	assert_true(cc->outgoing && !sc->outgoing);
+	assert_memory_equal(sc->sid, cc->sid, SESSION_ID);
+	assert_memory_equal(sc->xs, cc->xs, SESSION_KEY);
+	uint8_t zero[SESSION_KEY] = {0};
+	assert_memory_not_equal(sc->xs, zero, SESSION_KEY);
+	/* a second session: another id and secret */
+	struct conn *sc2, *cc2;
+	agents(&sc2, &cc2);
+	assert_memory_not_equal(sc->sid, sc2->sid, SESSION_ID);
+	assert_memory_not_equal(sc->xs, sc2->xs, SESSION_KEY);
+	gm_remote_conn_free(&cli, cc2);
+	gm_remote_conn_free(&srv, sc2);
+	gm_remote_conn_free(&cli, cc);
+	gm_remote_conn_free(&srv, sc);
+}
+
+/* A remote worker with the key its lender derives (lender.c) for token. */
+static struct ctl *dial_worker(uint16_t p, const struct conn *lender_side, uint64_t token,
+			       const uint8_t *sid)
+{
+	char addr[64], id[TLS_ID_MAX];
+	struct ctl *x;
+	assert_true(gm_remote_tls_worker_id(id, sizeof(id), lender_side->sid, token) > 0);
+	assert_int_equal(gm_remote_tls_worker_key(lender_side->xs, id, &wk.key), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	assert_int_equal(gm_remote_ctl_dial(addr, ROLE_WORKER, token, wk.w, &x), 0);
+	x->port = 7001;
+	memcpy(x->sid, sid ? sid : lender_side->sid, SESSION_ID);
+	return x;
+}
+
+static void test_worker_of_a_live_session_connects_and_its_message_arrives(void **state)
+{
+	(void)state;
+	struct conn *sc, *cc;
+	struct m_claim m = {0};
+	uint16_t p;
+	agents(&sc, &cc);
+	int l = ctl_port(&p);
+	struct ctl *cx = dial_worker(p, cc, 42, NULL);
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &wk, cx);
+	assert_int_equal(sx->status, 1);
+	assert_int_equal(cx->status, 1);
+	struct conn *ws = sx->c, *wc = cx->c;
+	assert_int_equal(ws->role, ROLE_WORKER);
+	assert_true(ws->token == 42 && ws->job == (struct hjob *)&dummy_job);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	received = 0;
+	assert_int_equal(gm_remote_conn_send(wc, AM_CLAIM, &m, sizeof(m), NULL, 0), 0);
+	for (int k = 0; k < 4000 && !received; k++) {
+		gm_remote_net_progress(&wk);
+		gm_remote_net_progress(&srv);
+		poll(NULL, 0, 1);
+	}
+	assert_int_equal(received, 1);
+	gm_remote_conn_free(&wk, wc);
+	gm_remote_conn_free(&srv, ws);
+	/* the lender's session gone (it reconnected): a worker of it is refused */
+	uint8_t sid[SESSION_ID];
+	memcpy(sid, cc->sid, SESSION_ID);
+	gm_remote_conn_free(&srv, sc);
+	cx = dial_worker(p, cc, 42, sid);
+	sx = accepted(l);
+	run(&srv, sx, &wk, cx);
+	assert_true(sx->status < 0 && cx->status < 0);
+	assert_non_null(strstr(sx->why, "a session this agent does not have"));
+	assert_null(sx->c);
+	assert_null(cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	gm_remote_conn_free(&cli, cc);
+	close(l);
+}
+
+static void test_worker_for_an_unknown_job_refused_in_words(void **state)
+{
+	(void)state;
+	struct conn *sc, *cc;
+	uint16_t p;
+	agents(&sc, &cc);
+	int l = ctl_port(&p);
+	struct ctl *cx = dial_worker(p, cc, 7, NULL);
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &wk, cx);
+	assert_int_equal(sx->status, -ENOENT);
+	assert_int_equal(cx->status, -ENOENT);
+	assert_non_null(strstr(cx->why, "no such job here"));
+	assert_null(cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	gm_remote_conn_free(&cli, cc);
+	gm_remote_conn_free(&srv, sc);
+	close(l);
+}
+
+static void test_wrong_secret_refused_on_both_sides(void **state)
+{
+	(void)state;
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	struct ctl *cx = dial_agent(p, 7001);
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &bad, cx);
+	assert_true(sx->status < 0);
+	assert_true(cx->status < 0);
+	assert_non_null(strstr(sx->why, "does not know the secret"));
+	if (!strstr(cx->why, "secrets differ"))
+		fail_msg("client: %s", cx->why);
+	assert_null(sx->c);
+	assert_null(cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+}
+
+static void test_agent_not_in_peers_refused(void **state)
+{
+	(void)state;
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = 7001;
+	struct ctl *cx = dial_agent(p, 7002); /* its port is not one of --peers */
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &cli, cx);
+	assert_int_equal(sx->status, -EACCES);
+	assert_non_null(strstr(sx->why, "not one of --peers"));
+	assert_non_null(strstr(sx->why, "127.0.0.1"));
+	assert_true(cx->status < 0);
+	assert_non_null(strstr(cx->why, "does not take this host as a peer"));
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+}
+
+/* An agent that names itself with the server's own identity (a peer that
+ * holds the secret, or the agent's own dial led back to it) is refused. */
+static void test_own_identity_refused(void **state)
+{
+	(void)state;
+	uint16_t p;
+	int l = ctl_port(&p);
+	admitted[0] = p;
+	struct ctl *cx = dial_agent(p, p); /* "agent 127.0.0.1:<the server's port>" */
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &cli, cx);
+	assert_int_equal(sx->status, -EACCES);
+	assert_non_null(strstr(sx->why, "this agent's own"));
+	assert_true(cx->status < 0);
+	assert_null(cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+}
+
+/* ---- a man in the middle: relays and replays -------------------------------------- */
+
+/* Move what is readable from a to b (recorded into rec when given). */
+static void pump(int a, int b, unsigned char *rec, size_t *reclen, size_t cap)
+{
+	unsigned char buf[16384];
+	ssize_t k = recv(a, buf, sizeof(buf), MSG_DONTWAIT);
+	if (k <= 0)
+		return;
+	if (rec && *reclen + (size_t)k <= cap) {
+		memcpy(rec + *reclen, buf, (size_t)k);
+		*reclen += (size_t)k;
+	}
+	assert_int_equal(send(b, buf, (size_t)k, MSG_NOSIGNAL), k);
+}
+
+/*
+ * Reflection: the agent srv (control port P) dials a peer's address where an
+ * attacker listens (a peer that is down, a recycled address); the attacker
+ * opens its own connection to srv's control port from the peer's address and
+ * relays srv's own handshake back to it, both directions. srv's server side
+ * refuses it (its own identity; and the key of the pair A->A is not the one
+ * A->B its client used), srv's client side never gets a connection, no
+ * connection exists afterwards.
+ */
+static void test_own_handshake_relayed_back_refused(void **state)
+{
+	(void)state;
+	uint16_t p, ap;
+	int l = ctl_port(&p);
+	int al = listener(AF_INET, "127.0.0.1", &ap, 0); /* the attacker, at the peer's address */
+	admitted[0] = ap;
+	admitted[1] = p;
+	struct ctl *cx = dial_agent(ap, p); /* srv's client: "agent 127.0.0.1:P" */
+	int from_victim = -1;
+	for (int k = 0; k < 500 && from_victim < 0; k++) {
+		gm_remote_ctl_step(&srv, cx);
+		from_victim = accept4(al, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		poll(NULL, 0, 2);
+	}
+	assert_true(from_victim >= 0);
+	int to_victim = tcp_to(p);
+	struct ctl *sx = accepted(l);
+	for (int k = 0; k < 2000 && (!sx->status || !cx->status); k++) {
+		if (!cx->status)
+			gm_remote_ctl_step(&srv, cx);
+		if (!sx->status)
+			gm_remote_ctl_step(&srv, sx);
+		pump(from_victim, to_victim, NULL, NULL, 0);
+		pump(to_victim, from_victim, NULL, NULL, 0);
+		poll(NULL, 0, 1);
+	}
+	assert_true(sx->status < 0);
+	assert_true(cx->status < 0);
+	assert_null(sx->c);
+	assert_null(cx->c);
+	assert_non_null(strstr(sx->why, "127.0.0.1"));
+	assert_non_null(strstr(sx->why, "this agent's own"));
+	for (int i = 0; i < MAX_CONNS; i++)
+		assert_null(srv.conns[i]);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(from_victim);
+	close(to_victim);
+	close(al);
+	close(l);
+}
+
+/* Replay: the bytes a remote worker's client sent in a handshake that
+ * succeeded through a relay on the path (a worker's key does not name the
+ * server's address, so the relay is transparent to it), sent again on a new
+ * connection: refused, no connection made. */
+static void test_recorded_handshake_replayed_refused(void **state)
+{
+	(void)state;
+	static unsigned char rec[65536];
+	size_t reclen = 0;
+	uint16_t p, ap;
+	struct conn *sc, *cc;
+	agents(&sc, &cc);
+	int l = ctl_port(&p);
+	int al = listener(AF_INET, "127.0.0.1", &ap, 0);
+	struct ctl *cx = dial_worker(ap, cc, 42, NULL);
+	int a = -1;
+	for (int k = 0; k < 500 && a < 0; k++) {
+		gm_remote_ctl_step(&wk, cx);
+		a = accept4(al, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		poll(NULL, 0, 2);
+	}
+	assert_true(a >= 0);
+	int b = tcp_to(p);
+	struct ctl *sx = accepted(l);
+	for (int k = 0; k < 3000 && (!sx->status || !cx->status); k++) {
+		if (!cx->status)
+			gm_remote_ctl_step(&wk, cx);
+		if (!sx->status)
+			gm_remote_ctl_step(&srv, sx);
+		pump(a, b, rec, &reclen, sizeof(rec));
+		pump(b, a, NULL, NULL, 0);
+		poll(NULL, 0, 1);
+	}
+	assert_int_equal(sx->status, 1); /* the recorded handshake succeeded */
+	assert_int_equal(cx->status, 1);
+	gm_remote_conn_free(&srv, sx->c);
+	gm_remote_conn_free(&wk, cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(a);
+	close(b);
+	close(al);
+	assert_true(reclen > 0);
+	b = tcp_to(p);
+	sx = accepted(l);
+	assert_int_equal(send(b, rec, reclen, MSG_NOSIGNAL), (ssize_t)reclen);
+	for (int k = 0; k < 2000 && !sx->status; k++) {
+		unsigned char sink[16384];
+		gm_remote_ctl_step(&srv, sx);
+		(void)!recv(b, sink, sizeof(sink), MSG_DONTWAIT);
+		poll(NULL, 0, 1);
+	}
+	assert_true(sx->status < 0);
+	assert_null(sx->c);
+	for (int i = 0; i < MAX_CONNS; i++)
+		assert_true(!srv.conns[i] || srv.conns[i] == sc);
+	gm_remote_ctl_free(sx);
+	close(b);
+	gm_remote_conn_free(&cli, cc);
+	gm_remote_conn_free(&srv, sc);
 	close(l);
 }
 
@@ -557,19 +948,24 @@ int main(void)
 	    cmocka_unit_test(test_guard_again_with_a_new_set_of_addresses),
 	    cmocka_unit_test(test_guard_takes_a_v4_mapped_address_for_ipv4),
 	    cmocka_unit_test(test_guard_takes_the_longest_list),
-	    cmocka_unit_test(test_server_refuses_a_wrong_frame_before_reading_its_body),
-	    cmocka_unit_test(test_server_refuses_an_oversized_address),
-	    cmocka_unit_test(test_server_refuses_another_version_in_words),
-	    cmocka_unit_test(test_server_proves_the_secret_and_refuses_a_wrong_proof),
-	    cmocka_unit_test(test_silence_and_hangups_end_the_handshake),
-	    cmocka_unit_test(test_client_refuses_a_server_without_the_secret),
 	};
 	const struct CMUnitTest whole[] = {
-	    cmocka_unit_test(test_handshake_makes_one_endpoint_each_side),
+	    cmocka_unit_test(test_older_version_and_strangers_refused_in_words),
+	    cmocka_unit_test(test_silence_and_hangups_end_the_handshake),
+	    cmocka_unit_test(test_agents_authenticate_and_share_a_session),
+	    cmocka_unit_test(test_worker_of_a_live_session_connects_and_its_message_arrives),
 	    cmocka_unit_test(test_worker_for_an_unknown_job_refused_in_words),
+	    cmocka_unit_test(test_wrong_secret_refused_on_both_sides),
+	    cmocka_unit_test(test_agent_not_in_peers_refused),
+	    cmocka_unit_test(test_own_identity_refused),
+	    cmocka_unit_test(test_forged_identities_refused),
+	    cmocka_unit_test(test_wrong_frame_inside_tls_refused_before_its_body),
+	    cmocka_unit_test(test_hello_contradicting_its_identity_refused_in_words),
+	    cmocka_unit_test(test_own_handshake_relayed_back_refused),
+	    cmocka_unit_test(test_recorded_handshake_replayed_refused),
 	    cmocka_unit_test(test_client_prints_a_refusal_without_control_bytes),
 	};
-	int rc = cmocka_run_group_tests(guard, frames_setup, NULL);
+	int rc = cmocka_run_group_tests(guard, NULL, NULL);
 	return rc | cmocka_run_group_tests(whole, nets_setup, nets_teardown);
 }
 #else

@@ -279,6 +279,15 @@ bool gm_remote_same_agent(const struct conn *a, const struct conn *b)
 	return a->port && a->port == b->port && !strcmp(a->ip, b->ip);
 }
 
+bool gm_remote_agent_admit(void *owner, const char *ip, uint32_t port)
+{
+	const struct gm_remote *r = owner;
+	for (int p = 0; p < r->npeers; p++)
+		if (r->peers[p].used && r->peers[p].port == port && !strcmp(r->peers[p].ip, ip))
+			return true;
+	return false;
+}
+
 int gm_remote_peer_of(const struct gm_remote *r, const struct conn *c)
 {
 	if (c->peer >= 0)

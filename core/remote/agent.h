@@ -187,6 +187,9 @@ int gm_remote_agent_discover(struct gm_remote *r, uint32_t refresh_ms, char *err
 void gm_remote_agent_reload(struct gm_remote *r);
 int gm_remote_agent_listen(struct gm_remote *r, const char *addr, char *err, size_t errlen);
 void gm_remote_agent_unlisten(void *owner);
+/* Whether the agent at ip (numeric) with control port port is one of --peers
+ * (the control port's admission of an agent's TLS identity, ctl.h). */
+bool gm_remote_agent_admit(void *owner, const char *ip, uint32_t port);
 void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,
 			    size_t len, bool rndv);
 void gm_remote_agent_service(struct gm_remote *r);

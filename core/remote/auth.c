@@ -1,16 +1,16 @@
 /*
- * auth.c - shared-secret peer authentication for node agents (auth.h).
+ * auth.c - the group secret of node agents and the keys derived from it (auth.h).
  *
  * The idea: the secret file is checked the way ssh checks a private key (a
  * regular file of ours that nobody else can read or write), then hashed with
  * SHA-256 so that any length of content gives a fixed 32-byte HMAC key. All
  * checks run on the open descriptor (fstat, not stat), so the file that was
- * checked is the file that is read. Proofs are HMAC-SHA256 over a role string
- * and two nonces; verification compares in constant time.
+ * checked is the file that is read. Keys for connections are derived from it
+ * with HKDF-SHA256 (RFC 5869), never used as they are.
  *
  * It deliberately does not do any I/O beyond reading the secret file: the
- * messages of the exchange are the caller's, and so is the decision of what
- * to do with a peer that fails.
+ * handshake is TLS's (tls.c), and so is the decision of what to do with a peer
+ * that fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/sha.h>
 
 #include "auth.h"
@@ -162,39 +162,35 @@ int gm_auth_nonce(uint8_t n[GM_AUTH_NONCE])
 	return 0;
 }
 
-int gm_auth_proof(const struct gm_auth_key *k, const char *role,
-		  const uint8_t challenge[GM_AUTH_NONCE], const uint8_t own[GM_AUTH_NONCE],
-		  uint8_t out[GM_AUTH_PROOF])
+int gm_auth_derive(const struct gm_auth_key *k, const char *salt, const void *info, size_t infolen,
+		   struct gm_auth_key *out)
 {
-	unsigned char msg[GM_AUTH_ROLE_MAX + 2 * GM_AUTH_NONCE];
-	size_t rl = strnlen(role, GM_AUTH_ROLE_MAX + 1);
-	unsigned int outlen = 0;
+	size_t sl = strnlen(salt, GM_AUTH_INFO_MAX + 1), len = 32;
+	EVP_PKEY_CTX *pc = NULL;
+	int rc = -EIO;
 
-	memset(out, 0, GM_AUTH_PROOF);
-	if (rl > GM_AUTH_ROLE_MAX || k->len == 0 || k->len > sizeof(k->key))
+	memset(out, 0, sizeof(*out));
+	if (k->len == 0 || k->len > sizeof(k->key) || sl > GM_AUTH_INFO_MAX ||
+	    infolen > GM_AUTH_INFO_MAX)
 		return -EINVAL;
-	/* One buffer and the one-shot HMAC(): the same call in OpenSSL 1.1 and
-	 * 3 (HMAC_CTX is deprecated in 3, EVP_MAC absent in 1.1). The message is
-	 * unambiguous although the role's length varies: both nonces have a
-	 * fixed length and come last. */
-	memcpy(msg, role, rl);
-	memcpy(msg + rl, challenge, GM_AUTH_NONCE);
-	memcpy(msg + rl + GM_AUTH_NONCE, own, GM_AUTH_NONCE);
-	if (!HMAC(EVP_sha256(), k->key, (int)k->len, msg, rl + 2 * GM_AUTH_NONCE, out, &outlen) ||
-	    outlen != GM_AUTH_PROOF) {
-		memset(out, 0, GM_AUTH_PROOF);
-		return -EIO;
+	/* EVP_PKEY's HKDF: the same calls in OpenSSL 1.1.1 and 3 (EVP_KDF is 3's
+	 * only). */
+	pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	if (pc && EVP_PKEY_derive_init(pc) > 0 && EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0 &&
+	    EVP_PKEY_CTX_set1_hkdf_salt(pc, (const unsigned char *)salt, (int)sl) > 0 &&
+	    EVP_PKEY_CTX_set1_hkdf_key(pc, k->key, (int)k->len) > 0 &&
+	    EVP_PKEY_CTX_add1_hkdf_info(pc, info, (int)infolen) > 0 &&
+	    EVP_PKEY_derive(pc, out->key, &len) > 0 && len == 32) {
+		out->len = 32;
+		rc = 0;
 	}
-	return 0;
+	EVP_PKEY_CTX_free(pc);
+	if (rc)
+		gm_auth_wipe(out);
+	return rc;
 }
 
-bool gm_auth_verify(const struct gm_auth_key *k, const char *role,
-		    const uint8_t challenge[GM_AUTH_NONCE], const uint8_t own[GM_AUTH_NONCE],
-		    const uint8_t proof[GM_AUTH_PROOF])
+void gm_auth_wipe(struct gm_auth_key *k)
 {
-	uint8_t want[GM_AUTH_PROOF];
-	bool ok = gm_auth_proof(k, role, challenge, own, want) == 0 &&
-		  CRYPTO_memcmp(want, proof, GM_AUTH_PROOF) == 0;
-	OPENSSL_cleanse(want, sizeof(want));
-	return ok;
+	OPENSSL_cleanse(k, sizeof(*k));
 }

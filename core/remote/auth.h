@@ -1,32 +1,24 @@
 /*
- * auth.h - peer authentication by a shared secret (issue 12): two node agents
- * that hold the same secret file (`goldminer node --secret FILE`) prove it to
- * each other before either acts on the other's requests.
+ * auth.h - the shared secret of a group of node agents (`goldminer node
+ * --secret FILE`): loaded and checked like an ssh private key, and the keys
+ * derived from it.
  *
- * The exchange it supports is a mutual challenge-response over any channel
- * (the agents' first UCX messages):
+ * The secret itself never keys a connection. The control port (tls.h, ctl.h)
+ * speaks TLS 1.3 with an external pre-shared key, and a key shared by a whole
+ * group is open to reflection in TLS 1.3 (the Selfie attack, Drucker and
+ * Gueron, 2019: a party that plays both roles with one key can be made to
+ * answer its own handshake). So every connection's key is derived with
+ * gm_auth_derive (HKDF-SHA256) from the group secret and both ends'
+ * identities, client first: agent A dialling B uses K(A, B), B dialling A
+ * K(B, A), and no agent ever holds a key under which it would accept a
+ * handshake it started itself. An earlier, home-made HMAC challenge-response
+ * in this place bound neither identity and was reflectable; it is gone.
  *
- *     client -> server   nonce_c                                  (32 random bytes)
- *     server -> client   nonce_s, proof("server", nonce_c, nonce_s)
- *     client             verify("server", nonce_c, nonce_s, proof): else hang up
- *     client -> server   proof("client", nonce_s, nonce_c)
- *     server             verify("client", nonce_s, nonce_c, proof): else hang up
- *
- * where proof(role, a, b) = HMAC-SHA256(key, role || a || b). Each side
- * proves knowledge of the key over a nonce it did not choose, so a recorded
- * exchange cannot be replayed (fresh nonces each time); the role string makes
- * a server's proof useless as a client's answer, so a peer cannot reflect a
- * challenge back to the side that issued it and have it answer itself. The
- * secret itself never crosses the wire. The first nonce after the role is
- * always the challenge (the one the verifying side chose), the second the
- * prover's own.
- *
- * Not here: transport, message framing, which hosts may connect (the agent
- * checks --peers), encryption of the traffic that follows (the channel is
- * authenticated at its start, not protected afterwards). Built with OpenSSL's
- * libcrypto, so it is NOT in libgoldminer: it is part of the remote-workers
- * plugin (core/remote/, libgoldminer-remote.so), a private header that is not
- * installed; tests/test_auth.c links its object with -lcrypto.
+ * Not here: TLS, identities and which peers are admitted (tls.c, ctl.c,
+ * agent.c). Built with OpenSSL's libcrypto, so it is NOT in libgoldminer: it
+ * is part of the remote-workers plugin (core/remote/, libgoldminer-remote.so),
+ * a private header that is not installed; tests/test_auth.c links its object
+ * with -lcrypto.
  *
  * Threads: every function is pure or uses only its arguments; safe from any
  * thread.
@@ -38,11 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_AUTH_NONCE	 32   /* bytes of a nonce */
-#define GM_AUTH_PROOF	 32   /* bytes of a proof (HMAC-SHA256) */
+#define GM_AUTH_NONCE	 32   /* bytes of gm_auth_nonce's randomness */
 #define GM_AUTH_MIN	 16   /* a secret file holds at least this many bytes ... */
 #define GM_AUTH_MAX	 4096 /* ... and at most this many (one trailing \n not counted) */
-#define GM_AUTH_ROLE_MAX 128  /* the longest role string gm_auth_proof takes */
+#define GM_AUTH_INFO_MAX 512  /* the longest salt or info gm_auth_derive takes */
 
 /* A loaded secret: the SHA-256 of the file's contents (len 32). The array is
  * larger so a future derivation can change the length without changing the
@@ -68,28 +59,23 @@ struct gm_auth_key {
 int gm_auth_load(struct gm_auth_key *k, const char *path, char *err, size_t errlen);
 
 /* Fill n with GM_AUTH_NONCE bytes from the kernel's CSPRNG (getrandom,
- * retried on EINTR). Returns 0 or -errno (-ENOSYS on a kernel without
- * getrandom); n must not be used then. */
+ * retried on EINTR): job tokens and the like. Returns 0 or -errno (-ENOSYS on
+ * a kernel without getrandom); n must not be used then. */
 int gm_auth_nonce(uint8_t n[GM_AUTH_NONCE]);
 
 /*
- * out = HMAC-SHA256(k, role || challenge || own), role without its NUL:
- * challenge is the nonce the peer sent (the one that will verify), own the
- * nonce this side chose. role is
- * "server" or "client" in the exchange above (at most GM_AUTH_ROLE_MAX bytes).
- * Returns 0, -EINVAL (role too long, key empty) or -EIO (libcrypto failed);
- * out is zeroed on error.
+ * out = HKDF-SHA256 (RFC 5869) with ikm the bytes of k, the salt string salt
+ * (without its NUL) and info (infolen bytes): 32 bytes, out->len 32. The
+ * control port's keys are made so (tls.h): one per ordered pair of agents
+ * from the group secret, one per remote worker from its home session's
+ * exported secret; never the group secret itself. Returns 0, -EINVAL (k
+ * empty, salt or info too long) or -EIO (libcrypto failed); *out is zeroed on
+ * error.
  */
-int gm_auth_proof(const struct gm_auth_key *k, const char *role,
-		  const uint8_t challenge[GM_AUTH_NONCE], const uint8_t own[GM_AUTH_NONCE],
-		  uint8_t out[GM_AUTH_PROOF]);
+int gm_auth_derive(const struct gm_auth_key *k, const char *salt, const void *info, size_t infolen,
+		   struct gm_auth_key *out);
 
-/* Whether proof == gm_auth_proof(k, role, challenge, own), compared in
- * constant time (CRYPTO_memcmp): the verifier passes its own nonce as
- * challenge and the peer's as own. False also when the proof cannot be
- * computed. */
-bool gm_auth_verify(const struct gm_auth_key *k, const char *role,
-		    const uint8_t challenge[GM_AUTH_NONCE], const uint8_t own[GM_AUTH_NONCE],
-		    const uint8_t proof[GM_AUTH_PROOF]);
+/* Wipe a key (OPENSSL_cleanse: the compiler keeps the stores). */
+void gm_auth_wipe(struct gm_auth_key *k);
 
 #endif

@@ -38,8 +38,8 @@ struct msg_row {
 static const struct msg_row msg_rows[AM_N] = {
 	/*  message      header       payload  over UCX */
 	ROW(AM_HELLO,     m_hello,     false,   false),
-	ROW(AM_CHALLENGE, m_challenge, false,   false),
-	ROW(AM_AUTH,      m_auth,      false,   false),
+	[AM_CHALLENGE] = {0, false, false}, /* ids kept, messages gone (version 6) */
+	[AM_AUTH]      = {0, false, false},
 	ROW(AM_WELCOME,   m_welcome,   false,   false),
 	ROW(AM_LEND,      m_lend,      true,    true),
 	ROW(AM_LENT,      m_lent,      false,   true),

@@ -17,9 +17,10 @@
  * peer-failure detection are UCX's.
  *
  * A connection's endpoint is made only after the handshake on the control port
- * (ctl.c), to the worker address the other side sent there: no UCX listener
- * exists, and nothing arrives over UCX from anyone who did not prove the
- * secret (the handshake's messages themselves are refused if they come so).
+ * (ctl.c, TLS with a pre-shared key), to the worker address the other side
+ * sent inside TLS: no UCX listener exists, and nothing arrives over UCX from
+ * an endpoint that was not made so (the handshake's messages themselves are
+ * refused if they come over UCX).
  *
  * Not here: the control port and the handshake (ctl.c), accepting and --peers
  * (agent.c), what a message means (the owner's on_msg).
@@ -35,9 +36,12 @@
 
 #include <sys/epoll.h>
 
+#include <openssl/crypto.h>
+
 #include "check.h"
 #include "ctl.h"
 #include "msg.h"
+#include "tls.h"
 #include "goldminer/util.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -186,6 +190,7 @@ void gm_remote_conn_free(struct gm_remote_net *n, struct conn *c)
 		if (n->conns[i] == c)
 			n->conns[i] = NULL;
 	free(c->pub_data);
+	OPENSSL_cleanse(c->xs, sizeof(c->xs));
 	free(c);
 }
 
@@ -291,8 +296,12 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 	 * user's own UCX_* settings win (overwrite 0). */
 	setenv("UCX_TCP_TX_SEG_SIZE", "64k", 0);
 	setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
+	int rc = gm_remote_tls_init(&n->tls_cli, &n->tls_srv, err, errlen);
+	if (rc)
+		return rc;
 	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
 	if (st != UCS_OK) {
+		gm_remote_tls_fini(&n->tls_cli, &n->tls_srv);
 		gm_errf(err, errlen, "UCX configuration (UCX_* environment): %s",
 			ucs_status_string(st));
 		return gm_remote_st_errno(st);
@@ -302,11 +311,12 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 	st = ucp_init(&p, cfg, &n->ctx);
 	ucp_config_release(cfg);
 	if (st != UCS_OK) {
+		gm_remote_tls_fini(&n->tls_cli, &n->tls_srv);
 		gm_errf(err, errlen, "ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
 			ucs_status_string(st));
 		return gm_remote_st_errno(st);
 	}
-	int rc = gm_remote_net_worker(n, &n->w, err, errlen);
+	rc = gm_remote_net_worker(n, &n->w, err, errlen);
 	if (!rc && wakeup && ucp_worker_get_efd(n->w, &n->efd) != UCS_OK)
 		rc = -EIO;
 	if (rc) {
@@ -452,4 +462,5 @@ void gm_remote_net_fini(struct gm_remote_net *n)
 		ucp_cleanup(n->ctx);
 	n->w = NULL;
 	n->ctx = NULL;
+	gm_remote_tls_fini(&n->tls_cli, &n->tls_srv);
 }

@@ -33,7 +33,7 @@
 #include "msg.h"
 
 #define MAX_CONNS   256
-#define AUTH_MS	    5000 /* a connection must prove the secret within this */
+#define AUTH_MS	    5000 /* a connection must finish its handshake within this */
 #define NET_ALLOWED 64	 /* addresses UCX's own listening sockets admit */
 #define NET_GUARDED 64	 /* UCX listening sockets remembered, to guard them again */
 
@@ -55,8 +55,11 @@ struct conn {
 	int64_t heard_ms;   /* its last message (or its making): its liveness (agent.c) */
 	uint32_t port;	    /* the other agent's control port (a worker's: its lender's) */
 	struct m_beat beat; /* an agent's last heartbeat (seq 0: none yet) */
-	char why[256];	    /* why it died */
-	int peer;	    /* index in peers[] for an outgoing agent connection, else -1 */
+	/* the TLS session it was made in (tls.h): its id and exported secret
+	 * (an agent's: the remote workers it lends for us, or we for it, prove it) */
+	uint8_t sid[SESSION_ID], xs[SESSION_KEY];
+	char why[256]; /* why it died */
+	int peer;      /* index in peers[] for an outgoing agent connection, else -1 */
 	/* a remote worker's connection at its home */
 	uint64_t token;
 	struct hjob *job;
@@ -97,7 +100,8 @@ struct gm_remote_net {
 	ucp_worker_h w; /* the main one: every incoming connection's */
 	int efd;	/* its event fd, -1: none */
 	int epfd;	/* an epoll set every worker's event fd joins (-1: none; the agent's) */
-	struct gm_auth_key key;
+	struct gm_auth_key key; /* the group secret's (an agent), its own (a remote worker) */
+	struct ssl_ctx_st *tls_cli, *tls_srv; /* the control port's TLS contexts (tls.h) */
 	/* the only sources UCX's own listening sockets admit (ctl.h, the guard) */
 	char allowed[NET_ALLOWED][INET6_ADDRSTRLEN];
 	int nallowed;
@@ -113,6 +117,9 @@ struct gm_remote_net {
 	gm_remote_on_msg_fn *on_msg;
 	struct hjob *(*job_of)(void *owner, uint64_t token);
 	void (*unlisten)(void *owner); /* close the owner's listener, if it has one */
+	/* whether the agent at ip with control port port is one of --peers (NULL:
+	 * any; an agent's own handshake checks the rest, ctl.h) */
+	bool (*admit)(void *owner, const char *ip, uint32_t port);
 	void *owner;
 };
 

@@ -1,15 +1,19 @@
 /*
  * ctl.c - the remote plugin's control port (ctl.h): a plain TCP listener of
- * ours on --listen, the handshake over it (auth.h's proofs), the exchange of
- * UCX worker addresses that follows, and the guard on UCX's own listening
- * sockets.
+ * ours on --listen, TLS 1.3 with per-pair pre-shared keys over it (tls.h), the
+ * exchange of UCX worker addresses inside TLS that follows, and the guard on
+ * UCX's own listening sockets.
  *
- * The idea: nothing of UCX is reachable before a peer has proved the secret.
- * A connection is a small state machine driven by its socket's readiness
- * (never blocking): each frame's header is checked (the type the state waits
- * for, the exact length) before its body is read into a fixed buffer, and
- * the whole exchange must end within AUTH_MS of the connection's start, so a
- * silent or slow-dripping connection is closed whatever it sends.
+ * The idea: nothing of UCX is reachable before a peer has proved the secret,
+ * by a standard protocol. A connection is a small state machine driven by its
+ * socket's readiness (never blocking): a server first looks at one byte (TLS,
+ * or an older goldminer's frame: refused in words), then OpenSSL runs the
+ * handshake, asking server_psk for the key of the identity the client
+ * presents (who may connect is decided there, before any key is used); inside
+ * TLS each frame's header is checked (the type the state waits for, the
+ * length) before its body is read into a fixed buffer, and the whole exchange
+ * must end within AUTH_MS of the connection's start, so a silent or
+ * slow-dripping connection is closed whatever it sends.
  *
  * Not here: the source-address check and the limits on connections (agent.c,
  * which knows --peers and counts them), what a connection carries afterwards
@@ -22,7 +26,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +36,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
 
 #include "auth.h"
 #include "check.h"
@@ -68,8 +77,11 @@ int gm_remote_ctl_listen(const char *addr, int *fd, uint16_t *port, char *err, s
 static struct ctl *ctl_new(int fd, const char *ip)
 {
 	struct ctl *x = calloc(1, sizeof(*x));
+	int one = 1;
 	if (!x)
 		return NULL;
+	/* the handshake's small records leave at once, not after a delayed ACK */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	x->fd = fd;
 	x->peer = -1;
 	x->since_ms = now_ms();
@@ -77,14 +89,24 @@ static struct ctl *ctl_new(int fd, const char *ip)
 	return x;
 }
 
+static int server_psk(struct tls_side *t, const char *id, struct gm_auth_key *key);
+
 struct ctl *gm_remote_ctl_accepted(int fd, const char *ip)
 {
 	struct ctl *x = ctl_new(fd, ip);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
 	if (!x) {
 		close(fd);
 		return NULL;
 	}
-	x->want = CTL_HELLO;
+	/* who this agent is to the client: the address it connected to (our
+	 * identity in the pair's key, and the one a client must not present) */
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) ||
+	    gm_remote_tls_agent_id(x->self_id, sizeof(x->self_id), (struct sockaddr *)&ss,
+				   ntohs(((struct sockaddr_in *)&ss)->sin_port)) < 0)
+		x->self_id[0] = '\0'; /* (not an IP socket: no agent can be admitted) */
+	x->tls.psk = server_psk;
 	return x;
 }
 
@@ -92,11 +114,13 @@ void gm_remote_ctl_free(struct ctl *x)
 {
 	if (!x)
 		return;
+	SSL_free(x->ssl);
 	if (x->fd >= 0)
 		close(x->fd);
 	if (x->own_w && x->w)
 		ucp_worker_destroy(x->w);
-	memset(x->mine, 0, sizeof(x->mine));
+	gm_auth_wipe(&x->tls.key);
+	OPENSSL_cleanse(x->xs, sizeof(x->xs));
 	free(x);
 }
 
@@ -126,14 +150,13 @@ int gm_remote_ctl_dial(const char *addr, int role, uint64_t token, ucp_worker_h 
 	x->role = role;
 	x->token = token;
 	x->w = w;
-	x->want = CTL_CHALLENGE;
 	*out = x;
 	return 0;
 }
 
 short gm_remote_ctl_events(const struct ctl *x)
 {
-	return (short)(x->connecting || x->outoff < x->outlen ? POLLOUT : POLLIN);
+	return (short)(x->connecting || x->want_write || x->outoff < x->outlen ? POLLOUT : POLLIN);
 }
 
 static void ctl_fail(struct ctl *x, int rc, const char *fmt, ...)
@@ -162,40 +185,78 @@ static void ctl_put(struct ctl *x, enum ctl_type type, const void *m, size_t mle
 	x->outoff = 0;
 }
 
-/* ---- the handshake's frames -------------------------------------------------- */
+/* ---- who may connect: the server's choice of key -------------------------------- */
 
-static void on_hello(struct gm_remote_net *n, struct ctl *x, const struct m_hello *h)
+/* The live agent connection of session sid from ip (a remote worker's lender). */
+static struct conn *session_of(struct gm_remote_net *n, const uint8_t sid[SESSION_ID],
+			       const char *ip)
 {
-	struct m_challenge ch;
-	if (h->magic == MSG_MAGIC && h->version != MSG_VERSION) {
-		ctl_fail(x, -EPROTO,
-			 "refused %s: it speaks the remote protocol version %u, this agent %u "
-			 "(goldminer %s): run the same goldminer on every host",
-			 x->ip, h->version, MSG_VERSION, gm_version());
-		return;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = n->conns[i];
+		if (c && c->st == C_OK && c->role == ROLE_AGENT && !strcmp(c->ip, ip) &&
+		    !CRYPTO_memcmp(c->sid, sid, SESSION_ID))
+			return c;
 	}
-	if (h->magic != MSG_MAGIC || (h->role != ROLE_AGENT && h->role != ROLE_WORKER)) {
-		ctl_fail(x, -EPROTO, "refused %s: not a goldminer %s peer (bad hello)", x->ip,
-			 gm_version());
-		return;
-	}
-	x->role = (int)h->role;
-	x->token = h->token;
-	x->port = h->port; /* (a number only: matched against the peers' ports) */
-	memcpy(x->theirs, h->nonce, sizeof(x->theirs));
-	if (gm_auth_nonce(x->mine) ||
-	    gm_auth_proof(&n->key, SERVER_ROLE, x->theirs, x->mine, ch.proof)) {
-		ctl_fail(x, -EIO, "no randomness for a nonce");
-		return;
-	}
-	memcpy(ch.nonce, x->mine, sizeof(ch.nonce));
-	ctl_put(x, CTL_CHALLENGE, &ch, sizeof(ch), NULL, 0);
-	x->want = CTL_AUTH;
+	return NULL;
 }
 
+/* The key for a client that names itself id (tls.h), or a refusal in t->why:
+ * another version; an agent whose identity is not its connection's source, is
+ * this agent's own (a reflected handshake) or is not one of --peers; a remote
+ * worker for a session this agent does not have with that address. */
+static int server_psk(struct tls_side *t, const char *id, struct gm_auth_key *key)
+{
+	struct ctl *x = (struct ctl *)((char *)t - offsetof(struct ctl, tls));
+	struct gm_remote_net *n = x->n;
+	struct tls_id who;
+	const char *why = NULL;
+	int rc = gm_remote_tls_parse_id(id, strlen(id), &who);
+	memset(key, 0, sizeof(*key));
+	if (rc == -EPROTONOSUPPORT) {
+		t->status = -EPROTO;
+		gm_errf(t->why, sizeof(t->why),
+			"refused %s: another goldminer version (it speaks the remote protocol %u, "
+			"this agent %u: goldminer %s): run the same goldminer on every host",
+			x->ip, who.version, MSG_VERSION, gm_version());
+		return t->status;
+	}
+	if (rc)
+		why = "not a goldminer peer (its TLS identity is not ours)";
+	else if (who.role == ROLE_AGENT && strcmp(who.ip, x->ip))
+		why = "its identity names another address";
+	else if (who.role == ROLE_AGENT && (!x->self_id[0] || !strcmp(id, x->self_id)))
+		why = "its identity is this agent's own (its own handshake sent back to it)";
+	else if (who.role == ROLE_AGENT && n->admit && !n->admit(n->owner, who.ip, who.port))
+		why = "its address and port are not one of --peers";
+	else if (who.role == ROLE_WORKER && !session_of(n, who.sid, x->ip))
+		why = "a remote worker for a session this agent does not have with that host "
+		      "(its lender reconnected or is gone)";
+	if (why) {
+		t->status = -EACCES;
+		gm_errf(t->why, sizeof(t->why), "refused %s: %s (it names itself '%s')", x->ip, why,
+			id);
+		return t->status;
+	}
+	x->role = who.role;
+	if (who.role == ROLE_WORKER) {
+		x->token = who.token;
+		memcpy(x->sid, who.sid, sizeof(x->sid));
+		rc = gm_remote_tls_worker_key(session_of(n, who.sid, x->ip)->xs, id, key);
+	} else {
+		x->port = who.port;
+		rc = gm_remote_tls_agent_key(&n->key, id, x->self_id, key);
+	}
+	if (rc) {
+		t->status = rc;
+		gm_errf(t->why, sizeof(t->why), "refused %s: no key (%s)", x->ip, strerror(-rc));
+	}
+	return rc;
+}
+
+/* ---- the handshake ------------------------------------------------------------ */
+
 /* Our worker's address after a message m into x->out (0 or -errno). */
-static int put_with_address(struct gm_remote_net *n, struct ctl *x, enum ctl_type type,
-			    const void *m, size_t mlen)
+static int put_with_address(struct ctl *x, enum ctl_type type, const void *m, size_t mlen)
 {
 	ucp_address_t *a = NULL;
 	size_t alen = 0;
@@ -208,36 +269,28 @@ static int put_with_address(struct gm_remote_net *n, struct ctl *x, enum ctl_typ
 	}
 	ctl_put(x, type, m, mlen, a, alen);
 	ucp_worker_release_address(x->w, a);
-	(void)n;
 	return 0;
 }
 
-static void on_challenge(struct gm_remote_net *n, struct ctl *x, const struct m_challenge *ch)
+/* The client's HELLO, once TLS has authenticated the server (our worker made
+ * first when the connection is to have its own). */
+static void send_hello(struct gm_remote_net *n, struct ctl *x)
 {
-	struct m_auth a;
 	char err[256];
-	int rc;
-	if (!gm_auth_verify(&n->key, SERVER_ROLE, x->mine, ch->nonce, ch->proof)) {
-		ctl_fail(x, -EACCES,
-			 "%s does not know the secret (its proof is wrong): check --secret on "
-			 "both hosts",
-			 x->ip);
-		return;
-	}
-	memcpy(x->theirs, ch->nonce, sizeof(x->theirs));
-	if (gm_auth_proof(&n->key, CLIENT_ROLE, x->theirs, x->mine, a.proof)) {
-		ctl_fail(x, -EIO, "cannot compute a proof");
-		return;
-	}
+	struct m_hello h = {.magic = MSG_MAGIC,
+			    .version = MSG_VERSION,
+			    .role = (uint32_t)x->role,
+			    .port = x->port,
+			    .token = x->token};
 	if (!x->w) { /* an agent's connection to a peer: a worker of its own */
-		rc = gm_remote_net_worker(n, &x->w, err, sizeof(err));
+		int rc = gm_remote_net_worker(n, &x->w, err, sizeof(err));
 		if (rc) {
 			ctl_fail(x, rc, "%s", err);
 			return;
 		}
 		x->own_w = true;
 	}
-	rc = put_with_address(n, x, CTL_AUTH, &a, sizeof(a));
+	int rc = put_with_address(x, CTL_HELLO, &h, sizeof(h));
 	if (rc)
 		ctl_fail(x, rc, "our UCX worker address: %s", strerror(-rc));
 	x->want = CTL_WELCOME;
@@ -257,6 +310,8 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 	c->peer = x->peer;
 	c->port = x->client ? 0 : x->port;
 	c->w = x->w;
+	memcpy(c->sid, x->sid, sizeof(c->sid));
+	memcpy(c->xs, x->xs, sizeof(c->xs));
 	int rc = gm_remote_conn_ep(n, c, addr, alen);
 	if (rc) {
 		gm_errf(why, wl, "no UCX endpoint to its worker address: %s", strerror(-rc));
@@ -269,30 +324,47 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 	return c;
 }
 
-static void on_auth(struct gm_remote_net *n, struct ctl *x, const unsigned char *body, size_t len)
+/* A HELLO inside TLS: its version, its role against the identity's. */
+static int hello_refusal(const struct ctl *x, const struct m_hello *h, struct m_welcome *wm)
 {
-	struct m_auth a;
-	struct m_welcome wm = {0};
-	memcpy(&a, body, sizeof(a));
-	x->want = 0; /* nothing more is read */
-	if (!gm_auth_verify(&n->key, CLIENT_ROLE, x->mine, x->theirs, a.proof)) {
-		wm.status = -EACCES;
-		snprintf(wm.msg, sizeof(wm.msg), "refused: wrong secret");
-		ctl_put(x, CTL_WELCOME, &wm, sizeof(wm), NULL, 0);
-		ctl_fail(x, -EACCES, "refused %s: it does not know the secret", x->ip);
-		return;
+	if (h->magic != MSG_MAGIC || h->version != MSG_VERSION) {
+		snprintf(
+		    wm->msg, sizeof(wm->msg),
+		    "refused: another goldminer version (remote protocol %u here, goldminer %s)",
+		    MSG_VERSION, gm_version());
+		return -EPROTO;
 	}
+	if (h->role != (uint32_t)x->role || (x->role == ROLE_WORKER && h->token != x->token)) {
+		snprintf(wm->msg, sizeof(wm->msg), "refused: its hello contradicts its identity");
+		return -EPROTO;
+	}
+	if (x->role == ROLE_AGENT && h->port != x->port) {
+		snprintf(wm->msg, sizeof(wm->msg), "refused: its hello names another port");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void on_hello(struct gm_remote_net *n, struct ctl *x, const unsigned char *body, size_t len)
+{
+	struct m_hello h;
+	struct m_welcome wm = {0};
+	memcpy(&h, body, sizeof(h));
+	x->want = 0; /* nothing more is read */
 	struct hjob *job = NULL;
-	if (x->role == ROLE_WORKER) {
+	wm.status = hello_refusal(x, &h, &wm);
+	if (!wm.status && x->role == ROLE_WORKER) {
 		job = n->job_of ? n->job_of(n->owner, x->token) : NULL;
 		if (!job) {
 			wm.status = -ENOENT;
 			snprintf(wm.msg, sizeof(wm.msg), "no such job here (it ended)");
 		}
 	}
+	if (x->role == ROLE_WORKER)
+		x->port = h.port; /* (a number only: its lender's, as the lender said) */
 	x->w = n->w;
 	if (!wm.status &&
-	    !(x->c = make_conn(n, x, body + sizeof(a), len - sizeof(a), wm.msg, sizeof(wm.msg))))
+	    !(x->c = make_conn(n, x, body + sizeof(h), len - sizeof(h), wm.msg, sizeof(wm.msg))))
 		wm.status = -EAGAIN;
 	if (wm.status) {
 		ctl_put(x, CTL_WELCOME, &wm, sizeof(wm), NULL, 0);
@@ -301,7 +373,7 @@ static void on_auth(struct gm_remote_net *n, struct ctl *x, const unsigned char 
 		return;
 	}
 	x->c->job = job;
-	int rc = put_with_address(n, x, CTL_WELCOME, &wm, sizeof(wm));
+	int rc = put_with_address(x, CTL_WELCOME, &wm, sizeof(wm));
 	if (rc) { /* the endpoint exists: UCX tells the peer when it closes */
 		gm_remote_conn_kill(x->c, "our UCX worker address: %s", strerror(-rc));
 		ctl_fail(x, rc, "our UCX worker address: %s", strerror(-rc));
@@ -346,11 +418,7 @@ static bool frame_ok(const struct ctl *x, uint32_t type, uint32_t len)
 		return false;
 	switch (type) {
 	case CTL_HELLO:
-		return len == sizeof(struct m_hello);
-	case CTL_CHALLENGE:
-		return len == sizeof(struct m_challenge);
-	case CTL_AUTH:
-		return len > sizeof(struct m_auth) && len <= sizeof(struct m_auth) + CTL_ADDR_MAX;
+		return len > sizeof(struct m_hello) && len <= sizeof(struct m_hello) + CTL_ADDR_MAX;
 	case CTL_WELCOME:
 		return len >= sizeof(struct m_welcome) &&
 		       len <= sizeof(struct m_welcome) + CTL_ADDR_MAX;
@@ -361,28 +429,25 @@ static bool frame_ok(const struct ctl *x, uint32_t type, uint32_t len)
 
 static void on_frame(struct gm_remote_net *n, struct ctl *x)
 {
-	union {
-		struct m_hello hello;
-		struct m_challenge ch;
-	} m;
 	size_t len = x->hdr[1];
 	x->got = 0;
-	switch (x->want) {
-	case CTL_HELLO:
-		memcpy(&m.hello, x->in, sizeof(m.hello));
-		on_hello(n, x, &m.hello);
-		break;
-	case CTL_CHALLENGE:
-		memcpy(&m.ch, x->in, sizeof(m.ch));
-		on_challenge(n, x, &m.ch);
-		break;
-	case CTL_AUTH:
-		on_auth(n, x, x->in, len);
-		break;
-	case CTL_WELCOME:
+	if (x->want == CTL_HELLO)
+		on_hello(n, x, x->in, len);
+	else if (x->want == CTL_WELCOME)
 		on_welcome(n, x, x->in, len);
-		break;
-	}
+}
+
+static void ctl_closed(struct ctl *x)
+{
+	char tls[200];
+	gm_remote_tls_why(tls, sizeof(tls), x->client);
+	if (x->tls.status)
+		ctl_fail(x, x->tls.status, "%s", x->tls.why);
+	else if (tls[0])
+		ctl_fail(x, x->client ? -EACCES : -EPROTO, "%s %s: %s",
+			 x->client ? "handshake with" : "refused", x->ip, tls);
+	else
+		ctl_fail(x, -ECONNRESET, "%s closed the connection during the handshake", x->ip);
 }
 
 /* Read what has come, one frame at a time: the header, checked, then its body. */
@@ -394,13 +459,13 @@ static void ctl_read(struct gm_remote_net *n, struct ctl *x)
 		    in_hdr ? sizeof(x->hdr) - x->got : sizeof(x->hdr) + x->hdr[1] - x->got;
 		unsigned char *dst =
 		    in_hdr ? (unsigned char *)x->hdr + x->got : x->in + (x->got - sizeof(x->hdr));
-		ssize_t k = recv(x->fd, dst, need, 0);
-		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-			ctl_fail(x, -ECONNRESET, "%s closed the connection during the handshake",
-				 x->ip);
+		ERR_clear_error();
+		int k = gm_remote_tls_io(x->ssl, SSL_read(x->ssl, dst, (int)need), &x->want_write);
+		if (k < 0) {
+			ctl_closed(x);
 			return;
 		}
-		if (k < 0)
+		if (k == 0)
 			return;
 		x->got += (size_t)k;
 		if (in_hdr && x->got == sizeof(x->hdr) && !frame_ok(x, x->hdr[0], x->hdr[1])) {
@@ -418,26 +483,33 @@ static void ctl_read(struct gm_remote_net *n, struct ctl *x)
 static void ctl_write(struct ctl *x)
 {
 	while (x->outoff < x->outlen) {
-		ssize_t k = send(x->fd, x->out + x->outoff, x->outlen - x->outoff, MSG_NOSIGNAL);
-		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		ERR_clear_error();
+		int k = gm_remote_tls_io(
+		    x->ssl, SSL_write(x->ssl, x->out + x->outoff, (int)(x->outlen - x->outoff)),
+		    &x->want_write);
+		if (k == 0)
 			return;
-		if (k <= 0) {
+		if (k < 0) {
 			if (x->close_when_sent) /* the endpoint exists: UCX takes it from here */
 				x->status = 1;
-			ctl_fail(x, -ECONNRESET, "%s closed the connection during the handshake",
-				 x->ip);
+			ctl_closed(x);
 			return;
 		}
 		x->outoff += (size_t)k;
 	}
+	x->want_write = false;
 	if (x->close_when_sent)
 		x->status = 1;
 }
 
+/* A client's connect() completed: its identity and key, then its TLS. */
 static void ctl_connected(struct gm_remote_net *n, struct ctl *x)
 {
 	struct pollfd p = {.fd = x->fd, .events = POLLOUT};
-	int e = 0;
+	struct sockaddr_storage me, them;
+	socklen_t ml = sizeof(me), tl = sizeof(them);
+	char peer_id[TLS_ID_MAX];
+	int e = 0, rc;
 	socklen_t el = sizeof(e);
 	if (poll(&p, 1, 0) <= 0)
 		return;
@@ -446,29 +518,97 @@ static void ctl_connected(struct gm_remote_net *n, struct ctl *x)
 		return;
 	}
 	x->connecting = false;
-	struct m_hello h = {.magic = MSG_MAGIC,
-			    .version = MSG_VERSION,
-			    .role = (uint32_t)x->role,
-			    .port = x->port,
-			    .token = x->token};
-	if (gm_auth_nonce(x->mine)) {
-		ctl_fail(x, -EIO, "no randomness for a nonce");
+	if (x->role == ROLE_WORKER) { /* its key is n's: its lender derived it */
+		rc = gm_remote_tls_worker_id(x->tls.id, sizeof(x->tls.id), x->sid, x->token);
+		x->tls.key = n->key;
+	} else {
+		rc = getsockname(x->fd, (struct sockaddr *)&me, &ml) ||
+			     getpeername(x->fd, (struct sockaddr *)&them, &tl)
+			 ? -errno
+			 : 0;
+		if (!rc)
+			rc = gm_remote_tls_agent_id(x->tls.id, sizeof(x->tls.id),
+						    (struct sockaddr *)&me, x->port);
+		if (rc >= 0)
+			rc = gm_remote_tls_agent_id(peer_id, sizeof(peer_id),
+						    (struct sockaddr *)&them,
+						    ntohs(((struct sockaddr_in *)&them)->sin_port));
+		if (rc >= 0)
+			rc = gm_remote_tls_agent_key(&n->key, x->tls.id, peer_id, &x->tls.key);
+	}
+	copy_str(x->self_id, sizeof(x->self_id), x->tls.id);
+	x->ssl = rc < 0 ? NULL : gm_remote_tls_new(n->tls_cli, x->fd, true, &x->tls);
+	if (!x->ssl)
+		ctl_fail(x, rc < 0 ? rc : -ENOMEM, "cannot start TLS: %s",
+			 strerror(rc < 0 ? -rc : ENOMEM));
+}
+
+/* A server's first byte: a TLS record (0x16), or not. An agent of a version
+ * before TLS starts with its HELLO frame's type, 1. */
+static void server_peek(struct ctl *x)
+{
+	unsigned char b;
+	ssize_t k = recv(x->fd, &b, 1, MSG_PEEK);
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (k <= 0) {
+		ctl_fail(x, -ECONNRESET, "%s closed the connection during the handshake", x->ip);
 		return;
 	}
-	memcpy(h.nonce, x->mine, sizeof(h.nonce));
-	ctl_put(x, CTL_HELLO, &h, sizeof(h), NULL, 0);
-	(void)n;
+	if (b == 1)
+		ctl_fail(x, -EPROTO,
+			 "refused %s: another goldminer version (an older one, whose control "
+			 "port speaks no TLS; this agent: goldminer %s): run the same goldminer "
+			 "on every host",
+			 x->ip, gm_version());
+	else if (b != 0x16)
+		ctl_fail(x, -EPROTO, "refused %s: not a goldminer %s peer (not TLS)", x->ip,
+			 gm_version());
+	else if (!(x->ssl = gm_remote_tls_new(x->n->tls_srv, x->fd, false, &x->tls)))
+		ctl_fail(x, -ENOMEM, "no memory for TLS");
+	x->peeked = true;
+}
+
+/* The TLS handshake's step; once done, the session's secret, then (a client)
+ * the HELLO or (a server) the wait for it. */
+static void ctl_tls(struct gm_remote_net *n, struct ctl *x)
+{
+	int r = gm_remote_tls_handshake(x->ssl, &x->want_write);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		ctl_closed(x);
+		if (x->status == -ECONNRESET && x->client)
+			copy_str(x->why + strlen(x->why), sizeof(x->why) - strlen(x->why),
+				 " (another goldminer version, or it does not take this host as "
+				 "a peer: its log says which)");
+		return;
+	}
+	if (gm_remote_tls_export(x->ssl, x->sid, x->xs)) {
+		ctl_fail(x, -EIO, "%s: TLS exported no session secret", x->ip);
+		return;
+	}
+	x->want_write = false;
+	if (x->client)
+		send_hello(n, x);
+	else
+		x->want = CTL_HELLO;
 }
 
 void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 {
+	x->n = n;
 	if (!x->status && now_ms() - x->since_ms >= AUTH_MS && x->connecting)
 		ctl_fail(x, -ETIMEDOUT, "cannot connect: no answer within %d ms", AUTH_MS);
 	if (!x->status && now_ms() - x->since_ms >= AUTH_MS)
 		ctl_fail(x, -ETIMEDOUT, "%s did not authenticate within %d ms", x->ip, AUTH_MS);
 	if (!x->status && x->connecting)
 		ctl_connected(n, x);
-	for (int round = 0; round < 4 && !x->status && !x->connecting; round++) {
+	if (!x->status && !x->client && !x->peeked)
+		server_peek(x);
+	if (!x->status && x->ssl && !x->want && !x->outlen)
+		ctl_tls(n, x);
+	for (int round = 0; round < 4 && !x->status && x->ssl && (x->want || x->outlen); round++) {
 		ctl_write(x);
 		if (x->status || x->outoff < x->outlen)
 			break;
@@ -477,12 +617,16 @@ void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 			break;
 	}
 	/* a refusal's WELCOME: sent if it can leave now (best effort), then closed */
-	if (x->status < 0 && !x->client && x->outoff < x->outlen)
-		(void)!send(x->fd, x->out + x->outoff, x->outlen - x->outoff, MSG_NOSIGNAL);
+	if (x->status < 0 && !x->client && x->ssl && x->outoff < x->outlen) {
+		ERR_clear_error();
+		(void)SSL_write(x->ssl, x->out + x->outoff, (int)(x->outlen - x->outoff));
+		ERR_clear_error();
+	}
 }
 
 int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
-			  struct conn **out, char *err, size_t errlen)
+			  const uint8_t sid[SESSION_ID], struct conn **out, char *err,
+			  size_t errlen)
 {
 	struct ctl *x;
 	*out = NULL;
@@ -492,6 +636,7 @@ int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t to
 		return rc;
 	}
 	x->port = lport;
+	memcpy(x->sid, sid, sizeof(x->sid));
 	while (!x->status) { /* ctl_step ends it after AUTH_MS */
 		struct pollfd p = {.fd = x->fd, .events = gm_remote_ctl_events(x)};
 		poll(&p, 1, 100);

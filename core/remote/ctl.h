@@ -8,19 +8,31 @@
  * abort the agent (UCX 1.13, tcp_sockcm_ep.c) or hold its descriptors. So the
  * --listen port is a plain TCP socket of ours. A connection is accepted, its
  * source address checked against --peers at once (a stranger is reset before
- * a byte is read), then it has AUTH_MS in all to finish the handshake: HELLO
- * (magic, version, role, token, nonce) -> CHALLENGE (nonce, proof) -> AUTH
- * (proof + the client's UCX worker address) -> WELCOME (status + the server's
- * worker address), the proofs those of auth.h. Only then does each side make
- * one UCX endpoint to the other's worker address (ucp_ep_create with
- * UCP_EP_PARAM_FIELD_REMOTE_ADDRESS) and the TCP connection is closed: every
- * later message goes over UCX (conn.h), so RDMA transports keep working.
+ * a byte is read), then it has AUTH_MS in all to finish:
  *
- * Frames: a header {type, len} (two uint32) and len bytes; the type must be
- * the one the state waits for and len its exact size (AUTH and WELCOME: the
- * message plus 1..CTL_ADDR_MAX address bytes), checked before the body is
- * read. Unauthenticated connections are bounded: CTL_MAX in all, CTL_PER_ADDR
- * from one address, each with fixed buffers.
+ *   1. a TLS 1.3 handshake with a pre-shared key (tls.h): the client's PSK
+ *      identity says who it is ("goldminer/V agent IP:PORT", or a remote
+ *      worker's "goldminer/V worker SESSION JOB"); the server admits an agent
+ *      only if IP is the connection's source, IP:PORT is one of --peers (the
+ *      owner's admit) and it is not the server's own identity, and a worker
+ *      only for a live session with that source; the key is derived for that
+ *      ordered pair, so a handshake relayed back to the agent that started it
+ *      never verifies;
+ *   2. inside TLS, HELLO (magic, version, role, port, token) and the client's
+ *      UCX worker address -> WELCOME (status + the server's worker address).
+ *
+ * Only then does each side make one UCX endpoint to the other's worker address
+ * (ucp_ep_create with UCP_EP_PARAM_FIELD_REMOTE_ADDRESS) and the TCP
+ * connection is closed: every later message goes over UCX (conn.h), so RDMA
+ * transports keep working. The session's exported secret stays with the
+ * connection (conn.h): the remote workers a lender starts for the home prove
+ * it (tls.h).
+ *
+ * Frames inside TLS: a header {type, len} (two uint32) and len bytes; the type
+ * must be the one the state waits for and len the message plus 1..CTL_ADDR_MAX
+ * address bytes (a refusing WELCOME: none), checked before the body is read.
+ * Unauthenticated connections are bounded: CTL_MAX in all, CTL_PER_ADDR from
+ * one address, each with fixed buffers.
  *
  * One UCX endpoint pair per pair of UCP workers: UCX pairs the endpoints two
  * workers make to each other in the order they make them, so two logical
@@ -48,6 +60,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "tls.h"
 
 #define CTL_MAX	     128  /* unauthenticated control connections, in all */
 #define CTL_PER_ADDR 32	  /* ... from one address */
@@ -55,7 +68,7 @@
 #define CTL_ACCEPTS  512  /* connections accepted per service round, at most */
 #define CTL_FRAME    (sizeof(struct m_welcome) + CTL_ADDR_MAX) /* the longest body */
 
-enum ctl_type { CTL_HELLO = 1, CTL_CHALLENGE, CTL_AUTH, CTL_WELCOME };
+enum ctl_type { CTL_HELLO = 1, CTL_WELCOME };
 
 /* One control connection, until its UCX endpoint exists (then it is freed). */
 struct ctl {
@@ -63,11 +76,18 @@ struct ctl {
 	bool client;
 	bool connecting;      /* a client's connect() not completed yet */
 	bool close_when_sent; /* the server's last frame (a WELCOME) */
-	enum ctl_type want;   /* the frame it waits for */
+	bool want_write;      /* TLS waits for the socket to take bytes */
+	bool peeked;	      /* a server saw the first byte: a TLS record */
+	enum ctl_type want;   /* the frame it waits for (0: the TLS handshake first) */
 	int role, peer;	      /* the client's role; its peers[] index (agent's client) */
 	uint64_t token;
 	uint32_t port; /* the HELLO's port: a client's to send, a server's as received */
-	uint8_t mine[GM_AUTH_NONCE], theirs[GM_AUTH_NONCE];
+	SSL *ssl;
+	struct tls_side tls;	  /* its identity and key (tls.h) */
+	char self_id[TLS_ID_MAX]; /* this end's identity (a server: as the client sees it) */
+	uint8_t sid[SESSION_ID];  /* the session (a worker's client: its lender's) */
+	uint8_t xs[SESSION_KEY];  /* the session's exported secret, once done */
+	struct gm_remote_net *n;  /* (for the server's PSK choice) */
 	char ip[INET6_ADDRSTRLEN];
 	int64_t since_ms;
 	uint32_t hdr[2]; /* the frame being read: type, len */
@@ -93,15 +113,20 @@ struct ctl *gm_remote_ctl_accepted(int fd, const char *ip);
 
 /* Connect to "host:port" (non-blocking) as role with token; w: the worker the
  * endpoint will live on, NULL: one of its own, made when the handshake gets
- * there and destroyed with the connection. 0 or -errno (*out NULL). */
+ * there and destroyed with the connection. An agent's client sets x->port (its
+ * control port: its identity) before the first step; a worker's, x->sid. 0 or
+ * -errno (*out NULL). */
 int gm_remote_ctl_dial(const char *addr, int role, uint64_t token, ucp_worker_h w,
 		       struct ctl **out);
 
 /* A remote worker process's connection to its home (ROLE_WORKER, token: the
- * job, lport: its lender's control port, which the home knows it by), on n's main worker: the whole
- * handshake, waiting (AUTH_MS at most). 0 (*out the connection) or -errno with err. */
+ * job, lport: its lender's control port, which the home knows it by, sid: the
+ * session of its lender with the home; n->key is the worker's own key, tls.h),
+ * on n's main worker: the whole handshake, waiting (AUTH_MS at most). 0 (*out
+ * the connection) or -errno with err. */
 int gm_remote_ctl_connect(struct gm_remote_net *n, const char *addr, uint64_t token, uint32_t lport,
-			  struct conn **out, char *err, size_t errlen);
+			  const uint8_t sid[SESSION_ID], struct conn **out, char *err,
+			  size_t errlen);
 
 /* Move x on as far as its socket allows, without blocking; on success x->c is
  * the new connection (in n's table, endpoint made). x->status then: 0 still

@@ -53,6 +53,7 @@
 #include "goldminer/version.h"
 #include "lendroot.h"
 #include "msg.h"
+#include "tls.h"
 #include "worker.h"
 
 /* ---- lent jobs and their worker processes ------------------------------------ */
@@ -531,6 +532,18 @@ static int checks_running(const struct gm_remote *r)
 	return n;
 }
 
+/* The key b's remote workers prove to the home with (tls.h): derived from the
+ * secret of this agent's session c with the home and their identity, never the
+ * group secret. 0 or -errno. */
+static int worker_key(const struct conn *c, struct wblob *b)
+{
+	char id[TLS_ID_MAX];
+	memcpy(b->sid, c->sid, sizeof(b->sid));
+	if (gm_remote_tls_worker_id(id, sizeof(id), c->sid, b->token) < 0)
+		return -EINVAL;
+	return gm_remote_tls_worker_key(c->xs, id, &b->key);
+}
+
 /* The check process of l, a new job from home c, on in (its blob but the
  * home's address, which is c's address and the home's port): started on a
  * memfd, l then used and checking (answered when the check ends). LC_OK, or
@@ -552,7 +565,13 @@ static enum lc_kind check_exec(struct gm_remote *r, struct ljob *l, struct conn 
 		return LC_FAILED;
 	}
 	l->blob = in->b;
-	l->blob.key = r->net.key; /* the workers' own, not the check's */
+	if (worker_key(c, &l->blob)) { /* the workers' own, not the check's */
+		gm_remote_logf(&r->net, "job %016" PRIx64 ": no key for its workers", in->b.token);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(fd);
+		return LC_FAILED;
+	}
 	l->token = in->b.token;
 	snprintf(l->home_addr, sizeof(l->home_addr), "%s", in->b.home_addr);
 	l->home = c;

@@ -7,10 +7,10 @@
  * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: check.c's table,
  * which conn.c applies). The structs are copied byte for byte, so both ends
  * must be the same build: HELLO
- * carries MSG_MAGIC and MSG_VERSION and an agent refuses any other version in
- * words. HELLO, CHALLENGE, AUTH and WELCOME are the control port's (ctl.h):
- * TCP frames before any endpoint exists, never UCX messages (AUTH and WELCOME
- * then carry a UCX worker address). The worker blob (struct wblob) is not a
+ * carries MSG_MAGIC and MSG_VERSION (and so does the TLS identity, tls.h) and
+ * an agent refuses any other version in words. HELLO and WELCOME are the
+ * control port's (ctl.h): frames inside TLS before any endpoint exists, never
+ * UCX messages (each then carries a UCX worker address). The worker blob (struct wblob) is not a
  * message: it is what a lending agent hands the remote worker process it execs
  * (a memfd on its fd 3).
  *
@@ -32,16 +32,21 @@
 #define MSG_MAGIC 0x4d524d47u /* "GMRM" */
 /* 3: the control port (ctl.c), the lease checks (check.c); 4: BEAT; 5: a
  * remote worker claims its next lease while it makes one (home.c); PYLEND,
- * BATCH (Python jobs' workers on peers) */
-#define MSG_VERSION 5u
-#define SERVER_ROLE "goldminer-remote server"
-#define CLIENT_ROLE "goldminer-remote client"
+ * BATCH (Python jobs' workers on peers); 6: the control port speaks TLS 1.3
+ * with per-pair keys (tls.h), HELLO and WELCOME inside it, CHALLENGE and AUTH
+ * gone */
+#define MSG_VERSION 6u
+/* What a TLS session between two agents exports to both (tls.h): an id the
+ * home knows the session by, and a secret only the two hold, from which each
+ * remote worker's key is derived. */
+#define SESSION_ID  8
+#define SESSION_KEY 32
 
 enum am_id {
-	AM_HELLO = 1, /* client -> server: nonce, role, token */
-	AM_CHALLENGE, /* server -> client: nonce, proof */
-	AM_AUTH,      /* client -> server: proof */
-	AM_WELCOME,   /* server -> client: status (0 or refusal) + words */
+	AM_HELLO = 1, /* client -> server (control port): role, token */
+	AM_CHALLENGE, /* unused since version 6 (the TLS handshake's) */
+	AM_AUTH,      /* unused since version 6 */
+	AM_WELCOME,   /* server -> client (control port): status (0 or refusal) + words */
 	AM_LEND,      /* home agent -> peer agent: workers for a job (+ its request) */
 	AM_LENT,      /* peer agent -> home agent: how many it runs */
 	AM_CLAIM,     /* remote worker -> home: a task, please (one ahead at most) */
@@ -56,17 +61,14 @@ enum am_id {
 
 enum role { ROLE_AGENT = 1, ROLE_WORKER = 2 };
 
+/* The control port's two frames, inside TLS (ctl.h): the client's HELLO
+ * (then its UCX worker address) and the server's WELCOME (then its own, when
+ * the status is 0). Who the client is comes from its TLS identity, not from
+ * here: a HELLO's role and token must agree with it. */
 struct m_hello {
 	uint32_t magic, version, role;
 	uint32_t port;	/* an agent: its control port; a remote worker: its lender's */
 	uint64_t token; /* worker: the job it serves */
-	uint8_t nonce[GM_AUTH_NONCE];
-};
-struct m_challenge {
-	uint8_t nonce[GM_AUTH_NONCE], proof[GM_AUTH_PROOF];
-};
-struct m_auth {
-	uint8_t proof[GM_AUTH_PROOF];
 };
 struct m_welcome {
 	int32_t status;
@@ -181,6 +183,10 @@ struct wblob {
 	uint32_t bpe, lease_ms;
 	uint32_t lport, pad; /* the lending agent's control port (its HELLO says it) */
 	char home_addr[300];
+	/* the session between the lending agent and the home (tls.h) and the key
+	 * this worker's own TLS handshake with the home uses, derived from that
+	 * session's secret and the job: never the group secret */
+	uint8_t sid[SESSION_ID];
 	struct gm_auth_key key;
 	struct gm_node_req req;
 	/* a Python job's (AM_PYLEND): the ring's rows and sample bytes, and the

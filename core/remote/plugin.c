@@ -70,6 +70,7 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.on_msg = gm_remote_agent_on_msg;
 	r->net.job_of = gm_remote_home_job;
 	r->net.unlisten = gm_remote_agent_unlisten;
+	r->net.admit = gm_remote_agent_admit;
 	r->net.owner = r;
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;

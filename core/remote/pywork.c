@@ -341,8 +341,8 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
 	if (!rc)
-		rc = gm_remote_ctl_connect(&r->net, b->home_addr, b->token, b->lport, &c, err,
-					   sizeof(err));
+		rc = gm_remote_ctl_connect(&r->net, b->home_addr, b->token, b->lport, b->sid, &c,
+					   err, sizeof(err));
 	if (rc)
 		gm_log("remote worker", "for %s: %s", b->home_addr, err[0] ? err : strerror(-rc));
 	if (!rc)

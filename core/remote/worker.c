@@ -689,8 +689,8 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
 	if (!rc)
-		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, bl->lport, &c, err,
-					   sizeof(err));
+		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, bl->lport, bl->sid,
+					   &c, err, sizeof(err));
 	if (rc && err[0])
 		gm_log("remote worker", "for %s: %s", bl->home_addr, err);
 	if (!rc)

@@ -1,37 +1,46 @@
 /*
  * fuzz_ctl.c - fuzz target: the remote plugin's control-port handshake
- * (core/remote/ctl.c) from either side, over a socket pair. The other end is
- * the fuzzer: arbitrary bytes written as a would-be peer into an accepted
- * connection (the server's state machine, with a real secret), or as a
- * would-be server into a connection this side dialled (the client's parse of
- * CHALLENGE and WELCOME). UCX is a fake (ucx_stub.c): the handshake runs whole,
- * up to the endpoint it makes.
+ * (core/remote/ctl.c) from either side, over a TCP connection on the loopback.
+ * The other end is the fuzzer: arbitrary bytes written as a would-be peer into
+ * an accepted connection (the server's state machine, with a real secret), or
+ * as a would-be server into a connection this side dialled (the client's
+ * parse of WELCOME). When the fuzzer "knows the secret" the harness first runs
+ * a real TLS 1.3 handshake as that peer (OpenSSL, the pair's key derived as an
+ * agent would) and the input's bytes then travel inside TLS as frames; else
+ * they are written raw, as a stranger's. UCX is a fake (ucx_stub.c): the
+ * handshake runs whole, up to the endpoint it makes.
  *
  * Input: two flag bytes, then the peer's bytes.
- *   byte 0: 1 client side (else server); 2 the peer knows the secret: the
- *   harness writes the right proof into each AUTH (server side) or CHALLENGE
- *   (client side) frame, the input then read as frames {type, len, body};
- *   4 a job exists for a remote worker's token (server) / the client dials on
- *   the main worker (else one of its own); 8 ucp_worker_get_address fails;
- *   16 ucp_ep_create fails; 0x60 the peer's bytes in pieces of 1, 7, 64 or
- *   whole frames; 0x80 the client dials as a remote worker (else an agent).
+ *   byte 0: 1 client side (else server); 2 the peer speaks TLS with a key
+ *   (else raw bytes); 4 a job exists for a remote worker's token (server) /
+ *   the client dials on the main worker (else one of its own); 8
+ *   ucp_worker_get_address fails; 16 ucp_ep_create fails; 0x60 the peer's
+ *   bytes in pieces of 1, 7, 64 or whole; 0x80 the remote-worker role (the
+ *   peer's identity at a server, this side's at a client) (else an agent).
  *   byte 1: 1 the peer hangs up after its last byte; 2 ... before this side
- *   has read it (this side's answer to it cannot be sent).
+ *   has read it; 4 the peer's key is wrong; 8 the peer presents the server's
+ *   own identity; 16 an identity of another version; 32 an identity naming
+ *   another address.
  * Steps are bounded (one per piece, a few more, then AUTH_MS has passed).
  *
  * Checks (abort): the handshake ends (done or refused) once AUTH_MS has
  * passed; a refusal says why in printable words and leaves no connection
  * behind (none in the table, or one already dead that the agent's tick
- * closes); a success leaves exactly one connection, its endpoint made to the
- * address bytes of the peer's frame (a remote worker: only for a job here);
- * what this side sends is well formed (the frame it owes in the state it is in;
- * a client's AUTH proves the secret and carries its worker's address); every
- * fake UCX worker and endpoint is destroyed at the end.
+ * closes); a success leaves exactly one new connection, its endpoint made to
+ * the address bytes of the peer's frame (a remote worker: only for a job
+ * here), and only after a TLS handshake with the right key and an admissible
+ * identity; what this side sends inside TLS is well formed (a client's HELLO
+ * names its role, port, token and worker address; a server's WELCOME ends its
+ * words with a NUL, a welcome carries the worker address); every fake UCX
+ * worker and endpoint is destroyed at the end.
  *
  * Built with -DGM_FUZZ_SEEDS, main(DIR) writes the seed corpus instead.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +48,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+
 #include "../../core/remote/auth.h" /* the plugin's, not installed */
 #include "../../core/remote/ctl.h"
+#include "../../core/remote/tls.h"
 #include "fuzz.h"
 #include "ucx_stub.h"
 
@@ -53,10 +65,16 @@ enum {
 	F_PIECES = 0x60,
 	F_WORKER = 0x80
 };
-#define TOKEN 42u
+enum { G_HANGUP = 1, G_EARLY = 2, G_WRONG_KEY = 4, G_OWN_ID = 8, G_OLD_ID = 16, G_OTHER_IP = 32 };
+#define TOKEN	  42u
+#define PEER_PORT 7001u /* the peer agent's control port (its identity) */
 
 static struct gm_remote_net net;
-static int dummy_job;
+static int dummy_job, listener = -1;
+static uint16_t lport;
+static SSL_CTX *peer_cli, *peer_srv; /* the harness's own TLS contexts */
+static const uint8_t session_id[SESSION_ID] = {1, 2, 3, 4, 5, 6, 7, 8};
+static uint8_t session_xs[SESSION_KEY];
 
 static struct hjob *job_of(void *owner, uint64_t token)
 {
@@ -70,15 +88,34 @@ static struct hjob *no_job(void *owner, uint64_t token)
 	return NULL;
 }
 
+static bool admit_all(void *owner, const char *ip, uint32_t port)
+{
+	(void)owner, (void)ip;
+	return port == PEER_PORT;
+}
+
 static void net_init(void)
 {
+	char err[256];
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof(a);
 	if (net.w)
 		return;
 	net.efd = net.epfd = -1;
 	memset(net.key.key, 0x5a, 32);
 	net.key.len = 32;
-	if (ucp_worker_create(NULL, NULL, &net.w) != UCS_OK)
+	memset(session_xs, 0x77, sizeof(session_xs));
+	net.admit = admit_all;
+	if (ucp_worker_create(NULL, NULL, &net.w) != UCS_OK ||
+	    gm_remote_tls_init(&net.tls_cli, &net.tls_srv, err, sizeof(err)) ||
+	    gm_remote_tls_init(&peer_cli, &peer_srv, err, sizeof(err)))
 		abort();
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (listener < 0 || bind(listener, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(listener, 16) || getsockname(listener, (struct sockaddr *)&a, &al))
+		abort();
+	lport = ntohs(a.sin_port);
 }
 
 static int nconns(void)
@@ -89,22 +126,105 @@ static int nconns(void)
 	return k;
 }
 
-/* What this side has sent, read from the peer's end and checked frame by frame:
- * each one the frame this side owes, of its exact size. *welcome: the status
- * of a WELCOME (server side). */
+/* ---- the fuzzer's end ----------------------------------------------------------- */
+
+struct peer {
+	int fd;
+	SSL *ssl; /* NULL: raw bytes */
+	bool done, failed;
+	struct tls_side t;
+	uint8_t fl, fl2;
+	char server_id[TLS_ID_MAX]; /* the server's identity (the peer a client) */
+};
+
+static struct peer P;
+
+/* The key the fuzzer's server uses for the identity this side presents. */
+static int peer_psk(struct tls_side *t, const char *id, struct gm_auth_key *key)
+{
+	struct tls_id who;
+	int rc = gm_remote_tls_parse_id(id, strlen(id), &who);
+	if (rc)
+		return rc;
+	if (who.role == ROLE_WORKER) /* the worker's key is net's: its lender derived it */
+		*key = net.key;
+	else
+		rc = gm_remote_tls_agent_key(&net.key, id, P.server_id, key);
+	if (!rc && (P.fl2 & G_WRONG_KEY))
+		key->key[0] ^= 1;
+	(void)t;
+	return rc;
+}
+
+/* The fuzzer as a TLS client (it dials the server under test): its identity
+ * and key as the flags say. */
+static void peer_client(const char *server_self)
+{
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	struct tls_side *t = &P.t;
+	if (getsockname(P.fd, (struct sockaddr *)&me, &ml))
+		abort();
+	if (P.fl & F_WORKER)
+		gm_remote_tls_worker_id(t->id, sizeof(t->id), session_id, TOKEN);
+	else if (P.fl2 & G_OWN_ID)
+		snprintf(t->id, sizeof(t->id), "%s", server_self);
+	else if (P.fl2 & G_OTHER_IP)
+		snprintf(t->id, sizeof(t->id), "goldminer/%u agent 127.0.0.9:%u", MSG_VERSION,
+			 PEER_PORT);
+	else
+		gm_remote_tls_agent_id(t->id, sizeof(t->id), (struct sockaddr *)&me, PEER_PORT);
+	if (P.fl2 & G_OLD_ID)
+		t->id[10] = t->id[10] == '9' ? '8' : '9'; /* "goldminer/N": another N */
+	if (P.fl & F_WORKER)
+		gm_remote_tls_worker_key(session_xs, t->id, &t->key);
+	else
+		gm_remote_tls_agent_key(&net.key, t->id, server_self, &t->key);
+	if (P.fl2 & G_WRONG_KEY)
+		t->key.key[0] ^= 1;
+	if (!(P.ssl = gm_remote_tls_new(peer_cli, P.fd, true, t)))
+		abort();
+}
+
+/* One step of the fuzzer's TLS handshake. */
+static void peer_handshake(void)
+{
+	bool ww;
+	if (!P.ssl || P.done || P.failed)
+		return;
+	int r = gm_remote_tls_handshake(P.ssl, &ww);
+	P.done = r > 0;
+	P.failed = r < 0;
+}
+
+/* What this side has sent inside TLS, read by the fuzzer's end and checked
+ * frame by frame: each one the frame this side owes, of its exact size.
+ * (Raw, it is the TLS handshake: read and dropped.) */
 struct sent {
 	unsigned char buf[8 + CTL_FRAME];
 	size_t got;
 	int frames;
 	bool welcome;
 	int32_t welcome_status;
-	size_t welcome_len;
 };
 
-static void check_sent(struct ctl *x, int peer, struct sent *s)
+static void check_sent(struct ctl *x, struct sent *s)
 {
+	peer_handshake();
 	for (;;) {
-		ssize_t k = recv(peer, s->buf + s->got, sizeof(s->buf) - s->got, MSG_DONTWAIT);
+		ssize_t k;
+		if (P.ssl && P.done) {
+			ERR_clear_error();
+			int r = SSL_read(P.ssl, s->buf + s->got, (int)(sizeof(s->buf) - s->got));
+			k = r > 0 ? r : -1;
+		} else if (P.ssl) {
+			return;
+		} else {
+			unsigned char junk[4096];
+			k = recv(P.fd, junk, sizeof(junk), MSG_DONTWAIT);
+			if (k > 0)
+				continue;
+		}
 		if (k <= 0)
 			return;
 		s->got += (size_t)k;
@@ -117,10 +237,7 @@ static void check_sent(struct ctl *x, int peer, struct sent *s)
 				break;
 			const unsigned char *body = s->buf + 8;
 			s->frames++;
-			if (!x->client && s->frames == 1 && hdr[0] == CTL_CHALLENGE) {
-				if (hdr[1] != sizeof(struct m_challenge))
-					abort();
-			} else if (!x->client && hdr[0] == CTL_WELCOME && !s->welcome) {
+			if (!x->client && hdr[0] == CTL_WELCOME && !s->welcome) {
 				struct m_welcome wm;
 				if (hdr[1] < sizeof(wm))
 					abort();
@@ -129,27 +246,19 @@ static void check_sent(struct ctl *x, int peer, struct sent *s)
 					abort();
 				s->welcome = true;
 				s->welcome_status = wm.status;
-				s->welcome_len = hdr[1];
 				if (wm.status == 0 &&
 				    (hdr[1] != sizeof(wm) + FAKE_ADDR_LEN ||
 				     memcmp(body + sizeof(wm), gm_fuzz_fake_addr, FAKE_ADDR_LEN)))
 					abort();
 			} else if (x->client && s->frames == 1 && hdr[0] == CTL_HELLO) {
 				struct m_hello h;
-				if (hdr[1] != sizeof(h))
+				if (hdr[1] != sizeof(h) + FAKE_ADDR_LEN)
 					abort();
 				memcpy(&h, body, sizeof(h));
 				if (h.magic != MSG_MAGIC || h.version != MSG_VERSION ||
 				    h.role != (uint32_t)x->role || h.token != x->token ||
-				    memcmp(h.nonce, x->mine, GM_AUTH_NONCE))
-					abort();
-			} else if (x->client && s->frames == 2 && hdr[0] == CTL_AUTH) {
-				uint8_t proof[GM_AUTH_PROOF];
-				if (hdr[1] != sizeof(struct m_auth) + FAKE_ADDR_LEN ||
-				    gm_auth_proof(&net.key, CLIENT_ROLE, x->theirs, x->mine,
-						  proof) ||
-				    memcmp(proof, body, GM_AUTH_PROOF) ||
-				    memcmp(body + GM_AUTH_PROOF, gm_fuzz_fake_addr, FAKE_ADDR_LEN))
+				    h.port != x->port ||
+				    memcmp(body + sizeof(h), gm_fuzz_fake_addr, FAKE_ADDR_LEN))
 					abort();
 			} else {
 				abort(); /* a frame this side does not owe now */
@@ -160,54 +269,39 @@ static void check_sent(struct ctl *x, int peer, struct sent *s)
 	}
 }
 
-static bool hangup_early; /* the peer hangs up as soon as its last byte is written */
+static void step(struct ctl *x, struct sent *s)
+{
+	gm_remote_ctl_step(&net, x);
+	check_sent(x, s);
+}
 
-/* Write n bytes to the peer's end in pieces of `piece` (0: whole), one step of
- * x after each (last: they are the peer's last); false once the handshake ended. */
-static bool feed(struct ctl *x, int peer, const uint8_t *p, size_t n, size_t piece, bool last,
+/* Write n bytes from the fuzzer's end (inside TLS once its handshake is done,
+ * else raw) in pieces of `piece` (0: whole), one step of x after each (last:
+ * they are the peer's last); false once the handshake ended or nothing more
+ * can be written. */
+static bool feed(struct ctl *x, const uint8_t *p, size_t n, size_t piece, bool last,
 		 struct sent *s)
 {
 	size_t off = 0;
 	while (off < n && !x->status) {
 		size_t k = piece && n - off > piece ? piece : n - off;
-		ssize_t w = send(peer, p + off, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w;
+		if (P.ssl) {
+			ERR_clear_error();
+			int r = SSL_write(P.ssl, p + off, (int)k);
+			w = r > 0 ? r : -1;
+		} else {
+			w = send(P.fd, p + off, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
 		if (w > 0)
 			off += (size_t)w;
-		if (last && off == n && hangup_early)
-			shutdown(peer, SHUT_RDWR);
-		gm_remote_ctl_step(&net, x);
-		check_sent(x, peer, s);
+		if (last && off == n && (P.fl2 & G_EARLY))
+			shutdown(P.fd, SHUT_RDWR);
+		step(x, s);
 		if (w <= 0 && !x->status)
 			return false; /* the socket is full and the state machine reads no more */
 	}
 	return !x->status;
-}
-
-/* The peer's bytes as frames, the proof it could make written in (it knows the
- * secret); what does not parse as a frame is written as it is. */
-static void feed_frames(struct ctl *x, int peer, const uint8_t *p, size_t n, size_t piece,
-			struct sent *s)
-{
-	unsigned char *f = malloc(n ? n : 1);
-	if (!f)
-		abort();
-	while (n >= 8 && !x->status) {
-		uint32_t hdr[2];
-		memcpy(hdr, p, 8);
-		size_t blen = hdr[1] < n - 8 ? hdr[1] : n - 8;
-		memcpy(f, p, 8 + blen);
-		if (!x->client && hdr[0] == CTL_AUTH && blen >= GM_AUTH_PROOF)
-			gm_auth_proof(&net.key, CLIENT_ROLE, x->mine, x->theirs, f + 8);
-		if (x->client && hdr[0] == CTL_CHALLENGE && blen >= sizeof(struct m_challenge))
-			gm_auth_proof(&net.key, SERVER_ROLE, x->mine, f + 8, f + 8 + GM_AUTH_NONCE);
-		if (!feed(x, peer, f, 8 + blen, piece, 8 + blen == n, s))
-			break;
-		p += 8 + blen;
-		n -= 8 + blen;
-	}
-	if (!x->status)
-		feed(x, peer, p, n, piece, true, s);
-	free(f);
 }
 
 static bool printable(const char *m, size_t cap)
@@ -221,82 +315,122 @@ static bool printable(const char *m, size_t cap)
 	return true;
 }
 
+/* The TCP connection between this side (*mine) and the fuzzer's end (P.fd). */
+static void connect_pair(bool client, struct ctl **x)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(lport)};
+	char addr[32];
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (client) { /* this side dials the fuzzer's listener */
+		snprintf(addr, sizeof(addr), "127.0.0.1:%u", lport);
+		if (gm_remote_ctl_dial(addr, P.fl & F_WORKER ? ROLE_WORKER : ROLE_AGENT, TOKEN,
+				       P.fl & F_JOB ? net.w : NULL, x))
+			abort();
+		P.fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	} else {
+		P.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (P.fd < 0 || connect(P.fd, (struct sockaddr *)&a, sizeof(a)))
+			abort();
+		int s = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s < 0 || !(*x = gm_remote_ctl_accepted(s, "127.0.0.1")))
+			abort();
+	}
+	int one = 1; /* (no Nagle: a small write left waiting for a delayed ACK) */
+	if (P.fd < 0 || fcntl(P.fd, F_SETFL, O_NONBLOCK) ||
+	    setsockopt(P.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const size_t pieces[4] = {0, 1, 7, 64};
 	struct sent s = {0};
-	int sv[2];
+	struct ctl *x;
 	if (size < 2)
 		return 0;
-	uint8_t fl = data[0], fl2 = data[1];
-	hangup_early = fl2 & 2;
 	net_init();
+	P = (struct peer){.fl = data[0], .fl2 = data[1]};
+	uint8_t fl = P.fl, fl2 = P.fl2;
 	net.job_of = fl & F_JOB ? job_of : no_job;
 	gm_fuzz_ucx = (struct gm_fuzz_ucx){.fail_address = fl & F_NO_ADDR,
 					   .fail_ep = fl & F_NO_EP,
 					   .workers = gm_fuzz_ucx.workers,
 					   .eps = gm_fuzz_ucx.eps};
 	int workers0 = gm_fuzz_ucx.workers;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		return 0;
-	fcntl(sv[0], F_SETFL, O_NONBLOCK);
-	struct ctl *x = gm_remote_ctl_accepted(sv[0], fl & F_CLIENT ? "10.0.0.1" : "10.0.0.2");
-	if (!x)
+	/* a live session with 127.0.0.1, whose remote workers a server admits */
+	struct conn *lender = gm_remote_conn_new(&net, false, "127.0.0.1");
+	if (!lender)
 		abort();
-	if (fl & F_CLIENT) { /* as gm_remote_ctl_dial leaves it, its connect() under way */
-		x->client = true;
-		x->connecting = true;
-		x->role = fl & F_WORKER ? ROLE_WORKER : ROLE_AGENT;
-		x->token = TOKEN;
-		x->w = fl & F_JOB ? net.w : NULL;
-		x->want = CTL_CHALLENGE;
-		gm_remote_ctl_step(&net, x); /* connected: its HELLO */
-		check_sent(x, sv[1], &s);
+	lender->st = C_OK;
+	lender->role = ROLE_AGENT;
+	memcpy(lender->sid, session_id, SESSION_ID);
+	memcpy(lender->xs, session_xs, SESSION_KEY);
+	connect_pair(fl & F_CLIENT, &x);
+	if (fl & F_CLIENT) {
+		x->port = PEER_PORT + 1;
+		memcpy(x->sid, session_id, SESSION_ID);
+		if (fl & F_SECRET) {
+			struct sockaddr_in me;
+			socklen_t ml = sizeof(me);
+			getsockname(P.fd, (struct sockaddr *)&me, &ml);
+			gm_remote_tls_agent_id(P.server_id, sizeof(P.server_id),
+					       (struct sockaddr *)&me, lport);
+			P.t.psk = peer_psk;
+			if (!(P.ssl = gm_remote_tls_new(peer_srv, P.fd, false, &P.t)))
+				abort();
+		}
+		step(x, &s); /* connected: its ClientHello */
+	} else if (fl & F_SECRET) {
+		peer_client(x->self_id);
 	}
+	for (int k = 0; k < 64 && P.ssl && !P.done && !P.failed && !x->status; k++)
+		step(x, &s);
 	size_t piece = pieces[(fl & F_PIECES) >> 5];
-	if (fl & F_SECRET)
-		feed_frames(x, sv[1], data + 2, size - 2, piece, &s);
-	else
-		feed(x, sv[1], data + 2, size - 2, piece, true, &s);
-	if (fl2 & 1)
-		shutdown(sv[1], SHUT_WR);
-	for (int k = 0; k < 4 && !x->status; k++) {
-		gm_remote_ctl_step(&net, x);
-		check_sent(x, sv[1], &s);
-	}
+	if (!P.ssl || P.done)
+		feed(x, data + 2, size - 2, piece, true, &s);
+	if (fl2 & G_HANGUP)
+		shutdown(P.fd, SHUT_WR);
+	for (int k = 0; k < 4 && !x->status; k++)
+		step(x, &s);
 	if (!x->status) {
 		x->since_ms -= AUTH_MS; /* as if AUTH_MS had passed */
-		gm_remote_ctl_step(&net, x);
-		check_sent(x, sv[1], &s);
+		step(x, &s);
 	}
 	if (!x->status)
 		abort(); /* a handshake that never ends */
 	struct conn *c = x->c;
+	int spoiled = fl & F_CLIENT ? G_WRONG_KEY
+				    : G_WRONG_KEY | G_OWN_ID | G_OLD_ID | G_OTHER_IP;
+	bool admissible = (fl & F_SECRET) && P.done && !(fl2 & spoiled);
 	if (x->status < 0) {
 		if (!printable(x->why, sizeof(x->why)))
 			abort();
 		/* a refusal leaves nothing, or (the server's WELCOME could not be made
 		 * after its endpoint was) one dead connection the agent's tick closes */
-		if (nconns() != (c ? 1 : 0) || (c && c->st != C_DEAD) || (c && x->client))
+		if (nconns() != (c ? 2 : 1) || (c && c->st != C_DEAD) || (c && x->client))
 			abort();
 		if (!x->client && s.welcome && s.welcome_status == 0)
 			abort(); /* told welcome, then refused */
 	} else {
 		/* done: one connection, its endpoint to the frame's address bytes */
 		const unsigned char *a = gm_fuzz_ucx.ep_address;
-		size_t at = x->client ? sizeof(struct m_welcome) : sizeof(struct m_auth);
-		if (x->status != 1 || !c || c->st != C_OK || !c->ep || nconns() != 1 ||
-		    a != x->in + at || x->hdr[1] <= at || c->outgoing != x->client)
+		size_t at = x->client ? sizeof(struct m_welcome) : sizeof(struct m_hello);
+		if (x->status != 1 || !c || c->st != C_OK || !c->ep || nconns() != 2 ||
+		    a != x->in + at || x->hdr[1] <= at || c->outgoing != x->client || !admissible)
 			abort();
 		if (!x->client && c->role == ROLE_WORKER && c->job != (struct hjob *)&dummy_job)
 			abort();
 		if (!x->client && c->role != ROLE_WORKER && c->role != ROLE_AGENT)
 			abort();
+		if (memcmp(c->sid, x->sid, SESSION_ID))
+			abort(); /* the connection keeps its session */
 	}
 	gm_remote_ctl_free(x);
 	if (c)
 		gm_remote_conn_free(&net, c);
-	close(sv[1]);
+	gm_remote_conn_free(&net, lender);
+	SSL_free(P.ssl);
+	close(P.fd);
 	if (nconns() || gm_fuzz_ucx.workers != workers0 || gm_fuzz_ucx.eps)
 		abort(); /* a worker or an endpoint left behind */
 	return 0;
@@ -320,11 +454,13 @@ static void put(struct seedbuf *s, const void *p, size_t n)
 	s->n += n;
 }
 
-static void frame(struct seedbuf *s, uint32_t type, const void *body, size_t len)
+static void frame(struct seedbuf *s, uint32_t type, const void *body, size_t len, bool addr)
 {
-	uint32_t hdr[2] = {type, (uint32_t)len};
+	uint32_t hdr[2] = {type, (uint32_t)(len + (addr ? FAKE_ADDR_LEN : 0))};
 	put(s, hdr, sizeof(hdr));
 	put(s, body, len);
+	if (addr)
+		put(s, gm_fuzz_fake_addr, FAKE_ADDR_LEN);
 }
 
 static void write_seed(const char *name, const struct seedbuf *s)
@@ -345,55 +481,62 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	seed_dir = argv[1];
-	struct m_hello h = {.magic = MSG_MAGIC, .version = MSG_VERSION, .role = ROLE_AGENT};
-	memset(h.nonce, 7, sizeof(h.nonce));
-	unsigned char auth[sizeof(struct m_auth) + FAKE_ADDR_LEN] = {0};
-	memcpy(auth + sizeof(struct m_auth), gm_fuzz_fake_addr, FAKE_ADDR_LEN);
-	struct m_challenge ch;
-	memset(&ch, 9, sizeof(ch));
-	unsigned char welcome[sizeof(struct m_welcome) + FAKE_ADDR_LEN] = {0};
-	memcpy(welcome + sizeof(struct m_welcome), gm_fuzz_fake_addr, FAKE_ADDR_LEN);
 	struct m_welcome no = {.status = -ENOENT};
 	snprintf(no.msg, sizeof(no.msg), "no such job here (it ended)");
+	struct m_welcome yes = {0};
 	static const struct {
 		const char *name;
 		uint8_t fl, fl2;
-		bool client;
-		uint32_t role;
-		int last; /* 1: hello only, 2: hello + auth (server); challenge, welcome */
+		int what; /* 0 hello (server), 1 welcome (client), 2 refusal, 3 old HELLO, 4 junk */
 	} seeds[] = {
-	    {"server-agent", F_SECRET, 0, false, ROLE_AGENT, 2},
-	    {"server-worker-job", F_SECRET | F_JOB, 0, false, ROLE_WORKER, 2},
-	    {"server-worker-no-job", F_SECRET, 0, false, ROLE_WORKER, 2},
-	    {"server-wrong-proof", 0, 0, false, ROLE_AGENT, 2},
-	    {"server-hello-bytes", 0x20, 0, false, ROLE_AGENT, 1},
-	    {"server-hello-hangup", 0x40, 1, false, ROLE_AGENT, 1},
-	    {"server-no-address", F_SECRET | F_NO_ADDR, 0, false, ROLE_AGENT, 2},
-	    {"server-no-ep", F_SECRET | F_NO_EP | 0x60, 0, false, ROLE_AGENT, 2},
-	    {"server-gone-before-welcome", F_SECRET, 2, false, ROLE_AGENT, 2},
-	    {"server-gone-before-refusal", 0, 2, false, ROLE_AGENT, 2},
-	    {"client-agent", F_CLIENT | F_SECRET, 0, true, ROLE_AGENT, 2},
-	    {"client-worker", F_CLIENT | F_SECRET | F_JOB | F_WORKER, 0, true, ROLE_WORKER, 2},
-	    {"client-refused", F_CLIENT | F_SECRET | 0x20, 0, true, ROLE_AGENT, 3},
-	    {"client-wrong-proof", F_CLIENT, 0, true, ROLE_AGENT, 2},
-	    {"client-no-ep", F_CLIENT | F_SECRET | F_NO_EP, 0, true, ROLE_AGENT, 2},
+	    {"server-agent", F_SECRET, 0, 0},
+	    {"server-agent-pieces", F_SECRET | 0x20, 0, 0},
+	    {"server-worker-job", F_SECRET | F_JOB | F_WORKER, 0, 0},
+	    {"server-worker-no-job", F_SECRET | F_WORKER, 0, 0},
+	    {"server-wrong-key", F_SECRET, G_WRONG_KEY, 0},
+	    {"server-own-identity", F_SECRET, G_OWN_ID, 0},
+	    {"server-other-version", F_SECRET, G_OLD_ID, 0},
+	    {"server-other-address", F_SECRET, G_OTHER_IP, 0},
+	    {"server-older-agent", 0, 0, 3},
+	    {"server-not-tls", 0x40, G_HANGUP, 4},
+	    {"server-no-address", F_SECRET | F_NO_ADDR, 0, 0},
+	    {"server-no-ep", F_SECRET | F_NO_EP | 0x60, 0, 0},
+	    {"server-gone-before-welcome", F_SECRET, G_EARLY, 0},
+	    {"server-wrong-frame", F_SECRET, G_HANGUP, 1},
+	    {"client-agent", F_CLIENT | F_SECRET, 0, 1},
+	    {"client-worker", F_CLIENT | F_SECRET | F_JOB | F_WORKER, 0, 1},
+	    {"client-refused", F_CLIENT | F_SECRET | 0x20, 0, 2},
+	    {"client-wrong-key", F_CLIENT | F_SECRET, G_WRONG_KEY, 1},
+	    {"client-no-ep", F_CLIENT | F_SECRET | F_NO_EP, 0, 1},
+	    {"client-not-tls", F_CLIENT, G_HANGUP, 4},
 	};
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
 		struct seedbuf s = {.n = 0};
 		uint8_t fl[2] = {seeds[i].fl, seeds[i].fl2};
+		struct m_hello h = {.magic = MSG_MAGIC,
+				    .version = MSG_VERSION,
+				    .role = seeds[i].fl & F_WORKER ? ROLE_WORKER : ROLE_AGENT,
+				    .port = PEER_PORT,
+				    .token = seeds[i].fl & F_WORKER ? TOKEN : 0};
+		static const uint8_t junk[] = "GET / HTTP/1.0\r\n\r\n";
+		uint32_t old[2] = {1, 56}; /* an agent before TLS: its HELLO frame's header */
 		put(&s, fl, 2);
-		if (!seeds[i].client) {
-			h.role = seeds[i].role;
-			h.token = TOKEN;
-			frame(&s, CTL_HELLO, &h, sizeof(h));
-			if (seeds[i].last >= 2)
-				frame(&s, CTL_AUTH, auth, sizeof(auth));
-		} else {
-			frame(&s, CTL_CHALLENGE, &ch, sizeof(ch));
-			if (seeds[i].last == 3)
-				frame(&s, CTL_WELCOME, &no, sizeof(no));
-			else
-				frame(&s, CTL_WELCOME, welcome, sizeof(welcome));
+		switch (seeds[i].what) {
+		case 0:
+			frame(&s, CTL_HELLO, &h, sizeof(h), true);
+			break;
+		case 1:
+			frame(&s, CTL_WELCOME, &yes, sizeof(yes), true);
+			break;
+		case 2:
+			frame(&s, CTL_WELCOME, &no, sizeof(no), false);
+			break;
+		case 3:
+			put(&s, old, sizeof(old));
+			put(&s, junk, sizeof(junk));
+			break;
+		default:
+			put(&s, junk, sizeof(junk));
 		}
 		write_seed(seeds[i].name, &s);
 	}
