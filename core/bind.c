@@ -527,8 +527,7 @@ int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_
 	if (slot >= p->h->nslots || p->parked[slot]) /* its task not given: gm_bind_pool_give */
 		return -EINVAL;
 	unsigned held = p->c.hold[slot];
-	if (!(held & (GM_CONSUMER_USER | GM_CONSUMER_OWNER)) ||
-	    (!(held & GM_CONSUMER_OWNER) && (held & GM_CONSUMER_KEPT)))
+	if (!(held & (GM_CONSUMER_USER | GM_CONSUMER_OWNER)))
 		return -EINVAL; /* not delivered, or released already */
 	if ((held & GM_CONSUMER_OWNER) && !batch_ok(p, b))
 		return -EINVAL;
@@ -548,7 +547,10 @@ int gm_bind_pool_keep(struct gm_bind_pool *p, uint32_t slot, uint64_t len, void 
 		return -EINVAL;
 	long page = sysconf(_SC_PAGESIZE);
 	len = (len + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
-	if (len > p->h->slot_bytes - off)
+	/* a reserved ring's whole payload: one alias a slot, reused (and pinned
+	 * once); a sparse one's written pages only (mapping the rest would fault
+	 * them in) */
+	if (len > p->h->slot_bytes - off || !p->sparse)
 		len = p->h->slot_bytes - off;
 	return gm_consumer_keep(&p->c, slot, off, (size_t)len, addr);
 }

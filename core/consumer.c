@@ -74,13 +74,23 @@ int gm_consumer_init(struct gm_consumer *c, struct gm_ring *ring, uint64_t first
 	return c->hold ? 0 : -ENOMEM;
 }
 
+/* An alias goes: unpinned first (harmless where it was not pinned). */
+static void unmap_alias(const struct gm_consumer *c, struct alias *a)
+{
+	if (!a->addr)
+		return;
+	if (c->pinned)
+		gm_cuda_host_unregister(a->addr);
+	munmap(a->addr, a->len);
+	a->addr = NULL;
+}
+
 void gm_consumer_fini(struct gm_consumer *c)
 {
 	struct gm_consumer_keep *k = c->keep;
 	if (k) {
 		for (uint32_t i = 0; i < c->nslots; i++)
-			if (k->alias[i].addr)
-				munmap(k->alias[i].addr, k->alias[i].len);
+			unmap_alias(c, &k->alias[i]);
 		for (size_t i = 0; i < k->n_gone; i++)
 			munmap(k->gone[i].addr, k->gone[i].len);
 		free(k->gone);
@@ -164,9 +174,7 @@ static int map_alias(struct gm_consumer *c, uint32_t slot, size_t off, size_t le
 	struct alias *a = &c->keep->alias[slot];
 	if (a->addr && a->off == off && a->len == len)
 		return 0;
-	if (a->addr)
-		munmap(a->addr, a->len); /* no view of it is alive: the slot was not kept */
-	a->addr = NULL;
+	unmap_alias(c, a); /* no view of it is alive: the slot was not kept */
 	char *start = (char *)gm_ring_slot(c->ring, slot) + off;
 	/* populated: the pages are there (the workers wrote them), their table
 	 * entries are made once here instead of faulting each page on first read */
@@ -175,6 +183,10 @@ static int map_alias(struct gm_consumer *c, uint32_t slot, size_t off, size_t le
 	if (p == MAP_FAILED)
 		return -errno;
 	*a = (struct alias){p, off, len};
+	/* a kept batch of a pinned ring is pinned too (once per alias: they are
+	 * reused); best effort: unpinned, its views are only slower to copy */
+	if (c->pinned)
+		gm_cuda_host_register(p, len);
 	return 0;
 }
 
@@ -225,6 +237,8 @@ static int detach(struct gm_consumer *c, uint32_t slot)
 	if (copy == MAP_FAILED)
 		return -errno;
 	memcpy(copy, a->addr, a->len);
+	if (c->pinned)
+		gm_cuda_host_unregister(a->addr); /* the copy over it is not the ring's */
 	/* atomic for the user's other threads: a reader sees the old pages or the copy */
 	if (mremap(copy, a->len, a->len, MREMAP_MAYMOVE | MREMAP_FIXED, a->addr) == MAP_FAILED) {
 		int err = -errno;

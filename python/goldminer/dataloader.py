@@ -17,9 +17,16 @@ killed, stopped or crashed worker costs one batch's re-issue and the bytes do no
 depend on the worker count: each sample is computed after seeding random, NumPy
 and torch from (seed, epoch, index).
 
-Batches come back as tensors viewing the ring slot (zero copy) until the next
-batch is asked for; copy=True copies them into buffers the caller owns (reused
-once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
+Batches come back as tensors viewing the ring slot (zero copy), kept
+(gm_bind_pool_keep) as long as the caller holds any of them: past the next
+batch, the iterator, the epoch and close(). The slot goes back to the workers at
+the first request after the last view died; a caller that holds so many that
+the workers would have fewer than 2 slots to fill gets the oldest detached (a
+private copy at the same addresses, its slot given back: consumer.h), so
+`list(loader)` and `x, y = next(iter(loader))` read the bytes made, never other
+ones. A pool closed with views alive stops its workers at once and unmaps its
+ring when the last view dies. copy=True copies each batch into buffers the caller
+owns instead (reused once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
 or measured once from the first batch of the first pool, computed in a worker like
 any other (a crash there costs a re-issue and is reported with the index, never
 the trainer's life): the first pool is a probe, its slots PROBE_SLOT bytes of a
@@ -64,6 +71,7 @@ import fcntl
 import os
 import pickle
 import sys
+import weakref
 
 from . import _abi, _bind, _slot
 
@@ -384,6 +392,9 @@ class _Pool:
         self.dl, self.lib, self.sparse = dl, _bind.lib(), sparse
         self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
+        # kept batches (gm_bind_pool_keep): weakrefs to the buffer under each one's
+        # views; a dead one's address waits in `dead` for the consumer's next call
+        self.kept, self.dead, self.closing = {}, [], False
         self.sizing = sizing  # the first batch taken measures the slots
         base, _, batches, start = plan
         self.first = base + start
@@ -522,8 +533,35 @@ class _Pool:
             self.pending.pop(0)
             self.first = t + 1
 
+    def _drop_dead(self):
+        """Give back the kept batches whose last view died (here, in the consumer:
+        the finalizers only note them)."""
+        while self.dead:
+            self.lib.gm_bind_pool_drop(self.p, self.dead.pop())
+
+    def _keep(self, slot, total):
+        """The payload of slot kept past its release (gm_bind_pool_keep): a buffer
+        over its second mapping, whose death gives it back (_drop_dead)."""
+        addr = ctypes.c_void_p()
+        rc = self.lib.gm_bind_pool_keep(self.p, slot, total, ctypes.byref(addr))
+        if rc:
+            raise OSError(-rc, "goldminer DataLoader: keeping a batch: %s" % os.strerror(-rc))
+        buf = (ctypes.c_char * total).from_address(addr.value)
+        buf._owner = self  # the ring stays mapped while a view lives
+        dead, kept, a = self.dead, self.kept, addr.value
+
+        def died(ref):
+            kept.pop(id(ref), None)
+            dead.append(a)
+            if self.closing and not kept:
+                self._destroy()  # closed earlier with views alive: the last is gone
+        r = weakref.ref(buf, died)
+        kept[id(r)] = r
+        return buf
+
     def next(self, t, k, epoch):
-        self._flush()  # the previous batch's views end here
+        self._drop_dead()
+        self._flush()  # the previous batch's indices are known: its slot goes on
         err = ctypes.create_string_buffer(512)
         waited, limit = 0, int(self.dl.timeout * 1000)
         while True:
@@ -566,15 +604,27 @@ class _Pool:
                                    k, epoch, _slot.size_of(buf), cap.value))
         if status:
             _raise_failed(buf, k, epoch)
-        return _slot.read(memoryview(buf).cast("B"), copy=self.dl._owned or self.dl.copy)
+        copy = self.dl._owned or self.dl.copy
+        if not copy and 0 < _slot.size_of(buf) <= cap.value:
+            buf = self._keep(slot, _slot.size_of(buf))
+        return _slot.read(memoryview(buf).cast("B"), copy=copy)
 
     def close(self):
-        if self.p:
-            self.lib.gm_bind_pool_destroy(self.p)  # stops and reaps every worker
-            self.p = ctypes.c_void_p()
+        """Stop the workers; unmap the ring now, or when the last view of a kept
+        batch dies."""
+        if self.p and self.kept:
+            self.closing = True
+            self.lib.gm_bind_pool_stop(self.p)  # stops and reaps every worker
+        else:
+            self._destroy()
         if self.spec_fd >= 0:
             os.close(self.spec_fd)
             self.spec_fd = -1
+
+    def _destroy(self):
+        p, self.p = self.p, ctypes.c_void_p()
+        if p:
+            self.lib.gm_bind_pool_destroy(p)  # stops and reaps every worker, unmaps
 
 
 def _raise_failed(buf, k, epoch):

@@ -727,6 +727,38 @@ class TestDataLoader(GmTest):
             self.assertTrue(any(inside), "tensor at %#x not in a ring" % x.data_ptr())
             break
 
+    def held_in_a_child(self, case):
+        """HOLD's case in a child interpreter (the old way of holding a view crashed
+        the process): its verdict line and exit status."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.abspath(__file__)), os.path.join(REPO, "python")]))
+        p = subprocess.run([sys.executable, "-c", HOLD, case], capture_output=True,
+                           text=True, env=env, timeout=300)
+        return p.returncode, p.stdout.strip(), p.stderr[-2000:]
+
+    def test_a_batch_unpacked_from_next_iter_outlives_its_iterator(self):
+        # `x, a, r, i = next(iter(loader))`: the iterator (and its pool) die at once
+        rc, out, err = self.held_in_a_child("next")
+        self.assertEqual((rc, out), (0, "same"), err)
+
+    def test_list_of_a_loader_holds_more_batches_than_slots_with_their_bytes(self):
+        # list(loader): 10 batches over 4 slots, held past the epoch and the loader
+        rc, out, err = self.held_in_a_child("list")
+        self.assertEqual((rc, out), (0, "same"), err)
+
+    def test_held_batches_of_persistent_workers_are_never_overwritten(self):
+        dl0 = self.DL(AugDataset(), batch_size=BATCH, num_workers=0, seed=5)
+        ref = [flat(list(dl0)) for _ in range(3)]
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=2, seed=5,
+                     persistent_workers=True)
+        self.addCleanup(dl.close)
+        held = list(dl) + list(dl)  # two epochs: 20 batches over one ring of 4 slots
+        for k in range(3):
+            self.assertEqual(flat(held), ref[0] + ref[1], "read %d" % k)
+            time.sleep(0.2)  # the workers would have refilled any slot given back
+        del held
+        self.assertEqual(flat(list(dl)), ref[2])  # the slots came back: epoch 2 goes on
+
     def ring_ranges(self):
         return [[int(v, 16) for v in l.split()[0].split("-")] for l in memfd_maps()
                 if "goldminer-ring" in l]
@@ -874,6 +906,25 @@ class TestNode(GmTest):
         with self.assertRaises(ValueError) as cm:
             self.DL(AugDataset(), batch_size=BATCH, node=self.sock)
         self.assertIn("num_workers > 0", str(cm.exception))
+
+
+# A child that holds batches the way scripts do (held_in_a_child): prints "same"
+# when their bytes are those of num_workers=0's, "differ" otherwise.
+HOLD = textwrap.dedent("""
+    import gc, sys
+    from test_dataloader import AugDataset, BATCH, flat
+    from goldminer.torch import DataLoader
+    ref = flat(list(DataLoader(AugDataset(), batch_size=BATCH, seed=5)))
+    if sys.argv[1] == "next":
+        got = [next(iter(DataLoader(AugDataset(), batch_size=BATCH, num_workers=2,
+                                    seed=5)))]
+        want = ref[:1]
+    else:
+        got = list(DataLoader(AugDataset(), batch_size=BATCH, num_workers=2, seed=5))
+        want = ref
+    gc.collect()  # the loaders and their pools are gone; the batches are not
+    print("same" if flat(got) == want else "differ")
+""")
 
 
 SCRIPT = textwrap.dedent("""
