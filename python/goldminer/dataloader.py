@@ -458,7 +458,7 @@ class _Pool:
             cfg = self._cfg(MIN_SLOT, batch_max)
             rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
         if rc:
-            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: " + err.value.decode())
         self.slots = self.lib.gm_bind_pool_slots(self.p)
         # the first window: the rest of it (past a short first epoch of a
         # persistent pool) stays parked until the next epoch is drawn (_flush)
@@ -476,7 +476,7 @@ class _Pool:
         else:
             rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
-            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: " + err.value.decode())
 
     def _batch(self, t):
         """Task t's struct gm_bind_batch, or None while its epoch is not drawn."""
@@ -510,10 +510,10 @@ class _Pool:
     @staticmethod
     def _check(rc, b):
         if rc:
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
-                               " more than the persistent ring's batches (its first"
-                               " epoch's longest): use persistent_workers=False"
-                               % (b.batch, b.epoch, b.n))
+            raise _abi.GoldminerError(
+                errno.EINVAL, "goldminer DataLoader: batch %d of epoch %d has %d samples,"
+                " more than the persistent ring's batches (its first epoch's longest): use"
+                " persistent_workers=False" % (b.batch, b.epoch, b.n))
 
     def _flush(self):
         """Give what is known of the first window, then hand back, in order,
@@ -545,7 +545,8 @@ class _Pool:
         addr = ctypes.c_void_p()
         rc = self.lib.gm_bind_pool_keep(self.p, slot, total, ctypes.byref(addr))
         if rc:
-            raise OSError(-rc, "goldminer DataLoader: keeping a batch: %s" % os.strerror(-rc))
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: keeping a batch: %s"
+                                      % os.strerror(-rc))
         buf = (ctypes.c_char * total).from_address(addr.value)
         buf._owner = self  # the ring stays mapped while a view lives
         dead, kept, a = self.dead, self.kept, addr.value
@@ -571,11 +572,12 @@ class _Pool:
             if slot == -errno.ETIMEDOUT or slot == -errno.EINTR:
                 waited += 200  # a KeyboardInterrupt is raised here, between calls
                 if limit and waited >= limit:
-                    raise RuntimeError("DataLoader timed out after %g seconds (batch %d of"
-                                       " epoch %d)" % (self.dl.timeout, k, epoch))
+                    raise _abi.GoldminerError(
+                        errno.ETIMEDOUT, "DataLoader timed out after %g seconds (batch %d"
+                        " of epoch %d)" % (self.dl.timeout, k, epoch))
                 continue
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d: %s"
-                               % (k, epoch, err.value.decode(errors="replace")))
+            raise _abi.GoldminerError(-slot, "goldminer DataLoader: batch %d of epoch %d: %s"
+                                      % (k, epoch, err.value.decode(errors="replace")))
         self.held = (slot, t)
         st = (ctypes.c_uint64 * 5)()
         self.lib.gm_bind_pool_stats(self.p, st)
@@ -599,9 +601,10 @@ class _Pool:
             if status == 0:
                 self.dl._errors.append((epoch, k, s.value, (msg or b"").decode(errors="replace")))
         if status == -errno.EMSGSIZE:
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
-                               " than a slot's %d: raise slot_bytes=" % (
-                                   k, epoch, _slot.size_of(buf), cap.value))
+            raise _abi.GoldminerError(
+                errno.EMSGSIZE, "goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
+                " than a slot's %d: raise slot_bytes=" % (k, epoch, _slot.size_of(buf),
+                                                          cap.value))
         if status:
             _raise_failed(buf, k, epoch)
         copy = self.dl._owned or self.dl.copy
@@ -632,7 +635,8 @@ def _raise_failed(buf, k, epoch):
     import struct
     total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
     if magic != b"GMPYFAIL" or _slot.HDR + tlen > len(buf):
-        raise RuntimeError("goldminer DataLoader: batch %d of epoch %d failed" % (k, epoch))
+        raise _abi.GoldminerError(errno.EIO, "goldminer DataLoader: batch %d of epoch %d"
+                                  " failed" % (k, epoch))
     exc, info = pickle.loads(bytes(memoryview(buf).cast("B")[_slot.HDR:_slot.HDR + tlen]))
     text = ("%s\n(sample %d, batch %d of epoch %d, in a goldminer worker; its traceback:)\n%s"
             % (info["msg"], info["index"], k, epoch, info["tb"]))

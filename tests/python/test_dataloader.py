@@ -645,6 +645,24 @@ class TestDataLoader(GmTest):
         self.assertIn("40", msg)  # its size: 40000 bytes and more
         self.assertIn("slot_bytes=", msg)
 
+    def test_its_errors_are_goldminers_one_type_with_an_errno(self):
+        # one exception type for every loader; a RuntimeError too, as torch's
+        import errno
+        import torch
+        import goldminer
+        from goldminer import loader
+        self.assertIs(loader.GoldminerError, goldminer.GoldminerError)
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
+                     collate_fn=lambda items: torch.zeros(10000))
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            list(dl)
+        self.assertEqual(cm.exception.errno, errno.EMSGSIZE)
+        self.assertIsInstance(cm.exception, RuntimeError)
+        dl = self.DL(AugDataset(delay=2), batch_size=BATCH, num_workers=1, timeout=0.3)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            next(iter(dl))
+        self.assertEqual(cm.exception.errno, errno.ETIMEDOUT)
+
     def test_state_dict_resumes_mid_epoch_with_the_same_bytes(self):
         ref = self.run_loader(2)[0]
         dl = self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=2, seed=5,
