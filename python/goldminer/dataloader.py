@@ -140,7 +140,7 @@ class DataLoader:
         self._cap = (num_workers if num_workers != "auto" else max_workers) or 0
         self.node = (None if node is None or node is False
                      else b"" if node is True else os.fsencode(node))
-        self._stats = [0, 0, 0, 0, 0]
+        self._stats = [0, 0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.collate_fn = collate_fn or tud.default_collate
@@ -197,10 +197,12 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def stats(self):
-        """The last pool's counters: workers alive, deaths, batches re-issued, samples
-        quarantined, and its target size (the controller's with num_workers="auto")."""
-        return dict(zip(("workers", "deaths", "reissued", "quarantined", "target"),
-                        self._stats))
+        """The last pool's counters, named as goldminer.Loader's stats() names them:
+        workers alive, worker_deaths, batches reissued, samples quarantined (the
+        C path has no such count), target_workers (the controller's with
+        num_workers="auto"), and kept_copied (held batches detached into a copy)."""
+        return dict(zip(("workers", "worker_deaths", "reissued", "quarantined",
+                         "target_workers", "kept_copied"), self._stats))
 
     def errors(self):
         """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
@@ -581,7 +583,7 @@ class _Pool:
         self.held = (slot, t)
         st = (ctypes.c_uint64 * 5)()
         self.lib.gm_bind_pool_stats(self.p, st)
-        self.dl._stats = list(st)
+        self.dl._stats = list(st) + [self.lib.gm_bind_pool_detached(self.p)]
         return self._take(slot, k, epoch)
 
     def _take(self, slot, k, epoch):

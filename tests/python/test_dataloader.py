@@ -577,10 +577,10 @@ class TestDataLoader(GmTest):
             got.append(b)
             st = dl.stats()
             if len(got) < 40:
-                most = max(most, st["target"])  # 40 ms a batch per worker, taken at once
+                most = max(most, st["target_workers"])  # 40 ms a batch per worker, taken at once
             elif most == 3:
                 time.sleep(0.3)  # a trainer that takes a batch every 300 ms
-                least = min(least, st["target"])
+                least = min(least, st["target_workers"])
                 if least == 1:
                     break
         self.assertEqual(most, 3)
@@ -763,6 +763,15 @@ class TestDataLoader(GmTest):
         # list(loader): 10 batches over 4 slots, held past the epoch and the loader
         rc, out, err = self.held_in_a_child("list")
         self.assertEqual((rc, out), (0, "same"), err)
+
+    def test_stats_speak_the_c_loaders_words_and_count_detached_batches(self):
+        from goldminer import _abi
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=2, seed=5)
+        held = list(dl)  # 10 batches over 4 slots: the oldest were detached
+        st = dl.stats()
+        c_words = {name for name, _ in _abi.LoaderStats._fields_}
+        self.assertEqual(set(st) - c_words, {"quarantined"})  # (none in the C path)
+        self.assertGreaterEqual(st["kept_copied"], len(held) - 4)
 
     def test_held_batches_of_persistent_workers_are_never_overwritten(self):
         dl0 = self.DL(AugDataset(), batch_size=BATCH, num_workers=0, seed=5)
