@@ -557,7 +557,10 @@ class _Pool:
             kept.pop(id(ref), None)
             dead.append(a)
             if self.closing and not kept:
-                self._destroy()  # closed earlier with views alive: the last is gone
+                try:  # closed earlier with views alive: the last is gone
+                    self._destroy()
+                except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone
+                    pass
         r = weakref.ref(buf, died)
         kept[id(r)] = r
         return buf
