@@ -18,24 +18,27 @@
  * A slot's ids[] start with the batch's epoch and index (bind.h): a ring may carry
  * several epochs for persistent workers, and the pool's stall lines name them.
  *
- * The consumer side is a pool (pool.c) in exec mode with no index: it does not
- * read payloads, only hands them out. It does not pickle, lay out or check what
- * a payload holds: the binding does.
+ * The consumer side is a pool (pool.c) in exec mode with no index and a
+ * consumer (consumer.c, embedded): the wait, the counters, the pin, the in-order
+ * give-back and kept batches are the C loader's own. A slot is held by the user
+ * from delivery until gm_bind_pool_release (or, kept, until gm_bind_pool_drop)
+ * and by the pool itself (GM_CONSUMER_OWNER) until the task after it has its
+ * indices (gm_bind_pool_release's batch): it goes back to the ring only then.
+ * It does not read payloads, only hands them out. It does not pickle, lay out or
+ * check what a payload holds: the binding does.
  */
 #include "goldminer/bind.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "goldminer/cuda.h"
+#include "goldminer/consumer.h"
 #include "goldminer/elastic.h"
 #include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
 #include "goldminer/limits.h"
@@ -241,10 +244,10 @@ struct gm_bind_pool {
 	struct gm_pool *pool;
 	struct gm_ring *ring;
 	struct gm_ring_hdr *h;
+	struct gm_consumer c; /* the wait, give-back, kept batches, pin (consumer.h) */
 	uint32_t batch_max;
 	uint32_t workers;
 	bool started;
-	bool pinned; /* the ring is registered with CUDA */
 	bool sparse; /* a sparse ring (never pinned: that would fault every page) */
 	/* for gm_bind_pool_node: the workers' command, spec and deadline, and the
 	 * connection to the agent that runs them (-1: none) */
@@ -303,7 +306,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	p->ring = gm_pool_ring(p->pool);
 	p->h = gm_ring_hdr(p->ring);
 	p->parked = calloc(p->h->nslots, sizeof(*p->parked));
-	if (!p->parked) {
+	if (!p->parked || gm_consumer_init(&p->c, p->ring, c->first_task)) {
 		gm_errf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 		goto out_destroy_pool;
@@ -326,6 +329,8 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	return 0;
 
 out_destroy_pool:
+	gm_consumer_fini(&p->c);
+	free(p->parked);
 	gm_pool_destroy(p->pool);
 out_free:
 	free(p);
@@ -450,51 +455,11 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 		goto out_free;
 	}
 	p->node_fd = fd;
+	p->c.agent_fd = fd;
 	p->started = true;
 out_free:
 	free(rep);
 	return rc;
-}
-
-/* -EIO when the node agent that runs the workers hung up, else 0. */
-static int node_gone(const struct gm_bind_pool *p, char *err, size_t errlen)
-{
-	struct pollfd pf = {.fd = p->node_fd, .events = POLLIN};
-	char c;
-
-	if (p->node_fd < 0 || poll(&pf, 1, 0) != 1)
-		return 0;
-	if (!(pf.revents & (POLLHUP | POLLERR)) &&
-	    recv(p->node_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
-		return 0; /* (the agent says nothing unasked: not a hang-up) */
-	gm_errf(err, errlen, "the node agent that runs the workers is gone (its workers with it)");
-	return -EIO;
-}
-
-/* -EIO with the pool's or a worker's fatal message, else 0. */
-static int pool_fatal(const struct gm_bind_pool *p, char *err, size_t errlen)
-{
-	/* pairs with the release store in fatal() (pool.c) */
-	if (atomic_load_explicit(&p->h->p_fatal, memory_order_acquire)) {
-		gm_errf(err, errlen, "%s", p->h->p_fatal_msg);
-		return -EIO;
-	}
-	/* pairs with the release store in gm_bind_fatal */
-	if (atomic_load_explicit(&p->h->fatal_set, memory_order_acquire) == 2) {
-		gm_errf(err, errlen, "a worker cannot run: %s", p->h->fatal);
-		return -EIO;
-	}
-	return node_gone(p, err, errlen);
-}
-
-/* A delivered batch, counted for the elastic controller (relaxed: statistics). */
-static void count(struct gm_bind_pool *p, uint32_t slot)
-{
-	const struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
-	uint64_t busy = ctl->decode_ns > ctl->preempt_ns ? ctl->decode_ns - ctl->preempt_ns : 0;
-
-	atomic_fetch_add_explicit(&p->h->c_work_ns, busy, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->h->c_samples, ctl->n, memory_order_relaxed);
 }
 
 void gm_bind_pool_pause(struct gm_bind_pool *p, int begin)
@@ -505,39 +470,22 @@ void gm_bind_pool_pause(struct gm_bind_pool *p, int begin)
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
 		      size_t errlen)
 {
-	uint64_t t0 = now_ns();
-	int waited = 0, rc;
+	uint32_t slot = (uint32_t)(task & (p->h->nslots - 1));
+	int rc;
 
-	if (p->parked[task & (p->h->nslots - 1)]) { /* READY for the ring, but empty */
+	if (p->parked[slot]) { /* READY for the ring, but empty */
 		gm_errf(err, errlen, "batch %llu was never given (gm_bind_pool_give)",
 			(unsigned long long)task);
 		return -EINVAL;
 	}
-	atomic_store_explicit(&p->h->c_waiting, 1, memory_order_relaxed);
-	for (;;) {
-		rc = pool_fatal(p, err, errlen);
-		if (rc)
-			break;
-		/* short waits: a fatal error is noticed within 100 ms */
-		int step = timeout_ms < 0 || timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
-		rc = gm_ring_wait_ready(p->ring, task, step);
-		if (rc == 0) {
-			rc = (int)(task & (p->h->nslots - 1));
-			count(p, (uint32_t)rc);
-			break;
-		}
-		if (rc == -EINTR)
-			break;
-		waited += step;
-		if (timeout_ms >= 0 && waited >= timeout_ms) {
-			gm_errf(err, errlen, "batch %llu not ready after %d ms",
-				(unsigned long long)task, timeout_ms);
-			rc = -ETIMEDOUT;
-			break;
-		}
+	rc = gm_consumer_wait(&p->c, task, timeout_ms);
+	if (rc < 0) {
+		gm_errf(err, errlen, "%s", p->c.errmsg);
+		return rc;
 	}
-	atomic_store_explicit(&p->h->c_waiting, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->h->c_wait_ns, now_ns() - t0, memory_order_relaxed);
+	/* held by the pool too until the task after it has its indices */
+	bool more = task + p->h->nslots < p->h->end_task;
+	gm_consumer_take(&p->c, task, slot, more ? GM_CONSUMER_OWNER : 0);
 	return rc;
 }
 
@@ -576,15 +524,55 @@ int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_
 	struct gm_slot_ctl *ctl = gm_ring_ctl(p->ring, slot);
 	uint64_t next = atomic_load_explicit(&ctl->task, memory_order_relaxed) + p->h->nslots;
 
-	if (p->parked[slot]) /* its own task is not given yet: gm_bind_pool_give */
+	if (slot >= p->h->nslots || p->parked[slot]) /* its task not given: gm_bind_pool_give */
 		return -EINVAL;
-	if (next < p->h->end_task && !batch_ok(p, b))
+	unsigned held = p->c.hold[slot];
+	if (!(held & (GM_CONSUMER_USER | GM_CONSUMER_OWNER)))
+		return -EINVAL; /* not delivered, or released already */
+	if ((held & GM_CONSUMER_OWNER) && !batch_ok(p, b))
 		return -EINVAL;
-	if (next < p->h->end_task)
+	if (held & GM_CONSUMER_OWNER)
 		put_batch(p, next, b);
-	/* its release store of the task publishes the batch to the next claimer */
-	gm_ring_release(p->ring, slot);
+	/* in task order, once nothing holds it (a kept batch: until its drop); the
+	 * ring's release store of the task publishes the batch to the next claimer */
+	gm_consumer_give_back(&p->c, slot,
+			      GM_CONSUMER_OWNER | (held & GM_CONSUMER_KEPT ? 0 : GM_CONSUMER_USER));
 	return 0;
+}
+
+int gm_bind_pool_keep(struct gm_bind_pool *p, uint32_t slot, uint64_t len, void **addr)
+{
+	size_t off = p->h->data_offset;
+	if (slot >= p->h->nslots || !len || len > p->h->slot_bytes - off)
+		return -EINVAL;
+	long page = sysconf(_SC_PAGESIZE);
+	len = (len + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
+	/* a reserved ring's whole payload: one alias a slot, reused (and pinned
+	 * once); a sparse one's written pages only (mapping the rest would fault
+	 * them in) */
+	if (len > p->h->slot_bytes - off || !p->sparse)
+		len = p->h->slot_bytes - off;
+	return gm_consumer_keep(&p->c, slot, off, (size_t)len, addr);
+}
+
+int gm_bind_pool_drop(struct gm_bind_pool *p, const void *addr)
+{
+	return gm_consumer_drop(&p->c, addr);
+}
+
+uint64_t gm_bind_pool_detached(const struct gm_bind_pool *p)
+{
+	return p->c.detached;
+}
+
+void gm_bind_pool_stop(struct gm_bind_pool *p)
+{
+	if (!p)
+		return;
+	if (p->node_fd >= 0)
+		close(p->node_fd); /* the agent stops the workers it ran for us */
+	p->node_fd = p->c.agent_fd = -1;
+	gm_pool_stop(p->pool);
 }
 
 void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
@@ -598,17 +586,9 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
 
 int gm_bind_pool_pin(struct gm_bind_pool *p)
 {
-	int rc;
-
-	if (p->pinned)
-		return 0;
 	if (p->sparse)
 		return -EINVAL;
-	if (!gm_cuda_available(NULL, 0))
-		return -ENODEV;
-	rc = gm_cuda_host_register(gm_ring_base(p->ring), gm_ring_bytes(p->ring));
-	p->pinned = rc == 0;
-	return rc;
+	return gm_consumer_pin(&p->c);
 }
 
 int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len)
@@ -634,11 +614,8 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 {
 	if (!p)
 		return;
-	if (p->node_fd >= 0)
-		close(p->node_fd); /* the agent stops the workers it ran for us */
-	gm_pool_stop(p->pool);	   /* no worker writes while the pages are unregistered */
-	if (p->pinned)
-		gm_cuda_host_unregister(gm_ring_base(p->ring));
+	gm_bind_pool_stop(p);	 /* no worker writes while the pages are unregistered */
+	gm_consumer_fini(&p->c); /* kept batches' mappings and the pin, before the ring */
 	gm_pool_destroy(p->pool);
 	free(p->parked);
 	free(p);

@@ -6,8 +6,9 @@
  * workers here it makes a worker pool (pool.c: ring, coordinator thread, workers)
  * and reads the pool's ring; with opts.node it attaches to the node agent
  * (wire.c), which makes the pool there and sends the ring back as a memfd that is
- * mapped and validated here. Either way the consumer below only waits on the
- * ring, validates what the workers wrote and counts. Task t is batch
+ * mapped and validated here. Either way the consumer (consumer.c, embedded) waits
+ * on the ring, gives slots back in order and keeps batches; this file validates
+ * what the workers wrote and counts it. Task t is batch
  * (epoch0 + t / batches_per_epoch, t % batches_per_epoch). A shuffle_buffer op is
  * run here, in the consumer, on copies (contract 4).
  * It does not fork or reap (pool.c), decode (worker.c), move leases (ring.c),
@@ -16,18 +17,16 @@
 #include "goldminer/loader.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/consumer.h"
 #include "goldminer/cuda.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
@@ -39,8 +38,6 @@
 #include "goldminer/wire.h"
 #include "goldminer/util.h"
 #include "goldminer/worker.h"
-
-#define WAIT_SLICE_MS 100
 
 struct err_rec {
 	uint32_t sample;
@@ -57,17 +54,15 @@ struct gm_loader {
 	int sock;		   /* workers in the node agent: the connection, else -1 */
 	struct gm_ring *ring;	   /* the pool's, or the agent's mapped here (then ours) */
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
+	struct gm_consumer c;	   /* the wait, give-back, kept batches, pin (consumer.h) */
+	bool has_c;		   /* c was initialised */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;			   /* batches per epoch */
-	uint64_t next;			   /* next task to deliver */
-	uint64_t end;			   /* GM_RING_NO_END or one past the last task */
-	int held;			   /* slot of the batch the user holds, or -1 */
-	uint64_t rel;			   /* oldest delivered task not given back to the ring */
-	struct gm_loader_keep_state *keep; /* batches kept (gm_loader_keep); NULL until one is */
-	volatile sig_atomic_t interrupt;   /* gm_loader_interrupt: the next wait returns -EINTR */
-	bool stopped;			   /* gm_loader_stop: no workers, mapping kept */
-	bool pinned;
+	uint32_t bpe;	/* batches per epoch */
+	uint64_t first; /* the first task (then c.next: the next to deliver) */
+	uint64_t end;	/* GM_RING_NO_END or one past the last task */
+	int held;	/* slot of the batch the user holds (not kept), or -1 */
+	bool stopped;	/* gm_loader_stop: no workers, mapping kept */
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
 	uint32_t shuf_cap; /* N; 0 = no shuffle buffer */
@@ -89,7 +84,7 @@ struct gm_loader {
 	/* counters (consumer thread) */
 	uint64_t batches, samples, first_samples;
 	uint64_t t_first, t_last;
-	uint64_t read_ns, decode_ns, augment_ns, write_ns, wait_ns;
+	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	uint64_t read_bytes;  /* gm_loader_read_bytes */
 	uint64_t preempt_ns;  /* gm_loader_preempt_ns */
 	uint64_t stale;	      /* gm_loader_stale_index */
@@ -219,12 +214,11 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 	char why[512];
 	int err = gm_dataset_open(&l->ds, l->o.root, why, sizeof(why));
 	if (!err)
-		err = gm_pool_tasks(&l->o, l->ds, &l->bpe, &l->next, &l->end, why, sizeof(why));
+		err = gm_pool_tasks(&l->o, l->ds, &l->bpe, &l->first, &l->end, why, sizeof(why));
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
-	gm_pool_cfg_init(c, &l->o, l->ds, l->bpe, l->next, l->end);
+	gm_pool_cfg_init(c, &l->o, l->ds, l->bpe, l->first, l->end);
 	l->wcfg = c->w;
-	l->rel = l->next;
 
 	/* The pool drains every epoch: more than an epoch's samples would never fill. */
 	uint32_t n = gm_dataset_count(l->ds);
@@ -237,6 +231,20 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 				       "resumes at an epoch start only (start_batch 0)");
 		return shuf_alloc(l);
 	}
+	return 0;
+}
+
+/* The consumer over l->ring, the ring pinned for the GPU where one is usable
+ * (before any fork: the workers inherit the registration's pages). */
+static int start_consumer(struct gm_loader *l)
+{
+	l->h = gm_ring_hdr(l->ring);
+	if (gm_consumer_init(&l->c, l->ring, l->first))
+		return set_err(l, -ENOMEM, "gm_loader_open: out of memory");
+	l->has_c = true;
+	l->c.agent_fd = l->sock;
+	if (!l->o.no_pin)
+		gm_consumer_pin(&l->c); /* no GPU: stats say pinned = false */
 	return 0;
 }
 
@@ -261,10 +269,9 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
 	l->ring = gm_pool_ring(l->pool);
-	l->h = gm_ring_hdr(l->ring);
-	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
-		l->pinned =
-		    gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
+	err = start_consumer(l);
+	if (err)
+		return err;
 	err = gm_pool_start(l->pool, why, sizeof(why));
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
@@ -272,7 +279,6 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 }
 
 static int client_attach(struct gm_loader *l);
-static void keep_free(struct gm_loader *l);
 
 /* Copy every string of the options the loader keeps past open (messages print
  * root long after; client_attach connects to node), so the caller's need not
@@ -331,7 +337,7 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, ch
 static int check_agent_ring(struct gm_loader *l, const struct gm_node_reply *rep)
 {
 	if (l->h->batch_size != l->o.batch_size || l->h->sample_bytes != l->sample_bytes ||
-	    l->h->first_task != l->next || l->h->end_task != l->end ||
+	    l->h->first_task != l->first || l->h->end_task != l->end ||
 	    rep->batches_per_epoch != l->bpe)
 		return set_err(l, -EPROTO,
 			       "gm_loader_open: the node agent's ring does not match "
@@ -395,10 +401,7 @@ static int client_attach(struct gm_loader *l)
 	err = check_agent_ring(l, &rep);
 	if (err)
 		return err; /* gm_loader_close unmaps the ring and hangs up */
-	if (!l->o.no_pin && gm_cuda_available(NULL, 0))
-		l->pinned =
-		    gm_cuda_host_register(gm_ring_base(l->ring), gm_ring_bytes(l->ring)) == 0;
-	return 0;
+	return start_consumer(l);
 
 out_ring_fd:
 	if (ring_fd >= 0)
@@ -406,20 +409,9 @@ out_ring_fd:
 	return err;
 }
 
-/* With a node agent: has it gone away? (It never writes unasked.) */
-static int client_check(struct gm_loader *l)
-{
-	if (l->sock < 0)
-		return 0;
-	struct pollfd p = {l->sock, POLLIN, 0};
-	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
-		return set_err(l, -EPIPE, "gm_loader_next: the node agent went away");
-	return 0;
-}
-
 void gm_loader_interrupt(struct gm_loader *l)
 {
-	l->interrupt = 1;
+	gm_consumer_interrupt(&l->c);
 }
 
 void gm_loader_stop(struct gm_loader *l)
@@ -432,6 +424,7 @@ void gm_loader_stop(struct gm_loader *l)
 	if (l->sock >= 0) {
 		close(l->sock); /* the agent detaches the job and stops its workers */
 		l->sock = -1;
+		l->c.agent_fd = -1;
 	}
 }
 
@@ -440,9 +433,8 @@ void gm_loader_close(struct gm_loader *l)
 	if (!l)
 		return;
 	gm_loader_stop(l);
-	keep_free(l); /* its mappings first: it reads the ring's header */
-	if (l->pinned)
-		gm_cuda_host_unregister(gm_ring_base(l->ring));
+	if (l->has_c)
+		gm_consumer_fini(&l->c); /* kept batches and the pin, before the ring goes */
 	if (l->pool)
 		gm_pool_destroy(l->pool); /* and its ring */
 	else
@@ -477,173 +469,22 @@ static void keep_error(struct gm_loader *l, const struct gm_slot_err *e)
 	l->n_errs++;
 }
 
-/*
- * Batches kept past the next gm_loader_next (gm_loader_keep). The ring moves in
- * task order: gm_ring_release hands task t's slot on to t + N and `consumed` says
- * where the workers' window starts, so a slot given back while an older one is
- * kept waits, marked BACK, until that one goes back too. A kept batch is handed
- * out through an alias: a second mapping of its slot alone (the same pages), so
- * that when the caller holds it so long that the workers would have fewer than 2
- * slots to fill, it can be detached: its pages under the alias are replaced, in
- * one mremap, by a private copy (the caller's views read the same bytes at the
- * same addresses), and its slot goes back to the ring. Only a batch held across
- * N - 1 later ones is ever copied.
- */
-#define KEPT 1 /* the caller holds it past the next gm_loader_next */
-#define BACK 2 /* given back, waiting for an older kept one */
-
-struct gm_loader_keep_state {
-	uint8_t *mark;	 /* per slot: KEPT, BACK or 0 */
-	char **alias;	 /* per slot: its alias mapping, or NULL */
-	size_t slot_len; /* bytes of one slot's mapping */
-	struct {	 /* detached batches: private copies the caller still holds */
-		char *addr;
-		size_t len;
-	} * gone;
-	size_t n_gone, cap_gone;
-	uint64_t copied; /* batches detached */
-};
-
-static void give_back(struct gm_loader *l, uint32_t slot)
-{
-	uint32_t mask = gm_ring_hdr(l->ring)->nslots - 1;
-	struct gm_loader_keep_state *k = l->keep;
-	if (!k) {
-		gm_ring_release(l->ring, slot); /* nothing kept: it is the oldest */
-		l->rel++;
-		return;
-	}
-	k->mark[slot] = BACK;
-	while (l->rel < l->next && k->mark[l->rel & mask] == BACK) {
-		k->mark[l->rel & mask] = 0;
-		gm_ring_release(l->ring, (uint32_t)(l->rel & mask));
-		l->rel++;
-	}
-}
-
-/* Replace the kept batch of slot's pages under its alias by a private copy and
- * give the slot back. 0 or -errno (the batch then stays kept). */
-static int detach(struct gm_loader *l, uint32_t slot)
-{
-	struct gm_loader_keep_state *k = l->keep;
-	size_t len = k->slot_len;
-	if (k->n_gone == k->cap_gone) {
-		size_t cap = k->cap_gone ? 2 * k->cap_gone : 8;
-		void *p = realloc(k->gone, cap * sizeof(*k->gone));
-		if (!p)
-			return -ENOMEM;
-		k->gone = p;
-		k->cap_gone = cap;
-	}
-	char *copy = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (copy == MAP_FAILED)
-		return -errno;
-	memcpy(copy, k->alias[slot], len);
-	/* atomic for the caller's other threads: a reader sees the old pages or the copy */
-	if (mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, k->alias[slot]) == MAP_FAILED) {
-		int err = -errno;
-		munmap(copy, len);
-		return err;
-	}
-	k->gone[k->n_gone].addr = k->alias[slot];
-	k->gone[k->n_gone++].len = len;
-	k->alias[slot] = NULL; /* the next keep of this slot maps it again */
-	k->copied++;
-	give_back(l, slot);
-	return 0;
-}
-
-/* Before waiting for the next task: the workers must have 2 slots to fill (or all
- * that are left), so the oldest kept batches are detached until they do. */
-static int make_room(struct gm_loader *l)
-{
-	struct gm_loader_keep_state *k = l->keep;
-	uint32_t n = gm_ring_hdr(l->ring)->nslots;
-	while (k && l->rel < l->next && l->rel + n - l->next < 2) {
-		int err = detach(l, (uint32_t)(l->rel & (n - 1)));
-		if (err)
-			return set_err(l, err,
-				       "gm_loader_next: a batch kept since task %llu holds the "
-				       "ring and cannot be copied out: %s",
-				       (unsigned long long)l->rel, strerror(-err));
-	}
-	return 0;
-}
-
-static int keep_alloc(struct gm_loader *l)
-{
-	uint32_t n = gm_ring_hdr(l->ring)->nslots;
-	struct gm_loader_keep_state *k = calloc(1, sizeof(*k));
-	if (!k)
-		return -ENOMEM;
-	k->mark = calloc(n, 1);
-	k->alias = calloc(n, sizeof(*k->alias));
-	k->slot_len = gm_ring_hdr(l->ring)->slot_bytes;
-	if (!k->mark || !k->alias) {
-		free(k->mark);
-		free(k->alias);
-		free(k);
-		return -ENOMEM;
-	}
-	l->keep = k;
-	return 0;
-}
-
-static void keep_free(struct gm_loader *l)
-{
-	struct gm_loader_keep_state *k = l->keep;
-	if (!k)
-		return;
-	uint32_t n = gm_ring_hdr(l->ring)->nslots;
-	for (uint32_t i = 0; i < n; i++)
-		if (k->alias[i])
-			munmap(k->alias[i], k->slot_len);
-	for (size_t i = 0; i < k->n_gone; i++)
-		munmap(k->gone[i].addr, k->gone[i].len);
-	free(k->gone);
-	free(k->alias);
-	free(k->mark);
-	free(k);
-	l->keep = NULL;
-}
-
-/* A detached batch given back: its copy is unmapped. True if b was one. */
-static bool drop_detached(struct gm_loader *l, const struct gm_batch *b)
-{
-	struct gm_loader_keep_state *k = l->keep;
-	for (size_t i = 0; k && i < k->n_gone; i++) {
-		char *a = k->gone[i].addr;
-		if ((char *)b->data >= a && (char *)b->data < a + k->gone[i].len) {
-			munmap(a, k->gone[i].len);
-			k->gone[i] = k->gone[--k->n_gone];
-			return true;
-		}
-	}
-	return false;
-}
-
 int gm_loader_release(struct gm_loader *l, struct gm_batch *b)
 {
-	struct gm_loader_keep_state *k = l->keep;
 	if (b && b->slot == UINT32_MAX)
 		return 0; /* a shuffled batch is a private copy: nothing to give back */
-	if (b && k && drop_detached(l, b))
-		return 0;
-	if (b && k && b->slot < gm_ring_hdr(l->ring)->nslots && k->mark[b->slot] == KEPT &&
-	    k->alias[b->slot] && (char *)b->data >= k->alias[b->slot] &&
-	    (char *)b->data < k->alias[b->slot] + k->slot_len) {
-		give_back(l, b->slot);
-		return 0;
-	}
+	if (b && gm_consumer_drop(&l->c, b->data) == 0)
+		return 0; /* a kept batch (or its detached copy): the held one is in neither */
 	if (l->held < 0 || (b && b->slot != (uint32_t)l->held))
 		return set_err(l, -EINVAL, "gm_loader_release: no such batch is held");
-	give_back(l, (uint32_t)l->held);
+	gm_consumer_give_back(&l->c, (uint32_t)l->held, GM_CONSUMER_USER);
 	l->held = -1;
 	return 0;
 }
 
 int gm_loader_keep(struct gm_loader *l, struct gm_batch *b)
 {
+	void *a;
 	if (b->slot == UINT32_MAX)
 		return set_err(l, -ENOTSUP,
 			       "gm_loader_keep: a shuffle_buffer batch is a copy that the next "
@@ -651,23 +492,14 @@ int gm_loader_keep(struct gm_loader *l, struct gm_batch *b)
 	if (l->held < 0 || b->slot != (uint32_t)l->held ||
 	    (char *)b->data != gm_ring_data(l->ring, b->slot))
 		return set_err(l, -EINVAL, "gm_loader_keep: no such batch is held");
-	if (!l->keep && keep_alloc(l))
-		return set_err(l, -ENOMEM, "gm_loader_keep: out of memory");
-	struct gm_loader_keep_state *k = l->keep;
+	/* the whole slot, control page first: labels and ids move with the pixels */
+	int err = gm_consumer_keep(&l->c, b->slot, 0, 0, &a);
+	if (err)
+		return set_err(l, err, "gm_loader_keep: %s", l->c.errmsg);
 	char *start = gm_ring_slot(l->ring, b->slot);
-	if (!k->alias[b->slot]) {
-		void *p = mmap(NULL, k->slot_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-			       gm_ring_fd(l->ring), start - (char *)gm_ring_base(l->ring));
-		if (p == MAP_FAILED)
-			return set_err(l, -errno, "gm_loader_keep: mapping slot %u again: %s",
-				       b->slot, strerror(errno));
-		k->alias[b->slot] = p;
-	}
-	char *a = k->alias[b->slot];
-	b->data = a + ((char *)b->data - start);
-	b->labels = (const int32_t *)(a + ((const char *)b->labels - start));
-	b->sample_ids = (const uint32_t *)(a + ((const char *)b->sample_ids - start));
-	k->mark[b->slot] = KEPT;
+	b->data = (char *)a + ((char *)b->data - start);
+	b->labels = (const int32_t *)((char *)a + ((const char *)b->labels - start));
+	b->sample_ids = (const uint32_t *)((char *)a + ((const char *)b->sample_ids - start));
 	l->held = -1;
 	return 0;
 }
@@ -676,51 +508,7 @@ uint32_t gm_loader_kept(const struct gm_loader *l, uint32_t *slots)
 {
 	if (slots)
 		*slots = l->ring ? gm_ring_hdr(l->ring)->nslots : 0;
-	return (uint32_t)(l->next - l->rel) - (l->held >= 0);
-}
-
-/* Block until task l->next is ready, the pool has failed or the agent is gone. */
-static int wait_next(struct gm_loader *l, uint64_t *t1_out)
-{
-	uint64_t t0 = now_ns(), t1;
-	int fe = 0;
-
-	atomic_store_explicit(&l->h->c_waiting, 1, memory_order_relaxed);
-	for (;;) {
-		/* A signal that lands just outside the futex (between two slices, or as
-		 * one times out) gives no EINTR: the handler's gm_loader_interrupt is
-		 * seen here, at the latest one slice later. */
-		int rc =
-		    l->interrupt ? -EINTR : gm_ring_wait_ready(l->ring, l->next, WAIT_SLICE_MS);
-		if (rc == 0)
-			break;
-		if (rc == -EINTR) {
-			l->interrupt = 0;
-			/* A signal handler ran (Ctrl-C, SIGTERM): the caller decides. */
-			fe = set_err(l, -EINTR,
-				     "gm_loader_next: interrupted by a signal while waiting "
-				     "for batch %llu (call again to go on)",
-				     (unsigned long long)l->next);
-			break;
-		}
-		/* pairs with the release store in fatal() (pool.c) */
-		fe = atomic_load_explicit(&l->h->p_fatal, memory_order_acquire);
-		if (fe) {
-			fe = set_err(l, fe, "gm_loader_next: %s", l->h->p_fatal_msg);
-			break;
-		}
-		fe = client_check(l); /* sets the message */
-		if (fe)
-			break;
-	}
-	atomic_store_explicit(&l->h->c_waiting, 0, memory_order_relaxed);
-	if (fe)
-		return fe;
-	t1 = now_ns();
-	l->wait_ns += t1 - t0;
-	atomic_fetch_add_explicit(&l->h->c_wait_ns, t1 - t0, memory_order_relaxed);
-	*t1_out = t1;
-	return 0;
+	return gm_consumer_held(&l->c) - (l->held >= 0);
 }
 
 /* Samples of a delivered batch whose member's row index did not match it: counted,
@@ -744,7 +532,8 @@ static void count_stale(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 	}
 }
 
-/* The counters of a delivered batch: ours, and the ring's for the controller. */
+/* The counters of a delivered batch (the ring's for the controller are
+ * gm_consumer_take's). */
 static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint64_t t1)
 {
 	count_stale(l, ctl);
@@ -760,11 +549,6 @@ static void count_batch(struct gm_loader *l, const struct gm_slot_ctl *ctl, uint
 	}
 	l->t_last = t1;
 	l->batches++;
-	/* counters for the controller, which may run in another process (relaxed) */
-	uint64_t busy = ctl->read_ns + ctl->decode_ns + ctl->augment_ns + ctl->write_ns;
-	busy = busy > ctl->preempt_ns ? busy - ctl->preempt_ns : 0; /* running or in I/O */
-	atomic_fetch_add_explicit(&l->h->c_work_ns, busy, memory_order_relaxed);
-	atomic_fetch_add_explicit(&l->h->c_samples, ctl->n, memory_order_relaxed);
 	l->samples += ctl->n;
 }
 
@@ -784,7 +568,7 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 	/* name the batch's bad files, as many as the message holds */
 	uint32_t epoch, nrec = ctl->n_recs < GM_RING_MAX_ERRS ? ctl->n_recs : GM_RING_MAX_ERRS;
 	uint64_t k;
-	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	char list[sizeof(l->errmsg)] = "";
 	size_t n = 0;
 	for (uint32_t i = 0; i < nrec && n < sizeof(list); i++) {
@@ -804,13 +588,13 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 
 /* A slot's control block is written by other processes (the workers; the node
  * agent for remote ones): its status, size and error count are what a worker
- * writes for task l->next, or the batch is not passed on (a positive status
+ * writes for task l->c.next, or the batch is not passed on (a positive status
  * would read as END or END_OF_EPOCH to the caller). 0 or -EPROTO. */
 static int check_slot(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 {
 	uint32_t epoch;
 	uint64_t k, count = gm_dataset_count(l->ds), b = l->o.batch_size;
-	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	uint64_t nb = count - k * b < b ? count - k * b : b;
 	if (gm_ring_status_ok(ctl->status) && ctl->n == nb && ctl->n_errors <= nb)
 		return 0;
@@ -830,19 +614,16 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 		l->eoe_pending = false;
 		return GM_LOADER_END_OF_EPOCH;
 	}
-	if (l->next >= l->end)
+	if (l->c.next >= l->end)
 		return GM_LOADER_END;
-	uint64_t t1;
-	int err = make_room(l);
-	if (!err)
-		err = wait_next(l, &t1);
-	if (err)
-		return err;
-
-	uint32_t slot = (uint32_t)(l->next & (gm_ring_hdr(l->ring)->nslots - 1));
+	int rc = gm_consumer_wait(&l->c, l->c.next, -1);
+	if (rc < 0)
+		return set_err(l, rc, "gm_loader_next: %s", l->c.errmsg);
+	uint64_t t1 = now_ns();
+	uint32_t slot = (uint32_t)rc;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
 	uint32_t nerr = ctl->n_errors;
-	err = check_slot(l, ctl);
+	int err = check_slot(l, ctl);
 	if (err)
 		return err;
 	for (uint32_t i = 0; i < ctl->n_recs && i < GM_RING_MAX_ERRS; i++)
@@ -852,14 +633,12 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 
 	uint32_t epoch;
 	uint64_t k;
-	gm_worker_task_pos(&l->wcfg, l->next, &epoch, &k);
+	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	b->epoch = epoch;
 	b->index = k;
 	b->size = ctl->n;
 	b->n_errors = nerr;
 	l->errors += nerr;
-	/* for the node agent's metrics (relaxed counter, like c_samples) */
-	atomic_fetch_add_explicit(&l->h->c_errors, nerr, memory_order_relaxed);
 	b->data = gm_ring_data(l->ring, slot);
 	b->sample_bytes = l->sample_bytes;
 	b->labels = gm_ring_labels(l->ring, slot);
@@ -867,7 +646,7 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	b->slot = slot;
 	l->held = (int)slot;
 	count_batch(l, ctl, t1);
-	l->next++;
+	gm_consumer_take(&l->c, l->c.next, slot, 0); /* the ring's counters, and c.next */
 	if (k == l->bpe - 1)
 		l->eoe_pending = true;
 	return 0;
@@ -1012,7 +791,7 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->decode_ns = l->decode_ns;
 	s->augment_ns = l->augment_ns;
 	s->write_ns = l->write_ns;
-	s->wait_ns = l->wait_ns;
+	s->wait_ns = l->c.wait_ns;
 	s->errors = l->errors;
 	s->workers = atomic_load(&l->h->p_alive);
 	s->worker_deaths = atomic_load(&l->h->p_deaths);
@@ -1020,7 +799,7 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->batches_per_epoch = l->bpe;
 	s->dataset_size = gm_dataset_count(l->ds);
 	s->num_classes = gm_dataset_num_classes(l->ds);
-	s->pinned = l->pinned;
+	s->pinned = l->c.pinned;
 	s->chaos_kills = atomic_load(&l->h->p_chaos_kills);
 	s->detect_ns_max = atomic_load(&l->h->p_detect_max);
 	s->detect_ns_sum = atomic_load(&l->h->p_detect_sum);
@@ -1032,7 +811,7 @@ void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)
 	s->target_workers = atomic_load(&l->h->p_target);
 	s->demand_img_per_s = (double)atomic_load(&l->h->p_demand_mrate) / 1000;
 	s->worker_img_per_s = (double)atomic_load(&l->h->p_worker_mrate) / 1000;
-	s->kept_copied = l->keep ? l->keep->copied : 0;
+	s->kept_copied = l->c.detached;
 }
 
 int gm_loader_error(const struct gm_loader *l, uint64_t i, const char **path, const char **msg)
@@ -1070,7 +849,7 @@ void gm_loader_position(const struct gm_loader *l, uint32_t *epoch, uint64_t *ba
 		return;
 	}
 	uint64_t k;
-	gm_worker_task_pos(&l->wcfg, l->next, epoch, &k);
+	gm_worker_task_pos(&l->wcfg, l->c.next, epoch, &k);
 	*batch = k;
 }
 

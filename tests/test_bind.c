@@ -817,6 +817,48 @@ static void test_tasks_given_after_start_reach_workers_and_none_is_claimed_empty
 	gm_bind_pool_destroy(p);
 }
 
+/* A kept payload (gm_bind_pool_keep) holds its slot past its release until it is
+ * dropped; later slots released meanwhile wait for it (task order); a batch kept
+ * while the workers would have fewer than 2 slots is detached with its bytes at
+ * its address; a stopped pool keeps kept batches readable. */
+static void test_kept_payloads_hold_their_slots_until_dropped(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc;
+	uint32_t idx[3];
+	void *a[3];
+	struct gm_bind_pool *p = open_pool("plain", 2, 40, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	struct gm_ring_hdr *h = gm_ring_hdr(gm_bind_pool_ring(p));
+	for (uint64_t t = 0; t < 3; t++) {
+		int slot = take_one(p, t);
+		assert_int_equal(gm_bind_pool_keep(p, (uint32_t)slot, 32, &a[t]), 0);
+		assert_int_equal(gm_bind_pool_keep(p, (uint32_t)slot, 32, &a[t]), -EINVAL);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(t + 4, idx)), 0);
+	}
+	assert_int_equal(atomic_load(&h->consumed), 0); /* all three kept */
+	assert_int_equal(gm_bind_pool_drop(p, a[1]), 0);
+	assert_int_equal(atomic_load(&h->consumed), 0); /* task 0 still kept */
+	/* task 3: the workers would have 1 slot: task 0 is detached, same bytes */
+	int slot = take_one(p, 3);
+	assert_int_equal(gm_bind_pool_detached(p), 1);
+	assert_int_equal(atomic_load(&h->consumed), 2);
+	assert_true(((uint64_t *)a[0])[0] == value(0) && ((uint64_t *)a[0])[2] == value(2));
+	assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(7, idx)), 0);
+	for (uint64_t t = 4; t < 8; t++) { /* task 4 refilled task 0's slot */
+		slot = take_one(p, t);
+		assert_int_equal(gm_bind_pool_release(p, (uint32_t)slot, indices(t + 4, idx)), 0);
+	}
+	assert_true(((uint64_t *)a[0])[0] == value(0));
+	assert_int_equal(gm_bind_pool_drop(p, a[0]), 0);
+	gm_bind_pool_stop(p);
+	assert_true(((uint64_t *)a[2])[1] == value(21)); /* kept: readable after stop */
+	assert_int_equal(gm_bind_pool_drop(p, (char *)a[2] + 8), 0);
+	assert_int_equal(gm_bind_pool_drop(p, a[2]), -ENOENT);
+	gm_bind_pool_destroy(p);
+}
+
 static void test_consumer_refuses_what_is_out_of_range(void **state)
 {
 	(void)state;
@@ -1031,6 +1073,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_node_pool_says_why_it_cannot_reach_the_agent),
 	    cmocka_unit_test(test_command_that_cannot_run_is_an_error_naming_it),
 	    cmocka_unit_test(test_tasks_given_after_start_reach_workers_and_none_is_claimed_empty),
+	    cmocka_unit_test(test_kept_payloads_hold_their_slots_until_dropped),
 	    cmocka_unit_test(test_consumer_refuses_what_is_out_of_range),
 	    cmocka_unit_test(test_give_refuses_tasks_outside_the_window),
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),

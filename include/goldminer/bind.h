@@ -21,7 +21,9 @@
  *
  * The consumer side (gm_bind_pool_*) is a pool (pool.h) whose workers are fresh
  * processes running a command (fork + exec, ring memfd as fd 3), watched,
- * re-issued, replaced and quarantined exactly as C workers are.
+ * re-issued, replaced and quarantined exactly as C workers are, and a consumer
+ * (consumer.h) that waits, counts, pins, gives slots back in task order and
+ * keeps batches exactly as the C loader's does.
  *
  * What it does not do: no batch layout (the binding's), no pickling, no sampler,
  * no policy of its own: a budget hands the pool to the elastic controller, which
@@ -155,9 +157,9 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
  * wire.h): the same command, the spec (spec_fd, required), the lease deadline;
  * cap: the most workers it may give (0: its policy decides). The agent sizes
  * the pool with its division across jobs; the workers stay on its host. The
- * connection is this pool's: gm_bind_pool_next fails with -EIO once the agent
- * is gone, gm_bind_pool_destroy closes it (the agent then stops the workers).
- * 0, or -errno with a message ("node agent: ..." for its refusals). */
+ * connection is this pool's: gm_bind_pool_next fails with -EPIPE
+ * (GM_CONSUMER_AGENT_GONE) once the agent is gone, gm_bind_pool_destroy closes it (the agent then
+ * stops the workers). 0, or -errno with a message ("node agent: ..." for its refusals). */
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
 		      size_t errlen);
 
@@ -178,8 +180,10 @@ void gm_bind_pool_pause(struct gm_bind_pool *p, int begin);
  * ring for the elastic controller): its slot (>= 0); -ETIMEDOUT after timeout_ms (-1: no
  * limit); -EINTR when a signal handler ran (the caller decides); -EINVAL for a
  * task of the first window never given (its slot is parked); -EIO when the
- * workers cannot run (message in err: the pool's, or a worker's fatal) or the
- * node agent that runs them is gone. */
+ * workers cannot run (message in err: the pool's, or a worker's fatal); -EPIPE
+ * when the node agent that runs them is gone; -errno when a kept batch had to be
+ * detached (see gm_bind_pool_keep) and could not be. The slot is held (by the
+ * user) until gm_bind_pool_release. */
 int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, char *err,
 		      size_t errlen);
 
@@ -195,11 +199,37 @@ const char *gm_bind_pool_error(const struct gm_bind_pool *p, uint32_t slot, uint
 			       uint32_t *sample, int32_t *err);
 
 /* Hand the slot back for task + slots, whose batch it carries (NULL only when
- * that task is past the end). Slots go back in task order: a consumer that does
- * not know the next batch yet (the next epoch's order is not drawn) keeps the
- * slot until it does. 0, or -EINVAL (n out of 1..batch_max, NULL before the
- * end, or a slot still parked: nothing done). */
+ * that task is past the end). A consumer that does not know the next batch yet
+ * (the next epoch's order is not drawn) keeps the slot until it does. The ring
+ * gets slots back in task order, each once nothing holds it: a kept slot (below)
+ * after its gm_bind_pool_drop too, and any slot after every older one. 0, or
+ * -EINVAL (n out of 1..batch_max, NULL before the end, a slot still parked, not
+ * delivered or released already: nothing done). */
 int gm_bind_pool_release(struct gm_bind_pool *p, uint32_t slot, const struct gm_bind_batch *b);
+
+/*
+ * Keep the payload of the slot just delivered (its first len bytes) past its
+ * release, for views a user may hold as long as it likes: *addr is a second
+ * mapping of those pages (consumer.h), valid until gm_bind_pool_drop of an
+ * address in it or gm_bind_pool_destroy. When the user keeps so many that the
+ * workers would have fewer than 2 slots to fill, gm_bind_pool_next first detaches
+ * the oldest: a private copy of its pages at the same addresses, its slot given
+ * back (gm_bind_pool_detached counts them). 0; -EINVAL (a slot not delivered,
+ * kept already, len 0 or past the payload); -errno from mmap.
+ */
+int gm_bind_pool_keep(struct gm_bind_pool *p, uint32_t slot, uint64_t len, void **addr);
+
+/* The kept batch at addr (any address inside it) is no longer viewed: its slot's
+ * hold ends (or its detached copy is unmapped). 0, or -ENOENT. */
+int gm_bind_pool_drop(struct gm_bind_pool *p, const void *addr);
+
+/* Kept batches detached into a copy so far. */
+uint64_t gm_bind_pool_detached(const struct gm_bind_pool *p);
+
+/* Stop the workers (and hang up on the node agent) but keep the ring and kept
+ * batches mapped until gm_bind_pool_destroy, so views stay readable (no batch
+ * is made any more). Idempotent; NULL is a no-op. */
+void gm_bind_pool_stop(struct gm_bind_pool *p);
 
 /* Counters: [0] workers alive, [1] deaths, [2] tasks re-issued, [3] samples
  * quarantined, [4] the pool's target size (the controller's, with a budget). */

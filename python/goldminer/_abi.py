@@ -1,4 +1,6 @@
-"""_abi - ctypes mirror of the C consumer API (include/goldminer/loader.h, aug.h).
+"""_abi - ctypes mirror of libgoldminer's API for Python (include/goldminer/loader.h,
+aug.h, bind.h, hybrid.h, jitter.h): every structure and prototype the package
+uses, declared here once.
 
 Design: the structures are declared field for field in header order with the
 ctypes type of the same size and alignment (C enums are `int`, `bool` is
@@ -31,6 +33,7 @@ FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 
 _enum = ctypes.c_int
+_U32P = ctypes.POINTER(ctypes.c_uint32)
 
 
 class AugSpec(ctypes.Structure):
@@ -126,11 +129,48 @@ class LoaderStats(ctypes.Structure):
     ]
 
 
+class PoolCfg(ctypes.Structure):
+    """struct gm_bind_pool_cfg"""
+    _fields_ = [
+        ("argv", ctypes.POINTER(ctypes.c_char_p)),
+        ("workers", ctypes.c_uint32),
+        ("slots", ctypes.c_uint32),
+        ("batch_max", ctypes.c_uint32),
+        ("payload_bytes", ctypes.c_uint64),
+        ("first_task", ctypes.c_uint64),
+        ("end_task", ctypes.c_uint64),
+        ("lease_timeout_ms", ctypes.c_uint32),
+        ("budget", ctypes.c_uint32),
+        ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
+        ("spec_fd", ctypes.c_int),
+        ("sparse", ctypes.c_int),
+    ]
+
+
+class BindBatch(ctypes.Structure):
+    """struct gm_bind_batch"""
+    _fields_ = [
+        ("epoch", ctypes.c_uint32),
+        ("batch", ctypes.c_uint32),
+        ("idx", _U32P),
+        ("n", ctypes.c_uint32),
+    ]
+
+
+class JitterDraw(ctypes.Structure):
+    """struct gm_jitter"""
+    _fields_ = [("n", ctypes.c_uint32), ("order", ctypes.c_uint8 * 4),
+                ("factor", ctypes.c_float * 4)]
+
+
+NO_END = (1 << 64) - 1  # GM_RING_NO_END
+
 # Order of gm_loader_abi_size(which).
 ABI_STRUCTS = (("gm_aug_spec", AugSpec), ("gm_loader_opts", LoaderOpts),
                ("gm_batch", Batch), ("gm_loader_stats", LoaderStats))
 
 _P = ctypes.c_void_p
+_BP = ctypes.POINTER(BindBatch)
 _PROTOS = {
     # name: (restype, argtypes)
     "gm_aug_spec_default": (None, [ctypes.POINTER(AugSpec)]),
@@ -157,10 +197,78 @@ _PROTOS = {
     "gm_version": (ctypes.c_char_p, []),
     "gm_checksum64": (ctypes.c_uint64, [ctypes.c_uint64, _P, ctypes.c_size_t]),
     "gm_node_status": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+    # bind.h: both sides of a Python worker pool (BIND)
+    "gm_bind_attach": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int]),
+    "gm_bind_detach": (None, [_P]),
+    "gm_bind_claim": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_bind_indices": (ctypes.c_uint32, [_P, ctypes.c_uint32, ctypes.POINTER(_U32P),
+                                          _U32P, _U32P]),
+    "gm_bind_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_bind_sample": (ctypes.c_bool, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_done_count": (ctypes.c_uint32, [_P, ctypes.c_uint32]),
+    "gm_bind_done": (None, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_is_done": (ctypes.c_bool, [_P, ctypes.c_uint32, ctypes.c_uint32]),
+    "gm_bind_error": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
+                                     ctypes.c_int32, ctypes.c_char_p]),
+    "gm_bind_quarantined": (ctypes.c_bool, [_P, ctypes.c_uint32]),
+    "gm_bind_publish": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_int32]),
+    "gm_bind_fatal": (None, [_P, ctypes.c_char_p]),
+    "gm_bind_pool_create": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(PoolCfg),
+                                           ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_bind_pool_give": (ctypes.c_int, [_P, ctypes.c_uint64, _BP]),
+    "gm_bind_pool_start": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_bind_pool_node": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_char_p,
+                                         ctypes.c_size_t]),
+    "gm_bind_pool_facts": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_bind_pool_next": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
+                                         ctypes.c_size_t]),
+    "gm_bind_pool_pause": (None, [_P, ctypes.c_int]),
+    "gm_bind_pool_status": (ctypes.c_int32, [_P, ctypes.c_uint32]),
+    "gm_bind_pool_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_bind_pool_errors": (ctypes.c_uint32, [_P, ctypes.c_uint32]),
+    "gm_bind_pool_error": (ctypes.c_char_p, [_P, ctypes.c_uint32, ctypes.c_uint32, _U32P,
+                                             ctypes.POINTER(ctypes.c_int32)]),
+    "gm_bind_pool_release": (ctypes.c_int, [_P, ctypes.c_uint32, _BP]),
+    "gm_bind_pool_keep": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint64,
+                                         ctypes.POINTER(_P)]),
+    "gm_bind_pool_drop": (ctypes.c_int, [_P, _P]),
+    "gm_bind_pool_detached": (ctypes.c_uint64, [_P]),
+    "gm_bind_pool_stop": (None, [_P]),
+    "gm_bind_pool_stats": (None, [_P, ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_bind_pool_slots": (ctypes.c_uint32, [_P]),
+    "gm_bind_pool_pin": (ctypes.c_int, [_P]),
+    "gm_bind_pool_destroy": (None, [_P]),
+    # hybrid.h and the draws the plan's tests compare with torchvision's (HYBRID)
+    "gm_hybrid_create": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(AugSpec),
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+    "gm_hybrid_destroy": (None, [_P]),
+    "gm_hybrid_out_bytes": (ctypes.c_size_t, [_P]),
+    "gm_hybrid_sample": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+                                        ctypes.c_uint64, _P, ctypes.c_size_t]),
+    "gm_hybrid_errmsg": (ctypes.c_char_p, [_P]),
+    "gm_aug_window": (None, [ctypes.POINTER(AugSpec), ctypes.c_uint32, ctypes.c_uint32,
+                             ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                             ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_bool)]),
+    "gm_jitter_draw": (None, [ctypes.POINTER(AugSpec), ctypes.c_uint64, ctypes.c_uint64,
+                              ctypes.c_uint64, ctypes.POINTER(JitterDraw)]),
 }
+# The groups a module needs whole (_Lib.need): a library built before their
+# source file lacks them.
+BIND = tuple(n for n in _PROTOS if n.startswith("gm_bind_"))
+HYBRID = tuple(n for n in _PROTOS if n.startswith("gm_hybrid_"))
 REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
             "gm_loader_open", "gm_loader_next", "gm_loader_release", "gm_loader_stats",
             "gm_loader_position", "gm_loader_errmsg", "gm_loader_close")
+
+
+class GoldminerError(OSError, RuntimeError):
+    """The one error type of goldminer's loaders (goldminer.Loader, goldminer.torch's
+    Loader and DataLoader): .errno is the C error (EBADMSG, EIO, EPIPE for a node
+    agent gone, ETIMEDOUT, EMSGSIZE, ...), str() the message, which names the
+    cause. Both an OSError and a RuntimeError, so code written for torch's
+    DataLoader (which raises RuntimeError) catches it unchanged. A worker's own
+    exception is re-raised as its type instead; refused arguments are
+    ValueError/TypeError, as torch's."""
 
 
 class LibraryError(ImportError):
@@ -212,6 +320,14 @@ class _Lib:
 
     def has(self, name):
         return name in self._have
+
+    def need(self, names, source):
+        """Raise LibraryError unless every one of names is there (built from
+        `source`)."""
+        missing = [n for n in names if n not in self._have]
+        if missing:
+            raise LibraryError("%s lacks %s (a library built before %s?)"
+                               % (self.path, ", ".join(missing), source))
 
 
 _lib = None

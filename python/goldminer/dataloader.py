@@ -17,9 +17,16 @@ killed, stopped or crashed worker costs one batch's re-issue and the bytes do no
 depend on the worker count: each sample is computed after seeding random, NumPy
 and torch from (seed, epoch, index).
 
-Batches come back as tensors viewing the ring slot (zero copy) until the next
-batch is asked for; copy=True copies them into buffers the caller owns (reused
-once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
+Batches come back as tensors viewing the ring slot (zero copy), kept
+(gm_bind_pool_keep) as long as the caller holds any of them: past the next
+batch, the iterator, the epoch and close(). The slot goes back to the workers at
+the first request after the last view died; a caller that holds so many that
+the workers would have fewer than 2 slots to fill gets the oldest detached (a
+private copy at the same addresses, its slot given back: consumer.h), so
+`list(loader)` and `x, y = next(iter(loader))` read the bytes made, never other
+ones. A pool closed with views alive stops its workers at once and unmaps its
+ring when the last view dies. copy=True copies each batch into buffers the caller
+owns instead (reused once nothing holds them, _slot.Owned). The slot size is given by slot_bytes=,
 or measured once from the first batch of the first pool, computed in a worker like
 any other (a crash there costs a re-issue and is reported with the index, never
 the trainer's life): the first pool is a probe, its slots PROBE_SLOT bytes of a
@@ -64,6 +71,7 @@ import fcntl
 import os
 import pickle
 import sys
+import weakref
 
 from . import _abi, _bind, _slot
 
@@ -132,7 +140,7 @@ class DataLoader:
         self._cap = (num_workers if num_workers != "auto" else max_workers) or 0
         self.node = (None if node is None or node is False
                      else b"" if node is True else os.fsencode(node))
-        self._stats = [0, 0, 0, 0, 0]
+        self._stats = [0, 0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.collate_fn = collate_fn or tud.default_collate
@@ -189,10 +197,12 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def stats(self):
-        """The last pool's counters: workers alive, deaths, batches re-issued, samples
-        quarantined, and its target size (the controller's with num_workers="auto")."""
-        return dict(zip(("workers", "deaths", "reissued", "quarantined", "target"),
-                        self._stats))
+        """The last pool's counters, named as goldminer.Loader's stats() names them:
+        workers alive, worker_deaths, batches reissued, samples quarantined (the
+        C path has no such count), target_workers (the controller's with
+        num_workers="auto"), and kept_copied (held batches detached into a copy)."""
+        return dict(zip(("workers", "worker_deaths", "reissued", "quarantined",
+                         "target_workers", "kept_copied"), self._stats))
 
     def errors(self):
         """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
@@ -384,6 +394,9 @@ class _Pool:
         self.dl, self.lib, self.sparse = dl, _bind.lib(), sparse
         self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
+        # kept batches (gm_bind_pool_keep): weakrefs to the buffer under each one's
+        # views; a dead one's address waits in `dead` for the consumer's next call
+        self.kept, self.dead, self.closing = {}, [], False
         self.sizing = sizing  # the first batch taken measures the slots
         base, _, batches, start = plan
         self.first = base + start
@@ -447,7 +460,7 @@ class _Pool:
             cfg = self._cfg(MIN_SLOT, batch_max)
             rc = self.lib.gm_bind_pool_create(ctypes.byref(self.p), ctypes.byref(cfg), err, 512)
         if rc:
-            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: " + err.value.decode())
         self.slots = self.lib.gm_bind_pool_slots(self.p)
         # the first window: the rest of it (past a short first epoch of a
         # persistent pool) stays parked until the next epoch is drawn (_flush)
@@ -465,7 +478,7 @@ class _Pool:
         else:
             rc = self.lib.gm_bind_pool_start(self.p, err, 512)
         if rc:
-            raise OSError(-rc, "goldminer DataLoader: " + err.value.decode())
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: " + err.value.decode())
 
     def _batch(self, t):
         """Task t's struct gm_bind_batch, or None while its epoch is not drawn."""
@@ -499,10 +512,10 @@ class _Pool:
     @staticmethod
     def _check(rc, b):
         if rc:
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d has %d samples,"
-                               " more than the persistent ring's batches (its first"
-                               " epoch's longest): use persistent_workers=False"
-                               % (b.batch, b.epoch, b.n))
+            raise _abi.GoldminerError(
+                errno.EINVAL, "goldminer DataLoader: batch %d of epoch %d has %d samples,"
+                " more than the persistent ring's batches (its first epoch's longest): use"
+                " persistent_workers=False" % (b.batch, b.epoch, b.n))
 
     def _flush(self):
         """Give what is known of the first window, then hand back, in order,
@@ -522,8 +535,39 @@ class _Pool:
             self.pending.pop(0)
             self.first = t + 1
 
+    def _drop_dead(self):
+        """Give back the kept batches whose last view died (here, in the consumer:
+        the finalizers only note them)."""
+        while self.dead:
+            self.lib.gm_bind_pool_drop(self.p, self.dead.pop())
+
+    def _keep(self, slot, total):
+        """The payload of slot kept past its release (gm_bind_pool_keep): a buffer
+        over its second mapping, whose death gives it back (_drop_dead)."""
+        addr = ctypes.c_void_p()
+        rc = self.lib.gm_bind_pool_keep(self.p, slot, total, ctypes.byref(addr))
+        if rc:
+            raise _abi.GoldminerError(-rc, "goldminer DataLoader: keeping a batch: %s"
+                                      % os.strerror(-rc))
+        buf = (ctypes.c_char * total).from_address(addr.value)
+        buf._owner = self  # the ring stays mapped while a view lives
+        dead, kept, a = self.dead, self.kept, addr.value
+
+        def died(ref):
+            kept.pop(id(ref), None)
+            dead.append(a)
+            if self.closing and not kept:
+                try:  # closed earlier with views alive: the last is gone
+                    self._destroy()
+                except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone
+                    pass
+        r = weakref.ref(buf, died)
+        kept[id(r)] = r
+        return buf
+
     def next(self, t, k, epoch):
-        self._flush()  # the previous batch's views end here
+        self._drop_dead()
+        self._flush()  # the previous batch's indices are known: its slot goes on
         err = ctypes.create_string_buffer(512)
         waited, limit = 0, int(self.dl.timeout * 1000)
         while True:
@@ -533,15 +577,16 @@ class _Pool:
             if slot == -errno.ETIMEDOUT or slot == -errno.EINTR:
                 waited += 200  # a KeyboardInterrupt is raised here, between calls
                 if limit and waited >= limit:
-                    raise RuntimeError("DataLoader timed out after %g seconds (batch %d of"
-                                       " epoch %d)" % (self.dl.timeout, k, epoch))
+                    raise _abi.GoldminerError(
+                        errno.ETIMEDOUT, "DataLoader timed out after %g seconds (batch %d"
+                        " of epoch %d)" % (self.dl.timeout, k, epoch))
                 continue
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d: %s"
-                               % (k, epoch, err.value.decode(errors="replace")))
+            raise _abi.GoldminerError(-slot, "goldminer DataLoader: batch %d of epoch %d: %s"
+                                      % (k, epoch, err.value.decode(errors="replace")))
         self.held = (slot, t)
         st = (ctypes.c_uint64 * 5)()
         self.lib.gm_bind_pool_stats(self.p, st)
-        self.dl._stats = list(st)
+        self.dl._stats = list(st) + [self.lib.gm_bind_pool_detached(self.p)]
         return self._take(slot, k, epoch)
 
     def _take(self, slot, k, epoch):
@@ -561,20 +606,33 @@ class _Pool:
             if status == 0:
                 self.dl._errors.append((epoch, k, s.value, (msg or b"").decode(errors="replace")))
         if status == -errno.EMSGSIZE:
-            raise RuntimeError("goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
-                               " than a slot's %d: raise slot_bytes=" % (
-                                   k, epoch, _slot.size_of(buf), cap.value))
+            raise _abi.GoldminerError(
+                errno.EMSGSIZE, "goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
+                " than a slot's %d: raise slot_bytes=" % (k, epoch, _slot.size_of(buf),
+                                                          cap.value))
         if status:
             _raise_failed(buf, k, epoch)
-        return _slot.read(memoryview(buf).cast("B"), copy=self.dl._owned or self.dl.copy)
+        copy = self.dl._owned or self.dl.copy
+        if not copy and 0 < _slot.size_of(buf) <= cap.value:
+            buf = self._keep(slot, _slot.size_of(buf))
+        return _slot.read(memoryview(buf).cast("B"), copy=copy)
 
     def close(self):
-        if self.p:
-            self.lib.gm_bind_pool_destroy(self.p)  # stops and reaps every worker
-            self.p = ctypes.c_void_p()
+        """Stop the workers; unmap the ring now, or when the last view of a kept
+        batch dies."""
+        if self.p and self.kept:
+            self.closing = True
+            self.lib.gm_bind_pool_stop(self.p)  # stops and reaps every worker
+        else:
+            self._destroy()
         if self.spec_fd >= 0:
             os.close(self.spec_fd)
             self.spec_fd = -1
+
+    def _destroy(self):
+        p, self.p = self.p, ctypes.c_void_p()
+        if p:
+            self.lib.gm_bind_pool_destroy(p)  # stops and reaps every worker, unmaps
 
 
 def _raise_failed(buf, k, epoch):
@@ -582,7 +640,8 @@ def _raise_failed(buf, k, epoch):
     import struct
     total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
     if magic != b"GMPYFAIL" or _slot.HDR + tlen > len(buf):
-        raise RuntimeError("goldminer DataLoader: batch %d of epoch %d failed" % (k, epoch))
+        raise _abi.GoldminerError(errno.EIO, "goldminer DataLoader: batch %d of epoch %d"
+                                  " failed" % (k, epoch))
     exc, info = pickle.loads(bytes(memoryview(buf).cast("B")[_slot.HDR:_slot.HDR + tlen]))
     text = ("%s\n(sample %d, batch %d of epoch %d, in a goldminer worker; its traceback:)\n%s"
             % (info["msg"], info["index"], k, epoch, info["tb"]))

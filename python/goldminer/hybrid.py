@@ -32,29 +32,11 @@ from . import _abi
 
 _P = ctypes.c_void_p
 _LAYOUT_AUG, _LAYOUT_RGBX = 0, 1
-_PROTOS = {
-    "gm_hybrid_create": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.POINTER(_abi.AugSpec),
-                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
-    "gm_hybrid_destroy": (None, [_P]),
-    "gm_hybrid_out_bytes": (ctypes.c_size_t, [_P]),
-    "gm_hybrid_sample": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
-                                        ctypes.c_uint64, _P, ctypes.c_size_t]),
-    "gm_hybrid_errmsg": (ctypes.c_char_p, [_P]),
-}
 
 
 def _lib():
     L = _abi.lib()
-    if not getattr(L, "_hybrid_declared", False):
-        for name, (res, args) in _PROTOS.items():
-            try:
-                fn = getattr(L.dll, name)
-            except AttributeError:
-                raise _abi.LibraryError("%s lacks %s (a library built before core/hybrid.c)"
-                                        % (L.path, name)) from None
-            fn.restype, fn.argtypes = res, args
-            setattr(L, name, fn)
-        L._hybrid_declared = True
+    L.need(_abi.HYBRID, "core/hybrid.c")
     return L
 
 
@@ -70,12 +52,7 @@ def has_hybrid():
 def window(c, w, h, key):
     """(box (x0, y0, x1, y1), flip) that the C part c gives a w x h image for draw
     key (gm_aug_window): to test the draws against torchvision's distributions."""
-    L = _abi.lib()
-    fn = L.dll.gm_aug_window
-    fn.restype = None
-    fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint32, ctypes.c_uint32,
-                   ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                   ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_bool)]
+    fn = _abi.lib().gm_aug_window
     box, flip = (ctypes.c_double * 4)(), ctypes.c_bool()
     spec = aug_spec(dict(c, out=c.get("out", "uint8")))
     fn(ctypes.byref(spec), w, h, key, 0, 0, box, ctypes.byref(flip))
@@ -108,16 +85,8 @@ def aug_spec(c):
 def jitter_draw(c, key):
     """([op names in the order applied], {op: factor}) that the C part c draws for
     key (gm_jitter_draw): to test the draws against torchvision's ColorJitter."""
-    L = _abi.lib()
-    fn = L.dll.gm_jitter_draw
-    fn.restype = None
-
-    class Jitter(ctypes.Structure):
-        _fields_ = [("n", ctypes.c_uint32), ("order", ctypes.c_uint8 * 4),
-                    ("factor", ctypes.c_float * 4)]
-    fn.argtypes = [ctypes.POINTER(_abi.AugSpec), ctypes.c_uint64, ctypes.c_uint64,
-                   ctypes.c_uint64, ctypes.POINTER(Jitter)]
-    j = Jitter()
+    fn = _abi.lib().gm_jitter_draw
+    j = _abi.JitterDraw()
     spec = aug_spec(dict(c, out=c.get("out", "uint8")))
     fn(ctypes.byref(spec), key, 0, 0, ctypes.byref(j))
     names = ("brightness", "contrast", "saturation", "hue")

@@ -147,9 +147,7 @@ def _text_arg(name, v):
     return b
 
 
-class GoldminerError(OSError):
-    """An error reported by libgoldminer: .errno is the C error (e.g. ENOENT,
-    EBADMSG), str() is the C library's message, which names the cause."""
+GoldminerError = _abi.GoldminerError  # (one type for every loader: _abi's)
 
 
 def _raise(rc, msg, fn):

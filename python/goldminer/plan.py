@@ -522,7 +522,7 @@ def _python_loader(a, dataset, seed, plan, node=None):
 
     def workers():
         st = dl.stats()  # the pool's size: alive, or its target while they start
-        return max(st["workers"], st.get("target", 0)), 0
+        return max(st["workers"], st["target_workers"]), 0
     return dl, workers
 
 
