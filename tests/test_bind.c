@@ -12,7 +12,9 @@
  * stopped lease holder loses its lease at the deadline; a sample that crashes two
  * workers is quarantined and reported as a bad sample; a worker's fatal error
  * and a command that cannot run reach the consumer as -EIO with why; a status,
- * a position or a count out of range is refused; a node agent of another
+ * a position or a count out of range is refused; a process forked from a worker
+ * cannot claim or publish its lease, nor can a worker whose lease was taken back;
+ * a node agent of another
  * protocol version is named as such.
  *
  * The worker's "sample" is a number: value(id) = id * K + 1 in 8 bytes; MODE
@@ -988,6 +990,53 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	gm_ring_destroy(r);
 }
 
+/* A process forked from a worker (a dataset that spawns a helper, which then
+ * returns into the worker's loop) has a copy of its handle and mapping, and the
+ * lease word names the worker: it can neither claim, mark, record nor publish;
+ * the worker publishes its own lease, and nothing after the pool took it back. */
+static void test_fork_of_a_worker_cannot_claim_or_publish_its_lease(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	struct gm_bind *b;
+	uint64_t task;
+	int status;
+	assert_int_equal(gm_ring_create(&r, 4, 3 + GM_BIND_IDS_HDR, 8, 0, 2), 0);
+	assert_int_equal(gm_bind_attach(&b, gm_ring_fd(r)), 0);
+	gm_ring_ctl(r, 0)->n = 3;
+	gm_ring_ctl(r, 1)->n = 3;
+	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* each refusal a bit of the exit status: 0 when all hold */
+		int bad = 0;
+		bad |= (gm_bind_claim(b, 0, &task) != -EPERM) << 0;
+		bad |= (gm_bind_publish(b, 0, 0) != -EPERM) << 1;
+		gm_bind_done(b, 0, 1);
+		bad |= (atomic_load(gm_ring_done_bits(r, 0)) != 0) << 2;
+		bad |= (gm_bind_error(b, 0, 1, 7, -EIO, "child") != -EPERM) << 3;
+		bad |= (atomic_load(gm_ring_err_bits(r, 0)) != 0) << 4;
+		gm_bind_sample(b, 0, 7);
+		bad |= (atomic_load(&gm_ring_ctl(r, 0)->cur_sample) == 7) << 5;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the lease is still the worker's: slot 1 unclaimed, slot 0 not published */
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 0)->state)), GM_SLOT_CLAIMED);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 1)->state)), GM_SLOT_FREE);
+	assert_int_equal(gm_bind_publish(b, 0, 0), 0);
+	assert_int_equal(gm_ring_wait_ready(r, 0, 0), 0);
+	/* a lease the pool took back (its deadline passed): nothing published */
+	assert_int_equal(gm_bind_claim(b, 0, &task), 1);
+	assert_int_equal(gm_ring_reclaim(r, (uint32_t)getpid(), NULL), 1);
+	assert_int_equal(gm_bind_publish(b, 1, 0), -EPERM);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 1)->state)), GM_SLOT_FREE);
+	gm_bind_detach(b);
+	gm_ring_destroy(r);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1016,6 +1065,8 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		return 1;
 	self[n] = '\0';
+	if (getenv("GM_TEST_ONLY")) /* one test by name (a glob), e.g. "test_fork*" */
+		cmocka_set_test_filter(getenv("GM_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_indices_reach_workers_and_payloads_come_back),
 	    cmocka_unit_test(test_sigkilled_worker_mid_batch_loses_nothing),
@@ -1036,6 +1087,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
 	    cmocka_unit_test(test_sparse_pool_allocates_only_what_workers_write_and_is_not_pinned),
 	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
+	    cmocka_unit_test(test_fork_of_a_worker_cannot_claim_or_publish_its_lease),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
