@@ -434,6 +434,8 @@ def _serve(lib, b, w):
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
         if slot == -errno.ENODATA:
             break
+        if slot == -errno.EPERM:  # a fork none of the checks above saw (bind.h)
+            _refuse_fork(w, "code it called")
         if slot >= 0:
             produce(w, _Task(lib, b, slot, task.value))
     sys.stdout.flush()
