@@ -17,6 +17,7 @@ import ctypes
 import functools
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -992,6 +993,7 @@ class TestScript(GmTest):
                 except OSError:
                     pass
             out, err = p.communicate(timeout=30)
+            shutil.rmtree(d, True)
         return p.returncode, out.split(), err, left
 
     def test_dataset_whose_fork_returns_gives_the_same_bytes_and_the_fork_is_ended(self):
