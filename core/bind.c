@@ -18,6 +18,14 @@
  * A slot's ids[] start with the batch's epoch and index (bind.h): a ring may carry
  * several epochs for persistent workers, and the pool's stall lines name them.
  *
+ * A handle is its attaching process's: a process forked from the worker (a
+ * dataset that spawns a helper) has a copy of the handle and of the mapping, and
+ * the lease word names the worker's pid, so the ring alone cannot tell the two
+ * apart. Every call that writes into the ring (claim, sample, done, error,
+ * publish) first compares getpid() with the pid at attach and does nothing in
+ * another process; publish is moreover a CAS from the lease it holds, so a
+ * holder whose lease the pool took back publishes nothing.
+ *
  * The consumer side is a pool (pool.c) in exec mode with no index and a
  * consumer (consumer.c, embedded): the wait, the counters, the pin, the in-order
  * give-back and kept batches are the C loader's own. A slot is held by the user
@@ -61,6 +69,13 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Is this the process that attached b (not a fork of it)? getpid() is a system
+ * call of about 50 ns: once per call, at most twice a sample. */
+static bool mine(const struct gm_bind *b)
+{
+	return (uint32_t)getpid() == b->pid;
 }
 
 /* Time this process waited for a CPU, in ns (the second field of
@@ -113,6 +128,9 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
 	/* read the sequence before looking, so a release after the look wakes us */
 	uint32_t seq = atomic_load_explicit(&h->work_seq, memory_order_acquire);
+
+	if (!mine(b))
+		return -EPERM;
 	int slot = gm_ring_claim(b->ring, b->pid, task);
 
 	if (slot == -EAGAIN && timeout_ms != 0) {
@@ -152,6 +170,8 @@ void *gm_bind_payload(const struct gm_bind *b, uint32_t slot, uint64_t *cap)
 
 bool gm_bind_sample(struct gm_bind *b, uint32_t slot, uint32_t sample)
 {
+	if (!mine(b))
+		return sample != UINT32_MAX && gm_ring_quarantined(b->ring, sample);
 	/* read relaxed by the pool's lease watch and reclaim: a hint for attribution */
 	atomic_store_explicit(&gm_ring_ctl(b->ring, slot)->cur_sample, sample,
 			      memory_order_relaxed);
@@ -183,7 +203,7 @@ bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i)
 
 void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i)
 {
-	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
+	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR || !mine(b))
 		return;
 	/* pairs with the relaxed loads of the lease watch (pool.c): progress only */
 	atomic_fetch_or_explicit(&gm_ring_done_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
@@ -197,6 +217,8 @@ int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample,
 
 	if (i >= gm_ring_hdr(b->ring)->batch_size - GM_BIND_IDS_HDR)
 		return -EINVAL;
+	if (!mine(b))
+		return -EPERM;
 	atomic_fetch_or_explicit(&gm_ring_err_bits(b->ring, slot)[i / 64], 1ull << (i % 64),
 				 memory_order_relaxed);
 	if (ctl->n_recs < GM_RING_MAX_ERRS) {
@@ -219,12 +241,17 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
 	if (!gm_ring_status_ok(status) && status != -EMSGSIZE)
 		return -EINVAL;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(b->ring, slot);
+	/* relaxed: a look before writing the slot's figures; the CAS below decides */
+	uint32_t word = atomic_load_explicit(&ctl->state, memory_order_relaxed);
+	if (!mine(b) || word != GM_SLOT_WORD(GM_SLOT_CLAIMED, b->pid))
+		return -EPERM;
 	uint64_t rq = run_delay(b);
 	ctl->decode_ns = now_ns() - b->t0;
 	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
 	ctl->status = status;
-	gm_ring_publish(b->ring, slot); /* release: the payload and records go with it */
-	return 0;
+	/* release: the payload and records go with it; -EPERM when the lease was
+	 * taken back since the look */
+	return gm_ring_publish_held(b->ring, slot, b->pid);
 }
 
 void gm_bind_fatal(struct gm_bind *b, const char *msg)

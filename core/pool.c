@@ -17,6 +17,17 @@
  * A worker stopped while it holds no lease is SIGKILLed and replaced too ("the
  * idle watch").
  *
+ * Each worker (and the zygote) leads its own process group, and when it ends the
+ * coordinator SIGKILLs that group before reaping it (its pid, still held by the
+ * unreaped worker, cannot name another group), at close too: what a worker's
+ * code forked and left running (a Python dataset's helper) does not outlive it,
+ * holding the ring's memfd, the spec or the consumer's stdout. A group, not a
+ * child subreaper here: the subreaper flag is the whole process's (the trainer's,
+ * or the node agent's), and would bring it the orphans of everything it runs
+ * (see "the adoption window"); a Python worker is itself a subreaper for its own
+ * descendants (_worker.py). What leaves the group (setsid) and outlives a worker
+ * that was SIGKILLed is beyond this.
+ *
  * It does not read batches (loader.c), decode (worker.c), move leases (ring.c) or
  * decide pool sizes (elastic.c, policy.c): it applies the target it is given.
  */
@@ -178,6 +189,9 @@ static void child(struct gm_pool *p, pid_t parent, char *const *argv, int sock, 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(0);
+	/* its own process group, killed when it ends (see the top of this file); a
+	 * terminal's Ctrl-C and Ctrl-Z are the consumer's, as SIGINT below is */
+	(void)setpgid(0, 0);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	/* Every signal; a C worker's SIGUSR1 (retire) stays pending until
@@ -325,6 +339,9 @@ static int spawn(struct gm_pool *p)
 		if (ready[1] >= 0)
 			close(ready[1]);
 	}
+	/* as child() does (and _worker.py for the zygote's): a group of its own
+	 * before it runs the user's code, whichever of us is first */
+	(void)setpgid(pid, pid);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
@@ -340,6 +357,26 @@ static int spawn(struct gm_pool *p)
 	p->nwk++;
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
+}
+
+/* pid exited (or must), unreaped: SIGKILL its process group, what it forked and
+ * left (its pid, held until the waitpid, names no other group). */
+static void kill_group(pid_t pid)
+{
+	(void)kill(-pid, SIGKILL);
+}
+
+/* After pid is reaped: reap those of its group that came to us (orphaned while
+ * this process was a subreaper, the adoption window) and are dead by now. */
+static void reap_group(pid_t pid)
+{
+	siginfo_t si;
+
+	for (int k = 0; k < 64; k++) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PGID, (id_t)pid, &si, WEXITED | WNOHANG) < 0 || !si.si_pid)
+			break;
+	}
 }
 
 /* ---- the zygote ------------------------------------------------------------------
@@ -404,7 +441,9 @@ static void zygote_end(struct gm_pool *p, bool kill_it)
 		return;
 	if (kill_it)
 		kill(p->zpid, SIGKILL);
+	kill_group(p->zpid);
 	waitpid(p->zpid, NULL, 0);
+	reap_group(p->zpid);
 	close(p->zpidfd);
 	close(p->zsock);
 	p->zfails += !p->zready;
@@ -480,7 +519,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 	}
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
+	kill_group(w.pid);
 	waitid(P_PID, (id_t)w.pid, &si, WEXITED);
+	reap_group(w.pid);
 	close(w.pidfd);
 	if (w.ready_fd >= 0)
 		close(w.ready_fd);
@@ -904,14 +945,18 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 		int left = (int)((deadline > now_ns() ? deadline - now_ns() : 0) / 1000000);
 		int n = poll(pfd, (nfds_t)p->nwk, left);
 		if (n <= 0) {
-			for (int i = 0; i < p->nwk; i++)
+			for (int i = 0; i < p->nwk; i++) {
 				kill(p->wk[i].pid, SIGKILL);
+				kill_group(p->wk[i].pid);
+			}
 			deadline = now_ns() + 5000000000ull;
 			continue;
 		}
 		for (int i = p->nwk - 1; i >= 0; i--) {
 			if (pfd[i].revents) {
+				kill_group(p->wk[i].pid);
 				waitpid(p->wk[i].pid, NULL, 0);
+				reap_group(p->wk[i].pid);
 				close(p->wk[i].pidfd);
 				if (p->wk[i].ready_fd >= 0)
 					close(p->wk[i].ready_fd);

@@ -529,6 +529,20 @@ void gm_ring_publish(struct gm_ring *r, uint32_t slot)
 	futex_wake(&ctl->state, INT_MAX);
 }
 
+int gm_ring_publish_held(struct gm_ring *r, uint32_t slot, uint32_t pid)
+{
+	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
+	uint32_t held = GM_SLOT_WORD(GM_SLOT_CLAIMED, pid);
+	/* release pairs with the acquire load in gm_ring_wait_ready, as gm_ring_publish's
+	 * store; it fails when the lease is no longer pid's (gm_ring_reclaim's CAS) */
+	if (!atomic_compare_exchange_strong_explicit(&ctl->state, &held,
+						     GM_SLOT_WORD(GM_SLOT_READY, 0),
+						     memory_order_release, memory_order_relaxed))
+		return -EPERM;
+	futex_wake(&ctl->state, INT_MAX);
+	return 0;
+}
+
 void gm_ring_wait_work(struct gm_ring *r, uint32_t seq, int timeout_ms)
 {
 	futex_wait(&r->hdr->work_seq, seq, timeout_ms);

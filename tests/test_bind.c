@@ -12,7 +12,10 @@
  * stopped lease holder loses its lease at the deadline; a sample that crashes two
  * workers is quarantined and reported as a bad sample; a worker's fatal error
  * and a command that cannot run reach the consumer as -EIO with why; a status,
- * a position or a count out of range is refused; a node agent of another
+ * a position or a count out of range is refused; a process forked from a worker
+ * cannot claim or publish its lease, nor can a worker whose lease was taken back,
+ * and what a worker forked ends with the worker;
+ * a node agent of another
  * protocol version is named as such.
  *
  * The worker's "sample" is a number: value(id) = id * K + 1 in 8 bytes; MODE
@@ -64,6 +67,28 @@ static void on_usr1(int sig)
 	retire = 1;
 }
 
+/* A dataset's helper: fork a child that sleeps a minute holding what the worker
+ * holds (the ring's memfd, stdio), say its pid in dir/.helper, and die. */
+static void fork_helper_and_die(void)
+{
+	char path[160], tmp[160];
+	pid_t h = fork();
+
+	if (h == 0) {
+		sleep(60);
+		_exit(0);
+	}
+	snprintf(tmp, sizeof(tmp), "%s/.helper.tmp", getenv("GM_TEST_BIND_DIR"));
+	snprintf(path, sizeof(path), "%s/.helper", getenv("GM_TEST_BIND_DIR"));
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		fprintf(f, "%d", (int)h);
+		fclose(f);
+		rename(tmp, path);
+	}
+	_exit(3);
+}
+
 /* What MODE does to sample id before it is computed. */
 static void behave(const char *mode, uint32_t id)
 {
@@ -74,6 +99,8 @@ static void behave(const char *mode, uint32_t id)
 		usleep(20000);
 	if (sscanf(mode, "stop:%u:%127s", &want, path) == 2 && id == want && !unlink(path))
 		raise(SIGSTOP); /* once: the marker is gone for the next worker */
+	if (sscanf(mode, "helper:%u:%127s", &want, path) == 2 && id == want && !unlink(path))
+		fork_helper_and_die(); /* once, as "stop" */
 	if (sscanf(mode, "crash:%u", &want) == 1 && id == want) {
 		struct rlimit none = {0, 0};
 		setrlimit(RLIMIT_CORE, &none);
@@ -422,6 +449,54 @@ static void test_stopped_lease_holder_loses_its_lease_at_the_deadline(void **sta
 	assert_true(st[1] >= 1 && st[2] >= 1);
 	assert_int_equal(st[3], 0); /* one stall is not a quarantine */
 	assert_true(t1.tv_sec - t0.tv_sec < 10);
+	gm_bind_pool_destroy(p);
+}
+
+/* Is pid there and not a zombie? */
+static bool running(pid_t pid)
+{
+	char path[64], buf[512], *end;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	end = strrchr(buf, ')');
+	return end && end[1] == ' ' && end[2] != 'Z';
+}
+
+/* What a worker forks (a dataset's helper) ends with it: the pool kills the
+ * worker's process group when it ends, here a worker that dies right after it
+ * forked a helper that would sleep a minute holding the ring's memfd and stdio. */
+static void test_what_a_worker_forked_ends_with_the_worker(void **state)
+{
+	(void)state;
+	char err[512], mode[256], path[160];
+	int rc;
+	uint32_t bad[4];
+	uint64_t st[5];
+	pid_t h = 0;
+	FILE *f = fopen(marker, "w");
+	assert_non_null(f);
+	fclose(f);
+	snprintf(mode, sizeof(mode), "helper:11:%s", marker);
+	struct gm_bind_pool *p = open_pool(mode, 1, 6, 0, err, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(drain(p, 6, bad), 0); /* batch 1 re-issued after the death */
+	gm_bind_pool_stats(p, st);
+	assert_true(st[1] >= 1);
+	snprintf(path, sizeof(path), "%s/.helper", dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &h), 1);
+	fclose(f);
+	assert_true(h > 0);
+	for (int i = 0; i < 500 && running(h); i++)
+		usleep(10000);
+	bool left = running(h);
+	kill(h, SIGKILL); /* (a failing run leaves nothing either) */
+	assert_false(left);
 	gm_bind_pool_destroy(p);
 }
 
@@ -1030,6 +1105,53 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	gm_ring_destroy(r);
 }
 
+/* A process forked from a worker (a dataset that spawns a helper, which then
+ * returns into the worker's loop) has a copy of its handle and mapping, and the
+ * lease word names the worker: it can neither claim, mark, record nor publish;
+ * the worker publishes its own lease, and nothing after the pool took it back. */
+static void test_fork_of_a_worker_cannot_claim_or_publish_its_lease(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	struct gm_bind *b;
+	uint64_t task;
+	int status;
+	assert_int_equal(gm_ring_create(&r, 4, 3 + GM_BIND_IDS_HDR, 8, 0, 2), 0);
+	assert_int_equal(gm_bind_attach(&b, gm_ring_fd(r)), 0);
+	gm_ring_ctl(r, 0)->n = 3;
+	gm_ring_ctl(r, 1)->n = 3;
+	assert_int_equal(gm_bind_claim(b, 0, &task), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* each refusal a bit of the exit status: 0 when all hold */
+		int bad = 0;
+		bad |= (gm_bind_claim(b, 0, &task) != -EPERM) << 0;
+		bad |= (gm_bind_publish(b, 0, 0) != -EPERM) << 1;
+		gm_bind_done(b, 0, 1);
+		bad |= (atomic_load(gm_ring_done_bits(r, 0)) != 0) << 2;
+		bad |= (gm_bind_error(b, 0, 1, 7, -EIO, "child") != -EPERM) << 3;
+		bad |= (atomic_load(gm_ring_err_bits(r, 0)) != 0) << 4;
+		gm_bind_sample(b, 0, 7);
+		bad |= (atomic_load(&gm_ring_ctl(r, 0)->cur_sample) == 7) << 5;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the lease is still the worker's: slot 1 unclaimed, slot 0 not published */
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 0)->state)), GM_SLOT_CLAIMED);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 1)->state)), GM_SLOT_FREE);
+	assert_int_equal(gm_bind_publish(b, 0, 0), 0);
+	assert_int_equal(gm_ring_wait_ready(r, 0, 0), 0);
+	/* a lease the pool took back (its deadline passed): nothing published */
+	assert_int_equal(gm_bind_claim(b, 0, &task), 1);
+	assert_int_equal(gm_ring_reclaim(r, (uint32_t)getpid(), NULL), 1);
+	assert_int_equal(gm_bind_publish(b, 1, 0), -EPERM);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 1)->state)), GM_SLOT_FREE);
+	gm_bind_detach(b);
+	gm_ring_destroy(r);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1058,6 +1180,8 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		return 1;
 	self[n] = '\0';
+	if (getenv("GM_TEST_ONLY")) /* one test by name (a glob), e.g. "test_fork*" */
+		cmocka_set_test_filter(getenv("GM_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_indices_reach_workers_and_payloads_come_back),
 	    cmocka_unit_test(test_sigkilled_worker_mid_batch_loses_nothing),
@@ -1079,6 +1203,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
 	    cmocka_unit_test(test_sparse_pool_allocates_only_what_workers_write_and_is_not_pinned),
 	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
+	    cmocka_unit_test(test_fork_of_a_worker_cannot_claim_or_publish_its_lease),
+	    cmocka_unit_test(test_what_a_worker_forked_ends_with_the_worker),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,8 @@
 # Python binding and PyTorch adapter tests (tests/python/), TAP on stdout.
 # Debian's /usr/bin/python3 carries python3-torch/numpy; a python3 earlier on PATH
 # may not. Tests needing torch/numpy/the library report SKIP with the reason.
-# Env: B = build directory holding libgoldminer.so (default build).
+# Env: B = build directory holding libgoldminer.so (default build); GM_PYTEST_ONLY
+# = globs of the tests to run (tap.py), e.g. "*fork*".
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 py=${GM_PYTHON:-/usr/bin/python3}

@@ -44,7 +44,10 @@ struct gm_bind;
 
 /* Map the ring of memfd fd (the pool gives it as fd 3; not owned: dup'ed) for a
  * worker whose lease id is this process's pid. 0, or gm_ring_attach's -errno
- * (-EBADMSG, -EPERM) / -ENOMEM. One handle per worker process, one thread. */
+ * (-EBADMSG, -EPERM) / -ENOMEM. One handle per worker process, one thread: in a
+ * process forked from the attaching one (a dataset's helper), the calls below
+ * that write into the ring do nothing (claim and error: -EPERM, publish: -EPERM,
+ * sample and done: no write), for its lease is the attaching process's. */
 int gm_bind_attach(struct gm_bind **out, int fd);
 
 /* Unmap; NULL is a no-op. */
@@ -55,7 +58,8 @@ void gm_bind_detach(struct gm_bind *b);
  * what an earlier holder of this task left when it died (a re-issue: resume
  * after them, gm_bind_is_done), else the bits and records are cleared;
  * -EAGAIN when none came in time (the caller may look at its own flags and call
- * again), -ENODATA when every task is handed out or the ring says stop. */
+ * again), -ENODATA when every task is handed out or the ring says stop, -EPERM
+ * in a process forked from the attaching one. */
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task);
 
 /* The claimed slot's batch: its epoch and index in the epoch (*epoch, *batch), and
@@ -84,8 +88,8 @@ bool gm_bind_is_done(const struct gm_bind *b, uint32_t slot, uint32_t i);
 void gm_bind_done(struct gm_bind *b, uint32_t slot, uint32_t i);
 
 /* Position i's own sample `sample` was bad (err: -errno, msg: why, truncated to
- * the ring's record size): an error record and its err bit. 0, or -EINVAL for
- * an i beyond the batch. */
+ * the ring's record size): an error record and its err bit. 0, -EINVAL for
+ * an i beyond the batch, or -EPERM in a process forked from the attaching one. */
 int gm_bind_error(struct gm_bind *b, uint32_t slot, uint32_t i, uint32_t sample, int32_t err,
 		  const char *msg);
 
@@ -96,7 +100,9 @@ bool gm_bind_quarantined(const struct gm_bind *b, uint32_t sample);
  * waited for a CPU, goes into the slot for the elastic controller) with status 0, -EBADMSG (the
  * batch failed on a bad sample: its record says which), -ENODATA (no substitute was good) or
  * -EMSGSIZE (the batch does not fit the slot: the payload's first 8 bytes hold
- * its size). 0, or -EINVAL for another status (nothing published). */
+ * its size). 0, -EINVAL for another status, or -EPERM when this process does not
+ * hold the slot's lease (a fork of the worker; a lease the pool took back after
+ * its deadline): nothing published. */
 int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status);
 
 /* This worker cannot run at all (the dataset does not load): msg goes into the

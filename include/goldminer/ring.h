@@ -227,6 +227,11 @@ int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task);
 /* Worker: publish a filled slot (release store of READY) and wake the consumer. */
 void gm_ring_publish(struct gm_ring *r, uint32_t slot);
 
+/* Worker: publish a filled slot as gm_ring_publish does, only while its lease is
+ * pid's (a CAS CLAIMED|pid -> READY): 0, or -EPERM when the slot is not leased to
+ * pid (the coordinator took it back, or it was never pid's): nothing published. */
+int gm_ring_publish_held(struct gm_ring *r, uint32_t slot, uint32_t pid);
+
 /* Worker: sleep until work_seq differs from seq (futex), or timeout_ms passes. */
 void gm_ring_wait_work(struct gm_ring *r, uint32_t seq, int timeout_ms);
 

@@ -25,6 +25,19 @@ and the trainer do.
 It exits when the ring says stop or every task is handed out, on SIGUSR1 (the
 pool retires it) after its batch, and with the pool's SIGKILL.
 
+Forks: a dataset (or collate_fn, worker_init_fn) may fork, as libraries that
+spawn helpers do; the child is a copy of the worker with its lease, ring mapping
+and ids. A child that ends (os._exit, exec) is the dataset's business; one that
+returns into this loop would make and publish the worker's batches a second
+time, so after every dataset[i], collate_fn and worker_init_fn the worker
+checks that it is still the process the pool started (os.getpid(), one system
+call) and a child that came back ends there, with a line on stderr naming the
+dataset's class and without touching the ring (libgoldminer refuses its writes
+too: bind.h). What such children leave running ends with the worker: it leads
+its own process group, which the pool kills when the worker ends (core/pool.c),
+and it is a child subreaper, so the orphans of its descendants (a helper that
+left the group with setsid) come to it, and it kills them when it ends.
+
 With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
 spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
@@ -44,6 +57,8 @@ _slot = None  # goldminer._slot once the spec has set sys.path (it imports torch
 SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
+_me = 0  # the pid of the worker the pool started (_serve): any other is a fork of it
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _on_usr1(sig, frame):
@@ -114,7 +129,11 @@ def _sample(w, t, i):
     if t.lib.gm_bind_sample(t.b, t.slot, i):  # (one call: it says if quarantined)
         raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
     _slot.seed_all(_slot.seed_at(t.base, i))
-    return w["dataset"][i]
+    try:
+        return w["dataset"][i]
+    finally:
+        if os.getpid() != _me:  # (one system call a sample: a fork is not the worker)
+            _refuse_fork(w, "__getitem__(%d)" % i)
 
 
 def _one(w, t, pos, i):
@@ -236,7 +255,7 @@ def produce(w, t):
             kept.forget()  # the stack is written over them
             total = _slot.collate_into(items, t.buf, t.cap, w["dumps"])
         if total is None:
-            packed = _slot.pack(w["collate_fn"](items), w["dumps"])
+            packed = _slot.pack(_collate(w, items), w["dumps"])
             total = packed[2]
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
         return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
@@ -247,6 +266,79 @@ def produce(w, t):
     if packed is not None:
         _slot.write(t.buf, packed)
     t.publish(0)
+
+
+def _collate(w, items):
+    try:
+        return w["collate_fn"](items)
+    finally:
+        if os.getpid() != _me:
+            _refuse_fork(w, "collate_fn")
+
+
+def _refuse_fork(w, where):
+    """In a process forked by the user's code that came back into the worker's
+    loop instead of ending: end it here, before it writes into the ring. A child
+    that was ending anyway (sys.exit) ends with its code, quietly."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+    ds = type(w["dataset"])
+    msg = ("goldminer worker: process %d, forked by worker %d in %s of dataset %s.%s, "
+           "returned into the worker's loop: it is ended here and makes nothing (a "
+           "process the dataset forks must end with os._exit() or exec; the worker "
+           "makes the batch)\n" % (os.getpid(), _me, where, ds.__module__, ds.__qualname__))
+    try:
+        os.write(2, msg.encode("utf-8", "replace"))  # (not sys.stderr: the worker's
+    except OSError:                                  # buffered bytes are not ours)
+        pass
+    os._exit(70)  # EX_SOFTWARE
+
+
+def _end_descendants(limit_s=1.0):
+    """SIGKILL and reap every process this worker leaves: its children, then the
+    orphans of theirs, which come to it (a child subreaper); within limit_s."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        kids = _children()
+        if not kids:
+            return
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:  # the dead, as they come; the next look finds the rest
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.002)
+                break
+
+
+def _children():
+    """This process's children (/proc/self/task/TID/children, else a scan of
+    /proc for their parent), zombies too: they must be reaped."""
+    me, out = os.getpid(), []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % tid) as f:
+                out += [int(v) for v in f.read().split()]
+        return out
+    except OSError:
+        pass
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
 
 
 def _default_collate():
@@ -320,20 +412,34 @@ def _worker_info(w, wid):
 
 def _serve(lib, b, w):
     """The worker loop: claim, produce, publish until stop, the end or retirement."""
+    global _me
+    _me = os.getpid()
     _name(b"gm-pyworker")
+    # The orphans of what the dataset forks come to this process, not to the
+    # trainer or init: the worker holds only its own descendants, so this changes
+    # nothing for anyone else (the trainer is a subreaper only in its adoption
+    # window, core/pool.c), and they end with it (_end_descendants).
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGUSR1, _on_usr1)
     wid = int(os.environ.get("GM_WORKER_ID", "0"))
     _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
-        w["worker_init_fn"](wid)
+        try:
+            w["worker_init_fn"](wid)
+        finally:
+            if os.getpid() != _me:
+                _refuse_fork(w, "worker_init_fn")
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
         if slot == -errno.ENODATA:
             break
+        if slot == -errno.EPERM:  # a fork none of the checks above saw (bind.h)
+            _refuse_fork(w, "code it called")
         if slot >= 0:
             produce(w, _Task(lib, b, slot, task.value))
     sys.stdout.flush()
+    _end_descendants()
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
 
 
@@ -345,6 +451,10 @@ def _forked(lib, b, w, trainer, mid, wid):
     10 s, it ends."""
     os.close(4)
     os.environ["GM_WORKER_ID"] = str(wid)
+    try:  # its own process group, as an exec'd worker's (core/pool.c, child())
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     deadline = time.monotonic() + 10
     while os.getppid() == mid and time.monotonic() < deadline:
         time.sleep(0.001)  # (the zygote's child exits right after the fork)

@@ -17,6 +17,7 @@ import ctypes
 import functools
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -973,6 +974,62 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+FORK_SCRIPT = textwrap.dedent("""
+    import hashlib, os, time
+    import torch
+    from goldminer.torch import DataLoader
+    MODE = os.environ["FORK_MODE"]
+
+    class Forking:                       # forks in every 16th __getitem__
+        def __init__(self, fork):
+            self.fork = fork
+        def __len__(self):
+            return 96
+        def __getitem__(self, i):
+            if self.fork and i % 16 == 3:
+                if os.fork() == 0 and MODE == "sleep":  # a helper holding our fds
+                    if i % 32 == 3:
+                        os.setsid()      # one that leaves the worker's group
+                    time.sleep(60)
+                    os._exit(0)
+                # MODE "return": the child returns, as if it were the worker
+            return torch.rand(3) + i, i
+
+    def digest(workers, fork):
+        h = hashlib.sha256()
+        for x, y in DataLoader(Forking(fork), batch_size=4, num_workers=workers,
+                               shuffle=True, seed=7):
+            h.update(x.numpy().tobytes() + y.numpy().tobytes())
+        return h.hexdigest()
+
+    ref = digest(0, False)
+    for run in range(3):
+        print("same" if digest(2, True) == ref else "other", flush=True)
+""")
+
+
+def holders(token, inodes):
+    """Processes other than this one that have token in their environment or
+    hold one of the pipes (inodes) open."""
+    out, me = [], os.getpid()
+    pipes = {"pipe:[%d]" % i for i in inodes}
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                if token in f.read():
+                    out.append(int(d))
+                    continue
+            for fd in os.listdir("/proc/%s/fd" % d):
+                if os.readlink("/proc/%s/fd/%s" % (d, fd)) in pipes:
+                    out.append(int(d))
+                    break
+        except OSError:
+            pass
+    return out
+
+
 class TestScript(GmTest):
     needs = ("lib", "torch", "cloudpickle")
 
@@ -985,6 +1042,51 @@ class TestScript(GmTest):
                    PYTHONPATH=os.path.join(REPO, "python"), TMPDIR=tmp or d)
         return subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
+
+    def forking(self, mode):
+        """FORK_SCRIPT in mode: its lines, stderr, and the processes left holding
+        its stdout or stderr or carrying its environment 10 s after it ended."""
+        d = tempfile.mkdtemp(prefix="gm-fork-")
+        path = os.path.join(d, "train.py")
+        with open(path, "w") as f:
+            f.write(FORK_SCRIPT)
+        token = "GM_FORK_TEST=%d.%s" % (os.getpid(), mode)
+        env = dict(os.environ, FORK_MODE=mode, GM_FORK_TEST=token.split("=")[1],
+                   PYTHONPATH=os.path.join(REPO, "python"), TMPDIR=d)
+        p = subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        inodes = [os.fstat(p.stdout.fileno()).st_ino, os.fstat(p.stderr.fileno()).st_ino]
+        left = []
+        try:
+            p.wait(timeout=300)  # (its output is a few lines: no pipe fills)
+            deadline = time.monotonic() + 10
+            left = holders(token.encode(), inodes)
+            while left and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = holders(token.encode(), inodes)
+        finally:
+            for pid in left + [p.pid]:  # a failing run leaves nothing either
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            out, err = p.communicate(timeout=30)
+            shutil.rmtree(d, True)
+        return p.returncode, out.split(), err, left
+
+    def test_dataset_whose_fork_returns_gives_the_same_bytes_and_the_fork_is_ended(self):
+        rc, lines, err, left = self.forking("return")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(lines, ["same"] * 3, err)
+        self.assertIn("in __getitem__(3) of dataset __main__.Forking, returned into the "
+                      "worker's loop: it is ended here", err)
+        self.assertEqual(left, [])
+
+    def test_helpers_a_dataset_forks_end_with_their_worker(self):
+        rc, lines, err, left = self.forking("sleep")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(lines, ["same"] * 3, err)
+        self.assertEqual(left, [])  # nothing holds its stdout, nothing of its run left
 
     def test_lambda_and_main_class_reach_the_workers(self):
         p = self.script()
