@@ -138,7 +138,8 @@
 # share a process with LeakSanitizer, 16-18 take the path of 19 (INT_MIN), and
 # 34-37 time rules in fractions of a second.
 # TAP on stdout; every wait has a deadline. Env: B (build dir), GM_FLOOD_FULL=1
-# (the acceptance's sizes for 26-28).
+# (the acceptance's sizes for 26-28), GM_REMOTE_UPTO=N (stop after the Nth case
+# in run order: a quick look at the first ones, not a full run).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -152,6 +153,10 @@ t() { # t STATUS DESCRIPTION (and how long the case took, to see where time goes
 	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 	echo "# case $n took $(($(date +%s) - t_last)) s"
 	t_last=$(date +%s)
+	if [ "${GM_REMOTE_UPTO:-0}" -gt 0 ] && [ "$n" -ge "$GM_REMOTE_UPTO" ]; then
+		stop_agents
+		exit 0
+	fi
 }
 diag() { sed 's/^/# /' "$1"; }
 # ms_since T0: milliseconds since T0 (date +%s%N); here, not in a case's block: a

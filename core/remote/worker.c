@@ -206,8 +206,8 @@ static bool is_set(const void *flag)
 }
 
 struct wsend {
-	unsigned inflight[2]; /* sends of each mirror slot not yet completed */
-	struct m_sample *hdr[2];
+	unsigned inflight[2];	     /* sends of each mirror slot not yet completed */
+	struct m_sample_out *hdr[2]; /* each one stamped (msg.h) */
 };
 
 /* Samples go eager (the home copies each one from UCX's buffer: over TCP the
@@ -232,9 +232,10 @@ static void sample_done(void *req, ucs_status_t st, void *user)
 	ucp_request_free(req);
 }
 
-static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_t len,
+static int send_sample(struct conn *c, struct m_sample_out *h, const void *px, size_t len,
 		       unsigned *inflight)
 {
+	gm_remote_msg_stamp(AM_SAMPLE, &h->st);
 	ucp_request_param_t rp = {
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -338,10 +339,10 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
 			continue;
-		struct m_sample *h = &ws->hdr[slot][i];
-		sample_header(r, m, slot, i, &nbad, h);
+		struct m_sample_out *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, &h->h);
 		if (first)
-			mis_sample(r, h);
+			mis_sample(r, &h->h);
 		first = false;
 		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 			return -ECONNRESET;
@@ -469,8 +470,8 @@ static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
 			continue;
-		struct m_sample *h = &ws->hdr[slot][i];
-		sample_header(r, m, slot, i, &nbad, h);
+		struct m_sample_out *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, &h->h);
 		do {
 			if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 				return -ECONNRESET;
@@ -699,8 +700,8 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	cfg.ring = m;
 	cfg.on_sample = wprogress;
 	cfg.sample_arg = r;
-	ws.hdr[0] = calloc(b, sizeof(struct m_sample));
-	ws.hdr[1] = calloc(b, sizeof(struct m_sample));
+	ws.hdr[0] = calloc(b, sizeof(struct m_sample_out));
+	ws.hdr[1] = calloc(b, sizeof(struct m_sample_out));
 	if (!rc && (!ws.hdr[0] || !ws.hdr[1]))
 		rc = -ENOMEM;
 	if (!rc)
@@ -736,10 +737,19 @@ int gm_remote_worker_main(int fd)
 	memset(&pc, 0, sizeof(pc));
 	if (!b)
 		return -ENOMEM;
-	if (pread(fd, b, sizeof(*b), 0) != (ssize_t)sizeof(*b) || b->magic != MSG_MAGIC ||
-	    b->version != MSG_VERSION) {
+	ssize_t got = pread(fd, b, sizeof(*b), 0);
+	if (got < 16 || b->magic != MSG_MAGIC) {
 		gm_log("node --remote-worker", "fd %d holds no worker blob", fd);
 		rc = -EINVAL;
+	} else if (b->version != MSG_VERSION || b->size != sizeof(*b) ||
+		   got != (ssize_t)sizeof(*b)) {
+		gm_log(
+		    "node --remote-worker",
+		    "another goldminer version: fd %d holds a worker blob of version %u, %" PRIu64
+		    " bytes (this build's: version %u, %zu bytes): the goldminer binary was "
+		    "replaced while its agent ran; restart the agent",
+		    fd, b->version, b->size, MSG_VERSION, sizeof(*b));
+		rc = -EPROTONOSUPPORT;
 	}
 	if (!rc && b->py) { /* a Python job's: pywork.c */
 		rc = gm_remote_pywork_main(b, fd);
