@@ -132,6 +132,9 @@
 #      while it heard the lender: the lender stopped its workers, the home sees
 #      in the lender's heartbeats fewer workers than granted and asks again;
 #      the workers deliver again, same bytes
+#  47. version skew: a remote worker's sample stamped in another build's layout
+#      of SAMPLE (the test build's "layout") is refused as "another goldminer
+#      version", naming the peer and both layouts; same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # Under a sanitizer build (make sanitize), 12, 13-15, 16-18, 34-37, 39, 40-45 and 46 skip,
 # naming the tests that run their code under ASan: it keeps CI short, strace cannot
@@ -195,10 +198,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..46"
+echo "1..47"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 46 ]; do
+	while [ $i -le 47 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1559,6 +1562,12 @@ ok=1
 t $ok "a home its lender took for down (its agent stopped 1.5 s) asks again ${again:-never} ms after it resumed, seeing the lender's heartbeats say 0 workers of the 1 granted; the lender's workers deliver again; same checksums"
 stop_agents
 fi
+
+# 47: version skew: a remote worker (test build) stamps one sample as another
+# build's layout of SAMPLE would be; the home refuses it in words, naming the
+# peer and both layouts, never reading it; the batch is made again
+misbehave layout ".*another goldminer version: message SAMPLE in layout 2 of [0-9]* bytes (this build's: layout 1" \
+	"a sample in another build's layout"
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit

@@ -232,10 +232,13 @@ static void sample_done(void *req, ucs_status_t st, void *user)
 	ucp_request_free(req);
 }
 
+static void mis_stamp(struct m_stamp *st); /* the test build's (below) */
+
 static int send_sample(struct conn *c, struct m_sample_out *h, const void *px, size_t len,
 		       unsigned *inflight)
 {
 	gm_remote_msg_stamp(AM_SAMPLE, &h->st);
+	mis_stamp(&h->st);
 	ucp_request_param_t rp = {
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -361,7 +364,8 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
  * dataset), label (its first sample's label is 999999), id (its first sample
  * has the next id), resend (its first sample again every 0.4 deadline, never a
  * publish), trickle (one sample every 0.4 deadline), claim (two claims more
- * as it ships: a third lease while it holds one and one ahead). Every lease
+ * as it ships: a third lease while it holds one and one ahead), layout (a
+ * sample stamped as another build's layout of SAMPLE would be). Every lease
  * does so, or
  * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
  * creates FILE (the test's proof that it happened).
@@ -377,7 +381,8 @@ enum mis_mode {
 	MIS_ID,
 	MIS_RESEND,
 	MIS_TRICKLE,
-	MIS_CLAIM
+	MIS_CLAIM,
+	MIS_LAYOUT
 };
 static enum mis_mode mis_mode;
 static int32_t mis_status;
@@ -385,7 +390,7 @@ static int32_t mis_status;
 static void mis_init(void)
 {
 	static const char *const names[] = {"",	  "status=", "rec-out", "rec-big", "label",
-					    "id", "resend",  "trickle", "claim"};
+					    "id", "resend",  "trickle", "claim",   "layout"};
 	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
 	for (int k = 1; m && k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (k == MIS_STATUS ? !strncmp(m, names[k], 7) : !strcmp(m, names[k]))
@@ -435,6 +440,13 @@ static void mis_sample(const struct wproc *r, struct m_sample *h)
 	copy_str(e.msg, sizeof(e.msg), "test build: a record past the dataset");
 	h->bad = h->has_rec = 1;
 	h->rec = e;
+}
+
+/* A sample stamped as a build whose SAMPLE is in the next layout (msg.h). */
+static void mis_stamp(struct m_stamp *st)
+{
+	if (mis_now(MIS_LAYOUT))
+		st->layout++;
 }
 
 static bool in_batch(const uint32_t *ids, uint32_t nb, uint32_t id)
@@ -504,6 +516,11 @@ static bool mis_claim(void)
 static void mis_sample(const struct wproc *r, struct m_sample *h)
 {
 	(void)r, (void)h;
+}
+
+static void mis_stamp(struct m_stamp *st)
+{
+	(void)st;
 }
 
 static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs)
