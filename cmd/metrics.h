@@ -5,8 +5,9 @@
  * The owner publishes a new snapshot whenever it likes (the agent: every tick);
  * the server thread only ever copies the last one out under a mutex, so a slow or
  * hostile scraper never touches the owner's state and never blocks it for longer
- * than a memcpy. HTTP is libmicrohttpd's (its own thread, a connection limit, a
- * limit per client address and an idle timeout), not hand-written.
+ * than a memcpy. HTTP is libmicrohttpd's, not hand-written, run by a thread of
+ * this module that also holds slow clients to a deadline for their request and
+ * a cap on connections where a newcomer evicts the longest-waiting (metrics.c).
  */
 #ifndef GOLDMINER_METRICS_H
 #define GOLDMINER_METRICS_H

@@ -296,8 +296,33 @@ void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o)
 
 bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n)
 {
-	return n == (ssize_t)sizeof(*req) && req->magic == GM_NODE_MAGIC &&
-	       req->version == GM_NODE_VERSION;
+	return n >= 0 && gm_wire_request_take(NULL, req, (size_t)n, NULL, 0) == 0;
+}
+
+int gm_wire_request_take(struct gm_node_req *req, const void *data, size_t n, char *why, size_t wl)
+{
+	uint32_t head[2]; /* magic, version: where every version of the request has them */
+	if (n < sizeof(head)) {
+		gm_errf(why, wl, "a job request of %zu bytes", n);
+		return -EBADMSG;
+	}
+	memcpy(head, data, sizeof(head));
+	if (head[0] != GM_NODE_MAGIC) {
+		gm_errf(why, wl, "a job request without its magic (%zu bytes)", n);
+		return -EBADMSG;
+	}
+	if (head[1] != GM_NODE_VERSION || n != sizeof(*req)) {
+		gm_errf(why, wl,
+			"another goldminer version: a job request of node protocol version %u in "
+			"%zu bytes (this build's: version %d, %zu bytes)",
+			head[1], n, GM_NODE_VERSION, sizeof(*req));
+		return -EPROTONOSUPPORT;
+	}
+	if (req) {
+		memcpy(req, data, sizeof(*req));
+		req->root[sizeof(req->root) - 1] = '\0';
+	}
+	return 0;
 }
 
 /* The fds of a received message: the first into *fd_out (if wanted), the rest closed.

@@ -1,10 +1,11 @@
 #!/bin/sh
 # goldminer node --metrics: a real HTTP client (curl) scrapes the agent's
 # Prometheus text while a job runs through it, and the values agree with
-# `goldminer node --status`; other paths are 404; a bad address is refused; 40
-# connections trickling their requests from one address (127.0.0.1) hold at most
-# the per-address limit, and a scrape from another (127.0.0.2) is answered while
-# they hang on; the agent stops on SIGTERM. TAP on stdout. Env: B (build dir).
+# `goldminer node --status`; other paths are 404; a bad address is refused; 200
+# slow connections (slowloris: nothing sent, or a request a byte at a time) from
+# 127.0.0.1 leave scrapes from 127.0.0.1 answered within 2 s, and the server
+# closes each of them 3 s after it opened; the agent stops on SIGTERM. TAP on
+# stdout. Env: B (build dir).
 # Every wait has a deadline.
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -87,56 +88,83 @@ t "$(grep -q '^# TYPE goldminer_job_bad_samples_total counter' "$tmp/m" &&
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/other")
 t "$([ "$code" = 404 ]; echo $?)" "another path is 404 ($code)"
 
-# 40 slow-drip connections from 127.0.0.1: each sends a request line, then one
-# header line a second, never the end of the headers (under the idle timeout).
-# The dripper says how many the server left open after 6 s.
-drip() {
-	python3 - "$port" 40 6 "$tmp/drip.ready" <<'PY'
+# Slowloris: 200 connections from 127.0.0.1, the scraper's own address (the
+# usual case: Prometheus on the same host). Half send nothing; half send a
+# request line, then one byte of a header every 0.5 s (well under the idle
+# timeout), never the end of the headers; each one the server closes is opened
+# again for 6 s. Meanwhile 5 scrapes from 127.0.0.1 must each be answered
+# within 2 s. The attacker then says how long a slow connection lived at most
+# (the server closes one without a whole request 3 s after it opened: at most
+# 4.5 s with the sweep's period and the attacker's own 0.5 s tick), and, after
+# it stops reopening them, how many the server left open 5 s later (none).
+slow() {
+	python3 - "$port" 200 6 5 "$tmp/slow.ready" <<'PY'
 import socket, sys, time
-port, n, secs, ready = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-socks = []
-for _ in range(n):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.connect(("127.0.0.1", port))
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-    socks.append(s)
+port, n = int(sys.argv[1]), int(sys.argv[2])
+attack, after, ready = float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+
+def opened(k):
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.setblocking(False)
+    if k % 2:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+    return [s, time.monotonic(), k]
+
+def gone(c):  # closed (or answered) by the server
+    try:
+        if c[2] % 2:
+            c[0].send(b"a")
+        c[0].recv(1, socket.MSG_PEEK)  # b"": closed; bytes: an answer
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+conns = [opened(k) for k in range(n)]
 open(ready, "w").close()
-alive = set(range(n))
-end = time.time() + secs
-while time.time() < end:
-    for i in list(alive):
-        try:
-            socks[i].sendall(b"X-Drip: 1\r\n")
-            if socks[i].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
-                alive.discard(i)  # closed by the server
-        except BlockingIOError:
-            pass
-        except OSError:
-            alive.discard(i)
-    time.sleep(1)
-print(len(alive))
+start = time.monotonic()
+oldest, closed = 0.0, 0
+while time.monotonic() - start < attack + after:
+    now = time.monotonic()
+    attacking = now - start < attack
+    for k, c in enumerate(conns):
+        if c is None:
+            continue
+        if gone(c):
+            c[0].close()
+            closed += 1
+            conns[k] = opened(k) if attacking else None
+        else:
+            oldest = max(oldest, now - c[1])
+    time.sleep(0.5)
+print("%.1f %d %d" % (oldest, closed, sum(c is not None for c in conns)))
 PY
 }
 if command -v python3 >/dev/null 2>&1; then
-	drip >"$tmp/drip.out" 2>"$tmp/drip.err" &
-	dripper=$!
-	ready() { [ -e "$tmp/drip.ready" ]; }
+	slow >"$tmp/slow.out" 2>"$tmp/slow.err" &
+	slower=$!
+	ready() { [ -e "$tmp/slow.ready" ]; }
 	until_ok 10 ready
 	sleep 1
-	start=$(date +%s)
-	curl -fsS --interface 127.0.0.2 --max-time 5 "http://127.0.0.1:$port/metrics" \
-		>"$tmp/m2" 2>"$tmp/curl2.err"
-	rc=$?
-	took=$(($(date +%s) - start))
-	t "$([ $rc = 0 ] && grep -q '^goldminer_node_jobs 1' "$tmp/m2"; echo $?)" \
-		"a scrape from 127.0.0.2 is answered while 127.0.0.1 trickles 40 requests (rc $rc, ${took}s)"
-	wait "$dripper"
-	held=$(cat "$tmp/drip.out")
-	t "$([ -n "$held" ] && [ "$held" -ge 1 ] && [ "$held" -le 4 ]; echo $?)" \
-		"one address holds at most 4 connections (${held:-none} of 40 left open)"
+	answered=0 worst=0
+	for _ in 1 2 3 4 5; do
+		took=$(curl -fsS --max-time 2 -o "$tmp/m2" -w '%{time_total}' \
+			"http://127.0.0.1:$port/metrics" 2>>"$tmp/curl2.err") &&
+			grep -q '^goldminer_node_jobs 1' "$tmp/m2" && answered=$((answered + 1))
+		worst=$(awk -v a="$worst" -v b="${took:-2}" 'BEGIN { print (b > a ? b : a) }')
+		sleep 0.5
+	done
+	t "$([ "$answered" = 5 ]; echo $?)" \
+		"5 scrapes from 127.0.0.1 answered within 2 s each while 200 slow connections from 127.0.0.1 hang on ($answered answered, the slowest in ${worst}s)"
+	wait "$slower"
+	read -r oldest closed left <"$tmp/slow.out"
+	t "$(awk -v o="${oldest:-99}" 'BEGIN { exit !(o <= 4.5) }'; echo $?)" \
+		"a slow connection is closed 3 s after it opened, trickling or not (the oldest lived ${oldest:-?} s; $closed closed)"
+	t "$([ "${left:-1}" = 0 ]; echo $?)" \
+		"the server left none of the slow connections open (${left:-?} of 200)"
 else
-	t 0 "# SKIP python3 is not installed (slow-drip connections)"
+	t 0 "# SKIP python3 is not installed (slow connections)"
 fi
 
 kill "$job" 2>/dev/null

@@ -12,7 +12,11 @@
  * its facts name an absolute command, its Python and its roots; its leases
  * carry exactly the slot's ids; its batches are at most the slot's bytes, with
  * a status a Python worker publishes and records naming indices marked bad.
- * Each refusal says the rule in words.
+ * Version skew: a message of another build's layout (one from before the
+ * layout stamps, an older smaller one, a future larger one, one of this size
+ * but another layout number) and a lend request of another node protocol
+ * version or size are refused as "another goldminer version", with both
+ * builds' layouts, never read. Each refusal says the rule in words.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +26,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/remote/check.h" /* the plugin's, not installed */
@@ -229,20 +234,161 @@ static void test_heartbeat_in_order_within_limits(void **state)
 	assert_true(gm_remote_check_beat(&b, 0, why, sizeof(why))); /* at the limits */
 }
 
+/* A header of message id as a build whose struct has size bytes in layout
+ * would send it (after its stamp): into hdr, its length back. */
+static unsigned char hdr[sizeof(struct m_stamp) + sizeof(union m_any) + 64];
+static size_t stamped_as(int id, uint16_t layout, uint32_t size)
+{
+	struct m_stamp st;
+	gm_remote_msg_stamp(id, &st);
+	st.layout = layout;
+	st.size = size;
+	memset(hdr, 0, sizeof(hdr));
+	memcpy(hdr, &st, sizeof(st));
+	return sizeof(st) + size;
+}
+
+/* ... as this build sends it. */
+static size_t stamped(int id, size_t size)
+{
+	struct m_stamp st;
+	gm_remote_msg_stamp(id, &st);
+	assert_int_equal(st.size, size);
+	return stamped_as(id, st.layout, st.size);
+}
+
+static bool msg_ok(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
+		   size_t wl)
+{
+	return gm_remote_check_msg(id, hdr, hlen, len, rndv, handshaken, why, wl);
+}
+
 static void test_message_table_knows_the_heartbeat(void **state)
 {
 	(void)state;
 	char why[200];
-	assert_true(
-	    gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, true, why, sizeof(why)));
-	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 8, false, true, why,
-					 sizeof(why))); /* no payload */
-	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat) - 1, 0, false, true, why,
-					 sizeof(why)));
-	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, true, true, why,
-					 sizeof(why))); /* not by rendezvous */
-	assert_false(gm_remote_check_msg(AM_BEAT, sizeof(struct m_beat), 0, false, false, why,
-					 sizeof(why))); /* not before the handshake */
+	size_t h = stamped(AM_BEAT, sizeof(struct m_beat));
+	assert_true(msg_ok(AM_BEAT, h, 0, false, true, why, sizeof(why)));
+	assert_false(msg_ok(AM_BEAT, h, 8, false, true, why, sizeof(why))); /* no payload */
+	assert_false(msg_ok(AM_BEAT, h - 1, 0, false, true, why, sizeof(why)));
+	assert_false(msg_ok(AM_BEAT, h, 0, true, true, why, sizeof(why))); /* not by rendezvous */
+	assert_false(
+	    msg_ok(AM_BEAT, h, 0, false, false, why, sizeof(why))); /* not before the handshake */
+}
+
+/* ---- version skew: two builds' layouts ---- */
+
+static void test_message_of_a_build_before_the_stamps_is_another_version(void **state)
+{
+	(void)state;
+	char why[300];
+	/* what a build before the layout stamps sent: the struct alone */
+	struct m_lend old = {.token = 0x1122334455667788ull, .workers = 2, .port = 7001};
+	memset(hdr, 0, sizeof(hdr));
+	memcpy(hdr, &old, sizeof(old));
+	assert_false(msg_ok(AM_LEND, sizeof(old), sizeof(struct gm_node_req), false, true, why,
+			    sizeof(why)));
+	assert_non_null(strstr(why, "another goldminer version: message LEND"));
+	assert_non_null(strstr(why, "run one goldminer version on every host"));
+}
+
+static void test_message_in_another_builds_layout_is_another_version(void **state)
+{
+	(void)state;
+	char why[300], want[300];
+	struct m_stamp st;
+	gm_remote_msg_stamp(AM_LEND, &st);
+	/* a future build whose LEND grew by 16 bytes (and bumped its layout) */
+	size_t h = stamped_as(AM_LEND, (uint16_t)(st.layout + 1), st.size + 16);
+	assert_false(msg_ok(AM_LEND, h, sizeof(struct gm_node_req), false, true, why, sizeof(why)));
+	snprintf(want, sizeof(want),
+		 "another goldminer version: message LEND in layout %u of %u bytes (this build's: "
+		 "layout %u, %u bytes)",
+		 (unsigned)st.layout + 1, st.size + 16, (unsigned)st.layout, st.size);
+	assert_non_null(strstr(why, want));
+	/* an older build whose BEAT was 8 bytes smaller, its layout not bumped */
+	gm_remote_msg_stamp(AM_BEAT, &st);
+	h = stamped_as(AM_BEAT, st.layout, st.size - 8);
+	assert_false(msg_ok(AM_BEAT, h, 0, false, true, why, sizeof(why)));
+	assert_non_null(strstr(why, "another goldminer version: message BEAT"));
+	/* one of this size whose fields moved (its layout bumped, its size not) */
+	h = stamped_as(AM_SAMPLE, 2, sizeof(struct m_sample));
+	assert_false(msg_ok(AM_SAMPLE, h, 4, false, true, why, sizeof(why)));
+	assert_non_null(strstr(why, "another goldminer version: message SAMPLE in layout 2"));
+	/* a stamp that does not match its own header's length: malformed */
+	h = stamped(AM_LEND, sizeof(struct m_lend));
+	assert_false(msg_ok(AM_LEND, h + 4, 0, false, true, why, sizeof(why)));
+	assert_non_null(strstr(why, "malformed message LEND"));
+}
+
+/* A request as a build of node protocol version ver with requests of size
+ * bytes would send it: magic and version first, as in every version. */
+static unsigned char other_req[sizeof(struct gm_node_req) + 64];
+static size_t request_as(uint32_t ver, size_t size)
+{
+	struct gm_node_req req;
+	gm_wire_request(&req, GM_NODE_ATTACH);
+	strcpy(req.root, "/data/imagenet/train");
+	memset(other_req, 0, sizeof(other_req));
+	memcpy(other_req, &req, size < sizeof(req) ? size : sizeof(req));
+	memcpy(other_req + 4, &ver, sizeof(ver));
+	return size;
+}
+
+static void test_lend_request_of_another_version_is_refused_in_words(void **state)
+{
+	(void)state;
+	char why[300], want[300];
+	struct gm_node_req req;
+	struct m_lend m = {.token = 42, .workers = 2, .port = 7001};
+	size_t n = request_as(GM_NODE_VERSION, sizeof(req));
+	assert_int_equal(gm_remote_check_lend(&m, other_req, n, &req, why, sizeof(why)), 0);
+	assert_string_equal(req.root, "/data/imagenet/train");
+	/* the previous version, 16 bytes smaller (gm_aug_spec before it grew) */
+	n = request_as(GM_NODE_VERSION - 1, sizeof(req) - 16);
+	assert_int_equal(gm_remote_check_lend(&m, other_req, n, &req, why, sizeof(why)),
+			 -EPROTONOSUPPORT);
+	snprintf(want, sizeof(want),
+		 "another goldminer version: a job request of node protocol version %d in %zu "
+		 "bytes (this build's: version %d, %zu bytes)",
+		 GM_NODE_VERSION - 1, sizeof(req) - 16, GM_NODE_VERSION, sizeof(req));
+	assert_string_equal(why, want);
+	/* the previous version at this size: its fields would be read as garbage */
+	n = request_as(GM_NODE_VERSION - 1, sizeof(req));
+	assert_int_equal(gm_remote_check_lend(&m, other_req, n, &req, why, sizeof(why)),
+			 -EPROTONOSUPPORT);
+	/* a future build whose request grew without a version bump */
+	n = request_as(GM_NODE_VERSION, sizeof(req) + 16);
+	assert_int_equal(gm_remote_check_lend(&m, other_req, n, &req, why, sizeof(why)),
+			 -EPROTONOSUPPORT);
+	assert_non_null(strstr(why, "another goldminer version"));
+	/* not a request at all: malformed, not a version */
+	memset(other_req, 0, sizeof(req));
+	assert_int_equal(gm_remote_check_lend(&m, other_req, sizeof(req), &req, why, sizeof(why)),
+			 -EBADMSG);
+	assert_null(strstr(why, "another goldminer version"));
+}
+
+static void test_python_lend_request_of_another_version_is_refused_in_words(void **state)
+{
+	(void)state;
+	char why[300];
+	struct gm_node_req req;
+	struct m_pylend m = {.token = 1,
+			     .workers = 2,
+			     .lease_ms = 5000,
+			     .port = 4000,
+			     .rows = 18,
+			     .sample_bytes = 4096,
+			     .spec_len = 32};
+	strcpy(m.gm, "1.0");
+	/* the older request, then this build's spec: the request is 16 bytes short */
+	size_t n = request_as(GM_NODE_VERSION - 1, sizeof(req) - 16);
+	assert_int_equal(gm_remote_check_pylend(&m, other_req, n + 32, &req, why, sizeof(why)),
+			 -EPROTONOSUPPORT);
+	assert_non_null(strstr(why, "another goldminer version: a job request"));
+	n = request_as(GM_NODE_VERSION, sizeof(req));
+	assert_int_equal(gm_remote_check_pylend(&m, other_req, n + 32, &req, why, sizeof(why)), 0);
 }
 
 /* ---- Python jobs ---- */
@@ -259,7 +405,7 @@ static void test_python_lend_one_request_and_a_bounded_spec(void **state)
 {
 	(void)state;
 	static unsigned char buf[sizeof(struct gm_node_req) + 64];
-	struct gm_node_req req;
+	struct gm_node_req req, r0;
 	char why[200];
 	struct m_pylend m = {.token = 1,
 			     .workers = 2,
@@ -270,26 +416,32 @@ static void test_python_lend_one_request_and_a_bounded_spec(void **state)
 			     .spec_len = 64};
 	strcpy(m.gm, "1.0");
 	memset(buf, 0, sizeof(buf));
-	assert_true(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)));
-	assert_false(gm_remote_check_pylend(&m, buf, sizeof(buf) - 1, &req, why, sizeof(why)));
+	gm_wire_request(&r0, GM_NODE_CMDJOB);
+	memcpy(buf, &r0, sizeof(r0));
+	assert_int_equal(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)), 0);
+	assert_true(gm_remote_check_pylend(&m, buf, 63, &req, why, sizeof(why)));
 	assert_non_null(strstr(why, "spec of 64 bytes"));
 	struct m_pylend big = m;
 	big.spec_len = PY_SPEC_MAX + 1ull;
-	assert_false(gm_remote_check_pylend(&big, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_int_equal(gm_remote_check_pylend(&big, buf, sizeof(buf), &req, why, sizeof(why)),
+			 -EBADMSG);
 	struct m_pylend rows = m;
 	rows.rows = GM_BIND_IDS_HDR; /* no room for an index */
-	assert_false(gm_remote_check_pylend(&rows, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_int_equal(gm_remote_check_pylend(&rows, buf, sizeof(buf), &req, why, sizeof(why)),
+			 -EBADMSG);
 	assert_non_null(strstr(why, "rows"));
 	struct m_pylend many = m;
 	many.workers = GM_MAX_WORKERS + 1;
-	assert_false(gm_remote_check_pylend(&many, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_int_equal(gm_remote_check_pylend(&many, buf, sizeof(buf), &req, why, sizeof(why)),
+			 -EBADMSG);
 	struct m_pylend gm = m;
 	memset(gm.gm, 'x', sizeof(gm.gm)); /* not NUL-terminated */
-	assert_false(gm_remote_check_pylend(&gm, buf, sizeof(buf), &req, why, sizeof(why)));
+	assert_int_equal(gm_remote_check_pylend(&gm, buf, sizeof(buf), &req, why, sizeof(why)),
+			 -EBADMSG);
 	struct m_pylend end = m; /* the job ends there: a request, no spec */
 	end.workers = 0;
 	end.spec_len = 0;
-	assert_true(gm_remote_check_pylend(&end, buf, sizeof(req), &req, why, sizeof(why)));
+	assert_int_equal(gm_remote_check_pylend(&end, buf, sizeof(req), &req, why, sizeof(why)), 0);
 }
 
 static void test_python_facts_name_command_python_and_roots(void **state)
@@ -401,18 +553,17 @@ static void test_message_table_knows_the_python_messages(void **state)
 {
 	(void)state;
 	char why[200];
-	assert_true(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 100, false, true, why,
-					sizeof(why)));
-	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, false, true, why,
-					sizeof(why)));
-	assert_true(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch), 100, true, true, why,
-					sizeof(why))); /* by rendezvous: straight into the slot */
-	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 100, true, true, why,
-					 sizeof(why))); /* a lend never so */
-	assert_false(gm_remote_check_msg(AM_BATCH, sizeof(struct m_batch) + 1, 0, false, true, why,
-					 sizeof(why)));
-	assert_false(gm_remote_check_msg(AM_PYLEND, sizeof(struct m_pylend), 0, false, false, why,
-					 sizeof(why))); /* not before the handshake */
+	size_t pl = stamped(AM_PYLEND, sizeof(struct m_pylend));
+	assert_true(msg_ok(AM_PYLEND, pl, 100, false, true, why, sizeof(why)));
+	assert_false(
+	    msg_ok(AM_PYLEND, pl, 100, true, true, why, sizeof(why))); /* a lend never so */
+	assert_false(msg_ok(AM_PYLEND, pl, 0, false, false, why,
+			    sizeof(why))); /* not before the handshake */
+	size_t b = stamped(AM_BATCH, sizeof(struct m_batch));
+	assert_true(msg_ok(AM_BATCH, b, 100, false, true, why, sizeof(why)));
+	assert_true(msg_ok(AM_BATCH, b, 100, true, true, why,
+			   sizeof(why))); /* by rendezvous: straight into the slot */
+	assert_false(msg_ok(AM_BATCH, b + 1, 0, false, true, why, sizeof(why)));
 }
 
 int main(void)
@@ -426,6 +577,10 @@ int main(void)
 	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
 	    cmocka_unit_test(test_heartbeat_in_order_within_limits),
 	    cmocka_unit_test(test_message_table_knows_the_heartbeat),
+	    cmocka_unit_test(test_message_of_a_build_before_the_stamps_is_another_version),
+	    cmocka_unit_test(test_message_in_another_builds_layout_is_another_version),
+	    cmocka_unit_test(test_lend_request_of_another_version_is_refused_in_words),
+	    cmocka_unit_test(test_python_lend_request_of_another_version_is_refused_in_words),
 	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec),
 	    cmocka_unit_test(test_python_facts_name_command_python_and_roots),
 	    cmocka_unit_test(test_python_lease_carries_exactly_the_slots_ids),

@@ -25,53 +25,100 @@
 #include <stdio.h>
 #include <string.h>
 
-/* What may arrive over UCX: one row per message, its header's exact size,
- * whether a payload may follow it and whether it may come over UCX at all (the
- * handshake's messages go over the control port, ctl.c, before an endpoint
- * exists: one that comes over UCX is a protocol error). */
+/* What may arrive over UCX: one row per message, its name, its layout (the
+ * number its stamp carries: bump it when its struct changes, msg.h), its
+ * header's exact size, whether a payload may follow it and whether it may come
+ * over UCX at all (the handshake's messages go over the control port, ctl.c,
+ * before an endpoint exists: one that comes over UCX is a protocol error). */
 struct msg_row {
+	const char *name;
+	uint16_t layout;
 	size_t hlen;
 	bool data, ucx;
 };
 // clang-format off
-#define ROW(id, type, data, ucx) [id] = {sizeof(struct type), data, ucx}
+#define ROW(id, type, layout, data, ucx) [id] = {#id + 3, layout, sizeof(struct type), data, ucx}
 static const struct msg_row msg_rows[AM_N] = {
-	/*  message      header       payload  over UCX */
-	ROW(AM_HELLO,     m_hello,     false,   false),
-	[AM_CHALLENGE] = {0, false, false}, /* ids kept, messages gone (version 6) */
-	[AM_AUTH]      = {0, false, false},
-	ROW(AM_WELCOME,   m_welcome,   false,   false),
-	ROW(AM_LEND,      m_lend,      true,    true),
-	ROW(AM_LENT,      m_lent,      false,   true),
-	ROW(AM_CLAIM,     m_claim,     false,   true),
-	ROW(AM_LEASE,     m_lease,     true,    true),
-	ROW(AM_SAMPLE,    m_sample,    true,    true),
-	ROW(AM_PUBLISH,   m_publish,   true,    true),
-	ROW(AM_BEAT,      m_beat,      false,   true),
-	ROW(AM_PYLEND,    m_pylend,    true,    true),
-	ROW(AM_BATCH,     m_batch,     true,    true),
+	/*  message      header      layout  payload  over UCX */
+	ROW(AM_HELLO,     m_hello,     2,     false,   false),
+	[AM_CHALLENGE] = {"CHALLENGE", 0, 0, false, false}, /* gone (version 6): ids kept */
+	[AM_AUTH]      = {"AUTH", 0, 0, false, false},
+	ROW(AM_WELCOME,   m_welcome,   1,     false,   false),
+	ROW(AM_LEND,      m_lend,      1,     true,    true),
+	ROW(AM_LENT,      m_lent,      1,     false,   true),
+	ROW(AM_CLAIM,     m_claim,     1,     false,   true),
+	ROW(AM_LEASE,     m_lease,     1,     true,    true),
+	ROW(AM_SAMPLE,    m_sample,    1,     true,    true),
+	ROW(AM_PUBLISH,   m_publish,   1,     true,    true),
+	ROW(AM_BEAT,      m_beat,      1,     false,   true),
+	ROW(AM_PYLEND,    m_pylend,    1,     true,    true),
+	ROW(AM_BATCH,     m_batch,     1,     true,    true),
 };
 #undef ROW
 // clang-format on
 
-bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
-			 size_t wl)
+void gm_remote_msg_stamp(int id, struct m_stamp *st)
+{
+	*st = (struct m_stamp){.mark = MSG_STAMP_MARK,
+			       .layout = msg_rows[id].layout,
+			       .size = (uint32_t)msg_rows[id].hlen};
+}
+
+/* The stamp before a header of hlen bytes (the stamp's included) says this
+ * build's layout of message id. */
+static bool stamp_ok(int id, const void *hdr, size_t hlen, char *why, size_t wl)
+{
+	const struct msg_row *row = &msg_rows[id];
+	struct m_stamp st;
+	if (hlen < sizeof(st)) {
+		gm_errf(why, wl, "malformed message %s (%zu bytes)", row->name, hlen);
+		return false;
+	}
+	memcpy(&st, hdr, sizeof(st));
+	if (st.mark != MSG_STAMP_MARK) {
+		gm_errf(why, wl,
+			"another goldminer version: message %s of %zu bytes without this build's "
+			"layout stamp; run one goldminer version on every host",
+			row->name, hlen);
+		return false;
+	}
+	if (hlen - sizeof(st) != st.size) {
+		gm_errf(why, wl, "malformed message %s (%zu bytes, its stamp says %u + %zu)",
+			row->name, hlen, st.size, sizeof(st));
+		return false;
+	}
+	if (st.layout != row->layout || st.size != row->hlen) {
+		gm_errf(why, wl,
+			"another goldminer version: message %s in layout %u of %u bytes (this "
+			"build's: layout %u, %zu bytes); run one goldminer version on every host",
+			row->name, st.layout, st.size, row->layout, row->hlen);
+		return false;
+	}
+	return true;
+}
+
+bool gm_remote_check_msg(int id, const void *hdr, size_t hlen, size_t len, bool rndv,
+			 bool handshaken, char *why, size_t wl)
 {
 	if (id < 1 || id >= AM_N) {
 		gm_errf(why, wl, "unknown message %d", id);
 		return false;
 	}
-	if (rndv && id != AM_SAMPLE && id != AM_BATCH) {
-		gm_errf(why, wl, "a rendezvous message %d (only samples and batches come so)", id);
-		return false;
-	}
-	if (hlen != msg_rows[id].hlen || (len && !msg_rows[id].data)) {
-		gm_errf(why, wl, "malformed message %d (%zu+%zu bytes)", id, hlen, len);
-		return false;
-	}
 	if (!msg_rows[id].ucx || !handshaken) {
-		gm_errf(why, wl, "message %d out of place (the handshake is the control port's)",
-			id);
+		gm_errf(why, wl, "message %s out of place (the handshake is the control port's)",
+			msg_rows[id].name);
+		return false;
+	}
+	if (!stamp_ok(id, hdr, hlen, why, wl))
+		return false;
+	if (rndv && id != AM_SAMPLE && id != AM_BATCH) {
+		gm_errf(why, wl, "a rendezvous message %s (only samples and batches come so)",
+			msg_rows[id].name);
+		return false;
+	}
+	if (len && !msg_rows[id].data) {
+		gm_errf(why, wl, "malformed message %s (%zu+%zu bytes)", msg_rows[id].name, hlen,
+			len);
 		return false;
 	}
 	return true;
@@ -207,14 +254,14 @@ bool gm_remote_check_publish(const struct gm_remote_expect *e, const struct m_pu
 	return true;
 }
 
-bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
-			  struct gm_node_req *req)
+int gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
+			 struct gm_node_req *req, char *why, size_t wl)
 {
-	if (len != sizeof(*req) || m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535)
-		return false;
-	memcpy(req, data, sizeof(*req));
-	req->root[sizeof(req->root) - 1] = '\0';
-	return true;
+	if (m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535) {
+		gm_errf(why, wl, "a lend of %u workers to port %u", m->workers, m->port);
+		return -EBADMSG;
+	}
+	return gm_wire_request_take(req, data, len, why, wl);
 }
 
 void gm_remote_check_words(char *dst, const char *src, size_t n)
@@ -269,33 +316,31 @@ bool gm_remote_check_beat(const struct m_beat *b, uint64_t last_seq, char *why, 
 
 /* ---- Python jobs (AM_PYLEND, AM_BATCH) ----------------------------------------- */
 
-bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
-			    struct gm_node_req *req, char *why, size_t wl)
+int gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
+			   struct gm_node_req *req, char *why, size_t wl)
 {
 	if (m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535) {
 		gm_errf(why, wl, "a Python lend of %u workers to port %u", m->workers, m->port);
-		return false;
+		return -EBADMSG;
 	}
-	if (!m->workers && len == sizeof(*req)) { /* the job ends there */
-		memcpy(req, data, sizeof(*req));
-		req->root[sizeof(req->root) - 1] = '\0';
-		return true;
-	}
-	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len != sizeof(*req) + m->spec_len) {
+	if (!m->workers && !m->spec_len) /* the job ends there: a request, no spec */
+		return gm_wire_request_take(req, data, len, why, wl);
+	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len < m->spec_len) {
 		gm_errf(why, wl,
 			"a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
 			m->spec_len, len, PY_SPEC_MAX);
-		return false;
+		return -EBADMSG;
 	}
+	int rc = gm_wire_request_take(req, data, len - m->spec_len, why, wl);
+	if (rc)
+		return rc;
 	if (m->rows <= GM_BIND_IDS_HDR || m->rows > GM_MAX_BATCH + GM_BIND_IDS_HDR ||
 	    !gm_ring_size(1, m->rows, m->sample_bytes) || !memchr(m->gm, 0, sizeof(m->gm))) {
 		gm_errf(why, wl, "a Python lend of %u rows of %" PRIu64 " bytes", m->rows,
 			m->sample_bytes);
-		return false;
+		return -EBADMSG;
 	}
-	memcpy(req, data, sizeof(*req));
-	req->root[sizeof(req->root) - 1] = '\0';
-	return true;
+	return 0;
 }
 
 int gm_remote_py_facts(const char *root, size_t size, struct gm_remote_py_facts *f, char *why,

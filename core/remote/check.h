@@ -44,13 +44,18 @@ struct gm_remote_expect {
 };
 
 /* The message table (conn.c, for every message that arrives over UCX): id
- * (1 .. AM_N-1) with a header of exactly its struct's size, a payload only
- * for LEND, LEASE, SAMPLE, PUBLISH, PYLEND and BATCH, rendezvous only for a
- * SAMPLE or a BATCH, and none
- * of the handshake's (the control port's, ctl.h) nor anything before the
- * handshake ended (handshaken false). */
-bool gm_remote_check_msg(int id, size_t hlen, size_t len, bool rndv, bool handshaken, char *why,
-			 size_t wl);
+ * (1 .. AM_N-1), none of the handshake's (the control port's, ctl.h) nor
+ * anything before the handshake ended (handshaken false); a header (hdr, hlen
+ * bytes) that is this build's stamp of the message (msg.h: its mark, its
+ * layout, its size) and then exactly its struct (else "another goldminer
+ * version: ..." in why, the layouts of both builds); a payload only for LEND,
+ * LEASE, SAMPLE, PUBLISH, PYLEND and BATCH, rendezvous only for a SAMPLE or a
+ * BATCH. */
+bool gm_remote_check_msg(int id, const void *hdr, size_t hlen, size_t len, bool rndv,
+			 bool handshaken, char *why, size_t wl);
+
+/* The stamp a message id (1 .. AM_N-1) is sent with: this build's row. */
+void gm_remote_msg_stamp(int id, struct m_stamp *st);
 
 /* A publish's status: 0; -EBADMSG only for a job with on_error=fail, -ENODATA
  * only for one that substitutes (what worker.c writes, nothing else: a positive
@@ -86,11 +91,14 @@ bool gm_remote_check_publish(const struct gm_remote_expect *e, const struct m_pu
 			     const void *data, size_t len, uint32_t words, uint32_t ndone,
 			     uint32_t slot_recs, char *why, size_t wl);
 
-/* A LEND's payload is one request (copied into *req, its root NUL-terminated)
- * for at most GM_MAX_WORKERS workers, with a port. (Its root is then matched
- * against --lend-root: lendroot.h.) */
-bool gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
-			  struct gm_node_req *req);
+/* A LEND for at most GM_MAX_WORKERS workers, with a port, whose payload is one
+ * request of this build's (gm_wire_request_take: copied into *req, its root
+ * NUL-terminated). 0; -EPROTONOSUPPORT, a request of another goldminer version
+ * (the lender refuses the job in words); -EBADMSG, malformed (the connection
+ * ends); why says which. (Its root is then matched against --lend-root:
+ * lendroot.h.) */
+int gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
+			 struct gm_node_req *req, char *why, size_t wl);
 
 /* A peer's words (at most n bytes of src, up to a NUL) as this side prints them:
  * control bytes as '?', into dst (n + 1 bytes), NUL-terminated. */
@@ -116,10 +124,11 @@ bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, 
 
 /* A PYLEND: workers 1..GM_MAX_WORKERS (0: the job ends there, with a request
  * and no spec), a port, a spec of 1..PY_SPEC_MAX bytes after exactly one
- * request (copied into *req, its root NUL-terminated), rows and sample_bytes
- * of a ring that can be made, gm NUL-terminated. false with why. */
-bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
-			    struct gm_node_req *req, char *why, size_t wl);
+ * request of this build's (gm_wire_request_take: copied into *req, its root
+ * NUL-terminated), rows and sample_bytes of a ring that can be made, gm
+ * NUL-terminated. 0, -EPROTONOSUPPORT or -EBADMSG with why, as a LEND's. */
+int gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,
+			   struct gm_node_req *req, char *why, size_t wl);
 
 /* The words of a Python job's request root (size bytes): the command (1..
  * GM_NODE_CMD_ARGS arguments, the first absolute, then an empty one), then its

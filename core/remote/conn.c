@@ -208,12 +208,16 @@ int gm_remote_conn_send(struct conn *c, int id, const void *hdr, size_t hlen, co
 {
 	if (c->st == C_DEAD || !c->ep)
 		return -ECONNRESET;
-	unsigned char *buf = malloc(hlen + dlen + 1);
+	struct m_stamp st; /* the header's layout, before it (msg.h) */
+	unsigned char *buf = malloc(sizeof(st) + hlen + dlen + 1);
 	if (!buf) {
 		gm_remote_conn_kill(c, "out of memory sending a message");
 		return -ENOMEM;
 	}
-	memcpy(buf, hdr, hlen);
+	gm_remote_msg_stamp(id, &st);
+	memcpy(buf, &st, sizeof(st));
+	memcpy(buf + sizeof(st), hdr, hlen);
+	hlen += sizeof(st);
 	if (dlen)
 		memcpy(buf + hlen, data, dlen);
 	ucp_request_param_t rp = {
@@ -261,8 +265,9 @@ int gm_remote_conn_ep(struct gm_remote_net *n, struct conn *c, const void *addr,
 static void dispatch(struct gm_remote_net *n, struct conn *c, int id, const void *hp, size_t hlen,
 		     const void *data, size_t len, bool rndv)
 {
-	union m_any h;
-	memcpy(&h, hp, hlen); /* (checked: its message's exact size) */
+	union m_any h; /* (checked: the stamp, then its message's exact size) */
+	memcpy(&h, (const unsigned char *)hp + sizeof(struct m_stamp),
+	       hlen - sizeof(struct m_stamp));
 	n->on_msg(n->owner, c, id, &h, data, len, rndv);
 }
 
@@ -276,8 +281,8 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 	if (!c)
 		return UCS_OK; /* a connection closed or never known: dropped */
 	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-	char why[160];
-	if (!gm_remote_check_msg(a->id, hlen, len, rndv, c->st == C_OK, why, sizeof(why))) {
+	char why[256];
+	if (!gm_remote_check_msg(a->id, header, hlen, len, rndv, c->st == C_OK, why, sizeof(why))) {
 		gm_remote_conn_kill(c, "%s: %s", c->ip, why);
 		return UCS_OK;
 	}

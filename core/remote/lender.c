@@ -604,6 +604,7 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 		return LC_BUSY;
 	in.b = (struct wblob){.magic = MSG_MAGIC,
 			      .version = MSG_VERSION,
+			      .size = sizeof(struct wblob),
 			      .token = m->token,
 			      .fingerprint = m->fingerprint,
 			      .nsamples = m->nsamples,
@@ -696,14 +697,31 @@ static struct ljob *lend_known(struct gm_remote *r, struct conn *c, uint64_t tok
 	return NULL;
 }
 
+/* A lend request that did not pass its check (rc, why): one of another
+ * goldminer version is refused in words (its header's layout is this build's,
+ * so its token can be answered), a malformed one ends the connection. false
+ * when it passed. */
+static bool skewed_or_malformed(struct gm_remote *r, struct conn *c, uint64_t token, int rc,
+				const char *why)
+{
+	if (rc == -EPROTONOSUPPORT) {
+		gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: refused: %s", token, c->ip,
+			       why);
+		refuse(c, token, LC_GM_VERSION);
+	} else if (rc)
+		gm_remote_conn_kill(c, "%s: malformed lend request: %s", c->ip, why);
+	return rc != 0;
+}
+
 void gm_remote_lend_on_lend(struct gm_remote *r, struct conn *c, const struct m_lend *m,
 			    const void *data, size_t len)
 {
 	struct gm_node_req req;
-	if (c->role != ROLE_AGENT || !gm_remote_check_lend(m, data, len, &req)) {
-		gm_remote_conn_kill(c, "%s: malformed lend request", c->ip);
+	char why[256] = "not from an agent";
+	int rc = c->role != ROLE_AGENT ? -EBADMSG
+				       : gm_remote_check_lend(m, data, len, &req, why, sizeof(why));
+	if (skewed_or_malformed(r, c, m->token, rc, why))
 		return;
-	}
 	struct ljob *l = lend_known(r, c, m->token, m->workers);
 	if (!l)
 		return;
@@ -763,6 +781,7 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 		goto out_free;
 	in->b = (struct wblob){.magic = MSG_MAGIC,
 			       .version = MSG_VERSION,
+			       .size = sizeof(struct wblob),
 			       .token = m->token,
 			       .lease_ms = m->lease_ms,
 			       .lport = r->port,
@@ -794,12 +813,12 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 			      const void *data, size_t len)
 {
 	struct gm_node_req req;
-	char why[256];
-	if (c->role != ROLE_AGENT ||
-	    !gm_remote_check_pylend(m, data, len, &req, why, sizeof(why))) {
-		gm_remote_conn_kill(c, "%s: malformed Python lend request", c->ip);
+	char why[256] = "not from an agent";
+	int rc = c->role != ROLE_AGENT
+		     ? -EBADMSG
+		     : gm_remote_check_pylend(m, data, len, &req, why, sizeof(why));
+	if (skewed_or_malformed(r, c, m->token, rc, why))
 		return;
-	}
 	struct ljob *l = lend_known(r, c, m->token, m->workers);
 	if (!l)
 		return;

@@ -3,14 +3,15 @@
  * agents and remote worker processes say to each other over UCX, in one place.
  *
  * The idea: every message is a UCX active message whose id is its type and whose
- * header is one fixed-size struct below (the receiver checks the exact size, and
- * that only LEND, LEASE, SAMPLE and PUBLISH carry a payload: check.c's table,
- * which conn.c applies). The structs are copied byte for byte, so both ends
- * must be the same build: HELLO
- * carries MSG_MAGIC and MSG_VERSION (and so does the TLS identity, tls.h) and
- * an agent refuses any other version in words. HELLO and WELCOME are the
- * control port's (ctl.h): frames inside TLS before any endpoint exists, never
- * UCX messages (each then carries a UCX worker address). The worker blob (struct wblob) is not a
+ * header is one fixed-size struct below, preceded by its layout stamp (struct
+ * m_stamp); the receiver checks the stamp and the exact size, and that only
+ * LEND, LEASE, SAMPLE, PUBLISH, PYLEND and BATCH carry a payload: check.c's
+ * table, which conn.c applies. The structs are copied byte for byte, so both
+ * ends must be the same build: HELLO carries MSG_MAGIC and MSG_VERSION (and so
+ * does the TLS identity, tls.h) and an agent refuses any other version in
+ * words. HELLO and WELCOME are the control port's (ctl.h): frames inside TLS
+ * before any endpoint exists, never UCX messages (each then carries a UCX
+ * worker address). The worker blob (struct wblob) is not a
  * message: it is what a lending agent hands the remote worker process it execs
  * (a memfd on its fd 3).
  *
@@ -23,6 +24,7 @@
 #ifndef GM_REMOTE_MSG_H
 #define GM_REMOTE_MSG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "auth.h"
@@ -60,6 +62,33 @@ enum am_id {
 };
 
 enum role { ROLE_AGENT = 1, ROLE_WORKER = 2 };
+
+/*
+ * Version skew. Every struct that crosses the network after the handshake says
+ * which layout it is in, so that a peer of another build is refused in words
+ * ("another goldminer version: ...", naming it), never read as garbage:
+ *  - each UCX message's header is preceded by a stamp: MSG_STAMP_MARK, the
+ *    layout number of its message's row in check.c's table and the size of its
+ *    struct in the sender's build (conn.c fills it from the table and the
+ *    receiver checks it against the same table: gm_remote_check_msg);
+ *  - the request a LEND or PYLEND carries (struct gm_node_req, the node
+ *    protocol's, wire.h) carries its own magic and GM_NODE_VERSION, and its size
+ *    is the payload's (LEND) or the payload's less spec_len (PYLEND): checked by
+ *    the rule the agent's Unix socket applies (gm_wire_request_take);
+ *  - the worker blob carries MSG_MAGIC, MSG_VERSION and its size (worker.c).
+ * The rule for whoever changes a struct here (or struct gm_node_req, or a
+ * struct they hold: gm_slot_err, gm_aug_spec): bump its row's layout in
+ * check.c (GM_NODE_VERSION for the request). The size check catches a
+ * forgotten bump only when the size changed; the layout number is for the
+ * rest (a field that changes meaning or place). tests/test_remote_check.c
+ * builds messages in other builds' layouts (older, and a future larger one).
+ */
+#define MSG_STAMP_MARK 0x4d4cu /* "LM" */
+struct m_stamp {
+	uint16_t mark;	 /* MSG_STAMP_MARK */
+	uint16_t layout; /* its message's layout (check.c's table) */
+	uint32_t size;	 /* the bytes of its header struct that follow */
+};
 
 /* The control port's two frames, inside TLS (ctl.h): the client's HELLO
  * (then its UCX worker address) and the server's WELCOME (then its own, when
@@ -159,6 +188,21 @@ struct m_beat {
 	uint32_t pad;	  /* 0 */
 };
 
+/* A SAMPLE's and a BATCH's header as they go on the wire, after their stamp,
+ * for the senders that keep a header until its send completes (worker.c,
+ * pywork.c; every other message goes through conn.c, which stamps it). */
+struct m_sample_out {
+	struct m_stamp st;
+	struct m_sample h;
+};
+struct m_batch_out {
+	struct m_stamp st;
+	struct m_batch h;
+};
+_Static_assert(offsetof(struct m_sample_out, h) == sizeof(struct m_stamp) &&
+		   offsetof(struct m_batch_out, h) == sizeof(struct m_stamp),
+	       "a header right after its stamp, as conn.c sends the others");
+
 /* The header of any message that comes over UCX: a received one is copied into
  * it, at its message's exact size (conn.c; the fuzzer as conn.c does), so the
  * handlers read it aligned. */
@@ -178,7 +222,8 @@ union m_any {
  * afresh (UCX's process-wide state does not survive a fork), indexes the dataset
  * itself and checks the fingerprint before it writes anything. */
 struct wblob {
-	uint32_t magic, version;
+	uint32_t magic, version; /* MSG_MAGIC, MSG_VERSION */
+	uint64_t size;		 /* sizeof(struct wblob) in the writer's build */
 	uint64_t token, fingerprint, nsamples;
 	uint32_t bpe, lease_ms;
 	uint32_t lport, pad; /* the lending agent's control port (its HELLO says it) */

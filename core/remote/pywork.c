@@ -59,8 +59,8 @@ struct pyproc {
 	uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR];
 	unsigned char *out; /* a BATCH's payload: err words, records, payload */
 	size_t out_cap;
-	struct m_batch b; /* its header, kept until the send completes */
-	bool sending;	  /* the last BATCH's send has not completed */
+	struct m_batch_out b; /* its header (stamped), kept until the send completes */
+	bool sending;	      /* the last BATCH's send has not completed */
 };
 
 static volatile sig_atomic_t py_retire;
@@ -153,7 +153,7 @@ static int drain(struct pyproc *r, struct conn *c)
 }
 
 /* A BATCH over 64 KiB whose records fit in the slot after its payload goes
- * by rendezvous (r->b.tail: payload first), received straight into the slot
+ * by rendezvous (r->b.h.tail: payload first), received straight into the slot
  * (no copy of UCX's fragments or of ours at the home: what a CPU-poor home
  * wants for 19 MB float batches); others eager. Sent from r->out, which stays
  * ours until the send completes (drain). 0 or -errno. */
@@ -163,7 +163,7 @@ static int send_batch(struct pyproc *r, struct conn *c, size_t len)
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
 	    .flags = UCP_AM_SEND_FLAG_REPLY |
-		     (r->b.tail ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+		     (r->b.h.tail ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
 	    .cb.send = sent,
 	    .user_data = &r->sending,
 	};
@@ -215,7 +215,8 @@ static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32
 	}
 	memcpy(h + (size_t)words * 8, ctl->errs, b.n_recs * sizeof(struct gm_slot_err));
 	memcpy(r->out + (b.tail ? 0 : head), pl, b.size);
-	r->b = b;
+	r->b.h = b;
+	gm_remote_msg_stamp(AM_BATCH, &r->b.st);
 	return send_batch(r, c, head + b.size);
 }
 

@@ -206,8 +206,8 @@ static bool is_set(const void *flag)
 }
 
 struct wsend {
-	unsigned inflight[2]; /* sends of each mirror slot not yet completed */
-	struct m_sample *hdr[2];
+	unsigned inflight[2];	     /* sends of each mirror slot not yet completed */
+	struct m_sample_out *hdr[2]; /* each one stamped (msg.h) */
 };
 
 /* Samples go eager (the home copies each one from UCX's buffer: over TCP the
@@ -232,9 +232,13 @@ static void sample_done(void *req, ucs_status_t st, void *user)
 	ucp_request_free(req);
 }
 
-static int send_sample(struct conn *c, struct m_sample *h, const void *px, size_t len,
+static void mis_stamp(struct m_stamp *st); /* the test build's (below) */
+
+static int send_sample(struct conn *c, struct m_sample_out *h, const void *px, size_t len,
 		       unsigned *inflight)
 {
+	gm_remote_msg_stamp(AM_SAMPLE, &h->st);
+	mis_stamp(&h->st);
 	ucp_request_param_t rp = {
 	    .op_attr_mask =
 		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -338,10 +342,10 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
 			continue;
-		struct m_sample *h = &ws->hdr[slot][i];
-		sample_header(r, m, slot, i, &nbad, h);
+		struct m_sample_out *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, &h->h);
 		if (first)
-			mis_sample(r, h);
+			mis_sample(r, &h->h);
 		first = false;
 		if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 			return -ECONNRESET;
@@ -360,7 +364,8 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
  * dataset), label (its first sample's label is 999999), id (its first sample
  * has the next id), resend (its first sample again every 0.4 deadline, never a
  * publish), trickle (one sample every 0.4 deadline), claim (two claims more
- * as it ships: a third lease while it holds one and one ahead). Every lease
+ * as it ships: a third lease while it holds one and one ahead), layout (a
+ * sample stamped as another build's layout of SAMPLE would be). Every lease
  * does so, or
  * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
  * creates FILE (the test's proof that it happened).
@@ -376,7 +381,8 @@ enum mis_mode {
 	MIS_ID,
 	MIS_RESEND,
 	MIS_TRICKLE,
-	MIS_CLAIM
+	MIS_CLAIM,
+	MIS_LAYOUT
 };
 static enum mis_mode mis_mode;
 static int32_t mis_status;
@@ -384,7 +390,7 @@ static int32_t mis_status;
 static void mis_init(void)
 {
 	static const char *const names[] = {"",	  "status=", "rec-out", "rec-big", "label",
-					    "id", "resend",  "trickle", "claim"};
+					    "id", "resend",  "trickle", "claim",   "layout"};
 	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
 	for (int k = 1; m && k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (k == MIS_STATUS ? !strncmp(m, names[k], 7) : !strcmp(m, names[k]))
@@ -436,6 +442,13 @@ static void mis_sample(const struct wproc *r, struct m_sample *h)
 	h->rec = e;
 }
 
+/* A sample stamped as a build whose SAMPLE is in the next layout (msg.h). */
+static void mis_stamp(struct m_stamp *st)
+{
+	if (mis_now(MIS_LAYOUT))
+		st->layout++;
+}
+
 static bool in_batch(const uint32_t *ids, uint32_t nb, uint32_t id)
 {
 	for (uint32_t i = 0; i < nb; i++)
@@ -469,8 +482,8 @@ static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
 			continue;
-		struct m_sample *h = &ws->hdr[slot][i];
-		sample_header(r, m, slot, i, &nbad, h);
+		struct m_sample_out *h = &ws->hdr[slot][i];
+		sample_header(r, m, slot, i, &nbad, &h->h);
 		do {
 			if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 				return -ECONNRESET;
@@ -503,6 +516,11 @@ static bool mis_claim(void)
 static void mis_sample(const struct wproc *r, struct m_sample *h)
 {
 	(void)r, (void)h;
+}
+
+static void mis_stamp(struct m_stamp *st)
+{
+	(void)st;
 }
 
 static void mis_publish(struct gm_ring *m, uint32_t slot, struct m_publish *p, unsigned char *recs)
@@ -699,8 +717,8 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	cfg.ring = m;
 	cfg.on_sample = wprogress;
 	cfg.sample_arg = r;
-	ws.hdr[0] = calloc(b, sizeof(struct m_sample));
-	ws.hdr[1] = calloc(b, sizeof(struct m_sample));
+	ws.hdr[0] = calloc(b, sizeof(struct m_sample_out));
+	ws.hdr[1] = calloc(b, sizeof(struct m_sample_out));
 	if (!rc && (!ws.hdr[0] || !ws.hdr[1]))
 		rc = -ENOMEM;
 	if (!rc)
@@ -736,10 +754,19 @@ int gm_remote_worker_main(int fd)
 	memset(&pc, 0, sizeof(pc));
 	if (!b)
 		return -ENOMEM;
-	if (pread(fd, b, sizeof(*b), 0) != (ssize_t)sizeof(*b) || b->magic != MSG_MAGIC ||
-	    b->version != MSG_VERSION) {
+	ssize_t got = pread(fd, b, sizeof(*b), 0);
+	if (got < 16 || b->magic != MSG_MAGIC) {
 		gm_log("node --remote-worker", "fd %d holds no worker blob", fd);
 		rc = -EINVAL;
+	} else if (b->version != MSG_VERSION || b->size != sizeof(*b) ||
+		   got != (ssize_t)sizeof(*b)) {
+		gm_log(
+		    "node --remote-worker",
+		    "another goldminer version: fd %d holds a worker blob of version %u, %" PRIu64
+		    " bytes (this build's: version %u, %zu bytes): the goldminer binary was "
+		    "replaced while its agent ran; restart the agent",
+		    fd, b->version, b->size, MSG_VERSION, sizeof(*b));
+		rc = -EPROTONOSUPPORT;
 	}
 	if (!rc && b->py) { /* a Python job's: pywork.c */
 		rc = gm_remote_pywork_main(b, fd);

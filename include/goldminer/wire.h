@@ -121,6 +121,14 @@ void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o);
 /* Is what recv() returned (n bytes into req) a request of this version? */
 bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n);
 
+/* A request that came as n bytes at data (any alignment), from another process
+ * or, inside a peer agent's LEND, another host: the rule gm_wire_request_valid
+ * applies (magic, this build's GM_NODE_VERSION, this build's size). 0 with a
+ * copy in *req, its root NUL-terminated; -EPROTONOSUPPORT, another goldminer's
+ * request (a version or a size not this build's: both in why, as "another
+ * goldminer version: ..."); -EBADMSG, not a request. Pure. */
+int gm_wire_request_take(struct gm_node_req *req, const void *data, size_t n, char *why, size_t wl);
+
 /* Client: gm_wire_call with nfds (<= GM_WIRE_MAX_FDS) fds sent with the request
  * (SCM_RIGHTS; the caller keeps its own). */
 int gm_wire_call_fds(int fd, const struct gm_node_req *req, const int *fds, int nfds,

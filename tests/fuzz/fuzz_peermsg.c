@@ -15,7 +15,8 @@
  * it, into buffers of exactly the lease's size (so that ASan sees a byte
  * outside them).
  *
- * Input: a 10-byte prefix, then the header, then the payload:
+ * Input: a 10-byte prefix, then the header (its layout stamp first, as conn.c
+ * sends it: msg.h), then the payload:
  *   id (u8), flags (u8: 1 rendezvous, 2 handshake done, 4 on_error=fail,
  *   8 the slot holds an error record already, 0xf0: the sample bytes - 1),
  *   batch (u16, +1), nsamples (u16, +1), nsub (u8, % 8), done (u8: positions
@@ -218,9 +219,13 @@ static void on_lend(const struct m_lend *m, const uint8_t *data, size_t len)
 	struct gm_node_req req;
 	char path[sizeof(req.root)], e[768];
 	struct gm_loader_opts opts;
-	if (!gm_remote_check_lend(m, data, len, &req))
-		return; /* "malformed lend request" */
+	char why[256] = "";
+	if (gm_remote_check_lend(m, data, len, &req, why, sizeof(why))) {
+		refused(why, sizeof(why)); /* another version (refused), or malformed */
+		return;
+	}
 	if (len != sizeof(req) || m->workers > GM_MAX_WORKERS || !m->port || m->port > 65535 ||
+	    req.magic != GM_NODE_MAGIC || req.version != GM_NODE_VERSION ||
 	    strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
 		abort();
 	if (gm_lendroot_normalise(req.root, path, sizeof(path)))
@@ -274,13 +279,13 @@ static void on_pylend(const struct m_pylend *m, const uint8_t *data, size_t len)
 	struct gm_node_req req;
 	struct gm_remote_py_facts f;
 	char why[256] = "", path[sizeof(req.root)];
-	if (!gm_remote_check_pylend(m, data, len, &req, why, sizeof(why))) {
+	if (gm_remote_check_pylend(m, data, len, &req, why, sizeof(why))) {
 		refused(why, sizeof(why));
 		return;
 	}
-	if (m->workers > GM_MAX_WORKERS || (m->workers && (len != sizeof(req) + m->spec_len ||
-							   m->spec_len > PY_SPEC_MAX)) ||
-	    strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
+	if (m->workers > GM_MAX_WORKERS || len != sizeof(req) + m->spec_len ||
+	    m->spec_len > PY_SPEC_MAX || req.magic != GM_NODE_MAGIC ||
+	    req.version != GM_NODE_VERSION || strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
 		abort();
 	if (gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why))) {
 		refused(why, sizeof(why));
@@ -361,7 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hlen = size - PREFIX;
 	const uint8_t *hdr = data + PREFIX, *pay = hdr + hlen;
 	size_t len = size - PREFIX - hlen;
-	if (!gm_remote_check_msg(id, hlen, len, rndv, handshaken, why, sizeof(why))) {
+	if (!gm_remote_check_msg(id, hdr, hlen, len, rndv, handshaken, why, sizeof(why))) {
 		refused(why, sizeof(why));
 		return 0;
 	}
@@ -371,13 +376,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish),
 	    [AM_BEAT] = sizeof(struct m_beat),	   [AM_PYLEND] = sizeof(struct m_pylend),
 	    [AM_BATCH] = sizeof(struct m_batch)};
+	struct m_stamp st;
+	if (hlen < sizeof(st))
+		abort();
+	memcpy(&st, hdr, sizeof(st));
+	hdr += sizeof(st);
+	hlen -= sizeof(st);
 	if (id < 1 || id >= AM_N || !sizes[id] || hlen != sizes[id] || !handshaken ||
+	    st.mark != MSG_STAMP_MARK || st.size != hlen ||
 	    (rndv && id != AM_SAMPLE && id != AM_BATCH) ||
 	    (len && id != AM_LEND && id != AM_LEASE && id != AM_SAMPLE && id != AM_PUBLISH &&
 	     id != AM_PYLEND && id != AM_BATCH))
 		abort(); /* the table let through what it must not */
 	union m_any h;
-	memcpy(&h, hdr, hlen); /* conn.c: the header to aligned memory */
+	memcpy(&h, hdr, hlen); /* conn.c: the header, after its stamp, to aligned memory */
 	struct job j;
 	job_init(&j, data);
 	switch (id) {
@@ -421,12 +433,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static const char *seed_dir;
 
 /* One seed: the prefix for message id (flags, batch, nsamples, nsub, done),
- * its header and payload. */
-static void seed(const char *name, int id, uint8_t flags, uint32_t batch, uint32_t nsamples,
-		 uint8_t nsub, uint8_t done, const void *hdr, size_t hlen, const void *pay,
-		 size_t len)
+ * its header (after this build's stamp, as conn.c sends it; stamp false: none,
+ * as a build before the stamps sent it) and payload. */
+static void seed_as(bool stamp, const char *name, int id, uint8_t flags, uint32_t batch,
+		    uint32_t nsamples, uint8_t nsub, uint8_t done, const void *hdr, size_t hlen,
+		    const void *pay, size_t len)
 {
 	char path[512];
+	struct m_stamp st;
+	gm_remote_msg_stamp(id, &st);
+	size_t sl = stamp ? sizeof(st) : 0;
+	hlen += sl;
 	uint8_t p[PREFIX] = {(uint8_t)id,
 			     flags,
 			     (uint8_t)(batch - 1),
@@ -439,11 +456,19 @@ static void seed(const char *name, int id, uint8_t flags, uint32_t batch, uint32
 			     (uint8_t)(hlen >> 8)};
 	snprintf(path, sizeof(path), "%s/%s", seed_dir, name);
 	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(p, 1, sizeof(p), f) != sizeof(p) || fwrite(hdr, 1, hlen, f) != hlen ||
+	if (!f || fwrite(p, 1, sizeof(p), f) != sizeof(p) || fwrite(&st, 1, sl, f) != sl ||
+	    fwrite(hdr, 1, hlen - sl, f) != hlen - sl ||
 	    (len && fwrite(pay, 1, len, f) != len) || fclose(f)) {
 		perror(path);
 		exit(1);
 	}
+}
+
+static void seed(const char *name, int id, uint8_t flags, uint32_t batch, uint32_t nsamples,
+		 uint8_t nsub, uint8_t done, const void *hdr, size_t hlen, const void *pay,
+		 size_t len)
+{
+	seed_as(true, name, id, flags, batch, nsamples, nsub, done, hdr, hlen, pay, len);
 }
 
 int main(int argc, char **argv)
@@ -508,9 +533,15 @@ int main(int argc, char **argv)
 			   .bpe = 4,
 			   .lease_ms = 5000,
 			   .port = 7001};
-	struct gm_node_req req = {0};
+	struct gm_node_req req;
+	gm_wire_request(&req, GM_NODE_ATTACH);
 	snprintf(req.root, sizeof(req.root), "/data/imagenet/train");
 	seed("lend", AM_LEND, ok, B, N, 0, 0, &l, sizeof(l), &req, sizeof(req));
+	seed_as(false, "lend-unstamped", AM_LEND, ok, B, N, 0, 0, &l, sizeof(l), &req,
+		sizeof(req));
+	req.version = GM_NODE_VERSION - 1;
+	seed("lend-request-older", AM_LEND, ok, B, N, 0, 0, &l, sizeof(l), &req, sizeof(req) - 8);
+	req.version = GM_NODE_VERSION;
 	snprintf(req.root, sizeof(req.root), "/data/../etc");
 	seed("lend-dotdot", AM_LEND, ok, B, N, 0, 0, &l, sizeof(l), &req, sizeof(req));
 	snprintf(req.root, sizeof(req.root), "/srv/lend/imagenet//val/.");
@@ -545,6 +576,7 @@ int main(int argc, char **argv)
 	 * a whole batch */
 	static const char facts[] = "/usr/bin/python3\0-c\0code\0\0py=3.11.2\0root=/data/x\0";
 	static unsigned char plend[sizeof(struct gm_node_req) + 16];
+	gm_wire_request((struct gm_node_req *)plend, GM_NODE_CMDJOB);
 	memcpy(((struct gm_node_req *)plend)->root, facts, sizeof(facts));
 	struct m_pylend pl = {.token = 1, .workers = 2, .lease_ms = 5000, .port = 4000,
 			      .rows = B + GM_BIND_IDS_HDR, .sample_bytes = 64, .spec_len = 16};
