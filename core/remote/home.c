@@ -710,7 +710,9 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 }
 
 /* The leases' deadlines: no sample at a new position for the job's deadline,
- * or LEASE_BOUND deadlines since the claim whatever came. The endpoint is
+ * or LEASE_BOUND deadlines since the claim whatever came; a Python job's lease
+ * (a whole batch, pyhome.c): no batch for the deadline since the claim, as a
+ * local Python worker's batch that makes no progress for it. The endpoint is
  * closed first (then nothing of the writer lands anywhere, its transfers into
  * the slot included), then the lease is taken back. */
 static void leases_tick(struct gm_remote *r, int64_t now)
@@ -720,7 +722,12 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 		if (!c || c->st != C_OK || !c->vpid || !c->job)
 			continue;
 		int64_t d = c->job->lease_ms;
-		if (now - c->lease_ms >= d && !c->job->py) /* (a Python batch comes whole) */
+		if (now - c->lease_ms >= d && c->job->py) /* a whole batch, no samples */
+			gm_remote_conn_kill(c,
+					    "no batch %" PRId64 " ms after its claim (lease "
+					    "deadline %u ms)",
+					    now - c->lease_ms, c->job->lease_ms);
+		else if (now - c->lease_ms >= d)
 			gm_remote_conn_kill(c, "no sample for %u ms (lease deadline)",
 					    c->job->lease_ms);
 		else if (now - c->lease_since_ms >= LEASE_BOUND * d)

@@ -166,6 +166,20 @@ void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c)
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), ids, dlen);
 }
 
+/* Does the home vouch for c's batch b (len bytes of message payload: head,
+ * its err words and records, 8-aligned; payload, its size bytes)? Its sizes,
+ * status, err bits and records, then its container against the lease the
+ * home holds (check.h): the trainer unpickles nothing the home did not check. */
+static bool vouch(const struct hjob *j, const struct conn *c, const struct m_batch *b, size_t len,
+		  const void *head, const unsigned char *payload, char *why, size_t wl)
+{
+	const uint32_t *ids = gm_ring_ids(j->ring, c->slot);
+	uint64_t cap = (uint64_t)j->batch * j->sb;
+	return gm_remote_check_batch(b, ids + GM_BIND_IDS_HDR, c->nb, j->words, cap, len, head, why,
+				     wl) &&
+	       gm_remote_check_pyslot(b, payload, ids, cap, why, wl);
+}
+
 /* The batch lands: payload, err bits, records, every position done, then the
  * publish (release store of READY: gm_ring_publish). */
 static void land(struct hjob *j, struct conn *c, const struct m_batch *b, const uint64_t *ew,
@@ -225,10 +239,8 @@ static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
 					    ucs_status_string(st));
 		else if (!gm_remote_home_lease_held(c, x->b.vpid, x->b.task))
 			j->fenced++;
-		else if (!gm_remote_check_batch(&x->b,
-						gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR,
-						c->nb, j->words, (uint64_t)j->batch * j->sb, x->len,
-						x->head, why, sizeof(why)))
+		else if (!vouch(j, c, &x->b, x->len, x->head, gm_ring_data(j->ring, c->slot), why,
+				sizeof(why)))
 			gm_remote_conn_kill(c, "refused its batch: %s", why);
 		else
 			land(j, c, &x->b, x->head, NULL);
@@ -287,14 +299,14 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 				    b->tail ? "after" : "before", rndv ? ", by rendezvous" : "");
 		return;
 	}
+	c->lease_ms = now_ms(); /* it came: its transfer has a deadline of its own */
 	if (rndv) {
 		batch_rndv(r, c, b, data, len, head);
 		return;
 	}
 	memcpy(r->scratch2, data, head); /* the err words and records, 8-aligned */
-	const uint32_t *ids = gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR;
-	if (!gm_remote_check_batch(b, ids, c->nb, j->words, cap, len, r->scratch2, why,
-				   sizeof(why))) {
+	if (!vouch(j, c, b, len, r->scratch2, (const unsigned char *)data + head, why,
+		   sizeof(why))) {
 		gm_remote_conn_kill(c, "refused its batch: %s", why);
 		return;
 	}
