@@ -15,7 +15,8 @@
  * that breaks a rule ends the connection, and agent.c's tick closes its
  * endpoint, then takes the lease back, logging the peer and the rule in one
  * line. A lease ends when no sample at a new position came for the job's
- * lease deadline, and after LEASE_BOUND deadlines whatever came, or at once
+ * lease deadline (a Python job's, whose batch comes whole: no batch for the
+ * deadline since its claim), and after LEASE_BOUND deadlines whatever came, or at once
  * when the lender is down (agent.c: no heartbeat for DOWN_MS). A worker may
  * hold a second lease, asked for ahead while it makes the first (its claim's
  * round trip hidden behind the making): that one takes nothing (its samples

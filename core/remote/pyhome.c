@@ -14,15 +14,26 @@
  * (BATCH). The home checks it against the lease it holds (the slot word,
  * task, sample count, err bits inside the batch, records naming the lease's
  * indices, a status a Python worker publishes, at most the slot's data
- * bytes), only then copies it into the slot, marks every position done and
- * publishes. A LEND for such a job (PYLEND) carries the request (the
- * command, the trainer's Python version, the dataset's roots) and the spec
+ * bytes, then the container's header: vouch, check.h), only then copies it
+ * into the slot, marks every position done and publishes. A lease gets the
+ * job's deadline from its claim for its whole batch (home.c). A LEND for such a job (PYLEND)
+ * carries the request (the command, the trainer's Python version, the dataset's roots) and the spec
  * the workers load; the lender decides (lender.c, pylend checks).
  *
- * Trust: the payload is unpickled by the trainer, so a Python job trusts its
- * lenders' batches as it trusts its own workers: the shared secret is the
- * boundary, both ways (a lender that opts in with --lend-python runs the
- * home's pickles; the home unpickles the lender's batches).
+ * Trust: the payload is unpickled by the trainer, so the home vouches for
+ * every batch before it lands, as it does for a C job's samples: its sizes,
+ * status, err bits and records (gm_remote_check_batch), then its container
+ * (_slot.py's header, gm_remote_check_pyslot): the magic of its status, total
+ * equal to its size, the tree inside it, the lease's epoch and batch index
+ * and the digest of the lease's ids[], a failed status with an error record.
+ * A batch that breaks a rule is refused: the connection ends, the peer's
+ * address and the rule are logged, the lease is taken back and the batch made
+ * again by another worker; the trainer never sees it. What the rules cannot
+ * stop: a container that meets them all with any pickle inside, from a peer
+ * that holds the secret and lends Python workers; the rules catch a worker's
+ * mistakes and a batch of another lease or job. The shared secret stays the
+ * boundary for that, both ways (a lender that opts in with --lend-python runs
+ * the home's pickles; the home unpickles the lender's batches).
  *
  * Not here: the leases' deadlines and the asking (home.c, which calls in
  * here for a Python job), the peer's side (lender.c, pywork.c).
