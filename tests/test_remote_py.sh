@@ -262,7 +262,7 @@ if wanted 8; then
 		diag "$tmp/1.log"
 		diag "$tmp/2.log"
 		diag "$tmp/py.err"
-		echo "# got $(cat "$tmp/pysum") want $want48; misbehaved: $([ -f "$tmp/once" ] && echo yes || echo no); revoked after ${ms:-no revoke in 60 s} ms"
+		echo "# got $(cat "$tmp/pysum") want $want48; misbehaved: $([ -f "$tmp/once" ] && echo yes || echo no); revoked after ${ms:+$ms ms}${ms:-no revoke in 60 s}"
 	fi
 	t $ok "a worker that never sends its batch loses its lease ${ms:-?} ms after it got it (the 5-s deadline, bound 7.5 s); same checksums"
 	stop_agents
