@@ -3,7 +3,8 @@
  * the message table; a publish's status, a sample's position, id, label and
  * error record, a publish's sizes, err bits and error records; a lend
  * request's sizes, a lent answer's words and a lease's shape; a Python job's
- * lend request, its facts, its leases and its whole batches.
+ * lend request, its facts, its leases, its whole batches and their container
+ * (_slot.py's header: one table row per rule).
  *
  * The idea: compare with what the home computed at the claim (the ids and
  * labels of the lease's positions and their substitutes), never with anything

@@ -11,7 +11,9 @@
  * the batch and of the substitutes after it, with each one's label in the
  * dataset (struct gm_remote_expect). A sample's id, label and error record, a
  * publish's status, error bits and error records are then compared with that:
- * a writer can deliver the batch the home would have made, or nothing.
+ * a writer can deliver the batch the home would have made, or nothing. A
+ * Python job's batch is opaque (the trainer's pickles) but for its container's
+ * header, compared with the lease's ids[] the trainer wrote.
  *
  * Pure functions, no UCX, no I/O: each says true (the value may land) or false
  * with the rule it broke, in words, in why (the home logs it with the peer).

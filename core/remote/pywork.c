@@ -9,7 +9,9 @@
  * (one batch in flight, in its slot 0): this process is that ring's consumer (a bind pool of one
  * Python worker, with its zygote: a SIGKILLed Python worker is replaced in
  * milliseconds and its staging task made again, same bytes). It connects to
- * the home with its own UCP context and loops: CLAIM -> LEASE (the slot's
+ * the home with its own UCP context, starts the staging pool and waits for
+ * its first Python worker (the home's deadline for a lease runs from the
+ * claim: the interpreter's start is not the batch's), then loops: CLAIM -> LEASE (the slot's
  * ids[] the trainer wrote: epoch, batch, indices) -> the staging slot gets
  * that batch -> the Python worker makes it -> BATCH (err bits, records, the
  * payload whole) -> the next CLAIM. The staging slot is handed back only with
@@ -310,7 +312,8 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
  * zygote once the zygote has loaded the interpreter, torch and the spec:
  * seconds), progressing UCX: the first claim comes after, so a lease's
  * deadline (the home's, from its claim) is the batch's time alone, as a
- * local worker's. 0, -ECONNRESET, or -ETIMEDOUT with err. */
+ * local worker's. 0, -ECONNRESET, -ENODATA (retired meanwhile), or
+ * -ETIMEDOUT with err. */
 static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *err, size_t errlen)
 {
 	int64_t end = now_ms() + PY_WARM_MS;
@@ -323,7 +326,9 @@ static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *
 			;
 		if (c->st == C_DEAD)
 			return -ECONNRESET;
-		if (now_ms() >= end || py_retire) {
+		if (py_retire) /* retired first (the job ended): nothing to say */
+			return -ENODATA;
+		if (now_ms() >= end) {
 			gm_errf(err, errlen, "no Python worker started in %d ms", PY_WARM_MS);
 			return -ETIMEDOUT;
 		}

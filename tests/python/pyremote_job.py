@@ -45,6 +45,17 @@ class Files(torch.utils.data.Dataset):
         return torch.tensor(list(head)), t
 
 
+class Slow:
+    """A transform that sleeps first ($SLOW_MS, as Files does): no byte changes."""
+
+    def __init__(self, t, s):
+        self.t, self.s = t, s
+
+    def __call__(self, x):
+        time.sleep(self.s)
+        return self.t(x)
+
+
 def dataset(root, kind, size=48, normalize=False):
     """plain: Files; python: an ImageFolder with RandomResizedCrop, flip,
     RandAugment, ToTensor (and Normalize) in Python (RandAugment: an op the C
@@ -69,6 +80,8 @@ def dataset(root, kind, size=48, normalize=False):
         raise SystemExit("pyremote_job: the plan is %s, not hybrid: %s" % (p.path, p.why))
     n_c = sum(1 for o in p.ops if o.where == "C")
     tail = T.Compose(ops[n_c:])
+    if int(os.environ.get("SLOW_MS", "0")):
+        tail = Slow(tail, int(os.environ["SLOW_MS"]) / 1000.0)
     return HybridDataset(list(ds.samples), p.c, tail, ds.target_transform)
 
 
