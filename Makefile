@@ -268,15 +268,18 @@ $(B)/tests/test_auth: $(B)/core/remote/auth.o
 $(B)/tests/test_lendroot: EXTRA_LIBS = $(B)/core/remote/lendroot.o
 $(B)/tests/test_lendroot: $(B)/core/remote/lendroot.o
 
-# The same plugin with a remote worker that misbehaves on request (worker.c built
-# with -DGM_REMOTE_TESTING), for tests/test_remote.sh; never installed.
+# The same plugin with remote workers that misbehave on request (worker.c and
+# pywork.c built with -DGM_REMOTE_TESTING), for tests/test_remote.sh and
+# tests/test_remote_py.sh; never installed.
 REMOTE_TEST_PLUGIN := $(if $(REMOTE_PLUGIN),$(B)/tests/libgoldminer-remote-test.so)
-$(B)/tests/remote/worker.o: core/remote/worker.c
+REMOTE_MIS_OBJS := $(B)/tests/remote/worker.o $(B)/tests/remote/pywork.o
+$(REMOTE_MIS_OBJS): $(B)/tests/remote/%.o: core/remote/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(UCX_CFLAGS) $(CRYPTO_CFLAGS) -DGM_REMOTE_TESTING -c -o $@ $<
-$(B)/tests/libgoldminer-remote-test.so: $(filter-out $(B)/core/remote/worker.o,$(REMOTE_OBJS)) \
-		$(B)/tests/remote/worker.o $(LIB_OBJS) core/remote/remote.map
+$(B)/tests/libgoldminer-remote-test.so: \
+		$(filter-out $(B)/core/remote/worker.o $(B)/core/remote/pywork.o,$(REMOTE_OBJS)) \
+		$(REMOTE_MIS_OBJS) $(LIB_OBJS) core/remote/remote.map
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/remote/remote.map -o $@ \
 		$(filter %.o,$^) $(LDFLAGS) $(UCX_LIBS) $(CRYPTO_LIBS) $(LDLIBS)
@@ -574,4 +577,4 @@ $(FLAGS_STAMP):
 	@printf '%s\n' '$(subst ','\'',$(strip $(FLAGS_NOW)))' >$@
 	$(if $(REMOTE_PLUGIN),,@rm -f $(B)/libgoldminer-remote.so)
 
--include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(B)/tests/remote/worker.d $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(REMOTE_MIS_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

@@ -1369,10 +1369,14 @@ fi # san_skip (case 39)
 
 
 # 40-43: Python jobs' workers on peers. pytrain KIND EPOCHS: the trainer in
-# host 1 (0.5 of a core) through agent 1; its checksums into $tmp/pysum
+# host 1 (0.5 of a core) through agent 1; its checksums into $tmp/pysum. With
+# SLOW_MS, each sample takes that much longer (the same bytes): a remote
+# worker claims its first lease only once its Python worker runs (seconds: an
+# interpreter importing torch), so a job that must see a peer's batches lasts
+# longer than that
 PY=/usr/bin/python3
 pytrain() {
-	mh_run 1 0.5 env NODE="$tmp/1.sock" M="${M:-48}" PYTHONPATH="$repo/python" \
+	mh_run 1 0.5 env NODE="$tmp/1.sock" M="${M:-48}" SLOW_MS="${SLOW_MS:-0}" PYTHONPATH="$repo/python" \
 		GOLDMINER_LIB="$B/libgoldminer.so" timeout "${TRAIN_S:-300}" \
 		"$PY" "$here/python/pyremote_job.py" "$tmp/data" "$1" "$2" >"$tmp/pysum" 2>"$tmp/py.err"
 }
@@ -1397,7 +1401,9 @@ for kind in plain hybrid; do
 	AGENT_OPTS=
 	AGENT_CPUS=1 agent 1 "$tmp/secret" 2
 	peers_connected 1 1
+	SLOW_MS=20
 	pytrain "$kind" 2
+	SLOW_MS=
 	d=$(delivered 1)
 	ok=1
 	[ -n "$want" ] && [ "$(cat "$tmp/pysum")" = "$want" ] && [ "${d:-0}" -gt 0 ] && ok=0

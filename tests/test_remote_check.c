@@ -11,7 +11,10 @@
  * request carries one request and a bounded spec for a ring that can be made,
  * its facts name an absolute command, its Python and its roots; its leases
  * carry exactly the slot's ids; its batches are at most the slot's bytes, with
- * a status a Python worker publishes and records naming indices marked bad.
+ * a status a Python worker publishes and records naming indices marked bad,
+ * and their container (_slot.py's header) is the lease's: one test per rule
+ * (a failed batch carries a record; the header fits; total is the size; the
+ * status's magic; the tree inside; the lease's batch; the lease's digest).
  * Version skew: a message of another build's layout (one from before the
  * layout stamps, an older smaller one, a future larger one, one of this size
  * but another layout number) and a lend request of another node protocol
@@ -30,6 +33,7 @@
 #include <string.h>
 
 #include "../core/remote/check.h" /* the plugin's, not installed */
+#include "goldminer/checksum.h"
 #include "goldminer/limits.h"
 
 /* A lease of 5 positions (ids 10..14) and 3 substitutes after the last (15..17);
@@ -549,6 +553,179 @@ static void test_python_batch_within_the_slot_and_its_records(void **state)
 	assert_false(gm_remote_check_batch(&many, idx, 3, 1, 1024, blen, d, why, sizeof(why)));
 }
 
+/* A Python batch's container (_slot.py's header) for the lease of batch 7 of
+ * epoch 3, indices 20, 21, 22, in a slot of 4096 bytes: total and size 256. */
+static const uint32_t pyids[GM_BIND_IDS_HDR + 3] = {3, 7, 20, 21, 22};
+#define PY_CAP 4096
+
+static struct m_batch pybatch(int32_t status, uint32_t n_recs)
+{
+	return (struct m_batch){
+	    .nb = 3, .words = 1, .status = status, .n_recs = n_recs, .size = 256};
+}
+
+static void pyhead(unsigned char *h, uint64_t total, uint64_t tree, const char *magic)
+{
+	uint64_t digest = gm_checksum64(GM_CHECKSUM_INIT, pyids, sizeof(pyids));
+	memset(h, 0, GM_REMOTE_PY_HDR);
+	memcpy(h, &total, 8);
+	memcpy(h + 8, &tree, 8);
+	memcpy(h + 16, magic, 8);
+	memcpy(h + 24, &pyids[0], 4);
+	memcpy(h + 28, &pyids[1], 4);
+	memcpy(h + 32, &digest, 8);
+}
+
+static bool pyslot(const struct m_batch *b, const unsigned char *h, char *why)
+{
+	return gm_remote_check_pyslot(b, h, pyids, PY_CAP, why, 300);
+}
+
+static void test_python_container_of_its_lease_passes(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch ok = pybatch(0, 0), failed = pybatch(-EBADMSG, 1),
+		       big = pybatch(-EMSGSIZE, 0);
+	pyhead(h, 256, 100, "GMPYSLOT");
+	assert_true(pyslot(&ok, h, why));
+	pyhead(h, 256, 192, "GMPYFAIL"); /* the pickled exception, to its last byte */
+	assert_true(pyslot(&failed, h, why));
+	failed.status = -ENODATA; /* on_error=skip, no substitute left */
+	assert_true(pyslot(&failed, h, why));
+	big.size = 8; /* -EMSGSIZE: the bytes it needs, nothing else */
+	uint64_t need = PY_CAP + 1;
+	memcpy(h, &need, 8);
+	assert_true(pyslot(&big, h, why));
+	/* the digest is gm_checksum64's over the ids as u32 little-endian: the
+	 * value goldminer.checksum computes in Python over the same words */
+	assert_int_equal(gm_checksum64(GM_CHECKSUM_INIT, pyids, sizeof(pyids)),
+			 0x1199257a80e5eae4ull);
+}
+
+static void test_python_failed_batch_without_a_record_is_refused(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	pyhead(h, 256, 100, "GMPYFAIL");
+	for (int k = 0; k < 2; k++) {
+		struct m_batch b = pybatch(k ? -ENODATA : -EBADMSG, 0);
+		assert_false(pyslot(&b, h, why));
+		assert_non_null(strstr(why, "rule record: a failed batch"));
+		assert_non_null(strstr(why, "without an error record"));
+	}
+	struct m_batch fine = pybatch(0, 0); /* a complete batch needs none */
+	pyhead(h, 256, 100, "GMPYSLOT");
+	assert_true(pyslot(&fine, h, why));
+}
+
+static void test_python_container_fits_its_payload(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch b = pybatch(0, 0), big = pybatch(-EMSGSIZE, 0);
+	b.size = GM_REMOTE_PY_HDR - 1;
+	pyhead(h, b.size, 0, "GMPYSLOT");
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule size: a container of 63 bytes"));
+	big.size = 16; /* -EMSGSIZE carries its size alone */
+	uint64_t need = PY_CAP + 1;
+	memcpy(h, &need, 8);
+	assert_false(pyslot(&big, h, why));
+	assert_non_null(strstr(why, "rule size:"));
+}
+
+static void test_python_container_total_is_its_size(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch b = pybatch(0, 0), big = pybatch(-EMSGSIZE, 0);
+	pyhead(h, 320, 100, "GMPYSLOT");
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule total: a container whose total 320 is not its 256"));
+	pyhead(h, 255, 100, "GMPYSLOT");
+	assert_false(pyslot(&b, h, why));
+	big.size = 8; /* a batch "too big" for a slot it fits */
+	uint64_t need = PY_CAP;
+	memcpy(h, &need, 8);
+	assert_false(pyslot(&big, h, why));
+	assert_non_null(strstr(why, "rule total: a batch too big for the slot of 4096"));
+}
+
+static void test_python_container_magic_of_its_status(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch ok = pybatch(0, 0), failed = pybatch(-EBADMSG, 1);
+	pyhead(h, 256, 100, "GMPYSLOt");
+	assert_false(pyslot(&ok, h, why));
+	assert_non_null(strstr(why, "rule magic: a container whose magic \"GMPYSLOt\""));
+	pyhead(h, 256, 100, "GMPYFAIL"); /* a failure's container for a complete batch */
+	assert_false(pyslot(&ok, h, why));
+	pyhead(h, 256, 100, "GMPYSLOT"); /* and a batch's for a failure */
+	assert_false(pyslot(&failed, h, why));
+	assert_non_null(strstr(why, "is not GMPYFAIL"));
+	pyhead(h, 256, 100, "GM\nY\1LOT"); /* printed as this side prints a peer's words */
+	assert_false(pyslot(&ok, h, why));
+	assert_non_null(strstr(why, "\"GM?Y?LOT\""));
+}
+
+static void test_python_container_tree_inside_it(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch b = pybatch(0, 0);
+	pyhead(h, 256, 256 - GM_REMOTE_PY_HDR, "GMPYSLOT"); /* to the last byte */
+	assert_true(pyslot(&b, h, why));
+	pyhead(h, 256, 256 - GM_REMOTE_PY_HDR + 1, "GMPYSLOT");
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule tree: a container whose tree of 193 bytes ends past"));
+	pyhead(h, 256, UINT64_MAX, "GMPYSLOT"); /* 64 + tree wraps: still past */
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule tree:"));
+}
+
+static void test_python_container_of_the_leases_batch(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch b = pybatch(0, 0);
+	uint32_t other = 8;
+	pyhead(h, 256, 100, "GMPYSLOT");
+	memcpy(h + 28, &other, 4); /* the next batch */
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule batch: a container of batch 8 of epoch 3 for the lease "
+				    "of batch 7 of epoch 3"));
+	pyhead(h, 256, 100, "GMPYSLOT");
+	other = 4; /* the same batch of the next epoch */
+	memcpy(h + 24, &other, 4);
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule batch:"));
+}
+
+static void test_python_container_digest_of_the_leases_samples(void **state)
+{
+	(void)state;
+	unsigned char h[GM_REMOTE_PY_HDR];
+	char why[300];
+	struct m_batch b = pybatch(0, 0);
+	/* batch 7 of epoch 3 of another job (another seed: other samples) */
+	static const uint32_t theirs[GM_BIND_IDS_HDR + 3] = {3, 7, 20, 22, 21};
+	uint64_t digest = gm_checksum64(GM_CHECKSUM_INIT, theirs, sizeof(theirs));
+	pyhead(h, 256, 100, "GMPYSLOT");
+	memcpy(h + 32, &digest, 8);
+	assert_false(pyslot(&b, h, why));
+	assert_non_null(strstr(why, "rule lease: a container whose lease digest"));
+	assert_non_null(strstr(why, "(another job's, or other samples)"));
+}
+
 static void test_message_table_knows_the_python_messages(void **state)
 {
 	(void)state;
@@ -585,6 +762,14 @@ int main(void)
 	    cmocka_unit_test(test_python_facts_name_command_python_and_roots),
 	    cmocka_unit_test(test_python_lease_carries_exactly_the_slots_ids),
 	    cmocka_unit_test(test_python_batch_within_the_slot_and_its_records),
+	    cmocka_unit_test(test_python_container_of_its_lease_passes),
+	    cmocka_unit_test(test_python_failed_batch_without_a_record_is_refused),
+	    cmocka_unit_test(test_python_container_fits_its_payload),
+	    cmocka_unit_test(test_python_container_total_is_its_size),
+	    cmocka_unit_test(test_python_container_magic_of_its_status),
+	    cmocka_unit_test(test_python_container_tree_inside_it),
+	    cmocka_unit_test(test_python_container_of_the_leases_batch),
+	    cmocka_unit_test(test_python_container_digest_of_the_leases_samples),
 	    cmocka_unit_test(test_message_table_knows_the_python_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

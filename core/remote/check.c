@@ -3,7 +3,8 @@
  * the message table; a publish's status, a sample's position, id, label and
  * error record, a publish's sizes, err bits and error records; a lend
  * request's sizes, a lent answer's words and a lease's shape; a Python job's
- * lend request, its facts, its leases and its whole batches.
+ * lend request, its facts, its leases, its whole batches and their container
+ * (_slot.py's header: one table row per rule).
  *
  * The idea: compare with what the home computed at the claim (the ids and
  * labels of the lease's positions and their substitutes), never with anything
@@ -17,6 +18,7 @@
  */
 
 #include "check.h"
+#include "goldminer/checksum.h"
 #include "goldminer/limits.h"
 #include "goldminer/util.h"
 
@@ -423,4 +425,148 @@ bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_
 	const uint64_t *ew = data;
 	return gm_remote_check_records(&e, ew, words, (const struct gm_slot_err *)(ew + words),
 				       b->n_recs, why, wl);
+}
+
+/* ---- a Python batch's container (_slot.py's header), against its lease ---------- */
+
+/* What the rules see: the BATCH, its container's fields (the ones its payload
+ * holds: an -EMSGSIZE payload is total alone), the lease's ids[] and the slot's
+ * data bytes. */
+struct pyslot {
+	const struct m_batch *b;
+	const uint32_t *ids;
+	uint64_t cap;
+	uint64_t total, tree, lease;
+	uint32_t epoch, batch;
+	char magic[8];
+};
+
+static bool py_failed(const struct m_batch *b)
+{
+	return b->status == -EBADMSG || b->status == -ENODATA;
+}
+
+/* A failed batch names the sample it failed on (the C path's rule too). */
+static bool py_record(const struct pyslot *s, char *why, size_t wl)
+{
+	if (!py_failed(s->b) || s->b->n_recs)
+		return true;
+	gm_errf(why, wl, "a failed batch (status %" PRId32 ") without an error record",
+		s->b->status);
+	return false;
+}
+
+/* The container lies inside the payload: a whole header, or -EMSGSIZE's total. */
+static bool py_size(const struct pyslot *s, char *why, size_t wl)
+{
+	bool big = s->b->status == -EMSGSIZE;
+	if (big ? s->b->size == 8 : s->b->size >= GM_REMOTE_PY_HDR)
+		return true;
+	gm_errf(why, wl, "a container of %" PRIu64 " bytes (%s)", s->b->size,
+		big ? "-EMSGSIZE's is its 8-byte size" : "its header alone is 64");
+	return false;
+}
+
+static bool py_total(const struct pyslot *s, char *why, size_t wl)
+{
+	if (s->b->status == -EMSGSIZE ? s->total > s->cap : s->total == s->b->size)
+		return true;
+	if (s->b->status == -EMSGSIZE)
+		gm_errf(why, wl,
+			"a batch too big for the slot of %" PRIu64
+			" bytes that says it needs %" PRIu64,
+			s->cap, s->total);
+	else
+		gm_errf(why, wl, "a container whose total %" PRIu64 " is not its %" PRIu64 " bytes",
+			s->total, s->b->size);
+	return false;
+}
+
+static bool py_magic(const struct pyslot *s, char *why, size_t wl)
+{
+	const char *want = py_failed(s->b) ? "GMPYFAIL" : "GMPYSLOT";
+	if (s->b->status == -EMSGSIZE || !memcmp(s->magic, want, 8))
+		return true;
+	char got[9];
+	gm_remote_check_words(got, s->magic, 8);
+	gm_errf(why, wl, "a container whose magic \"%s\" is not %s (status %" PRId32 ")", got, want,
+		s->b->status);
+	return false;
+}
+
+static bool py_tree(const struct pyslot *s, char *why, size_t wl)
+{
+	if (s->b->status == -EMSGSIZE || s->tree <= s->b->size - GM_REMOTE_PY_HDR)
+		return true;
+	gm_errf(why, wl, "a container whose tree of %" PRIu64 " bytes ends past its %" PRIu64,
+		s->tree, s->b->size);
+	return false;
+}
+
+static bool py_batch(const struct pyslot *s, char *why, size_t wl)
+{
+	if (s->b->status == -EMSGSIZE || (s->epoch == s->ids[0] && s->batch == s->ids[1]))
+		return true;
+	gm_errf(why, wl,
+		"a container of batch %" PRIu32 " of epoch %" PRIu32
+		" for the lease of batch %" PRIu32 " of epoch %" PRIu32,
+		s->batch, s->epoch, s->ids[1], s->ids[0]);
+	return false;
+}
+
+static bool py_lease(const struct pyslot *s, char *why, size_t wl)
+{
+	size_t n = ((size_t)GM_BIND_IDS_HDR + s->b->nb) * sizeof(*s->ids);
+	uint64_t want = gm_checksum64(GM_CHECKSUM_INIT, s->ids, n);
+	if (s->b->status == -EMSGSIZE || s->lease == want)
+		return true;
+	gm_errf(why, wl,
+		"a container whose lease digest %016" PRIx64 " is not its lease's %016" PRIx64
+		" (another job's, or other samples)",
+		s->lease, want);
+	return false;
+}
+
+/* One row per rule, in the order they are applied (the first broken one is
+ * named): the later ones read fields the earlier ones showed present. */
+struct pyslot_rule {
+	const char *name;
+	bool (*ok)(const struct pyslot *s, char *why, size_t wl);
+};
+// clang-format off
+#define ROW(name, fn) {name, fn}
+static const struct pyslot_rule pyslot_rules[] = {
+	/*  rule      the batch meets it when                               */
+	ROW("record", py_record), /* a failed one carries an error record */
+	ROW("size",   py_size),   /* its payload holds the container's header */
+	ROW("total",  py_total),  /* total is its size (-EMSGSIZE: > the slot's) */
+	ROW("magic",  py_magic),  /* GMPYSLOT, or GMPYFAIL when failed */
+	ROW("tree",   py_tree),   /* 64 + tree <= size */
+	ROW("batch",  py_batch),  /* the lease's epoch and batch index */
+	ROW("lease",  py_lease),  /* the digest of the lease's ids[] */
+};
+#undef ROW
+// clang-format on
+
+bool gm_remote_check_pyslot(const struct m_batch *b, const void *head, const uint32_t *ids,
+			    uint64_t cap, char *why, size_t wl)
+{
+	const unsigned char *h = head;
+	struct pyslot s = {.b = b, .ids = ids, .cap = cap};
+	if (b->size >= 8)
+		memcpy(&s.total, h, 8);
+	if (b->size >= GM_REMOTE_PY_HDR && b->status != -EMSGSIZE) {
+		memcpy(&s.tree, h + 8, 8);
+		memcpy(s.magic, h + 16, 8);
+		memcpy(&s.epoch, h + 24, 4);
+		memcpy(&s.batch, h + 28, 4);
+		memcpy(&s.lease, h + 32, 8);
+	}
+	char w[224];
+	for (size_t k = 0; k < sizeof(pyslot_rules) / sizeof(pyslot_rules[0]); k++)
+		if (!pyslot_rules[k].ok(&s, w, sizeof(w))) {
+			gm_errf(why, wl, "rule %s: %s", pyslot_rules[k].name, w);
+			return false;
+		}
+	return true;
 }

@@ -11,7 +11,9 @@
  * the batch and of the substitutes after it, with each one's label in the
  * dataset (struct gm_remote_expect). A sample's id, label and error record, a
  * publish's status, error bits and error records are then compared with that:
- * a writer can deliver the batch the home would have made, or nothing.
+ * a writer can deliver the batch the home would have made, or nothing. A
+ * Python job's batch is opaque (the trainer's pickles) but for its container's
+ * header, compared with the lease's ids[] the trainer wrote.
  *
  * Pure functions, no UCX, no I/O: each says true (the value may land) or false
  * with the rule it broke, in words, in why (the home logs it with the peer).
@@ -161,5 +163,26 @@ bool gm_remote_check_pylease(const struct m_lease *l, size_t len, uint32_t rows)
 bool gm_remote_check_batch(const struct m_batch *b, const uint32_t *idx, uint32_t nb,
 			   uint32_t words, uint64_t cap, size_t len, const void *data, char *why,
 			   size_t wl);
+
+/* The container of a Python batch's payload (python/goldminer/_slot.py), which
+ * the trainer unpickles: at offset 0 u64 total (its bytes; -EMSGSIZE: the bytes
+ * it needs), 8 u64 tree (the pickle's bytes, from offset 64), 16 the magic
+ * ("GMPYSLOT"; "GMPYFAIL" for a failed batch: the pickled exception), 24 u32
+ * epoch and 28 u32 batch (the lease's ids[0] and ids[1]), 32 u64 lease (the
+ * lease's digest: gm_checksum64 from GM_CHECKSUM_INIT over its ids[], epoch,
+ * batch and the sample indices, u32 each, little-endian). */
+#define GM_REMOTE_PY_HDR 64
+
+/* A BATCH that gm_remote_check_batch passed, against what the home holds for
+ * its lease: ids (the slot's ids[]: epoch, batch, then b->nb indices, as the
+ * trainer wrote them) and cap (the slot's data bytes); head: the payload's
+ * first min(b->size, GM_REMOTE_PY_HDR) bytes. Its rules, each a row of
+ * check.c's table: a failed status (-EBADMSG, -ENODATA) comes with an error
+ * record; the container fits the payload (>= 64 bytes; -EMSGSIZE: its 8
+ * bytes); total == size (-EMSGSIZE: more than cap); the magic of its status;
+ * 64 + tree <= size; the lease's epoch and batch; the lease's digest. false
+ * with the rule's name and the values in why. */
+bool gm_remote_check_pyslot(const struct m_batch *b, const void *head, const uint32_t *ids,
+			    uint64_t cap, char *why, size_t wl);
 
 #endif

@@ -15,7 +15,8 @@
  * that breaks a rule ends the connection, and agent.c's tick closes its
  * endpoint, then takes the lease back, logging the peer and the rule in one
  * line. A lease ends when no sample at a new position came for the job's
- * lease deadline, and after LEASE_BOUND deadlines whatever came, or at once
+ * lease deadline (a Python job's, whose batch comes whole: no batch for the
+ * deadline since its claim), and after LEASE_BOUND deadlines whatever came, or at once
  * when the lender is down (agent.c: no heartbeat for DOWN_MS). A worker may
  * hold a second lease, asked for ahead while it makes the first (its claim's
  * round trip hidden behind the making): that one takes nothing (its samples
@@ -710,7 +711,9 @@ static void peer_rates(struct gm_remote *r, int64_t window_ms)
 }
 
 /* The leases' deadlines: no sample at a new position for the job's deadline,
- * or LEASE_BOUND deadlines since the claim whatever came. The endpoint is
+ * or LEASE_BOUND deadlines since the claim whatever came; a Python job's lease
+ * (a whole batch, pyhome.c): no batch for the deadline since the claim, as a
+ * local Python worker's batch that makes no progress for it. The endpoint is
  * closed first (then nothing of the writer lands anywhere, its transfers into
  * the slot included), then the lease is taken back. */
 static void leases_tick(struct gm_remote *r, int64_t now)
@@ -720,7 +723,12 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 		if (!c || c->st != C_OK || !c->vpid || !c->job)
 			continue;
 		int64_t d = c->job->lease_ms;
-		if (now - c->lease_ms >= d && !c->job->py) /* (a Python batch comes whole) */
+		if (now - c->lease_ms >= d && c->job->py) /* a whole batch, no samples */
+			gm_remote_conn_kill(c,
+					    "no batch %" PRId64 " ms after its claim (lease "
+					    "deadline %u ms)",
+					    now - c->lease_ms, c->job->lease_ms);
+		else if (now - c->lease_ms >= d)
 			gm_remote_conn_kill(c, "no sample for %u ms (lease deadline)",
 					    c->job->lease_ms);
 		else if (now - c->lease_since_ms >= LEASE_BOUND * d)

@@ -14,15 +14,26 @@
  * (BATCH). The home checks it against the lease it holds (the slot word,
  * task, sample count, err bits inside the batch, records naming the lease's
  * indices, a status a Python worker publishes, at most the slot's data
- * bytes), only then copies it into the slot, marks every position done and
- * publishes. A LEND for such a job (PYLEND) carries the request (the
- * command, the trainer's Python version, the dataset's roots) and the spec
+ * bytes, then the container's header: vouch, check.h), only then copies it
+ * into the slot, marks every position done and publishes. A lease gets the
+ * job's deadline from its claim for its whole batch (home.c). A LEND for such a job (PYLEND)
+ * carries the request (the command, the trainer's Python version, the dataset's roots) and the spec
  * the workers load; the lender decides (lender.c, pylend checks).
  *
- * Trust: the payload is unpickled by the trainer, so a Python job trusts its
- * lenders' batches as it trusts its own workers: the shared secret is the
- * boundary, both ways (a lender that opts in with --lend-python runs the
- * home's pickles; the home unpickles the lender's batches).
+ * Trust: the payload is unpickled by the trainer, so the home vouches for
+ * every batch before it lands, as it does for a C job's samples: its sizes,
+ * status, err bits and records (gm_remote_check_batch), then its container
+ * (_slot.py's header, gm_remote_check_pyslot): the magic of its status, total
+ * equal to its size, the tree inside it, the lease's epoch and batch index
+ * and the digest of the lease's ids[], a failed status with an error record.
+ * A batch that breaks a rule is refused: the connection ends, the peer's
+ * address and the rule are logged, the lease is taken back and the batch made
+ * again by another worker; the trainer never sees it. What the rules cannot
+ * stop: a container that meets them all with any pickle inside, from a peer
+ * that holds the secret and lends Python workers; the rules catch a worker's
+ * mistakes and a batch of another lease or job. The shared secret stays the
+ * boundary for that, both ways (a lender that opts in with --lend-python runs
+ * the home's pickles; the home unpickles the lender's batches).
  *
  * Not here: the leases' deadlines and the asking (home.c, which calls in
  * here for a Python job), the peer's side (lender.c, pywork.c).
@@ -166,6 +177,20 @@ void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c)
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), ids, dlen);
 }
 
+/* Does the home vouch for c's batch b (len bytes of message payload: head,
+ * its err words and records, 8-aligned; payload, its size bytes)? Its sizes,
+ * status, err bits and records, then its container against the lease the
+ * home holds (check.h): the trainer unpickles nothing the home did not check. */
+static bool vouch(const struct hjob *j, const struct conn *c, const struct m_batch *b, size_t len,
+		  const void *head, const unsigned char *payload, char *why, size_t wl)
+{
+	const uint32_t *ids = gm_ring_ids(j->ring, c->slot);
+	uint64_t cap = (uint64_t)j->batch * j->sb;
+	return gm_remote_check_batch(b, ids + GM_BIND_IDS_HDR, c->nb, j->words, cap, len, head, why,
+				     wl) &&
+	       gm_remote_check_pyslot(b, payload, ids, cap, why, wl);
+}
+
 /* The batch lands: payload, err bits, records, every position done, then the
  * publish (release store of READY: gm_ring_publish). */
 static void land(struct hjob *j, struct conn *c, const struct m_batch *b, const uint64_t *ew,
@@ -225,10 +250,8 @@ static void brx_done(void *req, ucs_status_t st, size_t length, void *user)
 					    ucs_status_string(st));
 		else if (!gm_remote_home_lease_held(c, x->b.vpid, x->b.task))
 			j->fenced++;
-		else if (!gm_remote_check_batch(&x->b,
-						gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR,
-						c->nb, j->words, (uint64_t)j->batch * j->sb, x->len,
-						x->head, why, sizeof(why)))
+		else if (!vouch(j, c, &x->b, x->len, x->head, gm_ring_data(j->ring, c->slot), why,
+				sizeof(why)))
 			gm_remote_conn_kill(c, "refused its batch: %s", why);
 		else
 			land(j, c, &x->b, x->head, NULL);
@@ -287,14 +310,14 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 				    b->tail ? "after" : "before", rndv ? ", by rendezvous" : "");
 		return;
 	}
+	c->lease_ms = now_ms(); /* it came: its transfer has a deadline of its own */
 	if (rndv) {
 		batch_rndv(r, c, b, data, len, head);
 		return;
 	}
 	memcpy(r->scratch2, data, head); /* the err words and records, 8-aligned */
-	const uint32_t *ids = gm_ring_ids(j->ring, c->slot) + GM_BIND_IDS_HDR;
-	if (!gm_remote_check_batch(b, ids, c->nb, j->words, cap, len, r->scratch2, why,
-				   sizeof(why))) {
+	if (!vouch(j, c, b, len, r->scratch2, (const unsigned char *)data + head, why,
+		   sizeof(why))) {
 		gm_remote_conn_kill(c, "refused its batch: %s", why);
 		return;
 	}

@@ -9,7 +9,9 @@
  * (one batch in flight, in its slot 0): this process is that ring's consumer (a bind pool of one
  * Python worker, with its zygote: a SIGKILLed Python worker is replaced in
  * milliseconds and its staging task made again, same bytes). It connects to
- * the home with its own UCP context and loops: CLAIM -> LEASE (the slot's
+ * the home with its own UCP context, starts the staging pool and waits for
+ * its first Python worker (the home's deadline for a lease runs from the
+ * claim: the interpreter's start is not the batch's), then loops: CLAIM -> LEASE (the slot's
  * ids[] the trainer wrote: epoch, batch, indices) -> the staging slot gets
  * that batch -> the Python worker makes it -> BATCH (err bits, records, the
  * payload whole) -> the next CLAIM. The staging slot is handed back only with
@@ -50,6 +52,9 @@
 #define PY_REPLY_MS 10000
 #define PY_NONE_MS  4  /* asks again this soon when no task is free */
 #define PY_POLL_MS  20 /* the staging slot looked at, UCX progressed, this often */
+/* The most a staging pool's first Python worker takes to start: the pool's
+ * wait for its zygote (30 s), then a fresh interpreter's start. */
+#define PY_WARM_MS 60000
 
 struct pyproc {
 	struct gm_remote_net net;
@@ -178,6 +183,63 @@ static int send_batch(struct pyproc *r, struct conn *c, size_t len)
 	return 0;
 }
 
+#ifdef GM_REMOTE_TESTING
+/* The test build's misbehaviours (worker.c names them), once a batch (a
+ * complete one: its container whole) is about to go: its payload pl. */
+static void mis_batch(struct m_batch *b, unsigned char *pl)
+{
+	if (b->status || b->size < 64)
+		return;
+	uint64_t v;
+	uint32_t k;
+	if (gm_remote_misbehave("py-magic"))
+		pl[23] ^= 0x20; /* "GMPYSLOT" -> "GMPYSLOt" */
+	if (gm_remote_misbehave("py-total")) {
+		v = b->size + 64;
+		memcpy(pl, &v, 8);
+	}
+	if (gm_remote_misbehave("py-tree"))
+		memcpy(pl + 8, &b->size, 8); /* 64 + size: past its end */
+	if (gm_remote_misbehave("py-batch")) {
+		memcpy(&k, pl + 28, 4);
+		k++;
+		memcpy(pl + 28, &k, 4);
+	}
+	if (gm_remote_misbehave("py-norec") && !b->n_recs)
+		b->status = -EBADMSG;
+}
+
+static bool mis_silent(void)
+{
+	return gm_remote_misbehave("py-silent");
+}
+
+/* py-silent: the lease held, no batch, until the home ends the connection
+ * (120 s at most). */
+static int mis_wait(struct pyproc *r, struct conn *c)
+{
+	static const bool never = false;
+	int rc = gm_remote_net_wait(&r->net, c, is_set, &never, 120000);
+	return rc ? rc : -ECONNRESET;
+}
+#else
+static void mis_batch(struct m_batch *b, unsigned char *pl)
+{
+	(void)b, (void)pl;
+}
+
+static bool mis_silent(void)
+{
+	return false;
+}
+
+static int mis_wait(struct pyproc *r, struct conn *c)
+{
+	(void)r, (void)c;
+	return -ENOSYS;
+}
+#endif
+
 /* The ready staging slot as a BATCH to the home. 0 or -errno. */
 static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32_t slot)
 {
@@ -215,16 +277,17 @@ static int ship(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, uint32
 	}
 	memcpy(h + (size_t)words * 8, ctl->errs, b.n_recs * sizeof(struct gm_slot_err));
 	memcpy(r->out + (b.tail ? 0 : head), pl, b.size);
+	mis_batch(&b, r->out + (b.tail ? 0 : head));
 	r->b.h = b;
 	gm_remote_msg_stamp(AM_BATCH, &r->b.st);
 	return send_batch(r, c, head + b.size);
 }
 
-/* The staging pool of one Python worker (and its zygote), its first batch
- * given. 0 or -errno with err. */
+/* The staging pool of one Python worker (and its zygote), started with every
+ * slot parked (the first lease's batch comes with gm_bind_pool_give). 0 or
+ * -errno with err. */
 static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *const *argv,
-		   const char *const *zargv, int spec_fd, const struct gm_bind_batch *first,
-		   char *err, size_t errlen)
+		   const char *const *zargv, int spec_fd, char *err, size_t errlen)
 {
 	struct gm_bind_pool_cfg cfg = {.argv = argv,
 				       .workers = 1,
@@ -237,15 +300,42 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
 				       .zygote_argv = zargv,
 				       .spec_fd = spec_fd};
 	int rc = gm_bind_pool_create(p, &cfg, err, errlen);
-	if (!rc)
-		rc = gm_bind_pool_give(*p, 0, first);
 	/* One batch in flight, always in slot 0: a ring has at least GM_MIN_SLOTS
 	 * slots, and the others stay parked (never given: no worker claims them);
-	 * staging task k * nslots is the k-th lease's (gm_bind_pool_release of
-	 * slot 0 gives task + nslots). */
+	 * staging task k * nslots is the k-th lease's (gm_bind_pool_give of task 0
+	 * for the first, then gm_bind_pool_release of slot 0 gives task + nslots). */
 	if (!rc)
 		rc = gm_bind_pool_start(*p, err, errlen);
 	return rc;
+}
+
+/* Until the staging pool's Python worker runs (the pool forks it from its
+ * zygote once the zygote has loaded the interpreter, torch and the spec:
+ * seconds), progressing UCX: the first claim comes after, so a lease's
+ * deadline (the home's, from its claim) is the batch's time alone, as a
+ * local worker's. 0, -ECONNRESET, -ENODATA (retired meanwhile), or
+ * -ETIMEDOUT with err. */
+static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	int64_t end = now_ms() + PY_WARM_MS;
+	for (;;) {
+		uint64_t st[5];
+		gm_bind_pool_stats(p, st);
+		if (st[0] >= 1)
+			return 0;
+		while (ucp_worker_progress(r->net.w))
+			;
+		if (c->st == C_DEAD)
+			return -ECONNRESET;
+		if (py_retire) /* retired first (the job ended): nothing to say */
+			return -ENODATA;
+		if (now_ms() >= end) {
+			gm_errf(err, errlen, "no Python worker started in %d ms", PY_WARM_MS);
+			return -ETIMEDOUT;
+		}
+		struct timespec ts = {0, PY_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* Lease, make, ship, until no task is left, retired or cut off. */
@@ -255,20 +345,27 @@ static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, cons
 	struct gm_bind_pool *p = NULL;
 	char err[512] = "";
 	uint64_t task = 0;
-	int slot = -1, rc = 0;
+	int slot = -1;
+	int rc = staging(&p, b, argv, zargv, spec_fd, err, sizeof(err));
+	if (!rc)
+		rc = warm(r, c, p, err, sizeof(err));
 	while (!rc && !py_retire) {
 		rc = claim(r, c);
 		if (rc)
 			break;
+		if (mis_silent()) {
+			rc = mis_wait(r, c);
+			break;
+		}
 		struct gm_bind_batch batch = {.epoch = r->ids[0],
 					      .batch = r->ids[1],
 					      .idx = r->ids + GM_BIND_IDS_HDR,
 					      .n = r->lease.nb};
-		if (!p)
-			rc = staging(&p, b, argv, zargv, spec_fd, &batch, err, sizeof(err));
+		if (slot < 0)
+			rc = gm_bind_pool_give(p, 0, &batch);
 		else
 			rc = gm_bind_pool_release(p, (uint32_t)slot, &batch);
-		if (!rc && p && slot >= 0)
+		if (!rc && slot >= 0)
 			task += gm_bind_pool_slots(p);
 		if (!rc)
 			rc = slot = wait_batch(r, c, p, task, err, sizeof(err));

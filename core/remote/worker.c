@@ -365,8 +365,11 @@ static int ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t slo
  * has the next id), resend (its first sample again every 0.4 deadline, never a
  * publish), trickle (one sample every 0.4 deadline), claim (two claims more
  * as it ships: a third lease while it holds one and one ahead), layout (a
- * sample stamped as another build's layout of SAMPLE would be). Every lease
- * does so, or
+ * sample stamped as another build's layout of SAMPLE would be); a Python
+ * job's worker (pywork.c, gm_remote_misbehave) py-magic, py-total, py-tree,
+ * py-batch (its batch's container: a wrong magic, a total not its size, a
+ * tree past its end, the next batch index), py-norec (a failed status, no
+ * error record), py-silent (no batch, ever). Every lease does so, or
  * with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE only the first one, whose worker
  * creates FILE (the test's proof that it happened).
  */
@@ -401,11 +404,9 @@ static void mis_init(void)
 
 /* Misbehave now as mode? Yes if that is the mode, and without ..._ONCE, or when
  * this worker is the first to make its file (said on stderr). */
-static bool mis_now(enum mis_mode mode)
+static bool mis_once(void)
 {
 	const char *once = getenv("GOLDMINER_REMOTE_MISBEHAVE_ONCE");
-	if (mis_mode == MIS_NONE || mis_mode != mode)
-		return false;
 	int fd = once && *once ? open(once, O_CREAT | O_EXCL | O_WRONLY, 0600) : -2;
 	if (fd == -1)
 		return false;
@@ -414,6 +415,17 @@ static bool mis_now(enum mis_mode mode)
 	gm_log("remote worker (test build)", "misbehaving (%s)",
 	       getenv("GOLDMINER_REMOTE_MISBEHAVE"));
 	return true;
+}
+
+static bool mis_now(enum mis_mode mode)
+{
+	return mis_mode != MIS_NONE && mis_mode == mode && mis_once();
+}
+
+bool gm_remote_misbehave(const char *mode)
+{
+	const char *m = getenv("GOLDMINER_REMOTE_MISBEHAVE");
+	return m && !strcmp(m, mode) && mis_once();
 }
 
 /* At a lease: is it shipped slowly (resend, trickle)? */

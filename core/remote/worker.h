@@ -40,4 +40,12 @@ int gm_remote_worker_main(int fd);
  * follows it in fd (closed here). 0, or -errno (said on stderr). */
 int gm_remote_pywork_main(const struct wblob *b, int fd);
 
+#ifdef GM_REMOTE_TESTING
+/* The test build (worker.c): is $GOLDMINER_REMOTE_MISBEHAVE mode, and this
+ * worker the one to misbehave now (with $GOLDMINER_REMOTE_MISBEHAVE_ONCE=FILE
+ * only the first to make FILE; said on stderr)? pywork.c's py-* modes. */
+#include <stdbool.h>
+bool gm_remote_misbehave(const char *mode);
+#endif
+
 #endif

@@ -5,7 +5,11 @@ view it without a copy:
 
     offset 0   u64 total bytes of the payload (for -EMSGSIZE: the bytes needed)
     offset 8   u64 bytes of the tree
-    offset 16  8 bytes "GMPYSLOT", 40 reserved
+    offset 16  8 bytes "GMPYSLOT" ("GMPYFAIL": a failed batch, the pickled exception)
+    offset 24  u32 epoch, u32 batch index: the batch's place (stamp())
+    offset 32  u64 the lease's digest: gm_checksum64 from its offset basis over
+               the slot's ids[] (epoch, batch, the sample indices, u32 each)
+    offset 40  24 reserved
     offset 64  the tree: a pickle of the result's structure in which every tensor
                and array is replaced by a small record (kind, dtype, shape, offset)
     then       each array's bytes, C-contiguous, at a 64-byte aligned offset
@@ -17,6 +21,10 @@ The trainer rebuilds tensors with torch.frombuffer over the ring: they view the
 slot until the next batch is asked for (copy=True: owned copies, see Owned).
 collate_into() lays out torch's default_collate of (tensor, number) items the
 same way with the stack made in the slot itself (no batch tensor in between).
+
+Every field but the reserved ones is one the node agent that vouches for a peer's
+batch (core/remote/check.c, gm_remote_check_pyslot) compares with the lease it
+granted: the layout is a contract between the worker, the trainer and that check.
 
 Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
 NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and
@@ -272,6 +280,11 @@ def collate_into(items, buf, cap, dumps=pickle.dumps):
         else:
             dst.copy_(t)
     return off
+
+
+def stamp(buf, epoch, batch, digest):
+    """Write the batch's place and its lease's digest into a written header."""
+    struct.pack_into("<IIQ", buf, 24, epoch, batch, digest)
 
 
 def size_of(buf):

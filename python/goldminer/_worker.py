@@ -53,6 +53,8 @@ import sys
 import time
 import traceback
 
+from ._abi import FNV_OFFSET  # GM_CHECKSUM_INIT (checksum.h)
+
 _slot = None  # goldminer._slot once the spec has set sys.path (it imports torch)
 SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
@@ -113,6 +115,15 @@ class _Task:
 
     quiet = False  # position made again after a death: its record exists
 
+    def stamp(self):
+        """The batch's place and its lease's digest into the payload's header
+        (_slot.py): the lease's ids[] (epoch, batch, indices), as the node agent
+        that checks a peer's batch computes it (core/remote/check.c)."""
+        ids = struct.pack("<II", self.epoch, self.batch) + struct.pack(
+            "<%dI" % len(self.indices), *self.indices)
+        digest = self.lib.gm_checksum64(FNV_OFFSET, ids, len(ids))
+        _slot.stamp(self.buf, self.epoch, self.batch, digest)
+
     def error(self, pos, sample, msg):
         if self.quiet:
             return
@@ -168,6 +179,7 @@ def _fail(w, t, exc, tb, index, status=-errno.EBADMSG):
     blob = blob[:max(0, t.cap - _slot.HDR)]
     struct.pack_into("<QQ8s", t.buf, 0, _slot.HDR + len(blob), len(blob), b"GMPYFAIL")
     t.buf[_slot.HDR:_slot.HDR + len(blob)] = blob
+    t.stamp()
     t.publish(status)
 
 
@@ -258,6 +270,10 @@ def produce(w, t):
             packed = _slot.pack(_collate(w, items), w["dumps"])
             total = packed[2]
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
+        # a failed batch carries an error record (a peer's home refuses one
+        # without: core/remote/check.c), here on its first sample
+        if t.indices:
+            t.error(0, t.indices[0], "collate_fn: %s: %s" % (type(e).__name__, e))
         return _fail(w, t, e, traceback.format_exc(), t.indices[0] if t.indices else 0)
     kept.forget()
     if total > t.cap:
@@ -265,6 +281,7 @@ def produce(w, t):
         return t.publish(-errno.EMSGSIZE)
     if packed is not None:
         _slot.write(t.buf, packed)
+    t.stamp()
     t.publish(0)
 
 

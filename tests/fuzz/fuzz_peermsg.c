@@ -10,6 +10,7 @@
  * worker's LEASE parse, an agent's BEAT (after one numbered by the prefix's
  * nsub byte); a Python job's: the lender's PYLEND parse, its facts and their
  * roots' --lend-root match, a remote Python worker's LEASE, the home's BATCH
+ * (its sizes and records, then its container: gm_remote_check_pyslot)
  * against the same lease (its rows the batch + GM_BIND_IDS_HDR, the slot's
  * data bytes rows x sample bytes). What passes is then landed the way the receiver lands
  * it, into buffers of exactly the lease's size (so that ASan sees a byte
@@ -347,6 +348,11 @@ static void on_batch(const struct job *j, const struct m_batch *b, const uint8_t
 			abort();
 		if (!rndv)
 			memcpy(slot, data + head, b->size);
+		/* then its container against the lease's ids[] (batch 0 of epoch 0) */
+		uint32_t ids[GM_MAX_BATCH + GM_BIND_IDS_HDR] = {0};
+		memcpy(ids + GM_BIND_IDS_HDR, j->id, (size_t)j->nb * sizeof(*ids));
+		if (!gm_remote_check_pyslot(b, slot, ids, cap, why, sizeof(why)))
+			refused(why, sizeof(why));
 	}
 	free(slot);
 	free(copy);

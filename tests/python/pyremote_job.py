@@ -1,4 +1,5 @@
-"""pyremote_job - the trainer of tests/test_remote.sh's Python cases (40-43):
+"""pyremote_job - the trainer of tests/test_remote.sh's Python cases (40-43) and
+tests/test_remote_py.sh's:
 goldminer.torch.DataLoader over a plain Dataset (KIND=plain: each file's bytes
 and a seeded torch computation) or a torchvision ImageFolder with
 RandomResizedCrop, flip, RandAugment and ToTensor, in Python (KIND=python) or
@@ -11,6 +12,7 @@ digits) on one line. Not a test by itself: the script compares the lines.
 import hashlib
 import os
 import sys
+import time
 
 import torch
 from goldminer.torch import DataLoader
@@ -19,11 +21,13 @@ from goldminer.torch import DataLoader
 class Files(torch.utils.data.Dataset):
     """Every file below root: its first 16 bytes and a seeded MxM computation
     (M from $M, 48: batches of 147 KB, which go to the home by rendezvous; 8:
-    5 KB, eager)."""
+    5 KB, eager); $SLOW_MS (0) ms of sleep each, which changes no byte: a job
+    that lasts until a peer's workers have started (tests/test_remote_py.sh)."""
 
     def __init__(self, root):
         self.root = root
         self.m = int(os.environ.get("M", "48"))
+        self.slow = int(os.environ.get("SLOW_MS", "0")) / 1000.0
         self.files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
 
     def __len__(self):
@@ -32,11 +36,24 @@ class Files(torch.utils.data.Dataset):
     def __getitem__(self, i):
         with open(self.files[i], "rb") as f:
             head = f.read(16)
+        if self.slow:
+            time.sleep(self.slow)
         t = torch.rand(self.m, self.m)
         for _ in range(20):
             t = t @ t
             t = t / t.norm()
         return torch.tensor(list(head)), t
+
+
+class Slow:
+    """A transform that sleeps first ($SLOW_MS, as Files does): no byte changes."""
+
+    def __init__(self, t, s):
+        self.t, self.s = t, s
+
+    def __call__(self, x):
+        time.sleep(self.s)
+        return self.t(x)
 
 
 def dataset(root, kind, size=48, normalize=False):
@@ -63,6 +80,8 @@ def dataset(root, kind, size=48, normalize=False):
         raise SystemExit("pyremote_job: the plan is %s, not hybrid: %s" % (p.path, p.why))
     n_c = sum(1 for o in p.ops if o.where == "C")
     tail = T.Compose(ops[n_c:])
+    if int(os.environ.get("SLOW_MS", "0")):
+        tail = Slow(tail, int(os.environ["SLOW_MS"]) / 1000.0)
     return HybridDataset(list(ds.samples), p.c, tail, ds.target_transform)
 
 
