@@ -254,7 +254,7 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 # DT_NEEDED), which the agent has loaded already: its gm_* calls resolve to the
 # agent's own copy of the library. Run path $$ORIGIN: the library sits beside it,
 # in the build tree and installed. The version script exports only
-# gm_remote_plugin. test_auth and test_lendroot link their .o themselves, so they run
+# gm_remote_plugin. test_auth, test_lendroot and test_ratelog link their .o themselves, so they run
 # with UCX=0 too.
 $(REMOTE_OBJS): override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(B)/libgoldminer.so core/remote/remote.map $(FLAGS_STAMP)
@@ -266,6 +266,9 @@ $(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
 $(B)/tests/test_auth: $(B)/core/remote/auth.o
 $(B)/tests/test_lendroot: EXTRA_LIBS = $(B)/core/remote/lendroot.o
 $(B)/tests/test_lendroot: $(B)/core/remote/lendroot.o
+# The limiter of the log lines a remote party causes (ratelog.c) is pure too.
+$(B)/tests/test_ratelog: EXTRA_LIBS = $(B)/core/remote/ratelog.o
+$(B)/tests/test_ratelog: $(B)/core/remote/ratelog.o
 
 # The same plugin with a remote worker that misbehaves on request (worker.c built
 # with -DGM_REMOTE_TESTING), for tests/test_remote.sh; never installed.
