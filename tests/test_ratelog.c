@@ -35,7 +35,8 @@ static void say(void *arg, const char *addr, uint64_t n)
 static struct gm_ratelog *make(uint32_t lines, uint32_t total, uint32_t window, uint32_t slots)
 {
 	struct gm_ratelog *rl;
-	struct gm_ratelog_cfg c = {.lines = lines, .total = total, .window_ms = window, .slots = slots};
+	struct gm_ratelog_cfg c = {
+	    .lines = lines, .total = total, .window_ms = window, .slots = slots};
 	assert_int_equal(gm_ratelog_create(&rl, &c), 0);
 	return rl;
 }

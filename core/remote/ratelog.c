@@ -23,9 +23,9 @@
 struct entry {
 	bool used;
 	char addr[GM_RATELOG_ADDR];
-	int64_t start;	 /* its window opened then */
-	uint32_t said;	 /* lines said in it */
-	uint64_t held;	 /* lines held back in it */
+	int64_t start; /* its window opened then */
+	uint32_t said; /* lines said in it */
+	uint64_t held; /* lines held back in it */
 };
 
 struct gm_ratelog {
