@@ -137,7 +137,8 @@ FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 # its pure message checks (no UCX), fuzz_ctl the control port's handshake with a
 # fake UCX (tests/fuzz/ucx_stub.c; UCX's headers, so UCX=1 only) and libcrypto.
 FUZZ_OBJS_fuzz_peermsg := core/remote/check.o core/remote/lendroot.o
-FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o
+FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o \
+	core/remote/ratelog.o
 FUZZ_SRCS_fuzz_ctl := tests/fuzz/ucx_stub.c
 FUZZ_FLAGS_fuzz_ctl = $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 FUZZ_LIBS_fuzz_ctl = $(CRYPTO_LIBS)
@@ -238,7 +239,7 @@ $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 # skips otherwise).
 ifeq ($(UCX),1)
 CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o \
-	$(B)/core/remote/check.o
+	$(B)/core/remote/check.o $(B)/core/remote/ratelog.o
 $(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
 $(B)/tests/test_ctl: $(CTL_TEST_OBJS)

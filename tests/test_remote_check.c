@@ -255,7 +255,7 @@ static void py_request(struct gm_node_req *req, const char *words, size_t len)
 	memcpy(req->root, words, len);
 }
 
-static void test_python_lend_one_request_and_a_bounded_spec(void **state)
+static void test_python_lend_one_request_and_a_bounded_spec_or_its_name(void **state)
 {
 	(void)state;
 	static unsigned char buf[sizeof(struct gm_node_req) + 64];
@@ -273,6 +273,13 @@ static void test_python_lend_one_request_and_a_bounded_spec(void **state)
 	assert_true(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)));
 	assert_false(gm_remote_check_pylend(&m, buf, sizeof(buf) - 1, &req, why, sizeof(why)));
 	assert_non_null(strstr(why, "spec of 64 bytes"));
+	/* the spec named by its hash only: the request alone (a lender that does
+	 * not hold it asks for it), never a part of the spec */
+	assert_true(gm_remote_check_pylend(&m, buf, sizeof(req), &req, why, sizeof(why)));
+	assert_false(gm_remote_check_pylend(&m, buf, sizeof(req) + 1, &req, why, sizeof(why)));
+	struct m_pylend none = m;
+	none.spec_len = 0; /* workers asked for, no spec to name */
+	assert_false(gm_remote_check_pylend(&none, buf, sizeof(req), &req, why, sizeof(why)));
 	struct m_pylend big = m;
 	big.spec_len = PY_SPEC_MAX + 1ull;
 	assert_false(gm_remote_check_pylend(&big, buf, sizeof(buf), &req, why, sizeof(why)));
@@ -426,7 +433,7 @@ int main(void)
 	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
 	    cmocka_unit_test(test_heartbeat_in_order_within_limits),
 	    cmocka_unit_test(test_message_table_knows_the_heartbeat),
-	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec),
+	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec_or_its_name),
 	    cmocka_unit_test(test_python_facts_name_command_python_and_roots),
 	    cmocka_unit_test(test_python_lease_carries_exactly_the_slots_ids),
 	    cmocka_unit_test(test_python_batch_within_the_slot_and_its_records),

@@ -281,7 +281,9 @@ bool gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t l
 		req->root[sizeof(req->root) - 1] = '\0';
 		return true;
 	}
-	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len != sizeof(*req) + m->spec_len) {
+	/* the spec itself, or only its name (spec_hash: the lender holds it or asks) */
+	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX ||
+	    (len != sizeof(*req) + m->spec_len && len != sizeof(*req))) {
 		gm_errf(why, wl,
 			"a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
 			m->spec_len, len, PY_SPEC_MAX);

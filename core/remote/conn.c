@@ -28,6 +28,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include "check.h"
 #include "ctl.h"
 #include "msg.h"
+#include "ratelog.h"
 #include "goldminer/util.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -53,6 +55,33 @@ void gm_remote_logf(struct gm_remote_net *n, const char *fmt, ...)
 		n->log(n->log_arg, line);
 	else if (n->verbose)
 		gm_log("remote", "%s", line);
+}
+
+static void say_more(void *arg, const char *addr, uint64_t n)
+{
+	gm_remote_logf(arg, "%" PRIu64 " more like this from %s", n, addr);
+}
+
+void gm_remote_logs_flush(struct gm_remote_net *n, int64_t now)
+{
+	if (n->ratelog)
+		gm_ratelog_flush(n->ratelog, now, say_more, n);
+}
+
+void gm_remote_logf_from(struct gm_remote_net *n, const char *addr, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (n->ratelog) {
+		int64_t now = now_ms();
+		gm_ratelog_flush(n->ratelog, now, say_more, n);
+		if (!gm_ratelog_line(n->ratelog, addr, now))
+			return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	gm_remote_logf(n, "%s", line);
 }
 
 int gm_remote_st_errno(ucs_status_t st)

@@ -41,6 +41,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "agent.h"
 #include "check.h"
 #include "conn.h"
@@ -205,9 +207,9 @@ static void reap_lent(struct gm_remote *r, struct ljob *l)
 		if (pid > 0 && l->stopped_ms[k] < 0)
 			; /* killed stopped: said */
 		else if (pid > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
-			gm_remote_logf(&r->net,
-				       "remote worker %d for job %016" PRIx64 " ended (status %#x)",
-				       (int)l->pid[k], l->token, st);
+			gm_remote_logf_from(&r->net, l->home ? l->home->ip : NULL,
+					    "remote worker %d for job %016" PRIx64 " ended (status %#x)",
+					    (int)l->pid[k], l->token, st);
 		else if (pid > 0 && l->target) /* no task left: not started again */
 			l->target--;
 		l->n--;
@@ -260,19 +262,19 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 		if (!l->used)
 			continue;
 		if (!l->home || l->home->st == C_DEAD) {
-			gm_remote_logf(&r->net,
-				       "job %016" PRIx64
-				       ": its home agent is gone; its remote workers stop",
-				       l->token);
+			gm_remote_logf_from(&r->net, l->home ? l->home->ip : NULL,
+					    "job %016" PRIx64
+					    ": its home agent is gone; its remote workers stop",
+					    l->token);
 			total -= l->n;
 			gm_remote_lend_end(l);
 			continue;
 		}
 		if (now - l->home->heard_ms >= DOWN_MS) { /* its workers cannot reach it */
-			gm_remote_logf(&r->net,
-				       "job %016" PRIx64 ": its home agent at %s is not heard from "
-				       "for %" PRId64 " ms; its remote workers stop",
-				       l->token, l->home->ip, now - l->home->heard_ms);
+			gm_remote_logf_from(&r->net, l->home->ip,
+					    "job %016" PRIx64 ": its home agent at %s is not heard "
+					    "from for %" PRId64 " ms; its remote workers stop",
+					    l->token, l->home->ip, now - l->home->heard_ms);
 			total -= l->n;
 			gm_remote_lend_end(l);
 			continue;
@@ -332,6 +334,7 @@ enum lc_kind {
 	LC_NO_PYTHON,
 	LC_PY_INTERP,
 	LC_GM_VERSION,
+	LC_SPEC, /* not a refusal: a Python job this agent would lend, its spec not held */
 	LC_FAILED /* the last */
 };
 struct lcheck_out {
@@ -352,6 +355,7 @@ static const char *const lc_words[] = {
     [LC_NO_PYTHON] = "Python workers are not lent here (--lend-python)",
     [LC_PY_INTERP] = "the job's interpreter is missing here or reports another Python",
     [LC_GM_VERSION] = "another goldminer version here",
+    [LC_SPEC] = "the job's spec is not held here: send it",
     [LC_FAILED] = "the dataset cannot be checked here now",
 };
 
@@ -370,7 +374,7 @@ static const int lc_status[] = {
     [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,    [LC_TOO_LARGE] = -EFBIG,
     [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT,    [LC_BUSY] = -EBUSY,
     [LC_NO_PYTHON] = -EPERM,	 [LC_PY_INTERP] = -ENOEXEC, [LC_GM_VERSION] = -EPROTONOSUPPORT,
-    [LC_FAILED] = -EIO,
+    [LC_SPEC] = PY_SPEC_WANTED, [LC_FAILED] = -EIO,
 };
 
 static void refuse(struct conn *c, uint64_t token, enum lc_kind k)
@@ -576,8 +580,9 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 		w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words, path);
 	if (w < 0) {
 		printable(shown, sizeof(shown), req->root);
-		gm_remote_logf(
-		    &r->net, "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
+		gm_remote_logf_from(
+		    &r->net, c->ip,
+		    "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
 		    m->token, c->ip, shown);
 		return LC_NOT_LENDABLE;
 	}
@@ -615,8 +620,8 @@ static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
 	}
 	o.detail[sizeof(o.detail) - 1] = o.root[sizeof(o.root) - 1] = '\0';
 	if (k != LC_OK) {
-		gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: refused (%s): %s", l->token,
-			       l->home->ip, lc_words[k], o.detail);
+		gm_remote_logf_from(&r->net, l->home->ip, "job %016" PRIx64 " from %s: refused (%s): %s",
+				    l->token, l->home->ip, lc_words[k], o.detail);
 		refuse(l->home, l->token, k);
 		gm_remote_lend_end(l); /* a late one still runs: killed, reaped later */
 		return;
@@ -625,8 +630,8 @@ static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
 	l->checking = false;
 	if (!l->blob.py)
 		copy_str(l->blob.req.root, sizeof(l->blob.req.root), o.root);
-	gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s, up to %u workers", l->token,
-		       l->home->ip, l->blob.py ? "Python workers" : o.root, l->want);
+	gm_remote_logf_from(&r->net, l->home->ip, "job %016" PRIx64 " from %s: %s, up to %u workers",
+			    l->token, l->home->ip, l->blob.py ? "Python workers" : o.root, l->want);
 	grant(r, l, l->want);
 }
 
@@ -724,13 +729,16 @@ static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m
 	if (k == LC_OK && checks_running(r) >= LEND_CHECKS)
 		k = LC_BUSY;
 	if (k != LC_OK)
-		gm_remote_logf(&r->net, "Python job %016" PRIx64 " from %s: refused: %s%s%s",
-			       m->token, c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
+		gm_remote_logf_from(&r->net, c->ip,
+				    "Python job %016" PRIx64 " from %s: refused: %s%s%s", m->token,
+				    c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
 	return k;
 }
 
-/* The check process of a Python job (as check_start's) once py_words pass.
- * LC_OK (answered when the check ends), or why not at once. */
+/* The check process of a Python job (as check_start's) once py_words pass
+ * and the spec came with the LEND (spec NULL: it was named only, and this
+ * agent, which would lend the job, does not hold it: LC_SPEC, the home sends
+ * it). LC_OK (answered when the check ends), or why not at once. */
 static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
 				   const struct m_pylend *m, const struct gm_node_req *req,
 				   const void *spec)
@@ -740,6 +748,8 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 		return LC_FAILED;
 	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
 	enum lc_kind k = py_words(r, c, m, req, in);
+	if (k == LC_OK && !spec)
+		k = LC_SPEC;
 	if (k != LC_OK)
 		goto out_free;
 	in->b = (struct wblob){.magic = MSG_MAGIC,
@@ -781,11 +791,20 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 		gm_remote_conn_kill(c, "%s: malformed Python lend request", c->ip);
 		return;
 	}
+	const unsigned char *spec = len > sizeof(req) ? (const unsigned char *)data + sizeof(req)
+						      : NULL; /* else named only: its hash */
+	uint8_t md[PY_SPEC_HASH];
+	if (spec && (!EVP_Digest(spec, m->spec_len, md, NULL, EVP_sha256(), NULL) ||
+		     memcmp(md, m->spec_hash, sizeof(md)))) {
+		gm_remote_conn_kill(c, "%s: a Python lend request whose spec is not the one it names",
+				    c->ip);
+		return;
+	}
+	/* a job lent here already holds its spec (ljob's, kept while it is lent) */
 	struct ljob *l = lend_known(r, c, m->token, m->workers);
 	if (!l)
 		return;
-	enum lc_kind k = py_check_start(r, l, c, m, &req, /* answered when it ends */
-					(const unsigned char *)data + sizeof(req));
+	enum lc_kind k = py_check_start(r, l, c, m, &req, spec); /* answered when it ends */
 	if (k != LC_OK)
 		refuse(c, m->token, k);
 }

@@ -16,8 +16,10 @@
  * indices, a status a Python worker publishes, at most the slot's data
  * bytes), only then copies it into the slot, marks every position done and
  * publishes. A LEND for such a job (PYLEND) carries the request (the
- * command, the trainer's Python version, the dataset's roots) and the spec
- * the workers load; the lender decides (lender.c, pylend checks).
+ * command, the trainer's Python version, the dataset's roots) and names the
+ * spec the workers load by its SHA-256; the spec itself goes only to a peer
+ * that would lend the job and says it does not hold it (home.c asks, msg.h's
+ * PY_SPEC_WANTED); the lender decides (lender.c, pylend checks).
  *
  * Trust: the payload is unpickled by the trainer, so a Python job trusts its
  * lenders' batches as it trusts its own workers: the shared secret is the
@@ -36,6 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "agent.h"
 #include "auth.h"
 #include "check.h"
@@ -46,8 +50,9 @@
 #include "goldminer/version.h"
 #include "msg.h"
 
-/* The spec (what the workers load) from fd into a buffer of ours: a peer gets
- * it with each PYLEND. 0 or -errno with err. */
+/* The spec (what the workers load) from fd into a buffer of ours, and its
+ * SHA-256: a PYLEND names it by that, and carries it to a peer that asks for
+ * it (home.c). 0 or -errno with err. */
 static int read_spec(struct hjob *j, int fd, char *err, size_t errlen)
 {
 	struct stat st;
@@ -68,6 +73,10 @@ static int read_spec(struct hjob *j, int fd, char *err, size_t errlen)
 			return -EIO;
 		}
 		off += (uint64_t)k;
+	}
+	if (!EVP_Digest(j->spec, j->spec_len, j->spec_hash, NULL, EVP_sha256(), NULL)) {
+		gm_errf(err, errlen, "hashing the spec: libcrypto failed");
+		return -EIO;
 	}
 	return 0;
 }
@@ -100,7 +109,8 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 	return 0;
 }
 
-int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n)
+int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n,
+			       bool with_spec)
 {
 	struct m_pylend m = {.token = j->token,
 			     .workers = n,
@@ -110,12 +120,13 @@ int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn 
 			     .sample_bytes = j->sb,
 			     .spec_len = n ? j->spec_len : 0};
 	copy_str(m.gm, sizeof(m.gm), gm_version());
-	size_t len = sizeof(j->req) + (size_t)m.spec_len;
+	memcpy(m.spec_hash, j->spec_hash, sizeof(m.spec_hash));
+	size_t len = sizeof(j->req) + (n && with_spec ? (size_t)m.spec_len : 0);
 	unsigned char *d = malloc(len);
 	if (!d)
 		return -ENOMEM;
 	memcpy(d, &j->req, sizeof(j->req));
-	if (m.spec_len)
+	if (len > sizeof(j->req))
 		memcpy(d + sizeof(j->req), j->spec, m.spec_len);
 	int rc = gm_remote_conn_send(c, AM_PYLEND, &m, sizeof(m), d, len);
 	free(d);
