@@ -21,6 +21,10 @@
  * exists, and nothing arrives over UCX from anyone who did not prove the
  * secret (the handshake's messages themselves are refused if they come so).
  *
+ * The log: gm_remote_logf says a line; gm_remote_logf_from says one that a
+ * remote party can cause, through the owner's per-address limiter
+ * (ratelog.h: a few per address per window, then a count).
+ *
  * Not here: the control port and the handshake (ctl.c), accepting and --peers
  * (agent.c), what a message means (the owner's on_msg).
  */

@@ -25,7 +25,10 @@
  * asks the peers for workers (LEND), spread by what their heartbeats say they
  * can lend (gm_policy_spread: the idlest first), measures what they deliver
  * and keeps, per job, why it has fewer than it wants (refusals by reason,
- * capacity).
+ * capacity); a peer that refused a job is asked again after a wait that
+ * doubles per (job, peer) up to BACKOFF_MAX_MS (back_off), never per tick.
+ * What a peer or its workers can make this agent log goes through the
+ * per-address limiter (gm_remote_logf_from).
  *
  * Not here: the connection's death (agent.c's tick calls
  * gm_remote_home_revoke), the rules themselves (check.c), making batches
@@ -556,10 +559,10 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 					     sizeof(j->req));
 	if (rc == 0) {
 		if (n != j->said[p]) /* (not each ask again after a refusal) */
-			gm_remote_logf_from(&r->net, r->peers[p].ip,
-					    "job %016" PRIx64 ": asks peer %s for %u remote "
-					    "workers (was %u)",
-					    j->token, r->peers[p].addr, n, j->said[p]);
+			gm_remote_logf(&r->net,
+				       "job %016" PRIx64 ": asks peer %s for %u remote workers "
+				       "(was %u)",
+				       j->token, r->peers[p].addr, n, j->said[p]);
 		j->said[p] = j->asked[p] = n;
 		j->answered[p] = false;
 		j->ask_ms[p] = now_ms();

@@ -14,7 +14,11 @@
  * never indexes: it answers the LEND when the check process ends, or refuses it
  * at --lend-index-ms, killing the process. Refusals carry fixed words (lc_words)
  * and never a path, a fingerprint or a count: what the check found is said in
- * this agent's log only. Then the lender keeps the job at min(asked, what its
+ * this agent's log only (through the per-address limiter: a home that asks
+ * in a loop costs the log a few lines). A Python job's LEND names its spec by
+ * hash: a job this agent would lend but does not hold is answered "send the
+ * spec" (LC_SPEC), the spec is checked against its hash when it comes, and
+ * kept with the job while it is lent. Then the lender keeps the job at min(asked, what its
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
