@@ -246,6 +246,7 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 						    r->ljobs[k].token);
 				gm_remote_lend_end(&r->ljobs[k]);
 			}
+		gm_remote_lend_forget(r, c);
 		gm_remote_conn_free(&r->net, c);
 	}
 }
@@ -361,7 +362,8 @@ static void liveness_tick(struct gm_remote *r, int64_t now)
 		} else if (age < DOWN_MS && pe->down) {
 			pe->down = false;
 			pe->gen = ++r->peer_gen;
-			gm_remote_logf_from(&r->net, pe->ip, "peer %s is up again (down for %" PRId64 " ms)",
+			gm_remote_logf_from(&r->net, pe->ip,
+					    "peer %s is up again (down for %" PRId64 " ms)",
 					    pe->addr, now - pe->down_ms);
 			pe->last_err[0] = '\0';
 		}

@@ -32,14 +32,16 @@
 #include "msg.h"
 #include "peers.h"
 
-#define MAX_PEERS   16 /* peers dialed; more addresses: the first in address order */
-#define MAX_HJOBS   64
-#define MAX_LJOBS   64
-#define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
-#define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
-#define SPREAD_MS   1000 /* a job's remote workers spread again over the peers */
-#define SHORT_MS    1500 /* a lender runs fewer workers than it granted: ask again */
-#define STOP_MS	    700	 /* a lent worker stopped this long is killed and replaced */
+#define MAX_PEERS	16 /* peers dialed; more addresses: the first in address order */
+#define MAX_HJOBS	64
+#define MAX_LJOBS	64
+#define RETRY_MS	2000 /* reconnect to a peer, ask again for workers */
+#define LEND_CHECKS	4    /* peers' datasets indexed at once (lender.c) */
+#define SPEC_KEPT	8    /* Python jobs' specs a lender keeps after their job ends there */
+#define SPEC_KEPT_BYTES (512ull << 20) /* ... their bytes in all (PY_SPEC_MAX each) */
+#define SPREAD_MS	1000	       /* a job's remote workers spread again over the peers */
+#define SHORT_MS	1500	       /* a lender runs fewer workers than it granted: ask again */
+#define STOP_MS		700	       /* a lent worker stopped this long is killed and replaced */
 /* A job a peer refused is asked again after RETRY_MS, then after twice as
  * long each time it refuses again, up to BACKOFF_MAX_MS (home.c). */
 #define BACKOFF_MAX_MS 32000
@@ -149,6 +151,19 @@ struct ljob {
 	uint32_t n;
 	int64_t spawn_ms;
 	unsigned char *spec; /* a Python job's (blob.py): after the blob in each worker's memfd */
+	uint8_t spec_hash[PY_SPEC_HASH]; /* ... its SHA-256, as the home named it */
+};
+
+/* A Python job's spec a lender holds after its job ended there (lender.c): a
+ * home that asks again (a share back from 0) names it by hash only. Per home
+ * connection (forgotten when it closes) and job. */
+struct spec_kept {
+	struct conn *home; /* NULL: a free entry */
+	uint64_t token;
+	uint8_t hash[PY_SPEC_HASH];
+	unsigned char *spec;
+	uint64_t len;
+	int64_t used_ms;
 };
 
 struct gm_remote {
@@ -193,7 +208,8 @@ struct gm_remote {
 	int nlend_canon, nlend_words;
 	uint32_t lend_index_ms;
 	uint64_t lend_max_files;
-	bool lend_python;		   /* --lend-python: peers' Python jobs may run here */
+	bool lend_python; /* --lend-python: peers' Python jobs may run here */
+	struct spec_kept specs[SPEC_KEPT];
 	/* an aligned copy of a PUBLISH's payload (err words + records) */
 	uint64_t
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
@@ -286,6 +302,8 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 			      const void *data, size_t len);
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now);
 void gm_remote_lend_end(struct ljob *l);
+/* The home connection c closes: the specs its jobs left here are freed. */
+void gm_remote_lend_forget(struct gm_remote *r, const struct conn *c);
 /* --lend-root DIR at create: canonical, a directory. 0 or -errno with err. */
 int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t errlen);
 void gm_remote_lend_fini(struct gm_remote *r);

@@ -699,10 +699,10 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 		gm_remote_logf_from(&r->net, ip, "job %016" PRIx64 ": peer %s refused it: %s",
 				    j->token, r->peers[p].addr, refusal_words(m->status));
 	} else if (!m->status && granted != j->granted[p])
-		gm_remote_logf_from(&r->net, ip,
-				    "peer %s runs %u remote workers for job %016" PRIx64 "%s",
-				    r->peers[p].addr, granted, j->token,
-				    granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
+		gm_remote_logf_from(
+		    &r->net, ip, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
+		    r->peers[p].addr, granted, j->token,
+		    granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
 	j->granted[p] = m->status ? 0 : granted;
 	j->answered[p] = true;
 	j->refusals += m->status != 0;

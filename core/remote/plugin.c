@@ -75,10 +75,8 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
 	r->lend_python = c->lend_python;
-	struct gm_ratelog_cfg rc_ = {.lines = LOG_LINES,
-				     .total = LOG_TOTAL,
-				     .window_ms = LOG_WINDOW_MS,
-				     .slots = LOG_ADDRS};
+	struct gm_ratelog_cfg rc_ = {
+	    .lines = LOG_LINES, .total = LOG_TOTAL, .window_ms = LOG_WINDOW_MS, .slots = LOG_ADDRS};
 	int rc = gm_ratelog_create(&r->net.ratelog, &rc_);
 	if (rc)
 		gm_errf(err, errlen, "out of memory");
