@@ -83,6 +83,7 @@ else
 fi
 
 port=$((20000 + $$ % 20000))
+apid3='' # set by agent() through eval
 # agent I LEND-ROOT [OPTIONS]: host I's agent (log $tmp/I.log), the others its
 # peers; CPUS its budget (1)
 agent() {
@@ -102,6 +103,7 @@ agent 1 "$tmp/other"
 mh_connected "$tmp/1.sock" 2 || echo "# agent 1 did not see both peers within 10 s"
 
 # the jobs, in host 1 under half a core (agent, workers and trainers)
+# shellcheck disable=SC2086 # BENCH is a list of options
 mh_spawn 1 0.5 timeout 300 "$G" bench "$tmp/data" --node "$tmp/1.sock" --epochs "$CE" $BENCH \
 	>"$tmp/c.json" 2>"$tmp/c.err"
 cpid=$MH_PID
@@ -148,6 +150,7 @@ sed -n "$((l3 + 1)),\$p" "$tmp/3.log" >"$tmp/3.win"
 sed -n "$((l1 + 1)),\$p" "$tmp/1.log" >"$tmp/1.win"
 
 # 1: asks over 10 s, per job (both peers together)
+# shellcheck disable=SC2086 # a list of numbers
 set -- $lends1
 ok=1 asks=
 [ $refused -lt 600 ] && ok=0
