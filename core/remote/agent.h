@@ -38,7 +38,7 @@
 #define RETRY_MS	2000 /* reconnect to a peer, ask again for workers */
 #define LEND_CHECKS	4    /* peers' datasets indexed at once (lender.c) */
 #define SPEC_KEPT	8    /* Python jobs' specs a lender keeps after their job ends there */
-#define SPEC_KEPT_BYTES (512ull << 20) /* ... their bytes in all (PY_SPEC_MAX each) */
+#define SPEC_KEPT_BYTES (256ull << 20) /* ... their bytes in all (one PY_SPEC_MAX) */
 #define SPREAD_MS	1000	       /* a job's remote workers spread again over the peers */
 #define SHORT_MS	1500	       /* a lender runs fewer workers than it granted: ask again */
 #define STOP_MS		700	       /* a lent worker stopped this long is killed and replaced */
@@ -49,7 +49,7 @@
  * LOG_LINES per address per LOG_WINDOW_MS, LOG_TOTAL in all, LOG_ADDRS
  * addresses counted apart (--peers' 64, and the rest as one). */
 #define LOG_LINES     5
-#define LOG_TOTAL     20
+#define LOG_TOTAL     60
 #define LOG_WINDOW_MS 10000
 #define LOG_ADDRS     64
 
