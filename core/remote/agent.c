@@ -167,8 +167,8 @@ static void peer_back(struct gm_remote *r, int p, int64_t now)
 	struct peer *pe = p >= 0 ? &r->peers[p] : NULL;
 	if (!pe || pe->c || pe->dial || pe->retry_ms <= now)
 		return;
-	gm_remote_logf(&r->net, "peer %s: its agent connected to us: connecting to it now",
-		       pe->addr);
+	gm_remote_logf_from(&r->net, pe->ip,
+			    "peer %s: its agent connected to us: connecting to it now", pe->addr);
 	pe->retry_ms = now;
 }
 
