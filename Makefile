@@ -138,7 +138,7 @@ FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 # fake UCX (tests/fuzz/ucx_stub.c; UCX's headers, so UCX=1 only) and libcrypto.
 FUZZ_OBJS_fuzz_peermsg := core/remote/check.o core/remote/lendroot.o
 FUZZ_OBJS_fuzz_ctl := core/remote/ctl.o core/remote/conn.o core/remote/auth.o core/remote/check.o \
-	core/remote/tls.o
+	core/remote/tls.o core/remote/ratelog.o
 FUZZ_SRCS_fuzz_ctl := tests/fuzz/ucx_stub.c
 FUZZ_FLAGS_fuzz_ctl = $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 FUZZ_LIBS_fuzz_ctl = $(CRYPTO_LIBS)
@@ -239,7 +239,7 @@ $(B)/tests/libgmucx.a: $(B)/tests/ucx/ucx.o
 # skips otherwise).
 ifeq ($(UCX),1)
 CTL_TEST_OBJS := $(B)/core/remote/ctl.o $(B)/core/remote/conn.o $(B)/core/remote/auth.o \
-	$(B)/core/remote/check.o $(B)/core/remote/tls.o
+	$(B)/core/remote/check.o $(B)/core/remote/tls.o $(B)/core/remote/ratelog.o
 $(B)/tests/test_ctl: override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/tests/test_ctl: EXTRA_LIBS = $(CTL_TEST_OBJS) $(UCX_LIBS) $(CRYPTO_LIBS)
 $(B)/tests/test_ctl: $(CTL_TEST_OBJS)
@@ -255,7 +255,7 @@ $(B)/tests/test_ucx $(B)/bench/ucx_bench $(B)/bench/mh_peer: $(UCX_LIB)
 # DT_NEEDED), which the agent has loaded already: its gm_* calls resolve to the
 # agent's own copy of the library. Run path $$ORIGIN: the library sits beside it,
 # in the build tree and installed. The version script exports only
-# gm_remote_plugin. test_auth and test_lendroot link their .o themselves, so they run
+# gm_remote_plugin. test_auth, test_lendroot and test_ratelog link their .o themselves, so they run
 # with UCX=0 too.
 $(REMOTE_OBJS): override CFLAGS += $(UCX_CFLAGS) $(CRYPTO_CFLAGS)
 $(B)/libgoldminer-remote.so: $(REMOTE_OBJS) $(B)/libgoldminer.so core/remote/remote.map $(FLAGS_STAMP)
@@ -267,6 +267,9 @@ $(B)/tests/test_auth: EXTRA_LIBS = $(B)/core/remote/auth.o $(CRYPTO_LIBS)
 $(B)/tests/test_auth: $(B)/core/remote/auth.o
 $(B)/tests/test_lendroot: EXTRA_LIBS = $(B)/core/remote/lendroot.o
 $(B)/tests/test_lendroot: $(B)/core/remote/lendroot.o
+# The limiter of the log lines a remote party causes (ratelog.c) is pure too.
+$(B)/tests/test_ratelog: EXTRA_LIBS = $(B)/core/remote/ratelog.o
+$(B)/tests/test_ratelog: $(B)/core/remote/ratelog.o
 
 # The same plugin with remote workers that misbehave on request (worker.c and
 # pywork.c built with -DGM_REMOTE_TESTING), for tests/test_remote.sh and

@@ -405,7 +405,7 @@ static void py_request(struct gm_node_req *req, const char *words, size_t len)
 	memcpy(req->root, words, len);
 }
 
-static void test_python_lend_one_request_and_a_bounded_spec(void **state)
+static void test_python_lend_one_request_and_a_bounded_spec_or_its_name(void **state)
 {
 	(void)state;
 	static unsigned char buf[sizeof(struct gm_node_req) + 64];
@@ -425,6 +425,15 @@ static void test_python_lend_one_request_and_a_bounded_spec(void **state)
 	assert_int_equal(gm_remote_check_pylend(&m, buf, sizeof(buf), &req, why, sizeof(why)), 0);
 	assert_true(gm_remote_check_pylend(&m, buf, 63, &req, why, sizeof(why)));
 	assert_non_null(strstr(why, "spec of 64 bytes"));
+	/* the spec named by its hash only: the request alone (a lender that does
+	 * not hold it asks for it), never a part of the spec */
+	assert_int_equal(gm_remote_check_pylend(&m, buf, sizeof(req), &req, why, sizeof(why)), 0);
+	assert_int_not_equal(gm_remote_check_pylend(&m, buf, sizeof(req) + 1, &req, why, sizeof(why)),
+			     0);
+	struct m_pylend none = m;
+	none.spec_len = 0; /* workers asked for, no spec to name */
+	assert_int_equal(gm_remote_check_pylend(&none, buf, sizeof(req), &req, why, sizeof(why)),
+			 -EBADMSG);
 	struct m_pylend big = m;
 	big.spec_len = PY_SPEC_MAX + 1ull;
 	assert_int_equal(gm_remote_check_pylend(&big, buf, sizeof(buf), &req, why, sizeof(why)),
@@ -758,7 +767,7 @@ int main(void)
 	    cmocka_unit_test(test_message_in_another_builds_layout_is_another_version),
 	    cmocka_unit_test(test_lend_request_of_another_version_is_refused_in_words),
 	    cmocka_unit_test(test_python_lend_request_of_another_version_is_refused_in_words),
-	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec),
+	    cmocka_unit_test(test_python_lend_one_request_and_a_bounded_spec_or_its_name),
 	    cmocka_unit_test(test_python_facts_name_command_python_and_roots),
 	    cmocka_unit_test(test_python_lease_carries_exactly_the_slots_ids),
 	    cmocka_unit_test(test_python_batch_within_the_slot_and_its_records),

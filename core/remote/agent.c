@@ -98,22 +98,16 @@ static const char *refusal(const struct gm_remote *r, const char *ip, int *slot)
 	return *slot < 0 ? "too many connections in their handshake" : NULL;
 }
 
-/* Reset (no read, no TIME_WAIT here); said once a minute per address, and at
- * most once a second in all (a flood from many addresses does not flood the log;
- * the status counts them all). */
+/* Reset (no read, no TIME_WAIT here); said through the per-address limiter
+ * (gm_remote_logf_from: a flood from one address or many does not flood the
+ * log; the status counts them all). */
 static void refuse(struct gm_remote *r, int fd, const char *ip, const char *why)
 {
 	struct linger lg = {1, 0};
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(fd);
 	r->refused++;
-	int64_t now = now_ms();
-	if ((strcmp(r->refused_ip, ip) && now - r->refused_ms >= 1000) ||
-	    now - r->refused_ms >= 60000) {
-		gm_remote_logf(&r->net, "refused a connection from %s: %s", ip, why);
-		copy_str(r->refused_ip, sizeof(r->refused_ip), ip);
-		r->refused_ms = now;
-	}
+	gm_remote_logf_from(&r->net, ip, "refused a connection from %s: %s", ip, why);
 }
 
 /* The numeric address of a peer socket (an IPv4-mapped IPv6 one as IPv4). */
@@ -159,7 +153,7 @@ static void ctl_accept(struct gm_remote *r)
 static void peer_failed(struct gm_remote *r, struct peer *p, const char *why, int64_t now)
 {
 	if (strcmp(p->last_err, why))
-		gm_remote_logf(&r->net, "peer %s: %s", p->addr, why);
+		gm_remote_logf_from(&r->net, p->ip, "peer %s: %s", p->addr, why);
 	copy_str(p->last_err, sizeof(p->last_err), why);
 	p->retry_ms = now + RETRY_MS;
 }
@@ -173,8 +167,8 @@ static void peer_back(struct gm_remote *r, int p, int64_t now)
 	struct peer *pe = p >= 0 ? &r->peers[p] : NULL;
 	if (!pe || pe->c || pe->dial || pe->retry_ms <= now)
 		return;
-	gm_remote_logf(&r->net, "peer %s: its agent connected to us: connecting to it now",
-		       pe->addr);
+	gm_remote_logf_from(&r->net, pe->ip,
+			    "peer %s: its agent connected to us: connecting to it now", pe->addr);
 	pe->retry_ms = now;
 }
 
@@ -195,8 +189,9 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 		struct ctl *x = r->ctls[i];
 		if (!x || !ctl_run(r, x))
 			continue;
-		if (x->status < 0 && x->role != ROLE_WORKER)
-			gm_remote_logf(&r->net, "connection from %s closed: %s", x->ip, x->why);
+		if (x->status < 0 && x->role != ROLE_WORKER) /* a failed handshake */
+			gm_remote_logf_from(&r->net, x->ip, "connection from %s closed: %s", x->ip,
+					    x->why);
 		if (x->status > 0 && x->role == ROLE_AGENT && x->c)
 			peer_back(r, gm_remote_peer_of(r, x->c), now);
 		gm_remote_ctl_free(x);
@@ -210,6 +205,7 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 			pe->c = pe->dial->c;
 			pe->c->port = pe->port;
 			pe->down = false;
+			pe->gen = ++r->peer_gen; /* a new state: refusals' waits start afresh */
 		} else
 			peer_failed(r, pe, pe->dial->why, now);
 		gm_remote_ctl_free(pe->dial);
@@ -238,17 +234,19 @@ static void conns_tick(struct gm_remote *r, int64_t now)
 			peer_failed(r, p, c->why, now);
 			p->c = NULL;
 		} else if (c->role == ROLE_AGENT || !c->role) {
-			gm_remote_logf(&r->net, "connection from %s closed: %s", c->ip, c->why);
+			gm_remote_logf_from(&r->net, c->ip, "connection from %s closed: %s", c->ip,
+					    c->why);
 		}
 		for (int k = 0; k < MAX_LJOBS; k++)
 			if (r->ljobs[k].used && r->ljobs[k].home == c) {
-				gm_remote_logf(&r->net,
-					       "job %016" PRIx64
-					       ": its home agent is gone; its remote "
-					       "workers stop",
-					       r->ljobs[k].token);
+				gm_remote_logf_from(&r->net, c->ip,
+						    "job %016" PRIx64
+						    ": its home agent is gone; its remote "
+						    "workers stop",
+						    r->ljobs[k].token);
 				gm_remote_lend_end(&r->ljobs[k]);
 			}
+		gm_remote_lend_forget(r, c);
 		gm_remote_conn_free(&r->net, c);
 	}
 }
@@ -345,8 +343,11 @@ static void on_beat(struct gm_remote *r, struct conn *c, const struct m_beat *b)
 		gm_remote_conn_kill(c, "%s: refused its heartbeat: %s", c->ip, why);
 		return;
 	}
+	/* a peer that can lend again after it could not: a new state (home.c
+	 * asks it again the jobs it refused, without their doubled waits) */
+	if (c->peer >= 0 && c->peer < r->npeers && b->slots && !c->beat.slots)
+		r->peers[c->peer].gen = ++r->peer_gen;
 	c->beat = *b;
-	(void)r;
 }
 
 /* A connected peer not heard from for DOWN_MS is down: what its workers hold
@@ -364,13 +365,15 @@ static void liveness_tick(struct gm_remote *r, int64_t now)
 			pe->down = true;
 			pe->down_ms = now;
 			snprintf(why, sizeof(why), "not heard from for %" PRId64 " ms", age);
-			gm_remote_logf(&r->net, "peer %s is down: %s", pe->addr, why);
+			gm_remote_logf_from(&r->net, pe->ip, "peer %s is down: %s", pe->addr, why);
 			copy_str(pe->last_err, sizeof(pe->last_err), why);
 			gm_remote_home_peer_down(r, p, why);
 		} else if (age < DOWN_MS && pe->down) {
 			pe->down = false;
-			gm_remote_logf(&r->net, "peer %s is up again (down for %" PRId64 " ms)",
-				       pe->addr, now - pe->down_ms);
+			pe->gen = ++r->peer_gen;
+			gm_remote_logf_from(&r->net, pe->ip,
+					    "peer %s is up again (down for %" PRId64 " ms)",
+					    pe->addr, now - pe->down_ms);
 			pe->last_err[0] = '\0';
 		}
 	}
@@ -393,6 +396,7 @@ void gm_remote_agent_service(struct gm_remote *r)
 			conns_tick(r, now);
 			peers_tick(r, now);
 			gm_remote_home_tick(r, now);
+			gm_remote_logs_flush(&r->net, now);
 			continue;
 		}
 		if (gm_remote_net_arm(&r->net))

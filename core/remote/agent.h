@@ -32,14 +32,26 @@
 #include "msg.h"
 #include "peers.h"
 
-#define MAX_PEERS   16 /* peers dialed; more addresses: the first in address order */
-#define MAX_HJOBS   64
-#define MAX_LJOBS   64
-#define RETRY_MS    2000 /* reconnect to a peer, ask again for workers */
-#define LEND_CHECKS 4	 /* peers' datasets indexed at once (lender.c) */
-#define SPREAD_MS   1000 /* a job's remote workers spread again over the peers */
-#define SHORT_MS    1500 /* a lender runs fewer workers than it granted: ask again */
-#define STOP_MS	    700	 /* a lent worker stopped this long is killed and replaced */
+#define MAX_PEERS	16 /* peers dialed; more addresses: the first in address order */
+#define MAX_HJOBS	64
+#define MAX_LJOBS	64
+#define RETRY_MS	2000 /* reconnect to a peer, ask again for workers */
+#define LEND_CHECKS	4    /* peers' datasets indexed at once (lender.c) */
+#define SPEC_KEPT	8    /* Python jobs' specs a lender keeps after their job ends there */
+#define SPEC_KEPT_BYTES (256ull << 20) /* ... their bytes in all (one PY_SPEC_MAX) */
+#define SPREAD_MS	1000	       /* a job's remote workers spread again over the peers */
+#define SHORT_MS	1500	       /* a lender runs fewer workers than it granted: ask again */
+#define STOP_MS		700	       /* a lent worker stopped this long is killed and replaced */
+/* A job a peer refused is asked again after RETRY_MS, then after twice as
+ * long each time it refuses again, up to BACKOFF_MAX_MS (home.c). */
+#define BACKOFF_MAX_MS 32000
+/* The log lines a remote party can cause (ratelog.h, gm_remote_logf_from):
+ * LOG_LINES per address per LOG_WINDOW_MS, LOG_TOTAL in all, LOG_ADDRS
+ * addresses counted apart (--peers' 64, and the rest as one). */
+#define LOG_LINES     5
+#define LOG_TOTAL     60
+#define LOG_WINDOW_MS 10000
+#define LOG_ADDRS     64
 
 /* A peer this agent dials: a slot that --peers' names and --peers-file fill
  * and empty as their answers change (agent.c); its index is what jobs count
@@ -60,6 +72,10 @@ struct peer {
 	uint32_t workers; /* its workers connected here */
 	int64_t short_ms; /* since when its heartbeats say it runs fewer workers for
 			   * our jobs than it granted them (0: it does not) */
+	/* its state, new each time it connects, comes back up or its heartbeat
+	 * says it can lend again after it could not: a job it refused in an
+	 * older state is asked again without the doubled wait (home.c) */
+	uint32_t gen;
 };
 
 /* A job attached here that remote workers may fill (home.c). */
@@ -92,16 +108,26 @@ struct hjob {
 	int64_t refused_ms[MAX_PEERS];
 	uint32_t spread[MAX_PEERS], spread_want, unplaced;
 	int64_t spread_ms;
+	/* per peer, after a refusal: not asked again before next_ms; the wait
+	 * (backoff_ms, 0: none) doubles from RETRY_MS to BACKOFF_MAX_MS with each
+	 * refusal in the same state of the peer (backoff_gen: its gen then) */
+	int64_t backoff_ms[MAX_PEERS], next_ms[MAX_PEERS];
+	uint32_t backoff_gen[MAX_PEERS];
 	uint64_t lends, refusals; /* LENDs sent, refusals received */
 	uint64_t samples, bytes, revoked, fenced;
 	uint64_t tick_samples;
 	int64_t tick_ms;
 	double rate, per_worker;
 	/* a Python job (pyhome.c): its batches come whole; the spec its workers
-	 * load, sent with each PYLEND */
+	 * load and its SHA-256, which each PYLEND names; the spec itself goes
+	 * with one only where the peer said it does not hold it (spec_wanted),
+	 * and when it last went (spec_sent_ms) */
 	bool py;
 	unsigned char *spec;
 	uint64_t spec_len;
+	uint8_t spec_hash[PY_SPEC_HASH];
+	bool spec_wanted[MAX_PEERS];
+	int64_t spec_sent_ms[MAX_PEERS];
 };
 
 /* A peer's job whose remote workers run here (lender.c); while checking, its
@@ -125,6 +151,19 @@ struct ljob {
 	uint32_t n;
 	int64_t spawn_ms;
 	unsigned char *spec; /* a Python job's (blob.py): after the blob in each worker's memfd */
+	uint8_t spec_hash[PY_SPEC_HASH]; /* ... its SHA-256, as the home named it */
+};
+
+/* A Python job's spec a lender holds after its job ended there (lender.c): a
+ * home that asks again (a share back from 0) names it by hash only. Per home
+ * connection (forgotten when it closes) and job. */
+struct spec_kept {
+	struct conn *home; /* NULL: a free entry */
+	uint64_t token;
+	uint8_t hash[PY_SPEC_HASH];
+	unsigned char *spec;
+	uint64_t len;
+	int64_t used_ms;
 };
 
 struct gm_remote {
@@ -147,6 +186,7 @@ struct gm_remote {
 	struct peer_answer answers[PEER_ENTRIES];
 	int nanswers;
 	struct peers_resolver *res;
+	uint32_t peer_gen; /* the last struct peer's gen given */
 	uint32_t refresh_ms;
 	bool started;		/* the first set is made: later changes are logged */
 	int said_over, said_np; /* the counts last said to be over the limits */
@@ -168,9 +208,8 @@ struct gm_remote {
 	int nlend_canon, nlend_words;
 	uint32_t lend_index_ms;
 	uint64_t lend_max_files;
-	bool lend_python;		   /* --lend-python: peers' Python jobs may run here */
-	char refused_ip[INET6_ADDRSTRLEN]; /* the last address refused, and when */
-	int64_t refused_ms;
+	bool lend_python; /* --lend-python: peers' Python jobs may run here */
+	struct spec_kept specs[SPEC_KEPT];
 	/* an aligned copy of a PUBLISH's payload (err words + records) */
 	uint64_t
 	    scratch2[GM_MAX_BATCH / 64 + GM_RING_MAX_ERRS * sizeof(struct gm_slot_err) / 8 + 1];
@@ -247,11 +286,13 @@ void gm_remote_home_merge_recs(struct gm_slot_ctl *ctl, const struct gm_slot_err
 
 /* pyhome.c: Python jobs (a binding's ring) whose remote workers send whole
  * batches: add (ring and spec memfds, the request with its facts), a PYLEND
- * of n workers to c, a claim, a BATCH */
+ * of n workers to c (naming the spec by its hash; with_spec: carrying it), a
+ * claim, a BATCH */
 int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 			 const struct gm_node_req *req, uint32_t lease_ms, uint64_t *token,
 			 char *err, size_t errlen);
-int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n);
+int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n,
+			       bool with_spec);
 void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c);
 void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct m_batch *b,
 			       void *data, size_t len, bool rndv);
@@ -264,6 +305,8 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 			      const void *data, size_t len);
 void gm_remote_lend_tick(struct gm_remote *r, int64_t now);
 void gm_remote_lend_end(struct ljob *l);
+/* The home connection c closes: the specs its jobs left here are freed. */
+void gm_remote_lend_forget(struct gm_remote *r, const struct conn *c);
 /* --lend-root DIR at create: canonical, a directory. 0 or -errno with err. */
 int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t errlen);
 void gm_remote_lend_fini(struct gm_remote *r);

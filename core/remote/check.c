@@ -325,15 +325,18 @@ int gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t le
 		gm_errf(why, wl, "a Python lend of %u workers to port %u", m->workers, m->port);
 		return -EBADMSG;
 	}
-	if (!m->workers && !m->spec_len) /* the job ends there: a request, no spec */
+	if (!m->workers) /* the job ends there: the request alone */
 		return gm_wire_request_take(req, data, len, why, wl);
-	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX || len < m->spec_len) {
+	/* the spec after the request, or only its name (spec_hash): the request alone */
+	if (m->spec_len == 0 || m->spec_len > PY_SPEC_MAX ||
+	    (len != sizeof(*req) && len < m->spec_len + 8)) {
 		gm_errf(why, wl,
 			"a Python lend with a spec of %" PRIu64 " bytes in %zu (at most %u)",
 			m->spec_len, len, PY_SPEC_MAX);
 		return -EBADMSG;
 	}
-	int rc = gm_wire_request_take(req, data, len - m->spec_len, why, wl);
+	int rc = gm_wire_request_take(req, data, len == sizeof(*req) ? len : len - m->spec_len,
+				      why, wl);
 	if (rc)
 		return rc;
 	if (m->rows <= GM_BIND_IDS_HDR || m->rows > GM_MAX_BATCH + GM_BIND_IDS_HDR ||

@@ -125,8 +125,9 @@ bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, 
 /* ---- Python jobs (a binding's ring, bind.h) ---- */
 
 /* A PYLEND: workers 1..GM_MAX_WORKERS (0: the job ends there, with a request
- * and no spec), a port, a spec of 1..PY_SPEC_MAX bytes after exactly one
- * request of this build's (gm_wire_request_take: copied into *req, its root
+ * and no spec), a port, a spec of 1..PY_SPEC_MAX bytes (spec_len) after
+ * exactly one request of this build's, or that request alone (the spec named
+ * by its hash) (gm_wire_request_take: copied into *req, its root
  * NUL-terminated), rows and sample_bytes of a ring that can be made, gm
  * NUL-terminated. 0, -EPROTONOSUPPORT or -EBADMSG with why, as a LEND's. */
 int gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t len,

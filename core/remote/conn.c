@@ -22,6 +22,10 @@
  * an endpoint that was not made so (the handshake's messages themselves are
  * refused if they come over UCX).
  *
+ * The log: gm_remote_logf says a line; gm_remote_logf_from says one that a
+ * remote party can cause, through the owner's per-address limiter
+ * (ratelog.h: a few per address per window, then a count).
+ *
  * Not here: the control port and the handshake (ctl.c), accepting and --peers
  * (agent.c), what a message means (the owner's on_msg).
  */
@@ -29,6 +33,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +46,7 @@
 #include "check.h"
 #include "ctl.h"
 #include "msg.h"
+#include "ratelog.h"
 #include "tls.h"
 #include "goldminer/util.h"
 
@@ -57,6 +63,33 @@ void gm_remote_logf(struct gm_remote_net *n, const char *fmt, ...)
 		n->log(n->log_arg, line);
 	else if (n->verbose)
 		gm_log("remote", "%s", line);
+}
+
+static void say_more(void *arg, const char *addr, uint64_t n)
+{
+	gm_remote_logf(arg, "%" PRIu64 " more like this from %s", n, addr);
+}
+
+void gm_remote_logs_flush(struct gm_remote_net *n, int64_t now)
+{
+	if (n->ratelog)
+		gm_ratelog_flush(n->ratelog, now, say_more, n);
+}
+
+void gm_remote_logf_from(struct gm_remote_net *n, const char *addr, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (n->ratelog) {
+		int64_t now = now_ms();
+		gm_ratelog_flush(n->ratelog, now, say_more, n);
+		if (!gm_ratelog_line(n->ratelog, addr, now))
+			return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	gm_remote_logf(n, "%s", line);
 }
 
 int gm_remote_st_errno(ucs_status_t st)

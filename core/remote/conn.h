@@ -121,6 +121,9 @@ struct gm_remote_net {
 	 * any; an agent's own handshake checks the rest, ctl.h) */
 	bool (*admit)(void *owner, const char *ip, uint32_t port);
 	void *owner;
+	/* the lines a remote party can cause, limited per address (ratelog.h;
+	 * NULL: every line said): gm_remote_logf_from */
+	struct gm_ratelog *ratelog;
 };
 
 static inline int64_t now_ms(void)
@@ -141,6 +144,14 @@ static inline void copy_str(char *dst, size_t len, const char *src)
 /* One line to the owner's log (or stderr when verbose and it has none). */
 void gm_remote_logf(struct gm_remote_net *n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* A line a remote party at addr can cause (a refusal, a failed handshake, a
+ * bad frame or message): through n->ratelog, a few per address per window,
+ * then one "N more like this from ADDR" line when the window ends (said by
+ * the next line or gm_remote_logs_flush). */
+void gm_remote_logf_from(struct gm_remote_net *n, const char *addr, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The summaries of the windows ended by now (INT64_MAX: all, at the stop). */
+void gm_remote_logs_flush(struct gm_remote_net *n, int64_t now);
 /* A UCX status as -errno. */
 int gm_remote_st_errno(ucs_status_t st);
 /* "host:port" -> a socket address (numeric ip into ip when not NULL). 0 or -EINVAL. */

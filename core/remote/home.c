@@ -26,7 +26,10 @@
  * asks the peers for workers (LEND), spread by what their heartbeats say they
  * can lend (gm_policy_spread: the idlest first), measures what they deliver
  * and keeps, per job, why it has fewer than it wants (refusals by reason,
- * capacity).
+ * capacity); a peer that refused a job is asked again after a wait that
+ * doubles per (job, peer) up to BACKOFF_MAX_MS (back_off), never per tick.
+ * What a peer or its workers can make this agent log goes through the
+ * per-address limiter (gm_remote_logf_from).
  *
  * Not here: the connection's death (agent.c's tick calls
  * gm_remote_home_revoke), the rules themselves (check.c), making batches
@@ -139,14 +142,14 @@ void gm_remote_home_revoke(struct gm_remote *r, struct conn *c, const char *why)
 	/* (a Python job's ring counts batches, not epochs of them: bpe 0) */
 	uint64_t bpe = j->bpe ? j->bpe : UINT64_MAX;
 	if (c->vpid && c->ahead.vpid)
-		gm_remote_logf(&r->net,
-			       "remote worker at %s: %s; its batches %" PRIu64 " and %" PRIu64
-			       " are made again",
-			       c->ip, why, c->task % bpe, c->ahead.task % bpe);
+		gm_remote_logf_from(&r->net, c->ip,
+				    "remote worker at %s: %s; its batches %" PRIu64 " and %" PRIu64
+				    " are made again",
+				    c->ip, why, c->task % bpe, c->ahead.task % bpe);
 	else
-		gm_remote_logf(&r->net,
-			       "remote worker at %s: %s; its batch %" PRIu64 " is made again",
-			       c->ip, why, (c->vpid ? c->task : c->ahead.task) % bpe);
+		gm_remote_logf_from(&r->net, c->ip,
+				    "remote worker at %s: %s; its batch %" PRIu64 " is made again",
+				    c->ip, why, (c->vpid ? c->task : c->ahead.task) % bpe);
 	c->vpid = 0;
 	c->ahead.vpid = 0;
 }
@@ -415,8 +418,8 @@ void gm_remote_home_on_sample(struct gm_remote *r, struct conn *c, const struct 
 	uint64_t *seen = &seen_words(j, c->slot)[s->pos / 64], bit = 1ull << (s->pos % 64);
 	if (*seen & bit) { /* not landed, and no progress: the deadline runs on */
 		if (!c->resent_said)
-			gm_remote_logf(
-			    &r->net,
+			gm_remote_logf_from(
+			    &r->net, c->ip,
 			    "remote worker at %s: refused a sample sent again (position %u "
 			    "of batch %" PRIu64 "): dropped; it does not extend the lease",
 			    c->ip, s->pos, c->task % j->bpe);
@@ -540,6 +543,8 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 
 static const char *refusal_words(int32_t status);
 
+/* A LEND (a Python job's: a PYLEND, carrying its spec only where the peer
+ * asked for it) of n workers of j to peer p. */
 static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 {
 	struct m_lend m = {.token = j->token,
@@ -549,7 +554,8 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 			   .bpe = j->bpe,
 			   .lease_ms = j->lease_ms,
 			   .port = r->port};
-	int rc = j->py ? gm_remote_pyhome_send_lend(r, j, r->peers[p].c, n)
+	bool spec = j->py && n && j->spec_wanted[p];
+	int rc = j->py ? gm_remote_pyhome_send_lend(r, j, r->peers[p].c, n, spec)
 		       : gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
 					     sizeof(j->req));
 	if (rc == 0) {
@@ -562,7 +568,37 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 		j->answered[p] = false;
 		j->ask_ms[p] = now_ms();
 		j->lends++;
+		if (spec) {
+			j->spec_wanted[p] = false;
+			j->spec_sent_ms[p] = j->ask_ms[p];
+		}
 	}
+}
+
+/* Peer p refused job j at now: not asked again for RETRY_MS, then for twice
+ * as long with each refusal while the peer stays in the same state (its
+ * gen), up to BACKOFF_MAX_MS; the job's workers are spread again now, over
+ * the others. A refusal costs the peer one LEND and one line per wait, not
+ * one per tick (a refusing peer was asked ~600 times a second, a Python
+ * job's whole spec each time). */
+static void back_off(struct gm_remote *r, struct hjob *j, int p, int64_t now)
+{
+	uint32_t gen = r->peers[p].gen;
+	int64_t b = j->backoff_ms[p] && j->backoff_gen[p] == gen ? 2 * j->backoff_ms[p] : RETRY_MS;
+	j->backoff_ms[p] = b < BACKOFF_MAX_MS ? b : BACKOFF_MAX_MS;
+	j->backoff_gen[p] = gen;
+	j->next_ms[p] = now + j->backoff_ms[p];
+	j->spread_ms = 0;
+}
+
+/* Job j may ask peer p now: it did not refuse j, its wait has passed, or its
+ * state changed since (it reconnected, came back up, or can lend again):
+ * then it waits RETRY_MS after its refusal, no longer. */
+static bool may_ask(const struct gm_remote *r, const struct hjob *j, int p, int64_t now)
+{
+	if (!j->backoff_ms[p] || now >= j->next_ms[p])
+		return true;
+	return j->backoff_gen[p] != r->peers[p].gen && now - j->refused_ms[p] >= RETRY_MS;
 }
 
 /* The peer is up and has said what it can lend (a heartbeat). */
@@ -573,8 +609,9 @@ static bool peer_live(const struct gm_remote *r, int p)
 }
 
 /* What peer p can lend job j, from its last heartbeat: its workers less
- * those it runs for other homes (its cores in that share); none while it
- * refused j (RETRY_MS), at most what it granted while that answer is fresh. */
+ * those it runs for other homes (its cores in that share); none while j
+ * waits after its refusal (may_ask), at most what it granted while that
+ * answer is fresh. */
 static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
 					 int64_t now, bool refusals)
 {
@@ -585,7 +622,7 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 		return l;
 	l.workers = b->slots - others;
 	l.cores = b->mcores / 1000.0 * l.workers / b->slots;
-	if (refusals && j->refused[p] && now - j->refused_ms[p] < RETRY_MS)
+	if (refusals && !may_ask(r, j, p, now))
 		l.workers = 0;
 	else if (j->answered[p] && j->granted[p] < j->asked[p] && now - j->ask_ms[p] < RETRY_MS)
 		l.workers = j->granted[p] < l.workers ? j->granted[p] : l.workers;
@@ -595,7 +632,8 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 /* Spread the job's wish over the live peers, the idlest first
  * (gm_policy_spread over their heartbeats), again every SPREAD_MS or when the
  * wish changes; ask each for its share when it changes, and again every
- * RETRY_MS while a peer gives less than asked (its idle CPUs change). */
+ * RETRY_MS while a peer gives less than asked (its idle CPUs change); a peer
+ * that refused the job, only once its wait has passed (back_off). */
 static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 {
 	if (j->want != j->spread_want || now - j->spread_ms >= SPREAD_MS) {
@@ -625,6 +663,8 @@ static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 			continue;
 		}
 		uint32_t n = j->spread[p];
+		if (n && !may_ask(r, j, p, now))
+			continue; /* (the spread leaves it out from its next round) */
 		bool short_ = j->granted[p] < n && now - j->ask_ms[p] >= RETRY_MS;
 		if (n != j->asked[p] || short_)
 			ask_peer(r, j, p, n);
@@ -640,22 +680,41 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	 * printed: only what prints */
 	char msg[sizeof(m->msg) + 1];
 	int p = c->peer;
+	int64_t now = now_ms();
+	const char *ip = r->peers[p].ip;
 	uint32_t granted = gm_remote_check_lent(m, msg);
+	if (m->status == PY_SPEC_WANTED && j->py) {
+		/* it would lend the job and does not hold its spec: the next ask
+		 * carries it (at once), unless one did within RETRY_MS (this is
+		 * an answer to an ask before it, or a lender that keeps losing it:
+		 * the ask again of a peer that gives less takes it then) */
+		if (now - j->spec_sent_ms[p] >= RETRY_MS) {
+			j->spec_wanted[p] = true;
+			j->asked[p] = 0;
+		}
+		return;
+	}
 	if (m->status && (m->status != j->refused[p] || j->granted[p])) {
-		gm_remote_logf(&r->net, "peer %s lends no workers: %s", r->peers[p].addr, msg);
-		gm_remote_logf(&r->net, "job %016" PRIx64 ": peer %s refused it: %s", j->token,
-			       r->peers[p].addr, refusal_words(m->status));
+		gm_remote_logf_from(&r->net, ip, "peer %s lends no workers: %s", r->peers[p].addr,
+				    msg);
+		gm_remote_logf_from(&r->net, ip, "job %016" PRIx64 ": peer %s refused it: %s",
+				    j->token, r->peers[p].addr, refusal_words(m->status));
 	} else if (!m->status && granted != j->granted[p])
-		gm_remote_logf(&r->net, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
-			       r->peers[p].addr, granted, j->token,
-			       granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
+		gm_remote_logf_from(
+		    &r->net, ip, "peer %s runs %u remote workers for job %016" PRIx64 "%s",
+		    r->peers[p].addr, granted, j->token,
+		    granted < j->asked[p] ? " (fewer than asked: its capacity)" : "");
 	j->granted[p] = m->status ? 0 : granted;
 	j->answered[p] = true;
 	j->refusals += m->status != 0;
 	j->refused[p] = m->status > 0 ? -EPROTO : m->status;
-	j->refused_ms[p] = now_ms();
-	if (m->status)
+	j->refused_ms[p] = now;
+	if (m->status) {
 		j->asked[p] = 0; /* it ended the job there: nothing to take back */
+		back_off(r, j, p, now);
+	} else {
+		j->backoff_ms[p] = 0;
+	}
 }
 
 void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
@@ -672,12 +731,13 @@ void gm_remote_home_peer_down(struct gm_remote *r, int p, const char *why)
 	for (int i = 0; i < MAX_HJOBS; i++) {
 		r->hjobs[i].asked[p] = r->hjobs[i].granted[p] = r->hjobs[i].said[p] = 0;
 		r->hjobs[i].ask_ms[p] = 0;
+		r->hjobs[i].spec_wanted[p] = false; /* (it ends our jobs: then it asks) */
 	}
 	if (n)
-		gm_remote_logf(&r->net,
-			       "peer %s is down: the %d lease%s its workers hold are "
-			       "taken back now",
-			       r->peers[p].addr, n, n == 1 ? "" : "s");
+		gm_remote_logf_from(&r->net, r->peers[p].ip,
+				    "peer %s is down: the %d lease%s its workers hold are "
+				    "taken back now",
+				    r->peers[p].addr, n, n == 1 ? "" : "s");
 }
 
 /* ---- the tick ---------------------------------------------------------------- */
@@ -770,8 +830,8 @@ static void short_tick(struct gm_remote *r, int64_t now)
 			pe->short_ms = now;
 		if (now - pe->short_ms < SHORT_MS || now - asked < SHORT_MS)
 			continue;
-		gm_remote_logf(
-		    &r->net,
+		gm_remote_logf_from(
+		    &r->net, pe->ip,
 		    "peer %s runs %u remote workers for our jobs, not the %u it granted: "
 		    "asking it again",
 		    pe->addr, pe->c->beat.for_you, g);
@@ -916,7 +976,7 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
 			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
 			if (j->py)
-				gm_remote_pyhome_send_lend(r, j, r->peers[p].c, 0);
+				gm_remote_pyhome_send_lend(r, j, r->peers[p].c, 0, false);
 			else
 				gm_remote_conn_send(r->peers[p].c, AM_LEND, &m, sizeof(m), &j->req,
 						    sizeof(j->req));

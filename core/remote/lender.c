@@ -14,7 +14,11 @@
  * never indexes: it answers the LEND when the check process ends, or refuses it
  * at --lend-index-ms, killing the process. Refusals carry fixed words (lc_words)
  * and never a path, a fingerprint or a count: what the check found is said in
- * this agent's log only. Then the lender keeps the job at min(asked, what its
+ * this agent's log only (through the per-address limiter: a home that asks
+ * in a loop costs the log a few lines). A Python job's LEND names its spec by
+ * hash: a job this agent would lend but does not hold is answered "send the
+ * spec" (LC_SPEC), the spec is checked against its hash when it comes, and
+ * kept with the job while it is lent. Then the lender keeps the job at min(asked, what its
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
@@ -40,6 +44,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "agent.h"
 #include "check.h"
@@ -168,6 +174,7 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 
 /* Reap exited workers; keep each lent job at its target within what may be lent. */
 static void checks_tick(struct gm_remote *r, int64_t now);
+static void end_keeping_spec(struct gm_remote *r, struct ljob *l);
 
 /* A lent worker stopped for STOP_MS holds a lease and this host's slot while
  * making nothing: killed (the home's endpoint fails at once, so its lease is
@@ -206,9 +213,10 @@ static void reap_lent(struct gm_remote *r, struct ljob *l)
 		if (pid > 0 && l->stopped_ms[k] < 0)
 			; /* killed stopped: said */
 		else if (pid > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
-			gm_remote_logf(&r->net,
-				       "remote worker %d for job %016" PRIx64 " ended (status %#x)",
-				       (int)l->pid[k], l->token, st);
+			gm_remote_logf_from(&r->net, l->home ? l->home->ip : NULL,
+					    "remote worker %d for job %016" PRIx64
+					    " ended (status %#x)",
+					    (int)l->pid[k], l->token, st);
 		else if (pid > 0 && l->target) /* no task left: not started again */
 			l->target--;
 		l->n--;
@@ -261,21 +269,21 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 		if (!l->used)
 			continue;
 		if (!l->home || l->home->st == C_DEAD) {
-			gm_remote_logf(&r->net,
-				       "job %016" PRIx64
-				       ": its home agent is gone; its remote workers stop",
-				       l->token);
+			gm_remote_logf_from(&r->net, l->home ? l->home->ip : NULL,
+					    "job %016" PRIx64
+					    ": its home agent is gone; its remote workers stop",
+					    l->token);
 			total -= l->n;
 			gm_remote_lend_end(l);
 			continue;
 		}
 		if (now - l->home->heard_ms >= DOWN_MS) { /* its workers cannot reach it */
-			gm_remote_logf(&r->net,
-				       "job %016" PRIx64 ": its home agent at %s is not heard from "
-				       "for %" PRId64 " ms; its remote workers stop",
-				       l->token, l->home->ip, now - l->home->heard_ms);
+			gm_remote_logf_from(&r->net, l->home->ip,
+					    "job %016" PRIx64 ": its home agent at %s is not heard "
+					    "from for %" PRId64 " ms; its remote workers stop",
+					    l->token, l->home->ip, now - l->home->heard_ms);
 			total -= l->n;
-			gm_remote_lend_end(l);
+			end_keeping_spec(r, l); /* (heard again, it asks again) */
 			continue;
 		}
 		while (l->n > l->target) {
@@ -295,6 +303,73 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 			l->spawn_ms = now;
 		}
 	}
+}
+
+/* ---- Python jobs' specs kept after their job ended here --------------------- */
+
+static void spec_drop(struct spec_kept *s)
+{
+	free(s->spec);
+	memset(s, 0, sizeof(*s));
+}
+
+/* l ends with its spec kept (a Python job whose home is still connected and
+ * may ask again: then it names the spec only): the least recently used kept
+ * specs make room (SPEC_KEPT entries, SPEC_KEPT_BYTES in all). */
+static void end_keeping_spec(struct gm_remote *r, struct ljob *l)
+{
+	uint64_t bytes = l->blob.spec_len;
+	/* (at most SPEC_KEPT + 1 rounds: each but the last frees one) */
+	for (int i = 0; l->spec && l->home && bytes <= SPEC_KEPT_BYTES && i <= SPEC_KEPT; i++) {
+		struct spec_kept *lru = NULL, *free_ = NULL;
+		uint64_t held = 0;
+		for (int k = 0; k < SPEC_KEPT; k++) {
+			struct spec_kept *s = &r->specs[k];
+			held += s->len;
+			if (!s->home)
+				free_ = free_ ? free_ : s;
+			else if (!lru || s->used_ms < lru->used_ms)
+				lru = s;
+		}
+		if (free_ && held + bytes <= SPEC_KEPT_BYTES) {
+			*free_ = (struct spec_kept){.home = l->home,
+						    .token = l->token,
+						    .spec = l->spec,
+						    .len = bytes,
+						    .used_ms = now_ms()};
+			memcpy(free_->hash, l->spec_hash, sizeof(free_->hash));
+			l->spec = NULL;
+			break;
+		}
+		if (lru)
+			spec_drop(lru);
+	}
+	gm_remote_lend_end(l);
+}
+
+/* The spec of home c's job token named hash, len bytes, taken from the kept
+ * ones (the caller owns it; NULL: not held here). */
+static unsigned char *spec_take(struct gm_remote *r, const struct conn *c, uint64_t token,
+				const uint8_t *hash, uint64_t len)
+{
+	for (int k = 0; k < SPEC_KEPT; k++) {
+		struct spec_kept *s = &r->specs[k];
+		if (s->home == c && s->token == token && s->len == len &&
+		    !memcmp(s->hash, hash, sizeof(s->hash))) {
+			unsigned char *spec = s->spec;
+			s->spec = NULL;
+			spec_drop(s);
+			return spec;
+		}
+	}
+	return NULL;
+}
+
+void gm_remote_lend_forget(struct gm_remote *r, const struct conn *c)
+{
+	for (int k = 0; k < SPEC_KEPT; k++)
+		if (r->specs[k].home == c)
+			spec_drop(&r->specs[k]);
 }
 
 static struct ljob *ljob_for(struct gm_remote *r, struct conn *c, uint64_t token, bool make)
@@ -333,6 +408,7 @@ enum lc_kind {
 	LC_NO_PYTHON,
 	LC_PY_INTERP,
 	LC_GM_VERSION,
+	LC_SPEC,  /* not a refusal: a Python job this agent would lend, its spec not held */
 	LC_FAILED /* the last */
 };
 struct lcheck_out {
@@ -353,6 +429,7 @@ static const char *const lc_words[] = {
     [LC_NO_PYTHON] = "Python workers are not lent here (--lend-python)",
     [LC_PY_INTERP] = "the job's interpreter is missing here or reports another Python",
     [LC_GM_VERSION] = "another goldminer version here",
+    [LC_SPEC] = "the job's spec is not held here: send it",
     [LC_FAILED] = "the dataset cannot be checked here now",
 };
 
@@ -371,7 +448,7 @@ static const int lc_status[] = {
     [LC_NOT_LENDABLE] = -EACCES, [LC_DIFFERS] = -ESTALE,    [LC_TOO_LARGE] = -EFBIG,
     [LC_OPTIONS] = -EINVAL,	 [LC_SLOW] = -ETIMEDOUT,    [LC_BUSY] = -EBUSY,
     [LC_NO_PYTHON] = -EPERM,	 [LC_PY_INTERP] = -ENOEXEC, [LC_GM_VERSION] = -EPROTONOSUPPORT,
-    [LC_FAILED] = -EIO,
+    [LC_SPEC] = PY_SPEC_WANTED,	 [LC_FAILED] = -EIO,
 };
 
 static void refuse(struct conn *c, uint64_t token, enum lc_kind k)
@@ -595,9 +672,10 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 		w = gm_lendroot_find((const char *const *)r->lend_words, r->nlend_words, path);
 	if (w < 0) {
 		printable(shown, sizeof(shown), req->root);
-		gm_remote_logf(
-		    &r->net, "job %016" PRIx64 " from %s: refused: '%s' is not below a --lend-root",
-		    m->token, c->ip, shown);
+		gm_remote_logf_from(&r->net, c->ip,
+				    "job %016" PRIx64
+				    " from %s: refused: '%s' is not below a --lend-root",
+				    m->token, c->ip, shown);
 		return LC_NOT_LENDABLE;
 	}
 	if (checks_running(r) >= LEND_CHECKS)
@@ -635,8 +713,9 @@ static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
 	}
 	o.detail[sizeof(o.detail) - 1] = o.root[sizeof(o.root) - 1] = '\0';
 	if (k != LC_OK) {
-		gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: refused (%s): %s", l->token,
-			       l->home->ip, lc_words[k], o.detail);
+		gm_remote_logf_from(&r->net, l->home->ip,
+				    "job %016" PRIx64 " from %s: refused (%s): %s", l->token,
+				    l->home->ip, lc_words[k], o.detail);
 		refuse(l->home, l->token, k);
 		gm_remote_lend_end(l); /* a late one still runs: killed, reaped later */
 		return;
@@ -645,8 +724,9 @@ static void check_done(struct gm_remote *r, struct ljob *l, int st, bool late)
 	l->checking = false;
 	if (!l->blob.py)
 		copy_str(l->blob.req.root, sizeof(l->blob.req.root), o.root);
-	gm_remote_logf(&r->net, "job %016" PRIx64 " from %s: %s, up to %u workers", l->token,
-		       l->home->ip, l->blob.py ? "Python workers" : o.root, l->want);
+	gm_remote_logf_from(&r->net, l->home->ip,
+			    "job %016" PRIx64 " from %s: %s, up to %u workers", l->token,
+			    l->home->ip, l->blob.py ? "Python workers" : o.root, l->want);
 	grant(r, l, l->want);
 }
 
@@ -692,8 +772,8 @@ static struct ljob *lend_known(struct gm_remote *r, struct conn *c, uint64_t tok
 	}
 	grant(r, l, workers);
 	gm_remote_lend_tick(r, now_ms());
-	if (!workers)
-		gm_remote_lend_end(l);
+	if (!workers) /* (its home may ask again: its spec is kept) */
+		end_keeping_spec(r, l);
 	return NULL;
 }
 
@@ -761,13 +841,16 @@ static enum lc_kind py_words(struct gm_remote *r, struct conn *c, const struct m
 	if (k == LC_OK && checks_running(r) >= LEND_CHECKS)
 		k = LC_BUSY;
 	if (k != LC_OK)
-		gm_remote_logf(&r->net, "Python job %016" PRIx64 " from %s: refused: %s%s%s",
-			       m->token, c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
+		gm_remote_logf_from(&r->net, c->ip,
+				    "Python job %016" PRIx64 " from %s: refused: %s%s%s", m->token,
+				    c->ip, lc_words[k], rc ? ": " : "", rc ? why : "");
 	return k;
 }
 
-/* The check process of a Python job (as check_start's) once py_words pass.
- * LC_OK (answered when the check ends), or why not at once. */
+/* The check process of a Python job (as check_start's) once py_words pass
+ * and the spec came with the LEND (spec NULL: it was named only, and this
+ * agent, which would lend the job, does not hold it: LC_SPEC, the home sends
+ * it). LC_OK (answered when the check ends), or why not at once. */
 static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct conn *c,
 				   const struct m_pylend *m, const struct gm_node_req *req,
 				   const void *spec)
@@ -777,6 +860,10 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 		return LC_FAILED;
 	*in = (struct lcheck_in){.magic = MSG_MAGIC, .max_files = r->lend_max_files};
 	enum lc_kind k = py_words(r, c, m, req, in);
+	unsigned char *kept =
+	    k == LC_OK && !spec ? spec_take(r, c, m->token, m->spec_hash, m->spec_len) : NULL;
+	if (k == LC_OK && !spec && !kept)
+		k = LC_SPEC;
 	if (k != LC_OK)
 		goto out_free;
 	in->b = (struct wblob){.magic = MSG_MAGIC,
@@ -790,10 +877,12 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 			       .rows = m->rows,
 			       .sample_bytes = m->sample_bytes,
 			       .spec_len = m->spec_len};
-	l->spec = malloc(m->spec_len);
+	l->spec = kept ? kept : malloc(m->spec_len);
+	kept = NULL;
 	if (!l->spec) {
-		gm_remote_logf(&r->net, "job %016" PRIx64 ": cannot start its check: %s", m->token,
-			       strerror(ENOMEM));
+		gm_remote_logf_from(&r->net, c->ip,
+				    "job %016" PRIx64 ": cannot start its check: %s", m->token,
+				    strerror(ENOMEM));
 		k = LC_FAILED;
 		goto out_free;
 	}
@@ -803,8 +892,11 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 		l->spec = NULL;
 		goto out_free;
 	}
-	memcpy(l->spec, spec, m->spec_len);
+	if (spec)
+		memcpy(l->spec, spec, m->spec_len);
+	memcpy(l->spec_hash, m->spec_hash, sizeof(l->spec_hash));
 out_free:
+	free(kept);
 	free(in);
 	return k;
 }
@@ -819,11 +911,20 @@ void gm_remote_lend_on_pylend(struct gm_remote *r, struct conn *c, const struct 
 		     : gm_remote_check_pylend(m, data, len, &req, why, sizeof(why));
 	if (skewed_or_malformed(r, c, m->token, rc, why))
 		return;
+	const unsigned char *spec = len > sizeof(req) ? (const unsigned char *)data + sizeof(req)
+						      : NULL; /* else named only: its hash */
+	uint8_t md[PY_SPEC_HASH];
+	if (spec && (!EVP_Digest(spec, m->spec_len, md, NULL, EVP_sha256(), NULL) ||
+		     memcmp(md, m->spec_hash, sizeof(md)))) {
+		gm_remote_conn_kill(
+		    c, "%s: a Python lend request whose spec is not the one it names", c->ip);
+		return;
+	}
+	/* a job lent here already holds its spec (ljob's, kept while it is lent) */
 	struct ljob *l = lend_known(r, c, m->token, m->workers);
 	if (!l)
 		return;
-	enum lc_kind k = py_check_start(r, l, c, m, &req, /* answered when it ends */
-					(const unsigned char *)data + sizeof(req));
+	enum lc_kind k = py_check_start(r, l, c, m, &req, spec); /* answered when it ends */
 	if (k != LC_OK)
 		refuse(c, m->token, k);
 }
@@ -857,6 +958,8 @@ int gm_remote_lend_root(struct gm_remote *r, const char *dir, char *err, size_t 
 
 void gm_remote_lend_fini(struct gm_remote *r)
 {
+	for (int k = 0; k < SPEC_KEPT; k++)
+		spec_drop(&r->specs[k]);
 	for (int i = 0; i < r->nlend_canon; i++)
 		free(r->lend_canon[i]);
 	for (int k = 0; k < r->nlend_words; k++)

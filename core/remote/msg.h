@@ -24,6 +24,7 @@
 #ifndef GM_REMOTE_MSG_H
 #define GM_REMOTE_MSG_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,7 +37,8 @@
  * remote worker claims its next lease while it makes one (home.c); PYLEND,
  * BATCH (Python jobs' workers on peers); 6: the control port speaks TLS 1.3
  * with per-pair keys (tls.h), HELLO and WELCOME inside it, CHALLENGE and AUTH
- * gone */
+ * gone; every UCX message stamped with its layout; a PYLEND names its spec by
+ * hash */
 #define MSG_VERSION 6u
 /* What a TLS session between two agents exports to both (tls.h): an id the
  * home knows the session by, and a secret only the two hold, from which each
@@ -143,15 +145,23 @@ struct m_publish {
  * facts lies below a --lend-root, and that the interpreter (the request's
  * first argument) reports python; gm is the home's goldminer version. The
  * payload is the request (its root: the command's arguments, an empty one,
- * then the facts "py=...", "root=..." and an empty one), then spec_len
- * bytes of spec (what the workers load, their fd 5). rows and sample_bytes
- * are the ring's (the staging ring on the peer is made the same). */
-#define PY_SPEC_MAX (256u << 20) /* bytes of a spec a lender takes */
+ * then the facts "py=...", "root=..." and an empty one), then, only where
+ * the lender asked for it, the spec_len bytes of spec (what the workers
+ * load, their fd 5), whose SHA-256 is spec_hash. A PYLEND without it names
+ * the spec: a lender that lends the job holds it already, and one that
+ * would lend a new job answers PY_SPEC_WANTED (a LENT's status: not a
+ * refusal), so the spec crosses the wire once per job and peer, and never
+ * to a peer that refuses the job. rows and sample_bytes are the ring's (the
+ * staging ring on the peer is made the same). */
+#define PY_SPEC_MAX    (256u << 20) /* bytes of a spec a lender takes */
+#define PY_SPEC_HASH   32	    /* SHA-256 */
+#define PY_SPEC_WANTED (-ENOKEY)    /* "send the spec" */
 struct m_pylend {
 	uint64_t token;
 	uint32_t workers, lease_ms, port, rows;
 	uint64_t sample_bytes, spec_len;
 	char gm[32];
+	uint8_t spec_hash[PY_SPEC_HASH];
 };
 /* A Python batch, whole: the lease's task and vpid, its sample count, the
  * status a Python worker published (0, -EBADMSG, -ENODATA, -EMSGSIZE), its

@@ -34,6 +34,7 @@
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
 #include "goldminer/version.h"
+#include "ratelog.h"
 #include "worker.h"
 
 static void r_destroy(struct gm_remote *r);
@@ -75,7 +76,11 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
 	r->lend_python = c->lend_python;
-	int rc = 0;
+	struct gm_ratelog_cfg rc_ = {
+	    .lines = LOG_LINES, .total = LOG_TOTAL, .window_ms = LOG_WINDOW_MS, .slots = LOG_ADDRS};
+	int rc = gm_ratelog_create(&r->net.ratelog, &rc_);
+	if (rc)
+		gm_errf(err, errlen, "out of memory");
 	for (uint32_t i = 0; !rc && i < c->nlend_roots; i++)
 		rc = gm_remote_lend_root(r, c->lend_roots[i], err, errlen);
 	if (!rc)
@@ -113,6 +118,8 @@ static void r_destroy(struct gm_remote *r)
 			gm_remote_home_drop(&r->hjobs[i]);
 	gm_peers_resolver_stop(r->res); /* never waits for a lookup in flight */
 	gm_remote_net_fini(&r->net);
+	gm_remote_logs_flush(&r->net, INT64_MAX); /* every count held back, said */
+	gm_ratelog_destroy(r->net.ratelog);
 	gm_remote_lend_reap_all();
 	gm_remote_lend_fini(r);
 	if (r->net.epfd >= 0)

@@ -16,9 +16,12 @@
  * indices, a status a Python worker publishes, at most the slot's data
  * bytes, then the container's header: vouch, check.h), only then copies it
  * into the slot, marks every position done and publishes. A lease gets the
- * job's deadline from its claim for its whole batch (home.c). A LEND for such a job (PYLEND)
- * carries the request (the command, the trainer's Python version, the dataset's roots) and the spec
- * the workers load; the lender decides (lender.c, pylend checks).
+ * job's deadline from its claim for its whole batch (home.c). A LEND for such
+ * a job (PYLEND) carries the request (the command, the trainer's Python
+ * version, the dataset's roots) and names the spec the workers load by its
+ * SHA-256; the spec itself goes only to a peer that would lend the job and
+ * says it does not hold it (home.c asks, msg.h's PY_SPEC_WANTED); the lender
+ * decides (lender.c, pylend checks).
  *
  * Trust: the payload is unpickled by the trainer, so the home vouches for
  * every batch before it lands, as it does for a C job's samples: its sizes,
@@ -47,6 +50,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "agent.h"
 #include "auth.h"
 #include "check.h"
@@ -57,8 +62,9 @@
 #include "goldminer/version.h"
 #include "msg.h"
 
-/* The spec (what the workers load) from fd into a buffer of ours: a peer gets
- * it with each PYLEND. 0 or -errno with err. */
+/* The spec (what the workers load) from fd into a buffer of ours, and its
+ * SHA-256: a PYLEND names it by that, and carries it to a peer that asks for
+ * it (home.c). 0 or -errno with err. */
 static int read_spec(struct hjob *j, int fd, char *err, size_t errlen)
 {
 	struct stat st;
@@ -79,6 +85,10 @@ static int read_spec(struct hjob *j, int fd, char *err, size_t errlen)
 			return -EIO;
 		}
 		off += (uint64_t)k;
+	}
+	if (!EVP_Digest(j->spec, j->spec_len, j->spec_hash, NULL, EVP_sha256(), NULL)) {
+		gm_errf(err, errlen, "hashing the spec: libcrypto failed");
+		return -EIO;
 	}
 	return 0;
 }
@@ -111,7 +121,8 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 	return 0;
 }
 
-int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n)
+int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn *c, uint32_t n,
+			       bool with_spec)
 {
 	struct m_pylend m = {.token = j->token,
 			     .workers = n,
@@ -121,12 +132,13 @@ int gm_remote_pyhome_send_lend(struct gm_remote *r, struct hjob *j, struct conn 
 			     .sample_bytes = j->sb,
 			     .spec_len = n ? j->spec_len : 0};
 	copy_str(m.gm, sizeof(m.gm), gm_version());
-	size_t len = sizeof(j->req) + (size_t)m.spec_len;
+	memcpy(m.spec_hash, j->spec_hash, sizeof(m.spec_hash));
+	size_t len = sizeof(j->req) + (n && with_spec ? (size_t)m.spec_len : 0);
 	unsigned char *d = malloc(len);
 	if (!d)
 		return -ENOMEM;
 	memcpy(d, &j->req, sizeof(j->req));
-	if (m.spec_len)
+	if (len > sizeof(j->req))
 		memcpy(d + sizeof(j->req), j->spec, m.spec_len);
 	int rc = gm_remote_conn_send(c, AM_PYLEND, &m, sizeof(m), d, len);
 	free(d);

@@ -284,9 +284,11 @@ static void on_pylend(const struct m_pylend *m, const uint8_t *data, size_t len)
 		refused(why, sizeof(why));
 		return;
 	}
-	if (m->workers > GM_MAX_WORKERS || len != sizeof(req) + m->spec_len ||
-	    m->spec_len > PY_SPEC_MAX || req.magic != GM_NODE_MAGIC ||
-	    req.version != GM_NODE_VERSION || strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
+	if (m->workers > GM_MAX_WORKERS ||
+	    (m->workers && ((len != sizeof(req) + m->spec_len && len != sizeof(req)) ||
+			    !m->spec_len || m->spec_len > PY_SPEC_MAX)) ||
+	    req.magic != GM_NODE_MAGIC || req.version != GM_NODE_VERSION ||
+	    strnlen(req.root, sizeof(req.root)) == sizeof(req.root))
 		abort();
 	if (gm_remote_py_facts(req.root, sizeof(req.root), &f, why, sizeof(why))) {
 		refused(why, sizeof(why));
