@@ -18,7 +18,7 @@
  *   mh_peer tcp-hold ADDR PORT COUNT SECONDS   COUNT connections held idle until
  *           SECONDS; then how many the other end closed and how many are open
  *   mh_peer tcp-drip ADDR PORT SECONDS         one connection sending a plausible
- *           frame header, then a byte every 200 ms: exit 0 iff the other end
+ *           TLS record header, then a byte every 200 ms: exit 0 iff the other end
  *           closed it within SECONDS (it says after how long)
  *   mh_peer ucx-churn ADDR PORT N SECONDS      N UCX client endpoints (sockaddr)
  *           to ADDR:PORT, each made again as soon as it fails, for SECONDS
@@ -403,8 +403,9 @@ static int tcp_hold(const char *addr, const char *port, long count, double secon
 static int tcp_drip(const char *addr, const char *port, double seconds)
 {
 	struct sockaddr_in sa;
-	/* a frame header that a control port would take: HELLO, 56 bytes */
-	unsigned char hdr[8] = {1, 0, 0, 0, 56, 0, 0, 0};
+	/* what a control port would take: a TLS handshake record of 512 bytes,
+	 * a ClientHello of 508 inside it */
+	unsigned char hdr[9] = {0x16, 3, 1, 2, 0, 1, 0, 1, 0xfc};
 	double t0 = now_s();
 	int s = sockaddr_of(&sa, addr, port) ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
