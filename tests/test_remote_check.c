@@ -428,8 +428,8 @@ static void test_python_lend_one_request_and_a_bounded_spec_or_its_name(void **s
 	/* the spec named by its hash only: the request alone (a lender that does
 	 * not hold it asks for it), never a part of the spec */
 	assert_int_equal(gm_remote_check_pylend(&m, buf, sizeof(req), &req, why, sizeof(why)), 0);
-	assert_int_not_equal(gm_remote_check_pylend(&m, buf, sizeof(req) + 1, &req, why, sizeof(why)),
-			     0);
+	assert_int_not_equal(
+	    gm_remote_check_pylend(&m, buf, sizeof(req) + 1, &req, why, sizeof(why)), 0);
 	struct m_pylend none = m;
 	none.spec_len = 0; /* workers asked for, no spec to name */
 	assert_int_equal(gm_remote_check_pylend(&none, buf, sizeof(req), &req, why, sizeof(why)),

@@ -195,8 +195,8 @@ static void ctl_service(struct gm_remote *r, int64_t now)
 		if (x->status < 0 && !x->client && strstr(x->why, "another goldminer version"))
 			for (int p = 0; p < r->npeers; p++) /* --status says it of that peer */
 				if (!strcmp(r->peers[p].ip, x->ip) && !r->peers[p].c)
-					copy_str(r->peers[p].last_err,
-						 sizeof(r->peers[p].last_err), x->why);
+					copy_str(r->peers[p].last_err, sizeof(r->peers[p].last_err),
+						 x->why);
 		if (x->status > 0 && x->role == ROLE_AGENT && x->c)
 			peer_back(r, gm_remote_peer_of(r, x->c), now);
 		gm_remote_ctl_free(x);

@@ -335,8 +335,8 @@ int gm_remote_check_pylend(const struct m_pylend *m, const void *data, size_t le
 			m->spec_len, len, PY_SPEC_MAX);
 		return -EBADMSG;
 	}
-	int rc = gm_wire_request_take(req, data, len == sizeof(*req) ? len : len - m->spec_len,
-				      why, wl);
+	int rc =
+	    gm_wire_request_take(req, data, len == sizeof(*req) ? len : len - m->spec_len, why, wl);
 	if (rc)
 		return rc;
 	if (m->rows <= GM_BIND_IDS_HDR || m->rows > GM_MAX_BATCH + GM_BIND_IDS_HDR ||
