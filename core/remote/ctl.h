@@ -143,6 +143,9 @@ void gm_remote_ctl_free(struct ctl *x);
  * the addresses ips[0..nips) (numeric; IPv4, IPv6 or v4-mapped IPv6): the
  * number filtered, or -errno. */
 int gm_remote_ctl_listeners(unsigned long *ino, int max);
+/* The local ports of this process's listening IPv4/IPv6 TCP sockets not in
+ * before[] (count, at most max), or -errno. */
+int gm_remote_ctl_ports(const unsigned long *before, int nbefore, uint16_t *port, int max);
 int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 			const char (*ips)[INET6_ADDRSTRLEN], int nips);
 /* The same filter again, on the sockets ino[0..nino) that still exist (the

@@ -430,6 +430,7 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 		r->net.on_msg = on_msg;
 		r->net.owner = r;
 		r->net.epfd = -1;
+		r->net.unguarded_ok = b->unguarded == 1;
 		struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
 		socklen_t sl;
 		rc = gm_remote_parse_addr(b->home_addr, &ss, &sl, r->net.allowed[0],

@@ -711,6 +711,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	r->net.on_msg = on_msg;
 	r->net.owner = r;
 	r->net.epfd = -1;
+	r->net.unguarded_ok = bl->unguarded == 1;
 	err[0] = '\0';
 	struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
 	socklen_t sl;
