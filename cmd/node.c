@@ -200,7 +200,7 @@ static int remote_child(const char *what, const char *fdarg, const char *agent)
 	char err[1024];
 	uint64_t fd, pid;
 	if (cmd_u64(CMD, what, fdarg, 3, 1024, &fd) ||
-	    (agent && cmd_u64(CMD, "--agent-pid", agent, 2, INT32_MAX, &pid)))
+	    (agent && cmd_u64(CMD, "--agent-pid", agent, 1, INT32_MAX, &pid)))
 		return 2;
 	if (agent && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != (pid_t)pid))
 		return 1; /* its agent is gone (or this is no child of it): nothing to do */

@@ -503,18 +503,19 @@ void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t l
 	switch (n->guard) {
 	case GUARD_FILTER:
 		snprintf(buf, len,
-			 "guard: a socket filter on UCX's listening sockets (port %s): only "
-			 "--peers' addresses reach them",
+			 "guard: a socket filter on UCX's listening sockets (port %s, and one "
+			 "more per peer this agent dials): only --peers' addresses reach them",
 			 ports);
 		break;
 	case GUARD_OPEN:
 		snprintf(buf, len,
-			 "guard: none on UCX's ports (port %s; %s%s): the kernel refused the "
-			 "socket filter (SO_ATTACH_FILTER: %s; it wants CAP_NET_ADMIN) and "
-			 "--unguarded-ucx was given: any host that reaches them connects to UCX, "
-			 "so a firewall must admit only the peers there; the control port "
-			 "still resets strangers",
-			 ports, range ? "UCX_TCP_PORT_RANGE=" : "any port the kernel picks",
+			 "guard: none on UCX's ports (port %s, and one more per peer this agent "
+			 "dials; %s%s): the kernel refused the socket filter (SO_ATTACH_FILTER: "
+			 "%s; it wants CAP_NET_ADMIN) and --unguarded-ucx was given: any host "
+			 "that reaches them connects to UCX, so a firewall must admit only the "
+			 "peers there; the control port still resets strangers",
+			 ports, range ? "UCX_TCP_PORT_RANGE=" : "any port the kernel picks: set "
+			 "UCX_TCP_PORT_RANGE for the firewall's rule",
 			 range ? range : "", strerror(n->guard_errno));
 		break;
 	case GUARD_NO_PORTS:

@@ -594,6 +594,7 @@ int gm_remote_lend_check_main(int fd)
 {
 	struct lcheck_in in;
 	struct lcheck_out o = {.magic = MSG_MAGIC};
+	gm_remote_worker_drop_admin(); /* it reads a peer's tree: it needs none */
 	if (pread(fd, &in, sizeof(in), 0) != (ssize_t)sizeof(in) || in.magic != MSG_MAGIC) {
 		gm_log("node --lend-check", "fd %d holds no check", fd);
 		return -EINVAL;
