@@ -104,6 +104,7 @@ static void node_usage(FILE *f)
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
 		  "       goldminer node --listen ADDR:PORT --peers HOST[:PORT],... --secret FILE\n"
 		  "                      [--peers-file FILE] [--lend-root DIR]... [--lend-python]\n"
+		  "                      [--unguarded-ucx]\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"

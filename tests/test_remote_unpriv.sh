@@ -136,7 +136,7 @@ ref=$("$G" bench "$tmp/data" --workers 2 --epochs $EPOCHS $BENCH 2>/dev/null |
 	sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p')
 
 port=$((20000 + $$ % 20000))
-a1=$(mh_addr 1) a2=$(mh_addr 2) a3=$(mh_addr 3)
+a1=$(mh_addr 1) a2=$(mh_addr 2)
 c1=$((port + 1)) c2=$((port + 2))
 hpid='' lpid=''
 # home: host 1's agent, root, asks host 2
@@ -303,7 +303,7 @@ if [ $refuses = 1 ]; then
 	ok=1
 	[ $lending = 0 ] && [ $killed = 0 ] && [ $same = 0 ] && ok=0
 	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
-	t $ok "unguarded lender SIGKILLed while it lends: its $(echo $LENT | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
+	t $ok "unguarded lender SIGKILLed while it lends: its $(echo "$LENT" | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
 	stop_all
 else
 	skip 3 "this kernel lets any user filter its sockets: --unguarded-ucx changes nothing"
@@ -316,7 +316,7 @@ wait_log "$tmp/2c.log" "listening on $tmp/u/2.sock"
 train_bg
 until_lending
 lending=$?
-uids= caps=
+uids='' caps=''
 for p in $LENT; do
 	uids="$uids $(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)"
 	for f in CapEff CapPrm CapInh CapAmb; do
@@ -349,7 +349,7 @@ same=$?
 ok=1
 [ $lending = 0 ] && [ $killed = 0 ] && [ $same = 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
-t $ok "filtered lender SIGKILLed while it lends: its $(echo $LENT | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
+t $ok "filtered lender SIGKILLed while it lends: its $(echo "$LENT" | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
 stop_all
 
 # 8: --agent-pid: not the parent, ends silently; the parent, goes on (to find

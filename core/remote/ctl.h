@@ -47,7 +47,10 @@
  * so every listening socket a UCP worker opened gets a socket filter (classic
  * BPF, SO_ATTACH_FILTER) that drops any packet whose source is not a --peers
  * address (for a remote worker process: its home's): a stranger's SYN never
- * makes a connection, UCX never sees it.
+ * makes a connection, UCX never sees it. A kernel may refuse the filter to a
+ * process without CAP_NET_ADMIN (EPERM): conn.c then fails the worker, or,
+ * under --unguarded-ucx, leaves the ports to the operator's firewall; there
+ * is no guard without privilege (UCX accepts on these sockets itself).
  *
  * Not here: what a connection carries after the handshake (conn.c), --peers
  * and the tick (agent.c). Threads: the owner's loop only.
