@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "metrics.h"
@@ -42,8 +44,10 @@ enum {
 	O_LEND_MS,
 	O_LEND_FILES,
 	O_LEND_PYTHON,
+	O_UNGUARDED,
 	O_RWORKER,
 	O_LCHECK,
+	O_AGENT_PID,
 	O_HELP,
 	O_N
 };
@@ -85,8 +89,12 @@ static const struct cmd_opt opts[O_N] = {
     [O_LEND_PYTHON] = {"lend-python", NULL, 0,
 		       "run peers' Python jobs' workers here: their pickles are code "
 		       "(their roots still below a --lend-root; default: off)"},
+    [O_UNGUARDED] = {"unguarded-ucx", NULL, 0,
+		     "where the kernel refuses the socket filter on UCX's ports (no "
+		     "CAP_NET_ADMIN), start anyway: a firewall must admit only the peers there"},
     [O_RWORKER] = {"remote-worker", "FD", 0, "(internal) a remote worker the agent starts"},
     [O_LCHECK] = {"lend-check", "FD", 0, "(internal) checks a peer's dataset for the agent"},
+    [O_AGENT_PID] = {"agent-pid", "PID", 0, "(internal) the agent that started this process"},
     [O_HELP] = {"help", NULL, 'h', "this help"},
 };
 
@@ -96,6 +104,7 @@ static void node_usage(FILE *f)
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
 		  "       goldminer node --listen ADDR:PORT --peers HOST[:PORT],... --secret FILE\n"
 		  "                      [--peers-file FILE] [--lend-root DIR]... [--lend-python]\n"
+		  "                      [--unguarded-ucx]\n"
 		  "       goldminer node --status [--socket PATH]\n"
 		  "       goldminer node --scale PID=N [--socket PATH]\n"
 		  "Run the node agent: loaders started with --node PATH (C: opts.node)\n"
@@ -182,13 +191,20 @@ static int ask_agent(const char *socket_path, bool status, int pid, int n)
 }
 
 /* A remote worker (--remote-worker) or a dataset check (--lend-check) the agent
- * exec'ed with its work on fd (remote.h). */
-static int remote_child(const char *what, const char *fdarg)
+ * (--agent-pid) exec'ed with its work on fd (remote.h). It dies with the
+ * agent: the agent set PR_SET_PDEATHSIG before the exec, but the exec of a
+ * binary with file capabilities (setcap) clears it, so it is set again here,
+ * then the parent checked (an agent that died before that left us to init or
+ * a subreaper: we end). */
+static int remote_child(const char *what, const char *fdarg, const char *agent)
 {
 	char err[1024];
-	uint64_t fd;
-	if (cmd_u64(CMD, what, fdarg, 3, 1024, &fd))
+	uint64_t fd, pid;
+	if (cmd_u64(CMD, what, fdarg, 3, 1024, &fd) ||
+	    (agent && cmd_u64(CMD, "--agent-pid", agent, 1, INT32_MAX, &pid)))
 		return 2;
+	if (agent && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != (pid_t)pid))
+		return 1; /* its agent is gone (or this is no child of it): nothing to do */
 	const struct gm_remote_ops *ops = gm_remote_load(err, sizeof(err));
 	if (!ops) {
 		cmd_err(CMD, what, NULL, "%s", err);
@@ -241,6 +257,7 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 	o->lend_roots = lr->dir;
 	o->nlend_roots = lr->n;
 	o->lend_python = val[O_LEND_PYTHON] != NULL;
+	o->unguarded_ucx = val[O_UNGUARDED] != NULL;
 	o->listen = val[O_LISTEN];
 	o->peers = val[O_PEERS];
 	o->peers_file = val[O_PEERS_FILE];
@@ -310,9 +327,9 @@ int gm_cmd_node(int argc, char **argv)
 		return 2;
 	}
 	if (val[O_RWORKER])
-		return remote_child("--remote-worker", val[O_RWORKER]);
+		return remote_child("--remote-worker", val[O_RWORKER], val[O_AGENT_PID]);
 	if (val[O_LCHECK])
-		return remote_child("--lend-check", val[O_LCHECK]);
+		return remote_child("--lend-check", val[O_LCHECK], val[O_AGENT_PID]);
 	if (scale_n >= 0)
 		return ask_agent(o.socket_path, false, scale_pid, scale_n);
 	if (val[O_STATUS])

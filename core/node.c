@@ -1350,6 +1350,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .nlend_roots = o->nlend_roots,
 				  .lend_index_ms = o->lend_index_ms,
 				  .lend_python = o->lend_python,
+				  .unguarded_ucx = o->unguarded_ucx,
 				  .lend_max_files = o->lend_max_files,
 				  .verbose = a->verbose,
 				  .log = remote_log,

@@ -412,7 +412,52 @@ static void remember_guarded(struct gm_remote_net *n, const unsigned long *befor
 
 int gm_remote_net_reguard(struct gm_remote_net *n)
 {
+	if (n->guard == GUARD_OPEN) /* the kernel refused it: nothing to set again */
+		return 0;
 	return gm_remote_ctl_reguard(n->guarded, n->nguarded, n->allowed, n->nallowed);
+}
+
+/* Does the kernel refuse socket filters to this process (it lacks
+ * CAP_NET_ADMIN where the kernel asks for it)? Anything else is a fault. */
+static bool refused(int rc)
+{
+	return rc == -EPERM || rc == -EACCES;
+}
+
+/* The guard on the sockets w's making opened (not in before[0..nb)): the
+ * filter, or where the kernel refuses it and the operator said so, none
+ * (n->guard GUARD_OPEN). The first worker's outcome is n's guard. 0 or -errno
+ * with err. */
+static int guard_new(struct gm_remote_net *n, const unsigned long *before, int nb, char *err,
+		     size_t errlen)
+{
+	bool first = n->guard == GUARD_UNSET;
+	int g = nb < 0 ? nb : gm_remote_ctl_guard(before, nb, n->allowed, n->nallowed);
+	if (g >= 0) {
+		remember_guarded(n, before, nb);
+		if (n->guard == GUARD_UNSET)
+			n->guard = g ? GUARD_FILTER : GUARD_NO_PORTS;
+	} else if (refused(g) && n->unguarded_ok && n->guard != GUARD_FILTER) {
+		n->guard = GUARD_OPEN;
+		n->guard_errno = -g;
+		g = 0;
+	} else if (refused(g)) {
+		gm_errf(err, errlen,
+			"UCX worker: cannot guard its listening sockets: SO_ATTACH_FILTER: %s (this "
+			"kernel lets only a process with CAP_NET_ADMIN filter its sockets): give "
+			"the agent CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; "
+			"not setcap), or run it with --unguarded-ucx behind a firewall that "
+			"admits only the peers to UCX's ports (docs/USAGE.md, Security and limits)",
+			strerror(-g));
+	} else {
+		gm_errf(err, errlen, "UCX worker: cannot guard its listening sockets: %s%s",
+			nb < 0 ? "/proc/self/fd: " : "SO_ATTACH_FILTER: ", strerror(-g));
+	}
+	if (g >= 0 && first) /* the main worker's: the ports the log line names */
+		n->nucx_ports =
+		    gm_remote_ctl_ports(before, nb < 0 ? 0 : nb, n->ucx_ports,
+					(int)(sizeof(n->ucx_ports) / sizeof(n->ucx_ports[0])));
+	return g < 0 ? g : 0;
 }
 
 int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen)
@@ -435,19 +480,50 @@ int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, si
 	int rc = st != UCS_OK ? gm_remote_st_errno(st) : 0;
 	if (!rc && efd >= 0 && epoll_ctl(n->epfd, EPOLL_CTL_ADD, efd, &ev))
 		rc = -errno;
+	if (rc)
+		gm_errf(err, errlen, "UCX worker: %s", strerror(-rc));
 	/* UCX's own listening sockets (its TCP transport's) admit the peers only */
-	int g = nb < 0 ? nb : gm_remote_ctl_guard(before, nb, n->allowed, n->nallowed);
-	if (!rc && g < 0)
-		rc = g;
-	if (!rc && g > 0)
-		remember_guarded(n, before, nb);
+	if (!rc)
+		rc = guard_new(n, before, nb, err, errlen);
 	if (rc) {
-		gm_errf(err, errlen, "UCX worker: %s",
-			g < 0 ? "cannot guard its listening sockets" : strerror(-rc));
 		ucp_worker_destroy(*w);
 		*w = NULL;
 	}
 	return rc;
+}
+
+void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t len)
+{
+	char ports[64] = "";
+	size_t off = 0;
+	for (int i = 0; i < n->nucx_ports && off < sizeof(ports); i++)
+		off += (size_t)snprintf(ports + off, sizeof(ports) - off, "%s%u", i ? ", " : "",
+					n->ucx_ports[i]);
+	const char *range = getenv("UCX_TCP_PORT_RANGE");
+	switch (n->guard) {
+	case GUARD_FILTER:
+		snprintf(buf, len,
+			 "guard: a socket filter on UCX's listening sockets (port %s, and one "
+			 "more per peer this agent dials): only --peers' addresses reach them",
+			 ports);
+		break;
+	case GUARD_OPEN:
+		snprintf(buf, len,
+			 "guard: none on UCX's ports (port %s, and one more per peer this agent "
+			 "dials; %s%s): the kernel refused the socket filter (SO_ATTACH_FILTER: "
+			 "%s; it wants CAP_NET_ADMIN) and --unguarded-ucx was given: any host "
+			 "that reaches them connects to UCX, so a firewall must admit only the "
+			 "peers there; the control port still resets strangers",
+			 ports, range ? "UCX_TCP_PORT_RANGE=" : "any port the kernel picks: set "
+			 "UCX_TCP_PORT_RANGE for the firewall's rule",
+			 range ? range : "", strerror(n->guard_errno));
+		break;
+	case GUARD_NO_PORTS:
+		snprintf(buf, len, "guard: UCX listens on no TCP port here (UCX_TLS): none needed");
+		break;
+	default:
+		snprintf(buf, len, "guard: not set up");
+	}
 }
 
 void gm_remote_net_progress(struct gm_remote_net *n)

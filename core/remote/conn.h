@@ -107,6 +107,17 @@ struct gm_remote_net {
 	int nallowed;
 	unsigned long guarded[NET_GUARDED]; /* the inodes of the sockets guarded */
 	int nguarded;
+	/* the operator's --unguarded-ucx: where the kernel refuses the socket
+	 * filter (EPERM, EACCES: it wants CAP_NET_ADMIN), UCX's ports are left
+	 * open (a firewall's job) instead of the worker failing */
+	bool unguarded_ok;
+	/* the guard in force on UCX's ports (UNSET until the main worker is
+	 * made; NO_PORTS: UCX listens on none, no tcp in UCX_TLS), the errno that
+	 * left them open (GUARD_OPEN), and the ports the main worker listens on */
+	enum net_guard { GUARD_UNSET, GUARD_FILTER, GUARD_NO_PORTS, GUARD_OPEN } guard;
+	int guard_errno;
+	uint16_t ucx_ports[8];
+	int nucx_ports;
 	struct conn *conns[MAX_CONNS];
 	struct am_arg am[AM_N];
 	int verbose;
@@ -166,11 +177,17 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 void gm_remote_net_fini(struct gm_remote_net *n);
 /* A UCP worker on n's context: every message's handler registered, its event
  * fd in n->epfd (when there is one), and the guard on the sockets it listens
- * on (only n->allowed may connect). 0 or -errno with err. */
+ * on (only n->allowed may connect). A kernel that refuses the guard (EPERM,
+ * EACCES) fails it, naming the fixes, unless n->unguarded_ok: then its ports
+ * stay open (n->guard GUARD_OPEN). 0 or -errno with err. */
 int gm_remote_net_worker(struct gm_remote_net *n, ucp_worker_h *w, char *err, size_t errlen);
 /* The guard again on every UCX listening socket of n's workers, with
- * n->allowed as it is now (it changed). The number filtered, or -errno. */
+ * n->allowed as it is now (it changed). The number filtered (0 where UCX's
+ * ports are left open: GUARD_OPEN), or -errno. */
 int gm_remote_net_reguard(struct gm_remote_net *n);
+/* The one line that says which guard is in force on n's UCX ports and why,
+ * into buf (the agent logs it at start). */
+void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t len);
 /* Progress every worker (the main one and the connections' own) until none has
  * more to do; arm them all for the event fds. arm: false when one is busy
  * (progress again before sleeping). */

@@ -685,6 +685,30 @@ int gm_remote_ctl_listeners(unsigned long *ino, int max)
 	return n;
 }
 
+int gm_remote_ctl_ports(const unsigned long *before, int nbefore, uint16_t *port, int max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0, fd;
+	if (!d)
+		return -errno;
+	for (struct dirent *e; (e = readdir(d)) && n < max;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		unsigned long ino;
+		bool old = false;
+		if (!inet_listener(d, e, &fd, &ino) || getsockname(fd, (struct sockaddr *)&ss, &sl))
+			continue;
+		for (int i = 0; i < nbefore && !old; i++)
+			old = before[i] == ino;
+		if (!old)
+			port[n++] = ntohs(ss.ss_family == AF_INET
+					      ? ((struct sockaddr_in *)&ss)->sin_port
+					      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+	closedir(d);
+	return n;
+}
+
 #define NET(k)	  (SKF_NET_OFF + (k))
 #define GUARD_MAX (8 + NET_ALLOWED * 10)
 

@@ -47,7 +47,10 @@
  * so every listening socket a UCP worker opened gets a socket filter (classic
  * BPF, SO_ATTACH_FILTER) that drops any packet whose source is not a --peers
  * address (for a remote worker process: its home's): a stranger's SYN never
- * makes a connection, UCX never sees it.
+ * makes a connection, UCX never sees it. A kernel may refuse the filter to a
+ * process without CAP_NET_ADMIN (EPERM): conn.c then fails the worker, or,
+ * under --unguarded-ucx, leaves the ports to the operator's firewall; there
+ * is no guard without privilege (UCX accepts on these sockets itself).
  *
  * Not here: what a connection carries after the handshake (conn.c), --peers
  * and the tick (agent.c). Threads: the owner's loop only.
@@ -143,6 +146,9 @@ void gm_remote_ctl_free(struct ctl *x);
  * the addresses ips[0..nips) (numeric; IPv4, IPv6 or v4-mapped IPv6): the
  * number filtered, or -errno. */
 int gm_remote_ctl_listeners(unsigned long *ino, int max);
+/* The local ports of this process's listening IPv4/IPv6 TCP sockets not in
+ * before[] (count, at most max), or -errno. */
+int gm_remote_ctl_ports(const unsigned long *before, int nbefore, uint16_t *port, int max);
 int gm_remote_ctl_guard(const unsigned long *before, int nbefore,
 			const char (*ips)[INET6_ADDRSTRLEN], int nips);
 /* The same filter again, on the sockets ino[0..nino) that still exist (the

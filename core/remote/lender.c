@@ -132,19 +132,24 @@ void gm_remote_lend_end(struct ljob *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* This program exec'ed afresh as `goldminer node OPT 3` with fd on its fd 3, at
- * nice GM_NODE_LENT_NICE, killed with the agent. Its pid, or -1 (errno). */
+/* This program exec'ed afresh as `goldminer node OPT 3 --agent-pid PID` with
+ * fd on its fd 3, at nice GM_NODE_LENT_NICE, killed with the agent: here by
+ * PR_SET_PDEATHSIG, and again after the exec by the child itself (cmd/node.c:
+ * the exec of a binary with file capabilities clears the signal, and the
+ * agent may die before it is set). Its pid, or -1 (errno). */
 static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 {
 	pid_t parent = getpid();
+	char ppid[24]; /* formatted before the fork: no allocation after it */
+	snprintf(ppid, sizeof(ppid), "%d", (int)parent);
 	pid_t pid = fork();
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* survives the exec */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent || dup2(fd, 3) != 3)
 			_exit(127);
 		close_range(4, ~0u, 0); /* not the agent's sockets */
 		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
-		char *argv[] = {"goldminer", "node", opt, "3", NULL};
+		char *argv[] = {"goldminer", "node", opt, "3", "--agent-pid", ppid, NULL};
 		execv(r->exe, argv);
 		_exit(127);
 	}
@@ -527,12 +532,13 @@ static enum lc_kind check(struct lcheck_in *in, struct lcheck_out *o)
 static int py_version(const char *path, char *buf, size_t len)
 {
 	int pfd[2];
+	pid_t parent = getpid();
 	if (pipe(pfd))
 		return -errno;
 	pid_t pid = fork();
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (dup2(pfd[1], 1) != 1)
+		if (getppid() != parent || dup2(pfd[1], 1) != 1)
 			_exit(127);
 		close_range(3, ~0u, 0);
 		char *argv[] = {(char *)path, "-S", "-c",
@@ -588,6 +594,7 @@ int gm_remote_lend_check_main(int fd)
 {
 	struct lcheck_in in;
 	struct lcheck_out o = {.magic = MSG_MAGIC};
+	gm_remote_worker_drop_admin(); /* it reads a peer's tree: it needs none */
 	if (pread(fd, &in, sizeof(in), 0) != (ssize_t)sizeof(in) || in.magic != MSG_MAGIC) {
 		gm_log("node --lend-check", "fd %d holds no check", fd);
 		return -EINVAL;
@@ -689,6 +696,7 @@ static enum lc_kind check_start(struct gm_remote *r, struct ljob *l, struct conn
 			      .bpe = m->bpe,
 			      .lease_ms = m->lease_ms,
 			      .lport = r->port,
+			      .unguarded = r->net.unguarded_ok,
 			      .req = *req};
 	copy_str(in.b.req.root, sizeof(in.b.req.root), path);
 	copy_str(in.lend_root, sizeof(in.lend_root), r->lend_canon[r->lend_of[w]]);
@@ -872,6 +880,7 @@ static enum lc_kind py_check_start(struct gm_remote *r, struct ljob *l, struct c
 			       .token = m->token,
 			       .lease_ms = m->lease_ms,
 			       .lport = r->port,
+			       .unguarded = r->net.unguarded_ok,
 			       .req = *req,
 			       .py = 1,
 			       .rows = m->rows,

@@ -76,6 +76,7 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
 	r->lend_python = c->lend_python;
+	r->net.unguarded_ok = c->unguarded_ucx;
 	struct gm_ratelog_cfg rc_ = {
 	    .lines = LOG_LINES, .total = LOG_TOTAL, .window_ms = LOG_WINDOW_MS, .slots = LOG_ADDRS};
 	int rc = gm_ratelog_create(&r->net.ratelog, &rc_);
@@ -89,6 +90,11 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 		rc = gm_remote_agent_peers(r, c->peers, c->peers_file, c->listen, err, errlen);
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, true, err, errlen);
+	if (!rc) { /* which guard UCX's ports have, and why: said once */
+		char line[768];
+		gm_remote_net_guard_line(&r->net, line, sizeof(line));
+		gm_remote_logf(&r->net, "%s", line);
+	}
 	if (!rc && c->listen)
 		rc = gm_remote_agent_listen(r, c->listen, err, errlen);
 	if (!rc)

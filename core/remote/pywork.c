@@ -430,6 +430,7 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 		r->net.on_msg = on_msg;
 		r->net.owner = r;
 		r->net.epfd = -1;
+		r->net.unguarded_ok = b->unguarded == 1;
 		struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
 		socklen_t sl;
 		rc = gm_remote_parse_addr(b->home_addr, &ss, &sl, r->net.allowed[0],
@@ -438,6 +439,7 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 	}
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+	gm_remote_worker_drop_admin(); /* its guard is set: the job's pickles get none */
 	if (!rc)
 		rc = gm_remote_ctl_connect(&r->net, b->home_addr, b->token, b->lport, b->sid, &c,
 					   err, sizeof(err));

@@ -37,9 +37,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <ucp/api/ucp.h>
 
 #include "check.h"
@@ -711,6 +714,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	r->net.on_msg = on_msg;
 	r->net.owner = r;
 	r->net.epfd = -1;
+	r->net.unguarded_ok = bl->unguarded == 1;
 	err[0] = '\0';
 	struct sockaddr_storage ss; /* UCX's own sockets here admit the home only */
 	socklen_t sl;
@@ -718,6 +722,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	r->net.nallowed = 1;
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+	gm_remote_worker_drop_admin(); /* its guard is set: a peer's job needs none */
 	if (!rc)
 		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, bl->lport, bl->sid,
 					   &c, err, sizeof(err));
@@ -752,6 +757,21 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	gm_remote_net_fini(&r->net);
 	free(r);
 	return rc == -ENODATA ? 0 : rc;
+}
+
+void gm_remote_worker_drop_admin(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+	unsigned w = CAP_NET_ADMIN / 32, bit = 1u << (CAP_NET_ADMIN % 32);
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, CAP_NET_ADMIN, 0, 0);
+	(void)prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0); /* (needs CAP_SETPCAP) */
+	if (syscall(SYS_capget, &h, d) || !((d[w].permitted | d[w].effective) & bit))
+		return;
+	d[w].permitted &= ~bit;
+	d[w].effective &= ~bit;
+	d[w].inheritable &= ~bit;
+	(void)syscall(SYS_capset, &h, d);
 }
 
 /* The remote worker process (goldminer node --remote-worker FD): its blob, its own

@@ -32,6 +32,13 @@ int gm_remote_job_batches(const struct gm_node_req *req, const struct gm_dataset
 int gm_remote_worker_job_cfg(struct gm_dataset **ds, struct gm_pool_cfg *pc, const struct wblob *b,
 			     char *why, size_t wl);
 
+/* CAP_NET_ADMIN given up for good (effective, permitted, inheritable,
+ * ambient; the bounding set where CAP_SETPCAP allows): the agent may hold it
+ * to guard UCX's ports (ctl.h), and a remote worker needs it only until its
+ * one UCP worker is guarded, not while it decodes a peer's files or runs a
+ * peer's pickles. Nothing else changes (root stays root). */
+void gm_remote_worker_drop_admin(void);
+
 /* Run one remote worker from the blob on fd until retired or cut off. 0, or
  * -errno (said on stderr). */
 int gm_remote_worker_main(int fd);

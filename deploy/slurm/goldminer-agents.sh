@@ -18,6 +18,11 @@
 # socket on each node (/tmp/goldminer-$SLURM_JOB_ID.sock); GOLDMINER the
 # program (goldminer); GM_WAIT_S how long to wait for the agents (60).
 # UCX_TLS and UCX_NET_DEVICES pass through srun's environment.
+# GM_UNGUARDED=1 adds --unguarded-ucx: the agents run as the job's user, and a
+# kernel that lets only CAP_NET_ADMIN attach socket filters leaves them unable
+# to guard UCX's ports (without it they refuse to start, saying so); set it
+# only where the cluster's network keeps other hosts off the nodes' ports
+# (docs/USAGE.md, "Security and limits").
 set -eu
 
 : "${SLURM_JOB_NODELIST:?run this inside a Slurm allocation (sbatch or salloc)}"
@@ -48,6 +53,7 @@ fi
 # when one agent fails (the others still serve their trainers)
 set -- --listen "0.0.0.0:$port" --peers "$peers" --secret "$secret" --socket "$sock"
 [ -n "${GM_LEND_ROOT:-}" ] && set -- "$@" --lend-root "$GM_LEND_ROOT"
+[ "${GM_UNGUARDED:-0}" = 1 ] && set -- "$@" --unguarded-ucx
 srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --overlap --kill-on-bad-exit=0 \
 	--job-name=goldminer-agents "$gm" node "$@" &
 

@@ -80,6 +80,10 @@ struct gm_node_opts {
 	/* --lend-python: peers' Python jobs' workers may run here (their pickles
 	 * are code: off by default); their roots still below a --lend-root */
 	bool lend_python;
+	/* --unguarded-ucx: where the kernel refuses the socket filter on UCX's
+	 * ports (it wants CAP_NET_ADMIN), start with them open (a firewall's job)
+	 * instead of refusing to */
+	bool unguarded_ucx;
 };
 
 /* $XDG_RUNTIME_DIR/goldminer/goldminer.sock, else /run/goldminer-<euid>/goldminer.sock

@@ -48,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_REMOTE_ABI	     5	       /* 5: peers_lendable, pyjob_add, lend_python */
+#define GM_REMOTE_ABI	     6	       /* 5: peers_lendable, pyjob_add, lend_python; 6: unguarded_ucx */
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -77,6 +77,10 @@ struct gm_remote_cfg {
 	/* --lend-python: peers' Python jobs may run their workers here (their
 	 * pickles are code: off by default); each root still below a lend root */
 	bool lend_python;
+	/* --unguarded-ucx: where the kernel refuses the socket filter on UCX's
+	 * ports (EPERM, EACCES: no CAP_NET_ADMIN), leave them open instead of
+	 * failing (the operator's firewall admits only the peers there) */
+	bool unguarded_ucx;
 	int verbose;
 	void (*log)(void *arg, const char *line); /* one line, no newline */
 	void *log_arg;
