@@ -97,8 +97,21 @@ def _pickler():
                              " classes of __main__ cannot reach the workers)"
 
 
+_MP_SHARED = ("multiprocessing.synchronize", "multiprocessing.sharedctypes",
+              "multiprocessing.queues")
+
+
 def _unpicklable(obj, dumps, name, depth=0):
     """The attribute path of the first part of obj that does not pickle, and why."""
+    if type(obj).__module__ in _MP_SHARED:
+        # torch's workers inherit these (fork), or get them while multiprocessing
+        # starts them (spawn); ours are exec'd from a pickled spec, which neither is
+        return ("%s (a multiprocessing %s) is shared between processes only by fork or a"
+                " multiprocessing start, and goldminer's workers are started from a pickled"
+                " copy of the dataset: it cannot reach them as the same object. Keep it out"
+                " of the dataset: what differs per worker from"
+                " torch.utils.data.get_worker_info(), what the workers share in a file or in"
+                " the trainer" % (name, type(obj).__name__))
     try:
         dumps(obj)
         return None
@@ -173,7 +186,14 @@ def _set_rng_states(st):
     torch.default_generator.set_state(st[2])
 
 
-class DataLoader(_torch_dataloader()):
+def _generic_base():
+    """torch's DataLoader[T_co] (so that DataLoader[T] works here too), or object."""
+    import typing
+    base = _torch_dataloader()
+    return base if base is object else base[typing.TypeVar("T_co", covariant=True)]
+
+
+class DataLoader(_generic_base()):
     """torch.utils.data.DataLoader for map-style datasets, goldminer's workers (a
     subclass of torch's: isinstance holds, DataLoader[T] too)."""
 
