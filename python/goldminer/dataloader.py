@@ -8,14 +8,23 @@ stateless, crash-proof workers, for any map-style dataset.
             ...
 
 The split (docs/DESIGN.md, "Python workers"): the trainer keeps everything that
-has state - the sampler's order for the epoch (drawn here from `generator`, or
-from (seed, epoch) when none is given), the epoch counter, the resume position -
+has state - the sampler's order for the epoch and its base seed (drawn when
+iter(loader) makes the epoch's iterator, as torch's iterator draws them: from
+`generator`, else torch's default generator; from (seed, epoch) with seed=N),
+the epoch counter, the resume position -
 and writes each batch's sample indices into its ring slot. A worker (a fresh
 process of this interpreter, _worker.py) gets only (epoch, batch index, indices)
 through libgoldminer's lease protocol and keeps nothing between batches, so a
 killed, stopped or crashed worker costs one batch's re-issue and the bytes do not
 depend on the worker count: each sample is computed after seeding random, NumPy
-and torch from (seed, epoch, index).
+and torch from (the epoch's base seed, epoch, index).
+
+Where a script sees it, it is torch's DataLoader (a subclass: isinstance,
+DataLoader[T], the frozen attributes): iter(loader) is the next epoch; next()
+raises a batch's own exception and the next call goes on (_Iter);
+batch_size=None converts each item; a sample that kills workers is worded as
+torch words a dead worker. USAGE.md, "Python and PyTorch", lists what differs
+by design.
 
 Batches come back as tensors viewing the ring slot (zero copy), kept
 (gm_bind_pool_keep) as long as the caller holds any of them: past the next
@@ -63,7 +72,9 @@ that names its roots (_remote_facts; the agent's --status says why not). They ge
 this process's environment and working directory with the spec.
 
 What it does not do: IterableDataset is refused in words, and node= with
-num_workers=0 (the batches would be made here).
+num_workers=0 (the batches would be made here); multiprocessing objects in a
+dataset (they cross processes only by fork or multiprocessing's own start) are
+refused naming the attribute.
 """
 import ctypes
 import errno

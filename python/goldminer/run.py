@@ -36,6 +36,11 @@ naming the socket, and the script is not run); the summary names the agent and
 counts its workers here (local) and on its peers (remote, from the agent's
 status).
 
+torch's own DataLoader class keeps its __setattr__ rule, bound to itself: torch's
+version calls super() with its module's global DataLoader, the swapped class,
+which every instance made by torch's own code (DataLoader2, datapipes) or by a
+subclass made before the swap would fail.
+
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
 `python -m goldminer` itself) are not served; a subclass of DataLoader that
