@@ -611,6 +611,13 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
 	out[3] = atomic_load(&p->h->quarantine_n);
 }
 
+int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid, int *sig)
+{
+	if (!p->pool) /* a node agent's pool: its log says who */
+		return -ENOENT;
+	return gm_pool_culprit(p->pool, sample, pid, sig);
+}
+
 int gm_bind_pool_pin(struct gm_bind_pool *p)
 {
 	if (p->sparse)

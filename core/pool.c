@@ -81,6 +81,14 @@ struct strikes {
 	uint32_t sample, count;
 };
 
+/* The last worker a quarantined sample took down (gm_pool_culprit): written once
+ * by the coordinator before it quarantines the sample, read by the trainer's
+ * thread, which learns of the quarantine from the batch that reports it. */
+struct culprit {
+	_Atomic uint32_t sample1; /* sample + 1; 0: free */
+	int pid, sig;		  /* sig 0: it stalled the worker */
+};
+
 /* What the lease watch saw of one slot, and since when it has not changed. */
 struct lease_seen {
 	uint32_t word;	/* state word (CLAIMED|pid) */
@@ -109,6 +117,7 @@ struct gm_pool {
 	int consecutive_deaths;
 	uint64_t consumed_at_last_death;
 	struct strikes crash[64], stall[64]; /* samples that crashed / stalled workers */
+	struct culprit culprits[64];	     /* who each quarantined sample took down */
 	uint64_t lease_ns;		     /* progress deadline of a lease (0: not watched) */
 	struct lease_seen *seen;	     /* per slot */
 	char last_stall[512];		     /* the last stall, for the storm message */
@@ -482,6 +491,25 @@ static uint32_t strike(struct strikes *t, uint32_t sample)
 	return 0;
 }
 
+/* Note who sample took down, then quarantine it. */
+static void quarantine(struct gm_pool *p, uint32_t sample, int pid, int sig)
+{
+	for (int k = 0; k < 64; k++) {
+		struct culprit *c = &p->culprits[k];
+		uint32_t cur = atomic_load_explicit(&c->sample1, memory_order_relaxed);
+		if (cur == sample + 1)
+			break;
+		if (cur == 0) {
+			c->pid = pid;
+			c->sig = sig;
+			/* pairs with the acquire load in gm_pool_culprit */
+			atomic_store_explicit(&c->sample1, sample + 1, memory_order_release);
+			break;
+		}
+	}
+	gm_ring_quarantine(p->ring, sample);
+}
+
 static bool crash_signal(int sig)
 {
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
@@ -546,7 +574,7 @@ static void on_exit_of(struct gm_pool *p, int i)
 	 * chaos tests and the OOM killer kill without the sample being at fault). */
 	if (si.si_code != CLD_EXITED && crash_signal(si.si_status) && crash_sample != UINT32_MAX &&
 	    strike(p->crash, crash_sample) >= 2)
-		gm_ring_quarantine(p->ring, crash_sample);
+		quarantine(p, crash_sample, (int)w.pid, si.si_status);
 	if (chaos)
 		return; /* deliberate: not a sign that workers cannot run */
 	/* Progress since the last death resets the storm counter. */
@@ -767,7 +795,7 @@ static void stall(struct gm_pool *p, uint32_t slot, pid_t pid, uint64_t now)
 		 (unsigned long long)k, epoch, (unsigned long long)(p->lease_ns / 1000000), what);
 	gm_log("pool", "%s: killed it, the batch is made again", p->last_stall);
 	if (id != UINT32_MAX && strike(p->stall, id) == 2) {
-		gm_ring_quarantine(p->ring, id);
+		quarantine(p, id, (int)pid, 0);
 		gm_log("pool",
 		       "%s stalled workers twice: quarantined, it is replaced like a bad file",
 		       sample_name(p, id));
@@ -1278,6 +1306,23 @@ void gm_pool_fix(struct gm_pool *p, int workers)
 	p->autoscale = false; /* an explicit size wins over the controller */
 	pthread_mutex_unlock(&p->mu);
 	poke(p);
+}
+
+int gm_pool_culprit(struct gm_pool *p, uint32_t sample, int *pid, int *sig)
+{
+	for (int k = 0; k < 64; k++) {
+		struct culprit *c = &p->culprits[k];
+		/* pairs with the release store in quarantine */
+		uint32_t cur = atomic_load_explicit(&c->sample1, memory_order_acquire);
+		if (cur == 0)
+			break;
+		if (cur == sample + 1) {
+			*pid = c->pid;
+			*sig = c->sig;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 uint32_t gm_pool_retiring(struct gm_pool *p)

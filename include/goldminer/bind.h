@@ -241,6 +241,12 @@ void gm_bind_pool_stop(struct gm_bind_pool *p);
  * quarantined, [4] the pool's target size (the controller's, with a budget). */
 void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
 
+/* Who a quarantined sample took down last (gm_pool_culprit): the worker's pid and
+ * the signal that killed it, 0 for a stall the lease watch ended; so that a batch
+ * failed on it is reported as torch reports a dead worker. 0, or -ENOENT (not
+ * quarantined here, or the workers are a node agent's). Consumer thread. */
+int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid, int *sig);
+
 /* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches
  * that view it are pinned host memory (pin_memory=True). 0; -ENODEV when no
  * CUDA device or runtime is usable here; -EINVAL for a sparse ring (it would

@@ -130,6 +130,12 @@ uint32_t gm_pool_retiring(struct gm_pool *p);
  * *demand and *worker_rate, else 0. */
 int gm_pool_measure(struct gm_pool *p, double *demand, double *worker_rate);
 
+/* The last worker that quarantined sample took down: its pid and the signal that
+ * killed it (0: it stalled past the lease deadline and the watch killed it). 0,
+ * or -ENOENT when the sample is not quarantined by this pool. Any thread, once
+ * the sample is known quarantined (gm_ring_quarantined, or a batch saying so). */
+int gm_pool_culprit(struct gm_pool *p, uint32_t sample, int *pid, int *sig);
+
 /* Stop the coordinator: ask the workers to stop, then SIGKILL stragglers after
  * 2 s, and reap all. The ring stays mapped. Idempotent. */
 void gm_pool_stop(struct gm_pool *p);

@@ -63,6 +63,12 @@ _me = 0  # the pid of the worker the pool started (_serve): any other is a fork 
 PR_SET_CHILD_SUBREAPER = 36
 
 
+class Quarantined(RuntimeError):
+    """A sample the pool quarantined (it killed or stalled two workers): the
+    trainer words it as torch words a dead worker, with the pid and signal the
+    pool saw (dataloader.py, _raise_failed)."""
+
+
 def _on_usr1(sig, frame):
     global _retire
     _retire = True
@@ -138,7 +144,7 @@ class _Task:
 def _sample(w, t, i):
     """dataset[i] seeded for (seed, epoch, i); raises what it raises."""
     if t.lib.gm_bind_sample(t.b, t.slot, i):  # (one call: it says if quarantined)
-        raise RuntimeError("sample %d is quarantined: it crashed or stalled two workers" % i)
+        raise Quarantined("sample %d is quarantined: it crashed or stalled two workers" % i)
     _slot.seed_all(_slot.seed_at(t.base, i))
     try:
         return w["dataset"][i]
@@ -263,11 +269,12 @@ def produce(w, t):
     try:
         _slot.seed_all(_slot.seed_at(t.base, -1 - t.batch))
         total = packed = None
-        if w["collate_fn"] is _default_collate():
+        auto = w.get("auto_collation", True)  # False: batch_size=None, one item
+        if auto and w["collate_fn"] is _default_collate():
             kept.forget()  # the stack is written over them
             total = _slot.collate_into(items, t.buf, t.cap, w["dumps"])
         if total is None:
-            packed = _slot.pack(_collate(w, items), w["dumps"])
+            packed = _slot.pack(_collate(w, items if auto else items[0]), w["dumps"])
             total = packed[2]
     except Exception as e:  # noqa: BLE001 - collate_fn's or the layout's
         # a failed batch carries an error record (a peer's home refuses one
@@ -443,9 +450,12 @@ def _serve(lib, b, w):
     if w.get("worker_init_fn") is not None:
         try:
             w["worker_init_fn"](wid)
-        finally:
+        except Exception as e:  # noqa: BLE001 - the user's: the pool's fatal error says it
             if os.getpid() != _me:
                 _refuse_fork(w, "worker_init_fn")
+            _init_failed(lib, b, wid, e)
+        if os.getpid() != _me:
+            _refuse_fork(w, "worker_init_fn")
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))
@@ -458,6 +468,20 @@ def _serve(lib, b, w):
     sys.stdout.flush()
     _end_descendants()
     os._exit(0)  # no interpreter teardown: the ring and the dataset go with the process
+
+
+def _init_failed(lib, b, wid, e):
+    """worker_init_fn raised: every worker would, so the pool's error (what the
+    trainer raises) is its type and message; the traceback goes to stderr."""
+    msg = "worker_init_fn(%d) raised %s: %s" % (wid, type(e).__name__, e)
+    lib.gm_bind_fatal(b, msg.encode("utf-8", "replace")[:250])
+    try:
+        sys.stderr.write("goldminer worker %d: %s\n%s" % (wid, msg, traceback.format_exc()))
+        sys.stderr.flush()
+    except OSError:
+        pass
+    _end_descendants()
+    os._exit(1)
 
 
 def _forked(lib, b, w, trainer, mid, wid):

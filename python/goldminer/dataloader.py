@@ -8,14 +8,23 @@ stateless, crash-proof workers, for any map-style dataset.
             ...
 
 The split (docs/DESIGN.md, "Python workers"): the trainer keeps everything that
-has state - the sampler's order for the epoch (drawn here from `generator`, or
-from (seed, epoch) when none is given), the epoch counter, the resume position -
+has state - the sampler's order for the epoch and its base seed (drawn when
+iter(loader) makes the epoch's iterator, as torch's iterator draws them: from
+`generator`, else torch's default generator; from (seed, epoch) with seed=N),
+the epoch counter, the resume position -
 and writes each batch's sample indices into its ring slot. A worker (a fresh
 process of this interpreter, _worker.py) gets only (epoch, batch index, indices)
 through libgoldminer's lease protocol and keeps nothing between batches, so a
 killed, stopped or crashed worker costs one batch's re-issue and the bytes do not
 depend on the worker count: each sample is computed after seeding random, NumPy
-and torch from (seed, epoch, index).
+and torch from (the epoch's base seed, epoch, index).
+
+Where a script sees it, it is torch's DataLoader (a subclass: isinstance,
+DataLoader[T], the frozen attributes): iter(loader) is the next epoch; next()
+raises a batch's own exception and the next call goes on (_Iter);
+batch_size=None converts each item; a sample that kills workers is worded as
+torch words a dead worker. USAGE.md, "Python and PyTorch", lists what differs
+by design.
 
 Batches come back as tensors viewing the ring slot (zero copy), kept
 (gm_bind_pool_keep) as long as the caller holds any of them: past the next
@@ -63,7 +72,9 @@ that names its roots (_remote_facts; the agent's --status says why not). They ge
 this process's environment and working directory with the spec.
 
 What it does not do: IterableDataset is refused in words, and node= with
-num_workers=0 (the batches would be made here).
+num_workers=0 (the batches would be made here); multiprocessing objects in a
+dataset (they cross processes only by fork or multiprocessing's own start) are
+refused naming the attribute.
 """
 import ctypes
 import errno
@@ -97,8 +108,21 @@ def _pickler():
                              " classes of __main__ cannot reach the workers)"
 
 
+_MP_SHARED = ("multiprocessing.synchronize", "multiprocessing.sharedctypes",
+              "multiprocessing.queues")
+
+
 def _unpicklable(obj, dumps, name, depth=0):
     """The attribute path of the first part of obj that does not pickle, and why."""
+    if type(obj).__module__ in _MP_SHARED:
+        # torch's workers inherit these (fork), or get them while multiprocessing
+        # starts them (spawn); ours are exec'd from a pickled spec, which neither is
+        return ("%s (a multiprocessing %s) is shared between processes only by fork or a"
+                " multiprocessing start, and goldminer's workers are started from a pickled"
+                " copy of the dataset: it cannot reach them as the same object. Keep it out"
+                " of the dataset: what differs per worker from"
+                " torch.utils.data.get_worker_info(), what the workers share in a file or in"
+                " the trainer" % (name, type(obj).__name__))
     try:
         dumps(obj)
         return None
@@ -113,28 +137,104 @@ def _unpicklable(obj, dumps, name, depth=0):
     return "%s (a %s) cannot be pickled for the workers: %s" % (name, type(obj).__name__, why)
 
 
-class DataLoader:
-    """torch.utils.data.DataLoader for map-style datasets, goldminer's workers."""
+def _torch_dataloader():
+    """torch's own DataLoader class (not the one `goldminer run` puts in its place),
+    or object without torch."""
+    try:
+        from torch.utils.data import dataloader as tdl
+    except ImportError:
+        return object
+    return getattr(tdl.DataLoader, "_goldminer_original", tdl.DataLoader)
+
+
+# the attributes torch's DataLoader refuses to change once built
+_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+           "persistent_workers")
+
+
+def _mp_context(ctx, num_workers):
+    """multiprocessing_context as torch's setter takes it (a start method's name or a
+    context, only with workers), where goldminer's exec'd workers honour it."""
+    import multiprocessing
+    if ctx is None:
+        return None
+    if not num_workers:
+        raise ValueError("multiprocessing_context can only be used with multi-process loading"
+                         " (num_workers > 0), but got num_workers=%r" % (num_workers,))
+    if isinstance(ctx, str):
+        if ctx not in multiprocessing.get_all_start_methods():
+            raise ValueError("multiprocessing_context option should specify a valid start method"
+                             " in %r, but got multiprocessing_context=%r"
+                             % (multiprocessing.get_all_start_methods(), ctx))
+        ctx = multiprocessing.get_context(ctx)
+    if not isinstance(ctx, multiprocessing.context.BaseContext):
+        raise TypeError("multiprocessing_context option should be a valid context object or a"
+                        " string specifying the start method, but got multiprocessing_context=%r"
+                        % (ctx,))
+    if ctx.get_start_method() not in ("spawn", "forkserver"):
+        raise ValueError("goldminer DataLoader: multiprocessing_context=%r: goldminer's workers"
+                         " are always fresh processes of this interpreter (like 'spawn'),"
+                         " never forked: give 'spawn' or 'forkserver', or None"
+                         % (ctx.get_start_method(),))
+    return ctx
+
+
+def _rng_states():
+    """The trainer's three global generators (what a batch made here seeds)."""
+    import random
+    import torch
+    np = _slot._np
+    return (random.getstate(), np.random.get_state() if np is not None else None,
+            torch.default_generator.get_state())
+
+
+def _set_rng_states(st):
+    import random
+    import torch
+    random.setstate(st[0])
+    if st[1] is not None:
+        _slot._np.random.set_state(st[1])
+    torch.default_generator.set_state(st[2])
+
+
+def _generic_base():
+    """torch's DataLoader[T_co] (so that DataLoader[T] works here too), or object."""
+    import typing
+    base = _torch_dataloader()
+    return base if base is object else base[typing.TypeVar("T_co", covariant=True)]
+
+
+class DataLoader(_generic_base()):
+    """torch.utils.data.DataLoader for map-style datasets, goldminer's workers (a
+    subclass of torch's: isinstance holds, DataLoader[T] too)."""
+
+    __initialized = False  # torch's own flag (_DataLoader__initialized): attributes freeze
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False,
                  timeout=0, worker_init_fn=None, multiprocessing_context=None, generator=None,
                  *, prefetch_factor=None, persistent_workers=False, pin_memory_device="",
-                 node=None, seed=0, lease_timeout_ms=0, on_error="fail", slot_bytes=0,
+                 node=None, seed=None, lease_timeout_ms=0, on_error="fail", slot_bytes=0,
                  copy=False, max_workers=0):
         import torch
         from torch.utils import data as tud
-        self._refuse(dataset, num_workers, multiprocessing_context, persistent_workers, node,
-                     on_error, prefetch_factor, timeout, tud)
+        from torch.utils.data.dataloader import _DatasetKind
+        self._refuse(dataset, num_workers, persistent_workers, node, on_error,
+                     prefetch_factor, timeout, seed, tud)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size,"
                                  " shuffle, sampler, and drop_last")
             batch_size, drop_last = None, False
+        elif batch_size is None:  # no auto-batching: each item is dataset[i], converted
+            if drop_last:
+                raise ValueError("batch_size=None option disables auto-batching and is mutually"
+                                 " exclusive with drop_last")
         elif sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
+        self.multiprocessing_context = multiprocessing_context
         # "auto": the elastic controller sizes the pool within max_workers (0: the CPUs)
         self.max_workers = max_workers or len(os.sched_getaffinity(0))
         self._cap = (num_workers if num_workers != "auto" else max_workers) or 0
@@ -143,21 +243,28 @@ class DataLoader:
         self._stats = [0, 0, 0, 0, 0, 0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
-        self.collate_fn = collate_fn or tud.default_collate
         self.worker_init_fn, self.generator = worker_init_fn, generator
         self.on_error, self.lease_timeout_ms, self.slot_bytes = on_error, lease_timeout_ms, slot_bytes
         self.copy, self.persistent_workers, self._pool = copy, persistent_workers, None
         self._owned = _slot.Owned() if copy and _slot._torch is not None else None
-        self._own_gen = generator is None
-        self._gen = generator if generator is not None else torch.Generator()
-        if batch_sampler is None:
-            if sampler is None:
-                sampler = (tud.RandomSampler(dataset, generator=self._gen) if shuffle
-                           else tud.SequentialSampler(dataset))
+        # seed=N: the order from (N, epoch) in a generator of our own, unless one is
+        # given; seed=None: torch's draws (the given generator, else torch's default)
+        self._own_gen = generator is None and seed is not None
+        self._gen = torch.Generator() if self._own_gen else generator
+        if sampler is None:
+            sampler = (tud.RandomSampler(dataset, generator=self._gen) if shuffle
+                       else tud.SequentialSampler(dataset))
+        if batch_size is not None and batch_sampler is None:
             batch_sampler = tud.BatchSampler(sampler, batch_size, drop_last)
         self.sampler, self.batch_sampler = sampler, batch_sampler
-        self._epoch, self._start, self._gen_state = 0, 0, None
+        # torch's: its properties (_auto_collation, _index_sampler) read these
+        self._dataset_kind, self._IterableDataset_len_called = _DatasetKind.Map, None
+        self._iterator = None
+        self.collate_fn = collate_fn or (tud.default_collate if self._auto_collation
+                                         else tud.default_convert)
+        self._epoch, self._start, self._resume = 0, 0, None
         self._errors, self._measured = [], 0
+        self._live, self._its = None, weakref.WeakSet()
         self._dumps, self.pickler = _pickler()
         if num_workers:
             for name, obj in (("dataset", dataset), ("collate_fn", self.collate_fn),
@@ -165,9 +272,26 @@ class DataLoader:
                 why = _unpicklable(obj, self._dumps, name)
                 if why:
                     raise TypeError("goldminer DataLoader: " + why)
+        self.__initialized = True
+
+    def __setattr__(self, attr, val):
+        # torch's rule; its own __setattr__ calls super() with its module's global
+        # DataLoader, which `goldminer run` replaces
+        if self.__initialized and attr in _FROZEN:
+            raise ValueError("%s attribute should not be set after %s is initialized"
+                             % (attr, type(self).__name__))
+        object.__setattr__(self, attr, val)
+
+    @property
+    def multiprocessing_context(self):
+        return self.__dict__.get("_gm_mp_context")
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, ctx):
+        object.__setattr__(self, "_gm_mp_context", _mp_context(ctx, self.num_workers))
 
     @staticmethod
-    def _refuse(dataset, num_workers, ctx, persistent, node, on_error, prefetch, timeout, tud):
+    def _refuse(dataset, num_workers, persistent, node, on_error, prefetch, timeout, seed, tud):
         def no(what):
             raise ValueError("goldminer DataLoader: " + what)
         if isinstance(dataset, tud.IterableDataset):
@@ -175,9 +299,6 @@ class DataLoader:
                " dataset (__getitem__ and __len__)")
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             no('num_workers must be an int >= 0 or "auto", not %r' % (num_workers,))
-        if ctx not in (None, "spawn"):
-            no("multiprocessing_context=%r: goldminer's workers are always fresh processes of"
-               " this interpreter (like 'spawn'), never forked" % (ctx,))
         if persistent and not num_workers:
             no("persistent_workers option needs num_workers > 0")
         if node is not None and not num_workers:
@@ -192,9 +313,12 @@ class DataLoader:
             no("prefetch_factor needs num_workers > 0 and a value >= 1")
         if timeout < 0:
             no("timeout must be >= 0")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            no("seed= is an int (every epoch's bytes fixed) or None (torch's default"
+               " generator draws each epoch's seed), not %r" % (seed,))
 
     def __len__(self):
-        return len(self.batch_sampler)
+        return len(self._index_sampler)
 
     def stats(self):
         """The last pool's counters, named as goldminer.Loader's stats() names them:
@@ -209,74 +333,85 @@ class DataLoader:
         return list(self._errors)
 
     def state_dict(self):
-        """Where the next batch comes from: resume with load_state_dict."""
+        """Where the next batch comes from (the newest iterator's place while it
+        runs): resume with load_state_dict. seed is the epoch's (drawn, with
+        seed=None); generator the state its order was drawn from."""
+        it = self._live() if self._live is not None else None
+        if it is not None and not it.done:
+            return {"epoch": it.epoch, "batch": it.k, "seed": it.seed, "generator": it.rng}
         return {"epoch": self._epoch, "batch": self._start, "seed": self.seed,
-                "generator": self._gen_state if not self._own_gen else None}
+                "generator": None}
 
     def load_state_dict(self, sd):
         self.close()  # a persistent pool's tasks in flight are not the resumed ones
-        self._epoch, self._start, self.seed = sd["epoch"], sd["batch"], sd["seed"]
-        if sd.get("generator") is not None:
-            self._gen.set_state(sd["generator"])
-            self._gen_state = sd["generator"]
-        else:
-            self._gen_state = None
+        self._epoch, self._start = sd["epoch"], sd["batch"]
+        if self.seed is not None:
+            self.seed = sd["seed"]
+        self._resume = (sd.get("seed"), sd.get("generator"))
 
-    def _draw(self):
-        """This epoch's batches of indices, drawn here (the state is the trainer's)."""
+    def _draw(self, epoch):
+        """The epoch's base seed and batches of indices, drawn as torch's iterator
+        draws them when it is made (the base seed, then the sampler's order: from
+        the given generator, else torch's default one); with seed=N, N and an order
+        from (N, epoch). Returns (the state drawn from, base seed, batches)."""
+        import torch
+        resume, self._resume = self._resume, None
+        rng = None
         if self._own_gen:
-            self._gen.manual_seed(_slot.seed_of(self.seed, self._epoch, 0) & ((1 << 63) - 1))
-        elif self._gen_state is not None:
-            self._gen.set_state(self._gen_state)  # a resumed epoch draws the same order
+            self._gen.manual_seed(_slot.seed_of(self.seed, epoch, 0) & ((1 << 63) - 1))
         else:
-            self._gen_state = self._gen.get_state()
-        return [list(b) for b in self.batch_sampler]
+            src = self._gen if self._gen is not None else torch.default_generator
+            if resume is not None and resume[1] is not None:
+                src.set_state(resume[1])  # a resumed epoch draws what it drew
+            rng = src.get_state()
+        if self.seed is not None:
+            base = self.seed
+        else:
+            base = torch.empty((), dtype=torch.int64).random_(generator=self._gen).item()
+            if resume is not None and resume[0] is not None:
+                base = resume[0]  # the persistent pool's seed, when it was not this epoch's
+        if self._auto_collation:
+            batches = [list(b) for b in self.batch_sampler]
+        else:
+            batches = [[i] for i in self.sampler]
+        return rng, base & ((1 << 64) - 1), batches
 
     def __iter__(self):
-        batches = self._draw()
-        start, self._start = self._start, 0
-        it = (self._local(batches, start) if self.num_workers == 0
-              else self._pooled(batches, start))
-        try:
-            for k, out in it:
-                self._start = k + 1
-                yield out
-        finally:  # one epoch per iteration, whole or abandoned
-            it.close()
-            self._epoch += 1
-            self._start, self._gen_state = 0, None
+        return _Iter(self)
 
-    def _item(self, i):
-        _slot.seed_all(_slot.seed_of(self.seed, self._epoch, i))
+    def _item(self, i, seed, epoch):
+        _slot.seed_all(_slot.seed_of(seed, epoch, i))
         return self.dataset[i]
 
-    def _substitute(self, k, i, e):
+    def _substitute(self, k, i, e, seed, epoch):
         """on_error="skip" in the trainer: what _worker.py does (the next good index)."""
-        self._errors.append((self._epoch, k, i, "%s: %s" % (type(e).__name__, e)))
+        self._errors.append((epoch, k, i, "%s: %s" % (type(e).__name__, e)))
         n = len(self.dataset)
         for j in range(1, 65):
             try:
-                return self._item((i + j) % n)
+                return self._item((i + j) % n, seed, epoch)
             except Exception:  # noqa: BLE001 - any error of the user's dataset
                 continue
         raise LookupError("sample %d is bad and so are the 64 after it: no substitute" % i)
 
-    def _compute(self, k, idx):
-        """Batch k here in the trainer, seeded as a worker seeds it."""
-        items = []
-        for i in idx:
-            try:
-                items.append(self._item(i))
-            except Exception as e:  # noqa: BLE001
-                if self.on_error != "skip":
-                    raise
-                items.append(self._substitute(k, i, e))
-        _slot.seed_all(_slot.seed_of(self.seed, self._epoch, -1 - k))
-        return self.collate_fn(items)
-
-    def _local(self, batches, start):
-        for k in range(start, len(batches)):
-            yield k, self._pin(self._compute(k, batches[k]))  # a copy, as torch's
+    def _compute(self, k, idx, seed, epoch):
+        """Batch k here in the trainer, seeded as a worker seeds it; the trainer's
+        own generators are as they were before (torch's single-process loader
+        draws from them, ours seeds them per sample: the seeds are left alone)."""
+        saved = _rng_states()
+        try:
+            items = []
+            for i in idx:
+                try:
+                    items.append(self._item(i, seed, epoch))
+                except Exception as e:  # noqa: BLE001
+                    if self.on_error != "skip":
+                        raise
+                    items.append(self._substitute(k, i, e, seed, epoch))
+            _slot.seed_all(_slot.seed_of(seed, epoch, -1 - k))
+            return self.collate_fn(items if self._auto_collation else items[0])
+        finally:
+            _set_rng_states(saved)
 
     def _pin(self, out):
         """A pinned copy where the batch is not pinned already (torch's rule: no
@@ -302,58 +437,160 @@ class DataLoader:
             return MIN_SLOT, True, False
         return PROBE_SLOT, True, True
 
-    def _pool_for(self, batches, start):
-        """The pool of this epoch: the persistent one when it can go on (the last
-        epoch ran to its end and this one starts at 0), else a new one."""
-        epoch, pool = self._epoch, self._pool
-        if pool is not None and start == 0:  # (an epoch left half-way closed it)
-            pool.add_plan((pool.tail(), epoch, batches, 0))
+    def _pool_for(self, it, start):
+        """Iterator it's pool from batch start: the persistent one when it can go on
+        (the last epoch ran to its end and this one starts at 0; its seed is then
+        the epoch's, as a torch worker's seed is the one it started with), else a
+        new one."""
+        pool = self._pool
+        if pool is not None and start == 0 and pool.p:  # (an epoch left half-way closed it)
+            it.seed = pool.seed
+            pool.add_plan((pool.tail(), it.epoch, it.batches, 0))
             return pool
-        self.close()
+        if self.persistent_workers:
+            self.close_pool()
         payload, sizing, sparse = self._payload_bytes()
         # a probe is not pinned: with pin_memory, the persistent pool starts at epoch 1
         persistent = self.persistent_workers and not (sparse and self.pin_memory)
-        pool = _Pool(self, (-start, epoch, batches, start), payload, sizing, persistent,
-                     sparse)
+        pool = _Pool(self, (-start, it.epoch, it.batches, start), payload, sizing, persistent,
+                     sparse, it.seed)
         if persistent:
             self._pool = pool
         return pool
 
-    def _pooled(self, batches, start):
-        if start >= len(batches):
-            return
-        pool, done = self._pool_for(batches, start), False
-        base, k = pool.plans[-1][0], start
-        # the time since the last epoch's end is the trainer's own (an evaluation,
-        # another loader's epoch): not a demand the agent should size workers by
-        pool.lib.gm_bind_pool_pause(pool.p, 0)
-        try:
-            while k < len(batches):
-                try:
-                    out = pool.next(base + k, k, self._epoch)
-                except _Resize as r:  # the first batch, measured: slots of its size
-                    self._measured = r.size
-                    if pool is self._pool:
-                        self._pool = None
-                    pool.close()
-                    pool = self._pool_for(batches, k)
-                    base = pool.plans[-1][0]
-                    continue
-                yield k, out if pool.pinned else self._pin(out)
-                k += 1
-            done = True
-            pool.lib.gm_bind_pool_pause(pool.p, 1)
-        finally:
-            if not done or pool is not self._pool:
-                if pool is self._pool:
-                    self._pool = None  # an epoch left half-way: its tasks are dropped
-                pool.close()
-
-    def close(self):
-        """End the persistent workers now (they also end with the loader)."""
+    def close_pool(self):
         pool, self._pool = getattr(self, "_pool", None), None
         if pool is not None:
             pool.close()
+
+    def close(self):
+        """End the workers now, the persistent ones and those of every iterator
+        still open (they also end with the loader); an iterator ended here says so
+        at its next call. Batches held stay readable."""
+        for it in list(getattr(self, "_its", ())):
+            it._end("loader.close() ended its workers")
+        self.close_pool()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone
+            pass
+
+
+class _Iter:
+    """One epoch of a DataLoader, as torch's iterator behaves where a script sees it.
+
+    Made by iter(loader): the epoch's number, base seed and order are drawn then
+    (the loader's next iterator is the next epoch), and its workers start. next()
+    gives batch k; an exception of batch k's own (its dataset[i], collate_fn, a
+    sample that killed workers, a batch bigger than its slot) is raised there and
+    the next call gives batch k+1, as torch's does. Without persistent workers each
+    iterator has its own pool, so two iterators of one loader run side by side;
+    a newer iterator over persistent workers takes them over, and the older one
+    says so in words at its next call (torch's reuses the one iterator object).
+    An error of the pool itself (the workers cannot run, the agent went away) ends
+    the iterator; a timeout does not (the batch may still come)."""
+
+    def __init__(self, dl):
+        self.dl, self.pool, self.done, self.ended = dl, None, False, None
+        self.epoch, self.k = dl._epoch, dl._start
+        dl._epoch, dl._start = dl._epoch + 1, 0
+        if dl.persistent_workers:
+            for old in list(dl._its):
+                old._end("a newer iter(loader) took over the persistent workers (torch's"
+                         " loader resets its one iterator there): iterate the new one")
+        self.rng, self.seed, self.batches = dl._draw(self.epoch)
+        dl._live = weakref.ref(self)
+        dl._its.add(self)
+        if dl.num_workers and self.k < len(self.batches):
+            self._open(self.k)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.batches)
+
+    def _open(self, k):
+        self.pool = self.dl._pool_for(self, k)
+        self.base = self.pool.plans[-1][0]
+        # the time since the last epoch's end is the trainer's own (an evaluation,
+        # another loader's epoch): not a demand the agent should size workers by
+        self.pool.lib.gm_bind_pool_pause(self.pool.p, 0)
+
+    def __next__(self):
+        if self.ended:
+            raise _abi.GoldminerError(errno.ECANCELED, "goldminer DataLoader: this iterator"
+                                      " (epoch %d) is over: %s" % (self.epoch, self.ended))
+        if self.done:
+            raise StopIteration
+        k = self.k
+        if k >= len(self.batches):
+            self._finish()
+            raise StopIteration
+        if not self.dl.num_workers:
+            try:
+                out = self.dl._compute(k, self.batches[k], self.seed, self.epoch)
+            except Exception:
+                self.k = k + 1  # the next call gives the next batch
+                raise
+            self.k = k + 1
+            return self.dl._pin(out)  # a copy, as torch's
+        while True:
+            pool = self.pool
+            try:
+                out = pool.next(self.base + k, k, self.epoch)
+            except _Resize as r:  # the first batch, measured: slots of its size
+                self.dl._measured = r.size
+                if pool is self.dl._pool:
+                    self.dl._pool = None
+                pool.close()
+                self._open(k)
+                continue
+            except _abi.GoldminerError as e:
+                if pool.held is not None and pool.held[1] == self.base + k:
+                    self.k = k + 1  # its own error (too big): the next call goes on
+                elif e.errno != errno.ETIMEDOUT:
+                    self._end(None)  # the pool's: the workers cannot go on
+                raise
+            except Exception:
+                if pool.held is not None and pool.held[1] == self.base + k:
+                    self.k = k + 1  # the batch's exception: the next call goes on
+                raise
+            break
+        self.k = k + 1
+        return out if pool.pinned else self.dl._pin(out)
+
+    def _finish(self):
+        """The epoch ran to its end: a persistent pool waits for the next one."""
+        self.done = True
+        self.dl._its.discard(self)
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        pool.lib.gm_bind_pool_pause(pool.p, 1)
+        if pool is not self.dl._pool:
+            pool.close()
+
+    def _end(self, why):
+        """Left before its end (closed, collected, taken over): its pool ends (a
+        persistent one too: its tasks in flight are this epoch's)."""
+        if self.done:
+            return
+        if self.k >= len(self.batches):
+            return self._finish()  # every batch given: nothing is in flight
+        self.done, self.ended = True, why
+        self.dl._its.discard(self)
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            if pool is self.dl._pool:
+                self.dl._pool = None
+            pool.close()
+
+    def close(self):
+        """Leave the epoch (a generator's close(): `for` loops and run.py call it)."""
+        self._end(None)
 
     def __del__(self):
         try:
@@ -390,8 +627,8 @@ class _Pool:
     the ring) stays parked in the library, claimed by no worker, until the next
     plans reach it (_give)."""
 
-    def __init__(self, dl, plan, payload, sizing, persistent, sparse=False):
-        self.dl, self.lib, self.sparse = dl, _bind.lib(), sparse
+    def __init__(self, dl, plan, payload, sizing, persistent, sparse, seed):
+        self.dl, self.lib, self.sparse, self.seed = dl, _bind.lib(), sparse, seed
         self.p, self.spec_fd = ctypes.c_void_p(), -1
         self.plans, self.held, self.pending = [plan], None, []
         # kept batches (gm_bind_pool_keep): weakrefs to the buffer under each one's
@@ -410,7 +647,8 @@ class _Pool:
     def _spec(self):
         """The memfd of what a worker loads (its fd; closed with the pool)."""
         auto, node = self.dl.num_workers == "auto", self.dl.node is not None
-        head = pickle.dumps({"sys_path": list(sys.path), "seed": self.dl.seed,
+        head = pickle.dumps({"sys_path": list(sys.path), "seed": self.seed,
+                             "auto_collation": self.dl._auto_collation,
                              "on_error": self.dl.on_error,
                              "num_workers": self.dl.max_workers if auto else self.dl.num_workers,
                              # the agent's workers start in its environment: take ours
@@ -566,6 +804,9 @@ class _Pool:
         return buf
 
     def next(self, t, k, epoch):
+        if not self.p or self.closing:  # never a call on a pool that is gone
+            raise _abi.GoldminerError(errno.ECANCELED, "goldminer DataLoader: batch %d of"
+                                      " epoch %d: its workers were ended" % (k, epoch))
         self._drop_dead()
         self._flush()  # the previous batch's indices are known: its slot goes on
         err = ctypes.create_string_buffer(512)
@@ -604,18 +845,40 @@ class _Pool:
             s, e = ctypes.c_uint32(), ctypes.c_int32()
             msg = self.lib.gm_bind_pool_error(self.p, slot, r, ctypes.byref(s), ctypes.byref(e))
             if status == 0:
-                self.dl._errors.append((epoch, k, s.value, (msg or b"").decode(errors="replace")))
+                text = (msg or b"").decode(errors="replace")
+                if text.startswith("Quarantined: "):
+                    text = self.culprit(s.value)
+                self.dl._errors.append((epoch, k, s.value, text))
         if status == -errno.EMSGSIZE:
             raise _abi.GoldminerError(
                 errno.EMSGSIZE, "goldminer DataLoader: batch %d of epoch %d is %d bytes, more"
                 " than a slot's %d: raise slot_bytes=" % (k, epoch, _slot.size_of(buf),
                                                           cap.value))
         if status:
-            _raise_failed(buf, k, epoch)
+            _raise_failed(buf, k, epoch, self)
         copy = self.dl._owned or self.dl.copy
         if not copy and 0 < _slot.size_of(buf) <= cap.value:
             buf = self._keep(slot, _slot.size_of(buf))
         return _slot.read(memoryview(buf).cast("B"), copy=copy)
+
+    def culprit(self, sample):
+        """A quarantined sample in torch's words for a dead worker, with what the
+        pool saw: the pid and the signal of the last worker it took down."""
+        pid, sig = ctypes.c_int(), ctypes.c_int()
+        if self.lib.gm_bind_pool_culprit(self.p, sample, ctypes.byref(pid), ctypes.byref(sig)):
+            return ("DataLoader worker was killed twice on sample %d (by a signal, or by the"
+                    " lease watch: the node agent's log says which); it is not made again"
+                    % sample)
+        if sig.value:
+            import signal as _signal
+            try:
+                name = _signal.strsignal(sig.value) or "signal %d" % sig.value
+            except ValueError:
+                name = "signal %d" % sig.value
+            return ("DataLoader worker (pid %d) is killed by signal: %s. Sample %d killed two"
+                    " workers: it is not made again" % (pid.value, name, sample))
+        return ("DataLoader worker (pid %d) made no progress on sample %d for lease_timeout_ms"
+                " and was killed, twice; it is not made again" % (pid.value, sample))
 
     def close(self):
         """Stop the workers; unmap the ring now, or when the last view of a kept
@@ -635,14 +898,20 @@ class _Pool:
             self.lib.gm_bind_pool_destroy(p)  # stops and reaps every worker, unmaps
 
 
-def _raise_failed(buf, k, epoch):
-    """Raise the worker's exception: same type, its traceback and the index."""
+def _raise_failed(buf, k, epoch, pool):
+    """Raise the worker's exception: same type, its traceback and the index; a
+    quarantined sample as torch reports a dead worker (RuntimeError)."""
     import struct
+    from ._worker import Quarantined
     total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
     if magic != b"GMPYFAIL" or _slot.HDR + tlen > len(buf):
         raise _abi.GoldminerError(errno.EIO, "goldminer DataLoader: batch %d of epoch %d"
                                   " failed" % (k, epoch))
     exc, info = pickle.loads(bytes(memoryview(buf).cast("B")[_slot.HDR:_slot.HDR + tlen]))
+    if info["type"] is Quarantined:
+        new = RuntimeError("%s (batch %d of epoch %d)" % (pool.culprit(info["index"]), k, epoch))
+        new.sample_index = info["index"]
+        raise new from None
     text = ("%s\n(sample %d, batch %d of epoch %d, in a goldminer worker; its traceback:)\n%s"
             % (info["msg"], info["index"], k, epoch, info["tb"]))
     try:

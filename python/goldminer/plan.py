@@ -556,7 +556,9 @@ def serve(a, node=None):
         plan.notes.append("num_workers=0: the batches are made in this process, not by the"
                           " node agent")
         node = None
-    dl, workers = _python_loader(a, dataset, seed, plan, node)
+    # seed=None: each epoch's seed and order drawn from torch's generators, as
+    # torch's iterator draws them (the C path's loader needs one seed up front)
+    dl, workers = _python_loader(a, dataset, None, plan, node)
     return Served(plan, dl, _Agent.counted(workers, node), node)
 
 

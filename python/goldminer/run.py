@@ -36,6 +36,11 @@ naming the socket, and the script is not run); the summary names the agent and
 counts its workers here (local) and on its peers (remote, from the agent's
 status).
 
+torch's own DataLoader class keeps its __setattr__ rule, bound to itself: torch's
+version calls super() with its module's global DataLoader, the swapped class,
+which every instance made by torch's own code (DataLoader2, datapipes) or by a
+subclass made before the swap would fail.
+
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
 `python -m goldminer` itself) are not served; a subclass of DataLoader that
@@ -229,6 +234,24 @@ def make_dataloader_class(torch_dl):
     return DataLoader
 
 
+def _own_setattr(orig):
+    """torch's DataLoader.__setattr__ calls super(DataLoader, self) with its module's
+    global DataLoader, which install() replaces: every instance of torch's own
+    class (DataLoader2's loader, a subclass made before the swap) would fail with
+    "super(type, obj): obj must be an instance or subtype of type". The same rule,
+    bound to torch's class."""
+    if getattr(orig, "_goldminer_setattr", False):
+        return
+
+    def __setattr__(self, attr, val):
+        if getattr(self, "_DataLoader__initialized", False) and attr in _FROZEN:
+            raise ValueError("%s attribute should not be set after %s is initialized"
+                             % (attr, type(self).__name__))
+        super(orig, self).__setattr__(attr, val)
+    orig.__setattr__ = __setattr__
+    orig._goldminer_setattr = True
+
+
 def install():
     """Replace torch.utils.data.DataLoader under every name; False without torch."""
     try:
@@ -237,6 +260,7 @@ def install():
     except ImportError:
         return False
     orig = getattr(tdl.DataLoader, "_goldminer_original", tdl.DataLoader)
+    _own_setattr(orig)
     cls = make_dataloader_class(orig)
     cls._goldminer_original = orig
     tud.DataLoader = cls

@@ -135,8 +135,46 @@ LOADERS = """
 """
 
 
+# torch's own users of its DataLoader class, bound before `goldminer run` swaps it:
+# DataLoader2 (its own DataLoader for a map-style dataset), datapipes, a subclass
+TORCH_OWN = """
+    import json
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader_experimental import DataLoader2
+    from torch.utils.data.datapipes.iter import IterableWrapper
+    import torch.utils.data.dataloader as tdl
+
+    out = {
+        "dl2_map": [b.tolist() for b in DataLoader2(list(range(6)), batch_size=2)],
+        "dl2_pipe": [b.tolist() for b in DataLoader2(IterableWrapper(range(6)), batch_size=2)],
+        "pipe": [b.tolist() for b in DataLoader(IterableWrapper(range(6)), batch_size=3)],
+        "gm_is_torch": isinstance(DataLoader(list(range(4))), DataLoader2.__new__.__globals__[
+            "DataLoader"]),
+    }
+    dl = DataLoader2(list(range(6)), batch_size=2)
+    try:
+        dl.batch_size = 3
+    except ValueError as e:
+        out["frozen"] = str(e)
+    print(json.dumps(out, sort_keys=True))
+"""
+
+
 class TestRunServesDataLoaders(GmTest):
     needs = ("lib", "torch", "numpy")
+
+    def test_torchs_own_dataloader2_and_datapipes_still_work(self):
+        # torch's DataLoader.__setattr__ calls super(DataLoader, self) with its
+        # module's global, the swapped class: DataLoader2's loader failed there
+        s = write("torch_own.py", TORCH_OWN)
+        p, g = plain(s), served(s)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(json.loads(g.stdout), json.loads(p.stdout))
+        self.assertEqual(json.loads(g.stdout)["frozen"],
+                         "batch_size attribute should not be set after DataLoader is"
+                         " initialized")
 
     def test_every_name_is_served_with_torchs_batches(self):
         s = write("loaders.py", LOADERS)
