@@ -441,7 +441,7 @@ traces:
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
 	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
-	python3-venv python3-setuptools python3-wheel
+	python3-venv python3-setuptools python3-wheel python3-cloudpickle
 # What traces/measure-profiles.sh needs beyond make deps (goldminer profile --class
 # nlp, speech, recsys, vit): NumPy, SciPy, soundfile, torchvision and the audio it
 # decodes. Not in deps: make test must also pass without NumPy (.ci/run stage 1).
