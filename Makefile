@@ -2,6 +2,7 @@
 #   make            library (build/libgoldminer.a/.so) and CLI (build/goldminer)
 #   make test       every cmocka binary (+ python tests), one closing line
 #   make sanitize   the same tests under ASan+UBSan (build-san/)
+#   make test-torch-suite  PyTorch's own test_dataloader.py against goldminer's DataLoader
 #   make tsan       the ring/loader/node/elastic/chaos tests under TSan (build-tsan/)
 #   make format-check  clang-format would change nothing (make format: apply it)
 #   make lint       cppcheck over the C code, shellcheck over the scripts
@@ -147,7 +148,7 @@ FUZZ_NAMES := $(filter-out fuzz_ctl,$(FUZZ_NAMES))
 endif
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: install uninstall traces all test test-run sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
+.PHONY: install uninstall traces all test test-run test-torch-suite sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
@@ -320,6 +321,21 @@ test: deps
 test-run: all $(TEST_BINS) $(BENCH_BINS) $(FUZZ_BINS) $(REMOTE_TEST_PLUGIN)
 	$(Q)B=$(B) sh tests/run.sh $(TEST_BINS) $(SCRIPT_TESTS)
 
+# PyTorch's own test/test_dataloader.py (1.13.1, the python3-torch Debian ships)
+# run against goldminer.torch.DataLoader and against torch's, per-test outcomes
+# both ways and the tests torch passes that goldminer fails, by design or as
+# regressions (tests/python/torch_suite.py). Minutes: not in make test, which runs
+# a sample of it (tests/python/test_torch_suite.py). The file is looked for in
+# TORCH_TEST_DIR (default build/torch-tests), fetched there with apt-get source
+# when absent (tests/torch_tests.sh says so). TORCH_SUITE_ARGS: the runner's
+# options (--only Class.test ..., --timeout S, --json FILE).
+TORCH_TEST_DIR ?= $(B)/torch-tests
+test-torch-suite: all
+	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS="python3-torch python3-numpy python3-pytest"
+	$(Q)dir=$$(sh tests/torch_tests.sh "$(TORCH_TEST_DIR)") && \
+		GOLDMINER_LIB="$(abspath $(B))/libgoldminer.so" $(or $(GM_PYTHON),/usr/bin/python3) \
+		tests/python/torch_suite.py "$$dir/test_dataloader.py" $(TORCH_SUITE_ARGS)
+
 SAN_B := build-san
 # A test binary that runs past 150 s is stopped and run again, up to 2 times: the
 # node agent's pools fork workers from their coordinator threads, and GCC 12's
@@ -441,7 +457,7 @@ traces:
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
 	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
-	python3-venv python3-setuptools python3-wheel
+	python3-venv python3-setuptools python3-wheel python3-cloudpickle
 # What traces/measure-profiles.sh needs beyond make deps (goldminer profile --class
 # nlp, speech, recsys, vit): NumPy, SciPy, soundfile, torchvision and the audio it
 # decodes. Not in deps: make test must also pass without NumPy (.ci/run stage 1).

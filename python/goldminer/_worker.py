@@ -4,7 +4,8 @@
 
 started by the trainer's pool (core/pool.c, exec mode) with the ring's memfd as
 fd 3 and the spec as fd 5 (a sealed memfd, dataloader.py). It loads the spec (the pickled dataset, collate_fn, worker_init_fn, seed,
-on_error and the trainer's sys.path), then loops through libgoldminer's bind API
+on_error and the trainer's sys.path; without cloudpickle, the trainer's main
+script is imported first, as torch's spawn workers import it: _import_main), then loops through libgoldminer's bind API
 (include/goldminer/bind.h), the same lease protocol as the C workers: claim a
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
@@ -98,7 +99,63 @@ def _load_spec(fd=5):
         import cloudpickle  # noqa: F401  (its types must be importable to load)
     except ImportError:
         pass
+    if head.get("main"):
+        _import_main(head["main"])
     return head, pickle.loads(blob[int(blob[:16], 16) + 16:])
+
+
+def main_ref(body, by_name):
+    """(In the trainer.) What a worker needs to import the trainer's main script:
+    multiprocessing.spawn's preparation data for it (its module name, or its
+    path, and sys.argv), when the pickled spec names __main__ by reference
+    (by_name: plain pickle, python3-cloudpickle being absent; cloudpickle pickles
+    the script's classes and functions by value); None when it does not."""
+    if not by_name or b"__main__" not in body:
+        return None
+    from multiprocessing import spawn
+    data = spawn.get_preparation_data("goldminer")
+    ref = {k: data[k] for k in ("init_main_from_name", "init_main_from_path") if k in data}
+    if ref:
+        ref["sys_argv"] = list(sys.argv)
+    return ref or None
+
+
+def _import_main(ref):
+    """The trainer's main script imported as __mp_main__ and aliased as __main__
+    (multiprocessing.spawn.prepare, what torch's spawn workers do), so that the
+    pickle's __main__.X finds X; its `if __name__ == "__main__":` block does not
+    run. A DataLoader with workers iterated meanwhile (a script whose loop is not
+    under that guard) raises instead of starting workers of its own, as
+    multiprocessing refuses to start a process then: the worker fails to load,
+    and the trainer's loader says why."""
+    from multiprocessing import spawn
+    script = os.path.basename(ref.get("init_main_from_path") or
+                              ref.get("init_main_from_name") or "")
+    why = ("%s iterates a DataLoader with workers when a worker imports it to unpickle its"
+           " classes: put that loop under if __name__ == '__main__': (or install"
+           " python3-cloudpickle)" % script)
+    classes = []
+    for mod, name in (("torch.utils.data.dataloader", "DataLoader"),
+                      ("goldminer.dataloader", "DataLoader")):
+        try:
+            classes.append(getattr(__import__(mod, fromlist=[name]), name))
+        except ImportError:
+            pass
+    saved = [(c, c.__dict__["__iter__"]) for c in classes if "__iter__" in c.__dict__]
+
+    def refuse(orig):
+        def __iter__(self):
+            if getattr(self, "num_workers", 0):
+                raise RuntimeError(why)
+            return orig(self)
+        return __iter__
+    for c, orig in saved:
+        c.__iter__ = refuse(orig)
+    try:
+        spawn.prepare(ref)
+    finally:
+        for c, orig in saved:
+            c.__iter__ = orig
 
 
 class _Task:

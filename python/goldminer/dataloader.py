@@ -84,7 +84,7 @@ import pickle
 import sys
 import weakref
 
-from . import _abi, _bind, _slot
+from . import _abi, _bind, _slot, _worker
 
 _ON_ERROR = ("fail", "skip")
 MIN_SLOT = 1 << 20  # a slot's payload at least (and the first guess through a node agent)
@@ -647,15 +647,17 @@ class _Pool:
     def _spec(self):
         """The memfd of what a worker loads (its fd; closed with the pool)."""
         auto, node = self.dl.num_workers == "auto", self.dl.node is not None
+        body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
+                               "worker_init_fn": self.dl.worker_init_fn})
         head = pickle.dumps({"sys_path": list(sys.path), "seed": self.seed,
                              "auto_collation": self.dl._auto_collation,
                              "on_error": self.dl.on_error,
                              "num_workers": self.dl.max_workers if auto else self.dl.num_workers,
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
-                             "cwd": os.getcwd() if node else None})
-        body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
-                               "worker_init_fn": self.dl.worker_init_fn})
+                             "cwd": os.getcwd() if node else None,
+                             # classes of the script, pickled by name: it is imported
+                             "main": _worker.main_ref(body, self.dl._dumps is pickle.dumps)})
         fd = os.memfd_create("goldminer-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self.spec_fd = fd
         blob = memoryview(b"%016x" % len(head) + head + body)

@@ -303,7 +303,10 @@ def run_script(path, args):
     sys.argv[:] = [path] + list(args)
     sys.path[0] = os.path.dirname(os.path.realpath(path))
     mod = _main_module(path)
-    sys.modules["__main__"] = mod
+    # __mp_main__ too, as multiprocessing names the interpreter's main module: a
+    # worker that imports the script (spawn, goldminer's without cloudpickle) pickles
+    # the script's classes under that name
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = mod
     code = compile(source, path, "exec", dont_inherit=True)
     try:
         exec(code, mod.__dict__)

@@ -234,6 +234,16 @@ class Counting(AugDataset):
         self.counter = multiprocessing.Value("i", 0)
 
 
+# (module functions, not lambdas: the suite passes without cloudpickle too)
+def uncarriable_collate(items):
+    return {"x": [object()]}
+
+
+def zeros_collate(items):
+    import torch
+    return torch.zeros(10000)
+
+
 def note_init(log, wid):
     """worker_init_fn: one file per call, named for the id and the process."""
     open(os.path.join(log, "%d.%d" % (wid, os.getpid())), "w").close()
@@ -666,15 +676,14 @@ class TestDataLoader(GmTest):
 
     def test_collate_result_the_ring_cannot_carry_is_refused_in_words(self):
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1,
-                     collate_fn=lambda items: {"x": [object()]})
+                     collate_fn=uncarriable_collate)
         with self.assertRaises(TypeError) as cm:
             list(dl)
         self.assertIn("batch['x'][0] is a builtins.object", str(cm.exception))
 
     def test_batch_bigger_than_its_slot_is_an_error_naming_the_option(self):
-        import torch
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
-                     collate_fn=lambda items: torch.zeros(10000))
+                     collate_fn=zeros_collate)
         with self.assertRaises(RuntimeError) as cm:
             list(dl)
         msg = str(cm.exception)
@@ -685,12 +694,11 @@ class TestDataLoader(GmTest):
     def test_its_errors_are_goldminers_one_type_with_an_errno(self):
         # one exception type for every loader; a RuntimeError too, as torch's
         import errno
-        import torch
         import goldminer
         from goldminer import loader
         self.assertIs(loader.GoldminerError, goldminer.GoldminerError)
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
-                     collate_fn=lambda items: torch.zeros(10000))
+                     collate_fn=zeros_collate)
         with self.assertRaises(goldminer.GoldminerError) as cm:
             list(dl)
         self.assertEqual(cm.exception.errno, errno.EMSGSIZE)
