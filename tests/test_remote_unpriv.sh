@@ -98,6 +98,8 @@ except socket.timeout:
     print("timeout"); sys.exit()
 except ConnectionRefusedError:
     print("refused"); sys.exit()
+except ConnectionResetError:  # accepted and reset before connect() returned
+    print("closed"); sys.exit()
 s.settimeout(1)
 try:
     print("closed" if s.recv(1) == b"" else "data")

@@ -123,8 +123,11 @@ def _batch_len(out):
     return int(shape[0]) if shape else 1
 
 
-def timed(it, rec, workers):
-    """Yield from it, counting images, batches, the time iterated and waited."""
+def timed(it, rec, workers, owner=None):
+    """Yield from it, counting images, batches, the time iterated and waited.
+    owner (the script's loader object) lives as long as the loop does: torch's
+    iterator holds its loader, so `for b in DataLoader(...)` outlives the
+    temporary, whose __del__ would close the served loader under the loop."""
     t_start = time.monotonic()
     try:
         while True:
@@ -204,7 +207,7 @@ def make_dataloader_class(torch_dl):
             served = self._goldminer
             if served is None:
                 return torch_dl.__iter__(self)
-            return timed(iter(served.loader), self._gm_record, served.workers)
+            return timed(iter(served.loader), self._gm_record, served.workers, self)
 
         def __len__(self):
             served = self._goldminer

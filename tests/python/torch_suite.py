@@ -60,7 +60,7 @@ HARD_GRACE_S = 30  # past --timeout, a test that did not take its SIGALRM ends p
 # goldminer's refusals (dataloader.py): the words a user gets
 ITERABLE = "an IterableDataset has no indices for stateless workers"
 FORK = "goldminer's workers are always fresh processes of this interpreter (like 'spawn')"
-PICKLE = "cannot be pickled for the workers"
+PICKLE = "is shared between processes only by fork or a multiprocessing start"
 
 # Tests torch passes and goldminer fails by design: a glob over Class.test (the
 # persistent-workers class repeats TestDataLoader's tests) -> (the refusal in the
