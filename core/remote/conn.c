@@ -442,13 +442,14 @@ static int guard_new(struct gm_remote_net *n, const unsigned long *before, int n
 		n->guard_errno = -g;
 		g = 0;
 	} else if (refused(g)) {
-		gm_errf(err, errlen,
-			"UCX worker: cannot guard its listening sockets: SO_ATTACH_FILTER: %s (this "
-			"kernel lets only a process with CAP_NET_ADMIN filter its sockets): give "
-			"the agent CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; "
-			"not setcap), or run it with --unguarded-ucx behind a firewall that "
-			"admits only the peers to UCX's ports (docs/USAGE.md, Security and limits)",
-			strerror(-g));
+		gm_errf(
+		    err, errlen,
+		    "UCX worker: cannot guard its listening sockets: SO_ATTACH_FILTER: %s (this "
+		    "kernel lets only a process with CAP_NET_ADMIN filter its sockets): give "
+		    "the agent CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; "
+		    "not setcap), or run it with --unguarded-ucx behind a firewall that "
+		    "admits only the peers to UCX's ports (docs/USAGE.md, Security and limits)",
+		    strerror(-g));
 	} else {
 		gm_errf(err, errlen, "UCX worker: cannot guard its listening sockets: %s%s",
 			nb < 0 ? "/proc/self/fd: " : "SO_ATTACH_FILTER: ", strerror(-g));
@@ -514,8 +515,10 @@ void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t l
 			 "%s; it wants CAP_NET_ADMIN) and --unguarded-ucx was given: any host "
 			 "that reaches them connects to UCX, so a firewall must admit only the "
 			 "peers there; the control port still resets strangers",
-			 ports, range ? "UCX_TCP_PORT_RANGE=" : "any port the kernel picks: set "
-			 "UCX_TCP_PORT_RANGE for the firewall's rule",
+			 ports,
+			 range ? "UCX_TCP_PORT_RANGE="
+			       : "any port the kernel picks: set "
+				 "UCX_TCP_PORT_RANGE for the firewall's rule",
 			 range ? range : "", strerror(n->guard_errno));
 		break;
 	case GUARD_NO_PORTS:

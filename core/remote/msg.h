@@ -236,7 +236,7 @@ struct wblob {
 	uint64_t size;		 /* sizeof(struct wblob) in the writer's build */
 	uint64_t token, fingerprint, nsamples;
 	uint32_t bpe, lease_ms;
-	uint32_t lport; /* the lending agent's control port (its HELLO says it) */
+	uint32_t lport;	    /* the lending agent's control port (its HELLO says it) */
 	uint32_t unguarded; /* 1: the agent's --unguarded-ucx (the worker's UCX ports too) */
 	char home_addr[300];
 	/* the session between the lending agent and the home (tls.h) and the key
