@@ -40,6 +40,9 @@ enum {
 	O_PEERS_FILE,
 	O_PEERS_MS,
 	O_SECRET,
+	O_TLS_CERT,
+	O_TLS_KEY,
+	O_TLS_CA,
 	O_LEND_ROOT,
 	O_LEND_MS,
 	O_LEND_FILES,
@@ -79,6 +82,11 @@ static const struct cmd_opt opts[O_N] = {
 		    "look the peers' DNS names up again every N ms (30000)"},
     [O_SECRET] = {"secret", "FILE", 0,
 		  "shared secret of all agents (mode 0600), required with --listen/--peers"},
+    [O_TLS_CERT] = {"tls-cert", "FILE", 0,
+		    "instead of --secret: this agent's certificate chain (PEM), naming its "
+		    "address or its name in the peers' --peers"},
+    [O_TLS_KEY] = {"tls-key", "FILE", 0, "the private key of --tls-cert (PEM, mode 0600)"},
+    [O_TLS_CA] = {"tls-ca", "FILE", 0, "the CA (PEM) every agent's certificate chains to"},
     [O_LEND_ROOT] = {"lend-root", "DIR", 0,
 		     "lend workers to peers for datasets below DIR (repeat for more; "
 		     "default: none, nothing is lent)"},
@@ -103,6 +111,7 @@ static void node_usage(FILE *f)
 	cmd_usage(f,
 		  "goldminer node [--cpus N] [--mem SIZE] [--socket PATH] [--quiet]\n"
 		  "       goldminer node --listen ADDR:PORT --peers HOST[:PORT],... --secret FILE\n"
+		  "                      (or --tls-cert FILE --tls-key FILE --tls-ca FILE)\n"
 		  "                      [--peers-file FILE] [--lend-root DIR]... [--lend-python]\n"
 		  "                      [--unguarded-ucx]\n"
 		  "       goldminer node --status [--socket PATH]\n"
@@ -262,6 +271,9 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 	o->peers = val[O_PEERS];
 	o->peers_file = val[O_PEERS_FILE];
 	o->secret = val[O_SECRET];
+	o->tls_cert = val[O_TLS_CERT];
+	o->tls_key = val[O_TLS_KEY];
+	o->tls_ca = val[O_TLS_CA];
 	return 0;
 }
 

@@ -1315,7 +1315,8 @@ static void remote_log(void *arg, const char *line)
  * --peers). 0 or -errno with err. */
 static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err, size_t errlen)
 {
-	if (!o->listen && !o->peers && !o->peers_file && !o->nlend_roots)
+	if (!o->listen && !o->peers && !o->peers_file && !o->nlend_roots && !o->tls_cert &&
+	    !o->tls_key && !o->tls_ca)
 		return 0;
 	if (o->nlend_roots && !o->listen) {
 		gm_errf(err, errlen,
@@ -1327,7 +1328,9 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		gm_errf(err, errlen,
 			"%s needs --listen ADDR:PORT too: the peers' workers connect "
 			"back to this agent, and the peers to it",
-			o->peers ? "--peers" : "--peers-file");
+			o->peers	? "--peers"
+			: o->peers_file ? "--peers-file"
+					: "--tls-cert");
 		return -EINVAL;
 	}
 	char why[1024];
@@ -1345,6 +1348,9 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 				  .peers_file = o->peers_file,
 				  .peers_refresh_ms = o->peers_refresh_ms,
 				  .secret = o->secret,
+				  .tls_cert = o->tls_cert,
+				  .tls_key = o->tls_key,
+				  .tls_ca = o->tls_ca,
 				  .budget = a->budget,
 				  .lend_roots = o->lend_roots,
 				  .nlend_roots = o->nlend_roots,
@@ -1368,8 +1374,12 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		      "workers feed runs no local worker here",
 		      a->host.cores, a->host.src);
 	if (o->listen)
-		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
-		      a->rops->port(a->rem));
+		logf_(a,
+		      "remote workers: listening for peers on %s (port %u; agents authenticate %s "
+		      "%s)",
+		      o->listen, a->rops->port(a->rem),
+		      o->tls_cert ? "by certificates that chain to" : "by the secret in",
+		      o->tls_cert ? o->tls_ca : o->secret);
 	if (o->nlend_roots)
 		logf_(a,
 		      "remote workers: peers %s; lending up to %u workers for the datasets below "

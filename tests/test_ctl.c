@@ -31,6 +31,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
 #include "../core/remote/ctl.h" /* the plugin's, not installed */
 
 /* ---- the guard ---------------------------------------------------------------- */
@@ -336,8 +339,8 @@ static void agents(struct conn **sc, struct conn **cc)
 	struct ctl *cx = dial_agent(p, 7001);
 	struct ctl *sx = accepted(l);
 	run(&srv, sx, &cli, cx);
-	assert_int_equal(sx->status, 1);
-	assert_int_equal(cx->status, 1);
+	if (sx->status != 1 || cx->status != 1)
+		fail_msg("server: '%s', client: '%s'", sx->why, cx->why);
 	*sc = sx->c;
 	*cc = cx->c;
 	gm_remote_ctl_free(sx);
@@ -940,6 +943,350 @@ static void test_recorded_handshake_replayed_refused(void **state)
 	close(l);
 }
 
+/* ---- certificates instead of the secret (--tls-cert, --tls-key, --tls-ca) -------- */
+
+/* An operator's PKI made for the tests in pki_dir: CA "ca" and another CA
+ * "ca2"; "srv" and "cli" (127.0.0.1, by ca), "far" (10.9.9.9 and the name
+ * agent-b, by ca), "stranger" (127.0.0.1, by ca2); "both.crt" holds both CAs. */
+static char pki_dir[64];
+static long serial = 1;
+static const char *peer_name_is; /* what srv's --peers calls 127.0.0.1 */
+
+static const char *peer_name(void *owner, const char *ip, uint32_t port)
+{
+	(void)owner, (void)ip, (void)port;
+	return peer_name_is;
+}
+
+static void add_ext(X509 *x, X509 *issuer, int nid, const char *value)
+{
+	X509V3_CTX v;
+	X509V3_set_ctx(&v, issuer ? issuer : x, x, NULL, NULL, 0);
+	X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v, nid, value);
+	assert_non_null(e);
+	assert_int_equal(X509_add_ext(x, e, -1), 1);
+	X509_EXTENSION_free(e);
+}
+
+/* A certificate for key named cn with subjectAltName san (NULL: a CA's),
+ * signed by ca (NULL: by itself). */
+static X509 *issue(EVP_PKEY *key, const char *cn, const char *san, X509 *ca, EVP_PKEY *ca_key)
+{
+	X509 *x = X509_new();
+	assert_non_null(x);
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, key);
+	X509_NAME *nm = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+	X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : nm);
+	add_ext(x, ca, NID_basic_constraints, san ? "critical,CA:FALSE" : "critical,CA:TRUE");
+	if (san)
+		add_ext(x, ca, NID_subject_alt_name, san);
+	assert_true(X509_sign(x, ca ? ca_key : key, EVP_sha256()) > 0);
+	return x;
+}
+
+static void write_pem(const char *name, X509 *x, EVP_PKEY *key)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s.crt", pki_dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(PEM_write_X509(f, x), 1);
+	fclose(f);
+	if (!key)
+		return;
+	snprintf(path, sizeof(path), "%s/%s.key", pki_dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL), 1);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+static void make_pki(void)
+{
+	struct {
+		const char *name, *san;
+		int by;
+	} leaf[] = {{"srv", "IP:127.0.0.1", 0},
+		    {"cli", "IP:127.0.0.1", 0},
+		    {"far", "IP:10.9.9.9,DNS:agent-b", 0},
+		    {"stranger", "IP:127.0.0.1", 1}};
+	EVP_PKEY *cak[2] = {EVP_EC_gen("P-256"), EVP_EC_gen("P-256")};
+	X509 *ca[2] = {issue(cak[0], "goldminer test CA", NULL, NULL, NULL),
+		       issue(cak[1], "another CA", NULL, NULL, NULL)};
+	char path[128];
+	snprintf(pki_dir, sizeof(pki_dir), "/tmp/gm-pki-XXXXXX");
+	assert_non_null(mkdtemp(pki_dir));
+	write_pem("ca", ca[0], NULL);
+	write_pem("ca2", ca[1], NULL);
+	snprintf(path, sizeof(path), "%s/both.crt", pki_dir);
+	FILE *f = fopen(path, "w");
+	PEM_write_X509(f, ca[0]);
+	PEM_write_X509(f, ca[1]);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(leaf) / sizeof(leaf[0]); i++) {
+		EVP_PKEY *k = EVP_EC_gen("P-256");
+		X509 *x = issue(k, leaf[i].name, leaf[i].san, ca[leaf[i].by], cak[leaf[i].by]);
+		write_pem(leaf[i].name, x, k);
+		X509_free(x);
+		EVP_PKEY_free(k);
+	}
+	for (int i = 0; i < 2; i++) {
+		X509_free(ca[i]);
+		EVP_PKEY_free(cak[i]);
+	}
+}
+
+/* Load pki's cert NAME (trusting ca file CA) into n's contexts: 0 or -errno. */
+static int use_cert(struct gm_remote_net *n, const char *name, const char *ca, char *err,
+		    size_t errlen)
+{
+	char c[128], k[128], a[128];
+	snprintf(c, sizeof(c), "%s/%s.crt", pki_dir, name);
+	snprintf(k, sizeof(k), "%s/%s.key", pki_dir, name);
+	snprintf(a, sizeof(a), "%s/%s.crt", pki_dir, ca);
+	n->certs = true;
+	return gm_remote_tls_certs(n->tls_cli, n->tls_srv, c, k, a, err, errlen);
+}
+
+static struct gm_remote_net odd; /* an agent with a certificate of a test's choosing */
+
+static void odd_agent(const char *name, const char *ca)
+{
+	char err[256];
+	memset(&odd, 0, sizeof(odd));
+	odd.efd = odd.epfd = -1;
+	odd.on_msg = on_msg;
+	odd.job_of = job_of;
+	odd.admit = admit;
+	odd.log = log_line;
+	snprintf(odd.allowed[0], sizeof(odd.allowed[0]), "127.0.0.1");
+	odd.nallowed = 1;
+	assert_int_equal(gm_remote_net_init(&odd, false, err, sizeof(err)), 0);
+	if (use_cert(&odd, name, ca, err, sizeof(err)))
+		fail_msg("%s", err);
+}
+
+static int certs_setup(void **state)
+{
+	char err[256];
+	if (nets_setup(state))
+		return -1;
+	make_pki();
+	if (use_cert(&srv, "srv", "ca", err, sizeof(err)) ||
+	    use_cert(&cli, "cli", "ca", err, sizeof(err))) {
+		print_message("%s\n", err);
+		return -1;
+	}
+	srv.peer_name = cli.peer_name = peer_name;
+	return 0;
+}
+
+static int certs_teardown(void **state)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", pki_dir);
+	if (system(cmd))
+		print_message("could not remove %s\n", pki_dir);
+	return nets_teardown(state);
+}
+
+/* cn's agent dials srv (its control port 7001, admitted); both ends run. */
+static void cert_handshake(struct gm_remote_net *cn, const char *name, struct ctl **sx,
+			   struct ctl **cx, int *l)
+{
+	uint16_t p;
+	*l = ctl_port(&p);
+	admitted[0] = 7001;
+	*cx = dial_agent(p, 7001);
+	snprintf((*cx)->name, sizeof((*cx)->name), "%s", name);
+	*sx = accepted(*l);
+	run(&srv, *sx, cn, *cx);
+}
+
+static void test_certs_authenticate_agents_and_workers_keep_their_keys(void **state)
+{
+	(void)state;
+	struct conn *sc, *cc;
+	agents(&sc, &cc);
+	assert_int_equal(sc->role, ROLE_AGENT);
+	assert_int_equal(sc->port, 7001); /* from its HELLO */
+	assert_memory_equal(sc->sid, cc->sid, SESSION_ID);
+	assert_memory_equal(sc->xs, cc->xs, SESSION_KEY);
+	/* a remote worker of that session: its PSK, no certificate of its own */
+	uint16_t p;
+	int l = ctl_port(&p);
+	struct ctl *cx = dial_worker(p, cc, 42, NULL);
+	struct ctl *sx = accepted(l);
+	run(&srv, sx, &wk, cx);
+	if (sx->status != 1 || cx->status != 1)
+		fail_msg("worker: server '%s', client '%s'", sx->why, cx->why);
+	assert_int_equal(sx->c->role, ROLE_WORKER);
+	gm_remote_conn_free(&wk, cx->c);
+	gm_remote_conn_free(&srv, sx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	gm_remote_conn_free(&cli, cc);
+	gm_remote_conn_free(&srv, sc);
+	close(l);
+}
+
+static void test_certificate_of_another_ca_refused(void **state)
+{
+	(void)state;
+	struct ctl *sx, *cx;
+	int l;
+	odd_agent("stranger", "both"); /* it trusts srv's CA; srv does not trust its */
+	cert_handshake(&odd, "", &sx, &cx, &l);
+	assert_true(sx->status < 0 && cx->status < 0);
+	assert_null(sx->c);
+	if (!strstr(sx->why, "127.0.0.1") || !strstr(sx->why, "does not verify against --tls-ca"))
+		fail_msg("server: %s", sx->why);
+	if (!strstr(cx->why, "refused our certificate"))
+		fail_msg("client: %s", cx->why);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	gm_remote_net_fini(&odd);
+	close(l);
+}
+
+static void test_certificate_naming_another_host_refused_unless_peers_name_it(void **state)
+{
+	(void)state;
+	struct ctl *sx, *cx;
+	int l;
+	odd_agent("far", "ca"); /* 10.9.9.9, agent-b: it dials from 127.0.0.1 */
+	peer_name_is = NULL;
+	cert_handshake(&odd, "", &sx, &cx, &l);
+	assert_int_equal(sx->status, -EACCES);
+	if (!strstr(sx->why, "names neither 127.0.0.1"))
+		fail_msg("server: %s", sx->why);
+	assert_true(cx->status < 0);
+	assert_non_null(strstr(cx->why, "names neither"));
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+	peer_name_is = "agent-b"; /* srv's --peers calls that address agent-b */
+	cert_handshake(&odd, "", &sx, &cx, &l);
+	if (sx->status != 1)
+		fail_msg("server: %s", sx->why);
+	gm_remote_conn_free(&srv, sx->c);
+	gm_remote_conn_free(&odd, cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+	peer_name_is = NULL;
+	/* the client's side: srv's client dials a server whose certificate names
+	 * 10.9.9.9 and agent-b, at 127.0.0.1: refused, unless it dialed agent-b */
+	uint16_t p;
+	for (int named = 0; named < 2; named++) {
+		l = ctl_port(&p);
+		admitted[0] = 7001;
+		cx = dial_agent(p, 7001);
+		snprintf(cx->name, sizeof(cx->name), "%s", named ? "agent-b" : "127.0.0.1");
+		sx = accepted(l);
+		run(&odd, sx, &cli, cx);
+		if (named) {
+			assert_int_equal(cx->status, 1);
+			gm_remote_conn_free(&cli, cx->c);
+			gm_remote_conn_free(&odd, sx->c);
+		} else {
+			assert_int_equal(cx->status, -EACCES);
+			if (!strstr(cx->why, "names neither 127.0.0.1 nor '127.0.0.1'"))
+				fail_msg("client: %s", cx->why);
+			assert_null(cx->c);
+		}
+		gm_remote_ctl_free(sx);
+		gm_remote_ctl_free(cx);
+		close(l);
+	}
+	gm_remote_net_fini(&odd);
+}
+
+static void test_own_certificate_refused(void **state)
+{
+	(void)state;
+	struct ctl *sx, *cx;
+	int l;
+	odd_agent("srv", "ca"); /* srv's own certificate and key, elsewhere */
+	cert_handshake(&odd, "", &sx, &cx, &l);
+	assert_int_equal(sx->status, -EACCES);
+	assert_non_null(strstr(sx->why, "this agent's own"));
+	assert_true(cx->status < 0);
+	assert_null(sx->c);
+	assert_null(cx->c);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	gm_remote_net_fini(&odd);
+	close(l);
+}
+
+static void test_certificate_and_secret_agents_refuse_each_other_in_words(void **state)
+{
+	(void)state;
+	struct ctl *sx, *cx;
+	int l;
+	cert_handshake(&bad, "", &sx, &cx, &l); /* bad: --secret's key, srv certificates */
+	assert_true(sx->status < 0 && cx->status < 0);
+	if (!strstr(sx->why, "takes agents by certificate"))
+		fail_msg("server: %s", sx->why);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+	/* the other way: a certificate to an agent of the secret */
+	uint16_t p;
+	l = ctl_port(&p);
+	admitted[0] = 7001;
+	cx = dial_agent(p, 7001);
+	sx = accepted(l);
+	run(&bad, sx, &cli, cx);
+	assert_true(sx->status < 0 && cx->status < 0);
+	if (!strstr(sx->why, "--tls-cert"))
+		fail_msg("server: %s", sx->why);
+	if (!strstr(cx->why, "--secret"))
+		fail_msg("client: %s", cx->why);
+	gm_remote_ctl_free(sx);
+	gm_remote_ctl_free(cx);
+	close(l);
+}
+
+/* What an operator gets wrong is said at start, naming the file. */
+static void test_certificate_files_checked_at_start(void **state)
+{
+	(void)state;
+	struct {
+		const char *cert, *key, *ca, *says;
+	} bad_cfg[] = {
+	    {"nothere.crt", "srv.key", "ca.crt", "--tls-cert"},
+	    {"srv.crt", "cli.key", "ca.crt", "not the key of --tls-cert"},
+	    {"srv.crt", "srv.key", "ca2.crt", "does not verify against --tls-ca"},
+	    {"srv.crt", "srv.key", "srv.key", "--tls-ca"},
+	    {"srv.crt", "loose.key", "ca.crt", "chmod 600"},
+	    {"ca.crt", "srv.key", "ca.crt", "not the key of --tls-cert"},
+	};
+	char cmd[256], c[128], k[128], a[128], err[512];
+	snprintf(cmd, sizeof(cmd), "cp %s/srv.key %s/loose.key && chmod 644 %s/loose.key", pki_dir,
+		 pki_dir, pki_dir);
+	assert_int_equal(system(cmd), 0);
+	for (size_t i = 0; i < sizeof(bad_cfg) / sizeof(bad_cfg[0]); i++) {
+		SSL_CTX *tc, *ts;
+		assert_int_equal(gm_remote_tls_init(&tc, &ts, err, sizeof(err)), 0);
+		snprintf(c, sizeof(c), "%s/%s", pki_dir, bad_cfg[i].cert);
+		snprintf(k, sizeof(k), "%s/%s", pki_dir, bad_cfg[i].key);
+		snprintf(a, sizeof(a), "%s/%s", pki_dir, bad_cfg[i].ca);
+		err[0] = '\0';
+		assert_true(gm_remote_tls_certs(tc, ts, c, k, a, err, sizeof(err)) < 0);
+		if (!strstr(err, bad_cfg[i].says) || !strstr(err, pki_dir))
+			fail_msg("case %zu: '%s'", i, err);
+		gm_remote_tls_fini(&tc, &ts);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest guard[] = {
@@ -965,8 +1312,18 @@ int main(void)
 	    cmocka_unit_test(test_recorded_handshake_replayed_refused),
 	    cmocka_unit_test(test_client_prints_a_refusal_without_control_bytes),
 	};
+	const struct CMUnitTest certs[] = {
+	    cmocka_unit_test(test_certs_authenticate_agents_and_workers_keep_their_keys),
+	    cmocka_unit_test(test_certificate_of_another_ca_refused),
+	    cmocka_unit_test(test_certificate_naming_another_host_refused_unless_peers_name_it),
+	    cmocka_unit_test(test_own_certificate_refused),
+	    cmocka_unit_test(test_own_handshake_relayed_back_refused),
+	    cmocka_unit_test(test_certificate_and_secret_agents_refuse_each_other_in_words),
+	    cmocka_unit_test(test_certificate_files_checked_at_start),
+	};
 	int rc = cmocka_run_group_tests(guard, NULL, NULL);
-	return rc | cmocka_run_group_tests(whole, nets_setup, nets_teardown);
+	rc |= cmocka_run_group_tests(whole, nets_setup, nets_teardown);
+	return rc | cmocka_run_group_tests(certs, certs_setup, certs_teardown);
 }
 #else
 static void test_skipped_without_ucx(void **state)

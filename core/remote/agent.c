@@ -270,6 +270,7 @@ static void peers_tick(struct gm_remote *r, int64_t now)
 			continue;
 		}
 		pe->dial->peer = p;
+		copy_str(pe->dial->name, sizeof(pe->dial->name), pe->from);
 		pe->dial->port = r->port; /* its HELLO says ours: the peer knows us by it */
 		watch(r, pe->dial->fd, EPOLL_CTL_ADD, gm_remote_ctl_events(pe->dial));
 	}
@@ -289,6 +290,15 @@ bool gm_remote_agent_admit(void *owner, const char *ip, uint32_t port)
 		if (r->peers[p].used && r->peers[p].port == port && !strcmp(r->peers[p].ip, ip))
 			return true;
 	return false;
+}
+
+const char *gm_remote_agent_peer_name(void *owner, const char *ip, uint32_t port)
+{
+	const struct gm_remote *r = owner;
+	for (int p = 0; p < r->npeers; p++)
+		if (r->peers[p].used && r->peers[p].port == port && !strcmp(r->peers[p].ip, ip))
+			return r->peers[p].from;
+	return NULL;
 }
 
 int gm_remote_peer_of(const struct gm_remote *r, const struct conn *c)

@@ -229,6 +229,8 @@ void gm_remote_agent_unlisten(void *owner);
 /* Whether the agent at ip (numeric) with control port port is one of --peers
  * (the control port's admission of an agent's TLS identity, ctl.h). */
 bool gm_remote_agent_admit(void *owner, const char *ip, uint32_t port);
+/* The entry of --peers (a name, or the address) of that agent; NULL: none. */
+const char *gm_remote_agent_peer_name(void *owner, const char *ip, uint32_t port);
 void gm_remote_agent_on_msg(void *owner, struct conn *c, int id, const void *hdr, const void *data,
 			    size_t len, bool rndv);
 void gm_remote_agent_service(struct gm_remote *r);

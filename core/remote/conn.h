@@ -131,6 +131,12 @@ struct gm_remote_net {
 	/* whether the agent at ip with control port port is one of --peers (NULL:
 	 * any; an agent's own handshake checks the rest, ctl.h) */
 	bool (*admit)(void *owner, const char *ip, uint32_t port);
+	/* agents authenticate by certificates (--tls-cert, tls.h) instead of
+	 * keys from the group secret; then the name --peers gives the agent at
+	 * ip with control port port ("" or NULL: none but its address), which its
+	 * certificate may name instead of the address */
+	bool certs;
+	const char *(*peer_name)(void *owner, const char *ip, uint32_t port);
 	void *owner;
 	/* the lines a remote party can cause, limited per address (ratelog.h;
 	 * NULL: every line said): gm_remote_logf_from */

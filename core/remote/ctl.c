@@ -222,6 +222,9 @@ static int server_psk(struct tls_side *t, const char *id, struct gm_auth_key *ke
 	}
 	if (rc)
 		why = "not a goldminer peer (its TLS identity is not ours)";
+	else if (who.role == ROLE_AGENT && n->certs)
+		why = "it offers a key from the group secret (--secret), and this agent "
+		      "takes agents by certificate (--tls-cert): give every agent the same kind";
 	else if (who.role == ROLE_AGENT && strcmp(who.ip, x->ip))
 		why = "its identity names another address";
 	else if (who.role == ROLE_AGENT && (!x->self_id[0] || !strcmp(id, x->self_id)))
@@ -324,8 +327,31 @@ static struct conn *make_conn(struct gm_remote_net *n, struct ctl *x, const void
 	return c;
 }
 
+/* An agent's HELLO after its certificate: the port it names and its address
+ * one of --peers, its certificate naming that address or that peer's name. */
+static int cert_refusal(struct ctl *x, const struct m_hello *h, struct m_welcome *wm)
+{
+	struct gm_remote_net *n = x->n;
+	const char *name = n->peer_name ? n->peer_name(n->owner, x->ip, h->port) : NULL;
+	x->port = h->port;
+	if (n->admit && !n->admit(n->owner, x->ip, h->port)) {
+		snprintf(wm->msg, sizeof(wm->msg),
+			 "refused: its address and port (%s:%u) are not one of --peers", x->ip,
+			 h->port);
+		return -EACCES;
+	}
+	if (!gm_remote_tls_cert_names(SSL_get0_peer_certificate(x->ssl), x->ip, name)) {
+		snprintf(wm->msg, sizeof(wm->msg),
+			 "refused: its certificate names neither %s nor '%s' (its address, its "
+			 "--peers name)",
+			 x->ip, name ? name : "");
+		return -EACCES;
+	}
+	return 0;
+}
+
 /* A HELLO inside TLS: its version, its role against the identity's. */
-static int hello_refusal(const struct ctl *x, const struct m_hello *h, struct m_welcome *wm)
+static int hello_refusal(struct ctl *x, const struct m_hello *h, struct m_welcome *wm)
 {
 	if (h->magic != MSG_MAGIC || h->version != MSG_VERSION) {
 		snprintf(
@@ -338,6 +364,8 @@ static int hello_refusal(const struct ctl *x, const struct m_hello *h, struct m_
 		snprintf(wm->msg, sizeof(wm->msg), "refused: its hello contradicts its identity");
 		return -EPROTO;
 	}
+	if (x->certd)
+		return cert_refusal(x, h, wm);
 	if (x->role == ROLE_AGENT && h->port != x->port) {
 		snprintf(wm->msg, sizeof(wm->msg), "refused: its hello names another port");
 		return -EPROTO;
@@ -440,7 +468,8 @@ static void on_frame(struct gm_remote_net *n, struct ctl *x)
 static void ctl_closed(struct ctl *x)
 {
 	char tls[200];
-	gm_remote_tls_why(tls, sizeof(tls), x->client);
+	gm_remote_tls_why(x->ssl, tls, sizeof(tls), x->client,
+			  x->n && x->n->certs && x->role != ROLE_WORKER);
 	if (x->tls.status)
 		ctl_fail(x, x->tls.status, "%s", x->tls.why);
 	else if (tls[0])
@@ -533,7 +562,7 @@ static void ctl_connected(struct gm_remote_net *n, struct ctl *x)
 			rc = gm_remote_tls_agent_id(peer_id, sizeof(peer_id),
 						    (struct sockaddr *)&them,
 						    ntohs(((struct sockaddr_in *)&them)->sin_port));
-		if (rc >= 0)
+		if (rc >= 0 && !n->certs) /* (with certificates: no key offered) */
 			rc = gm_remote_tls_agent_key(&n->key, x->tls.id, peer_id, &x->tls.key);
 	}
 	copy_str(x->self_id, sizeof(x->self_id), x->tls.id);
@@ -569,6 +598,39 @@ static void server_peek(struct ctl *x)
 	x->peeked = true;
 }
 
+/* A finished handshake's kind r (1 a PSK, 2 a certificate: tls.h) against
+ * what this end takes. With certificates an agent shows one and a remote
+ * worker a PSK; the certificate must not be this agent's own (its handshake
+ * sent back to it), and (a client) must name the address or the --peers name
+ * it dialed; the server checks the name once the HELLO says the client's
+ * port (cert_refusal). */
+static bool authenticated_as_expected(struct gm_remote_net *n, struct ctl *x, int r)
+{
+	X509 *cert = SSL_get0_peer_certificate(x->ssl);
+	const char *who = x->client ? "handshake with" : "refused";
+	if (r == 2 && !(n->certs && (!x->client || x->role == ROLE_AGENT)))
+		ctl_fail(x, -EACCES, "%s %s: a certificate where a pre-shared key was due", who,
+			 x->ip);
+	else if (r == 1 && n->certs && x->client && x->role == ROLE_AGENT)
+		ctl_fail(x, -EACCES, "%s %s: a pre-shared key where a certificate was due", who,
+			 x->ip);
+	else if (r == 2 && gm_remote_tls_own_cert(x->ssl))
+		ctl_fail(x, -EACCES,
+			 "%s %s: its certificate is this agent's own (its own handshake sent back "
+			 "to it, or the agents share one certificate: give each its own)",
+			 who, x->ip);
+	else if (r == 2 && x->client && !gm_remote_tls_cert_names(cert, x->ip, x->name))
+		ctl_fail(x, -EACCES,
+			 "handshake with %s: its certificate names neither %s nor '%s' (the "
+			 "address or name in --peers)",
+			 x->ip, x->ip, x->name);
+	else if (r == 2 && !x->client) {
+		x->role = ROLE_AGENT;
+		x->certd = true;
+	}
+	return !x->status;
+}
+
 /* The TLS handshake's step; once done, the session's secret, then (a client)
  * the HELLO or (a server) the wait for it. */
 static void ctl_tls(struct gm_remote_net *n, struct ctl *x)
@@ -584,6 +646,8 @@ static void ctl_tls(struct gm_remote_net *n, struct ctl *x)
 				 "a peer: its log says which)");
 		return;
 	}
+	if (!authenticated_as_expected(n, x, r))
+		return;
 	if (gm_remote_tls_export(x->ssl, x->sid, x->xs)) {
 		ctl_fail(x, -EIO, "%s: TLS exported no session secret", x->ip);
 		return;

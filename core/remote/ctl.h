@@ -85,6 +85,8 @@ struct ctl {
 	int role, peer;	      /* the client's role; its peers[] index (agent's client) */
 	uint64_t token;
 	uint32_t port; /* the HELLO's port: a client's to send, a server's as received */
+	bool certd; /* a server's client authenticated by a certificate (its port: the HELLO's) */
+	char name[256]; /* an agent's client with certificates: the --peers name it dialed */
 	SSL *ssl;
 	struct tls_side tls;	  /* its identity and key (tls.h) */
 	char self_id[TLS_ID_MAX]; /* this end's identity (a server: as the client sees it) */

@@ -35,6 +35,7 @@
 #include "goldminer/util.h"
 #include "goldminer/version.h"
 #include "ratelog.h"
+#include "tls.h"
 #include "worker.h"
 
 static void r_destroy(struct gm_remote *r);
@@ -42,10 +43,26 @@ static void r_destroy(struct gm_remote *r);
 static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char *err, size_t errlen)
 {
 	*out = NULL;
-	if (!c->secret) {
+	int ncert = !!c->tls_cert + !!c->tls_key + !!c->tls_ca;
+	if (ncert && ncert < 3) {
 		gm_errf(err, errlen,
-			"--secret FILE is required with --listen or --peers: the "
-			"agents prove to each other that they know it");
+			"--tls-cert, --tls-key and --tls-ca go together (given: %s%s%s): the "
+			"agent's certificate, its key and the CA its peers' certificates "
+			"chain to",
+			c->tls_cert ? "--tls-cert " : "", c->tls_key ? "--tls-key " : "",
+			c->tls_ca ? "--tls-ca" : "");
+		return -EINVAL;
+	}
+	if (ncert && c->secret) {
+		gm_errf(err, errlen,
+			"--secret and --tls-cert are two ways for agents to authenticate each "
+			"other: give one (every agent of a group the same)");
+		return -EINVAL;
+	}
+	if (!ncert && !c->secret) {
+		gm_errf(err, errlen,
+			"--secret FILE (or --tls-cert, --tls-key, --tls-ca) is required with "
+			"--listen or --peers: the agents prove to each other who they are");
 		return -EINVAL;
 	}
 	struct gm_remote *r = calloc(1, sizeof(*r));
@@ -72,6 +89,8 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.job_of = gm_remote_home_job;
 	r->net.unlisten = gm_remote_agent_unlisten;
 	r->net.admit = gm_remote_agent_admit;
+	r->net.peer_name = gm_remote_agent_peer_name;
+	r->net.certs = ncert == 3;
 	r->net.owner = r;
 	r->lend_index_ms = c->lend_index_ms ? c->lend_index_ms : GM_LEND_INDEX_MS;
 	r->lend_max_files = c->lend_max_files ? c->lend_max_files : GM_LEND_FILES;
@@ -84,12 +103,15 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 		gm_errf(err, errlen, "out of memory");
 	for (uint32_t i = 0; !rc && i < c->nlend_roots; i++)
 		rc = gm_remote_lend_root(r, c->lend_roots[i], err, errlen);
-	if (!rc)
+	if (!rc && c->secret)
 		rc = gm_auth_load(&r->net.key, c->secret, err, errlen);
 	if (!rc)
 		rc = gm_remote_agent_peers(r, c->peers, c->peers_file, c->listen, err, errlen);
 	if (!rc)
 		rc = gm_remote_net_init(&r->net, true, err, errlen);
+	if (!rc && r->net.certs)
+		rc = gm_remote_tls_certs(r->net.tls_cli, r->net.tls_srv, c->tls_cert, c->tls_key,
+					 c->tls_ca, err, errlen);
 	if (!rc) { /* which guard UCX's ports have, and why: said once */
 		char line[768];
 		gm_remote_net_guard_line(&r->net, line, sizeof(line));

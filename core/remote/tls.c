@@ -21,8 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/x509v3.h>
 
 #include "goldminer/util.h"
 
@@ -50,8 +53,10 @@ static int use_psk(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t 
 	struct tls_side *t = SSL_get_app_data(ssl);
 	const SSL_CIPHER *c = SSL_CIPHER_find(ssl, aes128gcm_sha256);
 	*sess = NULL;
-	if (!t || !c || !t->key.len)
+	if (!t || !c)
 		return 0;
+	if (!t->key.len)
+		return 1; /* no PSK offered: an agent with a certificate */
 	if (md && EVP_MD_type(md) != NID_sha256)
 		return 1; /* (a retried hello for another hash: no PSK for it) */
 	*sess = psk_session(c, &t->key);
@@ -166,20 +171,43 @@ int gm_remote_tls_handshake(SSL *ssl, bool *want_write)
 {
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
-	if (r == 1)
-		return SSL_session_reused(ssl) ? 1 : -1; /* authenticated by the PSK, or not */
+	if (r == 1 && SSL_session_reused(ssl))
+		return 1; /* authenticated by the PSK */
+	if (r == 1)	  /* or by a certificate that verified (only a context with a CA asks) */
+		return SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) == X509_V_OK
+			   ? 2
+			   : -1;
 	return gm_remote_tls_io(ssl, r, want_write) == 0 ? 0 : -1;
 }
 
-void gm_remote_tls_why(char *buf, size_t len, bool client)
+void gm_remote_tls_why(SSL *ssl, char *buf, size_t len, bool client, bool certs)
 {
 	unsigned long e = ERR_peek_last_error();
 	int reason = ERR_GET_REASON(e);
 	const char *s = ERR_reason_error_string(e);
+	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
 	buf[0] = '\0';
 	if (!e)
 		return;
-	if (reason == SSL_R_BINDER_DOES_NOT_VERIFY)
+	if (certs && reason == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK)
+		gm_errf(buf, len, "its certificate does not verify against --tls-ca: %s",
+			X509_verify_cert_error_string(v));
+	else if (certs && (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE ||
+			   reason == SSL_R_NO_SHARED_CIPHER))
+		gm_errf(buf, len,
+			"it presented no certificate (it uses --secret; this agent "
+			"--tls-cert: give every agent the same kind)");
+	else if (certs && client && reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE)
+		gm_errf(buf, len,
+			"it refused the handshake: it uses --secret instead of certificates, "
+			"or does not take this host as a peer (its log says which)");
+	else if (certs && client &&
+		 (reason == SSL_R_TLSV1_ALERT_UNKNOWN_CA ||
+		  reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
+		  reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR))
+		gm_errf(buf, len,
+			"it refused our certificate (another --tls-ca there, or ours expired)");
+	else if (reason == SSL_R_BINDER_DOES_NOT_VERIFY)
 		gm_errf(buf, len,
 			"it does not know the secret (its key does not verify): check "
 			"--secret on both hosts");
@@ -201,8 +229,11 @@ void gm_remote_tls_why(char *buf, size_t len, bool client)
 		gm_errf(buf, len,
 			"it does not speak TLS 1.3: another goldminer version, or not "
 			"a goldminer agent");
-	else if (!client && reason == SSL_R_NO_SHARED_CIPHER)
-		gm_errf(buf, len, "not a goldminer peer (it offered no pre-shared key)");
+	else if (!client && (reason == SSL_R_NO_SHARED_CIPHER ||
+			     reason == SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM))
+		gm_errf(buf, len,
+			"it offered no pre-shared key: not a goldminer peer, or one with "
+			"--tls-cert (this agent uses --secret: give every agent the same kind)");
 	else if (client && (reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC ||
 			    reason == SSL_R_DIGEST_CHECK_FAILED))
 		gm_errf(buf, len, "it does not know the secret (its handshake does not verify)");
@@ -223,6 +254,125 @@ int gm_remote_tls_export(SSL *ssl, uint8_t sid[SESSION_ID], uint8_t xs[SESSION_K
 	OPENSSL_cleanse(out, sizeof(out));
 	ERR_clear_error();
 	return ok == 1 ? 0 : -EIO;
+}
+
+/* ---- certificates (--tls-cert, --tls-key, --tls-ca) --------------------------- */
+
+/* The last OpenSSL reason, in words, and the queue cleared. */
+static const char *ossl_reason(void)
+{
+	const char *s = ERR_reason_error_string(ERR_peek_last_error());
+	ERR_clear_error();
+	return s ? s : "no reason given";
+}
+
+/* A private key's file: a regular file that others cannot read. */
+static int key_file_ok(const char *key, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(key, &st)) {
+		int rc = -errno;
+		gm_errf(err, errlen, "--tls-key %s: %s", key, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		gm_errf(err, errlen, "--tls-key %s: not a regular file", key);
+		return -EINVAL;
+	}
+	if (st.st_mode & (S_IROTH | S_IWOTH)) {
+		gm_errf(err, errlen,
+			"--tls-key %s: readable or writable by every user (mode %03o): "
+			"chmod 600 it",
+			key, (unsigned)(st.st_mode & 0777));
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* ctx presents cert (a PEM chain) and key and trusts ca's certificates. */
+static int load_certs(SSL_CTX *ctx, const char *cert, const char *key, const char *ca, char *err,
+		      size_t errlen)
+{
+	ERR_clear_error();
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		gm_errf(err, errlen, "--tls-cert %s: not a PEM certificate chain (%s)", cert,
+			ossl_reason());
+		return -EINVAL;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		gm_errf(err, errlen,
+			"--tls-key %s: not a PEM private key, or not the key of --tls-cert %s (%s)",
+			key, cert, ossl_reason());
+		return -EINVAL;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		gm_errf(err, errlen, "--tls-key %s is not the key of --tls-cert %s (%s)", key, cert,
+			ossl_reason());
+		return -EINVAL;
+	}
+	if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+		gm_errf(err, errlen, "--tls-ca %s: no PEM certificate in it (%s)", ca,
+			ossl_reason());
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ctx's own certificate verifies against its trust store: a wrong --tls-ca
+ * is said at start, not as every peer's refusal. */
+static int own_verifies(SSL_CTX *ctx, const char *cert, const char *ca, char *err, size_t errlen)
+{
+	X509_STORE_CTX *v = X509_STORE_CTX_new();
+	STACK_OF(X509) *chain = NULL;
+	int ok = v && SSL_CTX_get0_chain_certs(ctx, &chain) &&
+		 X509_STORE_CTX_init(v, SSL_CTX_get_cert_store(ctx), SSL_CTX_get0_certificate(ctx),
+				     chain) == 1;
+	ok = ok && X509_STORE_CTX_set_purpose(v, X509_PURPOSE_ANY) == 1 && X509_verify_cert(v) == 1;
+	if (!ok)
+		gm_errf(
+		    err, errlen, "--tls-cert %s does not verify against --tls-ca %s: %s", cert, ca,
+		    v ? X509_verify_cert_error_string(X509_STORE_CTX_get_error(v)) : "no memory");
+	X509_STORE_CTX_free(v);
+	ERR_clear_error();
+	return ok ? 0 : -EINVAL;
+}
+
+int gm_remote_tls_certs(SSL_CTX *cli, SSL_CTX *srv, const char *cert, const char *key,
+			const char *ca, char *err, size_t errlen)
+{
+	int rc = key_file_ok(key, err, errlen);
+	if (!rc)
+		rc = load_certs(cli, cert, key, ca, err, errlen);
+	if (!rc)
+		rc = load_certs(srv, cert, key, ca, err, errlen);
+	if (!rc)
+		rc = own_verifies(srv, cert, ca, err, errlen);
+	/* a client that offers no pre-shared key (an agent) must show a
+	 * certificate; one that offers a key (a remote worker) is never asked */
+	if (!rc) {
+		SSL_CTX_set_verify(srv, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+		/* (OpenSSL wants one where it verifies peers, tickets or not) */
+		SSL_CTX_set_session_id_context(srv, (const unsigned char *)"goldminer", 9);
+	}
+	return rc;
+}
+
+bool gm_remote_tls_cert_names(X509 *cert, const char *ip, const char *name)
+{
+	if (!cert)
+		return false;
+	if (ip && ip[0] && X509_check_ip_asc(cert, ip, 0) == 1)
+		return true;
+	bool named = name && name[0] && X509_check_host(cert, name, 0, 0, NULL) == 1;
+	ERR_clear_error();
+	return named;
+}
+
+bool gm_remote_tls_own_cert(SSL *ssl)
+{
+	X509 *them = SSL_get0_peer_certificate(ssl);
+	X509 *me = SSL_get_certificate(ssl);
+	return them && me && X509_cmp(them, me) == 0;
 }
 
 /* ---- identities and keys ------------------------------------------------------ */

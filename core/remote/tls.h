@@ -25,6 +25,15 @@
  * to that live session and that job: a lender that reconnected, or a former
  * peer, has no key a home will take.
  *
+ * Certificates instead (--tls-cert, --tls-key, --tls-ca: an operator's own
+ * PKI): agents then authenticate each other by X.509 certificates that chain
+ * to the CA, mutually, and offer no pre-shared key; a certificate must name
+ * the other end's address or its --peers name (gm_remote_tls_cert_names), and
+ * one that is this agent's own (a reflected handshake) is refused. Remote
+ * workers keep their session-bound pre-shared keys (no certificate of their
+ * own): a server with certificates still chooses a PSK for a client that
+ * offers one, and asks the others for a certificate.
+ *
  * Not here: which identities a server admits (ctl.c: the source address,
  * --peers through the owner, never its own identity), the frames inside TLS
  * (ctl.c), sockets. Threads: the contexts are built once (gm_remote_net_init)
@@ -39,6 +48,7 @@
 
 #include <arpa/inet.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include "auth.h"
@@ -78,17 +88,31 @@ void gm_remote_tls_fini(SSL_CTX **cli, SSL_CTX **srv);
  * by the caller for the SSL's life). NULL: no memory. */
 SSL *gm_remote_tls_new(SSL_CTX *ctx, int fd, bool client, struct tls_side *t);
 
-/* One step of the handshake: 1 done, 0 it waits (*want_write: for the socket
- * to take bytes, else to bring some), -1 failed (gm_remote_tls_why says
- * why). */
+/* Load the operator's certificate chain, its key (a file others cannot read)
+ * and the CA to trust into both contexts; the server then asks every client
+ * that offers no PSK for a certificate. The own certificate must verify
+ * against ca. 0 or -errno with err naming the file and what is wrong. */
+int gm_remote_tls_certs(SSL_CTX *cli, SSL_CTX *srv, const char *cert, const char *key,
+			const char *ca, char *err, size_t errlen);
+/* Whether cert names the address ip (a subjectAltName IP) or the host name
+ * (a DNS subjectAltName, RFC 6125 rules; NULL or "": none). */
+bool gm_remote_tls_cert_names(X509 *cert, const char *ip, const char *name);
+/* Whether the other end of ssl presented this end's own certificate. */
+bool gm_remote_tls_own_cert(SSL *ssl);
+
+/* One step of the handshake: 1 done with a PSK, 2 done with a certificate
+ * that verified against the CA (only with gm_remote_tls_certs), 0 it waits
+ * (*want_write: for the socket to take bytes, else to bring some), -1 failed
+ * (gm_remote_tls_why says why). */
 int gm_remote_tls_handshake(SSL *ssl, bool *want_write);
 /* SSL_read / SSL_write's result as: > 0 bytes, 0 it waits (*want_write as
  * above), -1 the connection ended or failed. */
 int gm_remote_tls_io(SSL *ssl, int ret, bool *want_write);
 /* Why the last call on ssl failed, in words ("" when OpenSSL said nothing):
  * a binder that does not verify is a client without the secret; a decrypt
- * error alert from the server, a refusal of ours. */
-void gm_remote_tls_why(char *buf, size_t len, bool client);
+ * error alert from the server, a refusal of ours; with certs (this end uses
+ * certificates), a certificate that does not verify and why. ssl may be NULL. */
+void gm_remote_tls_why(SSL *ssl, char *buf, size_t len, bool client, bool certs);
 
 /* The session's id and secret, the same at both ends (RFC 8446 exporter,
  * label "EXPORTER-goldminer session"). 0 or -EIO. */

@@ -65,6 +65,9 @@ struct gm_node_opts {
 	 * at "HOST:PORT,..." for workers and lend them ours; both need the shared
 	 * secret file. All NULL: this host only (the plugin is not loaded). */
 	const char *listen, *peers, *secret;
+	/* --tls-cert, --tls-key, --tls-ca: agents authenticate by certificates
+	 * from an operator's CA instead of the secret (all three, no --secret) */
+	const char *tls_cert, *tls_key, *tls_ca;
 	/* --peers-file: more peers, one a line, read again on SIGHUP;
 	 * peers_refresh_ms: the peers' DNS names looked up again this often (0:
 	 * 30000); reload: set by a SIGHUP handler, the agent reads the file and

@@ -66,8 +66,11 @@ struct gm_remote_cfg {
 	const char *peers;
 	const char *peers_file;
 	uint32_t peers_refresh_ms;
-	const char *secret; /* path of the shared secret file (required) */
-	uint32_t budget;    /* the agent's worker budget */
+	const char *secret; /* path of the shared secret file (or the three below) */
+	/* an operator's PKI instead: the agent's certificate chain (PEM), its
+	 * private key and the CA its peers' certificates chain to (all or none) */
+	const char *tls_cert, *tls_key, *tls_ca;
+	uint32_t budget; /* the agent's worker budget */
 	/* --lend-root: the only dataset roots opened for peers (none: lend nothing);
 	 * a peer's dataset is indexed within lend_index_ms reading at most
 	 * lend_max_files entries (0: GM_LEND_INDEX_MS, GM_LEND_FILES; limits.h) */
