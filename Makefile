@@ -456,7 +456,7 @@ traces:
 	$(Q)sh traces/download.sh $(if $(TRACES_FROM),--from $(TRACES_FROM)) traces/public
 
 DEB_PKGS := liburing-dev libjpeg62-turbo-dev libturbojpeg0-dev libcmocka-dev gnuplot-nox pkg-config \
-	libmicrohttpd-dev libucx-dev libssl-dev iproute2 strace \
+	libmicrohttpd-dev libucx-dev libssl-dev openssl iproute2 strace \
 	python3-venv python3-setuptools python3-wheel python3-cloudpickle
 # What traces/measure-profiles.sh needs beyond make deps (goldminer profile --class
 # nlp, speech, recsys, vit): NumPy, SciPy, soundfile, torchvision and the audio it
