@@ -618,6 +618,13 @@ int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid
 	return gm_pool_culprit(p->pool, sample, pid, sig);
 }
 
+int gm_bind_pool_pids(const struct gm_bind_pool *p, int *pids, int max)
+{
+	if (!p->pool)
+		return -ENOTSUP;
+	return gm_pool_pids(p->pool, pids, max);
+}
+
 int gm_bind_pool_pin(struct gm_bind_pool *p)
 {
 	if (p->sparse)

@@ -118,11 +118,14 @@ struct gm_pool {
 	uint64_t consumed_at_last_death;
 	struct strikes crash[64], stall[64]; /* samples that crashed / stalled workers */
 	struct culprit culprits[64];	     /* who each quarantined sample took down */
-	uint64_t lease_ns;		     /* progress deadline of a lease (0: not watched) */
-	struct lease_seen *seen;	     /* per slot */
-	char last_stall[512];		     /* the last stall, for the storm message */
-	uint64_t last_look;		     /* when the watches last looked */
-	_Atomic int started; /* coordinator spawned its first workers: 1 ok, <0 err */
+	/* the pid of the worker of each id now running (0: none): written by the
+	 * coordinator, read by gm_pool_pids from any thread */
+	_Atomic int32_t pid_of[GM_MAX_WORKERS];
+	uint64_t lease_ns;	 /* progress deadline of a lease (0: not watched) */
+	struct lease_seen *seen; /* per slot */
+	char last_stall[512];	 /* the last stall, for the storm message */
+	uint64_t last_look;	 /* when the watches last looked */
+	_Atomic int started;	 /* coordinator spawned its first workers: 1 ok, <0 err */
 	/* chaos testing (coordinator thread writes, stats read the ring header) */
 	uint64_t chaos_state;
 	pid_t chaos_victim;
@@ -364,6 +367,8 @@ static int spawn(struct gm_pool *p)
 	p->wk[p->nwk] = (struct wk){
 	    .pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns(), .id = id};
 	p->nwk++;
+	if (id >= 0 && id < GM_MAX_WORKERS)
+		atomic_store(&p->pid_of[id], (int32_t)pid);
 	atomic_fetch_add(&p->h->p_alive, 1);
 	return 0;
 }
@@ -554,6 +559,9 @@ static void on_exit_of(struct gm_pool *p, int i)
 	if (w.ready_fd >= 0)
 		close(w.ready_fd);
 	p->wk[i] = p->wk[--p->nwk];
+	int32_t was = (int32_t)w.pid;
+	if (w.id >= 0 && w.id < GM_MAX_WORKERS)
+		atomic_compare_exchange_strong(&p->pid_of[w.id], &was, 0);
 	/* p_alive goes down before retiring: a reader that loads retiring first, then
 	 * p_alive (node.c, apply_grants) may count a worker twice, never not at all */
 	atomic_fetch_sub(&p->h->p_alive, 1);
@@ -1323,6 +1331,17 @@ int gm_pool_culprit(struct gm_pool *p, uint32_t sample, int *pid, int *sig)
 		}
 	}
 	return -ENOENT;
+}
+
+int gm_pool_pids(struct gm_pool *p, int *pids, int max)
+{
+	int n = 0;
+	for (int id = 0; id < GM_MAX_WORKERS && n < max; id++) {
+		int32_t pid = atomic_load(&p->pid_of[id]);
+		if (pid > 0)
+			pids[n++] = pid;
+	}
+	return n;
 }
 
 uint32_t gm_pool_retiring(struct gm_pool *p)

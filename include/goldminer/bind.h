@@ -246,6 +246,9 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
  * failed on it is reported as torch reports a dead worker. 0, or -ENOENT (not
  * quarantined here, or the workers are a node agent's). Consumer thread. */
 int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid, int *sig);
+/* The pids of the pool's workers running now (gm_pool_pids): how many; -ENOTSUP
+ * for a node agent's pool (its workers are the agent's children). */
+int gm_bind_pool_pids(const struct gm_bind_pool *p, int *pids, int max);
 
 /* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches
  * that view it are pinned host memory (pin_memory=True). 0; -ENODEV when no

@@ -136,6 +136,10 @@ int gm_pool_measure(struct gm_pool *p, double *demand, double *worker_rate);
  * the sample is known quarantined (gm_ring_quarantined, or a batch saying so). */
 int gm_pool_culprit(struct gm_pool *p, uint32_t sample, int *pid, int *sig);
 
+/* The pids of the workers running now, by worker id (at most max into pids):
+ * how many. Any thread; a worker may exit right after. */
+int gm_pool_pids(struct gm_pool *p, int *pids, int max);
+
 /* Stop the coordinator: ask the workers to stop, then SIGKILL stragglers after
  * 2 s, and reap all. The ring stays mapped. Idempotent. */
 void gm_pool_stop(struct gm_pool *p);

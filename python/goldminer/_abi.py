@@ -238,6 +238,7 @@ _PROTOS = {
     "gm_bind_pool_slots": (ctypes.c_uint32, [_P]),
     "gm_bind_pool_culprit": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_int),
                                             ctypes.POINTER(ctypes.c_int)]),
+    "gm_bind_pool_pids": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
     "gm_bind_pool_pin": (ctypes.c_int, [_P]),
     "gm_bind_pool_destroy": (None, [_P]),
     # hybrid.h and the draws the plan's tests compare with torchvision's (HYBRID)

@@ -127,6 +127,16 @@ def seed_at(base, what):
     return _mix(base ^ (what & M64))
 
 
+def index_key(i):
+    """What an index seeds by: an int index itself; anything else a sampler
+    yields (a list of indices, a key) a stable 63-bit digest of its repr."""
+    if isinstance(i, int):
+        return i
+    import hashlib
+    d = hashlib.blake2b(repr(i).encode(), digest_size=8).digest()
+    return int.from_bytes(d, "little") & ((1 << 63) - 1)
+
+
 def seed_of(seed, epoch, what):
     """The 64-bit seed of sample `what` (or of a batch's collate: what = -1 - k)."""
     return seed_at(seed_base(seed, epoch), what)
@@ -135,15 +145,21 @@ def seed_of(seed, epoch, what):
 _c_seed = random.Random.__mro__[1].seed  # _random.Random.seed, under random.seed's checks
 
 
+# torch's default generator is not seeded per sample in this process: a worker's
+# worker_init_fn seeded it itself (torch.manual_seed), which torch honours
+torch_taken = False
+
+
 def seed_all(s):
-    """Seed the three global generators a transform usually draws from."""
+    """Seed the three global generators a transform usually draws from (torch's
+    not when worker_init_fn took it over: torch_taken)."""
     # what random.seed(s) does for an int s, without its Python wrapper (a third
     # of its cost, paid once a sample)
     _c_seed(random._inst, s)
     random._inst.gauss_next = None
     if _np is not None:
         _np.random.seed(s & 0xFFFFFFFF)
-    if _torch is not None:
+    if _torch is not None and not torch_taken:
         # the CPU generator only: torch.manual_seed would also look for CUDA/MPS/XPU
         # generators, 20x the cost, for a DataLoader's workers that draw on the CPU
         _torch.default_generator.manual_seed(s & ((1 << 63) - 1))

@@ -489,6 +489,22 @@ def _worker_info(w, wid):
     except (ImportError, AttributeError):  # a torch without it: the id still reaches
         pass                               # worker_init_fn
     _slot.seed_all(seed)
+    return seed
+
+
+def _torch_taken(wid, seed):
+    """worker_init_fn seeded torch's generator itself (torch.manual_seed: its
+    initial seed is no longer the one set for it): as torch does, that seed is
+    what the worker's samples draw from; goldminer stops reseeding torch's
+    generator per sample there, so torch draws then depend on which worker made
+    which sample (random's and NumPy's stay seeded per sample). Said once."""
+    if _slot._torch is None or _slot._torch.initial_seed() == seed & ((1 << 63) - 1):
+        return
+    _slot.torch_taken = True
+    if wid == 0:
+        sys.stderr.write("goldminer worker: worker_init_fn seeded torch's generator"
+                         " (torch.manual_seed): its draws are no longer seeded per sample,"
+                         " so they depend on which worker makes which batch\n")
 
 
 def _serve(lib, b, w):
@@ -503,7 +519,7 @@ def _serve(lib, b, w):
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGUSR1, _on_usr1)
     wid = int(os.environ.get("GM_WORKER_ID", "0"))
-    _worker_info(w, wid)
+    seed = _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
         try:
             w["worker_init_fn"](wid)
@@ -513,6 +529,7 @@ def _serve(lib, b, w):
             _init_failed(lib, b, wid, e)
         if os.getpid() != _me:
             _refuse_fork(w, "worker_init_fn")
+        _torch_taken(wid, seed)
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))

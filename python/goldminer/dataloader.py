@@ -197,6 +197,19 @@ def _set_rng_states(st):
     torch.default_generator.set_state(st[2])
 
 
+def _int_indices(batches, sampler):
+    """Workers take int indices (the ring carries them): anything else a sampler
+    yields (a list: torch's bulk loading, a key) is refused in words."""
+    for b in batches:
+        for i in b:
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0 or i >= 1 << 32:
+                raise TypeError(
+                    "goldminer DataLoader: %s yields %r (%s), not an index: goldminer's"
+                    " workers take int indices 0 <= i < 2**32 (a sampler of lists is"
+                    " torch's bulk loading: give num_workers=0 for it, or a batch_sampler"
+                    " of ints)" % (sampler, i, type(i).__name__))
+
+
 def _generic_base():
     """torch's DataLoader[T_co] (so that DataLoader[T] works here too), or object."""
     import typing
@@ -220,7 +233,10 @@ class DataLoader(_generic_base()):
         from torch.utils import data as tud
         from torch.utils.data.dataloader import _DatasetKind
         self._refuse(dataset, num_workers, persistent_workers, node, on_error,
-                     prefetch_factor, timeout, seed, tud)
+                     prefetch_factor, timeout, seed, (shuffle, sampler, batch_sampler), tud)
+        # torch's checks, in torch's order and words
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size,"
@@ -230,8 +246,6 @@ class DataLoader(_generic_base()):
             if drop_last:
                 raise ValueError("batch_size=None option disables auto-batching and is mutually"
                                  " exclusive with drop_last")
-        elif sampler is not None and shuffle:
-            raise ValueError("sampler option is mutually exclusive with shuffle")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
         self.multiprocessing_context = multiprocessing_context
@@ -272,6 +286,9 @@ class DataLoader(_generic_base()):
                 why = _unpicklable(obj, self._dumps, name)
                 if why:
                     raise TypeError("goldminer DataLoader: " + why)
+        if isinstance(num_workers, int) and num_workers > 0:
+            # torch's warning when the workers outnumber the CPUs this process may use
+            getattr(self, "check_worker_number_rationality", lambda: None)()
         self.__initialized = True
 
     def __setattr__(self, attr, val):
@@ -291,14 +308,22 @@ class DataLoader(_generic_base()):
         object.__setattr__(self, "_gm_mp_context", _mp_context(ctx, self.num_workers))
 
     @staticmethod
-    def _refuse(dataset, num_workers, persistent, node, on_error, prefetch, timeout, seed, tud):
+    def _refuse(dataset, num_workers, persistent, node, on_error, prefetch, timeout, seed,
+                orders, tud):
         def no(what):
             raise ValueError("goldminer DataLoader: " + what)
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            no('num_workers option should be non-negative (an int, or "auto"), not %r'
+               % (num_workers,))
+        if timeout < 0:
+            no("timeout option should be non-negative, not %r" % (timeout,))
         if isinstance(dataset, tud.IterableDataset):
+            for name, val in zip(("shuffle", "sampler", "batch_sampler"), orders):
+                if val not in (None, False):  # torch's refusal first, in its words
+                    no("DataLoader with IterableDataset: expected unspecified %s option, but"
+                       " got %s=%r" % (name, name, val))
             no("an IterableDataset has no indices for stateless workers: give a map-style"
                " dataset (__getitem__ and __len__)")
-        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
-            no('num_workers must be an int >= 0 or "auto", not %r' % (num_workers,))
         if persistent and not num_workers:
             no("persistent_workers option needs num_workers > 0")
         if node is not None and not num_workers:
@@ -311,8 +336,6 @@ class DataLoader(_generic_base()):
             no("on_error must be 'fail' or 'skip', not %r" % (on_error,))
         if prefetch is not None and (num_workers == 0 or prefetch < 1):
             no("prefetch_factor needs num_workers > 0 and a value >= 1")
-        if timeout < 0:
-            no("timeout must be >= 0")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             no("seed= is an int (every epoch's bytes fixed) or None (torch's default"
                " generator draws each epoch's seed), not %r" % (seed,))
@@ -374,13 +397,16 @@ class DataLoader(_generic_base()):
             batches = [list(b) for b in self.batch_sampler]
         else:
             batches = [[i] for i in self.sampler]
+        if self.num_workers:
+            _int_indices(batches, type(self.batch_sampler if self._auto_collation
+                                       else self.sampler).__name__)
         return rng, base & ((1 << 64) - 1), batches
 
     def __iter__(self):
         return _Iter(self)
 
     def _item(self, i, seed, epoch):
-        _slot.seed_all(_slot.seed_of(seed, epoch, i))
+        _slot.seed_all(_slot.seed_of(seed, epoch, _slot.index_key(i)))
         return self.dataset[i]
 
     def _substitute(self, k, i, e, seed, epoch):
@@ -478,6 +504,28 @@ class DataLoader(_generic_base()):
             pass
 
 
+class _WorkerProcess:
+    """A worker of a pool as a multiprocessing.Process shows one: pid, is_alive()
+    (running: not exited, not a zombie) and join(timeout)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def is_alive(self):
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+
+    def join(self, timeout=None):
+        import time
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.is_alive() and (end is None or time.monotonic() < end):
+            time.sleep(0.01)
+
+
 class _Iter:
     """One epoch of a DataLoader, as torch's iterator behaves where a script sees it.
 
@@ -511,6 +559,19 @@ class _Iter:
 
     def __len__(self):
         return len(self.batches)
+
+    @property
+    def _workers(self):
+        """The workers running for this iterator now, as torch's iterator lists its
+        processes (torch's tests join them): objects with pid, is_alive() and
+        join(timeout). Empty without workers or before they start, and for a node
+        agent's pool (its workers are the agent's)."""
+        pool = self.pool
+        if pool is None or not pool.p:
+            return []
+        pids = (ctypes.c_int * 256)()
+        n = pool.lib.gm_bind_pool_pids(pool.p, pids, len(pids))
+        return [_WorkerProcess(pids[i]) for i in range(max(n, 0))]
 
     def _open(self, k):
         self.pool = self.dl._pool_for(self, k)

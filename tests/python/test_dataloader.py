@@ -235,6 +235,19 @@ class Counting(AugDataset):
 
 
 # (module functions, not lambdas: the suite passes without cloudpickle too)
+def seed_torch_12345(wid):
+    import torch
+    torch.manual_seed(12345)
+
+
+class TorchSeed(AugDataset):
+    """Each item: torch's initial seed as dataset[i] sees it."""
+
+    def __getitem__(self, i):
+        import torch
+        return torch.initial_seed()
+
+
 def uncarriable_collate(items):
     return {"x": [object()]}
 
@@ -1005,8 +1018,32 @@ class TestDataLoader(GmTest):
         self.assertIn("get_worker_info()", msg)  # what to do instead
         self.assertEqual(len(list(self.DL(Counting(), batch_size=BATCH))), N // BATCH)
 
+    def test_worker_init_fn_seeding_torch_takes_its_generator_over(self):
+        # as torch: what worker_init_fn seeds is what dataset[i] draws from
+        loader = self.DL(TorchSeed(), batch_size=4, num_workers=2,
+                         worker_init_fn=seed_torch_12345)
+        seen = {int(v) for b in loader for v in b}
+        self.assertEqual(seen, {12345})
+        # without it, each sample has its own seed
+        self.assertGreater(len({int(v) for b in self.DL(TorchSeed(), batch_size=4,
+                                                        num_workers=2) for v in b}), 4)
+
+    def test_iterator_lists_its_workers_as_torch_does(self):
+        it = iter(self.DL(AugDataset(), batch_size=BATCH, num_workers=2))
+        next(it)
+        deadline = time.monotonic() + 20  # (the second may still be starting)
+        while len(it._workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        procs = it._workers
+        self.assertEqual(len(procs), 2)
+        self.assertTrue(all(p.is_alive() for p in procs))
+        del it
+        for p in procs:
+            p.join(10)
+            self.assertFalse(p.is_alive(), p.pid)
+
     def test_refused_arguments_say_why(self):
-        for kw, words in ((dict(num_workers=-1), "int >= 0"),
+        for kw, words in ((dict(num_workers=-1), "should be non-negative"),
                           (dict(persistent_workers=True), "num_workers > 0"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
                           (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):

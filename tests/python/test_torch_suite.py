@@ -30,6 +30,10 @@ SAMPLE_BOTH = [
     "TestDataLoader.test_get_worker_info",
     "TestDataLoaderPersistentWorkers.test_shuffle_workers",
     "TestDictDataLoader.test_sequential_batch",
+    "TestDataLoader.test_worker_init_fn",
+    "TestDataLoader.test_invalid_ctor_args_combinations",
+    "TestDataLoader.test_partial_workers",
+    "TestDataLoader.test_excessive_thread_creation_warning",
 ]
 SAMPLE_BY_DESIGN = [
     "TestDataLoader.test_iterabledataset_len",
@@ -92,6 +96,16 @@ class TestTorchSuiteRefusals(GmTest):
 
             def __getitem__(self, i):
                 return i
+
+        class Bulk(tud.Sampler):
+            def __init__(self):
+                super().__init__(None)
+
+            def __iter__(self):
+                return iter([[0, 1], [2, 3]])
+
+            def __len__(self):
+                return 2
         said = []
         for args, kw in (((Stream(),), {}),
                          ((Shared(),), {"num_workers": 2, "multiprocessing_context": "fork"}),
@@ -99,7 +113,12 @@ class TestTorchSuiteRefusals(GmTest):
             with self.assertRaises((ValueError, TypeError)) as cm:
                 DataLoader(*args, **kw)
             said.append(str(cm.exception))
-        for refusal in (torch_suite.ITERABLE, torch_suite.FORK, torch_suite.PICKLE):
+        loader = DataLoader(list(range(4)), batch_size=None, sampler=Bulk(), num_workers=2)
+        with self.assertRaises(TypeError) as cm:  # at the epoch's draw: the sampler's
+            iter(loader)
+        said.append(str(cm.exception))
+        for refusal in (torch_suite.ITERABLE, torch_suite.FORK, torch_suite.PICKLE,
+                        torch_suite.BULK):
             self.assertTrue(any(refusal in s for s in said), (refusal, said))
 
 
