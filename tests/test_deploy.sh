@@ -32,6 +32,12 @@
 #   8. the unit's command line without /etc/goldminer/node.env (GM_PEERS unset:
 #      `--peers ''`) is refused with exit status 2 and words naming GM_PEERS,
 #      and the unit does not restart on 2
+#   9. the unit's secret as systemd hands it over lets the agent start as the
+#      service user: a private mount namespace, a tmpfs at a credentials
+#      directory made as systemd makes it (the file root's, mode 0400, an ACL
+#      entry for the user, the mount read-only), the agent as nobody with the
+#      unit's ambient CAP_NET_ADMIN and $CREDENTIALS_DIRECTORY, its --secret
+#      the unit's ${CREDENTIALS_DIRECTORY}/secret (needs root, unshare, setpriv)
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -52,7 +58,7 @@ skip() {
 diag() { sed 's/^/# /' "$1"; }
 PY=/usr/bin/python3
 
-echo "1..8"
+echo "1..9"
 
 # 1-2: the unit, its program the build's (verify wants the command to exist),
 # alone and with its drop-ins (read from the directory beside it)
@@ -370,3 +376,50 @@ word='--peers $''{GM_PEERS}' # the unit's words, not the shell's to expand
 	grep -q '^RestartPreventExitStatus=2' "$D/goldminer-node.service" && ok=0
 [ $ok = 0 ] || { echo "# exit status $rc"; diag "$tmp/8.out"; }
 t $ok "without node.env (--peers '') the agent refuses to start, exit 2, naming GM_PEERS; the unit does not restart it"
+
+# 9: LoadCredential='s file, as the service user
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then
+	skip "needs root, unshare and setpriv (util-linux) to make a credentials directory and switch to nobody"
+elif [ ! -f "$B/libgoldminer-remote.so" ]; then
+	skip "no $B/libgoldminer-remote.so (UCX missing): no --secret to read"
+else
+	run=$(mktemp -d /tmp/gm-deploy-cred.XXXXXX)
+	mkdir "$run/credentials" "$run/rt"
+	chown nobody "$run/rt"
+	chmod 700 "$run/rt"
+	chmod 755 "$run" "$run/credentials"
+	cp "$tmp/secret8" "$run/secret.src"
+	cat >"$tmp/cred.sh" <<'SH'
+# in a mount namespace of its own: the credentials directory as systemd makes
+# it, then the unit's command line as the service user with the unit's
+# capability; the agent runs 3 s
+set -e
+run=$1 G=$2
+d=$run/credentials
+mount -t tmpfs -o mode=0755,nosuid,nodev,noexec gm-credentials "$d"
+cp "$run/secret.src" "$d/secret"
+chmod 400 "$d/secret"
+uid=$(id -u nobody)
+python3 - "$d/secret" "$uid" <<'PY'
+import os, struct, sys
+e = lambda tag, perm, i=0xffffffff: struct.pack("<HHI", tag, perm, i)
+acl = struct.pack("<I", 2) + e(1, 4) + e(2, 4, int(sys.argv[2])) + e(4, 0) + e(0x10, 4) + e(0x20, 0)
+os.setxattr(sys.argv[1], "system.posix_acl_access", acl)
+PY
+mount -o remount,bind,ro,nosuid,nodev,noexec "$d"
+set +e
+CREDENTIALS_DIRECTORY=$d timeout 3 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	--inh-caps=-all,+net_admin --ambient-caps=+net_admin --bounding-set=-all,+net_admin \
+	"$G" node --socket "$run/rt/goldminer.sock" --listen 127.0.0.1:0 --peers 127.0.0.1:9 \
+	--secret "$d/secret"
+echo "agent exit $?"
+ls -ln "$d"
+SH
+	unshare -m --propagation private sh "$tmp/cred.sh" "$run" "$G" >"$tmp/cred.out" 2>&1
+	ok=1
+	grep -q "listening for peers" "$tmp/cred.out" && grep -q "agent exit 124" "$tmp/cred.out" &&
+		grep -q -- "-r--r-----[+ ]* 1 0 0 .* secret" "$tmp/cred.out" && ok=0
+	[ $ok = 0 ] || diag "$tmp/cred.out"
+	rm -rf "$run"
+	t $ok "the unit's secret as systemd hands it over (root's, 0400 + ACL, read-only, \$CREDENTIALS_DIRECTORY): the agent starts as nobody"
+fi
