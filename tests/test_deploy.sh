@@ -31,7 +31,8 @@
 #      for all of them; outside an allocation it says so
 #   8. the unit's command line without /etc/goldminer/node.env (GM_PEERS unset:
 #      `--peers ''`) is refused with exit status 2 and words naming GM_PEERS,
-#      and the unit does not restart on 2
+#      and the unit does not restart on 2; an agent with --listen and no
+#      --peers at all starts, saying even under --quiet that it lends to nobody
 #   9. the unit's secret as systemd hands it over lets the agent start as the
 #      service user: a private mount namespace, a tmpfs at a credentials
 #      directory made as systemd makes it (the file root's, mode 0400, an ACL
@@ -374,8 +375,13 @@ word='--peers $''{GM_PEERS}' # the unit's words, not the shell's to expand
 [ $rc = 2 ] && grep -q "names no agent" "$tmp/8.out" && grep -q "GM_PEERS" "$tmp/8.out" &&
 	grep -qF -- "$word" "$D/goldminer-node.service" &&
 	grep -q '^RestartPreventExitStatus=2' "$D/goldminer-node.service" && ok=0
-[ $ok = 0 ] || { echo "# exit status $rc"; diag "$tmp/8.out"; }
-t $ok "without node.env (--peers '') the agent refuses to start, exit 2, naming GM_PEERS; the unit does not restart it"
+timeout 3 "$G" node --socket "$tmp/8.sock" --listen 127.0.0.1:0 --secret "$tmp/secret8" \
+	--quiet >"$tmp/8b.out" 2>&1
+rc2=$?
+[ $rc2 = 124 ] && grep -q "peers: none (no --peers nor --peers-file): this agent lends to nobody" \
+	"$tmp/8b.out" || ok=1
+[ $ok = 0 ] || { echo "# exit status $rc, $rc2"; diag "$tmp/8.out"; diag "$tmp/8b.out"; }
+t $ok "without node.env (--peers '') the agent refuses to start, exit 2, naming GM_PEERS; the unit does not restart it; no --peers at all is said even under --quiet"
 
 # 9: LoadCredential='s file, as the service user
 if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then
