@@ -302,6 +302,7 @@ if o2:
     cl = [v["persistentVolumeClaim"]["claimName"] for v in ds2["volumes"] if v["name"] == "data"]
     cm = o2["ConfigMap"]["data"]
     check(ds2["securityContext"]["runAsUser"] == 4242 and ds2["securityContext"]["runAsGroup"] == 4343
+          and ds2["securityContext"]["fsGroup"] == 4343
           and mnt == ["/mnt/datasets"] and cl == ["imagenet-ro"] and cm["DATA_PATH"] == "/mnt/datasets"
           and '--lend-root "$DATA_PATH"' in " ".join(a2["command"])
           and any(e.get("configMapRef", {}).get("name") == o2["ConfigMap"]["metadata"]["name"] for e in a2.get("envFrom", [])),
