@@ -267,6 +267,17 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 	o->nlend_roots = lr->n;
 	o->lend_python = val[O_LEND_PYTHON] != NULL;
 	o->unguarded_ucx = val[O_UNGUARDED] != NULL;
+	/* `--peers ''` (an unset variable, as in a unit without its environment
+	 * file) is no list: refused, where leaving --peers out is said loudly */
+	if (val[O_PEERS] && !val[O_PEERS][strspn(val[O_PEERS], ", \t")]) {
+		cmd_err(CMD, "--peers",
+			"an unset variable? GM_PEERS in /etc/goldminer/node.env for the systemd "
+			"unit; leave --peers out to lend to nobody",
+			"'%s' names no agent: give the other agents, HOST[:PORT],... or a DNS name "
+			"that resolves to them",
+			val[O_PEERS]);
+		return 2;
+	}
 	o->listen = val[O_LISTEN];
 	o->peers = val[O_PEERS];
 	o->peers_file = val[O_PEERS_FILE];

@@ -7,6 +7,11 @@
  * match RFC 5869's HKDF-SHA256 known answer (case 3), depend on the secret, the salt
  * and every bit of the info (the two identities of a connection, in order),
  * and are never the secret itself; empty keys and long inputs are refused.
+ * A system manager's credential (LoadCredential=: root's, mode 0400, read
+ * through an ACL entry of the service's uid, in $CREDENTIALS_DIRECTORY on a
+ * read-only tmpfs, made here as systemd makes it) is taken by that uid, and
+ * refused where one of systemd's guarantees is missing: outside that
+ * directory, on a writable mount, with a second uid or others in its ACL.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,9 +21,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <openssl/sha.h>
@@ -267,6 +277,132 @@ static void test_empty_key_or_long_inputs_refused(void **state)
 	assert_memory_not_equal(n1, n2, GM_AUTH_NONCE);
 }
 
+/* ---- a system manager's credential ---------------------------------------- */
+
+#define CRED_UID 65534 /* the service's uid: nobody */
+
+/* dir/name: the secret, mode, root's, with an access ACL of user:CRED_UID:r--
+ * (and user:extra:r-- when extra) as systemd's write_credential leaves it.
+ * 0, or -errno (EOPNOTSUPP: no ACLs on this file system). */
+static int put_cred(const char *dir, const char *name, mode_t mode, unsigned extra)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* entries: tag, perm, id (little-endian, as the kernel's xattr has them) */
+	struct __attribute__((packed)) {
+		uint32_t version;
+		struct __attribute__((packed)) {
+			uint16_t tag, perm;
+			uint32_t id;
+		} e[6];
+	} acl = {2,
+		 {{0x01, 4, ~0u},
+		  {0x02, 4, CRED_UID},
+		  {0x02, 4, extra},
+		  {0x04, 0, ~0u},
+		  {0x10, 4, ~0u},
+		  {0x20, (uint16_t)(mode & 07), ~0u}}};
+	size_t len = sizeof(acl);
+	if (!extra) { /* no second user: drop that entry */
+		memmove(&acl.e[2], &acl.e[3], 3 * sizeof(acl.e[0]));
+		len -= sizeof(acl.e[0]);
+	}
+	int rc = write(fd, "0123456789abcdef0123456789abcdef\n", 33) == 33 ? 0 : -EIO;
+	if (!rc && fchmod(fd, mode))
+		rc = -errno;
+	if (!rc && fsetxattr(fd, "system.posix_acl_access", &acl, len, 0))
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Load dir/name as CRED_UID with $CREDENTIALS_DIRECTORY = creds (NULL: unset);
+ * 0 when the result is want and the message holds hint, else 1 (said). */
+static int cred_load(const char *dir, const char *name, const char *creds, int want,
+		     const char *hint)
+{
+	char p[512], err[1024] = "";
+	struct gm_auth_key k;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (creds)
+		setenv("CREDENTIALS_DIRECTORY", creds, 1);
+	else
+		unsetenv("CREDENTIALS_DIRECTORY");
+	if (seteuid(CRED_UID))
+		return 1;
+	int rc = gm_auth_load(&k, p, err, sizeof(err));
+	int back = seteuid(0);
+	if (back || rc != want || (hint && !strstr(err, hint))) {
+		fprintf(stderr,
+			"# %s as uid %d (CREDENTIALS_DIRECTORY=%s): %d, want %d with '%s': %s\n", p,
+			CRED_UID, creds ? creds : "unset", rc, want, hint ? hint : "", err);
+		return 1;
+	}
+	if (!rc) {
+		uint8_t sum[SHA256_DIGEST_LENGTH];
+		SHA256((const unsigned char *)"0123456789abcdef0123456789abcdef", 32, sum);
+		return k.len == 32 && !memcmp(k.key, sum, 32) ? 0 : 1;
+	}
+	return 0;
+}
+
+/* The child: its own mount namespace, a tmpfs at dir made as systemd makes
+ * the credentials directory, the cases in order. Exit status: 0, 77 (cannot
+ * be made here: skip), or the failing case's number. */
+static int cred_child(const char *dir)
+{
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("gm-test-cred", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755"))
+		return 77;
+	int rc = put_cred(dir, "secret", 0400, 0);
+	if (rc == -EOPNOTSUPP)
+		return 77;
+	if (rc || put_cred(dir, "two-users", 0400, 1234) || put_cred(dir, "others", 0404, 0))
+		return 2;
+	/* 3: still writable (systemd remounts it read-only before the service runs) */
+	if (cred_load(dir, "secret", dir, -EPERM, "not mounted read-only"))
+		return 3;
+	if (mount(NULL, dir, NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+		return 77;
+	if (cred_load(dir, "secret", dir, 0, NULL)) /* 4: what systemd hands over */
+		return 4;
+	if (cred_load(dir, "secret", NULL, -EPERM, "is owned by uid 0")) /* 5: outside a unit */
+		return 5;
+	if (cred_load(dir, "secret", base, -EPERM, "is owned by uid 0")) /* 6: another dir */
+		return 6;
+	if (cred_load(dir, "two-users", dir, -EPERM, "its ACL has user:1234:r--")) /* 7 */
+		return 7;
+	if (cred_load(dir, "others", dir, -EPERM, "others may read it (mode 0444)")) /* 8 */
+		return 8;
+	return 0;
+}
+
+static void test_systemd_credential_taken_where_its_guarantees_hold(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* a mount namespace, root's files and a second uid need root */
+	char dir[] = "/tmp/gm-test-cred.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(chmod(dir, 0755), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(cred_child(dir));
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	rmdir(dir);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		skip(); /* no mount namespace, tmpfs or ACLs here */
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +413,7 @@ int main(void)
 	    cmocka_unit_test(test_not_a_regular_file_refused),
 	    cmocka_unit_test(test_missing_file_refused),
 	    cmocka_unit_test(test_symlink_followed_and_target_checked),
+	    cmocka_unit_test(test_systemd_credential_taken_where_its_guarantees_hold),
 	    cmocka_unit_test(test_rfc5869_case3),
 	    cmocka_unit_test(test_derived_keys_depend_on_every_input),
 	    cmocka_unit_test(test_empty_key_or_long_inputs_refused),

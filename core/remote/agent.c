@@ -434,6 +434,14 @@ int gm_remote_agent_peers(struct gm_remote *r, const char *list, const char *fil
 		rc = gm_peers_file(file, r->dport, r->entries, PEER_ENTRIES, &r->nentries, err,
 				   errlen);
 	}
+	/* an agent of no peer admits nobody: said even under --quiet, since its
+	 * lending (what --listen is for) silently does nothing */
+	if (!rc && r->nentries == 0)
+		gm_log("node",
+		       "peers: none (%s%s%s): this agent lends to nobody and asks nobody, and "
+		       "every agent that dials it is refused; name the other agents in --peers%s",
+		       file ? "--peers-file " : "no --peers nor --peers-file", file ? file : "",
+		       file ? " names no host" : "", file ? " or that file (then SIGHUP)" : "");
 	return rc;
 }
 
