@@ -23,6 +23,9 @@
 #     built one and python3 /usr/bin/python3: exit 0, the script's own lines (an
 #     epoch, the evaluation) and goldminer run's summary of both its loaders on the
 #     C path (SKIP without torch or torchvision)
+#   8 every headline of README's "## Measurements" links to a section that exists
+#     and holds each of its figures (tests/readme_figures.py: a number there that
+#     rounds to it)
 # Each example runs under a deadline (GM_README_TIMEOUT seconds, default 300).
 # A sanitizer build (make sanitize) is linked with the sanitizers, and its Python
 # run preloads libasan as tests/test_python.sh does.
@@ -171,6 +174,16 @@ else
 		diag "$tmp/run.out"
 		diag "$tmp/run.err"
 	fi
+fi
+
+# ---- 8: each headline figure is in the section its link lands on
+if ! command -v python3 >/dev/null 2>&1; then
+	skip "the headlines' figures: no python3"
+else
+	python3 "$here/readme_figures.py" "$readme" >"$tmp/figures.log" 2>&1
+	rc=$?
+	t $rc "the headlines' figures are in the sections their links land on"
+	[ $rc = 0 ] || diag "$tmp/figures.log"
 fi
 
 echo "1..$n"
