@@ -1,6 +1,6 @@
 #!/bin/sh
-# README.md's examples are real, and docs/DESIGN.md's Layout names every module.
-# TAP on stdout.
+# README.md's examples are real, its headline figures are where its links say, and
+# docs/DESIGN.md's Layout names every module. TAP on stdout.
 #   1 the marked examples are found: the README line
 #     "<!-- tested by tests/test_readme.sh -->" stands before each tested fenced
 #     block, in this order by language: one ```c (the C loader), two ```python
@@ -26,6 +26,8 @@
 #   8 every headline of README's "## Measurements" links to a section that exists
 #     and holds each of its figures (tests/readme_figures.py: a number there that
 #     rounds to it)
+#   9 README is a newcomer's page: at most 300 lines (the layout and every detail
+#     live in docs/)
 # Each example runs under a deadline (GM_README_TIMEOUT seconds, default 300).
 # A sanitizer build (make sanitize) is linked with the sanitizers, and its Python
 # run preloads libasan as tests/test_python.sh does.
@@ -185,6 +187,10 @@ else
 	t $rc "the headlines' figures are in the sections their links land on"
 	[ $rc = 0 ] || diag "$tmp/figures.log"
 fi
+
+# ---- 9: the README's length
+lines=$(wc -l <"$readme")
+t "$([ "$lines" -le 300 ]; echo $?)" "README is $lines lines (at most 300)"
 
 echo "1..$n"
 [ "$fails" = 0 ]
