@@ -403,7 +403,11 @@ def make(a):
 # --- serving ------------------------------------------------------------------------
 class _CLoaderBatches:
     """The C Loader as a DataLoader: one `for` is one epoch of [images, labels]
-    (lists, as default_collate gives for (image, label) samples), owned copies."""
+    (lists, as default_collate gives for (image, label) samples) that the script
+    owns without a copy: views of ring slots kept until the last tensor over one
+    dies (torch.Loader's copy=True, gm_loader_keep); a batch held so long that the
+    workers would have fewer than 2 slots left to fill is detached into a copy by
+    the library (self.copied counts them for goldminer run's summary)."""
 
     def __init__(self, a, plan, seed, node=None):
         from torch.utils.data import RandomSampler, SequentialSampler

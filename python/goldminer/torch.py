@@ -25,14 +25,17 @@ VIEW LIFETIME (device=None): images are valid until the next batch is requested
 and never after close(); use images.clone() (or copy=True) to keep one.
 
 copy=True: each batch is the caller's own (kept as long as it likes, never
-overwritten). It is still a view of its ring slot, kept (gm_loader_keep) until
-the last tensor, view or storage over it dies; the slot goes back to the workers
-at the next batch asked for after that. Only when holding one more slot would
-leave the workers fewer than 2 to fill (a caller that keeps several batches) is
-a batch copied instead, into one of a few buffers this adapter keeps
-(_slot.Owned), and its slot given back at once. An Owned buffer is written again
+overwritten), still without a copy: a view of its ring slot that the library
+keeps (gm_loader_keep: a second mapping of the slot) until the last tensor, view
+or storage over it dies; the slot goes back to the workers at the next batch
+asked for after that. A batch held so long that the workers would have fewer
+than 2 slots left to fill is detached by the library: one mremap puts a private
+copy of its pages at the same addresses and its slot goes back (stats()
+"kept_copied" counts them). Only a batch the library cannot keep (a
+shuffle_buffer batch, a library without gm_loader_keep) is copied here instead,
+into one of a few buffers this adapter keeps (_slot.Owned), each written again
 only once nothing holds it (the storage holds a reference to the buffer, so its
-reference count says so). The buffers are touched once, when made: a fresh
+reference count says so); their pages are touched once, when made: a fresh
 allocation per batch would page-fault on every 4 KiB page of it, which costs
 several times the copy itself.
 
