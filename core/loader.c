@@ -312,12 +312,12 @@ static int copy_strings(struct gm_loader *l)
 	}
 	if (l->o.order) {
 		if (!l->o.order_len || (l->o.node && *l->o.node))
-			return set_err(l, l->o.order_len ? -ENOTSUP : -EINVAL,
-				       "gm_loader_open: %s",
-				       l->o.order_len ? "an explicit order (opts.order) is made by "
-							"workers here only, not by a node agent's: "
-							"open it without node"
-						      : "an explicit order of 0 samples (order_len)");
+			return set_err(l, l->o.order_len ? -ENOTSUP : -EINVAL, "gm_loader_open: %s",
+				       l->o.order_len
+					   ? "an explicit order (opts.order) is made by "
+					     "workers here only, not by a node agent's: "
+					     "open it without node"
+					   : "an explicit order of 0 samples (order_len)");
 		l->own_order = malloc((size_t)l->o.order_len * sizeof(*l->own_order));
 		if (!l->own_order)
 			return set_err(l, -ENOMEM, "gm_loader_open: out of memory");
@@ -326,7 +326,6 @@ static int copy_strings(struct gm_loader *l)
 	}
 	return 0;
 }
-
 
 int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *opts, char *errbuf,
 		   size_t errlen)
