@@ -558,6 +558,9 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer"; \
 	install -m 644 python/goldminer/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/"; \
+	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/_site"; \
+	install -m 644 python/goldminer/_site/sitecustomize.py \
+		"$$d$(LIBDIR)/goldminer/python/goldminer/_site/"; \
 	echo "installed goldminer $(VERSION) under $$d$(PREFIX)"
 uninstall:
 	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \

@@ -271,6 +271,42 @@ def install():
     return True
 
 
+_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+
+
+def children_environ(env, node):
+    """env (a dict: os.environ) made so that every Python interpreter started under
+    the run swaps DataLoader too (_site/sitecustomize.py): that folder first on
+    PYTHONPATH, then this package's, GOLDMINER_RUN_SWAP=1, and GOLDMINER_NODE when
+    --node gave the agent."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _SITE]
+    env["PYTHONPATH"] = os.pathsep.join([_SITE] + ([] if pkg in old else [pkg]) + old)
+    env["GOLDMINER_RUN_SWAP"] = "1"
+    if node is not None:
+        env["GOLDMINER_NODE"] = node
+    return env
+
+
+def install_child():
+    """The swap in a child interpreter of a run (_site/sitecustomize.py calls it once
+    torch.utils.data is imported): loaders served as in the run's own process, the
+    agent of $GOLDMINER_NODE, one summary at this interpreter's exit, its lines
+    naming its pid. Nothing in goldminer's own workers (they serve no loader)."""
+    global _PREFIX, _node
+    if "goldminer._worker" in sys.modules or \
+            getattr(sys.modules.get("torch.utils.data.dataloader"), "DataLoader", None) \
+            is not None and hasattr(sys.modules["torch.utils.data.dataloader"].DataLoader,
+                                    "_goldminer_original"):
+        return False
+    _PREFIX = "goldminer run (pid %d): " % os.getpid()
+    _node = os.environ.get("GOLDMINER_NODE") or None
+    if not install():
+        return False
+    atexit.register(_summary)
+    return True
+
+
 def _main_module(path):
     """A fresh __main__ for the script, as the interpreter makes one."""
     import importlib.machinery
@@ -394,6 +430,7 @@ def main(argv):
             _say(why + " (the script was not started)")
             return 1
         _node = node
+    children_environ(os.environ, node)  # the swap in every child interpreter too
     if install():
         atexit.register(_summary)
     else:
