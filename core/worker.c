@@ -2,10 +2,12 @@
  * worker.c - data worker loop (see worker.h).
  *
  * Determinism (contract 1): a batch is a pure function of (index, spec, seed,
- * epoch, k). Sample ids come from the (seed, epoch) permutation, augmentation
- * randomness from (seed, epoch, sample id), and a bad sample at epoch position p
- * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
- * substitute is the same whichever worker makes the batch, however often. When
+ * epoch, k). Sample ids come from the (seed, epoch) permutation (or the loader's
+ * explicit order, cfg.order: a sampler's indices, the same every epoch),
+ * augmentation randomness from (seed, epoch, sample id), and a bad sample at epoch
+ * position p is replaced by the first good sample at positions p+1, p+2, ... (mod
+ * the epoch's length), so the substitute is the same whichever worker makes the
+ * batch, however often. When
  * none of the next GM_WORKER_SUBSTITUTE_TRIES is good the batch fails (-ENODATA
  * in the slot's status) rather than carry zeros labelled -1. Only the sample's own
  * bytes make it bad: a read that fails for want of memory or descriptors, or is

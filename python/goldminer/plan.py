@@ -10,8 +10,11 @@ C+Python hybrid, or Python workers; and the loader that serves it.
 The split is the stateless/stateful one of docs/DESIGN.md, read off the user's
 objects. Only torchvision's ImageFolder (and DatasetFolder with the default
 loader: PIL, image backend "PIL") has a sample the C plane can make: a JPEG read
-from samples[i], then the dataset's transform. The transform (a Compose, v1 or
-v2, or one op) is read from the front:
+from samples[i], then the dataset's transform; a torch Subset of one is read
+through (its index map). The transform (a Compose, v1 or v2, or one op; a plain
+object whose class's __call__ is exactly `return self.NAME(x)` by its bytecode,
+NAME a plain attribute holding one of those, is read as what it holds:
+torchvision's reference presets, _held) is read from the front:
 
   RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
   | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
@@ -31,9 +34,13 @@ the C plane does not make (a flip before the crop, Normalize on uint8) ends it,
 and it and every op after it run in Python ("order" for those after it). Then:
 
   C       the whole transform is the prefix, its output is a tensor, and the
-          loader asks nothing the C Loader cannot give (default sampler and
-          collate_fn, no target_transform, the C index equals dataset.samples):
-          goldminer's C Loader makes the batches, (images, labels) as torch's.
+          loader asks nothing the C Loader cannot give (a sampler of torch's own,
+          the default collate_fn, no target_transform, the C index equals
+          dataset.samples): goldminer's C Loader makes the batches, (images,
+          labels) as torch's. The default samplers are its own permutation (one
+          Loader for every epoch); any other of torch's samplers, a generator or
+          a Subset is drawn in the trainer each epoch as torch's iterator draws
+          it and made by a C Loader opened with that order (_CSamplerBatches).
   hybrid  a prefix, then Python ops (or a loader option only Python workers
           honour): goldminer's Python workers, each sample C-made up to the prefix
           (hybrid.py) and handed to the rest as a PIL image or a tensor.

@@ -36,6 +36,13 @@ naming the socket, and the script is not run); the summary names the agent and
 counts its workers here (local) and on its peers (remote, from the agent's
 status).
 
+Every Python interpreter started under the run (torch.multiprocessing.spawn's and
+multiprocessing's spawn children, a script run by subprocess) swaps DataLoader
+too: the run puts _site/ first on PYTHONPATH and sets GOLDMINER_RUN_SWAP=1; its
+sitecustomize.py calls install_child() once torch.utils.data is imported (not in
+goldminer's own workers). A child's loaders are planned and served as the run's,
+and its summary lines at its exit name its pid.
+
 torch's own DataLoader class keeps its __setattr__ rule, bound to itself: torch's
 version calls super() with its module's global DataLoader, the swapped class,
 which every instance made by torch's own code (DataLoader2, datapipes) or by a
@@ -43,7 +50,8 @@ subclass made before the swap would fail.
 
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
-`python -m goldminer` itself) are not served; a subclass of DataLoader that
+`python -m goldminer` itself) are not served, nor those of a child interpreter
+started with -E, -I or -S (it reads no PYTHONPATH or no sitecustomize); a subclass of DataLoader that
 overrides __iter__ gets torch's behaviour for what it overrides.
 """
 import atexit
