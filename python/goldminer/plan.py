@@ -604,6 +604,7 @@ class _CSamplerBatches:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
+        """The epoch drawn now, as iter() of torch's loader with workers draws it."""
         import torch
         base = torch.empty((), dtype=torch.int64).random_(generator=self.generator).item()
         order = [int(i) for i in self.sampler]
@@ -612,10 +613,14 @@ class _CSamplerBatches:
         if self.drop_last:
             del order[len(order) // self.batch_size * self.batch_size:]
         self._close_epoch()
+        return self._epoch(base & ((1 << 64) - 1), order)
+
+    def _epoch(self, seed, order):
+        import torch
         if not order:
             return
-        self.loader = self._Loader(self.root, batch_size=self.batch_size,
-                                   seed=base & ((1 << 64) - 1), order=order, **self.kw)
+        self.loader = self._Loader(self.root, batch_size=self.batch_size, seed=seed,
+                                   order=order, **self.kw)
         pin = self.pin and torch.cuda.is_available()
         for x, y in self.loader:
             if pin:

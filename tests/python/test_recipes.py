@@ -6,7 +6,8 @@ Subset and a RandomSampler with a generator keep an all-C transform on the C
 path, in torch's order of indices to the byte (each sample its own class: the
 labels are the indices); DataLoaders built in torch.multiprocessing.spawn and
 multiprocessing spawn children under `goldminer run` are served, each child's
-summary naming its pid, with torch's batches."""
+summary naming its pid, with torch's batches, and what a child leaves to torch
+(an IterableDataset) is one such line."""
 import json
 import os
 import subprocess
@@ -184,8 +185,13 @@ SPAWNED = """
         def __getitem__(self, i):
             return torch.tensor([i, i * i])
 
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
     def child(rank, tag):
         from torch.utils.data import DataLoader
+        assert [b.tolist() for b in DataLoader(Stream(), batch_size=2)] == [[0, 1], [2]]
         dl = DataLoader(Squares(), batch_size=4, num_workers=1)
         print(json.dumps({"tag": tag, "served": getattr(dl, "goldminer_plan", None) is not None,
                           "batches": [b.tolist() for b in dl]}), flush=True)
@@ -219,6 +225,11 @@ class TestSpawnChildrenAreServed(GmTest):
         self.assertEqual([d["served"] for d in served], [True, True], g.stderr)
         self.assertEqual([d["batches"] for d in served], [d["batches"] for d in plain])
         # one summary per child, naming its pid
-        sums = [ln for ln in g.stderr.splitlines() if ln.startswith("goldminer run (pid ")]
+        said = [ln for ln in g.stderr.splitlines() if ln.startswith("goldminer run (pid ")]
+        sums = [ln for ln in said if "img/s" in ln]
         self.assertEqual(len(sums), 2, g.stderr)
         self.assertTrue(all("spawned.py:" in ln and "10 images" in ln for ln in sums), sums)
+        # what a child leaves to torch, in one line naming its pid
+        torchs = [ln for ln in said if "Stream is an IterableDataset: it stays with torch" in ln]
+        self.assertEqual(len(torchs), 2, g.stderr)
+        self.assertEqual(len(set(ln.split(")")[0] for ln in sums + torchs)), 2)  # two pids
