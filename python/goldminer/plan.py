@@ -430,9 +430,10 @@ def _sampler_order(a, index_map):
         return None, "sampler %s (not one of torch's: Python workers iterate it)" \
             % type(s).__name__
     plain = index_map is None and a.get("generator") is None and (
-        s is None or type(s) is SequentialSampler or
-        type(s) is RandomSampler and s.generator is None and not s.replacement and
-        s._num_samples is None)
+        s is None or getattr(s, "data_source", None) is a["dataset"] and (
+            type(s) is SequentialSampler or
+            type(s) is RandomSampler and s.generator is None and not s.replacement and
+            s._num_samples is None))
     return not plain, None
 
 
