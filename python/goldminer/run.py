@@ -51,8 +51,9 @@ subclass made before the swap would fail.
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
 `python -m goldminer` itself) are not served, nor those of a child interpreter
-started with -E, -I or -S (it reads no PYTHONPATH or no sitecustomize); a subclass of DataLoader that
-overrides __iter__ gets torch's behaviour for what it overrides.
+started with -E, -I or -S (it reads no PYTHONPATH or no sitecustomize); a
+subclass of DataLoader that overrides __iter__ gets torch's behaviour for what it
+overrides.
 """
 import atexit
 import errno
