@@ -3,6 +3,7 @@
 #   make test       every cmocka binary (+ python tests), one closing line
 #   make sanitize   the same tests under ASan+UBSan (build-san/)
 #   make test-torch-suite  PyTorch's own test_dataloader.py against goldminer's DataLoader
+#   make test-torchvision-train  torchvision's reference train.py plain and under goldminer run
 #   make tsan       the ring/loader/node/elastic/chaos tests under TSan (build-tsan/)
 #   make format-check  clang-format would change nothing (make format: apply it)
 #   make lint       cppcheck over the C code, shellcheck over the scripts
@@ -148,7 +149,7 @@ FUZZ_NAMES := $(filter-out fuzz_ctl,$(FUZZ_NAMES))
 endif
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
-.PHONY: install uninstall traces all test test-run test-torch-suite sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
+.PHONY: install uninstall traces all test test-run test-torch-suite test-torchvision-train sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
@@ -335,6 +336,15 @@ test-torch-suite: all
 	$(Q)dir=$$(sh tests/torch_tests.sh "$(TORCH_TEST_DIR)") && \
 		GOLDMINER_LIB="$(abspath $(B))/libgoldminer.so" $(or $(GM_PYTHON),/usr/bin/python3) \
 		tests/python/torch_suite.py "$$dir/test_dataloader.py" $(TORCH_SUITE_ARGS)
+
+# torchvision's reference references/classification/train.py (the installed
+# torchvision's version, from Debian's source: tests/torchvision_train.sh fetches
+# it into $(B)/torchvision-ref, never into the repository) on a small ImageFolder,
+# plain and under goldminer run: the same exit status and stdout lines, the C path
+# for the default recipe, hybrid with --auto-augment ta_wide --random-erase 0.1.
+# About a minute; not in make test (it fetches, and trains a model).
+test-torchvision-train: all
+	$(Q)B=$(B) sh tests/run.sh tests/torchvision_train.sh
 
 SAN_B := build-san
 # A test binary that runs past 150 s is stopped and run again, up to 2 times: the
@@ -558,6 +568,9 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer"; \
 	install -m 644 python/goldminer/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/"; \
+	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/_site"; \
+	install -m 644 python/goldminer/_site/sitecustomize.py \
+		"$$d$(LIBDIR)/goldminer/python/goldminer/_site/"; \
 	echo "installed goldminer $(VERSION) under $$d$(PREFIX)"
 uninstall:
 	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \

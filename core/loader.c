@@ -48,6 +48,7 @@ struct gm_loader {
 	struct gm_loader_opts o; /* its strings point into `own` (copies: a caller, the
 				  * Python binding say, may free its own after open) */
 	char *own[3];		 /* root, pipeline, node as copied (or NULL) */
+	uint32_t *own_order;	 /* opts.order as copied (or NULL) */
 	char errmsg[512];
 	struct gm_dataset *ds;
 	struct gm_pool *pool;	   /* workers in this process, else NULL */
@@ -208,11 +209,26 @@ static int check_opts(struct gm_loader *l)
 	return 0;
 }
 
+/* Every id of an explicit order names a sample of the index. 0 or -EINVAL. */
+static int check_order(struct gm_loader *l)
+{
+	uint32_t n = gm_dataset_count(l->ds);
+	for (uint32_t i = 0; l->o.order && i < l->o.order_len; i++)
+		if (l->o.order[i] >= n)
+			return set_err(l, -EINVAL,
+				       "gm_loader_open: order[%u] = %u, but %s has %u samples "
+				       "(ids 0..%u)",
+				       i, l->o.order[i], l->o.root, n, n ? n - 1 : 0);
+	return 0;
+}
+
 /* The index, the task range and the shuffle buffer. */
 static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 {
 	char why[512];
 	int err = gm_dataset_open(&l->ds, l->o.root, why, sizeof(why));
+	if (!err && check_order(l))
+		return -EINVAL;
 	if (!err)
 		err = gm_pool_tasks(&l->o, l->ds, &l->bpe, &l->first, &l->end, why, sizeof(why));
 	if (err)
@@ -221,7 +237,7 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 	l->wcfg = c->w;
 
 	/* The pool drains every epoch: more than an epoch's samples would never fill. */
-	uint32_t n = gm_dataset_count(l->ds);
+	uint32_t n = l->o.order ? l->o.order_len : gm_dataset_count(l->ds);
 	if (l->shuf_cap > n)
 		l->shuf_cap = n;
 	if (l->shuf_cap) {
@@ -281,8 +297,8 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 static int client_attach(struct gm_loader *l);
 
 /* Copy every string of the options the loader keeps past open (messages print
- * root long after; client_attach connects to node), so the caller's need not
- * outlive this call. */
+ * root long after; client_attach connects to node), and the explicit order (the
+ * workers read it all along), so the caller's need not outlive this call. */
 static int copy_strings(struct gm_loader *l)
 {
 	const char **field[3] = {&l->o.root, &l->o.pipeline, &l->o.node};
@@ -293,6 +309,20 @@ static int copy_strings(struct gm_loader *l)
 		if (!l->own[i])
 			return set_err(l, -ENOMEM, "gm_loader_open: out of memory");
 		*field[i] = l->own[i];
+	}
+	if (l->o.order) {
+		if (!l->o.order_len || (l->o.node && *l->o.node))
+			return set_err(l, l->o.order_len ? -ENOTSUP : -EINVAL, "gm_loader_open: %s",
+				       l->o.order_len
+					   ? "an explicit order (opts.order) is made by "
+					     "workers here only, not by a node agent's: "
+					     "open it without node"
+					   : "an explicit order of 0 samples (order_len)");
+		l->own_order = malloc((size_t)l->o.order_len * sizeof(*l->own_order));
+		if (!l->own_order)
+			return set_err(l, -ENOMEM, "gm_loader_open: out of memory");
+		memcpy(l->own_order, l->o.order, (size_t)l->o.order_len * sizeof(*l->own_order));
+		l->o.order = l->own_order;
 	}
 	return 0;
 }
@@ -445,6 +475,7 @@ void gm_loader_close(struct gm_loader *l)
 	free(l->stale_told);
 	for (int i = 0; i < 3; i++)
 		free(l->own[i]);
+	free(l->own_order);
 	free(l);
 }
 
@@ -593,7 +624,8 @@ static int batch_failed(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 static int check_slot(struct gm_loader *l, const struct gm_slot_ctl *ctl)
 {
 	uint32_t epoch;
-	uint64_t k, count = gm_dataset_count(l->ds), b = l->o.batch_size;
+	uint64_t k, b = l->o.batch_size;
+	uint64_t count = l->o.order ? l->o.order_len : gm_dataset_count(l->ds);
 	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	uint64_t nb = count - k * b < b ? count - k * b : b;
 	if (gm_ring_status_ok(ctl->status) && ctl->n == nb && ctl->n_errors <= nb)

@@ -1100,7 +1100,7 @@ int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 int gm_pool_tasks(const struct gm_loader_opts *o, const struct gm_dataset *ds, uint32_t *bpe,
 		  uint64_t *first, uint64_t *end, char *err, size_t errlen)
 {
-	uint32_t n = gm_dataset_count(ds);
+	uint32_t n = o->order ? o->order_len : gm_dataset_count(ds);
 	*bpe = o->drop_last ? n / o->batch_size : (n + o->batch_size - 1) / o->batch_size;
 	if (*bpe == 0) {
 		gm_errf(err, errlen, "%s: %u samples make no full batch of %u (drop_last)", o->root,
@@ -1133,6 +1133,8 @@ void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
 	c->w.batches_per_epoch = bpe;
 	c->w.shuffle = o->shuffle;
 	c->w.on_error = o->on_error;
+	c->w.order = o->order;
+	c->w.order_len = o->order_len;
 	c->first_task = first;
 	c->end_task = end;
 	c->slots = o->slots;

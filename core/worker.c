@@ -2,10 +2,12 @@
  * worker.c - data worker loop (see worker.h).
  *
  * Determinism (contract 1): a batch is a pure function of (index, spec, seed,
- * epoch, k). Sample ids come from the (seed, epoch) permutation, augmentation
- * randomness from (seed, epoch, sample id), and a bad sample at epoch position p
- * is replaced by the first good sample at positions p+1, p+2, ... (mod n), so the
- * substitute is the same whichever worker makes the batch, however often. When
+ * epoch, k). Sample ids come from the (seed, epoch) permutation (or the loader's
+ * explicit order, cfg.order: a sampler's indices, the same every epoch),
+ * augmentation randomness from (seed, epoch, sample id), and a bad sample at epoch
+ * position p is replaced by the first good sample at positions p+1, p+2, ... (mod
+ * the epoch's length), so the substitute is the same whichever worker makes the
+ * batch, however often. When
  * none of the next GM_WORKER_SUBSTITUTE_TRIES is good the batch fails (-ENODATA
  * in the slot's status) rather than carry zeros labelled -1. Only the sample's own
  * bytes make it bad: a read that fails for want of memory or descriptors, or is
@@ -76,7 +78,8 @@ struct gm_worker {
 	struct gm_reader *rd;
 	struct gm_aug *aug;
 	uint32_t pid;
-	uint32_t n; /* dataset size */
+	uint32_t n;   /* dataset size */
+	uint32_t len; /* samples per epoch: the explicit order's, else n */
 	size_t sample_bytes;
 	uint32_t *perm; /* permutation of perm_epoch (recomputable cache) */
 	uint32_t perm_epoch;
@@ -140,6 +143,8 @@ static uint64_t now_ns(void)
 
 static const uint32_t *perm_for(struct gm_worker *w, uint32_t epoch)
 {
+	if (w->c.order)
+		return w->c.order; /* a sampler's indices, the same every epoch */
 	if (!w->c.shuffle)
 		return NULL;
 	if (!w->perm_valid || w->perm_epoch != epoch) {
@@ -310,8 +315,8 @@ static int read_retrying(struct gm_worker *w, uint32_t i, uint32_t id, bool firs
  * GM_WORKER_SUBSTITUTE_TRIES is good; or a reader's (or a persistent transient) -errno. */
 static int substitute(struct gm_worker *w, uint32_t i, uint64_t pos, const uint32_t *perm)
 {
-	for (uint32_t j = 1; j <= GM_WORKER_SUBSTITUTE_TRIES && j < w->n; j++) {
-		int rc = read_retrying(w, i, sample_at(perm, (pos + j) % w->n), false);
+	for (uint32_t j = 1; j <= GM_WORKER_SUBSTITUTE_TRIES && j < w->len; j++) {
+		int rc = read_retrying(w, i, sample_at(perm, (pos + j) % w->len), false);
 		if (rc)
 			return rc;
 		if (w->fail[i] == 0)
@@ -449,7 +454,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	gm_worker_task_pos(&w->c, task, &epoch, &k);
 	const uint32_t *perm = perm_for(w, epoch);
 	uint64_t first = k * w->c.batch_size;
-	nb = (uint32_t)((w->n - first) < w->c.batch_size ? (w->n - first) : w->c.batch_size);
+	nb = (uint32_t)((w->len - first) < w->c.batch_size ? (w->len - first) : w->c.batch_size);
 	begin_task(w, slot, task, epoch, nb);
 	ctl = w->ctl;
 
@@ -581,6 +586,7 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 		return -ENOMEM;
 	w->c = *cfg;
 	w->n = gm_dataset_count(cfg->ds);
+	w->len = cfg->order ? cfg->order_len : w->n;
 	w->sample_bytes = gm_aug_out_bytes(&cfg->aug);
 	w->pid = (uint32_t)getpid();
 	w->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);

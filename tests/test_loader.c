@@ -343,6 +343,64 @@ static void test_pread_reader_same_batches(void **state)
 	gm_test_rm_tree(dir);
 }
 
+/* An explicit order (a sampler's indices): every epoch is those ids in that order,
+ * repeats kept, batch k order[k*B..]; the caller's array may change after open;
+ * an id past the dataset, an empty order and a node agent are refused. */
+static void test_explicit_order_is_every_epochs_ids(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	char err[256];
+	uint32_t order[] = {7, 3, 3, 0, N_IMAGES - 1, 12, 5, 40, 41, 9};
+	const uint32_t n = sizeof(order) / sizeof(order[0]);
+	uint32_t want[sizeof(order) / sizeof(order[0])];
+	memcpy(want, order, sizeof(order));
+	small_opts(&o, good_dir, 2);
+	o.order = order;
+	o.order_len = n;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	memset(order, 0xff, sizeof(order)); /* the loader copied it */
+	struct gm_batch b;
+	int32_t label_of[N_IMAGES];
+	uint32_t pos = 0, epochs = 0;
+	int rc;
+	while ((rc = gm_loader_next(l, &b)) != GM_LOADER_END) {
+		assert_true(rc >= 0);
+		if (rc == GM_LOADER_END_OF_EPOCH) {
+			assert_int_equal(pos, n);
+			pos = 0;
+			epochs++;
+			continue;
+		}
+		assert_int_equal(b.index, pos / BATCH);
+		for (uint32_t i = 0; i < b.size; i++, pos++) {
+			assert_int_equal(b.sample_ids[i], want[pos]);
+			if (epochs == 0)
+				label_of[want[pos]] = b.labels[i];
+			assert_int_equal(b.labels[i], label_of[want[pos]]);
+		}
+	}
+	assert_int_equal(epochs, 2);
+	struct gm_loader_stats st;
+	gm_loader_stats(l, &st);
+	assert_int_equal(st.batches_per_epoch, (n + BATCH - 1) / BATCH);
+	assert_int_equal(st.dataset_size, N_IMAGES); /* the dataset's, not the order's */
+	gm_loader_close(l);
+
+	uint32_t past[] = {1, N_IMAGES};
+	o.order = past;
+	o.order_len = 2;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "order[1]"));
+	o.order_len = 0;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -EINVAL);
+	o.order_len = 1;
+	o.node = "/nonexistent/agent.sock";
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), -ENOTSUP);
+	assert_non_null(strstr(err, "without node"));
+}
+
 static void test_bad_files_skip(void **state)
 {
 	(void)state;
@@ -1033,6 +1091,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_files_fail),
 	    cmocka_unit_test(test_bad_files_skip),
 	    cmocka_unit_test(test_epoch_contents_and_labels),
+	    cmocka_unit_test(test_explicit_order_is_every_epochs_ids),
 	    cmocka_unit_test(test_fifo_in_the_tree_is_a_per_sample_error),
 	    cmocka_unit_test(test_interrupted_waits_lose_nothing),
 	    cmocka_unit_test(test_kept_batches_stay_unwritten_and_go_back_in_any_order),

@@ -44,6 +44,12 @@ struct gm_loader_opts {
 	uint32_t lease_timeout_ms; /* a worker whose batch makes no progress (no sample
 				    * finished) for this long is killed and the batch
 				    * re-issued; 0: GM_LEASE_TIMEOUT_MS */
+	/* An explicit order (a sampler's indices): NULL, the seeded permutation
+	 * (shuffle) or the dataset's order; else every epoch is order[0..order_len),
+	 * dataset ids (each < the dataset's count, repeats allowed), shuffle ignored.
+	 * gm_loader_open copies it. Workers here only (with node: -ENOTSUP). */
+	const uint32_t *order;
+	uint32_t order_len;
 };
 
 /* Default lease progress deadline: long enough for one sample to be read and

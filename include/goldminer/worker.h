@@ -35,6 +35,10 @@ struct gm_worker_cfg {
 	uint32_t batches_per_epoch;
 	bool shuffle;
 	enum gm_on_error on_error;
+	/* the epoch's dataset ids in order (gm_loader_opts.order; NULL: the
+	 * permutation or the dataset's order) and their count */
+	const uint32_t *order;
+	uint32_t order_len;
 	/* Called after each sample of a batch is complete (NULL: nothing). A worker
 	 * on another host progresses its network sends here (remote.c), so that
 	 * the previous batch travels while this one decodes. */

@@ -76,6 +76,8 @@ class LoaderOpts(ctypes.Structure):
         ("max_workers", ctypes.c_uint32),
         ("node", ctypes.c_char_p),
         ("lease_timeout_ms", ctypes.c_uint32),
+        ("order", ctypes.POINTER(ctypes.c_uint32)),
+        ("order_len", ctypes.c_uint32),
     ]
 
 

@@ -109,8 +109,10 @@ def main_ref(body, by_name):
     multiprocessing.spawn's preparation data for it (its module name, or its
     path, and sys.argv), when the pickled spec names __main__ by reference
     (by_name: plain pickle, python3-cloudpickle being absent; cloudpickle pickles
-    the script's classes and functions by value); None when it does not."""
-    if not by_name or b"__main__" not in body:
+    the script's classes and functions by value), or names __mp_main__ (the script
+    as a spawn child of the trainer imported it: multiprocessing's, mp.spawn's;
+    cloudpickle pickles those by name too); None when it does not."""
+    if not (by_name and b"__main__" in body) and b"__mp_main__" not in body:
         return None
     from multiprocessing import spawn
     data = spawn.get_preparation_data("goldminer")

@@ -135,6 +135,18 @@ def _path_arg(name, v):
     return b
 
 
+def _order_arg(order):
+    """order (an iterable of ints) as a C array of uint32, else ValueError."""
+    import array
+    try:
+        a = array.array("I", [_int_arg("order[]", i, 0, _U32, "a dataset id") for i in order])
+    except TypeError:
+        raise ValueError("order must be an iterable of dataset ids, not %r" % (order,))
+    if not 0 < len(a) <= _U32 or a.itemsize != 4:
+        raise ValueError("order must hold 1..%d dataset ids, not %d" % (_U32, len(a)))
+    return (ctypes.c_uint32 * len(a)).from_buffer(a)
+
+
 def _text_arg(name, v):
     """The str v as UTF-8 bytes for the C library, else ValueError naming name."""
     try:
@@ -235,6 +247,11 @@ class Loader:
                the agent; None: here, as children of this process.
     lease_timeout_ms  a worker whose batch makes no progress this long is killed
                and the batch made again (0: the library's default, 5000).
+    order      None, or the dataset ids of every epoch in order (a torch sampler's
+               indices, repeats allowed; `shuffle` is then ignored): batch k is
+               order[k*batch_size:(k+1)*batch_size]. Workers here only (not with
+               node). ValueError for an id that is not a uint32 or an empty order;
+               GoldminerError for an id past the dataset.
 
     root and node are paths: str, bytes or os.PathLike (a str is encoded as
     os.fsencode() does, so names from os.listdir() work whatever their bytes).
@@ -257,7 +274,7 @@ class Loader:
                  scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
                  pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None,
-                 lease_timeout_ms=0):
+                 lease_timeout_ms=0, order=None):
         self._h = None
         self._live = []  # weak references to the buffers of views handed out
         self._dead = []  # (handle, slot) of kept batches whose last view died
@@ -309,6 +326,7 @@ class Loader:
             std = _floats_arg("std", std, 3)
         lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms, 0, 86400000,
                                     "(0: the library's default)")
+        self._order = _order_arg(order) if order is not None else None
         self._L = lib()
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
@@ -317,7 +335,7 @@ class Loader:
                         max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
                         slots=slots, start_batch=start_batch, pin=pin, copy=copy,
                         chaos_kill_ms=chaos_kill_ms, max_workers=max_workers, node=node,
-                        lease_timeout_ms=lease_timeout_ms)
+                        lease_timeout_ms=lease_timeout_ms, order=order)
         self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
         self._nworkers = nworkers
         self._open(epoch, epochs, start_batch)
@@ -345,6 +363,9 @@ class Loader:
         o.chaos_kill_ms = kw["chaos_kill_ms"]
         o.max_workers = kw["max_workers"]
         o.lease_timeout_ms = kw["lease_timeout_ms"]
+        if self._order is not None:  # the library copies it at open
+            o.order = ctypes.cast(self._order, ctypes.POINTER(ctypes.c_uint32))
+            o.order_len = len(self._order)
         o.node = self._node_b
         a = o.aug
         a.mode = _MODES[kw["mode"]]

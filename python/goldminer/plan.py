@@ -10,8 +10,11 @@ C+Python hybrid, or Python workers; and the loader that serves it.
 The split is the stateless/stateful one of docs/DESIGN.md, read off the user's
 objects. Only torchvision's ImageFolder (and DatasetFolder with the default
 loader: PIL, image backend "PIL") has a sample the C plane can make: a JPEG read
-from samples[i], then the dataset's transform. The transform (a Compose, v1 or
-v2, or one op) is read from the front:
+from samples[i], then the dataset's transform; a torch Subset of one is read
+through (its index map). The transform (a Compose, v1 or v2, or one op; a plain
+object whose class's __call__ is exactly `return self.NAME(x)` by its bytecode,
+NAME a plain attribute holding one of those, is read as what it holds:
+torchvision's reference presets, _held) is read from the front:
 
   RandomResizedCrop [, RandomHorizontalFlip]    the train crop (square, bilinear)
   | Resize N, CenterCrop M (M <= N)             the eval crop (square, bilinear)
@@ -31,9 +34,13 @@ the C plane does not make (a flip before the crop, Normalize on uint8) ends it,
 and it and every op after it run in Python ("order" for those after it). Then:
 
   C       the whole transform is the prefix, its output is a tensor, and the
-          loader asks nothing the C Loader cannot give (default sampler and
-          collate_fn, no target_transform, the C index equals dataset.samples):
-          goldminer's C Loader makes the batches, (images, labels) as torch's.
+          loader asks nothing the C Loader cannot give (a sampler of torch's own,
+          the default collate_fn, no target_transform, the C index equals
+          dataset.samples): goldminer's C Loader makes the batches, (images,
+          labels) as torch's. The default samplers are its own permutation (one
+          Loader for every epoch); any other of torch's samplers, a generator or
+          a Subset is drawn in the trainer each epoch as torch's iterator draws
+          it and made by a C Loader opened with that order (_CSamplerBatches).
   hybrid  a prefix, then Python ops (or a loader option only Python workers
           honour): goldminer's Python workers, each sample C-made up to the prefix
           (hybrid.py) and handed to the rest as a PIL image or a tensor.
@@ -146,7 +153,73 @@ def _fmt(op):
     return "%s(%s)" % (n, ", ".join(args))
 
 
-def _ops_of(transform):
+# what a __call__ that only applies a transform it holds compiles to, less the
+# instructions that do nothing (RESUME, CACHE, ...; by CPython version)
+_CALL_QUIET = {"RESUME", "NOP", "CACHE", "PRECALL", "PUSH_NULL", "EXTENDED_ARG"}
+_CALL_OPS = {"CALL", "CALL_FUNCTION", "CALL_METHOD"}
+
+
+def _held(t):
+    """(transform, None) when t is a plain object whose class's __call__(self, x) is
+    exactly `return self.NAME(x)`, read off its bytecode (dis), with NAME an
+    attribute of t itself (its __dict__, no class attribute or property of that
+    name, no __getattribute__ of its own) holding a torchvision transform or
+    another such object (torchvision's reference presets: self.transforms, a
+    Compose); else (None, why not, one line)."""
+    import dis
+    import types
+    cls = type(t)
+    call = getattr(cls, "__call__", None)
+    if not isinstance(call, types.FunctionType):
+        return None, "%s is not torchvision's and has no __call__ in Python" % cls.__name__
+    code = call.__code__
+    if code.co_argcount != 2 or code.co_kwonlyargcount or code.co_freevars or \
+            code.co_flags & (0x04 | 0x08) or call.__defaults__:
+        return None, ("%s.__call__ takes other arguments than (self, x): not read as the"
+                      " transform it holds" % cls.__name__)
+    ins = [i for i in dis.get_instructions(call) if i.opname not in _CALL_QUIET]
+    shape = [i.opname for i in ins]
+    if len(ins) != 5 or shape[0] != "LOAD_FAST" or ins[0].arg != 0 or \
+            shape[1] not in ("LOAD_ATTR", "LOAD_METHOD") or shape[2] != "LOAD_FAST" or \
+            ins[2].arg != 1 or shape[3] not in _CALL_OPS or ins[3].arg != 1 or \
+            shape[4] != "RETURN_VALUE":
+        return None, ("%s.__call__ does more than return self.ATTR(x) (its bytecode: %s):"
+                      " not read as the transform it holds"
+                      % (cls.__name__, " ".join(shape[:12]) + (" ..." if len(shape) > 12 else "")))
+    name = ins[1].argval
+    if not isinstance(name, str) or name not in getattr(t, "__dict__", {}) or \
+            hasattr(cls, name) or cls.__getattribute__ is not object.__getattribute__:
+        return None, ("%s.__call__ applies self.%s, which is not a plain attribute of the"
+                      " object" % (cls.__name__, name))
+    inner = t.__dict__[name]
+    if not _is_tv(inner) and _held(inner)[0] is None:
+        return None, ("%s.__call__ applies self.%s, a %s: not a torchvision transform"
+                      % (cls.__name__, name, type(inner).__name__))
+    return inner, None
+
+
+def _unwrapped(transform):
+    """(the transform a dataset's transform applies, with plain objects that hold one
+    unwrapped (_held), the lines saying what was and was not unwrapped)."""
+    notes = []
+    for _ in range(8):  # nested holders: a preset holding a preset
+        if transform is None or _is_tv(transform):
+            break
+        inner, why = _held(transform)
+        if inner is None:
+            notes.append("not unwrapped: " + why)
+            break
+        notes.append("%s applies its %s: read as that" % (
+            type(transform).__name__, _name(inner)))
+        transform = inner
+    return transform, notes
+
+
+def _ops_of(transform, notes=None):
+    """The ops of a transform, front first; notes (a list) gets what _unwrapped says."""
+    transform, said = _unwrapped(transform)
+    if notes is not None:
+        notes.extend(said)
     if transform is None:
         return []
     if _name(transform) == "Compose" and hasattr(transform, "transforms"):
@@ -330,17 +403,46 @@ def _dataset_problem(ds):
     return None
 
 
-def _c_loader_problem(a):
-    """None when the C Loader can make this loader's batches, else which option
-    only Python workers honour."""
-    ds = a["dataset"]
-    from torch.utils.data import RandomSampler, SequentialSampler
+def _subset_base(ds):
+    """(the dataset under a chain of torch Subsets, the index map from ds's indices
+    to its own, or None when ds is no Subset). A subclass of Subset may override
+    __getitem__: only torch's own class is read through."""
+    from torch.utils.data import Subset
+    idx = None
+    while type(ds) is Subset:
+        m = [int(i) for i in ds.indices]
+        idx = m if idx is None else [m[i] for i in idx]
+        ds = ds.dataset
+    return ds, idx
+
+
+def _sampler_order(a, index_map):
+    """How the C Loader orders this loader's samples: (False, None) its own order
+    (shuffle or not; torch's plain RandomSampler or SequentialSampler over the
+    dataset itself, no generator), (True, None) the sampler's indices each epoch
+    (a sampler of torch's own: DistributedSampler, RandomSampler with a generator,
+    replacement or num_samples, SubsetRandomSampler, ...; or a Subset), or
+    (None, why) when only Python workers take it."""
+    from torch.utils.data import RandomSampler, SequentialSampler, Sampler
+    s = a.get("sampler")
+    if s is not None and not (isinstance(s, Sampler) and
+                              type(s).__module__.startswith("torch.utils.data")):
+        return None, "sampler %s (not one of torch's: Python workers iterate it)" \
+            % type(s).__name__
+    plain = index_map is None and a.get("generator") is None and (
+        s is None or getattr(s, "data_source", None) is a["dataset"] and (
+            type(s) is SequentialSampler or
+            type(s) is RandomSampler and s.generator is None and not s.replacement and
+            s._num_samples is None))
+    return not plain, None
+
+
+def _c_loader_problem(a, ds):
+    """None when the C Loader can make this loader's batches over ImageFolder ds,
+    else which option only Python workers honour."""
     from torch.utils.data._utils.collate import default_collate
     if a.get("batch_sampler") is not None:
         return "a batch_sampler"
-    if a.get("sampler") is not None and type(a["sampler"]) not in (RandomSampler,
-                                                                     SequentialSampler):
-        return "sampler %s" % type(a["sampler"]).__name__
     if a.get("collate_fn") not in (None, default_collate):
         return "a collate_fn"
     if ds.target_transform is not None:
@@ -357,17 +459,24 @@ def _c_loader_problem(a):
 
 def make(a):
     """The plan for DataLoader arguments a (a dict of torch's parameter names)."""
-    ds = a["dataset"]
+    ds, index_map = _subset_base(a["dataset"])
     why = _dataset_problem(ds)
-    ops = _ops_of(getattr(ds, "transform", None))
+    notes = []
+    ops = _ops_of(getattr(ds, "transform", None), notes)
+    if index_map is not None:
+        notes.append("a Subset of %s: %d of its %s samples, by its indices"
+                     % (type(ds).__name__, len(index_map),
+                        len(ds) if hasattr(ds, "__len__") else "?"))
     if why is not None:
-        return Plan("python", [Op(_fmt(o), "python", "dataset[i]") for o in ops], why)
+        return Plan("python", [Op(_fmt(o), "python", "dataset[i]") for o in ops], why,
+                    notes=notes)
     from .hybrid import has_hybrid
     c, took, stop = _geometry(ops)
     if c is None:
         return Plan("python", [Op(_fmt(o), "python", stop if k == 0 else "order: after %s"
                                   % _name(ops[0])) for k, o in enumerate(ops)],
-                    "the transform does not start with an op the C data plane makes")
+                    "the transform does not start with an op the C data plane makes",
+                    notes=notes)
     conv, stop = _conversion(ops[took:], c)
     took += conv
     plan_ops = [Op(_fmt(o), "C", "a C data plane op, supported parameters")
@@ -379,23 +488,29 @@ def make(a):
     if took < len(ops) or c["layout"] == "pil":
         if missing:
             return Plan("python", [Op(o.text, "python", "dataset[i]") for o in plan_ops],
-                        "the library has no hybrid entry: " + missing)
+                        "the library has no hybrid entry: " + missing, notes=notes)
         why = ("the C prefix hands %s to %s in Python" % (
             "a PIL image" if c["layout"] == "pil" else "a tensor",
             _name(ops[took]) if took < len(ops) else "collate_fn"))
-        return Plan("hybrid", plan_ops, why, c=c)
-    option = _c_loader_problem(a)
+        return Plan("hybrid", plan_ops, why, c=c, notes=notes)
+    ordered, option = _sampler_order(a, index_map)
+    option = option or _c_loader_problem(a, ds)
     if option:
         return Plan("hybrid", plan_ops, "every op in C, but %s needs Python workers (C per"
-                    " sample, collated in Python)" % option, c=c)
-    notes = []
+                    " sample, collated in Python)" % option, c=c, notes=notes)
     if not a.get("num_workers"):
         notes.append("num_workers=0: one C worker process (C samples are not made in the"
                      " trainer)")
     if a.get("worker_init_fn") is not None:
         notes.append("worker_init_fn is not called: the C workers run no Python")
-    if a.get("generator") is not None:
-        notes.append("generator is not used: the C loader draws its own order from the seed")
+    if ordered:
+        c = dict(c, order=True)
+        notes.append("the order is the %s's indices%s, drawn each epoch as torch's iterator"
+                     " draws them (its base seed seeds the C augmentations): one C Loader"
+                     " per epoch" % (type(a.get("sampler")).__name__ if a.get("sampler")
+                                     is not None else "RandomSampler" if a.get("shuffle")
+                                     else "SequentialSampler",
+                                     " through the Subset" if index_map is not None else ""))
     return Plan("C", plan_ops, "every op in C with supported parameters",
                 c=c, spec=_c_spec(c, a["batch_size"]), notes=notes)
 
@@ -451,6 +566,91 @@ class _CLoaderBatches:
 
     def close(self):
         self.loader.close()
+
+
+class _CSamplerBatches:
+    """The C Loader in the order of a sampler (plan: c["order"]): each `for` draws
+    the epoch as torch's iterator draws it (the base seed from the loader's
+    generator, else torch's default one; then the sampler's indices), maps them
+    through the Subsets to the ImageFolder's ids, and opens a C Loader for that
+    epoch (order=, seeded with the base seed); [images, labels] lists as
+    default_collate gives, owned copies."""
+
+    def __init__(self, a, plan, index_map, node=None):
+        from torch.utils.data import RandomSampler, SequentialSampler
+        from .torch import Loader
+        ds = _subset_base(a["dataset"])[0]
+        self.dataset, self.batch_size = a["dataset"], a["batch_size"]
+        self.generator, self.index_map = a.get("generator"), index_map
+        self.sampler = a.get("sampler")
+        if self.sampler is None:
+            self.sampler = (RandomSampler(self.dataset, generator=self.generator)
+                            if a.get("shuffle") else SequentialSampler(self.dataset))
+        self.batch_sampler = None
+        self.drop_last, self.pin = bool(a.get("drop_last")), bool(a.get("pin_memory"))
+        self.loader, self._Loader = None, Loader
+        self.copied, self._past, self._last = 0, 0, (0, 0)
+        self.kw = dict(pipeline=plan.spec, workers=max(1, a["num_workers"]),
+                       on_error="fail", copy=True, output=plan.c["out"], shuffle=False,
+                       epochs=1, drop_last=self.drop_last, node=node)
+        self.root = ds.root
+        # the C index is the dataset's (one sample read, one worker)
+        probe = Loader(self.root, seed=0, order=[0], **dict(self.kw, workers=1))
+        st = probe.stats()
+        probe.close()
+        if st["dataset_size"] != len(ds.samples) or st["num_classes"] != len(ds.classes):
+            raise LookupError("goldminer's index of %s has %d files in %d classes, the"
+                              " dataset %d in %d" % (ds.root, st["dataset_size"],
+                                                     st["num_classes"], len(ds.samples),
+                                                     len(ds.classes)))
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        """The epoch drawn now, as iter() of torch's loader with workers draws it."""
+        import torch
+        base = torch.empty((), dtype=torch.int64).random_(generator=self.generator).item()
+        order = [int(i) for i in self.sampler]
+        if self.index_map is not None:
+            order = [self.index_map[i] for i in order]
+        if self.drop_last:
+            del order[len(order) // self.batch_size * self.batch_size:]
+        self._close_epoch()
+        return self._epoch(base & ((1 << 64) - 1), order)
+
+    def _epoch(self, seed, order):
+        import torch
+        if not order:
+            return
+        self.loader = self._Loader(self.root, batch_size=self.batch_size, seed=seed,
+                                   order=order, **self.kw)
+        pin = self.pin and torch.cuda.is_available()
+        for x, y in self.loader:
+            if pin:
+                x, y = x.pin_memory(), y.pin_memory()
+            yield [x, y]
+
+    def _close_epoch(self):
+        if self.loader is not None:
+            self.workers()  # its last counts
+            self._past = self.copied
+            self.loader.close()  # batches still held stay readable (owned copies)
+            self.loader = None
+
+    def workers(self):
+        """(local, 0) workers of this epoch's loader (the last epoch's between two);
+        .copied: batches held so long that the library copied them, all epochs."""
+        if self.loader is None:
+            return self._last
+        st = self.loader.stats()
+        self.copied = self._past + st.get("kept_copied", 0)
+        self._last = (max(st["workers"], st["target_workers"]), 0)
+        return self._last
+
+    def close(self):
+        self._close_epoch()
 
 
 class _Agent:
@@ -537,15 +737,22 @@ def serve(a, node=None):
     import torch
     plan = make(a)
     seed = torch.initial_seed() & ((1 << 64) - 1)  # torch.manual_seed(s) in the script
+    ds, index_map = _subset_base(a["dataset"])
+    if plan.path == "C" and plan.c.get("order") and node is not None:
+        plan = Plan("hybrid", plan.ops, "every op in C, but the sampler's order is made by"
+                    " C workers here only, not by a node agent's", c=plan.c, notes=plan.notes)
     if plan.path == "C":
         try:
-            cl = _CLoaderBatches(a, plan, seed, node)
+            if plan.c.get("order"):
+                cl = _CSamplerBatches(a, plan, index_map, node)
+            else:
+                cl = _CLoaderBatches(a, plan, seed, node)
             return Served(plan, cl, _Agent.counted(cl.workers, node), node)
         except LookupError as e:  # the C index is not the dataset's: each file by path
-            plan = Plan("hybrid", plan.ops, "every op in C, but %s" % e, c=plan.c)
+            plan = Plan("hybrid", plan.ops, "every op in C, but %s" % e, c=plan.c,
+                        notes=plan.notes)
     if plan.path == "hybrid":
         from .hybrid import HybridDataset
-        ds = a["dataset"]
         ops = _ops_of(ds.transform)
         n_c = sum(1 for o in plan.ops if o.where == "C")
         tail = None
@@ -553,7 +760,9 @@ def serve(a, node=None):
             from torchvision import transforms
             rest = ops[n_c:]
             tail = rest[0] if len(rest) == 1 else transforms.Compose(rest)
-        dataset = HybridDataset(list(ds.samples), plan.c, tail, ds.target_transform)
+        samples = list(ds.samples) if index_map is None else \
+            [ds.samples[i] for i in index_map]  # the Subset's samples, as it indexes them
+        dataset = HybridDataset(samples, plan.c, tail, ds.target_transform)
     else:
         dataset = a["dataset"]
     if node is not None and not a.get("num_workers"):
@@ -580,6 +789,7 @@ def plan(dataloader):
         a["batch_sampler"] = bs
     s = getattr(dataloader, "sampler", None)
     a["shuffle"] = isinstance(s, RandomSampler)
-    if s is not None and type(s) not in (RandomSampler, SequentialSampler):
-        a["sampler"] = s
+    a["generator"] = getattr(dataloader, "generator", None)
+    if s is not None and type(s) is not SequentialSampler:
+        a["sampler"] = s  # its generator, replacement, num_samples decide the C order
     return make(a)

@@ -36,6 +36,13 @@ naming the socket, and the script is not run); the summary names the agent and
 counts its workers here (local) and on its peers (remote, from the agent's
 status).
 
+Every Python interpreter started under the run (torch.multiprocessing.spawn's and
+multiprocessing's spawn children, a script run by subprocess) swaps DataLoader
+too: the run puts _site/ first on PYTHONPATH and sets GOLDMINER_RUN_SWAP=1; its
+sitecustomize.py calls install_child() once torch.utils.data is imported (not in
+goldminer's own workers). A child's loaders are planned and served as the run's,
+and its summary lines at its exit name its pid.
+
 torch's own DataLoader class keeps its __setattr__ rule, bound to itself: torch's
 version calls super() with its module's global DataLoader, the swapped class,
 which every instance made by torch's own code (DataLoader2, datapipes) or by a
@@ -43,8 +50,10 @@ subclass made before the swap would fail.
 
 What it does not do: no change to anything but DataLoader (models, optimisers,
 devices are the script's); loaders built before the swap (a module imported by
-`python -m goldminer` itself) are not served; a subclass of DataLoader that
-overrides __iter__ gets torch's behaviour for what it overrides.
+`python -m goldminer` itself) are not served, nor those of a child interpreter
+started with -E, -I or -S (it reads no PYTHONPATH or no sitecustomize); a
+subclass of DataLoader that overrides __iter__ gets torch's behaviour for what it
+overrides.
 """
 import atexit
 import errno
@@ -271,6 +280,42 @@ def install():
     return True
 
 
+_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+
+
+def children_environ(env, node):
+    """env (a dict: os.environ) made so that every Python interpreter started under
+    the run swaps DataLoader too (_site/sitecustomize.py): that folder first on
+    PYTHONPATH, then this package's, GOLDMINER_RUN_SWAP=1, and GOLDMINER_NODE when
+    --node gave the agent."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _SITE]
+    env["PYTHONPATH"] = os.pathsep.join([_SITE] + ([] if pkg in old else [pkg]) + old)
+    env["GOLDMINER_RUN_SWAP"] = "1"
+    if node is not None:
+        env["GOLDMINER_NODE"] = node
+    return env
+
+
+def install_child():
+    """The swap in a child interpreter of a run (_site/sitecustomize.py calls it once
+    torch.utils.data is imported): loaders served as in the run's own process, the
+    agent of $GOLDMINER_NODE, one summary at this interpreter's exit, its lines
+    naming its pid. Nothing in goldminer's own workers (they serve no loader)."""
+    global _PREFIX, _node
+    if "goldminer._worker" in sys.modules or \
+            getattr(sys.modules.get("torch.utils.data.dataloader"), "DataLoader", None) \
+            is not None and hasattr(sys.modules["torch.utils.data.dataloader"].DataLoader,
+                                    "_goldminer_original"):
+        return False
+    _PREFIX = "goldminer run (pid %d): " % os.getpid()
+    _node = os.environ.get("GOLDMINER_NODE") or None
+    if not install():
+        return False
+    atexit.register(_summary)
+    return True
+
+
 def _main_module(path):
     """A fresh __main__ for the script, as the interpreter makes one."""
     import importlib.machinery
@@ -394,6 +439,7 @@ def main(argv):
             _say(why + " (the script was not started)")
             return 1
         _node = node
+    children_environ(os.environ, node)  # the swap in every child interpreter too
     if install():
         atexit.register(_summary)
     else:

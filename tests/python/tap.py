@@ -138,6 +138,13 @@ SANITIZER_SKIP = {
     "test_plan.test_other_datasets_and_files_stay_in_python": PLAN_TEXT,
     "test_plan.test_v2_transforms_are_read_like_v1": PLAN_TEXT,
     "test_plan.test_the_ks_statistic_tells_a_wrong_distribution": PURE % "the KS statistic",
+    # test_recipes: the samplers' tests run (the order through ctypes into the C
+    # loader); the presets' are the plan's text, the spawn children's goldminer
+    # run's environment over the same Python workers as test_run's
+    "test_recipes.test_a_preset_holding_a_compose_is_planned_as_the_compose": PLAN_TEXT,
+    "test_recipes.test_a_preset_whose_call_does_more_is_not_unwrapped_and_the_plan_says_why":
+        PLAN_TEXT,
+    "test_recipes.test_loaders_of_mp_spawn_and_multiprocessing_children_are_served": RUN_PY,
 }
 
 

@@ -225,11 +225,21 @@ class TestPlan(GmTest):
 
     def test_options_only_python_honours_keep_c_per_sample_in_a_hybrid(self):
         T = self.T
-        from torch.utils.data import WeightedRandomSampler
+        from torch.utils.data import Sampler, WeightedRandomSampler
+
+        class Every2nd(Sampler):  # a sampler of the user's: Python workers iterate it
+            def __iter__(self):
+                return iter(range(0, 36, 2))
+
+            def __len__(self):
+                return 18
         ops = [T.RandomResizedCrop(32), T.ToTensor()]
-        p = self.plan(ops, sampler=WeightedRandomSampler([1.0] * 36, 36))
+        p = self.plan(ops, sampler=Every2nd(None))
         self.assertEqual(p.path, "hybrid")
-        self.assertIn("sampler WeightedRandomSampler", p.why)
+        self.assertIn("sampler Every2nd (not one of torch's", p.why)
+        p = self.plan(ops, sampler=WeightedRandomSampler([1.0] * 36, 36))  # torch's: C
+        self.assertEqual(p.path, "C", p.text())
+        self.assertIn("WeightedRandomSampler's indices", " ".join(p.notes))
         p = self.plan(ops, target_transform=lambda y: y + 1)
         self.assertIn("target_transform", p.why)
         p = self.plan(ops, collate_fn=lambda b: b)
