@@ -40,9 +40,10 @@
 
 static void r_destroy(struct gm_remote *r);
 
-static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char *err, size_t errlen)
+/* How agents authenticate: the secret (0) or certificates (3: all three
+ * options), else -EINVAL with err saying which option is missing or extra. */
+static int auth_opts(const struct gm_remote_cfg *c, char *err, size_t errlen)
 {
-	*out = NULL;
 	int ncert = !!c->tls_cert + !!c->tls_key + !!c->tls_ca;
 	if (ncert && ncert < 3) {
 		gm_errf(err, errlen,
@@ -65,6 +66,15 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 			"--listen or --peers: the agents prove to each other who they are");
 		return -EINVAL;
 	}
+	return ncert;
+}
+
+static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char *err, size_t errlen)
+{
+	*out = NULL;
+	int ncert = auth_opts(c, err, errlen);
+	if (ncert < 0)
+		return ncert;
 	struct gm_remote *r = calloc(1, sizeof(*r));
 	if (!r) {
 		gm_errf(err, errlen, "out of memory");
