@@ -17,14 +17,17 @@
 #   4. agents SIGKILLed (node2's while the trainer runs, node1's, the trainer's
 #      own, between its runs) are started again by their keepers, and node1's
 #      agent has both peers connected again
-#   5. both jobs complete, every trainer run with the checksums of a
+#   5. the agents' step of the second job cancelled (scancel JOB.STEP) is
+#      started again: three keepers of a new step, three agents up
+#   6. both jobs complete, every trainer run with the checksums of a
 #      single-host run
-#   6. one log per node: each node's log file has its own agent's lines, and
+#   7. one log per node: each node's log file has its own agent's lines, and
 #      the job's output none
 # Skips, saying why: not root, no slurm-wlm or munge (apt-get install
 # slurm-wlm munge), no network namespaces, no remote plugin (UCX), a
 # sanitizer build (the recipe is shell; make test runs it), a repository
-# under /tmp (the nodes' own /tmp hides it). Env: B (build dir).
+# under /tmp (the nodes' own /tmp hides it). Env: B (build dir),
+# GM_SLURM_KEEP=DIR (a copy of the jobs' outputs and logs, the daemons' logs).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -37,7 +40,7 @@ t() { # t STATUS DESCRIPTION
 }
 # skip_all WHY: every case skips, saying WHY
 skip_all() {
-	while [ $n -lt 6 ]; do
+	while [ $n -lt 7 ]; do
 		n=$((n + 1))
 		echo "ok $n # SKIP $1"
 	done
@@ -45,7 +48,7 @@ skip_all() {
 }
 diag() { [ -f "$1" ] && sed "s/^/# ${2:-}/" "$1"; }
 
-echo "1..6"
+echo "1..7"
 PATH=$PATH:/usr/sbin
 missing=
 for p in slurmctld slurmd munged sbatch srun scontrol squeue unshare; do
@@ -64,6 +67,7 @@ tmp=$(mktemp -d /var/tmp/gm-slurm.XXXXXX)
 mh_setup 4
 ctl=4 # slurmctld's host; nodes 1-3 are node1..node3
 MH_ATEXIT="[ -f '$tmp/munged.pid' ] && kill \"\$(cat '$tmp/munged.pid')\" 2>/dev/null;
+	[ -n '${GM_SLURM_KEEP:-}' ] && mkdir -p '${GM_SLURM_KEEP:-}' && cp -r '$tmp/submit' '$tmp'/*.log '$tmp'/*.out '${GM_SLURM_KEEP:-}';
 	rm -rf /etc/netns/${MH_TAG}h1 /etc/netns/${MH_TAG}h2 /etc/netns/${MH_TAG}h3 \
 	/etc/netns/${MH_TAG}h4 '$tmp'"
 [ "$(mh_mode)" = netns ] || skip_all "no network namespaces ($(mh_why))"
@@ -265,7 +269,19 @@ until_ 20 again && until_ 15 peers2 && [ "$(apid "$a" 1)" != "$p1" ] && [ "$(api
 	grep -q "the agent ended (killed by signal 9)" "$(nodelog "$a" 1)" && ok=0
 [ $ok = 0 ] || { jobdiag "$a"; status "$a" 1 >"$tmp/a1.status"; diag "$tmp/a1.status"; }
 t $ok "agents SIGKILLed (job $a's on node2 mid-run, pid ${p2:-?}; on node1 between runs, pid ${p1:-?}) are started again (pids $(apid "$a" 2), $(apid "$a" 1)), node1's with both peers connected"
-touch "$tmp/$a.go2" "$tmp/$b.go2"
+touch "$tmp/$a.go2"
+
+# 5: job B's agents' step cancelled as a whole
+st=$(sed -n 's/.*keeper of step \([0-9]*\.[0-9]*\):.*/\1/p' "$(nodelog "$b" 1)" | head -1)
+[ -n "$st" ] && in_ctl scancel "$st"
+# steps JOB: how many keepers of a step other than $st say so
+steps() { cat "$(nodelog "$1" 1)" "$(nodelog "$1" 2)" "$(nodelog "$1" 3)" 2>/dev/null | grep "keeper of step" | grep -vc "step $st:"; }
+new3() { [ "$(steps "$b")" = 3 ] && [ "$(ups "$b")" = 6 ]; }
+ok=1
+[ -n "$st" ] && until_ 20 new3 && ok=0
+[ $ok = 0 ] || jobdiag "$b"
+t $ok "job $b's agents' step cancelled (scancel ${st:-?}) is started again: $(steps "$b") keepers of a new step, $(ups "$b") agents up in all"
+touch "$tmp/$b.go2"
 
 # 5: both jobs complete with a single-host run's checksums
 ok=1
