@@ -247,8 +247,11 @@ t $ok "a job given job $a's port (GM_PORT) fails at once ($el s), saying the por
 ok=0
 for i in 1 2 3; do
 	status "$b" $i >"$tmp/b$i.status"
-	grep -q '"budget": 1,' "$tmp/b$i.status" && grep -q '"mem_budget": 268435456,' "$tmp/b$i.status" ||
-		{ ok=1; diag "$tmp/b$i.status" "node$i: "; }
+	if ! grep -q '"budget": 1,' "$tmp/b$i.status" ||
+		! grep -q '"mem_budget": 268435456,' "$tmp/b$i.status"; then
+		ok=1
+		diag "$tmp/b$i.status" "node$i: "
+	fi
 done
 t $ok "GM_NODE_ARGS='--cpus 1 --mem 256M' reaches every agent of job $b (--status: budget 1, mem_budget 268435456)"
 
@@ -288,7 +291,11 @@ ok=1
 until_ 40 ended "$a" && until_ 10 ended "$b" &&
 	[ "$(state "$a")" = COMPLETED ] && [ "$(state "$b")" = COMPLETED ] && ok=0
 for r in "$a.run1" "$a.run2" "$b.run1" "$b.run2"; do
-	[ -n "$ref" ] && [ "$(sums "$tmp/$r.json")" = "$ref" ] || { ok=1; echo "# $r: $(sums "$tmp/$r.json")"; diag "$tmp/$r.err"; }
+	if [ -z "$ref" ] || [ "$(sums "$tmp/$r.json")" != "$ref" ]; then
+		ok=1
+		echo "# $r: $(sums "$tmp/$r.json")"
+		diag "$tmp/$r.err"
+	fi
 done
 [ $ok = 0 ] || { echo "# jobs: $a $(state "$a"), $b $(state "$b")"; jobdiag "$a"; jobdiag "$b"; }
 t $ok "jobs $a and $b complete ($(state "$a"), $(state "$b")), all four trainer runs with the single-host checksums"
@@ -298,8 +305,10 @@ ok=0
 for j in "$a" "$b"; do
 	for i in 1 2 3; do
 		f=$(nodelog "$j" $i)
-		grep -q "listening on /tmp/goldminer-$j.sock" "$f" && grep -q "keeper of step $j\." "$f" ||
-			{ ok=1; echo "# $f: no agent's or keeper's line"; }
+		if ! grep -q "listening on /tmp/goldminer-$j.sock" "$f" || ! grep -q "keeper of step $j\." "$f"; then
+			ok=1
+			echo "# $f: no agent's or keeper's line"
+		fi
 	done
 	grep -q "goldminer node:" "$tmp/submit/job-$j.out" && { ok=1; diag "$tmp/submit/job-$j.out" "job $j: "; }
 done
