@@ -178,12 +178,9 @@ if [ ! -f "$secret" ]; then
 	)
 fi
 mkdir -p "$logs"
-# log NODE: that node's log file
-log() {
-	echo "$logs/goldminer-agents-$SLURM_JOB_ID-$1.log"
-}
+pre=$logs/goldminer-agents-$SLURM_JOB_ID- # + NODE.log: that node's log
 for h in $hosts; do
-	: >"$(log "$h")"
+	: >"$pre$h.log"
 done
 
 set -- --listen "0.0.0.0:$port" --peers "$peers"
@@ -194,11 +191,10 @@ set -f # GM_NODE_ARGS: words, never patterns
 set -- "$@" ${GM_NODE_ARGS:-}
 set +f
 
-# all_up: every node's log says its agent came up (once, at least)
+# all_up: every node's log says its agent came up (once, at least); one grep
+# for all of them
 all_up() {
-	for h in $hosts; do
-		grep -q "goldminer-agents.sh: agent up" "$(log "$h")" || return 1
-	done
+	[ "$(grep -l "goldminer-agents.sh: agent up" "$pre"*.log | grep -c .)" -ge "$nodes" ]
 }
 
 # split_logs: each "NODE: line" of the step's output to NODE's log, anything
@@ -208,7 +204,7 @@ split_logs() {
 		h=${l%%": "*}
 		case $h in
 		"$l" | "" | *[!A-Za-z0-9._-]*) printf '%s\n' "$l" ;;
-		*) printf '%s\n' "${l#*": "}" >>"$(log "$h")" ;;
+		*) printf '%s\n' "${l#*": "}" >>"$pre$h.log" ;;
 		esac
 	done
 }
@@ -238,9 +234,9 @@ loop=$!
 k=0
 while ! all_up; do
 	bad='' why=''
+	failed=$(grep -l "goldminer-agents.sh: \(the agent \)\{0,1\}could not start" "$pre"*.log) || true
 	for h in $hosts; do
-		grep -q "goldminer-agents.sh: \(the agent \)\{0,1\}could not start" "$(log "$h")" &&
-			bad="$bad $h"
+		case "$failed" in *"$pre$h.log"*) bad="$bad $h" ;; esac
 	done
 	if [ -n "$bad" ]; then
 		why="the agent could not start on:$bad"
@@ -250,15 +246,15 @@ while ! all_up; do
 		why="not every agent answered within $wait_s s (GM_WAIT_S)"
 	fi
 	if [ -n "$why" ]; then
-		echo "goldminer-agents.sh: $why; port $port, logs $(log '*')" >&2
+		echo "goldminer-agents.sh: $why; port $port, logs $pre*.log" >&2
 		for h in $hosts; do # the log of each node whose agent is not up
-			grep -q "goldminer-agents.sh: agent up" "$(log "$h")" && continue
-			echo "goldminer-agents.sh: $(log "$h"):" >&2
-			tail -n 20 "$(log "$h")" | sed "s/^/  $h: /" >&2
+			grep -q "goldminer-agents.sh: agent up" "$pre$h.log" && continue
+			echo "goldminer-agents.sh: $pre$h.log:" >&2
+			tail -n 20 "$pre$h.log" | sed "s/^/  $h: /" >&2
 		done
 		# the other agents end too: the step's number is in the keepers' lines
 		for h in $hosts; do
-			st=$(sed -n 's/.*keeper of step \([0-9.]*\):.*/\1/p' "$(log "$h")" | head -1)
+			st=$(sed -n 's/.*keeper of step \([0-9.]*\):.*/\1/p' "$pre$h.log" | head -1)
 			[ -n "$st" ] && scancel "$st" 2>/dev/null && break
 		done
 		exit 1
@@ -266,4 +262,4 @@ while ! all_up; do
 	k=$((k + 1))
 	sleep 0.1
 done
-echo "goldminer-agents.sh: $nodes agents up (peers $peers, port $port, socket $sock, logs $(log '*'))"
+echo "goldminer-agents.sh: $nodes agents up (peers $peers, port $port, socket $sock, logs $pre*.log)"
