@@ -59,14 +59,14 @@ how() {
 	if [ "$1" -gt 128 ]; then echo "killed by signal $(($1 - 128))"; else echo "exit $1"; fi
 }
 
-# up GM SOCK PID WAIT_S: 0 once the agent PID answers --status at SOCK; 1 if
-# it ended first or WAIT_S passed (it is then stopped)
+# up GM SOCK PID WAIT_S: 0 once the agent PID answers --status at SOCK (and
+# still runs: not another agent there); 1 if it ended first or WAIT_S passed
+# (it is then stopped)
 up() {
-	u_k=0
-	until "$1" node --socket "$2" --status >/dev/null 2>&1; do
+	u_end=$(($(date +%s) + $4))
+	until "$1" node --socket "$2" --status >/dev/null 2>&1 && alive "$3"; do
 		alive "$3" || return 1
-		u_k=$((u_k + 1))
-		if [ "$u_k" -gt $(($4 * 10)) ]; then
+		if [ "$(date +%s)" -ge $u_end ]; then
 			kill -KILL "$3" 2>/dev/null
 			return 1
 		fi
@@ -137,7 +137,8 @@ keep() {
 		pid=
 		[ $(($(date +%s) - t0)) -ge 60 ] && delay=1
 		say "the agent ended ($(how $rc)); starting it again in $delay s"
-		sleep "$delay"
+		sleep "$delay" &
+		wait $! || : # (a TERM ends the wait: the trap runs now)
 		delay=$((delay * 2))
 		[ $delay -gt 30 ] && delay=30
 	done
@@ -231,7 +232,7 @@ split_logs() {
 loop=$!
 
 # every agent up, or at once the first that could not start, or the step gone
-k=0
+end=$(($(date +%s) + wait_s))
 while ! all_up; do
 	bad='' why=''
 	failed=$(grep -l "goldminer-agents.sh: \(the agent \)\{0,1\}could not start" "$pre"*.log) || true
@@ -242,7 +243,7 @@ while ! all_up; do
 		why="the agent could not start on:$bad"
 	elif ! alive "$loop"; then
 		why="the agents' step ended before every agent was up (srun's words above)"
-	elif [ "$k" -ge $((wait_s * 10)) ]; then
+	elif [ "$(date +%s)" -ge $end ]; then
 		why="not every agent answered within $wait_s s (GM_WAIT_S)"
 	fi
 	if [ -n "$why" ]; then
@@ -259,7 +260,6 @@ while ! all_up; do
 		done
 		exit 1
 	fi
-	k=$((k + 1))
 	sleep 0.1
 done
 echo "goldminer-agents.sh: $nodes agents up (peers $peers, port $port, socket $sock, logs $pre*.log)"
