@@ -73,7 +73,7 @@ MH_ATEXIT="[ -f '$tmp/munged.pid' ] && kill \"\$(cat '$tmp/munged.pid')\" 2>/dev
 [ "$(mh_mode)" = netns ] || skip_all "no network namespaces ($(mh_why))"
 T0=$(date +%s)
 
-# 's/.*"checksum": \[\([^]]*\)\].*/\1/p' over a bench's JSON
+# sums FILE: a bench's per-epoch checksums (its JSON's "checksum")
 sums() { sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$1" 2>/dev/null; }
 # until_ SECONDS CMD...: run CMD every 0.1 s until it succeeds (0) or SECONDS
 # pass (1)
@@ -237,7 +237,7 @@ el=$(in_ctl scontrol -o show job "$c" | sed -n 's/.* StartTime=\([^ ]*\) EndTime
 	{ read -r s e && echo $(($(date -d "$e" +%s) - $(date -d "$s" +%s))); })
 el=${el:-99}
 ok=1
-[ "$(state "$c")" = FAILED ] && [ $el -le 10 ] &&
+[ "$(state "$c")" = FAILED ] && [ "$el" -le 10 ] &&
 	grep -q "could not start on:" "$tmp/submit/job-$c.out" &&
 	grep -q "if port $(aport "$a" 1) is taken.*set GM_PORT" "$tmp/submit/job-$c.out" &&
 	grep -q "Address already in use" "$tmp/submit/job-$c.out" && ok=0
