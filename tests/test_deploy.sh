@@ -26,8 +26,9 @@
 #      PodDisruptionBudget; with other parameters (params.yaml) the DaemonSet
 #      runs as that uid and mounts that claim at that path, its --lend-root
 #   6. the Slurm scripts pass shellcheck
-#   7. the Slurm recipe, dry run (scontrol and srun faked): one agent per node
-#      of the expanded host list, each with every host as --peers, then a wait
+#   7. the Slurm recipe, dry run (scontrol and srun faked): one agent's keeper
+#      per node of the expanded host list, each agent with every host as --peers
+#      on the job's port and GM_NODE_ARGS's options, a log per node, then a wait
 #      for all of them; outside an allocation it says so
 #   8. the unit's command line without /etc/goldminer/node.env (GM_PEERS unset:
 #      `--peers ''`) is refused with exit status 2 and words naming GM_PEERS,
@@ -39,6 +40,8 @@
 #      entry for the user, the mount read-only), the agent as nobody with the
 #      unit's ambient CAP_NET_ADMIN and $CREDENTIALS_DIRECTORY, its --secret
 #      the unit's ${CREDENTIALS_DIRECTORY}/secret (needs root, unshare, setpriv)
+#  10. the dry run where one node's agent cannot start: the script ends at
+#      once, naming the node and showing its log, and cancels the step
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -59,7 +62,7 @@ skip() {
 diag() { sed 's/^/# /' "$1"; }
 PY=/usr/bin/python3
 
-echo "1..9"
+echo "1..10"
 
 # 1-2: the unit, its program the build's (verify wants the command to exist),
 # alone and with its drop-ins (read from the directory beside it)
@@ -328,8 +331,10 @@ else
 	skip "no shellcheck (apt-get install shellcheck)"
 fi
 
-# 7: the Slurm recipe, dry run: scontrol expands the host list, srun logs its
-# arguments (one line each) and runs nothing
+# 7: the Slurm recipe, dry run: scontrol expands the host list; srun logs its
+# arguments (the script's own text, which it sends to the nodes, as <script>)
+# and prints what the keepers on the three nodes would (DRY_FAIL: the node whose
+# agent cannot start), then lasts DRY_HOLD s or until scancel
 mkdir -p "$tmp/bin"
 cat >"$tmp/bin/scontrol" <<'SH'
 #!/bin/sh
@@ -339,30 +344,60 @@ exit 1
 SH
 cat >"$tmp/bin/srun" <<'SH'
 #!/bin/sh
-echo "$*" >>"$SRUN_LOG"
+for a in "$@"; do
+	case $a in *"
+"*) a="<script>" ;; esac
+	printf '%s ' "$a"
+done >>"$SRUN_LOG"
+echo >>"$SRUN_LOG"
+for h in gpu01 gpu02 gpu03; do
+	echo "$h: 00:00:00 goldminer-agents.sh: keeper of step 42.0: the agent on port 20042"
+	echo "$h: goldminer node: listening on /tmp/goldminer-42.sock"
+	if [ "$h" = "${DRY_FAIL:-}" ]; then
+		echo "$h: goldminer node: gm_node_run: remote workers: --listen 0.0.0.0:20042: Address already in use"
+		echo "$h: 00:00:00 goldminer-agents.sh: the agent could not start (exit 1: its words above)"
+	else
+		echo "$h: 00:00:00 goldminer-agents.sh: agent up (pid 1, port 20042)"
+	fi
+done
+echo $$ >"$SRUN_LOG.pid"
+exec sleep "${DRY_HOLD:-0}"
 SH
-chmod +x "$tmp/bin/scontrol" "$tmp/bin/srun"
-HOME=$tmp PATH="$tmp/bin:$PATH" SRUN_LOG=$tmp/srun.log SLURM_JOB_NODELIST='gpu[01-03]' \
-	SLURM_JOB_ID=42 GM_LEND_ROOT=/data sh "$D/slurm/goldminer-agents.sh" >"$tmp/slurm.out" 2>&1
+cat >"$tmp/bin/scancel" <<'SH'
+#!/bin/sh
+echo "scancel $*" >>"$SRUN_LOG"
+kill "$(cat "$SRUN_LOG.pid")"
+SH
+chmod +x "$tmp/bin/scontrol" "$tmp/bin/srun" "$tmp/bin/scancel"
+mkdir "$tmp/logs"
+dry() { # dry ENV...: the script in the fake allocation; its output in $tmp/slurm.out
+	env HOME="$tmp" PATH="$tmp/bin:$PATH" SRUN_LOG="$tmp/srun.log" SLURM_JOB_NODELIST='gpu[01-03]' \
+		SLURM_JOB_ID=42 GM_LEND_ROOT=/data GM_LOG_DIR="$tmp/logs" GM_WAIT_S=20 "$@" \
+		sh "$D/slurm/goldminer-agents.sh" >"$tmp/slurm.out" 2>&1
+}
+dry GM_NODE_ARGS="--cpus 4  --metrics 9464"
 rc=$?
 # the agents' step runs in the background of the script, which has exited: its
 # line can come after the script's end (5 s at most)
 k=0
-while [ $k -lt 50 ] && [ "$(grep -c '^--nodes=' "$tmp/srun.log" 2>/dev/null)" != 2 ]; do
+while [ $k -lt 50 ] && [ "$(grep -c '^--nodes=' "$tmp/srun.log" 2>/dev/null)" != 1 ]; do
 	sleep 0.1
 	k=$((k + 1))
 done
 env -u SLURM_JOB_NODELIST sh "$D/slurm/goldminer-agents.sh" >"$tmp/noalloc.out" 2>&1
 rc2=$?
+logs_ok=0
+for h in gpu01 gpu02 gpu03; do
+	[ "$(grep -c 'agent up\|listening on' "$tmp/logs/goldminer-agents-42-$h.log")" = 2 ] || logs_ok=1
+done
 ok=1
-agents=$(grep -c -- "--ntasks-per-node=1 .* node --listen 0.0.0.0:7070 --peers gpu01,gpu02,gpu03 --secret $tmp/.goldminer/secret --socket /tmp/goldminer-42.sock --lend-root /data" "$tmp/srun.log")
-[ $rc = 0 ] && [ "$agents" = 1 ] && grep -q -- "--nodes=3 --ntasks=3 --ntasks-per-node=1" "$tmp/srun.log" &&
-	grep -q "goldminer-wait sh -c" "$tmp/srun.log" && [ "$(grep -c '^--nodes=' "$tmp/srun.log")" = 2 ] &&
+agents=$(grep -c -- "^--nodes=3 --ntasks=3 --ntasks-per-node=1 --overlap --kill-on-bad-exit=0 .* sh -c <script> goldminer-agents.sh _keep goldminer /tmp/goldminer-42.sock $tmp/.goldminer/secret 20042 20 --listen 0.0.0.0:20042 --peers gpu01,gpu02,gpu03 --lend-root /data --cpus 4 --metrics 9464 $" "$tmp/srun.log")
+[ $rc = 0 ] && [ "$agents" = 1 ] && [ "$(grep -c '^--nodes=' "$tmp/srun.log")" = 1 ] &&
 	[ "$(stat -c %a "$tmp/.goldminer/secret")" = 600 ] &&
-	grep -q "3 agents up (peers gpu01,gpu02,gpu03" "$tmp/slurm.out" &&
-	[ $rc2 != 0 ] && grep -q "run this inside a Slurm allocation" "$tmp/noalloc.out" && ok=0
+	grep -q "3 agents up (peers gpu01,gpu02,gpu03, port 20042" "$tmp/slurm.out" &&
+	[ $logs_ok = 0 ] && [ $rc2 != 0 ] && grep -q "run this inside a Slurm allocation" "$tmp/noalloc.out" && ok=0
 [ $ok = 0 ] || { diag "$tmp/srun.log"; diag "$tmp/slurm.out"; diag "$tmp/noalloc.out"; }
-t $ok "the Slurm recipe (dry run): one agent per node of gpu[01-03], each with every host as --peers, a secret of mode 600; outside an allocation it says so"
+t $ok "the Slurm recipe (dry run): one step of an agent's keeper per node of gpu[01-03], each agent with every host as --peers on the job's port (20042) and GM_NODE_ARGS, a secret of mode 600, a log per node; outside an allocation it says so"
 
 # 8: the unit without node.env: ExecStart as systemd expands it with GM_PEERS
 # unset (a variable that is a word of its own becomes one empty argument)
@@ -430,3 +465,15 @@ SH
 	rm -rf "$run"
 	t $ok "the unit's secret as systemd hands it over (root's, 0400 + ACL, read-only, \$CREDENTIALS_DIRECTORY): the agent starts as nobody"
 fi
+# 10: an agent that cannot start ends the script at once, naming its node
+: >"$tmp/srun.log"
+t0=$(date +%s)
+dry DRY_FAIL=gpu02 DRY_HOLD=30
+rc=$?
+el=$(($(date +%s) - t0))
+ok=1
+[ $rc = 1 ] && [ $el -le 5 ] && grep -q "the agent could not start on: gpu02; port 20042" "$tmp/slurm.out" &&
+	grep -q "gpu02: goldminer node: gm_node_run: .*Address already in use" "$tmp/slurm.out" &&
+	grep -q "^scancel 42.0" "$tmp/srun.log" && ok=0
+[ $ok = 0 ] || { diag "$tmp/srun.log"; diag "$tmp/slurm.out"; }
+t $ok "the Slurm recipe (dry run): an agent that cannot start ends it at once ($el s), naming the node, showing its log and cancelling the step"
