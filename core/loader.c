@@ -437,43 +437,9 @@ out_ring_fd:
  * ring's memfd, wire.h); once it has, this process's workers finish their
  * batches and exit (gm_pool_hand_over) and the agent's go on.
  */
-#define HOLDER_WAIT_MS 2000  /* a dead agent's workers are gone within this */
 #define RETRY_MS       500   /* look for an agent on the socket this often */
 #define RETRY_MAX_MS   8000  /* ... and after a refusal, down to this seldom */
 #define REATTACH_MS    10000 /* an agent's answer to a re-attach, at most */
-
-/* Is process pid gone (no such process, or a zombie nobody reaped yet)? */
-static bool holder_gone(uint32_t pid)
-{
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return true;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *rp = strrchr(buf, ')');
-	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
-}
-
-/* The leases of the gone agent's workers back to FREE, each once its holder is
- * gone (HOLDER_WAIT_MS in all: a remote worker's lease names no process here,
- * and a holder in another pid namespace may look alive). The tasks re-issued. */
-static uint32_t reclaim_orphans(struct gm_loader *l)
-{
-	uint64_t deadline = now_ns() + HOLDER_WAIT_MS * 1000000ull;
-	uint32_t n = 0;
-	for (uint32_t s = 0; s < l->h->nslots; s++) {
-		uint32_t w = atomic_load(&gm_ring_ctl(l->ring, s)->state);
-		if (GM_SLOT_STATE(w) != GM_SLOT_CLAIMED)
-			continue;
-		while (!holder_gone(GM_SLOT_PID(w)) && now_ns() < deadline)
-			usleep(1000);
-		n += gm_ring_reclaim(l->ring, GM_SLOT_PID(w), NULL);
-	}
-	return n;
-}
 
 /* The agent went away: this process's workers go on with its ring. 0, or -errno
  * with a message when they cannot start. */
@@ -484,11 +450,7 @@ static int take_over(struct gm_loader *l)
 	uint32_t epoch;
 	uint64_t k;
 
-	uint32_t n = reclaim_orphans(l);
-	/* an agent stopped by a signal it handles stopped the ring on its way out,
-	 * and its workers, counted in the header, are gone */
-	atomic_store(&l->h->stop, 0);
-	atomic_store(&l->h->p_alive, 0);
+	uint32_t n = gm_consumer_orphans(&l->c);
 	size_pool(l, &c);
 	c.ring_fd = gm_ring_fd(l->ring);
 	int err = gm_pool_create(&l->fallback, &c, why, sizeof(why));
