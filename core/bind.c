@@ -289,11 +289,11 @@ struct gm_bind_pool {
 	struct gm_pool_cfg pc; /* the pool's configuration, for them */
 	struct gm_pool *fallback;
 	char node_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 64];
-	uint32_t cap;	    /* the workers' cap asked of the agent */
-	uint64_t retry_ns;  /* the next look for an agent on node_path */
-	uint32_t retry_ms;  /* ... this long after a refusal (doubling) */
-	bool told_refusal;  /* a refusal was said once */
-	char facts[2048]; /* gm_bind_pool_facts' words, after the command's */
+	uint32_t cap;	   /* the workers' cap asked of the agent */
+	uint64_t retry_ns; /* the next look for an agent on node_path */
+	uint32_t retry_ms; /* ... this long after a refusal (doubling) */
+	bool told_refusal; /* a refusal was said once */
+	char facts[2048];  /* gm_bind_pool_facts' words, after the command's */
 	size_t nfacts;
 	/* per slot: parked (gm_ring_park) until gm_bind_pool_give hands out its first
 	 * task; no worker ever sees a slot whose indices were not written */

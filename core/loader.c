@@ -437,9 +437,9 @@ out_ring_fd:
  * ring's memfd, wire.h); once it has, this process's workers finish their
  * batches and exit (gm_pool_hand_over) and the agent's go on.
  */
-#define RETRY_MS       500   /* look for an agent on the socket this often */
-#define RETRY_MAX_MS   8000  /* ... and after a refusal, down to this seldom */
-#define REATTACH_MS    10000 /* an agent's answer to a re-attach, at most */
+#define RETRY_MS     500   /* look for an agent on the socket this often */
+#define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
+#define REATTACH_MS  10000 /* an agent's answer to a re-attach, at most */
 
 /* The agent went away: this process's workers go on with its ring. 0, or -errno
  * with a message when they cannot start. */

@@ -18,7 +18,13 @@
 #   7. with remote workers lending (tests/multihost.sh: host 1's trainer and
 #      agent on a CPU-poor host, host 2's agent lends): agent 1 SIGKILLed while
 #      host 2's workers deliver, started again: same bytes, re-attached
-# Skips 7, saying why, without the remote plugin (UCX). TAP on stdout; every
+#   8. a Python job (goldminer.torch.DataLoader with node=, as `goldminer run`
+#      makes one; tests/python/pyremote_job.py): the agent SIGKILLed while its
+#      Python workers run, started again: the same per-epoch checksums as a
+#      run with local workers, the one line, and the job sent to the new agent
+#      (the trainer says it re-attached)
+# Skips 7, saying why, without the remote plugin (UCX); 8 without
+# /usr/bin/python3 with torch. TAP on stdout; every
 # wait has a deadline. Env: B (build dir), GM_AGENT_GONE_CASES="1 5" (run only
 # these cases; the others skip).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +32,7 @@ repo=$(dirname "$here")
 B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
-N=7
+N=8
 echo "1..$N"
 tmp=$(mktemp -d)
 n=0
@@ -224,6 +230,7 @@ remote() {
 	mh_agent 1 0.25 "$sock" --cpus 0.25 --listen "$l1" --peers "$l2" $lend >"$tmp/a.log" 2>&1
 	apid=$MH_PID
 	mh_connected "$sock" 1
+	# shellcheck disable=SC2086 # BENCH is a list of options
 	mh_spawn 1 0.25 timeout 120 "$G" bench "$tmp/data" --node "$sock" --epochs 12 $BENCH \
 		>"$tmp/run.json" 2>"$tmp/run.err"
 	tpid=$MH_PID
@@ -246,3 +253,42 @@ remote() {
 	[ $ra = 1 ] || diag "$tmp/b.log"
 }
 want 7 && remote
+
+# 8: a Python job
+python_job() {
+	PY=/usr/bin/python3
+	if ! "$PY" -c "import torch" 2>/dev/null; then
+		n=$((n + 1))
+		echo "ok $n # SKIP no $PY with torch"
+		return
+	fi
+	job() { # job [NODE]: the trainer's per-epoch checksums (3 epochs)
+		# shellcheck disable=SC2086 # no NODE: no argument
+		env ${1:+NODE="$1"} NW=2 M=8 SLOW_MS=5 PYTHONPATH="$repo/python" \
+			GOLDMINER_LIB="$B/libgoldminer.so" timeout 300 \
+			"$PY" "$here/python/pyremote_job.py" "$tmp/data" plain 3
+	}
+	r=$(job 2>"$tmp/pyref.err")
+	AGENT_ARGS="--cpus 2" start_agent "$tmp/a.log"
+	job "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
+	tpid=$!
+	wait_for "$tmp/a.log" "job pid [0-9]* attached"
+	sleep 2
+	kill -KILL "$apid"
+	sleep 0.5
+	start_agent "$tmp/b.log"
+	wait "$tpid"
+	rc=$? ok=1
+	w=$(went_away)
+	ra=$(grep -c "re-attached to the node agent at $sock" "$tmp/run.err")
+	[ "$rc" = 0 ] && [ -n "$r" ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$w" = 1 ] &&
+		[ "$ra" = 1 ] && ok=0
+	[ $ok = 0 ] || {
+		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r"
+		diag "$tmp/run.err"
+		diag "$tmp/b.log"
+	}
+	t $ok "a Python job: its agent SIGKILLed while its Python workers run, started again: same checksums as local workers, one line, re-attached ($ra)"
+	stop_agent
+}
+want 8 && python_job
