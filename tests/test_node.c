@@ -261,7 +261,8 @@ static void test_attach_with_a_ring_not_the_jobs_is_refused(void **state)
 		assert_int_equal(gm_wire_call_fds(fd, &req, fds, nfds, &rep, &got), 0);
 		assert_int_equal(rep.status, -EINVAL);
 		assert_int_equal(got, -1);
-		assert_non_null(strstr(rep.msg, nfds == 1 ? "is not this job's" : "running ring alone"));
+		assert_non_null(
+		    strstr(rep.msg, nfds == 1 ? "is not this job's" : "running ring alone"));
 		close(fd);
 	}
 	assert_int_equal(wait_jobs(0), 0);
