@@ -23,8 +23,13 @@
 #      Python workers run, started again: the same per-epoch checksums as a
 #      run with local workers, the one line, and the job sent to the new agent
 #      (the trainer says it re-attached)
-# Skips 7, saying why, without the remote plugin (UCX); 8 without
-# /usr/bin/python3 with torch, and under a sanitizer build. TAP on stdout; every
+#   9. under `goldminer run --node` (a torchvision ImageFolder script that run
+#      serves from the C loader): the agent SIGKILLed, started again: the same
+#      per-epoch hashes as `goldminer run` without an agent, one line,
+#      re-attached
+# Skips 7, saying why, without the remote plugin (UCX); 8 and 9 without
+# /usr/bin/python3 with torch (and torchvision for 9), and under a sanitizer
+# build. TAP on stdout; every
 # wait has a deadline. Env: B (build dir), GM_AGENT_GONE_CASES="1 5" (run only
 # these cases; the others skip).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +37,7 @@ repo=$(dirname "$here")
 B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
-N=8
+N=9
 echo "1..$N"
 tmp=$(mktemp -d)
 n=0
@@ -299,3 +304,62 @@ python_job() {
 	stop_agent
 }
 want 8 && python_job
+
+# 9: under goldminer run
+run_job() {
+	PY=/usr/bin/python3
+	if readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan; then
+		n=$((n + 1))
+		echo "ok $n # SKIP under a sanitizer build: Python would load the ASan'ed libgoldminer without its runtime"
+		return
+	fi
+	if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
+		n=$((n + 1))
+		echo "ok $n # SKIP no $PY with torch and torchvision"
+		return
+	fi
+	cat >"$tmp/train.py" <<'PYEOF'
+import hashlib, sys, time
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms as T
+
+if __name__ == "__main__":
+    torch.manual_seed(5)
+    dl = DataLoader(datasets.ImageFolder(sys.argv[1], T.Compose(
+        [T.RandomResizedCrop(32), T.ToTensor()])), batch_size=32, shuffle=True, num_workers=2)
+    out = []
+    for _ in range(8):
+        h = hashlib.sha256()
+        for x, y in dl:
+            h.update(x.numpy().tobytes() + y.numpy().tobytes())
+            time.sleep(0.03)  # a trainer's step
+        out.append(h.hexdigest()[:16])
+    print(",".join(out))
+PYEOF
+	r=$(cd "$tmp" && timeout 300 "$G" run -- "$PY" "$tmp/train.py" "$tmp/data" 2>"$tmp/runref.err")
+	start_agent "$tmp/a.log"
+	(cd "$tmp" && exec timeout 300 "$G" run --node "$sock" -- "$PY" "$tmp/train.py" "$tmp/data") \
+		>"$tmp/run.out" 2>"$tmp/run.err" &
+	tpid=$!
+	wait_for "$tmp/a.log" "job pid [0-9]* attached" 60
+	sleep 1
+	kill -KILL "$apid"
+	sleep 0.5
+	start_agent "$tmp/b.log"
+	wait "$tpid"
+	rc=$? ok=1
+	w=$(went_away)
+	ra=$(grep -c "re-attached to the node agent at $sock" "$tmp/run.err")
+	[ "$rc" = 0 ] && [ -n "$r" ] && [ "$(cat "$tmp/run.out")" = "$r" ] && [ "$w" = 1 ] &&
+		[ "$ra" = 1 ] && grep -q "job pid [0-9]* re-attached" "$tmp/b.log" && ok=0
+	[ $ok = 0 ] || {
+		echo "# exit $rc, hashes $(cat "$tmp/run.out"), want $r"
+		diag "$tmp/runref.err"
+		diag "$tmp/run.err"
+		diag "$tmp/b.log"
+	}
+	t $ok "under goldminer run --node (the C path): the agent SIGKILLed, started again: same hashes as goldminer run without an agent, one line, re-attached ($ra)"
+	stop_agent
+}
+want 9 && run_job
