@@ -258,6 +258,9 @@ remote() {
 	wait_for "$tmp/b.log" "re-attached" 30 && ra=1
 	kills=1 check "$r" "its agent SIGKILLed while host 2's workers lend to the job (${s:-0} samples delivered), started again: same checksums, re-attached ($ra)"
 	[ $ra = 1 ] || diag "$tmp/b.log"
+	mh_agents_stop # both hosts' agents: the next cases start their own on $sock
+	apid=
+	rm -f "$sock"
 }
 want 7 && remote
 
