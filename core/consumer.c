@@ -6,7 +6,8 @@
  * reasons to stop waiting, in the order a user would want them: a ready batch is
  * delivered even after a fatal error, a signal beats a deadline. A node agent
  * never writes unasked on its connection, so a hang-up or end of file there
- * means it went away (with the workers it ran).
+ * means it went away (with the workers it ran); gm_consumer_orphans then readies
+ * the ring for the embedder's own workers (the dead ones' leases back).
  *
  * Give-back: the ring moves in task order (gm_ring_release hands task t's slot on
  * to t + N and `consumed` says where the workers' window starts), so a slot that

@@ -6,7 +6,9 @@
  * workers here it makes a worker pool (pool.c: ring, coordinator thread, workers)
  * and reads the pool's ring; with opts.node it attaches to the node agent
  * (wire.c), which makes the pool there and sends the ring back as a memfd that is
- * mapped and validated here. Either way the consumer (consumer.c, embedded) waits
+ * mapped and validated here (and if that agent goes away, this process's own
+ * workers go on with its ring until another adopts it: "the node agent gone"
+ * below). Either way the consumer (consumer.c, embedded) waits
  * on the ring, gives slots back in order and keeps batches; this file validates
  * what the workers wrote and counts it. Task t is batch
  * (epoch0 + t / batches_per_epoch, t % batches_per_epoch). A shuffle_buffer op is
