@@ -168,7 +168,8 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
  * stderr) and sends the job again to an agent that answers on socket_path
  * later (then its workers go on; ours finish their batches); it fails with
  * -EPIPE (GM_CONSUMER_AGENT_GONE) only when ours cannot start.
- * gm_bind_pool_destroy closes the connection (the agent then stops the workers). 0, or -errno with a message ("node agent: ..." for its refusals). */
+ * gm_bind_pool_destroy closes the connection (the agent then stops the workers). 0, or -errno with
+ * a message ("node agent: ..." for its refusals). */
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
 		      size_t errlen);
 
