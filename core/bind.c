@@ -560,6 +560,7 @@ static int bind_ask(struct gm_bind_pool *p, int fd, char *why, size_t len)
 		return -ENOMEM;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	int rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
 	if (!rc && rep->status)
 		rc = rep->status;
@@ -597,6 +598,7 @@ static void bind_reattach(struct gm_bind_pool *p)
 	}
 	struct timeval none = {0, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
 	gm_pool_hand_over(p->fallback);
 	gm_pool_destroy(p->fallback);
 	p->fallback = NULL;

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "goldminer/consumer.h"
@@ -493,6 +493,7 @@ static int ask_adopt(struct gm_loader *l, int fd, char *why, size_t len)
 		return -ENAMETOOLONG;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	int err = gm_wire_call_fds(fd, &req, &ring_fd, 1, &rep, &got);
 	if (got >= 0) /* an agent that made a ring of its own did not adopt ours */
 		close(got);
@@ -539,6 +540,7 @@ static void reattach(struct gm_loader *l)
 	}
 	struct timeval none = {0, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
 	gm_pool_hand_over(l->fallback);
 	gm_pool_destroy(l->fallback);
 	l->fallback = NULL;
