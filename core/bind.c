@@ -43,6 +43,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -282,7 +284,16 @@ struct gm_bind_pool {
 	int spec_fd;
 	uint32_t lease_ms;
 	int node_fd;
-	char facts[2048]; /* gm_bind_pool_facts' words, after the command's */
+	/* the agent gone: workers of this process over the ring (bind_take_over)
+	 * until an agent on node_path adopts it again (bind_reattach) */
+	struct gm_pool_cfg pc; /* the pool's configuration, for them */
+	struct gm_pool *fallback;
+	char node_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 64];
+	uint32_t cap;	   /* the workers' cap asked of the agent */
+	uint64_t retry_ns; /* the next look for an agent on node_path */
+	uint32_t retry_ms; /* ... this long after a refusal (doubling) */
+	bool told_refusal; /* a refusal was said once */
+	char facts[2048];  /* gm_bind_pool_facts' words, after the command's */
 	size_t nfacts;
 	/* per slot: parked (gm_ring_park) until gm_bind_pool_give hands out its first
 	 * task; no worker ever sees a slot whose indices were not written */
@@ -327,6 +338,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 		gm_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	p->pc = pc;
 	rc = gm_pool_create(&p->pool, &pc, err, errlen);
 	if (rc)
 		goto out_free;
@@ -484,9 +496,118 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 	p->node_fd = fd;
 	p->c.agent_fd = fd;
 	p->started = true;
+	p->cap = cap;
+	snprintf(p->node_path, sizeof(p->node_path), "%s", socket_path);
 out_free:
 	free(rep);
 	return rc;
+}
+
+/* ---- the node agent gone (loader.c does the same for a C job) --------------------
+ *
+ * The ring is ours and the workers stateless: when the agent that ran them goes
+ * away, a pool of this process's own runs the same command over the ring (its
+ * dead workers' leases back first: gm_consumer_orphans), and an agent answering
+ * on the socket again is sent the job again (CMDJOB: it runs its workers over
+ * the ring as it is); then ours finish their batches (gm_pool_hand_over). */
+#define RETRY_MS     500   /* look for an agent on the socket this often */
+#define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
+#define REATTACH_MS  10000 /* an agent's answer, at most */
+
+static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	struct gm_pool_cfg pc = p->pc;
+	char why[512];
+
+	uint32_t n = gm_consumer_orphans(&p->c);
+	pc.ring_fd = gm_ring_fd(p->ring);
+	int rc = gm_pool_create(&p->fallback, &pc, why, sizeof(why));
+	if (!rc)
+		rc = gm_pool_start(p->fallback, why, sizeof(why));
+	if (rc) {
+		gm_pool_destroy(p->fallback);
+		p->fallback = NULL;
+		gm_errf(err, errlen,
+			"the node agent at %s went away and this process cannot run the job's "
+			"workers itself: %s",
+			p->node_path, why);
+		return rc;
+	}
+	close(p->node_fd);
+	p->node_fd = p->c.agent_fd = -1;
+	atomic_fetch_add(&p->h->p_reissued, n);
+	gm_log("loader",
+	       "the node agent at %s went away: this process's own workers make the job's "
+	       "batches from batch %llu on (the same bytes; %u batches its workers held "
+	       "made again), until an agent answers there again",
+	       p->node_path, (unsigned long long)p->c.next, n);
+	p->retry_ms = RETRY_MS;
+	p->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+	return 0;
+}
+
+/* The job again to the agent on fd: 0, or -errno with why. */
+static int bind_ask(struct gm_bind_pool *p, int fd, char *why, size_t len)
+{
+	struct gm_node_req req;
+	struct timeval tv = {REATTACH_MS / 1000, 0};
+	int fds[2] = {gm_ring_fd(p->ring), p->spec_fd};
+	struct gm_node_reply *rep = malloc(sizeof(*rep));
+
+	if (!rep || cmd_request(p, p->cap, &req)) {
+		free(rep);
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	int rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
+	if (!rc && rep->status)
+		rc = rep->status;
+	if (rc)
+		snprintf(why, len, "%.400s",
+			 rc == -EPIPE		  ? "no answer to the request"
+			 : rc == -EPROTONOSUPPORT ? "another goldminer build"
+						  : rep->msg);
+	free(rep);
+	return rc;
+}
+
+static void bind_reattach(struct gm_bind_pool *p)
+{
+	char why[512];
+	uint64_t now = now_ns();
+
+	if (now < p->retry_ns)
+		return;
+	p->retry_ns = now + p->retry_ms * 1000000ull;
+	int fd = gm_wire_connect(p->node_path, why, sizeof(why));
+	if (fd < 0)
+		return; /* no agent there yet */
+	int rc = bind_ask(p, fd, why, sizeof(why));
+	if (rc) {
+		close(fd);
+		if (!p->told_refusal)
+			gm_log("loader",
+			       "the node agent at %s does not take this job back (%s): its "
+			       "workers stay in this process; asked again every %u s at most",
+			       p->node_path, why, RETRY_MAX_MS / 1000);
+		p->told_refusal = true;
+		p->retry_ms = p->retry_ms * 2 < RETRY_MAX_MS ? p->retry_ms * 2 : RETRY_MAX_MS;
+		return;
+	}
+	struct timeval none = {0, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	gm_pool_hand_over(p->fallback);
+	gm_pool_destroy(p->fallback);
+	p->fallback = NULL;
+	p->node_fd = p->c.agent_fd = fd;
+	p->told_refusal = false;
+	gm_log("loader",
+	       "re-attached to the node agent at %s: its workers make the job's batches "
+	       "again from batch %llu on",
+	       p->node_path, (unsigned long long)p->c.next);
 }
 
 void gm_bind_pool_pause(struct gm_bind_pool *p, int begin)
@@ -505,7 +626,15 @@ int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, cha
 			(unsigned long long)task);
 		return -EINVAL;
 	}
+	if (p->fallback)
+		bind_reattach(p);
 	rc = gm_consumer_wait(&p->c, task, timeout_ms);
+	if (rc == GM_CONSUMER_AGENT_GONE && p->node_fd >= 0) {
+		rc = bind_take_over(p, err, errlen); /* our workers go on with the ring */
+		if (rc)
+			return rc;
+		rc = gm_consumer_wait(&p->c, task, timeout_ms);
+	}
 	if (rc < 0) {
 		gm_errf(err, errlen, "%s", p->c.errmsg);
 		return rc;
@@ -599,6 +728,8 @@ void gm_bind_pool_stop(struct gm_bind_pool *p)
 	if (p->node_fd >= 0)
 		close(p->node_fd); /* the agent stops the workers it ran for us */
 	p->node_fd = p->c.agent_fd = -1;
+	if (p->fallback)
+		gm_pool_stop(p->fallback);
 	gm_pool_stop(p->pool);
 }
 
@@ -613,9 +744,9 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5])
 
 int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid, int *sig)
 {
-	if (!p->pool) /* a node agent's pool: its log says who */
-		return -ENOENT;
-	return gm_pool_culprit(p->pool, sample, pid, sig);
+	if (p->fallback && !gm_pool_culprit(p->fallback, sample, pid, sig))
+		return 0;
+	return gm_pool_culprit(p->pool, sample, pid, sig); /* an agent's: its log says who */
 }
 
 int gm_bind_pool_pids(const struct gm_bind_pool *p, int *pids, int max)
@@ -657,6 +788,7 @@ void gm_bind_pool_destroy(struct gm_bind_pool *p)
 		return;
 	gm_bind_pool_stop(p);	 /* no worker writes while the pages are unregistered */
 	gm_consumer_fini(&p->c); /* kept batches' mappings and the pin, before the ring */
+	gm_pool_destroy(p->fallback);
 	gm_pool_destroy(p->pool);
 	free(p->parked);
 	free(p);

@@ -6,7 +6,8 @@
  * reasons to stop waiting, in the order a user would want them: a ready batch is
  * delivered even after a fatal error, a signal beats a deadline. A node agent
  * never writes unasked on its connection, so a hang-up or end of file there
- * means it went away (with the workers it ran).
+ * means it went away (with the workers it ran); gm_consumer_orphans then readies
+ * the ring for the embedder's own workers (the dead ones' leases back).
  *
  * Give-back: the ring moves in task order (gm_ring_release hands task t's slot on
  * to t + N and `consumed` says where the workers' window starts), so a slot that
@@ -299,6 +300,44 @@ int gm_consumer_drop(struct gm_consumer *c, const void *addr)
 bool gm_consumer_kept(const struct gm_consumer *c, uint32_t slot)
 {
 	return slot < c->nslots && (c->hold[slot] & GM_CONSUMER_KEPT);
+}
+
+/* ---- the agent gone ---------------------------------------------------------------- */
+
+#define HOLDER_WAIT_MS 2000 /* a dead agent's workers are gone within this */
+
+/* Is process pid gone (no such process, or a zombie nobody reaped yet)? */
+static bool holder_gone(uint32_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return true;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')');
+	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+uint32_t gm_consumer_orphans(struct gm_consumer *c)
+{
+	uint64_t deadline = now_ns() + HOLDER_WAIT_MS * 1000000ull;
+	uint32_t n = 0;
+	for (uint32_t s = 0; s < c->nslots; s++) {
+		uint32_t w = atomic_load(&gm_ring_ctl(c->ring, s)->state);
+		if (GM_SLOT_STATE(w) != GM_SLOT_CLAIMED)
+			continue;
+		while (!holder_gone(GM_SLOT_PID(w)) && now_ns() < deadline)
+			usleep(1000);
+		n += gm_ring_reclaim(c->ring, GM_SLOT_PID(w), NULL);
+	}
+	/* an agent stopped by a signal it handles stopped the ring on its way out,
+	 * and its workers, counted in the header, are gone */
+	atomic_store(&c->h->stop, 0);
+	atomic_store(&c->h->p_alive, 0);
+	return n;
 }
 
 /* ---- the wait ---------------------------------------------------------------------- */

@@ -6,7 +6,9 @@
  * workers here it makes a worker pool (pool.c: ring, coordinator thread, workers)
  * and reads the pool's ring; with opts.node it attaches to the node agent
  * (wire.c), which makes the pool there and sends the ring back as a memfd that is
- * mapped and validated here. Either way the consumer (consumer.c, embedded) waits
+ * mapped and validated here (and if that agent goes away, this process's own
+ * workers go on with its ring until another adopts it: "the node agent gone"
+ * below). Either way the consumer (consumer.c, embedded) waits
  * on the ring, gives slots back in order and keeps batches; this file validates
  * what the workers wrote and counts it. Task t is batch
  * (epoch0 + t / batches_per_epoch, t % batches_per_epoch). A shuffle_buffer op is
@@ -23,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,8 +55,15 @@ struct gm_loader {
 	uint32_t *own_order;	 /* opts.order as copied (or NULL) */
 	char errmsg[512];
 	struct gm_dataset *ds;
-	struct gm_pool *pool;	   /* workers in this process, else NULL */
-	int sock;		   /* workers in the node agent: the connection, else -1 */
+	struct gm_pool *pool; /* workers in this process, else NULL */
+	int sock;	      /* workers in the node agent: the connection, else -1 */
+	/* The node agent gone: our own workers over its ring (take_over), until an
+	 * agent is back on the socket and adopts the ring (reattach). */
+	struct gm_pool *fallback;
+	struct gm_pool_cfg pcfg;   /* the pool a loader of its own would make */
+	uint64_t retry_ns;	   /* the next look for an agent on the socket */
+	uint32_t retry_ms;	   /* ... this long after a refusal (doubling) */
+	bool told_refusal;	   /* a re-attach refusal was said once */
 	struct gm_ring *ring;	   /* the pool's, or the agent's mapped here (then ours) */
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_consumer c;	   /* the wait, give-back, kept batches, pin (consumer.h) */
@@ -235,6 +246,7 @@ static int open_index(struct gm_loader *l, struct gm_pool_cfg *c)
 		return set_err(l, err, "gm_loader_open: %s", why);
 	gm_pool_cfg_init(c, &l->o, l->ds, l->bpe, l->first, l->end);
 	l->wcfg = c->w;
+	l->pcfg = *c;
 
 	/* The pool drains every epoch: more than an epoch's samples would never fill. */
 	uint32_t n = l->o.order ? l->o.order_len : gm_dataset_count(l->ds);
@@ -266,9 +278,8 @@ static int start_consumer(struct gm_loader *l)
 
 /* Workers here: a pool of our own (workers = 0: sized by the elastic controller
  * within max_workers, starting from two). The ring is pinned before any fork. */
-static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
+static void size_pool(const struct gm_loader *l, struct gm_pool_cfg *c)
 {
-	char why[512];
 	uint32_t budget = l->o.max_workers;
 	if (!budget) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -281,6 +292,12 @@ static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
 		c->budget = budget;
 		c->workers = budget < 2 ? (int)budget : 2; /* then measured */
 	}
+}
+
+static int start_pool(struct gm_loader *l, struct gm_pool_cfg *c)
+{
+	char why[512];
+	size_pool(l, c);
 	int err = gm_pool_create(&l->pool, c, why, sizeof(why));
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
@@ -439,6 +456,133 @@ out_ring_fd:
 	return err;
 }
 
+/* ---- the node agent gone ----------------------------------------------------------
+ *
+ * The ring is the job's memfd, mapped here, and the workers are stateless: a
+ * task's bytes do not depend on who makes it (contract 1). So when the agent
+ * goes away (its workers with it: PR_SET_PDEATHSIG), this process makes a pool
+ * of its own over that ring (take_over): the leases the agent's workers held go
+ * back to FREE once their holders are gone, and its workers make those batches
+ * again, resuming where the dead ones stopped. Before each wait for a batch, at
+ * most every RETRY_MS, the socket is tried again (reattach): an agent that
+ * answers there is asked to adopt the running ring (an ATTACH that carries the
+ * ring's memfd, wire.h); once it has, this process's workers finish their
+ * batches and exit (gm_pool_hand_over) and the agent's go on.
+ */
+#define RETRY_MS     500   /* look for an agent on the socket this often */
+#define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
+#define REATTACH_MS  10000 /* an agent's answer to a re-attach, at most */
+
+/* The agent went away: this process's workers go on with its ring. 0, or -errno
+ * with a message when they cannot start. */
+static int take_over(struct gm_loader *l)
+{
+	struct gm_pool_cfg c = l->pcfg;
+	char why[512];
+	uint32_t epoch;
+	uint64_t k;
+
+	uint32_t n = gm_consumer_orphans(&l->c);
+	size_pool(l, &c);
+	c.ring_fd = gm_ring_fd(l->ring);
+	int err = gm_pool_create(&l->fallback, &c, why, sizeof(why));
+	if (!err)
+		err = gm_pool_start(l->fallback, why, sizeof(why));
+	if (err) {
+		gm_pool_destroy(l->fallback);
+		l->fallback = NULL;
+		return set_err(l, err,
+			       "gm_loader_next: the node agent at %s went away and this process "
+			       "cannot run the job's workers itself: %s",
+			       l->o.node, why);
+	}
+	close(l->sock); /* (kept until here: a next call tries again) */
+	l->sock = l->c.agent_fd = -1;
+	atomic_fetch_add(&l->h->p_reissued, n);
+	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
+	gm_log("loader",
+	       "the node agent at %s went away: this process's own workers make the job's "
+	       "batches from batch %llu of epoch %u on (the same bytes; %u batches its "
+	       "workers held made again), until an agent answers there again",
+	       l->o.node, (unsigned long long)k, epoch, n);
+	l->retry_ms = RETRY_MS;
+	l->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+	return 0;
+}
+
+/* Ask the agent on fd to adopt the running ring. 0, or -errno with why. */
+static int ask_adopt(struct gm_loader *l, int fd, char *why, size_t len)
+{
+	struct gm_node_req req;
+	struct gm_node_reply rep = {0};
+	struct timeval tv = {REATTACH_MS / 1000, 0};
+	int ring_fd = gm_ring_fd(l->ring), got = -1;
+
+	if (gm_wire_attach_request(&req, &l->o)) {
+		snprintf(why, len, "dataset path too long");
+		return -ENAMETOOLONG;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	int err = gm_wire_call_fds(fd, &req, &ring_fd, 1, &rep, &got);
+	if (got >= 0) /* an agent that made a ring of its own did not adopt ours */
+		close(got);
+	if (err)
+		snprintf(why, len, "%s",
+			 err == -EPROTONOSUPPORT ? "another goldminer build"
+						 : "no answer to the request");
+	else if (rep.status)
+		snprintf(why, len, "%.400s", rep.msg);
+	else if (got >= 0 || rep.batches_per_epoch != l->bpe ||
+		 rep.fingerprint != gm_dataset_fingerprint(l->ds))
+		snprintf(why, len, "it did not adopt the running ring, or sees other files");
+	else
+		return 0;
+	return err ? err : rep.status ? rep.status : -EPROTO;
+}
+
+/* An agent on the socket again: it adopts the running ring and its workers go
+ * on; this process's finish their batches. A refusal is said once; asked again
+ * later (RETRY_MS doubling to RETRY_MAX_MS). */
+static void reattach(struct gm_loader *l)
+{
+	char why[512];
+	uint32_t epoch;
+	uint64_t k, now = now_ns();
+
+	if (now < l->retry_ns)
+		return;
+	l->retry_ns = now + l->retry_ms * 1000000ull;
+	int fd = gm_wire_connect(l->o.node, why, sizeof(why));
+	if (fd < 0)
+		return; /* no agent there yet */
+	int err = ask_adopt(l, fd, why, sizeof(why));
+	if (err) {
+		close(fd);
+		if (!l->told_refusal)
+			gm_log("loader",
+			       "the node agent at %s does not take this job back (%s): its "
+			       "workers stay in this process; asked again every %u s at most",
+			       l->o.node, why, RETRY_MAX_MS / 1000);
+		l->told_refusal = true;
+		l->retry_ms = l->retry_ms * 2 < RETRY_MAX_MS ? l->retry_ms * 2 : RETRY_MAX_MS;
+		return;
+	}
+	struct timeval none = {0, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	gm_pool_hand_over(l->fallback);
+	gm_pool_destroy(l->fallback);
+	l->fallback = NULL;
+	l->sock = l->c.agent_fd = fd;
+	l->told_refusal = false;
+	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
+	gm_log("loader",
+	       "re-attached to the node agent at %s: its workers make the job's batches "
+	       "again from batch %llu of epoch %u on",
+	       l->o.node, (unsigned long long)k, epoch);
+}
+
 void gm_loader_interrupt(struct gm_loader *l)
 {
 	gm_consumer_interrupt(&l->c);
@@ -451,6 +595,8 @@ void gm_loader_stop(struct gm_loader *l)
 	l->stopped = true;
 	if (l->pool)
 		gm_pool_stop(l->pool);
+	if (l->fallback)
+		gm_pool_stop(l->fallback);
 	if (l->sock >= 0) {
 		close(l->sock); /* the agent detaches the job and stops its workers */
 		l->sock = -1;
@@ -465,6 +611,7 @@ void gm_loader_close(struct gm_loader *l)
 	gm_loader_stop(l);
 	if (l->has_c)
 		gm_consumer_fini(&l->c); /* kept batches and the pin, before the ring goes */
+	gm_pool_destroy(l->fallback);	 /* its own mapping of the ring */
 	if (l->pool)
 		gm_pool_destroy(l->pool); /* and its ring */
 	else
@@ -648,7 +795,16 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	}
 	if (l->c.next >= l->end)
 		return GM_LOADER_END;
+	if (l->fallback)
+		reattach(l);
 	int rc = gm_consumer_wait(&l->c, l->c.next, -1);
+	if (rc == GM_CONSUMER_AGENT_GONE && l->sock >= 0) {
+		rc = take_over(l); /* our own workers go on with the agent's ring */
+		if (!rc)
+			rc = gm_consumer_wait(&l->c, l->c.next, -1);
+		else
+			return rc;
+	}
 	if (rc < 0)
 		return set_err(l, rc, "gm_loader_next: %s", l->c.errmsg);
 	uint64_t t1 = now_ns();
@@ -860,6 +1016,10 @@ int gm_loader_scale(struct gm_loader *l, int workers)
 	if (workers < 1 || workers > GM_MAX_WORKERS)
 		return set_err(l, -EINVAL, "gm_loader_scale: workers must be 1..%d, not %d",
 			       GM_MAX_WORKERS, workers);
+	if (l->fallback) { /* the agent's again once one adopts the ring */
+		gm_pool_fix(l->fallback, workers);
+		return 0;
+	}
 	if (l->sock >= 0) {
 		struct gm_node_req req;
 		struct gm_node_reply rep = {0};

@@ -115,6 +115,10 @@ struct job {
 	char cmd[4096];	 /* the command's arguments, NUL-separated */
 	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
 	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
+	/* an ATTACH that brought its running ring (a loader whose agent went away
+	 * and whose own workers went on with it): adopted at this task + 1 (0: a
+	 * ring made here) */
+	uint64_t adopted;
 };
 
 struct agent {
@@ -309,10 +313,55 @@ static int admit_job(struct agent *a, struct job *j, const struct gm_loader_opts
 	return -ENOMEM;
 }
 
+/* A running ring a client brought (ATTACH with its memfd): its bytes against the
+ * memory budget, as a ring made here would be. 0, or -errno with why. */
+static int admit_ring(struct agent *a, struct job *j, int ring_fd, char *why, size_t len)
+{
+	struct stat st;
+	int n;
+	if (fstat(ring_fd, &st) || !S_ISREG(st.st_mode)) {
+		snprintf(why, len, "the running ring sent with the request is not a memfd");
+		return -EINVAL;
+	}
+	uint64_t used = used_mem(a, &n), need = (uint64_t)st.st_size;
+	if (used > a->mem || need > a->mem - used) {
+		char h_need[32], h_have[32];
+		human(h_need, sizeof(h_need), need);
+		human(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
+		snprintf(why, len,
+			 "the job's running ring needs %s, the node agent's memory budget has "
+			 "%s left (its workers stay in the client); start the agent with a "
+			 "larger --mem",
+			 h_need, h_have);
+		return -ENOMEM;
+	}
+	j->ring_bytes = need;
+	return 0;
+}
+
+/* An adopted ring must be the one these options make: same batch, sample size
+ * and tasks (gm_ring_attach validated the rest). 0 or -EINVAL with why. */
+static int check_adopted(const struct job *j, const struct gm_loader_opts *o, uint64_t first,
+			 uint64_t end, char *why, size_t len)
+{
+	const struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+	if (h->batch_size == o->batch_size && h->sample_bytes == gm_aug_out_bytes(&o->aug) &&
+	    h->first_task == first && h->end_task == end)
+		return 0;
+	snprintf(why, len,
+		 "the running ring sent is not this job's (batch %u, %" PRIu64
+		 " bytes a sample, tasks %" PRIu64 "..%" PRIu64 "; the options make batch %u, "
+		 "%zu bytes, tasks %" PRIu64 "..%" PRIu64 ")",
+		 h->batch_size, h->sample_bytes, h->first_task, h->end_task, o->batch_size,
+		 gm_aug_out_bytes(&o->aug), first, end);
+	return -EINVAL;
+}
+
 /* The job's index and pool, as a local loader would make them (messages are the
- * client's: they start "gm_loader_open: "). 0 or -errno with err filled. */
-static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts *o, char *err,
-		    size_t errlen)
+ * client's: they start "gm_loader_open: "); ring_fd >= 0: over that running ring
+ * (adopted) instead of a new one. 0 or -errno with err filled. */
+static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts *o, int ring_fd,
+		    char *err, size_t errlen)
 {
 	struct gm_pool_cfg c;
 	uint64_t first, end;
@@ -325,7 +374,8 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 	}
 	rc = gm_pool_check(o, why, sizeof(why));
 	if (!rc)
-		rc = admit_job(a, j, o, why, sizeof(why));
+		rc = ring_fd >= 0 ? admit_ring(a, j, ring_fd, why, sizeof(why))
+				  : admit_job(a, j, o, why, sizeof(why));
 	if (!rc)
 		rc = gm_dataset_open(&j->ds, o->root, why, sizeof(why));
 	if (rc)
@@ -336,10 +386,14 @@ static int open_job(struct agent *a, struct job *j, const struct gm_loader_opts 
 	gm_pool_cfg_init(&c, o, j->ds, j->bpe, first, end);
 	c.workers = 0; /* the agent sizes the pool (apply_grants), within its budget */
 	c.nice = GM_NODE_WORKER_NICE;
+	c.ring_fd = ring_fd >= 0 ? ring_fd : 0;
 	rc = gm_pool_create(&j->pool, &c, why, sizeof(why));
 	if (rc)
 		goto out_dataset;
-	rc = gm_pool_start(j->pool, why, sizeof(why));
+	if (ring_fd >= 0)
+		rc = check_adopted(j, o, first, end, why, sizeof(why));
+	if (!rc)
+		rc = gm_pool_start(j->pool, why, sizeof(why));
 	if (rc)
 		goto out_pool;
 	j->batch_size = o->batch_size;
@@ -396,7 +450,12 @@ static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 	return slots > floor ? slots : floor;
 }
 
-static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
+/* ATTACH: a job whose ring is made here; or, with one fd, the job's running ring
+ * (a loader whose agent went away, re-attaching: its own workers made batches
+ * meanwhile): adopted as it is, its leases and the tasks already consumed kept,
+ * and no ring sent back. */
+static void attach(struct agent *a, struct job *j, struct gm_node_req *req, const int *fds,
+		   int nfds)
 {
 	struct gm_loader_opts o;
 	char err[1024];
@@ -405,14 +464,21 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 		gm_wire_reply(j->fd, -EISCONN, -1, 0, 0, "this connection already has a job");
 		return;
 	}
+	if (nfds > 1) {
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0,
+			      "an ATTACH carries no fd, or the job's running ring alone");
+		return;
+	}
 	gm_wire_request_opts(req, &o);
 	if (!o.slots)
 		o.slots = ring_slots(a, req, &o);
-	int rc = open_job(a, j, &o, err, sizeof(err));
+	int rc = open_job(a, j, &o, nfds ? fds[0] : -1, err, sizeof(err));
 	if (rc) {
 		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", err);
 		return;
 	}
+	if (nfds) /* + 1: 0 says "made here" */
+		j->adopted = 1 + atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->consumed);
 	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
 	/* Wish for the idle part of the budget (at least one worker), so a job does
 	 * not ramp up from one worker; the next rebalance corrects it by measurement.
@@ -432,8 +498,15 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
 		lend_capacity(a);
 	}
-	gm_wire_reply(j->fd, 0, gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
+	gm_wire_reply(j->fd, 0, j->adopted ? -1 : gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
 		      gm_dataset_fingerprint(j->ds), "ok");
+	if (j->adopted) {
+		logf_(a,
+		      "job pid %d re-attached: %s, its running ring adopted at task %" PRIu64
+		      " (its own workers made the batches meanwhile); %u of %u workers in use",
+		      (int)j->pid, j->root, j->adopted - 1, used_workers(a), a->budget);
+		return;
+	}
 	int n;
 	char mem[32];
 	human(mem, sizeof(mem), used_mem(a, &n));
@@ -673,6 +746,9 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
 			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
 		}
+		if (j->adopted && off < len) /* re-attached with its running ring */
+			off += (size_t)snprintf(buf + off, len - off,
+						", \"adopted_at_task\": %" PRIu64, j->adopted - 1);
 		if (j->cmd_job && off < len) /* peers that lend Python run them (pyhome.c) */
 			off += (size_t)snprintf(
 			    buf + off, len - off, ", \"python_workers\": true, \"remote\": \"%s\"",
@@ -936,7 +1012,7 @@ static void serve_request(struct agent *a, struct job *j, struct gm_node_req *re
 	}
 	switch (req->type) {
 	case GM_NODE_ATTACH:
-		attach(a, j, req);
+		attach(a, j, req, fds, nfds);
 		break;
 	case GM_NODE_CMDJOB:
 		cmd_job(a, j, req, fds, nfds);

@@ -108,6 +108,7 @@ struct gm_pool {
 	pthread_mutex_t mu;
 	int target;	/* wanted workers (under mu) */
 	bool closing;	/* under mu */
+	bool handing;	/* under mu: closing hands the ring on (gm_pool_hand_over) */
 	bool autoscale; /* under mu: the elastic controller sizes the pool */
 	struct wk wk[GM_MAX_WORKERS];
 	int nwk; /* coordinator thread only */
@@ -967,10 +968,16 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 	return timeout;
 }
 
-/* Shut down: ask, then insist. */
-static void reap_all(struct gm_pool *p, struct pollfd *pfd)
+/* Shut down: ask, then insist. Handing the ring on (another pool's workers go on
+ * with it), the ring is not stopped: each worker is retired (it finishes its
+ * batch, then exits) and whatever lease a worker killed at the deadline still
+ * held goes back to FREE for the other pool. */
+static void reap_all(struct gm_pool *p, struct pollfd *pfd, bool handing)
 {
-	gm_ring_stop(p->ring);
+	if (!handing)
+		gm_ring_stop(p->ring);
+	for (int i = 0; handing && i < p->nwk; i++)
+		kill(p->wk[i].pid, SIGUSR1);
 	zygote_end(p, true); /* it holds no lease: nothing to finish */
 	uint64_t deadline = now_ns() + 2000000000ull;
 	while (p->nwk > 0) {
@@ -997,6 +1004,10 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd)
 				if (p->wk[i].ready_fd >= 0)
 					close(p->wk[i].ready_fd);
 				bool retiring = p->wk[i].retiring;
+				if (handing)
+					atomic_fetch_add(
+					    &p->h->p_reissued,
+					    gm_ring_reclaim(p->ring, (uint32_t)p->wk[i].pid, NULL));
 				p->wk[i] = p->wk[--p->nwk];
 				atomic_fetch_sub(&p->h->p_alive, 1);
 				if (retiring)
@@ -1015,11 +1026,13 @@ static void *coordinator(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
 		int target = p->target;
-		bool closing = p->closing;
+		bool closing = p->closing, handing = p->handing;
 		bool autoscale = p->autoscale;
 		pthread_mutex_unlock(&p->mu);
-		if (closing)
-			break;
+		if (closing) {
+			reap_all(p, pfd, handing);
+			return NULL;
+		}
 		if (first)
 			zygote_start(p);
 		adjust_pool(p, target);
@@ -1064,8 +1077,6 @@ static void *coordinator(void *arg)
 			if (pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
 				on_exit_of(p, i);
 	}
-	reap_all(p, pfd);
-	return NULL;
 }
 
 /* ---- set-up and the owner's controls ------------------------------------------ */
@@ -1366,6 +1377,16 @@ void gm_pool_stop(struct gm_pool *p)
 	poke(p);
 	pthread_join(p->coord, NULL);
 	p->coord_started = false;
+}
+
+void gm_pool_hand_over(struct gm_pool *p)
+{
+	if (!p->coord_started)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->handing = true;
+	pthread_mutex_unlock(&p->mu);
+	gm_pool_stop(p);
 }
 
 void gm_pool_destroy(struct gm_pool *p)

@@ -10,7 +10,9 @@
  * another holds the whole budget starts within it (the worker processes never
  * outnumber the budget, polled every 2 ms), and `bench --node` reports the
  * workers the agent granted; a request of another protocol version is refused in
- * words, and so is an agent of another version by its clients.
+ * words, and so is an agent of another version by its clients; a loader whose
+ * agent is SIGKILLed goes on with the same bytes and is adopted by the next
+ * agent on the socket, whose ATTACH refuses a ring that is not the job's.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -166,6 +168,105 @@ static int wait_jobs(int want)
 	for (int i = 0; i < 300 && (n = jobs_now()) != want; i++)
 		usleep(10000);
 	return n;
+}
+
+/* The status line of the agent at path, or "" (2 s at most). */
+static void status_of(const char *path, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (int i = 0; i < 200 && gm_node_status(path, buf, len); i++)
+		usleep(10000);
+}
+
+/*
+ * A loader outlives its agent: the agent SIGKILLed after two batches, the loader's
+ * own workers make the rest of the epoch and the next ones (the same bytes as a
+ * local loader's); an agent started again on the socket adopts the running ring
+ * (--status: adopted_at_task) and its workers make the rest.
+ */
+static void test_loader_outlives_its_agent_and_is_adopted_again(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	char path[128], err[512], st[4096];
+	uint64_t want[4], got[4];
+	int rc;
+
+	opts(&o, NULL);
+	o.epochs = 4;
+	assert_int_equal(gm_loader_open(&l, &o, err, sizeof(err)), 0);
+	for (int e = 0; e < 4; e++) {
+		want[e] = GM_CHECKSUM_INIT;
+		while ((rc = gm_loader_next(l, &b)) == 0)
+			want[e] = gm_checksum64(want[e], b.data, (size_t)b.size * b.sample_bytes);
+		assert_int_equal(rc, GM_LOADER_END_OF_EPOCH);
+	}
+	gm_loader_close(l);
+
+	snprintf(path, sizeof(path), "%s/gone.sock", dir);
+	struct gm_node_opts ao = {.socket_path = path, .cpus = 2, .idle_ms = IDLE_MS};
+	pid_t a = start_agent_with(&ao);
+	opts(&o, path);
+	o.epochs = 4;
+	rc = gm_loader_open(&l, &o, err, sizeof(err));
+	if (rc)
+		fail_msg("%s", err);
+	bool adopted = false;
+	for (int e = 0, k = 0; e < 4; e++) {
+		got[e] = GM_CHECKSUM_INIT;
+		while ((rc = gm_loader_next(l, &b)) == 0) {
+			got[e] = gm_checksum64(got[e], b.data, (size_t)b.size * b.sample_bytes);
+			if (++k == 2) { /* the agent dies with batches to go */
+				kill(a, SIGKILL);
+				waitpid(a, NULL, 0);
+				unlink(path);
+			} else if (k == 8) { /* another on the socket */
+				a = start_agent_with(&ao);
+			} else if (k > 8 && !adopted) { /* ask at most every 0.5 s */
+				usleep(100000);
+				status_of(path, st, sizeof(st));
+				adopted = strstr(st, "\"adopted_at_task\": ") != NULL;
+			}
+		}
+		if (rc != GM_LOADER_END_OF_EPOCH)
+			fail_msg("epoch %d: %d: %s", e, rc, gm_loader_errmsg(l));
+	}
+	gm_loader_close(l);
+	stop_agent(a);
+	assert_memory_equal(got, want, sizeof(want));
+	assert_true(adopted);
+}
+
+/* An ATTACH's ring must be the job's: one of another batch size is refused in
+ * words, and so is an ATTACH with two fds; no job is left attached. */
+static void test_attach_with_a_ring_not_the_jobs_is_refused(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	struct gm_ring *r;
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+	char why[512];
+
+	opts(&o, NULL);
+	assert_int_equal(gm_ring_create(&r, 4, 7, gm_aug_out_bytes(&o.aug), 0, 5), 0);
+	int fds[2] = {gm_ring_fd(r), gm_ring_fd(r)};
+	assert_int_equal(gm_wire_attach_request(&req, &o), 0);
+	for (int nfds = 1; nfds <= 2; nfds++) {
+		int fd = gm_wire_connect(sock, why, sizeof(why));
+		assert_true(fd >= 0);
+		int got = -1;
+		assert_int_equal(gm_wire_call_fds(fd, &req, fds, nfds, &rep, &got), 0);
+		assert_int_equal(rep.status, -EINVAL);
+		assert_int_equal(got, -1);
+		assert_non_null(
+		    strstr(rep.msg, nfds == 1 ? "is not this job's" : "running ring alone"));
+		close(fd);
+	}
+	assert_int_equal(wait_jobs(0), 0);
+	gm_ring_destroy(r);
 }
 
 static void test_same_bytes_as_a_local_loader(void **state)
@@ -1294,6 +1395,8 @@ int main(void)
 	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
 	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),
 	    cmocka_unit_test(test_same_bytes_as_a_local_loader),
+	    cmocka_unit_test(test_loader_outlives_its_agent_and_is_adopted_again),
+	    cmocka_unit_test(test_attach_with_a_ring_not_the_jobs_is_refused),
 	    cmocka_unit_test(test_socket_is_private),
 	    cmocka_unit_test(test_two_jobs_share_the_budget),
 	};

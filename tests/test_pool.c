@@ -10,7 +10,9 @@
  * (clamped), a smaller size retires workers (counted by gm_pool_retiring until
  * reaped); a SIGKILLed worker is reaped, its lease re-issued and it is replaced,
  * and the batch it held arrives with the bytes gm_worker_produce makes; stop
- * reaps every worker and keeps the ring; destroy(NULL) does nothing.
+ * reaps every worker and keeps the ring; hand_over retires them without stopping
+ * the ring, gives a killed straggler's lease back, and another pool over the
+ * same ring goes on; destroy(NULL) does nothing.
  * A sample can be made to stall a worker once (a marker file, gm_aug_sample
  * wrapped), so that a worker holds a lease when the test wants one.
  * The end-to-end properties (chaos, lease deadline, elastic sizing) are
@@ -456,6 +458,55 @@ static void test_sigkilled_worker_is_replaced_and_its_lease_reissued(void **stat
 }
 
 /*
+ * gm_pool_hand_over: the ring goes on with another pool's workers (a loader
+ * handing its job back to a node agent that adopted its ring). The worker stuck
+ * in task 1 takes the retirement but cannot finish its batch: it is SIGKILLed
+ * at the 2 s deadline and its lease goes back to FREE; the ring is not stopped;
+ * then a second pool over the same ring (ring_fd) makes every batch, task 1
+ * included.
+ */
+static void test_hand_over_leaves_the_ring_to_another_pool(void **state)
+{
+	struct gm_loader_opts o;
+	struct gm_dataset *ds = open_data();
+	struct gm_pool_cfg c;
+	struct gm_pool *b;
+	uint32_t bpe;
+	uint64_t first, end;
+	pid_t kids[16];
+	char err[512];
+	(void)state;
+	options(&o);
+	struct gm_pool *a = pool_of(&o, ds, 1);
+	struct gm_ring *r = gm_pool_ring(a);
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	stall_once(BATCH + 1); /* unshuffled: task 1, position 1 */
+	assert_int_equal(gm_pool_start(a, err, sizeof(err)), 0);
+	lease_holder(r, 1);
+	gm_pool_hand_over(a);
+	assert_int_equal(children(kids, 16), 0);
+	assert_int_equal(atomic_load(&h->stop), 0);
+	assert_int_equal(GM_SLOT_STATE(atomic_load(&gm_ring_ctl(r, 1)->state)), GM_SLOT_FREE);
+	assert_true(atomic_load(&h->p_reissued) >= 1);
+
+	assert_int_equal(gm_pool_tasks(&o, ds, &bpe, &first, &end, err, sizeof(err)), 0);
+	gm_pool_cfg_init(&c, &o, ds, bpe, first, end);
+	c.workers = 1;
+	c.ring_fd = gm_ring_fd(r);
+	assert_int_equal(gm_pool_create(&b, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_pool_start(b, err, sizeof(err)), 0);
+	for (uint64_t t = 0; t < end; t++) {
+		assert_int_equal(gm_ring_wait_ready(r, t, 20000), 0);
+		assert_int_equal(gm_ring_ctl(r, (uint32_t)(t & (h->nslots - 1)))->task, t);
+		gm_ring_release(r, (uint32_t)(t & (h->nslots - 1)));
+	}
+	gm_pool_destroy(b);
+	gm_pool_destroy(a); /* handed over: nothing left to stop */
+	assert_int_equal(children(kids, 16), 0);
+	gm_dataset_close(ds);
+}
+
+/*
  * A worker that is never made (stuck before gm_worker_main has made it, as a fork
  * that inherited a held lock is) is killed start_timeout_ms after its fork and
  * another started: the job does not wait for ever, and every batch arrives.
@@ -643,6 +694,7 @@ int main(void)
 	    cmocka_unit_test(test_start_watch_limit_from_the_environment),
 	    cmocka_unit_test(test_retiring_worker_is_counted_until_reaped),
 	    cmocka_unit_test(test_start_failure_says_why),
+	    cmocka_unit_test(test_hand_over_leaves_the_ring_to_another_pool),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -163,9 +163,13 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
  * wire.h): the same command, the spec (spec_fd, required), the lease deadline;
  * cap: the most workers it may give (0: its policy decides). The agent sizes
  * the pool with its division across jobs; the workers stay on its host. The
- * connection is this pool's: gm_bind_pool_next fails with -EPIPE
- * (GM_CONSUMER_AGENT_GONE) once the agent is gone, gm_bind_pool_destroy closes it (the agent then
- * stops the workers). 0, or -errno with a message ("node agent: ..." for its refusals). */
+ * connection is this pool's: once the agent is gone, gm_bind_pool_next runs
+ * the same command's workers in this process over the ring (one line on
+ * stderr) and sends the job again to an agent that answers on socket_path
+ * later (then its workers go on; ours finish their batches); it fails with
+ * -EPIPE (GM_CONSUMER_AGENT_GONE) only when ours cannot start.
+ * gm_bind_pool_destroy closes the connection (the agent then stops the workers). 0, or -errno with
+ * a message ("node agent: ..." for its refusals). */
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
 		      size_t errlen);
 

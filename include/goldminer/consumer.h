@@ -90,6 +90,14 @@ int gm_consumer_pin(struct gm_consumer *c);
  */
 int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms);
 
+/* The node agent that ran the ring's workers went away (GM_CONSUMER_AGENT_GONE):
+ * ready the ring for workers of this process. Every lease its workers held goes
+ * back to FREE once its holder is gone (2 s at most in all: a remote worker's
+ * lease names no process here, a holder in another pid namespace may look
+ * alive); the ring's stop, set by an agent that stopped on a signal it handles,
+ * is cleared, and its count of live workers zeroed. The tasks re-issued. */
+uint32_t gm_consumer_orphans(struct gm_consumer *c);
+
 /* The next wait, or the one under way, returns -EINTR (within 100 ms). Async-
  * signal-safe. */
 void gm_consumer_interrupt(struct gm_consumer *c);

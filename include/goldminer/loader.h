@@ -94,8 +94,11 @@ int gm_loader_open(struct gm_loader **out, const struct gm_loader_opts *o, char 
  * -EBADMSG (on_error=fail and a sample was bad; errmsg names the file),
  * -ENODATA (a bad sample and no good one to replace it: every file bad, or all
  * of the next 64 in epoch order; errmsg names files), -EIO (the workers cannot
- * run, or keep stalling), -EPIPE (the node agent went away: GM_CONSUMER_AGENT_GONE,
- * consumer.h), -EINTR (a signal, see gm_loader_interrupt).
+ * run, or keep stalling), -EPIPE (the node agent went away and this process
+ * could not start the job's workers itself: GM_CONSUMER_AGENT_GONE, consumer.h;
+ * when it can, it goes on with them, says so once on stderr, and hands the job
+ * back to an agent that answers on the socket again: loader.c), -EINTR (a
+ * signal, see gm_loader_interrupt).
  */
 #define GM_LOADER_END_OF_EPOCH 1
 /* (python/goldminer/_abi.py mirrors both; test_abi.py reads them as written) */

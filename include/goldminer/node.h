@@ -18,7 +18,9 @@
  * delivery falls short of its demand (gm_policy_borrow), and gives them back when
  * local capacity covers the demand again. A
  * job whose connection closes (detach, exit, crash) loses its workers and its
- * ring at once. Each job is a worker pool (pool.h); the messages are wire.h's.
+ * ring at once. An ATTACH may bring the job's running ring (a loader whose
+ * agent went away and whose own workers went on with it): it is adopted as it
+ * is (wire.h). Each job is a worker pool (pool.h); the messages are wire.h's.
  */
 #ifndef GOLDMINER_NODE_H
 #define GOLDMINER_NODE_H

@@ -144,6 +144,13 @@ int gm_pool_pids(struct gm_pool *p, int *pids, int max);
  * 2 s, and reap all. The ring stays mapped. Idempotent. */
 void gm_pool_stop(struct gm_pool *p);
 
+/* Stop the coordinator without stopping the ring: the ring goes on with another
+ * pool's workers (a loader handing its job back to a node agent that adopted its
+ * ring). Each worker is retired (it finishes its batch and exits), one still
+ * running after 2 s is SIGKILLed, and every lease the pool's workers held goes
+ * back to FREE. The ring stays mapped; then gm_pool_destroy. Idempotent. */
+void gm_pool_hand_over(struct gm_pool *p);
+
 /* Stop, then unmap the ring and free; NULL is a no-op. */
 void gm_pool_destroy(struct gm_pool *p);
 

@@ -32,14 +32,19 @@
 #define GM_NODE_MAGIC 0x444e4d47u /* "GMND" */
 /* 3: a reply's message of GM_NODE_MSG bytes; 4: CMDJOB (a version-3 agent would
  * answer it "unknown request type 4": a version names every request type too);
- * 5: struct gm_aug_spec (in the request) grew the colour jitter's ranges */
-#define GM_NODE_VERSION 5
+ * 5: struct gm_aug_spec (in the request) grew the colour jitter's ranges;
+ * 6: an ATTACH may carry the job's running ring (adopted, no ring sent back) */
+#define GM_NODE_VERSION 6
 /* Bytes of a reply's message: the agent's status, every job and peer, fits (2 KiB,
  * version 2, cut the JSON of three jobs with remote workers short). */
 #define GM_NODE_MSG 65536
 
 enum gm_node_msg {
-	GM_NODE_ATTACH = 1, /* request a job; reply carries the ring memfd */
+	/* request a job; reply carries the ring memfd. (6) With one fd (SCM_RIGHTS),
+	 * the job's running ring, made by an agent that went away and fed meanwhile
+	 * by the client's own workers: the agent adopts it as it is (checked against
+	 * the options: batch, sample bytes, tasks) and sends no ring back. */
+	GM_NODE_ATTACH = 1,
 	GM_NODE_SCALE = 2,  /* fix this job's pool size (workers), 0 = back to the policy */
 	GM_NODE_STATUS = 3, /* reply.msg holds one JSON line about the agent */
 	/* A job whose ring the client made (a binding's, bind.h), served by workers that

@@ -1136,15 +1136,17 @@ class TestNode(GmTest):
         self.assertEqual(jobs, 2)
         self.assertLessEqual(most, 2)  # --cpus 2: two jobs, one worker each at most 2
 
-    def test_agent_gone_mid_epoch_is_an_error_not_a_hang(self):
-        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2,
+    def test_agent_gone_mid_epoch_the_trainer_goes_on_with_the_same_bytes(self):
+        ref = flat(list(self.DL(AugDataset(), batch_size=BATCH, seed=5, copy=True)))
+        dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2, copy=True,
                      node=self.sock)
         t0 = time.monotonic()
-        with self.assertRaises(RuntimeError) as cm:
-            for k, _ in enumerate(dl):
-                if k == 1:
-                    self.agent.kill()
-        self.assertIn("node agent", str(cm.exception))
+        got = []
+        for k, b in enumerate(dl):  # its own workers make the rest: no error
+            got.append(b)
+            if k == 1:
+                self.agent.kill()
+        self.assertEqual(flat(got), ref)
         self.assertLess(time.monotonic() - t0, 60)
 
     def test_sigkilled_agent_leaves_no_zombie_and_no_orphan_worker(self):
@@ -1153,11 +1155,10 @@ class TestNode(GmTest):
         dl = self.DL(AugDataset(delay=0.05), batch_size=BATCH, seed=5, num_workers=2,
                      node=self.sock)
         theirs = []
-        with self.assertRaises(RuntimeError):
-            for k, _ in enumerate(dl):
-                if k == 1:
-                    theirs = [pid for pid, _ in children(self.agent.pid)]  # and its zygote
-                    self.agent.kill()
+        for k, _ in enumerate(dl):  # (the trainer's own workers finish the epoch)
+            if k == 1:
+                theirs = [pid for pid, _ in children(self.agent.pid)]  # and its zygote
+                self.agent.kill()
         self.agent.wait(timeout=30)
         self.assertGreaterEqual(len(theirs), 2)
         deadline = time.monotonic() + 10
