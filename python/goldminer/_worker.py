@@ -61,6 +61,7 @@ SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
 _me = 0  # the pid of the worker the pool started (_serve): any other is a fork of it
+_loading = False  # loading the spec (a zygote or a worker): what runs is the user's import
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -73,6 +74,13 @@ class Quarantined(RuntimeError):
 def _on_usr1(sig, frame):
     global _retire
     _retire = True
+
+
+def in_worker():
+    """Is this process a goldminer worker or zygote, or loading what one loads (the
+    trainer's script imported as __mp_main__)? A DataLoader built there starts no
+    workers of its own."""
+    return _loading or _me != 0
 
 
 def _load_spec(fd=5):
@@ -308,7 +316,13 @@ def produce(w, t):
     # a dataset may say its items are cheaper to make again on a re-issue than to
     # pickle into the slot for every batch (hybrid.py: C-made, seeded per sample)
     keep = getattr(w["dataset"], "goldminer_keep_items", True)
-    t.base = _slot.seed_base(w["seed"], t.epoch)
+    seed = w["seed"] if not w.get("seed_table") else _epoch_seed(t)
+    if seed is None:
+        return _fail(w, t, RuntimeError(
+            "goldminer worker: the ring's epoch table has no seed for epoch %d (the"
+            " trainer gives an epoch's seed before its tasks): this batch cannot be made"
+            " with its bytes" % t.epoch), "", t.indices[0] if t.indices else 0)
+    t.base = _slot.seed_base(seed, t.epoch)
     for pos, i in enumerate(t.indices):
         item, ok = (None, False) if t.fresh else kept.load(pos)
         if not ok:
@@ -347,6 +361,30 @@ def produce(w, t):
         _slot.write(t.buf, packed)
     t.stamp()
     t.publish(0)
+
+
+def _epoch_seed(t):
+    """The base seed of task t's epoch, from the ring's epoch table (bind.h): the
+    trainer writes each epoch's before its tasks; None when it is not there."""
+    seed = ctypes.c_uint64()
+    if t.lib.gm_bind_epoch_seed(t.b, t.epoch, ctypes.byref(seed)):
+        return None
+    return seed.value
+
+
+def _first_seed(lib, b):
+    """A worker started before its loader's first epoch (seed_table): wait for the
+    first epoch's seed, what worker_init_fn and get_worker_info() see, as a torch
+    worker sees the base seed of the iterator that started it; None when the ring
+    says stop or the pool retires this worker first."""
+    epoch, seed = ctypes.c_uint32(), ctypes.c_uint64()
+    while not _retire:
+        rc = lib.gm_bind_first_epoch(b, 200, ctypes.byref(epoch), ctypes.byref(seed))
+        if rc == 0:
+            return seed.value
+        if rc == -errno.ENODATA:
+            return None
+    return None
 
 
 def _collate(w, items):
@@ -432,7 +470,8 @@ def _default_collate():
 
 
 def _setup():
-    global _slot
+    global _slot, _loading
+    _loading = True  # (never reset: this process is a zygote or a worker from now)
     head, w = _load_spec()
     from . import _slot as slot_module  # (torch and NumPy: from the trainer's sys.path)
     _slot = slot_module
@@ -503,6 +542,11 @@ def _serve(lib, b, w):
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGUSR1, _on_usr1)
     wid = int(os.environ.get("GM_WORKER_ID", "0"))
+    if w.get("seed_table"):  # started with its loader, before the first epoch
+        w["seed"] = _first_seed(lib, b)
+        if w["seed"] is None:
+            sys.stdout.flush()
+            os._exit(0)
     _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
         try:
