@@ -133,6 +133,7 @@ class TestStartup(GmTest):
             return self.DL(AugDataset(), batch_size=BATCH, shuffle=True, num_workers=w,
                            copy=True)
         pids = self.check_reuse(make)
+        self.assertEqual(len(pids[0]), 2)
         self.assertEqual(pids[0], pids[2], "the same workers, three seeds")
 
     def test_a_worker_killed_in_a_reused_epoch_costs_a_reissue_not_the_bytes(self):
