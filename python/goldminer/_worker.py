@@ -10,7 +10,9 @@ script is imported first, as torch's spawn workers import it: _import_main), the
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
 layout of _slot.py (torch's default_collate of (tensor, number) items is stacked
-in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks.
+in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks. A worker of a pool started before its loader's first
+epoch (the spec's seed_table) reads each task's epoch's base seed from the ring's
+epoch table (bind.h), and waits for the first one before worker_init_fn.
 
 Errors: an exception in dataset[i] is recorded in the slot (sample, type and
 message); with on_error="fail" the batch fails with the exception pickled into

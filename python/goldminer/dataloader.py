@@ -51,9 +51,17 @@ num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
 process may use) from the trainer's wait and the workers' rate.
 
-persistent_workers=True keeps one ring and its workers across epochs (each slot
-says which epoch its batch is of); an epoch left half-way ends them (the next
-starts new ones).
+The workers start when the loader is built (_warm: a pool with no epoch yet,
+every slot parked), so they have loaded the interpreter, torch and the dataset by
+the first next(); not through node=, nor with the user's batch_sampler (the
+longest batch is known once it runs). One ring and its workers serve every epoch
+(each slot says which epoch its batch is of, the ring's epoch table its base
+seed: bind.h), persistent or not: a non-persistent loader's next iterator takes
+the last epoch's pool when its batches fit and the spec pickles the same (else
+new workers load the changed dataset, as torch's next epoch would), and each
+epoch keeps its own seed; persistent_workers=True keeps the first epoch's, as
+torch's persistent workers do. An epoch left half-way ends them (the next starts
+new ones).
 
 Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
 "auto"), the lowest no live worker holds, so a replacement takes the id of the
