@@ -610,6 +610,93 @@ static void bind_reattach(struct gm_bind_pool *p)
 	       p->node_path, (unsigned long long)p->c.next);
 }
 
+/* ---- the epoch table (bind.h) ---- */
+
+/* One epoch's entry: key is the epoch + 1 (0: none), written last. */
+struct epoch_ent {
+	_Atomic uint64_t key, seed;
+};
+
+#define EPOCH_TABLE_OFF 2048 /* in the header page, past struct gm_ring_hdr */
+_Static_assert(sizeof(struct gm_ring_hdr) <= EPOCH_TABLE_OFF,
+	       "the epoch table overlaps the ring header: move EPOCH_TABLE_OFF");
+_Static_assert(EPOCH_TABLE_OFF + GM_BIND_EPOCHS * sizeof(struct epoch_ent) <= 4096,
+	       "the epoch table does not fit the ring's header page");
+
+static struct epoch_ent *epoch_table(struct gm_ring *r, uint32_t epoch)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+
+	/* a header page smaller than a page (an older ring) has no table */
+	if (h->hdr_bytes < EPOCH_TABLE_OFF + GM_BIND_EPOCHS * sizeof(struct epoch_ent))
+		return NULL;
+	return (struct epoch_ent *)((char *)h + EPOCH_TABLE_OFF) + epoch % GM_BIND_EPOCHS;
+}
+
+void gm_bind_pool_seed(struct gm_bind_pool *p, uint32_t epoch, uint64_t seed)
+{
+	struct epoch_ent *e = epoch_table(p->ring, epoch);
+
+	if (!e)
+		return;
+	/* a reader that saw the old key before this and reads it again after sees 0 */
+	atomic_store(&e->key, 0);
+	atomic_store(&e->seed, seed);
+	atomic_store(&e->key, (uint64_t)epoch + 1);
+}
+
+int gm_bind_epoch_seed(const struct gm_bind *b, uint32_t epoch, uint64_t *seed)
+{
+	struct epoch_ent *e = epoch_table(b->ring, epoch);
+
+	if (!e)
+		return -ENOENT;
+	uint64_t k1 = atomic_load(&e->key);
+	uint64_t s = atomic_load(&e->seed);
+	uint64_t k2 = atomic_load(&e->key);
+	if (k1 != (uint64_t)epoch + 1 || k2 != k1)
+		return -ENOENT;
+	*seed = s;
+	return 0;
+}
+
+/* The lowest epoch with an entry, or -ENOENT. */
+static int first_entry(const struct gm_bind *b, uint32_t *epoch, uint64_t *seed)
+{
+	uint64_t best = 0;
+
+	if (!epoch_table(b->ring, 0))
+		return -ENOENT;
+	for (uint32_t i = 0; i < GM_BIND_EPOCHS; i++) {
+		uint64_t k = atomic_load(&epoch_table(b->ring, i)->key);
+		if (k && (!best || k < best))
+			best = k;
+	}
+	if (!best || gm_bind_epoch_seed(b, (uint32_t)(best - 1), seed))
+		return -ENOENT;
+	*epoch = (uint32_t)(best - 1);
+	return 0;
+}
+
+int gm_bind_first_epoch(struct gm_bind *b, int timeout_ms, uint32_t *epoch, uint64_t *seed)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
+	uint64_t end = now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+
+	for (;;) {
+		/* the sequence before the look: the give that follows the entry wakes us */
+		uint32_t seq = atomic_load_explicit(&h->work_seq, memory_order_acquire);
+		if (atomic_load(&h->stop))
+			return -ENODATA;
+		if (!first_entry(b, epoch, seed))
+			return 0;
+		uint64_t now = now_ns();
+		if (now >= end)
+			return -EAGAIN;
+		gm_ring_wait_work(b->ring, seq, (int)((end - now + 999999) / 1000000));
+	}
+}
+
 void gm_bind_pool_pause(struct gm_bind_pool *p, int begin)
 {
 	gm_elastic_pause(p->h, begin);

@@ -1045,6 +1045,49 @@ static void test_give_refuses_tasks_outside_the_window(void **state)
 	gm_bind_pool_destroy(p); /* never started */
 }
 
+/* The epoch table: a worker mapping the pool's ring reads each epoch's seed the
+ * consumer wrote, nothing for an epoch it did not write (nor for the one whose
+ * entry a later epoch took), and waits for the first one (or the stop). */
+static void test_epoch_table_gives_workers_each_epochs_seed_and_nothing_else(void **state)
+{
+	(void)state;
+	char err[512];
+	const char *argv[] = {self, NULL};
+	struct gm_bind_pool_cfg c = {.argv = argv,
+				     .workers = 1,
+				     .slots = 4,
+				     .batch_max = 3,
+				     .payload_bytes = 24,
+				     .first_task = 0,
+				     .end_task = GM_RING_NO_END};
+	struct gm_bind_pool *p;
+	struct gm_bind *b;
+	uint64_t seed = 0;
+	uint32_t epoch = 0;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(gm_bind_attach(&b, gm_ring_fd(gm_bind_pool_ring(p))), 0);
+	assert_int_equal(gm_bind_epoch_seed(b, 0, &seed), -ENOENT);
+	assert_int_equal(gm_bind_first_epoch(b, 20, &epoch, &seed), -EAGAIN); /* none yet */
+	gm_bind_pool_seed(p, 7, 0xfeedfacecafebeefull);
+	gm_bind_pool_seed(p, 8, 0); /* a seed of 0 is a seed */
+	assert_int_equal(gm_bind_first_epoch(b, 0, &epoch, &seed), 0);
+	assert_int_equal(epoch, 7);
+	assert_true(seed == 0xfeedfacecafebeefull);
+	assert_int_equal(gm_bind_epoch_seed(b, 8, &seed), 0);
+	assert_true(seed == 0);
+	assert_int_equal(gm_bind_epoch_seed(b, 9, &seed), -ENOENT);
+	gm_bind_pool_seed(p, 7 + GM_BIND_EPOCHS, 5); /* takes epoch 7's entry */
+	assert_int_equal(gm_bind_epoch_seed(b, 7, &seed), -ENOENT);
+	assert_int_equal(gm_bind_epoch_seed(b, 7 + GM_BIND_EPOCHS, &seed), 0);
+	assert_true(seed == 5);
+	assert_int_equal(gm_bind_first_epoch(b, 0, &epoch, &seed), 0);
+	assert_int_equal(epoch, 8); /* the lowest epoch the table holds */
+	gm_ring_stop(gm_bind_pool_ring(p));
+	assert_int_equal(gm_bind_first_epoch(b, 1000, &epoch, &seed), -ENODATA);
+	gm_bind_detach(b);
+	gm_bind_pool_destroy(p); /* never started */
+}
+
 static void test_worker_side_refuses_what_is_out_of_range(void **state)
 {
 	(void)state;
@@ -1184,6 +1227,7 @@ int main(int argc, char **argv)
 		cmocka_set_test_filter(getenv("GM_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_indices_reach_workers_and_payloads_come_back),
+	    cmocka_unit_test(test_epoch_table_gives_workers_each_epochs_seed_and_nothing_else),
 	    cmocka_unit_test(test_sigkilled_worker_mid_batch_loses_nothing),
 	    cmocka_unit_test(test_stopped_lease_holder_loses_its_lease_at_the_deadline),
 	    cmocka_unit_test(test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it),

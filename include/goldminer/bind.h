@@ -109,6 +109,30 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status);
  * ring header for the consumer (the first writer wins). */
 void gm_bind_fatal(struct gm_bind *b, const char *msg);
 
+/* ---- the epoch table -------------------------------------------------------------
+ *
+ * A pool's workers may start before the consumer has drawn its first epoch (a
+ * loader starts them when it is built) and serve epoch after epoch (a loader's
+ * next epoch reuses them): what differs per epoch beside the indices, its base
+ * seed, is in the ring's header page past struct gm_ring_hdr, GM_BIND_EPOCHS
+ * entries (epoch % GM_BIND_EPOCHS), written by the consumer before it gives the
+ * epoch's first task and read by a worker after it claims one (the claim's
+ * acquire sees it). A ring's tasks span at most two epochs at a time, so an entry
+ * is never rewritten while a task of its epoch is in flight. */
+#define GM_BIND_EPOCHS 64
+
+/* The worker side: epoch's base seed in *seed. 0, or -ENOENT when the consumer
+ * wrote none for that epoch (the entry holds another epoch's, or nothing). */
+int gm_bind_epoch_seed(const struct gm_bind *b, uint32_t epoch, uint64_t *seed);
+
+/* The worker side, before its first claim: wait up to timeout_ms for the table's
+ * first entry (the consumer's first epoch, drawn when its first iterator is made)
+ * and give its epoch and seed (the lowest epoch of the table), for what a worker
+ * sets up once with its epoch's seed (torch's get_worker_info().seed,
+ * worker_init_fn). 0; -EAGAIN when none came in time; -ENODATA when the ring says
+ * stop. */
+int gm_bind_first_epoch(struct gm_bind *b, int timeout_ms, uint32_t *epoch, uint64_t *seed);
+
 /* ---- consumer side ------------------------------------------------------------- */
 
 struct gm_bind_pool;
@@ -180,6 +204,10 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
  * the job's workers stay on the agent's host. 0, or -EINVAL (not such
  * words, more than 2 KiB). */
 int gm_bind_pool_facts(struct gm_bind_pool *p, const char *facts, size_t len);
+
+/* Epoch's base seed into the ring's epoch table (above), before the epoch's first
+ * task is given. Consumer thread. */
+void gm_bind_pool_seed(struct gm_bind_pool *p, uint32_t epoch, uint64_t seed);
 
 /* The trainer's pause between epochs (gm_elastic_pause): begin (1) after an
  * epoch's last batch, end (0) before the next epoch's first, so what the agent

@@ -10,7 +10,9 @@ script is imported first, as torch's spawn workers import it: _import_main), the
 task, read its batch's place (epoch, index) and sample indices from the ring, seed the global generators per
 sample, compute collate_fn([dataset[i] ...]), write it into the slot in the
 layout of _slot.py (torch's default_collate of (tensor, number) items is stacked
-in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks.
+in the slot itself: _slot.collate_into), publish. It keeps nothing between tasks. A worker of a pool started before its loader's first
+epoch (the spec's seed_table) reads each task's epoch's base seed from the ring's
+epoch table (bind.h), and waits for the first one before worker_init_fn.
 
 Errors: an exception in dataset[i] is recorded in the slot (sample, type and
 message); with on_error="fail" the batch fails with the exception pickled into
@@ -61,6 +63,7 @@ SUBSTITUTE_TRIES = 64
 KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
 _me = 0  # the pid of the worker the pool started (_serve): any other is a fork of it
+_loading = False  # loading the spec (a zygote or a worker): what runs is the user's import
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -73,6 +76,13 @@ class Quarantined(RuntimeError):
 def _on_usr1(sig, frame):
     global _retire
     _retire = True
+
+
+def in_worker():
+    """Is this process a goldminer worker or zygote, or loading what one loads (the
+    trainer's script imported as __mp_main__)? A DataLoader built there starts no
+    workers of its own."""
+    return _loading or _me != 0
 
 
 def _load_spec(fd=5):
@@ -310,7 +320,13 @@ def produce(w, t):
     # a dataset may say its items are cheaper to make again on a re-issue than to
     # pickle into the slot for every batch (hybrid.py: C-made, seeded per sample)
     keep = getattr(w["dataset"], "goldminer_keep_items", True)
-    t.base = _slot.seed_base(w["seed"], t.epoch)
+    seed = w["seed"] if not w.get("seed_table") else _epoch_seed(t)
+    if seed is None:
+        return _fail(w, t, RuntimeError(
+            "goldminer worker: the ring's epoch table has no seed for epoch %d (the"
+            " trainer gives an epoch's seed before its tasks): this batch cannot be made"
+            " with its bytes" % t.epoch), "", t.indices[0] if t.indices else 0)
+    t.base = _slot.seed_base(seed, t.epoch)
     for pos, i in enumerate(t.indices):
         item, ok = (None, False) if t.fresh else kept.load(pos)
         if not ok:
@@ -349,6 +365,30 @@ def produce(w, t):
         _slot.write(t.buf, packed)
     t.stamp()
     t.publish(0)
+
+
+def _epoch_seed(t):
+    """The base seed of task t's epoch, from the ring's epoch table (bind.h): the
+    trainer writes each epoch's before its tasks; None when it is not there."""
+    seed = ctypes.c_uint64()
+    if t.lib.gm_bind_epoch_seed(t.b, t.epoch, ctypes.byref(seed)):
+        return None
+    return seed.value
+
+
+def _first_seed(lib, b):
+    """A worker started before its loader's first epoch (seed_table): wait for the
+    first epoch's seed, what worker_init_fn and get_worker_info() see, as a torch
+    worker sees the base seed of the iterator that started it; None when the ring
+    says stop or the pool retires this worker first."""
+    epoch, seed = ctypes.c_uint32(), ctypes.c_uint64()
+    while not _retire:
+        rc = lib.gm_bind_first_epoch(b, 200, ctypes.byref(epoch), ctypes.byref(seed))
+        if rc == 0:
+            return seed.value
+        if rc == -errno.ENODATA:
+            return None
+    return None
 
 
 def _collate(w, items):
@@ -434,7 +474,8 @@ def _default_collate():
 
 
 def _setup():
-    global _slot
+    global _slot, _loading
+    _loading = True  # (never reset: this process is a zygote or a worker from now)
     head, w = _load_spec()
     from . import _slot as slot_module  # (torch and NumPy: from the trainer's sys.path)
     _slot = slot_module
@@ -521,6 +562,11 @@ def _serve(lib, b, w):
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGUSR1, _on_usr1)
     wid = int(os.environ.get("GM_WORKER_ID", "0"))
+    if w.get("seed_table"):  # started with its loader, before the first epoch
+        w["seed"] = _first_seed(lib, b)
+        if w["seed"] is None:
+            sys.stdout.flush()
+            os._exit(0)
     seed = _worker_info(w, wid)
     if w.get("worker_init_fn") is not None:
         try:

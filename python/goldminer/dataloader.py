@@ -51,9 +51,17 @@ num_workers="auto": the pool starts with two workers and the elastic controller
 (elastic.h, the one the C loader uses) sizes it within max_workers (0: the CPUs this
 process may use) from the trainer's wait and the workers' rate.
 
-persistent_workers=True keeps one ring and its workers across epochs (each slot
-says which epoch its batch is of); an epoch left half-way ends them (the next
-starts new ones).
+The workers start when the loader is built (_warm: a pool with no epoch yet,
+every slot parked), so they have loaded the interpreter, torch and the dataset by
+the first next(); not through node=, nor with the user's batch_sampler (the
+longest batch is known once it runs). One ring and its workers serve every epoch
+(each slot says which epoch its batch is of, the ring's epoch table its base
+seed: bind.h), persistent or not: a non-persistent loader's next iterator takes
+the last epoch's pool when its batches fit and the spec pickles the same (else
+new workers load the changed dataset, as torch's next epoch would), and each
+epoch keeps its own seed; persistent_workers=True keeps the first epoch's, as
+torch's persistent workers do. An epoch left half-way ends them (the next starts
+new ones).
 
 Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
 "auto"), the lowest no live worker holds, so a replacement takes the id of the
@@ -79,6 +87,7 @@ refused naming the attribute.
 import ctypes
 import errno
 import fcntl
+import hashlib
 import os
 import pickle
 import sys
@@ -289,6 +298,8 @@ class DataLoader(_generic_base()):
         if isinstance(num_workers, int) and num_workers > 0:
             # torch's warning when the workers outnumber the CPUs this process may use
             getattr(self, "check_worker_number_rationality", lambda: None)()
+        self._spare = None  # the idle pool a non-persistent loader's next epoch takes
+        self._warm()
         self.__initialized = True
 
     def __setattr__(self, attr, val):
@@ -463,31 +474,89 @@ class DataLoader(_generic_base()):
             return MIN_SLOT, True, False
         return PROBE_SLOT, True, True
 
-    def _pool_for(self, it, start):
-        """Iterator it's pool from batch start: the persistent one when it can go on
-        (the last epoch ran to its end and this one starts at 0; its seed is then
-        the epoch's, as a torch worker's seed is the one it started with), else a
-        new one."""
-        pool = self._pool
-        if pool is not None and start == 0 and pool.p:  # (an epoch left half-way closed it)
-            it.seed = pool.seed
-            pool.add_plan((pool.tail(), it.epoch, it.batches, 0))
-            return pool
+    def _batch_max(self):
+        """The longest batch any epoch's sampler gives, when it is known before one
+        is drawn (batch_size, or 1 without auto-batching); None for a batch_sampler
+        of the user's (its lengths are known once it is iterated)."""
+        if not self._auto_collation:
+            return 1
+        if self.batch_size is not None:  # (else batch_sampler is the user's)
+            return self.batch_size
+        return None
+
+    def _warm(self):
+        """Start the workers now, as the loader is built, so that they have loaded
+        the interpreter, torch and the dataset by the time its first iterator asks
+        for a batch: a pool with no epoch yet (every slot parked), which that
+        iterator takes (_pool_for). Not through a node agent (its pool is sized with
+        the job), not in a worker that imports the trainer's script, and not when
+        the batches' length is unknown before the sampler runs; a pool that cannot
+        start now is made by the first iterator, which says why."""
+        batch_max = self._batch_max()
+        if (not self.num_workers or self.node is not None or batch_max is None
+                or _worker.in_worker()):
+            return
+        payload, sizing, sparse = self._payload_bytes()
+        try:
+            pool = _Pool(self, payload, sizing, self.persistent_workers, sparse, batch_max)
+        except Exception:  # noqa: BLE001 - the first iterator makes one and says why
+            return
+        pool.lib.gm_bind_pool_pause(pool.p, 1)  # no demand before the first epoch
         if self.persistent_workers:
-            self.close_pool()
+            self._pool = pool
+        else:
+            self._spare = pool
+
+    def _spec_digest(self):
+        """What a pool's workers loaded, as a digest (_Pool._spec_blob): a pool whose
+        spec differs (the dataset changed between epochs) is not reused."""
+        return hashlib.sha256(_Pool.spec_blob(self, None, True)).digest()
+
+    def _pool_for(self, it, start):
+        """Iterator it's pool from batch start: the loader's idle one when it can go
+        on (the persistent pool, or the pool of the last epoch or the one started
+        when the loader was built: its workers are loaded and waiting), else a new
+        one. A persistent pool's seed is the one it started with, as a torch
+        persistent worker's; every other epoch has its own (the epoch table)."""
+        if self.persistent_workers:
+            pool = self._pool
+        else:
+            pool, self._spare = self._spare, None  # this iterator's while it runs
+        if pool is not None and pool.fits(it, start):
+            pool.extend(it, start)
+            return pool
+        if pool is not None:
+            if pool is self._pool:
+                self._pool = None
+            pool.close()
         payload, sizing, sparse = self._payload_bytes()
         # a probe is not pinned: with pin_memory, the persistent pool starts at epoch 1
         persistent = self.persistent_workers and not (sparse and self.pin_memory)
-        pool = _Pool(self, (-start, it.epoch, it.batches, start), payload, sizing, persistent,
-                     sparse, it.seed)
+        batch_max = max(max(len(b) for b in it.batches), self.batch_size or 0)
+        if self.node is not None:  # the agent's workers read the seed from the spec
+            pool = _Pool(self, payload, sizing, persistent, sparse, batch_max,
+                         plan=(-start, it.epoch, it.batches, start), seed=it.seed)
+        else:
+            pool = _Pool(self, payload, sizing, persistent, sparse, batch_max)
+            pool.extend(it, start)
         if persistent:
             self._pool = pool
         return pool
 
+    def _idle(self, pool):
+        """A non-persistent iterator's pool at the end of its epoch: the next epoch's
+        (its workers stay loaded and waiting), unless one waits already."""
+        if self._spare is None and pool.reusable():
+            self._spare = pool
+        else:
+            pool.close()
+
     def close_pool(self):
         pool, self._pool = getattr(self, "_pool", None), None
-        if pool is not None:
-            pool.close()
+        spare, self._spare = getattr(self, "_spare", None), None
+        for p in (pool, spare):
+            if p is not None:
+                p.close()
 
     def close(self):
         """End the workers now, the persistent ones and those of every iterator
@@ -632,7 +701,7 @@ class _Iter:
             return
         pool.lib.gm_bind_pool_pause(pool.p, 1)
         if pool is not self.dl._pool:
-            pool.close()
+            self.dl._idle(pool)
 
     def _end(self, why):
         """Left before its end (closed, collected, taken over): its pool ends (a
@@ -688,40 +757,96 @@ class _Pool:
     the ring) stays parked in the library, claimed by no worker, until the next
     plans reach it (_give)."""
 
-    def __init__(self, dl, plan, payload, sizing, persistent, sparse, seed):
-        self.dl, self.lib, self.sparse, self.seed = dl, _bind.lib(), sparse, seed
+    def __init__(self, dl, payload, sizing, persistent, sparse, batch_max, plan=None,
+                 seed=None):
+        # (a proxy: a loader dropped by its script closes its pools in __del__)
+        self.dl = dl if isinstance(dl, weakref.ProxyType) else weakref.proxy(dl)
+        self.lib, self.sparse, self.seed = _bind.lib(), sparse, seed
         self.p, self.spec_fd = ctypes.c_void_p(), -1
-        self.plans, self.held, self.pending = [plan], None, []
+        self.held, self.pending = None, []
         # kept batches (gm_bind_pool_keep): weakrefs to the buffer under each one's
         # views; a dead one's address waits in `dead` for the consumer's next call
         self.kept, self.dead, self.closing = {}, [], False
         self.sizing = sizing  # the first batch taken measures the slots
-        base, _, batches, start = plan
-        self.first = base + start
-        self.end = _bind.NO_END if persistent else base + len(batches)
+        self.persistent, self.batch_max = persistent, batch_max
+        # the local pool's workers read each epoch's seed from the ring's epoch
+        # table (bind.h): it can start before its first epoch and serve the next
+        # ones; a node agent's pool (its peers' workers read the spec's) cannot
+        self.table = plan is None
+        if plan is None:
+            self.plans, self.first, self.end = [], 0, _bind.NO_END
+        else:
+            base, _, batches, start = plan
+            self.plans, self.first = [plan], base + start
+            self.end = _bind.NO_END if persistent else base + len(batches)
+        self.digest = None
         try:
-            self._open(payload, max(len(b) for b in batches))
+            self._open(payload, batch_max)
         except BaseException:
             self.close()
             raise
 
-    def _spec(self):
-        """The memfd of what a worker loads (its fd; closed with the pool)."""
-        auto, node = self.dl.num_workers == "auto", self.dl.node is not None
-        body = self.dl._dumps({"dataset": self.dl.dataset, "collate_fn": self.dl.collate_fn,
-                               "worker_init_fn": self.dl.worker_init_fn})
-        head = pickle.dumps({"sys_path": list(sys.path), "seed": self.seed,
-                             "auto_collation": self.dl._auto_collation,
-                             "on_error": self.dl.on_error,
-                             "num_workers": self.dl.max_workers if auto else self.dl.num_workers,
+    def fits(self, it, start):
+        """Can iterator it (from batch start) go on in this pool: it runs, its
+        batches fit the ring's, and its workers loaded what a new pool's would
+        (a non-persistent loader's dataset may have changed since: torch's next
+        epoch would see it; a persistent pool's workers keep what they loaded, as
+        torch's do)?"""
+        if not self.p or self.closing:
+            return False
+        if not self.table:  # a node agent's: the persistent pool, at an epoch's start
+            return self.persistent and start == 0
+        if max(len(b) for b in it.batches) > self.batch_max:
+            return False
+        if self.sparse and self.dl.pin_memory and self.plans:
+            return False  # a probe is not pinned: the next pool is
+        return self.persistent or self.digest == self.dl._spec_digest()
+
+    def reusable(self):
+        """May this pool serve a later epoch (_idle)?"""
+        return bool(self.p) and not self.closing and self.table and \
+            not (self.sparse and self.dl.pin_memory)
+
+    def extend(self, it, start):
+        """Iterator it's epoch from batch start: its seed into the epoch table, then
+        its batches after the last plan's (given as slots come back)."""
+        if self.table:
+            if self.seed is None or not self.persistent:
+                self.seed = it.seed
+            it.seed = self.seed  # (a persistent pool's: the one it started with)
+            self.lib.gm_bind_pool_seed(self.p, it.epoch, it.seed & ((1 << 64) - 1))
+        else:
+            it.seed = self.seed
+        self.add_plan((self.tail() - start, it.epoch, it.batches, start))
+
+    @staticmethod
+    def spec_blob(dl, seed, table):
+        """What a worker loads: a header (sys.path, the seed or the epoch table,
+        options, the environment for an agent's workers, the script to import) and
+        the pickled dataset, collate_fn and worker_init_fn."""
+        auto, node = dl.num_workers == "auto", dl.node is not None
+        body = dl._dumps({"dataset": dl.dataset, "collate_fn": dl.collate_fn,
+                          "worker_init_fn": dl.worker_init_fn})
+        head = pickle.dumps({"sys_path": list(sys.path), "seed": seed,
+                             "seed_table": table,
+                             "auto_collation": dl._auto_collation,
+                             "on_error": dl.on_error,
+                             "num_workers": dl.max_workers if auto else dl.num_workers,
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
                              "cwd": os.getcwd() if node else None,
                              # classes of the script, pickled by name: it is imported
-                             "main": _worker.main_ref(body, self.dl._dumps is pickle.dumps)})
+                             "main": _worker.main_ref(body, dl._dumps is pickle.dumps)})
+        return b"%016x" % len(head) + head + body
+
+    def _spec(self):
+        """The memfd of what a worker loads (its fd; closed with the pool)."""
+        blob = _Pool.spec_blob(self.dl, self.seed, self.table)
+        if self.table:
+            self.digest = hashlib.sha256(blob).digest()
         fd = os.memfd_create("goldminer-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self.spec_fd = fd
-        blob = memoryview(b"%016x" % len(head) + head + body)
+        blob = memoryview(blob)
         while blob:
             blob = blob[os.write(fd, blob):]
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
@@ -746,6 +871,7 @@ class _Pool:
             slots *= 2
         if self.end == _bind.NO_END:  # the longest batch of any epoch: the sampler's size
             batch_max = max(batch_max, self.dl.batch_size or 0)
+        self.batch_max = batch_max
         local_auto = auto and self.dl.node is None  # else the agent sizes the pool
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
@@ -797,7 +923,9 @@ class _Pool:
         self._flush()
 
     def tail(self):
-        """The task after the last plan's last batch."""
+        """The task after the last plan's last batch (the first task: none yet)."""
+        if not self.plans:
+            return self.first
         base, _, batches, _ = self.plans[-1]
         return base + len(batches)
 
