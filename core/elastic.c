@@ -41,13 +41,18 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
 	uint64_t pause = atomic_load_explicit(&h->c_pause_ns, memory_order_relaxed);
 	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
+	uint64_t w0 = atomic_load_explicit(&h->c_waiting, memory_order_relaxed);
 	if (p0 && p0 < now)
 		pause += now - p0; /* a pause going on counts up to now */
+	if (w0 > 1 && w0 < now)
+		wait += now - w0; /* so does a wait (c_waiting: when it began) */
 	uint64_t dt = now - m->t, ds = samples - m->samples;
-	uint64_t dw = wait - m->wait, dk = work - m->work;
+	/* a wait that ended between the two loads may count twice: never below */
+	uint64_t dw = wait > m->wait ? wait - m->wait : 0, dk = work - m->work;
 	uint64_t dp = pause > m->pause ? pause - m->pause : 0;
+	bool first = !(m->demand.samples > 0);
 
-	if (ds < 2 * batch_size && dt < 4000000000ull)
+	if (ds < (first ? 1 : 2) * batch_size && dt < 4000000000ull)
 		return 0; /* too little evidence yet; keep accumulating */
 	m->t = now;
 	m->samples = samples;
@@ -59,6 +64,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
 		 * checkpointing). Its demand is 0; one worker's rate is as last seen. */
 		atomic_store(&h->p_demand_mrate, 0);
+		m->demand = (struct gm_policy_demand){0}; /* it starts afresh */
 		*demand_out = 0;
 		*worker_out = (double)atomic_load(&h->p_worker_mrate) / 1000;
 		return *worker_out > 0;
@@ -67,7 +73,8 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		return 0; /* starving (waiting for a first batch): no estimate */
 	/* the consumer's own time: neither waiting for a batch nor paused */
 	double busy = (double)(dt > dw + dp ? dt - dw - dp : 0) / 1e9;
-	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
+	double demand =
+	    gm_policy_demand_add(&m->demand, (double)ds, busy, (double)dt / 1e9, batch_size);
 	double per_worker = (double)ds / ((double)dk / 1e9);
 	atomic_store(&h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
 	atomic_store(&h->p_worker_mrate, (uint64_t)(per_worker * 1000));
