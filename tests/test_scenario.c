@@ -614,7 +614,8 @@ int main(void)
 	    cmocka_unit_test(test_a_fractional_core_runs_at_its_share),
 	    cmocka_unit_test(test_cores_are_shared_max_min),
 	    cmocka_unit_test(test_lending_with_an_ample_pool),
-	    cmocka_unit_test(test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more),
+	    cmocka_unit_test(
+		test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more),
 	    cmocka_unit_test(test_a_home_of_half_a_core_or_more_keeps_its_local_worker),
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
