@@ -5,8 +5,11 @@
  * The numbers come from counters the consumer adds to with relaxed atomics
  * (c_samples, c_wait_ns, c_work_ns): they are statistics, read here from another
  * thread or process, and an estimate one batch off is harmless. A window closes
- * only on evidence (two batches, or 4 s), so a slow trainer is not judged on one
- * batch. The policy is core/policy.c, the same one the simulator evaluates.
+ * only on evidence (two batches, or 4 s; the job's first, one batch), so a slow
+ * trainer is not judged on one batch, and at a look while the consumer waits
+ * (or after GM_ELASTIC_OWN_BATCHES): then every batch it took has had all its
+ * own time, and the wait going on is counted up to the look, so a window's
+ * demand is the consumer's own time per batch, exact. The policy is core/policy.c, the same one the simulator evaluates.
  *
  * It holds no pool: it does not fork, signal, lock or sleep.
  */
@@ -19,6 +22,8 @@
 
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
+
+#define GM_ELASTIC_OWN_BATCHES 8 /* a window closes while the consumer waits, or after this many */
 
 static uint64_t now_ns(void)
 {
@@ -54,6 +59,11 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 
 	if (ds < (first ? 1 : 2) * batch_size && dt < 4000000000ull)
 		return 0; /* too little evidence yet; keep accumulating */
+	if (!w0 && ds < GM_ELASTIC_OWN_BATCHES * batch_size && dt < 4000000000ull)
+		return 0; /* the consumer is busy with a batch it took: its own time for
+			   * it is not over; a look while it waits counts every taken
+			   * batch's time whole (a consumer that never waits: every
+			   * GM_ELASTIC_OWN_BATCHES batches, one batch off at most) */
 	m->t = now;
 	m->samples = samples;
 	m->wait = wait;

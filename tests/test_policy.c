@@ -646,8 +646,9 @@ static void test_a_named_worker_count_plans_as_auto(void **st)
  * inside a wait counts it as the consumer's own time and the next look takes
  * it all out: window by window the demand reads between about 400 and 1,500.
  * Smoothed over the job's batch periods it reads 768 within 10% from its
- * second window on, for a batch of 64 and for one of 512 alike (its window
- * scaled to the longer period). */
+ * eighth batch period on, for a batch of 64 and for one of 512 alike (its
+ * window scaled to the longer period; the agent's looks, in waits only and
+ * counting the wait going on, read it exact: test_elastic.c). */
 static void check_demand_settles(uint32_t batch)
 {
 	const double own = batch / 768.0, period = batch / 400.0, tick = 0.25 * batch / 64;

@@ -40,7 +40,8 @@ void gm_elastic_meter_restart(struct gm_elastic_meter *m);
 
 /*
  * Close the window if it holds enough evidence (two batches of batch_size, or 4 s;
- * one batch for the job's first estimate) and estimate: *demand (samples/s the
+ * one batch for the job's first estimate) while the consumer waits (or after 8
+ * batches) and estimate: *demand (samples/s the
  * consumer would take, from its own time: the window less its waits, the one
  * going on counted up to now, and its pauses; smoothed over the job's batch
  * periods, gm_policy_demand_add; 0 when it has been idle for 4 s) and
