@@ -9,7 +9,8 @@
  * trainer is not judged on one batch, and at a look while the consumer waits
  * (or after GM_ELASTIC_OWN_BATCHES): then every batch it took has had all its
  * own time, and the wait going on is counted up to the look, so a window's
- * demand is the consumer's own time per batch, exact. The policy is core/policy.c, the same one the simulator evaluates.
+ * demand is the consumer's own time per batch, exact. The policy is
+ * core/policy.c, the same one the simulator evaluates.
  *
  * It holds no pool: it does not fork, signal, lock or sleep.
  */
@@ -23,7 +24,8 @@
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
 
-#define GM_ELASTIC_OWN_BATCHES 8 /* a window closes while the consumer waits, or after this many */
+/* a window closes while the consumer waits, or after this many batches */
+#define GM_ELASTIC_OWN_BATCHES 8
 
 static uint64_t now_ns(void)
 {

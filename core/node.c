@@ -133,6 +133,8 @@ struct agent {
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
 	struct gm_host_cpu host;	  /* cores the host can deliver (host.h) */
+	struct gm_policy_lend lend;	  /* what it lends, over time (gm_policy_lend_next) */
+	int64_t lend_ms;		  /* when that was last decided (0: never) */
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
@@ -1197,8 +1199,9 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, int64_t now)
  * one not measured, its wish; one whose consumer waits, or that remote
  * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
  * them), all of them: its guests go first, lender.c's preempt); the workers
- * that makes (gm_policy_lendable: none while an own job is starved or under
- * a quarter core is idle; else the free budget, or a worker per idle core
+ * that makes (gm_policy_lend_next: none while an own job is starved, and
+ * until its own jobs have gone unstarved for a settled interval, or under a
+ * quarter core is idle; else the free budget, or a worker per idle core
  * begun, e.g. the half core beside a --cpus 0.75 host's own job); the idle
  * cores, at most one per lendable
  * worker; and what one core makes of the images (the jobs' workers' on-CPU
@@ -1226,7 +1229,11 @@ static void lend_capacity(struct agent *a)
 	}
 	double idle = a->host.cores - need;
 	idle = idle < 0 ? 0 : idle;
-	uint32_t slots = gm_policy_lendable(a->budget, wanted_workers(a), idle, starved);
+	int64_t now = now_ms();
+	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
+	uint32_t slots =
+	    gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), idle, starved, dt);
+	a->lend_ms = now;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
@@ -1399,11 +1406,12 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	lend_capacity(a);
-	if (a->host.cores < 1.0)
+	if (a->host.cores < GM_NODE_FED_CORES)
 		logf_(a,
-		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
-		      "workers feed runs no local worker here",
-		      a->host.cores, a->host.src);
+		      "remote workers: this host delivers %.2f of a core (%s): a job runs no "
+		      "local worker here once remote workers deliver it %.0f%% more than its "
+		      "local ones did alone",
+		      a->host.cores, a->host.src, (GM_POLICY_MEASURABLY - 1) * 100);
 	if (o->listen)
 		logf_(a, "remote workers: listening for peers on %s (port %u)", o->listen,
 		      a->rops->port(a->rem));

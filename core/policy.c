@@ -535,6 +535,20 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
 }
 
+uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
+			     double idle_cores, bool starved, double dt_s)
+{
+	if (starved) {
+		s->starved_once = true;
+		s->calm_s = 0;
+		return 0;
+	}
+	s->calm_s += dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
+	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S)
+		return 0; /* its own jobs first, until they have settled */
+	return gm_policy_lendable(budget, wished, idle_cores, false);
+}
+
 /* The cores lender i has left once it runs a[i] workers of the job. */
 static double left_of(const struct gm_policy_lender *l, const uint32_t *a, size_t i)
 {

@@ -527,6 +527,26 @@ static void test_idle_cores_lend_beyond_a_held_budget(void **st)
 	assert_int_equal(gm_policy_lendable(1, 1, INFINITY, false), 0);
 }
 
+/* A lender whose own job's trainer waited took its guest back, offered it
+ * again at the next quiet window, took it back: the home's worker went B -> C
+ * -> B with it. Once starved, a host lends again only after its own jobs have
+ * gone unstarved for GM_POLICY_ASK_SETTLE_S; a host never starved, at once. */
+static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
+{
+	(void)st;
+	struct gm_policy_lend s = {0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0), 1); /* at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0);
+	for (int t = 0; t < 7; t++) /* 1.75 s unstarved: not yet */
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 1);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0); /* again */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 2.0), 1);
+	/* settled, but no spare quarter core: still nothing */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.2, false, 0.25), 0);
+}
+
 /* A host whose own jobs are starved, or that has no spare quarter core, lends
  * nothing, its free budget neither: the issue's second scenario, where the
  * 0.2-core host D lent a worker of its free budget to the 0.25-core host A
@@ -816,6 +836,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_follows_the_capacity),
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
+	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),

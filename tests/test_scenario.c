@@ -272,6 +272,28 @@ static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_delive
 }
 
 /*
+ * Two CPU-poor hosts: A (0.25 core) runs a job, D (0.2 core) none. D's free
+ * worker budget is one worker, but it has less than a quarter core to give:
+ * it lends nothing (the old rule lent that worker, A's job was fed by its
+ * 500 img/s alone and ran 20 s against 16 with lending off). Lending on or
+ * off: 16 s, nothing remote.
+ */
+static void test_a_poor_host_lends_to_no_one(void **st)
+{
+	(void)st;
+	struct gm_scenario *s = load(HEAD "node\tA\t0.25\nnode\tD\t0.2\n"
+					  "job\ta\tA\t0\t10000\t1000\n" COSTS);
+	struct gm_scen_result res[1];
+	struct gm_scen_summary m;
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 16.0, 1e-9);
+	assert_float_equal(res[0].remote, 0, 1e-9);
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 16.0, 1e-9);
+	gm_scenario_destroy(s);
+}
+
+/*
  * A home of 0.75 core, at or above GM_NODE_FED_CORES, keeps its local worker when
  * remote ones feed its job: 1,875 img/s alone (0.75 / 400 us), short of 3,000.
  * B lends 2 workers of 1,000 img/s; the job wants m* = (3000 x 400 - 750000) /
@@ -616,6 +638,7 @@ int main(void)
 	    cmocka_unit_test(test_lending_with_an_ample_pool),
 	    cmocka_unit_test(
 		test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more),
+	    cmocka_unit_test(test_a_poor_host_lends_to_no_one),
 	    cmocka_unit_test(test_a_home_of_half_a_core_or_more_keeps_its_local_worker),
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),

@@ -196,6 +196,22 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
 uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores, bool starved);
 
 /*
+ * Lending over time: gm_policy_lendable, except that a host whose own jobs
+ * were starved lends nothing until they have gone unstarved for
+ * GM_POLICY_ASK_SETTLE_S (its guests were preempted for them: offered again at
+ * the next quiet window, a lender took a worker back, offered it, took it back,
+ * and the home's one worker went B -> C -> B with it). A host never starved
+ * lends at once. dt_s: seconds since the last call. Zero-initialised state.
+ */
+struct gm_policy_lend {
+	bool starved_once; /* its own jobs have been starved */
+	double calm_s;	   /* how long since, unstarved */
+};
+
+uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
+			     double idle_cores, bool starved, double dt_s);
+
+/*
  * The rules that keep a job's plan right the first time and steady after.
  *
  * Demand: what the consumer takes when fed, from its own time per batch (the
