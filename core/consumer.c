@@ -410,7 +410,9 @@ int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms)
 
 	if (rc)
 		return rc;
-	atomic_store_explicit(&c->h->c_waiting, 1, memory_order_relaxed);
+	/* when the wait began (never 0 nor 1): the controller counts a wait going
+	 * on up to its look (elastic.c) */
+	atomic_store_explicit(&c->h->c_waiting, t0 > 1 ? t0 : 2, memory_order_relaxed);
 	for (;;) {
 		int step = timeout_ms < 0 || timeout_ms - waited > WAIT_SLICE_MS
 			       ? WAIT_SLICE_MS
@@ -429,9 +431,11 @@ int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms)
 			break;
 		}
 	}
-	atomic_store_explicit(&c->h->c_waiting, 0, memory_order_relaxed);
 	uint64_t dt = now_ns() - t0;
+	/* the wait counted before it stops going on: a look between the two sees
+	 * it twice (elastic.c takes no more than the window), never not at all */
 	atomic_fetch_add_explicit(&c->h->c_wait_ns, dt, memory_order_relaxed);
+	atomic_store_explicit(&c->h->c_waiting, 0, memory_order_relaxed);
 	if (rc)
 		return rc;
 	c->wait_ns += dt;

@@ -5,8 +5,12 @@
  * The numbers come from counters the consumer adds to with relaxed atomics
  * (c_samples, c_wait_ns, c_work_ns): they are statistics, read here from another
  * thread or process, and an estimate one batch off is harmless. A window closes
- * only on evidence (two batches, or 4 s), so a slow trainer is not judged on one
- * batch. The policy is core/policy.c, the same one the simulator evaluates.
+ * only on evidence (two batches, or 4 s; the job's first, one batch), so a slow
+ * trainer is not judged on one batch, and at a look while the consumer waits
+ * (or after GM_ELASTIC_OWN_BATCHES): then every batch it took has had all its
+ * own time, and the wait going on is counted up to the look, so a window's
+ * demand is the consumer's own time per batch, exact. The policy is
+ * core/policy.c, the same one the simulator evaluates.
  *
  * It holds no pool: it does not fork, signal, lock or sleep.
  */
@@ -19,6 +23,9 @@
 
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
+
+/* a window closes while the consumer waits, or after this many batches */
+#define GM_ELASTIC_OWN_BATCHES 8
 
 static uint64_t now_ns(void)
 {
@@ -41,14 +48,24 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
 	uint64_t pause = atomic_load_explicit(&h->c_pause_ns, memory_order_relaxed);
 	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
+	uint64_t w0 = atomic_load_explicit(&h->c_waiting, memory_order_relaxed);
 	if (p0 && p0 < now)
 		pause += now - p0; /* a pause going on counts up to now */
+	if (w0 > 1 && w0 < now)
+		wait += now - w0; /* so does a wait (c_waiting: when it began) */
 	uint64_t dt = now - m->t, ds = samples - m->samples;
-	uint64_t dw = wait - m->wait, dk = work - m->work;
+	/* a wait that ended between the two loads may count twice: never below */
+	uint64_t dw = wait > m->wait ? wait - m->wait : 0, dk = work - m->work;
 	uint64_t dp = pause > m->pause ? pause - m->pause : 0;
+	bool first = !(m->demand.samples > 0);
 
-	if (ds < 2 * batch_size && dt < 4000000000ull)
+	if (ds < (first ? 1 : 2) * batch_size && dt < 4000000000ull)
 		return 0; /* too little evidence yet; keep accumulating */
+	if (!w0 && ds < GM_ELASTIC_OWN_BATCHES * batch_size && dt < 4000000000ull)
+		return 0; /* the consumer is busy with a batch it took: its own time for
+			   * it is not over; a look while it waits counts every taken
+			   * batch's time whole (a consumer that never waits: every
+			   * GM_ELASTIC_OWN_BATCHES batches, one batch off at most) */
 	m->t = now;
 	m->samples = samples;
 	m->wait = wait;
@@ -59,6 +76,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
 		 * checkpointing). Its demand is 0; one worker's rate is as last seen. */
 		atomic_store(&h->p_demand_mrate, 0);
+		m->demand = (struct gm_policy_demand){0}; /* it starts afresh */
 		*demand_out = 0;
 		*worker_out = (double)atomic_load(&h->p_worker_mrate) / 1000;
 		return *worker_out > 0;
@@ -67,7 +85,8 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		return 0; /* starving (waiting for a first batch): no estimate */
 	/* the consumer's own time: neither waiting for a batch nor paused */
 	double busy = (double)(dt > dw + dp ? dt - dw - dp : 0) / 1e9;
-	double demand = busy > 1e-3 ? (double)ds / busy : 1e12;
+	double demand =
+	    gm_policy_demand_add(&m->demand, (double)ds, busy, (double)dt / 1e9, batch_size);
 	double per_worker = (double)ds / ((double)dk / 1e9);
 	atomic_store(&h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
 	atomic_store(&h->p_worker_mrate, (uint64_t)(per_worker * 1000));

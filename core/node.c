@@ -93,10 +93,14 @@ struct job {
 	/* metrics: the ring's consumer counters at the previous tick */
 	uint64_t m_samples, m_wait_ns;
 	int64_t m_ms;
-	double m_rate, m_stall;	 /* delivered img/s and blocked share over that tick */
-	uint64_t token;		 /* its remote side (remote.h), 0: none */
-	struct gm_elastic rhyst; /* hysteresis of its remote workers */
-	uint32_t rwant;		 /* remote workers it asks the peers for */
+	double m_rate, m_stall;	  /* delivered img/s and blocked share over that tick */
+	uint64_t token;		  /* its remote side (remote.h), 0: none */
+	struct gm_policy_ask ask; /* its remote ask, held steady (gm_policy_ask_next) */
+	int64_t ask_ms;		  /* when it was last decided (0: never) */
+	uint32_t rwant;		  /* remote workers it asks the peers for */
+	double local_alone;	  /* what its local workers alone delivered (img/s, smoothed; 0:
+				   * not measured), against which remote workers must do better */
+	bool fed;		  /* it runs no local worker: remote ones feed it (fed_remotely) */
 	/* borrowing: the consumer's counters at the last measurement (the window of
 	 * gm_pool_measure), what it was given and waited over it, and the policy's
 	 * last decision (gm_policy_borrow) */
@@ -133,6 +137,8 @@ struct agent {
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
 	struct gm_host_cpu host;	  /* cores the host can deliver (host.h) */
+	struct gm_policy_lend lend;	  /* what it lends, over time (gm_policy_lend_next) */
+	int64_t lend_ms;		  /* when that was last decided (0: never) */
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
@@ -209,17 +215,41 @@ static uint32_t local_budget(const struct agent *a)
  * worker. On such a host the CPU is worth far more receiving remote workers'
  * batches than decoding (measured: tests/bench/bench-remote.sh; a local worker
  * on a quarter core burns the quota that the agent's receive path needs, and
- * the cgroup is throttled for the rest of each period). It keeps one while no
- * remote worker serves it. At 0.75 of a core the rule cost more than it gave:
- * a job there lost its local worker to one flaky remote one and its local
- * delivery fell to 87 img/s (docs/MEASUREMENTS.md, "Cluster experiment"). */
+ * the cgroup is throttled for the rest of each period). But only once its
+ * remote workers measurably deliver more than its local workers alone did
+ * (gm_policy_fed_remotely; decided each tick by update_fed): a 0.25-core
+ * host's job fed by peers that sent less than its own worker made ran 15.7 s
+ * with lending off and 22.2 s on. At 0.75 of a core the rule cost more than it
+ * gave: a job there lost its local worker to one flaky remote one and its
+ * local delivery fell to 87 img/s (docs/MEASUREMENTS.md, "Cluster
+ * experiment"). */
 static bool fed_remotely(const struct agent *a, const struct job *j)
 {
-	if (!a->rem || !j->token || a->host.cores >= GM_NODE_FED_CORES)
-		return false;
-	struct gm_remote_job_info ri;
-	a->rops->job_info(a->rem, j->token, &ri);
-	return ri.workers > 0 && ri.samples > 0;
+	return a->rem && j->token && j->fed;
+}
+
+/* What the job's local workers alone deliver (while no remote worker serves
+ * it), and whether its remote workers now feed it alone (fed_remotely). */
+static void update_fed(struct agent *a, struct job *j)
+{
+	struct gm_remote_job_info ri = {0};
+	if (a->rem && j->token)
+		a->rops->job_info(a->rem, j->token, &ri);
+	double remote = ri.workers > 0 && ri.samples > 0 ? ri.rate : 0;
+	if (!(remote > 0) && !j->fed && j->workers && j->delivered > 0)
+		j->local_alone =
+		    j->local_alone > 0 ? 0.7 * j->local_alone + 0.3 * j->delivered : j->delivered;
+	bool small = a->rem && j->token && a->host.cores < GM_NODE_FED_CORES;
+	bool fed = gm_policy_fed_remotely(small, j->local_alone, remote, j->fed);
+	if (fed != j->fed)
+		logf_(a,
+		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "
+		      "alone %.0f)",
+		      (int)j->pid,
+		      fed ? "runs no local worker, remote workers feed it"
+			  : "runs its local workers again",
+		      remote, j->local_alone);
+	j->fed = fed;
 }
 
 /* Move every pool towards the division within the budget (see the file comment):
@@ -428,15 +458,17 @@ static uint32_t pow2_slots(uint32_t need)
  * the budget and what the live peers can lend now by their heartbeats (none
  * heard yet: never fewer slots than before, four per worker of the budget).
  * A ring that size that the memory budget cannot hold is halved, down to that
- * size, which admit_job then refuses in words if it does not fit either. */
+ * size, which admit_job then refuses in words if it does not fit either. A
+ * --workers cap cuts these counts and never raises them
+ * (gm_policy_ring_workers): --workers 8 sizes the ring as auto does. */
 static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 			   const struct gm_loader_opts *o)
 {
 	uint32_t cap = req->workers > 0 ? (uint32_t)req->workers : 0;
 	if (!a->rem)
-		return pow2_slots(2 * (cap && cap < a->budget ? cap : a->budget));
-	uint32_t floor = pow2_slots(2 * (cap ? cap : 2 * a->budget));
-	uint32_t all = cap ? cap : a->budget + a->rops->peers_lendable(a->rem);
+		return pow2_slots(2 * gm_policy_ring_workers(cap, a->budget, 0));
+	uint32_t floor = pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
+	uint32_t all = gm_policy_ring_workers(cap, a->budget, a->rops->peers_lendable(a->rem));
 	uint32_t slots = pow2_slots(2 * all + 2);
 	uint64_t sb = gm_aug_out_bytes(&o->aug);
 	int n;
@@ -1198,9 +1230,10 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
  * what one remote worker measurably delivers (a local worker's rate until
  * measured), up to the job's cap and what the live peers can lend it (their
  * heartbeats: a remote rate measured at a worker's first batches, a few
- * img/s, once asked for 239). Grows at once, shrinks after two ticks agree
- * (gm_elastic_next). Decided without peers too (--status shows it). */
-static void borrow(struct agent *a, struct job *j, uint32_t local)
+ * img/s, once asked for 239). Decided at once on its first measurement, then
+ * held until the gap moves by more than a worker for a settled interval
+ * (gm_policy_ask_next). Decided without peers too (--status shows it). */
+static void borrow(struct agent *a, struct job *j, uint32_t local, int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	uint32_t most = GM_MAX_WORKERS;
@@ -1227,8 +1260,9 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
 					      .most = most,
 					      .bounded = a->rem && j->token,
 					      .lendable = ri.lendable};
-	gm_policy_borrow(&j->bin, &j->bout);
-	uint32_t next = (uint32_t)gm_elastic_next(&j->rhyst, (int)j->bout.want, (int)j->rwant);
+	double dt = j->ask_ms && now > j->ask_ms ? (double)(now - j->ask_ms) / 1e3 : 0;
+	uint32_t next = gm_policy_ask_next(&j->ask, &j->bin, dt, &j->bout);
+	j->ask_ms = now;
 	tell_borrow(a, j, next);
 	j->rwant = next;
 	if (a->rem && j->token)
@@ -1241,14 +1275,17 @@ static void borrow(struct agent *a, struct job *j, uint32_t local)
  * one not measured, its wish; one whose consumer waits, or that remote
  * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
  * them), all of them: its guests go first, lender.c's preempt); the workers
- * that makes (gm_policy_lendable: the free budget, or a worker per idle core
- * begun when a quarter core or more is idle, e.g. the half core beside a
- * --cpus 0.75 host's own job); the idle cores, at most one per lendable
+ * that makes (gm_policy_lend_next: none while an own job is starved, and
+ * until its own jobs have gone unstarved for a settled interval, or under a
+ * quarter core is idle; else the free budget, or a worker per idle core
+ * begun, e.g. the half core beside a --cpus 0.75 host's own job); the idle
+ * cores, at most one per lendable
  * worker; and what one core makes of the images (the jobs' workers' on-CPU
  * rate; 0 with no measured job). */
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
+	bool starved = false;
 	for (int i = 0; i < MAX_JOBS; i++) {
 		const struct job *j = &a->jobs[i];
 		if (!j->pool)
@@ -1260,13 +1297,19 @@ static void lend_capacity(struct agent *a)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
-		if ((j->stall > GM_POLICY_STALL && j->delivered < j->demand) || fed_remotely(a, j))
+		bool waits = j->stall > GM_POLICY_STALL && j->delivered < j->demand;
+		starved |= waits;
+		if (waits || fed_remotely(a, j))
 			n = a->host.cores; /* its consumer waits, or receiving takes the host */
 		need += n;
 	}
 	double idle = a->host.cores - need;
 	idle = idle < 0 ? 0 : idle;
-	uint32_t slots = gm_policy_lendable(a->budget, wanted_workers(a), idle);
+	int64_t now = now_ms();
+	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
+	uint32_t slots =
+	    gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), idle, starved, dt);
+	a->lend_ms = now;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
@@ -1283,13 +1326,14 @@ static void rebalance(struct agent *a)
 			j->demand = d;
 			j->rate = r;
 			measure_window(j, now);
+			update_fed(a, j);
 		}
 	}
 	a->short_ = divide(a);
 	uint32_t local = used_workers(a);
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].pool)
-			borrow(a, &a->jobs[i], local);
+			borrow(a, &a->jobs[i], local, now);
 	if (!a->rem)
 		return;
 	/* what no local job wants, or its idle cores, may run other hosts' workers */
@@ -1444,11 +1488,12 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		return rc;
 	}
 	lend_capacity(a);
-	if (a->host.cores < 1.0)
+	if (a->host.cores < GM_NODE_FED_CORES)
 		logf_(a,
-		      "remote workers: this host delivers %.2f of a core (%s): a job that remote "
-		      "workers feed runs no local worker here",
-		      a->host.cores, a->host.src);
+		      "remote workers: this host delivers %.2f of a core (%s): a job runs no "
+		      "local worker here once remote workers deliver it %.0f%% more than its "
+		      "local ones did alone",
+		      a->host.cores, a->host.src, (GM_POLICY_MEASURABLY - 1) * 100);
 	if (o->listen)
 		logf_(a,
 		      "remote workers: listening for peers on %s (port %u; agents authenticate %s "

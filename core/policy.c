@@ -43,7 +43,19 @@
  * (its lendable cores x the share of its lendable workers not yet placed),
  * so the first goes to the idlest peer, and a peer lending 1.0 core takes
  * three workers for each one of a peer lending 0.25 when each has workers
- * enough. The --peers order only breaks ties (the lower index first).
+ * enough. The --peers order only breaks ties (the lower index first). It is
+ * sticky: a worker placed stays where it runs (each move is a new worker
+ * process and a cold lease) unless its lender needs it back or another is
+ * idler by more than a core; heartbeats that differ by a few hundredths of
+ * a core no longer flip a job's worker from B to C and back.
+ *
+ * The rules that keep a plan right the first time and steady (policy.h):
+ * gm_policy_demand_add smooths the measured demand over a window of the
+ * job's own batch periods; gm_policy_ask_next decides the remote ask at once,
+ * then only after the gap has moved by more than a worker for a settled
+ * interval; gm_policy_fed_remotely keeps a small host's local workers until
+ * remote ones measurably deliver more; gm_policy_ring_workers makes a named
+ * worker count a cap, never a plan.
  */
 #include <errno.h>
 #include <math.h>
@@ -54,7 +66,8 @@
 
 #include "goldminer/policy.h"
 
-#define NOPOS UINT32_MAX
+#define NOPOS		  UINT32_MAX
+#define GM_POLICY_ASK_MAX 100000 /* a count past any cap (bounded() cuts it) */
 
 struct pslot {
 	double g_full, g_part; /* gain of a full unit and of the partial unit */
@@ -482,11 +495,12 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	out->want = (uint32_t)n;
 }
 
-uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores)
+uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores, bool starved)
 {
-	uint32_t free_ = budget > wished ? budget - wished : 0, by_cores = 0;
-	if (idle_cores >= GM_POLICY_LEND_MIN_CORES && isfinite(idle_cores))
-		by_cores = (uint32_t)ceil((idle_cores < 1e6 ? idle_cores : 1e6) - 1e-9);
+	uint32_t free_ = budget > wished ? budget - wished : 0, by_cores;
+	if (starved || !(idle_cores >= GM_POLICY_LEND_MIN_CORES) || !isfinite(idle_cores))
+		return 0; /* its own jobs first; a poor host lends nothing */
+	by_cores = (uint32_t)ceil((idle_cores < 1e6 ? idle_cores : 1e6) - 1e-9);
 	return free_ > by_cores ? free_ : by_cores;
 }
 
@@ -521,27 +535,166 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
 }
 
-uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask)
+uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
+			     double idle_cores, bool starved, double dt_s)
+{
+	if (starved) {
+		s->starved_once = true;
+		s->calm_s = 0;
+		return 0;
+	}
+	s->calm_s += dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
+	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S)
+		return 0; /* its own jobs first, until they have settled */
+	return gm_policy_lendable(budget, wished, idle_cores, false);
+}
+
+/* The cores lender i has left once it runs a[i] workers of the job. */
+static double left_of(const struct gm_policy_lender *l, const uint32_t *a, size_t i)
+{
+	return l[i].cores * (double)(l[i].workers - a[i]) / l[i].workers;
+}
+
+static bool lends(const struct gm_policy_lender *l, size_t i)
+{
+	return l[i].workers && l[i].cores >= GM_POLICY_LEND_MIN_CORES && isfinite(l[i].cores);
+}
+
+/* The lender with a worker to spare and the most cores left (n: none). */
+static size_t idlest(const struct gm_policy_lender *l, size_t n, const uint32_t *a)
+{
+	size_t best = n;
+	for (size_t i = 0; i < n; i++)
+		if (lends(l, i) && a[i] < l[i].workers &&
+		    (best == n || left_of(l, a, i) > left_of(l, a, best)))
+			best = i;
+	return best;
+}
+
+/* The lender running a worker of the job with the fewest cores left (n: none). */
+static size_t busiest(const struct gm_policy_lender *l, size_t n, const uint32_t *a)
+{
+	size_t worst = n;
+	for (size_t i = 0; i < n; i++)
+		if (a[i] && (worst == n || left_of(l, a, i) < left_of(l, a, worst)))
+			worst = i;
+	return worst;
+}
+
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want,
+			  const uint32_t *prev, uint32_t *ask)
 {
 	uint32_t placed = 0;
-	for (size_t i = 0; i < n; i++)
-		ask[i] = 0;
-	while (placed < want) {
-		size_t best = n;
-		double most = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (ask[i] >= l[i].workers || !(l[i].cores > 0))
-				continue;
-			double left = l[i].cores * (double)(l[i].workers - ask[i]) / l[i].workers;
-			if (best == n || left > most) {
-				best = i;
-				most = left;
-			}
-		}
-		if (best == n)
-			break; /* no lender has a worker left */
-		ask[best]++;
-		placed++;
+	for (size_t i = 0; i < n; i++) { /* what each runs now, unless it needs it back */
+		ask[i] = prev && lends(l, i) ? prev[i] : 0;
+		ask[i] = ask[i] < l[i].workers ? ask[i] : l[i].workers;
+		placed += ask[i];
+	}
+	for (; placed > want; placed--) /* fewer: from the busiest */
+		ask[busiest(l, n, ask)]--;
+	for (size_t best; placed < want && (best = idlest(l, n, ask)) < n; placed++)
+		ask[best]++; /* more: to the idlest */
+	/* moves: only to a lender idler by more than a worker (a core); each move
+	 * narrows the gap between the two, so this ends (bounded anyway) */
+	for (uint32_t k = 0; k < placed; k++) {
+		size_t to = idlest(l, n, ask), from = busiest(l, n, ask);
+		if (to == n || from == n || to == from ||
+		    !(left_of(l, ask, to) > left_of(l, ask, from) + 1.0))
+			break;
+		ask[from]--;
+		ask[to]++;
 	}
 	return placed;
+}
+
+/* ---- demand, the remote ask, the local workers, the ring (policy.h) ---- */
+
+double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double busy_s,
+			    double wall_s, uint32_t batch_size)
+{
+	if (!(samples >= 0) || !(busy_s >= 0) || !(wall_s >= 0) ||
+	    !isfinite(samples + busy_s + wall_s))
+		samples = busy_s = wall_s = 0; /* nonsense adds nothing */
+	double all = d->samples + samples, period = 0, window;
+	if (all > 0 && batch_size) /* the batch period at the delivered rate */
+		period = (d->wall_s + wall_s) * batch_size / all;
+	window = GM_POLICY_DEMAND_BATCHES * period;
+	window = window < GM_POLICY_DEMAND_MIN_S ? GM_POLICY_DEMAND_MIN_S : window;
+	window = window > GM_POLICY_DEMAND_MAX_S ? GM_POLICY_DEMAND_MAX_S : window;
+	double f = exp(-wall_s / window);
+	d->samples = d->samples * f + samples;
+	d->busy_s = d->busy_s * f + busy_s;
+	d->wall_s = d->wall_s * f + wall_s;
+	if (!(d->samples > 0))
+		return 0;
+	return d->busy_s > 1e-3 ? d->samples / d->busy_s : 1e12;
+}
+
+/* The workers covering gap at rate per (0 when covered). */
+static uint32_t covering(double gap, double per)
+{
+	double n = gap > 0 ? ceil(gap / per - 1e-9) : 0;
+	return n < GM_POLICY_ASK_MAX ? (uint32_t)n : GM_POLICY_ASK_MAX;
+}
+
+/* The count within the job's cap and what the peers can lend (out says so). */
+static uint32_t bounded(const struct gm_policy_borrow_in *in, uint32_t n,
+			struct gm_policy_borrow_out *out)
+{
+	out->capped = out->peers_short = false;
+	if (n > in->most) {
+		n = in->most;
+		out->capped = true;
+	}
+	if (in->bounded && n > in->lendable) {
+		n = in->lendable;
+		out->capped = false;
+		out->peers_short = true;
+	}
+	return n;
+}
+
+uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borrow_in *in,
+			    double dt_s, struct gm_policy_borrow_out *out)
+{
+	gm_policy_borrow(in, out);
+	if (out->why == GM_BORROW_UNMEASURED) {
+		out->want = s->decided ? bounded(in, s->count, out) : 0;
+		return out->want;
+	}
+	double h = in->headroom > 1 ? in->headroom : 1;
+	double per = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
+	double gap = in->demand * h - out->capacity;
+	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
+	if (!s->decided) { /* the first measurement: all of it at once */
+		*s = (struct gm_policy_ask){
+		    .decided = true, .count = covering(gap, per), .gap = gap};
+	} else if (fabs(gap - s->gap) > per || covering(s->gap, per) != s->count) {
+		s->moved_s += dt_s;
+		s->moved_sum += gap * dt_s;
+		if (s->moved_s >= GM_POLICY_ASK_SETTLE_S) {
+			double mean = s->moved_sum / s->moved_s;
+			*s = (struct gm_policy_ask){
+			    .decided = true, .count = covering(mean, per), .gap = mean};
+		}
+	} else {
+		s->moved_s = s->moved_sum = 0; /* back within a worker: settled where it was */
+	}
+	out->want = bounded(in, s->count, out);
+	return out->want;
+}
+
+bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was)
+{
+	if (!small_home || !(local_alone > 0) || !(remote > 0))
+		return false;
+	return was ? remote >= local_alone : remote > local_alone * GM_POLICY_MEASURABLY;
+}
+
+uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)
+{
+	uint64_t all = (uint64_t)budget + lendable;
+	if (cap && cap < all)
+		all = cap;
+	return all < UINT32_MAX ? (uint32_t)all : UINT32_MAX;
 }

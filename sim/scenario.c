@@ -17,16 +17,17 @@
  *      share / local_cpu.
  *   2. Lending on: the hosts without a short job (one below its rate) lend what
  *      their own jobs leave idle (own jobs first: a guest never slows them), in
- *      as many workers as the agent's rule gives (gm_policy_lendable: the worker
- *      budget left beside their own running jobs, or one per idle core begun
- *      when a quarter core or more is idle), each using at most a core and
+ *      as many workers as the agent's rule gives (gm_policy_lendable: none with
+ *      less than a quarter core idle; else the worker budget left beside their
+ *      own running jobs, or one per idle core begun), each using at most a core and
  *      sending at most worker_rate. A short job with home share
  * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of
  * GM_NODE_FED_CORES or more it wants the least m that meets its rate, m* = (rate local_cpu - s) /
  * (local_cpu - remote_home_cpu) while receiving is cheaper than decoding; on a smaller home it
- * wants all its images remote and, once any come, runs at m alone, as the agent does there
- * (core/node.c: such a host runs no local worker for a job that remote workers feed), which can be
- * slower than lending off where the pool is thin; at most s / remote_home_cpu either way. Lent
+ * wants all its images remote and, once they come to measurably more than its local workers
+ * alone make (gm_policy_fed_remotely), runs at m alone, as the agent does there (core/node.c:
+ * such a host then runs no local worker for a job that remote workers feed); below that it keeps
+ * its local workers, never slower than lending off; at most s / remote_home_cpu either way. Lent
  * workers go whole to the short jobs in submit order (first asked, first served), each job taking
  * workers until they cover its want; the home's cores are then water-filled again with each job's
  * new need (m remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the
@@ -281,6 +282,7 @@ void gm_scenario_destroy(struct gm_scenario *s)
 struct run {
 	const struct gm_scenario *s;
 	double *left, *x, *m, *share;	/* per job: images left, rate, of it remote, home CPU */
+	double *alone;			/* per job: its rate with lending off, now */
 	double *need;			/* per job: home CPU it wants (INFINITY: unbounded) */
 	uint8_t *state;			/* 0 pending, 1 running, 2 done */
 	bool *isshort;			/* below its rate with lending off */
@@ -336,13 +338,16 @@ static double fill_node(struct run *r, uint32_t nd)
 }
 
 /*
- * Job j takes m > 0 images/s remotely on a home of less than GM_NODE_FED_CORES:
- * as the agent does there (core/node.c, fed_remotely), it then runs no local
- * worker.
+ * Job j takes m > 0 images/s remotely on a home of less than GM_NODE_FED_CORES,
+ * measurably more than its local workers alone make there: as the agent does
+ * (core/node.c, fed_remotely: the same rule, gm_policy_fed_remotely), it then
+ * runs no local worker. Else it keeps them, and with them at least its rate
+ * with lending off.
  */
 static bool fed_only(const struct run *r, uint32_t j, double m)
 {
-	return m > 0 && r->s->node[r->s->job[j].home].cores < GM_NODE_FED_CORES;
+	bool small = r->s->node[r->s->job[j].home].cores < GM_NODE_FED_CORES;
+	return gm_policy_fed_remotely(small, r->alone[j], m, false);
 }
 
 /* A job's home CPU need, given the m images/s it takes remotely. */
@@ -381,7 +386,7 @@ static double alloc_local(struct run *r)
 		idle[nd] = fill_node(r, nd);
 	for (uint32_t k = 0; k < r->nact; k++) {
 		uint32_t j = r->act[k];
-		r->x[j] = r->share[j] / s->local_cpu;
+		r->x[j] = r->alone[j] = r->share[j] / s->local_cpu;
 		r->isshort[j] = !(s->job[j].rate > 0) || r->x[j] < s->job[j].rate * (1 - 1e-9);
 		if (r->isshort[j])
 			has_short[s->job[j].home] = true;
@@ -389,7 +394,7 @@ static double alloc_local(struct run *r)
 	}
 	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* the agent's rule (policy.h) */
 		uint32_t w = s->node[nd].workers;
-		r->lw[nd] = has_short[nd] ? 0 : gm_policy_lendable(w, own[nd], idle[nd]);
+		r->lw[nd] = gm_policy_lendable(w, own[nd], idle[nd], has_short[nd]);
 		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}
@@ -496,6 +501,7 @@ static int run_open(struct run *r, const struct gm_scenario *s)
 	r->s = s;
 	r->left = calloc(n, sizeof(double));
 	r->x = calloc(n, sizeof(double));
+	r->alone = calloc(n, sizeof(double));
 	r->m = calloc(n, sizeof(double));
 	r->share = calloc(n, sizeof(double));
 	r->need = calloc(n, sizeof(double));
@@ -503,8 +509,8 @@ static int run_open(struct run *r, const struct gm_scenario *s)
 	r->isshort = calloc(n, sizeof(bool));
 	r->act = calloc(n, sizeof(uint32_t));
 	r->wf = calloc(n, sizeof(*r->wf));
-	if (!r->left || !r->x || !r->m || !r->share || !r->need || !r->state || !r->isshort ||
-	    !r->act || !r->wf)
+	if (!r->left || !r->x || !r->alone || !r->m || !r->share || !r->need || !r->state ||
+	    !r->isshort || !r->act || !r->wf)
 		return -ENOMEM;
 	for (size_t j = 0; j < n; j++)
 		r->left[j] = s->job[j].images;
@@ -515,6 +521,7 @@ static void run_close(struct run *r)
 {
 	free(r->left);
 	free(r->x);
+	free(r->alone);
 	free(r->m);
 	free(r->share);
 	free(r->need);

@@ -170,6 +170,37 @@ static void test_divide_never_exceeds_the_budget(void **state)
 	assert_int_equal(w[0] + w[1] + w[2], 3); /* max(budget 2, 3 jobs) */
 }
 
+/* The consumer's own time per batch, whatever the look cuts: a window of 1 s
+ * in which it took two batches of 64 (its own time 0.2 s in all) and has been
+ * waiting for the third since 0.8 s: 640 img/s. Counted only once it ended, a
+ * wait going on read as the trainer's own time (128 img/s here; a 768 img/s
+ * trainer read 261 and 1,011 in turn in the cluster's log). A look while it is
+ * busy with a batch it took (its own time for it not over) closes no window. */
+static void test_demand_is_the_consumers_own_time_per_batch(void **state)
+{
+	(void)state;
+	static struct gm_ring_hdr h;
+	struct gm_elastic_meter m = {0};
+	struct timespec ts;
+	double demand = -1, rate = -1;
+
+	memset(&h, 0, sizeof(h));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	m.t = now - 1000000000ull;
+	atomic_store(&h.c_samples, 128);
+	atomic_store(&h.c_work_ns, 1000000000ull);
+	atomic_store(&h.c_waiting, now - 800000000ull); /* waiting since 0.2 s */
+	assert_int_equal(gm_elastic_measure(&m, &h, 64, &demand, &rate), 1);
+	assert_in_range((uint64_t)demand, 620, 660);
+	/* two more batches, and the consumer busy with the last: no window yet */
+	atomic_store(&h.c_samples, 256);
+	atomic_store(&h.c_wait_ns, 800000000ull);
+	atomic_store(&h.c_waiting, 0);
+	m.t -= 500000000ull;
+	assert_int_equal(gm_elastic_measure(&m, &h, 64, &demand, &rate), 0);
+}
+
 /* A window of 1 s in which the consumer took 1,000 samples, waited 0.2 s for
  * batches and paused p ns between epochs: its demand. The meter's clock is set
  * back by hand (the measure reads CLOCK_MONOTONIC). */
@@ -229,6 +260,7 @@ static void test_pause_begins_once_and_ends_into_the_count(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_demand_is_the_consumers_own_time_per_batch),
 	    cmocka_unit_test(test_demand_leaves_out_the_consumers_pauses_between_epochs),
 	    cmocka_unit_test(test_pause_begins_once_and_ends_into_the_count),
 	    cmocka_unit_test(test_divide_never_exceeds_the_budget),

@@ -4,7 +4,12 @@
  * borrowing (gm_policy_borrow) on hand-computed cases: a quota-limited job borrows
  * where an unlimited host would not, a demand-limited one does not, a stalled
  * consumer overrules the model, a job whose local capacity recovered gives its
- * remote workers back, the cap, and a job not measured yet.
+ * remote workers back, the cap, and a job not measured yet; and the rules that
+ * keep a plan right the first time and steady: a named worker count plans as
+ * auto, the demand smoothed over the job's batch periods, the remote ask at
+ * once and without flapping, remote workers sticking to their lender, a small
+ * host's local workers kept until remote ones deliver more, a starved or poor
+ * host lending nothing.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -510,20 +515,60 @@ static void test_idle_cores_lend_beyond_a_held_budget(void **st)
 {
 	(void)st;
 	/* B: 0.75 core, its job needs 0.2 of it: 0.55 idle, one worker */
-	assert_int_equal(gm_policy_lendable(1, 1, 0.55), 1);
-	/* under a quarter core idle: nothing beyond the free budget */
-	assert_int_equal(gm_policy_lendable(1, 1, 0.2), 0);
-	assert_int_equal(gm_policy_lendable(3, 1, 0.2), 2);
+	assert_int_equal(gm_policy_lendable(1, 1, 0.55, false), 1);
 	/* exactly a quarter, and 1.5 cores idle: one, two workers */
-	assert_int_equal(gm_policy_lendable(1, 1, 0.25), 1);
-	assert_int_equal(gm_policy_lendable(2, 2, 1.5), 2);
+	assert_int_equal(gm_policy_lendable(1, 1, 0.25, false), 1);
+	assert_int_equal(gm_policy_lendable(2, 2, 1.5, false), 2);
 	/* the free budget when it is more than the idle cores make */
-	assert_int_equal(gm_policy_lendable(4, 0, 1.0), 4);
-	/* nonsense idle cores lend nothing beyond the free budget */
-	assert_int_equal(gm_policy_lendable(1, 1, -1), 0);
-	assert_int_equal(gm_policy_lendable(1, 1, NAN), 0);
-	assert_int_equal(gm_policy_lendable(1, 1, INFINITY), 0);
-	assert_int_equal(gm_policy_lendable(1, 0, 0), 1);
+	assert_int_equal(gm_policy_lendable(4, 0, 1.0, false), 4);
+	/* nonsense idle cores lend nothing */
+	assert_int_equal(gm_policy_lendable(1, 1, -1, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, NAN, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, INFINITY, false), 0);
+}
+
+/* A lender whose own job's trainer waited took its guest back, offered it
+ * again at the next quiet window, took it back: the home's worker went B -> C
+ * -> B with it. Once starved, a host lends again only after its own jobs have
+ * gone unstarved for GM_POLICY_ASK_SETTLE_S; a host never starved, at once. */
+static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
+{
+	(void)st;
+	struct gm_policy_lend s = {0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0), 1); /* at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0);
+	for (int t = 0; t < 7; t++) /* 1.75 s unstarved: not yet */
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 1);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0); /* again */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 2.0), 1);
+	/* settled, but no spare quarter core: still nothing */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.2, false, 0.25), 0);
+}
+
+/* A host whose own jobs are starved, or that has no spare quarter core, lends
+ * nothing, its free budget neither: the issue's second scenario, where the
+ * 0.2-core host D lent a worker of its free budget to the 0.25-core host A
+ * (poor -> poor), and a host lent while its own trainer waited. */
+static void test_a_starved_or_poor_host_lends_nothing(void **st)
+{
+	(void)st;
+	/* D: 0.2 core, no job yet: a free budget of one worker, 0.2 core idle */
+	assert_int_equal(gm_policy_lendable(1, 0, 0.2, false), 0);
+	/* under a quarter core idle beside its own job, a free budget of two */
+	assert_int_equal(gm_policy_lendable(3, 1, 0.2, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 0, 0, false), 0);
+	/* a whole idle core and free budget, but its own trainer waits */
+	assert_int_equal(gm_policy_lendable(4, 1, 1.0, true), 0);
+	assert_int_equal(gm_policy_lendable(4, 1, 1.0, false), 3);
+	/* the home side: a lender under a quarter core is never asked, however
+	 * many workers it says it has */
+	struct gm_policy_lender l[] = {{.cores = 0.2, .workers = 1}, {.cores = 0.5, .workers = 1}};
+	uint32_t ask[2];
+	assert_int_equal(gm_policy_spread(l, 2, 2, NULL, ask), 1);
+	assert_int_equal(ask[0], 0);
+	assert_int_equal(ask[1], 1);
 }
 
 /* The case: B lends a quarter core, C a whole one: C's first. */
@@ -532,10 +577,10 @@ static void test_spread_asks_the_idlest_peer_first(void **st)
 	(void)st;
 	struct gm_policy_lender l[] = {{.cores = 0.25, .workers = 1}, {.cores = 1.0, .workers = 1}};
 	uint32_t ask[2];
-	assert_int_equal(gm_policy_spread(l, 2, 1, ask), 1);
+	assert_int_equal(gm_policy_spread(l, 2, 1, NULL, ask), 1);
 	assert_int_equal(ask[0], 0);
 	assert_int_equal(ask[1], 1);
-	assert_int_equal(gm_policy_spread(l, 2, 2, ask), 2); /* room for both: both */
+	assert_int_equal(gm_policy_spread(l, 2, 2, NULL, ask), 2); /* room for both: both */
 	assert_int_equal(ask[0], 1);
 	assert_int_equal(ask[1], 1);
 }
@@ -547,10 +592,10 @@ static void test_spread_follows_the_capacity(void **st)
 	(void)st;
 	struct gm_policy_lender l[] = {{.cores = 0.25, .workers = 4}, {.cores = 1.0, .workers = 4}};
 	uint32_t ask[2];
-	assert_int_equal(gm_policy_spread(l, 2, 4, ask), 4);
+	assert_int_equal(gm_policy_spread(l, 2, 4, NULL, ask), 4);
 	assert_int_equal(ask[0], 1);
 	assert_int_equal(ask[1], 3);
-	assert_int_equal(gm_policy_spread(l, 2, 8, ask), 8);
+	assert_int_equal(gm_policy_spread(l, 2, 8, NULL, ask), 8);
 	assert_int_equal(ask[0], 4);
 	assert_int_equal(ask[1], 4);
 }
@@ -566,18 +611,207 @@ static void test_spread_never_past_what_a_peer_lends(void **st)
 				       {.cores = 0.75, .workers = 2},
 				       {.cores = 2.0, .workers = 0}};
 	uint32_t ask[4];
-	assert_int_equal(gm_policy_spread(l, 4, 5, ask), 3);
+	assert_int_equal(gm_policy_spread(l, 4, 5, NULL, ask), 3);
 	assert_int_equal(ask[0], 1);
 	assert_int_equal(ask[1], 0);
 	assert_int_equal(ask[2], 2);
 	assert_int_equal(ask[3], 0);
-	assert_int_equal(gm_policy_spread(l, 4, 0, ask), 0);
+	assert_int_equal(gm_policy_spread(l, 4, 0, NULL, ask), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(ask[i], 0);
 	struct gm_policy_lender eq[] = {{.cores = 1.0, .workers = 2}, {.cores = 1.0, .workers = 2}};
-	assert_int_equal(gm_policy_spread(eq, 2, 3, ask), 3);
+	assert_int_equal(gm_policy_spread(eq, 2, 3, NULL, ask), 3);
 	assert_int_equal(ask[0], 2);
 	assert_int_equal(ask[1], 1);
+}
+
+/* ---- the rules that keep a plan right the first time and steady ---- */
+
+/* The issue's case: --workers 8 on a host of one worker whose peers can lend
+ * two sized the ring for 8 workers (32 slots) where auto sized it for 3: a
+ * named count must be a cap the plan works within, never a plan of its own.
+ * Below what the job may get it still cuts. The division and the ask within
+ * the cap are auto's too. */
+static void test_a_named_worker_count_plans_as_auto(void **st)
+{
+	(void)st;
+	assert_int_equal(gm_policy_ring_workers(8, 1, 2), gm_policy_ring_workers(0, 1, 2));
+	assert_int_equal(gm_policy_ring_workers(8, 1, 2), 3);
+	assert_int_equal(gm_policy_ring_workers(8, 2, 0), 2);
+	assert_int_equal(gm_policy_ring_workers(2, 4, 4), 2); /* a cap below: a cap */
+	assert_int_equal(gm_policy_ring_workers(0, 4, 4), 8);
+	struct gm_elastic_share sh[2] = {{.cap = 8, .workers = 1, .demand = 768, .rate = 400},
+					 {.cap = 0, .workers = 1, .demand = 768, .rate = 400}};
+	uint32_t w8[2], wa[2];
+	gm_elastic_divide(sh, 1, 1, w8);
+	gm_elastic_divide(sh + 1, 1, 1, wa);
+	assert_int_equal(w8[0], wa[0]);
+	/* the ask: cap 8 less its one local worker against no cap, the peers
+	 * lending 3: the same 3 */
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a8 = {0}, aa = {0};
+	in.remote_worker_rate = 300;
+	in.bounded = true;
+	in.lendable = 3;
+	in.most = 8 - in.workers;
+	uint32_t n8 = gm_policy_ask_next(&a8, &in, 0, &out);
+	in.most = 256;
+	assert_int_equal(gm_policy_ask_next(&aa, &in, 0, &out), n8);
+}
+
+/* The consumer of one job takes 768 img/s when fed (its own time per batch of
+ * 64: 83 ms) and is given 400 img/s: it waits 77 ms for each batch. The
+ * controller looks every 250 ms, and a wait is counted when it ends, so a look
+ * inside a wait counts it as the consumer's own time and the next look takes
+ * it all out: window by window the demand reads between about 400 and 1,500.
+ * Smoothed over the job's batch periods it reads 768 within 10% from its
+ * eighth batch period on, for a batch of 64 and for one of 512 alike (its
+ * window scaled to the longer period; the agent's looks, in waits only and
+ * counting the wait going on, read it exact: test_elastic.c). */
+static void check_demand_settles(uint32_t batch)
+{
+	const double own = batch / 768.0, period = batch / 400.0, tick = 0.25 * batch / 64;
+	struct gm_policy_demand d = {0};
+	double t = 0, wait_done = 0, taken = 0, last_wait = 0, last_taken = 0, raw_lo = 1e18,
+	       raw_hi = 0;
+	uint64_t k = 1;	      /* the next batch, ready at k x period */
+	double next_wait = 0; /* the consumer starts waiting at 0 */
+	for (int look = 1; look <= 400; look++) {
+		double now = look * tick;
+		/* the consumer's batches up to now: a wait to k x period, then its own time */
+		while (k * period <= now) {
+			wait_done += k * period - next_wait;
+			taken += batch;
+			next_wait = k * period + own;
+			k++;
+		}
+		double dw = wait_done - last_wait, ds = taken - last_taken;
+		double busy = tick - dw;
+		(void)t;
+		double est = gm_policy_demand_add(&d, ds, busy > 0 ? busy : 0, tick, batch);
+		if (ds > 0 && busy > 0) {
+			raw_lo = fmin(raw_lo, ds / busy);
+			raw_hi = fmax(raw_hi, ds / busy);
+		}
+		last_wait = wait_done;
+		last_taken = taken;
+		if (now >= 2 * period * GM_POLICY_DEMAND_BATCHES / 4 && ds > 0)
+			assert_in_range((uint64_t)est, 691, 845);
+	}
+	assert_true(raw_hi / raw_lo > 1.5); /* the windows alone swing */
+}
+
+static void test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods(void **st)
+{
+	(void)st;
+	check_demand_settles(64);
+	check_demand_settles(512);
+}
+
+/* A job fed remotely (no local capacity) whose measured demand swings, tick by
+ * tick, 487, 487, 1,011 (the issue's log: the ask went 1 -> 2 -> 1 every
+ * second), at 400 img/s a remote worker: its ask is decided at its first
+ * measurement, all of it at once, then holds; a demand that moves for good
+ * moves it after GM_POLICY_ASK_SETTLE_S, straight to the count that covers
+ * it; a peer that can lend fewer cuts it at once. */
+static void test_the_remote_ask_is_right_at_once_and_does_not_flap(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a = {0};
+	static const double swing[] = {487, 487, 1011};
+	in.workers = 0; /* fed remotely: no local worker */
+	in.remote_worker_rate = 400;
+	in.delivered = 700;
+	in.demand = 1011;
+	/* first measurement: ceil(1011 x 1.1 / 400) = 3 at once */
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0, &out), 3);
+	for (int t = 0; t < 120; t++) { /* 30 s of 250 ms ticks */
+		in.demand = swing[t % 3];
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 3);
+	}
+	/* the trainer speeds up for good: 2,000 img/s needs 6 */
+	in.demand = 2000;
+	for (int t = 0; t < 7; t++) /* 1.75 s: not settled yet */
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 3);
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 6);
+	for (int t = 0; t < 40; t++) /* and holds */
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 6);
+	/* the peers can lend only 2 now: cut at once, and back when they can */
+	in.bounded = true;
+	in.lendable = 2;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+	assert_true(out.peers_short);
+	in.lendable = 10;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 6);
+	/* not measured yet: asks nothing before its first decision */
+	struct gm_policy_ask b = {0};
+	in.worker_rate = 0;
+	assert_int_equal(gm_policy_ask_next(&b, &in, 0.25, &out), 0);
+}
+
+/* The issue's flip: B and C each lend about half a core, their heartbeats a
+ * few hundredths apart, and the job's one remote worker moved B -> C -> B at
+ * each spread, a new worker and a cold lease every time. It stays where it
+ * runs; it moves when its lender needs it back, or to a lender idler by more
+ * than a worker; fewer wanted are taken from the busiest. */
+static void test_remote_workers_stay_with_their_lender(void **st)
+{
+	(void)st;
+	uint32_t ask[2], prev[2];
+	struct gm_policy_lender l[] = {{.cores = 0.50, .workers = 1},
+				       {.cores = 0.52, .workers = 1}};
+	assert_int_equal(gm_policy_spread(l, 2, 1, NULL, ask), 1);
+	assert_int_equal(ask[1], 1); /* C, the idler */
+	prev[0] = ask[0], prev[1] = ask[1];
+	l[0].cores = 0.53, l[1].cores = 0.50; /* B idler by 0.03 now */
+	assert_int_equal(gm_policy_spread(l, 2, 1, prev, ask), 1);
+	assert_int_equal(ask[0], 0);
+	assert_int_equal(ask[1], 1);
+	l[1].workers = 0; /* C needs its worker back */
+	assert_int_equal(gm_policy_spread(l, 2, 1, prev, ask), 1);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 0);
+	/* C keeps it at 0.5 core; B lends 3 cores over 4 workers: idler by more
+	 * than a worker (3 left against none): it moves */
+	struct gm_policy_lender big[] = {{.cores = 3.0, .workers = 4},
+					 {.cores = 0.5, .workers = 1}};
+	prev[0] = 0, prev[1] = 1;
+	assert_int_equal(gm_policy_spread(big, 2, 1, prev, ask), 1);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 0);
+	/* but not from 1.25 left to 2.25: not by more than a worker */
+	struct gm_policy_lender two[] = {{.cores = 3.0, .workers = 4},
+					 {.cores = 2.5, .workers = 2}};
+	prev[0] = 1, prev[1] = 1;
+	assert_int_equal(gm_policy_spread(two, 2, 2, prev, ask), 2);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 1);
+	/* one fewer: from the busiest (1.25 left against 2.25) */
+	assert_int_equal(gm_policy_spread(two, 2, 1, prev, ask), 1);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 0);
+}
+
+/* The issue's second scenario: A's first job, on 0.25 core, made 400 img/s
+ * with its own worker; the peers sent it 300 and it ran no local worker, 15.7 s
+ * with lending off, 22.2 s on. A small host's job keeps its local workers
+ * until its remote ones measurably deliver more than they did, and takes them
+ * back when the remote ones deliver less again; a host of half a core or more
+ * always keeps them. */
+static void test_local_workers_stay_until_remote_ones_deliver_more(void **st)
+{
+	(void)st;
+	assert_false(gm_policy_fed_remotely(true, 400, 300, false));
+	assert_false(gm_policy_fed_remotely(true, 400, 430, false)); /* not measurably */
+	assert_true(gm_policy_fed_remotely(true, 400, 450, false));
+	assert_true(gm_policy_fed_remotely(true, 400, 420, true));  /* holds */
+	assert_false(gm_policy_fed_remotely(true, 400, 390, true)); /* local again */
+	assert_false(gm_policy_fed_remotely(true, 0, 500, false));  /* never measured alone */
+	assert_false(gm_policy_fed_remotely(true, 400, 0, false));
+	assert_false(gm_policy_fed_remotely(false, 400, 900, false));
 }
 
 int main(void)
@@ -601,6 +835,13 @@ int main(void)
 	    cmocka_unit_test(test_spread_asks_the_idlest_peer_first),
 	    cmocka_unit_test(test_spread_follows_the_capacity),
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
+	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
+	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
+	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
+	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
+	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),
+	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
+	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,12 +235,18 @@ static void test_lending_with_an_ample_pool(void **st)
 }
 
 /*
- * B's own job takes 0.9 core: a pool of 250 img/s. A's home is below a core, so
- * once remote workers feed its job it runs no local worker (as the agent): 250
- * img/s, slower than its 625 alone, until B's job ends at 10 s (2,500 images);
- * then 1000 img/s all remote: 7,500 more in 7.5 s. Lending off: 16 s.
+ * A's home is below a core: once remote workers feed its job measurably more
+ * than its local worker alone (625 img/s) it runs no local worker (as the
+ * agent), never before. B's own job takes 0.9 core: B keeps 0.1 core idle,
+ * under a quarter, and lends nothing (the old rule lent its free budget, a
+ * pool of 250 img/s, and A's job, fed by it alone, ran 17.5 s against 16
+ * off); A's job runs alone at 625 img/s until B's job ends at 10 s, then at
+ * 1000 img/s all remote: 3,750 more in 3.75 s. With B's job at 0.75 core, B
+ * lends its idle quarter, 625 img/s, no more than A's own worker: A keeps its
+ * worker and takes the 625 beside it (625 + (0.25 - 625 x 100 us) / 400 us >
+ * 1000 img/s, its rate): 10 s. Lending off: 16 s.
  */
-static void test_a_sub_core_home_fed_remotely_runs_no_local_worker(void **st)
+static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more(void **st)
 {
 	(void)st;
 	struct gm_scenario *s =
@@ -250,8 +256,38 @@ static void test_a_sub_core_home_fed_remotely_runs_no_local_worker(void **st)
 	struct gm_scen_summary m;
 	run(s, 1, res, &m);
 	assert_float_equal(res[1].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].jct, 17.5, 1e-9);
-	assert_float_equal(res[0].remote, 10000, 1e-6);
+	assert_float_equal(res[0].jct, 13.75, 1e-9);
+	assert_float_equal(res[0].remote, 3750, 1e-6);
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 16.0, 1e-9);
+	gm_scenario_destroy(s);
+	s = load(HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
+		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t18750\t1875\n" COSTS);
+	run(s, 1, res, &m);
+	assert_float_equal(res[1].jct, 10.0, 1e-9);
+	assert_float_equal(res[0].jct, 10.0, 1e-9);
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 16.0, 1e-9);
+	gm_scenario_destroy(s);
+}
+
+/*
+ * Two CPU-poor hosts: A (0.25 core) runs a job, D (0.2 core) none. D's free
+ * worker budget is one worker, but it has less than a quarter core to give:
+ * it lends nothing (the old rule lent that worker, A's job was fed by its
+ * 500 img/s alone and ran 20 s against 16 with lending off). Lending on or
+ * off: 16 s, nothing remote.
+ */
+static void test_a_poor_host_lends_to_no_one(void **st)
+{
+	(void)st;
+	struct gm_scenario *s = load(HEAD "node\tA\t0.25\nnode\tD\t0.2\n"
+					  "job\ta\tA\t0\t10000\t1000\n" COSTS);
+	struct gm_scen_result res[1];
+	struct gm_scen_summary m;
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 16.0, 1e-9);
+	assert_float_equal(res[0].remote, 0, 1e-9);
 	run(s, 0, res, &m);
 	assert_float_equal(res[0].jct, 16.0, 1e-9);
 	gm_scenario_destroy(s);
@@ -600,7 +636,9 @@ int main(void)
 	    cmocka_unit_test(test_a_fractional_core_runs_at_its_share),
 	    cmocka_unit_test(test_cores_are_shared_max_min),
 	    cmocka_unit_test(test_lending_with_an_ample_pool),
-	    cmocka_unit_test(test_a_sub_core_home_fed_remotely_runs_no_local_worker),
+	    cmocka_unit_test(
+		test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more),
+	    cmocka_unit_test(test_a_poor_host_lends_to_no_one),
 	    cmocka_unit_test(test_a_home_of_half_a_core_or_more_keeps_its_local_worker),
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),

@@ -629,8 +629,9 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 	return l;
 }
 
-/* Spread the job's wish over the live peers, the idlest first
- * (gm_policy_spread over their heartbeats), again every SPREAD_MS or when the
+/* Spread the job's wish over the live peers, the idlest first, each keeping
+ * the workers it runs for the job (gm_policy_spread over their heartbeats,
+ * sticky), again every SPREAD_MS or when the
  * wish changes; ask each for its share when it changes, and again every
  * RETRY_MS while a peer gives less than asked (its idle CPUs change); a peer
  * that refused the job, only once its wait has passed (back_off). */
@@ -638,15 +639,19 @@ static void lend_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 {
 	if (j->want != j->spread_want || now - j->spread_ms >= SPREAD_MS) {
 		struct gm_policy_lender l[MAX_PEERS] = {{0}}, all[MAX_PEERS] = {{0}};
-		uint32_t ask[MAX_PEERS];
+		uint32_t ask[MAX_PEERS], prev[MAX_PEERS];
 		for (int p = 0; p < r->npeers; p++)
 			if (peer_live(r, p)) {
 				l[p] = lender_of(r, j, p, now, true);
 				all[p] = lender_of(r, j, p, now, false);
 			}
-		gm_policy_spread(l, (size_t)r->npeers, j->want, j->spread);
+		/* sticky: each peer keeps what it runs for the job unless it needs
+		 * it back or another is idler by more than a worker */
+		for (int p = 0; p < r->npeers; p++)
+			prev[p] = peer_live(r, p) ? j->spread[p] : 0;
+		gm_policy_spread(l, (size_t)r->npeers, j->want, prev, j->spread);
 		/* what no peer has room for, refusals aside (those are said apart) */
-		uint32_t placed = gm_policy_spread(all, (size_t)r->npeers, j->want, ask);
+		uint32_t placed = gm_policy_spread(all, (size_t)r->npeers, j->want, NULL, ask);
 		if (j->want - placed != j->unplaced && j->want > placed)
 			gm_remote_logf(&r->net,
 				       "job %016" PRIx64

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "goldminer/policy.h"
+
 #define GM_ELASTIC_TICK_MS  250	 /* period of the control loop (pool and node agent) */
 #define GM_ELASTIC_HEADROOM 1.10 /* asked rate = measured demand x this */
 #define GM_ELASTIC_MAX_JOBS 64	 /* jobs one division sizes (the node agent's table) */
@@ -30,15 +32,20 @@ struct gm_ring_hdr;
 /* The measurement window of one job (zeroed, then gm_elastic_meter_restart). */
 struct gm_elastic_meter {
 	uint64_t t, samples, wait, work, pause; /* clock and ring counters at the window start */
+	struct gm_policy_demand demand;		/* the windows' demand, smoothed (policy.h) */
 };
 
 /* Start the window's clock now (the counts stay where they are). */
 void gm_elastic_meter_restart(struct gm_elastic_meter *m);
 
 /*
- * Close the window if it holds enough evidence (two batches of batch_size, or 4 s)
- * and estimate: *demand (samples/s the consumer would take; 0 when it has been
- * idle for 4 s) and *worker_rate (one worker's samples/s). Publishes both in h
+ * Close the window if it holds enough evidence (two batches of batch_size, or 4 s;
+ * one batch for the job's first estimate) while the consumer waits (or after 8
+ * batches) and estimate: *demand (samples/s the
+ * consumer would take, from its own time: the window less its waits, the one
+ * going on counted up to now, and its pauses; smoothed over the job's batch
+ * periods, gm_policy_demand_add; 0 when it has been idle for 4 s) and
+ * *worker_rate (one worker's samples/s). Publishes both in h
  * (p_demand_mrate, p_worker_mrate) for the stats. Returns 1 when a new estimate is
  * ready, 0 when not (too little delivered, or starving for a first batch).
  * The caller owns m; h is the ring header the consumer counts into.

@@ -95,7 +95,7 @@ int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budg
 /*
  * Borrowing: how many remote workers (another host's CPUs) one job should ask for.
  * Pure, no state: the node agent calls it every tick for each of its jobs (node.c,
- * with gm_elastic_next's hysteresis on the answer) and a simulator can call it
+ * through gm_policy_ask_next, below, which holds it steady) and a simulator can call it
  * with its model's figures. All rates are samples/s.
  *
  * A job's local capacity is what its local workers can deliver together: each
@@ -165,18 +165,27 @@ struct gm_policy_lender {
 	uint32_t workers;
 };
 
-/* Spread want remote workers over n lenders, the idlest first (see policy.c):
- * ask[i] the workers to ask lender i for (ask[n], written), never more than
- * its workers; a lender without cores gets none. Returns the workers placed
- * (<= want; the rest no lender has room for). Pure, thread-safe. */
-uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want, uint32_t *ask);
+/* Spread want remote workers over n lenders (see policy.c): ask[i] the
+ * workers to ask lender i for (ask[n], written), never more than its workers;
+ * a lender with less than GM_POLICY_LEND_MIN_CORES cores gets none (no spare
+ * cores: never a poor host asked). Sticky: with prev (ask[n] of the last
+ * spread; NULL: none) each lender keeps the workers it runs for the job unless
+ * it needs them back (fewer workers or cores than that now) or another lender
+ * is idler by more than a worker (one core); fewer wanted: taken from the
+ * busiest first; more: the idlest first. Returns the workers placed (<= want;
+ * the rest no lender has room for). Pure, thread-safe. */
+uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t want,
+			  const uint32_t *prev, uint32_t *ask);
 
 /*
- * Lending: how many workers a host may run for other hosts' jobs. `free`
- * workers of its budget no own job wishes for are lendable, as before; and a
- * host whose own jobs leave at least GM_POLICY_LEND_MIN_CORES of its cores
- * idle (idle_cores: its cores less its measured jobs' needs) lends
- * ceil(idle_cores) workers even when its whole worker budget is wished for:
+ * Lending: how many workers a host may run for other hosts' jobs. None while
+ * one of its own jobs is starved (starved: its consumer waits and gets less
+ * than its demand) or when its own jobs leave less than
+ * GM_POLICY_LEND_MIN_CORES of its cores idle (a poor host lends nothing, its
+ * free budget neither). Else the `free` workers of its budget no own job
+ * wishes for, or, more when its own jobs leave idle cores (idle_cores: its
+ * cores less its measured jobs' needs), ceil(idle_cores) workers even when its
+ * whole worker budget is wished for:
  * under --cpus 0.75 the budget is one worker, its own job holds it, and half a
  * core would otherwise sit idle. The lent workers run niced below the host's
  * own (GM_NODE_LENT_NICE) inside the same CPU quota, so the quota bounds
@@ -184,6 +193,100 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
  * Pure.
  */
 #define GM_POLICY_LEND_MIN_CORES 0.25
-uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores);
+uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores, bool starved);
+
+/*
+ * Lending over time: gm_policy_lendable, except that a host whose own jobs
+ * were starved lends nothing until they have gone unstarved for
+ * GM_POLICY_ASK_SETTLE_S (its guests were preempted for them: offered again at
+ * the next quiet window, a lender took a worker back, offered it, took it back,
+ * and the home's one worker went B -> C -> B with it). A host never starved
+ * lends at once. dt_s: seconds since the last call. Zero-initialised state.
+ */
+struct gm_policy_lend {
+	bool starved_once; /* its own jobs have been starved */
+	double calm_s;	   /* how long since, unstarved */
+};
+
+uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
+			     double idle_cores, bool starved, double dt_s);
+
+/*
+ * The rules that keep a job's plan right the first time and steady after.
+ *
+ * Demand: what the consumer takes when fed, from its own time per batch (the
+ * window less its waits, the wait going on included, less its pauses). One
+ * window of the controller's tick holds two or three batches, and a wait that
+ * a window's edge cuts moves a batch's time from one window to the next (a
+ * 768 img/s trainer read 261 and 1,011 in turn), so the windows are summed
+ * with weights that fall by e every GM_POLICY_DEMAND_BATCHES batch periods of
+ * the job (at least GM_POLICY_DEMAND_MIN_S): a cut wait then moves a
+ * batch's time within one sum. A job's first window gives its demand at once.
+ */
+#define GM_POLICY_DEMAND_BATCHES 16  /* the smoothing window, in the job's batch periods */
+#define GM_POLICY_DEMAND_MIN_S	 1.0 /* ... and at least this long (s) */
+#define GM_POLICY_DEMAND_MAX_S	 30  /* ... and at most */
+
+struct gm_policy_demand {
+	double samples, busy_s, wall_s; /* weighted sums of the windows (zeroed: none) */
+};
+
+/* Add a window: the samples the consumer took, its own time (busy_s: neither
+ * waiting nor paused) and the window's length (wall_s), for batches of
+ * batch_size. Returns the smoothed demand in samples/s (1e12: it takes
+ * batches as fast as they come), or 0 while no sample has been taken. */
+double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double busy_s,
+			    double wall_s, uint32_t batch_size);
+
+/*
+ * The remote ask: the number of remote workers covering the gap (demand x
+ * headroom less the local capacity, gm_policy_borrow) at one remote worker's
+ * measured rate (the pipeline's measured cost, one local worker's on-CPU
+ * rate, until a remote one is measured). Decided at once on the job's first
+ * measurement (no warm-up ramp, no one-at-a-time growth), then changed only
+ * when the gap has stayed more than one worker's rate away from the gap of
+ * the last decision (or the worker's rate has moved so that gap needs another
+ * count) for GM_POLICY_ASK_SETTLE_S: to the count covering the gap's mean over
+ * that interval. A gap that swings around its mean changes nothing (no 1 -> 2
+ * -> 1). The job's cap and what the live peers can lend bound the ask at every
+ * call, not after the interval: a lender that needs its workers back has them.
+ */
+#define GM_POLICY_ASK_SETTLE_S 2.0
+
+struct gm_policy_ask {
+	bool decided;	  /* a first decision was made */
+	uint32_t count;	  /* workers covering the gap of the last decision (before bounds) */
+	double gap;	  /* that gap, samples/s */
+	double moved_s;	  /* how long the gap has stayed moved */
+	double moved_sum; /* its integral over that time (for the mean) */
+};
+
+/* The ask for one job, given its borrowing inputs and the seconds since the
+ * last call (dt_s); out as gm_policy_borrow's (its want: the bounded ask
+ * returned). Zero-initialised state. Pure apart from s. */
+uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borrow_in *in,
+			    double dt_s, struct gm_policy_borrow_out *out);
+
+/*
+ * Whether a job on a host under GM_NODE_FED_CORES runs no local worker while
+ * remote workers feed it (its receive path needs the host's CPU more than a
+ * local worker's decoding does): only once the remote workers measurably
+ * deliver more than its local workers alone did (remote > local_alone x
+ * GM_POLICY_MEASURABLY), and until they deliver less than that (then the local
+ * workers come back). A job whose local delivery alone was never measured
+ * keeps its local workers: lending never makes a job slower than lending off.
+ * small_home false: always false. was: the last answer.
+ */
+#define GM_POLICY_MEASURABLY 1.10
+bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was);
+
+/*
+ * Workers a job's ring is sized for: all it may get, the host's budget and
+ * what the live peers can lend (lendable), cut to its --workers cap (0: none).
+ * The cap a training script names (num_workers=8) is a cap the plan works
+ * within, never a plan of its own: a cap above what the job may get sizes the
+ * ring as no cap does.
+ */
+uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable);
 
 #endif

@@ -114,8 +114,9 @@ struct gm_ring_hdr {
 	_Alignas(64) _Atomic uint64_t c_samples; /* samples delivered */
 	_Atomic uint64_t c_wait_ns;		 /* consumer time blocked in next() */
 	_Atomic uint64_t c_work_ns;		 /* worker time of delivered batches */
-	_Atomic uint64_t c_waiting;		 /* 1 while the consumer is blocked in next() */
-	_Atomic uint64_t c_errors;		 /* (v2) bad samples in delivered batches */
+	_Atomic uint64_t c_waiting; /* while the consumer is blocked in next(): when it began
+				     * (CLOCK_MONOTONIC ns, > 1; an older consumer: 1); else 0 */
+	_Atomic uint64_t c_errors;  /* (v2) bad samples in delivered batches */
 	/* the consumer's pauses between epochs (it asks for nothing, waits for
 	 * nothing: an evaluation, a checkpoint, another loader's epoch): the ones
 	 * ended, and when the current one began (CLOCK_MONOTONIC ns; 0: none), so
