@@ -622,8 +622,11 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	      used_workers(a), a->budget);
 }
 
+/* The --status text (one JSON object) into buf[len]; every string in it through
+ * gm_json_quote (a reason or a path may hold any byte). */
 static void status_json(struct agent *a, char *buf, size_t len)
 {
+	static char q[6 * sizeof(a->jobs[0].root) + 3], qw[6 * 512 + 3]; /* the loop thread's */
 	size_t off = 0;
 	int n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
@@ -647,18 +650,21 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		uint32_t alive = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
 		char why[256];
 		gm_policy_borrow_why(&j->bin, &j->bout, why, sizeof(why));
+		gm_json_quote(qw, sizeof(qw), why);
+		gm_json_quote(q, sizeof(q), j->root);
 		off += (size_t)snprintf(
 		    buf + off, len - off,
 		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
 		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
 		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
-		    "\"rwant_why\": \"%s\", \"workers_cap\": %u, \"remote_capped\": %s",
+		    "\"rwant_why\": %s, \"workers_cap\": %u, \"remote_capped\": %s, \"root\": %s",
 		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
-		    j->bout.capacity, j->delivered, j->stall, j->rwant, why, j->cap,
-		    j->bout.capped ? "true" : "false");
+		    j->bout.capacity, j->delivered, j->stall, j->rwant, qw, j->cap,
+		    j->bout.capped ? "true" : "false", q);
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
+			gm_json_quote(qw, sizeof(qw), ri.why);
 			off += (size_t)snprintf(
 			    buf + off, len - off,
 			    ", \"remote_workers\": %u, \"remote_asked\": %u, \"remote_granted\": "
@@ -668,15 +674,17 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64
 			    ", \"remote_lends\": %" PRIu64 ", \"remote_refusals\": %" PRIu64
 			    ", \"remote_refused\": {\"busy\": %u, \"no_root\": %u, \"dataset\": %u}"
-			    ", \"remote_short_capacity\": %u, \"remote_why\": \"%s\"",
+			    ", \"remote_short_capacity\": %u, \"remote_why\": %s",
 			    ri.workers, ri.asked, ri.granted, ri.rate, ri.per_worker, ri.samples,
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
-			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
+			    ri.refused_root, ri.refused_dataset, ri.short_capacity, qw);
 		}
-		if (j->cmd_job && off < len) /* peers that lend Python run them (pyhome.c) */
-			off += (size_t)snprintf(
-			    buf + off, len - off, ", \"python_workers\": true, \"remote\": \"%s\"",
-			    j->token ? "peers that lend Python workers" : j->rnone);
+		if (j->cmd_job && off < len) { /* peers that lend Python run them (pyhome.c) */
+			gm_json_quote(q, sizeof(q),
+				      j->token ? "peers that lend Python workers" : j->rnone);
+			off += (size_t)snprintf(buf + off, len - off,
+						", \"python_workers\": true, \"remote\": %s", q);
+		}
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
 	}
