@@ -205,7 +205,9 @@ void gm_json_str(FILE *f, const char *s)
 	char u[6];
 
 	fputc('"', f);
-	for (; *p; p += used)
-		fwrite(u, 1, json_unit(p, u, &used), f);
+	for (; *p; p += used) {
+		size_t k = json_unit(p, u, &used);
+		fwrite(u, 1, k, f);
+	}
 	fputc('"', f);
 }
