@@ -96,7 +96,7 @@ def _load_spec(fd=5):
         except OSError:
             pass
     try:
-        import cloudpickle  # noqa: F401  (its types must be importable to load)
+        __import__("cloudpickle")  # its types must be importable to load
     except ImportError:
         pass
     if head.get("main"):

@@ -376,7 +376,6 @@ class Criteo:
             os.unlink(self.tmp)
 
     def items(self):
-        np = self.np
         dense, sparse, labels = [], [], []
         with open(self.data, "r") as f:
             for ln, line in enumerate(f, 1):

@@ -46,10 +46,12 @@ import ctypes
 
 import torch as _torch
 
-from .dataloader import DataLoader  # noqa: F401  (any map-style dataset)
-from .plan import plan  # noqa: F401  (where a DataLoader's sample runs: C, hybrid, Python)
+from .dataloader import DataLoader  # any map-style dataset
+from .plan import plan  # where a DataLoader's sample runs: C, hybrid, Python
 from .loader import Loader as _GmLoader
 from . import _slot
+
+__all__ = ["Loader", "DataLoader", "plan"]  # (the last two from their own modules)
 
 _DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}
 
