@@ -54,7 +54,7 @@ import sys
 import time
 import traceback
 
-from ._abi import FNV_OFFSET  # GM_CHECKSUM_INIT (checksum.h)
+from ._abi import FNV_OFFSET, WorkerError  # FNV_OFFSET: GM_CHECKSUM_INIT (checksum.h)
 
 _slot = None  # goldminer._slot once the spec has set sys.path (it imports torch)
 SUBSTITUTE_TRIES = 64
@@ -64,7 +64,7 @@ _me = 0  # the pid of the worker the pool started (_serve): any other is a fork 
 PR_SET_CHILD_SUBREAPER = 36
 
 
-class Quarantined(RuntimeError):
+class Quarantined(WorkerError):
     """A sample the pool quarantined (it killed or stalled two workers): the
     trainer words it as torch words a dead worker, with the pid and signal the
     pool saw (dataloader.py, _raise_failed)."""

@@ -366,6 +366,41 @@ print("EARLY %016x" % goldminer.checksum64(kept["owned"].data), flush=True)
         self.assertEqual(late.group(2), early.group(1), r.stdout)
         self.assertNotIn("AddressSanitizer", r.stdout)
 
+    def test_except_goldminererror_catches_each_kind_and_its_builtin_too(self):
+        root = dataset()
+        kinds = ((lambda: goldminer.Loader(root, batch_size=0), goldminer.ArgumentError,
+                  ValueError),
+                 (lambda: goldminer.Loader(12, workers=1), goldminer.ArgumentTypeError,
+                  TypeError),
+                 (lambda: goldminer.Loader("/nonexistent/gm-root", workers=1),
+                  goldminer.LoaderError, OSError),
+                 (lambda: goldminer.Loader(root, workers=1, pipeline="read | decode | x 3"),
+                  goldminer.LoaderError, RuntimeError))
+        for make, kind, builtin in kinds:
+            with self.assertRaises(goldminer.GoldminerError) as cm:
+                make()
+            self.assertIsInstance(cm.exception, kind)
+            with self.assertRaises(builtin):  # code written without goldminer
+                make()
+        l = goldminer.Loader(root, batch_size=4, workers=1, size=SIZE)
+        l.close()
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            l.next_batch()
+        self.assertIsInstance(cm.exception, ValueError)
+        # the constructor of before (errno, message) makes the run-time kind
+        e = goldminer.GoldminerError(errno.EIO, "x")
+        self.assertIsInstance(e, goldminer.LoaderError)
+        self.assertEqual((e.errno, e.strerror), (errno.EIO, "x"))
+        # no library: LibraryError, an ImportError
+        code = ("import goldminer\ntry:\n    goldminer.library_path()\n"
+                "except goldminer.GoldminerError as e:\n"
+                "    print(type(e).__name__, isinstance(e, ImportError))\n")
+        env = dict(os.environ, GOLDMINER_LIB="/nonexistent/libgoldminer.so",
+                   PYTHONPATH=os.path.dirname(os.path.dirname(goldminer.__file__)))
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertEqual(r.stdout.strip(), "LibraryError True")
+
     def test_missing_root_raises_with_the_c_message(self):
         with self.assertRaises(goldminer.GoldminerError) as cm:
             goldminer.Loader("/nonexistent/gm-root", workers=1)
@@ -601,6 +636,7 @@ class TestArguments(GmTest):
             for f in (pickle.dumps, copy.copy, copy.deepcopy):
                 with self.assertRaises(TypeError, msg=f.__name__) as cm:
                     f(l)
+                self.assertIsInstance(cm.exception, goldminer.ArgumentTypeError)
                 msg = str(cm.exception)
                 self.assertIn("goldminer.Loader cannot be pickled", msg)
                 self.assertIn("worker processes and a shared-memory ring", msg)
