@@ -575,6 +575,8 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer"; \
 	install -m 644 python/goldminer/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/"; \
+	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/tools"; \
+	install -m 644 python/goldminer/tools/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/tools/"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/_site"; \
 	install -m 644 python/goldminer/_site/sitecustomize.py \
 		"$$d$(LIBDIR)/goldminer/python/goldminer/_site/"; \

@@ -644,3 +644,25 @@ class TestArguments(GmTest):
                 self.assertIn("pickle its arguments instead", msg)
             l.next_batch()  # still usable
 
+
+class TestPackage(GmTest):
+    needs = ()
+
+    def test_import_goldminer_loads_no_tool_and_the_tools_live_apart(self):
+        # what a trainer imports (goldminer, and goldminer.torch where torch is)
+        # loads no tool; the tools are goldminer.tools' modules, not the package's
+        import pkgutil
+        code = ("import sys, goldminer\n"
+                "try:\n    import goldminer.torch\nexcept ImportError:\n    pass\n"
+                "print(' '.join(sorted(m for m in sys.modules if m.startswith('goldminer'))))\n")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(goldminer.__file__)))
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        loaded = set(r.stdout.split())
+        self.assertIn("goldminer.loader", loaded, r.stdout)
+        self.assertEqual({m for m in loaded if "tools" in m}, set(), r.stdout)
+        tools = {"bench", "gpucheck", "profile_classes"}
+        top = {m.name for m in pkgutil.iter_modules(goldminer.__path__)}
+        self.assertEqual(top & tools, set())
+        self.assertEqual({m.name for m in pkgutil.iter_modules(
+            [os.path.join(os.path.dirname(goldminer.__file__), "tools")])}, tools)
