@@ -170,6 +170,11 @@ NO_END = (1 << 64) - 1  # GM_RING_NO_END
 # Order of gm_loader_abi_size(which).
 ABI_STRUCTS = (("gm_aug_spec", AugSpec), ("gm_loader_opts", LoaderOpts),
                ("gm_batch", Batch), ("gm_loader_stats", LoaderStats))
+# The other structures (bind.h's, jitter.h's): the library cannot report their
+# sizes, so only tests/python/test_abi.py checks them, against gcc's layout, as it
+# checks ABI_STRUCTS.
+OTHER_STRUCTS = (("gm_bind_pool_cfg", PoolCfg), ("gm_bind_batch", BindBatch),
+                 ("gm_jitter", JitterDraw))
 
 _P = ctypes.c_void_p
 _BP = ctypes.POINTER(BindBatch)
