@@ -426,7 +426,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req)
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	if (a->rem) {
-		uint32_t lease = o.lease_timeout_ms ? o.lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+		uint32_t lease = gm_lease_ms(o.lease_timeout_ms);
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
@@ -513,11 +513,8 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 			 "a job of Python workers sends the ring's and the spec's memfds");
 		return -EINVAL;
 	}
-	if (req->lease_timeout_ms > GM_MAX_LEASE_MS) {
-		snprintf(why, len, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
-			 GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, req->lease_timeout_ms);
+	if (gm_pool_lease_check(req->lease_timeout_ms, why, len))
 		return -EINVAL;
-	}
 	uint64_t used = used_mem(a, &n), need = (uint64_t)rs.st_size;
 	if (used > a->mem || need > a->mem - used) {
 		char h_need[32], h_have[32];
@@ -548,7 +545,7 @@ static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_
 	c.exec_fd = j->spec_fd;
 	c.nice = GM_NODE_WORKER_NICE;
 	c.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (bind.h) */
-	c.lease_timeout_ms = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	c.lease_timeout_ms = gm_lease_ms(req->lease_timeout_ms);
 	rc = gm_pool_create(&j->pool, &c, why, len);
 	if (rc)
 		return rc;
@@ -570,7 +567,7 @@ static void cmd_job_remote(struct agent *a, struct job *j, const struct gm_node_
 	snprintf(j->rnone, sizeof(j->rnone), "none: no peers (goldminer node --peers)");
 	if (!a->rem)
 		return;
-	uint32_t lease = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	uint32_t lease = gm_lease_ms(req->lease_timeout_ms);
 	if (a->rops->pyjob_add(a->rem, ring_fd, j->spec_fd, req, lease, &j->token, why,
 			       sizeof(why))) {
 		j->token = 0;
