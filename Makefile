@@ -6,7 +6,8 @@
 #   make test-torchvision-train  torchvision's reference train.py plain and under goldminer run
 #   make tsan       the ring/loader/node/elastic/chaos tests under TSan (build-tsan/)
 #   make format-check  clang-format would change nothing (make format: apply it)
-#   make lint       cppcheck over the C code, shellcheck over the scripts
+#   make lint       cppcheck over the C code, shellcheck over the scripts, pyflakes
+#                   over the Python
 #   make bench      benchmarks in tests/bench/ (PHOTOS=dir for the real-photo set)
 #   make demo       synthetic dataset + the pipeline on it, images/s
 #   make plots      gnuplot figures from sim output
@@ -505,23 +506,29 @@ format-check: lint-deps
 
 # Lint: cppcheck over every C file (library, commands, tests, fuzz targets and
 # benchmarks) in the configuration the build uses (_GNU_SOURCE), every #if branch
-# of the rest; shellcheck over every script. A finding that is a false positive is
-# silenced where it is, with a reason: // cppcheck-suppress ID (C) or
-# # shellcheck disable=SCnnnn (scripts).
+# of the rest; shellcheck over every script; pyflakes (Debian's pyflakes3: unused
+# imports and variables, undefined names, redefinitions) over every Python file:
+# the package, its tests, the benchmarks and the examples. A finding that is a
+# false positive is silenced where it is, with a reason: // cppcheck-suppress ID
+# (C) or # shellcheck disable=SCnnnn (scripts); pyflakes has no such comment: a
+# name a module imports for others goes in its __all__.
 CPPCHECK_FLAGS := --enable=warning,performance,portability --inline-suppr --error-exitcode=1 \
 	--std=c11 -D_GNU_SOURCE --force -Iinclude -Icmd -Itests -Itests/fuzz --quiet \
 	--template='{file}:{line}: {severity} ({id}): {message}'
 SHELL_SCRIPTS = $(sort $(shell find . -name '*.sh' -not -path './build*' -not -path './.git/*') \
 	$(wildcard .ci/run))
+PY_SRCS = $(sort $(shell find . -name '*.py' -not -path './build*' -not -path './.git/*'))
 lint: lint-deps
 	$(Q)rc=0; echo "  CPPCHECK core sim cmd tests"; \
 	cppcheck $(CPPCHECK_FLAGS) core sim cmd tests || rc=1; \
 	echo "  SHELLCHECK $(words $(SHELL_SCRIPTS)) scripts"; \
 	shellcheck $(SHELL_SCRIPTS) || rc=1; \
+	echo "  PYFLAKES $(words $(PY_SRCS)) Python files"; \
+	pyflakes3 $(PY_SRCS) || rc=1; \
 	if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: findings above"; fi; exit $$rc
 
 # The tools of format-check and lint (a developer/CI stage: make test does not need them).
-LINT_PKGS := cppcheck shellcheck clang-format
+LINT_PKGS := cppcheck shellcheck clang-format pyflakes3
 lint-deps:
 	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS="$(LINT_PKGS)"
 
@@ -568,6 +575,8 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer"; \
 	install -m 644 python/goldminer/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/"; \
+	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/tools"; \
+	install -m 644 python/goldminer/tools/*.py "$$d$(LIBDIR)/goldminer/python/goldminer/tools/"; \
 	install -d "$$d$(LIBDIR)/goldminer/python/goldminer/_site"; \
 	install -m 644 python/goldminer/_site/sitecustomize.py \
 		"$$d$(LIBDIR)/goldminer/python/goldminer/_site/"; \

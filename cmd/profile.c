@@ -23,7 +23,7 @@
  *
  * Classes whose pipeline is not goldminer's C image path (nlp, speech, recsys, vit;
  * with --torchvision also the image classes as PyTorch users run them) are measured
- * by a Python module, python/goldminer/profile_classes.py, run by /usr/bin/python3
+ * by a Python module, python/goldminer/tools/profile_classes.py, run by /usr/bin/python3
  * (GM_PYTHON overrides) pinned to one CPU: it runs the real pipeline (tokenise and
  * pad a text corpus, decode audio into log-mel features, parse and hash Criteo
  * rows, torchvision transforms) and reports samples per CPU second of its measured
@@ -60,8 +60,10 @@
 
 extern char **environ;
 
+#define PY_MODULE "goldminer.tools.profile_classes" /* run as python3 -m PY_MODULE */
+
 /*
- * The pipelines python/goldminer/profile_classes.py runs, by the class they
+ * The pipelines python/goldminer/tools/profile_classes.py runs, by the class they
  * measure (a NEW=BASE class follows BASE). Image classes run goldminer's C data
  * plane unless --torchvision; a row with needs_data takes DATA, the others their
  * Debian default or --input.
@@ -104,7 +106,7 @@ static const struct cmd_opt opts[O_N] = {
 		 "classes to update (default resnet50,cv-light: the ImageNet JPEG "
 		 "pipeline on DATA); each must exist in the base profile, or be NEW=BASE: a new "
 		 "class NEW with BASE's gpu_rate (an assumption) and share 0. nlp, speech, "
-		 "recsys and vit run Python pipelines (python/goldminer/profile_classes.py): "
+		 "recsys and vit run Python pipelines (python/goldminer/tools/profile_classes.py): "
 		 "nlp tokenises and pads a text corpus, speech decodes audio into log-mel "
 		 "features, recsys parses and hashes Criteo rows, vit runs torchvision's "
 		 "RandAugment on DATA"},
@@ -402,7 +404,7 @@ static void py_path(char *buf, size_t len)
 		if (!slash)
 			return;
 		*slash = 0;
-		snprintf(probe, sizeof(probe), "%s/python/goldminer/profile_classes.py", exe);
+		snprintf(probe, sizeof(probe), "%s/python/goldminer/tools/profile_classes.py", exe);
 		if (access(probe, R_OK) == 0) {
 			if (snprintf(buf, len, "%s/python", exe) >= (int)len)
 				buf[0] = 0; /* cut: rather none than a wrong one */
@@ -468,9 +470,9 @@ static pid_t py_start(const struct run *r, const struct py_row *p, const char *p
 	snprintf(samples, sizeof(samples), "%llu",
 		 (unsigned long long)(r->images_given ? r->images : p->samples));
 	const char *data = p->needs_data ? r->data : r->input;
-	char *argv[] = {
-	    (char *)py,	 "-m",	  "goldminer.profile_classes", (char *)p->pipeline, "--tsv",
-	    "--samples", samples, data ? "--data" : NULL,      (char *)data,	    NULL};
+	char *argv[] = {(char *)py,   "-m",	   PY_MODULE, (char *)p->pipeline,
+			"--tsv",      "--samples", samples,   data ? "--data" : NULL,
+			(char *)data, NULL};
 	int fd[2];
 	if (!py_env(env_store, sizeof(env_store), envp, sizeof(envp) / sizeof(envp[0]))) {
 		cmd_err(CMD, "PYTHONPATH", NULL, "too long");
@@ -601,11 +603,10 @@ static void update_py(const struct py_row *p, const struct py_res *m, struct gm_
 		      const char *day, const char *model)
 {
 	pc->cpu_rate = m->rate;
-	int w = snprintf(
-	    pc->cpu_source, sizeof(pc->cpu_source),
-	    "measured: goldminer profile --class %s %s (python3 -m goldminer.profile_classes "
-	    "%s, 1 pinned vCPU of %s): %.0f %s in %.2f s CPU; %s",
-	    p->cls, day, p->pipeline, model, m->samples, m->unit, m->cpu, m->what);
+	int w = snprintf(pc->cpu_source, sizeof(pc->cpu_source),
+			 "measured: goldminer profile --class %s %s (python3 -m " PY_MODULE
+			 " %s, 1 pinned vCPU of %s): %.0f %s in %.2f s CPU; %s",
+			 p->cls, day, p->pipeline, model, m->samples, m->unit, m->cpu, m->what);
 	if (w >= (int)sizeof(pc->cpu_source)) /* cut: say so */
 		memcpy(pc->cpu_source + sizeof(pc->cpu_source) - 4, "...", 4);
 }

@@ -50,7 +50,7 @@
 
 #include "goldminer/consumer.h"
 #include "goldminer/elastic.h"
-#include "goldminer/job.h" /* GM_LEASE_TIMEOUT_MS */
+#include "goldminer/job.h" /* gm_lease_ms */
 #include "goldminer/limits.h"
 #include "goldminer/pool.h"
 #include "goldminer/ring.h"
@@ -330,7 +330,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	pc.end_task = c->end_task;
 	pc.slots = c->slots;
 	pc.workers = (int)c->workers;
-	pc.lease_timeout_ms = c->lease_timeout_ms ? c->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	pc.lease_timeout_ms = gm_lease_ms(c->lease_timeout_ms);
 	pc.autoscale = c->budget > 0;
 	pc.budget = c->budget > GM_MAX_WORKERS ? GM_MAX_WORKERS : c->budget;
 	p = calloc(1, sizeof(*p));

@@ -524,7 +524,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
 	if (a->rem) {
-		uint32_t lease = o.lease_timeout_ms ? o.lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+		uint32_t lease = gm_lease_ms(o.lease_timeout_ms);
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
@@ -618,11 +618,8 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 			 "a job of Python workers sends the ring's and the spec's memfds");
 		return -EINVAL;
 	}
-	if (req->lease_timeout_ms > GM_MAX_LEASE_MS) {
-		snprintf(why, len, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
-			 GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, req->lease_timeout_ms);
+	if (gm_pool_lease_check(req->lease_timeout_ms, why, len))
 		return -EINVAL;
-	}
 	uint64_t used = used_mem(a, &n), need = (uint64_t)rs.st_size;
 	if (used > a->mem || need > a->mem - used) {
 		char h_need[32], h_have[32];
@@ -653,7 +650,7 @@ static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_
 	c.exec_fd = j->spec_fd;
 	c.nice = GM_NODE_WORKER_NICE;
 	c.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (bind.h) */
-	c.lease_timeout_ms = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	c.lease_timeout_ms = gm_lease_ms(req->lease_timeout_ms);
 	rc = gm_pool_create(&j->pool, &c, why, len);
 	if (rc)
 		return rc;
@@ -675,7 +672,7 @@ static void cmd_job_remote(struct agent *a, struct job *j, const struct gm_node_
 	snprintf(j->rnone, sizeof(j->rnone), "none: no peers (goldminer node --peers)");
 	if (!a->rem)
 		return;
-	uint32_t lease = req->lease_timeout_ms ? req->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	uint32_t lease = gm_lease_ms(req->lease_timeout_ms);
 	if (a->rops->pyjob_add(a->rem, ring_fd, j->spec_fd, req, lease, &j->token, why,
 			       sizeof(why))) {
 		j->token = 0;
@@ -727,8 +724,11 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	      used_workers(a), a->budget);
 }
 
+/* The --status text (one JSON object) into buf[len]; every string in it through
+ * gm_json_quote (a reason or a path may hold any byte). */
 static void status_json(struct agent *a, char *buf, size_t len)
 {
+	static char q[6 * sizeof(a->jobs[0].root) + 3], qw[6 * 512 + 3]; /* the loop thread's */
 	size_t off = 0;
 	int n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
@@ -752,18 +752,21 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		uint32_t alive = atomic_load(&gm_ring_hdr(gm_pool_ring(j->pool))->p_alive);
 		char why[256];
 		gm_policy_borrow_why(&j->bin, &j->bout, why, sizeof(why));
+		gm_json_quote(qw, sizeof(qw), why);
+		gm_json_quote(q, sizeof(q), j->root);
 		off += (size_t)snprintf(
 		    buf + off, len - off,
 		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
 		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
 		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
-		    "\"rwant_why\": \"%s\", \"workers_cap\": %u, \"remote_capped\": %s",
+		    "\"rwant_why\": %s, \"workers_cap\": %u, \"remote_capped\": %s, \"root\": %s",
 		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
-		    j->bout.capacity, j->delivered, j->stall, j->rwant, why, j->cap,
-		    j->bout.capped ? "true" : "false");
+		    j->bout.capacity, j->delivered, j->stall, j->rwant, qw, j->cap,
+		    j->bout.capped ? "true" : "false", q);
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
+			gm_json_quote(qw, sizeof(qw), ri.why);
 			off += (size_t)snprintf(
 			    buf + off, len - off,
 			    ", \"remote_workers\": %u, \"remote_asked\": %u, \"remote_granted\": "
@@ -773,18 +776,20 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ", \"remote_revoked\": %" PRIu64 ", \"remote_fenced\": %" PRIu64
 			    ", \"remote_lends\": %" PRIu64 ", \"remote_refusals\": %" PRIu64
 			    ", \"remote_refused\": {\"busy\": %u, \"no_root\": %u, \"dataset\": %u}"
-			    ", \"remote_short_capacity\": %u, \"remote_why\": \"%s\"",
+			    ", \"remote_short_capacity\": %u, \"remote_why\": %s",
 			    ri.workers, ri.asked, ri.granted, ri.rate, ri.per_worker, ri.samples,
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
-			    ri.refused_root, ri.refused_dataset, ri.short_capacity, ri.why);
+			    ri.refused_root, ri.refused_dataset, ri.short_capacity, qw);
+		}
+		if (j->cmd_job && off < len) { /* peers that lend Python run them (pyhome.c) */
+			gm_json_quote(q, sizeof(q),
+				      j->token ? "peers that lend Python workers" : j->rnone);
+			off += (size_t)snprintf(buf + off, len - off,
+						", \"python_workers\": true, \"remote\": %s", q);
 		}
 		if (j->adopted && off < len) /* re-attached with its running ring */
 			off += (size_t)snprintf(buf + off, len - off,
 						", \"adopted_at_task\": %" PRIu64, j->adopted - 1);
-		if (j->cmd_job && off < len) /* peers that lend Python run them (pyhome.c) */
-			off += (size_t)snprintf(
-			    buf + off, len - off, ", \"python_workers\": true, \"remote\": \"%s\"",
-			    j->token ? "peers that lend Python workers" : j->rnone);
 		if (off < len)
 			off += (size_t)snprintf(buf + off, len - off, "}");
 	}

@@ -1081,6 +1081,15 @@ static void *coordinator(void *arg)
 
 /* ---- set-up and the owner's controls ------------------------------------------ */
 
+int gm_pool_lease_check(uint32_t ms, char *err, size_t errlen)
+{
+	if (ms <= GM_MAX_LEASE_MS)
+		return 0;
+	gm_errf(err, errlen, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
+		GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, ms);
+	return -EINVAL;
+}
+
 int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 {
 	struct gm_aug *probe;
@@ -1094,11 +1103,9 @@ int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen)
 	rc = gm_aug_spec_check(&o->aug, err, errlen); /* names the field and its range */
 	if (rc)
 		return rc;
-	if (o->lease_timeout_ms > GM_MAX_LEASE_MS) {
-		gm_errf(err, errlen, "lease_timeout_ms must be 0 (default %u) .. %u, not %u",
-			GM_LEASE_TIMEOUT_MS, GM_MAX_LEASE_MS, o->lease_timeout_ms);
-		return -EINVAL;
-	}
+	rc = gm_pool_lease_check(o->lease_timeout_ms, err, errlen);
+	if (rc)
+		return rc;
 	rc = gm_aug_create(&probe, &o->aug);
 	if (rc) {
 		gm_errf(err, errlen, "invalid transform spec (size %u)", o->aug.size);
@@ -1151,7 +1158,7 @@ void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
 	c->slots = o->slots;
 	c->workers = o->workers;
 	c->chaos_kill_ms = o->chaos_kill_ms;
-	c->lease_timeout_ms = o->lease_timeout_ms ? o->lease_timeout_ms : GM_LEASE_TIMEOUT_MS;
+	c->lease_timeout_ms = gm_lease_ms(o->lease_timeout_ms);
 }
 
 static uint32_t pow2_at_least(uint32_t v)

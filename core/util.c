@@ -129,17 +129,85 @@ const char *gm_write_cause(int err, const char *dir, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * The JSON text of the one unit at s (a byte s[0] != 0): an escape for '"', '\\'
+ * and control characters, a valid UTF-8 sequence as it is, else the one byte as
+ * \udcXX (Python's surrogateescape: os.fsencode gives the byte back). Writes at
+ * most 6 bytes into out; returns their count, *used the bytes of s taken.
+ */
+static size_t json_unit(const unsigned char *s, char out[6], size_t *used)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned c = s[0], n = c < 0x80		       ? 1
+			       : c >= 0xC2 && c < 0xE0 ? 2
+			       : c >= 0xE0 && c < 0xF0 ? 3
+			       : c >= 0xF0 && c < 0xF5 ? 4
+						       : 0;
+	const char *shortc = c == '"'	 ? "\\\""
+			     : c == '\\' ? "\\\\"
+			     : c == '\n' ? "\\n"
+			     : c == '\t' ? "\\t"
+			     : c == '\r' ? "\\r"
+					 : NULL;
+
+	*used = 1;
+	if (shortc) {
+		memcpy(out, shortc, 2);
+		return 2;
+	}
+	for (unsigned k = 1; k < n; k++) /* continuation bytes; the string's NUL stops it */
+		if ((s[k] & 0xC0) != 0x80)
+			n = 0;
+	/* no overlong 3- and 4-byte forms, no surrogates, nothing past U+10FFFF */
+	if (n == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)))
+		n = 0;
+	if (n == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)))
+		n = 0;
+	if (c < 0x20 || !n) { /* a control character, or a byte that starts no sequence */
+		memcpy(out, c < 0x20 ? "\\u00" : "\\udc", 4);
+		out[4] = hex[c >> 4];
+		out[5] = hex[c & 15];
+		return 6;
+	}
+	memcpy(out, s, n);
+	*used = n;
+	return n;
+}
+
+size_t gm_json_quote(char *buf, size_t len, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t off = 0, used, k;
+	char u[6];
+
+	if (len < 3) {
+		if (len)
+			buf[0] = '\0';
+		return 0;
+	}
+	buf[off++] = '"';
+	for (; *p; p += used) {
+		k = json_unit(p, u, &used);
+		if (off + k + 2 > len)
+			break; /* cut at a whole unit: the literal stays valid */
+		memcpy(buf + off, u, k);
+		off += k;
+	}
+	buf[off++] = '"';
+	buf[off] = '\0';
+	return off;
+}
+
 void gm_json_str(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+	size_t used;
+	char u[6];
+
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
+	for (; *p; p += used) {
+		size_t k = json_unit(p, u, &used);
+		fwrite(u, 1, k, f);
 	}
 	fputc('"', f);
 }

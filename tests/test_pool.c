@@ -216,6 +216,22 @@ static void test_check_refuses_what_no_worker_can_make(void **state)
 	assert_int_equal(gm_pool_check(&o, err, sizeof(err)), 0);
 }
 
+/* A job's lease deadline: 0 is the default, anything else itself; the range
+ * check's words name the default and the bound (the pool's and the node agent's). */
+static void test_lease_deadline_default_and_range(void **state)
+{
+	char err[128];
+	(void)state;
+	assert_int_equal(gm_lease_ms(0), GM_LEASE_TIMEOUT_MS);
+	assert_int_equal(gm_lease_ms(7), 7);
+	assert_int_equal(gm_lease_ms(GM_MAX_LEASE_MS), GM_MAX_LEASE_MS);
+	assert_int_equal(gm_pool_lease_check(0, err, sizeof(err)), 0);
+	assert_int_equal(gm_pool_lease_check(GM_MAX_LEASE_MS, err, sizeof(err)), 0);
+	assert_int_equal(gm_pool_lease_check(GM_MAX_LEASE_MS + 1, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err,
+			    "lease_timeout_ms must be 0 (default 5000) .. 86400000, not 86400001");
+}
+
 /* Batches per epoch with and without drop_last, the first and the end task; a job
  * that delivers nothing is refused. */
 static void test_tasks_of_a_job(void **state)
@@ -685,6 +701,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_check_refuses_what_no_worker_can_make),
+	    cmocka_unit_test(test_lease_deadline_default_and_range),
 	    cmocka_unit_test(test_tasks_of_a_job),
 	    cmocka_unit_test(test_cfg_init_takes_the_options),
 	    cmocka_unit_test(test_create_sizes_the_ring_and_refuses_bad_sizes),

@@ -2,7 +2,7 @@
  * test_profile.c - the profile table: `goldminer profile` (cmd/profile.c) measures
  * a rate and gm_profile_write (sim/profile.c) lands it in the chosen classes of a
  * profile the simulator loads (gm_profile_load); the non-image classes through
- * python/goldminer/profile_classes.py (skipped where /usr/bin/python3 has no NumPy).
+ * python/goldminer/tools/profile_classes.py (skipped where /usr/bin/python3 has no NumPy).
  */
 #include <stdarg.h>
 #include <stddef.h>

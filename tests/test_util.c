@@ -1,7 +1,10 @@
 /*
  * test_util.c - the library's one message formatter (gm_errf: a message too long
  * for its buffer loses its middle, never the function or the cause) and its one
- * log line (gm_log: "goldminer WHO: EVENT" on stderr, one line per call).
+ * log line (gm_log: "goldminer WHO: EVENT" on stderr, one line per call), and
+ * its one JSON string writer (gm_json_quote, gm_json_str): random bytes in, a
+ * valid JSON string literal out that a strict reader written here decodes back
+ * to the same bytes (\udcXX read as Python's surrogateescape reads it).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,12 +91,151 @@ static void test_log_lines_read_goldminer_who_event(void **state)
 	assert_ptr_equal(strchr(out, '\n'), out + n - 1); /* one newline: the last byte */
 }
 
+/* A strict reader of one JSON string literal (RFC 8259: no raw control
+ * characters, only the nine escapes, UTF-8 outside them), written apart from the
+ * writer: it decodes a code point by its bits and checks it is the shortest form.
+ * \udc80..\udcff give the byte back (surrogateescape); any other lone surrogate,
+ * or a pair, is refused (the writer never writes one). The bytes into out[],
+ * NUL-terminated; their count, or -1 when lit is not one valid literal. */
+static long json_read(const char *lit, char *out)
+{
+	const unsigned char *p = (const unsigned char *)lit;
+	long n = 0;
+	if (*p++ != '"')
+		return -1;
+	while (*p != '"') {
+		unsigned c = *p;
+		if (c < 0x20)
+			return -1; /* raw control character, or the NUL: no closing quote */
+		if (c == '\\') {
+			const char *m = strchr("\"\\/bfnrt", p[1]);
+			if (p[1] && m && p[1] != 'u') {
+				out[n++] = "\"\\/\b\f\n\r\t"[m - "\"\\/bfnrt"];
+				p += 2;
+				continue;
+			}
+			unsigned u = 0;
+			if (p[1] != 'u')
+				return -1;
+			for (int k = 2; k < 6; k++) {
+				const char *h =
+				    p[k] ? strchr("0123456789abcdef", tolower(p[k])) : NULL;
+				if (!h)
+					return -1;
+				u = u * 16 + (unsigned)(h - "0123456789abcdef");
+			}
+			p += 6;
+			if (u >= 0xDC80 && u <= 0xDCFF)
+				out[n++] = (char)(u - 0xDC00);
+			else if (u >= 0xD800 && u <= 0xDFFF)
+				return -1;
+			else if (u < 0x80)
+				out[n++] = (char)u;
+			else
+				return -1; /* the writer escapes only ASCII and lone bytes */
+			continue;
+		}
+		int len = c < 0x80	       ? 1
+			  : (c & 0xE0) == 0xC0 ? 2
+			  : (c & 0xF0) == 0xE0 ? 3
+			  : (c & 0xF8) == 0xF0 ? 4
+					       : 0;
+		unsigned cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+		if (!len)
+			return -1;
+		for (int k = 1; k < len; k++) {
+			if ((p[k] & 0xC0) != 0x80)
+				return -1;
+			cp = cp << 6 | (p[k] & 0x3Fu);
+		}
+		static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
+		if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return -1; /* overlong, past Unicode, or a surrogate */
+		memcpy(out + n, p, (size_t)len);
+		n += len;
+		p += len;
+	}
+	if (p[1])
+		return -1; /* something after the closing quote */
+	out[n] = '\0';
+	return n;
+}
+
+static void test_json_quote_escapes_quote_backslash_and_control(void **state)
+{
+	char q[128], back[64];
+	(void)state;
+	assert_int_equal(gm_json_quote(q, sizeof(q), "/tmp/a\"b\\c\x01\n"), 22);
+	assert_string_equal(q, "\"/tmp/a\\\"b\\\\c\\u0001\\n\"");
+	gm_json_quote(q, sizeof(q), "caf\xc3\xa9 \xff\xed\xa0\x80");
+	/* é as it is; 0xff and a surrogate's three bytes (no UTF-8) one by one */
+	assert_string_equal(q, "\"caf\xc3\xa9 \\udcff\\udced\\udca0\\udc80\"");
+	assert_int_equal(json_read(q, back), 10);
+	assert_string_equal(back, "caf\xc3\xa9 \xff\xed\xa0\x80");
+	assert_int_equal(gm_json_quote(q, 2, "x"), 0); /* no room for "" */
+	assert_string_equal(q, "");
+}
+
+/* xorshift64: the fuzz is the same bytes on every run (a failure reproduces). */
+static uint64_t next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* A string of random bytes, half the time drawn from the bytes that matter to the
+ * writer (quote, backslash, controls, UTF-8 leads and continuations, 0xff). */
+static size_t random_string(uint64_t *x, char *s, size_t max)
+{
+	static const unsigned char hot[] = {'"',  '\\', 1,    '\n', 0x1f, 0x7f, 0x80, 0xbf, 0xc0,
+					    0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff};
+	size_t n = next(x) % max;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = next(x);
+		s[i] = (char)(r & 1 ? hot[(r >> 8) % sizeof(hot)] : 1 + (r >> 8) % 255);
+	}
+	s[n] = '\0';
+	return n;
+}
+
+static void test_json_quote_fuzz_random_bytes_round_trip(void **state)
+{
+	char s[65], q[6 * 64 + 3], cut[6 * 64 + 3], back[65], *mem;
+	uint64_t x = 0x9E3779B97F4A7C15u;
+	size_t memlen;
+	(void)state;
+	for (int t = 0; t < 20000; t++) {
+		size_t n = random_string(&x, s, sizeof(s));
+		size_t k = gm_json_quote(q, sizeof(q), s);
+		assert_int_equal(strlen(q), k);
+		if (json_read(q, back) != (long)n || memcmp(back, s, n)) {
+			fail_msg("case %d: %s read back wrong", t, q);
+		}
+		/* gm_json_str writes the same text */
+		FILE *f = open_memstream(&mem, &memlen);
+		assert_non_null(f);
+		gm_json_str(f, s);
+		fclose(f);
+		assert_string_equal(mem, q);
+		free(mem);
+		/* a buffer too small: still one valid literal, of a prefix of s */
+		size_t len = 3 + next(&x) % k;
+		size_t kc = gm_json_quote(cut, len, s);
+		long m = json_read(cut, back);
+		assert_true(kc < len && m >= 0 && memcmp(back, s, (size_t)m) == 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_a_message_that_fits_is_written_whole),
 	    cmocka_unit_test(test_a_long_message_keeps_its_start_and_its_cause),
 	    cmocka_unit_test(test_log_lines_read_goldminer_who_event),
+	    cmocka_unit_test(test_json_quote_escapes_quote_backslash_and_control),
+	    cmocka_unit_test(test_json_quote_fuzz_random_bytes_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,8 +32,12 @@ fi
 "$py" -m venv --system-site-packages "$tmp/venv" >"$tmp/log" 2>&1
 t $? "python3 -m venv --system-site-packages"
 # PYTHONPATH could carry the source tree's python/ (or hidden modules): not here.
+# from a copy without the build outputs an earlier install left (python/build
+# would hand a package file the package list no longer names)
+mkdir "$tmp/src" && cp -R "$repo/python/README.md" "$repo/python/pyproject.toml" \
+	"$repo/python/goldminer" "$tmp/src/" && find "$tmp/src" -name __pycache__ -prune -exec rm -rf {} +
 env -u PYTHONPATH "$tmp/venv/bin/pip" install -q --no-index --no-build-isolation \
-	--disable-pip-version-check "$repo/python" >>"$tmp/log" 2>&1
+	--disable-pip-version-check "$tmp/src" >>"$tmp/log" 2>&1
 rc=$?
 t $rc "pip install --no-index --no-build-isolation ./python"
 [ $rc = 0 ] || sed 's/^/# /' "$tmp/log" | tail -20

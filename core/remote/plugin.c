@@ -207,6 +207,15 @@ static void putf(struct jout *o, const char *fmt, ...)
 	o->off += k > 0 ? (size_t)k : 0;
 }
 
+/* before, then s as a JSON string literal (gm_json_quote): every string here is
+ * under 300 bytes, and 6 * 300 + 3 holds the longest escaped. */
+static void putq(struct jout *o, const char *before, const char *s)
+{
+	char q[6 * 300 + 3];
+	gm_json_quote(q, sizeof(q), s);
+	putf(o, "%s%s", before, q);
+}
+
 /* One peer: its state (connected, down: connected but not heard from for
  * DOWN_MS, connecting), the workers each side runs for the other's jobs, its
  * liveness age and its last heartbeat's lendable capacity. */
@@ -225,10 +234,11 @@ static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout
 		if (r->ljobs[i].used && r->ljobs[i].home &&
 		    gm_remote_peer_of(r, r->ljobs[i].home) == p)
 			by_us += r->ljobs[i].n;
+	putq(o, "{\"addr\": ", pe->addr);
 	putf(o,
-	     "{\"addr\": \"%s\", \"state\": \"%s\", \"workers_for_us\": %u, "
+	     ", \"state\": \"%s\", \"workers_for_us\": %u, "
 	     "\"workers_connected\": %u, \"img_per_s\": %.1f, \"workers_lent_by_us\": %u",
-	     pe->addr, st, granted, pe->workers, pe->rate, by_us);
+	     st, granted, pe->workers, pe->rate, by_us);
 	if (up && pe->c->beat.seq) { /* its liveness and its last heartbeat */
 		const struct m_beat *b = &pe->c->beat;
 		putf(o,
@@ -239,18 +249,9 @@ static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout
 		     b->mcores / 1000.0 * b->rate, b->for_you);
 	}
 	if (strcmp(pe->from, pe->ip)) /* a name's (a name is [A-Za-z0-9._-]) */
-		putf(o, ", \"from\": \"%s\"", pe->from);
-	if (pe->last_err[0] && !(up && !pe->down)) {
-		char e[600];
-		size_t n = 0;
-		for (const char *s = pe->last_err; *s && n + 3 < sizeof(e); s++) {
-			if (*s == '"' || *s == '\\')
-				e[n++] = '\\';
-			e[n++] = (char)((unsigned char)*s < 0x20 ? ' ' : *s);
-		}
-		e[n] = '\0';
-		putf(o, ", \"error\": \"%s\"", e);
-	}
+		putq(o, ", \"from\": ", pe->from);
+	if (pe->last_err[0] && !(up && !pe->down))
+		putq(o, ", \"error\": ", pe->last_err);
 	putf(o, "}");
 }
 
@@ -276,10 +277,11 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 	 * error only when there is one) */
 	for (int i = 0; i < r->nanswers; i++) {
 		const struct peer_answer *a = &r->answers[i];
-		putf(&o, "%s{\"name\": \"%s\", \"addresses\": %d", i ? ", " : ", \"peer_names\": [",
-		     a->host, a->n);
+		putf(&o, "%s", i ? ", " : ", \"peer_names\": [");
+		putq(&o, "{\"name\": ", a->host);
+		putf(&o, ", \"addresses\": %d", a->n);
 		if (a->gai)
-			putf(&o, ", \"error\": \"%s\"", gai_strerror(a->gai));
+			putq(&o, ", \"error\": ", gai_strerror(a->gai));
 		putf(&o, "}%s", i == r->nanswers - 1 ? "]" : "");
 	}
 	putf(&o, ", \"lent_jobs\": [");
@@ -288,8 +290,9 @@ static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 		const struct ljob *l = &r->ljobs[i];
 		if (!l->used)
 			continue;
-		putf(&o, "%s{\"job\": \"%016" PRIx64 "\", \"home\": \"%s\", \"workers\": %u}",
-		     first ? "" : ", ", l->token, l->home_addr, l->n);
+		putf(&o, "%s{\"job\": \"%016" PRIx64 "\"", first ? "" : ", ", l->token);
+		putq(&o, ", \"home\": ", l->home_addr);
+		putf(&o, ", \"workers\": %u}", l->n);
 		first = 0;
 	}
 	putf(&o, "]}");

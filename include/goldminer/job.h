@@ -5,8 +5,10 @@
  * The types live here, below every module that needs them, so that the worker,
  * the worker pool, the node wire protocol and the consumer each include one
  * header that points down: the consumer API (loader.h) re-exports them; the
- * worker and the pool never include loader.h. No functions: gm_loader_opts_default
- * is the consumer's (loader.h). The layout of struct gm_loader_opts is mirrored by
+ * worker and the pool never include loader.h. No functions but gm_lease_ms (the
+ * one place the default lease deadline is resolved): gm_loader_opts_default is
+ * the consumer's (loader.h), the deadline's range check the pool's
+ * (gm_pool_lease_check, pool.h). The layout of struct gm_loader_opts is mirrored by
  * the Python binding (python/goldminer/_abi.py): change both or neither.
  */
 #ifndef GOLDMINER_JOB_H
@@ -57,5 +59,13 @@ struct gm_loader_opts {
  * network file system) is replaced within seconds. At most GM_MAX_LEASE_MS. */
 #define GM_LEASE_TIMEOUT_MS 5000u
 #define GM_MAX_LEASE_MS	    86400000u /* one day */
+
+/* The lease deadline of a job that asked for `asked` ms (0: the default). Every
+ * module that resolves one (the pool, the node agent, the binding's pool, the
+ * remote workers) resolves it here. */
+static inline uint32_t gm_lease_ms(uint32_t asked)
+{
+	return asked ? asked : GM_LEASE_TIMEOUT_MS;
+}
 
 #endif

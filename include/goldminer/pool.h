@@ -87,6 +87,11 @@ struct gm_pool_cfg {
  * 1..GM_MAX_BATCH and the workers can build the transform. 0 or -errno. */
 int gm_pool_check(const struct gm_loader_opts *o, char *err, size_t errlen);
 
+/* A lease deadline a job asked for (lease_timeout_ms, in a job's options or a
+ * node request): 0 (the default, gm_lease_ms) .. GM_MAX_LEASE_MS. 0, or -EINVAL
+ * with "lease_timeout_ms must be 0 (default D) .. MAX, not N". */
+int gm_pool_lease_check(uint32_t ms, char *err, size_t errlen);
+
 /* The job's tasks over index ds: batches per epoch (drop_last), the first task
  * (start_batch) and one past the last (GM_RING_NO_END when epochs is 0).
  * -EINVAL with a message when the options deliver nothing. */

@@ -58,8 +58,20 @@ int gm_grow_scratch(void **p, size_t *cap, size_t n, size_t min_cap);
  */
 const char *gm_write_cause(int err, const char *dir, char *buf, size_t len);
 
-/* s as a JSON string literal on f: quotes, backslash and control characters
- * escaped (\\u00XX); bytes >= 0x80 pass through (UTF-8 stays UTF-8). */
+/*
+ * The one JSON string writer of the binaries (--status, plan --json, the
+ * pipeline's description): s as a JSON string literal. '"' and '\\' escaped,
+ * control characters as \\n \\t \\r or \\u00XX, valid UTF-8 as it is, and each
+ * byte of invalid UTF-8 as \\udcXX (a lone surrogate, as Python's
+ * surrogateescape writes it: json.loads then os.fsencode gives the exact bytes
+ * of a path back; strict parsers read U+FFFD there). So any C string (a path,
+ * a peer's error) yields valid JSON.
+ * gm_json_quote: into buf[len], NUL-terminated; a literal too long for buf is cut
+ * at a whole character or escape and still closed; returns its length (0, and
+ * buf "" when len < 3). A buffer of 6 * strlen(s) + 3 bytes always holds it.
+ * gm_json_str: the same on f, never cut.
+ */
+size_t gm_json_quote(char *buf, size_t len, const char *s);
 void gm_json_str(FILE *f, const char *s);
 
 #endif

@@ -15,11 +15,13 @@ The C library is libgoldminer.so, found through env GOLDMINER_LIB, else
 build/libgoldminer.so of the source tree this package sits in, else the system
 library path. NumPy is optional; without it batches are typed memoryviews.
 """
-from ._abi import LibraryError, candidate_paths
+from ._abi import (ArgumentError, ArgumentTypeError, LibraryError, LoaderError, WorkerError,
+                   candidate_paths)
 from .checksum import checksum64, fnv1a64, hexdigest
 from .loader import Batch, GoldminerError, Loader
 
-__all__ = ["Loader", "Batch", "GoldminerError", "LibraryError", "checksum64", "fnv1a64", "hexdigest",
+__all__ = ["Loader", "Batch", "GoldminerError", "LoaderError", "WorkerError", "ArgumentError",
+           "ArgumentTypeError", "LibraryError", "checksum64", "fnv1a64", "hexdigest",
            "library_path", "candidate_paths"]
 
 

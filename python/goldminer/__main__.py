@@ -1,6 +1,6 @@
 """python3 -m goldminer COMMAND: the package's commands.
 
-    python3 -m goldminer bench DATA [options]   images/s of the Python path (goldminer.bench)
+    python3 -m goldminer bench DATA [options]   images/s of the Python path (goldminer.tools.bench)
     python3 -m goldminer run SCRIPT [ARGS...]  run a training script with goldminer serving its
                                                 DataLoaders (goldminer.run; GOLDMINER_PLAN=1 prints plans;
                                                 --node SOCKET before SCRIPT: a node agent's workers)
@@ -16,7 +16,7 @@ def main(argv=None):
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "bench":
-        from .bench import main as bench
+        from .tools.bench import main as bench
         return bench(rest)
     if cmd == "run":
         from .run import main as run

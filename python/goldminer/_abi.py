@@ -170,6 +170,11 @@ NO_END = (1 << 64) - 1  # GM_RING_NO_END
 # Order of gm_loader_abi_size(which).
 ABI_STRUCTS = (("gm_aug_spec", AugSpec), ("gm_loader_opts", LoaderOpts),
                ("gm_batch", Batch), ("gm_loader_stats", LoaderStats))
+# The other structures (bind.h's, jitter.h's): the library cannot report their
+# sizes, so only tests/python/test_abi.py checks them, against gcc's layout, as it
+# checks ABI_STRUCTS.
+OTHER_STRUCTS = (("gm_bind_pool_cfg", PoolCfg), ("gm_bind_batch", BindBatch),
+                 ("gm_jitter", JitterDraw))
 
 _P = ctypes.c_void_p
 _BP = ctypes.POINTER(BindBatch)
@@ -271,17 +276,56 @@ REQUIRED = ("gm_aug_spec_default", "gm_aug_out_bytes", "gm_loader_opts_default",
             "gm_loader_position", "gm_loader_errmsg", "gm_loader_close")
 
 
-class GoldminerError(OSError, RuntimeError):
-    """The one error type of goldminer's loaders (goldminer.Loader, goldminer.torch's
-    Loader and DataLoader): .errno is the C error (EBADMSG, EIO, EPIPE for a node
-    agent gone, ETIMEDOUT, EMSGSIZE, ...), str() the message, which names the
-    cause. Both an OSError and a RuntimeError, so code written for torch's
-    DataLoader (which raises RuntimeError) catches it unchanged. A worker's own
-    exception is re-raised as its type instead; refused arguments are
-    ValueError/TypeError, as torch's."""
+class GoldminerError(Exception):
+    """The one base of every error goldminer raises itself: `except
+    goldminer.GoldminerError` catches each kind. Each kind also derives from the
+    built-in that code written without goldminer catches, so an `except
+    ValueError` (or RuntimeError, OSError, TypeError, ImportError) around a
+    loader works unchanged:
+
+      LoaderError        OSError, RuntimeError  a loader, its pool, a node agent
+                                                or the library failed (.errno: the
+                                                C error, EBADMSG, EIO, EPIPE for a
+                                                node agent gone, ETIMEDOUT, ...);
+                                                torch's DataLoader raises
+                                                RuntimeError there
+      WorkerError        RuntimeError           a worker died or was killed on a
+                                                sample (as torch words it)
+      ArgumentError      ValueError             a value refused: an argument, a
+                                                state_dict, a batch's payload
+      ArgumentTypeError  TypeError              an argument of the wrong type, or a
+                                                loader pickled or copied
+      LibraryError       ImportError            libgoldminer.so absent, or of
+                                                another ABI
+
+    str() is the message, which names the cause and the fix. A worker's own
+    exception (the user's dataset's) is re-raised as its own type, not one of
+    these. GoldminerError(errno, message) itself makes a LoaderError (the one
+    kind it meant before the others existed)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is GoldminerError:
+            cls = LoaderError
+        return super().__new__(cls, *args, **kwargs)
 
 
-class LibraryError(ImportError):
+class LoaderError(GoldminerError, OSError, RuntimeError):
+    """A loader, its pool, a node agent or the library failed: .errno, str()."""
+
+
+class WorkerError(GoldminerError, RuntimeError):
+    """A worker process died or was killed on a sample (.sample_index)."""
+
+
+class ArgumentError(GoldminerError, ValueError):
+    """A value goldminer refuses; the message names it and what it accepts."""
+
+
+class ArgumentTypeError(GoldminerError, TypeError):
+    """An argument of a type goldminer does not take."""
+
+
+class LibraryError(GoldminerError, ImportError):
     """libgoldminer.so was not found, lacks the loader, or its ABI differs."""
 
 

@@ -38,6 +38,8 @@ import random
 import struct
 import sys
 
+from . import _abi
+
 MAGIC = b"GMPYSLOT"
 HDR = 64
 ALIGN = 64
@@ -53,7 +55,7 @@ except ImportError:  # pragma: no cover - torch is optional for the worker
     _torch = None
 
 
-class LayoutError(TypeError):
+class LayoutError(_abi.GoldminerError, TypeError):
     """collate_fn returned something the ring cannot carry."""
 
 
@@ -313,7 +315,7 @@ def read(buf, copy=False):
     (zero copy) unless copy is true (an Owned: its buffers hold the tensors)."""
     total, tlen, magic = struct.unpack_from("<QQ8s", buf, 0)
     if magic != MAGIC or HDR + tlen > len(buf) or total > len(buf):
-        raise ValueError("slot payload does not hold a goldminer batch")
+        raise _abi.ArgumentError("slot payload does not hold a goldminer batch")
     tree = pickle.loads(bytes(buf[HDR:HDR + tlen]))
     offs = []
     off = _align(HDR + tlen)
@@ -354,4 +356,4 @@ def _build(node, buf, copy, offs, cur):
         return [_build(v, buf, copy, offs, cur) for v in node[1]]
     if tag == "@d":
         return {k: _build(v, buf, copy, offs, cur) for k, v in node[1]}
-    raise ValueError("slot payload: unknown node %r" % (tag,))
+    raise _abi.ArgumentError("slot payload: unknown node %r" % (tag,))

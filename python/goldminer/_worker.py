@@ -56,7 +56,7 @@ import sys
 import time
 import traceback
 
-from ._abi import FNV_OFFSET  # GM_CHECKSUM_INIT (checksum.h)
+from ._abi import FNV_OFFSET, WorkerError  # FNV_OFFSET: GM_CHECKSUM_INIT (checksum.h)
 
 _slot = None  # goldminer._slot once the spec has set sys.path (it imports torch)
 SUBSTITUTE_TRIES = 64
@@ -67,7 +67,7 @@ _loading = False  # loading the spec (a zygote or a worker): what runs is the us
 PR_SET_CHILD_SUBREAPER = 36
 
 
-class Quarantined(RuntimeError):
+class Quarantined(WorkerError):
     """A sample the pool quarantined (it killed or stalled two workers): the
     trainer words it as torch words a dead worker, with the pid and signal the
     pool saw (dataloader.py, _raise_failed)."""
@@ -106,7 +106,7 @@ def _load_spec(fd=5):
         except OSError:
             pass
     try:
-        import cloudpickle  # noqa: F401  (its types must be importable to load)
+        __import__("cloudpickle")  # its types must be importable to load
     except ImportError:
         pass
     if head.get("main"):

@@ -94,6 +94,7 @@ import sys
 import weakref
 
 from . import _abi, _bind, _slot, _worker
+from ._abi import ArgumentError, ArgumentTypeError
 
 _ON_ERROR = ("fail", "skip")
 MIN_SLOT = 1 << 20  # a slot's payload at least (and the first guess through a node agent)
@@ -168,23 +169,24 @@ def _mp_context(ctx, num_workers):
     if ctx is None:
         return None
     if not num_workers:
-        raise ValueError("multiprocessing_context can only be used with multi-process loading"
-                         " (num_workers > 0), but got num_workers=%r" % (num_workers,))
+        raise ArgumentError("multiprocessing_context can only be used with multi-process"
+                            " loading (num_workers > 0), but got num_workers=%r"
+                            % (num_workers,))
     if isinstance(ctx, str):
         if ctx not in multiprocessing.get_all_start_methods():
-            raise ValueError("multiprocessing_context option should specify a valid start method"
-                             " in %r, but got multiprocessing_context=%r"
-                             % (multiprocessing.get_all_start_methods(), ctx))
+            raise ArgumentError("multiprocessing_context option should specify a valid start"
+                                " method in %r, but got multiprocessing_context=%r"
+                                % (multiprocessing.get_all_start_methods(), ctx))
         ctx = multiprocessing.get_context(ctx)
     if not isinstance(ctx, multiprocessing.context.BaseContext):
-        raise TypeError("multiprocessing_context option should be a valid context object or a"
-                        " string specifying the start method, but got multiprocessing_context=%r"
-                        % (ctx,))
+        raise ArgumentTypeError("multiprocessing_context option should be a valid context"
+                                " object or a string specifying the start method, but got"
+                                " multiprocessing_context=%r" % (ctx,))
     if ctx.get_start_method() not in ("spawn", "forkserver"):
-        raise ValueError("goldminer DataLoader: multiprocessing_context=%r: goldminer's workers"
-                         " are always fresh processes of this interpreter (like 'spawn'),"
-                         " never forked: give 'spawn' or 'forkserver', or None"
-                         % (ctx.get_start_method(),))
+        raise ArgumentError("goldminer DataLoader: multiprocessing_context=%r: goldminer's workers"
+                            " are always fresh processes of this interpreter (like 'spawn'),"
+                            " never forked: give 'spawn' or 'forkserver', or None"
+                            % (ctx.get_start_method(),))
     return ctx
 
 
@@ -212,7 +214,7 @@ def _int_indices(batches, sampler):
     for b in batches:
         for i in b:
             if not isinstance(i, int) or isinstance(i, bool) or i < 0 or i >= 1 << 32:
-                raise TypeError(
+                raise ArgumentTypeError(
                     "goldminer DataLoader: %s yields %r (%s), not an index: goldminer's"
                     " workers take int indices 0 <= i < 2**32 (a sampler of lists is"
                     " torch's bulk loading: give num_workers=0 for it, or a batch_sampler"
@@ -245,16 +247,16 @@ class DataLoader(_generic_base()):
                      prefetch_factor, timeout, seed, (shuffle, sampler, batch_sampler), tud)
         # torch's checks, in torch's order and words
         if sampler is not None and shuffle:
-            raise ValueError("sampler option is mutually exclusive with shuffle")
+            raise ArgumentError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size,"
-                                 " shuffle, sampler, and drop_last")
+                raise ArgumentError("batch_sampler option is mutually exclusive with batch_size,"
+                                    " shuffle, sampler, and drop_last")
             batch_size, drop_last = None, False
         elif batch_size is None:  # no auto-batching: each item is dataset[i], converted
             if drop_last:
-                raise ValueError("batch_size=None option disables auto-batching and is mutually"
-                                 " exclusive with drop_last")
+                raise ArgumentError("batch_size=None option disables auto-batching and is mutually"
+                                    " exclusive with drop_last")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.timeout, self.seed = num_workers, timeout, seed
         self.multiprocessing_context = multiprocessing_context
@@ -294,7 +296,7 @@ class DataLoader(_generic_base()):
                               ("worker_init_fn", worker_init_fn)):
                 why = _unpicklable(obj, self._dumps, name)
                 if why:
-                    raise TypeError("goldminer DataLoader: " + why)
+                    raise ArgumentTypeError("goldminer DataLoader: " + why)
         if isinstance(num_workers, int) and num_workers > 0:
             # torch's warning when the workers outnumber the CPUs this process may use
             getattr(self, "check_worker_number_rationality", lambda: None)()
@@ -306,8 +308,8 @@ class DataLoader(_generic_base()):
         # torch's rule; its own __setattr__ calls super() with its module's global
         # DataLoader, which `goldminer run` replaces
         if self.__initialized and attr in _FROZEN:
-            raise ValueError("%s attribute should not be set after %s is initialized"
-                             % (attr, type(self).__name__))
+            raise ArgumentError("%s attribute should not be set after %s is initialized"
+                                % (attr, type(self).__name__))
         object.__setattr__(self, attr, val)
 
     @property
@@ -322,7 +324,7 @@ class DataLoader(_generic_base()):
     def _refuse(dataset, num_workers, persistent, node, on_error, prefetch, timeout, seed,
                 orders, tud):
         def no(what):
-            raise ValueError("goldminer DataLoader: " + what)
+            raise ArgumentError("goldminer DataLoader: " + what)
         if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
             no('num_workers option should be non-negative (an int, or "auto"), not %r'
                % (num_workers,))
@@ -678,7 +680,7 @@ class _Iter:
                 pool.close()
                 self._open(k)
                 continue
-            except _abi.GoldminerError as e:
+            except _abi.LoaderError as e:
                 if pool.held is not None and pool.held[1] == self.base + k:
                     self.k = k + 1  # its own error (too big): the next call goes on
                 elif e.errno != errno.ETIMEDOUT:
@@ -1100,7 +1102,8 @@ def _raise_failed(buf, k, epoch, pool):
                                   " failed" % (k, epoch))
     exc, info = pickle.loads(bytes(memoryview(buf).cast("B")[_slot.HDR:_slot.HDR + tlen]))
     if info["type"] is Quarantined:
-        new = RuntimeError("%s (batch %d of epoch %d)" % (pool.culprit(info["index"]), k, epoch))
+        new = _abi.WorkerError("%s (batch %d of epoch %d)"
+                               % (pool.culprit(info["index"]), k, epoch))
         new.sample_index = info["index"]
         raise new from None
     text = ("%s\n(sample %d, batch %d of epoch %d, in a goldminer worker; its traceback:)\n%s"

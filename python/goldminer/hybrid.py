@@ -106,7 +106,7 @@ class Sampler:
         rc = self.L.gm_hybrid_create(ctypes.byref(self.h), ctypes.byref(aug_spec(c)), layout,
                                      err, 512)
         if rc:
-            raise ValueError(err.value.decode(errors="replace"))
+            raise _abi.ArgumentError(err.value.decode(errors="replace"))
         self.nbytes = self.L.gm_hybrid_out_bytes(self.h)
 
     def __del__(self):
@@ -122,8 +122,8 @@ class Sampler:
             import os
             msg = self.L.gm_hybrid_errmsg(self.h).decode(errors="replace")
             if -rc in (errno.ENOENT, errno.EACCES, errno.EISDIR):
-                raise OSError(-rc, os.strerror(-rc) + " (" + msg + ")", path)
-            raise OSError(-rc, msg)
+                raise _abi.LoaderError(-rc, os.strerror(-rc) + " (" + msg + ")", path)
+            raise _abi.LoaderError(-rc, msg)
 
     def sample(self, path, key):
         """The pixels of path for draw key, as the next op takes them."""

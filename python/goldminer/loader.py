@@ -31,7 +31,7 @@ import os
 import weakref
 
 from . import _abi
-from ._abi import lib
+from ._abi import ArgumentError, ArgumentTypeError, lib
 
 try:
     import numpy as _np
@@ -80,10 +80,10 @@ def _int_arg(name, v, lo=None, hi=None, note=None):
         lo, hi, note = _INT_ARGS[name]
     rng = "%d..%d%s" % (lo, hi, " (%s)" % note if note else "")
     if isinstance(v, bool) or not hasattr(v, "__index__"):
-        raise ValueError("%s must be an int in %s, not %r" % (name, rng, v))
+        raise ArgumentError("%s must be an int in %s, not %r" % (name, rng, v))
     i = v.__index__()
     if not lo <= i <= hi:
-        raise ValueError("%s must be an int in %s, not %d" % (name, rng, i))
+        raise ArgumentError("%s must be an int in %s, not %d" % (name, rng, i))
     return i
 
 
@@ -95,7 +95,7 @@ def _float_arg(name, v, lo=-_F32_MAX, hi=_F32_MAX):
     except (TypeError, ValueError):
         f = None
     if isinstance(v, bool) or f is None or not lo <= f <= hi:  # NaN fails too
-        raise ValueError("%s must be a finite number in [%g, %g], not %r" % (name, lo, hi, v))
+        raise ArgumentError("%s must be a finite number in [%g, %g], not %r" % (name, lo, hi, v))
     return f
 
 
@@ -105,7 +105,7 @@ def _floats_arg(name, v, n, lo=-_F32_MAX, hi=_F32_MAX):
     except TypeError:
         vals = None
     if vals is None or len(vals) != n:
-        raise ValueError("%s must be %d numbers, not %r" % (name, n, v))
+        raise ArgumentError("%s must be %d numbers, not %r" % (name, n, v))
     return [_float_arg("%s[%d]" % (name, k), x, lo, hi) for k, x in enumerate(vals)]
 
 
@@ -118,20 +118,20 @@ def _path_arg(name, v):
     try:
         p = os.fspath(v)
     except TypeError:
-        raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s"
-                        % (name, type(v).__name__)) from None
+        raise ArgumentTypeError("%s must be a path (str, bytes or os.PathLike), not %s"
+                                % (name, type(v).__name__)) from None
     if isinstance(p, str):
         try:
             b = os.fsencode(p)
         except UnicodeEncodeError as e:
-            raise ValueError("%s %r is not a file name this system can encode (%s, "
-                             "position %d: %s); give the name as bytes, or as the str "
-                             "os.fsdecode() makes of them" % (name, p, e.encoding, e.start,
-                                                              e.reason)) from None
+            raise ArgumentError("%s %r is not a file name this system can encode (%s, "
+                                "position %d: %s); give the name as bytes, or as the str "
+                                "os.fsdecode() makes of them" % (name, p, e.encoding, e.start,
+                                                                 e.reason)) from None
     else:
         b = p
     if b"\0" in b:
-        raise ValueError("%s must not contain a NUL byte: %r" % (name, p))
+        raise ArgumentError("%s must not contain a NUL byte: %r" % (name, p))
     return b
 
 
@@ -141,9 +141,9 @@ def _order_arg(order):
     try:
         a = array.array("I", [_int_arg("order[]", i, 0, _U32, "a dataset id") for i in order])
     except TypeError:
-        raise ValueError("order must be an iterable of dataset ids, not %r" % (order,))
+        raise ArgumentError("order must be an iterable of dataset ids, not %r" % (order,))
     if not 0 < len(a) <= _U32 or a.itemsize != 4:
-        raise ValueError("order must hold 1..%d dataset ids, not %d" % (_U32, len(a)))
+        raise ArgumentError("order must hold 1..%d dataset ids, not %d" % (_U32, len(a)))
     return (ctypes.c_uint32 * len(a)).from_buffer(a)
 
 
@@ -152,21 +152,22 @@ def _text_arg(name, v):
     try:
         b = v.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError("%s must be text that UTF-8 can encode (position %d: %s)"
-                         % (name, e.start, e.reason)) from None
+        raise ArgumentError("%s must be text that UTF-8 can encode (position %d: %s)"
+                            % (name, e.start, e.reason)) from None
     if b"\0" in b:
-        raise ValueError("%s must not contain a NUL character" % name)
+        raise ArgumentError("%s must not contain a NUL character" % name)
     return b
 
 
-GoldminerError = _abi.GoldminerError  # (one type for every loader: _abi's)
+GoldminerError = _abi.GoldminerError  # (one base for every error: _abi's)
+LoaderError = _abi.LoaderError  # a failure at run time: .errno
 
 
 def _raise(rc, msg, fn):
     err = -rc
     if not msg:
         msg = "%s: %s" % (fn, os.strerror(err))
-    e = GoldminerError(err, msg)
+    e = LoaderError(err, msg)
     raise e
 
 
@@ -256,13 +257,14 @@ class Loader:
     root and node are paths: str, bytes or os.PathLike (a str is encoded as
     os.fsencode() does, so names from os.listdir() work whatever their bytes).
 
-    Raises GoldminerError (an OSError with the C message) when the dataset or an
-    option is rejected, ValueError for options the binding itself rejects: a
-    number outside the range its C field (or the library) accepts, never wrapped
-    or rounded to fit (seed 0..2**64-1, batch_size 1..GM_MAX_BATCH, max_pixels
-    0..10**12, a float that a C float cannot hold, ...), an empty pipeline, a
-    root, node or pipeline that cannot be encoded (or holds a NUL); TypeError for
-    a root or node that is not a path.
+    Raises (each a goldminer.GoldminerError) LoaderError, an OSError and
+    RuntimeError with the C message, when the library rejects the dataset or an
+    option; ArgumentError, a ValueError, for options the binding itself rejects:
+    a number outside the range its C field (or the library) accepts, never
+    wrapped or rounded to fit (seed 0..2**64-1, batch_size 1..GM_MAX_BATCH,
+    max_pixels 0..10**12, a float that a C float cannot hold, ...), an empty
+    pipeline, a root, node or pipeline that cannot be encoded (or holds a NUL);
+    ArgumentTypeError, a TypeError, for a root or node that is not a path.
 
     A Loader cannot be pickled (nor copied): it owns worker processes and a
     shared-memory ring. Hand its arguments to another process and open a Loader
@@ -280,23 +282,23 @@ class Loader:
         self._dead = []  # (handle, slot) of kept batches whose last view died
         self._kept_refs = {}  # id -> their weak references (alive while the views are)
         if output not in _OUTPUTS:
-            raise ValueError("output must be 'uint8', 'float32' or 'float16', not %r"
-                             % (output,))
+            raise ArgumentError("output must be 'uint8', 'float32' or 'float16', not %r"
+                                % (output,))
         if on_error not in _ON_ERROR:
-            raise ValueError("on_error must be 'skip' or 'fail', not %r" % (on_error,))
+            raise ArgumentError("on_error must be 'skip' or 'fail', not %r" % (on_error,))
         if mode not in _MODES:
-            raise ValueError("mode must be 'train' or 'eval', not %r" % (mode,))
+            raise ArgumentError("mode must be 'train' or 'eval', not %r" % (mode,))
         if workers == "auto":
             nworkers = 0
         elif isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
             nworkers = _int_arg("workers", workers, 1, GM_MAX_WORKERS, "or 'auto'")
         else:
-            raise ValueError("workers must be 'auto' or an int >= 1, not %r" % (workers,))
+            raise ArgumentError("workers must be 'auto' or an int >= 1, not %r" % (workers,))
         if pipeline is not None and not isinstance(pipeline, str):
-            raise ValueError("pipeline must be a spec (str) or None, not %r" % (pipeline,))
+            raise ArgumentError("pipeline must be a spec (str) or None, not %r" % (pipeline,))
         if pipeline is not None and not pipeline.strip():
-            raise ValueError("pipeline must not be empty: give a spec (see `goldminer plan`),"
-                             " or None for the keyword arguments")
+            raise ArgumentError("pipeline must not be empty: give a spec (see `goldminer plan`),"
+                                " or None for the keyword arguments")
         # the bytes the C library gets (it copies them: they need not outlive open)
         self._root_b = _path_arg("root", root)
         self._node_b = _path_arg("node", node) if node is not None else None
@@ -445,9 +447,9 @@ class Loader:
 
     def __reduce_ex__(self, protocol):
         # pickle, copy.copy and copy.deepcopy all come here
-        raise TypeError("goldminer.Loader cannot be pickled or copied: it owns worker "
-                        "processes and a shared-memory ring; pickle its arguments instead "
-                        "and open a Loader where they arrive")
+        raise ArgumentTypeError("goldminer.Loader cannot be pickled or copied: it owns worker "
+                                "processes and a shared-memory ring; pickle its arguments instead "
+                                "and open a Loader where they arrive")
 
     def __enter__(self):
         return self
@@ -458,14 +460,14 @@ class Loader:
 
     def _handle(self):
         if self._h is None or not self._fin.alive:  # (alive: not run at exit)
-            raise ValueError("goldminer.Loader is closed")
+            raise ArgumentError("goldminer.Loader is closed")
         if os.getpid() != self._pid:
             # A fork()ed child shares the parent's ring mapping but not its
             # coordinator thread or its workers: using the handle there would
             # race the parent on the ring (or crash). Open a Loader in the child.
-            raise GoldminerError(errno.ECHILD, "goldminer.Loader: this loader belongs to"
-                                 " process %d; a fork()ed child (pid %d) cannot use it:"
-                                 " open a new Loader in the child" % (self._pid, os.getpid()))
+            raise LoaderError(errno.ECHILD, "goldminer.Loader: this loader belongs to"
+                              " process %d; a fork()ed child (pid %d) cannot use it:"
+                              " open a new Loader in the child" % (self._pid, os.getpid()))
         return self._h
 
     def _keep_alive_while(self, buf):
@@ -564,7 +566,7 @@ class Loader:
             self._finished = True
             return None
         if rc != 0:
-            raise GoldminerError(0, "gm_loader_next: unexpected result %d" % rc)
+            raise LoaderError(0, "gm_loader_next: unexpected result %d" % rc)
         # After an epoch's last batch an END_OF_EPOCH is still due; a new `for`
         # begun right there must not see it as an empty epoch.
         self._skip_eoe = bool(self._bpe) and raw.index + 1 >= self._bpe
@@ -633,7 +635,7 @@ class Loader:
     def scale(self, n):
         """Set the number of worker processes (int >= 1)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError("scale(n) needs an int >= 1, not %r" % (n,))
+            raise ArgumentError("scale(n) needs an int >= 1, not %r" % (n,))
         n = _int_arg("scale(n)", n, 1, GM_MAX_WORKERS, "GM_MAX_WORKERS")
         if not self._L.has("gm_loader_scale"):
             raise NotImplementedError("libgoldminer has no gm_loader_scale")
@@ -673,7 +675,7 @@ class Loader:
         if "dataset_size" in sd and sd["dataset_size"] != self.dataset_size:
             bad.append("dataset_size")
         if bad:
-            raise ValueError("state_dict does not match this Loader: " + ", ".join(
+            raise ArgumentError("state_dict does not match this Loader: " + ", ".join(
                 "%s=%r (loader has %r)" % (k, sd[k], self._kw.get(k, self.dataset_size))
                 for k in bad))
         epoch = _int_arg("state_dict epoch", sd["epoch"], 0, _U32, "32 bits")
@@ -697,8 +699,8 @@ class Loader:
         (an int). Only the current batch can be copied (ValueError otherwise).
         Raises GoldminerError (ENODEV without a GPU)."""
         if (batch.epoch, batch.index) != (self._raw.epoch, self._raw.index):
-            raise ValueError("copy_to_device: batch %d of epoch %d is no longer current"
-                             % (batch.index, batch.epoch))
+            raise ArgumentError("copy_to_device: batch %d of epoch %d is no longer current"
+                                % (batch.index, batch.epoch))
         rc = self._L.gm_loader_copy_to_device(self._handle(), ctypes.byref(batch._raw), dst)
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_copy_to_device")

@@ -43,13 +43,16 @@ What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
 """
 import ctypes
+import errno
 
 import torch as _torch
 
-from .dataloader import DataLoader  # noqa: F401  (any map-style dataset)
-from .plan import plan  # noqa: F401  (where a DataLoader's sample runs: C, hybrid, Python)
+from .dataloader import DataLoader  # any map-style dataset
+from .plan import plan  # where a DataLoader's sample runs: C, hybrid, Python
 from .loader import Loader as _GmLoader
-from . import _slot
+from . import _abi, _slot
+
+__all__ = ["Loader", "DataLoader", "plan"]  # (the last two from their own modules)
 
 _DTYPES = {"uint8": _torch.uint8, "float32": _torch.float32, "float16": _torch.float16}
 
@@ -76,8 +79,8 @@ class Loader:
         self.device = _torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and \
                 not _torch.cuda.is_available():
-            raise RuntimeError("goldminer.torch.Loader: device=%r but torch has no CUDA device"
-                               % (device,))
+            raise _abi.LoaderError(errno.ENODEV, "goldminer.torch.Loader: device=%r but torch"
+                                   " has no CUDA device" % (device,))
         self._copy = _Owned() if copy else None
         self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
                              output=output, **kw)
@@ -94,9 +97,10 @@ class Loader:
         return self._gm._epoch_iter(self._convert, self._wait_copy)
 
     def __reduce_ex__(self, protocol):
-        raise TypeError("goldminer.torch.Loader cannot be pickled or copied: it owns worker "
-                        "processes and a shared-memory ring; pickle its arguments instead "
-                        "and open a Loader where they arrive")
+        raise _abi.ArgumentTypeError("goldminer.torch.Loader cannot be pickled or copied: it"
+                                     " owns worker processes and a shared-memory ring; pickle"
+                                     " its arguments instead and open a Loader where they"
+                                     " arrive")
 
     def __enter__(self):
         return self

@@ -39,8 +39,8 @@ for t in uint8 float32; do
 		echo "-- [$t, round $r] C: goldminer bench --workers 2 --batch 64 --epochs $EPOCHS"
 		"$B/goldminer" bench "$PHOTOS" --workers 2 --batch 64 --epochs "$EPOCHS" \
 			--output $t --quiet 2>/dev/null | tee -a "$out/c_$t.json" || fail=1
-		echo "-- [$t, round $r] Python: goldminer.torch.Loader (python3 -m goldminer.bench)"
-		"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 --epochs "$EPOCHS" \
+		echo "-- [$t, round $r] Python: goldminer.torch.Loader (python3 -m goldminer.tools.bench)"
+		"$PY" -B -m goldminer.tools.bench "$PHOTOS" --workers 2 --batch 64 --epochs "$EPOCHS" \
 			--output $t 2>/dev/null | tee -a "$out/py_$t.json" || fail=1
 		r=$((r + 1))
 	done

@@ -8,7 +8,7 @@
 #   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    C path  >= 1.5x
 #   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
 # and, for plain, goldminer.torch.Loader with the same transform (python3 -m
-# goldminer.bench --output float32, its last epoch): goldminer run's C path within
+# goldminer.tools.bench --output float32, its last epoch): goldminer run's C path within
 # 5% of it (the run hands the script batches it owns: kept ring slots, no copy,
 # unless it holds one across as many batches as the ring has slots).
 # The figure of a run is its last epoch's (training is many epochs: the first
@@ -73,9 +73,9 @@ side() {
 		tee -a "$out/torch_$2.out" <"$out/run.out"
 		;;
 	loader)
-		echo "-- [$2, round $3] python3 -m goldminer.bench --output float32   (load: $(load))"
+		echo "-- [$2, round $3] python3 -m goldminer.tools.bench --output float32   (load: $(load))"
 		GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" \
-			"$PY" -B -m goldminer.bench "$PHOTOS" --workers 2 --batch 64 \
+			"$PY" -B -m goldminer.tools.bench "$PHOTOS" --workers 2 --batch 64 \
 			--epochs "$EPOCHS" --output float32 2>/dev/null | tee -a "$out/loader.json" || fail=1
 		;;
 	esac

@@ -55,7 +55,7 @@ for out in uint8 float16 float32; do
 		--quiet || rc=1
 done
 GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
-	"$PY" -B -m goldminer.gpucheck "$data/set" "$@" || rc=$?
+	"$PY" -B -m goldminer.tools.gpucheck "$data/set" "$@" || rc=$?
 
 # How far the data plane scales on this host: bench --device-copy with 1, 2, 4, ...
 # workers up to the core count (SCALE_WORKERS overrides), img/s and img/s per

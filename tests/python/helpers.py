@@ -172,6 +172,8 @@ int main(int argc, char **argv)
 ABI_C = r"""
 #include <stdio.h>
 #include <stddef.h>
+#include "goldminer/bind.h"
+#include "goldminer/jitter.h"
 #include "goldminer/loader.h"
 #define S(t) printf("%s sizeof %zu\n", #t, sizeof(struct t));
 #define F(t, f) printf("%s %s %zu\n", #t, #f, offsetof(struct t, f));
@@ -205,6 +207,15 @@ int main(void)
 	F(gm_loader_stats, target_workers) F(gm_loader_stats, demand_img_per_s)
 	F(gm_loader_stats, worker_img_per_s)
 	F(gm_loader_stats, kept_copied)
+	S(gm_bind_pool_cfg) F(gm_bind_pool_cfg, argv) F(gm_bind_pool_cfg, workers)
+	F(gm_bind_pool_cfg, slots) F(gm_bind_pool_cfg, batch_max)
+	F(gm_bind_pool_cfg, payload_bytes) F(gm_bind_pool_cfg, first_task)
+	F(gm_bind_pool_cfg, end_task) F(gm_bind_pool_cfg, lease_timeout_ms)
+	F(gm_bind_pool_cfg, budget) F(gm_bind_pool_cfg, zygote_argv)
+	F(gm_bind_pool_cfg, spec_fd) F(gm_bind_pool_cfg, sparse)
+	S(gm_bind_batch) F(gm_bind_batch, epoch) F(gm_bind_batch, batch) F(gm_bind_batch, idx)
+	F(gm_bind_batch, n)
+	S(gm_jitter) F(gm_jitter, n) F(gm_jitter, order) F(gm_jitter, factor)
 	return 0;
 }
 """

@@ -1,4 +1,5 @@
-"""The ctypes structures of goldminer/_abi.py have gcc's layout of loader.h/aug.h."""
+"""The ctypes structures of goldminer/_abi.py have gcc's layout of loader.h/aug.h,
+bind.h and jitter.h; none is left out."""
 import ctypes
 import os
 
@@ -12,7 +13,7 @@ class TestAbi(GmTest):
 
     def test_struct_layouts_match_the_header(self):
         c = abi_layout()
-        for cname, cls in _abi.ABI_STRUCTS:
+        for cname, cls in _abi.ABI_STRUCTS + _abi.OTHER_STRUCTS:
             self.assertIn(cname, c)
             self.assertEqual(c[cname]["sizeof"], ctypes.sizeof(cls),
                              "sizeof(struct %s)" % cname)
@@ -22,6 +23,12 @@ class TestAbi(GmTest):
             for f in fields:
                 self.assertEqual(c[cname][f], getattr(cls, f).offset,
                                  "offsetof(struct %s, %s)" % (cname, f))
+
+    def test_every_structure_of_the_binding_is_checked(self):
+        checked = {cls for _, cls in _abi.ABI_STRUCTS + _abi.OTHER_STRUCTS}
+        every = {v for v in vars(_abi).values()
+                 if isinstance(v, type) and issubclass(v, ctypes.Structure)}
+        self.assertEqual({c.__name__ for c in every - checked}, set())
 
     def test_constants_match_the_header(self):
         # The C reference prints GM_CHECKSUM_INIT-seeded hashes; the enums are fixed.

@@ -551,6 +551,8 @@ class TestDataLoader(GmTest):
                          r" signal: Segmentation fault\. Sample 13 killed two workers: it is"
                          r" not made again \(batch 3 of epoch 0\)$")
         self.assertEqual(cm.exception.sample_index, 13)
+        import goldminer
+        self.assertIsInstance(cm.exception, goldminer.WorkerError)  # a GoldminerError too
 
     def test_sample_0_that_segfaults_is_reported_by_a_worker_not_the_trainer(self):
         # batch 0 sizes the slots: it is computed in a worker like any other
@@ -1045,6 +1047,7 @@ class TestDataLoader(GmTest):
             self.assertFalse(p.is_alive(), p.pid)
 
     def test_refused_arguments_say_why(self):
+        import goldminer
         for kw, words in ((dict(num_workers=-1), "should be non-negative"),
                           (dict(persistent_workers=True), "num_workers > 0"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
@@ -1052,6 +1055,30 @@ class TestDataLoader(GmTest):
             with self.assertRaises(ValueError) as cm:
                 self.DL(AugDataset(), **kw)
             self.assertIn(words, str(cm.exception))
+            self.assertIsInstance(cm.exception, goldminer.ArgumentError)
+
+    def test_except_goldminererror_catches_each_kind_it_raises(self):
+        # each also the built-in torch's DataLoader raises there
+        import goldminer
+        for kw, builtin in ((dict(sampler=[0, 1], shuffle=True), ValueError),
+                            (dict(multiprocessing_context=5, num_workers=1), TypeError),
+                            (dict(num_workers=-1), ValueError)):
+            with self.assertRaises(goldminer.GoldminerError, msg=str(kw)) as cm:
+                self.DL(AugDataset(), **kw)
+            self.assertIsInstance(cm.exception, builtin)
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            dl.batch_size = 3
+        self.assertIsInstance(cm.exception, ValueError)
+        dl = self.DL(AugDataset(crash_on=0), batch_size=BATCH, num_workers=1)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            list(dl)
+        self.assertIsInstance(cm.exception, RuntimeError)
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=1, slot_bytes=4096,
+                     collate_fn=zeros_collate)
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            list(dl)
+        self.assertIsInstance(cm.exception, (OSError, RuntimeError))
 
 
 class TestNode(GmTest):

@@ -366,6 +366,41 @@ print("EARLY %016x" % goldminer.checksum64(kept["owned"].data), flush=True)
         self.assertEqual(late.group(2), early.group(1), r.stdout)
         self.assertNotIn("AddressSanitizer", r.stdout)
 
+    def test_except_goldminererror_catches_each_kind_and_its_builtin_too(self):
+        root = dataset()
+        kinds = ((lambda: goldminer.Loader(root, batch_size=0), goldminer.ArgumentError,
+                  ValueError),
+                 (lambda: goldminer.Loader(12, workers=1), goldminer.ArgumentTypeError,
+                  TypeError),
+                 (lambda: goldminer.Loader("/nonexistent/gm-root", workers=1),
+                  goldminer.LoaderError, OSError),
+                 (lambda: goldminer.Loader(root, workers=1, pipeline="read | decode | x 3"),
+                  goldminer.LoaderError, RuntimeError))
+        for make, kind, builtin in kinds:
+            with self.assertRaises(goldminer.GoldminerError) as cm:
+                make()
+            self.assertIsInstance(cm.exception, kind)
+            with self.assertRaises(builtin):  # code written without goldminer
+                make()
+        l = goldminer.Loader(root, batch_size=4, workers=1, size=SIZE)
+        l.close()
+        with self.assertRaises(goldminer.GoldminerError) as cm:
+            l.next_batch()
+        self.assertIsInstance(cm.exception, ValueError)
+        # the constructor of before (errno, message) makes the run-time kind
+        e = goldminer.GoldminerError(errno.EIO, "x")
+        self.assertIsInstance(e, goldminer.LoaderError)
+        self.assertEqual((e.errno, e.strerror), (errno.EIO, "x"))
+        # no library: LibraryError, an ImportError
+        code = ("import goldminer\ntry:\n    goldminer.library_path()\n"
+                "except goldminer.GoldminerError as e:\n"
+                "    print(type(e).__name__, isinstance(e, ImportError))\n")
+        env = dict(os.environ, GOLDMINER_LIB="/nonexistent/libgoldminer.so",
+                   PYTHONPATH=os.path.dirname(os.path.dirname(goldminer.__file__)))
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertEqual(r.stdout.strip(), "LibraryError True")
+
     def test_missing_root_raises_with_the_c_message(self):
         with self.assertRaises(goldminer.GoldminerError) as cm:
             goldminer.Loader("/nonexistent/gm-root", workers=1)
@@ -590,8 +625,9 @@ class TestArguments(GmTest):
         for kw, exc, pattern in cases:
             with self.assertRaises(exc, msg=repr(kw)) as cm:
                 goldminer.Loader(workers=1, **kw)
-            # the binding's own words, not a raw codec or attribute error
-            self.assertIs(type(cm.exception), exc, repr(kw))
+            # the binding's own words and kind, not a raw codec or attribute error
+            kind = {ValueError: goldminer.ArgumentError, TypeError: goldminer.ArgumentTypeError}
+            self.assertIs(type(cm.exception), kind[exc], repr(kw))
             self.assertRegex(str(cm.exception), pattern)
 
     def test_a_loader_cannot_be_pickled_and_says_why(self):
@@ -601,8 +637,32 @@ class TestArguments(GmTest):
             for f in (pickle.dumps, copy.copy, copy.deepcopy):
                 with self.assertRaises(TypeError, msg=f.__name__) as cm:
                     f(l)
+                self.assertIsInstance(cm.exception, goldminer.ArgumentTypeError)
                 msg = str(cm.exception)
                 self.assertIn("goldminer.Loader cannot be pickled", msg)
                 self.assertIn("worker processes and a shared-memory ring", msg)
                 self.assertIn("pickle its arguments instead", msg)
             l.next_batch()  # still usable
+
+
+class TestPackage(GmTest):
+    needs = ()
+
+    def test_import_goldminer_loads_no_tool_and_the_tools_live_apart(self):
+        # what a trainer imports (goldminer, and goldminer.torch where torch is)
+        # loads no tool; the tools are goldminer.tools' modules, not the package's
+        import pkgutil
+        code = ("import sys, goldminer\n"
+                "try:\n    import goldminer.torch\nexcept ImportError:\n    pass\n"
+                "print(' '.join(sorted(m for m in sys.modules if m.startswith('goldminer'))))\n")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(goldminer.__file__)))
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        loaded = set(r.stdout.split())
+        self.assertIn("goldminer.loader", loaded, r.stdout)
+        self.assertEqual({m for m in loaded if "tools" in m}, set(), r.stdout)
+        tools = {"bench", "gpucheck", "profile_classes"}
+        top = {m.name for m in pkgutil.iter_modules(goldminer.__path__)}
+        self.assertEqual(top & tools, set())
+        self.assertEqual({m.name for m in pkgutil.iter_modules(
+            [os.path.join(os.path.dirname(goldminer.__file__), "tools")])}, tools)

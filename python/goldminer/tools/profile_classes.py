@@ -1,7 +1,7 @@
-"""goldminer.profile_classes - per-vCPU rates of the input pipelines that are not
+"""goldminer.tools.profile_classes - per-vCPU rates of the input pipelines that are not
 goldminer's C image path, for the simulator's profile (`goldminer profile --class`).
 
-    /usr/bin/python3 -m goldminer.profile_classes PIPELINE [--data PATH] [--samples N]
+    /usr/bin/python3 -m goldminer.tools.profile_classes PIPELINE [--data PATH] [--samples N]
                      [--seed S] [--utterance-s SEC] [--rows N]
 
 PIPELINE (the class it measures, and what a sample is):
@@ -376,7 +376,6 @@ class Criteo:
             os.unlink(self.tmp)
 
     def items(self):
-        np = self.np
         dense, sparse, labels = [], [], []
         with open(self.data, "r") as f:
             for ln, line in enumerate(f, 1):
@@ -505,7 +504,7 @@ def measure(p, samples, warm):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m goldminer.profile_classes")
+    ap = argparse.ArgumentParser(prog="python3 -m goldminer.tools.profile_classes")
     ap.add_argument("pipeline", choices=PIPELINES)
     ap.add_argument("--data", help="corpus, audio, TSV or image directory (defaults above)")
     ap.add_argument("--samples", type=float, default=2000,

@@ -1,6 +1,6 @@
-"""goldminer.gpucheck - the GPU check of the pinned ring (issue 5, part 6).
+"""goldminer.tools.gpucheck - the GPU check of the pinned ring.
 
-    python3 -m goldminer.gpucheck DATA [--batch 64] [--batches 8] [--reps 20]
+    python3 -m goldminer.tools.gpucheck DATA [--batch 64] [--batches 8] [--reps 20]
 
 On a machine with an NVIDIA GPU and a library built with CUDA (make CUDA=1):
   1. the ring is registered with CUDA: stats()["pinned"], and the CUDA runtime's
@@ -65,7 +65,7 @@ def _gbs(n, reps, fn):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m goldminer.gpucheck")
+    ap = argparse.ArgumentParser(prog="python3 -m goldminer.tools.gpucheck")
     ap.add_argument("data", help="ImageFolder root")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=8, help="batches verified per output type")
@@ -73,8 +73,8 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args(argv)
 
-    from . import Loader, checksum64
-    from ._abi import lib
+    from .. import Loader, checksum64
+    from .._abi import lib
     L = lib()
     for name, res, args in (
             ("gm_cuda_build", ctypes.c_char_p, []),
@@ -196,7 +196,7 @@ def main(argv=None):
     except ImportError:
         have_torch_cuda = False
     if have_torch_cuda:
-        from .torch import Loader as TorchLoader
+        from ..torch import Loader as TorchLoader
         for output in ("uint8", "float32", "float16"):
             with Loader(a.data, batch_size=a.batch, workers=a.workers, seed=3,
                         output=output, epochs=1) as l:

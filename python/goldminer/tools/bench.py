@@ -1,6 +1,6 @@
-"""goldminer.bench - images/s of the Python path, one JSON line (make bench).
+"""goldminer.tools.bench - images/s of the Python path, one JSON line (make bench).
 
-    /usr/bin/python3 -m goldminer.bench ROOT [--workers 2] [--batch 64] [--epochs 3]
+    /usr/bin/python3 -m goldminer.tools.bench ROOT [--workers 2] [--batch 64] [--epochs 3]
                      [--output uint8|float32|float16] [--size 224] [--seed 0] [--plain]
 
 Consumes every batch through goldminer.torch.Loader (tensors over the ring, as a
@@ -19,7 +19,7 @@ import time
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m goldminer.bench")
+    ap = argparse.ArgumentParser(prog="python3 -m goldminer.tools.bench")
     ap.add_argument("root")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -33,13 +33,13 @@ def main(argv=None):
     Loader = None
     if not a.plain:
         try:
-            from . import torch as gm_torch
+            from .. import torch as gm_torch
             Loader = gm_torch.Loader
         except ImportError:  # no torch for this interpreter
             pass
     plain = Loader is None
     if plain:
-        from . import loader as gm_loader
+        from .. import loader as gm_loader
         Loader = gm_loader.Loader
     t_open = time.perf_counter()
     loader = Loader(a.root, batch_size=a.batch, workers=a.workers, seed=a.seed,
