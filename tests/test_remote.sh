@@ -478,7 +478,7 @@ cp "$tmp/secret" "$tmp/open"
 chmod 644 "$tmp/open"
 ok=0
 refused "needs --listen" --peers 127.0.0.1:1 --secret "$tmp/secret" || ok=1
-refused "secret FILE is required" --listen 127.0.0.1:0 || ok=1
+refused "secret FILE (or --tls-cert, --tls-key, --tls-ca) is required" --listen 127.0.0.1:0 || ok=1
 refused "chmod 600" --listen 127.0.0.1:0 --secret "$tmp/open" || ok=1
 refused "not HOST:PORT" --listen 127.0.0.1:0 --peers no-such-host:99999 --secret "$tmp/secret" || ok=1
 refused "names no port, and --listen's port is 0" --listen 127.0.0.1:0 --peers some-host \
