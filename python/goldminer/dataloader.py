@@ -91,6 +91,7 @@ import hashlib
 import os
 import pickle
 import sys
+import time
 import weakref
 
 from . import _abi, _bind, _slot, _worker
@@ -266,6 +267,9 @@ class DataLoader(_generic_base()):
         self.node = (None if node is None or node is False
                      else b"" if node is True else os.fsencode(node))
         self._stats = [0, 0, 0, 0, 0, 0]
+        # what the trainer got (stats()): batches, samples, its waits (ns), and
+        # when its first batch of this loader came (monotonic s; 0: none yet)
+        self._got = [0, 0, 0, 0.0]
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.worker_init_fn, self.generator = worker_init_fn, generator
@@ -357,12 +361,31 @@ class DataLoader(_generic_base()):
         return len(self._index_sampler)
 
     def stats(self):
-        """The last pool's counters, named as goldminer.Loader's stats() names them:
-        workers alive, worker_deaths, batches reissued, samples quarantined (the
-        C path has no such count), target_workers (the controller's with
-        num_workers="auto"), and kept_copied (held batches detached into a copy)."""
-        return dict(zip(("workers", "worker_deaths", "reissued", "quarantined",
-                         "target_workers", "kept_copied"), self._stats))
+        """Counters under goldminer.Loader's stats() names (docs/USAGE.md, "stats()"):
+        what the trainer got (batches, samples, elapsed_s since its first batch,
+        img_per_s, wait_ns, errors replaced), the loader's shape (batch_size,
+        batches_per_epoch, dataset_size), and the last pool's workers alive,
+        worker_deaths, batches reissued, samples quarantined, target_workers (the
+        controller's with num_workers="auto") and kept_copied (held batches
+        detached into a copy)."""
+        batches, samples, wait_ns, t0 = self._got
+        elapsed = time.monotonic() - t0 if t0 else 0.0
+        out = {"batches": batches, "samples": samples, "elapsed_s": elapsed,
+               "img_per_s": samples / elapsed if elapsed > 0 else 0.0, "wait_ns": wait_ns,
+               "errors": len(self._errors), "batch_size": self.batch_size or 1,
+               "batches_per_epoch": len(self), "dataset_size": len(self.dataset)}
+        out.update(zip(("workers", "worker_deaths", "reissued", "quarantined",
+                        "target_workers", "kept_copied"), self._stats))
+        return out
+
+    def _count(self, n, wait_ns):
+        """A batch of n samples handed to the trainer after waiting wait_ns."""
+        got = self._got
+        got[0] += 1
+        got[1] += n
+        got[2] += wait_ns
+        if not got[3]:
+            got[3] = time.monotonic()
 
     def errors(self):
         """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
@@ -668,7 +691,9 @@ class _Iter:
                 self.k = k + 1  # the next call gives the next batch
                 raise
             self.k = k + 1
+            self.dl._count(len(self.batches[k]), 0)
             return self.dl._pin(out)  # a copy, as torch's
+        t0 = time.monotonic_ns()
         while True:
             pool = self.pool
             try:
@@ -692,6 +717,7 @@ class _Iter:
                 raise
             break
         self.k = k + 1
+        self.dl._count(len(self.batches[k]), time.monotonic_ns() - t0)
         return out if pool.pinned else self.dl._pin(out)
 
     def _finish(self):

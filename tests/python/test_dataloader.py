@@ -1032,6 +1032,25 @@ class TestDataLoader(GmTest):
         self.assertGreater(len({int(v) for b in self.DL(TorchSeed(), batch_size=4,
                                                         num_workers=2) for v in b}), 4)
 
+    def test_stats_speak_the_loaders_words(self):
+        import goldminer
+        dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=2, seed=1)
+        n = sum(1 for _ in dl)
+        st = dl.stats()
+        self.assertEqual((st["batches"], st["samples"]), (n, N))
+        self.assertEqual((st["batch_size"], st["batches_per_epoch"], st["dataset_size"]),
+                         (BATCH, n, N))
+        self.assertGreater(st["img_per_s"], 0)
+        self.assertGreaterEqual(st["wait_ns"], 0)
+        self.assertEqual(st["errors"], 0)
+        # the keys both kinds of loader have mean the same thing under the same name
+        c_keys = {name for name, _ in goldminer._abi.LoaderStats._fields_}
+        shared = {"batches", "samples", "elapsed_s", "img_per_s", "wait_ns", "errors",
+                  "batch_size", "batches_per_epoch", "dataset_size", "workers",
+                  "target_workers", "worker_deaths", "reissued", "kept_copied"}
+        self.assertLessEqual(shared, c_keys)
+        self.assertLessEqual(shared, set(st))
+
     def test_iterator_lists_its_workers_as_torch_does(self):
         it = iter(self.DL(AugDataset(), batch_size=BATCH, num_workers=2))
         next(it)
