@@ -45,6 +45,10 @@ With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
 spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
 import torch and unpickle the dataset.
+
+With --probe first, it only loads goldminer's library and imports torch and exits 0:
+a node agent runs it once per interpreter to know whether it can run a job's
+workers itself (core/node.c; when not, the trainer runs them, sized by the agent).
 """
 import ctypes
 import errno
@@ -676,6 +680,9 @@ def main(argv=None):
     from . import _bind
     argv = sys.argv[1:] if argv is None else argv
     lib = _bind.lib()
+    if argv and argv[0] == "--probe":  # a node agent asks: can it run these workers?
+        import torch  # noqa: F401 (what every worker imports: its absence fails here)
+        sys.exit(0 if lib else 1)
     if argv and argv[0] == "--zygote":
         zygote(lib)
     b = _attach(lib)
