@@ -77,7 +77,7 @@ wait_for() {
 sock=$tmp/a.sock
 ns=$tmp/ns # empty here; the trainer's interpreter is there in its namespace
 mkdir -p "$ns"
-apid= tpid=
+apid='' tpid=''
 start_agent() { # start_agent LOG CPUS: an agent on $sock (pid $apid), 10 s to listen
 	"$G" node --socket "$sock" --cpus "$2" >"$1" 2>&1 &
 	apid=$!
@@ -125,7 +125,7 @@ if want 1; then
 	start_agent "$tmp/a.log" 2
 	SLOW_MS=20 job 1 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s= k=0
+	s='' k=0
 	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do # 60 s: the job's workers alive
 		s=$(status)
 		[ "$(field "$s" alive)" = 2 ] && break
@@ -162,7 +162,7 @@ if want 3; then
 	tpid=$!
 	wait_for "$tmp/a.log" "job pid [0-9]* attached" 60
 	jpid=$(sed -n 's/.*job pid \([0-9]*\) attached.*/\1/p' "$tmp/a.log" | head -1)
-	a0= a1= k=0
+	a0='' a1='' k=0
 	while [ $k -lt 600 ] && [ "$a0" != 3 ] && kill -0 "$tpid" 2>/dev/null; do # 60 s: 3 alive
 		a0=$(field "$(status)" alive)
 		sleep 0.1
@@ -198,7 +198,7 @@ if want 4; then
 	start_agent "$tmp/a.log" 2
 	GOLDMINER_NODE_WORKERS=trainer SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s= k=0
+	s='' k=0
 	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
 		s=$(status)
 		[ "$(field "$s" alive)" = 2 ] && break
@@ -228,7 +228,7 @@ if want 5; then
 	start_agent "$tmp/a.log" 2
 	SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s= k=0
+	s='' k=0
 	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
 		s=$(status)
 		[ "$(field "$s" alive)" = 2 ] && break
