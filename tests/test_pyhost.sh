@@ -18,17 +18,21 @@
 #      the trainer runs them all the same ("the trainer asked"), same checksums
 #   5. without it the agent, which can run the interpreter (its probe passes),
 #      runs them itself ("workers run by the agent")
+#   6. the agent of a trainer-run job SIGKILLed mid-run and started again: the
+#      trainer's workers go on (one line), the new agent sizes them again (the
+#      trainer says it re-attached, the new agent's --status shows the job run
+#      by the trainer), same checksums
 # Skips all without root (unshare -m and mount), without /usr/bin/python3 with
 # torch, or under a sanitizer build. TAP on stdout; every wait has a deadline.
 # Env: B (build dir), GM_PYHOST_CASES="1 4" (run only the jobs of these cases:
-# 1 runs the job of 1 and 2, 3 and 4 their own, 5 its own).
+# 1 runs the job of 1 and 2, the others their own).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
 PY=/usr/bin/python3
-N=5
+N=6
 echo "1..$N"
 skip_all() {
 	k=1
@@ -250,4 +254,42 @@ if want 5; then
 	stop_agent
 else
 	skip_cases 5
+fi
+
+# 6: the agent of a trainer-run job killed and started again
+if want 6; then
+	start_agent "$tmp/a.log" 2
+	SLOW_MS=40 job 1 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
+	tpid=$!
+	wait_for "$tmp/a.log" "job pid [0-9]* attached" 60
+	sleep 2
+	kill -KILL "$apid"
+	wait "$apid" 2>/dev/null
+	rm -f "$sock"
+	sleep 1
+	start_agent "$tmp/b.log" 2
+	s='' k=0
+	while [ $k -lt 300 ] && kill -0 "$tpid" 2>/dev/null; do # 30 s: the job back
+		s=$(status)
+		[ "$(field "$s" run_by)" = "workers run by the trainer" ] && break
+		sleep 0.1
+		k=$((k + 1))
+	done
+	wait "$tpid"
+	rc=$? tpid=''
+	ok=1
+	w=$(grep -c "went away: this process's workers, which it sized, go on" "$tmp/run.err")
+	ra=$(grep -c "re-attached to the node agent at $sock: it sizes this process's workers" \
+		"$tmp/run.err")
+	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$w" = 1 ] && [ "$ra" = 1 ] &&
+		[ "$(field "$s" run_by)" = "workers run by the trainer" ] && ok=0
+	[ $ok = 0 ] || {
+		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; $w went away, $ra re-attached; status $s"
+		diag "$tmp/run.err"
+		diag "$tmp/b.log"
+	}
+	t $ok "the agent of a trainer-run job SIGKILLed and started again: the trainer's workers go on, sized again by the new agent (re-attached $ra), same checksums"
+	stop_agent
+else
+	skip_cases 6
 fi
