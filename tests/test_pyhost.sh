@@ -22,6 +22,9 @@
 #      trainer's workers go on (one line), the new agent sizes them again (the
 #      trainer says it re-attached, the new agent's --status shows the job run
 #      by the trainer), same checksums
+#   7. the agent sees the trainer's interpreter but not torch (its own mount
+#      namespace hides dist-packages, as an image with python and no torch):
+#      its probe fails, the trainer runs the workers, same checksums
 # Skips all without root (unshare -m and mount), without /usr/bin/python3 with
 # torch, or under a sanitizer build. TAP on stdout; every wait has a deadline.
 # Env: B (build dir), GM_PYHOST_CASES="1 4" (run only the jobs of these cases:
@@ -32,7 +35,7 @@ B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
 PY=/usr/bin/python3
-N=6
+N=7
 echo "1..$N"
 skip_all() {
 	k=1
@@ -292,4 +295,38 @@ if want 6; then
 	stop_agent
 else
 	skip_cases 6
+fi
+
+# 7: the interpreter there, torch not (the agent's probe fails)
+if want 7; then
+	pkgs=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh "$pkgs" \
+		"$G" node --socket "$sock" --cpus 2 >"$tmp/a.log" 2>&1 &
+	apid=$!
+	wait_for "$tmp/a.log" "listening on $sock"
+	SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
+	tpid=$!
+	s='' k=0
+	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
+		s=$(status)
+		[ "$(field "$s" alive)" = 2 ] && break
+		sleep 0.1
+		k=$((k + 1))
+	done
+	wait "$tpid"
+	rc=$? tpid=''
+	ok=1
+	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] &&
+		[ "$(field "$s" run_by)" = "workers run by the trainer" ] &&
+		grep -q "the trainer runs them: .*--probe failed" "$tmp/a.log" && ok=0
+	[ $ok = 0 ] || {
+		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; status $s"
+		diag "$tmp/run.err"
+		diag "$tmp/a.log"
+	}
+	t $ok "the agent's interpreter has no torch (its probe fails): the trainer runs the workers, same checksums"
+	stop_agent
+else
+	skip_cases 7
 fi
