@@ -295,6 +295,12 @@ struct gm_bind_pool {
 	bool told_refusal; /* a refusal was said once */
 	char facts[2048];  /* gm_bind_pool_facts' words, after the command's */
 	size_t nfacts;
+	/* the agent cannot run the command (wire.h, GM_NODE_TRAINER_WORKERS): the
+	 * workers are this process's (fallback) from the start, sized by the
+	 * agent's a_target (ring.h), the last value taken in a_seen */
+	bool trainer_runs;
+	uint32_t a_seen;
+	uint32_t flags; /* the request's (GOLDMINER_NODE_WORKERS) */
 	/* per slot: parked (gm_ring_park) until gm_bind_pool_give hands out its first
 	 * task; no worker ever sees a slot whose indices were not written */
 	bool *parked;
@@ -438,7 +444,63 @@ static int cmd_request(const struct gm_bind_pool *p, uint32_t cap, struct gm_nod
 		return -E2BIG;
 	req->workers = (int32_t)(cap > GM_MAX_WORKERS ? GM_MAX_WORKERS : cap);
 	req->lease_timeout_ms = p->lease_ms;
+	req->flags = p->flags;
 	return 0;
+}
+
+/* $GOLDMINER_NODE_WORKERS: "trainer" (this process runs the workers, the agent
+ * sizes them), unset, "" or "auto" (the agent runs them when it can: wire.h).
+ * 0, or -EINVAL with why. */
+static int workers_env(struct gm_bind_pool *p, char *err, size_t errlen)
+{
+	const char *v = getenv("GOLDMINER_NODE_WORKERS");
+
+	p->flags = 0;
+	if (v && !strcmp(v, "trainer"))
+		p->flags = GM_NODE_TRAINER_WORKERS;
+	else if (v && *v && strcmp(v, "auto")) {
+		gm_errf(err, errlen,
+			"GOLDMINER_NODE_WORKERS=%.64s: give trainer (this process runs the "
+			"workers, the node agent sizes them) or auto (the agent runs them when it "
+			"has this interpreter)",
+			v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The agent's size for workers this process runs (a_target, ring.h) into its
+ * pool, when it changed since the last look. */
+static void follow_agent(struct gm_bind_pool *p)
+{
+	uint32_t n = atomic_load(&p->h->a_target);
+
+	if (n == p->a_seen)
+		return;
+	p->a_seen = n;
+	gm_pool_set_target(p->fallback, (int)(n > GM_MAX_WORKERS ? GM_MAX_WORKERS : n));
+}
+
+/* This process's pool over the ring, started with the agent's size (a_target)
+ * when the agent sizes it (node_fd open), else with the configured one: 0, or
+ * -errno with why. */
+static int own_pool(struct gm_bind_pool *p, char *why, size_t len)
+{
+	struct gm_pool_cfg pc = p->pc;
+
+	pc.ring_fd = gm_ring_fd(p->ring);
+	if (p->trainer_runs) {
+		p->a_seen = atomic_load(&p->h->a_target);
+		pc.workers = (int)(p->a_seen > GM_MAX_WORKERS ? GM_MAX_WORKERS : p->a_seen);
+	}
+	int rc = gm_pool_create(&p->fallback, &pc, why, len);
+	if (!rc)
+		rc = gm_pool_start(p->fallback, why, len);
+	if (rc) {
+		gm_pool_destroy(p->fallback);
+		p->fallback = NULL;
+	}
+	return rc;
 }
 
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
@@ -455,6 +517,8 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 		gm_errf(err, errlen, "a pool run by the node agent needs a spec_fd");
 		return -EINVAL;
 	}
+	if (workers_env(p, err, errlen))
+		return -EINVAL;
 	if (cmd_request(p, cap, &req)) {
 		gm_errf(err, errlen,
 			"the workers' command is too long for the node agent "
@@ -493,11 +557,20 @@ int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t 
 		close(fd);
 		goto out_free;
 	}
+	p->cap = cap;
+	snprintf(p->node_path, sizeof(p->node_path), "%s", socket_path);
+	p->trainer_runs = (rep->flags & GM_NODE_TRAINER_WORKERS) != 0;
+	if (p->trainer_runs && (rc = own_pool(p, why, sizeof(why)))) {
+		gm_errf(err, errlen,
+			"node agent at %s: it has not this interpreter, and this process cannot "
+			"run the job's workers itself: %s",
+			socket_path, why);
+		close(fd);
+		goto out_free;
+	}
 	p->node_fd = fd;
 	p->c.agent_fd = fd;
 	p->started = true;
-	p->cap = cap;
-	snprintf(p->node_path, sizeof(p->node_path), "%s", socket_path);
 out_free:
 	free(rep);
 	return rc;
@@ -516,17 +589,22 @@ out_free:
 
 static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 {
-	struct gm_pool_cfg pc = p->pc;
 	char why[512];
 
+	if (p->trainer_runs) { /* the workers are ours already: they go on as they are */
+		close(p->node_fd);
+		p->node_fd = p->c.agent_fd = -1;
+		gm_log("loader",
+		       "the node agent at %s went away: this process's workers, which it "
+		       "sized, go on at their last size, until an agent answers there again",
+		       p->node_path);
+		p->retry_ms = RETRY_MS;
+		p->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+		return 0;
+	}
 	uint32_t n = gm_consumer_orphans(&p->c);
-	pc.ring_fd = gm_ring_fd(p->ring);
-	int rc = gm_pool_create(&p->fallback, &pc, why, sizeof(why));
-	if (!rc)
-		rc = gm_pool_start(p->fallback, why, sizeof(why));
+	int rc = own_pool(p, why, sizeof(why));
 	if (rc) {
-		gm_pool_destroy(p->fallback);
-		p->fallback = NULL;
 		gm_errf(err, errlen,
 			"the node agent at %s went away and this process cannot run the job's "
 			"workers itself: %s",
@@ -547,7 +625,7 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 }
 
 /* The job again to the agent on fd: 0, or -errno with why. */
-static int bind_ask(struct gm_bind_pool *p, int fd, char *why, size_t len)
+static int bind_ask(struct gm_bind_pool *p, int fd, uint32_t *flags, char *why, size_t len)
 {
 	struct gm_node_req req;
 	struct timeval tv = {REATTACH_MS / 1000, 0};
@@ -564,6 +642,7 @@ static int bind_ask(struct gm_bind_pool *p, int fd, char *why, size_t len)
 	int rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
 	if (!rc && rep->status)
 		rc = rep->status;
+	*flags = rc ? 0 : rep->flags;
 	if (rc)
 		snprintf(why, len, "%.400s",
 			 rc == -EPIPE		  ? "no answer to the request"
@@ -584,7 +663,8 @@ static void bind_reattach(struct gm_bind_pool *p)
 	int fd = gm_wire_connect(p->node_path, why, sizeof(why));
 	if (fd < 0)
 		return; /* no agent there yet */
-	int rc = bind_ask(p, fd, why, sizeof(why));
+	uint32_t flags;
+	int rc = bind_ask(p, fd, &flags, why, sizeof(why));
 	if (rc) {
 		close(fd);
 		if (!p->told_refusal)
@@ -599,11 +679,19 @@ static void bind_reattach(struct gm_bind_pool *p)
 	struct timeval none = {0, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	p->node_fd = p->c.agent_fd = fd;
+	p->told_refusal = false;
+	p->trainer_runs = (flags & GM_NODE_TRAINER_WORKERS) != 0;
+	if (p->trainer_runs) { /* ours stay; the agent sizes them again */
+		gm_log("loader",
+		       "re-attached to the node agent at %s: it sizes this process's workers "
+		       "again (it does not run this interpreter)",
+		       p->node_path);
+		return;
+	}
 	gm_pool_hand_over(p->fallback);
 	gm_pool_destroy(p->fallback);
 	p->fallback = NULL;
-	p->node_fd = p->c.agent_fd = fd;
-	p->told_refusal = false;
 	gm_log("loader",
 	       "re-attached to the node agent at %s: its workers make the job's batches "
 	       "again from batch %llu on",
@@ -713,8 +801,10 @@ int gm_bind_pool_next(struct gm_bind_pool *p, uint64_t task, int timeout_ms, cha
 			(unsigned long long)task);
 		return -EINVAL;
 	}
-	if (p->fallback)
+	if (p->fallback && p->node_fd < 0)
 		bind_reattach(p);
+	if (p->fallback && p->trainer_runs && p->node_fd >= 0)
+		follow_agent(p);
 	rc = gm_consumer_wait(&p->c, task, timeout_ms);
 	if (rc == GM_CONSUMER_AGENT_GONE && p->node_fd >= 0) {
 		rc = bind_take_over(p, err, errlen); /* our workers go on with the ring */
@@ -838,6 +928,8 @@ int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid
 
 int gm_bind_pool_pids(const struct gm_bind_pool *p, int *pids, int max)
 {
+	if (p->fallback) /* this process's workers over a node agent's job */
+		return gm_pool_pids(p->fallback, pids, max);
 	if (!p->pool)
 		return -ENOTSUP;
 	return gm_pool_pids(p->pool, pids, max);

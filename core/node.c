@@ -59,6 +59,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +120,12 @@ struct job {
 	char cmd[4096];	 /* the command's arguments, NUL-separated */
 	const char *argv[GM_NODE_CMD_ARGS + 1];	 /* into cmd */
 	const char *zargv[GM_NODE_CMD_ARGS + 2]; /* the same and "--zygote" */
+	/* ... run by the trainer itself (wire.h, GM_NODE_TRAINER_WORKERS): the
+	 * agent's pool over the ring is never started; the division's size for
+	 * it goes into the ring header's a_target, which the trainer's pool
+	 * takes; why in trainer_why */
+	bool trainer_runs;
+	char trainer_why[512];
 	/* an ATTACH that brought its running ring (a loader whose agent went away
 	 * and whose own workers went on with it): adopted at this task + 1 (0: a
 	 * ring made here) */
@@ -142,6 +149,15 @@ struct agent {
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
+	/* the interpreters probed (can_run), newest last: a file is probed once */
+	struct probe {
+		char path[256];
+		dev_t dev;
+		ino_t ino;
+		struct timespec mtime;
+		bool ok;
+	} probes[8];
+	uint32_t nprobes;
 };
 
 const char *gm_node_default_socket(void)
@@ -277,7 +293,11 @@ static bool apply_grants(struct agent *a)
 		struct job *j = &a->jobs[idx[k]];
 		if (target[k] != j->workers) {
 			j->workers = target[k];
-			gm_pool_set_target(j->pool, (int)j->workers);
+			if (j->trainer_runs) /* the trainer's pool takes it (ring.h) */
+				atomic_store(&gm_ring_hdr(gm_pool_ring(j->pool))->a_target,
+					     j->workers);
+			else
+				gm_pool_set_target(j->pool, (int)j->workers);
 		}
 		short_ |= j->workers < j->want;
 	}
@@ -584,9 +604,8 @@ static int parse_cmd(struct job *j, const struct gm_node_req *req, char *why, si
 			 GM_NODE_CMD_ARGS, sizeof(j->cmd));
 		return -EINVAL;
 	}
-	if (j->argv[0][0] != '/' || access(j->argv[0], X_OK)) {
-		snprintf(why, len, "%.512s is not an absolute path this agent can execute",
-			 j->argv[0]);
+	if (j->argv[0][0] != '/') {
+		snprintf(why, len, "%.512s is not an absolute path", j->argv[0]);
 		return -EINVAL;
 	}
 	for (int k = 0; k < n; k++)
@@ -636,7 +655,110 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 	return parse_cmd(j, req, why, len);
 }
 
-/* The pool of a CMDJOB over the client's ring, started with no worker. */
+/* ---- who runs a CMDJOB's workers (wire.h, GM_NODE_TRAINER_WORKERS) ----------------
+ *
+ * The agent runs the client's command when its first argument is a file here
+ * that the agent may execute and a probe of it passes: the command with
+ * "--probe" appended (python/goldminer/_worker.py loads goldminer's library,
+ * finds torch without importing it, and exits 0), no input, its output dropped,
+ * PROBE_MS at most (measured: 0.8 s on a loaded 2-core host). A probe's
+ * answer is remembered per file (path, device, inode, mtime): one probe per
+ * interpreter for the agent's life, unless the file changes. The probe blocks
+ * the agent's loop for its time (an interpreter's start, once). Otherwise (a
+ * container whose image has not the trainer's interpreter, or not torch) the
+ * trainer runs them (can_run false, why in j->trainer_why). */
+#define PROBE_MS 10000
+
+/* Run the command of j with "--probe": true when it exits 0 within PROBE_MS. */
+static bool probe_cmd(const struct job *j, char *why, size_t len)
+{
+	const char *argv[GM_NODE_CMD_ARGS + 2];
+	int n = 0, st = 0;
+
+	while (j->argv[n]) {
+		argv[n] = j->argv[n];
+		n++;
+	}
+	argv[n] = "--probe";
+	argv[n + 1] = NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (pid < 0) {
+		snprintf(why, len, "the probe of %.200s could not start: %s", argv[0],
+			 strerror(errno));
+		return false;
+	}
+	int64_t end = now_ms() + PROBE_MS;
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < end)
+		usleep(5000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		snprintf(why, len, "%.200s --probe did not end within %d s", argv[0],
+			 PROBE_MS / 1000);
+		return false;
+	}
+	if (w < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		snprintf(why, len,
+			 "%.160s --probe failed (exit %d): this interpreter here cannot import "
+			 "goldminer's worker or torch",
+			 argv[0], w > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return false;
+	}
+	return true;
+}
+
+/* Can this agent run the workers' command of j (see above)? why when not. */
+static bool can_run(struct agent *a, const struct job *j, char *why, size_t len)
+{
+	struct stat st;
+	const char *path = j->argv[0];
+
+	if (stat(path, &st) || !S_ISREG(st.st_mode) || access(path, X_OK)) {
+		snprintf(why, len, "%.160s is not an executable file on the agent's host: %s", path,
+			 errno ? strerror(errno) : "not a regular file");
+		return false;
+	}
+	for (uint32_t k = 0; k < a->nprobes; k++) {
+		struct probe *pr = &a->probes[k];
+		if (!strcmp(pr->path, path) && pr->dev == st.st_dev && pr->ino == st.st_ino &&
+		    pr->mtime.tv_sec == st.st_mtim.tv_sec &&
+		    pr->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			if (!pr->ok)
+				snprintf(why, len, "%.200s failed its probe here", path);
+			return pr->ok;
+		}
+	}
+	bool ok = probe_cmd(j, why, len);
+	if (strlen(path) < sizeof(a->probes[0].path)) {
+		if (a->nprobes == sizeof(a->probes) / sizeof(a->probes[0])) /* drop the oldest */
+			memmove(a->probes, a->probes + 1, sizeof(a->probes) - sizeof(a->probes[0]));
+		else
+			a->nprobes++;
+		struct probe *pr = &a->probes[a->nprobes - 1];
+		snprintf(pr->path, sizeof(pr->path), "%s", path);
+		pr->dev = st.st_dev;
+		pr->ino = st.st_ino;
+		pr->mtime = st.st_mtim;
+		pr->ok = ok;
+	}
+	logf_(a, "%s: %s", path,
+	      ok ? "probed: the agent runs the Python workers of its jobs" : why);
+	return ok;
+}
+
+/* The pool of a CMDJOB over the client's ring, started with no worker; never
+ * started when the trainer runs the workers (the agent only sizes it). */
 static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_fd, char *why,
 			 size_t len)
 {
@@ -652,7 +774,7 @@ static int open_cmd_pool(struct job *j, const struct gm_node_req *req, int ring_
 	c.w.batches_per_epoch = UINT32_MAX; /* a slot says its epoch (bind.h) */
 	c.lease_timeout_ms = gm_lease_ms(req->lease_timeout_ms);
 	rc = gm_pool_create(&j->pool, &c, why, len);
-	if (rc)
+	if (rc || j->trainer_runs)
 		return rc;
 	rc = gm_pool_start(j->pool, why, len);
 	if (rc) {
@@ -693,7 +815,19 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 		gm_wire_reply(j->fd, -EISCONN, -1, 0, 0, "this connection already has a job");
 		return;
 	}
+	if (req->flags & ~GM_NODE_TRAINER_WORKERS) {
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0,
+			      "unknown request flags 0x%x (another goldminer build?)", req->flags);
+		return;
+	}
 	rc = check_cmd_job(a, j, req, fds, nfds, why, sizeof(why));
+	if (!rc && (req->flags & GM_NODE_TRAINER_WORKERS)) {
+		j->trainer_runs = true;
+		snprintf(j->trainer_why, sizeof(j->trainer_why),
+			 "the trainer asked (GOLDMINER_NODE_WORKERS=trainer)");
+	} else if (!rc) {
+		j->trainer_runs = !can_run(a, j, j->trainer_why, sizeof(j->trainer_why));
+	}
 	if (!rc) {
 		j->spec_fd = fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
 		rc = j->spec_fd < 0 ? -errno : 0;
@@ -707,21 +841,44 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	}
 	if (rc) {
 		j->ring_bytes = 0;
+		j->trainer_runs = false;
 		gm_wire_reply(j->fd, rc, -1, 0, 0, "%s", why);
 		return;
 	}
+	for (char *c = j->trainer_why; *c; c++) /* it goes into --status's JSON */
+		*c = *c == '"' || *c == '\\' || (unsigned char)*c < ' ' ? '\'' : *c;
+	if (j->trainer_runs) /* sized afresh (an agent before this one may have sized it) */
+		atomic_store(&gm_ring_hdr(gm_pool_ring(j->pool))->a_target, 0);
 	j->cap = req->workers > 0 ? (uint32_t)req->workers : 0;
 	uint32_t used = wanted_workers(a), idle = used < a->budget ? a->budget - used : 0;
 	j->want = idle ? idle : 1; /* as attach: the idle part, corrected by measurement */
 	if (j->cap && j->want > j->cap)
 		j->want = j->cap;
 	a->short_ = divide(a);
-	snprintf(j->root, sizeof(j->root), "workers of %s", j->argv[0]);
+	snprintf(j->root, sizeof(j->root), "workers of %s%s", j->argv[0],
+		 j->trainer_runs ? ", run by the trainer" : "");
 	cmd_job_remote(a, j, req, fds[0]);
-	gm_wire_reply(j->fd, 0, -1, 0, 0, "ok");
-	logf_(a, "job pid %d attached: %s (%s), cap %u; %u of %u workers in use", (int)j->pid,
+	gm_wire_reply_flags(j->fd, j->trainer_runs ? GM_NODE_TRAINER_WORKERS : 0, "ok");
+	logf_(a, "job pid %d attached: %s (%s), cap %u; %u of %u workers in use%s%s", (int)j->pid,
 	      j->root, j->token ? "peers that lend Python workers may help" : j->rnone, j->cap,
-	      used_workers(a), a->budget);
+	      used_workers(a), a->budget, j->trainer_runs ? "; the trainer runs them: " : "",
+	      j->trainer_runs ? j->trainer_why : "");
+}
+
+/* A Python job's part of its --status entry: who runs its workers and why,
+ * and what its peers do for it (pyhome.c). The bytes written (snprintf's). */
+static size_t python_json(const struct job *j, char *buf, size_t len)
+{
+	char by[64], why[512], remote[512];
+	gm_json_quote(by, sizeof(by),
+		      j->trainer_runs ? "workers run by the trainer" : "workers run by the agent");
+	gm_json_quote(why, sizeof(why), j->trainer_runs ? j->trainer_why : "");
+	gm_json_quote(remote, sizeof(remote),
+		      j->token ? "peers that lend Python workers" : j->rnone);
+	return (size_t)snprintf(buf, len,
+				", \"python_workers\": true, \"run_by\": %s, \"run_why\": %s, "
+				"\"remote\": %s",
+				by, why, remote);
 }
 
 /* The --status text (one JSON object) into buf[len]; every string in it through
@@ -781,12 +938,8 @@ static void status_json(struct agent *a, char *buf, size_t len)
 			    ri.bytes, ri.revoked, ri.fenced, ri.lends, ri.refusals, ri.refused_busy,
 			    ri.refused_root, ri.refused_dataset, ri.short_capacity, qw);
 		}
-		if (j->cmd_job && off < len) { /* peers that lend Python run them (pyhome.c) */
-			gm_json_quote(q, sizeof(q),
-				      j->token ? "peers that lend Python workers" : j->rnone);
-			off += (size_t)snprintf(buf + off, len - off,
-						", \"python_workers\": true, \"remote\": %s", q);
-		}
+		if (j->cmd_job && off < len)
+			off += python_json(j, buf + off, len - off);
 		if (j->adopted && off < len) /* re-attached with its running ring */
 			off += (size_t)snprintf(buf + off, len - off,
 						", \"adopted_at_task\": %" PRIu64, j->adopted - 1);

@@ -1277,6 +1277,7 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	/* Workers map their own ring afresh (see spawn): no child inherits rings. */
 	madvise(gm_ring_base(p->ring), gm_ring_bytes(p->ring), MADV_DONTFORK);
 	p->c.w.ring = p->ring;
+	gm_elastic_meter_restart(&p->meter); /* gm_pool_measure of a pool never started */
 	*out = p;
 	return 0;
 

@@ -450,14 +450,13 @@ int gm_wire_call_fds(int fd, const struct gm_node_req *req, const int *fds, int 
 	return 0;
 }
 
-void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
-		   const char *fmt, ...)
+static void vreply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
+		   uint32_t flags, const char *fmt, va_list ap)
 {
 	struct gm_node_reply r;
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {&r, sizeof(r)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	va_list ap;
 
 	memset(&r, 0, sizeof(r));
 	r.magic = GM_NODE_MAGIC;
@@ -465,9 +464,8 @@ void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t finge
 	r.status = status;
 	r.batches_per_epoch = bpe;
 	r.fingerprint = fingerprint;
-	va_start(ap, fmt);
+	r.flags = flags;
 	gm_verrf(r.msg, sizeof(r.msg), fmt, ap);
-	va_end(ap);
 	if (ring_fd >= 0) {
 		memset(cbuf, 0, sizeof(cbuf));
 		mh.msg_control = cbuf;
@@ -482,4 +480,23 @@ void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t finge
 		/* the client is gone (its hang-up is handled by the poll loop) or does not
 		 * read its replies (full buffer): either way the agent goes on */
 	}
+}
+
+void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
+		   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply(fd, status, ring_fd, bpe, fingerprint, 0, fmt, ap);
+	va_end(ap);
+}
+
+void gm_wire_reply_flags(int fd, uint32_t flags, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply(fd, 0, -1, 0, 0, flags, fmt, ap);
+	va_end(ap);
 }

@@ -12,7 +12,9 @@
  * workers the agent granted; a request of another protocol version is refused in
  * words, and so is an agent of another version by its clients; a loader whose
  * agent is SIGKILLed goes on with the same bytes and is adopted by the next
- * agent on the socket, whose ATTACH refuses a ring that is not the job's.
+ * agent on the socket, whose ATTACH refuses a ring that is not the job's; a
+ * job's command the agent cannot run (not on its host, its probe fails, or the
+ * trainer asks) is the trainer's to run, sized by the agent.
  */
 // LDFLAGS: -Wl,--wrap=recvmsg
 #include <stdarg.h>
@@ -511,6 +513,81 @@ static void test_command_job_is_checked_before_anything_runs(void **state)
 	char st[4096];
 	assert_int_equal(gm_node_status(sock, st, sizeof(st)), 0);
 	assert_non_null(strstr(st, "\"jobs\": 0")); /* none of them became a job */
+	close(spec);
+	gm_ring_destroy(r);
+}
+
+/* A CMDJOB of args (as cmd_job) with request flags, on a connection left open
+ * (*fd, the job lives while it does): the status, the reply's flags in *rflags. */
+static int cmd_job_open(const char *args, size_t len, uint32_t flags, const int *fds, int *fd,
+			uint32_t *rflags, char *msg)
+{
+	struct gm_node_req req;
+	static struct gm_node_reply rep;
+	char err[256];
+	*fd = gm_wire_connect(sock, err, sizeof(err));
+	assert_true(*fd >= 0);
+	gm_wire_request(&req, GM_NODE_CMDJOB);
+	memcpy(req.root, args, len);
+	req.workers = 2;
+	req.flags = flags;
+	assert_int_equal(gm_wire_call_fds(*fd, &req, fds, 2, &rep, NULL), 0);
+	snprintf(msg, 256, "%.255s", rep.msg);
+	*rflags = rep.flags;
+	return rep.status;
+}
+
+/* The agent runs a job's command only when it can: one it cannot execute (not
+ * on its host, as the trainer's interpreter in a container's agent), one whose
+ * probe fails, or a request that asks it, is the trainer's to run: the reply
+ * says so, the agent sizes it in the ring header (a_target) and its status says
+ * "workers run by the trainer"; a command it can run stays its own; unknown
+ * request flags are refused. */
+static void test_command_job_the_agent_cannot_run_is_the_trainers(void **state)
+{
+	(void)state;
+	static const char gone[] = "/nonexistent/python3\0-c\0";
+	static const char fails[] = "/bin/false\0";
+	static const char runs[] = "/bin/true\0--worker\0";
+	struct {
+		const char *args;
+		size_t len;
+		uint32_t flags;
+		bool trainer;
+	} c[] = {{gone, sizeof(gone), 0, true},
+		 {fails, sizeof(fails), 0, true},
+		 {runs, sizeof(runs), GM_NODE_TRAINER_WORKERS, true},
+		 {runs, sizeof(runs), 0, false}};
+	char msg[256], st[GM_NODE_MSG];
+
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		struct gm_ring *r;
+		uint32_t rflags = 0;
+		int fd;
+		assert_int_equal(gm_ring_create(&r, 4, 5, 64, 0, 10), 0);
+		int spec = memfd_create("gm-test-spec", MFD_CLOEXEC);
+		int fds[2] = {gm_ring_fd(r), spec};
+		assert_int_equal(
+		    cmd_job_open(c[k].args, c[k].len, c[k].flags, fds, &fd, &rflags, msg), 0);
+		assert_int_equal(rflags, c[k].trainer ? GM_NODE_TRAINER_WORKERS : 0);
+		assert_int_equal(gm_node_status(sock, st, sizeof(st)), 0);
+		assert_non_null(strstr(st, c[k].trainer ? "\"workers run by the trainer\""
+							: "\"workers run by the agent\""));
+		if (c[k].trainer) /* the agent's size for the trainer's pool */
+			assert_true(atomic_load(&gm_ring_hdr(r)->a_target) >= 1);
+		close(fd);
+		close(spec);
+		gm_ring_destroy(r);
+	}
+	struct gm_ring *r;
+	uint32_t rflags;
+	int fd;
+	assert_int_equal(gm_ring_create(&r, 4, 5, 64, 0, 10), 0);
+	int spec = memfd_create("gm-test-spec", MFD_CLOEXEC);
+	int fds[2] = {gm_ring_fd(r), spec};
+	assert_int_equal(cmd_job_open(runs, sizeof(runs), 2, fds, &fd, &rflags, msg), -EINVAL);
+	assert_non_null(strstr(msg, "unknown request flags"));
+	close(fd);
 	close(spec);
 	gm_ring_destroy(r);
 }
@@ -1382,6 +1459,7 @@ int main(void)
 	    cmocka_unit_test(test_bench_reports_the_workers_granted),
 	    cmocka_unit_test(test_options_survive_the_wire),
 	    cmocka_unit_test(test_command_job_is_checked_before_anything_runs),
+	    cmocka_unit_test(test_command_job_the_agent_cannot_run_is_the_trainers),
 	    cmocka_unit_test(test_dead_client_frees_its_job),
 	    cmocka_unit_test(test_default_socket_directory_is_checked),
 	    cmocka_unit_test(test_idle_connections_do_not_lock_others_out),

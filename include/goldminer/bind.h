@@ -192,7 +192,14 @@ int gm_bind_pool_start(struct gm_bind_pool *p, char *err, size_t errlen);
  * stderr) and sends the job again to an agent that answers on socket_path
  * later (then its workers go on; ours finish their batches); it fails with
  * -EPIPE (GM_CONSUMER_AGENT_GONE) only when ours cannot start.
- * gm_bind_pool_destroy closes the connection (the agent then stops the workers). 0, or -errno with
+ * gm_bind_pool_destroy closes the connection (the agent then stops the workers).
+ * When the agent cannot run the command (its reply's GM_NODE_TRAINER_WORKERS,
+ * wire.h), or $GOLDMINER_NODE_WORKERS is "trainer" (it asks that; "auto" or
+ * unset: the agent decides; another value is -EINVAL), this process runs them
+ * over the ring from the start, the pool of the agent-gone path, sized by the
+ * agent: gm_bind_pool_next takes the ring header's a_target (ring.h) into it;
+ * their lease watch and kills are this process's pool's; an agent that goes
+ * away leaves them at their last size. 0, or -errno with
  * a message ("node agent: ..." for its refusals). */
 int gm_bind_pool_node(struct gm_bind_pool *p, const char *socket_path, uint32_t cap, char *err,
 		      size_t errlen);
@@ -278,8 +285,9 @@ void gm_bind_pool_stats(const struct gm_bind_pool *p, uint64_t out[5]);
  * failed on it is reported as torch reports a dead worker. 0, or -ENOENT (not
  * quarantined here, or the workers are a node agent's). Consumer thread. */
 int gm_bind_pool_culprit(const struct gm_bind_pool *p, uint32_t sample, int *pid, int *sig);
-/* The pids of the pool's workers running now (gm_pool_pids): how many; -ENOTSUP
- * for a node agent's pool (its workers are the agent's children). */
+/* The pids of the pool's workers running now (gm_pool_pids): how many (this
+ * process's workers, also over a node agent's job when they run here); 0 for a
+ * node agent's pool whose workers it runs itself (they are its children). */
 int gm_bind_pool_pids(const struct gm_bind_pool *p, int *pids, int max);
 
 /* Page-lock the ring for the GPU (cudaHostRegister, cuda.h), so that batches

@@ -133,6 +133,10 @@ struct gm_ring_hdr {
 	char fatal[256];				 /* ... and why (first one wins) */
 	_Alignas(64) _Atomic uint32_t quarantine_n;
 	uint32_t quarantine[64]; /* samples that crashed workers twice */
+	/* node agent -> a trainer that runs its job's workers itself (wire.h,
+	 * GM_NODE_TRAINER_WORKERS): the pool size the agent's division gives the
+	 * job, which the trainer's pool takes (gm_pool_set_target) */
+	_Alignas(64) _Atomic uint32_t a_target;
 };
 
 struct gm_ring;

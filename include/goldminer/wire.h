@@ -33,7 +33,8 @@
 /* 3: a reply's message of GM_NODE_MSG bytes; 4: CMDJOB (a version-3 agent would
  * answer it "unknown request type 4": a version names every request type too);
  * 5: struct gm_aug_spec (in the request) grew the colour jitter's ranges;
- * 6: an ATTACH may carry the job's running ring (adopted, no ring sent back) */
+ * 6: an ATTACH may carry the job's running ring (adopted, no ring sent back);
+ * a request's and a reply's flags (GM_NODE_TRAINER_WORKERS) */
 #define GM_NODE_VERSION 6
 /* Bytes of a reply's message: the agent's status, every job and peer, fits (2 KiB,
  * version 2, cut the JSON of three jobs with remote workers short). */
@@ -69,13 +70,28 @@ struct gm_node_req {
 	uint32_t batch_size, epoch, epochs, slots;
 	uint32_t on_error, shuffle, drop_last, chaos_kill_ms;
 	uint32_t lease_timeout_ms; /* (version 2) the job's lease deadline, 0: default */
+	uint32_t flags;		   /* (version 6) CMDJOB: GM_NODE_TRAINER_WORKERS */
 };
+
+/*
+ * Who runs a CMDJOB's workers. The agent runs the client's command when it can:
+ * its first argument is a file it may execute and a probe of it (the command
+ * with "--probe" appended, run once per interpreter file and remembered)
+ * exits 0. When it cannot (a container whose image has not the trainer's
+ * interpreter), or when the request carries this flag (the trainer's
+ * GOLDMINER_NODE_WORKERS=trainer), the reply carries this flag: the trainer
+ * runs the workers itself over its ring, and the agent still sizes them, with
+ * its division across jobs, through the ring header's a_target (ring.h).
+ */
+#define GM_NODE_TRAINER_WORKERS 1u
 
 struct gm_node_reply {
 	uint32_t magic, version;
 	int32_t status; /* 0 or -errno */
 	uint32_t batches_per_epoch;
 	uint64_t fingerprint; /* of the agent's dataset index */
+	uint32_t flags;	      /* (version 6) CMDJOB: GM_NODE_TRAINER_WORKERS */
+	uint32_t pad;
 	char msg[GM_NODE_MSG];
 };
 
@@ -161,5 +177,10 @@ int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *re
  * agent's poll loop sees its hang-up. */
 void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
 		   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Agent: gm_wire_reply of status 0 to a CMDJOB with the reply's flags (wire.h's
+ * GM_NODE_TRAINER_WORKERS), no fd. */
+void gm_wire_reply_flags(int fd, uint32_t flags, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -45,6 +45,11 @@ With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
 spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
 import torch and unpickle the dataset.
+
+With --probe first, it only loads goldminer's library and finds torch (without
+importing it: that takes seconds) and exits 0:
+a node agent runs it once per interpreter to know whether it can run a job's
+workers itself (core/node.c; when not, the trainer runs them, sized by the agent).
 """
 import ctypes
 import errno
@@ -676,6 +681,9 @@ def main(argv=None):
     from . import _bind
     argv = sys.argv[1:] if argv is None else argv
     lib = _bind.lib()
+    if argv and argv[0] == "--probe":  # a node agent asks: can it run these workers?
+        import importlib.util  # torch found, not imported: seconds the agent's loop would wait
+        sys.exit(0 if lib and importlib.util.find_spec("torch") else 1)
     if argv and argv[0] == "--zygote":
         zygote(lib)
     b = _attach(lib)

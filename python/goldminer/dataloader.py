@@ -78,6 +78,11 @@ across every job it serves, within num_workers (an int is the most it gives;
 lend Python workers (--lend-python) may make whole batches too, for a dataset
 that names its roots (_remote_facts; the agent's --status says why not). They get
 this process's environment and working directory with the spec.
+When the agent cannot run this interpreter (not on its host, or its probe fails:
+a container's agent without torch), or GOLDMINER_NODE_WORKERS=trainer, this
+process runs the workers itself over its ring, at the size the agent gives it
+(core/bind.c: the agent still counts and sizes the job; its --status says
+"workers run by the trainer").
 
 What it does not do: IterableDataset is refused in words, and node= with
 num_workers=0 (the batches would be made here); multiprocessing objects in a
