@@ -1383,7 +1383,9 @@ static int coef_window_of(struct gm_aug *a, const struct gm_coef_slot *s, struct
 	return 0;
 }
 
-int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out)
+/* gm_aug_coef_finish and _window: the window given, or rebuilt here (NULL). */
+static int coef_finish(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+		       void *out)
 {
 	const struct gm_coef_slot *s = slot;
 	size_t ob = gm_aug_out_bytes(&a->spec);
@@ -1400,14 +1402,30 @@ int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out
 	int ret = coef_window_of(a, s, &win);
 	if (ret)
 		return ret;
-	if (gm_grow_scratch((void **)&a->cplanes, &a->cplanes_cap, gm_coef_planes_bytes(s),
-			    1 << 16) ||
-	    gm_grow_scratch((void **)&a->cpix, &a->cpix_cap, (size_t)s->rw * s->rh * 3 + 64,
-			    1 << 16))
-		return fail(a, -ENOMEM, "out of memory for a coefficient slot's window");
-	gm_coef_pixels(s, a->cplanes, a->cpix);
-	struct gm_jpeg_image img = {a->cpix, (size_t)s->rw * 3, s->rx, s->ry, s->rw,
-				    s->rh,   s->scale,		0,     0};
+	if (!window) {
+		if (gm_grow_scratch((void **)&a->cplanes, &a->cplanes_cap, gm_coef_planes_bytes(s),
+				    1 << 16) ||
+		    gm_grow_scratch((void **)&a->cpix, &a->cpix_cap, (size_t)s->rw * s->rh * 3 + 64,
+				    1 << 16))
+			return fail(a, -ENOMEM, "out of memory for a coefficient slot's window");
+		gm_coef_pixels(s, a->cplanes, a->cpix);
+		window = a->cpix;
+	}
+	struct gm_jpeg_image img = {window, (size_t)s->rw * 3, s->rx, s->ry, s->rw,
+				    s->rh,  s->scale,	       0,     0};
 	return a->spec.mode == GM_AUG_EVAL ? eval_resize(a, &img, &win, out)
 					   : train_resize(a, &img, &win, out);
+}
+
+int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out)
+{
+	return coef_finish(a, slot, len, NULL, out);
+}
+
+int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+			      void *out)
+{
+	if (!window)
+		return fail(a, -EINVAL, "no window");
+	return coef_finish(a, slot, len, window, out);
 }

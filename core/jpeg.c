@@ -34,6 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <jpeglib.h> /* first: jerror.h depends on the jconfig.h it includes */
 #include <jerror.h>
 
@@ -1372,6 +1376,29 @@ static int coef_room(struct gm_jpeg *j, int c, size_t n)
 	return 0;
 }
 
+/* Bit i set: coefficient i of the block is not 0 (SSE2: 8 compares and 4 packs
+ * for the 64; the scalar loop it replaces was a quarter of coefficient mode's
+ * time, the blocks holding 9 non-zero coefficients of 64 on the photo set). */
+static uint64_t coef_nonzero(const JCOEF *k)
+{
+	uint64_t m = 0;
+#if defined(__SSE2__)
+	const __m128i z = _mm_setzero_si128();
+	for (int i = 0; i < 4; i++) {
+		__m128i a = _mm_cmpeq_epi16(
+		    _mm_loadu_si128((const __m128i *)(const void *)(k + 16 * i)), z);
+		__m128i b = _mm_cmpeq_epi16(
+		    _mm_loadu_si128((const __m128i *)(const void *)(k + 16 * i + 8)), z);
+		m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(a, b)) & 0xFFFFu)
+		     << (16 * i);
+	}
+#else
+	for (int i = 0; i < 64; i++)
+		m |= (uint64_t)(k[i] != 0) << i;
+#endif
+	return m;
+}
+
 /* Append one decoded MCU's blocks (comp: each block's component) to the
  * components' counts (at cnt[c]) and scratch (sized by coef_room for all). */
 static void coef_store(struct gm_jpeg *j, JBLOCK *blk, int nb, const int *comp, uint8_t **cnt,
@@ -1382,10 +1409,10 @@ static void coef_store(struct gm_jpeg *j, JBLOCK *blk, int nb, const int *comp, 
 		int16_t *v = j->cval[c] + nnz[c];
 		uint8_t *p = j->cpos[c] + nnz[c], n = 0;
 		const JCOEF *k = blk[b];
-		for (int i = 0; i < 64; i++) {
+		for (uint64_t m = coef_nonzero(k); m; m &= m - 1, n++) {
+			int i = __builtin_ctzll(m);
 			v[n] = k[i];
 			p[n] = (uint8_t)i;
-			n += k[i] != 0;
 		}
 		*cnt[c]++ = n;
 		nnz[c] += n;

@@ -145,6 +145,14 @@ int gm_aug_coef_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t 
  */
 int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out);
 
+/*
+ * The same from the window already rebuilt elsewhere (the device's
+ * gm_coef_cuda_windows: rw * rh * 3 bytes, RGB): only the resize, flip, jitter and
+ * layout run here. Returns as gm_aug_coef_finish.
+ */
+int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+			      void *out);
+
 /* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
 uint16_t gm_f32_to_f16(float f);
 

@@ -45,6 +45,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA kernels' host code (coef_kernels.cu) includes this */
+#endif
+
 #define GM_COEF_MAGIC	  0x46434d47u /* "GMCF" */
 #define GM_COEF_VERSION	  1u
 #define GM_COEF_MAX_COMPS 3u
@@ -131,5 +135,9 @@ int gm_coef_pixels(const struct gm_coef_slot *s, uint8_t *planes, uint8_t *rgb);
 
 /* Bytes of the component planes gm_coef_pixels uses for slot s. */
 size_t gm_coef_planes_bytes(const struct gm_coef_slot *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
