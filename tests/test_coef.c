@@ -24,8 +24,11 @@
 #include <string.h>
 
 #include "goldminer/aug.h"
+#include "goldminer/checksum.h"
 #include "goldminer/coef.h"
 #include "goldminer/jpeg.h"
+#include "goldminer/loader.h"
+#include "goldminer/pipeline.h"
 #include "goldminer/synth.h"
 
 #include "testutil.h"
@@ -373,6 +376,71 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 	gm_aug_destroy(a);
 }
 
+/* The loader's batches (seed, epoch, batch) of one mode: each batch's samples
+ * (finished on the host from their slots when gpu_decode) and labels, hashed. */
+static void loader_batches(const char *dir, bool gpu, uint64_t *hash, uint32_t *nb, uint32_t *ncoef)
+{
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	struct gm_aug *a = NULL;
+	char err[512];
+	gm_loader_opts_default(&o);
+	o.root = dir;
+	o.pipeline = "read | decode | random_resized_crop 64 | flip 0.5 | to_chw_f32 | batch 16";
+	o.workers = 2;
+	o.seed = 9;
+	o.epochs = 2;
+	o.gpu_decode = gpu;
+	if (gm_loader_open(&l, &o, err, sizeof(err)))
+		fail_msg("gm_loader_open: %s", err);
+	struct gm_pipeline *p; /* the consumer finishes under the workers' spec */
+	assert_int_equal(gm_pipeline_parse(o.pipeline, &p, err, sizeof(err)), 0);
+	assert_int_equal(gm_aug_create(&a, gm_pipeline_aug(p)), 0);
+	size_t ob = gm_aug_out_bytes(gm_pipeline_aug(p));
+	gm_pipeline_free(p);
+	*hash = GM_CHECKSUM_INIT, *nb = 0;
+	while (gm_loader_next(l, &b) == 0) {
+		assert_int_equal(b.sample_bytes, gpu ? gm_coef_slot_bytes(ob) : ob);
+		for (uint32_t i = 0; i < b.size; i++) {
+			const uint8_t *smp = (const uint8_t *)b.data + (size_t)i * b.sample_bytes;
+			if (gpu) {
+				*ncoef += ((const struct gm_coef_slot *)(const void *)smp)->kind ==
+					  GM_COEF_KIND_COEFS;
+				if (gm_aug_coef_finish(a, smp, b.sample_bytes, out_gpu))
+					fail_msg("finish: %s", gm_aug_errmsg(a));
+				smp = out_gpu;
+			}
+			*hash = gm_checksum64(*hash, smp, ob);
+		}
+		*hash = gm_checksum64(*hash, b.labels, b.size * sizeof(int32_t));
+		(*nb)++;
+		gm_loader_release(l, &b);
+	}
+	gm_aug_destroy(a);
+	gm_loader_close(l);
+}
+
+/* gpu_decode: the ring carries coefficient slots; finished on the host, every
+ * batch is the CPU workers' (two workers, two epochs). */
+static void test_loader_gpu_decode_batches_finish_to_the_cpu_bytes(void **state)
+{
+	(void)state;
+	char dir[256], err[256];
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-coef"), 0);
+	assert_int_equal(gm_synth_write(dir, 96, 3, 5, 0, NULL, err, sizeof(err)), 0);
+	uint64_t h_cpu, h_gpu;
+	uint32_t n_cpu, n_gpu, ncoef = 0, none = 0;
+	loader_batches(dir, false, &h_cpu, &n_cpu, &none);
+	loader_batches(dir, true, &h_gpu, &n_gpu, &ncoef);
+	gm_test_rm_tree(dir);
+	assert_true(n_cpu >= 6);
+	assert_int_equal(n_gpu, n_cpu);
+	print_message("# gpu_decode: %u batches, %u samples as coefficients\n", n_gpu, ncoef);
+	assert_true(ncoef > 0);
+	assert_true(h_cpu == h_gpu);
+}
+
 /* The real photos, when present: same bytes for every spec, and the coefficient
  * bytes against the uint8 sample's (224 x 224, the default), printed. */
 static void test_host_path_gives_the_cpu_bytes_on_photos(void **state)
@@ -414,6 +482,7 @@ int main(void)
 	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
 	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
 	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
+	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
 	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
