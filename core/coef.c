@@ -109,7 +109,8 @@ int gm_coef_check(const struct gm_coef_slot *s, size_t len, size_t out_bytes, ch
 		return bad(err, errlen, "kind %u", s->kind);
 	if ((s->ncomp != 1 && s->ncomp != 3) || !pow2_scale(s->scale) || s->color > GM_COEF_RGB ||
 	    (s->ncomp == 1) != (s->color == GM_COEF_GRAY) || !s->width || !s->height ||
-	    s->width > 65535 || s->height > 65535 || !s->mcols || !s->mrows)
+	    s->width > 65535 || s->height > 65535 || !s->mcols || !s->mrows || s->mcols > 8192 ||
+	    s->mrows > 8192) /* 65535 pixels in MCUs of 8 or more */
 		return bad(err, errlen, "image %ux%u, %u components, scale %u/8", s->width,
 			   s->height, s->ncomp, s->scale);
 	uint64_t sw = ((uint64_t)s->width * s->scale + 7) / 8;

@@ -362,6 +362,10 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 	expect_refused(a, cap, "a window outside the image");
 	*sl = keep, sl->comp[0].bx0 += 2;
 	expect_refused(a, cap, "blocks that do not cover the window");
+	*sl = keep, sl->mcols = 1u << 31, sl->mrows = 1u << 31; /* its blocks wrap to 0 */
+	for (int c = 0; c < 3; c++)
+		sl->comp[c].mw = sl->comp[c].mh = 2, sl->comp[c].nblocks = sl->comp[c].nnz = 0;
+	expect_refused(a, cap, "an MCU rectangle past any image");
 	*sl = keep, sl->scale = 3;
 	expect_refused(a, cap, "scale 3/8");
 	*sl = keep;
