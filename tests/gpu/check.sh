@@ -61,7 +61,12 @@ if [ -z "$photos" ] || [ ! -d "$photos" ]; then
 	"$B/goldminer" synth "$photos" --images 2000 --classes 10 >/dev/null || exit 1
 fi
 rc=0
-timeout 300 "$B/cuda/coef_check" "$photos" 0 4 || rc=1
+if [ -x "$B/cuda/coef_check" ]; then
+	timeout 300 "$B/cuda/coef_check" "$photos" 0 4 || rc=1
+else
+	echo "FAIL - no $B/cuda/coef_check: build the bundle with make gpu-bundle where nvcc is"
+	rc=1
+fi
 [ "${COEF_ONLY:-0}" = 1 ] && exit $rc
 "$B/goldminer" synth "$data/set" --images 1024 --classes 8 >/dev/null || exit 1
 # The C path too: every batch copied to the device, with the H2D rate.
