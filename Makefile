@@ -151,7 +151,7 @@ endif
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: install uninstall traces all test test-run test-torch-suite test-torchvision-train sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
-	fuzz fuzz-build fuzz-seeds gpu-bundle tsan format-check lint lint-deps
+	fuzz fuzz-build fuzz-seeds gpu-bundle coef-cuda tsan format-check lint lint-deps
 all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
 
 $(B)/%.o: %.c $(FLAGS_STAMP)
@@ -439,13 +439,37 @@ fuzz-seeds: $(B)/libgoldminer.a $(addprefix $(B)/,$(sort $(foreach n,$(FUZZ_NAME
 			$(LDFLAGS) $(LDLIBS) && mkdir -p tests/fuzz/corpus/$(n:fuzz_%=%) && \
 		$(B)/seeds-$(n) tests/fuzz/corpus/$(n:fuzz_%=%) &&) :
 
+# The GPU decode's kernels (core/coef_kernels.cu: coef_math.h's arithmetic through
+# nvcc) and their device check (tests/gpu/coef_check.c, run by tests/gpu/check.sh):
+# `make coef-cuda` compiles both where the toolkit is (CI does), needing no device.
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+# Ampere and Hopper machine code, and Hopper PTX for later devices (CUDA 13 has no
+# target older than Turing).
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+$(B)/cuda/coef_kernels.o: core/coef_kernels.cu core/coef_math.h core/coef_cuda.h \
+		include/goldminer/coef.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) -std=c++17 -O2 -Iinclude -Icore $(NVCC_ARCH) -Xcompiler -fPIC,-Wall \
+		$(if $(filter 1,$(WERROR)),-Werror all-warnings) -c -o $@ $<
+$(B)/cuda/coef_check: tests/gpu/coef_check.c $(B)/cuda/coef_kernels.o $(B)/libgoldminer.a \
+		$(FLAGS_STAMP)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/cuda/coef_kernels.o $(B)/libgoldminer.a $(LDFLAGS) \
+		$(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+coef-cuda:
+	$(Q)if [ -x "$(NVCC)" ]; then $(MAKE) --no-print-directory $(B)/cuda/coef_check; \
+	else echo "coef-cuda: no nvcc at $(NVCC) (CUDA_HOME=$(CUDA_HOME)): nothing compiled"; fi
+
 # A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
 # CUDA on, and the Debian shared libraries it links (liburing, libjpeg, libcudart)
 # copied into $(GPU_B)/lib, found through an $$ORIGIN/lib run path (libgoldminer.so
 # itself stays beside the binary, found through its $$ORIGIN).
 GPU_B ?= build-gpu
 gpu-bundle: deps
-	$(Q)$(MAKE) --no-print-directory B=$(GPU_B) CUDA=1 LDFLAGS='-Wl,-rpath,\$$$$ORIGIN/lib' all
+	$(Q)$(MAKE) --no-print-directory B=$(GPU_B) CUDA=1 LDFLAGS='-Wl,-rpath,\$$$$ORIGIN/lib' all \
+		$(GPU_B)/cuda/coef_check
 	$(Q)mkdir -p $(GPU_B)/lib && for f in $$(ldd $(GPU_B)/goldminer | awk '$$3 ~ /^\// && \
 		$$1 !~ /^(libc|libm|libpthread|libdl|librt|libgoldminer|ld-linux[^ ]*)\.so/ {print $$3}'); do \
 		cp -L "$$f" $(GPU_B)/lib/; done

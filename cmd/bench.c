@@ -97,6 +97,7 @@ enum {
 	O_SLOTS,
 	O_CHECKSUM,
 	O_DEVICE_COPY,
+	O_GPU_DECODE,
 	O_CHAOS,
 	O_LEASE,
 	O_QUIET,
@@ -124,6 +125,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_SLOTS] = {"slots", "N", 0, "ring slots (power of two; default 2 x workers, >= 4)"},
     [O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
     [O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
+    [O_GPU_DECODE] = {"gpu-decode", NULL, 0,
+		      "workers write coefficient slots (the GPU decode's worker half; the "
+		      "stage times are theirs)"},
     [O_CHAOS] = {"chaos-kill-ms", "N", 0, "SIGKILL a random worker every N ms (crash-safety demo)"},
     [O_LEASE] = {"lease-timeout-ms", "N", 0,
 		 "kill a worker whose batch makes no progress for N ms and make the batch"
@@ -241,6 +245,7 @@ static int bench_options(struct bench *b, int argc, char **argv)
 	b->o.pipeline = val[O_PIPELINE];
 	b->checksum = val[O_CHECKSUM] != NULL;
 	b->device_copy = val[O_DEVICE_COPY] != NULL;
+	b->o.gpu_decode = val[O_GPU_DECODE] != NULL;
 	b->quiet = val[O_QUIET] != NULL;
 	if (val[O_EVAL]) {
 		b->o.aug.mode = GM_AUG_EVAL;

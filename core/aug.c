@@ -70,6 +70,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "goldminer/coef.h"
 #include "goldminer/jitter.h"
 #include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
@@ -115,6 +116,9 @@ struct gm_aug {
 	struct rs_axis rx, ry;
 	uint8_t *rtmp;
 	size_t rtmp_cap;
+	/* coefficient mode's host path (gm_aug_coef_finish): planes and window */
+	uint8_t *cplanes, *cpix;
+	size_t cplanes_cap, cpix_cap;
 	char errmsg[320];
 };
 
@@ -239,6 +243,8 @@ void gm_aug_destroy(struct gm_aug *a)
 	free(a->jf);
 	free(a->jpx);
 	free(a->rtmp);
+	free(a->cplanes);
+	free(a->cpix);
 	gm_rs_axis_free(&a->rx);
 	gm_rs_axis_free(&a->ry);
 	gm_jpeg_destroy(a->dec);
@@ -1291,4 +1297,135 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 	int ret = sample_ranged(a, prefix, plen, file_len, bytes, off, blen, key, out, t, t0);
 	return ret == -ENOENT ? fail(a, -EBADMSG, "the row index of the first read no longer reads")
 			      : ret;
+}
+
+/* ---- coefficient mode (coef.h) ------------------------------------------------ */
+
+/* The PIXELS slot: the header, then the sample gm_aug_sample makes. */
+static int coef_pixels_slot(struct gm_aug *a, const void *jpeg, size_t len, const uint64_t key[3],
+			    struct gm_coef_slot *s, struct gm_aug_times *t)
+{
+	size_t ob = gm_aug_out_bytes(&a->spec);
+	memset(s, 0, GM_COEF_HDR_BYTES);
+	s->magic = GM_COEF_MAGIC, s->version = GM_COEF_VERSION, s->kind = GM_COEF_KIND_PIXELS;
+	s->bytes = (uint32_t)(GM_COEF_HDR_BYTES + ob);
+	memcpy(s->key, key, sizeof(s->key));
+	return gm_aug_sample(a, jpeg, len, key[0], key[1], key[2], (uint8_t *)s + GM_COEF_HDR_BYTES,
+			     t);
+}
+
+int gm_aug_coef_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
+		       uint64_t epoch, uint64_t sample_id, void *slot, size_t cap,
+		       struct gm_aug_times *t)
+{
+	struct gm_coef_slot *s = slot;
+	struct window win = {0};
+	struct region rg;
+	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
+
+	a->errmsg[0] = '\0';
+	if (!slot || cap < gm_coef_slot_bytes(gm_aug_out_bytes(&a->spec)) || cap > UINT32_MAX)
+		return fail(a, -EINVAL, "no slot, or one under gm_coef_slot_bytes");
+	if (!jpeg || gm_jpeg_index_bytes(jpeg, len)) /* a row index: its own ranged decode */
+		return coef_pixels_slot(a, jpeg, len, key, s, t);
+	int ret = open_window(a, jpeg, len, 0, seed, epoch, sample_id, &win, &rg);
+	if (ret)
+		return ret;
+	memset(s, 0, GM_COEF_HDR_BYTES);
+	ret = gm_jpeg_decode_coefs(a->dec, rg.n, rg.x, rg.y, rg.w, rg.h, s, cap);
+	/* -EBADMSG too: the MCUs carried reach past the rows the CPU path reads (a
+	 * neighbour for the upsampling), so a file corrupt there is the CPU path's to
+	 * judge, and its outcome (an error, or pixels) is the one given */
+	if (ret == -ENOTSUP || ret == -ENOSPC || ret == -EBADMSG)
+		return coef_pixels_slot(a, jpeg, len, key, s, t);
+	if (ret)
+		return fail(a, ret, gm_jpeg_errmsg(a->dec));
+	s->rx = rg.x, s->ry = rg.y, s->rw = rg.w, s->rh = rg.h;
+	s->flip = win.flip;
+	s->box[0] = win.x0, s->box[1] = win.y0, s->box[2] = win.x1, s->box[3] = win.y1;
+	memcpy(s->key, key, sizeof(s->key));
+	if (a->jf) {
+		s->jitter_n = win.jit.n;
+		memcpy(s->jitter_order, win.jit.order, sizeof(s->jitter_order));
+		memcpy(s->jitter_factor, win.jit.factor, sizeof(s->jitter_factor));
+	}
+	if (t)
+		t->decode_ns += now_ns() - t0;
+	return 0;
+}
+
+/* The window (and, eval, the resize axes) of a COEFS slot, as choose_window made
+ * them: train from the slot's draws, eval rebuilt from the image's size and
+ * checked against the slot's region. 0 or -EBADMSG / -ENOMEM with the message. */
+static int coef_window_of(struct gm_aug *a, const struct gm_coef_slot *s, struct window *win)
+{
+	memset(win, 0, sizeof(*win));
+	win->wx0 = s->rx, win->wy0 = s->ry, win->flip = s->flip != 0;
+	win->x0 = s->box[0], win->y0 = s->box[1], win->x1 = s->box[2], win->y1 = s->box[3];
+	if (s->jitter_n > 4 || (!a->jf && s->jitter_n))
+		return fail(a, -EBADMSG, "a slot's colour jitter unlike the spec's");
+	win->jit.n = s->jitter_n;
+	memcpy(win->jit.order, s->jitter_order, sizeof(win->jit.order));
+	memcpy(win->jit.factor, s->jitter_factor, sizeof(win->jit.factor));
+	for (uint32_t i = 0; i < win->jit.n; i++)
+		if (win->jit.order[i] > GM_JITTER_HUE)
+			return fail(a, -EBADMSG, "a slot's colour jitter op out of range");
+	if (a->spec.mode != GM_AUG_EVAL)
+		return 0;
+	struct gm_jpeg_info info = {.width = s->width, .height = s->height};
+	struct region rg;
+	struct window w2 = *win;
+	int ret = eval_window(a, &info, s->scale, &w2, &rg);
+	if (ret)
+		return ret;
+	if (rg.x != s->rx || rg.y != s->ry || rg.w != s->rw || rg.h != s->rh)
+		return fail(a, -EBADMSG, "a slot's window unlike the eval crop of its image");
+	return 0;
+}
+
+/* gm_aug_coef_finish and _window: the window given, or rebuilt here (NULL). */
+static int coef_finish(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+		       void *out)
+{
+	const struct gm_coef_slot *s = slot;
+	size_t ob = gm_aug_out_bytes(&a->spec);
+	struct window win;
+	char why[256];
+
+	a->errmsg[0] = '\0';
+	if (!out || gm_coef_check(s, len, ob, why, sizeof(why)))
+		return fail(a, -EBADMSG, out ? why : "no output buffer");
+	if (s->kind == GM_COEF_KIND_PIXELS) {
+		memcpy(out, (const uint8_t *)s + GM_COEF_HDR_BYTES, ob);
+		return 0;
+	}
+	int ret = coef_window_of(a, s, &win);
+	if (ret)
+		return ret;
+	if (!window) {
+		if (gm_grow_scratch((void **)&a->cplanes, &a->cplanes_cap, gm_coef_planes_bytes(s),
+				    1 << 16) ||
+		    gm_grow_scratch((void **)&a->cpix, &a->cpix_cap, (size_t)s->rw * s->rh * 3 + 64,
+				    1 << 16))
+			return fail(a, -ENOMEM, "out of memory for a coefficient slot's window");
+		gm_coef_pixels(s, a->cplanes, a->cpix);
+		window = a->cpix;
+	}
+	struct gm_jpeg_image img = {window, (size_t)s->rw * 3, s->rx, s->ry, s->rw,
+				    s->rh,  s->scale,	       0,     0};
+	return a->spec.mode == GM_AUG_EVAL ? eval_resize(a, &img, &win, out)
+					   : train_resize(a, &img, &win, out);
+}
+
+int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out)
+{
+	return coef_finish(a, slot, len, NULL, out);
+}
+
+int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+			      void *out)
+{
+	if (!window)
+		return fail(a, -EINVAL, "no window");
+	return coef_finish(a, slot, len, window, out);
 }

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/coef.h"
 #include "goldminer/consumer.h"
 #include "goldminer/cuda.h"
 #include "goldminer/dataset.h"
@@ -217,6 +218,14 @@ static int check_opts(struct gm_loader *l)
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
 	l->sample_bytes = gm_aug_out_bytes(&l->o.aug);
+	if (l->o.gpu_decode) {
+		if (l->o.node && *l->o.node)
+			return set_err(l, -ENOTSUP,
+				       "gm_loader_open: coefficient output (gpu_decode) is made by "
+				       "workers here only, not by a node agent's: open it without "
+				       "node");
+		l->sample_bytes = gm_coef_slot_bytes(l->sample_bytes);
+	}
 	return 0;
 }
 

@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/coef.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
 #include "goldminer/host.h"
@@ -1153,6 +1154,7 @@ void gm_pool_cfg_init(struct gm_pool_cfg *c, const struct gm_loader_opts *o,
 	c->w.on_error = o->on_error;
 	c->w.order = o->order;
 	c->w.order_len = o->order_len;
+	c->w.coef = o->gpu_decode;
 	c->first_task = first;
 	c->end_task = end;
 	c->slots = o->slots;
@@ -1192,7 +1194,9 @@ static int adopt_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, s
  * c's slots and sample_bytes are set to the ring's. 0 or -errno with a message. */
 static int pool_ring(struct gm_ring **ring, struct gm_pool_cfg *c, char *err, size_t errlen)
 {
-	size_t sample_bytes = c->sample_bytes ? c->sample_bytes : gm_aug_out_bytes(&c->w.aug);
+	size_t sample_bytes = c->sample_bytes ? c->sample_bytes
+			      : c->w.coef     ? gm_coef_slot_bytes(gm_aug_out_bytes(&c->w.aug))
+					      : gm_aug_out_bytes(&c->w.aug);
 	int rc;
 
 	if (c->ring_fd > 0)

@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/coef.h"
 #include "goldminer/dataset.h"
 #include "goldminer/jpeg.h"
 #include "goldminer/rng.h"
@@ -200,6 +201,9 @@ static int make_sample(struct gm_worker *w, uint32_t i, uint32_t id, const void 
 		      ? gm_aug_sample_range(w->aug, w->pre + (size_t)i * w->prefix, w->plen[i],
 					    w->msize[i], data, w->roff[i], len, w->c.seed, w->epoch,
 					    id, out, &w->t)
+		  : w->c.coef
+		      ? gm_aug_coef_sample(w->aug, data, len, w->c.seed, w->epoch, id, out,
+					   w->sample_bytes, &w->t)
 		      : gm_aug_sample(w->aug, data, len, w->c.seed, w->epoch, id, out, &w->t);
 	atomic_store_explicit(&w->ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	if (err == -ESTALE)
@@ -524,7 +528,7 @@ static int alloc_arrays(struct gm_worker *w, const struct gm_dataset *ds, uint32
 	if (gm_dataset_sharded(ds) && !(w->offs = calloc(b, sizeof(*w->offs))))
 		return -ENOMEM;
 	const char *nr = getenv("GM_NO_RANGE");
-	w->ranged = w->offs && !(nr && !strcmp(nr, "1"));
+	w->ranged = w->offs && !(nr && !strcmp(nr, "1")) && !w->c.coef;
 	w->prefix = RANGE_PREFIX;
 	if (w->ranged &&
 	    (!(w->pre = malloc((size_t)b * RANGE_PREFIX)) || !(w->plen = calloc(b, 4)) ||
@@ -587,7 +591,8 @@ int gm_worker_create(struct gm_worker **out, const struct gm_worker_cfg *cfg, ch
 	w->c = *cfg;
 	w->n = gm_dataset_count(cfg->ds);
 	w->len = cfg->order ? cfg->order_len : w->n;
-	w->sample_bytes = gm_aug_out_bytes(&cfg->aug);
+	w->sample_bytes = cfg->coef ? gm_coef_slot_bytes(gm_aug_out_bytes(&cfg->aug))
+				    : gm_aug_out_bytes(&cfg->aug);
 	w->pid = (uint32_t)getpid();
 	w->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	rc = alloc_arrays(w, cfg->ds, b);

@@ -122,6 +122,37 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 void gm_aug_window(const struct gm_aug_spec *s, uint32_t w, uint32_t h, uint64_t seed,
 		   uint64_t epoch, uint64_t sample_id, double box[4], bool *flip);
 
+/*
+ * Coefficient mode (coef.h), the GPU decode's worker half: gm_aug_sample's
+ * header read, crop, flip and jitter draws, then the window's quantised
+ * coefficients into the slot (cap bytes, at least gm_coef_slot_bytes of
+ * gm_aug_out_bytes) in place of its pixels; a file coef.h cannot carry, or one
+ * whose coefficients do not fit, is decoded and augmented here and goes in as
+ * the finished sample (kind PIXELS). t: timings added (decode_ns: the whole of
+ * it). Returns as gm_aug_sample; -EINVAL for a slot under that size.
+ */
+int gm_aug_coef_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
+		       uint64_t epoch, uint64_t sample_id, void *slot, size_t cap,
+		       struct gm_aug_times *t);
+
+/*
+ * The host path: the finished sample from a slot gm_aug_coef_sample wrote under the
+ * same spec, len bytes of it readable (checked first: it may come from shared
+ * memory): the window rebuilt from the coefficients (coef_math.h's arithmetic,
+ * gm_coef_pixels), then the same resize, flip, jitter and layout as gm_aug_sample,
+ * giving its bytes. out: gm_aug_out_bytes() bytes. 0, -EBADMSG (a malformed slot,
+ * or one written under another spec), -ENOMEM.
+ */
+int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out);
+
+/*
+ * The same from the window already rebuilt elsewhere (the device's
+ * gm_coef_cuda_windows: rw * rh * 3 bytes, RGB): only the resize, flip, jitter and
+ * layout run here. Returns as gm_aug_coef_finish.
+ */
+int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
+			      void *out);
+
 /* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
 uint16_t gm_f32_to_f16(float f);
 

@@ -52,6 +52,12 @@ struct gm_loader_opts {
 	 * gm_loader_open copies it. Workers here only (with node: -ENOTSUP). */
 	const uint32_t *order;
 	uint32_t order_len;
+	/* The GPU decode's worker half (coef.h): workers write each sample's window
+	 * as quantised coefficients (a GM_COEF slot, gm_coef_slot_bytes of the
+	 * sample's bytes) for the consumer to finish on a device or on the host
+	 * (gm_aug_coef_finish); default false: finished samples. Workers here only
+	 * (with node: -ENOTSUP). */
+	bool gpu_decode;
 };
 
 /* Default lease progress deadline: long enough for one sample to be read and

@@ -118,6 +118,22 @@ int gm_jpeg_decode_region(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uin
 int gm_jpeg_decode_crop(struct gm_jpeg *j, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
 			uint32_t min_w, uint32_t min_h, struct gm_jpeg_image *img);
 
+struct gm_coef_slot;
+
+/*
+ * Coefficient output (coef.h): instead of decoding the window as
+ * gm_jpeg_decode_region would (same arguments; scale 1, 2, 4 or 8), write into
+ * the slot s (cap bytes) the image part of a COEFS slot: its size, sampling,
+ * quantisation tables and the quantised coefficients of the MCUs the window's
+ * pixels depend on, sparse, and s->bytes. The Huffman decode is goldminer's own;
+ * rows below the window are not read. Closes the image (success or not).
+ * Returns 0; -ENOTSUP (a file coef.h cannot carry: progressive, arithmetic-coded,
+ * CMYK, an unusual sampling, or libjpeg's decoder in use: decode its pixels);
+ * -ENOSPC (the coefficients need more than cap); gm_jpeg_decode_region's errors.
+ */
+int gm_jpeg_decode_coefs(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
+			 uint32_t h, struct gm_coef_slot *s, size_t cap);
+
 /* Decode the whole image at scale_num/8 (8 = full size). Returns as above. */
 int gm_jpeg_decode_full(struct gm_jpeg *j, uint32_t scale_num, struct gm_jpeg_image *img);
 

@@ -49,8 +49,9 @@
 #include <stdint.h>
 
 /* 5: peers_lendable, pyjob_add, lend_python; 6: unguarded_ucx; 7: the order of
- * gm_loader_opts and gm_worker_cfg (their layouts, which the plugin shares) */
-#define GM_REMOTE_ABI	     7
+ * gm_loader_opts and gm_worker_cfg (their layouts, which the plugin shares);
+ * 8: their coefficient mode (gpu_decode, coef) */
+#define GM_REMOTE_ABI	     8
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */

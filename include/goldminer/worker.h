@@ -47,6 +47,9 @@ struct gm_worker_cfg {
 	/* A descriptor above 2 that gm_worker_main writes one byte to, then closes,
 	 * once its worker is made (the pool's start watch, pool.c); 0: none. */
 	int ready_fd;
+	/* Coefficient mode (gm_loader_opts.gpu_decode): gm_aug_coef_sample into
+	 * slots of gm_coef_slot_bytes; ranged reads off (it reads whole files). */
+	bool coef;
 };
 
 /* Task t -> (epoch, batch index). */

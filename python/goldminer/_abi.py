@@ -78,6 +78,7 @@ class LoaderOpts(ctypes.Structure):
         ("lease_timeout_ms", ctypes.c_uint32),
         ("order", ctypes.POINTER(ctypes.c_uint32)),
         ("order_len", ctypes.c_uint32),
+        ("gpu_decode", ctypes.c_bool),
     ]
 
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# GPU check: build with CUDA, verify the ring is registered (pinned), that device
+# GPU check: the GPU decode's same bytes and speed (tests/gpu/coef_check.c); build
+# with CUDA, verify the ring is registered (pinned), that device
 # copies carry the ring's bytes, host-to-device GB/s from the ring against pageable
 # memory and a cudaMallocHost buffer, the torch device path, and how bench
 # --device-copy scales with workers up to the core count. Run on a machine with an NVIDIA GPU:
@@ -47,9 +48,28 @@ done
 echo "# python: $PY"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT INT TERM
+# The GPU decode first (coef_check, built by make gpu-bundle / make coef-cuda):
+# every sample's window rebuilt on the device from its coefficient slot must be
+# the host path's bytes, and the sample finished from it the CPU workers' (train,
+# eval, uint8, float32, jitter); then img/s of 4 workers, CPU path against GPU
+# decode. The real photos where GM_PHOTOS names them, else 2000 synthetic images.
+# COEF_ONLY=1: stop after it (about 2 minutes of an 8-minute device budget).
+[ -x "$B/cuda/coef_check" ] || make -s B="$B" coef-cuda || exit 1
+photos=${GM_PHOTOS:-}
+if [ -z "$photos" ] || [ ! -d "$photos" ]; then
+	photos="$data/photos"
+	"$B/goldminer" synth "$photos" --images 2000 --classes 10 >/dev/null || exit 1
+fi
+rc=0
+if [ -x "$B/cuda/coef_check" ]; then
+	timeout 300 "$B/cuda/coef_check" "$photos" 0 4 || rc=1
+else
+	echo "FAIL - no $B/cuda/coef_check: build the bundle with make gpu-bundle where nvcc is"
+	rc=1
+fi
+[ "${COEF_ONLY:-0}" = 1 ] && exit $rc
 "$B/goldminer" synth "$data/set" --images 1024 --classes 8 >/dev/null || exit 1
 # The C path too: every batch copied to the device, with the H2D rate.
-rc=0
 for out in uint8 float16 float32; do
 	"$B/goldminer" bench "$data/set" --workers 4 --epochs 1 --output $out --device-copy \
 		--quiet || rc=1

@@ -1,0 +1,259 @@
+/*
+ * coef_check.c - the GPU decode's device check (tests/gpu/check.sh runs it on a
+ * machine with an NVIDIA GPU; built by `make coef-cuda` / `make gpu-bundle`).
+ *
+ * Usage: coef_check DIR [N [WORKERS]]
+ *   DIR: an ImageFolder tree of JPEGs (the photo set); its first N (default: all)
+ *   images are read into memory.
+ * 1. Same bytes: every image through four specs (train uint8 224, train float32
+ *    224, eval uint8 224, train float32 224 with colour jitter), its coefficient
+ *    slot's window rebuilt on the device (gm_coef_cuda_windows, a batch of 256
+ *    slots a call) must equal the host path's (gm_coef_pixels), and the sample
+ *    finished from it (gm_aug_coef_finish_window) the CPU workers' (gm_aug_sample).
+ * 2. Speed, train float32 224 (the default pipeline), WORKERS threads (default 4),
+ *    each over its share of the images, three passes, the best: the CPU path
+ *    (gm_aug_sample) against the GPU decode (gm_aug_coef_sample, its own stream
+ *    for each batch of 64 windows, the resize on the host as it stands).
+ * Prints one line per result; exit 0 when every byte matched, 1 otherwise, 77
+ * when there is no device.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "goldminer/aug.h"
+#include "goldminer/coef.h"
+
+#include "../../core/coef_cuda.h"
+
+#define BATCH 256
+
+static char **data;
+static size_t *lens;
+static int nimg;
+
+static int load(const char *dir, int want)
+{
+	char pat[4200];
+	glob_t g;
+	snprintf(pat, sizeof(pat), "%s/*/*.jpg", dir);
+	if (glob(pat, 0, NULL, &g) || g.gl_pathc == 0)
+		return -1;
+	int n = want > 0 && (size_t)want < g.gl_pathc ? want : (int)g.gl_pathc;
+	data = calloc((size_t)n, sizeof(*data));
+	lens = calloc((size_t)n, sizeof(*lens));
+	for (int i = 0; i < n; i++) {
+		FILE *f = fopen(g.gl_pathv[i], "rb");
+		long l = -1;
+		if (f && fseek(f, 0, SEEK_END) == 0 && (l = ftell(f)) > 0 &&
+		    fseek(f, 0, SEEK_SET) == 0 && (data[nimg] = malloc((size_t)l)) &&
+		    fread(data[nimg], 1, (size_t)l, f) == (size_t)l)
+			lens[nimg++] = (size_t)l;
+		if (f)
+			fclose(f);
+	}
+	globfree(&g);
+	return nimg > 0 ? 0 : -1;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void spec_n(struct gm_aug_spec *s, int i)
+{
+	gm_aug_spec_default(s);
+	s->mode = i == 2 ? GM_AUG_EVAL : GM_AUG_TRAIN;
+	s->out = i == 0 || i == 2 ? GM_OUT_U8_HWC : GM_OUT_F32_CHW;
+	if (i == 3)
+		for (int k = 0; k < 3; k++)
+			s->jitter[k][0] = 0.6f, s->jitter[k][1] = 1.4f;
+}
+
+/* Part 1 for spec i: 0 when every byte matched; the counts printed. */
+static int same_bytes(struct gm_coef_cuda *g, int i)
+{
+	struct gm_aug_spec spec;
+	struct gm_aug *cpu, *gpu;
+	spec_n(&spec, i);
+	if (gm_aug_create(&cpu, &spec) || gm_aug_create(&gpu, &spec))
+		return -1;
+	size_t ob = gm_aug_out_bytes(&spec), cap = gm_coef_slot_bytes(ob);
+	uint8_t *slots = aligned_alloc(64, cap * BATCH), *a = aligned_alloc(64, ob);
+	uint8_t *b = aligned_alloc(64, ob), *win[BATCH], *host = malloc(64u << 20);
+	const struct gm_coef_slot *cs[BATCH];
+	int rc[BATCH], idx[BATCH], bad = 0, ncoef = 0;
+	char err[256];
+	for (int k = 0; k < BATCH; k++)
+		win[k] = malloc(16u << 20);
+	for (int i0 = 0; i0 < nimg; i0 += BATCH) {
+		uint32_t n = 0;
+		for (int k = 0; k < BATCH && i0 + k < nimg; k++) {
+			uint8_t *sl = slots + (size_t)k * cap;
+			rc[k] = gm_aug_coef_sample(gpu, data[i0 + k], lens[i0 + k], 5, 1,
+						   (uint64_t)(i0 + k), sl, cap, NULL);
+			if (!rc[k] && ((struct gm_coef_slot *)(void *)sl)->kind == 0 &&
+			    !gm_coef_check((void *)sl, cap, ob, NULL, 0)) {
+				idx[n] = k;
+				cs[n++] = (const void *)sl;
+			}
+		}
+		if (gm_coef_cuda_windows(g, cs, n, win, err, sizeof(err))) {
+			fprintf(stderr, "coef_check: %s\n", err);
+			return -1;
+		}
+		for (uint32_t m = 0; m < n; m++) { /* the device's window = the host path's */
+			const struct gm_coef_slot *s = cs[m];
+			gm_coef_pixels(s, host, host + gm_coef_planes_bytes(s));
+			bad += memcmp(win[m], host + gm_coef_planes_bytes(s),
+				      (size_t)s->rw * s->rh * 3) != 0;
+		}
+		for (int k = 0, m = 0; k < BATCH && i0 + k < nimg; k++) {
+			int r = gm_aug_sample(cpu, data[i0 + k], lens[i0 + k], 5, 1,
+					      (uint64_t)(i0 + k), a, NULL);
+			uint8_t *sl = slots + (size_t)k * cap;
+			bool dev = m < (int)n && idx[m] == k;
+			int f = rc[k] ? rc[k]
+				: dev ? gm_aug_coef_finish_window(gpu, sl, cap, win[m], b)
+				      : gm_aug_coef_finish(gpu, sl, cap, b);
+			ncoef += dev;
+			m += dev;
+			bad += r != f || (!r && memcmp(a, b, ob) != 0);
+		}
+	}
+	printf("same bytes, spec %d (%s %s%s): %d images, %d through the device, %d differ\n", i,
+	       spec.mode == GM_AUG_EVAL ? "eval" : "train",
+	       spec.out == GM_OUT_U8_HWC ? "uint8" : "float32", i == 3 ? " jitter" : "", nimg,
+	       ncoef, bad);
+	for (int k = 0; k < BATCH; k++)
+		free(win[k]);
+	free(host);
+	free(slots);
+	free(a);
+	free(b);
+	gm_aug_destroy(cpu);
+	gm_aug_destroy(gpu);
+	return bad ? 1 : 0;
+}
+
+struct worker {
+	pthread_t t;
+	int first, end;
+	bool device;
+	int failed;
+};
+
+/* One worker's share, CPU path or GPU decode, default train float32 spec. */
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	struct gm_aug_spec spec;
+	struct gm_aug *a;
+	struct gm_coef_cuda *g = NULL;
+	char err[256];
+	gm_aug_spec_default(&spec);
+	spec.out = GM_OUT_F32_CHW;
+	size_t ob = gm_aug_out_bytes(&spec), cap = gm_coef_slot_bytes(ob);
+	uint8_t *slots = aligned_alloc(64, cap * 64), *out = aligned_alloc(64, ob), *win[64];
+	const struct gm_coef_slot *cs[64];
+	if (gm_aug_create(&a, &spec)) {
+		w->failed = 1;
+		goto out_free;
+	}
+	if (w->device && gm_coef_cuda_create(&g, err, sizeof(err))) {
+		w->failed = 1;
+		goto out_destroy;
+	}
+	for (int k = 0; k < 64; k++)
+		win[k] = malloc(8u << 20);
+	for (int i0 = w->first; i0 < w->end; i0 += 64) {
+		int k, n = 0;
+		for (k = 0; k < 64 && i0 + k < w->end; k++) {
+			if (!w->device) {
+				gm_aug_sample(a, data[i0 + k], lens[i0 + k], 5, 1,
+					      (uint64_t)(i0 + k), out, NULL);
+				continue;
+			}
+			uint8_t *sl = slots + (size_t)k * cap;
+			if (!gm_aug_coef_sample(a, data[i0 + k], lens[i0 + k], 5, 1,
+						(uint64_t)(i0 + k), sl, cap, NULL) &&
+			    ((struct gm_coef_slot *)(void *)sl)->kind == 0)
+				cs[n++] = (const void *)sl;
+		}
+		if (!w->device)
+			continue;
+		if (gm_coef_cuda_windows(g, cs, (uint32_t)n, win, err, sizeof(err)))
+			w->failed = 1;
+		for (int m = 0, j = 0; j < k; j++) {
+			uint8_t *sl = slots + (size_t)j * cap;
+			if (m < n && cs[m] == (const void *)sl)
+				gm_aug_coef_finish_window(a, sl, cap, win[m++], out);
+			else
+				gm_aug_coef_finish(a, sl, cap, out);
+		}
+	}
+	for (int k = 0; k < 64; k++)
+		free(win[k]);
+	gm_coef_cuda_destroy(g);
+out_destroy:
+	gm_aug_destroy(a);
+out_free:
+	free(slots);
+	free(out);
+	return NULL;
+}
+
+/* img/s of nw workers, the best of three passes. */
+static double rate(int nw, bool device)
+{
+	double best = 0;
+	struct worker w[64];
+	for (int pass = 0; pass < 3; pass++) {
+		double t0 = now();
+		for (int i = 0; i < nw; i++) {
+			w[i] = (struct worker){0};
+			w[i].first = nimg * i / nw, w[i].end = nimg * (i + 1) / nw;
+			w[i].device = device;
+			pthread_create(&w[i].t, NULL, work, &w[i]);
+		}
+		for (int i = 0; i < nw; i++)
+			pthread_join(w[i].t, NULL);
+		double r = nimg / (now() - t0);
+		best = r > best ? r : best;
+	}
+	return best;
+}
+
+int main(int argc, char **argv)
+{
+	struct gm_coef_cuda *g;
+	char err[256];
+	int nw = argc > 3 ? atoi(argv[3]) : 4, bad = 0;
+	if (argc < 2 || load(argv[1], argc > 2 ? atoi(argv[2]) : 0)) {
+		fprintf(stderr,
+			"usage: coef_check DIR [N [WORKERS]] (DIR: an ImageFolder of JPEGs)\n");
+		return 2;
+	}
+	if (gm_coef_cuda_create(&g, err, sizeof(err))) {
+		printf("SKIP: %s\n", err);
+		return 77;
+	}
+	for (int i = 0; i < 4; i++)
+		bad |= same_bytes(g, i) != 0;
+	gm_coef_cuda_destroy(g);
+	if (nw < 1 || nw > 64)
+		nw = 4;
+	double cpu = rate(nw, false), dev = rate(nw, true);
+	printf("speed, train float32 224, %d workers: CPU path %.0f img/s, GPU decode %.0f img/s "
+	       "(%.2fx; the resize still on the host)\n",
+	       nw, cpu, dev, dev / cpu);
+	printf("%s\n", bad ? "FAIL: bytes differ" : "ok: the same bytes");
+	return bad ? 1 : 0;
+}

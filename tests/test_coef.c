@@ -1,0 +1,493 @@
+/*
+ * test_coef.c - coefficient output and its host path (coef.h, coef_math.h,
+ * gm_jpeg_decode_coefs, gm_aug_coef_sample/finish): a slot written by a worker in
+ * coefficient mode and finished on the host gives the CPU workers' bytes, train
+ * and eval, uint8, float32 and float16, with colour jitter, over synthetic
+ * images of every sampling, restart-marked (spliced) files, the odd-JPEG corpus
+ * (tests/fuzz/corpus) and, when on this machine, the real photos (GM_PHOTOS or
+ * /var/tmp/goldminer-photos; GM_COEF_ALL=1: every photo, else 60); the window
+ * rebuilt equals libjpeg-turbo's region decode pixel for pixel at every scale;
+ * files the form cannot carry travel as finished samples; malformed slots are
+ * refused before use.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "goldminer/aug.h"
+#include "goldminer/checksum.h"
+#include "goldminer/coef.h"
+#include "goldminer/jpeg.h"
+#include "goldminer/loader.h"
+#include "goldminer/pipeline.h"
+#include "goldminer/synth.h"
+
+#include "testutil.h"
+
+#define SLOT_CAP (8u << 20)
+
+static uint8_t *slot, *planes, *rgb, *ref, *out_cpu, *out_gpu;
+
+static int setup(void **state)
+{
+	(void)state;
+	slot = aligned_alloc(64, SLOT_CAP);
+	planes = malloc(64u << 20);
+	rgb = malloc(16u << 20);
+	ref = malloc(16u << 20);
+	out_cpu = aligned_alloc(64, 4u << 20);
+	out_gpu = aligned_alloc(64, 4u << 20);
+	return slot && planes && rgb && ref && out_cpu && out_gpu ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(slot);
+	free(planes);
+	free(rgb);
+	free(ref);
+	free(out_cpu);
+	free(out_gpu);
+	return 0;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b = NULL;
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long n = ftell(f);
+		rewind(f);
+		if (n >= 0 && (b = malloc((size_t)n + 1)) &&
+		    fread(b, 1, (size_t)n, f) != (size_t)n) {
+			free(b);
+			b = NULL;
+		}
+		*len = (size_t)n;
+	}
+	fclose(f);
+	return b;
+}
+
+/* The six specs every file goes through: train and eval, each output type,
+ * train with colour jitter. */
+#define NSPECS 7
+static void spec_n(struct gm_aug_spec *s, int i, uint32_t size)
+{
+	gm_aug_spec_default(s);
+	s->size = size;
+	s->resize = size + size / 7;
+	s->mode = i % 2 ? GM_AUG_EVAL : GM_AUG_TRAIN;
+	s->out = i < 2 ? GM_OUT_U8_HWC : i < 4 ? GM_OUT_F32_CHW : GM_OUT_F16_CHW;
+	if (i == 6) {
+		s->mode = GM_AUG_TRAIN;
+		s->out = GM_OUT_F32_CHW;
+		s->jitter[0][0] = 0.6f, s->jitter[0][1] = 1.4f;
+		s->jitter[1][0] = 0.6f, s->jitter[1][1] = 1.4f;
+		s->jitter[2][0] = 0.6f, s->jitter[2][1] = 1.4f;
+		s->jitter[3][0] = -0.1f, s->jitter[3][1] = 0.1f;
+	}
+}
+
+struct tally {
+	uint32_t coefs, pixels, errors;
+	uint64_t coef_bytes, u8_bytes;
+};
+
+/*
+ * One file through spec i both ways for a few keys: the same return, the same
+ * bytes. A COEFS slot is counted, with its bytes against the uint8 sample's.
+ */
+static void same_bytes(struct gm_aug *cpu, struct gm_aug *gpu, const struct gm_aug_spec *s,
+		       const uint8_t *jpg, size_t len, const char *name, size_t cap,
+		       struct tally *t)
+{
+	size_t ob = gm_aug_out_bytes(s);
+	cap = cap ? cap : gm_coef_slot_bytes(ob);
+	for (uint64_t k = 0; k < 3; k++) {
+		uint64_t seed = 11 + k, epoch = k, id = 1000 + 7 * k;
+		memset(out_gpu, 0xA5, ob);
+		int rc = gm_aug_sample(cpu, jpg, len, seed, epoch, id, out_cpu, NULL);
+		int rg = gm_aug_coef_sample(gpu, jpg, len, seed, epoch, id, slot, cap, NULL);
+		if (rc != rg)
+			fail_msg("%s: the CPU path returns %d, coefficient mode %d (%s)", name, rc,
+				 rg, gm_aug_errmsg(gpu));
+		if (rc) {
+			t->errors++;
+			continue;
+		}
+		const struct gm_coef_slot *sl = (const void *)slot;
+		if (gm_aug_coef_finish(gpu, slot, cap, out_gpu))
+			fail_msg("%s: finish: %s", name, gm_aug_errmsg(gpu));
+		if (memcmp(out_cpu, out_gpu, ob))
+			fail_msg("%s (key %llu): the host path's sample differs from the CPU's "
+				 "(slot kind %u)",
+				 name, (unsigned long long)k, sl->kind);
+		if (sl->kind == GM_COEF_KIND_COEFS) {
+			t->coefs++;
+			t->coef_bytes += sl->bytes;
+			t->u8_bytes += (size_t)s->size * s->size * 3;
+		} else {
+			t->pixels++;
+		}
+	}
+}
+
+/* Every spec over one file, slots of cap bytes (0: gm_coef_slot_bytes's, the
+ * smallest allowed). */
+static void same_bytes_all(const uint8_t *jpg, size_t len, const char *name, uint32_t size,
+			   size_t cap, struct tally *t)
+{
+	for (int i = 0; i < NSPECS; i++) {
+		struct gm_aug_spec s;
+		struct gm_aug *cpu, *gpu;
+		spec_n(&s, i, size);
+		assert_int_equal(gm_aug_create(&cpu, &s), 0);
+		assert_int_equal(gm_aug_create(&gpu, &s), 0);
+		same_bytes(cpu, gpu, &s, jpg, len, name, cap, t);
+		gm_aug_destroy(cpu);
+		gm_aug_destroy(gpu);
+	}
+}
+
+static const unsigned kinds[] = {0, GM_SYNTH_444, GM_SYNTH_422, GM_SYNTH_GRAY, GM_SYNTH_FLAT};
+
+static void test_host_path_gives_the_cpu_bytes_on_synthetic_images(void **state)
+{
+	(void)state;
+	struct tally t = {0};
+	const uint32_t dims[][2] = {{333, 250}, {97, 411}, {640, 427}, {64, 49}};
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
+			size_t len;
+			uint8_t *jpg =
+			    gm_test_jpeg(dims[d][0], dims[d][1], k * 10 + d, kinds[k], &len);
+			char name[96];
+			assert_non_null(jpg);
+			snprintf(name, sizeof(name), "synthetic %ux%u flags %#x", dims[d][0],
+				 dims[d][1], kinds[k]);
+			same_bytes_all(jpg, len, name, 56, SLOT_CAP, &t);
+			free(jpg);
+		}
+	/* every one of these is baseline YCbCr or gray: each must travel as coefficients */
+	assert_int_equal(t.pixels, 0);
+	assert_int_equal(t.errors, 0);
+	assert_true(t.coefs > 0);
+}
+
+/* Restart-marked files: the coefficients come from the spliced segments. */
+static void test_host_path_gives_the_cpu_bytes_on_spliced_files(void **state)
+{
+	(void)state;
+	struct tally t = {0};
+	const uint32_t intervals[] = {1, 3, 8};
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < sizeof(intervals) / sizeof(intervals[0]); i++) {
+			size_t len, tl;
+			uint8_t *jpg = gm_test_jpeg(500, 333, 40 + k, kinds[k], &len), *tr = NULL;
+			char err[256], name[96];
+			assert_non_null(jpg);
+			assert_int_equal(gm_jpeg_restart_transcode(jpg, len, intervals[i], 0, &tr,
+								   &tl, err, sizeof(err)),
+					 0);
+			snprintf(name, sizeof(name), "restart %u flags %#x", intervals[i],
+				 kinds[k]);
+			same_bytes_all(tr, tl, name, 64, SLOT_CAP, &t);
+			free(tr);
+			free(jpg);
+		}
+	assert_int_equal(t.pixels, 0);
+	assert_true(t.coefs > 0);
+}
+
+/* Progressive and CMYK files cannot travel as coefficients, nor coefficients
+ * over the slot's size: the slot carries the finished sample, the same bytes. */
+static void test_unsupported_files_and_full_slots_carry_the_finished_sample(void **state)
+{
+	(void)state;
+	const unsigned fl[] = {GM_SYNTH_PROGRESSIVE, GM_SYNTH_CMYK};
+	for (size_t i = 0; i < 2; i++) {
+		struct tally t = {0};
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(300, 200, 5 + i, fl[i], &len);
+		assert_non_null(jpg);
+		same_bytes_all(jpg, len, fl[i] == GM_SYNTH_CMYK ? "CMYK" : "progressive", 48,
+			       SLOT_CAP, &t);
+		assert_int_equal(t.coefs, 0);
+		assert_int_equal(t.pixels, NSPECS * 3);
+		free(jpg);
+	}
+	/* a noisy 4:4:4 image's window needs more than the smallest slot holds */
+	struct tally t = {0};
+	size_t len;
+	uint8_t *jpg = gm_test_jpeg(400, 300, 9, GM_SYNTH_444, &len);
+	assert_non_null(jpg);
+	same_bytes_all(jpg, len, "4:4:4 in the smallest slot", 32, 0, &t);
+	assert_true(t.pixels > 0);
+	free(jpg);
+}
+
+/* Every file of a directory both ways (the same return code and bytes). */
+static void corpus(const char *dir, struct tally *t)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4200];
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		size_t len;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		uint8_t *b = slurp(path, &len);
+		if (!b)
+			continue;
+		same_bytes_all(b, len, path, 40, SLOT_CAP, t);
+		free(b);
+	}
+	closedir(d);
+}
+
+/* The odd JPEGs (fuzz corpora: truncated, corrupt, odd markers and sizes): the
+ * same outcome both ways, the same bytes when decoded. */
+static void test_odd_jpegs_same_outcome_and_bytes(void **state)
+{
+	(void)state;
+	struct tally t = {0};
+	corpus("tests/fuzz/corpus/jpeg", &t);
+	corpus("tests/fuzz/corpus/splice", &t);
+	print_message("# odd JPEGs: %u coefficient slots, %u finished samples, %u errors\n",
+		      t.coefs, t.pixels, t.errors);
+	assert_true(t.coefs > 100);
+}
+
+/* The window rebuilt from the coefficients is the region decode's, at every scale,
+ * windows at every offset of the MCU grid. */
+static void test_window_pixels_equal_the_region_decode(void **state)
+{
+	(void)state;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image img;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(203, 141, 70 + k, kinds[k], &len);
+		assert_non_null(jpg);
+		for (uint32_t n = 1; n <= 8; n *= 2)
+			for (uint32_t i = 0; i < 40; i++) {
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
+				uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+				uint32_t x = (i * 7) % sw, y = (i * 5) % sh;
+				uint32_t w = 1 + (i * 13) % (sw - x), h = 1 + (i * 11) % (sh - y);
+				assert_int_equal(gm_jpeg_decode_region(j, n, x, y, w, h, &img), 0);
+				for (uint32_t r = 0; r < h; r++)
+					memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride,
+					       (size_t)w * 3);
+				struct gm_coef_slot *s = (void *)slot;
+				memset(s, 0, GM_COEF_HDR_BYTES);
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(
+				    gm_jpeg_decode_coefs(j, n, x, y, w, h, s, SLOT_CAP), 0);
+				s->rx = x, s->ry = y, s->rw = w, s->rh = h;
+				assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+				assert_int_equal(gm_coef_pixels(s, planes, rgb), 0);
+				if (memcmp(rgb, ref, (size_t)w * h * 3))
+					fail_msg("flags %#x scale %u/8 window %ux%u+%u+%u differs",
+						 kinds[k], n, w, h, x, y);
+			}
+		free(jpg);
+	}
+	gm_jpeg_destroy(j);
+}
+
+/* A good slot to break: a 4:2:0 image's, train, uint8. */
+static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
+{
+	size_t len;
+	uint8_t *jpg = gm_test_jpeg(320, 240, 3, 0, &len);
+	assert_non_null(jpg);
+	gm_aug_spec_default(s);
+	s->size = 64;
+	assert_int_equal(gm_aug_create(a, s), 0);
+	size_t cap = SLOT_CAP;
+	assert_int_equal(gm_aug_coef_sample(*a, jpg, len, 1, 2, 3, slot, cap, NULL), 0);
+	free(jpg);
+	assert_int_equal(((struct gm_coef_slot *)(void *)slot)->kind, GM_COEF_KIND_COEFS);
+	return cap;
+}
+
+static void expect_refused(struct gm_aug *a, size_t cap, const char *what)
+{
+	if (gm_aug_coef_finish(a, slot, cap, out_gpu) != -EBADMSG)
+		fail_msg("a slot with %s was taken", what);
+	assert_non_null(strstr(gm_aug_errmsg(a), "coefficient slot") ? "" : NULL);
+}
+
+static void test_malformed_slots_are_refused_before_use(void **state)
+{
+	(void)state;
+	struct gm_aug *a;
+	struct gm_aug_spec s;
+	size_t cap = good_slot(&a, &s);
+	struct gm_coef_slot *sl = (void *)slot, keep = *sl;
+	assert_int_equal(gm_aug_coef_finish(a, slot, cap, out_gpu), 0);
+
+	sl->magic ^= 1;
+	expect_refused(a, cap, "a bad magic");
+	*sl = keep, sl->version = 2;
+	expect_refused(a, cap, "another version");
+	*sl = keep;
+	expect_refused(a, sl->bytes - 1, "fewer bytes readable than it says");
+	sl->comp[1].nnz++;
+	expect_refused(a, cap, "counts that do not add up");
+	*sl = keep, sl->comp[2].off_val = sl->bytes - 1;
+	expect_refused(a, cap, "values past its end");
+	*sl = keep, sl->comp[0].nblocks--;
+	expect_refused(a, cap, "blocks unlike its rectangle");
+	*sl = keep, sl->rx = sl->comp[0].dw;
+	expect_refused(a, cap, "a window outside the image");
+	*sl = keep, sl->comp[0].bx0 += 2;
+	expect_refused(a, cap, "blocks that do not cover the window");
+	*sl = keep, sl->mcols = 1u << 31, sl->mrows = 1u << 31; /* its blocks wrap to 0 */
+	for (int c = 0; c < 3; c++)
+		sl->comp[c].mw = sl->comp[c].mh = 2, sl->comp[c].nblocks = sl->comp[c].nnz = 0;
+	expect_refused(a, cap, "an MCU rectangle past any image");
+	*sl = keep, sl->scale = 3;
+	expect_refused(a, cap, "scale 3/8");
+	*sl = keep;
+	uint8_t *pos = slot + sl->comp[0].off_pos;
+	uint8_t p0 = pos[0];
+	pos[0] = 64;
+	expect_refused(a, cap, "a position past 63");
+	pos[0] = p0;
+	uint8_t *cnt = slot + sl->comp[0].off_counts;
+	cnt[0] = 65;
+	expect_refused(a, cap, "a block of 65 coefficients");
+	gm_aug_destroy(a);
+}
+
+/* The loader's batches (seed, epoch, batch) of one mode: each batch's samples
+ * (finished on the host from their slots when gpu_decode) and labels, hashed. */
+static void loader_batches(const char *dir, bool gpu, uint64_t *hash, uint32_t *nb, uint32_t *ncoef)
+{
+	struct gm_loader_opts o;
+	struct gm_loader *l;
+	struct gm_batch b;
+	struct gm_aug *a = NULL;
+	char err[512];
+	gm_loader_opts_default(&o);
+	o.root = dir;
+	o.pipeline = "read | decode | random_resized_crop 64 | flip 0.5 | to_chw_f32 | batch 16";
+	o.workers = 2;
+	o.seed = 9;
+	o.epochs = 2;
+	o.gpu_decode = gpu;
+	if (gm_loader_open(&l, &o, err, sizeof(err)))
+		fail_msg("gm_loader_open: %s", err);
+	struct gm_pipeline *p; /* the consumer finishes under the workers' spec */
+	assert_int_equal(gm_pipeline_parse(o.pipeline, &p, err, sizeof(err)), 0);
+	assert_int_equal(gm_aug_create(&a, gm_pipeline_aug(p)), 0);
+	size_t ob = gm_aug_out_bytes(gm_pipeline_aug(p));
+	gm_pipeline_free(p);
+	*hash = GM_CHECKSUM_INIT, *nb = 0;
+	while (gm_loader_next(l, &b) == 0) {
+		assert_int_equal(b.sample_bytes, gpu ? gm_coef_slot_bytes(ob) : ob);
+		for (uint32_t i = 0; i < b.size; i++) {
+			const uint8_t *smp = (const uint8_t *)b.data + (size_t)i * b.sample_bytes;
+			if (gpu) {
+				*ncoef += ((const struct gm_coef_slot *)(const void *)smp)->kind ==
+					  GM_COEF_KIND_COEFS;
+				if (gm_aug_coef_finish(a, smp, b.sample_bytes, out_gpu))
+					fail_msg("finish: %s", gm_aug_errmsg(a));
+				smp = out_gpu;
+			}
+			*hash = gm_checksum64(*hash, smp, ob);
+		}
+		*hash = gm_checksum64(*hash, b.labels, b.size * sizeof(int32_t));
+		(*nb)++;
+		gm_loader_release(l, &b);
+	}
+	gm_aug_destroy(a);
+	gm_loader_close(l);
+}
+
+/* gpu_decode: the ring carries coefficient slots; finished on the host, every
+ * batch is the CPU workers' (two workers, two epochs). */
+static void test_loader_gpu_decode_batches_finish_to_the_cpu_bytes(void **state)
+{
+	(void)state;
+	char dir[256], err[256];
+	assert_int_equal(gm_test_tmpdir(dir, sizeof(dir), "gm-coef"), 0);
+	assert_int_equal(gm_synth_write(dir, 96, 3, 5, 0, NULL, err, sizeof(err)), 0);
+	uint64_t h_cpu, h_gpu;
+	uint32_t n_cpu, n_gpu, ncoef = 0, none = 0;
+	loader_batches(dir, false, &h_cpu, &n_cpu, &none);
+	loader_batches(dir, true, &h_gpu, &n_gpu, &ncoef);
+	gm_test_rm_tree(dir);
+	assert_true(n_cpu >= 6);
+	assert_int_equal(n_gpu, n_cpu);
+	print_message("# gpu_decode: %u batches, %u samples as coefficients\n", n_gpu, ncoef);
+	assert_true(ncoef > 0);
+	assert_true(h_cpu == h_gpu);
+}
+
+/* The real photos, when present: same bytes for every spec, and the coefficient
+ * bytes against the uint8 sample's (224 x 224, the default), printed. */
+static void test_host_path_gives_the_cpu_bytes_on_photos(void **state)
+{
+	(void)state;
+	const char *dir = getenv("GM_PHOTOS"), *all = getenv("GM_COEF_ALL");
+	char pat[4200];
+	glob_t g;
+	snprintf(pat, sizeof(pat), "%s/*/*.jpg", dir && *dir ? dir : "/var/tmp/goldminer-photos");
+	if (glob(pat, 0, NULL, &g) || g.gl_pathc == 0) {
+		skip();
+		return;
+	}
+	struct tally t = {0};
+	size_t want = all && all[0] == '1' ? g.gl_pathc : 60;
+	size_t step = g.gl_pathc > want ? g.gl_pathc / want : 1, done = 0;
+	for (size_t i = 0; i < g.gl_pathc && done < want; i += step, done++) {
+		size_t len;
+		uint8_t *b = slurp(g.gl_pathv[i], &len);
+		assert_non_null(b);
+		same_bytes_all(b, len, g.gl_pathv[i], 224, 0, &t);
+		free(b);
+	}
+	print_message("# %zu photos x %d specs x 3 keys: %u coefficient slots (%.0f bytes each, "
+		      "%.3f of the uint8 sample), %u finished samples, %u errors\n",
+		      done, NSPECS, t.coefs, t.coefs ? (double)t.coef_bytes / t.coefs : 0.0,
+		      t.u8_bytes ? (double)t.coef_bytes / (double)t.u8_bytes : 0.0, t.pixels,
+		      t.errors);
+	assert_true(t.coef_bytes < t.u8_bytes);
+	globfree(&g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_synthetic_images),
+	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_spliced_files),
+	    cmocka_unit_test(test_unsupported_files_and_full_slots_carry_the_finished_sample),
+	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
+	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
+	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
+	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
+	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
