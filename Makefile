@@ -129,6 +129,9 @@ CLI_SRCS := $(sort $(wildcard cmd/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 # The commands without main(), for tests that call a command in-process.
 CMD_LIB := $(B)/libgoldminer-cmd.a
+# cmd/accept_guard.c's accept, accept4 and hook, seen by the UCX the plugin loads
+ACCEPT_EXPORTS := -Wl,--export-dynamic-symbol=accept -Wl,--export-dynamic-symbol=accept4 \
+	-Wl,--export-dynamic-symbol=gm_accept_hook
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
@@ -219,7 +222,7 @@ BIN_RPATH = -Wl,-rpath,'$$ORIGIN:$(if $(filter $(PREFIX)/lib,$(LIBDIR)),$$ORIGIN
 $(B)/goldminer: $(CLI_OBJS) $(B)/libgoldminer.so $(FLAGS_STAMP)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(B)/libgoldminer.so $(BIN_RPATH) $(LDFLAGS) \
-		$(LDLIBS) $(MHD_LIBS)
+		$(LDLIBS) $(MHD_LIBS) $(ACCEPT_EXPORTS)
 
 # Tests may declare extra link flags in a comment line: "// LDFLAGS: -Wl,--wrap=..."
 $(B)/tests/%: tests/%.c $(CMD_LIB) $(B)/libgoldminer.a $(FLAGS_STAMP)

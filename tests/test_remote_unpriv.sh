@@ -1,12 +1,15 @@
 #!/bin/sh
-# A lending agent run as an ordinary user (issue 36 item 2), in the hosts of
+# A lending agent run as an ordinary user, in the hosts of
 # tests/multihost.sh: host 1's agent (root) is the home and its trainer's,
 # host 2's agent runs as nobody (setpriv) and lends, host 3 is a stranger.
 # On a kernel that lets only CAP_NET_ADMIN attach a socket filter (a probe
 # says which this one is) the guard on UCX's ports (ctl.h) cannot be set by
 # an ordinary user:
-#   1. without CAP_NET_ADMIN and without --unguarded-ucx the agent refuses to
-#      start, in words that keep the errno and name both fixes
+#   1. without CAP_NET_ADMIN and without --unguarded-ucx the agent starts with
+#      the guard at accept (the goldminer program's accept closes a stranger's
+#      connection to UCX's ports before UCX reads a byte), one line saying so
+#      and keeping the errno; it lends (same checksums), and a stranger in host
+#      3 finds UCX's port and the control port closing on it, logged
 #   2. with --unguarded-ucx it starts, one line says no guard is in force,
 #      why (the errno) and on which ports (those it listens on), and it lends
 #      to the home: its workers (uid nobody) delivered samples
@@ -248,23 +251,26 @@ stop_all() {
 	hpid='' lpid=''
 }
 
-# 1: no CAP_NET_ADMIN, no --unguarded-ucx: refused in words
+# 1: no CAP_NET_ADMIN, no --unguarded-ucx: the guard at accept
 if [ $refuses = 1 ]; then
-	lender "$tmp/2r.log" --
-	k=0
-	while mh_alive "$lpid" && [ $k -lt 200 ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	wait "$lpid"
-	rc=$?
+	home
+	lender "$tmp/2a.log" --
+	wait_log "$tmp/2a.log" "listening on $tmp/u/2.sock"
+	train_bg
+	until_lending
+	lending=$?
+	named=$(ports_of "$tmp/2a.log")
+	got_ucx=$( [ -n "$named" ] && stranger "$named")
+	got_ctl=$(stranger "$c2")
+	finish_train
+	same=$?
 	ok=1
-	[ "$rc" != 0 ] && ! grep -q "listening on" "$tmp/2r.log" &&
-		grep -q "cannot guard its listening sockets: SO_ATTACH_FILTER: $as_nobody" "$tmp/2r.log" &&
-		grep -q "CAP_NET_ADMIN" "$tmp/2r.log" && grep -q -- "--unguarded-ucx" "$tmp/2r.log" && ok=0
-	[ $ok = 0 ] || diag "$tmp/2r.log"
-	t $ok "as nobody without CAP_NET_ADMIN: the agent refuses to start (exit $rc), naming SO_ATTACH_FILTER's '$as_nobody', CAP_NET_ADMIN and --unguarded-ucx"
-	lpid=''
+	[ $lending = 0 ] && [ $same = 0 ] && [ "$got_ucx" = closed ] && [ "$got_ctl" = closed ] &&
+		grep -q "guard: at accept on UCX's listening sockets (port .*SO_ATTACH_FILTER: $as_nobody" "$tmp/2a.log" &&
+		wait_log "$tmp/2a.log" "refused $(mh_addr 3) at accept on a UCX port" && ok=0
+	[ $ok = 0 ] || { diag "$tmp/2a.log"; echo "# UCX port ${named:-?}: $got_ucx; control port: $got_ctl"; }
+	t $ok "as nobody without CAP_NET_ADMIN: starts with the guard at accept, naming SO_ATTACH_FILTER's '$as_nobody'; it lends (same checksums); a stranger's connection to UCX's port ${named:-?} is $got_ucx before a byte, to the control port $got_ctl"
+	stop_all
 else
 	skip 1 "this kernel lets any user filter its sockets (as nobody: $as_nobody)"
 fi

@@ -32,6 +32,7 @@
 
 #include "conn.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -39,7 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <arpa/inet.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 
 #include <openssl/crypto.h>
 
@@ -412,7 +415,9 @@ static void remember_guarded(struct gm_remote_net *n, const unsigned long *befor
 
 int gm_remote_net_reguard(struct gm_remote_net *n)
 {
-	if (n->guard == GUARD_OPEN) /* the kernel refused it: nothing to set again */
+	/* the kernel refused the filter: nothing to set again (at accept, the
+	 * addresses are read as each connection comes) */
+	if (n->guard == GUARD_OPEN || n->guard == GUARD_ACCEPT)
 		return 0;
 	return gm_remote_ctl_reguard(n->guarded, n->nguarded, n->allowed, n->nallowed);
 }
@@ -424,10 +429,62 @@ static bool refused(int rc)
 	return rc == -EPERM || rc == -EACCES;
 }
 
+/* ---- the guard at accept (where the kernel refuses the filter) ---------------- */
+
+/* The net whose UCX listeners the program's accept guards (one a process: an
+ * agent's, or a remote worker's). */
+static struct gm_remote_net *accept_net;
+
+/* gm_accept_hook (cmd/accept_guard.c): a connection accepted on one of
+ * accept_net's guarded listeners stays only when it comes from an admitted
+ * address (IPv4-mapped IPv6 read as IPv4); any other listener's stays. */
+static int accept_check(int lfd, const struct sockaddr *sa, socklen_t len)
+{
+	struct gm_remote_net *n = accept_net;
+	struct stat st;
+	char ip[INET6_ADDRSTRLEN] = "?";
+	bool ours = false;
+	if (!n || fstat(lfd, &st))
+		return 1;
+	for (int i = 0; i < n->nguarded && !ours; i++)
+		ours = n->guarded[i] == (unsigned long)st.st_ino;
+	if (!ours)
+		return 1;
+	const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
+	else if (sa->sa_family == AF_INET6 && len >= sizeof(*v6))
+		inet_ntop(IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr) ? AF_INET : AF_INET6,
+			  IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)
+			      ? (const void *)&v6->sin6_addr.s6_addr[12]
+			      : (const void *)&v6->sin6_addr,
+			  ip, sizeof(ip));
+	for (int i = 0; i < n->nallowed; i++)
+		if (!strcmp(n->allowed[i], ip))
+			return 1;
+	gm_remote_logf_from(n, ip,
+			    "refused %s at accept on a UCX port: not one of --peers' addresses "
+			    "(closed before UCX read a byte)",
+			    ip);
+	return 0;
+}
+
+/* The program's accept hook, where it has one (the goldminer program). */
+static bool accept_guard_on(struct gm_remote_net *n)
+{
+	int (**hook)(int, const struct sockaddr *, socklen_t) =
+	    dlsym(RTLD_DEFAULT, "gm_accept_hook");
+	if (!hook)
+		return false;
+	accept_net = n;
+	*hook = accept_check;
+	return true;
+}
+
 /* The guard on the sockets w's making opened (not in before[0..nb)): the
- * filter, or where the kernel refuses it and the operator said so, none
- * (n->guard GUARD_OPEN). The first worker's outcome is n's guard. 0 or -errno
- * with err. */
+ * filter; where the kernel refuses it, the program's accept (GUARD_ACCEPT),
+ * or none when the operator said so (GUARD_OPEN). The first worker's outcome
+ * is n's guard. 0 or -errno with err. */
 static int guard_new(struct gm_remote_net *n, const unsigned long *before, int nb, char *err,
 		     size_t errlen)
 {
@@ -439,6 +496,11 @@ static int guard_new(struct gm_remote_net *n, const unsigned long *before, int n
 			n->guard = g ? GUARD_FILTER : GUARD_NO_PORTS;
 	} else if (refused(g) && n->unguarded_ok && n->guard != GUARD_FILTER) {
 		n->guard = GUARD_OPEN;
+		n->guard_errno = -g;
+		g = 0;
+	} else if (refused(g) && n->guard != GUARD_FILTER && nb >= 0 && accept_guard_on(n)) {
+		remember_guarded(n, before, nb);
+		n->guard = GUARD_ACCEPT;
 		n->guard_errno = -g;
 		g = 0;
 	} else if (refused(g)) {
@@ -520,6 +582,15 @@ void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t l
 			       : "any port the kernel picks: set "
 				 "UCX_TCP_PORT_RANGE for the firewall's rule",
 			 range ? range : "", strerror(n->guard_errno));
+		break;
+	case GUARD_ACCEPT:
+		snprintf(buf, len,
+			 "guard: at accept on UCX's listening sockets (port %s, and one more per "
+			 "peer this agent dials): the kernel refused the socket filter "
+			 "(SO_ATTACH_FILTER: %s; it wants CAP_NET_ADMIN), so a connection from an "
+			 "address not in --peers is closed as UCX accepts it, before UCX reads a "
+			 "byte (the kernel still completes its TCP handshake)",
+			 ports, strerror(n->guard_errno));
 		break;
 	case GUARD_NO_PORTS:
 		snprintf(buf, len, "guard: UCX listens on no TCP port here (UCX_TLS): none needed");

@@ -112,9 +112,18 @@ struct gm_remote_net {
 	 * open (a firewall's job) instead of the worker failing */
 	bool unguarded_ok;
 	/* the guard in force on UCX's ports (UNSET until the main worker is
-	 * made; NO_PORTS: UCX listens on none, no tcp in UCX_TLS), the errno that
-	 * left them open (GUARD_OPEN), and the ports the main worker listens on */
-	enum net_guard { GUARD_UNSET, GUARD_FILTER, GUARD_NO_PORTS, GUARD_OPEN } guard;
+	 * made; NO_PORTS: UCX listens on none, no tcp in UCX_TLS; ACCEPT: the
+	 * kernel refused the filter and the goldminer program's accept closes a
+	 * stranger's connection before UCX reads it, cmd/accept_guard.c), the
+	 * errno the filter was refused with (OPEN, ACCEPT), and the ports the main
+	 * worker listens on */
+	enum net_guard {
+		GUARD_UNSET,
+		GUARD_FILTER,
+		GUARD_NO_PORTS,
+		GUARD_OPEN,
+		GUARD_ACCEPT
+	} guard;
 	int guard_errno;
 	uint16_t ucx_ports[8];
 	int nucx_ports;
