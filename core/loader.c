@@ -72,12 +72,12 @@ struct gm_loader {
 	bool has_c;		   /* c was initialised */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;	/* batches per epoch */
-	uint64_t first; /* the first task (then c.next: the next to deliver) */
-	uint64_t end;	/* GM_RING_NO_END or one past the last task */
-	int held;	/* slot of the batch the user holds (not kept), or -1 */
+	uint32_t bpe;	    /* batches per epoch */
+	uint64_t first;	    /* the first task (then c.next: the next to deliver) */
+	uint64_t end;	    /* GM_RING_NO_END or one past the last task */
+	int held;	    /* slot of the batch the user holds (not kept), or -1 */
 	struct gm_aug *fin; /* gpu_decode: gm_loader_finish's (made at its first call) */
-	bool stopped;	/* gm_loader_stop: no workers, mapping kept */
+	bool stopped;	    /* gm_loader_stop: no workers, mapping kept */
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
 	uint32_t shuf_cap; /* N; 0 = no shuffle buffer */
@@ -999,7 +999,8 @@ int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, s
 				       strerror(-err));
 	}
 	for (uint32_t i = 0; i < b->size; i++) {
-		err = gm_aug_coef_finish(l->fin, (const uint8_t *)b->data + (size_t)i * b->sample_bytes,
+		err = gm_aug_coef_finish(l->fin,
+					 (const uint8_t *)b->data + (size_t)i * b->sample_bytes,
 					 b->sample_bytes, (uint8_t *)out + (size_t)i * ob);
 		if (err)
 			return set_err(l, err, "gm_loader_finish: sample %u of batch %llu: %s", i,
