@@ -260,6 +260,9 @@ class Loader:
         return (r if r * r == v else None), hwc
 
 
+_SAID = set()  # the auto decisions said on stderr
+
+
 class _Auto:
     """gpu_decode="auto": measures the workers' rate (one worker's img/s: the
     library's measure, else samples over the workers' stage time) and the
@@ -319,8 +322,11 @@ class _Auto:
         import sys
         self.done = True
         self.o.gpu_decode_reason = why
-        sys.stderr.write("goldminer.torch.Loader: gpu_decode='auto': %s: %s\n"
-                         % ("on" if on else "off", why))
+        line = "goldminer.torch.Loader: gpu_decode='auto': %s: %s\n" % ("on" if on else "off",
+                                                                        why)
+        if line not in _SAID:  # once a process (goldminer run opens one a sampler epoch)
+            _SAID.add(line)
+            sys.stderr.write(line)
         if on and not self.o._gm.gpu_decode:
             gm = self.o._gm
             sd = gm.state_dict()  # the next batch's position: the same bytes follow
