@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/aug.h"
 #include "goldminer/coef.h"
 #include "goldminer/consumer.h"
 #include "goldminer/cuda.h"
@@ -71,11 +72,12 @@ struct gm_loader {
 	bool has_c;		   /* c was initialised */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;	/* batches per epoch */
-	uint64_t first; /* the first task (then c.next: the next to deliver) */
-	uint64_t end;	/* GM_RING_NO_END or one past the last task */
-	int held;	/* slot of the batch the user holds (not kept), or -1 */
-	bool stopped;	/* gm_loader_stop: no workers, mapping kept */
+	uint32_t bpe;	    /* batches per epoch */
+	uint64_t first;	    /* the first task (then c.next: the next to deliver) */
+	uint64_t end;	    /* GM_RING_NO_END or one past the last task */
+	int held;	    /* slot of the batch the user holds (not kept), or -1 */
+	struct gm_aug *fin; /* gpu_decode: gm_loader_finish's (made at its first call) */
+	bool stopped;	    /* gm_loader_stop: no workers, mapping kept */
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
 	uint32_t shuf_cap; /* N; 0 = no shuffle buffer */
@@ -626,6 +628,7 @@ void gm_loader_close(struct gm_loader *l)
 	else
 		gm_ring_destroy(l->ring);
 	shuf_free(l);
+	gm_aug_destroy(l->fin);
 	gm_dataset_close(l->ds);
 	free(l->errs);
 	free(l->stale_told);
@@ -974,6 +977,36 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	if (rc == GM_LOADER_END_OF_EPOCH)
 		gm_elastic_pause(l->h, 1);
 	return rc;
+}
+
+int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, size_t out_len)
+{
+	size_t ob = gm_aug_out_bytes(&l->o.aug);
+	int err;
+	if (!l->o.gpu_decode)
+		return set_err(l, -EINVAL,
+			       "gm_loader_finish: the loader was opened without gpu_decode: its "
+			       "batches are finished samples already");
+	if (!b || !out || out_len != (size_t)b->size * ob || b->sample_bytes != l->sample_bytes)
+		return set_err(l, -EINVAL,
+			       "gm_loader_finish: out must hold the batch's %u samples of %zu "
+			       "bytes (%zu), not %zu",
+			       b ? b->size : 0, ob, b ? (size_t)b->size * ob : 0, out_len);
+	if (!l->fin) {
+		err = gm_aug_create(&l->fin, &l->o.aug);
+		if (err)
+			return set_err(l, err, "gm_loader_finish: the host path's transform: %s",
+				       strerror(-err));
+	}
+	for (uint32_t i = 0; i < b->size; i++) {
+		err = gm_aug_coef_finish(l->fin,
+					 (const uint8_t *)b->data + (size_t)i * b->sample_bytes,
+					 b->sample_bytes, (uint8_t *)out + (size_t)i * ob);
+		if (err)
+			return set_err(l, err, "gm_loader_finish: sample %u of batch %llu: %s", i,
+				       (unsigned long long)b->index, gm_aug_errmsg(l->fin));
+	}
+	return 0;
 }
 
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)

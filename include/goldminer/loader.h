@@ -137,6 +137,17 @@ int gm_loader_keep(struct gm_loader *l, struct gm_batch *b);
  * *slots, if not NULL, the ring's. */
 uint32_t gm_loader_kept(const struct gm_loader *l, uint32_t *slots);
 
+/*
+ * gpu_decode: finish the batch b just delivered (or kept) on the host, the GPU
+ * decode's host path: each of its b->size coefficient slots through
+ * gm_aug_coef_finish (coef.h) under the workers' transform (the pipeline's, when
+ * one was given), into out, out_len = b->size * the sample's bytes (the CPU
+ * path's layout: the same bytes as gpu_decode off). Runs on the calling thread.
+ * 0; -EINVAL (the loader is not in gpu_decode, or out_len is not that);
+ * -ENOMEM; a slot's error (-EBADMSG: malformed, named in gm_loader_errmsg).
+ */
+int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, size_t out_len);
+
 /* Snapshot of the counters. */
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s);
 

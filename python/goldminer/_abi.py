@@ -200,6 +200,7 @@ _PROTOS = {
     "gm_loader_stop": (None, [_P]),
     "gm_loader_keep": (ctypes.c_int, [_P, ctypes.POINTER(Batch)]),
     "gm_loader_kept": (ctypes.c_uint32, [_P, ctypes.POINTER(ctypes.c_uint32)]),
+    "gm_loader_finish": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P, ctypes.c_size_t]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
     "gm_version": (ctypes.c_char_p, []),

@@ -276,7 +276,7 @@ class Loader:
                  scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
                  max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
                  pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None,
-                 lease_timeout_ms=0, order=None):
+                 lease_timeout_ms=0, order=None, gpu_decode=False):
         self._h = None
         self._live = []  # weak references to the buffers of views handed out
         self._dead = []  # (handle, slot) of kept batches whose last view died
@@ -329,7 +329,13 @@ class Loader:
         lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms, 0, 86400000,
                                     "(0: the library's default)")
         self._order = _order_arg(order) if order is not None else None
+        if not isinstance(gpu_decode, bool):
+            raise ArgumentError("gpu_decode must be True or False here, not %r (goldminer.torch."
+                                "Loader takes 'auto')" % (gpu_decode,))
         self._L = lib()
+        if gpu_decode and not self._L.has("gm_loader_finish"):
+            raise NotImplementedError("libgoldminer has no gm_loader_finish (gpu_decode): "
+                                      "rebuild it (make)")
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
@@ -337,7 +343,7 @@ class Loader:
                         max_pixels=max_pixels, shuffle=shuffle, drop_last=drop_last,
                         slots=slots, start_batch=start_batch, pin=pin, copy=copy,
                         chaos_kill_ms=chaos_kill_ms, max_workers=max_workers, node=node,
-                        lease_timeout_ms=lease_timeout_ms, order=order)
+                        lease_timeout_ms=lease_timeout_ms, order=order, gpu_decode=gpu_decode)
         self.output, self.batch_size, self.seed, self.copy = output, batch_size, seed, copy
         self._nworkers = nworkers
         self._open(epoch, epochs, start_batch)
@@ -369,6 +375,7 @@ class Loader:
             o.order = ctypes.cast(self._order, ctypes.POINTER(ctypes.c_uint32))
             o.order_len = len(self._order)
         o.node = self._node_b
+        o.gpu_decode = bool(kw["gpu_decode"])
         a = o.aug
         a.mode = _MODES[kw["mode"]]
         a.size = kw["size"]
@@ -418,6 +425,23 @@ class Loader:
                             mode="eval" if st.mode == _abi.GM_AUG_EVAL else "train")
         self._bpe = st.batches_per_epoch
         self.num_classes, self.dataset_size = st.num_classes, st.dataset_size
+        # a finished sample's bytes (with gpu_decode the ring's slots are larger:
+        # coefficient slots, which _finish turns into samples of this size)
+        elem = {"uint8": 1, "float16": 2, "float32": 4}[self.output]
+        self.out_bytes = 3 * self._side * self._side * elem if self._side else \
+            self._sample_bytes
+
+    @property
+    def gpu_decode(self):
+        """True when the workers write coefficient slots (finished by _finish)."""
+        return bool(self._kw["gpu_decode"])
+
+    def _finish(self, raw, addr, nbytes):
+        """gpu_decode: the host path, in this process: raw's coefficient slots
+        finished into nbytes at addr (raw.size * out_bytes), the CPU path's bytes."""
+        rc = self._L.gm_loader_finish(self._handle(), ctypes.byref(raw), addr, nbytes)
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_finish")
 
     def _view_died(self, ref):
         try:
@@ -577,6 +601,15 @@ class Loader:
         n = raw.size
         b = Batch()
         b.epoch, b.index, b.n_errors, b._raw = raw.epoch, raw.index, raw.n_errors, raw
+        if self.gpu_decode:
+            # the host path finishes the slots into a buffer of the caller's own;
+            # the slot goes back to the workers at once
+            buf = (ctypes.c_uint8 * (n * self.out_bytes))()
+            self._finish(raw, ctypes.addressof(buf), len(buf))
+            b.data = _shape(buf, n, self.out_bytes, self.output, False)
+            b.labels, b.sample_ids = _copies(raw, n)
+            self.release()
+            return b
         nbytes = n * raw.sample_bytes
         kept = self.copy and self._keep(raw)  # owned without a copy (gm_loader_keep)
         buf = (ctypes.c_uint8 * nbytes).from_address(raw.data)
@@ -584,15 +617,7 @@ class Loader:
         if kept:
             self._give_back_when_dead(raw, buf)
         b.data = _shape(buf, n, raw.sample_bytes, self.output, self.copy and not kept)
-        lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
-        ids = (ctypes.c_uint32 * n).from_address(
-            ctypes.cast(raw.sample_ids, ctypes.c_void_p).value) if raw.sample_ids else None
-        if _np is not None:
-            b.labels = _np.array(lab, dtype=_np.int32)
-            b.sample_ids = _np.array(ids, dtype=_np.uint32) if ids is not None else None
-        else:
-            b.labels = list(lab)
-            b.sample_ids = list(ids) if ids is not None else None
+        b.labels, b.sample_ids = _copies(raw, n)
         return b
 
     def release(self):
@@ -708,6 +733,17 @@ class Loader:
     def __repr__(self):
         return "<goldminer.Loader %r batch_size=%d %s%s>" % (
             self._kw["root"], self.batch_size, self.output, " closed" if self.closed else "")
+
+
+def _copies(raw, n):
+    """raw's labels and sample ids as copies (NumPy arrays, else lists)."""
+    lab = (ctypes.c_int32 * n).from_address(ctypes.cast(raw.labels, ctypes.c_void_p).value)
+    ids = (ctypes.c_uint32 * n).from_address(
+        ctypes.cast(raw.sample_ids, ctypes.c_void_p).value) if raw.sample_ids else None
+    if _np is not None:
+        return (_np.array(lab, dtype=_np.int32),
+                _np.array(ids, dtype=_np.uint32) if ids is not None else None)
+    return list(lab), list(ids) if ids is not None else None
 
 
 def _abi_out_bytes(L, aug):

@@ -516,6 +516,17 @@ def make(a):
 
 
 # --- serving ------------------------------------------------------------------------
+def _gpu_decode():
+    """The C path's gpu_decode under goldminer run: $GOLDMINER_GPU_DECODE, "1" (on:
+    the workers write coefficient slots, the trainer finishes them), "auto"
+    (goldminer.torch.Loader decides from measurement), else off. ValueError for
+    another word."""
+    v = os.environ.get("GOLDMINER_GPU_DECODE", "0")
+    if v not in ("", "0", "1", "auto"):
+        raise ValueError("GOLDMINER_GPU_DECODE must be 0, 1 or auto, not %r" % v)
+    return "auto" if v == "auto" else v == "1"
+
+
 class _CLoaderBatches:
     """The C Loader as a DataLoader: one `for` is one epoch of [images, labels]
     (lists, as default_collate gives for (image, label) samples) that the script
@@ -537,7 +548,8 @@ class _CLoaderBatches:
         self.pin = bool(a.get("pin_memory"))
         self.loader = Loader(ds.root, pipeline=plan.spec, workers=max(1, a["num_workers"]),
                              seed=seed, shuffle=shuffle, drop_last=bool(a.get("drop_last")),
-                             on_error="fail", copy=True, output=plan.c["out"], node=node)
+                             on_error="fail", copy=True, output=plan.c["out"], node=node,
+                             gpu_decode=_gpu_decode())
         st = self.loader.stats()
         if st["dataset_size"] != len(ds.samples) or st["num_classes"] != len(ds.classes):
             n, k = st["dataset_size"], st["num_classes"]
@@ -592,10 +604,11 @@ class _CSamplerBatches:
         self.copied, self._past, self._last = 0, 0, (0, 0)
         self.kw = dict(pipeline=plan.spec, workers=max(1, a["num_workers"]),
                        on_error="fail", copy=True, output=plan.c["out"], shuffle=False,
-                       epochs=1, drop_last=self.drop_last, node=node)
+                       epochs=1, drop_last=self.drop_last, node=node,
+                       gpu_decode=_gpu_decode())
         self.root = ds.root
         # the C index is the dataset's (one sample read, one worker)
-        probe = Loader(self.root, seed=0, order=[0], **dict(self.kw, workers=1))
+        probe = Loader(self.root, seed=0, order=[0], **dict(self.kw, workers=1, gpu_decode=False))
         st = probe.stats()
         probe.close()
         if st["dataset_size"] != len(ds.samples) or st["num_classes"] != len(ds.classes):

@@ -39,6 +39,21 @@ reference count says so); their pages are touched once, when made: a fresh
 allocation per batch would page-fault on every 4 KiB page of it, which costs
 several times the copy itself.
 
+gpu_decode=True: the workers write each sample's crop window as quantised DCT
+coefficients (coefficient slots, include/goldminer/coef.h: their CPU per image is
+the Huffman decode, 0.57-0.85 of the full decode's) and this process finishes them
+(dequantise, IDCT, upsampling, colour conversion, resize, flip, jitter, layout)
+through the library's host path (gm_loader_finish, on this process's CPU), into a
+buffer of its own, with the bytes gpu_decode=False gives; device="cuda" then copies
+that buffer. The CUDA kernels (core/coef_kernels.cu) are not in libgoldminer.so:
+with a device the finishing still runs here, on the host. gpu_decode="auto":
+decided once, from measurement: on only when the workers' measured rate (one
+worker's img/s) times the CPUs this process may use falls short of the consumer's
+measured demand AND torch sees a CUDA device (and the workers are here, not a node
+agent's); the decision and why are said once on stderr and kept in
+gpu_decode_reason. Turned on, the loader reopens at the next batch's position (the
+same bytes follow).
+
 What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
 """
@@ -75,15 +90,24 @@ class Loader:
     """
 
     def __init__(self, root, batch_size=64, workers=2, seed=0, output="float32", device=None,
-                 copy=False, **kw):
+                 copy=False, gpu_decode=False, **kw):
         self.device = _torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and \
                 not _torch.cuda.is_available():
             raise _abi.LoaderError(errno.ENODEV, "goldminer.torch.Loader: device=%r but torch"
                                    " has no CUDA device" % (device,))
+        if gpu_decode not in (True, False, "auto") or gpu_decode in (0, 1) and \
+                not isinstance(gpu_decode, bool):
+            raise _abi.ArgumentError("gpu_decode must be True, False or 'auto', not %r"
+                                     % (gpu_decode,))
         self._copy = _Owned() if copy else None
+        self._auto = _Auto(self) if gpu_decode == "auto" else None
+        self.gpu_decode_reason = None if self._auto else \
+            "gpu_decode=%r given" % (gpu_decode,)
         self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
-                             output=output, **kw)
+                             output=output, gpu_decode=gpu_decode is True, **kw)
+        if self._auto is not None:
+            self._auto.start()
         self._dtype = _DTYPES[self._gm.output]  # a pipeline spec may have chosen it
         self._pending = None  # CUDA event of the copy out of the current slot
         self.batch_size = batch_size
@@ -94,7 +118,17 @@ class Loader:
 
     def __iter__(self):
         self._gm._handle()
-        return self._gm._epoch_iter(self._convert, self._wait_copy)
+        return self._gm._epoch_iter(self._convert, self._before_next)
+
+    @property
+    def gpu_decode(self):
+        """True while the workers write coefficient slots that this process finishes."""
+        return self._gm.gpu_decode
+
+    def _before_next(self):
+        self._wait_copy()
+        if self._auto is not None:
+            self._auto.tick()
 
     def __reduce_ex__(self, protocol):
         raise _abi.ArgumentTypeError("goldminer.torch.Loader cannot be pickled or copied: it"
@@ -148,7 +182,39 @@ class Loader:
         if ev is not None:
             ev.synchronize()  # the DMA out of the slot is done: the slot may be reused
 
+    def _finished(self, raw):
+        """gpu_decode: raw's slots finished on the host into a tensor of this
+        process (pinned when copied to a CUDA device); the slot goes back at once."""
+        n, ob = raw.size, self._gm.out_bytes
+        pin = self.device is not None and self.device.type == "cuda"
+        out = _torch.empty(n * ob, dtype=_torch.uint8, pin_memory=pin)
+        self._gm._finish(raw, out.data_ptr(), n * ob)
+        lab_addr = ctypes.cast(raw.labels, ctypes.c_void_p).value
+        labels = _torch.frombuffer((ctypes.c_int32 * n).from_address(lab_addr),
+                                   dtype=_torch.int32).to(_torch.int64)  # a copy
+        self._gm.release()
+        flat = out.view(self._dtype)
+        side, hwc = self._side(ob)
+        if side:
+            x = flat.view(n, side, side, 3) if hwc else flat.view(n, 3, side, side)
+        else:
+            x = flat.view(n, -1)
+        if self.device is not None and self.device.type != "cpu":
+            x = x.to(self.device, non_blocking=True)
+            if self.device.type == "cuda":
+                ev = _torch.cuda.Event()
+                ev.record()
+                self._pending = ev  # (out stays alive in the copy until it is done)
+            labels = labels.to(self.device, non_blocking=True)
+        if side and hwc:
+            x = x.permute(0, 3, 1, 2)
+        return x, labels
+
     def _convert(self, raw):
+        if self._auto is not None:
+            self._auto.batch_taken(raw.size)
+        if self._gm.gpu_decode:
+            return self._finished(raw)
         n = raw.size
         nbytes = n * raw.sample_bytes
         on_cpu = self.device is None or self.device.type == "cpu"
@@ -192,3 +258,77 @@ class Loader:
         v = sample_bytes // per
         r = int(round(v ** 0.5))
         return (r if r * r == v else None), hwc
+
+
+_SAID = set()  # the auto decisions said on stderr
+
+
+class _Auto:
+    """gpu_decode="auto": measures the workers' rate (one worker's img/s: the
+    library's measure, else samples over the workers' stage time) and the
+    consumer's demand (its samples over its own time between batches: what it
+    would take if never kept waiting), and decides once: on when rate x the CPUs
+    this process may use < demand and torch sees a CUDA device (and no node agent
+    runs the workers: its workers write no coefficient slots). Without a device it
+    is off from the start. The decision is said once on stderr."""
+
+    BATCHES = 8  # batches measured before deciding
+
+    def __init__(self, owner):
+        self.o, self.done = owner, False
+        self.busy_s, self.samples, self.t_back, self.seen = 0.0, 0, None, 0
+
+    def start(self):
+        import os
+        if not _torch.cuda.is_available():
+            self.decide(False, "no CUDA device (torch.cuda.is_available() is False): the "
+                        "workers decode on the CPU")
+        elif self.o._gm._kw.get("node") is not None:
+            self.decide(False, "the workers run in a node agent, which writes finished "
+                        "samples only")
+        self.cpus = len(os.sched_getaffinity(0))
+
+    def batch_taken(self, n):
+        import time
+        self.seen += 1
+        if not self.done and self.seen > 1:
+            self.samples += n
+        self.t_back = time.monotonic()  # the consumer's own time starts here
+
+    def tick(self):
+        import time
+        if self.done or self.t_back is None:
+            return
+        if self.seen > 1:  # the first batch's time includes the workers' start
+            self.busy_s += time.monotonic() - self.t_back
+        self.t_back = None
+        if self.seen <= self.BATCHES or self.o._gm._skip_eoe:
+            return  # (at an epoch's end its end marker is owed: decide after it)
+        st = self.o._gm.stats()
+        rate = st.get("worker_img_per_s", 0)
+        stage_ns = st["read_ns"] + st["decode_ns"] + st["augment_ns"] + st["write_ns"]
+        if not rate and stage_ns:
+            rate = st["samples"] / (stage_ns / 1e9)
+        demand = st.get("demand_img_per_s", 0) or (
+            self.samples / self.busy_s if self.busy_s > 0 else float("inf"))
+        why = ("workers %.0f img/s each x %d CPUs = %.0f img/s against the consumer's "
+               "demand of %.0f img/s" % (rate, self.cpus, rate * self.cpus, demand))
+        if rate * self.cpus < demand:
+            self.decide(True, why + ": short, the CUDA device is there")
+        else:
+            self.decide(False, why + ": enough")
+
+    def decide(self, on, why):
+        import sys
+        self.done = True
+        self.o.gpu_decode_reason = why
+        line = "goldminer.torch.Loader: gpu_decode='auto': %s: %s\n" % ("on" if on else "off",
+                                                                        why)
+        if line not in _SAID:  # once a process (goldminer run opens one a sampler epoch)
+            _SAID.add(line)
+            sys.stderr.write(line)
+        if on and not self.o._gm.gpu_decode:
+            gm = self.o._gm
+            sd = gm.state_dict()  # the next batch's position: the same bytes follow
+            gm._kw["gpu_decode"] = True
+            gm.load_state_dict(sd)

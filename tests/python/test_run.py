@@ -275,6 +275,30 @@ class TestRunImageFolder(GmTest):
         self.assertRegex(summaries(g.stderr)[0],
                          r"; [1-9][0-9]* batches held across the ring's slots were copied")
 
+    def test_gpu_decode_c_path_gives_the_same_batches_and_auto_stays_off_here(self):
+        # GOLDMINER_GPU_DECODE=1: the C path's workers write coefficient slots and
+        # the trainer finishes them (the host path): every batch's bytes as with 0
+        import torch
+        s = write("folder_sums.py", IMAGEFOLDER.replace(
+            "labels += y.tolist()",
+            "labels += y.tolist(); print(__import__('hashlib').sha1(x.numpy().tobytes())"
+            ".hexdigest(), y.tolist())"))
+        root = dataset()
+        env0 = dict(ENV, GOLDMINER_GPU_DECODE="0")
+        ref = served(s, root, "jitter", env=env0)
+        self.assertEqual(ref.returncode, 0, ref.stderr)
+        for mode in ("1", "auto"):
+            g = served(s, root, "jitter", env=dict(env0, GOLDMINER_GPU_DECODE=mode))
+            self.assertEqual(g.returncode, 0, g.stderr)
+            self.assertEqual(g.stdout, ref.stdout, mode)
+            self.assertIn("C path", summaries(g.stderr)[0])
+            if mode == "auto" and not torch.cuda.is_available():
+                self.assertEqual(g.stderr.count("gpu_decode='auto': off: no CUDA device"), 1,
+                                 g.stderr)
+        # a word it does not know: the loader stays with torch, saying why
+        bad = served(s, root, "jitter", env=dict(env0, GOLDMINER_GPU_DECODE="yes"))
+        self.assertIn("GOLDMINER_GPU_DECODE must be 0, 1 or auto", bad.stderr)
+
     def test_the_binary_execs_the_named_interpreter(self):
         exe = os.path.join(BUILD, "goldminer")
         s = write("ident3.py", IDENTITY)

@@ -233,6 +233,92 @@ class TestTorchAdapter(GmTest):
                 pickle.dumps(l)
 
 
+class TestTorchGpuDecode(GmTest):
+    """gpu_decode: coefficient slots finished by the trainer (the host path here)."""
+    needs = ("lib", "torch", "numpy")
+
+    def setUp(self):
+        super().setUp()
+        import goldminer.torch as gt
+        self.gt = gt
+
+    def _sums(self, gpu, output, mode, epochs=2, **kw):
+        got = []
+        with self.gt.Loader(dataset(), batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
+                            output=output, mode=mode, epochs=epochs, gpu_decode=gpu,
+                            **kw) as tl:
+            for _ in range(epochs):
+                for x, y in tl:
+                    if output == "uint8":
+                        x = x.permute(0, 2, 3, 1)  # the ring's NHWC bytes
+                    got.append((goldminer.checksum64(x.contiguous()), y.tolist()))
+            on = tl.gpu_decode
+        return got, on
+
+    def test_gpu_decode_batches_are_the_cpu_paths_bytes(self):
+        for output in ("uint8", "float32"):
+            for mode in ("train", "eval"):
+                ref, on = self._sums(False, output, mode)
+                self.assertFalse(on)
+                got, on = self._sums(True, output, mode)
+                self.assertTrue(on)
+                self.assertEqual(len(got), 2 * 5, (output, mode))  # 36 samples / 8
+                self.assertEqual(got, ref, (output, mode))
+
+    def test_gpu_decode_plain_binding_finishes_too(self):
+        root = dataset()
+        kw = dict(batch_size=BATCH, workers=1, seed=SEED, size=SIZE, epochs=1)
+        with goldminer.Loader(root, **kw) as l:
+            ref = [(goldminer.checksum64(b.data), list(b.labels)) for b in l]
+        with goldminer.Loader(root, gpu_decode=True, **kw) as l:
+            got = [(goldminer.checksum64(b.data), list(b.labels)) for b in l]
+            self.assertEqual(l.stats()["sample_bytes"] > l.out_bytes, True)
+        self.assertEqual(got, ref)
+
+    def test_gpu_decode_auto_stays_off_without_a_device_and_says_why(self):
+        import torch
+        if torch.cuda.is_available():
+            self.skipTest("a CUDA device is here: auto may turn it on")
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            got, on = self._sums("auto", "uint8", "train", epochs=1)
+        self.assertFalse(on)
+        said = err.getvalue()
+        self.assertEqual(said.count("gpu_decode='auto'"), 1, said)
+        self.assertIn("off: no CUDA device", said)
+        ref, _ = self._sums(False, "uint8", "train", epochs=1)
+        self.assertEqual(got, ref)
+
+    def test_gpu_decode_auto_turns_on_when_workers_fall_short_and_a_device_is_there(self):
+        # A device pretended (torch.cuda.is_available -> True; the batches stay on
+        # the host, device=None): two workers cannot keep up with a consumer that
+        # does nothing, so auto turns it on mid-epoch; the bytes stay the CPU path's.
+        import contextlib
+        import io
+        import torch
+        real = torch.cuda.is_available
+        err = io.StringIO()
+        try:
+            torch.cuda.is_available = lambda: True
+            with contextlib.redirect_stderr(err):
+                got, on = self._sums("auto", "float32", "train", epochs=3, shuffle=True)
+        finally:
+            torch.cuda.is_available = real
+        said = err.getvalue()
+        self.assertEqual(said.count("gpu_decode='auto'"), 1, said)
+        self.assertIn("gpu_decode='auto': on:", said)
+        self.assertTrue(on)
+        ref, _ = self._sums(False, "float32", "train", epochs=3, shuffle=True)
+        self.assertEqual(got, ref)
+
+    def test_gpu_decode_refuses_other_values(self):
+        for bad in ("yes", 1, None):
+            with self.assertRaises(ValueError):
+                self.gt.Loader(dataset(), gpu_decode=bad)
+
+
 class TestTorchCuda(GmTest):
     needs = ("lib", "torch", "numpy", "cuda")
 
