@@ -52,6 +52,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "goldminer/util.h"
+
 #define MAX_CONNS      128		/* held at once; a newcomer past it evicts */
 #define HARD_CONNS     (MAX_CONNS + 64) /* the library's cap: evicted ones close a round later */
 #define REQUEST_S      3		/* a whole request within this of the opening */
@@ -81,13 +83,6 @@ struct gm_metrics {
 	unsigned n, held; /* in the table; ... of them not evicted */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Tell c to go: the library closes it on its next round (and notifies). */
 static void evict(struct gm_metrics *m, struct conn *c)
 {
@@ -111,7 +106,7 @@ static struct conn *oldest_waiting(struct gm_metrics *m)
 /* Close every connection whose request is later than REQUEST_S. */
 static void sweep(struct gm_metrics *m)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (uint64_t)gm_now_ms();
 	for (unsigned k = 0; k < m->n; k++) {
 		struct conn *c = m->conns[k];
 		if (!c->busy && !c->evicted && now - c->since_ms >= REQUEST_S * 1000u)
@@ -149,7 +144,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **ctx,
 			evict(m, old);
 	}
 	c->fd = fd->connect_fd;
-	c->since_ms = now_ms();
+	c->since_ms = (uint64_t)gm_now_ms();
 	m->conns[m->n++] = c;
 	m->held++;
 	*ctx = c;
@@ -168,7 +163,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	struct conn *c = i ? i->socket_context : NULL;
 	if (c) {
 		c->busy = false;
-		c->since_ms = now_ms();
+		c->since_ms = (uint64_t)gm_now_ms();
 	}
 }
 

@@ -271,13 +271,6 @@ uint64_t gm_aug_hwnt_rows(const struct gm_aug *a)
 	return a->hwnt_rows;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- crop choice --------------------------------------------------------------- */
 
 struct box {
@@ -1203,12 +1196,12 @@ static int decode_resize(struct gm_aug *a, const struct region *rg, const struct
 	int ret = gm_jpeg_decode_region(a->dec, rg->n, rg->x, rg->y, rg->w, rg->h, &img);
 	if (ret)
 		return fail(a, ret, gm_jpeg_errmsg(a->dec));
-	uint64_t t1 = now_ns();
+	uint64_t t1 = gm_now_ns();
 	ret = a->spec.mode == GM_AUG_EVAL ? eval_resize(a, &img, win, out)
 					  : train_resize(a, &img, win, out);
 	if (t && !ret) {
 		t->decode_ns += t1 - t0;
-		t->augment_ns += now_ns() - t1;
+		t->augment_ns += gm_now_ns() - t1;
 	}
 	return ret;
 }
@@ -1245,7 +1238,7 @@ int gm_aug_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t seed,
 {
 	struct window win;
 	struct region rg;
-	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
+	uint64_t t0 = gm_now_ns(), key[3] = {seed, epoch, sample_id};
 	int ret;
 
 	a->errmsg[0] = '\0';
@@ -1288,7 +1281,7 @@ int gm_aug_sample_range(struct gm_aug *a, const void *prefix, size_t plen, uint6
 			const void *bytes, uint64_t off, size_t blen, uint64_t seed, uint64_t epoch,
 			uint64_t sample_id, void *out, struct gm_aug_times *t)
 {
-	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
+	uint64_t t0 = gm_now_ns(), key[3] = {seed, epoch, sample_id};
 
 	a->errmsg[0] = '\0';
 	a->ix_stale = false;
@@ -1321,7 +1314,7 @@ int gm_aug_coef_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t 
 	struct gm_coef_slot *s = slot;
 	struct window win = {0};
 	struct region rg;
-	uint64_t t0 = now_ns(), key[3] = {seed, epoch, sample_id};
+	uint64_t t0 = gm_now_ns(), key[3] = {seed, epoch, sample_id};
 
 	a->errmsg[0] = '\0';
 	if (!slot || cap < gm_coef_slot_bytes(gm_aug_out_bytes(&a->spec)) || cap > UINT32_MAX)
@@ -1350,7 +1343,7 @@ int gm_aug_coef_sample(struct gm_aug *a, const void *jpeg, size_t len, uint64_t 
 		memcpy(s->jitter_factor, win.jit.factor, sizeof(s->jitter_factor));
 	}
 	if (t)
-		t->decode_ns += now_ns() - t0;
+		t->decode_ns += gm_now_ns() - t0;
 	return 0;
 }
 

@@ -66,13 +66,6 @@ struct gm_bind {
 	int sched_fd;	  /* /proc/self/schedstat, read at each claim and publish (-1) */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Is this the process that attached b (not a fork of it)? getpid() is a system
  * call of about 50 ns: once per call, at most twice a sample. */
 static bool mine(const struct gm_bind *b)
@@ -143,7 +136,7 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 		/* bits and records kept when they are this task's (a re-issue) */
 		gm_ring_begin_task(b->ring, (uint32_t)slot, *task,
 				   gm_ring_ctl(b->ring, (uint32_t)slot)->n);
-		b->t0 = now_ns();
+		b->t0 = gm_now_ns();
 		b->rq0 = run_delay(b);
 	}
 	return slot;
@@ -248,7 +241,7 @@ int gm_bind_publish(struct gm_bind *b, uint32_t slot, int32_t status)
 	if (!mine(b) || word != GM_SLOT_WORD(GM_SLOT_CLAIMED, b->pid))
 		return -EPERM;
 	uint64_t rq = run_delay(b);
-	ctl->decode_ns = now_ns() - b->t0;
+	ctl->decode_ns = gm_now_ns() - b->t0;
 	ctl->preempt_ns = rq > b->rq0 ? rq - b->rq0 : 0;
 	ctl->status = status;
 	/* release: the payload and records go with it; -EPERM when the lease was
@@ -599,7 +592,7 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 		       "sized, go on at their last size, until an agent answers there again",
 		       p->node_path);
 		p->retry_ms = RETRY_MS;
-		p->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+		p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 		return 0;
 	}
 	uint32_t n = gm_consumer_orphans(&p->c);
@@ -620,7 +613,7 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 	       "made again), until an agent answers there again",
 	       p->node_path, (unsigned long long)p->c.next, n);
 	p->retry_ms = RETRY_MS;
-	p->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+	p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 	return 0;
 }
 
@@ -655,7 +648,7 @@ static int bind_ask(struct gm_bind_pool *p, int fd, uint32_t *flags, char *why, 
 static void bind_reattach(struct gm_bind_pool *p)
 {
 	char why[512];
-	uint64_t now = now_ns();
+	uint64_t now = gm_now_ns();
 
 	if (now < p->retry_ns)
 		return;
@@ -769,7 +762,7 @@ static int first_entry(const struct gm_bind *b, uint32_t *epoch, uint64_t *seed)
 int gm_bind_first_epoch(struct gm_bind *b, int timeout_ms, uint32_t *epoch, uint64_t *seed)
 {
 	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
-	uint64_t end = now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+	uint64_t end = gm_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 
 	for (;;) {
 		/* the sequence before the look: the give that follows the entry wakes us */
@@ -778,7 +771,7 @@ int gm_bind_first_epoch(struct gm_bind *b, int timeout_ms, uint32_t *epoch, uint
 			return -ENODATA;
 		if (!first_entry(b, epoch, seed))
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = gm_now_ns();
 		if (now >= end)
 			return -EAGAIN;
 		gm_ring_wait_work(b->ring, seq, (int)((end - now + 999999) / 1000000));

@@ -56,13 +56,6 @@ struct gm_consumer_keep {
 	size_t n_gone, cap_gone;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int gm_consumer_init(struct gm_consumer *c, struct gm_ring *ring, uint64_t first)
 {
 	memset(c, 0, sizeof(*c));
@@ -323,13 +316,13 @@ static bool holder_gone(uint32_t pid)
 
 uint32_t gm_consumer_orphans(struct gm_consumer *c)
 {
-	uint64_t deadline = now_ns() + HOLDER_WAIT_MS * 1000000ull;
+	uint64_t deadline = gm_now_ns() + HOLDER_WAIT_MS * 1000000ull;
 	uint32_t n = 0;
 	for (uint32_t s = 0; s < c->nslots; s++) {
 		uint32_t w = atomic_load(&gm_ring_ctl(c->ring, s)->state);
 		if (GM_SLOT_STATE(w) != GM_SLOT_CLAIMED)
 			continue;
-		while (!holder_gone(GM_SLOT_PID(w)) && now_ns() < deadline)
+		while (!holder_gone(GM_SLOT_PID(w)) && gm_now_ns() < deadline)
 			usleep(1000);
 		n += gm_ring_reclaim(c->ring, GM_SLOT_PID(w), NULL);
 	}
@@ -405,7 +398,7 @@ static int wait_slice(struct gm_consumer *c, uint64_t task, int ms)
 
 int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = gm_now_ns();
 	int waited = 0, rc = task == c->next ? make_room(c) : 0;
 
 	if (rc)
@@ -431,7 +424,7 @@ int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms)
 			break;
 		}
 	}
-	uint64_t dt = now_ns() - t0;
+	uint64_t dt = gm_now_ns() - t0;
 	/* the wait counted before it stops going on: a look between the two sees
 	 * it twice (elastic.c takes no more than the window), never not at all */
 	atomic_fetch_add_explicit(&c->h->c_wait_ns, dt, memory_order_relaxed);

@@ -23,26 +23,20 @@
 
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 /* a window closes while the consumer waits, or after this many batches */
 #define GM_ELASTIC_OWN_BATCHES 8
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void gm_elastic_meter_restart(struct gm_elastic_meter *m)
 {
-	m->t = now_ns();
+	m->t = gm_now_ns();
 }
 
 int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32_t batch_size,
 		       double *demand_out, double *worker_out)
 {
-	uint64_t now = now_ns();
+	uint64_t now = gm_now_ns();
 	uint64_t samples = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
 	uint64_t wait = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
 	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
@@ -100,12 +94,12 @@ void gm_elastic_pause(struct gm_ring_hdr *h, int begin)
 	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
 	if (begin) {
 		if (!p0)
-			atomic_store_explicit(&h->c_pause_t0, now_ns(), memory_order_relaxed);
+			atomic_store_explicit(&h->c_pause_t0, gm_now_ns(), memory_order_relaxed);
 		return;
 	}
 	if (!p0)
 		return;
-	uint64_t now = now_ns();
+	uint64_t now = gm_now_ns();
 	atomic_fetch_add_explicit(&h->c_pause_ns, now > p0 ? now - p0 : 0, memory_order_relaxed);
 	atomic_store_explicit(&h->c_pause_t0, 0, memory_order_relaxed);
 }

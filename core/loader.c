@@ -109,13 +109,6 @@ struct gm_loader {
 	uint64_t errors; /* exact count; the listing keeps GM_RING_MAX_ERRS a batch */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int set_err(struct gm_loader *l, int err, const char *fmt, ...)
@@ -517,7 +510,7 @@ static int take_over(struct gm_loader *l)
 	       "workers held made again), until an agent answers there again",
 	       l->o.node, (unsigned long long)k, epoch, n);
 	l->retry_ms = RETRY_MS;
-	l->retry_ns = now_ns() + RETRY_MS * 1000000ull;
+	l->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 	return 0;
 }
 
@@ -559,7 +552,7 @@ static void reattach(struct gm_loader *l)
 {
 	char why[512];
 	uint32_t epoch;
-	uint64_t k, now = now_ns();
+	uint64_t k, now = gm_now_ns();
 
 	if (now < l->retry_ns)
 		return;
@@ -819,7 +812,7 @@ static int ring_next(struct gm_loader *l, struct gm_batch *b)
 	}
 	if (rc < 0)
 		return set_err(l, rc, "gm_loader_next: %s", l->c.errmsg);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = gm_now_ns();
 	uint32_t slot = (uint32_t)rc;
 	struct gm_slot_ctl *ctl = gm_ring_ctl(l->ring, slot);
 	uint32_t nerr = ctl->n_errors;

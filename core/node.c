@@ -166,13 +166,6 @@ const char *gm_node_default_socket(void)
 	return gm_wire_default_socket(path, sizeof(path));
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* "12.3 MiB" */
 static void human(char *buf, size_t len, uint64_t v)
 {
@@ -697,9 +690,9 @@ static bool probe_cmd(const struct job *j, char *why, size_t len)
 			 strerror(errno));
 		return false;
 	}
-	int64_t end = now_ms() + PROBE_MS;
+	int64_t end = gm_now_ms() + PROBE_MS;
 	pid_t w;
-	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < end)
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && gm_now_ms() < end)
 		usleep(5000);
 	if (w == 0) {
 		kill(pid, SIGKILL);
@@ -1124,7 +1117,7 @@ static size_t metrics_text(struct agent *a, char *buf, size_t len)
 static void publish_metrics(struct agent *a)
 {
 	static char buf[64 * 1024];
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	if (!a->on_tick)
 		return;
 	for (int i = 0; i < MAX_JOBS; i++)
@@ -1182,7 +1175,7 @@ static void on_request(struct agent *a, struct job *j)
 static void serve_request(struct agent *a, struct job *j, struct gm_node_req *req, ssize_t n,
 			  const int *fds, int nfds)
 {
-	j->last_ms = now_ms();
+	j->last_ms = gm_now_ms();
 	/* Validate everything a client sent before using it. */
 	if (n >= 8 && req->magic == GM_NODE_MAGIC && req->version != GM_NODE_VERSION) {
 		gm_wire_reply(j->fd, -EPROTO, -1, 0, 0,
@@ -1276,14 +1269,14 @@ static void on_accept(struct agent *a)
 	j->fd = fd;
 	j->pid = cr.pid;
 	j->uid = cr.uid;
-	j->last_ms = now_ms();
+	j->last_ms = gm_now_ms();
 }
 
 /* Close the connections without a job that have been silent for idle_ms; the ms
  * until the next one would be due (at most `cap`). */
 static int close_idle(struct agent *a, int cap)
 {
-	int64_t now = now_ms(), next = cap;
+	int64_t now = gm_now_ms(), next = cap;
 	for (int i = 0; i < MAX_JOBS; i++) {
 		struct job *j = &a->jobs[i];
 		if (j->fd < 0 || j->pool)
@@ -1463,7 +1456,7 @@ static void lend_capacity(struct agent *a)
 	}
 	double idle = a->host.cores - need;
 	idle = idle < 0 ? 0 : idle;
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
 	uint32_t slots =
 	    gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), idle, starved, dt);
@@ -1476,7 +1469,7 @@ static void lend_capacity(struct agent *a)
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	for (int i = 0; i < MAX_JOBS; i++) {
 		struct job *j = &a->jobs[i];
 		double d, r;
@@ -1702,7 +1695,7 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 	}
 	if (a->rem)
 		a->rops->service(a->rem);
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	if (now - *last >= GM_ELASTIC_TICK_MS) {
 		rebalance(a);
 		publish_metrics(a);
@@ -1758,7 +1751,7 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 	      mem);
 	logf_(a, "the workers can use %.2f cores (%s): each job's local capacity counts them",
 	      a->host.cores, a->host.src);
-	int64_t last = now_ms();
+	int64_t last = gm_now_ms();
 	while (!*stop) {
 		if (o->reload && *o->reload) { /* SIGHUP */
 			*o->reload = 0;

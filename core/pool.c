@@ -143,13 +143,6 @@ struct gm_pool {
 	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the coordinator ------------------------------------------------------------ */
 
 static void fatal(struct gm_pool *p, int err, const char *fmt, ...)
@@ -367,7 +360,7 @@ static int spawn(struct gm_pool *p)
 	}
 	/* the whole entry: the one reaped from here last may have been stalled */
 	p->wk[p->nwk] = (struct wk){
-	    .pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = now_ns(), .id = id};
+	    .pid = pid, .pidfd = pidfd, .ready_fd = ready[0], .born = gm_now_ns(), .id = id};
 	p->nwk++;
 	if (id >= 0 && id < GM_MAX_WORKERS)
 		atomic_store(&p->pid_of[id], (int32_t)pid);
@@ -447,7 +440,7 @@ static void zygote_start(struct gm_pool *p)
 	p->zpidfd = pidfd;
 	p->zsock = sv[0];
 	p->zready = false;
-	p->zwait = now_ns() + ZYGOTE_WAIT_MS * 1000000ull;
+	p->zwait = gm_now_ns() + ZYGOTE_WAIT_MS * 1000000ull;
 }
 
 /* The zygote exited (or must): reap it, forget it. */
@@ -546,7 +539,7 @@ static void on_exit_of(struct gm_pool *p, int i)
 	struct wk w = p->wk[i];
 	bool chaos = w.pid == p->chaos_victim;
 	if (chaos) {
-		uint64_t d = now_ns() - p->chaos_t;
+		uint64_t d = gm_now_ns() - p->chaos_t;
 		atomic_fetch_add(&p->h->p_detect_sum, d);
 		if (d > atomic_load(&p->h->p_detect_max))
 			atomic_store(&p->h->p_detect_max, d);
@@ -617,7 +610,7 @@ static void adjust_pool(struct gm_pool *p, int target)
 		active += !p->wk[i].retiring;
 	/* a zygote that is loading: its workers will share its pages (see "the
 	 * zygote"), fresh processes would each load everything again */
-	bool wait_zygote = p->zpid && !p->zready && now_ns() < p->zwait;
+	bool wait_zygote = p->zpid && !p->zready && gm_now_ns() < p->zwait;
 	while (active < target && !wait_zygote && !atomic_load(&p->h->p_fatal)) {
 		int err = spawn(p);
 		if (err) {
@@ -688,7 +681,7 @@ static void controller_tick(struct gm_pool *p)
  * lands wherever the worker is: decoding, half-way through writing a slot, idle. */
 static void chaos_kill(struct gm_pool *p)
 {
-	p->chaos_t = now_ns();
+	p->chaos_t = gm_now_ns();
 	gm_elastic_meter_restart(&p->meter); /* as always: a kill restarts the window clock */
 	if (p->nwk == 0 || p->chaos_victim)
 		return;
@@ -956,7 +949,7 @@ static int poll_timeout(const struct gm_pool *p, bool autoscale)
 		look = look < 10 ? 10 : look;
 		timeout = timeout < 0 || look < timeout ? look : timeout;
 	}
-	uint64_t now = now_ns();
+	uint64_t now = gm_now_ns();
 	if (p->zpid && !p->zready && p->zwait > now) { /* (then workers start fresh) */
 		int z = (int)((p->zwait - now) / 1000000) + 1;
 		timeout = timeout < 0 || z < timeout ? z : timeout;
@@ -980,20 +973,20 @@ static void reap_all(struct gm_pool *p, struct pollfd *pfd, bool handing)
 	for (int i = 0; handing && i < p->nwk; i++)
 		kill(p->wk[i].pid, SIGUSR1);
 	zygote_end(p, true); /* it holds no lease: nothing to finish */
-	uint64_t deadline = now_ns() + 2000000000ull;
+	uint64_t deadline = gm_now_ns() + 2000000000ull;
 	while (p->nwk > 0) {
 		for (int i = 0; i < p->nwk; i++) {
 			pfd[i].fd = p->wk[i].pidfd;
 			pfd[i].events = POLLIN;
 		}
-		int left = (int)((deadline > now_ns() ? deadline - now_ns() : 0) / 1000000);
+		int left = (int)((deadline > gm_now_ns() ? deadline - gm_now_ns() : 0) / 1000000);
 		int n = poll(pfd, (nfds_t)p->nwk, left);
 		if (n <= 0) {
 			for (int i = 0; i < p->nwk; i++) {
 				kill(p->wk[i].pid, SIGKILL);
 				kill_group(p->wk[i].pid);
 			}
-			deadline = now_ns() + 5000000000ull;
+			deadline = gm_now_ns() + 5000000000ull;
 			continue;
 		}
 		for (int i = p->nwk - 1; i >= 0; i--) {
@@ -1054,7 +1047,7 @@ static void *coordinator(void *arg)
 		if (n < 0)
 			continue;
 		zygote_look(p, &pfd[nz]);
-		uint64_t now = now_ns();
+		uint64_t now = gm_now_ns();
 		if (p->c.chaos_kill_ms && now >= p->chaos_t + p->c.chaos_kill_ms * 1000000ull)
 			chaos_kill(p);
 		if (autoscale && now >= p->meter.t + GM_ELASTIC_TICK_MS * 1000000ull)
@@ -1310,7 +1303,7 @@ int gm_pool_start(struct gm_pool *p, char *err, size_t errlen)
 	set_target_locked(p, p->c.workers);
 	p->autoscale = p->c.autoscale;
 	p->chaos_state = p->c.w.seed ^ 0x9e3779b97f4a7c15ull;
-	p->chaos_t = now_ns();
+	p->chaos_t = gm_now_ns();
 	gm_elastic_meter_restart(&p->meter);
 	/* The coordinator runs with all signals blocked; workers unblock them. */
 	sigset_t all, old;

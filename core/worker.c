@@ -135,13 +135,6 @@ static uint64_t run_delay_ns(struct gm_worker *w)
 	return sscanf(buf, "%llu %llu", &run, &delay) == 2 ? (uint64_t)delay : 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static const uint32_t *perm_for(struct gm_worker *w, uint32_t epoch)
 {
 	if (w->c.order)
@@ -237,12 +230,12 @@ static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 {
 	struct gm_worker *w = arg;
 	uint32_t i = w->pos_of[j];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = gm_now_ns();
 	w->ctl->read_bytes += len;
 	w->fail[i] = make_sample(w, i, w->ids[i], data, len, err, w->fail_msg[i]);
 	if (!w->fail[i])
 		finish(w, i);
-	w->cb_ns += now_ns() - t0;
+	w->cb_ns += gm_now_ns() - t0;
 	if (w->c.on_sample)
 		w->c.on_sample(w->c.sample_arg);
 	return 0;
@@ -281,7 +274,7 @@ static int read_one(struct gm_worker *w, uint32_t i, uint32_t id)
 	uint64_t size = gm_dataset_file_size(w->c.ds, id);
 	uint64_t off = gm_dataset_offset(w->c.ds, id);
 	unsigned fi = gm_dataset_shard(w->c.ds, id);
-	uint64_t t0 = now_ns(), cb0 = w->cb_ns;
+	uint64_t t0 = gm_now_ns(), cb0 = w->cb_ns;
 	w->ids[i] = id;
 	w->pos_of[0] = i;
 	w->fail[i] = 0;
@@ -290,7 +283,7 @@ static int read_one(struct gm_worker *w, uint32_t i, uint32_t id)
 	int rc = w->fidx
 		     ? gm_reader_read_fixed(w->rd, &fi, &off, &size, 1, on_read, w)
 		     : gm_reader_read_at(w->rd, &path, w->offs ? &off : NULL, &size, 1, on_read, w);
-	w->ctl->read_ns += now_ns() - t0 - (w->cb_ns - cb0);
+	w->ctl->read_ns += gm_now_ns() - t0 - (w->cb_ns - cb0);
 	return rc;
 }
 
@@ -393,7 +386,7 @@ static int on_prefix(void *arg, unsigned j, const void *data, size_t len, int er
 {
 	struct gm_worker *w = arg;
 	uint32_t i = w->pos_of[j];
-	uint64_t t0 = now_ns(), off, rlen;
+	uint64_t t0 = gm_now_ns(), off, rlen;
 
 	w->ctl->read_bytes += len;
 	w->roff[i] = WHOLE;
@@ -409,8 +402,8 @@ static int on_prefix(void *arg, unsigned j, const void *data, size_t len, int er
 			w->want = (uint32_t)need; /* a larger index: read more of the next */
 		w->sizes[j] = w->roff[i] == WHOLE ? w->msize[i] : rlen;
 	}
-	w->t.decode_ns += now_ns() - t0;
-	w->cb_ns += now_ns() - t0;
+	w->t.decode_ns += gm_now_ns() - t0;
+	w->cb_ns += gm_now_ns() - t0;
 	return 0;
 }
 
@@ -479,7 +472,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 			w->roff[i] = WHOLE;
 		m++;
 	}
-	t0 = now_ns();
+	t0 = gm_now_ns();
 	uint64_t rq0 = run_delay_ns(w);
 	if (w->ranged && m) {
 		int pr = read_prefixes(w, m);
@@ -489,7 +482,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 	int rc = !m	   ? 0
 		 : w->fidx ? gm_reader_read_fixed(w->rd, w->fidx, w->offs, w->sizes, m, on_read, w)
 			   : gm_reader_read_at(w->rd, w->paths, w->offs, w->sizes, m, on_read, w);
-	t1 = now_ns();
+	t1 = gm_now_ns();
 	if (rc < 0)
 		return rc;
 	ctl->read_ns += t1 - t0 - w->cb_ns;
@@ -498,7 +491,7 @@ int gm_worker_produce(struct gm_worker *w, uint32_t slot, uint64_t task)
 		return rc;
 	ctl->decode_ns += w->t.decode_ns;
 	ctl->augment_ns += w->t.augment_ns;
-	ctl->write_ns += now_ns() - t1; /* bookkeeping after the last sample landed */
+	ctl->write_ns += gm_now_ns() - t1; /* bookkeeping after the last sample landed */
 	uint64_t rq1 = run_delay_ns(w);
 	ctl->preempt_ns += rq1 > rq0 ? rq1 - rq0 : 0;
 	return 0;

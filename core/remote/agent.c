@@ -396,13 +396,13 @@ static void liveness_tick(struct gm_remote *r, int64_t now)
 
 void gm_remote_agent_service(struct gm_remote *r)
 {
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	for (int round = 0; round < 64; round++) {
 		gm_remote_net_progress(&r->net);
 		ctl_service(r, now);
 		if (round) /* a home receiving a flood of samples still beats on time:
 			      its lenders take it for down after DOWN_MS */
-			beats_tick(r, now_ms());
+			beats_tick(r, gm_now_ms());
 		if (round == 0) {
 			discover_tick(r);
 			beats_tick(r, now);

@@ -84,7 +84,7 @@ void gm_remote_logf_from(struct gm_remote_net *n, const char *addr, const char *
 	char line[1024];
 	va_list ap;
 	if (n->ratelog) {
-		int64_t now = now_ms();
+		int64_t now = gm_now_ms();
 		gm_ratelog_flush(n->ratelog, now, say_more, n);
 		if (!gm_ratelog_line(n->ratelog, addr, now))
 			return;
@@ -166,7 +166,7 @@ struct conn *gm_remote_conn_new(struct gm_remote_net *n, bool outgoing, const ch
 			return NULL;
 		c->outgoing = outgoing;
 		c->peer = -1;
-		c->since_ms = c->heard_ms = now_ms();
+		c->since_ms = c->heard_ms = gm_now_ms();
 		snprintf(c->ip, sizeof(c->ip), "%s", ip ? ip : "?");
 		n->conns[i] = c;
 		return c;
@@ -209,8 +209,8 @@ void gm_remote_conn_close(struct gm_remote_net *n, struct conn *c)
 	c->ep = NULL;
 	if (!UCS_PTR_IS_PTR(p))
 		return;
-	int64_t end = now_ms() + 200;
-	while (ucp_request_check_status(p) == UCS_INPROGRESS && now_ms() < end)
+	int64_t end = gm_now_ms() + 200;
+	while (ucp_request_check_status(p) == UCS_INPROGRESS && gm_now_ms() < end)
 		ucp_worker_progress(c->w);
 	ucp_request_free(p); /* (UCX completes it on its own if it has not) */
 }
@@ -322,7 +322,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data
 		gm_remote_conn_kill(c, "%s: %s", c->ip, why);
 		return UCS_OK;
 	}
-	c->heard_ms = now_ms();
+	c->heard_ms = gm_now_ms();
 	dispatch(n, c, a->id, header, hlen, data, len, rndv);
 	return UCS_OK;
 }
@@ -613,11 +613,11 @@ void gm_remote_net_progress(struct gm_remote_net *n)
 int gm_remote_net_wait(struct gm_remote_net *n, const struct conn *c, bool (*done)(const void *),
 		       const void *arg, int ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = gm_now_ms() + ms;
 	while (!done(arg)) {
 		if (c->st == C_DEAD)
 			return -ECONNRESET;
-		if (ms >= 0 && now_ms() >= end)
+		if (ms >= 0 && gm_now_ms() >= end)
 			return -ETIMEDOUT;
 		if (!ucp_worker_progress(n->w)) {
 			struct timespec ts = {0, 50000}; /* idle: 50 us, short beside a transfer */

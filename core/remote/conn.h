@@ -31,6 +31,7 @@
 
 #include "auth.h"
 #include "msg.h"
+#include "goldminer/util.h"
 
 #define MAX_CONNS   256
 #define AUTH_MS	    5000 /* a connection must finish its handshake within this */
@@ -151,13 +152,6 @@ struct gm_remote_net {
 	 * NULL: every line said): gm_remote_logf_from */
 	struct gm_ratelog *ratelog;
 };
-
-static inline int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* dst = src, cut to len (no format: the cut is meant) */
 static inline void copy_str(char *dst, size_t len, const char *src)

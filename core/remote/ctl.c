@@ -84,7 +84,7 @@ static struct ctl *ctl_new(int fd, const char *ip)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	x->fd = fd;
 	x->peer = -1;
-	x->since_ms = now_ms();
+	x->since_ms = gm_now_ms();
 	copy_str(x->ip, sizeof(x->ip), ip);
 	return x;
 }
@@ -662,9 +662,9 @@ static void ctl_tls(struct gm_remote_net *n, struct ctl *x)
 void gm_remote_ctl_step(struct gm_remote_net *n, struct ctl *x)
 {
 	x->n = n;
-	if (!x->status && now_ms() - x->since_ms >= AUTH_MS && x->connecting)
+	if (!x->status && gm_now_ms() - x->since_ms >= AUTH_MS && x->connecting)
 		ctl_fail(x, -ETIMEDOUT, "cannot connect: no answer within %d ms", AUTH_MS);
-	if (!x->status && now_ms() - x->since_ms >= AUTH_MS)
+	if (!x->status && gm_now_ms() - x->since_ms >= AUTH_MS)
 		ctl_fail(x, -ETIMEDOUT, "%s did not authenticate within %d ms", x->ip, AUTH_MS);
 	if (!x->status && x->connecting)
 		ctl_connected(n, x);

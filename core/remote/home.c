@@ -248,7 +248,7 @@ static void grant(struct hjob *j, struct conn *c, uint32_t vpid, uint32_t slot, 
 		c->slot = slot;
 		c->task = task;
 		c->nb = nb;
-		c->lease_ms = c->lease_since_ms = now_ms();
+		c->lease_ms = c->lease_since_ms = gm_now_ms();
 		c->resent_said = false;
 	}
 	*l = (struct m_lease){.vpid = vpid, .slot = slot, .nb = nb, .task = task};
@@ -342,7 +342,7 @@ static void sample_landed(struct hjob *j, struct conn *c, uint32_t slot, const s
 	/* pairs with the acquire loads of whoever resumes or publishes the task */
 	atomic_fetch_or_explicit(&gm_ring_done_bits(j->ring, slot)[s->pos / 64],
 				 1ull << (s->pos % 64), memory_order_release);
-	c->lease_ms = now_ms();
+	c->lease_ms = gm_now_ms();
 	c->samples++;
 	j->samples++;
 	j->tick_samples++;
@@ -518,7 +518,7 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 	ctl->status = p->status;
 	/* the writer's timings and bytes are statistics: none beyond the lease's age
 	 * (one process, one thread) or the files it may have read */
-	uint64_t age = (uint64_t)(now_ms() - c->lease_since_ms + 1) * 1000000u;
+	uint64_t age = (uint64_t)(gm_now_ms() - c->lease_since_ms + 1) * 1000000u;
 	ctl->read_ns += at_most(p->ns[0], age);
 	ctl->decode_ns += at_most(p->ns[1], age);
 	ctl->augment_ns += at_most(p->ns[2], age);
@@ -532,7 +532,7 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 		c->slot = c->ahead.slot;
 		c->task = c->ahead.task;
 		c->nb = c->ahead.nb;
-		c->lease_ms = c->lease_since_ms = now_ms();
+		c->lease_ms = c->lease_since_ms = gm_now_ms();
 		c->resent_said = false;
 		c->ahead.vpid = 0;
 	}
@@ -566,7 +566,7 @@ static void ask_peer(struct gm_remote *r, struct hjob *j, int p, uint32_t n)
 				       j->token, r->peers[p].addr, n, j->said[p]);
 		j->said[p] = j->asked[p] = n;
 		j->answered[p] = false;
-		j->ask_ms[p] = now_ms();
+		j->ask_ms[p] = gm_now_ms();
 		j->lends++;
 		if (spec) {
 			j->spec_wanted[p] = false;
@@ -685,7 +685,7 @@ void gm_remote_home_on_lent(struct gm_remote *r, struct conn *c, const struct m_
 	 * printed: only what prints */
 	char msg[sizeof(m->msg) + 1];
 	int p = c->peer;
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	const char *ip = r->peers[p].ip;
 	uint32_t granted = gm_remote_check_lent(m, msg);
 	if (m->status == PY_SPEC_WANTED && j->py) {
@@ -966,7 +966,7 @@ int gm_remote_home_add(struct gm_remote *r, int ring_fd, const struct gm_node_re
 		gm_remote_home_drop(j);
 		return rc;
 	}
-	j->tick_ms = now_ms();
+	j->tick_ms = gm_now_ms();
 	j->used = true;
 	*token = j->token;
 	return 0;
@@ -1105,7 +1105,7 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 	o->per_worker = j->per_worker;
 	o->lends = j->lends;
 	o->refusals = j->refusals;
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	for (int p = 0; p < r->npeers; p++)
 		if (peer_live(r, p))
 			o->lendable += lender_of(r, j, p, now, false).workers;

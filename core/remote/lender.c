@@ -341,7 +341,7 @@ static void end_keeping_spec(struct gm_remote *r, struct ljob *l)
 						    .token = l->token,
 						    .spec = l->spec,
 						    .len = bytes,
-						    .used_ms = now_ms()};
+						    .used_ms = gm_now_ms()};
 			memcpy(free_->hash, l->spec_hash, sizeof(free_->hash));
 			l->spec = NULL;
 			break;
@@ -662,7 +662,7 @@ static enum lc_kind check_exec(struct gm_remote *r, struct ljob *l, struct conn 
 	l->used = l->checking = true;
 	l->check_pid = pid;
 	l->check_fd = fd;
-	l->check_end = now_ms() + r->lend_index_ms;
+	l->check_end = gm_now_ms() + r->lend_index_ms;
 	l->want = workers;
 	return LC_OK;
 }
@@ -779,7 +779,7 @@ static struct ljob *lend_known(struct gm_remote *r, struct conn *c, uint64_t tok
 		return NULL;
 	}
 	grant(r, l, workers);
-	gm_remote_lend_tick(r, now_ms());
+	gm_remote_lend_tick(r, gm_now_ms());
 	if (!workers) /* (its home may ask again: its spec is kept) */
 		end_keeping_spec(r, l);
 	return NULL;

@@ -258,7 +258,7 @@ static void peer_json(const struct gm_remote *r, int p, int64_t now, struct jout
 static void r_status_json(struct gm_remote *r, char *buf, size_t len)
 {
 	struct jout o = {.buf = buf, .len = len};
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	putf(&o,
 	     "\"remote\": {\"port\": %u, \"lendable\": %u, \"lendable_cores\": %.3f, "
 	     "\"lend_img_per_core\": %.1f, \"lent\": %u, \"refused\": %" PRIu64 ", \"peers\": [",
@@ -311,7 +311,7 @@ static size_t r_metrics_text(struct gm_remote *r, char *buf, size_t len)
 	    {"goldminer_peer_workers_lent_by_us", "Workers this agent runs for the peer's jobs."},
 	};
 	struct jout o = {.buf = buf, .len = len};
-	int64_t now = now_ms();
+	int64_t now = gm_now_ms();
 	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
 		putf(&o, "# HELP %s %s\n# TYPE %s gauge\n", fam[f][0], fam[f][1], fam[f][0]);
 		for (int p = 0; p < r->npeers; p++) {

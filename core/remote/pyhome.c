@@ -115,7 +115,7 @@ int gm_remote_pyhome_add(struct gm_remote *r, int ring_fd, int spec_fd,
 		return rc;
 	}
 	j->py = true;
-	j->tick_ms = now_ms();
+	j->tick_ms = gm_now_ms();
 	j->used = true;
 	*token = j->token;
 	return 0;
@@ -183,7 +183,7 @@ void gm_remote_pyhome_claim(struct gm_remote *r, struct conn *c)
 		c->slot = (uint32_t)slot;
 		c->task = task;
 		c->nb = n;
-		c->lease_ms = c->lease_since_ms = now_ms();
+		c->lease_ms = c->lease_since_ms = gm_now_ms();
 		l = (struct m_lease){.vpid = vpid, .slot = (uint32_t)slot, .nb = n, .task = task};
 	}
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), ids, dlen);
@@ -322,7 +322,7 @@ void gm_remote_pyhome_on_batch(struct gm_remote *r, struct conn *c, const struct
 				    b->tail ? "after" : "before", rndv ? ", by rendezvous" : "");
 		return;
 	}
-	c->lease_ms = now_ms(); /* it came: its transfer has a deadline of its own */
+	c->lease_ms = gm_now_ms(); /* it came: its transfer has a deadline of its own */
 	if (rndv) {
 		batch_rndv(r, c, b, data, len, head);
 		return;

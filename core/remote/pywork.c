@@ -317,7 +317,7 @@ static int staging(struct gm_bind_pool **p, const struct wblob *b, const char *c
  * -ETIMEDOUT with err. */
 static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *err, size_t errlen)
 {
-	int64_t end = now_ms() + PY_WARM_MS;
+	int64_t end = gm_now_ms() + PY_WARM_MS;
 	for (;;) {
 		uint64_t st[5];
 		gm_bind_pool_stats(p, st);
@@ -329,7 +329,7 @@ static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *
 			return -ECONNRESET;
 		if (py_retire) /* retired first (the job ended): nothing to say */
 			return -ENODATA;
-		if (now_ms() >= end) {
+		if (gm_now_ms() >= end) {
 			gm_errf(err, errlen, "no Python worker started in %d ms", PY_WARM_MS);
 			return -ETIMEDOUT;
 		}

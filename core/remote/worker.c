@@ -492,7 +492,7 @@ static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t
 		    struct wsend *ws, size_t sb)
 {
 	const uint8_t *px = gm_ring_data(m, slot);
-	int64_t end = now_ms() + 120000, pause = r->lease_ms * 2 / 5;
+	int64_t end = gm_now_ms() + 120000, pause = r->lease_ms * 2 / 5;
 	uint32_t nbad = 0;
 	for (uint32_t i = 0; i < r->lease.nb; i++) {
 		if (!made_here(r, m, slot, i))
@@ -502,12 +502,12 @@ static int mis_ship(struct wproc *r, struct conn *c, struct gm_ring *m, uint32_t
 		do {
 			if (send_sample(c, h, px + (uint64_t)i * sb, sb, &ws->inflight[slot]))
 				return -ECONNRESET;
-			for (int64_t t = now_ms() + pause; now_ms() < t && c->st != C_DEAD;)
+			for (int64_t t = gm_now_ms() + pause; gm_now_ms() < t && c->st != C_DEAD;)
 				if (!ucp_worker_progress(r->net.w))
 					usleep(1000);
 			if (c->st == C_DEAD)
 				return -ECONNRESET;
-			if (now_ms() >= end)
+			if (gm_now_ms() >= end)
 				return -ETIMEDOUT;
 		} while (mis_mode == MIS_RESEND);
 	}
@@ -646,8 +646,8 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 		}
 		claimed = false;
 		if (r->lease.status) {
-			int64_t end = now_ms() + NONE_WAIT_MS;
-			while (now_ms() < end && c->st != C_DEAD && !w_retire)
+			int64_t end = gm_now_ms() + NONE_WAIT_MS;
+			while (gm_now_ms() < end && c->st != C_DEAD && !w_retire)
 				if (!ucp_worker_progress(r->net.w)) {
 					struct timespec ts = {0, 200000};
 					nanosleep(&ts, NULL);

@@ -7,7 +7,23 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in ns and in ms: the one clock of deadlines, rates and
+ * timeouts in core/, cmd/ and sim/ (wall time only where a date is printed). */
+static inline uint64_t gm_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline int64_t gm_now_ms(void)
+{
+	return (int64_t)(gm_now_ns() / 1000000u);
+}
 
 /*
  * How the library reports (the commands' side is in cmd/err.c):
