@@ -311,28 +311,29 @@ static int run_scengen(struct sim_args *a, char *err, size_t errlen)
 	struct gm_scenario *s = NULL;
 	const char *path = a->val[O_OUT];
 	uint64_t seed = strtoull(a->val[O_SCENGEN], NULL, 10); /* checked by scengen_args */
-	FILE *f = stdout;
-	int rc = -1;
+	FILE *f;
+	int rc = -1, bad;
 
 	if (a->val[O_EPOCHIMG])
 		o.epoch_images = (uint32_t)strtoul(a->val[O_EPOCHIMG], NULL, 10);
 	if (gm_scengen_make(&s, seed, &o, err, errlen))
 		return -1;
-	if (path && !(f = fopen(path, "w"))) {
+	if (!path) {
+		bad = gm_scengen_write(s, seed, stdout) || fflush(stdout);
+	} else if ((f = fopen(path, "w"))) {
+		bad = gm_scengen_write(s, seed, f);
+		bad |= fclose(f);
+	} else {
 		snprintf(err, errlen, "%s: %s (--out names the scenario file to write)", path,
 			 strerror(errno));
 		goto out_free;
 	}
-	if (gm_scengen_write(s, seed, f) || (f != stdout ? fclose(f) : fflush(f))) {
+	if (bad) {
 		snprintf(err, errlen, "%s: cannot write the scenario", path ? path : "stdout");
-		f = stdout;
 		goto out_free;
 	}
-	f = stdout;
 	rc = 0;
 out_free:
-	if (f != stdout)
-		fclose(f);
 	gm_scenario_destroy(s);
 	return rc;
 }
