@@ -89,7 +89,10 @@ mkdir -p "$OUT" || exit 1
 rm -rf "$OUT"/seed-* "$OUT"/fixed "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
 mh_ucx_env
 mh_secret "$tmp/secret"
-port=$((30000 + $$ % 20000))
+# the agents' ports above Linux's ephemeral range (32768-60999): a UCX connection
+# of an earlier run in the same namespace cannot hold the port the next run's
+# agent listens on (seed 1's first run lost its P2 agent so, at 38705)
+port=$((61000 + $$ % 2000))
 NIMG=$(find "$PHOTOS" -type f -iname '*.jp*g' | wc -l)
 
 # use_scenario FILE: its nodes (index = host number, in file order: name cores
@@ -135,6 +138,13 @@ agents() {
 			{ echo "cluster: agent $i did not start (no socket within 10 s: $SO/agent-$run-$1-$name.log)"; return 1; }
 		i=$((i + 1))
 	done <"$tmp/nodes"
+	sleep 1 # an agent that cannot listen ends (and its socket goes) within this
+	i=1
+	while [ $i -le "$NH" ]; do
+		[ -S "$tmp/$i.sock" ] ||
+			{ echo "cluster: agent $i ended at its start (its log: $SO/agent-$run-$1-*.log)"; return 1; }
+		i=$((i + 1))
+	done
 	[ "$1" = on ] || return 0
 	i=1
 	while [ $i -le "$NH" ]; do # every agent has all its peers connected
