@@ -20,6 +20,7 @@
 #include "goldminer/cluster.h"
 #include "goldminer/profile.h"
 #include "goldminer/scenario.h"
+#include "goldminer/scengen.h"
 #include "goldminer/sim.h"
 #include "goldminer/sim_stats.h"
 #include "goldminer/trace.h"
@@ -29,7 +30,8 @@
 
 #define SYNOPSIS                                                                                   \
 	"goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]\n"                      \
-	"       goldminer sim --scenario FILE [--lending off|on|both] [--out DIR]"
+	"       goldminer sim --scenario FILE [--lending off|on|both] [--out DIR]\n"               \
+	"       goldminer sim --scenario-gen SEED [--epoch-images N] [--out FILE]"
 
 enum {
 	O_CLUSTER,
@@ -53,6 +55,8 @@ enum {
 	O_VS,
 	O_SCENARIO,
 	O_LENDING,
+	O_SCENGEN,
+	O_EPOCHIMG,
 	O_ROUND,
 	O_PLACEMENT,
 	O_ASKS,
@@ -106,6 +110,13 @@ static const struct cmd_opt opts[O_N] = {
 		    "scenario.h)"},
     [O_LENDING] = {"lending", "off|on|both", 0,
 		   "with --scenario: jobs borrow other hosts' idle cores (on) or not (both)"},
+    [O_SCENGEN] = {"scenario-gen", "SEED", 0,
+		   "write scenario SEED of the seeded family (scengen.h; docs/USAGE.md lists its "
+		   "ranges) to --out FILE (default: standard output), for --scenario and the "
+		   "cluster bench"},
+    [O_EPOCHIMG] = {"epoch-images", "N", 0,
+		    "with --scenario-gen: each job's images are whole multiples of N, the "
+		    "bench's photo count (" STR(GM_SCENGEN_EPOCH_IMAGES) ")"},
     [O_ROUND] = {"round", "S", 0,
 		 "scheduling rounds of S seconds with preemption, as Synergy's simulator (300 "
 		 "there): every running job is placed again each round (0: continuous time)"},
@@ -263,6 +274,70 @@ out_usage:
 	return -EINVAL;
 }
 
+/*
+ * --scenario-gen SEED: only --epoch-images and --out (a file) go with it. 0, or
+ * -EINVAL after a message and the usage line.
+ */
+static int scengen_args(struct sim_args *a)
+{
+	uint64_t v;
+	if (!a->val[O_SCENGEN]) {
+		cmd_err("sim", "--epoch-images", "add --scenario-gen SEED", "goes with it");
+		goto out_usage;
+	}
+	for (int k = 0; k < O_N; k++)
+		if (a->val[k] && k != O_SCENGEN && k != O_EPOCHIMG && k != O_OUT) {
+			char what[40];
+			snprintf(what, sizeof(what), "--%s", opts[k].name);
+			cmd_err(
+			    "sim", what, "leave it out",
+			    "does not go with --scenario-gen (only --epoch-images and --out do)");
+			goto out_usage;
+		}
+	if (cmd_u64("sim", "--scenario-gen", a->val[O_SCENGEN], 0, UINT64_MAX, &v) ||
+	    (a->val[O_EPOCHIMG] &&
+	     cmd_u64("sim", "--epoch-images", a->val[O_EPOCHIMG], 1, 1000000000, &v)))
+		goto out_usage;
+	return 0;
+out_usage:
+	fprintf(stderr, "usage: " SYNOPSIS "  (goldminer sim --help)\n");
+	return -EINVAL;
+}
+
+/* --scenario-gen: the scenario of that seed to --out or stdout; 0 or -1 with err. */
+static int run_scengen(struct sim_args *a, char *err, size_t errlen)
+{
+	struct gm_scengen_opts o = {0};
+	struct gm_scenario *s = NULL;
+	const char *path = a->val[O_OUT];
+	uint64_t seed = strtoull(a->val[O_SCENGEN], NULL, 10); /* checked by scengen_args */
+	FILE *f;
+	int rc = -1, bad;
+
+	if (a->val[O_EPOCHIMG])
+		o.epoch_images = (uint32_t)strtoul(a->val[O_EPOCHIMG], NULL, 10);
+	if (gm_scengen_make(&s, seed, &o, err, errlen))
+		return -1;
+	if (!path) {
+		bad = gm_scengen_write(s, seed, stdout) || fflush(stdout);
+	} else if ((f = fopen(path, "w"))) {
+		bad = gm_scengen_write(s, seed, f);
+		bad |= fclose(f);
+	} else {
+		snprintf(err, errlen, "%s: %s (--out names the scenario file to write)", path,
+			 strerror(errno));
+		goto out_free;
+	}
+	if (bad) {
+		snprintf(err, errlen, "%s: cannot write the scenario", path ? path : "stdout");
+		goto out_free;
+	}
+	rc = 0;
+out_free:
+	gm_scenario_destroy(s);
+	return rc;
+}
+
 /* --round, --placement, --tune-asks (the Synergy comparison); -EINVAL after a message. */
 static int get_synergy_opts(struct sim_args *a)
 {
@@ -335,6 +410,8 @@ static int parse_args(struct sim_args *a, int argc, char **argv)
 		cmd_err("sim", ca.pos[0], NULL, "unexpected argument");
 		goto out_usage;
 	}
+	if (a->val[O_SCENGEN] || a->val[O_EPOCHIMG])
+		return scengen_args(a) ? 2 : 0;
 	if (a->val[O_SCENARIO] || a->val[O_LENDING])
 		return scenario_args(a) ? 2 : 0;
 	if (!a->val[O_CLUSTER] || !a->val[O_TRACE] || !a->val[O_POLICY]) {
@@ -629,6 +706,12 @@ int gm_cmd_sim(int argc, char **argv)
 	if ((ret = parse_args(&a, argc, argv)))
 		return ret == 1 ? 0 : ret;
 	ret = 1;
+	if (a.val[O_SCENGEN]) {
+		if (run_scengen(&a, err, sizeof(err)))
+			goto out_err;
+		ret = 0;
+		goto out_free;
+	}
 	if (a.val[O_SCENARIO]) {
 		if (run_scenario(&a, err, sizeof(err)))
 			goto out_err;

@@ -119,15 +119,17 @@ static const char *add_node(struct gm_scenario *s, char **f, int nf)
 	return NULL;
 }
 
-/* "job NAME HOME SUBMIT IMAGES RATE": NULL or what is wrong. */
+/* "job NAME HOME SUBMIT IMAGES RATE [WORKERS]": NULL or what is wrong. */
 static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t line)
 {
 	struct gm_scen_job *j = &s->job[s->njobs];
 	int home;
 	if (s->njobs == GM_SCEN_MAX_JOBS) /* before j, one past the array, is written */
 		return "more than 10000 jobs";
-	if (nf != 6)
-		return "want job<TAB>NAME<TAB>HOME<TAB>SUBMIT_S<TAB>IMAGES<TAB>RATE_IMG_S";
+	double w = 0;
+	if (nf != 6 && nf != 7)
+		return "want "
+		       "job<TAB>NAME<TAB>HOME<TAB>SUBMIT_S<TAB>IMAGES<TAB>RATE_IMG_S[<TAB>WORKERS]";
 	if (!name_ok(f[1]) || job_named(s, f[1]))
 		return "job name missing, longer than 31 bytes, with a space or '#', or repeated";
 	if ((home = node_index(s, f[2])) < 0)
@@ -138,6 +140,10 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 		return "images must be 1..1e12";
 	if (!num_in(f[5], 0, GM_SCEN_MAX_RATE, &j->rate) || (j->rate > 0 && j->rate < 1e-3))
 		return "rate must be 0 (greedy) or 0.001..1e9 img/s";
+	if (nf == 7 && strcmp(f[6], "auto") &&
+	    (!num_in(f[6], 1, GM_SCEN_MAX_WORKERS, &w) || w != floor(w)))
+		return "workers (the job's --workers) must be 'auto' or a whole number 1..1024";
+	j->workers = (uint32_t)w;
 	snprintf(j->name, GM_SCEN_NAME, "%s", f[1]);
 	j->home = (uint32_t)home;
 	j->line = line;
@@ -419,7 +425,9 @@ static double remote_want(const struct run *r, uint32_t j, double sh)
 /*
  * The lent workers to the short jobs, whole: in submit order (first asked, first
  * served; a lent worker is not taken back for a later job), each takes workers,
- * lender after lender, until they cover its want; a worker sends min(worker_cap,
+ * lender after lender, until they cover its want or number the --workers it
+ * names (the agent's cap: a named count bounds the job's workers, never its
+ * plan); a worker sends min(worker_cap,
  * what its lender's idle cores have left) and serves one job only.
  */
 static void assign_workers(struct run *r)
@@ -433,7 +441,8 @@ static void assign_workers(struct run *r)
 		if (r->state[j] != 1 || !r->isshort[j])
 			continue;
 		double want = remote_want(r, (uint32_t)j, r->share[j]), got = 0;
-		while (want - got > 1e-9 * want && nd < s->nnodes) {
+		uint32_t took = 0, most = s->job[j].workers ? s->job[j].workers : UINT32_MAX;
+		while (want - got > 1e-9 * want && nd < s->nnodes && took < most) {
 			if (!left || !(cap > 1e-12)) {
 				if (++nd < s->nnodes)
 					left = r->lw[nd], cap = r->lcap[nd];
@@ -443,6 +452,7 @@ static void assign_workers(struct run *r)
 			got += c;
 			cap -= c;
 			left--;
+			took++;
 		}
 		r->m[j] = fmin(want, got);
 	}

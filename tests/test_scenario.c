@@ -383,6 +383,41 @@ static void test_lent_workers_go_whole_to_the_first_job_that_asks(void **st)
 	gm_scenario_destroy(s);
 }
 
+/*
+ * A job's named --workers caps the lent workers it takes (the agent's cap: a named
+ * count bounds a job's workers). As above, but the first job names 1 worker:
+ * it takes one of B's two (300 img/s at most from afar), and the second job gets
+ * the other; unnamed ('auto', the default) the first took both.
+ */
+static void test_a_named_worker_count_caps_the_lent_workers(void **st)
+{
+	(void)st;
+	struct gm_scenario *s =
+	    load(HEAD "node\tA\t0.25\nnode\tB\t2\n"
+		      "job\ta\tA\t0\t6000\t600\t1\njob\tb\tA\t0\t6000\t600\tauto\n" COSTS
+		      "cost\tremote_worker_img_s\t300\n");
+	struct gm_scen_result res[2];
+	struct gm_scen_summary m;
+	assert_int_equal(s->job[0].workers, 1);
+	assert_int_equal(s->job[1].workers, 0);
+	run(s, 1, res, &m);
+	assert_true(res[0].remote <= 300 * res[0].jct + 1e-6);
+	assert_true(res[1].remote > 0);
+	assert_true(res[0].jct > 10.0 + 1e-6); /* slower than with both workers */
+	gm_scenario_destroy(s);
+	/* a count is a whole number 1..1024 or auto */
+	const char *bad[] = {"0", "1.5", "1025", "eight", ""};
+	for (size_t k = 0; k < sizeof(bad) / sizeof(*bad); k++) {
+		char text[512], err[256];
+		struct gm_scenario *t = NULL;
+		snprintf(text, sizeof(text), HEAD "node\tA\t1\njob\ta\tA\t0\t100\t10\t%s\n" COSTS,
+			 bad[k]);
+		assert_int_equal(gm_scenario_load(&t, put("w.tsv", text), err, sizeof(err)),
+				 -EBADMSG);
+		assert_non_null(strstr(err, ":3: workers"));
+	}
+}
+
 /* A greedy job with lenders to spare takes everything remotely: its home only
  * receives, 0.25 / 100 us = 2,500 img/s. */
 static void test_a_greedy_job_is_bounded_by_what_its_home_receives(void **st)
@@ -644,6 +679,7 @@ int main(void)
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
 	    cmocka_unit_test(test_lent_workers_go_whole_to_the_first_job_that_asks),
+	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),
 	    cmocka_unit_test(test_utilisation_agrees_with_the_jcts),
 	    cmocka_unit_test(test_run_refuses_a_scenario_out_of_range),
 	    cmocka_unit_test(test_cli_runs_a_scenario),

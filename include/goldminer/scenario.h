@@ -27,14 +27,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_SCEN_MAX_NODES  64		/* hosts in a scenario */
-#define GM_SCEN_MAX_JOBS   10000	/* jobs in a scenario (each event is O(jobs)) */
-#define GM_SCEN_MAX_CORES  100000.0	/* cores of one host */
-#define GM_SCEN_MAX_TIME   3155760000.0 /* s: a submit (100 years) */
-#define GM_SCEN_MAX_IMAGES 1e12		/* images of one job */
-#define GM_SCEN_MAX_RATE   1e9		/* img/s of one consumer */
-#define GM_SCEN_MAX_COST   1e9		/* us of CPU per image */
-#define GM_SCEN_NAME	   32		/* bytes of a name, with its NUL */
+#define GM_SCEN_MAX_NODES   64		 /* hosts in a scenario */
+#define GM_SCEN_MAX_JOBS    10000	 /* jobs in a scenario (each event is O(jobs)) */
+#define GM_SCEN_MAX_CORES   100000.0	 /* cores of one host */
+#define GM_SCEN_MAX_TIME    3155760000.0 /* s: a submit (100 years) */
+#define GM_SCEN_MAX_IMAGES  1e12	 /* images of one job */
+#define GM_SCEN_MAX_RATE    1e9		 /* img/s of one consumer */
+#define GM_SCEN_MAX_COST    1e9		 /* us of CPU per image */
+#define GM_SCEN_NAME	    32		 /* bytes of a name, with its NUL */
+#define GM_SCEN_MAX_WORKERS 1024	 /* a job's named --workers */
 
 struct gm_scen_node {
 	char name[GM_SCEN_NAME];
@@ -44,11 +45,12 @@ struct gm_scen_node {
 
 struct gm_scen_job {
 	char name[GM_SCEN_NAME];
-	uint32_t home; /* node index */
-	double submit; /* s */
-	double images; /* > 0 */
-	double rate;   /* img/s its consumer takes; 0: greedy (as fast as fed) */
-	uint32_t line; /* in the file */
+	uint32_t home;	  /* node index */
+	double submit;	  /* s */
+	double images;	  /* > 0 */
+	double rate;	  /* img/s its consumer takes; 0: greedy (as fast as fed) */
+	uint32_t workers; /* the --workers it names (a cap on its lent workers); 0: auto */
+	uint32_t line;	  /* in the file */
 };
 
 struct gm_scenario {

@@ -1,13 +1,20 @@
 #!/bin/sh
-# The cluster experiment (issue 25 item 6, issue 28 item 4): three hosts built
-# with tests/multihost.sh (a network namespace and a CPU quota each: A 0.25
-# core, B and C 0.75), the real photos (PHOTOS), one node agent per host
-# (`goldminer node --listen --secret --lend-root`), and the jobs of a scenario
-# file (traces/cluster.tsv; CLUSTER_SHORT=1: traces/cluster-short.tsv) as
-# `goldminer bench --node SOCK --consumer-rate R` trainers in their home hosts,
-# each started at its submit time. Lending off (agents without --peers) and on
-# (each agent has the other two as --peers), alternating, CLUSTER_RUNS times
-# each (3; short: 1).
+# The cluster experiment, over a family of scenarios: up to five hosts built with
+# tests/multihost.sh (a network namespace and a CPU quota each), the real photos
+# (PHOTOS), one node agent per host (`goldminer node --listen --secret
+# --lend-root`), and the jobs of a scenario as `goldminer bench --node SOCK
+# --consumer-rate R --workers W` trainers in their home hosts, each started at
+# its submit time. Lending off (agents without --peers) and on (each agent has
+# all the others as --peers), alternating, CLUSTER_RUNS times each (1 per seed;
+# 3 for a fixed file; short: 1).
+#
+# The scenarios: by default the seeded family (`goldminer sim --scenario-gen SEED
+# --epoch-images NIMG`: 1-3 CPU-poor hosts P1.., two lenders L1 L2 with their own
+# rising and falling demand; ranges in docs/USAGE.md, "Scenario family"), one per
+# seed of CLUSTER_SEEDS (default "1 101": minutes per seed). Seeds 1..99 are the
+# tuning seeds (a controller or a cost may be adjusted on what they show); seeds
+# 100 and up are held out (reported, never tuned on). CLUSTER_SCENARIO=FILE runs
+# one fixed file instead (CLUSTER_SHORT=1: traces/cluster-short.tsv).
 #
 # Per job: JCT (its submit to its trainer's exit), images, the images remote
 # workers sent it (the home agent's --status, sampled every 0.5 s from outside
@@ -15,25 +22,28 @@
 # the GPU utilisation (delivered / demanded, time-weighted: the sum of the
 # jobs' bounds over the sum of their JCTs, a job's bound being images / its
 # consumer's rate) and the average JCT at the bound; and each host's CPU time
-# (its cgroup, mh_usage). From these, the costs the simulator takes, measured
-# in the same run (tests/bench/cluster_report.py): local_us (the hosts' CPU per
-# image their own workers decode and their trainers take, lending off);
-# remote_home_us and remote_lender_us from a calibration first (a greedy trainer
-# on A alone, B and C idle, lending off then on: A's CPU less its local images,
-# over the remote ones; B's and C's CPU less their idle agents', over the same),
-# or from the lending-on runs where the calibration counted no remote image;
-# remote_worker_img_s (the remote images a job fed by remote workers alone got
-# per remote-worker-second while its trainer waited, lending-on runs); start_s
-# (launch to first image).
+# (its cgroup, mh_usage). The costs the simulator takes come from one
+# calibration before the scenarios, on traces/cluster.tsv's three hosts (A
+# 0.25 core, B and C 0.75; a fixed file's own hosts instead): local_us (A's CPU
+# per image a greedy trainer on A alone takes, lending off); remote_home_us and
+# remote_lender_us (the same trainer lending on: A's CPU less its local images,
+# over the remote ones; B's and C's CPU less their idle agents', over the same);
+# tests/bench/cluster_report.py adds, per scenario, the figures its own runs
+# give (remote_worker_img_s, start_s).
 #
-# Then `goldminer sim --scenario` on the same scenario, with the committed costs
-# and with this run's, and the per-job JCT, simulated vs measured. Writes
-# CLUSTER_OUT (default $B/bench-cluster): jobs.tsv (one row per run and job),
-# runs.tsv (per run), costs.tsv, sim-*.tsv and summary.txt, and prints the
-# summary. Needs root for the namespaces and cgroups (skipped otherwise: loopback
-# hosts without quotas would not be this experiment). A benchmark: it reports,
-# it does not fail on a missed target (the machine may be shared; uptime's load
-# is printed with the figures).
+# Then, per scenario, `goldminer sim --scenario` on it with the generated
+# (committed) costs and with this run's, and the per-job JCT, simulated vs
+# measured. Writes CLUSTER_OUT (default $B/bench-cluster): cal.tsv, and per
+# scenario a folder (seed-N, or fixed) with scenario.tsv, jobs.tsv (one row per
+# run and job), runs.tsv, costs.tsv, sim-*.tsv, figures.tsv and summary.txt;
+# prints each summary, then the family's: per seed (tuning or held out) and in
+# total, the poor hosts' GPU use, the average JCT over the bound, the lenders'
+# own loss (their jobs' JCT on over off) and the simulator's per-job error. A
+# host is CPU-poor when it has under GM_NODE_FED_CORES (0.5) cores. Needs root
+# for the namespaces and cgroups (skipped otherwise: loopback hosts without
+# quotas would not be this experiment). A benchmark: it reports, it does not
+# fail on a missed target (the machine may be shared; uptime's load is printed
+# with the figures).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -41,13 +51,21 @@ B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
+FIXED=
 if [ -n "${CLUSTER_SHORT:-}" ]; then
-	SCEN=${CLUSTER_SCENARIO:-$repo/traces/cluster-short.tsv}
+	FIXED=${CLUSTER_SCENARIO:-$repo/traces/cluster-short.tsv}
 	RUNS=${CLUSTER_RUNS:-1}
-else
-	SCEN=${CLUSTER_SCENARIO:-$repo/traces/cluster.tsv}
+elif [ -n "${CLUSTER_SCENARIO:-}" ]; then
+	FIXED=$CLUSTER_SCENARIO
 	RUNS=${CLUSTER_RUNS:-3}
+else
+	RUNS=${CLUSTER_RUNS:-1}
 fi
+SEEDS=${CLUSTER_SEEDS:-1 101}
+for s in $SEEDS; do
+	case $s in '' | *[!0-9]*) echo "cluster: CLUSTER_SEEDS: '$s' is not a seed (want numbers: \"1 2 101\")"; exit 1 ;; esac
+done
+MAXH=5 # hosts a scenario may have: the family's 3 poor hosts and 2 lenders
 OUT=${CLUSTER_OUT:-$B/bench-cluster}
 BATCH=32
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
@@ -58,7 +76,7 @@ tmp=$(mktemp -d)
 # shellcheck source=tests/multihost.sh
 . "$repo/tests/multihost.sh"
 MH_ATEXIT="rm -rf '$tmp'"
-mh_setup 3
+mh_setup $MAXH
 if [ "$(mh_mode)" != netns ] || [ "$MH_CGROUP" = none ] || [ -z "$(mh_usage 1)" ]; then
 	echo "cluster: skipped (needs network namespaces, CPU quotas and CPU accounting:" \
 		"mode $(mh_mode) $(mh_why), cgroup $MH_CGROUP)"
@@ -68,48 +86,71 @@ fi
 # so A's agent is never away for 75 ms at a time.
 MH_PERIOD=${MH_PERIOD_US:-20000}
 mkdir -p "$OUT" || exit 1
-rm -f "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
-cp "$SCEN" "$OUT/scenario.tsv"
+rm -rf "$OUT"/seed-* "$OUT"/fixed "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
 mh_ucx_env
 mh_secret "$tmp/secret"
-port=$((30000 + $$ % 20000))
+# the agents' ports above Linux's ephemeral range (32768-60999): a UCX connection
+# of an earlier run in the same namespace cannot hold the port the next run's
+# agent listens on (seed 1's first run lost its P2 agent so, at 38705)
+port=$((61000 + $$ % 2000))
 NIMG=$(find "$PHOTOS" -type f -iname '*.jp*g' | wc -l)
 
-# The scenario: nodes (index = host number, in file order) and jobs.
-awk -F'\t' '$1 == "node" { print $2, $3, ($4 != "" ? $4 : $3) }' "$SCEN" >"$tmp/nodes"
-awk -F'\t' '$1 == "job" { print $2, $3, $4, $5, $6 }' "$SCEN" | sort -s -k3,3n >"$tmp/jobs"
-[ "$(wc -l <"$tmp/nodes")" = 3 ] || { echo "cluster: $SCEN: want 3 node lines"; exit 1; }
+# use_scenario FILE: its nodes (index = host number, in file order: name cores
+# worker budget) into $tmp/nodes, its jobs (name home submit images rate
+# workers) into $tmp/jobs, NH hosts; 1 after a message if the bench cannot run it
+use_scenario() {
+	awk -F'\t' '$1 == "node" { print $2, $3, ($4 != "" ? $4 : $3) }' "$1" >"$tmp/nodes"
+	awk -F'\t' '$1 == "job" { print $2, $3, $4, $5, $6, ($7 != "" ? $7 : "auto") }' "$1" |
+		sort -s -k3,3n >"$tmp/jobs"
+	NH=$(wc -l <"$tmp/nodes")
+	if [ "$NH" -lt 2 ] || [ "$NH" -gt $MAXH ]; then
+		echo "cluster: $1: want 2..$MAXH node lines, not $NH"
+		return 1
+	fi
+	while read -r name home sub img rate w; do
+		[ -n "$(host_of "$home")" ] || { echo "cluster: $1: job $name: no node $home"; return 1; }
+		[ $((img % NIMG)) = 0 ] ||
+			{ echo "cluster: $1: job $name: $img images is not whole epochs of $NIMG" \
+				"(goldminer sim --scenario-gen SEED --epoch-images $NIMG)"; return 1; }
+	done <"$tmp/jobs"
+}
 host_of() { awk -v n="$1" '$1 == n { print NR }' "$tmp/nodes"; }
-while read -r name home sub img rate; do
-	[ -n "$(host_of "$home")" ] || { echo "cluster: $SCEN: job $name: no node $home"; exit 1; }
-	[ $((img % NIMG)) = 0 ] ||
-		{ echo "cluster: $SCEN: job $name: $img images is not whole epochs of $NIMG"; exit 1; }
-done <"$tmp/jobs"
 
-# agents MODE: one agent per host under its quota (CORES), with --cpus WORKERS
-# where the node line gives a worker budget (its cores stay the quota: the agent
-# takes the least of --cpus and the quota) and --cpus CORES otherwise; MODE on
-# gives each the other two as --peers.
+# agents MODE: one agent per host of $tmp/nodes under its quota (CORES), with
+# --cpus WORKERS where the node line gives a worker budget (its cores stay the
+# quota: the agent takes the least of --cpus and the quota) and --cpus CORES
+# otherwise; MODE on gives each all the others as --peers. Logs in $SO.
 agents() {
 	i=1
 	while read -r name cores cpus; do
 		peers=
 		if [ "$1" = on ]; then
-			for k in 1 2 3; do
+			k=1
+			while [ $k -le "$NH" ]; do
 				[ $k = $i ] || peers="$peers${peers:+,}$(mh_addr $k):$((port + k))"
+				k=$((k + 1))
 			done
 		fi
 		mh_agent $i "$cores" "$tmp/$i.sock" --cpus "$cpus" \
 			--listen "$(mh_addr $i):$((port + i))" ${peers:+--peers "$peers"} \
 			--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" \
-			>"$OUT/agent-$run-$1-$name.log" 2>&1 ||
-			{ echo "cluster: agent $i did not start (no socket within 10 s: $OUT/agent-$run-$1-$name.log)"; return 1; }
+			>"$SO/agent-$run-$1-$name.log" 2>&1 ||
+			{ echo "cluster: agent $i did not start (no socket within 10 s: $SO/agent-$run-$1-$name.log)"; return 1; }
 		i=$((i + 1))
 	done <"$tmp/nodes"
+	sleep 1 # an agent that cannot listen ends (and its socket goes) within this
+	i=1
+	while [ $i -le "$NH" ]; do
+		[ -S "$tmp/$i.sock" ] ||
+			{ echo "cluster: agent $i ended at its start (its log: $SO/agent-$run-$1-*.log)"; return 1; }
+		i=$((i + 1))
+	done
 	[ "$1" = on ] || return 0
-	for i in 1 2 3; do # every agent has its two peers connected
-		mh_connected "$tmp/$i.sock" 2 ||
+	i=1
+	while [ $i -le "$NH" ]; do # every agent has all its peers connected
+		mh_connected "$tmp/$i.sock" $((NH - 1)) ||
 			{ echo "cluster: agent $i: peers not connected within 10 s"; return 1; }
+		i=$((i + 1))
 	done
 }
 stop_agents() {
@@ -118,13 +159,20 @@ stop_agents() {
 	port=$((port + 10)) # no wait for the old ports' TIME_WAIT
 }
 now() { date +%s.%N; }
-usage_all() { echo "$(mh_usage 1) $(mh_usage 2) $(mh_usage 3)"; }
+# every host's CPU ns, in $tmp/nodes order
+usage_all() {
+	u=""
+	i=1
+	while [ $i -le "$NH" ]; do u="$u${u:+ }$(mh_usage $i)"; i=$((i + 1)); done
+	echo "$u"
+}
 
-# experiment MODE: one run of the scenario; appends to $OUT/raw.tsv
+# experiment MODE: one run of the scenario in $tmp/nodes and jobs; appends to
+# $SO/raw.tsv and usage.txt
 experiment() {
 	mode=$1
 	agents "$mode" || { stop_agents; return 1; }
-	d="$tmp/run-$run-$mode"
+	d="$tmp/run-$tag-$run-$mode"
 	mkdir -p "$d"
 	u0=$(usage_all)
 	t0=$(now)
@@ -132,16 +180,18 @@ experiment() {
 	# done (in the background: the jobs are launched at their submit times)
 	(
 		while [ ! -f "$d/done" ]; do
-			for i in 1 2 3; do
+			i=1
+			while [ $i -le "$NH" ]; do
 				st=$("$G" node --socket "$tmp/$i.sock" --status 2>/dev/null) &&
 					echo "$i $(now) $st" >>"$d/status"
+				i=$((i + 1))
 			done
 			sleep 0.5
 		done
 	) &
 	poller=$!
 	pids=
-	while read -r name home sub img rate; do
+	while read -r name home sub img rate w; do
 		h=$(host_of "$home")
 		# sleep until t0 + submit
 		dt=$(awk -v t0="$t0" -v s="$sub" -v n="$(now)" 'BEGIN { x = t0 + s - n; print (x > 0 ? x : 0) }')
@@ -151,7 +201,7 @@ experiment() {
 		# shellcheck disable=SC2016 # the inner shell's
 		mh_spawn "$h" - sh -c '"$@" >"$0.json" 2>"$0.err" & echo $! >"$0.pid"; wait $!
 			echo $? >"$0.rc"; date +%s.%N >"$0.end"' "$d/$name" \
-			"$G" bench "$PHOTOS" --node "$tmp/$h.sock" --workers auto --batch $BATCH \
+			"$G" bench "$PHOTOS" --node "$tmp/$h.sock" --workers "$w" --batch $BATCH \
 			--epochs $((img / NIMG)) --quiet "$@"
 		pids="$pids $MH_PID"
 	done <"$tmp/jobs"
@@ -161,19 +211,19 @@ experiment() {
 	u1=$(usage_all)
 	t1=$(now)
 	stop_agents
-	echo "$run $mode $t0 $t1 $u0 $u1" >>"$OUT/usage.txt"
-	while read -r name home sub img rate; do
+	echo "$run $mode $t0 $t1 $u0 $u1" >>"$SO/usage.txt"
+	while read -r name home sub img rate w; do
 		[ "$(cat "$d/$name.rc" 2>/dev/null)" = 0 ] ||
 			{ echo "cluster: run $run $mode: job $name failed:"; cat "$d/$name.err"; }
-		echo "$run	$mode	$name	$home	$sub	$img	$rate	$t0	$(cat "$d/$name.end" 2>/dev/null)	$(cat "$d/$name.pid" 2>/dev/null)	$(tail -1 "$d/$name.json" 2>/dev/null)" >>"$OUT/raw.tsv"
+		echo "$run	$mode	$name	$home	$sub	$img	$rate	$t0	$(cat "$d/$name.end" 2>/dev/null)	$(cat "$d/$name.pid" 2>/dev/null)	$(tail -1 "$d/$name.json" 2>/dev/null)" >>"$SO/raw.tsv"
 	done <"$tmp/jobs"
-	cp "$d/status" "$OUT/status-$run-$mode.txt" 2>/dev/null
+	cp "$d/status" "$SO/status-$run-$mode.txt" 2>/dev/null
 	return 0
 }
 
-# calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle), lending
-# MODE; a row of cal.tsv: mode, images, remote images, each host's CPU s, wall s,
-# the most remote workers it had at once.
+# calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle; the
+# calibration's three hosts), lending MODE; a row of cal.tsv: mode, images,
+# remote images, each host's CPU s, wall s, the most remote workers it had at once.
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
 calibrate() {
 	run="cal"
@@ -202,24 +252,54 @@ calibrate() {
 			($8 - $5) / 1e9, ($9 - $6) / 1e9, $11 - $10, $12 }' >>"$OUT/cal.tsv"
 }
 
-echo "cluster: $SCEN ($(grep -c '^job' "$SCEN") jobs), $RUNS run(s) each way, $NIMG photos," \
-	"hosts (name cores --cpus) $(tr '\n' ' ' <"$tmp/nodes"), cgroup $MH_CGROUP; load before: $(uptime | sed 's/.*load/load/')"
 rc=0
-# the per-image costs on the real path: a greedy trainer on A alone, lending off
-# then on (the remote images it gets cost A receive, B and C decode and send)
+# the per-image costs on the real path, once for every scenario: a greedy trainer
+# on A alone, lending off then on (the remote images it gets cost A receive, B and
+# C decode and send), on traces/cluster.tsv's three hosts or the fixed file's
+SO=$OUT
+tag="cal"
+use_scenario "${FIXED:-$repo/traces/cluster.tsv}" || exit 1
+[ "$NH" = 3 ] || { echo "cluster: the calibration wants 3 hosts (home, two lenders)"; exit 1; }
+echo "cluster: seeds ${FIXED:+(none: $FIXED)}${FIXED:-$SEEDS}, $RUNS run(s) each way, $NIMG photos," \
+	"calibration hosts (name cores --cpus) $(tr '\n' ' ' <"$tmp/nodes"), cgroup $MH_CGROUP;" \
+	"load before: $(uptime | sed 's/.*load/load/')"
 CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo 4)}
 printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\n' >"$OUT/cal.tsv"
 calibrate off "$CAL_EPOCHS" || rc=1
 calibrate on "$CAL_EPOCHS" || rc=1
 echo "cluster: calibration done: $(tail -2 "$OUT/cal.tsv" | tr '\t\n' ' ')"
-run=1
-while [ $run -le "$RUNS" ]; do
-	for mode in off on; do
-		experiment $mode || rc=1
-		echo "cluster: run $run lending $mode done ($(uptime | sed 's/.*load/load/'))"
+
+# scenario TAG FILE SEED ROLE: the runs of one scenario into $OUT/TAG, its report
+scenario() {
+	tag=$1
+	SO=$OUT/$1
+	mkdir -p "$SO" || return 1
+	cp "$2" "$SO/scenario.tsv" && cp "$OUT/cal.tsv" "$SO/cal.tsv" || return 1
+	use_scenario "$SO/scenario.tsv" || return 1
+	echo "cluster: $1 ($4): $(grep -c '^job' "$SO/scenario.tsv") jobs on hosts" \
+		"$(tr '\n' ' ' <"$tmp/nodes")"
+	run=1
+	while [ $run -le "$RUNS" ]; do
+		for mode in off on; do
+			experiment $mode || return 1
+			echo "cluster: $1 run $run lending $mode done ($(uptime | sed 's/.*load/load/'))"
+		done
+		run=$((run + 1))
 	done
-	run=$((run + 1))
-done
-uptime | sed 's/.*load/load/' >"$OUT/load.txt"
-python3 "$here/cluster_report.py" "$OUT" "$G" "$NIMG" || rc=1
+	uptime | sed 's/.*load/load/' >"$SO/load.txt"
+	python3 "$here/cluster_report.py" "$SO" "$G" "$NIMG" "$3" "$4"
+}
+
+if [ -n "$FIXED" ]; then
+	scenario fixed "$FIXED" - fixed || rc=1
+else
+	for seed in $SEEDS; do
+		role=tuning
+		[ "$seed" -ge 100 ] && role=held-out
+		"$G" sim --scenario-gen "$seed" --epoch-images "$NIMG" --out "$tmp/gen.tsv" ||
+			{ rc=1; continue; }
+		scenario "seed-$seed" "$tmp/gen.tsv" "$seed" "$role" || rc=1
+	done
+fi
+python3 "$here/cluster_report.py" --family "$OUT" || rc=1
 exit $rc

@@ -4,12 +4,18 @@ experiment), from its raw files in OUT; standard library only.
 
 Reads OUT/scenario.tsv, raw.tsv (one row per run and job: the run's start, the
 trainer's exit, its pid and bench's JSON line), usage.txt (each host's cgroup CPU
-ns at a run's start and end) and status-RUN-MODE.txt (the agents' --status every
-0.5 s). Writes jobs.tsv, runs.tsv, costs.tsv, sim-*.tsv and summary.txt, and
+ns at a run's start and end), cal.tsv (the calibration) and status-RUN-MODE.txt
+(the agents' --status every 0.5 s). Writes jobs.tsv, runs.tsv, costs.tsv,
+sim-*.tsv, figures.tsv (one row: the scenario's figures) and summary.txt, and
 prints the summary. Runs `goldminer sim --scenario` (G) on the scenario with its
-committed costs and with the costs measured in this run.
+committed costs and with the costs measured in this run. A host is CPU-poor
+below GM_NODE_FED_CORES (0.5 cores); the others are lenders.
 
-Usage: cluster_report.py OUT GOLDMINER PHOTOS_COUNT
+With --family OUT: the figures.tsv of every scenario folder of OUT, per seed
+(tuning or held out) and in total.
+
+Usage: cluster_report.py OUT GOLDMINER PHOTOS_COUNT [SEED ROLE]
+       cluster_report.py --family OUT
 """
 import json
 import os
@@ -17,24 +23,76 @@ import statistics
 import subprocess
 import sys
 
+POOR_CORES = 0.5  # GM_NODE_FED_CORES (include/goldminer/node.h)
+FIG_COLS = ("seed", "role", "jobs", "poor_util_off", "poor_util_on", "jct_bound_off",
+            "jct_bound_on", "lender_loss_pct", "lender_worst_pct", "sim_err_mean_pct",
+            "sim_err_worst_pct")
+
+
+def family(out):
+    """The family's report: each scenario's figures.tsv, per seed and in total."""
+    rows = []
+    for d in sorted(os.listdir(out)):
+        p = os.path.join(out, d, "figures.tsv")
+        if os.path.exists(p):
+            hdr, vals = [l.rstrip("\n").split("\t") for l in open(p)][:2]
+            rows.append(dict(zip(hdr, vals)))
+    if not rows:
+        print(f"cluster: no scenario of {out} has figures (figures.tsv)")
+        return 1
+    print("cluster family: per scenario (targets: poor hosts' GPU use >= 0.9 on, avg JCT "
+          "<= 1.10x the bound on, lenders' own loss <= 5%, simulator per-job error <= 15%)")
+    print(f"{'seed':>6} {'role':>9} {'jobs':>5} {'poor util off/on':>17} "
+          f"{'JCT/bound off/on':>17} {'lender loss':>12} {'worst':>7} {'sim err mean':>13} "
+          f"{'worst':>7}")
+    for r in rows:
+        print(f"{r['seed']:>6} {r['role']:>9} {r['jobs']:>5} "
+              f"{float(r['poor_util_off']):8.3f}/{float(r['poor_util_on']):.3f} "
+              f"{float(r['jct_bound_off']):8.2f}x/{float(r['jct_bound_on']):.2f}x "
+              f"{float(r['lender_loss_pct']):+11.1f}% {float(r['lender_worst_pct']):+6.1f}% "
+              f"{float(r['sim_err_mean_pct']):12.1f}% {float(r['sim_err_worst_pct']):6.1f}%")
+    for role in sorted({r["role"] for r in rows}) + ["all"]:
+        rs = [r for r in rows if role in ("all", r["role"])]
+
+        def m(k):
+            return sum(float(r[k]) for r in rs) / len(rs)
+
+        def w(k, f=max):
+            return f(float(r[k]) for r in rs)
+        print(f"total {role} ({len(rs)} scenarios): poor hosts' GPU use on {m('poor_util_on'):.3f}"
+              f" (least {w('poor_util_on', min):.3f}; off {m('poor_util_off'):.3f}), avg JCT "
+              f"{m('jct_bound_on'):.2f}x the bound on (worst {w('jct_bound_on'):.2f}x; off "
+              f"{m('jct_bound_off'):.2f}x), lenders' own loss {m('lender_loss_pct'):+.1f}% "
+              f"(worst job {w('lender_worst_pct'):+.1f}%), simulator per-job error "
+              f"{m('sim_err_mean_pct'):.1f}% mean, {w('sim_err_worst_pct'):.1f}% worst")
+    return 0
+
+
+if sys.argv[1] == "--family":
+    sys.exit(family(sys.argv[2]))
 OUT, G = sys.argv[1], sys.argv[2]
+SEED, ROLE = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else ("-", "fixed")
 
 
 def scenario(path):
-    nodes, jobs, costs = [], [], {}
+    nodes, cores, jobs, costs = [], {}, [], {}
     for line in open(path):
         f = line.split("#")[0].rstrip("\n").split("\t")
         if f[0] == "node":
             nodes.append(f[1])
+            cores[f[1]] = float(f[2])
         elif f[0] == "job":
             jobs.append(dict(name=f[1], home=f[2], submit=float(f[3]), images=int(f[4]),
                              rate=float(f[5])))
         elif f[0] == "cost":
             costs[f[1]] = float(f[2])
-    return nodes, jobs, costs
+    return nodes, cores, jobs, costs
 
 
-NODES, JOBS, COSTS = scenario(os.path.join(OUT, "scenario.tsv"))
+NODES, CORES, JOBS, COSTS = scenario(os.path.join(OUT, "scenario.tsv"))
+POOR = [n for n in NODES if CORES[n] < POOR_CORES] or NODES[:1]
+LENDERS = [n for n in NODES if n not in POOR]
+POOR_IX = {str(NODES.index(n) + 1) for n in POOR}  # host numbers in the status files
 BYNAME = {j["name"]: j for j in JOBS}
 
 
@@ -92,21 +150,22 @@ def avg(xs):
 
 
 runs = sorted({(r["run"], r["mode"]) for r in rows})
-homeA = NODES[0]
 with open(os.path.join(OUT, "runs.tsv"), "w") as f:
-    f.write("run\tlending\tavg_jct_s\tavg_jct_A_s\tbound_avg_jct_s\tgpu_util\tgpu_util_A\n")
+    f.write("run\tlending\tavg_jct_s\tavg_jct_poor_s\tbound_avg_jct_s\tgpu_util"
+            "\tgpu_util_poor\n")
     for run, mode in runs:
         rs = [r for r in rows if (r["run"], r["mode"]) == (run, mode)]
-        ra = [r for r in rs if r["home"] == homeA]
+        ra = [r for r in rs if r["home"] in POOR]
         f.write(f"{run}\t{mode}\t{avg([r['jct'] for r in rs]):.2f}\t"
                 f"{avg([r['jct'] for r in ra]):.2f}\t{avg([r['bound'] for r in rs]):.2f}\t"
                 f"{util(rs):.3f}\t{util(ra):.3f}\n")
 
-# per-image CPU costs from the hosts' CPU time (usage.txt: run mode t0 t1 u0[3] u1[3])
+# per-image CPU costs from the hosts' CPU time (usage.txt: run mode t0 t1 u0[n] u1[n])
 use = {}
+NH = len(NODES)
 for line in open(os.path.join(OUT, "usage.txt")):
     f = line.split()
-    u0, u1 = [float(x) for x in f[4:7]], [float(x) for x in f[7:10]]
+    u0, u1 = [float(x) for x in f[4:4 + NH]], [float(x) for x in f[4 + NH:4 + 2 * NH]]
     use[(int(f[0]), f[1])] = [(b - a) / 1e9 for a, b in zip(u0, u1)]
 costs = {}
 off = [k for k in use if k[1] == "off"]
@@ -122,7 +181,10 @@ if off:
     cpu = sum(sum(use[k]) for k in off)
     img = sum(images_on(k, n) for k in off for n in NODES)
     costs["local_us"] = 1e6 * cpu / img
-    costs["local_us_A"] = 1e6 * sum(use[k][0] for k in off) / sum(images_on(k, homeA) for k in off)
+    pi = [NODES.index(n) for n in POOR]
+    img_poor = sum(images_on(k, n) for k in off for n in POOR)
+    if img_poor:
+        costs["local_us_poor"] = 1e6 * sum(use[k][i] for k in off for i in pi) / img_poor
 # the remote costs from the calibration (cal.tsv): a greedy trainer on A alone,
 # lending off (A's CPU per local image) then on (B and C idle but for what they
 # lend: their CPU less their idle agents' over the same time, per lent image)
@@ -145,15 +207,17 @@ if "off" in cal and "on" in cal and cal["off"]["images"] and cal["on"]["remote"]
                f" img/s, on {cn['images'] / cn['wall']:.0f} img/s with {cn['remote']} of "
                f"{cn['images']} images remote, {cn['workers'] or '?'} remote workers at most")
 elif on and "local_us" in costs:
-    # no remote images in the calibration: the lending-on runs instead (A's CPU
-    # less its local images at local_us; B's and C's less their own images)
+    # no remote images in the calibration: the lending-on runs instead (the poor
+    # hosts' CPU less their local images at local_us; the lenders' less their own)
     L = costs["local_us"] / 1e6
-    remA = sum(images_on(k, homeA, True) for k in on)
+    pi = [NODES.index(n) for n in POOR]
+    li = [NODES.index(n) for n in LENDERS]
+    remA = sum(images_on(k, n, True) for k in on for n in POOR)
     if remA > 0:
-        homecpu = sum(use[k][0] for k in on) - L * sum(
-            images_on(k, homeA) - images_on(k, homeA, True) for k in on)
-        lendcpu = sum(use[k][1] + use[k][2] for k in on) - L * sum(
-            images_on(k, n) for k in on for n in NODES[1:])
+        homecpu = sum(use[k][i] for k in on for i in pi) - L * sum(
+            images_on(k, n) - images_on(k, n, True) for k in on for n in POOR)
+        lendcpu = sum(use[k][i] for k in on for i in li) - L * sum(
+            images_on(k, n) for k in on for n in LENDERS)
         costs["remote_home_us"] = 1e6 * homecpu / remA
         costs["remote_lender_us"] = 1e6 * lendcpu / remA
     say_cal = ("calibration: no remote images counted; remote costs from the lending-on "
@@ -174,7 +238,7 @@ for k in on:
     prev = {}
     for line in open(path) if os.path.exists(path) else []:
         h, t, js = line.split(" ", 2)
-        if h != "1":
+        if h not in POOR_IX:
             continue
         for j in json.loads(js).get("job", []):
             now = (float(t), j.get("remote_samples", 0), j.get("remote_workers", 0),
@@ -238,11 +302,12 @@ lines = []
 say = lines.append
 load = open(os.path.join(OUT, "load.txt")).read().strip() if os.path.exists(
     os.path.join(OUT, "load.txt")) else "?"
-say(f"cluster experiment: {len(JOBS)} jobs on {', '.join(NODES)}; "
+say(f"cluster experiment (seed {SEED}, {ROLE}): {len(JOBS)} jobs on "
+    f"{', '.join(f'{n} {CORES[n]:g}' for n in NODES)} cores (CPU-poor: {', '.join(POOR)}); "
     f"{len([1 for k in runs if k[1] == 'off'])} run(s) lending off, "
     f"{len([1 for k in runs if k[1] == 'on'])} on; machine load at the end: {load}")
-say(f"{'lending':>8} {'avg JCT s':>14} {'A jobs s':>10} {'bound s':>8} {'util':>6} "
-    f"{'util A':>7}  (mean over runs; per run)")
+say(f"{'lending':>8} {'avg JCT s':>14} {'poor jobs s':>11} {'bound s':>8} {'util':>6} "
+    f"{'util poor':>9}  (mean over runs; per run)")
 per_mode = {}
 for mode in ("off", "on"):
     ks = [k for k in runs if k[1] == mode]
@@ -250,27 +315,41 @@ for mode in ("off", "on"):
         continue
     rr = [[r for r in rows if (r["run"], r["mode"]) == k] for k in ks]
     a = [avg([r["jct"] for r in rs]) for rs in rr]
-    aa = [avg([r["jct"] for r in rs if r["home"] == homeA]) for rs in rr]
+    aa = [avg([r["jct"] for r in rs if r["home"] in POOR]) for rs in rr]
     per_mode[mode] = dict(avg=avg(a), avgA=avg(aa), bound=avg([avg([r["bound"] for r in rs])
                                                                for rs in rr]),
                           util=avg([util(rs) for rs in rr]),
-                          utilA=avg([util([r for r in rs if r["home"] == homeA]) for rs in rr]))
+                          utilA=avg([util([r for r in rs if r["home"] in POOR]) for rs in rr]))
     m = per_mode[mode]
-    say(f"{mode:>8} {m['avg']:14.1f} {m['avgA']:10.1f} {m['bound']:8.1f} {m['util']:6.3f} "
-        f"{m['utilA']:7.3f}  ({', '.join(f'{x:.1f}' for x in a)})")
+    say(f"{mode:>8} {m['avg']:14.1f} {m['avgA']:11.1f} {m['bound']:8.1f} {m['util']:6.3f} "
+        f"{m['utilA']:9.3f}  ({', '.join(f'{x:.1f}' for x in a)})")
+fig = dict(seed=SEED, role=ROLE, jobs=len(JOBS))
+for mode in ("off", "on"):
+    m = per_mode.get(mode)
+    fig[f"poor_util_{mode}"] = f"{m['utilA']:.4f}" if m else "nan"
+    fig[f"jct_bound_{mode}"] = f"{m['avg'] / m['bound']:.4f}" if m and m["bound"] else "nan"
 if "off" in per_mode and "on" in per_mode:
     o, n = per_mode["off"], per_mode["on"]
     say(f"lending on vs off: average JCT {o['avg'] / n['avg']:.2f}x faster "
-        f"(A's jobs {o['avgA'] / n['avgA']:.2f}x); on is {n['avg'] / n['bound']:.2f}x the bound "
-        f"(off {o['avg'] / o['bound']:.2f}x); A's GPU utilisation {o['utilA']:.2f} -> "
-        f"{n['utilA']:.2f} (target >= 0.9)")
-    for nm in NODES[1:]:
+        f"(the poor hosts' jobs {o['avgA'] / n['avgA']:.2f}x); on is "
+        f"{n['avg'] / n['bound']:.2f}x the bound (off {o['avg'] / o['bound']:.2f}x); the poor "
+        f"hosts' GPU utilisation {o['utilA']:.2f} -> {n['utilA']:.2f} (target >= 0.9)")
+    so = sn = 0.0
+    worst_loss = float("-inf")
+    for nm in LENDERS:
         for j in [j for j in JOBS if j["home"] == nm]:
             jo = avg([r["jct"] for r in rows if r["name"] == j["name"] and r["mode"] == "off"])
             jn = avg([r["jct"] for r in rows if r["name"] == j["name"] and r["mode"] == "on"])
-            if jo > 0:
+            if jo > 0 and jn > 0:
+                so, sn = so + jo, sn + jn
+                worst_loss = max(worst_loss, 100 * (jn - jo) / jo)
                 say(f"  {nm}'s job {j['name']}: {jo:.1f} s off, {jn:.1f} s on "
                     f"({100 * (jn - jo) / jo:+.1f}%; target within +5%)")
+    if so > 0:
+        fig["lender_loss_pct"] = f"{100 * (sn / so - 1):.2f}"
+        fig["lender_worst_pct"] = f"{worst_loss:.2f}"
+        say(f"  the lenders' own jobs: {100 * (sn / so - 1):+.1f}% in all (JCT on over off), "
+            f"worst {worst_loss:+.1f}%")
 say(say_cal)
 say("measured costs (us of CPU per image; start_s in s, remote_worker_img_s img/s): " +
     ", ".join(f"{k} {v:.{2 if k == 'start_s' else 0}f}" for k, v in costs.items()) +
@@ -288,7 +367,7 @@ for tag, cost in sims:
     say(f"sim ({tag} costs) vs measured JCT per job (target within 15%):")
     say(f"{'job':>6} {'home':>5} {'rate':>6} " + " ".join(
         f"{'real ' + m:>9} {'sim ' + m:>8} {'err':>7}" for m in ("off", "on")))
-    worst = 0.0
+    worst, errs = 0.0, []
     with open(os.path.join(OUT, f"sim-{tag}.tsv"), "w") as f:
         f.write("job\thome\tlending\treal_jct_s\tsim_jct_s\terror_pct\n")
         for j in JOBS:
@@ -298,13 +377,21 @@ for tag, cost in sims:
                 sj = jct.get((m, j["name"]), 0.0)
                 e = 100 * (sj - rj) / rj if rj > 0 else 0.0
                 worst = max(worst, abs(e))
+                if rj > 0:
+                    errs.append(abs(e))
                 line += f"{rj:9.1f} {sj:8.1f} {e:+6.1f}% "
                 f.write(f"{j['name']}\t{j['home']}\t{m}\t{rj:.2f}\t{sj:.2f}\t{e:.1f}\n")
             say(line)
     say(f"  sim avg JCT off {summ['off']['avg_jct']:.1f} s, on {summ['on']['avg_jct']:.1f} s "
         f"({summ['off']['avg_jct'] / summ['on']['avg_jct']:.2f}x), util "
         f"{summ['off']['gpu_util']:.3f} -> {summ['on']['gpu_util']:.3f}; worst per-job error "
-        f"{worst:.1f}%")
+        f"{worst:.1f}%, mean {avg(errs):.1f}%")
+    if tag == "committed":  # the generated costs: those every scenario is simulated with
+        fig["sim_err_mean_pct"] = f"{avg(errs):.2f}"
+        fig["sim_err_worst_pct"] = f"{worst:.2f}"
+with open(os.path.join(OUT, "figures.tsv"), "w") as f:
+    f.write("\t".join(FIG_COLS) + "\n")
+    f.write("\t".join(str(fig.get(k, "nan")) for k in FIG_COLS) + "\n")
 text = "\n".join(lines) + "\n"
 open(os.path.join(OUT, "summary.txt"), "w").write(text)
 print(text, end="")
