@@ -36,4 +36,7 @@ if [ -f "$GOLDMINER_LIB" ] && readelf -d "$GOLDMINER_LIB" 2>/dev/null | grep -q 
 		export GM_SANITIZER=address
 	fi
 fi
+# without modules named: all but those tests/test_python_dataloader.sh runs
+# (GM_PY_PART=rest; tap.py's PARTS), unless GM_PY_PART says otherwise
+[ $# = 0 ] && export GM_PY_PART="${GM_PY_PART:-rest}"
 cd "$repo" && exec "$py" -B tests/python/tap.py "$@"
