@@ -417,12 +417,14 @@ static void test_budget_grows_the_pool_for_a_hungry_consumer_and_shrinks_it(void
 	/* 60 ms a batch per worker, a consumer that waits for each: it wants more */
 	assert_int_equal(take(p, &t, 40, 0), 3);
 	/* a consumer that takes a batch every 400 ms needs one worker */
-	for (int i = 0; i < 20; i++) {
+	int i = 0;
+	for (; i < 80; i++) {
 		take(p, &t, 1, 400000);
 		gm_bind_pool_stats(p, st);
 		if (st[4] == 1)
 			break;
 	}
+	print_message("# shrank to %llu after %d batches\n", (unsigned long long)st[4], i);
 	assert_int_equal(st[4], 1);
 	gm_bind_pool_destroy(p);
 }
