@@ -1539,7 +1539,11 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 			bool in = row_in && mx >= q.c0 && mx < q.c1;
 			if (in)
 				memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
+#if GM_OWN_HUFFMAN /* (else own_huff is never set: not reached) */
 			(*ci->entropy->decode_mcu)(ci, in ? rows : NULL);
+#else
+			(void)rows;
+#endif
 			if (in)
 				coef_store(j, blk, ci->blocks_in_MCU, comp, cnt, nnz);
 		}
