@@ -9,7 +9,11 @@ line, whose run at fair share is iterations x the model's iteration time).
 
   synergy-jobs.py from-jobs JOBS.TSV OUT.TSV   goldminer sim's jobs.tsv (class
       names, submits, trace runs) -> a goldminer trace whose durations are whole
-      iterations of the model (so both simulators run the same work)
+      iterations of the model (so both simulators run the same work); GPU
+      counts as Synergy's Philly parser takes them (helpers/
+      parse_philly_trace_full.py, parse_jobs_full: a job of more than 16 GPUs
+      is left out, one of a count other than 1, 2, 4, 8 or 16 runs on 1 GPU;
+      its model zoo has no others)
   synergy-jobs.py from-replay REPLAY.CSV OUT.TSV   Synergy's replay format -> a
       goldminer trace
   synergy-jobs.py to-replay TRACE.TSV OUT.CSV   a goldminer trace -> the replay
@@ -38,8 +42,9 @@ def write_trace(jobs, out):
 def from_jobs(src):
     rows = [line.rstrip('\n').split('\t') for line in open(src)][1:]
     rows.sort(key=lambda x: int(x[0]))
-    return [(float(x[4]), x[1], max(1, round(float(x[10]) / ITER[x[1]])), int(x[2]))
-            for x in rows]
+    return [(float(x[4]), x[1], max(1, round(float(x[10]) / ITER[x[1]])),
+             int(x[2]) if int(x[2]) in (1, 2, 4, 8, 16) else 1)
+            for x in rows if int(x[2]) <= 16]
 
 
 def from_replay(src):
