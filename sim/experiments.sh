@@ -246,23 +246,6 @@ round-bfall|**`--round 300` with `--backfill all` (Synergy's rounds and queue): 
 round-all|... with `--placement demand` too
 L
 
-# Synergy's simulator and synergy-tune on identical jobs (traces/synergy/: the job
-# sets, Synergy's figures and their provenance): proportional and synergy-tune on
-# each set, in Synergy's rounds and queue
-SAME="$OUT/synergy-same-jobs.md"
-SYF=traces/synergy/synergy-figures.tsv
-: >"$SAME"
-grep -v '^#' "$SYF" | sed 1d | while IFS="$(printf '\t')" read -r set cl jobs sf st _; do
-	"$G" sim --cluster "$cl" --trace "traces/synergy/$set.tsv" --policy proportional,synergy-tune \
-		--profile "$SYP" --work-at share --round 300 --backfill all 2>/dev/null >"$OUT/.same-$set.jsonl"
-	gf=$(sed -n 1p "$OUT/.same-$set.jsonl" | sed -n 's/.*"avg_jct":\([^,]*\).*/\1/p')
-	gt=$(sed -n 2p "$OUT/.same-$set.jsonl" | sed -n 's/.*"avg_jct":\([^,]*\).*/\1/p')
-	awk -v set="$set" -v cl="$cl" -v n="$jobs" -v sf="$sf" -v st="$st" -v gf="$gf" -v gt="$gt" 'BEGIN {
-		sr = sf / st; gr = gf / gt
-		printf "| %s | %s | %d | %.2f -> %.2f h | **%.3fx** | %.2f -> %.2f h | **%.3fx** | %+.0f%% |\n",
-			set, cl, n, sf, st, sr, gf / 3600, gt / 3600, gr, ((gr - 1) / (sr - 1) - 1) * 100 }' >>"$SAME"
-done
-
 # The profile's assumptions, each moved on its own: the vit GPU rate (the one GPU
 # rate without a table), the shares of the mix, and the speed of a vCPU (every
 # cpu_rate is one machine's); static, proportional and goldminer on both shapes
@@ -326,7 +309,7 @@ BISTAT=$(awk -F'\t' -v s="$VPG" -v m="$BI_MED" 'NR > 1 { n++; x += $2; y += $3; 
 set -- $BISTAT
 BI_R=$1 BI_LO=$2 BI_LOD=$3 BI_HI=$4 BI_HIB=$5
 rm -f "$OUT/.probe.json" "$OUT"/.sweep-*.jsonl "$OUT"/.rc-*.jsonl "$OUT"/.sys-*.jsonl \
-	"$OUT"/.sens-*.jsonl "$OUT"/.p-*.tsv "$OUT"/.same-*.jsonl
+	"$OUT"/.sens-*.jsonl "$OUT"/.p-*.tsv
 
 philly=""
 if [ -n "${SPH:-}" ]; then # Philly's end, an hour at most
@@ -340,6 +323,24 @@ if [ -n "${SPH:-}" ]; then # Philly's end, an hour at most
 	rm -f "$OUT/.philly.rc"
 	philly="$OUT/philly-pai"
 fi
+# Synergy's simulator and synergy-tune on identical jobs (traces/synergy/: the job
+# sets, Synergy's figures and their provenance): proportional and synergy-tune on
+# each set, in Synergy's rounds and queue (last, so that Synergy's figures are
+# read when the long runs are done)
+SAME="$OUT/synergy-same-jobs.md"
+SYF=traces/synergy/synergy-figures.tsv
+: >"$SAME"
+grep -v '^#' "$SYF" | sed 1d | while IFS="$(printf '\t')" read -r set cl jobs sf st _; do
+	"$G" sim --cluster "$cl" --trace "traces/synergy/$set.tsv" --policy proportional,synergy-tune \
+		--profile "$SYP" --work-at share --round 300 --backfill all 2>/dev/null >"$OUT/.same-$set.jsonl"
+	gf=$(sed -n 1p "$OUT/.same-$set.jsonl" | sed -n 's/.*"avg_jct":\([^,]*\).*/\1/p')
+	gt=$(sed -n 2p "$OUT/.same-$set.jsonl" | sed -n 's/.*"avg_jct":\([^,]*\).*/\1/p')
+	awk -v set="$set" -v cl="$cl" -v n="$jobs" -v sf="$sf" -v st="$st" -v gf="$gf" -v gt="$gt" 'BEGIN {
+		sr = sf / st; gr = gf / gt
+		printf "| %s | %s | %d | %.2f -> %.2f h | **%.3fx** | %.2f -> %.2f h | **%.3fx** | %+.0f%% |\n",
+			set, cl, n, sf, st, sr, gf / 3600, gt / 3600, gr, ((gr - 1) / (sr - 1) - 1) * 100 }' >>"$SAME"
+done
+rm -f "$OUT"/.same-*.jsonl
 sh plots/make-plots.sh "$OUT"/openb-64 "$OUT"/openb-64-fifo "$OUT"/openb-64-cpu24 \
 	"$OUT"/openb-full "$OUT"/openb-64-gmprof "$OUT"/openb-64-cpu24-gmprof "$OUT"/synergy-24 \
 	${philly:+"$philly"} >&2

@@ -6,7 +6,9 @@ out outside this repository: its simulator/ directory is SIM) on a job set.
       FIFO with every job's CPUs and memory at its GPU-proportional fair share
       (fair) or Synergy-TUNE (tune), random placement (placement=False, as
       runner.py's benchmark() runs FIFO+fair and FIFO+tune), rounds of 300 s,
-      every job measured (series_id_filter = all); writes per-job JCTs
+      every job measured (series_id_filter = all; rounds go on through idle
+      gaps while jobs are still to arrive, where Synergy's replay would stop at
+      the first empty round); writes per-job JCTs
       (id, model, gpus, submit, end, jct) and prints the average.
   run-synergy.py SIM generate SEED JOBS OUT.CSV
       Synergy's job generator (Workload.generate_next_job, synthetic branch) as
@@ -60,6 +62,19 @@ def replay(trace, ini, mode, out):
                             job.job_arrival_time, r.time)
         finish(job)
     r.finish_job = booked
+    # Synergy's replay stops at the first round with no job in the cluster
+    # (ScheduleEvent: trace mode and no runnable job); a trace with an idle gap
+    # (Philly) would lose every job after it, so rounds go on while jobs are
+    # still to arrive.
+    from events.schedule_event import ScheduleEvent
+    handle = ScheduleEvent.handleEvent
+
+    def rounds_on(ev):
+        handle(ev)
+        if r.terminate and len(rows) + len(r.runnable_jobs) < n:
+            r.terminate = False
+            r.add_event(ScheduleEvent(r.get_time() + r.scheduler.round_duration, ev.scheduler))
+    ScheduleEvent.handleEvent = rounds_on
     r.run_simulation()
     with open(out, 'w') as f:
         f.write('id\tmodel\tgpus\tsubmit\tend\tjct\n')
