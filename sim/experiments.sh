@@ -688,13 +688,18 @@ the same.
   that matters only where the nodes' vCPUs fall short of the mix's need.
 - **What the baselines isolate.** synergy-tune moves vCPUs between the jobs of one
   node by their need (greedy in arrival order, as Synergy's tune does; section
-  (f)) but never across nodes; cachew and pecan move vCPUs across
+  (f)) but never across nodes; it also places as Synergy does (a job's GPUs node
+  by node where its ideal fits, spread over nodes where that is so), not by the
+  engine's best fit as every other policy, so part of its difference from the
+  others is placement (it packs worse where vCPUs are plentiful, and it escapes
+  strict FIFO's head-of-line blocking); cachew and pecan move vCPUs across
   the cluster but serve jobs in start order, without asking which job gains most
   from a worker; pecan adds local placement to cachew. The gap between pecan and
   goldminer is therefore the value of the marginal-gain priority alone (both place
   workers local first); the gap between synergy-tune and pecan that of crossing
   nodes. Where vCPUs are plentiful (96 or 48 per 8 GPUs with the measured rates)
-  every elastic policy feeds every job and they tie with the unlimited-CPU bound;
+  every elastic policy feeds every job and they tie with the unlimited-CPU bound
+  (synergy-tune apart, by its placement);
   the CPU-short cluster (24 per 8 GPUs) is where the rules differ.
 - **What separates, and what does not.** On the CPU-short cluster (24 vCPUs per
   8 GPUs, $SEEDS seeds) goldminer against proportional is $(rt "$OUT/openb-64-cpu24.seeds.jsonl" proportional goldminer),
@@ -727,8 +732,10 @@ per core than the paper's servers: section (d) halves them), a remote cost
   does not tell the policies apart. unlimited-cpu bounds each job's run time, not
   the queueing of a FIFO scheduler.
 - **Strict FIFO** results are dominated by head-of-line blocking: an 8-GPU job waits
-  for a whole free node while GPUs idle. The backfill runs (a node is held for the
-  blocked head so it cannot starve) are the ones to read.
+  for a whole free node while GPUs idle (not under synergy-tune, whose jobs spread
+  over nodes where their ideal fits, as Synergy's random placement spreads them).
+  The backfill runs (a node is held for the blocked head so it cannot starve) are
+  the ones to read.
 - **Full cluster.** openb's pods occupy only a small part of the 6,212-GPU cluster
   as traced, so there is no queueing and the gain is the per-job speed-up alone.
 - **Which world.** Sections (a) to (d) describe PyTorch-era input pipelines (the
