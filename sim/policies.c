@@ -25,8 +25,9 @@
  * see "where pool workers sit"), and "pool used <= idle vCPUs" is the condition
  * for placing the remote ones without over-commit.
  *
- * Not here: placement (best fit, backfill, spreading are the same for every policy
- * and live in the engine), events, metrics.
+ * Not here: placement (best fit, backfill, spreading live in the engine, the same
+ * for every policy but synergy-tune, which tells it where its demand fits:
+ * fits, fit_gpus), events, metrics.
  */
 #include <errno.h>
 #include <math.h>
