@@ -121,12 +121,14 @@ static const struct cmd_opt opts[O_N] = {
 		 "scheduling rounds of S seconds with preemption, as Synergy's simulator (300 "
 		 "there): every running job is placed again each round (0: continuous time)"},
     [O_PLACEMENT] = {"placement", "WHAT", 0,
-		     "'best-fit' on GPUs (default), or 'demand': a node where the policy's "
-		     "demand fits first (synergy-tune: its ideal vCPUs and memory, as Synergy "
-		     "places)"},
+		     "'best-fit' on GPUs (default; synergy-tune first takes GPUs node by node "
+		     "where its ideal fits, as Synergy's random placement), or 'demand': a node "
+		     "where the policy's demand fits first (synergy-tune: its ideal vCPUs and "
+		     "memory, as Synergy's placement mode)"},
     [O_ASKS] = {"tune-asks", "WHAT", 0,
-		"synergy-tune asks for its 'ideal' vCPUs (the fewest that reach its GPU rate, "
-		"default) or the 'profile' column ask_cpu_per_gpu (Synergy's profiled CPUs)"},
+		"synergy-tune asks for the profile column ask_cpu_per_gpu (Synergy's profiled "
+		"CPUs, default: 'profile') or its 'ideal' vCPUs (the fewest that reach its GPU "
+		"rate; also where a class has no ask)"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -359,7 +361,7 @@ static int get_synergy_opts(struct sim_args *a)
 		cmd_err("sim", "--tune-asks", NULL, "'ideal' or 'profile', not '%s'", v[O_ASKS]);
 		return -EINVAL;
 	}
-	o->tune_asks = v[O_ASKS] && !strcmp(v[O_ASKS], "profile");
+	o->tune_fewest = v[O_ASKS] && !strcmp(v[O_ASKS], "ideal");
 	return 0;
 }
 

@@ -25,8 +25,9 @@
  * see "where pool workers sit"), and "pool used <= idle vCPUs" is the condition
  * for placing the remote ones without over-commit.
  *
- * Not here: placement (best fit, backfill, spreading are the same for every policy
- * and live in the engine), events, metrics.
+ * Not here: placement (best fit, backfill, spreading live in the engine, the same
+ * for every policy but synergy-tune, which tells it where its demand fits:
+ * fits, fit_gpus), events, metrics.
  */
 #include <errno.h>
 #include <math.h>
@@ -576,49 +577,68 @@ static void pool_rebalance(struct sim *s)
 /*
  * A job's data workers run on the vCPUs of its own nodes only; each node's vCPUs
  * are planned by Synergy-TUNE's greedy rule (traces/README.md cites the source):
- * the node's jobs in arrival order, each asks for its ideal (the vCPUs that
- * saturate its GPUs there: the profile's exact rates, whole vCPUs, at most the
- * node's); it gets it where the vCPUs left allow, else it is switched to its
- * GPU-proportional fair share (where its ideal is above it); where even that does
- * not fit, earlier jobs holding more than their fair share are trimmed to it, one
- * at a time (single-node jobs first, then the most vCPUs per GPU first), until the
- * shortfall is covered; what the trimming frees beyond it goes to later jobs. The
- * fair share is the floor (reserved at placement, as proportional, so always
- * free while the GPUs are). Memory is the second resource where the node's size
- * is known and the job's class asks for some (profile mem_per_gpu): a job gets
- * its ideal only where both its vCPUs and its memory fit, is switched to fair
- * share in both where either is above it, and a shortfall in either is covered by
- * trimming. Synergy re-plans every round of 300 s; here a node is re-planned
- * whenever its jobs change (with opts.round, when the round places them again: a
- * job that ends mid-round leaves its vCPUs idle until then), and vCPUs nobody
- * asks for stay idle (it never lends them to another server's jobs). Options for
- * the side-by-side check with Synergy's simulator: opts.tune_asks (the class's
- * profiled ask instead of the fewest vCPUs that reach its GPU rate) and
- * opts.place_demand (synergy_fits: the engine prefers a node where the ideal fits).
- */
-
-/* vCPUs per GPU j asks for under --tune-asks (its class's profiled ask), or 0. */
-static double ask_per_gpu(const struct sim *s, const struct sjob *j)
-{
-	return s->o.tune_asks ? s->prof->c[j->cls].ask_per_gpu : 0;
-}
+ * the node's jobs in arrival order, each asks for its ideal (its profiled CPUs per
+ * GPU where the profile gives them, capped at a node's vCPUs, as Synergy's demand;
+ * else the vCPUs that saturate its GPUs there); it gets it where the vCPUs left
+ * allow, else it is switched to its GPU-proportional fair share (where its ideal
+ * is above it); where even that does not fit, earlier jobs holding more than
+ * their fair share are trimmed to it, one at a time (single-node jobs first, then
+ * the most vCPUs per GPU first), until the shortfall is covered; what the
+ * trimming frees beyond it goes to later jobs. The fair share is the floor
+ * (reserved at placement, as proportional, so always free while the GPUs are).
+ * Memory is the second resource where the node's size is known and the job's
+ * class asks for some (profile mem_per_gpu): a job gets its ideal only where both
+ * its vCPUs and its memory fit, is switched to fair share in both where either is
+ * above it, and a shortfall in either is covered by trimming. A job at its ideal
+ * runs at its profiled speed-up (synergy_peak), else min(that, vCPUs x rate).
+ * Placement is Synergy's too: its GPUs are taken node by node, in node order,
+ * where their share of the ideal fits (synergy_fit_gpus: Synergy's random
+ * placement, the one its benchmark runs), else the engine's best fit at fair
+ * share; opts.place_demand: a node where the whole ideal fits (synergy_fits:
+ * Synergy's placement mode). Synergy re-plans every round of 300 s; here a node
+ * is re-planned whenever its jobs change (with opts.round, when the round places
+ * them again: a job that ends mid-round leaves its vCPUs idle until then), and
+ * vCPUs nobody asks for stay idle (it never lends them to another server's jobs). */
 
 /*
- * Whole vCPUs that saturate j's GPUs on place p (with --tune-asks, the class's
- * profiled ask where it has one): at least 1, at most the node's.
+ * vCPUs per GPU j asks for: its class's profiled ask (Synergy's `cpus` per GPU)
+ * where the profile gives one, unless opts.tune_fewest; else 0 (the fewest vCPUs
+ * that reach its GPU rate).
  */
-static double ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+static double ask_per_gpu(const struct sim *s, const struct sjob *j)
 {
-	double ask = ask_per_gpu(s, j);
-	double v = ask > 0 ? ceil(ask * p->g - 1e-9) : ceil(j->R * p->g / j->gpus / j->d - 1e-9);
-	if (v > s->c->cpus[p->node])
-		v = s->c->cpus[p->node];
-	return v < 1 ? 1 : v;
+	return s->o.tune_fewest ? 0 : s->prof->c[j->cls].ask_per_gpu;
 }
 
 static double fair_at(const struct sim *s, const struct place *p)
 {
 	return (double)s->c->cpus[p->node] * p->g / s->c->gpus[p->node];
+}
+
+/*
+ * j's ideal vCPUs on place p. With a profiled ask, Synergy's demand
+ * (Workload.add_synergy_profile): the ask times the job's GPUs, capped at a
+ * server's vCPUs, spread over its GPUs evenly (p holds p->g of them); a job with
+ * more GPUs than a server asks for its fair share. Without one: the whole vCPUs
+ * that saturate its GPUs there (the profile's exact rates), at most the node's.
+ * At least 1.
+ */
+static double ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	double ask = ask_per_gpu(s, j), v;
+	if (ask > 0 && j->gpus > s->c->gpus[p->node]) {
+		v = fair_at(s, p);
+	} else if (ask > 0) {
+		double tot = ask * j->gpus;
+		if (tot > s->c->cpus[p->node])
+			tot = s->c->cpus[p->node];
+		v = tot * p->g / j->gpus;
+	} else {
+		v = ceil(j->R * p->g / j->gpus / j->d - 1e-9);
+		if (v > s->c->cpus[p->node])
+			v = s->c->cpus[p->node];
+	}
+	return v < 1 ? 1 : v;
 }
 
 /* Node n's memory in GB, 0 where not known (then memory is not planned). */
@@ -627,15 +647,26 @@ static double node_mem(const struct sim *s, uint32_t n)
 	return s->c->mem ? (double)s->c->mem[n] : 0;
 }
 
-/* GB j asks for on place p, and its fair share there; both 0 where not planned. */
-static double mem_ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
-{
-	return node_mem(s, p->node) > 0 ? s->prof->c[j->cls].mem_per_gpu * p->g : 0;
-}
-
 static double mem_fair_at(const struct sim *s, const struct sjob *j, const struct place *p)
 {
-	return mem_ideal_at(s, j, p) > 0 ? node_mem(s, p->node) * p->g / s->c->gpus[p->node] : 0;
+	return node_mem(s, p->node) > 0 && s->prof->c[j->cls].mem_per_gpu > 0
+		   ? node_mem(s, p->node) * p->g / s->c->gpus[p->node]
+		   : 0;
+}
+
+/*
+ * GB j asks for on place p (0 where not planned): as its vCPUs, the class's GB per
+ * GPU times its GPUs, capped at a server's memory, spread evenly; fair share for a
+ * job larger than a server.
+ */
+static double mem_ideal_at(const struct sim *s, const struct sjob *j, const struct place *p)
+{
+	double mem = node_mem(s, p->node), tot = s->prof->c[j->cls].mem_per_gpu * j->gpus;
+	if (!(mem > 0) || !(tot > 0))
+		return 0;
+	if (j->gpus > s->c->gpus[p->node])
+		return mem_fair_at(s, j, p);
+	return (tot < mem ? tot : mem) * p->g / j->gpus;
 }
 
 static double synergy_held(const struct sim *s, const struct sjob *j)
@@ -647,16 +678,44 @@ static double synergy_held(const struct sim *s, const struct sjob *j)
 }
 
 /*
- * min(R, vCPUs x d); with --tune-asks a job that holds its whole ask runs at R
- * (Synergy's speed-up is the one its profile measured at that many CPUs, even
- * where the linear model would need more: m5 asks 6 per GPU, 7.5 reach R).
+ * The rate j reaches at its ideal. With a profiled ask, Synergy's speed-up where
+ * the ask was capped (add_synergy_profile): on the line from fair share (speed-up
+ * 1) to the whole ask (the profile's speed-up, the GPU-bound rate) at the capped
+ * vCPUs; a job larger than a server keeps its fair-share rate. Else the GPU rate.
+ */
+static double synergy_peak(const struct sim *s, const struct sjob *j)
+{
+	double ask = ask_per_gpu(s, j);
+	if (!(ask > 0) || !j->nplace)
+		return j->R;
+	uint32_t n = s->pl[j->place_off].node;
+	double fair = (double)s->c->cpus[n] * j->gpus / s->c->gpus[n];
+	double rf = fair * j->d < j->R ? fair * j->d : j->R, full = ask * j->gpus;
+	if (j->gpus > s->c->gpus[n])
+		return rf;
+	if (full <= s->c->cpus[n] + 1e-9 || full <= fair + 1e-9)
+		return j->R;
+	return rf + (j->R - rf) * (s->c->cpus[n] - fair) / (full - fair);
+}
+
+/*
+ * min(peak, vCPUs x d); with a profiled ask a job that holds its ideal on all its
+ * nodes runs at its peak (Synergy's job runs at the speed-up its profile measured
+ * at that many CPUs, even where the linear model would need more: m5 asks 6 per
+ * GPU, 7.5 reach R).
  */
 static double rate_synergy(const struct sim *s, const struct sjob *j, double *busy)
 {
-	double held = synergy_held(s, j), r = held * j->d;
-	double ask = ask_per_gpu(s, j);
-	if (r > j->R || (ask > 0 && held + 1e-6 >= ask * j->gpus))
-		r = j->R;
+	double held = synergy_held(s, j), r = held * j->d, peak = synergy_peak(s, j);
+	if (ask_per_gpu(s, j) > 0) {
+		double ideal = 0;
+		for (uint32_t i = 0; i < j->nplace; i++)
+			ideal += ideal_at(s, j, &s->pl[j->place_off + i]);
+		if (held + 1e-6 >= ideal)
+			r = peak;
+	}
+	if (r > peak)
+		r = peak;
 	*busy = r / j->d;
 	return r;
 }
@@ -819,6 +878,16 @@ static void synergy_stop(struct sim *s, uint32_t ji)
 	synergy_move(s, ji, -1);
 }
 
+/* vCPUs and GB node n's jobs hold. */
+static void synergy_node_held(const struct sim *s, uint32_t n, double *held, double *mem)
+{
+	*held = *mem = 0;
+	for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
+		*held += s->pl[q].tune;
+		*mem += s->pl[q].tune_mem;
+	}
+}
+
 /*
  * opts.place_demand: j's ideal vCPUs and memory on node n (all its GPUs there)
  * fit beside what n's jobs hold, as Synergy's placement asks of a server.
@@ -826,13 +895,30 @@ static void synergy_stop(struct sim *s, uint32_t ji)
 static bool synergy_fits(const struct sim *s, const struct sjob *j, uint32_t n)
 {
 	struct place p = {.node = n, .g = j->gpus};
-	double held = 0, mem = 0;
-	for (uint32_t q = s->res_head[n]; q != NOPOS; q = s->pl[q].next) {
-		held += s->pl[q].tune;
-		mem += s->pl[q].tune_mem;
-	}
+	double held, mem;
+	synergy_node_held(s, n, &held, &mem);
 	return ideal_at(s, j, &p) <= s->c->cpus[n] - held + 1e-9 &&
 	       mem_ideal_at(s, j, &p) <= node_mem(s, n) - mem + 1e-9;
+}
+
+/*
+ * How many of j's GPUs, at most want, node n takes with their share of j's ideal
+ * vCPUs and memory fitting beside what n's jobs hold: Synergy's random placement
+ * (Cluster._top_synergy_gpus) takes a free GPU wherever its server has the job's
+ * per-GPU demand left, server after server.
+ */
+static uint32_t synergy_fit_gpus(const struct sim *s, const struct sjob *j, uint32_t n,
+				 uint32_t want)
+{
+	double held, mem;
+	synergy_node_held(s, n, &held, &mem);
+	for (uint32_t t = want; t > 0; t--) {
+		struct place p = {.node = n, .g = t};
+		if (ideal_at(s, j, &p) <= s->c->cpus[n] - held + 1e-9 &&
+		    mem_ideal_at(s, j, &p) <= node_mem(s, n) - mem + 1e-9)
+			return t;
+	}
+	return 0;
 }
 
 /* opts.check: no node holds more vCPUs or memory than it has, no job less than its floor. */
@@ -1067,6 +1153,7 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .start = synergy_start,
 	    .stop = synergy_stop,
 	    .fits = synergy_fits,
+	    .fit_gpus = synergy_fit_gpus,
 	    .audit = synergy_audit,
 	},
     [GM_SIM_CACHEW] =

@@ -328,13 +328,58 @@ static uint32_t pick_demand(const struct sim *s, uint32_t ji)
 	return NOPOS;
 }
 
-/* Place job ji: best fit on one node, else spread over the emptiest nodes. */
+/*
+ * policy->fit_gpus: take ji's GPUs node by node, in node order, where the policy's
+ * demand for them fits (Synergy's random placement); false (nothing taken) where
+ * the nodes do not hold them all so.
+ */
+static bool place_fitting(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	size_t off = s->npl;
+	uint32_t left = j->gpus, local = 0;
+	for (uint32_t n = 0; n < s->c->n && left; n++) {
+		uint32_t t = s->free_g[n] < (int64_t)left ? (uint32_t)s->free_g[n] : left;
+		if (!t || (n == s->resv_node && ji != s->resv_job))
+			continue;
+		t = s->policy->fit_gpus(s, j, n, t);
+		uint32_t c = t ? s->policy->reserve(s, j, n, t) : 0;
+		if (!t || s->free_c[n] < c)
+			continue;
+		if (push_place(s, ji, n, t, c)) {
+			sim_fail(s, -ENOMEM, "out of memory");
+			s->npl = off;
+			return false;
+		}
+		left -= t;
+		local += c;
+	}
+	if (left) {
+		s->npl = off;
+		return false;
+	}
+	j->place_off = (uint32_t)off;
+	j->nplace = (uint32_t)(s->npl - off);
+	for (size_t i = off; i < s->npl; i++)
+		node_take(s, s->pl[i].node, s->pl[i].g, s->pl[i].c);
+	j->local = local;
+	return true;
+}
+
+/*
+ * Place job ji: where the policy's demand fits (policy->fit_gpus), else best fit
+ * on one node, else spread over the emptiest nodes.
+ */
 static bool place(struct sim *s, uint32_t ji)
 {
 	struct sjob *j = &s->j[ji];
 	uint32_t maxg = s->c->max_gpus;
 
 	if (s->free_gpus < j->gpus)
+		return false;
+	if (s->policy->fit_gpus && !s->o.place_demand && place_fitting(s, ji))
+		return true;
+	if (s->rc)
 		return false;
 	if (j->gpus <= maxg) {
 		uint32_t want = s->o.place_demand && s->policy->fits ? pick_demand(s, ji) : NOPOS;

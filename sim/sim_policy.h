@@ -108,6 +108,14 @@ struct sim_policy {
 	 * n's jobs hold (opts.place_demand prefers such nodes). NULL: any node fits.
 	 */
 	bool (*fits)(const struct sim *s, const struct sjob *j, uint32_t n);
+	/*
+	 * Optional: how many of j's GPUs, at most want, node n takes with the policy's
+	 * demand for them fitting beside what n's jobs hold. Where set (and not
+	 * opts.place_demand) the engine first takes GPUs node by node, in node order,
+	 * where this allows (synergy-tune: Synergy's random placement), then its best
+	 * fit. NULL: best fit only.
+	 */
+	uint32_t (*fit_gpus)(const struct sim *s, const struct sjob *j, uint32_t n, uint32_t want);
 	/* Optional: check the policy's own books (opts.check); sim_fail on a mismatch. */
 	void (*audit)(struct sim *s);
 };

@@ -618,8 +618,9 @@ static void test_synergy_tune_memory(void **st)
 }
 
 /*
- * --tune-asks profile: synergy-tune asks for the profile's CPUs per GPU and runs at
- * its GPU rate once it holds them. Class b (750/s per GPU, 100 per vCPU, ask 6: like
+ * synergy-tune asks for the profile's CPUs per GPU (the default; --tune-asks ideal:
+ * the fewest vCPUs that reach its GPU rate) and runs at its GPU rate once it holds
+ * them. Class b (750/s per GPU, 100 per vCPU, ask 6: like
  * Synergy's m5, below the 7.5 the linear model needs) alone on 1x(1gpu,8cpu):
  * ideal asks 8 (8 of 8 vCPUs), the ask 6 (0.75) and still ends at 1000 s (work
  * 1000 s x 750 at its request of 8). Class a (300/s, 100 per vCPU, ask 6) x 4 on
@@ -639,10 +640,11 @@ static void test_synergy_tune_asks(void **st)
 	o.sample_interval = 10;
 	load(&w, "1x(1gpu,8cpu)", put("ask1.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t1\n"),
 	     prof);
+	o.tune_fewest = 1;
 	run(&w, &o, "ask-ideal");
 	row_at("ask-ideal", 10, &busy, &alloc);
 	assert_true(fabs(alloc - 1) < 1e-4 && fabs(busy - 1) < 1e-4);
-	o.tune_asks = 1;
+	o.tune_fewest = 0;
 	run(&w, &o, "ask-prof");
 	row_at("ask-prof", 10, &busy, &alloc);
 	assert_true(fabs(alloc - 0.75) < 1e-4 && fabs(busy - 1) < 1e-4);
@@ -652,11 +654,11 @@ static void test_synergy_tune_asks(void **st)
 	     put("ask4.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n1\t1000\t1\t8\t0\n"
 			     "2\t1000\t1\t8\t0\n3\t1000\t1\t8\t0\n"),
 	     prof);
-	o.tune_asks = 0;
+	o.tune_fewest = 1;
 	run(&w, &o, "ask4-ideal");
 	row_at("ask4-ideal", 10, &busy, &alloc);
 	assert_true(fabs(alloc - 0.75) < 1e-4);
-	o.tune_asks = 1;
+	o.tune_fewest = 0;
 	run(&w, &o, "ask4-prof");
 	row_at("ask4-prof", 10, &busy, &alloc);
 	assert_true(fabs(alloc - 1) < 1e-4 && fabs(busy - 1) < 1e-4);
@@ -725,14 +727,19 @@ static void test_backfill_all_holds_nothing(void **st)
 }
 
 /*
- * --placement demand: synergy-tune places a job where its ideal fits beside what
- * the node's jobs hold. 2x(2gpu,8cpu), two 1-GPU jobs of class b (ideal 6 vCPUs).
- * Best fit puts both on node 0 (fewest free GPUs): 6 + 2 free, so the second is
- * switched to fair share 4 and the first trimmed to 4: 8 of 16 vCPUs, each at
- * 400 of 600/s (GPU busy 1/3). demand: the second goes to node 1: 12 of 16, both
- * at 600/s (GPU busy 1/2).
+ * synergy-tune places a job where its ideal fits beside what the node's jobs hold.
+ * 2x(2gpu,8cpu), two 1-GPU jobs of class b (ideal 6 vCPUs). Best fit alone would
+ * put both on node 0 (fewest free GPUs): 6 + 2 free, the second switched to fair
+ * share 4 and the first trimmed to 4: 8 of 16 vCPUs, each at 400 of 600/s (GPU
+ * busy 1/3). By default (Synergy's random placement: node by node where the ideal
+ * fits) and with --placement demand (Synergy's placement mode: a node where the
+ * whole ideal fits) the second goes to node 1: 12 of 16, both at 600/s (busy 1/2).
+ * Then a 2-GPU job c (ideal 1 vCPU per GPU) beside two b on 2x(2gpu,8cpu): no node
+ * has 2 GPUs free, so by default it takes one GPU of each (its ideal fits on
+ * both: 6 + 1 of 8 each), all at their GPU rate (busy 1); with demand it finds no
+ * node for its ideal and is spread at fair share by the engine, all still fed.
  */
-static void test_placement_demand(void **st)
+static void test_placement_where_the_ideal_fits(void **st)
 {
 	(void)st;
 	struct world w;
@@ -747,8 +754,8 @@ static void test_placement_demand(void **st)
 	     "# test\nb\t600\t100\t1\tx\tx\n");
 	run(&w, &o, "pd-fit");
 	row_at("pd-fit", 10, &busy, &alloc);
-	if (fabs(alloc - 0.5) > 1e-4 || fabs(busy - 1.0 / 3) > 1e-4)
-		fail_msg("best fit: cpu_alloc %.4f (want 0.5), gpu_busy %.4f (want 0.3333)", alloc,
+	if (fabs(alloc - 0.75) > 1e-4 || fabs(busy - 0.5) > 1e-4)
+		fail_msg("random: cpu_alloc %.4f (want 0.75), gpu_busy %.4f (want 0.5)", alloc,
 			 busy);
 	o.place_demand = 1;
 	run(&w, &o, "pd-demand");
@@ -756,6 +763,55 @@ static void test_placement_demand(void **st)
 	if (fabs(alloc - 0.75) > 1e-4 || fabs(busy - 0.5) > 1e-4)
 		fail_msg("demand: cpu_alloc %.4f (want 0.75), gpu_busy %.4f (want 0.5)", alloc,
 			 busy);
+	unload(&w);
+	load(&w, "2x(2gpu,8cpu)",
+	     put("pd3.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n1\t1000\t1\t8\t0\n"
+			    "2\t1000\t2\t2\t1\n"),
+	     "# test\nb\t600\t100\t1\tx\tx\nc\t100\t100\t1\tx\tx\n");
+	o.place_demand = 0;
+	run(&w, &o, "pd3-fit");
+	row_at("pd3-fit", 10, &busy, &alloc);
+	if (fabs(alloc - 14.0 / 16) > 1e-4 || fabs(busy - 1) > 1e-4)
+		fail_msg("random, split: cpu_alloc %.4f (want 0.875), gpu_busy %.4f (want 1)",
+			 alloc, busy);
+	unload(&w);
+}
+
+/*
+ * Synergy caps a job's demand at a server (Workload.add_synergy_profile): an
+ * m5-like class (750/s per GPU, 100 per vCPU, 187.5 GB and 6 vCPUs per GPU) with 4
+ * GPUs on 1x(8gpu,24cpu,500gb) asks 24 vCPUs and 500 GB (not 750), which fit: it
+ * runs at its speed-up, 3000/s (GPU busy 4/8). An alexnet-like one (882/s, 12
+ * vCPUs and 125 GB per GPU) with 4 GPUs asks 48, capped at 24: it runs at the
+ * speed-up on Synergy's line from fair share (12 vCPUs, 1200/s) to its whole ask
+ * (48, 3528/s): 1200 + 2328 x 12 / 36 = 1976/s (busy 0.5 x 1976 / 3528).
+ */
+static void test_synergy_tune_caps_demand_at_a_node(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	double busy, alloc;
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_SYNERGY;
+	o.sample_interval = 10;
+	load(&w, "1x(8gpu,24cpu,500gb)",
+	     put("cap.tsv", "# goldminer-trace v1\n0\t1000\t4\t12\t0\n"),
+	     "# test\nm5\t750\t100\t1\tx\tx\t187.5\t6\n");
+	run(&w, &o, "cap-m5");
+	row_at("cap-m5", 10, &busy, &alloc);
+	if (fabs(alloc - 1) > 1e-4 || fabs(busy - 0.5) > 1e-4)
+		fail_msg("m5: cpu_alloc %.4f (want 1), gpu_busy %.4f (want 0.5)", alloc, busy);
+	unload(&w);
+	load(&w, "1x(8gpu,24cpu,500gb)",
+	     put("cap2.tsv", "# goldminer-trace v1\n0\t1000\t4\t12\t0\n"),
+	     "# test\nalexnet\t882\t100\t1\tx\tx\t125\t12\n");
+	run(&w, &o, "cap-alex");
+	row_at("cap-alex", 10, &busy, &alloc);
+	if (fabs(alloc - 1) > 1e-4 || fabs(busy - 0.5 * 1976 / 3528) > 1e-4)
+		fail_msg("alexnet: cpu_alloc %.4f (want 1), gpu_busy %.4f (want %.4f)", alloc, busy,
+			 0.5 * 1976 / 3528);
 	unload(&w);
 }
 
@@ -1460,7 +1516,8 @@ int main(void)
 	    cmocka_unit_test(test_synergy_tune_asks),
 	    cmocka_unit_test(test_rounds_preempt_in_arrival_order),
 	    cmocka_unit_test(test_backfill_all_holds_nothing),
-	    cmocka_unit_test(test_placement_demand),
+	    cmocka_unit_test(test_placement_where_the_ideal_fits),
+	    cmocka_unit_test(test_synergy_tune_caps_demand_at_a_node),
 	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),

@@ -89,15 +89,18 @@ struct gm_sim_opts {
 	/*
 	 * 1: a job goes to a node where the policy's demand for it fits (synergy-tune:
 	 * its ideal vCPUs and memory beside what the node's jobs hold), best fit among
-	 * those, else as usual (Synergy's placement); 0: best fit on GPUs (the default).
+	 * those, else as usual (Synergy's placement mode); 0: best fit on GPUs (the
+	 * default), where synergy-tune first takes GPUs node by node where its ideal
+	 * fits (Synergy's random placement, its benchmark's).
 	 */
 	int place_demand;
 	/*
-	 * 1: synergy-tune asks for the profile's ask_cpu_per_gpu (Synergy's profiled
-	 * CPUs per GPU) where a class has one, and runs at its GPU-bound rate once it
-	 * holds them; 0: the fewest vCPUs that reach that rate (the default).
+	 * 1: synergy-tune asks for the fewest vCPUs that reach the GPU-bound rate even
+	 * where the profile gives a class's ask_cpu_per_gpu; 0 (the default): that ask
+	 * where given (Synergy's profiled CPUs per GPU, capped at a node's; the job runs
+	 * at its profiled speed-up once it holds it).
 	 */
-	int tune_asks;
+	int tune_fewest;
 	int check;	     /* 1 = audit every node after every event (slow) */
 	const char *out_dir; /* jobs.tsv, timeseries.tsv, summary.json; NULL = none */
 };
