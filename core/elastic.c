@@ -45,6 +45,18 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	uint64_t w0 = atomic_load_explicit(&h->c_waiting, memory_order_relaxed);
 	if (p0 && p0 < now)
 		pause += now - p0; /* a pause going on counts up to now */
+	if (!samples) {
+		/* Nothing taken yet: the consumer's own time begins with its first
+		 * wait (its set-up before that, opening a dataset or building a model,
+		 * is no demand: counted, it made a starved trainer read as a slow one
+		 * and its first ask too small). The window starts there. */
+		m->t = w0 > 1 && w0 < now ? w0 : now;
+		m->samples = 0;
+		m->wait = wait; /* (the wait going on is the window's) */
+		m->work = work;
+		m->pause = pause;
+		return 0;
+	}
 	if (w0 > 1 && w0 < now)
 		wait += now - w0; /* so does a wait (c_waiting: when it began) */
 	uint64_t dt = now - m->t, ds = samples - m->samples;
