@@ -1303,8 +1303,8 @@ misbehave claim "refused its claim: a claim while it holds a lease and one ahead
 	"a claim while the worker holds a lease and one ahead" --slots 16
 
 # 39: a job's ring has room for a lease ahead per remote worker without --slots
-# (two peers lending one each, a budget of one: 2 x 3 + 2 -> 8 slots), halved to
-# what --mem holds (4 slots of 32 x 96x96x3 bytes: 3.4 MiB in 5 MiB, 8 do not
+# (two peers lending one each, a budget of one: 8 x 3 + 2 -> 32 slots), halved
+# to what --mem holds (4 slots of 32 x 96x96x3 bytes: 3.4 MiB in 5 MiB, 8 do not
 # fit); a peer agent SIGKILLed and started again is dialed back as its agent
 # connects (not at the end of our 2-s retry), and lends again: the seconds from
 # its start to its first worker's samples here are printed (a bound of 20 s)
@@ -1359,11 +1359,11 @@ ok=1
 case "$sum39" in "$ref"*) same39=0 ;; *) same39=1 ;; esac # (its first EPOCHS epochs)
 [ -n "$ref" ] && [ $same39 = 0 ] && [ "$(cat "$tmp/sum")" = "$(echo "$ref" | cut -d, -f1)" ] &&
 	[ -n "$back" ] && [ "$back" -lt 20000 ] &&
-	grep -q "attached: .*, a ring of 8 slots" "$tmp/1.first39.log" &&
+	grep -q "attached: .*, a ring of 32 slots" "$tmp/1.first39.log" &&
 	grep -q "peer $a2: its agent connected to us: connecting to it now" "$tmp/1.first39.log" &&
 	grep -q "attached: .*, a ring of 4 slots" "$tmp/1.log" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.first39.log"; diag "$tmp/1.log"; echo "# back $back sums $sum39 / $(cat "$tmp/sum")"; }
-t $ok "a job's ring holds a lease ahead per remote worker (8 slots for 3 workers), 4 where --mem 5M holds no more; a restarted peer agent is dialed back and lends again after ${back:-?} ms"
+t $ok "a job's ring holds leases ahead for its remote workers (32 slots for 3 workers), 4 where --mem 5M holds no more; a restarted peer agent is dialed back and lends again after ${back:-?} ms"
 stop_agents
 fi # san_skip (case 39)
 
