@@ -470,11 +470,11 @@ static uint32_t pow2_slots(uint32_t need)
  * next lease 12-15% of its time), and the batches of workers on another host
  * come back late and out of order, which the in-order give-back must absorb
  * (tests/bench/bench-remote.sh, a 0.25-core home fed by 2 remote workers:
- * 8 slots 1,464-1,943 img/s, 16 slots 963-2,540, 32 slots 2,593-2,623). All it may get is the job's --workers, or
- * the budget and what the live peers can lend now by their heartbeats (none
- * heard yet: never fewer slots than before, four per worker of the budget).
- * A ring that size that the memory budget cannot hold is halved, down to that
- * size, which admit_job then refuses in words if it does not fit either. A
+ * 8 slots 1,464-1,943 img/s, 16 slots 963-2,540, 32 slots 2,593-2,623). All it may get is the job's
+ * --workers, or the budget and what the live peers can lend now by their heartbeats (none heard
+ * yet: never fewer slots than before, four per worker of the budget). A ring that size that the
+ * memory budget cannot hold is halved, down to that size, which admit_job then refuses in words if
+ * it does not fit either. A
  * --workers cap cuts these counts and never raises them
  * (gm_policy_ring_workers): --workers 8 sizes the ring as auto does. */
 static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
