@@ -58,7 +58,8 @@ longest batch is known once it runs). One ring and its workers serve every epoch
 (each slot says which epoch its batch is of, the ring's epoch table its base
 seed: bind.h), persistent or not: a non-persistent loader's next iterator takes
 the last epoch's pool when its batches fit and the spec pickles the same (else
-new workers load the changed dataset, as torch's next epoch would), and each
+new workers load the changed dataset, as torch's next epoch would; so does the
+first epoch of a dataset changed after the build, persistent or not), and each
 epoch keeps its own seed; persistent_workers=True keeps the first epoch's, as
 torch's persistent workers do. An epoch left half-way ends them (the next starts
 new ones).
@@ -340,8 +341,11 @@ class DataLoader(_generic_base()):
         if timeout < 0:
             no("timeout option should be non-negative, not %r" % (timeout,))
         if isinstance(dataset, tud.IterableDataset):
+            # torch's refusal first, in its words (a datapipe takes shuffle=: torch
+            # sets its shuffle settings)
+            pipe = isinstance(dataset, getattr(tud, "IterDataPipe", ()))
             for name, val in zip(("shuffle", "sampler", "batch_sampler"), orders):
-                if val not in (None, False):  # torch's refusal first, in its words
+                if val not in (None, False) and not (pipe and name == "shuffle"):
                     no("DataLoader with IterableDataset: expected unspecified %s option, but"
                        " got %s=%r" % (name, name, val))
             no("an IterableDataset has no indices for stateless workers: give a map-style"
@@ -833,7 +837,9 @@ class _Pool:
             return False
         if self.sparse and self.dl.pin_memory and self.plans:
             return False  # a probe is not pinned: the next pool is
-        return self.persistent or self.digest == self.dl._spec_digest()
+        # (a persistent pool's workers keep what they loaded from its first epoch
+        # on; the pool started when the loader was built has served none yet)
+        return (self.persistent and bool(self.plans)) or self.digest == self.dl._spec_digest()
 
     def reusable(self):
         """May this pool serve a later epoch (_idle)?"""
