@@ -62,8 +62,9 @@
 struct gm_bind {
 	struct gm_ring *ring;
 	uint32_t pid;
-	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
-	int sched_fd;	  /* /proc/self/schedstat, read at each claim and publish (-1) */
+	uint64_t t0, rq0;	 /* clock and run-queue delay at the claim */
+	int sched_fd;		 /* /proc/self/schedstat, read at each claim and publish (-1) */
+	uint32_t deal_n, deal_w; /* gm_bind_deal: batches k with k mod n == w (n > 1) */
 };
 
 /* Is this the process that attached b (not a fork of it)? getpid() is a system
@@ -118,6 +119,30 @@ void gm_bind_detach(struct gm_bind *b)
 	free(b);
 }
 
+int gm_bind_deal(struct gm_bind *b, uint32_t n, uint32_t w)
+{
+	if (n > 1 && w >= n)
+		return -EINVAL;
+	b->deal_n = n > 1 ? n : 0;
+	b->deal_w = w;
+	return 0;
+}
+
+/* gm_ring_claim_if's want for a dealt worker: the slot's batch number (its ids
+ * header, put_batch) is this worker's. */
+static bool dealt_to_me(const struct gm_ring *r, uint32_t slot, void *arg)
+{
+	const struct gm_bind *b = arg;
+	return gm_ring_ids(r, slot)[1] % b->deal_n == b->deal_w;
+}
+
+static int claim(struct gm_bind *b, uint64_t *task)
+{
+	if (b->deal_n)
+		return gm_ring_claim_if(b->ring, b->pid, task, dealt_to_me, b);
+	return gm_ring_claim(b->ring, b->pid, task);
+}
+
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 {
 	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
@@ -126,11 +151,11 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 
 	if (!mine(b))
 		return -EPERM;
-	int slot = gm_ring_claim(b->ring, b->pid, task);
+	int slot = claim(b, task);
 
 	if (slot == -EAGAIN && timeout_ms != 0) {
 		gm_ring_wait_work(b->ring, seq, timeout_ms);
-		slot = gm_ring_claim(b->ring, b->pid, task);
+		slot = claim(b, task);
 	}
 	if (slot >= 0) {
 		/* bits and records kept when they are this task's (a re-issue) */

@@ -67,8 +67,10 @@ new ones).
 Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
 "auto"), the lowest no live worker holds, so a replacement takes the id of the
 worker it replaces; worker_init_fn(id) and torch.utils.data.get_worker_info()
-(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. The
-bytes never depend on it (the seeds are per sample).
+(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. Batch
+k of an epoch is made by worker k mod num_workers, as torch deals them
+(gm_bind_deal; with "auto" or node=, whose pools change size, the next free
+worker claims it). The bytes never depend on it (the seeds are per sample).
 
 node=PATH (a node agent's socket, `goldminer node`; "" or True: the default one):
 the agent runs the workers instead of this process (wire.h, CMDJOB): this
@@ -871,6 +873,10 @@ class _Pool:
                              "auto_collation": dl._auto_collation,
                              "on_error": dl.on_error,
                              "num_workers": dl.max_workers if auto else dl.num_workers,
+                             # batch k of an epoch made by worker k mod num_workers, as
+                             # torch deals them: a pool of exactly num_workers (not
+                             # "auto", not an agent's)
+                             "deal": 0 if auto or node else dl.num_workers,
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
                              "cwd": os.getcwd() if node else None,

@@ -30,6 +30,7 @@ SAMPLE_BOTH = [
     "TestDataLoader.test_get_worker_info",
     "TestDataLoaderPersistentWorkers.test_shuffle_workers",
     "TestDataLoaderPersistentWorkers.test_dataset_not_reset",
+    "TestIndividualWorkerQueue.test_ind_worker_queue",
     "TestDictDataLoader.test_sequential_batch",
     "TestDataLoader.test_worker_init_fn",
     "TestDataLoader.test_invalid_ctor_args_combinations",
