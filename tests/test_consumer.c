@@ -7,8 +7,8 @@
  * error, a worker's fatal, a hung-up node agent, an interrupt and a deadline each
  * end a wait with their own errno and words; a taken batch is counted for the
  * controller; an agent gone that only sized the trainer's workers leaves them
- * their leases and takes back every other (gm_consumer_strays). It does not test the loader or the bindings (test_loader.c,
- * test_bind.c), which embed it.
+ * their leases and takes back every other (gm_consumer_strays). It does not
+ * test the loader or the bindings (test_loader.c, test_bind.c), which embed it.
  */
 #include <stdarg.h>
 #include <stddef.h>
