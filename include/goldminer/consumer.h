@@ -101,7 +101,7 @@ uint32_t gm_consumer_orphans(struct gm_consumer *c);
 /* The node agent that only sized the ring's workers, which this process runs,
  * went away (bind.c's trainer-run jobs), and with it the remote workers it
  * served (their leases' virtual ids, remote.h, name no process here): every
- * lease whose holder ours(arg, holder) does not call ours goes back to FREE
+ * lease whose holder is not ours (ours(arg, holder) false) goes back to FREE
  * once that holder is gone (at once for a remote worker's; 2 s at most in all,
  * as gm_consumer_orphans). ours is asked again while it waits (a worker this
  * process forked meanwhile is ours), from the calling thread. The ring's stop
