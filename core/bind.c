@@ -598,24 +598,45 @@ out_free:
  *
  * The ring is ours and the workers stateless: when the agent that ran them goes
  * away, a pool of this process's own runs the same command over the ring (its
- * dead workers' leases back first: gm_consumer_orphans), and an agent answering
+ * dead workers' leases back first: gm_consumer_orphans); when this process ran
+ * them all along (trainer_runs), they go on, and only the leases of the remote
+ * workers the agent served go back (gm_consumer_strays). An agent answering
  * on the socket again is sent the job again (CMDJOB: it runs its workers over
  * the ring as it is); then ours finish their batches (gm_pool_hand_over). */
 #define RETRY_MS     500   /* look for an agent on the socket this often */
 #define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
 #define REATTACH_MS  10000 /* an agent's answer, at most */
 
+/* Is holder one of this process's live workers (the pool over a trainer-run
+ * job's ring)? gm_consumer_strays' question. */
+static bool own_worker(void *arg, uint32_t holder)
+{
+	struct gm_bind_pool *p = arg;
+	int pids[GM_MAX_WORKERS];
+	int n = p->fallback ? gm_pool_pids(p->fallback, pids, GM_MAX_WORKERS) : 0;
+
+	for (int i = 0; i < n; i++)
+		if ((uint32_t)pids[i] == holder)
+			return true;
+	return false;
+}
+
 static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 {
 	char why[512];
 
 	if (p->trainer_runs) { /* the workers are ours already: they go on as they are */
+		/* but the peers' workers the agent served wrote through it: their
+		 * leases, which nothing would ever publish or take back, go now */
+		uint32_t n = gm_consumer_strays(&p->c, own_worker, p);
 		close(p->node_fd);
 		p->node_fd = p->c.agent_fd = -1;
+		atomic_fetch_add(&p->h->p_reissued, n);
 		gm_log("loader",
 		       "the node agent at %s went away: this process's workers, which it "
-		       "sized, go on at their last size, until an agent answers there again",
-		       p->node_path);
+		       "sized, go on at their last size, until an agent answers there again "
+		       "(%u batches its peers' workers held made again)",
+		       p->node_path, n);
 		p->retry_ms = RETRY_MS;
 		p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 		return 0;
