@@ -155,8 +155,8 @@ double gm_sim_min_sample_interval(const struct gm_trace *t, const struct gm_sim_
 /*
  * Run one simulation. Inputs are checked first (a loader has checked them already;
  * a hand-built cluster, trace or profile gets the same ranges): a GPU node with 0
- * vCPUs is refused under static, proportional and synergy-tune, whose jobs
- * pre-process only on their own nodes' vCPUs (goldminer, cachew and pecan feed
+ * vCPUs is refused under static, proportional, synergy-tune and node-elastic, whose
+ * jobs pre-process only on their own nodes' vCPUs (goldminer, cachew and pecan feed
  * such a node's jobs from their pools, and unlimited-cpu does not need vCPUs); a sample interval
  * below gm_sim_min_sample_interval() is refused. A run handles at most 2 events per job plus its
  * samples; should no event be left while jobs are unfinished, it stops with -EDEADLK naming one,
