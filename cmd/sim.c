@@ -11,6 +11,7 @@
  * 1, usage errors 2.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@
 #define SYNOPSIS                                                                                   \
 	"goldminer sim --cluster SPEC --trace SPEC --policy NAME [options]\n"                      \
 	"       goldminer sim --scenario FILE [--lending off|on|both] [--out DIR]\n"               \
-	"       goldminer sim --scenario-gen SEED [--epoch-images N] [--out FILE]"
+	"       goldminer sim --scenario-gen SEED [--epoch-images N] [--out FILE]\n"               \
+	"       goldminer sim --pair NUM.tsv:POLICY,DEN.tsv:POLICY [--figure NAME]"
 
 enum {
 	O_CLUSTER,
@@ -60,6 +62,8 @@ enum {
 	O_ROUND,
 	O_PLACEMENT,
 	O_ASKS,
+	O_PAIR,
+	O_FIGURE,
 	O_HELP,
 	O_N
 };
@@ -71,7 +75,8 @@ static const struct cmd_opt opts[O_N] = {
     [O_TRACE] = {"trace", "SPEC", 0,
 		 "openb pod list, philly.csv, a goldminer TSV or synth:k=v,..."},
     [O_POLICY] = {"policy", "NAME", 0,
-		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan, a "
+		  "static|proportional|goldminer|unlimited-cpu|synergy-tune|cachew|pecan|"
+		  "node-elastic, a "
 		  "comma-separated list of them, or all"},
     [O_PROFILE] = {"profile", "FILE", 0,
 		   "profile table TSV (default: built-in traces/profile-pytorch.tsv)"},
@@ -85,7 +90,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_REMOTE] = {"remote-cost", "F", 0,
 		  "fraction of a remote data worker's rate lost; local ones lose nothing "
 		  "(" STR(GM_SIM_REMOTE_COST) ", an assumption until measured)"},
-    [O_LOCAL] = {"local-min", "F", 0, "goldminer: local vCPUs kept per GPU (1)"},
+    [O_LOCAL] = {"local-min", "F|request", 0,
+		 "goldminer, node-elastic, cachew, pecan: vCPUs a job reserves per GPU at "
+		 "placement, at most its request (1); request: its whole request, as static"},
     [O_CORES] = {"node-cores", "F", 0,
 		 "every node's workers time-share F cores, max-min fair (0: a vCPU is a core, "
 		 "or the cluster shape's cores per node, e.g. 3x(1gpu,4cpu,0.75cores))"},
@@ -129,6 +136,13 @@ static const struct cmd_opt opts[O_N] = {
 		"synergy-tune asks for the profile column ask_cpu_per_gpu (Synergy's profiled "
 		"CPUs, default: 'profile') or its 'ideal' vCPUs (the fewest that reach its GPU "
 		"rate; also where a class has no ask)"},
+    [O_PAIR] = {"pair", "A,B", 0,
+		"instead of a run: the paired per-seed ratio A / B of two --per-seed files' "
+		"runs, A and B each FILE:POLICY (runs with different options, e.g. "
+		"--local-min), as --vs prints it"},
+    [O_FIGURE] = {"figure", "NAME", 0,
+		  "with --pair: the per-seed column compared (avg_jct; gpu_util, gpu_busy, "
+		  "...)"},
     [O_HELP] = {"help", NULL, 0, "this help"},
 };
 
@@ -179,7 +193,9 @@ static int get_numbers(struct sim_args *a)
 		cmd_err("sim", "--remote-cost", NULL, "must be in [0, 1), not '%s'", v[O_REMOTE]);
 		return -EINVAL;
 	}
-	if (v[O_LOCAL] && cmd_double("sim", "--local-min", v[O_LOCAL], 0, &o->local_min))
+	if (v[O_LOCAL] && !strcmp(v[O_LOCAL], "request"))
+		o->local_min = GM_SIM_LOCAL_REQUEST;
+	else if (v[O_LOCAL] && cmd_double("sim", "--local-min", v[O_LOCAL], 0, &o->local_min))
 		return -EINVAL;
 	if (v[O_CORES] && cmd_double("sim", "--node-cores", v[O_CORES], 0, &o->node_cores))
 		return -EINVAL;
@@ -274,6 +290,168 @@ static int scenario_args(struct sim_args *a)
 out_usage:
 	fprintf(stderr, "usage: " SYNOPSIS "  (goldminer sim --help)\n");
 	return -EINVAL;
+}
+
+/*
+ * --pair A,B: only --figure goes with it. 0, or -EINVAL after a message and the
+ * usage line.
+ */
+static int pair_args(struct sim_args *a)
+{
+	const char *p = a->val[O_PAIR];
+	if (!p) {
+		cmd_err("sim", "--figure", "add --pair A,B", "goes with --pair");
+		goto out_usage;
+	}
+	for (int k = 0; k < O_N; k++)
+		if (a->val[k] && k != O_PAIR && k != O_FIGURE) {
+			char what[40];
+			snprintf(what, sizeof(what), "--%s", opts[k].name);
+			cmd_err("sim", what, "leave it out",
+				"does not go with --pair (only --figure does)");
+			goto out_usage;
+		}
+	const char *comma = strchr(p, ',');
+	if (!comma || strchr(comma + 1, ',') || !strchr(p, ':') || comma[1] == 0 ||
+	    !strchr(comma + 1, ':')) {
+		cmd_err("sim", "--pair", "e.g. a.tsv:goldminer,b.tsv:goldminer",
+			"'%s' is not FILE:POLICY,FILE:POLICY", p);
+		goto out_usage;
+	}
+	return 0;
+out_usage:
+	fprintf(stderr, "usage: " SYNOPSIS "  (goldminer sim --help)\n");
+	return -EINVAL;
+}
+
+/* One side of --pair: a policy's figure per seed from a --per-seed file. */
+struct pair_side {
+	char file[4096], policy[32];
+	uint64_t seed[SIM_MAX_SEEDS];
+	double v[SIM_MAX_SEEDS];
+	size_t n;
+};
+
+/* The column of figure fig in the --per-seed header line h, or -1. */
+static int pair_column(char *h, const char *fig)
+{
+	int col = 0;
+	for (char *save = NULL, *f = strtok_r(h, "\t\n", &save); f;
+	     f = strtok_r(NULL, "\t\n", &save), col++)
+		if (col >= 2 && !strcmp(f, fig))
+			return col;
+	return -1;
+}
+
+/*
+ * Read side spec = FILE:POLICY (the last colon splits) from a --per-seed file: its
+ * rows of POLICY, the seed and the figure's value (finite, > 0). 0 or -1 with err
+ * naming the file, line and the fix.
+ */
+static int pair_read(const char *spec, size_t len, const char *fig, struct pair_side *p, char *err,
+		     size_t errlen)
+{
+	char line[1024];
+	size_t fl = len, pl, ln = 1;
+	while (fl && spec[fl - 1] != ':')
+		fl--;
+	fl = fl ? fl - 1 : 0; /* the last colon's index (pair_args saw one) */
+	const char *colon = spec + fl;
+	pl = len - fl - 1;
+	FILE *f = NULL;
+	int col;
+
+	if (!fl || fl >= sizeof(p->file) || !pl || pl >= sizeof(p->policy)) {
+		snprintf(err, errlen, "--pair: '%.*s' is not FILE:POLICY", (int)len, spec);
+		return -1;
+	}
+	memcpy(p->file, spec, fl);
+	p->file[fl] = 0;
+	memcpy(p->policy, colon + 1, pl);
+	p->policy[pl] = 0;
+	p->n = 0;
+	if (!(f = fopen(p->file, "r"))) {
+		snprintf(err, errlen, "%s: %s (write it with --seeds N --per-seed FILE)", p->file,
+			 strerror(errno));
+		return -1;
+	}
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "policy\tseed\t", 12) ||
+	    (col = pair_column(line, fig)) < 0) {
+		snprintf(err, errlen, "%s: not a --per-seed file with a '%s' column", p->file, fig);
+		goto out_err;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *name = strtok_r(line, "\t\n", &save), *x = NULL, *end;
+		ln++;
+		if (!name || strcmp(name, p->policy))
+			continue;
+		const char *sd = strtok_r(NULL, "\t\n", &save);
+		for (int k = 2; k <= col; k++)
+			x = strtok_r(NULL, "\t\n", &save);
+		double v = x ? strtod(x, &end) : 0;
+		if (!sd || !x || *end || !isfinite(v) || !(v > 0) || p->n == SIM_MAX_SEEDS) {
+			snprintf(err, errlen,
+				 "%s:%zu: no positive %s for %s (at most %d seeds; write the "
+				 "file again with --per-seed)",
+				 p->file, ln, fig, p->policy, SIM_MAX_SEEDS);
+			goto out_err;
+		}
+		p->seed[p->n] = strtoull(sd, NULL, 10);
+		p->v[p->n++] = v;
+	}
+	if (!p->n) {
+		snprintf(err, errlen, "%s: no rows of policy '%s'", p->file, p->policy);
+		goto out_err;
+	}
+	fclose(f);
+	return 0;
+out_err:
+	fclose(f);
+	return -1;
+}
+
+/*
+ * --pair A,B [--figure F]: the paired ratio F(A) / F(B) over the seeds both files
+ * hold (the same seeds, in the same order), printed as --vs prints its ratios with
+ * A and B as the names. 0 or -1 with err filled.
+ */
+static int run_pair(const struct sim_args *a, char *err, size_t errlen)
+{
+	const char *spec = a->val[O_PAIR], *comma = strchr(spec, ',');
+	const char *fig = a->val[O_FIGURE] ? a->val[O_FIGURE] : "avg_jct";
+	struct pair_side *s = calloc(2, sizeof(*s));
+	struct gm_sim_ratio r;
+	int rc = -1;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (pair_read(spec, (size_t)(comma - spec), fig, &s[0], err, errlen) ||
+	    pair_read(comma + 1, strlen(comma + 1), fig, &s[1], err, errlen))
+		goto out_free;
+	if (s[0].n != s[1].n || memcmp(s[0].seed, s[1].seed, s[0].n * sizeof(uint64_t))) {
+		snprintf(err, errlen,
+			 "--pair: %.1000s holds %zu seeds of %s, %.1000s %zu of %s, not the same "
+			 "ones (run both with the same --seed and --seeds)",
+			 s[0].file, s[0].n, s[0].policy, s[1].file, s[1].n, s[1].policy);
+		goto out_free;
+	}
+	if (gm_sim_paired_ratio(s[0].v, s[1].v, s[0].n, s[0].seed[0], 2000, &r)) {
+		snprintf(err, errlen, "--pair: no ratio of %s", fig);
+		goto out_free;
+	}
+	printf("{\"ratio\":\"%s\",\"num\":\"%.*s\",\"den\":\"%s\",\"seeds\":%zu,"
+	       "\"median\":%.4f,\"lo\":%.4f,\"hi\":%.4f,\"min\":%.4f,\"max\":%.4f,"
+	       "\"separated\":%s}\n",
+	       fig, (int)(comma - spec), spec, comma + 1, r.n, r.median, r.lo, r.hi, r.min, r.max,
+	       r.separated ? "true" : "false");
+	rc = fflush(stdout) ? -1 : 0;
+	if (rc)
+		snprintf(err, errlen, "standard output: %s", strerror(errno));
+out_free:
+	free(s);
+	return rc;
 }
 
 /*
@@ -412,6 +590,8 @@ static int parse_args(struct sim_args *a, int argc, char **argv)
 		cmd_err("sim", ca.pos[0], NULL, "unexpected argument");
 		goto out_usage;
 	}
+	if (a->val[O_PAIR] || a->val[O_FIGURE])
+		return pair_args(a) ? 2 : 0;
 	if (a->val[O_SCENGEN] || a->val[O_EPOCHIMG])
 		return scengen_args(a) ? 2 : 0;
 	if (a->val[O_SCENARIO] || a->val[O_LENDING])
@@ -708,6 +888,12 @@ int gm_cmd_sim(int argc, char **argv)
 	if ((ret = parse_args(&a, argc, argv)))
 		return ret == 1 ? 0 : ret;
 	ret = 1;
+	if (a.val[O_PAIR]) {
+		if (run_pair(&a, err, sizeof(err)))
+			goto out_err;
+		ret = 0;
+		goto out_free;
+	}
 	if (a.val[O_SCENGEN]) {
 		if (run_scengen(&a, err, sizeof(err)))
 			goto out_err;

@@ -1099,6 +1099,165 @@ static void fifo_audit(struct sim *s)
 		audit_places(s);
 }
 
+/* ---- node-elastic: per-job elastic, no pooling across nodes ---- */
+
+/*
+ * Each job reserves what goldminer does at placement (local_min vCPUs per GPU, at
+ * most its request; with --local-min request, its whole request, as static) and
+ * adds data workers on the idle vCPUs of its own nodes only: never on another
+ * node. Each node's idle vCPUs (its unreserved ones) are shared among the places
+ * resident there by core/policy.c's rule, the one the goldminer pool runs
+ * (marginal gain in busy GPUs, gm_policy_allocate), with each place asking for the
+ * part of its job's GPU-bound rate its GPUs there carry beyond its reservation
+ * there. So goldminer against node-elastic is the pooling alone: the same
+ * placement, the same allocation rule, the pool confined to each job's nodes.
+ * Workers on the job's own nodes are local (full rate, no remote cost). A node is
+ * shared out again when one of its residents starts or ends (its free vCPUs change
+ * only then), after the event (rebalance); the books are place.w, lpool and
+ * job.extra = job.lw, as the goldminer pool's local workers.
+ */
+static void node_mark(struct sim *s, uint32_t n)
+{
+	if (!s->node_dirty[n]) {
+		s->node_dirty[n] = 1;
+		s->dnodes[s->ndnodes++] = n;
+	}
+}
+
+static int node_open(struct sim *s)
+{
+	uint32_t g = s->c->max_gpus ? s->c->max_gpus : 1;
+	int rc = placement_open(s);
+	if (rc)
+		return rc;
+	s->node_dirty = calloc(s->c->n, 1);
+	s->dnodes = malloc(s->c->n * sizeof(uint32_t));
+	s->tune_ord = malloc(g * sizeof(uint32_t)); /* a node's residents: one GPU each at least */
+	s->node_jobs = malloc(g * sizeof(struct gm_policy_job));
+	s->node_w = malloc(g * sizeof(uint32_t));
+	if (!s->node_dirty || !s->dnodes || !s->tune_ord || !s->node_jobs || !s->node_w) {
+		sim_fail(s, -ENOMEM, "gm_sim_run: out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void node_close(struct sim *s)
+{
+	free(s->lpool);
+	free(s->res_head);
+	free(s->node_dirty);
+	free(s->dnodes);
+	free(s->tune_ord);
+	free(s->node_jobs);
+	free(s->node_w);
+}
+
+static int node_start(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	j->lw = 0;
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		s->pl[j->place_off + i].w = 0;
+		res_link(s, j->place_off + i);
+		node_mark(s, s->pl[j->place_off + i].node);
+	}
+	return 0;
+}
+
+static void node_stop(struct sim *s, uint32_t ji)
+{
+	struct sjob *j = &s->j[ji];
+	for (uint32_t i = 0; i < j->nplace; i++) {
+		struct place *p = &s->pl[j->place_off + i];
+		take_local(s, p, -(int64_t)p->w);
+		res_unlink(s, j->place_off + i);
+		node_mark(s, p->node);
+	}
+}
+
+/* What core/policy.c knows of place p: its share of the job's rate beyond its reservation. */
+static struct gm_policy_job node_job(const struct sim *s, const struct place *p)
+{
+	const struct sjob *j = &s->j[p->job];
+	double rest = j->R * p->g / j->gpus - (double)p->c * j->d;
+	return (struct gm_policy_job){
+	    .gpu_rate = rest > 0 ? rest : 0,
+	    .worker_rate = j->d,
+	    .weight = j->gpus / j->R, /* objective: GPUs kept busy, as the pool's */
+	    .min_workers = 0,
+	    .max_workers = UINT32_MAX,
+	    .tag = p->job,
+	};
+}
+
+/* Share node n's unreserved vCPUs among its residents; re-rate the jobs that moved. */
+static void node_share(struct sim *s, uint32_t n)
+{
+	uint32_t k = 0;
+	for (uint32_t pi = s->res_head[n]; pi != NOPOS; pi = s->pl[pi].next) {
+		s->tune_ord[k] = pi;
+		s->node_jobs[k++] = node_job(s, &s->pl[pi]);
+	}
+	if (!k)
+		return;
+	uint64_t budget = s->free_c[n] > 0 ? (uint64_t)s->free_c[n] : 0;
+	int rc = gm_policy_allocate(s->node_jobs, k, budget, s->node_w);
+	if (rc) {
+		sim_fail(s, rc == -ENOMEM ? rc : -ENOTRECOVERABLE,
+			 "invariant: node %u's vCPUs cannot be shared (%s)", n, strerror(-rc));
+		return;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		struct place *p = &s->pl[s->tune_ord[i]];
+		int64_t dw = (int64_t)s->node_w[i] - p->w;
+		if (!dw)
+			continue;
+		take_local(s, p, dw);
+		s->j[p->job].extra = s->j[p->job].lw;
+		sim_set_rate(s, p->job);
+		s->realloc++;
+	}
+}
+
+/* After an event: the nodes whose residents changed are shared out again. */
+static void node_rebalance(struct sim *s)
+{
+	for (uint32_t i = 0; i < s->ndnodes && !s->rc; i++) {
+		s->node_dirty[s->dnodes[i]] = 0;
+		node_share(s, s->dnodes[i]);
+	}
+	s->ndnodes = 0;
+}
+
+/*
+ * opts.check: every job's workers are on its own nodes (extra = lw), each node's
+ * within its unreserved vCPUs, counted as placed (audit_places); and no node has
+ * an idle vCPU while one of its residents is short of its share of its rate.
+ */
+static void node_audit(struct sim *s)
+{
+	audit_places(s);
+	for (size_t i = 0; i < s->n && !s->rc; i++) {
+		const struct sjob *j = &s->j[i];
+		if (j->state != J_RUNNING)
+			continue;
+		if (j->extra != j->lw)
+			sim_fail(s, -ENOTRECOVERABLE,
+				 "invariant: job %zu has %u workers, %u of them on its own nodes",
+				 i, j->extra, j->lw);
+		for (uint32_t k = 0; k < j->nplace && !s->rc; k++) {
+			const struct place *p = &s->pl[j->place_off + k];
+			if (spare(s, p->node) > 0 &&
+			    node_job(s, p).gpu_rate > (double)p->w * j->d + 1e-6)
+				sim_fail(s, -ENOTRECOVERABLE,
+					 "invariant: job %zu is short on node %u, which has %lld "
+					 "idle vCPUs",
+					 i, p->node, (long long)spare(s, p->node));
+		}
+	}
+}
+
 /* ---- the table ---- */
 
 const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
@@ -1184,5 +1343,21 @@ const struct sim_policy sim_policies[GM_SIM_NPOLICY] = {
 	    .stop = fifo_stop,
 	    .rebalance = fifo_rebalance,
 	    .audit = fifo_audit,
+	},
+    [GM_SIM_NODE_ELASTIC] =
+	{
+	    .name = "node-elastic",
+	    .no_cpu_node = "a job's data pipeline runs on the vCPUs of its own nodes",
+	    .local_first = true,
+	    .reserve = reserve_local_min,
+	    .reserve_varies = varies_local_min,
+	    .rate = rate_pool,
+	    .charge = charge_held,
+	    .open = node_open,
+	    .close = node_close,
+	    .start = node_start,
+	    .stop = node_stop,
+	    .rebalance = node_rebalance,
+	    .audit = node_audit,
 	},
 };

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "goldminer/policy.h"
 #include "goldminer/sim.h"
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
@@ -177,6 +178,12 @@ struct sim {
 	uint32_t fifo_head, fifo_tail, fifo_bound;
 	uint64_t pool_used;
 	uint32_t *dirty, ndirty, dirtycap; /* goldminer: jobs whose local workers moved */
+	/* node-elastic: nodes whose residents changed (flag and list), and scratch for
+	 * one node's residents: their policy rows and the workers given them */
+	uint8_t *node_dirty;
+	uint32_t *dnodes, ndnodes;
+	struct gm_policy_job *node_jobs;
+	uint32_t *node_w;
 	/*
 	 * Cores (sim.c, contend): 1 where some node's workers time-share fewer cores
 	 * than its vCPUs (--node-cores, or a cluster shape's cores); scratch pieces

@@ -920,6 +920,62 @@ static void test_pool_policies_by_hand(void **st)
 }
 
 /*
+ * node-elastic: a job adds workers on the idle vCPUs of its own nodes only, shared
+ * among the node's jobs by the pool's rule (marginal gain in busy GPUs). Node 0:
+ * 2 GPUs, 4 vCPUs; node 1: no GPU, 4 vCPUs; remote cost 0, 1 vCPU per GPU
+ * reserved. j0 (class a: R = 100/s, 10/s per vCPU; 1 vCPU asked, 100 s: 1000
+ * samples) and j1 (class c: 25/s per vCPU; 2500 samples), both at 0.
+ *   node-elastic  node 0's 2 idle vCPUs go to j1 (a worker gains it 25/100 of a
+ *                 GPU, j0 10/100): j1 25 + 50 = 75/s, ends at 2500 / 75 = 33.33;
+ *                 j0 10/s until then (333.3 done), then node 0's 3 idle vCPUs:
+ *                 40/s, ends at 33.33 + 666.7 / 40 = 50. Node 1's 4 vCPUs stay
+ *                 idle throughout.
+ *   goldminer     the pool is all 6 idle vCPUs: j1 its 3 (100/s), j0 the other 3
+ *                 (40/s, node 1's among them): both end at 25.
+ *   static        the asked vCPU each: j0 10/s, j1 25/s: both end at 100.
+ * (An even split of node 0's 2 would end j1 at 2500 / 50 = 50, j0 later.)
+ * With --local-min request (GM_SIM_LOCAL_REQUEST) a job reserves its whole request
+ * at placement, as static: on 1 node of 2 GPUs and 4 vCPUs, j0 and j1 (class a, 3
+ * vCPUs asked, 100 s: 3000 samples each) cannot run side by side; j0 reserves 3
+ * and adds the 1 idle vCPU: 40/s, ends at 75; j1 then the same, ends at 150.
+ */
+static void test_node_elastic_by_hand(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+
+	load(&w, "1x(2gpu,4cpu)+1x(0gpu,4cpu)",
+	     put("node-el.tsv", "# goldminer-trace v1\n0\t100\t1\t1\t0\n0\t100\t1\t1\t1\n"),
+	     "a\t100\t10\t1\tmade up\tmade up\nc\t100\t25\t1\tmade up\tmade up\n");
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.remote_cost = 0;
+	o.policy = GM_SIM_NODE_ELASTIC;
+	run(&w, &o, "node-el");
+	assert_ends("node-el/jobs.tsv", (const double[]){50, 33.333}, 2);
+	o.policy = GM_SIM_GOLDMINER;
+	run(&w, &o, "node-el-gm");
+	assert_ends("node-el-gm/jobs.tsv", (const double[]){25, 25}, 2);
+	o.policy = GM_SIM_STATIC;
+	run(&w, &o, "node-el-static");
+	assert_ends("node-el-static/jobs.tsv", (const double[]){100, 100}, 2);
+	unload(&w);
+
+	load(&w, "1x(2gpu,4cpu)",
+	     put("node-req.tsv", "# goldminer-trace v1\n0\t100\t1\t3\t0\n0\t100\t1\t3\t0\n"),
+	     "a\t100\t10\t1\tmade up\tmade up\n");
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_NODE_ELASTIC;
+	o.local_min = GM_SIM_LOCAL_REQUEST;
+	run(&w, &o, "node-req");
+	assert_ends("node-req/jobs.tsv", (const double[]){75, 150}, 2);
+	assert_int_equal(gm_sim_policy_parse("node-elastic"), GM_SIM_NODE_ELASTIC);
+	unload(&w);
+}
+
+/*
  * --node-cores: one node of 3 GPUs and 4 vCPUs whose workers time-share 1.5 cores
  * (a 4-worker budget on a smaller machine), 1000 samples/s per core. Classes: p
  * (R = 300/s), q (R = 800/s), g (greedy, R = 1e9/s); every job asks for 4 vCPUs.
@@ -1296,6 +1352,95 @@ static void test_class_independent_of_order(void **st)
 	unload(&w);
 }
 
+/* gm_cmd_sim with its standard output into file out (a child: stdout untouched). */
+static int cli_to(const char *out, int n, char **argv)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	int status;
+	assert_true(pid >= 0);
+	if (!pid) {
+		if (!freopen(out, "w", stdout))
+			_exit(99);
+		int rc = gm_cmd_sim(n, argv);
+		fflush(stdout);
+		_exit(rc);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/*
+ * --pair A,B: the paired ratio of two --per-seed files' runs (runs with different
+ * options), as --vs prints it. Seeds 1-3 of x: avg JCT 200, 300, 400 and GPU util
+ * 0.5 each; of y: 100, 100, 100 and 1.0: per-seed ratios 2, 3, 4 (median 3) and
+ * 0.5. Files with other seeds, a policy not in the file, a column it lacks and a
+ * malformed pair are refused.
+ */
+static void test_cli_pair(void **st)
+{
+	(void)st;
+	const char *hd = "policy\tseed\tavg_jct\tp50_jct\tp95_jct\tavg_queue\tgpu_util\tgpu_busy"
+			 "\tcpu_util\tmakespan\n";
+	char a[512], b[512], c[512], spec[1200], out[300];
+	char *got;
+
+	snprintf(a, sizeof(a), "%s%s", hd,
+		 "x\t1\t200\t1\t1\t1\t0.5\t1\t1\t1\nx\t2\t300\t1\t1\t1\t0.5\t1\t1\t1\n"
+		 "x\t3\t400\t1\t1\t1\t0.5\t1\t1\t1\n");
+	snprintf(b, sizeof(b), "%s%s", hd,
+		 "y\t1\t100\t1\t1\t1\t1\t1\t1\t1\ny\t2\t100\t1\t1\t1\t1\t1\t1\t1\n"
+		 "y\t3\t100\t1\t1\t1\t1\t1\t1\t1\n");
+	snprintf(c, sizeof(c), "%s%s", hd, "y\t1\t100\t1\t1\t1\t1\t1\t1\t1\n");
+	const char *fa = put("pair-a.tsv", a), *fb = put("pair-b.tsv", b);
+	const char *fc = put("pair-c.tsv", c);
+	snprintf(out, sizeof(out), "%s/pair.out", dir);
+
+	snprintf(spec, sizeof(spec), "%s:x,%s:y", fa, fb);
+	assert_int_equal(cli_to(out, 3, (char *[]){"sim", "--pair", spec, NULL}), 0);
+	got = slurp(out);
+	assert_non_null(got);
+	assert_non_null(strstr(got, "{\"ratio\":\"avg_jct\",\"num\":\""));
+	assert_non_null(strstr(got, ":x\",\"den\":\""));
+	assert_non_null(strstr(got, "\"seeds\":3,\"median\":3.0000,"));
+	assert_non_null(strstr(got, "\"min\":2.0000,\"max\":4.0000,"));
+	free(got);
+	assert_int_equal(
+	    cli_to(out, 5, (char *[]){"sim", "--pair", spec, "--figure", "gpu_util", NULL}), 0);
+	got = slurp(out);
+	assert_non_null(strstr(got, "{\"ratio\":\"gpu_util\","));
+	assert_non_null(strstr(got, "\"median\":0.5000,\"lo\":0.5000,\"hi\":0.5000,"));
+	assert_non_null(strstr(got, "\"separated\":true}"));
+	free(got);
+
+	assert_int_equal(cli(5, "sim", "--pair", spec, "--figure", "nope"), 1);
+	snprintf(spec, sizeof(spec), "%s:x,%s:y", fa, fc); /* other seeds */
+	assert_int_equal(cli(3, "sim", "--pair", spec), 1);
+	snprintf(spec, sizeof(spec), "%s:z,%s:y", fa, fb); /* no such policy there */
+	assert_int_equal(cli(3, "sim", "--pair", spec), 1);
+	snprintf(spec, sizeof(spec), "%s,%s:y", fa, fb); /* no policy named */
+	assert_int_equal(cli(3, "sim", "--pair", spec), 1);
+	assert_int_equal(cli(3, "sim", "--pair", "a.tsv:x"), 2);
+	assert_int_equal(cli(3, "sim", "--figure", "gpu_util"), 2);
+	snprintf(spec, sizeof(spec), "%s:x,%s:y", fa, fb);
+	assert_int_equal(cli(5, "sim", "--pair", spec, "--seeds", "3"), 2);
+	/* and --local-min request is a policy option like any number */
+	assert_int_equal(
+	    cli_to(out, 9,
+		   (char *[]){"sim", "--cluster", "1x(4gpu,8cpu)", "--trace", "synth:jobs=20",
+			      "--policy", "node-elastic", "--local-min", "request", NULL}),
+	    0);
+	got = slurp(out);
+	assert_non_null(strstr(got, "{\"policy\":\"node-elastic\","));
+	free(got);
+	assert_int_equal(
+	    cli_to(out, 9,
+		   (char *[]){"sim", "--cluster", "1x(4gpu,8cpu)", "--trace", "synth:jobs=20",
+			      "--policy", "node-elastic", "--local-min", "most", NULL}),
+	    2);
+}
+
 /*
  * --seeds: one seed is the plain run, byte for byte; three seeds write each run
  * into DIR/seed-K and their mean (with its interval) into DIR/summary.json.
@@ -1395,7 +1540,8 @@ static void run_bounded(const struct world *w, const struct gm_sim_opts *o, stru
 }
 
 /*
- * A GPU node with 0 vCPUs: refused under static and proportional (a job placed
+ * A GPU node with 0 vCPUs: refused under static, proportional, synergy-tune and
+ * node-elastic, whose jobs pre-process on their own nodes only (a job placed
  * there would run at 0 samples/s for ever: before, the run looped on its samples),
  * run under goldminer (pool workers from the CPU node feed it) and unlimited-cpu.
  */
@@ -1411,7 +1557,8 @@ static void test_zero_vcpu_node_never_hangs(void **st)
 	for (int p = 0; p < GM_SIM_NPOLICY; p++) {
 		o.policy = (enum gm_sim_policy)p;
 		run_bounded(&w, &o, &b);
-		if (p == GM_SIM_STATIC || p == GM_SIM_PROPORTIONAL || p == GM_SIM_SYNERGY) {
+		if (p == GM_SIM_STATIC || p == GM_SIM_PROPORTIONAL || p == GM_SIM_SYNERGY ||
+		    p == GM_SIM_NODE_ELASTIC) {
 			assert_int_equal(b.rc, -EINVAL);
 			assert_non_null(strstr(b.err, "node 0"));
 			assert_non_null(strstr(b.err, "0 vCPUs"));
@@ -1521,12 +1668,14 @@ int main(void)
 	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),
 	    cmocka_unit_test(test_goldminer_caps_local_surplus),
+	    cmocka_unit_test(test_node_elastic_by_hand),
 	    cmocka_unit_test(test_node_cores_by_hand),
 	    cmocka_unit_test(test_cores_per_node_by_hand),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_cli),
 	    cmocka_unit_test(test_class_independent_of_order),
 	    cmocka_unit_test(test_cli_seeds),
+	    cmocka_unit_test(test_cli_pair),
 	    cmocka_unit_test(test_zero_vcpu_node_never_hangs),
 	    cmocka_unit_test(test_long_run_samples_bounded),
 	    cmocka_unit_test(test_hand_built_inputs_checked),

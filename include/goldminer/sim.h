@@ -48,17 +48,26 @@ enum gm_sim_policy {
 	GM_SIM_SYNERGY,	     /* Synergy-TUNE (OSDI'22): own nodes' vCPUs by sensitivity */
 	GM_SIM_CACHEW, /* Cachew (ATC'22): remote workers autoscaled, first come first served */
 	GM_SIM_PECAN,  /* Pecan (ATC'24): Cachew with local idle vCPUs first */
+	/* goldminer's placement and allocation rule, workers on the job's own nodes only */
+	GM_SIM_NODE_ELASTIC,
 	GM_SIM_NPOLICY
 };
 
 #define GM_SIM_BACKFILL_ALL UINT32_MAX /* --backfill all */
 
+/*
+ * local_min at least every job's request per GPU (--local-min request): a job
+ * reserves its whole request at placement, as static does, so a policy with a pool
+ * is compared with static at static's placement.
+ */
+#define GM_SIM_LOCAL_REQUEST 1e9
+
 struct gm_sim_opts {
 	enum gm_sim_policy policy;
-	uint64_t seed;		/* class draw of a job without one: hash(seed, job's identity) */
-	double arrival_scale;	/* submit times are divided by this (> 0; 1 = as traced) */
-	double remote_cost;	/* fraction of a remote pool worker's rate lost (0..1) */
-	double local_min;	/* goldminer: local vCPUs kept per GPU (>= 1 per job) */
+	uint64_t seed;	      /* class draw of a job without one: hash(seed, job's identity) */
+	double arrival_scale; /* submit times are divided by this (> 0; 1 = as traced) */
+	double remote_cost;   /* fraction of a remote pool worker's rate lost (0..1) */
+	double local_min;     /* pool policies: vCPUs reserved per GPU (>= 1 per job, <= request) */
 	double sample_interval; /* time-series period in s; 0 = last submit / 500, see below */
 	uint32_t backfill;	/* 0 = strict FIFO; else jobs behind the head tried */
 	/* (GM_SIM_BACKFILL_ALL: every queued job that fits starts, no node is held) */
@@ -128,7 +137,8 @@ void gm_sim_opts_defaults(struct gm_sim_opts *o);
 
 /*
  * Policy names: "static", "proportional", "goldminer", "unlimited-cpu",
- * "synergy-tune", "cachew", "pecan" (rules and sources in traces/README.md).
+ * "synergy-tune", "cachew", "pecan", "node-elastic" (rules and sources in
+ * traces/README.md).
  */
 const char *gm_sim_policy_name(enum gm_sim_policy p);
 
@@ -145,8 +155,8 @@ double gm_sim_min_sample_interval(const struct gm_trace *t, const struct gm_sim_
 /*
  * Run one simulation. Inputs are checked first (a loader has checked them already;
  * a hand-built cluster, trace or profile gets the same ranges): a GPU node with 0
- * vCPUs is refused under static, proportional and synergy-tune, whose jobs
- * pre-process only on their own nodes' vCPUs (goldminer, cachew and pecan feed
+ * vCPUs is refused under static, proportional, synergy-tune and node-elastic, whose
+ * jobs pre-process only on their own nodes' vCPUs (goldminer, cachew and pecan feed
  * such a node's jobs from their pools, and unlimited-cpu does not need vCPUs); a sample interval
  * below gm_sim_min_sample_interval() is refused. A run handles at most 2 events per job plus its
  * samples; should no event be left while jobs are unfinished, it stops with -EDEADLK naming one,
