@@ -177,6 +177,8 @@ static int mkdirs(const char *dir)
 	return 0;
 }
 
+static int get_vs(struct sim_args *a);
+
 /* Turn the option values into simulator options; -EINVAL after a message. */
 static int get_numbers(struct sim_args *a)
 {
@@ -235,8 +237,16 @@ static int get_numbers(struct sim_args *a)
 			"compares runs over several seeds");
 		return -EINVAL;
 	}
+	return get_vs(a);
+}
+
+/* --vs POLICY[,POLICY...] into a->vs; -EINVAL after a message. */
+static int get_vs(struct sim_args *a)
+{
+	const char **v = a->val;
+
 	a->vs = 0;
-	for (const char *p = v[O_VS]; p && *p;) { /* POLICY[,POLICY...] */
+	for (const char *p = v[O_VS]; p && *p;) {
 		char name[32];
 		size_t k = strcspn(p, ",");
 		int q = -1;
