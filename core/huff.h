@@ -58,6 +58,7 @@ struct gm_huff {
 	int nbits;
 	int pad;	      /* zero bits appended after the data ended (at a marker / the end) */
 	bool at_marker;	      /* the next bytes are a marker (or the buffer's end): no more data */
+	bool ends_marked;     /* the buffer ends with a marker: no premature end (skip_ac) */
 	const uint8_t *p;     /* next byte not yet in acc */
 	const uint8_t *start; /* the source buffer, [start, end) */
 	const uint8_t *end;
