@@ -400,9 +400,10 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
  * read past the data are counted by consumption, at the MCU's end); the check was
  * 6% of coefficient mode's time.
  */
-static inline __attribute__((always_inline)) void
-skip_ac(struct gm_huff *h, j_decompress_ptr cinfo, const struct gm_huff_tab *t, uint64_t *accp,
-	int *nbitsp, const uint8_t **pp, bool exact)
+static inline __attribute__((always_inline)) void skip_ac(struct gm_huff *h, j_decompress_ptr cinfo,
+							  const struct gm_huff_tab *t,
+							  uint64_t *accp, int *nbitsp,
+							  const uint8_t **pp, bool exact)
 {
 	uint64_t acc = *accp;
 	int nbits = *nbitsp, run, v;
@@ -410,8 +411,8 @@ skip_ac(struct gm_huff *h, j_decompress_ptr cinfo, const struct gm_huff_tab *t, 
 	for (int k = 1; k < 64;) {
 		REFILL();
 		uint32_t e = t->skip[acc >> (64 - GM_HUFF_SKIP)];
-		if (__builtin_expect(e && k + SK_ADV1(e) < 64 && (!exact || nbits - SK_BITS1(e) >= 32),
-				     1)) {
+		if (__builtin_expect(
+			e && k + SK_ADV1(e) < 64 && (!exact || nbits - SK_BITS1(e) >= 32), 1)) {
 			acc <<= SK_BITS(e);
 			nbits -= SK_BITS(e);
 			k += SK_ADV(e);
