@@ -1512,6 +1512,16 @@ static size_t coef_layout(struct gm_coef_slot *s, const uint32_t *nnz, size_t ca
 	return at > cap || at > UINT32_MAX ? 0 : at;
 }
 
+/* The fewest bytes the slot's layout (coef_layout) takes with at least nnz
+ * coefficients a component. */
+static uint64_t coef_lower_bound(const struct gm_coef_slot *s, const uint32_t *nnz)
+{
+	uint64_t at = GM_COEF_HDR_BYTES;
+	for (uint32_t c = 0; c < s->ncomp; c++)
+		at += s->comp[c].nblocks + 3ull * nnz[c];
+	return at;
+}
+
 /* The window's MCUs in the grid of the file being decoded (the spliced one starts
  * at (ox, oy) of the image, in scaled pixels): q, and its offset in the image's
  * grid (q0). */
@@ -1615,6 +1625,13 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 #endif
 			if (in)
 				coef_store(j, blk, ci->blocks_in_MCU, comp, cnt, nnz);
+		}
+		/* the slot's bytes only grow: once past cap, the rest of the decode is
+		 * wasted (the CPU path makes the sample: an eighth of the uint8 slots
+		 * at 224 on the photo set) */
+		if (row_in && coef_lower_bound(s, nnz) > cap) {
+			ret = -ENOSPC;
+			goto out_unsupported;
 		}
 	}
 	size_t used = coef_layout(s, nnz, cap);

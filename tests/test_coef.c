@@ -386,6 +386,45 @@ static void test_coefficient_store_same_bytes_both_ways(void **state)
 	free(other);
 }
 
+/*
+ * A window's coefficients go into a slot of exactly their bytes, and one byte
+ * less is -ENOSPC (the decode stops once they cannot fit: never before): every
+ * kind of test image, scales 8/8 and 4/8, 10 windows each.
+ */
+static void test_coefficients_fit_a_slot_of_their_bytes_exactly(void **state)
+{
+	(void)state;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	struct gm_coef_slot *s = (void *)slot;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(203, 141, 110 + k, kinds[k], &len);
+		assert_non_null(jpg);
+		for (uint32_t n = 4; n <= 8; n *= 2)
+			for (uint32_t i = 0; i < 10; i++) {
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
+				uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+				uint32_t x = (i * 17) % sw, y = (i * 7) % sh;
+				uint32_t w = 1 + (i * 31) % (sw - x), h = 1 + (i * 23) % (sh - y);
+				assert_int_equal(
+				    gm_jpeg_decode_coefs(j, n, x, y, w, h, s, SLOT_CAP), 0);
+				uint32_t used = s->bytes;
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(gm_jpeg_decode_coefs(j, n, x, y, w, h, s, used),
+						 0);
+				assert_int_equal(s->bytes, used);
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(
+				    gm_jpeg_decode_coefs(j, n, x, y, w, h, s, used - 1), -ENOSPC);
+			}
+		free(jpg);
+	}
+	gm_jpeg_destroy(j);
+}
+
 /* A good slot to break: a 4:2:0 image's, train, uint8. */
 static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 {
@@ -558,6 +597,7 @@ int main(void)
 	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
 	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
 	    cmocka_unit_test(test_coefficient_store_same_bytes_both_ways),
+	    cmocka_unit_test(test_coefficients_fit_a_slot_of_their_bytes_exactly),
 	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
 	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
 	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),
