@@ -20,9 +20,15 @@
  *   - where libjpeg skips an MCU (decode_mcu(NULL): rows above a window, and the
  *     coefficient output's columns beside it) the AC symbols are passed over, not
  *     decoded: one lookup of GM_HUFF_SKIP bits gives the bits and the positions of
- *     all the whole symbols in them (1.7 on the photo set), the refill points kept
- *     where one symbol at a time puts them (skip_ac). Coefficient mode passes over
- *     four in ten of its symbols: 7% off its time.
+ *     all the whole symbols in them (1.7 on the photo set) (skip_ac). Coefficient
+ *     mode passes over four in ten of its symbols: 10% off its time.
+ *
+ * Measured and not kept (coef_bench, the photo set): two AC symbols with their
+ * values in one lookup where the coefficients are wanted (a pair table of 9 or 11
+ * bits): 5-10% slower, the branch between one and two symbols mispredicted; a
+ * refill without a branch (a masked or-in): slower; lookups of 11 bits rather
+ * than 10: no change. The decode is bound by its chain lookup -> shift -> lookup
+ * and by mispredicted branches (a block's end, one per block), not by its stores.
  *
  * Everything around the entropy data stays libjpeg's: the header, the tables'
  * validation (libjpeg's start_pass has built and checked them before this is

@@ -1342,6 +1342,12 @@ void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_
  * decode's), the rest of the rows above skipped (NULL blocks: decoded, not
  * stored), nothing below the window read. The coefficients stay quantised; the
  * IDCT, upsampling and colour conversion are coef_math.h's, elsewhere.
+ *
+ * Not libjpeg-turbo's jpeg_read_coefficients (its own decoder, fast path
+ * included), though the project prefers the library: it decodes every MCU of the
+ * image into whole-image arrays, none skipped and none stopped short of the end,
+ * 318-320 us an image on the photo set against 193-195 for this whole coefficient
+ * output (window, store and all; one core, each image's best of 5, 2026-12-03).
  */
 
 /* One component's sampling as coef.h carries it (s->comp[c], s->q[c]) for the
