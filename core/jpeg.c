@@ -1431,9 +1431,12 @@ coef_store_vbmi2(struct gm_jpeg *j, JBLOCK *blk, int nb, const int *comp, uint8_
 	const __m512i pos = _mm512_load_si512((const void *)iota);
 	for (int b = 0; b < nb; b++) {
 		int c = comp[b];
-		const JCOEF *k = blk[b];
+		JCOEF *k = blk[b];
 		__m512i lo = _mm512_loadu_si512((const void *)k);
 		__m512i hi = _mm512_loadu_si512((const void *)(k + 32));
+		/* zeroed for the next MCU's decode (coef_window's memset otherwise) */
+		_mm512_storeu_si512((void *)k, _mm512_setzero_si512());
+		_mm512_storeu_si512((void *)(k + 32), _mm512_setzero_si512());
 		__mmask32 mlo = _mm512_test_epi16_mask(lo, lo),
 			  mhi = _mm512_test_epi16_mask(hi, hi);
 		unsigned nlo = (unsigned)__builtin_popcount(mlo);
@@ -1616,13 +1619,14 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 	}
 	for (int b = 0; b < ci->blocks_in_MCU; b++)
 		rows[b] = &blk[b];
+	memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
 	/* whole MCU rows, as libjpeg's decode of the window reads them: a file corrupt
 	 * in the last row's columns past the window fails here as it does there */
 	for (uint32_t my = 0; my < q.r1; my++) {
 		bool row_in = my >= q.r0;
 		for (uint32_t mx = 0; mx < g.mx; mx++) {
 			bool in = row_in && mx >= q.c0 && mx < q.c1;
-			if (in)
+			if (in && !j->vbmi2) /* (the VBMI2 store leaves them zeroed) */
 				memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
 #if GM_OWN_HUFFMAN /* (else own_huff is never set: not reached) */
 			(*ci->entropy->decode_mcu)(ci, in ? rows : NULL);
