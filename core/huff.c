@@ -267,22 +267,6 @@ static inline bool no_ff(uint64_t w)
 	return !((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull);
 }
 
-/* At least 56 bits in acc (with zeros after the data). */
-static inline void refill(struct gm_huff *h, j_decompress_ptr cinfo)
-{
-	uint64_t w;
-	if (h->end - h->p >= 8) {
-		memcpy(&w, h->p, 8);
-		if (no_ff(w)) {
-			h->acc |= __builtin_bswap64(w) >> h->nbits;
-			h->p += (63 - h->nbits) >> 3;
-			h->nbits |= 56;
-			return;
-		}
-	}
-	refill_slow(h, cinfo);
-}
-
 static inline uint32_t peek(const struct gm_huff *h, int n)
 {
 	return (uint32_t)(h->acc >> (64 - n));
