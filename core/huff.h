@@ -28,12 +28,19 @@
 /* Lookup width: codes + magnitude bits of up to GM_HUFF_FAST bits decode in one step. */
 #define GM_HUFF_FAST  10
 #define GM_HUFF_CACHE 8
+/* Skip-table width: an AC table's run of whole symbols within the next GM_HUFF_SKIP
+ * bits is passed over in one step where the coefficients are not wanted. */
+#define GM_HUFF_SKIP 11
 
 struct gm_huff_tab {
 	/* by the next GM_HUFF_FAST bits: bits | run << 8 | (uint16)value << 16, where bits
 	 * are the code's and the magnitude's; with PARTIAL (huff.c) in bits, the code's
 	 * only and value is the magnitude's size; 0: a longer code (or none) */
 	uint32_t full[1u << GM_HUFF_FAST];
+	/* AC tables, by the next GM_HUFF_SKIP bits: the whole symbols that start there
+	 * (huff.c's SK_* fields: their bits, their positions advanced, those before the
+	 * last one's); 0: not one whole symbol in those bits */
+	uint32_t skip[1u << GM_HUFF_SKIP];
 	int32_t maxcode[17]; /* longest code of each length, -1 if none */
 	int32_t valoff[17];  /* symbol index of a code of that length = code + valoff */
 	uint8_t vals[256];
@@ -51,6 +58,7 @@ struct gm_huff {
 	int nbits;
 	int pad;	      /* zero bits appended after the data ended (at a marker / the end) */
 	bool at_marker;	      /* the next bytes are a marker (or the buffer's end): no more data */
+	bool ends_marked;     /* the buffer ends with a marker: no premature end (skip_ac) */
 	const uint8_t *p;     /* next byte not yet in acc */
 	const uint8_t *start; /* the source buffer, [start, end) */
 	const uint8_t *end;
@@ -59,7 +67,6 @@ struct gm_huff {
 	const struct gm_huff_tab *dc[D_MAX_BLOCKS_IN_MCU], *actab[D_MAX_BLOCKS_IN_MCU];
 	int comp[D_MAX_BLOCKS_IN_MCU];
 	int last_dc[MAX_COMPS_IN_SCAN];
-	JBLOCK scratch; /* where a skipped MCU's coefficients go */
 	unsigned restarts_to_go, restart_interval;
 	/* tables built for earlier files, reused when a file has the same DHT */
 	struct gm_huff_tab cache[GM_HUFF_CACHE];

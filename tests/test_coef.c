@@ -314,6 +314,117 @@ static void test_window_pixels_equal_the_region_decode(void **state)
 	gm_jpeg_destroy(j);
 }
 
+/*
+ * The coefficient store's two ways (jpeg.c: AVX-512 VBMI2 compresses where the
+ * CPU has them, else SSE2 and a loop; GM_SIMD_MAX=avx2 at the handle's creation
+ * picks the second) write the same slot, byte for byte: every kind of test image,
+ * at every scale, 40 windows each. Skips on a CPU without VBMI2 (one way only).
+ */
+static void test_coefficient_store_same_bytes_both_ways(void **state)
+{
+	(void)state;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+	    !(__builtin_cpu_supports("avx512vbmi2"))) {
+		skip();
+		return;
+	}
+#else
+	skip();
+	return;
+#endif
+	struct gm_jpeg *j, *sse;
+	struct gm_jpeg_info info;
+	uint8_t *other = aligned_alloc(64, SLOT_CAP);
+	assert_non_null(other);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	setenv("GM_SIMD_MAX", "avx2", 1);
+	assert_int_equal(gm_jpeg_create(&sse, 0), 0);
+	unsetenv("GM_SIMD_MAX");
+	uint64_t coefs = 0;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(203, 141, 90 + k, kinds[k], &len);
+		assert_non_null(jpg);
+		for (uint32_t n = 1; n <= 8; n *= 2)
+			for (uint32_t i = 0; i < 40; i++) {
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(gm_jpeg_open(sse, jpg, len, &info), 0);
+				uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
+				uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+				uint32_t x = (i * 7) % sw, y = (i * 5) % sh;
+				uint32_t w = 1 + (i * 13) % (sw - x), h = 1 + (i * 11) % (sh - y);
+				struct gm_coef_slot *a = (void *)slot, *b = (void *)other;
+				/* the same bytes under both (the layout's alignment gaps
+				 * are not written) */
+				memset(slot, 0xA5, 1u << 16);
+				memset(other, 0xA5, 1u << 16);
+				int ra = gm_jpeg_decode_coefs(j, n, x, y, w, h, a, SLOT_CAP);
+				int rb = gm_jpeg_decode_coefs(sse, n, x, y, w, h, b, SLOT_CAP);
+				assert_int_equal(ra, rb);
+				if (ra)
+					continue;
+				assert_int_equal(a->bytes, b->bytes);
+				assert_true(a->bytes <= 1u << 16);
+				if (memcmp(slot, other, a->bytes)) {
+					size_t at = 0;
+					while (slot[at] == other[at])
+						at++;
+					fail_msg("flags %#x scale %u/8 window %ux%u+%u+%u: the "
+						 "slots differ from byte %zu of %u",
+						 kinds[k], n, w, h, x, y, at, a->bytes);
+				}
+				for (uint32_t c = 0; c < a->ncomp; c++)
+					coefs += a->comp[c].nnz;
+			}
+		free(jpg);
+	}
+	assert_true(coefs > 100000);
+	gm_jpeg_destroy(j);
+	gm_jpeg_destroy(sse);
+	free(other);
+}
+
+/*
+ * A window's coefficients go into a slot of exactly their bytes, and one byte
+ * less is -ENOSPC (the decode stops once they cannot fit: never before): every
+ * kind of test image, scales 8/8 and 4/8, 10 windows each.
+ */
+static void test_coefficients_fit_a_slot_of_their_bytes_exactly(void **state)
+{
+	(void)state;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	struct gm_coef_slot *s = (void *)slot;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(203, 141, 110 + k, kinds[k], &len);
+		assert_non_null(jpg);
+		for (uint32_t n = 4; n <= 8; n *= 2)
+			for (uint32_t i = 0; i < 10; i++) {
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				uint32_t sw = gm_jpeg_scaled_dim(info.width, n);
+				uint32_t sh = gm_jpeg_scaled_dim(info.height, n);
+				uint32_t x = (i * 17) % sw, y = (i * 7) % sh;
+				uint32_t w = 1 + (i * 31) % (sw - x), h = 1 + (i * 23) % (sh - y);
+				assert_int_equal(
+				    gm_jpeg_decode_coefs(j, n, x, y, w, h, s, SLOT_CAP), 0);
+				uint32_t used = s->bytes;
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(gm_jpeg_decode_coefs(j, n, x, y, w, h, s, used),
+						 0);
+				assert_int_equal(s->bytes, used);
+				assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+				assert_int_equal(
+				    gm_jpeg_decode_coefs(j, n, x, y, w, h, s, used - 1), -ENOSPC);
+			}
+		free(jpg);
+	}
+	gm_jpeg_destroy(j);
+}
+
 /* A good slot to break: a 4:2:0 image's, train, uint8. */
 static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 {
@@ -485,6 +596,8 @@ int main(void)
 	    cmocka_unit_test(test_unsupported_files_and_full_slots_carry_the_finished_sample),
 	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
 	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
+	    cmocka_unit_test(test_coefficient_store_same_bytes_both_ways),
+	    cmocka_unit_test(test_coefficients_fit_a_slot_of_their_bytes_exactly),
 	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
 	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
 	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),

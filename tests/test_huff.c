@@ -345,6 +345,99 @@ static void test_huff_same_coefficients(void **state)
 	free(h);
 }
 
+/*
+ * MCUs passed over as libjpeg skips them (rows above a window, the coefficient
+ * output's columns beside it; huff.c's skip table) leave the decoder where
+ * decoding them does: every file of the set, its restart-marked copy, and copies
+ * cut short in the entropy data, with no marker after the cut (the reader runs
+ * into the buffer's end: its warning must come at the MCU it comes at when every
+ * MCU is decoded) and with an EOI after it (bits past the data), each decoded
+ * with runs of 1, 2 and 5 MCUs skipped: the other MCUs' coefficients and every
+ * warning (code, MCU) are those of the decode of every MCU.
+ */
+static void test_huff_skipped_mcus_leave_the_decoder_as_decoded(void **state)
+{
+	static const long runs[] = {1, 2, 5};
+	struct gm_huff *h = calloc(1, sizeof(*h));
+	char err[256];
+	int cases = 0, eof = 0, hit = 0;
+	(void)state;
+	assert_non_null(h);
+	for (size_t i = 0; i < sizeof(hd_set) / sizeof(hd_set[0]); i++) {
+		if (hd_set[i].arith)
+			continue;
+		size_t len, tl;
+		uint8_t *f = hd_file(i, &len), *t;
+		assert_int_equal(gm_jpeg_restart_transcode(f, len, 2, 0, &t, &tl, err, sizeof(err)),
+				 0);
+		for (int v = 0; v < 14 + 2 * 40; v++) {
+			/* even: the file, odd: its restart-marked copy; v / 2: 0 whole, 1-3
+			 * cut at a quarter, half and three quarters of the entropy data,
+			 * 4-6 the same cuts with an EOI after them, 7 on: cut at each of
+			 * the 40 bytes after the half (where the end is met, as to the bit,
+			 * moves across MCUs' ends) */
+			static const size_t quarters[] = {1, 2, 3};
+			const uint8_t *src = v % 2 ? t : f;
+			size_t sl = v % 2 ? tl : len, s0 = hd_scan_data(src, sl), ml = sl;
+			int cut = v / 2;
+			assert_true(s0 > 0 && s0 < sl);
+			uint8_t *m = malloc(sl + 2);
+			assert_non_null(m);
+			memcpy(m, src, sl);
+			if (cut > 6) {
+				ml = s0 + (sl - s0) / 2 + (size_t)(cut - 7);
+				if (ml >= sl) { /* a file too small for that cut */
+					free(m);
+					continue;
+				}
+			} else if (cut) {
+				ml = s0 + (sl - s0) * quarters[(cut - 1) % 3] / 4;
+				if (cut > 3)
+					m[ml++] = 0xFF, m[ml++] = 0xD9;
+			}
+			struct hd_coefs all, some;
+			hd_coefs_decode(m, ml, HD_OWN, h, false, &all);
+			assert_true(all.installed);
+			for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+				hd_coefs_decode_skip(m, ml, HD_OWN, h, false, runs[r], &some);
+				/* the skipped MCUs' blocks: 0 in some; so in a copy of all */
+				JBLOCK *keep =
+				    malloc((size_t)all.nmcu * (size_t)all.per * sizeof(JBLOCK));
+				assert_non_null(keep);
+				memcpy(keep, all.blocks,
+				       (size_t)all.nmcu * (size_t)all.per * sizeof(JBLOCK));
+				for (long mc = 0; mc < all.nmcu; mc++)
+					if (mc % (2 * runs[r]) < runs[r])
+						memset(all.blocks + mc * all.per, 0,
+						       (size_t)all.per * sizeof(JBLOCK));
+				if (!hd_coefs_match(&all, &some, false)) {
+					hd_coefs_print("every MCU", &all);
+					hd_coefs_print("skipping", &some);
+					fail_msg("file %zu variant %d, runs of %ld skipped: not "
+						 "where the decode of every MCU is",
+						 i, v, runs[r]);
+				}
+				memcpy(all.blocks, keep,
+				       (size_t)all.nmcu * (size_t)all.per * sizeof(JBLOCK));
+				free(keep);
+				free(some.blocks);
+				cases++;
+			}
+			for (int w = 0; w < all.err.n && w < HD_MAX_WARN; w++) {
+				eof += all.err.code[w] == JWRN_JPEG_EOF;
+				hit += all.err.code[w] == JWRN_HIT_MARKER;
+			}
+			free(all.blocks);
+			free(m);
+		}
+		free(t);
+		free(f);
+	}
+	/* the cuts did reach both endings */
+	assert_true(cases > 100 && eof > 10 && hit > 10);
+	free(h);
+}
+
 /* Count the coefficients of a file with |v| >= min (libjpeg's decode). */
 static long hd_count_large(const uint8_t *buf, size_t len, int min)
 {
@@ -676,12 +769,13 @@ static void test_huff_not_built(void **state)
 	(void)state;
 	skip(); /* libjpeg-turbo failed core/probe/huff.c: libjpeg's decoder is used */
 }
-#define test_huff_same_pixels_as_libjpeg  test_huff_not_built
-#define test_huff_same_coefficients	  test_huff_not_built
-#define test_huff_slow_path_runs	  test_huff_not_built
-#define test_huff_fast_path_disagreements test_huff_not_built
-#define test_huff_corrupt_same_outcome	  test_huff_not_built
-#define test_huff_photos_same_as_libjpeg  test_huff_not_built
+#define test_huff_same_pixels_as_libjpeg		    test_huff_not_built
+#define test_huff_same_coefficients			    test_huff_not_built
+#define test_huff_skipped_mcus_leave_the_decoder_as_decoded test_huff_not_built
+#define test_huff_slow_path_runs			    test_huff_not_built
+#define test_huff_fast_path_disagreements		    test_huff_not_built
+#define test_huff_corrupt_same_outcome			    test_huff_not_built
+#define test_huff_photos_same_as_libjpeg		    test_huff_not_built
 #endif
 
 int main(void)
@@ -689,6 +783,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_huff_same_pixels_as_libjpeg),
 	    cmocka_unit_test(test_huff_same_coefficients),
+	    cmocka_unit_test(test_huff_skipped_mcus_leave_the_decoder_as_decoded),
 	    cmocka_unit_test(test_huff_slow_path_runs),
 	    cmocka_unit_test(test_huff_fast_path_disagreements),
 	    cmocka_unit_test(test_huff_corrupt_same_outcome),

@@ -177,10 +177,12 @@ struct hd_coefs {
 /*
  * Decode every MCU of the single-scan file buf with decoder dec into out. Scale
  * 8/8: at smaller scales libjpeg does not store the AC coefficients it has no use
- * for. h: goldminer's decoder state (HD_OWN).
+ * for. h: goldminer's decoder state (HD_OWN). skip: runs of skip MCUs passed over
+ * as libjpeg skips them (decode_mcu with no blocks: theirs stay 0), every other
+ * run from the first; 0: none.
  */
-static void hd_coefs_decode(const uint8_t *buf, size_t len, enum hd_dec dec, struct gm_huff *h,
-			    bool corrupt, struct hd_coefs *out)
+static void hd_coefs_decode_skip(const uint8_t *buf, size_t len, enum hd_dec dec,
+				 struct gm_huff *h, bool corrupt, long skip, struct hd_coefs *out)
 {
 	struct jpeg_decompress_struct ci;
 	struct hd_src src = {{0}, buf, len, 0};
@@ -224,7 +226,7 @@ static void hd_coefs_decode(const uint8_t *buf, size_t len, enum hd_dec dec, str
 		for (int b = 0; b < out->per; b++)
 			rows[b] = &out->blocks[m * out->per + b];
 		out->err.mcu = m;
-		if (!ci.entropy->decode_mcu(&ci, rows))
+		if (!ci.entropy->decode_mcu(&ci, skip && m % (2 * skip) < skip ? NULL : rows))
 			abort(); /* suspension: neither source suspends */
 		out->done = m + 1;
 	}
@@ -232,6 +234,12 @@ out_destroy:
 	if (dec == HD_LIB_SLOW)
 		ci.src = NULL; /* not libjpeg's to free (it is not: a permanent pool) */
 	jpeg_destroy_decompress(&ci);
+}
+
+static void hd_coefs_decode(const uint8_t *buf, size_t len, enum hd_dec dec, struct gm_huff *h,
+			    bool corrupt, struct hd_coefs *out)
+{
+	hd_coefs_decode_skip(buf, len, dec, h, corrupt, 0, out);
 }
 
 /* The first warning of e that core/jpeg.c stops at (its index), or e->n. */

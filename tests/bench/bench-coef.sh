@@ -1,0 +1,15 @@
+#!/bin/sh
+# The GPU decode's worker half: a worker's CPU time per image in coefficient mode
+# (entropy decode into the slot) against the full CPU path, the same run, each
+# image's best of COEF_PASSES (default 5) alternating passes over 300 photos
+# (coef_bench prints both and their ratio; the target is 0.50 or less). Specs:
+# train float32 (the default pipeline's), train uint8 (slots the uint8 sample's
+# size: windows whose coefficients do not fit take the CPU path after the decode).
+set -u
+B=${B:-build}
+: "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
+passes=${COEF_PASSES:-5}
+for spec in train32 train; do
+	echo "-- $spec"
+	"$B/bench/coef_bench" "$PHOTOS" 300 "$passes" 224 "$spec" || exit 1
+done
