@@ -1,5 +1,5 @@
 #!/bin/sh
-# deploy/ (issue 25): what runs on this machine of the three ways to run the
+# deploy/: what runs on this machine of the three ways to run the
 # agents on a cluster manager. TAP on stdout; a check whose tool is missing
 # skips, saying which.
 #   1. the systemd unit passes systemd-analyze verify without a word, alone

@@ -26,7 +26,7 @@ Every field but the reserved ones is one the node agent that vouches for a peer'
 batch (core/remote/check.c, gm_remote_check_pyslot) compares with the lease it
 granted: the layout is a contract between the worker, the trainer and that check.
 
-Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
+Seeds (the same batches whatever the worker count): before dataset[i] the worker seeds Python's random,
 NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and
 before collate_fn from (seed, epoch, batch index), so the bytes of a batch do not
 depend on which worker made it, how many there are, or how often it was re-issued.
