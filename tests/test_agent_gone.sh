@@ -181,7 +181,7 @@ remote() {
 	fi
 	# shellcheck source=tests/multihost.sh
 	. "$here/multihost.sh"
-	MH_ATEXIT=agent_cleanup
+	MH_ATEXIT="stop_agent; rm -rf '$tmp'"
 	mh_setup 2
 	mh_ucx_env
 	mh_secret "$tmp/secret"
