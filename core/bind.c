@@ -62,8 +62,9 @@
 struct gm_bind {
 	struct gm_ring *ring;
 	uint32_t pid;
-	uint64_t t0, rq0; /* clock and run-queue delay at the claim */
-	int sched_fd;	  /* /proc/self/schedstat, read at each claim and publish (-1) */
+	uint64_t t0, rq0;	 /* clock and run-queue delay at the claim */
+	int sched_fd;		 /* /proc/self/schedstat, read at each claim and publish (-1) */
+	uint32_t deal_n, deal_w; /* gm_bind_deal: batches k with k mod n == w (n > 1) */
 };
 
 /* Is this the process that attached b (not a fork of it)? getpid() is a system
@@ -118,6 +119,30 @@ void gm_bind_detach(struct gm_bind *b)
 	free(b);
 }
 
+int gm_bind_deal(struct gm_bind *b, uint32_t n, uint32_t w)
+{
+	if (n > 1 && w >= n)
+		return -EINVAL;
+	b->deal_n = n > 1 ? n : 0;
+	b->deal_w = w;
+	return 0;
+}
+
+/* gm_ring_claim_if's want for a dealt worker: the slot's batch number (its ids
+ * header, put_batch) is this worker's. */
+static bool dealt_to_me(const struct gm_ring *r, uint32_t slot, void *arg)
+{
+	const struct gm_bind *b = arg;
+	return gm_ring_ids(r, slot)[1] % b->deal_n == b->deal_w;
+}
+
+static int claim(struct gm_bind *b, uint64_t *task)
+{
+	if (b->deal_n)
+		return gm_ring_claim_if(b->ring, b->pid, task, dealt_to_me, b);
+	return gm_ring_claim(b->ring, b->pid, task);
+}
+
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 {
 	struct gm_ring_hdr *h = gm_ring_hdr(b->ring);
@@ -126,11 +151,11 @@ int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task)
 
 	if (!mine(b))
 		return -EPERM;
-	int slot = gm_ring_claim(b->ring, b->pid, task);
+	int slot = claim(b, task);
 
 	if (slot == -EAGAIN && timeout_ms != 0) {
 		gm_ring_wait_work(b->ring, seq, timeout_ms);
-		slot = gm_ring_claim(b->ring, b->pid, task);
+		slot = claim(b, task);
 	}
 	if (slot >= 0) {
 		/* bits and records kept when they are this task's (a re-issue) */
@@ -573,24 +598,45 @@ out_free:
  *
  * The ring is ours and the workers stateless: when the agent that ran them goes
  * away, a pool of this process's own runs the same command over the ring (its
- * dead workers' leases back first: gm_consumer_orphans), and an agent answering
+ * dead workers' leases back first: gm_consumer_orphans); when this process ran
+ * them all along (trainer_runs), they go on, and only the leases of the remote
+ * workers the agent served go back (gm_consumer_strays). An agent answering
  * on the socket again is sent the job again (CMDJOB: it runs its workers over
  * the ring as it is); then ours finish their batches (gm_pool_hand_over). */
 #define RETRY_MS     500   /* look for an agent on the socket this often */
 #define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
 #define REATTACH_MS  10000 /* an agent's answer, at most */
 
+/* Is holder one of this process's live workers (the pool over a trainer-run
+ * job's ring)? gm_consumer_strays' question. */
+static bool own_worker(void *arg, uint32_t holder)
+{
+	struct gm_bind_pool *p = arg;
+	int pids[GM_MAX_WORKERS];
+	int n = p->fallback ? gm_pool_pids(p->fallback, pids, GM_MAX_WORKERS) : 0;
+
+	for (int i = 0; i < n; i++)
+		if ((uint32_t)pids[i] == holder)
+			return true;
+	return false;
+}
+
 static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 {
 	char why[512];
 
 	if (p->trainer_runs) { /* the workers are ours already: they go on as they are */
+		/* but the peers' workers the agent served wrote through it: their
+		 * leases, which nothing would ever publish or take back, go now */
+		uint32_t n = gm_consumer_strays(&p->c, own_worker, p);
 		close(p->node_fd);
 		p->node_fd = p->c.agent_fd = -1;
+		atomic_fetch_add(&p->h->p_reissued, n);
 		gm_log("loader",
 		       "the node agent at %s went away: this process's workers, which it "
-		       "sized, go on at their last size, until an agent answers there again",
-		       p->node_path);
+		       "sized, go on at their last size, until an agent answers there again "
+		       "(%u batches its peers' workers held made again)",
+		       p->node_path, n);
 		p->retry_ms = RETRY_MS;
 		p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 		return 0;

@@ -7,7 +7,9 @@
  * delivered even after a fatal error, a signal beats a deadline. A node agent
  * never writes unasked on its connection, so a hang-up or end of file there
  * means it went away (with the workers it ran); gm_consumer_orphans then readies
- * the ring for the embedder's own workers (the dead ones' leases back).
+ * the ring for the embedder's own workers (the dead ones' leases back), and
+ * gm_consumer_strays, where the embedder's workers ran all along (the agent only
+ * sized them), takes back the leases of the remote workers the agent served.
  *
  * Give-back: the ring moves in task order (gm_ring_release hands task t's slot on
  * to t + N and `consumed` says where the workers' window starts), so a slot that
@@ -314,7 +316,10 @@ static bool holder_gone(uint32_t pid)
 	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
 }
 
-uint32_t gm_consumer_orphans(struct gm_consumer *c)
+/* Every lease whose holder is not ours (ours NULL: none is) back to FREE once
+ * its holder is gone, HOLDER_WAIT_MS at most in all; a holder ours says is ours
+ * (asked again at each look: a worker forked since is) keeps its lease. */
+static uint32_t take_back(struct gm_consumer *c, bool (*ours)(void *, uint32_t), void *arg)
 {
 	uint64_t deadline = gm_now_ns() + HOLDER_WAIT_MS * 1000000ull;
 	uint32_t n = 0;
@@ -322,15 +327,34 @@ uint32_t gm_consumer_orphans(struct gm_consumer *c)
 		uint32_t w = atomic_load(&gm_ring_ctl(c->ring, s)->state);
 		if (GM_SLOT_STATE(w) != GM_SLOT_CLAIMED)
 			continue;
-		while (!holder_gone(GM_SLOT_PID(w)) && gm_now_ns() < deadline)
+		uint32_t holder = GM_SLOT_PID(w);
+		bool mine = ours && ours(arg, holder);
+		while (!mine && !holder_gone(holder) && gm_now_ns() < deadline) {
 			usleep(1000);
-		n += gm_ring_reclaim(c->ring, GM_SLOT_PID(w), NULL);
+			mine = ours && ours(arg, holder);
+		}
+		if (!mine)
+			n += gm_ring_reclaim(c->ring, holder, NULL);
 	}
+	return n;
+}
+
+uint32_t gm_consumer_orphans(struct gm_consumer *c)
+{
+	uint32_t n = take_back(c, NULL, NULL);
 	/* an agent stopped by a signal it handles stopped the ring on its way out,
 	 * and its workers, counted in the header, are gone */
 	atomic_store(&c->h->stop, 0);
 	atomic_store(&c->h->p_alive, 0);
 	return n;
+}
+
+uint32_t gm_consumer_strays(struct gm_consumer *c, bool (*ours)(void *arg, uint32_t holder),
+			    void *arg)
+{
+	/* a remote worker's lease (a virtual id, remote.h: no process here) goes at
+	 * once: the agent that served it is gone, and nothing writes for it */
+	return take_back(c, ours, arg);
 }
 
 /* ---- the wait ---------------------------------------------------------------------- */

@@ -358,6 +358,22 @@ void *gm_ring_data(const struct gm_ring *r, uint32_t slot)
 
 int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task)
 {
+	return gm_ring_claim_if(r, pid, task, NULL, NULL);
+}
+
+/* A claim want refused once it was made: the slot had moved on to a later task
+ * while we looked. Free again, and its claimers woken (they may have seen it
+ * claimed and gone back to sleep). */
+static void unclaim(struct gm_ring *r, struct gm_slot_ctl *ctl)
+{
+	atomic_store_explicit(&ctl->state, GM_SLOT_WORD(GM_SLOT_FREE, 0), memory_order_release);
+	atomic_fetch_add_explicit(&r->hdr->work_seq, 1, memory_order_release);
+	futex_wake(&r->hdr->work_seq, INT_MAX);
+}
+
+int gm_ring_claim_if(struct gm_ring *r, uint32_t pid, uint64_t *task, gm_ring_want_fn want,
+		     void *arg)
+{
 	struct gm_ring_hdr *h = r->hdr;
 	/* pairs with the release store of consumed in gm_ring_release */
 	uint64_t c = atomic_load_explicit(&h->consumed, memory_order_acquire);
@@ -366,28 +382,37 @@ int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task)
 	if (atomic_load_explicit(&h->stop, memory_order_acquire))
 		return -ENODATA;
 	for (uint64_t t = c; t < c + n && t < h->end_task; t++) {
-		struct gm_slot_ctl *ctl = gm_ring_ctl(r, (uint32_t)(t & r->mask));
-		uint32_t want = GM_SLOT_WORD(GM_SLOT_FREE, 0);
+		uint32_t slot = (uint32_t)(t & r->mask);
+		struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
+		uint32_t free_word = GM_SLOT_WORD(GM_SLOT_FREE, 0), want_word = free_word;
 		/* pairs with the release store of task in gm_ring_release */
 		if (atomic_load_explicit(&ctl->task, memory_order_acquire) != t)
 			continue;
-		if (atomic_load_explicit(&ctl->state, memory_order_relaxed) != want)
+		/* with want: acquire, pairing with gm_ring_unpark's store, so what the
+		 * consumer wrote for t is visible to it */
+		if (atomic_load_explicit(&ctl->state, want ? memory_order_acquire
+							   : memory_order_relaxed) != free_word)
+			continue;
+		if (want && !want(r, slot, arg))
 			continue;
 		/* The claim and the lease are this one CAS. */
 		if (!atomic_compare_exchange_strong_explicit(
-			&ctl->state, &want, GM_SLOT_WORD(GM_SLOT_CLAIMED, pid),
+			&ctl->state, &want_word, GM_SLOT_WORD(GM_SLOT_CLAIMED, pid),
 			memory_order_acq_rel, memory_order_relaxed))
 			continue;
 		/* The slot may have moved on to t + k*N while we looked: trust what it
 		 * says now (the task store precedes the FREE store we CASed). */
 		uint64_t real = atomic_load_explicit(&ctl->task, memory_order_acquire);
 		if (real >= h->end_task) {
-			atomic_store_explicit(&ctl->state, GM_SLOT_WORD(GM_SLOT_FREE, 0),
-					      memory_order_release);
+			atomic_store_explicit(&ctl->state, free_word, memory_order_release);
+			continue;
+		}
+		if (want && real != t && !want(r, slot, arg)) {
+			unclaim(r, ctl);
 			continue;
 		}
 		*task = real;
-		return (int)(real & r->mask);
+		return (int)slot;
 	}
 	if (c >= h->end_task)
 		return -ENODATA;

@@ -27,7 +27,18 @@
 #      serves from the C loader): the agent SIGKILLed, started again: the same
 #      per-epoch hashes as `goldminer run` without an agent, one line,
 #      re-attached
-# Skips 7, saying why, without the remote plugin (UCX); 8 and 9 without
+#  10. a Python job whose workers the trainer runs (GOLDMINER_NODE_WORKERS=
+#      trainer: the agent only sizes them) while host 2's agent lends Python
+#      workers to it (they write into the ring through agent 1): agent 1
+#      SIGKILLed once they delivered, mid-epoch: the leases they held go back
+#      at once (nothing else would ever take them back), the job ends within
+#      a bound (90 s from the kill) with a local run's per-epoch checksums;
+#      agent 1 started again re-attaches the job (run by the trainer again)
+#  11. the same with the Python workers run by agent 1 (it has the trainer's
+#      interpreter): the trainer's own workers take over, re-attached
+#      (10 and 11 run the job again, 3 times at most, while host 2's workers
+#      delivered less than 2 batches before it ended: a loaded machine)
+# Skips 7, 10 and 11, saying why, without the remote plugin (UCX); 8-11 without
 # /usr/bin/python3 with torch (and torchvision for 9), and under a sanitizer
 # build. TAP on stdout; every
 # wait has a deadline. Env: B (build dir), GM_AGENT_GONE_CASES="1 5" (run only
@@ -36,7 +47,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/agent.sh
 . "$here/agent.sh"
 T_TIMED=1 # each case's line says how long it took
-N=9
+N=11
 echo "1..$N"
 want() { # want CASE: is the case to run (GM_AGENT_GONE_CASES)? If not, it skips
 	listed "$1" "${GM_AGENT_GONE_CASES:-}" && return 0
@@ -172,21 +183,29 @@ else
 	skip "not in GM_AGENT_GONE_CASES" # case 6: case 5's second line
 fi
 
+# hosts: two hosts (tests/multihost.sh), made once for cases 7, 10 and 11; the
+# agents' addresses in $l1 and $l2, new ports each call
+hosts() {
+	if [ -z "${port:-}" ]; then
+		# shellcheck source=tests/multihost.sh
+		. "$here/multihost.sh"
+		MH_ATEXIT="stop_agent; rm -rf '$tmp'"
+		mh_setup 2
+		mh_ucx_env
+		mh_secret "$tmp/secret"
+		port=$((20000 + $$ % 20000))
+	fi
+	port=$((port + 10))
+	l1="$(mh_addr 1):$((port + 1))" l2="$(mh_addr 2):$((port + 2))"
+}
+
 # 7: remote workers lending to the job when its agent dies
 remote() {
 	if [ ! -f "$B/libgoldminer-remote.so" ]; then
-		n=$((n + 1))
-		echo "ok $n # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
+		skip "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		return
 	fi
-	# shellcheck source=tests/multihost.sh
-	. "$here/multihost.sh"
-	MH_ATEXIT="stop_agent; rm -rf '$tmp'"
-	mh_setup 2
-	mh_ucx_env
-	mh_secret "$tmp/secret"
-	port=$((20000 + $$ % 20000))
-	l1="$(mh_addr 1):$((port + 1))" l2="$(mh_addr 2):$((port + 2))"
+	hosts
 	r=$(ref "$tmp/data" 12)
 	lend="--secret $tmp/secret --lend-root $tmp/data"
 	# shellcheck disable=SC2086 # lend is a list of options
@@ -313,3 +332,105 @@ PYEOF
 	stop_agent
 }
 want 9 && run_job
+
+# end_trainer: the trainer (timeout(1), which passes TERM on to python) ended,
+# 5 s at most; its exit status
+end_trainer() {
+	kill -TERM "$tpid" 2>/dev/null
+	k=0
+	while [ $k -lt 100 ] && kill -0 "$tpid" 2>/dev/null; do
+		sleep 0.05
+		k=$((k + 1))
+	done
+	kill -KILL "$tpid" 2>/dev/null
+	wait "$tpid"
+}
+
+# 10, 11: a Python job that host 2's agent lends Python workers to, its agent
+# SIGKILLed; py_lent WORKERS: trainer (GOLDMINER_NODE_WORKERS) or auto
+py_lent() {
+	why=
+	[ -f "$B/libgoldminer-remote.so" ] || why="no $B/libgoldminer-remote.so (UCX not installed: make deps)"
+	[ -n "$why" ] || why=$(py_unfit torch)
+	if [ -n "$why" ]; then
+		skip "$why (test_remote_py.sh runs the home's Python path under ASan)"
+		return
+	fi
+	hosts
+	# a local run's checksums (4 epochs of 24 batches; SLOW_MS changes no byte)
+	[ -n "${pyref4:-}" ] || pyref4=$(NW=2 M=8 PYTHONPATH="$repo/python" \
+		GOLDMINER_LIB="$B/libgoldminer.so" timeout 300 \
+		"$PY" "$here/python/pyremote_job.py" "$tmp/data" plain 4 2>"$tmp/pyref.err")
+	lend="--secret $tmp/secret --lend-root $tmp/data --lend-python"
+	wk=
+	[ "$1" = trainer ] && wk=trainer
+	try=0
+	while :; do # 3 tries at most: the peer's workers must have delivered first
+		try=$((try + 1))
+		[ $try = 1 ] || hosts # new ports
+		# shellcheck disable=SC2086 # lend is a list of options
+		mh_agent 2 0 "$tmp/2.sock" --cpus 2 --listen "$l2" --peers "$l1" $lend >"$tmp/2.log" 2>&1
+		# host 1: half a core for its agent, the trainer and the job's workers
+		# shellcheck disable=SC2086
+		mh_agent 1 0.5 "$sock" --cpus 1 --listen "$l1" --peers "$l2" $lend >"$tmp/a.log" 2>&1
+		apid=$MH_PID
+		mh_connected "$sock" 1
+		mh_spawn 1 0.5 env ${wk:+GOLDMINER_NODE_WORKERS=$wk} NODE="$sock" NW=4 M=8 SLOW_MS=20 \
+			PYTHONPATH="$repo/python" GOLDMINER_LIB="$B/libgoldminer.so" timeout 240 \
+			"$PY" "$here/python/pyremote_job.py" "$tmp/data" plain 4 >"$tmp/py.out" 2>"$tmp/run.err"
+		tpid=$MH_PID
+		k=0 s=0 st=
+		while [ $k -lt 1800 ] && [ "${s:-0}" -lt 32 ] && kill -0 "$tpid" 2>/dev/null; do # 90 s
+			st=$("$G" node --socket "$sock" --status 2>/dev/null)
+			s=$(printf '%s\n' "$st" | sed -n 's/.*"remote_samples": \([0-9]*\).*/\1/p')
+			sleep 0.05
+			k=$((k + 1))
+		done
+		{ [ "${s:-0}" -ge 32 ] && kill -0 "$tpid" 2>/dev/null; } || [ $try -ge 3 ] && break
+		echo "# try $try: the peer's workers delivered ${s:-0} samples before the job ended or in 90 s (a loaded machine): again"
+		end_trainer
+		mh_agents_stop
+		apid=
+		rm -f "$sock"
+	done
+	by=$(printf '%s\n' "$st" | sed -n 's/.*"run_by": "\([^"]*\)".*/\1/p')
+	kill -KILL "$apid"
+	t0=$(date +%s)
+	wait_for "$tmp/run.err" "went away" 30
+	rm -f "$sock"
+	# shellcheck disable=SC2086
+	mh_agent 1 - "$sock" --cpus 1 --listen "$l1" --peers "$l2" $lend >"$tmp/b.log" 2>&1
+	apid=$MH_PID
+	k=0
+	while [ $k -lt 1800 ] && kill -0 "$tpid" 2>/dev/null; do # 90 s from the kill
+		sleep 0.05
+		k=$((k + 1))
+	done
+	dt=$(($(date +%s) - t0))
+	end_trainer
+	rc=$? ok=1
+	w=$(went_away)
+	ra=$(grep -c "re-attached to the node agent at $sock" "$tmp/run.err")
+	held=$(sed -n "s/.*(\([0-9]*\) batches its peers' workers held made again).*/\1/p" "$tmp/run.err")
+	[ "$1" = trainer ] && want_by="workers run by the trainer" || want_by="workers run by the agent"
+	[ "$rc" = 0 ] && [ -n "$pyref4" ] && [ "$(cat "$tmp/py.out")" = "$pyref4" ] && [ "$w" = 1 ] &&
+		[ "$ra" = 1 ] && [ "${s:-0}" -ge 32 ] && [ "$by" = "$want_by" ] &&
+		grep -q "job pid [0-9]* attached" "$tmp/b.log" && ok=0
+	[ $ok = 0 ] || {
+		echo "# exit $rc ($dt s after the kill), checksums $(cat "$tmp/py.out"), want $pyref4; $w went away, $ra re-attached; ${s:-0} remote samples before the kill; $by"
+		diag "$tmp/run.err"
+		diag "$tmp/a.log"
+		diag "$tmp/b.log"
+		diag "$tmp/2.log"
+	}
+	if [ "$1" = trainer ]; then
+		t $ok "a trainer-run Python job, host 2 lending (${s:-0} samples): its agent SIGKILLed mid-epoch, the peers' leases back (${held:-?} batches), done $dt s after the kill with a local run's checksums, re-attached ($ra)"
+	else
+		t $ok "an agent-run Python job, host 2 lending (${s:-0} samples): its agent SIGKILLed mid-epoch, the trainer's workers take over, done $dt s after the kill with a local run's checksums, re-attached ($ra)"
+	fi
+	mh_agents_stop
+	apid=
+	rm -f "$sock"
+}
+want 10 && py_lent trainer
+if want 11; then py_lent auto; fi # (a skipped last case is no exit status 1)

@@ -1150,6 +1150,45 @@ static void test_worker_side_refuses_what_is_out_of_range(void **state)
 	gm_ring_destroy(r);
 }
 
+/* Dealt claims (torch's round robin): worker w of n claims only the batches whose
+ * number in their epoch (the slot's ids header) is w mod n, the next free one of
+ * those; the others wait for their own worker, even when free. */
+static void test_dealt_workers_claim_only_their_batches(void **state)
+{
+	(void)state;
+	struct gm_ring *r;
+	struct gm_bind *b0, *b1;
+	uint64_t task;
+	assert_int_equal(gm_ring_create(&r, 4, 3 + GM_BIND_IDS_HDR, 8, 0, 6), 0);
+	for (uint32_t s = 0; s < 4; s++) {
+		gm_ring_ctl(r, s)->n = 1;
+		gm_ring_ids(r, s)[1] = s; /* task s is batch s of its epoch */
+	}
+	assert_int_equal(gm_bind_attach(&b0, gm_ring_fd(r)), 0);
+	assert_int_equal(gm_bind_attach(&b1, gm_ring_fd(r)), 0);
+	assert_int_equal(gm_bind_deal(b0, 2, 2), -EINVAL); /* no worker 2 of 2 */
+	assert_int_equal(gm_bind_deal(b0, 2, 0), 0);
+	assert_int_equal(gm_bind_deal(b1, 2, 1), 0);
+	assert_int_equal(gm_bind_claim(b0, 0, &task), 0);
+	assert_int_equal(task, 0);
+	assert_int_equal(gm_bind_claim(b0, 0, &task), 2); /* not 1: batch 1 is b1's */
+	assert_int_equal(task, 2);
+	assert_int_equal(gm_bind_claim(b0, 10, &task), -EAGAIN); /* 1 and 3 free, not its */
+	assert_int_equal(gm_bind_claim(b1, 0, &task), 1);
+	assert_int_equal(gm_bind_claim(b1, 0, &task), 3);
+	assert_int_equal(gm_bind_publish(b0, 0, 0), 0);
+	assert_int_equal(gm_ring_wait_ready(r, 0, 0), 0);
+	gm_ring_ids(r, 0)[1] = 4; /* the consumer's next batch for the slot: task 4 */
+	gm_ring_release(r, 0);
+	assert_int_equal(gm_bind_claim(b1, 10, &task), -EAGAIN);
+	assert_int_equal(gm_bind_claim(b0, 0, &task), 0);
+	assert_int_equal(task, 4);
+	assert_int_equal(gm_bind_deal(b1, 1, 7), 0); /* n 1: any batch, whatever w */
+	gm_bind_detach(b0);
+	gm_bind_detach(b1);
+	gm_ring_destroy(r);
+}
+
 /* A process forked from a worker (a dataset that spawns a helper, which then
  * returns into the worker's loop) has a copy of its handle and mapping, and the
  * lease word names the worker: it can neither claim, mark, record nor publish;
@@ -1249,6 +1288,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_pin_registers_the_ring_or_says_there_is_no_gpu),
 	    cmocka_unit_test(test_sparse_pool_allocates_only_what_workers_write_and_is_not_pinned),
 	    cmocka_unit_test(test_worker_side_refuses_what_is_out_of_range),
+	    cmocka_unit_test(test_dealt_workers_claim_only_their_batches),
 	    cmocka_unit_test(test_fork_of_a_worker_cannot_claim_or_publish_its_lease),
 	    cmocka_unit_test(test_what_a_worker_forked_ends_with_the_worker),
 	};

@@ -6,8 +6,9 @@
  * bytes while its slot is refilled; the embedder's hold keeps a slot; a fatal
  * error, a worker's fatal, a hung-up node agent, an interrupt and a deadline each
  * end a wait with their own errno and words; a taken batch is counted for the
- * controller. It does not test the loader or the bindings (test_loader.c,
- * test_bind.c), which embed it.
+ * controller; an agent gone that only sized the trainer's workers leaves them
+ * their leases and takes back every other (gm_consumer_strays). It does not
+ * test the loader or the bindings (test_loader.c, test_bind.c), which embed it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -255,6 +257,50 @@ static void test_a_taken_batch_is_counted_for_the_controller(void **state)
 	gm_ring_destroy(r);
 }
 
+/* ours for gm_consumer_strays: this process plays the trainer's one worker */
+static bool this_process(void *arg, uint32_t holder)
+{
+	(void)arg;
+	return holder == (uint32_t)getpid();
+}
+
+static void test_an_agent_gone_takes_back_every_lease_but_the_trainers_workers(void **state)
+{
+	(void)state;
+	struct gm_consumer c;
+	struct gm_ring *r = ring(&c);
+	struct gm_ring_hdr *h = gm_ring_hdr(r);
+	uint64_t task;
+	pid_t dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	/* a remote worker's lease (the agent's virtual id: remote.h), the trainer's
+	 * live worker's, one of a process gone, one of a live process not ours */
+	uint32_t holders[SLOTS] = {0x400001u, (uint32_t)getpid(), (uint32_t)dead, 1};
+	for (int i = 0; i < SLOTS; i++)
+		assert_int_equal(gm_ring_claim(r, holders[i], &task), i);
+	atomic_store(&h->p_alive, 1);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(gm_consumer_strays(&c, this_process, NULL), 3);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_true(s < 3); /* pid 1 lives on: taken back at the 2-s bound */
+	for (uint32_t i = 0; i < SLOTS; i++)
+		assert_int_equal(atomic_load(&gm_ring_ctl(r, i)->state),
+				 i == 1 ? GM_SLOT_WORD(GM_SLOT_CLAIMED, getpid())
+					: GM_SLOT_WORD(GM_SLOT_FREE, 0));
+	assert_int_equal(atomic_load(&h->p_alive), 1); /* the trainer's worker's count */
+	/* the three go to the next claimers; the trainer's worker still publishes */
+	for (int i = 0; i < 3; i++)
+		assert_true(gm_ring_claim(r, 7, &task) >= 0);
+	assert_int_equal(gm_ring_publish_held(r, 1, (uint32_t)getpid()), 0);
+	gm_consumer_fini(&c);
+	gm_ring_destroy(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +312,7 @@ int main(void)
 	    cmocka_unit_test(test_a_node_agent_that_hangs_up_ends_the_wait_with_epipe),
 	    cmocka_unit_test(test_interrupt_and_deadline_end_the_wait_in_time),
 	    cmocka_unit_test(test_a_taken_batch_is_counted_for_the_controller),
+	    cmocka_unit_test(test_an_agent_gone_takes_back_every_lease_but_the_trainers_workers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

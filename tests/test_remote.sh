@@ -1444,20 +1444,29 @@ AGENT_OPTS=--lend-python AGENT_CPUS=2 agent 2 "$tmp/secret" 1
 AGENT_OPTS=
 AGENT_CPUS=1 agent 1 "$tmp/secret" 2
 peers_connected 1 1
+# slow samples (the same bytes): the job must outlast the peer's Python workers'
+# start (an interpreter importing torch, seconds on a loaded machine)
+SLOW_MS=40
 pytrain plain 3 &
+SLOW_MS=
 tp=$!
 kills=0 k=0
 # the Python workers of each remote worker process (its children: a zygote's
 # workers are reparented to it, their pool's subreaper), not its zygote (its
-# first Python child, the lowest pid: forked workers share its command line)
-while [ $k -lt 200 ] && kill -0 $tp 2>/dev/null; do
-	sleep 1.5
+# first Python child, the lowest pid: forked workers share its command line).
+# Looked for every 0.2 s, so the first kill comes as soon as a worker runs;
+# after a kill, 1.5 s for the replacement to work a while; 4 rounds of kills
+while [ $k -lt 1500 ] && kill -0 $tp 2>/dev/null; do
+	sleep 0.2
+	k=$((k + 1))
+	[ $kills -lt 4 ] || continue
+	hit=0
 	for rw in $(pgrep -f "goldminer node --remote-worker"); do
 		for w in $(pgrep -P "$rw" | sort -n | sed 1d); do
-			kill -KILL "$w" 2>/dev/null && kills=$((kills + 1))
+			kill -KILL "$w" 2>/dev/null && kills=$((kills + 1)) hit=1
 		done
 	done
-	k=$((k + 1))
+	[ $hit = 0 ] || sleep 1.5
 done
 wait $tp
 ok=1

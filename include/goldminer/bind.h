@@ -62,6 +62,13 @@ void gm_bind_detach(struct gm_bind *b);
  * in a process forked from the attaching one. */
 int gm_bind_claim(struct gm_bind *b, int timeout_ms, uint64_t *task);
 
+/* Dealt claims, as torch's DataLoader deals batches: from now on b claims only
+ * batches whose number in their epoch is w modulo n (worker w of n makes batch
+ * k when k mod n == w); n 0 or 1: any batch. 0, or -EINVAL (w >= n). Only for
+ * a pool of exactly n workers with ids 0..n-1 (a replacement keeps the id of
+ * the worker it replaces): else a batch may wait for a worker that never comes. */
+int gm_bind_deal(struct gm_bind *b, uint32_t n, uint32_t w);
+
 /* The claimed slot's batch: its epoch and index in the epoch (*epoch, *batch), and
  * its sample indices: their count, *idx pointing at them in the ring (valid while
  * the lease is held). 0 when the count is out of range. */

@@ -98,6 +98,18 @@ int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms);
  * is cleared, and its count of live workers zeroed. The tasks re-issued. */
 uint32_t gm_consumer_orphans(struct gm_consumer *c);
 
+/* The node agent that only sized the ring's workers, which this process runs,
+ * went away (bind.c's trainer-run jobs), and with it the remote workers it
+ * served (their leases' virtual ids, remote.h, name no process here): every
+ * lease whose holder is not ours (ours(arg, holder) false) goes back to FREE
+ * once that holder is gone (at once for a remote worker's; 2 s at most in all,
+ * as gm_consumer_orphans). ours is asked again while it waits (a worker this
+ * process forked meanwhile is ours), from the calling thread. The ring's stop
+ * and count of live workers are this process's workers' and stay. The tasks
+ * re-issued. */
+uint32_t gm_consumer_strays(struct gm_consumer *c, bool (*ours)(void *arg, uint32_t holder),
+			    void *arg);
+
 /* The next wait, or the one under way, returns -EINTR (within 100 ms). Async-
  * signal-safe. */
 void gm_consumer_interrupt(struct gm_consumer *c);

@@ -202,6 +202,13 @@ _Atomic uint64_t *gm_ring_err_bits(const struct gm_ring *r, uint32_t slot);
  */
 int gm_ring_claim(struct gm_ring *r, uint32_t pid, uint64_t *task);
 
+/* gm_ring_claim among the free tasks whose slot `want` accepts (it reads what the
+ * consumer wrote into the slot for that task: visible, the load that saw the
+ * slot free being an acquire); -EAGAIN while none of those is free. */
+typedef bool (*gm_ring_want_fn)(const struct gm_ring *r, uint32_t slot, void *arg);
+int gm_ring_claim_if(struct gm_ring *r, uint32_t pid, uint64_t *task, gm_ring_want_fn want,
+		     void *arg);
+
 /* Worker: publish a filled slot (release store of READY) and wake the consumer. */
 void gm_ring_publish(struct gm_ring *r, uint32_t slot);
 

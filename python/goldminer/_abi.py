@@ -210,6 +210,7 @@ _PROTOS = {
     "gm_bind_attach": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int]),
     "gm_bind_detach": (None, [_P]),
     "gm_bind_claim": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+    "gm_bind_deal": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32]),
     "gm_bind_indices": (ctypes.c_uint32, [_P, ctypes.c_uint32, ctypes.POINTER(_U32P),
                                           _U32P, _U32P]),
     "gm_bind_payload": (_P, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),

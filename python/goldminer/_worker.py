@@ -583,6 +583,8 @@ def _serve(lib, b, w):
         if os.getpid() != _me:
             _refuse_fork(w, "worker_init_fn")
         _torch_taken(wid, seed)
+    if w.get("deal", 0) > 1 and wid < w["deal"]:  # torch's round robin (bind.h)
+        lib.gm_bind_deal(b, w["deal"], wid)
     task = ctypes.c_uint64()
     while not _retire:
         slot = lib.gm_bind_claim(b, 200, ctypes.byref(task))

@@ -58,7 +58,8 @@ longest batch is known once it runs). One ring and its workers serve every epoch
 (each slot says which epoch its batch is of, the ring's epoch table its base
 seed: bind.h), persistent or not: a non-persistent loader's next iterator takes
 the last epoch's pool when its batches fit and the spec pickles the same (else
-new workers load the changed dataset, as torch's next epoch would), and each
+new workers load the changed dataset, as torch's next epoch would; so does the
+first epoch of a dataset changed after the build, persistent or not), and each
 epoch keeps its own seed; persistent_workers=True keeps the first epoch's, as
 torch's persistent workers do. An epoch left half-way ends them (the next starts
 new ones).
@@ -66,8 +67,10 @@ new ones).
 Worker ids: each worker has the pool's id, 0..num_workers-1 (max_workers with
 "auto"), the lowest no live worker holds, so a replacement takes the id of the
 worker it replaces; worker_init_fn(id) and torch.utils.data.get_worker_info()
-(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. The
-bytes never depend on it (the seeds are per sample).
+(id, num_workers, seed = seed + id, dataset) say it, as in torch's workers. Batch
+k of an epoch is made by worker k mod num_workers, as torch deals them
+(gm_bind_deal; with "auto" or node=, whose pools change size, the next free
+worker claims it). The bytes never depend on it (the seeds are per sample).
 
 node=PATH (a node agent's socket, `goldminer node`; "" or True: the default one):
 the agent runs the workers instead of this process (wire.h, CMDJOB): this
@@ -353,8 +356,11 @@ class DataLoader(_generic_base()):  # type: ignore[misc] # torch's or object, at
         if timeout < 0:
             no("timeout option should be non-negative, not %r" % (timeout,))
         if isinstance(dataset, tud.IterableDataset):
+            # torch's refusal first, in its words (a datapipe takes shuffle=: torch
+            # sets its shuffle settings)
+            pipe = isinstance(dataset, getattr(tud, "IterDataPipe", ()))
             for name, val in zip(("shuffle", "sampler", "batch_sampler"), orders):
-                if val not in (None, False):  # torch's refusal first, in its words
+                if val not in (None, False) and not (pipe and name == "shuffle"):
                     no("DataLoader with IterableDataset: expected unspecified %s option, but"
                        " got %s=%r" % (name, name, val))
             no("an IterableDataset has no indices for stateless workers: give a map-style"
@@ -846,7 +852,9 @@ class _Pool:
             return False
         if self.sparse and self.dl.pin_memory and self.plans:
             return False  # a probe is not pinned: the next pool is
-        return self.persistent or self.digest == self.dl._spec_digest()
+        # (a persistent pool's workers keep what they loaded from its first epoch
+        # on; the pool started when the loader was built has served none yet)
+        return (self.persistent and bool(self.plans)) or self.digest == self.dl._spec_digest()
 
     def reusable(self):
         """May this pool serve a later epoch (_idle)?"""
@@ -878,6 +886,10 @@ class _Pool:
                              "auto_collation": dl._auto_collation,
                              "on_error": dl.on_error,
                              "num_workers": dl.max_workers if auto else dl.num_workers,
+                             # batch k of an epoch made by worker k mod num_workers, as
+                             # torch deals them: a pool of exactly num_workers (not
+                             # "auto", not an agent's)
+                             "deal": 0 if auto or node else dl.num_workers,
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
                              "cwd": os.getcwd() if node else None,

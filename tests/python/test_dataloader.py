@@ -466,6 +466,19 @@ class TestDataLoader(GmTest):
         self.assertEqual({r[1] for r in rows} - {0, 1, 2}, set())
         self.assertEqual({(r[2], r[3] - r[1], r[4]) for r in rows}, {(3, 5, 1)})
 
+    def test_batch_k_is_made_by_worker_k_mod_n_as_torch_deals_them(self):
+        # torch deals batch k of each epoch to worker k mod num_workers; a
+        # replacement keeps the dead worker's id, so its batches too
+        dl = self.DL(Who(n=96, delay=0.002), batch_size=4, shuffle=True, num_workers=3,
+                     seed=5)
+        self.addCleanup(dl.close)
+        for epoch in range(2):
+            for k, b in enumerate(dl):
+                self.assertEqual({r[1] for r in b.tolist()}, {k % 3}, (epoch, k))
+                if epoch == 1 and k == 4:
+                    for pid in workers()[:1]:
+                        os.kill(pid, signal.SIGKILL)
+
     def test_sigkilled_worker_mid_batch_gives_the_same_bytes(self):
         ref = self.run_loader(0)[0]
         dl = self.DL(AugDataset(delay=0.02), batch_size=BATCH, shuffle=True, num_workers=2,

@@ -152,6 +152,23 @@ class TestStartup(GmTest):
         self.assertEqual(flat(list(dl)), flat(list(r0)))
         self.assertGreaterEqual(flat(list(dl))[0][0][0][0], 100.0)
 
+    def test_a_dataset_changed_before_the_first_epoch_is_what_it_loads(self):
+        # the workers started with the build loaded the dataset as it was then;
+        # torch's start at the first iter(), persistent or not (its own suite:
+        # a dataset attribute set after the loader is built)
+        for persistent in (False, True):
+            ds, ref = Shifted(), Shifted()
+            dl = self.DL(ds, batch_size=BATCH, num_workers=2, seed=2, copy=True,
+                         persistent_workers=persistent)
+            self.addCleanup(dl.close)
+            wait_for(lambda: len(workers()) >= 2)
+            ds.shift = ref.shift = 100.0
+            r0 = self.DL(ref, batch_size=BATCH, num_workers=0, seed=2, copy=True)
+            got = flat(list(dl))
+            self.assertEqual(got, flat(list(r0)), "persistent=%s" % persistent)
+            self.assertGreaterEqual(got[0][0][0][0], 100.0)
+            dl.close()
+
     def test_close_of_a_loader_never_iterated_leaves_no_process(self):
         before = set(c for c, _ in children())
         dl = self.DL(AugDataset(), batch_size=BATCH, num_workers=2, seed=1)

@@ -30,6 +30,8 @@ SAMPLE_BOTH = [
     "TestDataLoader.test_timeout",
     "TestDataLoader.test_get_worker_info",
     "TestDataLoaderPersistentWorkers.test_shuffle_workers",
+    "TestDataLoaderPersistentWorkers.test_dataset_not_reset",
+    "TestIndividualWorkerQueue.test_ind_worker_queue",
     "TestDictDataLoader.test_sequential_batch",
     "TestDataLoader.test_worker_init_fn",
     "TestDataLoader.test_invalid_ctor_args_combinations",
@@ -39,6 +41,7 @@ SAMPLE_BOTH = [
 SAMPLE_BY_DESIGN = [
     "TestDataLoader.test_iterabledataset_len",
     "TestDataLoader.test_worker_seed",
+    "TestDataLoader.test_multiprocessing_iterdatapipe",
 ]
 
 
@@ -108,6 +111,10 @@ class TestTorchSuiteRefusals(GmTest):
             def __len__(self):
                 return 2
         said = []
+        pipe = tud.datapipes.iter.IterableWrapper([[1, 2], [3, 4]])
+        with self.assertRaises(ValueError) as cm:  # torch takes shuffle= for a datapipe
+            DataLoader(pipe, shuffle=True, num_workers=2, batch_size=2)
+        self.assertIn(torch_suite.ITERABLE, str(cm.exception))
         for args, kw in (((Stream(),), {}),
                          ((Shared(),), {"num_workers": 2, "multiprocessing_context": "fork"}),
                          ((Shared(),), {"num_workers": 2})):
