@@ -538,13 +538,18 @@ format-check: lint-deps
 # the package, its tests, the benchmarks and the examples. A finding that is a
 # false positive is silenced where it is, with a reason: // cppcheck-suppress ID
 # (C) or # shellcheck disable=SCnnnn (scripts); pyflakes has no such comment: a
-# name a module imports for others goes in its __all__.
+# name a module imports for others goes in its __all__. mypy (Debian's
+# python3-mypy, run by /usr/bin/python3) checks the public API's type hints: the
+# modules a trainer imports (MYPY_SRCS) and what they import of the package, not
+# torch's or NumPy's sources (python/pyproject.toml, [tool.mypy]); its cache under
+# $(B)/mypy-cache.
 CPPCHECK_FLAGS := --enable=warning,performance,portability --inline-suppr --error-exitcode=1 \
 	--std=c11 -D_GNU_SOURCE --force -Iinclude -Icmd -Itests -Itests/fuzz --quiet \
 	--template='{file}:{line}: {severity} ({id}): {message}'
 SHELL_SCRIPTS = $(sort $(shell find . -name '*.sh' -not -path './build*' -not -path './.git/*') \
 	$(wildcard .ci/run))
 PY_SRCS = $(sort $(shell find . -name '*.py' -not -path './build*' -not -path './.git/*'))
+MYPY_SRCS = python/goldminer/loader.py python/goldminer/torch.py python/goldminer/dataloader.py
 lint: lint-deps
 	$(Q)rc=0; echo "  CPPCHECK core sim cmd tests"; \
 	cppcheck $(CPPCHECK_FLAGS) core sim cmd tests || rc=1; \
@@ -552,10 +557,13 @@ lint: lint-deps
 	shellcheck $(SHELL_SCRIPTS) || rc=1; \
 	echo "  PYFLAKES $(words $(PY_SRCS)) Python files"; \
 	pyflakes3 $(PY_SRCS) || rc=1; \
+	echo "  MYPY $(words $(MYPY_SRCS)) modules"; \
+	/usr/bin/python3 -m mypy --config-file python/pyproject.toml --cache-dir $(B)/mypy-cache \
+		$(MYPY_SRCS) || rc=1; \
 	if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: findings above"; fi; exit $$rc
 
 # The tools of format-check and lint (a developer/CI stage: make test does not need them).
-LINT_PKGS := cppcheck shellcheck clang-format pyflakes3
+LINT_PKGS := cppcheck shellcheck clang-format pyflakes3 python3-mypy
 lint-deps:
 	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS="$(LINT_PKGS)"
 

@@ -2,7 +2,7 @@
  * err.c - how a command speaks on stderr (see cmd.h): one line per event, always
  * "goldminer CMD: " first, so a user (or a grep) can tell which command said it.
  *
- * How errors reach a user (the survey behind this file, issue 23):
+ * How errors reach a user (the survey of every message behind this file):
  *  - the library never prints: a constructor fills a `char *err` out-parameter and
  *    a long-lived handle keeps a per-handle message (gm_loader_errmsg,
  *    gm_aug_errmsg, gm_jpeg_errmsg), both formatted by gm_errf (util.h), starting

@@ -18,10 +18,11 @@
 
 #include "cmd.h"
 #include "metrics.h"
+#include "goldminer/host.h"
 #include "goldminer/limits.h"
 #include "goldminer/node.h"
 #include "goldminer/remote.h"
-#include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 #define CMD "node"
 
@@ -319,7 +320,7 @@ int gm_cmd_node(int argc, char **argv)
 	}
 	if (val[O_CPUS] && cpus_opt(val[O_CPUS], &o.cpus))
 		return 2;
-	if (val[O_MEM] && (gm_ring_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
+	if (val[O_MEM] && (gm_parse_bytes(val[O_MEM], &o.mem) || o.mem < (1u << 20))) {
 		cmd_err(CMD, "--mem", "like 512M or 8G", "takes a size of at least 1M, not '%s'",
 			val[O_MEM]);
 		return 2;
@@ -358,7 +359,7 @@ int gm_cmd_node(int argc, char **argv)
 	if (val[O_STATUS])
 		return ask_agent(o.socket_path, true, 0, 0);
 	/* read by the same parser as --mem, and refused the same way */
-	if (gm_ring_mem_limit(&v, NULL, 0)) {
+	if (gm_host_mem_limit(&v, NULL, 0)) {
 		cmd_err(CMD, "GM_MEM_LIMIT", "like 512M or 8G, or unset it",
 			"takes a size, not '%s'", getenv("GM_MEM_LIMIT"));
 		return 2;

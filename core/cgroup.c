@@ -18,6 +18,7 @@
  * layout, /sys/fs/cgroup/CONTROLLER for v1).
  */
 #include "goldminer/cgroup.h"
+#include "goldminer/util.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -159,9 +160,10 @@ static void mem_visit(const char *dir, const char *cg, void *arg)
 		w->m->limit = lim;
 	if (room < w->m->room) {
 		w->m->room = room;
-		snprintf(w->m->src, sizeof(w->m->src),
-			 "memory cgroup %.200s: %s %.1f MiB, %.1f MiB in use", cg, lim_f,
-			 (double)lim / (1 << 20), (double)use / (1 << 20));
+		char h_lim[32], h_use[32];
+		snprintf(w->m->src, sizeof(w->m->src), "memory cgroup %.200s: %s %s, %s in use", cg,
+			 lim_f, gm_fmt_bytes(h_lim, sizeof(h_lim), lim),
+			 gm_fmt_bytes(h_use, sizeof(h_use), use));
 	}
 }
 

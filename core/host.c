@@ -8,13 +8,17 @@
  */
 #include "goldminer/host.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "goldminer/cgroup.h"
+#include "goldminer/util.h"
 
 /* CPUs in the list file root/rel; 0 when missing or malformed. */
 static unsigned list_file(const char *root, const char *rel)
@@ -90,4 +94,87 @@ char gm_host_proc_state(const char *root, pid_t pid)
 bool gm_host_stopped(const char *root, pid_t pid)
 {
 	return gm_host_proc_state(root, pid) == 'T';
+}
+
+/* A /proc/meminfo line ("MemAvailable:   23761024 kB") in bytes; UINT64_MAX if absent. */
+static uint64_t meminfo(const char *key)
+{
+	char line[256];
+	uint64_t v = UINT64_MAX, kb;
+	size_t kl = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':' &&
+		    sscanf(line + kl + 1, "%" SCNu64, &kb) == 1 && kb < UINT64_MAX / 1024) {
+			v = kb * 1024;
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+int gm_host_mem_limit(uint64_t *out, char *err, size_t errlen)
+{
+	const char *s = getenv("GM_MEM_LIMIT");
+
+	*out = UINT64_MAX;
+	if (!s || !*s)
+		return 0;
+	if (gm_parse_bytes(s, out)) {
+		*out = UINT64_MAX;
+		if (err && errlen)
+			gm_errf(err, errlen,
+				"GM_MEM_LIMIT='%s' is not a size (bytes, or with a K, M, G or T "
+				"suffix: like 512M or 8G); set it to one, or unset it",
+				s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset (or not a size: gm_ring_admit
+ * refuses that before anything asks how much room there is). */
+static uint64_t env_limit(void)
+{
+	uint64_t v;
+	gm_host_mem_limit(&v, NULL, 0);
+	return v;
+}
+
+uint64_t gm_host_mem_room(char *src, size_t srclen)
+{
+	struct gm_cgroup_mem b;
+	char h[32];
+	uint64_t room = meminfo("MemAvailable"), env = env_limit();
+
+	if (src && srclen) {
+		gm_fmt_bytes(h, sizeof(h), room);
+		snprintf(src, srclen, "MemAvailable %s", h);
+	}
+	gm_cgroup_mem(NULL, &b);
+	if (b.room < room) {
+		room = b.room;
+		if (src && srclen)
+			snprintf(src, srclen, "%s", b.src);
+	}
+	if (env < room) {
+		room = env;
+		if (src && srclen)
+			snprintf(src, srclen, "GM_MEM_LIMIT=%s", getenv("GM_MEM_LIMIT"));
+	}
+	return room;
+}
+
+uint64_t gm_host_mem_total(void)
+{
+	struct gm_cgroup_mem b;
+	uint64_t total = meminfo("MemTotal"), env = env_limit();
+
+	gm_cgroup_mem(NULL, &b);
+	if (b.limit < total)
+		total = b.limit;
+	return env < total ? env : total;
 }

@@ -1045,7 +1045,7 @@ out_destroy:
  * the header copy and the bytes [row[r0] - 2, row[r1] + 2): the same segments, the
  * same pixels as from the whole file.
  *
- * The index is checked, not trusted (issue 24): the header copy must equal the
+ * The index is checked, not trusted (a lent shard may lie): the header copy must equal the
  * file's own header, read the way the copy was made, up to row[0] (so a ranged
  * read's prefix runs to there: gm_jpeg_index_bytes); the offsets must rise and lie
  * in the file; and a decode checks the rows of its window against their bytes:

@@ -166,12 +166,6 @@ const char *gm_node_default_socket(void)
 	return gm_wire_default_socket(path, sizeof(path));
 }
 
-/* "12.3 MiB" */
-static void human(char *buf, size_t len, uint64_t v)
-{
-	snprintf(buf, len, "%.1f MiB", (double)v / (1 << 20));
-}
-
 static void logf_(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logf_(struct agent *a, const char *fmt, ...)
 {
@@ -343,9 +337,9 @@ static int admit_job(struct agent *a, struct job *j, const struct gm_loader_opts
 	if (!j->ring_bytes || (used <= a->mem && j->ring_bytes <= a->mem - used))
 		return 0;
 	char need[32], have[32], busy[32];
-	human(need, sizeof(need), j->ring_bytes);
-	human(have, sizeof(have), a->mem);
-	human(busy, sizeof(busy), used);
+	gm_fmt_bytes(need, sizeof(need), j->ring_bytes);
+	gm_fmt_bytes(have, sizeof(have), a->mem);
+	gm_fmt_bytes(busy, sizeof(busy), used);
 	snprintf(why, len,
 		 "the ring of %u slots x %u samples x %" PRIu64 " bytes needs %s; the node "
 		 "agent's memory budget is %s, %s of it taken by %d job%s; lower the batch "
@@ -369,8 +363,8 @@ static int admit_ring(struct agent *a, struct job *j, int ring_fd, char *why, si
 	uint64_t used = used_mem(a, &n), need = (uint64_t)st.st_size;
 	if (used > a->mem || need > a->mem - used) {
 		char h_need[32], h_have[32];
-		human(h_need, sizeof(h_need), need);
-		human(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
+		gm_fmt_bytes(h_need, sizeof(h_need), need);
+		gm_fmt_bytes(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
 		snprintf(why, len,
 			 "the job's running ring needs %s, the node agent's memory budget has "
 			 "%s left (its workers stay in the client); start the agent with a "
@@ -557,9 +551,9 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 	}
 	int n;
 	char mem[32];
-	human(mem, sizeof(mem), used_mem(a, &n));
+	gm_fmt_bytes(mem, sizeof(mem), used_mem(a, &n));
 	char ring[32];
-	human(ring, sizeof(ring), j->ring_bytes);
+	gm_fmt_bytes(ring, sizeof(ring), j->ring_bytes);
 	logf_(a,
 	      "job pid %d attached: %s, batch %u, a ring of %u slots (%s); %u of %u workers in "
 	      "use (%u given to it so far), %s of memory in use",
@@ -638,8 +632,8 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 	uint64_t used = used_mem(a, &n), need = (uint64_t)rs.st_size;
 	if (used > a->mem || need > a->mem - used) {
 		char h_need[32], h_have[32];
-		human(h_need, sizeof(h_need), need);
-		human(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
+		gm_fmt_bytes(h_need, sizeof(h_need), need);
+		gm_fmt_bytes(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
 		snprintf(why, len,
 			 "the ring needs %s, the node agent's memory budget has %s left; "
 			 "lower slot_bytes= or the batch size, or start the agent with a larger "
@@ -1569,7 +1563,7 @@ static int agent_new(struct agent **out, const struct gm_node_opts *o, char *err
 	gm_host_cpu(o->host_root, o->cpus, &a->host);
 	a->mem = o->mem;
 	if (!a->mem) {
-		uint64_t total = gm_ring_mem_total();
+		uint64_t total = gm_host_mem_total();
 		a->mem = total == UINT64_MAX ? UINT64_MAX : total / 2;
 	}
 	a->idle_ms = o->idle_ms ? o->idle_ms : GM_NODE_IDLE_MS;
@@ -1749,7 +1743,7 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 		free(a);
 		return rc;
 	}
-	human(mem, sizeof(mem), a->mem);
+	gm_fmt_bytes(mem, sizeof(mem), a->mem);
 	logf_(a, "listening on %s (mode 0600), budget %u workers and %s of memory", path, a->budget,
 	      mem);
 	logf_(a, "the workers can use %.2f cores (%s): each job's local capacity counts them",

@@ -1008,16 +1008,6 @@ static const char *layout_name(const struct gm_aug_spec *s)
 					  : "uint8 HWC";
 }
 
-static void human_bytes(uint64_t b, char *buf, size_t len)
-{
-	if (b >= (1ull << 20))
-		snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
-	else if (b >= 1024)
-		snprintf(buf, len, "%.1f KiB", (double)b / 1024);
-	else
-		snprintf(buf, len, "%llu B", (unsigned long long)b);
-}
-
 int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 {
 	const struct gm_aug_spec *s = &p->aug;
@@ -1056,7 +1046,7 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 			"%g..%g, hue %g..%g (0..0: off), in random order\n",
 			s->jitter[0][0], s->jitter[0][1], s->jitter[1][0], s->jitter[1][1],
 			s->jitter[2][0], s->jitter[2][1], s->jitter[3][0], s->jitter[3][1]);
-	human_bytes(sb, hb, sizeof(hb));
+	gm_fmt_bytes(hb, sizeof(hb), sb);
 	if (s->out != GM_OUT_U8_HWC)
 		fprintf(f, "sample: %s 3x%ux%u, mean %g,%g,%g std %g,%g,%g = %zu bytes (%s)\n",
 			layout_name(s), s->size, s->size, s->mean[0], s->mean[1], s->mean[2],
@@ -1066,7 +1056,7 @@ int gm_pipeline_describe(const struct gm_pipeline *p, FILE *f)
 			s->size, sb, hb);
 	if (p->batch) {
 		uint64_t bb = (uint64_t)sb * p->batch;
-		human_bytes(bb, hb, sizeof(hb));
+		gm_fmt_bytes(hb, sizeof(hb), bb);
 		fprintf(f, "batch: %u samples = %llu bytes (%s)\n", p->batch,
 			(unsigned long long)bb, hb);
 	} else {

@@ -19,15 +19,15 @@
  *
  * Admission: the ring's bytes are known before anything is allocated, and are
  * compared with what /proc/meminfo and the memory cgroups above this process (v1
- * and v2, every level up to the root: cgroup.h reads them) can still give. fallocate alone is not
- * enough: a memfd's pages are charged to the cgroup, and when it is full the OOM
- * killer picks a victim, often another process than the one that asked.
+ * and v2, every level up to the root) can still give: host.h measures that,
+ * gm_host_mem_room. fallocate alone is not enough: a memfd's pages are charged
+ * to the cgroup, and when it is full the OOM killer picks a victim, often
+ * another process than the one that asked.
  *
  * This file does not allocate batches, decode or spawn: it only moves leases.
  */
 #include "goldminer/ring.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -42,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "goldminer/cgroup.h"
+#include "goldminer/host.h"
 #include "goldminer/util.h"
 
 _Static_assert(sizeof(struct gm_ring_hdr) <= 4096, "ring header must fit one page");
@@ -110,139 +110,13 @@ uint64_t gm_ring_size(uint32_t nslots, uint32_t batch_size, uint64_t sample_byte
 	return HDR_BYTES + slot_bytes * nslots;
 }
 
-/* "12.3 MiB" */
-static void human(char *buf, size_t len, uint64_t v)
-{
-	static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double d = (double)v;
-	int u = 0;
-	while (d >= 1024 && u < 6) {
-		d /= 1024;
-		u++;
-	}
-	if (u)
-		snprintf(buf, len, "%.1f %s", d, unit[u]);
-	else
-		snprintf(buf, len, "%" PRIu64 " bytes", v);
-}
-
-int gm_ring_parse_bytes(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
-	if (u) {
-		shift = 10 * (int)(u - units + 1);
-		end++;
-	}
-	if (*end == 'i' && shift) /* "64MiB" too */
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-/* A /proc/meminfo line ("MemAvailable:   23761024 kB") in bytes; UINT64_MAX if absent. */
-static uint64_t meminfo(const char *key)
-{
-	char line[256];
-	uint64_t v = UINT64_MAX, kb;
-	size_t kl = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	if (!f)
-		return v;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl) && line[kl] == ':' &&
-		    sscanf(line + kl + 1, "%" SCNu64, &kb) == 1 && kb < UINT64_MAX / 1024) {
-			v = kb * 1024;
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
-int gm_ring_mem_limit(uint64_t *out, char *err, size_t errlen)
-{
-	const char *s = getenv("GM_MEM_LIMIT");
-
-	*out = UINT64_MAX;
-	if (!s || !*s)
-		return 0;
-	if (gm_ring_parse_bytes(s, out)) {
-		*out = UINT64_MAX;
-		if (err && errlen)
-			gm_errf(err, errlen,
-				"GM_MEM_LIMIT='%s' is not a size (bytes, or with a K, M, G or T "
-				"suffix: like 512M or 8G); set it to one, or unset it",
-				s);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* $GM_MEM_LIMIT in bytes, UINT64_MAX when unset (or not a size: gm_ring_admit
- * refuses that before anything asks how much room there is). */
-static uint64_t env_limit(void)
-{
-	uint64_t v;
-	gm_ring_mem_limit(&v, NULL, 0);
-	return v;
-}
-
-uint64_t gm_ring_mem_room(char *src, size_t srclen)
-{
-	struct gm_cgroup_mem b;
-	char h[32];
-	uint64_t room = meminfo("MemAvailable"), env = env_limit();
-
-	if (src && srclen) {
-		human(h, sizeof(h), room);
-		snprintf(src, srclen, "MemAvailable %s", h);
-	}
-	gm_cgroup_mem(NULL, &b);
-	if (b.room < room) {
-		room = b.room;
-		if (src && srclen)
-			snprintf(src, srclen, "%s", b.src);
-	}
-	if (env < room) {
-		room = env;
-		if (src && srclen)
-			snprintf(src, srclen, "GM_MEM_LIMIT=%s", getenv("GM_MEM_LIMIT"));
-	}
-	return room;
-}
-
-uint64_t gm_ring_mem_total(void)
-{
-	struct gm_cgroup_mem b;
-	uint64_t total = meminfo("MemTotal"), env = env_limit();
-
-	gm_cgroup_mem(NULL, &b);
-	if (b.limit < total)
-		total = b.limit;
-	return env < total ? env : total;
-}
-
 int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, char *err,
 		  size_t errlen)
 {
 	char src[384], need[32], have[32];
 	uint64_t bytes = gm_ring_size(nslots, batch_size, sample_bytes);
 	uint64_t room;
-	int rc = gm_ring_mem_limit(&room, err, errlen);
+	int rc = gm_host_mem_limit(&room, err, errlen);
 
 	if (rc)
 		return rc; /* an operator's cap that cannot be read is not ignored */
@@ -254,12 +128,12 @@ int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, c
 				nslots, batch_size, sample_bytes);
 		return -EINVAL;
 	}
-	room = gm_ring_mem_room(src, sizeof(src));
+	room = gm_host_mem_room(src, sizeof(src));
 	if (bytes <= room)
 		return 0;
 	if (err && errlen) {
-		human(need, sizeof(need), bytes);
-		human(have, sizeof(have), room);
+		gm_fmt_bytes(need, sizeof(need), bytes);
+		gm_fmt_bytes(have, sizeof(have), room);
 		gm_errf(err, errlen,
 			"a ring of %u slots x %u samples x %" PRIu64
 			" bytes needs %s, more than the %s of memory this process may still take "

@@ -1,7 +1,9 @@
 /*
  * util.c - see util.h.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +128,50 @@ const char *gm_write_cause(int err, const char *dir, char *buf, size_t len)
 		snprintf(buf, len, "file too large (EFBIG: over the file size limit)");
 	else
 		snprintf(buf, len, "%s", strerror(-err));
+	return buf;
+}
+
+int gm_parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (u) {
+		shift = 10 * (int)(u - units + 1);
+		end++;
+	}
+	if (*end == 'i' && shift) /* "64MiB" too */
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+const char *gm_fmt_bytes(char *buf, size_t len, uint64_t v)
+{
+	static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 6) {
+		d /= 1024;
+		u++;
+	}
+	if (u)
+		snprintf(buf, len, "%.1f %s", d, unit[u]);
+	else
+		snprintf(buf, len, "%" PRIu64 " bytes", v);
 	return buf;
 }
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# experiments.sh - the simulator experiments of issues 3 and 14 in one command
+# experiments.sh - the simulator's experiments in one command
 # (`make sim-experiments`): runs every policy (the baselines synergy-tune, cachew
 # and pecan included), over $SEEDS seeds of the model-class draw, on
 #   openb-64        the openb trace on 8 x (8 GPU, 96 vCPU), arrivals compressed to an
@@ -895,7 +895,7 @@ per core than the paper's servers: section (d) halves them), a remote cost
 - **Which world.** Sections (a) to (d) describe PyTorch-era input pipelines (the
   profile the paper's users ran, measured); (e) replaces the image classes' rate
   with goldminer's data plane's, measured the same way.
-- **Not yet here** (issue 28, item 4, later work): the multi-node model checked
+- **Not yet here** (later work): the multi-node model checked
   against a real multi-node run.
 EOT
 } >"$RESULTS"

@@ -329,6 +329,25 @@ static uint32_t pick_demand(const struct sim *s, uint32_t ji)
 }
 
 /*
+ * A placement over several nodes, its tentative records s->pl[off..]: with no GPU
+ * left to place, the job's (its nodes' GPUs and vCPUs taken, local the vCPUs
+ * reserved there) and true; else forgotten, and false.
+ */
+static bool place_commit(struct sim *s, struct sjob *j, size_t off, uint32_t left, uint32_t local)
+{
+	if (left) {
+		s->npl = off;
+		return false;
+	}
+	j->place_off = (uint32_t)off;
+	j->nplace = (uint32_t)(s->npl - off);
+	for (size_t i = off; i < s->npl; i++)
+		node_take(s, s->pl[i].node, s->pl[i].g, s->pl[i].c);
+	j->local = local;
+	return true;
+}
+
+/*
  * policy->fit_gpus: take ji's GPUs node by node, in node order, where the policy's
  * demand for them fits (Synergy's random placement); false (nothing taken) where
  * the nodes do not hold them all so.
@@ -354,16 +373,7 @@ static bool place_fitting(struct sim *s, uint32_t ji)
 		left -= t;
 		local += c;
 	}
-	if (left) {
-		s->npl = off;
-		return false;
-	}
-	j->place_off = (uint32_t)off;
-	j->nplace = (uint32_t)(s->npl - off);
-	for (size_t i = off; i < s->npl; i++)
-		node_take(s, s->pl[i].node, s->pl[i].g, s->pl[i].c);
-	j->local = local;
-	return true;
+	return place_commit(s, j, off, left, local);
 }
 
 /*
@@ -417,16 +427,7 @@ static bool place(struct sim *s, uint32_t ji)
 			left -= t;
 			local += c;
 		}
-	if (left) { /* did not fit: forget the tentative records */
-		s->npl = off;
-		return false;
-	}
-	j->place_off = (uint32_t)off;
-	j->nplace = (uint32_t)(s->npl - off);
-	for (size_t i = off; i < s->npl; i++)
-		node_take(s, s->pl[i].node, s->pl[i].g, s->pl[i].c);
-	j->local = local;
-	return true;
+	return place_commit(s, j, off, left, local);
 }
 
 /* ---- job rates ---- */

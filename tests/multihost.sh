@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# multihost.sh - several "hosts" on one machine for the tests of issue 12
+# multihost.sh - several "hosts" on one machine for the tests of remote workers
 # (data workers on other hosts): sourced by a test (". tests/multihost.sh"),
 # POSIX sh.
 #

@@ -44,37 +44,15 @@
 # wait has a deadline. Env: B (build dir), GM_AGENT_GONE_CASES="1 5" (run only
 # these cases; the others skip).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
+T_TIMED=1 # each case's line says how long it took
 N=11
 echo "1..$N"
-tmp=$(mktemp -d)
-n=0
-t_last=$(date +%s)
-t() { # t STATUS DESCRIPTION (and how long the case took)
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-	echo "# case $n took $(($(date +%s) - t_last)) s"
-	t_last=$(date +%s)
-}
-diag() { sed 's/^/# /' "$1"; }
-want() { # want CASE: is the case to run (GM_AGENT_GONE_CASES)?
-	[ -z "${GM_AGENT_GONE_CASES:-}" ] && return 0
-	for c in $GM_AGENT_GONE_CASES; do [ "$c" = "$1" ] && return 0; done
-	n=$((n + 1))
-	echo "ok $n # SKIP not in GM_AGENT_GONE_CASES"
+want() { # want CASE: is the case to run (GM_AGENT_GONE_CASES)? If not, it skips
+	listed "$1" "${GM_AGENT_GONE_CASES:-}" && return 0
+	skip "not in GM_AGENT_GONE_CASES"
 	return 1
-}
-# wait_for FILE PATTERN [S]: until FILE has a line matching PATTERN (S s, default 10)
-wait_for() {
-	k=0
-	while [ $k -lt $((${3:-10} * 20)) ] && ! grep -q "$2" "$1" 2>/dev/null; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
 }
 
 "$G" synth "$tmp/data" --images 384 >/dev/null 2>&1
@@ -92,23 +70,6 @@ ref() {
 
 r16=$(ref "$tmp/data" 16) # cases 1, 3 and 4
 
-sock=$tmp/a.sock
-apid=
-AGENT_ARGS="--cpus 2" # the options of the next start_agent
-# start_agent LOG: an agent on $sock (its pid in $apid), 10 s to listen
-start_agent() {
-	# shellcheck disable=SC2086 # AGENT_ARGS is a list of options
-	"$G" node --socket "$sock" $AGENT_ARGS >"$1" 2>&1 &
-	apid=$!
-	wait_for "$1" "listening on $sock"
-}
-stop_agent() {
-	[ -n "$apid" ] && kill -KILL "$apid" 2>/dev/null
-	[ -n "$apid" ] && wait "$apid" 2>/dev/null
-	apid=
-	rm -f "$sock"
-}
-tpid=
 # train DATA EPOCHS [ARGS]: the trainer in the background (pid $tpid), against
 # the agent on $sock; output in $tmp/run.json and run.err (120 s at most)
 train() {
@@ -126,7 +87,7 @@ went_away() { grep -c "goldminer loader: the node agent at $sock went away" "$tm
 # log (make sanitize's build); TAP line WHAT
 check() {
 	wait "$tpid"
-	rc=$? ok=1
+	rc=$? ok=1 tpid=''
 	w=$(went_away)
 	[ "$rc" = 0 ] && [ -n "$1" ] && [ "$(sums "$tmp/run.json")" = "$1" ] &&
 		[ "$w" = "${kills:-1}" ] && ! grep -q "Sanitizer" "$tmp/run.err" "$tmp"/*.log &&
@@ -138,12 +99,11 @@ check() {
 	}
 	t $ok "$2"
 }
-trap 'stop_agent; [ -n "$tpid" ] && kill -KILL "$tpid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 # 1: mid-batch
 if want 1; then
 	r=$r16
-	start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	train "$tmp/data" 16
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	sleep 0.5
@@ -156,7 +116,7 @@ fi
 # 2: between epochs
 if want 2; then
 	r=$(ref "$tmp/small" 24)
-	start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	train "$tmp/small" 24 --slots 8 --consumer-rate 20
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	sleep 1.2
@@ -168,7 +128,7 @@ fi
 # 3: during a scale-up
 if want 3; then
 	r=$r16
-	AGENT_ARGS="--cpus 4" start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 4
 	train "$tmp/data" 16 --workers 1
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	sleep 0.3
@@ -182,7 +142,7 @@ fi
 # 4: SIGTERM
 if want 4; then
 	r=$r16
-	start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	train "$tmp/data" 16
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	sleep 0.5
@@ -194,7 +154,7 @@ fi
 # 5: restarted twice: re-attached each time
 if want 5; then
 	r=$(ref "$tmp/data" 10)
-	start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	train "$tmp/data" 10 --consumer-rate 12
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	ok=0
@@ -203,7 +163,7 @@ if want 5; then
 		kill -KILL "$apid"
 		wait_for "$tmp/run.err" "went away" || ok=1
 		sleep 0.5
-		start_agent "$tmp/b$round.log"
+		start_agent "$tmp/b$round.log" --cpus 2
 		wait_for "$tmp/b$round.log" "job pid [0-9]* re-attached" || ok=1
 		"$G" node --socket "$sock" --status >"$tmp/status$round" 2>&1
 		grep -q '"adopted_at_task": [0-9]' "$tmp/status$round" || ok=1
@@ -220,8 +180,7 @@ if want 5; then
 	t $ok "... and the job re-attached each time: the new agent adopted the running ring (its log, --status), the trainer said so ($ra times)"
 	stop_agent
 else
-	n=$((n + 1))
-	echo "ok $n # SKIP not in GM_AGENT_GONE_CASES"
+	skip "not in GM_AGENT_GONE_CASES" # case 6: case 5's second line
 fi
 
 # hosts: two hosts (tests/multihost.sh), made once for cases 7, 10 and 11; the
@@ -243,8 +202,7 @@ hosts() {
 # 7: remote workers lending to the job when its agent dies
 remote() {
 	if [ ! -f "$B/libgoldminer-remote.so" ]; then
-		n=$((n + 1))
-		echo "ok $n # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
+		skip "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		return
 	fi
 	hosts
@@ -286,17 +244,11 @@ want 7 && remote
 
 # 8: a Python job
 python_job() {
-	PY=/usr/bin/python3
-	if readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan; then
-		n=$((n + 1))
-		echo "ok $n # SKIP under a sanitizer build: Python would load the ASan'ed libgoldminer without its runtime (cases 1-7 run bind.c's C twin, loader.c, under ASan)"
+	why=$(py_unfit torch)
+	[ -z "$why" ] || {
+		skip "$why (cases 1-7 run bind.c's C twin, loader.c, under ASan)"
 		return
-	fi
-	if ! "$PY" -c "import torch" 2>/dev/null; then
-		n=$((n + 1))
-		echo "ok $n # SKIP no $PY with torch"
-		return
-	fi
+	}
 	job() { # job [NODE]: the trainer's per-epoch checksums (3 epochs)
 		# shellcheck disable=SC2086 # no NODE: no argument
 		env ${1:+NODE="$1"} NW=2 M=8 SLOW_MS=5 PYTHONPATH="$repo/python" \
@@ -304,14 +256,14 @@ python_job() {
 			"$PY" "$here/python/pyremote_job.py" "$tmp/data" plain 3
 	}
 	r=$(job 2>"$tmp/pyref.err")
-	AGENT_ARGS="--cpus 2" start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	job "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
 	wait_for "$tmp/a.log" "job pid [0-9]* attached"
 	sleep 2
 	kill -KILL "$apid"
 	sleep 0.5
-	start_agent "$tmp/b.log"
+	start_agent "$tmp/b.log" --cpus 2
 	wait "$tpid"
 	rc=$? ok=1
 	w=$(went_away)
@@ -330,17 +282,11 @@ want 8 && python_job
 
 # 9: under goldminer run
 run_job() {
-	PY=/usr/bin/python3
-	if readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan; then
-		n=$((n + 1))
-		echo "ok $n # SKIP under a sanitizer build: Python would load the ASan'ed libgoldminer without its runtime"
+	why=$(py_unfit "torch, torchvision")
+	[ -z "$why" ] || {
+		skip "$why"
 		return
-	fi
-	if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
-		n=$((n + 1))
-		echo "ok $n # SKIP no $PY with torch and torchvision"
-		return
-	fi
+	}
 	cat >"$tmp/train.py" <<'PYEOF'
 import hashlib, sys, time
 import torch
@@ -361,7 +307,7 @@ if __name__ == "__main__":
     print(",".join(out))
 PYEOF
 	r=$(cd "$tmp" && timeout 300 "$G" run -- "$PY" "$tmp/train.py" "$tmp/data" 2>"$tmp/runref.err")
-	start_agent "$tmp/a.log"
+	start_agent "$tmp/a.log" --cpus 2
 	(cd "$tmp" && exec timeout 300 "$G" run --node "$sock" -- "$PY" "$tmp/train.py" "$tmp/data") \
 		>"$tmp/run.out" 2>"$tmp/run.err" &
 	tpid=$!
@@ -369,7 +315,7 @@ PYEOF
 	sleep 1
 	kill -KILL "$apid"
 	sleep 0.5
-	start_agent "$tmp/b.log"
+	start_agent "$tmp/b.log" --cpus 2
 	wait "$tpid"
 	rc=$? ok=1
 	w=$(went_away)
@@ -403,14 +349,11 @@ end_trainer() {
 # 10, 11: a Python job that host 2's agent lends Python workers to, its agent
 # SIGKILLed; py_lent WORKERS: trainer (GOLDMINER_NODE_WORKERS) or auto
 py_lent() {
-	PY=/usr/bin/python3 why=
+	why=
 	[ -f "$B/libgoldminer-remote.so" ] || why="no $B/libgoldminer-remote.so (UCX not installed: make deps)"
-	[ -n "$why" ] || ! readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan ||
-		why="under a sanitizer build: Python would load the ASan'ed libgoldminer without its runtime (test_remote_py.sh runs the home's Python path under ASan)"
-	[ -n "$why" ] || "$PY" -c "import torch" 2>/dev/null || why="no $PY with torch"
+	[ -n "$why" ] || why=$(py_unfit torch)
 	if [ -n "$why" ]; then
-		n=$((n + 1))
-		echo "ok $n # SKIP $why"
+		skip "$why (test_remote_py.sh runs the home's Python path under ASan)"
 		return
 	fi
 	hosts

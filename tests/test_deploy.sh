@@ -1,5 +1,5 @@
 #!/bin/sh
-# deploy/ (issue 25): what runs on this machine of the three ways to run the
+# deploy/: what runs on this machine of the three ways to run the
 # agents on a cluster manager. TAP on stdout; a check whose tool is missing
 # skips, saying which.
 #   1. the systemd unit passes systemd-analyze verify without a word, alone
@@ -43,24 +43,9 @@
 #  10. the dry run where one node's agent cannot start: the script ends at
 #      once, naming the node and showing its log, and cancels the step
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 D=$repo/deploy
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() {
-	n=$((n + 1))
-	echo "ok $n # SKIP $1"
-}
-diag() { sed 's/^/# /' "$1"; }
-PY=/usr/bin/python3
 
 echo "1..10"
 

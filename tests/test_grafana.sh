@@ -12,56 +12,26 @@
 #   4. the check itself fails on a dashboard whose query names a metric the
 #      agent does not serve (goldminer_job_img_per_sec)
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 DASH=$repo/deploy/grafana/goldminer.json
-tmp=$(mktemp -d)
-agent="" job=""
-cleanup() {
-	[ -n "$job" ] && kill -9 "$job" 2>/dev/null
-	[ -n "$agent" ] && kill -9 "$agent" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-diag() { sed 's/^/# /' "$1"; }
-echo "1..4"
-if [ ! -f "$B/libgoldminer-remote.so" ]; then
-	for i in 1 2 3 4; do echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX missing): no peer families"; done
-	exit 0
-fi
-# until SECONDS CMD...: run CMD every 0.1 s until it succeeds or SECONDS pass
-until_ok() {
-	i=0
-	while [ "$i" -lt $(($1 * 10)) ]; do
-		"$2" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
-S=$tmp/agent.sock
+N=4
+echo "1..$N"
+[ -f "$B/libgoldminer-remote.so" ] ||
+	skip_all "no $B/libgoldminer-remote.so (UCX missing): no peer families"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
 chmod 600 "$tmp/secret"
 "$G" synth "$tmp/set" --images 64 --classes 2 >/dev/null 2>&1
 # a peer that is never up (nothing listens on 127.0.0.1:9): its families are
 # there all the same, labelled by it
-"$G" node --socket "$S" --cpus 2 --metrics 127.0.0.1:0 --listen 127.0.0.1:0 \
-	--peers 127.0.0.1:9 --secret "$tmp/secret" --unguarded-ucx 2>"$tmp/agent.err" &
-agent=$!
+start_agent "$tmp/agent.err" --cpus 2 --metrics 127.0.0.1:0 --listen 127.0.0.1:0 \
+	--peers 127.0.0.1:9 --secret "$tmp/secret" --unguarded-ucx
 port_known() { grep -q 'metrics on port [0-9]' "$tmp/agent.err"; }
 until_ok 10 port_known
 port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$tmp/agent.err")
-"$G" bench "$tmp/set" --node "$S" --workers 2 --epochs 1000 --batch 8 --size 32 \
+"$G" bench "$tmp/set" --node "$sock" --workers 2 --epochs 1000 --batch 8 --size 32 \
 	--consumer-rate 20 --quiet >/dev/null 2>"$tmp/job.err" &
-job=$!
+tpid=$!
 scraped() {
 	python3 - "$port" "$tmp/m" <<'PY'
 import sys, urllib.request

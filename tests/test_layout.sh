@@ -22,6 +22,9 @@
 #     function it defines is named in another file of core/ sim/ cmd/ or python/
 #     than it and its header (a module only tests and benches use belongs beside
 #     them in tests/)
+#   8 no file of the tree (code, tests, traces, plots, deploy/, docs, README,
+#     Makefile) cites an issue by its number ("issue N"): a reader of the
+#     repository has no such tracker; say what the thing is instead
 # The source rules read the sources only (no compiler). A function is a line that
 # opens with "{" alone at column 0 (the repo's clang-format puts a function's brace
 # there and no other brace) up to the next "}" at column 0, counted from the first
@@ -253,5 +256,15 @@ else
 	diag "$(printf '%s' "$orphans")"
 fi
 
-echo "1..7"
+# ---- 8: no issue numbers
+cited=$(cd "$root" && grep -rnIE '(^|[^-[:alnum:]])[Ii]ssues? #?[0-9]' --exclude-dir='build*' \
+	core cmd include python sim tests traces plots deploy docs .ci Makefile README.md 2>/dev/null)
+if [ -z "$cited" ]; then
+	ok 8 "no issue numbers: nothing in the tree cites an issue by its number"
+else
+	notok 8 "issue numbers: say what the thing is instead of its issue's number"
+	diag "$cited"
+fi
+
+echo "1..8"
 exit $rc

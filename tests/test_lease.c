@@ -1,11 +1,11 @@
 /*
- * test_lease.c - no stuck run (issue 10): a worker that holds a lease and stops
+ * test_lease.c - no stuck run: a worker that holds a lease and stops
  * making progress (SIGSTOP) is killed after the lease deadline and its batch made
  * again with the same bytes; a sample that stalls workers twice is quarantined; a
  * worker killed between its claim and the start of its batch does not let the
  * next one trust the slot's previous batch; a transient read error is read again,
  * not substituted; a worker stopped while it holds no lease (the ring full) is
- * killed and replaced after the deadline (issue 24), while the whole job stopped
+ * killed and replaced after the deadline (an idle stopped worker), while the whole job stopped
  * and continued (Ctrl-Z, fg) loses no worker; and `goldminer bench`
  * interrupted while its workers are stuck ends with 130 (SIGINT) or 143
  * (SIGTERM), its workers gone.

@@ -8,64 +8,35 @@
 # stdout. Env: B (build dir).
 # Every wait has a deadline.
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-tmp=$(mktemp -d)
-agent="" job=""
-cleanup() {
-	[ -n "$job" ] && kill -9 "$job" 2>/dev/null
-	[ -n "$agent" ] && kill -9 "$agent" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-n=0
-fails=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
-}
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 if ! command -v curl >/dev/null 2>&1; then
 	echo "ok 1 # SKIP curl is not installed"
 	echo "1..1"
 	exit 0
 fi
-# until SECONDS CMD...: run CMD every 0.1 s until it succeeds or SECONDS pass
-until_ok() {
-	i=0
-	while [ "$i" -lt $(($1 * 10)) ]; do
-		"$2" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
-S=$tmp/agent.sock
-"$G" node --socket "$S" --metrics 127.0.0.1:nonsense --quiet >"$tmp/bad.out" 2>&1
+"$G" node --socket "$sock" --metrics 127.0.0.1:nonsense --quiet >"$tmp/bad.out" 2>&1
 rc=$?
 t "$([ $rc = 1 ] && grep -q "^goldminer node: --metrics: address '127.0.0.1:nonsense'" "$tmp/bad.out"; echo $?)" \
 	"--metrics with a bad address is refused naming it (rc $rc)"
 
 "$G" synth "$tmp/set" --images 64 --classes 2 >/dev/null 2>&1
-"$G" node --socket "$S" --metrics 0 --cpus 2 --quiet 2>"$tmp/agent.err" &
-agent=$!
+start_agent "$tmp/agent.err" --metrics 0 --cpus 2 --quiet
 port_known() { grep -q 'metrics on port [0-9]' "$tmp/agent.err"; }
 until_ok 10 port_known
 port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$tmp/agent.err")
 t "$([ -n "$port" ]; echo $?)" "the agent says which port it serves metrics on ($port)"
-"$G" bench "$tmp/set" --node "$S" --workers 2 --epochs 1000 --batch 8 --size 32 \
+"$G" bench "$tmp/set" --node "$sock" --workers 2 --epochs 1000 --batch 8 --size 32 \
 	--consumer-rate 20 --quiet >/dev/null 2>"$tmp/job.err" &
-job=$!
-attached() { "$G" node --socket "$S" --status 2>/dev/null | grep -q '"jobs": 1'; }
+tpid=$!
+attached() { "$G" node --socket "$sock" --status 2>/dev/null | grep -q '"jobs": 1'; }
 until_ok 20 attached
 t $? "a job attaches through the agent"
 sleep 1 # a tick or more of measurements
 scrape() { curl -fsS --max-time 5 "http://127.0.0.1:$port/metrics" >"$tmp/m" 2>"$tmp/curl.err"; }
 scrape
 t $? "curl GET /metrics"
-"$G" node --socket "$S" --status >"$tmp/status" 2>&1
+"$G" node --socket "$sock" --status >"$tmp/status" 2>&1
 m() { sed -n "s/^$1 \\(.*\\)/\\1/p" "$tmp/m"; }
 budget=$(sed -n 's/.*"budget": \([0-9]*\).*/\1/p' "$tmp/status")
 t "$([ "$(m goldminer_node_cpu_budget)" = "$budget" ] && [ "$(m goldminer_node_jobs)" = 1 ]; echo $?)" \
@@ -73,7 +44,7 @@ t "$([ "$(m goldminer_node_cpu_budget)" = "$budget" ] && [ "$(m goldminer_node_j
 pid=$(sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$tmp/status")
 # The pool may be resized between the two reads: agree on one of a few tries.
 same_workers() {
-	scrape && "$G" node --socket "$S" --status >"$tmp/status" 2>&1 || return 1
+	scrape && "$G" node --socket "$sock" --status >"$tmp/status" 2>&1 || return 1
 	w=$(sed -n 's/.*"job": \[{"pid": [0-9]*, "workers": \([0-9]*\).*/\1/p' "$tmp/status")
 	[ -n "$w" ] && [ "$(m "goldminer_job_workers_granted{pid=\"$pid\"}")" = "$w" ]
 }
@@ -167,14 +138,14 @@ else
 	t 0 "# SKIP python3 is not installed (slow connections)"
 fi
 
-kill "$job" 2>/dev/null
-wait "$job" 2>/dev/null
-job=""
-kill -TERM "$agent"
-gone() { ! kill -0 "$agent" 2>/dev/null; }
+kill "$tpid" 2>/dev/null
+wait "$tpid" 2>/dev/null
+tpid=''
+kill -TERM "$apid"
+gone() { ! kill -0 "$apid" 2>/dev/null; }
 until_ok 10 gone
 t $? "the agent stops on SIGTERM"
-wait "$agent" 2>/dev/null
-agent=""
+wait "$apid" 2>/dev/null
+apid=
 echo "1..$n"
 [ "$fails" = 0 ]

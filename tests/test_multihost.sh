@@ -14,26 +14,13 @@
 # run over loopback and the link checks skip. TAP on stdout; every wait has a
 # deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 P="$B/bench/mh_peer"
-tmp=$(mktemp -d)
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() {
-	n=$((n + 1))
-	echo "not ok $n # SKIP $1"
-}
-# diag FILE: its lines as TAP diagnostics
-diag() { sed 's/^/# /' "$1"; }
 
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 3
 mode=$(mh_mode)
 tag=$MH_TAG
@@ -163,7 +150,6 @@ fi
 # 6: a node agent as the lead starts one: in host 2, quota 1.5 cores, its own
 # socket (a path socket is reached from any host: the file system is shared).
 listener=$MH_PID # the last listener (15 s): still running
-G="$B/goldminer"
 mh_spawn 2 1.5 env UCX_TLS=tcp UCX_NET_DEVICES="$(mh_netdev)" \
 	"$G" node --socket "$tmp/h2.sock" --cpus 2 --quiet >"$tmp/agent2" 2>&1
 agent=$MH_PID

@@ -593,7 +593,7 @@ static void test_pack_restart_tree(void **state)
 		      (unsigned long long)br, (unsigned long long)bw, (unsigned long long)bt);
 }
 
-/* ---- row indexes that lie (issue 24 item 6) ------------------------------------ */
+/* ---- row indexes that lie ---------------------------------------------------- */
 
 static uint32_t get32(const uint8_t *p)
 {

@@ -30,73 +30,24 @@
 # Env: B (build dir), GM_PYHOST_CASES="1 4" (run only the jobs of these cases:
 # 1 runs the job of 1 and 2, the others their own).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-PY=/usr/bin/python3
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 N=7
 echo "1..$N"
-skip_all() {
-	k=1
-	while [ $k -le $N ]; do
-		echo "ok $k # SKIP $1"
-		k=$((k + 1))
-	done
-	exit 0
-}
 [ "$(id -u)" = 0 ] || skip_all "not root (unshare -m and mount need it)"
 command -v unshare >/dev/null 2>&1 || skip_all "no unshare (util-linux)"
-readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan &&
-	skip_all "a sanitizer build: Python would load the ASan'ed libgoldminer without its runtime"
-"$PY" -c "import torch" 2>/dev/null || skip_all "no $PY with torch"
+why=$(py_unfit torch)
+[ -z "$why" ] || skip_all "$why"
 unshare -m true 2>/dev/null || skip_all "unshare -m refused here"
 
-tmp=$(mktemp -d)
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-diag() { sed 's/^/# /' "$1"; }
-want() { # want CASE: is the case's job to run (GM_PYHOST_CASES)?
-	[ -z "${GM_PYHOST_CASES:-}" ] && return 0
-	for c in $GM_PYHOST_CASES; do [ "$c" = "$1" ] && return 0; done
-	return 1
-}
+want() { listed "$1" "${GM_PYHOST_CASES:-}"; } # is the case's job to run?
 skip_cases() { # skip_cases K...: SKIP lines for these cases
-	for _ in "$@"; do
-		n=$((n + 1))
-		echo "ok $n # SKIP not in GM_PYHOST_CASES"
-	done
-}
-# wait_for FILE PATTERN [S]: until FILE has a line matching PATTERN (S s, default 10)
-wait_for() {
-	k=0
-	while [ $k -lt $((${3:-10} * 20)) ] && ! grep -q "$2" "$1" 2>/dev/null; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
+	for _ in "$@"; do skip "not in GM_PYHOST_CASES"; done
 }
 
 "$G" synth "$tmp/data" --images 192 >/dev/null 2>&1
-sock=$tmp/a.sock
 ns=$tmp/ns # empty here; the trainer's interpreter is there in its namespace
 mkdir -p "$ns"
-apid='' tpid=''
-start_agent() { # start_agent LOG CPUS: an agent on $sock (pid $apid), 10 s to listen
-	"$G" node --socket "$sock" --cpus "$2" >"$1" 2>&1 &
-	apid=$!
-	wait_for "$1" "listening on $sock"
-}
-stop_agent() {
-	[ -n "$apid" ] && kill -KILL "$apid" 2>/dev/null
-	[ -n "$apid" ] && wait "$apid" 2>/dev/null
-	apid=
-	rm -f "$sock"
-}
-trap 'stop_agent; [ -n "$tpid" ] && kill -KILL "$tpid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # job HIDDEN [NODE]: the trainer's per-epoch checksums (2 epochs); HIDDEN=1 runs
 # python as $ns/python3, a path only its own mount namespace has
 job() {
@@ -118,6 +69,32 @@ job() {
 status() { "$G" node --socket "$sock" --status 2>&1; }
 # field JSON NAME: the first job's NAME in an agent's --status line
 field() { printf '%s\n' "$1" | sed -n "s/.*\"job\": \[{[^}]*\"$2\": \"*\([^,\"}]*\).*/\1/p"; }
+# until_field NAME VALUE S: the agent's --status in s until its first job's NAME
+# is VALUE, while the trainer (tpid) runs, S seconds at most
+until_field() {
+	s='' k=0
+	while [ $k -lt $(($3 * 10)) ] && kill -0 "$tpid" 2>/dev/null; do
+		s=$(status)
+		[ "$(field "$s" "$1")" = "$2" ] && break
+		sleep 0.1
+		k=$((k + 1))
+	done
+}
+# finish_job: wait for the trainer (tpid); rc its exit status, same 0 when it
+# ended 0 with the local workers' checksums ($r)
+finish_job() {
+	wait "$tpid"
+	rc=$? tpid=''
+	same=1
+	[ "$rc" = 0 ] && [ -n "$r" ] && [ "$(cat "$tmp/py.out")" = "$r" ] && same=0
+}
+# explain MORE FILE...: why a case failed: the trainer's exit and checksums
+# (MORE after them), then the FILEs
+explain() {
+	echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r$1"
+	shift
+	for f in "$@"; do diag "$f"; done
+}
 # agent_py: the agent's children that run python (the workers it ran itself)
 agent_py() { for c in $(pgrep -P "$apid"); do tr '\0' ' ' <"/proc/$c/cmdline"; done | grep -c python; }
 
@@ -129,28 +106,17 @@ r=$(job 0 2>"$tmp/ref.err")
 
 # 1 and 2: the interpreter hidden from the agent
 if want 1; then
-	start_agent "$tmp/a.log" 2
+	start_agent "$tmp/a.log" --cpus 2
 	SLOW_MS=20 job 1 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s='' k=0
-	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do # 60 s: the job's workers alive
-		s=$(status)
-		[ "$(field "$s" alive)" = 2 ] && break
-		sleep 0.1
-		k=$((k + 1))
-	done
+	until_field alive 2 60 # the job's workers alive
 	apy=$(agent_py)
-	wait "$tpid"
-	rc=$? tpid=
+	finish_job
 	ok=1
-	[ "$rc" = 0 ] && [ -n "$r" ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$apy" = 0 ] &&
+	[ $same = 0 ] && [ "$apy" = 0 ] &&
 		grep -q "the trainer runs them: .*python3 is not an executable file" "$tmp/a.log" &&
 		ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; $apy python children of the agent"
-		diag "$tmp/run.err"
-		diag "$tmp/a.log"
-	}
+	[ $ok = 0 ] || explain "; $apy python children of the agent" "$tmp/run.err" "$tmp/a.log"
 	t $ok "the trainer's interpreter hidden from the agent: the trainer's workers make the job, same checksums as local workers, none run by the agent"
 	ok=1
 	[ "$(field "$s" workers)" = 2 ] && [ "$(field "$s" alive)" = 2 ] &&
@@ -164,36 +130,21 @@ fi
 
 # 3: --scale changes the trainer-run worker count
 if want 3; then
-	start_agent "$tmp/a.log" 3
+	start_agent "$tmp/a.log" --cpus 3
 	NW=3 SLOW_MS=40 job 1 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
 	wait_for "$tmp/a.log" "job pid [0-9]* attached" 60
 	jpid=$(sed -n 's/.*job pid \([0-9]*\) attached.*/\1/p' "$tmp/a.log" | head -1)
-	a0='' a1='' k=0
-	while [ $k -lt 600 ] && [ "$a0" != 3 ] && kill -0 "$tpid" 2>/dev/null; do # 60 s: 3 alive
-		a0=$(field "$(status)" alive)
-		sleep 0.1
-		k=$((k + 1))
-	done
+	until_field alive 3 60
+	a0=$(field "$s" alive)
 	"$G" node --socket "$sock" --scale "$jpid=1" >"$tmp/scale.out" 2>&1
-	k=0
-	while [ $k -lt 300 ] && [ "$a1" != 1 ] && kill -0 "$tpid" 2>/dev/null; do # 30 s: 1 alive
-		s=$(status)
-		a1=$(field "$s" alive)
-		sleep 0.1
-		k=$((k + 1))
-	done
-	wait "$tpid"
-	rc=$? tpid=
+	until_field alive 1 30
+	a1=$(field "$s" alive)
+	finish_job
 	ok=1
-	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$a0" = 3 ] && [ "$a1" = 1 ] &&
+	[ $same = 0 ] && [ "$a0" = 3 ] && [ "$a1" = 1 ] &&
 		[ "$(field "$s" workers)" = 1 ] && ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; alive $a0 then $a1; status $s"
-		diag "$tmp/scale.out"
-		diag "$tmp/run.err"
-		diag "$tmp/a.log"
-	}
+	[ $ok = 0 ] || explain "; alive $a0 then $a1; status $s" "$tmp/scale.out" "$tmp/run.err" "$tmp/a.log"
 	t $ok "goldminer node --scale PID=1: the trainer's workers go from $a0 to $a1, same checksums"
 	stop_agent
 else
@@ -202,28 +153,17 @@ fi
 
 # 4: GOLDMINER_NODE_WORKERS=trainer, the interpreter visible to the agent
 if want 4; then
-	start_agent "$tmp/a.log" 2
+	start_agent "$tmp/a.log" --cpus 2
 	GOLDMINER_NODE_WORKERS=trainer SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s='' k=0
-	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
-		s=$(status)
-		[ "$(field "$s" alive)" = 2 ] && break
-		sleep 0.1
-		k=$((k + 1))
-	done
+	until_field alive 2 60
 	apy=$(agent_py)
-	wait "$tpid"
-	rc=$? tpid=
+	finish_job
 	ok=1
-	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$apy" = 0 ] &&
+	[ $same = 0 ] && [ "$apy" = 0 ] &&
 		[ "$(field "$s" run_by)" = "workers run by the trainer" ] &&
 		grep -q "the trainer asked (GOLDMINER_NODE_WORKERS=trainer)" "$tmp/a.log" && ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; $apy python children of the agent; status $s"
-		diag "$tmp/run.err"
-		diag "$tmp/a.log"
-	}
+	[ $ok = 0 ] || explain "; $apy python children of the agent; status $s" "$tmp/run.err" "$tmp/a.log"
 	t $ok "GOLDMINER_NODE_WORKERS=trainer: the trainer runs the workers though the agent could, same checksums"
 	stop_agent
 else
@@ -232,27 +172,16 @@ fi
 
 # 5: the agent that can run the interpreter runs the workers
 if want 5; then
-	start_agent "$tmp/a.log" 2
+	start_agent "$tmp/a.log" --cpus 2
 	SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s='' k=0
-	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
-		s=$(status)
-		[ "$(field "$s" alive)" = 2 ] && break
-		sleep 0.1
-		k=$((k + 1))
-	done
+	until_field alive 2 60
 	apy=$(agent_py)
-	wait "$tpid"
-	rc=$? tpid=
+	finish_job
 	ok=1
-	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$apy" -ge 1 ] &&
+	[ $same = 0 ] && [ "$apy" -ge 1 ] &&
 		[ "$(field "$s" run_by)" = "workers run by the agent" ] && ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; $apy python children of the agent; status $s"
-		diag "$tmp/run.err"
-		diag "$tmp/a.log"
-	}
+	[ $ok = 0 ] || explain "; $apy python children of the agent; status $s" "$tmp/run.err" "$tmp/a.log"
 	t $ok "the agent with the trainer's interpreter (its probe passes) runs the workers itself, same checksums"
 	stop_agent
 else
@@ -261,7 +190,7 @@ fi
 
 # 6: the agent of a trainer-run job killed and started again
 if want 6; then
-	start_agent "$tmp/a.log" 2
+	start_agent "$tmp/a.log" --cpus 2
 	SLOW_MS=40 job 1 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
 	wait_for "$tmp/a.log" "job pid [0-9]* attached" 60
@@ -270,27 +199,16 @@ if want 6; then
 	wait "$apid" 2>/dev/null
 	rm -f "$sock"
 	sleep 1
-	start_agent "$tmp/b.log" 2
-	s='' k=0
-	while [ $k -lt 300 ] && kill -0 "$tpid" 2>/dev/null; do # 30 s: the job back
-		s=$(status)
-		[ "$(field "$s" run_by)" = "workers run by the trainer" ] && break
-		sleep 0.1
-		k=$((k + 1))
-	done
-	wait "$tpid"
-	rc=$? tpid=''
+	start_agent "$tmp/b.log" --cpus 2
+	until_field run_by "workers run by the trainer" 30 # the job back
+	finish_job
 	ok=1
 	w=$(grep -c "went away: this process's workers, which it sized, go on" "$tmp/run.err")
 	ra=$(grep -c "re-attached to the node agent at $sock: it sizes this process's workers" \
 		"$tmp/run.err")
-	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] && [ "$w" = 1 ] && [ "$ra" = 1 ] &&
+	[ $same = 0 ] && [ "$w" = 1 ] && [ "$ra" = 1 ] &&
 		[ "$(field "$s" run_by)" = "workers run by the trainer" ] && ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; $w went away, $ra re-attached; status $s"
-		diag "$tmp/run.err"
-		diag "$tmp/b.log"
-	}
+	[ $ok = 0 ] || explain "; $w went away, $ra re-attached; status $s" "$tmp/run.err" "$tmp/b.log"
 	t $ok "the agent of a trainer-run job SIGKILLed and started again: the trainer's workers go on, sized again by the new agent (re-attached $ra), same checksums"
 	stop_agent
 else
@@ -307,24 +225,12 @@ if want 7; then
 	wait_for "$tmp/a.log" "listening on $sock"
 	SLOW_MS=20 job 0 "$sock" >"$tmp/py.out" 2>"$tmp/run.err" &
 	tpid=$!
-	s='' k=0
-	while [ $k -lt 600 ] && kill -0 "$tpid" 2>/dev/null; do
-		s=$(status)
-		[ "$(field "$s" alive)" = 2 ] && break
-		sleep 0.1
-		k=$((k + 1))
-	done
-	wait "$tpid"
-	rc=$? tpid=''
+	until_field alive 2 60
+	finish_job
 	ok=1
-	[ "$rc" = 0 ] && [ "$(cat "$tmp/py.out")" = "$r" ] &&
-		[ "$(field "$s" run_by)" = "workers run by the trainer" ] &&
+	[ $same = 0 ] && [ "$(field "$s" run_by)" = "workers run by the trainer" ] &&
 		grep -q "the trainer runs them: .*--probe failed" "$tmp/a.log" && ok=0
-	[ $ok = 0 ] || {
-		echo "# exit $rc, checksums $(cat "$tmp/py.out"), want $r; status $s"
-		diag "$tmp/run.err"
-		diag "$tmp/a.log"
-	}
+	[ $ok = 0 ] || explain "; status $s" "$tmp/run.err" "$tmp/a.log"
 	t $ok "the agent's interpreter has no torch (its probe fails): the trainer runs the workers, same checksums"
 	stop_agent
 else

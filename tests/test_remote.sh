@@ -1,5 +1,5 @@
 #!/bin/sh
-# Remote workers (issue 12) on one machine that behaves like several hosts
+# Remote workers (data workers on other hosts) on one machine that behaves like several hosts
 # (tests/multihost.sh: a network namespace per host joined through a bridge,
 # a CPU quota per host; over loopback where namespaces cannot be made, and
 # then it says so). Node agents talk UCX over TCP (UCX_TLS=tcp) through gm0.
@@ -69,7 +69,7 @@
 #  29. from a peer's address: a connection that drips its handshake is closed
 #      after AUTH_MS (5 s), connections beyond 32 in their handshake are reset
 #      at once, and the real peer connects again afterwards
-# Discovery (issue 25): the peers from DNS names and a file, not a fixed list
+# Discovery: the peers from DNS names and a file, not a fixed list
 # (30-32 netns only: the agents share one port on their own addresses, and each
 # host's /etc/netns/NAME/resolv.conf points at a small DNS server of the test's)
 #  30. a name with the three agents' A records: every agent connects to the two
@@ -84,7 +84,7 @@
 #  33. --peers-file read again on SIGHUP: a peer added is connected, one taken
 #      out is closed, a bad line is named FILE:LINE and the peers stay as they
 #      were; a bad file at start is refused the same way
-# Liveness (issue 25): heartbeats every 250 ms, a peer silent for 1 s is down
+# Liveness: heartbeats every 250 ms, a peer silent for 1 s is down
 #  34. the peer's link cut mid-job (netns only): the peer is "down" in --status
 #      within ~1 s, the leases its workers held are taken back then (not at the
 #      5 s lease deadline): the trainer's longest wait for a batch is printed
@@ -109,7 +109,7 @@
 #      is halved to what --mem holds; a peer agent SIGKILLed and restarted is
 #      dialed back as it connects and lends again (seconds printed; bound 20 s);
 #      same bytes
-# Python jobs' workers on peers (issue 27 item 3; /usr/bin/python3 with torch,
+# Python jobs' workers on peers (/usr/bin/python3 with torch,
 # else they skip saying so; tests/python/pyremote_job.py is the trainer):
 #  40. a plain Dataset through agent 1 with a peer that lends Python workers
 #      (--lend-python): the peer's Python workers made batches, and the

@@ -1,6 +1,6 @@
 #!/bin/sh
 # No reflection, no replay: the node agent's control port admits a peer only
-# by a handshake that peer made itself, with its own key (issue 34 item 2;
+# by a handshake that peer made itself, with its own key (no reflection;
 # core/remote/tls.h: TLS 1.3, a pre-shared key per ordered pair of agents
 # whose identity names the client's address and port). An attacker in
 # tests/multihost.sh hosts (a small Python relay and sniffer written into

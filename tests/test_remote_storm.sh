@@ -23,33 +23,18 @@
 #      may end before they start), and no agent wrote a sanitizer report
 # TAP on stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-diag() { sed 's/^/# /' "$1"; }
-
-echo "1..4"
-if [ ! -f "$B/libgoldminer-remote.so" ]; then
-	for i in 1 2 3 4; do
-		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
-	done
-	rm -rf "$tmp"
-	exit 0
-fi
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
+N=4
+echo "1..$N"
+[ -f "$B/libgoldminer-remote.so" ] ||
+	skip_all "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 san=0
 readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q 'libasan' && san=1
 
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 3
 mh_ucx_env
 mode=$(mh_mode)

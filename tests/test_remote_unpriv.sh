@@ -32,21 +32,10 @@
 # its sockets; 3 and 6 where namespaces cannot be made (every host is
 # 127.0.0.1, no stranger). TAP on stdout; every wait has a deadline.
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-PY=/usr/bin/python3
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 N=8
 echo "1..$N"
-skip_all() {
-	i=1
-	while [ $i -le $N ]; do
-		echo "ok $i # SKIP $1"
-		i=$((i + 1))
-	done
-	exit 0
-}
 [ -f "$B/libgoldminer-remote.so" ] || skip_all "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 [ "$(id -u)" = 0 ] || skip_all "not root: the test switches to nobody (setpriv)"
 command -v setpriv >/dev/null 2>&1 || skip_all "no setpriv (util-linux)"
@@ -57,22 +46,6 @@ AS_NOBODY="setpriv --reuid=nobody --regid=$NOGROUP --clear-groups"
 # every directory above the build must let nobody in (a checkout in /root does not)
 $AS_NOBODY test -x "$G" || skip_all "nobody cannot run $G (a directory above it is closed to others)"
 
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() { # skip HOW_MANY WHY
-	k=0
-	while [ $k -lt "$1" ]; do
-		n=$((n + 1))
-		echo "ok $n # SKIP $2"
-		k=$((k + 1))
-	done
-}
-diag() { sed 's/^/# /' "$1"; }
-
-tmp=$(mktemp -d)
 chmod 755 "$tmp" # nobody's agent reads the dataset below it and writes its own dir
 # The probe: a socket filter (one instruction: accept) on a listening socket;
 # prints "ok" or the errno's words.
@@ -119,7 +92,7 @@ case $as_nobody in "Operation not permitted" | "Permission denied") refuses=1 ;;
 
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 3
 mode=$(mh_mode)
 echo "# multihost mode: $mode, hosts: $(mh_addr 1) $(mh_addr 2) $(mh_addr 3)"
@@ -237,6 +210,35 @@ listening() {
 }
 # stranger PORT: what host 3 gets from host 2's PORT
 stranger() { mh_run 3 - "$PY" -c "$CONNECT" "$a2" "$1" 1500; }
+# strangers WANT WHO HOW: host 3 is reset at host 2's control port and gets
+# WANT (open, timeout) from each of UCX's ports it listens on ($open): a TAP
+# line, or a skip where every host is 127.0.0.1 (no stranger)
+strangers() {
+	if [ "$mode" != netns ]; then
+		skip "a stranger needs a host of its own ($(mh_why))"
+		return
+	fi
+	cp=$(stranger "$c2")
+	got=
+	for u in $open; do got="$got $(stranger "$u")"; done
+	ok=1
+	[ "$cp" = closed ] && [ -n "$got" ] && [ -z "$(echo "$got" | tr -d ' ' | sed "s/$1//g")" ] && ok=0
+	t $ok "$2: a stranger is reset at the control port ($cp); UCX's ports ($open) $3:$got"
+}
+# killed_lending WHO: the lender SIGKILLed while it lends: its lent workers gone
+# within 5 s and the job's checksums a single-host run's (a TAP line); then
+# both agents stopped
+killed_lending() {
+	kill_lender
+	killed=$?
+	finish_train
+	same=$?
+	ok=1
+	[ $lending = 0 ] && [ $killed = 0 ] && [ $same = 0 ] && ok=0
+	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/sum"; }
+	t $ok "$1 lender SIGKILLed while it lends: its $(echo "$LENT" | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
+	stop_all
+}
 stop_all() {
 	for p in $hpid $lpid; do kill "$p" 2>/dev/null; done
 	for p in $hpid $lpid; do
@@ -272,7 +274,7 @@ if [ $refuses = 1 ]; then
 	t $ok "as nobody without CAP_NET_ADMIN: starts with the guard at accept, naming SO_ATTACH_FILTER's '$as_nobody'; it lends (same checksums); a stranger's connection to UCX's port ${named:-?} is $got_ucx before a byte, to the control port $got_ctl"
 	stop_all
 else
-	skip 1 "this kernel lets any user filter its sockets (as nobody: $as_nobody)"
+	skip "this kernel lets any user filter its sockets (as nobody: $as_nobody)"
 fi
 
 # 2-4: --unguarded-ucx
@@ -294,27 +296,10 @@ if [ $refuses = 1 ]; then
 		[ -z "$(echo "$uids" | tr -d ' 65534')" ] && [ -n "$uids" ] && ok=0
 	[ $ok = 0 ] || { diag "$tmp/2u.log"; diag "$tmp/1.log"; }
 	t $ok "as nobody with --unguarded-ucx: starts, says 'guard: none' and why, naming UCX's port ${named:-?} (it listens on ${open:-?}: that one and its dialled peer's); its workers (uid$uids) delivered $(remote_samples) samples"
-	if [ "$mode" = netns ]; then
-		cp=$(stranger "$c2")
-		got=
-		for u in $open; do got="$got $(stranger "$u")"; done
-		ok=1
-		[ "$cp" = closed ] && [ -n "$got" ] && [ -z "$(echo "$got" | tr -d ' ' | sed 's/open//g')" ] && ok=0
-		t $ok "unguarded: a stranger is reset at the control port ($cp); UCX's ports ($open) take its connection, as the line says:$got"
-	else
-		skip 1 "a stranger needs a host of its own ($(mh_why))"
-	fi
-	kill_lender
-	killed=$?
-	finish_train
-	same=$?
-	ok=1
-	[ $lending = 0 ] && [ $killed = 0 ] && [ $same = 0 ] && ok=0
-	[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
-	t $ok "unguarded lender SIGKILLed while it lends: its $(echo "$LENT" | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
-	stop_all
+	strangers open unguarded "take its connection, as the line says"
+	killed_lending unguarded
 else
-	skip 3 "this kernel lets any user filter its sockets: --unguarded-ucx changes nothing"
+	for _ in 2 3 4; do skip "this kernel lets any user filter its sockets: --unguarded-ucx changes nothing"; done
 fi
 
 # 5-7: CAP_NET_ADMIN as an ambient capability
@@ -340,25 +325,8 @@ ok=1
 	[ -z "$(echo "$uids" | tr -d ' 65534')" ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/2c.log"; diag "$tmp/1.log"; echo "# CAP_NET_ADMIN held by:$caps"; }
 t $ok "as nobody with ambient CAP_NET_ADMIN: the filter is in force on UCX's ports ($open); its workers (uid$uids) delivered $(remote_samples) samples, none holds CAP_NET_ADMIN"
-if [ "$mode" = netns ]; then
-	cp=$(stranger "$c2")
-	got=
-	for u in $open; do got="$got $(stranger "$u")"; done
-	ok=1
-	[ "$cp" = closed ] && [ -n "$got" ] && [ -z "$(echo "$got" | tr -d ' ' | sed 's/timeout//g')" ] && ok=0
-	t $ok "filtered: a stranger is reset at the control port ($cp), its SYNs to UCX's ports unanswered:$got"
-else
-	skip 1 "a stranger needs a host of its own ($(mh_why))"
-fi
-kill_lender
-killed=$?
-finish_train
-same=$?
-ok=1
-[ $lending = 0 ] && [ $killed = 0 ] && [ $same = 0 ] && ok=0
-[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
-t $ok "filtered lender SIGKILLed while it lends: its $(echo "$LENT" | wc -w) lent workers gone after $KILLED_MS ms (bound 5000); same checksums"
-stop_all
+strangers timeout filtered "leave its SYNs unanswered"
+killed_lending filtered
 
 # 8: --agent-pid: not the parent, ends silently; the parent, goes on (to find
 # no work on its fd 3 and say so)

@@ -21,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "goldminer/host.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
 
 static void test_create_validates(void **state)
 {
@@ -281,18 +283,18 @@ static void test_size_and_parse_bytes(void **state)
 	assert_int_equal(gm_ring_size(4, 2, 64), 4096 + 4 * 3 * 4096);
 	assert_int_equal(gm_ring_size(3, 2, 64), 0);
 	assert_int_equal(gm_ring_size(4, 0, 64), 0);
-	assert_int_equal(gm_ring_parse_bytes("123", &v), 0);
+	assert_int_equal(gm_parse_bytes("123", &v), 0);
 	assert_int_equal(v, 123);
-	assert_int_equal(gm_ring_parse_bytes("64M", &v), 0);
+	assert_int_equal(gm_parse_bytes("64M", &v), 0);
 	assert_int_equal(v, 64ull << 20);
-	assert_int_equal(gm_ring_parse_bytes("2GiB", &v), 0);
+	assert_int_equal(gm_parse_bytes("2GiB", &v), 0);
 	assert_int_equal(v, 2ull << 30);
-	assert_int_equal(gm_ring_parse_bytes("1t", &v), 0);
+	assert_int_equal(gm_parse_bytes("1t", &v), 0);
 	assert_int_equal(v, 1ull << 40);
-	assert_int_equal(gm_ring_parse_bytes("", &v), -EINVAL);
-	assert_int_equal(gm_ring_parse_bytes("-1G", &v), -EINVAL);
-	assert_int_equal(gm_ring_parse_bytes("12Q", &v), -EINVAL);
-	assert_int_equal(gm_ring_parse_bytes("99999999999T", &v), -EINVAL);
+	assert_int_equal(gm_parse_bytes("", &v), -EINVAL);
+	assert_int_equal(gm_parse_bytes("-1G", &v), -EINVAL);
+	assert_int_equal(gm_parse_bytes("12Q", &v), -EINVAL);
+	assert_int_equal(gm_parse_bytes("99999999999T", &v), -EINVAL);
 }
 
 /* A ring larger than the memory left is refused before anything is allocated. */
@@ -308,7 +310,7 @@ static void test_ring_larger_than_the_limit_is_refused(void **state)
 	assert_non_null(strstr(err, "4 slots x 8 samples x 65536 bytes needs 2.0 MiB"));
 	assert_non_null(strstr(err, "GM_MEM_LIMIT=1M"));
 	assert_non_null(strstr(err, "--batch, --size, --slots"));
-	assert_true(gm_ring_mem_total() <= (1u << 20));
+	assert_true(gm_host_mem_total() <= (1u << 20));
 	/* one that fits is made */
 	assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), 0);
 	assert_int_equal(gm_ring_create(&r, 4, 1, 64, 0, 100), 0);
@@ -328,7 +330,7 @@ static void test_mem_limit_that_is_not_a_size_is_refused(void **state)
 	uint64_t v;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(setenv("GM_MEM_LIMIT", bad[i], 1), 0);
-		assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), -EINVAL);
+		assert_int_equal(gm_host_mem_limit(&v, err, sizeof(err)), -EINVAL);
 		assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), -EINVAL);
 		snprintf(want, sizeof(want), "GM_MEM_LIMIT='%s' is not a size", bad[i]);
 		assert_non_null(strstr(err, want));
@@ -337,10 +339,10 @@ static void test_mem_limit_that_is_not_a_size_is_refused(void **state)
 		assert_null(r);
 	}
 	assert_int_equal(setenv("GM_MEM_LIMIT", "64M", 1), 0);
-	assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), 0);
+	assert_int_equal(gm_host_mem_limit(&v, err, sizeof(err)), 0);
 	assert_int_equal(v, 64u << 20);
 	assert_int_equal(setenv("GM_MEM_LIMIT", "", 1), 0);
-	assert_int_equal(gm_ring_mem_limit(&v, err, sizeof(err)), 0);
+	assert_int_equal(gm_host_mem_limit(&v, err, sizeof(err)), 0);
 	assert_true(v == UINT64_MAX);
 	assert_int_equal(unsetenv("GM_MEM_LIMIT"), 0);
 	assert_int_equal(gm_ring_admit(4, 1, 64, err, sizeof(err)), 0);

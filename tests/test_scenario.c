@@ -5,7 +5,7 @@
  * shares, lending with an ample and a scarce pool), the utilisation figure
  * against the run's own JCTs, lending never slowing a job, range checks, the
  * command line; and the committed measured figures of the short cluster
- * experiment against the simulator (issue 28 item 4).
+ * experiment against the simulator.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -617,7 +617,7 @@ static void test_cli_runs_a_scenario(void **st)
 }
 
 /*
- * Issue 28 item 4: the short cluster experiment (traces/cluster-short.tsv) was run
+ * The simulator against real hosts: the short cluster experiment (traces/cluster-short.tsv) was run
  * on real hosts; traces/cluster-short-measured.tsv holds each job's JCT there,
  * lending off and on, with the command, date and machine. The simulator, on the
  * same file, lands within 15% of every one of them.

@@ -6,53 +6,23 @@
 # the job's "root" read back (json.loads, then os.fsencode) is the path's exact
 # bytes. TAP on stdout. Env: B (build dir). Every wait has a deadline.
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-tmp=$(mktemp -d)
-agent="" job=""
-cleanup() {
-	[ -n "$job" ] && kill -9 "$job" 2>/dev/null
-	[ -n "$agent" ] && kill -9 "$agent" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-n=0
-fails=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
-}
-# until SECONDS CMD...: run CMD every 0.1 s until it succeeds or SECONDS pass
-until_ok() {
-	i=0
-	while [ "$i" -lt $(($1 * 10)) ]; do
-		"$2" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 odd=$(printf 'a"b\\c\001d')     # quote, backslash, control character
 set=$(printf '%s/set"\\\t\002\377x' "$tmp") # and a tab, and 0xff (no UTF-8)
-S="$tmp/$odd.sock"
+sock="$tmp/$odd.sock"
 "$G" synth "$set" --images 32 --classes 2 >/dev/null 2>"$tmp/synth.err"
 t $? "a dataset at a path with a quote, a backslash, a tab, byte 2 and byte 0xff"
-"$G" node --socket "$S" --cpus 2 --quiet 2>"$tmp/agent.err" &
-agent=$!
-up() { "$G" node --socket "$S" --status >/dev/null 2>&1; }
-until_ok 10 up
-"$G" bench "$set" --node "$S" --workers 1 --epochs 1000 --batch 8 --size 32 \
+start_agent "$tmp/agent.err" --cpus 2 --quiet
+"$G" bench "$set" --node "$sock" --workers 1 --epochs 1000 --batch 8 --size 32 \
 	--consumer-rate 20 --quiet >/dev/null 2>"$tmp/job.err" &
-job=$!
-attached() { "$G" node --socket "$S" --status 2>/dev/null | grep -q '"jobs": 1'; }
+tpid=$!
+attached() { "$G" node --socket "$sock" --status 2>/dev/null | grep -q '"jobs": 1'; }
 until_ok 20 attached
 rc=$?
 [ $rc = 0 ] || sed 's/^/# /' "$tmp/agent.err" "$tmp/job.err"
 t $rc "a job attaches through an agent whose socket path holds a quote, a backslash and byte 1"
-"$G" node --socket "$S" --status >"$tmp/status" 2>"$tmp/status.err"
+"$G" node --socket "$sock" --status >"$tmp/status" 2>"$tmp/status.err"
 python3 -m json.tool "$tmp/status" >/dev/null 2>"$tmp/json.err"
 rc=$?
 [ $rc = 0 ] || sed 's/^/# /' "$tmp/status" "$tmp/json.err"

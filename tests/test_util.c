@@ -4,7 +4,8 @@
  * log line (gm_log: "goldminer WHO: EVENT" on stderr, one line per call), and
  * its one JSON string writer (gm_json_quote, gm_json_str): random bytes in, a
  * valid JSON string literal out that a strict reader written here decodes back
- * to the same bytes (\udcXX read as Python's surrogateescape reads it).
+ * to the same bytes (\udcXX read as Python's surrogateescape reads it); and
+ * its one byte formatter (gm_fmt_bytes: "64.1 MiB").
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -228,6 +229,30 @@ static void test_json_quote_fuzz_random_bytes_round_trip(void **state)
 	}
 }
 
+/* The byte formatter: the largest binary unit reached, one decimal, whole
+ * bytes below 1 KiB, and EiB the last unit. */
+static void test_byte_sizes_read_in_the_largest_binary_unit(void **state)
+{
+	static const struct {
+		uint64_t v;
+		const char *want;
+	} c[] = {
+	    {0, "0 bytes"},
+	    {1023, "1023 bytes"},
+	    {1024, "1.0 KiB"},
+	    {1536, "1.5 KiB"},
+	    {2u << 20, "2.0 MiB"},
+	    {(64u << 20) + (100u << 10), "64.1 MiB"},
+	    {12652339200ull, "11.8 GiB"},
+	    {UINT64_MAX, "16.0 EiB"},
+	};
+	char buf[32], small[6];
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		assert_string_equal(gm_fmt_bytes(buf, sizeof(buf), c[i].v), c[i].want);
+	assert_string_equal(gm_fmt_bytes(small, sizeof(small), 1536), "1.5 K"); /* cut, ended */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -236,6 +261,7 @@ int main(void)
 	    cmocka_unit_test(test_log_lines_read_goldminer_who_event),
 	    cmocka_unit_test(test_json_quote_escapes_quote_backslash_and_control),
 	    cmocka_unit_test(test_json_quote_fuzz_random_bytes_round_trip),
+	    cmocka_unit_test(test_byte_sizes_read_in_the_largest_binary_unit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # measure-profiles.sh - re-measure every cpu_rate of the shipped profiles with
-# `goldminer profile` on this machine (issue 28): the PyTorch-era pipelines of
+# `goldminer profile` on this machine (measured rates for every class): the PyTorch-era pipelines of
 # traces/profile-pytorch.tsv (torchvision through a 1-worker DataLoader for the
 # image classes and vit, the Python pipelines of nlp, speech and recsys) and
 # goldminer's data plane for the image rows of traces/profile-goldminer.tsv (its

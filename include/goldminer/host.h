@@ -12,12 +12,18 @@
  * fake tree in tests, as in cgroup.h); with a root given the process's own
  * affinity is not asked (it is the real process's, not the tree's). Nothing is
  * cached and nothing fails: a file missing or malformed counts as no limit.
- * It also reads a process's state letter (gm_host_proc_state, gm_host_stopped).
+ * It also reads a process's state letter (gm_host_proc_state, gm_host_stopped),
+ * and the memory this process may take (gm_host_mem_room, gm_host_mem_total,
+ * gm_host_mem_limit: what every ring's admission, gm_ring_admit, and the node
+ * agent's default budget are measured against; these read the real /proc and
+ * cgroups, no root).
  */
 #ifndef GOLDMINER_HOST_H
 #define GOLDMINER_HOST_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The host's CPUs, each figure 0 when it sets no limit. */
@@ -45,5 +51,28 @@ bool gm_host_stopped(const char *root, pid_t pid);
  * 'S', 'T', 't'...; 0 when the file cannot be read or parsed. (The pool's idle
  * watch counts a tracer's stop too: core/pool.c.) */
 char gm_host_proc_state(const char *root, pid_t pid);
+
+/*
+ * Memory this process may still take, in bytes: the least of MemAvailable
+ * (/proc/meminfo), every memory cgroup limit above it less that cgroup's usage
+ * (v1 memory.limit_in_bytes - memory.usage_in_bytes, v2 memory.max -
+ * memory.current, up to the root), and $GM_MEM_LIMIT (bytes, or with a K/M/G/T
+ * suffix: a cap an operator or a test sets). UINT64_MAX when nothing is known.
+ * src (may be NULL) names the bound that decided, in words. Thread-safe.
+ */
+uint64_t gm_host_mem_room(char *src, size_t srclen);
+
+/* The memory of the machine as this process sees it: the least of MemTotal, the
+ * cgroup limits above it and $GM_MEM_LIMIT (UINT64_MAX when nothing is known; a
+ * GM_MEM_LIMIT that is not a size counts as unset here: `goldminer node` refuses
+ * it at start, gm_ring_admit for every ring). The node agent's default budget is
+ * half of it. Thread-safe. */
+uint64_t gm_host_mem_total(void);
+
+/* $GM_MEM_LIMIT, read with gm_parse_bytes (util.h, the parser of `node --mem`): 0
+ * with *out its bytes (UINT64_MAX when unset or empty), or -EINVAL with a message
+ * in err (may be NULL) naming the variable and its value when it is not a size
+ * ("-1", "abc", "1e30", one that overflows). Thread-safe. */
+int gm_host_mem_limit(uint64_t *out, char *err, size_t errlen);
 
 #endif

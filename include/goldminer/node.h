@@ -54,7 +54,7 @@ struct gm_node_opts {
 				    tree with a CPU quota); NULL: the real ones */
 	int verbose;		 /* log attach/detach/rebalance lines to stderr */
 	uint64_t mem;		 /* memory budget of all rings, bytes; 0 = half of
-				    gm_ring_mem_total() (MemTotal or the cgroup limit) */
+				    gm_host_mem_total() (MemTotal or the cgroup limit) */
 	uint32_t idle_ms;	 /* close a job-less connection silent this long;
 				    0 = GM_NODE_IDLE_MS */
 	uint32_t max_conns;	 /* 1..GM_NODE_MAX_CONNS; 0 = GM_NODE_MAX_CONNS */

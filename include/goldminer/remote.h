@@ -1,5 +1,5 @@
 /*
- * remote.h - data workers on other hosts (issue 12): node agents that lend their
+ * remote.h - data workers on other hosts: node agents that lend their
  * idle CPUs to each other's jobs over UCX.
  *
  * Roles. Every agent started with --listen has one UCX listener. The agent a

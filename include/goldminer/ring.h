@@ -66,22 +66,22 @@ struct gm_slot_ctl {
 	uint32_t n_recs;	     /* valid entries of errs[] */
 	uint64_t read_ns, decode_ns, augment_ns, write_ns;
 	struct gm_slot_err errs[GM_RING_MAX_ERRS];
-	/* (version 2) worker.c, issue 10: 1 + the task whose progress the done/err bits hold
-	 * (0: none). A worker clears the bits before it stores this, so a worker
-	 * killed between its claim and that clearing never lets the next one trust
-	 * the previous task's bits. Written by the lease holder only. */
+	/* (version 2) worker.c, no stuck run: 1 + the task whose progress the done/err
+	 * bits hold (0: none). A worker clears the bits before it stores this, so a
+	 * worker killed between its claim and that clearing never lets the next one
+	 * trust the previous task's bits. Written by the lease holder only. */
 	_Atomic uint64_t bits_task;
-	/* worker.c (issue 13): bytes the workers read for this batch (ranged reads of
-	 * restart-marked shards read less than the members' sizes) */
+	/* worker.c, the crop-only decode: bytes the workers read for this batch (ranged
+	 * reads of restart-marked shards read less than the members' sizes) */
 	uint64_t read_bytes;
-	/* worker.c (issue 14): of the stage times above, how long the worker sat on a
-	 * run queue, preempted (/proc/self/schedstat's run delay): the controller
-	 * plans with a worker's rate while it runs or waits for I/O, not with what
-	 * the other processes on its cores leave it */
+	/* worker.c, for measured rates: of the stage times above, how long the worker
+	 * sat on a run queue, preempted (/proc/self/schedstat's run delay): the
+	 * controller plans with a worker's rate while it runs or waits for I/O, not
+	 * with what the other processes on its cores leave it */
 	uint64_t preempt_ns;
-	/* worker.c (issue 24): samples of this batch whose shard member's row index did
-	 * not match the member (jpeg.h), decoded whole instead; the first
-	 * GM_RING_MAX_STALE of them, for the loader to name each once */
+	/* worker.c, row indexes that lie: samples of this batch whose shard member's
+	 * row index did not match the member (jpeg.h), decoded whole instead; the
+	 * first GM_RING_MAX_STALE of them, for the loader to name each once */
 	uint32_t n_stale;
 	uint32_t stale[GM_RING_MAX_STALE];
 };
@@ -146,39 +146,12 @@ struct gm_ring;
  * sizes are out of range (what gm_ring_create refuses with -EINVAL). Pure. */
 uint64_t gm_ring_size(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes);
 
-/*
- * Memory this process may still take, in bytes: the least of MemAvailable
- * (/proc/meminfo), every memory cgroup limit above it less that cgroup's usage
- * (v1 memory.limit_in_bytes - memory.usage_in_bytes, v2 memory.max -
- * memory.current, up to the root), and $GM_MEM_LIMIT (bytes, or with a K/M/G/T
- * suffix: a cap an operator or a test sets). UINT64_MAX when nothing is known.
- * src (may be NULL) names the bound that decided, in words. Thread-safe.
- */
-uint64_t gm_ring_mem_room(char *src, size_t srclen);
-
-/* The memory of the machine as this process sees it: the least of MemTotal, the
- * cgroup limits above it and $GM_MEM_LIMIT (UINT64_MAX when nothing is known; a
- * GM_MEM_LIMIT that is not a size counts as unset here: `goldminer node` refuses
- * it at start, gm_ring_admit for every ring). The node agent's default budget is
- * half of it. Thread-safe. */
-uint64_t gm_ring_mem_total(void);
-
-/* $GM_MEM_LIMIT, read with gm_ring_parse_bytes (the parser of `node --mem`): 0
- * with *out its bytes (UINT64_MAX when unset or empty), or -EINVAL with a message
- * in err (may be NULL) naming the variable and its value when it is not a size
- * ("-1", "abc", "1e30", one that overflows). Thread-safe. */
-int gm_ring_mem_limit(uint64_t *out, char *err, size_t errlen);
-
-/* Admission: 0 when a ring of these sizes fits in gm_ring_mem_room(), else
- * -ENOMEM with a message in err giving the ring's size, the room and its source,
- * and the options that lower it; -EINVAL (message too) for sizes out of range and
- * for a GM_MEM_LIMIT that is not a size (gm_ring_mem_limit). */
+/* Admission: 0 when a ring of these sizes fits in gm_host_mem_room() (host.h),
+ * else -ENOMEM with a message in err giving the ring's size, the room and its
+ * source, and the options that lower it; -EINVAL (message too) for sizes out of
+ * range and for a GM_MEM_LIMIT that is not a size (gm_host_mem_limit). */
 int gm_ring_admit(uint32_t nslots, uint32_t batch_size, uint64_t sample_bytes, char *err,
 		  size_t errlen);
-
-/* "123", "64K", "512M", "2G", "1T" (powers of 1024) -> bytes. 0, or -EINVAL for
- * anything else (empty, negative, trailing junk, overflow). */
-int gm_ring_parse_bytes(const char *s, uint64_t *out);
 
 /* Create a ring region (memfd, sized, sealed against shrink/grow, pre-faulted),
  * after gm_ring_admit. 0 or -errno (-EINVAL, -ENOMEM: does not fit in memory). */

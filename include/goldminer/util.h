@@ -74,6 +74,19 @@ int gm_grow_scratch(void **p, size_t *cap, size_t n, size_t min_cap);
  */
 const char *gm_write_cause(int err, const char *dir, char *buf, size_t len);
 
+/* "123", "64K", "512M", "2G", "1T" (powers of 1024; "64MiB", "2GB" too) ->
+ * bytes: the parser of every size an operator gives (node --mem, GM_MEM_LIMIT). 0,
+ * or -EINVAL for anything else (empty, negative, trailing junk, overflow). */
+int gm_parse_bytes(const char *s, uint64_t *out);
+
+/*
+ * A byte count for a message, in the largest binary unit it reaches: "512
+ * bytes", "1.5 KiB", "64.1 MiB", "11.8 GiB" (one decimal; up to EiB), into
+ * buf[len], NUL-terminated; returns buf. 32 bytes always hold it. The one byte
+ * formatter of the library's and the commands' messages.
+ */
+const char *gm_fmt_bytes(char *buf, size_t len, uint64_t v);
+
 /*
  * The one JSON string writer of the binaries (--status, plan --json, the
  * pipeline's description): s as a JSON string literal. '"' and '\\' escaped,

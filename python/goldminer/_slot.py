@@ -26,10 +26,11 @@ Every field but the reserved ones is one the node agent that vouches for a peer'
 batch (core/remote/check.c, gm_remote_check_pyslot) compares with the lease it
 granted: the layout is a contract between the worker, the trainer and that check.
 
-Seeds (item 4 of issue 26): before dataset[i] the worker seeds Python's random,
-NumPy's global generator and torch's default (CPU) generator from (seed, epoch, i), and
-before collate_fn from (seed, epoch, batch index), so the bytes of a batch do not
-depend on which worker made it, how many there are, or how often it was re-issued.
+Seeds (the same bytes whatever the worker count): before dataset[i] the worker seeds
+Python's random, NumPy's global generator and torch's default (CPU) generator from
+(seed, epoch, i), and before collate_fn from (seed, epoch, batch index), so the bytes
+of a batch do not depend on which worker made it, how many there are, or how often it
+was re-issued.
 A transform's own generator object is not covered.
 """
 import ctypes
@@ -48,7 +49,7 @@ M64 = (1 << 64) - 1
 try:
     import numpy as _np
 except ImportError:  # pragma: no cover - numpy is optional
-    _np = None
+    _np = None  # type: ignore[assignment]
 try:
     import torch as _torch
 except ImportError:  # pragma: no cover - torch is optional for the worker
@@ -144,7 +145,8 @@ def seed_of(seed, epoch, what):
     return seed_at(seed_base(seed, epoch), what)
 
 
-_c_seed = random.Random.__mro__[1].seed  # _random.Random.seed, under random.seed's checks
+# _random.Random.seed, under random.seed's checks
+_c_seed = random.Random.__mro__[1].seed  # type: ignore[attr-defined]
 
 
 # torch's default generator is not seeded per sample in this process: a worker's

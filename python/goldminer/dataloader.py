@@ -92,6 +92,8 @@ num_workers=0 (the batches would be made here); multiprocessing objects in a
 dataset (they cross processes only by fork or multiprocessing's own start) are
 refused naming the attribute.
 """
+from __future__ import annotations
+
 import ctypes
 import errno
 import fcntl
@@ -101,9 +103,13 @@ import pickle
 import sys
 import time
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
 from . import _abi, _bind, _slot, _worker
 from ._abi import ArgumentError, ArgumentTypeError
+
+if TYPE_CHECKING:  # annotations only: no import of the C loader at run time
+    from .loader import PathArg
 
 _ON_ERROR = ("fail", "skip")
 MIN_SLOT = 1 << 20  # a slot's payload at least (and the first guess through a node agent)
@@ -237,18 +243,22 @@ def _generic_base():
     return base if base is object else base[typing.TypeVar("T_co", covariant=True)]
 
 
-class DataLoader(_generic_base()):
+class DataLoader(_generic_base()):  # type: ignore[misc] # torch's or object, at run time
     """torch.utils.data.DataLoader for map-style datasets, goldminer's workers (a
     subclass of torch's: isinstance holds, DataLoader[T] too)."""
 
     __initialized = False  # torch's own flag (_DataLoader__initialized): attributes freeze
 
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
-                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False,
-                 timeout=0, worker_init_fn=None, multiprocessing_context=None, generator=None,
-                 *, prefetch_factor=None, persistent_workers=False, pin_memory_device="",
-                 node=None, seed=None, lease_timeout_ms=0, on_error="fail", slot_bytes=0,
-                 copy=False, max_workers=0):
+    def __init__(self, dataset: Any, batch_size: Optional[int] = 1,
+                 shuffle: Optional[bool] = None, sampler: Any = None, batch_sampler: Any = None,
+                 num_workers: Union[int, str] = 0, collate_fn: Optional[Callable[..., Any]] = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], Any]] = None,
+                 multiprocessing_context: Any = None, generator: Any = None, *,
+                 prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", node: Optional[PathArg] = None,
+                 seed: Optional[int] = None, lease_timeout_ms: int = 0, on_error: str = "fail",
+                 slot_bytes: int = 0, copy: bool = False, max_workers: int = 0) -> None:
         import torch
         from torch.utils import data as tud
         from torch.utils.data.dataloader import _DatasetKind
@@ -299,9 +309,12 @@ class DataLoader(_generic_base()):
         self._iterator = None
         self.collate_fn = collate_fn or (tud.default_collate if self._auto_collation
                                          else tud.default_convert)
-        self._epoch, self._start, self._resume = 0, 0, None
-        self._errors, self._measured = [], 0
-        self._live, self._its = None, weakref.WeakSet()
+        self._epoch, self._start = 0, 0
+        self._resume: Optional[tuple[Any, Any]] = None  # load_state_dict's (seed, generator)
+        self._errors: list[tuple[int, int, int, str]] = []
+        self._measured = 0
+        self._live: Optional[Callable[[], Any]] = None  # a weak reference to the newest _Iter
+        self._its: weakref.WeakSet[Any] = weakref.WeakSet()
         self._dumps, self.pickler = _pickler()
         if num_workers:
             for name, obj in (("dataset", dataset), ("collate_fn", self.collate_fn),
@@ -368,10 +381,10 @@ class DataLoader(_generic_base()):
             no("seed= is an int (every epoch's bytes fixed) or None (torch's default"
                " generator draws each epoch's seed), not %r" % (seed,))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._index_sampler)
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """Counters under goldminer.Loader's stats() names (docs/USAGE.md, "stats()"):
         what the trainer got (batches, samples, elapsed_s since its first batch,
         img_per_s, wait_ns, errors replaced), the loader's shape (batch_size,
@@ -398,11 +411,11 @@ class DataLoader(_generic_base()):
         if not got[3]:
             got[3] = time.monotonic()
 
-    def errors(self):
+    def errors(self) -> list[tuple[int, int, int, str]]:
         """Bad samples replaced (on_error="skip"): (epoch, batch, sample, message)."""
         return list(self._errors)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where the next batch comes from (the newest iterator's place while it
         runs): resume with load_state_dict. seed is the epoch's (drawn, with
         seed=None); generator the state its order was drawn from."""
@@ -412,7 +425,7 @@ class DataLoader(_generic_base()):
         return {"epoch": self._epoch, "batch": self._start, "seed": self.seed,
                 "generator": None}
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         self.close()  # a persistent pool's tasks in flight are not the resumed ones
         self._epoch, self._start = sd["epoch"], sd["batch"]
         if self.seed is not None:
@@ -449,7 +462,7 @@ class DataLoader(_generic_base()):
                                        else self.sampler).__name__)
         return rng, base & ((1 << 64) - 1), batches
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return _Iter(self)
 
     def _item(self, i, seed, epoch):
@@ -587,14 +600,14 @@ class DataLoader(_generic_base()):
         else:
             pool.close()
 
-    def close_pool(self):
+    def close_pool(self) -> None:
         pool, self._pool = getattr(self, "_pool", None), None
         spare, self._spare = getattr(self, "_spare", None), None
         for p in (pool, spare):
             if p is not None:
                 p.close()
 
-    def close(self):
+    def close(self) -> None:
         """End the workers now, the persistent ones and those of every iterator
         still open (they also end with the loader); an iterator ended here says so
         at its next call. Batches held stay readable."""

@@ -152,7 +152,7 @@ class Sampler:
         return t
 
 
-_samplers = {}
+_samplers: dict = {}
 
 
 def sampler_for(c):

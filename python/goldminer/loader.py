@@ -25,10 +25,13 @@ What it does not do: no threads of its own, no prefetching (the C workers alread
 run ahead by the ring's depth), no GPU (see goldminer.torch for device="cuda").
 One thread uses a Loader at a time.
 """
+from __future__ import annotations
+
 import ctypes
 import errno
 import os
 import weakref
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 from . import _abi
 from ._abi import ArgumentError, ArgumentTypeError, lib
@@ -36,7 +39,7 @@ from ._abi import ArgumentError, ArgumentTypeError, lib
 try:
     import numpy as _np
 except ImportError:  # pure standard library fallback: memoryviews
-    _np = None
+    _np = None  # type: ignore[assignment]
 
 _OUTPUTS = {"uint8": _abi.GM_OUT_U8_HWC, "float32": _abi.GM_OUT_F32_CHW,
             "float16": _abi.GM_OUT_F16_CHW}
@@ -54,6 +57,7 @@ _MAX_SIDE = 8192  # core/aug.c MAX_SIZE: the largest output side the library tak
 _MAX_PIXELS = 10 ** 12  # the range of the pipeline's `decode max_pixels`
 _U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
 _F32_MAX = 3.4028234663852886e38
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]  # root=, node=
 
 # Integer keywords: (lowest, highest, note). The C fields are fixed-width, so a
 # value outside them would be silently wrapped by ctypes; each is refused instead,
@@ -206,14 +210,21 @@ class Batch:
     epoch, index: position of this batch; n_errors: samples replaced (on_error=skip).
     """
     __slots__ = ("data", "labels", "sample_ids", "epoch", "index", "n_errors", "_raw")
+    data: Any
+    labels: Any
+    sample_ids: Any
+    epoch: int
+    index: int
+    n_errors: int
+    _raw: Any
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter((self.data, self.labels))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.labels)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<goldminer.Batch epoch=%d index=%d size=%d>" % (self.epoch, self.index,
                                                                 len(self.labels))
 
@@ -271,16 +282,25 @@ class Loader:
     there.
     """
 
-    def __init__(self, root, pipeline=None, batch_size=64, workers="auto", seed=0, epoch=0,
-                 output="uint8", on_error="skip", *, epochs=0, size=224, mode="train",
-                 scale=None, ratio=None, flip_p=None, resize=None, mean=None, std=None,
-                 max_pixels=None, shuffle=True, drop_last=False, slots=0, start_batch=0,
-                 pin=True, copy=False, chaos_kill_ms=0, max_workers=0, node=None,
-                 lease_timeout_ms=0, order=None, gpu_decode=False):
+    def __init__(self, root: PathArg, pipeline: Optional[str] = None, batch_size: int = 64,
+                 workers: Union[int, str] = "auto", seed: int = 0, epoch: int = 0,
+                 output: str = "uint8", on_error: str = "skip", *, epochs: int = 0,
+                 size: int = 224, mode: str = "train",
+                 scale: Optional[Sequence[float]] = None,
+                 ratio: Optional[Sequence[float]] = None, flip_p: Optional[float] = None,
+                 resize: Optional[int] = None, mean: Optional[Sequence[float]] = None,
+                 std: Optional[Sequence[float]] = None,
+                 max_pixels: Optional[int] = None, shuffle: bool = True,
+                 drop_last: bool = False, slots: int = 0, start_batch: int = 0,
+                 pin: bool = True, copy: bool = False, chaos_kill_ms: int = 0,
+                 max_workers: int = 0, node: Optional[PathArg] = None,
+                 lease_timeout_ms: int = 0, order: Optional[Any] = None,
+                 gpu_decode: bool = False) -> None:
         self._h = None
-        self._live = []  # weak references to the buffers of views handed out
-        self._dead = []  # (handle, slot) of kept batches whose last view died
-        self._kept_refs = {}  # id -> their weak references (alive while the views are)
+        self._live: list[Any] = []  # weak references to the buffers of views handed out
+        self._dead: list[Any] = []  # (handle, slot) of kept batches whose last view died
+        # id -> their weak references (alive while the views are)
+        self._kept_refs: dict[int, Any] = {}
         if output not in _OUTPUTS:
             raise ArgumentError("output must be 'uint8', 'float32' or 'float16', not %r"
                                 % (output,))
@@ -432,7 +452,7 @@ class Loader:
             self._sample_bytes
 
     @property
-    def gpu_decode(self):
+    def gpu_decode(self) -> bool:
         """True when the workers write coefficient slots (finished by _finish)."""
         return bool(self._kw["gpu_decode"])
 
@@ -451,7 +471,7 @@ class Loader:
         if self._h is None and not self._live and self._fin.alive:
             self._fin()  # closed earlier with views alive: the last one is gone now
 
-    def close(self):
+    def close(self) -> None:
         """Stop the workers and unmap the ring. Idempotent. If views of batches are
         still alive, the workers stop now and the ring is unmapped when the last
         view dies, so a view read after close() shows stale bytes, never a crash."""
@@ -466,7 +486,7 @@ class Loader:
                 self._fin()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._h is None or not self._fin.alive
 
     def __reduce_ex__(self, protocol):
@@ -475,10 +495,10 @@ class Loader:
                                 "processes and a shared-memory ring; pickle its arguments instead "
                                 "and open a Loader where they arrive")
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -533,11 +553,11 @@ class Loader:
         return m.decode(errors="replace") if m else ""
 
     # --- iteration ------------------------------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch."""
         return self._bpe
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         """One epoch of Batch objects (the next epoch on the next `for`). A loop
         left early continues where it stopped on the next `for`."""
         self._handle()
@@ -559,7 +579,7 @@ class Loader:
             yielded += 1
             yield convert(raw)
 
-    def next_batch(self):
+    def next_batch(self) -> Optional[Batch]:
         """The next Batch, or None at the end of an epoch or of all epochs (then
         `finished` is True). Releases the previous batch. Raises GoldminerError."""
         raw = self._next_raw()
@@ -620,14 +640,14 @@ class Loader:
         b.labels, b.sample_ids = _copies(raw, n)
         return b
 
-    def release(self):
+    def release(self) -> None:
         """Give the current batch's slot back to the workers now (its view dies)."""
         rc = self._L.gm_loader_release(self._handle(), ctypes.byref(self._raw))
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_release")
 
     @property
-    def finished(self):
+    def finished(self) -> bool:
         """True once all requested epochs were delivered."""
         return self._finished
 
@@ -637,15 +657,15 @@ class Loader:
         self._L.gm_loader_stats(self._handle(), ctypes.byref(s))
         return s
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """Counters of struct gm_loader_stats as a dict."""
         s = self._stats_raw()
         return {name: (list(getattr(s, name)) if hasattr(getattr(s, name), "__len__")
                        else getattr(s, name)) for name, _ in s._fields_}
 
-    def errors(self):
+    def errors(self) -> list[tuple[str, str]]:
         """Bad samples met so far: list of (path, message)."""
-        out = []
+        out: list[tuple[str, str]] = []
         if not self._L.has("gm_loader_error"):
             return out
         h = self._handle()
@@ -657,7 +677,7 @@ class Loader:
                             (m.value or b"").decode(errors="replace")))
         return out
 
-    def scale(self, n):
+    def scale(self, n: int) -> None:
         """Set the number of worker processes (int >= 1)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ArgumentError("scale(n) needs an int >= 1, not %r" % (n,))
@@ -669,16 +689,16 @@ class Loader:
             _raise(rc, self._errmsg(), "gm_loader_scale")
         self._nworkers = n
 
-    def position(self):
+    def position(self) -> tuple[int, int]:
         """(epoch, batch) that the next batch will have."""
-        e, k = ctypes.c_uint32(), ctypes.c_uint64()
-        self._L.gm_loader_position(self._handle(), ctypes.byref(e), ctypes.byref(k))
-        e, k = e.value, k.value
+        ce, ck = ctypes.c_uint32(), ctypes.c_uint64()
+        self._L.gm_loader_position(self._handle(), ctypes.byref(ce), ctypes.byref(ck))
+        e, k = ce.value, ck.value
         if self._bpe and k >= self._bpe:
             e, k = e + 1, 0
         return e, k
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where to resume: the batch after the last one delivered, plus what must
         match for the bytes to be the same (root, seed, batch size, transform)."""
         e, k = self.position()
@@ -693,7 +713,7 @@ class Loader:
     _MUST_MATCH = ("seed", "batch_size", "output", "size", "mode", "pipeline", "shuffle",
                    "drop_last")
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         """Continue from state_dict() sd: the workers restart at sd's position, and
         the following batches are byte-identical to those of an uninterrupted run."""
         bad = [k for k in self._MUST_MATCH if k in sd and sd[k] != self._kw[k]]
@@ -719,7 +739,7 @@ class Loader:
         else:
             self._open(epoch, epochs, batch)
 
-    def copy_to_device(self, batch, dst):
+    def copy_to_device(self, batch: Batch, dst: int) -> None:
         """gm_loader_copy_to_device: copy batch's bytes to the device pointer dst
         (an int). Only the current batch can be copied (ValueError otherwise).
         Raises GoldminerError (ENODEV without a GPU)."""
@@ -730,7 +750,7 @@ class Loader:
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_copy_to_device")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<goldminer.Loader %r batch_size=%d %s%s>" % (
             self._kw["root"], self.batch_size, self.output, " closed" if self.closed else "")
 

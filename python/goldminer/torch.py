@@ -57,14 +57,17 @@ same bytes follow).
 What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
 """
+from __future__ import annotations
+
 import ctypes
 import errno
+from typing import Any, Iterator, Literal, Mapping, Union
 
 import torch as _torch
 
 from .dataloader import DataLoader  # any map-style dataset
 from .plan import plan  # where a DataLoader's sample runs: C, hybrid, Python
-from .loader import Loader as _GmLoader
+from .loader import Loader as _GmLoader, PathArg
 from . import _abi, _slot
 
 __all__ = ["Loader", "DataLoader", "plan"]  # (the last two from their own modules)
@@ -89,8 +92,10 @@ class Loader:
     errors() and close() are those of goldminer.Loader.
     """
 
-    def __init__(self, root, batch_size=64, workers=2, seed=0, output="float32", device=None,
-                 copy=False, gpu_decode=False, **kw):
+    def __init__(self, root: PathArg, batch_size: int = 64, workers: Union[int, str] = 2,
+                 seed: int = 0, output: str = "float32",
+                 device: Union[str, _torch.device, None] = None, copy: bool = False,
+                 gpu_decode: Union[bool, str] = False, **kw: Any) -> None:
         self.device = _torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and \
                 not _torch.cuda.is_available():
@@ -113,15 +118,15 @@ class Loader:
         self.batch_size = batch_size
 
     # DataLoader-like surface ---------------------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._gm)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[_torch.Tensor, _torch.Tensor]]:
         self._gm._handle()
         return self._gm._epoch_iter(self._convert, self._before_next)
 
     @property
-    def gpu_decode(self):
+    def gpu_decode(self) -> bool:
         """True while the workers write coefficient slots that this process finishes."""
         return self._gm.gpu_decode
 
@@ -136,14 +141,14 @@ class Loader:
                                      " its arguments instead and open a Loader where they"
                                      " arrive")
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Wait for an in-flight device copy, then stop the workers and unmap."""
         if not self._gm.closed:
             self._wait_copy()
@@ -152,28 +157,28 @@ class Loader:
             self._copy.clear()  # batches the caller holds keep their own buffer
 
     @property
-    def loader(self):
+    def loader(self) -> _GmLoader:
         """The underlying goldminer.Loader."""
         return self._gm
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         return self._gm.stats()
 
-    def errors(self):
+    def errors(self) -> list[tuple[str, str]]:
         return self._gm.errors()
 
-    def scale(self, n):
+    def scale(self, n: int) -> None:
         self._gm.scale(n)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         return self._gm.state_dict()
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         self._wait_copy()
         self._gm.load_state_dict(sd)
 
     @property
-    def num_classes(self):
+    def num_classes(self) -> int:
         return self._gm.num_classes
 
     # Batches ---------------------------------------------------------------------

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Any map-style dataset (issue 26, item 7), all in this one run, 2 workers each:
+# Any map-style dataset, all in this one run, 2 workers each:
 # goldminer.torch.DataLoader against torch.utils.data.DataLoader with the same
 # arguments, on a text dataset (read, tokenize and pad the licences Debian ships)
 # and on torchvision's ImageFolder over $PHOTOS with ColorJitter + ToTensor

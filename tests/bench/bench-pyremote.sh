@@ -1,5 +1,5 @@
 #!/bin/sh
-# Python jobs' workers on peers (issue 27 item 3), measured on one machine that
+# Python jobs' workers on peers, measured on one machine that
 # behaves like two hosts (tests/multihost.sh: a network namespace and a CPU quota
 # per host; UCX over TCP). Same run, same photos (PHOTOS): the hybrid pipeline
 # (RandomResizedCrop(224), flip, RandAugment, ToTensor, Normalize; crop and flip

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Remote workers (issue 12), measured on one machine that behaves like two
+# Remote workers, measured on one machine that behaves like two
 # hosts (tests/multihost.sh: a network namespace and a CPU quota per host; UCX
 # over TCP between them). Same run, same photos (PHOTOS):
 #   1. the paper's single-job speed-up: a trainer whose host gives it 0.25 of a

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench-sim.sh - scale benchmark of the cluster simulator (issue 3, item 8):
+# bench-sim.sh - scale benchmark of the cluster simulator (its scale target):
 # 1,000,000 synthetic jobs on 10,000 nodes (80,000 GPUs) under the goldminer
 # policy, once with 96 vCPUs per node (openb's common node) and once with 32
 # (CPU-contended: the policy reallocates on most events). Prints events/s, wall

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The single-job target of issue 25: a greedy trainer on host A under a
+# The single-job target of pooling in a cluster: a greedy trainer on host A under a
 # quarter core, alone, then fed by three peer hosts of half a core each
 # (tests/multihost.sh: a network namespace and a CPU quota per host, UCX over
 # TCP between them; real photos, PHOTOS). The target is 5x the trainer-only

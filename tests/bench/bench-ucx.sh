@@ -1,5 +1,5 @@
 #!/bin/sh
-# The remote cost (issue 12): UCX puts into a forked process's registered memfd
+# The remote cost: UCX puts into a forked process's registered memfd
 # over TCP loopback (UCX_TLS=tcp unless set), 64 KiB, 1 MiB and a 9.6 MB batch,
 # against memcpy of the same sizes in the same run (ratios printed by
 # ucx_bench itself), and the put+flush round trip. Skipped without UCX.

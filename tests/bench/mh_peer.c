@@ -12,7 +12,7 @@
  *           write "PORT\n" + blob to FILE, wait for the bytes, check them
  *   mh_peer ucx-put ADDR BYTES FILE SECONDS  read FILE, connect, put BYTES
  *
- * And a stranger's attacks on a port (issue 24; each prints one line of counts):
+ * And a stranger's attacks on a port (each prints one line of counts):
  *   mh_peer tcp-flood ADDR PORT COUNT SECONDS  COUNT connections (256 at a time,
  *           1 s each to connect), each reset as soon as it connects
  *   mh_peer tcp-hold ADDR PORT COUNT SECONDS   COUNT connections held idle until

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Any map-style dataset: goldminer.torch.DataLoader against torch's DataLoader, in
-one run, 2 workers each, the same arguments (issue 26, item 7).
+one run, 2 workers each, the same arguments.
 
     /usr/bin/python3 pydataset_bench.py text|images [--root PHOTOS] [--epochs 3]
                                         [--rounds 2] [--limit 600]

@@ -10,7 +10,7 @@
  * the index and header when gm_jpeg_index_bytes asks for more) and the bytes
  * gm_jpeg_region_bytes names, each copied to a buffer of just that size (so a read
  * past them is caught by ASan): 0, -ESTALE (an index that does not match the file:
- * the corpus holds lying ones, issue 24) or a documented -errno, never a read
+ * the corpus holds lying ones) or a documented -errno, never a read
  * outside the bytes.
  */
 #include <errno.h>

@@ -1,4 +1,4 @@
-"""goldminer.torch.DataLoader: any map-style dataset in goldminer's workers (issue 26).
+"""goldminer.torch.DataLoader: any map-style dataset in goldminer's workers.
 
 Each test shows one promise: the same bytes whatever the worker count (and torch's
 DataLoader not), a SIGKILLed worker or one that os._exit()s mid-batch costs a
@@ -877,7 +877,7 @@ class TestDataLoader(GmTest):
             self.assertTrue(any(lo <= x.data_ptr() < hi for lo, hi in self.ring_ranges()))
             break
 
-    # --- torch's DataLoader where a script sees it (issue 35) -------------------
+    # --- torch's DataLoader where a script sees it (the drop-in) ----------------
     def test_without_seed_torch_manual_seed_sets_order_and_augmentations(self):
         import torch
         from torch.utils.data import DataLoader as TorchDL

@@ -1,4 +1,4 @@
-"""A script's own classes reach goldminer's workers without cloudpickle (issue 35).
+"""A script's own classes reach goldminer's workers without cloudpickle.
 
 With python3-cloudpickle absent the spec is plain pickle, which names a class of
 the script as __main__.X; a worker imports the trainer's main script as

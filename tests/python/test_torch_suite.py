@@ -1,4 +1,5 @@
-"""PyTorch's own test_dataloader.py through tests/python/torch_suite.py (issue 35).
+"""PyTorch's own test_dataloader.py through tests/python/torch_suite.py: the drop-in
+holds where PyTorch's own tests look.
 
 make test-torch-suite runs all of it (minutes); here a sample of a dozen tests
 runs both ways when the file is present (TORCH_TEST_DIR, default

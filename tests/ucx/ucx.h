@@ -1,7 +1,7 @@
 /*
  * ucx.h - one process writes into another process's registered memory (a
  * job's memfd ring) by RMA over UCX (the UCP API): the transport under
- * workers on other hosts (issue 12).
+ * workers on other hosts (include/goldminer/remote.h).
  *
  * The idea: the side that owns the memory maps it with gm_ucx_mem_map and
  * hands gm_ucx_region_pack's blob (base address, length, UCX rkey) to the
