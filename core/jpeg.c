@@ -1574,6 +1574,47 @@ static int coef_begin(struct gm_jpeg *j, struct gm_coef_slot *s, size_t cap, uin
 }
 
 /*
+ * Entropy-decode the MCUs of coef_window's rows 0..q->r1, storing the
+ * coefficients of those in q (counts into cnt, totals in nnz): whole MCU rows, as
+ * libjpeg's decode of the window reads them, so that a file corrupt in the last
+ * row's columns past the window fails here as it does there. 0, or -ENOSPC once
+ * the coefficients cannot fit cap.
+ */
+static int coef_mcus(struct gm_jpeg *j, const struct mcu_grid *g, const struct mcu_rect *q,
+		     const struct gm_coef_slot *s, size_t cap, const int *comp, uint8_t **cnt,
+		     uint32_t *nnz)
+{
+	struct jpeg_decompress_struct *ci = &j->cinfo;
+	JBLOCK blk[D_MAX_BLOCKS_IN_MCU];
+	JBLOCKROW rows[D_MAX_BLOCKS_IN_MCU];
+
+	for (int b = 0; b < ci->blocks_in_MCU; b++)
+		rows[b] = &blk[b];
+	memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
+	for (uint32_t my = 0; my < q->r1; my++) {
+		bool row_in = my >= q->r0;
+		for (uint32_t mx = 0; mx < g->mx; mx++) {
+			bool in = row_in && mx >= q->c0 && mx < q->c1;
+			if (in && !j->vbmi2) /* (the VBMI2 store leaves them zeroed) */
+				memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
+#if GM_OWN_HUFFMAN /* (else own_huff is never set: not reached) */
+			(*ci->entropy->decode_mcu)(ci, in ? rows : NULL);
+#else
+			(void)rows;
+#endif
+			if (in)
+				coef_store(j, blk, ci->blocks_in_MCU, comp, cnt, nnz);
+		}
+		/* the slot's bytes only grow: once past cap, the rest of the decode is
+		 * wasted (the CPU path makes the sample: an eighth of the uint8 slots
+		 * at 224 on the photo set) */
+		if (row_in && coef_lower_bound(s, nnz) > cap)
+			return -ENOSPC;
+	}
+	return 0;
+}
+
+/*
  * The coefficient output of the window (x, y, w, h) at scale n into the slot s of
  * cap bytes. Under the caller's setjmp. 0 or -errno with the message set.
  */
@@ -1583,8 +1624,6 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 	struct jpeg_decompress_struct *ci = &j->cinfo;
 	uint32_t W = ci->image_width, H = ci->image_height, ox, oy, nnz[GM_COEF_MAX_COMPS] = {0};
 	int comp[D_MAX_BLOCKS_IN_MCU], ret = -ENOTSUP;
-	JBLOCK blk[D_MAX_BLOCKS_IN_MCU];
-	JBLOCKROW rows[D_MAX_BLOCKS_IN_MCU];
 	struct mcu_rect q, q0;
 	struct mcu_grid g;
 
@@ -1617,33 +1656,8 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 			return -ENOMEM;
 		}
 	}
-	for (int b = 0; b < ci->blocks_in_MCU; b++)
-		rows[b] = &blk[b];
-	memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
-	/* whole MCU rows, as libjpeg's decode of the window reads them: a file corrupt
-	 * in the last row's columns past the window fails here as it does there */
-	for (uint32_t my = 0; my < q.r1; my++) {
-		bool row_in = my >= q.r0;
-		for (uint32_t mx = 0; mx < g.mx; mx++) {
-			bool in = row_in && mx >= q.c0 && mx < q.c1;
-			if (in && !j->vbmi2) /* (the VBMI2 store leaves them zeroed) */
-				memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
-#if GM_OWN_HUFFMAN /* (else own_huff is never set: not reached) */
-			(*ci->entropy->decode_mcu)(ci, in ? rows : NULL);
-#else
-			(void)rows;
-#endif
-			if (in)
-				coef_store(j, blk, ci->blocks_in_MCU, comp, cnt, nnz);
-		}
-		/* the slot's bytes only grow: once past cap, the rest of the decode is
-		 * wasted (the CPU path makes the sample: an eighth of the uint8 slots
-		 * at 224 on the photo set) */
-		if (row_in && coef_lower_bound(s, nnz) > cap) {
-			ret = -ENOSPC;
-			goto out_unsupported;
-		}
-	}
+	if ((ret = coef_mcus(j, &g, &q, s, cap, comp, cnt, nnz)))
+		goto out_unsupported;
 	size_t used = coef_layout(s, nnz, cap);
 	if (!used) {
 		ret = -ENOSPC;
