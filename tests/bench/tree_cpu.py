@@ -17,9 +17,11 @@ the command's own. The exit status is the command's.
 (or the start), one "threads: epoch N: ..." line: the CPU of each kind of thread
 in ms per image, a kind being the process's name (the trainer is the root) and
 the thread's (/proc/PID/task/TID/comm, e.g. the trainer's torch intra-op threads
-beside its main one), and how many threads of that kind ran. What profiles a
-training run without a profiler: the trainer's per-batch cost against the
-workers'.
+beside its main one), and how many threads of that kind ran; "KIND/reaped" is
+the whole life of the children a process reaped in that time (torch's workers at
+an epoch's end; their time before the previous line is counted there too); then
+each kind's minor page faults per image. What profiles a training run without a
+profiler: the trainer's per-batch cost against the workers'.
 
 Not done: processes that leave the tree by re-parenting to init (goldminer's
 pool is a subreaper: its workers stay in the trainer's tree).
