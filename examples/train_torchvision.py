@@ -19,7 +19,7 @@ GOLDMINER_PLAN=1 prints each plan.
 The model is a small CNN on the CPU (on the GPU when torch sees one), so the
 input pipeline is what the images/s it prints per epoch measure; `--model
 mobilenet` is torchvision's mobilenet_v3_small (no pretrained weights), a model
-that bounds the rate on a CPU instead (tests/bench/bench-model.sh); `--model none`
+that bounds the rate on a CPU instead (bench-run.sh's model case); `--model none`
 only iterates the batches (tests/bench/bench-run.sh: the input pipeline alone).
 """
 import argparse
