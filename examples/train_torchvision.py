@@ -3,7 +3,7 @@
 
     /usr/bin/python3 examples/train_torchvision.py DATA [--epochs 1] [--batch-size 64]
             [--workers 2] [--augment plain|jitter|randaugment] [--steps N] [--seed S]
-            [--model small|none] [--no-eval]
+            [--model small|mobilenet|none] [--no-eval]
 
 It does not import goldminer. Run as it is, torch's DataLoader feeds it; run as
 
@@ -17,7 +17,9 @@ validation loader (Resize 256, CenterCrop 224, ToTensor, Normalize) in C.
 GOLDMINER_PLAN=1 prints each plan.
 
 The model is a small CNN on the CPU (on the GPU when torch sees one), so the
-input pipeline is what the images/s it prints per epoch measure; `--model none`
+input pipeline is what the images/s it prints per epoch measure; `--model
+mobilenet` is torchvision's mobilenet_v3_small (no pretrained weights), a model
+that bounds the rate on a CPU instead (bench-run.sh's model case); `--model none`
 only iterates the batches (tests/bench/bench-run.sh: the input pipeline alone).
 """
 import argparse
@@ -26,7 +28,7 @@ import time
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
-from torchvision import datasets, transforms
+from torchvision import datasets, models, transforms
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -58,7 +60,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="stop an epoch after N batches")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--model", choices=("small", "none"), default="small")
+    ap.add_argument("--model", choices=("small", "mobilenet", "none"), default="small")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -66,14 +68,17 @@ def main():
     train_set = datasets.ImageFolder(args.data, train_transform(args.augment))
     train = DataLoader(train_set, batch_size=args.batch_size, shuffle=True,
                        num_workers=args.workers, drop_last=True)
-    model = small_cnn(len(train_set.classes)).to(device)
+    if args.model == "mobilenet":
+        model = models.mobilenet_v3_small(num_classes=len(train_set.classes)).to(device)
+    else:
+        model = small_cnn(len(train_set.classes)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):
         model.train()
         seen, t0, loss = 0, None, torch.zeros(())
         for step, (images, labels) in enumerate(train):
-            if args.model == "small":
+            if args.model != "none":
                 images, labels = images.to(device), labels.to(device)
                 loss = loss_fn(model(images), labels)
                 opt.zero_grad()

@@ -564,6 +564,15 @@ class _CLoaderBatches:
     def __iter__(self):
         import torch
         pin = self.pin and torch.cuda.is_available()
+        epoch, k = self.loader.loader.position()
+        if k:
+            # the last loop left its epoch part-way (a script's `break` after N
+            # steps): torch's next iterator is a new epoch, not the rest of that
+            # one. The workers restart at the next epoch's first batch (the same
+            # bytes as reaching it in order); batches the script holds stay.
+            sd = self.loader.state_dict()
+            sd["epoch"], sd["batch"] = epoch + 1, 0
+            self.loader.load_state_dict(sd)
         for x, y in self.loader:
             if pin:
                 x, y = x.pin_memory(), y.pin_memory()

@@ -82,18 +82,21 @@ class Record:
         self.where, self.plan_line, self.kind, self.node = where, plan_line, kind, node
         self.images = self.batches = 0
         self.busy_s = self.wait_s = 0.0
+        self.open = []  # the start of each loop still open (a script's next(it) to the end)
         self.local = self.remote = 0
         self.loader = None  # the C path's batches: its .copied, polled with the workers
 
     def line(self):
         if not self.batches:
             return "%s: %s: never iterated" % (self.where, self.plan_line)
-        rate = self.images / self.busy_s if self.busy_s > 0 else 0.0
-        stall = 100.0 * self.wait_s / self.busy_s if self.busy_s > 0 else 0.0
+        now = time.monotonic()
+        busy = self.busy_s + sum(now - t for t in self.open)
+        rate = self.images / busy if busy > 0 else 0.0
+        stall = 100.0 * self.wait_s / busy if busy > 0 else 0.0
         copied = getattr(self.loader, "copied", 0)
         return ("%s: %s: %d images in %.2f s = %.1f img/s, workers %d local / %d remote%s,"
                 " trainer stalled %.1f%% of its time%s" % (
-                    self.where, self.plan_line, self.images, self.busy_s, rate, self.local,
+                    self.where, self.plan_line, self.images, busy, rate, self.local,
                     self.remote, " (node agent %s)" % self.node if self.node else "", stall,
                     "; %d batches held across the ring's slots were copied" % copied
                     if copied else ""))
@@ -138,6 +141,7 @@ def timed(it, rec, workers, owner=None):
     iterator holds its loader, so `for b in DataLoader(...)` outlives the
     temporary, whose __del__ would close the served loader under the loop."""
     t_start = time.monotonic()
+    rec.open.append(t_start)  # counted at exit too if the script never ends the loop
     try:
         while True:
             t0 = time.monotonic()
@@ -156,6 +160,7 @@ def timed(it, rec, workers, owner=None):
             yield out
     finally:
         rec.busy_s += time.monotonic() - t_start
+        rec.open.remove(t_start)
         try:
             workers()  # once more: what the last batches changed (the C path's copies)
         except Exception:  # noqa: BLE001 (a finally must not raise its own)

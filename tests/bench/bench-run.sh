@@ -7,6 +7,10 @@
 #   plain        RandomResizedCrop, flip, ToTensor, Normalize      C path  >= 4x
 #   jitter       ... ColorJitter(0.4, 0.4, 0.4) before ToTensor    C path  >= 1.5x
 #   randaugment  ... RandAugment() before ToTensor                 hybrid  >= 1.3x
+# and a model-bound case, the one where the model, not the data, sets the pace:
+#   model        plain, --model mobilenet (torchvision's mobilenet_v3_small on
+#                the CPU), $STEPS batches an epoch       C path  >= 1.0x, and
+#                less CPU per image than torch (its ratio > 1.0)
 # and, for plain, goldminer.torch.Loader with the same transform (python3 -m
 # goldminer.tools.bench --output float32, its last epoch): goldminer run's C path within
 # 5% of it (the run hands the script batches it owns: kept ring slots, no copy,
@@ -19,9 +23,13 @@
 # shared machine hits both sides alike; every run is printed with the load
 # average at its start. Each run also reports the CPU time its process tree
 # (trainer and workers) spent per image in that epoch (tests/bench/tree_cpu.py):
-# the ratio of those moves far less with the machine's load than img/s does. Env: B (build dir), PHOTOS (ImageFolder; without it a
-# synthetic set is made with $B/goldminer synth), EPOCHS (default 2), ROUNDS
-# (default 3), AUGS (the transforms to run, default "plain jitter randaugment").
+# the ratio of those moves far less with the machine's load than img/s does,
+# and where it went by kind of thread, the trainer's page faults too (tree_cpu.py
+# --threads: the profile of a run, the "threads:" lines). Env: B (build dir),
+# PHOTOS (ImageFolder; without it a synthetic set is made with $B/goldminer
+# synth), EPOCHS (default 2), ROUNDS (default 3), AUGS (the cases to run, default
+# "plain jitter randaugment model"), STEPS (the model case's batches per epoch,
+# default 8: about 2 s each on one core).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$(dirname "$here")")
@@ -51,8 +59,12 @@ unset GOLDMINER_PLAN
 ex() {
 	aug=$1
 	shift
-	"$PY" "$CPU" -- "$@" "$EX" "$PHOTOS" --workers 2 --batch-size 64 --epochs "$EPOCHS" \
-		--model none --no-eval --augment "$aug"
+	set -- "$@" "$EX" "$PHOTOS" --workers 2 --batch-size 64 --epochs "$EPOCHS" --no-eval
+	case $aug in
+	model) set -- "$@" --augment plain --model mobilenet --steps "${STEPS:-8}" ;;
+	*) set -- "$@" --augment "$aug" --model none ;;
+	esac
+	"$PY" "$CPU" --threads -- "$@"
 }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # side SIDE AUG ROUND: one run of one side (gm, torch or loader), its lines
@@ -60,14 +72,14 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 side() {
 	case $1 in
 	gm)
-		echo "-- [$2, round $3] goldminer run -- $PY $EX --augment $2   (load: $(load))"
+		echo "-- [$2, round $3] goldminer run -- $PY $EX ($2)   (load: $(load))"
 		ex "$2" "$B/goldminer" run -- "$PY" >"$out/run.out" 2>"$out/run.err" ||
 			{ fail=1; tail -5 "$out/run.err"; }
 		tee -a "$out/gm_$2.out" <"$out/run.out"
 		grep '^goldminer run: .* img/s' "$out/run.err" | tee -a "$out/gm_$2.err"
 		;;
 	torch)
-		echo "-- [$2, round $3] $PY $EX --augment $2   (load: $(load))"
+		echo "-- [$2, round $3] $PY $EX ($2)   (load: $(load))"
 		ex "$2" "$PY" >"$out/run.out" 2>"$out/run.err" ||
 			{ fail=1; tail -5 "$out/run.err"; }
 		tee -a "$out/torch_$2.out" <"$out/run.out"
@@ -81,7 +93,9 @@ side() {
 	esac
 }
 fail=0
-for aug in ${AUGS:-plain jitter randaugment}; do
+echo "-- torch's intra-op threads here: $("$PY" -c 'import torch; print(torch.get_num_threads())'
+) ($(nproc) CPUs online)"
+for aug in ${AUGS:-plain jitter randaugment model}; do
 	sides="gm torch"
 	[ "$aug" = plain ] && sides="gm torch loader"
 	r=1
@@ -96,10 +110,11 @@ for aug in ${AUGS:-plain jitter randaugment}; do
 	done
 done
 
-AUGS=${AUGS:-plain jitter randaugment} "$PY" - "$out" <<'PY' || fail=1
+AUGS=${AUGS:-plain jitter randaugment model} "$PY" - "$out" <<'PY' || fail=1
 import json, os, re, sys
 d = sys.argv[1]
-want = {"plain": ("C path", 4.0), "jitter": ("C path", 1.5), "randaugment": ("hybrid", 1.3)}
+want = {"plain": ("C path", 4.0), "jitter": ("C path", 1.5), "randaugment": ("hybrid", 1.3),
+        "model": ("C path", 1.0)}
 want = {k: v for k, v in want.items() if k in os.environ["AUGS"].split()}
 def rates(name):
     """Each run's last epoch's img/s (a run's lines start at its epoch 0)."""
@@ -150,9 +165,18 @@ for aug, (path, target) in want.items():
                                                 for g, t in zip(gs, ts))))
     gc, tc = cpus("gm_%s.out" % aug), cpus("torch_%s.out" % aug)
     if gc and len(gc) == len(tc):
+        rc = median([t / g for g, t in zip(gc, tc)])
+        # the model case: goldminer must also spend less CPU per image
+        cpu_ok = "" if aug != "model" else " (target > 1.0) ok" if rc > 1.0 else \
+            " (target > 1.0) MISSED"
+        bad |= cpu_ok.endswith("MISSED")
         print("%-12s   CPU per image: torch / goldminer, median of rounds %.2fx (goldminer %.2f ms,"
-              " torch %.2f ms)" % ("", median([t / g for g, t in zip(gc, tc)]), median(gc),
-                                   median(tc)))
+              " torch %.2f ms)%s" % ("", rc, median(gc), median(tc), cpu_ok))
+        print("%-12s   rounds: %s" % ("", "; ".join("%.2f / %.2f = %.2fx" % (t, g, t / g)
+                                                    for g, t in zip(gc, tc))))
+    elif aug == "model":
+        print("%-12s   CPU per image: missing figures (goldminer %s, torch %s)" % (aug, gc, tc))
+        bad = 1
 lr = []
 for ln in open(os.path.join(d, "loader.json")).read().splitlines() \
         if os.path.exists(os.path.join(d, "loader.json")) else []:

@@ -9,6 +9,7 @@ node agent run every path's workers with the same bytes, and a socket no agent
 answers on is refused in one line before the script starts."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -274,6 +275,60 @@ class TestRunImageFolder(GmTest):
         self.assertEqual(g.stdout, p.stdout)
         self.assertRegex(summaries(g.stderr)[0],
                          r"; [1-9][0-9]* batches held across the ring's slots were copied")
+
+    def test_a_loop_left_part_way_starts_the_next_epoch_with_its_own_batches(self):
+        # a script that leaves its epoch early (`break` after N steps), as training
+        # scripts with a step limit do: the next `for` is a whole new epoch (torch's
+        # new iterator), the same batches as after an epoch run to its end
+        s = write("folder_break.py", """
+            import hashlib, sys
+            import torch
+            from torch.utils.data import DataLoader
+            from torchvision import datasets, transforms as T
+            torch.manual_seed(5)
+            ds = datasets.ImageFolder(sys.argv[1], T.Compose([
+                T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor()]))
+            dl = DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+            for step, (x, y) in enumerate(dl):
+                if sys.argv[2] == "break" and step == 1:
+                    break
+            n = 0
+            for x, y in dl:
+                n += len(x)
+                print(hashlib.sha1(x.numpy().tobytes()).hexdigest(), y.tolist())
+            print(n)
+        """)
+        root = dataset()
+        full = served(s, root, "full")
+        self.assertEqual(full.returncode, 0, full.stderr)
+        self.assertIn("C path", summaries(full.stderr)[0])
+        self.assertEqual(full.stdout.splitlines()[-1], "36")
+        cut = served(s, root, "break")
+        self.assertEqual(cut.returncode, 0, cut.stderr)
+        self.assertEqual(cut.stdout, full.stdout)  # (before: the 20 left of epoch 0)
+
+    def test_a_loop_the_script_never_ends_is_timed_in_the_summary(self):
+        # a step-based script takes batches with next(it) and exits with the
+        # iterator open: its summary counts the time to exit (it said 0.00 s =
+        # 0.0 img/s and 0% stalled)
+        s = write("folder_next.py", """
+            import sys, time
+            from torch.utils.data import DataLoader
+            from torchvision import datasets, transforms as T
+            ds = datasets.ImageFolder(sys.argv[1], T.Compose([
+                T.RandomResizedCrop(32), T.ToTensor()]))
+            it = iter(DataLoader(ds, batch_size=8, shuffle=True, num_workers=2))
+            for step in range(3):
+                x, y = next(it)
+                time.sleep(0.2)  # the model's step
+        """)
+        g = served(s, dataset())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        m = re.search(r"C path .*: 24 images in ([0-9.]+) s = ([0-9.]+) img/s",
+                      summaries(g.stderr)[0])
+        self.assertIsNotNone(m, g.stderr)
+        self.assertGreaterEqual(float(m.group(1)), 0.4)
+        self.assertGreater(float(m.group(2)), 0.0)
 
     def test_gpu_decode_c_path_gives_the_same_batches_and_auto_stays_off_here(self):
         # GOLDMINER_GPU_DECODE=1: the C path's workers write coefficient slots and
