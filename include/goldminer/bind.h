@@ -158,6 +158,8 @@ struct gm_bind_pool_cfg {
 	int sparse;  /* != 0: a sparse ring (ring.h, gm_ring_create_sparse): payload_bytes
 		      * is a first guess, its pages cost only once written; such a ring
 		      * cannot be pinned (gm_bind_pool_pin: -EINVAL) */
+	int zygote_server; /* > 2: the process's zygote server, which makes the zygote
+			    * (pool.h; borrowed: open while the pool may start one); 0: none */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */

@@ -99,7 +99,7 @@ import sys
 import time
 import weakref
 
-from . import _abi, _bind, _slot, _worker
+from . import _abi, _bind, _slot, _worker, _zserver
 from ._abi import ArgumentError, ArgumentTypeError
 
 _ON_ERROR = ("fail", "skip")
@@ -868,6 +868,10 @@ class _Pool:
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
                              "cwd": os.getcwd() if node else None,
+                             # a zygote forked by the zygote server (_zserver.py)
+                             # takes these: the trainer's now, not at the server's fork
+                             "fork_env": None if node else {"environ": dict(os.environ),
+                                                            "cwd": os.getcwd()},
                              # classes of the script, pickled by name: it is imported
                              "main": _worker.main_ref(body, dl._dumps is pickle.dumps)})
         return b"%016x" % len(head) + head + body
@@ -909,7 +913,7 @@ class _Pool:
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
                              self.dl.max_workers if local_auto else 0, self.zargv, spec,
-                             int(self.sparse))
+                             int(self.sparse), _zserver.fd())
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)
