@@ -138,10 +138,10 @@ struct gm_pool {
 	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
 	pid_t zpid;
 	int zpidfd, zsock;
-	bool zready;	/* it said it is loaded: workers are forked from it */
-	int zfails;	/* zygotes that died before they were ready */
+	bool zready;	     /* it said it is loaded: workers are forked from it */
+	int zfails;	     /* zygotes that died before they were ready */
 	bool zserver_failed; /* the zygote server failed once: zygotes are exec'd */
-	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
+	uint64_t zwait;	     /* workers wait for it until then (ns), then start fresh */
 };
 
 /* ---- the coordinator ------------------------------------------------------------ */
@@ -424,8 +424,10 @@ static pid_t zygote_from_server(struct gm_pool *p, int zs, bool *ready)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {.iov_base = "Z", .iov_len = 1};
-	struct msghdr m = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 	uint64_t end = gm_now_ns() + 5000 * 1000000ull; /* a fork: milliseconds */
 	pid_t pid = -EIO;
