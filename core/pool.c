@@ -1111,11 +1111,18 @@ static void *coordinator(void *arg)
 			reap_all(p, pfd, handing);
 			return NULL;
 		}
+		/* A zygote the server makes (two forks of a large interpreter, tens of
+		 * ms on a busy host): the owner goes on meanwhile, the first workers
+		 * wait for the zygote anyway and their errors are the pool's fatal
+		 * error, as any later worker's. */
+		if (first && p->c.zygote_argv && p->c.zygote_server > 2 && p->c.exec_fd > 2)
+			atomic_store(&p->started, 1);
 		if (first)
 			zygote_start(p);
 		adjust_pool(p, target);
 		if (first) {
-			atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
+			if (!atomic_load(&p->started))
+				atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
 			first = false;
 		}
 		pfd[0].fd = p->evfd;

@@ -59,7 +59,6 @@ _modules = 0  # len(sys.modules) when it was forked
 REFRESH_MODULES = 32  # a pool's start forks a new server when the trainer has this
 #                       many more modules (when it can: unsafe() is None)
 _owner = 0  # the process that forked it (a fork of the trainer must not use it)
-_told = False  # a server's death was said once
 
 
 def unsafe():
@@ -85,8 +84,8 @@ def unsafe():
 
 
 def _alive():
-    """Is this process's server running? A dead one is reaped and said once."""
-    global _pid, _told
+    """Is this process's server running? A dead one is reaped and said."""
+    global _pid
     if not _pid or os.getpid() != _owner:
         return False
     try:
@@ -95,15 +94,16 @@ def _alive():
         pid, status = _pid, -1
     if pid == 0:
         return True
-    if not _told:
-        _told = True
-        how = ("killed by signal %d" % os.WTERMSIG(status) if status >= 0
-               and os.WIFSIGNALED(status) else "exit status %d" % os.WEXITSTATUS(status)
-               if status >= 0 else "reaped elsewhere")
+    how = ("killed by signal %d" % os.WTERMSIG(status) if status >= 0
+           and os.WIFSIGNALED(status) else "exit status %d" % os.WEXITSTATUS(status)
+           if status >= 0 else "reaped elsewhere")
+    try:
         sys.stderr.write("goldminer: the zygote server (pid %d) ended (%s): a new one is"
                          " forked when this process has one thread again, else each loader"
                          " starts its zygote as a fresh interpreter (slower first batch)\n"
                          % (_pid, how))
+    except Exception:  # noqa: BLE001 - a closed stderr
+        pass
     _pid = 0
     return False
 
