@@ -408,6 +408,9 @@ static void reap_group(pid_t pid)
  * gone, workers start as fresh processes; a zygote that dies is restarted, up to
  * 3 that die before they are ready (then fresh processes for good). The zygote
  * is not a worker: it holds no lease and takes no task.
+ * With c.zygote_server the zygote is not exec'd but made by that server (the
+ * trainer's fork, python/goldminer/_zserver.py) with torch loaded already
+ * (zygote_from_server); a server that fails once is not asked again by this pool.
  */
 
 /* A zygote made by the process's zygote server (c.zygote_server: pool.h): the

@@ -67,7 +67,8 @@ CHILD = textwrap.dedent("""
     if sys.argv[3] == "iterate":
         for b in dl:
             pass
-    print(json.dumps({"pids": pids, "all": [c for c, _ in __import__("helpers").children()]}),
+    print(json.dumps({"pids": pids, "all": [c for c, _ in __import__("helpers").children(
+        server=True)]}),
           flush=True)
     sys.exit(0)  # no close(): the interpreter's exit ends them
 """)
@@ -224,8 +225,8 @@ class TestZygoteServer(GmTest):
                              stdout=subprocess.PIPE, text=True)
         try:
             out = json.loads(p.stdout.readline())
-            procs = wait_for(lambda: [c for c, _ in children(p.pid)]
-                             if len(children(p.pid)) >= 4 else None) or children(p.pid)
+            procs = wait_for(lambda: [c for c, _ in children(p.pid, True)]
+                             if len(children(p.pid, True)) >= 4 else None) or children(p.pid, True)
             self.assertIn(out["server"], procs)
             self.assertGreaterEqual(len(procs), 4, "the server, a zygote, two workers")
         finally:
