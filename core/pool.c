@@ -446,20 +446,22 @@ static pid_t zygote_from_server(struct gm_pool *p, int zs, bool *ready)
 		return rc;
 	if (sendmsg(p->c.zygote_server, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
 		end = 0; /* the server is gone (or stuck with a full socket) */
-	while (pid == -EIO && gm_now_ns() < end) {
+	for (bool answered = false; !answered && gm_now_ns() < end;) {
 		struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
 		int ms = (int)((end - gm_now_ns()) / 1000000) + 1;
 		if (poll(&pf, 1, ms) != 1)
 			continue;
 		ssize_t n = recv(p->zsock, msg, sizeof(msg), MSG_DONTWAIT);
-		if (n == 1 && msg[0] == 'R')
+		if (n == 1 && msg[0] == 'R') {
 			*ready = true;
-		else if (n == 5 && msg[0] == 'P')
-			memcpy(&pid, msg + 1, sizeof(pid));
-		else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		} else if (n == 5 && msg[0] == 'P') {
+			int32_t got;
+			memcpy(&got, msg + 1, sizeof(got));
+			pid = got > 0 ? (pid_t)got : -EIO; /* -1: the server's fork failed */
+			answered = true;
+		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			break; /* the zygote's socket closed: the server failed it */
-		if (pid <= 0 && pid != -EIO)
-			pid = -EIO; /* the server's fork failed */
+		}
 	}
 	/* orphaned to us when the answer came; checked (a window closed too early
 	 * would leave it to init, which the zygote sees: it ends itself) */

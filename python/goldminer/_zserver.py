@@ -204,9 +204,18 @@ def _serve(sock, trainer):
         keep = sock.fileno()
         os.closerange(3, keep)  # nothing of the trainer's stays open here
         os.closerange(keep + 1, 1 << 20)
-        # the trainer's script, half run, is not the __main__ a zygote imports
+        try:
+            signal.set_wakeup_fd(-1)  # (the trainer's, closed above)
+        except (ValueError, OSError):
+            pass
+        # the trainer's script, half run, is not the __main__ a zygote imports;
+        # nor is a module the trainer was importing when it forked (a package
+        # whose __init__ imported goldminer.torch): a zygote imports them afresh
         sys.modules["__main__"] = types.ModuleType("__main__")
         sys.modules.pop("__mp_main__", None)
+        for name, mod in list(sys.modules.items()):
+            if getattr(getattr(mod, "__spec__", None), "_initializing", False):
+                del sys.modules[name]
         gc.freeze()  # the trainer's objects: never collected (or finalised) here
         while True:
             try:

@@ -216,6 +216,34 @@ class TestZygoteServer(GmTest):
         self.assertEqual([z["marker"] for z in loads], [False], "the zygote exec'd")
         self.assertLess(out["took"], 60)
 
+    def test_a_package_that_imports_goldminer_in_its_init_is_loaded_whole(self):
+        # the server is forked while the package's __init__ runs (the import of
+        # goldminer.torch): its Dataset, defined after, must still reach the zygote
+        d = tempfile.mkdtemp(dir=tmpdir())
+        os.mkdir(os.path.join(d, "gm_half_pkg"))
+        with open(os.path.join(d, "gm_half_pkg", "__init__.py"), "w") as f:
+            f.write(textwrap.dedent("""
+                import torch
+                from goldminer.torch import DataLoader
+                class Later:
+                    def __len__(self):
+                        return 10
+                    def __getitem__(self, i):
+                        return torch.tensor([i, i * i])
+            """))
+        script = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+                  "import gm_half_pkg as P\n"
+                  "from goldminer import _zserver\n"
+                  "got = [b.tolist() for b in P.DataLoader(P.Later(), batch_size=4,"
+                  " num_workers=2)]\n"
+                  "print(_zserver.pid() > 0, got)\n")
+        p = subprocess.run([sys.executable, "-B", "-c", script, d,
+                            os.path.join(REPO, "python")],
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "True %s" % [[[i, i * i] for i in range(k, min(
+            k + 4, 10))] for k in range(0, 10, 4)])
+
     def test_server_and_zygote_die_with_a_sigkilled_trainer(self):
         d = tempfile.mkdtemp(dir=tmpdir())
         p = subprocess.Popen([sys.executable, "-B", "-c", SERVER_CHILD,
