@@ -59,6 +59,7 @@ _modules = 0  # len(sys.modules) when it was forked
 REFRESH_MODULES = 32  # a pool's start forks a new server when the trainer has this
 #                       many more modules (when it can: unsafe() is None)
 _owner = 0  # the process that forked it (a fork of the trainer must not use it)
+_old = []  # servers replaced, not reaped yet
 
 
 def unsafe():
@@ -113,7 +114,9 @@ def start():
     more since its fork; only while the trainer can be forked (unsafe())."""
     global _sock, _pid, _modules, _owner
     if _owner and os.getpid() != _owner:  # a fork of the trainer: not its server
-        _sock, _pid, _owner = None, 0, 0
+        _sock, _pid, _owner, _old[:] = None, 0, 0, []
+    if _old:
+        _reap()
     if _alive() and len(sys.modules) < _modules + REFRESH_MODULES:
         return
     if unsafe() is not None:
@@ -143,21 +146,22 @@ def start():
         _reap(old)
 
 
-def _reap(pid):
-    """An old server, told to go (its socket closed): reaped within 1 s."""
-    end = time.monotonic() + 1
-    while time.monotonic() < end:
+def _reap(pid=0):
+    """Old servers (pid: one more, SIGKILLed now) reaped as they exit, never
+    waited for: a loader's build does not wait for a process to end."""
+    if pid:
         try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _old.append(pid)
+    for p in list(_old):
+        try:
+            if os.waitpid(p, os.WNOHANG)[0] == 0:
+                continue
         except ChildProcessError:
-            return
-        time.sleep(0.002)
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+            pass
+        _old.remove(p)
 
 
 def fd():

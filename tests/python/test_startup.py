@@ -90,6 +90,7 @@ class WhereLoaded(AugDataset):
         with open(self.zlog, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "ppid": os.getppid(),
                                 "marker": "gm_trainer_marker" in sys.modules,
+                                "late": "gm_late_marker" in sys.modules,
                                 "argv0": open("/proc/self/cmdline", "rb").read()
                                 .split(b"\0")[1:2][0].decode(errors="replace")}) + "\n")
 
@@ -120,6 +121,12 @@ SERVER_CHILD = textwrap.dedent("""
     def signal_server(pid, sig):
         if pid > 0:  # (never 0: that is this process group)
             os.kill(pid, sig)
+        end = time.monotonic() + 10
+        while sig == signal.SIGKILL and pid > 0 and time.monotonic() < end:
+            with open("/proc/%d/stat" % pid) as f:  # (unreaped: it is ours)
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # dead: what the next loader's build finds
+            time.sleep(0.005)
 
     def epoch(**kw):
         dl = DataLoader(WhereLoaded(log, **kw), batch_size=4, num_workers=2, seed=3)
@@ -140,7 +147,6 @@ SERVER_CHILD = textwrap.dedent("""
         it = iter(dl)
         next(it)  # a pool runs (threads): the next server cannot be forked
         signal_server(out["server2"], signal.SIGKILL)
-        time.sleep(0.2)
         dl2, out["same2"] = epoch(n=30)
         out["server3"] = _zserver.pid()
     elif mode == "stopped":
@@ -149,6 +155,17 @@ SERVER_CHILD = textwrap.dedent("""
         dl, out["same"] = epoch()
         out["took"] = time.monotonic() - t0
         signal_server(out["server"], signal.SIGCONT)
+    elif mode == "refresh":
+        for k in range(40):  # what a script imports after goldminer.torch
+            sys.modules["gm_late_marker" + ("" if k == 0 else str(k))] = \
+                types.ModuleType("gm_late_marker")
+        dl, out["same"] = epoch()
+        out["server2"] = _zserver.pid()
+        from helpers import alive
+        end = time.monotonic() + 10
+        while alive(out["server"]) and time.monotonic() < end:
+            time.sleep(0.01)
+        out["first_alive"] = alive(out["server"])
     elif mode == "hold":
         dl = DataLoader(WhereLoaded(log), batch_size=4, num_workers=2, seed=3)
         it = iter(dl)
@@ -199,6 +216,14 @@ class TestZygoteServer(GmTest):
         self.assertNotEqual(z["argv0"], "-c", "forked from the trainer, not exec'd")
         # the environment and directory of the build, not of the server's fork
         self.assertEqual(out["mark"][0], [len(os.path.realpath(where)), 7])
+
+    def test_a_server_older_than_the_trainers_imports_is_forked_again(self):
+        out, loads, _ = self.child("refresh")
+        self.assertTrue(out["same"])
+        self.assertEqual([(z["marker"], z["late"]) for z in loads], [(True, True)],
+                         "the zygote has what the trainer imported after goldminer.torch")
+        self.assertNotIn(out["server2"], (0, out["server"]), "a new server")
+        self.assertFalse(out["first_alive"], "the old one ended")
 
     def test_a_killed_server_is_forked_again_or_zygotes_are_execd(self):
         out, loads, err = self.child("killed")
