@@ -344,6 +344,7 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;
+	pc.zygote_server = c->zygote_server;
 	pc.exec_fd = c->spec_fd;
 	pc.sparse = c->sparse != 0;
 	uint32_t rows = c->batch_max + GM_BIND_IDS_HDR; /* the ring's batch: ids[] rows */

@@ -138,9 +138,10 @@ struct gm_pool {
 	/* the zygote of exec'd workers (coordinator thread only; zpid 0: none) */
 	pid_t zpid;
 	int zpidfd, zsock;
-	bool zready;	/* it said it is loaded: workers are forked from it */
-	int zfails;	/* zygotes that died before they were ready */
-	uint64_t zwait; /* workers wait for it until then (ns), then start fresh */
+	bool zready;	     /* it said it is loaded: workers are forked from it */
+	int zfails;	     /* zygotes that died before they were ready */
+	bool zserver_failed; /* the zygote server failed once: zygotes are exec'd */
+	uint64_t zwait;	     /* workers wait for it until then (ns), then start fresh */
 };
 
 /* ---- the coordinator ------------------------------------------------------------ */
@@ -407,7 +408,76 @@ static void reap_group(pid_t pid)
  * gone, workers start as fresh processes; a zygote that dies is restarted, up to
  * 3 that die before they are ready (then fresh processes for good). The zygote
  * is not a worker: it holds no lease and takes no task.
+ * With c.zygote_server the zygote is not exec'd but made by that server (the
+ * trainer's fork, python/goldminer/_zserver.py) with torch loaded already
+ * (zygote_from_server); a server that fails once is not asked again by this pool.
  */
+
+/* A zygote made by the process's zygote server (c.zygote_server: pool.h): the
+ * ring, the zygote's end of its socket (zs) and the spec go to the server with
+ * "Z"; the server forks the zygote twice, so that it is orphaned to us while the
+ * adoption window is open, and says "P" and its pid on the zygote's socket once
+ * its middle process has exited. The zygote may say "R" before that (*ready).
+ * Its pid, our child (checked: waitid finds it), or -errno. */
+static pid_t zygote_from_server(struct gm_pool *p, int zs, bool *ready)
+{
+	int fds[3] = {gm_ring_fd(p->ring), zs, p->c.exec_fd};
+	union {
+		char buf[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = "Z", .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	uint64_t end = gm_now_ns() + 5000 * 1000000ull; /* a fork: milliseconds */
+	pid_t pid = -EIO;
+	char msg[8];
+
+	memset(u.buf, 0, sizeof(u.buf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	int rc = adopt_begin();
+	if (rc)
+		return rc;
+	if (sendmsg(p->c.zygote_server, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+		end = 0; /* the server is gone (or stuck with a full socket) */
+	for (bool answered = false; !answered && gm_now_ns() < end;) {
+		struct pollfd pf = {.fd = p->zsock, .events = POLLIN};
+		int ms = (int)((end - gm_now_ns()) / 1000000) + 1;
+		if (poll(&pf, 1, ms) != 1)
+			continue;
+		ssize_t n = recv(p->zsock, msg, sizeof(msg), MSG_DONTWAIT);
+		if (n == 1 && msg[0] == 'R') {
+			*ready = true;
+		} else if (n == 5 && msg[0] == 'P') {
+			int32_t got;
+			memcpy(&got, msg + 1, sizeof(got));
+			pid = got > 0 ? (pid_t)got : -EIO; /* -1: the server's fork failed */
+			answered = true;
+		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			break; /* the zygote's socket closed: the server failed it */
+		}
+	}
+	/* orphaned to us when the answer came; checked (a window closed too early
+	 * would leave it to init, which the zygote sees: it ends itself) */
+	siginfo_t si;
+	while (pid > 0) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+			break;
+		if (errno != ECHILD || gm_now_ns() >= end)
+			pid = -EIO;
+		else
+			usleep(1000);
+	}
+	adopt_end();
+	return pid;
+}
 
 /* How long workers wait for a zygote that is loading before they start as fresh
  * processes (which load the same things: only a zygote stuck far longer than a
@@ -422,7 +492,26 @@ static void zygote_start(struct gm_pool *p)
 	if (!p->c.zygote_argv || p->zpid || p->zfails >= 3 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
-	pid_t pid = fork();
+	pid_t pid = -1;
+	bool ready = false;
+	p->zsock = sv[0];
+	if (p->c.zygote_server > 2 && p->c.exec_fd > 2 && !p->zserver_failed) {
+		pid = zygote_from_server(p, sv[1], &ready);
+		if (pid > 0) {
+			(void)setpgid(pid, pid); /* as child() does; the zygote does too */
+		} else { /* exec'd from now; a fresh socket (the failed one may hold
+			  * the server's words) */
+			p->zserver_failed = true;
+			close(sv[0]);
+			close(sv[1]);
+			p->zsock = -1;
+			if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+				return;
+			p->zsock = sv[0];
+		}
+	}
+	if (pid <= 0)
+		pid = fork();
 	if (pid == 0)
 		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1, -1);
 	close(sv[1]);
@@ -433,13 +522,13 @@ static void zygote_start(struct gm_pool *p)
 			waitpid(pid, NULL, 0);
 		}
 		close(sv[0]);
+		p->zsock = -1;
 		p->zfails++;
 		return;
 	}
 	p->zpid = pid;
 	p->zpidfd = pidfd;
-	p->zsock = sv[0];
-	p->zready = false;
+	p->zready = ready;
 	p->zwait = gm_now_ns() + ZYGOTE_WAIT_MS * 1000000ull;
 }
 
@@ -1027,11 +1116,18 @@ static void *coordinator(void *arg)
 			reap_all(p, pfd, handing);
 			return NULL;
 		}
+		/* A zygote the server makes (two forks of a large interpreter, tens of
+		 * ms on a busy host): the owner goes on meanwhile, the first workers
+		 * wait for the zygote anyway and their errors are the pool's fatal
+		 * error, as any later worker's. */
+		if (first && p->c.zygote_argv && p->c.zygote_server > 2 && p->c.exec_fd > 2)
+			atomic_store(&p->started, 1);
 		if (first)
 			zygote_start(p);
 		adjust_pool(p, target);
 		if (first) {
-			atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
+			if (!atomic_load(&p->started))
+				atomic_store(&p->started, atomic_load(&p->h->p_fatal) ? -1 : 1);
 			first = false;
 		}
 		pfd[0].fd = p->evfd;

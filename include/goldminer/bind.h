@@ -159,12 +159,14 @@ struct gm_bind_pool_cfg {
 	uint32_t budget;		/* > 0: the elastic controller sizes the pool within
 					 * this many workers, from `workers` (elastic.h) */
 	const char *const *zygote_argv; /* a zygote's command (pool.h), NULL: none */
-	int spec_fd; /* > 2: each worker's and the zygote's fd 5, what they load (a
-		      * memfd: gone with the consumer's process, however it ends;
-		      * borrowed: open until the pool is destroyed); 0: none */
-	int sparse;  /* != 0: a sparse ring (ring.h, gm_ring_create_sparse): payload_bytes
-		      * is a first guess, its pages cost only once written; such a ring
-		      * cannot be pinned (gm_bind_pool_pin: -EINVAL) */
+	int spec_fd;	   /* > 2: each worker's and the zygote's fd 5, what they load (a
+			    * memfd: gone with the consumer's process, however it ends;
+			    * borrowed: open until the pool is destroyed); 0: none */
+	int sparse;	   /* != 0: a sparse ring (ring.h, gm_ring_create_sparse): payload_bytes
+			    * is a first guess, its pages cost only once written; such a ring
+			    * cannot be pinned (gm_bind_pool_pin: -EINVAL) */
+	int zygote_server; /* > 2: the process's zygote server, which makes the zygote
+			    * (pool.h; borrowed: open while the pool may start one); 0: none */
 };
 
 /* Create the ring and the pool (no worker yet). 0 or -errno with a message. */

@@ -68,6 +68,15 @@ struct gm_pool_cfg {
 	 * (PR_SET_CHILD_SUBREAPER) while it waits for each fork, so that worker
 	 * reaches it as an orphan; other orphans of its descendants go to init. */
 	const char *const *zygote_argv;
+	/* With zygote_argv and exec_fd: > 2, a SOCK_SEQPACKET socket to this process's
+	 * zygote server (python/goldminer/_zserver.py), which makes the zygote instead
+	 * of an exec of zygote_argv: sent "Z" with the ring's fd, the zygote's socket
+	 * and exec_fd (SCM_RIGHTS), it forks the zygote from an interpreter that has
+	 * loaded what the trainer had (torch), orphaned to the owner (the adoption
+	 * window), and says "P" and its pid on the zygote's socket. A server that
+	 * fails (gone, no answer within 5 s) is not asked again by this pool: its
+	 * zygotes are exec'd. Borrowed; 0: none. */
+	int zygote_server;
 	/* With exec_argv: > 2, an fd every exec'd worker and the zygote get as fd 5
 	 * (borrowed: open until gm_pool_destroy), e.g. a sealed memfd with what the
 	 * workers load, so that nothing is left on a file system if the owner is

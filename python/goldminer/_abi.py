@@ -147,6 +147,7 @@ class PoolCfg(ctypes.Structure):
         ("zygote_argv", ctypes.POINTER(ctypes.c_char_p)),
         ("spec_fd", ctypes.c_int),
         ("sparse", ctypes.c_int),
+        ("zygote_server", ctypes.c_int),
     ]
 
 

@@ -44,7 +44,9 @@ left the group with setsid) come to it, and it kills them when it ends.
 With --zygote first, it is the pool's zygote instead (core/pool.c): it loads the
 spec once, then forks a worker for each request on fd 4 ("F" and the worker's id), so that a replaced
 worker starts in milliseconds rather than the seconds an interpreter takes to
-import torch and unpickle the dataset.
+import torch and unpickle the dataset. The same zygote, forked by the trainer's
+zygote server (_zserver.py) instead of exec'd, has torch loaded already: it
+takes the trainer's environment and directory from the spec (fork_env).
 
 With --probe first, it only loads goldminer's library and finds torch (without
 importing it: that takes seconds) and exits 0:
@@ -69,6 +71,7 @@ KEEP_S = 0.001  # an item that took this long is kept in the slot for a re-issue
 _retire = False
 _me = 0  # the pid of the worker the pool started (_serve): any other is a fork of it
 _loading = False  # loading the spec (a zygote or a worker): what runs is the user's import
+from_server = False  # a zygote the zygote server forked (_zserver.py), not exec'd
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -103,6 +106,14 @@ def _load_spec(fd=5):
     # the trainer's sys.path first: its modules are where the script found them
     head = pickle.loads(blob[:int(blob[:16], 16) + 16][16:])
     sys.path[:] = head["sys_path"]
+    here = head.get("fork_env")
+    if from_server and here is not None:  # forked from the trainer as it was earlier:
+        os.environ.clear()                # its environment and directory as they are
+        os.environ.update(here["environ"])  # now, as an exec'd zygote inherits them
+        try:
+            os.chdir(here["cwd"])
+        except OSError:
+            pass
     if head.get("environ") is not None:  # started by a node agent: the trainer's
         os.environ.clear()
         os.environ.update(head["environ"])

@@ -105,7 +105,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
-from . import _abi, _bind, _slot, _worker
+from . import _abi, _bind, _slot, _worker, _zserver
 from ._abi import ArgumentError, ArgumentTypeError
 
 if TYPE_CHECKING:  # annotations only: no import of the C loader at run time
@@ -893,6 +893,10 @@ class _Pool:
                              # the agent's workers start in its environment: take ours
                              "environ": dict(os.environ) if node else None,
                              "cwd": os.getcwd() if node else None,
+                             # a zygote forked by the zygote server (_zserver.py)
+                             # takes these: the trainer's now, not at the server's fork
+                             "fork_env": None if node else {"environ": dict(os.environ),
+                                                            "cwd": os.getcwd()},
                              # classes of the script, pickled by name: it is imported
                              "main": _worker.main_ref(body, dl._dumps is pickle.dumps)})
         return b"%016x" % len(head) + head + body
@@ -934,7 +938,7 @@ class _Pool:
         return _bind.PoolCfg(self.argv, workers, slots, batch_max, payload, self.first,
                              self.end, self.dl.lease_timeout_ms,
                              self.dl.max_workers if local_auto else 0, self.zargv, spec,
-                             int(self.sparse))
+                             int(self.sparse), _zserver.fd())
 
     def _open(self, payload, batch_max):
         cfg = self._cfg(payload, batch_max)

@@ -447,6 +447,8 @@ def main(argv):
     children_environ(os.environ, node)  # the swap in every child interpreter too
     if install():
         atexit.register(_summary)
+        from . import _zserver  # loaders' zygotes forked with torch loaded
+        _zserver.start()
     else:
         _say("torch is not importable: the script runs with nothing to serve")
     return run_script(argv[0], argv[1:])

@@ -337,3 +337,10 @@ class _Auto:
             sd = gm.state_dict()  # the next batch's position: the same bytes follow
             gm._kw["gpu_decode"] = True
             gm.load_state_dict(sd)
+
+
+# The zygote server (a fork of this process, while it has one thread): each
+# loader's zygote is forked from it with torch loaded, not exec'd (_zserver.py).
+# Last: the fork holds this module whole.
+from . import _zserver  # noqa: E402
+_zserver.start()

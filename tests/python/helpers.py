@@ -213,6 +213,7 @@ int main(void)
 	F(gm_bind_pool_cfg, end_task) F(gm_bind_pool_cfg, lease_timeout_ms)
 	F(gm_bind_pool_cfg, budget) F(gm_bind_pool_cfg, zygote_argv)
 	F(gm_bind_pool_cfg, spec_fd) F(gm_bind_pool_cfg, sparse)
+	F(gm_bind_pool_cfg, zygote_server)
 	S(gm_bind_batch) F(gm_bind_batch, epoch) F(gm_bind_batch, batch) F(gm_bind_batch, idx)
 	F(gm_bind_batch, n)
 	S(gm_jitter) F(gm_jitter, n) F(gm_jitter, order) F(gm_jitter, factor)
@@ -277,9 +278,10 @@ def abi_layout():
 
 
 # --- processes and mappings -------------------------------------------------------
-def children(pid=None):
+def children(pid=None, server=False):
     """[(pid, state)] of the processes whose parent is pid (default: this one),
-    zombies included."""
+    zombies included; the process's zygote server (gm-zserver: it lives as long
+    as its trainer, goldminer/_zserver.py) only with server=True."""
     pid = os.getpid() if pid is None else pid
     out = []
     for d in os.listdir("/proc"):
@@ -291,7 +293,8 @@ def children(pid=None):
         except OSError:
             continue
         rest = st[st.rfind(")") + 2:].split()
-        if int(rest[1]) == pid:
+        if int(rest[1]) == pid and (server or st[st.find("(") + 1:st.rfind(")")]
+                                    != "gm-zserver"):
             out.append((int(d), rest[0]))
     return out
 
