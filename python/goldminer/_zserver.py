@@ -59,7 +59,7 @@ _modules = 0  # len(sys.modules) when it was forked
 REFRESH_MODULES = 32  # a pool's start forks a new server when the trainer has this
 #                       many more modules (when it can: unsafe() is None)
 _owner = 0  # the process that forked it (a fork of the trainer must not use it)
-_old = []  # servers replaced, not reaped yet
+_old: "list[int]" = []  # servers replaced, not reaped yet (their pids)
 
 
 def unsafe():
