@@ -114,6 +114,8 @@ core/remote/conn core/remote/ctl
 core/remote/pywork core/remote/worker
 # the seam sim_policy.h: the engine reads sim_policies (policies.c), a policy calls sim_fail, sim_set_rate (sim.c)
 sim/policies sim/sim
+# the seam pool_impl.h: the coordinator (pool.c) calls gm_pool_spawn and the zygote calls (spawn.c), which make the workers of struct gm_pool
+core/pool core/spawn
 # torch.py imports plan (goldminer.torch.plan), plan.py imports torch lazily (its Loader)
 python/goldminer/plan.py python/goldminer/torch.py'
 if ! command -v python3 >/dev/null 2>&1; then
