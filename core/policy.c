@@ -666,7 +666,10 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	double per = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
 	double gap = in->demand * h - out->capacity;
 	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
-	if (!s->decided) { /* the first measurement: all of it at once */
+	bool starved = in->stall > GM_POLICY_STALL && in->delivered < in->demand;
+	if (!s->decided || (starved && covering(gap, per) > s->count)) {
+		/* the first measurement, or a consumer that waits for more than the
+		 * last count covers: all of it at once (fewer wait to settle) */
 		*s = (struct gm_policy_ask){
 		    .decided = true, .count = covering(gap, per), .gap = gap};
 	} else if (fabs(gap - s->gap) > per || covering(s->gap, per) != s->count) {
