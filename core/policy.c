@@ -53,9 +53,10 @@
  * gm_policy_demand_add smooths the measured demand over a window of the
  * job's own batch periods; gm_policy_ask_next decides the remote ask at once,
  * then only after the gap has moved by more than a worker for a settled
- * interval; gm_policy_fed_remotely keeps a small host's local workers until
- * remote ones measurably deliver more; gm_policy_ring_workers makes a named
- * worker count a cap, never a plan.
+ * interval (upward at once while the consumer waits for more);
+ * gm_policy_fed_remotely keeps a small host's local workers until remote ones
+ * measurably deliver more; gm_policy_ring_workers makes a named worker count
+ * a cap, never a plan.
  */
 #include <errno.h>
 #include <math.h>

@@ -757,9 +757,9 @@ static void test_the_remote_ask_is_right_at_once_and_does_not_flap(void **st)
  * ask, at a remote worker counted as one local worker's core, was 1; then its
  * trainer waited 94% of the time for 5,753 img/s. A consumer that waits for
  * more than the last count covers gets it at once (the settled interval held
- * it at one remote worker for 2 s of a 4 s run: 2,593 img/s against 2,900 when
- * the ask rose at once); fewer still wait to settle, and a swing back while it
- * waits changes nothing. */
+ * it at one remote worker 2.4-2.6 s more, of a run that takes 4 s on a quiet
+ * machine); fewer still wait to settle, and a swing back while it waits
+ * changes nothing. */
 static void test_a_starved_consumer_gets_more_remote_workers_at_once(void **st)
 {
 	(void)st;

@@ -248,8 +248,13 @@ double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double b
  * the last decision (or the worker's rate has moved so that gap needs another
  * count) for GM_POLICY_ASK_SETTLE_S: to the count covering the gap's mean over
  * that interval. A gap that swings around its mean changes nothing (no 1 -> 2
- * -> 1). The job's cap and what the live peers can lend bound the ask at every
- * call, not after the interval: a lender that needs its workers back has them.
+ * -> 1). Upward, a consumer that waits (stall > GM_POLICY_STALL, delivered <
+ * demand) for more than the last count covers gets the count covering its gap
+ * at once: a first ask counts a remote worker as a local worker's core and
+ * may come from a low first window, and a starved trainer is the evidence
+ * the interval waits for. The job's cap and what the live peers can lend bound
+ * the ask at every call, not after the interval: a lender that needs its
+ * workers back has them.
  */
 #define GM_POLICY_ASK_SETTLE_S 2.0
 
