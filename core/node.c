@@ -102,15 +102,7 @@ struct job {
 	double local_alone;	  /* what its local workers alone delivered (img/s, smoothed; 0:
 				   * not measured), against which remote workers must do better */
 	bool fed;		  /* it runs no local worker: remote ones feed it (fed_remotely) */
-	/* what its remote workers deliver, as update_fed measures it: their samples
-	 * landed by the last measurement, the window being counted (opened at the
-	 * measurement before the first of them landed, 0: none open) and what
-	 * landed in it, the rate of the last window closed, and how many
-	 * measurements in a row saw none land (at most 2) */
-	uint64_t r_samples, r_acc;
-	int64_t r_last_ms, r_from_ms;
-	double r_rate;
-	uint32_t r_quiet;
+	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
 	/* borrowing: the consumer's counters at the last measurement (the window of
 	 * gm_pool_measure), what it was given and waited over it, and the policy's
 	 * last decision (gm_policy_borrow) */
@@ -246,64 +238,22 @@ static bool fed_remotely(const struct agent *a, const struct job *j)
 	return a->rem && j->token && j->fed;
 }
 
-/* The remote delivery update_fed compares is measured over windows of at least
- * FED_WINDOW_MS and FED_BATCHES batches (their batches land whole: over 4
- * batches the rate moves in steps of a quarter), or of 2 x FED_WINDOW_MS
- * whatever landed, the first opened where their first samples landed. The
- * home's 1 s windows (remote.h's rate) start at the job's attach: the first
- * held the time before any remote worker ran and read a fraction of the
- * rate, and a 0.25-core home ran its local worker beside two remote ones
- * for ~2 s of a 4 s run (tests/bench/ab-remote.sh). */
-#define FED_WINDOW_MS 500
-#define FED_BATCHES   8
-
-/* What the job's remote workers deliver (r_rate, over the windows above; 0
- * while none is connected), from their samples landed at each measurement. */
-static void measure_remote(struct job *j, const struct gm_remote_job_info *ri, int64_t now)
-{
-	uint64_t landed = ri->samples > j->r_samples ? ri->samples - j->r_samples : 0;
-	int64_t prev = j->r_last_ms ? j->r_last_ms : now;
-	j->r_samples = ri->samples;
-	j->r_last_ms = now;
-	j->r_quiet = landed ? 0 : j->r_quiet < 2 ? j->r_quiet + 1 : 2;
-	if (!ri->workers) {
-		j->r_rate = 0;
-		j->r_acc = 0;
-		j->r_from_ms = 0;
-		return;
-	}
-	if (landed && !j->r_from_ms)
-		j->r_from_ms = prev; /* they landed since the measurement before */
-	if (!j->r_from_ms)
-		return;
-	j->r_acc += landed;
-	int64_t span = now - j->r_from_ms;
-	if ((span >= FED_WINDOW_MS && j->r_acc >= (uint64_t)FED_BATCHES * j->batch_size) ||
-	    span >= 2 * FED_WINDOW_MS) {
-		j->r_rate = (double)j->r_acc * 1000.0 / (double)(now - j->r_from_ms);
-		j->r_acc = 0;
-		j->r_from_ms = now;
-	}
-}
-
-/* What the job's local workers alone deliver, and whether its remote workers
- * now feed it alone (fed_remotely). Local alone is what it was given over a
- * measurement in which no remote sample landed (and none in the one before,
- * once any has: the ring may still hold their batches); counted while remote
- * ones landed, a 0.25-core job's local workers alone read 636-810 img/s where
- * they make 450-570, and the remote ones had to beat that. */
+/* What the job's local workers alone deliver (over measurements in which no
+ * remote sample landed), and whether its remote workers, measured from their
+ * first landed batch (gm_elastic_remote_add), now feed it alone
+ * (fed_remotely). */
 static void update_fed(struct agent *a, struct job *j, int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	if (a->rem && j->token)
 		a->rops->job_info(a->rem, j->token, &ri);
-	measure_remote(j, &ri, now);
-	bool alone = j->r_quiet >= (ri.samples ? 2 : 1);
-	if (alone && !j->fed && j->workers && j->delivered > 0)
+	gm_elastic_remote_add(&j->remote, ri.samples, ri.workers, j->batch_size, now);
+	if (gm_elastic_remote_none(&j->remote) && !j->fed && j->workers && j->delivered > 0)
 		j->local_alone =
 		    j->local_alone > 0 ? 0.7 * j->local_alone + 0.3 * j->delivered : j->delivered;
 	bool small = a->rem && j->token && a->host.cores < GM_NODE_FED_CORES;
-	bool fed = gm_policy_fed_remotely(small, j->local_alone, j->r_rate, j->fed);
+	double remote = j->remote.rate;
+	bool fed = gm_policy_fed_remotely(small, j->local_alone, remote, j->fed);
 	if (fed != j->fed)
 		logf_(a,
 		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "
@@ -311,7 +261,7 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 		      (int)j->pid,
 		      fed ? "runs no local worker, remote workers feed it"
 			  : "runs its local workers again",
-		      j->r_rate, j->local_alone);
+		      remote, j->local_alone);
 	j->fed = fed;
 }
 
