@@ -125,7 +125,7 @@ uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const 
  * 1 s windows (remote.h's rate) start at the job's attach: the first held the
  * time before any remote worker ran and read a fraction of their rate, and a
  * 0.25-core home ran its local worker beside two remote ones ~2 s of a 4 s
- * run (tests/bench/ab-remote.sh). Zero-initialised state.
+ * run (tests/regress/bench-ab-remote.sh). Zero-initialised state.
  */
 #define GM_ELASTIC_REMOTE_MS	  500
 #define GM_ELASTIC_REMOTE_BATCHES 8

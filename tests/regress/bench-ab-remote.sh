@@ -1,10 +1,10 @@
 #!/bin/sh
-# ab-remote.sh - the single job of bench-remote.sh's part 1 (a 0.25-core home fed
+# bench-ab-remote.sh - the single job of bench-remote.sh's part 1 (a 0.25-core home fed
 # by a peer lending 1.5 cores, UCX over TCP between two network namespaces),
 # built two ways (or more) and run alternately in one setup, so that the
 # machine's load falls on all alike: an A/B of two trees' node agents.
 #
-#   usage: sh tests/bench/ab-remote.sh A_BUILD B_BUILD [C_BUILD ...]
+#   usage: sh tests/regress/bench-ab-remote.sh A_BUILD B_BUILD [C_BUILD ...]
 #          (each a build directory holding goldminer, e.g. /tmp/old/build build)
 #
 # Each round, for A, then B (then C ...): a fresh lender (host 2, --cpus 2, 1.5 cores) and a
@@ -19,7 +19,7 @@
 # EPOCHS (4), STATUS_MS (0: none), KEEP (a directory), MH_PERIOD_US (20000).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-[ $# -ge 2 ] || { echo "usage: ab-remote.sh A_BUILD B_BUILD [C_BUILD ...]"; exit 2; }
+[ $# -ge 2 ] || { echo "usage: bench-ab-remote.sh A_BUILD B_BUILD [C_BUILD ...]"; exit 2; }
 [ $# -le 8 ] || { echo "ab-remote: at most 8 builds (A..H)"; exit 2; }
 builds='' names='' k=0
 for d in "$@"; do
