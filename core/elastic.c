@@ -257,6 +257,7 @@ void gm_elastic_remote_add(struct gm_elastic_remote *m, uint64_t samples, uint32
 	m->quiet = landed ? 0 : m->quiet < 2 ? m->quiet + 1 : 2;
 	if (!workers) { /* none connected: nothing delivered from now */
 		m->rate = 0;
+		m->rate_from_ms = 0;
 		m->acc = 0;
 		m->from_ms = 0;
 		return;
@@ -271,6 +272,7 @@ void gm_elastic_remote_add(struct gm_elastic_remote *m, uint64_t samples, uint32
 	     m->acc >= (uint64_t)GM_ELASTIC_REMOTE_BATCHES * batch_size) ||
 	    span >= 2 * GM_ELASTIC_REMOTE_MS) {
 		m->rate = (double)m->acc * 1000.0 / (double)span;
+		m->rate_from_ms = m->from_ms;
 		m->acc = 0;
 		m->from_ms = now_ms;
 	}

@@ -103,6 +103,10 @@ struct job {
 				   * not measured), against which remote workers must do better */
 	bool fed;		  /* it runs no local worker: remote ones feed it (fed_remotely) */
 	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
+	double local_model; /* its local workers' capacity by the model (while they ran) */
+	double both;	    /* what it was given while local and remote workers ran (smoothed) */
+	int64_t fed_ms;	    /* when it went fed (0: not fed) */
+	bool fed_worse;	    /* fed, it got measurably less than both: never fed again */
 	/* borrowing: the consumer's counters at the last measurement (the window of
 	 * gm_pool_measure), what it was given and waited over it, and the policy's
 	 * last decision (gm_policy_borrow) */
@@ -238,30 +242,58 @@ static bool fed_remotely(const struct agent *a, const struct job *j)
 	return a->rem && j->token && j->fed;
 }
 
+/* Whether a fed job's trial failed: a window of its remote workers' opened
+ * after it went fed has closed (not the one that straddles), and they alone
+ * delivered measurably less than local and remote together did
+ * (gm_policy_fed_worse). */
+static bool fed_failed(const struct job *j)
+{
+	return j->fed && j->remote.rate_from_ms >= j->fed_ms &&
+	       gm_policy_fed_worse(j->both, j->remote.rate);
+}
+
 /* What the job's local workers alone deliver (over measurements in which no
- * remote sample landed), and whether its remote workers, measured from their
- * first landed batch (gm_elastic_remote_add), now feed it alone
- * (fed_remotely). */
+ * remote sample landed; the model's capacity until then), and whether its
+ * remote workers, measured from their first landed batch
+ * (gm_elastic_remote_add), now feed it alone (fed_remotely), or failed to. */
 static void update_fed(struct agent *a, struct job *j, int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	if (a->rem && j->token)
 		a->rops->job_info(a->rem, j->token, &ri);
 	gm_elastic_remote_add(&j->remote, ri.samples, ri.workers, j->batch_size, now);
-	if (gm_elastic_remote_none(&j->remote) && !j->fed && j->workers && j->delivered > 0)
-		j->local_alone =
-		    j->local_alone > 0 ? 0.7 * j->local_alone + 0.3 * j->delivered : j->delivered;
+	bool none = gm_elastic_remote_none(&j->remote);
+	if (!j->fed && j->workers && j->delivered > 0) {
+		double *m = none ? &j->local_alone : &j->both;
+		*m = *m > 0 ? 0.7 * *m + 0.3 * j->delivered : j->delivered;
+	}
+	if (!j->fed && j->workers && j->rate > 0) { /* the model's, until measured */
+		double units =
+		    j->bin.cores > 0 && j->bin.cores < j->workers ? j->bin.cores : j->workers;
+		j->local_model = units * j->rate;
+	}
+	double alone = j->local_alone > 0 ? j->local_alone : j->local_model;
 	bool small = a->rem && j->token && a->host.cores < GM_NODE_FED_CORES;
 	double remote = j->remote.rate;
-	bool fed = gm_policy_fed_remotely(small, j->local_alone, remote, j->fed);
-	if (fed != j->fed)
+	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->fed);
+	if (fed_failed(j)) {
+		fed = false;
+		j->fed_worse = true;
+		logf_(a,
+		      "job pid %d: runs its local workers again, for good: remote workers alone "
+		      "deliver %.0f img/s, with its local workers it got %.0f",
+		      (int)j->pid, remote, j->both);
+	} else if (fed != j->fed) {
 		logf_(a,
 		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "
 		      "alone %.0f)",
 		      (int)j->pid,
 		      fed ? "runs no local worker, remote workers feed it"
 			  : "runs its local workers again",
-		      remote, j->local_alone);
+		      remote, alone);
+	}
+	if (fed && !j->fed)
+		j->fed_ms = now;
 	j->fed = fed;
 }
 

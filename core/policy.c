@@ -695,6 +695,11 @@ bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, 
 	return was ? remote >= local_alone : remote > local_alone * GM_POLICY_MEASURABLY;
 }
 
+bool gm_policy_fed_worse(double both, double fed)
+{
+	return both > 0 && fed >= 0 && isfinite(both) && fed * GM_POLICY_MEASURABLY < both;
+}
+
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)
 {
 	uint64_t all = (uint64_t)budget + lendable;

@@ -868,6 +868,22 @@ static void test_local_workers_stay_until_remote_ones_deliver_more(void **st)
 	assert_false(gm_policy_fed_remotely(false, 400, 900, false));
 }
 
+/* tests/regress/bench-ab-remote.sh at load 4-5: the 0.25-core home's job got
+ * 1,618-1,949 img/s with its local worker beside two remote ones, 1,224-1,305
+ * once it ran none (the lenders, not its receive path, bound the remote
+ * ones). A job that went fed goes back to its local workers when remote ones
+ * alone deliver measurably less than both together did; on a quiet machine
+ * (remote alone 2,900 against 2,000 together) it stays fed. */
+static void test_a_fed_job_that_got_less_takes_its_local_workers_back(void **st)
+{
+	(void)st;
+	assert_true(gm_policy_fed_worse(1900, 1250));
+	assert_false(gm_policy_fed_worse(2000, 2900));
+	assert_false(gm_policy_fed_worse(1900, 1800)); /* not measurably */
+	assert_false(gm_policy_fed_worse(0, 1250));    /* together never measured */
+	assert_true(gm_policy_fed_worse(800, 0));      /* they stopped */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -897,6 +913,7 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_consumer_gets_more_remote_workers_at_once),
 	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
 	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),
+	    cmocka_unit_test(test_a_fed_job_that_got_less_takes_its_local_workers_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,12 +131,13 @@ uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const 
 #define GM_ELASTIC_REMOTE_BATCHES 8
 
 struct gm_elastic_remote {
-	uint64_t samples; /* landed by the last measurement */
-	uint64_t acc;	  /* landed in the window being counted */
-	int64_t last_ms;  /* the last measurement (0: none) */
-	int64_t from_ms;  /* the window's start (0: none open) */
-	double rate;	  /* samples/s over the last window closed; 0: none, or no worker */
-	uint32_t quiet;	  /* measurements in a row with none landed (at most 2) */
+	uint64_t samples;     /* landed by the last measurement */
+	uint64_t acc;	      /* landed in the window being counted */
+	int64_t last_ms;      /* the last measurement (0: none) */
+	int64_t from_ms;      /* the window's start (0: none open) */
+	double rate;	      /* samples/s over the last window closed; 0: none, or no worker */
+	int64_t rate_from_ms; /* where that window began (0: none closed) */
+	uint32_t quiet;	      /* measurements in a row with none landed (at most 2) */
 };
 
 /* One measurement at now_ms: samples, all the job's remote samples landed so

@@ -286,6 +286,17 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was);
 
 /*
+ * The check of that rule on the job itself: a job that went fed remotely
+ * goes back to its local workers, for good, when its remote workers alone
+ * (fed, over a whole window of theirs) deliver measurably less than its local
+ * and remote workers together did before (both; 0: not measured): where the
+ * lenders, not the home's receive path, bound the remote workers, the local
+ * worker adds what it makes (tests/regress/bench-ab-remote.sh at load 4-5:
+ * 1,224-1,305 img/s fed against 1,618-1,949 with the local worker kept).
+ */
+bool gm_policy_fed_worse(double both, double fed);
+
+/*
  * Workers a job's ring is sized for: all it may get, the host's budget and
  * what the live peers can lend (lendable), cut to its --workers cap (0: none).
  * The cap a training script names (num_workers=8) is a cap the plan works
