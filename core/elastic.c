@@ -246,3 +246,39 @@ uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const 
 			;
 	return used;
 }
+
+void gm_elastic_remote_add(struct gm_elastic_remote *m, uint64_t samples, uint32_t workers,
+			   uint32_t batch_size, int64_t now_ms)
+{
+	uint64_t landed = samples > m->samples ? samples - m->samples : 0;
+	int64_t prev = m->last_ms ? m->last_ms : now_ms;
+	m->samples = samples;
+	m->last_ms = now_ms;
+	m->quiet = landed ? 0 : m->quiet < 2 ? m->quiet + 1 : 2;
+	if (!workers) { /* none connected: nothing delivered from now */
+		m->rate = 0;
+		m->rate_from_ms = 0;
+		m->acc = 0;
+		m->from_ms = 0;
+		return;
+	}
+	if (landed && !m->from_ms)
+		m->from_ms = prev; /* they landed since the measurement before */
+	if (!m->from_ms)
+		return;
+	m->acc += landed;
+	int64_t span = now_ms - m->from_ms;
+	if ((span >= GM_ELASTIC_REMOTE_MS &&
+	     m->acc >= (uint64_t)GM_ELASTIC_REMOTE_BATCHES * batch_size) ||
+	    span >= 2 * GM_ELASTIC_REMOTE_MS) {
+		m->rate = (double)m->acc * 1000.0 / (double)span;
+		m->rate_from_ms = m->from_ms;
+		m->acc = 0;
+		m->from_ms = now_ms;
+	}
+}
+
+bool gm_elastic_remote_none(const struct gm_elastic_remote *m)
+{
+	return m->quiet >= (m->samples ? 2 : 1);
+}

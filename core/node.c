@@ -102,6 +102,11 @@ struct job {
 	double local_alone;	  /* what its local workers alone delivered (img/s, smoothed; 0:
 				   * not measured), against which remote workers must do better */
 	bool fed;		  /* it runs no local worker: remote ones feed it (fed_remotely) */
+	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
+	double local_model; /* its local workers' capacity by the model (while they ran) */
+	double both;	    /* what it was given while local and remote workers ran (smoothed) */
+	int64_t fed_ms;	    /* when it went fed (0: not fed) */
+	bool fed_worse;	    /* fed, it got measurably less than both: never fed again */
 	/* borrowing: the consumer's counters at the last measurement (the window of
 	 * gm_pool_measure), what it was given and waited over it, and the policy's
 	 * last decision (gm_policy_borrow) */
@@ -231,27 +236,58 @@ static bool fed_remotely(const struct agent *a, const struct job *j)
 	return a->rem && j->token && j->fed;
 }
 
-/* What the job's local workers alone deliver (while no remote worker serves
- * it), and whether its remote workers now feed it alone (fed_remotely). */
-static void update_fed(struct agent *a, struct job *j)
+/* Whether a fed job's trial failed: a window of its remote workers' opened
+ * after it went fed has closed (not the one that straddles), and they alone
+ * delivered measurably less than local and remote together did
+ * (gm_policy_fed_worse). */
+static bool fed_failed(const struct job *j)
+{
+	return j->fed && j->remote.rate_from_ms >= j->fed_ms &&
+	       gm_policy_fed_worse(j->both, j->remote.rate);
+}
+
+/* What the job's local workers alone deliver (over measurements in which no
+ * remote sample landed; the model's capacity until then), and whether its
+ * remote workers, measured from their first landed batch
+ * (gm_elastic_remote_add), now feed it alone (fed_remotely), or failed to. */
+static void update_fed(struct agent *a, struct job *j, int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	if (a->rem && j->token)
 		a->rops->job_info(a->rem, j->token, &ri);
-	double remote = ri.workers > 0 && ri.samples > 0 ? ri.rate : 0;
-	if (!(remote > 0) && !j->fed && j->workers && j->delivered > 0)
-		j->local_alone =
-		    j->local_alone > 0 ? 0.7 * j->local_alone + 0.3 * j->delivered : j->delivered;
+	gm_elastic_remote_add(&j->remote, ri.samples, ri.workers, j->batch_size, now);
+	bool none = gm_elastic_remote_none(&j->remote);
+	if (!j->fed && j->workers && j->delivered > 0) {
+		double *m = none ? &j->local_alone : &j->both;
+		*m = *m > 0 ? 0.7 * *m + 0.3 * j->delivered : j->delivered;
+	}
+	if (!j->fed && j->workers && j->rate > 0) { /* the model's, until measured */
+		double units =
+		    j->bin.cores > 0 && j->bin.cores < j->workers ? j->bin.cores : j->workers;
+		j->local_model = units * j->rate;
+	}
+	double alone = j->local_alone > 0 ? j->local_alone : j->local_model;
 	bool small = a->rem && j->token && a->host.cores < GM_NODE_FED_CORES;
-	bool fed = gm_policy_fed_remotely(small, j->local_alone, remote, j->fed);
-	if (fed != j->fed)
+	double remote = j->remote.rate;
+	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->fed);
+	if (fed_failed(j)) {
+		fed = false;
+		j->fed_worse = true;
+		logf_(a,
+		      "job pid %d: runs its local workers again, for good: remote workers alone "
+		      "deliver %.0f img/s, with its local workers it got %.0f",
+		      (int)j->pid, remote, j->both);
+	} else if (fed != j->fed) {
 		logf_(a,
 		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "
 		      "alone %.0f)",
 		      (int)j->pid,
 		      fed ? "runs no local worker, remote workers feed it"
 			  : "runs its local workers again",
-		      remote, j->local_alone);
+		      remote, alone);
+	}
+	if (fed && !j->fed)
+		j->fed_ms = now;
 	j->fed = fed;
 }
 
@@ -1474,7 +1510,7 @@ static void rebalance(struct agent *a)
 			j->demand = d;
 			j->rate = r;
 			measure_window(j, now);
-			update_fed(a, j);
+			update_fed(a, j, now);
 		}
 	}
 	a->short_ = divide(a);

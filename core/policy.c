@@ -53,9 +53,10 @@
  * gm_policy_demand_add smooths the measured demand over a window of the
  * job's own batch periods; gm_policy_ask_next decides the remote ask at once,
  * then only after the gap has moved by more than a worker for a settled
- * interval; gm_policy_fed_remotely keeps a small host's local workers until
- * remote ones measurably deliver more; gm_policy_ring_workers makes a named
- * worker count a cap, never a plan.
+ * interval (upward at once while the consumer waits for more);
+ * gm_policy_fed_remotely keeps a small host's local workers until remote ones
+ * measurably deliver more; gm_policy_ring_workers makes a named worker count
+ * a cap, never a plan.
  */
 #include <errno.h>
 #include <math.h>
@@ -666,7 +667,10 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	double per = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
 	double gap = in->demand * h - out->capacity;
 	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
-	if (!s->decided) { /* the first measurement: all of it at once */
+	bool starved = in->stall > GM_POLICY_STALL && in->delivered < in->demand;
+	if (!s->decided || (starved && covering(gap, per) > s->count)) {
+		/* the first measurement, or a consumer that waits for more than the
+		 * last count covers: all of it at once (fewer wait to settle) */
 		*s = (struct gm_policy_ask){
 		    .decided = true, .count = covering(gap, per), .gap = gap};
 	} else if (fabs(gap - s->gap) > per || covering(s->gap, per) != s->count) {
@@ -689,6 +693,11 @@ bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, 
 	if (!small_home || !(local_alone > 0) || !(remote > 0))
 		return false;
 	return was ? remote >= local_alone : remote > local_alone * GM_POLICY_MEASURABLY;
+}
+
+bool gm_policy_fed_worse(double both, double fed)
+{
+	return both > 0 && fed >= 0 && isfinite(both) && fed * GM_POLICY_MEASURABLY < both;
 }
 
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)

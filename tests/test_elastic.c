@@ -257,12 +257,59 @@ static void test_pause_begins_once_and_ends_into_the_count(void **state)
 	assert_true(atomic_load(&h.c_pause_ns) >= 20000000ull);
 }
 
+/* Samples 2 remote workers landed by t ms, batches of 64 landing whole at
+ * 2,800 img/s from 800 ms (asked at 300 ms, as bench-remote's home). */
+static uint64_t landed_by(int64_t t)
+{
+	return t < 800 ? 0 : (uint64_t)((double)(t - 800) * 2.8 / 64) * 64;
+}
+
+/* The fed rule's remote delivery reads the workers' rate within
+ * GM_ELASTIC_REMOTE_MS of their first batch (the home's windows from attach
+ * read 560 img/s at 1 s and the rate only at 2 s), and local alone is what no
+ * remote sample landed in. */
+static void test_remote_delivery_is_measured_from_its_first_batch(void **state)
+{
+	(void)state;
+	struct gm_elastic_remote m = {0};
+	int64_t t = 100;
+	for (; t <= 800; t += 100) { /* connected at 300, nothing landed yet */
+		gm_elastic_remote_add(&m, 0, t >= 300 ? 2 : 0, 64, t);
+		assert_true(m.rate == 0);
+		assert_true(gm_elastic_remote_none(&m)); /* the local worker's alone */
+	}
+	for (; t <= 1400; t += 100) {
+		gm_elastic_remote_add(&m, landed_by(t), 2, 64, t);
+		assert_false(gm_elastic_remote_none(&m));
+	}
+	/* first batch at 823 ms: read by 1,400 ms (2,800 +- 10%) */
+	assert_in_range((uint64_t)m.rate, 2520, 3080);
+	/* they stop landing (the lender took them back): the ring may still hold
+	 * their batches one measurement on; then the local workers' alone again */
+	uint64_t all = landed_by(t - 100);
+	gm_elastic_remote_add(&m, all, 2, 64, t);
+	assert_false(gm_elastic_remote_none(&m));
+	gm_elastic_remote_add(&m, all, 2, 64, t + 100);
+	assert_true(gm_elastic_remote_none(&m));
+	/* none connected: 0 at once */
+	gm_elastic_remote_add(&m, all, 0, 64, t + 200);
+	assert_true(m.rate == 0);
+	/* one slow worker (a batch a second): a window closes within 1 s anyway */
+	struct gm_elastic_remote s = {0};
+	gm_elastic_remote_add(&s, 0, 1, 64, 0);
+	for (int64_t k = 100; k <= 1200; k += 100)
+		gm_elastic_remote_add(&s, (uint64_t)(k >= 200) * 64 + (uint64_t)(k >= 1200) * 64, 1,
+				      64, k);
+	assert_in_range((uint64_t)s.rate, 60, 140);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_per_batch),
 	    cmocka_unit_test(test_demand_leaves_out_the_consumers_pauses_between_epochs),
 	    cmocka_unit_test(test_pause_begins_once_and_ends_into_the_count),
+	    cmocka_unit_test(test_remote_delivery_is_measured_from_its_first_batch),
 	    cmocka_unit_test(test_divide_never_exceeds_the_budget),
 	    cmocka_unit_test(test_grant_counts_retirees_and_serves_empty_jobs_first),
 	    cmocka_unit_test(test_grant_shrinks_first_then_grows_into_freed_cpus),

@@ -752,6 +752,60 @@ static void test_the_remote_ask_is_right_at_once_and_does_not_flap(void **st)
 	assert_int_equal(gm_policy_ask_next(&b, &in, 0.25, &out), 0);
 }
 
+/* tests/bench/bench-remote.sh's home (0.25 core, a local worker's on-CPU rate
+ * 2,308 img/s, capacity 577): its first window read demand 1,801, so its first
+ * ask, at a remote worker counted as one local worker's core, was 1; then its
+ * trainer waited 94% of the time for 5,753 img/s. A consumer that waits for
+ * more than the last count covers gets it at once (the settled interval held
+ * it at one remote worker 2.4-2.6 s more, of a run that takes 4 s on a quiet
+ * machine); fewer still wait to settle, and a swing back while it waits
+ * changes nothing. */
+static void test_a_starved_consumer_gets_more_remote_workers_at_once(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in in = {.demand = 1801,
+					 .headroom = 1.1,
+					 .worker_rate = 2308,
+					 .cores = 0.25,
+					 .workers = 1,
+					 .most = 7,
+					 .bounded = true,
+					 .lendable = 2};
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a = {0};
+	/* first: ceil((1,801 x 1.1 - 577) / 2,308) = 1 */
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0, &out), 1);
+	/* the trainer waits 94% of the time, 502 img/s delivered, 5,753 wanted:
+	 * ceil((6,328 - 502) / 2,308) = 3, cut to the 2 the peer lends, at once */
+	in.demand = 5753, in.delivered = 502, in.stall = 0.94;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+	assert_true(out.peers_short);
+	/* a reading of 1,801 again while it waits: no fewer before the interval */
+	in.demand = 1801;
+	for (int t = 0; t < 7; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+	/* fed now (no local worker), the remote rate measured: 1,400 a worker,
+	 * the trainer takes 2,600 and no longer waits: 2 cover it and stay */
+	in = (struct gm_policy_borrow_in){.demand = 2600,
+					  .headroom = 1.1,
+					  .worker_rate = 2308,
+					  .cores = 0.25,
+					  .remote_rate = 2600,
+					  .remote_worker_rate = 1400,
+					  .delivered = 2600,
+					  .most = 7,
+					  .bounded = true,
+					  .lendable = 2};
+	for (int t = 0; t < 40; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+	/* a consumer that does not wait: a higher demand waits to settle (the
+	 * flap rule), as test_the_remote_ask_is_right_at_once_and_does_not_flap */
+	in.demand = 4000, in.lendable = 4;
+	for (int t = 0; t < 7; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 4);
+}
+
 /* The issue's flip: B and C each lend about half a core, their heartbeats a
  * few hundredths apart, and the job's one remote worker moved B -> C -> B at
  * each spread, a new worker and a cold lease every time. It stays where it
@@ -814,6 +868,22 @@ static void test_local_workers_stay_until_remote_ones_deliver_more(void **st)
 	assert_false(gm_policy_fed_remotely(false, 400, 900, false));
 }
 
+/* tests/regress/bench-ab-remote.sh at load 4-5: the 0.25-core home's job got
+ * 1,618-1,949 img/s with its local worker beside two remote ones, 1,224-1,305
+ * once it ran none (the lenders, not its receive path, bound the remote
+ * ones). A job that went fed goes back to its local workers when remote ones
+ * alone deliver measurably less than both together did; on a quiet machine
+ * (remote alone 2,900 against 2,000 together) it stays fed. */
+static void test_a_fed_job_that_got_less_takes_its_local_workers_back(void **st)
+{
+	(void)st;
+	assert_true(gm_policy_fed_worse(1900, 1250));
+	assert_false(gm_policy_fed_worse(2000, 2900));
+	assert_false(gm_policy_fed_worse(1900, 1800)); /* not measurably */
+	assert_false(gm_policy_fed_worse(0, 1250));    /* together never measured */
+	assert_true(gm_policy_fed_worse(800, 0));      /* they stopped */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -840,8 +910,10 @@ int main(void)
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),
+	    cmocka_unit_test(test_a_starved_consumer_gets_more_remote_workers_at_once),
 	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
 	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),
+	    cmocka_unit_test(test_a_fed_job_that_got_less_takes_its_local_workers_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #ifndef GOLDMINER_ELASTIC_H
 #define GOLDMINER_ELASTIC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -111,5 +112,43 @@ void gm_elastic_divide(const struct gm_elastic_share *jobs, size_t n, uint32_t b
  */
 uint32_t gm_elastic_grant(const uint32_t *want, const uint32_t *retiring, const uint32_t *alive,
 			  size_t n, uint32_t capacity, uint32_t *target);
+
+/*
+ * What a job's remote workers deliver, for the rule that a small home's job
+ * runs no local worker once they measurably deliver more than its local
+ * workers alone (gm_policy_fed_remotely): measured at each of the job's
+ * measurements from the count of their samples landed so far, over windows
+ * of at least GM_ELASTIC_REMOTE_MS and GM_ELASTIC_REMOTE_BATCHES batches
+ * (their batches land whole: over 4 batches the rate moves in steps of a
+ * quarter), or of 2 x GM_ELASTIC_REMOTE_MS whatever landed; the first window
+ * opens at the measurement before their first samples landed. The home's
+ * 1 s windows (remote.h's rate) start at the job's attach: the first held the
+ * time before any remote worker ran and read a fraction of their rate, and a
+ * 0.25-core home ran its local worker beside two remote ones ~2 s of a 4 s
+ * run (tests/regress/bench-ab-remote.sh). Zero-initialised state.
+ */
+#define GM_ELASTIC_REMOTE_MS	  500
+#define GM_ELASTIC_REMOTE_BATCHES 8
+
+struct gm_elastic_remote {
+	uint64_t samples;     /* landed by the last measurement */
+	uint64_t acc;	      /* landed in the window being counted */
+	int64_t last_ms;      /* the last measurement (0: none) */
+	int64_t from_ms;      /* the window's start (0: none open) */
+	double rate;	      /* samples/s over the last window closed; 0: none, or no worker */
+	int64_t rate_from_ms; /* where that window began (0: none closed) */
+	uint32_t quiet;	      /* measurements in a row with none landed (at most 2) */
+};
+
+/* One measurement at now_ms: samples, all the job's remote samples landed so
+ * far; workers, its remote workers connected now (none: rate 0 at once). */
+void gm_elastic_remote_add(struct gm_elastic_remote *m, uint64_t samples, uint32_t workers,
+			   uint32_t batch_size, int64_t now_ms);
+
+/* Whether what the consumer was given over the last measurement was its local
+ * workers' alone: no remote sample landed in it (nor, once any has, in the one
+ * before: the ring may still hold their batches). Counted while they landed,
+ * a 0.25-core job's local worker read 636-810 img/s where it makes 450-570. */
+bool gm_elastic_remote_none(const struct gm_elastic_remote *m);
 
 #endif

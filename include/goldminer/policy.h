@@ -248,8 +248,13 @@ double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double b
  * the last decision (or the worker's rate has moved so that gap needs another
  * count) for GM_POLICY_ASK_SETTLE_S: to the count covering the gap's mean over
  * that interval. A gap that swings around its mean changes nothing (no 1 -> 2
- * -> 1). The job's cap and what the live peers can lend bound the ask at every
- * call, not after the interval: a lender that needs its workers back has them.
+ * -> 1). Upward, a consumer that waits (stall > GM_POLICY_STALL, delivered <
+ * demand) for more than the last count covers gets the count covering its gap
+ * at once: a first ask counts a remote worker as a local worker's core and
+ * may come from a low first window, and a starved trainer is the evidence
+ * the interval waits for. The job's cap and what the live peers can lend bound
+ * the ask at every call, not after the interval: a lender that needs its
+ * workers back has them.
  */
 #define GM_POLICY_ASK_SETTLE_S 2.0
 
@@ -279,6 +284,17 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
  */
 #define GM_POLICY_MEASURABLY 1.10
 bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was);
+
+/*
+ * The check of that rule on the job itself: a job that went fed remotely
+ * goes back to its local workers, for good, when its remote workers alone
+ * (fed, over a whole window of theirs) deliver measurably less than its local
+ * and remote workers together did before (both; 0: not measured): where the
+ * lenders, not the home's receive path, bound the remote workers, the local
+ * worker adds what it makes (tests/regress/bench-ab-remote.sh at load 4-5:
+ * 1,224-1,305 img/s fed against 1,618-1,949 with the local worker kept).
+ */
+bool gm_policy_fed_worse(double both, double fed);
 
 /*
  * Workers a job's ring is sized for: all it may get, the host's budget and
