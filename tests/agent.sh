@@ -3,7 +3,8 @@
 # test once it has set here, its own folder (. "$here/agent.sh"), POSIX sh.
 #
 # Sourcing it sets repo, B (the build folder, made absolute; default build),
-# G (the goldminer binary), PY (/usr/bin/python3), tmp (a new folder, removed
+# G (the goldminer binary), PY (/usr/bin/python3), GM_POOL_START_MS (5000 in a
+# sanitizer build, exported: see below), tmp (a new folder, removed
 # at exit), sock ($tmp/a.sock: the agent's socket), apid and tpid (the agent's and the
 # trainer's pids, empty), the TAP counters n and fails, and a trap on EXIT,
 # INT and TERM that runs agent_cleanup. A test that sources tests/multihost.sh
@@ -45,6 +46,15 @@ apid='' tpid=''
 n=0
 fails=0
 t_last=$(date +%s)
+# Under a sanitizer build (make sanitize) a worker forked from an agent's
+# coordinator thread can hang in ASan's allocator (GCC 12's has no fork
+# handlers: the Makefile's sanitize); the pool's start watch replaces it after
+# GM_POOL_START_MS, 30 s by default: 5 s here (an ASan'ed worker is made in
+# under 1 s), as tests/test_remote.sh does, for every agent the test starts.
+if readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan; then
+	GM_POOL_START_MS=${GM_POOL_START_MS:-5000}
+	export GM_POOL_START_MS
+fi
 
 t() { # t STATUS DESCRIPTION
 	n=$((n + 1))
