@@ -271,6 +271,23 @@ static int get_vs(struct sim_args *a)
 	return 0;
 }
 
+/* Is an option given beside --LEAD other than --WITH and --out (after a message
+ * naming it)? */
+static bool other_option(const struct sim_args *a, int lead, int with)
+{
+	for (int k = 0; k < O_N; k++)
+		if (a->val[k] && k != lead && k != with && k != O_OUT) {
+			char what[40], says[128];
+			snprintf(what, sizeof(what), "--%s", opts[k].name);
+			snprintf(says, sizeof(says),
+				 "does not go with --%s (only --%s and --out do)", opts[lead].name,
+				 opts[with].name);
+			cmd_err("sim", what, "leave it out", "%s", says);
+			return true;
+		}
+	return false;
+}
+
 /*
  * --scenario: only --lending and --out go with it (the rest describe a trace
  * replay). 0, or -EINVAL after a message and the usage line.
@@ -282,14 +299,8 @@ static int scenario_args(struct sim_args *a)
 		cmd_err("sim", "--lending", "add --scenario FILE", "goes with a scenario");
 		goto out_usage;
 	}
-	for (int k = 0; k < O_N; k++)
-		if (a->val[k] && k != O_SCENARIO && k != O_LENDING && k != O_OUT) {
-			char what[40];
-			snprintf(what, sizeof(what), "--%s", opts[k].name);
-			cmd_err("sim", what, "leave it out",
-				"does not go with --scenario (only --lending and --out do)");
-			goto out_usage;
-		}
+	if (other_option(a, O_SCENARIO, O_LENDING))
+		goto out_usage;
 	if (l && strcmp(l, "off") && strcmp(l, "on") && strcmp(l, "both")) {
 		cmd_err("sim", "--lending", NULL, "'off', 'on' or 'both', not '%s'", l);
 		goto out_usage;
@@ -425,7 +436,7 @@ out_err:
  * hold (the same seeds, in the same order), printed as --vs prints its ratios with
  * A and B as the names. 0 or -1 with err filled.
  */
-static int run_pair(const struct sim_args *a, char *err, size_t errlen)
+static int run_pair(struct sim_args *a, char *err, size_t errlen)
 {
 	const char *spec = a->val[O_PAIR], *comma = strchr(spec, ',');
 	const char *fig = a->val[O_FIGURE] ? a->val[O_FIGURE] : "avg_jct";
@@ -475,15 +486,8 @@ static int scengen_args(struct sim_args *a)
 		cmd_err("sim", "--epoch-images", "add --scenario-gen SEED", "goes with it");
 		goto out_usage;
 	}
-	for (int k = 0; k < O_N; k++)
-		if (a->val[k] && k != O_SCENGEN && k != O_EPOCHIMG && k != O_OUT) {
-			char what[40];
-			snprintf(what, sizeof(what), "--%s", opts[k].name);
-			cmd_err(
-			    "sim", what, "leave it out",
-			    "does not go with --scenario-gen (only --epoch-images and --out do)");
-			goto out_usage;
-		}
+	if (other_option(a, O_SCENGEN, O_EPOCHIMG))
+		goto out_usage;
 	if (cmd_u64("sim", "--scenario-gen", a->val[O_SCENGEN], 0, UINT64_MAX, &v) ||
 	    (a->val[O_EPOCHIMG] &&
 	     cmd_u64("sim", "--epoch-images", a->val[O_EPOCHIMG], 1, 1000000000, &v)))
@@ -898,24 +902,18 @@ int gm_cmd_sim(int argc, char **argv)
 	if ((ret = parse_args(&a, argc, argv)))
 		return ret == 1 ? 0 : ret;
 	ret = 1;
-	if (a.val[O_PAIR]) {
-		if (run_pair(&a, err, sizeof(err)))
-			goto out_err;
-		ret = 0;
-		goto out_free;
-	}
-	if (a.val[O_SCENGEN]) {
-		if (run_scengen(&a, err, sizeof(err)))
-			goto out_err;
-		ret = 0;
-		goto out_free;
-	}
-	if (a.val[O_SCENARIO]) {
-		if (run_scenario(&a, err, sizeof(err)))
-			goto out_err;
-		ret = 0;
-		goto out_free;
-	}
+	/* the modes that replace a trace replay: the first given runs */
+	static const struct {
+		int opt;
+		int (*run)(struct sim_args *a, char *err, size_t errlen);
+	} modes[] = {{O_PAIR, run_pair}, {O_SCENGEN, run_scengen}, {O_SCENARIO, run_scenario}};
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
+		if (a.val[modes[m].opt]) {
+			if (modes[m].run(&a, err, sizeof(err)))
+				goto out_err;
+			ret = 0;
+			goto out_free;
+		}
 	if (a.val[O_PROFILE]) {
 		if (gm_profile_load(&prof, a.val[O_PROFILE], err, sizeof(err)))
 			goto out_err;

@@ -608,6 +608,17 @@ out_free:
 #define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
 #define REATTACH_MS  10000 /* an agent's answer, at most */
 
+/* The agent's connection closed with n batches taken back to be made again; the
+ * socket is tried again in RETRY_MS (bind_reattach). */
+static void agent_gone(struct gm_bind_pool *p, uint32_t n)
+{
+	close(p->node_fd);
+	p->node_fd = p->c.agent_fd = -1;
+	atomic_fetch_add(&p->h->p_reissued, n);
+	p->retry_ms = RETRY_MS;
+	p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
+}
+
 /* Is holder one of this process's live workers (the pool over a trainer-run
  * job's ring)? gm_consumer_strays' question. */
 static bool own_worker(void *arg, uint32_t holder)
@@ -630,16 +641,12 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 		/* but the peers' workers the agent served wrote through it: their
 		 * leases, which nothing would ever publish or take back, go now */
 		uint32_t n = gm_consumer_strays(&p->c, own_worker, p);
-		close(p->node_fd);
-		p->node_fd = p->c.agent_fd = -1;
-		atomic_fetch_add(&p->h->p_reissued, n);
+		agent_gone(p, n);
 		gm_log("loader",
 		       "the node agent at %s went away: this process's workers, which it "
 		       "sized, go on at their last size, until an agent answers there again "
 		       "(%u batches its peers' workers held made again)",
 		       p->node_path, n);
-		p->retry_ms = RETRY_MS;
-		p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 		return 0;
 	}
 	uint32_t n = gm_consumer_orphans(&p->c);
@@ -651,16 +658,12 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 			p->node_path, why);
 		return rc;
 	}
-	close(p->node_fd);
-	p->node_fd = p->c.agent_fd = -1;
-	atomic_fetch_add(&p->h->p_reissued, n);
+	agent_gone(p, n);
 	gm_log("loader",
 	       "the node agent at %s went away: this process's own workers make the job's "
 	       "batches from batch %llu on (the same bytes; %u batches its workers held "
 	       "made again), until an agent answers there again",
 	       p->node_path, (unsigned long long)p->c.next, n);
-	p->retry_ms = RETRY_MS;
-	p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 	return 0;
 }
 

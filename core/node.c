@@ -386,30 +386,38 @@ static int admit_job(struct agent *a, struct job *j, const struct gm_loader_opts
 	return -ENOMEM;
 }
 
+/* A ring of need bytes a client brought against the memory budget: what (the
+ * ring, as the message names it) and fix (the rest of the message) say why not.
+ * 0 with j->ring_bytes set, or -ENOMEM. */
+static int admit_bytes(struct agent *a, struct job *j, uint64_t need, const char *what,
+		       const char *fix, char *why, size_t len)
+{
+	int n;
+	uint64_t used = used_mem(a, &n);
+	if (used > a->mem || need > a->mem - used) {
+		char h_need[32], h_have[32];
+		gm_fmt_bytes(h_need, sizeof(h_need), need);
+		gm_fmt_bytes(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
+		snprintf(why, len, "%s needs %s, the node agent's memory budget has %s left%s",
+			 what, h_need, h_have, fix);
+		return -ENOMEM;
+	}
+	j->ring_bytes = need;
+	return 0;
+}
+
 /* A running ring a client brought (ATTACH with its memfd): its bytes against the
  * memory budget, as a ring made here would be. 0, or -errno with why. */
 static int admit_ring(struct agent *a, struct job *j, int ring_fd, char *why, size_t len)
 {
 	struct stat st;
-	int n;
 	if (fstat(ring_fd, &st) || !S_ISREG(st.st_mode)) {
 		snprintf(why, len, "the running ring sent with the request is not a memfd");
 		return -EINVAL;
 	}
-	uint64_t used = used_mem(a, &n), need = (uint64_t)st.st_size;
-	if (used > a->mem || need > a->mem - used) {
-		char h_need[32], h_have[32];
-		gm_fmt_bytes(h_need, sizeof(h_need), need);
-		gm_fmt_bytes(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
-		snprintf(why, len,
-			 "the job's running ring needs %s, the node agent's memory budget has "
-			 "%s left (its workers stay in the client); start the agent with a "
-			 "larger --mem",
-			 h_need, h_have);
-		return -ENOMEM;
-	}
-	j->ring_bytes = need;
-	return 0;
+	return admit_bytes(a, j, (uint64_t)st.st_size, "the job's running ring",
+			   " (its workers stay in the client); start the agent with a larger --mem",
+			   why, len);
 }
 
 /* An adopted ring must be the one these options make: same batch, sample size
@@ -648,7 +656,6 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 			 const int *fds, int nfds, char *why, size_t len)
 {
 	struct stat rs, ss;
-	int n;
 
 	if (j->uid != a->uid) {
 		snprintf(why, len,
@@ -665,20 +672,11 @@ static int check_cmd_job(struct agent *a, struct job *j, const struct gm_node_re
 	}
 	if (gm_pool_lease_check(req->lease_timeout_ms, why, len))
 		return -EINVAL;
-	uint64_t used = used_mem(a, &n), need = (uint64_t)rs.st_size;
-	if (used > a->mem || need > a->mem - used) {
-		char h_need[32], h_have[32];
-		gm_fmt_bytes(h_need, sizeof(h_need), need);
-		gm_fmt_bytes(h_have, sizeof(h_have), a->mem > used ? a->mem - used : 0);
-		snprintf(why, len,
-			 "the ring needs %s, the node agent's memory budget has %s left; "
-			 "lower slot_bytes= or the batch size, or start the agent with a larger "
-			 "--mem",
-			 h_need, h_have);
-		return -ENOMEM;
-	}
-	j->ring_bytes = need;
-	return parse_cmd(j, req, why, len);
+	int rc = admit_bytes(a, j, (uint64_t)rs.st_size, "the ring",
+			     "; lower slot_bytes= or the batch size, or start the agent with a "
+			     "larger --mem",
+			     why, len);
+	return rc ? rc : parse_cmd(j, req, why, len);
 }
 
 /* ---- who runs a CMDJOB's workers (wire.h, GM_NODE_TRAINER_WORKERS) ----------------

@@ -455,6 +455,23 @@ out_destroy:
 
 /* Borrowing (policy.h): the model's local capacity, lowered to the measured local
  * delivery while the consumer stalls, against the demand with headroom. */
+/* The count within the job's cap and what the peers can lend (out says so). */
+static uint32_t bounded(const struct gm_policy_borrow_in *in, uint32_t n,
+			struct gm_policy_borrow_out *out)
+{
+	out->capped = out->peers_short = false;
+	if (n > in->most) {
+		n = in->most;
+		out->capped = true;
+	}
+	if (in->bounded && n > in->lendable) {
+		n = in->lendable;
+		out->capped = false;
+		out->peers_short = true;
+	}
+	return n;
+}
+
 void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_borrow_out *out)
 {
 	double h = in->headroom > 1 ? in->headroom : 1;
@@ -484,16 +501,7 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	}
 	double rw = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
 	double n = ceil(need / rw - 1e-9);
-	if (n > in->most) {
-		n = in->most;
-		out->capped = true;
-	}
-	if (in->bounded && n > in->lendable) {
-		n = in->lendable;
-		out->capped = false;
-		out->peers_short = true;
-	}
-	out->want = (uint32_t)n;
+	out->want = bounded(in, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX, out);
 }
 
 uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores, bool starved)
@@ -636,23 +644,6 @@ static uint32_t covering(double gap, double per)
 {
 	double n = gap > 0 ? ceil(gap / per - 1e-9) : 0;
 	return n < GM_POLICY_ASK_MAX ? (uint32_t)n : GM_POLICY_ASK_MAX;
-}
-
-/* The count within the job's cap and what the peers can lend (out says so). */
-static uint32_t bounded(const struct gm_policy_borrow_in *in, uint32_t n,
-			struct gm_policy_borrow_out *out)
-{
-	out->capped = out->peers_short = false;
-	if (n > in->most) {
-		n = in->most;
-		out->capped = true;
-	}
-	if (in->bounded && n > in->lendable) {
-		n = in->lendable;
-		out->capped = false;
-		out->peers_short = true;
-	}
-	return n;
 }
 
 uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borrow_in *in,
