@@ -330,16 +330,24 @@ same
 t $? "one agent: per-epoch checksums equal a single-host run"
 stop_agents
 
-# 2: two agents
+# 2: two agents; each lent worker in the kernel's idle class (its scheduling
+# policy, /proc/PID/stat field 41, read while it works: 5 = SCHED_IDLE)
 AGENT_CPUS=1 agent 2 "$tmp/secret" 1
 agent 1 "$tmp/secret" 2
 peers_connected 1 1
-train $EPOCHS
+train $EPOCHS &
+tp=$!
+wait_remote 1
+pol=
+for w in $(pgrep -f "goldminer node --remote-worker"); do
+	pol="$pol$(sed 's/^.*) //' "/proc/$w/stat" 2>/dev/null | cut -d' ' -f39) "
+done
+wait $tp
 d=$(delivered 1)
 ok=1
-same && [ "${d:-0}" -gt 0 ] && ok=0
-[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; }
-t $ok "two agents: same checksums; the peer's workers delivered ${d:-0} samples"
+same && [ "${d:-0}" -gt 0 ] && [ -n "$pol" ] && [ -z "$(echo $pol | tr -d ' 5')" ] && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; echo "# policies: $pol"; }
+t $ok "two agents: same checksums; the peer's workers delivered ${d:-0} samples; lent workers' scheduling policy ${pol:-none seen} (5: SCHED_IDLE)"
 stop_agents
 
 # 3: three agents; the home asks both peers

@@ -20,13 +20,12 @@
  * spec" (LC_SPEC), the spec is checked against its hash when it comes, and
  * kept with the job while it is lent. Then the lender keeps the job at min(asked, what its
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
- * state does not survive a fork) with its blob on fd 3, at nice
- * GM_NODE_LENT_NICE, killed with the agent (PR_SET_PDEATHSIG). Retiring is
- * SIGUSR1 (the batch in hand is finished first); a job whose home is gone,
- * or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when
- * this host's own jobs need its CPUs (SIGKILL, and the home is told it has
- * fewer), and one seen stopped (/proc state T) for STOP_MS is killed and
- * replaced: it held a lease and a slot while making nothing.
+ * state does not survive a fork) with its blob on fd 3, in the kernel's
+ * SCHED_IDLE class (GM_NODE_LENT_NICE where that is refused), killed with the agent
+ * (PR_SET_PDEATHSIG). Retiring is SIGUSR1 (the batch in hand is finished first); a job whose home
+ * is gone, or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when this host's
+ * own jobs need its CPUs (SIGKILL, and the home is told it has fewer), and one seen stopped (/proc
+ * state T) for STOP_MS is killed and replaced: it held a lease and a slot while making nothing.
  *
  * Not here: the worker process itself (worker.c), the connections (conn.c).
  */
@@ -34,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -133,10 +133,24 @@ void gm_remote_lend_end(struct ljob *l)
 }
 
 /* This program exec'ed afresh as `goldminer node OPT 3 --agent-pid PID` with
- * fd on its fd 3, at nice GM_NODE_LENT_NICE, killed with the agent: here by
+ * fd on its fd 3, below every process of this host (lent_priority), killed
+ * with the agent: here by
  * PR_SET_PDEATHSIG, and again after the exec by the child itself (cmd/node.c:
  * the exec of a binary with file capabilities clears the signal, and the
  * agent may die before it is set). Its pid, or -1 (errno). */
+/* A lent worker takes only the CPU this host's own processes leave: SCHED_IDLE
+ * (a weight of 3 against a nice-5 worker's 335: under nice 10 a guest took a
+ * quarter of a core its host's own job was waiting for, inside the same CPU
+ * quota, and the host then starved and preempted it in turn). The policy is
+ * kept across the exec and by the worker's children (a Python job's). Where
+ * SCHED_IDLE is refused (a seccomp profile), nice GM_NODE_LENT_NICE. */
+static void lent_priority(void)
+{
+	struct sched_param sp = {0};
+	if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
+}
+
 static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 {
 	pid_t parent = getpid();
@@ -148,7 +162,7 @@ static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 		if (getppid() != parent || dup2(fd, 3) != 3)
 			_exit(127);
 		close_range(4, ~0u, 0); /* not the agent's sockets */
-		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
+		lent_priority();
 		char *argv[] = {"goldminer", "node", opt, "3", "--agent-pid", ppid, NULL};
 		execv(r->exe, argv);
 		_exit(127);

@@ -36,7 +36,8 @@
 /* The agent's workers run at this nice value: a trainer on the same host, and
  * the agent's own loop (which receives remote workers' batches), get the CPU
  * first when it is short; idle CPUs are used all the same. Workers lent to
- * other hosts' jobs run at GM_NODE_LENT_NICE, below this host's own jobs. */
+ * other hosts' jobs run in SCHED_IDLE, below every process of this host
+ * (GM_NODE_LENT_NICE where the kernel refuses it: core/remote/lender.c). */
 #define GM_NODE_WORKER_NICE 5
 #define GM_NODE_LENT_NICE   10
 /* A job that remote workers feed runs no local worker on a host that delivers

@@ -187,8 +187,8 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
  * cores less its measured jobs' needs), ceil(idle_cores) workers even when its
  * whole worker budget is wished for:
  * under --cpus 0.75 the budget is one worker, its own job holds it, and half a
- * core would otherwise sit idle. The lent workers run niced below the host's
- * own (GM_NODE_LENT_NICE) inside the same CPU quota, so the quota bounds
+ * core would otherwise sit idle. The lent workers run in SCHED_IDLE, below the
+ * host's own, inside the same CPU quota, so the quota bounds
  * them, and they are preempted when the own jobs' needs grow (idle shrinks).
  * Pure.
  */
