@@ -25,6 +25,7 @@
 #include "goldminer/sim.h"
 #include "goldminer/sim_stats.h"
 #include "goldminer/trace.h"
+#include "goldminer/util.h"
 
 #define STR_(x) #x
 #define STR(x)	STR_(x)
@@ -857,18 +858,22 @@ static int run_scenario(struct sim_args *a, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
+	char name[2048];
+	gm_json_quote(name, sizeof(name), a->val[O_SCENARIO]);
+	/* what the cluster's CPUs can feed the poor hosts at best, each host at
+	 * the family's share of its cores (scengen.h): a bound on any policy */
+	double feed = gm_scenario_feedable(sc, GM_SCENGEN_FEED_SHARE);
 	for (int lend = a->first; lend <= a->last; lend++) {
 		struct gm_scen_summary m;
-		char dir[4096], line[1024];
+		char dir[4096], line[4096];
 		if (gm_scenario_run(sc, lend, res, &m, err, errlen))
 			goto out_free;
 		snprintf(line, sizeof(line),
-			 "{\"scenario\":\"%s\",\"lending\":\"%s\",\"jobs\":%zu,\"avg_jct\":%.3f,"
+			 "{\"scenario\":%s,\"lending\":\"%s\",\"jobs\":%zu,\"avg_jct\":%.3f,"
 			 "\"bound_avg_jct\":%.3f,\"gpu_util\":%.4f,\"makespan\":%.3f,"
-			 "\"remote_images\":%.0f,\"events\":%llu}",
-			 a->val[O_SCENARIO], lend ? "on" : "off", m.jobs, m.avg_jct,
-			 m.bound_avg_jct, m.gpu_util, m.makespan, m.remote_images,
-			 (unsigned long long)m.events);
+			 "\"remote_images\":%.0f,\"events\":%llu,\"feedable\":%.4f}",
+			 name, lend ? "on" : "off", m.jobs, m.avg_jct, m.bound_avg_jct, m.gpu_util,
+			 m.makespan, m.remote_images, (unsigned long long)m.events, feed);
 		printf("%s\n", line);
 		fflush(stdout);
 		if (!out)

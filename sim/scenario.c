@@ -677,3 +677,59 @@ out_close:
 	run_close(&r);
 	return rc;
 }
+
+/* ---- what the CPUs can feed (scenario.h) ---- */
+
+/* Job j consumes during [submit, submit + images / rate) of the bound schedule. */
+static bool busy_at(const struct gm_scen_job *j, double t)
+{
+	return j->rate > 0 && j->submit <= t && t < j->submit + j->images / j->rate;
+}
+
+/* The share of the poor hosts' demand fed at instant t (1: none demanded). */
+static double feed_at(const struct gm_scenario *s, double share, double t)
+{
+	double lent = 0, base = 0, need = 0, demand = 0;
+	for (uint32_t h = 0; h < s->nnodes; h++) {
+		double cores = share * s->node[h].cores, d = 0;
+		for (size_t k = 0; k < s->njobs; k++)
+			if (s->job[k].home == h && busy_at(&s->job[k], t))
+				d += s->job[k].rate;
+		if (s->node[h].cores >= GM_NODE_FED_CORES) { /* a lender: what its own leave */
+			lent += fmax(0, cores - d * s->local_cpu) / s->remote_lender_cpu;
+			continue;
+		}
+		double local = cores / s->local_cpu;
+		demand += d;
+		if (d <= local) {
+			base += d;
+			continue;
+		}
+		/* decoding what its cores hold, receiving the rest: x remote images
+		 * leave (cores - x home) / local_cpu local ones, at most all remote */
+		base += local;
+		if (s->local_cpu > s->remote_home_cpu) /* else a remote image gains nothing */
+			need +=
+			    fmin((d * s->local_cpu - cores) / (s->local_cpu - s->remote_home_cpu),
+				 cores / s->remote_home_cpu);
+	}
+	if (!(demand > 0))
+		return 1;
+	/* each remote image adds 1 - home / local beyond what the host made alone */
+	return fmin(1,
+		    (base + fmin(lent, need) * (1 - s->remote_home_cpu / s->local_cpu)) / demand);
+}
+
+double gm_scenario_feedable(const struct gm_scenario *s, double share)
+{
+	double least = 1;
+	share = share > 0 && share <= 1 ? share : 1;
+	for (size_t a = 0; a < s->njobs; a++) { /* the mix changes at a submit or an end */
+		const struct gm_scen_job *j = &s->job[a];
+		if (!(j->rate > 0))
+			continue;
+		least = fmin(least, feed_at(s, share, j->submit));
+		least = fmin(least, feed_at(s, share, j->submit + j->images / j->rate));
+	}
+	return least;
+}

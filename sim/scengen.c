@@ -10,7 +10,14 @@
  * the very doubles drawn. The jobs are sorted by submit (ties: poor hosts
  * first, then in draw order), as gm_scenario_load sorts a file.
  *
- * It does not check that a scenario is interesting (a seed may give lenders
+ * The jobs are drawn again (from a stream of their own per draw, the hosts
+ * kept) until the cluster's CPUs can feed every poor host's GPUs at their rate
+ * throughout, each host using GM_SCENGEN_FEED_SHARE of its cores
+ * (gm_scenario_feedable): a scenario that no policy can feed measures the
+ * cluster's size, not the controller (of the first draws of seeds 1..60, a
+ * third met that at full cores and one in seven at 0.75). After
+ * GM_SCENGEN_DRAWS draws it keeps the one that came closest. It does not
+ * check that a scenario is interesting otherwise (a seed may give lenders
  * that are never idle): the family is the point, and the tests run the
  * simulator over many seeds.
  */
@@ -98,6 +105,7 @@ static void draw_hosts(struct gm_scenario *s, struct gm_rng *r)
 	uint32_t np = GM_SCENGEN_POOR_MIN +
 		      (uint32_t)gm_rng_below(r, GM_SCENGEN_POOR_MAX - GM_SCENGEN_POOR_MIN + 1);
 	double poor = 0, hi;
+	s->nnodes = 0;
 	for (uint32_t k = 0; k < np; k++) {
 		struct gm_scen_node *n = &s->node[s->nnodes++];
 		snprintf(n->name, GM_SCEN_NAME, "P%u", k + 1);
@@ -166,6 +174,17 @@ static int cmp_submit(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* Every job of the scenario (any drawn before are dropped), sorted by submit. */
+static void draw_jobs(struct gm_scenario *s, struct gm_rng *r, uint32_t np, uint32_t unit)
+{
+	s->njobs = 0;
+	double last = draw_poor_jobs(s, r, np, unit);
+	draw_own_jobs(s, r, np, last + GM_SCENGEN_OWN_TAIL_S, unit);
+	qsort(s->job, s->njobs, sizeof(*s->job), cmp_submit);
+	for (size_t k = 0; k < s->njobs; k++)
+		s->job[k].line = 0; /* not from a file */
+}
+
 /* The options with their defaults filled; -EINVAL after err. */
 static int resolve(struct gm_scengen_opts *o, const struct gm_scengen_opts *in, char *err,
 		   size_t errlen)
@@ -215,19 +234,35 @@ int gm_scengen_make(struct gm_scenario **out, uint64_t seed, const struct gm_sce
 		gm_scenario_destroy(s);
 		return -ENOMEM;
 	}
-	gm_rng_init(&r, seed, SCENGEN_STREAM, 0, 0);
-	draw_hosts(s, &r);
-	np = s->nnodes - GM_SCENGEN_LENDERS;
-	double last = draw_poor_jobs(s, &r, np, o.epoch_images);
-	draw_own_jobs(s, &r, np, last + GM_SCENGEN_OWN_TAIL_S, o.epoch_images);
-	qsort(s->job, s->njobs, sizeof(*s->job), cmp_submit);
-	for (size_t k = 0; k < s->njobs; k++)
-		s->job[k].line = 0; /* not from a file */
 	s->local_cpu = o.local_cpu;
 	s->remote_home_cpu = o.remote_home_cpu;
 	s->remote_lender_cpu = o.remote_lender_cpu;
 	s->worker_rate = o.worker_rate;
 	s->start_s = o.start_s;
+	gm_rng_init(&r, seed, SCENGEN_STREAM, 0, 0);
+	draw_hosts(s, &r);
+	np = s->nnodes - GM_SCENGEN_LENDERS;
+	/* the jobs: the first draw the cluster can feed (draw k > 0 from its own
+	 * stream), else the draw that came closest */
+	double best = -1;
+	uint64_t best_k = 0;
+	for (uint64_t k = 0;; k++) {
+		if (k)
+			gm_rng_init(&r, seed, SCENGEN_STREAM, k, 0);
+		draw_jobs(s, &r, np, o.epoch_images);
+		double f = gm_scenario_feedable(s, GM_SCENGEN_FEED_SHARE);
+		if (f >= 1 - 1e-9) /* fed, to rounding */
+			break;
+		if (f > best)
+			best = f, best_k = k;
+		if (k + 1 == GM_SCENGEN_DRAWS) {
+			gm_rng_init(&r, seed, SCENGEN_STREAM, best_k, 0);
+			if (best_k == 0)
+				draw_hosts(s, &r); /* the same hosts: the stream's start */
+			draw_jobs(s, &r, np, o.epoch_images);
+			break;
+		}
+	}
 	*out = s;
 	return 0;
 }

@@ -345,7 +345,7 @@ done
 wait $tp
 d=$(delivered 1)
 ok=1
-same && [ "${d:-0}" -gt 0 ] && [ -n "$pol" ] && [ -z "$(echo $pol | tr -d ' 5')" ] && ok=0
+same && [ "${d:-0}" -gt 0 ] && [ -n "$pol" ] && [ -z "$(echo "$pol" | tr -d ' 5')" ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; echo "# policies: $pol"; }
 t $ok "two agents: same checksums; the peer's workers delivered ${d:-0} samples; lent workers' scheduling policy ${pol:-none seen} (5: SCHED_IDLE)"
 stop_agents

@@ -278,6 +278,40 @@ static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_delive
  * 500 img/s alone and ran 20 s against 16 with lending off). Lending on or
  * off: 16 s, nothing remote.
  */
+/*
+ * What the CPUs can feed, by hand (costs 400 / 100 / 400 us): P of 0.2 core makes
+ * 500 img/s of p's 1,000 itself; receiving x remote images leaves (0.2 - x 100
+ * us) / 400 us local, so 1,000 needs x = (0.4 - 0.2) / 300 us = 666.7 remote.
+ * L's 1 core lends 2,500 img/s alone: fed. Beside its own 2,250 img/s job (0.9
+ * core) it lends 250: 500 + 250 x 0.75 = 687.5 of 1,000. At half of every host's
+ * cores: P makes 250 and L's own job takes all of L's half: 0.25.
+ */
+static void test_feedable_by_hand(void **st)
+{
+	(void)st;
+	struct gm_scenario *s = load(HEAD "node\tP\t0.2\nnode\tL\t1\n"
+					  "job\tp\tP\t0\t10000\t1000\n" COSTS);
+	assert_float_equal(gm_scenario_feedable(s, 1), 1, 1e-12);
+	assert_float_equal(gm_scenario_feedable(s, 0.5), 1, 1e-12);
+	gm_scenario_destroy(s);
+	s = load(HEAD "node\tP\t0.2\nnode\tL\t1\njob\tp\tP\t0\t10000\t1000\n"
+		      "job\tl\tL\t5\t22500\t2250\n" COSTS);
+	assert_float_equal(gm_scenario_feedable(s, 1), 0.6875, 1e-12);
+	assert_float_equal(gm_scenario_feedable(s, 0.5), 0.25, 1e-12);
+	assert_float_equal(gm_scenario_feedable(s, 7), 0.6875, 1e-12); /* out of range: 1 */
+	gm_scenario_destroy(s);
+	/* receiving as dear as decoding: remote images gain nothing */
+	s = load(HEAD "node\tP\t0.2\nnode\tL\t1\njob\tp\tP\t0\t10000\t1000\n"
+		      "cost\tlocal_us\t400\ncost\tremote_home_us\t400\n"
+		      "cost\tremote_lender_us\t400\n");
+	assert_float_equal(gm_scenario_feedable(s, 1), 0.5, 1e-12);
+	gm_scenario_destroy(s);
+	/* no poor host: nothing to feed */
+	s = load(HEAD "node\tL\t1\njob\tl\tL\t0\t22500\t2250\n" COSTS);
+	assert_float_equal(gm_scenario_feedable(s, 1), 1, 1e-12);
+	gm_scenario_destroy(s);
+}
+
 static void test_a_poor_host_lends_to_no_one(void **st)
 {
 	(void)st;
@@ -601,6 +635,17 @@ static void test_cli_runs_a_scenario(void **st)
 	got = slurp(f);
 	assert_non_null(strstr(got, "\"lending\":\"off\""));
 	assert_non_null(strstr(got, "\"avg_jct\":13.000"));
+	/* A's 0.1875 core (0.75 of it) makes 468.75; B's 0.75 less its own 0.6
+	 * lends 375 remote images worth 0.75 each: 750 of 1,000 */
+	assert_non_null(strstr(got, "\"feedable\":0.7500}"));
+	free(got);
+	/* a path with a quote is still one JSON string */
+	const char *q = put("q\"uote.tsv", HEAD "node\tA\t1\njob\ta\tA\t0\t100\t10\n" COSTS);
+	snprintf(out, sizeof(out), "%s/q", dir);
+	assert_int_equal(cli(7, "sim", "--scenario", q, "--lending", "off", "--out", out), 0);
+	snprintf(f, sizeof(f), "%s/summary.json", out);
+	got = slurp(f);
+	assert_non_null(strstr(got, "q\\\"uote.tsv\",\"lending\""));
 	free(got);
 	snprintf(out, sizeof(out), "%s/one", dir);
 	assert_int_equal(cli(7, "sim", "--scenario", sc, "--lending", "on", "--out", out), 0);
@@ -682,6 +727,7 @@ int main(void)
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),
 	    cmocka_unit_test(test_utilisation_agrees_with_the_jcts),
 	    cmocka_unit_test(test_run_refuses_a_scenario_out_of_range),
+	    cmocka_unit_test(test_feedable_by_hand),
 	    cmocka_unit_test(test_cli_runs_a_scenario),
 	    cmocka_unit_test(test_sim_matches_the_measured_short_experiment),
 	};

@@ -247,6 +247,26 @@ static void test_every_generated_scenario_is_valid_simulator_input(void **st)
 #define LEND_TOL_REL 0.01
 #define LEND_TOL_S   0.05
 
+/* Every seed's cluster can feed its poor hosts' GPUs throughout, each host at
+ * the share of its cores the draw allows (gm_scenario_feedable); and the
+ * family keeps its variety: one, two and three poor hosts all drawn. */
+static void test_every_seed_can_feed_its_poor_hosts(void **st)
+{
+	(void)st;
+	unsigned hosts[GM_SCENGEN_POOR_MAX + 1] = {0};
+	for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+		struct gm_scenario *s = make(seed);
+		double f = gm_scenario_feedable(s, GM_SCENGEN_FEED_SHARE);
+		if (f < 1 - 1e-9)
+			fail_msg("seed %llu: its CPUs feed %.3f of its poor hosts' demand",
+				 (unsigned long long)seed, f);
+		hosts[s->nnodes - GM_SCENGEN_LENDERS]++;
+		gm_scenario_destroy(s);
+	}
+	for (unsigned n = GM_SCENGEN_POOR_MIN; n <= GM_SCENGEN_POOR_MAX; n++)
+		assert_true(hosts[n] >= SEEDS / 6);
+}
+
 static void test_lending_is_never_slower_on_any_generated_seed(void **st)
 {
 	(void)st;
@@ -281,6 +301,7 @@ int main(void)
 	    cmocka_unit_test(test_draws_stay_in_the_stated_ranges),
 	    cmocka_unit_test(test_lenders_own_demand_rises_and_falls),
 	    cmocka_unit_test(test_every_generated_scenario_is_valid_simulator_input),
+	    cmocka_unit_test(test_every_seed_can_feed_its_poor_hosts),
 	    cmocka_unit_test(test_lending_is_never_slower_on_any_generated_seed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

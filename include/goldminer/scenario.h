@@ -105,4 +105,21 @@ void gm_scenario_destroy(struct gm_scenario *s);
 int gm_scenario_run(const struct gm_scenario *s, int lending, struct gm_scen_result *res,
 		    struct gm_scen_summary *sum, char *err, size_t errlen);
 
+/*
+ * What the cluster's CPUs can feed at best: the least share, over the bound
+ * schedule (every job with a rate consuming it from its submit for images /
+ * rate s), of the CPU-poor hosts' demand (hosts under GM_NODE_FED_CORES) that
+ * their own cores and what the other hosts' own jobs leave idle can deliver,
+ * each host using at most `share` of its cores (0 < share <= 1, else 1: the
+ * headroom a real host needs beside its agent and trainers) at the scenario's
+ * costs.
+ * A poor host decodes what its cores hold and receives the rest (receiving
+ * costs it remote_home_cpu an image, a lender remote_lender_cpu); lent
+ * capacity goes wherever it is short, as every remote image is worth the same.
+ * No controller, worker count or start-up: an upper bound on any. 1 when no
+ * poor host's job has a rate. A scenario whose value is under 1 cannot have
+ * every poor host's GPUs fed, whatever the policy. Pure; O(jobs^2).
+ */
+double gm_scenario_feedable(const struct gm_scenario *s, double share);
+
 #endif

@@ -21,7 +21,11 @@
  *     lender (steps of 0.5 s), rounded to whole epochs of epoch_images (at least
  *     one: the bench's photo set is read whole); --workers 8 with probability
  *     0.60, 4 or 16 with 0.075 each, auto with 0.25 (users name a count);
- *   - the per-image costs given in opts (the committed measured ones by default).
+ *   - the per-image costs given in opts (the committed measured ones by default);
+ *   - the jobs drawn again (the hosts kept) until the cluster's CPUs can feed
+ *     the poor hosts' demand throughout with every host at
+ *     GM_SCENGEN_FEED_SHARE of its cores (gm_scenario_feedable: scenario.h),
+ *     at most GM_SCENGEN_DRAWS times (then the draw that came closest).
  * Deterministic: the same seed and options give the same scenario, on any host.
  * It does not draw GPU counts (one trainer per job), disk or network limits.
  */
@@ -58,6 +62,10 @@
 #define GM_SCENGEN_OWN_PAUSE_MAX_S 8.0
 #define GM_SCENGEN_OWN_TAIL_S	   30.0
 #define GM_SCENGEN_EPOCH_IMAGES	   2900 /* the bench's photo set (make-photos.sh) */
+/* A host's cores the feasibility check lets it use: the bench measured its
+ * costs 1.25-1.35x the committed ones on this machine's loaded hosts. */
+#define GM_SCENGEN_FEED_SHARE 0.75
+#define GM_SCENGEN_DRAWS      4096
 
 struct gm_scengen_opts {
 	uint32_t epoch_images; /* a job's images are whole multiples (0: the default) */

@@ -31,9 +31,14 @@
 # tests/bench/cluster_report.py adds, per scenario, the figures its own runs
 # give (remote_worker_img_s, start_s).
 #
-# Then, per scenario, `goldminer sim --scenario` on it with the generated
-# (committed) costs and with this run's, and the per-job JCT, simulated vs
-# measured. Writes CLUSTER_OUT (default $B/bench-cluster): cal.tsv, and per
+# Then, per scenario, `goldminer sim --scenario` on it and the per-job JCT,
+# simulated vs measured: the prediction judged uses the costs of this
+# invocation's one calibration (local_us_cal, remote_home_us,
+# remote_lender_us, remote_worker_img_s_cal; the committed ones where it
+# measured none), the same for every scenario; beside it the committed costs,
+# and the costs fitted to the scenario's own runs (a diagnostic, not a
+# prediction). The scenario's "feedable" (gm_scenario_feedable) is the share of
+# the poor hosts' demand its CPUs can feed at best. Writes CLUSTER_OUT (default $B/bench-cluster): cal.tsv, and per
 # scenario a folder (seed-N, or fixed) with scenario.tsv, jobs.tsv (one row per
 # run and job), runs.tsv, costs.tsv, sim-*.tsv, figures.tsv and summary.txt;
 # prints each summary, then the family's: per seed (tuning or held out) and in
