@@ -272,11 +272,12 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->fed);
 	if (fed_failed(j)) {
 		fed = false;
-		j->fed_worse = true;
+		j->fed_worse = !gm_policy_fed_retry(remote);
 		logf_(a,
-		      "job pid %d: runs its local workers again, for good: remote workers alone "
+		      "job pid %d: runs its local workers again%s: remote workers alone "
 		      "deliver %.0f img/s, with its local workers it got %.0f",
-		      (int)j->pid, remote, j->both);
+		      (int)j->pid, j->fed_worse ? ", for good" : " until they deliver more", remote,
+		      j->both);
 	} else if (fed != j->fed) {
 		logf_(a,
 		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "

@@ -691,6 +691,11 @@ bool gm_policy_fed_worse(double both, double fed)
 	return both > 0 && fed >= 0 && isfinite(both) && fed * GM_POLICY_MEASURABLY < both;
 }
 
+bool gm_policy_fed_retry(double fed)
+{
+	return !(fed > 0);
+}
+
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)
 {
 	uint64_t all = (uint64_t)budget + lendable;

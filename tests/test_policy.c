@@ -882,6 +882,9 @@ static void test_a_fed_job_that_got_less_takes_its_local_workers_back(void **st)
 	assert_false(gm_policy_fed_worse(1900, 1800)); /* not measurably */
 	assert_false(gm_policy_fed_worse(0, 1250));    /* together never measured */
 	assert_true(gm_policy_fed_worse(800, 0));      /* they stopped */
+	/* ... for good only when they delivered measurably less, not nothing */
+	assert_false(gm_policy_fed_retry(1250));
+	assert_true(gm_policy_fed_retry(0));
 }
 
 int main(void)

@@ -609,15 +609,18 @@ static bool peer_live(const struct gm_remote *r, int p)
 }
 
 /* What peer p can lend job j, from its last heartbeat: its workers less
- * those it runs for other homes (its cores in that share); none while j
- * waits after its refusal (may_ask), at most what it granted while that
- * answer is fresh. */
+ * those it runs for other jobs, this home's others included (its cores in
+ * that share); none while j waits after its refusal (may_ask), at most what
+ * it granted while that answer is fresh. Counting this home's other jobs'
+ * workers as free made a second job see the slot its sibling held: it asked,
+ * was granted none, saw none, asked none, saw it again, every tick of its
+ * life (a 0.15-core home, seed 1 of the scenario family). */
 static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
 					 int64_t now, bool refusals)
 {
 	struct gm_policy_lender l = {0};
 	const struct m_beat *b = &r->peers[p].c->beat;
-	uint32_t others = b->lent - b->for_you;
+	uint32_t others = b->lent - (j->granted[p] < b->lent ? j->granted[p] : b->lent);
 	if (!b->slots || others >= b->slots)
 		return l;
 	l.workers = b->slots - others;

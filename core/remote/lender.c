@@ -20,8 +20,8 @@
  * spec" (LC_SPEC), the spec is checked against its hash when it comes, and
  * kept with the job while it is lent. Then the lender keeps the job at min(asked, what its
  * idle budget allows) worker processes. Each is this program exec'ed afresh (UCX's process-wide
- * state does not survive a fork) with its blob on fd 3, in the kernel's
- * SCHED_IDLE class (GM_NODE_LENT_NICE where that is refused), killed with the agent
+ * state does not survive a fork) with its blob on fd 3, at nice
+ * GM_NODE_LENT_NICE (lent_priority), killed with the agent
  * (PR_SET_PDEATHSIG). Retiring is SIGUSR1 (the batch in hand is finished first); a job whose home
  * is gone, or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when this host's
  * own jobs need its CPUs (SIGKILL, and the home is told it has fewer), and one seen stopped (/proc
@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -138,17 +137,19 @@ void gm_remote_lend_end(struct ljob *l)
  * PR_SET_PDEATHSIG, and again after the exec by the child itself (cmd/node.c:
  * the exec of a binary with file capabilities clears the signal, and the
  * agent may die before it is set). Its pid, or -1 (errno). */
-/* A lent worker takes only the CPU this host's own processes leave: SCHED_IDLE
- * (a weight of 3 against a nice-5 worker's 335: under nice 10 a guest took a
- * quarter of a core its host's own job was waiting for, inside the same CPU
- * quota, and the host then starved and preempted it in turn). The policy is
- * kept across the exec and by the worker's children (a Python job's). Where
- * SCHED_IDLE is refused (a seccomp profile), nice GM_NODE_LENT_NICE. */
+/* A lent worker takes little of the CPU this host's own processes want: nice
+ * GM_NODE_LENT_NICE (19: a weight of 15 against a nice-5 worker's 335, about
+ * 4% while both run; under nice 10, 110, a guest took a quarter of a core its
+ * host's own job waited for inside the same CPU quota, and the host then
+ * starved and preempted it in turn). Not SCHED_IDLE (a weight of 3): starved
+ * that far behind a busy agent, a guest's UCX wire-up outlived its home's
+ * patience, and UCX 1.13's TCP transport then failed an assertion
+ * (wireup_ep.c: pending_count) in the guest: 2 of 4 runs of test_remote's
+ * traced lend under a loaded machine. Kept across the exec and by the
+ * worker's children (a Python job's). */
 static void lent_priority(void)
 {
-	struct sched_param sp = {0};
-	if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
-		(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
+	(void)setpriority(PRIO_PROCESS, 0, GM_NODE_LENT_NICE);
 }
 
 static pid_t exec_self(struct gm_remote *r, int fd, char *opt)

@@ -36,10 +36,10 @@
 /* The agent's workers run at this nice value: a trainer on the same host, and
  * the agent's own loop (which receives remote workers' batches), get the CPU
  * first when it is short; idle CPUs are used all the same. Workers lent to
- * other hosts' jobs run in SCHED_IDLE, below every process of this host
- * (GM_NODE_LENT_NICE where the kernel refuses it: core/remote/lender.c). */
+ * other hosts' jobs run at GM_NODE_LENT_NICE, far below this host's own
+ * (core/remote/lender.c says why 19 and not SCHED_IDLE). */
 #define GM_NODE_WORKER_NICE 5
-#define GM_NODE_LENT_NICE   10
+#define GM_NODE_LENT_NICE   19
 /* A job that remote workers feed runs no local worker on a host that delivers
  * less than this many cores (node.c's fed_remotely; the simulator's model of
  * it, sim/scenario.c): there its CPU is worth more receiving than decoding. */

@@ -187,7 +187,7 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
  * cores less its measured jobs' needs), ceil(idle_cores) workers even when its
  * whole worker budget is wished for:
  * under --cpus 0.75 the budget is one worker, its own job holds it, and half a
- * core would otherwise sit idle. The lent workers run in SCHED_IDLE, below the
+ * core would otherwise sit idle. The lent workers run at nice 19, far below the
  * host's own, inside the same CPU quota, so the quota bounds
  * them, and they are preempted when the own jobs' needs grow (idle shrinks).
  * Pure.
@@ -295,6 +295,17 @@ bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, 
  * 1,224-1,305 img/s fed against 1,618-1,949 with the local worker kept).
  */
 bool gm_policy_fed_worse(double both, double fed);
+
+/*
+ * After such a failed trial, whether the job may be fed remotely again later:
+ * only when its remote workers alone delivered nothing over their window (a
+ * lender that preempted or starved them for its own jobs), never when they
+ * delivered measurably less. For good there, a job that had lost its lender's
+ * workers for one window (SIGKILLed for the lender's own job, 0 img/s) kept a
+ * local worker beside remote ones that came back, on a 0.15-core home whose
+ * receive path needed the core, for the rest of its life.
+ */
+bool gm_policy_fed_retry(double fed);
 
 /*
  * Workers a job's ring is sized for: all it may get, the host's budget and
