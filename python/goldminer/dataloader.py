@@ -478,7 +478,9 @@ class DataLoader(_generic_base()):  # type: ignore[misc] # torch's or object, at
                 return self._item((i + j) % n, seed, epoch)
             except Exception:  # noqa: BLE001 - any error of the user's dataset
                 continue
-        raise LookupError("sample %d is bad and so are the 64 after it: no substitute" % i)
+        err = _abi.WorkerError("sample %d is bad and so are the 64 after it: no substitute" % i)
+        err.sample_index = i
+        raise err
 
     def _compute(self, k, idx, seed, epoch):
         """Batch k here in the trainer, seeded as a worker seeds it; the trainer's

@@ -34,7 +34,7 @@ import weakref
 from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 from . import _abi
-from ._abi import ArgumentError, ArgumentTypeError, lib
+from ._abi import ArgumentError, ArgumentTypeError, LibraryError, lib
 
 try:
     import numpy as _np
@@ -354,8 +354,8 @@ class Loader:
                                 "Loader takes 'auto')" % (gpu_decode,))
         self._L = lib()
         if gpu_decode and not self._L.has("gm_loader_finish"):
-            raise NotImplementedError("libgoldminer has no gm_loader_finish (gpu_decode): "
-                                      "rebuild it (make)")
+            raise LibraryError("%s has no gm_loader_finish (gpu_decode): rebuild it (make)"
+                               % self._L.path)
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
@@ -683,7 +683,7 @@ class Loader:
             raise ArgumentError("scale(n) needs an int >= 1, not %r" % (n,))
         n = _int_arg("scale(n)", n, 1, GM_MAX_WORKERS, "GM_MAX_WORKERS")
         if not self._L.has("gm_loader_scale"):
-            raise NotImplementedError("libgoldminer has no gm_loader_scale")
+            raise LibraryError("%s has no gm_loader_scale: rebuild it (make)" % self._L.path)
         rc = self._L.gm_loader_scale(self._handle(), n)
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_scale")
