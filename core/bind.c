@@ -336,6 +336,9 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 			GM_MAX_WORKERS);
 		return -EINVAL;
 	}
+	rc = gm_pool_lease_check(c->lease_timeout_ms, err, errlen);
+	if (rc)
+		return rc;
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;

@@ -53,6 +53,7 @@ GM_MAX_WORKERS = 256
 GM_MAX_BATCH = 65536
 GM_MAX_SLOTS = 1024
 GM_MAX_CHAOS_MS = 3600000
+GM_MAX_LEASE_MS = 86400000  # include/goldminer/job.h (checked there too)
 _MAX_SIDE = 8192  # core/aug.c MAX_SIZE: the largest output side the library takes
 _MAX_PIXELS = 10 ** 12  # the range of the pipeline's `decode max_pixels`
 _U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
@@ -74,6 +75,7 @@ _INT_ARGS = {
     "slots": (0, GM_MAX_SLOTS, "0: sized from the workers"),
     "chaos_kill_ms": (0, GM_MAX_CHAOS_MS, "0: off"),
     "max_workers": (0, GM_MAX_WORKERS, "0: the online CPUs"),
+    "lease_timeout_ms": (0, GM_MAX_LEASE_MS, "0: the library's default"),
 }
 
 
@@ -346,8 +348,7 @@ class Loader:
             mean = _floats_arg("mean", mean, 3)
         if std is not None:
             std = _floats_arg("std", std, 3)
-        lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms, 0, 86400000,
-                                    "(0: the library's default)")
+        lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms)
         self._order = _order_arg(order) if order is not None else None
         if not isinstance(gpu_decode, bool):
             raise ArgumentError("gpu_decode must be True or False here, not %r (goldminer.torch."

@@ -1097,7 +1097,11 @@ class TestDataLoader(GmTest):
         for kw, words in ((dict(num_workers=-1), "should be non-negative"),
                           (dict(persistent_workers=True), "num_workers > 0"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
-                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
+                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error"),
+                          # not wrapped into 32 bits by ctypes: the range, as Loader's
+                          (dict(lease_timeout_ms=1 << 32), "lease_timeout_ms must be an int"
+                           " in 0..86400000"),
+                          (dict(lease_timeout_ms=-1), "lease_timeout_ms must be an int")):
             with self.assertRaises(ValueError) as cm:
                 self.DL(AugDataset(), **kw)
             self.assertIn(words, str(cm.exception))
