@@ -27,6 +27,7 @@
 #include "goldminer/limits.h"
 #include "goldminer/loader.h"
 #include "goldminer/reader.h"
+#include "goldminer/util.h"
 
 #define CMD "bench"
 
@@ -72,13 +73,6 @@ static void on_int(int sig)
 static const char *out_name(int out)
 {
 	return out == GM_OUT_F32_CHW ? "float32" : out == GM_OUT_F16_CHW ? "float16" : "uint8";
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 enum {
@@ -283,13 +277,13 @@ static const char *probe_reader(bool quiet)
 static int bench_open(struct bench *b)
 {
 	char err[512], why[200] = "";
-	double t_open = now_s();
+	double t_open = gm_now_s();
 	if (gm_loader_open(&b->l, &b->o, err, sizeof(err))) {
 		cmd_err(CMD, NULL, NULL, "%s", err);
 		b->l = NULL;
 		return 1;
 	}
-	b->open_s = now_s() - t_open;
+	b->open_s = gm_now_s() - t_open;
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -325,7 +319,7 @@ static int bench_open(struct bench *b)
 /* The trainer's step of --consumer-rate: a GPU works while this CPU sleeps. */
 static void trainer_step(struct bench *b)
 {
-	double tn = now_s();
+	double tn = gm_now_s();
 	if (b->due < tn)
 		b->due = tn;
 	b->due += 1.0 / b->rate;
@@ -363,16 +357,16 @@ static int bench_consume(struct bench *b, double t0)
 				interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 128 + interrupted;
 		}
-		double w0 = now_s();
+		double w0 = gm_now_s();
 		int e = gm_loader_next(b->l, &bt);
 		if (e == -EINTR)
 			continue; /* a handler ran: the loop's first test looks at it */
-		if (e >= 0 && b->got++ && now_s() - w0 > b->wait_max)
-			b->wait_max = now_s() - w0;
+		if (e >= 0 && b->got++ && gm_now_s() - w0 > b->wait_max)
+			b->wait_max = gm_now_s() - w0;
 		if (e == GM_LOADER_END)
 			return 0;
 		if (e == GM_LOADER_END_OF_EPOCH) {
-			b->ends[b->ep] = now_s() - t0;
+			b->ends[b->ep] = gm_now_s() - t0;
 			b->sums[b->ep++] = h;
 			h = GM_CHECKSUM_INIT;
 			continue;
@@ -388,15 +382,15 @@ static int bench_consume(struct bench *b, double t0)
 		if (b->rate > 0)
 			trainer_step(b);
 		if (b->dev) {
-			double d0 = now_s();
+			double d0 = gm_now_s();
 			if (gm_loader_copy_to_device(b->l, &bt, b->dev)) {
 				cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(b->l));
 				return 1;
 			}
-			b->dev_s += now_s() - d0;
+			b->dev_s += gm_now_s() - d0;
 			b->dev_bytes += (uint64_t)bt.size * bt.sample_bytes;
 		}
-		double t = now_s();
+		double t = gm_now_s();
 		if (b->tty && t - last > 0.2) {
 			progress(b, &bt, t, t0);
 			last = t;
@@ -505,12 +499,12 @@ int gm_cmd_bench(int argc, char **argv)
 		return rc;
 	rc = bench_open(&b);
 	if (rc == 0) {
-		double t0 = now_s();
+		double t0 = gm_now_s();
 		rc = bench_consume(&b, t0);
 		if (rc == 0) {
 			if (b.tty)
 				fputc('\n', stderr);
-			bench_report(&b, now_s() - t0);
+			bench_report(&b, gm_now_s() - t0);
 		}
 	}
 	free(b.sums);

@@ -1,7 +1,7 @@
 /*
  * cmd.h - the subcommands of the `goldminer` binary and the option parser they
- * share. Nothing here is part of libgoldminer: the commands are clients of the
- * library's public headers, like any user program.
+ * share (all but run: cmd/run.c). Nothing here is part of libgoldminer: the
+ * commands are clients of the library's public headers, like any user program.
  *
  * Every command returns the process exit status (0 ok, 1 runtime error, 2 usage
  * error) and prints its own errors through cmd_err: "goldminer COMMAND: ...".

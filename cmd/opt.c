@@ -1,5 +1,6 @@
 /*
- * opt.c - the option parser every command shares (see cmd.h).
+ * opt.c - the option parser of every command but run, which reads only --help
+ * and --node before handing the rest to python3 -m goldminer run (see cmd.h).
  *
  * A command declares its options as a table; this file turns the table into
  * getopt_long's struct option array (glibc's parser: unique prefixes,

@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "goldminer/pack.h"
+#include "goldminer/util.h"
 
 #define CMD "pack"
 
@@ -42,13 +43,6 @@ static void pack_usage(FILE *f)
 		  opts, O_N);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int gm_cmd_pack(int argc, char **argv)
 {
 	const char *val[O_N];
@@ -76,7 +70,7 @@ int gm_cmd_pack(int argc, char **argv)
 		pack_usage(stderr);
 		return 2;
 	}
-	double t0 = now_s();
+	double t0 = gm_now_s();
 	struct gm_pack_opts o = {(uint32_t)per, (uint32_t)restart, val[O_TREE] != NULL};
 	if (gm_pack_ex(pos[0], pos[1], &o, &st, err, sizeof(err))) {
 		cmd_err(CMD, NULL, NULL, "%s", err);
@@ -86,7 +80,8 @@ int gm_cmd_pack(int argc, char **argv)
 		printf("pack: %s -> %s: a tree of %u images", pos[0], pos[1], st.files);
 	else
 		printf("pack: %s -> %s: %u shards", pos[0], pos[1], st.shards);
-	printf(", %.1f MB of images, checked, %.2f s\n", (double)st.bytes_out / 1e6, now_s() - t0);
+	printf(", %.1f MB of images, checked, %.2f s\n", (double)st.bytes_out / 1e6,
+	       gm_now_s() - t0);
 	if (restart)
 		printf("pack: restart markers every %u MCUs at most: %.1f MB -> %.1f MB (%+.2f%%); "
 		       "%u of %u images kept as they were (not transcodable, or pixels would "

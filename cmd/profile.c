@@ -54,6 +54,7 @@
 #include "goldminer/loader.h"
 #include "goldminer/pipeline.h"
 #include "goldminer/profile.h"
+#include "goldminer/util.h"
 
 #define CMD		"profile"
 #define GM_PROFILE_PY_S 900 /* a Python measurement still running then is killed */
@@ -352,9 +353,8 @@ static int profile_measure(struct run *r)
 
 	struct gm_loader *l;
 	struct rusage r0, r1;
-	struct timespec w0, w1;
 	getrusage(RUSAGE_CHILDREN, &r0);
-	clock_gettime(CLOCK_MONOTONIC, &w0);
+	double w0 = gm_now_s();
 	if (gm_loader_open(&l, &o, err, sizeof(err))) {
 		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
@@ -374,10 +374,9 @@ static int profile_measure(struct run *r)
 	}
 	gm_loader_stats(l, &r->st);
 	gm_loader_close(l); /* reaps the worker: its CPU time is in RUSAGE_CHILDREN now */
-	clock_gettime(CLOCK_MONOTONIC, &w1);
+	r->wall = gm_now_s() - w0;
 	getrusage(RUSAGE_CHILDREN, &r1);
 	r->cpu = tv_s(r1.ru_utime) - tv_s(r0.ru_utime) + tv_s(r1.ru_stime) - tv_s(r0.ru_stime);
-	r->wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
 	if (!(r->cpu > 0) || !r->st.samples) {
 		cmd_err(CMD, r->data, "give more --images", "no worker CPU time was measured");
 		return 1;

@@ -18,6 +18,7 @@
 
 #include "cmd.h"
 #include "goldminer/synth.h"
+#include "goldminer/util.h"
 
 #define CMD "synth"
 
@@ -103,7 +104,6 @@ int gm_cmd_synth(int argc, char **argv)
 	struct synth s;
 	uint64_t bytes = 0;
 	char err[PATH_MAX + 128];
-	struct timespec t0, t1;
 
 	int rc = synth_options(&s, argc, argv);
 	if (rc >= 0)
@@ -112,18 +112,17 @@ int gm_cmd_synth(int argc, char **argv)
 		cmd_err(CMD, s.dir, "use --force to write into it", "exists and is not empty");
 		return 1;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = gm_now_s();
 	int ret = s.shards ? gm_synth_write_shards(s.dir, (uint32_t)s.n, (uint32_t)s.classes,
 						   s.seed, (int)s.quality, (uint32_t)s.shards,
 						   &bytes, err, sizeof(err))
 			   : gm_synth_write(s.dir, (uint32_t)s.n, (uint32_t)s.classes, s.seed,
 					    (int)s.quality, &bytes, err, sizeof(err));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double sec = gm_now_s() - t0;
 	if (ret) {
 		cmd_err(CMD, NULL, NULL, "%s", err);
 		return 1;
 	}
-	double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	printf("synth: wrote %llu images in %llu classes to %s%s: %.1f MB, %.2f s\n",
 	       (unsigned long long)s.n, (unsigned long long)(s.n < s.classes ? s.n : s.classes),
 	       s.dir, s.shards ? " (tar shards)" : "", (double)bytes / 1e6, sec);

@@ -43,8 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -307,11 +305,8 @@ struct gm_bind_pool {
 	struct gm_pool_cfg pc; /* the pool's configuration, for them */
 	struct gm_pool *fallback;
 	char node_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 64];
-	uint32_t cap;	   /* the workers' cap asked of the agent */
-	uint64_t retry_ns; /* the next look for an agent on node_path */
-	uint32_t retry_ms; /* ... this long after a refusal (doubling) */
-	bool told_refusal; /* a refusal was said once */
-	char facts[2048];  /* gm_bind_pool_facts' words, after the command's */
+	uint32_t cap;	  /* the workers' cap asked of the agent */
+	char facts[2048]; /* gm_bind_pool_facts' words, after the command's */
 	size_t nfacts;
 	/* the agent cannot run the command (wire.h, GM_NODE_TRAINER_WORKERS): the
 	 * workers are this process's (fallback) from the start, sized by the
@@ -341,6 +336,9 @@ int gm_bind_pool_create(struct gm_bind_pool **out, const struct gm_bind_pool_cfg
 			GM_MAX_WORKERS);
 		return -EINVAL;
 	}
+	rc = gm_pool_lease_check(c->lease_timeout_ms, err, errlen);
+	if (rc)
+		return rc;
 	memset(&pc, 0, sizeof(pc));
 	pc.exec_argv = c->argv;
 	pc.zygote_argv = c->zygote_argv;
@@ -604,19 +602,15 @@ out_free:
  * workers the agent served go back (gm_consumer_strays). An agent answering
  * on the socket again is sent the job again (CMDJOB: it runs its workers over
  * the ring as it is); then ours finish their batches (gm_pool_hand_over). */
-#define RETRY_MS     500   /* look for an agent on the socket this often */
-#define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
-#define REATTACH_MS  10000 /* an agent's answer, at most */
 
 /* The agent's connection closed with n batches taken back to be made again; the
- * socket is tried again in RETRY_MS (bind_reattach). */
+ * socket is tried again in GM_CONSUMER_RETRY_MS (bind_reattach). */
 static void agent_gone(struct gm_bind_pool *p, uint32_t n)
 {
 	close(p->node_fd);
-	p->node_fd = p->c.agent_fd = -1;
+	p->node_fd = -1;
+	gm_consumer_agent_lost(&p->c);
 	atomic_fetch_add(&p->h->p_reissued, n);
-	p->retry_ms = RETRY_MS;
-	p->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 }
 
 /* Is holder one of this process's live workers (the pool over a trainer-run
@@ -667,25 +661,30 @@ static int bind_take_over(struct gm_bind_pool *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* The job again to the agent on fd: 0, or -errno with why. */
-static int bind_ask(struct gm_bind_pool *p, int fd, uint32_t *flags, char *why, size_t len)
+/* bind_ask's question and the agent's answer. */
+struct ask {
+	struct gm_bind_pool *p;
+	uint32_t flags; /* the agent's reply's GM_NODE_* flags, when it took the job */
+};
+
+/* The job again to the agent on fd (gm_consumer_ask_fn; arg: struct ask): 0, or
+ * -errno with why. */
+static int bind_ask(void *arg, int fd, char *why, size_t len)
 {
+	struct ask *a = arg;
 	struct gm_node_req req;
-	struct timeval tv = {REATTACH_MS / 1000, 0};
-	int fds[2] = {gm_ring_fd(p->ring), p->spec_fd};
+	int fds[2] = {gm_ring_fd(a->p->ring), a->p->spec_fd};
 	struct gm_node_reply *rep = malloc(sizeof(*rep));
 
-	if (!rep || cmd_request(p, p->cap, &req)) {
+	if (!rep || cmd_request(a->p, a->p->cap, &req)) {
 		free(rep);
 		snprintf(why, len, "out of memory");
 		return -ENOMEM;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	int rc = gm_wire_call_fds(fd, &req, fds, 2, rep, NULL);
 	if (!rc && rep->status)
 		rc = rep->status;
-	*flags = rc ? 0 : rep->flags;
+	a->flags = rc ? 0 : rep->flags;
 	if (rc)
 		snprintf(why, len, "%.400s",
 			 rc == -EPIPE		  ? "no answer to the request"
@@ -695,36 +694,18 @@ static int bind_ask(struct gm_bind_pool *p, int fd, uint32_t *flags, char *why, 
 	return rc;
 }
 
+/* An agent on the socket again: it runs the job's workers again (ours finish
+ * their batches) or sizes ours again. A refusal is said once; asked again later
+ * (gm_consumer_reattach). */
 static void bind_reattach(struct gm_bind_pool *p)
 {
-	char why[512];
-	uint64_t now = gm_now_ns();
+	struct ask a = {.p = p};
+	int fd = gm_consumer_reattach(&p->c, p->node_path, bind_ask, &a);
 
-	if (now < p->retry_ns)
-		return;
-	p->retry_ns = now + p->retry_ms * 1000000ull;
-	int fd = gm_wire_connect(p->node_path, why, sizeof(why));
 	if (fd < 0)
-		return; /* no agent there yet */
-	uint32_t flags;
-	int rc = bind_ask(p, fd, &flags, why, sizeof(why));
-	if (rc) {
-		close(fd);
-		if (!p->told_refusal)
-			gm_log("loader",
-			       "the node agent at %s does not take this job back (%s): its "
-			       "workers stay in this process; asked again every %u s at most",
-			       p->node_path, why, RETRY_MAX_MS / 1000);
-		p->told_refusal = true;
-		p->retry_ms = p->retry_ms * 2 < RETRY_MAX_MS ? p->retry_ms * 2 : RETRY_MAX_MS;
 		return;
-	}
-	struct timeval none = {0, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
-	p->node_fd = p->c.agent_fd = fd;
-	p->told_refusal = false;
-	p->trainer_runs = (flags & GM_NODE_TRAINER_WORKERS) != 0;
+	p->node_fd = fd;
+	p->trainer_runs = (a.flags & GM_NODE_TRAINER_WORKERS) != 0;
 	if (p->trainer_runs) { /* ours stay; the agent sizes them again */
 		gm_log("loader",
 		       "re-attached to the node agent at %s: it sizes this process's workers "

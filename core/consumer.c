@@ -24,6 +24,11 @@
  * old pages or the copy, never a hole) and the slot goes back. Only a batch kept
  * across N - 1 later ones is ever copied.
  *
+ * The way back: when the agent went away, gm_consumer_reattach tries its socket
+ * again, at most every GM_CONSUMER_RETRY_MS, and puts the embedder's question
+ * (loader.c: adopt the running ring; bind.c: the job's command again) to an
+ * agent there; a refusal is said once and doubles the wait.
+ *
  * It does not read what a batch holds, own the ring, or write a task's indices.
  */
 #include "goldminer/consumer.h"
@@ -35,12 +40,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "goldminer/cuda.h"
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
+#include "goldminer/wire.h"
 
 #define WAIT_SLICE_MS 100 /* a fatal error, a gone agent, an interrupt: seen this soon */
 
@@ -457,4 +464,52 @@ int gm_consumer_wait(struct gm_consumer *c, uint64_t task, int timeout_ms)
 		return rc;
 	c->wait_ns += dt;
 	return (int)(task & (c->nslots - 1));
+}
+
+/* ---- the way back to a node agent -------------------------------------------------- */
+
+void gm_consumer_agent_lost(struct gm_consumer *c)
+{
+	c->agent_fd = -1;
+	c->retry_ms = GM_CONSUMER_RETRY_MS;
+	c->retry_ns = gm_now_ns() + GM_CONSUMER_RETRY_MS * 1000000ull;
+}
+
+/* fd's send and receive bounded by ms (0: no bound). */
+static void sock_timeouts(int fd, unsigned ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+int gm_consumer_reattach(struct gm_consumer *c, const char *path, gm_consumer_ask_fn ask, void *arg)
+{
+	char why[512];
+	uint64_t now = gm_now_ns();
+
+	if (now < c->retry_ns)
+		return -1;
+	c->retry_ns = now + c->retry_ms * 1000000ull;
+	int fd = gm_wire_connect(path, why, sizeof(why));
+	if (fd < 0)
+		return -1; /* no agent there yet */
+	sock_timeouts(fd, GM_CONSUMER_REATTACH_MS);
+	if (ask(arg, fd, why, sizeof(why))) {
+		close(fd);
+		if (!c->told_refusal)
+			gm_log("loader",
+			       "the node agent at %s does not take this job back (%s): its "
+			       "workers stay in this process; asked again every %u s at most",
+			       path, why, GM_CONSUMER_RETRY_MAX_MS / 1000);
+		c->told_refusal = true;
+		c->retry_ms = c->retry_ms * 2 < GM_CONSUMER_RETRY_MAX_MS ? c->retry_ms * 2
+									 : GM_CONSUMER_RETRY_MAX_MS;
+		return -1;
+	}
+	sock_timeouts(fd, 0);
+	c->told_refusal = false;
+	c->agent_fd = fd;
+	return fd;
 }

@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,9 +61,6 @@ struct gm_loader {
 	 * agent is back on the socket and adopts the ring (reattach). */
 	struct gm_pool *fallback;
 	struct gm_pool_cfg pcfg;   /* the pool a loader of its own would make */
-	uint64_t retry_ns;	   /* the next look for an agent on the socket */
-	uint32_t retry_ms;	   /* ... this long after a refusal (doubling) */
-	bool told_refusal;	   /* a re-attach refusal was said once */
 	struct gm_ring *ring;	   /* the pool's, or the agent's mapped here (then ours) */
 	struct gm_ring_hdr *h;	   /* shared counters and the pool's fatal error */
 	struct gm_consumer c;	   /* the wait, give-back, kept batches, pin (consumer.h) */
@@ -468,14 +463,12 @@ out_ring_fd:
  * of its own over that ring (take_over): the leases the agent's workers held go
  * back to FREE once their holders are gone, and its workers make those batches
  * again, resuming where the dead ones stopped. Before each wait for a batch, at
- * most every RETRY_MS, the socket is tried again (reattach): an agent that
+ * most every GM_CONSUMER_RETRY_MS, the socket is tried again (reattach,
+ * through gm_consumer_reattach): an agent that
  * answers there is asked to adopt the running ring (an ATTACH that carries the
  * ring's memfd, wire.h); once it has, this process's workers finish their
  * batches and exit (gm_pool_hand_over) and the agent's go on.
  */
-#define RETRY_MS     500   /* look for an agent on the socket this often */
-#define RETRY_MAX_MS 8000  /* ... and after a refusal, down to this seldom */
-#define REATTACH_MS  10000 /* an agent's answer to a re-attach, at most */
 
 /* The agent went away: this process's workers go on with its ring. 0, or -errno
  * with a message when they cannot start. */
@@ -501,7 +494,8 @@ static int take_over(struct gm_loader *l)
 			       l->o.node, why);
 	}
 	close(l->sock); /* (kept until here: a next call tries again) */
-	l->sock = l->c.agent_fd = -1;
+	l->sock = -1;
+	gm_consumer_agent_lost(&l->c);
 	atomic_fetch_add(&l->h->p_reissued, n);
 	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	gm_log("loader",
@@ -509,25 +503,22 @@ static int take_over(struct gm_loader *l)
 	       "batches from batch %llu of epoch %u on (the same bytes; %u batches its "
 	       "workers held made again), until an agent answers there again",
 	       l->o.node, (unsigned long long)k, epoch, n);
-	l->retry_ms = RETRY_MS;
-	l->retry_ns = gm_now_ns() + RETRY_MS * 1000000ull;
 	return 0;
 }
 
-/* Ask the agent on fd to adopt the running ring. 0, or -errno with why. */
-static int ask_adopt(struct gm_loader *l, int fd, char *why, size_t len)
+/* Ask the agent on fd to adopt the running ring (gm_consumer_ask_fn; arg: the
+ * loader). 0, or -errno with why. */
+static int ask_adopt(void *arg, int fd, char *why, size_t len)
 {
+	struct gm_loader *l = arg;
 	struct gm_node_req req;
 	struct gm_node_reply rep = {0};
-	struct timeval tv = {REATTACH_MS / 1000, 0};
 	int ring_fd = gm_ring_fd(l->ring), got = -1;
 
 	if (gm_wire_attach_request(&req, &l->o)) {
 		snprintf(why, len, "dataset path too long");
 		return -ENAMETOOLONG;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	int err = gm_wire_call_fds(fd, &req, &ring_fd, 1, &rep, &got);
 	if (got >= 0) /* an agent that made a ring of its own did not adopt ours */
 		close(got);
@@ -547,39 +538,19 @@ static int ask_adopt(struct gm_loader *l, int fd, char *why, size_t len)
 
 /* An agent on the socket again: it adopts the running ring and its workers go
  * on; this process's finish their batches. A refusal is said once; asked again
- * later (RETRY_MS doubling to RETRY_MAX_MS). */
+ * later (gm_consumer_reattach). */
 static void reattach(struct gm_loader *l)
 {
-	char why[512];
 	uint32_t epoch;
-	uint64_t k, now = gm_now_ns();
+	uint64_t k;
+	int fd = gm_consumer_reattach(&l->c, l->o.node, ask_adopt, l);
 
-	if (now < l->retry_ns)
-		return;
-	l->retry_ns = now + l->retry_ms * 1000000ull;
-	int fd = gm_wire_connect(l->o.node, why, sizeof(why));
 	if (fd < 0)
-		return; /* no agent there yet */
-	int err = ask_adopt(l, fd, why, sizeof(why));
-	if (err) {
-		close(fd);
-		if (!l->told_refusal)
-			gm_log("loader",
-			       "the node agent at %s does not take this job back (%s): its "
-			       "workers stay in this process; asked again every %u s at most",
-			       l->o.node, why, RETRY_MAX_MS / 1000);
-		l->told_refusal = true;
-		l->retry_ms = l->retry_ms * 2 < RETRY_MAX_MS ? l->retry_ms * 2 : RETRY_MAX_MS;
 		return;
-	}
-	struct timeval none = {0, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
 	gm_pool_hand_over(l->fallback);
 	gm_pool_destroy(l->fallback);
 	l->fallback = NULL;
-	l->sock = l->c.agent_fd = fd;
-	l->told_refusal = false;
+	l->sock = fd;
 	gm_worker_task_pos(&l->wcfg, l->c.next, &epoch, &k);
 	gm_log("loader",
 	       "re-attached to the node agent at %s: its workers make the job's batches "

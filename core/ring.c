@@ -450,8 +450,7 @@ void gm_ring_wait_work(struct gm_ring *r, uint32_t seq, int timeout_ms)
 int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms)
 {
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, (uint32_t)(task & r->mask));
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = gm_now_ms();
 	for (;;) {
 		/* pairs with the release store in gm_ring_publish */
 		uint32_t w = atomic_load_explicit(&ctl->state, memory_order_acquire);
@@ -460,9 +459,7 @@ int gm_ring_wait_ready(struct gm_ring *r, uint64_t task, int timeout_ms)
 			return 0;
 		int left = timeout_ms;
 		if (timeout_ms >= 0) {
-			clock_gettime(CLOCK_MONOTONIC, &t1);
-			long el =
-			    (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+			int64_t el = gm_now_ms() - t0;
 			if (el >= timeout_ms)
 				return -ETIMEDOUT;
 			left = (int)(timeout_ms - el);

@@ -1444,10 +1444,9 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 {
 	struct sim S = {.c = c, .t = t, .prof = prof, .o = *o, .err = err, .errlen = errlen};
 	struct sim *s = &S;
-	struct timespec w0, w1;
 	struct rusage ru;
 
-	clock_gettime(CLOCK_MONOTONIC, &w0);
+	double w0 = gm_now_s();
 	memset(m, 0, sizeof(*m));
 	if (sim_open(s) || load_jobs(s) || init_nodes(s) || init_events(s) || run_events(s))
 		goto out_close;
@@ -1455,8 +1454,7 @@ int gm_sim_run(const struct gm_cluster *c, const struct gm_trace *t, const struc
 	if (summarize_jobs(s, m))
 		goto out_close;
 	summarize_use(s, m);
-	clock_gettime(CLOCK_MONOTONIC, &w1);
-	m->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+	m->wall_s = gm_now_s() - w0;
 	if (!getrusage(RUSAGE_SELF, &ru))
 		m->max_rss_mib = (double)ru.ru_maxrss / 1024.0;
 	if (o->out_dir)

@@ -5,7 +5,7 @@
 # Sourcing it sets repo, B (the build folder, made absolute; default build),
 # G (the goldminer binary), PY (/usr/bin/python3), GM_POOL_START_MS (5000 in a
 # sanitizer build, exported: see below), tmp (a new folder, removed
-# at exit), sock ($tmp/a.sock: the agent's socket), apid and tpid (the agent's and the
+# at exit; under $AGENT_TMP where the test sets it, else mktemp's default), sock ($tmp/a.sock: the agent's socket), apid and tpid (the agent's and the
 # trainer's pids, empty), the TAP counters n and fails, and a trap on EXIT,
 # INT and TERM that runs agent_cleanup. A test that sources tests/multihost.sh
 # too, whose mh_setup owns the traps, sets MH_ATEXIT=agent_cleanup instead.
@@ -14,11 +14,13 @@
 #                          others); T_TIMED=1 adds "# case N took S s"
 #   skip WHY               the next case's line: a SKIP saying WHY
 #   skip_all WHY           N such lines (N: the script's plan), then exit 0
-#   diag FILE              FILE's lines as TAP comments
+#   diag FILE [PREFIX]     FILE's lines as TAP comments, each after PREFIX
+#                          (nothing when FILE is not there)
 #   listed WORD LIST       WORD is one of the blank-separated LIST, or LIST is
 #                          empty (a script's env knob naming the cases to run)
-#   until_ok SECONDS CMD   run CMD every 0.1 s until it succeeds (0) or SECONDS
-#                          pass (1)
+#   until_ok SECONDS CMD [ARG...]  run CMD every 0.05 s until it succeeds (0)
+#                          or SECONDS of wall-clock time pass (1): a CMD that
+#                          itself takes a while counts against the bound
 #   wait_for FILE PATTERN [S]  until FILE has a line matching PATTERN (0), or
 #                          S seconds (default 10) passed (1)
 #   start_agent LOG ARGS...  `$G node --socket $sock ARGS...` in the background
@@ -40,7 +42,7 @@ B=${B:-build}
 case $B in /*) ;; *) B=$repo/$B ;; esac
 G="$B/goldminer"
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
+tmp=$(mktemp -d ${AGENT_TMP:+"$AGENT_TMP/gm-test.XXXXXX"})
 sock=$tmp/a.sock
 apid='' tpid=''
 n=0
@@ -78,20 +80,19 @@ skip_all() { # skip_all WHY: the rest of the plan's N cases skip, then exit
 	while [ "$n" -lt "$N" ]; do skip "$1"; done
 	exit 0
 }
-diag() { sed 's/^/# /' "$1"; }
+diag() { [ -f "$1" ] && sed "s/^/# ${2:-}/" "$1"; }
 listed() { # listed WORD LIST
 	[ -z "$2" ] && return 0
 	for w in $2; do [ "$w" = "$1" ] && return 0; done
 	return 1
 }
-until_ok() { # until_ok SECONDS CMD
-	i=0
-	while [ "$i" -lt $(($1 * 10)) ]; do
-		"$2" && return 0
-		sleep 0.1
-		i=$((i + 1))
+until_ok() { # until_ok SECONDS CMD [ARG...]
+	u_end=$(($(date +%s%N) / 1000000 + $1 * 1000))
+	shift
+	until "$@"; do
+		[ $(($(date +%s%N) / 1000000)) -lt $u_end ] || return 1
+		sleep 0.05
 	done
-	return 1
 }
 wait_for() { # wait_for FILE PATTERN [S]
 	k=0

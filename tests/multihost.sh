@@ -55,9 +55,16 @@
 #                         its output; MH_PID its pid, also kept in MH_AGENTS),
 #                         then a wait until SOCK is there: 1 if the agent
 #                         exited first or MH_WAIT_S passed
-#   mh_connected SOCK N   wait until the agent at SOCK has N peers connected
+#   mh_peers SOCK         how many peers the agent at SOCK lists as connected
 #                         (its --status, asked from outside the hosts: no
-#                         host's quota pays for it): 1 if not within MH_WAIT_S
+#                         host's quota pays for it; 0 when it does not answer)
+#   mh_connected SOCK N   wait until the agent at SOCK has N peers connected
+#                         (mh_peers): 1 if not within MH_WAIT_S
+#   mh_delivered LOG [N]  the samples a job's remote workers delivered, from
+#                         the home agent's LOG: the number in its last
+#                         "remote workers delivered" line (the agent writes
+#                         one as each job ends), once LOG has N (default 1)
+#                         such lines or MH_WAIT_S passed; empty when none came
 #   mh_agents_stop        SIGTERM to every agent in MH_AGENTS, SIGKILL to those
 #                         left after 2 s, every one reaped; MH_AGENTS emptied
 #
@@ -402,14 +409,28 @@ mh_agent() {
 	done
 }
 
+mh_peers() {
+	"${G:?mh_peers: G must name the goldminer binary}" node --socket "$1" --status 2>/dev/null |
+		grep -o '"state": "connected"' | wc -l
+}
+
 mh_connected() {
 	mh_k=0
-	while [ "$("${G:?mh_connected: G must name the goldminer binary}" node --socket "$1" \
-		--status 2>/dev/null | grep -o '"state": "connected"' | wc -l)" -lt "$2" ]; do
+	while [ "$(mh_peers "$1")" -lt "$2" ]; do
 		[ $mh_k -lt $((${MH_WAIT_S:-10} * 20)) ] || return 1
 		sleep 0.05
 		mh_k=$((mh_k + 1))
 	done
+}
+
+mh_delivered() {
+	mh_k=0
+	while [ "$(grep -c "remote workers delivered" "$1" 2>/dev/null)" -lt "${2:-1}" ] &&
+		[ $mh_k -lt $((${MH_WAIT_S:-10} * 20)) ]; do
+		sleep 0.05
+		mh_k=$((mh_k + 1))
+	done
+	sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$1" 2>/dev/null | tail -1
 }
 
 mh_agents_stop() {

@@ -953,6 +953,11 @@ static void test_consumer_refuses_what_is_out_of_range(void **state)
 	c.workers = 1;
 	c.end_task = 0;
 	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+	c.end_task = 6; /* a lease deadline past the one every job is held to */
+	c.lease_timeout_ms = GM_MAX_LEASE_MS + 1;
+	assert_int_equal(gm_bind_pool_create(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_null(p);
+	assert_non_null(strstr(err, "lease_timeout_ms must be 0"));
 	p = open_pool("plain", 1, 6, 0, err, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(gm_bind_pool_give(p, 0, indices(0, idx)), -EBUSY); /* given already */

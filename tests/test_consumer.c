@@ -7,7 +7,9 @@
  * error, a worker's fatal, a hung-up node agent, an interrupt and a deadline each
  * end a wait with their own errno and words; a taken batch is counted for the
  * controller; an agent gone that only sized the trainer's workers leaves them
- * their leases and takes back every other (gm_consumer_strays). It does not
+ * their leases and takes back every other (gm_consumer_strays); a refused
+ * re-attach is said once and asked again ever less often, a yes gives the
+ * connection back unbounded (gm_consumer_reattach). It does not
  * test the loader or the bindings (test_loader.c, test_bind.c), which embed it.
  */
 #include <stdarg.h>
@@ -20,13 +22,18 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "goldminer/consumer.h"
 #include "goldminer/ring.h"
+#include "goldminer/util.h"
+#include "goldminer/wire.h"
 
 #define SLOTS  4
 #define BATCH  8
@@ -301,6 +308,123 @@ static void test_an_agent_gone_takes_back_every_lease_but_the_trainers_workers(v
 	gm_ring_destroy(r);
 }
 
+/* The agent the test plays at gm_consumer_reattach's ask: says no while `no` is
+ * positive, and notes how often it was asked and fd's receive bound. */
+struct fake_agent {
+	int asked, no;
+	long rcv_ms;
+};
+
+static int fake_ask(void *arg, int fd, char *why, size_t len)
+{
+	struct fake_agent *a = arg;
+	struct timeval tv;
+	socklen_t tl = sizeof(tv);
+
+	a->asked++;
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl), 0);
+	a->rcv_ms = (long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+	if (a->no <= 0)
+		return 0;
+	a->no--;
+	snprintf(why, len, "sees other files");
+	return -EPROTO;
+}
+
+/* Lines in the file at fd (the captured stderr) holding word. */
+static int lines_with(int fd, const char *word)
+{
+	char buf[8192];
+	int n = 0;
+
+	fflush(stderr);
+	ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+	assert_true(got >= 0);
+	buf[got] = 0;
+	for (char *p = buf; (p = strstr(p, word)); p += strlen(word))
+		n++;
+	return n;
+}
+
+static void test_a_refused_reattach_is_said_once_and_asked_again_ever_less_often(void **state)
+{
+	(void)state;
+	struct gm_consumer c;
+	struct gm_ring *r = ring(&c);
+	struct fake_agent a = {.no = 5};
+	struct sockaddr_un sa;
+	char dir[] = "/tmp/gm-consumer-XXXXXX", path[64], err[256];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/node.sock", dir);
+	c.agent_fd = 99; /* (a connection the embedder closed) */
+	gm_consumer_agent_lost(&c);
+	assert_int_equal(c.agent_fd, -1);
+	/* nothing listens yet: not asked, whenever */
+	c.retry_ns = 0;
+	assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+	assert_int_equal(a.asked, 0);
+	int lfd = gm_wire_socket(path, &sa, err, sizeof(err));
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 8), 0);
+	char logp[] = "/tmp/gm-consumer-log-XXXXXX";
+	int logfd = mkstemp(logp), saved = dup(2);
+	assert_true(logfd >= 0 && saved >= 0);
+	unlink(logp);
+	fflush(stderr);
+	dup2(logfd, 2);
+	/* an agent listens: not asked before GM_CONSUMER_RETRY_MS, asked after */
+	gm_consumer_agent_lost(&c);
+	assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+	assert_int_equal(a.asked, 0);
+	usleep((GM_CONSUMER_RETRY_MS + 50) * 1000);
+	assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+	assert_int_equal(a.asked, 1);
+	assert_int_equal(a.rcv_ms, GM_CONSUMER_REATTACH_MS); /* its answer bounded */
+	assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+	assert_int_equal(a.asked, 1); /* too soon after the refusal */
+	/* each refusal doubles the wait, up to GM_CONSUMER_RETRY_MAX_MS; said once */
+	uint32_t want = 2 * GM_CONSUMER_RETRY_MS;
+	for (int i = 2; i <= 5; i++) {
+		assert_int_equal(c.retry_ms, want);
+		uint64_t now = gm_now_ns();
+		c.retry_ns = 0;
+		assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+		assert_int_equal(a.asked, i);
+		assert_in_range(c.retry_ns - now, want * 1000000ull, (want + 1000) * 1000000ull);
+		want = want * 2 < GM_CONSUMER_RETRY_MAX_MS ? want * 2 : GM_CONSUMER_RETRY_MAX_MS;
+	}
+	assert_int_equal(c.retry_ms, GM_CONSUMER_RETRY_MAX_MS);
+	assert_int_equal(lines_with(logfd, "does not take this job back (sees other files)"), 1);
+	assert_int_equal(lines_with(logfd, path), 1);
+	/* a yes: the connection is the consumer's agent's, with no bound left */
+	c.retry_ns = 0;
+	int fd = gm_consumer_reattach(&c, path, fake_ask, &a);
+	assert_true(fd >= 0);
+	assert_int_equal(c.agent_fd, fd);
+	assert_int_equal(a.asked, 6);
+	struct timeval tv;
+	socklen_t tl = sizeof(tv);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl), 0);
+	assert_true(tv.tv_sec == 0 && tv.tv_usec == 0);
+	/* after it, the next agent's first refusal is said again */
+	close(fd);
+	gm_consumer_agent_lost(&c);
+	a.no = 1;
+	c.retry_ns = 0;
+	assert_int_equal(gm_consumer_reattach(&c, path, fake_ask, &a), -1);
+	assert_int_equal(lines_with(logfd, "does not take this job back"), 2);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(logfd);
+	close(lfd);
+	unlink(path);
+	rmdir(dir);
+	gm_consumer_fini(&c);
+	gm_ring_destroy(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +437,7 @@ int main(void)
 	    cmocka_unit_test(test_interrupt_and_deadline_end_the_wait_in_time),
 	    cmocka_unit_test(test_a_taken_batch_is_counted_for_the_controller),
 	    cmocka_unit_test(test_an_agent_gone_takes_back_every_lease_but_the_trainers_workers),
+	    cmocka_unit_test(test_a_refused_reattach_is_said_once_and_asked_again_ever_less_often),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

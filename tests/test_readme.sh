@@ -13,8 +13,9 @@
 #   4 the Python example, run with /usr/bin/python3 and PYTHONPATH=python, prints
 #     "(32, 224, 224, 3) 32" twice (two batches of 32): the same with NumPy (an
 #     array) or without (a memoryview), so it needs no SKIP for NumPy
-#   5 every .c file under core/ sim/ cmd/ is named, by its path from the
-#     repository root, in docs/DESIGN.md's "## 2. Layout" section
+#   5 every file under core/ sim/ cmd/ is named, by its path from the
+#     repository root (a header: or by its file name, beside its module), in
+#     docs/DESIGN.md's "## 2. Layout" section
 #   6 the DataLoader example, run as a script with /usr/bin/python3 and
 #     PYTHONPATH=python, prints "(32, 3, 8, 8) 32" four times (2 batches, 2 epochs)
 #     (SKIP without torch)
@@ -126,16 +127,18 @@ else
 	[ $rc = 0 ] || diag "$tmp/py.err"
 fi
 
-# ---- 5: DESIGN's Layout section names every .c of core/ sim/ cmd/
+# ---- 5: DESIGN's Layout section names every file of core/ sim/ cmd/
 awk '/^## / { in_layout = ($0 ~ /^## [0-9.]* *Layout/) } in_layout' "$design" >"$tmp/layout"
 missing=""
-for f in $(cd "$repo" && find core sim cmd -name '*.c' | sort); do
-	# the path as a whole word: "core/aug.c" is not named by "core/aug.c.in"
+for f in $(cd "$repo" && find core sim cmd -type f | sort); do
+	# the path as a whole word: "core/aug.c" is not named by "core/aug.c.in"; a
+	# header may be named by its file name beside its module ("(conn.h)")
 	re=$(printf '%s' "$f" | sed 's/\./\\./g')
+	case $f in *.h) re="\($re\|$(basename "$re")\)" ;; esac
 	grep -q "\(^\|[^a-z0-9_/]\)$re\([^a-z0-9_]\|$\)" "$tmp/layout" || missing="$missing $f"
 done
 t "$([ -s "$tmp/layout" ] && [ -z "$missing" ]; echo $?)" \
-	"DESIGN's Layout names every .c of core/ sim/ cmd/${missing:+ (missing:$missing)}"
+	"DESIGN's Layout names every file of core/ sim/ cmd/${missing:+ (missing:$missing)}"
 
 # ---- 6: the DataLoader example
 if [ ! -x "$py" ] || ! "$py" -c 'import torch' 2>/dev/null; then

@@ -20,30 +20,16 @@
 # Without the remote plugin or openssl(1) every case skips, saying why. TAP on
 # stdout; every wait has a deadline. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-tmp=$(mktemp -d)
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-diag() { sed 's/^/# /' "$1"; }
-skip_all() {
-	for i in 1 2 3 4 5; do echo "ok $i # SKIP $1"; done
-	rm -rf "$tmp"
-	exit 0
-}
-
-echo "1..5"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
+N=5
+echo "1..$N"
 [ -f "$B/libgoldminer-remote.so" ] || skip_all "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 command -v openssl >/dev/null 2>&1 || skip_all "no openssl(1) to make certificates (apt-get install openssl)"
 
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 2
 mh_ucx_env
 a1=$(mh_addr 1)
@@ -68,8 +54,7 @@ if ! { ca ca && ca ca2 && cert one ca "IP:$a1" && cert two ca "IP:$a2" && cert a
 	skip_all "openssl(1) could not make the test PKI"
 fi
 cat "$tmp/ca.crt" "$tmp/ca2.crt" >"$tmp/both.crt"
-head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
-chmod 600 "$tmp/secret"
+mh_secret "$tmp/secret"
 
 "$G" synth "$tmp/data" --images 256 >/dev/null 2>&1
 BENCH="--batch 32 --size 96 --checksum --quiet"
@@ -84,36 +69,15 @@ agent() {
 	i=$1
 	shift
 	o=$((3 - i))
-	mh_spawn "$i" 0 "$G" node --cpus 1 --socket "$tmp/$i.sock" \
+	mh_agent "$i" 0 "$tmp/$i.sock" --cpus 1 \
 		--listen "$(mh_addr "$i"):$((port + i))" --peers "$(mh_addr "$o"):$((port + o))" \
-		--lend-root "$tmp/data" "$@" >"$tmp/$i.log" 2>&1
-	k=0
-	while [ $k -lt 100 ] && ! grep -q "listening on $tmp/$i.sock" "$tmp/$i.log" 2>/dev/null; do
-		sleep 0.05
-		k=$((k + 1))
-	done
+		--lend-root "$tmp/data" "$@" >"$tmp/$i.log" 2>&1 ||
+		echo "# agent $i did not start: $(tail -3 "$tmp/$i.log")"
 }
 certs() { echo "--tls-cert $tmp/$1.crt --tls-key $tmp/$1.key --tls-ca $tmp/${2:-ca}.crt"; }
-stop() {
-	pkill -f "node --cpus 1 --socket $tmp/" 2>/dev/null
-	k=0
-	while [ $k -lt 40 ] && pgrep -f "node --cpus 1 --socket $tmp/" >/dev/null; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	pkill -KILL -f "node --cpus 1 --socket $tmp/" 2>/dev/null
+stop() { # every agent stopped; the next pair on ports of their own
+	mh_agents_stop
 	port=$((port + 10))
-}
-connected() { # connected I: the peers agent I lists as connected
-	"$G" node --socket "$tmp/$1.sock" --status 2>/dev/null | grep -o '"state": "connected"' | wc -l
-}
-wait_log() { # wait_log FILE PATTERN: 10 s at most
-	k=0
-	while [ $k -lt 200 ] && ! grep -q "$2" "$1" 2>/dev/null; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
 }
 
 # 1: both with certificates
@@ -121,13 +85,9 @@ wait_log() { # wait_log FILE PATTERN: 10 s at most
 agent 2 $(certs two)
 # shellcheck disable=SC2046
 agent 1 $(certs one)
-wait_log "$tmp/1.log" "agent at $a2 authenticated"
-wait_log "$tmp/2.log" "agent at $a1 authenticated"
-k=0
-while [ $k -lt 100 ] && [ "$(connected 1)" -lt 1 ]; do
-	sleep 0.05
-	k=$((k + 1))
-done
+wait_for "$tmp/1.log" "agent at $a2 authenticated"
+wait_for "$tmp/2.log" "agent at $a1 authenticated"
+mh_connected "$tmp/1.sock" 1 || echo "# agent 1 saw no peer connected within 10 s"
 # the job again (3 runs at most) when it ended before the peer's worker, which
 # starts as the job asks, delivered a sample (a short job on a loaded machine)
 try=0 d=0
@@ -137,12 +97,8 @@ while [ $try -lt 3 ] && [ "${d:-0}" = 0 ]; do
 	mh_run 1 0.25 timeout 300 "$G" bench "$tmp/data" --node "$tmp/1.sock" --epochs 2 $BENCH \
 		>"$tmp/run.json" 2>"$tmp/run.err"
 	sum=$(sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$tmp/run.json")
-	k=0 # the agent says what the job's remote workers delivered once it sees it gone
-	while [ $k -lt 200 ] && [ "$(grep -c "remote workers delivered" "$tmp/1.log")" -lt $try ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	d=$(sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | tail -1)
+	# the agent says what the job's remote workers delivered once it sees it gone
+	d=$(mh_delivered "$tmp/1.log" $try)
 	[ "$sum" = "$ref" ] || break
 done
 ok=1
@@ -156,10 +112,10 @@ stop
 agent 1 $(certs one)
 # shellcheck disable=SC2046
 agent 2 $(certs alien both)
-wait_log "$tmp/1.log" "refused $a2: its certificate does not verify against --tls-ca"
+wait_for "$tmp/1.log" "refused $a2: its certificate does not verify against --tls-ca"
 r=$?
 ok=1
-[ $r = 0 ] && [ "$(connected 1)" = 0 ] && ! grep -q "agent at $a2 authenticated" "$tmp/1.log" && ok=0
+[ $r = 0 ] && [ "$(mh_peers "$tmp/1.sock")" = 0 ] && ! grep -q "agent at $a2 authenticated" "$tmp/1.log" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; }
 t $ok "a certificate of another CA: refused, naming $a2 and why"
 stop
@@ -168,12 +124,12 @@ stop
 # shellcheck disable=SC2046
 agent 1 $(certs one)
 agent 2 --secret "$tmp/secret"
-wait_log "$tmp/1.log" "takes agents by certificate (--tls-cert): give every agent the same kind"
+wait_for "$tmp/1.log" "takes agents by certificate (--tls-cert): give every agent the same kind"
 r1=$?
-wait_log "$tmp/2.log" "or one with --tls-cert (this agent uses --secret: give every agent the same kind)"
+wait_for "$tmp/2.log" "or one with --tls-cert (this agent uses --secret: give every agent the same kind)"
 r2=$?
 ok=1
-[ $r1 = 0 ] && [ $r2 = 0 ] && [ "$(connected 1)" = 0 ] && [ "$(connected 2)" = 0 ] && ok=0
+[ $r1 = 0 ] && [ $r2 = 0 ] && [ "$(mh_peers "$tmp/1.sock")" = 0 ] && [ "$(mh_peers "$tmp/2.sock")" = 0 ] && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; }
 t $ok "a secret and a certificate: each refuses the other in words"
 stop
@@ -183,10 +139,10 @@ stop
 agent 1 $(certs one)
 # shellcheck disable=SC2046
 agent 2 $(certs one)
-wait_log "$tmp/1.log" "names neither $a2 nor\|this agent's own"
+wait_for "$tmp/1.log" "names neither $a2 nor\|this agent's own"
 r=$?
 ok=1
-[ $r = 0 ] && [ "$(connected 1)" = 0 ] && ! grep -q "agent at $a2 authenticated" "$tmp/1.log" && ok=0
+[ $r = 0 ] && [ "$(mh_peers "$tmp/1.sock")" = 0 ] && ! grep -q "agent at $a2 authenticated" "$tmp/1.log" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; }
 t $ok "a certificate that is not the peer's: refused, naming $a2"
 stop

@@ -32,28 +32,11 @@
 # saying why. TAP on stdout; every wait has a deadline. Env: B (build dir),
 # PY_CASES (the case numbers to run, e.g. "3 8"; the others skip).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 TP=$B/tests/libgoldminer-remote-test.so
-PY=/usr/bin/python3
 N=9
-tmp=$(mktemp -d)
-n=0
-t_last=$(date +%s)
-t() { # t STATUS DESCRIPTION (and how long the case took)
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-	echo "# case $n took $(($(date +%s) - t_last)) s"
-	t_last=$(date +%s)
-}
-skip() { # skip WHY: the next case skips
-	n=$((n + 1))
-	echo "ok $n # SKIP $1"
-	t_last=$(date +%s)
-}
-diag() { sed 's/^/# /' "$1"; }
+T_TIMED=1 # each case's line says how long it took
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
 echo "1..$N"
@@ -76,18 +59,12 @@ if [ -z "$why" ] && [ "$san" = 1 ]; then
 	export LD_PRELOAD ASAN_OPTIONS
 	"$PY" -c "import torch" 2>/dev/null ||
 		why="$PY with torch does not start with the sanitizer runtimes preloaded ($pre)"
-	GM_POOL_START_MS=5000 # as test_remote.sh: a worker forked under ASan may hang
-	export GM_POOL_START_MS
 fi
-if [ -n "$why" ]; then
-	while [ $n -lt $N ]; do skip "$why"; done
-	rm -rf "$tmp"
-	exit 0
-fi
+[ -z "$why" ] || skip_all "$why"
 
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 2
 mode=$(mh_mode)
 echo "# multihost mode: $mode, hosts: $(mh_addr 1) $(mh_addr 2)"
@@ -125,14 +102,7 @@ pyref() {
 	PYTHONPATH="$repo/python" GOLDMINER_LIB="$B/libgoldminer.so" NW=2 M="$M" timeout 300 \
 		"$PY" "$here/python/pyremote_job.py" "$tmp/data" plain $EPOCHS 2>"$tmp/pyref.err"
 }
-delivered() { # samples the remote workers delivered to agent 1's job (its log)
-	k=0
-	while [ $k -lt 200 ] && ! grep -q "remote workers delivered" "$tmp/1.log"; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	sed -n 's/.*remote workers delivered \([0-9]*\) samples.*/\1/p' "$tmp/1.log" | tail -1
-}
+delivered() { mh_delivered "$tmp/1.log"; } # what the remote workers gave agent 1's job
 wanted() { # wanted K: case K runs (PY_CASES, and a sanitizer build's choice)
 	case " ${PY_CASES:-1 2 3 4 5 6 7 8} " in *" $1 "*) ;; *) return 1 ;; esac
 	[ "$san" = 0 ] || [ "$1" = 1 ] || [ "$1" = 3 ]
@@ -181,19 +151,9 @@ at() { echo "remote worker at $(mh_addr 2): "; }
 # the home's revoke of it, into $tmp/silent_ms (empty: none within 60 s)
 silent_watch() {
 	: >"$tmp/silent_ms"
-	k=0
-	while [ $k -lt 2400 ] && [ ! -f "$tmp/once" ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	[ -f "$tmp/once" ] || return 0
+	until_ok 120 test -f "$tmp/once" || return 0
 	t0=$(date +%s%N)
-	k=0
-	while [ $k -lt 1200 ] && ! grep -q "$(at)no batch" "$tmp/1.log"; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	grep -q "$(at)no batch" "$tmp/1.log" && ms_since "$t0" >"$tmp/silent_ms"
+	wait_for "$tmp/1.log" "$(at)no batch" 60 && ms_since "$t0" >"$tmp/silent_ms"
 }
 
 # 1, 2: honest batches (the test build, misbehaving in no way), rendezvous

@@ -33,38 +33,19 @@
 # TAP on stdout; every wait has a deadline. Env: B (build dir), RELAY_S
 # (seconds the attacker relays, 4).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
 RELAY_S=${RELAY_S:-4}
-tmp=$(mktemp -d)
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip_all() { # skip_all REASON
-	for i in 1 2 3; do echo "ok $i # SKIP $1"; done
-	exit 0
-}
-
-echo "1..3"
-PY=/usr/bin/python3
+N=3
+echo "1..$N"
 [ -x "$PY" ] || PY=$(command -v python3)
-if [ ! -f "$B/libgoldminer-remote.so" ]; then
-	rm -rf "$tmp"
-	skip_all "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
-fi
-if [ -z "$PY" ]; then
-	rm -rf "$tmp"
-	skip_all "no python3 (the attacker is a Python script)"
-fi
+[ -f "$B/libgoldminer-remote.so" ] || skip_all "no $B/libgoldminer-remote.so (UCX not installed: make deps)"
+[ -n "$PY" ] || skip_all "no python3 (the attacker is a Python script)"
 
 # shellcheck source=tests/multihost.sh disable=SC1091 # (followed under make lint)
 . "$here/multihost.sh"
 # shellcheck disable=SC2034 # multihost.sh's EXIT trap runs it
-MH_ATEXIT="rm -rf '$tmp'"
+MH_ATEXIT=agent_cleanup
 mh_setup 2
 mh_ucx_env
 if [ "$(mh_mode)" != netns ]; then
@@ -243,21 +224,11 @@ agent_a() {
 		echo "# agent A did not start: $(tail -3 "$tmp/a$1.log")"
 }
 # ready FILE: wait (5 s at most) until an attacker's process made FILE
-ready() {
-	k=0
-	while ! [ -e "$1" ] && [ $k -lt 100 ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
-	[ -e "$1" ]
-}
+ready() { until_ok 5 test -e "$1"; }
 # ended PID S: wait (S seconds at most) until PID exits; reaped
+gone() { ! mh_alive "$1"; }
 ended() {
-	k=0
-	while mh_alive "$1" && [ $k -lt $(($2 * 20)) ]; do
-		sleep 0.05
-		k=$((k + 1))
-	done
+	until_ok "$2" gone "$1"
 	kill -9 "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 	return 0
@@ -272,14 +243,11 @@ since() { tail -c +$(($2 + 1)) "$1"; }
 # authenticated" is
 verdict() {
 	v_re="refused (a connection from )?$(re "$3")[: ]$4"
-	k=0
-	while [ $k -lt 160 ] && ! since "$1" "$2" | grep -Eq "$v_re" &&
-		! since "$1" "$2" | grep -Fq "at $3 authenticated"; do
-		sleep 0.05
-		k=$((k + 1))
-	done
+	until_ok 8 decided "$@"
 	since "$1" "$2" | grep -Eq "$v_re" && ! since "$1" "$2" | grep -Fq "at $3 authenticated"
 }
+# decided LOG OFF IP: A refused (v_re) or authenticated IP, in LOG from OFF on
+decided() { since "$1" "$2" | grep -Eq "$v_re" || since "$1" "$2" | grep -Fq "at $3 authenticated"; }
 # unconnected CASE IP...: A answers --status (within 5 s: an agent stuck in
 # a call does not) and lists no peer at any IP as connected; else 1, saying
 # which
@@ -364,10 +332,7 @@ mh_connected "$tmp/a3.sock" 1 && ok=0
 ended "$s3" 11
 kill "$bpid" 2>/dev/null
 ended "$bpid" 3
-d=$(($(date +%s) + 10)) # A sees B gone (no longer "connected"), 10 s at most
-while ! unconnected 3 "$ip2" >/dev/null && [ "$(date +%s)" -lt $d ]; do
-	sleep 0.05
-done
+until_ok 10 unconnected 3 "$ip2" >/dev/null # A sees B gone (no longer "connected")
 off=$(wc -c <"$tmp/a3.log")
 [ -s "$tmp/hs.bin" ] || { ok=1; echo "# nothing captured: $(cat "$tmp/s3.log")"; }
 mh_run 2 0 "$PY" "$tmp/attack.py" replay "$ip1" "$pa" "$tmp/hs.bin" 3 >"$tmp/p3.log" 2>&1

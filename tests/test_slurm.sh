@@ -29,26 +29,13 @@
 # under /tmp (the nodes' own /tmp hides it). Env: B (build dir),
 # GM_SLURM_KEEP=DIR (a copy of the jobs' outputs and logs, the daemons' logs).
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-B=${B:-build}
-case $B in /*) ;; *) B=$repo/$B ;; esac
-G="$B/goldminer"
-n=0
-t() { # t STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-# skip_all WHY: every case skips, saying WHY
-skip_all() {
-	while [ $n -lt 7 ]; do
-		n=$((n + 1))
-		echo "ok $n # SKIP $1"
-	done
-	exit 0
-}
-diag() { [ -f "$1" ] && sed "s/^/# ${2:-}/" "$1"; }
-
-echo "1..7"
+# tmp: the nodes' /tmp is their own (daemon below), so the test's files live
+# where every node sees them
+AGENT_TMP=/var/tmp
+# shellcheck source=tests/agent.sh
+. "$here/agent.sh"
+N=7
+echo "1..$N"
 PATH=$PATH:/usr/sbin
 missing=
 for p in slurmctld slurmd munged sbatch srun scontrol squeue unshare; do
@@ -61,7 +48,6 @@ readelf -d "$B/libgoldminer.so" 2>/dev/null | grep -q libasan &&
 	skip_all "a sanitizer build: the Slurm recipe is shell (make test runs it)"
 case "$repo/ $B/" in /tmp/* | *" /tmp/"*) skip_all "$repo or $B is under /tmp, which the test's nodes replace with their own" ;; esac
 
-tmp=$(mktemp -d /var/tmp/gm-slurm.XXXXXX)
 # shellcheck source=tests/multihost.sh
 . "$here/multihost.sh"
 mh_setup 4
@@ -69,22 +55,12 @@ ctl=4 # slurmctld's host; nodes 1-3 are node1..node3
 MH_ATEXIT="[ -f '$tmp/munged.pid' ] && kill \"\$(cat '$tmp/munged.pid')\" 2>/dev/null;
 	[ -n '${GM_SLURM_KEEP:-}' ] && mkdir -p '${GM_SLURM_KEEP:-}' && cp -r '$tmp/submit' '$tmp'/*.log '$tmp'/*.out '${GM_SLURM_KEEP:-}';
 	rm -rf /etc/netns/${MH_TAG}h1 /etc/netns/${MH_TAG}h2 /etc/netns/${MH_TAG}h3 \
-	/etc/netns/${MH_TAG}h4 '$tmp'"
+	/etc/netns/${MH_TAG}h4; agent_cleanup"
 [ "$(mh_mode)" = netns ] || skip_all "no network namespaces ($(mh_why))"
 T0=$(date +%s)
 
 # sums FILE: a bench's per-epoch checksums (its JSON's "checksum")
 sums() { sed -n 's/.*"checksum": \[\([^]]*\)\].*/\1/p' "$1" 2>/dev/null; }
-# until_ SECONDS CMD...: run CMD every 0.1 s until it succeeds (0) or SECONDS
-# pass (1)
-until_() {
-	u_end=$(($(date +%s) + $1))
-	shift
-	until "$@"; do
-		[ "$(date +%s)" -lt $u_end ] || return 1
-		sleep 0.1
-	done
-}
 # in_ctl CMD...: a Slurm client command, run in the controller's host (10 s
 # at most)
 in_ctl() { mh_run $ctl - timeout 10 "$@"; }
@@ -160,7 +136,7 @@ for i in 1 2 3; do
 	daemon "$i" "node$i" slurmd -D -f "$SLURM_CONF" >"$tmp/slurmd$i.out" 2>&1
 done
 idle3() { [ "$(in_ctl sinfo -h -o '%D %T' 2>/dev/null)" = "3 idle" ]; }
-if ! until_ 20 idle3; then
+if ! until_ok 20 idle3; then
 	for f in "$tmp"/slurm*.out; do diag "$f"; done
 	in_ctl sinfo >"$tmp/sinfo.out" 2>&1
 	diag "$tmp/sinfo.out"
@@ -224,7 +200,7 @@ a=$(submit jobA)
 b=$(submit jobB GM_NODE_ARGS="--cpus 1 --mem 256M")
 echo "# jobs $a and $b submitted"
 ok=1
-until_ 25 both3 && [ "$(in_ctl squeue -h -j "$a,$b" -o %N | sort -u)" = "node[1-3]" ] &&
+until_ok 25 both3 && [ "$(in_ctl squeue -h -j "$a,$b" -o %N | sort -u)" = "node[1-3]" ] &&
 	[ -n "$(aport "$a" 1)" ] && [ -n "$(aport "$b" 1)" ] && [ "$(aport "$a" 1)" != "$(aport "$b" 1)" ] &&
 	ok=0
 [ $ok = 0 ] || { jobdiag "$a"; jobdiag "$b"; diag "$tmp/sbatch.err"; }
@@ -232,7 +208,7 @@ t $ok "two jobs on node[1-3] at once: 3 agents up in each, job $a's on port $(ap
 
 # 2: a clash: a third job on job A's port; how long it ran, by Slurm's clock
 c=$(submit jobC GM_PORT="$(aport "$a" 1 | grep . || echo 7070)")
-until_ 30 ended "$c"
+until_ok 30 ended "$c"
 el=$(in_ctl scontrol -o show job "$c" | sed -n 's/.* StartTime=\([^ ]*\) EndTime=\([^ ]*\) .*/\1 \2/p' |
 	{ read -r s e && echo $(($(date -d "$e" +%s) - $(date -d "$s" +%s))); })
 el=${el:-99}
@@ -260,16 +236,16 @@ t $ok "GM_NODE_ARGS='--cpus 1 --mem 256M' reaches every agent of job $b (--statu
 # attached: its agent lists one job), node1's between the runs.
 touch "$tmp/$a.go1" "$tmp/$b.go1"
 one_job() { status "$a" 1 | grep -q '"jobs": 1,'; }
-until_ 10 one_job
+until_ok 10 one_job
 p2=$(apid "$a" 2)
 [ -n "$p2" ] && kill -KILL "$p2"
-until_ 30 test -e "$tmp/$a.done1"
+until_ok 30 test -e "$tmp/$a.done1"
 p1=$(apid "$a" 1)
 [ -n "$p1" ] && kill -KILL "$p1"
 again() { grep -q "agent up again" "$(nodelog "$a" 1)" && grep -q "agent up again" "$(nodelog "$a" 2)"; }
-peers2() { [ "$(status "$a" 1 | grep -o '"state": "connected"' | wc -l)" = 2 ]; }
+peers2() { [ "$(mh_peers "$tmp/node1/tmp/goldminer-$a.sock")" = 2 ]; }
 ok=1
-until_ 20 again && until_ 15 peers2 && [ "$(apid "$a" 1)" != "$p1" ] && [ "$(apid "$a" 2)" != "$p2" ] &&
+until_ok 20 again && until_ok 15 peers2 && [ "$(apid "$a" 1)" != "$p1" ] && [ "$(apid "$a" 2)" != "$p2" ] &&
 	grep -q "the agent ended (killed by signal 9)" "$(nodelog "$a" 1)" && ok=0
 [ $ok = 0 ] || { jobdiag "$a"; status "$a" 1 >"$tmp/a1.status"; diag "$tmp/a1.status"; }
 t $ok "agents SIGKILLed (job $a's on node2 mid-run, pid ${p2:-?}; on node1 between runs, pid ${p1:-?}) are started again (pids $(apid "$a" 2), $(apid "$a" 1)), node1's with both peers connected"
@@ -282,14 +258,14 @@ st=$(sed -n 's/.*keeper of step \([0-9]*\.[0-9]*\):.*/\1/p' "$(nodelog "$b" 1)" 
 steps() { cat "$(nodelog "$1" 1)" "$(nodelog "$1" 2)" "$(nodelog "$1" 3)" 2>/dev/null | grep "keeper of step" | grep -vc "step $st:"; }
 new3() { [ "$(steps "$b")" = 3 ] && [ "$(ups "$b")" = 6 ]; }
 ok=1
-[ -n "$st" ] && until_ 20 new3 && ok=0
+[ -n "$st" ] && until_ok 20 new3 && ok=0
 [ $ok = 0 ] || jobdiag "$b"
 t $ok "job $b's agents' step cancelled (scancel ${st:-?}) is started again: $(steps "$b") keepers of a new step, $(ups "$b") agents up in all"
 touch "$tmp/$b.go2"
 
 # 5: both jobs complete with a single-host run's checksums
 ok=1
-until_ 40 ended "$a" && until_ 10 ended "$b" &&
+until_ok 40 ended "$a" && until_ok 10 ended "$b" &&
 	[ "$(state "$a")" = COMPLETED ] && [ "$(state "$b")" = COMPLETED ] && ok=0
 for r in "$a.run1" "$a.run2" "$b.run1" "$b.run2"; do
 	if [ -z "$ref" ] || [ "$(sums "$tmp/$r.json")" != "$ref" ]; then

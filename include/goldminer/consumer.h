@@ -14,7 +14,9 @@
  * kept batch is handed out through an alias, a second mapping of its slot's
  * pages alone, so that when the user keeps so many that the workers would have
  * fewer than 2 slots to fill, the oldest is detached: one mremap puts a private
- * copy of its pages at the same addresses and its slot goes back.
+ * copy of its pages at the same addresses and its slot goes back. When the node
+ * agent went away, it looks for one on the socket again and asks it, in the
+ * embedder's words, to take the job back (gm_consumer_reattach).
  *
  * What it does not do: it does not read what a batch holds (loader.c checks a
  * C batch, the binding lays out and checks a payload), create, own or destroy
@@ -60,6 +62,9 @@ struct gm_consumer {
 	bool pinned;			 /* the ring is registered with CUDA */
 	uint64_t wait_ns;		 /* time blocked in gm_consumer_wait for delivered tasks */
 	uint64_t detached;		 /* kept batches copied out (gm_consumer_keep) */
+	uint64_t retry_ns;		 /* gm_consumer_reattach's next look for an agent */
+	uint32_t retry_ms;		 /* ... this long after the last (doubling on a refusal) */
+	bool told_refusal;		 /* a refusal was said once (said again after a yes) */
 	char errmsg[512];		 /* why the last call failed, without a function name */
 };
 
@@ -109,6 +114,36 @@ uint32_t gm_consumer_orphans(struct gm_consumer *c);
  * re-issued. */
 uint32_t gm_consumer_strays(struct gm_consumer *c, bool (*ours)(void *arg, uint32_t holder),
 			    void *arg);
+
+/* Looking for a node agent that went away: the first look on its socket this
+ * long after gm_consumer_agent_lost, then as often while no agent answers there,
+ * and after each refusal twice as long, up to GM_CONSUMER_RETRY_MAX_MS. An
+ * agent's answer to the ask is waited for GM_CONSUMER_REATTACH_MS at most. */
+#define GM_CONSUMER_RETRY_MS	 500
+#define GM_CONSUMER_RETRY_MAX_MS 8000
+#define GM_CONSUMER_REATTACH_MS	 10000
+
+/* The node agent went away and the embedder closed its connection: agent_fd is
+ * -1, and gm_consumer_reattach looks for an agent again in GM_CONSUMER_RETRY_MS. */
+void gm_consumer_agent_lost(struct gm_consumer *c);
+
+/* The embedder's request that the agent on fd take the job back (loader.c: adopt
+ * the running ring; bind.c: run the job's workers again): 0 when it did, or
+ * -errno with the agent's words (or what went wrong) in why. */
+typedef int (*gm_consumer_ask_fn)(void *arg, int fd, char *why, size_t len);
+
+/*
+ * Try to give the job back to a node agent on the socket at path (the one that
+ * went away, or its successor): at most once per retry period (see
+ * GM_CONSUMER_RETRY_MS), connect and ask(arg, fd, why, len), with fd's send and
+ * receive bounded by GM_CONSUMER_REATTACH_MS. The agent's connection when it took
+ * the job (blocking again, no timeouts; agent_fd set to it; the embedder closes
+ * it); -1 when it is not time yet, nothing listens there, or the agent refused:
+ * the first refusal since the last agent is said in one log line with path and
+ * the agent's words, and the wait before the next look doubles. Not thread-safe.
+ */
+int gm_consumer_reattach(struct gm_consumer *c, const char *path, gm_consumer_ask_fn ask,
+			 void *arg);
 
 /* The next wait, or the one under way, returns -EINTR (within 100 ms). Async-
  * signal-safe. */

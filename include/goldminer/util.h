@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <time.h>
 
-/* CLOCK_MONOTONIC in ns and in ms: the one clock of deadlines, rates and
- * timeouts in core/, cmd/ and sim/ (wall time only where a date is printed). */
+/* CLOCK_MONOTONIC in ns, ms and s: the one clock of deadlines, rates, timeouts
+ * and durations in core/, cmd/ and sim/ (wall time only where a date is
+ * printed; an absolute timespec only for pthread_cond_timedwait). */
 static inline uint64_t gm_now_ns(void)
 {
 	struct timespec ts;
@@ -23,6 +24,11 @@ static inline uint64_t gm_now_ns(void)
 static inline int64_t gm_now_ms(void)
 {
 	return (int64_t)(gm_now_ns() / 1000000u);
+}
+
+static inline double gm_now_s(void)
+{
+	return (double)gm_now_ns() * 1e-9;
 }
 
 /*

@@ -294,13 +294,15 @@ class GoldminerError(Exception):
                                                 torch's DataLoader raises
                                                 RuntimeError there
       WorkerError        RuntimeError           a worker died or was killed on a
-                                                sample (as torch words it)
+                                                sample (as torch words it), or no
+                                                sample could stand in for a bad one
       ArgumentError      ValueError             a value refused: an argument, a
                                                 state_dict, a batch's payload
       ArgumentTypeError  TypeError              an argument of the wrong type, or a
                                                 loader pickled or copied
-      LibraryError       ImportError            libgoldminer.so absent, or of
-                                                another ABI
+      LibraryError       ImportError            libgoldminer.so absent, of
+                                                another ABI, or without a function
+                                                a call needs
 
     str() is the message, which names the cause and the fix. A worker's own
     exception (the user's dataset's) is re-raised as its own type, not one of

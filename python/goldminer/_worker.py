@@ -174,7 +174,7 @@ def _import_main(ref):
     def refuse(orig):
         def __iter__(self):
             if getattr(self, "num_workers", 0):
-                raise RuntimeError(why)
+                raise WorkerError(why)
             return orig(self)
         return __iter__
     for c, orig in saved:
@@ -255,7 +255,7 @@ def _one(w, t, pos, i):
             return _sample(w, t, k), None
         except Exception:  # noqa: BLE001
             continue
-    return None, (LookupError("sample %d is bad and so are the %d after it: no substitute"
+    return None, (WorkerError("sample %d is bad and so are the %d after it: no substitute"
                               % (i, SUBSTITUTE_TRIES)), "", i, -errno.ENODATA)
 
 

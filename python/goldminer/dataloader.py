@@ -106,6 +106,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
 from . import _abi, _bind, _slot, _worker, _zserver
+from . import loader as _loader
 from ._abi import ArgumentError, ArgumentTypeError
 
 if TYPE_CHECKING:  # annotations only: no import of the C loader at run time
@@ -291,6 +292,8 @@ class DataLoader(_generic_base()):  # type: ignore[misc] # torch's or object, at
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.worker_init_fn, self.generator = worker_init_fn, generator
+        # (checked as goldminer.Loader checks it: ctypes would wrap it into 32 bits)
+        lease_timeout_ms = _loader._int_arg("lease_timeout_ms", lease_timeout_ms)
         self.on_error, self.lease_timeout_ms, self.slot_bytes = on_error, lease_timeout_ms, slot_bytes
         self.copy, self.persistent_workers, self._pool = copy, persistent_workers, None
         self._owned = _slot.Owned() if copy and _slot._torch is not None else None
@@ -478,7 +481,9 @@ class DataLoader(_generic_base()):  # type: ignore[misc] # torch's or object, at
                 return self._item((i + j) % n, seed, epoch)
             except Exception:  # noqa: BLE001 - any error of the user's dataset
                 continue
-        raise LookupError("sample %d is bad and so are the 64 after it: no substitute" % i)
+        err = _abi.WorkerError("sample %d is bad and so are the 64 after it: no substitute" % i)
+        err.sample_index = i
+        raise err
 
     def _compute(self, k, idx, seed, epoch):
         """Batch k here in the trainer, seeded as a worker seeds it; the trainer's

@@ -34,7 +34,7 @@ import weakref
 from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 from . import _abi
-from ._abi import ArgumentError, ArgumentTypeError, lib
+from ._abi import ArgumentError, ArgumentTypeError, LibraryError, lib
 
 try:
     import numpy as _np
@@ -53,6 +53,7 @@ GM_MAX_WORKERS = 256
 GM_MAX_BATCH = 65536
 GM_MAX_SLOTS = 1024
 GM_MAX_CHAOS_MS = 3600000
+GM_MAX_LEASE_MS = 86400000  # include/goldminer/job.h (checked there too)
 _MAX_SIDE = 8192  # core/aug.c MAX_SIZE: the largest output side the library takes
 _MAX_PIXELS = 10 ** 12  # the range of the pipeline's `decode max_pixels`
 _U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
@@ -74,6 +75,7 @@ _INT_ARGS = {
     "slots": (0, GM_MAX_SLOTS, "0: sized from the workers"),
     "chaos_kill_ms": (0, GM_MAX_CHAOS_MS, "0: off"),
     "max_workers": (0, GM_MAX_WORKERS, "0: the online CPUs"),
+    "lease_timeout_ms": (0, GM_MAX_LEASE_MS, "0: the library's default"),
 }
 
 
@@ -346,16 +348,15 @@ class Loader:
             mean = _floats_arg("mean", mean, 3)
         if std is not None:
             std = _floats_arg("std", std, 3)
-        lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms, 0, 86400000,
-                                    "(0: the library's default)")
+        lease_timeout_ms = _int_arg("lease_timeout_ms", lease_timeout_ms)
         self._order = _order_arg(order) if order is not None else None
         if not isinstance(gpu_decode, bool):
             raise ArgumentError("gpu_decode must be True or False here, not %r (goldminer.torch."
                                 "Loader takes 'auto')" % (gpu_decode,))
         self._L = lib()
         if gpu_decode and not self._L.has("gm_loader_finish"):
-            raise NotImplementedError("libgoldminer has no gm_loader_finish (gpu_decode): "
-                                      "rebuild it (make)")
+            raise LibraryError("%s has no gm_loader_finish (gpu_decode): rebuild it (make)"
+                               % self._L.path)
         self._kw = dict(root=os.fspath(root), pipeline=pipeline, batch_size=batch_size,
                         workers=workers, seed=seed, epoch=epoch, output=output,
                         on_error=on_error, epochs=epochs, size=size, mode=mode, scale=scale,
@@ -683,7 +684,7 @@ class Loader:
             raise ArgumentError("scale(n) needs an int >= 1, not %r" % (n,))
         n = _int_arg("scale(n)", n, 1, GM_MAX_WORKERS, "GM_MAX_WORKERS")
         if not self._L.has("gm_loader_scale"):
-            raise NotImplementedError("libgoldminer has no gm_loader_scale")
+            raise LibraryError("%s has no gm_loader_scale: rebuild it (make)" % self._L.path)
         rc = self._L.gm_loader_scale(self._handle(), n)
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_scale")

@@ -519,11 +519,12 @@ def make(a):
 def _gpu_decode():
     """The C path's gpu_decode under goldminer run: $GOLDMINER_GPU_DECODE, "1" (on:
     the workers write coefficient slots, the trainer finishes them), "auto"
-    (goldminer.torch.Loader decides from measurement), else off. ValueError for
-    another word."""
+    (goldminer.torch.Loader decides from measurement), else off. ArgumentError
+    (a ValueError) for another word."""
     v = os.environ.get("GOLDMINER_GPU_DECODE", "0")
     if v not in ("", "0", "1", "auto"):
-        raise ValueError("GOLDMINER_GPU_DECODE must be 0, 1 or auto, not %r" % v)
+        from ._abi import ArgumentError
+        raise ArgumentError("GOLDMINER_GPU_DECODE must be 0, 1 or auto, not %r" % v)
     return "auto" if v == "auto" else v == "1"
 
 
@@ -595,7 +596,8 @@ class _CSamplerBatches:
     generator, else torch's default one; then the sampler's indices), maps them
     through the Subsets to the ImageFolder's ids, and opens a C Loader for that
     epoch (order=, seeded with the base seed); [images, labels] lists as
-    default_collate gives, owned copies."""
+    default_collate gives, that the script owns as _CLoaderBatches' (views of ring
+    slots the library keeps, copy=True)."""
 
     def __init__(self, a, plan, index_map, node=None):
         from torch.utils.data import RandomSampler, SequentialSampler
@@ -658,7 +660,7 @@ class _CSamplerBatches:
         if self.loader is not None:
             self.workers()  # its last counts
             self._past = self.copied
-            self.loader.close()  # batches still held stay readable (owned copies)
+            self.loader.close()  # batches still held stay readable (their ring with them)
             self.loader = None
 
     def workers(self):

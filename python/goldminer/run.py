@@ -232,8 +232,9 @@ def make_dataloader_class(torch_dl):
             # global DataLoader, which is this class now: it would call itself.
             # Its rule, then object's setattr.
             if getattr(self, "_DataLoader__initialized", False) and attr in _FROZEN:
-                raise ValueError("%s attribute should not be set after %s is initialized"
-                                 % (attr, torch_dl.__name__))
+                from ._abi import ArgumentError  # (a ValueError, as torch's)
+                raise ArgumentError("%s attribute should not be set after %s is initialized"
+                                    % (attr, torch_dl.__name__))
             object.__setattr__(self, attr, val)
 
         @property
@@ -262,8 +263,9 @@ def _own_setattr(orig):
 
     def __setattr__(self, attr, val):
         if getattr(self, "_DataLoader__initialized", False) and attr in _FROZEN:
-            raise ValueError("%s attribute should not be set after %s is initialized"
-                             % (attr, type(self).__name__))
+            from ._abi import ArgumentError  # (a ValueError, as torch's)
+            raise ArgumentError("%s attribute should not be set after %s is initialized"
+                                % (attr, type(self).__name__))
         super(orig, self).__setattr__(attr, val)
     orig.__setattr__ = __setattr__
     orig._goldminer_setattr = True

@@ -697,6 +697,20 @@ class TestDataLoader(GmTest):
         self.assertIn("KeyError", dl2.errors()[0][3])
         self.assertEqual([(e[1], e[2]) for e in dl0.errors()], [(1, 7)])
 
+    def test_no_sample_to_stand_in_is_a_worker_error_naming_the_sample(self):
+        # on_error="skip" with a bad sample and the 64 after it bad too: goldminer's
+        # own error, a GoldminerError that is also the RuntimeError torch users catch
+        import goldminer
+        for workers in (0, 2):
+            dl = self.DL(AugDataset(bad=tuple(range(N))), batch_size=BATCH,
+                         num_workers=workers, on_error="skip", shuffle=False)
+            with self.assertRaises(goldminer.WorkerError, msg="%d workers" % workers) as cm:
+                list(dl)
+            self.assertIsInstance(cm.exception, RuntimeError)
+            self.assertIn("sample 0 is bad and so are the 64 after it: no substitute",
+                          str(cm.exception))
+            self.assertEqual(cm.exception.sample_index, 0)
+
     def test_unpicklable_attribute_is_refused_naming_it(self):
         ds = AugDataset()
         ds.lock = threading.Lock()
@@ -1083,7 +1097,11 @@ class TestDataLoader(GmTest):
         for kw, words in ((dict(num_workers=-1), "should be non-negative"),
                           (dict(persistent_workers=True), "num_workers > 0"),
                           (dict(multiprocessing_context="fork", num_workers=1), "never forked"),
-                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error")):
+                          (dict(node="local"), "node="), (dict(on_error="ignore"), "on_error"),
+                          # not wrapped into 32 bits by ctypes: the range, as Loader's
+                          (dict(lease_timeout_ms=1 << 32), "lease_timeout_ms must be an int"
+                           " in 0..86400000"),
+                          (dict(lease_timeout_ms=-1), "lease_timeout_ms must be an int")):
             with self.assertRaises(ValueError) as cm:
                 self.DL(AugDataset(), **kw)
             self.assertIn(words, str(cm.exception))
