@@ -12,7 +12,9 @@
  *     bits to drop (libjpeg looks up the code, then reads and extends the value);
  *   - the bit buffer is refilled 7 bytes at a time with one unaligned load when
  *     none of those bytes is 0xFF (the byte-stuffing check), byte by byte only
- *     near a stuffed 0xFF, a marker or the end of the data;
+ *     near a stuffed 0xFF, a marker or the end of the data; where the data ends
+ *     with a marker, topped up before every 4 symbols rather than checked before
+ *     each (TOP_UP);
  *   - EOB and ZRL go through the same step as a coefficient (a store of 0 at a
  *     position not yet written, into a block libjpeg zeroed), so the inner loop
  *     has one branch for the common case;
@@ -21,13 +23,19 @@
  *     coefficient output's columns beside it) the AC symbols are passed over, not
  *     decoded: one lookup of GM_HUFF_SKIP bits gives the bits and the positions of
  *     all the whole symbols in them (1.7 on the photo set) (skip_ac). Coefficient
- *     mode passes over four in ten of its symbols: 10% off its time.
+ *     mode passes over four in ten of its symbols: 10% off its time;
+ *   - coefficient output (gm_huff_decode_run) writes each block as it decodes it
+ *     into the sparse form the slot carries, a row of MCUs a call;
+ *   - the decode is compiled for the baseline x86-64 and for BMI2 (gm_huff_init
+ *     picks): every symbol's chain has shifts by a register, one operation with
+ *     BMI2's shlx/shrx, three without.
  *
  * Measured and not kept (coef_bench, the photo set): two AC symbols with their
  * values in one lookup where the coefficients are wanted (a pair table of 9 or 11
  * bits): 5-10% slower, the branch between one and two symbols mispredicted; a
- * refill without a branch (a masked or-in): slower; lookups of 11 bits rather
- * than 10: no change. The decode is bound by its chain lookup -> shift -> lookup
+ * refill without a branch before every symbol (a masked or-in): slower (before
+ * every 4, TOP_UP: faster); lookups of 11 bits rather than 10, skip tables of 12
+ * or 13 bits rather than 11: no change. The decode is bound by its chain lookup -> shift -> lookup
  * and by mispredicted branches (a block's end, one per block), not by its stores.
  *
  * Everything around the entropy data stays libjpeg's: the header, the tables'

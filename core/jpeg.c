@@ -1325,17 +1325,19 @@ void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_
 /* ---- coefficient output (coef.h) --------------------------------------------------
  *
  * The GPU decode's CPU half: the entropy decode alone, through goldminer's own
- * Huffman decoder (huff.c) driven MCU by MCU, of only the MCUs a window needs
- * (splice_axis's rule, which makes a restart-spliced window come out as the full
- * decode's), the rest of the rows above skipped (NULL blocks: decoded, not
- * stored), nothing below the window read. The coefficients stay quantised; the
+ * Huffman decoder (huff.c's gm_huff_decode_run, a row of MCUs a call), of only
+ * the MCUs a window needs (splice_axis's rule, which makes a restart-spliced
+ * window come out as the full decode's) stored, the rest of the rows above and the
+ * columns beside passed over (their DC decoded, their AC skipped), nothing below
+ * the window read. The coefficients stay quantised; the
  * IDCT, upsampling and colour conversion are coef_math.h's, elsewhere.
  *
  * Not libjpeg-turbo's jpeg_read_coefficients (its own decoder, fast path
  * included), though the project prefers the library: it decodes every MCU of the
  * image into whole-image arrays, none skipped and none stopped short of the end,
  * 318-320 us an image on the photo set against 193-195 for this whole coefficient
- * output (window, store and all; one core, each image's best of 5, 2026-12-03).
+ * output (window, store and all; one core, each image's best of 5, 2026-12-03;
+ * 173-187 since the decode into the sparse form and the refill's top-up).
  */
 
 /* One component's sampling as coef.h carries it (s->comp[c], s->q[c]) for the
