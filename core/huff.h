@@ -85,6 +85,7 @@ struct gm_huff {
 	int comp[D_MAX_BLOCKS_IN_MCU];
 	int last_dc[MAX_COMPS_IN_SCAN];
 	unsigned restarts_to_go, restart_interval;
+	unsigned mcu_col, mcus_per_row; /* the next MCU's column (decode_mcu counts) */
 	/* tables built for earlier files, reused when a file has the same DHT */
 	struct gm_huff_tab cache[GM_HUFF_CACHE];
 	uint32_t clock; /* for the oldest-first replacement */
