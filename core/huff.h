@@ -77,6 +77,7 @@ struct gm_huff {
 	bool ends_marked;     /* the buffer ends with a marker: no premature end (TOP_UP) */
 	bool bmi2;	      /* the decode compiled for BMI2 runs here (huff.c) */
 	const uint8_t *p;     /* next byte not yet in acc */
+	const uint8_t *ffn;   /* the first 0xFF byte at or after p, or end (at a marker: p) */
 	const uint8_t *start; /* the source buffer, [start, end) */
 	const uint8_t *end;
 	/* the scan */
