@@ -411,10 +411,10 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
  * symbol whole in its lookup entry takes GM_HUFF_FAST bits at most, a skip-table
  * step GM_HUFF_SKIP; any other symbol refills to 32 bits before it and after it
  * (ac_symbol). So: 4 AC symbols (after a 1st that refilled, 32 bits for the 2nd
- * and 3rd and the 4th's lookup), 4 skip-table steps (54 bits for 3 steps and the
+ * and 3rd and the 4th's lookup), 5 skip-table steps (54 bits for 4 steps and the
  * lookup of the one-at-a-time symbol after them). */
 #define PER_TOP_UP_AC	4
-#define PER_TOP_UP_SKIP 4
+#define PER_TOP_UP_SKIP 5
 _Static_assert(32 - (PER_TOP_UP_AC - 2) * GM_HUFF_FAST >= GM_HUFF_FAST, "AC symbols a TOP_UP");
 _Static_assert(54 - (PER_TOP_UP_SKIP - 1) * GM_HUFF_SKIP >= GM_HUFF_FAST, "steps a TOP_UP");
 
