@@ -20,11 +20,12 @@
  *     position not yet written, into a block libjpeg zeroed), so the inner loop
  *     has one branch for the common case;
  *   - tables are kept across files: most photos share their encoder's tables;
- *   - where libjpeg skips an MCU (decode_mcu(NULL): rows above a window, and the
- *     coefficient output's columns beside it) the AC symbols are passed over, not
- *     decoded: one lookup of GM_HUFF_SKIP bits gives the bits and the positions of
- *     all the whole symbols in them (1.7 on the photo set) (skip_ac). Coefficient
- *     mode passes over four in ten of its symbols: 10% off its time;
+ *   - where libjpeg skips an MCU (decode_mcu(NULL): rows above a window), where it
+ *     asks for one it will not transform (the columns beside a crop: mcu_body)
+ *     and where coefficient output needs none (beside its window) the AC symbols
+ *     are passed over, not decoded: one lookup of GM_HUFF_SKIP bits gives the bits
+ *     and the positions of all the whole symbols in them (1.7 on the photo set)
+ *     (skip_ac). Coefficient mode passes over four in ten of its symbols;
  *   - coefficient output (gm_huff_decode_run) writes each block as it decodes it
  *     into the sparse form the slot carries, a row of MCUs a call;
  *   - the decode is compiled for the baseline x86-64 and for BMI2 (gm_huff_init
