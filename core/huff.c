@@ -408,16 +408,18 @@ static void restart(struct gm_huff *h, j_decompress_ptr cinfo)
 			LOAD();                                                                    \
 		}                                                                                  \
 	} while (0)
-/* Symbols read after a TOP_UP. Each lookup needs GM_HUFF_FAST bits in acc. A
- * symbol whole in its lookup entry takes GM_HUFF_FAST bits at most, a skip-table
- * step GM_HUFF_SKIP; any other symbol refills to 32 bits before it and after it
- * (ac_symbol). So: 4 AC symbols (after a 1st that refilled, 32 bits for the 2nd
- * and 3rd and the 4th's lookup), 5 skip-table steps (54 bits for 4 steps and the
- * lookup of the one-at-a-time symbol after them). */
+/* Symbols read after a TOP_UP. A lookup needs its width in acc: GM_HUFF_FAST bits
+ * for a symbol, GM_HUFF_SKIP for a skip-table step, which then take that many at
+ * most; any symbol not whole in its entry refills to 32 bits before it and after it
+ * (ac_symbol). So: 4 AC symbols (after a 1st that refilled, 32 bits for the 2nd and
+ * 3rd and the 4th's lookup), 4 skip-table steps (54 bits for 3 steps and the 4th
+ * step's lookup, or the one-at-a-time symbol's after 3). */
 #define PER_TOP_UP_AC	4
-#define PER_TOP_UP_SKIP 5
+#define PER_TOP_UP_SKIP 4
 _Static_assert(32 - (PER_TOP_UP_AC - 2) * GM_HUFF_FAST >= GM_HUFF_FAST, "AC symbols a TOP_UP");
-_Static_assert(54 - (PER_TOP_UP_SKIP - 1) * GM_HUFF_SKIP >= GM_HUFF_FAST, "steps a TOP_UP");
+_Static_assert(54 - (PER_TOP_UP_SKIP - 1) * GM_HUFF_SKIP >= GM_HUFF_SKIP &&
+		   GM_HUFF_SKIP >= GM_HUFF_FAST,
+	       "steps a TOP_UP");
 
 /* A PARTIAL entry e: drop the code, read and extend its magnitude bits into v (at
  * least 32 bits are in acc: 16 of code at most, 15 of magnitude). */
