@@ -1337,7 +1337,7 @@ void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_
  * image into whole-image arrays, none skipped and none stopped short of the end,
  * 318-320 us an image on the photo set against 193-195 for this whole coefficient
  * output (window, store and all; one core, each image's best of 5, 2026-12-03;
- * 175-192 since the decode into the sparse form and the refill's top-up).
+ * 178-188 since the decode into the sparse form and the refill's top-up).
  */
 
 /* One component's sampling as coef.h carries it (s->comp[c], s->q[c]) for the
