@@ -5,9 +5,9 @@
  *
  * GM_OWN_HUFFMAN is the build's verdict on the libjpeg found (core/probe/huff.c,
  * forced in by the Makefile): 1 when its private structs are as this decoder
- * expects; 0 when not, and then this header declares nothing, huff.c compiles to
- * nothing and jpeg.c keeps libjpeg's decoder. A file compiled without the verdict
- * (make fuzz's libFuzzer targets, over a library built with it) gets 1.
+ * expects; 0 when not, and then this header declares only struct gm_huff_out,
+ * huff.c compiles to nothing and jpeg.c keeps libjpeg's decoder. A file compiled without the
+ * verdict (make fuzz's libFuzzer targets, over a library built with it) gets 1.
  */
 #ifndef GM_CORE_HUFF_H
 #define GM_CORE_HUFF_H
@@ -16,13 +16,29 @@
 #define GM_OWN_HUFFMAN 1
 #endif
 
-#if GM_OWN_HUFFMAN
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
 
 #include <jpeglib.h>
+
+/* Where gm_huff_decode_run puts the blocks it stores: block b of an MCU belongs
+ * to component comp[b]; its non-zero coefficients (quantised) are appended to
+ * val[c] and pos[c] (natural positions 0..63, in the order decoded: zigzag) from
+ * index nnz[c], which grows by their number, and that number goes to *cnt[c]++.
+ * val[c] and pos[c] need room for 64 entries past nnz[c] for each block stored
+ * (the decode writes entries it does not count). Declared in either build (jpeg.c's
+ * coefficient output is compiled, never reached, without this decoder). */
+struct gm_huff_out {
+	int16_t *val[MAX_COMPS_IN_SCAN];
+	uint8_t *pos[MAX_COMPS_IN_SCAN];
+	uint8_t *cnt[MAX_COMPS_IN_SCAN];
+	uint32_t nnz[MAX_COMPS_IN_SCAN];
+	int comp[D_MAX_BLOCKS_IN_MCU];
+};
+
+#if GM_OWN_HUFFMAN
 #include <jpegint.h> /* struct jpeg_entropy_decoder */
 
 /* Lookup width: codes + magnitude bits of up to GM_HUFF_FAST bits decode in one step. */
@@ -58,8 +74,10 @@ struct gm_huff {
 	int nbits;
 	int pad;	      /* zero bits appended after the data ended (at a marker / the end) */
 	bool at_marker;	      /* the next bytes are a marker (or the buffer's end): no more data */
-	bool ends_marked;     /* the buffer ends with a marker: no premature end (skip_ac) */
+	bool ends_marked;     /* the buffer ends with a marker: no premature end (TOP_UP) */
+	bool bmi2;	      /* the decode compiled for BMI2 runs here (huff.c) */
 	const uint8_t *p;     /* next byte not yet in acc */
+	const uint8_t *ffn;   /* the first 0xFF byte at or after p, or end (at a marker: p) */
 	const uint8_t *start; /* the source buffer, [start, end) */
 	const uint8_t *end;
 	/* the scan */
@@ -68,10 +86,15 @@ struct gm_huff {
 	int comp[D_MAX_BLOCKS_IN_MCU];
 	int last_dc[MAX_COMPS_IN_SCAN];
 	unsigned restarts_to_go, restart_interval;
+	unsigned mcu_col, mcus_per_row; /* the next MCU's column (decode_mcu counts) */
 	/* tables built for earlier files, reused when a file has the same DHT */
 	struct gm_huff_tab cache[GM_HUFF_CACHE];
 	uint32_t clock; /* for the oldest-first replacement */
 };
+
+/* A new decoder (no tables cached), with the instruction set it decodes with
+ * chosen: BMI2 where the CPU has it, unless GM_NO_SIMD=1 or GM_SIMD_MAX=sse. */
+void gm_huff_init(struct gm_huff *h);
 
 /*
  * Replace cinfo's entropy decoder with h, right after jpeg_start_decompress():
@@ -82,6 +105,17 @@ struct gm_huff {
  * installed; false leaves libjpeg's decoder in place.
  */
 bool gm_huff_install(struct gm_huff *h, j_decompress_ptr cinfo);
+
+/*
+ * The next n MCUs of the scan h decodes (installed on cinfo), as n calls of its
+ * decode_mcu would decode them (the same bits read, warnings, restarts and
+ * premature end), in one call: MCUs c0..c1-1 of the n stored into o in the sparse
+ * form above (an MCU decode_mcu would leave zero: counts of 0), the others passed
+ * over as decode_mcu(NULL) passes them (their DC kept for the prediction).
+ * libjpeg's error handler may longjmp out of it, as out of decode_mcu.
+ */
+void gm_huff_decode_run(struct gm_huff *h, j_decompress_ptr cinfo, uint32_t n, uint32_t c0,
+			uint32_t c1, struct gm_huff_out *o);
 
 #endif /* GM_OWN_HUFFMAN */
 #endif

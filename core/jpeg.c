@@ -34,15 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 8)
-#include <cpuid.h>
-#include <immintrin.h>
-#define GM_COEF_VBMI2 1 /* coef_store_vbmi2 compiled (run only where cpuid says) */
-#endif
-
 #include <jpeglib.h> /* first: jerror.h depends on the jconfig.h it includes */
 #include <jerror.h>
 
@@ -92,7 +83,6 @@ struct gm_jpeg {
 	int16_t *cval[3];     /* coefficient output: each component's values, then */
 	uint8_t *cpos[3];     /* positions, grown on demand (gm_jpeg_decode_coefs) */
 	size_t cval_cap[3], cpos_cap[3];
-	bool vbmi2; /* coef_store by AVX-512 VBMI2 compress (coef_simd_ok) */
 	uint32_t nwarn;
 	char errmsg[256];
 	char warnmsg[JMSG_LENGTH_MAX];
@@ -156,8 +146,6 @@ static void on_output_message(j_common_ptr cinfo)
 	(void)cinfo;
 }
 
-static bool coef_simd_ok(void); /* (coefficient output, below) */
-
 int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 {
 	struct gm_jpeg *j;
@@ -170,13 +158,13 @@ int gm_jpeg_create(struct gm_jpeg **out, uint64_t max_pixels)
 		free(j);
 		return -ENOMEM;
 	}
+	gm_huff_init(j->huff);
 #endif
 	j->max_pixels = max_pixels ? max_pixels : GM_JPEG_DEFAULT_MAX_PIXELS;
 	const char *ns = getenv("GM_NO_SPLICE");
 	j->no_splice = ns && ns[0] == '1';
 	const char *lh = getenv("GM_LIBJPEG_HUFFMAN");
 	j->libjpeg_huff = lh && lh[0] == '1';
-	j->vbmi2 = coef_simd_ok();
 	j->where = "gm_jpeg_create";
 	j->cinfo.err = jpeg_std_error(&j->err.pub);
 	j->err.pub.error_exit = on_error_exit;
@@ -1337,17 +1325,19 @@ void gm_jpeg_set_bytes(struct gm_jpeg *j, const void *bytes, uint64_t off, size_
 /* ---- coefficient output (coef.h) --------------------------------------------------
  *
  * The GPU decode's CPU half: the entropy decode alone, through goldminer's own
- * Huffman decoder (huff.c) driven MCU by MCU, of only the MCUs a window needs
- * (splice_axis's rule, which makes a restart-spliced window come out as the full
- * decode's), the rest of the rows above skipped (NULL blocks: decoded, not
- * stored), nothing below the window read. The coefficients stay quantised; the
+ * Huffman decoder (huff.c's gm_huff_decode_run, a row of MCUs a call), of only
+ * the MCUs a window needs (splice_axis's rule, which makes a restart-spliced
+ * window come out as the full decode's) stored, the rest of the rows above and the
+ * columns beside passed over (their DC decoded, their AC skipped), nothing below
+ * the window read. The coefficients stay quantised; the
  * IDCT, upsampling and colour conversion are coef_math.h's, elsewhere.
  *
  * Not libjpeg-turbo's jpeg_read_coefficients (its own decoder, fast path
  * included), though the project prefers the library: it decodes every MCU of the
  * image into whole-image arrays, none skipped and none stopped short of the end,
  * 318-320 us an image on the photo set against 193-195 for this whole coefficient
- * output (window, store and all; one core, each image's best of 5, 2026-12-03).
+ * output (window, store and all; one core, each image's best of 5, 2026-12-03;
+ * 178-188 since the decode into the sparse form and the refill's top-up).
  */
 
 /* One component's sampling as coef.h carries it (s->comp[c], s->q[c]) for the
@@ -1389,112 +1379,6 @@ static int coef_room(struct gm_jpeg *j, int c, size_t n)
 	    gm_grow_scratch((void **)&j->cpos[c], &j->cpos_cap[c], n, 1 << 13))
 		return -ENOMEM;
 	return 0;
-}
-
-/* Bit i set: coefficient i of the block is not 0 (SSE2: 8 compares and 4 packs
- * for the 64; the scalar loop it replaces was a quarter of coefficient mode's
- * time, the blocks holding 9 non-zero coefficients of 64 on the photo set). */
-static uint64_t coef_nonzero(const JCOEF *k)
-{
-	uint64_t m = 0;
-#if defined(__SSE2__)
-	const __m128i z = _mm_setzero_si128();
-	for (int i = 0; i < 4; i++) {
-		__m128i a = _mm_cmpeq_epi16(
-		    _mm_loadu_si128((const __m128i *)(const void *)(k + 16 * i)), z);
-		__m128i b = _mm_cmpeq_epi16(
-		    _mm_loadu_si128((const __m128i *)(const void *)(k + 16 * i + 8)), z);
-		m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(a, b)) & 0xFFFFu)
-		     << (16 * i);
-	}
-#else
-	for (int i = 0; i < 64; i++)
-		m |= (uint64_t)(k[i] != 0) << i;
-#endif
-	return m;
-}
-
-#if GM_COEF_VBMI2
-/* coef_store with AVX-512 VBMI2: a block's non-zero values and their positions
- * packed by three compresses (vpcompressw, vpcompressb), no loop over them; each
- * store is a whole vector, up to 64 entries past the block's first (inside
- * coef_room's 64 a block). A quarter of coefficient mode's time went to the SSE2
- * scan and the loop below. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi2"))) static void
-coef_store_vbmi2(struct gm_jpeg *j, JBLOCK *blk, int nb, const int *comp, uint8_t **cnt,
-		 uint32_t *nnz)
-{
-	static const uint8_t iota[64] __attribute__((aligned(64))) = {
-	    0,	1,  2,	3,  4,	5,  6,	7,  8,	9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-	    22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
-	    44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
-	const __m512i pos = _mm512_load_si512((const void *)iota);
-	for (int b = 0; b < nb; b++) {
-		int c = comp[b];
-		JCOEF *k = blk[b];
-		__m512i lo = _mm512_loadu_si512((const void *)k);
-		__m512i hi = _mm512_loadu_si512((const void *)(k + 32));
-		/* zeroed for the next MCU's decode (coef_window's memset otherwise) */
-		_mm512_storeu_si512((void *)k, _mm512_setzero_si512());
-		_mm512_storeu_si512((void *)(k + 32), _mm512_setzero_si512());
-		__mmask32 mlo = _mm512_test_epi16_mask(lo, lo),
-			  mhi = _mm512_test_epi16_mask(hi, hi);
-		unsigned nlo = (unsigned)__builtin_popcount(mlo);
-		unsigned n = nlo + (unsigned)__builtin_popcount(mhi);
-		int16_t *v = j->cval[c] + nnz[c];
-		_mm512_storeu_si512((void *)v, _mm512_maskz_compress_epi16(mlo, lo));
-		_mm512_storeu_si512((void *)(v + nlo), _mm512_maskz_compress_epi16(mhi, hi));
-		_mm512_storeu_si512((void *)(j->cpos[c] + nnz[c]),
-				    _mm512_maskz_compress_epi8((__mmask64)mhi << 32 | mlo, pos));
-		*cnt[c]++ = (uint8_t)n;
-		nnz[c] += n;
-	}
-}
-#endif
-
-/* Whether this CPU runs coef_store_vbmi2 (AVX-512 F, BW and VBMI2, and the OS
- * keeps the registers), and GM_NO_SIMD / GM_SIMD_MAX (as aug.c reads them: sse or
- * avx2 stops below AVX-512) let it. */
-static bool coef_simd_ok(void)
-{
-#if GM_COEF_VBMI2
-	unsigned eax, ebx, ecx, edx;
-	const char *no = getenv("GM_NO_SIMD"), *cap = getenv("GM_SIMD_MAX");
-	if ((no && no[0] == '1') || (cap && (!strcmp(cap, "sse") || !strcmp(cap, "avx2"))))
-		return false;
-	__builtin_cpu_init();
-	/* leaf 7's ECX bit 6: VBMI2 (not every compiler's builtin names it) */
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	       __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 6));
-#else
-	return false;
-#endif
-}
-
-/* Append one decoded MCU's blocks (comp: each block's component) to the
- * components' counts (at cnt[c]) and scratch (sized by coef_room for all). */
-static void coef_store(struct gm_jpeg *j, JBLOCK *blk, int nb, const int *comp, uint8_t **cnt,
-		       uint32_t *nnz)
-{
-#if GM_COEF_VBMI2
-	if (j->vbmi2) {
-		coef_store_vbmi2(j, blk, nb, comp, cnt, nnz);
-		return;
-	}
-#endif
-	for (int b = 0; b < nb; b++) {
-		int c = comp[b];
-		int16_t *v = j->cval[c] + nnz[c];
-		uint8_t *p = j->cpos[c] + nnz[c], n = 0;
-		const JCOEF *k = blk[b];
-		for (uint64_t m = coef_nonzero(k); m; m &= m - 1, n++) {
-			int i = __builtin_ctzll(m);
-			v[n] = k[i];
-			p[n] = (uint8_t)i;
-		}
-		*cnt[c]++ = n;
-		nnz[c] += n;
-	}
 }
 
 /* Lay out the components' arrays after the header: every component's counts
@@ -1575,40 +1459,28 @@ static int coef_begin(struct gm_jpeg *j, struct gm_coef_slot *s, size_t cap, uin
 
 /*
  * Entropy-decode the MCUs of coef_window's rows 0..q->r1, storing the
- * coefficients of those in q (counts into cnt, totals in nnz): whole MCU rows, as
- * libjpeg's decode of the window reads them, so that a file corrupt in the last
- * row's columns past the window fails here as it does there. 0, or -ENOSPC once
- * the coefficients cannot fit cap.
+ * coefficients of those in q into o (huff.c's sparse form, straight from the
+ * decode: no block buffer to zero and scan): whole MCU rows, as libjpeg's decode
+ * of the window reads them, so that a file corrupt in the last row's columns past
+ * the window fails here as it does there. A row a call (huff.c keeps its bit
+ * reader in registers across the row's MCUs). 0, or -ENOSPC once the
+ * coefficients cannot fit cap.
  */
 static int coef_mcus(struct gm_jpeg *j, const struct mcu_grid *g, const struct mcu_rect *q,
-		     const struct gm_coef_slot *s, size_t cap, const int *comp, uint8_t **cnt,
-		     uint32_t *nnz)
+		     const struct gm_coef_slot *s, size_t cap, struct gm_huff_out *o)
 {
-	struct jpeg_decompress_struct *ci = &j->cinfo;
-	JBLOCK blk[D_MAX_BLOCKS_IN_MCU];
-	JBLOCKROW rows[D_MAX_BLOCKS_IN_MCU];
-
-	for (int b = 0; b < ci->blocks_in_MCU; b++)
-		rows[b] = &blk[b];
-	memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
 	for (uint32_t my = 0; my < q->r1; my++) {
 		bool row_in = my >= q->r0;
-		for (uint32_t mx = 0; mx < g->mx; mx++) {
-			bool in = row_in && mx >= q->c0 && mx < q->c1;
-			if (in && !j->vbmi2) /* (the VBMI2 store leaves them zeroed) */
-				memset(blk, 0, sizeof(JBLOCK) * (size_t)ci->blocks_in_MCU);
 #if GM_OWN_HUFFMAN /* (else own_huff is never set: not reached) */
-			(*ci->entropy->decode_mcu)(ci, in ? rows : NULL);
+		gm_huff_decode_run(j->huff, &j->cinfo, g->mx, row_in ? q->c0 : 0,
+				   row_in ? q->c1 : 0, o);
 #else
-			(void)rows;
+		(void)j, (void)g, (void)o;
 #endif
-			if (in)
-				coef_store(j, blk, ci->blocks_in_MCU, comp, cnt, nnz);
-		}
 		/* the slot's bytes only grow: once past cap, the rest of the decode is
 		 * wasted (the CPU path makes the sample: an eighth of the uint8 slots
 		 * at 224 on the photo set) */
-		if (row_in && coef_lower_bound(s, nnz) > cap)
+		if (row_in && coef_lower_bound(s, o->nnz) > cap)
 			return -ENOSPC;
 	}
 	return 0;
@@ -1622,8 +1494,9 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 		       uint32_t h, struct gm_coef_slot *s, size_t cap)
 {
 	struct jpeg_decompress_struct *ci = &j->cinfo;
-	uint32_t W = ci->image_width, H = ci->image_height, ox, oy, nnz[GM_COEF_MAX_COMPS] = {0};
-	int comp[D_MAX_BLOCKS_IN_MCU], ret = -ENOTSUP;
+	uint32_t W = ci->image_width, H = ci->image_height, ox, oy;
+	int ret = -ENOTSUP;
+	struct gm_huff_out o = {0};
 	struct mcu_rect q, q0;
 	struct mcu_grid g;
 
@@ -1646,26 +1519,26 @@ static int coef_window(struct gm_jpeg *j, uint32_t n, uint32_t x, uint32_t y, ui
 	mcu_grid(ci, &g);
 	coef_rect(&g, n, x, y, w, h, ox, oy, &q, &q0);
 	s->scale = (uint8_t)n;
-	if ((ret = coef_begin(j, s, cap, W, H, &q, &q0, comp)))
+	if ((ret = coef_begin(j, s, cap, W, H, &q, &q0, o.comp)))
 		goto out_unsupported;
-	uint8_t *cnt[GM_COEF_MAX_COMPS];
 	for (uint32_t c = 0; c < s->ncomp; c++) {
-		cnt[c] = (uint8_t *)s + s->comp[c].off_counts;
+		o.cnt[c] = (uint8_t *)s + s->comp[c].off_counts;
 		if (coef_room(j, (int)c, (size_t)s->comp[c].nblocks * 64)) {
 			set_err(j, -ENOMEM, "out of memory for the coefficients");
 			return -ENOMEM;
 		}
+		o.val[c] = j->cval[c], o.pos[c] = j->cpos[c];
 	}
-	if ((ret = coef_mcus(j, &g, &q, s, cap, comp, cnt, nnz)))
+	if ((ret = coef_mcus(j, &g, &q, s, cap, &o)))
 		goto out_unsupported;
-	size_t used = coef_layout(s, nnz, cap);
+	size_t used = coef_layout(s, o.nnz, cap);
 	if (!used) {
 		ret = -ENOSPC;
 		goto out_unsupported;
 	}
 	for (uint32_t c = 0; c < s->ncomp; c++) {
-		memcpy((uint8_t *)s + s->comp[c].off_pos, j->cpos[c], nnz[c]);
-		memcpy((uint8_t *)s + s->comp[c].off_val, j->cval[c], (size_t)nnz[c] * 2);
+		memcpy((uint8_t *)s + s->comp[c].off_pos, j->cpos[c], o.nnz[c]);
+		memcpy((uint8_t *)s + s->comp[c].off_val, j->cval[c], (size_t)o.nnz[c] * 2);
 	}
 	s->magic = GM_COEF_MAGIC, s->version = GM_COEF_VERSION, s->kind = GM_COEF_KIND_COEFS;
 	s->bytes = (uint32_t)used;

@@ -25,6 +25,9 @@
  *   - has_multiple_scans in struct jpeg_input_controller, read_restart_marker
  *     and discarded_bytes in struct jpeg_marker_reader, where and as declared
  *     below (huff.c reads the first, calls the second, adds to the third);
+ *   - first_iMCU_col and last_iMCU_col in struct jpeg_decomp_master, as declared
+ *     below (the crop's MCU columns: decode_mcu passes over the MCUs outside
+ *     them, which libjpeg's one-pass coefficient controller does not transform);
  *   - 16-bit JCOEF, 64 of them a JBLOCK, DHT tables as bits[17] and huffval[256],
  *     D_MAX_BLOCKS_IN_MCU and MAX_COMPS_IN_SCAN as libjpeg-turbo builds them, and
  *     the three warnings huff.c emits.
@@ -88,6 +91,11 @@ struct want_inputctl {
 	start_pass_fn *reset_input_controller, *start_input_pass, *finish_input_pass;
 	boolean has_multiple_scans, eoi_reached;
 };
+struct want_master {
+	start_pass_fn *prepare_for_output_pass, *finish_output_pass;
+	boolean is_dummy_pass;
+	JDIMENSION first_iMCU_col, last_iMCU_col;
+};
 struct want_marker {
 	start_pass_fn *reset_marker_reader;
 	consume_fn *read_markers;
@@ -101,6 +109,7 @@ struct want_marker {
 extern struct jpeg_entropy_decoder probe_entropy;
 extern struct jpeg_input_controller probe_inputctl;
 extern struct jpeg_marker_reader probe_marker;
+extern struct jpeg_decomp_master probe_master;
 extern struct jpeg_decompress_struct probe_cinfo;
 extern JHUFF_TBL probe_tbl;
 typedef int membership_t[D_MAX_BLOCKS_IN_MCU];
@@ -127,13 +136,19 @@ _Static_assert(SAME(jpeg_marker_reader, want_marker, probe_marker, read_restart_
 			unsigned int),
 	       "read_restart_marker and discarded_bytes where 2.1 has them in struct "
 	       "jpeg_marker_reader (jpegint.h)");
+_Static_assert(SAME(jpeg_decomp_master, want_master, probe_master, first_iMCU_col, JDIMENSION) &&
+		   SAME(jpeg_decomp_master, want_master, probe_master, last_iMCU_col, JDIMENSION),
+	       "first_iMCU_col and last_iMCU_col where 2.1 has them in struct jpeg_decomp_master "
+	       "(jpegint.h)");
 _Static_assert(IS(probe_cinfo.entropy, struct jpeg_entropy_decoder *) &&
 		   IS(probe_cinfo.inputctl, struct jpeg_input_controller *) &&
 		   IS(probe_cinfo.marker, struct jpeg_marker_reader *) &&
+		   IS(probe_cinfo.master, struct jpeg_decomp_master *) &&
+		   IS(probe_cinfo.MCUs_per_row, JDIMENSION) &&
 		   IS(probe_cinfo.MCU_membership, membership_t) &&
 		   IS(probe_cinfo.restart_interval, unsigned int),
-	       "jpeg_decompress_struct with entropy, inputctl, marker, MCU_membership and "
-	       "restart_interval as 2.1 declares them");
+	       "jpeg_decompress_struct with entropy, inputctl, marker, master, MCUs_per_row, "
+	       "MCU_membership and restart_interval as 2.1 declares them");
 _Static_assert(sizeof(JCOEF) == 2 && sizeof(JBLOCK) == 64 * sizeof(JCOEF) && DCTSIZE2 == 64,
 	       "16-bit coefficients, 64 a block");
 _Static_assert(IS(probe_tbl.bits, bits_t) && IS(probe_tbl.huffval, huffval_t),

@@ -21,8 +21,10 @@
  *   kind COEFS, for each component c < ncomp, at the offsets comp[c] gives
  *   (from the slot's start):
  *     counts[nblocks]      uint8: non-zero coefficients of each block, 0..64
- *     pos[nnz]             uint8: each one's position 0..63, natural (row-major)
- *                          order, blocks one after another in counts' order
+ *     pos[nnz]             uint8: each one's position 0..63, numbered in natural
+ *                          (row-major) order, each position once in a block, in
+ *                          no set order within it (the decode writes zigzag
+ *                          order); blocks one after another in counts' order
  *     val[nnz]             int16 (2-byte aligned): its quantised value
  *
  * Block order: the decode's. Block k of component c lies in MCU m = k / (mw * mh)

@@ -4,12 +4,20 @@
 # image's best of COEF_PASSES (default 5) alternating passes over 300 photos
 # (coef_bench prints both and their ratio; the target is 0.50 or less). Specs:
 # train float32 (the default pipeline's), train uint8 (slots the uint8 sample's
-# size: windows whose coefficients do not fit take the CPU path after the decode).
+# size: windows whose coefficients do not fit take the CPU path after the decode),
+# train float32 over the photos restart-marked (as `goldminer pack --restart`
+# writes them). COEF_ROUNDS (default 1): the three that many times, in turn.
 set -u
 B=${B:-build}
 : "${PHOTOS:?PHOTOS must name an ImageFolder directory}"
 passes=${COEF_PASSES:-5}
-for spec in train32 train; do
-	echo "-- $spec"
-	"$B/bench/coef_bench" "$PHOTOS" 300 "$passes" 224 "$spec" || exit 1
+rounds=${COEF_ROUNDS:-1}
+r=0
+while [ "$r" -lt "$rounds" ]; do
+	r=$((r + 1))
+	for spec in train32 train "train32 restart"; do
+		echo "-- $spec${COEF_ROUNDS:+ (round $r)}"
+		# shellcheck disable=SC2086 # spec: the mode, then "restart" or nothing
+		"$B/bench/coef_bench" "$PHOTOS" 300 "$passes" 224 $spec || exit 1
+	done
 done
