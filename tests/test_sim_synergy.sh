@@ -23,7 +23,7 @@ t() { # t OK DESCRIPTION
 
 timeout 120 "$B/goldminer" sim --cluster '16x(8gpu,24cpu,500gb)' --trace "$syn/gen7-300.tsv" \
 	--profile "$repo/traces/profile-synergy.tsv" --work-at share --round 300 --backfill all \
-	--policy proportional,synergy-tune --check --out "$tmp/out" >"$tmp/log" 2>&1
+	--placement node-order --policy proportional,synergy-tune --check --out "$tmp/out" >"$tmp/log" 2>&1
 t $? "goldminer sim runs the set (proportional, synergy-tune; --check)"
 
 # per model (and ALL): jobs, Synergy fair, Synergy tune, goldminer fair, goldminer tune (sums)
