@@ -19,7 +19,9 @@
  * node with the fewest free GPUs that fits, among those the one with the most free
  * vCPUs; with a backfill window, jobs behind a blocked head may start, but never
  * on the node held for the head (so it cannot starve); jobs larger than a node span
- * the emptiest nodes.
+ * the emptiest nodes. opts.place_in_order (Synergy's random placement) takes a
+ * job's GPUs node by node in node order instead, spreading a job that best fit
+ * would keep waiting for one node.
  * How many vCPUs a job reserves, how fast it then runs and what it is charged is
  * the CPU policy's, one row of operations in policies.c (sim_policy.h): the engine
  * calls through s->policy and never tests which policy runs.
