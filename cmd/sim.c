@@ -130,9 +130,11 @@ static const struct cmd_opt opts[O_N] = {
 		 "there): every running job is placed again each round (0: continuous time)"},
     [O_PLACEMENT] = {"placement", "WHAT", 0,
 		     "'best-fit' on GPUs (default; synergy-tune first takes GPUs node by node "
-		     "where its ideal fits, as Synergy's random placement), or 'demand': a node "
-		     "where the policy's demand fits first (synergy-tune: its ideal vCPUs and "
-		     "memory, as Synergy's placement mode)"},
+		     "where its ideal fits, as Synergy's random placement); 'node-order': every "
+		     "policy takes a job's GPUs node by node where its demand fits, spreading it "
+		     "rather than waiting for one node (Synergy's random placement, FIFO+fair's "
+		     "and FIFO+tune's); or 'demand': a node where the policy's demand fits first "
+		     "(synergy-tune: its ideal vCPUs and memory, as Synergy's placement mode)"},
     [O_ASKS] = {"tune-asks", "WHAT", 0,
 		"synergy-tune asks for the profile column ask_cpu_per_gpu (Synergy's profiled "
 		"CPUs, default: 'profile') or its 'ideal' vCPUs (the fewest that reach its GPU "
@@ -544,12 +546,13 @@ static int get_synergy_opts(struct sim_args *a)
 		return -EINVAL;
 	}
 	if (v[O_PLACEMENT] && strcmp(v[O_PLACEMENT], "best-fit") &&
-	    strcmp(v[O_PLACEMENT], "demand")) {
-		cmd_err("sim", "--placement", NULL, "'best-fit' or 'demand', not '%s'",
-			v[O_PLACEMENT]);
+	    strcmp(v[O_PLACEMENT], "node-order") && strcmp(v[O_PLACEMENT], "demand")) {
+		cmd_err("sim", "--placement", NULL,
+			"'best-fit', 'node-order' or 'demand', not '%s'", v[O_PLACEMENT]);
 		return -EINVAL;
 	}
 	o->place_demand = v[O_PLACEMENT] && !strcmp(v[O_PLACEMENT], "demand");
+	o->place_in_order = v[O_PLACEMENT] && !strcmp(v[O_PLACEMENT], "node-order");
 	if (v[O_ASKS] && strcmp(v[O_ASKS], "ideal") && strcmp(v[O_ASKS], "profile")) {
 		cmd_err("sim", "--tune-asks", NULL, "'ideal' or 'profile', not '%s'", v[O_ASKS]);
 		return -EINVAL;

@@ -19,7 +19,9 @@
  * node with the fewest free GPUs that fits, among those the one with the most free
  * vCPUs; with a backfill window, jobs behind a blocked head may start, but never
  * on the node held for the head (so it cannot starve); jobs larger than a node span
- * the emptiest nodes.
+ * the emptiest nodes. opts.place_in_order (Synergy's random placement) takes a
+ * job's GPUs node by node in node order instead, spreading a job that best fit
+ * would keep waiting for one node.
  * How many vCPUs a job reserves, how fast it then runs and what it is charged is
  * the CPU policy's, one row of operations in policies.c (sim_policy.h): the engine
  * calls through s->policy and never tests which policy runs.
@@ -348,11 +350,13 @@ static bool place_commit(struct sim *s, struct sjob *j, size_t off, uint32_t lef
 }
 
 /*
- * policy->fit_gpus: take ji's GPUs node by node, in node order, where the policy's
- * demand for them fits (Synergy's random placement); false (nothing taken) where
- * the nodes do not hold them all so.
+ * Take ji's GPUs node by node, in node order (Synergy's random placement): with
+ * ideal, as many of a node's free GPUs as policy->fit_gpus lets the policy's
+ * demand for them fit; without, every free GPU of a node whose vCPUs hold the
+ * policy's reservation for them (a fair share always fits beside fair shares).
+ * False (nothing taken) where the nodes do not hold them all so.
  */
-static bool place_fitting(struct sim *s, uint32_t ji)
+static bool place_fitting(struct sim *s, uint32_t ji, bool ideal)
 {
 	struct sjob *j = &s->j[ji];
 	size_t off = s->npl;
@@ -361,7 +365,8 @@ static bool place_fitting(struct sim *s, uint32_t ji)
 		uint32_t t = s->free_g[n] < (int64_t)left ? (uint32_t)s->free_g[n] : left;
 		if (!t || (n == s->resv_node && ji != s->resv_job))
 			continue;
-		t = s->policy->fit_gpus(s, j, n, t);
+		if (ideal)
+			t = s->policy->fit_gpus(s, j, n, t);
 		uint32_t c = t ? s->policy->reserve(s, j, n, t) : 0;
 		if (!t || s->free_c[n] < c)
 			continue;
@@ -377,8 +382,9 @@ static bool place_fitting(struct sim *s, uint32_t ji)
 }
 
 /*
- * Place job ji: where the policy's demand fits (policy->fit_gpus), else best fit
- * on one node, else spread over the emptiest nodes.
+ * Place job ji: where the policy's demand fits (policy->fit_gpus), else in node
+ * order at its reservation (opts.place_in_order), else best fit on one node,
+ * else spread over the emptiest nodes.
  */
 static bool place(struct sim *s, uint32_t ji)
 {
@@ -387,10 +393,12 @@ static bool place(struct sim *s, uint32_t ji)
 
 	if (s->free_gpus < j->gpus)
 		return false;
-	if (s->policy->fit_gpus && !s->o.place_demand && place_fitting(s, ji))
+	if (s->policy->fit_gpus && !s->o.place_demand && place_fitting(s, ji, true))
 		return true;
 	if (s->rc)
 		return false;
+	if (s->o.place_in_order && !s->o.place_demand)
+		return place_fitting(s, ji, false);
 	if (j->gpus <= maxg) {
 		uint32_t want = s->o.place_demand && s->policy->fits ? pick_demand(s, ji) : NOPOS;
 		for (uint32_t k = want != NOPOS ? maxg : j->gpus; k <= maxg; k++) {

@@ -778,6 +778,63 @@ static void test_placement_where_the_ideal_fits(void **st)
 }
 
 /*
+ * --placement node-order (Synergy's random placement, FIFO+fair's and FIFO+tune's):
+ * a job that fits one node but finds its GPUs free only on several is spread over
+ * them rather than waiting for one node.
+ * proportional on 2x(4gpu,16cpu), vCPUs never short: j0 and j1 (3 GPUs, 1000 s)
+ * at 0 and 1, j2 (2 GPUs, 100 s) at 2. Best fit puts j0 and j1 on a node each;
+ * j2 finds one GPU free on each and waits for j0's node: 1000 -> 1100. In node
+ * order j0 takes node 0's GPUs 0-2, j1 node 0's last and two of node 1's, j2 node
+ * 1's last two: it ends at 102.
+ * synergy-tune on 2x(2gpu,8cpu): two 1-GPU jobs of class b (ideal 6 vCPUs) hold a
+ * node each, then a 2-GPU b job (ideal 12) at 2 fits no node at its ideal. Best
+ * fit waits for a node with 2 GPUs free (at 1000); in node order it starts at 2
+ * at its fair share, one GPU and 4 vCPUs on each node (Synergy's second try,
+ * allocate_synergy_random at fair share, takes the first free GPUs so).
+ */
+static void test_node_order_spreads_a_job_that_would_wait(void **st)
+{
+	(void)st;
+	struct world w;
+	struct gm_sim_opts o;
+	size_t n;
+	double *start;
+	gm_sim_opts_defaults(&o);
+	o.check = 1;
+	o.policy = GM_SIM_PROPORTIONAL;
+	load(&w, "2x(4gpu,16cpu)",
+	     put("no.tsv", "# goldminer-trace v1\n0\t1000\t3\t12\t0\n1\t1000\t3\t12\t0\n"
+			   "2\t100\t2\t8\t0\n"),
+	     "# test\na\t100\t1000\t1\tx\tx\n");
+	run(&w, &o, "no-bestfit");
+	assert_ends("no-bestfit/jobs.tsv", (const double[]){1000, 1001, 1100}, 3);
+	o.place_in_order = 1;
+	run(&w, &o, "no-order");
+	assert_ends("no-order/jobs.tsv", (const double[]){1000, 1001, 102}, 3);
+	unload(&w);
+	load(&w, "2x(2gpu,8cpu)",
+	     put("no-tune.tsv", "# goldminer-trace v1\n0\t1000\t1\t8\t0\n1\t1000\t1\t8\t0\n"
+				"2\t100\t2\t16\t0\n"),
+	     "# test\nb\t600\t100\t1\tx\tx\n");
+	o.policy = GM_SIM_SYNERGY;
+	o.place_in_order = 0;
+	run(&w, &o, "no-tune-bestfit");
+	start = column("no-tune-bestfit/jobs.tsv", 5, &n);
+	assert_int_equal(n, 3);
+	if (fabs(start[2] - 1000) > 0.01)
+		fail_msg("best fit: the 2-GPU job starts at %.2f (want 1000)", start[2]);
+	free(start);
+	o.place_in_order = 1;
+	run(&w, &o, "no-tune-order");
+	start = column("no-tune-order/jobs.tsv", 5, &n);
+	assert_int_equal(n, 3);
+	if (fabs(start[2] - 2) > 0.01)
+		fail_msg("node order: the 2-GPU job starts at %.2f (want 2)", start[2]);
+	free(start);
+	unload(&w);
+}
+
+/*
  * Synergy caps a job's demand at a server (Workload.add_synergy_profile): an
  * m5-like class (750/s per GPU, 100 per vCPU, 187.5 GB and 6 vCPUs per GPU) with 4
  * GPUs on 1x(8gpu,24cpu,500gb) asks 24 vCPUs and 500 GB (not 750), which fit: it
@@ -1260,6 +1317,13 @@ static void test_cli(void **st)
 	assert_int_equal(cli(11, "sim", "--cluster", "1x(4gpu,8cpu)", "--trace", tr, "--policy",
 			     "static", "--profile", prof, "--work-at", "half"),
 			 2);
+	/* --placement names one of three placements */
+	assert_int_equal(cli(11, "sim", "--cluster", "2x(2gpu,8cpu)", "--trace", tr, "--policy",
+			     "proportional", "--profile", prof, "--placement", "node-order"),
+			 0);
+	assert_int_equal(cli(11, "sim", "--cluster", "2x(2gpu,8cpu)", "--trace", tr, "--policy",
+			     "proportional", "--profile", prof, "--placement", "random"),
+			 2);
 }
 
 /*
@@ -1664,6 +1728,7 @@ int main(void)
 	    cmocka_unit_test(test_rounds_preempt_in_arrival_order),
 	    cmocka_unit_test(test_backfill_all_holds_nothing),
 	    cmocka_unit_test(test_placement_where_the_ideal_fits),
+	    cmocka_unit_test(test_node_order_spreads_a_job_that_would_wait),
 	    cmocka_unit_test(test_synergy_tune_caps_demand_at_a_node),
 	    cmocka_unit_test(test_memory_columns),
 	    cmocka_unit_test(test_pool_policies_by_hand),

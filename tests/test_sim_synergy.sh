@@ -1,8 +1,9 @@
 #!/bin/sh
 # synergy-tune does what Synergy's TUNE does: on a small job set
 # (traces/synergy/gen7-300.tsv, 300 jobs of Synergy's own generator) goldminer sim's
-# proportional (FIFO+fair) and synergy-tune (FIFO+tune), in Synergy's rounds and
-# queue, are checked against Synergy's simulator's per-job JCTs on the same jobs
+# proportional (FIFO+fair) and synergy-tune (FIFO+tune), in Synergy's rounds, queue
+# and random placement (--placement node-order), are checked against Synergy's
+# simulator's per-job JCTs on the same jobs
 # (traces/synergy/gen7-300-synergy.tsv): fair share's average JCT within 3%, the
 # tune gain (fair / tune average JCT - 1) within 10% of Synergy's over all jobs
 # and for each model with a CPU speed-up (alexnet, res18, res50, mobilenet,
@@ -23,7 +24,7 @@ t() { # t OK DESCRIPTION
 
 timeout 120 "$B/goldminer" sim --cluster '16x(8gpu,24cpu,500gb)' --trace "$syn/gen7-300.tsv" \
 	--profile "$repo/traces/profile-synergy.tsv" --work-at share --round 300 --backfill all \
-	--policy proportional,synergy-tune --check --out "$tmp/out" >"$tmp/log" 2>&1
+	--placement node-order --policy proportional,synergy-tune --check --out "$tmp/out" >"$tmp/log" 2>&1
 t $? "goldminer sim runs the set (proportional, synergy-tune; --check)"
 
 # per model (and ALL): jobs, Synergy fair, Synergy tune, goldminer fair, goldminer tune (sums)

@@ -104,6 +104,15 @@ struct gm_sim_opts {
 	 */
 	int place_demand;
 	/*
+	 * 1 (without place_demand): every policy takes a job's GPUs node by node, in
+	 * node order, where its demand for them fits, wherever that spreads the job
+	 * (Synergy's random placement, the same for its FIFO+fair and FIFO+tune):
+	 * synergy-tune where its ideal fits, else where its reservation does (its fair
+	 * share, as proportional's); 0 (the default): best fit on one node, a job
+	 * that fits one node waiting for one rather than spreading.
+	 */
+	int place_in_order;
+	/*
 	 * 1: synergy-tune asks for the fewest vCPUs that reach the GPU-bound rate even
 	 * where the profile gives a class's ask_cpu_per_gpu; 0 (the default): that ask
 	 * where given (Synergy's profiled CPUs per GPU, capped at a node's; the job runs
