@@ -1232,8 +1232,10 @@ static void node_rebalance(struct sim *s)
 
 /*
  * opts.check: every job's workers are on its own nodes (extra = lw), each node's
- * within its unreserved vCPUs, counted as placed (audit_places); and no node has
- * an idle vCPU while one of its residents is short of its share of its rate.
+ * within its unreserved vCPUs, counted as placed (audit_places); and no node
+ * shared out since its last change has an idle vCPU while one of its residents
+ * is short of its share of its rate (with --round, a job's end leaves its node
+ * to the next round's share-out, node_dirty, as it leaves its GPUs).
  */
 static void node_audit(struct sim *s)
 {
@@ -1248,7 +1250,7 @@ static void node_audit(struct sim *s)
 				 i, j->extra, j->lw);
 		for (uint32_t k = 0; k < j->nplace && !s->rc; k++) {
 			const struct place *p = &s->pl[j->place_off + k];
-			if (spare(s, p->node) > 0 &&
+			if (!s->node_dirty[p->node] && spare(s, p->node) > 0 &&
 			    node_job(s, p).gpu_rate > (double)p->w * j->d + 1e-6)
 				sim_fail(s, -ENOTRECOVERABLE,
 					 "invariant: job %zu is short on node %u, which has %lld "
