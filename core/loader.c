@@ -208,14 +208,8 @@ static int check_opts(struct gm_loader *l)
 	if (err)
 		return set_err(l, err, "gm_loader_open: %s", why);
 	l->sample_bytes = gm_aug_out_bytes(&l->o.aug);
-	if (l->o.gpu_decode) {
-		if (l->o.node && *l->o.node)
-			return set_err(l, -ENOTSUP,
-				       "gm_loader_open: coefficient output (gpu_decode) is made by "
-				       "workers here only, not by a node agent's: open it without "
-				       "node");
+	if (l->o.gpu_decode)
 		l->sample_bytes = gm_coef_slot_bytes(l->sample_bytes);
-	}
 	return 0;
 }
 
@@ -434,6 +428,12 @@ static int client_attach(struct gm_loader *l)
 	err = agent_call(l, "gm_loader_open", &req, &rep, &ring_fd);
 	if (!err && ring_fd < 0)
 		err = set_err(l, -EPROTO, "gm_loader_open: the node agent sent no ring");
+	if (!err && l->o.gpu_decode && !(rep.flags & GM_NODE_COEF))
+		err = set_err(l, -EPROTONOSUPPORT,
+			      "gm_loader_open: the node agent at %s does not make coefficient "
+			      "slots (gpu_decode; an older goldminer): run this build's agent, or "
+			      "open the loader without node",
+			      l->o.node);
 	if (err)
 		goto out_ring_fd;
 	err = gm_ring_attach(&l->ring, ring_fd);
@@ -529,7 +529,8 @@ static int ask_adopt(void *arg, int fd, char *why, size_t len)
 	else if (rep.status)
 		snprintf(why, len, "%.400s", rep.msg);
 	else if (got >= 0 || rep.batches_per_epoch != l->bpe ||
-		 rep.fingerprint != gm_dataset_fingerprint(l->ds))
+		 rep.fingerprint != gm_dataset_fingerprint(l->ds) ||
+		 (l->o.gpu_decode && !(rep.flags & GM_NODE_COEF)))
 		snprintf(why, len, "it did not adopt the running ring, or sees other files");
 	else
 		return 0;

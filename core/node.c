@@ -63,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "goldminer/coef.h"
 #include "goldminer/dataset.h"
 #include "goldminer/elastic.h"
 #include "goldminer/host.h"
@@ -361,12 +362,20 @@ static uint64_t used_mem(const struct agent *a, int *njobs)
 	return m;
 }
 
+/* A sample's bytes in the job's ring: its finished pixels, or with
+ * gpu_decode (wire.h's GM_NODE_COEF) the coefficient slot that holds them. */
+static uint64_t sample_bytes(const struct gm_loader_opts *o)
+{
+	uint64_t sb = gm_aug_out_bytes(&o->aug);
+	return o->gpu_decode ? gm_coef_slot_bytes(sb) : sb;
+}
+
 /* Does the job's ring fit in what the budget has left? 0, or -ENOMEM with why.
  * Sizes the pool would refuse (gm_ring_size 0) are left to it. */
 static int admit_job(struct agent *a, struct job *j, const struct gm_loader_opts *o, char *why,
 		     size_t len)
 {
-	uint64_t sb = gm_aug_out_bytes(&o->aug);
+	uint64_t sb = sample_bytes(o);
 	int n;
 	uint64_t used = used_mem(a, &n);
 
@@ -427,7 +436,7 @@ static int check_adopted(const struct job *j, const struct gm_loader_opts *o, ui
 			 uint64_t end, char *why, size_t len)
 {
 	const struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
-	if (h->batch_size == o->batch_size && h->sample_bytes == gm_aug_out_bytes(&o->aug) &&
+	if (h->batch_size == o->batch_size && h->sample_bytes == sample_bytes(o) &&
 	    h->first_task == first && h->end_task == end)
 		return 0;
 	snprintf(why, len,
@@ -435,7 +444,7 @@ static int check_adopted(const struct job *j, const struct gm_loader_opts *o, ui
 		 " bytes a sample, tasks %" PRIu64 "..%" PRIu64 "; the options make batch %u, "
 		 "%zu bytes, tasks %" PRIu64 "..%" PRIu64 ")",
 		 h->batch_size, h->sample_bytes, h->first_task, h->end_task, o->batch_size,
-		 gm_aug_out_bytes(&o->aug), first, end);
+		 (size_t)sample_bytes(o), first, end);
 	return -EINVAL;
 }
 
@@ -525,7 +534,7 @@ static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 	uint32_t floor = pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
 	uint32_t all = gm_policy_ring_workers(cap, a->budget, a->rops->peers_lendable(a->rem));
 	uint32_t slots = pow2_slots(8 * all + 2);
-	uint64_t sb = gm_aug_out_bytes(&o->aug);
+	uint64_t sb = sample_bytes(o);
 	int n;
 	uint64_t used = used_mem(a, &n);
 	while (slots > floor) {
@@ -556,6 +565,11 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 			      "an ATTACH carries no fd, or the job's running ring alone");
 		return;
 	}
+	if (req->flags & ~GM_NODE_COEF) {
+		gm_wire_reply(j->fd, -EINVAL, -1, 0, 0,
+			      "unknown request flags 0x%x (another goldminer build?)", req->flags);
+		return;
+	}
 	gm_wire_request_opts(req, &o);
 	if (!o.slots)
 		o.slots = ring_slots(a, req, &o);
@@ -578,15 +592,20 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 	j->workers = 0;
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
-	if (a->rem) {
+	if (a->rem && o.gpu_decode) {
+		logf_(a,
+		      "job pid %d: no remote workers: its samples are coefficient slots "
+		      "(gpu_decode), made by this host's workers only",
+		      (int)j->pid);
+	} else if (a->rem) {
 		uint32_t lease = gm_lease_ms(o.lease_timeout_ms);
 		if (a->rops->job_add(a->rem, gm_ring_fd(gm_pool_ring(j->pool)), req, j->ds, j->bpe,
 				     lease, &j->token, err, sizeof(err)))
 			logf_(a, "job pid %d: no remote workers: %s", (int)j->pid, err);
 		lend_capacity(a);
 	}
-	gm_wire_reply(j->fd, 0, j->adopted ? -1 : gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
-		      gm_dataset_fingerprint(j->ds), "ok");
+	gm_wire_reply_attach(j->fd, j->adopted ? -1 : gm_ring_fd(gm_pool_ring(j->pool)), j->bpe,
+			     gm_dataset_fingerprint(j->ds), o.gpu_decode ? GM_NODE_COEF : 0, "ok");
 	if (j->adopted) {
 		logf_(a,
 		      "job pid %d re-attached: %s, its running ring adopted at task %" PRIu64

@@ -283,6 +283,8 @@ int gm_wire_attach_request(struct gm_node_req *req, const struct gm_loader_opts 
 	if (!realpath(o->root, req->root))
 		snprintf(req->root, sizeof(req->root), "%s", o->root);
 	carry_all(&copy, req, true);
+	if (o->gpu_decode)
+		req->flags |= GM_NODE_COEF;
 	return 0;
 }
 
@@ -292,6 +294,7 @@ void gm_wire_request_opts(struct gm_node_req *req, struct gm_loader_opts *o)
 	req->root[sizeof(req->root) - 1] = 0;
 	o->root = req->root;
 	carry_all(o, req, false);
+	o->gpu_decode = req->type == GM_NODE_ATTACH && (req->flags & GM_NODE_COEF);
 }
 
 bool gm_wire_request_valid(const struct gm_node_req *req, ssize_t n)
@@ -489,6 +492,16 @@ void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t finge
 
 	va_start(ap, fmt);
 	vreply(fd, status, ring_fd, bpe, fingerprint, 0, fmt, ap);
+	va_end(ap);
+}
+
+void gm_wire_reply_attach(int fd, int ring_fd, uint32_t bpe, uint64_t fingerprint, uint32_t flags,
+			  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply(fd, 0, ring_fd, bpe, fingerprint, flags, fmt, ap);
 	va_end(ap);
 }
 

@@ -288,6 +288,40 @@ static void test_same_bytes_as_a_local_loader(void **state)
 	assert_int_equal(wait_jobs(0), 0);
 }
 
+/* Coefficient slots (gpu_decode) made by the agent's workers: the same bytes as
+ * a local loader's coefficient slots, not the pixels' (its ring sized for
+ * them); an ATTACH with a flag this build does not know is refused in words. */
+static void test_coefficient_slots_through_the_agent(void **state)
+{
+	(void)state;
+	struct gm_loader_opts o;
+	opts(&o, NULL);
+	uint64_t pixels = epoch_sum(&o);
+	o.gpu_decode = true;
+	uint64_t local = epoch_sum(&o);
+	assert_true(local != pixels);
+	opts(&o, sock);
+	o.gpu_decode = true;
+	assert_int_equal(epoch_sum(&o), local);
+	assert_int_equal(wait_jobs(0), 0);
+
+	static struct gm_node_req req;
+	static struct gm_node_reply rep;
+	int got = -1;
+	opts(&o, sock);
+	assert_int_equal(gm_wire_attach_request(&req, &o), 0);
+	req.flags |= 4u;
+	char why[256];
+	int fd = gm_wire_connect(sock, why, sizeof(why));
+	assert_true(fd >= 0);
+	assert_int_equal(gm_wire_call(fd, &req, &rep, &got), 0);
+	assert_int_equal(rep.status, -EINVAL);
+	assert_int_equal(got, -1);
+	assert_non_null(strstr(rep.msg, "unknown request flags 0x4"));
+	close(fd);
+	assert_int_equal(wait_jobs(0), 0);
+}
+
 static void test_socket_is_private(void **state)
 {
 	(void)state;
@@ -1479,6 +1513,7 @@ int main(void)
 	    cmocka_unit_test(test_refusal_at_the_limit_is_said_in_words),
 	    cmocka_unit_test(test_refusal_is_read_whatever_the_order),
 	    cmocka_unit_test(test_same_bytes_as_a_local_loader),
+	    cmocka_unit_test(test_coefficient_slots_through_the_agent),
 	    cmocka_unit_test(test_loader_outlives_its_agent_and_is_adopted_again),
 	    cmocka_unit_test(test_attach_with_a_ring_not_the_jobs_is_refused),
 	    cmocka_unit_test(test_socket_is_private),

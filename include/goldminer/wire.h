@@ -85,6 +85,14 @@ struct gm_node_req {
  */
 #define GM_NODE_TRAINER_WORKERS 1u
 
+/*
+ * An ATTACH whose samples are coefficient slots (gm_loader_opts.gpu_decode,
+ * coef.h): the agent's workers write them, its ring is sized for them, and its
+ * reply carries the flag back. An agent without it (an older build ignores a
+ * flag it does not know) made pixel slots: the client refuses that ring.
+ */
+#define GM_NODE_COEF 2u
+
 struct gm_node_reply {
 	uint32_t magic, version;
 	int32_t status; /* 0 or -errno */
@@ -177,6 +185,11 @@ int gm_wire_call(int fd, const struct gm_node_req *req, struct gm_node_reply *re
  * agent's poll loop sees its hang-up. */
 void gm_wire_reply(int fd, int status, int ring_fd, uint32_t bpe, uint64_t fingerprint,
 		   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Agent: the reply of status 0 to an ATTACH, with the ring's fd (-1: none sent,
+ * an adopted ring) and the reply's flags (GM_NODE_COEF). */
+void gm_wire_reply_attach(int fd, int ring_fd, uint32_t bpe, uint64_t fingerprint, uint32_t flags,
+			  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Agent: gm_wire_reply of status 0 to a CMDJOB with the reply's flags (wire.h's
  * GM_NODE_TRAINER_WORKERS), no fd. */

@@ -274,9 +274,9 @@ class _Auto:
     library's measure, else samples over the workers' stage time) and the
     consumer's demand (its samples over its own time between batches: what it
     would take if never kept waiting), and decides once: on when rate x the CPUs
-    this process may use < demand and torch sees a CUDA device (and no node agent
-    runs the workers: its workers write no coefficient slots). Without a device it
-    is off from the start. The decision is said once on stderr."""
+    this process may use (with node=, the workers the agent runs for it) < demand
+    and torch sees a CUDA device. Without a device it is off from the start. The
+    decision is said once on stderr."""
 
     BATCHES = 8  # batches measured before deciding
 
@@ -289,10 +289,8 @@ class _Auto:
         if not _torch.cuda.is_available():
             self.decide(False, "no CUDA device (torch.cuda.is_available() is False): the "
                         "workers decode on the CPU")
-        elif self.o._gm._kw.get("node") is not None:
-            self.decide(False, "the workers run in a node agent, which writes finished "
-                        "samples only")
         self.cpus = len(os.sched_getaffinity(0))
+        self.agent = self.o._gm._kw.get("node") is not None
 
     def batch_taken(self, n):
         import time
@@ -317,9 +315,11 @@ class _Auto:
             rate = st["samples"] / (stage_ns / 1e9)
         demand = st.get("demand_img_per_s", 0) or (
             self.samples / self.busy_s if self.busy_s > 0 else float("inf"))
-        why = ("workers %.0f img/s each x %d CPUs = %.0f img/s against the consumer's "
-               "demand of %.0f img/s" % (rate, self.cpus, rate * self.cpus, demand))
-        if rate * self.cpus < demand:
+        cpus = max(1, st.get("workers", 1)) if self.agent else self.cpus
+        why = ("workers %.0f img/s each x %d %s = %.0f img/s against the consumer's "
+               "demand of %.0f img/s" % (rate, cpus, "workers of the node agent"
+                                          if self.agent else "CPUs", rate * cpus, demand))
+        if rate * cpus < demand:
             self.decide(True, why + ": short, the CUDA device is there")
         else:
             self.decide(False, why + ": enough")
