@@ -1438,10 +1438,10 @@ static int coef_plan(struct gm_aug *a, const struct gm_coef_slot *s, const struc
 	const struct gm_aug_spec *sp = &a->spec;
 	uint32_t size = sp->size;
 	bool eval = sp->mode == GM_AUG_EVAL;
-	if (!eval && (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, s->rw, size,
-				 win->flip, &a->k) ||
-		      axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, s->rh, size, false,
-				 &a->k)))
+	if (!eval &&
+	    (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, s->rw, size, win->flip,
+			&a->k) ||
+	     axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, s->rh, size, false, &a->k)))
 		return fail(a, -ENOMEM, "out of memory for resize coefficients");
 	uint32_t kx = eval ? a->rx.ksize : a->ax.taps, ky = eval ? a->ry.ksize : a->ay.taps;
 	size_t bytes = gm_fm_plan_bytes(size, kx, ky);
