@@ -422,7 +422,8 @@ extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_
 		size_t elem = p->out == 0 ? 1 : p->out == 1 ? 4 : 2;
 		if (p->size != size || p->out != p0->out || p->out > 2 ||
 		    (size_t)size * size * 3 * elem > out_bytes || p->win_w != slots[i]->rw ||
-		    p->win_h != slots[i]->rh || p->bytes < gm_fm_plan_bytes(size, p->kx, p->ky)) {
+		    p->win_h != slots[i]->rh || p->bytes < gm_fm_plan_bytes(size, p->kx, p->ky) ||
+		    p->off_x != sizeof(*p) || p->off_y != p->off_x + 4 * (size_t)size * (2 + p->kx)) {
 			if (err && errlen)
 				snprintf(err, errlen,
 					 "gm_coef_cuda_finish: plan %u is not for slot %u under "
