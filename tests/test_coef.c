@@ -467,9 +467,14 @@ static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 
 static void expect_refused(struct gm_aug *a, size_t cap, const char *what)
 {
+	const void *plan = NULL;
 	if (gm_aug_coef_finish(a, slot, cap, out_gpu) != -EBADMSG)
 		fail_msg("a slot with %s was taken", what);
 	assert_non_null(strstr(gm_aug_errmsg(a), "coefficient slot") ? "" : NULL);
+	/* the device's path: no plan made for it, nor a host run */
+	if (gm_aug_coef_finish_shared(a, slot, cap, out_gpu) != -EBADMSG ||
+	    gm_aug_coef_plan(a, slot, cap, &plan, NULL) != -EBADMSG || plan)
+		fail_msg("a slot with %s was taken by the device's path", what);
 }
 
 static void test_malformed_slots_are_refused_before_use(void **state)
@@ -509,9 +514,15 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 	pos[0] = 64;
 	expect_refused(a, cap, "a position past 63");
 	pos[0] = p0;
-	uint8_t *cnt = slot + sl->comp[0].off_counts;
+	uint8_t *cnt = slot + sl->comp[0].off_counts, keep_cnt = cnt[0];
 	cnt[0] = 65;
 	expect_refused(a, cap, "a block of 65 coefficients");
+	cnt[0] = keep_cnt;
+	const void *plan = NULL; /* the slot itself again: a plan, its taps for both axes */
+	size_t pb = 0;
+	assert_int_equal(gm_aug_coef_plan(a, slot, cap, &plan, &pb), 0);
+	assert_non_null(plan);
+	assert_true(pb > 2 * 4 * 3 * (size_t)s.size);
 	gm_aug_destroy(a);
 }
 
