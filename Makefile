@@ -442,19 +442,19 @@ fuzz-seeds: $(B)/libgoldminer.a $(addprefix $(B)/,$(sort $(foreach n,$(FUZZ_NAME
 			$(LDFLAGS) $(LDLIBS) && mkdir -p tests/fuzz/corpus/$(n:fuzz_%=%) && \
 		$(B)/seeds-$(n) tests/fuzz/corpus/$(n:fuzz_%=%) &&) :
 
-# The GPU decode's kernels (core/coef_kernels.cu: coef_math.h's arithmetic through
-# nvcc) and their device check (tests/gpu/coef_check.c, run by tests/gpu/check.sh):
+# The GPU decode's kernels (core/coef_kernels.cu: coef_math.h's and finish_math.h's arithmetic through
+# nvcc, -fmad=false: the C build's float bits) and their device check (tests/gpu/coef_check.c, run by tests/gpu/check.sh):
 # `make coef-cuda` compiles both where the toolkit is (CI does), needing no device.
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 # Ampere and Hopper machine code, and Hopper PTX for later devices (CUDA 13 has no
 # target older than Turing).
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
-$(B)/cuda/coef_kernels.o: core/coef_kernels.cu core/coef_math.h core/coef_cuda.h \
-		include/goldminer/coef.h $(FLAGS_STAMP)
+$(B)/cuda/coef_kernels.o: core/coef_kernels.cu core/coef_math.h core/finish_math.h \
+		core/coef_cuda.h include/goldminer/coef.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) -std=c++17 -O2 -Iinclude -Icore $(NVCC_ARCH) -Xcompiler -fPIC,-Wall \
+	$(Q)$(NVCC) -std=c++17 -O2 -fmad=false -Iinclude -Icore $(NVCC_ARCH) -Xcompiler -fPIC,-Wall \
 		$(if $(filter 1,$(WERROR)),-Werror all-warnings) -c -o $@ $<
 $(B)/cuda/coef_check: tests/gpu/coef_check.c $(B)/cuda/coef_kernels.o $(B)/libgoldminer.a \
 		$(FLAGS_STAMP)

@@ -78,6 +78,7 @@
 
 #include "aug_simd.h"
 #include "aug_test.h"
+#include "finish_math.h"
 #include "resample.h"
 
 #define MAX_SIZE 8192u
@@ -119,6 +120,9 @@ struct gm_aug {
 	/* coefficient mode's host path (gm_aug_coef_finish): planes and window */
 	uint8_t *cplanes, *cpix;
 	size_t cplanes_cap, cpix_cap;
+	/* its finish plan (finish_math.h: taps, layout, jitter), gm_aug_coef_plan */
+	uint8_t *fplan;
+	size_t fplan_cap;
 	char errmsg[320];
 };
 
@@ -245,6 +249,7 @@ void gm_aug_destroy(struct gm_aug *a)
 	free(a->rtmp);
 	free(a->cplanes);
 	free(a->cpix);
+	free(a->fplan);
 	gm_rs_axis_free(&a->rx);
 	gm_rs_axis_free(&a->ry);
 	gm_jpeg_destroy(a->dec);
@@ -472,34 +477,7 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t in, uint32
  */
 uint16_t gm_f32_to_f16(float f)
 {
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-	uint32_t ax = x & 0x7fffffffu;
-	if (ax >= 0x7f800000u) /* inf, NaN */
-		return (uint16_t)(sign | 0x7c00u |
-				  (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
-	if (ax >= 0x477ff000u) /* >= 65520: rounds past the largest half, 65504 */
-		return (uint16_t)(sign | 0x7c00u);
-	if (ax < 0x38800000u) {
-		/*
-		 * Below 2^-14, a half subnormal (or zero): units of 2^-24. Adding 0.5f
-		 * puts the value's 2^-24 bit at the float's last mantissa bit, so the FPU's
-		 * own round-to-nearest-even does the rounding; what is above 0.5 is the
-		 * result.
-		 */
-		float v, half = 0.5f;
-		memcpy(&v, &ax, sizeof(v));
-		v += half;
-		uint32_t r, h;
-		memcpy(&r, &v, sizeof(r));
-		memcpy(&h, &half, sizeof(h));
-		return (uint16_t)(sign | (r - h));
-	}
-	/* Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to even. */
-	uint32_t odd = (ax >> 13) & 1u;
-	ax += 0xc8000fffu + odd; /* (15 - 127) << 23, + just under half an ulp, + odd */
-	return (uint16_t)(sign | (ax >> 13));
+	return gm_fm_f32_to_f16(f); /* finish_math.h: the device's too */
 }
 
 /*
@@ -1376,6 +1354,28 @@ static int coef_window_of(struct gm_aug *a, const struct gm_coef_slot *s, struct
 	return 0;
 }
 
+/* A slot checked (0), or -EBADMSG with the message set. */
+static int coef_checked(struct gm_aug *a, const struct gm_coef_slot *s, size_t len, void *out)
+{
+	char why[256];
+	a->errmsg[0] = '\0';
+	if (!out || gm_coef_check(s, len, gm_aug_out_bytes(&a->spec), why, sizeof(why)))
+		return fail(a, -EBADMSG, out ? why : "no output buffer");
+	return 0;
+}
+
+/* The window of a checked COEFS slot rebuilt on the host into a->cpix. */
+static int coef_window_pixels(struct gm_aug *a, const struct gm_coef_slot *s)
+{
+	if (gm_grow_scratch((void **)&a->cplanes, &a->cplanes_cap, gm_coef_planes_bytes(s),
+			    1 << 16) ||
+	    gm_grow_scratch((void **)&a->cpix, &a->cpix_cap, (size_t)s->rw * s->rh * 3 + 64,
+			    1 << 16))
+		return fail(a, -ENOMEM, "out of memory for a coefficient slot's window");
+	gm_coef_pixels(s, a->cplanes, a->cpix);
+	return 0;
+}
+
 /* gm_aug_coef_finish and _window: the window given, or rebuilt here (NULL). */
 static int coef_finish(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
 		       void *out)
@@ -1383,25 +1383,19 @@ static int coef_finish(struct gm_aug *a, const void *slot, size_t len, const uin
 	const struct gm_coef_slot *s = slot;
 	size_t ob = gm_aug_out_bytes(&a->spec);
 	struct window win;
-	char why[256];
 
-	a->errmsg[0] = '\0';
-	if (!out || gm_coef_check(s, len, ob, why, sizeof(why)))
-		return fail(a, -EBADMSG, out ? why : "no output buffer");
+	int ret = coef_checked(a, s, len, out);
+	if (ret)
+		return ret;
 	if (s->kind == GM_COEF_KIND_PIXELS) {
 		memcpy(out, (const uint8_t *)s + GM_COEF_HDR_BYTES, ob);
 		return 0;
 	}
-	int ret = coef_window_of(a, s, &win);
-	if (ret)
+	if ((ret = coef_window_of(a, s, &win)))
 		return ret;
 	if (!window) {
-		if (gm_grow_scratch((void **)&a->cplanes, &a->cplanes_cap, gm_coef_planes_bytes(s),
-				    1 << 16) ||
-		    gm_grow_scratch((void **)&a->cpix, &a->cpix_cap, (size_t)s->rw * s->rh * 3 + 64,
-				    1 << 16))
-			return fail(a, -ENOMEM, "out of memory for a coefficient slot's window");
-		gm_coef_pixels(s, a->cplanes, a->cpix);
+		if ((ret = coef_window_pixels(a, s)))
+			return ret;
 		window = a->cpix;
 	}
 	struct gm_jpeg_image img = {window, (size_t)s->rw * 3, s->rx, s->ry, s->rw,
@@ -1421,4 +1415,133 @@ int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, co
 	if (!window)
 		return fail(a, -EINVAL, "no window");
 	return coef_finish(a, slot, len, window, out);
+}
+
+/* One axis of the plan: train from ax (pixel offsets, the flip in them), eval from
+ * PIL's axis r (its offsets made relative to the window's first sample w0). */
+static void plan_axis(int32_t *d, uint32_t size, uint32_t k, const struct axis *ax,
+		      const struct rs_axis *r, uint32_t w0)
+{
+	for (uint32_t i = 0; i < size; i++) {
+		d[i] = ax ? ax->min[i] : r->lo[i] - (int32_t)w0;
+		d[size + i] = ax ? (int32_t)ax->taps : r->n[i];
+		for (uint32_t j = 0; j < k; j++)
+			d[2 * size + (size_t)i * k + j] =
+			    ax ? ax->coef[(size_t)i * k + j] : r->k[(size_t)i * k + j];
+	}
+}
+
+/* The plan of a checked COEFS slot whose window is win, into a->fplan. */
+static int coef_plan(struct gm_aug *a, const struct gm_coef_slot *s, const struct window *win,
+		     struct gm_fm_plan **out)
+{
+	const struct gm_aug_spec *sp = &a->spec;
+	uint32_t size = sp->size;
+	bool eval = sp->mode == GM_AUG_EVAL;
+	if (!eval &&
+	    (axis_build(&a->ax, win->x0 - win->wx0, win->x1 - win->wx0, s->rw, size, win->flip,
+			&a->k) ||
+	     axis_build(&a->ay, win->y0 - win->wy0, win->y1 - win->wy0, s->rh, size, false, &a->k)))
+		return fail(a, -ENOMEM, "out of memory for resize coefficients");
+	uint32_t kx = eval ? a->rx.ksize : a->ax.taps, ky = eval ? a->ry.ksize : a->ay.taps;
+	size_t bytes = gm_fm_plan_bytes(size, kx, ky);
+	if (bytes > UINT32_MAX ||
+	    gm_grow_scratch((void **)&a->fplan, &a->fplan_cap, bytes, 1 << 14))
+		return fail(a, -ENOMEM, "out of memory for a finish plan");
+	struct gm_fm_plan *p = (struct gm_fm_plan *)(void *)a->fplan;
+	memset(p, 0, sizeof(*p));
+	p->bytes = (uint32_t)bytes, p->size = size, p->win_w = s->rw, p->win_h = s->rh;
+	p->eval = eval, p->out = (uint8_t)sp->out, p->jitter = a->jf != NULL;
+	p->jit_n = (uint8_t)win->jit.n;
+	memcpy(p->jit_order, win->jit.order, sizeof(p->jit_order));
+	memcpy(p->jit_factor, win->jit.factor, sizeof(p->jit_factor));
+	for (int c = 0; c < 3; c++) { /* jitter.c's from_planes, or aug.c's frow */
+		p->scale[c] = a->jf ? (float)(1.0 / sp->std[c]) : a->scale[c];
+		p->bias[c] = a->jf ? (float)(-(double)sp->mean[c] / sp->std[c]) : a->bias[c];
+	}
+	p->kx = kx, p->ky = ky;
+	p->off_x = sizeof(*p);
+	p->off_y = (uint32_t)(p->off_x + 4 * (size_t)size * (2 + kx));
+	plan_axis((int32_t *)(void *)(a->fplan + p->off_x), size, kx, eval ? NULL : &a->ax, &a->rx,
+		  win->wx0);
+	plan_axis((int32_t *)(void *)(a->fplan + p->off_y), size, ky, eval ? NULL : &a->ay, &a->ry,
+		  win->wy0);
+	*out = p;
+	return 0;
+}
+
+int gm_aug_coef_plan(struct gm_aug *a, const void *slot, size_t len, const void **plan,
+		     size_t *bytes)
+{
+	const struct gm_coef_slot *s = slot;
+	struct gm_fm_plan *p;
+	struct window win;
+	int ret = coef_checked(a, s, len, plan);
+	if (ret)
+		return ret;
+	if (s->kind != GM_COEF_KIND_COEFS)
+		return fail(a, -EINVAL, "a PIXELS slot carries its sample: no plan");
+	if ((ret = coef_window_of(a, s, &win)) || (ret = coef_plan(a, s, &win, &p)))
+		return ret;
+	*plan = p;
+	if (bytes)
+		*bytes = p->bytes;
+	return 0;
+}
+
+/* The gray mean of the resized sample hwc before the contrast op, jitter.c's sum:
+ * each group of 64 blocks' 16 lane sums added to the double in lane order. */
+static float coef_gray_mean(const struct gm_fm_plan *p, const uint8_t *hwc)
+{
+	size_t nb = gm_fm_gray_blocks(p);
+	double sum = 0;
+	for (size_t b0 = 0; b0 < nb; b0 += GM_FM_FLUSH)
+		for (uint32_t lane = 0; lane < GM_FM_LANES; lane++)
+			sum += gm_fm_gray_part(p, hwc, lane, b0,
+					       b0 + GM_FM_FLUSH < nb ? b0 + GM_FM_FLUSH : nb);
+	return gm_fm_gray_finish(p, hwc, sum);
+}
+
+/* The plan run on the host over window, an element (a pixel, jittered) a call, as
+ * the device's kernels run it; hwc: size * size * 3 bytes of scratch (jitter). */
+static void coef_plan_run(const struct gm_fm_plan *p, const uint8_t *window, uint8_t *hwc,
+			  void *out)
+{
+	uint32_t size = p->size;
+	size_t n = (size_t)size * size, stride = (size_t)p->win_w * 3;
+	for (uint32_t oy = 0; oy < size; oy++)
+		for (uint32_t ox = 0; ox < size; ox++)
+			for (uint32_t c = 0; c < 3; c++) {
+				uint8_t v = gm_fm_resized(p, window, stride, oy, ox, c);
+				if (p->jitter)
+					hwc[((size_t)oy * size + ox) * 3 + c] = v;
+				else
+					gm_fm_layout(p, out, oy, ox, c, v);
+			}
+	if (!p->jitter)
+		return;
+	float mean = gm_fm_contrast_at(p) < p->jit_n ? coef_gray_mean(p, hwc) : 0.0f;
+	for (size_t i = 0; i < n; i++)
+		gm_fm_jitter_out(p, hwc, i, mean, out);
+}
+
+int gm_aug_coef_finish_shared(struct gm_aug *a, const void *slot, size_t len, void *out)
+{
+	const struct gm_coef_slot *s = slot;
+	struct gm_fm_plan *p;
+	struct window win;
+	int ret = coef_checked(a, s, len, out);
+	if (ret)
+		return ret;
+	if (s->kind == GM_COEF_KIND_PIXELS) {
+		memcpy(out, (const uint8_t *)s + GM_COEF_HDR_BYTES, gm_aug_out_bytes(&a->spec));
+		return 0;
+	}
+	if ((ret = coef_window_of(a, s, &win)) || (ret = coef_window_pixels(a, s)) ||
+	    (ret = coef_plan(a, s, &win, &p)))
+		return ret;
+	if (p->jitter && !a->jpx)
+		return fail(a, -EINVAL, "no jitter scratch"); /* gm_aug_create made it */
+	coef_plan_run(p, a->cpix, a->jpx, out);
+	return 0;
 }

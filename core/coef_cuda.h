@@ -1,16 +1,25 @@
 /*
  * coef_cuda.h - the GPU decode's device half (core/coef_kernels.cu, built by nvcc
- * in `make coef-cuda` and `make gpu-bundle`, not by the C build): the windows of a
- * batch of coefficient slots (coef.h) rebuilt on the device with coef_math.h's
- * arithmetic, the host path's bytes.
+ * in `make coef-cuda` and `make gpu-bundle`, not by the C build): a batch of
+ * coefficient slots (coef.h) finished on the device with coef_math.h's and
+ * finish_math.h's arithmetic, the host path's bytes (gm_coef_pixels,
+ * gm_aug_coef_finish_shared), which are the CPU workers' bytes.
  *
- * Per batch: one copy of the slots to the device, three launches (the blocks'
- * coefficient offsets, a prefix over each component's counts; one thread per
- * block: dequantise + IDCT into the component planes; one thread per window
- * pixel: upsampling + colour conversion), one copy of the windows back. Not per
- * image. Not here (yet): the resize, flip, jitter and layout on the device: the
- * windows come back to the host, where aug.c's resize finishes them (the device
- * check, tests/gpu/coef_check.c, compares both stages with the CPU's bytes).
+ * On the device, per batch: the slots copied (each by its own async copy from the
+ * caller's memory: the ring, registered with the driver by cuda.c) with the
+ * batch's tables and each slot's finish plan (gm_aug_coef_plan: the resize's taps
+ * computed on the host once per sample, the flip in them, the layout's scale and
+ * bias, the jitter's draws) in one more copy; then the launches, each over the
+ * whole batch: the blocks' coefficient offsets, dequantise + IDCT (a thread a
+ * block), upsampling + colour conversion (a thread a window pixel), the resize
+ * and layout (a thread an output element: uint8 HWC, float32 or float16 CHW),
+ * and under colour jitter the gray mean (16 threads a slot with a contrast op)
+ * and the jitter (a thread an output pixel). The finished samples stay on the
+ * device, in the caller's buffer. Two events a batch: the slots copied (the
+ * ring's slots may be released) and the samples done.
+ *
+ * Not here: PIXELS slots (the caller copies their finished sample itself), more
+ * than one batch in flight per handle, more than one stream.
  */
 #ifndef GM_CORE_COEF_CUDA_H
 #define GM_CORE_COEF_CUDA_H
@@ -41,6 +50,39 @@ void gm_coef_cuda_destroy(struct gm_coef_cuda *g);
  */
 int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
 			 uint32_t n, uint8_t *const *rgb, char *err, size_t errlen);
+
+/*
+ * Finish n COEFS slots (each checked by gm_coef_check first) on the device: sample
+ * i goes to d_out + i * out_bytes (device memory, gm_coef_cuda_alloc or the
+ * caller's own), the bytes gm_aug_coef_finish gives. plans[i]: slot i's
+ * gm_aug_coef_plan (copied here: the aug handle's buffer may be reused at once);
+ * every plan of one spec (the same side and layout). Asynchronous: returns once
+ * the work is queued; gm_coef_cuda_released says when the slots may be reused,
+ * gm_coef_cuda_done / _sync when the samples are in d_out. One batch at a time
+ * per handle: the next call may reuse the device's buffers only after this one
+ * (the stream orders them). 0, or -EINVAL (a plan not for its slot or the batch's
+ * spec, why in err), -EIO / -ENOMEM (the CUDA error's name in err).
+ */
+int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+			const void *const *plans, uint32_t n, void *d_out, size_t out_bytes,
+			char *err, size_t errlen);
+
+/* The last gm_coef_cuda_finish's (or _windows') slots copied to the device: 1 (the
+ * caller may release them), 0 not yet, -EIO. Does not block. */
+int gm_coef_cuda_released(struct gm_coef_cuda *g);
+
+/* The last gm_coef_cuda_finish's samples in d_out: 1, 0 not yet, -EIO. Does not block. */
+int gm_coef_cuda_done(struct gm_coef_cuda *g);
+
+/* Block until the last gm_coef_cuda_finish's samples are in d_out. 0 or -EIO. */
+int gm_coef_cuda_sync(struct gm_coef_cuda *g, char *err, size_t errlen);
+
+/* Device memory for outputs (cudaMalloc / cudaFree), and a blocking copy of bytes
+ * from device memory d to host on the handle's stream (after its queued work). */
+int gm_coef_cuda_alloc(void **d, size_t bytes, char *err, size_t errlen);
+void gm_coef_cuda_free(void *d);
+int gm_coef_cuda_read(struct gm_coef_cuda *g, void *host, const void *d, size_t bytes, char *err,
+		      size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,18 +1,25 @@
 /*
- * coef_kernels.cu - the GPU decode's kernels (see coef_cuda.h): coef_math.h's
- * functions, the ones coef.c's host path runs, compiled by nvcc for the device.
+ * coef_kernels.cu - the GPU decode's kernels (see coef_cuda.h): coef_math.h's and
+ * finish_math.h's functions, the ones the host path runs (coef.c,
+ * gm_aug_coef_finish_shared), compiled by nvcc for the device (-fmad=false: no
+ * multiply-add contracted, the float bits the C build gives).
  *
  * Design: the host reads the (checked) slot headers and lays out the batch: the
- * slots one after another in one device buffer, one job per (slot, component)
- * with the index of its first block in the batch and the offset of its plane,
- * and each slot's first window pixel. Three launches then: k_offsets (a thread a
- * job: the prefix of its counts, each block's first coefficient), k_idct (a
- * thread a block: its coefficients scattered into 64, dequantised and
- * inverse-transformed into its plane), k_pixels (a thread a window pixel: its
- * slot by binary search over the first pixels, then upsampled and converted).
+ * slots one after another in one device buffer (each copied from the caller's
+ * memory by its own async copy: from the registered ring, no host copy), then the
+ * batch's tables (one job per (slot, component) with the index of its first block
+ * and the offset of its plane, each slot's first window pixel and plan, a block's
+ * job) and the plans, staged on the host and copied in one piece. Launches:
+ * k_offsets (a thread a job: the prefix of its counts, each block's first
+ * coefficient), k_idct (a thread a block: its coefficients scattered into 64,
+ * dequantised and inverse-transformed into its plane), k_pixels (a thread a
+ * window pixel: its slot by binary search over the first pixels, then upsampled
+ * and converted); for gm_coef_cuda_finish then k_resize (a thread an output
+ * element: resized from the window and laid out, or, under colour jitter, kept as
+ * a byte), and under jitter k_mean (16 threads a slot with a contrast op: the gray
+ * mean in jitter.c's lane order) and k_jitter (a thread an output pixel).
  *
- * Not done: the resize and layout on the device; pinned staging (the ring is
- * registered with the driver already, cuda.c); more than one stream.
+ * Not done: more than one stream; the launches' sizes tuned.
  */
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -22,6 +29,7 @@
 
 #include "coef_cuda.h"
 #include "coef_math.h"
+#include "finish_math.h"
 
 /* One component of one slot of the batch. */
 struct job {
@@ -34,14 +42,21 @@ struct job {
 struct slot_at {
 	uint64_t slot_off;
 	uint64_t plane_off[GM_COEF_MAX_COMPS];
-	uint64_t pix0; /* its first window pixel in the batch */
+	uint64_t pix0;	   /* its first window pixel in the batch */
+	uint64_t plan_off; /* its finish plan in the plans (gm_coef_cuda_finish) */
+	float mean;	   /* its gray mean before the contrast op (k_mean) */
+	uint32_t pad;
 };
 
 struct gm_coef_cuda {
 	cudaStream_t stream;
-	uint8_t *d_buf; /* slots, jobs, per-block arrays, planes, windows: one block */
+	cudaEvent_t copied; /* the last batch's slots are on the device */
+	cudaEvent_t done;   /* the last batch's samples are in its output */
+	bool events;
+	uint8_t *d_buf; /* slots, tables, plans, per-block arrays, planes, windows,
+			 * jitter bytes: one block */
 	size_t d_cap;
-	uint8_t *h_stage; /* the same layout's host half (slots, jobs, slot_at) */
+	uint8_t *h_stage; /* the tables and plans, staged */
 	size_t h_cap;
 };
 
@@ -127,6 +142,66 @@ __global__ void k_pixels(const uint8_t *slots, const struct slot_at *at, uint32_
 		    s->ry + (uint32_t)(p / s->rw), rgb + 3 * g);
 }
 
+/* One output element of slot i (a thread each, every slot the same size): resized
+ * from its window and laid out, or kept as a byte for the jitter. */
+__global__ void k_resize(const uint8_t *plans, const struct slot_at *at, uint32_t n,
+			 uint32_t size, const uint8_t *rgb, uint8_t *hwc, uint8_t *out,
+			 size_t out_bytes)
+{
+	uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t per = (uint64_t)size * size * 3;
+	if (g >= per * n)
+		return;
+	uint32_t i = (uint32_t)(g / per), c = (uint32_t)(g % per % 3);
+	uint64_t pix = g % per / 3;
+	const struct gm_fm_plan *p = (const struct gm_fm_plan *)(plans + at[i].plan_off);
+	uint32_t oy = (uint32_t)(pix / size), ox = (uint32_t)(pix % size);
+	uint8_t v = gm_fm_resized(p, rgb + 3 * at[i].pix0, (size_t)p->win_w * 3, oy, ox, c);
+	if (p->jitter)
+		hwc[g] = v;
+	else
+		gm_fm_layout(p, out + i * out_bytes, oy, ox, c, v);
+}
+
+/* Slot blockIdx.x's gray mean before its contrast op (none: nothing), a lane a
+ * thread, the lanes' sums added to the double in jitter.c's order. */
+__global__ void k_mean(const uint8_t *plans, struct slot_at *at, const uint8_t *hwc, uint64_t per)
+{
+	__shared__ float part[GM_FM_LANES];
+	uint32_t i = blockIdx.x, lane = threadIdx.x;
+	const struct gm_fm_plan *p = (const struct gm_fm_plan *)(plans + at[i].plan_off);
+	if (!p->jitter || gm_fm_contrast_at(p) >= p->jit_n)
+		return; /* the whole block */
+	const uint8_t *h = hwc + i * per;
+	size_t nb = gm_fm_gray_blocks(p);
+	double sum = 0;
+	for (size_t b0 = 0; b0 < nb; b0 += GM_FM_FLUSH) {
+		part[lane] =
+		    gm_fm_gray_part(p, h, lane, b0, b0 + GM_FM_FLUSH < nb ? b0 + GM_FM_FLUSH : nb);
+		__syncthreads();
+		if (lane == 0)
+			for (int k = 0; k < GM_FM_LANES; k++)
+				sum += part[k];
+		__syncthreads();
+	}
+	if (lane == 0)
+		at[i].mean = gm_fm_gray_finish(p, h, sum);
+}
+
+/* One output pixel of a jittered slot: its ops, then the layout. */
+__global__ void k_jitter(const uint8_t *plans, const struct slot_at *at, uint32_t n, uint32_t size,
+			 const uint8_t *hwc, uint8_t *out, size_t out_bytes)
+{
+	uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t per = (uint64_t)size * size;
+	if (g >= per * n)
+		return;
+	uint32_t i = (uint32_t)(g / per);
+	const struct gm_fm_plan *p = (const struct gm_fm_plan *)(plans + at[i].plan_off);
+	if (p->jitter)
+		gm_fm_jitter_out(p, hwc + i * per * 3, g % per, at[i].mean, out + i * out_bytes);
+}
+
 extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, char *err, size_t errlen)
 {
 	struct gm_coef_cuda *g = (struct gm_coef_cuda *)calloc(1, sizeof(*g));
@@ -138,6 +213,17 @@ extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, char *err, size_t 
 		free(g);
 		return ret == -EIO ? -ENODEV : ret;
 	}
+	ret = cuda_err(cudaEventCreateWithFlags(&g->copied, cudaEventDisableTiming),
+		       "cudaEventCreate", err, errlen);
+	if (!ret && (ret = cuda_err(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming),
+				    "cudaEventCreate", err, errlen)))
+		cudaEventDestroy(g->copied);
+	if (ret) {
+		cudaStreamDestroy(g->stream);
+		free(g);
+		return ret;
+	}
+	g->events = true;
 	*out = g;
 	return 0;
 }
@@ -146,15 +232,22 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 {
 	if (!g)
 		return;
+	cudaStreamSynchronize(g->stream);
 	cudaFree(g->d_buf);
 	free(g->h_stage);
+	if (g->events) {
+		cudaEventDestroy(g->copied);
+		cudaEventDestroy(g->done);
+	}
 	cudaStreamDestroy(g->stream);
 	free(g);
 }
 
-/* The batch's layout: sizes of its parts (bytes, 16-aligned). */
+/* The batch's layout: sizes of its parts (bytes, 16-aligned). The device buffer
+ * holds slots, then the staged part (jobs, at, bjob, plans: h_stage's bytes), then
+ * boff, planes, rgb (the windows) and hwc (the jitter's bytes). */
 struct layout {
-	size_t slots, jobs, at, boff, bjob, planes, rgb;
+	size_t slots, jobs, at, boff, bjob, plans, planes, rgb, hwc;
 	uint32_t njobs, nblocks;
 	uint64_t npix;
 };
@@ -164,7 +257,8 @@ static size_t up16(size_t n)
 	return (n + 15) & ~(size_t)15;
 }
 
-static void plan(const struct gm_coef_slot *const *slots, uint32_t n, struct layout *l)
+static void plan(const struct gm_coef_slot *const *slots, const void *const *plans, uint32_t n,
+		 uint32_t size, struct layout *l)
 {
 	memset(l, 0, sizeof(*l));
 	for (uint32_t i = 0; i < n; i++) {
@@ -175,7 +269,13 @@ static void plan(const struct gm_coef_slot *const *slots, uint32_t n, struct lay
 		l->njobs += s->ncomp;
 		for (uint32_t c = 0; c < s->ncomp; c++)
 			l->nblocks += s->comp[c].nblocks;
+		if (plans) {
+			const struct gm_fm_plan *p = (const struct gm_fm_plan *)plans[i];
+			l->plans += up16(p->bytes);
+			l->hwc += p->jitter ? (size_t)size * size * 3 : 0;
+		}
 	}
+	l->hwc = l->hwc ? (size_t)n * size * size * 3 : 0;
 	l->jobs = up16(sizeof(struct job) * l->njobs);
 	l->at = up16(sizeof(struct slot_at) * (n + 1));
 	l->boff = up16(sizeof(uint32_t) * l->nblocks);
@@ -183,20 +283,26 @@ static void plan(const struct gm_coef_slot *const *slots, uint32_t n, struct lay
 	l->rgb = up16(3 * l->npix);
 }
 
-/* Fill the host stage: slots, jobs, slot_at, block_job, in the device's order. */
-static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots, uint32_t n,
-		  const struct layout *l)
+/* Fill the host stage: jobs, slot_at, block_job, plans, in the device's order. */
+static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+		  const void *const *plans, uint32_t n, const struct layout *l)
 {
 	uint8_t *h = g->h_stage;
-	struct job *jobs = (struct job *)(h + l->slots);
-	struct slot_at *at = (struct slot_at *)(h + l->slots + l->jobs);
-	uint32_t *bjob = (uint32_t *)(h + l->slots + l->jobs + l->at);
-	uint64_t off = 0, poff = 0, pix = 0;
+	struct job *jobs = (struct job *)h;
+	struct slot_at *at = (struct slot_at *)(h + l->jobs);
+	uint32_t *bjob = (uint32_t *)(h + l->jobs + l->at);
+	uint8_t *pl = h + l->jobs + l->at + l->bjob;
+	uint64_t off = 0, poff = 0, pix = 0, planoff = 0;
 	uint32_t nj = 0, block = 0;
+	memset(at, 0, sizeof(*at) * (n + 1));
 	for (uint32_t i = 0; i < n; i++) {
 		const struct gm_coef_slot *s = slots[i];
-		memcpy(h + off, s, s->bytes);
-		at[i].slot_off = off, at[i].pix0 = pix;
+		at[i].slot_off = off, at[i].pix0 = pix, at[i].plan_off = planoff;
+		if (plans) {
+			uint32_t pb = ((const struct gm_fm_plan *)plans[i])->bytes;
+			memcpy(pl + planoff, plans[i], pb);
+			planoff += up16(pb);
+		}
 		for (uint32_t c = 0; c < s->ncomp; c++) {
 			const struct gm_coef_comp *k = &s->comp[c];
 			uint32_t pw = s->mcols * k->mw * k->ssize, ph = s->mrows * k->mh * k->ssize;
@@ -214,16 +320,26 @@ static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slot
 	at[n].pix0 = pix;
 }
 
-extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-				    uint32_t n, uint8_t *const *rgb, char *err, size_t errlen)
+/* The device's pointers into one batch's layout. */
+struct dev {
+	uint8_t *slots, *plans, *planes, *rgb, *hwc;
+	struct job *jobs;
+	struct slot_at *at;
+	uint32_t *bjob, *boff;
+};
+
+/*
+ * Grow the buffers for l, stage, copy the slots (each from the caller's memory)
+ * and the staged tables, record `copied`, and run the three window launches. 0 or
+ * -EIO / -ENOMEM with why in err.
+ */
+static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+			 const void *const *plans, uint32_t n, const struct layout *l,
+			 struct dev *d, char *err, size_t errlen)
 {
-	struct layout l;
+	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
+	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc;
 	int ret;
-	if (n == 0)
-		return 0;
-	plan(slots, n, &l);
-	size_t hsz = l.slots + l.jobs + l.at + l.bjob;
-	size_t dsz = hsz + l.boff + l.planes + l.rgb;
 	if (hsz > g->h_cap) {
 		free(g->h_stage);
 		g->h_cap = 0;
@@ -232,39 +348,142 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 		g->h_cap = hsz;
 	}
 	if (dsz > g->d_cap) {
-		cudaFree(g->d_buf);
+		cudaFree(g->d_buf); /* waits for the device: the last batch is done with it */
 		g->d_buf = NULL, g->d_cap = 0;
 		if ((ret =
 			 cuda_err(cudaMalloc((void **)&g->d_buf, dsz), "cudaMalloc", err, errlen)))
 			return ret;
 		g->d_cap = dsz;
 	}
-	stage(g, slots, n, &l);
-	uint8_t *d = g->d_buf;
-	const uint8_t *d_slots = d;
-	const struct job *d_jobs = (const struct job *)(d + l.slots);
-	const struct slot_at *d_at = (const struct slot_at *)(d + l.slots + l.jobs);
-	const uint32_t *d_bjob = (const uint32_t *)(d + l.slots + l.jobs + l.at);
-	uint32_t *d_boff = (uint32_t *)(d + hsz);
-	uint8_t *d_planes = d + hsz + l.boff, *d_rgb = d_planes + l.planes;
-	if ((ret = cuda_err(cudaMemcpyAsync(d, g->h_stage, hsz, cudaMemcpyHostToDevice, g->stream),
-			    "copy of the slots", err, errlen)))
+	stage(g, slots, plans, n, l);
+	uint8_t *b = g->d_buf, *st = b + l->slots;
+	d->slots = b;
+	d->jobs = (struct job *)st;
+	d->at = (struct slot_at *)(st + l->jobs);
+	d->bjob = (uint32_t *)(st + l->jobs + l->at);
+	d->plans = st + l->jobs + l->at + l->bjob;
+	d->boff = (uint32_t *)(st + hsz);
+	d->planes = st + hsz + l->boff, d->rgb = d->planes + l->planes, d->hwc = d->rgb + l->rgb;
+	const struct slot_at *hat = (const struct slot_at *)(g->h_stage + l->jobs);
+	for (uint32_t i = 0; i < n; i++)
+		if ((ret = cuda_err(cudaMemcpyAsync(b + hat[i].slot_off, slots[i], slots[i]->bytes,
+						    cudaMemcpyHostToDevice, g->stream),
+				    "copy of a slot", err, errlen)))
+			return ret;
+	if ((ret = cuda_err(cudaMemcpyAsync(st, g->h_stage, hsz, cudaMemcpyHostToDevice, g->stream),
+			    "copy of the batch's tables", err, errlen)) ||
+	    (ret = cuda_err(cudaEventRecord(g->copied, g->stream), "cudaEventRecord", err, errlen)))
 		return ret;
-	k_offsets<<<(l.njobs + 127) / 128, 128, 0, g->stream>>>(d_slots, d_jobs, l.njobs, d_boff);
-	k_idct<<<(l.nblocks + 127) / 128, 128, 0, g->stream>>>(d_slots, d_jobs, d_bjob, l.nblocks,
-							       d_boff, d_planes);
-	k_pixels<<<(unsigned)((l.npix + 255) / 256), 256, 0, g->stream>>>(d_slots, d_at, n,
-									  d_planes, d_rgb);
-	if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
+	k_offsets<<<(l->njobs + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, l->njobs,
+								  d->boff);
+	k_idct<<<(l->nblocks + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, d->bjob,
+								 l->nblocks, d->boff, d->planes);
+	k_pixels<<<(unsigned)((l->npix + 255) / 256), 256, 0, g->stream>>>(d->slots, d->at, n,
+									   d->planes, d->rgb);
+	return cuda_err(cudaGetLastError(), "kernel launch", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+				    uint32_t n, uint8_t *const *rgb, char *err, size_t errlen)
+{
+	struct layout l;
+	struct dev d;
+	int ret;
+	if (n == 0)
+		return 0;
+	plan(slots, NULL, n, 0, &l);
+	if ((ret = windows_async(g, slots, NULL, n, &l, &d, err, errlen)))
 		return ret;
 	uint64_t pix = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		size_t bytes = (size_t)slots[i]->rw * slots[i]->rh * 3;
-		if ((ret = cuda_err(cudaMemcpyAsync(rgb[i], d_rgb + 3 * pix, bytes,
+		if ((ret = cuda_err(cudaMemcpyAsync(rgb[i], d.rgb + 3 * pix, bytes,
 						    cudaMemcpyDeviceToHost, g->stream),
 				    "copy of a window", err, errlen)))
 			return ret;
 		pix += (uint64_t)slots[i]->rw * slots[i]->rh;
 	}
 	return cuda_err(cudaStreamSynchronize(g->stream), "the batch's kernels", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+				   const void *const *plans, uint32_t n, void *d_out,
+				   size_t out_bytes, char *err, size_t errlen)
+{
+	struct layout l;
+	struct dev d;
+	int ret;
+	if (n == 0)
+		return 0;
+	const struct gm_fm_plan *p0 = (const struct gm_fm_plan *)plans[0];
+	uint32_t size = p0->size;
+	for (uint32_t i = 0; i < n; i++) { /* one spec: the same side and layout */
+		const struct gm_fm_plan *p = (const struct gm_fm_plan *)plans[i];
+		size_t elem = p->out == 0 ? 1 : p->out == 1 ? 4 : 2;
+		if (p->size != size || p->out != p0->out || p->out > 2 ||
+		    (size_t)size * size * 3 * elem > out_bytes || p->win_w != slots[i]->rw ||
+		    p->win_h != slots[i]->rh || p->bytes < gm_fm_plan_bytes(size, p->kx, p->ky) ||
+		    p->off_x != sizeof(*p) || p->off_y != p->off_x + 4 * (size_t)size * (2 + p->kx)) {
+			if (err && errlen)
+				snprintf(err, errlen,
+					 "gm_coef_cuda_finish: plan %u is not for slot %u under "
+					 "the batch's spec (gm_aug_coef_plan makes them)",
+					 i, i);
+			return -EINVAL;
+		}
+	}
+	plan(slots, plans, n, size, &l);
+	if ((ret = windows_async(g, slots, plans, n, &l, &d, err, errlen)))
+		return ret;
+	uint64_t per = (uint64_t)size * size * 3, all = per * n;
+	uint8_t *out = (uint8_t *)d_out;
+	k_resize<<<(unsigned)((all + 255) / 256), 256, 0, g->stream>>>(
+	    d.plans, d.at, n, size, d.rgb, d.hwc, out, out_bytes);
+	if (l.hwc) {
+		k_mean<<<n, GM_FM_LANES, 0, g->stream>>>(d.plans, d.at, d.hwc, per);
+		k_jitter<<<(unsigned)((all / 3 + 255) / 256), 256, 0, g->stream>>>(
+		    d.plans, d.at, n, size, d.hwc, out, out_bytes);
+	}
+	if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
+		return ret;
+	return cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
+}
+
+static int query(cudaEvent_t e)
+{
+	cudaError_t r = cudaEventQuery(e);
+	return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -EIO;
+}
+
+extern "C" int gm_coef_cuda_released(struct gm_coef_cuda *g)
+{
+	return query(g->copied);
+}
+
+extern "C" int gm_coef_cuda_done(struct gm_coef_cuda *g)
+{
+	return query(g->done);
+}
+
+extern "C" int gm_coef_cuda_sync(struct gm_coef_cuda *g, char *err, size_t errlen)
+{
+	return cuda_err(cudaEventSynchronize(g->done), "the batch's kernels", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_alloc(void **d, size_t bytes, char *err, size_t errlen)
+{
+	return cuda_err(cudaMalloc(d, bytes), "cudaMalloc", err, errlen);
+}
+
+extern "C" void gm_coef_cuda_free(void *d)
+{
+	cudaFree(d);
+}
+
+extern "C" int gm_coef_cuda_read(struct gm_coef_cuda *g, void *host, const void *d, size_t bytes,
+				 char *err, size_t errlen)
+{
+	int ret = cuda_err(cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, g->stream),
+			   "copy back", err, errlen);
+	return ret ? ret : cuda_err(cudaStreamSynchronize(g->stream), "copy back", err, errlen);
 }

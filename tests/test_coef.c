@@ -81,9 +81,9 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return b;
 }
 
-/* The six specs every file goes through: train and eval, each output type,
- * train with colour jitter. */
-#define NSPECS 7
+/* The specs every file goes through: train and eval, each output type; colour
+ * jitter with train float32, eval uint8 and train float16. */
+#define NSPECS 9
 static void spec_n(struct gm_aug_spec *s, int i, uint32_t size)
 {
 	gm_aug_spec_default(s);
@@ -91,9 +91,9 @@ static void spec_n(struct gm_aug_spec *s, int i, uint32_t size)
 	s->resize = size + size / 7;
 	s->mode = i % 2 ? GM_AUG_EVAL : GM_AUG_TRAIN;
 	s->out = i < 2 ? GM_OUT_U8_HWC : i < 4 ? GM_OUT_F32_CHW : GM_OUT_F16_CHW;
-	if (i == 6) {
-		s->mode = GM_AUG_TRAIN;
-		s->out = GM_OUT_F32_CHW;
+	if (i >= 6) {
+		s->mode = i == 7 ? GM_AUG_EVAL : GM_AUG_TRAIN;
+		s->out = i == 6 ? GM_OUT_F32_CHW : i == 7 ? GM_OUT_U8_HWC : GM_OUT_F16_CHW;
 		s->jitter[0][0] = 0.6f, s->jitter[0][1] = 1.4f;
 		s->jitter[1][0] = 0.6f, s->jitter[1][1] = 1.4f;
 		s->jitter[2][0] = 0.6f, s->jitter[2][1] = 1.4f;
@@ -135,6 +135,14 @@ static void same_bytes(struct gm_aug *cpu, struct gm_aug *gpu, const struct gm_a
 			fail_msg("%s (key %llu): the host path's sample differs from the CPU's "
 				 "(slot kind %u)",
 				 name, (unsigned long long)k, sl->kind);
+		/* the device's arithmetic (finish_math.h), element by element */
+		memset(out_gpu, 0x5A, ob);
+		if (gm_aug_coef_finish_shared(gpu, slot, cap, out_gpu))
+			fail_msg("%s: shared finish: %s", name, gm_aug_errmsg(gpu));
+		if (memcmp(out_cpu, out_gpu, ob))
+			fail_msg("%s (key %llu): finish_math.h's sample differs from the CPU's "
+				 "(slot kind %u, spec out %d, mode %d)",
+				 name, (unsigned long long)k, sl->kind, (int)s->out, (int)s->mode);
 		if (sl->kind == GM_COEF_KIND_COEFS) {
 			t->coefs++;
 			t->coef_bytes += sl->bytes;
@@ -459,9 +467,14 @@ static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 
 static void expect_refused(struct gm_aug *a, size_t cap, const char *what)
 {
+	const void *plan = NULL;
 	if (gm_aug_coef_finish(a, slot, cap, out_gpu) != -EBADMSG)
 		fail_msg("a slot with %s was taken", what);
 	assert_non_null(strstr(gm_aug_errmsg(a), "coefficient slot") ? "" : NULL);
+	/* the device's path: no plan made for it, nor a host run */
+	if (gm_aug_coef_finish_shared(a, slot, cap, out_gpu) != -EBADMSG ||
+	    gm_aug_coef_plan(a, slot, cap, &plan, NULL) != -EBADMSG || plan)
+		fail_msg("a slot with %s was taken by the device's path", what);
 }
 
 static void test_malformed_slots_are_refused_before_use(void **state)
@@ -501,9 +514,15 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 	pos[0] = 64;
 	expect_refused(a, cap, "a position past 63");
 	pos[0] = p0;
-	uint8_t *cnt = slot + sl->comp[0].off_counts;
+	uint8_t *cnt = slot + sl->comp[0].off_counts, keep_cnt = cnt[0];
 	cnt[0] = 65;
 	expect_refused(a, cap, "a block of 65 coefficients");
+	cnt[0] = keep_cnt;
+	const void *plan = NULL; /* the slot itself again: a plan, its taps for both axes */
+	size_t pb = 0;
+	assert_int_equal(gm_aug_coef_plan(a, slot, cap, &plan, &pb), 0);
+	assert_non_null(plan);
+	assert_true(pb > 2 * 4 * 3 * (size_t)s.size);
 	gm_aug_destroy(a);
 }
 

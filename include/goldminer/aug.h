@@ -153,6 +153,27 @@ int gm_aug_coef_finish(struct gm_aug *a, const void *slot, size_t len, void *out
 int gm_aug_coef_finish_window(struct gm_aug *a, const void *slot, size_t len, const uint8_t *window,
 			      void *out);
 
+/*
+ * The same bytes as gm_aug_coef_finish by the GPU decode's own arithmetic
+ * (core/finish_math.h, the functions the CUDA kernels run): the window rebuilt
+ * (gm_coef_pixels), this slot's finish plan (gm_aug_coef_plan), then every output
+ * element resized, jittered and laid out one at a time, as the device's threads
+ * do. Scalar and slower than gm_aug_coef_finish (whose SIMD resize the workers'
+ * CPU path shares): it exists so that every build proves the device's arithmetic
+ * against the CPU path's bytes. Returns as gm_aug_coef_finish.
+ */
+int gm_aug_coef_finish_shared(struct gm_aug *a, const void *slot, size_t len, void *out);
+
+/*
+ * A checked COEFS slot's finish plan (core/finish_math.h's struct gm_fm_plan: the
+ * resize's taps for both axes, flip included, the layout's scale and bias, the
+ * colour jitter's draws), *bytes bytes at *plan, in the handle: valid until the
+ * handle's next call. The device copies it with the slot. 0, -EBADMSG (as
+ * gm_aug_coef_finish), -EINVAL (a PIXELS slot: it has no plan), -ENOMEM.
+ */
+int gm_aug_coef_plan(struct gm_aug *a, const void *slot, size_t len, const void **plan,
+		     size_t *bytes);
+
 /* IEEE float -> half bits, round to nearest even (what F16C's vcvtps2ph gives). */
 uint16_t gm_f32_to_f16(float f);
 

@@ -38,7 +38,8 @@
  * path here and the CUDA kernels (core/coef_kernels.cu).
  *
  * Not here: the resize, flip, jitter and layout after the window is rebuilt
- * (aug.c's, run by gm_aug_coef_finish on the host).
+ * (aug.c's, run by gm_aug_coef_finish on the host; core/finish_math.h's, run by
+ * the CUDA kernels and by gm_aug_coef_finish_shared).
  */
 #ifndef GOLDMINER_COEF_H
 #define GOLDMINER_COEF_H

@@ -50,9 +50,10 @@ data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT INT TERM
 # The GPU decode first (coef_check, built by make gpu-bundle / make coef-cuda):
 # every sample's window rebuilt on the device from its coefficient slot must be
-# the host path's bytes, and the sample finished from it the CPU workers' (train,
-# eval, uint8, float32, jitter); then img/s of 4 workers, CPU path against GPU
-# decode. The real photos where GM_PHOTOS names them, else 2000 synthetic images.
+# the host path's bytes, the sample finished from it on the host and the sample
+# finished on the device (resize, flip, jitter, layout there too) the CPU workers'
+# (train, eval, uint8, float32, float16, jitter); then img/s of 4 workers, CPU path
+# against GPU decode finishing on the device. The real photos where GM_PHOTOS names them, else 2000 synthetic images.
 # COEF_ONLY=1: stop after it (about 2 minutes of an 8-minute device budget).
 [ -x "$B/cuda/coef_check" ] || make -s B="$B" coef-cuda || exit 1
 photos=${GM_PHOTOS:-}
