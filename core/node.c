@@ -270,7 +270,7 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 	double alone = j->local_alone > 0 ? j->local_alone : j->local_model;
 	bool small = a->rem && j->token && a->host.cores < GM_NODE_FED_CORES;
 	double remote = j->remote.rate;
-	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->fed);
+	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->demand, j->fed);
 	if (fed_failed(j)) {
 		fed = false;
 		j->fed_worse = !gm_policy_fed_retry(remote);

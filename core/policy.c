@@ -679,10 +679,15 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	return out->want;
 }
 
-bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was)
+bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, double demand,
+			    bool was)
 {
 	if (!small_home || !(local_alone > 0) || !(remote > 0))
 		return false;
+	if (demand > 0 && isfinite(demand)) { /* what the consumer can take of each */
+		local_alone = local_alone < demand ? local_alone : demand;
+		remote = remote < demand ? remote : demand;
+	}
 	return was ? remote >= local_alone : remote > local_alone * GM_POLICY_MEASURABLY;
 }
 

@@ -353,7 +353,7 @@ static double fill_node(struct run *r, uint32_t nd)
 static bool fed_only(const struct run *r, uint32_t j, double m)
 {
 	bool small = r->s->node[r->s->job[j].home].cores < GM_NODE_FED_CORES;
-	return gm_policy_fed_remotely(small, r->alone[j], m, false);
+	return gm_policy_fed_remotely(small, r->alone[j], m, r->s->job[j].rate, false);
 }
 
 /* A job's home CPU need, given the m images/s it takes remotely. */

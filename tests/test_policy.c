@@ -858,14 +858,18 @@ static void test_remote_workers_stay_with_their_lender(void **st)
 static void test_local_workers_stay_until_remote_ones_deliver_more(void **st)
 {
 	(void)st;
-	assert_false(gm_policy_fed_remotely(true, 400, 300, false));
-	assert_false(gm_policy_fed_remotely(true, 400, 430, false)); /* not measurably */
-	assert_true(gm_policy_fed_remotely(true, 400, 450, false));
-	assert_true(gm_policy_fed_remotely(true, 400, 420, true));  /* holds */
-	assert_false(gm_policy_fed_remotely(true, 400, 390, true)); /* local again */
-	assert_false(gm_policy_fed_remotely(true, 0, 500, false));  /* never measured alone */
-	assert_false(gm_policy_fed_remotely(true, 400, 0, false));
-	assert_false(gm_policy_fed_remotely(false, 400, 900, false));
+	assert_false(gm_policy_fed_remotely(true, 400, 300, 0, false));
+	assert_false(gm_policy_fed_remotely(true, 400, 430, 0, false)); /* not measurably */
+	assert_true(gm_policy_fed_remotely(true, 400, 450, 0, false));
+	assert_true(gm_policy_fed_remotely(true, 400, 420, 0, true));  /* holds */
+	assert_false(gm_policy_fed_remotely(true, 400, 390, 0, true)); /* local again */
+	assert_false(gm_policy_fed_remotely(true, 0, 500, 0, false));  /* never measured alone */
+	assert_false(gm_policy_fed_remotely(true, 400, 0, 0, false));
+	assert_false(gm_policy_fed_remotely(false, 400, 900, 0, false));
+	/* counted at what the consumer takes: local alone nearly covers 403 */
+	assert_false(gm_policy_fed_remotely(true, 397, 683, 403, false));
+	assert_true(gm_policy_fed_remotely(true, 250, 683, 403, false));
+	assert_true(gm_policy_fed_remotely(true, 397, 683, 1e12, false)); /* greedy */
 }
 
 /* tests/regress/bench-ab-remote.sh at load 4-5: the 0.25-core home's job got

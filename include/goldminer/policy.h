@@ -278,12 +278,18 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
  * local worker's decoding does): only once the remote workers measurably
  * deliver more than its local workers alone did (remote > local_alone x
  * GM_POLICY_MEASURABLY), and until they deliver less than that (then the local
- * workers come back). A job whose local delivery alone was never measured
- * keeps its local workers: lending never makes a job slower than lending off.
- * small_home false: always false. was: the last answer.
+ * workers come back), each counted at most at the consumer's demand (> 0;
+ * else uncapped): what it can take is the gain, and a job whose local workers
+ * alone nearly cover its demand keeps them (a 0.15-core home's 384 img/s job,
+ * 397 alone, dropped its local worker for remote ones that made 683 and then
+ * 381, and ran 16% slower than lending off). A job whose local delivery alone
+ * was never measured keeps its local workers: lending never makes a job
+ * slower than lending off. small_home false: always false. was: the last
+ * answer.
  */
 #define GM_POLICY_MEASURABLY 1.10
-bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, bool was);
+bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, double demand,
+			    bool was);
 
 /*
  * The check of that rule on the job itself: a job that went fed remotely
