@@ -7,7 +7,7 @@
  * order, and the planes go to the output layout. The loops run over contiguous
  * floats in blocks of a constant count, the clamp written as comparisons and
  * the planes' pointers restrict, so that gcc -O2 vectorises brightness,
- * contrast and saturation (hue's HSV round trip stays scalar: hue_px); a
+ * contrast and saturation (hue's HSV round trip stays scalar: finish_math.h's gm_fm_hue); a
  * 224 x 224 sample is 150,528 floats (600 KiB, L2-resident). The contrast mean is summed in BLK
  * float lanes of at most 1024 values each, then in double. The float output is x * (1/std) -
  * mean/std, as aug.c's own (within an ulp of Normalize's (x - mean) / std).
@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "goldminer/rng.h"
+
+#include "finish_math.h"
 
 bool gm_jitter_on(const struct gm_aug_spec *s)
 {
@@ -131,45 +133,17 @@ static void saturate(float *restrict r, float *restrict g, float *restrict b, si
 
 /* x / 255 as three planes (ToTensor's values; a multiply by the reciprocal,
  * within an ulp of its division). */
-/*
- * One pixel's hue turned by f (a fraction of the circle, |f| <= 0.5):
- * torchvision's tensor _rgb2hsv, (h + f) mod 1, _hsv2rgb, step for step in
- * float. The two modulos are written as the one subtraction or addition they
- * come to in their ranges (the same float operation as torch's fmod and
- * remainder there), the sector as a truncation of a non-negative value: no
- * libm call. (gcc -O2 leaves this loop scalar: about 0.4 ms a 224 x 224 sample;
- * torchvision's 0/1-mask sums, tried for vectorisation, cost twice that.)
- */
-static inline __attribute__((always_inline)) void hue_px(float *pr, float *pg, float *pb, float f)
-{
-	float r = *pr, g = *pg, b = *pb;
-	float maxc = r > g ? r : g, minc = r < g ? r : g;
-	maxc = maxc > b ? maxc : b;
-	minc = minc < b ? minc : b;
-	float cr = maxc - minc, crd = maxc == minc ? 1.0f : cr;
-	float s = cr / (maxc == minc ? 1.0f : maxc);
-	float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
-	float h = maxc == r   ? bc - gc
-		  : maxc == g ? 2.0f + rc - bc
-			      : 4.0f + gc - rc; /* torchvision's hr + hg + hb: one is nonzero */
-	h = h / 6.0f + 1.0f;			/* in [5/6, 2) */
-	h = h >= 1.0f ? h - 1.0f : h;		/* fmod(h, 1) */
-	h = h + f;				/* in [-0.5, 1.5) */
-	h = h < 0.0f ? h + 1.0f : h >= 1.0f ? h - 1.0f : h; /* remainder(h, 1) */
-	int k = (int)(h * 6.0f);			    /* floor: h * 6 >= 0 */
-	float fr = h * 6.0f - (float)k, v = maxc;
-	float p = clamp01(v * (1.0f - s)), q = clamp01(v * (1.0f - s * fr));
-	float t = clamp01(v * (1.0f - s * (1.0f - fr)));
-	k = k == 6 ? 0 : k;
-	*pr = k == 0 || k == 5 ? v : k == 1 ? q : k == 4 ? t : p;
-	*pg = k == 1 || k == 2 ? v : k == 0 ? t : k == 3 ? q : p;
-	*pb = k == 3 || k == 4 ? v : k == 2 ? t : k == 5 ? q : p;
-}
-
+/* Hue: the HSV round trip of finish_math.h's gm_fm_hue, one pixel at a time
+ * (the device's kernel runs the same function: one source for both bytes). */
 static void hue(float *r, float *g, float *b, size_t n, float f)
 {
-	for (size_t i = 0; i < n; i++)
-		hue_px(r + i, g + i, b + i, f);
+	for (size_t i = 0; i < n; i++) {
+		float px[3] = {r[i], g[i], b[i]};
+		gm_fm_hue(px, f);
+		r[i] = px[0];
+		g[i] = px[1];
+		b[i] = px[2];
+	}
 }
 
 static void to_planes(const uint8_t *restrict hwc, float *restrict r, float *restrict g,
