@@ -183,6 +183,20 @@ static void logf_(struct agent *a, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The host's jobs changed (one came or went): a fed job's trial is no longer
+ * judged against what its local and remote workers made together before
+ * (fed_failed): that was measured beside other jobs. A 0.15-core home's job
+ * fed by peers at 792 img/s fell to 430 when a second job's local worker
+ * started beside it, and took its own local worker back "for good" against
+ * the 610 it had made before; remote workers still beat its local ones alone
+ * (335), which gm_policy_fed_remotely goes on checking. */
+static void host_changed(struct agent *a, const struct job *except)
+{
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (&a->jobs[i] != except && a->jobs[i].pool && a->jobs[i].fed)
+			a->jobs[i].both = 0;
+}
+
 static void detach(struct agent *a, struct job *j, const char *why)
 {
 	if (j->pool) {
@@ -201,6 +215,7 @@ static void detach(struct agent *a, struct job *j, const char *why)
 		gm_pool_destroy(
 		    j->pool); /* stops workers, unmaps; the memfd dies with the client's map */
 		gm_dataset_close(j->ds);
+		host_changed(a, j);
 	}
 	if (j->cmd_job)
 		close(j->spec_fd);
@@ -613,6 +628,7 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 		      (int)j->pid, j->root, j->adopted - 1, used_workers(a), a->budget);
 		return;
 	}
+	host_changed(a, j);
 	int n;
 	char mem[32];
 	gm_fmt_bytes(mem, sizeof(mem), used_mem(a, &n));
@@ -902,6 +918,7 @@ static void cmd_job(struct agent *a, struct job *j, struct gm_node_req *req, con
 	snprintf(j->root, sizeof(j->root), "workers of %s%s", j->argv[0],
 		 j->trainer_runs ? ", run by the trainer" : "");
 	cmd_job_remote(a, j, req, fds[0]);
+	host_changed(a, j);
 	gm_wire_reply_flags(j->fd, j->trainer_runs ? GM_NODE_TRAINER_WORKERS : 0, "ok");
 	logf_(a, "job pid %d attached: %s (%s), cap %u; %u of %u workers in use%s%s", (int)j->pid,
 	      j->root, j->token ? "peers that lend Python workers may help" : j->rnone, j->cap,
@@ -1509,8 +1526,8 @@ static void lend_capacity(struct agent *a)
 	idle = idle < 0 ? 0 : idle;
 	int64_t now = gm_now_ms();
 	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
-	uint32_t slots =
-	    gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), idle, starved, dt);
+	uint32_t slots = gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), a->host.cores,
+					     idle, starved, dt);
 	a->lend_ms = now;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
@@ -1533,6 +1550,8 @@ static void rebalance(struct agent *a)
 	}
 	a->short_ = divide(a);
 	uint32_t local = used_workers(a);
+	for (int i = 0; i < MAX_JOBS; i++) /* a fed job's receive path holds a share */
+		local += a->jobs[i].pool && fed_remotely(a, &a->jobs[i]);
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].pool)
 			borrow(a, &a->jobs[i], local, now);

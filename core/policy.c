@@ -504,10 +504,12 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	out->want = bounded(in, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX, out);
 }
 
-uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double idle_cores, bool starved)
+uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, double idle_cores,
+			    bool starved)
 {
 	uint32_t free_ = budget > wished ? budget - wished : 0, by_cores;
-	if (starved || !(idle_cores >= GM_POLICY_LEND_MIN_CORES) || !isfinite(idle_cores))
+	if (starved || !(cores >= GM_POLICY_LEND_HOST_CORES) ||
+	    !(idle_cores >= GM_POLICY_LEND_MIN_CORES) || !isfinite(idle_cores))
 		return 0; /* its own jobs first; a poor host lends nothing */
 	by_cores = (uint32_t)ceil((idle_cores < 1e6 ? idle_cores : 1e6) - 1e-9);
 	return free_ > by_cores ? free_ : by_cores;
@@ -545,7 +547,7 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 }
 
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
-			     double idle_cores, bool starved, double dt_s)
+			     double cores, double idle_cores, bool starved, double dt_s)
 {
 	if (starved) {
 		s->starved_once = true;
@@ -555,7 +557,7 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 	s->calm_s += dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
 	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S)
 		return 0; /* its own jobs first, until they have settled */
-	return gm_policy_lendable(budget, wished, idle_cores, false);
+	return gm_policy_lendable(budget, wished, cores, idle_cores, false);
 }
 
 /* The cores lender i has left once it runs a[i] workers of the job. */

@@ -17,23 +17,22 @@
  *      share / local_cpu.
  *   2. Lending on: the hosts without a short job (one below its rate) lend what
  *      their own jobs leave idle (own jobs first: a guest never slows them), in
- *      as many workers as the agent's rule gives (gm_policy_lendable: none with
- *      less than a quarter core idle; else the worker budget left beside their
- *      own running jobs, or one per idle core begun), each using at most a core and
- *      sending at most worker_rate. A short job with home share
- * s taking m images/s remotely runs at m + (s - m remote_home_cpu) / local_cpu. On a home of
- * GM_NODE_FED_CORES or more it wants the least m that meets its rate, m* = (rate local_cpu - s) /
- * (local_cpu - remote_home_cpu) while receiving is cheaper than decoding; on a smaller home it
- * wants all its images remote and, once they come to measurably more than its local workers
- * alone make (gm_policy_fed_remotely), runs at m alone, as the agent does there (core/node.c:
- * such a host then runs no local worker for a job that remote workers feed); below that it keeps
- * its local workers, never slower than lending off; at most s / remote_home_cpu either way. Lent
- * workers go whole to the short jobs in submit order (first asked, first served), each job taking
- * workers until they cover its want; the home's cores are then water-filled again with each job's
- * new need (m remote_home_cpu + (rate - m) local_cpu) and the workers assigned again, until the
- * shares settle. A job starts consuming start_s after its submit (its process starts, opens the
- * dataset and attaches: measured by the bench); meanwhile it demands and gets
- * nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
+ *      as many workers as the agent's rule gives (gm_policy_lendable: none on
+ *      a host under half a core or with less than a quarter core idle; else the worker budget left
+ * beside their own running jobs, or one per idle core begun), each using at most a core and sending
+ * at most worker_rate. A short job with home share s taking m images/s remotely runs at m + (s - m
+ * remote_home_cpu) / local_cpu. On a home of GM_NODE_FED_CORES or more it wants the least m that
+ * meets its rate, m* = (rate local_cpu - s) / (local_cpu - remote_home_cpu) while receiving is
+ * cheaper than decoding; on a smaller home it wants all its images remote and, once they come to
+ * measurably more than its local workers alone make (gm_policy_fed_remotely), runs at m alone, as
+ * the agent does there (core/node.c: such a host then runs no local worker for a job that remote
+ * workers feed); below that it keeps its local workers, never slower than lending off; at most s /
+ * remote_home_cpu either way. Lent workers go whole to the short jobs in submit order (first asked,
+ * first served), each job taking workers until they cover its want; the home's cores are then
+ * water-filled again with each job's new need (m remote_home_cpu + (rate - m) local_cpu) and the
+ * workers assigned again, until the shares settle. A job starts consuming start_s after its submit
+ * (its process starts, opens the dataset and attaches: measured by the bench); meanwhile it demands
+ * and gets nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
  * thousands of jobs, not for trace replays.
  */
 #include <errno.h>
@@ -400,7 +399,8 @@ static double alloc_local(struct run *r)
 	}
 	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* the agent's rule (policy.h) */
 		uint32_t w = s->node[nd].workers;
-		r->lw[nd] = gm_policy_lendable(w, own[nd], idle[nd], has_short[nd]);
+		r->lw[nd] =
+		    gm_policy_lendable(w, own[nd], s->node[nd].cores, idle[nd], has_short[nd]);
 		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}

@@ -515,16 +515,16 @@ static void test_idle_cores_lend_beyond_a_held_budget(void **st)
 {
 	(void)st;
 	/* B: 0.75 core, its job needs 0.2 of it: 0.55 idle, one worker */
-	assert_int_equal(gm_policy_lendable(1, 1, 0.55, false), 1);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.55, false), 1);
 	/* exactly a quarter, and 1.5 cores idle: one, two workers */
-	assert_int_equal(gm_policy_lendable(1, 1, 0.25, false), 1);
-	assert_int_equal(gm_policy_lendable(2, 2, 1.5, false), 2);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.25, false), 1);
+	assert_int_equal(gm_policy_lendable(2, 2, 1.0, 1.5, false), 2);
 	/* the free budget when it is more than the idle cores make */
-	assert_int_equal(gm_policy_lendable(4, 0, 1.0, false), 4);
+	assert_int_equal(gm_policy_lendable(4, 0, 1.0, 1.0, false), 4);
 	/* nonsense idle cores lend nothing */
-	assert_int_equal(gm_policy_lendable(1, 1, -1, false), 0);
-	assert_int_equal(gm_policy_lendable(1, 1, NAN, false), 0);
-	assert_int_equal(gm_policy_lendable(1, 1, INFINITY, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, -1, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, NAN, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, INFINITY, false), 0);
 }
 
 /* A lender whose own job's trainer waited took its guest back, offered it
@@ -535,33 +535,40 @@ static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 {
 	(void)st;
 	struct gm_policy_lend s = {0};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0), 1); /* at once */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 1); /* at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0);
 	for (int t = 0; t < 7; t++) /* 1.75 s unstarved: not yet */
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 1);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, true, 0.25), 0); /* again */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.5, false, 2.0), 1);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 1);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0); /* again */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 1);
 	/* settled, but no spare quarter core: still nothing */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.2, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, 0.25), 0);
+	/* nor on a CPU-poor host */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.3, 0.2, false, 0.25), 0);
 }
 
-/* A host whose own jobs are starved, or that has no spare quarter core, lends
- * nothing, its free budget neither: the issue's second scenario, where the
- * 0.2-core host D lent a worker of its free budget to the 0.25-core host A
- * (poor -> poor), and a host lent while its own trainer waited. */
+/* A host whose own jobs are starved, that is CPU-poor, or that has no spare
+ * quarter core, lends nothing, its free budget neither: the issue's second
+ * scenario, where the 0.2-core host D lent a worker of its free budget to the
+ * 0.25-core host A (poor -> poor), and a host lent while its own trainer
+ * waited. */
 static void test_a_starved_or_poor_host_lends_nothing(void **st)
 {
 	(void)st;
 	/* D: 0.2 core, no job yet: a free budget of one worker, 0.2 core idle */
-	assert_int_equal(gm_policy_lendable(1, 0, 0.2, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 0, 0.2, 0.2, false), 0);
+	/* a 0.3-core host with no job yet: 0.3 core idle, but poor (under
+	 * GM_POLICY_LEND_HOST_CORES: its own next job's receive path needs it) */
+	assert_int_equal(gm_policy_lendable(1, 0, 0.3, 0.3, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 0, 0.5, 0.3, false), 1);
 	/* under a quarter core idle beside its own job, a free budget of two */
-	assert_int_equal(gm_policy_lendable(3, 1, 0.2, false), 0);
-	assert_int_equal(gm_policy_lendable(1, 0, 0, false), 0);
+	assert_int_equal(gm_policy_lendable(3, 1, 1.0, 0.2, false), 0);
+	assert_int_equal(gm_policy_lendable(1, 0, 1.0, 0, false), 0);
 	/* a whole idle core and free budget, but its own trainer waits */
-	assert_int_equal(gm_policy_lendable(4, 1, 1.0, true), 0);
-	assert_int_equal(gm_policy_lendable(4, 1, 1.0, false), 3);
+	assert_int_equal(gm_policy_lendable(4, 1, 1.0, 1.0, true), 0);
+	assert_int_equal(gm_policy_lendable(4, 1, 1.0, 1.0, false), 3);
 	/* the home side: a lender under a quarter core is never asked, however
 	 * many workers it says it has */
 	struct gm_policy_lender l[] = {{.cores = 0.2, .workers = 1}, {.cores = 0.5, .workers = 1}};
