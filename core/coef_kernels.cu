@@ -45,13 +45,15 @@ struct slot_at {
 	uint64_t pix0;	   /* its first window pixel in the batch */
 	uint64_t plan_off; /* its finish plan in the plans (gm_coef_cuda_finish) */
 	float mean;	   /* its gray mean before the contrast op (k_mean) */
-	uint32_t pad;
+	uint32_t place;	   /* its sample's place in the output (gm_coef_cuda_finish) */
 };
 
 struct gm_coef_cuda {
+	int device; /* the device its stream and memory are on */
 	cudaStream_t stream;
 	cudaEvent_t copied; /* the last batch's slots are on the device */
 	cudaEvent_t done;   /* the last batch's samples are in its output */
+	cudaEvent_t theirs; /* the caller's stream's work so far (gm_coef_cuda_wait_for) */
 	bool events;
 	uint8_t *d_buf; /* slots, tables, plans, per-block arrays, planes, windows,
 			 * jitter bytes: one block */
@@ -160,7 +162,7 @@ __global__ void k_resize(const uint8_t *plans, const struct slot_at *at, uint32_
 	if (p->jitter)
 		hwc[g] = v;
 	else
-		gm_fm_layout(p, out + i * out_bytes, oy, ox, c, v);
+		gm_fm_layout(p, out + at[i].place * out_bytes, oy, ox, c, v);
 }
 
 /* Slot blockIdx.x's gray mean before its contrast op (none: nothing), a lane a
@@ -199,31 +201,71 @@ __global__ void k_jitter(const uint8_t *plans, const struct slot_at *at, uint32_
 	uint32_t i = (uint32_t)(g / per);
 	const struct gm_fm_plan *p = (const struct gm_fm_plan *)(plans + at[i].plan_off);
 	if (p->jitter)
-		gm_fm_jitter_out(p, hwc + i * per * 3, g % per, at[i].mean, out + i * out_bytes);
+		gm_fm_jitter_out(p, hwc + i * per * 3, g % per, at[i].mean,
+				 out + at[i].place * out_bytes);
 }
 
-extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, char *err, size_t errlen)
+/* The handle's device made current for the scope of an entry point, the
+ * caller's put back after it (a trainer on another device keeps its own). */
+struct on_device {
+	int old;
+	explicit on_device(int d)
+	{
+		if (cudaGetDevice(&old) != cudaSuccess)
+			old = -1;
+		if (old != d)
+			cudaSetDevice(d);
+	}
+	~on_device()
+	{
+		int now = -1;
+		if (old >= 0 && cudaGetDevice(&now) == cudaSuccess && now != old)
+			cudaSetDevice(old);
+	}
+	on_device(const on_device &) = delete;
+	on_device &operator=(const on_device &) = delete;
+};
+
+/* The events and stream of g (device current), or their error. */
+static int make_stream(struct gm_coef_cuda *g, char *err, size_t errlen)
+{
+	int ret = cuda_err(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
+			   "cudaStreamCreate", err, errlen);
+	if (ret)
+		return ret == -EIO ? -ENODEV : ret;
+	cudaEvent_t *ev[3] = {&g->copied, &g->done, &g->theirs};
+	for (int k = 0; k < 3; k++) {
+		ret = cuda_err(cudaEventCreateWithFlags(ev[k], cudaEventDisableTiming),
+			       "cudaEventCreate", err, errlen);
+		if (ret) {
+			while (k-- > 0)
+				cudaEventDestroy(*ev[k]);
+			cudaStreamDestroy(g->stream);
+			return ret;
+		}
+	}
+	g->events = true;
+	return 0;
+}
+
+extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, int device, char *err,
+				   size_t errlen)
 {
 	struct gm_coef_cuda *g = (struct gm_coef_cuda *)calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	int ret = cuda_err(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
-			   "cudaStreamCreate", err, errlen);
-	if (ret) {
-		free(g);
-		return ret == -EIO ? -ENODEV : ret;
+	g->device = device;
+	int ret = cuda_err(cudaSetDevice(device), "cudaSetDevice", err, errlen);
+	if (!ret) {
+		on_device on(device);
+		ret = make_stream(g, err, errlen);
+	} else {
+		ret = -ENODEV;
 	}
-	ret = cuda_err(cudaEventCreateWithFlags(&g->copied, cudaEventDisableTiming),
-		       "cudaEventCreate", err, errlen);
-	if (!ret && (ret = cuda_err(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming),
-				    "cudaEventCreate", err, errlen)))
-		cudaEventDestroy(g->copied);
 	if (ret) {
-		cudaStreamDestroy(g->stream);
 		free(g);
 		return ret;
 	}
-	g->events = true;
 	*out = g;
 	return 0;
 }
@@ -232,12 +274,14 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 {
 	if (!g)
 		return;
+	on_device on(g->device);
 	cudaStreamSynchronize(g->stream);
 	cudaFree(g->d_buf);
 	free(g->h_stage);
 	if (g->events) {
 		cudaEventDestroy(g->copied);
 		cudaEventDestroy(g->done);
+		cudaEventDestroy(g->theirs);
 	}
 	cudaStreamDestroy(g->stream);
 	free(g);
@@ -285,7 +329,8 @@ static void plan(const struct gm_coef_slot *const *slots, const void *const *pla
 
 /* Fill the host stage: jobs, slot_at, block_job, plans, in the device's order. */
 static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-		  const void *const *plans, uint32_t n, const struct layout *l)
+		  const void *const *plans, const uint32_t *place, uint32_t n,
+		  const struct layout *l)
 {
 	uint8_t *h = g->h_stage;
 	struct job *jobs = (struct job *)h;
@@ -298,6 +343,7 @@ static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slot
 	for (uint32_t i = 0; i < n; i++) {
 		const struct gm_coef_slot *s = slots[i];
 		at[i].slot_off = off, at[i].pix0 = pix, at[i].plan_off = planoff;
+		at[i].place = place ? place[i] : i;
 		if (plans) {
 			uint32_t pb = ((const struct gm_fm_plan *)plans[i])->bytes;
 			memcpy(pl + planoff, plans[i], pb);
@@ -334,8 +380,8 @@ struct dev {
  * -EIO / -ENOMEM with why in err.
  */
 static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-			 const void *const *plans, uint32_t n, const struct layout *l,
-			 struct dev *d, char *err, size_t errlen)
+			 const void *const *plans, const uint32_t *place, uint32_t n,
+			 const struct layout *l, struct dev *d, char *err, size_t errlen)
 {
 	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
 	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc;
@@ -355,7 +401,7 @@ static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
 			return ret;
 		g->d_cap = dsz;
 	}
-	stage(g, slots, plans, n, l);
+	stage(g, slots, plans, place, n, l);
 	uint8_t *b = g->d_buf, *st = b + l->slots;
 	d->slots = b;
 	d->jobs = (struct job *)st;
@@ -391,8 +437,9 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 	int ret;
 	if (n == 0)
 		return 0;
+	on_device on(g->device);
 	plan(slots, NULL, n, 0, &l);
-	if ((ret = windows_async(g, slots, NULL, n, &l, &d, err, errlen)))
+	if ((ret = windows_async(g, slots, NULL, NULL, n, &l, &d, err, errlen)))
 		return ret;
 	uint64_t pix = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -406,15 +453,11 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 	return cuda_err(cudaStreamSynchronize(g->stream), "the batch's kernels", err, errlen);
 }
 
-extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-				   const void *const *plans, uint32_t n, void *d_out,
-				   size_t out_bytes, char *err, size_t errlen)
+/* Every plan for its slot and all of one spec, whose sample fits out_bytes: 0, or
+ * -EINVAL with which in err. */
+static int plans_check(const struct gm_coef_slot *const *slots, const void *const *plans,
+		       uint32_t n, size_t out_bytes, char *err, size_t errlen)
 {
-	struct layout l;
-	struct dev d;
-	int ret;
-	if (n == 0)
-		return 0;
 	const struct gm_fm_plan *p0 = (const struct gm_fm_plan *)plans[0];
 	uint32_t size = p0->size;
 	for (uint32_t i = 0; i < n; i++) { /* one spec: the same side and layout */
@@ -432,8 +475,32 @@ extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_
 			return -EINVAL;
 		}
 	}
+	return 0;
+}
+
+/* Both events recorded with nothing more queued: a batch of PIXELS slots only
+ * (their gm_coef_cuda_put copies, queued before, are then what they wait for). */
+static int record_both(struct gm_coef_cuda *g, char *err, size_t errlen)
+{
+	int ret = cuda_err(cudaEventRecord(g->copied, g->stream), "cudaEventRecord", err, errlen);
+	return ret ? ret : cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+				   const void *const *plans, const uint32_t *place, uint32_t n,
+				   void *d_out, size_t out_bytes, char *err, size_t errlen)
+{
+	struct layout l;
+	struct dev d;
+	int ret;
+	on_device on(g->device);
+	if (n == 0)
+		return record_both(g, err, errlen);
+	if ((ret = plans_check(slots, plans, n, out_bytes, err, errlen)))
+		return ret;
+	uint32_t size = ((const struct gm_fm_plan *)plans[0])->size;
 	plan(slots, plans, n, size, &l);
-	if ((ret = windows_async(g, slots, plans, n, &l, &d, err, errlen)))
+	if ((ret = windows_async(g, slots, plans, place, n, &l, &d, err, errlen)))
 		return ret;
 	uint64_t per = (uint64_t)size * size * 3, all = per * n;
 	uint8_t *out = (uint8_t *)d_out;
@@ -447,6 +514,52 @@ extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_
 	if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
 		return ret;
 	return cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_put(struct gm_coef_cuda *g, void *d, const void *host, size_t bytes,
+				char *err, size_t errlen)
+{
+	on_device on(g->device);
+	return cuda_err(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, g->stream),
+			"copy of a finished sample", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_wait_for(struct gm_coef_cuda *g, void *stream, char *err,
+				     size_t errlen)
+{
+	on_device on(g->device);
+	int ret = cuda_err(cudaEventRecord(g->theirs, (cudaStream_t)stream),
+			   "cudaEventRecord on the caller's stream", err, errlen);
+	return ret ? ret
+		   : cuda_err(cudaStreamWaitEvent(g->stream, g->theirs, 0), "cudaStreamWaitEvent",
+			      err, errlen);
+}
+
+extern "C" int gm_coef_cuda_signal(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen)
+{
+	on_device on(g->device);
+	return cuda_err(cudaStreamWaitEvent((cudaStream_t)stream, g->done, 0),
+			"cudaStreamWaitEvent on the caller's stream", err, errlen);
+}
+
+extern "C" int gm_coef_cuda_device_of(const void *d, int *device, char *err, size_t errlen)
+{
+	cudaPointerAttributes a;
+	int ret = cuda_err(cudaPointerGetAttributes(&a, d), "cudaPointerGetAttributes", err, errlen);
+	if (ret) {
+		cudaGetLastError(); /* not sticky: clear it for the caller's next call */
+		return ret;
+	}
+	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "gm_coef_cuda: the output %p is not device memory (a CUDA "
+				 "tensor's data_ptr(), cudaMalloc)",
+				 d);
+		return -EINVAL;
+	}
+	*device = a.device;
+	return 0;
 }
 
 static int query(cudaEvent_t e)
@@ -483,7 +596,19 @@ extern "C" void gm_coef_cuda_free(void *d)
 extern "C" int gm_coef_cuda_read(struct gm_coef_cuda *g, void *host, const void *d, size_t bytes,
 				 char *err, size_t errlen)
 {
+	on_device on(g->device);
 	int ret = cuda_err(cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, g->stream),
 			   "copy back", err, errlen);
 	return ret ? ret : cuda_err(cudaStreamSynchronize(g->stream), "copy back", err, errlen);
+}
+
+extern "C" const struct gm_coef_cuda_ops *gm_coef_cuda_plugin(void)
+{
+	static const struct gm_coef_cuda_ops ops = {
+	    GM_COEF_CUDA_ABI,	    GM_VERSION,		    gm_coef_cuda_create,
+	    gm_coef_cuda_destroy,   gm_coef_cuda_finish,    gm_coef_cuda_put,
+	    gm_coef_cuda_wait_for,  gm_coef_cuda_signal,    gm_coef_cuda_released,
+	    gm_coef_cuda_done,	    gm_coef_cuda_device_of,
+	};
+	return &ops;
 }
