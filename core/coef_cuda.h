@@ -25,13 +25,14 @@
  * without the toolkit or a device runs as before. A process that links
  * coef_kernels.o itself (tests/gpu/coef_check.c) calls them by name.
  *
- * Not here: the loader's batches (coef_device.c: plans, PIXELS slots, when the
- * ring's slots go back, the caller's stream), more than one batch in flight per
- * handle, more than one stream of its own.
+ * Not here: the loader's batches (coef_device.c: the slots checked, their plans,
+ * when the ring's slots go back), more than one batch in flight per handle, more
+ * than one stream of its own.
  */
 #ifndef GM_CORE_COEF_CUDA_H
 #define GM_CORE_COEF_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,27 +70,43 @@ int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
  * every plan of one spec (the same side and layout). Asynchronous: returns once
  * the work is queued; gm_coef_cuda_released says when the slots may be reused,
  * gm_coef_cuda_done / _sync when the samples are in d_out. One batch at a time
- * per handle: the next call may reuse the device's buffers only after this one
- * (the stream orders them). 0, or -EINVAL (a plan not for its slot or the batch's
- * spec, why in err), -EIO / -ENOMEM (the CUDA error's name in err).
+ * per handle: the next call waits (on the host) until this one's slots are copied,
+ * then reuses the buffers (the stream orders the rest). 0, or -EINVAL (a plan not for its slot or
+ * the batch's spec, why in err), -EIO / -ENOMEM (the CUDA error's name in err).
  */
 int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
 			const void *const *plans, const uint32_t *place, uint32_t n, void *d_out,
 			size_t out_bytes, char *err, size_t errlen);
 
-/* Queue a copy of bytes from host (the ring: registered, so a DMA) to device
- * memory d on the handle's stream, before the next gm_coef_cuda_finish: its
- * `released` event then covers it too (n = 0 records both events). 0 or -EIO. */
-int gm_coef_cuda_put(struct gm_coef_cuda *g, void *d, const void *host, size_t bytes, char *err,
-		     size_t errlen);
+/*
+ * A consumer's batch (core/coef_device.c): n COEFS slots as gm_coef_cuda_finish
+ * takes them, and ns finished samples (PIXELS slots' bytes, out_bytes each, from
+ * the caller's memory) copied to d_out + sample_place[k] * out_bytes. With
+ * `ordered`, stream (a cudaStream_t of the handle's device; 0, the legacy default
+ * stream) orders the output: nothing is written to d_out before the work queued on
+ * stream so far (the output may have just been allocated there), and stream's
+ * later work waits for the samples; the slots' copies and the windows do not wait
+ * for stream. The `released` event covers every copy out of the caller's memory.
+ */
+struct gm_coef_cuda_batch {
+	const struct gm_coef_slot *const *slots;
+	const void *const *plans;
+	const uint32_t *place;
+	uint32_t n;
+	const void *const *samples;
+	const uint32_t *sample_place;
+	uint32_t ns;
+	void *d_out;
+	size_t out_bytes;
+	bool ordered;
+	void *stream;
+};
 
-/* The caller's CUDA stream (cudaStream_t; 0, the legacy default stream) and the
- * handle's, both on its device: _wait_for makes the handle's next work wait for
- * what is queued on stream so far (the output may have just been allocated
- * there); _signal makes stream's next work wait for the last batch's samples.
- * Neither blocks. 0 or -EIO. */
-int gm_coef_cuda_wait_for(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen);
-int gm_coef_cuda_signal(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen);
+/* Run batch b (n = ns = 0: both events recorded, nothing else). Asynchronous, as
+ * gm_coef_cuda_finish (which is this with ns = 0, unordered); on an error no copy
+ * out of the caller's memory is left queued. Returns as gm_coef_cuda_finish. */
+int gm_coef_cuda_run(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b, char *err,
+		     size_t errlen);
 
 /* The device of d (device or managed memory): 0 and *device; -EINVAL (host or
  * unknown memory), -EIO, with why in err. */
@@ -122,13 +139,8 @@ struct gm_coef_cuda_ops {
 	const char *version; /* gm_version() of the build that made it */
 	int (*create)(struct gm_coef_cuda **out, int device, char *err, size_t errlen);
 	void (*destroy)(struct gm_coef_cuda *g);
-	int (*finish)(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-		      const void *const *plans, const uint32_t *place, uint32_t n, void *d_out,
-		      size_t out_bytes, char *err, size_t errlen);
-	int (*put)(struct gm_coef_cuda *g, void *d, const void *host, size_t bytes, char *err,
+	int (*run)(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b, char *err,
 		   size_t errlen);
-	int (*wait_for)(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen);
-	int (*signal)(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen);
 	int (*released)(struct gm_coef_cuda *g);
 	int (*done)(struct gm_coef_cuda *g);
 	int (*device_of)(const void *d, int *device, char *err, size_t errlen);

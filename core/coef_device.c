@@ -13,15 +13,16 @@
  *
  * A batch: every slot is checked (the ring is shared memory) and every COEFS
  * slot's plan made on the host before the device is touched, so a malformed slot
- * is refused in words whether or not there is a device. Then, on the handle's
- * stream: a wait for the caller's stream (its output may be fresh from torch's
- * caching allocator, which hands out memory still in use by queued work on that
- * stream), the PIXELS slots' samples copied to their places (the workers' CPU
- * fallback), the COEFS slots finished in theirs (one gm_coef_cuda_finish), and the
- * caller's stream made to wait for the samples. The call returns once the slots
- * are copied (the `released` event): only then may the ring's slots go back, as
- * the copies read them straight from the ring. The caller's stream orders the
- * rest: no host wait for the kernels unless asked (sync).
+ * is refused in words whether or not there is a device. Then one gm_coef_cuda_run
+ * on the handle's stream: the slots and the PIXELS slots' samples (the workers'
+ * CPU fallback) copied out of the ring, the windows rebuilt, then, after a wait
+ * for the caller's stream (its output may be fresh from torch's caching
+ * allocator, which hands out memory still in use by work queued on that stream),
+ * the COEFS slots finished in their places and the samples copied to theirs, and
+ * the caller's stream made to wait for them. The copies out of the ring wait for
+ * nothing of the caller's, so the call returns once they are done (the `released`
+ * event), which is when the ring's slots may go back; the caller's stream orders
+ * the rest: no host wait for the kernels unless asked (sync).
  *
  * Not here: the device's arithmetic (coef_kernels.cu), choosing between host and
  * device (the binding: goldminer.torch), more than one batch in flight.
@@ -55,6 +56,8 @@ struct gm_coef_device {
 	const void **pp;		/* their plans, in plans */
 	uint32_t *place;		/* their samples' places in the output */
 	size_t *poff;			/* each plan's offset in plans */
+	const void **samples;		/* the PIXELS slots' finished samples */
+	uint32_t *splace;		/* and their places */
 	uint8_t *plans;			/* the plans, copied out of the aug handle */
 	size_t plans_cap;
 };
@@ -160,6 +163,8 @@ void gm_coef_device_destroy(struct gm_coef_device *d)
 	free(d->pp);
 	free(d->place);
 	free(d->poff);
+	free(d->samples);
+	free(d->splace);
 	free(d->plans);
 	free(d);
 }
@@ -181,23 +186,30 @@ static int grow(struct gm_coef_device *d, uint32_t n)
 	size_t *poff = realloc(d->poff, n * sizeof(*poff));
 	if (poff)
 		d->poff = poff;
-	if (!cs || !pp || !place || !poff)
+	const void **samples = realloc(d->samples, n * sizeof(*samples));
+	if (samples)
+		d->samples = samples;
+	uint32_t *splace = realloc(d->splace, n * sizeof(*splace));
+	if (splace)
+		d->splace = splace;
+	if (!cs || !pp || !place || !poff || !samples || !splace)
 		return -ENOMEM;
 	d->cap = n;
 	return 0;
 }
 
 /*
- * The host's part: each slot checked, each COEFS slot listed with its place and
- * its plan copied into d->plans; *nc COEFS slots. 0, or -EBADMSG / -EINVAL /
- * -ENOMEM with the slot named in err.
+ * The host's part: each slot checked, each COEFS slot listed in b with its place
+ * and its plan copied into d->plans, each PIXELS slot's sample listed with its
+ * place. 0, or -EBADMSG / -EINVAL / -ENOMEM with the slot named in err.
  */
 static int host_part(struct gm_coef_device *d, struct gm_aug *a, const uint8_t *data, uint32_t n,
-		     size_t slot_bytes, size_t out_bytes, uint32_t *nc, char *err, size_t errlen)
+		     size_t slot_bytes, struct gm_coef_cuda_batch *b, char *err, size_t errlen)
 {
 	char why[256];
-	size_t used = 0;
-	*nc = 0;
+	size_t used = 0, out_bytes = b->out_bytes;
+	uint32_t *nc = &b->n;
+	*nc = 0, b->ns = 0;
 	if (grow(d, n))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
@@ -206,8 +218,11 @@ static int host_part(struct gm_coef_device *d, struct gm_aug *a, const uint8_t *
 			gm_errf(err, errlen, "slot %u: %s", i, why);
 			return -EBADMSG;
 		}
-		if (s->kind == GM_COEF_KIND_PIXELS)
+		if (s->kind == GM_COEF_KIND_PIXELS) { /* the workers' CPU fallback */
+			d->samples[b->ns] = (const uint8_t *)s + GM_COEF_HDR_BYTES;
+			d->splace[b->ns++] = i;
 			continue;
+		}
 		const void *p;
 		size_t pb;
 		int ret = gm_aug_coef_plan(a, s, slot_bytes, &p, &pb);
@@ -224,6 +239,11 @@ static int host_part(struct gm_coef_device *d, struct gm_aug *a, const uint8_t *
 	}
 	for (uint32_t k = 0; k < *nc; k++) /* (the buffer may have moved while it grew) */
 		d->pp[k] = d->plans + d->poff[k];
+	b->slots = d->cs;
+	b->plans = d->pp;
+	b->place = d->place;
+	b->samples = d->samples;
+	b->sample_place = d->splace;
 	return 0;
 }
 
@@ -271,45 +291,19 @@ static int wait_event(struct gm_coef_device *d, int (*query)(struct gm_coef_cuda
 	}
 }
 
-/* The device's part, queued on the handle's stream; see coef_device.h. */
-static int device_part(struct gm_coef_device *d, const uint8_t *data, uint32_t n, uint32_t nc,
-		       size_t slot_bytes, uint8_t *d_out, size_t out_bytes, void *stream, char *err,
-		       size_t errlen)
-{
-	const struct gm_coef_cuda_ops *o = d->ops;
-	int ret = o->wait_for(d->g, stream, err, errlen);
-	for (uint32_t i = 0, k = 0; !ret && i < n; i++) {
-		const uint8_t *s = data + (size_t)i * slot_bytes;
-		if (k < nc && d->place[k] == i)
-			k++;
-		else /* a PIXELS slot: its sample, finished by the worker */
-			ret = o->put(d->g, d_out + (size_t)i * out_bytes, s + GM_COEF_HDR_BYTES,
-				     out_bytes, err, errlen);
-	}
-	if (!ret)
-		ret = o->finish(d->g, d->cs, d->pp, d->place, nc, d_out, out_bytes, err, errlen);
-	if (ret) { /* copies may be queued: the ring is read until they are done */
-		char w[160];
-		if (!o->finish(d->g, NULL, NULL, NULL, 0, NULL, 0, w, sizeof(w)))
-			wait_event(d, o->released, "copying the slots", w, sizeof(w));
-		return ret;
-	}
-	return o->signal(d->g, stream, err, errlen);
-}
-
 int gm_coef_device_finish(struct gm_coef_device *d, struct gm_aug *a, const uint8_t *data,
 			  uint32_t n, size_t slot_bytes, void *d_out, size_t out_bytes,
 			  void *stream, bool sync, char *err, size_t errlen)
 {
-	uint32_t nc;
-	int ret = host_part(d, a, data, n, slot_bytes, out_bytes, &nc, err, errlen);
+	struct gm_coef_cuda_batch b = {
+	    .d_out = d_out, .out_bytes = out_bytes, .ordered = true, .stream = stream};
+	int ret = host_part(d, a, data, n, slot_bytes, &b, err, errlen);
 	if (ret)
 		return ret;
 	if (!d->ops && !(d->ops = plugin(err, errlen)))
 		return -ENODEV;
 	if ((ret = handle_for(d, d_out, err, errlen)) ||
-	    (ret =
-		 device_part(d, data, n, nc, slot_bytes, d_out, out_bytes, stream, err, errlen)) ||
+	    (ret = d->ops->run(d->g, &b, err, errlen)) ||
 	    (ret = wait_event(d, d->ops->released, "copying the slots", err, errlen)))
 		return ret;
 	return sync ? wait_event(d, d->ops->done, "finishing the samples", err, errlen) : 0;

@@ -53,7 +53,7 @@ struct gm_coef_cuda {
 	cudaStream_t stream;
 	cudaEvent_t copied; /* the last batch's slots are on the device */
 	cudaEvent_t done;   /* the last batch's samples are in its output */
-	cudaEvent_t theirs; /* the caller's stream's work so far (gm_coef_cuda_wait_for) */
+	cudaEvent_t theirs; /* the caller's stream's work so far (gm_coef_cuda_run) */
 	bool events;
 	uint8_t *d_buf; /* slots, tables, plans, per-block arrays, planes, windows,
 			 * jitter bytes: one block */
@@ -255,13 +255,13 @@ extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, int device, char *
 	if (!g)
 		return -ENOMEM;
 	g->device = device;
+	int old = -1;
+	if (cudaGetDevice(&old) != cudaSuccess)
+		old = -1;
 	int ret = cuda_err(cudaSetDevice(device), "cudaSetDevice", err, errlen);
-	if (!ret) {
-		on_device on(device);
-		ret = make_stream(g, err, errlen);
-	} else {
-		ret = -ENODEV;
-	}
+	ret = ret ? -ENODEV : make_stream(g, err, errlen);
+	if (old >= 0 && old != device)
+		cudaSetDevice(old); /* the caller's device, as every entry point leaves it */
 	if (ret) {
 		free(g);
 		return ret;
@@ -277,7 +277,7 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 	on_device on(g->device);
 	cudaStreamSynchronize(g->stream);
 	cudaFree(g->d_buf);
-	free(g->h_stage);
+	cudaFreeHost(g->h_stage);
 	if (g->events) {
 		cudaEventDestroy(g->copied);
 		cudaEventDestroy(g->done);
@@ -289,9 +289,10 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 
 /* The batch's layout: sizes of its parts (bytes, 16-aligned). The device buffer
  * holds slots, then the staged part (jobs, at, bjob, plans: h_stage's bytes), then
- * boff, planes, rgb (the windows) and hwc (the jitter's bytes). */
+ * boff, planes, rgb (the windows), hwc (the jitter's bytes) and the finished
+ * samples (gm_coef_cuda_run's PIXELS slots) on their way to their places. */
 struct layout {
-	size_t slots, jobs, at, boff, bjob, plans, planes, rgb, hwc;
+	size_t slots, jobs, at, boff, bjob, plans, planes, rgb, hwc, samples;
 	uint32_t njobs, nblocks;
 	uint64_t npix;
 };
@@ -368,29 +369,24 @@ static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slot
 
 /* The device's pointers into one batch's layout. */
 struct dev {
-	uint8_t *slots, *plans, *planes, *rgb, *hwc;
+	uint8_t *slots, *plans, *planes, *rgb, *hwc, *samples;
 	struct job *jobs;
 	struct slot_at *at;
 	uint32_t *bjob, *boff;
 };
 
-/*
- * Grow the buffers for l, stage, copy the slots (each from the caller's memory)
- * and the staged tables, record `copied`, and run the three window launches. 0 or
- * -EIO / -ENOMEM with why in err.
- */
-static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-			 const void *const *plans, const uint32_t *place, uint32_t n,
-			 const struct layout *l, struct dev *d, char *err, size_t errlen)
+/* The staging buffers for l: host (pinned, so that the tables' copy is async:
+ * a copy from pageable memory would first wait for the stream's queued work) and
+ * device. 0 or -ENOMEM / -EIO with why in err. */
+static int grow(struct gm_coef_cuda *g, size_t hsz, size_t dsz, char *err, size_t errlen)
 {
-	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
-	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc;
 	int ret;
 	if (hsz > g->h_cap) {
-		free(g->h_stage);
-		g->h_cap = 0;
-		if (!(g->h_stage = (uint8_t *)malloc(hsz)))
-			return -ENOMEM;
+		cudaFreeHost(g->h_stage);
+		g->h_stage = NULL, g->h_cap = 0;
+		if ((ret = cuda_err(cudaMallocHost((void **)&g->h_stage, hsz), "cudaMallocHost", err,
+				    errlen)))
+			return ret;
 		g->h_cap = hsz;
 	}
 	if (dsz > g->d_cap) {
@@ -401,6 +397,32 @@ static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
 			return ret;
 		g->d_cap = dsz;
 	}
+	return 0;
+}
+
+/* The finished samples to copy to their places (gm_coef_cuda_run's PIXELS slots). */
+struct samples {
+	const void *const *src;
+	uint32_t n;
+	size_t bytes;
+};
+
+/*
+ * Grow the buffers for l, stage, copy the slots and the finished samples (each from
+ * the caller's memory) and the staged tables, record `copied`, and run the three
+ * window launches. 0 or -EIO / -ENOMEM with why in err.
+ */
+static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+			 const void *const *plans, const uint32_t *place, uint32_t n,
+			 const struct samples *sm, const struct layout *l, struct dev *d, char *err,
+			 size_t errlen)
+{
+	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
+	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc + l->samples;
+	/* the last batch's tables copied out of h_stage before it is written again */
+	int ret = cuda_err(cudaEventSynchronize(g->copied), "the last batch's copies", err, errlen);
+	if (ret || (ret = grow(g, hsz, dsz, err, errlen)))
+		return ret;
 	stage(g, slots, plans, place, n, l);
 	uint8_t *b = g->d_buf, *st = b + l->slots;
 	d->slots = b;
@@ -410,16 +432,24 @@ static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
 	d->plans = st + l->jobs + l->at + l->bjob;
 	d->boff = (uint32_t *)(st + hsz);
 	d->planes = st + hsz + l->boff, d->rgb = d->planes + l->planes, d->hwc = d->rgb + l->rgb;
+	d->samples = d->hwc + l->hwc;
 	const struct slot_at *hat = (const struct slot_at *)(g->h_stage + l->jobs);
 	for (uint32_t i = 0; i < n; i++)
 		if ((ret = cuda_err(cudaMemcpyAsync(b + hat[i].slot_off, slots[i], slots[i]->bytes,
 						    cudaMemcpyHostToDevice, g->stream),
 				    "copy of a slot", err, errlen)))
 			return ret;
+	for (uint32_t k = 0; sm && k < sm->n; k++)
+		if ((ret = cuda_err(cudaMemcpyAsync(d->samples + k * up16(sm->bytes), sm->src[k],
+						    sm->bytes, cudaMemcpyHostToDevice, g->stream),
+				    "copy of a finished sample", err, errlen)))
+			return ret;
 	if ((ret = cuda_err(cudaMemcpyAsync(st, g->h_stage, hsz, cudaMemcpyHostToDevice, g->stream),
 			    "copy of the batch's tables", err, errlen)) ||
 	    (ret = cuda_err(cudaEventRecord(g->copied, g->stream), "cudaEventRecord", err, errlen)))
 		return ret;
+	if (n == 0) /* (a grid of no blocks is not a launch) */
+		return 0;
 	k_offsets<<<(l->njobs + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, l->njobs,
 								  d->boff);
 	k_idct<<<(l->nblocks + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, d->bjob,
@@ -439,7 +469,7 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 		return 0;
 	on_device on(g->device);
 	plan(slots, NULL, n, 0, &l);
-	if ((ret = windows_async(g, slots, NULL, NULL, n, &l, &d, err, errlen)))
+	if ((ret = windows_async(g, slots, NULL, NULL, n, NULL, &l, &d, err, errlen)))
 		return ret;
 	uint64_t pix = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -478,68 +508,77 @@ static int plans_check(const struct gm_coef_slot *const *slots, const void *cons
 	return 0;
 }
 
-/* Both events recorded with nothing more queued: a batch of PIXELS slots only
- * (their gm_coef_cuda_put copies, queued before, are then what they wait for). */
-static int record_both(struct gm_coef_cuda *g, char *err, size_t errlen)
+/* The output's part of a batch, after its windows: under `ordered`, a wait for the
+ * caller's stream; the resize, layout and jitter launches; the finished samples
+ * copied to their places; `done` recorded, and the caller's stream made to wait
+ * for it. 0 or -EIO with why in err. */
+static int outputs_async(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b,
+			 const struct layout *l, const struct dev *d, uint32_t size, char *err,
+			 size_t errlen)
 {
-	int ret = cuda_err(cudaEventRecord(g->copied, g->stream), "cudaEventRecord", err, errlen);
-	return ret ? ret : cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
+	cudaStream_t theirs = (cudaStream_t)b->stream;
+	uint8_t *out = (uint8_t *)b->d_out;
+	int ret = 0;
+	if (b->ordered &&
+	    ((ret = cuda_err(cudaEventRecord(g->theirs, theirs), "cudaEventRecord on the caller's "
+				       "stream", err, errlen)) ||
+	     (ret = cuda_err(cudaStreamWaitEvent(g->stream, g->theirs, 0), "cudaStreamWaitEvent",
+			     err, errlen))))
+		return ret;
+	uint64_t per = (uint64_t)size * size * 3, all = per * b->n;
+	if (b->n) {
+		k_resize<<<(unsigned)((all + 255) / 256), 256, 0, g->stream>>>(
+		    d->plans, d->at, b->n, size, d->rgb, d->hwc, out, b->out_bytes);
+		if (l->hwc) {
+			k_mean<<<b->n, GM_FM_LANES, 0, g->stream>>>(d->plans, d->at, d->hwc, per);
+			k_jitter<<<(unsigned)((all / 3 + 255) / 256), 256, 0, g->stream>>>(
+			    d->plans, d->at, b->n, size, d->hwc, out, b->out_bytes);
+		}
+		if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
+			return ret;
+	}
+	for (uint32_t k = 0; k < b->ns; k++)
+		if ((ret = cuda_err(cudaMemcpyAsync(out + (size_t)b->sample_place[k] * b->out_bytes,
+						    d->samples + k * up16(b->out_bytes),
+						    b->out_bytes, cudaMemcpyDeviceToDevice,
+						    g->stream),
+				    "copy of a finished sample to its place", err, errlen)))
+			return ret;
+	if ((ret = cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen)))
+		return ret;
+	return b->ordered ? cuda_err(cudaStreamWaitEvent(theirs, g->done, 0),
+				     "cudaStreamWaitEvent on the caller's stream", err, errlen)
+			  : 0;
+}
+
+extern "C" int gm_coef_cuda_run(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b,
+				char *err, size_t errlen)
+{
+	struct layout l;
+	struct dev d;
+	int ret;
+	on_device on(g->device);
+	if (b->n && (ret = plans_check(b->slots, b->plans, b->n, b->out_bytes, err, errlen)))
+		return ret;
+	uint32_t size = b->n ? ((const struct gm_fm_plan *)b->plans[0])->size : 0;
+	struct samples sm = {b->samples, b->ns, b->out_bytes};
+	plan(b->slots, b->plans, b->n, size, &l);
+	l.samples = b->ns * up16(b->out_bytes);
+	ret = windows_async(g, b->slots, b->plans, b->place, b->n, &sm, &l, &d, err, errlen);
+	if (!ret)
+		ret = outputs_async(g, b, &l, &d, size, err, errlen);
+	if (ret) /* copies may be queued: the caller's memory is read until they are done */
+		cudaStreamSynchronize(g->stream);
+	return ret;
 }
 
 extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
 				   const void *const *plans, const uint32_t *place, uint32_t n,
 				   void *d_out, size_t out_bytes, char *err, size_t errlen)
 {
-	struct layout l;
-	struct dev d;
-	int ret;
-	on_device on(g->device);
-	if (n == 0)
-		return record_both(g, err, errlen);
-	if ((ret = plans_check(slots, plans, n, out_bytes, err, errlen)))
-		return ret;
-	uint32_t size = ((const struct gm_fm_plan *)plans[0])->size;
-	plan(slots, plans, n, size, &l);
-	if ((ret = windows_async(g, slots, plans, place, n, &l, &d, err, errlen)))
-		return ret;
-	uint64_t per = (uint64_t)size * size * 3, all = per * n;
-	uint8_t *out = (uint8_t *)d_out;
-	k_resize<<<(unsigned)((all + 255) / 256), 256, 0, g->stream>>>(
-	    d.plans, d.at, n, size, d.rgb, d.hwc, out, out_bytes);
-	if (l.hwc) {
-		k_mean<<<n, GM_FM_LANES, 0, g->stream>>>(d.plans, d.at, d.hwc, per);
-		k_jitter<<<(unsigned)((all / 3 + 255) / 256), 256, 0, g->stream>>>(
-		    d.plans, d.at, n, size, d.hwc, out, out_bytes);
-	}
-	if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
-		return ret;
-	return cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
-}
-
-extern "C" int gm_coef_cuda_put(struct gm_coef_cuda *g, void *d, const void *host, size_t bytes,
-				char *err, size_t errlen)
-{
-	on_device on(g->device);
-	return cuda_err(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, g->stream),
-			"copy of a finished sample", err, errlen);
-}
-
-extern "C" int gm_coef_cuda_wait_for(struct gm_coef_cuda *g, void *stream, char *err,
-				     size_t errlen)
-{
-	on_device on(g->device);
-	int ret = cuda_err(cudaEventRecord(g->theirs, (cudaStream_t)stream),
-			   "cudaEventRecord on the caller's stream", err, errlen);
-	return ret ? ret
-		   : cuda_err(cudaStreamWaitEvent(g->stream, g->theirs, 0), "cudaStreamWaitEvent",
-			      err, errlen);
-}
-
-extern "C" int gm_coef_cuda_signal(struct gm_coef_cuda *g, void *stream, char *err, size_t errlen)
-{
-	on_device on(g->device);
-	return cuda_err(cudaStreamWaitEvent((cudaStream_t)stream, g->done, 0),
-			"cudaStreamWaitEvent on the caller's stream", err, errlen);
+	struct gm_coef_cuda_batch b = {slots, plans, place, n, NULL, NULL, 0, d_out, out_bytes,
+				       false, NULL};
+	return gm_coef_cuda_run(g, &b, err, errlen);
 }
 
 extern "C" int gm_coef_cuda_device_of(const void *d, int *device, char *err, size_t errlen)
@@ -605,10 +644,9 @@ extern "C" int gm_coef_cuda_read(struct gm_coef_cuda *g, void *host, const void 
 extern "C" const struct gm_coef_cuda_ops *gm_coef_cuda_plugin(void)
 {
 	static const struct gm_coef_cuda_ops ops = {
-	    GM_COEF_CUDA_ABI,	    GM_VERSION,		    gm_coef_cuda_create,
-	    gm_coef_cuda_destroy,   gm_coef_cuda_finish,    gm_coef_cuda_put,
-	    gm_coef_cuda_wait_for,  gm_coef_cuda_signal,    gm_coef_cuda_released,
-	    gm_coef_cuda_done,	    gm_coef_cuda_device_of,
+	    GM_COEF_CUDA_ABI,	  GM_VERSION,	       gm_coef_cuda_create,
+	    gm_coef_cuda_destroy, gm_coef_cuda_run,    gm_coef_cuda_released,
+	    gm_coef_cuda_done,	  gm_coef_cuda_device_of,
 	};
 	return &ops;
 }
