@@ -59,8 +59,9 @@ trap 'rm -rf "$data"' EXIT INT TERM
 # the plugin libgoldminer-cuda.so, must give gpu_decode=False's batches (uint8,
 # float32, float16), and its img/s with 4 workers against the CPU path's
 # (tests/gpu/torch_decode.py). The real photos where GM_PHOTOS names them, else
-# 2000 synthetic images.
-# COEF_ONLY=1: stop after these (about 3 minutes of an 8-minute device budget).
+# 2000 synthetic images. Then the C consumer's the same way (bench --gpu-decode
+# --device-copy against --device-copy).
+# COEF_ONLY=1: stop after these (about 4 minutes of an 8-minute device budget).
 [ -x "$B/cuda/coef_check" ] || make -s B="$B" coef-cuda || exit 1
 photos=${GM_PHOTOS:-}
 if [ -z "$photos" ] || [ ! -d "$photos" ]; then
@@ -83,6 +84,14 @@ elif "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
 	echo "SKIP - the torch.Loader GPU decode check: $PY's torch sees no CUDA device"
 fi
+# The C consumer: bench --gpu-decode --device-copy finishes every batch on the
+# device (gm_loader_finish_device, waited for), against the CPU path's batches
+# copied there; 4 workers, train float32 224, one epoch each.
+for mode in "" --gpu-decode; do
+	echo "# bench --device-copy ${mode:-(CPU path)}, 4 workers, float32"
+	timeout 120 "$B/goldminer" bench "$photos" --workers 4 --epochs 1 --output float32 \
+		--device-copy $mode --quiet || rc=1
+done
 [ "${COEF_ONLY:-0}" = 1 ] && exit $rc
 "$B/goldminer" synth "$data/set" --images 1024 --classes 8 >/dev/null || exit 1
 # The C path too: every batch copied to the device, with the H2D rate.
