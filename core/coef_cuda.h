@@ -70,9 +70,10 @@ int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
  * every plan of one spec (the same side and layout). Asynchronous: returns once
  * the work is queued; gm_coef_cuda_released says when the slots may be reused,
  * gm_coef_cuda_done / _sync when the samples are in d_out. One batch at a time
- * per handle: the next call waits (on the host) until this one's slots are copied,
- * then reuses the buffers (the stream orders the rest). 0, or -EINVAL (a plan not for its slot or
- * the batch's spec, why in err), -EIO / -ENOMEM (the CUDA error's name in err).
+ * per handle: the next call waits (on the host) until this one's slots are
+ * copied, then reuses the buffers (the stream orders the rest). 0, or -EINVAL (a
+ * plan not for its slot or the batch's spec, why in err), -EIO / -ENOMEM (the
+ * CUDA error's name in err).
  */
 int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
 			const void *const *plans, const uint32_t *place, uint32_t n, void *d_out,
@@ -112,11 +113,11 @@ int gm_coef_cuda_run(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b,
  * unknown memory), -EIO, with why in err. */
 int gm_coef_cuda_device_of(const void *d, int *device, char *err, size_t errlen);
 
-/* The last gm_coef_cuda_finish's (or _windows') slots copied to the device: 1 (the
- * caller may release them), 0 not yet, -EIO. Does not block. */
+/* The last batch's slots (gm_coef_cuda_finish, _run, _windows) copied to the
+ * device: 1 (the caller may release them), 0 not yet, -EIO. Does not block. */
 int gm_coef_cuda_released(struct gm_coef_cuda *g);
 
-/* The last gm_coef_cuda_finish's samples in d_out: 1, 0 not yet, -EIO. Does not block. */
+/* The last batch's samples in d_out: 1, 0 not yet, -EIO. Does not block. */
 int gm_coef_cuda_done(struct gm_coef_cuda *g);
 
 /* Block until the last gm_coef_cuda_finish's samples are in d_out. 0 or -EIO. */

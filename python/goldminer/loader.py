@@ -473,7 +473,7 @@ class Loader:
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_finish_device")
 
-    def device_finish_why(self) -> Optional[str]:
+    def _device_finish_why(self) -> Optional[str]:
         """None when gpu_decode's batches can be finished on a CUDA device in this
         process (libgoldminer-cuda.so and a device), else why not, in words."""
         if not self._L.has("gm_loader_device_finish_ready"):

@@ -157,7 +157,7 @@ class Loader:
             where = "finished on the host (device=%s)" % (
                 "None" if self.device is None else repr(str(self.device)))
         else:
-            why = self._gm.device_finish_why()
+            why = self._gm._device_finish_why()
             self._on_device = why is None
             if why is None:
                 where = "finished on the device (libgoldminer-cuda.so's kernels)"
