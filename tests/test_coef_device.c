@@ -103,6 +103,11 @@ static void test_a_slot_neither_coefs_nor_pixels_is_refused_before_the_device(vo
 	s->bytes = (uint32_t)b.sample_bytes + 1; /* past its slot */
 	assert_int_equal(gm_loader_finish_device(l, &fake, out, b.size * ob, NULL, 0), -EBADMSG);
 	assert_non_null(strstr(gm_loader_errmsg(l), "slot 3: "));
+	s->kind = GM_COEF_KIND_PIXELS; /* a fallback slot too short for its sample */
+	s->bytes = (uint32_t)(GM_COEF_HDR_BYTES + ob - 1);
+	assert_int_equal(gm_loader_finish_device(l, &fake, out, b.size * ob, NULL, 0), -EBADMSG);
+	assert_non_null(strstr(gm_loader_errmsg(l), "slot 3: "));
+	assert_non_null(strstr(gm_loader_errmsg(l), "sample slot"));
 	free(copy);
 	gm_loader_close(l);
 }
