@@ -93,7 +93,7 @@ class Loader:
     Normalize for output="float32"; PILToTensor for output="uint8").
 
     Loader(root, batch_size=64, workers=2, seed=0, output="float32", device=None,
-           copy=False, **goldminer_kwargs)
+           copy=False, gpu_decode=False, **goldminer_kwargs)
 
     Every keyword of goldminer.Loader is accepted (pipeline, epoch, epochs,
     on_error, size, mode, shuffle, drop_last, ...). len() is batches per epoch;
