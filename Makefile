@@ -12,7 +12,9 @@
 #   make demo       synthetic dataset + the pipeline on it, images/s
 #   make plots      gnuplot figures from sim output
 #   make deps       install missing Debian packages
-#   make CUDA=0     build without the CUDA runtime (pinning skipped)
+#   make CUDA=0     build without the CUDA runtime (pinning skipped; no GPU decode kernels)
+#   make CUDA_KERNELS=0  no libgoldminer-cuda.so (the GPU decode's kernels, built where
+#                   nvcc is): gpu_decode then finishes on the host
 #   make UCX=0      build without UCX (no remote-workers plugin; the UCX tests skip)
 #   make clean      remove every build folder (build, build-san, build-tsan, ...)
 #   make WERROR=1   warnings are errors (CI)
@@ -65,6 +67,17 @@ endif
 ifeq ($(CUDA),1)
 override CFLAGS += -DGM_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+# The GPU decode's kernels (core/coef_kernels.cu) are the plugin
+# libgoldminer-cuda.so, built with CUDA on where nvcc is (CUDA_KERNELS=0: not built);
+# libgoldminer.so loads it only when a device is there (core/coef_device.c), so a
+# build without nvcc, or a machine without a device, runs as before.
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_PLUGIN :=
+ifeq ($(CUDA),1)
+ifneq ($(CUDA_KERNELS),0)
+CUDA_PLUGIN := $(if $(shell command -v $(NVCC) 2>/dev/null),$(B)/libgoldminer-cuda.so)
+endif
 endif
 # What this make exports as CFLAGS (the global value, now final): see the top.
 GM_PARENT_CFLAGS := $(CFLAGS)
@@ -155,7 +168,7 @@ FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/%)
 
 .PHONY: install uninstall traces all test test-run test-torch-suite test-torchvision-train sanitize bench demo plots clean deps profile-deps check-deps sim-experiments format \
 	fuzz fuzz-build fuzz-seeds gpu-bundle coef-cuda tsan format-check lint lint-deps
-all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN)
+all: $(B)/libgoldminer.a $(B)/libgoldminer.so $(B)/goldminer $(REMOTE_PLUGIN) $(CUDA_PLUGIN)
 
 $(B)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -443,9 +456,10 @@ fuzz-seeds: $(B)/libgoldminer.a $(addprefix $(B)/,$(sort $(foreach n,$(FUZZ_NAME
 		$(B)/seeds-$(n) tests/fuzz/corpus/$(n:fuzz_%=%) &&) :
 
 # The GPU decode's kernels (core/coef_kernels.cu: coef_math.h's and finish_math.h's arithmetic through
-# nvcc, -fmad=false: the C build's float bits) and their device check (tests/gpu/coef_check.c, run by tests/gpu/check.sh):
-# `make coef-cuda` compiles both where the toolkit is (CI does), needing no device.
-NVCC ?= $(CUDA_HOME)/bin/nvcc
+# nvcc, -fmad=false: the C build's float bits), their plugin (libgoldminer-cuda.so, in
+# `all` where nvcc is, see CUDA_PLUGIN) and their device check (tests/gpu/coef_check.c,
+# run by tests/gpu/check.sh): `make coef-cuda` compiles the check and the plugin where
+# the toolkit is (CI does), needing no device.
 # Ampere and Hopper machine code, and Hopper PTX for later devices (CUDA 13 has no
 # target older than Turing).
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -454,15 +468,26 @@ $(B)/cuda/coef_kernels.o: core/coef_kernels.cu core/coef_math.h core/finish_math
 		core/coef_cuda.h include/goldminer/coef.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) -std=c++17 -O2 -fmad=false -Iinclude -Icore $(NVCC_ARCH) -Xcompiler -fPIC,-Wall \
-		$(if $(filter 1,$(WERROR)),-Werror all-warnings) -c -o $@ $<
+	$(Q)$(NVCC) -std=c++17 -O2 -fmad=false -Iinclude -Icore -DGM_VERSION='"$(VERSION)"' \
+		$(NVCC_ARCH) -Xcompiler -fPIC,-Wall $(if $(filter 1,$(WERROR)),-Werror all-warnings) \
+		-c -o $@ $<
+# The plugin: the kernels and their table (gm_coef_cuda_plugin, its only export),
+# linking libgoldminer.so (found beside it: $$ORIGIN) for gm_coef_planes_bytes,
+# as the remote plugin does.
+$(B)/libgoldminer-cuda.so: $(B)/cuda/coef_kernels.o $(B)/libgoldminer.so core/coef_cuda.map \
+		$(FLAGS_STAMP)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--version-script=core/coef_cuda.map -Wl,-rpath,'$$ORIGIN' \
+		-o $@ $(B)/cuda/coef_kernels.o $(B)/libgoldminer.so $(LDFLAGS) -L$(CUDA_HOME)/lib64 \
+		-Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 $(B)/cuda/coef_check: tests/gpu/coef_check.c $(B)/cuda/coef_kernels.o $(B)/libgoldminer.a \
 		$(FLAGS_STAMP)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/cuda/coef_kernels.o $(B)/libgoldminer.a $(LDFLAGS) \
 		$(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 coef-cuda:
-	$(Q)if [ -x "$(NVCC)" ]; then $(MAKE) --no-print-directory $(B)/cuda/coef_check; \
+	$(Q)if [ -x "$(NVCC)" ]; then $(MAKE) --no-print-directory $(B)/cuda/coef_check \
+		$(B)/libgoldminer-cuda.so; \
 	else echo "coef-cuda: no nvcc at $(NVCC) (CUDA_HOME=$(CUDA_HOME)): nothing compiled"; fi
 
 # A build for a GPU machine that has no package registry (tests/gpu/check.sh there):
@@ -605,6 +630,8 @@ install: all $(B)/goldminer.pc $(B)/goldminer.1
 	install -m 644 $(B)/libgoldminer.a "$$d$(LIBDIR)/libgoldminer.a"; \
 	if [ -f $(B)/libgoldminer-remote.so ]; then \
 		install -m 755 $(B)/libgoldminer-remote.so "$$d$(LIBDIR)/libgoldminer-remote.so"; fi; \
+	if [ -f $(B)/libgoldminer-cuda.so ]; then \
+		install -m 755 $(B)/libgoldminer-cuda.so "$$d$(LIBDIR)/libgoldminer-cuda.so"; fi; \
 	install -m 644 $(INSTALL_HDRS) "$$d$(INCLUDEDIR)/goldminer/"; \
 	install -m 644 $(B)/goldminer.pc "$$d$(LIBDIR)/pkgconfig/goldminer.pc"; \
 	install -m 644 $(B)/goldminer.1 "$$d$(MANDIR)/man1/goldminer.1"; \
@@ -620,7 +647,7 @@ uninstall:
 	$(Q)d="$(DESTDIR)"; rm -f "$$d$(PREFIX)/bin/goldminer" "$$d$(LIBDIR)/libgoldminer.so" \
 		"$$d$(LIBDIR)/libgoldminer.so.$(SOMAJOR)" "$$d$(LIBDIR)/libgoldminer.so.$(VERSION)" \
 		"$$d$(LIBDIR)/libgoldminer.a" "$$d$(LIBDIR)/pkgconfig/goldminer.pc" \
-		"$$d$(LIBDIR)/libgoldminer-remote.so" \
+		"$$d$(LIBDIR)/libgoldminer-remote.so" "$$d$(LIBDIR)/libgoldminer-cuda.so" \
 		"$$d$(MANDIR)/man1/goldminer.1"; rm -rf "$$d$(INCLUDEDIR)/goldminer" \
 		"$$d$(LIBDIR)/goldminer"
 
@@ -643,7 +670,7 @@ clean:
 FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS) CUDA=$(CUDA) \
 	UCX=$(UCX) UCX_CFLAGS=$(UCX_CFLAGS) UCX_LIBS=$(UCX_LIBS) MHD_CFLAGS=$(MHD_CFLAGS) \
 	MHD_LIBS=$(MHD_LIBS) CRYPTO_CFLAGS=$(CRYPTO_CFLAGS) CRYPTO_LIBS=$(CRYPTO_LIBS) \
-	BIN_RPATH=$(BIN_RPATH) HUFF_PROBE_FAIL=$(HUFF_PROBE_FAIL)
+	BIN_RPATH=$(BIN_RPATH) HUFF_PROBE_FAIL=$(HUFF_PROBE_FAIL) CUDA_PLUGIN=$(CUDA_PLUGIN)
 ifneq ($(strip $(file <$(FLAGS_STAMP))),$(strip $(FLAGS_NOW)))
 $(FLAGS_STAMP): flags-changed
 endif
@@ -652,5 +679,6 @@ $(FLAGS_STAMP):
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(subst ','\'',$(strip $(FLAGS_NOW)))' >$@
 	$(if $(REMOTE_PLUGIN),,@rm -f $(B)/libgoldminer-remote.so)
+	$(if $(CUDA_PLUGIN),,@rm -f $(B)/libgoldminer-cuda.so)
 
 -include $(LIB_OBJS:.o=.d) $(REMOTE_OBJS:.o=.d) $(B)/tests/ucx/ucx.d $(REMOTE_MIS_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(FUZZ_BINS:=.d)

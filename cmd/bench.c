@@ -53,6 +53,8 @@ struct bench {
 	double due;	/* --consumer-rate: when the next step may start */
 	double dev_s;	/* time in device copies */
 	uint64_t dev_bytes;
+
+	size_t out_bytes; /* a finished sample's (the transform in effect) */
 };
 
 /* The signal (SIGINT, SIGTERM) that asked the run to end, or 0. The handler only
@@ -118,7 +120,9 @@ static const struct cmd_opt opts[O_N] = {
     [O_ON_ERROR] = {"on-error", "P", 0, "skip (default) or fail on a bad sample"},
     [O_SLOTS] = {"slots", "N", 0, "ring slots (power of two; default 2 x workers, >= 4)"},
     [O_CHECKSUM] = {"checksum", NULL, 0, "print a hash of all delivered batch bytes per epoch"},
-    [O_DEVICE_COPY] = {"device-copy", NULL, 0, "copy every batch to the GPU (needs a CUDA device)"},
+    [O_DEVICE_COPY] = {"device-copy", NULL, 0,
+		       "copy every batch to the GPU (needs a CUDA device); with --gpu-decode, "
+		       "finish it there (the GPU decode's kernels, libgoldminer-cuda.so)"},
     [O_GPU_DECODE] = {"gpu-decode", NULL, 0,
 		      "workers write coefficient slots (the GPU decode's worker half; the "
 		      "stage times are theirs)"},
@@ -294,10 +298,19 @@ static int bench_open(struct bench *b)
 
 	struct gm_loader_stats st;
 	gm_loader_stats(b->l, &st);
+	size_t elem = st.out == GM_OUT_U8_HWC ? 1 : 2; /* float16 */
+	if (st.out == GM_OUT_F32_CHW)
+		elem = 4;
+	b->out_bytes = (size_t)st.size * st.size * 3 * elem;
 	b->cuda = gm_cuda_available(why, sizeof(why));
 	if (b->device_copy) {
 		if (!b->cuda) {
 			cmd_err(CMD, "--device-copy", "run without --device-copy", "%s", why);
+			return 1;
+		}
+		if (b->o.gpu_decode && !gm_loader_device_finish_ready(why, sizeof(why))) {
+			cmd_err(CMD, "--device-copy", "run without --device-copy or --gpu-decode",
+				"--gpu-decode's batches cannot be finished on the device: %s", why);
 			return 1;
 		}
 		size_t bytes = (size_t)st.batch_size * st.sample_bytes;
@@ -343,6 +356,25 @@ static void progress(struct bench *b, const struct gm_batch *bt, double t, doubl
 		st.target_workers);
 }
 
+/* --device-copy: the batch copied to the device, or with --gpu-decode finished
+ * there (gm_loader_finish_device, waited for: its time is the device's). 0, or 1
+ * with the loader's message said. */
+static int to_device(struct bench *b, const struct gm_batch *bt)
+{
+	double d0 = gm_now_s();
+	size_t ob = b->o.gpu_decode ? b->out_bytes : bt->sample_bytes;
+	int e = b->o.gpu_decode ? gm_loader_finish_device(b->l, bt, b->dev, (size_t)bt->size * ob,
+							  NULL, GM_LOADER_FINISH_SYNC)
+				: gm_loader_copy_to_device(b->l, bt, b->dev);
+	if (e) {
+		cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(b->l));
+		return 1;
+	}
+	b->dev_s += gm_now_s() - d0;
+	b->dev_bytes += (uint64_t)bt->size * ob;
+	return 0;
+}
+
 /* Consume every batch. 0 at the end, 1 on a loader error, 128 + the signal (130
  * SIGINT, 143 SIGTERM) when interrupted. */
 static int bench_consume(struct bench *b, double t0)
@@ -381,15 +413,8 @@ static int bench_consume(struct bench *b, double t0)
 			h = gm_checksum64(h, bt.data, (size_t)bt.size * bt.sample_bytes);
 		if (b->rate > 0)
 			trainer_step(b);
-		if (b->dev) {
-			double d0 = gm_now_s();
-			if (gm_loader_copy_to_device(b->l, &bt, b->dev)) {
-				cmd_err(CMD, NULL, NULL, "%s", gm_loader_errmsg(b->l));
-				return 1;
-			}
-			b->dev_s += gm_now_s() - d0;
-			b->dev_bytes += (uint64_t)bt.size * bt.sample_bytes;
-		}
+		if (b->dev && to_device(b, &bt))
+			return 1;
 		double t = gm_now_s();
 		if (b->tty && t - last > 0.2) {
 			progress(b, &bt, t, t0);

@@ -45,13 +45,15 @@ struct slot_at {
 	uint64_t pix0;	   /* its first window pixel in the batch */
 	uint64_t plan_off; /* its finish plan in the plans (gm_coef_cuda_finish) */
 	float mean;	   /* its gray mean before the contrast op (k_mean) */
-	uint32_t pad;
+	uint32_t place;	   /* its sample's place in the output (gm_coef_cuda_finish) */
 };
 
 struct gm_coef_cuda {
+	int device; /* the device its stream and memory are on */
 	cudaStream_t stream;
 	cudaEvent_t copied; /* the last batch's slots are on the device */
 	cudaEvent_t done;   /* the last batch's samples are in its output */
+	cudaEvent_t theirs; /* the caller's stream's work so far (gm_coef_cuda_run) */
 	bool events;
 	uint8_t *d_buf; /* slots, tables, plans, per-block arrays, planes, windows,
 			 * jitter bytes: one block */
@@ -160,7 +162,7 @@ __global__ void k_resize(const uint8_t *plans, const struct slot_at *at, uint32_
 	if (p->jitter)
 		hwc[g] = v;
 	else
-		gm_fm_layout(p, out + i * out_bytes, oy, ox, c, v);
+		gm_fm_layout(p, out + at[i].place * out_bytes, oy, ox, c, v);
 }
 
 /* Slot blockIdx.x's gray mean before its contrast op (none: nothing), a lane a
@@ -199,31 +201,71 @@ __global__ void k_jitter(const uint8_t *plans, const struct slot_at *at, uint32_
 	uint32_t i = (uint32_t)(g / per);
 	const struct gm_fm_plan *p = (const struct gm_fm_plan *)(plans + at[i].plan_off);
 	if (p->jitter)
-		gm_fm_jitter_out(p, hwc + i * per * 3, g % per, at[i].mean, out + i * out_bytes);
+		gm_fm_jitter_out(p, hwc + i * per * 3, g % per, at[i].mean,
+				 out + at[i].place * out_bytes);
 }
 
-extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, char *err, size_t errlen)
+/* The handle's device made current for the scope of an entry point, the
+ * caller's put back after it (a trainer on another device keeps its own). */
+struct on_device {
+	int old;
+	explicit on_device(int d)
+	{
+		if (cudaGetDevice(&old) != cudaSuccess)
+			old = -1;
+		if (old != d)
+			cudaSetDevice(d);
+	}
+	~on_device()
+	{
+		int now = -1;
+		if (old >= 0 && cudaGetDevice(&now) == cudaSuccess && now != old)
+			cudaSetDevice(old);
+	}
+	on_device(const on_device &) = delete;
+	on_device &operator=(const on_device &) = delete;
+};
+
+/* The events and stream of g (device current), or their error. */
+static int make_stream(struct gm_coef_cuda *g, char *err, size_t errlen)
+{
+	int ret = cuda_err(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
+			   "cudaStreamCreate", err, errlen);
+	if (ret)
+		return ret == -EIO ? -ENODEV : ret;
+	cudaEvent_t *ev[3] = {&g->copied, &g->done, &g->theirs};
+	for (int k = 0; k < 3; k++) {
+		ret = cuda_err(cudaEventCreateWithFlags(ev[k], cudaEventDisableTiming),
+			       "cudaEventCreate", err, errlen);
+		if (ret) {
+			while (k-- > 0)
+				cudaEventDestroy(*ev[k]);
+			cudaStreamDestroy(g->stream);
+			return ret;
+		}
+	}
+	g->events = true;
+	return 0;
+}
+
+extern "C" int gm_coef_cuda_create(struct gm_coef_cuda **out, int device, char *err,
+				   size_t errlen)
 {
 	struct gm_coef_cuda *g = (struct gm_coef_cuda *)calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	int ret = cuda_err(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
-			   "cudaStreamCreate", err, errlen);
+	g->device = device;
+	int old = -1;
+	if (cudaGetDevice(&old) != cudaSuccess)
+		old = -1;
+	int ret = cuda_err(cudaSetDevice(device), "cudaSetDevice", err, errlen);
+	ret = ret ? -ENODEV : make_stream(g, err, errlen);
+	if (old >= 0 && old != device)
+		cudaSetDevice(old); /* the caller's device, as every entry point leaves it */
 	if (ret) {
-		free(g);
-		return ret == -EIO ? -ENODEV : ret;
-	}
-	ret = cuda_err(cudaEventCreateWithFlags(&g->copied, cudaEventDisableTiming),
-		       "cudaEventCreate", err, errlen);
-	if (!ret && (ret = cuda_err(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming),
-				    "cudaEventCreate", err, errlen)))
-		cudaEventDestroy(g->copied);
-	if (ret) {
-		cudaStreamDestroy(g->stream);
 		free(g);
 		return ret;
 	}
-	g->events = true;
 	*out = g;
 	return 0;
 }
@@ -232,12 +274,14 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 {
 	if (!g)
 		return;
+	on_device on(g->device);
 	cudaStreamSynchronize(g->stream);
 	cudaFree(g->d_buf);
-	free(g->h_stage);
+	cudaFreeHost(g->h_stage);
 	if (g->events) {
 		cudaEventDestroy(g->copied);
 		cudaEventDestroy(g->done);
+		cudaEventDestroy(g->theirs);
 	}
 	cudaStreamDestroy(g->stream);
 	free(g);
@@ -245,9 +289,10 @@ extern "C" void gm_coef_cuda_destroy(struct gm_coef_cuda *g)
 
 /* The batch's layout: sizes of its parts (bytes, 16-aligned). The device buffer
  * holds slots, then the staged part (jobs, at, bjob, plans: h_stage's bytes), then
- * boff, planes, rgb (the windows) and hwc (the jitter's bytes). */
+ * boff, planes, rgb (the windows), hwc (the jitter's bytes) and the finished
+ * samples (gm_coef_cuda_run's PIXELS slots) on their way to their places. */
 struct layout {
-	size_t slots, jobs, at, boff, bjob, plans, planes, rgb, hwc;
+	size_t slots, jobs, at, boff, bjob, plans, planes, rgb, hwc, samples;
 	uint32_t njobs, nblocks;
 	uint64_t npix;
 };
@@ -285,7 +330,8 @@ static void plan(const struct gm_coef_slot *const *slots, const void *const *pla
 
 /* Fill the host stage: jobs, slot_at, block_job, plans, in the device's order. */
 static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-		  const void *const *plans, uint32_t n, const struct layout *l)
+		  const void *const *plans, const uint32_t *place, uint32_t n,
+		  const struct layout *l)
 {
 	uint8_t *h = g->h_stage;
 	struct job *jobs = (struct job *)h;
@@ -298,6 +344,7 @@ static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slot
 	for (uint32_t i = 0; i < n; i++) {
 		const struct gm_coef_slot *s = slots[i];
 		at[i].slot_off = off, at[i].pix0 = pix, at[i].plan_off = planoff;
+		at[i].place = place ? place[i] : i;
 		if (plans) {
 			uint32_t pb = ((const struct gm_fm_plan *)plans[i])->bytes;
 			memcpy(pl + planoff, plans[i], pb);
@@ -322,29 +369,24 @@ static void stage(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slot
 
 /* The device's pointers into one batch's layout. */
 struct dev {
-	uint8_t *slots, *plans, *planes, *rgb, *hwc;
+	uint8_t *slots, *plans, *planes, *rgb, *hwc, *samples;
 	struct job *jobs;
 	struct slot_at *at;
 	uint32_t *bjob, *boff;
 };
 
-/*
- * Grow the buffers for l, stage, copy the slots (each from the caller's memory)
- * and the staged tables, record `copied`, and run the three window launches. 0 or
- * -EIO / -ENOMEM with why in err.
- */
-static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-			 const void *const *plans, uint32_t n, const struct layout *l,
-			 struct dev *d, char *err, size_t errlen)
+/* The staging buffers for l: host (pinned, so that the tables' copy is async:
+ * a copy from pageable memory would first wait for the stream's queued work) and
+ * device. 0 or -ENOMEM / -EIO with why in err. */
+static int grow(struct gm_coef_cuda *g, size_t hsz, size_t dsz, char *err, size_t errlen)
 {
-	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
-	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc;
 	int ret;
 	if (hsz > g->h_cap) {
-		free(g->h_stage);
-		g->h_cap = 0;
-		if (!(g->h_stage = (uint8_t *)malloc(hsz)))
-			return -ENOMEM;
+		cudaFreeHost(g->h_stage);
+		g->h_stage = NULL, g->h_cap = 0;
+		if ((ret = cuda_err(cudaMallocHost((void **)&g->h_stage, hsz), "cudaMallocHost", err,
+				    errlen)))
+			return ret;
 		g->h_cap = hsz;
 	}
 	if (dsz > g->d_cap) {
@@ -355,7 +397,33 @@ static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
 			return ret;
 		g->d_cap = dsz;
 	}
-	stage(g, slots, plans, n, l);
+	return 0;
+}
+
+/* The finished samples to copy to their places (gm_coef_cuda_run's PIXELS slots). */
+struct samples {
+	const void *const *src;
+	uint32_t n;
+	size_t bytes;
+};
+
+/*
+ * Grow the buffers for l, stage, copy the slots and the finished samples (each from
+ * the caller's memory) and the staged tables, record `copied`, and run the three
+ * window launches. 0 or -EIO / -ENOMEM with why in err.
+ */
+static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+			 const void *const *plans, const uint32_t *place, uint32_t n,
+			 const struct samples *sm, const struct layout *l, struct dev *d, char *err,
+			 size_t errlen)
+{
+	size_t hsz = l->jobs + l->at + l->bjob + l->plans;
+	size_t dsz = l->slots + hsz + l->boff + l->planes + l->rgb + l->hwc + l->samples;
+	/* the last batch's tables copied out of h_stage before it is written again */
+	int ret = cuda_err(cudaEventSynchronize(g->copied), "the last batch's copies", err, errlen);
+	if (ret || (ret = grow(g, hsz, dsz, err, errlen)))
+		return ret;
+	stage(g, slots, plans, place, n, l);
 	uint8_t *b = g->d_buf, *st = b + l->slots;
 	d->slots = b;
 	d->jobs = (struct job *)st;
@@ -364,16 +432,24 @@ static int windows_async(struct gm_coef_cuda *g, const struct gm_coef_slot *cons
 	d->plans = st + l->jobs + l->at + l->bjob;
 	d->boff = (uint32_t *)(st + hsz);
 	d->planes = st + hsz + l->boff, d->rgb = d->planes + l->planes, d->hwc = d->rgb + l->rgb;
+	d->samples = d->hwc + l->hwc;
 	const struct slot_at *hat = (const struct slot_at *)(g->h_stage + l->jobs);
 	for (uint32_t i = 0; i < n; i++)
 		if ((ret = cuda_err(cudaMemcpyAsync(b + hat[i].slot_off, slots[i], slots[i]->bytes,
 						    cudaMemcpyHostToDevice, g->stream),
 				    "copy of a slot", err, errlen)))
 			return ret;
+	for (uint32_t k = 0; sm && k < sm->n; k++)
+		if ((ret = cuda_err(cudaMemcpyAsync(d->samples + k * up16(sm->bytes), sm->src[k],
+						    sm->bytes, cudaMemcpyHostToDevice, g->stream),
+				    "copy of a finished sample", err, errlen)))
+			return ret;
 	if ((ret = cuda_err(cudaMemcpyAsync(st, g->h_stage, hsz, cudaMemcpyHostToDevice, g->stream),
 			    "copy of the batch's tables", err, errlen)) ||
 	    (ret = cuda_err(cudaEventRecord(g->copied, g->stream), "cudaEventRecord", err, errlen)))
 		return ret;
+	if (n == 0) /* (a grid of no blocks is not a launch) */
+		return 0;
 	k_offsets<<<(l->njobs + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, l->njobs,
 								  d->boff);
 	k_idct<<<(l->nblocks + 127) / 128, 128, 0, g->stream>>>(d->slots, d->jobs, d->bjob,
@@ -391,8 +467,9 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 	int ret;
 	if (n == 0)
 		return 0;
+	on_device on(g->device);
 	plan(slots, NULL, n, 0, &l);
-	if ((ret = windows_async(g, slots, NULL, n, &l, &d, err, errlen)))
+	if ((ret = windows_async(g, slots, NULL, NULL, n, NULL, &l, &d, err, errlen)))
 		return ret;
 	uint64_t pix = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -406,15 +483,11 @@ extern "C" int gm_coef_cuda_windows(struct gm_coef_cuda *g, const struct gm_coef
 	return cuda_err(cudaStreamSynchronize(g->stream), "the batch's kernels", err, errlen);
 }
 
-extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
-				   const void *const *plans, uint32_t n, void *d_out,
-				   size_t out_bytes, char *err, size_t errlen)
+/* Every plan for its slot and all of one spec, whose sample fits out_bytes: 0, or
+ * -EINVAL with which in err. */
+static int plans_check(const struct gm_coef_slot *const *slots, const void *const *plans,
+		       uint32_t n, size_t out_bytes, char *err, size_t errlen)
 {
-	struct layout l;
-	struct dev d;
-	int ret;
-	if (n == 0)
-		return 0;
 	const struct gm_fm_plan *p0 = (const struct gm_fm_plan *)plans[0];
 	uint32_t size = p0->size;
 	for (uint32_t i = 0; i < n; i++) { /* one spec: the same side and layout */
@@ -432,21 +505,100 @@ extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_
 			return -EINVAL;
 		}
 	}
-	plan(slots, plans, n, size, &l);
-	if ((ret = windows_async(g, slots, plans, n, &l, &d, err, errlen)))
+	return 0;
+}
+
+/* The output's part of a batch, after its windows: under `ordered`, a wait for the
+ * caller's stream; the resize, layout and jitter launches; the finished samples
+ * copied to their places; `done` recorded, and the caller's stream made to wait
+ * for it. 0 or -EIO with why in err. */
+static int outputs_async(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b,
+			 const struct layout *l, const struct dev *d, uint32_t size, char *err,
+			 size_t errlen)
+{
+	cudaStream_t theirs = (cudaStream_t)b->stream;
+	uint8_t *out = (uint8_t *)b->d_out;
+	int ret = 0;
+	if (b->ordered &&
+	    ((ret = cuda_err(cudaEventRecord(g->theirs, theirs), "cudaEventRecord on the caller's "
+				       "stream", err, errlen)) ||
+	     (ret = cuda_err(cudaStreamWaitEvent(g->stream, g->theirs, 0), "cudaStreamWaitEvent",
+			     err, errlen))))
 		return ret;
-	uint64_t per = (uint64_t)size * size * 3, all = per * n;
-	uint8_t *out = (uint8_t *)d_out;
-	k_resize<<<(unsigned)((all + 255) / 256), 256, 0, g->stream>>>(
-	    d.plans, d.at, n, size, d.rgb, d.hwc, out, out_bytes);
-	if (l.hwc) {
-		k_mean<<<n, GM_FM_LANES, 0, g->stream>>>(d.plans, d.at, d.hwc, per);
-		k_jitter<<<(unsigned)((all / 3 + 255) / 256), 256, 0, g->stream>>>(
-		    d.plans, d.at, n, size, d.hwc, out, out_bytes);
+	uint64_t per = (uint64_t)size * size * 3, all = per * b->n;
+	if (b->n) {
+		k_resize<<<(unsigned)((all + 255) / 256), 256, 0, g->stream>>>(
+		    d->plans, d->at, b->n, size, d->rgb, d->hwc, out, b->out_bytes);
+		if (l->hwc) {
+			k_mean<<<b->n, GM_FM_LANES, 0, g->stream>>>(d->plans, d->at, d->hwc, per);
+			k_jitter<<<(unsigned)((all / 3 + 255) / 256), 256, 0, g->stream>>>(
+			    d->plans, d->at, b->n, size, d->hwc, out, b->out_bytes);
+		}
+		if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
+			return ret;
 	}
-	if ((ret = cuda_err(cudaGetLastError(), "kernel launch", err, errlen)))
+	for (uint32_t k = 0; k < b->ns; k++)
+		if ((ret = cuda_err(cudaMemcpyAsync(out + (size_t)b->sample_place[k] * b->out_bytes,
+						    d->samples + k * up16(b->out_bytes),
+						    b->out_bytes, cudaMemcpyDeviceToDevice,
+						    g->stream),
+				    "copy of a finished sample to its place", err, errlen)))
+			return ret;
+	if ((ret = cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen)))
 		return ret;
-	return cuda_err(cudaEventRecord(g->done, g->stream), "cudaEventRecord", err, errlen);
+	return b->ordered ? cuda_err(cudaStreamWaitEvent(theirs, g->done, 0),
+				     "cudaStreamWaitEvent on the caller's stream", err, errlen)
+			  : 0;
+}
+
+extern "C" int gm_coef_cuda_run(struct gm_coef_cuda *g, const struct gm_coef_cuda_batch *b,
+				char *err, size_t errlen)
+{
+	struct layout l;
+	struct dev d;
+	int ret;
+	on_device on(g->device);
+	if (b->n && (ret = plans_check(b->slots, b->plans, b->n, b->out_bytes, err, errlen)))
+		return ret;
+	uint32_t size = b->n ? ((const struct gm_fm_plan *)b->plans[0])->size : 0;
+	struct samples sm = {b->samples, b->ns, b->out_bytes};
+	plan(b->slots, b->plans, b->n, size, &l);
+	l.samples = b->ns * up16(b->out_bytes);
+	ret = windows_async(g, b->slots, b->plans, b->place, b->n, &sm, &l, &d, err, errlen);
+	if (!ret)
+		ret = outputs_async(g, b, &l, &d, size, err, errlen);
+	if (ret) /* copies may be queued: the caller's memory is read until they are done */
+		cudaStreamSynchronize(g->stream);
+	return ret;
+}
+
+extern "C" int gm_coef_cuda_finish(struct gm_coef_cuda *g, const struct gm_coef_slot *const *slots,
+				   const void *const *plans, const uint32_t *place, uint32_t n,
+				   void *d_out, size_t out_bytes, char *err, size_t errlen)
+{
+	struct gm_coef_cuda_batch b = {slots, plans, place, n, NULL, NULL, 0, d_out, out_bytes,
+				       false, NULL};
+	return gm_coef_cuda_run(g, &b, err, errlen);
+}
+
+extern "C" int gm_coef_cuda_device_of(const void *d, int *device, char *err, size_t errlen)
+{
+	cudaPointerAttributes a;
+	int ret = cuda_err(cudaPointerGetAttributes(&a, d), "cudaPointerGetAttributes", err, errlen);
+	if (ret) {
+		cudaGetLastError(); /* not sticky: clear it for the caller's next call */
+		return ret;
+	}
+	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "gm_coef_cuda: the output %p is not device memory (a CUDA "
+				 "tensor's data_ptr(), cudaMalloc)",
+				 d);
+		return -EINVAL;
+	}
+	*device = a.device;
+	return 0;
 }
 
 static int query(cudaEvent_t e)
@@ -483,7 +635,18 @@ extern "C" void gm_coef_cuda_free(void *d)
 extern "C" int gm_coef_cuda_read(struct gm_coef_cuda *g, void *host, const void *d, size_t bytes,
 				 char *err, size_t errlen)
 {
+	on_device on(g->device);
 	int ret = cuda_err(cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, g->stream),
 			   "copy back", err, errlen);
 	return ret ? ret : cuda_err(cudaStreamSynchronize(g->stream), "copy back", err, errlen);
+}
+
+extern "C" const struct gm_coef_cuda_ops *gm_coef_cuda_plugin(void)
+{
+	static const struct gm_coef_cuda_ops ops = {
+	    GM_COEF_CUDA_ABI,	  GM_VERSION,	       gm_coef_cuda_create,
+	    gm_coef_cuda_destroy, gm_coef_cuda_run,    gm_coef_cuda_released,
+	    gm_coef_cuda_done,	  gm_coef_cuda_device_of,
+	};
+	return &ops;
 }

@@ -43,6 +43,8 @@
 #include "goldminer/util.h"
 #include "goldminer/worker.h"
 
+#include "coef_device.h"
+
 struct err_rec {
 	uint32_t sample;
 	char msg[GM_RING_MSG];
@@ -67,12 +69,13 @@ struct gm_loader {
 	bool has_c;		   /* c was initialised */
 	struct gm_worker_cfg wcfg; /* the task -> (epoch, batch) mapping */
 	size_t sample_bytes;
-	uint32_t bpe;	    /* batches per epoch */
-	uint64_t first;	    /* the first task (then c.next: the next to deliver) */
-	uint64_t end;	    /* GM_RING_NO_END or one past the last task */
-	int held;	    /* slot of the batch the user holds (not kept), or -1 */
-	struct gm_aug *fin; /* gpu_decode: gm_loader_finish's (made at its first call) */
-	bool stopped;	    /* gm_loader_stop: no workers, mapping kept */
+	uint32_t bpe;		    /* batches per epoch */
+	uint64_t first;		    /* the first task (then c.next: the next to deliver) */
+	uint64_t end;		    /* GM_RING_NO_END or one past the last task */
+	int held;		    /* slot of the batch the user holds (not kept), or -1 */
+	struct gm_aug *fin;	    /* gpu_decode: gm_loader_finish's (made at its first call) */
+	struct gm_coef_device *dev; /* gpu_decode: gm_loader_finish_device's (likewise) */
+	bool stopped;		    /* gm_loader_stop: no workers, mapping kept */
 
 	/* shuffle_buffer N in the consumer (contract 4: stateful ops stay here) */
 	uint32_t shuf_cap; /* N; 0 = no shuffle buffer */
@@ -593,6 +596,7 @@ void gm_loader_close(struct gm_loader *l)
 	else
 		gm_ring_destroy(l->ring);
 	shuf_free(l);
+	gm_coef_device_destroy(l->dev);
 	gm_aug_destroy(l->fin);
 	gm_dataset_close(l->ds);
 	free(l->errs);
@@ -944,25 +948,40 @@ int gm_loader_next(struct gm_loader *l, struct gm_batch *b)
 	return rc;
 }
 
+/* gm_loader_finish and _device: the batch's arguments checked, the host path's
+ * transform made. 0 or -EINVAL / -ENOMEM with the message set under `fn`. */
+static int finish_ready(struct gm_loader *l, const char *fn, const struct gm_batch *b,
+			const void *out, size_t out_len)
+{
+	size_t ob = gm_aug_out_bytes(&l->o.aug);
+	if (!l->o.gpu_decode)
+		return set_err(l, -EINVAL,
+			       "%s: the loader was opened without gpu_decode: its batches are "
+			       "finished samples already",
+			       fn);
+	if (!b || !out || out_len != (size_t)b->size * ob || b->sample_bytes != l->sample_bytes)
+		return set_err(
+		    l, -EINVAL,
+		    "%s: out must hold the batch's %u samples of %zu bytes (%zu), not %zu%s", fn,
+		    b ? b->size : 0, ob, b ? (size_t)b->size * ob : 0, out_len,
+		    b && b->sample_bytes != l->sample_bytes
+			? " (and the batch's slots are not this loader's)"
+			: "");
+	if (!l->fin) {
+		int err = gm_aug_create(&l->fin, &l->o.aug);
+		if (err)
+			return set_err(l, err, "%s: the host path's transform: %s", fn,
+				       strerror(-err));
+	}
+	return 0;
+}
+
 int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, size_t out_len)
 {
 	size_t ob = gm_aug_out_bytes(&l->o.aug);
-	int err;
-	if (!l->o.gpu_decode)
-		return set_err(l, -EINVAL,
-			       "gm_loader_finish: the loader was opened without gpu_decode: its "
-			       "batches are finished samples already");
-	if (!b || !out || out_len != (size_t)b->size * ob || b->sample_bytes != l->sample_bytes)
-		return set_err(l, -EINVAL,
-			       "gm_loader_finish: out must hold the batch's %u samples of %zu "
-			       "bytes (%zu), not %zu",
-			       b ? b->size : 0, ob, b ? (size_t)b->size * ob : 0, out_len);
-	if (!l->fin) {
-		err = gm_aug_create(&l->fin, &l->o.aug);
-		if (err)
-			return set_err(l, err, "gm_loader_finish: the host path's transform: %s",
-				       strerror(-err));
-	}
+	int err = finish_ready(l, "gm_loader_finish", b, out, out_len);
+	if (err)
+		return err;
 	for (uint32_t i = 0; i < b->size; i++) {
 		err = gm_aug_coef_finish(l->fin,
 					 (const uint8_t *)b->data + (size_t)i * b->sample_bytes,
@@ -972,6 +991,34 @@ int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, s
 				       (unsigned long long)b->index, gm_aug_errmsg(l->fin));
 	}
 	return 0;
+}
+
+int gm_loader_finish_device(struct gm_loader *l, const struct gm_batch *b, void *d_out,
+			    size_t out_len, void *stream, unsigned flags)
+{
+	char why[480];
+	int err = finish_ready(l, "gm_loader_finish_device", b, d_out, out_len);
+	if (err)
+		return err;
+	if (flags & ~GM_LOADER_FINISH_SYNC)
+		return set_err(l, -EINVAL,
+			       "gm_loader_finish_device: flags 0x%x: only "
+			       "GM_LOADER_FINISH_SYNC (1) is known",
+			       flags);
+	if (!l->dev && (err = gm_coef_device_create(&l->dev)))
+		return set_err(l, err, "gm_loader_finish_device: %s", strerror(-err));
+	err = gm_coef_device_finish(l->dev, l->fin, b->data, b->size, b->sample_bytes, d_out,
+				    gm_aug_out_bytes(&l->o.aug), stream,
+				    flags & GM_LOADER_FINISH_SYNC, why, sizeof(why));
+	if (err)
+		return set_err(l, err, "gm_loader_finish_device: batch %llu: %s",
+			       (unsigned long long)b->index, why);
+	return 0;
+}
+
+bool gm_loader_device_finish_ready(char *why, size_t len)
+{
+	return gm_coef_device_available(why, len);
 }
 
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s)

@@ -5,7 +5,8 @@
 # installed command's `bench --checksum`. Also: the SONAME, the installed headers
 # against what libgoldminer.so exports, the man page covering every subcommand,
 # goldminer --version, the installed agent loading the installed remote-workers
-# plugin. TAP on stdout. Env: B (build dir).
+# plugin, the installed library finding the installed GPU decode plugin. TAP on
+# stdout. Env: B (build dir).
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 B=${B:-build}
@@ -95,6 +96,22 @@ if [ -f "$B/libgoldminer-remote.so" ] || [ -f "$repo/$B/libgoldminer-remote.so" 
 else
 	n=$((n + 1))
 	echo "ok $n # SKIP no remote-workers plugin built (UCX missing)"
+fi
+
+# the GPU decode's kernels: installed beside the library, found there by it (what
+# may then be missing is a device, never the plugin)
+if [ -f "$B/libgoldminer-cuda.so" ] || [ -f "$repo/$B/libgoldminer-cuda.so" ]; then
+	why=$(env -u GOLDMINER_CUDA_PLUGIN python3 -c 'import ctypes, sys
+L = ctypes.CDLL(sys.argv[1])
+L.gm_loader_device_finish_ready.restype = ctypes.c_bool
+w = ctypes.create_string_buffer(512)
+print("ready" if L.gm_loader_device_finish_ready(w, 512) else w.value.decode())' \
+		"$L/libgoldminer.so" 2>&1)
+	t "$([ -f "$L/libgoldminer-cuda.so" ] && ! echo "$why" | grep -q "not built"; echo $?)" \
+		"the installed library finds the installed GPU decode plugin (${why%%(*})"
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP no GPU decode plugin built (no nvcc, or CUDA_KERNELS=0)"
 fi
 
 cat >"$tmp/user.c" <<'C'

@@ -148,6 +148,39 @@ uint32_t gm_loader_kept(const struct gm_loader *l, uint32_t *slots);
  */
 int gm_loader_finish(struct gm_loader *l, const struct gm_batch *b, void *out, size_t out_len);
 
+/*
+ * gpu_decode on a CUDA device: the same batch finished by the GPU decode's
+ * kernels (the plugin libgoldminer-cuda.so, loaded at the first call) into d_out,
+ * out_len = b->size * the sample's bytes of device memory (a torch CUDA tensor's
+ * data_ptr(), cudaMalloc), the bytes gm_loader_finish gives. Every slot is
+ * checked first, on the host (a slot neither COEFS nor PIXELS, or malformed, is
+ * refused before the device is touched); the PIXELS slots (the workers' CPU
+ * fallback) are copied to their places. stream: the consumer's cudaStream_t on
+ * d_out's device (NULL: the legacy default stream): the device's work waits for
+ * what is queued there so far, and its later work waits for the samples, so the
+ * samples may be used on that stream at once. Returns once the device has copied
+ * the slots out of the ring: give the slot back then (gm_loader_release, or the
+ * next gm_loader_next); with flags GM_LOADER_FINISH_SYNC, once the samples are in
+ * d_out too. Runs on the calling thread; a wait gives up after 60 s. 0; -EINVAL
+ * (as gm_loader_finish, an unknown flag, d_out not device memory), -EBADMSG (a
+ * malformed slot, named), -ENODEV (no device or no plugin: why as
+ * gm_loader_device_finish_ready says), -EIO, -ETIMEDOUT, -ENOMEM; the message in
+ * gm_loader_errmsg.
+ */
+#define GM_LOADER_FINISH_SYNC 1u
+int gm_loader_finish_device(struct gm_loader *l, const struct gm_batch *b, void *d_out,
+			    size_t out_len, void *stream, unsigned flags);
+
+/*
+ * Can gm_loader_finish_device run in this process? true when the plugin
+ * libgoldminer-cuda.so is there (beside libgoldminer.so, or named by
+ * $GOLDMINER_CUDA_PLUGIN), a CUDA device is, and the plugin loads and is this
+ * build's; else false with why (len bytes, may be NULL): "libgoldminer-cuda.so not
+ * built: ...", "no CUDA device: ..." or "libgoldminer-cuda.so unusable: ...".
+ * The device is probed once a process; thread-safe.
+ */
+bool gm_loader_device_finish_ready(char *why, size_t len);
+
 /* Snapshot of the counters. */
 void gm_loader_stats(const struct gm_loader *l, struct gm_loader_stats *s);
 

@@ -202,6 +202,9 @@ _PROTOS = {
     "gm_loader_keep": (ctypes.c_int, [_P, ctypes.POINTER(Batch)]),
     "gm_loader_kept": (ctypes.c_uint32, [_P, ctypes.POINTER(ctypes.c_uint32)]),
     "gm_loader_finish": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P, ctypes.c_size_t]),
+    "gm_loader_finish_device": (ctypes.c_int, [_P, ctypes.POINTER(Batch), _P, ctypes.c_size_t,
+                                               _P, ctypes.c_uint]),
+    "gm_loader_device_finish_ready": (ctypes.c_bool, [ctypes.c_char_p, ctypes.c_size_t]),
     # Optional helpers (asked of the lead; used when present).
     "gm_loader_abi_size": (ctypes.c_size_t, [ctypes.c_int]),
     "gm_version": (ctypes.c_char_p, []),

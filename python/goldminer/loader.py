@@ -464,6 +464,26 @@ class Loader:
         if rc < 0:
             _raise(rc, self._errmsg(), "gm_loader_finish")
 
+    def _finish_device(self, raw, addr, nbytes, stream, sync=False):
+        """gpu_decode on a CUDA device: raw's slots finished by the kernels into
+        nbytes of device memory at addr, ordered on the cudaStream_t `stream` (an
+        int, 0 the legacy default stream); on return the slot may go back."""
+        rc = self._L.gm_loader_finish_device(self._handle(), ctypes.byref(raw), addr, nbytes,
+                                             stream or None, 1 if sync else 0)
+        if rc < 0:
+            _raise(rc, self._errmsg(), "gm_loader_finish_device")
+
+    def _device_finish_why(self) -> Optional[str]:
+        """None when gpu_decode's batches can be finished on a CUDA device in this
+        process (libgoldminer-cuda.so and a device), else why not, in words."""
+        if not self._L.has("gm_loader_device_finish_ready"):
+            return ("%s has no gm_loader_device_finish_ready: a library built before the "
+                    "GPU decode's kernels were loadable (rebuild it: make)" % self._L.path)
+        why = ctypes.create_string_buffer(512)
+        if self._L.gm_loader_device_finish_ready(why, len(why)):
+            return None
+        return why.value.decode("utf-8", "replace")
+
     def _view_died(self, ref):
         try:
             self._live.remove(ref)

@@ -43,17 +43,25 @@ gpu_decode=True: the workers write each sample's crop window as quantised DCT
 coefficients (coefficient slots, include/goldminer/coef.h: their CPU per image is
 the Huffman decode, 0.49-0.50 of the full decode's with float32 output, 0.67-0.68
 with uint8, on the photo set: docs/MEASUREMENTS.md) and this process finishes them
-(dequantise, IDCT, upsampling, colour conversion, resize, flip, jitter, layout)
-through the library's host path (gm_loader_finish, on this process's CPU), into a
-buffer of its own, with the bytes gpu_decode=False gives; device="cuda" then copies
-that buffer. The CUDA kernels (core/coef_kernels.cu) are not in libgoldminer.so:
-with a device the finishing still runs here, on the host. gpu_decode="auto":
-decided once, from measurement: on only when the workers' measured rate (one
-worker's img/s) times the CPUs this process may use falls short of the consumer's
-measured demand AND torch sees a CUDA device (and the workers are here, not a node
-agent's); the decision and why are said once on stderr and kept in
-gpu_decode_reason. Turned on, the loader reopens at the next batch's position (the
-same bytes follow).
+(dequantise, IDCT, upsampling, colour conversion, resize, flip, jitter, layout),
+with the bytes gpu_decode=False gives. Where: with device="cuda", on the device
+when libgoldminer can (gm_loader_finish_device: the GPU decode's kernels, the
+plugin libgoldminer-cuda.so that `make` builds where nvcc is, and a device that
+libgoldminer sees): each batch into a fresh CUDA tensor, ordered on torch's
+current stream (the kernels wait for the work queued there and the work queued
+after waits for them: no host wait for the kernels), the slot back to the workers
+once the device has copied it; else on the host through the library's host path
+(gm_loader_finish, on this process's CPU) into a buffer of its own (pinned with
+device="cuda", then copied), the one line on stderr saying why ("no CUDA device:
+...", "libgoldminer-cuda.so not built: ..."). Without a device argument the host
+path, always. The choice and its reason: gpu_decode_on_device,
+gpu_decode_reason. gpu_decode="auto": decided once, from measurement: on only when
+the workers' measured rate (one worker's img/s) times the CPUs this process may use
+falls short of the consumer's measured demand AND torch sees a CUDA device (with
+node=, the workers the agent runs for it stand for the CPUs); the decision and why
+are said once on stderr and kept in gpu_decode_reason. Turned on, the loader
+reopens at the next batch's position (the same bytes follow), finishing where
+gpu_decode=True would.
 
 What it does not do: no sampler/collate_fn hooks, no pin_memory thread (the ring is
 already the pinned staging buffer), no multi-GPU placement beyond `device`.
@@ -85,7 +93,7 @@ class Loader:
     Normalize for output="float32"; PILToTensor for output="uint8").
 
     Loader(root, batch_size=64, workers=2, seed=0, output="float32", device=None,
-           copy=False, **goldminer_kwargs)
+           copy=False, gpu_decode=False, **goldminer_kwargs)
 
     Every keyword of goldminer.Loader is accepted (pipeline, epoch, epochs,
     on_error, size, mode, shuffle, drop_last, ...). len() is batches per epoch;
@@ -112,6 +120,9 @@ class Loader:
             "gpu_decode=%r given" % (gpu_decode,)
         self._gm = _GmLoader(root, batch_size=batch_size, workers=workers, seed=seed,
                              output=output, gpu_decode=gpu_decode is True, **kw)
+        self._on_device = False  # gpu_decode's batches finished by the kernels
+        if gpu_decode is True:
+            self._choose_finish()
         if self._auto is not None:
             self._auto.start()
         self._dtype = _DTYPES[self._gm.output]  # a pipeline spec may have chosen it
@@ -130,6 +141,30 @@ class Loader:
     def gpu_decode(self) -> bool:
         """True while the workers write coefficient slots that this process finishes."""
         return self._gm.gpu_decode
+
+    @property
+    def gpu_decode_on_device(self) -> bool:
+        """True while those slots are finished by the GPU decode's kernels on the
+        device (device="cuda", libgoldminer-cuda.so and a device there)."""
+        return self._gm.gpu_decode and self._on_device
+
+    def _choose_finish(self):
+        """gpu_decode on: where its slots are finished, decided once, the reason
+        added to gpu_decode_reason; a device asked for but not used is said on
+        stderr, once a process."""
+        if self.device is None or self.device.type != "cuda":
+            self._on_device = False
+            where = "finished on the host (device=%s)" % (
+                "None" if self.device is None else repr(str(self.device)))
+        else:
+            why = self._gm._device_finish_why()
+            self._on_device = why is None
+            if why is None:
+                where = "finished on the device (libgoldminer-cuda.so's kernels)"
+            else:
+                where = "finished on the host, then copied to %s: %s" % (self.device, why)
+                _say("goldminer.torch.Loader: gpu_decode: %s\n" % where)
+        self.gpu_decode_reason = "%s; %s" % (self.gpu_decode_reason or "gpu_decode on", where)
 
     def _before_next(self):
         self._wait_copy()
@@ -189,12 +224,18 @@ class Loader:
             ev.synchronize()  # the DMA out of the slot is done: the slot may be reused
 
     def _finished(self, raw):
-        """gpu_decode: raw's slots finished on the host into a tensor of this
-        process (pinned when copied to a CUDA device); the slot goes back at once."""
+        """gpu_decode: raw's slots finished on the device into a CUDA tensor, or on
+        the host into a tensor of this process (pinned when copied to a CUDA
+        device); the slot goes back at once (on the device: once it is copied)."""
         n, ob = raw.size, self._gm.out_bytes
-        pin = self.device is not None and self.device.type == "cuda"
-        out = _torch.empty(n * ob, dtype=_torch.uint8, pin_memory=pin)
-        self._gm._finish(raw, out.data_ptr(), n * ob)
+        if self._on_device:
+            out = _torch.empty(n * ob, dtype=_torch.uint8, device=self.device)
+            stream = _torch.cuda.current_stream(out.device).cuda_stream
+            self._gm._finish_device(raw, out.data_ptr(), n * ob, stream)
+        else:
+            pin = self.device is not None and self.device.type == "cuda"
+            out = _torch.empty(n * ob, dtype=_torch.uint8, pin_memory=pin)
+            self._gm._finish(raw, out.data_ptr(), n * ob)
         lab_addr = ctypes.cast(raw.labels, ctypes.c_void_p).value
         labels = _torch.frombuffer((ctypes.c_int32 * n).from_address(lab_addr),
                                    dtype=_torch.int32).to(_torch.int64)  # a copy
@@ -206,11 +247,12 @@ class Loader:
         else:
             x = flat.view(n, -1)
         if self.device is not None and self.device.type != "cpu":
-            x = x.to(self.device, non_blocking=True)
-            if self.device.type == "cuda":
-                ev = _torch.cuda.Event()
-                ev.record()
-                self._pending = ev  # (out stays alive in the copy until it is done)
+            if not self._on_device:
+                x = x.to(self.device, non_blocking=True)
+                if self.device.type == "cuda":
+                    ev = _torch.cuda.Event()
+                    ev.record()
+                    self._pending = ev  # (out stays alive in the copy until it is done)
             labels = labels.to(self.device, non_blocking=True)
         if side and hwc:
             x = x.permute(0, 3, 1, 2)
@@ -266,7 +308,15 @@ class Loader:
         return (r if r * r == v else None), hwc
 
 
-_SAID = set()  # the auto decisions said on stderr
+_SAID = set()  # the lines said on stderr (auto's decisions, where gpu_decode finishes)
+
+
+def _say(line):
+    """line on stderr, once a process (goldminer run opens a loader a sampler epoch)."""
+    import sys
+    if line not in _SAID:
+        _SAID.add(line)
+        sys.stderr.write(line)
 
 
 class _Auto:
@@ -325,14 +375,11 @@ class _Auto:
             self.decide(False, why + ": enough")
 
     def decide(self, on, why):
-        import sys
         self.done = True
         self.o.gpu_decode_reason = why
-        line = "goldminer.torch.Loader: gpu_decode='auto': %s: %s\n" % ("on" if on else "off",
-                                                                        why)
-        if line not in _SAID:  # once a process (goldminer run opens one a sampler epoch)
-            _SAID.add(line)
-            sys.stderr.write(line)
+        _say("goldminer.torch.Loader: gpu_decode='auto': %s: %s\n" % ("on" if on else "off", why))
+        if on:
+            self.o._choose_finish()
         if on and not self.o._gm.gpu_decode:
             gm = self.o._gm
             sd = gm.state_dict()  # the next batch's position: the same bytes follow

@@ -30,7 +30,8 @@ else
 		echo "SKIP: no CUDA toolkit at CUDA_HOME=$CUDA_HOME"
 		exit 77
 	fi
-	make -s B="$B" CUDA=1 CUDA_HOME="$CUDA_HOME" "$B/libgoldminer.so" "$B/goldminer" || exit 1
+	make -s B="$B" CUDA=1 CUDA_HOME="$CUDA_HOME" "$B/libgoldminer.so" "$B/goldminer" \
+		"$B/libgoldminer-cuda.so" || exit 1
 fi
 # Python: the first of GM_PYTHON, python3, /usr/bin/python3 whose torch sees CUDA;
 # else the first that runs (the torch device="cuda" part is then skipped).
@@ -53,8 +54,14 @@ trap 'rm -rf "$data"' EXIT INT TERM
 # the host path's bytes, the sample finished from it on the host and the sample
 # finished on the device (resize, flip, jitter, layout there too) the CPU workers'
 # (train, eval, uint8, float32, float16, jitter); then img/s of 4 workers, CPU path
-# against GPU decode finishing on the device. The real photos where GM_PHOTOS names them, else 2000 synthetic images.
-# COEF_ONLY=1: stop after it (about 2 minutes of an 8-minute device budget).
+# against GPU decode finishing on the device. Then the same through the consumer:
+# goldminer.torch.Loader(device="cuda", gpu_decode=True), finished on the device by
+# the plugin libgoldminer-cuda.so, must give gpu_decode=False's batches (uint8,
+# float32, float16), and its img/s with 4 workers against the CPU path's
+# (tests/gpu/torch_decode.py). The real photos where GM_PHOTOS names them, else
+# 2000 synthetic images. Then the C consumer's the same way (bench --gpu-decode
+# --device-copy against --device-copy).
+# COEF_ONLY=1: stop after these (about 4 minutes of an 8-minute device budget).
 [ -x "$B/cuda/coef_check" ] || make -s B="$B" coef-cuda || exit 1
 photos=${GM_PHOTOS:-}
 if [ -z "$photos" ] || [ ! -d "$photos" ]; then
@@ -68,6 +75,23 @@ else
 	echo "FAIL - no $B/cuda/coef_check: build the bundle with make gpu-bundle where nvcc is"
 	rc=1
 fi
+if [ ! -f "$B/libgoldminer-cuda.so" ]; then
+	echo "FAIL - no $B/libgoldminer-cuda.so (the GPU decode's plugin): make gpu-bundle where nvcc is"
+	rc=1
+elif "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	GOLDMINER_LIB="$B/libgoldminer.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
+		timeout 180 "$PY" -B tests/gpu/torch_decode.py "$photos" 4 2 || rc=1
+else
+	echo "SKIP - the torch.Loader GPU decode check: $PY's torch sees no CUDA device"
+fi
+# The C consumer: bench --gpu-decode --device-copy finishes every batch on the
+# device (gm_loader_finish_device, waited for), against the CPU path's batches
+# copied there; 4 workers, train float32 224, one epoch each.
+for mode in "" --gpu-decode; do
+	echo "# bench --device-copy ${mode:-(CPU path)}, 4 workers, float32"
+	timeout 120 "$B/goldminer" bench "$photos" --workers 4 --epochs 1 --output float32 \
+		--device-copy $mode --quiet || rc=1
+done
 [ "${COEF_ONLY:-0}" = 1 ] && exit $rc
 "$B/goldminer" synth "$data/set" --images 1024 --classes 8 >/dev/null || exit 1
 # The C path too: every batch copied to the device, with the H2D rate.

@@ -158,7 +158,7 @@ static int same_bytes(struct gm_coef_cuda *g, int i)
 		}
 		/* the whole finish on the device, read back */
 		if (plans_of(gpu, cs, n, cap, plan, PLAN_CAP, pp) ||
-		    gm_coef_cuda_finish(g, cs, pp, n, d_out, ob, err, sizeof(err)) ||
+		    gm_coef_cuda_finish(g, cs, pp, NULL, n, d_out, ob, err, sizeof(err)) ||
 		    gm_coef_cuda_sync(g, err, sizeof(err)) || gm_coef_cuda_released(g) != 1 ||
 		    gm_coef_cuda_done(g) != 1 ||
 		    gm_coef_cuda_read(g, fin, d_out, ob * n, err, sizeof(err))) {
@@ -234,7 +234,7 @@ static void *work(void *arg)
 		w->failed = 1;
 		goto out_free;
 	}
-	if (w->device && (gm_coef_cuda_create(&g, err, sizeof(err)) ||
+	if (w->device && (gm_coef_cuda_create(&g, 0, err, sizeof(err)) ||
 			  gm_coef_cuda_alloc(&d_out, ob * 64, err, sizeof(err)))) {
 		w->failed = 1;
 		goto out_destroy;
@@ -262,7 +262,7 @@ static void *work(void *arg)
 		/* the previous batch: done before its output and this half's slots are reused */
 		if (gm_coef_cuda_sync(g, err, sizeof(err)) ||
 		    plans_of(a, cs, n, cap, plan, PLAN_CAP, pp) ||
-		    gm_coef_cuda_finish(g, cs, pp, n, d_out, ob, err, sizeof(err)))
+		    gm_coef_cuda_finish(g, cs, pp, NULL, n, d_out, ob, err, sizeof(err)))
 			w->failed = 1;
 	}
 	if (g && gm_coef_cuda_sync(g, err, sizeof(err)))
@@ -313,7 +313,7 @@ int main(int argc, char **argv)
 			"usage: coef_check DIR [N [WORKERS]] (DIR: an ImageFolder of JPEGs)\n");
 		return 2;
 	}
-	if (gm_coef_cuda_create(&g, err, sizeof(err))) {
+	if (gm_coef_cuda_create(&g, 0, err, sizeof(err))) {
 		printf("SKIP: %s\n", err);
 		return 77;
 	}

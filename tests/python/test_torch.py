@@ -1,9 +1,12 @@
 """goldminer.torch.Loader: (images, labels) like DataLoader over ImageFolder, tensors
 over the ring without a copy, the same bytes as the plain binding, the GPU path."""
+import contextlib
 import ctypes
 import gc
+import io
+import os
 
-from helpers import GmTest, children, dataset, memfd_maps
+from helpers import LIB, GmTest, children, dataset, memfd_maps
 
 import goldminer
 
@@ -318,6 +321,59 @@ class TestTorchGpuDecode(GmTest):
             with self.assertRaises(ValueError):
                 self.gt.Loader(dataset(), gpu_decode=bad)
 
+    def _where(self, device, plugin=None):
+        """(gpu_decode_on_device, gpu_decode_reason, stderr) of a gpu_decode=True
+        Loader on `device`, torch pretending a CUDA device (no batch is taken, so
+        none goes near one); plugin: $GOLDMINER_CUDA_PLUGIN for the open."""
+        import torch
+        real, env = torch.cuda.is_available, os.environ.get("GOLDMINER_CUDA_PLUGIN")
+        err = io.StringIO()
+        self.gt._SAID.clear()  # (the line is said once a process)
+        try:
+            torch.cuda.is_available = lambda: True
+            if plugin:
+                os.environ["GOLDMINER_CUDA_PLUGIN"] = plugin
+            with contextlib.redirect_stderr(err):
+                with self.gt.Loader(dataset(), batch_size=BATCH, workers=1, size=SIZE,
+                                    device=device, gpu_decode=True) as tl:
+                    got = (tl.gpu_decode_on_device, tl.gpu_decode_reason)
+        finally:
+            torch.cuda.is_available = real
+            if env is None:
+                os.environ.pop("GOLDMINER_CUDA_PLUGIN", None)
+            else:
+                os.environ["GOLDMINER_CUDA_PLUGIN"] = env
+        return got + (err.getvalue(),)
+
+    def test_gpu_decode_on_cuda_without_a_device_finishes_on_the_host_and_says_why(self):
+        import torch
+        if torch.cuda.is_available():
+            self.skipTest("a CUDA device is here (TestTorchCuda finishes on it)")
+        on, why, said = self._where("cuda")
+        self.assertFalse(on)
+        built = os.path.exists(os.path.join(os.path.dirname(LIB), "libgoldminer-cuda.so"))
+        # the plugin is looked for first, then the device that libgoldminer sees
+        missing = "no CUDA device: " if built else "libgoldminer-cuda.so not built: "
+        self.assertIn("gpu_decode=True given; finished on the host, then copied to cuda: "
+                      + missing, why)
+        self.assertEqual(said.count("\n"), 1, said)
+        self.assertIn("goldminer.torch.Loader: gpu_decode: finished on the host, then copied "
+                      "to cuda: " + missing, said)
+
+    def test_gpu_decode_without_the_plugin_finishes_on_the_host_and_says_not_built(self):
+        on, why, said = self._where("cuda", plugin="/nonexistent/libgoldminer-cuda.so")
+        self.assertFalse(on)
+        self.assertIn("finished on the host, then copied to cuda: libgoldminer-cuda.so not "
+                      "built: no /nonexistent/libgoldminer-cuda.so", why)
+        self.assertIn("make builds it", why)
+        self.assertEqual(said.count("libgoldminer-cuda.so not built"), 1, said)
+
+    def test_gpu_decode_without_a_device_argument_finishes_on_the_host_silently(self):
+        on, why, said = self._where(None)
+        self.assertFalse(on)
+        self.assertEqual(why, "gpu_decode=True given; finished on the host (device=None)")
+        self.assertEqual(said, "")
+
 
 class TestTorchCuda(GmTest):
     needs = ("lib", "torch", "numpy", "cuda")
@@ -341,3 +397,24 @@ class TestTorchCuda(GmTest):
                 st = tl.stats()
             self.assertEqual(got, ref, output)
         self.assertTrue(st["pinned"], "the ring was not registered with CUDA")
+
+    def test_gpu_decode_on_the_device_gives_the_cpu_paths_bytes(self):
+        # device="cuda" with the plugin built and a device: the kernels finish every
+        # batch into a CUDA tensor, the bytes of gpu_decode=False's
+        import goldminer.torch as gt
+        root = dataset()
+        for output in ("uint8", "float32", "float16"):
+            sums = {}
+            for gpu in (False, True):
+                with gt.Loader(root, batch_size=BATCH, workers=2, seed=SEED, size=SIZE,
+                               output=output, device="cuda", gpu_decode=gpu) as tl:
+                    if gpu and not tl.gpu_decode_on_device:
+                        self.skipTest(tl.gpu_decode_reason)
+                    got = []
+                    for x, y in tl:
+                        self.assertEqual(x.device.type, "cuda")
+                        if output == "uint8":
+                            x = x.permute(0, 2, 3, 1)
+                        got.append((goldminer.checksum64(x.contiguous().cpu()), y.tolist()))
+                sums[gpu] = got
+            self.assertEqual(sums[True], sums[False], output)
