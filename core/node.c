@@ -1444,15 +1444,15 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
 
 /* Remote workers a job should ask the peers for: the shared policy's answer
  * (gm_policy_borrow) from its local capacity (its workers' on-CPU rate, within
- * its share of the cores the host can deliver: the host's cores x its workers /
- * all local workers) and its measured delivery against its demand, counted in
- * what one remote worker measurably delivers (a local worker's rate until
- * measured), up to the job's cap and what the live peers can lend it (their
+ * its share of the cores the host can deliver: gm_policy_job_cores, the host's
+ * cores x its workers / all local workers and the fed jobs' receive paths) and its measured
+ * delivery against its demand, counted in what one remote worker measurably delivers (a local
+ * worker's rate until measured), up to the job's cap and what the live peers can lend it (their
  * heartbeats: a remote rate measured at a worker's first batches, a few
  * img/s, once asked for 239). Decided at once on its first measurement, then
  * held until the gap moves by more than a worker for a settled interval
  * (gm_policy_ask_next). Decided without peers too (--status shows it). */
-static void borrow(struct agent *a, struct job *j, uint32_t local, int64_t now)
+static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed, int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	uint32_t most = GM_MAX_WORKERS;
@@ -1466,19 +1466,19 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, int64_t now)
 			     nothing */
 	if (a->rem && a->rops->lent(a->rem))
 		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
-	j->bin = (struct gm_policy_borrow_in){.demand = j->demand,
-					      .headroom = GM_ELASTIC_HEADROOM,
-					      .delivered = j->delivered,
-					      .stall = j->stall,
-					      .worker_rate = j->rate,
-					      .cores = local ? a->host.cores * j->workers / local
-							     : a->host.cores,
-					      .remote_rate = ri.rate,
-					      .remote_worker_rate = ri.per_worker,
-					      .workers = j->workers,
-					      .most = most,
-					      .bounded = a->rem && j->token,
-					      .lendable = ri.lendable};
+	j->bin = (struct gm_policy_borrow_in){
+	    .demand = j->demand,
+	    .headroom = GM_ELASTIC_HEADROOM,
+	    .delivered = j->delivered,
+	    .stall = j->stall,
+	    .worker_rate = j->rate,
+	    .cores = gm_policy_job_cores(a->host.cores, j->workers, local, fed),
+	    .remote_rate = ri.rate,
+	    .remote_worker_rate = ri.per_worker,
+	    .workers = j->workers,
+	    .most = most,
+	    .bounded = a->rem && j->token,
+	    .lendable = ri.lendable};
 	double dt = j->ask_ms && now > j->ask_ms ? (double)(now - j->ask_ms) / 1e3 : 0;
 	uint32_t next = gm_policy_ask_next(&j->ask, &j->bin, dt, &j->bout);
 	j->ask_ms = now;
@@ -1549,12 +1549,12 @@ static void rebalance(struct agent *a)
 		}
 	}
 	a->short_ = divide(a);
-	uint32_t local = used_workers(a);
+	uint32_t local = used_workers(a), fed = 0;
 	for (int i = 0; i < MAX_JOBS; i++) /* a fed job's receive path holds a share */
-		local += a->jobs[i].pool && fed_remotely(a, &a->jobs[i]);
+		fed += a->jobs[i].pool && fed_remotely(a, &a->jobs[i]);
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].pool)
-			borrow(a, &a->jobs[i], local, now);
+			borrow(a, &a->jobs[i], local, fed, now);
 	if (!a->rem)
 		return;
 	/* what no local job wants, or its idle cores, may run other hosts' workers */

@@ -504,6 +504,12 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	out->want = bounded(in, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX, out);
 }
 
+double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, uint32_t fed)
+{
+	uint64_t shares = (uint64_t)local + fed;
+	return shares ? host_cores * workers / (double)shares : host_cores;
+}
+
 uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, double idle_cores,
 			    bool starved)
 {

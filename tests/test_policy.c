@@ -527,6 +527,20 @@ static void test_idle_cores_lend_beyond_a_held_budget(void **st)
 	assert_int_equal(gm_policy_lendable(1, 1, 1.0, INFINITY, false), 0);
 }
 
+/* A job's share of its host's cores: by workers, a fed job's receive path
+ * holding a share of its own (the 0.15-core home with a fed job and a second
+ * job on one local worker: half the quota, not all of it). */
+static void test_a_fed_job_holds_a_share_of_its_home(void **st)
+{
+	(void)st;
+	assert_float_equal(gm_policy_job_cores(0.15, 1, 1, 0), 0.15, 1e-12);
+	assert_float_equal(gm_policy_job_cores(0.15, 1, 1, 1), 0.075, 1e-12);
+	assert_float_equal(gm_policy_job_cores(2.0, 3, 4, 0), 1.5, 1e-12);
+	assert_float_equal(gm_policy_job_cores(2.0, 3, 4, 2), 1.0, 1e-12);
+	assert_float_equal(gm_policy_job_cores(0.5, 0, 0, 0), 0.5, 1e-12); /* none runs */
+	assert_float_equal(gm_policy_job_cores(0.5, 0, 0, 1), 0, 1e-12);   /* the fed one */
+}
+
 /* A lender whose own job's trainer waited took its guest back, offered it
  * again at the next quiet window, took it back: the home's worker went B -> C
  * -> B with it. Once starved, a host lends again only after its own jobs have
@@ -921,6 +935,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
+	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),

@@ -157,6 +157,18 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 			  const struct gm_policy_borrow_out *out, char *buf, size_t len);
 
+/*
+ * The cores a job's local workers can use on its host (gm_policy_borrow_in's
+ * cores): the host's cores shared by workers, its workers of all the local
+ * workers (local), where each job that remote workers feed with no local
+ * worker (fed, those of gm_policy_fed_remotely) holds one share for its
+ * receive path: a second 256 img/s job on a 0.15-core home counted the whole
+ * core as its own, kept its local worker, and the fed job's remote worker
+ * waited for leases 34% of its time (859 -> 694 img/s) behind the quota that
+ * worker burnt. The host's cores when no worker runs. Pure.
+ */
+double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, uint32_t fed);
+
 /* A peer as a lender to one home, from its last heartbeat: the cores it can
  * lend that home (0: none, or not heard) and the workers (each at most a
  * core; what it lends other homes taken out). */
