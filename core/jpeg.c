@@ -1619,6 +1619,19 @@ out_unsupported:
 	return ret;
 }
 
+uint64_t gm_jpeg_coef_guess(const struct gm_jpeg *j, uint32_t scale_num, uint32_t w, uint32_t h)
+{
+	const struct jpeg_decompress_struct *ci = &j->cinfo;
+	size_t sof, start;
+	if (!j->open || j->ranged || !j->data || !(start = scan_start(j->data, j->len, &sof)))
+		return 0;
+	double sw = gm_jpeg_scaled_dim(ci->image_width, scale_num),
+	       sh = gm_jpeg_scaled_dim(ci->image_height, scale_num);
+	double share = (double)w * h / (sw * sh);
+	return GM_COEF_HDR_BYTES +
+	       (uint64_t)(share * (double)(j->len - start) * GM_JPEG_COEF_GUESS);
+}
+
 int gm_jpeg_decode_coefs(struct gm_jpeg *j, uint32_t scale_num, uint32_t x, uint32_t y, uint32_t w,
 			 uint32_t h, struct gm_coef_slot *s, size_t cap)
 {
