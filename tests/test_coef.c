@@ -501,6 +501,58 @@ static void test_coefficients_fit_a_slot_of_their_bytes_exactly(void **state)
 	gm_jpeg_destroy(j);
 }
 
+/*
+ * A window whose guessed bytes (gm_jpeg_coef_guess) pass the slot's size takes
+ * the CPU path before its decode: in a slot its coefficients would just fit
+ * (gm_jpeg_decode_coefs's contract stays exact), the slot carries the finished
+ * sample, the CPU path's bytes.
+ */
+static void test_a_window_guessed_past_the_slot_takes_the_cpu_path(void **state)
+{
+	(void)state;
+	struct gm_aug_spec s;
+	struct gm_aug *cpu, *gpu;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	const struct gm_coef_slot *sl = (const void *)slot;
+	uint32_t tried = 0;
+	gm_aug_spec_default(&s);
+	s.size = 24;
+	assert_int_equal(gm_aug_create(&cpu, &s), 0);
+	assert_int_equal(gm_aug_create(&gpu, &s), 0);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	size_t ob = gm_aug_out_bytes(&s), least = gm_coef_slot_bytes(ob);
+	for (uint64_t seed = 1; seed <= 40; seed++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(160, 120, seed, kinds[seed % 5], &len);
+		assert_non_null(jpg);
+		assert_int_equal(
+		    gm_aug_coef_sample(gpu, jpg, len, seed, 0, 5, slot, SLOT_CAP, NULL), 0);
+		assert_int_equal(sl->kind, GM_COEF_KIND_COEFS);
+		size_t need = sl->bytes;
+		assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+		uint64_t guess = gm_jpeg_coef_guess(j, sl->scale, sl->rw, sl->rh);
+		gm_jpeg_abort(j);
+		assert_true(guess > GM_COEF_HDR_BYTES);
+		if (need < least || guess <= need) {
+			free(jpg);
+			continue; /* one the guess lets through: the decode decides */
+		}
+		tried++;
+		assert_int_equal(gm_aug_sample(cpu, jpg, len, seed, 0, 5, out_cpu, NULL), 0);
+		assert_int_equal(gm_aug_coef_sample(gpu, jpg, len, seed, 0, 5, slot, need, NULL),
+				 0);
+		assert_int_equal(sl->kind, GM_COEF_KIND_PIXELS);
+		assert_memory_equal(slot + GM_COEF_HDR_BYTES, out_cpu, ob);
+		free(jpg);
+	}
+	print_message("# %u windows guessed past a slot their coefficients fit\n", tried);
+	assert_true(tried > 0);
+	gm_jpeg_destroy(j);
+	gm_aug_destroy(cpu);
+	gm_aug_destroy(gpu);
+}
+
 /* A good slot to break: a 4:2:0 image's, train, uint8. */
 static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 {
@@ -699,6 +751,7 @@ int main(void)
 	    cmocka_unit_test(test_large_values_travel_in_wide_blocks),
 	    cmocka_unit_test(test_decode_same_bytes_with_and_without_bmi2),
 	    cmocka_unit_test(test_coefficients_fit_a_slot_of_their_bytes_exactly),
+	    cmocka_unit_test(test_a_window_guessed_past_the_slot_takes_the_cpu_path),
 	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
 	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
 	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),
