@@ -57,29 +57,33 @@ static int check_comp(const struct gm_coef_slot *s, uint32_t c, char *err, size_
 	    k->mw < 1 || k->mw > 4 || k->mh < 1 || k->mh > 4 || k->qt >= GM_COEF_MAX_COMPS ||
 	    k->fancy > 1)
 		return bad(err, errlen, "component %u's sampling", c);
-	if (k->nblocks != nb || (uint64_t)k->off_counts + k->nblocks > s->bytes ||
-	    (uint64_t)k->off_pos + k->nnz > s->bytes || k->off_val % 2 ||
-	    (uint64_t)k->off_val + 2ull * k->nnz > s->bytes || k->off_counts < GM_COEF_HDR_BYTES ||
-	    k->off_pos < GM_COEF_HDR_BYTES || k->off_val < GM_COEF_HDR_BYTES)
+	if (k->nblocks != nb || (uint64_t)k->off_counts + k->nblocks > s->bytes || k->off_ent % 2 ||
+	    (uint64_t)k->off_ent + 2ull * k->nent > s->bytes || k->off_counts < GM_COEF_HDR_BYTES ||
+	    k->off_ent < GM_COEF_HDR_BYTES)
 		return bad(err, errlen, "component %u's arrays leave the slot", c);
 	if ((uint64_t)k->bx0 * k->ssize >= k->dw || (uint64_t)k->by0 * k->ssize >= k->dh ||
 	    (uint64_t)k->dw > (uint64_t)k->bw_all * k->ssize ||
 	    (uint64_t)k->dh > (uint64_t)k->bh_all * k->ssize)
 		return bad(err, errlen, "component %u's blocks lie outside it", c);
-	uint64_t sum = 0;
-	const uint8_t *cnt = base + k->off_counts, *pos = base + k->off_pos;
+	uint64_t sum = 0, span = 0;
+	const uint8_t *cnt = base + k->off_counts;
+	const uint16_t *ent = (const uint16_t *)(const void *)(base + k->off_ent);
 	for (uint32_t b = 0; b < k->nblocks; b++) {
-		if (cnt[b] > 64)
-			return bad(err, errlen, "component %u block %u: %u coefficients", c, b,
-				   cnt[b]);
-		sum += cnt[b];
+		uint32_t n = cnt[b] & 0x7Fu;
+		if (n > 64)
+			return bad(err, errlen, "component %u block %u: %u coefficients", c, b, n);
+		/* a wide block's positions (a packed entry's are 6 bits) */
+		if (cnt[b] & GM_COEF_WIDE)
+			for (uint32_t e = 0; e < n && span + 2 * e < k->nent; e++)
+				if (ent[span + 2 * e] > 63)
+					return bad(err, errlen, "component %u: position %u", c,
+						   ent[span + 2 * e]);
+		sum += n, span += gm_cm_span(cnt[b]);
 	}
-	if (sum != k->nnz)
-		return bad(err, errlen, "component %u: counts add to %llu, not %u", c,
-			   (unsigned long long)sum, k->nnz);
-	for (uint32_t i = 0; i < k->nnz; i++)
-		if (pos[i] > 63)
-			return bad(err, errlen, "component %u: position %u", c, pos[i]);
+	if (sum != k->nnz || span != k->nent)
+		return bad(err, errlen,
+			   "component %u: counts add to %llu in %llu entries, not %u in %u", c,
+			   (unsigned long long)sum, (unsigned long long)span, k->nnz, k->nent);
 	/* the window's pixels take their samples from inside the plane */
 	uint64_t x0 = (uint64_t)k->bx0 * k->ssize, y0 = (uint64_t)k->by0 * k->ssize;
 	uint64_t w = (uint64_t)s->mcols * k->mw * k->ssize,
@@ -149,8 +153,8 @@ static void idct_comp(const struct gm_coef_slot *s, uint32_t c, uint8_t *plane)
 {
 	const struct gm_coef_comp *k = &s->comp[c];
 	const uint8_t *base = (const uint8_t *)s;
-	const uint8_t *cnt = base + k->off_counts, *pos = base + k->off_pos;
-	const int16_t *val = (const int16_t *)(const void *)(base + k->off_val);
+	const uint8_t *cnt = base + k->off_counts;
+	const uint16_t *ent = (const uint16_t *)(const void *)(base + k->off_ent);
 	size_t pw, ph, at = 0;
 	uint32_t per = (uint32_t)k->mw * k->mh;
 	int16_t blk[64];
@@ -160,15 +164,12 @@ static void idct_comp(const struct gm_coef_slot *s, uint32_t c, uint8_t *plane)
 		uint32_t m = b / per, i = b % per;
 		uint32_t lx = (m % s->mcols) * k->mw + i % k->mw,
 			 ly = (m / s->mcols) * k->mh + i / k->mw;
-		uint32_t n = cnt[b];
 		if (k->bx0 + lx < k->bw_all && k->by0 + ly < k->bh_all) {
-			memset(blk, 0, sizeof(blk));
-			for (uint32_t e = 0; e < n; e++)
-				blk[pos[at + e]] = val[at + e];
+			gm_cm_scatter(cnt[b], ent + at, blk);
 			gm_cm_idct(k->ssize, blk, s->q[k->qt],
 				   plane + (size_t)ly * k->ssize * pw + (size_t)lx * k->ssize, pw);
 		}
-		at += n;
+		at += gm_cm_span(cnt[b]);
 	}
 }
 

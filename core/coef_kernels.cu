@@ -10,8 +10,8 @@
  * batch's tables (one job per (slot, component) with the index of its first block
  * and the offset of its plane, each slot's first window pixel and plan, a block's
  * job) and the plans, staged on the host and copied in one piece. Launches:
- * k_offsets (a thread a job: the prefix of its counts, each block's first
- * coefficient), k_idct (a thread a block: its coefficients scattered into 64,
+ * k_offsets (a thread a job: the prefix of its counts' spans, each block's first
+ * entry), k_idct (a thread a block: its entries scattered into 64,
  * dequantised and inverse-transformed into its plane), k_pixels (a thread a
  * window pixel: its slot by binary search over the first pixels, then upsampled
  * and converted); for gm_coef_cuda_finish then k_resize (a thread an output
@@ -84,7 +84,7 @@ __global__ void k_offsets(const uint8_t *slots, const struct job *jobs, uint32_t
 	uint32_t at = 0;
 	for (uint32_t b = 0; b < k->nblocks; b++) {
 		boff[jobs[i].block0 + b] = at;
-		at += cnt[b];
+		at += gm_cm_span(cnt[b]);
 	}
 }
 
@@ -102,14 +102,10 @@ __global__ void k_idct(const uint8_t *slots, const struct job *jobs, const uint3
 	uint32_t lx = (m % s->mcols) * k->mw + i % k->mw, ly = (m / s->mcols) * k->mh + i / k->mw;
 	if (k->bx0 + lx >= k->bw_all || k->by0 + ly >= k->bh_all)
 		return; /* MCU padding: never shown */
-	const uint8_t *base = (const uint8_t *)s, *pos = base + k->off_pos;
-	const int16_t *val = (const int16_t *)(base + k->off_val);
-	uint32_t at = boff[g], n = base[k->off_counts + b];
+	const uint8_t *base = (const uint8_t *)s;
+	const uint16_t *ent = (const uint16_t *)(base + k->off_ent);
 	int16_t blk[64];
-	for (int e = 0; e < 64; e++)
-		blk[e] = 0;
-	for (uint32_t e = 0; e < n; e++)
-		blk[pos[at + e]] = val[at + e];
+	gm_cm_scatter(base[k->off_counts + b], ent + boff[g], blk);
 	uint8_t *out =
 	    planes + j->plane_off + (size_t)ly * k->ssize * j->pw + (size_t)lx * k->ssize;
 	gm_cm_idct(k->ssize, blk, s->q[k->qt], out, j->pw);

@@ -24,6 +24,9 @@
  *     (Cb-128), G = Y - 0.34414 (Cb-128) - 0.71414 (Cr-128), each product
  *     rounded as libjpeg's tables round it, then limited to 0..255.
  *
+ * The slot's coefficient entries are read here too (gm_cm_span, gm_cm_scatter),
+ * once for both builds.
+ *
  * Not here: the entropy decode (the workers', huff.c), the resize after it.
  */
 #ifndef GM_CORE_COEF_MATH_H
@@ -197,6 +200,30 @@ GM_CM void gm_cm_idct2(const int16_t *c, const uint16_t *q, uint8_t *out, size_t
 GM_CM void gm_cm_idct1(const int16_t *c, const uint16_t *q, uint8_t *out)
 {
 	out[0] = gm_cm_wrap(gm_cm_descale((int64_t)c[0] * q[0], 3));
+}
+
+/* The slot's coefficient entries (coef.h, version 2), read the same way by the
+ * host path and the kernels. A block's entries (uint16 each) by its count byte:
+ * the count, twice it for a wide block. */
+GM_CM uint32_t gm_cm_span(uint8_t cnt)
+{
+	return (uint32_t)(cnt & 0x7Fu) << (cnt >> 7);
+}
+
+/* A block's coefficients from its entries into c (natural order, the rest 0).
+ * Positions are taken modulo 64 (the check refuses a wide entry's past 63). */
+GM_CM void gm_cm_scatter(uint8_t cnt, const uint16_t *ent, int16_t c[64])
+{
+	uint32_t n = cnt & 0x7Fu;
+	for (int i = 0; i < 64; i++)
+		c[i] = 0;
+	if (cnt & 0x80u) {
+		for (uint32_t e = 0; e < n; e++)
+			c[ent[2 * e] & 63u] = (int16_t)ent[2 * e + 1];
+		return;
+	}
+	for (uint32_t e = 0; e < n; e++) /* the 10-bit value's sign extended */
+		c[ent[e] & 63u] = (int16_t)((int)((ent[e] >> 6) ^ 512u) - 512);
 }
 
 /* Dequantise + IDCT one block at size n (1, 2, 4, 8). */

@@ -323,6 +323,58 @@ static void test_window_pixels_equal_the_region_decode(void **state)
 }
 
 /*
+ * Quality 100 (quantiser steps of 1): values past -512..511, carried in wide
+ * blocks (coef.h), beside narrow ones in the same slot: the window rebuilt equals
+ * the region decode, and every spec's sample the CPU path's.
+ */
+static void test_large_values_travel_in_wide_blocks(void **state)
+{
+	(void)state;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image img;
+	struct gm_coef_slot *s = (void *)slot;
+	struct tally t = {0};
+	uint32_t wide = 0, narrow = 0;
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		uint8_t *jpg = NULL;
+		size_t len;
+		assert_int_equal(gm_synth_jpeg_mem(211, 150, 90 + k, kinds[k], 100, &jpg, &len), 0);
+		for (uint32_t n = 2; n <= 8; n *= 2) {
+			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+			uint32_t w = gm_jpeg_scaled_dim(info.width, n) - 3;
+			uint32_t h = gm_jpeg_scaled_dim(info.height, n) - 2;
+			assert_int_equal(gm_jpeg_decode_region(j, n, 3, 2, w, h, &img), 0);
+			for (uint32_t r = 0; r < h; r++)
+				memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride,
+				       (size_t)w * 3);
+			memset(s, 0, GM_COEF_HDR_BYTES);
+			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+			assert_int_equal(gm_jpeg_decode_coefs(j, n, 3, 2, w, h, s, SLOT_CAP), 0);
+			s->rx = 3, s->ry = 2, s->rw = w, s->rh = h;
+			assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+			for (uint32_t c = 0; c < s->ncomp; c++)
+				for (uint32_t b = 0; b < s->comp[c].nblocks; b++) {
+					uint8_t cnt = slot[s->comp[c].off_counts + b];
+					wide += (cnt & GM_COEF_WIDE) != 0;
+					narrow += cnt && !(cnt & GM_COEF_WIDE);
+				}
+			assert_int_equal(gm_coef_pixels(s, planes, rgb), 0);
+			if (memcmp(rgb, ref, (size_t)w * h * 3))
+				fail_msg("quality 100, flags %#x, scale %u/8: the window differs",
+					 kinds[k], n);
+		}
+		same_bytes_all(jpg, len, "quality 100", 48, SLOT_CAP, &t);
+		free(jpg);
+	}
+	gm_jpeg_destroy(j);
+	print_message("# quality 100: %u wide blocks, %u narrow\n", wide, narrow);
+	assert_true(wide > 0 && narrow > 0);
+	assert_int_equal(t.pixels, 0);
+}
+
+/*
  * The entropy decode's two builds (huff.c: BMI2 where the CPU has it, else the
  * baseline x86-64's; GM_NO_SIMD=1 at the handle's creation picks the second)
  * write the same slot, byte for byte, and decode the same region pixels: every
@@ -449,6 +501,58 @@ static void test_coefficients_fit_a_slot_of_their_bytes_exactly(void **state)
 	gm_jpeg_destroy(j);
 }
 
+/*
+ * A window whose guessed bytes (gm_jpeg_coef_guess) pass the slot's size takes
+ * the CPU path before its decode: in a slot its coefficients would just fit
+ * (gm_jpeg_decode_coefs's contract stays exact), the slot carries the finished
+ * sample, the CPU path's bytes.
+ */
+static void test_a_window_guessed_past_the_slot_takes_the_cpu_path(void **state)
+{
+	(void)state;
+	struct gm_aug_spec s;
+	struct gm_aug *cpu, *gpu;
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	const struct gm_coef_slot *sl = (const void *)slot;
+	uint32_t tried = 0;
+	gm_aug_spec_default(&s);
+	s.size = 24;
+	assert_int_equal(gm_aug_create(&cpu, &s), 0);
+	assert_int_equal(gm_aug_create(&gpu, &s), 0);
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	size_t ob = gm_aug_out_bytes(&s), least = gm_coef_slot_bytes(ob);
+	for (uint64_t seed = 1; seed <= 40; seed++) {
+		size_t len;
+		uint8_t *jpg = gm_test_jpeg(160, 120, seed, kinds[seed % 5], &len);
+		assert_non_null(jpg);
+		assert_int_equal(
+		    gm_aug_coef_sample(gpu, jpg, len, seed, 0, 5, slot, SLOT_CAP, NULL), 0);
+		assert_int_equal(sl->kind, GM_COEF_KIND_COEFS);
+		size_t need = sl->bytes;
+		assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+		uint64_t guess = gm_jpeg_coef_guess(j, sl->scale, sl->rw, sl->rh);
+		gm_jpeg_abort(j);
+		assert_true(guess > GM_COEF_HDR_BYTES);
+		if (need < least || guess <= need) {
+			free(jpg);
+			continue; /* one the guess lets through: the decode decides */
+		}
+		tried++;
+		assert_int_equal(gm_aug_sample(cpu, jpg, len, seed, 0, 5, out_cpu, NULL), 0);
+		assert_int_equal(gm_aug_coef_sample(gpu, jpg, len, seed, 0, 5, slot, need, NULL),
+				 0);
+		assert_int_equal(sl->kind, GM_COEF_KIND_PIXELS);
+		assert_memory_equal(slot + GM_COEF_HDR_BYTES, out_cpu, ob);
+		free(jpg);
+	}
+	print_message("# %u windows guessed past a slot their coefficients fit\n", tried);
+	assert_true(tried > 0);
+	gm_jpeg_destroy(j);
+	gm_aug_destroy(cpu);
+	gm_aug_destroy(gpu);
+}
+
 /* A good slot to break: a 4:2:0 image's, train, uint8. */
 static size_t good_slot(struct gm_aug **a, struct gm_aug_spec *s)
 {
@@ -488,14 +592,16 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 
 	sl->magic ^= 1;
 	expect_refused(a, cap, "a bad magic");
-	*sl = keep, sl->version = 2;
+	*sl = keep, sl->version = GM_COEF_VERSION - 1;
 	expect_refused(a, cap, "another version");
 	*sl = keep;
 	expect_refused(a, sl->bytes - 1, "fewer bytes readable than it says");
 	sl->comp[1].nnz++;
 	expect_refused(a, cap, "counts that do not add up");
-	*sl = keep, sl->comp[2].off_val = sl->bytes - 1;
-	expect_refused(a, cap, "values past its end");
+	*sl = keep, sl->comp[2].off_ent = sl->bytes - 1;
+	expect_refused(a, cap, "entries past its end");
+	*sl = keep, sl->comp[0].nent++;
+	expect_refused(a, cap, "entries unlike its counts");
 	*sl = keep, sl->comp[0].nblocks--;
 	expect_refused(a, cap, "blocks unlike its rectangle");
 	*sl = keep, sl->rx = sl->comp[0].dw;
@@ -509,15 +615,26 @@ static void test_malformed_slots_are_refused_before_use(void **state)
 	*sl = keep, sl->scale = 3;
 	expect_refused(a, cap, "scale 3/8");
 	*sl = keep;
-	uint8_t *pos = slot + sl->comp[0].off_pos;
-	uint8_t p0 = pos[0];
-	pos[0] = 64;
-	expect_refused(a, cap, "a position past 63");
-	pos[0] = p0;
 	uint8_t *cnt = slot + sl->comp[0].off_counts, keep_cnt = cnt[0];
 	cnt[0] = 65;
 	expect_refused(a, cap, "a block of 65 coefficients");
 	cnt[0] = keep_cnt;
+	/* a wide block (its entries doubled) whose first position is past 63 */
+	uint32_t b = 0;
+	while (b < sl->comp[0].nblocks && cnt[b] == 0)
+		b++;
+	assert_true(b < sl->comp[0].nblocks);
+	uint8_t keep_b = cnt[b];
+	uint16_t *ent = (uint16_t *)(void *)(slot + sl->comp[0].off_ent), keep_e[128];
+	memcpy(keep_e, ent, 4u * keep_b);
+	for (uint32_t e = 0; e < keep_b; e++)
+		ent[2 * e] = (uint16_t)e, ent[2 * e + 1] = 1000;
+	cnt[b] |= GM_COEF_WIDE, sl->comp[0].nent += keep_b;
+	assert_int_equal(gm_coef_check(sl, cap, 0, NULL, 0), 0);
+	ent[2 * (keep_b - 1u)] = 64;
+	expect_refused(a, cap, "a wide block's position past 63");
+	cnt[b] = keep_b, sl->comp[0].nent = keep.comp[0].nent;
+	memcpy(ent, keep_e, 4u * keep_b);
 	const void *plan = NULL; /* the slot itself again: a plan, its taps for both axes */
 	size_t pb = 0;
 	assert_int_equal(gm_aug_coef_plan(a, slot, cap, &plan, &pb), 0);
@@ -631,8 +748,10 @@ int main(void)
 	    cmocka_unit_test(test_unsupported_files_and_full_slots_carry_the_finished_sample),
 	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
 	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
+	    cmocka_unit_test(test_large_values_travel_in_wide_blocks),
 	    cmocka_unit_test(test_decode_same_bytes_with_and_without_bmi2),
 	    cmocka_unit_test(test_coefficients_fit_a_slot_of_their_bytes_exactly),
+	    cmocka_unit_test(test_a_window_guessed_past_the_slot_takes_the_cpu_path),
 	    cmocka_unit_test(test_malformed_slots_are_refused_before_use),
 	    cmocka_unit_test(test_loader_gpu_decode_batches_finish_to_the_cpu_bytes),
 	    cmocka_unit_test(test_host_path_gives_the_cpu_bytes_on_photos),

@@ -127,7 +127,8 @@ void gm_aug_window(const struct gm_aug_spec *s, uint32_t w, uint32_t h, uint64_t
  * header read, crop, flip and jitter draws, then the window's quantised
  * coefficients into the slot (cap bytes, at least gm_coef_slot_bytes of
  * gm_aug_out_bytes) in place of its pixels; a file coef.h cannot carry, or one
- * whose coefficients do not fit, is decoded and augmented here and goes in as
+ * whose coefficients do not fit (or are likely not to: gm_jpeg_coef_guess over
+ * cap, then before their decode), is decoded and augmented here and goes in as
  * the finished sample (kind PIXELS). t: timings added (decode_ns: the whole of
  * it). Returns as gm_aug_sample; -EINVAL for a slot under that size.
  */

@@ -20,12 +20,22 @@
  *   kind PIXELS:           gm_aug_out_bytes() bytes of the finished sample
  *   kind COEFS, for each component c < ncomp, at the offsets comp[c] gives
  *   (from the slot's start):
- *     counts[nblocks]      uint8: non-zero coefficients of each block, 0..64
- *     pos[nnz]             uint8: each one's position 0..63, numbered in natural
- *                          (row-major) order, each position once in a block, in
- *                          no set order within it (the decode writes zigzag
- *                          order); blocks one after another in counts' order
- *     val[nnz]             int16 (2-byte aligned): its quantised value
+ *     counts[nblocks]      uint8: the low 7 bits, each block's non-zero
+ *                          coefficients (0..64); the top bit (GM_COEF_WIDE), the
+ *                          block's entries are wide
+ *     ent[nent]            uint16 (2-byte aligned): the blocks' coefficients, one
+ *                          block after another in counts' order. A block's entry:
+ *                          position | value << 6, the position 0..63 numbered in
+ *                          natural (row-major) order and the quantised value
+ *                          -512..511 as 10-bit two's complement; a wide block's
+ *                          (one with a value outside that range: quantiser steps
+ *                          of 1 or 2, quality about 95 and up) two entries: the
+ *                          position, then the value as int16. Each position once
+ *                          in a block, in no set order within it (the decode
+ *                          writes zigzag order). nent: the counts' sum, a wide
+ *                          block's twice.
+ *   Version 1 carried a byte of position and an int16 value apiece (3 bytes, 2
+ *   now): 9% of the photo set's train windows outgrew a uint8 sample's slot.
  *
  * Block order: the decode's. Block k of component c lies in MCU m = k / (mw * mh)
  * of the rectangle (raster order over its mcols MCU columns), at (b % mw, b / mw)
@@ -53,8 +63,9 @@ extern "C" { /* the CUDA kernels' host code (coef_kernels.cu) includes this */
 #endif
 
 #define GM_COEF_MAGIC	  0x46434d47u /* "GMCF" */
-#define GM_COEF_VERSION	  1u
+#define GM_COEF_VERSION	  2u
 #define GM_COEF_MAX_COMPS 3u
+#define GM_COEF_WIDE	  0x80u /* a count's flag: the block's entries are wide */
 
 enum gm_coef_kind {
 	GM_COEF_KIND_COEFS = 0,	 /* sparse coefficients follow */
@@ -75,13 +86,15 @@ struct gm_coef_comp {
 	uint8_t mw, mh; /* its blocks across and down an MCU */
 	uint8_t qt;	/* which of the slot's quantisation tables */
 	uint8_t pad;
-	uint32_t dw, dh;   /* its size in samples at ssize (libjpeg's downsampled_*) */
-	uint32_t bw_all;   /* its blocks across the image (past: MCU padding) */
-	uint32_t bh_all;   /* its blocks down the image */
-	uint32_t bx0, by0; /* block column and row of the rectangle's first MCU */
-	uint32_t nblocks;  /* blocks carried */
-	uint32_t nnz;	   /* non-zero coefficients carried */
-	uint32_t off_counts, off_pos, off_val; /* from the slot's start */
+	uint32_t dw, dh;     /* its size in samples at ssize (libjpeg's downsampled_*) */
+	uint32_t bw_all;     /* its blocks across the image (past: MCU padding) */
+	uint32_t bh_all;     /* its blocks down the image */
+	uint32_t bx0, by0;   /* block column and row of the rectangle's first MCU */
+	uint32_t nblocks;    /* blocks carried */
+	uint32_t nnz;	     /* non-zero coefficients carried */
+	uint32_t nent;	     /* their uint16 entries (nnz, a wide block's twice) */
+	uint32_t off_counts; /* from the slot's start */
+	uint32_t off_ent;
 };
 
 /* The slot header. */

@@ -41,7 +41,7 @@ several times the copy itself.
 
 gpu_decode=True: the workers write each sample's crop window as quantised DCT
 coefficients (coefficient slots, include/goldminer/coef.h: their CPU per image is
-the Huffman decode, 0.49-0.50 of the full decode's with float32 output, 0.67-0.68
+the Huffman decode, 0.49-0.50 of the full decode's with float32 output, 0.56-0.57
 with uint8, on the photo set: docs/MEASUREMENTS.md) and this process finishes them
 (dequantise, IDCT, upsampling, colour conversion, resize, flip, jitter, layout),
 with the bytes gpu_decode=False gives. Where: with device="cuda", on the device

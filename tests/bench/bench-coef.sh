@@ -4,7 +4,8 @@
 # image's best of COEF_PASSES (default 5) alternating passes over 300 photos
 # (coef_bench prints both and their ratio; the target is 0.50 or less). Specs:
 # train float32 (the default pipeline's), train uint8 (slots the uint8 sample's
-# size: windows whose coefficients do not fit take the CPU path after the decode),
+# size: windows whose coefficients do not fit take the CPU path, before the decode
+# where gm_jpeg_coef_guess expects it, else after the row where they outgrow it),
 # train float32 over the photos restart-marked (as `goldminer pack --restart`
 # writes them). COEF_ROUNDS (default 1): the three that many times, in turn.
 set -u
