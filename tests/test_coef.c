@@ -4,8 +4,9 @@
  * coefficient mode and finished on the host gives the CPU workers' bytes, train
  * and eval, uint8, float32 and float16, with colour jitter, over synthetic
  * images of every sampling, restart-marked (spliced) files, the odd-JPEG corpus
- * (tests/fuzz/corpus) and, when on this machine, the real photos (GM_PHOTOS or
- * /var/tmp/goldminer-photos; GM_COEF_ALL=1: every photo, else 60); the window
+ * (tests/fuzz/corpus) and real photos (GM_PHOTOS, else /var/tmp/goldminer-photos
+ * when on this machine, else the repository's twelve in tests/data/photos;
+ * GM_COEF_ALL=1: every photo, else 60); the window
  * rebuilt equals libjpeg-turbo's region decode pixel for pixel at every scale;
  * files the form cannot carry travel as finished samples; malformed slots are
  * refused before use.
@@ -717,9 +718,15 @@ static void test_host_path_gives_the_cpu_bytes_on_photos(void **state)
 	char pat[4200];
 	glob_t g;
 	snprintf(pat, sizeof(pat), "%s/*/*.jpg", dir && *dir ? dir : "/var/tmp/goldminer-photos");
-	if (glob(pat, 0, NULL, &g) || g.gl_pathc == 0) {
-		skip();
-		return;
+	if ((glob(pat, 0, NULL, &g) || g.gl_pathc == 0) && !(dir && *dir)) {
+		/* no larger set on this machine: the repository's twelve (PROVENANCE.csv) */
+		globfree(&g);
+		snprintf(pat, sizeof(pat), "tests/data/photos/*/*.jpg");
+		if (glob(pat, 0, NULL, &g) || g.gl_pathc < 12)
+			fail_msg("no photos: neither %s nor tests/data/photos (run from the repository)",
+				 "/var/tmp/goldminer-photos");
+	} else if (g.gl_pathc == 0) {
+		fail_msg("GM_PHOTOS=%s: no */*.jpg there", dir);
 	}
 	struct tally t = {0};
 	size_t want = all && all[0] == '1' ? g.gl_pathc : 60;
