@@ -723,8 +723,9 @@ static void test_host_path_gives_the_cpu_bytes_on_photos(void **state)
 		globfree(&g);
 		snprintf(pat, sizeof(pat), "tests/data/photos/*/*.jpg");
 		if (glob(pat, 0, NULL, &g) || g.gl_pathc < 12)
-			fail_msg("no photos: neither %s nor tests/data/photos (run from the repository)",
-				 "/var/tmp/goldminer-photos");
+			fail_msg(
+			    "no photos: neither %s nor tests/data/photos (run from the repository)",
+			    "/var/tmp/goldminer-photos");
 	} else if (g.gl_pathc == 0) {
 		fail_msg("GM_PHOTOS=%s: no */*.jpg there", dir);
 	}
