@@ -297,8 +297,10 @@ scenario() {
 
 # scale_rates IN OUT: the family's jobs drawn feedable at the committed costs
 # (traces/cluster.tsv's machine); on this machine their rates times that
-# machine's local_us over this calibration's (CLUSTER_SCALE=0: as drawn), so a
-# seed loads this machine's CPUs as it loaded that one's (an Intel Xeon here
+# machine's local_us over this calibration's, their submit times over it (the
+# same images: each job as long, in this machine's time, as drawn, and the
+# overlaps as drawn; CLUSTER_SCALE=0: as drawn), so a seed loads this machine's
+# CPUs as it loaded that one's (an Intel Xeon here
 # decoded at 476-530 us where the family was drawn at 335, and the same seeds
 # became 0.37-0.71 feedable: the targets would have measured the machine).
 scale_rates() {
@@ -310,9 +312,10 @@ scale_rates() {
 			if (c > 0 && u > 0) printf "%.4f", c / u; else print 1 }' "$1")
 	fi
 	awk -F'\t' -v OFS='\t' -v f="$f" 'NR == 2 && f != 1 {
-		print "# Job rates x " f ": the committed local_us over this machine'"'"'s calibrated one (bench-cluster.sh scale_rates)" }
-		$1 == "job" { r = int($6 * f + 0.5); $6 = r < 1 ? 1 : r } { print }' "$1" >"$2" || return 1
-	[ "$f" = 1 ] || echo "cluster: the family's job rates x $f (the committed local_us over this machine's)"
+		print "# Job rates x " f ", submit times / " f ": the committed local_us over this machine'"'"'s calibrated one (bench-cluster.sh scale_rates)" }
+		$1 == "job" { r = int($6 * f + 0.5); $6 = r < 1 ? 1 : r; $4 = sprintf("%.2f", $4 / f) }
+		{ print }' "$1" >"$2" || return 1
+	[ "$f" = 1 ] || echo "cluster: the family's job rates x $f, submit times / $f (the committed local_us over this machine's)"
 }
 
 if [ -n "$FIXED" ]; then
