@@ -527,7 +527,8 @@ static uint32_t pow2_slots(uint32_t need)
 
 /* A job's ring slots when its client named none. Locally two per worker it may
  * get (one being made, one the consumer holds). Where remote workers may join,
- * eight per worker of all it may get, local and remote, and two more: each
+ * eight per worker of all it may get, local and remote, and two more (two on
+ * a host under half a core: gm_policy_ring_slots says why): each
  * remote worker holds a lease ahead, claimed while it makes the one before
  * (home.c's room_ahead; without it a 0.5-core peer's worker waited for its
  * next lease 12-15% of its time), and the batches of workers on another host
@@ -548,7 +549,7 @@ static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 		return pow2_slots(2 * gm_policy_ring_workers(cap, a->budget, 0));
 	uint32_t floor = pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
 	uint32_t all = gm_policy_ring_workers(cap, a->budget, a->rops->peers_lendable(a->rem));
-	uint32_t slots = pow2_slots(8 * all + 2);
+	uint32_t slots = gm_policy_ring_slots(a->host.cores, all);
 	uint64_t sb = sample_bytes(o);
 	int n;
 	uint64_t used = used_mem(a, &n);

@@ -541,6 +541,19 @@ static void test_a_fed_job_holds_a_share_of_its_home(void **st)
 	assert_float_equal(gm_policy_job_cores(0.5, 0, 0, 1), 0, 1e-12);   /* the fed one */
 }
 
+/* A job's ring where remote workers may join: eight slots a worker and two
+ * more, two a worker on a CPU-poor host (its pages cost it what its jobs need). */
+static void test_a_poor_home_gets_a_smaller_ring(void **st)
+{
+	(void)st;
+	assert_int_equal(gm_policy_ring_slots(1.0, 3), 32);   /* 26 */
+	assert_int_equal(gm_policy_ring_slots(0.5, 2), 32);   /* 18 */
+	assert_int_equal(gm_policy_ring_slots(0.15, 2), 8);   /* 6 */
+	assert_int_equal(gm_policy_ring_slots(0.3, 3), 8);    /* 8 */
+	assert_int_equal(gm_policy_ring_slots(0.15, 0), 4);   /* the least */
+	assert_int_equal(gm_policy_ring_slots(4.0, 100), 64); /* the most */
+}
+
 /* A lender whose own job's trainer waited took its guest back, offered it
  * again at the next quiet window, took it back: the home's worker went B -> C
  * -> B with it. Once starved, a host lends again only after its own jobs have
@@ -936,6 +949,7 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
+	    cmocka_unit_test(test_a_poor_home_gets_a_smaller_ring),
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),

@@ -343,4 +343,20 @@ bool gm_policy_fed_retry(double fed);
  */
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable);
 
+/*
+ * The ring slots a job gets where remote workers may join, for all (local and
+ * remote) workers it may get (gm_policy_ring_workers): eight per worker and two
+ * more (a lease ahead per remote worker, home.c's room_ahead, and the late,
+ * out-of-order batches of workers on other hosts: a greedy 0.25-core home fed
+ * by two remote workers made 1,464-1,943 img/s with 8 slots, 2,593-2,623 with
+ * 32), but two per worker and two more on a host under GM_POLICY_LEND_HOST_CORES
+ * (host_cores): every page of a ring is pre-faulted by every process that maps
+ * it, and there that cost what its jobs needed (a 0.15-core host's two 185
+ * img/s jobs, no remote worker ever joining: 33.2-33.8 s lending off, 36.6-37.1
+ * s on with 16-slot rings, 34.0 s with 4; the scenario family's seed 2: poor
+ * hosts' GPU use 0.901 -> 0.940, its 0.15-core host's jobs +15.6% and +9.3%
+ * with lending on -> +0.5% and -0.3%). A power of two from 4 to 64. Pure.
+ */
+uint32_t gm_policy_ring_slots(double host_cores, uint32_t all);
+
 #endif
