@@ -517,14 +517,6 @@ out:
 	return rc;
 }
 
-static uint32_t pow2_slots(uint32_t need)
-{
-	uint32_t slots = 4;
-	while (slots < need && slots < 64)
-		slots *= 2;
-	return slots;
-}
-
 /* A job's ring slots when its client named none. Locally two per worker it may
  * get (one being made, one the consumer holds). Where remote workers may join,
  * eight per worker of all it may get, local and remote, and two more (two on
@@ -546,8 +538,8 @@ static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 {
 	uint32_t cap = req->workers > 0 ? (uint32_t)req->workers : 0;
 	if (!a->rem)
-		return pow2_slots(2 * gm_policy_ring_workers(cap, a->budget, 0));
-	uint32_t floor = pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
+		return gm_policy_pow2_slots(2 * gm_policy_ring_workers(cap, a->budget, 0));
+	uint32_t floor = gm_policy_pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
 	uint32_t all = gm_policy_ring_workers(cap, a->budget, a->rops->peers_lendable(a->rem));
 	uint32_t slots = gm_policy_ring_slots(a->host.cores, all);
 	uint64_t sb = sample_bytes(o);

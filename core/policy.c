@@ -717,11 +717,16 @@ uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable
 	return all < UINT32_MAX ? (uint32_t)all : UINT32_MAX;
 }
 
-uint32_t gm_policy_ring_slots(double host_cores, uint32_t all)
+uint32_t gm_policy_pow2_slots(uint64_t need)
 {
-	uint64_t need = (uint64_t)(host_cores < GM_POLICY_LEND_HOST_CORES ? 2 : 8) * all + 2;
 	uint32_t slots = 4;
 	while (slots < need && slots < 64)
 		slots *= 2;
 	return slots;
+}
+
+uint32_t gm_policy_ring_slots(double host_cores, uint32_t all)
+{
+	return gm_policy_pow2_slots(
+	    (uint64_t)(host_cores < GM_POLICY_LEND_HOST_CORES ? 2 : 8) * all + 2);
 }

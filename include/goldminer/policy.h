@@ -359,4 +359,7 @@ uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable
  */
 uint32_t gm_policy_ring_slots(double host_cores, uint32_t all);
 
+/* The least power of two from 4 to 64 that is >= need (ring slots). Pure. */
+uint32_t gm_policy_pow2_slots(uint64_t need);
+
 #endif
