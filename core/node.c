@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -149,9 +150,15 @@ struct agent {
 	bool short_;	    /* a job has fewer workers than its wish: look often */
 	void (*on_tick)(void *arg, const char *text, size_t len);
 	void *tick_arg;
-	struct gm_host_cpu host;	  /* cores the host can deliver (host.h) */
-	struct gm_policy_lend lend;	  /* what it lends, over time (gm_policy_lend_next) */
-	int64_t lend_ms;		  /* when that was last decided (0: never) */
+	struct gm_host_cpu host;    /* cores the host can deliver (host.h) */
+	struct gm_policy_lend lend; /* what it lends, over time (gm_policy_lend_next) */
+	int64_t lend_ms;	    /* when that was last decided (0: never) */
+	/* pacing of the local workers (pace_local): this process's CPU at the
+	 * last look, its share of a core since (smoothed), the pace set */
+	int64_t self_ms;
+	uint64_t self_cpu_ns;
+	double self_cores;
+	uint32_t pace_milli;
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
 	struct gm_remote *rem;
 	struct job jobs[MAX_JOBS];
@@ -1445,7 +1452,17 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
  * img/s, once asked for 239). Decided at once on its first measurement, then
  * held until the gap moves by more than a worker for a settled interval
  * (gm_policy_ask_next). Decided without peers too (--status shows it). */
-static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed, int64_t now)
+/* The cores a job's local workers can use: its share of the host's
+ * (gm_policy_job_cores), at most their pace while they are paced (pace_local). */
+static double job_cores(const struct agent *a, const struct job *j, uint32_t local, uint32_t fed)
+{
+	double c = gm_policy_job_cores(a->host.cores, j->workers, local, fed);
+	double paced = a->pace_milli / 1000.0 * j->workers;
+	return a->pace_milli && paced < c ? paced : c;
+}
+
+static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed, uint32_t share,
+		   int64_t now)
 {
 	struct gm_remote_job_info ri = {0};
 	uint32_t most = GM_MAX_WORKERS;
@@ -1459,19 +1476,19 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 			     nothing */
 	if (a->rem && a->rops->lent(a->rem))
 		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
-	j->bin = (struct gm_policy_borrow_in){
-	    .demand = j->demand,
-	    .headroom = GM_ELASTIC_HEADROOM,
-	    .delivered = j->delivered,
-	    .stall = j->stall,
-	    .worker_rate = j->rate,
-	    .cores = gm_policy_job_cores(a->host.cores, j->workers, local, fed),
-	    .remote_rate = ri.rate,
-	    .remote_worker_rate = ri.per_worker,
-	    .workers = j->workers,
-	    .most = most,
-	    .bounded = a->rem && j->token,
-	    .lendable = ri.lendable};
+	j->bin =
+	    (struct gm_policy_borrow_in){.demand = j->demand,
+					 .headroom = GM_ELASTIC_HEADROOM,
+					 .delivered = j->delivered,
+					 .stall = j->stall,
+					 .worker_rate = j->rate,
+					 .cores = job_cores(a, j, local, fed),
+					 .remote_rate = ri.rate,
+					 .remote_worker_rate = ri.per_worker,
+					 .workers = j->workers,
+					 .most = most,
+					 .bounded = a->rem && j->token,
+					 .lendable = ri.lendable < share ? ri.lendable : share};
 	double dt = j->ask_ms && now > j->ask_ms ? (double)(now - j->ask_ms) / 1e3 : 0;
 	uint32_t next = gm_policy_ask_next(&j->ask, &j->bin, dt, &j->bout);
 	j->ask_ms = now;
@@ -1527,6 +1544,61 @@ static void lend_capacity(struct agent *a)
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
 }
 
+/*
+ * On a host under GM_POLICY_LEND_HOST_CORES while remote workers' batches land
+ * for one of its jobs, each local worker may spend gm_policy_local_pace's share
+ * of a core (ring.h a_pace_milli; worker.c sleeps out the rest), the agent's
+ * own CPU measured over windows of at least half a second (getrusage: this
+ * process, its threads, not the workers). Else no limit.
+ */
+static void pace_local(struct agent *a, int64_t now)
+{
+	struct rusage ru;
+	if (!getrusage(RUSAGE_SELF, &ru)) {
+		uint64_t cpu = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
+			       (uint64_t)ru.ru_utime.tv_usec * 1000u +
+			       (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
+			       (uint64_t)ru.ru_stime.tv_usec * 1000u;
+		if (!a->self_ms || cpu < a->self_cpu_ns || now < a->self_ms) {
+			a->self_ms = now;
+			a->self_cpu_ns = cpu;
+		} else if (now - a->self_ms >= 500) {
+			double c =
+			    (double)(cpu - a->self_cpu_ns) / 1e6 / (double)(now - a->self_ms);
+			a->self_cores = a->self_cores > 0 ? 0.5 * a->self_cores + 0.5 * c : c;
+			a->self_ms = now;
+			a->self_cpu_ns = cpu;
+		}
+	}
+	uint32_t landing = 0;
+	for (int i = 0; a->rem && i < MAX_JOBS; i++) {
+		struct gm_remote_job_info ri = {0};
+		if (a->jobs[i].pool && a->jobs[i].token) {
+			a->rops->job_info(a->rem, a->jobs[i].token, &ri);
+			landing += ri.workers > 0;
+		}
+	}
+	double per = gm_policy_local_pace(a->host.cores, a->self_cores, used_workers(a), landing);
+	uint32_t milli = per > 0 ? (uint32_t)(per * 1000 + 0.5) : 0;
+	milli = per > 0 && milli < 1 ? 1 : milli > 999 ? 0 : milli;
+	if ((milli == 0) != (a->pace_milli == 0)) {
+		if (milli)
+			logf_(a,
+			      "paces each local worker to %.3f of a core while remote workers' "
+			      "batches land (the agent spends %.3f of this host's %.2f)",
+			      milli / 1000.0, a->self_cores, a->host.cores);
+		else
+			logf_(a, "local workers unpaced: %s",
+			      landing ? "none runs" : "no remote worker's batches land now");
+	}
+	a->pace_milli = milli;
+	for (int i = 0; i < MAX_JOBS; i++)
+		if (a->jobs[i].pool)
+			atomic_store_explicit(
+			    &gm_ring_hdr(gm_pool_ring(a->jobs[i].pool))->a_pace_milli, milli,
+			    memory_order_relaxed);
+}
+
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
@@ -1545,11 +1617,27 @@ static void rebalance(struct agent *a)
 	uint32_t local = used_workers(a), fed = 0;
 	for (int i = 0; i < MAX_JOBS; i++) /* a fed job's receive path holds a share */
 		fed += a->jobs[i].pool && fed_remotely(a, &a->jobs[i]);
+	/* the peers' workers this home may get, divided between its jobs */
+	uint32_t ask[MAX_JOBS], held[MAX_JOBS], share[MAX_JOBS];
+	size_t n = 0;
+	for (int i = 0; i < MAX_JOBS; i++) {
+		struct job *j = &a->jobs[i];
+		struct gm_remote_job_info ri = {0};
+		if (!j->pool)
+			continue;
+		if (a->rem && j->token)
+			a->rops->job_info(a->rem, j->token, &ri);
+		ask[n] = !j->token || j->fixed ? 0 : j->ask.decided ? j->ask.count : UINT32_MAX;
+		held[n++] = ri.granted;
+	}
+	gm_policy_home_share(ask, held, n, a->rem ? a->rops->peers_lendable(a->rem) : 0, share);
+	n = 0;
 	for (int i = 0; i < MAX_JOBS; i++)
 		if (a->jobs[i].pool)
-			borrow(a, &a->jobs[i], local, fed, now);
+			borrow(a, &a->jobs[i], local, fed, share[n++], now);
 	if (!a->rem)
 		return;
+	pace_local(a, now);
 	/* what no local job wants, or its idle cores, may run other hosts' workers */
 	lend_capacity(a);
 }

@@ -510,6 +510,57 @@ double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, 
 	return shares ? host_cores * workers / (double)shares : host_cores;
 }
 
+double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32_t milli)
+{
+	if (!milli || milli >= 1000)
+		return 0;
+	double c = *credit + (wall_ns > 0 ? wall_ns : 0) * milli / 1000 - (cpu_ns > 0 ? cpu_ns : 0);
+	if (!isfinite(c))
+		c = 0;
+	*credit = c < GM_POLICY_PACE_BURST_NS ? c : GM_POLICY_PACE_BURST_NS;
+	return *credit < 0 ? -*credit * 1000 / milli : 0;
+}
+
+void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, uint32_t pool,
+			  uint32_t *share)
+{
+	for (size_t i = 0; i < n; i++)
+		share[i] = 0;
+	while (pool) {
+		bool gave = false;
+		/* this round: every job with an ask left, those holding more first */
+		uint32_t top = 0;
+		for (size_t i = 0; i < n; i++)
+			if (share[i] < ask[i] && held[i] > top)
+				top = held[i];
+		for (uint64_t h = (uint64_t)top + 1; h-- > 0 && pool;) {
+			for (size_t i = 0; i < n && pool; i++) {
+				if (held[i] != h || share[i] >= ask[i])
+					continue;
+				share[i]++;
+				pool--;
+				gave = true;
+			}
+			if (h == 0)
+				break;
+		}
+		if (!gave)
+			return;
+	}
+}
+
+double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t workers,
+			    uint32_t landing)
+{
+	if (!landing || !workers || !(host_cores > 0) || !(host_cores < GM_POLICY_LEND_HOST_CORES))
+		return 0;
+	double agent = agent_cores > 0 && isfinite(agent_cores) ? agent_cores : 0;
+	double cores = host_cores * (1 - GM_POLICY_PACE_SLACK);
+	double room = (cores - agent * GM_POLICY_PACE_MARGIN) / workers;
+	double share = cores / ((double)workers + landing);
+	return room > share ? room : share;
+}
+
 uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, double idle_cores,
 			    bool starved)
 {

@@ -63,6 +63,7 @@
 #include "goldminer/coef.h"
 #include "goldminer/dataset.h"
 #include "goldminer/jpeg.h"
+#include "goldminer/policy.h"
 #include "goldminer/rng.h"
 #include "goldminer/ring.h"
 #include "goldminer/reader.h"
@@ -110,6 +111,9 @@ struct gm_worker {
 	uint8_t *pre;
 	uint32_t *plen;
 	uint64_t *roff, *msize, *moff;
+	/* pacing (ring.h a_pace_milli): CPU credit in ns, at the last look */
+	uint64_t pace_now, pace_cpu;
+	double pace_credit;
 };
 
 static volatile sig_atomic_t retire_flag;
@@ -226,6 +230,55 @@ static void finish(struct gm_worker *w, uint32_t i)
 	set_bit(w->done, i);
 }
 
+#define PACE_MAX_NS 1000000000.0 /* the longest one pause */
+
+static uint64_t cpu_now_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Pacing, after each sample: while the ring's a_pace_milli is set (the node
+ * agent on a CPU-poor host whose remote workers' batches land there), this
+ * worker spends at most that share of a core on average, in bursts of at most
+ * GM_POLICY_PACE_BURST_NS (gm_policy_pace_step's token bucket): a greedy
+ * worker there would spend the host's CPU quota and leave the cgroup
+ * throttled, the agent's receive path with it, for the rest of each period.
+ * The ns it slept (a retire signal cuts a pause short: the worker leaves
+ * between batches as ever).
+ */
+static uint64_t pace(struct gm_worker *w)
+{
+	uint32_t p = w->c.ring ? atomic_load_explicit(&gm_ring_hdr(w->c.ring)->a_pace_milli,
+						      memory_order_relaxed)
+			       : 0;
+	if (!p || p >= 1000) {
+		w->pace_now = 0;
+		return 0;
+	}
+	uint64_t now = gm_now_ns(), cpu = cpu_now_ns();
+	if (!w->pace_now || now < w->pace_now || cpu < w->pace_cpu) {
+		w->pace_now = now;
+		w->pace_cpu = cpu;
+		w->pace_credit = GM_POLICY_PACE_BURST_NS;
+		return 0;
+	}
+	double ns = gm_policy_pace_step(&w->pace_credit, (double)(now - w->pace_now),
+					(double)(cpu - w->pace_cpu), p);
+	w->pace_now = now;
+	w->pace_cpu = cpu;
+	if (!(ns > 0) || retire_flag)
+		return 0;
+	ns = ns < PACE_MAX_NS ? ns : PACE_MAX_NS;
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1e9),
+			      .tv_nsec = (long)(ns - (double)(time_t)(ns / 1e9) * 1e9)};
+	nanosleep(&ts, NULL); /* EINTR: a retire; the credit refills by the clock */
+	return gm_now_ns() - now;
+}
+
 static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 {
 	struct gm_worker *w = arg;
@@ -238,6 +291,7 @@ static int on_read(void *arg, unsigned j, const void *data, size_t len, int err)
 	w->cb_ns += gm_now_ns() - t0;
 	if (w->c.on_sample)
 		w->c.on_sample(w->c.sample_arg);
+	w->cb_ns += pace(w); /* a pause is neither read nor decode time */
 	return 0;
 }
 

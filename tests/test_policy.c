@@ -541,6 +541,81 @@ static void test_a_fed_job_holds_a_share_of_its_home(void **st)
 	assert_float_equal(gm_policy_job_cores(0.5, 0, 0, 1), 0, 1e-12);   /* the fed one */
 }
 
+/* A home's peers' workers divided between its jobs: a worker each before any
+ * job's second, a lone worker staying with the job that holds it. */
+static void test_a_home_divides_its_peers_workers(void **st)
+{
+	(void)st;
+	uint32_t sh[3];
+	const uint32_t none[3] = {0, 0, 0};
+	gm_policy_home_share((uint32_t[]){2, 1}, (uint32_t[]){2, 0}, 2, 2, sh);
+	assert_int_equal(sh[0], 1); /* seed 101's 0.15-core home: one each */
+	assert_int_equal(sh[1], 1);
+	gm_policy_home_share((uint32_t[]){2, 1}, none, 2, 3, sh);
+	assert_int_equal(sh[0], 2);
+	assert_int_equal(sh[1], 1);
+	gm_policy_home_share((uint32_t[]){1, 1}, (uint32_t[]){0, 1}, 2, 1, sh);
+	assert_int_equal(sh[0], 0); /* it stays where it is */
+	assert_int_equal(sh[1], 1);
+	gm_policy_home_share((uint32_t[]){1, 1}, none, 2, 1, sh);
+	assert_int_equal(sh[0], 1); /* none held: the first */
+	assert_int_equal(sh[1], 0);
+	gm_policy_home_share((uint32_t[]){UINT32_MAX, 3}, none, 2, 4, sh);
+	assert_int_equal(sh[0], 2); /* not yet decided: a fair share */
+	assert_int_equal(sh[1], 2);
+	gm_policy_home_share((uint32_t[]){0, 5, 1}, (uint32_t[]){0, 0, 7}, 3, 3, sh);
+	assert_int_equal(sh[0], 0);
+	assert_int_equal(sh[1], 2);
+	assert_int_equal(sh[2], 1);
+	gm_policy_home_share((uint32_t[]){4, 4}, none, 2, 0, sh);
+	assert_int_equal(sh[0], 0);
+	assert_int_equal(sh[1], 0);
+	gm_policy_home_share(NULL, NULL, 0, 5, sh); /* no job */
+}
+
+/* A paced worker's bucket: bursts up to 2 ms of CPU, then sleeps its debt out
+ * at its share; the sleep pays it back. */
+static void test_a_paced_worker_sleeps_out_its_debt(void **st)
+{
+	(void)st;
+	double c = GM_POLICY_PACE_BURST_NS;
+	assert_float_equal(gm_policy_pace_step(&c, 1e6, 1e6, 100), 0, 0); /* 2e6+1e5-1e6 */
+	assert_float_equal(c, 1.1e6, 1e-3);
+	assert_float_equal(gm_policy_pace_step(&c, 3e6, 3e6, 100), 1.6e7, 1e-3);
+	assert_float_equal(c, -1.6e6, 1e-3);
+	assert_float_equal(gm_policy_pace_step(&c, 1.6e7, 0, 100), 0, 0); /* slept */
+	assert_float_equal(c, 0, 1e-3);
+	assert_float_equal(gm_policy_pace_step(&c, 1e9, 0, 100), 0, 0); /* idle: capped */
+	assert_float_equal(c, GM_POLICY_PACE_BURST_NS, 1e-3);
+	assert_float_equal(gm_policy_pace_step(&c, 1e6, 1e9, 0), 0, 0); /* unpaced */
+	assert_float_equal(c, GM_POLICY_PACE_BURST_NS, 1e-3);
+	assert_float_equal(gm_policy_pace_step(&c, 1e6, 1e9, 1000), 0, 0);
+	assert_float_equal(gm_policy_pace_step(&c, NAN, 1e6, 500), 0, 0); /* no wall */
+	assert_float_equal(c, 1e6, 1e-3);
+}
+
+/* A CPU-poor home's local workers leave its quota to the agent's receive path
+ * while remote workers' batches land: nine tenths of the cores less 1.5x the
+ * agent's, shared by the workers, never less than a worker's share when each
+ * landing job holds one; no limit on a host of half a core or more, with
+ * nothing landing, or no local worker. */
+static void test_a_poor_home_paces_its_local_workers(void **st)
+{
+	(void)st;
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 1), 0.105, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.01, 2, 1), 0.06, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.3, 0, 1, 2), 0.27, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1), 0.0675, 1e-12); /* share */
+	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 3, 1), 0.03375, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 1, 2), 0.045, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, NAN, 1, 1), 0.135, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 0), 0, 0); /* none lands */
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 0, 1), 0, 0); /* no worker */
+	assert_float_equal(gm_policy_local_pace(0.5, 0.02, 1, 1), 0, 0);  /* not poor */
+	assert_float_equal(gm_policy_local_pace(0, 0.02, 1, 1), 0, 0);
+	assert_float_equal(gm_policy_local_pace(NAN, 0.02, 1, 1), 0, 0);
+}
+
 /* A job's ring where remote workers may join: eight slots a worker and two
  * more, two a worker on a CPU-poor host (its pages cost it what its jobs need). */
 static void test_a_poor_home_gets_a_smaller_ring(void **st)
@@ -949,6 +1024,9 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
+	    cmocka_unit_test(test_a_poor_home_paces_its_local_workers),
+	    cmocka_unit_test(test_a_paced_worker_sleeps_out_its_debt),
+	    cmocka_unit_test(test_a_home_divides_its_peers_workers),
 	    cmocka_unit_test(test_a_poor_home_gets_a_smaller_ring),
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),

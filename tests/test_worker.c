@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "goldminer/aug.h"
@@ -233,6 +234,57 @@ static void test_epoch_order_is_the_permutation(void **state)
 	assert_int_equal(gm_worker_produce(w, 1, g.cfg.batches_per_epoch), 0);
 	take(&g, 1, &e1);
 	assert_memory_not_equal(e0.ids, e1.ids, sizeof(e0.ids));
+	gm_worker_destroy(w);
+	rig_close(&g);
+}
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The node agent's pace in the ring header (a_pace_milli) holds a worker to
+ * that share of a core, once its first burst is spent, and changes no byte.
+ * Load on the machine only lowers the CPU a worker gets, so the bound cannot
+ * fail by it; unpaced, the same loop runs on the CPU all its time.
+ */
+static void test_a_paced_worker_keeps_to_its_share(void **state)
+{
+	struct rig g;
+	static struct made a, b;
+	(void)state;
+	rig_open(&g, good, false, GM_ON_ERROR_SKIP);
+	struct gm_worker *w = worker(&g);
+	assert_int_equal(gm_worker_produce(w, 0, 1), 0);
+	take(&g, 0, &a);
+	atomic_store(&gm_ring_hdr(g.ring)->a_pace_milli, 50);
+	double c0 = cpu_s(), t0 = wall_s();
+	uint64_t k = 0;
+	while (wall_s() - t0 < 0.4)
+		assert_int_equal(gm_worker_produce(w, (uint32_t)(k % SLOTS), k), 0), k++;
+	double cpu = cpu_s() - c0, wall = wall_s() - t0;
+	print_message("paced at 0.05: %.4f s of CPU in %.3f s (%llu batches)\n", cpu, wall,
+		      (unsigned long long)k);
+	assert_true(cpu < 0.25 * wall);
+	assert_true(k > 0);
+	assert_int_equal(gm_worker_produce(w, 1, 1), 0);
+	take(&g, 1, &b);
+	assert_true(same(&a, &b));
+	atomic_store(&gm_ring_hdr(g.ring)->a_pace_milli, 0); /* unpaced: no pause */
+	c0 = cpu_s(), t0 = wall_s();
+	for (k = 0; k < 8; k++)
+		assert_int_equal(gm_worker_produce(w, (uint32_t)(k % SLOTS), k), 0);
+	print_message("unpaced: %.4f s of CPU in %.3f s\n", cpu_s() - c0, wall_s() - t0);
 	gm_worker_destroy(w);
 	rig_close(&g);
 }
@@ -525,6 +577,7 @@ int main(void)
 	    cmocka_unit_test(test_task_position),
 	    cmocka_unit_test(test_same_task_same_bytes_whoever_makes_it),
 	    cmocka_unit_test(test_epoch_order_is_the_permutation),
+	    cmocka_unit_test(test_a_paced_worker_keeps_to_its_share),
 	    cmocka_unit_test(test_resumed_task_skips_done_samples_and_ends_the_same),
 	    cmocka_unit_test(test_bad_sample_replaced_by_the_next_good_one),
 	    cmocka_unit_test(test_bad_sample_fails_the_batch_when_asked),

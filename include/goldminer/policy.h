@@ -169,6 +169,53 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
  */
 double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, uint32_t fed);
 
+/*
+ * A home's remote workers divided between its jobs: the pool its live peers
+ * can lend it (gm_remote_home_lendable: their free slots and those they run
+ * for it) water-filled over the jobs' asks (ask[i]; UINT32_MAX for a job not
+ * yet decided), a worker to each job with an ask left per round, the jobs
+ * that hold more (held[i]) first within a round, then by index: no job holds
+ * a second worker while another asks for its first (a 0.15-core home's first
+ * job held both peers' workers while its second, asking for one, had none and
+ * ran 23.3 s against the simulator's 17.8), and a lone worker stays where it
+ * is. Into share[i]; at most ask[i]. Pure.
+ */
+void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, uint32_t pool,
+			  uint32_t *share);
+
+/*
+ * The share of a core each local worker may use on a host of host_cores under
+ * GM_POLICY_LEND_HOST_CORES while remote workers' batches land there for
+ * `landing` of its jobs and its agent spends agent_cores (measured) receiving
+ * them: what the cores leave after GM_POLICY_PACE_MARGIN times the agent's and
+ * GM_POLICY_PACE_SLACK of them, shared by the host's local workers (workers);
+ * never less than a worker's share of those cores when each landing job's
+ * receive path holds a share as a worker does (gm_policy_job_cores' rule: a
+ * neighbour job keeps what it had beside the fed one). 0 (no limit) on a
+ * larger host, with nothing landing, or no local worker. Why: a local worker
+ * left to spend the host's CPU quota has the cgroup throttled for the rest of
+ * each period, the agent's receive path with it (a 0.15-core home: throttled
+ * in 90% of its periods with a neighbour job's local worker, 22% without; the
+ * fed job's remote worker waited for leases 37-43% of its time and sent
+ * 470-521 img/s, against 5% and 859). Pure.
+ */
+#define GM_POLICY_PACE_MARGIN 1.5
+#define GM_POLICY_PACE_SLACK  0.1
+double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t workers,
+			    uint32_t landing);
+
+/*
+ * A paced worker's token bucket of CPU time (worker.c, after each sample):
+ * *credit (ns of CPU it may still spend at once) grows by milli/1000 of the
+ * wall_ns since the last look, less the cpu_ns it spent, capped at
+ * GM_POLICY_PACE_BURST_NS (under the quota of a 0.15-core host's 20 ms
+ * period); the ns to sleep out a debt (its sleep refills the credit at the
+ * next look), 0 with none. milli 0 or >= 1000: no pacing. Pure apart from
+ * *credit.
+ */
+#define GM_POLICY_PACE_BURST_NS 2000000.0
+double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32_t milli);
+
 /* A peer as a lender to one home, from its last heartbeat: the cores it can
  * lend that home (0: none, or not heard) and the workers (each at most a
  * core; what it lends other homes taken out). */

@@ -137,6 +137,11 @@ struct gm_ring_hdr {
 	 * GM_NODE_TRAINER_WORKERS): the pool size the agent's division gives the
 	 * job, which the trainer's pool takes (gm_pool_set_target) */
 	_Alignas(64) _Atomic uint32_t a_target;
+	/* node agent -> the job's local workers (worker.c, pace): the share of a
+	 * core each may spend on average, in thousandths (0: no limit), set on a
+	 * CPU-poor host while remote workers' batches land there
+	 * (gm_policy_local_pace), so the host's quota is left to the receive path */
+	_Atomic uint32_t a_pace_milli;
 };
 
 struct gm_ring;

@@ -188,24 +188,41 @@ if off:
 # the remote costs from the calibration (cal.tsv): a greedy trainer on A alone,
 # lending off (A's CPU per local image) then on (B and C idle but for what they
 # lend: their CPU less their idle agents' over the same time, per lent image)
-cal = {}
+cal = {"off": [], "on": []}  # the calibration's pairs, in order
 if os.path.exists(os.path.join(OUT, "cal.tsv")):
     for line in list(open(os.path.join(OUT, "cal.tsv")))[1:]:
         f = line.split()
-        cal[f[0]] = dict(images=int(f[1]), remote=int(f[2]), a=float(f[3]), b=float(f[4]),
-                         c=float(f[5]), wall=float(f[6]), workers=int(f[7]) if len(f) > 7 else 0)
-if "off" in cal and "on" in cal and cal["off"]["images"] and cal["on"]["remote"] > 0:
-    co, cn = cal["off"], cal["on"]
-    Lc = co["a"] / co["images"]
-    costs["local_us_cal"] = 1e6 * Lc
-    costs["remote_home_us"] = 1e6 * (cn["a"] - (cn["images"] - cn["remote"]) * Lc) / cn["remote"]
-    idle = (co["b"] + co["c"]) / co["wall"]  # B's and C's agents doing nothing, per s
-    costs["remote_lender_us"] = 1e6 * (cn["b"] + cn["c"] - idle * cn["wall"]) / cn["remote"]
-    if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
-        costs["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
-    say_cal = (f"calibration (greedy trainer on A alone): lending off {co['images'] / co['wall']:.0f}"
-               f" img/s, on {cn['images'] / cn['wall']:.0f} img/s with {cn['remote']} of "
-               f"{cn['images']} images remote, {cn['workers'] or '?'} remote workers at most")
+        if f and f[0] in cal:
+            cal[f[0]].append(dict(images=int(f[1]), remote=int(f[2]), a=float(f[3]),
+                                  b=float(f[4]), c=float(f[5]), wall=float(f[6]),
+                                  workers=int(f[7]) if len(f) > 7 else 0))
+pairs = [(co, cn) for co, cn in zip(cal["off"], cal["on"]) if co["images"] and cn["remote"] > 0]
+if pairs:
+    # each cost from each pair, then its median over the pairs (bench-cluster.sh:
+    # one pair's local_us drifts several percent between invocations)
+    per = {}
+    for co, cn in pairs:
+        Lc = co["a"] / co["images"]
+        idle = (co["b"] + co["c"]) / co["wall"]  # B's and C's agents doing nothing, per s
+        got = {"local_us_cal": 1e6 * Lc,
+               "remote_home_us": 1e6 * (cn["a"] - (cn["images"] - cn["remote"]) * Lc) / cn["remote"],
+               "remote_lender_us": 1e6 * (cn["b"] + cn["c"] - idle * cn["wall"]) / cn["remote"]}
+        if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
+            got["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
+        for k, v in got.items():
+            per.setdefault(k, []).append(v)
+    for k, v in per.items():
+        costs[k] = statistics.median(v)
+    off_r = statistics.median(co["images"] / co["wall"] for co, _ in pairs)
+    on_r = statistics.median(cn["images"] / cn["wall"] for _, cn in pairs)
+    co, cn = pairs[-1]
+    spread = (f"; local_us_cal over the {len(pairs)} pairs "
+              f"{min(per['local_us_cal']):.0f}-{max(per['local_us_cal']):.0f}, the median taken"
+              if len(pairs) > 1 else "")
+    say_cal = (f"calibration (greedy trainer on A alone): lending off {off_r:.0f}"
+               f" img/s, on {on_r:.0f} img/s (medians) with {cn['remote']} of "
+               f"{cn['images']} images remote, {cn['workers'] or '?'} remote workers at most"
+               f" (the last pair){spread}")
 elif on and "local_us" in costs:
     # no remote images in the calibration: the lending-on runs instead (the poor
     # hosts' CPU less their local images at local_us; the lenders' less their own)
