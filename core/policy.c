@@ -557,7 +557,7 @@ double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t work
 	double agent = agent_cores > 0 && isfinite(agent_cores) ? agent_cores : 0;
 	double cores = host_cores * (1 - GM_POLICY_PACE_SLACK);
 	double room = (cores - agent * GM_POLICY_PACE_MARGIN) / workers;
-	double share = cores / ((double)workers + landing);
+	double share = host_cores / ((double)workers + landing); /* what it had beside them */
 	return room > share ? room : share;
 }
 

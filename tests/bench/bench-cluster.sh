@@ -276,12 +276,12 @@ CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo
 CAL_RUNS=${CLUSTER_CAL_RUNS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 1 || echo 3)}
 case $CAL_RUNS in '' | *[!0-9]* | 0) echo "cluster: CLUSTER_CAL_RUNS: '$CAL_RUNS' is not a count (1 or more)"; exit 1 ;; esac
 printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\n' >"$OUT/cal.tsv"
-k=1
-while [ $k -le "$CAL_RUNS" ]; do
+cal_k=1 # (not k: agents() counts with it)
+while [ $cal_k -le "$CAL_RUNS" ]; do
 	calibrate off "$CAL_EPOCHS" || rc=1
 	calibrate on "$CAL_EPOCHS" || rc=1
-	echo "cluster: calibration $k of $CAL_RUNS done: $(tail -2 "$OUT/cal.tsv" | tr '\t\n' ' ')"
-	k=$((k + 1))
+	echo "cluster: calibration $cal_k of $CAL_RUNS done: $(tail -2 "$OUT/cal.tsv" | tr '\t\n' ' ')"
+	cal_k=$((cal_k + 1))
 done
 
 # scenario TAG FILE SEED ROLE: the runs of one scenario into $OUT/TAG, its report
