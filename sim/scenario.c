@@ -27,13 +27,15 @@
  * measurably more than its local workers alone make (gm_policy_fed_remotely), runs at m alone, as
  * the agent does there (core/node.c: such a host then runs no local worker for a job that remote
  * workers feed); below that it keeps its local workers, never slower than lending off; at most s /
- * remote_home_cpu either way. Lent workers go whole to the short jobs in submit order (first asked,
- * first served), each job taking workers until they cover its want; the home's cores are then
- * water-filled again with each job's new need (m remote_home_cpu + (rate - m) local_cpu) and the
- * workers assigned again, until the shares settle. A job starts consuming start_s after its submit
- * (its process starts, opens the dataset and attaches: measured by the bench); meanwhile it demands
- * and gets nothing. Each event costs O(jobs log jobs) per host: meant for scenarios of tens to
- * thousands of jobs, not for trace replays.
+ * remote_home_cpu either way. Lent workers go whole to the short jobs in rounds, a worker to each
+ * job whose want they do not cover yet per round, in submit order (a home divides its peers'
+ * workers between its jobs: gm_policy_home_share); the home's cores are then
+ * water-filled again with each job's new need (m remote_home_cpu + (rate - m) local_cpu; on a home
+ * under half a core where remote images land, a job receiving none at most the agent's pace of
+ * a local worker, gm_policy_local_pace) and the workers assigned again, until the shares settle. A
+ * job starts consuming start_s after its submit (its process starts, opens the dataset and
+ * attaches: measured by the bench); meanwhile it demands and gets nothing. Each event costs O(jobs
+ * log jobs) per host: meant for scenarios of tens to thousands of jobs, not for trace replays.
  */
 #include <errno.h>
 #include <math.h>
@@ -291,6 +293,8 @@ struct run {
 	double *need;			/* per job: home CPU it wants (INFINITY: unbounded) */
 	uint8_t *state;			/* 0 pending, 1 running, 2 done */
 	bool *isshort;			/* below its rate with lending off */
+	double *want;			/* lending on: remote img/s each short job wants */
+	uint32_t *took;			/* ... and the lent workers it took */
 	uint32_t *act, nact;		/* running jobs */
 	uint32_t lw[GM_SCEN_MAX_NODES]; /* lending on: workers each node can lend now */
 	double lcap[GM_SCEN_MAX_NODES]; /* and the img/s its idle cores give them in all */
@@ -423,12 +427,17 @@ static double remote_want(const struct run *r, uint32_t j, double sh)
 }
 
 /*
- * The lent workers to the short jobs, whole: in submit order (first asked, first
- * served; a lent worker is not taken back for a later job), each takes workers,
- * lender after lender, until they cover its want or number the --workers it
- * names (the agent's cap: a named count bounds the job's workers, never its
- * plan); a worker sends min(worker_cap,
- * what its lender's idle cores have left) and serves one job only.
+ * The lent workers to the short jobs, whole, in rounds: each round a worker to
+ * every short job (in submit order) whose want is not yet covered and that has
+ * not reached the --workers it names (the agent's cap: a named count bounds
+ * the job's workers, never its plan), lender after lender, until the wants are
+ * covered or no lender has a worker left. As a home divides its peers' workers
+ * between its jobs (gm_policy_home_share: no job a second while another asks
+ * for its first); in submit order alone, seed 2's earlier job on a 0.3-core
+ * home took both lenders' workers in the model (5,965 remote images, its
+ * neighbour 118) where the agents gave the later, hungrier job its own (736
+ * and 8,092), and the model ran that job 18% slow. A worker sends
+ * min(worker_cap, what its lender's idle cores have left) and serves one job.
  */
 static void assign_workers(struct run *r)
 {
@@ -436,25 +445,77 @@ static void assign_workers(struct run *r)
 	const double per = worker_cap(s);
 	uint32_t nd = 0, left = r->lw[0];
 	double cap = r->lcap[0];
+	bool more = true;
 
-	for (size_t j = 0; j < s->njobs; j++) { /* job index = submit order */
-		if (r->state[j] != 1 || !r->isshort[j])
-			continue;
-		double want = remote_want(r, (uint32_t)j, r->share[j]), got = 0;
-		uint32_t took = 0, most = s->job[j].workers ? s->job[j].workers : UINT32_MAX;
-		while (want - got > 1e-9 * want && nd < s->nnodes && took < most) {
-			if (!left || !(cap > 1e-12)) {
+	for (size_t j = 0; j < s->njobs; j++) {
+		r->m[j] = 0;
+		r->took[j] = 0;
+		r->want[j] = r->state[j] == 1 && r->isshort[j]
+				 ? remote_want(r, (uint32_t)j, r->share[j])
+				 : 0;
+	}
+	while (more && nd < s->nnodes) {
+		more = false;
+		for (size_t j = 0; j < s->njobs && nd < s->nnodes; j++) {
+			uint32_t most = s->job[j].workers ? s->job[j].workers : UINT32_MAX;
+			double want = r->want[j];
+			if (!(want - r->m[j] > 1e-9 * want) || r->took[j] >= most)
+				continue;
+			while (nd < s->nnodes && (!left || !(cap > 1e-12))) {
 				if (++nd < s->nnodes)
 					left = r->lw[nd], cap = r->lcap[nd];
-				continue;
 			}
+			if (nd >= s->nnodes)
+				break;
 			double c = fmin(per, cap); /* the whole worker goes to job j */
-			got += c;
+			r->m[j] += c;
 			cap -= c;
 			left--;
-			took++;
+			r->took[j]++;
+			more = true;
 		}
-		r->m[j] = fmin(want, got);
+	}
+	for (size_t j = 0; j < s->njobs; j++)
+		r->m[j] = fmin(r->want[j], r->m[j]);
+}
+
+/*
+ * On a home under GM_POLICY_LEND_HOST_CORES where remote images land, the
+ * agent paces each local worker (core/node.c pace_local; the same rule,
+ * gm_policy_local_pace, the receive CPU of the landing images standing for the
+ * agent's measured CPU; a job there runs one local worker): a job that receives
+ * nothing itself needs no more CPU than its pace. A job whose own images land
+ * is paced there too, but only until it runs on its remote workers alone
+ * (fed_only), a window the fluid model does not resolve: paced for its whole
+ * run, seed 2's 852 img/s job on a 0.3-core home was predicted 26% slow
+ * (13.7 s, 10.9 measured).
+ */
+static void pace_needs(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	for (uint32_t nd = 0; nd < s->nnodes; nd++) {
+		double recv = 0;
+		uint32_t landing = 0, workers = 0;
+		for (uint32_t k = 0; k < r->nact; k++) {
+			uint32_t j = r->act[k];
+			double m = r->isshort[j] ? r->m[j] : 0;
+			if (s->job[j].home != nd)
+				continue;
+			if (m > 0)
+				recv += m * s->remote_home_cpu, landing++;
+			workers += !fed_only(r, j, m);
+		}
+		double pace = gm_policy_local_pace(s->node[nd].cores, recv, workers, landing);
+		if (!(pace > 0))
+			continue;
+		for (uint32_t k = 0; k < r->nact; k++) {
+			uint32_t j = r->act[k];
+			double m = r->isshort[j] ? r->m[j] : 0;
+			if (s->job[j].home != nd || m > 0)
+				continue;
+			if (r->need[j] - m * s->remote_home_cpu > pace)
+				r->need[j] = m * s->remote_home_cpu + pace;
+		}
 	}
 }
 
@@ -469,6 +530,7 @@ static void alloc_lend(struct run *r)
 			uint32_t j = r->act[k];
 			r->need[j] = home_need(r, j, r->isshort[j] ? r->m[j] : 0);
 		}
+		pace_needs(r);
 		for (uint32_t k = 0; k < r->nact; k++)
 			r->x[r->act[k]] = r->share[r->act[k]]; /* the shares before */
 		for (uint32_t nd = 0; nd < s->nnodes; nd++)
@@ -517,10 +579,12 @@ static int run_open(struct run *r, const struct gm_scenario *s)
 	r->need = calloc(n, sizeof(double));
 	r->state = calloc(n, 1);
 	r->isshort = calloc(n, sizeof(bool));
+	r->want = calloc(n, sizeof(double));
+	r->took = calloc(n, sizeof(uint32_t));
 	r->act = calloc(n, sizeof(uint32_t));
 	r->wf = calloc(n, sizeof(*r->wf));
 	if (!r->left || !r->x || !r->alone || !r->m || !r->share || !r->need || !r->state ||
-	    !r->isshort || !r->act || !r->wf)
+	    !r->isshort || !r->want || !r->took || !r->act || !r->wf)
 		return -ENOMEM;
 	for (size_t j = 0; j < n; j++)
 		r->left[j] = s->job[j].images;
@@ -537,6 +601,8 @@ static void run_close(struct run *r)
 	free(r->need);
 	free(r->state);
 	free(r->isshort);
+	free(r->want);
+	free(r->took);
 	free(r->act);
 	free(r->wf);
 }

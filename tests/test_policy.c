@@ -595,20 +595,20 @@ static void test_a_paced_worker_sleeps_out_its_debt(void **st)
 }
 
 /* A CPU-poor home's local workers leave its quota to the agent's receive path
- * while remote workers' batches land: nine tenths of the cores less 1.5x the
+ * while remote workers' batches land: 19/20 of the cores less 1.25x the
  * agent's, shared by the workers, never less than a worker's share of the
  * cores when each landing job holds one; no limit on a host of half a core or more, with
  * nothing landing, or no local worker. */
 static void test_a_poor_home_paces_its_local_workers(void **st)
 {
 	(void)st;
-	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 1), 0.105, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, 0.01, 2, 1), 0.06, 1e-12); /* 0.05 share */
-	assert_float_equal(gm_policy_local_pace(0.3, 0, 1, 2), 0.27, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 1), 0.1175, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.01, 2, 1), 0.065, 1e-12); /* 0.05 share */
+	assert_float_equal(gm_policy_local_pace(0.3, 0, 1, 2), 0.285, 1e-12);
 	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1), 0.075, 1e-12); /* share */
 	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 3, 1), 0.0375, 1e-12);
 	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 1, 2), 0.05, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, NAN, 1, 1), 0.135, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, NAN, 1, 1), 0.1425, 1e-12);
 	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 0), 0, 0); /* none lands */
 	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 0, 1), 0, 0); /* no worker */
 	assert_float_equal(gm_policy_local_pace(0.5, 0.02, 1, 1), 0, 0);  /* not poor */

@@ -392,13 +392,15 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 }
 
 /*
- * A lent worker serves one job. Two 600 img/s jobs on a quarter core (312.5 img/s
- * each alone: 6,000 images in 19.2 s); B lends 2 workers of 300 img/s. The first
- * job takes both (600 img/s, remote only: 0.06 core of A receiving) and ends at
- * 10 s; the second gets none and decodes with A's other 0.19 core, 475 img/s,
- * then alone at its 600 img/s: 4,750 + 1,250 images, 12.083 s.
+ * A lent worker serves one job, and a home's jobs get a worker each before any
+ * gets a second (gm_policy_home_share). Two 600 img/s jobs on a quarter core
+ * (312.5 img/s each alone: 6,000 images in 19.2 s); B lends 2 workers of 300
+ * img/s: one each. 300 is not measurably more than a job's 312.5 alone, so
+ * each keeps its local worker: 0.125 core each, 0.03 of it receiving, 237.5
+ * img/s decoded: 537.5 img/s, 11.163 s both. (First come, first served, the
+ * first took both, ended at 10 s, and the second, paced beside it, at 13.229.)
  */
-static void test_lent_workers_go_whole_to_the_first_job_that_asks(void **st)
+static void test_lent_workers_are_divided_between_a_homes_jobs(void **st)
 {
 	(void)st;
 	struct gm_scenario *s = load(HEAD "node\tA\t0.25\nnode\tB\t2\n"
@@ -410,10 +412,10 @@ static void test_lent_workers_go_whole_to_the_first_job_that_asks(void **st)
 	assert_float_equal(res[0].jct, 19.2, 1e-9);
 	assert_float_equal(res[1].jct, 19.2, 1e-9);
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].remote, 6000, 1e-6);
-	assert_float_equal(res[1].jct, 10 + 1250.0 / 600, 1e-9);
-	assert_float_equal(res[1].remote, 0, 0);
+	for (int k = 0; k < 2; k++) {
+		assert_float_equal(res[k].jct, 6000 / 537.5, 1e-9);
+		assert_float_equal(res[k].remote, 300 * 6000 / 537.5, 1e-6);
+	}
 	gm_scenario_destroy(s);
 }
 
@@ -421,7 +423,8 @@ static void test_lent_workers_go_whole_to_the_first_job_that_asks(void **st)
  * A job's named --workers caps the lent workers it takes (the agent's cap: a named
  * count bounds a job's workers). As above, but the first job names 1 worker:
  * it takes one of B's two (300 img/s at most from afar), and the second job gets
- * the other; unnamed ('auto', the default) the first took both.
+ * the other. Alone on A, the job naming 1 takes one worker of two; unnamed
+ * ('auto', the default), both.
  */
 static void test_a_named_worker_count_caps_the_lent_workers(void **st)
 {
@@ -439,6 +442,21 @@ static void test_a_named_worker_count_caps_the_lent_workers(void **st)
 	assert_true(res[1].remote > 0);
 	assert_true(res[0].jct > 10.0 + 1e-6); /* slower than with both workers */
 	gm_scenario_destroy(s);
+	const char *named[2] = {"1", "auto"};
+	for (int k = 0; k < 2; k++) {
+		char text[512];
+		snprintf(text, sizeof(text),
+			 HEAD "node\tA\t0.25\nnode\tB\t2\njob\ta\tA\t0\t6000\t1000\t%s\n" COSTS
+			      "cost\tremote_worker_img_s\t300\n",
+			 named[k]);
+		s = load(text);
+		run(s, 1, res, &m);
+		if (k == 0)
+			assert_true(res[0].remote <= 300 * res[0].jct + 1e-6);
+		else
+			assert_true(res[0].remote > 300 * res[0].jct + 1); /* both workers */
+		gm_scenario_destroy(s);
+	}
 	/* a count is a whole number 1..1024 or auto */
 	const char *bad[] = {"0", "1.5", "1025", "eight", ""};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(*bad); k++) {
@@ -723,7 +741,7 @@ int main(void)
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
-	    cmocka_unit_test(test_lent_workers_go_whole_to_the_first_job_that_asks),
+	    cmocka_unit_test(test_lent_workers_are_divided_between_a_homes_jobs),
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),
 	    cmocka_unit_test(test_utilisation_agrees_with_the_jcts),
 	    cmocka_unit_test(test_run_refuses_a_scenario_out_of_range),

@@ -201,8 +201,8 @@ void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, u
  * fed job's remote worker waited for leases 37-43% of its time and sent
  * 470-521 img/s, against 5% and 859). Pure.
  */
-#define GM_POLICY_PACE_MARGIN 1.5
-#define GM_POLICY_PACE_SLACK  0.1
+#define GM_POLICY_PACE_MARGIN 1.25
+#define GM_POLICY_PACE_SLACK  0.05
 double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t workers,
 			    uint32_t landing);
 
