@@ -1570,15 +1570,23 @@ static void pace_local(struct agent *a, int64_t now)
 			a->self_cpu_ns = cpu;
 		}
 	}
-	uint32_t landing = 0;
+	uint32_t landing = 0, own = 0;
+	double took = 0; /* the cores the landing jobs' demand takes decoding locally */
 	for (int i = 0; a->rem && i < MAX_JOBS; i++) {
+		const struct job *j = &a->jobs[i];
 		struct gm_remote_job_info ri = {0};
-		if (a->jobs[i].pool && a->jobs[i].token) {
-			a->rops->job_info(a->rem, a->jobs[i].token, &ri);
-			landing += ri.workers > 0;
+		if (j->pool && j->token) {
+			a->rops->job_info(a->rem, j->token, &ri);
+			if (ri.workers > 0) {
+				landing++;
+				own += j->workers;
+				took +=
+				    j->rate > 0 && j->demand > 0 ? j->demand / j->rate : INFINITY;
+			}
 		}
 	}
-	double per = gm_policy_local_pace(a->host.cores, a->self_cores, used_workers(a), landing);
+	double per =
+	    gm_policy_local_pace(a->host.cores, a->self_cores, used_workers(a), landing, took, own);
 	uint32_t milli = per > 0 ? (uint32_t)(per * 1000 + 0.5) : 0;
 	milli = per > 0 && milli < 1 ? 1 : milli > 999 ? 0 : milli;
 	if ((milli == 0) != (a->pace_milli == 0)) {

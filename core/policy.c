@@ -550,14 +550,20 @@ void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, u
 }
 
 double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t workers,
-			    uint32_t landing)
+			    uint32_t landing, double landing_cores, uint32_t landing_workers)
 {
 	if (!landing || !workers || !(host_cores > 0) || !(host_cores < GM_POLICY_LEND_HOST_CORES))
 		return 0;
 	double agent = agent_cores > 0 && isfinite(agent_cores) ? agent_cores : 0;
 	double cores = host_cores * (1 - GM_POLICY_PACE_SLACK);
 	double room = (cores - agent * GM_POLICY_PACE_MARGIN) / workers;
-	double share = host_cores / ((double)workers + landing); /* what it had beside them */
+	/* what the workers had beside the landing jobs' local decode: an equal
+	 * share, or what those jobs' demand left when it needed less */
+	double eq = host_cores / ((double)workers + landing);
+	double took = landing_cores >= 0 && isfinite(landing_cores) ? landing_cores : INFINITY;
+	took = took < eq * landing ? took : eq * landing;
+	uint32_t others = workers > landing_workers ? workers - landing_workers : 1;
+	double share = (host_cores - took) / others;
 	return room > share ? room : share;
 }
 

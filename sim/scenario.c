@@ -494,18 +494,23 @@ static void pace_needs(struct run *r)
 {
 	const struct gm_scenario *s = r->s;
 	for (uint32_t nd = 0; nd < s->nnodes; nd++) {
-		double recv = 0;
-		uint32_t landing = 0, workers = 0;
+		double recv = 0, took = 0;
+		uint32_t landing = 0, workers = 0, own = 0;
 		for (uint32_t k = 0; k < r->nact; k++) {
 			uint32_t j = r->act[k];
 			double m = r->isshort[j] ? r->m[j] : 0;
 			if (s->job[j].home != nd)
 				continue;
-			if (m > 0)
+			if (m > 0) {
 				recv += m * s->remote_home_cpu, landing++;
+				took +=
+				    s->job[j].rate > 0 ? s->job[j].rate * s->local_cpu : INFINITY;
+			}
 			workers += !fed_only(r, j, m);
+			own += m > 0 && !fed_only(r, j, m);
 		}
-		double pace = gm_policy_local_pace(s->node[nd].cores, recv, workers, landing);
+		double pace =
+		    gm_policy_local_pace(s->node[nd].cores, recv, workers, landing, took, own);
 		if (!(pace > 0))
 			continue;
 		for (uint32_t k = 0; k < r->nact; k++) {

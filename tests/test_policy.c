@@ -602,18 +602,29 @@ static void test_a_paced_worker_sleeps_out_its_debt(void **st)
 static void test_a_poor_home_paces_its_local_workers(void **st)
 {
 	(void)st;
-	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 1), 0.1175, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, 0.01, 2, 1), 0.065, 1e-12); /* 0.05 share */
-	assert_float_equal(gm_policy_local_pace(0.3, 0, 1, 2), 0.285, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1), 0.075, 1e-12); /* share */
-	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 3, 1), 0.0375, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 1, 2), 0.05, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, NAN, 1, 1), 0.1425, 1e-12);
-	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 0), 0, 0); /* none lands */
-	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 0, 1), 0, 0); /* no worker */
-	assert_float_equal(gm_policy_local_pace(0.5, 0.02, 1, 1), 0, 0);  /* not poor */
-	assert_float_equal(gm_policy_local_pace(0, 0.02, 1, 1), 0, 0);
-	assert_float_equal(gm_policy_local_pace(NAN, 0.02, 1, 1), 0, 0);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 1, INFINITY, 0), 0.1175, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.01, 2, 1, INFINITY, 0), 0.065,
+			   1e-12); /* 0.05 share */
+	assert_float_equal(gm_policy_local_pace(0.3, 0, 1, 2, INFINITY, 0), 0.285, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1, INFINITY, 0), 0.075,
+			   1e-12); /* share */
+	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 3, 1, INFINITY, 0), 0.0375, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.1, 1, 2, INFINITY, 0), 0.05, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, NAN, 1, 1, INFINITY, 0), 0.1425, 1e-12);
+	/* the landing job needed 0.03 core with lending off: 0.12 was the neighbour's */
+	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1, 0.03, 0), 0.12, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1, 0.1, 0), 0.075, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.066, 1, 1, NAN, 0), 0.075, 1e-12);
+	/* the landing job's own worker is not the neighbour's (seed 5's 0.3-core
+	 * home: 0.3 - 0.1 for the other worker, not halved with the landing job's) */
+	assert_float_equal(gm_policy_local_pace(0.3, 0.0255, 2, 1, 0.3, 1), 0.2, 1e-12);
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 1, 0, INFINITY, 0), 0,
+			   0); /* none lands */
+	assert_float_equal(gm_policy_local_pace(0.15, 0.02, 0, 1, INFINITY, 0), 0,
+			   0); /* no worker */
+	assert_float_equal(gm_policy_local_pace(0.5, 0.02, 1, 1, INFINITY, 0), 0, 0); /* not poor */
+	assert_float_equal(gm_policy_local_pace(0, 0.02, 1, 1, INFINITY, 0), 0, 0);
+	assert_float_equal(gm_policy_local_pace(NAN, 0.02, 1, 1, INFINITY, 0), 0, 0);
 }
 
 /* A job's ring where remote workers may join: eight slots a worker and two

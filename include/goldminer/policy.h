@@ -189,11 +189,14 @@ void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, u
  * `landing` of its jobs and its agent spends agent_cores (measured) receiving
  * them: what the cores leave after GM_POLICY_PACE_MARGIN times the agent's and
  * GM_POLICY_PACE_SLACK of them, shared by the host's local workers (workers);
- * never less than a worker's share of the cores when each landing job's
- * receive path holds a share as a worker does (gm_policy_job_cores' rule: a
- * neighbour job keeps what it had beside the fed one's local worker; with the
- * slack taken from it too, a 0.15-core home's 230 img/s neighbour ran 4%
- * slower than with lending off). 0 (no limit) on a
+ * never less than what a worker had with lending off beside the landing jobs'
+ * local decode: the cores less landing_cores (the cores those jobs' demand
+ * takes decoding locally, at most an equal share each), shared by the
+ * workers of the other jobs (workers less landing_workers, the landing jobs'
+ * own) (a neighbour job keeps what it had beside the fed one's local
+ * worker; with the slack taken from it too, a 0.15-core home's 230 img/s
+ * neighbour ran 4% slower than with lending off). landing_cores < 0 or not
+ * finite: an equal share each. 0 (no limit) on a
  * larger host, with nothing landing, or no local worker. Why: a local worker
  * left to spend the host's CPU quota has the cgroup throttled for the rest of
  * each period, the agent's receive path with it (a 0.15-core home: throttled
@@ -204,7 +207,7 @@ void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, u
 #define GM_POLICY_PACE_MARGIN 1.25
 #define GM_POLICY_PACE_SLACK  0.05
 double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t workers,
-			    uint32_t landing);
+			    uint32_t landing, double landing_cores, uint32_t landing_workers);
 
 /*
  * A paced worker's token bucket of CPU time (worker.c, after each sample):
