@@ -56,7 +56,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1442,6 +1441,15 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
 	j->told = true;
 }
 
+/* The cores a job's local workers can use: its share of the host's
+ * (gm_policy_job_cores), at most their pace while they are paced (pace_local). */
+static double job_cores(const struct agent *a, const struct job *j, uint32_t local, uint32_t fed)
+{
+	double c = gm_policy_job_cores(a->host.cores, j->workers, local, fed);
+	double paced = a->pace_milli / 1000.0 * j->workers;
+	return a->pace_milli && paced < c ? paced : c;
+}
+
 /* Remote workers a job should ask the peers for: the shared policy's answer
  * (gm_policy_borrow) from its local capacity (its workers' on-CPU rate, within
  * its share of the cores the host can deliver: gm_policy_job_cores, the host's
@@ -1452,15 +1460,6 @@ static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
  * img/s, once asked for 239). Decided at once on its first measurement, then
  * held until the gap moves by more than a worker for a settled interval
  * (gm_policy_ask_next). Decided without peers too (--status shows it). */
-/* The cores a job's local workers can use: its share of the host's
- * (gm_policy_job_cores), at most their pace while they are paced (pace_local). */
-static double job_cores(const struct agent *a, const struct job *j, uint32_t local, uint32_t fed)
-{
-	double c = gm_policy_job_cores(a->host.cores, j->workers, local, fed);
-	double paced = a->pace_milli / 1000.0 * j->workers;
-	return a->pace_milli && paced < c ? paced : c;
-}
-
 static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed, uint32_t share,
 		   int64_t now)
 {
@@ -1548,27 +1547,20 @@ static void lend_capacity(struct agent *a)
  * On a host under GM_POLICY_LEND_HOST_CORES while remote workers' batches land
  * for one of its jobs, each local worker may spend gm_policy_local_pace's share
  * of a core (ring.h a_pace_milli; worker.c sleeps out the rest), the agent's
- * own CPU measured over windows of at least half a second (getrusage: this
+ * own CPU measured over windows of at least half a second (gm_cpu_ns: this
  * process, its threads, not the workers). Else no limit.
  */
 static void pace_local(struct agent *a, int64_t now)
 {
-	struct rusage ru;
-	if (!getrusage(RUSAGE_SELF, &ru)) {
-		uint64_t cpu = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
-			       (uint64_t)ru.ru_utime.tv_usec * 1000u +
-			       (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
-			       (uint64_t)ru.ru_stime.tv_usec * 1000u;
-		if (!a->self_ms || cpu < a->self_cpu_ns || now < a->self_ms) {
-			a->self_ms = now;
-			a->self_cpu_ns = cpu;
-		} else if (now - a->self_ms >= 500) {
-			double c =
-			    (double)(cpu - a->self_cpu_ns) / 1e6 / (double)(now - a->self_ms);
-			a->self_cores = a->self_cores > 0 ? 0.5 * a->self_cores + 0.5 * c : c;
-			a->self_ms = now;
-			a->self_cpu_ns = cpu;
-		}
+	uint64_t cpu = gm_cpu_ns();
+	if (!a->self_ms || cpu < a->self_cpu_ns || now < a->self_ms) {
+		a->self_ms = now;
+		a->self_cpu_ns = cpu;
+	} else if (now - a->self_ms >= 500) {
+		double c = (double)(cpu - a->self_cpu_ns) / 1e6 / (double)(now - a->self_ms);
+		a->self_cores = a->self_cores > 0 ? 0.5 * a->self_cores + 0.5 * c : c;
+		a->self_ms = now;
+		a->self_cpu_ns = cpu;
 	}
 	uint32_t landing = 0, own = 0;
 	double took = 0; /* the cores the landing jobs' demand takes decoding locally */

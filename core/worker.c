@@ -233,14 +233,6 @@ static void finish(struct gm_worker *w, uint32_t i)
 
 #define PACE_MAX_NS 1000000000.0 /* the longest one pause */
 
-static uint64_t cpu_now_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Pacing, after each sample: while the ring's a_pace_milli is set (the node
  * agent on a CPU-poor host whose remote workers' batches land there), this
@@ -260,7 +252,7 @@ static uint64_t pace(struct gm_worker *w)
 		w->pace_now = 0;
 		return 0;
 	}
-	uint64_t now = gm_now_ns(), cpu = cpu_now_ns();
+	uint64_t now = gm_now_ns(), cpu = gm_cpu_ns();
 	if (!w->pace_now || now < w->pace_now || cpu < w->pace_cpu) {
 		w->pace_now = now;
 		w->pace_cpu = cpu;

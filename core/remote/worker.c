@@ -82,13 +82,6 @@ struct wproc {
 	uint64_t start_cpu_ns; /* its CPU clock when the loop began: per sample, all of it */
 };
 
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the job's configuration ------------------------------------------------- */
 
 /* The batches of the job that req describes, over index ds: its worker
@@ -603,21 +596,21 @@ static int take_lease(struct wproc *r, struct conn *c)
 static int make(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_ring *m,
 		struct wsend *ws, size_t sb, uint32_t slot, bool ahead)
 {
-	uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+	uint64_t t1 = gm_now_ns();
 	int rc = drain(r, c, &ws->inflight[slot]);
 	if (!rc && ahead)
 		rc = claim(r, c);
 	if (rc)
 		return rc;
-	uint64_t t2 = clock_ns(CLOCK_MONOTONIC), c2 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	uint64_t t2 = gm_now_ns(), c2 = gm_cpu_ns();
 	preset(r, m, slot);
 	rc = gm_worker_produce(w, slot, r->lease.task);
 	if (rc) {
 		gm_log("remote worker", "batch %" PRIu64 ": %s", r->lease.task, strerror(-rc));
 		return rc;
 	}
-	r->make_cpu_ns += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c2;
-	r->make_ns += clock_ns(CLOCK_MONOTONIC) - t2;
+	r->make_cpu_ns += gm_cpu_ns() - c2;
+	r->make_ns += gm_now_ns() - t2;
 	r->drain_ns += t2 - t1;
 	r->batches++;
 	r->samples += r->lease.nb;
@@ -633,7 +626,7 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 	bool claimed = false;
 	int rc = 0;
 	while (!rc && (claimed || !w_retire)) {
-		uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+		uint64_t t0 = gm_now_ns();
 		if (!claimed)
 			rc = claim(r, c);
 		if (!rc)
@@ -652,10 +645,10 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 					struct timespec ts = {0, 200000};
 					nanosleep(&ts, NULL);
 				}
-			r->none_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+			r->none_ns += gm_now_ns() - t0;
 			continue;
 		}
-		r->lease_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+		r->lease_ns += gm_now_ns() - t0;
 		claimed = !w_retire && !rndv_samples();
 		slot ^= 1;
 		rc = make(r, c, w, m, ws, sb, slot, claimed);
@@ -670,7 +663,7 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 /* Where a remote worker's time went, in one line when it ends. */
 static void tell_times(const struct wproc *r, const char *home)
 {
-	double all = (double)(clock_ns(CLOCK_MONOTONIC) - r->start_ns) / 1e9;
+	double all = (double)(gm_now_ns() - r->start_ns) / 1e9;
 	if (!r->batches || !(all > 0))
 		return;
 	gm_log("remote worker",
@@ -683,8 +676,7 @@ static void tell_times(const struct wproc *r, const char *home)
 	       (double)r->make_ns / 1e7 / all,
 	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
 	       (double)r->drain_ns / 1e7 / all,
-	       (double)(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - r->start_cpu_ns) / 1e3 /
-		   (double)r->samples,
+	       (double)(gm_cpu_ns() - r->start_cpu_ns) / 1e3 / (double)r->samples,
 	       (double)r->make_cpu_ns / 1e3 / (double)r->samples);
 }
 
@@ -740,8 +732,8 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 		rc = -ENOMEM;
 	if (!rc)
 		rc = gm_worker_create(&w, &cfg, err, sizeof(err));
-	r->start_ns = clock_ns(CLOCK_MONOTONIC);
-	r->start_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	r->start_ns = gm_now_ns();
+	r->start_cpu_ns = gm_cpu_ns();
 	if (!rc)
 		rc = work_loop(r, c, w, m, &ws, sb);
 	tell_times(r, bl->home_addr);

@@ -31,6 +31,17 @@ static inline double gm_now_s(void)
 	return (double)gm_now_ns() * 1e-9;
 }
 
+/* The CPU this process has spent (all its threads, not its children), in ns:
+ * the one CPU clock of measured costs (a worker's pace, a remote worker's
+ * making, the node agent's receive path). */
+static inline uint64_t gm_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * How the library reports (the commands' side is in cmd/err.c):
  *  - every message goes into a caller's buffer, never to stderr: a `char *err,
