@@ -13,10 +13,18 @@ preloads ASan for an instrumented libgoldminer) the tests of SANITIZER_SKIP skip
 with their reason; every test still runs in make test. A name in SANITIZER_SKIP
 that no test has fails (a test renamed would otherwise run under ASan unseen).
 
+A test that runs past GM_PYTEST_TEST_TIMEOUT seconds (default 240: the longest
+takes about 35 s under ASan) ends the run: every thread's Python stack (the
+test's method among the frames) on stdout, exit status 1. A hang then names
+itself in the log, where tests/run.sh's limit on the whole file stopped it
+minutes later in silence (CI's sanitize stage, 2026-12-04: test_python.sh idle
+until its 600 s, passing when run again).
+
 GM_PYTEST_ONLY="GLOB[,GLOB...]" runs only the tests whose name (module.method)
 matches one of the globs, e.g. GM_PYTEST_ONLY='*fork*' sh tests/test_python.sh
 test_dataloader.
 """
+import faulthandler
 import fnmatch
 import importlib
 import os
@@ -192,6 +200,14 @@ class TapResult(unittest.TestResult):
     def startTest(self, test):
         super().startTest(test)
         self.t0 = time.monotonic()
+        limit = float(os.environ.get("GM_PYTEST_TEST_TIMEOUT") or 240)
+        # faulthandler's own thread, which needs no GIL: it fires even while
+        # the test holds it in C; the stack it prints names the test's method
+        faulthandler.dump_traceback_later(limit, exit=True, file=sys.__stdout__)
+
+    def stopTest(self, test):
+        faulthandler.cancel_dump_traceback_later()
+        super().stopTest(test)
 
     def _emit(self, line, diag=None):
         self.n += 1
