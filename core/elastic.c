@@ -41,6 +41,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	uint64_t wait = atomic_load_explicit(&h->c_wait_ns, memory_order_relaxed);
 	uint64_t work = atomic_load_explicit(&h->c_work_ns, memory_order_relaxed);
 	uint64_t pause = atomic_load_explicit(&h->c_pause_ns, memory_order_relaxed);
+	uint64_t remote = atomic_load_explicit(&h->c_remote_samples, memory_order_relaxed);
 	uint64_t p0 = atomic_load_explicit(&h->c_pause_t0, memory_order_relaxed);
 	uint64_t w0 = atomic_load_explicit(&h->c_waiting, memory_order_relaxed);
 	if (p0 && p0 < now)
@@ -55,6 +56,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		m->wait = wait; /* (the wait going on is the window's) */
 		m->work = work;
 		m->pause = pause;
+		m->remote = remote;
 		return 0;
 	}
 	if (w0 > 1 && w0 < now)
@@ -63,6 +65,8 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	/* a wait that ended between the two loads may count twice: never below */
 	uint64_t dw = wait > m->wait ? wait - m->wait : 0, dk = work - m->work;
 	uint64_t dp = pause > m->pause ? pause - m->pause : 0;
+	uint64_t dr = remote > m->remote ? remote - m->remote : 0;
+	uint64_t dl = ds > dr ? ds - dr : 0; /* the local workers' samples */
 	bool first = !(m->demand.samples > 0);
 
 	if (ds < (first ? 1 : 2) * batch_size && dt < 4000000000ull)
@@ -77,6 +81,7 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 	m->wait = wait;
 	m->work = work;
 	m->pause = pause;
+	m->remote = remote;
 	if (!ds && !atomic_load_explicit(&h->c_waiting, memory_order_relaxed) &&
 	    dt >= 4000000000ull) {
 		/* Nothing taken for 4 s and nobody waiting: the trainer is idle (eval,
@@ -87,13 +92,16 @@ int gm_elastic_measure(struct gm_elastic_meter *m, struct gm_ring_hdr *h, uint32
 		*worker_out = (double)atomic_load(&h->p_worker_mrate) / 1000;
 		return *worker_out > 0;
 	}
-	if (!ds || !dk)
+	/* one local worker's rate: its batches over their time; a window of remote
+	 * batches alone (a job its remote workers feed) keeps the last one */
+	double per_worker = dl && dk ? (double)dl / ((double)dk / 1e9)
+				     : (double)atomic_load(&h->p_worker_mrate) / 1000;
+	if (!ds || !(per_worker > 0))
 		return 0; /* starving (waiting for a first batch): no estimate */
 	/* the consumer's own time: neither waiting for a batch nor paused */
 	double busy = (double)(dt > dw + dp ? dt - dw - dp : 0) / 1e9;
 	double demand =
 	    gm_policy_demand_add(&m->demand, (double)ds, busy, (double)dt / 1e9, batch_size);
-	double per_worker = (double)ds / ((double)dk / 1e9);
 	atomic_store(&h->p_demand_mrate, (uint64_t)(demand < 1e12 ? demand * 1000 : 0));
 	atomic_store(&h->p_worker_mrate, (uint64_t)(per_worker * 1000));
 	*demand_out = demand;

@@ -529,6 +529,7 @@ void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	ctl->n = n;
 	ctl->status = 0;
+	ctl->remote = 0;
 }
 
 uint32_t gm_ring_reclaim(struct gm_ring *r, uint32_t pid, uint32_t *crash_sample)

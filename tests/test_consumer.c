@@ -260,6 +260,24 @@ static void test_a_taken_batch_is_counted_for_the_controller(void **state)
 	assert_int_equal(atomic_load(&h->c_work_ns), 2000);
 	assert_int_equal(atomic_load(&h->c_errors), 2);
 	assert_int_equal(atomic_load(&h->c_waiting), 0);
+	assert_int_equal(atomic_load(&h->c_remote_samples), 0);
+	/* a remote worker's batch (remote/home.c marks it): its samples count,
+	 * as remote ones, its lender's time does not */
+	uint64_t task;
+	int slot = gm_ring_claim(r, 1, &task);
+	assert_true(slot >= 0);
+	struct gm_slot_ctl *ctl = gm_ring_ctl(r, (uint32_t)slot);
+	ctl->remote = 1; /* a previous batch's mark: begin_task clears it */
+	gm_ring_begin_task(r, (uint32_t)slot, task, BATCH);
+	assert_int_equal(ctl->remote, 0);
+	ctl->n = BATCH;
+	ctl->decode_ns = 5000;
+	ctl->remote = 1;
+	gm_ring_publish(r, (uint32_t)slot);
+	take(&c);
+	assert_int_equal(atomic_load(&h->c_samples), 3 * BATCH);
+	assert_int_equal(atomic_load(&h->c_remote_samples), BATCH);
+	assert_int_equal(atomic_load(&h->c_work_ns), 2000);
 	gm_consumer_fini(&c);
 	gm_ring_destroy(r);
 }

@@ -226,6 +226,43 @@ static double demand_after(uint64_t pause_done, int pause_going_ms)
 	return demand;
 }
 
+/* One local worker's rate leaves remote workers' batches out: 1,000 samples in
+ * 1 s, 600 of them remote, the local 400 in 2 s of work: 200/s (counted with
+ * the remote ones, 500/s); then a window of remote batches alone keeps it. */
+static void test_the_worker_rate_is_the_local_batches_alone(void **state)
+{
+	(void)state;
+	static struct gm_ring_hdr h;
+	struct gm_elastic_meter m = {0};
+	struct timespec ts;
+	double demand = -1, rate = -1;
+
+	memset(&h, 0, sizeof(h));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	m.t = now - 1000000000ull;
+	atomic_store(&h.c_samples, 1000);
+	atomic_store(&h.c_remote_samples, 600);
+	atomic_store(&h.c_wait_ns, 200000000ull);
+	atomic_store(&h.c_work_ns, 2000000000ull);
+	assert_int_equal(gm_elastic_measure(&m, &h, 32, &demand, &rate), 1);
+	assert_true(rate > 199 && rate < 201);
+	m.t -= 1000000000ull; /* a second later: 1,000 more, every one remote */
+	atomic_store(&h.c_samples, 2000);
+	atomic_store(&h.c_remote_samples, 1600);
+	atomic_store(&h.c_wait_ns, 400000000ull);
+	rate = -1;
+	assert_int_equal(gm_elastic_measure(&m, &h, 32, &demand, &rate), 1);
+	assert_true(rate > 199 && rate < 201);
+	assert_true(demand > 1000); /* the demand still measured */
+	/* with no local rate ever measured: no estimate */
+	memset(&h, 0, sizeof(h));
+	m = (struct gm_elastic_meter){.t = now - 1000000000ull};
+	atomic_store(&h.c_samples, 1000);
+	atomic_store(&h.c_remote_samples, 1000);
+	assert_int_equal(gm_elastic_measure(&m, &h, 32, &demand, &rate), 0);
+}
+
 static void test_demand_leaves_out_the_consumers_pauses_between_epochs(void **state)
 {
 	(void)state;
@@ -307,6 +344,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_per_batch),
+	    cmocka_unit_test(test_the_worker_rate_is_the_local_batches_alone),
 	    cmocka_unit_test(test_demand_leaves_out_the_consumers_pauses_between_epochs),
 	    cmocka_unit_test(test_pause_begins_once_and_ends_into_the_count),
 	    cmocka_unit_test(test_remote_delivery_is_measured_from_its_first_batch),

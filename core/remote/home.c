@@ -525,6 +525,7 @@ static void publish_now(struct gm_remote *r, struct conn *c, const struct m_publ
 	ctl->write_ns += at_most(p->ns[3], age);
 	ctl->read_bytes += at_most(p->read_bytes, j->read_cap[c->slot]);
 	ctl->preempt_ns += at_most(p->preempt_ns, age);
+	ctl->remote = 1; /* its times are the lender's: not a local worker's rate */
 	c->vpid = 0;
 	gm_ring_publish(j->ring, c->slot);
 	if (c->ahead.vpid) { /* the lease asked for ahead is the one it makes now */

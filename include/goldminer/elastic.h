@@ -32,8 +32,9 @@ struct gm_ring_hdr;
 
 /* The measurement window of one job (zeroed, then gm_elastic_meter_restart). */
 struct gm_elastic_meter {
-	uint64_t t, samples, wait, work, pause; /* clock and ring counters at the window start */
-	struct gm_policy_demand demand;		/* the windows' demand, smoothed (policy.h) */
+	uint64_t t, samples, wait, work, pause, remote; /* clock and ring counters at the
+							 * window start */
+	struct gm_policy_demand demand; /* the windows' demand, smoothed (policy.h) */
 };
 
 /* Start the window's clock now (the counts stay where they are). */
@@ -46,7 +47,9 @@ void gm_elastic_meter_restart(struct gm_elastic_meter *m);
  * consumer would take, from its own time: the window less its waits, the one
  * going on counted up to now, and its pauses; smoothed over the job's batch
  * periods, gm_policy_demand_add; 0 when it has been idle for 4 s) and
- * *worker_rate (one worker's samples/s). Publishes both in h
+ * *worker_rate (one local worker's samples/s: the local batches' samples over
+ * their workers' time; remote workers' batches, c_remote_samples, left out; a
+ * window with no local batch keeps the last rate). Publishes both in h
  * (p_demand_mrate, p_worker_mrate) for the stats. Returns 1 when a new estimate is
  * ready, 0 when not (too little delivered, or starving for a first batch).
  * The caller owns m; h is the ring header the consumer counts into.

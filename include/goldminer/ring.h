@@ -84,6 +84,11 @@ struct gm_slot_ctl {
 	 * first GM_RING_MAX_STALE of them, for the loader to name each once */
 	uint32_t n_stale;
 	uint32_t stale[GM_RING_MAX_STALE];
+	/* remote/home.c: 1 when a remote worker made this batch (0 from
+	 * gm_ring_begin_task): its stage times are the lender's, on the lender's
+	 * cores, and a consumer leaves them and its samples out of a local
+	 * worker's rate (c_remote_samples) */
+	uint32_t remote;
 };
 
 /* A slot's status is one a worker writes (worker.c): anything else came from a
@@ -123,6 +128,9 @@ struct gm_ring_hdr {
 	 * a demand is measured over the time it iterates (gm_elastic_measure). A
 	 * consumer that does not count them leaves both 0. */
 	_Atomic uint64_t c_pause_ns, c_pause_t0;
+	/* of c_samples, those of batches remote workers made (ctl remote): their
+	 * time is not in c_work_ns, which is the local workers' alone */
+	_Atomic uint64_t c_remote_samples;
 	/* coordinator -> consumer, for stats (the consumer may be another process) */
 	_Alignas(64) _Atomic uint32_t p_alive, p_target;
 	_Atomic uint64_t p_deaths, p_reissued, p_chaos_kills, p_detect_max, p_detect_sum;
