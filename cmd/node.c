@@ -47,6 +47,7 @@ enum {
 	O_LEND_ROOT,
 	O_LEND_MS,
 	O_LEND_FILES,
+	O_LEND_WORKERS,
 	O_LEND_PYTHON,
 	O_UNGUARDED,
 	O_RWORKER,
@@ -95,6 +96,9 @@ static const struct cmd_opt opts[O_N] = {
 		   "refuse a peer's dataset not indexed within N ms (120000)"},
     [O_LEND_FILES] = {"lend-max-files", "N", 0,
 		      "refuse a peer's dataset of more than N entries (16777216)"},
+    [O_LEND_WORKERS] = {"lend-max-workers", "N", 0,
+			"run at most N workers for peers' jobs (default: what the idle "
+			"cores make, a worker per quarter core)"},
     [O_LEND_PYTHON] = {"lend-python", NULL, 0,
 		       "run peers' Python jobs' workers here: their pickles are code "
 		       "(their roots still below a --lend-root; default: off)"},
@@ -263,6 +267,11 @@ static int remote_opts(const char **val, const struct lend_roots *lr, struct gm_
 		if (cmd_u64(CMD, "--lend-max-files", val[O_LEND_FILES], 1, UINT32_MAX, &v))
 			return 2;
 		o->lend_max_files = v;
+	}
+	if (val[O_LEND_WORKERS]) {
+		if (cmd_u64(CMD, "--lend-max-workers", val[O_LEND_WORKERS], 1, GM_MAX_WORKERS, &v))
+			return 2;
+		o->lend_max_workers = (uint32_t)v;
 	}
 	o->lend_roots = lr->dir;
 	o->nlend_roots = lr->n;

@@ -151,6 +151,7 @@ struct agent {
 	void *tick_arg;
 	struct gm_host_cpu host;    /* cores the host can deliver (host.h) */
 	struct gm_policy_lend lend; /* what it lends, over time (gm_policy_lend_next) */
+	uint32_t lend_most;	    /* --lend-max-workers (0: no bound) */
 	int64_t lend_ms;	    /* when that was last decided (0: never) */
 	/* pacing of the local workers (pace_local): this process's CPU at the
 	 * last look, its share of a core since (smoothed), the pace set */
@@ -1505,11 +1506,11 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
  * them), all of them: its guests go first, lender.c's preempt); the workers
  * that makes (gm_policy_lend_next: none while an own job is starved, and
  * until its own jobs have gone unstarved for a settled interval, or under a
- * quarter core is idle; else the free budget, or a worker per idle core
+ * quarter core is idle; else the free budget, or a worker per idle quarter core
  * begun, e.g. the half core beside a --cpus 0.75 host's own job); the idle
  * cores, at most one per lendable
  * worker; and what one core makes of the images (the jobs' workers' on-CPU
- * rate; 0 with no measured job). */
+ * rate; 0 with no measured job). At most --lend-max-workers. */
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
@@ -1538,6 +1539,7 @@ static void lend_capacity(struct agent *a)
 	uint32_t slots = gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), a->host.cores,
 					     idle, starved, dt);
 	a->lend_ms = now;
+	slots = a->lend_most && slots > a->lend_most ? a->lend_most : slots;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
 	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
@@ -1789,6 +1791,7 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		gm_errf(err, errlen, "remote workers: %s", why);
 		return rc;
 	}
+	a->lend_most = o->lend_max_workers;
 	lend_capacity(a);
 	if (a->host.cores < GM_NODE_FED_CORES)
 		logf_(a,
@@ -1805,10 +1808,11 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		      o->tls_cert ? o->tls_ca : o->secret);
 	if (o->nlend_roots)
 		logf_(a,
-		      "remote workers: peers %s; lending up to %u workers for the datasets below "
-		      "%u --lend-root director%s",
-		      o->peers ? o->peers : "none", a->budget, o->nlend_roots,
-		      o->nlend_roots == 1 ? "y" : "ies");
+		      "remote workers: peers %s; lending for the datasets below %u --lend-root "
+		      "director%s the workers of its budget of %u its own jobs leave free, or "
+		      "one per quarter core they leave idle",
+		      o->peers ? o->peers : "none", o->nlend_roots,
+		      o->nlend_roots == 1 ? "y" : "ies", a->budget);
 	else
 		logf_(a, "remote workers: peers %s; lending nothing (no --lend-root)",
 		      o->peers ? o->peers : "none");

@@ -574,7 +574,8 @@ uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, doub
 	if (starved || !(cores >= GM_POLICY_LEND_HOST_CORES) ||
 	    !(idle_cores >= GM_POLICY_LEND_MIN_CORES) || !isfinite(idle_cores))
 		return 0; /* its own jobs first; a poor host lends nothing */
-	by_cores = (uint32_t)ceil((idle_cores < 1e6 ? idle_cores : 1e6) - 1e-9);
+	by_cores = (uint32_t)ceil(
+	    (idle_cores < 1e6 ? idle_cores : 1e6) / GM_POLICY_LEND_WORKER_CORES - 1e-9);
 	return free_ > by_cores ? free_ : by_cores;
 }
 
@@ -615,12 +616,23 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 	if (starved) {
 		s->starved_once = true;
 		s->calm_s = 0;
+		s->last = 0;
 		return 0;
 	}
 	s->calm_s += dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
-	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S)
+	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S) {
+		s->last = 0;
 		return 0; /* its own jobs first, until they have settled */
-	return gm_policy_lendable(budget, wished, cores, idle_cores, false);
+	}
+	uint32_t n = gm_policy_lendable(budget, wished, cores, idle_cores, false);
+	/* fewer only once the idle cores are half a worker's share below what
+	 * the last count needed: a measure's noise preempts no guest */
+	if (n && n < s->last &&
+	    gm_policy_lendable(budget, wished, cores, idle_cores + GM_POLICY_LEND_WORKER_CORES / 2,
+			       false) >= s->last)
+		n = s->last;
+	s->last = n;
+	return n;
 }
 
 /* The cores lender i has left once it runs a[i] workers of the job. */

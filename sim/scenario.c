@@ -19,10 +19,10 @@
  *      their own jobs leave idle (own jobs first: a guest never slows them), in
  *      as many workers as the agent's rule gives (gm_policy_lendable: none on
  *      a host under half a core or with less than a quarter core idle; else the worker budget left
- * beside their own running jobs, or one per idle core begun), each using at most a core and sending
- * at most worker_rate. A short job with home share s taking m images/s remotely runs at m + (s - m
- * remote_home_cpu) / local_cpu. On a home of GM_NODE_FED_CORES or more it wants the least m that
- * meets its rate, m* = (rate local_cpu - s) / (local_cpu - remote_home_cpu) while receiving is
+ * beside their own running jobs, or one per idle quarter core begun), each using at most a core and
+ * sending at most worker_rate. A short job with home share s taking m images/s remotely runs at m +
+ * (s - m remote_home_cpu) / local_cpu. On a home of GM_NODE_FED_CORES or more it wants the least m
+ * that meets its rate, m* = (rate local_cpu - s) / (local_cpu - remote_home_cpu) while receiving is
  * cheaper than decoding; on a smaller home it wants all its images remote and, once they come to
  * measurably more than its local workers alone make (gm_policy_fed_remotely), runs at m alone, as
  * the agent does there (core/node.c: such a host then runs no local worker for a job that remote
@@ -437,7 +437,9 @@ static double remote_want(const struct run *r, uint32_t j, double sh)
  * home took both lenders' workers in the model (5,965 remote images, its
  * neighbour 118) where the agents gave the later, hungrier job its own (736
  * and 8,092), and the model ran that job 18% slow. A worker sends
- * min(worker_cap, what its lender's idle cores have left) and serves one job.
+ * min(worker_cap, what its lender's idle cores have left, what its job still
+ * wants) and serves one job; a lender lends a worker per quarter core idle
+ * (gm_policy_lendable), so what one job does not take goes to the next.
  */
 static void assign_workers(struct run *r)
 {
@@ -467,7 +469,10 @@ static void assign_workers(struct run *r)
 			}
 			if (nd >= s->nnodes)
 				break;
-			double c = fmin(per, cap); /* the whole worker goes to job j */
+			/* the whole worker goes to job j; of its lender's idle cores it
+			 * takes what the job still wants (the rest stays with its
+			 * lender's other guests: all nice 19, sharing them) */
+			double c = fmin(fmin(per, cap), want - r->m[j]);
 			r->m[j] += c;
 			cap -= c;
 			left--;

@@ -514,13 +514,16 @@ static void test_borrowing_never_asks_past_what_the_peers_lend(void **st)
 static void test_idle_cores_lend_beyond_a_held_budget(void **st)
 {
 	(void)st;
-	/* B: 0.75 core, its job needs 0.2 of it: 0.55 idle, one worker */
-	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.55, false), 1);
-	/* exactly a quarter, and 1.5 cores idle: one, two workers */
+	/* B: 0.75 core, its job needs 0.2 of it: 0.55 idle, a worker per
+	 * quarter core begun (a lent worker's rate is bounded by its round
+	 * trips more than its CPU): three */
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.55, false), 3);
+	/* exactly a quarter, exactly a half, and 1.5 cores idle */
 	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.25, false), 1);
-	assert_int_equal(gm_policy_lendable(2, 2, 1.0, 1.5, false), 2);
+	assert_int_equal(gm_policy_lendable(1, 1, 1.0, 0.5, false), 2);
+	assert_int_equal(gm_policy_lendable(2, 2, 1.0, 1.5, false), 6);
 	/* the free budget when it is more than the idle cores make */
-	assert_int_equal(gm_policy_lendable(4, 0, 1.0, 1.0, false), 4);
+	assert_int_equal(gm_policy_lendable(4, 0, 1.0, 0.5, false), 4);
 	/* nonsense idle cores lend nothing */
 	assert_int_equal(gm_policy_lendable(1, 1, 1.0, -1, false), 0);
 	assert_int_equal(gm_policy_lendable(1, 1, 1.0, NAN, false), 0);
@@ -648,18 +651,38 @@ static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 {
 	(void)st;
 	struct gm_policy_lend s = {0};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 1); /* at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 2); /* at once */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0);
 	for (int t = 0; t < 7; t++) /* 1.75 s unstarved: not yet */
 		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 1);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 2);
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0); /* again */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 1);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 2);
 	/* settled, but no spare quarter core: still nothing */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, 0.25), 0);
 	/* nor on a CPU-poor host */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.3, 0.2, false, 0.25), 0);
+}
+
+/* A lender's idle cores are measured from its own jobs' noisy demand: at
+ * 0.6 idle it lends three workers, and 0.49 (a measure's noise) must not
+ * preempt one of them; 0.37, half a worker's share below 0.5, does; more comes
+ * at once. */
+static void test_a_lender_keeps_its_count_through_noise(void **st)
+{
+	(void)st;
+	struct gm_policy_lend s = {0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.6, false, 0), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.49, false, 1), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.38, false, 1), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.37, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.3, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, 1), 4);
+	/* under a quarter core idle, or its own job starved: none at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.24, false, 1), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, 1), 4);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, true, 1), 0);
 }
 
 /* A host whose own jobs are starved, that is CPU-poor, or that has no spare
@@ -675,13 +698,13 @@ static void test_a_starved_or_poor_host_lends_nothing(void **st)
 	/* a 0.3-core host with no job yet: 0.3 core idle, but poor (under
 	 * GM_POLICY_LEND_HOST_CORES: its own next job's receive path needs it) */
 	assert_int_equal(gm_policy_lendable(1, 0, 0.3, 0.3, false), 0);
-	assert_int_equal(gm_policy_lendable(1, 0, 0.5, 0.3, false), 1);
+	assert_int_equal(gm_policy_lendable(1, 0, 0.5, 0.3, false), 2);
 	/* under a quarter core idle beside its own job, a free budget of two */
 	assert_int_equal(gm_policy_lendable(3, 1, 1.0, 0.2, false), 0);
 	assert_int_equal(gm_policy_lendable(1, 0, 1.0, 0, false), 0);
 	/* a whole idle core and free budget, but its own trainer waits */
 	assert_int_equal(gm_policy_lendable(4, 1, 1.0, 1.0, true), 0);
-	assert_int_equal(gm_policy_lendable(4, 1, 1.0, 1.0, false), 3);
+	assert_int_equal(gm_policy_lendable(4, 1, 1.0, 1.0, false), 4);
 	/* the home side: a lender under a quarter core is never asked, however
 	 * many workers it says it has */
 	struct gm_policy_lender l[] = {{.cores = 0.2, .workers = 1}, {.cores = 0.5, .workers = 1}};
@@ -1034,6 +1057,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
+	    cmocka_unit_test(test_a_lender_keeps_its_count_through_noise),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
 	    cmocka_unit_test(test_a_poor_home_paces_its_local_workers),
 	    cmocka_unit_test(test_a_paced_worker_sleeps_out_its_debt),

@@ -359,9 +359,11 @@ static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
  * 100) = 667 remote and gets them: 667 + (1 - 0.0667) / 400 us = 3,000 img/s,
  * 27,250 images in 9.083 s. When B's own job takes 0.8 of its core (2,000 img/s)
  * the 0.2 left is under a quarter core: B lends nothing and the job runs at
- * 2,500 img/s, 10.9 s. With a budget of 2 and lent workers that send at most
- * 300 img/s, it gets 300 and decodes (1 - 0.03) / 400 us = 2,425 itself: 2,725
- * img/s, 27,250 images in 10 s.
+ * 2,500 img/s, 10.9 s. With a budget of 2, lent workers that send at most
+ * 300 img/s, and B's own job at 1,400 img/s (0.56 core: 0.44 idle), B lends
+ * two workers (one per idle quarter core begun; one per idle core begun lent
+ * one), so it gets 600 and decodes (1 - 0.06) / 400 us = 2,350 itself: 2,950
+ * img/s, 27,250 images in 9.237 s.
  */
 static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 {
@@ -383,27 +385,27 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 	assert_float_equal(m.remote_images, 0, 0);
 	gm_scenario_destroy(s);
 	s = load(HEAD "node\tA\t1\nnode\tB\t1\t2\n"
-		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t300\n" COSTS
+		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t1400\n" COSTS
 		      "cost\tremote_worker_img_s\t300\n");
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].remote, 3000, 1e-6);
+	assert_float_equal(res[0].jct, 27250.0 / 2950, 1e-9);
+	assert_float_equal(res[0].remote, 600 * 27250.0 / 2950, 1e-6);
 	gm_scenario_destroy(s);
 }
 
 /*
  * A lent worker serves one job, and a home's jobs get a worker each before any
  * gets a second (gm_policy_home_share). Two 600 img/s jobs on a quarter core
- * (312.5 img/s each alone: 6,000 images in 19.2 s); B lends 2 workers of 300
- * img/s: one each. 300 is not measurably more than a job's 312.5 alone, so
- * each keeps its local worker: 0.125 core each, 0.03 of it receiving, 237.5
+ * (312.5 img/s each alone: 6,000 images in 19.2 s); B, half a core, lends 2
+ * workers of 300 img/s (one per idle quarter core): one each. 300 is not measurably more than a
+ * job's 312.5 alone, so each keeps its local worker: 0.125 core each, 0.03 of it receiving, 237.5
  * img/s decoded: 537.5 img/s, 11.163 s both. (First come, first served, the
  * first took both, ended at 10 s, and the second, paced beside it, at 13.229.)
  */
 static void test_lent_workers_are_divided_between_a_homes_jobs(void **st)
 {
 	(void)st;
-	struct gm_scenario *s = load(HEAD "node\tA\t0.25\nnode\tB\t2\n"
+	struct gm_scenario *s = load(HEAD "node\tA\t0.25\nnode\tB\t0.5\n"
 					  "job\ta\tA\t0\t6000\t600\njob\tb\tA\t0\t6000\t600\n" COSTS
 					  "cost\tremote_worker_img_s\t300\n");
 	struct gm_scen_result res[2];
@@ -420,6 +422,31 @@ static void test_lent_workers_are_divided_between_a_homes_jobs(void **st)
 }
 
 /*
+ * A lent worker takes of its lender's idle cores what its job wants, and the
+ * rest goes to its lender's other guests (all nice 19, sharing them). B, half
+ * a core (1,250 img/s at 400 us), lends two workers of 1,000 img/s; jobs of
+ * 500 img/s on two 0.1-core homes (250 alone) take one each: a 500, and b
+ * 500 too, both fed remotely, 5,000 images in 10 s. (With the whole worker's
+ * 1,000 img/s charged to B, b got the 250 left, decoded 187.5 itself: 11.43 s.)
+ */
+static void test_a_lent_worker_leaves_what_its_job_does_not_take(void **st)
+{
+	(void)st;
+	struct gm_scenario *s =
+	    load(HEAD "node\tA1\t0.1\nnode\tA2\t0.1\nnode\tB\t0.5\n"
+		      "job\ta\tA1\t0\t5000\t500\njob\tb\tA2\t0\t5000\t500\n" COSTS
+		      "cost\tremote_worker_img_s\t1000\n");
+	struct gm_scen_result res[2];
+	struct gm_scen_summary m;
+	run(s, 1, res, &m);
+	for (int k = 0; k < 2; k++) {
+		assert_float_equal(res[k].jct, 10.0, 1e-9);
+		assert_float_equal(res[k].remote, 5000, 1e-6);
+	}
+	gm_scenario_destroy(s);
+}
+
+/*
  * A job's named --workers caps the lent workers it takes (the agent's cap: a named
  * count bounds a job's workers). As above, but the first job names 1 worker:
  * it takes one of B's two (300 img/s at most from afar), and the second job gets
@@ -430,7 +457,7 @@ static void test_a_named_worker_count_caps_the_lent_workers(void **st)
 {
 	(void)st;
 	struct gm_scenario *s =
-	    load(HEAD "node\tA\t0.25\nnode\tB\t2\n"
+	    load(HEAD "node\tA\t0.25\nnode\tB\t0.5\n"
 		      "job\ta\tA\t0\t6000\t600\t1\njob\tb\tA\t0\t6000\t600\tauto\n" COSTS
 		      "cost\tremote_worker_img_s\t300\n");
 	struct gm_scen_result res[2];
@@ -446,7 +473,7 @@ static void test_a_named_worker_count_caps_the_lent_workers(void **st)
 	for (int k = 0; k < 2; k++) {
 		char text[512];
 		snprintf(text, sizeof(text),
-			 HEAD "node\tA\t0.25\nnode\tB\t2\njob\ta\tA\t0\t6000\t1000\t%s\n" COSTS
+			 HEAD "node\tA\t0.25\nnode\tB\t0.5\njob\ta\tA\t0\t6000\t1000\t%s\n" COSTS
 			      "cost\tremote_worker_img_s\t300\n",
 			 named[k]);
 		s = load(text);
@@ -742,6 +769,7 @@ int main(void)
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
 	    cmocka_unit_test(test_lent_workers_are_divided_between_a_homes_jobs),
+	    cmocka_unit_test(test_a_lent_worker_leaves_what_its_job_does_not_take),
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),
 	    cmocka_unit_test(test_utilisation_agrees_with_the_jcts),
 	    cmocka_unit_test(test_run_refuses_a_scenario_out_of_range),

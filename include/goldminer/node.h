@@ -83,6 +83,9 @@ struct gm_node_opts {
 	const char *const *lend_roots;
 	uint32_t nlend_roots, lend_index_ms;
 	uint64_t lend_max_files;
+	/* --lend-max-workers N: the most workers run for peers' jobs at once
+	 * (0: what gm_policy_lend_next gives, unbounded) */
+	uint32_t lend_max_workers;
 	/* --lend-python: peers' Python jobs' workers may run here (their pickles
 	 * are code: off by default); their roots still below a --lend-root */
 	bool lend_python;

@@ -251,9 +251,18 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
  * GM_POLICY_LEND_MIN_CORES of its cores idle (its free budget neither). Else
  * the `free` workers of its budget no own job wishes for, or, more when its
  * own jobs leave idle cores (idle_cores: its cores less its measured jobs'
- * needs), ceil(idle_cores) workers even when its whole worker budget is
- * wished for: under --cpus 0.75 the budget is one worker, its own job holds
- * it, and half a core would otherwise sit idle. The lent workers run at nice
+ * needs), a worker per GM_POLICY_LEND_WORKER_CORES of them begun, even when
+ * its whole worker budget is wished for: under --cpus 0.75 the budget is one
+ * worker, its own job holds it, and half a core would otherwise sit idle. A
+ * quarter core per worker, not a core: a lent worker's rate is bounded by its
+ * leases' round trips more than by its CPU (the cluster bench's calibration:
+ * 1,056 img/s from about half a core each, lenders idle) and a poor host's
+ * job asks a few hundred img/s, so a worker per idle core begun left much of
+ * the core idle while jobs went unserved (seed 107: seven jobs on three
+ * 0.15-0.2-core hosts, two lenders with half a core idle each lent one worker
+ * each, "the live peers can lend it 0" most of the poor jobs' lives). Workers
+ * that share the idle cores share them as the scheduler does (all nice 19),
+ * so more of them never take more than the idle cores. The lent workers run at nice
  * 19, far below the host's own, inside the same CPU quota, so the quota bounds
  * them, and they are preempted when the own jobs' needs grow (idle shrinks).
  * GM_POLICY_LEND_HOST_CORES is GM_NODE_FED_CORES (node.h): the host size
@@ -263,8 +272,9 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
  * three poor jobs raced for it, and its own job lost 2.4-5.1% against 0.6-1.4%
  * (the poor hosts' GPU use 0.849-0.881 against 0.896). Pure.
  */
-#define GM_POLICY_LEND_MIN_CORES  0.25
-#define GM_POLICY_LEND_HOST_CORES 0.5
+#define GM_POLICY_LEND_MIN_CORES    0.25
+#define GM_POLICY_LEND_HOST_CORES   0.5
+#define GM_POLICY_LEND_WORKER_CORES 0.25
 uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, double idle_cores,
 			    bool starved);
 
@@ -274,11 +284,16 @@ uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, doub
  * GM_POLICY_ASK_SETTLE_S (its guests were preempted for them: offered again at
  * the next quiet window, a lender took a worker back, offered it, took it back,
  * and the home's one worker went B -> C -> B with it). A host never starved
- * lends at once. dt_s: seconds since the last call. Zero-initialised state.
+ * lends at once. More at once; fewer (its guests preempted) only once the
+ * idle cores are half of GM_POLICY_LEND_WORKER_CORES below what the last
+ * count needed, so a measure's noise around a boundary kills no guest; none at
+ * once while starved or under GM_POLICY_LEND_MIN_CORES idle. dt_s: seconds
+ * since the last call. Zero-initialised state.
  */
 struct gm_policy_lend {
 	bool starved_once; /* its own jobs have been starved */
 	double calm_s;	   /* how long since, unstarved */
+	uint32_t last;	   /* the count it returned last */
 };
 
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
