@@ -1799,13 +1799,10 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 		      "local worker here once remote workers deliver it %.0f%% more than its "
 		      "local ones did alone",
 		      a->host.cores, a->host.src, (GM_POLICY_MEASURABLY - 1) * 100);
-	if (o->listen)
-		logf_(a,
-		      "remote workers: listening for peers on %s (port %u; agents authenticate %s "
-		      "%s)",
-		      o->listen, a->rops->port(a->rem),
-		      o->tls_cert ? "by certificates that chain to" : "by the secret in",
-		      o->tls_cert ? o->tls_ca : o->secret);
+	logf_(a, "remote workers: listening for peers on %s (port %u; agents authenticate %s %s)",
+	      o->listen, a->rops->port(a->rem),
+	      o->tls_cert ? "by certificates that chain to" : "by the secret in",
+	      o->tls_cert ? o->tls_ca : o->secret);
 	if (o->nlend_roots)
 		logf_(a,
 		      "remote workers: peers %s; lending for the datasets below %u --lend-root "

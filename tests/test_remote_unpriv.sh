@@ -309,13 +309,23 @@ wait_log "$tmp/2c.log" "listening on $tmp/u/2.sock"
 train_bg
 until_lending
 lending=$?
-uids='' caps=''
-for p in $LENT; do
-	uids="$uids $(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)"
-	for f in CapEff CapPrm CapInh CapAmb; do
-		v=$(awk -v f="$f:" '$1 == f { print $2 }' "/proc/$p/status" 2>/dev/null)
-		[ $((0x${v:-1000} & 0x1000)) = 0 ] || caps="$caps $p:$f"
+uids='' caps='' k=0
+# the workers listed may all have ended since (moved by their lender): list again
+while [ -z "$uids" ] && [ $k -lt 40 ]; do
+	[ $k = 0 ] || { sleep 0.05; LENT=$(lent); }
+	for p in $LENT; do
+		# one read of its status: a worker that ended since it was listed (its
+		# lender moved it) has none, and is not counted; a field missing from a
+		# status read whole counts as the capability held
+		st=$(cat "/proc/$p/status" 2>/dev/null) || continue
+		[ -n "$st" ] || continue
+		uids="$uids $(echo "$st" | awk '/^Uid:/ { print $2 }')"
+		for f in CapEff CapPrm CapInh CapAmb; do
+			v=$(echo "$st" | awk -v f="$f:" '$1 == f { print $2 }')
+			[ $((0x${v:-1000} & 0x1000)) = 0 ] || caps="$caps $p:$f"
+		done
 	done
+	k=$((k + 1))
 done
 named=$(ports_of "$tmp/2c.log")
 open=$(listening "$lpid" "$c2")
