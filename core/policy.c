@@ -746,8 +746,20 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 		s->moved_sum += gap * dt_s;
 		if (s->moved_s >= GM_POLICY_ASK_SETTLE_S) {
 			double mean = s->moved_sum / s->moved_s;
-			*s = (struct gm_policy_ask){
-			    .decided = true, .count = covering(mean, per), .gap = mean};
+			uint32_t by_mean = covering(mean, per), now_ = covering(gap, per);
+			uint32_t n = s->count;
+			/* only as far as the gap now agrees: a job whose local
+			 * worker stopped (fed remotely) reads its gap jump while
+			 * the interval's mean still holds the covered gaps before */
+			if (by_mean > n)
+				n = now_ > n ? (now_ < by_mean ? now_ : by_mean) : n;
+			else if (by_mean < n)
+				n = now_ < n ? (now_ > by_mean ? now_ : by_mean) : n;
+			*s = (struct gm_policy_ask){.decided = true,
+						    .count = n,
+						    .gap = n == by_mean ? mean
+							   : n == now_	? gap
+									: s->gap};
 		}
 	} else {
 		s->moved_s = s->moved_sum = 0; /* back within a worker: settled where it was */

@@ -895,6 +895,51 @@ static void test_the_remote_ask_is_right_at_once_and_does_not_flap(void **st)
 	assert_int_equal(gm_policy_ask_next(&b, &in, 0.25, &out), 0);
 }
 
+/* Seed 107's P1 (0.15 core, a remote worker 266 img/s): its job read its local
+ * capacity as covering demand (1,762 >= 452 img/s) for the interval, then its
+ * local worker stopped (fed remotely: capacity 0, gap 507) at the decision:
+ * the interval's mean still held the covered gaps, and the ask went 3 -> 0
+ * ("stops asking the peers for remote workers: local capacity 0 img/s <
+ * demand 461 img/s"), its local worker back a second later. A settled change
+ * goes only as far as the gap at the decision agrees, either way. */
+static void test_a_settled_ask_moves_only_as_far_as_the_gap_now_agrees(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in fed = {.demand = 800,
+					  .headroom = 1.1,
+					  .worker_rate = 11747,
+					  .cores = 0.15,
+					  .remote_rate = 531,
+					  .remote_worker_rate = 266,
+					  .delivered = 531,
+					  .most = 7,
+					  .bounded = true,
+					  .lendable = 7};
+	struct gm_policy_borrow_in covered = fed;
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a = {0};
+	covered.workers = 1, covered.demand = 452; /* 0.15 x 11,747 = 1,762 */
+	/* fed: ceil(880 / 266) = 4 at once */
+	assert_int_equal(gm_policy_ask_next(&a, &fed, 0, &out), 4);
+	for (int t = 0; t < 7; t++) /* 1.75 s covered: not settled yet */
+		assert_int_equal(gm_policy_ask_next(&a, &covered, 0.25, &out), 4);
+	/* fed again at the decision, demand 461: ceil(507 / 266) = 2, not 0 */
+	fed.demand = 461;
+	assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 2);
+	for (int t = 0; t < 40; t++) /* and holds there */
+		assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 2);
+	/* upward alike: 1.75 s at demand 1,200 (5 workers), covered at the
+	 * decision: still 2 */
+	fed.demand = 1200;
+	for (int t = 0; t < 7; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 2);
+	assert_int_equal(gm_policy_ask_next(&a, &covered, 0.25, &out), 2);
+	/* a gap that stays moved both ways moves it all the way: 2 s at 1,200 */
+	for (int t = 0; t < 7; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 2);
+	assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 5);
+}
+
 /* tests/bench/bench-remote.sh's home (0.25 core, a local worker's on-CPU rate
  * 2,308 img/s, capacity 577): its first window read demand 1,801, so its first
  * ask, at a remote worker counted as one local worker's core, was 1; then its
@@ -928,7 +973,9 @@ static void test_a_starved_consumer_gets_more_remote_workers_at_once(void **st)
 	for (int t = 0; t < 7; t++)
 		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
 	/* fed now (no local worker), the remote rate measured: 1,400 a worker,
-	 * the trainer takes 2,600 and no longer waits: 2 cover it and stay */
+	 * the trainer takes 2,600 and no longer waits: the 2 the peer lends are
+	 * all it gets (3 cover 2,860; the low readings while it waited, 1,479,
+	 * no longer pull a settled count below what the gap then needs) */
 	in = (struct gm_policy_borrow_in){.demand = 2600,
 					  .headroom = 1.1,
 					  .worker_rate = 2308,
@@ -943,9 +990,9 @@ static void test_a_starved_consumer_gets_more_remote_workers_at_once(void **st)
 		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
 	/* a consumer that does not wait: a higher demand waits to settle (the
 	 * flap rule), as test_the_remote_ask_is_right_at_once_and_does_not_flap */
-	in.demand = 4000, in.lendable = 4;
+	in.demand = 4000, in.lendable = 4; /* the 3 at once: the bound lifted */
 	for (int t = 0; t < 7; t++)
-		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 2);
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 3);
 	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 4);
 }
 
@@ -1066,6 +1113,7 @@ int main(void)
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),
+	    cmocka_unit_test(test_a_settled_ask_moves_only_as_far_as_the_gap_now_agrees),
 	    cmocka_unit_test(test_a_starved_consumer_gets_more_remote_workers_at_once),
 	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
 	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),

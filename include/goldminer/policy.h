@@ -335,8 +335,11 @@ double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double b
  * when the gap has stayed more than one worker's rate away from the gap of
  * the last decision (or the worker's rate has moved so that gap needs another
  * count) for GM_POLICY_ASK_SETTLE_S: to the count covering the gap's mean over
- * that interval. A gap that swings around its mean changes nothing (no 1 -> 2
- * -> 1). Upward, a consumer that waits (stall > GM_POLICY_STALL, delivered <
+ * that interval, but no further than the count covering the gap at that moment
+ * (and not at all when that one lies the other way: a job whose local worker
+ * just stopped read its gap jump while the mean held the covered gaps before,
+ * and its ask went 3 -> 0). A gap that swings around its mean changes nothing
+ * (no 1 -> 2 -> 1). Upward, a consumer that waits (stall > GM_POLICY_STALL, delivered <
  * demand) for more than the last count covers gets the count covering its gap
  * at once: a first ask counts a remote worker as a local worker's core and
  * may come from a low first window, and a starved trainer is the evidence
