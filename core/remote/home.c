@@ -815,8 +815,8 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 
 /* Lenders that run fewer workers for our jobs than they granted them (their
  * heartbeats' for_you) for SHORT_MS, with no ask of ours as recent: they ended
- * them on their own (a lender takes a home it has not heard from for DOWN_MS
- * for down and stops its workers, though the home, hearing the lender all the
+ * them on their own (a lender stops the workers of a home it has not heard
+ * from for QUIET_MS, though the home, hearing the lender all the
  * while, never took it for down; or it restarted). What they granted is
  * forgotten, and lend_tick asks them again. */
 static void short_tick(struct gm_remote *r, int64_t now)

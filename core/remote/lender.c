@@ -23,7 +23,7 @@
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE (lent_priority), killed with the agent
  * (PR_SET_PDEATHSIG). Retiring is SIGUSR1 (the batch in hand is finished first); a job whose home
- * is gone, or silent for DOWN_MS, ends at once (SIGKILL). Lent workers go first when this host's
+ * is gone, or silent for QUIET_MS (msg.h), ends at once (SIGKILL). Lent workers go first when this host's
  * own jobs need its CPUs (SIGKILL, and the home is told it has fewer), and one seen stopped (/proc
  * state T) for STOP_MS is killed and replaced: it held a lease and a slot while making nothing.
  *
@@ -297,7 +297,7 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 			gm_remote_lend_end(l);
 			continue;
 		}
-		if (now - l->home->heard_ms >= DOWN_MS) { /* its workers cannot reach it */
+		if (now - l->home->heard_ms >= QUIET_MS) { /* its workers cannot reach it */
 			gm_remote_logf_from(&r->net, l->home->ip,
 					    "job %016" PRIx64 ": its home agent at %s is not heard "
 					    "from for %" PRId64 " ms; its remote workers stop",
