@@ -23,9 +23,10 @@
  * state does not survive a fork) with its blob on fd 3, at nice
  * GM_NODE_LENT_NICE (lent_priority), killed with the agent
  * (PR_SET_PDEATHSIG). Retiring is SIGUSR1 (the batch in hand is finished first); a job whose home
- * is gone, or silent for QUIET_MS (msg.h), ends at once (SIGKILL). Lent workers go first when this host's
- * own jobs need its CPUs (SIGKILL, and the home is told it has fewer), and one seen stopped (/proc
- * state T) for STOP_MS is killed and replaced: it held a lease and a slot while making nothing.
+ * is gone, or silent for QUIET_MS (msg.h), ends at once (SIGKILL). Lent workers go first when this
+ * host's own jobs need its CPUs (SIGKILL, and the home is told it has fewer), and one seen stopped
+ * (/proc state T) for STOP_MS is killed and replaced: it held a lease and a slot while making
+ * nothing.
  *
  * Not here: the worker process itself (worker.c), the connections (conn.c).
  */

@@ -183,15 +183,15 @@ struct m_batch {
  * in thousandths of a core (the cores its own jobs leave idle, whatever it
  * lends now) and in workers (its idle budget); rate is what one core of it
  * makes of its own jobs' images (0: not measured there). */
-#define BEAT_MS		 250
-#define DOWN_MS		 1000
+#define BEAT_MS 250
+#define DOWN_MS 1000
 /* A lender stops a home's lent workers once it has not heard the home for
  * QUIET_MS, not DOWN_MS (lender.c): a home on a CPU-starved host beats late
  * while its workers' own connections to it still deliver (seed 107's P1,
  * 0.15 core and four trainers: its two lenders took it for down 8-9 times a
  * run, each time killing its workers, started again 1.3 s later). A home that
  * is gone closes its connection, and its lent jobs end at once. */
-#define QUIET_MS 3000
+#define QUIET_MS	 3000
 #define BEAT_MAX_MCORES	 (4096u * 1000u)	/* a host of 4,096 cores */
 #define BEAT_MAX_WORKERS (64u * 256u)		/* MAX_LJOBS x GM_MAX_WORKERS */
 #define BEAT_MAX_RATE	 (100u * 1000u * 1000u) /* img/s of one core */
