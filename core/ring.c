@@ -508,8 +508,16 @@ void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_
 {
 	struct gm_slot_ctl *ctl = gm_ring_ctl(r, slot);
 	uint32_t words = (r->hdr->batch_size + 63) / 64;
+	uint32_t resumed = 0;
 	/* pairs with the release store below, by an earlier holder of this lease */
-	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) != task + 1) {
+	if (atomic_load_explicit(&ctl->bits_task, memory_order_acquire) == task + 1) {
+		/* samples an earlier holder made: their times went with it (a
+		 * remote worker's lease taken back before its publish, a worker
+		 * that died), so the batch's times do not cover its samples */
+		const _Atomic uint64_t *done = gm_ring_done_bits(r, slot);
+		for (uint32_t q = 0; q < words && !resumed; q++)
+			resumed = atomic_load_explicit(&done[q], memory_order_relaxed) != 0;
+	} else {
 		/* The bits are not this task's (a fresh task, or one whose first holder
 		 * died before it got here): forget the slot's previous batch. */
 		_Atomic uint64_t *done = gm_ring_done_bits(r, slot),
@@ -529,7 +537,7 @@ void gm_ring_begin_task(struct gm_ring *r, uint32_t slot, uint64_t task, uint32_
 	atomic_store_explicit(&ctl->cur_sample, UINT32_MAX, memory_order_relaxed);
 	ctl->n = n;
 	ctl->status = 0;
-	ctl->remote = 0;
+	ctl->remote = resumed;
 }
 
 uint32_t gm_ring_reclaim(struct gm_ring *r, uint32_t pid, uint32_t *crash_sample)

@@ -85,9 +85,12 @@ struct gm_slot_ctl {
 	uint32_t n_stale;
 	uint32_t stale[GM_RING_MAX_STALE];
 	/* remote/home.c: 1 when a remote worker made this batch (0 from
-	 * gm_ring_begin_task): its stage times are the lender's, on the lender's
-	 * cores, and a consumer leaves them and its samples out of a local
-	 * worker's rate (c_remote_samples) */
+	 * gm_ring_begin_task, but 1 where it resumes a task with samples done:
+	 * their maker's times were lost with its lease, and seed 105's fed home
+	 * read its local capacity 7,091-10,511 img/s from 0.25 core after remote
+	 * leases timed out): its stage times are the lender's, on the lender's
+	 * cores, or do not cover its samples, and a consumer leaves them and its
+	 * samples out of a local worker's rate (c_remote_samples) */
 	uint32_t remote;
 };
 
