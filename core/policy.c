@@ -747,14 +747,13 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 		if (s->moved_s >= GM_POLICY_ASK_SETTLE_S) {
 			double mean = s->moved_sum / s->moved_s;
 			uint32_t by_mean = covering(mean, per), now_ = covering(gap, per);
-			uint32_t n = s->count;
-			/* only as far as the gap now agrees: a job whose local
+			/* towards the mean's count only as far as the gap now
+			 * agrees (now_ clamped between the two): a job whose local
 			 * worker stopped (fed remotely) reads its gap jump while
 			 * the interval's mean still holds the covered gaps before */
-			if (by_mean > n)
-				n = now_ > n ? (now_ < by_mean ? now_ : by_mean) : n;
-			else if (by_mean < n)
-				n = now_ < n ? (now_ > by_mean ? now_ : by_mean) : n;
+			uint32_t lo = by_mean < s->count ? by_mean : s->count;
+			uint32_t hi = by_mean < s->count ? s->count : by_mean;
+			uint32_t n = now_ < lo ? lo : now_ > hi ? hi : now_;
 			*s = (struct gm_policy_ask){.decided = true,
 						    .count = n,
 						    .gap = n == by_mean ? mean
