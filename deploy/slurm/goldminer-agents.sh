@@ -241,7 +241,9 @@ while ! all_up; do
 	done
 	if [ -n "$bad" ]; then
 		why="the agent could not start on:$bad"
-	elif ! alive "$loop"; then
+	elif ! alive "$loop" && ! all_up; then
+		# (all_up again: the step may have written the last 'agent up' and
+		# ended, its loop with it, since this loop's all_up read the logs)
 		why="the agents' step ended before every agent was up (srun's words above)"
 	elif [ "$(date +%s)" -ge $end ]; then
 		why="not every agent answered within $wait_s s (GM_WAIT_S)"
