@@ -613,18 +613,24 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
 			     double cores, double idle_cores, bool starved, double dt_s)
 {
+	double hold = s->hold_s > GM_POLICY_ASK_SETTLE_S ? s->hold_s : GM_POLICY_ASK_SETTLE_S;
+	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
 	if (starved) {
-		s->starved_once = true;
-		s->calm_s = 0;
-		s->last = 0;
+		if (s->starved_once && s->last && s->lent_s < GM_POLICY_LEND_CALM_TIMES * hold)
+			/* again, soon after it lent again: lending starved them */
+			hold = 2 * hold < GM_POLICY_LEND_HOLD_MAX_S ? 2 * hold : GM_POLICY_LEND_HOLD_MAX_S;
+		*s = (struct gm_policy_lend){.starved_once = true, .hold_s = hold};
 		return 0;
 	}
-	s->calm_s += dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
-	if (s->starved_once && s->calm_s < GM_POLICY_ASK_SETTLE_S) {
+	s->calm_s += dt_s;
+	if (s->starved_once && s->calm_s < hold) {
 		s->last = 0;
 		return 0; /* its own jobs first, until they have settled */
 	}
 	uint32_t n = gm_policy_lendable(budget, wished, cores, idle_cores, false);
+	s->lent_s = n && s->last ? s->lent_s + dt_s : 0;
+	if (s->lent_s >= GM_POLICY_LEND_CALM_TIMES * hold)
+		s->hold_s = 0; /* lent that long, its own jobs fed: back to the shortest */
 	/* fewer only once the idle cores are half a worker's share below what
 	 * the last count needed: a measure's noise preempts no guest */
 	if (n && n < s->last &&

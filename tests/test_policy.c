@@ -646,7 +646,8 @@ static void test_a_poor_home_gets_a_smaller_ring(void **st)
 /* A lender whose own job's trainer waited took its guest back, offered it
  * again at the next quiet window, took it back: the home's worker went B -> C
  * -> B with it. Once starved, a host lends again only after its own jobs have
- * gone unstarved for GM_POLICY_ASK_SETTLE_S; a host never starved, at once. */
+ * gone unstarved for GM_POLICY_ASK_SETTLE_S (twice that when lending again
+ * starved them again at once); a host never starved, at once. */
 static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 {
 	(void)st;
@@ -658,11 +659,43 @@ static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 2);
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0); /* again */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 0); /* 2.25 s */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1.75), 2); /* 4 s */
 	/* settled, but no spare quarter core: still nothing */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, 0.25), 0);
 	/* nor on a CPU-poor host */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.3, 0.2, false, 0.25), 0);
+}
+
+/* Seed 105 on a slow afternoon: its lenders started 31 guests and preempted
+ * 13 in 80 s, their own jobs starved each time soon after they lent again.
+ * Each such round doubles the calm a lender waits for (2, 4, 8, 16 s, no
+ * more); once it has lent GM_POLICY_LEND_CALM_TIMES holds unstarved, the
+ * next starvation waits the shortest again. */
+static void test_a_lender_whose_lending_starves_its_own_jobs_waits_longer(void **st)
+{
+	(void)st;
+	struct gm_policy_lend s = {0};
+	double want[] = {2, 4, 8, 16, 16};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 2);
+	for (int r = 0; r < 5; r++) {
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, want[r] - 0.5), 0);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.5), 2);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2); /* lends 1 s */
+	}
+	/* it lends 4 x 16 s unstarved: the next starvation waits 2 s */
+	for (int t = 0; t < 64; t++)
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.5), 2);
+	/* a starvation long after it lent again (8 s at a hold of 2: 4 holds)
+	 * does not double it either */
+	for (int t = 0; t < 8; t++)
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2), 2);
 }
 
 /* A lender's idle cores are measured from its own jobs' noisy demand: at
@@ -1104,6 +1137,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
+	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lender_keeps_its_count_through_noise),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
 	    cmocka_unit_test(test_a_poor_home_paces_its_local_workers),

@@ -115,6 +115,10 @@ struct hjob {
 	uint32_t backoff_gen[MAX_PEERS];
 	uint64_t lends, refusals; /* LENDs sent, refusals received */
 	uint64_t samples, bytes, revoked, fenced;
+	/* claims answered "no batch free" (the ring's tasks ahead all taken):
+	 * in all, while its trainer waited, and of those with the batch it waits
+	 * for (the ring's head) being made by a remote worker, by a local one */
+	uint64_t none, none_starved, none_head_remote, none_head_local;
 	uint64_t tick_samples;
 	int64_t tick_ms;
 	double rate, per_worker;

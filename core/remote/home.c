@@ -270,6 +270,23 @@ static bool room_ahead(const struct gm_remote *r, const struct hjob *j)
 	return j->nslots >= 2 * n + 2;
 }
 
+/* A claim answered "no batch free": was the trainer waiting then, and for a
+ * batch that whom was making (the job's end line says; a ring whose head a
+ * slow maker holds keeps every other worker idle: it is consumed in order) */
+static void count_none(struct hjob *j)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	j->none++;
+	if (!atomic_load_explicit(&h->c_waiting, memory_order_relaxed))
+		return;
+	j->none_starved++;
+	uint64_t head = atomic_load_explicit(&h->consumed, memory_order_acquire);
+	uint32_t w = atomic_load_explicit(
+	    &gm_ring_ctl(j->ring, (uint32_t)(head & (j->nslots - 1)))->state, memory_order_relaxed);
+	if (GM_SLOT_STATE(w) == GM_SLOT_CLAIMED)
+		*(GM_SLOT_PID(w) >= GM_REMOTE_VPID_MIN ? &j->none_head_remote : &j->none_head_local) += 1;
+}
+
 void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 {
 	struct hjob *j = c->job;
@@ -301,6 +318,8 @@ void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
 		l.status = slot == -EAGAIN ? -EAGAIN : -ENODATA;
 	else
 		grant(j, c, vpid, (uint32_t)slot, task, words, &dlen, &l);
+	if (slot == -EAGAIN)
+		count_none(j);
 	gm_remote_conn_send(c, AM_LEASE, &l, sizeof(l), words, dlen);
 }
 
@@ -981,6 +1000,13 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 	struct hjob *j = gm_remote_home_job(r, token);
 	if (!j)
 		return;
+	if (j->none)
+		gm_remote_logf(&r->net,
+			       "job %016" PRIx64 ": %" PRIu64 " claims answered 'no batch free', %" PRIu64
+			       " of them while its trainer waited: for a batch a remote worker made %" PRIu64
+			       ", a local one %" PRIu64,
+			       j->token, j->none, j->none_starved, j->none_head_remote,
+			       j->none_head_local);
 	for (int p = 0; p < r->npeers; p++)
 		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
 			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
