@@ -618,7 +618,8 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 	if (starved) {
 		if (s->starved_once && s->last && s->lent_s < GM_POLICY_LEND_CALM_TIMES * hold)
 			/* again, soon after it lent again: lending starved them */
-			hold = 2 * hold < GM_POLICY_LEND_HOLD_MAX_S ? 2 * hold : GM_POLICY_LEND_HOLD_MAX_S;
+			hold = 2 * hold < GM_POLICY_LEND_HOLD_MAX_S ? 2 * hold
+								    : GM_POLICY_LEND_HOLD_MAX_S;
 		*s = (struct gm_policy_lend){.starved_once = true, .hold_s = hold};
 		return 0;
 	}

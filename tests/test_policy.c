@@ -659,7 +659,7 @@ static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 2);
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0); /* again */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 0); /* 2.25 s */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 0);  /* 2.25 s */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1.75), 2); /* 4 s */
 	/* settled, but no spare quarter core: still nothing */
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, 0.25), 0);
@@ -682,7 +682,8 @@ static void test_a_lender_whose_lending_starves_its_own_jobs_waits_longer(void *
 		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
 		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, want[r] - 0.5), 0);
 		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.5), 2);
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2); /* lends 1 s */
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1),
+				 2); /* lends 1 s */
 	}
 	/* it lends 4 x 16 s unstarved: the next starvation waits 2 s */
 	for (int t = 0; t < 64; t++)

@@ -284,7 +284,8 @@ static void count_none(struct hjob *j)
 	uint32_t w = atomic_load_explicit(
 	    &gm_ring_ctl(j->ring, (uint32_t)(head & (j->nslots - 1)))->state, memory_order_relaxed);
 	if (GM_SLOT_STATE(w) == GM_SLOT_CLAIMED)
-		*(GM_SLOT_PID(w) >= GM_REMOTE_VPID_MIN ? &j->none_head_remote : &j->none_head_local) += 1;
+		*(GM_SLOT_PID(w) >= GM_REMOTE_VPID_MIN ? &j->none_head_remote
+						       : &j->none_head_local) += 1;
 }
 
 void gm_remote_home_on_claim(struct gm_remote *r, struct conn *c)
@@ -1001,12 +1002,12 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 	if (!j)
 		return;
 	if (j->none)
-		gm_remote_logf(&r->net,
-			       "job %016" PRIx64 ": %" PRIu64 " claims answered 'no batch free', %" PRIu64
-			       " of them while its trainer waited: for a batch a remote worker made %" PRIu64
-			       ", a local one %" PRIu64,
-			       j->token, j->none, j->none_starved, j->none_head_remote,
-			       j->none_head_local);
+		gm_remote_logf(
+		    &r->net,
+		    "job %016" PRIx64 ": %" PRIu64 " claims answered 'no batch free', %" PRIu64
+		    " of them while its trainer waited: for a batch a remote worker made %" PRIu64
+		    ", a local one %" PRIu64,
+		    j->token, j->none, j->none_starved, j->none_head_remote, j->none_head_local);
 	for (int p = 0; p < r->npeers; p++)
 		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
 			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
