@@ -1514,11 +1514,12 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
-	bool starved = false;
+	bool starved = false, own = false;
 	for (int i = 0; i < MAX_JOBS; i++) {
 		const struct job *j = &a->jobs[i];
 		if (!j->pool)
 			continue;
+		own = true;
 		double n = j->want;
 		if (j->rate > 0) {
 			n = j->demand * GM_ELASTIC_HEADROOM / j->rate;
@@ -1542,7 +1543,7 @@ static void lend_capacity(struct agent *a)
 	slots = a->lend_most && slots > a->lend_most ? a->lend_most : slots;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
-	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0);
+	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0, own);
 }
 
 /*

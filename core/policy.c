@@ -610,6 +610,16 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
 }
 
+double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs)
+{
+	if (!own_jobs || !guests)
+		return 0;
+	double each = idle_cores > 0 && isfinite(idle_cores) ? idle_cores / guests : 0;
+	if (each >= 1)
+		return 0;
+	return each > GM_POLICY_GUEST_MIN_CORES ? each : GM_POLICY_GUEST_MIN_CORES;
+}
+
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
 			     double cores, double idle_cores, bool starved, double dt_s)
 {

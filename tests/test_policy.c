@@ -699,6 +699,21 @@ static void test_a_lender_whose_lending_starves_its_own_jobs_waits_longer(void *
 	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2), 2);
 }
 
+/* Beside its own jobs a lender's guests share the cores those leave (0.28 of
+ * a 0.75-core host, two guests: 0.14 each); without own jobs, or a core or
+ * more each, no bound (0), nor without a guest; none idle, the least. */
+static void test_a_lenders_guests_share_what_its_own_jobs_leave(void **st)
+{
+	(void)st;
+	assert_float_equal(gm_policy_guest_cores(0.28, 2, true), 0.14, 1e-12);
+	assert_float_equal(gm_policy_guest_cores(0.5, 2, true), 0.25, 1e-12);
+	assert_float_equal(gm_policy_guest_cores(0.75, 3, false), 0, 0);
+	assert_float_equal(gm_policy_guest_cores(2.0, 2, true), 0, 0);
+	assert_float_equal(gm_policy_guest_cores(0.3, 0, true), 0, 0);
+	assert_float_equal(gm_policy_guest_cores(0, 2, true), GM_POLICY_GUEST_MIN_CORES, 0);
+	assert_float_equal(gm_policy_guest_cores(NAN, 2, true), GM_POLICY_GUEST_MIN_CORES, 0);
+}
+
 /* A lender's idle cores are measured from its own jobs' noisy demand: at
  * 0.6 idle it lends three workers, and 0.49 (a measure's noise) must not
  * preempt one of them; 0.37, half a worker's share below 0.5, does; more comes
@@ -1139,6 +1154,7 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
+	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
 	    cmocka_unit_test(test_a_lender_keeps_its_count_through_noise),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
 	    cmocka_unit_test(test_a_poor_home_paces_its_local_workers),

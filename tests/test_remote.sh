@@ -137,8 +137,10 @@
 #      version", naming the peer and both layouts; same bytes
 #  48. two jobs of one home, a peer with one worker to lend: the second job does
 #      not ask again and again for the worker its sibling holds
+#  49. a lender's own job beside its guests: each guest paced by its lender to
+#      a share of the cores the own job leaves (its exit line says so), same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# Under a sanitizer build (make sanitize), 12, 13-15, 16-18, 34-37, 39, 40-45, 46 and 48 skip,
+# Under a sanitizer build (make sanitize), 6, 12, 13-15, 16-18, 34-37, 39, 40-45, 46, 48 and 49 skip,
 # naming the tests that run their code under ASan: it keeps CI short, strace cannot
 # share a process with LeakSanitizer, 16-18 take the path of 19 (INT_MIN), and
 # 34-37 time rules in fractions of a second.
@@ -200,10 +202,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..48"
+echo "1..49"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 47 ]; do
+	while [ $i -le 49 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1641,6 +1643,33 @@ if ! san_skip $((n + 1)) "under a sanitizer build: it counts the home's asks ove
 	t $ok "two jobs of one home, a peer lending one worker: a job asked for remote workers from none at most ${most:-0} times (at most 2), same checksums"
 	stop_agents
 fi # san_skip (case 48)
+
+# 49: a lender's own job runs beside its guests: they share the cores it leaves
+# (--cpus 1; its own job's trainer takes 4 batches a second), each paced by its
+# lender (its exit line says to what, at least); same checksums
+if ! san_skip $((n + 1)) "under a sanitizer build: every lent worker reads its pace before each batch, and every lender writes it at each tick, under ASan in the other cases; this one only shows a pace in force"; then
+	AGENT_CPUS=1 agent 2 "$tmp/secret" 1
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	# shellcheck disable=SC2086 # BENCH is a list of options
+	mh_run 2 0.5 timeout 120 "$G" bench "$tmp/data" --node "$tmp/2.sock" --epochs 40 \
+		--consumer-rate 4 $BENCH >/dev/null 2>&1 &
+	own=$!
+	wait_log "$tmp/2.log" "job pid [0-9]* attached"
+	train 16 --workers 2 &
+	tp=$!
+	wait $tp
+	kill "$own" 2>/dev/null
+	wait "$own" 2>/dev/null
+	got=$(delivered 1)
+	stop_agents
+	paced=$(sed -n 's/.*; paced by its lender to \([0-9.]*\) of a core at least$/\1/p' "$tmp/2.log" | sort -n | head -1)
+	ok=1
+	[ "$(cat "$tmp/sum")" = "$ref16" ] && [ "${got:-0}" -gt 0 ] && [ -n "$paced" ] &&
+		awk -v p="$paced" 'BEGIN { exit !(p > 0 && p < 1) }' && ok=0
+	[ $ok = 0 ] || { diag "$tmp/2.log"; echo "# delivered ${got:-?}"; }
+	t $ok "a lender's own job beside its guests: they delivered ${got:-?} samples, each paced by its lender (the least: ${paced:-none} of a core); same checksums"
+fi # san_skip (case 49)
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit

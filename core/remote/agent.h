@@ -147,6 +147,9 @@ struct ljob {
 	struct conn *home; /* the home agent's connection to us */
 	char home_addr[300];
 	struct wblob blob;
+	/* the memfd holding blob (and spec) that its workers share on their fd 3,
+	 * plus one (0: none yet): their pace, blob.pace_milli, is written there */
+	int bfd1;
 	struct gm_dataset *ds;
 	struct gm_pool_cfg pc;
 	uint32_t target;
@@ -200,6 +203,7 @@ struct gm_remote {
 	/* what this agent can lend (its heartbeats): cores in all, img/s per core
 	 * (0: not measured); when the last beat went, and its number */
 	double lend_cores, lend_rate;
+	bool own_jobs; /* this host runs jobs of its own (its guests are paced) */
 	int64_t beat_ms;
 	uint64_t beat_seq;
 	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */

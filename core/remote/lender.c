@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@
 #include "goldminer/host.h"
 #include "goldminer/job.h"
 #include "goldminer/node.h"
+#include "goldminer/policy.h"
 #include "goldminer/pool.h"
 #include "goldminer/util.h"
 #include "goldminer/version.h"
@@ -127,6 +129,8 @@ void gm_remote_lend_end(struct ljob *l)
 		forget(l->pid[i]);
 	}
 	l->n = 0;
+	if (l->bfd1)
+		close(l->bfd1 - 1);
 	gm_dataset_close(l->ds);
 	free(l->spec);
 	memset(l, 0, sizeof(*l));
@@ -172,21 +176,53 @@ static pid_t exec_self(struct gm_remote *r, int fd, char *opt)
 	return pid;
 }
 
+/* The pace of a lender's guests, in thousandths of a core (gm_policy_guest_cores:
+ * beside its own jobs, guests of them all share the cores those leave; 0: no
+ * bound). guests: those that will run. */
+static uint32_t guest_pace(const struct gm_remote *r, uint32_t guests)
+{
+	double g = gm_policy_guest_cores(r->lend_cores, guests, r->own_jobs);
+	uint32_t m = g > 0 ? (uint32_t)(g * 1000 + 0.5) : 0;
+	return g > 0 && m < 1 ? 1 : m > 999 ? 0 : m;
+}
+
+/* Tell l's workers their pace (their fd 3: worker.c reads it before each batch). */
+static void set_pace(struct ljob *l, uint32_t pace)
+{
+	if (!l->bfd1 || l->blob.pace_milli == pace)
+		return;
+	l->blob.pace_milli = pace;
+	(void)!pwrite(l->bfd1 - 1, &l->blob.pace_milli, sizeof(l->blob.pace_milli),
+		      offsetof(struct wblob, pace_milli));
+}
+
 static void spawn(struct gm_remote *r, struct ljob *l)
 {
-	int fd = memfd_create("goldminer-remote-worker", MFD_CLOEXEC);
-	bool spec_ok =
-	    !l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len, sizeof(l->blob)) ==
-					   (ssize_t)l->blob.spec_len);
-	if (fd < 0 || pwrite(fd, &l->blob, sizeof(l->blob), 0) != (ssize_t)sizeof(l->blob) ||
-	    !spec_ok) {
+	/* beside its host's own jobs, a share of the cores they leave (node.c
+	 * lend_capacity): a guest that took more emptied the host's CPU quota
+	 * in each period the own job's worker slept, that job's trainer then
+	 * waited, and the guest was preempted (seed 105: 9-13 a run) */
+	l->blob.pace_milli = guest_pace(r, gm_remote_lend_total(r) + 1);
+	if (!l->bfd1) {
+		int fd = memfd_create("goldminer-remote-worker", MFD_CLOEXEC);
+		bool spec_ok = fd >= 0 && (!l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len,
+									   sizeof(l->blob)) ==
+								(ssize_t)l->blob.spec_len));
+		if (fd < 0 || !spec_ok) {
+			gm_remote_logf(&r->net, "cannot start a remote worker: memfd: %s",
+				       strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return;
+		}
+		l->bfd1 = fd + 1;
+	}
+	int fd = l->bfd1 - 1;
+	if (pwrite(fd, &l->blob, sizeof(l->blob), 0) != (ssize_t)sizeof(l->blob)) {
 		gm_remote_logf(&r->net, "cannot start a remote worker: memfd: %s", strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		return;
 	}
 	pid_t pid = exec_self(r, fd, "--remote-worker");
-	close(fd);
 	if (pid > 0)
 		l->pid[l->n++] = pid;
 	else
@@ -324,6 +360,10 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 			l->spawn_ms = now;
 		}
 	}
+	uint32_t pace = guest_pace(r, total); /* its guests share what its own leave */
+	for (int i = 0; i < MAX_LJOBS; i++)
+		if (r->ljobs[i].used)
+			set_pace(&r->ljobs[i], pace);
 }
 
 /* ---- Python jobs' specs kept after their job ended here --------------------- */

@@ -255,6 +255,9 @@ struct wblob {
 	/* a Python job's (AM_PYLEND): the ring's rows and sample bytes, and the
 	 * bytes of the spec that follow this struct in the memfd (0: a C job) */
 	uint32_t py, rows;
+	/* the share of a core the worker may spend, in thousandths (its mirror
+	 * ring's a_pace_milli: worker.c's pacing), 0: no bound */
+	uint32_t pace_milli, pad;
 	uint64_t sample_bytes, spec_len;
 };
 

@@ -180,10 +180,12 @@ static void r_set_lendable(struct gm_remote *r, uint32_t n)
 	r->lendable = n;
 }
 
-static void r_set_capacity(struct gm_remote *r, double cores, double img_per_core)
+static void r_set_capacity(struct gm_remote *r, double cores, double img_per_core,
+			   bool own_jobs)
 {
 	r->lend_cores = cores > 0 ? cores : 0;
 	r->lend_rate = img_per_core > 0 ? img_per_core : 0;
+	r->own_jobs = own_jobs;
 }
 
 static uint32_t r_lent(struct gm_remote *r)

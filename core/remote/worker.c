@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,10 @@ struct wproc {
 	 * sends of a mirror slot to complete, and the CPU it used making them */
 	uint64_t batches, samples, lease_ns, none_ns, make_ns, drain_ns, make_cpu_ns, start_ns;
 	uint64_t start_cpu_ns; /* its CPU clock when the loop began: per sample, all of it */
+	/* its blob's memfd (fd 3, -1: none), where its lender writes its pace,
+	 * read before each batch; the pace now and the least it was given */
+	int bfd;
+	uint32_t pace_milli, pace_least;
 };
 
 /* ---- the job's configuration ------------------------------------------------- */
@@ -626,6 +631,23 @@ static int make(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_
 	return ship(r, c, m, slot, ws, sb);
 }
 
+/* The share of a core its lender lets it spend (its blob's pace_milli, which
+ * the lender writes again as its own jobs' idle cores and its guests change;
+ * lender.c), into its mirror ring's a_pace_milli: worker.c's pacing. */
+static void read_pace(struct wproc *r, struct gm_ring *m, uint32_t p)
+{
+	if (r->bfd >= 0 &&
+	    pread(r->bfd, &p, sizeof(p), offsetof(struct wblob, pace_milli)) != (ssize_t)sizeof(p))
+		return;
+	p = p < 1000 ? p : 0;
+	if (p == r->pace_milli)
+		return;
+	r->pace_milli = p;
+	if (p && (!r->pace_least || p < r->pace_least))
+		r->pace_least = p;
+	atomic_store_explicit(&gm_ring_hdr(m)->a_pace_milli, p, memory_order_relaxed);
+}
+
 /* Claim, make, ship until retired, told there is no more, or cut off. A lease
  * claimed ahead is made even when retired meanwhile (the home holds it). */
 static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struct gm_ring *m,
@@ -661,6 +683,7 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 		none_ms = NONE_WAIT_MS;
 		r->lease_ns += gm_now_ns() - t0;
 		claimed = !w_retire && !rndv_samples();
+		read_pace(r, m, 0);
 		slot ^= 1;
 		rc = make(r, c, w, m, ws, sb, slot, claimed);
 	}
@@ -675,23 +698,27 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 static void tell_times(const struct wproc *r, const char *home)
 {
 	double all = (double)(gm_now_ns() - r->start_ns) / 1e9;
+	char paced[64] = "";
 	if (!r->batches || !(all > 0))
 		return;
+	if (r->pace_least)
+		snprintf(paced, sizeof(paced), "; paced by its lender to %.3f of a core at least",
+			 r->pace_least / 1000.0);
 	gm_log("remote worker",
 	       "for %s: %" PRIu64 " batches, %" PRIu64 " samples in %.1f s (%.0f img/s): "
 	       "waiting for leases %.0f%%, no batch free %.0f%%, making %.0f%% (on CPU "
 	       "%.0f%% of that), waiting for sends %.0f%%; CPU per sample %.0f us, "
-	       "%.0f us of it making",
+	       "%.0f us of it making%s",
 	       home, r->batches, r->samples, all, (double)r->samples / all,
 	       (double)r->lease_ns / 1e7 / all, (double)r->none_ns / 1e7 / all,
 	       (double)r->make_ns / 1e7 / all,
 	       r->make_ns ? 100.0 * (double)r->make_cpu_ns / (double)r->make_ns : 0,
 	       (double)r->drain_ns / 1e7 / all,
 	       (double)(gm_cpu_ns() - r->start_cpu_ns) / 1e3 / (double)r->samples,
-	       (double)r->make_cpu_ns / 1e3 / (double)r->samples);
+	       (double)r->make_cpu_ns / 1e3 / (double)r->samples, paced);
 }
 
-static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
+static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl, int bfd)
 {
 	struct sigaction sa = {.sa_handler = on_usr1};
 	sigaction(SIGUSR1, &sa, NULL);
@@ -708,6 +735,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 	if (!r)
 		return -ENOMEM;
 	mis_init();
+	r->bfd = bfd;
 	r->net.key = bl->key;
 	r->batch = b;
 	r->bpe = bl->bpe;
@@ -733,6 +761,9 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl)
 		gm_log("remote worker", "for %s: %s", bl->home_addr, err);
 	if (!rc)
 		rc = gm_ring_create(&m, 2, b, sb, 0, GM_RING_NO_END);
+	r->pace_milli = UINT32_MAX; /* (none set yet: read_pace sets it) */
+	if (!rc)
+		read_pace(r, m, bl->pace_milli);
 	struct gm_worker_cfg cfg = pc->w;
 	cfg.ring = m;
 	cfg.on_sample = wprogress;
@@ -809,7 +840,6 @@ int gm_remote_worker_main(int fd)
 		free(b);
 		return rc;
 	}
-	close(fd);
 	b->home_addr[sizeof(b->home_addr) - 1] = '\0';
 	if (!rc) {
 		rc = gm_remote_worker_job_cfg(&ds, &pc, b, why, sizeof(why));
@@ -817,7 +847,8 @@ int gm_remote_worker_main(int fd)
 			gm_log("remote worker", "for %s: %s", b->home_addr, why);
 	}
 	if (!rc)
-		rc = worker_run(&pc, b);
+		rc = worker_run(&pc, b, fd);
+	close(fd);
 	gm_dataset_close(ds);
 	memset(b, 0, sizeof(*b)); /* the secret's key */
 	free(b);

@@ -296,6 +296,20 @@ uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, doub
  * once while starved or under GM_POLICY_LEND_MIN_CORES idle. dt_s: seconds
  * since the last call. Zero-initialised state.
  */
+/*
+ * The share of a core each of a lender's guests (the workers it runs for
+ * other hosts' jobs, all of them together) may spend while its own jobs run:
+ * the idle cores those leave over the guests, at least
+ * GM_POLICY_GUEST_MIN_CORES (none idle: its guests go at the next tick,
+ * preempted), 0 (no bound) where that is a core or more each, without own
+ * jobs (nothing of its own to keep), or with no guest. A nice-19 guest took
+ * what the own job's worker left while it slept, and so emptied the host's
+ * CPU quota for the rest of each period: the own job's trainer then waited,
+ * and the guest was preempted. Pure.
+ */
+#define GM_POLICY_GUEST_MIN_CORES 0.01
+double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs);
+
 #define GM_POLICY_LEND_CALM_TIMES 4
 #define GM_POLICY_LEND_HOLD_MAX_S 16.0
 struct gm_policy_lend {
