@@ -205,9 +205,10 @@ static void spawn(struct gm_remote *r, struct ljob *l)
 	l->blob.pace_milli = guest_pace(r, gm_remote_lend_total(r) + 1);
 	if (!l->bfd1) {
 		int fd = memfd_create("goldminer-remote-worker", MFD_CLOEXEC);
-		bool spec_ok = fd >= 0 && (!l->blob.py || (l->spec && pwrite(fd, l->spec, l->blob.spec_len,
-									   sizeof(l->blob)) ==
-								(ssize_t)l->blob.spec_len));
+		bool spec_ok =
+		    fd >= 0 && (!l->blob.py ||
+				(l->spec && pwrite(fd, l->spec, l->blob.spec_len,
+						   sizeof(l->blob)) == (ssize_t)l->blob.spec_len));
 		if (fd < 0 || !spec_ok) {
 			gm_remote_logf(&r->net, "cannot start a remote worker: memfd: %s",
 				       strerror(errno));

@@ -180,8 +180,7 @@ static void r_set_lendable(struct gm_remote *r, uint32_t n)
 	r->lendable = n;
 }
 
-static void r_set_capacity(struct gm_remote *r, double cores, double img_per_core,
-			   bool own_jobs)
+static void r_set_capacity(struct gm_remote *r, double cores, double img_per_core, bool own_jobs)
 {
 	r->lend_cores = cores > 0 ? cores : 0;
 	r->lend_rate = img_per_core > 0 ? img_per_core : 0;

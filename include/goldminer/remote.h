@@ -143,8 +143,7 @@ struct gm_remote_ops {
 	 * cores its own jobs leave idle (whatever it lends now) and what one core
 	 * makes of their images (img/s, 0: not measured); and whether it runs
 	 * jobs of its own (then its lent workers share those cores: lender.c) */
-	void (*set_capacity)(struct gm_remote *r, double cores, double img_per_core,
-			     bool own_jobs);
+	void (*set_capacity)(struct gm_remote *r, double cores, double img_per_core, bool own_jobs);
 	uint32_t (*lent)(struct gm_remote *r); /* remote worker processes running here */
 	/* the peers and lent jobs as JSON members (no braces), into buf */
 	void (*status_json)(struct gm_remote *r, char *buf, size_t len);
