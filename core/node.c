@@ -1817,6 +1817,22 @@ static int remote_start(struct agent *a, const struct gm_node_opts *o, char *err
 	return 0;
 }
 
+/* A step of the loop that held it LOOP_HELD_MS or more is logged, naming the
+ * step: meanwhile no heartbeat went out, no peer's liveness or lease deadline
+ * was looked at and --status waited (a peer takes this agent for down after
+ * its DOWN_MS, remote.h). *t0: when the step began; then now. */
+#define LOOP_HELD_MS 1000
+static void held(struct agent *a, const char *step, int64_t *t0)
+{
+	int64_t now = gm_now_ms();
+	if (now - *t0 >= LOOP_HELD_MS)
+		logf_(a,
+		      "the agent's loop was held %" PRId64 " ms by %s: no heartbeat, "
+		      "liveness or lease deadline was looked at meanwhile",
+		      now - *t0, step);
+	*t0 = now;
+}
+
 /* One round of the loop: wait for a request, a connection or the next deadline. */
 static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 {
@@ -1836,18 +1852,25 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 		pfd[n].events = POLLIN;
 		map[n++] = -2;
 	}
+	int64_t t0 = gm_now_ms();
 	int wait = close_idle(a, a->short_ ? GRANT_POLL_MS : GM_ELASTIC_TICK_MS);
+	held(a, "closing idle jobs", &t0);
 	if (a->rem && wait > REMOTE_POLL_MS) /* its heartbeats, its peers' liveness */
 		wait = REMOTE_POLL_MS;
 	if (poll(pfd, (nfds_t)n, wait) > 0) {
+		t0 = gm_now_ms();
 		for (int k = 1; k < n; k++)
 			if (map[k] >= 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
 				on_request(a, &a->jobs[map[k]]);
+		held(a, "answering its jobs", &t0);
 		if (pfd[0].revents & POLLIN)
 			on_accept(a);
+		held(a, "accepting a connection", &t0);
 	}
+	t0 = gm_now_ms();
 	if (a->rem)
 		a->rops->service(a->rem);
+	held(a, "the remote workers' network", &t0);
 	int64_t now = gm_now_ms();
 	if (now - *last >= GM_ELASTIC_TICK_MS) {
 		rebalance(a);
@@ -1856,6 +1879,7 @@ static void serve(struct agent *a, struct pollfd *pfd, int *map, int64_t *last)
 	} else if (a->short_) {
 		a->short_ = apply_grants(a);
 	}
+	held(a, "sizing its jobs' workers", &t0);
 }
 
 /* rc; when it is an error, the message in err[errlen] is put after "fn: " (the

@@ -743,10 +743,12 @@ static uint32_t covering(double gap, double per)
 uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borrow_in *in,
 			    double dt_s, struct gm_policy_borrow_out *out)
 {
+	uint32_t given = s->given;
 	gm_policy_borrow(in, out);
 	if (out->why == GM_BORROW_UNMEASURED) {
 		out->want = s->decided ? bounded(in, s->count, out) : 0;
-		return out->want;
+		out->want = out->want < given ? out->want : given;
+		return s->given = out->want;
 	}
 	double h = in->headroom > 1 ? in->headroom : 1;
 	double per = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
@@ -780,8 +782,16 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	} else {
 		s->moved_s = s->moved_sum = 0; /* back within a worker: settled where it was */
 	}
-	out->want = bounded(in, s->count, out);
-	return out->want;
+	/* The held count keeps the workers it has; it adds none the gap now does
+	 * not call for. Decided while the peers could lend nothing (the want cut to
+	 * 0), a count would otherwise ask them later, once they can, for workers
+	 * its job no longer lacks: a lender's job read "asks the peers for 1
+	 * remote worker (was 0): local capacity covers demand (1435 >= 1109)". */
+	uint32_t n = s->count, now_ = covering(gap, per);
+	if (n > given && n > now_)
+		n = given > now_ ? given : now_;
+	out->want = bounded(in, n, out);
+	return s->given = out->want;
 }
 
 bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, double demand,

@@ -989,6 +989,44 @@ static void test_a_settled_ask_moves_only_as_far_as_the_gap_now_agrees(void **st
 	assert_int_equal(gm_policy_ask_next(&a, &fed, 0.25, &out), 5);
 }
 
+/* Seed 105's lender B: its job's first decision (demand 1,109 x 1.1 against a
+ * capacity that read 1,100) counted one remote worker, cut to 0 while B lent
+ * (its own CPUs back first: most 0). Measured since: capacity 1,435, which
+ * covers demand and headroom. Once B lent nothing, the held count asked the
+ * peers for that worker: "asks the peers for 1 remote workers (was 0): local
+ * capacity covers demand (1435 >= 1109 img/s)". A held count keeps workers; it
+ * adds only what the gap now calls for. */
+static void test_a_held_ask_adds_no_worker_the_gap_does_not_call_for(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in in = {.demand = 1109,
+					 .headroom = 1.1,
+					 .worker_rate = 1100,
+					 .workers = 1,
+					 .most = 0, /* lending: borrows nothing */
+					 .bounded = true,
+					 .lendable = 4};
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a = {0};
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0, &out), 0);
+	assert_true(out.capped);
+	in.worker_rate = 1435; /* covered within a worker's rate: the count holds */
+	for (int t = 0; t < 4; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 0);
+	assert_int_equal(out.why, GM_BORROW_COVERED);
+	in.most = 7; /* lends no more: still 0, and the words agree */
+	for (int t = 0; t < 40; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 0);
+	/* the gap opens again (the trainer speeds up to 2,000 img/s): asked at
+	 * once, since the job waits: ceil((2,200 - 1,400 delivered) / 1,435) = 1 */
+	in.demand = 2000, in.delivered = 1400, in.stall = 0.3;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 1);
+	/* and a held worker stays when the gap closes within its rate */
+	in.demand = 1109, in.delivered = 1109, in.stall = 0;
+	for (int t = 0; t < 40; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 1);
+}
+
 /* tests/bench/bench-remote.sh's home (0.25 core, a local worker's on-CPU rate
  * 2,308 img/s, capacity 577): its first window read demand 1,801, so its first
  * ask, at a remote worker counted as one local worker's core, was 1; then its
@@ -1165,6 +1203,7 @@ int main(void)
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),
 	    cmocka_unit_test(test_a_settled_ask_moves_only_as_far_as_the_gap_now_agrees),
+	    cmocka_unit_test(test_a_held_ask_adds_no_worker_the_gap_does_not_call_for),
 	    cmocka_unit_test(test_a_starved_consumer_gets_more_remote_workers_at_once),
 	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
 	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),

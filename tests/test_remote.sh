@@ -139,8 +139,10 @@
 #      not ask again and again for the worker its sibling holds
 #  49. a lender's own job beside its guests: each guest paced by its lender to
 #      a share of the cores the own job leaves (its exit line says so), same bytes
+#  50. the same with a Python job's guests: each paced by its lender between
+#      batches (its exit line says to what, and how long it waited), same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
-# Under a sanitizer build (make sanitize), 6, 12, 13-15, 16-18, 34-37, 39, 40-45, 46, 48 and 49 skip,
+# Under a sanitizer build (make sanitize), 6, 12, 13-15, 16-18, 34-37, 39, 40-45, 46, 48, 49 and 50 skip,
 # naming the tests that run their code under ASan: it keeps CI short, strace cannot
 # share a process with LeakSanitizer, 16-18 take the path of 19 (INT_MIN), and
 # 34-37 time rules in fractions of a second.
@@ -202,10 +204,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..49"
+echo "1..50"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 49 ]; do
+	while [ $i -le 50 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1197,7 +1199,13 @@ if [ "$mode" = netns ]; then
 	[ "$down" -lt 2000 ] && [ $up = 0 ] &&
 		awk -v s="${stall:-99999}" 'BEGIN { exit !(s < 3000) }' &&
 		grep -q "peer $a2 is down: not heard from" "$tmp/1.log" && ok=0
-	[ $ok = 0 ] || { diag "$tmp/1.log"; diag "$tmp/2.log"; cat "$tmp/sum"; echo "# down after $down ms, up: $up"; }
+	[ $ok = 0 ] || {
+		diag "$tmp/1.log"
+		diag "$tmp/2.log"
+		cat "$tmp/sum"
+		echo "# down after $down ms, up: $up; held loops:"
+		grep -h "loop was held\|remote workers: .* took [0-9]* ms" "$tmp/1.log" "$tmp/2.log" | diag /dev/stdin
+	}
 	t $ok "the peer's link cut mid-job: down in --status after $down ms, the trainer's longest wait ${stall:-?} ms (lease deadline 5000 ms), connected again when healed and its workers deliver again (${healed:-?} -> ${d:-?} samples); same checksums"
 	stop_agents
 else
@@ -1670,6 +1678,41 @@ if ! san_skip $((n + 1)) "under a sanitizer build: every lent worker reads its p
 	[ $ok = 0 ] || { diag "$tmp/2.log"; echo "# delivered ${got:-?}"; }
 	t $ok "a lender's own job beside its guests: they delivered ${got:-?} samples, each paced by its lender (the least: ${paced:-none} of a core); same checksums"
 fi # san_skip (case 49)
+
+# 50: a Python job's guests beside their lender's own job (--cpus 1, a trainer
+# of 4 batches a second): each paced by its lender between its batches (its
+# exit line says to what at least, and how long it waited); same checksums
+if san_skip $((n + 1)) "under a sanitizer build: Python processes would load the ASan'ed libgoldminer without its runtime; the pace's read and step run under ASan in case 49's C guests and test_policy"; then
+	:
+elif ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
+	n=$((n + 1))
+	echo "ok $n # SKIP no $PY with torch and torchvision: a Python job's guests need them"
+else
+	[ -n "${wantp:-}" ] || wantp=$(pyref plain 2)
+	AGENT_OPTS=--lend-python AGENT_CPUS=1 agent 2 "$tmp/secret" 1
+	AGENT_OPTS=
+	agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	# shellcheck disable=SC2086 # BENCH is a list of options
+	mh_run 2 0.5 timeout 120 "$G" bench "$tmp/data" --node "$tmp/2.sock" --epochs 40 \
+		--consumer-rate 4 $BENCH >/dev/null 2>&1 &
+	own=$!
+	wait_log "$tmp/2.log" "job pid [0-9]* attached"
+	SLOW_MS=20
+	pytrain plain 2
+	SLOW_MS=
+	kill "$own" 2>/dev/null
+	wait "$own" 2>/dev/null
+	d=$(delivered 1)
+	stop_agents
+	waited=$(sed -n 's/.* of a core at least, \([0-9.]*\) s spent waiting for its pace$/\1/p' "$tmp/2.log" | sort -n | tail -1)
+	paced=$(sed -n 's/.* batches; paced by its lender to \([0-9.]*\) of a core at least, .*/\1/p' "$tmp/2.log" | sort -n | head -1)
+	ok=1
+	[ "$(cat "$tmp/pysum")" = "$wantp" ] && [ "${d:-0}" -gt 0 ] && [ -n "$paced" ] &&
+		awk -v p="$paced" 'BEGIN { exit !(p > 0 && p < 1) }' && ok=0
+	[ $ok = 0 ] || { diag "$tmp/2.log"; diag "$tmp/py.err"; echo "# got $(cat "$tmp/pysum") want $wantp"; }
+	t $ok "a Python job's guests beside their lender's own job: they made ${d:-?} samples' batches, each paced by its lender (the least: ${paced:-none} of a core; one waited ${waited:-?} s for it); same checksums"
+fi
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit

@@ -394,23 +394,43 @@ static void liveness_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
-void gm_remote_agent_service(struct gm_remote *r)
+/* A step of the service that took HELD_MS or more is logged by name (node.c
+ * logs the whole of it too): the next one to look for when a peer took this
+ * agent for down, or the lease deadlines ran late. *t0: the step's start. */
+#define HELD_MS 500
+static void held(struct gm_remote *r, const char *step, int64_t *t0)
 {
 	int64_t now = gm_now_ms();
+	if (now - *t0 >= HELD_MS)
+		gm_remote_logf(&r->net, "remote workers: %s took %" PRId64 " ms", step, now - *t0);
+	*t0 = now;
+}
+
+void gm_remote_agent_service(struct gm_remote *r)
+{
+	int64_t now = gm_now_ms(), t0 = now;
 	for (int round = 0; round < 64; round++) {
 		gm_remote_net_progress(&r->net);
+		held(r, "UCX's progress", &t0);
 		ctl_service(r, now);
+		held(r, "the control port", &t0);
 		if (round) /* a home receiving a flood of samples still beats on time:
 			      its lenders take it for down after DOWN_MS */
 			beats_tick(r, gm_now_ms());
 		if (round == 0) {
 			discover_tick(r);
+			held(r, "discovering peers by DNS", &t0);
 			beats_tick(r, now);
+			held(r, "sending heartbeats", &t0);
 			liveness_tick(r, now);
 			gm_remote_lend_tick(r, now);
+			held(r, "lending", &t0);
 			conns_tick(r, now);
+			held(r, "closing dead connections", &t0);
 			peers_tick(r, now);
+			held(r, "connecting to peers", &t0);
 			gm_remote_home_tick(r, now);
+			held(r, "the home's leases and asks", &t0);
 			gm_remote_logs_flush(&r->net, now);
 			continue;
 		}

@@ -641,7 +641,18 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 {
 	struct gm_policy_lender l = {0};
 	const struct m_beat *b = &r->peers[p].c->beat;
-	uint32_t others = b->lent - (j->granted[p] < b->lent ? j->granted[p] : b->lent);
+	/* others: the other homes' (lent less for_you), and this home's other
+	 * jobs' as granted. Not lent less this job's grant: a peer down for a
+	 * second (a link cut shorter than the lender's QUIET_MS) keeps running
+	 * the workers whose grant peer_down forgot; they then counted as someone
+	 * else's, the job saw "the live peers can lend it 0" and asked for none
+	 * until they ended (test_remote case 34's healed link: no remote sample
+	 * after it in 2 runs of 14) */
+	uint32_t sibs = 0;
+	for (int k = 0; k < MAX_HJOBS; k++)
+		if (r->hjobs[k].used && &r->hjobs[k] != j)
+			sibs += r->hjobs[k].granted[p];
+	uint32_t others = b->lent - b->for_you + (sibs < b->for_you ? sibs : b->for_you);
 	if (!b->slots || others >= b->slots)
 		return l;
 	l.workers = b->slots - others;

@@ -27,7 +27,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,6 +46,7 @@
 #include "ctl.h"
 #include "goldminer/bind.h"
 #include "goldminer/limits.h"
+#include "goldminer/policy.h"
 #include "goldminer/ring.h"
 #include "goldminer/util.h"
 #include "msg.h"
@@ -66,6 +69,12 @@ struct pyproc {
 	size_t out_cap;
 	struct m_batch_out b; /* its header (stamped), kept until the send completes */
 	bool sending;	      /* the last BATCH's send has not completed */
+	/* its lender's pace (py_pace): the blob's fd, kept for it alone */
+	int bfd;
+	uint32_t pace_milli, pace_least;
+	double credit;		  /* gm_policy_pace_step's bucket */
+	uint64_t wall_ns, cpu_ns; /* at the last step */
+	uint64_t slept_ns, batches;
 };
 
 static volatile sig_atomic_t py_retire;
@@ -338,6 +347,65 @@ static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *
 	}
 }
 
+/* On-CPU time of the staging pool's Python workers (their /proc/PID/stat
+ * utime + stime: clock ticks), ns; a worker replaced restarts its count, which
+ * py_pace reads as no time spent. */
+static uint64_t py_cpu_ns(const struct gm_bind_pool *p)
+{
+	int pids[4];
+	int n = gm_bind_pool_pids(p, pids, 4);
+	uint64_t ticks = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	for (int i = 0; i < n; i++) {
+		char path[64], buf[1024];
+		snprintf(path, sizeof(path), "/proc/%d/stat", pids[i]);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t k = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (k <= 0)
+			continue;
+		buf[k] = '\0';
+		const char *q = strrchr(buf, ')'); /* (its name may hold spaces) */
+		unsigned long long ut = 0, st = 0;
+		if (q && sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				&ut, &st) == 2)
+			ticks += ut + st;
+	}
+	return hz > 0 ? ticks * (1000000000ull / (uint64_t)hz) : 0;
+}
+
+/* Before each claim: the share of a core its lender lets it spend (the blob's
+ * pace_milli, which the lender writes again as its own jobs' idle cores and
+ * its guests change, lender.c; worker.c's read_pace for a C job's guest). The
+ * Python worker makes a batch whole, so its time is paid for between batches:
+ * gm_policy_pace_step's bucket over the worker's CPU time since the last step,
+ * then a sleep (UCX progressed, retirement and a dead connection heard) before
+ * the next claim: the lease's deadline, from the claim, is not spent on it. */
+static void py_pace(struct pyproc *r, struct conn *c, const struct gm_bind_pool *p)
+{
+	uint32_t milli = 0;
+	if (r->bfd < 0 || pread(r->bfd, &milli, sizeof(milli),
+				offsetof(struct wblob, pace_milli)) != (ssize_t)sizeof(milli))
+		milli = 0;
+	milli = milli < 1000 ? milli : 0;
+	uint64_t wall = gm_now_ns(), cpu = py_cpu_ns(p);
+	double dw = r->wall_ns ? (double)(wall - r->wall_ns) : 0;
+	double dc = r->cpu_ns && cpu > r->cpu_ns ? (double)(cpu - r->cpu_ns) : 0;
+	r->wall_ns = wall, r->cpu_ns = cpu;
+	if (milli && (!r->pace_least || milli < r->pace_least))
+		r->pace_least = milli;
+	r->pace_milli = milli;
+	double ns = gm_policy_pace_step(&r->credit, dw, dc, milli);
+	uint64_t end = wall + (uint64_t)(ns < 5e9 ? ns : 5e9); /* read again within 5 s */
+	while (gm_now_ns() < end && c->st != C_DEAD && !py_retire)
+		if (!ucp_worker_progress(r->net.w)) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	r->slept_ns += gm_now_ns() - wall;
+}
+
 /* Lease, make, ship, until no task is left, retired or cut off. */
 static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, const char *const *argv,
 		   const char *const *zargv, int spec_fd)
@@ -350,6 +418,9 @@ static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, cons
 	if (!rc)
 		rc = warm(r, c, p, err, sizeof(err));
 	while (!rc && !py_retire) {
+		py_pace(r, c, p);
+		if (py_retire || c->st == C_DEAD)
+			break;
 		rc = claim(r, c);
 		if (rc)
 			break;
@@ -371,7 +442,13 @@ static int py_loop(struct pyproc *r, struct conn *c, const struct wblob *b, cons
 			rc = slot = wait_batch(r, c, p, task, err, sizeof(err));
 		if (rc >= 0)
 			rc = ship(r, c, p, (uint32_t)slot);
+		r->batches += rc >= 0;
 	}
+	if (r->pace_least)
+		gm_log("remote worker",
+		       "for %s: %" PRIu64 " batches; paced by its lender to %.3f of a core at "
+		       "least, %.1f s spent waiting for its pace",
+		       b->home_addr, r->batches, r->pace_least / 1000.0, (double)r->slept_ns / 1e9);
 	if (rc && rc != -ENODATA)
 		gm_log("remote worker", "for %s: %s%s%s", b->home_addr, strerror(-rc),
 		       err[0] ? ": " : "", err[0] ? err : c->why);
@@ -413,10 +490,15 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 	const char *zargv[GM_NODE_CMD_ARGS + 2];
 	char err[512] = "";
 	int sfd = spec_memfd(b, fd), rc = sfd < 0 ? sfd : 0;
-	close(fd);
+	/* the blob's fd stays open for the pace alone (py_pace), close-on-exec:
+	 * it holds the key, which the Python workers (exec'ed) never see */
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC))
+		rc = rc ? rc : -errno;
 	sigaction(SIGUSR1, &sa, NULL);
 	if (!r)
 		rc = -ENOMEM;
+	else
+		r->bfd = fd;
 	if (!rc)
 		rc = gm_remote_py_facts(b->req.root, sizeof(b->req.root), &f, err, sizeof(err));
 	if (!rc) {
@@ -455,6 +537,7 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 		memset(&r->net.key, 0, sizeof(r->net.key));
 	}
 	free(r);
+	close(fd);
 	if (sfd >= 0)
 		close(sfd);
 	return rc;

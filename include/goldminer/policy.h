@@ -379,6 +379,7 @@ struct gm_policy_ask {
 	double gap;	  /* that gap, samples/s */
 	double moved_s;	  /* how long the gap has stayed moved */
 	double moved_sum; /* its integral over that time (for the mean) */
+	uint32_t given;	  /* the bounded ask last returned */
 };
 
 /* The ask for one job, given its borrowing inputs and the seconds since the
