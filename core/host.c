@@ -91,6 +91,28 @@ char gm_host_proc_state(const char *root, pid_t pid)
 	return paren[2];
 }
 
+uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid)
+{
+	char path[4200], buf[1024];
+	snprintf(path, sizeof(path), "%s/proc/%d/stat", root ? root : "", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return UINT64_MAX;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after the last ')': state, then 10 fields before utime and stime */
+	const char *paren = strrchr(buf, ')');
+	unsigned long long ut, st;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!paren || hz <= 0 ||
+	    sscanf(paren + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) !=
+		2 ||
+	    ut + st > UINT64_MAX / 1000000000u)
+		return UINT64_MAX;
+	return (uint64_t)(ut + st) * (1000000000u / (uint64_t)hz);
+}
+
 bool gm_host_stopped(const char *root, pid_t pid)
 {
 	return gm_host_proc_state(root, pid) == 'T';

@@ -620,6 +620,56 @@ double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs)
 	return each > GM_POLICY_GUEST_MIN_CORES ? each : GM_POLICY_GUEST_MIN_CORES;
 }
 
+/* What one guest of a lent job wants (gm_policy_guest_shares). */
+static double guest_want(uint32_t n, double used, double last)
+{
+	double each = n && used > 0 && isfinite(used) ? used / n : 0;
+	if (!(last > 0) || !isfinite(last) || each >= GM_POLICY_GUEST_LIGHT * last)
+		return INFINITY;
+	each *= GM_POLICY_GUEST_GROW;
+	return each > GM_POLICY_GUEST_MIN_CORES ? each : GM_POLICY_GUEST_MIN_CORES;
+}
+
+void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *used,
+			    const double *last, size_t jobs, double *out)
+{
+	uint64_t units = 0;
+	double left = idle_cores > 0 && isfinite(idle_cores) ? idle_cores : 0;
+	for (size_t j = 0; j < jobs; j++) { /* -1: not given yet */
+		out[j] = n[j] ? -1 : 0;
+		units += n[j];
+	}
+	/* max-min fair: the least wanting first, each given what it wants while
+	 * that is at most an equal split of what is left; the rest that split */
+	while (units) {
+		size_t m = jobs;
+		double wm = INFINITY;
+		for (size_t j = 0; j < jobs; j++) {
+			double w = out[j] < 0 ? guest_want(n[j], used[j], last[j]) : INFINITY;
+			if (out[j] < 0 && (m == jobs || w < wm))
+				m = j, wm = w;
+		}
+		double fair = left / (double)units;
+		if (wm > fair) {
+			for (size_t j = 0; j < jobs; j++)
+				if (out[j] < 0)
+					out[j] = fair;
+			break;
+		}
+		out[m] = wm;
+		left -= wm * n[m];
+		units -= n[m];
+	}
+	for (size_t j = 0; j < jobs; j++) {
+		if (!n[j])
+			continue;
+		if (out[j] < GM_POLICY_GUEST_MIN_CORES)
+			out[j] = GM_POLICY_GUEST_MIN_CORES;
+		if (out[j] >= 1)
+			out[j] = 0;
+	}
+}
+
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
 			     double cores, double idle_cores, bool starved, double dt_s)
 {

@@ -4,7 +4,7 @@
  * (v2 effective and v1), --cpus smaller than all of them, and a tree with no
  * limit at all; the least one binds, fractions kept, and the binding one is
  * named. Also the CPU list parser the cpuset and online files go through, and
- * a process's stopped state as /proc/PID/stat says it.
+ * a process's stopped state and CPU time as /proc/PID/stat says them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "goldminer/cgroup.h"
@@ -181,6 +182,34 @@ static void test_a_process_stopped_by_a_signal_is_state_T(void **state)
 	assert_int_equal(gm_host_proc_state(root, 107), 0);
 }
 
+/* /proc/PID/stat's utime + stime (fields 14 and 15) in ns, at this machine's
+ * clock ticks; a name holding ") R 1 2" does not shift them; too few fields,
+ * no parenthesis or no file: UINT64_MAX (not known). This process's own, read
+ * twice around a spin of 30 ms of CPU, grows. */
+static void test_a_processs_cpu_time_is_its_user_and_system_ticks(void **state)
+{
+	(void)state;
+	uint64_t tick = 1000000000u / (uint64_t)sysconf(_SC_CLK_TCK);
+	put("/proc/200/stat", "200 (goldminer) S 1 200 200 0 -1 4194560 10 0 0 0 150 25 0 0\n");
+	put("/proc/201/stat", "201 (a) R 1 2) S 1 201 201 0 -1 0 0 0 0 0 7 3 0 0\n");
+	put("/proc/202/stat", "202 (goldminer) S 1 202 202 0 -1 0 0 0 0 0 7\n");
+	put("/proc/203/stat", "203 goldminer S 1 202 202 0 -1 0 0 0 0 0 7 3\n");
+	assert_int_equal(gm_host_proc_cpu_ns(root, 200), 175 * tick);
+	assert_int_equal(gm_host_proc_cpu_ns(root, 201), 10 * tick);
+	assert_int_equal(gm_host_proc_cpu_ns(root, 202), UINT64_MAX);
+	assert_int_equal(gm_host_proc_cpu_ns(root, 203), UINT64_MAX);
+	assert_int_equal(gm_host_proc_cpu_ns(root, 204), UINT64_MAX);
+	uint64_t a = gm_host_proc_cpu_ns(NULL, getpid());
+	assert_true(a != UINT64_MAX);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+	do
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 30000000L);
+	uint64_t b = gm_host_proc_cpu_ns(NULL, getpid());
+	assert_true(b != UINT64_MAX && b > a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +223,8 @@ int main(void)
 	    cmocka_unit_test(test_cpu_lists_are_counted_and_malformed_ones_are_none),
 	    cmocka_unit_test_setup_teardown(test_a_process_stopped_by_a_signal_is_state_T, fresh,
 					    gone),
+	    cmocka_unit_test_setup_teardown(test_a_processs_cpu_time_is_its_user_and_system_ticks,
+					    fresh, gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

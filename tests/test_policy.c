@@ -714,6 +714,44 @@ static void test_a_lenders_guests_share_what_its_own_jobs_leave(void **st)
 	assert_float_equal(gm_policy_guest_cores(NAN, 2, true), GM_POLICY_GUEST_MIN_CORES, 0);
 }
 
+/* Seed 107's L1: 0.63 of a core idle beside its own job, three guests paced
+ * 0.21 each. Two of them, one poor host's job's, used 0.084 each (their ring
+ * full 60% of the time): they are given 1.25 x that, 0.105, and the third
+ * guest (a starved job's) what they leave, 0.42; when the light ones use
+ * their pace again they are heavy, and the split is equal. Not measured
+ * (last 0): heavy. A job without workers gets nothing. */
+static void test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones(void **st)
+{
+	(void)st;
+	uint32_t n[3] = {2, 1, 0};
+	double used[3] = {0.168, 0.21, 0}, last[3] = {0.21, 0.21, 0}, out[3];
+	gm_policy_guest_shares(0.63, n, used, last, 3, out);
+	assert_float_equal(out[0], 0.105, 1e-9);
+	assert_float_equal(out[1], 0.63 - 2 * 0.105, 1e-9);
+	assert_float_equal(out[2], 0, 0);
+	/* the light ones at their new pace: heavy, an equal split */
+	used[0] = 0.21, last[0] = 0.105, last[1] = 0.42, used[1] = 0.42;
+	gm_policy_guest_shares(0.63, n, used, last, 3, out);
+	assert_float_equal(out[0], 0.21, 1e-9);
+	assert_float_equal(out[1], 0.21, 1e-9);
+	/* all light: each what it wants, the idle cores left idle for none */
+	used[0] = 0.02, last[0] = 0.21, used[1] = 0.01, last[1] = 0.21;
+	gm_policy_guest_shares(0.63, n, used, last, 3, out);
+	assert_float_equal(out[0], 0.0125, 1e-9);
+	assert_float_equal(out[1], 0.0125, 1e-9);
+	/* not measured: heavy; a core or more each: no bound; none idle: the least */
+	last[0] = last[1] = 0;
+	gm_policy_guest_shares(0.63, n, used, last, 3, out);
+	assert_float_equal(out[0], 0.21, 1e-9);
+	gm_policy_guest_shares(3.5, n, used, last, 3, out);
+	assert_float_equal(out[0], 0, 0);
+	assert_float_equal(out[1], 0, 0);
+	gm_policy_guest_shares(0, n, used, last, 3, out);
+	assert_float_equal(out[0], GM_POLICY_GUEST_MIN_CORES, 0);
+	gm_policy_guest_shares(NAN, n, used, last, 3, out);
+	assert_float_equal(out[1], GM_POLICY_GUEST_MIN_CORES, 0);
+}
+
 /* A lender's idle cores are measured from its own jobs' noisy demand: at
  * 0.6 idle it lends three workers, and 0.49 (a measure's noise) must not
  * preempt one of them; 0.37, half a worker's share below 0.5, does; more comes
@@ -1193,6 +1231,7 @@ int main(void)
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
+	    cmocka_unit_test(test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones),
 	    cmocka_unit_test(test_a_lender_keeps_its_count_through_noise),
 	    cmocka_unit_test(test_a_fed_job_holds_a_share_of_its_home),
 	    cmocka_unit_test(test_a_poor_home_paces_its_local_workers),

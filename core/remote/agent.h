@@ -157,6 +157,12 @@ struct ljob {
 	int64_t stopped_ms[GM_MAX_WORKERS]; /* pid[k] seen stopped since (0: running) */
 	uint32_t n;
 	int64_t spawn_ms;
+	/* its workers' CPU time (gm_host_proc_cpu_ns) at cpu_ms, with cpu_n of
+	 * them; used_cores: their use over the last window (-1: not measured) */
+	uint64_t cpu_ns;
+	int64_t cpu_ms;
+	uint32_t cpu_n;
+	double used_cores;
 	unsigned char *spec; /* a Python job's (blob.py): after the blob in each worker's memfd */
 	uint8_t spec_hash[PY_SPEC_HASH]; /* ... its SHA-256, as the home named it */
 };

@@ -196,6 +196,65 @@ static void set_pace(struct ljob *l, uint32_t pace)
 		      offsetof(struct wblob, pace_milli));
 }
 
+/* How often the lender reads its guests' CPU time (in ticks of 10 ms: a guest
+ * paced to 0.1 of a core reads within 10%; a misread heavy guest is given
+ * 1.25 x what it used, near its pace anyway) */
+#define PACE_WINDOW_MS 1000
+
+/* The CPU time of l's workers (gm_host_proc_cpu_ns), ns; UINT64_MAX when one
+ * cannot be read (it ended: its use is not known over the window). */
+static uint64_t workers_cpu_ns(const struct ljob *l)
+{
+	uint64_t ns = 0;
+	for (uint32_t k = 0; k < l->n; k++) {
+		uint64_t c = gm_host_proc_cpu_ns(NULL, l->pid[k]);
+		if (c == UINT64_MAX)
+			return c;
+		ns += c;
+	}
+	return ns;
+}
+
+/* Beside its own jobs its guests, all together, spend at most the cores those
+ * leave (guest_pace), split by what they use (gm_policy_guest_shares: a job
+ * whose guests sit idle, its ring full, leaves its share to the others);
+ * their use is measured every PACE_WINDOW_MS. A Python job's guest is counted
+ * as using all it is given: its Python worker, a child, is not in its time.
+ * total: the guests that run. */
+static void lend_paces(struct gm_remote *r, uint32_t total, int64_t now)
+{
+	uint32_t n[MAX_LJOBS];
+	double used[MAX_LJOBS], last[MAX_LJOBS], out[MAX_LJOBS];
+	int at[MAX_LJOBS];
+	size_t k = 0;
+	double each = gm_policy_guest_cores(r->lend_cores, total, r->own_jobs);
+	for (int i = 0; i < MAX_LJOBS; i++) {
+		struct ljob *l = &r->ljobs[i];
+		if (!l->used)
+			continue;
+		if (!l->cpu_ms || now - l->cpu_ms >= PACE_WINDOW_MS) {
+			uint64_t c = workers_cpu_ns(l);
+			bool known = l->cpu_ms && now > l->cpu_ms && l->cpu_n == l->n &&
+				     c != UINT64_MAX && l->cpu_ns != UINT64_MAX && c >= l->cpu_ns &&
+				     !l->blob.py;
+			l->used_cores =
+			    known ? (double)(c - l->cpu_ns) / 1e6 / (double)(now - l->cpu_ms) : -1;
+			l->cpu_ns = c, l->cpu_ms = now, l->cpu_n = l->n;
+		}
+		at[k] = i;
+		n[k] = l->n;
+		used[k] = l->used_cores > 0 ? l->used_cores : 0;
+		last[k] = l->used_cores >= 0 ? l->blob.pace_milli / 1000.0 : 0;
+		k++;
+	}
+	if (each > 0)
+		gm_policy_guest_shares(each * total, n, used, last, k, out);
+	for (size_t j = 0; j < k; j++) {
+		uint32_t m = each > 0 ? (uint32_t)(out[j] * 1000 + 0.5) : 0;
+		set_pace(&r->ljobs[at[j]], each > 0 && out[j] > 0 && m < 1 ? 1 : m > 999 ? 0 : m);
+	}
+}
+
 static void spawn(struct gm_remote *r, struct ljob *l)
 {
 	/* beside its host's own jobs, a share of the cores they leave (node.c
@@ -361,10 +420,7 @@ void gm_remote_lend_tick(struct gm_remote *r, int64_t now)
 			l->spawn_ms = now;
 		}
 	}
-	uint32_t pace = guest_pace(r, total); /* its guests share what its own leave */
-	for (int i = 0; i < MAX_LJOBS; i++)
-		if (r->ljobs[i].used)
-			set_pace(&r->ljobs[i], pace);
+	lend_paces(r, total, now); /* its guests share what its own leave */
 }
 
 /* ---- Python jobs' specs kept after their job ended here --------------------- */

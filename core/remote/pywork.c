@@ -45,6 +45,7 @@
 #include "conn.h"
 #include "ctl.h"
 #include "goldminer/bind.h"
+#include "goldminer/host.h"
 #include "goldminer/limits.h"
 #include "goldminer/policy.h"
 #include "goldminer/ring.h"
@@ -347,32 +348,18 @@ static int warm(struct pyproc *r, struct conn *c, struct gm_bind_pool *p, char *
 	}
 }
 
-/* On-CPU time of the staging pool's Python workers (their /proc/PID/stat
- * utime + stime: clock ticks), ns; a worker replaced restarts its count, which
- * py_pace reads as no time spent. */
+/* On-CPU time of the staging pool's Python workers (gm_host_proc_cpu_ns), ns;
+ * a worker replaced restarts its count, which py_pace reads as no time spent. */
 static uint64_t py_cpu_ns(const struct gm_bind_pool *p)
 {
 	int pids[4];
 	int n = gm_bind_pool_pids(p, pids, 4);
-	uint64_t ticks = 0;
-	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t ns = 0;
 	for (int i = 0; i < n; i++) {
-		char path[64], buf[1024];
-		snprintf(path, sizeof(path), "/proc/%d/stat", pids[i]);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t k = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (k <= 0)
-			continue;
-		buf[k] = '\0';
-		const char *q = strrchr(buf, ')'); /* (its name may hold spaces) */
-		unsigned long long ut = 0, st = 0;
-		if (q && sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				&ut, &st) == 2)
-			ticks += ut + st;
+		uint64_t c = gm_host_proc_cpu_ns(NULL, pids[i]);
+		ns += c != UINT64_MAX ? c : 0;
 	}
-	return hz > 0 ? ticks * (1000000000ull / (uint64_t)hz) : 0;
+	return ns;
 }
 
 /* Before each claim: the share of a core its lender lets it spend (the blob's

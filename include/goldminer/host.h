@@ -52,6 +52,12 @@ bool gm_host_stopped(const char *root, pid_t pid);
  * watch counts a tracer's stop too: core/pool.c.) */
 char gm_host_proc_state(const char *root, pid_t pid);
 
+/* The CPU time process pid has spent (root/proc/PID/stat's utime + stime, in
+ * clock ticks: 10 ms here), in ns; UINT64_MAX when the file cannot be read or
+ * parsed. (Lenders pace their guests with it, core/remote/lender.c, and a
+ * Python job's guest its Python worker, pywork.c.) */
+uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid);
+
 /*
  * Memory this process may still take, in bytes: the least of MemAvailable
  * (/proc/meminfo), every memory cgroup limit above it less that cgroup's usage
