@@ -406,9 +406,15 @@ static void held(struct gm_remote *r, const char *step, int64_t *t0)
 	*t0 = now;
 }
 
+/* The most one service runs on before the node's loop answers its jobs (and
+ * calls again at once: r->again is written) */
+#define SERVICE_SLICE_MS 50
+
 void gm_remote_agent_service(struct gm_remote *r)
 {
 	int64_t now = gm_now_ms(), t0 = now;
+	uint64_t one = 1;
+	(void)!read(r->again, &one, sizeof(one)); /* (drained: this is the call) */
 	for (int round = 0; round < 64; round++) {
 		gm_remote_net_progress(&r->net);
 		held(r, "UCX's progress", &t0);
@@ -436,6 +442,11 @@ void gm_remote_agent_service(struct gm_remote *r)
 		}
 		if (gm_remote_net_arm(&r->net))
 			break;
+		if (round == 63 || gm_now_ms() - now >= SERVICE_SLICE_MS) {
+			one = 1; /* work left: the node's poll returns at once */
+			(void)!write(r->again, &one, sizeof(one));
+			break;
+		}
 	}
 }
 

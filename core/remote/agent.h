@@ -210,6 +210,8 @@ struct gm_remote {
 	 * (0: not measured); when the last beat went, and its number */
 	double lend_cores, lend_rate;
 	bool own_jobs; /* this host runs jobs of its own (its guests are paced) */
+	int again;     /* an eventfd in net.epfd: written when a service stopped
+			  at its time slice with work left (the loop comes back) */
 	int64_t beat_ms;
 	uint64_t beat_seq;
 	char exe[4096]; /* this program: remote workers are it, exec'ed afresh */

@@ -198,7 +198,8 @@ int gm_remote_net_reguard(struct gm_remote_net *n);
  * into buf (the agent logs it at start). */
 void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t len);
 /* Progress every worker (the main one and the connections' own) until none has
- * more to do; arm them all for the event fds. arm: false when one is busy
+ * more to do, or 10 ms have gone (each at least once: the caller's loop beats
+ * between calls); arm them all for the event fds. arm: false when one is busy
  * (progress again before sleeping). */
 void gm_remote_net_progress(struct gm_remote_net *n);
 bool gm_remote_net_arm(struct gm_remote_net *n);

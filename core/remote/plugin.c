@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -83,9 +84,16 @@ static int r_create(struct gm_remote **out, const struct gm_remote_cfg *c, char 
 	r->net.efd = -1;
 	r->lfd = -1;
 	r->net.epfd = epoll_create1(EPOLL_CLOEXEC); /* what the node's loop polls */
-	if (r->net.epfd < 0) {
+	r->again = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->again};
+	if (r->net.epfd < 0 || r->again < 0 ||
+	    epoll_ctl(r->net.epfd, EPOLL_CTL_ADD, r->again, &ev)) {
 		int rc = -errno;
-		gm_errf(err, errlen, "epoll_create1: %s", strerror(-rc));
+		gm_errf(err, errlen, "epoll: %s", strerror(-rc));
+		if (r->net.epfd >= 0)
+			close(r->net.epfd);
+		if (r->again >= 0)
+			close(r->again);
 		free(r);
 		return rc;
 	}
@@ -162,6 +170,8 @@ static void r_destroy(struct gm_remote *r)
 	gm_remote_lend_fini(r);
 	if (r->net.epfd >= 0)
 		close(r->net.epfd);
+	if (r->again >= 0)
+		close(r->again);
 	free(r);
 }
 
