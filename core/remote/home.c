@@ -647,7 +647,7 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 	 * the workers whose grant peer_down forgot; they then counted as someone
 	 * else's, the job saw "the live peers can lend it 0" and asked for none
 	 * until they ended (test_remote case 34's healed link: no remote sample
-	 * after it in 2 runs of 14) */
+	 * after it in 2 runs of 22) */
 	uint32_t sibs = 0;
 	for (int k = 0; k < MAX_HJOBS; k++)
 		if (r->hjobs[k].used && &r->hjobs[k] != j)
