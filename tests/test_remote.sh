@@ -1213,10 +1213,11 @@ if [ "$mode" = netns ]; then
 	*) up=2 ;;
 	esac
 	[ "${d:-0}" -gt "${healed:-0}" ] || up=3 # its workers delivered again
-	# the bounds, plus the time the machine itself stood still: CI's once
-	# read the peer down after 38,674 ms and the trainer's wait 38,762 ms,
-	# alike (its logs cut from the report). A machine that stops stops the
-	# clock's sampler too; an agent held alone does not, and fails here
+	# the bounds, plus the time the machine itself stood still (a machine that
+	# stops stops the clock's sampler too; an agent held alone does not, and
+	# fails here: CI's once read the peer down after 38,674 ms, a run here
+	# after 134,642 ms, "the control port took 134592 ms": UCX's blocking TCP
+	# connect to the cut worker, UCX_TCP_CONN_NB, conn.c)
 	late=0
 	[ "$gap" -ge 2000 ] && late=$gap
 	[ "$down" -lt $((2000 + late)) ] && [ $up = 0 ] &&

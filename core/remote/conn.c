@@ -337,6 +337,12 @@ int gm_remote_net_init(struct gm_remote_net *n, bool wakeup, char *err, size_t e
 	 * user's own UCX_* settings win (overwrite 0). */
 	setenv("UCX_TCP_TX_SEG_SIZE", "64k", 0);
 	setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
+	/* UCX's TCP connects block by default (UCX_TCP_CONN_NB=n): an endpoint
+	 * made to a remote worker whose link was cut as its handshake ended held
+	 * the agent's loop in connect() 134.6 s ("remote workers: the control
+	 * port took 134592 ms"; test_remote 34), no heartbeat or lease deadline
+	 * looked at meanwhile. Never block the loop. */
+	setenv("UCX_TCP_CONN_NB", "y", 0);
 	int rc = gm_remote_tls_init(&n->tls_cli, &n->tls_srv, err, errlen);
 	if (rc)
 		return rc;
