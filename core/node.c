@@ -102,7 +102,16 @@ struct job {
 	uint32_t rwant;		  /* remote workers it asks the peers for */
 	double local_alone;	  /* what its local workers alone delivered (img/s, smoothed; 0:
 				   * not measured), against which remote workers must do better */
-	bool fed;		  /* it runs no local worker: remote ones feed it (fed_remotely) */
+	double alone_short;	  /* ... over the windows its consumer waited (gm_policy_borrow_in's
+				   * alone) */
+	uint32_t windows;	  /* its measured windows (gm_pool_measure), up to 3 */
+	/* its local workers' CPU time (/proc: cpu_rate): the pids last seen, their
+	 * time then, and the time of those gone since */
+	int cpu_pid[GM_MAX_WORKERS];
+	uint64_t cpu_last[GM_MAX_WORKERS];
+	int cpu_n;
+	uint64_t cpu_gone;
+	bool fed; /* it runs no local worker: remote ones feed it (fed_remotely) */
 	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
 	double local_model; /* its local workers' capacity by the model (while they ran) */
 	double both;	    /* what it was given while local and remote workers ran (smoothed) */
@@ -283,6 +292,12 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 	if (!j->fed && j->workers && j->delivered > 0) {
 		double *m = none ? &j->local_alone : &j->both;
 		*m = *m > 0 ? 0.7 * *m + 0.3 * j->delivered : j->delivered;
+		/* its start (workers coming up, a first wait) is no evidence */
+		if (none && j->windows >= 3 && j->stall > GM_POLICY_STALL &&
+		    j->delivered < j->demand)
+			j->alone_short = j->alone_short > 0
+					     ? 0.7 * j->alone_short + 0.3 * j->delivered
+					     : j->delivered;
 	}
 	if (!j->fed && j->workers && j->rate > 0) { /* the model's, until measured */
 		double units =
@@ -1485,6 +1500,7 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 					 .cores = job_cores(a, j, local, fed),
 					 .remote_rate = ri.rate,
 					 .remote_worker_rate = ri.per_worker,
+					 .alone = j->alone_short,
 					 .workers = j->workers,
 					 .most = most,
 					 .bounded = a->rem && j->token,
@@ -1501,7 +1517,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 /* What this host can lend, for its heartbeats (remote.h) and its lenders
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
- * one not measured, its wish; one whose consumer waits, or that remote
+ * one not measured over a window yet holds the count where it is, fresh in
+ * gm_policy_lend_next; one whose consumer waits, or that remote
  * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
  * them), all of them: its guests go first, lender.c's preempt); the workers
  * that makes (gm_policy_lend_next: none while an own job is starved, and
@@ -1514,12 +1531,18 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
-	bool starved = false, own = false;
+	bool starved = false, own = false, fresh = false;
+	uint32_t wished = 0;
 	for (int i = 0; i < MAX_JOBS; i++) {
 		const struct job *j = &a->jobs[i];
 		if (!j->pool)
 			continue;
 		own = true;
+		if (j->windows < 2 && !fed_remotely(a, j)) {
+			fresh = true; /* its need is not measured yet (gm_policy_lend_next) */
+			continue;
+		}
+		wished += j->want;
 		double n = j->want;
 		if (j->rate > 0) {
 			n = j->demand * GM_ELASTIC_HEADROOM / j->rate;
@@ -1537,13 +1560,15 @@ static void lend_capacity(struct agent *a)
 	idle = idle < 0 ? 0 : idle;
 	int64_t now = gm_now_ms();
 	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
-	uint32_t slots = gm_policy_lend_next(&a->lend, a->budget, wanted_workers(a), a->host.cores,
-					     idle, starved, dt);
+	uint32_t slots = gm_policy_lend_next(&a->lend, a->budget, wished, a->host.cores, idle,
+					     starved, fresh, dt);
 	a->lend_ms = now;
 	slots = a->lend_most && slots > a->lend_most ? a->lend_most : slots;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
-	a->rops->set_capacity(a->rem, idle, weight > 0 ? rate / weight : 0, own);
+	/* a new job's need not measured yet: its guests kept, paced to the least
+	 * (GM_POLICY_GUEST_MIN_CORES) until it is */
+	a->rops->set_capacity(a->rem, fresh ? 0 : idle, weight > 0 ? rate / weight : 0, own);
 }
 
 /*
@@ -1602,6 +1627,46 @@ static void pace_local(struct agent *a, int64_t now)
 			    memory_order_relaxed);
 }
 
+/*
+ * One local worker's rate by the CPU accounting: the local samples its
+ * consumer took (remote workers' and resumed batches left out) over the CPU
+ * time its local workers spent (/proc/PID/stat, gm_host_proc_cpu_ns; those
+ * gone counted at their last reading), since its attach (gm_policy_cpu_rate;
+ * 0: too little yet). A bound on the stage-timed rate, which read 15,700 and
+ * 20,900 img/s per core on a 0.25-core home (seed 105, "local capacity
+ * covers demand (5223 >= 394 img/s)") where its worker made 2,600, and the
+ * job gave its remote workers back.
+ */
+static double cpu_rate(struct job *j)
+{
+	int now[GM_MAX_WORKERS];
+	uint64_t last[GM_MAX_WORKERS] = {0};
+	int n = gm_pool_pids(j->pool, now, GM_MAX_WORKERS);
+	for (int k = 0; k < j->cpu_n; k++) {
+		bool still = false;
+		for (int i = 0; i < n && !still; i++)
+			still = now[i] == j->cpu_pid[k];
+		if (!still)
+			j->cpu_gone += j->cpu_last[k];
+	}
+	uint64_t sum = j->cpu_gone;
+	for (int i = 0; i < n; i++) {
+		uint64_t was = 0, c = gm_host_proc_cpu_ns(NULL, now[i]);
+		for (int k = 0; k < j->cpu_n; k++)
+			if (j->cpu_pid[k] == now[i])
+				was = j->cpu_last[k];
+		last[i] = c != UINT64_MAX && c >= was ? c : was;
+		sum += last[i];
+	}
+	memcpy(j->cpu_pid, now, (size_t)n * sizeof(now[0]));
+	memcpy(j->cpu_last, last, (size_t)n * sizeof(last[0]));
+	j->cpu_n = n;
+	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
+	uint64_t s = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
+	uint64_t rs = atomic_load_explicit(&h->c_remote_samples, memory_order_relaxed);
+	return gm_policy_cpu_rate(s > rs ? (double)(s - rs) : 0, (double)sum / 1e9, j->batch_size);
+}
+
 /* Measure every job, then re-divide (the tick). */
 static void rebalance(struct agent *a)
 {
@@ -1610,8 +1675,10 @@ static void rebalance(struct agent *a)
 		struct job *j = &a->jobs[i];
 		double d, r;
 		if (j->pool && gm_pool_measure(j->pool, &d, &r)) {
+			double c = cpu_rate(j);
 			j->demand = d;
-			j->rate = r;
+			j->rate = c > 0 && c < r ? c : r;
+			j->windows += j->windows < 3;
 			measure_window(j, now);
 			update_fed(a, j, now);
 		}

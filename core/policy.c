@@ -494,6 +494,10 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 			out->why = GM_BORROW_STALL;
 		}
 	}
+	if (in->alone > 0 && in->alone < in->demand && in->alone < out->capacity) {
+		out->capacity = in->alone;
+		out->why = GM_BORROW_ALONE;
+	}
 	double need = in->demand * h - out->capacity;
 	if (!(need > 0)) {
 		out->why = GM_BORROW_COVERED;
@@ -508,6 +512,14 @@ double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, 
 {
 	uint64_t shares = (uint64_t)local + fed;
 	return shares ? host_cores * workers / (double)shares : host_cores;
+}
+
+double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size)
+{
+	if (!(cpu_s >= GM_POLICY_CPU_RATE_MIN_S) || !isfinite(cpu_s) || !isfinite(samples) ||
+	    !(samples >= 4.0 * (batch_size ? batch_size : 1)))
+		return 0;
+	return samples / cpu_s;
 }
 
 double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32_t milli)
@@ -603,6 +615,12 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 			     "of the time: local workers deliver %.0f img/s",
 			     in->delivered, in->demand, in->stall * 100, out->capacity);
 		break;
+	case GM_BORROW_ALONE:
+		n = snprintf(buf, len,
+			     "its local workers alone delivered %.0f img/s < demand %.0f img/s "
+			     "while the trainer waited",
+			     out->capacity, in->demand);
+		break;
 	}
 	if (out->capped && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
@@ -671,7 +689,7 @@ void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *
 }
 
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
-			     double cores, double idle_cores, bool starved, double dt_s)
+			     double cores, double idle_cores, bool starved, bool fresh, double dt_s)
 {
 	double hold = s->hold_s > GM_POLICY_ASK_SETTLE_S ? s->hold_s : GM_POLICY_ASK_SETTLE_S;
 	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
@@ -698,6 +716,8 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 	    gm_policy_lendable(budget, wished, cores, idle_cores + GM_POLICY_LEND_WORKER_CORES / 2,
 			       false) >= s->last)
 		n = s->last;
+	if (fresh && n > s->last)
+		n = s->last; /* an own job's need is not known yet: no more guests */
 	s->last = n;
 	return n;
 }
@@ -739,7 +759,7 @@ uint32_t gm_policy_spread(const struct gm_policy_lender *l, size_t n, uint32_t w
 {
 	uint32_t placed = 0;
 	for (size_t i = 0; i < n; i++) { /* what each runs now, unless it needs it back */
-		ask[i] = prev && lends(l, i) ? prev[i] : 0;
+		ask[i] = prev ? prev[i] : 0;
 		ask[i] = ask[i] < l[i].workers ? ask[i] : l[i].workers;
 		placed += ask[i];
 	}

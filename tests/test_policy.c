@@ -362,6 +362,57 @@ static void test_demand_limited_job_does_not_borrow(void **st)
 	assert_int_equal(out.why, GM_BORROW_COVERED);
 }
 
+/* A job fed by remote workers runs no local worker, so no stall speaks of them;
+ * the model read 1068 img/s for a 0.15-core host's worker whose job's local
+ * workers alone had delivered 175 while its trainer waited (seed 107): what they
+ * delivered then bounds them, while it is below the demand. */
+static void test_what_local_workers_alone_delivered_overrules_the_model(void **st)
+{
+	struct gm_policy_borrow_in in = host_a();
+	struct gm_policy_borrow_out out;
+	char why[200];
+	(void)st;
+	in.demand = 365;
+	in.cores = 0.3;
+	in.worker_rate = 3560; /* 1068 */
+	in.workers = 1;
+	in.remote_worker_rate = 120;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0); /* the model alone: covered */
+	in.alone = 175;		       /* 402 - 175 = 227 short: two of 120 */
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity == 175);
+	assert_int_equal(out.want, 2);
+	assert_int_equal(out.why, GM_BORROW_ALONE);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "its local workers alone delivered 175 img/s < demand 365 img/s "
+				 "while the trainer waited");
+	/* at or above the demand it was no shortfall: the model stands */
+	in.alone = 365;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	/* nor does it raise a smaller model */
+	in.alone = 175;
+	in.cores = 0.03; /* 107 */
+	gm_policy_borrow(&in, &out);
+	assert_true(out.capacity < 108);
+	assert_int_equal(out.why, GM_BORROW_CAPACITY);
+}
+
+/* The CPU accounting bounds the stage-timed rate once it has enough to say */
+static void test_a_workers_rate_by_its_cpu_time(void **st)
+{
+	(void)st;
+	assert_true(gm_policy_cpu_rate(2600, 1.0, 32) == 2600);
+	assert_true(gm_policy_cpu_rate(650, 0.25, 32) == 2600);
+	assert_true(gm_policy_cpu_rate(650, 0.2, 32) == 0); /* too little CPU */
+	assert_true(gm_policy_cpu_rate(127, 1.0, 32) == 0); /* under four batches */
+	assert_true(gm_policy_cpu_rate(128, 1.0, 32) == 128);
+	assert_true(gm_policy_cpu_rate(NAN, 1.0, 32) == 0);
+	assert_true(gm_policy_cpu_rate(1000, INFINITY, 32) == 0);
+	assert_true(gm_policy_cpu_rate(8, 1.0, 0) == 8); /* batch 0 taken as 1 */
+}
+
 static void test_a_stalled_consumer_overrules_the_model(void **st)
 {
 	struct gm_policy_borrow_in in = host_a();
@@ -652,19 +703,43 @@ static void test_a_lender_that_took_its_workers_back_settles_first(void **st)
 {
 	(void)st;
 	struct gm_policy_lend s = {0};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 2); /* at once */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0), 2); /* at once */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, false, 0.25), 0);
 	for (int t = 0; t < 7; t++) /* 1.75 s unstarved: not yet */
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.25), 0); /* again */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.25), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2.0), 0);  /* 2.25 s */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1.75), 2); /* 4 s */
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0.25), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, false, 0.25), 0); /* again */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 2.0),
+			 0); /* 2.25 s */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 1.75), 2); /* 4 s */
 	/* settled, but no spare quarter core: still nothing */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.2, false, false, 0.25), 0);
 	/* nor on a CPU-poor host */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.3, 0.2, false, 0.25), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.3, 0.2, false, false, 0.25), 0);
+}
+
+/* A lender's own job not measured yet is left out of its idle cores, and the
+ * count neither grows nor falls for it: counted as its want (a worker of a
+ * 0.75-core host's budget of 1), it preempted every guest at its attach. */
+static void test_a_lenders_new_job_preempts_no_guest_before_it_is_measured(void **st)
+{
+	(void)st;
+	struct gm_policy_lend s = {0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.6, false, false, 0), 3);
+	/* the new job (fresh): the same idle cores, the same count */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.6, false, true, 0.25), 3);
+	/* more idle while it is fresh (another job left): no more guests yet */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.74, false, true, 0.25), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 2, 0, 1.5, 1.2, false, true, 0.25), 3);
+	/* measured: what it leaves */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.75, 0.3, false, false, 0.25), 2);
+	/* ... or starved: none, fresh or not */
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.75, 0.4, true, true, 0.25), 0);
+	/* a lender that lent none lends none while its new job is fresh */
+	s = (struct gm_policy_lend){0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.75, false, true, 0), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.75, false, false, 0.25), 3);
 }
 
 /* Seed 105 on a slow afternoon: its lenders started 31 guests and preempted
@@ -677,26 +752,27 @@ static void test_a_lender_whose_lending_starves_its_own_jobs_waits_longer(void *
 	(void)st;
 	struct gm_policy_lend s = {0};
 	double want[] = {2, 4, 8, 16, 16};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0), 2);
 	for (int r = 0; r < 5; r++) {
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, want[r] - 0.5), 0);
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.5), 2);
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1),
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, false, 0.5), 0);
+		assert_int_equal(
+		    gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, want[r] - 0.5), 0);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0.5), 2);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 1),
 				 2); /* lends 1 s */
 	}
 	/* it lends 4 x 16 s unstarved: the next starvation waits 2 s */
 	for (int t = 0; t < 64; t++)
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1.5), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 0.5), 2);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, false, 0.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 1.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 0.5), 2);
 	/* a starvation long after it lent again (8 s at a hold of 2: 4 holds)
 	 * does not double it either */
 	for (int t = 0; t < 8; t++)
-		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 1), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, 0.5), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, 2), 2);
+		assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, true, false, 0.5), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.5, false, false, 2), 2);
 }
 
 /* Beside its own jobs a lender's guests share the cores those leave (0.28 of
@@ -760,16 +836,16 @@ static void test_a_lender_keeps_its_count_through_noise(void **st)
 {
 	(void)st;
 	struct gm_policy_lend s = {0};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.6, false, 0), 3);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.49, false, 1), 3);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.38, false, 1), 3);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.37, false, 1), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.3, false, 1), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, 1), 4);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.6, false, false, 0), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.49, false, false, 1), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.38, false, false, 1), 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.37, false, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.3, false, false, 1), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, false, 1), 4);
 	/* under a quarter core idle, or its own job starved: none at once */
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.24, false, 1), 0);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, 1), 4);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, true, 1), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.24, false, false, 1), 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, false, false, 1), 4);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 1.0, 0.76, true, false, 1), 0);
 }
 
 /* A host whose own jobs are starved, that is CPU-poor, or that has no spare
@@ -1139,6 +1215,18 @@ static void test_remote_workers_stay_with_their_lender(void **st)
 	assert_int_equal(gm_policy_spread(l, 2, 1, prev, ask), 1);
 	assert_int_equal(ask[0], 0);
 	assert_int_equal(ask[1], 1);
+	/* C's cores read under GM_POLICY_LEND_MIN_CORES (0 while its own new
+	 * job is measured; 0.2 a slot): it keeps the worker it runs, and gets
+	 * no other */
+	l[1].cores = 0;
+	assert_int_equal(gm_policy_spread(l, 2, 1, prev, ask), 1);
+	assert_int_equal(ask[1], 1);
+	l[1].cores = 0.2;
+	l[1].workers = 2;
+	assert_int_equal(gm_policy_spread(l, 2, 2, prev, ask), 2);
+	assert_int_equal(ask[0], 1);
+	assert_int_equal(ask[1], 1);
+	l[1].cores = 0.50;
 	l[1].workers = 0; /* C needs its worker back */
 	assert_int_equal(gm_policy_spread(l, 2, 1, prev, ask), 1);
 	assert_int_equal(ask[0], 1);
@@ -1220,6 +1308,8 @@ int main(void)
 	    cmocka_unit_test(test_quota_limited_job_borrows_where_unlimited_would_not),
 	    cmocka_unit_test(test_demand_limited_job_does_not_borrow),
 	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
+	    cmocka_unit_test(test_a_workers_rate_by_its_cpu_time),
+	    cmocka_unit_test(test_what_local_workers_alone_delivered_overrules_the_model),
 	    cmocka_unit_test(test_recovered_local_capacity_returns_the_remote_workers),
 	    cmocka_unit_test(test_borrowing_is_capped_and_waits_for_a_measurement),
 	    cmocka_unit_test(test_borrowing_never_asks_past_what_the_peers_lend),
@@ -1229,6 +1319,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
+	    cmocka_unit_test(test_a_lenders_new_job_preempts_no_guest_before_it_is_measured),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
 	    cmocka_unit_test(test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones),

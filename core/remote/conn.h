@@ -203,8 +203,12 @@ void gm_remote_net_guard_line(const struct gm_remote_net *n, char *buf, size_t l
  * (progress again before sleeping). */
 void gm_remote_net_progress(struct gm_remote_net *n);
 bool gm_remote_net_arm(struct gm_remote_net *n);
+/* Nothing left to progress on n's main worker: block on its event fd (a net
+ * made with wakeup) until its next event or ms (at most 20) pass; a net
+ * without one sleeps 50 us. */
+void gm_remote_net_idle(struct gm_remote_net *n, int ms);
 /* A remote worker's wait on its one connection c: progress n's main worker
- * (a short sleep when it had nothing to do) until done(arg) holds (0), c is
+ * (gm_remote_net_idle when it had nothing to do) until done(arg) holds (0), c is
  * dead (-ECONNRESET) or ms passed (-ETIMEDOUT; ms < 0: no limit). done is
  * asked first, so what completed as c died counts as done. */
 int gm_remote_net_wait(struct gm_remote_net *n, const struct conn *c, bool (*done)(const void *),

@@ -507,7 +507,7 @@ int gm_remote_pywork_main(const struct wblob *b, int fd)
 		r->net.nallowed = 1;
 	}
 	if (!rc)
-		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+		rc = gm_remote_net_init(&r->net, true, err, sizeof(err));
 	gm_remote_worker_drop_admin(); /* its guard is set: the job's pickles get none */
 	if (!rc)
 		rc = gm_remote_ctl_connect(&r->net, b->home_addr, b->token, b->lport, b->sid, &c,

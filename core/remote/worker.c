@@ -671,11 +671,10 @@ static int work_loop(struct wproc *r, struct conn *c, struct gm_worker *w, struc
 		claimed = false;
 		if (r->lease.status) {
 			int64_t end = gm_now_ms() + none_ms;
-			while (gm_now_ms() < end && c->st != C_DEAD && !w_retire)
-				if (!ucp_worker_progress(r->net.w)) {
-					struct timespec ts = {0, 1000000};
-					nanosleep(&ts, NULL);
-				}
+			for (int64_t now;
+			     (now = gm_now_ms()) < end && c->st != C_DEAD && !w_retire;)
+				if (!ucp_worker_progress(r->net.w))
+					gm_remote_net_idle(&r->net, (int)(end - now));
 			none_ms = none_ms < NONE_WAIT_MAX_MS / 2 ? none_ms * 2 : NONE_WAIT_MAX_MS;
 			r->none_ns += gm_now_ns() - t0;
 			continue;
@@ -752,7 +751,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl, int 
 	rc = gm_remote_parse_addr(bl->home_addr, &ss, &sl, r->net.allowed[0], INET6_ADDRSTRLEN);
 	r->net.nallowed = 1;
 	if (!rc)
-		rc = gm_remote_net_init(&r->net, false, err, sizeof(err));
+		rc = gm_remote_net_init(&r->net, true, err, sizeof(err));
 	gm_remote_worker_drop_admin(); /* its guard is set: a peer's job needs none */
 	if (!rc)
 		rc = gm_remote_ctl_connect(&r->net, bl->home_addr, bl->token, bl->lport, bl->sid,

@@ -107,6 +107,12 @@ int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budg
  * and, while the consumer stalls (stall > GM_POLICY_STALL and delivered < demand),
  * no more than the local workers measurably delivered (delivered less the remote
  * workers' rate): the measurement overrules the model when the model is too kind.
+ * So does `alone`, what its local workers alone delivered over the windows in
+ * which the consumer waited, once that is below the demand: a job fed by
+ * remote workers runs no local worker, so its stall says nothing of them, and
+ * the model alone once read "local capacity covers demand (1068 >= 365 img/s)"
+ * for a job on a 0.15-core host whose local workers alone had delivered 175
+ * (seed 107): it gave back its remote workers and ran at half its rate.
  * The job asks for
  *
  *     want = ceil((demand x headroom - capacity) / one remote worker's rate)
@@ -128,6 +134,8 @@ struct gm_policy_borrow_in {
 	double cores;		   /* cores the local workers can use; 0: no limit */
 	double remote_rate;	   /* what the remote workers delivered over the window */
 	double remote_worker_rate; /* one remote worker's rate; 0: worker_rate is used */
+	double alone;		   /* what its local workers alone delivered while the
+				    * consumer waited (img/s; 0: not measured) */
 	uint32_t workers;	   /* local workers */
 	uint32_t most;		   /* most remote workers it may have */
 	bool bounded;		   /* lendable below is known (false: no bound) */
@@ -139,6 +147,7 @@ enum gm_policy_borrow_why {
 	GM_BORROW_COVERED,    /* local capacity covers the demand: none */
 	GM_BORROW_CAPACITY,   /* local capacity is below the demand */
 	GM_BORROW_STALL,      /* the consumer waits: the measured delivery is short */
+	GM_BORROW_ALONE,      /* its local workers alone fell short when last measured */
 };
 
 struct gm_policy_borrow_out {
@@ -168,6 +177,16 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
  * worker burnt. The host's cores when no worker runs. Pure.
  */
 double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, uint32_t fed);
+
+/*
+ * One local worker's rate by the CPU accounting (img/s per core): samples
+ * its workers made over the CPU seconds they spent, once those are at least
+ * GM_POLICY_CPU_RATE_MIN_S and the samples four batches of batch_size (0
+ * before: too little to bound anything). The agent bounds the stage-timed
+ * rate by it (node.c cpu_rate). Pure.
+ */
+#define GM_POLICY_CPU_RATE_MIN_S 0.25
+double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size);
 
 /*
  * A home's remote workers divided between its jobs: the pool its live peers
@@ -234,7 +253,11 @@ struct gm_policy_lender {
  * a lender with less than GM_POLICY_LEND_MIN_CORES cores gets none (no spare
  * cores: never a poor host asked). Sticky: with prev (ask[n] of the last
  * spread; NULL: none) each lender keeps the workers it runs for the job unless
- * it needs them back (fewer workers or cores than that now) or another lender
+ * it needs them back (fewer workers than that now: the lender's own rules
+ * decide, not its cores' share here, which a 0.6-core lender's 0.45 idle
+ * over 2 slots, or a lender's 0 while its new job is measured, put below
+ * GM_POLICY_LEND_MIN_CORES: its homes moved their running workers away, 19-44
+ * moves a run of seed 107, each a cold start) or another lender
  * is idler by more than a worker (one core); fewer wanted: taken from the
  * busiest first; more: the idlest first. Returns the workers placed (<= want;
  * the rest no lender has room for). Pure, thread-safe. */
@@ -293,8 +316,17 @@ uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, doub
  * starved lends at once. More at once; fewer (its guests preempted) only once
  * the idle cores are half of GM_POLICY_LEND_WORKER_CORES below what the last
  * count needed, so a measure's noise around a boundary kills no guest; none at
- * once while starved or under GM_POLICY_LEND_MIN_CORES idle. dt_s: seconds
- * since the last call. Zero-initialised state.
+ * once while starved or under GM_POLICY_LEND_MIN_CORES idle. fresh: an own
+ * job has come whose need is not measured yet; the caller leaves it out of
+ * idle_cores and wished, and the count may not grow meanwhile, nor fall for it
+ * (node.c paces the guests to the least meanwhile: nice 19 does not keep them
+ * from emptying the CPU quota in a period the new job's worker slept, which
+ * cost a 1,189 img/s job on a 0.5-core lender 7.5%). Counted as its want, a
+ * new own job with a worker of a 0.75-core lender's budget of 1 preempted
+ * every guest at its attach; seed 107's lenders did so 6 times in a run, each
+ * preempted guest a cold start for its poor home's job, which the new job's
+ * measure then showed did not need it ("covers demand (1096 >= 211 img/s)"). dt_s:
+ * seconds since the last call. Zero-initialised state.
  */
 /*
  * The share of a core each of a lender's guests (the workers it runs for
@@ -341,7 +373,8 @@ struct gm_policy_lend {
 };
 
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
-			     double cores, double idle_cores, bool starved, double dt_s);
+			     double cores, double idle_cores, bool starved, bool fresh,
+			     double dt_s);
 
 /*
  * The rules that keep a job's plan right the first time and steady after.
