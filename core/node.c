@@ -1517,7 +1517,7 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 /* What this host can lend, for its heartbeats (remote.h) and its lenders
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
- * one not measured over a window yet holds the count where it is, fresh in
+ * one not measured yet (no window) holds the count where it is, fresh in
  * gm_policy_lend_next; one whose consumer waits, or that remote
  * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
  * them), all of them: its guests go first, lender.c's preempt); the workers
@@ -1538,7 +1538,7 @@ static void lend_capacity(struct agent *a)
 		if (!j->pool)
 			continue;
 		own = true;
-		if (j->windows < 2 && !fed_remotely(a, j)) {
+		if (!j->windows && !fed_remotely(a, j)) {
 			fresh = true; /* its need is not measured yet (gm_policy_lend_next) */
 			continue;
 		}
