@@ -115,6 +115,7 @@ struct job {
 	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
 	double local_model; /* its local workers' capacity by the model (while they ran) */
 	double both;	    /* what it was given while local and remote workers ran (smoothed) */
+	double both_remote; /* ... of it, what its remote workers delivered (smoothed) */
 	int64_t fed_ms;	    /* when it went fed (0: not fed) */
 	bool fed_worse;	    /* fed, it got measurably less than both: never fed again */
 	/* borrowing: the consumer's counters at the last measurement (the window of
@@ -166,6 +167,7 @@ struct agent {
 	 * last look, its share of a core since (smoothed), the pace set */
 	int64_t self_ms;
 	uint64_t self_cpu_ns;
+	double remote_per; /* one remote worker's img/s to a job that waited (policy.h) */
 	double self_cores;
 	uint32_t pace_milli;
 	const struct gm_remote_ops *rops; /* the remote-workers plugin, NULL: none */
@@ -292,6 +294,10 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 	if (!j->fed && j->workers && j->delivered > 0) {
 		double *m = none ? &j->local_alone : &j->both;
 		*m = *m > 0 ? 0.7 * *m + 0.3 * j->delivered : j->delivered;
+		if (!none && j->remote.rate > 0)
+			j->both_remote = j->both_remote > 0
+					     ? 0.7 * j->both_remote + 0.3 * j->remote.rate
+					     : j->remote.rate;
 		/* its start (workers coming up, a first wait) is no evidence */
 		if (none && j->windows >= 3 && j->stall > GM_POLICY_STALL &&
 		    j->delivered < j->demand)
@@ -310,12 +316,13 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 	bool fed = !j->fed_worse && gm_policy_fed_remotely(small, alone, remote, j->demand, j->fed);
 	if (fed_failed(j)) {
 		fed = false;
-		j->fed_worse = !gm_policy_fed_retry(remote);
+		j->fed_worse = !gm_policy_fed_retry(remote, j->both_remote);
 		logf_(a,
 		      "job pid %d: runs its local workers again%s: remote workers alone "
-		      "deliver %.0f img/s, with its local workers it got %.0f",
+		      "deliver %.0f img/s, with its local workers it got %.0f (%.0f of it "
+		      "remote)",
 		      (int)j->pid, j->fed_worse ? ", for good" : " until they deliver more", remote,
-		      j->both);
+		      j->both, j->both_remote);
 	} else if (fed != j->fed) {
 		logf_(a,
 		      "job pid %d: %s (remote workers deliver %.0f img/s, its local workers "
@@ -1484,6 +1491,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 
 	if (a->rem && j->token)
 		a->rops->job_info(a->rem, j->token, &ri);
+	if (ri.workers)
+		gm_policy_remote_per_add(&a->remote_per, ri.per_worker, j->stall);
 	if (j->cap)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
 	if (j->fixed || (j->cmd_job && !j->token))
@@ -1491,20 +1500,20 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 			     nothing */
 	if (a->rem && a->rops->lent(a->rem))
 		most = 0; /* its own CPUs back first: lend_capacity preempts the guests */
-	j->bin =
-	    (struct gm_policy_borrow_in){.demand = j->demand,
-					 .headroom = GM_ELASTIC_HEADROOM,
-					 .delivered = j->delivered,
-					 .stall = j->stall,
-					 .worker_rate = j->rate,
-					 .cores = job_cores(a, j, local, fed),
-					 .remote_rate = ri.rate,
-					 .remote_worker_rate = ri.per_worker,
-					 .alone = j->alone_short,
-					 .workers = j->workers,
-					 .most = most,
-					 .bounded = a->rem && j->token,
-					 .lendable = ri.lendable < share ? ri.lendable : share};
+	j->bin = (struct gm_policy_borrow_in){
+	    .demand = j->demand,
+	    .headroom = GM_ELASTIC_HEADROOM,
+	    .delivered = j->delivered,
+	    .stall = j->stall,
+	    .worker_rate = j->rate,
+	    .cores = job_cores(a, j, local, fed),
+	    .remote_rate = ri.rate,
+	    .remote_worker_rate = ri.per_worker > 0 ? ri.per_worker : a->remote_per,
+	    .alone = j->alone_short,
+	    .workers = j->workers,
+	    .most = most,
+	    .bounded = a->rem && j->token,
+	    .lendable = ri.lendable < share ? ri.lendable : share};
 	double dt = j->ask_ms && now > j->ask_ms ? (double)(now - j->ask_ms) / 1e3 : 0;
 	uint32_t next = gm_policy_ask_next(&j->ask, &j->bin, dt, &j->bout);
 	j->ask_ms = now;

@@ -864,6 +864,13 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	return s->given = out->want;
 }
 
+void gm_policy_remote_per_add(double *host, double per_worker, double stall)
+{
+	if (!(per_worker > 0) || !isfinite(per_worker) || !(stall > GM_POLICY_STALL))
+		return;
+	*host = *host > 0 && isfinite(*host) ? 0.7 * *host + 0.3 * per_worker : per_worker;
+}
+
 bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, double demand,
 			    bool was)
 {
@@ -881,9 +888,11 @@ bool gm_policy_fed_worse(double both, double fed)
 	return both > 0 && fed >= 0 && isfinite(both) && fed * GM_POLICY_MEASURABLY < both;
 }
 
-bool gm_policy_fed_retry(double fed)
+bool gm_policy_fed_retry(double fed, double both_remote)
 {
-	return !(fed > 0);
+	return !(fed > 0) || !isfinite(fed) ||
+	       (both_remote > 0 && isfinite(both_remote) &&
+		fed * GM_POLICY_MEASURABLY < both_remote);
 }
 
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)

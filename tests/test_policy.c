@@ -1290,8 +1290,59 @@ static void test_a_fed_job_that_got_less_takes_its_local_workers_back(void **st)
 	assert_false(gm_policy_fed_worse(0, 1250));    /* together never measured */
 	assert_true(gm_policy_fed_worse(800, 0));      /* they stopped */
 	/* ... for good only when they delivered measurably less, not nothing */
-	assert_false(gm_policy_fed_retry(1250));
-	assert_true(gm_policy_fed_retry(0));
+	assert_false(gm_policy_fed_retry(1250, 1240));
+	assert_true(gm_policy_fed_retry(0, 1240));
+	assert_false(gm_policy_fed_retry(1250, 0)); /* never measured beside */
+}
+
+/* Seed 107: a 0.15-core home's job fed by remote workers got 69 img/s once
+ * its lenders took 2 of its 3 back for their own jobs, against 362 with its
+ * local worker, of which the remote ones had made 330: no fair trial, so it
+ * may be fed again. Remote workers that delivered as much alone as beside
+ * the local one, which had added its own, are a fair trial: for good. */
+static void test_a_fed_trial_its_lenders_cut_short_is_no_verdict(void **st)
+{
+	(void)st;
+	assert_true(gm_policy_fed_worse(362, 69));
+	assert_true(gm_policy_fed_retry(69, 330));
+	assert_true(gm_policy_fed_retry(290, 330));  /* 290 x 1.1 < 330 */
+	assert_false(gm_policy_fed_retry(310, 330)); /* as much: the local one added */
+	assert_true(gm_policy_fed_worse(362, 310));
+	assert_true(gm_policy_fed_retry(NAN, 330)); /* no measure: no verdict */
+}
+
+/* Seed 107's 0.15-core home: its remote workers delivered 300-400 img/s each
+ * to jobs that waited; a new job short by 653 img/s asks for 2 at once, not 1
+ * at a local worker's 2,600 img/s a core. A job they fed more than it took
+ * (no wait) says nothing of what they can make. */
+static void test_a_new_jobs_first_ask_counts_what_remote_workers_deliver(void **st)
+{
+	(void)st;
+	double host = 0;
+	gm_policy_remote_per_add(&host, 350, 0.01); /* fed: no evidence */
+	assert_true(host == 0);
+	gm_policy_remote_per_add(&host, 350, 0.4);
+	assert_true(fabs(host - 350) < 1e-9);
+	gm_policy_remote_per_add(&host, 250, 0.3);
+	assert_true(fabs(host - 320) < 1e-9);
+	gm_policy_remote_per_add(&host, NAN, 0.3);
+	gm_policy_remote_per_add(&host, 0, 0.3);
+	assert_true(fabs(host - 320) < 1e-9);
+	struct gm_policy_borrow_in in = {.demand = 838,
+					 .headroom = 1,
+					 .delivered = 185,
+					 .stall = 0.5,
+					 .worker_rate = 2600,
+					 .cores = 0.07,
+					 .remote_worker_rate = host,
+					 .workers = 1,
+					 .most = 8};
+	struct gm_policy_borrow_out out;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3); /* (838 - 182) / 320 */
+	in.remote_worker_rate = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1); /* the old count, at a local worker's rate */
 }
 
 int main(void)
@@ -1338,6 +1389,8 @@ int main(void)
 	    cmocka_unit_test(test_remote_workers_stay_with_their_lender),
 	    cmocka_unit_test(test_local_workers_stay_until_remote_ones_deliver_more),
 	    cmocka_unit_test(test_a_fed_job_that_got_less_takes_its_local_workers_back),
+	    cmocka_unit_test(test_a_fed_trial_its_lenders_cut_short_is_no_verdict),
+	    cmocka_unit_test(test_a_new_jobs_first_ask_counts_what_remote_workers_deliver),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

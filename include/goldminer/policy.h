@@ -442,6 +442,21 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 			    double dt_s, struct gm_policy_borrow_out *out);
 
 /*
+ * What one remote worker delivers to a job of this host, for a job none has
+ * joined yet: *host (img/s, 0: not measured) takes per_worker, one remote
+ * worker's rate to some job of the host over the last measure (img/s), while
+ * that job's consumer waited (stall > GM_POLICY_STALL: a job its workers
+ * feed more than it takes measures what it takes, not what they can make),
+ * smoothed (0.7 old, 0.3 new). Without it a new job's first ask counted
+ * remote workers at a local worker's on-CPU rate: on seed 107's 0.15-core
+ * homes a local worker reads 2,000-3,000 img/s a core, a remote one
+ * delivered 250-400, so a job short by 653 img/s asked for 1 and ramped
+ * over the windows that followed ("local capacity 185 img/s < demand 838").
+ * Pure.
+ */
+void gm_policy_remote_per_add(double *host, double per_worker, double stall);
+
+/*
  * Whether a job on a host under GM_NODE_FED_CORES runs no local worker while
  * remote workers feed it (its receive path needs the host's CPU more than a
  * local worker's decoding does): only once the remote workers measurably
@@ -473,14 +488,23 @@ bool gm_policy_fed_worse(double both, double fed);
 
 /*
  * After such a failed trial, whether the job may be fed remotely again later:
- * only when its remote workers alone delivered nothing over their window (a
- * lender that preempted or starved them for its own jobs), never when they
- * delivered measurably less. For good there, a job that had lost its lender's
- * workers for one window (SIGKILLed for the lender's own job, 0 img/s) kept a
- * local worker beside remote ones that came back, on a 0.15-core home whose
- * receive path needed the core, for the rest of its life.
+ * when its remote workers alone delivered nothing over their window (a
+ * lender that preempted or starved them for its own jobs), or when the trial
+ * was not a fair one: its remote workers alone delivered measurably less
+ * (fed x GM_POLICY_MEASURABLY < both_remote) than they had delivered beside
+ * its local ones (both_remote; 0: not measured). Fed, the home gives its
+ * receive path more of its CPU, not less, so remote workers that delivered
+ * less were slowed or taken back at their lenders. Never when they delivered
+ * as much as before and the local ones had only added theirs. For good
+ * there, a job that had lost its lender's workers for one window (SIGKILLed
+ * for the lender's own job, 0 img/s) kept a local worker beside remote ones
+ * that came back, on a 0.15-core home whose receive path needed the core,
+ * for the rest of its life; and seed 107's poor jobs took their local
+ * workers back for good 4 times in a run as their lenders took back or
+ * paced their guests ("remote workers alone deliver 69 img/s, with its local
+ * workers it got 362").
  */
-bool gm_policy_fed_retry(double fed);
+bool gm_policy_fed_retry(double fed, double both_remote);
 
 /*
  * Workers a job's ring is sized for: all it may get, the host's budget and
