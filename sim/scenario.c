@@ -27,15 +27,18 @@
  * measurably more than its local workers alone make (gm_policy_fed_remotely), runs at m alone, as
  * the agent does there (core/node.c: such a host then runs no local worker for a job that remote
  * workers feed); below that it keeps its local workers, never slower than lending off; at most s /
- * remote_home_cpu either way. Lent workers go whole to the short jobs in rounds, a worker to each
- * job whose want they do not cover yet per round, in submit order (a home divides its peers'
- * workers between its jobs: gm_policy_home_share); the home's cores are then
- * water-filled again with each job's new need (m remote_home_cpu + (rate - m) local_cpu; on a home
- * under half a core where remote images land, a job receiving none at most the agent's pace of
- * a local worker, gm_policy_local_pace) and the workers assigned again, until the shares settle. A
- * job starts consuming start_s after its submit (its process starts, opens the dataset and
- * attaches: measured by the bench); meanwhile it demands and gets nothing. Each event costs O(jobs
- * log jobs) per host: meant for scenarios of tens to thousands of jobs, not for trace replays.
+ * remote_home_cpu either way. Lent workers are placed once an event and stay with their job from
+ * event to event (place_workers: a job gives back what it no longer asks for, a lender takes back
+ * what its own jobs now need, a home divides its workers between its jobs, and the free slots go
+ * to the jobs still asking, a worker each per round in submit order); a worker sends
+ * remote_start_s after its grant, and the workers on one lender share its idle cores max-min
+ * (deliver). The home's cores are then water-filled again with each job's new need (m
+ * remote_home_cpu + (rate - m) local_cpu; on a home under half a core where remote images land, a
+ * job receiving none at most the agent's pace of a local worker, gm_policy_local_pace) and what
+ * the workers send computed again, until the shares settle. A job starts consuming start_s after
+ * its submit (its process starts, opens the dataset and attaches: measured by the bench);
+ * meanwhile it demands and gets nothing. Each event costs O(jobs log jobs + jobs x hosts): meant
+ * for scenarios of tens to thousands of jobs, not for trace replays.
  */
 #include <errno.h>
 #include <math.h>
@@ -169,12 +172,15 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		*seen |= 8u;
 		return NULL;
 	}
-	if (!strcmp(f[1], "start_s")) {
-		if (*seen & 16u)
+	if (!strcmp(f[1], "start_s") || !strcmp(f[1], "remote_start_s")) {
+		bool remote = f[1][0] == 'r';
+		unsigned bit = remote ? 32u : 16u;
+		if (*seen & bit)
 			return "this cost is given twice";
-		if (!num_in(f[2], 0, 3600, &s->start_s))
-			return "start_s must be 0..3600 s";
-		*seen |= 16u;
+		if (!num_in(f[2], 0, 3600, remote ? &s->remote_start_s : &s->start_s))
+			return remote ? "remote_start_s must be 0..3600 s"
+				      : "start_s must be 0..3600 s";
+		*seen |= bit;
 		return NULL;
 	}
 	for (int k = 0; k < 3; k++) {
@@ -189,7 +195,7 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		return NULL;
 	}
 	return "unknown cost (local_us, remote_home_us, remote_lender_us, remote_worker_img_s, "
-	       "start_s)";
+	       "start_s, remote_start_s)";
 }
 
 /* One line (no newline); NULL or what is wrong. */
@@ -298,6 +304,14 @@ struct run {
 	uint32_t *act, nact;		/* running jobs */
 	uint32_t lw[GM_SCEN_MAX_NODES]; /* lending on: workers each node can lend now */
 	double lcap[GM_SCEN_MAX_NODES]; /* and the img/s its idle cores give them in all */
+	double now;			/* s: the event being allocated */
+	/* lending on, per job j and lender nd at [j * nnodes + nd]: the lent workers j
+	 * holds there (they stay from event to event), of them those granted but not
+	 * sending yet, and when those start (remote_start_s after their grant) */
+	uint32_t *held, *pend;
+	double *ready;
+	uint32_t *hold, *hpend;		  /* per job: the sums of held and pend over the lenders */
+	uint32_t lent[GM_SCEN_MAX_NODES]; /* per lender: the sum of held over the jobs */
 	struct wf {
 		double d;
 		uint32_t j;
@@ -426,62 +440,188 @@ static double remote_want(const struct run *r, uint32_t j, double sh)
 	return w > 0 ? w : 0;
 }
 
-/*
- * The lent workers to the short jobs, whole, in rounds: each round a worker to
- * every short job (in submit order) whose want is not yet covered and that has
- * not reached the --workers it names (the agent's cap: a named count bounds
- * the job's workers, never its plan), lender after lender, until the wants are
- * covered or no lender has a worker left. As a home divides its peers' workers
- * between its jobs (gm_policy_home_share: no job a second while another asks
- * for its first); in submit order alone, seed 2's earlier job on a 0.3-core
- * home took both lenders' workers in the model (5,965 remote images, its
- * neighbour 118) where the agents gave the later, hungrier job its own (736
- * and 8,092), and the model ran that job 18% slow. A worker sends
- * min(worker_cap, what its lender's idle cores have left, what its job still
- * wants) and serves one job; a lender lends a worker per quarter core idle
- * (gm_policy_lendable), so what one job does not take goes to the next.
- */
-static void assign_workers(struct run *r)
+/* Job j gives back one of its workers on lender nd (one not sending yet first). */
+static void drop_one(struct run *r, uint32_t j, uint32_t nd)
+{
+	size_t k = (size_t)j * r->s->nnodes + nd;
+	if (r->pend[k])
+		r->pend[k]--, r->hpend[j]--;
+	r->held[k]--, r->hold[j]--, r->lent[nd]--;
+}
+
+/* Job j is granted a worker on lender nd: it sends remote_start_s from now. */
+static void grant_one(struct run *r, uint32_t j, uint32_t nd)
+{
+	size_t k = (size_t)j * r->s->nnodes + nd;
+	r->held[k]++, r->hold[j]++, r->lent[nd]++;
+	if (r->s->remote_start_s > 0) {
+		r->pend[k]++, r->hpend[j]++;
+		r->ready[k] = r->now + r->s->remote_start_s;
+	}
+}
+
+/* The workers granted by t start sending; returns the next grant's start
+ * after t (INFINITY: none pending). */
+static double start_sending(struct run *r, double t)
+{
+	double next = INFINITY;
+	for (uint32_t q = 0; q < r->nact; q++) {
+		uint32_t j = r->act[q];
+		for (uint32_t nd = 0; r->hpend[j] && nd < r->s->nnodes; nd++) {
+			size_t k = (size_t)j * r->s->nnodes + nd;
+			if (!r->pend[k])
+				continue;
+			if (r->ready[k] <= t)
+				r->hpend[j] -= r->pend[k], r->pend[k] = 0;
+			else
+				next = fmin(next, r->ready[k]);
+		}
+	}
+	return next;
+}
+
+/* The lent workers job j asks for: its want (remote_want at its share now) in
+ * whole workers of worker_cap, at most the --workers it names; 0 for a job
+ * that is not short or not running. */
+static uint32_t workers_asked(const struct run *r, uint32_t j)
 {
 	const struct gm_scenario *s = r->s;
-	const double per = worker_cap(s);
-	uint32_t nd = 0, left = r->lw[0];
-	double cap = r->lcap[0];
+	uint32_t most = s->job[j].workers ? s->job[j].workers : UINT32_MAX;
+	double n;
+	if (r->state[j] != 1 || !r->isshort[j])
+		return 0;
+	n = ceil(remote_want(r, j, r->share[j]) / worker_cap(s) - 1e-9);
+	return n < (double)most ? (uint32_t)n : most;
+}
+
+/*
+ * The lent workers' places, once an event, as the agents keep them: a
+ * worker stays with the job it was granted to, from event to event (sticky:
+ * its lender grants a free slot to whoever asks first and moves nobody's
+ * worker to another home's job). At each event, in order:
+ *   1. a job gives back what it no longer asks for (finished, no longer
+ *      short, or more workers than its want);
+ *   2. a lender whose own jobs now leave it fewer slots (gm_policy_lendable)
+ *      takes workers back, from its earliest job on (the agent's preempt
+ *      goes through its lent jobs in slot order);
+ *   3. a home divides its workers between its jobs (gm_policy_home_share):
+ *      a job that asks and holds none takes one from a job of the same home
+ *      that holds two or more (on that worker's lender);
+ *   4. the lenders' free slots go to the jobs still asking, a worker each per
+ *      round in submit order, each to the lender with the most idle capacity
+ *      per free slot (gm_policy_spread: the idlest peer first).
+ * A worker granted sends remote_start_s later (the ask, the worker's start,
+ * its connection and first batch; measured by the bench's calibration). In a
+ * model that re-dealt every worker at every event, seed 107's third poor host
+ * took lent workers at once; on the real agents, the two hosts that had asked
+ * 1.5-2 s earlier held all six slots and its first job waited 15 s for one.
+ */
+static void place_workers(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	const uint32_t nn = s->nnodes;
+	uint32_t *ask = r->took; /* scratch: each job's ask */
 	bool more = true;
 
 	for (size_t j = 0; j < s->njobs; j++) {
-		r->m[j] = 0;
-		r->took[j] = 0;
-		r->want[j] = r->state[j] == 1 && r->isshort[j]
-				 ? remote_want(r, (uint32_t)j, r->share[j])
-				 : 0;
+		ask[j] = workers_asked(r, (uint32_t)j);
+		while (r->hold[j] > ask[j]) {
+			uint32_t best = 0; /* 1. from the lender it holds the most on */
+			for (uint32_t nd = 1; nd < nn; nd++)
+				if (r->held[j * nn + nd] >= r->held[j * nn + best])
+					best = nd;
+			drop_one(r, (uint32_t)j, best);
+		}
 	}
-	while (more && nd < s->nnodes) {
-		more = false;
-		for (size_t j = 0; j < s->njobs && nd < s->nnodes; j++) {
-			uint32_t most = s->job[j].workers ? s->job[j].workers : UINT32_MAX;
-			double want = r->want[j];
-			if (!(want - r->m[j] > 1e-9 * want) || r->took[j] >= most)
-				continue;
-			while (nd < s->nnodes && (!left || !(cap > 1e-12))) {
-				if (++nd < s->nnodes)
-					left = r->lw[nd], cap = r->lcap[nd];
-			}
-			if (nd >= s->nnodes)
+	for (uint32_t nd = 0; nd < nn; nd++) /* 2. */
+		for (size_t j = 0; r->lent[nd] > r->lw[nd] && j < s->njobs; j++)
+			while (r->lent[nd] > r->lw[nd] && r->held[j * nn + nd])
+				drop_one(r, (uint32_t)j, nd);
+	for (size_t j = 0; j < s->njobs; j++) { /* 3. */
+		uint32_t from = UINT32_MAX, most = 1;
+		if (!ask[j] || r->hold[j])
+			continue;
+		for (uint32_t q = 0; q < r->nact; q++) {
+			uint32_t k = r->act[q];
+			if (k != j && s->job[k].home == s->job[j].home && r->hold[k] > most)
+				from = k, most = r->hold[k];
+		}
+		if (from == UINT32_MAX)
+			continue;
+		for (uint32_t nd = 0; nd < nn; nd++)
+			if (r->held[(size_t)from * nn + nd]) {
+				drop_one(r, from, nd);
+				grant_one(r, (uint32_t)j, nd);
 				break;
-			/* the whole worker goes to job j; of its lender's idle cores it
-			 * takes what the job still wants (the rest stays with its
-			 * lender's other guests: all nice 19, sharing them) */
-			double c = fmin(fmin(per, cap), want - r->m[j]);
-			r->m[j] += c;
-			cap -= c;
-			left--;
-			r->took[j]++;
+			}
+	}
+	while (more) { /* 4. */
+		more = false;
+		for (size_t j = 0; j < s->njobs; j++) {
+			uint32_t best = UINT32_MAX;
+			double room = 0;
+			if (r->hold[j] >= ask[j])
+				continue;
+			for (uint32_t nd = 0; nd < nn; nd++) {
+				double c;
+				if (r->lent[nd] >= r->lw[nd] || !(r->lcap[nd] > 0))
+					continue;
+				c = r->lcap[nd] * (double)(r->lw[nd] - r->lent[nd]) /
+				    (double)r->lw[nd];
+				if (c > room)
+					best = nd, room = c;
+			}
+			if (best == UINT32_MAX)
+				break;
+			grant_one(r, (uint32_t)j, best);
 			more = true;
 		}
 	}
-	for (size_t j = 0; j < s->njobs; j++)
-		r->m[j] = fmin(r->want[j], r->m[j]);
+}
+
+/*
+ * What the placed workers send (r->m): on each lender its idle capacity
+ * (r->lcap) water-filled over the workers sending there, a worker of job j
+ * wanting at most worker_cap and its share of what j still wants (r->want,
+ * at j's home share now); all nice 19, they share its idle cores.
+ */
+static void deliver(struct run *r)
+{
+	const struct gm_scenario *s = r->s;
+	const uint32_t nn = s->nnodes;
+	const double per = worker_cap(s);
+
+	for (uint32_t q = 0; q < r->nact; q++) {
+		uint32_t j = r->act[q];
+		r->m[j] = 0;
+		r->want[j] = r->isshort[j] ? remote_want(r, j, r->share[j]) : 0;
+	}
+	for (uint32_t nd = 0; nd < nn; nd++) {
+		uint32_t n = 0, left = 0;
+		double cap = r->lcap[nd];
+		for (uint32_t q = 0; q < r->nact; q++) {
+			uint32_t j = r->act[q];
+			size_t k = (size_t)j * nn + nd;
+			uint32_t w = r->held[k] - r->pend[k];
+			if (!w || !(r->want[j] > 0))
+				continue;
+			r->wf[n++] =
+			    (struct wf){fmin(per, r->want[j] / (r->hold[j] - r->hpend[j])), j};
+			left += w;
+		}
+		qsort(r->wf, n, sizeof(*r->wf), cmp_wf);
+		for (uint32_t q = 0; q < n && left; q++) {
+			uint32_t j = r->wf[q].j;
+			size_t k = (size_t)j * nn + nd;
+			uint32_t w = r->held[k] - r->pend[k];
+			double give = fmin(r->wf[q].d, cap / (double)left);
+			r->m[j] += give * w;
+			cap = fmax(0, cap - give * w);
+			left -= w;
+		}
+	}
+	for (uint32_t q = 0; q < r->nact; q++)
+		r->m[r->act[q]] = fmin(r->want[r->act[q]], r->m[r->act[q]]);
 }
 
 /*
@@ -535,7 +675,7 @@ static void alloc_lend(struct run *r)
 	const struct gm_scenario *s = r->s;
 	for (int round = 0; round < SCEN_ROUNDS; round++) {
 		double moved = 0;
-		assign_workers(r);
+		deliver(r);
 		for (uint32_t k = 0; k < r->nact; k++) {
 			uint32_t j = r->act[k];
 			r->need[j] = home_need(r, j, r->isshort[j] ? r->m[j] : 0);
@@ -557,7 +697,12 @@ static void allocate(struct run *r, int lending)
 {
 	const struct gm_scenario *s = r->s;
 	double pool = alloc_local(r);
-	if (!lending || !(pool > 0) || !(s->remote_home_cpu < s->local_cpu))
+	if (!lending)
+		return;
+	if (!(s->remote_home_cpu < s->local_cpu))
+		memset(r->lw, 0, sizeof(r->lw)); /* receiving costs more than decoding */
+	place_workers(r);
+	if (!(pool > 0) || !(s->remote_home_cpu < s->local_cpu))
 		return;
 	alloc_lend(r);
 	for (uint32_t k = 0; k < r->nact; k++) {
@@ -591,10 +736,16 @@ static int run_open(struct run *r, const struct gm_scenario *s)
 	r->isshort = calloc(n, sizeof(bool));
 	r->want = calloc(n, sizeof(double));
 	r->took = calloc(n, sizeof(uint32_t));
+	r->hold = calloc(n, sizeof(uint32_t));
+	r->hpend = calloc(n, sizeof(uint32_t));
+	r->held = calloc(n * s->nnodes, sizeof(uint32_t));
+	r->pend = calloc(n * s->nnodes, sizeof(uint32_t));
+	r->ready = calloc(n * s->nnodes, sizeof(double));
 	r->act = calloc(n, sizeof(uint32_t));
 	r->wf = calloc(n, sizeof(*r->wf));
 	if (!r->left || !r->x || !r->alone || !r->m || !r->share || !r->need || !r->state ||
-	    !r->isshort || !r->want || !r->took || !r->act || !r->wf)
+	    !r->isshort || !r->want || !r->took || !r->act || !r->wf || !r->hold || !r->hpend ||
+	    !r->held || !r->pend || !r->ready)
 		return -ENOMEM;
 	for (size_t j = 0; j < n; j++)
 		r->left[j] = s->job[j].images;
@@ -613,6 +764,11 @@ static void run_close(struct run *r)
 	free(r->isshort);
 	free(r->want);
 	free(r->took);
+	free(r->hold);
+	free(r->hpend);
+	free(r->held);
+	free(r->pend);
+	free(r->ready);
 	free(r->act);
 	free(r->wf);
 }
@@ -700,10 +856,13 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 			r->state[next] = 1;
 			r->act[r->nact++] = (uint32_t)next++;
 		}
+		r->now = t;
+		start_sending(r, t);
 		allocate(r, lending);
 		double ta = sub < s->njobs ? s->job[sub].submit : INFINITY;
 		double tr = next < sub ? s->job[next].submit + s->start_s : INFINITY;
 		double tn = fmin(fmin(ta, tr), t + soonest_finish(r));
+		tn = fmin(tn, start_sending(r, t)); /* a lent worker starts sending */
 		if (!isfinite(tn)) {
 			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
 				s->njobs - done);

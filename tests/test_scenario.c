@@ -111,6 +111,9 @@ static void test_load_errors_name_file_and_line(void **st)
 	    {HEAD "node\tA\t1\ncost\tstart_s\t-1\n", ":3: start_s must be"},
 	    {HEAD "node\tA\t1\ncost\tstart_s\t4000\n", ":3: start_s must be"},
 	    {HEAD "node\tA\t1\ncost\tstart_s\t1\ncost\tstart_s\t1\n", ":4: this cost is given"},
+	    {HEAD "node\tA\t1\ncost\tremote_start_s\t-0.5\n", ":3: remote_start_s must be"},
+	    {HEAD "node\tA\t1\ncost\tremote_start_s\t1\ncost\tremote_start_s\t2\n",
+	     ":4: this cost is given"},
 	    {HEAD "node\tA\t1\ncost\tremote_worker_img_s\t1\ncost\tremote_worker_img_s\t1\n",
 	     ":4: this cost is given"},
 	    {HEAD "node\tA\t1\nnode\tA\t1\n", ":3: node name"},
@@ -447,6 +450,46 @@ static void test_a_lent_worker_leaves_what_its_job_does_not_take(void **st)
 }
 
 /*
+ * A lent worker stays with the job it was granted to (the lender grants a free
+ * slot to whoever asks first; sticky), and starts sending remote_start_s
+ * after its grant. B, half a core, lends two workers of 300 img/s; a (600
+ * img/s, 0.1-core home: 250 alone) asks for both at 0 and is fed by them,
+ * 6,000 images in 10 s. b, the same on another 0.1-core home from 1 s, finds
+ * no free slot: 250 img/s alone until a ends, then both workers: 2,250 + 750
+ * images, 10.25 s. (Re-dealt at every event, b took one of a's at 1 s and a
+ * ended at 15 s, b at 11.) With remote_start_s 0.5, each waits 0.5 s for its workers.
+ */
+static void test_a_lent_worker_stays_with_its_job_and_starts_after_its_grant(void **st)
+{
+	(void)st;
+	const char *text = HEAD "node\tA1\t0.1\nnode\tA2\t0.1\nnode\tB\t0.5\n"
+				"job\ta\tA1\t0\t6000\t600\njob\tb\tA2\t1\t3000\t600\n" COSTS
+				"cost\tremote_worker_img_s\t300\n";
+	struct gm_scenario *s = load(text);
+	struct gm_scen_result res[2];
+	struct gm_scen_summary m;
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 10.0, 1e-9);
+	assert_float_equal(res[0].remote, 6000, 1e-6);
+	assert_float_equal(res[1].jct, 9 + 750.0 / 600, 1e-9);
+	assert_float_equal(res[1].remote, 750, 1e-6);
+	gm_scenario_destroy(s);
+
+	char with[1024];
+	snprintf(with, sizeof(with), "%scost\tremote_start_s\t0.5\n", text);
+	s = load(with);
+	assert_float_equal(s->remote_start_s, 0.5, 0);
+	run(s, 1, res, &m);
+	double a_end = 0.5 + (6000 - 125) / 600.0;
+	assert_float_equal(res[0].jct, a_end, 1e-9);
+	assert_float_equal(res[0].remote, 6000 - 125, 1e-6);
+	double b_local = (a_end + 0.5 - 1) * 250;
+	assert_float_equal(res[1].jct, a_end + 0.5 + (3000 - b_local) / 600 - 1, 1e-9);
+	assert_float_equal(res[1].remote, 3000 - b_local, 1e-6);
+	gm_scenario_destroy(s);
+}
+
+/*
  * A job's named --workers caps the lent workers it takes (the agent's cap: a named
  * count bounds a job's workers). As above, but the first job names 1 worker:
  * it takes one of B's two (300 img/s at most from afar), and the second job gets
@@ -771,6 +814,7 @@ int main(void)
 	    cmocka_unit_test(test_lent_workers_are_divided_between_a_homes_jobs),
 	    cmocka_unit_test(test_a_lent_worker_leaves_what_its_job_does_not_take),
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),
+	    cmocka_unit_test(test_a_lent_worker_stays_with_its_job_and_starts_after_its_grant),
 	    cmocka_unit_test(test_utilisation_agrees_with_the_jcts),
 	    cmocka_unit_test(test_run_refuses_a_scenario_out_of_range),
 	    cmocka_unit_test(test_feedable_by_hand),

@@ -13,10 +13,12 @@
  * lender (decode and send): the three per-image costs are measured on the real
  * path by the bench. Lenders' own jobs come first; what they leave idle goes to
  * lent workers, as many as their agent's worker budget leaves beside their own
- * running jobs (one worker each). A lent worker serves one job: the short jobs
- * take whole workers in submit order (first asked, first served) until their
- * want is covered. It uses at most one core and sends at most worker_rate
- * img/s. A job consumes nothing for start_s after its submit (start-up). Not
+ * running jobs (one worker each). A lent worker serves one job and stays with
+ * it (a free slot goes to whoever asks first; a home divides its workers
+ * between its jobs) until that job gives it back or its lender's own jobs take
+ * it back; it sends remote_start_s after its grant, uses at most one core and
+ * sends at most worker_rate img/s. A job consumes nothing for start_s after
+ * its submit (start-up). Not
  * modelled: the workers of a home's own jobs (its share is fluid), GPUs (each
  * trainer has its own), queueing. For GPU clusters replayed
  * from traces, see sim.h.
@@ -60,8 +62,9 @@ struct gm_scenario {
 	size_t njobs;
 	/* CPU seconds per image: local (home), remote on the home, remote on a lender */
 	double local_cpu, remote_home_cpu, remote_lender_cpu;
-	double worker_rate; /* img/s one lent worker sends at most; 0: its core's worth */
-	double start_s;	    /* s from a job's submit to its first image (0: none) */
+	double worker_rate;    /* img/s one lent worker sends at most; 0: its core's worth */
+	double start_s;	       /* s from a job's submit to its first image (0: none) */
+	double remote_start_s; /* s from a lent worker's grant to its first image (0: none) */
 };
 
 /* One job's outcome. */
@@ -89,7 +92,8 @@ struct gm_scen_summary {
  * Read a scenario file. Returns 0 and *out; -errno when it cannot be read,
  * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
  * number out of its range above, a job whose home is not a node, a duplicate
- * name, a missing cost; remote_worker_img_s and start_s are optional), -ENOMEM.
+ * name, a missing cost; remote_worker_img_s, start_s and remote_start_s are
+ * optional), -ENOMEM.
  */
 int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
 

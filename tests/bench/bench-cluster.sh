@@ -28,13 +28,17 @@
 # per image a greedy trainer on A alone takes, lending off); remote_home_us and
 # remote_lender_us (the same trainer lending on: A's CPU less its local images,
 # over the remote ones; B's and C's CPU less their idle agents', over the same);
+# the same calibration gives start_s (a trainer's launch to its first image)
+# and remote_start_s (its first image to its first remote sample: the agent's
+# first ask, a lent worker's start and first batch, with idle lenders);
 # tests/bench/cluster_report.py adds, per scenario, the figures its own runs
 # give (remote_worker_img_s, start_s).
 #
 # Then, per scenario, `goldminer sim --scenario` on it and the per-job JCT,
 # simulated vs measured: the prediction judged uses the costs of this
 # invocation's one calibration (local_us_cal, remote_home_us,
-# remote_lender_us, remote_worker_img_s_cal; the committed ones where it
+# remote_lender_us, remote_worker_img_s_cal, start_s_cal,
+# remote_start_s_cal; the committed ones where it
 # measured none), the same for every scenario; beside it the committed costs,
 # and the costs fitted to the scenario's own runs (a diagnostic, not a
 # prediction). The scenario's "feedable" (gm_scenario_feedable) is the share of
@@ -228,12 +232,16 @@ experiment() {
 
 # calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle; the
 # calibration's three hosts), lending MODE; a row of cal.tsv: mode, images,
-# remote images, each host's CPU s, wall s, the most remote workers it had at once.
+# remote images, each host's CPU s, wall s, the most remote workers it had at once,
+# its start-up (launch to first image) and launch to first remote sample (- if none).
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
 calibrate() {
 	run="cal"
 	agents "$1" || { stop_agents; return 1; }
 	d="$tmp/cal-$1"
+	# each pair's own polls: appended to the last pair's, the most remote samples
+	# (and workers) any poll saw were the first pair's in every later row
+	rm -rf "$d"
 	mkdir -p "$d"
 	u0=$(usage_all)
 	t0=$(now)
@@ -241,7 +249,7 @@ calibrate() {
 		--epochs "$2" --quiet >"$d/json" 2>"$d/err"
 	p=$MH_PID
 	while kill -0 "$p" 2>/dev/null; do
-		"$G" node --socket "$tmp/1.sock" --status >>"$d/all" 2>/dev/null
+		st=$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null) && echo "$(now) $st" >>"$d/all"
 		sleep 0.25
 	done
 	wait "$p" || { echo "cluster: calibration $1 failed:"; cat "$d/err"; }
@@ -252,9 +260,17 @@ calibrate() {
 	# the most remote samples any poll saw (the last one may come after the detach)
 	rem=$(grep -o '"remote_samples": [0-9]*' "$d/all" 2>/dev/null | awk '$2 > m { m = $2 } END { print m + 0 }')
 	rw=$(grep -o '"remote_workers": [0-9]*' "$d/all" 2>/dev/null | awk '$2 > m { m = $2 } END { print m + 0 }')
-	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1 $rw" | awk '{
-		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\t%d\n", $1, $2, $3, ($7 - $4) / 1e9,
-			($8 - $5) / 1e9, ($9 - $6) / 1e9, $11 - $10, $12 }' >>"$OUT/cal.tsv"
+	# start-up: from the launch to the first image (the trainer's wall clock
+	# runs from its dataset open on); and to the first remote sample a poll saw
+	# (its agent's first ask, a lent worker's start, connection and batch)
+	ws=$(sed -n 's/.*"wall_s": \([0-9.]*\).*/\1/p' "$d/json")
+	os=$(sed -n 's/.*"open_s": \([0-9.]*\).*/\1/p' "$d/json")
+	fr=$(awk -v t0="$t0" '{ if (match($0, /"remote_samples": [1-9]/)) { print $1 - t0; exit } }' "$d/all" 2>/dev/null)
+	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1 $rw ${ws:--} ${os:--} ${fr:--}" | awk '{
+		w = $11 - $10
+		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\t%d\t%s\t%s\n", $1, $2, $3, ($7 - $4) / 1e9,
+			($8 - $5) / 1e9, ($9 - $6) / 1e9, w, $12,
+			$13 == "-" ? "-" : sprintf("%.3f", w - $13 + $14), $15 == "-" ? "-" : sprintf("%.3f", $15) }' >>"$OUT/cal.tsv"
 }
 
 rc=0
@@ -275,7 +291,7 @@ CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo
 # lending-off job 15% off the simulator.
 CAL_RUNS=${CLUSTER_CAL_RUNS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 1 || echo 3)}
 case $CAL_RUNS in '' | *[!0-9]* | 0) echo "cluster: CLUSTER_CAL_RUNS: '$CAL_RUNS' is not a count (1 or more)"; exit 1 ;; esac
-printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\n' >"$OUT/cal.tsv"
+printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\tstart_s\tfirst_remote_s\n' >"$OUT/cal.tsv"
 cal_k=1 # (not k: agents() counts with it)
 while [ $cal_k -le "$CAL_RUNS" ]; do
 	calibrate off "$CAL_EPOCHS" || rc=1

@@ -196,7 +196,10 @@ if os.path.exists(os.path.join(OUT, "cal.tsv")):
         if f and f[0] in cal:
             cal[f[0]].append(dict(images=int(f[1]), remote=int(f[2]), a=float(f[3]),
                                   b=float(f[4]), c=float(f[5]), wall=float(f[6]),
-                                  workers=int(f[7]) if len(f) > 7 else 0))
+                                  workers=int(f[7]) if len(f) > 7 else 0,
+                                  start=float(f[8]) if len(f) > 8 and f[8] != "-" else None,
+                                  first_remote=float(f[9]) if len(f) > 9 and f[9] != "-"
+                                  else None))
 pairs = [(co, cn) for co, cn in zip(cal["off"], cal["on"]) if co["images"] and cn["remote"] > 0]
 if pairs:
     # each cost from each pair, then its median over the pairs (bench-cluster.sh:
@@ -210,6 +213,12 @@ if pairs:
                "remote_lender_us": 1e6 * (cn["b"] + cn["c"] - idle * cn["wall"]) / cn["remote"]}
         if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
             got["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
+        # start-up: launch to first image (both runs), first image to first
+        # remote sample (lending on: the first ask, a lent worker's start)
+        if co["start"] is not None and cn["start"] is not None:
+            got["start_s_cal"] = (co["start"] + cn["start"]) / 2
+        if cn["start"] is not None and cn["first_remote"] is not None:
+            got["remote_start_s_cal"] = max(0.0, cn["first_remote"] - cn["start"])
         for k, v in got.items():
             per.setdefault(k, []).append(v)
     for k, v in per.items():
@@ -286,6 +295,9 @@ with open(os.path.join(OUT, "costs.tsv"), "w") as f:
         f.write(f"cost\t{k}\t{v:.1f}\n")
 
 
+SECONDS = ("start_s", "remote_start_s")
+
+
 def simulate(tag, cost):
     """goldminer sim on the scenario with these costs: name -> JCT, and the summaries."""
     path = os.path.join(OUT, f"scenario-{tag}.tsv")
@@ -294,13 +306,13 @@ def simulate(tag, cost):
         for line in src:
             f = line.split("\t")
             if f[0] == "cost" and f[1] in cost:
-                line = f"cost\t{f[1]}\t{cost[f[1]]:.{3 if f[1] == 'start_s' else 1}f}\n"
+                line = f"cost\t{f[1]}\t{cost[f[1]]:.{3 if f[1] in SECONDS else 1}f}\n"
                 done.add(f[1])
             dst.write(line)
         for k in ("local_us", "remote_home_us", "remote_lender_us", "remote_worker_img_s",
-                  "start_s"):
+                  "start_s", "remote_start_s"):
             if k in cost and k not in done:
-                dst.write(f"cost\t{k}\t{cost[k]:.{3 if k == 'start_s' else 1}f}\n")
+                dst.write(f"cost\t{k}\t{cost[k]:.{3 if k in SECONDS else 1}f}\n")
     out, jct = {}, {}
     for mode in ("off", "on"):
         d = os.path.join(OUT, f"sim-{tag}-{mode}")
@@ -369,8 +381,8 @@ if "off" in per_mode and "on" in per_mode:
         say(f"  the lenders' own jobs: {100 * (sn / so - 1):+.1f}% in all (JCT on over off), "
             f"worst {worst_loss:+.1f}%")
 say(say_cal)
-say("measured costs (us of CPU per image; start_s in s, remote_worker_img_s img/s): " +
-    ", ".join(f"{k} {v:.{2 if k == 'start_s' else 0}f}" for k, v in costs.items()) +
+say("measured costs (us of CPU per image; start_s* in s, remote_worker_img_s img/s): " +
+    ", ".join(f"{k} {v:.{2 if 'start_s' in k else 0}f}" for k, v in costs.items()) +
     "; committed in the scenario: " + ", ".join(f"{k} {v:g}" for k, v in COSTS.items()))
 real = {}
 for r in rows:
@@ -383,7 +395,8 @@ for r in rows:
 calibrated = dict(COSTS)
 for k, ck in (("local_us", "local_us_cal"), ("remote_home_us", "remote_home_us"),
               ("remote_lender_us", "remote_lender_us"),
-              ("remote_worker_img_s", "remote_worker_img_s_cal")):
+              ("remote_worker_img_s", "remote_worker_img_s_cal"), ("start_s", "start_s_cal"),
+              ("remote_start_s", "remote_start_s_cal")):
     if ck in costs and "local_us_cal" in costs:
         calibrated[k] = costs[ck]
 sims = [("calibrated", calibrated), ("committed", COSTS)]
