@@ -105,6 +105,8 @@ struct job {
 	double alone_short;	  /* ... over the windows its consumer waited (gm_policy_borrow_in's
 				   * alone) */
 	uint32_t windows;	  /* its measured windows (gm_pool_measure), up to 3 */
+	uint64_t none_seen;	  /* its remote workers' claims refused as its trainer waited,
+				   * at the last borrow (gm_remote_job_info none_starved) */
 	/* its local workers' CPU time (/proc: cpu_rate): the pids last seen, their
 	 * time then, and the time of those gone since */
 	int cpu_pid[GM_MAX_WORKERS];
@@ -1445,7 +1447,7 @@ static void measure_window(struct job *j, int64_t now)
 /* Log a job's borrowing decision: its first one, and each change of what it asks. */
 static void tell_borrow(struct agent *a, struct job *j, uint32_t next)
 {
-	char why[256];
+	char why[384];
 	if (!a->rem || (j->told && next == j->rwant) || j->bout.why == GM_BORROW_UNMEASURED)
 		return;
 	gm_policy_borrow_why(&j->bin, &j->bout, why, sizeof(why));
@@ -1513,7 +1515,10 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 	    .workers = j->workers,
 	    .most = most,
 	    .bounded = a->rem && j->token,
-	    .lendable = ri.lendable < share ? ri.lendable : share};
+	    .lendable = ri.lendable < share ? ri.lendable : share,
+	    .ring_bound = ri.none_starved > j->none_seen &&
+			  ri.none_starved - j->none_seen >= GM_POLICY_RING_BOUND_CLAIMS};
+	j->none_seen = ri.none_starved;
 	double dt = j->ask_ms && now > j->ask_ms ? (double)(now - j->ask_ms) / 1e3 : 0;
 	uint32_t next = gm_policy_ask_next(&j->ask, &j->bin, dt, &j->bout);
 	j->ask_ms = now;

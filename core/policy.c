@@ -623,9 +623,14 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 		break;
 	}
 	if (out->capped && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
+		n += snprintf(buf + n, len - (size_t)n, "; capped at %u remote workers", in->most);
 	else if (out->peers_short && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u", in->lendable);
+		n += snprintf(buf + n, len - (size_t)n, "; the live peers can lend it %u",
+			      in->lendable);
+	if (in->ring_bound && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n,
+			 "; its ring told remote workers 'no batch free' while the trainer "
+			 "waited (no more workers)");
 }
 
 double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs)
@@ -851,6 +856,11 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 		}
 	} else {
 		s->moved_s = s->moved_sum = 0; /* back within a worker: settled where it was */
+	}
+	if (in->ring_bound && s->count > given) { /* the ring, not the workers, bounds it */
+		s->count = given;
+		s->gap = gap;
+		s->moved_s = s->moved_sum = 0;
 	}
 	/* The held count keeps the workers it has; it adds none the gap now does
 	 * not call for. Decided while the peers could lend nothing (the want cut to

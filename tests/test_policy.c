@@ -1058,6 +1058,53 @@ static void test_the_remote_ask_is_right_at_once_and_does_not_flap(void **st)
 	assert_int_equal(gm_policy_ask_next(&b, &in, 0.25, &out), 0);
 }
 
+/* A job whose ring bounds it asks for no more workers: seed 107's 0.15-core P3
+ * job, 3 remote workers delivering 211 img/s of a 538 demand (70 each, the
+ * ring's wait counted in), asked for 6 as its trainer waited, though its
+ * workers were told "no batch free" meanwhile. Ring-bound, it holds its 3
+ * (and says why); once its workers find batches again, a waiting trainer
+ * grows the ask at once as before; a job whose gap shrinks still gives
+ * workers back. */
+static void test_a_ring_bound_job_asks_for_no_more_workers(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in in = {.demand = 538,
+					 .headroom = 1.1,
+					 .delivered = 211,
+					 .stall = 0.65,
+					 .worker_rate = 1200,
+					 .cores = 0.15,
+					 .remote_rate = 211,
+					 .remote_worker_rate = 70,
+					 .workers = 0,
+					 .most = 8};
+	struct gm_policy_borrow_out out;
+	struct gm_policy_ask a = {.decided = true, .count = 3, .gap = 400, .given = 3};
+	char why[384];
+	in.ring_bound = true;
+	for (int t = 0; t < 20; t++) /* 5 s of 250 ms ticks: holds */
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 3);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_non_null(strstr(why, "'no batch free' while the trainer waited"));
+	/* the same inputs, no longer ring-bound: the waiting trainer's gap at once */
+	in.ring_bound = false;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 8);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_null(strstr(why, "no batch free"));
+	/* ring-bound again with 8 given: holds 8, and still comes down with the gap */
+	in.ring_bound = true;
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 8);
+	in.demand = 150;
+	in.stall = 0;
+	in.delivered = 150;
+	in.remote_rate = 150;
+	in.remote_worker_rate = 300;
+	uint32_t n = 8;
+	for (int t = 0; t < 12; t++)
+		n = gm_policy_ask_next(&a, &in, 0.25, &out);
+	assert_int_equal(n, 1);
+}
+
 /* Seed 107's P1 (0.15 core, a remote worker 266 img/s): its job read its local
  * capacity as covering demand (1,762 >= 452 img/s) for the interval, then its
  * local worker stopped (fed remotely: capacity 0, gap 507) at the decision:
@@ -1383,6 +1430,7 @@ int main(void)
 	    cmocka_unit_test(test_a_named_worker_count_plans_as_auto),
 	    cmocka_unit_test(test_demand_is_the_consumers_own_time_smoothed_over_its_batch_periods),
 	    cmocka_unit_test(test_the_remote_ask_is_right_at_once_and_does_not_flap),
+	    cmocka_unit_test(test_a_ring_bound_job_asks_for_no_more_workers),
 	    cmocka_unit_test(test_a_settled_ask_moves_only_as_far_as_the_gap_now_agrees),
 	    cmocka_unit_test(test_a_held_ask_adds_no_worker_the_gap_does_not_call_for),
 	    cmocka_unit_test(test_a_starved_consumer_gets_more_remote_workers_at_once),

@@ -1143,6 +1143,7 @@ void gm_remote_home_info(struct gm_remote *r, uint64_t token, struct gm_remote_j
 	o->bytes = j->bytes;
 	o->revoked = j->revoked;
 	o->fenced = j->fenced;
+	o->none_starved = j->none_starved;
 	o->rate = j->rate;
 	o->per_worker = j->per_worker;
 	o->lends = j->lends;

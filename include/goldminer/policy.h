@@ -140,6 +140,9 @@ struct gm_policy_borrow_in {
 	uint32_t most;		   /* most remote workers it may have */
 	bool bounded;		   /* lendable below is known (false: no bound) */
 	uint32_t lendable;	   /* workers the live peers can lend it in all */
+	bool ring_bound;	   /* its ring refused remote workers' claims ("no batch
+				    * free") while the consumer waited, since the last
+				    * call: more workers would have nothing to make */
 };
 
 enum gm_policy_borrow_why {
@@ -422,9 +425,20 @@ double gm_policy_demand_add(struct gm_policy_demand *d, double samples, double b
  * may come from a low first window, and a starved trainer is the evidence
  * the interval waits for. The job's cap and what the live peers can lend bound
  * the ask at every call, not after the interval: a lender that needs its
- * workers back has them.
+ * workers back has them. A job whose ring bounds it (in->ring_bound: a worker
+ * stood idle, told "no batch free", while the consumer waited: every slot was
+ * full or being made, the consumer waiting on the one at its head) asks for
+ * no more than it was given: the measured per-worker rate then counts the
+ * ring's wait, not what a worker makes, and a count from it grows with the
+ * wait (a 0.15-core home's job asked for 6 workers, "delivered 211 img/s <
+ * demand 538", and held both lenders' slots while another host's job, asking
+ * for its first, had none for 10 s).
  */
 #define GM_POLICY_ASK_SETTLE_S 2.0
+/* Claims refused as the consumer waited since the agent's last decision that
+ * make a job ring-bound: a refused worker claims again 4-32 ms later
+ * (core/remote/worker.c), so about a tenth of a second of a worker idle. */
+#define GM_POLICY_RING_BOUND_CLAIMS 3
 
 struct gm_policy_ask {
 	bool decided;	  /* a first decision was made */

@@ -50,8 +50,9 @@
 
 /* 5: peers_lendable, pyjob_add, lend_python; 6: unguarded_ucx; 7: the order of
  * gm_loader_opts and gm_worker_cfg (their layouts, which the plugin shares);
- * 8: their coefficient mode (gpu_decode, coef) */
-#define GM_REMOTE_ABI	     8
+ * 8: their coefficient mode (gpu_decode, coef); 9: gm_remote_job_info's
+ * none_starved */
+#define GM_REMOTE_ABI	     9
 #define GM_REMOTE_VPID_MIN   0x400000u /* PID_MAX_LIMIT: no real pid is this large */
 #define GM_REMOTE_PLUGIN     "libgoldminer-remote.so"
 #define GM_REMOTE_PLUGIN_ENV "GOLDMINER_REMOTE_LIB" /* path of the plugin, overrides */
@@ -94,17 +95,19 @@ struct gm_remote_cfg {
 
 /* A home job's remote side, for status and the controller. */
 struct gm_remote_job_info {
-	uint32_t workers;  /* remote workers connected for it now */
-	uint32_t asked;	   /* remote workers it wants */
-	uint32_t granted;  /* remote workers the peers said they started */
-	uint64_t samples;  /* samples remote workers delivered (all time) */
-	uint64_t bytes;	   /* pixel bytes received from them */
-	uint64_t revoked;  /* remote leases taken back (dead or stalled writers) */
-	uint64_t fenced;   /* messages of a lease no longer held, dropped */
-	double rate;	   /* img/s delivered by remote workers over the last tick */
-	double per_worker; /* ... per remote worker (0: not measured) */
-	uint32_t lendable; /* workers the live peers can lend it in all, by their
-			    * last heartbeats (what they lend it now included) */
+	uint32_t workers;      /* remote workers connected for it now */
+	uint32_t asked;	       /* remote workers it wants */
+	uint32_t granted;      /* remote workers the peers said they started */
+	uint64_t samples;      /* samples remote workers delivered (all time) */
+	uint64_t bytes;	       /* pixel bytes received from them */
+	uint64_t revoked;      /* remote leases taken back (dead or stalled writers) */
+	uint64_t fenced;       /* messages of a lease no longer held, dropped */
+	uint64_t none_starved; /* remote workers' claims answered "no batch free"
+				* while its trainer waited (all time) */
+	double rate;	       /* img/s delivered by remote workers over the last tick */
+	double per_worker;     /* ... per remote worker (0: not measured) */
+	uint32_t lendable;     /* workers the live peers can lend it in all, by their
+				* last heartbeats (what they lend it now included) */
 	/* why it has fewer than it asked for, now: peers that refuse the job
 	 * (busy indexing others; no --lend-root covers its dataset; the dataset
 	 * refused there: differs, too large, slow, its options), workers peers
