@@ -54,6 +54,17 @@
 
 #define SCEN_MAGIC  "# goldminer-scenario v1"
 #define SCEN_ROUNDS 64 /* lending on: rounds of (workers, home) allocation at most */
+/*
+ * Seconds a host lends nothing after one of its own jobs starts: the agent
+ * lends none while an own job's trainer waits, then none until its own jobs
+ * have gone unstarved for GM_POLICY_ASK_SETTLE_S (gm_policy_lend_next); a new
+ * job's trainer waits for its first batches, and its first window closes at
+ * its first batch and the next tick (GM_ELASTIC_TICK_MS): 2.25 s at the least.
+ * (Re-dealt at once, seed 107's third poor host kept its lent workers in the
+ * model while its lenders' new jobs arrived; on the agents they were all
+ * preempted at 35.8 s, a second after L2's and L1's new jobs.)
+ */
+#define SCEN_LEND_HOLD_S (GM_POLICY_ASK_SETTLE_S + 0.25)
 
 /* ---- reading ---- */
 
@@ -294,17 +305,19 @@ void gm_scenario_destroy(struct gm_scenario *s)
 
 struct run {
 	const struct gm_scenario *s;
-	double *left, *x, *m, *share;	/* per job: images left, rate, of it remote, home CPU */
-	double *alone;			/* per job: its rate with lending off, now */
-	double *need;			/* per job: home CPU it wants (INFINITY: unbounded) */
-	uint8_t *state;			/* 0 pending, 1 running, 2 done */
-	bool *isshort;			/* below its rate with lending off */
-	double *want;			/* lending on: remote img/s each short job wants */
-	uint32_t *took;			/* ... and the lent workers it took */
-	uint32_t *act, nact;		/* running jobs */
-	uint32_t lw[GM_SCEN_MAX_NODES]; /* lending on: workers each node can lend now */
-	double lcap[GM_SCEN_MAX_NODES]; /* and the img/s its idle cores give them in all */
-	double now;			/* s: the event being allocated */
+	double *left, *x, *m, *share;	   /* per job: images left, rate, of it remote, home CPU */
+	double *alone;			   /* per job: its rate with lending off, now */
+	double *need;			   /* per job: home CPU it wants (INFINITY: unbounded) */
+	uint8_t *state;			   /* 0 pending, 1 running, 2 done */
+	bool *isshort;			   /* below its rate with lending off */
+	double *want;			   /* lending on: remote img/s each short job wants */
+	uint32_t *took;			   /* ... and the lent workers it took */
+	uint32_t *act, nact;		   /* running jobs */
+	uint32_t lw[GM_SCEN_MAX_NODES];	   /* lending on: workers each node can lend now */
+	double lcap[GM_SCEN_MAX_NODES];	   /* and the img/s its idle cores give them in all */
+	double now;			   /* s: the event being allocated */
+	double lend_at[GM_SCEN_MAX_NODES]; /* lending on: a node lends nothing before this
+					    * (SCEN_LEND_HOLD_S after its own job's start) */
 	/* lending on, per job j and lender nd at [j * nnodes + nd]: the lent workers j
 	 * holds there (they stay from event to event), of them those granted but not
 	 * sending yet, and when those start (remote_start_s after their grant) */
@@ -419,6 +432,8 @@ static double alloc_local(struct run *r)
 		uint32_t w = s->node[nd].workers;
 		r->lw[nd] =
 		    gm_policy_lendable(w, own[nd], s->node[nd].cores, idle[nd], has_short[nd]);
+		if (r->now < r->lend_at[nd])
+			r->lw[nd] = 0; /* its new job's need first (SCEN_LEND_HOLD_S) */
 		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}
@@ -853,6 +868,8 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 		while (sub < s->njobs && s->job[sub].submit <= t)
 			sub++;
 		while (next < sub && s->job[next].submit + s->start_s <= t) {
+			uint32_t h = s->job[next].home;
+			r->lend_at[h] = fmax(r->lend_at[h], t + SCEN_LEND_HOLD_S);
 			r->state[next] = 1;
 			r->act[r->nact++] = (uint32_t)next++;
 		}
@@ -863,6 +880,9 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 		double tr = next < sub ? s->job[next].submit + s->start_s : INFINITY;
 		double tn = fmin(fmin(ta, tr), t + soonest_finish(r));
 		tn = fmin(tn, start_sending(r, t)); /* a lent worker starts sending */
+		for (uint32_t nd = 0; lending && nd < s->nnodes; nd++)
+			if (r->lend_at[nd] > t)
+				tn = fmin(tn, r->lend_at[nd]); /* a host lends again */
 		if (!isfinite(tn)) {
 			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
 				s->njobs - done);

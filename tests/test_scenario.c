@@ -215,25 +215,37 @@ static void test_cores_are_shared_max_min(void **st)
  * of 4 workers and its own 1500 img/s job (0.6 core): the pool is 0.4 / 400 us =
  * 1000 img/s. On a home below one core the job takes all its images remotely:
  * its home spends 0.1 core receiving 1000 img/s, so 10,000 images in 10 s (16 s
- * lending off), all remote. B's job: 10 s either way.
+ * lending off), all remote, when it comes 3 s after B's job. B's job: 10 s
+ * either way. Both at 0 s, B lends nothing for its own job's first 2.25 s (the
+ * agent's hold, gm_policy_lend_next: none while its new job's trainer waits,
+ * then none for GM_POLICY_ASK_SETTLE_S): A's job makes 625 img/s alone until
+ * then, 1,406.25 images, and the rest remote: 10.844 s.
  */
 static void test_lending_with_an_ample_pool(void **st)
 {
 	(void)st;
 	struct gm_scenario *s =
 	    load(HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
-		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
+		      "job\ta\tA\t3\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
 	struct gm_scen_result res[2];
 	struct gm_scen_summary m;
+	assert_string_equal(s->job[0].name, "b"); /* sorted by submit */
 	run(s, 0, res, &m);
-	assert_float_equal(res[0].jct, 16.0, 1e-9);
-	assert_float_equal(res[1].jct, 10.0, 1e-9);
-	run(s, 1, res, &m);
+	assert_float_equal(res[1].jct, 16.0, 1e-9);
 	assert_float_equal(res[0].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].remote, 10000, 1e-6);
+	run(s, 1, res, &m);
 	assert_float_equal(res[1].jct, 10.0, 1e-9);
+	assert_float_equal(res[1].remote, 10000, 1e-6);
+	assert_float_equal(res[0].jct, 10.0, 1e-9);
 	assert_float_equal(m.remote_images, 10000, 1e-6);
 	assert_float_equal(m.gpu_util, 1.0, 1e-12);
+	gm_scenario_destroy(s);
+	s = load(HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
+		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
+	run(s, 1, res, &m);
+	assert_float_equal(res[0].jct, 2.25 + (10000 - 2.25 * 625) / 1000, 1e-9);
+	assert_float_equal(res[0].remote, 10000 - 2.25 * 625, 1e-6);
+	assert_float_equal(res[1].jct, 10.0, 1e-9);
 	gm_scenario_destroy(s);
 }
 
@@ -247,7 +259,8 @@ static void test_lending_with_an_ample_pool(void **st)
  * 1000 img/s all remote: 3,750 more in 3.75 s. With B's job at 0.75 core, B
  * lends its idle quarter, 625 img/s, no more than A's own worker: A keeps its
  * worker and takes the 625 beside it (625 + (0.25 - 625 x 100 us) / 400 us >
- * 1000 img/s, its rate): 10 s. Lending off: 16 s.
+ * 1000 img/s, its rate) once B lends, 2.25 s after its own job's start (625
+ * img/s alone until then): 10.844 s. Lending off: 16 s.
  */
 static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more(void **st)
 {
@@ -268,7 +281,7 @@ static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_delive
 		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t18750\t1875\n" COSTS);
 	run(s, 1, res, &m);
 	assert_float_equal(res[1].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].jct, 10.0, 1e-9);
+	assert_float_equal(res[0].jct, 2.25 + (10000 - 2.25 * 625) / 1000, 1e-9);
 	run(s, 0, res, &m);
 	assert_float_equal(res[0].jct, 16.0, 1e-9);
 	gm_scenario_destroy(s);
@@ -360,13 +373,14 @@ static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
  * needs 0.12 of B's core: the 0.88 idle lend a worker all the same (the agent's
  * rule, gm_policy_lendable). The job wants m* = (3000 x 400 - 1e6) / (400 -
  * 100) = 667 remote and gets them: 667 + (1 - 0.0667) / 400 us = 3,000 img/s,
- * 27,250 images in 9.083 s. When B's own job takes 0.8 of its core (2,000 img/s)
+ * once B lends, 2.25 s after its own job's start (2,500 img/s alone until
+ * then): 27,250 images in 9.458 s. When B's own job takes 0.8 of its core (2,000 img/s)
  * the 0.2 left is under a quarter core: B lends nothing and the job runs at
  * 2,500 img/s, 10.9 s. With a budget of 2, lent workers that send at most
  * 300 img/s, and B's own job at 1,400 img/s (0.56 core: 0.44 idle), B lends
  * two workers (one per idle quarter core begun; one per idle core begun lent
  * one), so it gets 600 and decodes (1 - 0.06) / 400 us = 2,350 itself: 2,950
- * img/s, 27,250 images in 9.237 s.
+ * img/s after the first 2.25 s, 27,250 images in 9.574 s.
  */
 static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 {
@@ -378,8 +392,9 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 	struct gm_scen_summary m;
 	assert_int_equal(s->node[1].workers, 1);
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 27250.0 / 3000, 1e-6);
-	assert_float_equal(res[0].remote, 27250.0 / 3000 * 2000 / 3, 1e-3);
+	const double lent_s = (27250.0 - 2.25 * 2500) / 3000;
+	assert_float_equal(res[0].jct, 2.25 + lent_s, 1e-6);
+	assert_float_equal(res[0].remote, lent_s * 2000 / 3, 1e-3);
 	gm_scenario_destroy(s);
 	s = load(HEAD "node\tA\t1\nnode\tB\t1\n"
 		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t2000\n" COSTS);
@@ -391,8 +406,8 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t1400\n" COSTS
 		      "cost\tremote_worker_img_s\t300\n");
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 27250.0 / 2950, 1e-9);
-	assert_float_equal(res[0].remote, 600 * 27250.0 / 2950, 1e-6);
+	assert_float_equal(res[0].jct, 2.25 + (27250.0 - 2.25 * 2500) / 2950, 1e-9);
+	assert_float_equal(res[0].remote, 600 * (27250.0 - 2.25 * 2500) / 2950, 1e-6);
 	gm_scenario_destroy(s);
 }
 
@@ -710,14 +725,14 @@ static void test_cli_runs_a_scenario(void **st)
 	(void)st;
 	const char *sc =
 	    put("cli.tsv", HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
-				"job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
+				"job\ta\tA\t3\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
 	char out[256], f[320];
 	snprintf(out, sizeof(out), "%s/out", dir);
 	assert_int_equal(cli(5, "sim", "--scenario", sc, "--out", out), 0);
 	snprintf(f, sizeof(f), "%s/lending-on/jobs.tsv", out);
 	char *got = slurp(f);
 	assert_non_null(strstr(got, "job\thome\tsubmit_s\timages\trate_img_s\tend_s\tjct_s"));
-	assert_non_null(strstr(got, "a\tA\t0\t10000\t1000\t10.000\t10.000\t10.000\t10000\n"));
+	assert_non_null(strstr(got, "a\tA\t3\t10000\t1000\t13.000\t10.000\t10.000\t10000\n"));
 	free(got);
 	snprintf(f, sizeof(f), "%s/lending-off/summary.json", out);
 	got = slurp(f);

@@ -11,7 +11,9 @@
  * image costs its home local_us of CPU (decode and the trainer's take), a remote
  * one remote_home_us on the home (receive and take) and remote_lender_us on a
  * lender (decode and send): the three per-image costs are measured on the real
- * path by the bench. Lenders' own jobs come first; what they leave idle goes to
+ * path by the bench. Lenders' own jobs come first (a host lends nothing for
+ * 2.25 s after one of its own jobs starts, as its agent holds back until its
+ * new job has gone unstarved for GM_POLICY_ASK_SETTLE_S); what they leave idle goes to
  * lent workers, as many as their agent's worker budget leaves beside their own
  * running jobs (one worker each). A lent worker serves one job and stays with
  * it (a free slot goes to whoever asks first; a home divides its workers

@@ -26,7 +26,8 @@ import sys
 POOR_CORES = 0.5  # GM_NODE_FED_CORES (include/goldminer/node.h)
 FIG_COLS = ("seed", "role", "jobs", "feedable", "feedable_cal", "poor_util_off", "poor_util_on", "jct_bound_off",
             "jct_bound_on", "lender_loss_pct", "lender_worst_pct", "sim_err_mean_pct",
-            "sim_err_worst_pct")
+            "sim_err_worst_pct", "slower_on")
+SLOWER = 1.05  # a job "slower with lending on": its JCT on over off above this (runs' noise: 2-4%)
 
 
 def family(out):
@@ -41,17 +42,19 @@ def family(out):
         print(f"cluster: no scenario of {out} has figures (figures.tsv)")
         return 1
     print("cluster family: per scenario (targets: poor hosts' GPU use >= 0.9 on, avg JCT "
-          "<= 1.10x the bound on, lenders' own loss <= 5%, simulator per-job error <= 15%)")
+          "<= 1.10x the bound on, lenders' own loss <= 5%, simulator per-job error <= 15%, "
+          f"no job slower with lending on: 'slower', JCT on over off above {SLOWER})")
     print(f"{'seed':>6} {'role':>9} {'jobs':>5} {'feedable drawn/cal':>18} {'poor util off/on':>17} "
           f"{'JCT/bound off/on':>17} {'lender loss':>12} {'worst':>7} {'sim err mean':>13} "
-          f"{'worst':>7}")
+          f"{'worst':>7} {'slower':>6}")
     for r in rows:
         print(f"{r['seed']:>6} {r['role']:>9} {r['jobs']:>5} {float(r.get('feedable', 'nan')):13.2f}/"
               f"{float(r.get('feedable_cal', 'nan')):.2f} "
               f"{float(r['poor_util_off']):8.3f}/{float(r['poor_util_on']):.3f} "
               f"{float(r['jct_bound_off']):8.2f}x/{float(r['jct_bound_on']):.2f}x "
               f"{float(r['lender_loss_pct']):+11.1f}% {float(r['lender_worst_pct']):+6.1f}% "
-              f"{float(r['sim_err_mean_pct']):12.1f}% {float(r['sim_err_worst_pct']):6.1f}%")
+              f"{float(r['sim_err_mean_pct']):12.1f}% {float(r['sim_err_worst_pct']):6.1f}% "
+              f"{r.get('slower_on', '?'):>6}")
     for role in sorted({r["role"] for r in rows}) + ["all"]:
         rs = [r for r in rows if role in ("all", r["role"])]
 
@@ -65,7 +68,8 @@ def family(out):
               f"{m('jct_bound_on'):.2f}x the bound on (worst {w('jct_bound_on'):.2f}x; off "
               f"{m('jct_bound_off'):.2f}x), lenders' own loss {m('lender_loss_pct'):+.1f}% "
               f"(worst job {w('lender_worst_pct'):+.1f}%), simulator per-job error "
-              f"{m('sim_err_mean_pct'):.1f}% mean, {w('sim_err_worst_pct'):.1f}% worst")
+              f"{m('sim_err_mean_pct'):.1f}% mean, {w('sim_err_worst_pct'):.1f}% worst; "
+              f"{sum(int(r.get('slower_on', 0)) for r in rs)} job(s) slower with lending on")
     return 0
 
 
@@ -375,6 +379,15 @@ if "off" in per_mode and "on" in per_mode:
                 worst_loss = max(worst_loss, 100 * (jn - jo) / jo)
                 say(f"  {nm}'s job {j['name']}: {jo:.1f} s off, {jn:.1f} s on "
                     f"({100 * (jn - jo) / jo:+.1f}%; target within +5%)")
+    slower = []
+    for j in JOBS:  # acceptance: lending never makes a job slower than lending off
+        jo = avg([r["jct"] for r in rows if r["name"] == j["name"] and r["mode"] == "off"])
+        jn = avg([r["jct"] for r in rows if r["name"] == j["name"] and r["mode"] == "on"])
+        if jo > 0 and jn > jo * SLOWER:
+            slower.append(f"{j['name']} {jo:.1f} -> {jn:.1f} s")
+    fig["slower_on"] = str(len(slower))
+    say(f"  jobs slower with lending on (JCT on over off above {SLOWER}): "
+        f"{', '.join(slower) if slower else 'none'}")
     if so > 0:
         fig["lender_loss_pct"] = f"{100 * (sn / so - 1):.2f}"
         fig["lender_worst_pct"] = f"{worst_loss:.2f}"
