@@ -311,7 +311,7 @@ struct run {
 	uint8_t *state;			   /* 0 pending, 1 running, 2 done */
 	bool *isshort;			   /* below its rate with lending off */
 	double *want;			   /* lending on: remote img/s each short job wants */
-	uint32_t *took;			   /* ... and the lent workers it took */
+	uint32_t *took;			   /* scratch: the lent workers each job asks for */
 	uint32_t *act, nact;		   /* running jobs */
 	uint32_t lw[GM_SCEN_MAX_NODES];	   /* lending on: workers each node can lend now */
 	double lcap[GM_SCEN_MAX_NODES];	   /* and the img/s its idle cores give them in all */
