@@ -119,6 +119,7 @@ struct hjob {
 	 * in all, while its trainer waited, and of those with the batch it waits
 	 * for (the ring's head) being made by a remote worker, by a local one */
 	uint64_t none, none_starved, none_head_remote, none_head_local;
+	uint64_t head_revoked; /* leases of the head revoked (home.c, HEAD_MS) */
 	uint64_t tick_samples;
 	int64_t tick_ms;
 	double rate, per_worker;

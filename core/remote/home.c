@@ -69,6 +69,19 @@
  */
 #define LEASE_BOUND 8
 
+/*
+ * The batch the trainer waits for (the ring's head, consumed in order) held by
+ * a remote worker for HEAD_MS of that wait while every other slot of the ring
+ * is made or being made: its lease is revoked (head_tick), and an idle worker
+ * makes the batch again. Each worker's lease then lags the head by the whole
+ * ring, so the holder is several times slower than the job's other workers:
+ * a guest its lender starves of CPU (seed 2's and 105's runs: a remote worker
+ * "making 76% (on CPU 1% of that)" held the head while the trainer and every
+ * other worker waited; lending made the job slower than its local workers
+ * alone), which the lease deadline, a sample every 5 s, never catches.
+ */
+#define HEAD_MS 1000 /* and two batches after the head made meanwhile */
+
 /* ---- leases for remote workers ----------------------------------------------- */
 
 struct hjob *gm_remote_home_job(void *owner, uint64_t token)
@@ -844,6 +857,64 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 	}
 }
 
+/* The slots of j's ring past its head that are made (READY), or -1 where one is
+ * free to claim (a worker may still take it: the others are not all idle). */
+static int ring_made(const struct hjob *j, uint64_t head)
+{
+	const struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	int made = 0;
+	for (uint64_t t = head + 1; t < head + j->nslots && t < h->end_task; t++) {
+		struct gm_slot_ctl *ctl = gm_ring_ctl(j->ring, (uint32_t)(t & (j->nslots - 1)));
+		if (atomic_load_explicit(&ctl->task, memory_order_acquire) != t)
+			continue;
+		uint32_t st =
+		    GM_SLOT_STATE(atomic_load_explicit(&ctl->state, memory_order_relaxed));
+		if (st == GM_SLOT_FREE)
+			return -1;
+		made += st == GM_SLOT_READY;
+	}
+	return made;
+}
+
+/* The head of j's ring held by a remote worker past HEAD_MS of its trainer's
+ * wait, no slot free and two batches after it made meanwhile (where the ring
+ * has them: a ring no larger than its workers is always full, and a batch that
+ * takes every worker more than HEAD_MS is no sign of a slow one): the
+ * connection ends and the lease is revoked, as at a lease deadline (the
+ * worker's lender starts another). */
+static void head_tick(struct gm_remote *r, struct hjob *j, int64_t now)
+{
+	struct gm_ring_hdr *h = gm_ring_hdr(j->ring);
+	uint64_t since = atomic_load_explicit(&h->c_waiting, memory_order_relaxed);
+	if (since <= 1 || (int64_t)(gm_now_ns() - since) < (int64_t)HEAD_MS * 1000000)
+		return; /* not waiting, an older consumer (no start), or not for long */
+	uint64_t head = atomic_load_explicit(&h->consumed, memory_order_acquire);
+	uint32_t w = atomic_load_explicit(
+	    &gm_ring_ctl(j->ring, (uint32_t)(head & (j->nslots - 1)))->state, memory_order_relaxed);
+	uint32_t pid = GM_SLOT_PID(w);
+	int made = GM_SLOT_STATE(w) == GM_SLOT_CLAIMED && pid >= GM_REMOTE_VPID_MIN
+		       ? ring_made(j, head)
+		       : -1;
+	if (made < (j->nslots > 2 ? 2 : 1))
+		return;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = r->net.conns[i];
+		if (!c || c->st != C_OK || c->job != j ||
+		    (c->vpid != pid && c->ahead.vpid != pid) || now - c->lease_since_ms < HEAD_MS)
+			continue;
+		gm_remote_conn_kill(c,
+				    "held the batch its trainer waited for %" PRIu64
+				    " ms while every other slot of the ring was made or being "
+				    "made, %d of them made (a worker several times slower than "
+				    "the job's others)",
+				    (gm_now_ns() - since) / 1000000, made);
+		j->head_revoked++;
+		gm_remote_conn_close(&r->net, c);
+		gm_remote_home_revoke(r, c, c->why);
+		return;
+	}
+}
+
 /* Lenders that run fewer workers for our jobs than they granted them (their
  * heartbeats' for_you) for SHORT_MS, with no ask of ours as recent: they ended
  * them on their own (a lender stops the workers of a home it has not heard
@@ -891,6 +962,7 @@ void gm_remote_home_tick(struct gm_remote *r, int64_t now)
 		struct hjob *j = &r->hjobs[i];
 		if (!j->used)
 			continue;
+		head_tick(r, j, now);
 		lend_tick(r, j, now);
 		if (now - j->tick_ms >= 1000) {
 			if (i == first_used(r))
@@ -1012,13 +1084,15 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 	struct hjob *j = gm_remote_home_job(r, token);
 	if (!j)
 		return;
-	if (j->none)
+	if (j->none || j->head_revoked)
 		gm_remote_logf(
 		    &r->net,
 		    "job %016" PRIx64 ": %" PRIu64 " claims answered 'no batch free', %" PRIu64
 		    " of them while its trainer waited: for a batch a remote worker made %" PRIu64
-		    ", a local one %" PRIu64,
-		    j->token, j->none, j->none_starved, j->none_head_remote, j->none_head_local);
+		    ", a local one %" PRIu64 "; %" PRIu64
+		    " remote leases of the batch it waited for revoked (HEAD_MS)",
+		    j->token, j->none, j->none_starved, j->none_head_remote, j->none_head_local,
+		    j->head_revoked);
 	for (int p = 0; p < r->npeers; p++)
 		if (j->asked[p] && r->peers[p].c && r->peers[p].c->st == C_OK) {
 			struct m_lend m = {.token = j->token, .workers = 0, .port = r->port};
