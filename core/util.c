@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "goldminer/util.h"
 
@@ -66,10 +68,25 @@ void gm_errf(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* GOLDMINER_LOG_TIME=1: each line starts with its UTC time to the millisecond
+ * (the agents of a cluster, and a job's events, put side by side) */
+static bool log_time(void)
+{
+	const char *e = getenv("GOLDMINER_LOG_TIME");
+	return e && *e && strcmp(e, "0") != 0;
+}
+
 void gm_vlog(const char *who, const char *fmt, va_list ap)
 {
 	char line[4096];
-	int n = snprintf(line, sizeof(line), "goldminer %s: ", who);
+	int n = 0;
+	struct timespec ts;
+	struct tm tm;
+	if (log_time() && clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+		n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ",
+			     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			     tm.tm_sec, ts.tv_nsec / 1000000);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "goldminer %s: ", who);
 
 	if (n < 0 || (size_t)n >= sizeof(line) - 1)
 		n = 0;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "goldminer/util.h"
@@ -90,6 +91,40 @@ static void test_log_lines_read_goldminer_who_event(void **state)
 	assert_non_null(strstr(out, "..."));
 	assert_string_equal(out + n - 9, " the end\n");
 	assert_ptr_equal(strchr(out, '\n'), out + n - 1); /* one newline: the last byte */
+}
+
+/* GOLDMINER_LOG_TIME=1: the same line after its UTC time, to the millisecond */
+static void test_log_lines_with_log_time_start_with_it(void **state)
+{
+	static char out[16384];
+	(void)state;
+	setenv("GOLDMINER_LOG_TIME", "1", 1);
+	time_t before = time(NULL);
+	capture(out, sizeof(out), log_two);
+	time_t after = time(NULL);
+	unsetenv("GOLDMINER_LOG_TIME");
+	int y, mo, d, h, mi, s, ms, used = 0;
+	assert_int_equal(
+	    sscanf(out, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ %n", &y, &mo, &d, &h, &mi, &s, &ms, &used),
+	    7);
+	assert_int_equal(used, 25);
+	struct tm tm = {.tm_year = y - 1900,
+			.tm_mon = mo - 1,
+			.tm_mday = d,
+			.tm_hour = h,
+			.tm_min = mi,
+			.tm_sec = s};
+	time_t at = timegm(&tm);
+	assert_true(at >= before && at <= after);
+	assert_in_range(ms, 0, 999);
+	assert_memory_equal(out + used, "goldminer node: job pid 42 attached\n", 36);
+	const char *second = strchr(out, '\n') + 1;
+	assert_memory_equal(second + 25, "goldminer pool: worker 7: killed it\n", 36);
+	setenv("GOLDMINER_LOG_TIME", "0", 1); /* 0: off */
+	capture(out, sizeof(out), log_two);
+	unsetenv("GOLDMINER_LOG_TIME");
+	assert_string_equal(out, "goldminer node: job pid 42 attached\n"
+				 "goldminer pool: worker 7: killed it\n");
 }
 
 /* A strict reader of one JSON string literal (RFC 8259: no raw control
@@ -259,6 +294,7 @@ int main(void)
 	    cmocka_unit_test(test_a_message_that_fits_is_written_whole),
 	    cmocka_unit_test(test_a_long_message_keeps_its_start_and_its_cause),
 	    cmocka_unit_test(test_log_lines_read_goldminer_who_event),
+	    cmocka_unit_test(test_log_lines_with_log_time_start_with_it),
 	    cmocka_unit_test(test_json_quote_escapes_quote_backslash_and_control),
 	    cmocka_unit_test(test_json_quote_fuzz_random_bytes_round_trip),
 	    cmocka_unit_test(test_byte_sizes_read_in_the_largest_binary_unit),

@@ -128,7 +128,8 @@ host_of() { awk -v n="$1" '$1 == n { print NR }' "$tmp/nodes"; }
 # agents MODE: one agent per host of $tmp/nodes under its quota (CORES), with
 # --cpus WORKERS where the node line gives a worker budget (its cores stay the
 # quota: the agent takes the least of --cpus and the quota) and --cpus CORES
-# otherwise; MODE on gives each all the others as --peers. Logs in $SO.
+# otherwise; MODE on gives each all the others as --peers. Logs in $SO, each
+# line timed (GOLDMINER_LOG_TIME=1: the hosts' events side by side).
 agents() {
 	i=1
 	while read -r name cores cpus; do
@@ -140,7 +141,7 @@ agents() {
 				k=$((k + 1))
 			done
 		fi
-		mh_agent $i "$cores" "$tmp/$i.sock" --cpus "$cpus" \
+		GOLDMINER_LOG_TIME=1 mh_agent $i "$cores" "$tmp/$i.sock" --cpus "$cpus" \
 			--listen "$(mh_addr $i):$((port + i))" ${peers:+--peers "$peers"} \
 			--secret "$tmp/secret" --lend-root "$(dirname "$PHOTOS")" \
 			>"$SO/agent-$run-$1-$name.log" 2>&1 ||
