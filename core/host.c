@@ -113,6 +113,23 @@ uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid)
 	return (uint64_t)(ut + st) * (1000000000u / (uint64_t)hz);
 }
 
+uint64_t gm_host_proc_wait_ns(const char *root, pid_t pid)
+{
+	char path[4200], buf[256];
+	snprintf(path, sizeof(path), "%s/proc/%d/schedstat", root ? root : "", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return UINT64_MAX;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	unsigned long long run, wait;
+	int used = 0;
+	if (sscanf(buf, "%llu %llu %*u%n", &run, &wait, &used) != 2 || !used || wait >= UINT64_MAX)
+		return UINT64_MAX;
+	return (uint64_t)wait;
+}
+
 bool gm_host_stopped(const char *root, pid_t pid)
 {
 	return gm_host_proc_state(root, pid) == 'T';

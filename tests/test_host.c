@@ -12,9 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,6 +213,43 @@ static void test_a_processs_cpu_time_is_its_user_and_system_ticks(void **state)
 	assert_true(b != UINT64_MAX && b > a);
 }
 
+/* /proc/PID/schedstat's second field (the run-queue wait) in ns; fewer than
+ * three fields or no file: UINT64_MAX. This process's own, read around a
+ * spin of 30 ms beside a busy child on this CPU alone, grows. */
+static void test_a_processs_wait_for_a_cpu_is_its_schedstat_run_delay(void **state)
+{
+	(void)state;
+	put("/proc/300/schedstat", "221152501 1787118333 34\n");
+	put("/proc/301/schedstat", "221152501 1787118333\n");
+	put("/proc/302/schedstat", "x y z\n");
+	assert_int_equal(gm_host_proc_wait_ns(root, 300), 1787118333ull);
+	assert_int_equal(gm_host_proc_wait_ns(root, 301), UINT64_MAX);
+	assert_int_equal(gm_host_proc_wait_ns(root, 302), UINT64_MAX);
+	assert_int_equal(gm_host_proc_wait_ns(root, 303), UINT64_MAX);
+	uint64_t a = gm_host_proc_wait_ns(NULL, getpid());
+	assert_true(a != UINT64_MAX);
+	cpu_set_t one, was;
+	assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	pid_t busy = fork(); /* shares the CPU: each waits while the other runs */
+	if (busy == 0)
+		for (;;)
+			;
+	assert_true(busy > 0);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 100000000L);
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	assert_int_equal(sched_setaffinity(0, sizeof(was), &was), 0);
+	uint64_t b = gm_host_proc_wait_ns(NULL, getpid());
+	assert_true(b != UINT64_MAX && b > a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -225,6 +265,8 @@ int main(void)
 					    gone),
 	    cmocka_unit_test_setup_teardown(test_a_processs_cpu_time_is_its_user_and_system_ticks,
 					    fresh, gone),
+	    cmocka_unit_test_setup_teardown(
+		test_a_processs_wait_for_a_cpu_is_its_schedstat_run_delay, fresh, gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

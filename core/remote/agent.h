@@ -158,9 +158,11 @@ struct ljob {
 	int64_t stopped_ms[GM_MAX_WORKERS]; /* pid[k] seen stopped since (0: running) */
 	uint32_t n;
 	int64_t spawn_ms;
-	/* its workers' CPU time (gm_host_proc_cpu_ns) at cpu_ms, with cpu_n of
-	 * them; used_cores: their use over the last window (-1: not measured) */
-	uint64_t cpu_ns;
+	/* its workers' CPU time (gm_host_proc_cpu_ns) and the time they waited
+	 * for a CPU (gm_host_proc_wait_ns; UINT64_MAX: not known) at cpu_ms, with
+	 * cpu_n of them; used_cores: the cores they used or waited for over the
+	 * last window (-1: not measured) */
+	uint64_t cpu_ns, wait_ns;
 	int64_t cpu_ms;
 	uint32_t cpu_n;
 	double used_cores;

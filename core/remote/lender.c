@@ -215,10 +215,25 @@ static uint64_t workers_cpu_ns(const struct ljob *l)
 	return ns;
 }
 
+/* The time l's workers waited for a CPU (gm_host_proc_wait_ns), ns; UINT64_MAX
+ * when one cannot be read. */
+static uint64_t workers_wait_ns(const struct ljob *l)
+{
+	uint64_t ns = 0;
+	for (uint32_t k = 0; k < l->n; k++) {
+		uint64_t w = gm_host_proc_wait_ns(NULL, l->pid[k]);
+		if (w == UINT64_MAX)
+			return w;
+		ns += w;
+	}
+	return ns;
+}
+
 /* Beside its own jobs its guests, all together, spend at most the cores those
  * leave (guest_pace), split by what they use (gm_policy_guest_shares: a job
  * whose guests sit idle, its ring full, leaves its share to the others);
- * their use is measured every PACE_WINDOW_MS. A Python job's guest is counted
+ * their use (the CPU they spent, and the time they waited for one) is
+ * measured every PACE_WINDOW_MS. A Python job's guest is counted
  * as using all it is given: its Python worker, a child, is not in its time.
  * total: the guests that run. */
 static void lend_paces(struct gm_remote *r, uint32_t total, int64_t now)
@@ -233,13 +248,19 @@ static void lend_paces(struct gm_remote *r, uint32_t total, int64_t now)
 		if (!l->used)
 			continue;
 		if (!l->cpu_ms || now - l->cpu_ms >= PACE_WINDOW_MS) {
-			uint64_t c = workers_cpu_ns(l);
+			uint64_t c = workers_cpu_ns(l), w = workers_wait_ns(l);
 			bool known = l->cpu_ms && now > l->cpu_ms && l->cpu_n == l->n &&
 				     c != UINT64_MAX && l->cpu_ns != UINT64_MAX && c >= l->cpu_ns &&
 				     !l->blob.py;
-			l->used_cores =
-			    known ? (double)(c - l->cpu_ns) / 1e6 / (double)(now - l->cpu_ms) : -1;
-			l->cpu_ns = c, l->cpu_ms = now, l->cpu_n = l->n;
+			double ms = known ? (double)(now - l->cpu_ms) : 0;
+			l->used_cores = known ? (double)(c - l->cpu_ns) / 1e6 / ms : -1;
+			/* the time they waited for a CPU they wanted (a guest starved
+			 * by its host's own job, or by the quota, is not a light one:
+			 * counted light, seed 105's guests were paced down to 0.012 of
+			 * a core, 22 img/s, making "on CPU 7%" of their time) */
+			if (known && w != UINT64_MAX && l->wait_ns != UINT64_MAX && w >= l->wait_ns)
+				l->used_cores += (double)(w - l->wait_ns) / 1e6 / ms;
+			l->cpu_ns = c, l->wait_ns = w, l->cpu_ms = now, l->cpu_n = l->n;
 		}
 		at[k] = i;
 		n[k] = l->n;

@@ -58,6 +58,14 @@ char gm_host_proc_state(const char *root, pid_t pid);
  * Python job's guest its Python worker, pywork.c.) */
 uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid);
 
+/* The time process pid's main thread has spent runnable but not running
+ * (root/proc/PID/schedstat's second field: waiting on a run queue, throttled
+ * by its cgroup's CPU quota included), in ns; UINT64_MAX when the file cannot
+ * be read or parsed (a kernel without CONFIG_SCHED_INFO). A lender reads it
+ * beside the CPU time: a guest that waited for the CPU wanted it
+ * (core/remote/lender.c). */
+uint64_t gm_host_proc_wait_ns(const char *root, pid_t pid);
+
 /*
  * Memory this process may still take, in bytes: the least of MemAvailable
  * (/proc/meminfo), every memory cgroup limit above it less that cgroup's usage

@@ -350,7 +350,8 @@ double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs);
  * job j's n[j] workers may spend, from idle_cores (the cores the lender's own
  * jobs leave, at least GM_POLICY_GUEST_MIN_CORES a guest) split max-min fair
  * over all the guests. A job whose workers used together (used[j], cores over
- * the last window) under GM_POLICY_GUEST_LIGHT of their pace (last[j] a
+ * the last window, counting the time they waited for a CPU: a guest its host
+ * starves wants more, not less) under GM_POLICY_GUEST_LIGHT of their pace (last[j] a
  * worker; 0: none or not measured) counts as wanting GM_POLICY_GUEST_GROW x
  * what it used: its ring was full ("no batch free") or it waited for leases;
  * the others want all they can get, and share what the light ones leave. An
