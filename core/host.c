@@ -74,16 +74,26 @@ void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h)
 	}
 }
 
-char gm_host_proc_state(const char *root, pid_t pid)
+/* root/proc/PID/NAME's first len - 1 bytes into buf, NUL-terminated; false
+ * when it cannot be opened. */
+static bool proc_read(const char *root, pid_t pid, const char *name, char *buf, size_t len)
 {
-	char path[4200], buf[512];
-	snprintf(path, sizeof(path), "%s/proc/%d/stat", root ? root : "", (int)pid);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/proc/%d/%s", root ? root : "", (int)pid, name);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		return false;
+	size_t n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = '\0';
+	return true;
+}
+
+char gm_host_proc_state(const char *root, pid_t pid)
+{
+	char buf[512];
+	if (!proc_read(root, pid, "stat", buf, sizeof(buf)))
+		return 0;
 	/* "pid (comm) S ...": comm may hold ") ", so the state follows the last ')' */
 	const char *paren = strrchr(buf, ')');
 	if (!paren || paren[1] != ' ' || !paren[2] || (paren[3] != ' ' && paren[3]))
@@ -93,14 +103,9 @@ char gm_host_proc_state(const char *root, pid_t pid)
 
 uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid)
 {
-	char path[4200], buf[1024];
-	snprintf(path, sizeof(path), "%s/proc/%d/stat", root ? root : "", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char buf[1024];
+	if (!proc_read(root, pid, "stat", buf, sizeof(buf)))
 		return UINT64_MAX;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	/* after the last ')': state, then 10 fields before utime and stime */
 	const char *paren = strrchr(buf, ')');
 	unsigned long long ut, st;
@@ -115,14 +120,9 @@ uint64_t gm_host_proc_cpu_ns(const char *root, pid_t pid)
 
 uint64_t gm_host_proc_wait_ns(const char *root, pid_t pid)
 {
-	char path[4200], buf[256];
-	snprintf(path, sizeof(path), "%s/proc/%d/schedstat", root ? root : "", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char buf[256];
+	if (!proc_read(root, pid, "schedstat", buf, sizeof(buf)))
 		return UINT64_MAX;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	unsigned long long run, wait;
 	int used = 0;
 	if (sscanf(buf, "%llu %llu %*u%n", &run, &wait, &used) != 2 || !used || wait >= UINT64_MAX)

@@ -201,30 +201,17 @@ static void set_pace(struct ljob *l, uint32_t pace)
  * 1.25 x what it used, near its pace anyway) */
 #define PACE_WINDOW_MS 1000
 
-/* The CPU time of l's workers (gm_host_proc_cpu_ns), ns; UINT64_MAX when one
- * cannot be read (it ended: its use is not known over the window). */
-static uint64_t workers_cpu_ns(const struct ljob *l)
+/* The sum over l's workers of read (gm_host_proc_cpu_ns: their CPU time;
+ * gm_host_proc_wait_ns: the time they waited for a CPU), ns; UINT64_MAX when
+ * one cannot be read (it ended: its use is not known over the window). */
+static uint64_t workers_ns(const struct ljob *l, uint64_t (*read)(const char *, pid_t))
 {
 	uint64_t ns = 0;
 	for (uint32_t k = 0; k < l->n; k++) {
-		uint64_t c = gm_host_proc_cpu_ns(NULL, l->pid[k]);
+		uint64_t c = read(NULL, l->pid[k]);
 		if (c == UINT64_MAX)
 			return c;
 		ns += c;
-	}
-	return ns;
-}
-
-/* The time l's workers waited for a CPU (gm_host_proc_wait_ns), ns; UINT64_MAX
- * when one cannot be read. */
-static uint64_t workers_wait_ns(const struct ljob *l)
-{
-	uint64_t ns = 0;
-	for (uint32_t k = 0; k < l->n; k++) {
-		uint64_t w = gm_host_proc_wait_ns(NULL, l->pid[k]);
-		if (w == UINT64_MAX)
-			return w;
-		ns += w;
 	}
 	return ns;
 }
@@ -248,7 +235,8 @@ static void lend_paces(struct gm_remote *r, uint32_t total, int64_t now)
 		if (!l->used)
 			continue;
 		if (!l->cpu_ms || now - l->cpu_ms >= PACE_WINDOW_MS) {
-			uint64_t c = workers_cpu_ns(l), w = workers_wait_ns(l);
+			uint64_t c = workers_ns(l, gm_host_proc_cpu_ns),
+				 w = workers_ns(l, gm_host_proc_wait_ns);
 			bool known = l->cpu_ms && now > l->cpu_ms && l->cpu_n == l->n &&
 				     c != UINT64_MAX && l->cpu_ns != UINT64_MAX && c >= l->cpu_ns &&
 				     !l->blob.py;
