@@ -146,6 +146,9 @@
 #      the trainer waits for: its lease is revoked once the trainer waited 1 s
 #      for it with the rest of the ring made (HEAD_MS), not at the lease's bound
 #      (40 s); the batch is made again, same bytes
+#  52. a job fed by the peer's workers alone (its home of 0.25 of a core runs no
+#      local worker) whose peer agent is SIGKILLed: its local workers run
+#      again as the remote ones go, not at the next measured window; same bytes
 # (TAP numbers follow the order the cases run in: 10 comes last)
 # Under a sanitizer build (make sanitize), 6, 12, 13-15, 16-18, 34-37, 39, 40-45, 46, 48, 49 and 50 skip,
 # naming the tests that run their code under ASan: it keeps CI short, strace cannot
@@ -224,10 +227,10 @@ san_skip() {
 	t_last=$(date +%s)
 }
 
-echo "1..51"
+echo "1..52"
 if [ ! -f "$B/libgoldminer-remote.so" ]; then
 	i=1
-	while [ $i -le 51 ]; do
+	while [ $i -le 52 ]; do
 		echo "ok $i # SKIP no $B/libgoldminer-remote.so (UCX not installed: make deps)"
 		i=$((i + 1))
 	done
@@ -1755,6 +1758,34 @@ fi
 # (1 s) of waiting with the rest of the ring made, and the batch made again
 misbehave trickle "held the batch its trainer waited for [0-9]* ms while every other slot of the ring was made or being made" \
 	"a remote worker several times slower than the others (one sample every 2 s, within its 5-s deadline) holds the batch the trainer waits for: revoked after 1 s of the trainer's wait, not at the lease's 40-s bound"
+
+# 52: a job fed by the peer's workers (a home of 0.25 of a core by --cpus:
+# it runs no local worker once they deliver measurably more) whose peer agent
+# is SIGKILLed: the home runs the job's local workers again at once, at the
+# loss of its remote workers ("its remote workers are gone"), not at its next
+# measured window; same bytes. Again, 3 times at most, where the job ended
+# before it went fed (a loaded machine).
+try=0
+while [ $try -lt 3 ]; do
+	try=$((try + 1))
+	agent 2 "$tmp/secret" 1
+	AGENT_CPUS=0.25 agent 1 "$tmp/secret" 2
+	peers_connected 1 1
+	train 16 &
+	tp=$!
+	wait_log "$tmp/1.log" "runs no local worker, remote workers feed it" && fed=0 || fed=1
+	kill -KILL "$apid2"
+	wait $tp
+	[ $fed = 0 ] && break
+	echo "# the job was not fed before it ended (try $try)"
+	stop_agents
+done
+ok=1
+[ $fed = 0 ] && [ "$(cat "$tmp/sum")" = "$ref16" ] &&
+	wait_log "$tmp/1.log" "runs its local workers again: its remote workers are gone" && ok=0
+[ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
+t $ok "a fed job's peer agent SIGKILLed: its home runs the job's local workers again as its remote workers go; same checksums"
+stop_agents
 
 # 10: the agents' and remote workers' own words: no sanitizer report, no crash.
 # LeakSanitizer's "encountered a fatal error" is not a finding: its check at exit
