@@ -1776,12 +1776,12 @@ while [ $try -lt 3 ]; do
 	wait_log "$tmp/1.log" "runs no local worker, remote workers feed it" && fed=0 || fed=1
 	kill -KILL "$apid2"
 	wait $tp
-	[ $fed = 0 ] && break
+	[ "$fed" = 0 ] && break
 	echo "# the job was not fed before it ended (try $try)"
 	stop_agents
 done
 ok=1
-[ $fed = 0 ] && [ "$(cat "$tmp/sum")" = "$ref16" ] &&
+[ "$fed" = 0 ] && [ "$(cat "$tmp/sum")" = "$ref16" ] &&
 	wait_log "$tmp/1.log" "runs its local workers again: its remote workers are gone" && ok=0
 [ $ok = 0 ] || { diag "$tmp/1.log"; cat "$tmp/sum"; }
 t $ok "a fed job's peer agent SIGKILLed: its home runs the job's local workers again as its remote workers go; same checksums"
