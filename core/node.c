@@ -209,12 +209,24 @@ static void logf_(struct agent *a, const char *fmt, ...)
  * fed by peers at 792 img/s fell to 430 when a second job's local worker
  * started beside it, and took its own local worker back "for good" against
  * the 610 it had made before; remote workers still beat its local ones alone
- * (335), which gm_policy_fed_remotely goes on checking. */
+ * (335), which gm_policy_fed_remotely goes on checking. Nor does a failed
+ * trial hold in the new mix ("for good": fed_worse): its local worker added
+ * to what its remote ones made while it had the host to itself, but beside a
+ * new job it takes that job's share, the receive path already holding part
+ * of the host (seed 1: a 0.15-core home's 180 img/s job ran 22.5 s with
+ * lending off and 25.9 s on, beside a job that had taken its local worker
+ * back for good before it came and whose remote batches cost the agent 0.065
+ * of a core). */
 static void host_changed(struct agent *a, const struct job *except)
 {
-	for (int i = 0; i < MAX_JOBS; i++)
-		if (&a->jobs[i] != except && a->jobs[i].pool && a->jobs[i].fed)
-			a->jobs[i].both = 0;
+	for (int i = 0; i < MAX_JOBS; i++) {
+		struct job *j = &a->jobs[i];
+		if (j == except || !j->pool)
+			continue;
+		if (j->fed)
+			j->both = 0;
+		j->fed_worse = false;
+	}
 }
 
 static void detach(struct agent *a, struct job *j, const char *why)
