@@ -312,12 +312,8 @@ static void update_fed(struct agent *a, struct job *j, int64_t now)
 			j->both_remote = j->both_remote > 0
 					     ? 0.7 * j->both_remote + 0.3 * j->remote.rate
 					     : j->remote.rate;
-		/* its start (workers coming up, a first wait) is no evidence */
-		if (none && j->windows >= 3 && j->stall > GM_POLICY_STALL &&
-		    j->delivered < j->demand)
-			j->alone_short = j->alone_short > 0
-					     ? 0.7 * j->alone_short + 0.3 * j->delivered
-					     : j->delivered;
+		gm_policy_alone_add(&j->alone_short, none, j->windows, j->stall, j->delivered,
+				    j->demand, j->remote.rate);
 	}
 	if (!j->fed && j->workers && j->rate > 0) { /* the model's, until measured */
 		double units =

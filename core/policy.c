@@ -472,6 +472,16 @@ static uint32_t bounded(const struct gm_policy_borrow_in *in, uint32_t n,
 	return n;
 }
 
+/* Its consumer fed, its local workers' share of what it got nearly all the
+ * demand (GM_BORROW_FED); a job with no local worker (fed remotely) never:
+ * its remote rate, measured over other windows, may read low for a moment. */
+static bool locally_fed(const struct gm_policy_borrow_in *in)
+{
+	double local = in->delivered - (in->remote_rate > 0 ? in->remote_rate : 0);
+	return in->workers && in->demand > 0 && in->stall <= GM_POLICY_STALL &&
+	       local >= in->demand * (1 - GM_POLICY_STALL) && isfinite(local);
+}
+
 void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_borrow_out *out)
 {
 	double h = in->headroom > 1 ? in->headroom : 1;
@@ -485,9 +495,9 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	if (in->cores > 0 && in->cores < units)
 		units = in->cores;
 	out->capacity = units * in->worker_rate;
+	double local = in->delivered - (in->remote_rate > 0 ? in->remote_rate : 0);
 	out->why = GM_BORROW_CAPACITY;
 	if (in->stall > GM_POLICY_STALL && in->delivered < in->demand) {
-		double local = in->delivered - in->remote_rate;
 		local = local > 0 ? local : 0;
 		if (local < out->capacity) {
 			out->capacity = local;
@@ -501,6 +511,11 @@ void gm_policy_borrow(const struct gm_policy_borrow_in *in, struct gm_policy_bor
 	double need = in->demand * h - out->capacity;
 	if (!(need > 0)) {
 		out->why = GM_BORROW_COVERED;
+		return;
+	}
+	if (locally_fed(in)) {
+		out->capacity = local; /* measured: they feed it, whatever the model says */
+		out->why = GM_BORROW_FED;
 		return;
 	}
 	double rw = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
@@ -614,6 +629,12 @@ void gm_policy_borrow_why(const struct gm_policy_borrow_in *in,
 			     "delivered %.0f img/s < demand %.0f img/s, the trainer waits %.0f%% "
 			     "of the time: local workers deliver %.0f img/s",
 			     in->delivered, in->demand, in->stall * 100, out->capacity);
+		break;
+	case GM_BORROW_FED:
+		n = snprintf(buf, len,
+			     "its local workers feed it (%.0f of demand %.0f img/s, the trainer "
+			     "waits %.0f%% of the time)",
+			     out->capacity, in->demand, in->stall * 100);
 		break;
 	case GM_BORROW_ALONE:
 		n = snprintf(buf, len,
@@ -730,7 +751,8 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 /* The cores lender i has left once it runs a[i] workers of the job. */
 static double left_of(const struct gm_policy_lender *l, const uint32_t *a, size_t i)
 {
-	return l[i].cores * (double)(l[i].workers - a[i]) / l[i].workers;
+	uint32_t slots = l[i].slots > l[i].workers ? l[i].slots : l[i].workers;
+	return l[i].cores * (double)(l[i].workers - a[i]) / slots;
 }
 
 static bool lends(const struct gm_policy_lender *l, size_t i)
@@ -827,7 +849,11 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 	}
 	double h = in->headroom > 1 ? in->headroom : 1;
 	double per = in->remote_worker_rate > 0 ? in->remote_worker_rate : in->worker_rate;
+	/* fed by its local workers: no gap, given back after a settled interval
+	 * however little the model's gap moved (the measurement overrules it) */
+	bool fed = locally_fed(in);
 	double gap = in->demand * h - out->capacity;
+	gap = fed && gap > 0 ? 0 : gap;
 	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
 	bool starved = in->stall > GM_POLICY_STALL && in->delivered < in->demand;
 	if (!s->decided || (starved && covering(gap, per) > s->count)) {
@@ -835,7 +861,8 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 		 * last count covers: all of it at once (fewer wait to settle) */
 		*s = (struct gm_policy_ask){
 		    .decided = true, .count = covering(gap, per), .gap = gap};
-	} else if (fabs(gap - s->gap) > per || covering(s->gap, per) != s->count) {
+	} else if ((fed && s->count) || fabs(gap - s->gap) > per ||
+		   covering(s->gap, per) != s->count) {
 		s->moved_s += dt_s;
 		s->moved_sum += gap * dt_s;
 		if (s->moved_s >= GM_POLICY_ASK_SETTLE_S) {
@@ -879,6 +906,22 @@ void gm_policy_remote_per_add(double *host, double per_worker, double stall)
 	if (!(per_worker > 0) || !isfinite(per_worker) || !(stall > GM_POLICY_STALL))
 		return;
 	*host = *host > 0 && isfinite(*host) ? 0.7 * *host + 0.3 * per_worker : per_worker;
+}
+
+void gm_policy_alone_add(double *alone, bool remote_none, uint32_t windows, double stall,
+			 double delivered, double demand, double remote_rate)
+{
+	if (!(delivered >= 0) || !isfinite(delivered) || !isfinite(stall))
+		return; /* nonsense changes nothing */
+	double had = *alone > 0 && isfinite(*alone) ? *alone : 0;
+	if (stall > GM_POLICY_STALL) {
+		if (remote_none && windows >= 3 && delivered < demand)
+			*alone = had > 0 ? 0.7 * had + 0.3 * delivered : delivered;
+		return;
+	}
+	double local = delivered - (remote_none || !(remote_rate > 0) ? 0 : remote_rate);
+	if (had > 0 && local > had && local >= demand * (1 - GM_POLICY_STALL))
+		*alone = 0;
 }
 
 bool gm_policy_fed_remotely(bool small_home, double local_alone, double remote, double demand,

@@ -377,6 +377,7 @@ static void test_what_local_workers_alone_delivered_overrules_the_model(void **s
 	in.worker_rate = 3560; /* 1068 */
 	in.workers = 1;
 	in.remote_worker_rate = 120;
+	in.delivered = 365, in.remote_rate = 300; /* remote workers feed it */
 	gm_policy_borrow(&in, &out);
 	assert_int_equal(out.want, 0); /* the model alone: covered */
 	in.alone = 175;		       /* 402 - 175 = 227 short: two of 120 */
@@ -931,6 +932,117 @@ static void test_spread_never_past_what_a_peer_lends(void **st)
 	assert_int_equal(ask[1], 1);
 }
 
+/* A lender's cores count in all, its slots' share only ranks it: 0.46 idle
+ * cores make two slots (a worker per quarter core begun); with one of them
+ * lent to another job, the one left is still asked for (seed 1's 0.15-core
+ * home waited 11 s for it), before a lender whose slot has less left. */
+static void test_spread_asks_a_slot_left_under_a_quarter_core(void **st)
+{
+	(void)st;
+	struct gm_policy_lender one[] = {{.cores = 0.46, .workers = 1, .slots = 2}};
+	uint32_t ask[2];
+	assert_int_equal(gm_policy_spread(one, 1, 1, NULL, ask), 1);
+	assert_int_equal(ask[0], 1);
+	struct gm_policy_lender two[] = {{.cores = 0.46, .workers = 1, .slots = 2},
+					 {.cores = 0.30, .workers = 1, .slots = 1}};
+	assert_int_equal(gm_policy_spread(two, 2, 1, NULL, ask), 1);
+	assert_int_equal(ask[0], 0); /* 0.23 a slot against 0.30 */
+	assert_int_equal(ask[1], 1);
+	/* under a quarter core in all: none, whatever its slots */
+	struct gm_policy_lender poor[] = {{.cores = 0.2, .workers = 2, .slots = 2}};
+	assert_int_equal(gm_policy_spread(poor, 1, 1, NULL, ask), 0);
+	assert_int_equal(ask[0], 0);
+}
+
+/* Seed 1's lender job: the model read 679 img/s against demand 684 (752 with
+ * headroom) while its consumer was fed, 677 of it by the local worker: no
+ * remote worker (its guest made 7 img/s for 28 s and held a slot a poor
+ * host's job waited 10 s for). A remote share, or a wait, and it asks. */
+static void test_local_workers_that_feed_the_job_ask_no_remote_worker(void **st)
+{
+	(void)st;
+	struct gm_policy_borrow_in in = {.demand = 684,
+					 .headroom = 1.1,
+					 .delivered = 684,
+					 .stall = 0.01,
+					 .worker_rate = 679,
+					 .remote_rate = 7,
+					 .remote_worker_rate = 300,
+					 .workers = 1,
+					 .most = 8};
+	struct gm_policy_borrow_out out;
+	char why[200];
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 0);
+	assert_int_equal(out.why, GM_BORROW_FED);
+	assert_true(out.capacity == 677);
+	gm_policy_borrow_why(&in, &out, why, sizeof(why));
+	assert_string_equal(why, "its local workers feed it (677 of demand 684 img/s, the trainer "
+				 "waits 1% of the time)");
+	struct gm_policy_ask a = {0};
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0, &out), 0); /* the first decision */
+	/* 624 local: short of 650 */
+	in.remote_rate = 60;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1);
+	assert_int_equal(out.why, GM_BORROW_CAPACITY);
+	in.remote_rate = 0, in.delivered = 600, in.stall = 0.12; /* it waits */
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1);
+	assert_int_equal(out.why, GM_BORROW_STALL);
+	in.delivered = 684, in.stall = 0.06; /* all of it, but waiting */
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 1);
+	assert_int_equal(out.why, GM_BORROW_CAPACITY);
+	/* no local worker (fed remotely), its remote rate read 0 for a moment */
+	in.stall = 0, in.workers = 0;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 3); /* ceil(752 / 300) */
+	assert_int_equal(out.why, GM_BORROW_CAPACITY);
+}
+
+/* What local workers alone deliver while the consumer waits: measured only
+ * from the fourth window, without remote samples, while it waits short of its
+ * demand; forgotten once the consumer is fed and the local workers' share
+ * nearly covers the demand (seed 1's lender job: 668 from its start's wait,
+ * then 740 delivered of 740 with 18 of them remote). */
+static void test_alone_is_measured_in_waits_and_forgotten_once_fed(void **st)
+{
+	(void)st;
+	double alone = 0;
+	gm_policy_alone_add(&alone, true, 2, 0.4, 500, 730, 0); /* its start */
+	assert_true(alone == 0);
+	gm_policy_alone_add(&alone, false, 3, 0.4, 500, 730, 50); /* remote samples */
+	assert_true(alone == 0);
+	gm_policy_alone_add(&alone, true, 3, 0.04, 500, 730, 0); /* no wait */
+	assert_true(alone == 0);
+	gm_policy_alone_add(&alone, true, 3, 0.4, 740, 730, 0); /* not short */
+	assert_true(alone == 0);
+	gm_policy_alone_add(&alone, true, 3, 0.4, 668, 730, 0);
+	assert_true(alone == 668);
+	gm_policy_alone_add(&alone, true, 4, 0.3, 568, 730, 0); /* smoothed */
+	assert_true(fabs(alone - 638) < 1e-9);
+	alone = 668;
+	/* fed, but the remote workers made the rest: kept */
+	gm_policy_alone_add(&alone, false, 9, 0.0, 740, 740, 300);
+	assert_true(alone == 668);
+	/* fed, local more than it says but well short of the demand: kept */
+	gm_policy_alone_add(&alone, false, 9, 0.0, 740, 900, 18);
+	assert_true(alone == 668);
+	/* fed, the local share nearly all of the demand: forgotten */
+	gm_policy_alone_add(&alone, false, 9, 0.0, 740, 740, 18);
+	assert_true(alone == 0);
+	alone = 668;
+	gm_policy_alone_add(&alone, true, 9, 0.02, 720, 740, 0); /* alone, fed */
+	assert_true(alone == 0);
+	/* nonsense changes nothing */
+	alone = 668;
+	gm_policy_alone_add(&alone, true, 9, NAN, 100, 740, 0);
+	gm_policy_alone_add(&alone, true, 9, 0.5, -1, 740, 0);
+	gm_policy_alone_add(&alone, true, 9, 0.5, INFINITY, 740, 0);
+	assert_true(alone == 668);
+}
+
 /* ---- the rules that keep a plan right the first time and steady ---- */
 
 /* The issue's case: --workers 8 on a host of one worker whose peers can lend
@@ -1182,10 +1294,20 @@ static void test_a_held_ask_adds_no_worker_the_gap_does_not_call_for(void **st)
 	 * once, since the job waits: ceil((2,200 - 1,400 delivered) / 1,435) = 1 */
 	in.demand = 2000, in.delivered = 1400, in.stall = 0.3;
 	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 1);
-	/* and a held worker stays when the gap closes within its rate */
-	in.demand = 1109, in.delivered = 1109, in.stall = 0;
+	/* and a held worker stays when the gap closes within its rate, while it
+	 * delivers a share of what the consumer gets */
+	in.demand = 1109, in.delivered = 1109, in.stall = 0, in.remote_rate = 300;
 	for (int t = 0; t < 40; t++)
 		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 1);
+	/* once the local workers feed it nearly alone (the worker makes 7 img/s
+	 * of 1,109), it goes after a settled interval (2 s) */
+	in.remote_rate = 7;
+	for (int t = 0; t < 7; t++)
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 1);
+	assert_int_equal(out.why, GM_BORROW_COVERED); /* by the model too */
+	assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 0);
+	for (int t = 0; t < 40; t++) /* and stays gone */
+		assert_int_equal(gm_policy_ask_next(&a, &in, 0.25, &out), 0);
 }
 
 /* tests/bench/bench-remote.sh's home (0.25 core, a local worker's on-CPU rate
@@ -1408,6 +1530,8 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
 	    cmocka_unit_test(test_a_workers_rate_by_its_cpu_time),
 	    cmocka_unit_test(test_what_local_workers_alone_delivered_overrules_the_model),
+	    cmocka_unit_test(test_alone_is_measured_in_waits_and_forgotten_once_fed),
+	    cmocka_unit_test(test_local_workers_that_feed_the_job_ask_no_remote_worker),
 	    cmocka_unit_test(test_recovered_local_capacity_returns_the_remote_workers),
 	    cmocka_unit_test(test_borrowing_is_capped_and_waits_for_a_measurement),
 	    cmocka_unit_test(test_borrowing_never_asks_past_what_the_peers_lend),
@@ -1415,6 +1539,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_asks_the_idlest_peer_first),
 	    cmocka_unit_test(test_spread_follows_the_capacity),
 	    cmocka_unit_test(test_spread_never_past_what_a_peer_lends),
+	    cmocka_unit_test(test_spread_asks_a_slot_left_under_a_quarter_core),
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_lenders_new_job_preempts_no_guest_before_it_is_measured),

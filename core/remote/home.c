@@ -642,13 +642,14 @@ static bool peer_live(const struct gm_remote *r, int p)
 	return pe->used && pe->c && pe->c->st == C_OK && !pe->down && pe->c->beat.seq;
 }
 
-/* What peer p can lend job j, from its last heartbeat: its workers less
- * those it runs for other jobs, this home's others included (its cores in
- * that share); none while j waits after its refusal (may_ask), at most what
- * it granted while that answer is fresh. Counting this home's other jobs'
- * workers as free made a second job see the slot its sibling held: it asked,
- * was granted none, saw none, asked none, saw it again, every tick of its
- * life (a 0.15-core home, seed 1 of the scenario family). */
+/* What peer p can lend job j, from its last heartbeat: its workers less those it runs
+ * for other jobs, this home's others included, its idle cores in all and its slots
+ * (gm_policy_spread ranks the lenders by a slot's share and asks none under
+ * GM_POLICY_LEND_MIN_CORES in all); none while j waits after its refusal (may_ask), at
+ * most what it granted while that answer is fresh. Counting this home's other jobs'
+ * workers as free made a second job see the slot its sibling held: it asked, was
+ * granted none, saw none, asked none, saw it again, every tick of its life (a 0.15-core
+ * home, seed 1 of the scenario family). */
 static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct hjob *j, int p,
 					 int64_t now, bool refusals)
 {
@@ -669,7 +670,8 @@ static struct gm_policy_lender lender_of(const struct gm_remote *r, const struct
 	if (!b->slots || others >= b->slots)
 		return l;
 	l.workers = b->slots - others;
-	l.cores = b->mcores / 1000.0 * l.workers / b->slots;
+	l.cores = b->mcores / 1000.0;
+	l.slots = b->slots;
 	if (refusals && !may_ask(r, j, p, now))
 		l.workers = 0;
 	else if (j->answered[p] && j->granted[p] < j->asked[p] && now - j->ask_ms[p] < RETRY_MS)

@@ -121,7 +121,15 @@ int gm_policy_allocate(const struct gm_policy_job *jobs, size_t n, uint64_t budg
  * heartbeats are known (bounded), at most what the live peers can lend it: a
  * tiny measured remote rate must not turn into hundreds of asks no peer can
  * grant. 0 once local capacity covers the demand again (the caller's
- * hysteresis gives them back one by one).
+ * hysteresis gives them back one by one), and 0 while the measurement says
+ * the local workers feed the job themselves (GM_BORROW_FED): its consumer
+ * waits no more than GM_POLICY_STALL and the local workers' share of what it
+ * got (delivered less remote_rate) is at least demand x (1 - GM_POLICY_STALL),
+ * whatever the model's capacity and the headroom say. A lent worker is a slot
+ * another host's job may wait for: a lender's 684 img/s job whose model read
+ * 679 asked for one, held it for its whole life (28 s) while its guest made
+ * 7 img/s ("no batch free" 95% of its time), and a 0.15-core home's job
+ * waited 10 s for that slot (seed 1).
  */
 #define GM_POLICY_STALL 0.05 /* a consumer waiting more than this share is short */
 
@@ -151,6 +159,7 @@ enum gm_policy_borrow_why {
 	GM_BORROW_CAPACITY,   /* local capacity is below the demand */
 	GM_BORROW_STALL,      /* the consumer waits: the measured delivery is short */
 	GM_BORROW_ALONE,      /* its local workers alone fell short when last measured */
+	GM_BORROW_FED,	      /* its local workers measurably feed it: none */
 };
 
 struct gm_policy_borrow_out {
@@ -244,17 +253,25 @@ double gm_policy_local_pace(double host_cores, double agent_cores, uint32_t work
 double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32_t milli);
 
 /* A peer as a lender to one home, from its last heartbeat: the cores it can
- * lend that home (0: none, or not heard) and the workers (each at most a
- * core; what it lends other homes taken out). */
+ * lend in all (0: none, or not heard), the workers it can lend the home's job
+ * (each at most a core; what it lends other homes and jobs taken out), and its
+ * slots in all, theirs included (0: as workers). Each of its slots has
+ * cores / slots of its cores. */
 struct gm_policy_lender {
 	double cores;
 	uint32_t workers;
+	uint32_t slots;
 };
 
 /* Spread want remote workers over n lenders (see policy.c): ask[i] the
  * workers to ask lender i for (ask[n], written), never more than its workers;
- * a lender with less than GM_POLICY_LEND_MIN_CORES cores gets none (no spare
- * cores: never a poor host asked). Sticky: with prev (ask[n] of the last
+ * a lender with less than GM_POLICY_LEND_MIN_CORES cores in all gets none (no
+ * spare cores: never a poor host asked), however small the share of a slot it
+ * has left: it lends a worker per GM_POLICY_LEND_WORKER_CORES of idle cores
+ * begun, so 0.46 idle cores make two slots of 0.23 (a share of the slots left
+ * held against the minimum kept seed 1's 180 img/s job on a 0.15-core host
+ * waiting 11 s, "the live peers can lend it 0", beside a lender with two slots
+ * and one free). Sticky: with prev (ask[n] of the last
  * spread; NULL: none) each lender keeps the workers it runs for the job unless
  * it needs them back (fewer workers than that now: the lender's own rules
  * decide, not its cores' share here, which a 0.6-core lender's 0.45 idle
@@ -470,6 +487,24 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
  * Pure.
  */
 void gm_policy_remote_per_add(double *host, double per_worker, double stall);
+
+/*
+ * What a job's local workers alone deliver while its consumer waits
+ * (gm_policy_borrow_in's alone), over one measured window: *alone (img/s, 0:
+ * not measured) takes delivered, smoothed (0.7 old, 0.3 new), when no remote
+ * sample landed in the window (remote_none), the job has been measured for 3
+ * windows (its start, workers coming up and a first wait, is no evidence),
+ * its consumer waits (stall > GM_POLICY_STALL) and gets less than its demand.
+ * It is forgotten (0) once its consumer goes fed (stall at most GM_POLICY_STALL) while
+ * the local workers deliver more than it says and nearly all the demand themselves
+ * (delivered less remote_rate, the remote workers' share, at least demand x (1 -
+ * GM_POLICY_STALL)): a wait at a lender's job's start ("its local workers alone
+ * delivered 668 img/s < demand 730 img/s while the trainer waited") otherwise held its
+ * remote ask for its whole life, and the lent slot with it, while its guest made 18
+ * img/s and a poor host's job waited 12 s for that slot (seed 1). Pure.
+ */
+void gm_policy_alone_add(double *alone, bool remote_none, uint32_t windows, double stall,
+			 double delivered, double demand, double remote_rate);
 
 /*
  * Whether a job on a host under GM_NODE_FED_CORES runs no local worker while
