@@ -548,23 +548,36 @@ double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32
 	return *credit < 0 ? -*credit * 1000 / milli : 0;
 }
 
+/* A job's place within a round of gm_policy_home_share: the more it asks, the
+ * sooner (one not yet decided, UINT32_MAX, last). */
+static uint32_t ask_rank(uint32_t ask)
+{
+	return ask == UINT32_MAX ? 0 : ask;
+}
+
 void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, uint32_t pool,
 			  uint32_t *share)
 {
 	for (size_t i = 0; i < n; i++)
 		share[i] = 0;
-	while (pool) {
+	/* round r gives each job with an ask left its (r+1)th worker: a job that
+	 * still asks at its start holds r of them, and r+1 once served */
+	for (uint32_t r = 0; pool; r++) {
 		bool gave = false;
-		/* this round: every job with an ask left, those holding more first */
-		uint32_t top = 0;
+		uint32_t top = 0; /* those holding more first */
 		for (size_t i = 0; i < n; i++)
 			if (share[i] < ask[i] && held[i] > top)
 				top = held[i];
 		for (uint64_t h = (uint64_t)top + 1; h-- > 0 && pool;) {
-			for (size_t i = 0; i < n && pool; i++) {
-				if (held[i] != h || share[i] >= ask[i])
-					continue;
-				share[i]++;
+			for (;;) { /* within a level, those asking more first */
+				size_t best = n;
+				for (size_t i = 0; i < n; i++)
+					if (held[i] == h && share[i] == r && share[i] < ask[i] &&
+					    (best == n || ask_rank(ask[i]) > ask_rank(ask[best])))
+						best = i;
+				if (best == n || !pool)
+					break;
+				share[best]++;
 				pool--;
 				gave = true;
 			}

@@ -615,6 +615,20 @@ static void test_a_home_divides_its_peers_workers(void **st)
 	gm_policy_home_share((uint32_t[]){1, 1}, none, 2, 1, sh);
 	assert_int_equal(sh[0], 1); /* none held: the first */
 	assert_int_equal(sh[1], 0);
+	/* none held, one to give: the job asking more (seed 2's P1: 1 and 2) */
+	gm_policy_home_share((uint32_t[]){1, 2}, none, 2, 1, sh);
+	assert_int_equal(sh[0], 0);
+	assert_int_equal(sh[1], 1);
+	gm_policy_home_share((uint32_t[]){1, 2}, none, 2, 3, sh); /* all of it */
+	assert_int_equal(sh[0], 1);
+	assert_int_equal(sh[1], 2);
+	gm_policy_home_share((uint32_t[]){1, 2}, (uint32_t[]){1, 0}, 2, 1, sh);
+	assert_int_equal(sh[0], 1); /* but a held worker stays */
+	assert_int_equal(sh[1], 0);
+	gm_policy_home_share((uint32_t[]){UINT32_MAX, 1, 3}, none, 3, 2, sh);
+	assert_int_equal(sh[0], 0); /* not yet decided: after those decided */
+	assert_int_equal(sh[1], 1);
+	assert_int_equal(sh[2], 1);
 	gm_policy_home_share((uint32_t[]){UINT32_MAX, 3}, none, 2, 4, sh);
 	assert_int_equal(sh[0], 2); /* not yet decided: a fair share */
 	assert_int_equal(sh[1], 2);

@@ -205,11 +205,15 @@ double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size);
  * can lend it (gm_remote_home_lendable: their free slots and those they run
  * for it) water-filled over the jobs' asks (ask[i]; UINT32_MAX for a job not
  * yet decided), a worker to each job with an ask left per round, the jobs
- * that hold more (held[i]) first within a round, then by index: no job holds
- * a second worker while another asks for its first (a 0.15-core home's first
- * job held both peers' workers while its second, asking for one, had none and
- * ran 23.3 s against the simulator's 17.8), and a lone worker stays where it
- * is. Into share[i]; at most ask[i]. Pure.
+ * that hold more (held[i]) first within a round, then those that ask more
+ * (one not yet decided last), then by index: no job holds a second worker
+ * while another asks for its first (a 0.15-core home's first job held both
+ * peers' workers while its second, asking for one, had none and ran 23.3 s
+ * against the simulator's 17.8), a lone worker stays where it is, and the one
+ * worker the peers can lend goes to the job short by more: seed 2's 0.3-core
+ * home gave it by index to its 314 img/s job short by 23 (asking 1) over its
+ * 601 img/s job whose trainer waited 56% of the time (asking 2), and the two
+ * asks traded it back and forth. Into share[i]; at most ask[i]. Pure.
  */
 void gm_policy_home_share(const uint32_t *ask, const uint32_t *held, size_t n, uint32_t pool,
 			  uint32_t *share);
