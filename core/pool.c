@@ -178,6 +178,14 @@ static void on_exit_of(struct gm_pool *p, int i)
 		quarantine(p, crash_sample, (int)w.pid, si.si_status);
 	if (chaos)
 		return; /* deliberate: not a sign that workers cannot run */
+	/* said, so that a death nobody asked for has a cause in the log (a stalled
+	 * worker's was said when it was killed) */
+	if (!w.stalled && si.si_code == CLD_EXITED)
+		gm_log("pool", "worker %d exited unasked (status %d); its tasks are made again",
+		       (int)w.pid, si.si_status);
+	else if (!w.stalled)
+		gm_log("pool", "worker %d died of signal %d (%s); its tasks are made again",
+		       (int)w.pid, si.si_status, strsignal(si.si_status));
 	/* Progress since the last death resets the storm counter. */
 	uint64_t c = progress(p);
 	if (c != p->consumed_at_last_death)

@@ -488,17 +488,17 @@ static void test_forged_identities_refused(void **state)
 	static const struct {
 		const char *id, *why;
 	} cases[] = {
-	    {"goldminer/6 agent 10.9.9.9:7001", "names another address"},
-	    {"goldminer/5 agent 127.0.0.1:7001", "another goldminer version"},
-	    {"goldminer/6 agent 127.0.0.1", "not a goldminer peer"},
-	    {"goldminer/6 worker 00112233445566778899aabbccddeeff", "not a goldminer peer"},
-	    {"goldminer/6 worker 0011223344556677 0000000000000042", "does not have"},
+	    {"goldminer/7 agent 10.9.9.9:7001", "names another address"},
+	    {"goldminer/6 agent 127.0.0.1:7001", "another goldminer version"},
+	    {"goldminer/7 agent 127.0.0.1", "not a goldminer peer"},
+	    {"goldminer/7 worker 00112233445566778899aabbccddeeff", "not a goldminer peer"},
+	    {"goldminer/7 worker 0011223344556677 0000000000000042", "does not have"},
 	    {"someone else", "not a goldminer peer"},
 	};
 	uint16_t p;
 	int l = ctl_port(&p);
 	admitted[0] = 7001;
-	assert_int_equal(MSG_VERSION, 6); /* (the cases' version words) */
+	assert_int_equal(MSG_VERSION, 7); /* (the cases' version words) */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct raw r;
 		raw_client(&r, p, cases[i].id, &cli.key);

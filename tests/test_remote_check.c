@@ -280,6 +280,28 @@ static void test_message_table_knows_the_heartbeat(void **state)
 	    msg_ok(AM_BEAT, h, 0, false, false, why, sizeof(why))); /* not before the handshake */
 }
 
+/* A home's BYE: its header alone, after the handshake, not by rendezvous; its
+ * words print as the worker logs them whatever bytes came (no NUL, control
+ * bytes). */
+static void test_message_table_knows_the_bye(void **state)
+{
+	(void)state;
+	char why[200];
+	size_t h = stamped(AM_BYE, sizeof(struct m_bye));
+	assert_true(msg_ok(AM_BYE, h, 0, false, true, why, sizeof(why)));
+	assert_false(msg_ok(AM_BYE, h, 1, false, true, why, sizeof(why))); /* no payload */
+	assert_false(msg_ok(AM_BYE, h + 1, 0, false, true, why, sizeof(why)));
+	assert_false(msg_ok(AM_BYE, h, 0, true, true, why, sizeof(why)));
+	assert_false(msg_ok(AM_BYE, h, 0, false, false, why, sizeof(why)));
+	struct m_bye b;
+	memset(&b, 'z', sizeof(b));
+	memcpy(b.why, "lease\n\x1b[2J", 10);
+	char out[sizeof(b.why) + 1];
+	gm_remote_check_words(out, b.why, sizeof(b.why));
+	assert_int_equal(strlen(out), sizeof(b.why));
+	assert_memory_equal(out, "lease??[2J", 10);
+}
+
 /* ---- version skew: two builds' layouts ---- */
 
 static void test_message_of_a_build_before_the_stamps_is_another_version(void **state)
@@ -763,6 +785,7 @@ int main(void)
 	    cmocka_unit_test(test_publish_err_bits_stay_inside_the_batch),
 	    cmocka_unit_test(test_heartbeat_in_order_within_limits),
 	    cmocka_unit_test(test_message_table_knows_the_heartbeat),
+	    cmocka_unit_test(test_message_table_knows_the_bye),
 	    cmocka_unit_test(test_message_of_a_build_before_the_stamps_is_another_version),
 	    cmocka_unit_test(test_message_in_another_builds_layout_is_another_version),
 	    cmocka_unit_test(test_lend_request_of_another_version_is_refused_in_words),

@@ -55,6 +55,7 @@ static const struct msg_row msg_rows[AM_N] = {
 	ROW(AM_BEAT,      m_beat,      1,     false,   true),
 	ROW(AM_PYLEND,    m_pylend,    1,     true,    true),
 	ROW(AM_BATCH,     m_batch,     1,     true,    true),
+	ROW(AM_BYE,       m_bye,       1,     false,   true),
 };
 #undef ROW
 // clang-format on

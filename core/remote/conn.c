@@ -196,6 +196,64 @@ void gm_remote_conn_kill(struct conn *c, const char *fmt, ...)
 	c->st = C_DEAD;
 }
 
+/* How long gm_remote_conn_bye waits for its send (an eager message of 136 bytes
+ * completes at once unless the socket's buffer is full: a worker that does not
+ * read is not waited for). */
+#define BYE_MS 20
+
+/* A BYE on its way: the send's callback and gm_remote_conn_bye's wait both hold
+ * it, the last to let go frees it (one thread: both run in it). */
+struct bye_out {
+	int refs;
+	bool done;
+	unsigned char bytes[sizeof(struct m_stamp) + sizeof(struct m_bye)];
+};
+
+static void bye_sent(void *req, ucs_status_t st, void *user)
+{
+	struct bye_out *o = user;
+	(void)st;
+	o->done = true;
+	if (--o->refs == 0)
+		free(o);
+	ucp_request_free(req);
+}
+
+void gm_remote_conn_bye(struct conn *c)
+{
+	if (!c->ep)
+		return;
+	struct bye_out *o = calloc(1, sizeof(*o));
+	if (!o)
+		return; /* (the worker finds out when its next claim goes unanswered) */
+	struct m_stamp st;
+	struct m_bye b;
+	memset(&b, 0, sizeof(b));
+	const char *why = c->why[0] ? c->why : "closed by its home";
+	memcpy(b.why, why, strnlen(why, sizeof(b.why) - 1)); /* (cut short, NUL-ended) */
+	gm_remote_msg_stamp(AM_BYE, &st);
+	memcpy(o->bytes, &st, sizeof(st));
+	memcpy(o->bytes + sizeof(st), &b, sizeof(b));
+	o->refs = 2;
+	ucp_request_param_t rp = {
+	    .op_attr_mask =
+		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+	    .cb.send = bye_sent,
+	    .user_data = o,
+	};
+	void *p = ucp_am_send_nbx(c->ep, AM_BYE, o->bytes, sizeof(o->bytes), NULL, 0, &rp);
+	if (p == NULL || UCS_PTR_IS_ERR(p)) { /* sent at once, or not at all */
+		free(o);
+		return;
+	}
+	int64_t end = gm_now_ms() + BYE_MS;
+	while (!o->done && gm_now_ms() < end)
+		ucp_worker_progress(c->w);
+	if (--o->refs == 0)
+		free(o);
+}
+
 /* Close c's endpoint by force and wait (200 ms at most) until UCX has: from then
  * on nothing of this peer lands anywhere (its transfers into a slot included),
  * so its lease may be given to someone else. */

@@ -223,6 +223,10 @@ void gm_remote_conn_lost(void *arg, ucp_ep_h ep, ucs_status_t status);
 /* Mark c dead with why (the owner's tick closes it); nothing if it is already. */
 void gm_remote_conn_kill(struct conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Tell the remote worker at the other end of c that its connection ends, and
+ * why (c->why: call it after gm_remote_conn_kill, before gm_remote_conn_close,
+ * which would drop the message), waiting BYE_MS at most for the send. */
+void gm_remote_conn_bye(struct conn *c);
 /* Close c's endpoint by force and wait (200 ms at most) until UCX has. */
 void gm_remote_conn_close(struct gm_remote_net *n, struct conn *c);
 /* Close the endpoint by force and free c (and its own worker). */

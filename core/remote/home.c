@@ -854,6 +854,7 @@ static void leases_tick(struct gm_remote *r, int64_t now)
 					    now - c->lease_since_ms, LEASE_BOUND);
 		if (c->st != C_DEAD)
 			continue;
+		gm_remote_conn_bye(c); /* it ends at once, its lender's slot free again */
 		gm_remote_conn_close(&r->net, c);
 		gm_remote_home_revoke(r, c, c->why);
 	}
@@ -911,6 +912,7 @@ static void head_tick(struct gm_remote *r, struct hjob *j, int64_t now)
 				    "the job's others)",
 				    (gm_now_ns() - since) / 1000000, made);
 		j->head_revoked++;
+		gm_remote_conn_bye(c);
 		gm_remote_conn_close(&r->net, c);
 		gm_remote_home_revoke(r, c, c->why);
 		return;
@@ -1107,10 +1109,11 @@ void gm_remote_home_remove(struct gm_remote *r, uint64_t token)
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = r->net.conns[i];
 		if (c && c->job == j) {
+			gm_remote_conn_kill(c, "job ended");
+			gm_remote_conn_bye(c);
 			gm_remote_conn_close(&r->net, c); /* before the ring is unmapped */
 			gm_remote_home_revoke(r, c, "its job ended");
 			c->job = NULL;
-			gm_remote_conn_kill(c, "job ended");
 		}
 	}
 	gm_remote_home_drop(j);

@@ -38,8 +38,8 @@
  * BATCH (Python jobs' workers on peers); 6: the control port speaks TLS 1.3
  * with per-pair keys (tls.h), HELLO and WELCOME inside it, CHALLENGE and AUTH
  * gone; every UCX message stamped with its layout; a PYLEND names its spec by
- * hash */
-#define MSG_VERSION 6u
+ * hash; 7: BYE (a home tells a remote worker it ends, and why) */
+#define MSG_VERSION 7u
 /* What a TLS session between two agents exports to both (tls.h): an id the
  * home knows the session by, and a secret only the two hold, from which each
  * remote worker's key is derived. */
@@ -60,6 +60,7 @@ enum am_id {
 	AM_BEAT,      /* agent -> agent, every BEAT_MS: alive, and what it can lend */
 	AM_PYLEND,    /* home agent -> peer agent: Python workers for a job (+ request, spec) */
 	AM_BATCH, /* remote Python worker -> home: a whole batch (+ err bits, records, payload) */
+	AM_BYE,	  /* home -> remote worker: its connection ends now, and why */
 	AM_N
 };
 
@@ -220,6 +221,17 @@ _Static_assert(offsetof(struct m_sample_out, h) == sizeof(struct m_stamp) &&
 		   offsetof(struct m_batch_out, h) == sizeof(struct m_stamp),
 	       "a header right after its stamp, as conn.c sends the others");
 
+/* A home ends a remote worker's connection (its lease deadline passed, it held
+ * the batch the trainer waited for, its job ended): it says so and why before
+ * it closes the endpoint. A force close tells the worker nothing it would see
+ * soon: seed 107's workers ended that way waited REPLY_MS (10 s) for the
+ * answer to their next claim, holding a slot their lender could not give
+ * again, while their job ran on its local workers alone. The words are
+ * printable ASCII once they land (check.c, gm_remote_check_words). */
+struct m_bye {
+	char why[128];
+};
+
 /* The header of any message that comes over UCX: a received one is copied into
  * it, at its message's exact size (conn.c; the fuzzer as conn.c does), so the
  * handlers read it aligned. */
@@ -233,6 +245,7 @@ union m_any {
 	struct m_beat beat;
 	struct m_pylend pylend;
 	struct m_batch batch;
+	struct m_bye bye;
 };
 
 /* What a remote worker process is started with (a memfd on its fd 3): it execs

@@ -94,6 +94,13 @@ static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const v
 	(void)rndv;
 	if (id == AM_LENT)
 		return;
+	if (id == AM_BYE) {
+		char why[sizeof(((struct m_bye *)0)->why) + 1];
+		gm_remote_check_words(why, ((const struct m_bye *)hdr)->why,
+				      sizeof(((struct m_bye *)0)->why));
+		gm_remote_conn_kill(c, "its home ended it: %s", why);
+		return;
+	}
 	if (id != AM_LEASE || !c->outgoing) {
 		gm_remote_conn_kill(c, "%s: message %d is not for a remote worker", c->ip, id);
 		return;

@@ -94,6 +94,7 @@ struct wproc {
 	 * read before each batch; the pace now and the least it was given */
 	int bfd;
 	uint32_t pace_milli, pace_least;
+	struct gm_ring *mirror; /* (a BYE unpaces the batch it makes: it is dropped) */
 };
 
 /* ---- the job's configuration ------------------------------------------------- */
@@ -198,9 +199,19 @@ static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const v
 {
 	struct wproc *r = owner;
 	(void)rndv;
-	if (id == AM_LEASE)
+	if (id == AM_LEASE) {
 		on_lease(r, c, hdr, data, len);
-	else if (id != AM_LENT)
+	} else if (id == AM_BYE) {
+		char why[sizeof(((struct m_bye *)0)->why) + 1];
+		gm_remote_check_words(why, ((const struct m_bye *)hdr)->why,
+				      sizeof(((struct m_bye *)0)->why));
+		gm_remote_conn_kill(c, "its home ended it: %s", why);
+		/* the batch it makes goes nowhere now: out of its pace, it ends at
+		 * once (a batch paced to the least takes seconds) */
+		if (r->mirror)
+			atomic_store_explicit(&gm_ring_hdr(r->mirror)->a_pace_milli, 0,
+					      memory_order_relaxed);
+	} else if (id != AM_LENT)
 		gm_remote_conn_kill(c, "%s: message %d is not for a remote worker", c->ip, id);
 }
 
@@ -760,6 +771,7 @@ static int worker_run(const struct gm_pool_cfg *pc, const struct wblob *bl, int 
 		gm_log("remote worker", "for %s: %s", bl->home_addr, err);
 	if (!rc)
 		rc = gm_ring_create(&m, 2, b, sb, 0, GM_RING_NO_END);
+	r->mirror = m;
 	r->pace_milli = UINT32_MAX; /* (none set yet: read_pace sets it) */
 	if (!rc)
 		read_pace(r, m, bl->pace_milli);

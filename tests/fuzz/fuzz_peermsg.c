@@ -213,6 +213,19 @@ static void on_lent(const struct m_lent *m)
 			abort(); /* the home prints it */
 }
 
+/* A remote worker: its home's BYE, whose words it prints (worker.c, pywork.c). */
+static void on_bye(const struct m_bye *m)
+{
+	char why[sizeof(m->why) + 1];
+	gm_remote_check_words(why, m->why, sizeof(m->why));
+	size_t n = strnlen(why, sizeof(why));
+	if (n == sizeof(why))
+		abort();
+	for (size_t k = 0; k < n; k++)
+		if ((unsigned char)why[k] < 0x20 || why[k] == 0x7f)
+			abort();
+}
+
 /* The lender: a LEND's request, then its root against --lend-root (by words),
  * then the request's options as its check process reads them. */
 static void on_lend(const struct m_lend *m, const uint8_t *data, size_t len)
@@ -383,7 +396,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    [AM_CLAIM] = sizeof(struct m_claim),   [AM_LEASE] = sizeof(struct m_lease),
 	    [AM_SAMPLE] = sizeof(struct m_sample), [AM_PUBLISH] = sizeof(struct m_publish),
 	    [AM_BEAT] = sizeof(struct m_beat),	   [AM_PYLEND] = sizeof(struct m_pylend),
-	    [AM_BATCH] = sizeof(struct m_batch)};
+	    [AM_BATCH] = sizeof(struct m_batch),   [AM_BYE] = sizeof(struct m_bye)};
 	struct m_stamp st;
 	if (hlen < sizeof(st))
 		abort();
@@ -427,6 +440,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case AM_BEAT:
 		on_beat(&h.beat, data[6]);
+		break;
+	case AM_BYE:
+		on_bye(&h.bye);
 		break;
 	default: /* CLAIM: no value in it */
 		break;
@@ -563,6 +579,10 @@ int main(int argc, char **argv)
 
 	struct m_claim cl = {0};
 	seed("claim", AM_CLAIM, ok, B, N, 0, 0, &cl, sizeof(cl), NULL, 0);
+	struct m_bye by;
+	memset(&by, 'x', sizeof(by)); /* no NUL: the words end at the struct's end */
+	memcpy(by.why, "no sample for 200 ms\n\x7f", 23);
+	seed("bye", AM_BYE, ok, B, N, 0, 0, &by, sizeof(by), NULL, 0);
 
 	struct m_lease ls = {.vpid = LEASE_VPID, .slot = 1, .nb = 6, .task = LEASE_TASK};
 	seed("lease", AM_LEASE, ok, B, N, 0, 0, &ls, sizeof(ls), &zero, 8);
