@@ -201,6 +201,21 @@ void gm_remote_conn_kill(struct conn *c, const char *fmt, ...)
  * read is not waited for). */
 #define BYE_MS 20
 
+/* An eager active message of hlen header bytes at buf and dlen payload bytes
+ * after them; cb(user) once it completes, where it does not at once (NULL). */
+static void *am_send(ucp_ep_h ep, unsigned id, unsigned char *buf, size_t hlen, size_t dlen,
+		     ucp_send_nbx_callback_t cb, void *user)
+{
+	ucp_request_param_t rp = {
+	    .op_attr_mask =
+		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	    .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+	    .cb.send = cb,
+	    .user_data = user,
+	};
+	return ucp_am_send_nbx(ep, id, buf, hlen, buf + hlen, dlen, &rp);
+}
+
 /* A BYE on its way: the send's callback and gm_remote_conn_bye's wait both hold
  * it, the last to let go frees it (one thread: both run in it). */
 struct bye_out {
@@ -235,14 +250,7 @@ void gm_remote_conn_bye(struct conn *c)
 	memcpy(o->bytes, &st, sizeof(st));
 	memcpy(o->bytes + sizeof(st), &b, sizeof(b));
 	o->refs = 2;
-	ucp_request_param_t rp = {
-	    .op_attr_mask =
-		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-	    .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
-	    .cb.send = bye_sent,
-	    .user_data = o,
-	};
-	void *p = ucp_am_send_nbx(c->ep, AM_BYE, o->bytes, sizeof(o->bytes), NULL, 0, &rp);
+	void *p = am_send(c->ep, AM_BYE, o->bytes, sizeof(o->bytes), 0, bye_sent, o);
 	if (p == NULL || UCS_PTR_IS_ERR(p)) { /* sent at once, or not at all */
 		free(o);
 		return;
@@ -315,14 +323,7 @@ int gm_remote_conn_send(struct conn *c, int id, const void *hdr, size_t hlen, co
 	hlen += sizeof(st);
 	if (dlen)
 		memcpy(buf + hlen, data, dlen);
-	ucp_request_param_t rp = {
-	    .op_attr_mask =
-		UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-	    .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
-	    .cb.send = send_done,
-	    .user_data = buf,
-	};
-	void *p = ucp_am_send_nbx(c->ep, (unsigned)id, buf, hlen, buf + hlen, dlen, &rp);
+	void *p = am_send(c->ep, (unsigned)id, buf, hlen, dlen, send_done, buf);
 	if (p == NULL) {
 		free(buf);
 		return 0;
