@@ -281,6 +281,11 @@ uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg)
 	return m->granted < GM_MAX_WORKERS ? m->granted : GM_MAX_WORKERS;
 }
 
+void gm_remote_check_bye(const struct m_bye *m, char *why)
+{
+	gm_remote_check_words(why, m->why, sizeof(m->why));
+}
+
 bool gm_remote_check_lease(const struct m_lease *l, size_t len, uint32_t batch, uint32_t bpe,
 			   uint64_t nsamples, size_t cap)
 {

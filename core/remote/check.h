@@ -106,6 +106,10 @@ int gm_remote_check_lend(const struct m_lend *m, const void *data, size_t len,
  * control bytes as '?', into dst (n + 1 bytes), NUL-terminated. */
 void gm_remote_check_words(char *dst, const char *src, size_t n);
 
+/* A BYE's words, printable (control bytes as '?'), into why: GM_BYE_WORDS bytes. */
+#define GM_BYE_WORDS (sizeof(((struct m_bye *)0)->why) + 1)
+void gm_remote_check_bye(const struct m_bye *m, char *why);
+
 /* A LENT's words, printable (control bytes as '?'; msg holds sizeof(m->msg) + 1),
  * and the workers granted, at most GM_MAX_WORKERS. */
 uint32_t gm_remote_check_lent(const struct m_lent *m, char *msg);

@@ -202,9 +202,8 @@ static void on_msg(void *owner, struct conn *c, int id, const void *hdr, const v
 	if (id == AM_LEASE) {
 		on_lease(r, c, hdr, data, len);
 	} else if (id == AM_BYE) {
-		char why[sizeof(((struct m_bye *)0)->why) + 1];
-		gm_remote_check_words(why, ((const struct m_bye *)hdr)->why,
-				      sizeof(((struct m_bye *)0)->why));
+		char why[GM_BYE_WORDS];
+		gm_remote_check_bye(hdr, why);
 		gm_remote_conn_kill(c, "its home ended it: %s", why);
 		/* the batch it makes goes nowhere now: out of its pace, it ends at
 		 * once (a batch paced to the least takes seconds) */

@@ -216,8 +216,8 @@ static void on_lent(const struct m_lent *m)
 /* A remote worker: its home's BYE, whose words it prints (worker.c, pywork.c). */
 static void on_bye(const struct m_bye *m)
 {
-	char why[sizeof(m->why) + 1];
-	gm_remote_check_words(why, m->why, sizeof(m->why));
+	char why[GM_BYE_WORDS];
+	gm_remote_check_bye(m, why);
 	size_t n = strnlen(why, sizeof(why));
 	if (n == sizeof(why))
 		abort();
