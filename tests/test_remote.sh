@@ -285,6 +285,14 @@ agent() {
 		k=$((k + 1))
 	done
 }
+# The remote workers of this test's agents (their children), none of another
+# test's: make test runs a second lane beside this script, whose agents' remote
+# workers a machine-wide pgrep would stop or kill.
+rworkers() {
+	for a in ${apid1:-} ${apid2:-} ${apid3:-}; do
+		pgrep -P "$a" -f "goldminer node --remote-worker"
+	done
+}
 stop_agents() {
 	for i in 1 2 3; do
 		eval "p=\${apid$i:-}"
@@ -381,7 +389,7 @@ train $EPOCHS &
 tp=$!
 wait_remote 1
 pol=
-for w in $(pgrep -f "goldminer node --remote-worker"); do
+for w in $(rworkers); do
 	pol="$pol$(sed 's/^.*) //' "/proc/$w/stat" 2>/dev/null | cut -d' ' -f17) "
 done
 wait $tp
@@ -462,7 +470,7 @@ wait_remote 64
 # waiting for a free task): stop it again, 5 times at most, until one is fenced.
 fenced=1 k=0
 while [ $k -lt 5 ] && [ $fenced = 1 ] && kill -0 $tp 2>/dev/null; do
-	w=$(pgrep -f "goldminer node --remote-worker" | tr '\n' ' ')
+	w=$(rworkers | tr '\n' ' ')
 	# shellcheck disable=SC2086 # a list of pids
 	[ -n "$w" ] && kill -STOP $w
 	sleep 0.4
@@ -1543,7 +1551,7 @@ while [ $k -lt 1500 ] && kill -0 $tp 2>/dev/null; do
 	k=$((k + 1))
 	[ $kills -lt 4 ] || continue
 	hit=0
-	for rw in $(pgrep -f "goldminer node --remote-worker"); do
+	for rw in $(rworkers); do
 		for w in $(pgrep -P "$rw" | sort -n | sed 1d); do
 			kill -KILL "$w" 2>/dev/null && kills=$((kills + 1)) hit=1
 		done
