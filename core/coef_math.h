@@ -13,7 +13,16 @@
  *     own constants); 1x1 is the DC term / 8, rounded. Outputs are level-shifted
  *     by 128 and limited to 0..255; libjpeg-turbo's SIMD forms (what the CPU
  *     workers run) saturate where its C forms wrap an out-of-range value, and
- *     SIMD is what is matched (1x1 has no SIMD form: it wraps).
+ *     SIMD is what is matched (1x1 has no SIMD form: it wraps). A corrupt file's
+ *     coefficients reach past what 16-bit lanes hold, and there the SIMD forms'
+ *     lane widths show: each dequantised coefficient keeps the low 16 bits of its
+ *     product, the sums in0 + in4, in0 - in4, in7 + in3 and in5 + in1 theirs, the
+ *     32-bit sums theirs, and a pass-1 output is saturated to 16 bits (2x2: kept
+ *     at 32 bits, only its odd columns saturated before pass 2). Where no
+ *     coefficient below the first row is non-zero (4x4: row 4 aside), pass 1
+ *     takes a shortcut: the DC row times 4 in 16 bits, wrapped, not saturated.
+ *     All of it is restated here (gm_cm_w16 and the rest) so that the bytes are
+ *     the CPU path's for every block a decode can give, not only a valid file's.
  *   - fancy upsampling: a 3:1 triangle between a sample and its nearer
  *     neighbour, the image's edge sample repeated; across (h2v1) rounded +1 on
  *     even and +2 on odd outputs, down (h1v2) +1 above and +2 below, both ways
@@ -64,20 +73,66 @@ GM_CM uint8_t gm_cm_wrap(int64_t x)
 	return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* What a 16-bit lane keeps of x (pmullw, paddw, psllw): its low 16 bits, signed */
+GM_CM int32_t gm_cm_w16(int64_t x)
+{
+	return (int32_t)(((uint64_t)x & 0xFFFFu) ^ 0x8000u) - 0x8000;
+}
+
+/* What a 32-bit lane keeps of x (paddd): its low 32 bits, signed */
+GM_CM int64_t gm_cm_w32(int64_t x)
+{
+	return (int64_t)(((uint64_t)x & 0xFFFFFFFFu) ^ 0x80000000u) - 0x80000000;
+}
+
+/* x saturated to 16 bits (packssdw) */
+GM_CM int32_t gm_cm_s16(int64_t x)
+{
+	return (int32_t)(x < -32768 ? -32768 : x > 32767 ? 32767 : x);
+}
+
+/* x / 2^n rounded in a 32-bit lane: the sum and its rounding wrap, then the
+ * arithmetic shift (paddd, psrad) */
+GM_CM int64_t gm_cm_descale32(int64_t x, int n)
+{
+	return gm_cm_w32(x + ((int64_t)1 << (n - 1))) >> n;
+}
+
+/* Coefficient i of c dequantised as a 16-bit lane holds it (pmullw) */
+GM_CM int32_t gm_cm_deq(const int16_t *c, const uint16_t *q, int i)
+{
+	return gm_cm_w16((int64_t)c[i] * q[i]);
+}
+
+/* Whether pass 1 takes the SIMD forms' shortcut: every coefficient of rows 1-7
+ * zero (skip: a row the transform does not read, 4x4's row 4, left out) */
+GM_CM int gm_cm_dc_rows(const int16_t *c, int skip)
+{
+	int any = 0;
+	for (int i = 8; i < 64; i++)
+		any |= (i >> 3) != skip && c[i];
+	return !any;
+}
+
 /* The even part of an 8-point column or row: in0, in2, in4, in6 -> t[0..3]
- * (t10, t11, t12, t13 in the usual names), scaled by 2^13. */
+ * (t10, t11, t12, t13 in the usual names), scaled by 2^13; in0 + in4 and
+ * in0 - in4 in 16 bits, as the SIMD forms add them. */
 GM_CM void gm_cm_even8(int64_t z0, int64_t z2, int64_t z4, int64_t z6, int64_t t[4])
 {
 	int64_t z1 = (z2 + z6) * 4433;
 	int64_t tmp2 = z1 - z6 * 15137, tmp3 = z1 + z2 * 6270;
-	int64_t tmp0 = (z0 + z4) * 8192, tmp1 = (z0 - z4) * 8192;
+	int64_t tmp0 = (int64_t)gm_cm_w16(z0 + z4) * 8192;
+	int64_t tmp1 = (int64_t)gm_cm_w16(z0 - z4) * 8192;
 	t[0] = tmp0 + tmp3, t[1] = tmp1 + tmp2, t[2] = tmp1 - tmp2, t[3] = tmp0 - tmp3;
 }
 
-/* The odd part: in1, in3, in5, in7 -> o[0..3] (tmp0..tmp3 in the usual names) */
+/* The odd part: in1, in3, in5, in7 -> o[0..3] (tmp0..tmp3 in the usual names);
+ * z3 = in7 + in3 and z4 = in5 + in1 in 16 bits, as the SIMD forms add them
+ * (z1 and z2 they never form: their products are taken apart) */
 GM_CM void gm_cm_odd8(int64_t in1, int64_t in3, int64_t in5, int64_t in7, int64_t o[4])
 {
-	int64_t z1 = in7 + in1, z2 = in5 + in3, z3 = in7 + in3, z4 = in5 + in1;
+	int64_t z1 = in7 + in1, z2 = in5 + in3;
+	int64_t z3 = gm_cm_w16(in7 + in3), z4 = gm_cm_w16(in5 + in1);
 	int64_t z5 = (z3 + z4) * 9633;
 	z1 *= -7373, z2 *= -20995, z3 = z3 * -16069 + z5, z4 = z4 * -3196 + z5;
 	o[0] = in7 * 2446 + z1 + z3;
@@ -92,21 +147,27 @@ GM_CM void gm_cm_idct8(const int16_t *c, const uint16_t *q, uint8_t *out, size_t
 {
 	int32_t ws[64];
 	int64_t e[4], o[4];
+	int dc_only = gm_cm_dc_rows(c, -1);
 	for (int x = 0; x < 8; x++) {
 		int64_t d[8];
 		for (int k = 0; k < 8; k++)
-			d[k] = (int64_t)c[8 * k + x] * q[8 * k + x];
+			d[k] = gm_cm_deq(c, q, 8 * k + x);
+		if (dc_only) {
+			for (int k = 0; k < 8; k++)
+				ws[8 * k + x] = gm_cm_w16(d[0] * 4);
+			continue;
+		}
 		gm_cm_even8(d[0], d[2], d[4], d[6], e);
 		gm_cm_odd8(d[1], d[3], d[5], d[7], o);
 		const int sh = GM_CM_CONST_BITS - GM_CM_PASS1_BITS;
-		ws[x] = (int32_t)gm_cm_descale(e[0] + o[3], sh);
-		ws[56 + x] = (int32_t)gm_cm_descale(e[0] - o[3], sh);
-		ws[8 + x] = (int32_t)gm_cm_descale(e[1] + o[2], sh);
-		ws[48 + x] = (int32_t)gm_cm_descale(e[1] - o[2], sh);
-		ws[16 + x] = (int32_t)gm_cm_descale(e[2] + o[1], sh);
-		ws[40 + x] = (int32_t)gm_cm_descale(e[2] - o[1], sh);
-		ws[24 + x] = (int32_t)gm_cm_descale(e[3] + o[0], sh);
-		ws[32 + x] = (int32_t)gm_cm_descale(e[3] - o[0], sh);
+		ws[x] = gm_cm_s16(gm_cm_descale32(e[0] + o[3], sh));
+		ws[56 + x] = gm_cm_s16(gm_cm_descale32(e[0] - o[3], sh));
+		ws[8 + x] = gm_cm_s16(gm_cm_descale32(e[1] + o[2], sh));
+		ws[48 + x] = gm_cm_s16(gm_cm_descale32(e[1] - o[2], sh));
+		ws[16 + x] = gm_cm_s16(gm_cm_descale32(e[2] + o[1], sh));
+		ws[40 + x] = gm_cm_s16(gm_cm_descale32(e[2] - o[1], sh));
+		ws[24 + x] = gm_cm_s16(gm_cm_descale32(e[3] + o[0], sh));
+		ws[32 + x] = gm_cm_s16(gm_cm_descale32(e[3] - o[0], sh));
 	}
 	for (int y = 0; y < 8; y++) {
 		const int32_t *w = ws + 8 * y;
@@ -114,14 +175,14 @@ GM_CM void gm_cm_idct8(const int16_t *c, const uint16_t *q, uint8_t *out, size_t
 		const int sh = GM_CM_CONST_BITS + GM_CM_PASS1_BITS + 3;
 		gm_cm_even8(w[0], w[2], w[4], w[6], e);
 		gm_cm_odd8(w[1], w[3], w[5], w[7], o);
-		r[0] = gm_cm_sat(gm_cm_descale(e[0] + o[3], sh));
-		r[7] = gm_cm_sat(gm_cm_descale(e[0] - o[3], sh));
-		r[1] = gm_cm_sat(gm_cm_descale(e[1] + o[2], sh));
-		r[6] = gm_cm_sat(gm_cm_descale(e[1] - o[2], sh));
-		r[2] = gm_cm_sat(gm_cm_descale(e[2] + o[1], sh));
-		r[5] = gm_cm_sat(gm_cm_descale(e[2] - o[1], sh));
-		r[3] = gm_cm_sat(gm_cm_descale(e[3] + o[0], sh));
-		r[4] = gm_cm_sat(gm_cm_descale(e[3] - o[0], sh));
+		r[0] = gm_cm_sat(gm_cm_descale32(e[0] + o[3], sh));
+		r[7] = gm_cm_sat(gm_cm_descale32(e[0] - o[3], sh));
+		r[1] = gm_cm_sat(gm_cm_descale32(e[1] + o[2], sh));
+		r[6] = gm_cm_sat(gm_cm_descale32(e[1] - o[2], sh));
+		r[2] = gm_cm_sat(gm_cm_descale32(e[2] + o[1], sh));
+		r[5] = gm_cm_sat(gm_cm_descale32(e[2] - o[1], sh));
+		r[3] = gm_cm_sat(gm_cm_descale32(e[3] + o[0], sh));
+		r[4] = gm_cm_sat(gm_cm_descale32(e[3] - o[0], sh));
 	}
 }
 
@@ -143,23 +204,29 @@ GM_CM void gm_cm_idct4(const int16_t *c, const uint16_t *q, uint8_t *out, size_t
 {
 	int32_t ws[8 * 4];
 	int64_t r[4];
+	int dc_only = gm_cm_dc_rows(c, 4);
 	for (int x = 0; x < 8; x++) {
 		if (x == 4)
 			continue;
 		int64_t d[8];
 		for (int k = 0; k < 8; k++)
-			d[k] = (int64_t)c[8 * k + x] * q[8 * k + x];
+			d[k] = gm_cm_deq(c, q, 8 * k + x);
+		if (dc_only) {
+			for (int k = 0; k < 4; k++)
+				ws[8 * k + x] = gm_cm_w16(d[0] * 4);
+			continue;
+		}
 		gm_cm_line4(d[0], d[1], d[2], d[3], d[5], d[6], d[7], r);
 		for (int k = 0; k < 4; k++)
-			ws[8 * k + x] =
-			    (int32_t)gm_cm_descale(r[k], GM_CM_CONST_BITS - GM_CM_PASS1_BITS + 1);
+			ws[8 * k + x] = gm_cm_s16(
+			    gm_cm_descale32(r[k], GM_CM_CONST_BITS - GM_CM_PASS1_BITS + 1));
 	}
 	for (int y = 0; y < 4; y++) {
 		const int32_t *w = ws + 8 * y;
 		gm_cm_line4(w[0], w[1], w[2], w[3], w[5], w[6], w[7], r);
 		for (int k = 0; k < 4; k++)
 			out[(size_t)y * stride + k] = gm_cm_sat(
-			    gm_cm_descale(r[k], GM_CM_CONST_BITS + GM_CM_PASS1_BITS + 3 + 1));
+			    gm_cm_descale32(r[k], GM_CM_CONST_BITS + GM_CM_PASS1_BITS + 3 + 1));
 	}
 }
 
@@ -171,28 +238,31 @@ GM_CM void gm_cm_line2(int64_t d0, int64_t d1, int64_t d3, int64_t d5, int64_t d
 	r[0] = t10 + t0, r[1] = t10 - t0;
 }
 
-/* 2x2 reduced IDCT (scale 1/4): 2 rows of 2 samples. */
+/* 2x2 reduced IDCT (scale 1/4): 2 rows of 2 samples. Pass 1's outputs stay 32
+ * bits wide; pass 2 saturates the odd columns' to 16 (they go through 16-bit
+ * multiplies), not column 0's. */
 GM_CM void gm_cm_idct2(const int16_t *c, const uint16_t *q, uint8_t *out, size_t stride)
 {
-	int32_t ws[8 * 2];
+	int64_t ws[8 * 2];
 	int64_t r[2];
 	for (int x = 0; x < 8; x++) {
 		if (x == 2 || x == 4 || x == 6)
 			continue;
 		int64_t d[8];
 		for (int k = 0; k < 8; k++)
-			d[k] = (int64_t)c[8 * k + x] * q[8 * k + x];
+			d[k] = gm_cm_deq(c, q, 8 * k + x);
 		gm_cm_line2(d[0], d[1], d[3], d[5], d[7], r);
 		for (int k = 0; k < 2; k++)
 			ws[8 * k + x] =
-			    (int32_t)gm_cm_descale(r[k], GM_CM_CONST_BITS - GM_CM_PASS1_BITS + 2);
+			    gm_cm_descale32(r[k], GM_CM_CONST_BITS - GM_CM_PASS1_BITS + 2);
 	}
 	for (int y = 0; y < 2; y++) {
-		const int32_t *w = ws + 8 * y;
-		gm_cm_line2(w[0], w[1], w[3], w[5], w[7], r);
+		const int64_t *w = ws + 8 * y;
+		gm_cm_line2(w[0], gm_cm_s16(w[1]), gm_cm_s16(w[3]), gm_cm_s16(w[5]),
+			    gm_cm_s16(w[7]), r);
 		for (int k = 0; k < 2; k++)
 			out[(size_t)y * stride + k] = gm_cm_sat(
-			    gm_cm_descale(r[k], GM_CM_CONST_BITS + GM_CM_PASS1_BITS + 3 + 2));
+			    gm_cm_descale32(r[k], GM_CM_CONST_BITS + GM_CM_PASS1_BITS + 3 + 2));
 	}
 }
 

@@ -376,6 +376,56 @@ static void test_large_values_travel_in_wide_blocks(void **state)
 }
 
 /*
+ * Two corrupt files (fuzz_huff's finds, kept in tests/fuzz/corpus/huff) whose
+ * blocks hold values that, dequantised, outgrow 16 bits (-2252 x 66 in one):
+ * libjpeg-turbo's SIMD IDCT keeps 16- and 32-bit lanes there (coef_math.h's
+ * opening comment), and the window rebuilt equals the region decode at every
+ * scale only where coef_math.h keeps them too; then every spec's sample is the
+ * CPU path's, and at least one of them travels as coefficients.
+ */
+static void test_values_past_16_bits_rebuild_as_the_simd_idct(void **state)
+{
+	(void)state;
+	static const char *const files[] = {
+	    "tests/fuzz/corpus/huff/4dd83a66ec080484f5a018e310e31b4c4b3f1156",
+	    "tests/fuzz/corpus/huff/f0470429067325de70bb1ecc0dc41238c529c388",
+	};
+	struct gm_jpeg *j;
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image img;
+	struct gm_coef_slot *s = (void *)slot;
+	struct tally t = {0};
+	assert_int_equal(gm_jpeg_create(&j, 0), 0);
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		size_t len;
+		uint8_t *jpg = slurp(files[f], &len);
+		if (!jpg)
+			fail_msg("%s: not found (run from the repository)", files[f]);
+		for (uint32_t n = 1; n <= 8; n *= 2) {
+			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+			uint32_t w = gm_jpeg_scaled_dim(info.width, n);
+			uint32_t h = gm_jpeg_scaled_dim(info.height, n);
+			assert_int_equal(gm_jpeg_decode_region(j, n, 0, 0, w, h, &img), 0);
+			for (uint32_t r = 0; r < h; r++)
+				memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride,
+				       (size_t)w * 3);
+			memset(s, 0, GM_COEF_HDR_BYTES);
+			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+			assert_int_equal(gm_jpeg_decode_coefs(j, n, 0, 0, w, h, s, SLOT_CAP), 0);
+			s->rx = 0, s->ry = 0, s->rw = w, s->rh = h;
+			assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+			assert_int_equal(gm_coef_pixels(s, planes, rgb), 0);
+			if (memcmp(rgb, ref, (size_t)w * h * 3))
+				fail_msg("%s, scale %u/8: the window differs", files[f], n);
+		}
+		same_bytes_all(jpg, len, files[f], 48, SLOT_CAP, &t);
+		free(jpg);
+	}
+	gm_jpeg_destroy(j);
+	assert_true(t.coefs > 0);
+}
+
+/*
  * The entropy decode's two builds (huff.c: BMI2 where the CPU has it, else the
  * baseline x86-64's; GM_NO_SIMD=1 at the handle's creation picks the second)
  * write the same slot, byte for byte, and decode the same region pixels: every
@@ -757,6 +807,7 @@ int main(void)
 	    cmocka_unit_test(test_odd_jpegs_same_outcome_and_bytes),
 	    cmocka_unit_test(test_window_pixels_equal_the_region_decode),
 	    cmocka_unit_test(test_large_values_travel_in_wide_blocks),
+	    cmocka_unit_test(test_values_past_16_bits_rebuild_as_the_simd_idct),
 	    cmocka_unit_test(test_decode_same_bytes_with_and_without_bmi2),
 	    cmocka_unit_test(test_coefficients_fit_a_slot_of_their_bytes_exactly),
 	    cmocka_unit_test(test_a_window_guessed_past_the_slot_takes_the_cpu_path),
