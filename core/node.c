@@ -120,6 +120,7 @@ struct job {
 	double both_remote; /* ... of it, what its remote workers delivered (smoothed) */
 	int64_t fed_ms;	    /* when it went fed (0: not fed) */
 	bool fed_worse;	    /* fed, it got measurably less than both: never fed again */
+	double remote_per;  /* one remote worker's img/s to it while it waited (policy.h) */
 	/* borrowing: the consumer's counters at the last measurement (the window of
 	 * gm_pool_measure), what it was given and waited over it, and the policy's
 	 * last decision (gm_policy_borrow) */
@@ -1501,8 +1502,10 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 
 	if (a->rem && j->token)
 		a->rops->job_info(a->rem, j->token, &ri);
-	if (ri.workers)
+	if (ri.workers) {
 		gm_policy_remote_per_add(&a->remote_per, ri.per_worker, j->stall);
+		gm_policy_remote_per_add(&j->remote_per, ri.per_worker, j->stall);
+	}
 	if (j->cap)
 		most = j->cap > j->workers ? j->cap - j->workers : 0;
 	if (j->fixed || (j->cmd_job && !j->token))
@@ -1518,7 +1521,8 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
 	    .worker_rate = j->rate,
 	    .cores = job_cores(a, j, local, fed),
 	    .remote_rate = ri.rate,
-	    .remote_worker_rate = ri.per_worker > 0 ? ri.per_worker : a->remote_per,
+	    .remote_worker_rate =
+		gm_policy_remote_worker_rate(j->remote_per, a->remote_per, ri.per_worker),
 	    .alone = j->alone_short,
 	    .workers = j->workers,
 	    .most = most,

@@ -921,6 +921,15 @@ void gm_policy_remote_per_add(double *host, double per_worker, double stall)
 	*host = *host > 0 && isfinite(*host) ? 0.7 * *host + 0.3 * per_worker : per_worker;
 }
 
+double gm_policy_remote_worker_rate(double job_per, double host_per, double last)
+{
+	double waited = job_per > 0 && isfinite(job_per)     ? job_per
+			: host_per > 0 && isfinite(host_per) ? host_per
+							     : 0;
+	last = last > 0 && isfinite(last) ? last : 0;
+	return waited > last ? waited : last;
+}
+
 void gm_policy_alone_add(double *alone, bool remote_none, uint32_t windows, double stall,
 			 double delivered, double demand, double remote_rate)
 {

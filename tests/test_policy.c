@@ -1528,6 +1528,39 @@ static void test_a_new_jobs_first_ask_counts_what_remote_workers_deliver(void **
 	assert_int_equal(out.want, 1); /* the old count, at a local worker's rate */
 }
 
+/* Seed 2's fed 297 img/s job on a 0.15-core home: three remote workers, each
+ * delivering 99 img/s while the trainer did not wait. Counted at 99 it asks
+ * for 4 (and held its three slots); at what one delivered while it waited,
+ * 210, for 2. */
+static void test_a_fed_job_counts_its_remote_workers_at_what_they_made_while_it_waited(void **st)
+{
+	(void)st;
+	double job = 0;
+	gm_policy_remote_per_add(&job, 99, 0.0); /* fed: says nothing */
+	assert_true(job == 0);
+	assert_true(gm_policy_remote_worker_rate(job, 0, 99) == 99); /* none else measured */
+	assert_true(gm_policy_remote_worker_rate(job, 180, 99) == 180); /* the host's */
+	gm_policy_remote_per_add(&job, 210, 0.4);
+	assert_true(gm_policy_remote_worker_rate(job, 180, 99) == 210); /* its own first */
+	assert_true(gm_policy_remote_worker_rate(job, 180, 260) == 260); /* they made more now */
+	assert_true(gm_policy_remote_worker_rate(NAN, INFINITY, -1) == 0);
+	assert_true(gm_policy_remote_worker_rate(0, 0, 0) == 0);
+	struct gm_policy_borrow_in in = {.demand = 297,
+					 .headroom = 1.1,
+					 .delivered = 297,
+					 .stall = 0.0,
+					 .worker_rate = 2600,
+					 .remote_rate = 297,
+					 .remote_worker_rate = gm_policy_remote_worker_rate(0, 0, 99),
+					 .most = 8};
+	struct gm_policy_borrow_out out;
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 4); /* 297 x 1.1 / 99: more than it holds */
+	in.remote_worker_rate = gm_policy_remote_worker_rate(job, 0, 99);
+	gm_policy_borrow(&in, &out);
+	assert_int_equal(out.want, 2); /* 297 x 1.1 / 210 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1578,6 +1611,8 @@ int main(void)
 	    cmocka_unit_test(test_a_fed_job_that_got_less_takes_its_local_workers_back),
 	    cmocka_unit_test(test_a_fed_trial_its_lenders_cut_short_is_no_verdict),
 	    cmocka_unit_test(test_a_new_jobs_first_ask_counts_what_remote_workers_deliver),
+	    cmocka_unit_test(
+		test_a_fed_job_counts_its_remote_workers_at_what_they_made_while_it_waited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

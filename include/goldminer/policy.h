@@ -493,6 +493,21 @@ uint32_t gm_policy_ask_next(struct gm_policy_ask *s, const struct gm_policy_borr
 void gm_policy_remote_per_add(double *host, double per_worker, double stall);
 
 /*
+ * One remote worker's rate as a job's ask counts it (img/s): last, what each
+ * of its remote workers delivered over the last measure (their rate over
+ * their count), or, when larger, what one delivered while a consumer waited:
+ * job_per, the job's own (gm_policy_remote_per_add over its measures), else
+ * host_per, the host's (0: not measured). Both are what the workers made, at
+ * most what they can make; but a job that takes less than its workers make
+ * (fed, its ring full) reads last as its demand over their count, and asked
+ * for as many as it held: seed 2's 297 img/s job on a 0.15-core home held
+ * three slots of a lender, each delivering 96-99 img/s, while three other
+ * poor hosts' jobs read "the live peers can lend it 0" for 20 s beside
+ * lenders whose guests used 0.24 of their 0.6 core. Pure.
+ */
+double gm_policy_remote_worker_rate(double job_per, double host_per, double last);
+
+/*
  * What a job's local workers alone deliver while its consumer waits
  * (gm_policy_borrow_in's alone), over one measured window: *alone (img/s, 0:
  * not measured) takes delivered, smoothed (0.7 old, 0.3 new), when no remote
