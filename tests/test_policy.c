@@ -1538,10 +1538,10 @@ static void test_a_fed_job_counts_its_remote_workers_at_what_they_made_while_it_
 	double job = 0;
 	gm_policy_remote_per_add(&job, 99, 0.0); /* fed: says nothing */
 	assert_true(job == 0);
-	assert_true(gm_policy_remote_worker_rate(job, 0, 99) == 99); /* none else measured */
+	assert_true(gm_policy_remote_worker_rate(job, 0, 99) == 99);	/* none else measured */
 	assert_true(gm_policy_remote_worker_rate(job, 180, 99) == 180); /* the host's */
 	gm_policy_remote_per_add(&job, 210, 0.4);
-	assert_true(gm_policy_remote_worker_rate(job, 180, 99) == 210); /* its own first */
+	assert_true(gm_policy_remote_worker_rate(job, 180, 99) == 210);	 /* its own first */
 	assert_true(gm_policy_remote_worker_rate(job, 180, 260) == 260); /* they made more now */
 	assert_true(gm_policy_remote_worker_rate(NAN, INFINITY, -1) == 0);
 	assert_true(gm_policy_remote_worker_rate(0, 0, 0) == 0);
@@ -1551,7 +1551,8 @@ static void test_a_fed_job_counts_its_remote_workers_at_what_they_made_while_it_
 					 .stall = 0.0,
 					 .worker_rate = 2600,
 					 .remote_rate = 297,
-					 .remote_worker_rate = gm_policy_remote_worker_rate(0, 0, 99),
+					 .remote_worker_rate =
+					     gm_policy_remote_worker_rate(0, 0, 99),
 					 .most = 8};
 	struct gm_policy_borrow_out out;
 	gm_policy_borrow(&in, &out);
