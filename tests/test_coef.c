@@ -324,6 +324,28 @@ static void test_window_pixels_equal_the_region_decode(void **state)
 }
 
 /*
+ * The window (x, y, w, h) of jpg at scale n/8 both ways: the region decode's
+ * pixels into ref, the coefficients into the slot (checked), for the caller to
+ * rebuild (gm_coef_pixels) and compare.
+ */
+static void window_both_ways(struct gm_jpeg *j, const uint8_t *jpg, size_t len, uint32_t n,
+			     uint32_t x, uint32_t y, uint32_t w, uint32_t h)
+{
+	struct gm_jpeg_info info;
+	struct gm_jpeg_image img;
+	struct gm_coef_slot *s = (void *)slot;
+	assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+	assert_int_equal(gm_jpeg_decode_region(j, n, x, y, w, h, &img), 0);
+	for (uint32_t r = 0; r < h; r++)
+		memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride, (size_t)w * 3);
+	memset(s, 0, GM_COEF_HDR_BYTES);
+	assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
+	assert_int_equal(gm_jpeg_decode_coefs(j, n, x, y, w, h, s, SLOT_CAP), 0);
+	s->rx = x, s->ry = y, s->rw = w, s->rh = h;
+	assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+}
+
+/*
  * Quality 100 (quantiser steps of 1): values past -512..511, carried in wide
  * blocks (coef.h), beside narrow ones in the same slot: the window rebuilt equals
  * the region decode, and every spec's sample the CPU path's.
@@ -333,7 +355,6 @@ static void test_large_values_travel_in_wide_blocks(void **state)
 	(void)state;
 	struct gm_jpeg *j;
 	struct gm_jpeg_info info;
-	struct gm_jpeg_image img;
 	struct gm_coef_slot *s = (void *)slot;
 	struct tally t = {0};
 	uint32_t wide = 0, narrow = 0;
@@ -346,15 +367,7 @@ static void test_large_values_travel_in_wide_blocks(void **state)
 			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
 			uint32_t w = gm_jpeg_scaled_dim(info.width, n) - 3;
 			uint32_t h = gm_jpeg_scaled_dim(info.height, n) - 2;
-			assert_int_equal(gm_jpeg_decode_region(j, n, 3, 2, w, h, &img), 0);
-			for (uint32_t r = 0; r < h; r++)
-				memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride,
-				       (size_t)w * 3);
-			memset(s, 0, GM_COEF_HDR_BYTES);
-			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
-			assert_int_equal(gm_jpeg_decode_coefs(j, n, 3, 2, w, h, s, SLOT_CAP), 0);
-			s->rx = 3, s->ry = 2, s->rw = w, s->rh = h;
-			assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+			window_both_ways(j, jpg, len, n, 3, 2, w, h);
 			for (uint32_t c = 0; c < s->ncomp; c++)
 				for (uint32_t b = 0; b < s->comp[c].nblocks; b++) {
 					uint8_t cnt = slot[s->comp[c].off_counts + b];
@@ -392,7 +405,6 @@ static void test_values_past_16_bits_rebuild_as_the_simd_idct(void **state)
 	};
 	struct gm_jpeg *j;
 	struct gm_jpeg_info info;
-	struct gm_jpeg_image img;
 	struct gm_coef_slot *s = (void *)slot;
 	struct tally t = {0};
 	assert_int_equal(gm_jpeg_create(&j, 0), 0);
@@ -405,15 +417,7 @@ static void test_values_past_16_bits_rebuild_as_the_simd_idct(void **state)
 			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
 			uint32_t w = gm_jpeg_scaled_dim(info.width, n);
 			uint32_t h = gm_jpeg_scaled_dim(info.height, n);
-			assert_int_equal(gm_jpeg_decode_region(j, n, 0, 0, w, h, &img), 0);
-			for (uint32_t r = 0; r < h; r++)
-				memcpy(ref + (size_t)r * w * 3, img.pixels + r * img.stride,
-				       (size_t)w * 3);
-			memset(s, 0, GM_COEF_HDR_BYTES);
-			assert_int_equal(gm_jpeg_open(j, jpg, len, &info), 0);
-			assert_int_equal(gm_jpeg_decode_coefs(j, n, 0, 0, w, h, s, SLOT_CAP), 0);
-			s->rx = 0, s->ry = 0, s->rw = w, s->rh = h;
-			assert_int_equal(gm_coef_check(s, SLOT_CAP, 0, NULL, 0), 0);
+			window_both_ways(j, jpg, len, n, 0, 0, w, h);
 			assert_int_equal(gm_coef_pixels(s, planes, rgb), 0);
 			if (memcmp(rgb, ref, (size_t)w * h * 3))
 				fail_msg("%s, scale %u/8: the window differs", files[f], n);
