@@ -219,6 +219,10 @@ static int remote_child(const char *what, const char *fdarg, const char *agent)
 		return 2;
 	if (agent && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != (pid_t)pid))
 		return 1; /* its agent is gone (or this is no child of it): nothing to do */
+	/* a remote worker speaks TLS to its home's control port (ctl.c: OpenSSL
+	 * writes with write()): a home that closed first is an error it reports,
+	 * not a SIGPIPE that kills it, as for the agent */
+	signal(SIGPIPE, SIG_IGN);
 	const struct gm_remote_ops *ops = gm_remote_load(err, sizeof(err));
 	if (!ops) {
 		cmd_err(CMD, what, NULL, "%s", err);
