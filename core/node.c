@@ -1544,16 +1544,14 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
  * one not measured yet (no window) holds the count where it is, fresh in
- * gm_policy_lend_next; one whose consumer waits, or that remote
- * workers feed on a host under GM_NODE_FED_CORES (its receive path needs
- * them), all of them: its guests go first, lender.c's preempt); the workers
- * that makes (gm_policy_lend_next: none while an own job is starved, and
- * until its own jobs have gone unstarved for a settled interval, or under a
- * quarter core is idle; else the free budget, or a worker per idle quarter core
- * begun, e.g. the half core beside a --cpus 0.75 host's own job); the idle
- * cores, at most one per lendable
- * worker; and what one core makes of the images (the jobs' workers' on-CPU
- * rate; 0 with no measured job). At most --lend-max-workers. */
+ * gm_policy_lend_next; one whose consumer waits past its first window
+ * (gm_policy_own_starved), or that remote workers feed on a host under GM_NODE_FED_CORES (its
+ * receive path needs them), all of them: its guests go first, lender.c's preempt); the workers that
+ * makes (gm_policy_lend_next: none while an own job is starved, and until its own jobs have gone
+ * unstarved for a settled interval, or under a quarter core is idle; else the free budget, or a
+ * worker per idle quarter core begun, e.g. the half core beside a --cpus 0.75 host's own job); the
+ * idle cores, at most one per lendable worker; and what one core makes of the images (the jobs'
+ * workers' on-CPU rate; 0 with no measured job). At most --lend-max-workers. */
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
@@ -1576,7 +1574,7 @@ static void lend_capacity(struct agent *a)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
-		bool waits = j->stall > GM_POLICY_STALL && j->delivered < j->demand;
+		bool waits = gm_policy_own_starved(j->windows, j->stall, j->delivered, j->demand);
 		starved |= waits;
 		if (waits || fed_remotely(a, j))
 			n = a->host.cores; /* its consumer waits, or receiving takes the host */

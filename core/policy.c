@@ -727,6 +727,12 @@ void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *
 	}
 }
 
+bool gm_policy_own_starved(uint32_t windows, double stall, double delivered, double demand)
+{
+	return windows > GM_POLICY_OWN_START_WINDOWS && stall > GM_POLICY_STALL &&
+	       delivered < demand;
+}
+
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
 			     double cores, double idle_cores, bool starved, bool fresh, double dt_s)
 {

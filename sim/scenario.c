@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goldminer/elastic.h"
 #include "goldminer/node.h"
 #include "goldminer/policy.h"
 #include "goldminer/scenario.h"
@@ -55,16 +56,19 @@
 #define SCEN_MAGIC  "# goldminer-scenario v1"
 #define SCEN_ROUNDS 64 /* lending on: rounds of (workers, home) allocation at most */
 /*
- * Seconds a host lends nothing after one of its own jobs starts: the agent
- * lends none while an own job's trainer waits, then none until its own jobs
- * have gone unstarved for GM_POLICY_ASK_SETTLE_S (gm_policy_lend_next); a new
- * job's trainer waits for its first batches, and its first window closes at
- * its first batch and the next tick (GM_ELASTIC_TICK_MS): 2.25 s at the least.
- * (Re-dealt at once, seed 107's third poor host kept its lent workers in the
- * model while its lenders' new jobs arrived; on the agents they were all
- * preempted at 35.8 s, a second after L2's and L1's new jobs.)
+ * A host's own new job is fresh from its submit until its first window closes
+ * (its first batch, start_s after the submit, and the next tick,
+ * GM_ELASTIC_TICK_MS): meanwhile the agent keeps the guests it has, lends no
+ * more, and paces them to the least (GM_POLICY_GUEST_MIN_CORES: node.c
+ * lend_capacity, gm_policy_lend_next's fresh); its trainer's wait for its
+ * first batches there does not count as starved (gm_policy_own_starved), so
+ * it lends on from what the job's need leaves. (Modelled before as lending
+ * nothing for GM_POLICY_ASK_SETTLE_S + 0.25 s from the start, which the agent
+ * did until gm_policy_own_starved: re-dealt at once, seed 107's third poor
+ * host had kept its lent workers in the model while its lenders' new jobs
+ * arrived; on the agents they were all preempted at 35.8 s.)
  */
-#define SCEN_LEND_HOLD_S (GM_POLICY_ASK_SETTLE_S + 0.25)
+#define SCEN_FRESH_S(s) ((s)->start_s + GM_ELASTIC_TICK_MS / 1e3)
 
 /* ---- reading ---- */
 
@@ -316,8 +320,8 @@ struct run {
 	uint32_t lw[GM_SCEN_MAX_NODES];	   /* lending on: workers each node can lend now */
 	double lcap[GM_SCEN_MAX_NODES];	   /* and the img/s its idle cores give them in all */
 	double now;			   /* s: the event being allocated */
-	double lend_at[GM_SCEN_MAX_NODES]; /* lending on: a node lends nothing before this
-					    * (SCEN_LEND_HOLD_S after its own job's start) */
+	double lend_at[GM_SCEN_MAX_NODES]; /* lending on: a node's new own job is fresh
+					    * until this (SCEN_FRESH_S after its submit) */
 	/* lending on, per job j and lender nd at [j * nnodes + nd]: the lent workers j
 	 * holds there (they stay from event to event), of them those granted but not
 	 * sending yet, and when those start (remote_start_s after their grant) */
@@ -432,9 +436,12 @@ static double alloc_local(struct run *r)
 		uint32_t w = s->node[nd].workers;
 		r->lw[nd] =
 		    gm_policy_lendable(w, own[nd], s->node[nd].cores, idle[nd], has_short[nd]);
-		if (r->now < r->lend_at[nd])
-			r->lw[nd] = 0; /* its new job's need first (SCEN_LEND_HOLD_S) */
 		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
+		if (r->now < r->lend_at[nd]) { /* its new job fresh (SCEN_FRESH_S) */
+			r->lw[nd] = r->lent[nd];
+			r->lcap[nd] =
+			    r->lent[nd] * GM_POLICY_GUEST_MIN_CORES / s->remote_lender_cpu;
+		}
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}
 	return pool;
@@ -865,11 +872,11 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 	double t = 0, num = 0, den = 0;
 
 	while (done < s->njobs) {
-		while (sub < s->njobs && s->job[sub].submit <= t)
-			sub++;
+		for (; sub < s->njobs && s->job[sub].submit <= t; sub++) {
+			uint32_t h = s->job[sub].home;
+			r->lend_at[h] = fmax(r->lend_at[h], s->job[sub].submit + SCEN_FRESH_S(s));
+		}
 		while (next < sub && s->job[next].submit + s->start_s <= t) {
-			uint32_t h = s->job[next].home;
-			r->lend_at[h] = fmax(r->lend_at[h], t + SCEN_LEND_HOLD_S);
 			r->state[next] = 1;
 			r->act[r->nact++] = (uint32_t)next++;
 		}

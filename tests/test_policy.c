@@ -757,6 +757,32 @@ static void test_a_lenders_new_job_preempts_no_guest_before_it_is_measured(void 
 	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.75, false, false, 0.25), 3);
 }
 
+/* Seed 1: a 0.6-core lender's new 104 img/s job waited for its first batches
+ * in its first window, while the guests were paced to the least, and the
+ * lender preempted its one guest though that window read "local capacity
+ * covers demand (172 >= 111 img/s)". A wait counts from the second window on;
+ * a job that waits no longer, or gets its demand, is not starved. */
+static void test_a_lenders_new_job_waiting_for_its_first_batches_is_not_starved(void **st)
+{
+	(void)st;
+	assert_false(gm_policy_own_starved(0, 0.6, 0, 111));  /* not measured yet */
+	assert_false(gm_policy_own_starved(1, 0.6, 40, 111)); /* its first window */
+	assert_true(gm_policy_own_starved(2, 0.6, 40, 111));  /* still waiting */
+	assert_true(gm_policy_own_starved(3, 0.06, 100, 111));
+	assert_false(gm_policy_own_starved(3, 0.05, 100, 111)); /* under GM_POLICY_STALL */
+	assert_false(gm_policy_own_starved(3, 0.6, 111, 111));	/* it got its demand */
+	/* the lender then lends from what the job's measured need leaves */
+	struct gm_policy_lend s = {0};
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.4, false, false, 0), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.4, false, true, 0.25), 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.6, 0.3,
+					     gm_policy_own_starved(1, 0.6, 40, 111), false, 0.25),
+			 2);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.6, 0.3,
+					     gm_policy_own_starved(2, 0.6, 40, 111), false, 0.25),
+			 0);
+}
+
 /* Seed 105 on a slow afternoon: its lenders started 31 guests and preempted
  * 13 in 80 s, their own jobs starved each time soon after they lent again.
  * Each such round doubles the calm a lender waits for (2, 4, 8, 16 s, no
@@ -1591,6 +1617,7 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_lenders_new_job_preempts_no_guest_before_it_is_measured),
+	    cmocka_unit_test(test_a_lenders_new_job_waiting_for_its_first_batches_is_not_starved),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
 	    cmocka_unit_test(test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones),

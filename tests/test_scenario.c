@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "goldminer/elastic.h"
 #include "goldminer/scenario.h"
 #include "testutil.h"
 
@@ -52,6 +53,9 @@ static const char *put(const char *name, const char *text)
 
 #define HEAD  "# goldminer-scenario v1\n"
 #define COSTS "cost\tlocal_us\t400\ncost\tremote_home_us\t100\ncost\tremote_lender_us\t400\n"
+/* A lender's own new job is fresh for its first window: start_s (0 in COSTS)
+ * and a tick (sim/scenario.c, SCEN_FRESH_S). */
+#define FRESH (GM_ELASTIC_TICK_MS / 1e3)
 
 static struct gm_scenario *load(const char *text)
 {
@@ -216,10 +220,16 @@ static void test_cores_are_shared_max_min(void **st)
  * 1000 img/s. On a home below one core the job takes all its images remotely:
  * its home spends 0.1 core receiving 1000 img/s, so 10,000 images in 10 s (16 s
  * lending off), all remote, when it comes 3 s after B's job. B's job: 10 s
- * either way. Both at 0 s, B lends nothing for its own job's first 2.25 s (the
- * agent's hold, gm_policy_lend_next: none while its new job's trainer waits,
- * then none for GM_POLICY_ASK_SETTLE_S): A's job makes 625 img/s alone until
- * then, 1,406.25 images, and the rest remote: 10.844 s.
+ * either way. Both at 0 s, B lends nothing while its own job is fresh (FRESH,
+ * its first window: start_s 0 and a tick; gm_policy_lend_next lends no more
+ * meanwhile): A's job makes 625 img/s alone until then, 156.25 images, and
+ * the rest remote: 10.094 s. B's second job, 100 img/s for 5 s from 5 s, is
+ * fresh until 5.25 s: B keeps A's worker but paces it to the least
+ * (GM_POLICY_GUEST_MIN_CORES: 25 img/s), so A runs its local worker beside it
+ * (25 + (0.25 - 25 x 100 us) / 400 us = 643.75 img/s); then B's 0.36 idle core
+ * sends A 900 img/s to 10 s, and 1,000 after: 10.658 s (B lending nothing for
+ * 2.25 s, as the agent did before gm_policy_own_starved, A's own 625 img/s
+ * until its worker was granted again).
  */
 static void test_lending_with_an_ample_pool(void **st)
 {
@@ -243,9 +253,19 @@ static void test_lending_with_an_ample_pool(void **st)
 	s = load(HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
 		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n" COSTS);
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 2.25 + (10000 - 2.25 * 625) / 1000, 1e-9);
-	assert_float_equal(res[0].remote, 10000 - 2.25 * 625, 1e-6);
+	assert_float_equal(res[0].jct, FRESH + (10000 - FRESH * 625) / 1000, 1e-9);
+	assert_float_equal(res[0].remote, 10000 - FRESH * 625, 1e-6);
 	assert_float_equal(res[1].jct, 10.0, 1e-9);
+	gm_scenario_destroy(s);
+	s = load(HEAD "node\tA\t0.25\nnode\tB\t1\t4\n"
+		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t15000\t1500\n"
+		      "job\tb2\tB\t5\t500\t100\n" COSTS);
+	struct gm_scen_result r3[3];
+	run(s, 1, r3, &m);
+	double done = FRESH * 625 + (5 - FRESH) * 1000 + FRESH * 643.75 + (5 - FRESH) * 900;
+	assert_float_equal(r3[0].jct, 10 + (10000 - done) / 1000, 1e-9);
+	assert_float_equal(r3[1].jct, 10.0, 1e-9);
+	assert_float_equal(r3[2].jct, 5.0, 1e-9);
 	gm_scenario_destroy(s);
 }
 
@@ -259,8 +279,8 @@ static void test_lending_with_an_ample_pool(void **st)
  * 1000 img/s all remote: 3,750 more in 3.75 s. With B's job at 0.75 core, B
  * lends its idle quarter, 625 img/s, no more than A's own worker: A keeps its
  * worker and takes the 625 beside it (625 + (0.25 - 625 x 100 us) / 400 us >
- * 1000 img/s, its rate) once B lends, 2.25 s after its own job's start (625
- * img/s alone until then): 10.844 s. Lending off: 16 s.
+ * 1000 img/s, its rate) once B lends, once its own job is no longer fresh
+ * (FRESH: 625 img/s alone until then): 10.094 s. Lending off: 16 s.
  */
 static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_deliver_more(void **st)
 {
@@ -281,7 +301,7 @@ static void test_a_sub_core_home_keeps_its_local_worker_until_remote_ones_delive
 		      "job\ta\tA\t0\t10000\t1000\njob\tb\tB\t0\t18750\t1875\n" COSTS);
 	run(s, 1, res, &m);
 	assert_float_equal(res[1].jct, 10.0, 1e-9);
-	assert_float_equal(res[0].jct, 2.25 + (10000 - 2.25 * 625) / 1000, 1e-9);
+	assert_float_equal(res[0].jct, FRESH + (10000 - FRESH * 625) / 1000, 1e-9);
 	run(s, 0, res, &m);
 	assert_float_equal(res[0].jct, 16.0, 1e-9);
 	gm_scenario_destroy(s);
@@ -373,14 +393,14 @@ static void test_a_home_of_half_a_core_or_more_keeps_its_local_worker(void **st)
  * needs 0.12 of B's core: the 0.88 idle lend a worker all the same (the agent's
  * rule, gm_policy_lendable). The job wants m* = (3000 x 400 - 1e6) / (400 -
  * 100) = 667 remote and gets them: 667 + (1 - 0.0667) / 400 us = 3,000 img/s,
- * once B lends, 2.25 s after its own job's start (2,500 img/s alone until
- * then): 27,250 images in 9.458 s. When B's own job takes 0.8 of its core (2,000 img/s)
+ * once B lends, when its own job is no longer fresh (FRESH: 2,500 img/s alone
+ * until then): 27,250 images in 9.125 s. When B's own job takes 0.8 of its core (2,000 img/s)
  * the 0.2 left is under a quarter core: B lends nothing and the job runs at
  * 2,500 img/s, 10.9 s. With a budget of 2, lent workers that send at most
  * 300 img/s, and B's own job at 1,400 img/s (0.56 core: 0.44 idle), B lends
  * two workers (one per idle quarter core begun; one per idle core begun lent
  * one), so it gets 600 and decodes (1 - 0.06) / 400 us = 2,350 itself: 2,950
- * img/s after the first 2.25 s, 27,250 images in 9.574 s.
+ * img/s once B lends, 27,250 images in 9.275 s.
  */
 static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 {
@@ -392,8 +412,8 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 	struct gm_scen_summary m;
 	assert_int_equal(s->node[1].workers, 1);
 	run(s, 1, res, &m);
-	const double lent_s = (27250.0 - 2.25 * 2500) / 3000;
-	assert_float_equal(res[0].jct, 2.25 + lent_s, 1e-6);
+	const double lent_s = (27250.0 - FRESH * 2500) / 3000;
+	assert_float_equal(res[0].jct, FRESH + lent_s, 1e-6);
 	assert_float_equal(res[0].remote, lent_s * 2000 / 3, 1e-3);
 	gm_scenario_destroy(s);
 	s = load(HEAD "node\tA\t1\nnode\tB\t1\n"
@@ -406,8 +426,8 @@ static void test_lending_is_capped_by_the_idle_cores_and_the_budget(void **st)
 		      "job\ta\tA\t0\t27250\t3000\njob\tb\tB\t0\t30000\t1400\n" COSTS
 		      "cost\tremote_worker_img_s\t300\n");
 	run(s, 1, res, &m);
-	assert_float_equal(res[0].jct, 2.25 + (27250.0 - 2.25 * 2500) / 2950, 1e-9);
-	assert_float_equal(res[0].remote, 600 * (27250.0 - 2.25 * 2500) / 2950, 1e-6);
+	assert_float_equal(res[0].jct, FRESH + (27250.0 - FRESH * 2500) / 2950, 1e-9);
+	assert_float_equal(res[0].remote, 600 * (27250.0 - FRESH * 2500) / 2950, 1e-6);
 	gm_scenario_destroy(s);
 }
 

@@ -387,6 +387,22 @@ double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs);
 void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *used,
 			    const double *last, size_t jobs, double *out);
 
+/*
+ * Whether an own job of a lender counts as starved for lending (its guests
+ * preempted, none lent until its jobs settle: gm_policy_lend_next): its
+ * consumer waits (stall over GM_POLICY_STALL, less delivered than its demand),
+ * from its second measured window on. Its first window ran while the guests
+ * were paced to the least (fresh, node.c), so what its consumer waited for
+ * there was its own workers' start, which no preempted guest gives back.
+ * Seed 1: a 0.6-core lender's new 104 img/s job read "local capacity covers
+ * demand (172 >= 111 img/s)" at its first window and preempted the one guest
+ * all the same; the guest's poor home (0.3 core) lost it, went to another
+ * lender whose own new job did the same 3 s later, and its job ran 5.2% slower
+ * than with lending off. windows: the job's measured windows so far. Pure.
+ */
+#define GM_POLICY_OWN_START_WINDOWS 1
+bool gm_policy_own_starved(uint32_t windows, double stall, double delivered, double demand);
+
 #define GM_POLICY_LEND_CALM_TIMES 4
 #define GM_POLICY_LEND_HOLD_MAX_S 16.0
 struct gm_policy_lend {
