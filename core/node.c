@@ -166,6 +166,7 @@ struct agent {
 	struct gm_policy_lend lend; /* what it lends, over time (gm_policy_lend_next) */
 	uint32_t lend_most;	    /* --lend-max-workers (0: no bound) */
 	int64_t lend_ms;	    /* when that was last decided (0: never) */
+	double idle_settled;	    /* the idle cores its guests had, no own job fresh */
 	/* pacing of the local workers (pace_local): this process's CPU at the
 	 * last look, its share of a core since (smoothed), the pace set */
 	int64_t self_ms;
@@ -1544,18 +1545,21 @@ static void borrow(struct agent *a, struct job *j, uint32_t local, uint32_t fed,
  * (set_lendable): the cores its own jobs leave idle (each measured job needs
  * demand x headroom / one worker's on-CPU rate cores, at most its workers;
  * one not measured yet (no window) holds the count where it is, fresh in
- * gm_policy_lend_next; one whose consumer waits past its first window
- * (gm_policy_own_starved), or that remote workers feed on a host under GM_NODE_FED_CORES (its
- * receive path needs them), all of them: its guests go first, lender.c's preempt); the workers that
- * makes (gm_policy_lend_next: none while an own job is starved, and until its own jobs have gone
- * unstarved for a settled interval, or under a quarter core is idle; else the free budget, or a
- * worker per idle quarter core begun, e.g. the half core beside a --cpus 0.75 host's own job); the
- * idle cores, at most one per lendable worker; and what one core makes of the images (the jobs'
- * workers' on-CPU rate; 0 with no measured job). At most --lend-max-workers. */
+ * gm_policy_lend_next, its guests paced meanwhile to
+ * gm_policy_fresh_guest_cores; one at its first window holds it too; one
+ * whose consumer waits, or that remote workers feed on a host under
+ * GM_NODE_FED_CORES (its receive path needs them), all of them: its guests
+ * go first, lender.c's preempt); the workers that makes (gm_policy_lend_next:
+ * none while an own job is starved, and until its own jobs have gone
+ * unstarved for a settled interval, or under a quarter core is idle; else the
+ * free budget, or a worker per idle quarter core begun, e.g. the half core
+ * beside a --cpus 0.75 host's own job); the idle cores, at most one per
+ * lendable worker; and what one core makes of the images (the jobs' workers'
+ * on-CPU rate; 0 with no measured job). At most --lend-max-workers. */
 static void lend_capacity(struct agent *a)
 {
 	double need = 0, rate = 0, weight = 0;
-	bool starved = false, own = false, fresh = false;
+	bool starved = false, own = false, fresh = false, first = false;
 	uint32_t wished = 0;
 	for (int i = 0; i < MAX_JOBS; i++) {
 		const struct job *j = &a->jobs[i];
@@ -1566,6 +1570,7 @@ static void lend_capacity(struct agent *a)
 			fresh = true; /* its need is not measured yet (gm_policy_lend_next) */
 			continue;
 		}
+		first |= j->windows == 1 && !fed_remotely(a, j);
 		wished += j->want;
 		double n = j->want;
 		if (j->rate > 0) {
@@ -1574,7 +1579,7 @@ static void lend_capacity(struct agent *a)
 			rate += j->rate * (j->workers ? j->workers : 1);
 			weight += j->workers ? j->workers : 1;
 		}
-		bool waits = gm_policy_own_starved(j->windows, j->stall, j->delivered, j->demand);
+		bool waits = j->stall > GM_POLICY_STALL && j->delivered < j->demand;
 		starved |= waits;
 		if (waits || fed_remotely(a, j))
 			n = a->host.cores; /* its consumer waits, or receiving takes the host */
@@ -1584,15 +1589,23 @@ static void lend_capacity(struct agent *a)
 	idle = idle < 0 ? 0 : idle;
 	int64_t now = gm_now_ms();
 	double dt = a->lend_ms && now > a->lend_ms ? (double)(now - a->lend_ms) / 1e3 : 0;
-	uint32_t slots = gm_policy_lend_next(&a->lend, a->budget, wished, a->host.cores, idle,
-					     starved, fresh, dt);
+	uint32_t slots =
+	    gm_policy_lend_next(&a->lend, a->budget, wished, a->host.cores, idle, starved,
+				fresh	? GM_POLICY_LEND_FRESH
+				: first ? GM_POLICY_LEND_FIRST
+					: GM_POLICY_LEND_SETTLED,
+				dt);
 	a->lend_ms = now;
 	slots = a->lend_most && slots > a->lend_most ? a->lend_most : slots;
 	idle = idle > slots ? slots : idle;
 	a->rops->set_lendable(a->rem, slots);
-	/* a new job's need not measured yet: its guests kept, paced to the least
-	 * (GM_POLICY_GUEST_MIN_CORES) until it is */
-	a->rops->set_capacity(a->rem, fresh ? 0 : idle, weight > 0 ? rate / weight : 0, own);
+	/* a new job's need not measured yet: its guests kept, paced to a share of
+	 * what they had (gm_policy_fresh_guest_cores) until it is */
+	if (!fresh)
+		a->idle_settled = idle;
+	a->rops->set_capacity(a->rem,
+			      fresh ? gm_policy_fresh_guest_cores(idle, a->idle_settled) : idle,
+			      weight > 0 ? rate / weight : 0, own);
 }
 
 /*

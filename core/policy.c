@@ -727,14 +727,15 @@ void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *
 	}
 }
 
-bool gm_policy_own_starved(uint32_t windows, double stall, double delivered, double demand)
+double gm_policy_fresh_guest_cores(double idle_now, double idle_settled)
 {
-	return windows > GM_POLICY_OWN_START_WINDOWS && stall > GM_POLICY_STALL &&
-	       delivered < demand;
+	double idle = idle_now < idle_settled ? idle_now : idle_settled;
+	return idle > 0 && isfinite(idle) ? GM_POLICY_FRESH_GUEST_SHARE * idle : 0;
 }
 
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
-			     double cores, double idle_cores, bool starved, bool fresh, double dt_s)
+			     double cores, double idle_cores, bool starved, unsigned fresh,
+			     double dt_s)
 {
 	double hold = s->hold_s > GM_POLICY_ASK_SETTLE_S ? s->hold_s : GM_POLICY_ASK_SETTLE_S;
 	dt_s = dt_s > 0 && isfinite(dt_s) ? dt_s : 0;
@@ -763,6 +764,8 @@ uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t
 		n = s->last;
 	if (fresh && n > s->last)
 		n = s->last; /* an own job's need is not known yet: no more guests */
+	if (fresh == GM_POLICY_LEND_FIRST && n < s->last)
+		n = s->last; /* nor fewer for a need read from its workers' start */
 	s->last = n;
 	return n;
 }

@@ -59,14 +59,14 @@
  * A host's own new job is fresh from its submit until its first window closes
  * (its first batch, start_s after the submit, and the next tick,
  * GM_ELASTIC_TICK_MS): meanwhile the agent keeps the guests it has, lends no
- * more, and paces them to the least (GM_POLICY_GUEST_MIN_CORES: node.c
- * lend_capacity, gm_policy_lend_next's fresh); its trainer's wait for its
- * first batches there does not count as starved (gm_policy_own_starved), so
- * it lends on from what the job's need leaves. (Modelled before as lending
- * nothing for GM_POLICY_ASK_SETTLE_S + 0.25 s from the start, which the agent
- * did until gm_policy_own_starved: re-dealt at once, seed 107's third poor
- * host had kept its lent workers in the model while its lenders' new jobs
- * arrived; on the agents they were all preempted at 35.8 s.)
+ * more, and paces them to gm_policy_fresh_guest_cores (node.c lend_capacity,
+ * gm_policy_lend_next's GM_POLICY_LEND_FRESH); its first window then neither
+ * adds nor preempts a guest (GM_POLICY_LEND_FIRST), and it lends on from what
+ * the job's need leaves, which the model knows from the start. (Modelled
+ * before as lending nothing for GM_POLICY_ASK_SETTLE_S + 0.25 s from the
+ * start: re-dealt at once, seed 107's third poor host had kept its lent
+ * workers in the model while its lenders' new jobs arrived; on the agents
+ * they were all preempted at 35.8 s, at their first windows.)
  */
 #define SCEN_FRESH_S(s) ((s)->start_s + GM_ELASTIC_TICK_MS / 1e3)
 
@@ -322,6 +322,7 @@ struct run {
 	double now;			   /* s: the event being allocated */
 	double lend_at[GM_SCEN_MAX_NODES]; /* lending on: a node's new own job is fresh
 					    * until this (SCEN_FRESH_S after its submit) */
+	double idle_settled[GM_SCEN_MAX_NODES]; /* its idle cores when none was fresh */
 	/* lending on, per job j and lender nd at [j * nnodes + nd]: the lent workers j
 	 * holds there (they stay from event to event), of them those granted but not
 	 * sending yet, and when those start (remote_start_s after their grant) */
@@ -436,12 +437,13 @@ static double alloc_local(struct run *r)
 		uint32_t w = s->node[nd].workers;
 		r->lw[nd] =
 		    gm_policy_lendable(w, own[nd], s->node[nd].cores, idle[nd], has_short[nd]);
-		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		if (r->now < r->lend_at[nd]) { /* its new job fresh (SCEN_FRESH_S) */
 			r->lw[nd] = r->lent[nd];
-			r->lcap[nd] =
-			    r->lent[nd] * GM_POLICY_GUEST_MIN_CORES / s->remote_lender_cpu;
+			idle[nd] = gm_policy_fresh_guest_cores(idle[nd], r->idle_settled[nd]);
+		} else {
+			r->idle_settled[nd] = idle[nd];
 		}
+		r->lcap[nd] = idle[nd] / s->remote_lender_cpu;
 		pool += fmin(r->lcap[nd], r->lw[nd] * per);
 	}
 	return pool;

@@ -757,30 +757,49 @@ static void test_a_lenders_new_job_preempts_no_guest_before_it_is_measured(void 
 	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.75, 0.75, false, false, 0.25), 3);
 }
 
-/* Seed 1: a 0.6-core lender's new 104 img/s job waited for its first batches
- * in its first window, while the guests were paced to the least, and the
- * lender preempted its one guest though that window read "local capacity
- * covers demand (172 >= 111 img/s)". A wait counts from the second window on;
- * a job that waits no longer, or gets its demand, is not starved. */
-static void test_a_lenders_new_job_waiting_for_its_first_batches_is_not_starved(void **st)
+/* Seed 2: a 0.6-core lender's new 90 img/s job read 441 img/s a core at its
+ * first window (its workers' start counted; the guests made 1,300), a need of
+ * 0.22 core: the lender went from three guests to two, and a poor home's job
+ * lost the one it had. At an own job's first window the count holds, neither
+ * more nor fewer; measured again, what the need leaves; starved, none. */
+static void test_a_lenders_new_job_at_its_first_window_preempts_no_guest(void **st)
 {
 	(void)st;
-	assert_false(gm_policy_own_starved(0, 0.6, 0, 111));  /* not measured yet */
-	assert_false(gm_policy_own_starved(1, 0.6, 40, 111)); /* its first window */
-	assert_true(gm_policy_own_starved(2, 0.6, 40, 111));  /* still waiting */
-	assert_true(gm_policy_own_starved(3, 0.06, 100, 111));
-	assert_false(gm_policy_own_starved(3, 0.05, 100, 111)); /* under GM_POLICY_STALL */
-	assert_false(gm_policy_own_starved(3, 0.6, 111, 111));	/* it got its demand */
-	/* the lender then lends from what the job's measured need leaves */
 	struct gm_policy_lend s = {0};
-	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.4, false, false, 0), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.4, false, true, 0.25), 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.6, 0.3,
-					     gm_policy_own_starved(1, 0.6, 40, 111), false, 0.25),
-			 2);
-	assert_int_equal(gm_policy_lend_next(&s, 1, 1, 0.6, 0.3,
-					     gm_policy_own_starved(2, 0.6, 40, 111), false, 0.25),
-			 0);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.6, false, GM_POLICY_LEND_SETTLED, 0),
+			 3);
+	assert_int_equal(gm_policy_lend_next(&s, 1, 0, 0.6, 0.6, false, GM_POLICY_LEND_FRESH, 0.25),
+			 3);
+	assert_int_equal(
+	    gm_policy_lend_next(&s, 1, 1, 0.6, 0.375, false, GM_POLICY_LEND_FIRST, 0.25), 3);
+	/* nor more, if its first window leaves more idle */
+	assert_int_equal(gm_policy_lend_next(&s, 4, 1, 1.2, 1.1, false, GM_POLICY_LEND_FIRST, 0.25),
+			 3);
+	/* its second window, warm: 0.05 core, 0.55 idle */
+	assert_int_equal(
+	    gm_policy_lend_next(&s, 1, 1, 0.6, 0.55, false, GM_POLICY_LEND_SETTLED, 0.25), 3);
+	/* had it still read 0.375 idle: one fewer */
+	assert_int_equal(
+	    gm_policy_lend_next(&s, 1, 1, 0.6, 0.375, false, GM_POLICY_LEND_SETTLED, 0.25), 2);
+	/* starved at its first window: none */
+	assert_int_equal(
+	    gm_policy_lend_next(&s, 1, 1, 0.6, 0.375, true, GM_POLICY_LEND_FIRST, 0.25), 0);
+}
+
+/* While an own job is fresh its lender's guests share a quarter of the idle
+ * cores they had, or of what its other jobs leave, whichever is fewer: seed
+ * 2's guests, paced to the least for 3 s, held their homes' batches over a
+ * second and were ended. */
+static void test_a_fresh_lenders_guests_keep_a_quarter_of_their_cores(void **st)
+{
+	(void)st;
+	assert_float_equal(gm_policy_fresh_guest_cores(0.6, 0.6), 0.15, 1e-12);
+	assert_float_equal(gm_policy_fresh_guest_cores(0.6, 0.3), 0.075, 1e-12); /* had less */
+	assert_float_equal(gm_policy_fresh_guest_cores(0.2, 0.6), 0.05, 1e-12);	 /* leave less */
+	assert_float_equal(gm_policy_fresh_guest_cores(0.6, 0), 0, 0);		 /* had none */
+	assert_float_equal(gm_policy_fresh_guest_cores(-1, 0.6), 0, 0);
+	assert_float_equal(gm_policy_fresh_guest_cores(NAN, NAN), 0, 0);
+	assert_float_equal(gm_policy_fresh_guest_cores(INFINITY, INFINITY), 0, 0);
 }
 
 /* Seed 105 on a slow afternoon: its lenders started 31 guests and preempted
@@ -1617,7 +1636,8 @@ int main(void)
 	    cmocka_unit_test(test_a_starved_or_poor_host_lends_nothing),
 	    cmocka_unit_test(test_a_lender_that_took_its_workers_back_settles_first),
 	    cmocka_unit_test(test_a_lenders_new_job_preempts_no_guest_before_it_is_measured),
-	    cmocka_unit_test(test_a_lenders_new_job_waiting_for_its_first_batches_is_not_starved),
+	    cmocka_unit_test(test_a_lenders_new_job_at_its_first_window_preempts_no_guest),
+	    cmocka_unit_test(test_a_fresh_lenders_guests_keep_a_quarter_of_their_cores),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
 	    cmocka_unit_test(test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones),

@@ -224,12 +224,12 @@ static void test_cores_are_shared_max_min(void **st)
  * its first window: start_s 0 and a tick; gm_policy_lend_next lends no more
  * meanwhile): A's job makes 625 img/s alone until then, 156.25 images, and
  * the rest remote: 10.094 s. B's second job, 100 img/s for 5 s from 5 s, is
- * fresh until 5.25 s: B keeps A's worker but paces it to the least
- * (GM_POLICY_GUEST_MIN_CORES: 25 img/s), so A runs its local worker beside it
- * (25 + (0.25 - 25 x 100 us) / 400 us = 643.75 img/s); then B's 0.36 idle core
- * sends A 900 img/s to 10 s, and 1,000 after: 10.658 s (B lending nothing for
- * 2.25 s, as the agent did before gm_policy_own_starved, A's own 625 img/s
- * until its worker was granted again).
+ * fresh until 5.25 s: B keeps A's worker but paces it to a quarter of the
+ * 0.36 core idle (gm_policy_fresh_guest_cores: 0.09 core, 225 img/s), so A runs
+ * its local worker beside it (225 + (0.25 - 225 x 100 us) / 400 us = 793.75
+ * img/s); then B's 0.36 idle core sends A 900 img/s to 10 s, and 1,000 after:
+ * 10.65 s (lending nothing for 2.25 s from b2's start, as the model did
+ * before, A's own 625 img/s until its worker was granted again).
  */
 static void test_lending_with_an_ample_pool(void **st)
 {
@@ -262,7 +262,7 @@ static void test_lending_with_an_ample_pool(void **st)
 		      "job\tb2\tB\t5\t500\t100\n" COSTS);
 	struct gm_scen_result r3[3];
 	run(s, 1, r3, &m);
-	double done = FRESH * 625 + (5 - FRESH) * 1000 + FRESH * 643.75 + (5 - FRESH) * 900;
+	double done = FRESH * 625 + (5 - FRESH) * 1000 + FRESH * 793.75 + (5 - FRESH) * 900;
 	assert_float_equal(r3[0].jct, 10 + (10000 - done) / 1000, 1e-9);
 	assert_float_equal(r3[1].jct, 10.0, 1e-9);
 	assert_float_equal(r3[2].jct, 5.0, 1e-9);

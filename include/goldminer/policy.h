@@ -340,12 +340,17 @@ uint32_t gm_policy_lendable(uint32_t budget, uint32_t wished, double cores, doub
  * starved lends at once. More at once; fewer (its guests preempted) only once
  * the idle cores are half of GM_POLICY_LEND_WORKER_CORES below what the last
  * count needed, so a measure's noise around a boundary kills no guest; none at
- * once while starved or under GM_POLICY_LEND_MIN_CORES idle. fresh: an own
- * job has come whose need is not measured yet; the caller leaves it out of
- * idle_cores and wished, and the count may not grow meanwhile, nor fall for it
- * (node.c paces the guests to the least meanwhile: nice 19 does not keep them
- * from emptying the CPU quota in a period the new job's worker slept, which
- * cost a 1,189 img/s job on a 0.5-core lender 7.5%). Counted as its want, a
+ * once while starved or under GM_POLICY_LEND_MIN_CORES idle. fresh
+ * (GM_POLICY_LEND_FRESH): an own job has come whose need is not measured yet;
+ * the caller leaves it out of idle_cores and wished, and the count may not
+ * grow meanwhile, nor fall for it (node.c paces the guests to
+ * gm_policy_fresh_guest_cores meanwhile). GM_POLICY_LEND_FIRST: an own job's
+ * first measured window, its workers' on-CPU rate counting their start (a
+ * 0.6-core lender's new 90 img/s job read 441 img/s a core, a fourth of the
+ * guests' 1,300, so a need of 0.22 core): the count neither grows nor falls
+ * unless starved. Seed 2: that need took a guest of three from a poor home's
+ * job, and seed 1's lender did the same to a job whose home had just gone
+ * fed on that one worker (5.2% slower than with lending off). Counted as its want, a
  * new own job with a worker of a 0.75-core lender's budget of 1 preempted
  * every guest at its attach; seed 107's lenders did so 6 times in a run, each
  * preempted guest a cold start for its poor home's job, which the new job's
@@ -387,22 +392,6 @@ double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs);
 void gm_policy_guest_shares(double idle_cores, const uint32_t *n, const double *used,
 			    const double *last, size_t jobs, double *out);
 
-/*
- * Whether an own job of a lender counts as starved for lending (its guests
- * preempted, none lent until its jobs settle: gm_policy_lend_next): its
- * consumer waits (stall over GM_POLICY_STALL, less delivered than its demand),
- * from its second measured window on. Its first window ran while the guests
- * were paced to the least (fresh, node.c), so what its consumer waited for
- * there was its own workers' start, which no preempted guest gives back.
- * Seed 1: a 0.6-core lender's new 104 img/s job read "local capacity covers
- * demand (172 >= 111 img/s)" at its first window and preempted the one guest
- * all the same; the guest's poor home (0.3 core) lost it, went to another
- * lender whose own new job did the same 3 s later, and its job ran 5.2% slower
- * than with lending off. windows: the job's measured windows so far. Pure.
- */
-#define GM_POLICY_OWN_START_WINDOWS 1
-bool gm_policy_own_starved(uint32_t windows, double stall, double delivered, double demand);
-
 #define GM_POLICY_LEND_CALM_TIMES 4
 #define GM_POLICY_LEND_HOLD_MAX_S 16.0
 struct gm_policy_lend {
@@ -413,9 +402,28 @@ struct gm_policy_lend {
 	double lent_s;	   /* how long it has lent since it last began to */
 };
 
+#define GM_POLICY_LEND_SETTLED 0 /* every own job measured past its first window */
+#define GM_POLICY_LEND_FRESH   1 /* an own job not measured yet */
+#define GM_POLICY_LEND_FIRST   2 /* an own job at its first measured window */
 uint32_t gm_policy_lend_next(struct gm_policy_lend *s, uint32_t budget, uint32_t wished,
-			     double cores, double idle_cores, bool starved, bool fresh,
+			     double cores, double idle_cores, bool starved, unsigned fresh,
 			     double dt_s);
+
+/*
+ * The cores a lender's guests may spend, all together, while an own job of
+ * its is fresh (not measured yet): GM_POLICY_FRESH_GUEST_SHARE of the idle
+ * cores they had before it came (idle_settled) or of those its other jobs
+ * leave now (idle_now, the new job left out), whichever is fewer. Unpaced,
+ * nice 19 did not keep them from emptying the CPU quota in a period the new
+ * job's worker slept (a 1,189 img/s job on a 0.5-core lender lost 7.5%); paced
+ * to the least (GM_POLICY_GUEST_MIN_CORES) for the new job's first window, 3 s
+ * on seed 2's 0.6-core lender, they held their homes' next batches a second
+ * and more, and the homes ended two of them (HEAD_MS) and started their own
+ * workers cold. A quarter keeps a guest making a 32-image batch in about half
+ * a second and leaves the new job three quarters. Pure.
+ */
+#define GM_POLICY_FRESH_GUEST_SHARE 0.25
+double gm_policy_fresh_guest_cores(double idle_now, double idle_settled);
 
 /*
  * The rules that keep a job's plan right the first time and steady after.
