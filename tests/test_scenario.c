@@ -228,7 +228,7 @@ static void test_cores_are_shared_max_min(void **st)
  * 0.36 core idle (gm_policy_fresh_guest_cores: 0.09 core, 225 img/s), so A runs
  * its local worker beside it (225 + (0.25 - 225 x 100 us) / 400 us = 793.75
  * img/s); then B's 0.36 idle core sends A 900 img/s to 10 s, and 1,000 after:
- * 10.65 s (lending nothing for 2.25 s from b2's start, as the model did
+ * 10.62 s (lending nothing for 2.25 s from b2's start, as the model did
  * before, A's own 625 img/s until its worker was granted again).
  */
 static void test_lending_with_an_ample_pool(void **st)
