@@ -569,7 +569,8 @@ out:
  * (tests/bench/bench-remote.sh, a 0.25-core home fed by 2 remote workers:
  * 8 slots 1,464-1,943 img/s, 16 slots 963-2,540, 32 slots 2,593-2,623). All it may get is the job's
  * --workers, or the budget and what the live peers can lend now by their heartbeats (none heard
- * yet: never fewer slots than before, four per worker of the budget). A ring that size that the
+ * yet: never fewer slots than before, four per worker of the budget; none on a host that runs
+ * guests now, gm_policy_ring_peers). A ring that size that the
  * memory budget cannot hold is halved, down to that size, which admit_job then refuses in words if
  * it does not fit either. A
  * --workers cap cuts these counts and never raises them
@@ -581,7 +582,9 @@ static uint32_t ring_slots(const struct agent *a, const struct gm_node_req *req,
 	if (!a->rem)
 		return gm_policy_pow2_slots(2 * gm_policy_ring_workers(cap, a->budget, 0));
 	uint32_t floor = gm_policy_pow2_slots(2 * gm_policy_ring_workers(cap, 2 * a->budget, 0));
-	uint32_t all = gm_policy_ring_workers(cap, a->budget, a->rops->peers_lendable(a->rem));
+	uint32_t all = gm_policy_ring_workers(
+	    cap, a->budget,
+	    gm_policy_ring_peers(a->rops->peers_lendable(a->rem), a->rops->lent(a->rem)));
 	uint32_t slots = gm_policy_ring_slots(a->host.cores, all);
 	uint64_t sb = sample_bytes(o);
 	int n;

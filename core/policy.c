@@ -979,6 +979,11 @@ bool gm_policy_fed_retry(double fed, double both_remote)
 		fed * GM_POLICY_MEASURABLY < both_remote);
 }
 
+uint32_t gm_policy_ring_peers(uint32_t peers_lendable, uint32_t lent)
+{
+	return lent ? 0 : peers_lendable;
+}
+
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable)
 {
 	uint64_t all = (uint64_t)budget + lendable;

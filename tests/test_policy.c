@@ -802,6 +802,23 @@ static void test_a_fresh_lenders_guests_keep_a_quarter_of_their_cores(void **st)
 	assert_float_equal(gm_policy_fresh_guest_cores(INFINITY, INFINITY), 0, 0);
 }
 
+/* A host that runs guests sizes a new job's ring for its own budget: its
+ * jobs borrow nothing while it lends, and a 0.6-core lender's 32-slot ring
+ * (two peers' workers counted) cost about a second of one core at its
+ * attach; six counted make 64 slots. */
+static void test_a_lenders_new_ring_counts_no_peer_worker(void **st)
+{
+	(void)st;
+	assert_int_equal(gm_policy_ring_peers(6, 0), 6);
+	assert_int_equal(gm_policy_ring_peers(6, 2), 0);
+	assert_int_equal(gm_policy_ring_peers(0, 1), 0);
+	assert_int_equal(gm_policy_ring_slots(0.6, gm_policy_ring_workers(0, 1, 6)), 64);
+	assert_int_equal(gm_policy_ring_slots(0.6, gm_policy_ring_workers(0, 1, 2)), 32);
+	assert_int_equal(
+	    gm_policy_ring_slots(0.6, gm_policy_ring_workers(0, 1, gm_policy_ring_peers(2, 3))),
+	    16);
+}
+
 /* Seed 105 on a slow afternoon: its lenders started 31 guests and preempted
  * 13 in 80 s, their own jobs starved each time soon after they lent again.
  * Each such round doubles the calm a lender waits for (2, 4, 8, 16 s, no
@@ -1638,6 +1655,7 @@ int main(void)
 	    cmocka_unit_test(test_a_lenders_new_job_preempts_no_guest_before_it_is_measured),
 	    cmocka_unit_test(test_a_lenders_new_job_at_its_first_window_preempts_no_guest),
 	    cmocka_unit_test(test_a_fresh_lenders_guests_keep_a_quarter_of_their_cores),
+	    cmocka_unit_test(test_a_lenders_new_ring_counts_no_peer_worker),
 	    cmocka_unit_test(test_a_lender_whose_lending_starves_its_own_jobs_waits_longer),
 	    cmocka_unit_test(test_a_lenders_guests_share_what_its_own_jobs_leave),
 	    cmocka_unit_test(test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones),

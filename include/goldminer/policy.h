@@ -609,6 +609,20 @@ bool gm_policy_fed_retry(double fed, double both_remote);
 uint32_t gm_policy_ring_workers(uint32_t cap, uint32_t budget, uint32_t lendable);
 
 /*
+ * The peers' lendable workers a new job's ring is sized for: none on a host
+ * that runs guests now (lent: the workers it runs for other hosts' jobs),
+ * since its jobs borrow nothing while it lends (node.c borrow: its own CPUs
+ * back first); else what the live peers can lend (peers_lendable). Every page
+ * of a ring is pre-faulted when it is made, about 25 us a fresh page on the
+ * bench's machine: a 0.6-core lender's new job, sized for its budget of one
+ * and two peers' workers, got 32 slots (147 MiB), about a second of one core
+ * at its attach, and its other own job's trainer waited, so every guest was
+ * preempted (seed 2, L1; L2 did the same 13 s later). Sized for its own
+ * budget: 16 slots. Pure.
+ */
+uint32_t gm_policy_ring_peers(uint32_t peers_lendable, uint32_t lent);
+
+/*
  * The ring slots a job gets where remote workers may join, for all (local and
  * remote) workers it may get (gm_policy_ring_workers): eight per worker and two
  * more (a lease ahead per remote worker, home.c's room_ahead, and the late,
