@@ -130,6 +130,10 @@ struct job {
 	struct gm_policy_borrow_in bin;
 	struct gm_policy_borrow_out bout;
 	bool told; /* its first decision has been logged */
+	/* its pipeline, for the rate its like read (known_rate): the dataset's
+	 * fingerprint (0: none, a command's job) and the transform */
+	uint64_t fp;
+	struct gm_aug_spec aug;
 	char root[4096];
 	uid_t uid; /* the client's (SO_PEERCRED) */
 	/* a CMDJOB (wire.h): workers run the client's command over the client's ring */
@@ -167,6 +171,15 @@ struct agent {
 	uint32_t lend_most;	    /* --lend-max-workers (0: no bound) */
 	int64_t lend_ms;	    /* when that was last decided (0: never) */
 	double idle_settled;	    /* the idle cores its guests had, no own job fresh */
+	/* what each pipeline's local workers last read by their CPU accounting
+	 * (cpu_rate), for a new job of the same one (known_rate), the oldest
+	 * replaced first */
+	struct known {
+		uint64_t fp;
+		struct gm_aug_spec aug;
+		double rate;
+	} known[8];
+	uint32_t nknown;
 	/* pacing of the local workers (pace_local): this process's CPU at the
 	 * last look, its share of a core since (smoothed), the pace set */
 	int64_t self_ms;
@@ -644,6 +657,8 @@ static void attach(struct agent *a, struct job *j, struct gm_node_req *req, cons
 	j->workers = 0;
 	a->short_ = divide(a);
 	snprintf(j->root, sizeof(j->root), "%s", req->root);
+	j->fp = gm_dataset_fingerprint(j->ds);
+	j->aug = o.aug;
 	if (a->rem && o.gpu_decode) {
 		logf_(a,
 		      "job pid %d: no remote workers: its samples are coefficient slots "
@@ -1707,6 +1722,39 @@ static double cpu_rate(struct job *j)
 	return gm_policy_cpu_rate(s > rs ? (double)(s - rs) : 0, (double)sum / 1e9, j->batch_size);
 }
 
+/* Whether two transforms cost the same per image (gm_aug_spec's fields that
+ * decide the work; compared one by one, its padding left out). */
+static bool same_aug(const struct gm_aug_spec *x, const struct gm_aug_spec *y)
+{
+	return x->mode == y->mode && x->size == y->size && x->out == y->out &&
+	       x->resize == y->resize && x->scale_min == y->scale_min &&
+	       x->scale_max == y->scale_max && x->ratio_min == y->ratio_min &&
+	       x->ratio_max == y->ratio_max && x->flip_p == y->flip_p &&
+	       !memcmp(x->mean, y->mean, sizeof(x->mean)) &&
+	       !memcmp(x->std, y->std, sizeof(x->std)) &&
+	       !memcmp(x->jitter, y->jitter, sizeof(x->jitter));
+}
+
+/* The rate job j's pipeline last read on this host by its workers' CPU
+ * accounting (0: none); with cpu > 0, j's own reading, kept as that. */
+static double known_rate(struct agent *a, const struct job *j, double cpu)
+{
+	if (!j->fp || j->cmd_job)
+		return 0; /* a command's workers: no pipeline to know them by */
+	uint32_t n = a->nknown < 8 ? a->nknown : 8;
+	for (uint32_t i = 0; i < n; i++) {
+		struct known *k = &a->known[i];
+		if (k->fp == j->fp && same_aug(&k->aug, &j->aug)) {
+			if (cpu > 0)
+				k->rate = cpu;
+			return k->rate;
+		}
+	}
+	if (cpu > 0)
+		a->known[a->nknown++ % 8] = (struct known){.fp = j->fp, .aug = j->aug, .rate = cpu};
+	return cpu;
+}
+
 /* A fed job whose remote workers are all gone (their lenders took them back
  * for their own jobs, or their links died) runs its local workers again at
  * once, not at its next measured window: seed 105's 258 img/s job on a
@@ -1741,7 +1789,7 @@ static void rebalance(struct agent *a)
 		if (j->pool && gm_pool_measure(j->pool, &d, &r)) {
 			double c = cpu_rate(j);
 			j->demand = d;
-			j->rate = c > 0 && c < r ? c : r;
+			j->rate = gm_policy_worker_rate(r, c, known_rate(a, j, c));
 			j->windows += j->windows < 3;
 			measure_window(j, now);
 			update_fed(a, j, now);

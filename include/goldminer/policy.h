@@ -201,6 +201,23 @@ double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, 
 double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size);
 
 /*
+ * The worker rate a job's decisions use (img/s per core): the stage-timed rate
+ * (stage), bounded by its workers' CPU accounting (cpu, gm_policy_cpu_rate)
+ * once that reads, and until then by what the same pipeline's workers on this
+ * host last read by their CPU accounting (known; 0: none). On a host of a few
+ * tenths of a core a worker's batch runs within one quota period, so its stage
+ * timing reads the core's full speed whatever share of it the quota gives, and
+ * its own accounting needs GM_POLICY_CPU_RATE_MIN_S of CPU, close to two
+ * seconds of a 0.15-core host: a new job there read "local capacity covers
+ * demand (306 >= 187 img/s)" at its first window beside a job that remote
+ * workers fed, and asked the peers 6 s later, when its accounting gave 112
+ * (seed 107, P1; five more poor hosts' jobs of seeds 1, 2 and 107 read
+ * "covers" at their first window, and four of them asked later, three within
+ * 2 s). stage when neither bound reads. Pure.
+ */
+double gm_policy_worker_rate(double stage, double cpu, double known);
+
+/*
  * A home's remote workers divided between its jobs: the pool its live peers
  * can lend it (gm_remote_home_lendable: their free slots and those they run
  * for it) water-filled over the jobs' asks (ask[i]; UINT32_MAX for a job not
