@@ -170,7 +170,8 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 	return NULL;
 }
 
-/* "cost NAME US" (remote_worker_img_s: img/s; start_s: s): NULL or what is wrong;
+/* "cost NAME US" (remote_worker_img_s: img/s; start_s, remote_start_s: s;
+ * job_cpu_s: s of CPU): NULL or what is wrong;
  * *seen gets the cost's bit. */
 static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *seen)
 {
@@ -185,6 +186,14 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		if (!num_in(f[2], 1e-3, GM_SCEN_MAX_RATE, &s->worker_rate))
 			return "remote_worker_img_s must be 0.001..1e9 img/s";
 		*seen |= 8u;
+		return NULL;
+	}
+	if (!strcmp(f[1], "job_cpu_s")) {
+		if (*seen & 64u)
+			return "this cost is given twice";
+		if (!num_in(f[2], 0, 3600, &s->job_cpu))
+			return "job_cpu_s must be 0..3600 s of CPU";
+		*seen |= 64u;
 		return NULL;
 	}
 	if (!strcmp(f[1], "start_s") || !strcmp(f[1], "remote_start_s")) {
@@ -210,7 +219,7 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		return NULL;
 	}
 	return "unknown cost (local_us, remote_home_us, remote_lender_us, remote_worker_img_s, "
-	       "start_s, remote_start_s)";
+	       "start_s, remote_start_s, job_cpu_s)";
 }
 
 /* One line (no newline); NULL or what is wrong. */
@@ -378,6 +387,23 @@ static double fill_node(struct run *r, uint32_t nd)
 	return r->s->node[nd].cores > used ? r->s->node[nd].cores - used : 0;
 }
 
+/* Job j's share of its own CPU cost beside its images (job_cpu), per image. */
+static double per_job(const struct gm_scenario *s, uint32_t j)
+{
+	return s->job_cpu > 0 && s->job[j].images > 0 ? s->job_cpu / (double)s->job[j].images : 0;
+}
+
+/* Its home's CPU per image it decodes there, and per image it receives. */
+static double local_of(const struct gm_scenario *s, uint32_t j)
+{
+	return s->local_cpu + per_job(s, j);
+}
+
+static double recv_of(const struct gm_scenario *s, uint32_t j)
+{
+	return s->remote_home_cpu + per_job(s, j);
+}
+
 /*
  * Job j takes m > 0 images/s remotely on a home of less than GM_NODE_FED_CORES,
  * measurably more than its local workers alone make there: as the agent does
@@ -397,10 +423,10 @@ static double home_need(const struct run *r, uint32_t j, double m)
 	const struct gm_scenario *s = r->s;
 	double rate = s->job[j].rate;
 	if (fed_only(r, j, m))
-		return m * s->remote_home_cpu;
+		return m * recv_of(s, j);
 	if (!(rate > 0))
 		return INFINITY;
-	return m * s->remote_home_cpu + (rate > m ? rate - m : 0) * s->local_cpu;
+	return m * recv_of(s, j) + (rate > m ? rate - m : 0) * local_of(s, j);
 }
 
 /* The most img/s one lent worker sends: a core's worth, or worker_rate. */
@@ -427,7 +453,7 @@ static double alloc_local(struct run *r)
 		idle[nd] = fill_node(r, nd);
 	for (uint32_t k = 0; k < r->nact; k++) {
 		uint32_t j = r->act[k];
-		r->x[j] = r->alone[j] = r->share[j] / s->local_cpu;
+		r->x[j] = r->alone[j] = r->share[j] / local_of(s, j);
 		r->isshort[j] = !(s->job[j].rate > 0) || r->x[j] < s->job[j].rate * (1 - 1e-9);
 		if (r->isshort[j])
 			has_short[s->job[j].home] = true;
@@ -435,8 +461,17 @@ static double alloc_local(struct run *r)
 	}
 	for (uint32_t nd = 0; nd < s->nnodes; nd++) { /* the agent's rule (policy.h) */
 		uint32_t w = s->node[nd].workers;
+		/* the idle cores as the agent counts them: its jobs' images at its
+		 * workers' rate, their own cost beside them (job_cpu) unseen; what
+		 * its guests get is what is left (idle) */
+		double seen = s->node[nd].cores;
+		for (uint32_t k = 0; k < r->nact; k++) {
+			uint32_t j = r->act[k];
+			if (s->job[j].home == nd)
+				seen -= fmin(r->share[j], r->x[j] * s->local_cpu);
+		}
 		r->lw[nd] =
-		    gm_policy_lendable(w, own[nd], s->node[nd].cores, idle[nd], has_short[nd]);
+		    gm_policy_lendable(w, own[nd], s->node[nd].cores, fmax(seen, 0), has_short[nd]);
 		if (r->now < r->lend_at[nd]) { /* its new job fresh (SCEN_FRESH_S) */
 			r->lw[nd] = r->lent[nd];
 			idle[nd] = gm_policy_fresh_guest_cores(idle[nd], r->idle_settled[nd]);
@@ -454,12 +489,12 @@ static double alloc_local(struct run *r)
 static double remote_want(const struct run *r, uint32_t j, double sh)
 {
 	const struct gm_scenario *s = r->s;
-	double all = sh / s->remote_home_cpu, rate = s->job[j].rate, w;
+	double all = sh / recv_of(s, j), rate = s->job[j].rate, w;
 	if (!(rate > 0))
 		return all;
 	if (s->node[s->job[j].home].cores < GM_NODE_FED_CORES)
 		return rate < all ? rate : all;
-	w = (rate * s->local_cpu - sh) / (s->local_cpu - s->remote_home_cpu);
+	w = (rate * local_of(s, j) - sh) / (s->local_cpu - s->remote_home_cpu);
 	w = w < all ? w : all;
 	return w > 0 ? w : 0;
 }
@@ -671,9 +706,9 @@ static void pace_needs(struct run *r)
 			if (s->job[j].home != nd)
 				continue;
 			if (m > 0) {
-				recv += m * s->remote_home_cpu, landing++;
+				recv += m * recv_of(s, j), landing++;
 				took +=
-				    s->job[j].rate > 0 ? s->job[j].rate * s->local_cpu : INFINITY;
+				    s->job[j].rate > 0 ? s->job[j].rate * local_of(s, j) : INFINITY;
 			}
 			workers += !fed_only(r, j, m);
 			own += m > 0 && !fed_only(r, j, m);
@@ -687,8 +722,8 @@ static void pace_needs(struct run *r)
 			double m = r->isshort[j] ? r->m[j] : 0;
 			if (s->job[j].home != nd || m > 0)
 				continue;
-			if (r->need[j] - m * s->remote_home_cpu > pace)
-				r->need[j] = m * s->remote_home_cpu + pace;
+			if (r->need[j] > pace)
+				r->need[j] = pace; /* (it receives nothing: m is 0) */
 		}
 	}
 }
@@ -732,11 +767,11 @@ static void allocate(struct run *r, int lending)
 	for (uint32_t k = 0; k < r->nact; k++) {
 		uint32_t j = r->act[k];
 		double sh = r->share[j], m = r->isshort[j] ? r->m[j] : 0, x;
-		if (m * s->remote_home_cpu > sh)
-			m = sh / s->remote_home_cpu; /* the home cannot receive more */
+		if (m * recv_of(s, j) > sh)
+			m = sh / recv_of(s, j); /* the home cannot receive more */
 		x = m;
 		if (!fed_only(r, j, m))
-			x += (sh - m * s->remote_home_cpu) / s->local_cpu;
+			x += (sh - m * recv_of(s, j)) / local_of(s, j);
 		if (s->job[j].rate > 0 && x > s->job[j].rate)
 			x = s->job[j].rate;
 		r->m[j] = m;
@@ -805,7 +840,8 @@ static int check(const struct gm_scenario *s, char *err, size_t errlen)
 		  s->remote_lender_cpu > 0 && s->local_cpu <= GM_SCEN_MAX_COST / 1e6 &&
 		  s->remote_home_cpu <= GM_SCEN_MAX_COST / 1e6 &&
 		  s->remote_lender_cpu <= GM_SCEN_MAX_COST / 1e6 && s->start_s >= 0 &&
-		  s->start_s <= 3600 && s->worker_rate >= 0;
+		  s->start_s <= 3600 && s->worker_rate >= 0 && s->job_cpu >= 0 &&
+		  s->job_cpu <= 3600;
 	for (uint32_t i = 0; ok && i < s->nnodes; i++)
 		ok = s->node[i].cores > 0 && s->node[i].cores <= GM_SCEN_MAX_CORES;
 	for (size_t k = 0; ok && k < s->njobs; k++) {

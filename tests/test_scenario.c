@@ -116,6 +116,9 @@ static void test_load_errors_name_file_and_line(void **st)
 	    {HEAD "node\tA\t1\ncost\tstart_s\t4000\n", ":3: start_s must be"},
 	    {HEAD "node\tA\t1\ncost\tstart_s\t1\ncost\tstart_s\t1\n", ":4: this cost is given"},
 	    {HEAD "node\tA\t1\ncost\tremote_start_s\t-0.5\n", ":3: remote_start_s must be"},
+	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\t-1\n", ":3: job_cpu_s must be"},
+	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\tx\n", ":3: job_cpu_s must be"},
+	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\t1\ncost\tjob_cpu_s\t1\n", ":4: this cost is given"},
 	    {HEAD "node\tA\t1\ncost\tremote_start_s\t1\ncost\tremote_start_s\t2\n",
 	     ":4: this cost is given"},
 	    {HEAD "node\tA\t1\ncost\tremote_worker_img_s\t1\ncost\tremote_worker_img_s\t1\n",
@@ -613,6 +616,70 @@ static void test_a_job_starts_consuming_after_its_start_up(void **st)
 	gm_scenario_destroy(s);
 }
 
+/*
+ * A job's own CPU beside its images (job_cpu_s) is charged over its images. Half
+ * a core at 1000 us an image, 0.5 s a job: a greedy 1,000-image job costs 1.5 s
+ * of CPU, 3 s. On a core, two greedy jobs of 1,000 and 4,000 images, 1 s each:
+ * 2 ms and 1.25 ms an image; half a core each, the first ends at 4 s (250 img/s),
+ * the second has made 1,600 by then and the rest at 800 img/s: 7 s.
+ */
+static void test_a_jobs_own_cpu_is_charged_over_its_images(void **st)
+{
+	(void)st;
+	struct gm_scen_result res[2];
+	struct gm_scen_summary m;
+	struct gm_scenario *s = load(
+	    HEAD "node\tA\t0.5\njob\tg\tA\t0\t1000\t0\n"
+		 "cost\tlocal_us\t1000\ncost\tremote_home_us\t100\ncost\tremote_lender_us\t1000\n"
+		 "cost\tjob_cpu_s\t0.5\n");
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 3.0, 1e-9);
+	gm_scenario_destroy(s);
+	s = load(HEAD
+		 "node\tA\t1\njob\ta\tA\t0\t1000\t0\njob\tb\tA\t0\t4000\t0\n"
+		 "cost\tlocal_us\t1000\ncost\tremote_home_us\t100\ncost\tremote_lender_us\t1000\n"
+		 "cost\tjob_cpu_s\t1\n");
+	run(s, 0, res, &m);
+	assert_float_equal(res[0].jct, 4.0, 1e-9);
+	assert_float_equal(res[1].jct, 7.0, 1e-9);
+	gm_scenario_destroy(s);
+}
+
+/*
+ * A lender counts its idle cores as its agent does: its own jobs' images at its
+ * workers' rate, their own cost (job_cpu_s) unseen. B (0.75 core) runs a 240
+ * img/s job of 2,400 images: 0.24 core seen, 0.51 idle, three workers (one per
+ * idle quarter core begun); with 0.24 s a job, 0.264 core is what it takes,
+ * which would have counted two. A's greedy job gets what three 100 img/s
+ * workers send either way.
+ */
+static void test_a_lender_counts_its_idle_cores_as_its_agent_does(void **st)
+{
+	(void)st;
+	struct gm_scen_result res[2][2];
+	struct gm_scen_summary m;
+	for (int f = 0; f < 2; f++) {
+		char text[1024];
+		snprintf(text, sizeof(text),
+			 HEAD "node\tA\t0.25\nnode\tB\t0.75\n"
+			      "job\tb\tB\t0\t2400\t240\njob\ta\tA\t0\t3000\t0\n"
+			      "cost\tlocal_us\t1000\ncost\tremote_home_us\t10\n"
+			      "cost\tremote_lender_us\t1000\ncost\tremote_worker_img_s\t100\n"
+			      "cost\tjob_cpu_s\t%s\n",
+			 f ? "0.24" : "0");
+		struct gm_scenario *s = load(text);
+		run(s, 1, res[f], &m);
+		gm_scenario_destroy(s);
+	}
+	assert_float_equal(res[1][0].jct, 10.0, 1e-6); /* B's job at its rate */
+	/* three workers: A's job runs on their 300 img/s alone, 10.04 s (its own
+	 * 0.24 s at 80 us an image of what it receives costs it 0.02 s); counted
+	 * with the job's own cost, two workers, 7.34 s, a local worker kept */
+	assert_float_equal(res[0][1].jct, 10.0417, 1e-3);
+	assert_float_equal(res[1][1].jct, res[0][1].jct, 0.05);
+	assert_float_equal(res[1][1].remote, res[0][1].remote, 10);
+}
+
 /* A small deterministic generator for the random scenarios (LCG, Knuth's MMIX). */
 static double rnd(uint64_t *x)
 {
@@ -846,6 +913,8 @@ int main(void)
 	    cmocka_unit_test(test_lending_is_capped_by_the_idle_cores_and_the_budget),
 	    cmocka_unit_test(test_a_greedy_job_is_bounded_by_what_its_home_receives),
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
+	    cmocka_unit_test(test_a_jobs_own_cpu_is_charged_over_its_images),
+	    cmocka_unit_test(test_a_lender_counts_its_idle_cores_as_its_agent_does),
 	    cmocka_unit_test(test_lent_workers_are_divided_between_a_homes_jobs),
 	    cmocka_unit_test(test_a_lent_worker_leaves_what_its_job_does_not_take),
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),

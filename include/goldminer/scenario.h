@@ -67,6 +67,10 @@ struct gm_scenario {
 	double worker_rate;    /* img/s one lent worker sends at most; 0: its core's worth */
 	double start_s;	       /* s from a job's submit to its first image (0: none) */
 	double remote_start_s; /* s from a lent worker's grant to its first image (0: none) */
+	/* CPU seconds a job costs its home beside its images' (its trainer's and
+	 * workers' starts, its ring's pages), charged over its images: job_cpu /
+	 * images more CPU per image it decodes or receives there (0: none) */
+	double job_cpu;
 };
 
 /* One job's outcome. */
@@ -94,8 +98,8 @@ struct gm_scen_summary {
  * Read a scenario file. Returns 0 and *out; -errno when it cannot be read,
  * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
  * number out of its range above, a job whose home is not a node, a duplicate
- * name, a missing cost; remote_worker_img_s, start_s and remote_start_s are
- * optional), -ENOMEM.
+ * name, a missing cost; remote_worker_img_s, start_s, remote_start_s and
+ * job_cpu_s are optional), -ENOMEM.
  */
 int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
 

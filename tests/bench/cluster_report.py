@@ -193,7 +193,7 @@ if off:
 # the remote costs from the calibration (cal.tsv): a greedy trainer on A alone,
 # lending off (A's CPU per local image) then on (B and C idle but for what they
 # lend: their CPU less their idle agents' over the same time, per lent image)
-cal = {"off": [], "on": []}  # the calibration's pairs, in order
+cal = {"off": [], "on": [], "short": []}  # the calibration's pairs (and short runs), in order
 if os.path.exists(os.path.join(OUT, "cal.tsv")):
     for line in list(open(os.path.join(OUT, "cal.tsv")))[1:]:
         f = line.split()
@@ -204,17 +204,34 @@ if os.path.exists(os.path.join(OUT, "cal.tsv")):
                                   start=float(f[8]) if len(f) > 8 and f[8] != "-" else None,
                                   first_remote=float(f[9]) if len(f) > 9 and f[9] != "-"
                                   else None))
-pairs = [(co, cn) for co, cn in zip(cal["off"], cal["on"]) if co["images"] and cn["remote"] > 0]
+shorts = cal["short"] + [None] * max(0, len(cal["off"]) - len(cal["short"]))
+kept = [(co, cn, cs) for co, cn, cs in zip(cal["off"], cal["on"], shorts)
+        if co["images"] and cn["remote"] > 0]
+pairs = [(co, cn) for co, cn, _ in kept]
 if pairs:
     # each cost from each pair, then its median over the pairs (bench-cluster.sh:
     # one pair's local_us drifts several percent between invocations)
     per = {}
-    for co, cn in pairs:
+    for co, cn, cs in kept:
         Lc = co["a"] / co["images"]
         idle = (co["b"] + co["c"]) / co["wall"]  # B's and C's agents doing nothing, per s
+        F = 0.0
+        if cs and 0 < cs["images"] < co["images"]:
+            # A's CPU, off, for two image counts: a job's own cost (its
+            # processes' starts, its ring's pages) and its images' apart, A's
+            # agent's idle CPU (one of B's and C's) taken out of both
+            a_off, a_short = co["a"] - idle / 2 * co["wall"], cs["a"] - idle / 2 * cs["wall"]
+            u = (a_off - a_short) / (co["images"] - cs["images"])
+            F = a_off - u * co["images"]
+            if u > 0 and F >= 0:
+                Lc = u
+            else:
+                F = 0.0
         got = {"local_us_cal": 1e6 * Lc,
-               "remote_home_us": 1e6 * (cn["a"] - (cn["images"] - cn["remote"]) * Lc) / cn["remote"],
+               "remote_home_us": 1e6 * (cn["a"] - F - (cn["images"] - cn["remote"]) * Lc) / cn["remote"],
                "remote_lender_us": 1e6 * (cn["b"] + cn["c"] - idle * cn["wall"]) / cn["remote"]}
+        if F > 0:
+            got["job_cpu_s_cal"] = F
         if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
             got["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
         # start-up: launch to first image (both runs), first image to first
@@ -299,7 +316,7 @@ with open(os.path.join(OUT, "costs.tsv"), "w") as f:
         f.write(f"cost\t{k}\t{v:.1f}\n")
 
 
-SECONDS = ("start_s", "remote_start_s")
+SECONDS = ("start_s", "remote_start_s", "job_cpu_s")
 
 
 def simulate(tag, cost):
@@ -314,7 +331,7 @@ def simulate(tag, cost):
                 done.add(f[1])
             dst.write(line)
         for k in ("local_us", "remote_home_us", "remote_lender_us", "remote_worker_img_s",
-                  "start_s", "remote_start_s"):
+                  "start_s", "remote_start_s", "job_cpu_s"):
             if k in cost and k not in done:
                 dst.write(f"cost\t{k}\t{cost[k]:.{3 if k in SECONDS else 1}f}\n")
     out, jct = {}, {}
@@ -394,8 +411,9 @@ if "off" in per_mode and "on" in per_mode:
         say(f"  the lenders' own jobs: {100 * (sn / so - 1):+.1f}% in all (JCT on over off), "
             f"worst {worst_loss:+.1f}%")
 say(say_cal)
-say("measured costs (us of CPU per image; start_s* in s, remote_worker_img_s img/s): " +
-    ", ".join(f"{k} {v:.{2 if 'start_s' in k else 0}f}" for k, v in costs.items()) +
+say("measured costs (us of CPU per image; start_s* in s, job_cpu_s* in s of CPU, "
+    "remote_worker_img_s img/s): " +
+    ", ".join(f"{k} {v:.{2 if 'start_s' in k or 'cpu_s' in k else 0}f}" for k, v in costs.items()) +
     "; committed in the scenario: " + ", ".join(f"{k} {v:g}" for k, v in COSTS.items()))
 real = {}
 for r in rows:
@@ -409,7 +427,7 @@ calibrated = dict(COSTS)
 for k, ck in (("local_us", "local_us_cal"), ("remote_home_us", "remote_home_us"),
               ("remote_lender_us", "remote_lender_us"),
               ("remote_worker_img_s", "remote_worker_img_s_cal"), ("start_s", "start_s_cal"),
-              ("remote_start_s", "remote_start_s_cal")):
+              ("remote_start_s", "remote_start_s_cal"), ("job_cpu_s", "job_cpu_s_cal")):
     if ck in costs and "local_us_cal" in costs:
         calibrated[k] = costs[ck]
 sims = [("calibrated", calibrated), ("committed", COSTS)]
