@@ -24,10 +24,10 @@
 # consumer's rate) and the average JCT at the bound; and each host's CPU time
 # (its cgroup, mh_usage). The costs the simulator takes come from one
 # calibration before the scenarios, on traces/cluster.tsv's three hosts (A
-# 0.25 core, B and C 0.75; a fixed file's own hosts instead): local_us and
-# job_cpu_s (A's CPU per image a greedy trainer on A alone takes, lending off,
-# and the CPU a job costs beside its images: its processes' starts, its ring's
-# pages; from a run of CAL_EPOCHS epochs and one of one epoch); remote_home_us and
+# 0.25 core, B and C 0.75; a fixed file's own hosts instead): local_us (A's CPU
+# per image a greedy trainer on A alone takes, lending off; beside it, reported
+# only, job_cpu_s_cal, the CPU a job costs beside its images, from a one-epoch
+# run: cluster_report.py says why the prediction leaves it out); remote_home_us and
 # remote_lender_us (the same trainer lending on: A's CPU less its local images,
 # over the remote ones; B's and C's CPU less their idle agents', over the same);
 # the same calibration gives start_s (a trainer's launch to its first image)
@@ -235,8 +235,8 @@ experiment() {
 
 # calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle; the
 # calibration's three hosts), lending MODE (off, on, or short: off with one
-# epoch, whose CPU beside off's parts a job's own cost, job_cpu_s, from its
-# images' cost: cluster_report.py); a row of cal.tsv: mode, images,
+# epoch, whose CPU beside off's parts a job's own cost from its images'); a row
+# of cal.tsv: mode, images,
 # remote images, each host's CPU s, wall s, the most remote workers it had at once,
 # its start-up (launch to first image) and launch to first remote sample (- if none).
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
