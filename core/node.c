@@ -113,11 +113,7 @@ struct job {
 	uint64_t cpu_last[GM_MAX_WORKERS];
 	int cpu_n;
 	uint64_t cpu_gone;
-	/* ... and at its first reading (cpu_rate: the local samples, the CPU
-	 * seconds; cpu_s0 0: none yet), after which its warm rate is counted */
-	double samples0, cpu_s0;
-	double warm; /* its workers' rate since then (0: not read yet) */
-	bool fed;    /* it runs no local worker: remote ones feed it (fed_remotely) */
+	bool fed; /* it runs no local worker: remote ones feed it (fed_remotely) */
 	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
 	double local_model; /* its local workers' capacity by the model (while they ran) */
 	double both;	    /* what it was given while local and remote workers ran (smoothed) */
@@ -1691,12 +1687,7 @@ static void pace_local(struct agent *a, int64_t now)
  * consumer took (remote workers' and resumed batches left out) over the CPU
  * time its local workers spent (/proc/PID/stat, gm_host_proc_cpu_ns; those
  * gone counted at their last reading), since its attach (gm_policy_cpu_rate;
- * 0: too little yet). From its first reading on, j->warm is the same over
- * what came after it: the workers' start (their exec, their ring's pages
- * pre-faulted) left out, which a 0.75-core lender's new 666 img/s job read
- * at 1,000 and 1,179 img/s a core at its first windows, against 1,600-2,000
- * over the next 3 s, and all three of its guests were preempted for it (seed
- * 107, L1; stall 0). A bound on the stage-timed rate, which read 15,700 and
+ * 0: too little yet). A bound on the stage-timed rate, which read 15,700 and
  * 20,900 img/s per core on a 0.25-core home (seed 105, "local capacity
  * covers demand (5223 >= 394 img/s)") where its worker made 2,600, and the
  * job gave its remote workers back.
@@ -1728,15 +1719,7 @@ static double cpu_rate(struct job *j)
 	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
 	uint64_t s = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
 	uint64_t rs = atomic_load_explicit(&h->c_remote_samples, memory_order_relaxed);
-	double local = s > rs ? (double)(s - rs) : 0, cpu_s = (double)sum / 1e9;
-	double all = gm_policy_cpu_rate(local, cpu_s, j->batch_size);
-	if (all > 0 && !(j->cpu_s0 > 0)) {
-		j->samples0 = local;
-		j->cpu_s0 = cpu_s;
-	} else if (j->cpu_s0 > 0) {
-		j->warm = gm_policy_cpu_rate(local - j->samples0, cpu_s - j->cpu_s0, j->batch_size);
-	}
-	return all;
+	return gm_policy_cpu_rate(s > rs ? (double)(s - rs) : 0, (double)sum / 1e9, j->batch_size);
 }
 
 /* Whether two transforms cost the same per image (gm_aug_spec's fields that
@@ -1752,8 +1735,8 @@ static bool same_aug(const struct gm_aug_spec *x, const struct gm_aug_spec *y)
 	       !memcmp(x->jitter, y->jitter, sizeof(x->jitter));
 }
 
-/* The warm rate job j's pipeline last read on this host by its workers' CPU
- * accounting (0: none); with cpu > 0, j's own warm reading, kept as that. */
+/* The rate job j's pipeline last read on this host by its workers' CPU
+ * accounting (0: none); with cpu > 0, j's own reading, kept as that. */
 static double known_rate(struct agent *a, const struct job *j, double cpu)
 {
 	if (!j->fp || j->cmd_job)
@@ -1806,7 +1789,7 @@ static void rebalance(struct agent *a)
 		if (j->pool && gm_pool_measure(j->pool, &d, &r)) {
 			double c = cpu_rate(j);
 			j->demand = d;
-			j->rate = gm_policy_worker_rate(r, c, j->warm, known_rate(a, j, j->warm));
+			j->rate = gm_policy_worker_rate(r, c, known_rate(a, j, c));
 			j->windows += j->windows < 3;
 			measure_window(j, now);
 			update_fed(a, j, now);

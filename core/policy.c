@@ -537,13 +537,10 @@ double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size)
 	return samples / cpu_s;
 }
 
-double gm_policy_worker_rate(double stage, double cpu, double warm, double known)
+double gm_policy_worker_rate(double stage, double cpu, double known)
 {
-	if (warm > 0 && isfinite(warm))
-		return warm < stage ? warm : stage;
-	if (known > 0 && isfinite(known))
-		return known;
-	return cpu > 0 && isfinite(cpu) && cpu < stage ? cpu : stage;
+	double bound = cpu > 0 && isfinite(cpu) ? cpu : known > 0 && isfinite(known) ? known : 0;
+	return bound > 0 && bound < stage ? bound : stage;
 }
 
 double gm_policy_pace_step(double *credit, double wall_ns, double cpu_ns, uint32_t milli)

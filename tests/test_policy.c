@@ -414,25 +414,23 @@ static void test_a_workers_rate_by_its_cpu_time(void **st)
 	assert_true(gm_policy_cpu_rate(8, 1.0, 0) == 8); /* batch 0 taken as 1 */
 }
 
-/* A new job's rate: its warm CPU rate once read, the pipeline's known one
- * until then, neither the stages alone nor the accounting with its start */
-static void test_a_new_jobs_rate_is_its_pipelines_known_rate_until_its_own_is_warm(void **st)
+/* A new job's first windows: its stage-timed rate bounded by what the same
+ * pipeline read on the host by its CPU, until its own accounting reads */
+static void test_a_new_jobs_rate_is_bounded_by_its_pipelines_known_rate(void **st)
 {
 	(void)st;
 	/* seed 107's P1: 4,080 img/s a core by its stages, 1,490 known */
-	assert_true(gm_policy_worker_rate(4080, 0, 0, 1490) == 1490);
-	/* seed 107's L1: 1,000 by the accounting with its start, 1,867 known */
-	assert_true(gm_policy_worker_rate(2100, 1000, 0, 1867) == 1867);
-	/* its own warm rate, once it reads, before what the others read */
-	assert_true(gm_policy_worker_rate(4080, 900, 1700, 1490) == 1700);
-	assert_true(gm_policy_worker_rate(1200, 900, 2600, 1490) == 1200); /* stage bounds */
-	/* nothing known: the stages bounded by the accounting, as before */
-	assert_true(gm_policy_worker_rate(4080, 0, 0, 0) == 4080);
-	assert_true(gm_policy_worker_rate(4080, 1000, 0, 0) == 1000);
-	assert_true(gm_policy_worker_rate(900, 1000, 0, 0) == 900);
-	assert_true(gm_policy_worker_rate(4080, NAN, NAN, NAN) == 4080);
-	assert_true(gm_policy_worker_rate(4080, 0, INFINITY, 1490) == 1490);
-	assert_true(gm_policy_worker_rate(0, 0, 0, 0) == 0); /* not measured */
+	assert_true(gm_policy_worker_rate(4080, 0, 1490) == 1490);
+	/* its own accounting, once it reads, before what the others read */
+	assert_true(gm_policy_worker_rate(4080, 1700, 1490) == 1700);
+	/* a bound never raises the stage-timed rate */
+	assert_true(gm_policy_worker_rate(1200, 0, 1490) == 1200);
+	assert_true(gm_policy_worker_rate(1200, 2600, 1490) == 1200);
+	/* nothing known: the stages alone */
+	assert_true(gm_policy_worker_rate(4080, 0, 0) == 4080);
+	assert_true(gm_policy_worker_rate(4080, NAN, NAN) == 4080);
+	assert_true(gm_policy_worker_rate(4080, INFINITY, 1490) == 1490);
+	assert_true(gm_policy_worker_rate(0, 0, 1490) == 0); /* not measured */
 }
 
 static void test_a_stalled_consumer_overrules_the_model(void **st)
@@ -1660,8 +1658,7 @@ int main(void)
 	    cmocka_unit_test(test_demand_limited_job_does_not_borrow),
 	    cmocka_unit_test(test_a_stalled_consumer_overrules_the_model),
 	    cmocka_unit_test(test_a_workers_rate_by_its_cpu_time),
-	    cmocka_unit_test(
-		test_a_new_jobs_rate_is_its_pipelines_known_rate_until_its_own_is_warm),
+	    cmocka_unit_test(test_a_new_jobs_rate_is_bounded_by_its_pipelines_known_rate),
 	    cmocka_unit_test(test_what_local_workers_alone_delivered_overrules_the_model),
 	    cmocka_unit_test(test_alone_is_measured_in_waits_and_forgotten_once_fed),
 	    cmocka_unit_test(test_local_workers_that_feed_the_job_ask_no_remote_worker),

@@ -201,29 +201,21 @@ double gm_policy_job_cores(double host_cores, uint32_t workers, uint32_t local, 
 double gm_policy_cpu_rate(double samples, double cpu_s, uint32_t batch_size);
 
 /*
- * The worker rate a job's decisions use (img/s per core), from its stage-timed
- * rate (stage), its workers' CPU accounting since its attach (cpu,
- * gm_policy_cpu_rate), the same since that first read (warm: their start left
- * out) and the warm rate the same pipeline's workers last read on this host
- * (known; 0: none for each). The warm rate bounds the stage-timed one once it
- * reads; until then the pipeline's known rate stands for it; else the stage
- * rate bounded by cpu, as before. Both of the others miss a new job's rate:
- *   - on a host of a few tenths of a core a worker's batch runs within one
- *     quota period, so its stage timing reads the core's full speed whatever
- *     share the quota gives, and the accounting needs GM_POLICY_CPU_RATE_MIN_S
- *     of CPU, close to two seconds of a 0.15-core host: a new job there read
- *     "local capacity covers demand (306 >= 187 img/s)" at its first window
- *     and asked the peers 6 s later, when its accounting gave 112 (seed 107,
- *     P1; five more poor hosts' jobs of seeds 1, 2 and 107 read "covers" at
- *     their first window, and four of them asked later);
- *   - the accounting since its attach counts its workers' start (exec, their
- *     ring's pages pre-faulted): a 0.75-core lender's new 666 img/s job read
- *     1,000 and 1,179 img/s a core at its first windows, against 1,600-2,000
- *     over the next 3 s and 1,867 for the host's job before it, so its need
- *     took every idle core and its three guests were preempted (seed 107, L1).
- * Pure.
+ * The worker rate a job's decisions use (img/s per core): the stage-timed rate
+ * (stage), bounded by its workers' CPU accounting (cpu, gm_policy_cpu_rate)
+ * once that reads, and until then by what the same pipeline's workers on this
+ * host last read by their CPU accounting (known; 0: none). On a host of a few
+ * tenths of a core a worker's batch runs within one quota period, so its stage
+ * timing reads the core's full speed whatever share of it the quota gives, and
+ * its own accounting needs GM_POLICY_CPU_RATE_MIN_S of CPU, close to two
+ * seconds of a 0.15-core host: a new job there read "local capacity covers
+ * demand (306 >= 187 img/s)" at its first window beside a job that remote
+ * workers fed, and asked the peers 6 s later, when its accounting gave 112
+ * (seed 107, P1; five more poor hosts' jobs of seeds 1, 2 and 107 read
+ * "covers" at their first window, and four of them asked later, three within
+ * 2 s). stage when neither bound reads. Pure.
  */
-double gm_policy_worker_rate(double stage, double cpu, double warm, double known);
+double gm_policy_worker_rate(double stage, double cpu, double known);
 
 /*
  * A home's remote workers divided between its jobs: the pool its live peers
