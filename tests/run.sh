@@ -111,5 +111,20 @@ else
 	wait "$lane2"
 	for t in "$@"; do listed "$mine" "$t" || report "$t"; done
 fi
+# The failures again, last, by name with their first "not ok" lines: a log
+# that is cut in the middle (CI shows its head and tail) still names them.
+if [ "$fail" != 0 ]; then
+	for t in "$@"; do
+		name=$(basename "$t")
+		read -r _ f _ _ rc <"$log/$name.res" 2>/dev/null || f=1 rc="?"
+		[ "$f" != 0 ] || continue
+		echo "failed: $name (exit $rc)"
+		{
+			grep '^not ok' "$log/$name.out" | grep -v '# SKIP' | head -5
+			grep -m 3 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer' \
+				"$log/$name.out"
+		} 2>/dev/null | sed 's/^/    /'
+	done
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
