@@ -113,6 +113,11 @@ struct job {
 	uint64_t cpu_last[GM_MAX_WORKERS];
 	int cpu_n;
 	uint64_t cpu_gone;
+	/* at the last reading: that CPU time in all (s), and the local samples
+	 * its consumer took (--status: a line through them meets the samples'
+	 * zero at its workers' start-up CPU, which the reading counts as images') */
+	double cpu_s;
+	uint64_t cpu_samples;
 	bool fed; /* it runs no local worker: remote ones feed it (fed_remotely) */
 	struct gm_elastic_remote remote; /* what its remote workers deliver (update_fed) */
 	double local_model; /* its local workers' capacity by the model (while they ran) */
@@ -1029,10 +1034,11 @@ static void status_json(struct agent *a, char *buf, size_t len)
 		    "%s{\"pid\": %d, \"workers\": %u, \"alive\": %u, \"demand_img_per_s\": %.1f, "
 		    "\"worker_img_per_s\": %.1f, \"local_capacity_img_per_s\": %.1f, "
 		    "\"delivered_img_per_s\": %.1f, \"stall_ratio\": %.3f, \"rwant\": %u, "
-		    "\"rwant_why\": %s, \"workers_cap\": %u, \"remote_capped\": %s, \"root\": %s",
+		    "\"rwant_why\": %s, \"workers_cap\": %u, \"remote_capped\": %s, "
+		    "\"worker_cpu_s\": %.4f, \"local_samples\": %" PRIu64 ", \"root\": %s",
 		    k++ ? ", " : "", (int)j->pid, j->workers, alive, j->demand, j->rate,
 		    j->bout.capacity, j->delivered, j->stall, j->rwant, qw, j->cap,
-		    j->bout.capped ? "true" : "false", q);
+		    j->bout.capped ? "true" : "false", j->cpu_s, j->cpu_samples, q);
 		if (a->rem && j->token && off < len) {
 			struct gm_remote_job_info ri;
 			a->rops->job_info(a->rem, j->token, &ri);
@@ -1719,7 +1725,9 @@ static double cpu_rate(struct job *j)
 	struct gm_ring_hdr *h = gm_ring_hdr(gm_pool_ring(j->pool));
 	uint64_t s = atomic_load_explicit(&h->c_samples, memory_order_relaxed);
 	uint64_t rs = atomic_load_explicit(&h->c_remote_samples, memory_order_relaxed);
-	return gm_policy_cpu_rate(s > rs ? (double)(s - rs) : 0, (double)sum / 1e9, j->batch_size);
+	j->cpu_s = (double)sum / 1e9;
+	j->cpu_samples = s > rs ? s - rs : 0;
+	return gm_policy_cpu_rate((double)j->cpu_samples, j->cpu_s, j->batch_size);
 }
 
 /* Whether two transforms cost the same per image (gm_aug_spec's fields that

@@ -1136,13 +1136,19 @@ static void paced_job_status(const char *root, const char *name, char *buf, size
 static void test_a_cpu_quota_makes_a_job_borrow(void **state)
 {
 	(void)state;
-	char root[256], buf[2048];
+	char root[256], buf[8192];
 	double rate;
 	fake_host(root, sizeof(root), NULL);
 	paced_job_status(root, "free", buf, sizeof(buf));
 	gm_test_rm_tree(root);
 	rate = status_num(buf, "worker_img_per_s");
 	assert_true(rate > 264); /* one worker covers 240 with its headroom */
+	/* the CPU reading it shows: its workers' CPU and local samples, their
+	 * ratio a bound on the rate (gm_policy_worker_rate) */
+	double cpu_s = status_num(buf, "worker_cpu_s"), seen = status_num(buf, "local_samples");
+	assert_true(cpu_s > 0 && cpu_s < 20);
+	assert_true(seen >= 48 && seen <= 12 * 200 + 12 * 64);
+	assert_true(seen / cpu_s >= rate * 0.999);
 	assert_true(status_num(buf, "local_capacity_img_per_s") >= rate);
 	assert_true(status_num(buf, "rwant") == 0);
 	assert_non_null(strstr(buf, "\"rwant_why\": \"local capacity covers demand ("));
@@ -1493,6 +1499,8 @@ static void test_agent_of_another_version_is_named(void **state)
 
 int main(void)
 {
+	if (getenv("GM_TEST_ONLY")) /* one test by name (a glob), e.g. "test_a_cpu*" */
+		cmocka_set_test_filter(getenv("GM_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_a_cpu_quota_makes_a_job_borrow),
 	    cmocka_unit_test(test_agent_of_another_uid_is_refused_by_the_client),

@@ -238,7 +238,8 @@ experiment() {
 # epoch, whose CPU beside off's parts a job's own cost from its images'); a row
 # of cal.tsv: mode, images,
 # remote images, each host's CPU s, wall s, the most remote workers it had at once,
-# its start-up (launch to first image) and launch to first remote sample (- if none).
+# its start-up (launch to first image) and launch to first remote sample (- if none),
+# and its workers' start-up CPU as its agent's readings count it (- if too few).
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
 calibrate() {
 	run="cal"
@@ -271,11 +272,18 @@ calibrate() {
 	ws=$(sed -n 's/.*"wall_s": \([0-9.]*\).*/\1/p' "$d/json")
 	os=$(sed -n 's/.*"open_s": \([0-9.]*\).*/\1/p' "$d/json")
 	fr=$(awk -v t0="$t0" '{ if (match($0, /"remote_samples": [1-9]/)) { print $1 - t0; exit } }' "$d/all" 2>/dev/null)
-	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1 $rw ${ws:--} ${os:--} ${fr:--}" | awk '{
+	# the CPU its workers spent starting, as its agent's rate reading counts it:
+	# the agent's readings (its workers' CPU s against the local samples, each
+	# distinct one once) fitted by a line, whose value at no sample is that CPU
+	sc=$(sed -n 's/.*"worker_cpu_s": \([0-9.]*\), "local_samples": \([0-9]*\).*/\2 \1/p' "$d/all" 2>/dev/null |
+		awk '$1 > 0 && !seen[$0]++ { n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2 }
+			END { d = n * sxx - sx * sx
+				if (n >= 3 && d > 0) printf "%.4f", (sy * sxx - sx * sxy) / d; else print "-" }')
+	echo "$1 ${img:-0} $rem $u0 $u1 $t0 $t1 $rw ${ws:--} ${os:--} ${fr:--} ${sc:--}" | awk '{
 		w = $11 - $10
-		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\t%d\t%s\t%s\n", $1, $2, $3, ($7 - $4) / 1e9,
+		printf "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.3f\t%d\t%s\t%s\t%s\n", $1, $2, $3, ($7 - $4) / 1e9,
 			($8 - $5) / 1e9, ($9 - $6) / 1e9, w, $12,
-			$13 == "-" ? "-" : sprintf("%.3f", w - $13 + $14), $15 == "-" ? "-" : sprintf("%.3f", $15) }' >>"$OUT/cal.tsv"
+			$13 == "-" ? "-" : sprintf("%.3f", w - $13 + $14), $15 == "-" ? "-" : sprintf("%.3f", $15), $16 }' >>"$OUT/cal.tsv"
 }
 
 rc=0
@@ -296,7 +304,7 @@ CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo
 # lending-off job 15% off the simulator.
 CAL_RUNS=${CLUSTER_CAL_RUNS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 1 || echo 3)}
 case $CAL_RUNS in '' | *[!0-9]* | 0) echo "cluster: CLUSTER_CAL_RUNS: '$CAL_RUNS' is not a count (1 or more)"; exit 1 ;; esac
-printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\tstart_s\tfirst_remote_s\n' >"$OUT/cal.tsv"
+printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\tstart_s\tfirst_remote_s\tstart_cpu_s\n' >"$OUT/cal.tsv"
 cal_k=1 # (not k: agents() counts with it)
 while [ $cal_k -le "$CAL_RUNS" ]; do
 	calibrate off "$CAL_EPOCHS" || rc=1

@@ -203,6 +203,8 @@ if os.path.exists(os.path.join(OUT, "cal.tsv")):
                                   workers=int(f[7]) if len(f) > 7 else 0,
                                   start=float(f[8]) if len(f) > 8 and f[8] != "-" else None,
                                   first_remote=float(f[9]) if len(f) > 9 and f[9] != "-"
+                                  else None,
+                                  start_cpu=float(f[10]) if len(f) > 10 and f[10] != "-"
                                   else None))
 shorts = cal["short"] + [None] * max(0, len(cal["off"]) - len(cal["short"]))
 kept = [(co, cn, cs) for co, cn, cs in zip(cal["off"], cal["on"], shorts)
@@ -230,6 +232,10 @@ if pairs:
             u = (a_off - a_short) / (co["images"] - cs["images"])
             got["image_us_cal"] = 1e6 * u
             got["job_cpu_s_cal"] = a_off - u * co["images"]
+        # the CPU a new job's workers spend starting, as its agent's reading
+        # counts it (bench-cluster.sh: its readings' line at no sample), lending off
+        if co["start_cpu"] is not None:
+            got["start_cpu_s_cal"] = co["start_cpu"]
         if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
             got["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
         # start-up: launch to first image (both runs), first image to first
@@ -304,6 +310,37 @@ if held > 0:
     costs["remote_worker_s"] = held
     costs["remote_worker_img_s_all"] = got_all / held_all
 
+# the CPU a job's workers spend starting, as its agent's readings count it, in
+# this scenario's own runs: per job, a line through its agent's readings (its
+# workers' CPU s against its local samples), at no sample; the median over the
+# jobs with three distinct readings or more
+reads = {}
+for k in runs:
+    path = os.path.join(OUT, f"status-{k[0]}-{k[1]}.txt")
+    for line in open(path) if os.path.exists(path) else []:
+        h, t, js = line.split(" ", 2)
+        try:
+            jobs = json.loads(js).get("job", [])
+        except ValueError:
+            continue
+        for j in jobs:
+            if j.get("local_samples", 0) > 0 and "worker_cpu_s" in j:
+                reads.setdefault((k, h, j["pid"]), set()).add(
+                    (j["local_samples"], j["worker_cpu_s"]))
+
+
+def intercept(pts):
+    n = len(pts)
+    sx, sy = sum(p[0] for p in pts), sum(p[1] for p in pts)
+    sxx, sxy = sum(p[0] * p[0] for p in pts), sum(p[0] * p[1] for p in pts)
+    d = n * sxx - sx * sx
+    return (sy * sxx - sx * sxy) / d if n >= 3 and d > 0 else None
+
+
+fits = [v for v in (intercept(sorted(p)) for p in reads.values()) if v is not None]
+if fits:
+    costs["start_cpu_s"] = statistics.median(fits)
+
 # start-up: from a trainer's launch to its first image (process start, dataset
 # open, attach): its JCT less the time bench's clock saw it consuming
 if rows:
@@ -314,7 +351,7 @@ with open(os.path.join(OUT, "costs.tsv"), "w") as f:
         f.write(f"cost\t{k}\t{v:.1f}\n")
 
 
-SECONDS = ("start_s", "remote_start_s", "job_cpu_s")
+SECONDS = ("start_s", "remote_start_s", "job_cpu_s", "start_cpu_s")
 
 
 def simulate(tag, cost):
@@ -329,7 +366,7 @@ def simulate(tag, cost):
                 done.add(f[1])
             dst.write(line)
         for k in ("local_us", "remote_home_us", "remote_lender_us", "remote_worker_img_s",
-                  "start_s", "remote_start_s", "job_cpu_s"):
+                  "start_s", "remote_start_s", "job_cpu_s", "start_cpu_s"):
             if k in cost and k not in done:
                 dst.write(f"cost\t{k}\t{cost[k]:.{3 if k in SECONDS else 1}f}\n")
     out, jct = {}, {}
@@ -425,7 +462,7 @@ calibrated = dict(COSTS)
 for k, ck in (("local_us", "local_us_cal"), ("remote_home_us", "remote_home_us"),
               ("remote_lender_us", "remote_lender_us"),
               ("remote_worker_img_s", "remote_worker_img_s_cal"), ("start_s", "start_s_cal"),
-              ("remote_start_s", "remote_start_s_cal")):
+              ("remote_start_s", "remote_start_s_cal"), ("start_cpu_s", "start_cpu_s_cal")):
     if ck in costs and "local_us_cal" in costs:
         calibrated[k] = costs[ck]
 sims = [("calibrated", calibrated), ("committed", COSTS)]
