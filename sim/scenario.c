@@ -429,7 +429,7 @@ static double cold_next(const struct gm_scenario *s, uint32_t j, double t)
 		return INFINITY;
 	if (tau < SCEN_COLD_FIRST_S - 1e-9)
 		return s->start_cpu / SCEN_COLD_FIRST_S >= SCEN_COLD_LEAST ? t0 + SCEN_COLD_FIRST_S
-									: INFINITY;
+									   : INFINITY;
 	tau = SCEN_COLD_FIRST_S +
 	      (floor((tau - SCEN_COLD_FIRST_S) / SCEN_COLD_STEP_S + 1e-9) + 1) * SCEN_COLD_STEP_S;
 	/* the reading before it still counted: this one changes the need */
@@ -979,7 +979,8 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 		for (uint32_t nd = 0; lending && nd < s->nnodes; nd++)
 			if (r->lend_at[nd] > t)
 				tn = fmin(tn, r->lend_at[nd]); /* a host lends again */
-		for (uint32_t k = 0; lending && k < r->nact; k++) /* a new job read again */
+		/* a new job read again (cold_extra) */
+		for (uint32_t k = 0; lending && k < r->nact; k++)
 			tn = fmin(tn, cold_next(s, r->act[k], t));
 		if (!isfinite(tn)) {
 			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
