@@ -70,22 +70,25 @@
  */
 #define SCEN_FRESH_S(s) ((s)->start_s + GM_ELASTIC_TICK_MS / 1e3)
 /*
- * A job's rate by its workers' CPU accounting (core/node.c cpu_rate) counts,
- * from its attach, the CPU its workers spent starting (start_cpu_s) as if it
- * were its images': t seconds after its first image, at x img/s, its agent
- * reads x images a second for x local_cpu + start_cpu / t of CPU, and sees it
- * need start_cpu / t more cores than its images take. On a lender that is room
- * its guests lose: bc23's seed 107, a 0.75-core lender's new 666 img/s job read
- * 1,000 and 1,179 img/s a core at its first readings against 1,600-2,000 over
- * the next 3 s, and all three guests were preempted at stall 0 (taken back one
- * by one as the reading rose). The model reads it SCEN_COLD_FIRST_S after the
- * first image (the agent's first CPU reading needs GM_POLICY_CPU_RATE_MIN_S of
- * it and four batches; bc23's came at the job's second window, about a second
- * in), then every SCEN_COLD_STEP_S, until it is below SCEN_COLD_LEAST cores.
+ * A job's rate by its workers' CPU accounting (core/node.c cpu_rate) is the
+ * samples its consumer took over its workers' CPU since its attach, which
+ * holds the CPU of the batches they made ahead of it (its ring's lead, their
+ * start beside it: lead_cpu_s): t seconds after its first image, at x img/s,
+ * its agent reads x images a second for x local_cpu + lead_cpu / t of CPU,
+ * and sees it need lead_cpu / t more cores than its images take. On a lender
+ * that is room its guests lose: bc23's seed 107, a 0.75-core lender's new 666
+ * img/s job read 1,000 and 1,179 img/s a core at its first readings against
+ * 1,600-2,000 over the next 3 s, and all three guests were preempted at stall
+ * 0 (taken back one by one as the reading rose); bc27's lenders' paced jobs
+ * read 0.14-0.30 s of lead, a 0.25-core home's 4-slot ring about none. The
+ * model reads it SCEN_LEAD_FIRST_S after the first image (the agent's first CPU
+ * reading needs GM_POLICY_CPU_RATE_MIN_S of it and four batches; bc23's came
+ * at the job's second window, about a second in), then every SCEN_LEAD_STEP_S,
+ * until it is below SCEN_LEAD_LEAST cores.
  */
-#define SCEN_COLD_FIRST_S 1.0
-#define SCEN_COLD_STEP_S  0.5
-#define SCEN_COLD_LEAST	  (1.0 / 32)
+#define SCEN_LEAD_FIRST_S 1.0
+#define SCEN_LEAD_STEP_S  0.5
+#define SCEN_LEAD_LEAST	  (1.0 / 32)
 
 /* ---- reading ---- */
 
@@ -188,7 +191,7 @@ static const char *add_job(struct gm_scenario *s, char **f, int nf, uint32_t lin
 }
 
 /* "cost NAME US" (remote_worker_img_s: img/s; start_s, remote_start_s: s;
- * job_cpu_s, start_cpu_s: s of CPU): NULL or what is wrong;
+ * job_cpu_s, lead_cpu_s: s of CPU): NULL or what is wrong;
  * *seen gets the cost's bit. */
 static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *seen)
 {
@@ -205,14 +208,14 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		*seen |= 8u;
 		return NULL;
 	}
-	if (!strcmp(f[1], "job_cpu_s") || !strcmp(f[1], "start_cpu_s")) {
+	if (!strcmp(f[1], "job_cpu_s") || !strcmp(f[1], "lead_cpu_s")) {
 		bool job = f[1][0] == 'j';
 		unsigned bit = job ? 64u : 128u;
 		if (*seen & bit)
 			return "this cost is given twice";
-		if (!num_in(f[2], 0, 3600, job ? &s->job_cpu : &s->start_cpu))
+		if (!num_in(f[2], 0, 3600, job ? &s->job_cpu : &s->lead_cpu))
 			return job ? "job_cpu_s must be 0..3600 s of CPU"
-				   : "start_cpu_s must be 0..3600 s of CPU";
+				   : "lead_cpu_s must be 0..3600 s of CPU";
 		*seen |= bit;
 		return NULL;
 	}
@@ -239,7 +242,7 @@ static const char *add_cost(struct gm_scenario *s, char **f, int nf, unsigned *s
 		return NULL;
 	}
 	return "unknown cost (local_us, remote_home_us, remote_lender_us, remote_worker_img_s, "
-	       "start_s, remote_start_s, job_cpu_s, start_cpu_s)";
+	       "start_s, remote_start_s, job_cpu_s, lead_cpu_s)";
 }
 
 /* One line (no newline); NULL or what is wrong. */
@@ -408,32 +411,32 @@ static double fill_node(struct run *r, uint32_t nd)
 }
 
 /* The cores job j's agent reads it need beyond its images' at time t (its
- * workers' start in its CPU reading), at the model's last reading by t. */
-static double cold_extra(const struct gm_scenario *s, uint32_t j, double t)
+ * ring's lead in its CPU reading), at the model's last reading by t. */
+static double lead_extra(const struct gm_scenario *s, uint32_t j, double t)
 {
 	double tau = t - (s->job[j].submit + s->start_s), e;
-	if (!(s->start_cpu > 0) || tau < SCEN_COLD_FIRST_S - 1e-9)
+	if (!(s->lead_cpu > 0) || tau < SCEN_LEAD_FIRST_S - 1e-9)
 		return 0;
-	tau = SCEN_COLD_FIRST_S +
-	      floor((tau - SCEN_COLD_FIRST_S) / SCEN_COLD_STEP_S + 1e-9) * SCEN_COLD_STEP_S;
-	e = s->start_cpu / tau;
-	return e >= SCEN_COLD_LEAST ? e : 0;
+	tau = SCEN_LEAD_FIRST_S +
+	      floor((tau - SCEN_LEAD_FIRST_S) / SCEN_LEAD_STEP_S + 1e-9) * SCEN_LEAD_STEP_S;
+	e = s->lead_cpu / tau;
+	return e >= SCEN_LEAD_LEAST ? e : 0;
 }
 
-/* The time of job j's next reading of cold_extra after t that changes it
+/* The time of job j's next reading of lead_extra after t that changes it
  * (INFINITY: none). */
-static double cold_next(const struct gm_scenario *s, uint32_t j, double t)
+static double lead_next(const struct gm_scenario *s, uint32_t j, double t)
 {
 	double t0 = s->job[j].submit + s->start_s, tau = t - t0;
-	if (!(s->start_cpu > 0))
+	if (!(s->lead_cpu > 0))
 		return INFINITY;
-	if (tau < SCEN_COLD_FIRST_S - 1e-9)
-		return s->start_cpu / SCEN_COLD_FIRST_S >= SCEN_COLD_LEAST ? t0 + SCEN_COLD_FIRST_S
-									   : INFINITY;
-	tau = SCEN_COLD_FIRST_S +
-	      (floor((tau - SCEN_COLD_FIRST_S) / SCEN_COLD_STEP_S + 1e-9) + 1) * SCEN_COLD_STEP_S;
+	if (tau < SCEN_LEAD_FIRST_S - 1e-9)
+		return s->lead_cpu / SCEN_LEAD_FIRST_S >= SCEN_LEAD_LEAST ? t0 + SCEN_LEAD_FIRST_S
+									  : INFINITY;
+	tau = SCEN_LEAD_FIRST_S +
+	      (floor((tau - SCEN_LEAD_FIRST_S) / SCEN_LEAD_STEP_S + 1e-9) + 1) * SCEN_LEAD_STEP_S;
 	/* the reading before it still counted: this one changes the need */
-	return s->start_cpu / (tau - SCEN_COLD_STEP_S) >= SCEN_COLD_LEAST ? t0 + tau : INFINITY;
+	return s->lead_cpu / (tau - SCEN_LEAD_STEP_S) >= SCEN_LEAD_LEAST ? t0 + tau : INFINITY;
 }
 
 /* Job j's share of its own CPU cost beside its images (job_cpu), per image. */
@@ -512,14 +515,14 @@ static double alloc_local(struct run *r)
 		uint32_t w = s->node[nd].workers;
 		/* the idle cores as the agent counts them: its jobs' images at its
 		 * workers' rate, their own cost beside them (job_cpu) unseen, a new
-		 * job's start read as its images' (cold_extra); what its guests get
+		 * job's lead read as its images' (lead_extra); what its guests get
 		 * is what is left (idle) */
 		double seen = s->node[nd].cores;
 		for (uint32_t k = 0; k < r->nact; k++) {
 			uint32_t j = r->act[k];
 			if (s->job[j].home == nd)
 				seen -= fmin(r->share[j], r->x[j] * s->local_cpu) +
-					cold_extra(s, j, r->now);
+					lead_extra(s, j, r->now);
 		}
 		r->lw[nd] =
 		    gm_policy_lendable(w, own[nd], s->node[nd].cores, fmax(seen, 0), has_short[nd]);
@@ -892,7 +895,7 @@ static int check(const struct gm_scenario *s, char *err, size_t errlen)
 		  s->remote_home_cpu <= GM_SCEN_MAX_COST / 1e6 &&
 		  s->remote_lender_cpu <= GM_SCEN_MAX_COST / 1e6 && s->start_s >= 0 &&
 		  s->start_s <= 3600 && s->worker_rate >= 0 && s->job_cpu >= 0 &&
-		  s->job_cpu <= 3600 && s->start_cpu >= 0 && s->start_cpu <= 3600;
+		  s->job_cpu <= 3600 && s->lead_cpu >= 0 && s->lead_cpu <= 3600;
 	for (uint32_t i = 0; ok && i < s->nnodes; i++)
 		ok = s->node[i].cores > 0 && s->node[i].cores <= GM_SCEN_MAX_CORES;
 	for (size_t k = 0; ok && k < s->njobs; k++) {
@@ -979,9 +982,9 @@ static int loop(struct run *r, int lending, struct gm_scen_result *res, struct g
 		for (uint32_t nd = 0; lending && nd < s->nnodes; nd++)
 			if (r->lend_at[nd] > t)
 				tn = fmin(tn, r->lend_at[nd]); /* a host lends again */
-		/* a new job read again (cold_extra) */
+		/* a new job read again (lead_extra) */
 		for (uint32_t k = 0; lending && k < r->nact; k++)
-			tn = fmin(tn, cold_next(s, r->act[k], t));
+			tn = fmin(tn, lead_next(s, r->act[k], t));
 		if (!isfinite(tn)) {
 			gm_errf(err, errlen, "gm_scenario_run: %zu jobs left and no event",
 				s->njobs - done);

@@ -119,9 +119,9 @@ static void test_load_errors_name_file_and_line(void **st)
 	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\t-1\n", ":3: job_cpu_s must be"},
 	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\tx\n", ":3: job_cpu_s must be"},
 	    {HEAD "node\tA\t1\ncost\tjob_cpu_s\t1\ncost\tjob_cpu_s\t1\n", ":4: this cost is given"},
-	    {HEAD "node\tA\t1\ncost\tstart_cpu_s\t-0.1\n", ":3: start_cpu_s must be"},
-	    {HEAD "node\tA\t1\ncost\tstart_cpu_s\tnan\n", ":3: start_cpu_s must be"},
-	    {HEAD "node\tA\t1\ncost\tstart_cpu_s\t0\ncost\tstart_cpu_s\t1\n",
+	    {HEAD "node\tA\t1\ncost\tlead_cpu_s\t-0.1\n", ":3: lead_cpu_s must be"},
+	    {HEAD "node\tA\t1\ncost\tlead_cpu_s\tnan\n", ":3: lead_cpu_s must be"},
+	    {HEAD "node\tA\t1\ncost\tlead_cpu_s\t0\ncost\tlead_cpu_s\t1\n",
 	     ":4: this cost is given"},
 	    {HEAD "node\tA\t1\ncost\tremote_start_s\t1\ncost\tremote_start_s\t2\n",
 	     ":4: this cost is given"},
@@ -685,17 +685,17 @@ static void test_a_lender_counts_its_idle_cores_as_its_agent_does(void **st)
 }
 
 /*
- * A lender's agent reads its new job's workers' start (start_cpu_s) as its
- * images' CPU, and takes back the guests that leaves no room for. B (0.75
+ * A lender's agent reads the CPU of its new job's ring lead (lead_cpu_s) as
+ * its taken images', and takes back the guests that leaves no room for. B (0.75
  * core) lends A's greedy job three 200 img/s workers (510 img/s of its idle
- * cores) until its own 240 img/s job b arrives at 2 s. With 0.5 s of start,
+ * cores) until its own 240 img/s job b arrives at 2 s. With 0.5 s of lead,
  * b is read at 1 s in to need 0.24 + 0.5 cores, 0.01 idle: no guest; at 1.5
  * s, 0.177 idle: none; from 2 s on, 0.26 or more: two (one per idle quarter
  * begun) until b ends at 12 s: A gets its local 250 img/s instead of 510 for a
  * second, and 400 instead of 510 for the 8 after. Without it, three
  * throughout.
  */
-static void test_a_lenders_new_job_reads_its_start_and_takes_its_guests_back(void **st)
+static void test_a_lenders_new_job_reads_its_lead_and_takes_its_guests_back(void **st)
 {
 	(void)st;
 	struct gm_scen_result res[2][2];
@@ -707,10 +707,10 @@ static void test_a_lenders_new_job_reads_its_start_and_takes_its_guests_back(voi
 			      "job\ta\tA\t0\t20000\t0\njob\tb\tB\t2\t2400\t240\n"
 			      "cost\tlocal_us\t1000\ncost\tremote_home_us\t10\n"
 			      "cost\tremote_lender_us\t1000\ncost\tremote_worker_img_s\t200\n"
-			      "cost\tstart_cpu_s\t%s\n",
+			      "cost\tlead_cpu_s\t%s\n",
 			 f ? "0.5" : "0");
 		struct gm_scenario *s = load(text);
-		assert_float_equal(s->start_cpu, f ? 0.5 : 0, 0);
+		assert_float_equal(s->lead_cpu, f ? 0.5 : 0, 0);
 		run(s, 1, res[f], &m[f]);
 		gm_scenario_destroy(s);
 	}
@@ -960,7 +960,7 @@ int main(void)
 	    cmocka_unit_test(test_a_job_starts_consuming_after_its_start_up),
 	    cmocka_unit_test(test_a_jobs_own_cpu_is_charged_over_its_images),
 	    cmocka_unit_test(test_a_lender_counts_its_idle_cores_as_its_agent_does),
-	    cmocka_unit_test(test_a_lenders_new_job_reads_its_start_and_takes_its_guests_back),
+	    cmocka_unit_test(test_a_lenders_new_job_reads_its_lead_and_takes_its_guests_back),
 	    cmocka_unit_test(test_lent_workers_are_divided_between_a_homes_jobs),
 	    cmocka_unit_test(test_a_lent_worker_leaves_what_its_job_does_not_take),
 	    cmocka_unit_test(test_a_named_worker_count_caps_the_lent_workers),

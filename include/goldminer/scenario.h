@@ -71,12 +71,12 @@ struct gm_scenario {
 	 * workers' starts, its ring's pages), charged over its images: job_cpu /
 	 * images more CPU per image it decodes or receives there (0: none) */
 	double job_cpu;
-	/* CPU seconds a new job's workers spend before their first image (their
-	 * processes' start), which its agent's rate reading counts as images'
-	 * CPU until its images dilute it: the agent of a lender sees its new
-	 * job need start_cpu / t more cores t seconds into its run, and takes
-	 * back the guests that leaves no room for (0: none) */
-	double start_cpu;
+	/* CPU seconds a job's workers spend ahead of its consumer (the batches
+	 * that fill its ring, their start), which its agent's rate reading
+	 * counts as the taken images' CPU until they dilute it: the agent of a
+	 * lender sees its new job need lead_cpu / t more cores t seconds into
+	 * its run, and takes back the guests that leaves no room for (0: none) */
+	double lead_cpu;
 };
 
 /* One job's outcome. */
@@ -105,7 +105,7 @@ struct gm_scen_summary {
  * -EBADMSG for a malformed line ("FILE:LINE: what" in err: unknown keyword, a
  * number out of its range above, a job whose home is not a node, a duplicate
  * name, a missing cost; remote_worker_img_s, start_s, remote_start_s,
- * job_cpu_s and start_cpu_s are optional), -ENOMEM.
+ * job_cpu_s and lead_cpu_s are optional), -ENOMEM.
  */
 int gm_scenario_load(struct gm_scenario **out, const char *path, char *err, size_t errlen);
 

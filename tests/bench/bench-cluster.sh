@@ -233,16 +233,25 @@ experiment() {
 	return 0
 }
 
-# calibrate MODE EPOCHS: one greedy trainer on A alone (B and C idle; the
+# calibrate MODE EPOCHS [HOST]: one greedy trainer on A alone (B and C idle; the
 # calibration's three hosts), lending MODE (off, on, or short: off with one
-# epoch, whose CPU beside off's parts a job's own cost from its images'); a row
+# epoch, whose CPU beside off's parts a job's own cost from its images'; or
+# lender: off with one epoch on HOST 2, B, its consumer paced at LEAD_RATE
+# img/s, well under what B's worker makes, whose agent's readings give the CPU
+# a lender's paced job spends ahead of its consumer: a greedy one's ring never
+# fills, and showed none on A or B, where the seeds' lenders' paced jobs
+# showed 0.14-0.30 s); a row
 # of cal.tsv: mode, images,
 # remote images, each host's CPU s, wall s, the most remote workers it had at once,
 # its start-up (launch to first image) and launch to first remote sample (- if none),
-# and its workers' start-up CPU as its agent's readings count it (- if too few).
+# and the CPU its workers spent ahead of its consumer as its agent's readings
+# count it (- if too few).
 # Lending on, B and C run nothing of their own, so their CPU is the lent images'.
 calibrate() {
 	run="cal"
+	ch=${3:-1} # the host the trainer runs on
+	pace= # a lender's job is paced, the others greedy
+	[ "$1" = lender ] && pace="--consumer-rate $(awk -v r="$LEAD_RATE" -v b=$BATCH 'BEGIN { print r / b }')"
 	agents "$1" || { stop_agents; return 1; }
 	d="$tmp/cal-$1"
 	# each pair's own polls: appended to the last pair's, the most remote samples
@@ -251,11 +260,12 @@ calibrate() {
 	mkdir -p "$d"
 	u0=$(usage_all)
 	t0=$(now)
-	mh_spawn 1 - "$G" bench "$PHOTOS" --node "$tmp/1.sock" --workers auto --batch $BATCH \
-		--epochs "$2" --quiet >"$d/json" 2>"$d/err"
+	# shellcheck disable=SC2086 # pace is a list of options
+	mh_spawn "$ch" - "$G" bench "$PHOTOS" --node "$tmp/$ch.sock" --workers auto --batch $BATCH \
+		--epochs "$2" $pace --quiet >"$d/json" 2>"$d/err"
 	p=$MH_PID
 	while kill -0 "$p" 2>/dev/null; do
-		st=$("$G" node --socket "$tmp/1.sock" --status 2>/dev/null) && echo "$(now) $st" >>"$d/all"
+		st=$("$G" node --socket "$tmp/$ch.sock" --status 2>/dev/null) && echo "$(now) $st" >>"$d/all"
 		sleep 0.25
 	done
 	wait "$p" || { echo "cluster: calibration $1 failed:"; cat "$d/err"; }
@@ -272,9 +282,10 @@ calibrate() {
 	ws=$(sed -n 's/.*"wall_s": \([0-9.]*\).*/\1/p' "$d/json")
 	os=$(sed -n 's/.*"open_s": \([0-9.]*\).*/\1/p' "$d/json")
 	fr=$(awk -v t0="$t0" '{ if (match($0, /"remote_samples": [1-9]/)) { print $1 - t0; exit } }' "$d/all" 2>/dev/null)
-	# the CPU its workers spent starting, as its agent's rate reading counts it:
-	# the agent's readings (its workers' CPU s against the local samples, each
-	# distinct one once) fitted by a line, whose value at no sample is that CPU
+	# the CPU its workers spent ahead of its consumer (its ring's fill, their
+	# start), as its agent's rate reading counts it: the agent's readings (its
+	# workers' CPU s against the local samples, each distinct one once) fitted
+	# by a line, whose value at no sample is that CPU
 	sc=$(sed -n 's/.*"worker_cpu_s": \([0-9.]*\), "local_samples": \([0-9]*\).*/\2 \1/p' "$d/all" 2>/dev/null |
 		awk '$1 > 0 && !seen[$0]++ { n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2 }
 			END { d = n * sxx - sx * sx
@@ -304,13 +315,15 @@ CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo
 # lending-off job 15% off the simulator.
 CAL_RUNS=${CLUSTER_CAL_RUNS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 1 || echo 3)}
 case $CAL_RUNS in '' | *[!0-9]* | 0) echo "cluster: CLUSTER_CAL_RUNS: '$CAL_RUNS' is not a count (1 or more)"; exit 1 ;; esac
-printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\tstart_s\tfirst_remote_s\tstart_cpu_s\n' >"$OUT/cal.tsv"
+printf 'mode\timages\tremote_images\tcpu_s_A\tcpu_s_B\tcpu_s_C\twall_s\tremote_workers\tstart_s\tfirst_remote_s\tlead_cpu_s\n' >"$OUT/cal.tsv"
 cal_k=1 # (not k: agents() counts with it)
+LEAD_RATE=${CLUSTER_LEAD_RATE:-400} # img/s: calibrate lender's pace
 while [ $cal_k -le "$CAL_RUNS" ]; do
 	calibrate off "$CAL_EPOCHS" || rc=1
 	calibrate on "$CAL_EPOCHS" || rc=1
 	calibrate short 1 || rc=1
-	echo "cluster: calibration $cal_k of $CAL_RUNS done: $(tail -3 "$OUT/cal.tsv" | tr '\t\n' ' ')"
+	calibrate lender 1 2 || rc=1
+	echo "cluster: calibration $cal_k of $CAL_RUNS done: $(tail -4 "$OUT/cal.tsv" | tr '\t\n' ' ')"
 	cal_k=$((cal_k + 1))
 done
 

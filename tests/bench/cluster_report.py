@@ -193,7 +193,8 @@ if off:
 # the remote costs from the calibration (cal.tsv): a greedy trainer on A alone,
 # lending off (A's CPU per local image) then on (B and C idle but for what they
 # lend: their CPU less their idle agents' over the same time, per lent image)
-cal = {"off": [], "on": [], "short": []}  # the calibration's pairs (and short runs), in order
+# the calibration's pairs (and short and lender runs), in order
+cal = {"off": [], "on": [], "short": [], "lender": []}
 if os.path.exists(os.path.join(OUT, "cal.tsv")):
     for line in list(open(os.path.join(OUT, "cal.tsv")))[1:]:
         f = line.split()
@@ -204,11 +205,14 @@ if os.path.exists(os.path.join(OUT, "cal.tsv")):
                                   start=float(f[8]) if len(f) > 8 and f[8] != "-" else None,
                                   first_remote=float(f[9]) if len(f) > 9 and f[9] != "-"
                                   else None,
-                                  start_cpu=float(f[10]) if len(f) > 10 and f[10] != "-"
+                                  lead_cpu=float(f[10]) if len(f) > 10 and f[10] != "-"
                                   else None))
 shorts = cal["short"] + [None] * max(0, len(cal["off"]) - len(cal["short"]))
 kept = [(co, cn, cs) for co, cn, cs in zip(cal["off"], cal["on"], shorts)
         if co["images"] and cn["remote"] > 0]
+# the CPU a lender's paced job spends ahead of its consumer, as its agent reads
+# it (bench-cluster.sh, calibrate lender): the median over the runs that read one
+starts = [c["lead_cpu"] for c in cal["lender"] if c["lead_cpu"] is not None]
 pairs = [(co, cn) for co, cn, _ in kept]
 if pairs:
     # each cost from each pair, then its median over the pairs (bench-cluster.sh:
@@ -232,10 +236,10 @@ if pairs:
             u = (a_off - a_short) / (co["images"] - cs["images"])
             got["image_us_cal"] = 1e6 * u
             got["job_cpu_s_cal"] = a_off - u * co["images"]
-        # the CPU a new job's workers spend starting, as its agent's reading
-        # counts it (bench-cluster.sh: its readings' line at no sample), lending off
-        if co["start_cpu"] is not None:
-            got["start_cpu_s_cal"] = co["start_cpu"]
+        # the same for A's greedy trainer (reported: its ring never fills; the
+        # prediction takes the paced one's on B, lead_cpu_s_cal)
+        if co["lead_cpu"] is not None:
+            got["lead_cpu_s_cal_a"] = co["lead_cpu"]
         if cn["workers"] > 0:  # what one lent worker sent, lenders idle, a greedy trainer
             got["remote_worker_img_s_cal"] = cn["remote"] / cn["wall"] / cn["workers"]
         # start-up: launch to first image (both runs), first image to first
@@ -246,6 +250,8 @@ if pairs:
             got["remote_start_s_cal"] = max(0.0, cn["first_remote"] - cn["start"])
         for k, v in got.items():
             per.setdefault(k, []).append(v)
+    if starts:
+        per["lead_cpu_s_cal"] = starts
     for k, v in per.items():
         costs[k] = statistics.median(v)
     off_r = statistics.median(co["images"] / co["wall"] for co, _ in pairs)
@@ -310,10 +316,10 @@ if held > 0:
     costs["remote_worker_s"] = held
     costs["remote_worker_img_s_all"] = got_all / held_all
 
-# the CPU a job's workers spend starting, as its agent's readings count it, in
-# this scenario's own runs: per job, a line through its agent's readings (its
-# workers' CPU s against its local samples), at no sample; the median over the
-# jobs with three distinct readings or more
+# the CPU a lender's job's workers spend ahead of its consumer, as its agent's
+# readings count it, in this scenario's own runs: per job, a line through its
+# agent's readings (its workers' CPU s against its local samples), at no
+# sample; the median over the lenders' jobs with three distinct readings or more
 reads = {}
 for k in runs:
     path = os.path.join(OUT, f"status-{k[0]}-{k[1]}.txt")
@@ -323,7 +329,7 @@ for k in runs:
             jobs = json.loads(js).get("job", [])
         except ValueError:
             continue
-        for j in jobs:
+        for j in jobs if h not in POOR_IX else []:  # a lender's (where it counts)
             if j.get("local_samples", 0) > 0 and "worker_cpu_s" in j:
                 reads.setdefault((k, h, j["pid"]), set()).add(
                     (j["local_samples"], j["worker_cpu_s"]))
@@ -339,7 +345,7 @@ def intercept(pts):
 
 fits = [v for v in (intercept(sorted(p)) for p in reads.values()) if v is not None]
 if fits:
-    costs["start_cpu_s"] = statistics.median(fits)
+    costs["lead_cpu_s"] = statistics.median(fits)
 
 # start-up: from a trainer's launch to its first image (process start, dataset
 # open, attach): its JCT less the time bench's clock saw it consuming
@@ -351,7 +357,7 @@ with open(os.path.join(OUT, "costs.tsv"), "w") as f:
         f.write(f"cost\t{k}\t{v:.1f}\n")
 
 
-SECONDS = ("start_s", "remote_start_s", "job_cpu_s", "start_cpu_s")
+SECONDS = ("start_s", "remote_start_s", "job_cpu_s", "lead_cpu_s")
 
 
 def simulate(tag, cost):
@@ -366,7 +372,7 @@ def simulate(tag, cost):
                 done.add(f[1])
             dst.write(line)
         for k in ("local_us", "remote_home_us", "remote_lender_us", "remote_worker_img_s",
-                  "start_s", "remote_start_s", "job_cpu_s", "start_cpu_s"):
+                  "start_s", "remote_start_s", "job_cpu_s", "lead_cpu_s"):
             if k in cost and k not in done:
                 dst.write(f"cost\t{k}\t{cost[k]:.{3 if k in SECONDS else 1}f}\n")
     out, jct = {}, {}
@@ -462,7 +468,7 @@ calibrated = dict(COSTS)
 for k, ck in (("local_us", "local_us_cal"), ("remote_home_us", "remote_home_us"),
               ("remote_lender_us", "remote_lender_us"),
               ("remote_worker_img_s", "remote_worker_img_s_cal"), ("start_s", "start_s_cal"),
-              ("remote_start_s", "remote_start_s_cal"), ("start_cpu_s", "start_cpu_s_cal")):
+              ("remote_start_s", "remote_start_s_cal"), ("lead_cpu_s", "lead_cpu_s_cal")):
     if ck in costs and "local_us_cal" in costs:
         calibrated[k] = costs[ck]
 sims = [("calibrated", calibrated), ("committed", COSTS)]
