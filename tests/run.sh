@@ -37,9 +37,7 @@ run_one() {
 	while [ "$rc" = 124 ] && [ "$tries" -lt "${TEST_RETRY_TIMEOUT:-0}" ]; do
 		tries=$((tries + 1))
 		echo "note $name timed out after ${limit}s; running it again ($tries of ${TEST_RETRY_TIMEOUT})"
-		mv "$log/$name.out" "$log/$name.timeout.out"
-		CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$1" >"$log/$name.out" 2>&1
-		rc=$?
+		again "$1" timeout
 	done
 	count
 	# One that failed runs again, up to TEST_RETRY_FAIL times (make sanitize: once;
@@ -51,12 +49,18 @@ run_one() {
 	while [ "$f" != 0 ] && [ "$tries" -lt "${TEST_RETRY_FAIL:-0}" ]; do
 		tries=$((tries + 1))
 		echo "note $name failed ($f); running it again ($tries of ${TEST_RETRY_FAIL})"
-		mv "$log/$name.out" "$log/$name.failed.out"
-		CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$1" >"$log/$name.out" 2>&1
-		rc=$?
+		again "$1" failed
 		count
 	done
 	echo "$p $f $s $(($(date +%s) - start)) $rc" >"$log/$name.res"
+}
+
+# again T KEPT: T run again (run_one's name, limit), its last log kept as
+# NAME.KEPT.out; rc its status
+again() {
+	mv "$log/$name.out" "$log/$name.$2.out"
+	CMOCKA_MESSAGE_OUTPUT=TAP timeout "$limit" "$1" >"$log/$name.out" 2>&1
+	rc=$?
 }
 
 # count: p, f, s (passed, failed, skipped) from $log/$name.out and rc

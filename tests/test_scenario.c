@@ -650,6 +650,28 @@ static void test_a_jobs_own_cpu_is_charged_over_its_images(void **st)
 }
 
 /*
+ * The lender tests' two hosts (A 0.25 core, B 0.75; 1,000 us an image decoded
+ * or lent, 10 received), JOBS and one lent worker's img/s, run lending on
+ * twice: cost NAME at 0 (res[0], m[0]) and at VALUE (res[1], m[1]).
+ */
+static void run_lender_pair(const char *jobs, int worker_img_s, const char *name, const char *value,
+			    struct gm_scen_result res[2][2], struct gm_scen_summary m[2])
+{
+	for (int f = 0; f < 2; f++) {
+		char text[1024];
+		snprintf(text, sizeof(text),
+			 HEAD "node\tA\t0.25\nnode\tB\t0.75\n%s"
+			      "cost\tlocal_us\t1000\ncost\tremote_home_us\t10\n"
+			      "cost\tremote_lender_us\t1000\ncost\tremote_worker_img_s\t%d\n"
+			      "cost\t%s\t%s\n",
+			 jobs, worker_img_s, name, f ? value : "0");
+		struct gm_scenario *s = load(text);
+		run(s, 1, res[f], &m[f]);
+		gm_scenario_destroy(s);
+	}
+}
+
+/*
  * A lender counts its idle cores as its agent does: its own jobs' images at its
  * workers' rate, their own cost (job_cpu_s) unseen. B (0.75 core) runs a 240
  * img/s job of 2,400 images: 0.24 core seen, 0.51 idle, three workers (one per
@@ -661,20 +683,9 @@ static void test_a_lender_counts_its_idle_cores_as_its_agent_does(void **st)
 {
 	(void)st;
 	struct gm_scen_result res[2][2];
-	struct gm_scen_summary m;
-	for (int f = 0; f < 2; f++) {
-		char text[1024];
-		snprintf(text, sizeof(text),
-			 HEAD "node\tA\t0.25\nnode\tB\t0.75\n"
-			      "job\tb\tB\t0\t2400\t240\njob\ta\tA\t0\t3000\t0\n"
-			      "cost\tlocal_us\t1000\ncost\tremote_home_us\t10\n"
-			      "cost\tremote_lender_us\t1000\ncost\tremote_worker_img_s\t100\n"
-			      "cost\tjob_cpu_s\t%s\n",
-			 f ? "0.24" : "0");
-		struct gm_scenario *s = load(text);
-		run(s, 1, res[f], &m);
-		gm_scenario_destroy(s);
-	}
+	struct gm_scen_summary m[2];
+	run_lender_pair("job\tb\tB\t0\t2400\t240\njob\ta\tA\t0\t3000\t0\n", 100, "job_cpu_s",
+			"0.24", res, m);
 	assert_float_equal(res[1][0].jct, 10.0, 1e-6); /* B's job at its rate */
 	/* three workers: A's job runs on their 300 img/s alone, 10.04 s (its own
 	 * 0.24 s at 80 us an image of what it receives costs it 0.02 s); counted
@@ -700,20 +711,8 @@ static void test_a_lenders_new_job_reads_its_lead_and_takes_its_guests_back(void
 	(void)st;
 	struct gm_scen_result res[2][2];
 	struct gm_scen_summary m[2];
-	for (int f = 0; f < 2; f++) {
-		char text[1024];
-		snprintf(text, sizeof(text),
-			 HEAD "node\tA\t0.25\nnode\tB\t0.75\n"
-			      "job\ta\tA\t0\t20000\t0\njob\tb\tB\t2\t2400\t240\n"
-			      "cost\tlocal_us\t1000\ncost\tremote_home_us\t10\n"
-			      "cost\tremote_lender_us\t1000\ncost\tremote_worker_img_s\t200\n"
-			      "cost\tlead_cpu_s\t%s\n",
-			 f ? "0.5" : "0");
-		struct gm_scenario *s = load(text);
-		assert_float_equal(s->lead_cpu, f ? 0.5 : 0, 0);
-		run(s, 1, res[f], &m[f]);
-		gm_scenario_destroy(s);
-	}
+	run_lender_pair("job\ta\tA\t0\t20000\t0\njob\tb\tB\t2\t2400\t240\n", 200, "lead_cpu_s",
+			"0.5", res, m);
 	/* b's own job at its rate either way */
 	assert_float_equal(res[0][1].jct, 10.0, 1e-6);
 	assert_float_equal(res[1][1].jct, 10.0, 1e-6);
