@@ -115,7 +115,8 @@ struct job {
 	uint64_t cpu_gone;
 	/* at the last reading: that CPU time in all (s), and the local samples
 	 * its consumer took (--status: a line through them meets the samples'
-	 * zero at its workers' start-up CPU, which the reading counts as images') */
+	 * zero at the CPU of the batches made ahead of the consumer, its ring's
+	 * lead, which the reading counts as the taken images') */
 	double cpu_s;
 	uint64_t cpu_samples;
 	bool fed; /* it runs no local worker: remote ones feed it (fed_remotely) */
