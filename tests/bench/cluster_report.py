@@ -212,7 +212,7 @@ kept = [(co, cn, cs) for co, cn, cs in zip(cal["off"], cal["on"], shorts)
         if co["images"] and cn["remote"] > 0]
 # the CPU a lender's paced job spends ahead of its consumer, as its agent reads
 # it (bench-cluster.sh, calibrate lender): the median over the runs that read one
-starts = [c["lead_cpu"] for c in cal["lender"] if c["lead_cpu"] is not None]
+leads = [c["lead_cpu"] for c in cal["lender"] if c["lead_cpu"] is not None]
 pairs = [(co, cn) for co, cn, _ in kept]
 if pairs:
     # each cost from each pair, then its median over the pairs (bench-cluster.sh:
@@ -250,8 +250,8 @@ if pairs:
             got["remote_start_s_cal"] = max(0.0, cn["first_remote"] - cn["start"])
         for k, v in got.items():
             per.setdefault(k, []).append(v)
-    if starts:
-        per["lead_cpu_s_cal"] = starts
+    if leads:
+        per["lead_cpu_s_cal"] = leads
     for k, v in per.items():
         costs[k] = statistics.median(v)
     off_r = statistics.median(co["images"] / co["wall"] for co, _ in pairs)
