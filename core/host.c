@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -216,4 +217,73 @@ uint64_t gm_host_mem_total(void)
 	if (b.limit < total)
 		total = b.limit;
 	return env < total ? env : total;
+}
+
+int gm_host_pick_cpu(double quota, const char *env, int now, const cpu_set_t *allowed, char *why,
+		     size_t len)
+{
+	int n = CPU_COUNT(allowed), first = -1;
+
+	for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+		if (CPU_ISSET(c, allowed))
+			first = c;
+	if (env && !strcmp(env, "off"))
+		return -1;
+	if (env && *env && strcmp(env, "auto")) {
+		char *end;
+		errno = 0;
+		long c = strtol(env, &end, 10);
+		if (errno || *env < '0' || *env > '9' || *end || c >= CPU_SETSIZE) {
+			gm_errf(why, len,
+				"GM_WORKER_CPU='%s': want auto, off or a CPU number (0, 1, ...)", env);
+			return -EINVAL;
+		}
+		if (!CPU_ISSET((int)c, allowed)) {
+			gm_errf(why, len,
+				"GM_WORKER_CPU=%ld: this process may not run on CPU %ld (it may on %d "
+				"CPU%s, the first %d)",
+				c, c, n, n == 1 ? "" : "s", first);
+			return -EINVAL;
+		}
+		return (int)c;
+	}
+	if (!(quota > 0 && quota < GM_HOST_PIN_CORES) || n < 2)
+		return -1;
+	return now >= 0 && now < CPU_SETSIZE && CPU_ISSET(now, allowed) ? now : first;
+}
+
+/* the process's decision: once, under a lock (a second thread waits for it) */
+static pthread_mutex_t pick_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool picked;
+static int pick_cpu;
+static char pick_why[256];
+
+int gm_host_worker_cpu(char *why, size_t len)
+{
+	pthread_mutex_lock(&pick_mu);
+	if (!picked) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		if (sched_getaffinity(0, sizeof(set), &set))
+			CPU_ZERO(&set);
+		pick_cpu = gm_host_pick_cpu(gm_cgroup_cpu_quota(NULL), getenv("GM_WORKER_CPU"),
+					    sched_getcpu(), &set, pick_why, sizeof(pick_why));
+		picked = true;
+	}
+	int c = pick_cpu;
+	if (c < -1)
+		gm_errf(why, len, "%s", pick_why);
+	pthread_mutex_unlock(&pick_mu);
+	return c;
+}
+
+int gm_host_pin(pid_t pid, int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(pid, sizeof(set), &set) ? -errno : 0;
 }

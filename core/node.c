@@ -2098,6 +2098,15 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 	rc = agent_new(&a, o, err, errlen);
 	if (rc)
 		return rc;
+	/* Under a CPU quota too small to split across CPUs fairly (host.h,
+	 * GM_HOST_PIN_CORES) the agent runs on one CPU; remote_start's threads, the
+	 * lent workers and every job's workers inherit it (the pools pin theirs too). */
+	int cpu = gm_host_worker_cpu(err, errlen);
+	if (cpu < -1) {
+		free(a);
+		return cpu;
+	}
+	int pinned = gm_host_pin(0, cpu);
 	/* the default socket's directory: this uid's own, 0700, made if absent */
 	rc = o->socket_path ? 0 : gm_wire_socket_dir(path, true, err, errlen);
 	if (!rc)
@@ -2118,6 +2127,15 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 	      mem);
 	logf_(a, "the workers can use %.2f cores (%s): each job's local capacity counts them",
 	      a->host.cores, a->host.src);
+	if (cpu >= 0 && !pinned)
+		logf_(a,
+		      "the agent and its workers run on CPU %d only: a CPU quota of %.2f core "
+		      "(under %.2f) is shared fairly between jobs on one CPU, not across several "
+		      "(GM_WORKER_CPU=off: on any)",
+		      cpu, a->host.quota, GM_HOST_PIN_CORES);
+	else if (cpu >= 0)
+		logf_(a, "could not confine the agent to CPU %d (%s): its workers share the "
+			 "CPU quota as the kernel places them", cpu, strerror(-pinned));
 	int64_t last = gm_now_ms();
 	while (!*stop) {
 		if (o->reload && *o->reload) { /* SIGHUP */

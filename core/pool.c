@@ -872,6 +872,11 @@ int gm_pool_create(struct gm_pool **out, const struct gm_pool_cfg *c, char *err,
 	rc = p->c.start_timeout_ms ? 0 : start_ms_default(&p->c.start_timeout_ms, err, errlen);
 	if (rc)
 		goto out_free;
+	p->cpu = gm_host_worker_cpu(err, errlen); /* a bad $GM_WORKER_CPU: said here */
+	if (p->cpu < -1) {
+		rc = p->cpu;
+		goto out_free;
+	}
 	rc = pool_ring(&p->ring, &p->c, err, errlen);
 	if (rc)
 		goto out_free;

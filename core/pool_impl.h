@@ -69,6 +69,7 @@ struct gm_pool {
 	bool closing;	/* under mu */
 	bool handing;	/* under mu: closing hands the ring on (gm_pool_hand_over) */
 	bool autoscale; /* under mu: the elastic controller sizes the pool */
+	int cpu;	/* the CPU its workers are confined to (gm_host_worker_cpu), -1: none */
 	struct wk wk[GM_MAX_WORKERS];
 	int nwk; /* coordinator thread only */
 	/* workers asked to go (retired, or killed by the lease watch) and not yet

@@ -233,6 +233,8 @@ int gm_pool_spawn(struct gm_pool *p)
 	/* as child() does (and _worker.py for the zygote's): a group of its own
 	 * before it runs the user's code, whichever of us is first */
 	(void)setpgid(pid, pid);
+	/* best effort: unconfined, it only shares the CPU quota less fairly */
+	(void)gm_host_pin(pid, p->cpu);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		int err = -errno;
@@ -398,6 +400,8 @@ void gm_pool_zygote_start(struct gm_pool *p)
 	if (pid == 0)
 		child(p, parent, (char *const *)p->c.zygote_argv, sv[1], -1, -1);
 	close(sv[1]);
+	if (pid > 0) /* what it forks starts there (each worker is pinned again) */
+		(void)gm_host_pin(pid, p->cpu);
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	if (pidfd < 0) {
 		if (pid > 0) {

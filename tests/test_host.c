@@ -4,7 +4,8 @@
  * (v2 effective and v1), --cpus smaller than all of them, and a tree with no
  * limit at all; the least one binds, fractions kept, and the binding one is
  * named. Also the CPU list parser the cpuset and online files go through, and
- * a process's stopped state and CPU time as /proc/PID/stat says them.
+ * a process's stopped state and CPU time as /proc/PID/stat says them, and the
+ * CPU a host under half a core confines its workers to (gm_host_pick_cpu).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -250,6 +252,89 @@ static void test_a_processs_wait_for_a_cpu_is_its_schedstat_run_delay(void **sta
 	assert_true(b != UINT64_MAX && b > a);
 }
 
+/* CPUs 0..n-1 as a set */
+static cpu_set_t cpus(int n)
+{
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	for (int c = 0; c < n; c++)
+		CPU_SET(c, &s);
+	return s;
+}
+
+static void test_a_quota_under_half_a_core_confines_the_workers_to_the_cpu_it_runs_on(
+    void **state)
+{
+	(void)state;
+	cpu_set_t two = cpus(2), one = cpus(1), odd;
+	char why[200] = "";
+	assert_int_equal(gm_host_pick_cpu(0.2, NULL, 1, &two, why, sizeof(why)), 1);
+	assert_int_equal(gm_host_pick_cpu(0.45, "", 0, &two, why, sizeof(why)), 0);
+	assert_int_equal(gm_host_pick_cpu(0.25, "auto", 1, &two, why, sizeof(why)), 1);
+	/* a CPU it may not run on now (a stale reading): its first allowed one */
+	CPU_ZERO(&odd);
+	CPU_SET(3, &odd);
+	CPU_SET(5, &odd);
+	assert_int_equal(gm_host_pick_cpu(0.2, NULL, 1, &odd, why, sizeof(why)), 3);
+	assert_int_equal(gm_host_pick_cpu(0.2, NULL, -1, &odd, why, sizeof(why)), 3);
+	assert_int_equal(gm_host_pick_cpu(0.2, NULL, 5, &odd, why, sizeof(why)), 5);
+	/* half a core and more, no quota, one CPU only, or off: not confined */
+	assert_int_equal(gm_host_pick_cpu(GM_HOST_PIN_CORES, NULL, 0, &two, why, sizeof(why)), -1);
+	assert_int_equal(gm_host_pick_cpu(0.75, NULL, 0, &two, why, sizeof(why)), -1);
+	assert_int_equal(gm_host_pick_cpu(0, NULL, 0, &two, why, sizeof(why)), -1);
+	assert_int_equal(gm_host_pick_cpu(0.2, NULL, 0, &one, why, sizeof(why)), -1);
+	assert_int_equal(gm_host_pick_cpu(0.2, "off", 0, &two, why, sizeof(why)), -1);
+	assert_string_equal(why, "");
+	/* a CPU named: that one, quota or not */
+	assert_int_equal(gm_host_pick_cpu(0, "1", 0, &two, why, sizeof(why)), 1);
+	assert_int_equal(gm_host_pick_cpu(0.2, "5", 3, &odd, why, sizeof(why)), 5);
+}
+
+static void test_a_bad_worker_cpu_variable_is_refused_with_its_value(void **state)
+{
+	(void)state;
+	cpu_set_t two = cpus(2);
+	char why[200];
+	const char *bad[] = {"x", "-1", "1.5", "2k", " 1", "99999999999999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = 0;
+		assert_int_equal(gm_host_pick_cpu(0.2, bad[i], 0, &two, why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "GM_WORKER_CPU"));
+		assert_non_null(strstr(why, bad[i]));
+		assert_non_null(strstr(why, "auto, off or a CPU number"));
+	}
+	why[0] = 0;
+	assert_int_equal(gm_host_pick_cpu(0.2, "7", 0, &two, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "GM_WORKER_CPU=7: this process may not run on CPU 7"));
+	assert_non_null(strstr(why, "on 2 CPUs"));
+}
+
+static void test_pinning_confines_a_process_and_a_negative_cpu_leaves_it(void **state)
+{
+	(void)state;
+	cpu_set_t was, now;
+	assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+	int c = sched_getcpu();
+	assert_true(c >= 0);
+	pid_t kid = fork();
+	if (kid == 0) {
+		pause();
+		_exit(0);
+	}
+	assert_true(kid > 0);
+	assert_int_equal(gm_host_pin(kid, -1), 0);
+	assert_int_equal(sched_getaffinity(kid, sizeof(now), &now), 0);
+	assert_true(CPU_EQUAL(&now, &was));
+	assert_int_equal(gm_host_pin(kid, c), 0);
+	assert_int_equal(sched_getaffinity(kid, sizeof(now), &now), 0);
+	assert_int_equal(CPU_COUNT(&now), 1);
+	assert_true(CPU_ISSET(c, &now));
+	assert_int_equal(gm_host_pin(kid, CPU_SETSIZE - 1), -EINVAL); /* no such CPU */
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	assert_true(gm_host_pin(kid, c) == -ESRCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -267,6 +352,10 @@ int main(void)
 					    fresh, gone),
 	    cmocka_unit_test_setup_teardown(
 		test_a_processs_wait_for_a_cpu_is_its_schedstat_run_delay, fresh, gone),
+	    cmocka_unit_test(
+		test_a_quota_under_half_a_core_confines_the_workers_to_the_cpu_it_runs_on),
+	    cmocka_unit_test(test_a_bad_worker_cpu_variable_is_refused_with_its_value),
+	    cmocka_unit_test(test_pinning_confines_a_process_and_a_negative_cpu_leaves_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
 # 2's gm0 counted them; a 0.25-core quota holds a busy loop to <= 0.35 of a
 # core and the cgroup reports throttling; a cut link stops a connect with a
 # 500 ms deadline and a healed one carries it again; a node agent runs in a
-# host, in its cgroup and namespace; the agents' helpers (mh_secret, mh_agent,
+# host, in its cgroup and namespace; an agent under a quota of less than half
+# a core runs on one CPU with its workers (GM_WORKER_CPU=off: on any; a bad
+# one refused); the agents' helpers (mh_secret, mh_agent,
 # mh_connected, mh_agents_stop) do what they say, their failures included
 # (two agents with peers where the remote plugin is built); the cleanup
 # leaves no namespace, cgroup or process of the run (the agent killed); the
@@ -213,6 +215,61 @@ else
 		"mh_agents_stop: both agents gone within 4 s, the SIGSTOPped one too ($left left)"
 fi
 unset MH_WAIT_S
+
+# 6c: an agent under a quota of less than half a core runs on one CPU, and so
+# do the workers it starts (a fair share of the quota between jobs: host.h,
+# GM_HOST_PIN_CORES); GM_WORKER_CPU=off leaves them on any CPU; a bad one is
+# refused at the start, named.
+# allowed PID: the CPUs process PID may run on ("0-1", "1")
+allowed() { awk '$1 == "Cpus_allowed_list:" { print $2 }' "/proc/$1/status" 2>/dev/null; }
+if [ "$MH_CGROUP" = none ]; then
+	for c in 1 2 3; do skip "one CPU under a small quota: no writable cpu cgroup here"; done
+elif [ "$(allowed $$ | tr -cd ',-')" = "" ]; then
+	for c in 1 2 3; do skip "one CPU under a small quota: this process may run on one CPU only"; done
+else
+	"$G" synth "$tmp/set" --images 32 --classes 2 >/dev/null 2>&1
+	MH_WAIT_S=10
+	mh_agent 3 0.25 "$tmp/p.sock" --cpus 1 >"$tmp/p.log" 2>&1
+	pa=$MH_PID
+	mh_spawn 3 - timeout 60 "$G" bench "$tmp/set" --node "$tmp/p.sock" --workers 1 \
+		--epochs 100000 --batch 8 --size 32 --quiet >/dev/null 2>"$tmp/pt.err"
+	pt=$MH_PID
+	worker=
+	k=0
+	while [ -z "$worker" ] && [ $k -lt 200 ]; do # its worker: the agent's child
+		worker=$(pgrep -P "$pa" | head -1)
+		[ -n "$worker" ] || sleep 0.05
+		k=$((k + 1))
+	done
+	cpu=$(sed -n 's/.* run on CPU \([0-9]*\) only: a CPU quota of 0.25 core.*/\1/p' "$tmp/p.log")
+	ok=1
+	[ -n "$cpu" ] && [ "$(allowed "$pa")" = "$cpu" ] && [ -n "$worker" ] &&
+		[ "$(allowed "$worker")" = "$cpu" ] && ok=0
+	[ $ok = 0 ] || { diag "$tmp/p.log"; diag "$tmp/pt.err"; }
+	t $ok "an agent under 0.25 core runs on CPU '$cpu' only, its job's worker too (agent" \
+		"'$(allowed "$pa")', worker '$(allowed "$worker")', of '$(allowed $$)')"
+	kill -9 "$pt" 2>/dev/null
+	mh_agents_stop
+	export GM_WORKER_CPU=off
+	mh_agent 3 0.25 "$tmp/q.sock" --cpus 1 >"$tmp/q.log" 2>&1
+	qa=$MH_PID
+	ok=1
+	[ "$(allowed "$qa")" = "$(allowed $$)" ] && ! grep -q "run on CPU" "$tmp/q.log" && ok=0
+	[ $ok = 0 ] || diag "$tmp/q.log"
+	t $ok "GM_WORKER_CPU=off: the agent under 0.25 core may run on '$(allowed "$qa")' (as the test)"
+	mh_agents_stop
+	MH_WAIT_S=2
+	GM_WORKER_CPU=one
+	mh_agent 3 0.25 "$tmp/r.sock" --cpus 1 >"$tmp/r.log" 2>&1
+	rc=$?
+	unset GM_WORKER_CPU
+	ok=1
+	[ $rc = 1 ] && grep -q "GM_WORKER_CPU='one': want auto, off or a CPU number" "$tmp/r.log" && ok=0
+	[ $ok = 0 ] || diag "$tmp/r.log"
+	t $ok "GM_WORKER_CPU=one: the agent does not start, and says why (rc $rc)"
+	mh_agents_stop
+	unset MH_WAIT_S
+fi
 
 # 7: the cleanup leaves nothing of the run.
 mh_cleanup

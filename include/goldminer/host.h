@@ -21,6 +21,7 @@
 #ifndef GOLDMINER_HOST_H
 #define GOLDMINER_HOST_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,41 @@ struct gm_host_cpu {
 /* Fill *h for this process (root as above), with the operator's limit cpus
  * (0: none). */
 void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h);
+
+/*
+ * Workers confined to one CPU. Under a CPU cgroup quota the kernel hands each
+ * CPU's run queue the quota in slices (/proc/sys/kernel/sched_cfs_bandwidth_slice_us,
+ * 5 ms): a quota under a slice a period (0.2 core of a 20 ms period is 4 ms)
+ * goes whole to the first CPU to ask, and the tasks on the other CPUs wait out
+ * the period. Workers spread over two CPUs then share the quota by where the
+ * scheduler put them, not fairly: three busy loops in a 0.2-core cgroup took
+ * 0.18, 1.23 and 0.18 CPU s of 8 s, and on one CPU 0.53 each (docs/MEASUREMENTS.md,
+ * "Workers confined to one CPU"). A host under GM_HOST_PIN_CORES cannot use
+ * more than one CPU's time anyway, and any two such hosts fit on one CPU
+ * together; on one CPU its workers share it as the scheduler's weights say, and
+ * each image cost less (the seeds' poor hosts 491 us against 624).
+ */
+#define GM_HOST_PIN_CORES 0.5
+
+/* The CPU to confine workers to, from the CPU quota h->quota (0: none), the
+ * value of $GM_WORKER_CPU env (NULL or "" or "auto": the rule above; "off":
+ * never; a CPU number: that one), the CPU the process runs on now (now) and the
+ * CPUs it may run on (allowed). The CPU, -1 for none (no quota under
+ * GM_HOST_PIN_CORES, "off", or a single CPU allowed), or -EINVAL with a
+ * message naming the variable in why when env is none of those or names a CPU
+ * not allowed. Pure (tests feed it). */
+int gm_host_pick_cpu(double quota, const char *env, int now, const cpu_set_t *allowed, char *why,
+		     size_t len);
+
+/* gm_host_pick_cpu for this process (its CPU quota, $GM_WORKER_CPU, sched_getcpu,
+ * its affinity), decided on the first call and the same on every later one,
+ * so that every pool of one process (the agent's jobs) shares the one CPU.
+ * Thread-safe. */
+int gm_host_worker_cpu(char *why, size_t len);
+
+/* Confine process or thread pid (0: the caller) to cpu (< 0: nothing to do). 0
+ * or -errno. */
+int gm_host_pin(pid_t pid, int cpu);
 
 /* Whether process pid of this host is stopped by a signal (SIGSTOP, SIGTSTP:
  * state T in root/proc/PID/stat, read after the last ')' of its name, which may
