@@ -246,8 +246,8 @@ else
 	[ -n "$cpu" ] && [ "$(allowed "$pa")" = "$cpu" ] && [ -n "$worker" ] &&
 		[ "$(allowed "$worker")" = "$cpu" ] && ok=0
 	[ $ok = 0 ] || { diag "$tmp/p.log"; diag "$tmp/pt.err"; }
-	t $ok "an agent under 0.25 core runs on CPU '$cpu' only, its job's worker too (agent" \
-		"'$(allowed "$pa")', worker '$(allowed "$worker")', of '$(allowed $$)')"
+	seen="agent '$(allowed "$pa")', worker '$(allowed "$worker")', of '$(allowed $$)'"
+	t $ok "an agent under 0.25 core runs on CPU '$cpu' only, its job's worker too ($seen)"
 	kill -9 "$pt" 2>/dev/null
 	mh_agents_stop
 	export GM_WORKER_CPU=off

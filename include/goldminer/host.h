@@ -51,8 +51,9 @@ void gm_host_cpu(const char *root, double cpus, struct gm_host_cpu *h);
  * 0.18, 1.23 and 0.18 CPU s of 8 s, and on one CPU 0.53 each (docs/MEASUREMENTS.md,
  * "Workers confined to one CPU"). A host under GM_HOST_PIN_CORES cannot use
  * more than one CPU's time anyway, and any two such hosts fit on one CPU
- * together; on one CPU its workers share it as the scheduler's weights say, and
- * each image cost less (the seeds' poor hosts 491 us against 624).
+ * together; on one CPU its workers share it as the scheduler's weights say
+ * (tests/bench/bench-pin.sh: three jobs on a 0.2-core host, their walls 1.43-1.65x
+ * apart spread, 1.00-1.01x on one CPU), and an image costs 2-5% less.
  */
 #define GM_HOST_PIN_CORES 0.5
 
