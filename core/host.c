@@ -235,14 +235,16 @@ int gm_host_pick_cpu(double quota, const char *env, int now, const cpu_set_t *al
 		long c = strtol(env, &end, 10);
 		if (errno || *env < '0' || *env > '9' || *end || c >= CPU_SETSIZE) {
 			gm_errf(why, len,
-				"GM_WORKER_CPU='%s': want auto, off or a CPU number (0, 1, ...)", env);
+				"GM_WORKER_CPU='%s': want auto, off or a CPU number (0, 1, ...)",
+				env);
 			return -EINVAL;
 		}
 		if (!CPU_ISSET((int)c, allowed)) {
-			gm_errf(why, len,
-				"GM_WORKER_CPU=%ld: this process may not run on CPU %ld (it may on %d "
-				"CPU%s, the first %d)",
-				c, c, n, n == 1 ? "" : "s", first);
+			gm_errf(
+			    why, len,
+			    "GM_WORKER_CPU=%ld: this process may not run on CPU %ld (it may on %d "
+			    "CPU%s, the first %d)",
+			    c, c, n, n == 1 ? "" : "s", first);
 			return -EINVAL;
 		}
 		return (int)c;

@@ -2134,8 +2134,10 @@ static int node_run(const struct gm_node_opts *o, volatile sig_atomic_t *stop, c
 		      "(GM_WORKER_CPU=off: on any)",
 		      cpu, a->host.quota, GM_HOST_PIN_CORES);
 	else if (cpu >= 0)
-		logf_(a, "could not confine the agent to CPU %d (%s): its workers share the "
-			 "CPU quota as the kernel places them", cpu, strerror(-pinned));
+		logf_(a,
+		      "could not confine the agent to CPU %d (%s): its workers share the "
+		      "CPU quota as the kernel places them",
+		      cpu, strerror(-pinned));
 	int64_t last = gm_now_ms();
 	while (!*stop) {
 		if (o->reload && *o->reload) { /* SIGHUP */

@@ -262,8 +262,7 @@ static cpu_set_t cpus(int n)
 	return s;
 }
 
-static void test_a_quota_under_half_a_core_confines_the_workers_to_the_cpu_it_runs_on(
-    void **state)
+static void test_a_quota_under_half_a_core_confines_the_workers_to_the_cpu_it_runs_on(void **state)
 {
 	(void)state;
 	cpu_set_t two = cpus(2), one = cpus(1), odd;

@@ -223,9 +223,9 @@ unset MH_WAIT_S
 # allowed PID: the CPUs process PID may run on ("0-1", "1")
 allowed() { awk '$1 == "Cpus_allowed_list:" { print $2 }' "/proc/$1/status" 2>/dev/null; }
 if [ "$MH_CGROUP" = none ]; then
-	for c in 1 2 3; do skip "one CPU under a small quota: no writable cpu cgroup here"; done
+	for _ in 1 2 3; do skip "one CPU under a small quota: no writable cpu cgroup here"; done
 elif [ "$(allowed $$ | tr -cd ',-')" = "" ]; then
-	for c in 1 2 3; do skip "one CPU under a small quota: this process may run on one CPU only"; done
+	for _ in 1 2 3; do skip "one CPU under a small quota: this process may run on one CPU only"; done
 else
 	"$G" synth "$tmp/set" --images 32 --classes 2 >/dev/null 2>&1
 	MH_WAIT_S=10

@@ -41,7 +41,7 @@ echo "pin: $CORES core, 3 trainers of one epoch ($NIMG photos) each, $ROUNDS rou
 # run MODE PERIOD: one run, a line "MODE PERIOD rate1 rate2 rate3 spread all us"
 run() {
 	MH_PERIOD=$2
-	export GM_WORKER_CPU=$1
+	export GM_WORKER_CPU="$1"
 	mh_agent 1 "$CORES" "$tmp/a.sock" --cpus 1 --quiet >"$tmp/agent.log" 2>&1 ||
 		{ echo "pin: the agent did not start:"; cat "$tmp/agent.log"; return 1; }
 	unset GM_WORKER_CPU
@@ -49,6 +49,7 @@ run() {
 	t0=$(date +%s.%N)
 	pids=
 	for k in 1 2 3; do
+		# shellcheck disable=SC2016 # the inner shell's
 		mh_spawn 1 - sh -c '"$@" >"$0.json" 2>"$0.err"; date +%s.%N >"$0.end"' "$tmp/t$k" \
 			"$G" bench "$PHOTOS" --node "$tmp/a.sock" --workers 8 --batch 32 --epochs 1 --quiet
 		pids="$pids $MH_PID"
