@@ -12,9 +12,10 @@
  *
  * The model, between two events (an arrival or a finish) rates are constant:
  *   1. Lending off: on each host, its cores are water-filled (max-min fair, as a
- *      fair CPU scheduler shares them among the jobs' processes) over its jobs,
- *      job j wanting rate_j * local_cpu (greedy: unbounded); it runs at its
- *      share / local_cpu.
+ *      fair CPU scheduler shares them among the jobs' processes: on a host
+ *      under half a core only because its agent keeps them on one CPU, host.h's
+ *      GM_HOST_PIN_CORES) over its jobs, job j wanting rate_j * local_cpu
+ *      (greedy: unbounded); it runs at its share / local_cpu.
  *   2. Lending on: the hosts without a short job (one below its rate) lend what
  *      their own jobs leave idle (own jobs first: a guest never slows them), in
  *      as many workers as the agent's rule gives (gm_policy_lendable: none on
