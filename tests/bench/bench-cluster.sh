@@ -310,7 +310,7 @@ echo "cluster: seeds ${FIXED:+(none: $FIXED)}${FIXED:-$SEEDS}, $RUNS run(s) each
 	"load before: $(uptime | sed 's/.*load/load/')"
 CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo 4)}
 # CLUSTER_CAL_RUNS pairs (off, on; 3, short: 1): the report takes each cost's
-# median over the pairs. One pair's local_us drifted 411-446 us between
+# median over the pairs, local_us's least. One pair's local_us drifted 411-446 us between
 # invocations on a quiet machine (one run's own 399-412), enough to put a
 # lending-off job 15% off the simulator.
 CAL_RUNS=${CLUSTER_CAL_RUNS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 1 || echo 3)}
@@ -362,8 +362,8 @@ scale_rates() {
 		f=$(awk -F'\t' -v cal="$OUT/cal.tsv" '$1 == "cost" && $2 == "local_us" { c = $3 }
 			END { while ((getline l < cal) > 0) { split(l, a, "\t")
 				if (a[1] == "off" && a[2] > 0) v[++n] = 1e6 * a[4] / a[2] }
-			for (i = 2; i <= n; i++) for (k = i; k > 1 && v[k - 1] > v[k]; k--) { t = v[k]; v[k] = v[k - 1]; v[k - 1] = t }
-			u = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 # the median
+			u = v[1] # the least: as cluster_report.py's local_us_cal (it says why)
+			for (i = 2; i <= n; i++) if (v[i] < u) u = v[i]
 			if (c > 0 && u > 0) printf "%.4f", c / u; else print 1 }' "$1")
 	fi
 	awk -F'\t' -v OFS='\t' -v f="$f" 'NR == 2 && f != 1 {
