@@ -362,7 +362,7 @@ scale_rates() {
 		f=$(awk -F'\t' -v cal="$OUT/cal.tsv" '$1 == "cost" && $2 == "local_us" { c = $3 }
 			END { while ((getline l < cal) > 0) { split(l, a, "\t")
 				if (a[1] == "off" && a[2] > 0) v[++n] = 1e6 * a[4] / a[2] }
-			u = v[1] # the least: as cluster_report.py's local_us_cal (it says why)
+			u = v[1] # the least: as local_us_cal in cluster_report.py (it says why)
 			for (i = 2; i <= n; i++) if (v[i] < u) u = v[i]
 			if (c > 0 && u > 0) printf "%.4f", c / u; else print 1 }' "$1")
 	fi
