@@ -906,11 +906,18 @@ static void test_a_lenders_idle_guests_leave_their_share_to_the_busy_ones(void *
 	gm_policy_guest_shares(0.63, n, used, last, 3, out);
 	assert_float_equal(out[0], 0.21, 1e-9);
 	assert_float_equal(out[1], 0.21, 1e-9);
-	/* all light: each what it wants, the idle cores left idle for none */
+	/* all light: each what it wants and an equal part of what they leave,
+	 * all 0.63 given (seed 5: left idle, a guest paced to 0.010 held the
+	 * batch its trainer waited for) */
 	used[0] = 0.02, last[0] = 0.21, used[1] = 0.01, last[1] = 0.21;
 	gm_policy_guest_shares(0.63, n, used, last, 3, out);
-	assert_float_equal(out[0], 0.0125, 1e-9);
-	assert_float_equal(out[1], 0.0125, 1e-9);
+	assert_float_equal(out[0], 0.21, 1e-9);
+	assert_float_equal(out[1], 0.21, 1e-9);
+	used[1] = 0.1, last[1] = 0.21; /* wants 0.125 */
+	gm_policy_guest_shares(0.63, n, used, last, 3, out);
+	assert_float_equal(out[0], 0.0125 + (0.63 - 0.025 - 0.125) / 3, 1e-9);
+	assert_float_equal(out[1], 0.125 + (0.63 - 0.025 - 0.125) / 3, 1e-9);
+	assert_float_equal(2 * out[0] + out[1], 0.63, 1e-9);
 	/* not measured: heavy; a core or more each: no bound; none idle: the least */
 	last[0] = last[1] = 0;
 	gm_policy_guest_shares(0.63, n, used, last, 3, out);

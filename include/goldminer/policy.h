@@ -397,7 +397,8 @@ double gm_policy_guest_cores(double idle_cores, uint32_t guests, bool own_jobs);
  * starves wants more, not less) under GM_POLICY_GUEST_LIGHT of their pace (last[j] a
  * worker; 0: none or not measured) counts as wanting GM_POLICY_GUEST_GROW x
  * what it used: its ring was full ("no batch free") or it waited for leases;
- * the others want all they can get, and share what the light ones leave. An
+ * the others want all they can get, and share what the light ones leave;
+ * when all are light, what they leave is split equally on top. An
  * equal split left the cores of the idle guests idle: seed 107's lenders used
  * 0.46 of 0.75 and 0.35 of 0.6 of a core while the guests of one poor host's
  * job sat "no batch free" 52-66% of the time and another poor host's jobs
