@@ -80,15 +80,20 @@ static void run(const struct gm_scenario *s, int lending, struct gm_scen_result 
 static void test_committed_scenarios_load(void **st)
 {
 	(void)st;
-	const char *files[2] = {"traces/cluster.tsv", "traces/cluster-short.tsv"};
-	for (int f = 0; f < 2; f++) {
+	const char *files[4] = {"traces/cluster.tsv", "traces/cluster-short.tsv",
+				"traces/cluster-unseen-1.tsv", "traces/cluster-unseen-2.tsv"};
+	for (int f = 0; f < 4; f++) {
 		struct gm_scenario *s = NULL;
 		char err[512];
 		assert_int_equal(gm_scenario_load(&s, files[f], err, sizeof(err)), 0);
-		assert_int_equal(s->nnodes, 3);
+		assert_int_equal(s->nnodes, f == 3 ? 4 : 3);
 		assert_string_equal(s->node[0].name, "A");
 		assert_true(s->node[0].cores == 0.25);
-		assert_true(s->node[1].cores == 0.75 && s->node[2].cores == 0.75);
+		if (f == 3) /* A 0.25, D 0.2, lenders of 0.65: issue 37's second */
+			assert_true(s->node[1].cores == 0.2 && s->node[2].cores == 0.65 &&
+				    s->node[3].cores == 0.65);
+		else
+			assert_true(s->node[1].cores == 0.75 && s->node[2].cores == 0.75);
 		for (size_t k = 1; k < s->njobs; k++)
 			assert_true(s->job[k].submit >= s->job[k - 1].submit);
 		assert_true(s->local_cpu > 0 && s->remote_home_cpu > 0 && s->remote_lender_cpu > 0);

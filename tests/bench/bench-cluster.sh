@@ -13,8 +13,11 @@
 # rising and falling demand; ranges in docs/USAGE.md, "Scenario family"), one per
 # seed of CLUSTER_SEEDS (default "1 101": minutes per seed). Seeds 1..99 are the
 # tuning seeds (a controller or a cost may be adjusted on what they show); seeds
-# 100 and up are held out (reported, never tuned on). CLUSTER_SCENARIO=FILE runs
-# one fixed file instead (CLUSTER_SHORT=1: traces/cluster-short.tsv).
+# 100 and up are held out (reported, never tuned on). CLUSTER_SCENARIO="FILE..."
+# runs fixed files instead (CLUSTER_SHORT=1: traces/cluster-short.tsv), e.g.
+# traces/cluster-unseen-1.tsv and -2.tsv, the two scenarios issue 37 was filed
+# on; a file with a `cost local_us` line has its rates scaled as the family's
+# (scale_rates), one without runs as written.
 #
 # Per job: JCT (its submit to its trainer's exit), images, the images remote
 # workers sent it (the home agent's --status, sampled every 0.5 s from outside
@@ -24,7 +27,7 @@
 # consumer's rate) and the average JCT at the bound; and each host's CPU time
 # (its cgroup, mh_usage). The costs the simulator takes come from one
 # calibration before the scenarios, on traces/cluster.tsv's three hosts (A
-# 0.25 core, B and C 0.75; a fixed file's own hosts instead): local_us (A's CPU
+# 0.25 core, B and C 0.75, whatever the scenarios): local_us (A's CPU
 # per image a greedy trainer on A alone takes, lending off; beside it, reported
 # only, job_cpu_s_cal, the CPU a job costs beside its images, from a one-epoch
 # run: cluster_report.py says why the prediction leaves it out); remote_home_us and
@@ -45,7 +48,7 @@
 # and the costs fitted to the scenario's own runs (a diagnostic, not a
 # prediction). The scenario's "feedable" (gm_scenario_feedable) is the share of
 # the poor hosts' demand its CPUs can feed at best. Writes CLUSTER_OUT (default $B/bench-cluster): cal.tsv, and per
-# scenario a folder (seed-N, or fixed) with scenario.tsv, jobs.tsv (one row per
+# scenario a folder (seed-N; fixed for one fixed file, fixed-NAME for each of several) with scenario.tsv, jobs.tsv (one row per
 # run and job), runs.tsv, costs.tsv, sim-*.tsv, figures.tsv and summary.txt;
 # prints each summary, then the family's: per seed (tuning or held out) and in
 # total, the poor hosts' GPU use, the average JCT over the bound, the lenders'
@@ -97,7 +100,7 @@ fi
 # so A's agent is never away for 75 ms at a time.
 MH_PERIOD=${MH_PERIOD_US:-20000}
 mkdir -p "$OUT" || exit 1
-rm -rf "$OUT"/seed-* "$OUT"/fixed "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
+rm -rf "$OUT"/seed-* "$OUT"/fixed "$OUT"/fixed-* "$OUT"/*.tsv "$OUT"/*.txt "$OUT"/*.log
 mh_ucx_env
 mh_secret "$tmp/secret"
 # the agents' ports above Linux's ephemeral range (32768-60999): a UCX connection
@@ -303,7 +306,10 @@ rc=0
 # C decode and send), on traces/cluster.tsv's three hosts or the fixed file's
 SO=$OUT
 tag="cal"
-use_scenario "${FIXED:-$repo/traces/cluster.tsv}" || exit 1
+for f in $FIXED; do # each fixed file readable before the minutes of calibration
+	use_scenario "$f" || exit 1
+done
+use_scenario "$repo/traces/cluster.tsv" || exit 1
 [ "$NH" = 3 ] || { echo "cluster: the calibration wants 3 hosts (home, two lenders)"; exit 1; }
 echo "cluster: seeds ${FIXED:+(none: $FIXED)}${FIXED:-$SEEDS}, $RUNS run(s) each way, $NIMG photos," \
 	"calibration hosts (name cores --cpus) $(tr '\n' ' ' <"$tmp/nodes"), cgroup $MH_CGROUP;" \
@@ -374,7 +380,13 @@ scale_rates() {
 }
 
 if [ -n "$FIXED" ]; then
-	scenario fixed "$FIXED" - fixed || rc=1
+	for f in $FIXED; do
+		name=$(basename "$f" .tsv)
+		dir=fixed
+		[ "$(echo "$FIXED" | wc -w)" = 1 ] || dir=fixed-$name
+		scale_rates "$f" "$tmp/fixed.tsv" || { rc=1; continue; }
+		scenario "$dir" "$tmp/fixed.tsv" "$name" fixed || rc=1
+	done
 else
 	for seed in $SEEDS; do
 		role=tuning
