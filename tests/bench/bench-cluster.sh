@@ -311,7 +311,7 @@ for f in $FIXED; do # each fixed file readable before the minutes of calibration
 done
 use_scenario "$repo/traces/cluster.tsv" || exit 1
 [ "$NH" = 3 ] || { echo "cluster: the calibration wants 3 hosts (home, two lenders)"; exit 1; }
-echo "cluster: seeds ${FIXED:+(none: $FIXED)}${FIXED:-$SEEDS}, $RUNS run(s) each way, $NIMG photos," \
+echo "cluster: ${FIXED:+fixed files }${FIXED:-seeds $SEEDS}, $RUNS run(s) each way, $NIMG photos," \
 	"calibration hosts (name cores --cpus) $(tr '\n' ' ' <"$tmp/nodes"), cgroup $MH_CGROUP;" \
 	"load before: $(uptime | sed 's/.*load/load/')"
 CAL_EPOCHS=${CLUSTER_CAL_EPOCHS:-$([ -n "${CLUSTER_SHORT:-}" ] && echo 2 || echo 4)}
@@ -376,7 +376,7 @@ scale_rates() {
 		print "# Job rates x " f ", submit times / " f ": the committed local_us over this machine'"'"'s calibrated one (bench-cluster.sh scale_rates)" }
 		$1 == "job" { r = int($6 * f + 0.5); $6 = r < 1 ? 1 : r; $4 = sprintf("%.2f", $4 / f) }
 		{ print }' "$1" >"$2" || return 1
-	[ "$f" = 1 ] || echo "cluster: the family's job rates x $f, submit times / $f (the committed local_us over this machine's)"
+	[ "$f" = 1 ] || echo "cluster: the job rates x $f, submit times / $f (the committed local_us over this machine's)"
 }
 
 if [ -n "$FIXED" ]; then
