@@ -89,7 +89,7 @@ static void test_committed_scenarios_load(void **st)
 		assert_int_equal(s->nnodes, f == 3 ? 4 : 3);
 		assert_string_equal(s->node[0].name, "A");
 		assert_true(s->node[0].cores == 0.25);
-		if (f == 3) /* A 0.25, D 0.2, lenders of 0.65: issue 37's second */
+		if (f == 3) /* A 0.25, D 0.2, lenders of 0.65: unseen-2 */
 			assert_true(s->node[1].cores == 0.2 && s->node[2].cores == 0.65 &&
 				    s->node[3].cores == 0.65);
 		else

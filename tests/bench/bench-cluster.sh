@@ -15,8 +15,8 @@
 # tuning seeds (a controller or a cost may be adjusted on what they show); seeds
 # 100 and up are held out (reported, never tuned on). CLUSTER_SCENARIO="FILE..."
 # runs fixed files instead (CLUSTER_SHORT=1: traces/cluster-short.tsv), e.g.
-# traces/cluster-unseen-1.tsv and -2.tsv, the two scenarios issue 37 was filed
-# on; a file with a `cost local_us` line has its rates scaled as the family's
+# traces/cluster-unseen-1.tsv and -2.tsv, the two scenarios that first showed
+# the controller failing on clusters it was not tuned to; a file with a `cost local_us` line has its rates scaled as the family's
 # (scale_rates), one without runs as written.
 #
 # Per job: JCT (its submit to its trainer's exit), images, the images remote
