@@ -16,8 +16,9 @@
 # 100 and up are held out (reported, never tuned on). CLUSTER_SCENARIO="FILE..."
 # runs fixed files instead (CLUSTER_SHORT=1: traces/cluster-short.tsv), e.g.
 # traces/cluster-unseen-1.tsv and -2.tsv, the two scenarios that first showed
-# the controller failing on clusters it was not tuned to; a file with a `cost local_us` line has its rates scaled as the family's
-# (scale_rates), one without runs as written.
+# the controller failing on clusters it was not tuned to; a file with a `cost
+# local_us` line has its rates scaled as the family's (scale_rates), one
+# without runs as written.
 #
 # Per job: JCT (its submit to its trainer's exit), images, the images remote
 # workers sent it (the home agent's --status, sampled every 0.5 s from outside
@@ -47,8 +48,9 @@
 # measured none), the same for every scenario; beside it the committed costs,
 # and the costs fitted to the scenario's own runs (a diagnostic, not a
 # prediction). The scenario's "feedable" (gm_scenario_feedable) is the share of
-# the poor hosts' demand its CPUs can feed at best. Writes CLUSTER_OUT (default $B/bench-cluster): cal.tsv, and per
-# scenario a folder (seed-N; fixed for one fixed file, fixed-NAME for each of several) with scenario.tsv, jobs.tsv (one row per
+# the poor hosts' demand its CPUs can feed at best. Writes CLUSTER_OUT (default
+# $B/bench-cluster): cal.tsv, and per scenario a folder (seed-N; fixed for one
+# fixed file, fixed-NAME for each of several) with scenario.tsv, jobs.tsv (one row per
 # run and job), runs.tsv, costs.tsv, sim-*.tsv, figures.tsv and summary.txt;
 # prints each summary, then the family's: per seed (tuning or held out) and in
 # total, the poor hosts' GPU use, the average JCT over the bound, the lenders'
@@ -303,7 +305,7 @@ calibrate() {
 rc=0
 # the per-image costs on the real path, once for every scenario: a greedy trainer
 # on A alone, lending off then on (the remote images it gets cost A receive, B and
-# C decode and send), on traces/cluster.tsv's three hosts or the fixed file's
+# C decode and send), on traces/cluster.tsv's three hosts whatever the scenarios
 SO=$OUT
 tag="cal"
 for f in $FIXED; do # each fixed file readable before the minutes of calibration
